@@ -1,0 +1,32 @@
+# Thin wrapper over CMake. `make` builds everything into build/ (programs in build/bin/).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all test unit asan fuzz clean cluster
+
+all:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+unit: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# ASan + UBSan build in build-asan/
+asan:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGR_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+
+# libFuzzer targets (clang) in build-fuzz/fuzz/
+fuzz:
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DGR_SANITIZE=ON -DGR_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+test:
+	scripts/test-all.sh
+
+cluster:
+	scripts/cluster-up.sh
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,382 @@
+/* server.properties parsing: one table declares every key (name, type, default, bounds, field). */
+#include "common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+enum cfg_type { T_INT, T_LONG, T_BOOL, T_STRING, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
+
+struct cfg_key {
+    const char *name;
+    enum cfg_type type;
+    size_t off;         /* offset of the field in struct gr_config */
+    const char *dflt;   /* Kafka's default, as text; NULL = unset */
+    int64_t min, max;   /* bounds for numbers */
+};
+
+#define F(field) offsetof(struct gr_config, field)
+#define NOLIM INT64_MIN, INT64_MAX
+#define I32 INT32_MIN, INT32_MAX
+
+/* Keys Gregor understands, with Kafka 2.7's defaults (core/.../server/KafkaConfig.scala). */
+static const struct cfg_key keys[] = {
+    {"broker.id", T_INT, F(broker_id), "-1", -1, INT32_MAX},
+    {"broker.rack", T_STRING, F(broker_rack), NULL, 0, 0},
+    {"zookeeper.connect", T_STRING, F(zookeeper_connect), NULL, 0, 0},
+    {"zookeeper.session.timeout.ms", T_INT, F(zookeeper_session_timeout_ms), "18000", 1, INT32_MAX},
+    {"zookeeper.connection.timeout.ms", T_INT, F(zookeeper_connection_timeout_ms), "-1", -1, INT32_MAX},
+    {"zookeeper.max.in.flight.requests", T_INT, F(zookeeper_max_in_flight_requests), "10", 1, INT32_MAX},
+    {"listeners", T_LISTENERS, F(listeners), "PLAINTEXT://:9092", 0, 0},
+    {"advertised.listeners", T_ADV_LISTENERS, F(advertised_listeners), NULL, 0, 0},
+    {"inter.broker.listener.name", T_STRING, F(inter_broker_listener_name), NULL, 0, 0},
+    {"control.plane.listener.name", T_STRING, F(control_plane_listener_name), NULL, 0, 0},
+    {"socket.request.max.bytes", T_LONG, F(socket_request_max_bytes), "104857600", 1, INT32_MAX},
+    {"connections.max.idle.ms", T_LONG, F(connections_max_idle_ms), "600000", NOLIM},
+    {"num.network.threads", T_INT, F(num_network_threads), "3", 1, 256},
+    {"num.io.threads", T_INT, F(num_io_threads), "8", 1, 256},
+    {"log.dirs", T_DIRS, F(log_dirs), NULL, 0, 0},
+    {"log.dir", T_DIRS, F(log_dirs), "/tmp/kafka-logs", 0, 0},
+    {"log.segment.bytes", T_LONG, F(log_segment_bytes), "1073741824", 14, INT32_MAX},
+    {"log.roll.ms", T_LONG, F(log_roll_ms), "604800000", 1, INT64_MAX},
+    {"log.roll.hours", T_LONG, F(log_roll_ms), NULL, 1, INT64_MAX},
+    {"log.index.interval.bytes", T_INT, F(log_index_interval_bytes), "4096", 0, INT32_MAX},
+    {"log.index.size.max.bytes", T_LONG, F(log_index_size_max_bytes), "10485760", 4, INT32_MAX},
+    {"log.retention.ms", T_LONG, F(log_retention_ms), "604800000", -1, INT64_MAX},
+    {"log.retention.minutes", T_LONG, F(log_retention_ms), NULL, -1, INT64_MAX},
+    {"log.retention.hours", T_LONG, F(log_retention_ms), NULL, -1, INT64_MAX},
+    {"log.retention.bytes", T_LONG, F(log_retention_bytes), "-1", NOLIM},
+    {"log.retention.check.interval.ms", T_LONG, F(log_retention_check_interval_ms), "300000", 1, INT64_MAX},
+    {"log.flush.interval.messages", T_LONG, F(log_flush_interval_messages), "9223372036854775807", 1, INT64_MAX},
+    {"log.flush.interval.ms", T_LONG, F(log_flush_interval_ms), "9223372036854775807", 0, INT64_MAX},
+    {"log.flush.scheduler.interval.ms", T_LONG, F(log_flush_scheduler_interval_ms), "9223372036854775807", 0, INT64_MAX},
+    {"log.flush.offset.checkpoint.interval.ms", T_LONG, F(log_flush_offset_checkpoint_interval_ms), "60000", 0, INT32_MAX},
+    {"message.max.bytes", T_INT, F(message_max_bytes), "1048588", 0, INT32_MAX},
+    {"auto.create.topics.enable", T_BOOL, F(auto_create_topics_enable), "true", 0, 0},
+    {"num.partitions", T_INT, F(num_partitions), "1", 1, INT32_MAX},
+    {"default.replication.factor", T_INT, F(default_replication_factor), "1", 1, INT32_MAX},
+    {"min.insync.replicas", T_INT, F(min_insync_replicas), "1", 1, INT32_MAX},
+    {"delete.topic.enable", T_BOOL, F(delete_topic_enable), "true", 0, 0},
+    {"unclean.leader.election.enable", T_BOOL, F(unclean_leader_election_enable), "false", 0, 0},
+    {"offsets.topic.replication.factor", T_INT, F(offsets_topic_replication_factor), "3", 1, INT16_MAX},
+    {"replica.lag.time.max.ms", T_LONG, F(replica_lag_time_max_ms), "30000", 1, INT64_MAX},
+    {"replica.fetch.max.bytes", T_INT, F(replica_fetch_max_bytes), "1048576", 0, INT32_MAX},
+    {"replica.fetch.wait.max.ms", T_INT, F(replica_fetch_wait_max_ms), "500", 0, INT32_MAX},
+    {"replica.fetch.min.bytes", T_INT, F(replica_fetch_min_bytes), "1", 0, INT32_MAX},
+    {"replica.fetch.response.max.bytes", T_INT, F(replica_fetch_response_max_bytes), "10485760", 0, INT32_MAX},
+    {"replica.fetch.backoff.ms", T_INT, F(replica_fetch_backoff_ms), "1000", 0, INT32_MAX},
+    {"num.replica.fetchers", T_INT, F(num_replica_fetchers), "1", 1, 64},
+    {"replica.socket.timeout.ms", T_INT, F(replica_socket_timeout_ms), "30000", 1, INT32_MAX},
+    {"replica.high.watermark.checkpoint.interval.ms", T_LONG, F(replica_high_watermark_checkpoint_interval_ms), "5000", 1, INT64_MAX},
+    {"controller.socket.timeout.ms", T_INT, F(controller_socket_timeout_ms), "30000", 1, INT32_MAX},
+    {"auto.leader.rebalance.enable", T_BOOL, F(auto_leader_rebalance_enable), "true", 0, 0},
+    {"leader.imbalance.per.broker.percentage", T_INT, F(leader_imbalance_per_broker_percentage), "10", 0, 100},
+    {"leader.imbalance.check.interval.seconds", T_LONG, F(leader_imbalance_check_interval_seconds), "300", 1, INT64_MAX},
+    {"controlled.shutdown.enable", T_BOOL, F(controlled_shutdown_enable), "true", 0, 0},
+    {"controlled.shutdown.max.retries", T_INT, F(controlled_shutdown_max_retries), "3", 0, INT32_MAX},
+    {"controlled.shutdown.retry.backoff.ms", T_LONG, F(controlled_shutdown_retry_backoff_ms), "5000", 0, INT64_MAX},
+    {"inter.broker.protocol.version", T_STRING, F(inter_broker_protocol_version), "2.7-IV2", 0, 0},
+    {"request.timeout.ms", T_INT, F(request_timeout_ms), "30000", 0, INT32_MAX},
+    {"broker.id.generation.enable", T_BOOL, F(broker_id_generation_enable), "true", 0, 0},
+    {"reserved.broker.max.id", T_INT, F(reserved_broker_max_id), "1000", 0, INT32_MAX},
+    {"group.initial.rebalance.delay.ms", T_INT, F(group_initial_rebalance_delay_ms), "3000", 0, INT32_MAX},
+    {"group.min.session.timeout.ms", T_INT, F(group_min_session_timeout_ms), "6000", 0, INT32_MAX},
+    {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
+};
+
+/* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */
+static const char *const known_ignored[] = {
+    "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "offsets.topic.num.partitions", "log.cleaner.enable", "log.cleanup.policy", "compression.type",
+    "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
+};
+
+static const struct cfg_key *find_key(const char *name) {
+    for (size_t i = 0; i < GR_ARRAY_LEN(keys); i++)
+        if (strcmp(keys[i].name, name) == 0) return &keys[i];
+    return NULL;
+}
+
+static int fail(char *err, size_t errlen, const char *key, const char *value, const char *why) {
+    snprintf(err, errlen, "Invalid value %s for configuration %s: %s", value, key, why);
+    return GR_ECONFIG;
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+    if (!*s) return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int gr_config_parse_listeners(const char *s, struct gr_listener *out, int max, char *err, size_t errlen) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[512];
+        if (len >= sizeof item) {
+            snprintf(err, errlen, "listener too long in '%s'", s);
+            return GR_ECONFIG;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        while (len && item[len - 1] == ' ') item[--len] = 0;
+        p += end ? len + 1 : strlen(p);
+        if (n >= max) {
+            snprintf(err, errlen, "too many listeners in '%s' (at most %d)", s, max);
+            return GR_ECONFIG;
+        }
+        char *sep = strstr(item, "://");
+        if (!sep || sep == item) {
+            snprintf(err, errlen, "listener '%s' must look like NAME://host:port", item);
+            return GR_ECONFIG;
+        }
+        *sep = 0;
+        char *hostport = sep + 3;
+        char *colon = strrchr(hostport, ':');
+        if (!colon) {
+            snprintf(err, errlen, "listener '%s://%s' has no port", item, hostport);
+            return GR_ECONFIG;
+        }
+        *colon = 0;
+        int64_t port;
+        if (parse_i64(colon + 1, &port) || port < 0 || port > 65535) {
+            snprintf(err, errlen, "listener '%s' has an invalid port '%s'", item, colon + 1);
+            return GR_ECONFIG;
+        }
+        char *host = hostport;
+        if (host[0] == '[') { /* [ipv6] */
+            host++;
+            char *rb = strchr(host, ']');
+            if (rb) *rb = 0;
+        }
+        for (int i = 0; i < n; i++)
+            if (strcasecmp(out[i].name, item) == 0) {
+                snprintf(err, errlen, "listener name %s appears twice", item);
+                return GR_ECONFIG;
+            }
+        snprintf(out[n].name, sizeof out[n].name, "%s", item);
+        for (char *c = out[n].name; *c; c++) *c = (char)toupper((unsigned char)*c);
+        snprintf(out[n].host, sizeof out[n].host, "%s", host);
+        out[n].port = (int)port;
+        n++;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "no listener in '%s'", s);
+        return GR_ECONFIG;
+    }
+    return n;
+}
+
+static int set_dirs(struct gr_config *cfg, const char *value, char *err, size_t errlen, const char *key) {
+    for (int i = 0; i < cfg->num_log_dirs; i++) free(cfg->log_dirs[i]);
+    cfg->num_log_dirs = 0;
+    const char *p = value;
+    while (*p) {
+        while (*p == ',' || *p == ' ') p++;
+        if (!*p) break;
+        size_t len = strcspn(p, ",");
+        while (len && p[len - 1] == ' ') len--;
+        if (cfg->num_log_dirs >= GR_MAX_LOG_DIRS) return fail(err, errlen, key, value, "too many directories");
+        cfg->log_dirs[cfg->num_log_dirs++] = gr_strndup(p, len);
+        p += strcspn(p, ",");
+    }
+    if (cfg->num_log_dirs == 0) return fail(err, errlen, key, value, "no directory given");
+    return 0;
+}
+
+static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *value, char *err, size_t errlen) {
+    char *field = (char *)cfg + k->off;
+    switch (k->type) {
+    case T_INT:
+    case T_LONG: {
+        int64_t v;
+        if (parse_i64(value, &v)) return fail(err, errlen, k->name, value, "not a number");
+        /* unit-scaled aliases */
+        if (strcmp(k->name, "log.roll.hours") == 0 || strcmp(k->name, "log.retention.hours") == 0)
+            v = v < 0 ? v : v * 3600000;
+        else if (strcmp(k->name, "log.retention.minutes") == 0)
+            v = v < 0 ? v : v * 60000;
+        if (v < k->min || v > k->max) {
+            char why[96];
+            snprintf(why, sizeof why, "out of range [%lld, %lld]", (long long)k->min, (long long)k->max);
+            return fail(err, errlen, k->name, value, why);
+        }
+        if (k->type == T_INT) *(int32_t *)field = (int32_t)v;
+        else *(int64_t *)field = v;
+        return 0;
+    }
+    case T_BOOL:
+        if (strcasecmp(value, "true") == 0) *(bool *)field = true;
+        else if (strcasecmp(value, "false") == 0) *(bool *)field = false;
+        else return fail(err, errlen, k->name, value, "expected true or false");
+        return 0;
+    case T_STRING: {
+        char **s = (char **)field;
+        free(*s);
+        *s = value[0] ? gr_strdup(value) : NULL;
+        return 0;
+    }
+    case T_LISTENERS:
+    case T_ADV_LISTENERS: {
+        struct gr_listener tmp[GR_MAX_LISTENERS];
+        char why[256];
+        int n = gr_config_parse_listeners(value, tmp, GR_MAX_LISTENERS, why, sizeof why);
+        if (n < 0) return fail(err, errlen, k->name, value, why);
+        if (k->type == T_LISTENERS) {
+            memcpy(cfg->listeners, tmp, sizeof tmp);
+            cfg->num_listeners = n;
+        } else {
+            memcpy(cfg->advertised_listeners, tmp, sizeof tmp);
+            cfg->num_advertised_listeners = n;
+        }
+        return 0;
+    }
+    case T_DIRS:
+        return set_dirs(cfg, value, err, errlen, k->name);
+    }
+    return 0;
+}
+
+void gr_config_defaults(struct gr_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    char err[256];
+    for (size_t i = 0; i < GR_ARRAY_LEN(keys); i++)
+        if (keys[i].dflt) (void)apply(cfg, &keys[i], keys[i].dflt, err, sizeof err);
+}
+
+int gr_config_set(struct gr_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+    const struct cfg_key *k = find_key(key);
+    if (!k) {
+        for (size_t i = 0; i < GR_ARRAY_LEN(known_ignored); i++)
+            if (strcmp(known_ignored[i], key) == 0) return 0;
+        gr_warn("KafkaConfig", "unknown configuration '%s' ignored", key);
+        return 0;
+    }
+    /* log.dirs takes precedence over log.dir, whatever their order in the file. */
+    if (strcmp(key, "log.dir") == 0 && cfg->log_dirs_explicit) return 0;
+    int rc = apply(cfg, k, value, err, errlen);
+    if (rc == 0 && strcmp(key, "log.dirs") == 0) cfg->log_dirs_explicit = true;
+    return rc;
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+int gr_config_load_file(struct gr_config *cfg, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
+        return -errno;
+    }
+    char line[8192];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *s = trim(line);
+        if (!*s || *s == '#' || *s == '!') continue;
+        size_t kl = strcspn(s, "=:");
+        if (!s[kl]) {
+            snprintf(err, errlen, "%s:%d: expected key=value, got '%s'", path, lineno, s);
+            rc = GR_ECONFIG;
+            break;
+        }
+        s[kl] = 0;
+        char *key = trim(s), *value = trim(s + kl + 1);
+        char why[512];
+        rc = gr_config_set(cfg, key, value, why, sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
+    if (!cfg->zookeeper_connect) {
+        snprintf(err, errlen, "Missing required configuration zookeeper.connect which has no default value");
+        return GR_ECONFIG;
+    }
+    if (cfg->broker_id < 0) {
+        snprintf(err, errlen, "Invalid value %d for configuration broker.id: broker.id must be set (automatic broker ids are not supported)",
+                 cfg->broker_id);
+        return GR_ECONFIG;
+    }
+    if (cfg->zookeeper_connection_timeout_ms < 0)
+        cfg->zookeeper_connection_timeout_ms = cfg->zookeeper_session_timeout_ms;
+    if (cfg->num_advertised_listeners == 0) {
+        memcpy(cfg->advertised_listeners, cfg->listeners, sizeof cfg->listeners);
+        cfg->num_advertised_listeners = cfg->num_listeners;
+    }
+    for (int i = 0; i < cfg->num_advertised_listeners; i++) {
+        struct gr_listener *l = &cfg->advertised_listeners[i];
+        bool found = false;
+        for (int j = 0; j < cfg->num_listeners; j++)
+            if (strcmp(cfg->listeners[j].name, l->name) == 0) found = true;
+        if (!found) {
+            snprintf(err, errlen, "Invalid value for configuration advertised.listeners: listener %s is not in listeners",
+                     l->name);
+            return GR_ECONFIG;
+        }
+        /* Kafka advertises the canonical host name for an empty host; we use localhost. A port
+         * of 0 is replaced by the bound port once the server listens. */
+        if (!l->host[0]) snprintf(l->host, sizeof l->host, "%s", "localhost");
+    }
+    if (cfg->inter_broker_listener_name) {
+        bool found = false;
+        for (int i = 0; i < cfg->num_advertised_listeners; i++)
+            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0) found = true;
+        if (!found) {
+            snprintf(err, errlen,
+                     "Invalid value %s for configuration inter.broker.listener.name: not among the advertised listeners",
+                     cfg->inter_broker_listener_name);
+            return GR_ECONFIG;
+        }
+    }
+    if (cfg->min_insync_replicas < 1) {
+        snprintf(err, errlen, "Invalid value for configuration min.insync.replicas: must be at least 1");
+        return GR_ECONFIG;
+    }
+    return 0;
+}
+
+void gr_config_release(struct gr_config *cfg) {
+    for (size_t i = 0; i < GR_ARRAY_LEN(keys); i++)
+        if (keys[i].type == T_STRING) {
+            char **s = (char **)((char *)cfg + keys[i].off);
+            free(*s);
+            *s = NULL;
+        }
+    for (int i = 0; i < cfg->num_log_dirs; i++) free(cfg->log_dirs[i]);
+    cfg->num_log_dirs = 0;
+}
+
+const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg) {
+    if (cfg->inter_broker_listener_name)
+        for (int i = 0; i < cfg->num_advertised_listeners; i++)
+            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0)
+                return &cfg->advertised_listeners[i];
+    return cfg->num_advertised_listeners ? &cfg->advertised_listeners[0] : NULL;
+}

@@ -1,0 +1,129 @@
+/* Broker configuration: Kafka-style server.properties with Kafka's key names and defaults.
+ *
+ * Every key Gregor understands is declared once in the table in config.c (name, type, default,
+ * bounds, the struct field it fills). Unknown keys are logged as warnings and otherwise ignored, as
+ * Kafka does; an invalid value is an error naming the key. The struct is filled once at start-up and
+ * read-only afterwards, so any thread may read it without locks. */
+#ifndef GR_CONFIG_H
+#define GR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GR_MAX_LISTENERS 8
+#define GR_MAX_LOG_DIRS 16
+
+struct gr_listener {
+    char name[64];  /* listener name, e.g. PLAINTEXT */
+    char host[256]; /* may be empty (= all interfaces for listeners, hostname for advertised) */
+    int port;
+};
+
+struct gr_config {
+    /* identity and ZooKeeper */
+    int32_t broker_id;
+    char *broker_rack; /* NULL when unset */
+    char *zookeeper_connect;          /* host:port[,host:port...][/chroot] */
+    int32_t zookeeper_session_timeout_ms;
+    int32_t zookeeper_connection_timeout_ms; /* -1 in the file means "same as session timeout" */
+    int32_t zookeeper_max_in_flight_requests;
+
+    /* network */
+    struct gr_listener listeners[GR_MAX_LISTENERS];
+    int num_listeners;
+    struct gr_listener advertised_listeners[GR_MAX_LISTENERS];
+    int num_advertised_listeners;
+    char *inter_broker_listener_name;
+    char *control_plane_listener_name; /* NULL when unset */
+    int64_t socket_request_max_bytes;
+    int64_t connections_max_idle_ms;
+    int32_t num_network_threads;
+    int32_t num_io_threads;
+
+    /* storage */
+    char *log_dirs[GR_MAX_LOG_DIRS];
+    int num_log_dirs;
+    int64_t log_segment_bytes;
+    int64_t log_roll_ms;
+    int32_t log_index_interval_bytes;
+    int64_t log_index_size_max_bytes;
+    int64_t log_retention_ms;
+    int64_t log_retention_bytes;
+    int64_t log_retention_check_interval_ms;
+    int64_t log_flush_interval_messages;
+    int64_t log_flush_interval_ms;
+    int64_t log_flush_scheduler_interval_ms;
+    int64_t log_flush_offset_checkpoint_interval_ms;
+    int32_t message_max_bytes;
+
+    /* topics */
+    bool auto_create_topics_enable;
+    int32_t num_partitions;
+    int32_t default_replication_factor;
+    int32_t min_insync_replicas;
+    bool delete_topic_enable;
+    bool unclean_leader_election_enable;
+    int32_t offsets_topic_replication_factor;
+
+    /* replication */
+    int64_t replica_lag_time_max_ms;
+    int32_t replica_fetch_max_bytes;
+    int32_t replica_fetch_wait_max_ms;
+    int32_t replica_fetch_min_bytes;
+    int32_t replica_fetch_response_max_bytes;
+    int32_t replica_fetch_backoff_ms;
+    int32_t num_replica_fetchers;
+    int32_t replica_socket_timeout_ms;
+    int64_t replica_high_watermark_checkpoint_interval_ms;
+
+    /* controller */
+    int32_t controller_socket_timeout_ms;
+    bool auto_leader_rebalance_enable;
+    int32_t leader_imbalance_per_broker_percentage;
+    int64_t leader_imbalance_check_interval_seconds;
+    bool controlled_shutdown_enable;
+    int32_t controlled_shutdown_max_retries;
+    int64_t controlled_shutdown_retry_backoff_ms;
+    char *inter_broker_protocol_version;
+    int32_t request_timeout_ms;
+
+    /* broker id generation */
+    bool broker_id_generation_enable;
+    int32_t reserved_broker_max_id;
+
+    /* group coordinator */
+    int32_t group_initial_rebalance_delay_ms;
+    int32_t group_min_session_timeout_ms;
+    int32_t group_max_session_timeout_ms;
+
+    /* private to config.c: log.dirs was given, so log.dir is ignored */
+    bool log_dirs_explicit;
+};
+
+/* Fills `cfg` with Kafka's defaults. */
+void gr_config_defaults(struct gr_config *cfg);
+
+/* Applies one `key=value` setting. Unknown keys: logs a warning and returns 0. Invalid values:
+ * writes "Invalid value V for configuration K: reason" into err and returns GR_ECONFIG. */
+int gr_config_set(struct gr_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* Reads a server.properties file (key=value or key:value, '#'/'!' comments, blank lines) into cfg
+ * (which must already hold defaults), then checks cross-key rules (gr_config_finish is called by
+ * the caller after overrides). On failure writes a message naming the file/line/key into err. */
+int gr_config_load_file(struct gr_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Checks required keys and cross-key rules after file and overrides are applied (e.g.
+ * zookeeper.connect set, log.dirs set, advertised listeners derived from listeners). */
+int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen);
+
+/* Releases strings owned by cfg. */
+void gr_config_release(struct gr_config *cfg);
+
+/* Parses a listener list "PLAINTEXT://host:port,NAME://:port". Returns count or GR_ECONFIG. */
+int gr_config_parse_listeners(const char *s, struct gr_listener *out, int max, char *err, size_t errlen);
+
+/* Returns the advertised listener used between brokers (inter.broker.listener.name, or the first). */
+const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg);
+
+#endif

@@ -1,0 +1,31 @@
+/* Logging in the spirit of Kafka's server.log and state-change.log.
+ *
+ * Lines go to stderr (or the file given to gr_log_open) as
+ *   [2026-11-29 22:19:23,123] INFO [Controller id=1 epoch=3] message (subsystem)
+ * gr_log_*() may be called from any thread; each line is written with one write(2).
+ * The state-change log is the same stream with the logger name "state.change.logger". */
+#ifndef GR_LOG_H
+#define GR_LOG_H
+
+#include <stdarg.h>
+
+enum gr_log_level { GR_LOG_DEBUG = 0, GR_LOG_INFO = 1, GR_LOG_WARN = 2, GR_LOG_ERROR = 3 };
+
+/* Sets the minimum level printed (default INFO; GREGOR_LOG_LEVEL=debug in the environment
+ * lowers it). */
+void gr_log_set_level(enum gr_log_level lvl);
+/* Sends lines to `path` (appended) instead of stderr. Returns 0 or -errno. */
+int gr_log_open(const char *path);
+/* A prefix prepended to every line, e.g. "[KafkaServer id=1]". Copied. */
+void gr_log_set_prefix(const char *prefix);
+
+void gr_log(enum gr_log_level lvl, const char *logger, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gr_vlog(enum gr_log_level lvl, const char *logger, const char *fmt, va_list ap);
+
+#define gr_debug(logger, ...) gr_log(GR_LOG_DEBUG, logger, __VA_ARGS__)
+#define gr_info(logger, ...) gr_log(GR_LOG_INFO, logger, __VA_ARGS__)
+#define gr_warn(logger, ...) gr_log(GR_LOG_WARN, logger, __VA_ARGS__)
+#define gr_error(logger, ...) gr_log(GR_LOG_ERROR, logger, __VA_ARGS__)
+
+#endif
