@@ -171,9 +171,13 @@ int gr_config_parse_listeners(const char *s, struct gr_listener *out, int max, c
                 snprintf(err, errlen, "listener name %s appears twice", item);
                 return GR_ECONFIG;
             }
-        snprintf(out[n].name, sizeof out[n].name, "%s", item);
+        if (strlen(item) >= sizeof out[n].name || strlen(host) >= sizeof out[n].host) {
+            snprintf(err, errlen, "listener name or host too long in '%s'", s);
+            return GR_ECONFIG;
+        }
+        memcpy(out[n].name, item, strlen(item) + 1);
         for (char *c = out[n].name; *c; c++) *c = (char)toupper((unsigned char)*c);
-        snprintf(out[n].host, sizeof out[n].host, "%s", host);
+        memcpy(out[n].host, host, strlen(host) + 1);
         out[n].port = (int)port;
         n++;
     }
