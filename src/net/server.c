@@ -1,0 +1,924 @@
+/* Epoll network server: listeners, connections, framing, the I/O thread pool and the response
+ * path. See server.h for the threading model and the handler contract.
+ *
+ * Object lifetimes (numbered rules):
+ * 1. struct gr_net_server is reference counted: one reference for the owner (dropped by
+ *    gr_net_server_free) plus one per outstanding request. The last unref destroys everything.
+ * 2. A connection (struct conn) belongs to one loop and is touched only by that loop's thread.
+ *    Requests do not point at it: they carry (slot, conn id); the loop looks the pair up when
+ *    the completion arrives, so a completion for a closed connection finds nothing and is
+ *    dropped.
+ * 3. A closed connection's memory is freed only at the end of the loop iteration (graveyard),
+ *    because later events of the same epoll_wait batch may still point at it.
+ * 4. A loop's completion queue (mutex, list, eventfd) is protected by its mutex; `stopped` is
+ *    set under that mutex when the loop exits, after which completions free the request without
+ *    touching the eventfd. */
+#include "net/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "net.server"
+#define READ_BUF_INITIAL (16 * 1024)
+#define MAX_EVENTS 128
+#define ACCEPTS_PER_WAKEUP 64
+#define ACCEPT_PAUSE_MS 100
+
+enum obj_kind { OBJ_LISTENER = 1, OBJ_WAKEUP = 2, OBJ_CONN = 3 };
+enum completion { COMPLETE_RESPOND = 1, COMPLETE_NONE = 2, COMPLETE_CLOSE = 3 };
+
+struct listener {
+    char *name;
+    char *host;
+    int port;       /* configured */
+    int bound_port; /* after bind */
+    int fd;
+};
+
+/* epoll_event.data.ptr points at one of these; the kind tells which. */
+struct ev_tag {
+    enum obj_kind kind;
+    int idx; /* listener index for OBJ_LISTENER */
+};
+
+struct conn {
+    struct ev_tag tag; /* first member: epoll data points here */
+    struct loop *loop;
+    uint64_t id;
+    uint32_t slot;
+    int fd;
+    bool closed;
+    bool muted;    /* a request is with the handlers or its response is being written */
+    bool inflight; /* a request is with the handlers */
+    uint32_t events; /* current epoll interest */
+    int64_t last_active_ms;
+    const char *listener;
+    char peer[64];
+    /* read state: header first, then the body */
+    uint8_t hdr[4];
+    size_t hdr_got;
+    int32_t body_size; /* -1 while reading the header */
+    uint8_t *body;
+    size_t body_cap, body_got;
+    /* write state: at most one response (the connection is muted while it is written) */
+    uint8_t *wbuf;
+    size_t wlen, woff;
+    struct conn *next_dead;
+};
+
+struct req_int {
+    struct gr_net_request pub; /* first member */
+    struct gr_net_server *srv;
+    struct loop *loop;
+    uint32_t slot;
+    enum completion action;
+    uint8_t *resp;
+    size_t resp_len;
+    struct req_int *next;
+};
+
+struct loop {
+    struct gr_net_server *srv;
+    int idx;
+    int epfd;
+    struct ev_tag wake_tag;
+    struct ev_tag *listener_tags; /* one per listener */
+    bool *listener_paused;
+    int64_t accept_resume_ms;
+    pthread_t thread;
+    bool thread_started;
+    /* connection table, loop thread only */
+    struct conn **slots;
+    uint32_t nslots;
+    uint32_t *free_slots;
+    uint32_t nfree;
+    struct conn *graveyard;
+    /* completion queue */
+    pthread_mutex_t mu;
+    int wakefd;
+    bool stopped;
+    struct req_int *done_head, *done_tail;
+};
+
+struct gr_net_server {
+    atomic_int refs;
+    struct listener *listeners;
+    int num_listeners;
+    int64_t max_request;
+    int64_t idle_ms;
+    int num_loops;
+    int num_workers;
+    gr_net_handler_fn handler;
+    void *handler_ctx;
+    bool started, stopped;
+    atomic_bool stopping;
+    atomic_uint_fast64_t next_conn_id;
+    struct loop *loops;
+    /* worker queue */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcond;
+    bool wstop;
+    struct req_int *wq_head, *wq_tail;
+    pthread_t *workers;
+    int workers_started;
+    /* stats */
+    atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
+        st_rejected;
+};
+
+/* ---- reference counting and request freeing ---------------------------------------------- */
+
+static void server_destroy(struct gr_net_server *srv) {
+    for (int i = 0; i < srv->num_loops && srv->loops; i++) {
+        struct loop *l = &srv->loops[i];
+        pthread_mutex_destroy(&l->mu);
+        free(l->listener_tags);
+        free(l->listener_paused);
+        free(l->slots);
+        free(l->free_slots);
+    }
+    free(srv->loops);
+    for (int i = 0; i < srv->num_listeners; i++) {
+        free(srv->listeners[i].name);
+        free(srv->listeners[i].host);
+    }
+    free(srv->listeners);
+    free(srv->workers);
+    pthread_mutex_destroy(&srv->wmu);
+    pthread_cond_destroy(&srv->wcond);
+    free(srv);
+}
+
+static void server_unref(struct gr_net_server *srv) {
+    if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) == 1) server_destroy(srv);
+}
+
+static void req_free(struct req_int *r) {
+    struct gr_net_server *srv = r->srv;
+    free(r->pub.data);
+    free(r->resp);
+    free(r);
+    server_unref(srv);
+}
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static int32_t be32(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static int16_t be16(const uint8_t *p) { return (int16_t)((uint16_t)p[0] << 8 | p[1]); }
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t outlen) {
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%d", host, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        snprintf(out, outlen, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, outlen, "unknown");
+    }
+}
+
+static void stat_add(atomic_int_fast64_t *c, int64_t v) {
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+void gr_net_config_init(struct gr_net_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->socket_request_max_bytes = GR_NET_DEFAULT_SOCKET_REQUEST_MAX_BYTES;
+    cfg->connections_max_idle_ms = GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS;
+    cfg->num_network_threads = GR_NET_DEFAULT_NUM_NETWORK_THREADS;
+    cfg->num_io_threads = GR_NET_DEFAULT_NUM_IO_THREADS;
+}
+
+static int check_config(const struct gr_net_config *cfg) {
+    if (cfg->num_listeners < 1 || !cfg->listeners) {
+        gr_error(LOGGER, "invalid network config: no listeners");
+        return GR_ECONFIG;
+    }
+    for (int i = 0; i < cfg->num_listeners; i++) {
+        const struct gr_net_listener *l = &cfg->listeners[i];
+        if (!l->name || !l->name[0]) {
+            gr_error(LOGGER, "invalid network config: listener %d has no name", i);
+            return GR_ECONFIG;
+        }
+        if (l->port < 0 || l->port > 65535) {
+            gr_error(LOGGER, "invalid network config: listener %s has port %d", l->name, l->port);
+            return GR_ECONFIG;
+        }
+    }
+    if (cfg->socket_request_max_bytes < 8 || cfg->socket_request_max_bytes > INT32_MAX) {
+        gr_error(LOGGER, "invalid network config: socket.request.max.bytes=%lld (must be 8..%d)",
+                 (long long)cfg->socket_request_max_bytes, INT32_MAX);
+        return GR_ECONFIG;
+    }
+    if (cfg->num_network_threads < 1 || cfg->num_network_threads > 64 || cfg->num_io_threads < 1 ||
+        cfg->num_io_threads > 1024) {
+        gr_error(LOGGER, "invalid network config: num.network.threads=%d num.io.threads=%d",
+                 cfg->num_network_threads, cfg->num_io_threads);
+        return GR_ECONFIG;
+    }
+    return 0;
+}
+
+int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler, void *handler_ctx,
+                      struct gr_net_server **out) {
+    *out = NULL;
+    if (!handler) return GR_ECONFIG;
+    int rc = check_config(cfg);
+    if (rc) return rc;
+    struct gr_net_server *srv = gr_calloc(1, sizeof *srv);
+    atomic_init(&srv->refs, 1);
+    srv->num_listeners = cfg->num_listeners;
+    srv->listeners = gr_calloc((size_t)cfg->num_listeners, sizeof *srv->listeners);
+    for (int i = 0; i < cfg->num_listeners; i++) {
+        const struct gr_net_listener *l = &cfg->listeners[i];
+        srv->listeners[i].name = gr_strdup(l->name);
+        srv->listeners[i].host = gr_strdup(l->host ? l->host : "");
+        srv->listeners[i].port = l->port;
+        srv->listeners[i].bound_port = -1;
+        srv->listeners[i].fd = -1;
+    }
+    srv->max_request = cfg->socket_request_max_bytes;
+    srv->idle_ms = cfg->connections_max_idle_ms > 0 ? cfg->connections_max_idle_ms : 0;
+    srv->num_loops = cfg->num_network_threads;
+    srv->num_workers = cfg->num_io_threads;
+    srv->handler = handler;
+    srv->handler_ctx = handler_ctx;
+    atomic_init(&srv->stopping, false);
+    atomic_init(&srv->next_conn_id, 1);
+    pthread_mutex_init(&srv->wmu, NULL);
+    pthread_cond_init(&srv->wcond, NULL);
+    srv->loops = gr_calloc((size_t)srv->num_loops, sizeof *srv->loops);
+    for (int i = 0; i < srv->num_loops; i++) {
+        struct loop *l = &srv->loops[i];
+        l->srv = srv;
+        l->idx = i;
+        l->epfd = -1;
+        l->wakefd = -1;
+        l->stopped = true; /* until the thread runs: completions must not touch the eventfd */
+        l->wake_tag.kind = OBJ_WAKEUP;
+        l->listener_tags = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_tags);
+        l->listener_paused = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_paused);
+        for (int j = 0; j < srv->num_listeners; j++) {
+            l->listener_tags[j].kind = OBJ_LISTENER;
+            l->listener_tags[j].idx = j;
+        }
+        pthread_mutex_init(&l->mu, NULL);
+    }
+    srv->workers = gr_calloc((size_t)srv->num_workers, sizeof *srv->workers);
+    *out = srv;
+    return 0;
+}
+
+/* ---- connection table ---------------------------------------------------------------------- */
+
+static uint32_t slot_alloc(struct loop *l, struct conn *c) {
+    if (l->nfree == 0) {
+        uint32_t old = l->nslots, n = old ? old * 2 : 64;
+        l->slots = gr_realloc(l->slots, n * sizeof *l->slots);
+        l->free_slots = gr_realloc(l->free_slots, n * sizeof *l->free_slots);
+        for (uint32_t i = old; i < n; i++) l->slots[i] = NULL;
+        for (uint32_t i = n; i > old; i--) l->free_slots[l->nfree++] = i - 1;
+        l->nslots = n;
+    }
+    uint32_t s = l->free_slots[--l->nfree];
+    l->slots[s] = c;
+    return s;
+}
+
+static struct conn *slot_lookup(struct loop *l, uint32_t slot, uint64_t id) {
+    if (slot >= l->nslots) return NULL;
+    struct conn *c = l->slots[slot];
+    return (c && c->id == id) ? c : NULL;
+}
+
+static void conn_set_events(struct conn *c, uint32_t events) {
+    if (c->closed || c->events == events) return;
+    struct epoll_event ev = {.events = events, .data.ptr = &c->tag};
+    if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
+    else gr_error(LOGGER, "epoll_ctl(MOD) on connection %llu failed: %s", (unsigned long long)c->id,
+                  strerror(errno));
+}
+
+static void conn_close(struct conn *c) {
+    if (c->closed) return;
+    struct loop *l = c->loop;
+    c->closed = true;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    free(c->body);
+    c->body = NULL;
+    free(c->wbuf);
+    c->wbuf = NULL;
+    l->slots[c->slot] = NULL;
+    l->free_slots[l->nfree++] = c->slot;
+    c->next_dead = l->graveyard;
+    l->graveyard = c;
+    stat_add(&l->srv->st_open, -1);
+}
+
+static void bury_dead(struct loop *l) {
+    while (l->graveyard) {
+        struct conn *c = l->graveyard;
+        l->graveyard = c->next_dead;
+        free(c);
+    }
+}
+
+/* ---- accepting ----------------------------------------------------------------------------- */
+
+static void set_sockopts(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+static int listener_watch(struct loop *l, int idx, bool on) {
+    struct listener *ls = &l->srv->listeners[idx];
+    if (!on) return epoll_ctl(l->epfd, EPOLL_CTL_DEL, ls->fd, NULL);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->listener_tags[idx]};
+    return epoll_ctl(l->epfd, EPOLL_CTL_ADD, ls->fd, &ev);
+}
+
+static void accept_some(struct loop *l, int idx) {
+    struct gr_net_server *srv = l->srv;
+    struct listener *ls = &srv->listeners[idx];
+    for (int n = 0; n < ACCEPTS_PER_WAKEUP; n++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                return;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Level-triggered: stop watching for a while instead of spinning. */
+                gr_warn(LOGGER, "cannot accept on listener %s: %s; pausing accepts for %d ms",
+                        ls->name, strerror(errno), ACCEPT_PAUSE_MS);
+                if (!l->listener_paused[idx] && listener_watch(l, idx, false) == 0) {
+                    l->listener_paused[idx] = true;
+                    l->accept_resume_ms = gr_mono_ms() + ACCEPT_PAUSE_MS;
+                }
+                return;
+            }
+            gr_error(LOGGER, "accept on listener %s failed: %s", ls->name, strerror(errno));
+            return;
+        }
+        set_sockopts(fd);
+        struct conn *c = gr_calloc(1, sizeof *c);
+        c->tag.kind = OBJ_CONN;
+        c->loop = l;
+        c->id = atomic_fetch_add_explicit(&srv->next_conn_id, 1, memory_order_relaxed);
+        c->fd = fd;
+        c->body_size = -1;
+        c->listener = ls->name;
+        c->last_active_ms = gr_mono_ms();
+        format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+        c->events = EPOLLIN;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->tag};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            gr_error(LOGGER, "epoll_ctl(ADD) for connection from %s failed: %s", c->peer,
+                     strerror(errno));
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->slot = slot_alloc(l, c);
+        stat_add(&srv->st_open, 1);
+        stat_add(&srv->st_accepted, 1);
+        gr_debug(LOGGER, "accepted connection %llu from %s on listener %s",
+                 (unsigned long long)c->id, c->peer, ls->name);
+    }
+}
+
+static void resume_accepts(struct loop *l, int64_t now) {
+    if (!l->accept_resume_ms || now < l->accept_resume_ms) return;
+    l->accept_resume_ms = 0;
+    for (int i = 0; i < l->srv->num_listeners; i++) {
+        if (l->listener_paused[i] && listener_watch(l, i, true) == 0) l->listener_paused[i] = false;
+    }
+}
+
+/* ---- reading and dispatching --------------------------------------------------------------- */
+
+static void reject_frame(struct conn *c, int32_t size, const char *why) {
+    gr_warn(LOGGER,
+            "closing connection %llu from %s on listener %s: invalid request size %d (%s; "
+            "socket.request.max.bytes=%lld)",
+            (unsigned long long)c->id, c->peer, c->listener, size, why,
+            (long long)c->loop->srv->max_request);
+    stat_add(&c->loop->srv->st_rejected, 1);
+    conn_close(c);
+}
+
+static void worker_enqueue(struct gr_net_server *srv, struct req_int *r) {
+    pthread_mutex_lock(&srv->wmu);
+    r->next = NULL;
+    if (srv->wq_tail) srv->wq_tail->next = r;
+    else srv->wq_head = r;
+    srv->wq_tail = r;
+    pthread_cond_signal(&srv->wcond);
+    pthread_mutex_unlock(&srv->wmu);
+}
+
+static void dispatch(struct conn *c) {
+    struct gr_net_server *srv = c->loop->srv;
+    struct req_int *r = gr_calloc(1, sizeof *r);
+    r->pub.data = c->body;
+    r->pub.len = c->body_got;
+    r->pub.api_key = be16(c->body);
+    r->pub.api_version = be16(c->body + 2);
+    r->pub.correlation_id = be32(c->body + 4);
+    r->pub.conn_id = c->id;
+    r->pub.listener = c->listener;
+    memcpy(r->pub.peer, c->peer, sizeof r->pub.peer);
+    r->pub.received_us = gr_mono_us();
+    r->srv = srv;
+    r->loop = c->loop;
+    r->slot = c->slot;
+    c->body = NULL;
+    c->body_cap = c->body_got = 0;
+    c->body_size = -1;
+    c->hdr_got = 0;
+    c->muted = true;
+    c->inflight = true;
+    conn_set_events(c, 0);
+    atomic_fetch_add_explicit(&srv->refs, 1, memory_order_relaxed);
+    stat_add(&srv->st_requests, 1);
+    worker_enqueue(srv, r);
+}
+
+/* Reads until EAGAIN, EOF or one complete frame (which mutes the connection). */
+static void conn_read(struct conn *c) {
+    struct gr_net_server *srv = c->loop->srv;
+    while (!c->closed && !c->muted) {
+        uint8_t *dst;
+        size_t want;
+        if (c->body_size < 0) {
+            dst = c->hdr + c->hdr_got;
+            want = 4 - c->hdr_got;
+        } else {
+            if (c->body_got == c->body_cap) {
+                size_t ncap = GR_MIN((size_t)c->body_size, c->body_cap * 2);
+                c->body = gr_realloc(c->body, ncap);
+                c->body_cap = ncap;
+            }
+            dst = c->body + c->body_got;
+            want = c->body_cap - c->body_got;
+        }
+        ssize_t n = recv(c->fd, dst, want, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            gr_debug(LOGGER, "closing connection %llu from %s: read failed: %s",
+                     (unsigned long long)c->id, c->peer, strerror(errno));
+            conn_close(c);
+            return;
+        }
+        if (n == 0) {
+            if (c->hdr_got > 0 || c->body_size >= 0)
+                gr_info(LOGGER, "connection %llu from %s closed by peer in the middle of a request",
+                        (unsigned long long)c->id, c->peer);
+            else
+                gr_debug(LOGGER, "connection %llu from %s closed by peer", (unsigned long long)c->id,
+                         c->peer);
+            conn_close(c);
+            return;
+        }
+        stat_add(&srv->st_in, n);
+        c->last_active_ms = gr_mono_ms();
+        if (c->body_size < 0) {
+            c->hdr_got += (size_t)n;
+            if (c->hdr_got < 4) continue;
+            int32_t size = be32(c->hdr);
+            const char *bad = size < 0                          ? "negative"
+                              : size < 8                          ? "shorter than a request header"
+                              : (int64_t)size > srv->max_request ? "above the limit"
+                                                                  : NULL;
+            if (bad) {
+                reject_frame(c, size, bad);
+                return;
+            }
+            c->body_size = size;
+            c->body_cap = GR_MIN((size_t)size, (size_t)READ_BUF_INITIAL);
+            c->body = gr_malloc(c->body_cap);
+            c->body_got = 0;
+        } else {
+            c->body_got += (size_t)n;
+            if (c->body_got == (size_t)c->body_size) dispatch(c);
+        }
+    }
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static void conn_unmute(struct conn *c) {
+    c->muted = false;
+    conn_set_events(c, EPOLLIN);
+}
+
+/* Writes what it can of the pending response; when done, unmutes the connection. */
+static void conn_flush(struct conn *c) {
+    struct gr_net_server *srv = c->loop->srv;
+    while (!c->closed && c->wbuf && c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                conn_set_events(c, EPOLLOUT);
+                return;
+            }
+            gr_debug(LOGGER, "closing connection %llu from %s: write failed: %s",
+                     (unsigned long long)c->id, c->peer, strerror(errno));
+            conn_close(c);
+            return;
+        }
+        c->woff += (size_t)n;
+        c->last_active_ms = gr_mono_ms();
+        stat_add(&srv->st_out, n);
+    }
+    if (c->closed || !c->wbuf) return;
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wlen = c->woff = 0;
+    stat_add(&srv->st_responses, 1);
+    conn_unmute(c);
+}
+
+static void complete_one(struct loop *l, struct req_int *r) {
+    struct conn *c = slot_lookup(l, r->slot, r->pub.conn_id);
+    if (!c || c->closed) {
+        gr_debug(LOGGER, "dropping completion of request %d for closed connection %llu",
+                 r->pub.correlation_id, (unsigned long long)r->pub.conn_id);
+        req_free(r);
+        return;
+    }
+    c->inflight = false;
+    switch (r->action) {
+    case COMPLETE_RESPOND:
+        if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != r->resp_len - 4) {
+            gr_error(LOGGER,
+                     "response to request api_key=%d correlation_id=%d has a size prefix that does "
+                     "not match its length %zu; closing connection %llu from %s",
+                     r->pub.api_key, r->pub.correlation_id, r->resp_len,
+                     (unsigned long long)c->id, c->peer);
+            conn_close(c);
+            break;
+        }
+        c->wbuf = r->resp;
+        c->wlen = r->resp_len;
+        c->woff = 0;
+        r->resp = NULL;
+        conn_flush(c);
+        break;
+    case COMPLETE_NONE: conn_unmute(c); break;
+    case COMPLETE_CLOSE:
+        gr_debug(LOGGER, "closing connection %llu from %s at the handler's request",
+                 (unsigned long long)c->id, c->peer);
+        conn_close(c);
+        break;
+    }
+    req_free(r);
+}
+
+static void drain_completions(struct loop *l) {
+    uint64_t v;
+    ssize_t rd = read(l->wakefd, &v, sizeof v);
+    (void)rd;
+    pthread_mutex_lock(&l->mu);
+    struct req_int *r = l->done_head;
+    l->done_head = l->done_tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    while (r) {
+        struct req_int *next = r->next;
+        complete_one(l, r);
+        r = next;
+    }
+}
+
+static void complete(struct gr_net_request *req, enum completion action, uint8_t *resp, size_t len) {
+    struct req_int *r = (struct req_int *)req;
+    struct loop *l = r->loop;
+    r->action = action;
+    r->resp = resp;
+    r->resp_len = len;
+    r->next = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->stopped) {
+        pthread_mutex_unlock(&l->mu);
+        req_free(r);
+        return;
+    }
+    bool was_empty = l->done_head == NULL;
+    if (l->done_tail) l->done_tail->next = r;
+    else l->done_head = r;
+    l->done_tail = r;
+    if (was_empty) {
+        uint64_t one = 1;
+        ssize_t w = write(l->wakefd, &one, sizeof one);
+        (void)w;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void gr_net_respond(struct gr_net_request *req, const void *buf, size_t len) {
+    uint8_t *copy = gr_malloc(len);
+    if (len) memcpy(copy, buf, len);
+    complete(req, COMPLETE_RESPOND, copy, len);
+}
+
+void gr_net_respond_take(struct gr_net_request *req, uint8_t *buf, size_t len) {
+    complete(req, COMPLETE_RESPOND, buf, len);
+}
+
+void gr_net_respond_none(struct gr_net_request *req) { complete(req, COMPLETE_NONE, NULL, 0); }
+
+void gr_net_close(struct gr_net_request *req) { complete(req, COMPLETE_CLOSE, NULL, 0); }
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static void close_idle(struct loop *l, int64_t now) {
+    int64_t idle = l->srv->idle_ms;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        struct conn *c = l->slots[i];
+        if (!c || c->inflight || now - c->last_active_ms < idle) continue;
+        gr_debug(LOGGER, "closing connection %llu from %s: idle for more than %lld ms",
+                 (unsigned long long)c->id, c->peer, (long long)idle);
+        stat_add(&l->srv->st_idle, 1);
+        conn_close(c);
+    }
+}
+
+static void *loop_main(void *arg) {
+    struct loop *l = arg;
+    struct gr_net_server *srv = l->srv;
+    struct epoll_event evs[MAX_EVENTS];
+    int tick = srv->idle_ms ? (int)GR_MAX(10, GR_MIN(1000, srv->idle_ms / 4)) : 1000;
+    int64_t next_scan = gr_mono_ms() + tick;
+    while (!atomic_load(&srv->stopping)) {
+        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, tick);
+        if (n < 0 && errno != EINTR) {
+            gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            struct ev_tag *tag = evs[i].data.ptr;
+            uint32_t e = evs[i].events;
+            if (tag->kind == OBJ_WAKEUP) {
+                drain_completions(l);
+            } else if (tag->kind == OBJ_LISTENER) {
+                accept_some(l, tag->idx);
+            } else {
+                struct conn *c = (struct conn *)tag;
+                if (c->closed) continue;
+                if (e & (EPOLLERR | EPOLLHUP)) {
+                    /* With a pending read, let recv report the EOF/error and any last bytes. */
+                    if (!c->muted) conn_read(c);
+                    if (!c->closed) conn_close(c);
+                    continue;
+                }
+                if ((e & EPOLLOUT) && c->wbuf) conn_flush(c);
+                if ((e & EPOLLIN) && !c->closed && !c->muted) conn_read(c);
+            }
+        }
+        int64_t now = gr_mono_ms();
+        resume_accepts(l, now);
+        if (srv->idle_ms && now >= next_scan) {
+            close_idle(l, now);
+            next_scan = now + tick;
+        }
+        bury_dead(l);
+    }
+    for (uint32_t i = 0; i < l->nslots; i++)
+        if (l->slots[i]) conn_close(l->slots[i]);
+    bury_dead(l);
+    pthread_mutex_lock(&l->mu);
+    l->stopped = true;
+    struct req_int *r = l->done_head;
+    l->done_head = l->done_tail = NULL;
+    pthread_mutex_unlock(&l->mu);
+    while (r) {
+        struct req_int *next = r->next;
+        req_free(r);
+        r = next;
+    }
+    return NULL;
+}
+
+/* ---- workers ------------------------------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    struct gr_net_server *srv = arg;
+    for (;;) {
+        pthread_mutex_lock(&srv->wmu);
+        while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
+        if (srv->wstop) {
+            pthread_mutex_unlock(&srv->wmu);
+            return NULL;
+        }
+        struct req_int *r = srv->wq_head;
+        srv->wq_head = r->next;
+        if (!srv->wq_head) srv->wq_tail = NULL;
+        pthread_mutex_unlock(&srv->wmu);
+        r->next = NULL;
+        srv->handler(srv->handler_ctx, &r->pub);
+    }
+}
+
+/* ---- start / stop -------------------------------------------------------------------------- */
+
+static int bind_listener(struct listener *ls) {
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", ls->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    const char *host = ls->host[0] ? ls->host : NULL;
+    int grc = getaddrinfo(host, portstr, &hints, &res);
+    if (grc != 0) {
+        gr_error(LOGGER, "cannot resolve listener %s host '%s': %s", ls->name, ls->host,
+                 gai_strerror(grc));
+        return -EADDRNOTAVAIL;
+    }
+    int rc = -EADDRNOTAVAIL;
+    /* Without a host prefer the IPv4 wildcard: a broker on 0.0.0.0 is what Kafka does. */
+    for (int pass = 0; pass < 2 && rc < 0; pass++) {
+        for (struct addrinfo *ai = res; ai && rc < 0; ai = ai->ai_next) {
+            if ((pass == 0) != (ai->ai_family == AF_INET)) continue;
+            int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) {
+                rc = -errno;
+                continue;
+            }
+            int one = 1;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+                rc = -errno;
+                close(fd);
+                continue;
+            }
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            getsockname(fd, (struct sockaddr *)&ss, &sl);
+            ls->bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            ls->fd = fd;
+            rc = 0;
+        }
+    }
+    freeaddrinfo(res);
+    if (rc < 0)
+        gr_error(LOGGER, "cannot bind listener %s to %s:%d: %s", ls->name,
+                 ls->host[0] ? ls->host : "0.0.0.0", ls->port, strerror(-rc));
+    return rc;
+}
+
+static void close_listeners(struct gr_net_server *srv) {
+    for (int i = 0; i < srv->num_listeners; i++) {
+        if (srv->listeners[i].fd >= 0) close(srv->listeners[i].fd);
+        srv->listeners[i].fd = -1;
+    }
+}
+
+static int loop_init(struct loop *l) {
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l->epfd < 0) return -errno;
+    l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->wakefd < 0) return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->wake_tag};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) != 0) return -errno;
+    for (int j = 0; j < l->srv->num_listeners; j++)
+        if (listener_watch(l, j, true) != 0) return -errno;
+    l->stopped = false;
+    return 0;
+}
+
+static void loop_release(struct loop *l) {
+    if (l->epfd >= 0) close(l->epfd);
+    l->epfd = -1;
+    pthread_mutex_lock(&l->mu);
+    l->stopped = true;
+    if (l->wakefd >= 0) close(l->wakefd);
+    l->wakefd = -1;
+    pthread_mutex_unlock(&l->mu);
+}
+
+int gr_net_server_start(struct gr_net_server *srv) {
+    if (srv->started) return -EALREADY;
+    srv->started = true;
+    int rc = 0;
+    for (int i = 0; i < srv->num_listeners && rc == 0; i++) rc = bind_listener(&srv->listeners[i]);
+    for (int i = 0; i < srv->num_loops && rc == 0; i++) {
+        rc = loop_init(&srv->loops[i]);
+        if (rc) gr_error(LOGGER, "cannot set up network thread %d: %s", i, strerror(-rc));
+    }
+    for (int i = 0; i < srv->num_workers && rc == 0; i++) {
+        rc = -pthread_create(&srv->workers[i], NULL, worker_main, srv);
+        if (rc == 0) srv->workers_started++;
+    }
+    for (int i = 0; i < srv->num_loops && rc == 0; i++) {
+        rc = -pthread_create(&srv->loops[i].thread, NULL, loop_main, &srv->loops[i]);
+        if (rc == 0) srv->loops[i].thread_started = true;
+    }
+    if (rc) {
+        gr_net_server_stop(srv);
+        for (int i = 0; i < srv->num_listeners; i++) srv->listeners[i].bound_port = -1;
+        return rc;
+    }
+    for (int i = 0; i < srv->num_listeners; i++)
+        gr_info(LOGGER, "listening on %s:%d (listener %s)",
+                srv->listeners[i].host[0] ? srv->listeners[i].host : "0.0.0.0",
+                srv->listeners[i].bound_port, srv->listeners[i].name);
+    return 0;
+}
+
+int gr_net_server_port(const struct gr_net_server *srv, int idx) {
+    if (!srv || idx < 0 || idx >= srv->num_listeners) return -1;
+    return srv->listeners[idx].bound_port;
+}
+
+void gr_net_server_stop(struct gr_net_server *srv) {
+    if (!srv->started || srv->stopped) return;
+    srv->stopped = true;
+    atomic_store(&srv->stopping, true);
+    /* 1. network threads: no new requests, every connection closed */
+    for (int i = 0; i < srv->num_loops; i++) {
+        struct loop *l = &srv->loops[i];
+        if (l->thread_started) {
+            pthread_mutex_lock(&l->mu);
+            if (l->wakefd >= 0) {
+                uint64_t one = 1;
+                ssize_t w = write(l->wakefd, &one, sizeof one);
+                (void)w;
+            }
+            pthread_mutex_unlock(&l->mu);
+            pthread_join(l->thread, NULL);
+            l->thread_started = false;
+        }
+        loop_release(l);
+    }
+    close_listeners(srv);
+    /* 2. I/O threads: wait for running handler calls, drop queued requests */
+    pthread_mutex_lock(&srv->wmu);
+    srv->wstop = true;
+    pthread_cond_broadcast(&srv->wcond);
+    pthread_mutex_unlock(&srv->wmu);
+    for (int i = 0; i < srv->workers_started; i++) pthread_join(srv->workers[i], NULL);
+    srv->workers_started = 0;
+    pthread_mutex_lock(&srv->wmu);
+    struct req_int *r = srv->wq_head;
+    srv->wq_head = srv->wq_tail = NULL;
+    pthread_mutex_unlock(&srv->wmu);
+    while (r) {
+        struct req_int *next = r->next;
+        req_free(r);
+        r = next;
+    }
+    gr_info(LOGGER, "network server stopped");
+}
+
+void gr_net_server_free(struct gr_net_server *srv) {
+    if (!srv) return;
+    gr_net_server_stop(srv);
+    server_unref(srv);
+}
+
+void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *out) {
+    struct gr_net_server *s = (struct gr_net_server *)srv;
+    out->connections_open = atomic_load_explicit(&s->st_open, memory_order_relaxed);
+    out->connections_accepted = atomic_load_explicit(&s->st_accepted, memory_order_relaxed);
+    out->connections_closed_idle = atomic_load_explicit(&s->st_idle, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&s->st_requests, memory_order_relaxed);
+    out->responses = atomic_load_explicit(&s->st_responses, memory_order_relaxed);
+    out->bytes_in = atomic_load_explicit(&s->st_in, memory_order_relaxed);
+    out->bytes_out = atomic_load_explicit(&s->st_out, memory_order_relaxed);
+    out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
+}

@@ -1,0 +1,159 @@
+/* The broker's network server: epoll event loops that accept connections and cut the byte
+ * stream into Kafka request frames, a pool of I/O threads that run the request handler, and
+ * the way back for responses. This layer moves bytes only; it knows nothing of the Kafka codec
+ * except the 8-byte prefix every request header starts with.
+ *
+ * Wire framing (both directions):
+ *
+ *   offset  size  field
+ *   0       4     Size: int32 big-endian, number of bytes that follow
+ *   4       Size  the request (or response) itself
+ *
+ * and every request starts with
+ *
+ *   0       2     RequestApiKey      int16 BE
+ *   2       2     RequestApiVersion  int16 BE
+ *   4       4     CorrelationId      int32 BE
+ *
+ * A request Size below 8, negative, or above socket_request_max_bytes closes the connection
+ * (WARN line naming the peer and the reason); the size is checked before any allocation, and the
+ * read buffer grows with the bytes actually received, never beyond the announced size.
+ *
+ * Threading model
+ * ---------------
+ * - num_network_threads event loops ("network threads"). Each owns an epoll set, the listening
+ *   sockets (shared with EPOLLEXCLUSIVE: whichever loop wakes up accepts), the connections it
+ *   accepted, an eventfd and a completion queue. A connection lives on one loop for its whole
+ *   life and only that loop touches its socket and buffers.
+ * - num_io_threads worker threads ("I/O threads", Kafka's request handler pool) take complete
+ *   requests from one shared FIFO queue and call the handler.
+ * - Ordering: like Kafka, a connection has at most one request with the handlers. Once a frame
+ *   is complete the connection is muted (its socket is not read any more) until the response
+ *   has been written to the socket (or gr_net_respond_none was called). Pipelined requests wait
+ *   in the kernel's socket buffer, so responses go out in request order and the memory held
+ *   per connection is bounded by one request plus one response.
+ * - Idle connections (no bytes read or written for connections_max_idle_ms and no request with
+ *   the handlers) are closed by their loop.
+ *
+ * Handler contract (numbered so other code can cite it)
+ * ----------------------------------------------------
+ * 1. The handler is called on an I/O thread with a request it now owns. It may finish the
+ *    request itself or hand it to any other thread (delayed operations: long-poll Fetch,
+ *    acks=all Produce) and return at once.
+ * 2. Every request must be completed by exactly one call of gr_net_respond, gr_net_respond_take,
+ *    gr_net_respond_none or gr_net_close, from any thread, at any later time. The call frees
+ *    the request: neither it nor req->data may be touched afterwards. Calling two of them, or one
+ *    twice, is a bug. A request that is never completed leaks and keeps its connection muted.
+ * 3. If the connection closed meanwhile (peer gone, idle, server stopped), completing the request
+ *    still works: the response is dropped and the request freed.
+ * 4. The server's memory stays alive while requests are outstanding: gr_net_server_free may be
+ *    called before every request is completed; the last completion frees what remains. After
+ *    gr_net_server_stop returns the handler is never called again.
+ * 5. A handler that blocks holds an I/O thread; gr_net_server_stop waits for running handler
+ *    calls to return (not for requests handed to other threads).
+ */
+#ifndef GR_NET_SERVER_H
+#define GR_NET_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GR_NET_DEFAULT_SOCKET_REQUEST_MAX_BYTES 104857600 /* Kafka socket.request.max.bytes */
+#define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
+#define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
+#define GR_NET_DEFAULT_NUM_IO_THREADS 8
+
+/* One listening socket, e.g. {"PLAINTEXT", "0.0.0.0", 9092}. host NULL or "" means all
+ * interfaces; port 0 binds an ephemeral port (see gr_net_server_port). */
+struct gr_net_listener {
+    const char *name;
+    const char *host;
+    int port;
+};
+
+struct gr_net_config {
+    const struct gr_net_listener *listeners; /* copied by gr_net_server_new */
+    int num_listeners;
+    int64_t socket_request_max_bytes; /* 8 .. INT32_MAX */
+    int64_t connections_max_idle_ms;  /* <= 0: never close idle connections */
+    int num_network_threads;          /* >= 1 */
+    int num_io_threads;               /* >= 1 */
+};
+
+/* A complete request frame as the handler sees it. All fields are read-only for the handler. */
+struct gr_net_request {
+    uint8_t *data;          /* the frame after the 4-byte size prefix; owned by the request */
+    size_t len;             /* >= 8 */
+    int16_t api_key;        /* the header prefix, decoded for convenience */
+    int16_t api_version;
+    int32_t correlation_id;
+    uint64_t conn_id;       /* unique per server (never reused), for logs and sessions */
+    const char *listener;   /* listener name; valid while the request lives */
+    char peer[64];          /* "1.2.3.4:5678" or "[::1]:5678" */
+    int64_t received_us;    /* gr_mono_us() when the last byte of the frame was read */
+};
+
+/* Called on an I/O thread; see the handler contract above. */
+typedef void (*gr_net_handler_fn)(void *ctx, struct gr_net_request *req);
+
+/* Counters since the server was created (monotonic except connections_open). */
+struct gr_net_stats {
+    int64_t connections_open;
+    int64_t connections_accepted;
+    int64_t connections_closed_idle;
+    int64_t requests;         /* complete frames handed to the handlers */
+    int64_t responses;        /* responses fully written to sockets */
+    int64_t bytes_in;
+    int64_t bytes_out;
+    int64_t frames_rejected;  /* connections closed for an invalid frame size */
+};
+
+struct gr_net_server;
+
+/* Fills cfg with Kafka's defaults and no listeners. */
+void gr_net_config_init(struct gr_net_config *cfg);
+
+/* Validates and copies cfg (listener strings included) and creates a stopped server.
+ * handler_ctx is passed to every handler call and is not owned. Returns 0, GR_ECONFIG (reason
+ * logged). Any thread. */
+int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler, void *handler_ctx,
+                      struct gr_net_server **out);
+
+/* Binds and listens on every listener, then starts the network and I/O threads. On failure
+ * returns -errno (e.g. -EADDRINUSE) after logging an ERROR naming the listener, and leaves
+ * nothing bound or running. Call once, from the owning thread. */
+int gr_net_server_start(struct gr_net_server *srv);
+
+/* The port listener `idx` is bound to (useful with port 0), or -1 if idx is out of range or the
+ * server has not been started. Any thread. */
+int gr_net_server_port(const struct gr_net_server *srv, int idx);
+
+/* Closes the listeners and every connection, joins the network and I/O threads (waiting for
+ * running handler calls), and drops requests not yet given to a handler. Idempotent. Requests
+ * still held by other threads may be completed later (contract rule 3). Owning thread only. */
+void gr_net_server_stop(struct gr_net_server *srv);
+
+/* Stops the server if needed and releases the caller's reference; the memory goes when the
+ * last outstanding request is completed. NULL is ignored. Owning thread only. */
+void gr_net_server_free(struct gr_net_server *srv);
+
+/* Snapshot of the counters (relaxed atomic reads). Any thread. */
+void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *out);
+
+/* Completes req with a response frame: buf holds the complete frame INCLUDING the 4-byte size
+ * prefix, which must equal len - 4 (otherwise the connection is closed and an ERROR logged, since
+ * a wrong prefix would desynchronise the client). gr_net_respond copies buf (the caller keeps
+ * it); gr_net_respond_take takes ownership of buf, which must come from malloc/gr_malloc and is
+ * released with free(). Frees req. Any thread. */
+void gr_net_respond(struct gr_net_request *req, const void *buf, size_t len);
+void gr_net_respond_take(struct gr_net_request *req, uint8_t *buf, size_t len);
+
+/* Completes req without a response (e.g. Produce with acks=0): the connection is unmuted and
+ * the next request read. Frees req. Any thread. */
+void gr_net_respond_none(struct gr_net_request *req);
+
+/* Completes req by closing its connection (e.g. a request that cannot be parsed). Frees req.
+ * Any thread. */
+void gr_net_close(struct gr_net_request *req);
+
+#endif
