@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs what Gregor needs to build and test on Debian 12, then builds it (`make`).
+#
+# Idempotent and quiet: packages already installed are skipped, and output is shown only when a
+# step fails. Runs apt-get as root (through sudo when not root and sudo is available);
+# `apt-get update` runs only when the package lists are empty or an install fails.
+#
+#   scripts/setup.sh            install missing packages, then make
+#   SETUP_NO_BUILD=1 scripts/setup.sh   install only
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+packages=(
+    build-essential cmake pkg-config clang
+    libjansson-dev libzookeeper-mt-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
+    zookeeper default-jre-headless
+    kcat librdkafka-dev
+    python3-pytest python3-kazoo python3-kafka python3-confluent-kafka
+    netcat-openbsd
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then
+            sudo=(sudo -n)
+        else
+            echo "setup.sh: not root and no sudo; install these packages: ${missing[*]}" >&2
+            exit 1
+        fi
+    fi
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    apt_install() {
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+            --no-install-recommends "${missing[@]}" >>"$log" 2>&1
+    }
+    lists_empty() { ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; }
+    if lists_empty || ! apt_install; then
+        if ! "${sudo[@]}" apt-get update -q >>"$log" 2>&1 || ! apt_install; then
+            echo "setup.sh: installing ${missing[*]} failed:" >&2
+            tail -n 40 "$log" >&2
+            exit 1
+        fi
+    fi
+fi
+
+if [ -z "${SETUP_NO_BUILD:-}" ]; then
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    if ! make -C "$root" >"$log" 2>&1; then
+        echo "setup.sh: make failed:" >&2
+        tail -n 60 "$log" >&2
+        exit 1
+    fi
+fi

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Runs every test stage Gregor has; `.ci/run` execs this. Exit status is non-zero if any stage
+# failed; a summary of stages, results and times is printed at the end.
+#
+#   scripts/test-all.sh                 (also: make test)
+#   GREGOR_SOAK=1 scripts/test-all.sh   long forms: more simulation seeds, longer fuzzing,
+#                                       soak-marked integration tests
+#   GREGOR_SKIP=asan,fuzz ...           skip named stages (setup build unit sim integration chaos
+#                                       fuzz asan)
+#   GREGOR_WERROR=0 ...                 build without -Werror (it otherwise sticks in build/'s cache)
+#
+# Stages: setup (packages), build (-Werror), a private ZooKeeper on a free port (stopped on exit),
+# unit tests (ctest), simulation (build/tests/gregor_sim, when built), integration tests (pytest,
+# real ZooKeeper + gregord processes), chaos tests (tests/chaos, when present), fuzzers (clang,
+# 20 s each), ASan+UBSan unit tests. Budget: well under 15 minutes on 2 cores.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+soak=${GREGOR_SOAK:-}
+skip=,${GREGOR_SKIP:-},
+jobs=$(nproc 2>/dev/null || echo 2)
+
+names=() results=() times=()
+failed=0
+tmp=$(mktemp -d /tmp/gregor-test-all.XXXXXX)
+zk_port=
+
+cleanup() {
+    if [ -n "$zk_port" ]; then "$root/scripts/zk.sh" stop "$tmp/zk" "$zk_port" >/dev/null 2>&1; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "test-all: interrupted" >&2; exit 130' INT TERM
+
+summary() {
+    echo
+    echo "==== summary ===="
+    local i
+    for i in "${!names[@]}"; do
+        printf '  %-12s %-5s %5ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+    done
+    printf '  %-12s %-5s %5ss\n' total "$([ $failed -eq 0 ] && echo ok || echo FAIL)" "$SECONDS"
+}
+
+# stage NAME COMMAND...: runs one stage, records its result and duration.
+stage() {
+    local name=$1
+    shift
+    if [[ $skip == *",$name,"* ]]; then
+        names+=("$name") results+=(skip) times+=(0)
+        return 0
+    fi
+    echo "==== $name ===="
+    local t0=$SECONDS rc=0
+    "$@" || rc=$?
+    names+=("$name") times+=($((SECONDS - t0)))
+    if [ $rc -eq 0 ]; then
+        results+=(ok)
+    else
+        results+=(FAIL)
+        failed=1
+        echo "==== $name FAILED (exit $rc) ===="
+    fi
+    return $rc
+}
+
+skipped() { names+=("$1") results+=(skip) times+=(0); echo "==== $1: skipped ($2) ===="; }
+
+free_port() {
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+start_zk() {
+    zk_port=$(free_port)
+    "$root/scripts/zk.sh" start "$tmp/zk" "$zk_port" && echo "zookeeper on 127.0.0.1:$zk_port"
+}
+
+run_unit() {
+    (cd build && GREGOR_TEST_ZK=127.0.0.1:$zk_port ctest --output-on-failure -j "$jobs")
+}
+
+run_sim() {
+    local seeds=500
+    [ -n "$soak" ] && seeds=20000
+    build/tests/gregor_sim --seeds "$seeds"
+}
+
+run_pytest() { # run_pytest DIR TIMEOUT
+    local extra=(-p no:cacheprovider)
+    [ -n "$soak" ] || extra+=(-m "not soak")
+    GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
+        timeout -k 10 "${2:-600}" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1"
+}
+
+run_fuzz() {
+    make fuzz >"$tmp/fuzz-build.log" 2>&1 || { tail -n 60 "$tmp/fuzz-build.log"; return 1; }
+    local secs=20 f rc=0 n=0
+    [ -n "$soak" ] && secs=300
+    mkdir -p "$tmp/fuzz-artifacts"
+    for f in build-fuzz/fuzz/fuzz_*; do
+        [ -x "$f" ] || continue
+        n=$((n + 1))
+        local name corpus
+        name=$(basename "$f")
+        corpus="$tmp/corpus-$name"
+        mkdir -p "$corpus"
+        [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null
+        if "$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
+            -artifact_prefix="$tmp/fuzz-artifacts/$name-" "$corpus" >"$tmp/$name.log" 2>&1; then
+            echo "$name: ok ($(grep -Eo '#[0-9]+ +DONE.*' "$tmp/$name.log" | tail -n 1))"
+        else
+            echo "$name: FAILED; tail of its output:"
+            tail -n 40 "$tmp/$name.log"
+            rc=1
+        fi
+    done
+    [ $n -gt 0 ] || echo "no fuzz targets built"
+    return $rc
+}
+
+run_asan() {
+    make asan >"$tmp/asan-build.log" 2>&1 || { tail -n 60 "$tmp/asan-build.log"; return 1; }
+    (cd build-asan && GREGOR_TEST_ZK=127.0.0.1:$zk_port ctest --output-on-failure -j "$jobs")
+}
+
+export CI=${CI:-}
+run_build() {
+    # -Werror sticks in build/'s CMake cache; GREGOR_WERROR=0 builds without it (local use).
+    local flags=-DGR_WERROR=ON
+    [ "${GREGOR_WERROR:-1}" = 0 ] && flags=
+    make CMAKE_FLAGS="$flags" >"$tmp/build.log" 2>&1 || { grep -E 'error|Error' "$tmp/build.log" | head -n 40; echo ...; tail -n 40 "$tmp/build.log"; return 1; }
+}
+
+stage setup env SETUP_NO_BUILD=1 scripts/setup.sh
+if stage build run_build; then
+    if stage zookeeper start_zk; then
+        stage unit run_unit
+        if [ -x build/tests/gregor_sim ]; then
+            stage sim run_sim
+        else
+            skipped sim "build/tests/gregor_sim not built"
+        fi
+        if compgen -G 'tests/integration/test_*.py' >/dev/null; then
+            stage integration run_pytest tests/integration 600
+        else
+            skipped integration "no tests"
+        fi
+        if compgen -G 'tests/chaos/test_*.py' >/dev/null; then
+            stage chaos run_pytest tests/chaos 300
+        else
+            skipped chaos "no tests"
+        fi
+        if command -v clang >/dev/null && compgen -G 'tests/fuzz/fuzz_*.c' >/dev/null; then
+            stage fuzz run_fuzz
+        else
+            skipped fuzz "no clang or no targets"
+        fi
+        stage asan run_asan
+    fi
+fi
+summary
+exit $failed
