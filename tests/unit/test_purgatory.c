@@ -1,0 +1,171 @@
+/* Delayed-operation purgatory: immediate completion, completion by check, expiry, multi-key
+ * operations, exactly-once completion under concurrent checkers, shutdown expiry. */
+#include "broker/purgatory.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+static int g_fail;
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            g_fail++;                                                             \
+        }                                                                         \
+    } while (0)
+
+struct test_op {
+    struct gr_delayed_op op; /* first member */
+    atomic_int *ready;       /* completes when *ready >= want */
+    int want;
+    atomic_int *completions;
+    atomic_int *expirations;
+    atomic_int *destroyed;
+    atomic_int tries;
+};
+
+static bool t_try(struct gr_delayed_op *op) {
+    struct test_op *t = (struct test_op *)op;
+    atomic_fetch_add(&t->tries, 1);
+    return atomic_load(t->ready) >= t->want;
+}
+static void t_complete(struct gr_delayed_op *op, bool expired) {
+    struct test_op *t = (struct test_op *)op;
+    atomic_fetch_add(t->completions, 1);
+    if (expired) atomic_fetch_add(t->expirations, 1);
+}
+static void t_destroy(struct gr_delayed_op *op) {
+    struct test_op *t = (struct test_op *)op;
+    atomic_fetch_add(t->destroyed, 1);
+    free(t);
+}
+static const struct gr_delayed_op_vt VT = {t_try, t_complete, t_destroy};
+
+static atomic_int g_ready, g_comp, g_exp, g_destroyed;
+
+static struct test_op *mk(int want, int64_t timeout_ms) {
+    struct test_op *t = calloc(1, sizeof *t);
+    gr_delayed_op_init(&t->op, &VT, timeout_ms);
+    t->ready = &g_ready;
+    t->want = want;
+    t->completions = &g_comp;
+    t->expirations = &g_exp;
+    t->destroyed = &g_destroyed;
+    return t;
+}
+
+static void reset(void) {
+    atomic_store(&g_ready, 0);
+    atomic_store(&g_comp, 0);
+    atomic_store(&g_exp, 0);
+    atomic_store(&g_destroyed, 0);
+}
+
+static void wait_for(atomic_int *v, int want, int ms) {
+    for (int i = 0; i < ms && atomic_load(v) < want; i++) usleep(1000);
+}
+
+struct checker_arg {
+    struct gr_purgatory *p;
+    uint64_t key;
+    int rounds;
+};
+static void *checker(void *arg) {
+    struct checker_arg *a = arg;
+    for (int i = 0; i < a->rounds; i++) gr_purgatory_check(a->p, a->key);
+    return NULL;
+}
+
+int main(void) {
+    struct gr_purgatory *p = gr_purgatory_new("test");
+    CHECK(p != NULL);
+    uint64_t k1 = 1, k2 = 2, k3 = 3;
+
+    /* 1. Completes at once: never registered. */
+    reset();
+    atomic_store(&g_ready, 1);
+    CHECK(gr_purgatory_submit(p, &mk(1, 1000)->op, &k1, 1));
+    CHECK(g_comp == 1 && g_exp == 0 && g_destroyed == 1);
+    CHECK(gr_purgatory_waiting(p) == 0);
+
+    /* 2. Waits, then completes on check of its key; a check on another key does nothing. */
+    reset();
+    CHECK(!gr_purgatory_submit(p, &mk(1, 10000)->op, &k1, 1));
+    CHECK(gr_purgatory_waiting(p) == 1);
+    atomic_store(&g_ready, 1);
+    CHECK(gr_purgatory_check(p, k2) == 0);
+    CHECK(g_comp == 0);
+    CHECK(gr_purgatory_check(p, k1) == 1);
+    CHECK(g_comp == 1 && g_exp == 0 && g_destroyed == 1);
+    CHECK(gr_purgatory_waiting(p) == 0);
+    CHECK(gr_purgatory_check(p, k1) == 0);
+
+    /* 3. Expiry: deadline order respected, expired flag set. */
+    reset();
+    int64_t t0 = gr_mono_ms();
+    gr_purgatory_submit(p, &mk(1, 200)->op, &k1, 1);
+    gr_purgatory_submit(p, &mk(1, 50)->op, &k2, 1);
+    CHECK(gr_purgatory_waiting(p) == 2);
+    wait_for(&g_exp, 1, 2000);
+    CHECK(g_exp == 1);
+    CHECK(gr_mono_ms() - t0 >= 45);
+    CHECK(gr_purgatory_waiting(p) == 1);
+    wait_for(&g_exp, 2, 2000);
+    CHECK(g_exp == 2 && g_comp == 2);
+    wait_for(&g_destroyed, 2, 1000);
+    CHECK(g_destroyed == 2);
+    CHECK(gr_mono_ms() - t0 >= 195);
+
+    /* 4. Multi-key op: completes via any of its keys, leaves every watch list. */
+    reset();
+    uint64_t keys[6] = {k1, k2, k3, 4, 5, 6}; /* more than the inline key slots */
+    gr_purgatory_submit(p, &mk(1, 10000)->op, keys, 6);
+    atomic_store(&g_ready, 1);
+    CHECK(gr_purgatory_check(p, 5) == 1);
+    CHECK(gr_purgatory_check(p, k1) == 0);
+    CHECK(g_comp == 1 && g_destroyed == 1);
+
+    /* 5. Many ops, many concurrent checkers: each completes exactly once. */
+    reset();
+    enum { NOPS = 500, NTH = 4 };
+    for (int i = 0; i < NOPS; i++) {
+        uint64_t k = (uint64_t)(i % 3) + 1;
+        gr_purgatory_submit(p, &mk(1, 10000)->op, &k, 1);
+    }
+    CHECK(gr_purgatory_waiting(p) == NOPS);
+    atomic_store(&g_ready, 1);
+    pthread_t th[NTH];
+    struct checker_arg args[NTH];
+    for (int i = 0; i < NTH; i++) {
+        args[i] = (struct checker_arg){p, (uint64_t)(i % 3) + 1, 50};
+        pthread_create(&th[i], NULL, checker, &args[i]);
+    }
+    for (int i = 0; i < NTH; i++) pthread_join(th[i], NULL);
+    CHECK(g_comp == NOPS);
+    CHECK(g_destroyed == NOPS);
+    CHECK(gr_purgatory_waiting(p) == 0);
+
+    /* 6. Race between expiry and checks: still exactly once per op. */
+    reset();
+    for (int i = 0; i < 200; i++) gr_purgatory_submit(p, &mk(1, i % 20)->op, &k1, 1);
+    atomic_store(&g_ready, 1);
+    for (int i = 0; i < 20; i++) gr_purgatory_check(p, k1);
+    wait_for(&g_destroyed, 200, 3000);
+    CHECK(g_comp == 200 && g_destroyed == 200);
+
+    /* 7. Shutdown expires what waits. */
+    reset();
+    gr_purgatory_submit(p, &mk(1, 100000)->op, &k1, 1);
+    gr_purgatory_submit(p, &mk(1, 100000)->op, &k2, 1);
+    gr_purgatory_free(p);
+    CHECK(g_comp == 2 && g_exp == 2 && g_destroyed == 2);
+
+    if (g_fail) fprintf(stderr, "test_purgatory: %d failures\n", g_fail);
+    else printf("test_purgatory: ok\n");
+    return g_fail ? 1 : 0;
+}
