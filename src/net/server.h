@@ -50,7 +50,10 @@
  *    called before every request is completed; the last completion frees what remains. After
  *    gr_net_server_stop returns the handler is never called again.
  * 5. A handler that blocks holds an I/O thread; gr_net_server_stop waits for running handler
- *    calls to return (not for requests handed to other threads).
+ *    calls to return (not for requests handed to other threads), so it must not be called from
+ *    a handler, and a handler must not wait for something that only happens after stop.
+ * 6. The handler must not keep pointers into the request (data, listener, peer) after
+ *    completing it; copy what is needed.
  */
 #ifndef GR_NET_SERVER_H
 #define GR_NET_SERVER_H

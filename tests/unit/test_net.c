@@ -395,13 +395,13 @@ static void test_many_connections(struct gr_net_server *srv) {
         for (int k = 0; k < 3; k++)
             CHECK(send_req(fds[i], k == 1 ? API_DELAY : API_ECHO, i * 10 + k, (size_t)k));
     }
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 3; k++) CHECK(read_echo(fds[i], i * 10 + k, (size_t)k));
+    /* every connection has been answered, so accepted, and none is closed yet */
     struct gr_net_stats st;
     gr_net_server_stats(srv, &st);
     CHECK(st.connections_open >= N);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < 3; k++) CHECK(read_echo(fds[i], i * 10 + k, (size_t)k));
-        close(fds[i]);
-    }
+    for (int i = 0; i < N; i++) close(fds[i]);
 }
 
 /* A handler completes a request after its client disconnected: dropped, no crash. */
@@ -450,15 +450,15 @@ static void test_respond_after_disconnect(struct gr_net_server *srv) {
 }
 
 static void test_idle(void) {
-    struct gr_net_server *srv = start_server(0, 200, 2, 1);
+    struct gr_net_server *srv = start_server(0, 300, 2, 1);
     if (!srv) return;
     int idle_fd = raw_connect(gr_net_server_port(srv, 0));
     int busy_fd = raw_connect(gr_net_server_port(srv, 0));
     int64_t start = gr_mono_ms();
     bool busy_ok = true;
-    while (gr_mono_ms() - start < 700) {
+    while (gr_mono_ms() - start < 900) {
         busy_ok = busy_ok && send_req(busy_fd, API_ECHO, 1, 0) && read_echo(busy_fd, 1, 0);
-        usleep(40000);
+        usleep(20000);
     }
     CHECK(busy_ok);
     CHECK(wait_closed(idle_fd, 2000));
@@ -469,7 +469,7 @@ static void test_idle(void) {
     int fd = raw_connect(gr_net_server_port(srv, 0));
     CHECK(send_req(fd, API_HOLD, 3, 0));
     struct gr_net_request *r = take_held(base, 3000);
-    usleep(500000);
+    usleep(700000); /* more than the idle time */
     if (r) respond_echo(r);
     CHECK(read_echo(fd, 3, 0));
     close(fd);
