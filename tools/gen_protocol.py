@@ -285,7 +285,9 @@ def emit(msgs, apis, src_desc):
             for f in st.fields:
                 h.extend(member_decl(f))
             h.append("};\n")
-        h.append("extern const struct gr_struct_desc gr_desc_%s;\n" % m.name)
+        for st in m.structs:
+            h.append("extern const struct gr_struct_desc gr_desc_%s;" % st.cname)
+        h.append("")
     h.append("/* The API table, sorted by key (used by gr_proto_api()). */")
     h.append("extern const struct gr_api_desc gr_proto_apis[GR_API_COUNT];\n")
     h.append("#endif")
@@ -294,10 +296,6 @@ def emit(msgs, apis, src_desc):
     c.append("#include <stddef.h>\n#include <stdint.h>\n\n#include \"protocol/messages.h\"\n")
     for m in msgs:
         c.append("/* ---- %s ---- */\n" % m.name)
-        for st in m.structs:
-            static = "" if st.cname == m.name else "static "
-            c.append("%sconst struct gr_struct_desc gr_desc_%s;" % (static, st.cname))
-        c.append("")
         for st in m.structs:
             # regular fields in declaration order, then tagged fields sorted by tag
             reg = [f for f in st.fields if f.tag < 0]
@@ -323,10 +321,9 @@ def emit(msgs, apis, src_desc):
                              ft, 1 if f.is_array else 0, dn))
             if ordered:
                 c.append("};")
-            static = "" if st.cname == m.name else "static "
-            c.append("%sconst struct gr_struct_desc gr_desc_%s = {\n"
+            c.append("const struct gr_struct_desc gr_desc_%s = {\n"
                      "    %s, sizeof(struct %s), %d, %d, %s,\n};\n" % (
-                         static, st.cname, c_string(st.cname), st.cname, len(ordered), len(reg),
+                         st.cname, c_string(st.cname), st.cname, len(ordered), len(reg),
                          ("gr_fields_%s" % st.cname) if ordered else "NULL"))
     c.append("const struct gr_api_desc gr_proto_apis[GR_API_COUNT] = {")
     for a in apis:

@@ -10,10 +10,6 @@
 
 /* ---- ProduceRequest ---- */
 
-static const struct gr_struct_desc gr_desc_ProduceRequest_PartitionProduceData;
-static const struct gr_struct_desc gr_desc_ProduceRequest_TopicProduceData;
-const struct gr_struct_desc gr_desc_ProduceRequest;
-
 static const struct gr_field_desc gr_fields_ProduceRequest_PartitionProduceData[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct ProduceRequest_PartitionProduceData, PartitionIndex), 0, -1,
@@ -22,7 +18,7 @@ static const struct gr_field_desc gr_fields_ProduceRequest_PartitionProduceData[
       offsetof(struct ProduceRequest_PartitionProduceData, Records), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_BYTES, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ProduceRequest_PartitionProduceData = {
+const struct gr_struct_desc gr_desc_ProduceRequest_PartitionProduceData = {
     "ProduceRequest_PartitionProduceData", sizeof(struct ProduceRequest_PartitionProduceData), 2, 2, gr_fields_ProduceRequest_PartitionProduceData,
 };
 
@@ -34,7 +30,7 @@ static const struct gr_field_desc gr_fields_ProduceRequest_TopicProduceData[] = 
       offsetof(struct ProduceRequest_TopicProduceData, Partitions), offsetof(struct ProduceRequest_TopicProduceData, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ProduceRequest_TopicProduceData = {
+const struct gr_struct_desc gr_desc_ProduceRequest_TopicProduceData = {
     "ProduceRequest_TopicProduceData", sizeof(struct ProduceRequest_TopicProduceData), 2, 2, gr_fields_ProduceRequest_TopicProduceData,
 };
 
@@ -58,11 +54,6 @@ const struct gr_struct_desc gr_desc_ProduceRequest = {
 
 /* ---- ProduceResponse ---- */
 
-static const struct gr_struct_desc gr_desc_ProduceResponse_BatchIndexAndErrorMessage;
-static const struct gr_struct_desc gr_desc_ProduceResponse_PartitionProduceResponse;
-static const struct gr_struct_desc gr_desc_ProduceResponse_TopicProduceResponse;
-const struct gr_struct_desc gr_desc_ProduceResponse;
-
 static const struct gr_field_desc gr_fields_ProduceResponse_BatchIndexAndErrorMessage[] = {
     { "BatchIndex", NULL, NULL, 0, 0.0,
       offsetof(struct ProduceResponse_BatchIndexAndErrorMessage, BatchIndex), 0, -1,
@@ -71,7 +62,7 @@ static const struct gr_field_desc gr_fields_ProduceResponse_BatchIndexAndErrorMe
       offsetof(struct ProduceResponse_BatchIndexAndErrorMessage, BatchIndexErrorMessage), 0, -1,
       8, GR_VMAX, 8, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ProduceResponse_BatchIndexAndErrorMessage = {
+const struct gr_struct_desc gr_desc_ProduceResponse_BatchIndexAndErrorMessage = {
     "ProduceResponse_BatchIndexAndErrorMessage", sizeof(struct ProduceResponse_BatchIndexAndErrorMessage), 2, 2, gr_fields_ProduceResponse_BatchIndexAndErrorMessage,
 };
 
@@ -98,7 +89,7 @@ static const struct gr_field_desc gr_fields_ProduceResponse_PartitionProduceResp
       offsetof(struct ProduceResponse_PartitionProduceResponse, ErrorMessage), 0, -1,
       8, GR_VMAX, 8, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ProduceResponse_PartitionProduceResponse = {
+const struct gr_struct_desc gr_desc_ProduceResponse_PartitionProduceResponse = {
     "ProduceResponse_PartitionProduceResponse", sizeof(struct ProduceResponse_PartitionProduceResponse), 7, 7, gr_fields_ProduceResponse_PartitionProduceResponse,
 };
 
@@ -110,7 +101,7 @@ static const struct gr_field_desc gr_fields_ProduceResponse_TopicProduceResponse
       offsetof(struct ProduceResponse_TopicProduceResponse, Partitions), offsetof(struct ProduceResponse_TopicProduceResponse, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ProduceResponse_TopicProduceResponse = {
+const struct gr_struct_desc gr_desc_ProduceResponse_TopicProduceResponse = {
     "ProduceResponse_TopicProduceResponse", sizeof(struct ProduceResponse_TopicProduceResponse), 2, 2, gr_fields_ProduceResponse_TopicProduceResponse,
 };
 
@@ -127,11 +118,6 @@ const struct gr_struct_desc gr_desc_ProduceResponse = {
 };
 
 /* ---- FetchRequest ---- */
-
-static const struct gr_struct_desc gr_desc_FetchRequest_FetchPartition;
-static const struct gr_struct_desc gr_desc_FetchRequest_FetchTopic;
-static const struct gr_struct_desc gr_desc_FetchRequest_ForgottenTopic;
-const struct gr_struct_desc gr_desc_FetchRequest;
 
 static const struct gr_field_desc gr_fields_FetchRequest_FetchPartition[] = {
     { "Partition", NULL, NULL, 0, 0.0,
@@ -153,7 +139,7 @@ static const struct gr_field_desc gr_fields_FetchRequest_FetchPartition[] = {
       offsetof(struct FetchRequest_FetchPartition, PartitionMaxBytes), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchRequest_FetchPartition = {
+const struct gr_struct_desc gr_desc_FetchRequest_FetchPartition = {
     "FetchRequest_FetchPartition", sizeof(struct FetchRequest_FetchPartition), 6, 6, gr_fields_FetchRequest_FetchPartition,
 };
 
@@ -165,7 +151,7 @@ static const struct gr_field_desc gr_fields_FetchRequest_FetchTopic[] = {
       offsetof(struct FetchRequest_FetchTopic, Partitions), offsetof(struct FetchRequest_FetchTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchRequest_FetchTopic = {
+const struct gr_struct_desc gr_desc_FetchRequest_FetchTopic = {
     "FetchRequest_FetchTopic", sizeof(struct FetchRequest_FetchTopic), 2, 2, gr_fields_FetchRequest_FetchTopic,
 };
 
@@ -177,7 +163,7 @@ static const struct gr_field_desc gr_fields_FetchRequest_ForgottenTopic[] = {
       offsetof(struct FetchRequest_ForgottenTopic, Partitions), offsetof(struct FetchRequest_ForgottenTopic, PartitionsCount), -1,
       7, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchRequest_ForgottenTopic = {
+const struct gr_struct_desc gr_desc_FetchRequest_ForgottenTopic = {
     "FetchRequest_ForgottenTopic", sizeof(struct FetchRequest_ForgottenTopic), 2, 2, gr_fields_FetchRequest_ForgottenTopic,
 };
 
@@ -222,13 +208,6 @@ const struct gr_struct_desc gr_desc_FetchRequest = {
 
 /* ---- FetchResponse ---- */
 
-static const struct gr_struct_desc gr_desc_FetchResponse_EpochEndOffset;
-static const struct gr_struct_desc gr_desc_FetchResponse_LeaderIdAndEpoch;
-static const struct gr_struct_desc gr_desc_FetchResponse_AbortedTransaction;
-static const struct gr_struct_desc gr_desc_FetchResponse_FetchablePartitionResponse;
-static const struct gr_struct_desc gr_desc_FetchResponse_FetchableTopicResponse;
-const struct gr_struct_desc gr_desc_FetchResponse;
-
 static const struct gr_field_desc gr_fields_FetchResponse_EpochEndOffset[] = {
     { "Epoch", NULL, NULL, -1, 0.0,
       offsetof(struct FetchResponse_EpochEndOffset, Epoch), 0, -1,
@@ -237,7 +216,7 @@ static const struct gr_field_desc gr_fields_FetchResponse_EpochEndOffset[] = {
       offsetof(struct FetchResponse_EpochEndOffset, EndOffset), 0, -1,
       12, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchResponse_EpochEndOffset = {
+const struct gr_struct_desc gr_desc_FetchResponse_EpochEndOffset = {
     "FetchResponse_EpochEndOffset", sizeof(struct FetchResponse_EpochEndOffset), 2, 2, gr_fields_FetchResponse_EpochEndOffset,
 };
 
@@ -249,7 +228,7 @@ static const struct gr_field_desc gr_fields_FetchResponse_LeaderIdAndEpoch[] = {
       offsetof(struct FetchResponse_LeaderIdAndEpoch, LeaderEpoch), 0, -1,
       12, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchResponse_LeaderIdAndEpoch = {
+const struct gr_struct_desc gr_desc_FetchResponse_LeaderIdAndEpoch = {
     "FetchResponse_LeaderIdAndEpoch", sizeof(struct FetchResponse_LeaderIdAndEpoch), 2, 2, gr_fields_FetchResponse_LeaderIdAndEpoch,
 };
 
@@ -261,7 +240,7 @@ static const struct gr_field_desc gr_fields_FetchResponse_AbortedTransaction[] =
       offsetof(struct FetchResponse_AbortedTransaction, FirstOffset), 0, -1,
       4, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchResponse_AbortedTransaction = {
+const struct gr_struct_desc gr_desc_FetchResponse_AbortedTransaction = {
     "FetchResponse_AbortedTransaction", sizeof(struct FetchResponse_AbortedTransaction), 2, 2, gr_fields_FetchResponse_AbortedTransaction,
 };
 
@@ -297,7 +276,7 @@ static const struct gr_field_desc gr_fields_FetchResponse_FetchablePartitionResp
       offsetof(struct FetchResponse_FetchablePartitionResponse, CurrentLeader), 0, 1,
       12, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchResponse_FetchablePartitionResponse = {
+const struct gr_struct_desc gr_desc_FetchResponse_FetchablePartitionResponse = {
     "FetchResponse_FetchablePartitionResponse", sizeof(struct FetchResponse_FetchablePartitionResponse), 10, 8, gr_fields_FetchResponse_FetchablePartitionResponse,
 };
 
@@ -309,7 +288,7 @@ static const struct gr_field_desc gr_fields_FetchResponse_FetchableTopicResponse
       offsetof(struct FetchResponse_FetchableTopicResponse, PartitionResponses), offsetof(struct FetchResponse_FetchableTopicResponse, PartitionResponsesCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_FetchResponse_FetchableTopicResponse = {
+const struct gr_struct_desc gr_desc_FetchResponse_FetchableTopicResponse = {
     "FetchResponse_FetchableTopicResponse", sizeof(struct FetchResponse_FetchableTopicResponse), 2, 2, gr_fields_FetchResponse_FetchableTopicResponse,
 };
 
@@ -333,10 +312,6 @@ const struct gr_struct_desc gr_desc_FetchResponse = {
 
 /* ---- ListOffsetRequest ---- */
 
-static const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetPartition;
-static const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetTopic;
-const struct gr_struct_desc gr_desc_ListOffsetRequest;
-
 static const struct gr_field_desc gr_fields_ListOffsetRequest_ListOffsetPartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct ListOffsetRequest_ListOffsetPartition, PartitionIndex), 0, -1,
@@ -351,7 +326,7 @@ static const struct gr_field_desc gr_fields_ListOffsetRequest_ListOffsetPartitio
       offsetof(struct ListOffsetRequest_ListOffsetPartition, MaxNumOffsets), 0, -1,
       0, 0, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetPartition = {
+const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetPartition = {
     "ListOffsetRequest_ListOffsetPartition", sizeof(struct ListOffsetRequest_ListOffsetPartition), 4, 4, gr_fields_ListOffsetRequest_ListOffsetPartition,
 };
 
@@ -363,7 +338,7 @@ static const struct gr_field_desc gr_fields_ListOffsetRequest_ListOffsetTopic[] 
       offsetof(struct ListOffsetRequest_ListOffsetTopic, Partitions), offsetof(struct ListOffsetRequest_ListOffsetTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetTopic = {
+const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetTopic = {
     "ListOffsetRequest_ListOffsetTopic", sizeof(struct ListOffsetRequest_ListOffsetTopic), 2, 2, gr_fields_ListOffsetRequest_ListOffsetTopic,
 };
 
@@ -383,10 +358,6 @@ const struct gr_struct_desc gr_desc_ListOffsetRequest = {
 };
 
 /* ---- ListOffsetResponse ---- */
-
-static const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetPartitionResponse;
-static const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetTopicResponse;
-const struct gr_struct_desc gr_desc_ListOffsetResponse;
 
 static const struct gr_field_desc gr_fields_ListOffsetResponse_ListOffsetPartitionResponse[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
@@ -408,7 +379,7 @@ static const struct gr_field_desc gr_fields_ListOffsetResponse_ListOffsetPartiti
       offsetof(struct ListOffsetResponse_ListOffsetPartitionResponse, LeaderEpoch), 0, -1,
       4, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetPartitionResponse = {
+const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetPartitionResponse = {
     "ListOffsetResponse_ListOffsetPartitionResponse", sizeof(struct ListOffsetResponse_ListOffsetPartitionResponse), 6, 6, gr_fields_ListOffsetResponse_ListOffsetPartitionResponse,
 };
 
@@ -420,7 +391,7 @@ static const struct gr_field_desc gr_fields_ListOffsetResponse_ListOffsetTopicRe
       offsetof(struct ListOffsetResponse_ListOffsetTopicResponse, Partitions), offsetof(struct ListOffsetResponse_ListOffsetTopicResponse, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetTopicResponse = {
+const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetTopicResponse = {
     "ListOffsetResponse_ListOffsetTopicResponse", sizeof(struct ListOffsetResponse_ListOffsetTopicResponse), 2, 2, gr_fields_ListOffsetResponse_ListOffsetTopicResponse,
 };
 
@@ -438,15 +409,12 @@ const struct gr_struct_desc gr_desc_ListOffsetResponse = {
 
 /* ---- MetadataRequest ---- */
 
-static const struct gr_struct_desc gr_desc_MetadataRequest_MetadataRequestTopic;
-const struct gr_struct_desc gr_desc_MetadataRequest;
-
 static const struct gr_field_desc gr_fields_MetadataRequest_MetadataRequestTopic[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct MetadataRequest_MetadataRequestTopic, Name), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_MetadataRequest_MetadataRequestTopic = {
+const struct gr_struct_desc gr_desc_MetadataRequest_MetadataRequestTopic = {
     "MetadataRequest_MetadataRequestTopic", sizeof(struct MetadataRequest_MetadataRequestTopic), 1, 1, gr_fields_MetadataRequest_MetadataRequestTopic,
 };
 
@@ -470,11 +438,6 @@ const struct gr_struct_desc gr_desc_MetadataRequest = {
 
 /* ---- MetadataResponse ---- */
 
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseBroker;
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponsePartition;
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseTopic;
-const struct gr_struct_desc gr_desc_MetadataResponse;
-
 static const struct gr_field_desc gr_fields_MetadataResponse_MetadataResponseBroker[] = {
     { "NodeId", NULL, NULL, 0, 0.0,
       offsetof(struct MetadataResponse_MetadataResponseBroker, NodeId), 0, -1,
@@ -489,7 +452,7 @@ static const struct gr_field_desc gr_fields_MetadataResponse_MetadataResponseBro
       offsetof(struct MetadataResponse_MetadataResponseBroker, Rack), 0, -1,
       1, GR_VMAX, 1, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseBroker = {
+const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseBroker = {
     "MetadataResponse_MetadataResponseBroker", sizeof(struct MetadataResponse_MetadataResponseBroker), 4, 4, gr_fields_MetadataResponse_MetadataResponseBroker,
 };
 
@@ -516,7 +479,7 @@ static const struct gr_field_desc gr_fields_MetadataResponse_MetadataResponsePar
       offsetof(struct MetadataResponse_MetadataResponsePartition, OfflineReplicas), offsetof(struct MetadataResponse_MetadataResponsePartition, OfflineReplicasCount), -1,
       5, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponsePartition = {
+const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponsePartition = {
     "MetadataResponse_MetadataResponsePartition", sizeof(struct MetadataResponse_MetadataResponsePartition), 7, 7, gr_fields_MetadataResponse_MetadataResponsePartition,
 };
 
@@ -537,7 +500,7 @@ static const struct gr_field_desc gr_fields_MetadataResponse_MetadataResponseTop
       offsetof(struct MetadataResponse_MetadataResponseTopic, TopicAuthorizedOperations), 0, -1,
       8, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseTopic = {
+const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseTopic = {
     "MetadataResponse_MetadataResponseTopic", sizeof(struct MetadataResponse_MetadataResponseTopic), 5, 5, gr_fields_MetadataResponse_MetadataResponseTopic,
 };
 
@@ -566,11 +529,6 @@ const struct gr_struct_desc gr_desc_MetadataResponse = {
 };
 
 /* ---- LeaderAndIsrRequest ---- */
-
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrPartitionState;
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrTopicState;
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader;
-const struct gr_struct_desc gr_desc_LeaderAndIsrRequest;
 
 static const struct gr_field_desc gr_fields_LeaderAndIsrRequest_LeaderAndIsrPartitionState[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
@@ -607,7 +565,7 @@ static const struct gr_field_desc gr_fields_LeaderAndIsrRequest_LeaderAndIsrPart
       offsetof(struct LeaderAndIsrRequest_LeaderAndIsrPartitionState, IsNew), 0, -1,
       1, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrPartitionState = {
+const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrPartitionState = {
     "LeaderAndIsrRequest_LeaderAndIsrPartitionState", sizeof(struct LeaderAndIsrRequest_LeaderAndIsrPartitionState), 11, 11, gr_fields_LeaderAndIsrRequest_LeaderAndIsrPartitionState,
 };
 
@@ -619,7 +577,7 @@ static const struct gr_field_desc gr_fields_LeaderAndIsrRequest_LeaderAndIsrTopi
       offsetof(struct LeaderAndIsrRequest_LeaderAndIsrTopicState, PartitionStates), offsetof(struct LeaderAndIsrRequest_LeaderAndIsrTopicState, PartitionStatesCount), -1,
       2, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrTopicState = {
+const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrTopicState = {
     "LeaderAndIsrRequest_LeaderAndIsrTopicState", sizeof(struct LeaderAndIsrRequest_LeaderAndIsrTopicState), 2, 2, gr_fields_LeaderAndIsrRequest_LeaderAndIsrTopicState,
 };
 
@@ -634,7 +592,7 @@ static const struct gr_field_desc gr_fields_LeaderAndIsrRequest_LeaderAndIsrLive
       offsetof(struct LeaderAndIsrRequest_LeaderAndIsrLiveLeader, Port), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader = {
+const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader = {
     "LeaderAndIsrRequest_LeaderAndIsrLiveLeader", sizeof(struct LeaderAndIsrRequest_LeaderAndIsrLiveLeader), 3, 3, gr_fields_LeaderAndIsrRequest_LeaderAndIsrLiveLeader,
 };
 
@@ -664,9 +622,6 @@ const struct gr_struct_desc gr_desc_LeaderAndIsrRequest = {
 
 /* ---- LeaderAndIsrResponse ---- */
 
-static const struct gr_struct_desc gr_desc_LeaderAndIsrResponse_LeaderAndIsrPartitionError;
-const struct gr_struct_desc gr_desc_LeaderAndIsrResponse;
-
 static const struct gr_field_desc gr_fields_LeaderAndIsrResponse_LeaderAndIsrPartitionError[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
       offsetof(struct LeaderAndIsrResponse_LeaderAndIsrPartitionError, TopicName), 0, -1,
@@ -678,7 +633,7 @@ static const struct gr_field_desc gr_fields_LeaderAndIsrResponse_LeaderAndIsrPar
       offsetof(struct LeaderAndIsrResponse_LeaderAndIsrPartitionError, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaderAndIsrResponse_LeaderAndIsrPartitionError = {
+const struct gr_struct_desc gr_desc_LeaderAndIsrResponse_LeaderAndIsrPartitionError = {
     "LeaderAndIsrResponse_LeaderAndIsrPartitionError", sizeof(struct LeaderAndIsrResponse_LeaderAndIsrPartitionError), 3, 3, gr_fields_LeaderAndIsrResponse_LeaderAndIsrPartitionError,
 };
 
@@ -696,12 +651,6 @@ const struct gr_struct_desc gr_desc_LeaderAndIsrResponse = {
 
 /* ---- StopReplicaRequest ---- */
 
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionV0;
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicV1;
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionState;
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicState;
-const struct gr_struct_desc gr_desc_StopReplicaRequest;
-
 static const struct gr_field_desc gr_fields_StopReplicaRequest_StopReplicaPartitionV0[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
       offsetof(struct StopReplicaRequest_StopReplicaPartitionV0, TopicName), 0, -1,
@@ -710,7 +659,7 @@ static const struct gr_field_desc gr_fields_StopReplicaRequest_StopReplicaPartit
       offsetof(struct StopReplicaRequest_StopReplicaPartitionV0, PartitionIndex), 0, -1,
       0, 0, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionV0 = {
+const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionV0 = {
     "StopReplicaRequest_StopReplicaPartitionV0", sizeof(struct StopReplicaRequest_StopReplicaPartitionV0), 2, 2, gr_fields_StopReplicaRequest_StopReplicaPartitionV0,
 };
 
@@ -722,7 +671,7 @@ static const struct gr_field_desc gr_fields_StopReplicaRequest_StopReplicaTopicV
       offsetof(struct StopReplicaRequest_StopReplicaTopicV1, PartitionIndexes), offsetof(struct StopReplicaRequest_StopReplicaTopicV1, PartitionIndexesCount), -1,
       1, 2, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicV1 = {
+const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicV1 = {
     "StopReplicaRequest_StopReplicaTopicV1", sizeof(struct StopReplicaRequest_StopReplicaTopicV1), 2, 2, gr_fields_StopReplicaRequest_StopReplicaTopicV1,
 };
 
@@ -737,7 +686,7 @@ static const struct gr_field_desc gr_fields_StopReplicaRequest_StopReplicaPartit
       offsetof(struct StopReplicaRequest_StopReplicaPartitionState, DeletePartition), 0, -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionState = {
+const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionState = {
     "StopReplicaRequest_StopReplicaPartitionState", sizeof(struct StopReplicaRequest_StopReplicaPartitionState), 3, 3, gr_fields_StopReplicaRequest_StopReplicaPartitionState,
 };
 
@@ -749,7 +698,7 @@ static const struct gr_field_desc gr_fields_StopReplicaRequest_StopReplicaTopicS
       offsetof(struct StopReplicaRequest_StopReplicaTopicState, PartitionStates), offsetof(struct StopReplicaRequest_StopReplicaTopicState, PartitionStatesCount), -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicState = {
+const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicState = {
     "StopReplicaRequest_StopReplicaTopicState", sizeof(struct StopReplicaRequest_StopReplicaTopicState), 2, 2, gr_fields_StopReplicaRequest_StopReplicaTopicState,
 };
 
@@ -782,9 +731,6 @@ const struct gr_struct_desc gr_desc_StopReplicaRequest = {
 
 /* ---- StopReplicaResponse ---- */
 
-static const struct gr_struct_desc gr_desc_StopReplicaResponse_StopReplicaPartitionError;
-const struct gr_struct_desc gr_desc_StopReplicaResponse;
-
 static const struct gr_field_desc gr_fields_StopReplicaResponse_StopReplicaPartitionError[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
       offsetof(struct StopReplicaResponse_StopReplicaPartitionError, TopicName), 0, -1,
@@ -796,7 +742,7 @@ static const struct gr_field_desc gr_fields_StopReplicaResponse_StopReplicaParti
       offsetof(struct StopReplicaResponse_StopReplicaPartitionError, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_StopReplicaResponse_StopReplicaPartitionError = {
+const struct gr_struct_desc gr_desc_StopReplicaResponse_StopReplicaPartitionError = {
     "StopReplicaResponse_StopReplicaPartitionError", sizeof(struct StopReplicaResponse_StopReplicaPartitionError), 3, 3, gr_fields_StopReplicaResponse_StopReplicaPartitionError,
 };
 
@@ -813,12 +759,6 @@ const struct gr_struct_desc gr_desc_StopReplicaResponse = {
 };
 
 /* ---- UpdateMetadataRequest ---- */
-
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataPartitionState;
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataTopicState;
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataEndpoint;
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataBroker;
-const struct gr_struct_desc gr_desc_UpdateMetadataRequest;
 
 static const struct gr_field_desc gr_fields_UpdateMetadataRequest_UpdateMetadataPartitionState[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
@@ -849,7 +789,7 @@ static const struct gr_field_desc gr_fields_UpdateMetadataRequest_UpdateMetadata
       offsetof(struct UpdateMetadataRequest_UpdateMetadataPartitionState, OfflineReplicas), offsetof(struct UpdateMetadataRequest_UpdateMetadataPartitionState, OfflineReplicasCount), -1,
       4, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataPartitionState = {
+const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataPartitionState = {
     "UpdateMetadataRequest_UpdateMetadataPartitionState", sizeof(struct UpdateMetadataRequest_UpdateMetadataPartitionState), 9, 9, gr_fields_UpdateMetadataRequest_UpdateMetadataPartitionState,
 };
 
@@ -861,7 +801,7 @@ static const struct gr_field_desc gr_fields_UpdateMetadataRequest_UpdateMetadata
       offsetof(struct UpdateMetadataRequest_UpdateMetadataTopicState, PartitionStates), offsetof(struct UpdateMetadataRequest_UpdateMetadataTopicState, PartitionStatesCount), -1,
       5, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataTopicState = {
+const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataTopicState = {
     "UpdateMetadataRequest_UpdateMetadataTopicState", sizeof(struct UpdateMetadataRequest_UpdateMetadataTopicState), 2, 2, gr_fields_UpdateMetadataRequest_UpdateMetadataTopicState,
 };
 
@@ -879,7 +819,7 @@ static const struct gr_field_desc gr_fields_UpdateMetadataRequest_UpdateMetadata
       offsetof(struct UpdateMetadataRequest_UpdateMetadataEndpoint, SecurityProtocol), 0, -1,
       1, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataEndpoint = {
+const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataEndpoint = {
     "UpdateMetadataRequest_UpdateMetadataEndpoint", sizeof(struct UpdateMetadataRequest_UpdateMetadataEndpoint), 4, 4, gr_fields_UpdateMetadataRequest_UpdateMetadataEndpoint,
 };
 
@@ -900,7 +840,7 @@ static const struct gr_field_desc gr_fields_UpdateMetadataRequest_UpdateMetadata
       offsetof(struct UpdateMetadataRequest_UpdateMetadataBroker, Rack), 0, -1,
       2, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataBroker = {
+const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataBroker = {
     "UpdateMetadataRequest_UpdateMetadataBroker", sizeof(struct UpdateMetadataRequest_UpdateMetadataBroker), 5, 5, gr_fields_UpdateMetadataRequest_UpdateMetadataBroker,
 };
 
@@ -930,8 +870,6 @@ const struct gr_struct_desc gr_desc_UpdateMetadataRequest = {
 
 /* ---- UpdateMetadataResponse ---- */
 
-const struct gr_struct_desc gr_desc_UpdateMetadataResponse;
-
 static const struct gr_field_desc gr_fields_UpdateMetadataResponse[] = {
     { "ErrorCode", NULL, NULL, 0, 0.0,
       offsetof(struct UpdateMetadataResponse, ErrorCode), 0, -1,
@@ -942,8 +880,6 @@ const struct gr_struct_desc gr_desc_UpdateMetadataResponse = {
 };
 
 /* ---- ControlledShutdownRequest ---- */
-
-const struct gr_struct_desc gr_desc_ControlledShutdownRequest;
 
 static const struct gr_field_desc gr_fields_ControlledShutdownRequest[] = {
     { "BrokerId", NULL, NULL, 0, 0.0,
@@ -959,9 +895,6 @@ const struct gr_struct_desc gr_desc_ControlledShutdownRequest = {
 
 /* ---- ControlledShutdownResponse ---- */
 
-static const struct gr_struct_desc gr_desc_ControlledShutdownResponse_RemainingPartition;
-const struct gr_struct_desc gr_desc_ControlledShutdownResponse;
-
 static const struct gr_field_desc gr_fields_ControlledShutdownResponse_RemainingPartition[] = {
     { "TopicName", NULL, NULL, 0, 0.0,
       offsetof(struct ControlledShutdownResponse_RemainingPartition, TopicName), 0, -1,
@@ -970,7 +903,7 @@ static const struct gr_field_desc gr_fields_ControlledShutdownResponse_Remaining
       offsetof(struct ControlledShutdownResponse_RemainingPartition, PartitionIndex), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ControlledShutdownResponse_RemainingPartition = {
+const struct gr_struct_desc gr_desc_ControlledShutdownResponse_RemainingPartition = {
     "ControlledShutdownResponse_RemainingPartition", sizeof(struct ControlledShutdownResponse_RemainingPartition), 2, 2, gr_fields_ControlledShutdownResponse_RemainingPartition,
 };
 
@@ -987,10 +920,6 @@ const struct gr_struct_desc gr_desc_ControlledShutdownResponse = {
 };
 
 /* ---- OffsetCommitRequest ---- */
-
-static const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestPartition;
-static const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestTopic;
-const struct gr_struct_desc gr_desc_OffsetCommitRequest;
 
 static const struct gr_field_desc gr_fields_OffsetCommitRequest_OffsetCommitRequestPartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
@@ -1009,7 +938,7 @@ static const struct gr_field_desc gr_fields_OffsetCommitRequest_OffsetCommitRequ
       offsetof(struct OffsetCommitRequest_OffsetCommitRequestPartition, CommittedMetadata), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestPartition = {
+const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestPartition = {
     "OffsetCommitRequest_OffsetCommitRequestPartition", sizeof(struct OffsetCommitRequest_OffsetCommitRequestPartition), 5, 5, gr_fields_OffsetCommitRequest_OffsetCommitRequestPartition,
 };
 
@@ -1021,7 +950,7 @@ static const struct gr_field_desc gr_fields_OffsetCommitRequest_OffsetCommitRequ
       offsetof(struct OffsetCommitRequest_OffsetCommitRequestTopic, Partitions), offsetof(struct OffsetCommitRequest_OffsetCommitRequestTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestTopic = {
+const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestTopic = {
     "OffsetCommitRequest_OffsetCommitRequestTopic", sizeof(struct OffsetCommitRequest_OffsetCommitRequestTopic), 2, 2, gr_fields_OffsetCommitRequest_OffsetCommitRequestTopic,
 };
 
@@ -1051,10 +980,6 @@ const struct gr_struct_desc gr_desc_OffsetCommitRequest = {
 
 /* ---- OffsetCommitResponse ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponsePartition;
-static const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponseTopic;
-const struct gr_struct_desc gr_desc_OffsetCommitResponse;
-
 static const struct gr_field_desc gr_fields_OffsetCommitResponse_OffsetCommitResponsePartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetCommitResponse_OffsetCommitResponsePartition, PartitionIndex), 0, -1,
@@ -1063,7 +988,7 @@ static const struct gr_field_desc gr_fields_OffsetCommitResponse_OffsetCommitRes
       offsetof(struct OffsetCommitResponse_OffsetCommitResponsePartition, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponsePartition = {
+const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponsePartition = {
     "OffsetCommitResponse_OffsetCommitResponsePartition", sizeof(struct OffsetCommitResponse_OffsetCommitResponsePartition), 2, 2, gr_fields_OffsetCommitResponse_OffsetCommitResponsePartition,
 };
 
@@ -1075,7 +1000,7 @@ static const struct gr_field_desc gr_fields_OffsetCommitResponse_OffsetCommitRes
       offsetof(struct OffsetCommitResponse_OffsetCommitResponseTopic, Partitions), offsetof(struct OffsetCommitResponse_OffsetCommitResponseTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponseTopic = {
+const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponseTopic = {
     "OffsetCommitResponse_OffsetCommitResponseTopic", sizeof(struct OffsetCommitResponse_OffsetCommitResponseTopic), 2, 2, gr_fields_OffsetCommitResponse_OffsetCommitResponseTopic,
 };
 
@@ -1093,9 +1018,6 @@ const struct gr_struct_desc gr_desc_OffsetCommitResponse = {
 
 /* ---- OffsetFetchRequest ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetFetchRequest_OffsetFetchRequestTopic;
-const struct gr_struct_desc gr_desc_OffsetFetchRequest;
-
 static const struct gr_field_desc gr_fields_OffsetFetchRequest_OffsetFetchRequestTopic[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetFetchRequest_OffsetFetchRequestTopic, Name), 0, -1,
@@ -1104,7 +1026,7 @@ static const struct gr_field_desc gr_fields_OffsetFetchRequest_OffsetFetchReques
       offsetof(struct OffsetFetchRequest_OffsetFetchRequestTopic, PartitionIndexes), offsetof(struct OffsetFetchRequest_OffsetFetchRequestTopic, PartitionIndexesCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetFetchRequest_OffsetFetchRequestTopic = {
+const struct gr_struct_desc gr_desc_OffsetFetchRequest_OffsetFetchRequestTopic = {
     "OffsetFetchRequest_OffsetFetchRequestTopic", sizeof(struct OffsetFetchRequest_OffsetFetchRequestTopic), 2, 2, gr_fields_OffsetFetchRequest_OffsetFetchRequestTopic,
 };
 
@@ -1125,10 +1047,6 @@ const struct gr_struct_desc gr_desc_OffsetFetchRequest = {
 
 /* ---- OffsetFetchResponse ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponsePartition;
-static const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponseTopic;
-const struct gr_struct_desc gr_desc_OffsetFetchResponse;
-
 static const struct gr_field_desc gr_fields_OffsetFetchResponse_OffsetFetchResponsePartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetFetchResponse_OffsetFetchResponsePartition, PartitionIndex), 0, -1,
@@ -1146,7 +1064,7 @@ static const struct gr_field_desc gr_fields_OffsetFetchResponse_OffsetFetchRespo
       offsetof(struct OffsetFetchResponse_OffsetFetchResponsePartition, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponsePartition = {
+const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponsePartition = {
     "OffsetFetchResponse_OffsetFetchResponsePartition", sizeof(struct OffsetFetchResponse_OffsetFetchResponsePartition), 5, 5, gr_fields_OffsetFetchResponse_OffsetFetchResponsePartition,
 };
 
@@ -1158,7 +1076,7 @@ static const struct gr_field_desc gr_fields_OffsetFetchResponse_OffsetFetchRespo
       offsetof(struct OffsetFetchResponse_OffsetFetchResponseTopic, Partitions), offsetof(struct OffsetFetchResponse_OffsetFetchResponseTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponseTopic = {
+const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponseTopic = {
     "OffsetFetchResponse_OffsetFetchResponseTopic", sizeof(struct OffsetFetchResponse_OffsetFetchResponseTopic), 2, 2, gr_fields_OffsetFetchResponse_OffsetFetchResponseTopic,
 };
 
@@ -1179,8 +1097,6 @@ const struct gr_struct_desc gr_desc_OffsetFetchResponse = {
 
 /* ---- FindCoordinatorRequest ---- */
 
-const struct gr_struct_desc gr_desc_FindCoordinatorRequest;
-
 static const struct gr_field_desc gr_fields_FindCoordinatorRequest[] = {
     { "Key", NULL, NULL, 0, 0.0,
       offsetof(struct FindCoordinatorRequest, Key), 0, -1,
@@ -1194,8 +1110,6 @@ const struct gr_struct_desc gr_desc_FindCoordinatorRequest = {
 };
 
 /* ---- FindCoordinatorResponse ---- */
-
-const struct gr_struct_desc gr_desc_FindCoordinatorResponse;
 
 static const struct gr_field_desc gr_fields_FindCoordinatorResponse[] = {
     { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
@@ -1223,9 +1137,6 @@ const struct gr_struct_desc gr_desc_FindCoordinatorResponse = {
 
 /* ---- JoinGroupRequest ---- */
 
-static const struct gr_struct_desc gr_desc_JoinGroupRequest_JoinGroupRequestProtocol;
-const struct gr_struct_desc gr_desc_JoinGroupRequest;
-
 static const struct gr_field_desc gr_fields_JoinGroupRequest_JoinGroupRequestProtocol[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct JoinGroupRequest_JoinGroupRequestProtocol, Name), 0, -1,
@@ -1234,7 +1145,7 @@ static const struct gr_field_desc gr_fields_JoinGroupRequest_JoinGroupRequestPro
       offsetof(struct JoinGroupRequest_JoinGroupRequestProtocol, Metadata), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_JoinGroupRequest_JoinGroupRequestProtocol = {
+const struct gr_struct_desc gr_desc_JoinGroupRequest_JoinGroupRequestProtocol = {
     "JoinGroupRequest_JoinGroupRequestProtocol", sizeof(struct JoinGroupRequest_JoinGroupRequestProtocol), 2, 2, gr_fields_JoinGroupRequest_JoinGroupRequestProtocol,
 };
 
@@ -1267,9 +1178,6 @@ const struct gr_struct_desc gr_desc_JoinGroupRequest = {
 
 /* ---- JoinGroupResponse ---- */
 
-static const struct gr_struct_desc gr_desc_JoinGroupResponse_JoinGroupResponseMember;
-const struct gr_struct_desc gr_desc_JoinGroupResponse;
-
 static const struct gr_field_desc gr_fields_JoinGroupResponse_JoinGroupResponseMember[] = {
     { "MemberId", NULL, NULL, 0, 0.0,
       offsetof(struct JoinGroupResponse_JoinGroupResponseMember, MemberId), 0, -1,
@@ -1281,7 +1189,7 @@ static const struct gr_field_desc gr_fields_JoinGroupResponse_JoinGroupResponseM
       offsetof(struct JoinGroupResponse_JoinGroupResponseMember, Metadata), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_JoinGroupResponse_JoinGroupResponseMember = {
+const struct gr_struct_desc gr_desc_JoinGroupResponse_JoinGroupResponseMember = {
     "JoinGroupResponse_JoinGroupResponseMember", sizeof(struct JoinGroupResponse_JoinGroupResponseMember), 3, 3, gr_fields_JoinGroupResponse_JoinGroupResponseMember,
 };
 
@@ -1317,8 +1225,6 @@ const struct gr_struct_desc gr_desc_JoinGroupResponse = {
 
 /* ---- HeartbeatRequest ---- */
 
-const struct gr_struct_desc gr_desc_HeartbeatRequest;
-
 static const struct gr_field_desc gr_fields_HeartbeatRequest[] = {
     { "GroupId", NULL, NULL, 0, 0.0,
       offsetof(struct HeartbeatRequest, GroupId), 0, -1,
@@ -1339,8 +1245,6 @@ const struct gr_struct_desc gr_desc_HeartbeatRequest = {
 
 /* ---- HeartbeatResponse ---- */
 
-const struct gr_struct_desc gr_desc_HeartbeatResponse;
-
 static const struct gr_field_desc gr_fields_HeartbeatResponse[] = {
     { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
       offsetof(struct HeartbeatResponse, ThrottleTimeMs), 0, -1,
@@ -1355,9 +1259,6 @@ const struct gr_struct_desc gr_desc_HeartbeatResponse = {
 
 /* ---- LeaveGroupRequest ---- */
 
-static const struct gr_struct_desc gr_desc_LeaveGroupRequest_MemberIdentity;
-const struct gr_struct_desc gr_desc_LeaveGroupRequest;
-
 static const struct gr_field_desc gr_fields_LeaveGroupRequest_MemberIdentity[] = {
     { "MemberId", NULL, NULL, 0, 0.0,
       offsetof(struct LeaveGroupRequest_MemberIdentity, MemberId), 0, -1,
@@ -1366,7 +1267,7 @@ static const struct gr_field_desc gr_fields_LeaveGroupRequest_MemberIdentity[] =
       offsetof(struct LeaveGroupRequest_MemberIdentity, GroupInstanceId), 0, -1,
       3, GR_VMAX, 3, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaveGroupRequest_MemberIdentity = {
+const struct gr_struct_desc gr_desc_LeaveGroupRequest_MemberIdentity = {
     "LeaveGroupRequest_MemberIdentity", sizeof(struct LeaveGroupRequest_MemberIdentity), 2, 2, gr_fields_LeaveGroupRequest_MemberIdentity,
 };
 
@@ -1387,9 +1288,6 @@ const struct gr_struct_desc gr_desc_LeaveGroupRequest = {
 
 /* ---- LeaveGroupResponse ---- */
 
-static const struct gr_struct_desc gr_desc_LeaveGroupResponse_MemberResponse;
-const struct gr_struct_desc gr_desc_LeaveGroupResponse;
-
 static const struct gr_field_desc gr_fields_LeaveGroupResponse_MemberResponse[] = {
     { "MemberId", NULL, NULL, 0, 0.0,
       offsetof(struct LeaveGroupResponse_MemberResponse, MemberId), 0, -1,
@@ -1401,7 +1299,7 @@ static const struct gr_field_desc gr_fields_LeaveGroupResponse_MemberResponse[] 
       offsetof(struct LeaveGroupResponse_MemberResponse, ErrorCode), 0, -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_LeaveGroupResponse_MemberResponse = {
+const struct gr_struct_desc gr_desc_LeaveGroupResponse_MemberResponse = {
     "LeaveGroupResponse_MemberResponse", sizeof(struct LeaveGroupResponse_MemberResponse), 3, 3, gr_fields_LeaveGroupResponse_MemberResponse,
 };
 
@@ -1422,9 +1320,6 @@ const struct gr_struct_desc gr_desc_LeaveGroupResponse = {
 
 /* ---- SyncGroupRequest ---- */
 
-static const struct gr_struct_desc gr_desc_SyncGroupRequest_SyncGroupRequestAssignment;
-const struct gr_struct_desc gr_desc_SyncGroupRequest;
-
 static const struct gr_field_desc gr_fields_SyncGroupRequest_SyncGroupRequestAssignment[] = {
     { "MemberId", NULL, NULL, 0, 0.0,
       offsetof(struct SyncGroupRequest_SyncGroupRequestAssignment, MemberId), 0, -1,
@@ -1433,7 +1328,7 @@ static const struct gr_field_desc gr_fields_SyncGroupRequest_SyncGroupRequestAss
       offsetof(struct SyncGroupRequest_SyncGroupRequestAssignment, Assignment), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_SyncGroupRequest_SyncGroupRequestAssignment = {
+const struct gr_struct_desc gr_desc_SyncGroupRequest_SyncGroupRequestAssignment = {
     "SyncGroupRequest_SyncGroupRequestAssignment", sizeof(struct SyncGroupRequest_SyncGroupRequestAssignment), 2, 2, gr_fields_SyncGroupRequest_SyncGroupRequestAssignment,
 };
 
@@ -1466,8 +1361,6 @@ const struct gr_struct_desc gr_desc_SyncGroupRequest = {
 
 /* ---- SyncGroupResponse ---- */
 
-const struct gr_struct_desc gr_desc_SyncGroupResponse;
-
 static const struct gr_field_desc gr_fields_SyncGroupResponse[] = {
     { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
       offsetof(struct SyncGroupResponse, ThrottleTimeMs), 0, -1,
@@ -1491,8 +1384,6 @@ const struct gr_struct_desc gr_desc_SyncGroupResponse = {
 
 /* ---- DescribeGroupsRequest ---- */
 
-const struct gr_struct_desc gr_desc_DescribeGroupsRequest;
-
 static const struct gr_field_desc gr_fields_DescribeGroupsRequest[] = {
     { "Groups", NULL, NULL, 0, 0.0,
       offsetof(struct DescribeGroupsRequest, Groups), offsetof(struct DescribeGroupsRequest, GroupsCount), -1,
@@ -1506,10 +1397,6 @@ const struct gr_struct_desc gr_desc_DescribeGroupsRequest = {
 };
 
 /* ---- DescribeGroupsResponse ---- */
-
-static const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroupMember;
-static const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroup;
-const struct gr_struct_desc gr_desc_DescribeGroupsResponse;
 
 static const struct gr_field_desc gr_fields_DescribeGroupsResponse_DescribedGroupMember[] = {
     { "MemberId", NULL, NULL, 0, 0.0,
@@ -1531,7 +1418,7 @@ static const struct gr_field_desc gr_fields_DescribeGroupsResponse_DescribedGrou
       offsetof(struct DescribeGroupsResponse_DescribedGroupMember, MemberAssignment), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroupMember = {
+const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroupMember = {
     "DescribeGroupsResponse_DescribedGroupMember", sizeof(struct DescribeGroupsResponse_DescribedGroupMember), 6, 6, gr_fields_DescribeGroupsResponse_DescribedGroupMember,
 };
 
@@ -1558,7 +1445,7 @@ static const struct gr_field_desc gr_fields_DescribeGroupsResponse_DescribedGrou
       offsetof(struct DescribeGroupsResponse_DescribedGroup, AuthorizedOperations), 0, -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroup = {
+const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroup = {
     "DescribeGroupsResponse_DescribedGroup", sizeof(struct DescribeGroupsResponse_DescribedGroup), 7, 7, gr_fields_DescribeGroupsResponse_DescribedGroup,
 };
 
@@ -1576,8 +1463,6 @@ const struct gr_struct_desc gr_desc_DescribeGroupsResponse = {
 
 /* ---- ListGroupsRequest ---- */
 
-const struct gr_struct_desc gr_desc_ListGroupsRequest;
-
 static const struct gr_field_desc gr_fields_ListGroupsRequest[] = {
     { "StatesFilter", NULL, NULL, 0, 0.0,
       offsetof(struct ListGroupsRequest, StatesFilter), offsetof(struct ListGroupsRequest, StatesFilterCount), -1,
@@ -1588,9 +1473,6 @@ const struct gr_struct_desc gr_desc_ListGroupsRequest = {
 };
 
 /* ---- ListGroupsResponse ---- */
-
-static const struct gr_struct_desc gr_desc_ListGroupsResponse_ListedGroup;
-const struct gr_struct_desc gr_desc_ListGroupsResponse;
 
 static const struct gr_field_desc gr_fields_ListGroupsResponse_ListedGroup[] = {
     { "GroupId", NULL, NULL, 0, 0.0,
@@ -1603,7 +1485,7 @@ static const struct gr_field_desc gr_fields_ListGroupsResponse_ListedGroup[] = {
       offsetof(struct ListGroupsResponse_ListedGroup, GroupState), 0, -1,
       4, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListGroupsResponse_ListedGroup = {
+const struct gr_struct_desc gr_desc_ListGroupsResponse_ListedGroup = {
     "ListGroupsResponse_ListedGroup", sizeof(struct ListGroupsResponse_ListedGroup), 3, 3, gr_fields_ListGroupsResponse_ListedGroup,
 };
 
@@ -1624,8 +1506,6 @@ const struct gr_struct_desc gr_desc_ListGroupsResponse = {
 
 /* ---- SaslHandshakeRequest ---- */
 
-const struct gr_struct_desc gr_desc_SaslHandshakeRequest;
-
 static const struct gr_field_desc gr_fields_SaslHandshakeRequest[] = {
     { "Mechanism", NULL, NULL, 0, 0.0,
       offsetof(struct SaslHandshakeRequest, Mechanism), 0, -1,
@@ -1636,8 +1516,6 @@ const struct gr_struct_desc gr_desc_SaslHandshakeRequest = {
 };
 
 /* ---- SaslHandshakeResponse ---- */
-
-const struct gr_struct_desc gr_desc_SaslHandshakeResponse;
 
 static const struct gr_field_desc gr_fields_SaslHandshakeResponse[] = {
     { "ErrorCode", NULL, NULL, 0, 0.0,
@@ -1653,8 +1531,6 @@ const struct gr_struct_desc gr_desc_SaslHandshakeResponse = {
 
 /* ---- ApiVersionsRequest ---- */
 
-const struct gr_struct_desc gr_desc_ApiVersionsRequest;
-
 static const struct gr_field_desc gr_fields_ApiVersionsRequest[] = {
     { "ClientSoftwareName", NULL, NULL, 0, 0.0,
       offsetof(struct ApiVersionsRequest, ClientSoftwareName), 0, -1,
@@ -1669,11 +1545,6 @@ const struct gr_struct_desc gr_desc_ApiVersionsRequest = {
 
 /* ---- ApiVersionsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_ApiVersionsResponseKey;
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_SupportedFeatureKey;
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_FinalizedFeatureKey;
-const struct gr_struct_desc gr_desc_ApiVersionsResponse;
-
 static const struct gr_field_desc gr_fields_ApiVersionsResponse_ApiVersionsResponseKey[] = {
     { "ApiKey", NULL, NULL, 0, 0.0,
       offsetof(struct ApiVersionsResponse_ApiVersionsResponseKey, ApiKey), 0, -1,
@@ -1685,7 +1556,7 @@ static const struct gr_field_desc gr_fields_ApiVersionsResponse_ApiVersionsRespo
       offsetof(struct ApiVersionsResponse_ApiVersionsResponseKey, MaxVersion), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_ApiVersionsResponseKey = {
+const struct gr_struct_desc gr_desc_ApiVersionsResponse_ApiVersionsResponseKey = {
     "ApiVersionsResponse_ApiVersionsResponseKey", sizeof(struct ApiVersionsResponse_ApiVersionsResponseKey), 3, 3, gr_fields_ApiVersionsResponse_ApiVersionsResponseKey,
 };
 
@@ -1700,7 +1571,7 @@ static const struct gr_field_desc gr_fields_ApiVersionsResponse_SupportedFeature
       offsetof(struct ApiVersionsResponse_SupportedFeatureKey, MaxVersion), 0, -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_SupportedFeatureKey = {
+const struct gr_struct_desc gr_desc_ApiVersionsResponse_SupportedFeatureKey = {
     "ApiVersionsResponse_SupportedFeatureKey", sizeof(struct ApiVersionsResponse_SupportedFeatureKey), 3, 3, gr_fields_ApiVersionsResponse_SupportedFeatureKey,
 };
 
@@ -1715,7 +1586,7 @@ static const struct gr_field_desc gr_fields_ApiVersionsResponse_FinalizedFeature
       offsetof(struct ApiVersionsResponse_FinalizedFeatureKey, MinVersionLevel), 0, -1,
       3, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ApiVersionsResponse_FinalizedFeatureKey = {
+const struct gr_struct_desc gr_desc_ApiVersionsResponse_FinalizedFeatureKey = {
     "ApiVersionsResponse_FinalizedFeatureKey", sizeof(struct ApiVersionsResponse_FinalizedFeatureKey), 3, 3, gr_fields_ApiVersionsResponse_FinalizedFeatureKey,
 };
 
@@ -1745,11 +1616,6 @@ const struct gr_struct_desc gr_desc_ApiVersionsResponse = {
 
 /* ---- CreateTopicsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableReplicaAssignment;
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreateableTopicConfig;
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableTopic;
-const struct gr_struct_desc gr_desc_CreateTopicsRequest;
-
 static const struct gr_field_desc gr_fields_CreateTopicsRequest_CreatableReplicaAssignment[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct CreateTopicsRequest_CreatableReplicaAssignment, PartitionIndex), 0, -1,
@@ -1758,7 +1624,7 @@ static const struct gr_field_desc gr_fields_CreateTopicsRequest_CreatableReplica
       offsetof(struct CreateTopicsRequest_CreatableReplicaAssignment, BrokerIds), offsetof(struct CreateTopicsRequest_CreatableReplicaAssignment, BrokerIdsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableReplicaAssignment = {
+const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableReplicaAssignment = {
     "CreateTopicsRequest_CreatableReplicaAssignment", sizeof(struct CreateTopicsRequest_CreatableReplicaAssignment), 2, 2, gr_fields_CreateTopicsRequest_CreatableReplicaAssignment,
 };
 
@@ -1770,7 +1636,7 @@ static const struct gr_field_desc gr_fields_CreateTopicsRequest_CreateableTopicC
       offsetof(struct CreateTopicsRequest_CreateableTopicConfig, Value), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreateableTopicConfig = {
+const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreateableTopicConfig = {
     "CreateTopicsRequest_CreateableTopicConfig", sizeof(struct CreateTopicsRequest_CreateableTopicConfig), 2, 2, gr_fields_CreateTopicsRequest_CreateableTopicConfig,
 };
 
@@ -1791,7 +1657,7 @@ static const struct gr_field_desc gr_fields_CreateTopicsRequest_CreatableTopic[]
       offsetof(struct CreateTopicsRequest_CreatableTopic, Configs), offsetof(struct CreateTopicsRequest_CreatableTopic, ConfigsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableTopic = {
+const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableTopic = {
     "CreateTopicsRequest_CreatableTopic", sizeof(struct CreateTopicsRequest_CreatableTopic), 5, 5, gr_fields_CreateTopicsRequest_CreatableTopic,
 };
 
@@ -1812,10 +1678,6 @@ const struct gr_struct_desc gr_desc_CreateTopicsRequest = {
 
 /* ---- CreateTopicsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicConfigs;
-static const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicResult;
-const struct gr_struct_desc gr_desc_CreateTopicsResponse;
-
 static const struct gr_field_desc gr_fields_CreateTopicsResponse_CreatableTopicConfigs[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct CreateTopicsResponse_CreatableTopicConfigs, Name), 0, -1,
@@ -1833,7 +1695,7 @@ static const struct gr_field_desc gr_fields_CreateTopicsResponse_CreatableTopicC
       offsetof(struct CreateTopicsResponse_CreatableTopicConfigs, IsSensitive), 0, -1,
       5, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicConfigs = {
+const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicConfigs = {
     "CreateTopicsResponse_CreatableTopicConfigs", sizeof(struct CreateTopicsResponse_CreatableTopicConfigs), 5, 5, gr_fields_CreateTopicsResponse_CreatableTopicConfigs,
 };
 
@@ -1860,7 +1722,7 @@ static const struct gr_field_desc gr_fields_CreateTopicsResponse_CreatableTopicR
       offsetof(struct CreateTopicsResponse_CreatableTopicResult, TopicConfigErrorCode), 0, 0,
       5, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicResult = {
+const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicResult = {
     "CreateTopicsResponse_CreatableTopicResult", sizeof(struct CreateTopicsResponse_CreatableTopicResult), 7, 6, gr_fields_CreateTopicsResponse_CreatableTopicResult,
 };
 
@@ -1878,8 +1740,6 @@ const struct gr_struct_desc gr_desc_CreateTopicsResponse = {
 
 /* ---- DeleteTopicsRequest ---- */
 
-const struct gr_struct_desc gr_desc_DeleteTopicsRequest;
-
 static const struct gr_field_desc gr_fields_DeleteTopicsRequest[] = {
     { "TopicNames", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteTopicsRequest, TopicNames), offsetof(struct DeleteTopicsRequest, TopicNamesCount), -1,
@@ -1894,9 +1754,6 @@ const struct gr_struct_desc gr_desc_DeleteTopicsRequest = {
 
 /* ---- DeleteTopicsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_DeleteTopicsResponse_DeletableTopicResult;
-const struct gr_struct_desc gr_desc_DeleteTopicsResponse;
-
 static const struct gr_field_desc gr_fields_DeleteTopicsResponse_DeletableTopicResult[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteTopicsResponse_DeletableTopicResult, Name), 0, -1,
@@ -1908,7 +1765,7 @@ static const struct gr_field_desc gr_fields_DeleteTopicsResponse_DeletableTopicR
       offsetof(struct DeleteTopicsResponse_DeletableTopicResult, ErrorMessage), 0, -1,
       5, GR_VMAX, 5, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteTopicsResponse_DeletableTopicResult = {
+const struct gr_struct_desc gr_desc_DeleteTopicsResponse_DeletableTopicResult = {
     "DeleteTopicsResponse_DeletableTopicResult", sizeof(struct DeleteTopicsResponse_DeletableTopicResult), 3, 3, gr_fields_DeleteTopicsResponse_DeletableTopicResult,
 };
 
@@ -1926,10 +1783,6 @@ const struct gr_struct_desc gr_desc_DeleteTopicsResponse = {
 
 /* ---- DeleteRecordsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsPartition;
-static const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsTopic;
-const struct gr_struct_desc gr_desc_DeleteRecordsRequest;
-
 static const struct gr_field_desc gr_fields_DeleteRecordsRequest_DeleteRecordsPartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteRecordsRequest_DeleteRecordsPartition, PartitionIndex), 0, -1,
@@ -1938,7 +1791,7 @@ static const struct gr_field_desc gr_fields_DeleteRecordsRequest_DeleteRecordsPa
       offsetof(struct DeleteRecordsRequest_DeleteRecordsPartition, Offset), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsPartition = {
+const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsPartition = {
     "DeleteRecordsRequest_DeleteRecordsPartition", sizeof(struct DeleteRecordsRequest_DeleteRecordsPartition), 2, 2, gr_fields_DeleteRecordsRequest_DeleteRecordsPartition,
 };
 
@@ -1950,7 +1803,7 @@ static const struct gr_field_desc gr_fields_DeleteRecordsRequest_DeleteRecordsTo
       offsetof(struct DeleteRecordsRequest_DeleteRecordsTopic, Partitions), offsetof(struct DeleteRecordsRequest_DeleteRecordsTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsTopic = {
+const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsTopic = {
     "DeleteRecordsRequest_DeleteRecordsTopic", sizeof(struct DeleteRecordsRequest_DeleteRecordsTopic), 2, 2, gr_fields_DeleteRecordsRequest_DeleteRecordsTopic,
 };
 
@@ -1968,10 +1821,6 @@ const struct gr_struct_desc gr_desc_DeleteRecordsRequest = {
 
 /* ---- DeleteRecordsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsPartitionResult;
-static const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsTopicResult;
-const struct gr_struct_desc gr_desc_DeleteRecordsResponse;
-
 static const struct gr_field_desc gr_fields_DeleteRecordsResponse_DeleteRecordsPartitionResult[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteRecordsResponse_DeleteRecordsPartitionResult, PartitionIndex), 0, -1,
@@ -1983,7 +1832,7 @@ static const struct gr_field_desc gr_fields_DeleteRecordsResponse_DeleteRecordsP
       offsetof(struct DeleteRecordsResponse_DeleteRecordsPartitionResult, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsPartitionResult = {
+const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsPartitionResult = {
     "DeleteRecordsResponse_DeleteRecordsPartitionResult", sizeof(struct DeleteRecordsResponse_DeleteRecordsPartitionResult), 3, 3, gr_fields_DeleteRecordsResponse_DeleteRecordsPartitionResult,
 };
 
@@ -1995,7 +1844,7 @@ static const struct gr_field_desc gr_fields_DeleteRecordsResponse_DeleteRecordsT
       offsetof(struct DeleteRecordsResponse_DeleteRecordsTopicResult, Partitions), offsetof(struct DeleteRecordsResponse_DeleteRecordsTopicResult, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsTopicResult = {
+const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsTopicResult = {
     "DeleteRecordsResponse_DeleteRecordsTopicResult", sizeof(struct DeleteRecordsResponse_DeleteRecordsTopicResult), 2, 2, gr_fields_DeleteRecordsResponse_DeleteRecordsTopicResult,
 };
 
@@ -2012,8 +1861,6 @@ const struct gr_struct_desc gr_desc_DeleteRecordsResponse = {
 };
 
 /* ---- InitProducerIdRequest ---- */
-
-const struct gr_struct_desc gr_desc_InitProducerIdRequest;
 
 static const struct gr_field_desc gr_fields_InitProducerIdRequest[] = {
     { "TransactionalId", NULL, NULL, 0, 0.0,
@@ -2035,8 +1882,6 @@ const struct gr_struct_desc gr_desc_InitProducerIdRequest = {
 
 /* ---- InitProducerIdResponse ---- */
 
-const struct gr_struct_desc gr_desc_InitProducerIdResponse;
-
 static const struct gr_field_desc gr_fields_InitProducerIdResponse[] = {
     { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
       offsetof(struct InitProducerIdResponse, ThrottleTimeMs), 0, -1,
@@ -2057,10 +1902,6 @@ const struct gr_struct_desc gr_desc_InitProducerIdResponse = {
 
 /* ---- OffsetForLeaderEpochRequest ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition;
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic;
-const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest;
-
 static const struct gr_field_desc gr_fields_OffsetForLeaderEpochRequest_OffsetForLeaderPartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetForLeaderEpochRequest_OffsetForLeaderPartition, PartitionIndex), 0, -1,
@@ -2072,7 +1913,7 @@ static const struct gr_field_desc gr_fields_OffsetForLeaderEpochRequest_OffsetFo
       offsetof(struct OffsetForLeaderEpochRequest_OffsetForLeaderPartition, LeaderEpoch), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = {
+const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = {
     "OffsetForLeaderEpochRequest_OffsetForLeaderPartition", sizeof(struct OffsetForLeaderEpochRequest_OffsetForLeaderPartition), 3, 3, gr_fields_OffsetForLeaderEpochRequest_OffsetForLeaderPartition,
 };
 
@@ -2084,7 +1925,7 @@ static const struct gr_field_desc gr_fields_OffsetForLeaderEpochRequest_OffsetFo
       offsetof(struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic, Partitions), offsetof(struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = {
+const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = {
     "OffsetForLeaderEpochRequest_OffsetForLeaderTopic", sizeof(struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic), 2, 2, gr_fields_OffsetForLeaderEpochRequest_OffsetForLeaderTopic,
 };
 
@@ -2102,10 +1943,6 @@ const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest = {
 
 /* ---- OffsetForLeaderEpochResponse ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult;
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult;
-const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse;
-
 static const struct gr_field_desc gr_fields_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult[] = {
     { "ErrorCode", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult, ErrorCode), 0, -1,
@@ -2120,7 +1957,7 @@ static const struct gr_field_desc gr_fields_OffsetForLeaderEpochResponse_OffsetF
       offsetof(struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult, EndOffset), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult = {
+const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult = {
     "OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult", sizeof(struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult), 4, 4, gr_fields_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult,
 };
 
@@ -2132,7 +1969,7 @@ static const struct gr_field_desc gr_fields_OffsetForLeaderEpochResponse_OffsetF
       offsetof(struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, Partitions), offsetof(struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = {
+const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = {
     "OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult", sizeof(struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult), 2, 2, gr_fields_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult,
 };
 
@@ -2150,9 +1987,6 @@ const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse = {
 
 /* ---- DescribeConfigsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_DescribeConfigsRequest_DescribeConfigsResource;
-const struct gr_struct_desc gr_desc_DescribeConfigsRequest;
-
 static const struct gr_field_desc gr_fields_DescribeConfigsRequest_DescribeConfigsResource[] = {
     { "ResourceType", NULL, NULL, 0, 0.0,
       offsetof(struct DescribeConfigsRequest_DescribeConfigsResource, ResourceType), 0, -1,
@@ -2164,7 +1998,7 @@ static const struct gr_field_desc gr_fields_DescribeConfigsRequest_DescribeConfi
       offsetof(struct DescribeConfigsRequest_DescribeConfigsResource, ConfigurationKeys), offsetof(struct DescribeConfigsRequest_DescribeConfigsResource, ConfigurationKeysCount), -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeConfigsRequest_DescribeConfigsResource = {
+const struct gr_struct_desc gr_desc_DescribeConfigsRequest_DescribeConfigsResource = {
     "DescribeConfigsRequest_DescribeConfigsResource", sizeof(struct DescribeConfigsRequest_DescribeConfigsResource), 3, 3, gr_fields_DescribeConfigsRequest_DescribeConfigsResource,
 };
 
@@ -2185,11 +2019,6 @@ const struct gr_struct_desc gr_desc_DescribeConfigsRequest = {
 
 /* ---- DescribeConfigsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsSynonym;
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResourceResult;
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResult;
-const struct gr_struct_desc gr_desc_DescribeConfigsResponse;
-
 static const struct gr_field_desc gr_fields_DescribeConfigsResponse_DescribeConfigsSynonym[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct DescribeConfigsResponse_DescribeConfigsSynonym, Name), 0, -1,
@@ -2201,7 +2030,7 @@ static const struct gr_field_desc gr_fields_DescribeConfigsResponse_DescribeConf
       offsetof(struct DescribeConfigsResponse_DescribeConfigsSynonym, Source), 0, -1,
       1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsSynonym = {
+const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsSynonym = {
     "DescribeConfigsResponse_DescribeConfigsSynonym", sizeof(struct DescribeConfigsResponse_DescribeConfigsSynonym), 3, 3, gr_fields_DescribeConfigsResponse_DescribeConfigsSynonym,
 };
 
@@ -2234,7 +2063,7 @@ static const struct gr_field_desc gr_fields_DescribeConfigsResponse_DescribeConf
       offsetof(struct DescribeConfigsResponse_DescribeConfigsResourceResult, Documentation), 0, -1,
       3, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResourceResult = {
+const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResourceResult = {
     "DescribeConfigsResponse_DescribeConfigsResourceResult", sizeof(struct DescribeConfigsResponse_DescribeConfigsResourceResult), 9, 9, gr_fields_DescribeConfigsResponse_DescribeConfigsResourceResult,
 };
 
@@ -2255,7 +2084,7 @@ static const struct gr_field_desc gr_fields_DescribeConfigsResponse_DescribeConf
       offsetof(struct DescribeConfigsResponse_DescribeConfigsResult, Configs), offsetof(struct DescribeConfigsResponse_DescribeConfigsResult, ConfigsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResult = {
+const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResult = {
     "DescribeConfigsResponse_DescribeConfigsResult", sizeof(struct DescribeConfigsResponse_DescribeConfigsResult), 5, 5, gr_fields_DescribeConfigsResponse_DescribeConfigsResult,
 };
 
@@ -2273,10 +2102,6 @@ const struct gr_struct_desc gr_desc_DescribeConfigsResponse = {
 
 /* ---- AlterConfigsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterableConfig;
-static const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterConfigsResource;
-const struct gr_struct_desc gr_desc_AlterConfigsRequest;
-
 static const struct gr_field_desc gr_fields_AlterConfigsRequest_AlterableConfig[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct AlterConfigsRequest_AlterableConfig, Name), 0, -1,
@@ -2285,7 +2110,7 @@ static const struct gr_field_desc gr_fields_AlterConfigsRequest_AlterableConfig[
       offsetof(struct AlterConfigsRequest_AlterableConfig, Value), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterableConfig = {
+const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterableConfig = {
     "AlterConfigsRequest_AlterableConfig", sizeof(struct AlterConfigsRequest_AlterableConfig), 2, 2, gr_fields_AlterConfigsRequest_AlterableConfig,
 };
 
@@ -2300,7 +2125,7 @@ static const struct gr_field_desc gr_fields_AlterConfigsRequest_AlterConfigsReso
       offsetof(struct AlterConfigsRequest_AlterConfigsResource, Configs), offsetof(struct AlterConfigsRequest_AlterConfigsResource, ConfigsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterConfigsResource = {
+const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterConfigsResource = {
     "AlterConfigsRequest_AlterConfigsResource", sizeof(struct AlterConfigsRequest_AlterConfigsResource), 3, 3, gr_fields_AlterConfigsRequest_AlterConfigsResource,
 };
 
@@ -2318,9 +2143,6 @@ const struct gr_struct_desc gr_desc_AlterConfigsRequest = {
 
 /* ---- AlterConfigsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_AlterConfigsResponse_AlterConfigsResourceResponse;
-const struct gr_struct_desc gr_desc_AlterConfigsResponse;
-
 static const struct gr_field_desc gr_fields_AlterConfigsResponse_AlterConfigsResourceResponse[] = {
     { "ErrorCode", NULL, NULL, 0, 0.0,
       offsetof(struct AlterConfigsResponse_AlterConfigsResourceResponse, ErrorCode), 0, -1,
@@ -2335,7 +2157,7 @@ static const struct gr_field_desc gr_fields_AlterConfigsResponse_AlterConfigsRes
       offsetof(struct AlterConfigsResponse_AlterConfigsResourceResponse, ResourceName), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterConfigsResponse_AlterConfigsResourceResponse = {
+const struct gr_struct_desc gr_desc_AlterConfigsResponse_AlterConfigsResourceResponse = {
     "AlterConfigsResponse_AlterConfigsResourceResponse", sizeof(struct AlterConfigsResponse_AlterConfigsResourceResponse), 4, 4, gr_fields_AlterConfigsResponse_AlterConfigsResourceResponse,
 };
 
@@ -2353,16 +2175,12 @@ const struct gr_struct_desc gr_desc_AlterConfigsResponse = {
 
 /* ---- CreatePartitionsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsAssignment;
-static const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsTopic;
-const struct gr_struct_desc gr_desc_CreatePartitionsRequest;
-
 static const struct gr_field_desc gr_fields_CreatePartitionsRequest_CreatePartitionsAssignment[] = {
     { "BrokerIds", NULL, NULL, 0, 0.0,
       offsetof(struct CreatePartitionsRequest_CreatePartitionsAssignment, BrokerIds), offsetof(struct CreatePartitionsRequest_CreatePartitionsAssignment, BrokerIdsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsAssignment = {
+const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsAssignment = {
     "CreatePartitionsRequest_CreatePartitionsAssignment", sizeof(struct CreatePartitionsRequest_CreatePartitionsAssignment), 1, 1, gr_fields_CreatePartitionsRequest_CreatePartitionsAssignment,
 };
 
@@ -2377,7 +2195,7 @@ static const struct gr_field_desc gr_fields_CreatePartitionsRequest_CreatePartit
       offsetof(struct CreatePartitionsRequest_CreatePartitionsTopic, Assignments), offsetof(struct CreatePartitionsRequest_CreatePartitionsTopic, AssignmentsCount), -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsTopic = {
+const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsTopic = {
     "CreatePartitionsRequest_CreatePartitionsTopic", sizeof(struct CreatePartitionsRequest_CreatePartitionsTopic), 3, 3, gr_fields_CreatePartitionsRequest_CreatePartitionsTopic,
 };
 
@@ -2398,9 +2216,6 @@ const struct gr_struct_desc gr_desc_CreatePartitionsRequest = {
 
 /* ---- CreatePartitionsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_CreatePartitionsResponse_CreatePartitionsTopicResult;
-const struct gr_struct_desc gr_desc_CreatePartitionsResponse;
-
 static const struct gr_field_desc gr_fields_CreatePartitionsResponse_CreatePartitionsTopicResult[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct CreatePartitionsResponse_CreatePartitionsTopicResult, Name), 0, -1,
@@ -2412,7 +2227,7 @@ static const struct gr_field_desc gr_fields_CreatePartitionsResponse_CreateParti
       offsetof(struct CreatePartitionsResponse_CreatePartitionsTopicResult, ErrorMessage), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_CreatePartitionsResponse_CreatePartitionsTopicResult = {
+const struct gr_struct_desc gr_desc_CreatePartitionsResponse_CreatePartitionsTopicResult = {
     "CreatePartitionsResponse_CreatePartitionsTopicResult", sizeof(struct CreatePartitionsResponse_CreatePartitionsTopicResult), 3, 3, gr_fields_CreatePartitionsResponse_CreatePartitionsTopicResult,
 };
 
@@ -2430,8 +2245,6 @@ const struct gr_struct_desc gr_desc_CreatePartitionsResponse = {
 
 /* ---- DeleteGroupsRequest ---- */
 
-const struct gr_struct_desc gr_desc_DeleteGroupsRequest;
-
 static const struct gr_field_desc gr_fields_DeleteGroupsRequest[] = {
     { "GroupsNames", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteGroupsRequest, GroupsNames), offsetof(struct DeleteGroupsRequest, GroupsNamesCount), -1,
@@ -2443,9 +2256,6 @@ const struct gr_struct_desc gr_desc_DeleteGroupsRequest = {
 
 /* ---- DeleteGroupsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_DeleteGroupsResponse_DeletableGroupResult;
-const struct gr_struct_desc gr_desc_DeleteGroupsResponse;
-
 static const struct gr_field_desc gr_fields_DeleteGroupsResponse_DeletableGroupResult[] = {
     { "GroupId", NULL, NULL, 0, 0.0,
       offsetof(struct DeleteGroupsResponse_DeletableGroupResult, GroupId), 0, -1,
@@ -2454,7 +2264,7 @@ static const struct gr_field_desc gr_fields_DeleteGroupsResponse_DeletableGroupR
       offsetof(struct DeleteGroupsResponse_DeletableGroupResult, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_DeleteGroupsResponse_DeletableGroupResult = {
+const struct gr_struct_desc gr_desc_DeleteGroupsResponse_DeletableGroupResult = {
     "DeleteGroupsResponse_DeletableGroupResult", sizeof(struct DeleteGroupsResponse_DeletableGroupResult), 2, 2, gr_fields_DeleteGroupsResponse_DeletableGroupResult,
 };
 
@@ -2472,9 +2282,6 @@ const struct gr_struct_desc gr_desc_DeleteGroupsResponse = {
 
 /* ---- ElectLeadersRequest ---- */
 
-static const struct gr_struct_desc gr_desc_ElectLeadersRequest_TopicPartitions;
-const struct gr_struct_desc gr_desc_ElectLeadersRequest;
-
 static const struct gr_field_desc gr_fields_ElectLeadersRequest_TopicPartitions[] = {
     { "Topic", NULL, NULL, 0, 0.0,
       offsetof(struct ElectLeadersRequest_TopicPartitions, Topic), 0, -1,
@@ -2483,7 +2290,7 @@ static const struct gr_field_desc gr_fields_ElectLeadersRequest_TopicPartitions[
       offsetof(struct ElectLeadersRequest_TopicPartitions, PartitionId), offsetof(struct ElectLeadersRequest_TopicPartitions, PartitionIdCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ElectLeadersRequest_TopicPartitions = {
+const struct gr_struct_desc gr_desc_ElectLeadersRequest_TopicPartitions = {
     "ElectLeadersRequest_TopicPartitions", sizeof(struct ElectLeadersRequest_TopicPartitions), 2, 2, gr_fields_ElectLeadersRequest_TopicPartitions,
 };
 
@@ -2504,10 +2311,6 @@ const struct gr_struct_desc gr_desc_ElectLeadersRequest = {
 
 /* ---- ElectLeadersResponse ---- */
 
-static const struct gr_struct_desc gr_desc_ElectLeadersResponse_PartitionResult;
-static const struct gr_struct_desc gr_desc_ElectLeadersResponse_ReplicaElectionResult;
-const struct gr_struct_desc gr_desc_ElectLeadersResponse;
-
 static const struct gr_field_desc gr_fields_ElectLeadersResponse_PartitionResult[] = {
     { "PartitionId", NULL, NULL, 0, 0.0,
       offsetof(struct ElectLeadersResponse_PartitionResult, PartitionId), 0, -1,
@@ -2519,7 +2322,7 @@ static const struct gr_field_desc gr_fields_ElectLeadersResponse_PartitionResult
       offsetof(struct ElectLeadersResponse_PartitionResult, ErrorMessage), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_ElectLeadersResponse_PartitionResult = {
+const struct gr_struct_desc gr_desc_ElectLeadersResponse_PartitionResult = {
     "ElectLeadersResponse_PartitionResult", sizeof(struct ElectLeadersResponse_PartitionResult), 3, 3, gr_fields_ElectLeadersResponse_PartitionResult,
 };
 
@@ -2531,7 +2334,7 @@ static const struct gr_field_desc gr_fields_ElectLeadersResponse_ReplicaElection
       offsetof(struct ElectLeadersResponse_ReplicaElectionResult, PartitionResult), offsetof(struct ElectLeadersResponse_ReplicaElectionResult, PartitionResultCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ElectLeadersResponse_ReplicaElectionResult = {
+const struct gr_struct_desc gr_desc_ElectLeadersResponse_ReplicaElectionResult = {
     "ElectLeadersResponse_ReplicaElectionResult", sizeof(struct ElectLeadersResponse_ReplicaElectionResult), 2, 2, gr_fields_ElectLeadersResponse_ReplicaElectionResult,
 };
 
@@ -2552,10 +2355,6 @@ const struct gr_struct_desc gr_desc_ElectLeadersResponse = {
 
 /* ---- IncrementalAlterConfigsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterableConfig;
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterConfigsResource;
-const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest;
-
 static const struct gr_field_desc gr_fields_IncrementalAlterConfigsRequest_AlterableConfig[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct IncrementalAlterConfigsRequest_AlterableConfig, Name), 0, -1,
@@ -2567,7 +2366,7 @@ static const struct gr_field_desc gr_fields_IncrementalAlterConfigsRequest_Alter
       offsetof(struct IncrementalAlterConfigsRequest_AlterableConfig, Value), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterableConfig = {
+const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterableConfig = {
     "IncrementalAlterConfigsRequest_AlterableConfig", sizeof(struct IncrementalAlterConfigsRequest_AlterableConfig), 3, 3, gr_fields_IncrementalAlterConfigsRequest_AlterableConfig,
 };
 
@@ -2582,7 +2381,7 @@ static const struct gr_field_desc gr_fields_IncrementalAlterConfigsRequest_Alter
       offsetof(struct IncrementalAlterConfigsRequest_AlterConfigsResource, Configs), offsetof(struct IncrementalAlterConfigsRequest_AlterConfigsResource, ConfigsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterConfigsResource = {
+const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterConfigsResource = {
     "IncrementalAlterConfigsRequest_AlterConfigsResource", sizeof(struct IncrementalAlterConfigsRequest_AlterConfigsResource), 3, 3, gr_fields_IncrementalAlterConfigsRequest_AlterConfigsResource,
 };
 
@@ -2600,9 +2399,6 @@ const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest = {
 
 /* ---- IncrementalAlterConfigsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse;
-const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse;
-
 static const struct gr_field_desc gr_fields_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse[] = {
     { "ErrorCode", NULL, NULL, 0, 0.0,
       offsetof(struct IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, ErrorCode), 0, -1,
@@ -2617,7 +2413,7 @@ static const struct gr_field_desc gr_fields_IncrementalAlterConfigsResponse_Alte
       offsetof(struct IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, ResourceName), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse = {
+const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse = {
     "IncrementalAlterConfigsResponse_AlterConfigsResourceResponse", sizeof(struct IncrementalAlterConfigsResponse_AlterConfigsResourceResponse), 4, 4, gr_fields_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse,
 };
 
@@ -2635,10 +2431,6 @@ const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse = {
 
 /* ---- AlterPartitionReassignmentsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignablePartition;
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignableTopic;
-const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest;
-
 static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsRequest_ReassignablePartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct AlterPartitionReassignmentsRequest_ReassignablePartition, PartitionIndex), 0, -1,
@@ -2647,7 +2439,7 @@ static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsRequest_R
       offsetof(struct AlterPartitionReassignmentsRequest_ReassignablePartition, Replicas), offsetof(struct AlterPartitionReassignmentsRequest_ReassignablePartition, ReplicasCount), -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_INT32, 1, 1 },
 };
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignablePartition = {
+const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignablePartition = {
     "AlterPartitionReassignmentsRequest_ReassignablePartition", sizeof(struct AlterPartitionReassignmentsRequest_ReassignablePartition), 2, 2, gr_fields_AlterPartitionReassignmentsRequest_ReassignablePartition,
 };
 
@@ -2659,7 +2451,7 @@ static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsRequest_R
       offsetof(struct AlterPartitionReassignmentsRequest_ReassignableTopic, Partitions), offsetof(struct AlterPartitionReassignmentsRequest_ReassignableTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignableTopic = {
+const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignableTopic = {
     "AlterPartitionReassignmentsRequest_ReassignableTopic", sizeof(struct AlterPartitionReassignmentsRequest_ReassignableTopic), 2, 2, gr_fields_AlterPartitionReassignmentsRequest_ReassignableTopic,
 };
 
@@ -2677,10 +2469,6 @@ const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest = {
 
 /* ---- AlterPartitionReassignmentsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse;
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse;
-const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse;
-
 static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, PartitionIndex), 0, -1,
@@ -2692,7 +2480,7 @@ static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsResponse_
       offsetof(struct AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, ErrorMessage), 0, -1,
       0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = {
+const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = {
     "AlterPartitionReassignmentsResponse_ReassignablePartitionResponse", sizeof(struct AlterPartitionReassignmentsResponse_ReassignablePartitionResponse), 3, 3, gr_fields_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse,
 };
 
@@ -2704,7 +2492,7 @@ static const struct gr_field_desc gr_fields_AlterPartitionReassignmentsResponse_
       offsetof(struct AlterPartitionReassignmentsResponse_ReassignableTopicResponse, Partitions), offsetof(struct AlterPartitionReassignmentsResponse_ReassignableTopicResponse, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = {
+const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = {
     "AlterPartitionReassignmentsResponse_ReassignableTopicResponse", sizeof(struct AlterPartitionReassignmentsResponse_ReassignableTopicResponse), 2, 2, gr_fields_AlterPartitionReassignmentsResponse_ReassignableTopicResponse,
 };
 
@@ -2728,9 +2516,6 @@ const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse = {
 
 /* ---- ListPartitionReassignmentsRequest ---- */
 
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics;
-const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest;
-
 static const struct gr_field_desc gr_fields_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics[] = {
     { "Name", NULL, NULL, 0, 0.0,
       offsetof(struct ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, Name), 0, -1,
@@ -2739,7 +2524,7 @@ static const struct gr_field_desc gr_fields_ListPartitionReassignmentsRequest_Li
       offsetof(struct ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, PartitionIndexes), offsetof(struct ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, PartitionIndexesCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = {
+const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = {
     "ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics", sizeof(struct ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics), 2, 2, gr_fields_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics,
 };
 
@@ -2757,10 +2542,6 @@ const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest = {
 
 /* ---- ListPartitionReassignmentsResponse ---- */
 
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment;
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingTopicReassignment;
-const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse;
-
 static const struct gr_field_desc gr_fields_ListPartitionReassignmentsResponse_OngoingPartitionReassignment[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment, PartitionIndex), 0, -1,
@@ -2775,7 +2556,7 @@ static const struct gr_field_desc gr_fields_ListPartitionReassignmentsResponse_O
       offsetof(struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment, RemovingReplicas), offsetof(struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment, RemovingReplicasCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = {
+const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = {
     "ListPartitionReassignmentsResponse_OngoingPartitionReassignment", sizeof(struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment), 4, 4, gr_fields_ListPartitionReassignmentsResponse_OngoingPartitionReassignment,
 };
 
@@ -2787,7 +2568,7 @@ static const struct gr_field_desc gr_fields_ListPartitionReassignmentsResponse_O
       offsetof(struct ListPartitionReassignmentsResponse_OngoingTopicReassignment, Partitions), offsetof(struct ListPartitionReassignmentsResponse_OngoingTopicReassignment, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingTopicReassignment = {
+const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingTopicReassignment = {
     "ListPartitionReassignmentsResponse_OngoingTopicReassignment", sizeof(struct ListPartitionReassignmentsResponse_OngoingTopicReassignment), 2, 2, gr_fields_ListPartitionReassignmentsResponse_OngoingTopicReassignment,
 };
 
@@ -2811,16 +2592,12 @@ const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse = {
 
 /* ---- OffsetDeleteRequest ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestPartition;
-static const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestTopic;
-const struct gr_struct_desc gr_desc_OffsetDeleteRequest;
-
 static const struct gr_field_desc gr_fields_OffsetDeleteRequest_OffsetDeleteRequestPartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetDeleteRequest_OffsetDeleteRequestPartition, PartitionIndex), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestPartition = {
+const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestPartition = {
     "OffsetDeleteRequest_OffsetDeleteRequestPartition", sizeof(struct OffsetDeleteRequest_OffsetDeleteRequestPartition), 1, 1, gr_fields_OffsetDeleteRequest_OffsetDeleteRequestPartition,
 };
 
@@ -2832,7 +2609,7 @@ static const struct gr_field_desc gr_fields_OffsetDeleteRequest_OffsetDeleteRequ
       offsetof(struct OffsetDeleteRequest_OffsetDeleteRequestTopic, Partitions), offsetof(struct OffsetDeleteRequest_OffsetDeleteRequestTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestTopic = {
+const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestTopic = {
     "OffsetDeleteRequest_OffsetDeleteRequestTopic", sizeof(struct OffsetDeleteRequest_OffsetDeleteRequestTopic), 2, 2, gr_fields_OffsetDeleteRequest_OffsetDeleteRequestTopic,
 };
 
@@ -2850,10 +2627,6 @@ const struct gr_struct_desc gr_desc_OffsetDeleteRequest = {
 
 /* ---- OffsetDeleteResponse ---- */
 
-static const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponsePartition;
-static const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponseTopic;
-const struct gr_struct_desc gr_desc_OffsetDeleteResponse;
-
 static const struct gr_field_desc gr_fields_OffsetDeleteResponse_OffsetDeleteResponsePartition[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct OffsetDeleteResponse_OffsetDeleteResponsePartition, PartitionIndex), 0, -1,
@@ -2862,7 +2635,7 @@ static const struct gr_field_desc gr_fields_OffsetDeleteResponse_OffsetDeleteRes
       offsetof(struct OffsetDeleteResponse_OffsetDeleteResponsePartition, ErrorCode), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponsePartition = {
+const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponsePartition = {
     "OffsetDeleteResponse_OffsetDeleteResponsePartition", sizeof(struct OffsetDeleteResponse_OffsetDeleteResponsePartition), 2, 2, gr_fields_OffsetDeleteResponse_OffsetDeleteResponsePartition,
 };
 
@@ -2874,7 +2647,7 @@ static const struct gr_field_desc gr_fields_OffsetDeleteResponse_OffsetDeleteRes
       offsetof(struct OffsetDeleteResponse_OffsetDeleteResponseTopic, Partitions), offsetof(struct OffsetDeleteResponse_OffsetDeleteResponseTopic, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponseTopic = {
+const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponseTopic = {
     "OffsetDeleteResponse_OffsetDeleteResponseTopic", sizeof(struct OffsetDeleteResponse_OffsetDeleteResponseTopic), 2, 2, gr_fields_OffsetDeleteResponse_OffsetDeleteResponseTopic,
 };
 
@@ -2895,10 +2668,6 @@ const struct gr_struct_desc gr_desc_OffsetDeleteResponse = {
 
 /* ---- AlterIsrRequest ---- */
 
-static const struct gr_struct_desc gr_desc_AlterIsrRequest_PartitionData;
-static const struct gr_struct_desc gr_desc_AlterIsrRequest_TopicData;
-const struct gr_struct_desc gr_desc_AlterIsrRequest;
-
 static const struct gr_field_desc gr_fields_AlterIsrRequest_PartitionData[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
       offsetof(struct AlterIsrRequest_PartitionData, PartitionIndex), 0, -1,
@@ -2913,7 +2682,7 @@ static const struct gr_field_desc gr_fields_AlterIsrRequest_PartitionData[] = {
       offsetof(struct AlterIsrRequest_PartitionData, CurrentIsrVersion), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterIsrRequest_PartitionData = {
+const struct gr_struct_desc gr_desc_AlterIsrRequest_PartitionData = {
     "AlterIsrRequest_PartitionData", sizeof(struct AlterIsrRequest_PartitionData), 4, 4, gr_fields_AlterIsrRequest_PartitionData,
 };
 
@@ -2925,7 +2694,7 @@ static const struct gr_field_desc gr_fields_AlterIsrRequest_TopicData[] = {
       offsetof(struct AlterIsrRequest_TopicData, Partitions), offsetof(struct AlterIsrRequest_TopicData, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterIsrRequest_TopicData = {
+const struct gr_struct_desc gr_desc_AlterIsrRequest_TopicData = {
     "AlterIsrRequest_TopicData", sizeof(struct AlterIsrRequest_TopicData), 2, 2, gr_fields_AlterIsrRequest_TopicData,
 };
 
@@ -2945,10 +2714,6 @@ const struct gr_struct_desc gr_desc_AlterIsrRequest = {
 };
 
 /* ---- AlterIsrResponse ---- */
-
-static const struct gr_struct_desc gr_desc_AlterIsrResponse_PartitionData;
-static const struct gr_struct_desc gr_desc_AlterIsrResponse_TopicData;
-const struct gr_struct_desc gr_desc_AlterIsrResponse;
 
 static const struct gr_field_desc gr_fields_AlterIsrResponse_PartitionData[] = {
     { "PartitionIndex", NULL, NULL, 0, 0.0,
@@ -2970,7 +2735,7 @@ static const struct gr_field_desc gr_fields_AlterIsrResponse_PartitionData[] = {
       offsetof(struct AlterIsrResponse_PartitionData, CurrentIsrVersion), 0, -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterIsrResponse_PartitionData = {
+const struct gr_struct_desc gr_desc_AlterIsrResponse_PartitionData = {
     "AlterIsrResponse_PartitionData", sizeof(struct AlterIsrResponse_PartitionData), 6, 6, gr_fields_AlterIsrResponse_PartitionData,
 };
 
@@ -2982,7 +2747,7 @@ static const struct gr_field_desc gr_fields_AlterIsrResponse_TopicData[] = {
       offsetof(struct AlterIsrResponse_TopicData, Partitions), offsetof(struct AlterIsrResponse_TopicData, PartitionsCount), -1,
       0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
 };
-static const struct gr_struct_desc gr_desc_AlterIsrResponse_TopicData = {
+const struct gr_struct_desc gr_desc_AlterIsrResponse_TopicData = {
     "AlterIsrResponse_TopicData", sizeof(struct AlterIsrResponse_TopicData), 2, 2, gr_fields_AlterIsrResponse_TopicData,
 };
 

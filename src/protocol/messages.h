@@ -73,6 +73,8 @@ struct ProduceRequest {
     struct ProduceRequest_TopicProduceData *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ProduceRequest_PartitionProduceData;
+extern const struct gr_struct_desc gr_desc_ProduceRequest_TopicProduceData;
 extern const struct gr_struct_desc gr_desc_ProduceRequest;
 
 /* ---- ProduceResponse (api key 0, versions 0-8, flexible none) ---- */
@@ -110,6 +112,9 @@ struct ProduceResponse {
     int32_t ThrottleTimeMs; /* v1+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ProduceResponse_BatchIndexAndErrorMessage;
+extern const struct gr_struct_desc gr_desc_ProduceResponse_PartitionProduceResponse;
+extern const struct gr_struct_desc gr_desc_ProduceResponse_TopicProduceResponse;
 extern const struct gr_struct_desc gr_desc_ProduceResponse;
 
 /* ---- FetchRequest (api key 1, versions 0-12, flexible 12+) ---- */
@@ -156,6 +161,9 @@ struct FetchRequest {
     char *RackId; /* v11+, default  */
 };
 
+extern const struct gr_struct_desc gr_desc_FetchRequest_FetchPartition;
+extern const struct gr_struct_desc gr_desc_FetchRequest_FetchTopic;
+extern const struct gr_struct_desc gr_desc_FetchRequest_ForgottenTopic;
 extern const struct gr_struct_desc gr_desc_FetchRequest;
 
 /* ---- FetchResponse (api key 1, versions 0-12, flexible 12+) ---- */
@@ -210,6 +218,11 @@ struct FetchResponse {
     struct FetchResponse_FetchableTopicResponse *Responses; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_FetchResponse_EpochEndOffset;
+extern const struct gr_struct_desc gr_desc_FetchResponse_LeaderIdAndEpoch;
+extern const struct gr_struct_desc gr_desc_FetchResponse_AbortedTransaction;
+extern const struct gr_struct_desc gr_desc_FetchResponse_FetchablePartitionResponse;
+extern const struct gr_struct_desc gr_desc_FetchResponse_FetchableTopicResponse;
 extern const struct gr_struct_desc gr_desc_FetchResponse;
 
 /* ---- ListOffsetRequest (api key 2, versions 0-5, flexible none) ---- */
@@ -238,6 +251,8 @@ struct ListOffsetRequest {
     struct ListOffsetRequest_ListOffsetTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetPartition;
+extern const struct gr_struct_desc gr_desc_ListOffsetRequest_ListOffsetTopic;
 extern const struct gr_struct_desc gr_desc_ListOffsetRequest;
 
 /* ---- ListOffsetResponse (api key 2, versions 0-5, flexible none) ---- */
@@ -268,6 +283,8 @@ struct ListOffsetResponse {
     struct ListOffsetResponse_ListOffsetTopicResponse *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetPartitionResponse;
+extern const struct gr_struct_desc gr_desc_ListOffsetResponse_ListOffsetTopicResponse;
 extern const struct gr_struct_desc gr_desc_ListOffsetResponse;
 
 /* ---- MetadataRequest (api key 3, versions 0-9, flexible 9+) ---- */
@@ -287,6 +304,7 @@ struct MetadataRequest {
     bool IncludeTopicAuthorizedOperations; /* v8+ */
 };
 
+extern const struct gr_struct_desc gr_desc_MetadataRequest_MetadataRequestTopic;
 extern const struct gr_struct_desc gr_desc_MetadataRequest;
 
 /* ---- MetadataResponse (api key 3, versions 0-9, flexible 9+) ---- */
@@ -336,6 +354,9 @@ struct MetadataResponse {
     int32_t ClusterAuthorizedOperations; /* v8+, default -2147483648 */
 };
 
+extern const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseBroker;
+extern const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponsePartition;
+extern const struct gr_struct_desc gr_desc_MetadataResponse_MetadataResponseTopic;
 extern const struct gr_struct_desc gr_desc_MetadataResponse;
 
 /* ---- LeaderAndIsrRequest (api key 4, versions 0-4, flexible 4+) ---- */
@@ -387,6 +408,9 @@ struct LeaderAndIsrRequest {
     struct LeaderAndIsrRequest_LeaderAndIsrLiveLeader *LiveLeaders; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrPartitionState;
+extern const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrTopicState;
+extern const struct gr_struct_desc gr_desc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader;
 extern const struct gr_struct_desc gr_desc_LeaderAndIsrRequest;
 
 /* ---- LeaderAndIsrResponse (api key 4, versions 0-4, flexible 4+) ---- */
@@ -406,6 +430,7 @@ struct LeaderAndIsrResponse {
     struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *PartitionErrors; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_LeaderAndIsrResponse_LeaderAndIsrPartitionError;
 extern const struct gr_struct_desc gr_desc_LeaderAndIsrResponse;
 
 /* ---- StopReplicaRequest (api key 5, versions 0-3, flexible 2+) ---- */
@@ -452,6 +477,10 @@ struct StopReplicaRequest {
     struct StopReplicaRequest_StopReplicaTopicState *TopicStates; /* v3+ */
 };
 
+extern const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionV0;
+extern const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicV1;
+extern const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaPartitionState;
+extern const struct gr_struct_desc gr_desc_StopReplicaRequest_StopReplicaTopicState;
 extern const struct gr_struct_desc gr_desc_StopReplicaRequest;
 
 /* ---- StopReplicaResponse (api key 5, versions 0-3, flexible 2+) ---- */
@@ -471,6 +500,7 @@ struct StopReplicaResponse {
     struct StopReplicaResponse_StopReplicaPartitionError *PartitionErrors; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_StopReplicaResponse_StopReplicaPartitionError;
 extern const struct gr_struct_desc gr_desc_StopReplicaResponse;
 
 /* ---- UpdateMetadataRequest (api key 6, versions 0-6, flexible 6+) ---- */
@@ -530,6 +560,10 @@ struct UpdateMetadataRequest {
     struct UpdateMetadataRequest_UpdateMetadataBroker *LiveBrokers; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataPartitionState;
+extern const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataTopicState;
+extern const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataEndpoint;
+extern const struct gr_struct_desc gr_desc_UpdateMetadataRequest_UpdateMetadataBroker;
 extern const struct gr_struct_desc gr_desc_UpdateMetadataRequest;
 
 /* ---- UpdateMetadataResponse (api key 6, versions 0-6, flexible 6+) ---- */
@@ -569,6 +603,7 @@ struct ControlledShutdownResponse {
     struct ControlledShutdownResponse_RemainingPartition *RemainingPartitions; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ControlledShutdownResponse_RemainingPartition;
 extern const struct gr_struct_desc gr_desc_ControlledShutdownResponse;
 
 /* ---- OffsetCommitRequest (api key 8, versions 0-8, flexible 8+) ---- */
@@ -601,6 +636,8 @@ struct OffsetCommitRequest {
     struct OffsetCommitRequest_OffsetCommitRequestTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestPartition;
+extern const struct gr_struct_desc gr_desc_OffsetCommitRequest_OffsetCommitRequestTopic;
 extern const struct gr_struct_desc gr_desc_OffsetCommitRequest;
 
 /* ---- OffsetCommitResponse (api key 8, versions 0-8, flexible 8+) ---- */
@@ -626,6 +663,8 @@ struct OffsetCommitResponse {
     struct OffsetCommitResponse_OffsetCommitResponseTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponsePartition;
+extern const struct gr_struct_desc gr_desc_OffsetCommitResponse_OffsetCommitResponseTopic;
 extern const struct gr_struct_desc gr_desc_OffsetCommitResponse;
 
 /* ---- OffsetFetchRequest (api key 9, versions 0-7, flexible 6+) ---- */
@@ -646,6 +685,7 @@ struct OffsetFetchRequest {
     bool RequireStable; /* v7+, default false */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetFetchRequest_OffsetFetchRequestTopic;
 extern const struct gr_struct_desc gr_desc_OffsetFetchRequest;
 
 /* ---- OffsetFetchResponse (api key 9, versions 0-7, flexible 6+) ---- */
@@ -675,6 +715,8 @@ struct OffsetFetchResponse {
     int16_t ErrorCode; /* v2+, default 0 */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponsePartition;
+extern const struct gr_struct_desc gr_desc_OffsetFetchResponse_OffsetFetchResponseTopic;
 extern const struct gr_struct_desc gr_desc_OffsetFetchResponse;
 
 /* ---- FindCoordinatorRequest (api key 10, versions 0-3, flexible 3+) ---- */
@@ -724,6 +766,7 @@ struct JoinGroupRequest {
     struct JoinGroupRequest_JoinGroupRequestProtocol *Protocols; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_JoinGroupRequest_JoinGroupRequestProtocol;
 extern const struct gr_struct_desc gr_desc_JoinGroupRequest;
 
 /* ---- JoinGroupResponse (api key 11, versions 0-7, flexible 6+) ---- */
@@ -749,6 +792,7 @@ struct JoinGroupResponse {
     struct JoinGroupResponse_JoinGroupResponseMember *Members; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_JoinGroupResponse_JoinGroupResponseMember;
 extern const struct gr_struct_desc gr_desc_JoinGroupResponse;
 
 /* ---- HeartbeatRequest (api key 12, versions 0-4, flexible 4+) ---- */
@@ -792,6 +836,7 @@ struct LeaveGroupRequest {
     struct LeaveGroupRequest_MemberIdentity *Members; /* v3+ */
 };
 
+extern const struct gr_struct_desc gr_desc_LeaveGroupRequest_MemberIdentity;
 extern const struct gr_struct_desc gr_desc_LeaveGroupRequest;
 
 /* ---- LeaveGroupResponse (api key 13, versions 0-4, flexible 4+) ---- */
@@ -812,6 +857,7 @@ struct LeaveGroupResponse {
     struct LeaveGroupResponse_MemberResponse *Members; /* v3+ */
 };
 
+extern const struct gr_struct_desc gr_desc_LeaveGroupResponse_MemberResponse;
 extern const struct gr_struct_desc gr_desc_LeaveGroupResponse;
 
 /* ---- SyncGroupRequest (api key 14, versions 0-5, flexible 4+) ---- */
@@ -835,6 +881,7 @@ struct SyncGroupRequest {
     struct SyncGroupRequest_SyncGroupRequestAssignment *Assignments; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_SyncGroupRequest_SyncGroupRequestAssignment;
 extern const struct gr_struct_desc gr_desc_SyncGroupRequest;
 
 /* ---- SyncGroupResponse (api key 14, versions 0-5, flexible 4+) ---- */
@@ -895,6 +942,8 @@ struct DescribeGroupsResponse {
     struct DescribeGroupsResponse_DescribedGroup *Groups; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroupMember;
+extern const struct gr_struct_desc gr_desc_DescribeGroupsResponse_DescribedGroup;
 extern const struct gr_struct_desc gr_desc_DescribeGroupsResponse;
 
 /* ---- ListGroupsRequest (api key 16, versions 0-4, flexible 3+) ---- */
@@ -926,6 +975,7 @@ struct ListGroupsResponse {
     struct ListGroupsResponse_ListedGroup *Groups; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ListGroupsResponse_ListedGroup;
 extern const struct gr_struct_desc gr_desc_ListGroupsResponse;
 
 /* ---- SaslHandshakeRequest (api key 17, versions 0-1, flexible none) ---- */
@@ -998,6 +1048,9 @@ struct ApiVersionsResponse {
     struct ApiVersionsResponse_FinalizedFeatureKey *FinalizedFeatures; /* v3+, tag 2 */
 };
 
+extern const struct gr_struct_desc gr_desc_ApiVersionsResponse_ApiVersionsResponseKey;
+extern const struct gr_struct_desc gr_desc_ApiVersionsResponse_SupportedFeatureKey;
+extern const struct gr_struct_desc gr_desc_ApiVersionsResponse_FinalizedFeatureKey;
 extern const struct gr_struct_desc gr_desc_ApiVersionsResponse;
 
 /* ---- CreateTopicsRequest (api key 19, versions 0-6, flexible 5+) ---- */
@@ -1035,6 +1088,9 @@ struct CreateTopicsRequest {
     bool ValidateOnly; /* v1+, default false */
 };
 
+extern const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableReplicaAssignment;
+extern const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreateableTopicConfig;
+extern const struct gr_struct_desc gr_desc_CreateTopicsRequest_CreatableTopic;
 extern const struct gr_struct_desc gr_desc_CreateTopicsRequest;
 
 /* ---- CreateTopicsResponse (api key 19, versions 0-6, flexible 5+) ---- */
@@ -1068,6 +1124,8 @@ struct CreateTopicsResponse {
     struct CreateTopicsResponse_CreatableTopicResult *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicConfigs;
+extern const struct gr_struct_desc gr_desc_CreateTopicsResponse_CreatableTopicResult;
 extern const struct gr_struct_desc gr_desc_CreateTopicsResponse;
 
 /* ---- DeleteTopicsRequest (api key 20, versions 0-5, flexible 4+) ---- */
@@ -1099,6 +1157,7 @@ struct DeleteTopicsResponse {
     struct DeleteTopicsResponse_DeletableTopicResult *Responses; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DeleteTopicsResponse_DeletableTopicResult;
 extern const struct gr_struct_desc gr_desc_DeleteTopicsResponse;
 
 /* ---- DeleteRecordsRequest (api key 21, versions 0-2, flexible 2+) ---- */
@@ -1124,6 +1183,8 @@ struct DeleteRecordsRequest {
     int32_t TimeoutMs; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsPartition;
+extern const struct gr_struct_desc gr_desc_DeleteRecordsRequest_DeleteRecordsTopic;
 extern const struct gr_struct_desc gr_desc_DeleteRecordsRequest;
 
 /* ---- DeleteRecordsResponse (api key 21, versions 0-2, flexible 2+) ---- */
@@ -1150,6 +1211,8 @@ struct DeleteRecordsResponse {
     struct DeleteRecordsResponse_DeleteRecordsTopicResult *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsPartitionResult;
+extern const struct gr_struct_desc gr_desc_DeleteRecordsResponse_DeleteRecordsTopicResult;
 extern const struct gr_struct_desc gr_desc_DeleteRecordsResponse;
 
 /* ---- InitProducerIdRequest (api key 22, versions 0-4, flexible 2+) ---- */
@@ -1202,6 +1265,8 @@ struct OffsetForLeaderEpochRequest {
     struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition;
+extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic;
 extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochRequest;
 
 /* ---- OffsetForLeaderEpochResponse (api key 23, versions 0-3, flexible none) ---- */
@@ -1229,6 +1294,8 @@ struct OffsetForLeaderEpochResponse {
     struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult;
+extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult;
 extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse;
 
 /* ---- DescribeConfigsRequest (api key 32, versions 0-3, flexible none) ---- */
@@ -1250,6 +1317,7 @@ struct DescribeConfigsRequest {
     bool IncludeDocumentation; /* v3+, default false */
 };
 
+extern const struct gr_struct_desc gr_desc_DescribeConfigsRequest_DescribeConfigsResource;
 extern const struct gr_struct_desc gr_desc_DescribeConfigsRequest;
 
 /* ---- DescribeConfigsResponse (api key 32, versions 0-3, flexible none) ---- */
@@ -1293,6 +1361,9 @@ struct DescribeConfigsResponse {
     struct DescribeConfigsResponse_DescribeConfigsResult *Results; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsSynonym;
+extern const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResourceResult;
+extern const struct gr_struct_desc gr_desc_DescribeConfigsResponse_DescribeConfigsResult;
 extern const struct gr_struct_desc gr_desc_DescribeConfigsResponse;
 
 /* ---- AlterConfigsRequest (api key 33, versions 0-1, flexible none) ---- */
@@ -1319,6 +1390,8 @@ struct AlterConfigsRequest {
     bool ValidateOnly; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterableConfig;
+extern const struct gr_struct_desc gr_desc_AlterConfigsRequest_AlterConfigsResource;
 extern const struct gr_struct_desc gr_desc_AlterConfigsRequest;
 
 /* ---- AlterConfigsResponse (api key 33, versions 0-1, flexible none) ---- */
@@ -1339,6 +1412,7 @@ struct AlterConfigsResponse {
     struct AlterConfigsResponse_AlterConfigsResourceResponse *Responses; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterConfigsResponse_AlterConfigsResourceResponse;
 extern const struct gr_struct_desc gr_desc_AlterConfigsResponse;
 
 /* ---- CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+) ---- */
@@ -1366,6 +1440,8 @@ struct CreatePartitionsRequest {
     bool ValidateOnly; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsAssignment;
+extern const struct gr_struct_desc gr_desc_CreatePartitionsRequest_CreatePartitionsTopic;
 extern const struct gr_struct_desc gr_desc_CreatePartitionsRequest;
 
 /* ---- CreatePartitionsResponse (api key 37, versions 0-3, flexible 2+) ---- */
@@ -1385,6 +1461,7 @@ struct CreatePartitionsResponse {
     struct CreatePartitionsResponse_CreatePartitionsTopicResult *Results; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_CreatePartitionsResponse_CreatePartitionsTopicResult;
 extern const struct gr_struct_desc gr_desc_CreatePartitionsResponse;
 
 /* ---- DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+) ---- */
@@ -1414,6 +1491,7 @@ struct DeleteGroupsResponse {
     struct DeleteGroupsResponse_DeletableGroupResult *Results; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_DeleteGroupsResponse_DeletableGroupResult;
 extern const struct gr_struct_desc gr_desc_DeleteGroupsResponse;
 
 /* ---- ElectLeadersRequest (api key 43, versions 0-2, flexible 2+) ---- */
@@ -1434,6 +1512,7 @@ struct ElectLeadersRequest {
     int32_t TimeoutMs; /* v0+, default 60000 */
 };
 
+extern const struct gr_struct_desc gr_desc_ElectLeadersRequest_TopicPartitions;
 extern const struct gr_struct_desc gr_desc_ElectLeadersRequest;
 
 /* ---- ElectLeadersResponse (api key 43, versions 0-2, flexible 2+) ---- */
@@ -1461,6 +1540,8 @@ struct ElectLeadersResponse {
     struct ElectLeadersResponse_ReplicaElectionResult *ReplicaElectionResults; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ElectLeadersResponse_PartitionResult;
+extern const struct gr_struct_desc gr_desc_ElectLeadersResponse_ReplicaElectionResult;
 extern const struct gr_struct_desc gr_desc_ElectLeadersResponse;
 
 /* ---- IncrementalAlterConfigsRequest (api key 44, versions 0-1, flexible 1+) ---- */
@@ -1488,6 +1569,8 @@ struct IncrementalAlterConfigsRequest {
     bool ValidateOnly; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterableConfig;
+extern const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest_AlterConfigsResource;
 extern const struct gr_struct_desc gr_desc_IncrementalAlterConfigsRequest;
 
 /* ---- IncrementalAlterConfigsResponse (api key 44, versions 0-1, flexible 1+) ---- */
@@ -1508,6 +1591,7 @@ struct IncrementalAlterConfigsResponse {
     struct IncrementalAlterConfigsResponse_AlterConfigsResourceResponse *Responses; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse;
 extern const struct gr_struct_desc gr_desc_IncrementalAlterConfigsResponse;
 
 /* ---- AlterPartitionReassignmentsRequest (api key 45, versions 0, flexible 0+) ---- */
@@ -1534,6 +1618,8 @@ struct AlterPartitionReassignmentsRequest {
     struct AlterPartitionReassignmentsRequest_ReassignableTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignablePartition;
+extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest_ReassignableTopic;
 extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsRequest;
 
 /* ---- AlterPartitionReassignmentsResponse (api key 45, versions 0, flexible 0+) ---- */
@@ -1562,6 +1648,8 @@ struct AlterPartitionReassignmentsResponse {
     struct AlterPartitionReassignmentsResponse_ReassignableTopicResponse *Responses; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse;
+extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse;
 extern const struct gr_struct_desc gr_desc_AlterPartitionReassignmentsResponse;
 
 /* ---- ListPartitionReassignmentsRequest (api key 46, versions 0, flexible 0+) ---- */
@@ -1581,6 +1669,7 @@ struct ListPartitionReassignmentsRequest {
     struct ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics *Topics; /* v0+, nullable v0+, default null */
 };
 
+extern const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics;
 extern const struct gr_struct_desc gr_desc_ListPartitionReassignmentsRequest;
 
 /* ---- ListPartitionReassignmentsResponse (api key 46, versions 0, flexible 0+) ---- */
@@ -1613,6 +1702,8 @@ struct ListPartitionReassignmentsResponse {
     struct ListPartitionReassignmentsResponse_OngoingTopicReassignment *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment;
+extern const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse_OngoingTopicReassignment;
 extern const struct gr_struct_desc gr_desc_ListPartitionReassignmentsResponse;
 
 /* ---- OffsetDeleteRequest (api key 47, versions 0, flexible none) ---- */
@@ -1637,6 +1728,8 @@ struct OffsetDeleteRequest {
     struct OffsetDeleteRequest_OffsetDeleteRequestTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestPartition;
+extern const struct gr_struct_desc gr_desc_OffsetDeleteRequest_OffsetDeleteRequestTopic;
 extern const struct gr_struct_desc gr_desc_OffsetDeleteRequest;
 
 /* ---- OffsetDeleteResponse (api key 47, versions 0, flexible none) ---- */
@@ -1663,6 +1756,8 @@ struct OffsetDeleteResponse {
     struct OffsetDeleteResponse_OffsetDeleteResponseTopic *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponsePartition;
+extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponseTopic;
 extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse;
 
 /* ---- AlterIsrRequest (api key 56, versions 0, flexible 0+) ---- */
@@ -1692,6 +1787,8 @@ struct AlterIsrRequest {
     struct AlterIsrRequest_TopicData *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterIsrRequest_PartitionData;
+extern const struct gr_struct_desc gr_desc_AlterIsrRequest_TopicData;
 extern const struct gr_struct_desc gr_desc_AlterIsrRequest;
 
 /* ---- AlterIsrResponse (api key 56, versions 0, flexible 0+) ---- */
@@ -1723,6 +1820,8 @@ struct AlterIsrResponse {
     struct AlterIsrResponse_TopicData *Topics; /* v0+ */
 };
 
+extern const struct gr_struct_desc gr_desc_AlterIsrResponse_PartitionData;
+extern const struct gr_struct_desc gr_desc_AlterIsrResponse_TopicData;
 extern const struct gr_struct_desc gr_desc_AlterIsrResponse;
 
 /* The API table, sorted by key (used by gr_proto_api()). */
