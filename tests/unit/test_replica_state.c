@@ -1,0 +1,177 @@
+/* High-watermark and ISR rules of broker/replica_state.c (Kafka 2.7 Partition semantics). */
+#include "broker/replica_state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/kerr.h"
+
+static int g_fail;
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            g_fail++;                                                             \
+        }                                                                         \
+    } while (0)
+
+#define LAG 10000
+
+static void leader_of_three(struct gr_replica_state *st, int64_t leo, int64_t now) {
+    int32_t reps[3] = {1, 2, 3};
+    gr_rs_init(st, 1);
+    CHECK(gr_rs_set_assignment(st, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
+    gr_rs_become_leader(st, leo, now, false);
+}
+
+int main(void) {
+    struct gr_replica_state st;
+    int32_t out[GR_RS_MAX_REPLICAS];
+
+    /* 1. A new leader does not advance the HW until every ISR follower fetched. */
+    leader_of_three(&st, 100, 1000);
+    CHECK(gr_rs_is_leader(&st));
+    CHECK(st.nremotes == 2);
+    CHECK(st.leader_epoch_start_offset == 100);
+    CHECK(gr_rs_hw_candidate(&st, 100, 1000, LAG) == -1);
+    gr_rs_update_follower(&st, 2, 100, 0, 1001, 100);
+    CHECK(gr_rs_hw_candidate(&st, 100, 1001, LAG) == -1);
+    gr_rs_update_follower(&st, 3, 90, 0, 1002, 100);
+    CHECK(gr_rs_hw_candidate(&st, 100, 1002, LAG) == 90);
+    gr_rs_update_follower(&st, 3, 100, 0, 1003, 100);
+    CHECK(gr_rs_hw_candidate(&st, 100, 1003, LAG) == 100);
+    CHECK(!gr_rs_update_follower(&st, 9, 100, 0, 1003, 100)); /* not a replica */
+
+    /* 2. The HW waits for the slowest ISR member; leader appends don't move it alone. */
+    CHECK(gr_rs_hw_candidate(&st, 150, 1004, LAG) == 100);
+    gr_rs_update_follower(&st, 2, 150, 0, 1005, 150);
+    CHECK(gr_rs_hw_candidate(&st, 150, 1005, LAG) == 100);
+    gr_rs_update_follower(&st, 3, 120, 0, 1006, 150);
+    CHECK(gr_rs_hw_candidate(&st, 150, 1006, LAG) == 120);
+
+    /* 3. Out-of-sync: follower 3 stops fetching; after the lag time it is out of sync. Caught-up
+     *    time: 3 was caught up at 1003 (fetched 100 when the leader LEO was 100). */
+    CHECK(gr_rs_out_of_sync(&st, 150, 1003 + LAG, LAG, out) == 0);
+    CHECK(gr_rs_out_of_sync(&st, 150, 1003 + LAG + 1, LAG, out) == 1 && out[0] == 3);
+    /* A follower whose LEO equals the leader's is never out of sync. */
+    gr_rs_update_follower(&st, 2, 150, 0, 1007, 150);
+    CHECK(gr_rs_out_of_sync(&st, 150, 1007 + 5 * LAG, LAG, out) == 1 && out[0] == 3);
+
+    /* 4. Slow follower: each fetch reaches the LEO seen at its previous fetch -> caught up at the
+     *    previous fetch time, so it stays in sync while the leader keeps appending. */
+    leader_of_three(&st, 0, 0);
+    int64_t now = 0, leo = 0;
+    for (int i = 0; i < 100; i++) {
+        now += 1000;
+        int64_t prev_leo = leo;
+        leo += 10;
+        gr_rs_update_follower(&st, 2, prev_leo, 0, now, leo); /* always one step behind */
+        gr_rs_update_follower(&st, 3, leo, 0, now, leo);
+    }
+    CHECK(gr_rs_out_of_sync(&st, leo, now, LAG, out) == 0);
+    /* ...but a follower that falls further behind each time is dropped after the lag time. */
+    leader_of_three(&st, 0, 0);
+    now = 0;
+    leo = 0;
+    int64_t f = 0;
+    int dropped_at = -1;
+    for (int i = 0; i < 100 && dropped_at < 0; i++) {
+        now += 1000;
+        leo += 10;
+        f += 5;
+        gr_rs_update_follower(&st, 2, f, 0, now, leo);
+        gr_rs_update_follower(&st, 3, leo, 0, now, leo);
+        if (gr_rs_out_of_sync(&st, leo, now, LAG, out) == 1) dropped_at = i;
+    }
+    CHECK(dropped_at >= 9 && dropped_at <= 12);
+
+    /* 5. Shrink proposal: pending shrink keeps the old ISR as maximal ISR (HW held back), blocks
+     *    further proposals; committing applies the controller's ISR and zkVersion. */
+    leader_of_three(&st, 100, 1000);
+    gr_rs_update_follower(&st, 2, 100, 0, 1001, 100);
+    gr_rs_update_follower(&st, 3, 50, 0, 1001, 100);
+    int32_t gone[1] = {3};
+    CHECK(gr_rs_propose_shrink(&st, gone, 1));
+    CHECK(st.isr_state == GR_ISR_PENDING_SHRINK && st.nproposed == 2);
+    CHECK(!gr_rs_propose_shrink(&st, gone, 1));
+    CHECK(!gr_rs_propose_expand(&st, 3));
+    CHECK(gr_rs_maximal_isr_size(&st) == 3);
+    CHECK(gr_rs_hw_candidate(&st, 100, 1001 + 2 * LAG, LAG) == 50);
+    CHECK(gr_rs_out_of_sync(&st, 100, 1001 + 2 * LAG, LAG, out) == 0);
+    /* Retriable error -> resend; fatal ones -> give up (still pending). */
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_REQUEST_TIMED_OUT, 0, NULL, 0, 0) == -1);
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_INVALID_UPDATE_VERSION, 0, NULL, 0, 0) == 0);
+    CHECK(st.isr_state == GR_ISR_PENDING_SHRINK);
+    /* Stale epoch in the answer is ignored. */
+    int32_t newisr[2] = {1, 2};
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 4, newisr, 2, 8) == 0);
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 6) == 0); /* older zkVersion */
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 8) == 1);
+    CHECK(st.isr_state == GR_ISR_COMMITTED && st.nisr == 2 && st.zk_version == 8);
+    CHECK(!gr_rs_in_isr(&st, 3));
+    /* Now 3 is outside the ISR and not caught up: the HW no longer waits for it. */
+    CHECK(gr_rs_hw_candidate(&st, 100, 1001 + 2 * LAG, LAG) == 100);
+    /* An answer with nothing pending is ignored. */
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 9) == 0);
+
+    /* 6. Expansion: needs LEO >= HW and >= the epoch start offset; pending expand counts in the
+     *    maximal ISR at once. */
+    CHECK(!gr_rs_needs_expand(&st, 3, 100));
+    gr_rs_update_follower(&st, 3, 100, 0, 30000, 120);
+    CHECK(gr_rs_needs_expand(&st, 3, 100));
+    CHECK(!gr_rs_needs_expand(&st, 2, 100)); /* already in */
+    CHECK(!gr_rs_needs_expand(&st, 3, 110)); /* below the HW */
+    CHECK(gr_rs_propose_expand(&st, 3));
+    CHECK(st.isr_state == GR_ISR_PENDING_EXPAND && st.nproposed == 3);
+    CHECK(gr_rs_in_maximal_isr(&st, 3) && !gr_rs_in_isr(&st, 3));
+    CHECK(gr_rs_maximal_isr_size(&st) == 3);
+    int32_t all[3] = {1, 2, 3};
+    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, all, 3, 9) == 1);
+    CHECK(gr_rs_in_isr(&st, 3));
+
+    /* 7. A caught-up non-ISR replica holds the HW back (so it can join). */
+    {
+        int32_t reps[3] = {1, 2, 3}, isr2[2] = {1, 2};
+        gr_rs_init(&st, 1);
+        gr_rs_set_assignment(&st, 1, 0, 0, 1, reps, 3, isr2, 2);
+        gr_rs_become_leader(&st, 0, 0, false);
+        gr_rs_update_follower(&st, 2, 10, 0, 100, 10);
+        gr_rs_update_follower(&st, 3, 10, 0, 100, 10); /* caught up at 100 */
+        gr_rs_update_follower(&st, 3, 10, 0, 200, 20); /* behind now, last caught up 100 */
+        CHECK(gr_rs_hw_candidate(&st, 20, 200, LAG) == 10);
+        gr_rs_update_follower(&st, 2, 20, 0, 210, 20);
+        CHECK(gr_rs_hw_candidate(&st, 20, 210, LAG) == 10);
+        CHECK(gr_rs_hw_candidate(&st, 20, 100 + LAG + 1, LAG) == 20); /* 3 lagged too long */
+    }
+
+    /* 8. A new assignment keeps known followers' state, drops pending changes; epoch moves. */
+    leader_of_three(&st, 100, 1000);
+    gr_rs_update_follower(&st, 2, 80, 0, 1001, 100);
+    gr_rs_propose_shrink(&st, gone, 1);
+    {
+        int32_t reps[3] = {1, 2, 4}, isr2[2] = {1, 2};
+        CHECK(gr_rs_set_assignment(&st, 1, 6, 9, 1, reps, 3, isr2, 2) == 0);
+        CHECK(st.isr_state == GR_ISR_COMMITTED && st.leader_epoch == 6 && st.zk_version == 9);
+        CHECK(gr_rs_remote(&st, 2)->leo == 80);
+        CHECK(gr_rs_remote(&st, 4)->leo == -1);
+        CHECK(gr_rs_remote(&st, 3) == NULL);
+        gr_rs_become_leader(&st, 100, 2000, true);
+        CHECK(gr_rs_remote(&st, 2)->leo == 80); /* was leader: kept */
+        int32_t big[GR_RS_MAX_REPLICAS + 1] = {0};
+        CHECK(gr_rs_set_assignment(&st, 1, 7, 9, 1, big, GR_RS_MAX_REPLICAS + 1, isr2, 2) < 0);
+        CHECK(st.leader_epoch == 6);
+    }
+
+    /* 9. Becoming follower. */
+    {
+        int32_t reps[3] = {1, 2, 3};
+        CHECK(gr_rs_set_assignment(&st, 2, 7, 10, 1, reps, 3, reps, 3) == 0);
+        CHECK(!gr_rs_is_leader(&st) && st.leader_epoch_start_offset == -1);
+    }
+    char buf[64];
+    CHECK(strcmp(gr_rs_fmt_ids(buf, sizeof buf, all, 3), "1,2,3") == 0);
+
+    if (g_fail) fprintf(stderr, "test_replica_state: %d failures\n", g_fail);
+    else printf("test_replica_state: ok\n");
+    return g_fail ? 1 : 0;
+}
