@@ -1,0 +1,459 @@
+/* Metrics registry: see metrics.h for the rules. The registry is a name-sorted array guarded by
+ * one mutex; each meter/histogram has its own mutex so updates never contend on the registry. */
+#include "common/metrics.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+enum metric_kind { MK_GAUGE, MK_METER, MK_HISTOGRAM, MK_TIMER };
+
+#define METER_BUCKETS 12
+#define METER_BUCKET_MS 5000
+
+struct gr_gauge {
+    _Atomic int64_t value;
+    gr_gauge_fn fn; /* guarded by the registry lock */
+    void *arg;
+};
+
+struct gr_meter {
+    pthread_mutex_t mu;
+    int64_t count;
+    int64_t start_ms;
+    int64_t bucket_start_ms; /* start of buckets[cur] */
+    int cur;
+    int64_t buckets[METER_BUCKETS];
+};
+
+struct gr_histogram {
+    pthread_mutex_t mu;
+    int64_t count;
+    double sum, min, max;
+    double window[GR_METRICS_WINDOW];
+    int next; /* ring position of the next sample */
+};
+
+struct gr_timer {
+    struct gr_histogram hist;
+    struct gr_meter meter;
+};
+
+struct metric {
+    char *name;
+    enum metric_kind kind;
+    union {
+        struct gr_gauge *gauge;
+        struct gr_meter *meter;
+        struct gr_histogram *hist;
+        struct gr_timer *timer;
+        void *any;
+    } u;
+};
+
+struct gr_metrics {
+    pthread_mutex_t mu;
+    struct metric *v;
+    size_t n, cap;
+};
+
+/* ---- meters ---- */
+
+static void meter_init(struct gr_meter *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->start_ms = gr_mono_ms();
+    m->bucket_start_ms = m->start_ms;
+}
+
+/* Rotates buckets so buckets[cur] covers `now`. Caller holds m->mu. */
+static void meter_advance(struct gr_meter *m, int64_t now) {
+    int64_t steps = (now - m->bucket_start_ms) / METER_BUCKET_MS;
+    if (steps <= 0) return;
+    if (steps >= METER_BUCKETS) {
+        memset(m->buckets, 0, sizeof m->buckets);
+        m->cur = 0;
+    } else {
+        for (int64_t i = 0; i < steps; i++) {
+            m->cur = (m->cur + 1) % METER_BUCKETS;
+            m->buckets[m->cur] = 0;
+        }
+    }
+    m->bucket_start_ms += steps * METER_BUCKET_MS;
+}
+
+void gr_meter_mark(struct gr_meter *m, int64_t n) {
+    int64_t now = gr_mono_ms();
+    pthread_mutex_lock(&m->mu);
+    meter_advance(m, now);
+    m->buckets[m->cur] += n;
+    m->count += n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int64_t gr_meter_count(struct gr_meter *m) {
+    pthread_mutex_lock(&m->mu);
+    int64_t c = m->count;
+    pthread_mutex_unlock(&m->mu);
+    return c;
+}
+
+static void meter_rates(struct gr_meter *m, int64_t *count, double *mean_rate, double *one_min) {
+    int64_t now = gr_mono_ms();
+    pthread_mutex_lock(&m->mu);
+    meter_advance(m, now);
+    int64_t sum = 0;
+    for (int i = 0; i < METER_BUCKETS; i++) sum += m->buckets[i];
+    double elapsed_s = (double)(now - m->start_ms) / 1000.0;
+    double window_s = GR_MIN(elapsed_s, (double)(METER_BUCKETS * METER_BUCKET_MS) / 1000.0);
+    if (window_s < 1.0) window_s = 1.0;
+    *count = m->count;
+    *mean_rate = elapsed_s > 0 ? (double)m->count / (elapsed_s < 1.0 ? 1.0 : elapsed_s) : 0.0;
+    *one_min = (double)sum / window_s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+double gr_meter_one_minute_rate(struct gr_meter *m) {
+    int64_t c;
+    double mr, om;
+    meter_rates(m, &c, &mr, &om);
+    return om;
+}
+
+/* ---- histograms ---- */
+
+static void hist_init(struct gr_histogram *h) {
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+}
+
+void gr_histogram_update(struct gr_histogram *h, double v) {
+    pthread_mutex_lock(&h->mu);
+    if (h->count == 0 || v < h->min) h->min = v;
+    if (h->count == 0 || v > h->max) h->max = v;
+    h->count++;
+    h->sum += v;
+    h->window[h->next] = v;
+    h->next = (h->next + 1) % GR_METRICS_WINDOW;
+    pthread_mutex_unlock(&h->mu);
+}
+
+void gr_histogram_clear(struct gr_histogram *h) {
+    pthread_mutex_lock(&h->mu);
+    h->count = 0;
+    h->sum = h->min = h->max = 0;
+    h->next = 0;
+    pthread_mutex_unlock(&h->mu);
+}
+
+int64_t gr_histogram_count(struct gr_histogram *h) {
+    pthread_mutex_lock(&h->mu);
+    int64_t c = h->count;
+    pthread_mutex_unlock(&h->mu);
+    return c;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Nearest-rank-with-interpolation quantile of sorted v[0..n). */
+static double quantile(const double *v, size_t n, double q) {
+    if (n == 0) return 0;
+    double pos = q * (double)(n + 1);
+    if (pos < 1) return v[0];
+    if (pos >= (double)n) return v[n - 1];
+    size_t lo = (size_t)pos;
+    double frac = pos - (double)lo;
+    return v[lo - 1] + frac * (v[lo] - v[lo - 1]);
+}
+
+void gr_histogram_snapshot(struct gr_histogram *h, struct gr_histogram_snapshot *out) {
+    double *tmp = gr_malloc(sizeof(double) * GR_METRICS_WINDOW);
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->count < GR_METRICS_WINDOW ? (size_t)h->count : GR_METRICS_WINDOW;
+    memcpy(tmp, h->window, n * sizeof(double));
+    out->count = h->count;
+    out->min = h->min;
+    out->max = h->max;
+    out->mean = h->count ? h->sum / (double)h->count : 0;
+    pthread_mutex_unlock(&h->mu);
+    qsort(tmp, n, sizeof(double), cmp_double);
+    out->p50 = quantile(tmp, n, 0.5);
+    out->p99 = quantile(tmp, n, 0.99);
+    free(tmp);
+}
+
+void gr_timer_update(struct gr_timer *t, double ms) {
+    gr_histogram_update(&t->hist, ms);
+    gr_meter_mark(&t->meter, 1);
+}
+
+void gr_timer_snapshot(struct gr_timer *t, struct gr_histogram_snapshot *out) {
+    gr_histogram_snapshot(&t->hist, out);
+}
+
+/* ---- gauges ---- */
+
+void gr_gauge_set(struct gr_gauge *g, int64_t v) { atomic_store(&g->value, v); }
+void gr_gauge_add(struct gr_gauge *g, int64_t delta) { atomic_fetch_add(&g->value, delta); }
+
+/* Caller holds the registry lock when the gauge has a callback. */
+static int64_t gauge_read_locked(struct gr_gauge *g) {
+    if (g->fn) return g->fn(g->arg);
+    return atomic_load(&g->value);
+}
+
+int64_t gr_gauge_get(struct gr_gauge *g) {
+    if (!g->fn) return atomic_load(&g->value);
+    /* Callback gauges are read through the registry (gr_metrics_read_gauge) so the callback
+     * runs under the registry lock; a direct read calls it without that guarantee. */
+    return g->fn(g->arg);
+}
+
+/* ---- registry ---- */
+
+struct gr_metrics *gr_metrics_new(void) {
+    struct gr_metrics *reg = gr_calloc(1, sizeof *reg);
+    pthread_mutex_init(&reg->mu, NULL);
+    return reg;
+}
+
+static void metric_free(struct metric *m) {
+    switch (m->kind) {
+    case MK_GAUGE: free(m->u.gauge); break;
+    case MK_METER: pthread_mutex_destroy(&m->u.meter->mu); free(m->u.meter); break;
+    case MK_HISTOGRAM: pthread_mutex_destroy(&m->u.hist->mu); free(m->u.hist); break;
+    case MK_TIMER:
+        pthread_mutex_destroy(&m->u.timer->hist.mu);
+        pthread_mutex_destroy(&m->u.timer->meter.mu);
+        free(m->u.timer);
+        break;
+    }
+    free(m->name);
+}
+
+void gr_metrics_free(struct gr_metrics *reg) {
+    if (!reg) return;
+    for (size_t i = 0; i < reg->n; i++) metric_free(&reg->v[i]);
+    free(reg->v);
+    pthread_mutex_destroy(&reg->mu);
+    free(reg);
+}
+
+char *gr_metrics_name(char *buf, size_t len, const char *group, const char *type, const char *name) {
+    snprintf(buf, len, "%s:type=%s,name=%s", group, type, name);
+    return buf;
+}
+
+/* Binary search; returns the index of name or the insertion point with *found = false. */
+static size_t find_locked(struct gr_metrics *reg, const char *name, bool *found) {
+    size_t lo = 0, hi = reg->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(reg->v[mid].name, name);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+static void *alloc_kind(enum metric_kind kind) {
+    switch (kind) {
+    case MK_GAUGE: return gr_calloc(1, sizeof(struct gr_gauge));
+    case MK_METER: {
+        struct gr_meter *m = gr_malloc(sizeof *m);
+        meter_init(m);
+        return m;
+    }
+    case MK_HISTOGRAM: {
+        struct gr_histogram *h = gr_malloc(sizeof *h);
+        hist_init(h);
+        return h;
+    }
+    case MK_TIMER: {
+        struct gr_timer *t = gr_malloc(sizeof *t);
+        hist_init(&t->hist);
+        meter_init(&t->meter);
+        return t;
+    }
+    }
+    return NULL;
+}
+
+/* Returns the metric of that name and kind, creating it if absent; NULL on a kind clash. The
+ * optional hook runs under the lock on the result (used to set gauge callbacks). */
+static void *get_or_create(struct gr_metrics *reg, const char *name, enum metric_kind kind, gr_gauge_fn fn,
+                           void *arg) {
+    pthread_mutex_lock(&reg->mu);
+    bool found;
+    size_t i = find_locked(reg, name, &found);
+    void *res;
+    if (found) {
+        res = reg->v[i].kind == kind ? reg->v[i].u.any : NULL;
+    } else {
+        if (reg->n == reg->cap) {
+            reg->cap = reg->cap ? reg->cap * 2 : 32;
+            reg->v = gr_realloc(reg->v, reg->cap * sizeof *reg->v);
+        }
+        memmove(&reg->v[i + 1], &reg->v[i], (reg->n - i) * sizeof *reg->v);
+        reg->v[i].name = gr_strdup(name);
+        reg->v[i].kind = kind;
+        reg->v[i].u.any = alloc_kind(kind);
+        reg->n++;
+        res = reg->v[i].u.any;
+    }
+    if (res && kind == MK_GAUGE && fn) {
+        struct gr_gauge *g = res;
+        g->fn = fn;
+        g->arg = arg;
+    }
+    pthread_mutex_unlock(&reg->mu);
+    return res;
+}
+
+struct gr_gauge *gr_metrics_gauge(struct gr_metrics *reg, const char *name) {
+    return get_or_create(reg, name, MK_GAUGE, NULL, NULL);
+}
+
+struct gr_gauge *gr_metrics_gauge_fn(struct gr_metrics *reg, const char *name, gr_gauge_fn fn, void *arg) {
+    return get_or_create(reg, name, MK_GAUGE, fn, arg);
+}
+
+struct gr_meter *gr_metrics_meter(struct gr_metrics *reg, const char *name) {
+    return get_or_create(reg, name, MK_METER, NULL, NULL);
+}
+
+struct gr_histogram *gr_metrics_histogram(struct gr_metrics *reg, const char *name) {
+    return get_or_create(reg, name, MK_HISTOGRAM, NULL, NULL);
+}
+
+struct gr_timer *gr_metrics_timer(struct gr_metrics *reg, const char *name) {
+    return get_or_create(reg, name, MK_TIMER, NULL, NULL);
+}
+
+int gr_metrics_remove(struct gr_metrics *reg, const char *name) {
+    pthread_mutex_lock(&reg->mu);
+    bool found;
+    size_t i = find_locked(reg, name, &found);
+    if (!found) {
+        pthread_mutex_unlock(&reg->mu);
+        return -ENOENT;
+    }
+    struct metric m = reg->v[i];
+    memmove(&reg->v[i], &reg->v[i + 1], (reg->n - i - 1) * sizeof *reg->v);
+    reg->n--;
+    pthread_mutex_unlock(&reg->mu);
+    metric_free(&m);
+    return 0;
+}
+
+int gr_metrics_read_gauge(struct gr_metrics *reg, const char *name, int64_t *out) {
+    pthread_mutex_lock(&reg->mu);
+    bool found;
+    size_t i = find_locked(reg, name, &found);
+    int rc = 0;
+    if (!found) rc = -ENOENT;
+    else if (reg->v[i].kind != MK_GAUGE) rc = -EINVAL;
+    else *out = gauge_read_locked(reg->v[i].u.gauge);
+    pthread_mutex_unlock(&reg->mu);
+    return rc;
+}
+
+/* Names are ours (no user input), but escape anyway so the output is always valid JSON. */
+static void put_json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* JSON has no NaN/Inf; metrics never produce them, but be safe. */
+static void put_num(FILE *out, const char *key, double v) {
+    if (v != v || v > 1e300 || v < -1e300) v = 0;
+    fprintf(out, ",\"%s\":%.6g", key, v);
+}
+
+static void put_hist(FILE *out, const struct gr_histogram_snapshot *s) {
+    put_num(out, "min", s->min);
+    put_num(out, "max", s->max);
+    put_num(out, "mean", s->mean);
+    put_num(out, "p50", s->p50);
+    put_num(out, "p99", s->p99);
+}
+
+int gr_metrics_dump_json(struct gr_metrics *reg, FILE *out) {
+    pthread_mutex_lock(&reg->mu);
+    fputc('{', out);
+    for (size_t i = 0; i < reg->n; i++) {
+        struct metric *m = &reg->v[i];
+        if (i) fputc(',', out);
+        put_json_string(out, m->name);
+        fputc(':', out);
+        struct gr_histogram_snapshot s;
+        int64_t count;
+        double mean_rate, one_min;
+        switch (m->kind) {
+        case MK_GAUGE:
+            fprintf(out, "{\"type\":\"gauge\",\"value\":%lld}", (long long)gauge_read_locked(m->u.gauge));
+            break;
+        case MK_METER:
+            meter_rates(m->u.meter, &count, &mean_rate, &one_min);
+            fprintf(out, "{\"type\":\"meter\",\"count\":%lld", (long long)count);
+            put_num(out, "meanRate", mean_rate);
+            put_num(out, "oneMinuteRate", one_min);
+            fputc('}', out);
+            break;
+        case MK_HISTOGRAM:
+            gr_histogram_snapshot(m->u.hist, &s);
+            fprintf(out, "{\"type\":\"histogram\",\"count\":%lld", (long long)s.count);
+            put_hist(out, &s);
+            fputc('}', out);
+            break;
+        case MK_TIMER:
+            gr_histogram_snapshot(&m->u.timer->hist, &s);
+            meter_rates(&m->u.timer->meter, &count, &mean_rate, &one_min);
+            fprintf(out, "{\"type\":\"timer\",\"count\":%lld", (long long)s.count);
+            put_num(out, "meanRate", mean_rate);
+            put_num(out, "oneMinuteRate", one_min);
+            put_hist(out, &s);
+            fputc('}', out);
+            break;
+        }
+    }
+    fputs("}\n", out);
+    pthread_mutex_unlock(&reg->mu);
+    return ferror(out) ? -EIO : 0;
+}
+
+int gr_metrics_dump_file(struct gr_metrics *reg, const char *path) {
+    char *tmp = gr_asprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        int e = -errno;
+        free(tmp);
+        return e;
+    }
+    int rc = gr_metrics_dump_json(reg, f);
+    if (fclose(f) != 0 && rc == 0) rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+    if (rc != 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,314 @@
+/* Controller context: see context.h. */
+#include "controller/context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* A unique non-NULL marker for deleted slots. */
+static struct gr_ctrl_topic tombstone_topic;
+#define TOMBSTONE (&tombstone_topic)
+
+void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx) { memset(ctx, 0, sizeof *ctx); }
+
+static void partition_release(struct gr_ctrl_partition *p) {
+    free(p->replicas);
+    free(p->adding);
+    free(p->removing);
+    gr_kzk_leader_and_isr_release(&p->lai);
+    free(p->replica_states);
+}
+
+static void topic_free(struct gr_ctrl_topic *t) {
+    for (int i = 0; i < t->n_partitions; i++) partition_release(&t->partitions[i]);
+    free(t->partitions);
+    free(t->name);
+    free(t->topic_id);
+    free(t);
+}
+
+static void brokers_clear(struct gr_ctrl_context *ctx) {
+    for (int i = 0; i < ctx->n_brokers; i++) gr_kzk_broker_release(&ctx->brokers[i].info);
+    free(ctx->brokers);
+    ctx->brokers = NULL;
+    ctx->n_brokers = 0;
+}
+
+void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx) {
+    brokers_clear(ctx);
+    free(ctx->shutting_down);
+    ctx->shutting_down = NULL;
+    ctx->n_shutting_down = 0;
+    for (size_t i = 0; i < ctx->n_slots; i++) {
+        if (ctx->slots[i] && ctx->slots[i] != TOMBSTONE) topic_free(ctx->slots[i]);
+        ctx->slots[i] = NULL;
+    }
+    ctx->n_topics = ctx->n_used = 0;
+    ctx->n_partitions = 0;
+    gr_zstrings_free(&ctx->topics_to_be_deleted);
+    memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
+}
+
+void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx) {
+    gr_ctrl_ctx_reset(ctx);
+    free(ctx->slots);
+    ctx->slots = NULL;
+    ctx->n_slots = 0;
+}
+
+/* ---- brokers ---- */
+
+static int broker_index(const struct gr_ctrl_context *ctx, int32_t id, bool *found) {
+    int lo = 0, hi = ctx->n_brokers;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (ctx->brokers[mid].id == id) {
+            *found = true;
+            return mid;
+        }
+        if (ctx->brokers[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+void gr_ctrl_ctx_add_live_broker(struct gr_ctrl_context *ctx, const struct gr_kzk_broker *b) {
+    bool found;
+    int i = broker_index(ctx, b->id, &found);
+    if (found) {
+        gr_kzk_broker_release(&ctx->brokers[i].info);
+    } else {
+        ctx->brokers = gr_realloc(ctx->brokers, (size_t)(ctx->n_brokers + 1) * sizeof *ctx->brokers);
+        memmove(&ctx->brokers[i + 1], &ctx->brokers[i], (size_t)(ctx->n_brokers - i) * sizeof *ctx->brokers);
+        ctx->n_brokers++;
+    }
+    ctx->brokers[i].id = b->id;
+    ctx->brokers[i].epoch = b->epoch;
+    gr_kzk_broker_copy(&ctx->brokers[i].info, b);
+}
+
+void gr_ctrl_ctx_set_live_brokers(struct gr_ctrl_context *ctx, const struct gr_kzk_broker *brokers, int n) {
+    brokers_clear(ctx);
+    for (int i = 0; i < n; i++) gr_ctrl_ctx_add_live_broker(ctx, &brokers[i]);
+}
+
+void gr_ctrl_ctx_remove_live_broker(struct gr_ctrl_context *ctx, int32_t id) {
+    bool found;
+    int i = broker_index(ctx, id, &found);
+    if (!found) return;
+    gr_kzk_broker_release(&ctx->brokers[i].info);
+    memmove(&ctx->brokers[i], &ctx->brokers[i + 1], (size_t)(ctx->n_brokers - i - 1) * sizeof *ctx->brokers);
+    ctx->n_brokers--;
+}
+
+struct gr_ctrl_broker *gr_ctrl_ctx_broker(struct gr_ctrl_context *ctx, int32_t id) {
+    bool found;
+    int i = broker_index(ctx, id, &found);
+    return found ? &ctx->brokers[i] : NULL;
+}
+
+bool gr_ctrl_ctx_is_live(struct gr_ctrl_context *ctx, int32_t id) { return gr_ctrl_ctx_broker(ctx, id) != NULL; }
+
+char *gr_ctrl_ctx_format_brokers(const struct gr_ctrl_context *ctx, char *buf, size_t len) {
+    size_t off = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; i < ctx->n_brokers && off < len; i++) {
+        int w = snprintf(buf + off, len - off, "%s%d:%lld", i ? "," : "", ctx->brokers[i].id,
+                         (long long)ctx->brokers[i].epoch);
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+    return buf;
+}
+
+/* ---- topic table ---- */
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Slot of name, or (when absent) NULL with *insert_at the first free/tombstone slot. */
+static struct gr_ctrl_topic **lookup(struct gr_ctrl_context *ctx, const char *name, size_t *insert_at) {
+    if (ctx->n_slots == 0) return NULL;
+    size_t mask = ctx->n_slots - 1;
+    size_t i = (size_t)hash_str(name) & mask;
+    size_t first_free = (size_t)-1;
+    for (size_t probes = 0; probes < ctx->n_slots; probes++, i = (i + 1) & mask) {
+        struct gr_ctrl_topic *t = ctx->slots[i];
+        if (!t) {
+            if (first_free == (size_t)-1) first_free = i;
+            break;
+        }
+        if (t == TOMBSTONE) {
+            if (first_free == (size_t)-1) first_free = i;
+            continue;
+        }
+        if (strcmp(t->name, name) == 0) return &ctx->slots[i];
+    }
+    if (insert_at) *insert_at = first_free;
+    return NULL;
+}
+
+static void rehash(struct gr_ctrl_context *ctx, size_t n_slots) {
+    struct gr_ctrl_topic **old = ctx->slots;
+    size_t old_n = ctx->n_slots;
+    ctx->slots = gr_calloc(n_slots, sizeof *ctx->slots);
+    ctx->n_slots = n_slots;
+    ctx->n_used = ctx->n_topics;
+    for (size_t i = 0; i < old_n; i++) {
+        struct gr_ctrl_topic *t = old[i];
+        if (!t || t == TOMBSTONE) continue;
+        size_t j = (size_t)hash_str(t->name) & (n_slots - 1);
+        while (ctx->slots[j]) j = (j + 1) & (n_slots - 1);
+        ctx->slots[j] = t;
+    }
+    free(old);
+}
+
+struct gr_ctrl_topic *gr_ctrl_ctx_topic(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
+    return slot ? *slot : NULL;
+}
+
+static int cmp_part(const void *a, const void *b) {
+    const struct gr_ctrl_partition *x = a, *y = b;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
+struct gr_ctrl_partition *gr_ctrl_topic_partition(struct gr_ctrl_topic *t, int32_t partition) {
+    if (!t) return NULL;
+    /* Partitions are normally 0..n-1: try the direct index first. */
+    if (partition >= 0 && partition < t->n_partitions && t->partitions[partition].partition == partition)
+        return &t->partitions[partition];
+    struct gr_ctrl_partition key = {.partition = partition};
+    return bsearch(&key, t->partitions, (size_t)t->n_partitions, sizeof key, cmp_part);
+}
+
+struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, const char *topic, int32_t partition) {
+    return gr_ctrl_topic_partition(gr_ctrl_ctx_topic(ctx, topic), partition);
+}
+
+struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a) {
+    if ((ctx->n_used + 1) * 4 >= ctx->n_slots * 3) {
+        size_t want = 64;
+        while (want < (ctx->n_topics + 1) * 2) want *= 2;
+        rehash(ctx, want);
+    }
+    size_t insert_at = (size_t)-1;
+    struct gr_ctrl_topic **slot = lookup(ctx, a->topic, &insert_at);
+    struct gr_ctrl_topic *old = slot ? *slot : NULL;
+
+    struct gr_ctrl_topic *t = gr_calloc(1, sizeof *t);
+    t->name = gr_strdup(a->topic);
+    t->topic_id = a->topic_id;
+    a->topic_id = NULL;
+    t->zk_version = a->zk_version;
+    t->n_partitions = a->n_partitions;
+    t->partitions = gr_calloc((size_t)(a->n_partitions ? a->n_partitions : 1), sizeof *t->partitions);
+    for (int i = 0; i < a->n_partitions; i++) {
+        struct gr_kzk_partition_assignment *pa = &a->partitions[i];
+        struct gr_ctrl_partition *p = &t->partitions[i];
+        p->partition = pa->partition;
+        p->n_replicas = pa->n_replicas;
+        p->replicas = pa->replicas;
+        p->n_adding = pa->n_adding;
+        p->adding = pa->adding;
+        p->n_removing = pa->n_removing;
+        p->removing = pa->removing;
+        pa->replicas = pa->adding = pa->removing = NULL;
+        pa->n_replicas = pa->n_adding = pa->n_removing = 0;
+        p->lai.leader = -1;
+        struct gr_ctrl_partition *prev = gr_ctrl_topic_partition(old, p->partition);
+        if (prev) {
+            /* keep what we know about existing partitions */
+            p->has_state = prev->has_state;
+            p->lai = prev->lai;
+            prev->lai.isr = NULL;
+            prev->lai.n_isr = 0;
+            p->state = prev->state;
+            if (prev->replica_states && prev->n_replicas == p->n_replicas) {
+                p->replica_states = prev->replica_states;
+                prev->replica_states = NULL;
+            }
+        }
+    }
+    qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+
+    if (old) {
+        ctx->n_partitions -= old->n_partitions;
+        topic_free(old);
+        *slot = t;
+    } else {
+        /* a reused tombstone was already counted in n_used */
+        if (ctx->slots[insert_at] != TOMBSTONE) ctx->n_used++;
+        ctx->slots[insert_at] = t;
+        ctx->n_topics++;
+    }
+    ctx->n_partitions += t->n_partitions;
+    return t;
+}
+
+void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
+    if (!slot) return;
+    ctx->n_partitions -= (*slot)->n_partitions;
+    topic_free(*slot);
+    *slot = TOMBSTONE;
+    ctx->n_topics--;
+}
+
+void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai) {
+    gr_kzk_leader_and_isr_release(&p->lai);
+    p->lai = *lai;
+    p->lai.isr = NULL;
+    if (lai->n_isr > 0) {
+        p->lai.isr = gr_malloc((size_t)lai->n_isr * sizeof(int32_t));
+        memcpy(p->lai.isr, lai->isr, (size_t)lai->n_isr * sizeof(int32_t));
+    }
+    p->has_state = true;
+}
+
+struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t *cursor) {
+    while (*cursor < ctx->n_slots) {
+        struct gr_ctrl_topic *t = ctx->slots[(*cursor)++];
+        if (t && t != TOMBSTONE) return t;
+    }
+    return NULL;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+const char **gr_ctrl_ctx_sorted_topics(struct gr_ctrl_context *ctx, size_t *n) {
+    const char **v = gr_malloc((ctx->n_topics ? ctx->n_topics : 1) * sizeof *v);
+    size_t k = 0, cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) v[k++] = t->name;
+    qsort(v, k, sizeof *v, cmp_str);
+    *n = k;
+    return v;
+}
+
+size_t gr_ctrl_ctx_topic_count(const struct gr_ctrl_context *ctx) { return ctx->n_topics; }
+int64_t gr_ctrl_ctx_partition_count(const struct gr_ctrl_context *ctx) { return ctx->n_partitions; }
+
+int64_t gr_ctrl_ctx_offline_partition_count(struct gr_ctrl_context *ctx) {
+    int64_t n = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            if (!p->has_state) continue;
+            if (p->lai.leader < 0 || !gr_ctrl_ctx_is_live(ctx, p->lai.leader)) n++;
+        }
+    }
+    return n;
+}

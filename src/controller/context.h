@@ -1,0 +1,124 @@
+/* The controller's cache of cluster metadata (Kafka's ControllerContext): controller epoch and
+ * its zkVersion, live brokers with their epochs, shutting-down brokers, topics with their replica
+ * assignments, and every partition's leader/ISR as last read from or written to ZooKeeper.
+ *
+ * Owned by one struct gr_controller and touched only on its event thread (no locks). It is
+ * filled in onControllerFailover and emptied by gr_ctrl_ctx_reset on resignation.
+ *
+ * Layout: topics live in an open-addressing hash table keyed by name (100k partitions over a
+ * few thousand topics is the design point); each topic holds its partitions in an array sorted
+ * by partition id. Brokers are an array sorted by id.
+ *
+ * Seams for the next issue (state machines): struct gr_ctrl_partition has `state` (partition
+ * state machine) and the replica states are kept per partition in `replica_states` (parallel to
+ * replicas[]); both start at 0 (NonExistent) and nothing in this issue changes them. */
+#ifndef GR_CONTROLLER_CONTEXT_H
+#define GR_CONTROLLER_CONTEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zk/kzk.h"
+
+/* A live (registered) broker: its znode data and epoch (czxid). */
+struct gr_ctrl_broker {
+    int32_t id;
+    int64_t epoch;
+    struct gr_kzk_broker info; /* owned deep copy (info.epoch == epoch) */
+};
+
+struct gr_ctrl_partition {
+    int32_t partition;
+    /* Assignment, from /brokers/topics/T. Owned arrays. */
+    int n_replicas;
+    int32_t *replicas;
+    int n_adding;
+    int32_t *adding;
+    int n_removing;
+    int32_t *removing;
+    /* Leader/ISR from …/partitions/P/state; has_state false until read or created. */
+    bool has_state;
+    struct gr_kzk_leader_and_isr lai; /* owned (isr array) */
+    /* For the state machines (next issue). */
+    int state;
+    int *replica_states;
+};
+
+struct gr_ctrl_topic {
+    char *name;
+    char *topic_id;             /* NULL unless the znode is v3 */
+    int32_t zk_version;         /* of /brokers/topics/T */
+    int n_partitions;
+    struct gr_ctrl_partition *partitions; /* sorted by partition id */
+};
+
+struct gr_ctrl_context {
+    int32_t epoch;              /* controller epoch (0 = none yet) */
+    int32_t epoch_zk_version;   /* /controller_epoch data version: the fencing token */
+
+    int n_brokers;
+    struct gr_ctrl_broker *brokers; /* live brokers, sorted by id */
+    int n_shutting_down;
+    int32_t *shutting_down;     /* shuttingDownBrokerIds */
+
+    /* topics: open addressing, linear probing; slots hold NULL, a tombstone, or a topic */
+    struct gr_ctrl_topic **slots;
+    size_t n_slots;             /* power of two */
+    size_t n_topics;
+    size_t n_used;              /* topics + tombstones */
+    int64_t n_partitions;       /* total over all topics */
+
+    struct gr_zstrings topics_to_be_deleted; /* from /admin/delete_topics (names) */
+};
+
+void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
+/* Frees everything and returns to the initial state, keeping epoch and epoch_zk_version (Kafka's
+ * resetContext does not forget the epoch either). */
+void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx);
+/* reset + frees the table itself. */
+void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx);
+
+/* ---- brokers ---- */
+
+/* Replaces the live broker set with copies of brokers[0..n) (epoch from brokers[i].epoch). */
+void gr_ctrl_ctx_set_live_brokers(struct gr_ctrl_context *ctx, const struct gr_kzk_broker *brokers, int n);
+/* Adds (or replaces) a copy of one broker. */
+void gr_ctrl_ctx_add_live_broker(struct gr_ctrl_context *ctx, const struct gr_kzk_broker *b);
+/* Removes broker id (no-op if absent). */
+void gr_ctrl_ctx_remove_live_broker(struct gr_ctrl_context *ctx, int32_t id);
+/* The live broker with that id, or NULL. Pointer valid until the broker set changes. */
+struct gr_ctrl_broker *gr_ctrl_ctx_broker(struct gr_ctrl_context *ctx, int32_t id);
+bool gr_ctrl_ctx_is_live(struct gr_ctrl_context *ctx, int32_t id);
+/* Writes "1:4294967300,2:4294967301" (id:epoch pairs) into buf. */
+char *gr_ctrl_ctx_format_brokers(const struct gr_ctrl_context *ctx, char *buf, size_t len);
+
+/* ---- topics and partitions ---- */
+
+/* The topic or NULL. Pointer valid until that topic is removed or replaced. */
+struct gr_ctrl_topic *gr_ctrl_ctx_topic(struct gr_ctrl_context *ctx, const char *name);
+/* Installs a topic from its assignment, taking ownership of a's arrays (a is left empty; its
+ * topic name is copied). Partition states of partitions that existed before are kept; new
+ * partitions start without state. Returns the topic. */
+struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a);
+/* Removes a topic and its partitions. No-op if absent. */
+void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name);
+/* The partition of a topic (binary search) or NULL. */
+struct gr_ctrl_partition *gr_ctrl_topic_partition(struct gr_ctrl_topic *t, int32_t partition);
+struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, const char *topic, int32_t partition);
+/* Stores a leader/ISR (deep copy of lai). */
+void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai);
+
+/* Iteration over topics: `for (size_t i = 0; (t = gr_ctrl_ctx_next_topic(ctx, &i)); )`.
+ * Do not add or remove topics while iterating. Order is unspecified. */
+struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t *cursor);
+/* All topic names sorted (borrowed pointers into the context), *n set; free() the array. */
+const char **gr_ctrl_ctx_sorted_topics(struct gr_ctrl_context *ctx, size_t *n);
+
+size_t gr_ctrl_ctx_topic_count(const struct gr_ctrl_context *ctx);
+int64_t gr_ctrl_ctx_partition_count(const struct gr_ctrl_context *ctx);
+/* Partitions whose leader is -1 or not a live broker (Kafka's offlinePartitionCount, without
+ * the topics-being-deleted exclusion which arrives with topic deletion). */
+int64_t gr_ctrl_ctx_offline_partition_count(struct gr_ctrl_context *ctx);
+
+#endif
