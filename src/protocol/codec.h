@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/util.h" /* GR_EPROTO */
 #include "protocol/arena.h"
 #include "protocol/desc.h"
 #include "protocol/messages.h"
