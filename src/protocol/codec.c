@@ -6,6 +6,7 @@
 #include "protocol/codec.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -402,10 +403,15 @@ int gr_proto_encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool fl
 {
     if (w->err)
         return w->err;
-    if (in == NULL)
-        return -EINVAL;
+    void *tmp = NULL;
+    if (in == NULL) { /* encode an all-defaults message */
+        tmp = gr_malloc(sd->size);
+        gr_proto_init_struct(sd, tmp);
+        in = tmp;
+    }
     size_t start = w->len;
     encode_struct(sd, ver, flexible, in, w);
+    free(tmp);
     int rc = w->err;
     if (rc) {
         w->len = start;

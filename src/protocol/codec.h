@@ -95,7 +95,7 @@ int gr_proto_encode_body(int16_t api_key, bool response, int16_t ver, const void
  * decode; unknown tagged fields are skipped. Encoding is lenient where it cannot lose
  * information: a NULL string / null bytes / Count -1 array in a version where the field is not
  * nullable is written as empty. Tagged fields are written only when they differ from their
- * default. */
+ * default. A NULL `in` (or body, in the functions above) encodes an all-defaults struct. */
 int gr_proto_decode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flexible,
                            struct gr_rbuf *r, struct gr_arena *a, void *out);
 int gr_proto_encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flexible,

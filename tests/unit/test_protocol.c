@@ -602,6 +602,10 @@ static void test_malformed(void)
           "encode NULL array with count");
     CHECK(gr_proto_encode_request(3, 10, 1, "c", &mr, &w) == GR_PROTO_EUNSUPPORTED_VERSION,
           "encode unsupported version");
+    /* NULL body = all defaults (ApiVersions v0 has no fields anyway) */
+    gr_wbuf_reset(&w);
+    CHECK(gr_proto_encode_request(GR_API_API_VERSIONS, 0, 1, "abc", NULL, &w) == 0 && w.len == 17,
+          "NULL body");
     gr_wbuf_free(&w);
     gr_arena_free(&a);
 }
