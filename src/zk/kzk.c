@@ -1,0 +1,1366 @@
+/* Kafka's znodes as typed calls over a gr_zk_backend (Kafka 2.7 KafkaZkClient).
+ *
+ * Retries: a call that fails with CONNECTIONLOSS / OPERATIONTIMEOUT waits for the backend to
+ * reconnect (up to the session timeout) and is re-issued, at most KZK_MAX_ATTEMPTS times
+ * (Kafka's retryRequestsUntilConnected). A re-issued write may find its own earlier effect
+ * (NODEEXISTS / BADVERSION): callers that care (broker and controller registration) check for
+ * that, as Kafka does.
+ *
+ * Guarded writes: every controller write is one multi {check(/controller_epoch, zkVersion),
+ * op...}. A failing check → GR_ECONTROLLER_MOVED. Bulk writes are split into multis of at most
+ * k->batch ops; a batch that fails on an item is redone item by item so each item gets its own
+ * result (an item is then its own guarded multi).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "zk/kzk.h"
+
+#define LOGGER "KafkaZkClient"
+#define KZK_MAX_ATTEMPTS 10
+
+struct gr_kzk {
+    struct gr_zk_backend *b;
+    int batch;
+};
+
+static const char *const PERSISTENT_PATHS[] = {
+    "/brokers/ids",          "/brokers/topics",          "/brokers/seqid",
+    "/config/topics",        "/config/clients",          "/config/users",
+    "/config/brokers",       "/config/changes",          "/admin/delete_topics",
+    "/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification",
+};
+
+const char *gr_kzk_strerror(int rc) {
+    switch (rc) {
+    case GR_KZK_ENONODE: return "znode does not exist";
+    case GR_KZK_EEXISTS: return "znode already exists";
+    case GR_KZK_EBADVERSION: return "znode version mismatch";
+    case GR_KZK_ENOTEMPTY: return "znode has children";
+    case GR_KZK_EBROKER_REGISTERED: return "broker id is already registered by another session";
+    default: return gr_strerror(rc);
+    }
+}
+
+int gr_kzk_from_zrc(int zrc) {
+    switch (zrc) {
+    case GR_ZOK: return 0;
+    case GR_ZNONODE: return GR_KZK_ENONODE;
+    case GR_ZNODEEXISTS: return GR_KZK_EEXISTS;
+    case GR_ZBADVERSION: return GR_KZK_EBADVERSION;
+    case GR_ZNOTEMPTY: return GR_KZK_ENOTEMPTY;
+    default: return GR_EZK;
+    }
+}
+
+struct gr_kzk *gr_kzk_new(struct gr_zk_backend *b) {
+    struct gr_kzk *k = gr_calloc(1, sizeof(*k));
+    k->b = b;
+    k->batch = 1000;
+    return k;
+}
+
+void gr_kzk_free(struct gr_kzk *k) {
+    free(k);
+}
+
+struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k) {
+    return k->b;
+}
+
+void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
+    k->batch = ops < 2 ? 2 : ops;
+}
+
+/* ---- retry plumbing ---- */
+
+static bool retryable(int zrc) {
+    return zrc == GR_ZCONNECTIONLOSS || zrc == GR_ZOPERATIONTIMEOUT;
+}
+
+/* After a retryable failure: waits for the connection. True = try again. */
+static bool wait_retry(struct gr_kzk *k, int *attempt) {
+    if (++*attempt >= KZK_MAX_ATTEMPTS) return false;
+    int t = k->b->session_timeout_ms > 0 ? k->b->session_timeout_ms : 6000;
+    return gr_zkb_wait_connected(k->b, t) == GR_ZOK;
+}
+
+#define RETRY(k, rc, expr)                                                                         \
+    do {                                                                                           \
+        int attempt_ = 0;                                                                          \
+        do {                                                                                       \
+            (rc) = (expr);                                                                         \
+        } while (retryable(rc) && wait_retry((k), &attempt_));                                     \
+    } while (0)
+
+/* Logs an unexpected ZooKeeper code and maps it. */
+static int zfail(const char *what, const char *path, int zrc) {
+    int rc = gr_kzk_from_zrc(zrc);
+    if (rc == GR_EZK) gr_error(LOGGER, "%s %s failed: %s", what, path, gr_zrc_name(zrc));
+    return rc;
+}
+
+static int z_get(struct gr_kzk *k, const char *path, bool watch, char **data, int *len,
+                 struct gr_zstat *st) {
+    int rc;
+    RETRY(k, rc, gr_zkb_get(k->b, path, watch, data, len, st));
+    return rc;
+}
+
+static int z_create(struct gr_kzk *k, const char *path, const void *data, int len, int flags,
+                    char **created) {
+    int rc;
+    RETRY(k, rc, gr_zkb_create(k->b, path, data, len, flags, created));
+    return rc;
+}
+
+static int z_set(struct gr_kzk *k, const char *path, const void *data, int len, int version,
+                 struct gr_zstat *st) {
+    int rc;
+    RETRY(k, rc, gr_zkb_set(k->b, path, data, len, version, st));
+    return rc;
+}
+
+static int z_children(struct gr_kzk *k, const char *path, bool watch, struct gr_zstrings *out) {
+    int rc;
+    memset(out, 0, sizeof(*out));
+    RETRY(k, rc, gr_zkb_get_children(k->b, path, watch, out));
+    return rc;
+}
+
+static int z_multi(struct gr_kzk *k, const struct gr_zop *ops, int n, struct gr_zop_result *res) {
+    int rc;
+    RETRY(k, rc, gr_zkb_multi(k->b, ops, n, res));
+    return rc;
+}
+
+/* get_many with per-item retry of retryable failures. */
+static int z_get_many(struct gr_kzk *k, const char *const *paths, int n, bool watch,
+                      struct gr_zget_result *res) {
+    int rc = gr_zkb_get_many(k->b, paths, n, watch, res);
+    int attempt = 0;
+    for (;;) {
+        int nretry = 0;
+        for (int i = 0; i < n; i++)
+            if (retryable(res[i].rc)) nretry++;
+        if (nretry == 0) return GR_ZOK;
+        if (!wait_retry(k, &attempt)) return rc != GR_ZOK ? rc : GR_ZCONNECTIONLOSS;
+        const char **rp = gr_malloc((size_t)nretry * sizeof(char *));
+        int *idx = gr_malloc((size_t)nretry * sizeof(int));
+        struct gr_zget_result *rr = gr_calloc((size_t)nretry, sizeof(*rr));
+        int j = 0;
+        for (int i = 0; i < n; i++)
+            if (retryable(res[i].rc)) {
+                rp[j] = paths[i];
+                idx[j++] = i;
+            }
+        rc = gr_zkb_get_many(k->b, rp, nretry, watch, rr);
+        for (j = 0; j < nretry; j++) res[idx[j]] = rr[j]; /* moves data ownership */
+        free(rr);
+        free(idx);
+        free(rp);
+    }
+}
+
+/* Creates every missing component of `path` (persistent, null data); NODEEXISTS is fine. */
+static int mkpath(struct gr_kzk *k, const char *path) {
+    int rc = z_create(k, path, NULL, 0, 0, NULL);
+    if (rc == GR_ZOK || rc == GR_ZNODEEXISTS) return GR_ZOK;
+    if (rc != GR_ZNONODE) return rc;
+    char *parent = gr_strdup(path);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        rc = mkpath(k, parent);
+    } else {
+        rc = GR_ZNONODE;
+    }
+    free(parent);
+    if (rc != GR_ZOK) return rc;
+    rc = z_create(k, path, NULL, 0, 0, NULL);
+    return rc == GR_ZNODEEXISTS ? GR_ZOK : rc;
+}
+
+int gr_kzk_ensure_paths(struct gr_kzk *k) {
+    for (size_t i = 0; i < GR_ARRAY_LEN(PERSISTENT_PATHS); i++) {
+        int rc = mkpath(k, PERSISTENT_PATHS[i]);
+        if (rc != GR_ZOK) return zfail("create", PERSISTENT_PATHS[i], rc);
+    }
+    return 0;
+}
+
+/* ---- guarded multis ---- */
+
+int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_zop *ops,
+                         int n, struct gr_zop_result *results) {
+    struct gr_zop *all = gr_malloc((size_t)(n + 1) * sizeof(*all));
+    struct gr_zop_result *res = gr_calloc((size_t)(n + 1), sizeof(*res));
+    all[0] = gr_zop_check("/controller_epoch", epoch_zk_version);
+    if (n > 0) memcpy(all + 1, ops, (size_t)n * sizeof(*ops));
+    int zrc = z_multi(k, all, n + 1, res);
+    int rc = 0;
+    if (zrc != GR_ZOK) {
+        if (res[0].rc == GR_ZBADVERSION || res[0].rc == GR_ZNONODE) {
+            rc = GR_ECONTROLLER_MOVED;
+        } else {
+            rc = gr_kzk_from_zrc(zrc);
+            if (rc == GR_EZK)
+                gr_error(LOGGER, "guarded multi of %d ops failed: %s", n, gr_zrc_name(zrc));
+        }
+    }
+    if (results) {
+        for (int i = 0; i < n; i++) {
+            results[i] = res[i + 1];
+            results[i].rc = rc == GR_ECONTROLLER_MOVED ? GR_ECONTROLLER_MOVED
+                                                       : gr_kzk_from_zrc(res[i + 1].rc);
+            res[i + 1].created_path = NULL;
+        }
+    }
+    gr_zop_results_release(res, n + 1);
+    free(res);
+    free(all);
+    return rc;
+}
+
+/* Runs n single-op items as guarded multis of up to k->batch-1 ops. item_rc[i] gets the item's
+ * kzk code; ok_codes lists codes to treat as success (e.g. EEXISTS for parents). res (optional)
+ * receives each op's result. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK. */
+static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops, int n,
+                         int *item_rc, struct gr_zop_result *res, int ok_code) {
+    int per = k->batch - 1;
+    struct gr_zop_result *tmp = gr_calloc((size_t)(per > 0 ? per : 1), sizeof(*tmp));
+    int out = 0;
+    for (int start = 0; start < n && out == 0; start += per) {
+        int cnt = GR_MIN(per, n - start);
+        int rc = gr_kzk_guarded_multi(k, ezv, ops + start, cnt, tmp);
+        if (rc == 0) {
+            for (int i = 0; i < cnt; i++) {
+                if (item_rc) item_rc[start + i] = 0;
+                if (res) res[start + i] = tmp[i];
+                else free(tmp[i].created_path);
+            }
+            continue;
+        }
+        gr_zop_results_release(tmp, cnt);
+        if (rc == GR_ECONTROLLER_MOVED || rc == GR_EZK) {
+            out = rc;
+            break;
+        }
+        /* An item failed: redo this batch item by item. */
+        for (int i = 0; i < cnt; i++) {
+            struct gr_zop_result one;
+            memset(&one, 0, sizeof(one));
+            int irc = gr_kzk_guarded_multi(k, ezv, ops + start + i, 1, &one);
+            if (irc == GR_ECONTROLLER_MOVED || irc == GR_EZK) {
+                free(one.created_path);
+                out = irc;
+                break;
+            }
+            if (irc == ok_code && ok_code != 0) irc = 0;
+            if (item_rc) item_rc[start + i] = irc;
+            if (res) {
+                res[start + i] = one;
+                res[start + i].rc = irc;
+            } else {
+                free(one.created_path);
+            }
+        }
+    }
+    free(tmp);
+    return out;
+}
+
+/* ---- cluster id, seqid ---- */
+
+int gr_kzk_get_or_create_cluster_id(struct gr_kzk *k, char out[64]) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        char *data = NULL;
+        int len = 0;
+        int rc = z_get(k, "/cluster/id", false, &data, &len, NULL);
+        if (rc == GR_ZOK) {
+            int d = gr_kzk_cluster_id_decode(data, (size_t)len, out);
+            if (d) gr_error(LOGGER, "cannot parse /cluster/id: %.200s", data);
+            free(data);
+            return d;
+        }
+        if (rc != GR_ZNONODE) return zfail("get", "/cluster/id", rc);
+        char id[23];
+        gr_kzk_cluster_id_generate(id);
+        size_t n;
+        char *json = gr_kzk_cluster_id_encode(id, &n);
+        rc = mkpath(k, "/cluster");
+        if (rc == GR_ZOK) rc = z_create(k, "/cluster/id", json, (int)n, 0, NULL);
+        free(json);
+        if (rc == GR_ZOK) {
+            snprintf(out, 64, "%s", id);
+            gr_info(LOGGER, "Created cluster id %s", id);
+            return 0;
+        }
+        if (rc != GR_ZNODEEXISTS) return zfail("create", "/cluster/id", rc);
+    }
+    return GR_EZK;
+}
+
+int gr_kzk_generate_broker_sequence_id(struct gr_kzk *k, int32_t *seq) {
+    struct gr_zstat st;
+    int rc = z_set(k, "/brokers/seqid", "", 0, GR_ZANY_VERSION, &st);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/brokers/seqid");
+        if (rc == GR_ZOK) rc = z_set(k, "/brokers/seqid", "", 0, GR_ZANY_VERSION, &st);
+    }
+    if (rc != GR_ZOK) return zfail("set", "/brokers/seqid", rc);
+    *seq = st.version;
+    return 0;
+}
+
+/* ---- brokers ---- */
+
+int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
+                           const struct gr_zsession *prev, int64_t *broker_epoch) {
+    char path[64];
+    snprintf(path, sizeof path, "/brokers/ids/%d", info->id);
+    size_t len;
+    char *json = gr_kzk_broker_encode(info, &len);
+    int out = GR_EZK;
+    bool killed_prev = false;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        struct gr_zop ops[2] = {gr_zop_create(path, NULL, 0, GR_ZEPHEMERAL),
+                                gr_zop_set(path, json, (int)len, 0)};
+        struct gr_zop_result res[2];
+        int rc = z_multi(k, ops, 2, res);
+        if (rc == GR_ZOK) {
+            *broker_epoch = res[1].stat.czxid;
+            gr_zop_results_release(res, 2);
+            gr_info(LOGGER, "Registered broker %d at path %s, czxid (broker epoch): %" PRId64,
+                    info->id, path, *broker_epoch);
+            out = 0;
+            break;
+        }
+        gr_zop_results_release(res, 2);
+        if (rc != GR_ZNODEEXISTS) {
+            out = zfail("register broker", path, rc);
+            break;
+        }
+        struct gr_zstat st;
+        rc = z_get(k, path, false, NULL, NULL, &st);
+        if (rc == GR_ZNONODE) continue; /* went away meanwhile: create again */
+        if (rc != GR_ZOK) {
+            out = zfail("get", path, rc);
+            break;
+        }
+        struct gr_zsession me;
+        if (gr_zkb_session(k->b, &me) == GR_ZOK && me.id == st.ephemeralOwner) {
+            /* Our own create went through before a connection loss. */
+            *broker_epoch = st.czxid;
+            gr_info(LOGGER, "Broker %d already registered by this session at %s, czxid %" PRId64,
+                    info->id, path, st.czxid);
+            out = 0;
+            break;
+        }
+        if (prev && prev->id != 0 && prev->id == st.ephemeralOwner && !killed_prev) {
+            gr_info(LOGGER, "%s is held by our previous session 0x%" PRIx64 "; closing it",
+                    path, (uint64_t)prev->id);
+            int c = gr_zkb_close_session(k->b, prev);
+            killed_prev = true;
+            if (c != GR_ZOK && c != GR_ZSESSIONEXPIRED)
+                gr_warn(LOGGER, "closing previous session failed (%s); deleting %s",
+                        gr_zrc_name(c), path);
+            /* Closing the session removes its ephemerals; delete in case it did not. */
+            int d;
+            RETRY(k, d, gr_zkb_delete(k->b, path, st.version));
+            if (d != GR_ZOK && d != GR_ZNONODE && d != GR_ZBADVERSION) {
+                out = zfail("delete", path, d);
+                break;
+            }
+            continue;
+        }
+        gr_error(LOGGER, "Error while creating ephemeral at %s, node already exists and owner "
+                 "'0x%" PRIx64 "' does not match current session '0x%" PRIx64 "'",
+                 path, (uint64_t)st.ephemeralOwner, (uint64_t)me.id);
+        out = GR_KZK_EBROKER_REGISTERED;
+        break;
+    }
+    free(json);
+    return out;
+}
+
+int gr_kzk_update_broker(struct gr_kzk *k, const struct gr_kzk_broker *info) {
+    char path[64];
+    snprintf(path, sizeof path, "/brokers/ids/%d", info->id);
+    size_t len;
+    char *json = gr_kzk_broker_encode(info, &len);
+    int rc = z_set(k, path, json, (int)len, GR_ZANY_VERSION, NULL);
+    free(json);
+    return rc == GR_ZOK ? 0 : zfail("set", path, rc);
+}
+
+static int parse_id(const char *s, int32_t *out) {
+    if (!*s) return -1;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+        if (v > INT32_MAX) return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int gr_kzk_get_broker_ids(struct gr_kzk *k, bool watch, int32_t **ids, int *n) {
+    struct gr_zstrings ch;
+    *ids = NULL;
+    *n = 0;
+    int rc = z_children(k, "/brokers/ids", watch, &ch);
+    if (rc == GR_ZNONODE) return 0;
+    if (rc != GR_ZOK) return zfail("get children", "/brokers/ids", rc);
+    int32_t *v = gr_malloc((size_t)(ch.count ? ch.count : 1) * sizeof(int32_t));
+    int m = 0;
+    for (int i = 0; i < ch.count; i++)
+        if (parse_id(ch.names[i], &v[m]) == 0) m++;
+    gr_zstrings_free(&ch);
+    qsort(v, (size_t)m, sizeof(int32_t), cmp_i32);
+    *ids = v;
+    *n = m;
+    return 0;
+}
+
+int gr_kzk_get_broker(struct gr_kzk *k, int32_t id, bool watch, struct gr_kzk_broker *out) {
+    char path[64];
+    snprintf(path, sizeof path, "/brokers/ids/%d", id);
+    memset(out, 0, sizeof(*out));
+    out->id = id;
+    out->epoch = -1;
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc = z_get(k, path, watch, &data, &len, &st);
+    if (rc != GR_ZOK) return zfail("get", path, rc);
+    rc = gr_kzk_broker_decode(id, data, (size_t)len, out);
+    if (rc) gr_error(LOGGER, "cannot parse %s: %.200s", path, data);
+    else out->epoch = st.czxid;
+    free(data);
+    return rc;
+}
+
+void gr_kzk_brokers_free(struct gr_kzk_broker *b, int n) {
+    for (int i = 0; b && i < n; i++) gr_kzk_broker_release(&b[i]);
+    free(b);
+}
+
+int gr_kzk_get_all_brokers(struct gr_kzk *k, bool watch_ids, bool watch_each,
+                           struct gr_kzk_broker **out, int *n) {
+    int32_t *ids;
+    int cnt;
+    *out = NULL;
+    *n = 0;
+    int rc = gr_kzk_get_broker_ids(k, watch_ids, &ids, &cnt);
+    if (rc) return rc;
+    char **paths = gr_calloc((size_t)(cnt ? cnt : 1), sizeof(char *));
+    for (int i = 0; i < cnt; i++) paths[i] = gr_asprintf("/brokers/ids/%d", ids[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)(cnt ? cnt : 1), sizeof(*res));
+    int zrc = cnt ? z_get_many(k, (const char *const *)paths, cnt, watch_each, res) : GR_ZOK;
+    struct gr_kzk_broker *b = gr_calloc((size_t)(cnt ? cnt : 1), sizeof(*b));
+    int m = 0;
+    for (int i = 0; i < cnt; i++) {
+        if (res[i].rc == GR_ZNONODE) continue;
+        if (res[i].rc != GR_ZOK) {
+            if (zrc == GR_ZOK) zrc = res[i].rc;
+            continue;
+        }
+        if (gr_kzk_broker_decode(ids[i], res[i].data, (size_t)res[i].len, &b[m])) {
+            gr_error(LOGGER, "cannot parse %s: %.200s", paths[i], res[i].data);
+            continue;
+        }
+        b[m++].epoch = res[i].stat.czxid;
+    }
+    gr_zget_results_release(res, cnt);
+    free(res);
+    for (int i = 0; i < cnt; i++) free(paths[i]);
+    free(paths);
+    free(ids);
+    if (zrc != GR_ZOK) {
+        gr_kzk_brokers_free(b, m);
+        return zfail("get", "/brokers/ids/*", zrc);
+    }
+    *out = b;
+    *n = m;
+    return 0;
+}
+
+/* ---- controller ---- */
+
+int gr_kzk_get_controller_id(struct gr_kzk *k, bool watch, int32_t *broker_id) {
+    *broker_id = -1;
+    char *data = NULL;
+    int len = 0;
+    int rc;
+    if (watch) {
+        /* exists-watch semantics (fires on creation too), then read. */
+        RETRY(k, rc, gr_zkb_exists(k->b, "/controller", true, NULL));
+        if (rc == GR_ZNONODE) return 0;
+        if (rc != GR_ZOK) return zfail("exists", "/controller", rc);
+    }
+    rc = z_get(k, "/controller", false, &data, &len, NULL);
+    if (rc == GR_ZNONODE) return 0;
+    if (rc != GR_ZOK) return zfail("get", "/controller", rc);
+    rc = gr_kzk_controller_decode(data, (size_t)len, broker_id);
+    if (rc) gr_error(LOGGER, "cannot parse /controller: %.200s", data);
+    free(data);
+    return rc;
+}
+
+int gr_kzk_get_controller_epoch(struct gr_kzk *k, bool watch, int32_t *epoch,
+                                int32_t *zk_version) {
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc = z_get(k, "/controller_epoch", watch, &data, &len, &st);
+    if (rc != GR_ZOK) return zfail("get", "/controller_epoch", rc);
+    rc = gr_kzk_controller_epoch_decode(data, (size_t)len, epoch);
+    if (rc) gr_error(LOGGER, "cannot parse /controller_epoch: %.40s", data);
+    else if (zk_version) *zk_version = st.version;
+    free(data);
+    return rc;
+}
+
+/* checkControllerAndEpoch: our own multi may have succeeded before a connection loss. */
+static int check_controller_and_epoch(struct gr_kzk *k, int32_t broker_id, int32_t new_epoch,
+                                      int32_t *epoch_zk_version) {
+    int32_t cur;
+    int rc = gr_kzk_get_controller_id(k, false, &cur);
+    if (rc) return rc == GR_ECORRUPT ? GR_ECONTROLLER_MOVED : rc;
+    if (cur != broker_id) return GR_ECONTROLLER_MOVED;
+    int32_t e, v;
+    rc = gr_kzk_get_controller_epoch(k, false, &e, &v);
+    if (rc) return rc == GR_KZK_ENONODE ? GR_EZK : rc;
+    if (e != new_epoch) return GR_ECONTROLLER_MOVED;
+    *epoch_zk_version = v;
+    return 0;
+}
+
+int gr_kzk_register_controller_and_increment_epoch(struct gr_kzk *k, int32_t broker_id,
+                                                   int32_t *new_epoch, int32_t *epoch_zk_version) {
+    int32_t cur = 0, ver = 0;
+    int rc = gr_kzk_get_controller_epoch(k, false, &cur, &ver);
+    if (rc == GR_KZK_ENONODE) {
+        int zrc = z_create(k, "/controller_epoch", "0", 1, 0, NULL);
+        if (zrc == GR_ZOK) {
+            gr_info(LOGGER, "Successfully created /controller_epoch with initial epoch 0");
+            cur = 0;
+            ver = 0;
+            rc = 0;
+        } else if (zrc == GR_ZNODEEXISTS) {
+            rc = gr_kzk_get_controller_epoch(k, false, &cur, &ver);
+            if (rc == GR_KZK_ENONODE) rc = GR_EZK;
+        } else {
+            rc = zfail("create", "/controller_epoch", zrc);
+        }
+    }
+    if (rc) return rc == GR_ECORRUPT ? GR_EZK : rc;
+
+    int32_t next = cur + 1;
+    size_t clen, elen;
+    char *cjson = gr_kzk_controller_encode(broker_id, gr_wall_ms(), &clen);
+    char *ejson = gr_kzk_controller_epoch_encode(next, &elen);
+    struct gr_zop ops[2] = {gr_zop_create("/controller", cjson, (int)clen, GR_ZEPHEMERAL),
+                            gr_zop_set("/controller_epoch", ejson, (int)elen, ver)};
+    struct gr_zop_result res[2];
+    int zrc = z_multi(k, ops, 2, res);
+    free(cjson);
+    free(ejson);
+    if (zrc == GR_ZOK) {
+        *new_epoch = next;
+        *epoch_zk_version = res[1].stat.version;
+        rc = 0;
+    } else if (zrc == GR_ZNODEEXISTS || zrc == GR_ZBADVERSION) {
+        rc = check_controller_and_epoch(k, broker_id, next, epoch_zk_version);
+        if (rc == 0) *new_epoch = next;
+    } else {
+        rc = zfail("register controller multi", "/controller", zrc);
+    }
+    gr_zop_results_release(res, 2);
+    return rc;
+}
+
+int gr_kzk_delete_controller_guarded(struct gr_kzk *k, int32_t epoch_zk_version) {
+    struct gr_zop op = gr_zop_delete("/controller", GR_ZANY_VERSION);
+    int rc = gr_kzk_guarded_multi(k, epoch_zk_version, &op, 1, NULL);
+    return rc == GR_KZK_ENONODE ? 0 : rc;
+}
+
+/* ---- topics ---- */
+
+int gr_kzk_get_topics(struct gr_kzk *k, bool watch, struct gr_zstrings *out) {
+    int rc = z_children(k, "/brokers/topics", watch, out);
+    if (rc == GR_ZNONODE) return 0;
+    return rc == GR_ZOK ? 0 : zfail("get children", "/brokers/topics", rc);
+}
+
+static char *topic_path(const char *topic) {
+    return gr_asprintf("/brokers/topics/%s", topic);
+}
+
+int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, int n, bool watch,
+                                 struct gr_kzk_topic_assignment *out) {
+    memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = topic_path(topics[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, watch, res);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        struct gr_kzk_topic_assignment *a = &out[i];
+        if (res[i].rc == GR_ZOK) {
+            if (gr_kzk_topic_assignment_decode(res[i].data, (size_t)res[i].len, a)) {
+                gr_error(LOGGER, "cannot parse %s: %.200s", paths[i], res[i].data);
+                a->rc = GR_ECORRUPT;
+            } else {
+                a->zk_version = res[i].stat.version;
+                a->rc = 0;
+            }
+        } else {
+            a->rc = gr_kzk_from_zrc(res[i].rc);
+            if (a->rc == GR_EZK) bad++;
+        }
+        a->topic = gr_strdup(topics[i]);
+        free(paths[i]);
+    }
+    gr_zget_results_release(res, n);
+    free(res);
+    free(paths);
+    if (bad == n && zrc != GR_ZOK) return zfail("get", "/brokers/topics/*", zrc);
+    return 0;
+}
+
+int gr_kzk_create_topic(struct gr_kzk *k, const char *topic,
+                        const struct gr_kzk_topic_assignment *a, const struct gr_kzk_config *cfg) {
+    char *tp = topic_path(topic);
+    struct gr_zstat st;
+    int rc;
+    RETRY(k, rc, gr_zkb_exists(k->b, tp, false, &st));
+    if (rc == GR_ZOK) {
+        free(tp);
+        return GR_KZK_EEXISTS;
+    }
+    if (rc != GR_ZNONODE) {
+        int r = zfail("exists", tp, rc);
+        free(tp);
+        return r;
+    }
+    /* Topic config first (as AdminZkClient), then the assignment that triggers the controller. */
+    struct gr_kzk_config empty = {0};
+    size_t len;
+    char *cjson = gr_kzk_config_encode(cfg ? cfg : &empty, &len);
+    char *cpath = gr_asprintf("/config/topics/%s", topic);
+    rc = z_create(k, cpath, cjson, (int)len, 0, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/config/topics");
+        if (rc == GR_ZOK) rc = z_create(k, cpath, cjson, (int)len, 0, NULL);
+    }
+    if (rc == GR_ZNODEEXISTS) rc = z_set(k, cpath, cjson, (int)len, GR_ZANY_VERSION, NULL);
+    free(cjson);
+    if (rc != GR_ZOK) {
+        int r = zfail("create", cpath, rc);
+        free(cpath);
+        free(tp);
+        return r;
+    }
+    free(cpath);
+    char *ajson = gr_kzk_topic_assignment_encode(a, &len);
+    rc = z_create(k, tp, ajson, (int)len, 0, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/brokers/topics");
+        if (rc == GR_ZOK) rc = z_create(k, tp, ajson, (int)len, 0, NULL);
+    }
+    free(ajson);
+    int r = rc == GR_ZOK ? 0 : zfail("create", tp, rc);
+    free(tp);
+    return r;
+}
+
+int gr_kzk_set_topic_assignment_guarded(struct gr_kzk *k, int32_t epoch_zk_version,
+                                        const char *topic, const struct gr_kzk_topic_assignment *a,
+                                        int32_t expected_version) {
+    char *tp = topic_path(topic);
+    size_t len;
+    char *json = gr_kzk_topic_assignment_encode(a, &len);
+    struct gr_zop op = gr_zop_set(tp, json, (int)len, expected_version);
+    int rc = gr_kzk_guarded_multi(k, epoch_zk_version, &op, 1, NULL);
+    free(json);
+    free(tp);
+    return rc;
+}
+
+int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
+                                const struct gr_kzk_topic_assignment *a, int32_t expected_version) {
+    char *tp = topic_path(topic);
+    size_t len;
+    char *json = gr_kzk_topic_assignment_encode(a, &len);
+    int rc = z_set(k, tp, json, (int)len, expected_version, NULL);
+    free(json);
+    int r = rc == GR_ZOK ? 0 : zfail("set", tp, rc);
+    free(tp);
+    return r;
+}
+
+/* Collects `path` and all its descendants, parents before children, into *out. */
+static int collect_tree(struct gr_kzk *k, const char *path, char ***out, int *n, int *cap) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *out = gr_realloc(*out, (size_t)*cap * sizeof(char *));
+    }
+    (*out)[(*n)++] = gr_strdup(path);
+    /* Breadth-first, one pipelined get_children per level. */
+    int level_start = *n - 1, level_end = *n;
+    while (level_start < level_end) {
+        int cnt = level_end - level_start;
+        struct gr_zchildren_result *cr = gr_calloc((size_t)cnt, sizeof(*cr));
+        int rc;
+        RETRY(k, rc, gr_zkb_get_children_many(k->b, (const char *const *)(*out + level_start), cnt,
+                                              false, cr));
+        if (rc != GR_ZOK) {
+            gr_zchildren_results_release(cr, cnt);
+            free(cr);
+            return rc;
+        }
+        for (int i = 0; i < cnt; i++) {
+            if (cr[i].rc != GR_ZOK && cr[i].rc != GR_ZNONODE) {
+                rc = cr[i].rc;
+                continue;
+            }
+            for (int j = 0; j < cr[i].children.count; j++) {
+                if (*n == *cap) {
+                    *cap *= 2;
+                    *out = gr_realloc(*out, (size_t)*cap * sizeof(char *));
+                }
+                (*out)[(*n)++] = gr_asprintf("%s/%s", (*out)[level_start + i],
+                                             cr[i].children.names[j]);
+            }
+        }
+        gr_zchildren_results_release(cr, cnt);
+        free(cr);
+        if (rc != GR_ZOK) return rc;
+        level_start = level_end;
+        level_end = *n;
+    }
+    return GR_ZOK;
+}
+
+/* Guarded delete of a subtree, deepest first; missing nodes are fine. */
+static int delete_recursive_guarded(struct gr_kzk *k, int32_t ezv, const char *path) {
+    char **nodes = NULL;
+    int n = 0, cap = 0;
+    int zrc = collect_tree(k, path, &nodes, &n, &cap);
+    int rc = 0;
+    if (zrc != GR_ZOK) {
+        rc = zfail("list", path, zrc);
+    } else {
+        struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
+        for (int i = 0; i < n; i++) ops[i] = gr_zop_delete(nodes[n - 1 - i], GR_ZANY_VERSION);
+        int *irc = gr_calloc((size_t)n, sizeof(int));
+        rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE);
+        for (int i = 0; rc == 0 && i < n; i++)
+            if (irc[i]) {
+                gr_error(LOGGER, "delete %s failed: %s", ops[i].path, gr_kzk_strerror(irc[i]));
+                rc = irc[i] == GR_KZK_ENOTEMPTY ? GR_EZK : irc[i];
+            }
+        free(irc);
+        free(ops);
+    }
+    for (int i = 0; i < n; i++) free(nodes[i]);
+    free(nodes);
+    return rc;
+}
+
+static int delete_guarded_nonode_ok(struct gr_kzk *k, int32_t ezv, const char *path) {
+    struct gr_zop op = gr_zop_delete(path, GR_ZANY_VERSION);
+    int rc = gr_kzk_guarded_multi(k, ezv, &op, 1, NULL);
+    return rc == GR_KZK_ENONODE ? 0 : rc;
+}
+
+int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *topic) {
+    char *tp = topic_path(topic);
+    int rc = delete_recursive_guarded(k, epoch_zk_version, tp);
+    free(tp);
+    if (rc) return rc;
+    char *cp = gr_asprintf("/config/topics/%s", topic);
+    rc = delete_guarded_nonode_ok(k, epoch_zk_version, cp);
+    free(cp);
+    if (rc) return rc;
+    char *dp = gr_asprintf("/admin/delete_topics/%s", topic);
+    rc = delete_guarded_nonode_ok(k, epoch_zk_version, dp);
+    free(dp);
+    return rc;
+}
+
+/* ---- partition states ---- */
+
+static char *state_path(const char *topic, int32_t p) {
+    return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
+}
+
+int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
+                                struct gr_kzk_state_result *out) {
+    memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = state_path(tps[i].topic, tps[i].partition);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].rc == GR_ZOK) {
+            out[i].lai.zk_version = res[i].stat.version;
+            if (gr_kzk_partition_state_decode(res[i].data, (size_t)res[i].len, &out[i].lai)) {
+                gr_error(LOGGER, "cannot parse %s: %.200s", paths[i], res[i].data);
+                out[i].rc = GR_ECORRUPT;
+            }
+        } else {
+            out[i].rc = gr_kzk_from_zrc(res[i].rc);
+            if (out[i].rc == GR_EZK) bad++;
+        }
+        free(paths[i]);
+    }
+    gr_zget_results_release(res, n);
+    free(res);
+    free(paths);
+    if (bad == n && zrc != GR_ZOK) return zfail("get", "partition states", zrc);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
+                                   const struct gr_kzk_state_write *items, int n,
+                                   struct gr_kzk_write_result *res) {
+    if (n <= 0) return 0;
+    /* Phase 1: parents (…/partitions once per topic, then …/partitions/P), existing ones fine. */
+    char **parents = gr_malloc((size_t)n * 2 * sizeof(char *));
+    int np = 0;
+    for (int i = 0; i < n; i++)
+        parents[np++] = gr_asprintf("/brokers/topics/%s/partitions", items[i].topic);
+    qsort(parents, (size_t)np, sizeof(char *), cmp_str);
+    int u = 0;
+    for (int i = 0; i < np; i++) {
+        if (u > 0 && strcmp(parents[u - 1], parents[i]) == 0) {
+            free(parents[i]);
+            continue;
+        }
+        parents[u++] = parents[i];
+    }
+    np = u;
+    for (int i = 0; i < n; i++)
+        parents[np++] = gr_asprintf("/brokers/topics/%s/partitions/%d", items[i].topic,
+                                    items[i].partition);
+    struct gr_zop *ops = gr_malloc((size_t)(np > n ? np : n) * sizeof(*ops));
+    for (int i = 0; i < np; i++) ops[i] = gr_zop_create(parents[i], NULL, 0, 0);
+    int *prc = gr_calloc((size_t)np, sizeof(int));
+    int rc = guarded_items(k, epoch_zk_version, ops, np, prc, NULL, GR_KZK_EEXISTS);
+    free(prc); /* a failed parent shows up as NONODE on its state below */
+    for (int i = 0; i < np; i++) free(parents[i]);
+    free(parents);
+    if (rc) {
+        free(ops);
+        return rc;
+    }
+    /* Phase 2: the state znodes. */
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    char **jsons = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        paths[i] = state_path(items[i].topic, items[i].partition);
+        jsons[i] = gr_kzk_partition_state_encode(items[i].lai, &len);
+        ops[i] = gr_zop_create(paths[i], jsons[i], (int)len, 0);
+    }
+    int *irc = gr_calloc((size_t)n, sizeof(int));
+    rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0);
+    for (int i = 0; i < n; i++) {
+        if (res) {
+            res[i].rc = rc ? rc : irc[i];
+            res[i].zk_version = 0;
+        }
+        free(paths[i]);
+        free(jsons[i]);
+    }
+    free(irc);
+    free(paths);
+    free(jsons);
+    free(ops);
+    return rc;
+}
+
+int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
+                                   const struct gr_kzk_state_write *items, int n,
+                                   struct gr_kzk_write_result *res) {
+    if (n <= 0) return 0;
+    struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    char **jsons = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        paths[i] = state_path(items[i].topic, items[i].partition);
+        jsons[i] = gr_kzk_partition_state_encode(items[i].lai, &len);
+        ops[i] = gr_zop_set(paths[i], jsons[i], (int)len, items[i].lai->zk_version);
+    }
+    int *irc = gr_calloc((size_t)n, sizeof(int));
+    struct gr_zop_result *zr = gr_calloc((size_t)n, sizeof(*zr));
+    int rc = guarded_items(k, epoch_zk_version, ops, n, irc, zr, 0);
+    for (int i = 0; i < n; i++) {
+        if (res) {
+            res[i].rc = rc ? rc : irc[i];
+            res[i].zk_version = (!rc && !irc[i]) ? zr[i].stat.version : -1;
+        }
+        free(paths[i]);
+        free(jsons[i]);
+    }
+    gr_zop_results_release(zr, n);
+    free(zr);
+    free(irc);
+    free(paths);
+    free(jsons);
+    free(ops);
+    return rc;
+}
+
+int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topic,
+                                              int32_t partition,
+                                              const struct gr_kzk_leader_and_isr *lai,
+                                              int32_t *new_zk_version) {
+    char *p = state_path(topic, partition);
+    size_t len;
+    char *json = gr_kzk_partition_state_encode(lai, &len);
+    struct gr_zstat st;
+    int rc = z_set(k, p, json, (int)len, lai->zk_version, &st);
+    free(json);
+    int r = rc == GR_ZOK ? 0 : zfail("set", p, rc);
+    if (r == 0 && new_zk_version) *new_zk_version = st.version;
+    free(p);
+    return r;
+}
+
+/* ---- configs ---- */
+
+int gr_kzk_get_entity_config(struct gr_kzk *k, const char *type, const char *name,
+                             struct gr_kzk_config *out) {
+    memset(out, 0, sizeof(*out));
+    char *p = gr_asprintf("/config/%s/%s", type, name);
+    char *data = NULL;
+    int len = 0;
+    int rc = z_get(k, p, false, &data, &len, NULL);
+    int r;
+    if (rc == GR_ZNONODE) r = 0;
+    else if (rc != GR_ZOK) r = zfail("get", p, rc);
+    else if (len == 0) r = 0;
+    else if ((r = gr_kzk_config_decode(data, (size_t)len, out)) != 0)
+        gr_error(LOGGER, "cannot parse %s: %.200s", p, data);
+    free(data);
+    free(p);
+    return r;
+}
+
+int gr_kzk_set_entity_config(struct gr_kzk *k, const char *type, const char *name,
+                             const struct gr_kzk_config *cfg) {
+    char *p = gr_asprintf("/config/%s/%s", type, name);
+    size_t len;
+    char *json = gr_kzk_config_encode(cfg, &len);
+    int rc = z_set(k, p, json, (int)len, GR_ZANY_VERSION, NULL);
+    if (rc == GR_ZNONODE) {
+        char *parent = gr_asprintf("/config/%s", type);
+        rc = mkpath(k, parent);
+        free(parent);
+        if (rc == GR_ZOK) rc = z_create(k, p, json, (int)len, 0, NULL);
+        if (rc == GR_ZNODEEXISTS) rc = z_set(k, p, json, (int)len, GR_ZANY_VERSION, NULL);
+    }
+    free(json);
+    int r = rc == GR_ZOK ? 0 : zfail("set", p, rc);
+    free(p);
+    if (r) return r;
+    char *entity = gr_asprintf("%s/%s", type, name);
+    json = gr_kzk_config_change_encode(entity, &len);
+    free(entity);
+    rc = z_create(k, "/config/changes/config_change_", json, (int)len, GR_ZSEQUENCE, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/config/changes");
+        if (rc == GR_ZOK)
+            rc = z_create(k, "/config/changes/config_change_", json, (int)len, GR_ZSEQUENCE, NULL);
+    }
+    free(json);
+    return rc == GR_ZOK ? 0 : zfail("create", "/config/changes/config_change_", rc);
+}
+
+/* ---- generic children / notifications ---- */
+
+static int children_or_empty(struct gr_kzk *k, const char *path, bool watch,
+                             struct gr_zstrings *out) {
+    int rc = z_children(k, path, watch, out);
+    if (rc == GR_ZNONODE) return 0;
+    return rc == GR_ZOK ? 0 : zfail("get children", path, rc);
+}
+
+/* Guarded delete of parent/name[i] for each name; missing ones fine. */
+static int delete_children_guarded(struct gr_kzk *k, int32_t ezv, const char *parent,
+                                   const char *const *names, int n) {
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
+    for (int i = 0; i < n; i++) {
+        paths[i] = gr_asprintf("%s/%s", parent, names[i]);
+        ops[i] = gr_zop_delete(paths[i], GR_ZANY_VERSION);
+    }
+    int *irc = gr_calloc((size_t)n, sizeof(int));
+    int rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE);
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (irc[i]) rc = GR_EZK;
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(irc);
+    free(paths);
+    free(ops);
+    return rc;
+}
+
+int gr_kzk_get_topic_deletions(struct gr_kzk *k, bool watch, struct gr_zstrings *out) {
+    return children_or_empty(k, "/admin/delete_topics", watch, out);
+}
+
+int gr_kzk_create_topic_deletion(struct gr_kzk *k, const char *topic) {
+    char *p = gr_asprintf("/admin/delete_topics/%s", topic);
+    int rc = z_create(k, p, NULL, 0, 0, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/admin/delete_topics");
+        if (rc == GR_ZOK) rc = z_create(k, p, NULL, 0, 0, NULL);
+    }
+    int r = (rc == GR_ZOK || rc == GR_ZNODEEXISTS) ? 0 : zfail("create", p, rc);
+    free(p);
+    return r;
+}
+
+int gr_kzk_delete_topic_deletions_guarded(struct gr_kzk *k, int32_t epoch_zk_version,
+                                          const char *const *topics, int n) {
+    return delete_children_guarded(k, epoch_zk_version, "/admin/delete_topics", topics, n);
+}
+
+/* Reads a node with an exists-watch (set whether or not it exists). */
+static int get_with_exists_watch(struct gr_kzk *k, const char *path, bool watch, char **data,
+                                 int *len) {
+    *data = NULL;
+    *len = 0;
+    if (watch) {
+        int rc;
+        RETRY(k, rc, gr_zkb_exists(k->b, path, true, NULL));
+        if (rc != GR_ZOK) return rc;
+    }
+    return z_get(k, path, false, data, len, NULL);
+}
+
+#define REASSIGN_PATH "/admin/reassign_partitions"
+#define PREFERRED_PATH "/admin/preferred_replica_election"
+
+int gr_kzk_get_reassignment(struct gr_kzk *k, bool watch, struct gr_kzk_reassignment *out) {
+    memset(out, 0, sizeof(*out));
+    char *data;
+    int len;
+    int rc = get_with_exists_watch(k, REASSIGN_PATH, watch, &data, &len);
+    if (rc != GR_ZOK) return zfail("get", REASSIGN_PATH, rc);
+    rc = gr_kzk_reassignment_decode(data, (size_t)len, out);
+    if (rc) gr_error(LOGGER, "cannot parse %s: %.200s", REASSIGN_PATH, data);
+    free(data);
+    return rc;
+}
+
+static int create_admin_node(struct gr_kzk *k, const char *path, const char *json, size_t len) {
+    int rc = z_create(k, path, json, (int)len, 0, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, "/admin");
+        if (rc == GR_ZOK) rc = z_create(k, path, json, (int)len, 0, NULL);
+    }
+    return rc == GR_ZOK ? 0 : zfail("create", path, rc);
+}
+
+int gr_kzk_create_reassignment(struct gr_kzk *k, const struct gr_kzk_reassignment *r) {
+    size_t len;
+    char *json = gr_kzk_reassignment_encode(r, &len);
+    int rc = create_admin_node(k, REASSIGN_PATH, json, len);
+    free(json);
+    return rc;
+}
+
+int gr_kzk_set_reassignment_guarded(struct gr_kzk *k, int32_t epoch_zk_version,
+                                    const struct gr_kzk_reassignment *r) {
+    size_t len;
+    char *json = gr_kzk_reassignment_encode(r, &len);
+    struct gr_zop op = gr_zop_set(REASSIGN_PATH, json, (int)len, GR_ZANY_VERSION);
+    int rc = gr_kzk_guarded_multi(k, epoch_zk_version, &op, 1, NULL);
+    if (rc == GR_KZK_ENONODE) {
+        op = gr_zop_create(REASSIGN_PATH, json, (int)len, 0);
+        rc = gr_kzk_guarded_multi(k, epoch_zk_version, &op, 1, NULL);
+    }
+    free(json);
+    return rc;
+}
+
+int gr_kzk_delete_reassignment_guarded(struct gr_kzk *k, int32_t epoch_zk_version) {
+    return delete_guarded_nonode_ok(k, epoch_zk_version, REASSIGN_PATH);
+}
+
+int gr_kzk_get_preferred_election(struct gr_kzk *k, bool watch, struct gr_kzk_tp **tps, int *n) {
+    *tps = NULL;
+    *n = 0;
+    char *data;
+    int len;
+    int rc = get_with_exists_watch(k, PREFERRED_PATH, watch, &data, &len);
+    if (rc != GR_ZOK) return zfail("get", PREFERRED_PATH, rc);
+    rc = gr_kzk_tp_list_decode(data, (size_t)len, tps, n);
+    if (rc) gr_error(LOGGER, "cannot parse %s: %.200s", PREFERRED_PATH, data);
+    free(data);
+    return rc;
+}
+
+int gr_kzk_create_preferred_election(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n) {
+    size_t len;
+    char *json = gr_kzk_tp_list_encode(tps, n, &len);
+    int rc = create_admin_node(k, PREFERRED_PATH, json, len);
+    free(json);
+    return rc;
+}
+
+int gr_kzk_delete_preferred_election_guarded(struct gr_kzk *k, int32_t epoch_zk_version) {
+    return delete_guarded_nonode_ok(k, epoch_zk_version, PREFERRED_PATH);
+}
+
+#define ISR_PARENT "/isr_change_notification"
+#define LOGDIR_PARENT "/log_dir_event_notification"
+
+static int create_sequential(struct gr_kzk *k, const char *parent, const char *prefix,
+                             const char *json, size_t len) {
+    char *p = gr_asprintf("%s/%s", parent, prefix);
+    int rc = z_create(k, p, json, (int)len, GR_ZSEQUENCE, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = mkpath(k, parent);
+        if (rc == GR_ZOK) rc = z_create(k, p, json, (int)len, GR_ZSEQUENCE, NULL);
+    }
+    int r = rc == GR_ZOK ? 0 : zfail("create", p, rc);
+    free(p);
+    return r;
+}
+
+int gr_kzk_create_isr_change_notification(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n) {
+    size_t len;
+    char *json = gr_kzk_tp_list_encode(tps, n, &len);
+    int rc = create_sequential(k, ISR_PARENT, "isr_change_", json, len);
+    free(json);
+    return rc;
+}
+
+int gr_kzk_get_isr_change_notifications(struct gr_kzk *k, bool watch, struct gr_zstrings *out) {
+    return children_or_empty(k, ISR_PARENT, watch, out);
+}
+
+/* Pipelined read of parent/names[i]; calls fn for each readable one. */
+static int read_children_data(struct gr_kzk *k, const char *parent, const char *const *names,
+                              int n, void (*fn)(void *ctx, const char *path, const char *data,
+                                                int len),
+                              void *ctx) {
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("%s/%s", parent, names[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].rc == GR_ZOK) fn(ctx, paths[i], res[i].data, res[i].len);
+        else if (res[i].rc != GR_ZNONODE) bad++;
+        free(paths[i]);
+    }
+    gr_zget_results_release(res, n);
+    free(res);
+    free(paths);
+    if (bad && zrc != GR_ZOK) return zfail("get", parent, zrc);
+    return bad ? GR_EZK : 0;
+}
+
+struct tp_acc {
+    struct gr_kzk_tp *tps;
+    int n, cap;
+};
+
+static void acc_isr(void *ctx, const char *path, const char *data, int len) {
+    struct tp_acc *a = ctx;
+    struct gr_kzk_tp *t;
+    int m;
+    if (gr_kzk_tp_list_decode(data, (size_t)len, &t, &m)) {
+        gr_error(LOGGER, "cannot parse %s: %.200s", path, data);
+        return;
+    }
+    if (a->n + m > a->cap) {
+        a->cap = (a->n + m) * 2;
+        a->tps = gr_realloc(a->tps, (size_t)a->cap * sizeof(*a->tps));
+    }
+    memcpy(a->tps + a->n, t, (size_t)m * sizeof(*t));
+    a->n += m;
+    free(t);
+}
+
+int gr_kzk_get_isr_change_partitions(struct gr_kzk *k, const char *const *names, int n,
+                                     struct gr_kzk_tp **tps, int *n_tps) {
+    struct tp_acc a = {0};
+    int rc = read_children_data(k, ISR_PARENT, names, n, acc_isr, &a);
+    if (rc) {
+        gr_kzk_tps_release(a.tps, a.n);
+        *tps = NULL;
+        *n_tps = 0;
+        return rc;
+    }
+    *tps = a.tps;
+    *n_tps = a.n;
+    return 0;
+}
+
+int gr_kzk_delete_isr_change_notifications_guarded(struct gr_kzk *k, int32_t epoch_zk_version,
+                                                   const char *const *names, int n) {
+    return delete_children_guarded(k, epoch_zk_version, ISR_PARENT, names, n);
+}
+
+int gr_kzk_create_log_dir_event_notification(struct gr_kzk *k, int32_t broker_id) {
+    size_t len;
+    char *json = gr_kzk_log_dir_event_encode(broker_id, 1, &len);
+    int rc = create_sequential(k, LOGDIR_PARENT, "log_dir_event_", json, len);
+    free(json);
+    return rc;
+}
+
+int gr_kzk_get_log_dir_event_notifications(struct gr_kzk *k, bool watch, struct gr_zstrings *out) {
+    return children_or_empty(k, LOGDIR_PARENT, watch, out);
+}
+
+struct id_acc {
+    int32_t *ids;
+    int n, cap;
+};
+
+static void acc_logdir(void *ctx, const char *path, const char *data, int len) {
+    struct id_acc *a = ctx;
+    int32_t b, e;
+    if (gr_kzk_log_dir_event_decode(data, (size_t)len, &b, &e)) {
+        gr_error(LOGGER, "cannot parse %s: %.200s", path, data);
+        return;
+    }
+    if (e != 1) return;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 8;
+        a->ids = gr_realloc(a->ids, (size_t)a->cap * sizeof(int32_t));
+    }
+    a->ids[a->n++] = b;
+}
+
+int gr_kzk_get_log_dir_event_brokers(struct gr_kzk *k, const char *const *names, int n,
+                                     int32_t **ids, int *n_ids) {
+    struct id_acc a = {0};
+    int rc = read_children_data(k, LOGDIR_PARENT, names, n, acc_logdir, &a);
+    if (rc) {
+        free(a.ids);
+        *ids = NULL;
+        *n_ids = 0;
+        return rc;
+    }
+    *ids = a.ids;
+    *n_ids = a.n;
+    return 0;
+}
+
+int gr_kzk_delete_log_dir_event_notifications_guarded(struct gr_kzk *k, int32_t epoch_zk_version,
+                                                      const char *const *names, int n) {
+    return delete_children_guarded(k, epoch_zk_version, LOGDIR_PARENT, names, n);
+}
+
+/* ---- producer id block, feature ---- */
+
+#define PID_PATH "/latest_producer_id_block"
+
+int gr_kzk_get_producer_id_block(struct gr_kzk *k, struct gr_kzk_producer_id_block *out,
+                                 int32_t *zk_version) {
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc = z_get(k, PID_PATH, false, &data, &len, &st);
+    if (rc != GR_ZOK) return zfail("get", PID_PATH, rc);
+    if (zk_version) *zk_version = st.version;
+    if (len == 0) {
+        free(data);
+        return GR_KZK_ENONODE;
+    }
+    rc = gr_kzk_producer_id_block_decode(data, (size_t)len, out);
+    if (rc) gr_error(LOGGER, "cannot parse %s: %.200s", PID_PATH, data);
+    free(data);
+    return rc;
+}
+
+int gr_kzk_set_producer_id_block(struct gr_kzk *k, const struct gr_kzk_producer_id_block *blk,
+                                 int32_t expected_version) {
+    size_t len;
+    char *json = gr_kzk_producer_id_block_encode(blk, &len);
+    int rc = z_set(k, PID_PATH, json, (int)len, expected_version, NULL);
+    if (rc == GR_ZNONODE) rc = z_create(k, PID_PATH, json, (int)len, 0, NULL);
+    free(json);
+    return rc == GR_ZOK ? 0 : zfail("set", PID_PATH, rc);
+}
+
+int gr_kzk_get_feature_znode(struct gr_kzk *k, bool watch, struct gr_kzk_feature_znode *out,
+                             int32_t *zk_version) {
+    memset(out, 0, sizeof(*out));
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc;
+    if (watch) {
+        RETRY(k, rc, gr_zkb_exists(k->b, "/feature", true, NULL));
+        if (rc != GR_ZOK) return zfail("exists", "/feature", rc);
+    }
+    rc = z_get(k, "/feature", false, &data, &len, &st);
+    if (rc != GR_ZOK) return zfail("get", "/feature", rc);
+    if (zk_version) *zk_version = st.version;
+    rc = gr_kzk_feature_znode_decode(data, (size_t)len, out);
+    if (rc) gr_error(LOGGER, "cannot parse /feature: %.200s", data);
+    free(data);
+    return rc;
+}
+
+int gr_kzk_set_feature_znode(struct gr_kzk *k, const struct gr_kzk_feature_znode *f) {
+    size_t len;
+    char *json = gr_kzk_feature_znode_encode(f, &len);
+    int rc = z_set(k, "/feature", json, (int)len, GR_ZANY_VERSION, NULL);
+    if (rc == GR_ZNONODE) {
+        rc = z_create(k, "/feature", json, (int)len, 0, NULL);
+        if (rc == GR_ZNODEEXISTS) rc = z_set(k, "/feature", json, (int)len, GR_ZANY_VERSION, NULL);
+    }
+    free(json);
+    return rc == GR_ZOK ? 0 : zfail("set", "/feature", rc);
+}
+
+/* ---- generic watches ---- */
+
+int gr_kzk_watch_exists(struct gr_kzk *k, const char *path, bool *exists) {
+    int rc;
+    RETRY(k, rc, gr_zkb_exists(k->b, path, true, NULL));
+    if (rc == GR_ZOK || rc == GR_ZNONODE) {
+        *exists = rc == GR_ZOK;
+        return 0;
+    }
+    return zfail("exists", path, rc);
+}
+
+int gr_kzk_watch_children(struct gr_kzk *k, const char *path, struct gr_zstrings *out) {
+    int rc = z_children(k, path, true, out);
+    return rc == GR_ZOK ? 0 : zfail("get children", path, rc);
+}

@@ -1,0 +1,802 @@
+/* The real ZooKeeper backend over libzookeeper-mt (see backend.h for the contract).
+ *
+ * Handle lifetime:
+ *  - r->zh is the current handle; calls hold r->hlock for reading while they use it, so a handle
+ *    is only closed (write lock) when no call is inside it.
+ *  - libzookeeper's global watcher runs on the handle's completion thread. It never takes
+ *    r->hlock (zookeeper_close joins that thread while we hold the write lock); it only takes
+ *    r->mu briefly. Each handle gets its own watcher context with a generation number, so late
+ *    events from an old handle are dropped.
+ *  - On ZOO_EXPIRED_SESSION_STATE the watcher wakes the reconnect thread, which: delivers
+ *    EXPIRED (may block), detaches and closes the dead handle, then creates new handles until
+ *    one connects, installs it and delivers NEW_SESSION.
+ *  - get/get_children (single and many) use the async API with a countdown so many requests are
+ *    in flight at once (at most GR_ZK_MAX_INFLIGHT); completions copy the data they are lent.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "zk/backend.h"
+
+#define LOGGER "zookeeper"
+#define GR_ZK_MAX_INFLIGHT 4096
+
+/* ---- shared helpers of backend.h ---- */
+
+const char *gr_zrc_name(int rc) {
+    switch (rc) {
+    case GR_ZOK: return "OK";
+    case GR_ZSYSTEMERROR: return "SYSTEMERROR";
+    case GR_ZRUNTIMEINCONSISTENCY: return "RUNTIMEINCONSISTENCY";
+    case GR_ZDATAINCONSISTENCY: return "DATAINCONSISTENCY";
+    case GR_ZCONNECTIONLOSS: return "CONNECTIONLOSS";
+    case GR_ZMARSHALLINGERROR: return "MARSHALLINGERROR";
+    case GR_ZUNIMPLEMENTED: return "UNIMPLEMENTED";
+    case GR_ZOPERATIONTIMEOUT: return "OPERATIONTIMEOUT";
+    case GR_ZBADARGUMENTS: return "BADARGUMENTS";
+    case GR_ZINVALIDSTATE: return "INVALIDSTATE";
+    case GR_ZAPIERROR: return "APIERROR";
+    case GR_ZNONODE: return "NONODE";
+    case GR_ZNOAUTH: return "NOAUTH";
+    case GR_ZBADVERSION: return "BADVERSION";
+    case GR_ZNOCHILDRENFOREPHEMERALS: return "NOCHILDRENFOREPHEMERALS";
+    case GR_ZNODEEXISTS: return "NODEEXISTS";
+    case GR_ZNOTEMPTY: return "NOTEMPTY";
+    case GR_ZSESSIONEXPIRED: return "SESSIONEXPIRED";
+    case GR_ZINVALIDCALLBACK: return "INVALIDCALLBACK";
+    case GR_ZINVALIDACL: return "INVALIDACL";
+    case GR_ZAUTHFAILED: return "AUTHFAILED";
+    case GR_ZCLOSING: return "CLOSING";
+    case GR_ZNOTHING: return "NOTHING";
+    case GR_ZSESSIONMOVED: return "SESSIONMOVED";
+    default: return "UNKNOWN";
+    }
+}
+
+void gr_zstrings_free(struct gr_zstrings *s) {
+    if (!s) return;
+    for (int i = 0; i < s->count; i++) free(s->names[i]);
+    free(s->names);
+    s->names = NULL;
+    s->count = 0;
+}
+
+void gr_zop_results_release(struct gr_zop_result *r, int n) {
+    for (int i = 0; r && i < n; i++) {
+        free(r[i].created_path);
+        r[i].created_path = NULL;
+    }
+}
+
+void gr_zget_results_release(struct gr_zget_result *r, int n) {
+    for (int i = 0; r && i < n; i++) {
+        free(r[i].data);
+        r[i].data = NULL;
+    }
+}
+
+void gr_zchildren_results_release(struct gr_zchildren_result *r, int n) {
+    for (int i = 0; r && i < n; i++) gr_zstrings_free(&r[i].children);
+}
+
+struct gr_zop gr_zop_create(const char *path, const void *data, int len, int flags) {
+    return (struct gr_zop){.type = GR_ZOP_CREATE, .path = path, .data = data, .len = len, .flags = flags};
+}
+struct gr_zop gr_zop_delete(const char *path, int version) {
+    return (struct gr_zop){.type = GR_ZOP_DELETE, .path = path, .version = version};
+}
+struct gr_zop gr_zop_set(const char *path, const void *data, int len, int version) {
+    return (struct gr_zop){.type = GR_ZOP_SET, .path = path, .data = data, .len = len, .version = version};
+}
+struct gr_zop gr_zop_check(const char *path, int version) {
+    return (struct gr_zop){.type = GR_ZOP_CHECK, .path = path, .version = version};
+}
+
+/* ---- the real backend ---- */
+
+struct real;
+
+/* Per-handle watcher context. Freed after its handle is closed. */
+struct hctx {
+    struct real *r;
+    uint64_t gen;
+    bool first_connect_seen;
+};
+
+struct real {
+    struct gr_zk_backend base;
+    char *connect;
+    int conn_timeout_ms;
+
+    pthread_rwlock_t hlock;     /* protects zh against close while in use */
+    zhandle_t *zh;              /* NULL while expired/reconnecting/closed */
+    struct hctx *hctx;
+
+    pthread_mutex_t mu;         /* protects the fields below */
+    pthread_cond_t cv;
+    uint64_t gen;               /* generation of the current handle */
+    bool connected;
+    bool expired;               /* the current session expired; reconnect thread pending */
+    bool closing;
+    pthread_t reconnect_thread;
+    bool thread_started;
+};
+
+static void stat_from(struct gr_zstat *out, const struct Stat *s) {
+    if (!out || !s) return;
+    out->czxid = s->czxid;
+    out->mzxid = s->mzxid;
+    out->ctime = s->ctime;
+    out->mtime = s->mtime;
+    out->version = s->version;
+    out->cversion = s->cversion;
+    out->aversion = s->aversion;
+    out->ephemeralOwner = s->ephemeralOwner;
+    out->dataLength = s->dataLength;
+    out->numChildren = s->numChildren;
+    out->pzxid = s->pzxid;
+}
+
+static int zflags(int flags) {
+    int f = ZOO_PERSISTENT;
+    if ((flags & GR_ZEPHEMERAL) && (flags & GR_ZSEQUENCE)) f = ZOO_EPHEMERAL_SEQUENTIAL;
+    else if (flags & GR_ZEPHEMERAL) f = ZOO_EPHEMERAL;
+    else if (flags & GR_ZSEQUENCE) f = ZOO_PERSISTENT_SEQUENTIAL;
+    return f;
+}
+
+static void deliver_session(struct real *r, int state) {
+    if (r->base.on_session) r->base.on_session(r->base.cb_ctx, state);
+}
+
+static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    struct hctx *h = ctx;
+    struct real *r = h->r;
+    pthread_mutex_lock(&r->mu);
+    bool current = h->gen == r->gen && !r->closing;
+    int deliver = 0;
+    if (current && type == ZOO_SESSION_EVENT) {
+        if (state == ZOO_CONNECTED_STATE) {
+            r->connected = true;
+            if (h->first_connect_seen) deliver = GR_ZSESSION_CONNECTED;
+            h->first_connect_seen = true;
+        } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+            if (r->connected) deliver = GR_ZSESSION_DISCONNECTED;
+            r->connected = false;
+        } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+            r->connected = false;
+            if (h->first_connect_seen) r->expired = true; /* reconnect thread takes over */
+        } else if (state == ZOO_AUTH_FAILED_STATE) {
+            deliver = GR_ZSESSION_AUTH_FAILED;
+        }
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!current) return;
+    if (type == ZOO_SESSION_EVENT) {
+        if (deliver) deliver_session(r, deliver);
+        return;
+    }
+    int t = 0;
+    if (type == ZOO_CREATED_EVENT) t = GR_ZWATCH_CREATED;
+    else if (type == ZOO_DELETED_EVENT) t = GR_ZWATCH_DELETED;
+    else if (type == ZOO_CHANGED_EVENT) t = GR_ZWATCH_CHANGED;
+    else if (type == ZOO_CHILD_EVENT) t = GR_ZWATCH_CHILD;
+    if (t && path && r->base.on_watch) r->base.on_watch(r->base.cb_ctx, t, path);
+}
+
+static void abs_deadline(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Creates a handle for r (generation bumped) and waits up to timeout_ms for CONNECTED.
+ * Returns GR_ZOK with *out set, or an error (the handle is closed). */
+static int new_handle(struct real *r, int timeout_ms, zhandle_t **out, struct hctx **hout) {
+    struct hctx *h = gr_calloc(1, sizeof(*h));
+    h->r = r;
+    pthread_mutex_lock(&r->mu);
+    h->gen = ++r->gen;
+    r->connected = false;
+    r->expired = false;
+    pthread_mutex_unlock(&r->mu);
+    zhandle_t *zh = zookeeper_init(r->connect, watcher, r->base.session_timeout_ms, NULL, h, 0);
+    if (!zh) {
+        int e = errno;
+        gr_error(LOGGER, "cannot create ZooKeeper handle for '%s': %s", r->connect, strerror(e));
+        free(h);
+        return GR_ZSYSTEMERROR;
+    }
+    struct timespec dl;
+    abs_deadline(&dl, timeout_ms);
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    while (!r->connected && !r->closing && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+    bool ok = r->connected && !r->closing;
+    bool closing = r->closing;
+    pthread_mutex_unlock(&r->mu);
+    if (!ok) {
+        zookeeper_close(zh);
+        free(h);
+        return closing ? GR_ZCLOSING : GR_ZOPERATIONTIMEOUT;
+    }
+    *out = zh;
+    *hout = h;
+    return GR_ZOK;
+}
+
+static void *reconnect_main(void *arg) {
+    struct real *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        while (!r->expired && !r->closing) pthread_cond_wait(&r->cv, &r->mu);
+        bool closing = r->closing;
+        pthread_mutex_unlock(&r->mu);
+        if (closing) break;
+
+        gr_warn(LOGGER, "ZooKeeper session expired; creating a new session");
+        deliver_session(r, GR_ZSESSION_EXPIRED);
+        pthread_rwlock_wrlock(&r->hlock);
+        zhandle_t *old = r->zh;
+        struct hctx *oldh = r->hctx;
+        r->zh = NULL;
+        r->hctx = NULL;
+        pthread_rwlock_unlock(&r->hlock);
+        if (old) zookeeper_close(old);
+        free(oldh);
+
+        for (;;) {
+            zhandle_t *zh = NULL;
+            struct hctx *h = NULL;
+            int rc = new_handle(r, r->conn_timeout_ms, &zh, &h);
+            if (rc == GR_ZOK) {
+                pthread_rwlock_wrlock(&r->hlock);
+                r->zh = zh;
+                r->hctx = h;
+                pthread_rwlock_unlock(&r->hlock);
+                const clientid_t *cid = zoo_client_id(zh);
+                gr_info(LOGGER, "new ZooKeeper session established, session id 0x%llx",
+                        (unsigned long long)cid->client_id);
+                deliver_session(r, GR_ZSESSION_NEW_SESSION);
+                break;
+            }
+            if (rc == GR_ZCLOSING) break;
+            gr_warn(LOGGER, "reconnecting to ZooKeeper at '%s' failed (%s); retrying", r->connect,
+                    gr_zrc_name(rc));
+            usleep(200 * 1000);
+        }
+    }
+    return NULL;
+}
+
+/* Takes the current handle for one call; returns NULL with *rc set when there is none. */
+static zhandle_t *acquire(struct real *r, int *rc) {
+    pthread_rwlock_rdlock(&r->hlock);
+    if (!r->zh) {
+        pthread_mutex_lock(&r->mu);
+        *rc = r->closing ? GR_ZCLOSING : GR_ZSESSIONEXPIRED;
+        pthread_mutex_unlock(&r->mu);
+        pthread_rwlock_unlock(&r->hlock);
+        return NULL;
+    }
+    return r->zh;
+}
+
+static void release(struct real *r) {
+    pthread_rwlock_unlock(&r->hlock);
+}
+
+/* ---- async batches (get_many / get_children_many) ---- */
+
+struct batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inflight;
+};
+
+struct slot {
+    struct batch *b;
+    struct gr_zget_result *get;
+    struct gr_zchildren_result *ch;
+};
+
+static void batch_done(struct batch *b) {
+    pthread_mutex_lock(&b->mu);
+    b->inflight--;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void data_cb(int rc, const char *value, int value_len, const struct Stat *stat,
+                    const void *data) {
+    struct slot *s = (struct slot *)data;
+    struct gr_zget_result *g = s->get;
+    g->rc = rc;
+    if (rc == ZOK) {
+        int n = value && value_len > 0 ? value_len : 0;
+        g->data = gr_malloc((size_t)n + 1);
+        if (n) memcpy(g->data, value, (size_t)n);
+        g->data[n] = 0;
+        g->len = n;
+        stat_from(&g->stat, stat);
+    }
+    batch_done(s->b);
+}
+
+static void strings_cb(int rc, const struct String_vector *sv, const void *data) {
+    struct slot *s = (struct slot *)data;
+    struct gr_zchildren_result *c = s->ch;
+    c->rc = rc;
+    if (rc == ZOK && sv) {
+        c->children.count = sv->count;
+        c->children.names = gr_calloc((size_t)(sv->count > 0 ? sv->count : 1), sizeof(char *));
+        for (int i = 0; i < sv->count; i++) c->children.names[i] = gr_strdup(sv->data[i]);
+    }
+    batch_done(s->b);
+}
+
+static int run_many(struct real *r, const char *const *paths, int n, bool watch,
+                    struct gr_zget_result *gets, struct gr_zchildren_result *chs) {
+    if (gets) memset(gets, 0, sizeof(*gets) * (size_t)(n > 0 ? n : 0));
+    if (chs) memset(chs, 0, sizeof(*chs) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return GR_ZOK;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) {
+        for (int i = 0; i < n; i++) {
+            if (gets) gets[i].rc = rc;
+            else chs[i].rc = rc;
+        }
+        return rc;
+    }
+    struct batch b = {.inflight = 0};
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    struct slot *slots = gr_calloc((size_t)n, sizeof(*slots));
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&b.mu);
+        while (b.inflight >= GR_ZK_MAX_INFLIGHT) pthread_cond_wait(&b.cv, &b.mu);
+        b.inflight++;
+        pthread_mutex_unlock(&b.mu);
+        slots[i].b = &b;
+        int zrc;
+        if (gets) {
+            slots[i].get = &gets[i];
+            zrc = zoo_aget(zh, paths[i], watch, data_cb, &slots[i]);
+            if (zrc != ZOK) gets[i].rc = zrc;
+        } else {
+            slots[i].ch = &chs[i];
+            zrc = zoo_aget_children(zh, paths[i], watch, strings_cb, &slots[i]);
+            if (zrc != ZOK) chs[i].rc = zrc;
+        }
+        if (zrc != ZOK) batch_done(&b);
+    }
+    pthread_mutex_lock(&b.mu);
+    while (b.inflight > 0) pthread_cond_wait(&b.cv, &b.mu);
+    pthread_mutex_unlock(&b.mu);
+    release(r);
+    free(slots);
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    return GR_ZOK;
+}
+
+/* ---- vtable ---- */
+
+static int r_create(struct gr_zk_backend *be, const char *path, const void *data, int len,
+                    int flags, char **created_path) {
+    struct real *r = (struct real *)be;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    size_t cap = strlen(path) + 32;
+    char *buf = gr_malloc(cap);
+    rc = zoo_create(zh, path, data, data ? len : -1, &ZOO_OPEN_ACL_UNSAFE, zflags(flags), buf,
+                    (int)cap);
+    release(r);
+    if (rc == ZOK && created_path) *created_path = buf;
+    else free(buf);
+    return rc;
+}
+
+static int r_delete(struct gr_zk_backend *be, const char *path, int version) {
+    struct real *r = (struct real *)be;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    rc = zoo_delete(zh, path, version);
+    release(r);
+    return rc;
+}
+
+static int r_get(struct gr_zk_backend *be, const char *path, bool watch, char **data, int *len,
+                 struct gr_zstat *stat) {
+    struct gr_zget_result g;
+    const char *paths[1] = {path};
+    int rc = run_many((struct real *)be, paths, 1, watch, &g, NULL);
+    if (rc == GR_ZOK) rc = g.rc;
+    if (rc == GR_ZOK) {
+        if (data) *data = g.data;
+        else free(g.data);
+        if (len) *len = g.len;
+        if (stat) *stat = g.stat;
+    } else {
+        free(g.data);
+        if (data) *data = NULL;
+        if (len) *len = 0;
+    }
+    return rc;
+}
+
+static int r_set(struct gr_zk_backend *be, const char *path, const void *data, int len,
+                 int version, struct gr_zstat *stat) {
+    struct real *r = (struct real *)be;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    struct Stat st;
+    rc = zoo_set2(zh, path, data, data ? len : -1, version, &st);
+    release(r);
+    if (rc == ZOK) stat_from(stat, &st);
+    return rc;
+}
+
+static int r_exists(struct gr_zk_backend *be, const char *path, bool watch, struct gr_zstat *stat) {
+    struct real *r = (struct real *)be;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    struct Stat st;
+    rc = zoo_exists(zh, path, watch, &st);
+    release(r);
+    if (rc == ZOK) stat_from(stat, &st);
+    return rc;
+}
+
+static int r_get_children(struct gr_zk_backend *be, const char *path, bool watch,
+                          struct gr_zstrings *out) {
+    struct gr_zchildren_result c;
+    const char *paths[1] = {path};
+    int rc = run_many((struct real *)be, paths, 1, watch, NULL, &c);
+    if (rc == GR_ZOK) rc = c.rc;
+    if (rc == GR_ZOK) {
+        *out = c.children;
+    } else {
+        gr_zstrings_free(&c.children);
+        memset(out, 0, sizeof(*out));
+    }
+    return rc;
+}
+
+static int r_get_many(struct gr_zk_backend *be, const char *const *paths, int n, bool watch,
+                      struct gr_zget_result *results) {
+    return run_many((struct real *)be, paths, n, watch, results, NULL);
+}
+
+static int r_get_children_many(struct gr_zk_backend *be, const char *const *paths, int n,
+                               bool watch, struct gr_zchildren_result *results) {
+    return run_many((struct real *)be, paths, n, watch, NULL, results);
+}
+
+static int r_multi(struct gr_zk_backend *be, const struct gr_zop *ops, int n,
+                   struct gr_zop_result *results) {
+    struct real *r = (struct real *)be;
+    memset(results, 0, sizeof(*results) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return GR_ZOK;
+    zoo_op_t *zops = gr_calloc((size_t)n, sizeof(*zops));
+    zoo_op_result_t *zres = gr_calloc((size_t)n, sizeof(*zres));
+    struct Stat *stats = gr_calloc((size_t)n, sizeof(*stats));
+    char **bufs = gr_calloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        const struct gr_zop *o = &ops[i];
+        switch (o->type) {
+        case GR_ZOP_CREATE: {
+            size_t cap = strlen(o->path) + 32;
+            bufs[i] = gr_malloc(cap);
+            zoo_create_op_init(&zops[i], o->path, o->data, o->data ? o->len : -1,
+                               &ZOO_OPEN_ACL_UNSAFE, zflags(o->flags), bufs[i], (int)cap);
+            break;
+        }
+        case GR_ZOP_DELETE: zoo_delete_op_init(&zops[i], o->path, o->version); break;
+        case GR_ZOP_SET:
+            zoo_set_op_init(&zops[i], o->path, o->data, o->data ? o->len : -1, o->version,
+                            &stats[i]);
+            break;
+        default: zoo_check_op_init(&zops[i], o->path, o->version); break;
+        }
+    }
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (zh) {
+        rc = zoo_multi(zh, n, zops, zres);
+        release(r);
+    }
+    bool per_op = zh && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZINVALIDSTATE &&
+                  rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZMARSHALLINGERROR;
+    for (int i = 0; i < n; i++) {
+        results[i].rc = per_op ? zres[i].err : rc;
+        if (per_op && rc == ZOK) {
+            if (ops[i].type == GR_ZOP_CREATE) {
+                results[i].created_path = bufs[i];
+                bufs[i] = NULL;
+            } else if (ops[i].type == GR_ZOP_SET) {
+                stat_from(&results[i].stat, &stats[i]);
+            }
+        }
+        free(bufs[i]);
+    }
+    free(bufs);
+    free(stats);
+    free(zres);
+    free(zops);
+    return rc;
+}
+
+static int r_session(struct gr_zk_backend *be, struct gr_zsession *out) {
+    struct real *r = (struct real *)be;
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    const clientid_t *cid = zoo_client_id(zh);
+    memset(out, 0, sizeof(*out));
+    out->id = cid->client_id;
+    out->passwd_len = (int)sizeof(cid->passwd);
+    memcpy(out->passwd, cid->passwd, sizeof(cid->passwd));
+    release(r);
+    return out->id ? GR_ZOK : GR_ZINVALIDSTATE;
+}
+
+static int r_close_session(struct gr_zk_backend *be, const struct gr_zsession *s) {
+    struct real *r = (struct real *)be;
+    return gr_zk_real_close_session(r->connect, s, r->conn_timeout_ms);
+}
+
+static int r_wait_connected(struct gr_zk_backend *be, int timeout_ms) {
+    struct real *r = (struct real *)be;
+    struct timespec dl;
+    abs_deadline(&dl, timeout_ms);
+    pthread_mutex_lock(&r->mu);
+    int trc = 0;
+    int rc;
+    for (;;) {
+        if (r->closing) { rc = GR_ZCLOSING; break; }
+        if (r->expired) { rc = GR_ZSESSIONEXPIRED; break; }
+        if (r->connected) { rc = GR_ZOK; break; }
+        if (trc == ETIMEDOUT) { rc = GR_ZOPERATIONTIMEOUT; break; }
+        trc = pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+static void r_destroy(struct gr_zk_backend *be) {
+    struct real *r = (struct real *)be;
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    r->closing = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (r->thread_started) pthread_join(r->reconnect_thread, NULL);
+    pthread_rwlock_wrlock(&r->hlock);
+    zhandle_t *zh = r->zh;
+    struct hctx *h = r->hctx;
+    r->zh = NULL;
+    r->hctx = NULL;
+    pthread_rwlock_unlock(&r->hlock);
+    if (zh) zookeeper_close(zh);
+    free(h);
+    pthread_rwlock_destroy(&r->hlock);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->connect);
+    free(r);
+}
+
+static const struct gr_zk_backend_ops real_ops = {
+    .create = r_create,
+    .delete_node = r_delete,
+    .get = r_get,
+    .set = r_set,
+    .exists = r_exists,
+    .get_children = r_get_children,
+    .multi = r_multi,
+    .get_many = r_get_many,
+    .get_children_many = r_get_children_many,
+    .session = r_session,
+    .close_session = r_close_session,
+    .wait_connected = r_wait_connected,
+    .destroy = r_destroy,
+};
+
+/* ---- one-off handles (chroot creation, closing another session) ---- */
+
+struct oneoff {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state; /* 0 pending, 1 connected, 2 expired, 3 auth failed */
+};
+
+static void oneoff_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    struct oneoff *o = ctx;
+    if (type != ZOO_SESSION_EVENT) return;
+    pthread_mutex_lock(&o->mu);
+    if (state == ZOO_CONNECTED_STATE) o->state = 1;
+    else if (state == ZOO_EXPIRED_SESSION_STATE) o->state = 2;
+    else if (state == ZOO_AUTH_FAILED_STATE) o->state = 3;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* Connects a throw-away handle; returns its final state (see struct oneoff) or 0 on timeout.
+ * *zh is set (caller closes it) unless creation failed. */
+static int oneoff_connect(const char *connect, const clientid_t *cid, int timeout_ms,
+                          struct oneoff *o, zhandle_t **zh) {
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->state = 0;
+    *zh = zookeeper_init(connect, oneoff_watcher, timeout_ms > 2000 ? timeout_ms : 2000, cid, o, 0);
+    if (!*zh) return -1;
+    struct timespec dl;
+    abs_deadline(&dl, timeout_ms);
+    pthread_mutex_lock(&o->mu);
+    int rc = 0;
+    while (o->state == 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&o->cv, &o->mu, &dl);
+    int st = o->state;
+    pthread_mutex_unlock(&o->mu);
+    return st;
+}
+
+static void oneoff_done(struct oneoff *o, zhandle_t *zh) {
+    if (zh) zookeeper_close(zh);
+    pthread_mutex_destroy(&o->mu);
+    pthread_cond_destroy(&o->cv);
+}
+
+int gr_zk_real_close_session(const char *connect, const struct gr_zsession *s, int timeout_ms) {
+    clientid_t cid;
+    memset(&cid, 0, sizeof(cid));
+    cid.client_id = s->id;
+    memcpy(cid.passwd, s->passwd, (size_t)GR_MIN(s->passwd_len, (int)sizeof(cid.passwd)));
+    /* The chroot does not matter for sessions; strip it so a missing chroot cannot bite. */
+    char *hosts = gr_strdup(connect);
+    char *slash = strchr(hosts, '/');
+    if (slash) *slash = 0;
+    struct oneoff o;
+    zhandle_t *zh = NULL;
+    int st = oneoff_connect(hosts, &cid, timeout_ms, &o, &zh);
+    free(hosts);
+    int rc;
+    if (st == 1) rc = GR_ZOK;          /* zookeeper_close below sends closeSession */
+    else if (st == 2) rc = GR_ZSESSIONEXPIRED;
+    else if (st == 3) rc = GR_ZAUTHFAILED;
+    else if (st < 0) rc = GR_ZSYSTEMERROR;
+    else rc = GR_ZOPERATIONTIMEOUT;
+    oneoff_done(&o, zh);
+    if (rc == GR_ZOK)
+        gr_info(LOGGER, "closed previous ZooKeeper session 0x%llx", (unsigned long long)s->id);
+    return rc;
+}
+
+/* Creates the chroot path (every component) through a chroot-less handle. */
+static int ensure_chroot(const char *hosts, const char *chroot, int timeout_ms) {
+    struct oneoff o;
+    zhandle_t *zh = NULL;
+    int st = oneoff_connect(hosts, NULL, timeout_ms, &o, &zh);
+    int rc = GR_ZOK;
+    if (st != 1) {
+        rc = st == 0 ? GR_ZOPERATIONTIMEOUT : GR_ZSYSTEMERROR;
+    } else {
+        struct Stat stt;
+        if (zoo_exists(zh, chroot, 0, &stt) != ZOK) {
+            char *p = gr_strdup(chroot);
+            for (char *q = p + 1;; q++) {
+                if (*q == '/' || *q == 0) {
+                    char save = *q;
+                    *q = 0;
+                    int c = zoo_create(zh, p, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+                    *q = save;
+                    if (c != ZOK && c != ZNODEEXISTS) {
+                        gr_error(LOGGER, "cannot create chroot path '%s': %s", chroot, zerror(c));
+                        rc = c;
+                        break;
+                    }
+                    if (save == 0) break;
+                }
+            }
+            if (rc == GR_ZOK) gr_info(LOGGER, "created chroot path '%s'", chroot);
+            free(p);
+        }
+    }
+    oneoff_done(&o, zh);
+    return rc;
+}
+
+static void client_log_level_init(void) {
+    const char *lv = getenv("GREGOR_ZK_LOG_LEVEL");
+    ZooLogLevel l = ZOO_LOG_LEVEL_ERROR;
+    if (lv && strcmp(lv, "debug") == 0) l = ZOO_LOG_LEVEL_DEBUG;
+    else if (lv && strcmp(lv, "info") == 0) l = ZOO_LOG_LEVEL_INFO;
+    else if (lv && strcmp(lv, "warn") == 0) l = ZOO_LOG_LEVEL_WARN;
+    zoo_set_debug_level(l);
+}
+
+/* libzookeeper logs to stderr on its own; keep it quiet unless GREGOR_ZK_LOG_LEVEL says so. */
+static void set_client_log_level(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, client_log_level_init);
+}
+
+int gr_zk_real_open(const struct gr_zk_real_config *cfg, struct gr_zk_backend **out) {
+    *out = NULL;
+    set_client_log_level();
+    if (!cfg->connect || !*cfg->connect) {
+        gr_error(LOGGER, "zookeeper.connect is empty");
+        return GR_ZBADARGUMENTS;
+    }
+    int session_ms = cfg->session_timeout_ms > 0 ? cfg->session_timeout_ms : 18000;
+    int conn_ms = cfg->connection_timeout_ms > 0 ? cfg->connection_timeout_ms : session_ms;
+
+    const char *slash = strchr(cfg->connect, '/');
+    if (slash && slash[1]) {
+        char *hosts = gr_strndup(cfg->connect, (size_t)(slash - cfg->connect));
+        char *chroot = gr_strdup(slash);
+        size_t cl = strlen(chroot);
+        if (cl > 1 && chroot[cl - 1] == '/') chroot[cl - 1] = 0;
+        int rc = ensure_chroot(hosts, chroot, conn_ms);
+        free(hosts);
+        free(chroot);
+        if (rc != GR_ZOK) {
+            gr_error(LOGGER, "Timed out waiting for connection to ZooKeeper at '%s' (chroot set-up: %s)",
+                     cfg->connect, gr_zrc_name(rc));
+            return rc;
+        }
+    }
+
+    struct real *r = gr_calloc(1, sizeof(*r));
+    r->base.ops = &real_ops;
+    r->base.on_watch = cfg->on_watch;
+    r->base.on_session = cfg->on_session;
+    r->base.cb_ctx = cfg->cb_ctx;
+    r->base.session_timeout_ms = session_ms;
+    r->connect = gr_strdup(cfg->connect);
+    r->conn_timeout_ms = conn_ms;
+    pthread_rwlock_init(&r->hlock, NULL);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+
+    zhandle_t *zh = NULL;
+    struct hctx *h = NULL;
+    int rc = new_handle(r, conn_ms, &zh, &h);
+    if (rc != GR_ZOK) {
+        gr_error(LOGGER, "Timed out waiting for connection to ZooKeeper at '%s' after %d ms",
+                 cfg->connect, conn_ms);
+        r_destroy(&r->base);
+        return rc;
+    }
+    r->zh = zh;
+    r->hctx = h;
+    if (pthread_create(&r->reconnect_thread, NULL, reconnect_main, r) != 0) {
+        r_destroy(&r->base);
+        return GR_ZSYSTEMERROR;
+    }
+    r->thread_started = true;
+    const clientid_t *cid = zoo_client_id(zh);
+    gr_info(LOGGER, "connected to ZooKeeper at '%s', session id 0x%llx, session timeout %d ms",
+            cfg->connect, (unsigned long long)cid->client_id, session_ms);
+    *out = &r->base;
+    return GR_ZOK;
+}
