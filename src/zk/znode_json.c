@@ -158,6 +158,10 @@ int gr_kzk_endpoint_parse(const char *s, struct gr_kzk_endpoint *ep) {
         h0++;
         h1--;
     }
+    for (const char *c = h0; c < h1; c++) /* Kafka's host class: [0-9a-zA-Z\-%._:] */
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              *c == '-' || *c == '%' || *c == '.' || *c == '_' || *c == ':'))
+            return GR_ECORRUPT;
     int32_t port;
     if (parse_nonneg_i32(colon + 1, &port) || port > 65535) return GR_ECORRUPT;
     ep->listener = gr_strndup(s, (size_t)(sep - s));
