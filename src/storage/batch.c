@@ -104,9 +104,10 @@ int16_t gr_batch_err_kerr(int err) {
 
 /* ---- header ---- */
 
-int gr_batch_parse_header(const uint8_t *buf, size_t len, struct gr_batch_info *out) {
+int gr_batch_peek_header(const uint8_t *buf, size_t hdr_len, size_t avail, struct gr_batch_info *out) {
     memset(out, 0, sizeof *out);
-    if (len < GR_BATCH_OFF_MAGIC + 1) return GR_BATCH_ETRUNCATED;
+    if (hdr_len > avail) hdr_len = avail;
+    if (hdr_len < GR_BATCH_OFF_MAGIC + 1) return GR_BATCH_ETRUNCATED;
     out->BaseOffset = (int64_t)gr_be64(buf + GR_BATCH_OFF_BASE_OFFSET);
     out->BatchLength = (int32_t)gr_be32(buf + GR_BATCH_OFF_LENGTH);
     out->PartitionLeaderEpoch = (int32_t)gr_be32(buf + GR_BATCH_OFF_LEADER_EPOCH);
@@ -115,7 +116,7 @@ int gr_batch_parse_header(const uint8_t *buf, size_t len, struct gr_batch_info *
     if (out->Magic != GR_BATCH_MAGIC) return GR_BATCH_EMAGIC;
     if (out->BatchLength < GR_BATCH_HEADER_SIZE - GR_BATCH_LOG_OVERHEAD) return GR_BATCH_ELENGTH;
     out->size = (size_t)out->BatchLength + GR_BATCH_LOG_OVERHEAD;
-    if (out->size > len) return GR_BATCH_ETRUNCATED;
+    if (out->size > avail || hdr_len < GR_BATCH_HEADER_SIZE) return GR_BATCH_ETRUNCATED;
     out->Crc = gr_be32(buf + GR_BATCH_OFF_CRC);
     out->Attributes = (int16_t)gr_be16(buf + GR_BATCH_OFF_ATTRIBUTES);
     out->LastOffsetDelta = (int32_t)gr_be32(buf + GR_BATCH_OFF_LAST_OFFSET_DELTA);
@@ -126,6 +127,10 @@ int gr_batch_parse_header(const uint8_t *buf, size_t len, struct gr_batch_info *
     out->BaseSequence = (int32_t)gr_be32(buf + GR_BATCH_OFF_BASE_SEQUENCE);
     out->RecordCount = (int32_t)gr_be32(buf + GR_BATCH_OFF_RECORD_COUNT);
     return GR_BATCH_OK;
+}
+
+int gr_batch_parse_header(const uint8_t *buf, size_t len, struct gr_batch_info *out) {
+    return gr_batch_peek_header(buf, len, len, out);
 }
 
 /* ---- records ---- */

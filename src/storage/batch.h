@@ -124,6 +124,11 @@ static inline int gr_batch_info_compression(const struct gr_batch_info *b) {
  * BaseOffset/BatchLength/Magic as far as read otherwise). */
 int gr_batch_parse_header(const uint8_t *buf, size_t len, struct gr_batch_info *out);
 
+/* Like gr_batch_parse_header() for a header read separately from the batch (e.g. the first 61
+ * bytes pread from a segment): buf holds hdr_len bytes, `avail` bytes exist from the batch start
+ * (e.g. file size - position); the batch must fit in avail. */
+int gr_batch_peek_header(const uint8_t *buf, size_t hdr_len, size_t avail, struct gr_batch_info *out);
+
 /* Fully validates the single batch at the start of buf: header, CRC, counts, and (unless
  * GR_BATCH_V_NO_RECORDS, and only when uncompressed) every record. The batch may be followed by
  * more bytes; out->size tells where it ends. */

@@ -1,0 +1,724 @@
+/* The partition log: segments, recovery, appends, reads, truncation, retention, epochs.
+ * Locking: every exported function except open/close/delete holds log->mu throughout. */
+#include "storage/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/epoch_cache.h"
+#include "storage/segment.h"
+
+#define LOGGER "storage.log"
+
+struct gr_log {
+    pthread_mutex_t mu;
+    char *dir;
+    struct gr_log_config cfg;
+    struct gr_segment **segs; /* sorted by base offset; the last one is active */
+    size_t n_segs, cap_segs;
+    int64_t log_start_offset;
+    int64_t recovery_point;
+    struct gr_epoch_cache ec;
+    int64_t unflushed_messages;
+    int64_t last_flush_ms; /* gr_mono_ms() */
+};
+
+void gr_log_config_defaults(struct gr_log_config *cfg) {
+    cfg->segment_bytes = 1 << 30;
+    cfg->roll_ms = 7LL * 24 * 3600 * 1000;
+    cfg->index_interval_bytes = 4096;
+    cfg->max_message_bytes = 1048588;
+    cfg->flush_messages = INT64_MAX;
+    cfg->flush_ms = INT64_MAX;
+}
+
+static int check_config(const struct gr_log_config *cfg) {
+    if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
+        cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0)
+        return GR_ECONFIG;
+    return 0;
+}
+
+static struct gr_segment *active(struct gr_log *log) { return log->segs[log->n_segs - 1]; }
+static int64_t leo(struct gr_log *log) { return active(log)->next_offset; }
+
+static void segs_push(struct gr_log *log, struct gr_segment *seg) {
+    if (log->n_segs == log->cap_segs) {
+        log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 8;
+        log->segs = gr_realloc(log->segs, log->cap_segs * sizeof *log->segs);
+    }
+    log->segs[log->n_segs++] = seg;
+}
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Deletes segments [from, n) (files and memory). */
+static void drop_segments_from(struct gr_log *log, size_t from) {
+    while (log->n_segs > from) {
+        struct gr_segment *seg = log->segs[--log->n_segs];
+        gr_segment_delete_files(seg);
+        gr_segment_free(seg);
+    }
+}
+
+/* ---- open ---- */
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Parses "<20 digits><suffix>"; returns the base offset or -1. */
+static int64_t parse_seg_name(const char *name, const char *suffix) {
+    size_t n = strlen(name), sl = strlen(suffix);
+    if (n != 20 + sl || strcmp(name + 20, suffix) != 0) return -1;
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        if (v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+static void epoch_cb(void *arg, const struct gr_batch_info *bi) {
+    struct gr_log *log = arg;
+    gr_epoch_cache_assign(&log->ec, bi->PartitionLeaderEpoch, bi->BaseOffset);
+}
+
+/* Lists segment base offsets in dir (sorted) and removes stale temporary / orphan files. */
+static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
+    DIR *d = opendir(dir);
+    if (!d) return -errno;
+    int64_t *bases = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int64_t b = parse_seg_name(de->d_name, ".log");
+        if (b >= 0) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                bases = gr_realloc(bases, cap * sizeof *bases);
+            }
+            bases[n++] = b;
+            continue;
+        }
+        size_t len = strlen(de->d_name);
+        bool stale = (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0) ||
+                     (len > 8 && strcmp(de->d_name + len - 8, ".deleted") == 0);
+        int64_t ib = parse_seg_name(de->d_name, ".index");
+        if (ib < 0) ib = parse_seg_name(de->d_name, ".timeindex");
+        if (ib >= 0) {
+            char *lp = gr_asprintf("%s/%020" PRId64 ".log", dir, ib);
+            stale = access(lp, F_OK) != 0;
+            free(lp);
+        }
+        if (stale) {
+            char *p = gr_asprintf("%s/%s", dir, de->d_name);
+            gr_info(LOGGER, "deleting stale file '%s'", p);
+            unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+    if (n) qsort(bases, n, sizeof *bases, cmp_i64);
+    *bases_out = bases;
+    *n_out = n;
+    return 0;
+}
+
+/* Loads or recovers every segment; see gr_log_open_dir. */
+static int load_segments(struct gr_log *log, int64_t recovery_point) {
+    int64_t *bases;
+    size_t n;
+    int rc = list_segments(log->dir, &bases, &n);
+    if (rc) {
+        gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) segs_push(log, gr_segment_new(log->dir, bases[i]));
+    free(bases);
+    int32_t interval = log->cfg.index_interval_bytes;
+    for (size_t i = 0; i < log->n_segs; i++) {
+        struct gr_segment *seg = log->segs[i];
+        int64_t prev_next = i ? log->segs[i - 1]->next_offset : seg->base_offset;
+        bool last = i + 1 == log->n_segs;
+        bool recover = last ? false : log->segs[i + 1]->base_offset > recovery_point;
+        if (!recover) {
+            rc = gr_segment_load(seg, interval);
+            if (rc == GR_ECORRUPT || (rc == 0 && last && seg->next_offset > recovery_point)) recover = true;
+            else if (rc) return rc;
+        }
+        if (!recover) continue;
+        int64_t cut = 0;
+        rc = gr_segment_recover(seg, prev_next, interval, epoch_cb, log, &cut);
+        if (rc) return rc;
+        if (rc == 0) rc = gr_segment_fsync(seg);
+        if (rc) return rc;
+        if (cut > 0 && !last) {
+            gr_warn(LOGGER, "deleting %zu segment(s) of '%s' after the corrupt segment %020" PRId64,
+                    log->n_segs - i - 1, log->dir, seg->base_offset);
+            drop_segments_from(log, i + 1);
+        }
+    }
+    return 0;
+}
+
+int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t recovery_point, struct gr_log **out) {
+    *out = NULL;
+    int rc = check_config(cfg);
+    if (rc) return rc;
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        rc = -errno;
+        gr_error(LOGGER, "cannot create log directory '%s': %s", dir, strerror(errno));
+        return rc;
+    }
+    struct gr_log *log = gr_calloc(1, sizeof *log);
+    pthread_mutex_init(&log->mu, NULL);
+    log->dir = gr_strdup(dir);
+    log->cfg = *cfg;
+    log->last_flush_ms = gr_mono_ms();
+    char *ecp = gr_asprintf("%s/%s", dir, GR_LEADER_EPOCH_CHECKPOINT);
+    rc = gr_epoch_cache_load(&log->ec, ecp);
+    free(ecp);
+    if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point);
+    if (rc == 0 && log->n_segs == 0) {
+        struct gr_segment *seg = gr_segment_new(dir, 0);
+        segs_push(log, seg);
+        rc = gr_segment_create(seg);
+        if (rc == 0) rc = fsync_dir(dir);
+    }
+    if (rc == 0) rc = gr_segment_open_fds(active(log));
+    if (rc) {
+        gr_error(LOGGER, "cannot open log '%s': %s", dir, gr_strerror(rc));
+        gr_log_close(log);
+        return rc;
+    }
+    log->log_start_offset = log->segs[0]->base_offset;
+    log->recovery_point = leo(log);
+    gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+    gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+    gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
+            dir, log->n_segs, log->log_start_offset, leo(log));
+    *out = log;
+    return 0;
+}
+
+void gr_log_close(struct gr_log *log) {
+    if (!log) return;
+    for (size_t i = 0; i < log->n_segs; i++) gr_segment_free(log->segs[i]);
+    free(log->segs);
+    gr_epoch_cache_release(&log->ec);
+    pthread_mutex_destroy(&log->mu);
+    free(log->dir);
+    free(log);
+}
+
+static int remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return errno == ENOENT ? 0 : -errno;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        char *p = gr_asprintf("%s/%s", path, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rc = remove_tree(p);
+        else if (unlink(p) < 0 && rc == 0) rc = -errno;
+        free(p);
+    }
+    closedir(d);
+    if (rmdir(path) < 0 && rc == 0) rc = -errno;
+    return rc;
+}
+
+int gr_log_delete(struct gr_log *log) {
+    char *dir = gr_strdup(log->dir);
+    gr_log_close(log);
+    int rc = remove_tree(dir);
+    if (rc) gr_error(LOGGER, "cannot delete log directory '%s': %s", dir, gr_strerror(rc));
+    else gr_info(LOGGER, "deleted log directory '%s'", dir);
+    free(dir);
+    return rc;
+}
+
+int gr_log_set_config(struct gr_log *log, const struct gr_log_config *cfg) {
+    int rc = check_config(cfg);
+    if (rc) return rc;
+    pthread_mutex_lock(&log->mu);
+    log->cfg = *cfg;
+    pthread_mutex_unlock(&log->mu);
+    return 0;
+}
+
+/* ---- flush ---- */
+
+static int flush_locked(struct gr_log *log) {
+    int rc = gr_segment_fsync(active(log));
+    if (rc) return rc;
+    log->recovery_point = leo(log);
+    log->unflushed_messages = 0;
+    log->last_flush_ms = gr_mono_ms();
+    return 0;
+}
+
+int gr_log_flush(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int rc = flush_locked(log);
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+static bool flush_due(struct gr_log *log) {
+    if (log->recovery_point >= leo(log)) return false;
+    if (log->unflushed_messages >= log->cfg.flush_messages) return true;
+    return log->cfg.flush_ms != INT64_MAX && gr_mono_ms() - log->last_flush_ms >= log->cfg.flush_ms;
+}
+
+int gr_log_flush_if_due(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int rc = flush_due(log) ? flush_locked(log) : 0;
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+/* ---- append ---- */
+
+/* Rolls to a new empty active segment at the log end offset. The old active segment is fsynced
+ * first, so everything below the new base is durable: the recovery point moves there. */
+static int roll(struct gr_log *log) {
+    struct gr_segment *old = active(log);
+    if (old->size == 0) return 0;
+    int rc = gr_segment_fsync(old);
+    if (rc) return rc;
+    struct gr_segment *seg = gr_segment_new(log->dir, old->next_offset);
+    rc = gr_segment_create(seg);
+    if (rc) {
+        gr_segment_delete_files(seg);
+        gr_segment_free(seg);
+        return rc;
+    }
+    gr_segment_close_fds(old);
+    segs_push(log, seg);
+    fsync_dir(log->dir);
+    log->recovery_point = seg->base_offset;
+    gr_info(LOGGER, "rolled new log segment at offset %" PRId64 " in '%s'", seg->base_offset, log->dir);
+    return 0;
+}
+
+static bool time_to_roll(struct gr_log *log, int64_t incoming_max_ts) {
+    struct gr_segment *a = active(log);
+    if (a->size == 0) return false;
+    int64_t waited = a->first_batch_ts >= 0 && incoming_max_ts >= 0 ? incoming_max_ts - a->first_batch_ts
+                                                                    : gr_wall_ms() - a->created_ms;
+    return waited > log->cfg.roll_ms;
+}
+
+/* Writes validated batches with assigned offsets, rolling segments as needed. */
+static int write_batches(struct gr_log *log, const uint8_t *buf, size_t len, int64_t incoming_max_ts) {
+    size_t off = 0;
+    bool time_checked = false;
+    while (off < len) {
+        struct gr_segment *a = active(log);
+        if (!time_checked) {
+            time_checked = true;
+            if (time_to_roll(log, incoming_max_ts)) {
+                int rc = roll(log);
+                if (rc) return rc;
+                continue;
+            }
+        }
+        size_t g = 0;
+        while (off + g < len) {
+            struct gr_batch_info bi;
+            if (gr_batch_parse_header(buf + off + g, len - off - g, &bi) != GR_BATCH_OK) return GR_ECORRUPT;
+            bool fits = a->size + (int64_t)(g + bi.size) <= log->cfg.segment_bytes &&
+                        gr_batch_info_last_offset(&bi) - a->base_offset <= INT32_MAX;
+            if (!fits && !(g == 0 && a->size == 0)) break;
+            g += bi.size;
+        }
+        if (g == 0) {
+            int rc = roll(log);
+            if (rc) return rc;
+            continue;
+        }
+        int rc = gr_segment_append(a, buf + off, g, log->cfg.index_interval_bytes);
+        if (rc) return rc;
+        off += g;
+    }
+    return 0;
+}
+
+static void append_info_init(struct gr_append_info *info) {
+    memset(info, 0, sizeof *info);
+    info->first_offset = info->last_offset = -1;
+    info->max_timestamp = info->offset_of_max_timestamp = -1;
+    info->log_append_time = -1;
+}
+
+static void after_append(struct gr_log *log, int64_t records) {
+    log->unflushed_messages += records;
+    if (flush_due(log)) flush_locked(log);
+}
+
+int gr_log_append_as_leader(struct gr_log *log, uint8_t *batches, size_t len, int32_t leader_epoch,
+                            struct gr_append_info *info) {
+    append_info_init(info);
+    pthread_mutex_lock(&log->mu);
+    info->log_start_offset = log->log_start_offset;
+    /* Size limit first (as Kafka), from headers only. */
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, batches, len);
+    while (gr_batch_iter_next(&it, &bi, &p)) {
+        if (bi.size > (size_t)log->cfg.max_message_bytes) {
+            info->error = GR_KERR_MESSAGE_TOO_LARGE;
+            goto out;
+        }
+    }
+    struct gr_batch_summary sum;
+    int err = gr_batch_validate_all(batches, len, GR_BATCH_V_CLIENT, &sum);
+    if (err != GR_BATCH_OK) {
+        gr_debug(LOGGER, "rejecting produce to '%s': %s at byte %zu", log->dir, gr_batch_strerror(err), sum.bad_pos);
+        info->error = gr_batch_err_kerr(err);
+        goto out;
+    }
+    if (len > (size_t)log->cfg.segment_bytes) {
+        info->error = GR_KERR_RECORD_LIST_TOO_LARGE;
+        goto out;
+    }
+    int64_t next = leo(log);
+    info->first_offset = next;
+    for (size_t pos = 0; pos < len; pos += bi.size) {
+        gr_batch_parse_header(batches + pos, len - pos, &bi);
+        gr_batch_set_base_offset(batches + pos, next);
+        gr_batch_set_partition_leader_epoch(batches + pos, leader_epoch);
+        next += (int64_t)bi.LastOffsetDelta + 1;
+        if (bi.MaxTimestamp > info->max_timestamp) {
+            info->max_timestamp = bi.MaxTimestamp;
+            info->offset_of_max_timestamp = next - 1;
+        }
+    }
+    int rc = write_batches(log, batches, len, sum.max_timestamp);
+    if (rc) {
+        info->error = GR_KERR_KAFKA_STORAGE_ERROR;
+        info->first_offset = info->last_offset = -1;
+        pthread_mutex_unlock(&log->mu);
+        return rc;
+    }
+    info->last_offset = next - 1;
+    info->record_count = sum.records;
+    info->batch_count = sum.batches;
+    gr_epoch_cache_assign(&log->ec, leader_epoch, info->first_offset);
+    after_append(log, sum.records);
+out:
+    if (info->error != GR_KERR_NONE) info->first_offset = info->last_offset = -1;
+    pthread_mutex_unlock(&log->mu);
+    return 0;
+}
+
+int gr_log_append_as_follower(struct gr_log *log, const uint8_t *batches, size_t len, struct gr_append_info *info) {
+    struct gr_append_info local;
+    if (!info) info = &local;
+    append_info_init(info);
+    pthread_mutex_lock(&log->mu);
+    info->log_start_offset = log->log_start_offset;
+    struct gr_batch_summary sum;
+    int rc = 0;
+    int err = gr_batch_validate_all(batches, len, 0, &sum);
+    if (err != GR_BATCH_OK) {
+        gr_warn(LOGGER, "follower append to '%s' rejected: %s at byte %zu", log->dir, gr_batch_strerror(err),
+                sum.bad_pos);
+        info->error = gr_batch_err_kerr(err);
+        rc = GR_ECORRUPT;
+        goto out;
+    }
+    if (!sum.offsets_contiguous || sum.first_offset != leo(log)) {
+        gr_warn(LOGGER, "follower append to '%s' rejected: offsets %" PRId64 "..%" PRId64 " do not continue the "
+                "log end offset %" PRId64, log->dir, sum.first_offset, sum.last_offset, leo(log));
+        info->error = GR_KERR_OFFSET_OUT_OF_RANGE;
+        rc = -ERANGE;
+        goto out;
+    }
+    rc = write_batches(log, batches, len, sum.max_timestamp);
+    /* Epochs of whatever got written (all of it unless an I/O error struck midway). */
+    int64_t end = leo(log);
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, batches, len);
+    while (gr_batch_iter_next(&it, &bi, &p) && bi.BaseOffset < end)
+        gr_epoch_cache_assign(&log->ec, bi.PartitionLeaderEpoch, bi.BaseOffset);
+    if (rc) {
+        info->error = GR_KERR_KAFKA_STORAGE_ERROR;
+        goto out;
+    }
+    info->first_offset = sum.first_offset;
+    info->last_offset = sum.last_offset;
+    info->max_timestamp = sum.max_timestamp;
+    info->offset_of_max_timestamp = sum.offset_of_max_timestamp;
+    info->record_count = sum.records;
+    info->batch_count = sum.batches;
+    after_append(log, sum.records);
+out:
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+/* ---- read ---- */
+
+/* Index of the last segment with base_offset <= offset (0 if none). */
+static size_t seg_for_offset(struct gr_log *log, int64_t offset) {
+    size_t lo = 0, hi = log->n_segs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (log->segs[mid]->base_offset <= offset) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? lo - 1 : 0;
+}
+
+int gr_log_read(struct gr_log *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                struct gr_log_read_result *res) {
+    memset(res, 0, sizeof *res);
+    res->first_offset = -1;
+    res->next_offset = offset;
+    pthread_mutex_lock(&log->mu);
+    res->log_start_offset = log->log_start_offset;
+    res->log_end_offset = leo(log);
+    int rc = 0;
+    if (offset < log->log_start_offset || offset > leo(log)) {
+        res->error = GR_KERR_OFFSET_OUT_OF_RANGE;
+        goto out;
+    }
+    for (size_t i = seg_for_offset(log, offset); i < log->n_segs; i++) {
+        struct gr_segment *seg = log->segs[i];
+        int64_t pos;
+        rc = gr_segment_find(seg, offset, &pos);
+        if (rc) break;
+        if (pos >= seg->size) continue; /* nothing at or after offset here */
+        rc = gr_segment_read(seg, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
+                             &res->first_offset, &res->next_offset);
+        break;
+    }
+out:
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+/* ---- truncation ---- */
+
+static int truncate_fully_locked(struct gr_log *log, int64_t offset) {
+    drop_segments_from(log, 0);
+    struct gr_segment *seg = gr_segment_new(log->dir, offset);
+    segs_push(log, seg);
+    int rc = gr_segment_create(seg);
+    fsync_dir(log->dir);
+    log->log_start_offset = offset;
+    log->recovery_point = offset;
+    gr_epoch_cache_clear(&log->ec);
+    gr_info(LOGGER, "truncated '%s' fully; log now starts at offset %" PRId64, log->dir, offset);
+    return rc;
+}
+
+int gr_log_truncate_fully_and_start_at(struct gr_log *log, int64_t offset) {
+    if (offset < 0) return -EINVAL;
+    pthread_mutex_lock(&log->mu);
+    int rc = truncate_fully_locked(log, offset);
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+int gr_log_truncate_to(struct gr_log *log, int64_t offset) {
+    if (offset < 0) return -EINVAL;
+    pthread_mutex_lock(&log->mu);
+    int rc = 0;
+    int64_t old_leo = leo(log);
+    if (offset >= old_leo) goto out;
+    if (offset < log->segs[0]->base_offset) {
+        rc = truncate_fully_locked(log, offset);
+        goto out;
+    }
+    size_t keep = seg_for_offset(log, offset) + 1;
+    bool active_changed = keep < log->n_segs;
+    drop_segments_from(log, keep);
+    struct gr_segment *a = active(log);
+    if (active_changed) rc = gr_segment_open_fds(a);
+    if (rc == 0) rc = gr_segment_truncate_to(a, offset);
+    if (log->recovery_point > leo(log)) log->recovery_point = leo(log);
+    gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+    gr_info(LOGGER, "truncated '%s' to offset %" PRId64 " (log end offset %" PRId64 " -> %" PRId64 ")", log->dir,
+            offset, old_leo, leo(log));
+out:
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+/* ---- offsets ---- */
+
+int64_t gr_log_start_offset(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = log->log_start_offset;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+int64_t gr_log_end_offset(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = leo(log);
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+int64_t gr_log_recovery_point(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = log->recovery_point;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+int64_t gr_log_size_bytes(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = 0;
+    for (size_t i = 0; i < log->n_segs; i++) v += log->segs[i]->size;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+int gr_log_segment_count(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int v = (int)log->n_segs;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+const char *gr_log_dir(const struct gr_log *log) { return log->dir; }
+
+int gr_log_offset_for_timestamp(struct gr_log *log, int64_t ts, int64_t *offset_out, int64_t *ts_out) {
+    *offset_out = -1;
+    *ts_out = -1;
+    pthread_mutex_lock(&log->mu);
+    int rc = 0;
+    if (ts == GR_LIST_OFFSETS_EARLIEST) {
+        *offset_out = log->log_start_offset;
+    } else if (ts == GR_LIST_OFFSETS_LATEST) {
+        *offset_out = leo(log);
+    } else {
+        for (size_t i = 0; i < log->n_segs; i++) {
+            rc = gr_segment_find_timestamp(log->segs[i], ts, offset_out, ts_out);
+            if (rc != 0) break;
+        }
+        if (rc > 0) rc = 0;
+        else if (rc < 0) *offset_out = *ts_out = -1;
+    }
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+/* ---- leader epochs ---- */
+
+int gr_log_end_offset_for_epoch(struct gr_log *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
+    pthread_mutex_lock(&log->mu);
+    gr_epoch_cache_end_offset_for(&log->ec, epoch, leo(log), end_offset, epoch_out);
+    pthread_mutex_unlock(&log->mu);
+    return 0;
+}
+
+int32_t gr_log_latest_epoch(struct gr_log *log) {
+    pthread_mutex_lock(&log->mu);
+    int32_t e = log->ec.n ? log->ec.e[log->ec.n - 1].epoch : -1;
+    pthread_mutex_unlock(&log->mu);
+    return e;
+}
+
+int gr_log_epoch_entries(struct gr_log *log, int32_t *epochs, int64_t *start_offsets, int max) {
+    pthread_mutex_lock(&log->mu);
+    int n = (int)log->ec.n;
+    for (int i = 0; i < n && i < max; i++) {
+        epochs[i] = log->ec.e[i].epoch;
+        start_offsets[i] = log->ec.e[i].start_offset;
+    }
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
+/* ---- retention ---- */
+
+/* Largest timestamp of a segment, or its file mtime when no batch carries one. */
+static int64_t segment_largest_ts(struct gr_segment *seg) {
+    if (gr_segment_ensure_max_ts(seg) == 0 && seg->max_timestamp >= 0) return seg->max_timestamp;
+    struct stat st;
+    if (stat(seg->log_path, &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    return seg->created_ms;
+}
+
+int gr_log_apply_retention(struct gr_log *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
+    pthread_mutex_lock(&log->mu);
+    size_t del = 0; /* segments [0, del) will go */
+    if (retention_ms >= 0)
+        while (del + 1 < log->n_segs && now_ms - segment_largest_ts(log->segs[del]) > retention_ms) del++;
+    if (retention_bytes >= 0) {
+        int64_t total = 0;
+        for (size_t i = del; i < log->n_segs; i++) total += log->segs[i]->size;
+        int64_t diff = total - retention_bytes;
+        while (del + 1 < log->n_segs && diff - log->segs[del]->size >= 0) {
+            diff -= log->segs[del]->size;
+            del++;
+        }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < del; i++) {
+        struct gr_segment *seg = log->segs[i];
+        gr_info(LOGGER, "deleting segment %020" PRId64 " of '%s' (%" PRId64 " bytes) by retention", seg->base_offset,
+                log->dir, seg->size);
+        int drc = gr_segment_delete_files(seg);
+        if (drc && rc == 0) rc = drc;
+        gr_segment_free(seg);
+    }
+    if (del) {
+        memmove(log->segs, log->segs + del, (log->n_segs - del) * sizeof *log->segs);
+        log->n_segs -= del;
+        log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
+        gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+    }
+    pthread_mutex_unlock(&log->mu);
+    return rc ? rc : (int)del;
+}
+
+/* ---- names ---- */
+
+int gr_log_parse_dir_name(const char *name, char *topic, size_t topic_size, int32_t *partition) {
+    const char *dash = strrchr(name, '-');
+    if (!dash || dash == name || !dash[1]) return -EINVAL;
+    int64_t v = 0;
+    for (const char *p = dash + 1; *p; p++) {
+        if (*p < '0' || *p > '9') return -EINVAL;
+        v = v * 10 + (*p - '0');
+        if (v > INT32_MAX) return -EINVAL;
+    }
+    size_t tl = (size_t)(dash - name);
+    if (tl >= topic_size) return -EINVAL;
+    memcpy(topic, name, tl);
+    topic[tl] = '\0';
+    *partition = (int32_t)v;
+    return 0;
+}

@@ -1,0 +1,647 @@
+/* Log segments: the .log file of batches and its sparse .index (formats in docs/STORAGE.md).
+ *
+ * Index rule (same on append and on recovery, as Kafka's LogSegment): before a batch at
+ * position P is added, if more than index_interval bytes were added since the last indexed
+ * position, an entry (lastOffset(batch) - base, P) is added. A look-up for offset O takes the
+ * last entry with relativeOffset <= O - base (or position 0) and walks batch headers forward to
+ * the first batch with lastOffset >= O. */
+#include "storage/segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/be.h"
+
+#define LOGGER "storage.segment"
+
+/* Upper bound of one read's copy (bigger max_bytes just return less, as Kafka may). */
+#define GR_SEGMENT_READ_MAX (32 << 20)
+
+/* ---- small I/O helpers ---- */
+
+/* Reads up to len bytes at off; returns bytes read (short only at EOF) or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t len, int64_t off) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + (int64_t)got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, int64_t off) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(fd, (const uint8_t *)buf + done, len - done, (off_t)(off + (int64_t)done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+/* An fd to read the .log: the active fd, or a fresh O_RDONLY one the caller closes. */
+static int read_fd(struct gr_segment *seg, bool *opened) {
+    *opened = false;
+    if (seg->log_fd >= 0) return seg->log_fd;
+    int fd = open(seg->log_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        return rc;
+    }
+    *opened = true;
+    return fd;
+}
+
+/* Reads and parses the batch header at pos (the batch must end within seg->size). */
+static int header_at(int fd, int64_t pos, int64_t end, struct gr_batch_info *bi) {
+    uint8_t hdr[GR_BATCH_HEADER_SIZE];
+    ssize_t n = pread_full(fd, hdr, sizeof hdr, pos);
+    if (n < 0) return (int)n;
+    if (gr_batch_peek_header(hdr, (size_t)n, (size_t)(end - pos), bi) != GR_BATCH_OK) return GR_ECORRUPT;
+    return 0;
+}
+
+/* ---- lifecycle ---- */
+
+struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
+    struct gr_segment *seg = gr_calloc(1, sizeof *seg);
+    seg->base_offset = base;
+    seg->next_offset = base;
+    seg->log_path = gr_asprintf("%s/%020" PRId64 ".log", dir, base);
+    seg->index_path = gr_asprintf("%s/%020" PRId64 ".index", dir, base);
+    seg->log_fd = seg->index_fd = -1;
+    seg->max_timestamp = -1;
+    seg->max_ts_known = true;
+    seg->first_batch_ts = -1;
+    seg->created_ms = gr_wall_ms();
+    return seg;
+}
+
+void gr_segment_close_fds(struct gr_segment *seg) {
+    if (seg->log_fd >= 0) close(seg->log_fd);
+    if (seg->index_fd >= 0) close(seg->index_fd);
+    seg->log_fd = seg->index_fd = -1;
+}
+
+void gr_segment_free(struct gr_segment *seg) {
+    if (!seg) return;
+    gr_segment_close_fds(seg);
+    free(seg->log_path);
+    free(seg->index_path);
+    free(seg->idx);
+    free(seg);
+}
+
+int gr_segment_open_fds(struct gr_segment *seg) {
+    if (seg->log_fd >= 0) return 0;
+    seg->log_fd = open(seg->log_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (seg->log_fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        return rc;
+    }
+    seg->index_fd = open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (seg->index_fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot open index '%s': %s", seg->index_path, strerror(errno));
+        gr_segment_close_fds(seg);
+        return rc;
+    }
+    return 0;
+}
+
+int gr_segment_create(struct gr_segment *seg) {
+    int fd = open(seg->log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        gr_error(LOGGER, "cannot create segment '%s': %s", seg->log_path, strerror(errno));
+        return -errno;
+    }
+    close(fd);
+    fd = open(seg->index_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        gr_error(LOGGER, "cannot create index '%s': %s", seg->index_path, strerror(errno));
+        return -errno;
+    }
+    close(fd);
+    seg->size = 0;
+    seg->next_offset = seg->base_offset;
+    seg->n_idx = 0;
+    seg->bytes_since_index = 0;
+    seg->max_timestamp = -1;
+    seg->max_ts_known = true;
+    seg->first_batch_ts = -1;
+    seg->created_ms = gr_wall_ms();
+    return gr_segment_open_fds(seg);
+}
+
+int gr_segment_delete_files(struct gr_segment *seg) {
+    gr_segment_close_fds(seg);
+    int rc = 0;
+    if (unlink(seg->log_path) < 0 && errno != ENOENT) rc = -errno;
+    if (unlink(seg->index_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
+    /* A Kafka-written directory may also hold a time index; it must not outlive its segment. */
+    size_t n = strlen(seg->index_path);
+    char *ti = gr_asprintf("%.*stimeindex", (int)(n - 5), seg->index_path);
+    unlink(ti);
+    free(ti);
+    return rc;
+}
+
+/* ---- index ---- */
+
+static void idx_push(struct gr_segment *seg, uint32_t rel, uint32_t pos) {
+    if (seg->n_idx == seg->cap_idx) {
+        seg->cap_idx = seg->cap_idx ? seg->cap_idx * 2 : 64;
+        seg->idx = gr_realloc(seg->idx, seg->cap_idx * sizeof *seg->idx);
+    }
+    seg->idx[seg->n_idx++] = (struct gr_index_entry){rel, pos};
+}
+
+/* Applies the index rule for a batch at pos. Returns true if an entry was added. */
+static bool index_batch(struct gr_segment *seg, int64_t pos, const struct gr_batch_info *bi, int32_t interval) {
+    bool added = false;
+    if (seg->bytes_since_index > interval) {
+        idx_push(seg, (uint32_t)(gr_batch_info_last_offset(bi) - seg->base_offset), (uint32_t)pos);
+        seg->bytes_since_index = 0;
+        added = true;
+    }
+    seg->bytes_since_index += (int64_t)bi->size;
+    return added;
+}
+
+static void encode_entries(const struct gr_index_entry *e, size_t n, uint8_t *out) {
+    for (size_t i = 0; i < n; i++) {
+        gr_put_be32(out + 8 * i, e[i].rel);
+        gr_put_be32(out + 8 * i + 4, e[i].pos);
+    }
+}
+
+/* Rewrites the whole .index file from memory. */
+static int index_write_file(struct gr_segment *seg) {
+    int fd = seg->index_fd >= 0 ? seg->index_fd : open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    size_t len = seg->n_idx * 8;
+    uint8_t *buf = gr_malloc(len ? len : 1);
+    encode_entries(seg->idx, seg->n_idx, buf);
+    int rc = pwrite_full(fd, buf, len, 0);
+    if (rc == 0 && ftruncate(fd, (off_t)len) < 0) rc = -errno;
+    free(buf);
+    if (fd != seg->index_fd) close(fd);
+    if (rc) gr_error(LOGGER, "cannot write index '%s': %s", seg->index_path, gr_strerror(rc));
+    return rc;
+}
+
+/* Loads the .index file and checks it against the segment size. 0 ok, -1 missing or bad. */
+static int index_load(struct gr_segment *seg) {
+    int fd = open(seg->index_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && st.st_size % 8 == 0 && st.st_size / 8 <= seg->size / GR_BATCH_HEADER_SIZE + 1;
+    uint8_t *buf = NULL;
+    size_t n = ok ? (size_t)st.st_size / 8 : 0;
+    if (ok && n) {
+        buf = gr_malloc(n * 8);
+        ok = pread_full(fd, buf, n * 8, 0) == (ssize_t)(n * 8);
+    }
+    close(fd);
+    seg->n_idx = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        uint32_t rel = gr_be32(buf + 8 * i), pos = gr_be32(buf + 8 * i + 4);
+        if (pos == 0 || (int64_t)pos >= seg->size || (seg->n_idx && (rel <= seg->idx[seg->n_idx - 1].rel ||
+                                                                      pos <= seg->idx[seg->n_idx - 1].pos)))
+            ok = 0;
+        else
+            idx_push(seg, rel, pos);
+    }
+    free(buf);
+    if (!ok) seg->n_idx = 0;
+    return ok ? 0 : -1;
+}
+
+/* Walks every batch header from position 0, rebuilding the index and max timestamp. */
+static int rebuild_by_headers(struct gr_segment *seg, int fd, int32_t interval) {
+    seg->n_idx = 0;
+    seg->bytes_since_index = 0;
+    seg->max_timestamp = -1;
+    seg->first_batch_ts = -1;
+    seg->next_offset = seg->base_offset;
+    int64_t pos = 0;
+    while (pos < seg->size) {
+        struct gr_batch_info bi;
+        int rc = header_at(fd, pos, seg->size, &bi);
+        if (rc) return rc;
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (bi.BaseOffset < seg->next_offset || last - seg->base_offset > INT32_MAX || bi.LastOffsetDelta < 0)
+            return GR_ECORRUPT;
+        index_batch(seg, pos, &bi, interval);
+        if (pos == 0) seg->first_batch_ts = bi.MaxTimestamp;
+        if (bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
+        seg->next_offset = last + 1;
+        pos += (int64_t)bi.size;
+    }
+    seg->max_ts_known = true;
+    return 0;
+}
+
+/* ---- recovery and loading ---- */
+
+int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t interval, gr_segment_batch_cb cb,
+                       void *arg, int64_t *truncated_bytes) {
+    *truncated_bytes = 0;
+    int fd = seg->log_fd >= 0 ? seg->log_fd : open(seg->log_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        return -errno;
+    }
+    int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    int64_t fsize = st.st_size, pos = 0, expected = GR_MAX(min_offset, seg->base_offset);
+    seg->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    seg->n_idx = 0;
+    seg->bytes_since_index = 0;
+    seg->max_timestamp = -1;
+    seg->max_ts_known = true;
+    seg->first_batch_ts = -1;
+    seg->next_offset = seg->base_offset;
+    const char *why = "end of file";
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    while (pos < fsize) {
+        uint8_t hdr[GR_BATCH_HEADER_SIZE];
+        struct gr_batch_info bi;
+        ssize_t n = pread_full(fd, hdr, sizeof hdr, pos);
+        if (n < 0) {
+            rc = (int)n;
+            break;
+        }
+        int err = gr_batch_peek_header(hdr, (size_t)n, (size_t)(fsize - pos), &bi);
+        if (err != GR_BATCH_OK) {
+            why = gr_batch_strerror(err);
+            break;
+        }
+        if (bi.size > cap) {
+            cap = bi.size;
+            buf = gr_realloc(buf, cap);
+        }
+        n = pread_full(fd, buf, bi.size, pos);
+        if (n < 0) {
+            rc = (int)n;
+            break;
+        }
+        err = gr_batch_validate_one(buf, (size_t)n, 0, &bi);
+        if (err != GR_BATCH_OK) {
+            why = gr_batch_strerror(err);
+            break;
+        }
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (bi.BaseOffset < expected || last - seg->base_offset > INT32_MAX) {
+            why = "offsets out of order";
+            break;
+        }
+        index_batch(seg, pos, &bi, interval);
+        if (pos == 0) seg->first_batch_ts = bi.MaxTimestamp;
+        if (bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
+        seg->next_offset = last + 1;
+        expected = last + 1;
+        if (cb) cb(arg, &bi);
+        pos += (int64_t)bi.size;
+    }
+    free(buf);
+    if (rc) goto out;
+    if (pos < fsize) {
+        gr_warn(LOGGER, "found invalid bytes at position %" PRId64 " in '%s' (%s): truncating %" PRId64
+                " bytes; log end is now offset %" PRId64,
+                pos, seg->log_path, why, fsize - pos, seg->next_offset);
+        if (ftruncate(fd, (off_t)pos) < 0) {
+            rc = -errno;
+            goto out;
+        }
+        *truncated_bytes = fsize - pos;
+    }
+    seg->size = pos;
+    rc = index_write_file(seg);
+out:
+    if (fd != seg->log_fd) close(fd);
+    return rc;
+}
+
+int gr_segment_load(struct gr_segment *seg, int32_t interval) {
+    int fd = open(seg->log_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        return -errno;
+    }
+    int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    seg->size = st.st_size;
+    seg->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    if (seg->size > UINT32_MAX) {
+        rc = GR_ECORRUPT;
+        goto out;
+    }
+    if (index_load(seg) < 0) {
+        gr_info(LOGGER, "rebuilding index '%s'", seg->index_path);
+        rc = rebuild_by_headers(seg, fd, interval);
+        if (rc == 0) rc = index_write_file(seg);
+        goto out;
+    }
+    /* Walk headers from the last index entry to find the end offset (and check the tail). */
+    int64_t pos = seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0;
+    seg->next_offset = seg->base_offset;
+    seg->first_batch_ts = -1;
+    if (seg->size > 0) {
+        struct gr_batch_info bi;
+        rc = header_at(fd, 0, seg->size, &bi);
+        if (rc) goto out;
+        seg->first_batch_ts = bi.MaxTimestamp;
+    }
+    while (pos < seg->size) {
+        struct gr_batch_info bi;
+        rc = header_at(fd, pos, seg->size, &bi);
+        if (rc) goto out;
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (bi.LastOffsetDelta < 0 || last < seg->next_offset || last - seg->base_offset > INT32_MAX) {
+            rc = GR_ECORRUPT;
+            goto out;
+        }
+        seg->next_offset = last + 1;
+        pos += (int64_t)bi.size;
+    }
+    seg->bytes_since_index = seg->size - (seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0);
+    seg->max_ts_known = false;
+out:
+    close(fd);
+    return rc;
+}
+
+/* ---- append, find, read, truncate ---- */
+
+int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, int32_t interval) {
+    int rc = gr_segment_open_fds(seg);
+    if (rc) return rc;
+    rc = pwrite_full(seg->log_fd, buf, len, seg->size);
+    if (rc) {
+        gr_error(LOGGER, "cannot append %zu bytes to '%s': %s", len, seg->log_path, gr_strerror(rc));
+        if (ftruncate(seg->log_fd, (off_t)seg->size) < 0)
+            gr_error(LOGGER, "cannot cut back '%s': %s", seg->log_path, strerror(errno));
+        return rc;
+    }
+    size_t first_new = seg->n_idx;
+    size_t off = 0;
+    while (off < len) {
+        struct gr_batch_info bi;
+        if (gr_batch_parse_header(buf + off, len - off, &bi) != GR_BATCH_OK) break; /* validated by caller */
+        index_batch(seg, seg->size + (int64_t)off, &bi, interval);
+        if (seg->size == 0 && off == 0) seg->first_batch_ts = bi.MaxTimestamp;
+        if (seg->max_ts_known && bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
+        seg->next_offset = gr_batch_info_last_offset(&bi) + 1;
+        off += bi.size;
+    }
+    seg->size += (int64_t)len;
+    if (seg->n_idx > first_new) {
+        size_t n = seg->n_idx - first_new;
+        uint8_t *ib = gr_malloc(n * 8);
+        encode_entries(seg->idx + first_new, n, ib);
+        int irc = pwrite_full(seg->index_fd, ib, n * 8, (int64_t)first_new * 8);
+        free(ib);
+        /* The index can always be rebuilt; a failed write is logged, not fatal. */
+        if (irc) gr_warn(LOGGER, "cannot append to index '%s': %s", seg->index_path, gr_strerror(irc));
+    }
+    return 0;
+}
+
+/* Locates the first batch with lastOffset >= offset; *bi gets its header when found. */
+static int find_batch(struct gr_segment *seg, int fd, int64_t offset, int64_t *pos_out, struct gr_batch_info *bi,
+                      bool *found) {
+    *found = false;
+    int64_t pos = 0;
+    if (offset > seg->base_offset && seg->n_idx) {
+        int64_t rel = offset - seg->base_offset;
+        size_t lo = 0, hi = seg->n_idx; /* first entry with rel > target */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if ((int64_t)seg->idx[mid].rel <= rel) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo > 0) pos = seg->idx[lo - 1].pos;
+    }
+    while (pos < seg->size) {
+        int rc = header_at(fd, pos, seg->size, bi);
+        if (rc) return rc;
+        if (gr_batch_info_last_offset(bi) >= offset) {
+            *found = true;
+            break;
+        }
+        pos += (int64_t)bi->size;
+    }
+    *pos_out = pos < seg->size ? pos : seg->size;
+    return 0;
+}
+
+int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out) {
+    bool opened, found;
+    int fd = read_fd(seg, &opened);
+    if (fd < 0) return fd;
+    struct gr_batch_info bi;
+    int rc = find_batch(seg, fd, offset, pos_out, &bi, &found);
+    if (opened) close(fd);
+    return rc;
+}
+
+int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
+                    uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
+    *data = NULL;
+    *len = 0;
+    *first = -1;
+    if (pos >= seg->size) return 0;
+    bool opened;
+    int fd = read_fd(seg, &opened);
+    if (fd < 0) return fd;
+    int64_t avail = seg->size - pos;
+    if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
+    int64_t want = GR_MIN(GR_MAX(max_bytes, 0), avail);
+    if (want < GR_BATCH_HEADER_SIZE) want = GR_MIN((int64_t)GR_BATCH_HEADER_SIZE, avail);
+    uint8_t *buf = gr_malloc((size_t)want);
+    int rc = 0;
+    ssize_t n = pread_full(fd, buf, (size_t)want, pos);
+    if (n < 0) {
+        rc = (int)n;
+        goto fail;
+    }
+    size_t off = 0;
+    while (off + GR_BATCH_HEADER_SIZE <= (size_t)n) {
+        struct gr_batch_info bi;
+        /* The header is in buf, so any error (including a batch running past the end of
+         * the file) means the segment is corrupt. */
+        if (gr_batch_peek_header(buf + off, (size_t)n - off, (size_t)(avail - (int64_t)off), &bi) != GR_BATCH_OK) {
+            rc = GR_ECORRUPT;
+            goto fail;
+        }
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (max_offset >= 0 && last >= max_offset) break;
+        bool in_buf = off + bi.size <= (size_t)n && (int64_t)(off + bi.size) <= max_bytes;
+        if (!in_buf) {
+            if (off != 0 || !min_one || (int64_t)bi.size > avail) break;
+            /* The first batch is larger than max_bytes: return it whole (minOneMessage). */
+            buf = gr_realloc(buf, bi.size);
+            n = pread_full(fd, buf, bi.size, pos);
+            if (n < 0) {
+                rc = (int)n;
+                goto fail;
+            }
+            if ((size_t)n != bi.size) break;
+        }
+        if (off == 0) *first = bi.BaseOffset;
+        *next = last + 1;
+        off += bi.size;
+        if (!in_buf) break;
+    }
+    if (opened) close(fd);
+    if (off == 0) {
+        free(buf);
+        return 0;
+    }
+    *data = buf;
+    *len = off;
+    return 0;
+fail:
+    if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, seg->log_path, pos);
+    if (opened) close(fd);
+    free(buf);
+    return rc;
+}
+
+int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
+    bool opened, found;
+    int fd = read_fd(seg, &opened);
+    if (fd < 0) return fd;
+    int64_t pos;
+    struct gr_batch_info bi;
+    int rc = find_batch(seg, fd, offset, &pos, &bi, &found);
+    if (opened) close(fd);
+    if (rc || !found) return rc;
+    fd = seg->log_fd >= 0 ? seg->log_fd : open(seg->log_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (ftruncate(fd, (off_t)pos) < 0) rc = -errno;
+    if (fd != seg->log_fd) close(fd);
+    if (rc) {
+        gr_error(LOGGER, "cannot truncate '%s': %s", seg->log_path, gr_strerror(rc));
+        return rc;
+    }
+    seg->size = pos;
+    seg->next_offset = pos == 0 ? seg->base_offset : bi.BaseOffset;
+    while (seg->n_idx && seg->idx[seg->n_idx - 1].pos >= pos) seg->n_idx--;
+    seg->bytes_since_index = seg->size - (seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0);
+    seg->max_ts_known = false;
+    if (pos == 0) {
+        seg->first_batch_ts = -1;
+        seg->max_timestamp = -1;
+        seg->max_ts_known = true;
+    }
+    return index_write_file(seg);
+}
+
+int gr_segment_ensure_max_ts(struct gr_segment *seg) {
+    if (seg->max_ts_known) return 0;
+    bool opened;
+    int fd = read_fd(seg, &opened);
+    if (fd < 0) return fd;
+    int64_t pos = 0, mx = -1;
+    int rc = 0;
+    while (pos < seg->size) {
+        struct gr_batch_info bi;
+        rc = header_at(fd, pos, seg->size, &bi);
+        if (rc) break;
+        if (bi.MaxTimestamp > mx) mx = bi.MaxTimestamp;
+        pos += (int64_t)bi.size;
+    }
+    if (opened) close(fd);
+    if (rc == 0) {
+        seg->max_timestamp = mx;
+        seg->max_ts_known = true;
+    }
+    return rc;
+}
+
+int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offset_out, int64_t *ts_out) {
+    int rc = gr_segment_ensure_max_ts(seg);
+    if (rc) return rc;
+    if (seg->max_timestamp < ts) return 0;
+    bool opened;
+    int fd = read_fd(seg, &opened);
+    if (fd < 0) return fd;
+    int64_t pos = 0;
+    int found = 0;
+    while (pos < seg->size && !found) {
+        struct gr_batch_info bi;
+        rc = header_at(fd, pos, seg->size, &bi);
+        if (rc) break;
+        if (bi.MaxTimestamp >= ts) {
+            *offset_out = bi.BaseOffset;
+            *ts_out = bi.MaxTimestamp;
+            found = 1;
+            if (gr_batch_info_compression(&bi) == 0) {
+                uint8_t *b = gr_malloc(bi.size);
+                ssize_t n = pread_full(fd, b, bi.size, pos);
+                struct gr_batch_rec_iter it;
+                struct gr_batch_rec_view rv;
+                if (n == (ssize_t)bi.size && gr_batch_rec_iter_init(&it, b, bi.size) == GR_BATCH_OK) {
+                    while (gr_batch_rec_iter_next(&it, &rv)) {
+                        if (rv.Timestamp >= ts) {
+                            *offset_out = rv.Offset;
+                            *ts_out = rv.Timestamp;
+                            break;
+                        }
+                    }
+                }
+                free(b);
+                if (n < 0) rc = (int)n;
+            }
+        }
+        pos += (int64_t)bi.size;
+    }
+    if (opened) close(fd);
+    return rc ? rc : found;
+}
+
+int gr_segment_fsync(struct gr_segment *seg) {
+    int rc = 0;
+    const char *paths[2] = {seg->log_path, seg->index_path};
+    int fds[2] = {seg->log_fd, seg->index_fd};
+    for (int i = 0; i < 2; i++) {
+        int fd = fds[i] >= 0 ? fds[i] : open(paths[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            if (rc == 0) rc = -errno;
+            continue;
+        }
+        if (fdatasync(fd) < 0 && rc == 0) rc = -errno;
+        if (fd != fds[i]) close(fd);
+    }
+    if (rc) gr_error(LOGGER, "cannot fsync segment '%s': %s", seg->log_path, gr_strerror(rc));
+    return rc;
+}

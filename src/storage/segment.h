@@ -1,0 +1,84 @@
+/* Internal to src/storage: one log segment (<base>.log + <base>.index). Not locked: the owning
+ * gr_log's mutex protects it. Only the active segment keeps fds open (log_fd/index_fd >= 0). */
+#ifndef GR_STORAGE_SEGMENT_H
+#define GR_STORAGE_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+
+/* One offset index entry (on disk: relativeOffset u32 BE, position u32 BE). */
+struct gr_index_entry {
+    uint32_t rel;
+    uint32_t pos;
+};
+
+struct gr_segment {
+    int64_t base_offset;
+    int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
+    int64_t size;        /* bytes of valid data */
+    char *log_path, *index_path; /* owned */
+    int log_fd, index_fd;        /* -1 unless active */
+    struct gr_index_entry *idx;
+    size_t n_idx, cap_idx;
+    int64_t bytes_since_index;
+    int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none; valid if max_ts_known */
+    bool max_ts_known;
+    int64_t first_batch_ts;    /* maxTimestamp of the first batch (-1 none), for segment.ms */
+    int64_t created_ms;        /* wall clock when created (file mtime when loaded) */
+};
+
+/* Callback for each valid batch found by recovery (e.g. to assign leader epochs). */
+typedef void (*gr_segment_batch_cb)(void *arg, const struct gr_batch_info *bi);
+
+/* Allocates a segment object for `base` in `dir` (no I/O). */
+struct gr_segment *gr_segment_new(const char *dir, int64_t base);
+/* Closes fds and frees memory (files stay). */
+void gr_segment_free(struct gr_segment *seg);
+/* Creates (truncating) the segment's files and opens them for appending. 0 or -errno. */
+int gr_segment_create(struct gr_segment *seg);
+/* Opens the fds of an existing segment for appending (making it active). 0 or -errno. */
+int gr_segment_open_fds(struct gr_segment *seg);
+void gr_segment_close_fds(struct gr_segment *seg);
+/* Unlinks the files (.log, .index and a Kafka .timeindex if present) and closes fds. */
+int gr_segment_delete_files(struct gr_segment *seg);
+
+/* Full recovery scan of the .log file: every batch is validated (CRC, records, offsets
+ * increasing from min_offset); at the first invalid byte the file is truncated. The index is
+ * rebuilt and rewritten. *truncated_bytes gets what was cut. cb (may be NULL) sees each valid
+ * batch. Returns 0 or -errno. */
+int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t index_interval, gr_segment_batch_cb cb,
+                       void *arg, int64_t *truncated_bytes);
+/* Cheap load of a segment below the recovery point: size from the file, index loaded and
+ * sanity-checked (rebuilt by a header walk if bad). next_offset is found by walking headers
+ * from the last index entry. Returns 0, -errno, or GR_ECORRUPT if the header walk does not end
+ * exactly at the end of the file (the caller then runs gr_segment_recover). */
+int gr_segment_load(struct gr_segment *seg, int32_t index_interval);
+
+/* Appends validated batches buf[0..len) (offsets already assigned, first >= next_offset) at the
+ * end of the active segment and indexes them. On a write error the file is cut back. */
+int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, int32_t index_interval);
+
+/* Finds the first batch whose lastOffset >= offset: *pos_out its position (or size when none). */
+int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out);
+
+/* Reads whole batches from position pos (see gr_log_read for the rules). *data is malloc'd
+ * (NULL when *len == 0); *first gets the first batch's base offset, *next its last offset + 1. */
+int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
+                    uint8_t **data, size_t *len, int64_t *first, int64_t *next);
+
+/* Cuts the segment at the first batch with lastOffset >= offset (drops index entries beyond). */
+int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset);
+
+/* Makes seg->max_timestamp valid (header walk if needed). */
+int gr_segment_ensure_max_ts(struct gr_segment *seg);
+
+/* First record at or after timestamp ts in this segment: 1 found, 0 not found, <0 error. */
+int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offset_out, int64_t *ts_out);
+
+/* fsync .log and .index (opening them if needed). */
+int gr_segment_fsync(struct gr_segment *seg);
+
+#endif
