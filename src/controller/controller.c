@@ -1,0 +1,1096 @@
+/* The controller: election, resignation, session expiry, failover and the znode-change events.
+ * See controller.h. Functions named like Kafka's (elect, maybe_resign, ...) do what Kafka 2.7's
+ * KafkaController methods of the same name do; "SEAM" marks where the next issue plugs in the
+ * state machines and broker requests.
+ *
+ * Return convention inside this file: 0, GR_ECONTROLLER_MOVED (the event ends in maybe_resign),
+ * or another error (logged by process()). */
+#include "controller/controller.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "controller/clock.h"
+#include "controller/sender.h"
+
+#define LOGGER "kafka.controller.KafkaController"
+#define SESSION_HANDLER_NAME "controller"
+
+#define CONTROLLER_PATH "/controller"
+#define BROKER_IDS_PATH "/brokers/ids"
+#define TOPICS_PATH "/brokers/topics"
+#define DELETE_TOPICS_PATH "/admin/delete_topics"
+#define REASSIGN_PATH "/admin/reassign_partitions"
+#define PREFERRED_PATH "/admin/preferred_replica_election"
+#define ISR_CHANGE_PATH "/isr_change_notification"
+#define LOG_DIR_EVENT_PATH "/log_dir_event_notification"
+
+/* Reads of many znodes are split into pipelined batches of this many. */
+#define TOPIC_BATCH 2000
+#define STATE_BATCH 20000
+/* Kafka schedules the first auto-rebalance check 5 s after failover. */
+#define AUTO_REBALANCE_FIRST_DELAY_MS 5000
+
+enum {
+    G_ACTIVE,
+    G_OFFLINE,
+    G_IMBALANCE,
+    G_TOPICS,
+    G_PARTITIONS,
+    G_TOPICS_TO_DELETE,
+    G_REPLICAS_TO_DELETE,
+    G_TOPICS_INELIGIBLE,
+    G_REPLICAS_INELIGIBLE,
+    G_COUNT
+};
+static const char *const gauge_names[G_COUNT] = {
+    "ActiveControllerCount",     "OfflinePartitionsCount",        "PreferredReplicaImbalanceCount",
+    "GlobalTopicCount",          "GlobalPartitionCount",          "TopicsToDeleteCount",
+    "ReplicasToDeleteCount",     "TopicsIneligibleToDeleteCount", "ReplicasIneligibleToDeleteCount",
+};
+
+struct gr_controller {
+    struct gr_controller_config cfg;
+    struct gr_kzk_broker broker_info; /* owned copy */
+    struct gr_kzk *kzk;
+    struct gr_zk_watches *watches;
+    const struct gr_ctrl_sender_ops *sender;
+    void *sender_ctx;
+
+    struct gr_ctrl_events *em;
+    struct gr_ctrl_context ctx; /* event thread only */
+
+    _Atomic int32_t active_id;
+    _Atomic int64_t broker_epoch;
+    _Atomic int32_t epoch; /* mirror of ctx.epoch for other threads */
+
+    uint64_t auto_rebalance_timer; /* 0 = none */
+    bool started, shut_down;
+
+    struct gr_gauge *gauges[G_COUNT];
+};
+
+/* ---- logging ---- */
+
+static void ctrl_log(struct gr_controller *c, enum gr_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ctrl_log(struct gr_controller *c, enum gr_log_level lvl, const char *fmt, ...) {
+    char msg[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (atomic_load(&c->active_id) == c->cfg.broker_id)
+        gr_log(lvl, LOGGER, "[Controller id=%d epoch=%d] %s", c->cfg.broker_id, c->ctx.epoch, msg);
+    else
+        gr_log(lvl, LOGGER, "[Controller id=%d] %s", c->cfg.broker_id, msg);
+}
+#define CINFO(c, ...) ctrl_log(c, GR_LOG_INFO, __VA_ARGS__)
+#define CWARN(c, ...) ctrl_log(c, GR_LOG_WARN, __VA_ARGS__)
+#define CERROR(c, ...) ctrl_log(c, GR_LOG_ERROR, __VA_ARGS__)
+#define CDEBUG(c, ...) ctrl_log(c, GR_LOG_DEBUG, __VA_ARGS__)
+
+/* "1,2,3" of an int array, truncated with "..." if long. */
+static char *fmt_ids(char *buf, size_t len, const int32_t *ids, int n) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(buf + off, len - off, "%s%d", i ? "," : "", ids[i]);
+        if (w < 0 || (size_t)w >= len - off) {
+            if (len > 4) strcpy(buf + len - 4, "...");
+            break;
+        }
+        off += (size_t)w;
+    }
+    return buf;
+}
+
+static char *fmt_names(char *buf, size_t len, const char *const *names, size_t n) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(buf + off, len - off, "%s%s", i ? "," : "", names[i]);
+        if (w < 0 || (size_t)w >= len - off) {
+            if (len > 4) strcpy(buf + len - 4, "...");
+            break;
+        }
+        off += (size_t)w;
+    }
+    return buf;
+}
+
+static bool is_active(struct gr_controller *c) { return atomic_load(&c->active_id) == c->cfg.broker_id; }
+
+static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
+    gr_ctrl_events_put(c->em, gr_ctrl_event_new(type));
+}
+
+/* ======================================================================================
+ * ZooKeeper handlers: run on the ZooKeeper callback threads; they only enqueue.
+ * ====================================================================================== */
+
+static void on_controller_node(void *arg, int type, const char *path) {
+    (void)path;
+    struct gr_controller *c = arg;
+    put_event(c, type == GR_ZWATCH_DELETED ? GR_EV_REELECT : GR_EV_CONTROLLER_CHANGE);
+}
+
+static void on_broker_ids_child(void *arg, const char *path) {
+    (void)path;
+    put_event(arg, GR_EV_BROKER_CHANGE);
+}
+
+static void on_topics_child(void *arg, const char *path) {
+    (void)path;
+    put_event(arg, GR_EV_TOPIC_CHANGE);
+}
+
+static void on_delete_topics_child(void *arg, const char *path) {
+    (void)path;
+    put_event(arg, GR_EV_TOPIC_DELETION);
+}
+
+static void on_isr_change_child(void *arg, const char *path) {
+    (void)path;
+    put_event(arg, GR_EV_ISR_CHANGE_NOTIFICATION);
+}
+
+static void on_log_dir_child(void *arg, const char *path) {
+    (void)path;
+    put_event(arg, GR_EV_LOG_DIR_EVENT_NOTIFICATION);
+}
+
+static void on_reassign_node(void *arg, int type, const char *path) {
+    (void)path;
+    if (type == GR_ZWATCH_CREATED) put_event(arg, GR_EV_ZK_PARTITION_REASSIGNMENT);
+}
+
+static void on_preferred_node(void *arg, int type, const char *path) {
+    (void)path;
+    /* payload NULL = ZooKeeper-triggered election of the partitions listed in the znode */
+    if (type == GR_ZWATCH_CREATED) put_event(arg, GR_EV_REPLICA_LEADER_ELECTION);
+}
+
+/* /brokers/ids/N data changes (BrokerModificationsHandler: data changes only). */
+static void on_broker_node(void *arg, int type, const char *path) {
+    struct gr_controller *c = arg;
+    if (type != GR_ZWATCH_CHANGED) return;
+    const char *slash = strrchr(path, '/');
+    if (!slash) return;
+    char *end;
+    long id = strtol(slash + 1, &end, 10);
+    if (*end || end == slash + 1) return;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_BROKER_MODIFICATIONS);
+    ev->broker_id = (int32_t)id;
+    gr_ctrl_events_put(c->em, ev);
+}
+
+/* /brokers/topics/T data changes (PartitionModificationsHandler). */
+static void on_topic_node(void *arg, int type, const char *path) {
+    struct gr_controller *c = arg;
+    if (type != GR_ZWATCH_CHANGED) return;
+    const char *slash = strrchr(path, '/');
+    if (!slash || !slash[1]) return;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_PARTITION_MODIFICATIONS);
+    ev->topic = gr_strdup(slash + 1);
+    gr_ctrl_events_put(c->em, ev);
+}
+
+/* Session state (StateChangeHandler): runs on the backend's reconnect thread for EXPIRED and
+ * NEW_SESSION, which may block. */
+static void on_session(void *arg, int state) {
+    struct gr_controller *c = arg;
+    if (state == GR_ZSESSION_EXPIRED) {
+        /* beforeInitializingSession: pre-empt the queue and wait until Expire ran, so every
+         * pending event is dealt with before the new session exists. */
+        struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_EXPIRE);
+        if (c->cfg.no_thread) {
+            gr_ctrl_events_clear_and_put(c->em, ev, false);
+        } else {
+            gr_ctrl_events_clear_and_put(c->em, ev, true);
+            gr_ctrl_events_wait(c->em, ev);
+            gr_ctrl_event_free(ev);
+        }
+    } else if (state == GR_ZSESSION_NEW_SESSION) {
+        put_event(c, GR_EV_REGISTER_BROKER_AND_REELECT);
+    }
+}
+
+static char *broker_path(char *buf, size_t len, int32_t id) {
+    snprintf(buf, len, BROKER_IDS_PATH "/%d", id);
+    return buf;
+}
+
+static char *topic_path(char *buf, size_t len, const char *topic) {
+    snprintf(buf, len, TOPICS_PATH "/%s", topic);
+    return buf;
+}
+
+/* ======================================================================================
+ * Metrics
+ * ====================================================================================== */
+
+static int64_t state_gauge(void *arg) {
+    struct gr_controller *c = arg;
+    return gr_ctrl_events_state(c->em);
+}
+
+static void register_metrics(struct gr_controller *c) {
+    if (!c->cfg.metrics) return;
+    char n[256];
+    for (int i = 0; i < G_COUNT; i++)
+        c->gauges[i] =
+            gr_metrics_gauge(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", gauge_names[i]));
+    gr_metrics_gauge_fn(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", "ControllerState"),
+                        state_gauge, c);
+}
+
+static void unregister_metrics(struct gr_controller *c) {
+    if (!c->cfg.metrics) return;
+    char n[256];
+    for (int i = 0; i < G_COUNT; i++) {
+        gr_metrics_remove(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", gauge_names[i]));
+        c->gauges[i] = NULL;
+    }
+    gr_metrics_remove(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", "ControllerState"));
+}
+
+static void set_gauge(struct gr_controller *c, int g, int64_t v) {
+    if (c->gauges[g]) gr_gauge_set(c->gauges[g], v);
+}
+
+/* Kafka's updateMetrics, after every event. */
+static void update_metrics(struct gr_controller *c) {
+    bool active = is_active(c);
+    set_gauge(c, G_ACTIVE, active ? 1 : 0);
+    set_gauge(c, G_TOPICS, active ? (int64_t)gr_ctrl_ctx_topic_count(&c->ctx) : 0);
+    set_gauge(c, G_PARTITIONS, active ? gr_ctrl_ctx_partition_count(&c->ctx) : 0);
+    set_gauge(c, G_OFFLINE, active ? gr_ctrl_ctx_offline_partition_count(&c->ctx) : 0);
+    set_gauge(c, G_TOPICS_TO_DELETE, active ? c->ctx.topics_to_be_deleted.count : 0);
+    /* SEAM: imbalance and replica deletion counts come with the state machines. */
+    set_gauge(c, G_IMBALANCE, 0);
+    set_gauge(c, G_REPLICAS_TO_DELETE, 0);
+    set_gauge(c, G_TOPICS_INELIGIBLE, 0);
+    set_gauge(c, G_REPLICAS_INELIGIBLE, 0);
+}
+
+static void zero_gauges(struct gr_controller *c) {
+    for (int i = 0; i < G_COUNT; i++)
+        if (i != G_ACTIVE) set_gauge(c, i, 0);
+}
+
+/* ======================================================================================
+ * Resignation, election
+ * ====================================================================================== */
+
+static void cancel_timers(struct gr_controller *c) {
+    if (c->auto_rebalance_timer) {
+        gr_clock_cancel(c->cfg.clock, c->auto_rebalance_timer);
+        c->auto_rebalance_timer = 0;
+    }
+}
+
+/* Kafka's onControllerResignation: drop every controller watch, stop timers and the channels,
+ * zero the gauges, forget the context. Safe to call when not (or never) active. */
+static void on_controller_resignation(struct gr_controller *c) {
+    CDEBUG(c, "Resigning");
+    gr_zk_watches_unregister_child(c->watches, ISR_CHANGE_PATH);
+    gr_zk_watches_unregister_node(c->watches, REASSIGN_PATH);
+    gr_zk_watches_unregister_node(c->watches, PREFERRED_PATH);
+    gr_zk_watches_unregister_child(c->watches, LOG_DIR_EVENT_PATH);
+    char p[512];
+    for (int i = 0; i < c->ctx.n_brokers; i++)
+        gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id));
+
+    cancel_timers(c);
+    zero_gauges(c);
+
+    /* SEAM: partitionStateMachine.shutdown() */
+    gr_zk_watches_unregister_child(c->watches, TOPICS_PATH);
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur)))
+        gr_zk_watches_unregister_node(c->watches, topic_path(p, sizeof p, t->name));
+    gr_zk_watches_unregister_child(c->watches, DELETE_TOPICS_PATH);
+    /* SEAM: replicaStateMachine.shutdown() */
+    gr_zk_watches_unregister_child(c->watches, BROKER_IDS_PATH);
+
+    c->sender->shutdown(c->sender_ctx);
+    gr_ctrl_ctx_reset(&c->ctx);
+    CINFO(c, "Resigned");
+}
+
+/* Kafka's maybeResign: re-arm the /controller watch, reread the active id, resign if we lost it. */
+static int maybe_resign(struct gr_controller *c) {
+    bool was_active = is_active(c);
+    gr_zk_watches_register_node(c->watches, CONTROLLER_PATH, on_controller_node, c);
+    int32_t id = -1;
+    int rc = gr_kzk_get_controller_id(c->kzk, true, &id);
+    if (rc != 0) return rc;
+    atomic_store(&c->active_id, id);
+    if (was_active && !is_active(c)) {
+        CINFO(c, "Controller moved to broker %d; resigning", id);
+        on_controller_resignation(c);
+    }
+    return 0;
+}
+
+/* Kafka's triggerControllerMove: resign and delete /controller (guarded by our epoch). */
+static int trigger_controller_move(struct gr_controller *c) {
+    int32_t id = -1;
+    int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
+    if (rc != 0) return rc;
+    atomic_store(&c->active_id, id);
+    if (!is_active(c)) {
+        CWARN(c, "Controller has already moved when trying to trigger controller movement");
+        return 0;
+    }
+    int32_t expected = c->ctx.epoch_zk_version;
+    atomic_store(&c->active_id, -1);
+    on_controller_resignation(c);
+    rc = gr_kzk_delete_controller_guarded(c->kzk, expected);
+    if (rc == GR_ECONTROLLER_MOVED) {
+        CWARN(c, "Controller has already moved when trying to trigger controller movement");
+        return 0;
+    }
+    return rc;
+}
+
+static int on_controller_failover(struct gr_controller *c);
+
+/* Kafka's elect. */
+static int elect(struct gr_controller *c) {
+    int32_t id = -1;
+    int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
+    if (rc != 0) return rc;
+    atomic_store(&c->active_id, id);
+    if (id != -1) {
+        CDEBUG(c, "Broker %d has been elected as the controller, so stopping the election process.", id);
+        return 0;
+    }
+    int32_t epoch = 0, zkv = 0;
+    rc = gr_kzk_register_controller_and_increment_epoch(c->kzk, c->cfg.broker_id, &epoch, &zkv);
+    if (rc == 0) {
+        c->ctx.epoch = epoch;
+        c->ctx.epoch_zk_version = zkv;
+        atomic_store(&c->epoch, epoch);
+        atomic_store(&c->active_id, c->cfg.broker_id);
+        CINFO(c, "%d successfully elected as the controller. Epoch incremented to %d and epoch zk version is now %d",
+              c->cfg.broker_id, epoch, zkv);
+        rc = on_controller_failover(c);
+        if (rc == 0) return 0;
+    }
+    if (rc == GR_ECONTROLLER_MOVED) {
+        int rc2 = maybe_resign(c);
+        int32_t now = atomic_load(&c->active_id);
+        if (now != -1)
+            CINFO(c, "Broker %d was elected as controller instead of broker %d", now, c->cfg.broker_id);
+        else
+            CWARN(c, "A controller has been elected but just resigned, this will result in another round of election");
+        return rc2;
+    }
+    CERROR(c, "Error while electing or becoming controller on broker %d. Trigger controller movement immediately: %s",
+           c->cfg.broker_id, gr_kzk_strerror(rc));
+    return trigger_controller_move(c);
+}
+
+/* ======================================================================================
+ * Failover: watches and the context load
+ * ====================================================================================== */
+
+/* Reads notification children (arming the child watch) and deletes them all, guarded. */
+static int delete_log_dir_notifications(struct gr_controller *c) {
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_log_dir_event_notifications(c->kzk, true, &names);
+    if (rc == 0 && names.count > 0)
+        rc = gr_kzk_delete_log_dir_event_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
+                                                               (const char *const *)names.names, names.count);
+    gr_zstrings_free(&names);
+    return rc;
+}
+
+static int delete_isr_notifications(struct gr_controller *c) {
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_isr_change_notifications(c->kzk, true, &names);
+    if (rc == 0 && names.count > 0)
+        rc = gr_kzk_delete_isr_change_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
+                                                            (const char *const *)names.names, names.count);
+    gr_zstrings_free(&names);
+    return rc;
+}
+
+/* Registers the data-change handler of each topic and reads their assignments (arming the
+ * watches) into the context, in pipelined batches. Topics that vanished are skipped; corrupt
+ * ones are logged and skipped. */
+static int load_topics(struct gr_controller *c, const char *const *names, int n) {
+    char p[512];
+    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, topic_path(p, sizeof p, names[i]), on_topic_node, c);
+    for (int off = 0; off < n; off += TOPIC_BATCH) {
+        int m = GR_MIN(TOPIC_BATCH, n - off);
+        struct gr_kzk_topic_assignment *a = gr_calloc((size_t)m, sizeof *a);
+        int rc = gr_kzk_get_topic_assignments(c->kzk, names + off, m, true, a);
+        if (rc != 0) {
+            free(a);
+            return rc;
+        }
+        for (int i = 0; i < m; i++) {
+            if (a[i].rc == 0) {
+                if (!a[i].topic) a[i].topic = gr_strdup(names[off + i]);
+                gr_ctrl_ctx_put_topic(&c->ctx, &a[i]);
+            } else if (a[i].rc != GR_KZK_ENONODE) {
+                CERROR(c, "Cannot read the assignment of topic %s: %s", names[off + i], gr_kzk_strerror(a[i].rc));
+            }
+            gr_kzk_topic_assignment_release(&a[i]);
+        }
+        free(a);
+    }
+    return 0;
+}
+
+/* Reads the leader/ISR of the given topics' partitions (all topics when names == NULL) into the
+ * context, in pipelined batches of STATE_BATCH (Kafka's updateLeaderAndIsrCache). Sets *loaded
+ * to the number of states found. */
+static int load_partition_states(struct gr_controller *c, const char *const *names, int n_names, int64_t *loaded) {
+    /* Collect every (topic, partition) first; topic names are borrowed from the context, which
+     * does not change while we read. */
+    size_t cap = 1024, n = 0;
+    struct gr_kzk_tp *tps = gr_malloc(sizeof *tps * cap);
+    size_t cur = 0;
+    int ni = 0;
+    for (;;) {
+        struct gr_ctrl_topic *t;
+        if (names) {
+            if (ni >= n_names) break;
+            t = gr_ctrl_ctx_topic(&c->ctx, names[ni++]);
+            if (!t) continue;
+        } else if (!(t = gr_ctrl_ctx_next_topic(&c->ctx, &cur))) {
+            break;
+        }
+        for (int i = 0; i < t->n_partitions; i++) {
+            if (n == cap) tps = gr_realloc(tps, sizeof *tps * (cap *= 2));
+            tps[n].topic = t->name;
+            tps[n].partition = t->partitions[i].partition;
+            n++;
+        }
+    }
+    int64_t total = 0;
+    int rc = 0;
+    struct gr_kzk_state_result *res = gr_malloc(sizeof *res * STATE_BATCH);
+    for (size_t off = 0; off < n && rc == 0; off += STATE_BATCH) {
+        int m = (int)GR_MIN((size_t)STATE_BATCH, n - off);
+        memset(res, 0, sizeof *res * (size_t)m);
+        rc = gr_kzk_get_partition_states(c->kzk, tps + off, m, res);
+        for (int j = 0; j < m; j++) {
+            const struct gr_kzk_tp *tp = &tps[off + (size_t)j];
+            if (rc == 0 && res[j].rc == 0) {
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&c->ctx, tp->topic, tp->partition);
+                if (p) {
+                    gr_ctrl_partition_set_state(p, &res[j].lai);
+                    total++;
+                }
+            } else if (rc == 0 && res[j].rc != GR_KZK_ENONODE) {
+                CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
+                       gr_kzk_strerror(res[j].rc));
+            }
+            gr_kzk_leader_and_isr_release(&res[j].lai);
+        }
+    }
+    free(res);
+    free(tps);
+    if (loaded) *loaded = total;
+    return rc;
+}
+
+/* Kafka's initializeControllerContext. */
+static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
+    struct gr_kzk_broker *brokers = NULL;
+    int nb = 0;
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &brokers, &nb);
+    if (rc != 0) return rc;
+    gr_ctrl_ctx_set_live_brokers(&c->ctx, brokers, nb);
+    gr_kzk_brokers_free(brokers, nb);
+    char buf[2048];
+    CINFO(c, "Initialized broker epochs cache: %s", gr_ctrl_ctx_format_brokers(&c->ctx, buf, sizeof buf));
+
+    struct gr_zstrings topics = {0};
+    rc = gr_kzk_get_topics(c->kzk, true, &topics);
+    if (rc != 0) return rc;
+    rc = load_topics(c, (const char *const *)topics.names, topics.count);
+    gr_zstrings_free(&topics);
+    if (rc != 0) return rc;
+
+    c->ctx.n_shutting_down = 0;
+    char p[512];
+    for (int i = 0; i < c->ctx.n_brokers; i++)
+        gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id), on_broker_node, c);
+
+    rc = load_partition_states(c, NULL, 0, states_loaded);
+    if (rc != 0) return rc;
+
+    c->sender->startup(c->sender_ctx, c->em);
+    for (int i = 0; i < c->ctx.n_brokers; i++) c->sender->add_broker(c->sender_ctx, &c->ctx.brokers[i].info);
+
+    int32_t ids[256];
+    int n = GR_MIN(c->ctx.n_brokers, 256);
+    for (int i = 0; i < n; i++) ids[i] = c->ctx.brokers[i].id;
+    CINFO(c, "Currently active brokers in the cluster: %s", fmt_ids(buf, sizeof buf, ids, n));
+    CINFO(c, "Currently shutting brokers in the cluster: ");
+    size_t nt;
+    const char **names = gr_ctrl_ctx_sorted_topics(&c->ctx, &nt);
+    CINFO(c, "Current list of topics in the cluster: %s", fmt_names(buf, sizeof buf, names, nt));
+    free(names);
+    return 0;
+}
+
+/* Reads /admin/delete_topics (arming its watch) into the context (fetchTopicDeletionsInProgress). */
+static int fetch_topic_deletions(struct gr_controller *c) {
+    gr_zstrings_free(&c->ctx.topics_to_be_deleted);
+    memset(&c->ctx.topics_to_be_deleted, 0, sizeof c->ctx.topics_to_be_deleted);
+    int rc = gr_kzk_get_topic_deletions(c->kzk, true, &c->ctx.topics_to_be_deleted);
+    if (rc != 0) return rc;
+    char buf[2048];
+    CINFO(c, "List of topics to be deleted: %s",
+          fmt_names(buf, sizeof buf, (const char *const *)c->ctx.topics_to_be_deleted.names,
+                    (size_t)c->ctx.topics_to_be_deleted.count));
+    return 0;
+}
+
+static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
+    cancel_timers(c);
+    c->auto_rebalance_timer =
+        gr_clock_schedule(c->cfg.clock, delay_ms, c->em, gr_ctrl_event_new(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION));
+}
+
+/* Kafka's onControllerFailover (first part: watches and the context). */
+static int on_controller_failover(struct gr_controller *c) {
+    int64_t t0 = gr_clock_now_ms(c->cfg.clock);
+    int rc;
+    /* SEAM: maybeSetupFeatureVersioning (/feature) */
+    CINFO(c, "Registering handlers");
+    gr_zk_watches_register_child(c->watches, BROKER_IDS_PATH, on_broker_ids_child, c);
+    gr_zk_watches_register_child(c->watches, TOPICS_PATH, on_topics_child, c);
+    gr_zk_watches_register_child(c->watches, DELETE_TOPICS_PATH, on_delete_topics_child, c);
+    gr_zk_watches_register_child(c->watches, LOG_DIR_EVENT_PATH, on_log_dir_child, c);
+    gr_zk_watches_register_child(c->watches, ISR_CHANGE_PATH, on_isr_change_child, c);
+    gr_zk_watches_register_node(c->watches, PREFERRED_PATH, on_preferred_node, c);
+    gr_zk_watches_register_node(c->watches, REASSIGN_PATH, on_reassign_node, c);
+    bool exists = false;
+    if ((rc = gr_kzk_watch_exists(c->kzk, PREFERRED_PATH, &exists)) != 0) return rc;
+    if ((rc = gr_kzk_watch_exists(c->kzk, REASSIGN_PATH, &exists)) != 0) return rc;
+
+    CINFO(c, "Deleting log dir event notifications");
+    if ((rc = delete_log_dir_notifications(c)) != 0) return rc;
+    CINFO(c, "Deleting isr change notifications");
+    if ((rc = delete_isr_notifications(c)) != 0) return rc;
+    CINFO(c, "Initializing controller context");
+    int64_t states = 0;
+    if ((rc = initialize_context(c, &states)) != 0) return rc;
+    CINFO(c, "Fetching topic deletions in progress");
+    if ((rc = fetch_topic_deletions(c)) != 0) return rc;
+    /* SEAM: topicDeletionManager.init; sendUpdateMetadataRequest(all live brokers);
+     * replicaStateMachine.startup(); partitionStateMachine.startup() */
+
+    CINFO(c, "Ready to serve as the new controller with epoch %d", c->ctx.epoch);
+    CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states) loaded in %lld ms",
+          c->ctx.epoch, c->ctx.n_brokers, gr_ctrl_ctx_topic_count(&c->ctx), (long long)gr_ctrl_ctx_partition_count(&c->ctx),
+          (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
+
+    /* SEAM: initializePartitionReassignments; topicDeletionManager.tryTopicDeletion;
+     * pending preferred replica elections */
+    CINFO(c, "Starting the controller scheduler");
+    if (c->cfg.auto_leader_rebalance_enable) schedule_auto_rebalance(c, AUTO_REBALANCE_FIRST_DELAY_MS);
+    return 0;
+}
+
+/* ======================================================================================
+ * Event processing
+ * ====================================================================================== */
+
+static int process_startup(struct gr_controller *c) {
+    gr_zk_watches_register_node(c->watches, CONTROLLER_PATH, on_controller_node, c);
+    bool exists;
+    int rc = gr_kzk_watch_exists(c->kzk, CONTROLLER_PATH, &exists);
+    if (rc != 0) return rc;
+    return elect(c);
+}
+
+static int process_reelect(struct gr_controller *c) {
+    int rc = maybe_resign(c);
+    if (rc != 0) return rc;
+    return elect(c);
+}
+
+static int process_register_broker_and_reelect(struct gr_controller *c) {
+    struct gr_zsession prev;
+    bool have_prev = false;
+    if (c->cfg.on_new_session) have_prev = c->cfg.on_new_session(c->cfg.hook_arg, &prev);
+    int64_t epoch = -1;
+    int rc = gr_kzk_register_broker(c->kzk, &c->broker_info, have_prev ? &prev : NULL, &epoch);
+    if (rc != 0) {
+        CERROR(c, "Cannot re-register broker %d in ZooKeeper after a new session: %s", c->cfg.broker_id,
+               gr_kzk_strerror(rc));
+        return rc;
+    }
+    atomic_store(&c->broker_epoch, epoch);
+    CINFO(c, "Re-registered broker %d at path /brokers/ids/%d, czxid (broker epoch): %lld", c->cfg.broker_id,
+          c->cfg.broker_id, (long long)epoch);
+    return process_reelect(c);
+}
+
+static int process_expire(struct gr_controller *c) {
+    atomic_store(&c->active_id, -1);
+    on_controller_resignation(c);
+    return 0;
+}
+
+static bool id_in(const int32_t *ids, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return true;
+    return false;
+}
+
+/* Kafka's processBrokerChange: new, dead and bounced (re-registered with a higher epoch) brokers. */
+static int process_broker_change(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    struct gr_kzk_broker *cur = NULL;
+    int ncur = 0;
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &cur, &ncur);
+    if (rc != 0) return rc;
+
+    int32_t *new_ids = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
+    int32_t *bounced = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
+    int32_t *dead = gr_malloc(sizeof(int32_t) * (size_t)(c->ctx.n_brokers + 1));
+    int32_t *live = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
+    int n_new = 0, n_bounced = 0, n_dead = 0;
+    for (int i = 0; i < ncur; i++) {
+        live[i] = cur[i].id;
+        struct gr_ctrl_broker *known = gr_ctrl_ctx_broker(&c->ctx, cur[i].id);
+        if (!known) new_ids[n_new++] = cur[i].id;
+        else if (cur[i].epoch > known->epoch) bounced[n_bounced++] = cur[i].id;
+    }
+    for (int i = 0; i < c->ctx.n_brokers; i++)
+        if (!id_in(live, ncur, c->ctx.brokers[i].id)) dead[n_dead++] = c->ctx.brokers[i].id;
+
+    char b1[512], b2[512], b3[512], b4[512];
+    CINFO(c, "Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
+          fmt_ids(b1, sizeof b1, new_ids, n_new), fmt_ids(b2, sizeof b2, dead, n_dead),
+          fmt_ids(b3, sizeof b3, bounced, n_bounced), fmt_ids(b4, sizeof b4, live, ncur));
+
+    char p[512];
+    for (int i = 0; i < ncur; i++) {
+        if (id_in(new_ids, n_new, cur[i].id)) {
+            c->sender->add_broker(c->sender_ctx, &cur[i]);
+        } else if (id_in(bounced, n_bounced, cur[i].id)) {
+            c->sender->remove_broker(c->sender_ctx, cur[i].id);
+            c->sender->add_broker(c->sender_ctx, &cur[i]);
+        }
+    }
+    for (int i = 0; i < n_dead; i++) c->sender->remove_broker(c->sender_ctx, dead[i]);
+
+    if (n_new > 0) {
+        for (int i = 0; i < ncur; i++)
+            if (id_in(new_ids, n_new, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
+        /* SEAM: onBrokerStartup(new) -- UpdateMetadata, replicas online, partition elections */
+        CINFO(c, "New broker startup callback for %s", b1);
+        for (int i = 0; i < n_new; i++)
+            gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, new_ids[i]), on_broker_node, c);
+    }
+    if (n_bounced > 0) {
+        for (int i = 0; i < n_bounced; i++) gr_ctrl_ctx_remove_live_broker(&c->ctx, bounced[i]);
+        /* SEAM: onBrokerFailure(bounced) */
+        CINFO(c, "Broker failure callback for %s", b3);
+        for (int i = 0; i < ncur; i++)
+            if (id_in(bounced, n_bounced, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
+        /* SEAM: onBrokerStartup(bounced) */
+        CINFO(c, "New broker startup callback for %s", b3);
+    }
+    if (n_dead > 0) {
+        for (int i = 0; i < n_dead; i++) {
+            gr_ctrl_ctx_remove_live_broker(&c->ctx, dead[i]);
+            gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, dead[i]));
+        }
+        /* SEAM: onBrokerFailure(dead) -- offline replicas, leader elections */
+        CINFO(c, "Broker failure callback for %s", b2);
+    }
+    if (n_new || n_bounced || n_dead) {
+        char buf[2048];
+        CINFO(c, "Updated broker epochs cache: %s", gr_ctrl_ctx_format_brokers(&c->ctx, buf, sizeof buf));
+    }
+    free(new_ids);
+    free(bounced);
+    free(dead);
+    free(live);
+    gr_kzk_brokers_free(cur, ncur);
+    return 0;
+}
+
+static bool endpoints_equal(const struct gr_kzk_broker *a, const struct gr_kzk_broker *b) {
+    if (a->n_endpoints != b->n_endpoints) return false;
+    for (int i = 0; i < a->n_endpoints; i++) {
+        const struct gr_kzk_endpoint *x = &a->endpoints[i], *y = &b->endpoints[i];
+        if (x->port != y->port || strcmp(x->listener ? x->listener : "", y->listener ? y->listener : "") ||
+            strcmp(x->host ? x->host : "", y->host ? y->host : "") ||
+            strcmp(x->security_protocol ? x->security_protocol : "", y->security_protocol ? y->security_protocol : ""))
+            return false;
+    }
+    if (a->n_features != b->n_features) return false;
+    for (int i = 0; i < a->n_features; i++)
+        if (strcmp(a->features[i].name, b->features[i].name) || a->features[i].min_version != b->features[i].min_version ||
+            a->features[i].max_version != b->features[i].max_version)
+            return false;
+    return true;
+}
+
+static int process_broker_modification(struct gr_controller *c, int32_t id) {
+    if (!is_active(c)) return 0;
+    struct gr_kzk_broker nb;
+    memset(&nb, 0, sizeof nb);
+    int rc = gr_kzk_get_broker(c->kzk, id, true, &nb);
+    if (rc == GR_KZK_ENONODE) return 0;
+    if (rc != 0) return rc;
+    struct gr_ctrl_broker *old = gr_ctrl_ctx_broker(&c->ctx, id);
+    if (old && !endpoints_equal(&old->info, &nb)) {
+        CINFO(c, "Updated broker metadata for broker %d (%d endpoints)", id, nb.n_endpoints);
+        nb.epoch = old->epoch;
+        gr_ctrl_ctx_add_live_broker(&c->ctx, &nb);
+        /* SEAM: onBrokerUpdate -- UpdateMetadata (brokers only) to all */
+    }
+    gr_kzk_broker_release(&nb);
+    return 0;
+}
+
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Kafka's processTopicChange. */
+static int process_topic_change(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    struct gr_zstrings topics = {0};
+    int rc = gr_kzk_get_topics(c->kzk, true, &topics);
+    if (rc != 0) return rc;
+    qsort(topics.names, (size_t)topics.count, sizeof(char *), cmp_cstr);
+
+    const char **new_topics = gr_malloc(sizeof(char *) * (size_t)(topics.count + 1));
+    int n_new = 0;
+    for (int i = 0; i < topics.count; i++)
+        if (!gr_ctrl_ctx_topic(&c->ctx, topics.names[i])) new_topics[n_new++] = topics.names[i];
+    size_t n_known;
+    const char **known = gr_ctrl_ctx_sorted_topics(&c->ctx, &n_known);
+    char **deleted = gr_malloc(sizeof(char *) * (n_known + 1));
+    size_t n_deleted = 0;
+    for (size_t i = 0; i < n_known; i++)
+        if (!bsearch(&known[i], topics.names, (size_t)topics.count, sizeof(char *), cmp_cstr))
+            deleted[n_deleted++] = gr_strdup(known[i]);
+    free(known);
+
+    int64_t before = gr_ctrl_ctx_partition_count(&c->ctx);
+    char p[512];
+    for (size_t i = 0; i < n_deleted; i++) {
+        gr_zk_watches_unregister_node(c->watches, topic_path(p, sizeof p, deleted[i]));
+        gr_ctrl_ctx_remove_topic(&c->ctx, deleted[i]);
+    }
+    int64_t after_removal = gr_ctrl_ctx_partition_count(&c->ctx);
+    rc = load_topics(c, new_topics, n_new);
+    if (rc == 0 && n_new > 0) {
+        int64_t loaded = 0;
+        rc = load_partition_states(c, new_topics, n_new, &loaded); /* normally none exist yet */
+    }
+    char b1[1024], b2[1024];
+    CINFO(c, "New topics: [%s], deleted topics: [%s], new partition replica assignment [%lld partitions]",
+          fmt_names(b1, sizeof b1, new_topics, (size_t)n_new),
+          fmt_names(b2, sizeof b2, (const char *const *)deleted, n_deleted),
+          (long long)(gr_ctrl_ctx_partition_count(&c->ctx) - after_removal));
+    (void)before;
+    /* SEAM: onNewPartitionCreation(new partitions) */
+    for (size_t i = 0; i < n_deleted; i++) free(deleted[i]);
+    free(deleted);
+    free(new_topics);
+    gr_zstrings_free(&topics);
+    return rc;
+}
+
+/* Kafka's processPartitionModifications: partitions added to an existing topic. */
+static int process_partition_modifications(struct gr_controller *c, const char *topic) {
+    if (!is_active(c) || !topic) return 0;
+    struct gr_kzk_topic_assignment a;
+    memset(&a, 0, sizeof a);
+    int rc = gr_kzk_get_topic_assignments(c->kzk, &topic, 1, true, &a);
+    if (rc != 0) return rc;
+    if (a.rc != 0) {
+        rc = a.rc == GR_KZK_ENONODE ? 0 : a.rc;
+        gr_kzk_topic_assignment_release(&a);
+        return rc;
+    }
+    struct gr_ctrl_topic *old = gr_ctrl_ctx_topic(&c->ctx, topic);
+    int added = 0;
+    for (int i = 0; i < a.n_partitions; i++)
+        if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) added++;
+    if (old && added > 0) {
+        if (!a.topic) a.topic = gr_strdup(topic);
+        CINFO(c, "New partitions to be added: %d partitions of topic %s", added, topic);
+        gr_ctrl_ctx_put_topic(&c->ctx, &a);
+        /* SEAM: onNewPartitionCreation(added); if the topic is queued for deletion Kafka restores
+         * the old assignment instead */
+    }
+    gr_kzk_topic_assignment_release(&a);
+    return 0;
+}
+
+/* Kafka's processTopicDeletion (the part that does not need the deletion manager). */
+static int process_topic_deletion(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_topic_deletions(c->kzk, true, &names);
+    if (rc != 0) return rc;
+    const char **unknown = gr_malloc(sizeof(char *) * (size_t)(names.count + 1));
+    int n_unknown = 0;
+    for (int i = 0; i < names.count; i++)
+        if (!gr_ctrl_ctx_topic(&c->ctx, names.names[i])) unknown[n_unknown++] = names.names[i];
+    char buf[2048];
+    if (n_unknown > 0) {
+        CWARN(c, "Ignoring request to delete non-existing topics %s", fmt_names(buf, sizeof buf, unknown, (size_t)n_unknown));
+        rc = gr_kzk_delete_topic_deletions_guarded(c->kzk, c->ctx.epoch_zk_version, unknown, n_unknown);
+    }
+    if (rc == 0 && names.count > n_unknown) {
+        if (!c->cfg.delete_topic_enable) {
+            CINFO(c, "Removing %s since delete topic is disabled",
+                  fmt_names(buf, sizeof buf, (const char *const *)names.names, (size_t)names.count));
+            rc = gr_kzk_delete_topic_deletions_guarded(c->kzk, c->ctx.epoch_zk_version,
+                                                       (const char *const *)names.names, names.count);
+        } else {
+            CINFO(c, "Starting topic deletion for topics %s",
+                  fmt_names(buf, sizeof buf, (const char *const *)names.names, (size_t)names.count));
+            /* SEAM: markTopicIneligibleForDeletion(reassigning); enqueueTopicsForDeletion */
+        }
+    }
+    free(unknown);
+    if (rc == 0 && c->cfg.delete_topic_enable) {
+        gr_zstrings_free(&c->ctx.topics_to_be_deleted);
+        c->ctx.topics_to_be_deleted = names; /* ownership moves */
+    } else {
+        gr_zstrings_free(&names);
+    }
+    return rc;
+}
+
+/* ISR change notifications (IBP < 2.7-IV2 leaders): reload those partition states, then delete
+ * the notifications. */
+static int process_isr_change_notification(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_isr_change_notifications(c->kzk, true, &names);
+    if (rc != 0 || names.count == 0) {
+        gr_zstrings_free(&names);
+        return rc;
+    }
+    struct gr_kzk_tp *tps = NULL;
+    int n = 0;
+    rc = gr_kzk_get_isr_change_partitions(c->kzk, (const char *const *)names.names, names.count, &tps, &n);
+    if (rc == 0 && n > 0) {
+        struct gr_kzk_state_result *res = gr_calloc((size_t)n, sizeof *res);
+        rc = gr_kzk_get_partition_states(c->kzk, tps, n, res);
+        int updated = 0;
+        for (int i = 0; i < n; i++) {
+            if (rc == 0 && res[i].rc == 0) {
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&c->ctx, tps[i].topic, tps[i].partition);
+                if (p) {
+                    gr_ctrl_partition_set_state(p, &res[i].lai);
+                    updated++;
+                }
+            }
+            gr_kzk_leader_and_isr_release(&res[i].lai);
+        }
+        free(res);
+        CINFO(c, "Processed ISR change notifications for %d partitions (%d updated)", n, updated);
+        /* SEAM: UpdateMetadata for those partitions; maybeCompleteReassignment */
+    }
+    gr_kzk_tps_release(tps, n);
+    int rc2 = gr_kzk_delete_isr_change_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
+                                                             (const char *const *)names.names, names.count);
+    gr_zstrings_free(&names);
+    return rc ? rc : rc2;
+}
+
+static int process_log_dir_event_notification(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_log_dir_event_notifications(c->kzk, true, &names);
+    if (rc != 0 || names.count == 0) {
+        gr_zstrings_free(&names);
+        return rc;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    rc = gr_kzk_get_log_dir_event_brokers(c->kzk, (const char *const *)names.names, names.count, &ids, &n);
+    if (rc == 0 && n > 0) {
+        char buf[512];
+        CINFO(c, "Handling log directory failure for brokers %s", fmt_ids(buf, sizeof buf, ids, n));
+        /* SEAM: onBrokerLogDirFailure -- replicas on those brokers -> OnlineReplica */
+    }
+    free(ids);
+    int rc2 = gr_kzk_delete_log_dir_event_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
+                                                                (const char *const *)names.names, names.count);
+    gr_zstrings_free(&names);
+    return rc ? rc : rc2;
+}
+
+static int process_zk_partition_reassignment(struct gr_controller *c) {
+    if (!is_active(c)) return 0;
+    bool exists = false;
+    int rc = gr_kzk_watch_exists(c->kzk, REASSIGN_PATH, &exists);
+    if (rc == 0 && exists) CWARN(c, "Partition reassignment through %s is not implemented yet", REASSIGN_PATH);
+    /* SEAM: processZkPartitionReassignment */
+    return rc;
+}
+
+static int process_replica_leader_election(struct gr_controller *c, struct gr_ctrl_event *ev) {
+    if (!is_active(c)) return 0;
+    if (!ev->payload) {
+        bool exists = false;
+        int rc = gr_kzk_watch_exists(c->kzk, PREFERRED_PATH, &exists);
+        if (rc == 0 && exists) CWARN(c, "Preferred replica election through %s is not implemented yet", PREFERRED_PATH);
+        return rc;
+    }
+    /* SEAM: processReplicaLeaderElection (ElectLeaders API) */
+    return 0;
+}
+
+static int process_auto_preferred_election(struct gr_controller *c) {
+    c->auto_rebalance_timer = 0; /* this timer fired */
+    if (!is_active(c)) return 0;
+    CDEBUG(c, "Checking need to trigger auto leader balancing");
+    /* SEAM: checkAndTriggerAutoLeaderRebalance */
+    int64_t interval = c->cfg.leader_imbalance_check_interval_ms > 0 ? c->cfg.leader_imbalance_check_interval_ms : 300000;
+    schedule_auto_rebalance(c, interval);
+    return 0;
+}
+
+/* The processor: one event at a time on the event thread (Kafka's KafkaController.process). */
+static void process(void *arg, struct gr_ctrl_event *ev) {
+    struct gr_controller *c = arg;
+    const char *name = gr_ctrl_event_name(ev->type);
+    if (ev->type == GR_EV_LEADER_AND_ISR_RESPONSE || ev->type == GR_EV_UPDATE_METADATA_RESPONSE ||
+        ev->type == GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION)
+        CDEBUG(c, "Processing event %s", name);
+    else if (ev->topic)
+        CINFO(c, "Processing event %s(%s)", name, ev->topic);
+    else if (ev->broker_id >= 0)
+        CINFO(c, "Processing event %s(%d)", name, ev->broker_id);
+    else
+        CINFO(c, "Processing event %s", name);
+
+    int rc = 0;
+    switch (ev->type) {
+    case GR_EV_STARTUP: rc = process_startup(c); break;
+    case GR_EV_CONTROLLER_CHANGE: rc = maybe_resign(c); break;
+    case GR_EV_REELECT: rc = process_reelect(c); break;
+    case GR_EV_REGISTER_BROKER_AND_REELECT: rc = process_register_broker_and_reelect(c); break;
+    case GR_EV_EXPIRE: rc = process_expire(c); break;
+    case GR_EV_BROKER_CHANGE: rc = process_broker_change(c); break;
+    case GR_EV_BROKER_MODIFICATIONS: rc = process_broker_modification(c, ev->broker_id); break;
+    case GR_EV_TOPIC_CHANGE: rc = process_topic_change(c); break;
+    case GR_EV_PARTITION_MODIFICATIONS: rc = process_partition_modifications(c, ev->topic); break;
+    case GR_EV_TOPIC_DELETION: rc = process_topic_deletion(c); break;
+    case GR_EV_ISR_CHANGE_NOTIFICATION: rc = process_isr_change_notification(c); break;
+    case GR_EV_LOG_DIR_EVENT_NOTIFICATION: rc = process_log_dir_event_notification(c); break;
+    case GR_EV_ZK_PARTITION_REASSIGNMENT: rc = process_zk_partition_reassignment(c); break;
+    case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
+    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c); break;
+    case GR_EV_SHUTDOWN_EVENT_THREAD:
+        CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
+        break;
+    default:
+        /* SEAM: the request-driven events (ControlledShutdown, AlterIsr, responses, ...) */
+        CWARN(c, "Event %s is not handled yet", name);
+        break;
+    }
+    if (rc == GR_ECONTROLLER_MOVED) {
+        CINFO(c, "Controller moved to another broker when processing %s.", name);
+        int rc2 = maybe_resign(c);
+        if (rc2 != 0) CERROR(c, "Error while checking the controller after %s: %s", name, gr_kzk_strerror(rc2));
+    } else if (rc != 0) {
+        CERROR(c, "Error processing event %s: %s", name, gr_kzk_strerror(rc));
+    }
+    update_metrics(c);
+}
+
+/* Preemption (Kafka's processor.preempt -> event.preempt): runs on the clear_and_put caller. */
+static void preempt(void *arg, struct gr_ctrl_event *ev) {
+    (void)arg;
+    if (ev->preempt) ev->preempt(ev);
+}
+
+/* ======================================================================================
+ * Lifecycle
+ * ====================================================================================== */
+
+struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) {
+    struct gr_controller *c = gr_calloc(1, sizeof *c);
+    c->cfg = *cfg;
+    c->cfg.broker_info = NULL;
+    if (cfg->broker_info) gr_kzk_broker_copy(&c->broker_info, cfg->broker_info);
+    c->broker_info.id = cfg->broker_id;
+    c->kzk = cfg->kzk;
+    c->watches = cfg->watches;
+    c->sender = cfg->sender ? cfg->sender : &gr_ctrl_sender_null;
+    c->sender_ctx = cfg->sender_ctx;
+    atomic_store(&c->active_id, -1);
+    atomic_store(&c->broker_epoch, cfg->broker_epoch);
+    atomic_store(&c->epoch, 0);
+    gr_ctrl_ctx_init(&c->ctx);
+    struct gr_ctrl_event_processor proc = {process, preempt, c};
+    c->em = gr_ctrl_events_new(cfg->broker_id, &proc, cfg->clock, cfg->metrics);
+    register_metrics(c);
+    return c;
+}
+
+int gr_controller_startup(struct gr_controller *c) {
+    if (c->started) return 0;
+    c->started = true;
+    gr_zk_watches_register_session(c->watches, SESSION_HANDLER_NAME, on_session, c);
+    put_event(c, GR_EV_STARTUP);
+    if (!c->cfg.no_thread) return gr_ctrl_events_start(c->em);
+    return 0;
+}
+
+void gr_controller_shutdown(struct gr_controller *c) {
+    if (c->shut_down) return;
+    c->shut_down = true;
+    gr_zk_watches_unregister_session(c->watches, SESSION_HANDLER_NAME);
+    gr_zk_watches_unregister_node(c->watches, CONTROLLER_PATH);
+    gr_ctrl_events_close(c->em);
+    bool was_active = is_active(c);
+    int32_t zkv = c->ctx.epoch_zk_version;
+    atomic_store(&c->active_id, -1);
+    on_controller_resignation(c);
+    if (was_active) {
+        int rc = gr_kzk_delete_controller_guarded(c->kzk, zkv);
+        if (rc == 0) CINFO(c, "Deleted /controller on shutdown");
+        else if (rc == GR_ECONTROLLER_MOVED) CINFO(c, "Controller already moved on shutdown");
+        else CWARN(c, "Cannot delete /controller on shutdown: %s", gr_kzk_strerror(rc));
+    }
+    update_metrics(c);
+}
+
+void gr_controller_free(struct gr_controller *c) {
+    if (!c) return;
+    gr_controller_shutdown(c);
+    unregister_metrics(c);
+    gr_ctrl_events_free(c->em);
+    gr_ctrl_ctx_release(&c->ctx);
+    gr_kzk_broker_release(&c->broker_info);
+    free(c);
+}
+
+bool gr_controller_is_active(struct gr_controller *c) { return is_active(c); }
+int32_t gr_controller_active_id(struct gr_controller *c) { return atomic_load(&c->active_id); }
+int64_t gr_controller_broker_epoch(struct gr_controller *c) { return atomic_load(&c->broker_epoch); }
+int32_t gr_controller_epoch(struct gr_controller *c) { return atomic_load(&c->epoch); }
+struct gr_ctrl_events *gr_controller_events(struct gr_controller *c) { return c->em; }
+struct gr_ctrl_context *gr_controller_context(struct gr_controller *c) { return &c->ctx; }
