@@ -1,0 +1,89 @@
+/* Request dispatch (Kafka's KafkaApis.handle) and the API registry.
+ *
+ * Every Kafka API the broker serves is registered once at start-up with the versions it
+ * implements and a handler. gr_apis_dispatch is the network server's handler
+ * (gr_net_handler_fn, ctx = struct gr_broker *): it decodes the frame with the protocol codec and
+ * calls the registered handler with the decoded header and body. ApiVersions advertises exactly
+ * the registered APIs and ranges.
+ *
+ * Dispatch rules:
+ *   - ApiVersions at a version we do not implement -> UNSUPPORTED_VERSION response encoded as v0
+ *     with the full supported list (KIP-511; librdkafka relies on it).
+ *   - any other unknown api key, unsupported version, or a body that does not parse -> WARN log
+ *     naming the peer and the reason, and the connection is closed (as Kafka does).
+ *
+ * Request lifetime (numbered so handlers can cite it):
+ *  1. The handler receives a struct gr_api_req it now owns. hdr and body live in req->arena and
+ *     point into the request frame (zero-copy bytes), all valid until the request is completed.
+ *  2. It must complete the request exactly once with gr_api_respond, gr_api_respond_none or
+ *     gr_api_close -- from the I/O thread before returning, or later from any other thread
+ *     (deferred responses: delayed operations). Completion frees the request, its arena and the
+ *     frame; nothing of it may be used afterwards.
+ *  3. Response bodies may be built in req->arena (gr_api_alloc / gr_proto_new) and are encoded
+ *     by gr_api_respond before anything is freed.
+ *  4. The request is used by one thread at a time; handing it to another thread transfers it.
+ */
+#ifndef GR_BROKER_APIS_H
+#define GR_BROKER_APIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/codec.h"
+
+struct gr_broker;
+struct gr_net_request;
+
+struct gr_api_req {
+    struct gr_broker *broker;
+    struct gr_net_request *net; /* the frame; owned until completion */
+    struct gr_arena arena;      /* decoded header/body, response scratch */
+    struct gr_req_header hdr;
+    void *body;                 /* struct <Api>Request */
+    const char *listener;       /* listener name the request arrived on */
+    const char *peer;           /* "host:port" of the client, for logs */
+    int64_t received_ms;        /* gr_mono_ms() at dispatch */
+};
+
+typedef void (*gr_api_handler_fn)(struct gr_broker *b, struct gr_api_req *req,
+                                  const struct gr_req_header *hdr, void *body);
+
+/* Registers (or replaces) the handler of api_key for versions [min_ver, max_ver], clipped to
+ * what the codec supports. Returns 0, or -EINVAL if the codec does not know the API or the range
+ * is empty. Call at start-up, before the network server starts (reads are lock-free). */
+int gr_apis_register(int16_t api_key, int16_t min_ver, int16_t max_ver, gr_api_handler_fn fn);
+
+/* Removes api_key from the registry (tests). */
+void gr_apis_unregister(int16_t api_key);
+
+/* Registers the handlers this module provides: ApiVersions 0-3, Metadata 0-9, CreateTopics 0-5,
+ * CreatePartitions 0-2, LeaderAndIsr 0-4, StopReplica 0-3, UpdateMetadata 0-6. Idempotent;
+ * called by gr_broker_new. */
+void gr_apis_register_builtin(void);
+
+/* Is api_key registered, and if so its range. */
+int gr_apis_lookup(int16_t api_key, int16_t *min_ver, int16_t *max_ver);
+
+/* The network server's handler. ctx is the struct gr_broker *. */
+void gr_apis_dispatch(void *ctx, struct gr_net_request *req);
+
+/* Encodes body (a struct <Api>Response for the request's api key and version) with the
+ * response header and sends it. If encoding fails the connection is closed (ERROR logged).
+ * Completes and frees req. Any thread. */
+void gr_api_respond(struct gr_api_req *req, const void *body);
+/* Completes req without a response. Any thread. */
+void gr_api_respond_none(struct gr_api_req *req);
+/* Completes req by closing the connection (reason logged at WARN). Any thread. */
+void gr_api_close(struct gr_api_req *req, const char *reason);
+
+/* Zeroed memory in the request's arena (lives until completion). */
+void *gr_api_alloc(struct gr_api_req *req, size_t n);
+/* A response struct of the request's API initialised to its schema defaults, in the arena. */
+void *gr_api_new_response(struct gr_api_req *req);
+/* Copy of s in the arena (NULL stays NULL). */
+char *gr_api_strdup(struct gr_api_req *req, const char *s);
+
+/* Fills resp (an initialised ApiVersionsResponse) with the registered APIs, allocating in a. */
+void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena *a);
+
+#endif

@@ -1,0 +1,40 @@
+/* struct gr_broker lifecycle; see broker.h. */
+#include "broker/broker.h"
+
+#include <stdlib.h>
+
+#include "broker/apis.h"
+#include "broker/metadata_cache.h"
+#include "broker/partitions.h"
+#include "broker/topic_admin.h"
+#include "common/util.h"
+
+struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id)
+{
+    struct gr_broker *b = gr_calloc(1, sizeof(*b));
+    b->cfg = cfg;
+    b->broker_id = broker_id;
+    atomic_store(&b->broker_epoch, -1);
+    b->metadata = gr_metadata_cache_new(broker_id);
+    b->partitions = gr_partitions_new();
+    b->admin = gr_topic_admin_new(b); /* hooks itself to metadata cache updates */
+    gr_apis_register_builtin();
+    return b;
+}
+
+void gr_broker_free(struct gr_broker *b)
+{
+    if (!b)
+        return;
+    gr_topic_admin_free(b->admin);
+    gr_partitions_free(b->partitions);
+    gr_metadata_cache_free(b->metadata);
+    free(b);
+}
+
+bool gr_broker_is_controller(struct gr_broker *b)
+{
+    if (b->controller_is_active && b->controller)
+        return b->controller_is_active(b->controller);
+    return gr_metadata_cache_controller_id(b->metadata) == b->broker_id;
+}

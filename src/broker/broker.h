@@ -1,0 +1,93 @@
+/* struct gr_broker: the shared context of one broker process, handed to every request handler.
+ *
+ * Ownership (numbered so other code can cite it):
+ *  1. gr_broker_new creates the struct and the parts it OWNS: metadata (metadata cache),
+ *     partitions (partition registry / state-change lock) and admin (delayed topic operations).
+ *     gr_broker_free releases exactly those.
+ *  2. Everything else is BORROWED and filled in by the broker start-up code (broker/server.c)
+ *     before the network server starts: cfg, zk, controller, net, cluster_id, broker_epoch.
+ *     The owner must keep them alive until gr_broker_free, and must stop the network server
+ *     (which stops new handler calls) before freeing the broker.
+ *  3. The replication slots (hooks, replica_manager) and group_coordinator are set once at
+ *     start-up by the engineers that own them; NULL means "not present" (hooks become no-ops).
+ *
+ * Threading: after start-up the plain fields are read-only, so any thread may read them;
+ * broker_epoch changes on ZooKeeper session re-registration and is atomic. The owned parts
+ * document their own locking. */
+#ifndef GR_BROKER_BROKER_H
+#define GR_BROKER_BROKER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gr_config;
+struct gr_kzk;
+struct gr_controller;
+struct gr_net_server;
+struct gr_metadata_cache;
+struct gr_partitions;
+struct gr_partition_state;
+struct gr_topic_admin;
+struct gr_broker;
+
+/* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
+ * I/O thread WITH the partition registry's state-change lock held (do not call gr_partitions_*
+ * locking functions from them; the registry's *_locked functions are fine). Each returns a Kafka
+ * error code for that partition (NONE, or e.g. KAFKA_STORAGE_ERROR), which goes into the
+ * response. `st` is the partition's state already updated from the request (leader, epoch, ISR,
+ * replicas, zk version, is_new). A NULL function is a no-op returning NONE. */
+struct gr_replica_hooks {
+    void *ctx;
+    int16_t (*become_leader)(void *ctx, struct gr_broker *b, const struct gr_partition_state *st);
+    int16_t (*become_follower)(void *ctx, struct gr_broker *b,
+                               const struct gr_partition_state *st);
+    /* StopReplica: stop fetching/serving topic-partition; delete_partition also removes its
+     * log. Called for partitions the broker hosts and, with delete_partition, also for ones it
+     * does not (to delete leftover logs, as Kafka does). The registry entry is removed after
+     * this returns when delete_partition is true. */
+    int16_t (*stop_replica)(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                            bool delete_partition);
+    /* After a LeaderAndIsr request was applied (e.g. to (re)start fetchers in one batch). */
+    void (*leader_and_isr_done)(void *ctx, struct gr_broker *b);
+};
+
+struct gr_broker {
+    /* -- identity (borrowed / set before start) -- */
+    const struct gr_config *cfg;
+    int32_t broker_id;
+    char cluster_id[64];          /* "" until known */
+    _Atomic int64_t broker_epoch; /* czxid of /brokers/ids/<id>; -1 unknown */
+
+    /* -- borrowed subsystems -- */
+    struct gr_kzk *zk;
+    struct gr_controller *controller; /* opaque to the broker side */
+    /* Is this broker the active controller? Set by the controller's owner; NULL falls back to
+     * "metadata cache's controller id == broker_id". Any thread. */
+    bool (*controller_is_active)(struct gr_controller *c);
+    struct gr_net_server *net;
+
+    /* -- owned -- */
+    struct gr_metadata_cache *metadata;
+    struct gr_partitions *partitions;
+    struct gr_topic_admin *admin;
+
+    /* -- slots for later subsystems -- */
+    struct gr_replica_hooks hooks;
+    void *replica_manager;
+    void *group_coordinator;
+};
+
+/* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case
+ * Kafka's defaults are used where a config value is needed), creates the owned parts and
+ * registers the built-in API handlers (gr_apis_register_builtin). Caller thread: start-up. */
+struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id);
+
+/* Releases the owned parts (pending delayed admin operations are answered REQUEST_TIMED_OUT
+ * first) and the struct. The network server must already be stopped. NULL is ignored. */
+void gr_broker_free(struct gr_broker *b);
+
+/* Is this broker the active controller right now (see controller_is_active)? Any thread. */
+bool gr_broker_is_controller(struct gr_broker *b);
+
+#endif

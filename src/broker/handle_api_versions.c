@@ -1,0 +1,40 @@
+/* ApiVersions v0-3 (KIP-35, KIP-511). Advertises exactly the registered APIs. The response
+ * header never carries tagged fields (the codec uses response header v0 for this API).
+ * v3 requests with an invalid ClientSoftwareName/Version get INVALID_REQUEST, as Kafka 2.7. */
+#include <stdbool.h>
+
+#include "broker/apis.h"
+#include "broker/handlers.h"
+#include "common/kerr.h"
+
+/* Kafka's pattern for the v3 software fields: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? */
+static bool valid_software_field(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        bool edge = p == s || p[1] == '\0';
+        if (!alnum && (edge || (c != '-' && c != '.')))
+            return false;
+    }
+    return true;
+}
+
+void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
+                            const struct gr_req_header *hdr, void *body)
+{
+    (void)b;
+    const struct ApiVersionsRequest *rq = body;
+    struct ApiVersionsResponse *resp = gr_api_new_response(req);
+    if (hdr->RequestApiVersion >= 3 && (!valid_software_field(rq->ClientSoftwareName) ||
+                                        !valid_software_field(rq->ClientSoftwareVersion))) {
+        resp->ErrorCode = GR_KERR_INVALID_REQUEST;
+        gr_api_respond(req, resp);
+        return;
+    }
+    resp->ErrorCode = GR_KERR_NONE;
+    gr_apis_fill_api_versions(resp, &req->arena);
+    gr_api_respond(req, resp);
+}

@@ -1,0 +1,348 @@
+/* Control requests from the controller: UpdateMetadata v0-6, LeaderAndIsr v0-4, StopReplica
+ * v0-3, with Kafka 2.7's fencing (KafkaApis + ReplicaManager):
+ *
+ *   broker epoch   request BrokerEpoch != -1 and < ours -> STALE_BROKER_EPOCH
+ *                  (UpdateMetadata, StopReplica: top-level code only; LeaderAndIsr: top-level
+ *                  and every partition)
+ *   controller     request ControllerEpoch < highest seen ->
+ *     epoch          UpdateMetadata: NOT_CONTROLLER (ControllerMovedException);
+ *                    LeaderAndIsr: STALE_CONTROLLER_EPOCH top-level and every partition;
+ *                    StopReplica: STALE_CONTROLLER_EPOCH top-level, no partitions.
+ *                  Otherwise the highest seen becomes the request's.
+ *   leader epoch   LeaderAndIsr: a partition is applied only if the request's LeaderEpoch is
+ *                  greater than the hosted one (new partitions start at -1); equal or lower ->
+ *                  STALE_CONTROLLER_EPOCH for that partition; this broker not in Replicas ->
+ *                  UNKNOWN_TOPIC_OR_PARTITION.
+ *                  StopReplica v3: LeaderEpoch -2 (deletion) or -1 (none) bypass the check;
+ *                  greater than the hosted one -> stop; otherwise FENCED_LEADER_EPOCH.
+ *                  Partitions not hosted are stopped (NONE) so leftover logs get deleted.
+ * All three run under the partition registry's state-change lock (Kafka's
+ * replicaStateChangeLock), one at a time. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/handlers.h"
+#include "broker/metadata_cache.h"
+#include "broker/partitions.h"
+#include "broker/topic_admin.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "state.change.logger"
+
+static bool broker_epoch_stale(struct gr_broker *b, int64_t req_epoch)
+{
+    if (req_epoch == -1)
+        return false;
+    return req_epoch < atomic_load(&b->broker_epoch);
+}
+
+/* ---------------- UpdateMetadata ---------------- */
+
+void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
+                               const struct gr_req_header *hdr, void *body)
+{
+    const struct UpdateMetadataRequest *rq = body;
+    struct UpdateMetadataResponse *resp = gr_api_new_response(req);
+    if (broker_epoch_stale(b, rq->BrokerEpoch)) {
+        gr_info(LOGGER, "[Broker id=%d] Received update metadata request with broker epoch %lld "
+                        "smaller than the current broker epoch %lld", b->broker_id,
+                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+        resp->ErrorCode = GR_KERR_STALE_BROKER_EPOCH;
+        gr_api_respond(req, resp);
+        return;
+    }
+    gr_partitions_lock(b->partitions);
+    int32_t known = gr_partitions_controller_epoch_locked(b->partitions);
+    if (rq->ControllerEpoch < known) {
+        gr_partitions_unlock(b->partitions);
+        gr_warn(LOGGER, "[Broker id=%d] Received update metadata request with correlation id %d "
+                        "from an old controller %d with epoch %d. Latest known controller epoch "
+                        "is %d", b->broker_id, hdr->CorrelationId, rq->ControllerId,
+                rq->ControllerEpoch, known);
+        resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
+        gr_api_respond(req, resp);
+        return;
+    }
+    /* The cache's update hook (set by gr_broker_new) re-checks delayed topic operations. */
+    gr_metadata_cache_update(b->metadata, hdr->RequestApiVersion, rq, NULL);
+    gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
+    gr_partitions_unlock(b->partitions);
+    resp->ErrorCode = GR_KERR_NONE;
+    gr_api_respond(req, resp);
+}
+
+/* ---------------- LeaderAndIsr ---------------- */
+
+struct lai_item {
+    const char *topic;
+    const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps;
+};
+
+static int collect_lai(struct gr_api_req *req, int16_t ver, const struct LeaderAndIsrRequest *rq,
+                       struct lai_item **out)
+{
+    int n = 0;
+    if (ver <= 1) {
+        n = rq->UngroupedPartitionStatesCount > 0 ? rq->UngroupedPartitionStatesCount : 0;
+    } else {
+        for (int32_t i = 0; i < rq->TopicStatesCount; i++)
+            if (rq->TopicStates[i].PartitionStatesCount > 0)
+                n += rq->TopicStates[i].PartitionStatesCount;
+    }
+    struct lai_item *v = gr_api_alloc(req, sizeof(*v) * (size_t)(n ? n : 1));
+    int k = 0;
+    if (ver <= 1) {
+        for (int i = 0; i < n; i++) {
+            v[k].topic = rq->UngroupedPartitionStates[i].TopicName;
+            v[k++].ps = &rq->UngroupedPartitionStates[i];
+        }
+    } else {
+        for (int32_t i = 0; i < rq->TopicStatesCount; i++)
+            for (int32_t j = 0; j < rq->TopicStates[i].PartitionStatesCount; j++) {
+                v[k].topic = rq->TopicStates[i].TopicName;
+                v[k++].ps = &rq->TopicStates[i].PartitionStates[j];
+            }
+    }
+    *out = v;
+    return k;
+}
+
+static int32_t *dup_ids(const int32_t *v, int32_t n, int *out_n)
+{
+    *out_n = n > 0 ? n : 0;
+    if (n <= 0)
+        return NULL;
+    int32_t *r = gr_malloc(sizeof(int32_t) * (size_t)n);
+    memcpy(r, v, sizeof(int32_t) * (size_t)n);
+    return r;
+}
+
+static void apply_lai_state(struct gr_partition_state *st,
+                            const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps)
+{
+    free(st->isr);
+    free(st->replicas);
+    free(st->adding);
+    free(st->removing);
+    st->leader = ps->Leader;
+    st->leader_epoch = ps->LeaderEpoch;
+    st->controller_epoch = ps->ControllerEpoch;
+    st->zk_version = ps->ZkVersion;
+    st->isr = dup_ids(ps->Isr, ps->IsrCount, &st->n_isr);
+    st->replicas = dup_ids(ps->Replicas, ps->ReplicasCount, &st->n_replicas);
+    st->adding = dup_ids(ps->AddingReplicas, ps->AddingReplicasCount, &st->n_adding);
+    st->removing = dup_ids(ps->RemovingReplicas, ps->RemovingReplicasCount, &st->n_removing);
+    st->is_new = ps->IsNew;
+}
+
+static bool contains(const int32_t *v, int32_t n, int32_t x)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
+}
+
+void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
+                              const struct gr_req_header *hdr, void *body)
+{
+    const struct LeaderAndIsrRequest *rq = body;
+    int16_t ver = hdr->RequestApiVersion;
+    struct LeaderAndIsrResponse *resp = gr_api_new_response(req);
+    struct lai_item *items;
+    int n = collect_lai(req, ver, rq, &items);
+    resp->PartitionErrors = gr_api_alloc(req, sizeof(*resp->PartitionErrors) * (size_t)(n ? n : 1));
+    resp->PartitionErrorsCount = n;
+    for (int i = 0; i < n; i++) {
+        resp->PartitionErrors[i].TopicName = (char *)items[i].topic;
+        resp->PartitionErrors[i].PartitionIndex = items[i].ps->PartitionIndex;
+    }
+
+    int16_t whole = GR_KERR_NONE;
+    if (broker_epoch_stale(b, rq->BrokerEpoch)) {
+        gr_info(LOGGER, "[Broker id=%d] Received LeaderAndIsr request with broker epoch %lld "
+                        "smaller than the current broker epoch %lld", b->broker_id,
+                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+        whole = GR_KERR_STALE_BROKER_EPOCH;
+    }
+    if (whole == GR_KERR_NONE) {
+        gr_partitions_lock(b->partitions);
+        int32_t known = gr_partitions_controller_epoch_locked(b->partitions);
+        if (rq->ControllerEpoch < known) {
+            gr_warn(LOGGER, "[Broker id=%d] Ignoring LeaderAndIsr request from controller %d with "
+                            "correlation id %d since its controller epoch %d is old. Latest "
+                            "known controller epoch is %d", b->broker_id, rq->ControllerId,
+                    hdr->CorrelationId, rq->ControllerEpoch, known);
+            whole = GR_KERR_STALE_CONTROLLER_EPOCH;
+        } else {
+            gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
+            for (int i = 0; i < n; i++) {
+                const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = items[i].ps;
+                int16_t *err = &resp->PartitionErrors[i].ErrorCode;
+                if (!items[i].topic) {
+                    *err = GR_KERR_INVALID_REQUEST;
+                    continue;
+                }
+                struct gr_partition_state *st = gr_partitions_get_or_create_locked(
+                    b->partitions, items[i].topic, ps->PartitionIndex);
+                if (ps->LeaderEpoch <= st->leader_epoch) {
+                    gr_info(LOGGER, "[Broker id=%d] Ignoring LeaderAndIsr request from "
+                                    "controller %d epoch %d for partition %s-%d since its "
+                                    "leader epoch %d is not newer than the current leader "
+                                    "epoch %d", b->broker_id, rq->ControllerId,
+                            rq->ControllerEpoch, items[i].topic, ps->PartitionIndex,
+                            ps->LeaderEpoch, st->leader_epoch);
+                    *err = GR_KERR_STALE_CONTROLLER_EPOCH;
+                    continue;
+                }
+                if (!contains(ps->Replicas, ps->ReplicasCount, b->broker_id)) {
+                    gr_warn(LOGGER, "[Broker id=%d] Ignoring LeaderAndIsr request from "
+                                    "controller %d epoch %d for partition %s-%d as itself is not "
+                                    "in assigned replica list", b->broker_id, rq->ControllerId,
+                            rq->ControllerEpoch, items[i].topic, ps->PartitionIndex);
+                    *err = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+                    continue;
+                }
+                apply_lai_state(st, ps);
+                bool leader = ps->Leader == b->broker_id;
+                gr_info(LOGGER, "[Broker id=%d] %s for partition %s-%d: leader %d leader epoch %d "
+                                "(controller %d epoch %d)", b->broker_id,
+                        leader ? "Becoming leader" : "Becoming follower", items[i].topic,
+                        ps->PartitionIndex, ps->Leader, ps->LeaderEpoch, rq->ControllerId,
+                        rq->ControllerEpoch);
+                int16_t e = GR_KERR_NONE;
+                if (leader && b->hooks.become_leader)
+                    e = b->hooks.become_leader(b->hooks.ctx, b, st);
+                else if (!leader && b->hooks.become_follower)
+                    e = b->hooks.become_follower(b->hooks.ctx, b, st);
+                *err = e;
+            }
+            if (b->hooks.leader_and_isr_done)
+                b->hooks.leader_and_isr_done(b->hooks.ctx, b);
+        }
+        gr_partitions_unlock(b->partitions);
+    }
+    resp->ErrorCode = whole;
+    if (whole != GR_KERR_NONE)
+        for (int i = 0; i < n; i++)
+            resp->PartitionErrors[i].ErrorCode = whole;
+    gr_api_respond(req, resp);
+}
+
+/* ---------------- StopReplica ---------------- */
+
+struct sr_item {
+    const char *topic;
+    int32_t partition;
+    int32_t leader_epoch;
+    bool del;
+};
+
+static int collect_sr(struct gr_api_req *req, int16_t ver, const struct StopReplicaRequest *rq,
+                      struct sr_item **out)
+{
+    int n = 0;
+    if (ver == 0) {
+        n = rq->UngroupedPartitionsCount > 0 ? rq->UngroupedPartitionsCount : 0;
+    } else if (ver <= 2) {
+        for (int32_t i = 0; i < rq->TopicsCount; i++)
+            if (rq->Topics[i].PartitionIndexesCount > 0)
+                n += rq->Topics[i].PartitionIndexesCount;
+    } else {
+        for (int32_t i = 0; i < rq->TopicStatesCount; i++)
+            if (rq->TopicStates[i].PartitionStatesCount > 0)
+                n += rq->TopicStates[i].PartitionStatesCount;
+    }
+    struct sr_item *v = gr_api_alloc(req, sizeof(*v) * (size_t)(n ? n : 1));
+    int k = 0;
+    if (ver == 0) {
+        for (int i = 0; i < n; i++)
+            v[k++] = (struct sr_item){ rq->UngroupedPartitions[i].TopicName,
+                                       rq->UngroupedPartitions[i].PartitionIndex, -1,
+                                       rq->DeletePartitions };
+    } else if (ver <= 2) {
+        for (int32_t i = 0; i < rq->TopicsCount; i++)
+            for (int32_t j = 0; j < rq->Topics[i].PartitionIndexesCount; j++)
+                v[k++] = (struct sr_item){ rq->Topics[i].Name, rq->Topics[i].PartitionIndexes[j],
+                                           -1, rq->DeletePartitions };
+    } else {
+        for (int32_t i = 0; i < rq->TopicStatesCount; i++)
+            for (int32_t j = 0; j < rq->TopicStates[i].PartitionStatesCount; j++) {
+                const struct StopReplicaRequest_StopReplicaPartitionState *ps =
+                    &rq->TopicStates[i].PartitionStates[j];
+                v[k++] = (struct sr_item){ rq->TopicStates[i].TopicName, ps->PartitionIndex,
+                                           ps->LeaderEpoch, ps->DeletePartition };
+            }
+    }
+    *out = v;
+    return k;
+}
+
+void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
+                            const struct gr_req_header *hdr, void *body)
+{
+    const struct StopReplicaRequest *rq = body;
+    int16_t ver = hdr->RequestApiVersion;
+    struct StopReplicaResponse *resp = gr_api_new_response(req);
+    resp->PartitionErrorsCount = 0;
+    if (broker_epoch_stale(b, rq->BrokerEpoch)) {
+        gr_info(LOGGER, "[Broker id=%d] Received StopReplica request with broker epoch %lld "
+                        "smaller than the current broker epoch %lld", b->broker_id,
+                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+        resp->ErrorCode = GR_KERR_STALE_BROKER_EPOCH;
+        gr_api_respond(req, resp);
+        return;
+    }
+    struct sr_item *items;
+    int n = collect_sr(req, ver, rq, &items);
+    gr_partitions_lock(b->partitions);
+    int32_t known = gr_partitions_controller_epoch_locked(b->partitions);
+    if (rq->ControllerEpoch < known) {
+        gr_partitions_unlock(b->partitions);
+        gr_warn(LOGGER, "[Broker id=%d] Ignoring StopReplica request from controller %d with "
+                        "correlation id %d since its controller epoch %d is old. Latest known "
+                        "controller epoch is %d", b->broker_id, rq->ControllerId,
+                hdr->CorrelationId, rq->ControllerEpoch, known);
+        resp->ErrorCode = GR_KERR_STALE_CONTROLLER_EPOCH;
+        gr_api_respond(req, resp);
+        return;
+    }
+    gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
+    resp->PartitionErrors = gr_api_alloc(req, sizeof(*resp->PartitionErrors) * (size_t)(n ? n : 1));
+    resp->PartitionErrorsCount = n;
+    for (int i = 0; i < n; i++) {
+        struct StopReplicaResponse_StopReplicaPartitionError *pe = &resp->PartitionErrors[i];
+        pe->TopicName = (char *)items[i].topic;
+        pe->PartitionIndex = items[i].partition;
+        if (!items[i].topic) {
+            pe->ErrorCode = GR_KERR_INVALID_REQUEST;
+            continue;
+        }
+        struct gr_partition_state *st =
+            gr_partitions_get_locked(b->partitions, items[i].topic, items[i].partition);
+        int32_t e = items[i].leader_epoch;
+        if (st && !(e == -2 || e == -1 || e > st->leader_epoch)) {
+            gr_warn(LOGGER, "[Broker id=%d] Ignoring StopReplica request (delete=%s) from "
+                            "controller %d epoch %d for partition %s-%d since its leader epoch "
+                            "%d is not newer than the current leader epoch %d", b->broker_id,
+                    items[i].del ? "true" : "false", rq->ControllerId, rq->ControllerEpoch,
+                    items[i].topic, items[i].partition, e, st->leader_epoch);
+            pe->ErrorCode = GR_KERR_FENCED_LEADER_EPOCH;
+            continue;
+        }
+        int16_t err = GR_KERR_NONE;
+        if (b->hooks.stop_replica)
+            err = b->hooks.stop_replica(b->hooks.ctx, b, items[i].topic, items[i].partition,
+                                        items[i].del);
+        if (err == GR_KERR_NONE && items[i].del)
+            gr_partitions_remove_locked(b->partitions, items[i].topic, items[i].partition);
+        pe->ErrorCode = err;
+    }
+    gr_partitions_unlock(b->partitions);
+    resp->ErrorCode = GR_KERR_NONE;
+    gr_api_respond(req, resp);
+}

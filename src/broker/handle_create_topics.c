@@ -1,0 +1,263 @@
+/* CreateTopics v0-5 and CreatePartitions v0-2 (Kafka 2.7 KafkaApis + AdminManager).
+ *
+ *   - Only the active controller serves them: any other broker answers NOT_CONTROLLER for every
+ *     topic (clients then refresh metadata and retry on the controller).
+ *   - A topic named more than once in one request gets INVALID_REQUEST for each entry.
+ *   - Each topic is validated and written to ZooKeeper (topic_admin.c). Topics that succeeded
+ *     are then awaited: the response goes out once all their partitions have leaders in this
+ *     broker's metadata cache (NONE) or when TimeoutMs expires (REQUEST_TIMED_OUT for those still
+ *     leaderless). TimeoutMs <= 0 answers at once with REQUEST_TIMED_OUT for the topics that were
+ *     created (Kafka's semantics); ValidateOnly answers at once with the validation result.
+ *   - The wait never blocks an I/O thread: the request is parked in the admin's delayed-operation
+ *     list and answered from the thread that sees it complete. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/handlers.h"
+#include "broker/topic_admin.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "kafka.server.KafkaApis"
+
+static bool dup_name(char *const *names, int n, int i)
+{
+    for (int j = 0; j < n; j++)
+        if (j != i && names[j] && names[i] && strcmp(names[j], names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* ---------------- CreateTopics ---------------- */
+
+struct ct_wait {
+    struct gr_api_req *req;
+    struct CreateTopicsResponse *resp;
+    int *idx; /* response index of each awaited topic */
+};
+
+static void ct_done(void *ctx, int n, const bool *ready)
+{
+    struct ct_wait *w = ctx;
+    for (int i = 0; i < n; i++) {
+        struct CreateTopicsResponse_CreatableTopicResult *r = &w->resp->Topics[w->idx[i]];
+        if (!ready[i]) {
+            r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+            r->ErrorMessage = NULL;
+        }
+    }
+    gr_api_respond(w->req, w->resp);
+}
+
+void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
+                             const struct gr_req_header *hdr, void *body)
+{
+    const struct CreateTopicsRequest *rq = body;
+    int16_t ver = hdr->RequestApiVersion;
+    struct CreateTopicsResponse *resp = gr_api_new_response(req);
+    int n = rq->TopicsCount > 0 ? rq->TopicsCount : 0;
+    resp->TopicsCount = n;
+    resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n ? n : 1));
+    char **names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++)
+        names[i] = rq->Topics[i].Name;
+    bool controller = gr_broker_is_controller(b);
+
+    int *wait_idx = gr_api_alloc(req, sizeof(int) * (size_t)(n ? n : 1));
+    const char **wait_names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
+    int32_t *wait_parts = gr_api_alloc(req, sizeof(int32_t) * (size_t)(n ? n : 1));
+    int n_wait = 0;
+
+    for (int i = 0; i < n; i++) {
+        const struct CreateTopicsRequest_CreatableTopic *t = &rq->Topics[i];
+        struct CreateTopicsResponse_CreatableTopicResult *r = &resp->Topics[i];
+        r->Name = t->Name;
+        r->NumPartitions = -1;
+        r->ReplicationFactor = -1;
+        r->ConfigsCount = -1;
+        r->Configs = NULL;
+        if (!controller) {
+            r->ErrorCode = GR_KERR_NOT_CONTROLLER;
+            r->ErrorMessage = gr_api_strdup(req, "This is not the correct controller for this cluster.");
+            continue;
+        }
+        if (dup_name(names, n, i)) {
+            r->ErrorCode = GR_KERR_INVALID_REQUEST;
+            r->ErrorMessage = gr_api_strdup(req, "Found multiple entries for this topic.");
+            continue;
+        }
+        /* Flatten the explicit assignment into the spec's arrays (arena). */
+        int na = t->AssignmentsCount > 0 ? t->AssignmentsCount : 0;
+        int32_t *pids = gr_api_alloc(req, sizeof(int32_t) * (size_t)(na ? na : 1));
+        const int32_t **reps = gr_api_alloc(req, sizeof(int32_t *) * (size_t)(na ? na : 1));
+        int *nreps = gr_api_alloc(req, sizeof(int) * (size_t)(na ? na : 1));
+        for (int k = 0; k < na; k++) {
+            pids[k] = t->Assignments[k].PartitionIndex;
+            reps[k] = t->Assignments[k].BrokerIds;
+            nreps[k] = t->Assignments[k].BrokerIdsCount > 0 ? t->Assignments[k].BrokerIdsCount : 0;
+        }
+        int nc = t->ConfigsCount > 0 ? t->ConfigsCount : 0;
+        const char **ck = gr_api_alloc(req, sizeof(char *) * (size_t)(nc ? nc : 1));
+        const char **cv = gr_api_alloc(req, sizeof(char *) * (size_t)(nc ? nc : 1));
+        for (int k = 0; k < nc; k++) {
+            ck[k] = t->Configs[k].Name ? t->Configs[k].Name : "";
+            cv[k] = t->Configs[k].Value;
+        }
+        struct gr_topic_spec spec = {
+            .name = t->Name,
+            .num_partitions = t->NumPartitions,
+            .replication_factor = t->ReplicationFactor,
+            .n_assignments = na,
+            .partition_ids = pids,
+            .replicas = reps,
+            .n_replicas = nreps,
+            .n_configs = nc,
+            .config_names = ck,
+            .config_values = cv,
+        };
+        struct gr_topic_result res;
+        int16_t e = gr_topic_admin_create_topic(b, &spec, rq->ValidateOnly, false, -1, &res);
+        r->ErrorCode = e;
+        r->ErrorMessage = (e != GR_KERR_NONE && res.message[0]) ? gr_api_strdup(req, res.message)
+                                                                : NULL;
+        if (e != GR_KERR_NONE) {
+            gr_info(LOGGER, "Error processing create topic request for %s: %s (%s)",
+                    t->Name ? t->Name : "null", gr_kerr_name(e), res.message);
+            continue;
+        }
+        if (ver >= 5) {
+            r->NumPartitions = res.num_partitions;
+            r->ReplicationFactor = res.replication_factor;
+            r->ConfigsCount = 0;
+        }
+        if (!rq->ValidateOnly) {
+            wait_idx[n_wait] = i;
+            wait_names[n_wait] = t->Name;
+            wait_parts[n_wait] = res.num_partitions;
+            n_wait++;
+        }
+    }
+
+    if (n_wait == 0 || rq->ValidateOnly) {
+        gr_api_respond(req, resp);
+        return;
+    }
+    if (rq->TimeoutMs <= 0) {
+        for (int i = 0; i < n_wait; i++) {
+            resp->Topics[wait_idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+            resp->Topics[wait_idx[i]].ErrorMessage = NULL;
+        }
+        gr_api_respond(req, resp);
+        return;
+    }
+    struct ct_wait *w = gr_api_alloc(req, sizeof(*w));
+    w->req = req;
+    w->resp = resp;
+    w->idx = wait_idx;
+    /* From here on the request belongs to the delayed operation (apis.h rule 2). */
+    gr_topic_admin_wait(b->admin, n_wait, wait_names, wait_parts, rq->TimeoutMs, ct_done, w);
+}
+
+/* ---------------- CreatePartitions ---------------- */
+
+struct cp_wait {
+    struct gr_api_req *req;
+    struct CreatePartitionsResponse *resp;
+    int *idx;
+};
+
+static void cp_done(void *ctx, int n, const bool *ready)
+{
+    struct cp_wait *w = ctx;
+    for (int i = 0; i < n; i++) {
+        if (!ready[i]) {
+            w->resp->Results[w->idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+            w->resp->Results[w->idx[i]].ErrorMessage = NULL;
+        }
+    }
+    gr_api_respond(w->req, w->resp);
+}
+
+void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
+                                 const struct gr_req_header *hdr, void *body)
+{
+    (void)hdr;
+    const struct CreatePartitionsRequest *rq = body;
+    struct CreatePartitionsResponse *resp = gr_api_new_response(req);
+    int n = rq->TopicsCount > 0 ? rq->TopicsCount : 0;
+    resp->ResultsCount = n;
+    resp->Results = gr_api_alloc(req, sizeof(*resp->Results) * (size_t)(n ? n : 1));
+    char **names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++)
+        names[i] = rq->Topics[i].Name;
+    bool controller = gr_broker_is_controller(b);
+    int *wait_idx = gr_api_alloc(req, sizeof(int) * (size_t)(n ? n : 1));
+    const char **wait_names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
+    int32_t *wait_parts = gr_api_alloc(req, sizeof(int32_t) * (size_t)(n ? n : 1));
+    int n_wait = 0;
+
+    for (int i = 0; i < n; i++) {
+        const struct CreatePartitionsRequest_CreatePartitionsTopic *t = &rq->Topics[i];
+        struct CreatePartitionsResponse_CreatePartitionsTopicResult *r = &resp->Results[i];
+        r->Name = t->Name;
+        r->ErrorMessage = NULL;
+        if (!controller) {
+            r->ErrorCode = GR_KERR_NOT_CONTROLLER;
+            r->ErrorMessage = gr_api_strdup(req, "This is not the correct controller for this cluster.");
+            continue;
+        }
+        if (dup_name(names, n, i)) {
+            r->ErrorCode = GR_KERR_INVALID_REQUEST;
+            r->ErrorMessage = gr_api_strdup(req, "Duplicate topic in request.");
+            continue;
+        }
+        if (!t->Name) {
+            r->ErrorCode = GR_KERR_INVALID_REQUEST;
+            continue;
+        }
+        int na = t->AssignmentsCount;
+        const int32_t **reps = NULL;
+        int *nreps = NULL;
+        if (na >= 0) {
+            reps = gr_api_alloc(req, sizeof(int32_t *) * (size_t)(na ? na : 1));
+            nreps = gr_api_alloc(req, sizeof(int) * (size_t)(na ? na : 1));
+            for (int k = 0; k < na; k++) {
+                reps[k] = t->Assignments[k].BrokerIds;
+                nreps[k] = t->Assignments[k].BrokerIdsCount > 0 ? t->Assignments[k].BrokerIdsCount
+                                                                : 0;
+            }
+        }
+        struct gr_topic_result res;
+        int16_t e = gr_topic_admin_create_partitions(b, t->Name, t->Count, na, reps, nreps,
+                                                     rq->ValidateOnly, &res);
+        r->ErrorCode = e;
+        if (e != GR_KERR_NONE) {
+            r->ErrorMessage = res.message[0] ? gr_api_strdup(req, res.message) : NULL;
+            continue;
+        }
+        if (!rq->ValidateOnly) {
+            wait_idx[n_wait] = i;
+            wait_names[n_wait] = t->Name;
+            wait_parts[n_wait] = t->Count;
+            n_wait++;
+        }
+    }
+    if (n_wait == 0 || rq->ValidateOnly) {
+        gr_api_respond(req, resp);
+        return;
+    }
+    if (rq->TimeoutMs <= 0) {
+        for (int i = 0; i < n_wait; i++)
+            resp->Results[wait_idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+        gr_api_respond(req, resp);
+        return;
+    }
+    struct cp_wait *w = gr_api_alloc(req, sizeof(*w));
+    w->req = req;
+    w->resp = resp;
+    w->idx = wait_idx;
+    gr_topic_admin_wait(b->admin, n_wait, wait_names, wait_parts, rq->TimeoutMs, cp_done, w);
+}
