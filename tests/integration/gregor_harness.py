@@ -1,0 +1,521 @@
+"""Process-level test harness for Gregor: private ZooKeeper servers, gregord clusters, znode reads.
+
+Runs under Debian's /usr/bin/python3 with its pytest and kazoo. Used by tests/integration (through
+conftest.py fixtures), tests/chaos and bench/.
+
+Main pieces
+  free_port()                 a TCP port on 127.0.0.1 that was free a moment ago
+  wait_for(cond, timeout, what)  polls cond() until truthy; raises AssertionError naming `what`
+  ZkServer(dir, port)         a ZooKeeper started/stopped through scripts/zk.sh
+  Cluster(workdir, zk_connect, n)  N gregord processes with generated configs, one log file each
+  Broker                      one gregord process: start/stop/kill/pause/resume, log, session, metrics
+  kazoo_client(hosts)         a started KazooClient (hosts may carry a /chroot)
+  expire_session(zk_hosts, sid, passwd)  closes someone else's ZooKeeper session from outside
+
+Every gregord process the harness starts is remembered in LIVE_PROCS so a session-end hook can
+kill leftovers.
+"""
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import weakref
+
+from kazoo.client import KazooClient
+
+logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+ROOT = os.environ.get("GREGOR_ROOT") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("GREGOR_BUILD") or os.path.join(ROOT, "build")
+GREGORD = os.path.join(BUILD, "bin", "gregord")
+GREGORCTL = os.path.join(BUILD, "bin", "gregorctl")
+ZK_SH = os.path.join(ROOT, "scripts", "zk.sh")
+
+SESSION_TIMEOUT_MS = 3000
+LIVE_PROCS = weakref.WeakSet()  # Broker objects whose process may be running
+
+# "ready as controller, epoch N" (the epoch after the phrase; the line's [Controller ... epoch=E]
+# prefix, if any, comes before it).
+READY_RE = re.compile(r"ready as controller\b(.*)$", re.I)
+EPOCH_RE = re.compile(r"epoch\D{0,3}(\d+)", re.I)
+LOAD_TIME_RE = re.compile(r"load(?:ing)?[ _]time\D{0,3}([\d.]+)\s*(ms|s|us)?", re.I)
+ACTIVE_COUNT_KEY = "ActiveControllerCount"
+
+
+def free_port():
+    """Returns a port on 127.0.0.1 that the kernel just handed out for a bind to port 0."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond, timeout=30.0, what="condition", interval=0.05):
+    """Polls cond() every `interval` s until it returns something truthy, and returns that.
+    Raises AssertionError("timed out after Ts waiting for WHAT; last value: V")."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = cond()
+        except Exception as e:  # a read racing a change: keep polling, remember why
+            last = f"<{type(e).__name__}: {e}>"
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; "
+                                 f"last value: {last!r}")
+        time.sleep(interval)
+
+
+def ruok(port, host="127.0.0.1"):
+    try:
+        with socket.create_connection((host, port), timeout=1) as s:
+            s.sendall(b"ruok")
+            return s.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+def kazoo_client(hosts, timeout=15.0, **kw):
+    """A started KazooClient on `hosts` ("127.0.0.1:PORT[/chroot]")."""
+    zk = KazooClient(hosts=hosts, timeout=10.0, **kw)
+    zk.start(timeout=timeout)
+    return zk
+
+
+def close_kazoo(zk):
+    try:
+        zk.stop()
+    finally:
+        zk.close()
+
+
+def split_chroot(connect):
+    """'127.0.0.1:2181/a/b' -> ('127.0.0.1:2181', '/a/b'); no chroot -> (connect, '')."""
+    i = connect.find("/")
+    return (connect, "") if i < 0 else (connect[:i], connect[i:])
+
+
+def expire_session(zk_hosts, session_id, password, timeout=10.0):
+    """Ends another client's ZooKeeper session from outside: attach a second client to the same
+    session id and password, then close it (the server expires the session and deletes its
+    ephemerals; the original owner sees SESSION_EXPIRED on its next contact)."""
+    hosts, _ = split_chroot(zk_hosts)
+    zk = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10.0)
+    zk.start(timeout=timeout)
+    got = zk.client_id
+    close_kazoo(zk)
+    assert got is not None and got[0] == session_id, \
+        f"attached to session {got and hex(got[0])} instead of {hex(session_id)} (already expired?)"
+
+
+class ZkServer:
+    """A private standalone ZooKeeper controlled through scripts/zk.sh (data kept in `dir` across
+    stop/start, so sessions and znodes survive a restart)."""
+
+    def __init__(self, dir, port=None):
+        self.dir = dir
+        self.port = port or free_port()
+
+    @property
+    def hosts(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        subprocess.run([ZK_SH, "start", self.dir, str(self.port)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def stop(self):
+        subprocess.run([ZK_SH, "stop", self.dir, str(self.port)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def restart(self, down_seconds=0.0):
+        self.stop()
+        if down_seconds:
+            time.sleep(down_seconds)  # a deliberate outage of this length
+        self.start()
+
+    def alive(self):
+        return ruok(self.port)
+
+
+def find_metric(metrics, name):
+    """Value of the first metric whose full name contains `name` (gauges: "value")."""
+    if not isinstance(metrics, dict):
+        return None
+    for k, v in metrics.items():
+        if name in k:
+            if isinstance(v, dict):
+                return v.get("value", v.get("count"))
+            return v
+    for v in metrics.values():
+        if isinstance(v, dict):
+            r = find_metric(v, name)
+            if r is not None:
+                return r
+    return None
+
+
+def parse_ready_lines(text):
+    """[(epoch, load_time_ms or None, line)] for each 'ready as controller' line in a log."""
+    out = []
+    for line in text.splitlines():
+        m = READY_RE.search(line)
+        if not m:
+            continue
+        e = EPOCH_RE.search(m.group(1)) or EPOCH_RE.search(line)
+        lt = LOAD_TIME_RE.search(line)
+        load_ms = None
+        if lt:
+            v = float(lt.group(1))
+            unit = (lt.group(2) or "ms").lower()
+            load_ms = v * 1000 if unit == "s" else v / 1000 if unit == "us" else v
+        out.append((int(e.group(1)) if e else None, load_ms, line))
+    return out
+
+
+class Broker:
+    """One gregord process. Its stdout+stderr are appended to `log_path` (several runs of the
+    same broker share the file, each preceded by a '=== harness: ...' marker line)."""
+
+    def __init__(self, cluster, broker_id, port=None, config=None, name=None):
+        """name: file-name stem (default broker-<id>); give a second process with the same
+        broker.id its own, e.g. name="dup-2"."""
+        self.cluster = cluster
+        self.id = broker_id
+        self.port = port or free_port()
+        name = name or f"broker-{broker_id}"
+        self.logdir = os.path.join(cluster.workdir, name)
+        self.log_path = os.path.join(cluster.workdir, f"{name}.log")
+        self.config_path = os.path.join(cluster.workdir, f"{name}.properties")
+        self.config = dict(config or {})
+        self.proc = None
+        self.log_offset = 0  # where the current run's output starts in log_path
+        self.paused = False
+
+    # ---- configuration ----
+    def properties(self):
+        props = {
+            "broker.id": str(self.id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": self.logdir,
+            "zookeeper.connect": self.cluster.zk_connect,
+            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "zookeeper.connection.timeout.ms": "10000",
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.cluster.config)
+        props.update(self.config)
+        return props
+
+    def write_config(self):
+        with open(self.config_path, "w") as f:
+            f.write("# written by tests/integration/gregor_harness.py\n")
+            for k, v in self.properties().items():
+                f.write(f"{k}={v}\n")
+
+    # ---- process control ----
+    def start(self, args=()):
+        assert not self.running(), f"broker {self.id} already running"
+        os.makedirs(self.logdir, exist_ok=True)
+        self.write_config()
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== harness: starting broker {self.id} at {time.strftime('%H:%M:%S')} "
+                      f"(port {self.port}) ===\n".encode())
+            log.flush()
+            self.log_offset = log.tell()
+            self.proc = subprocess.Popen([GREGORD, self.config_path, *args], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, cwd=self.cluster.workdir)
+        self.paused = False
+        LIVE_PROCS.add(self)
+        return self
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def returncode(self):
+        return None if self.proc is None else self.proc.poll()
+
+    def signal(self, sig):
+        if self.running():
+            os.kill(self.proc.pid, sig)
+
+    def pause(self):
+        """SIGSTOP: the whole process freezes (its ZooKeeper session keeps ticking on the server)."""
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, timeout=20.0):
+        """SIGTERM (clean shutdown) and wait; SIGKILL after `timeout`. Returns the exit code."""
+        if not self.running():
+            return self.returncode
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"broker {self.id} ignored SIGTERM for {timeout:.0f}s; killed")
+
+    def kill(self):
+        """SIGKILL and reap."""
+        if self.running():
+            self.proc.kill()
+            self.proc.wait(10)
+        self.paused = False
+        return self.returncode
+
+    def wait_exit(self, timeout=20.0):
+        return self.proc.wait(timeout)
+
+    # ---- observation ----
+    def log(self, whole=False):
+        """This run's output (or every run's, whole=True)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                if not whole:
+                    f.seek(self.log_offset)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, n=60):
+        return "\n".join(self.log(whole=True).splitlines()[-n:])
+
+    def session(self):
+        """(session id, password bytes) from <logdir>/zk-session, or None."""
+        try:
+            with open(os.path.join(self.logdir, "zk-session")) as f:
+                parts = f.read().split()
+        except FileNotFoundError:
+            return None
+        if len(parts) < 2:
+            return None
+        return int(parts[0], 16), bytes.fromhex(parts[1].removeprefix("0x"))
+
+    def metrics(self):
+        """<logdir>/gregor-metrics.json as a dict, or None when absent/unreadable."""
+        try:
+            with open(os.path.join(self.logdir, "gregor-metrics.json")) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def metrics_mtime(self):
+        try:
+            return os.stat(os.path.join(self.logdir, "gregor-metrics.json")).st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def active_controller_count(self):
+        return find_metric(self.metrics(), ACTIVE_COUNT_KEY)
+
+    def ready_epochs(self, whole=True):
+        """Epochs this broker announced as 'ready as controller' in its log."""
+        return [e for e, _, _ in parse_ready_lines(self.log(whole=whole))]
+
+
+class Cluster:
+    """N gregord processes sharing one ZooKeeper connect string (usually with a per-test chroot).
+
+    `zk` is a kazoo client on the same chroot, used for every znode read the tests make."""
+
+    def __init__(self, workdir, zk_connect, n=3, config=None, zk=None, first_id=1):
+        self.workdir = workdir
+        self.zk_connect = zk_connect
+        self.config = dict(config or {})
+        os.makedirs(workdir, exist_ok=True)
+        self.brokers = {}
+        for i in range(first_id, first_id + n):
+            self.brokers[i] = Broker(self, i)
+        self._own_zk = zk is None
+        self.zk = zk if zk is not None else kazoo_client(zk_connect)
+
+    # ---- lifecycle ----
+    def add_broker(self, broker_id, config=None):
+        b = Broker(self, broker_id, config=config)
+        self.brokers[broker_id] = b
+        return b
+
+    def start(self, ids=None, wait=True, timeout=30.0):
+        for i in ids or self.brokers:
+            self.brokers[i].start()
+        if wait:
+            self.wait_registered(ids, timeout=timeout)
+            self.wait_controller(timeout=timeout)
+        return self
+
+    def stop(self):
+        """Stops every broker (SIGTERM, then SIGKILL); returns {id: exit code}."""
+        codes = {}
+        for b in self.brokers.values():
+            if b.paused:
+                b.resume()
+        for b in self.brokers.values():
+            if b.running():
+                b.signal(signal.SIGTERM)
+        for b in self.brokers.values():
+            if b.proc is None:
+                continue
+            try:
+                codes[b.id] = b.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                b.proc.kill()
+                b.proc.wait(10)
+                codes[b.id] = "killed after SIGTERM timeout"
+        return codes
+
+    def close(self):
+        try:
+            self.stop()
+        finally:
+            if self._own_zk:
+                close_kazoo(self.zk)
+
+    def __getitem__(self, broker_id):
+        return self.brokers[broker_id]
+
+    def running(self):
+        return [b for b in self.brokers.values() if b.running()]
+
+    # ---- znodes ----
+    def get_json(self, path):
+        """(parsed JSON, ZnodeStat) or (None, None) when the znode is absent."""
+        if not self.zk.exists(path):
+            return None, None
+        try:
+            data, stat = self.zk.get(path)
+        except Exception:  # NoNodeError racing the exists()
+            return None, None
+        return (json.loads(data.decode()) if data else None), stat
+
+    def controller(self):
+        """/controller as a dict (with its ZnodeStat under '_stat'), or None."""
+        d, stat = self.get_json("/controller")
+        if d is None:
+            return None
+        d["_stat"] = stat
+        return d
+
+    def controller_id(self):
+        c = self.controller()
+        return None if c is None else c.get("brokerid")
+
+    def controller_epoch(self):
+        """(epoch int, zkVersion) of /controller_epoch, or (None, None)."""
+        if not self.zk.exists("/controller_epoch"):
+            return None, None
+        data, stat = self.zk.get("/controller_epoch")
+        return int(data.decode().strip()), stat.version
+
+    def registered_ids(self):
+        if not self.zk.exists("/brokers/ids"):
+            return set()
+        return {int(c) for c in self.zk.get_children("/brokers/ids") if c.isdigit()}
+
+    def registration(self, broker_id):
+        """(JSON dict, ZnodeStat) of /brokers/ids/N or (None, None)."""
+        return self.get_json(f"/brokers/ids/{broker_id}")
+
+    def broker_epoch(self, broker_id):
+        _, stat = self.registration(broker_id)
+        return None if stat is None else stat.czxid
+
+    # ---- waiting ----
+    def _check_alive(self, ids):
+        for i in ids:
+            b = self.brokers[i]
+            if b.proc is not None and not b.running():
+                raise AssertionError(f"broker {i} exited with code {b.returncode}; log tail:\n"
+                                     + b.log_tail(30))
+
+    def wait_registered(self, ids=None, timeout=30.0):
+        """Waits until every broker in ids (default: all) has /brokers/ids/N."""
+        ids = set(ids or self.brokers)
+
+        def ok():
+            self._check_alive(ids)
+            return ids <= self.registered_ids()
+        wait_for(ok, timeout, f"brokers {sorted(ids)} registered (have {sorted(self.registered_ids())})")
+
+    def wait_controller(self, pred=None, timeout=30.0, what="a controller"):
+        """Waits for /controller to exist (and satisfy pred(dict) if given); returns the dict."""
+        def ok():
+            c = self.controller()
+            return c if c is not None and (pred is None or pred(c)) else None
+        return wait_for(ok, timeout, what)
+
+    def wait_new_controller(self, old_czxid, timeout=30.0):
+        """Waits for a /controller znode created after the one with czxid old_czxid."""
+        return self.wait_controller(lambda c: c["_stat"].czxid != old_czxid, timeout,
+                                    f"a new /controller (old czxid {old_czxid})")
+
+    def wait_active_counts(self, expect_controller, timeout=20.0, since=None):
+        """Waits until every running broker's metrics file (written after `since`, a time.time())
+        shows ActiveControllerCount 1 for expect_controller and 0 for the others. Returns the
+        {id: value} seen. Raises AssertionError if the metrics never look like that."""
+        def ok():
+            vals = {}
+            for b in self.running():
+                if since is not None and b.metrics_mtime() <= since:
+                    return None
+                vals[b.id] = b.active_controller_count()
+            want = {i: (1 if i == expect_controller else 0) for i in vals}
+            return vals if vals == want else None
+        return wait_for(ok, timeout, f"ActiveControllerCount 1 on broker {expect_controller} only")
+
+    def all_ready_epochs(self):
+        """{epoch: [broker ids that logged 'ready as controller' for it]} over all logs."""
+        claims = {}
+        for b in self.brokers.values():
+            for e in b.ready_epochs(whole=True):
+                claims.setdefault(e, []).append(b.id)
+        return claims
+
+    def log_tails(self, n=60):
+        parts = []
+        for b in self.brokers.values():
+            state = "running" if b.running() else f"exit {b.returncode}"
+            parts.append(f"----- broker {b.id} (pid {b.proc.pid if b.proc else '-'}, {state}) "
+                         f"{b.log_path} -----\n{b.log_tail(n)}")
+        return "\n".join(parts)
+
+
+def kill_leftovers():
+    """SIGKILL every gregord process the harness started that is still running."""
+    for b in list(LIVE_PROCS):
+        try:
+            if b.running():
+                if b.paused:
+                    os.kill(b.proc.pid, signal.SIGCONT)
+                b.proc.kill()
+                b.proc.wait(5)
+        except Exception:
+            pass
+
+
+def run_gregorctl(zk_connect, *args, timeout=30.0):
+    """Runs build/bin/gregorctl --zookeeper ZK ARGS...; returns the CompletedProcess."""
+    return subprocess.run([GREGORCTL, "--zookeeper", zk_connect, *args], capture_output=True,
+                          text=True, timeout=timeout)
