@@ -169,9 +169,12 @@ static int load_segments(struct gr_log *log, int64_t recovery_point) {
         }
         if (!recover) continue;
         int64_t cut = 0;
+        /* The batches are the truth for epochs from here on: drop cached entries at or above
+         * this segment and let recovery re-assign them. */
+        gr_epoch_cache_truncate_from_end(&log->ec, GR_MAX(prev_next, seg->base_offset));
         rc = gr_segment_recover(seg, prev_next, interval, epoch_cb, log, &cut);
         if (rc) return rc;
-        if (rc == 0) rc = gr_segment_fsync(seg);
+        rc = gr_segment_fsync(seg);
         if (rc) return rc;
         if (cut > 0 && !last) {
             gr_warn(LOGGER, "deleting %zu segment(s) of '%s' after the corrupt segment %020" PRId64,
