@@ -8,6 +8,7 @@
 #include "broker/partitions.h"
 #include "broker/topic_admin.h"
 #include "common/util.h"
+#include "controller/controller.h"
 
 struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id)
 {
@@ -36,5 +37,16 @@ bool gr_broker_is_controller(struct gr_broker *b)
 {
     if (b->controller_is_active && b->controller)
         return b->controller_is_active(b->controller);
+    if (b->controller)
+        return gr_controller_is_active(b->controller);
     return gr_metadata_cache_controller_id(b->metadata) == b->broker_id;
+}
+
+int64_t gr_broker_epoch(struct gr_broker *b)
+{
+    /* Kafka compares with KafkaController.brokerEpoch: the controller object is the authority
+     * (it learns the new epoch on re-registration after a session expiry). */
+    if (b->controller)
+        return gr_controller_broker_epoch(b->controller);
+    return atomic_load(&b->broker_epoch);
 }

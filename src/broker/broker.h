@@ -57,13 +57,15 @@ struct gr_broker {
     const struct gr_config *cfg;
     int32_t broker_id;
     char cluster_id[64];          /* "" until known */
-    _Atomic int64_t broker_epoch; /* czxid of /brokers/ids/<id>; -1 unknown */
+    _Atomic int64_t broker_epoch; /* czxid of /brokers/ids/<id>, used only without a controller
+                                   * (tests); -1 unknown. See gr_broker_epoch. */
 
     /* -- borrowed subsystems -- */
     struct gr_kzk *zk;
     struct gr_controller *controller; /* opaque to the broker side */
-    /* Is this broker the active controller? Set by the controller's owner; NULL falls back to
-     * "metadata cache's controller id == broker_id". Any thread. */
+    /* Is this broker the active controller? Optional override (tests); when NULL,
+     * gr_controller_is_active(controller) is used, or, without a controller, "metadata cache's
+     * controller id == broker_id". Any thread. */
     bool (*controller_is_active)(struct gr_controller *c);
     struct gr_net_server *net;
 
@@ -89,5 +91,9 @@ void gr_broker_free(struct gr_broker *b);
 
 /* Is this broker the active controller right now (see controller_is_active)? Any thread. */
 bool gr_broker_is_controller(struct gr_broker *b);
+
+/* This broker's epoch for fencing control requests: gr_controller_broker_epoch(controller) when
+ * a controller is attached (Kafka's KafkaController.brokerEpoch), else broker_epoch. Any thread. */
+int64_t gr_broker_epoch(struct gr_broker *b);
 
 #endif

@@ -37,7 +37,7 @@ static bool broker_epoch_stale(struct gr_broker *b, int64_t req_epoch)
 {
     if (req_epoch == -1)
         return false;
-    return req_epoch < atomic_load(&b->broker_epoch);
+    return req_epoch < gr_broker_epoch(b);
 }
 
 /* ---------------- UpdateMetadata ---------------- */
@@ -50,7 +50,7 @@ void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received update metadata request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,
-                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+                (long long)rq->BrokerEpoch, (long long)gr_broker_epoch(b));
         resp->ErrorCode = GR_KERR_STALE_BROKER_EPOCH;
         gr_api_respond(req, resp);
         return;
@@ -166,7 +166,7 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received LeaderAndIsr request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,
-                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+                (long long)rq->BrokerEpoch, (long long)gr_broker_epoch(b));
         whole = GR_KERR_STALE_BROKER_EPOCH;
     }
     if (whole == GR_KERR_NONE) {
@@ -292,7 +292,7 @@ void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received StopReplica request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,
-                (long long)rq->BrokerEpoch, (long long)atomic_load(&b->broker_epoch));
+                (long long)rq->BrokerEpoch, (long long)gr_broker_epoch(b));
         resp->ErrorCode = GR_KERR_STALE_BROKER_EPOCH;
         gr_api_respond(req, resp);
         return;
