@@ -220,7 +220,7 @@ int gr_batch_validate_one(const uint8_t *buf, size_t len, unsigned flags, struct
         if (bi->ProducerId >= 0 && bi->BaseSequence < 0) return GR_BATCH_ESEQUENCE;
     } else {
         /* Batches already in a log: offsets must be sane so lastOffset cannot overflow. */
-        if (bi->BaseOffset < 0 || bi->BaseOffset > INT64_MAX - INT32_MAX) return GR_BATCH_ECOUNT;
+        if (bi->BaseOffset < 0 || bi->BaseOffset > GR_BATCH_MAX_OFFSET) return GR_BATCH_ECOUNT;
         if ((int64_t)bi->RecordCount > (int64_t)bi->LastOffsetDelta + 1) return GR_BATCH_ECOUNT;
     }
     if (gr_batch_info_compression(bi) != 0 || (flags & GR_BATCH_V_NO_RECORDS)) return GR_BATCH_OK;

@@ -44,6 +44,8 @@
 #define GR_BATCH_LOG_OVERHEAD 12  /* baseOffset + batchLength */
 #define GR_BATCH_HEADER_SIZE 61   /* bytes before the first record */
 #define GR_BATCH_CRC_START 21     /* the CRC covers [21, end) */
+/* Largest baseOffset accepted in a log (keeps offset arithmetic far from overflow). */
+#define GR_BATCH_MAX_OFFSET (INT64_MAX / 4)
 
 /* Field offsets (see the table above). */
 #define GR_BATCH_OFF_BASE_OFFSET 0

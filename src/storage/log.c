@@ -96,7 +96,7 @@ static int64_t parse_seg_name(const char *name, const char *suffix) {
         if (v > (INT64_MAX - 9) / 10) return -1;
         v = v * 10 + (name[i] - '0');
     }
-    return v;
+    return v <= GR_BATCH_MAX_OFFSET ? v : -1;
 }
 
 static void epoch_cb(void *arg, const struct gr_batch_info *bi) {
@@ -147,8 +147,8 @@ static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
 
 /* Loads or recovers every segment; see gr_log_open_dir. */
 static int load_segments(struct gr_log *log, int64_t recovery_point) {
-    int64_t *bases;
-    size_t n;
+    int64_t *bases = NULL;
+    size_t n = 0;
     int rc = list_segments(log->dir, &bases, &n);
     if (rc) {
         gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
