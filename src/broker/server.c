@@ -1,0 +1,456 @@
+/* Broker start-up and shut-down: see server.h. */
+#include "broker/server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "controller/clock.h"
+#include "controller/controller.h"
+#include "net/server.h"
+#include "zk/backend.h"
+#include "zk/kzk.h"
+
+#define LOGGER "kafka.server.KafkaServer"
+
+struct gr_server {
+    const struct gr_config *cfg;
+    int32_t broker_id;
+    struct gr_metrics *metrics;
+
+    int lock_fds[GR_MAX_LOG_DIRS];
+    int n_locks;
+    char *session_path;
+    char *metrics_path;
+
+    struct gr_zk_watches *watches;
+    struct gr_zk_backend *zkb;
+    struct gr_kzk *kzk;
+    char cluster_id[64];
+
+    struct gr_net_server *net;
+    struct gr_kzk_broker info; /* our registration */
+    int64_t broker_epoch;
+
+    struct gr_clock *clock;
+    struct gr_controller *controller;
+
+    pthread_mutex_t session_mu; /* guards last_session */
+    struct gr_zsession last_session;
+    bool have_last_session;
+
+    bool started, shut_down;
+};
+
+static void slog(struct gr_server *s, enum gr_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void slog(struct gr_server *s, enum gr_log_level lvl, const char *fmt, ...) {
+    char msg[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gr_log(lvl, LOGGER, "[KafkaServer id=%d] %s", s->broker_id, msg);
+}
+
+/* ---- session file ----
+ *
+ *   0x<session id, lower-case hex> SP <password, 2 hex digits per byte> LF
+ */
+
+int gr_server_write_session_file(const char *path, const struct gr_zsession *z) {
+    char line[128];
+    int off = snprintf(line, sizeof line, "0x%" PRIx64 " ", (uint64_t)z->id);
+    int plen = z->passwd_len < 0 ? 0 : GR_MIN(z->passwd_len, (int)sizeof z->passwd);
+    for (int i = 0; i < plen; i++) off += snprintf(line + off, sizeof line - (size_t)off, "%02x", z->passwd[i]);
+    off += snprintf(line + off, sizeof line - (size_t)off, "\n");
+    char *tmp = gr_asprintf("%s.tmp", path);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = -errno;
+    } else {
+        if (write(fd, line, (size_t)off) != off) rc = -EIO;
+        if (close(fd) != 0 && rc == 0) rc = -errno;
+        if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+        if (rc != 0) unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    c = tolower(c);
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+int gr_server_read_session_file(const char *path, struct gr_zsession *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -errno;
+    char line[256];
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    if (!got) return GR_ECORRUPT;
+    memset(out, 0, sizeof *out);
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(line, &end, 16);
+    if (errno || end == line || *end != ' ') return GR_ECORRUPT;
+    out->id = (int64_t)id;
+    const char *p = end + 1;
+    int n = 0;
+    while (p[0] && p[1] && hexval(p[0]) >= 0 && hexval(p[1]) >= 0) {
+        if (n == (int)sizeof out->passwd) return GR_ECORRUPT;
+        out->passwd[n++] = (unsigned char)(hexval(p[0]) * 16 + hexval(p[1]));
+        p += 2;
+    }
+    if (*p && *p != '\n') return GR_ECORRUPT;
+    out->passwd_len = n;
+    return 0;
+}
+
+/* Writes the current session to the file and remembers it; *prev gets the one before (if any). */
+static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
+    struct gr_zsession cur;
+    bool had = false;
+    if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return false;
+    pthread_mutex_lock(&s->session_mu);
+    if (s->have_last_session && prev) {
+        *prev = s->last_session;
+        had = s->last_session.id != cur.id;
+    }
+    s->last_session = cur;
+    s->have_last_session = true;
+    pthread_mutex_unlock(&s->session_mu);
+    int rc = gr_server_write_session_file(s->session_path, &cur);
+    if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    else slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s", (uint64_t)cur.id, s->session_path);
+    return had;
+}
+
+/* Controller hook, on the controller's event thread after a new session was established. */
+static bool on_new_session(void *arg, struct gr_zsession *prev) {
+    return persist_session(arg, prev);
+}
+
+/* ---- log dir locks ---- */
+
+static int mkdirs(const char *path) {
+    char *p = gr_strdup(path);
+    int rc = 0;
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = -errno;
+        *q = '/';
+    }
+    if (rc == 0 && mkdir(p, 0755) != 0 && errno != EEXIST) rc = -errno;
+    free(p);
+    return rc;
+}
+
+/* Kafka's LogManager.lockLogDirs: an exclusive lock on <dir>/.lock for the process's life.
+ * SEAM: the log manager opens the dirs later; it must not lock .lock again (flock locks conflict
+ * between two descriptors of the same process). */
+static int lock_log_dirs(struct gr_server *s) {
+    for (int i = 0; i < s->cfg->num_log_dirs; i++) {
+        const char *dir = s->cfg->log_dirs[i];
+        int rc = mkdirs(dir);
+        if (rc != 0) {
+            slog(s, GR_LOG_ERROR, "Cannot create log dir %s: %s", dir, gr_strerror(rc));
+            return rc;
+        }
+        char *path = gr_asprintf("%s/.lock", dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            rc = -errno;
+            slog(s, GR_LOG_ERROR, "Cannot open %s: %s", path, gr_strerror(rc));
+            free(path);
+            return rc;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            slog(s, GR_LOG_ERROR,
+                 "Failed to acquire lock on file .lock in %s. A Kafka instance in another process or thread is using "
+                 "this directory.",
+                 dir);
+            close(fd);
+            free(path);
+            return GR_SERVER_ELOCKED;
+        }
+        free(path);
+        s->lock_fds[s->n_locks++] = fd;
+    }
+    return 0;
+}
+
+static void unlock_log_dirs(struct gr_server *s) {
+    for (int i = 0; i < s->n_locks; i++) close(s->lock_fds[i]);
+    s->n_locks = 0;
+}
+
+/* ---- registration data ---- */
+
+static const char *security_protocol_of(const char *listener) {
+    static const char *const known[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
+    for (size_t i = 0; i < GR_ARRAY_LEN(known); i++)
+        if (strcasecmp(listener, known[i]) == 0) return known[i];
+    return "PLAINTEXT"; /* no listener.security.protocol.map support yet */
+}
+
+/* The host Kafka would advertise for an empty host: the canonical host name. */
+static char *canonical_hostname(void) {
+    char host[256];
+    if (gethostname(host, sizeof host) != 0) return gr_strdup("localhost");
+    host[sizeof host - 1] = 0;
+    struct addrinfo hints = {.ai_flags = AI_CANONNAME, .ai_family = AF_UNSPEC}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) == 0 && res && res->ai_canonname) {
+        char *c = gr_strdup(res->ai_canonname);
+        freeaddrinfo(res);
+        return c;
+    }
+    if (res) freeaddrinfo(res);
+    return gr_strdup(host);
+}
+
+/* Fills s->info from the advertised listeners; a port of 0 becomes the bound port of the
+ * listener of the same name. */
+static void build_broker_info(struct gr_server *s) {
+    const struct gr_config *cfg = s->cfg;
+    memset(&s->info, 0, sizeof s->info);
+    s->info.id = s->broker_id;
+    s->info.jmx_port = -1;
+    s->info.timestamp = 0; /* now */
+    s->info.epoch = -1;
+    s->info.rack = cfg->broker_rack ? gr_strdup(cfg->broker_rack) : NULL;
+    s->info.n_endpoints = cfg->num_advertised_listeners;
+    s->info.endpoints = gr_calloc((size_t)(cfg->num_advertised_listeners + 1), sizeof *s->info.endpoints);
+    for (int i = 0; i < cfg->num_advertised_listeners; i++) {
+        const struct gr_listener *l = &cfg->advertised_listeners[i];
+        struct gr_kzk_endpoint *ep = &s->info.endpoints[i];
+        ep->listener = gr_strdup(l->name);
+        ep->security_protocol = gr_strdup(security_protocol_of(l->name));
+        ep->host = l->host[0] ? gr_strdup(l->host) : canonical_hostname();
+        ep->port = l->port;
+        if (ep->port == 0 && s->net) {
+            for (int j = 0; j < cfg->num_listeners; j++)
+                if (strcmp(cfg->listeners[j].name, l->name) == 0) ep->port = gr_net_server_port(s->net, j);
+        }
+    }
+}
+
+/* ---- network (SEAM) ---- */
+
+/* Placeholder request handler until the broker's API dispatch is wired in here: close. */
+static void stub_handler(void *ctx, struct gr_net_request *req) {
+    (void)ctx;
+    gr_net_close(req);
+}
+
+static int start_network(struct gr_server *s) {
+    const struct gr_config *cfg = s->cfg;
+    if (cfg->num_listeners == 0) return 0;
+    struct gr_net_listener ls[GR_MAX_LISTENERS];
+    for (int i = 0; i < cfg->num_listeners; i++) {
+        ls[i].name = cfg->listeners[i].name;
+        ls[i].host = cfg->listeners[i].host;
+        ls[i].port = cfg->listeners[i].port;
+    }
+    struct gr_net_config nc;
+    gr_net_config_init(&nc);
+    nc.listeners = ls;
+    nc.num_listeners = cfg->num_listeners;
+    if (cfg->socket_request_max_bytes > 0) nc.socket_request_max_bytes = cfg->socket_request_max_bytes;
+    nc.connections_max_idle_ms = cfg->connections_max_idle_ms;
+    if (cfg->num_network_threads > 0) nc.num_network_threads = cfg->num_network_threads;
+    if (cfg->num_io_threads > 0) nc.num_io_threads = cfg->num_io_threads;
+    /* SEAM: gr_broker_new + gr_apis_dispatch as the handler once the request handlers land. */
+    int rc = gr_net_server_new(&nc, stub_handler, s, &s->net);
+    if (rc != 0) return rc;
+    rc = gr_net_server_start(s->net);
+    if (rc != 0) {
+        gr_net_server_free(s->net);
+        s->net = NULL;
+    }
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+struct gr_server *gr_server_new(const struct gr_config *cfg) {
+    struct gr_server *s = gr_calloc(1, sizeof *s);
+    s->cfg = cfg;
+    s->broker_id = cfg->broker_id;
+    s->metrics = gr_metrics_new();
+    pthread_mutex_init(&s->session_mu, NULL);
+    const char *dir = cfg->num_log_dirs > 0 ? cfg->log_dirs[0] : "/tmp/kafka-logs";
+    s->session_path = gr_asprintf("%s/zk-session", dir);
+    s->metrics_path = gr_asprintf("%s/gregor-metrics.json", dir);
+    return s;
+}
+
+static int connect_zookeeper(struct gr_server *s) {
+    const struct gr_config *cfg = s->cfg;
+    s->watches = gr_zk_watches_new();
+    struct gr_zk_real_config zc = {
+        .connect = cfg->zookeeper_connect,
+        .session_timeout_ms = cfg->zookeeper_session_timeout_ms,
+        .connection_timeout_ms = cfg->zookeeper_connection_timeout_ms,
+        .on_watch = gr_zk_watches_on_watch,
+        .on_session = gr_zk_watches_on_session,
+        .cb_ctx = s->watches,
+    };
+    slog(s, GR_LOG_INFO, "Connecting to zookeeper on %s", cfg->zookeeper_connect);
+    int zrc = gr_zk_real_open(&zc, &s->zkb);
+    if (zrc != GR_ZOK) {
+        slog(s, GR_LOG_ERROR, "Cannot connect to ZooKeeper at %s: %s", cfg->zookeeper_connect, gr_zrc_name(zrc));
+        s->zkb = NULL;
+        return GR_EZK;
+    }
+    s->kzk = gr_kzk_new(s->zkb);
+    return 0;
+}
+
+int gr_server_startup(struct gr_server *s) {
+    if (s->started) return 0;
+    s->started = true;
+    const struct gr_config *cfg = s->cfg;
+    slog(s, GR_LOG_INFO, "starting");
+    int rc = lock_log_dirs(s);
+    if (rc != 0) goto fail;
+
+    struct gr_zsession prev;
+    bool have_prev = gr_server_read_session_file(s->session_path, &prev) == 0;
+
+    if ((rc = connect_zookeeper(s)) != 0) goto fail;
+    persist_session(s, NULL);
+
+    if ((rc = gr_kzk_ensure_paths(s->kzk)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot create the persistent ZooKeeper paths: %s", gr_kzk_strerror(rc));
+        goto fail;
+    }
+    if ((rc = gr_kzk_get_or_create_cluster_id(s->kzk, s->cluster_id)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot get or create the cluster id: %s", gr_kzk_strerror(rc));
+        goto fail;
+    }
+    slog(s, GR_LOG_INFO, "Cluster ID = %s", s->cluster_id);
+
+    /* SEAM: log manager (gr_log_manager_open with cluster id: meta.properties, recovery). */
+
+    if ((rc = start_network(s)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
+        goto fail;
+    }
+
+    build_broker_info(s);
+    rc = gr_kzk_register_broker(s->kzk, &s->info, have_prev ? &prev : NULL, &s->broker_epoch);
+    if (rc == GR_KZK_EBROKER_REGISTERED) {
+        slog(s, GR_LOG_ERROR, "broker.id %d is already registered by another live broker (another session holds "
+                              "/brokers/ids/%d)", s->broker_id, s->broker_id);
+        rc = GR_SERVER_EREGISTERED;
+        goto fail;
+    }
+    if (rc != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot register broker %d: %s", s->broker_id, gr_kzk_strerror(rc));
+        goto fail;
+    }
+    s->info.epoch = s->broker_epoch;
+
+    s->clock = gr_clock_real_new();
+    struct gr_controller_config cc = {
+        .broker_id = s->broker_id,
+        .broker_info = &s->info,
+        .broker_epoch = s->broker_epoch,
+        .kzk = s->kzk,
+        .watches = s->watches,
+        .clock = s->clock,
+        .sender = NULL, /* SEAM: the controller channel manager */
+        .metrics = s->metrics,
+        .broker_config = cfg,
+        .auto_leader_rebalance_enable = cfg->auto_leader_rebalance_enable,
+        .leader_imbalance_check_interval_ms = cfg->leader_imbalance_check_interval_seconds * 1000,
+        .delete_topic_enable = cfg->delete_topic_enable,
+        .on_new_session = on_new_session,
+        .hook_arg = s,
+    };
+    s->controller = gr_controller_new(&cc);
+    if ((rc = gr_controller_startup(s->controller)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot start the controller: %s", gr_strerror(rc));
+        goto fail;
+    }
+    slog(s, GR_LOG_INFO, "started (broker epoch %" PRId64 ")", s->broker_epoch);
+    return 0;
+
+fail:
+    gr_server_shutdown(s);
+    return rc;
+}
+
+void gr_server_shutdown(struct gr_server *s) {
+    if (!s->started || s->shut_down) return;
+    s->shut_down = true;
+    slog(s, GR_LOG_INFO, "shutting down");
+    /* SEAM: controlled shutdown (ControlledShutdown request to the controller, retries). */
+    if (s->net) gr_net_server_stop(s->net);
+    if (s->controller) gr_controller_shutdown(s->controller);
+    /* SEAM: log manager close */
+    if (s->kzk) {
+        gr_kzk_free(s->kzk);
+        s->kzk = NULL;
+    }
+    if (s->zkb) {
+        gr_zkb_destroy(s->zkb); /* closes the session: our ephemerals go now */
+        s->zkb = NULL;
+    }
+    if (s->controller) {
+        gr_controller_free(s->controller);
+        s->controller = NULL;
+    }
+    if (s->clock) {
+        gr_clock_free(s->clock);
+        s->clock = NULL;
+    }
+    if (s->net) {
+        gr_net_server_free(s->net);
+        s->net = NULL;
+    }
+    if (s->watches) {
+        gr_zk_watches_free(s->watches);
+        s->watches = NULL;
+    }
+    unlock_log_dirs(s);
+    slog(s, GR_LOG_INFO, "shut down completed");
+}
+
+void gr_server_free(struct gr_server *s) {
+    if (!s) return;
+    gr_server_shutdown(s);
+    gr_kzk_broker_release(&s->info);
+    gr_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->session_mu);
+    free(s->session_path);
+    free(s->metrics_path);
+    free(s);
+}
+
+int gr_server_dump_metrics(struct gr_server *s) { return gr_metrics_dump_file(s->metrics, s->metrics_path); }
+struct gr_metrics *gr_server_metrics(struct gr_server *s) { return s->metrics; }
+struct gr_controller *gr_server_controller(struct gr_server *s) { return s->controller; }
+const char *gr_server_cluster_id(struct gr_server *s) { return s->cluster_id; }
+int64_t gr_server_broker_epoch(struct gr_server *s) {
+    return s->controller ? gr_controller_broker_epoch(s->controller) : s->broker_epoch;
+}

@@ -1,0 +1,73 @@
+/* Broker start-up and shut-down (Kafka's KafkaServer).
+ *
+ * gr_server_startup, in Kafka's order:
+ *   1. lock every log dir (<dir>/.lock, flock) -- a second process on the same dirs is refused
+ *   2. connect to ZooKeeper (the chroot is created if missing), persist the session to
+ *      <first log dir>/zk-session
+ *   3. create Kafka's persistent paths, get or create /cluster/id
+ *   4. SEAM: log manager (meta.properties, logs)
+ *   5. start the network server on the listeners (SEAM: request handlers; for now connections are
+ *      closed)
+ *   6. register /brokers/ids/N with the advertised listeners (broker epoch = czxid); if the node
+ *      is held by our previous incarnation's session (read from zk-session) that session is
+ *      closed first; held by anyone else -> GR_SERVER_EREGISTERED
+ *   7. start the controller (election happens on its event thread)
+ *
+ * gr_server_shutdown: stop the network server, stop the controller (resigning and deleting
+ * /controller if it was ours), close the ZooKeeper session (our ephemerals vanish at once),
+ * release the log-dir locks.
+ *
+ * Files under <first log dir>:
+ *   zk-session          one line "0x<session id hex> <password hex>\n", rewritten atomically after
+ *                       the connection and after every new session (tests expire the session
+ *                       from outside with it; a restarted broker closes its previous session)
+ *   gregor-metrics.json the metrics registry, written by gr_server_dump_metrics (gregord: 2 s)
+ *
+ * Threading: new/startup/shutdown/free on one owner thread; the accessors from any thread. */
+#ifndef GR_BROKER_SERVER_H
+#define GR_BROKER_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zk/kzk.h"
+
+struct gr_config;
+struct gr_server;
+struct gr_metrics;
+struct gr_controller;
+
+enum {
+    GR_SERVER_EREGISTERED = GR_KZK_EBROKER_REGISTERED, /* broker.id held by another live broker */
+    GR_SERVER_ELOCKED = -1201,                         /* a log dir is locked by another process */
+};
+
+/* Creates a server for cfg (borrowed; finished with gr_config_finish; must outlive the server).
+ * Nothing is started. */
+struct gr_server *gr_server_new(const struct gr_config *cfg);
+
+/* Starts everything (see above). Returns 0, GR_SERVER_EREGISTERED, GR_SERVER_ELOCKED, GR_EZK,
+ * -errno ...; on failure whatever was started is stopped again (the reason is logged). */
+int gr_server_startup(struct gr_server *s);
+
+/* Shuts down what startup started. Idempotent. */
+void gr_server_shutdown(struct gr_server *s);
+
+/* Shuts down if needed and frees. NULL is ignored. */
+void gr_server_free(struct gr_server *s);
+
+/* Writes the metrics atomically to <first log dir>/gregor-metrics.json. Returns 0 or -errno. */
+int gr_server_dump_metrics(struct gr_server *s);
+
+struct gr_metrics *gr_server_metrics(struct gr_server *s);
+/* NULL before startup. */
+struct gr_controller *gr_server_controller(struct gr_server *s);
+const char *gr_server_cluster_id(struct gr_server *s);
+int64_t gr_server_broker_epoch(struct gr_server *s);
+
+/* Session file helpers (exposed for tests): write "0x<id> <hex password>\n" atomically / parse
+ * it. read returns 0, -ENOENT, or GR_ECORRUPT. */
+int gr_server_write_session_file(const char *path, const struct gr_zsession *s);
+int gr_server_read_session_file(const char *path, struct gr_zsession *out);
+
+#endif

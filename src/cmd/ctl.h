@@ -1,0 +1,18 @@
+/* gregorctl's subcommands: each lives in its own src/cmd/ctl_<name>.c and is listed in the table
+ * in gregorctl.c. A subcommand gets the global options and its own arguments (argv[0] is the
+ * subcommand name) and returns the process exit code (0 ok, 1 failure, 2 usage error). */
+#ifndef GR_CMD_CTL_H
+#define GR_CMD_CTL_H
+
+#include <stdbool.h>
+
+struct ctl_opts {
+    const char *zookeeper;        /* --zookeeper HOST:PORT[/chroot], or NULL */
+    const char *bootstrap_server; /* --bootstrap-server HOST:PORT (Kafka protocol), or NULL */
+    int timeout_ms;               /* --timeout-ms (default 10000) */
+};
+
+/* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
+int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
+
+#endif

@@ -1,0 +1,83 @@
+/* gregorctl: Gregor's admin tool.
+ *
+ *   gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT] [--timeout-ms N]
+ *             SUBCOMMAND [ARGS...]
+ *
+ * Global options may also follow the subcommand name. Subcommands are listed in the table below;
+ * each is implemented in src/cmd/ctl_<name>.c (see ctl.h). Exit codes: 0 ok, 1 failure,
+ * 2 usage error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/ctl.h"
+#include "common/log.h"
+
+struct subcommand {
+    const char *name;
+    int (*main)(const struct ctl_opts *o, int argc, char **argv);
+    const char *help;
+};
+
+static const struct subcommand subcommands[] = {
+    {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT] "
+               "[--timeout-ms N] SUBCOMMAND [ARGS...]\n\nsubcommands:\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) fprintf(f, "  %s\n", subcommands[i].help);
+}
+
+/* Consumes a global option at argv[*i] if there is one. Returns 1 if consumed, 0 if not an
+ * option of ours, -1 on a missing value. */
+static int global_option(struct ctl_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char **slot = NULL;
+    if (strcmp(a, "--zookeeper") == 0) slot = &o->zookeeper;
+    else if (strcmp(a, "--bootstrap-server") == 0) slot = &o->bootstrap_server;
+    else if (strcmp(a, "--timeout-ms") != 0) return 0;
+    if (*i + 1 >= argc) return -1;
+    const char *v = argv[++*i];
+    if (slot) *slot = v;
+    else o->timeout_ms = atoi(v);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    struct ctl_opts o = {.timeout_ms = 10000};
+    gr_log_set_level(GR_LOG_WARN);
+    /* Split argv into global options and the subcommand's own arguments. */
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            free(rest);
+            return 0;
+        }
+        int g = global_option(&o, argc, argv, &i);
+        if (g < 0) {
+            fprintf(stderr, "gregorctl: %s needs a value\n", argv[i]);
+            free(rest);
+            return 2;
+        }
+        if (g == 0) rest[nrest++] = argv[i];
+    }
+    if (nrest == 0) {
+        usage(stderr);
+        free(rest);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
+        if (strcmp(rest[0], subcommands[i].name) == 0) {
+            int rc = subcommands[i].main(&o, nrest, rest);
+            free(rest);
+            return rc;
+        }
+    }
+    fprintf(stderr, "gregorctl: unknown subcommand '%s'\n", rest[0]);
+    usage(stderr);
+    free(rest);
+    return 2;
+}
