@@ -233,7 +233,7 @@ int16_t gr_assign_replicas(const struct gr_broker_meta *brokers, int n_brokers, 
     if (with_rack != n_brokers) {
         set_err(err, errlen,
                 "Not all brokers have rack information for replica rack aware assignment.");
-        return GR_KERR_INVALID_REPLICA_ASSIGNMENT;
+        return GR_KERR_UNKNOWN_SERVER_ERROR;
     }
     assign_rack_aware(brokers, n_brokers, n_partitions, rf, fixed_start_index,
                       start_partition_id, out);

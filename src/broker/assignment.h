@@ -24,8 +24,10 @@ struct gr_broker_meta {
  * the initial replica shift (tests, adding partitions); < 0 draws both at random.
  *   - n_partitions <= 0            -> INVALID_PARTITIONS
  *   - rf <= 0 or rf > n_brokers    -> INVALID_REPLICATION_FACTOR
- *   - some but not all have a rack -> INVALID_REPLICA_ASSIGNMENT (Kafka's AdminOperationException
- *                                     "Not all brokers have rack information ...")
+ *   - some but not all have a rack -> UNKNOWN_SERVER_ERROR (Kafka throws AdminOperationException
+ *                                     "Not all brokers have rack information ...", which is no
+ *                                     ApiException and so reaches clients as UNKNOWN_SERVER_ERROR;
+ *                                     callers in Kafka's "Safe" mode drop the racks instead)
  * Every broker has a rack -> rack-aware algorithm; none -> rack-unaware. */
 int16_t gr_assign_replicas(const struct gr_broker_meta *brokers, int n_brokers, int n_partitions,
                            int rf, int fixed_start_index, int start_partition_id, int32_t *out,

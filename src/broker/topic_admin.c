@@ -176,6 +176,20 @@ static int zk_brokers(struct gr_broker *b, struct gr_broker_meta **out, int *n)
     return 0;
 }
 
+/* RackAwareMode.Safe (auto-creation): if only some brokers have a rack, ignore racks. */
+static void drop_racks_if_mixed(struct gr_broker_meta *m, int n)
+{
+    int with = 0;
+    for (int i = 0; i < n; i++)
+        with += m[i].rack != NULL;
+    if (with == 0 || with == n)
+        return;
+    for (int i = 0; i < n; i++) {
+        free((char *)m[i].rack);
+        m[i].rack = NULL;
+    }
+}
+
 /* ------------------------------------------------------------------ create topic */
 
 static int16_t check_exists_and_collisions(struct gr_broker *b, const char *name,
@@ -267,6 +281,8 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
         } else if (b->metadata) {
             gr_metadata_cache_alive_brokers(b->metadata, &brokers, &nb);
         }
+        if (use_zk_brokers)
+            drop_racks_if_mixed(brokers, nb);
         if (nparts > 0 && rf > 0 && rf <= nb)
             flat = gr_malloc(sizeof(int32_t) * (size_t)nparts * (size_t)rf);
         e = gr_assign_replicas(brokers, nb, nparts, rf, fixed_start_index, 0, flat, msg,

@@ -63,7 +63,8 @@ void gr_topic_admin_free(struct gr_topic_admin *a);
  *   INVALID_REPLICATION_FACTOR; bad explicit assignment -> INVALID_REPLICA_ASSIGNMENT; unknown
  *   or invalid config -> INVALID_CONFIG; ZooKeeper failure -> UNKNOWN_SERVER_ERROR.
  * Brokers for the assignment: the metadata cache's live brokers, or, with use_zk_brokers (auto
- * creation, as AdminZkClient.createTopic), the brokers registered in ZooKeeper.
+ * creation, as AdminZkClient.createTopic), the brokers registered in ZooKeeper, with racks
+ * ignored when only some brokers have one (RackAwareMode.Safe).
  * fixed_start_index: -1 random (normal), >= 0 for deterministic tests. Returns res->error. */
 int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_spec *spec,
                                     bool validate_only, bool use_zk_brokers,

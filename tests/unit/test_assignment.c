@@ -125,7 +125,8 @@ static void test_errors(void)
     CHECK(strstr(err, "larger than available brokers: 3") != NULL);
     struct gr_broker_meta mixed[3] = { { 1, "a" }, { 2, NULL }, { 3, "b" } };
     CHECK(gr_assign_replicas(mixed, 3, 3, 2, -1, 0, out, err, sizeof(err)) ==
-          GR_KERR_INVALID_REPLICA_ASSIGNMENT);
+          GR_KERR_UNKNOWN_SERVER_ERROR);
+    CHECK(strstr(err, "rack information") != NULL);
     /* Random assignment is always a valid one: distinct replicas, leaders spread evenly. */
     int leaders[4] = { 0 };
     CHECK(gr_assign_replicas(b, 3, 6, 3, -1, 0, out, NULL, 0) == GR_KERR_NONE);

@@ -1,0 +1,392 @@
+/* Broker request dispatch end to end over a real network server and client: ApiVersions
+ * (incl. the KIP-511 v0 fallback for an unsupported version), Metadata from the cache,
+ * UpdateMetadata / LeaderAndIsr / StopReplica fencing, replication hooks, CreateTopics on a
+ * non-controller, unknown APIs closing the connection. No ZooKeeper is involved. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "broker/partitions.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "net/server.h"
+#include "protocol/codec.h"
+
+static int failures;
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+
+static int32_t corr = 100;
+
+/* Sends body as api_key/ver, returns the decoded response (in a) or NULL. */
+static void *call(struct gr_net_client *cli, int16_t key, int16_t ver, const void *body,
+                  struct gr_arena *a)
+{
+    struct gr_wbuf w;
+    gr_wbuf_init(&w);
+    int32_t c = corr++;
+    if (gr_proto_encode_request(key, ver, c, "test", body, &w) != 0) {
+        gr_wbuf_free(&w);
+        return NULL;
+    }
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int rc = gr_net_client_send_recv(cli, w.p, w.len, &resp, &len, 5000);
+    gr_wbuf_free(&w);
+    if (rc != 0)
+        return NULL;
+    /* Keep the frame alive as long as the arena: copy it into the arena. */
+    uint8_t *copy = gr_arena_alloc(a, len);
+    memcpy(copy, resp, len);
+    free(resp);
+    int32_t rc_corr;
+    void *out = NULL;
+    if (gr_proto_decode_response(key, ver, copy, len, a, &rc_corr, &out) != 0)
+        return NULL;
+    return rc_corr == c ? out : NULL;
+}
+
+static int leaders_made, followers_made, stopped;
+static int16_t hook_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st)
+{
+    leaders_made++;
+    return GR_KERR_NONE;
+}
+static int16_t hook_follower(void *ctx, struct gr_broker *b, const struct gr_partition_state *st)
+{
+    followers_made++;
+    return GR_KERR_NONE;
+}
+static int16_t hook_stop(void *ctx, struct gr_broker *b, const char *t, int32_t p, bool del)
+{
+    stopped++;
+    return GR_KERR_NONE;
+}
+
+static int32_t R12[] = { 1, 2 };
+static int32_t R23[] = { 2, 3 };
+
+static void update_metadata(struct gr_net_client *cli, int32_t ctrl_epoch, int16_t want)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct UpdateMetadataRequest_UpdateMetadataEndpoint ep[2] = {
+        { 9092, "host1", "PLAINTEXT", 0 }, { 9192, "host1-int", "INTERNAL", 0 } };
+    struct UpdateMetadataRequest_UpdateMetadataEndpoint ep2[1] = { { 9093, "host2", "INTERNAL", 0 } };
+    struct UpdateMetadataRequest_UpdateMetadataBroker brokers[2] = {
+        { .Id = 1, .EndpointsCount = 2, .Endpoints = ep, .Rack = "r1" },
+        { .Id = 2, .EndpointsCount = 1, .Endpoints = ep2, .Rack = NULL } };
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState ps[2] = {
+        { .PartitionIndex = 0, .ControllerEpoch = ctrl_epoch, .Leader = 1, .LeaderEpoch = 3,
+          .IsrCount = 2, .Isr = R12, .ZkVersion = 1, .ReplicasCount = 2, .Replicas = R12,
+          .OfflineReplicasCount = 0 },
+        { .PartitionIndex = 1, .ControllerEpoch = ctrl_epoch, .Leader = 2, .LeaderEpoch = 0,
+          .IsrCount = 2, .Isr = R23, .ZkVersion = 0, .ReplicasCount = 2, .Replicas = R23,
+          .OfflineReplicasCount = 0 } };
+    struct UpdateMetadataRequest_UpdateMetadataTopicState ts = {
+        .TopicName = "orders", .PartitionStatesCount = 2, .PartitionStates = ps };
+    struct UpdateMetadataRequest rq = { .ControllerId = 1, .ControllerEpoch = ctrl_epoch,
+                                        .BrokerEpoch = -1, .UngroupedPartitionStatesCount = 0,
+                                        .TopicStatesCount = 1, .TopicStates = &ts,
+                                        .LiveBrokersCount = 2, .LiveBrokers = brokers };
+    struct UpdateMetadataResponse *r = call(cli, GR_API_UPDATE_METADATA, 6, &rq, &a);
+    CHECK(r && r->ErrorCode == want);
+    gr_arena_free(&a);
+}
+
+static void test_api_versions(struct gr_net_client *cli)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct ApiVersionsRequest rq = { "librdkafka", "2.0.2" };
+    struct ApiVersionsResponse *r = call(cli, GR_API_API_VERSIONS, 3, &rq, &a);
+    CHECK(r && r->ErrorCode == 0);
+    bool md = false, av = false;
+    for (int i = 0; r && i < r->ApiKeysCount; i++) {
+        if (r->ApiKeys[i].ApiKey == GR_API_METADATA)
+            md = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 9;
+        if (r->ApiKeys[i].ApiKey == GR_API_API_VERSIONS)
+            av = r->ApiKeys[i].MaxVersion == 3;
+        CHECK(r->ApiKeys[i].ApiKey != GR_API_PRODUCE); /* not registered here */
+    }
+    CHECK(md && av);
+    r = call(cli, GR_API_API_VERSIONS, 0, &rq, &a);
+    CHECK(r && r->ErrorCode == 0 && r->ApiKeysCount >= 7);
+    /* Invalid v3 software name -> INVALID_REQUEST. */
+    struct ApiVersionsRequest bad = { "-bad-", "1" };
+    r = call(cli, GR_API_API_VERSIONS, 3, &bad, &a);
+    CHECK(r && r->ErrorCode == GR_KERR_INVALID_REQUEST);
+
+    /* ApiVersions v7 (beyond what we know): hand-made v2 header, answered as v0. */
+    uint8_t frame[] = { 0, 0, 0, 13, 0, 18, 0, 7, 0, 0, 0, 77, 0, 1, 'x', 0, 0 };
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    CHECK(gr_net_client_send_recv(cli, frame, sizeof(frame), &resp, &len, 5000) == 0);
+    if (resp) {
+        int32_t c;
+        void *out = NULL;
+        CHECK(gr_proto_decode_response(GR_API_API_VERSIONS, 0, resp, len, &a, &c, &out) == 0);
+        r = out;
+        CHECK(c == 77 && r && r->ErrorCode == GR_KERR_UNSUPPORTED_VERSION && r->ApiKeysCount >= 7);
+        free(resp);
+    }
+    gr_arena_free(&a);
+}
+
+static void test_metadata(struct gr_net_client *cli, struct gr_net_client *cli_int)
+{
+    update_metadata(cli, 5, GR_KERR_NONE);
+    struct gr_arena a;
+    gr_arena_init(&a);
+    /* v1 null topics = all, PLAINTEXT listener: broker 2 has no PLAINTEXT endpoint. */
+    struct MetadataRequest rq = { .TopicsCount = -1, .AllowAutoTopicCreation = true };
+    struct MetadataResponse *r = call(cli, GR_API_METADATA, 1, &rq, &a);
+    CHECK(r && r->BrokersCount == 1 && r->Brokers[0].NodeId == 1 &&
+          strcmp(r->Brokers[0].Host, "host1") == 0 && r->Brokers[0].Port == 9092);
+    CHECK(r && r->ControllerId == 1 && r->TopicsCount == 1);
+    if (r && r->TopicsCount == 1) {
+        struct MetadataResponse_MetadataResponseTopic *t = &r->Topics[0];
+        CHECK(strcmp(t->Name, "orders") == 0 && t->ErrorCode == 0 && t->PartitionsCount == 2);
+        CHECK(t->Partitions[0].LeaderId == 1 && t->Partitions[0].ErrorCode == 0);
+        /* leader 2 is live but has no PLAINTEXT listener: LEADER_NOT_AVAILABLE below v6 */
+        CHECK(t->Partitions[1].LeaderId == -1 &&
+              t->Partitions[1].ErrorCode == GR_KERR_LEADER_NOT_AVAILABLE);
+    }
+    /* v7 on the INTERNAL listener: both brokers, leader epochs, cluster id. */
+    r = call(cli_int, GR_API_METADATA, 7, &rq, &a);
+    CHECK(r && r->BrokersCount == 2 && r->ClusterId && strcmp(r->ClusterId, "cid") == 0);
+    CHECK(r && r->TopicsCount == 1 && r->Topics[0].Partitions[1].LeaderId == 2 &&
+          r->Topics[0].Partitions[1].LeaderEpoch == 0 && r->Topics[0].Partitions[0].LeaderEpoch == 3);
+    /* v6 on PLAINTEXT: LISTENER_NOT_FOUND for the partition led by broker 2. */
+    r = call(cli, GR_API_METADATA, 6, &rq, &a);
+    CHECK(r && r->TopicsCount == 1 &&
+          r->Topics[0].Partitions[1].ErrorCode == GR_KERR_LISTENER_NOT_FOUND);
+    /* v0 with an empty list = all topics; replicas without a PLAINTEXT endpoint filtered. */
+    struct MetadataRequest rq0 = { .TopicsCount = 0 };
+    r = call(cli, GR_API_METADATA, 0, &rq0, &a);
+    CHECK(r && r->TopicsCount == 1 && r->Topics[0].Partitions[0].ReplicaNodesCount == 1 &&
+          r->Topics[0].Partitions[0].ErrorCode == GR_KERR_REPLICA_NOT_AVAILABLE);
+    /* v1 empty list = no topics. */
+    r = call(cli, GR_API_METADATA, 1, &rq0, &a);
+    CHECK(r && r->TopicsCount == 0 && r->BrokersCount == 1);
+    /* Unknown topic, auto-creation disabled in the config (v4, allow=true). */
+    struct MetadataRequest_MetadataRequestTopic names[3] = { { "nope" }, { "orders" }, { "nope" } };
+    struct MetadataRequest rq4 = { .TopicsCount = 3, .Topics = names, .AllowAutoTopicCreation = true };
+    r = call(cli, GR_API_METADATA, 4, &rq4, &a);
+    CHECK(r && r->TopicsCount == 2);
+    for (int i = 0; r && i < r->TopicsCount; i++) {
+        if (strcmp(r->Topics[i].Name, "nope") == 0)
+            CHECK(r->Topics[i].ErrorCode == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+        else
+            CHECK(r->Topics[i].ErrorCode == 0);
+    }
+    /* Stale controller epoch: NOT_CONTROLLER, cache untouched. */
+    update_metadata(cli, 4, GR_KERR_NOT_CONTROLLER);
+    gr_arena_free(&a);
+}
+
+static struct LeaderAndIsrResponse *lai(struct gr_net_client *cli, struct gr_arena *a,
+                                        int32_t ctrl_epoch, int64_t broker_epoch,
+                                        int32_t leader_epoch, int32_t *replicas, int nrep)
+{
+    struct LeaderAndIsrRequest_LeaderAndIsrPartitionState ps = {
+        .PartitionIndex = 0, .ControllerEpoch = ctrl_epoch, .Leader = replicas[0],
+        .LeaderEpoch = leader_epoch, .IsrCount = nrep, .Isr = replicas, .ZkVersion = 0,
+        .ReplicasCount = nrep, .Replicas = replicas, .IsNew = true };
+    struct LeaderAndIsrRequest_LeaderAndIsrTopicState ts = { "orders", 1, &ps };
+    struct LeaderAndIsrRequest rq = { .ControllerId = 1, .ControllerEpoch = ctrl_epoch,
+                                      .BrokerEpoch = broker_epoch, .TopicStatesCount = 1,
+                                      .TopicStates = &ts, .LiveLeadersCount = 0 };
+    return call(cli, GR_API_LEADER_AND_ISR, 4, &rq, a);
+}
+
+static void test_control(struct gr_net_client *cli, struct gr_broker *b)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    int32_t r12[] = { 1, 2 }, r21[] = { 2, 1 }, r23[] = { 2, 3 };
+    /* Known controller epoch is 5 (from UpdateMetadata). */
+    struct LeaderAndIsrResponse *r = lai(cli, &a, 4, -1, 0, r12, 2);
+    CHECK(r && r->ErrorCode == GR_KERR_STALE_CONTROLLER_EPOCH && r->PartitionErrorsCount == 1 &&
+          r->PartitionErrors[0].ErrorCode == GR_KERR_STALE_CONTROLLER_EPOCH);
+    /* Broker epoch 42 is ours; 41 is stale, -1 accepted. */
+    r = lai(cli, &a, 5, 41, 0, r12, 2);
+    CHECK(r && r->ErrorCode == GR_KERR_STALE_BROKER_EPOCH &&
+          r->PartitionErrors[0].ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
+    r = lai(cli, &a, 5, 42, 0, r12, 2);
+    CHECK(r && r->ErrorCode == 0 && r->PartitionErrorsCount == 1 &&
+          r->PartitionErrors[0].ErrorCode == 0 && strcmp(r->PartitionErrors[0].TopicName, "orders") == 0);
+    CHECK(leaders_made == 1 && followers_made == 0);
+    struct gr_partition_state st;
+    CHECK(gr_partitions_get(b->partitions, "orders", 0, &st) && st.leader == 1 &&
+          st.leader_epoch == 0 && st.n_replicas == 2 && st.is_new);
+    gr_partition_state_release(&st);
+    /* Same leader epoch again: per-partition STALE_CONTROLLER_EPOCH. */
+    r = lai(cli, &a, 6, -1, 0, r21, 2);
+    CHECK(r && r->ErrorCode == 0 && r->PartitionErrors[0].ErrorCode == GR_KERR_STALE_CONTROLLER_EPOCH);
+    /* Newer epoch, this broker not a replica: UNKNOWN_TOPIC_OR_PARTITION. */
+    r = lai(cli, &a, 6, -1, 1, r23, 2);
+    CHECK(r && r->PartitionErrors[0].ErrorCode == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    /* Newer epoch, broker 2 leads: follower. Epoch 6 is now the highest seen. */
+    r = lai(cli, &a, 6, -1, 2, r21, 2);
+    CHECK(r && r->PartitionErrors[0].ErrorCode == 0 && followers_made == 1);
+    update_metadata(cli, 5, GR_KERR_NOT_CONTROLLER);
+
+    /* StopReplica v3. */
+    struct StopReplicaRequest_StopReplicaPartitionState sps = { 0, 1, false };
+    struct StopReplicaRequest_StopReplicaTopicState sts = { "orders", 1, &sps };
+    struct StopReplicaRequest srq = { .ControllerId = 1, .ControllerEpoch = 5, .BrokerEpoch = -1,
+                                      .TopicStatesCount = 1, .TopicStates = &sts };
+    struct StopReplicaResponse *s = call(cli, GR_API_STOP_REPLICA, 3, &srq, &a);
+    CHECK(s && s->ErrorCode == GR_KERR_STALE_CONTROLLER_EPOCH && s->PartitionErrorsCount == 0);
+    srq.ControllerEpoch = 6;
+    srq.BrokerEpoch = 7;
+    s = call(cli, GR_API_STOP_REPLICA, 3, &srq, &a);
+    CHECK(s && s->ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
+    srq.BrokerEpoch = 42;
+    s = call(cli, GR_API_STOP_REPLICA, 3, &srq, &a); /* epoch 1 <= hosted 2 */
+    CHECK(s && s->ErrorCode == 0 && s->PartitionErrorsCount == 1 &&
+          s->PartitionErrors[0].ErrorCode == GR_KERR_FENCED_LEADER_EPOCH && stopped == 0);
+    sps.LeaderEpoch = -2;
+    sps.DeletePartition = true;
+    s = call(cli, GR_API_STOP_REPLICA, 3, &srq, &a);
+    CHECK(s && s->PartitionErrors[0].ErrorCode == 0 && stopped == 1);
+    CHECK(!gr_partitions_get(b->partitions, "orders", 0, &st));
+    /* v1 (no leader epochs): not hosted -> stopped anyway. */
+    int32_t pidx[] = { 9 };
+    struct StopReplicaRequest_StopReplicaTopicV1 t1 = { "other", 1, pidx };
+    struct StopReplicaRequest srq1 = { .ControllerId = 1, .ControllerEpoch = 6, .BrokerEpoch = -1,
+                                       .DeletePartitions = true, .TopicsCount = 1, .Topics = &t1 };
+    s = call(cli, GR_API_STOP_REPLICA, 1, &srq1, &a);
+    CHECK(s && s->ErrorCode == 0 && s->PartitionErrorsCount == 1 && stopped == 2);
+    gr_arena_free(&a);
+}
+
+static void test_create_topics_not_controller(struct gr_net_client *cli, struct gr_broker *b)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    /* The cache says broker 1 (us) is the controller. Broker 1 has a rack and broker 2 none:
+     * Kafka's CreateTopics fails the assignment (AdminOperationException -> UNKNOWN_SERVER_ERROR). */
+    CHECK(gr_broker_is_controller(b));
+    struct CreateTopicsRequest_CreatableTopic mt = { .Name = "mixed", .NumPartitions = 2,
+                                                     .ReplicationFactor = 1 };
+    struct CreateTopicsRequest mrq = { .TopicsCount = 1, .Topics = &mt, .TimeoutMs = 1000,
+                                       .ValidateOnly = true };
+    struct CreateTopicsResponse *mr = call(cli, GR_API_CREATE_TOPICS, 5, &mrq, &a);
+    CHECK(mr && mr->Topics[0].ErrorCode == GR_KERR_UNKNOWN_SERVER_ERROR);
+    /* Same brokers without racks (v1 UpdateMetadata carries none): validation passes and v5
+     * reports the resolved shape. */
+    struct UpdateMetadataRequest_UpdateMetadataEndpoint ep1 = { 9092, "host1", NULL, 0 };
+    struct UpdateMetadataRequest_UpdateMetadataBroker nb[2] = {
+        { .Id = 1, .EndpointsCount = 1, .Endpoints = &ep1 },
+        { .Id = 2, .EndpointsCount = 1, .Endpoints = &ep1 } };
+    struct UpdateMetadataRequest um1 = { .ControllerId = 1, .ControllerEpoch = 6,
+                                         .BrokerEpoch = -1, .LiveBrokersCount = 2,
+                                         .LiveBrokers = nb };
+    gr_metadata_cache_update(b->metadata, 1, &um1, NULL);
+    struct CreateTopicsRequest_CreatableTopic vt = { .Name = "valid.only", .NumPartitions = -1,
+                                                     .ReplicationFactor = 2, .AssignmentsCount = 0,
+                                                     .ConfigsCount = 0 };
+    struct CreateTopicsRequest vrq = { .TopicsCount = 1, .Topics = &vt, .TimeoutMs = 1000,
+                                       .ValidateOnly = true };
+    struct CreateTopicsResponse *vr = call(cli, GR_API_CREATE_TOPICS, 5, &vrq, &a);
+    CHECK(vr && vr->TopicsCount == 1 && vr->Topics[0].ErrorCode == 0 &&
+          vr->Topics[0].NumPartitions == 1 && vr->Topics[0].ReplicationFactor == 2);
+    vt.ReplicationFactor = 3; /* two live brokers */
+    vr = call(cli, GR_API_CREATE_TOPICS, 5, &vrq, &a);
+    CHECK(vr && vr->Topics[0].ErrorCode == GR_KERR_INVALID_REPLICATION_FACTOR);
+    vt.Name = "orders";
+    vr = call(cli, GR_API_CREATE_TOPICS, 5, &vrq, &a);
+    CHECK(vr && vr->Topics[0].ErrorCode == GR_KERR_TOPIC_ALREADY_EXISTS);
+    vt.Name = "bad name";
+    vr = call(cli, GR_API_CREATE_TOPICS, 1, &vrq, &a);
+    CHECK(vr && vr->Topics[0].ErrorCode == GR_KERR_INVALID_TOPIC_EXCEPTION &&
+          vr->Topics[0].ErrorMessage != NULL);
+
+    /* Another broker becomes controller: NOT_CONTROLLER. */
+    struct UpdateMetadataRequest um = { .ControllerId = 2, .ControllerEpoch = 7, .BrokerEpoch = -1,
+                                        .LiveBrokersCount = 0 };
+    gr_metadata_cache_update(b->metadata, 6, &um, NULL);
+    CHECK(!gr_broker_is_controller(b));
+    struct CreateTopicsRequest_CreatableTopic t = { .Name = "x", .NumPartitions = 1,
+                                                    .ReplicationFactor = 1, .AssignmentsCount = 0,
+                                                    .ConfigsCount = 0 };
+    struct CreateTopicsRequest rq = { .TopicsCount = 1, .Topics = &t, .TimeoutMs = 1000 };
+    struct CreateTopicsResponse *r = call(cli, GR_API_CREATE_TOPICS, 4, &rq, &a);
+    CHECK(r && r->TopicsCount == 1 && r->Topics[0].ErrorCode == GR_KERR_NOT_CONTROLLER);
+    gr_arena_free(&a);
+}
+
+static void test_unknown_api_closes(int port)
+{
+    struct gr_net_client *c = NULL;
+    CHECK(gr_net_client_connect("127.0.0.1", port, 2000, &c) == 0);
+    if (!c)
+        return;
+    /* Produce is not registered in this test: the connection must be closed. */
+    uint8_t frame[] = { 0, 0, 0, 10, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0 };
+    uint8_t *resp = NULL;
+    size_t len;
+    CHECK(gr_net_client_send_recv(c, frame, sizeof(frame), &resp, &len, 3000) == GR_ECLOSED);
+    free(resp);
+    gr_net_client_close(c);
+}
+
+int main(void)
+{
+    gr_log_set_level(GR_LOG_ERROR);
+    struct gr_config cfg;
+    gr_config_defaults(&cfg);
+    cfg.auto_create_topics_enable = false;
+    struct gr_broker *b = gr_broker_new(&cfg, 1);
+    snprintf(b->cluster_id, sizeof(b->cluster_id), "cid");
+    atomic_store(&b->broker_epoch, 42);
+    b->hooks.become_leader = hook_leader;
+    b->hooks.become_follower = hook_follower;
+    b->hooks.stop_replica = hook_stop;
+
+    struct gr_net_listener ls[2] = { { "PLAINTEXT", "127.0.0.1", 0 }, { "INTERNAL", "127.0.0.1", 0 } };
+    struct gr_net_config nc;
+    gr_net_config_init(&nc);
+    nc.listeners = ls;
+    nc.num_listeners = 2;
+    nc.num_io_threads = 2;
+    struct gr_net_server *srv = NULL;
+    CHECK(gr_net_server_new(&nc, gr_apis_dispatch, b, &srv) == 0);
+    CHECK(srv && gr_net_server_start(srv) == 0);
+    int port = gr_net_server_port(srv, 0), port_int = gr_net_server_port(srv, 1);
+    struct gr_net_client *cli = NULL, *cli_int = NULL;
+    CHECK(gr_net_client_connect("127.0.0.1", port, 2000, &cli) == 0);
+    CHECK(gr_net_client_connect("127.0.0.1", port_int, 2000, &cli_int) == 0);
+    if (cli && cli_int) {
+        test_api_versions(cli);
+        test_metadata(cli, cli_int);
+        test_control(cli, b);
+        test_create_topics_not_controller(cli, b);
+        test_unknown_api_closes(port);
+    }
+    gr_net_client_close(cli);
+    gr_net_client_close(cli_int);
+    gr_net_server_stop(srv);
+    gr_net_server_free(srv);
+    gr_broker_free(b);
+    gr_config_release(&cfg);
+    if (failures) {
+        fprintf(stderr, "test_broker_apis: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_broker_apis: ok\n");
+    return 0;
+}
