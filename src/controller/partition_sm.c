@@ -1,0 +1,424 @@
+/* Partition state machine and election driver: see partition_sm.h. */
+#include "controller/partition_sm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "controller/request_batch.h"
+
+#define LOGGER "kafka.controller.ZkPartitionStateMachine"
+
+#define SC_LOG(lvl, sm, fmt, ...)                                                                                 \
+    gr_log(lvl, GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] " fmt, (sm)->controller_id, (sm)->ctx->epoch, \
+           __VA_ARGS__)
+
+static char *fmt_lai(char *buf, size_t len, const struct gr_kzk_leader_and_isr *l) {
+    char isr[256];
+    snprintf(buf, len, "LeaderAndIsr(leader=%d, leaderEpoch=%d, isr=%s, zkVersion=%d)", l->leader, l->leader_epoch,
+             gr_ctrl_fmt_ids(isr, sizeof isr, l->isr, l->n_isr), l->zk_version);
+    return buf;
+}
+
+static void log_failed(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, int from, int to, const char *why) {
+    SC_LOG(GR_LOG_ERROR, sm, "Controller %d epoch %d failed to change state for partition %s-%d from %s to %s: %s",
+           sm->controller_id, sm->ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(from),
+           gr_partition_state_name(to), why);
+}
+
+void gr_psm_partitions_in_states(struct gr_ctrl_sm *sm, unsigned state_mask, const char *topic,
+                                 struct gr_ctrl_tp_list *out) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    if (topic) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
+        if (!t) return;
+        for (int i = 0; i < t->n_partitions; i++)
+            if (state_mask & (1u << t->partitions[i].state)) gr_ctrl_tp_list_add(out, t->name, t->partitions[i].partition);
+        return;
+    }
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++)
+            if (state_mask & (1u << t->partitions[i].state)) gr_ctrl_tp_list_add(out, t->name, t->partitions[i].partition);
+}
+
+int gr_psm_topic_unclean_enabled(struct gr_ctrl_sm *sm, const char *topic, bool *enabled) {
+    struct gr_kzk_config cfg = {0};
+    int rc = gr_kzk_get_entity_config(sm->kzk, "topics", topic, &cfg);
+    if (rc) return rc;
+    const char *v = gr_kzk_config_get(&cfg, "unclean.leader.election.enable");
+    *enabled = v ? strcasecmp(v, "true") == 0 : sm->unclean_default;
+    gr_kzk_config_release(&cfg);
+    return 0;
+}
+
+/* ---- New -> Online ---- */
+
+/* initializeLeaderAndIsrForPartitions: rcs[i] for idx[i]. */
+static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n, int *rcs) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_kzk_leader_and_isr *lais = gr_calloc((size_t)(n ? n : 1), sizeof *lais);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)(n ? n : 1), sizeof *items);
+    int *item_of = gr_malloc((size_t)(n ? n : 1) * sizeof *item_of);
+    int n_items = 0;
+    for (int k = 0; k < n; k++) {
+        const struct gr_kzk_tp *tp = &tps[idx[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+        int32_t *live = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *live);
+        int n_live = 0;
+        for (int i = 0; i < p->n_replicas; i++)
+            if (gr_ctrl_replica_online(ctx, p->replicas[i], false)) live[n_live++] = p->replicas[i];
+        if (n_live == 0) {
+            char rep[256], why[512];
+            char brokers[512];
+            snprintf(why, sizeof why,
+                     "assigned replicas are [%s], live brokers are [%s]. No assigned replica is alive.",
+                     gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas),
+                     gr_ctrl_ctx_format_brokers(ctx, brokers, sizeof brokers));
+            log_failed(sm, tp, GR_PS_NEW, GR_PS_ONLINE, why);
+            free(live);
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        struct gr_kzk_leader_and_isr *l = &lais[n_items];
+        l->leader = live[0];
+        l->leader_epoch = 0;
+        l->controller_epoch = ctx->epoch;
+        l->isr = live;
+        l->n_isr = n_live;
+        l->zk_version = 0;
+        items[n_items].topic = tp->topic;
+        items[n_items].partition = tp->partition;
+        items[n_items].lai = l;
+        item_of[n_items] = idx[k];
+        n_items++;
+    }
+    int ret = 0;
+    if (n_items > 0) {
+        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+        int rc = gr_kzk_create_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+        if (rc == GR_ECONTROLLER_MOVED) {
+            gr_error(LOGGER, "Controller moved to another broker when trying to create the topic partition state znode");
+            ret = rc;
+        } else {
+            for (int i = 0; i < n_items; i++) {
+                const struct gr_kzk_tp *tp = &tps[item_of[i]];
+                int irc = rc ? rc : res[i].rc;
+                if (irc != 0) {
+                    log_failed(sm, tp, GR_PS_NEW, GR_PS_ONLINE, gr_kzk_strerror(irc));
+                    rcs[item_of[i]] = GR_PSM_EFAILED;
+                    continue;
+                }
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+                lais[i].zk_version = res[i].zk_version;
+                gr_ctrl_partition_set_state(p, &lais[i]);
+                gr_ctrl_batch_add_leader_and_isr(sm->batch, lais[i].isr, lais[i].n_isr, tp->topic, tp->partition,
+                                                 &lais[i], true);
+                char s[512];
+                SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from NewPartition to OnlinePartition with state %s",
+                       tp->topic, tp->partition, fmt_lai(s, sizeof s, &p->lai));
+                p->state = GR_PS_ONLINE;
+                rcs[item_of[i]] = 0;
+            }
+        }
+        free(res);
+    }
+    for (int i = 0; i < n_items; i++) free(lais[i].isr);
+    free(lais);
+    free(items);
+    free(item_of);
+    return ret;
+}
+
+/* ---- elections ---- */
+
+struct topic_unclean {
+    const char *topic;
+    int rc;
+    bool enabled;
+};
+
+/* One round of doElectLeaderForPartitions over idx[0..n); partitions to retry (BADVERSION) are
+ * written to retry[] / *n_retry. */
+static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n,
+                       const struct gr_psm_strategy *strategy, int *rcs, int *retry, int *n_retry) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    *n_retry = 0;
+    struct gr_kzk_tp *req = gr_malloc((size_t)n * sizeof *req);
+    for (int k = 0; k < n; k++) req[k] = tps[idx[k]];
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)n, sizeof *cur);
+    int rc = gr_kzk_get_partition_states(sm->kzk, req, n, cur);
+    if (rc) {
+        for (int k = 0; k < n; k++) {
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, req[k].topic, req[k].partition);
+            log_failed(sm, &req[k], p ? p->state : GR_PS_NONEXISTENT, GR_PS_ONLINE, gr_kzk_strerror(rc));
+            rcs[idx[k]] = GR_PSM_EFAILED;
+        }
+        free(req);
+        free(cur);
+        return 0;
+    }
+    struct gr_election_result *er = gr_calloc((size_t)n, sizeof *er);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)n, sizeof *items);
+    int *item_of = gr_malloc((size_t)n * sizeof *item_of);
+    int n_items = 0;
+    struct topic_unclean *cache = NULL;
+    int n_cache = 0;
+    for (int k = 0; k < n; k++) {
+        const struct gr_kzk_tp *tp = &req[k];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+        char why[512];
+        if (cur[k].rc == GR_KZK_ENONODE || cur[k].rc == GR_ECORRUPT) {
+            snprintf(why, sizeof why, "LeaderAndIsr information doesn't exist for partition %s-%d in %s state",
+                     tp->topic, tp->partition, gr_partition_state_name(p->state));
+            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        if (cur[k].rc) {
+            log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(cur[k].rc));
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        if (cur[k].lai.controller_epoch > ctx->epoch) {
+            snprintf(why, sizeof why,
+                     "Aborted leader election for partition %s-%d since the LeaderAndIsr path was already written by "
+                     "another controller. This probably means that the current controller %d went through a soft "
+                     "failure and another controller was elected with epoch %d.",
+                     tp->topic, tp->partition, sm->controller_id, cur[k].lai.controller_epoch);
+            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        bool unclean = false;
+        if (strategy->kind == GR_ELECT_OFFLINE && !gr_elect_has_live_isr(ctx, &cur[k].lai)) {
+            if (strategy->allow_unclean) {
+                unclean = true;
+            } else {
+                int c;
+                for (c = 0; c < n_cache; c++)
+                    if (strcmp(cache[c].topic, tp->topic) == 0) break;
+                if (c == n_cache) {
+                    cache = gr_realloc(cache, (size_t)(n_cache + 1) * sizeof *cache);
+                    cache[c].topic = tp->topic;
+                    cache[c].enabled = false;
+                    cache[c].rc = gr_psm_topic_unclean_enabled(sm, tp->topic, &cache[c].enabled);
+                    n_cache++;
+                }
+                if (cache[c].rc) {
+                    log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(cache[c].rc));
+                    rcs[idx[k]] = GR_PSM_EFAILED;
+                    continue;
+                }
+                unclean = cache[c].enabled;
+            }
+        }
+        gr_elect_partition(ctx, p, &cur[k].lai, strategy->kind, unclean, &er[k]);
+        if (!er[k].elected) {
+            snprintf(why, sizeof why, "Failed to elect leader for partition %s-%d under strategy %s", tp->topic,
+                     tp->partition, gr_election_strategy_name(strategy->kind));
+            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        if (er[k].unclean) {
+            if (sm->unclean_elections) gr_meter_mark(sm->unclean_elections, 1);
+            SC_LOG(GR_LOG_WARN, sm, "Unclean leader election: partition %s-%d gets out-of-sync leader %d", tp->topic,
+                   tp->partition, er[k].lai.leader);
+        }
+        er[k].lai.controller_epoch = ctx->epoch;
+        items[n_items].topic = tp->topic;
+        items[n_items].partition = tp->partition;
+        items[n_items].lai = &er[k].lai;
+        item_of[n_items] = k;
+        n_items++;
+    }
+    free(cache);
+    int ret = 0;
+    if (n_items > 0) {
+        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+        if (rc == GR_ECONTROLLER_MOVED) {
+            ret = rc;
+        } else {
+            for (int i = 0; i < n_items; i++) {
+                int k = item_of[i];
+                const struct gr_kzk_tp *tp = &req[k];
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+                int irc = rc ? rc : res[i].rc;
+                if (irc == GR_KZK_EBADVERSION) {
+                    gr_debug(LOGGER,
+                             "Controller failed to elect leader for partition %s-%d: bad ZK version. This will be "
+                             "retried.",
+                             tp->topic, tp->partition);
+                    retry[(*n_retry)++] = idx[k];
+                    continue;
+                }
+                if (irc) {
+                    log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(irc));
+                    rcs[idx[k]] = GR_PSM_EFAILED;
+                    continue;
+                }
+                er[k].lai.zk_version = res[i].zk_version;
+                gr_ctrl_partition_set_state(p, &er[k].lai);
+                gr_ctrl_batch_add_leader_and_isr(sm->batch, er[k].recipients, er[k].n_recipients, tp->topic,
+                                                 tp->partition, &p->lai, false);
+                char s[512];
+                SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from %s to OnlinePartition with state %s", tp->topic,
+                       tp->partition, gr_partition_state_name(p->state), fmt_lai(s, sizeof s, &p->lai));
+                p->state = GR_PS_ONLINE;
+                rcs[idx[k]] = 0;
+            }
+        }
+        free(res);
+    }
+    for (int k = 0; k < n; k++) {
+        gr_election_result_release(&er[k]);
+        gr_kzk_leader_and_isr_release(&cur[k].lai);
+    }
+    free(er);
+    free(cur);
+    free(items);
+    free(item_of);
+    free(req);
+    return ret;
+}
+
+/* electLeaderForPartitions: rounds until nothing is left to retry. */
+static int elect_leaders(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n,
+                         const struct gr_psm_strategy *strategy, int *rcs) {
+    int *remaining = gr_malloc((size_t)(n ? n : 1) * sizeof *remaining);
+    int *retry = gr_malloc((size_t)(n ? n : 1) * sizeof *retry);
+    memcpy(remaining, idx, (size_t)n * sizeof *remaining);
+    int n_rem = n, rc = 0;
+    while (n_rem > 0) {
+        int n_retry = 0;
+        rc = elect_round(sm, tps, remaining, n_rem, strategy, rcs, retry, &n_retry);
+        if (rc) break;
+        if (n_retry)
+            gr_info(LOGGER, "Retrying leader election with strategy %s for %d partitions",
+                    gr_election_strategy_name(strategy->kind), n_retry);
+        memcpy(remaining, retry, (size_t)n_retry * sizeof *remaining);
+        n_rem = n_retry;
+    }
+    free(remaining);
+    free(retry);
+    return rc;
+}
+
+/* ---- handleStateChanges ---- */
+
+static int do_handle(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n, int target,
+                     const struct gr_psm_strategy *strategy, int *rcs) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *uninit = gr_malloc((size_t)n * sizeof *uninit), n_uninit = 0;
+    int *to_elect = gr_malloc((size_t)n * sizeof *to_elect), n_elect = 0;
+    for (int i = 0; i < n; i++) {
+        const struct gr_kzk_tp *tp = &tps[i];
+        rcs[i] = GR_PSM_EFAILED;
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+        if (!p) {
+            log_failed(sm, tp, GR_PS_NONEXISTENT, target, "the partition is not in the controller's context");
+            continue;
+        }
+        if (!gr_partition_transition_valid(p->state, target)) {
+            char why[512];
+            snprintf(why, sizeof why,
+                     "Partition %s-%d should be in one of %s states before moving to %s state. Instead it is in %s "
+                     "state",
+                     tp->topic, tp->partition, gr_partition_valid_previous(target), gr_partition_state_name(target),
+                     gr_partition_state_name(p->state));
+            log_failed(sm, tp, p->state, target, why);
+            continue;
+        }
+        switch (target) {
+        case GR_PS_NEW: {
+            char rep[256];
+            SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d state from %s to NewPartition with assigned replicas %s",
+                   tp->topic, tp->partition, gr_partition_state_name(p->state),
+                   gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas));
+            p->state = GR_PS_NEW;
+            rcs[i] = 0;
+            break;
+        }
+        case GR_PS_ONLINE:
+            if (p->state == GR_PS_NEW) uninit[n_uninit++] = i;
+            else to_elect[n_elect++] = i;
+            break;
+        case GR_PS_OFFLINE:
+        case GR_PS_NONEXISTENT:
+            gr_debug(GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] Changed partition %s-%d state from %s to %s",
+                     sm->controller_id, ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
+                     gr_partition_state_name(target));
+            p->state = target;
+            rcs[i] = 0;
+            break;
+        }
+    }
+    int rc = 0;
+    if (n_uninit) rc = initialize_partitions(sm, tps, uninit, n_uninit, rcs);
+    if (!rc && n_elect) {
+        if (!strategy) {
+            gr_error(LOGGER, "Election strategy is a required field when the target state is OnlinePartition");
+            for (int k = 0; k < n_elect; k++) rcs[to_elect[k]] = GR_PSM_EFAILED;
+        } else {
+            rc = elect_leaders(sm, tps, to_elect, n_elect, strategy, rcs);
+        }
+    }
+    free(uninit);
+    free(to_elect);
+    return rc;
+}
+
+int gr_psm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n, int target,
+                                const struct gr_psm_strategy *strategy, int *rcs) {
+    if (n <= 0) return 0;
+    int *own = NULL;
+    if (!rcs) rcs = own = gr_malloc((size_t)n * sizeof *rcs);
+    gr_ctrl_batch_begin(sm->batch);
+    int rc = do_handle(sm, tps, n, target, strategy, rcs);
+    if (rc == GR_ECONTROLLER_MOVED) {
+        gr_error(LOGGER, "Controller moved to another broker when moving some partitions to %s state",
+                 gr_partition_state_name(target));
+        gr_ctrl_batch_clear(sm->batch);
+    } else {
+        gr_ctrl_batch_send(sm->batch);
+        rc = 0;
+    }
+    free(own);
+    return rc;
+}
+
+int gr_psm_trigger_online(struct gr_ctrl_sm *sm, const char *topic) {
+    struct gr_ctrl_tp_list l = {0};
+    gr_psm_partitions_in_states(sm, (1u << GR_PS_NEW) | (1u << GR_PS_OFFLINE), topic, &l);
+    int k = 0;
+    for (int i = 0; i < l.n; i++)
+        if (!gr_ctrl_topic_queued_for_deletion(sm->ctx, l.v[i].topic)) l.v[k++] = l.v[i];
+    struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
+    int rc = gr_psm_handle_state_changes(sm, l.v, k, GR_PS_ONLINE, &st, NULL);
+    gr_ctrl_tp_list_free(&l);
+    return rc;
+}
+
+int gr_psm_startup(struct gr_ctrl_sm *sm) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    gr_info(LOGGER, "Initializing partition state");
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            if (!p->has_state) p->state = GR_PS_NEW;
+            else if (gr_ctrl_replica_online(ctx, p->lai.leader, false)) p->state = GR_PS_ONLINE;
+            else p->state = GR_PS_OFFLINE;
+        }
+    }
+    gr_info(LOGGER, "Triggering online partition state changes");
+    return gr_psm_trigger_online(sm, NULL);
+}

@@ -1,0 +1,620 @@
+/* ControllerBrokerRequestBatch: see request_batch.h. */
+#include "controller/request_batch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/event_manager.h"
+#include "controller/sender.h"
+#include "protocol/codec.h"
+
+#define LOGGER "kafka.controller.ControllerBrokerRequestBatch"
+
+int16_t gr_ctrl_security_protocol_id(const char *name) {
+    if (!name) return 0;
+    if (strcmp(name, "SSL") == 0) return 1;
+    if (strcmp(name, "SASL_PLAINTEXT") == 0) return 2;
+    if (strcmp(name, "SASL_SSL") == 0) return 3;
+    return 0;
+}
+
+/* ---- a small hash map keyed by (broker, topic, partition) ---- */
+
+enum { KIND_LAI, KIND_UM, KIND_SR };
+
+struct entry {
+    int32_t broker; /* -1 in the UpdateMetadata partition map */
+    int32_t partition;
+    const char *topic; /* in the batch arena */
+    uint64_t hash;
+    union {
+        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState lai;
+        struct UpdateMetadataRequest_UpdateMetadataPartitionState um;
+        struct StopReplicaRequest_StopReplicaPartitionState sr;
+    } st;
+};
+
+struct map {
+    struct entry **slots;
+    size_t n_slots; /* power of two or 0 */
+    size_t n;
+};
+
+static uint64_t key_hash(int32_t broker, const char *topic, int32_t partition) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *s = topic; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    h ^= (uint64_t)(uint32_t)partition * 0x9E3779B97F4A7C15ULL;
+    h ^= (uint64_t)(uint32_t)broker * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 29;
+    return h;
+}
+
+static struct entry **map_slot(struct map *m, int32_t broker, const char *topic, int32_t partition, uint64_t h) {
+    size_t mask = m->n_slots - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        struct entry *e = m->slots[i];
+        if (!e) return &m->slots[i];
+        if (e->hash == h && e->broker == broker && e->partition == partition && strcmp(e->topic, topic) == 0)
+            return &m->slots[i];
+    }
+}
+
+static void map_grow(struct map *m) {
+    size_t n_slots = m->n_slots ? m->n_slots * 2 : 64;
+    struct entry **old = m->slots;
+    size_t old_n = m->n_slots;
+    m->slots = gr_calloc(n_slots, sizeof *m->slots);
+    m->n_slots = n_slots;
+    for (size_t i = 0; i < old_n; i++) {
+        struct entry *e = old[i];
+        if (!e) continue;
+        size_t j = (size_t)e->hash & (n_slots - 1);
+        while (m->slots[j]) j = (j + 1) & (n_slots - 1);
+        m->slots[j] = e;
+    }
+    free(old);
+}
+
+static void map_clear(struct map *m) {
+    if (m->n_slots > 4096) {
+        free(m->slots);
+        m->slots = NULL;
+        m->n_slots = 0;
+    } else if (m->slots) {
+        memset(m->slots, 0, m->n_slots * sizeof *m->slots);
+    }
+    m->n = 0;
+}
+
+/* The entries of m (unordered), malloc'd. */
+static struct entry **map_entries(const struct map *m) {
+    struct entry **v = gr_malloc((m->n ? m->n : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_slots; i++)
+        if (m->slots[i]) v[k++] = m->slots[i];
+    return v;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const struct entry *x = *(struct entry *const *)a, *y = *(struct entry *const *)b;
+    if (x->broker != y->broker) return x->broker < y->broker ? -1 : 1;
+    int c = strcmp(x->topic, y->topic);
+    if (c) return c;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
+/* ---- the batch ---- */
+
+struct gr_ctrl_batch {
+    struct gr_ctrl_sm *sm;
+    struct gr_arena arena; /* entries, topic names and their arrays */
+    struct map lai, um, sr;
+    int n_um_brokers, cap_um_brokers;
+    int32_t *um_brokers; /* sorted, unique */
+};
+
+struct gr_ctrl_batch *gr_ctrl_batch_new(struct gr_ctrl_sm *sm) {
+    struct gr_ctrl_batch *b = gr_calloc(1, sizeof *b);
+    b->sm = sm;
+    gr_arena_init(&b->arena);
+    return b;
+}
+
+void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
+    map_clear(&b->lai);
+    map_clear(&b->um);
+    map_clear(&b->sr);
+    b->n_um_brokers = 0;
+    gr_arena_free(&b->arena);
+}
+
+void gr_ctrl_batch_free(struct gr_ctrl_batch *b) {
+    if (!b) return;
+    gr_ctrl_batch_clear(b);
+    free(b->lai.slots);
+    free(b->um.slots);
+    free(b->sr.slots);
+    free(b->um_brokers);
+    free(b);
+}
+
+bool gr_ctrl_batch_empty(const struct gr_ctrl_batch *b) {
+    return b->lai.n == 0 && b->sr.n == 0 && b->n_um_brokers == 0;
+}
+
+int gr_ctrl_batch_begin(struct gr_ctrl_batch *b) {
+    if (gr_ctrl_batch_empty(b)) {
+        if (b->um.n) gr_ctrl_batch_clear(b);
+        return 0;
+    }
+    gr_error(LOGGER,
+             "Controller to broker state change requests batch is not empty while creating a new one: "
+             "%zu LeaderAndIsr, %zu StopReplica entries and UpdateMetadata to %d brokers might be lost",
+             b->lai.n, b->sr.n, b->n_um_brokers);
+    gr_ctrl_batch_clear(b);
+    return -EBUSY;
+}
+
+/* Finds or inserts the entry for the key; *fresh tells which. */
+static struct entry *map_put(struct gr_ctrl_batch *b, struct map *m, int32_t broker, const char *topic,
+                             int32_t partition, bool *fresh) {
+    if ((m->n + 1) * 4 >= m->n_slots * 3) map_grow(m);
+    uint64_t h = key_hash(broker, topic, partition);
+    struct entry **slot = map_slot(m, broker, topic, partition, h);
+    if (*slot) {
+        *fresh = false;
+        return *slot;
+    }
+    struct entry *e = gr_arena_alloc(&b->arena, sizeof *e);
+    e->broker = broker;
+    e->partition = partition;
+    e->topic = gr_arena_strdup(&b->arena, topic);
+    e->hash = h;
+    *slot = e;
+    m->n++;
+    *fresh = true;
+    return e;
+}
+
+static int32_t *dup_ints(struct gr_arena *a, const int32_t *v, int n) {
+    if (n <= 0) return NULL;
+    int32_t *d = gr_arena_alloc(a, (size_t)n * sizeof *d);
+    memcpy(d, v, (size_t)n * sizeof *d);
+    return d;
+}
+
+static void add_um_broker(struct gr_ctrl_batch *b, int32_t id) {
+    int lo = 0, hi = b->n_um_brokers;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (b->um_brokers[mid] == id) return;
+        if (b->um_brokers[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    if (b->n_um_brokers == b->cap_um_brokers) {
+        b->cap_um_brokers = b->cap_um_brokers ? b->cap_um_brokers * 2 : 8;
+        b->um_brokers = gr_realloc(b->um_brokers, (size_t)b->cap_um_brokers * sizeof *b->um_brokers);
+    }
+    memmove(&b->um_brokers[lo + 1], &b->um_brokers[lo], (size_t)(b->n_um_brokers - lo) * sizeof *b->um_brokers);
+    b->um_brokers[lo] = id;
+    b->n_um_brokers++;
+}
+
+/* Adds the current UpdateMetadata state of one partition (rule 4). */
+static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    if (!p->has_state) {
+        gr_info(LOGGER, "Leader not yet assigned for partition %s-%d. Skip sending UpdateMetadataRequest.", topic,
+                p->partition);
+        return;
+    }
+    bool deleting = gr_ctrl_topic_queued_for_deletion(ctx, topic);
+    bool fresh;
+    struct entry *e = map_put(b, &b->um, -1, topic, p->partition, &fresh);
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
+    memset(s, 0, sizeof *s);
+    s->PartitionIndex = p->partition;
+    s->ControllerEpoch = p->lai.controller_epoch;
+    if (deleting) { /* LeaderAndIsr.duringDelete(isr): leader -2, epoch 0, zkVersion 0 */
+        s->Leader = GR_LEADER_DURING_DELETE;
+        s->LeaderEpoch = 0;
+        s->ZkVersion = 0;
+    } else {
+        s->Leader = p->lai.leader;
+        s->LeaderEpoch = p->lai.leader_epoch;
+        s->ZkVersion = p->lai.zk_version;
+    }
+    s->IsrCount = p->lai.n_isr;
+    s->Isr = dup_ints(&b->arena, p->lai.isr, p->lai.n_isr);
+    s->ReplicasCount = p->n_replicas;
+    s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+    int n_off = 0;
+    int32_t *off = gr_arena_alloc(&b->arena, (size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *off);
+    for (int i = 0; i < p->n_replicas; i++)
+        if (!gr_ctrl_replica_online(ctx, p->replicas[i], false)) off[n_off++] = p->replicas[i];
+    s->OfflineReplicasCount = n_off;
+    s->OfflineReplicas = n_off ? off : NULL;
+}
+
+void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                       const struct gr_kzk_tp *tps, int n_tps) {
+    for (int i = 0; i < n_brokers; i++)
+        if (brokers[i] >= 0) add_um_broker(b, brokers[i]);
+    for (int i = 0; i < n_tps; i++) {
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(b->sm->ctx, tps[i].topic, tps[i].partition);
+        if (!p) {
+            gr_info(LOGGER, "Leader not yet assigned for partition %s-%d. Skip sending UpdateMetadataRequest.",
+                    tps[i].topic, tps[i].partition);
+            continue;
+        }
+        add_um_partition(b, tps[i].topic, p);
+    }
+}
+
+void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    for (int i = 0; i < n_brokers; i++)
+        if (brokers[i] >= 0) add_um_broker(b, brokers[i]);
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+        for (int i = 0; i < t->n_partitions; i++)
+            if (t->partitions[i].has_state) add_um_partition(b, t->name, &t->partitions[i]);
+    }
+}
+
+void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    for (int i = 0; i < ctx->n_brokers; i++) add_um_broker(b, ctx->brokers[i].id);
+}
+
+void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                      const char *topic, int32_t partition,
+                                      const struct gr_kzk_leader_and_isr *lai, bool is_new) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
+    if (!p) {
+        gr_error(LOGGER, "Not adding LeaderAndIsr for unknown partition %s-%d", topic, partition);
+        return;
+    }
+    for (int i = 0; i < n_brokers; i++) {
+        if (brokers[i] < 0) continue;
+        bool fresh;
+        struct entry *e = map_put(b, &b->lai, brokers[i], topic, partition, &fresh);
+        bool already_new = !fresh && e->st.lai.IsNew;
+        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = &e->st.lai;
+        memset(s, 0, sizeof *s);
+        s->PartitionIndex = partition;
+        s->ControllerEpoch = lai->controller_epoch;
+        s->Leader = lai->leader;
+        s->LeaderEpoch = lai->leader_epoch;
+        s->IsrCount = lai->n_isr;
+        s->Isr = dup_ints(&b->arena, lai->isr, lai->n_isr);
+        s->ZkVersion = lai->zk_version;
+        s->ReplicasCount = p->n_replicas;
+        s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+        s->AddingReplicasCount = p->n_adding;
+        s->AddingReplicas = dup_ints(&b->arena, p->adding, p->n_adding);
+        s->RemovingReplicasCount = p->n_removing;
+        s->RemovingReplicas = dup_ints(&b->arena, p->removing, p->n_removing);
+        s->IsNew = is_new || already_new;
+    }
+    /* rule 1: UpdateMetadata for this partition to every registered broker */
+    for (int i = 0; i < ctx->n_brokers; i++) add_um_broker(b, ctx->brokers[i].id);
+    add_um_partition(b, topic, p);
+}
+
+void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                    const char *topic, int32_t partition, bool delete_partition) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    int32_t epoch;
+    if (gr_ctrl_topic_queued_for_deletion(ctx, topic)) {
+        epoch = GR_EPOCH_DURING_DELETE;
+    } else {
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
+        epoch = p && p->has_state ? p->lai.leader_epoch : GR_EPOCH_NONE;
+    }
+    for (int i = 0; i < n_brokers; i++) {
+        if (brokers[i] < 0) continue;
+        bool fresh;
+        struct entry *e = map_put(b, &b->sr, brokers[i], topic, partition, &fresh);
+        bool already_delete = !fresh && e->st.sr.DeletePartition;
+        e->st.sr.PartitionIndex = partition;
+        e->st.sr.LeaderEpoch = epoch;
+        e->st.sr.DeletePartition = already_delete || delete_partition;
+    }
+}
+
+/* ---- sending ---- */
+
+void gr_ctrl_req_free(void *req) {
+    struct gr_ctrl_req *box = req;
+    if (!box) return;
+    if (box->shared && atomic_fetch_sub(&box->shared->refs, 1) == 1) {
+        gr_arena_free(&box->shared->arena);
+        free(box->shared);
+    }
+    free(box);
+}
+
+static struct gr_ctrl_shared_arena *shared_new(int refs) {
+    struct gr_ctrl_shared_arena *s = gr_calloc(1, sizeof *s);
+    atomic_init(&s->refs, refs);
+    gr_arena_init(&s->arena);
+    return s;
+}
+
+static const struct gr_kzk_endpoint *broker_endpoint(const struct gr_ctrl_broker *br, const char *listener) {
+    if (br->info.n_endpoints == 0) return NULL;
+    if (listener)
+        for (int i = 0; i < br->info.n_endpoints; i++)
+            if (br->info.endpoints[i].listener && strcmp(br->info.endpoints[i].listener, listener) == 0)
+                return &br->info.endpoints[i];
+    return &br->info.endpoints[0];
+}
+
+static void deliver(struct gr_ctrl_batch *b, int32_t broker, struct gr_ctrl_req *box, int16_t ver,
+                    enum gr_ctrl_event_type completion_type, bool with_completion) {
+    struct gr_ctrl_event *ev = NULL;
+    if (with_completion) {
+        ev = gr_ctrl_event_new(completion_type);
+        ev->broker_id = broker;
+    }
+    b->sm->sender->send(b->sm->sender_ctx, broker, box->api_key, ver, box, gr_ctrl_req_free, ev);
+}
+
+static void send_leader_and_isr(struct gr_ctrl_batch *b) {
+    struct gr_ctrl_sm *sm = b->sm;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    if (b->lai.n == 0) return;
+    struct entry **v = map_entries(&b->lai);
+    size_t n = b->lai.n;
+    qsort(v, n, sizeof *v, cmp_entry);
+    for (size_t i = 0; i < n;) {
+        int32_t broker = v[i]->broker;
+        size_t j = i;
+        while (j < n && v[j]->broker == broker) j++;
+        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, broker);
+        if (!br) {
+            i = j;
+            continue;
+        }
+        struct gr_ctrl_shared_arena *sh = shared_new(1);
+        struct gr_arena *a = &sh->arena;
+        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
+        box->api_key = GR_API_LEADER_AND_ISR;
+        box->shared = sh;
+        struct LeaderAndIsrRequest *r = &box->u.lai;
+        gr_proto_init_struct(&gr_desc_LeaderAndIsrRequest, r);
+        r->ControllerId = sm->controller_id;
+        r->ControllerEpoch = ctx->epoch;
+        r->BrokerEpoch = br->epoch;
+        /* topics */
+        int n_topics = 0;
+        for (size_t k = i; k < j; k++)
+            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+        r->TopicStatesCount = n_topics;
+        r->TopicStates = gr_arena_alloc(a, (size_t)n_topics * sizeof *r->TopicStates);
+        int32_t *leaders = gr_arena_alloc(a, (j - i) * sizeof *leaders);
+        int n_leaders = 0, n_become_leader = 0;
+        int t = -1;
+        for (size_t k = i; k < j; k++) {
+            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+                t++;
+                size_t m = k;
+                while (m < j && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
+                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].PartitionStatesCount = 0;
+                r->TopicStates[t].PartitionStates =
+                    gr_arena_alloc(a, (m - k) * sizeof *r->TopicStates[t].PartitionStates);
+            }
+            struct LeaderAndIsrRequest_LeaderAndIsrTopicState *ts = &r->TopicStates[t];
+            struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[ts->PartitionStatesCount++];
+            *ps = v[k]->st.lai;
+            ps->TopicName = NULL;
+            ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
+            ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
+            ps->AddingReplicas = dup_ints(a, ps->AddingReplicas, ps->AddingReplicasCount);
+            ps->RemovingReplicas = dup_ints(a, ps->RemovingReplicas, ps->RemovingReplicasCount);
+            if (ps->Leader == broker) n_become_leader++;
+            bool seen = false;
+            for (int q = 0; q < n_leaders; q++)
+                if (leaders[q] == ps->Leader) seen = true;
+            if (!seen) leaders[n_leaders++] = ps->Leader;
+        }
+        /* LiveLeaders: registered brokers among the leaders, at the inter-broker listener */
+        r->LiveLeaders = gr_arena_alloc(a, (size_t)(n_leaders ? n_leaders : 1) * sizeof *r->LiveLeaders);
+        r->LiveLeadersCount = 0;
+        for (int q = 0; q < n_leaders; q++) {
+            struct gr_ctrl_broker *lb = gr_ctrl_ctx_broker(ctx, leaders[q]);
+            if (!lb) continue;
+            const struct gr_kzk_endpoint *ep = broker_endpoint(lb, sm->inter_broker_listener);
+            struct LeaderAndIsrRequest_LeaderAndIsrLiveLeader *ll = &r->LiveLeaders[r->LiveLeadersCount++];
+            ll->BrokerId = lb->id;
+            ll->HostName = gr_arena_strdup(a, ep && ep->host ? ep->host : "");
+            ll->Port = ep ? ep->port : -1;
+        }
+        gr_info(GR_STATE_CHANGE_LOGGER,
+                "[Controller id=%d epoch=%d] Sending LeaderAndIsr request to broker %d with %d become-leader and "
+                "%d become-follower partitions",
+                sm->controller_id, ctx->epoch, broker, n_become_leader, (int)(j - i) - n_become_leader);
+        deliver(b, broker, box, GR_CTRL_LEADER_AND_ISR_VERSION, GR_EV_LEADER_AND_ISR_RESPONSE, true);
+        i = j;
+    }
+    free(v);
+}
+
+static void send_update_metadata(struct gr_ctrl_batch *b) {
+    struct gr_ctrl_sm *sm = b->sm;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    if (b->n_um_brokers == 0) return;
+    char ids[512];
+    gr_info(GR_STATE_CHANGE_LOGGER,
+            "[Controller id=%d epoch=%d] Sending UpdateMetadata request to brokers %s for %zu partitions",
+            sm->controller_id, ctx->epoch, gr_ctrl_fmt_ids(ids, sizeof ids, b->um_brokers, b->n_um_brokers),
+            b->um.n);
+    int n_targets = 0;
+    for (int i = 0; i < b->n_um_brokers; i++)
+        if (gr_ctrl_ctx_broker(ctx, b->um_brokers[i])) n_targets++;
+    if (n_targets == 0) return;
+
+    struct gr_ctrl_shared_arena *sh = shared_new(n_targets);
+    struct gr_arena *a = &sh->arena;
+    /* partition states grouped by topic */
+    struct entry **v = map_entries(&b->um);
+    size_t n = b->um.n;
+    qsort(v, n, sizeof *v, cmp_entry);
+    int n_topics = 0;
+    for (size_t k = 0; k < n; k++)
+        if (k == 0 || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+    struct UpdateMetadataRequest_UpdateMetadataTopicState *topics =
+        gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *topics);
+    int t = -1;
+    for (size_t k = 0; k < n; k++) {
+        if (k == 0 || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+            t++;
+            size_t m = k;
+            while (m < n && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
+            topics[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+            topics[t].PartitionStatesCount = 0;
+            topics[t].PartitionStates = gr_arena_alloc(a, (m - k) * sizeof *topics[t].PartitionStates);
+        }
+        struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps =
+            &topics[t].PartitionStates[topics[t].PartitionStatesCount++];
+        *ps = v[k]->st.um;
+        ps->TopicName = NULL;
+        ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
+        ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
+        ps->OfflineReplicas = dup_ints(a, ps->OfflineReplicas, ps->OfflineReplicasCount);
+    }
+    free(v);
+    /* live brokers */
+    struct UpdateMetadataRequest_UpdateMetadataBroker *live =
+        gr_arena_alloc(a, (size_t)(ctx->n_brokers ? ctx->n_brokers : 1) * sizeof *live);
+    for (int i = 0; i < ctx->n_brokers; i++) {
+        const struct gr_ctrl_broker *br = &ctx->brokers[i];
+        struct UpdateMetadataRequest_UpdateMetadataBroker *lb = &live[i];
+        gr_proto_init_struct(&gr_desc_UpdateMetadataRequest_UpdateMetadataBroker, lb);
+        lb->Id = br->id;
+        lb->EndpointsCount = br->info.n_endpoints;
+        lb->Endpoints = gr_arena_alloc(a, (size_t)(br->info.n_endpoints ? br->info.n_endpoints : 1) *
+                                              sizeof *lb->Endpoints);
+        for (int e = 0; e < br->info.n_endpoints; e++) {
+            const struct gr_kzk_endpoint *ep = &br->info.endpoints[e];
+            lb->Endpoints[e].Port = ep->port;
+            lb->Endpoints[e].Host = gr_arena_strdup(a, ep->host ? ep->host : "");
+            lb->Endpoints[e].Listener = gr_arena_strdup(a, ep->listener ? ep->listener : "");
+            lb->Endpoints[e].SecurityProtocol =
+                gr_ctrl_security_protocol_id(ep->security_protocol ? ep->security_protocol : ep->listener);
+        }
+        lb->Rack = br->info.rack ? gr_arena_strdup(a, br->info.rack) : NULL;
+    }
+    for (int i = 0; i < b->n_um_brokers; i++) {
+        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, b->um_brokers[i]);
+        if (!br) continue;
+        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
+        box->api_key = GR_API_UPDATE_METADATA;
+        box->shared = sh;
+        struct UpdateMetadataRequest *r = &box->u.um;
+        gr_proto_init_struct(&gr_desc_UpdateMetadataRequest, r);
+        r->ControllerId = sm->controller_id;
+        r->ControllerEpoch = ctx->epoch;
+        r->BrokerEpoch = br->epoch;
+        r->TopicStatesCount = n_topics;
+        r->TopicStates = n_topics ? topics : NULL;
+        r->LiveBrokersCount = ctx->n_brokers;
+        r->LiveBrokers = live;
+        deliver(b, br->id, box, GR_CTRL_UPDATE_METADATA_VERSION, GR_EV_UPDATE_METADATA_RESPONSE, true);
+    }
+}
+
+static void send_stop_replica(struct gr_ctrl_batch *b) {
+    struct gr_ctrl_sm *sm = b->sm;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    if (b->sr.n == 0) return;
+    struct entry **v = map_entries(&b->sr);
+    size_t n = b->sr.n;
+    qsort(v, n, sizeof *v, cmp_entry);
+    for (size_t i = 0; i < n;) {
+        int32_t broker = v[i]->broker;
+        size_t j = i;
+        while (j < n && v[j]->broker == broker) j++;
+        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, broker);
+        if (!br) {
+            i = j;
+            continue;
+        }
+        struct gr_ctrl_shared_arena *sh = shared_new(1);
+        struct gr_arena *a = &sh->arena;
+        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
+        box->api_key = GR_API_STOP_REPLICA;
+        box->shared = sh;
+        struct StopReplicaRequest *r = &box->u.sr;
+        gr_proto_init_struct(&gr_desc_StopReplicaRequest, r);
+        r->ControllerId = sm->controller_id;
+        r->ControllerEpoch = ctx->epoch;
+        r->BrokerEpoch = br->epoch;
+        r->DeletePartitions = false;
+        int n_topics = 0;
+        for (size_t k = i; k < j; k++)
+            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+        r->TopicStatesCount = n_topics;
+        r->TopicStates = gr_arena_alloc(a, (size_t)n_topics * sizeof *r->TopicStates);
+        bool any_delete = false;
+        int t = -1;
+        for (size_t k = i; k < j; k++) {
+            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+                t++;
+                size_t m = k;
+                while (m < j && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
+                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].PartitionStatesCount = 0;
+                r->TopicStates[t].PartitionStates =
+                    gr_arena_alloc(a, (m - k) * sizeof *r->TopicStates[t].PartitionStates);
+            }
+            struct StopReplicaRequest_StopReplicaTopicState *ts = &r->TopicStates[t];
+            ts->PartitionStates[ts->PartitionStatesCount++] = v[k]->st.sr;
+            if (v[k]->st.sr.DeletePartition) any_delete = true;
+        }
+        gr_info(GR_STATE_CHANGE_LOGGER,
+                "[Controller id=%d epoch=%d] Sending StopReplica request for %d replicas to broker %d",
+                sm->controller_id, ctx->epoch, (int)(j - i), broker);
+        deliver(b, broker, box, GR_CTRL_STOP_REPLICA_VERSION, GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE,
+                any_delete);
+        i = j;
+    }
+    free(v);
+}
+
+void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
+    send_leader_and_isr(b);
+    send_update_metadata(b);
+    send_stop_replica(b);
+    gr_ctrl_batch_clear(b);
+}
+
+/* ---- introspection ---- */
+
+static int count_broker(const struct map *m, int32_t broker) {
+    int c = 0;
+    for (size_t i = 0; i < m->n_slots; i++)
+        if (m->slots[i] && (broker < 0 || m->slots[i]->broker == broker)) c++;
+    return c;
+}
+
+int gr_ctrl_batch_count_leader_and_isr(const struct gr_ctrl_batch *b, int32_t broker) {
+    return count_broker(&b->lai, broker);
+}
+int gr_ctrl_batch_count_update_metadata_brokers(const struct gr_ctrl_batch *b) { return b->n_um_brokers; }
+int gr_ctrl_batch_count_update_metadata_partitions(const struct gr_ctrl_batch *b) { return (int)b->um.n; }
+int gr_ctrl_batch_count_stop_replica(const struct gr_ctrl_batch *b, int32_t broker) {
+    return count_broker(&b->sr, broker);
+}

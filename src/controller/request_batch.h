@@ -1,0 +1,114 @@
+/* Kafka's ControllerBrokerRequestBatch: collects the LeaderAndIsr, UpdateMetadata and StopReplica
+ * work that one state-machine step produces, then sends one request of each kind per broker.
+ *
+ * Use (event thread only):
+ *     gr_ctrl_batch_begin(b);                       // newBatch
+ *     gr_ctrl_batch_add_leader_and_isr(b, ...);     // any number of adds
+ *     gr_ctrl_batch_send(b);                        // sendRequestsToBrokers(ctx->epoch)
+ *
+ * Rules (as Kafka's):
+ *  1. Each LeaderAndIsr entry also adds UpdateMetadata for that partition to ALL registered
+ *     (live or shutting-down) brokers.
+ *  2. Per broker the order of sending is LeaderAndIsr, then UpdateMetadata, then StopReplica.
+ *     Brokers that are no longer registered at send time are skipped.
+ *  3. A later add for the same (broker, partition) replaces the earlier one; LeaderAndIsr's IsNew
+ *     and StopReplica's DeletePartition are sticky (once true, stay true).
+ *  4. UpdateMetadata partition states are taken from the context at add time: leader/ISR as
+ *     cached, OfflineReplicas = assigned replicas that are not online, and leader -2
+ *     (LeaderDuringDelete) for topics queued for deletion. Partitions without leadership info
+ *     are skipped (INFO log). LiveBrokers = all registered brokers with all their endpoints and
+ *     rack.
+ *  5. StopReplica's LeaderEpoch is -2 for topics queued for deletion, else the cached leader
+ *     epoch (or -1 when unknown).
+ *  6. Requests are stamped with the controller's id, ctx->epoch and the target broker's epoch,
+ *     at Kafka 2.7's versions: LeaderAndIsr v4, UpdateMetadata v6, StopReplica v3.
+ *  7. Completion events given to the sender: LeaderAndIsrResponseReceived and
+ *     UpdateMetadataResponseReceived (broker_id set) for every request;
+ *     TopicDeletionStopReplicaResponseReceived only for StopReplica requests with at least one
+ *     DeletePartition = true (others get no completion, as in Kafka).
+ *
+ * Requests handed to the sender are `struct gr_ctrl_req` boxes (below): the request struct is
+ * the first member, so the `void *request` pointer is both. Arrays live in a reference-counted
+ * arena shared by all UpdateMetadata requests of one send (they differ only in BrokerEpoch), so
+ * request_free may run on any thread (send threads). */
+#ifndef GR_CONTROLLER_REQUEST_BATCH_H
+#define GR_CONTROLLER_REQUEST_BATCH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "controller/states.h"
+#include "protocol/arena.h"
+#include "protocol/messages.h"
+
+#define GR_CTRL_LEADER_AND_ISR_VERSION 4
+#define GR_CTRL_UPDATE_METADATA_VERSION 6
+#define GR_CTRL_STOP_REPLICA_VERSION 3
+
+/* Security protocol ids (Kafka's SecurityProtocol.id). Unknown names map to PLAINTEXT (0). */
+int16_t gr_ctrl_security_protocol_id(const char *name);
+
+/* A shared, reference-counted arena. */
+struct gr_ctrl_shared_arena {
+    atomic_int refs;
+    struct gr_arena arena;
+};
+
+/* A request handed to the sender: the body first, then the arena holding its arrays. */
+struct gr_ctrl_req {
+    union {
+        struct LeaderAndIsrRequest lai;
+        struct UpdateMetadataRequest um;
+        struct StopReplicaRequest sr;
+    } u;
+    int16_t api_key;
+    struct gr_ctrl_shared_arena *shared;
+};
+/* request_free for boxes: drops the arena reference, frees the box. Any thread. */
+void gr_ctrl_req_free(void *req);
+
+struct gr_ctrl_batch;
+
+/* A batch bound to sm (borrowed: ctx, sender, controller id, listener name). */
+struct gr_ctrl_batch *gr_ctrl_batch_new(struct gr_ctrl_sm *sm);
+void gr_ctrl_batch_free(struct gr_ctrl_batch *b);
+
+/* newBatch: returns 0, or -EBUSY after logging an ERROR and clearing when the previous batch was
+ * not empty (Kafka throws IllegalStateException there). */
+int gr_ctrl_batch_begin(struct gr_ctrl_batch *b);
+/* Drops everything collected. */
+void gr_ctrl_batch_clear(struct gr_ctrl_batch *b);
+bool gr_ctrl_batch_empty(const struct gr_ctrl_batch *b);
+
+/* addLeaderAndIsrRequestForBrokers: brokers < 0 are ignored. lai is the leader/ISR with its
+ * controller epoch and zkVersion (copied); the assignment comes from the context (the partition
+ * must exist there, otherwise the call logs and does nothing). */
+void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                      const char *topic, int32_t partition,
+                                      const struct gr_kzk_leader_and_isr *lai, bool is_new);
+/* addUpdateMetadataRequestForBrokers: adds brokers (< 0 ignored) to the recipients and the given
+ * partitions' current states (rule 4). */
+void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                       const struct gr_kzk_tp *tps, int n_tps);
+/* Same, with every partition that has leadership info, topics queued for deletion excluded
+ * (Kafka's partitionsWithLeaders). */
+void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers);
+/* All registered brokers as recipients (liveOrShuttingDownBrokerIds), no partitions added. */
+void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b);
+/* addStopReplicaRequestForBrokers (rule 5). */
+void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                    const char *topic, int32_t partition, bool delete_partition);
+
+/* sendRequestsToBrokers: builds and hands the requests to the sender (rules 2, 6, 7) and
+ * clears the batch. */
+void gr_ctrl_batch_send(struct gr_ctrl_batch *b);
+
+/* Introspection for tests: number of LeaderAndIsr entries for broker (or all brokers if -1),
+ * UpdateMetadata recipients and partition states, StopReplica entries. */
+int gr_ctrl_batch_count_leader_and_isr(const struct gr_ctrl_batch *b, int32_t broker);
+int gr_ctrl_batch_count_update_metadata_brokers(const struct gr_ctrl_batch *b);
+int gr_ctrl_batch_count_update_metadata_partitions(const struct gr_ctrl_batch *b);
+int gr_ctrl_batch_count_stop_replica(const struct gr_ctrl_batch *b, int32_t broker);
+
+#endif
