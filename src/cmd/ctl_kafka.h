@@ -1,0 +1,42 @@
+/* Kafka-protocol client helpers for gregorctl subcommands: connect to HOST:PORT, send one codec
+ * request and decode its response, find the controller through Metadata.
+ * Single-threaded (the CLI's main thread). */
+#ifndef GR_CMD_CTL_KAFKA_H
+#define GR_CMD_CTL_KAFKA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/codec.h"
+
+struct ctl_opts;
+
+struct ctl_kafka {
+    struct gr_net_client *cli;
+    int32_t next_corr;
+    int timeout_ms;
+    char peer[300];
+};
+
+/* Splits "host:port" or "[v6]:port" (host into host[hostlen]). 0 or -EINVAL. */
+int ctl_kafka_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+/* Connects to host:port. 0 or a negative code (message printed to stderr). */
+int ctl_kafka_connect(const char *host, int port, int timeout_ms, struct ctl_kafka *k);
+int ctl_kafka_connect_str(const char *hostport, int timeout_ms, struct ctl_kafka *k);
+void ctl_kafka_close(struct ctl_kafka *k);
+/* Sends body (struct <Api>Request) as api_key/ver and returns the decoded response struct,
+ * allocated in a (the response frame is copied into a too), or NULL (error printed). */
+void *ctl_kafka_call(struct ctl_kafka *k, int16_t api_key, int16_t ver, const void *body,
+                     struct gr_arena *a);
+/* Metadata v7 for topics (n < 0: all topics; 0: none). NULL on error. */
+struct MetadataResponse *ctl_kafka_metadata(struct ctl_kafka *k, const char *const *topics, int n,
+                                            struct gr_arena *a);
+
+/* gregorctl topics create|list|describe (ctl_topics.c). Same contract as the other ctl_*_main
+ * functions in cmd/ctl.h: argv[0] is "topics". */
+int ctl_topics_main(const struct ctl_opts *o, int argc, char **argv);
+/* The same without global options parsed: accepts --bootstrap-server HOST:PORT and
+ * --timeout-ms N among its own arguments. */
+int gr_ctl_topics_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,432 @@
+/* gregorctl topics: create, list and describe topics over the Kafka protocol (like
+ * kafka-topics.sh --bootstrap-server).
+ *
+ *   topics create --topic T [--partitions N] [--replication-factor R]
+ *                 [--replica-assignment 1:2,2:3] [--config k=v]... [--json]
+ *       Finds the controller with Metadata, sends it CreateTopics v4 (TimeoutMs = --timeout-ms)
+ *       and retries on NOT_CONTROLLER. Omitted counts use the broker defaults (-1).
+ *       --replica-assignment: partitions separated by ',', replicas by ':'.
+ *       Text: "Created topic T." / "Error while executing topic command : <message>".
+ *       JSON: {"topic":"T","error_code":0,"error":"NONE","message":null}
+ *   topics list [--json]
+ *       One name per line, sorted; JSON: ["a","b"].
+ *   topics describe [--topic T] [--json]
+ *       Text, as kafka-topics.sh 2.7:
+ *         Topic: t<TAB>PartitionCount: 6<TAB>ReplicationFactor: 3<TAB>Configs: 
+ *         <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2,3
+ *       ("Leader: none" without a leader; "<TAB>Offline: 3" appended when replicas are offline.)
+ *       JSON: [{"topic":"t","error_code":0,"partitions":[{"partition":0,"leader":1,
+ *               "leader_epoch":0,"replicas":[1,2,3],"isr":[1,2,3],"offline":[]}]}]
+ * Exit codes: 0 ok, 1 failure (including any topic error), 2 usage. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/ctl.h"
+#include "cmd/ctl_kafka.h"
+#include "common/kerr.h"
+#include "common/util.h"
+
+struct topics_args {
+    const char *action;
+    const char *topic;
+    int32_t partitions;
+    int32_t rf;
+    const char *assignment;
+    int n_configs;
+    char **configs; /* "k=v" */
+    bool json;
+};
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: gregorctl --bootstrap-server HOST:PORT topics create --topic T "
+            "[--partitions N] [--replication-factor R] [--replica-assignment 1:2,2:3] "
+            "[--config k=v]... [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT topics list [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] [--json]\n");
+    return 2;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_topic(const void *a, const void *b)
+{
+    const struct MetadataResponse_MetadataResponseTopic *x = a, *y = b;
+    return strcmp(x->Name ? x->Name : "", y->Name ? y->Name : "");
+}
+
+static int cmp_part(const void *a, const void *b)
+{
+    const struct MetadataResponse_MetadataResponsePartition *x = a, *y = b;
+    return (x->PartitionIndex > y->PartitionIndex) - (x->PartitionIndex < y->PartitionIndex);
+}
+
+static void print_ids(const int32_t *v, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        printf("%s%d", i ? "," : "", v[i]);
+}
+
+static json_t *json_ids(const int32_t *v, int32_t n)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+/* ---------------- list / describe ---------------- */
+
+static int do_list(struct ctl_kafka *k, const struct topics_args *a)
+{
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct MetadataResponse *md = ctl_kafka_metadata(k, NULL, -1, &ar);
+    if (!md) {
+        gr_arena_free(&ar);
+        return 1;
+    }
+    char **names = gr_arena_alloc(&ar, sizeof(char *) * (size_t)(md->TopicsCount + 1));
+    int n = 0;
+    for (int32_t i = 0; i < md->TopicsCount; i++)
+        if (md->Topics[i].Name)
+            names[n++] = md->Topics[i].Name;
+    qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    if (a->json) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(arr, json_string(names[i]));
+        print_json(arr);
+    } else {
+        for (int i = 0; i < n; i++)
+            printf("%s\n", names[i]);
+    }
+    gr_arena_free(&ar);
+    return 0;
+}
+
+static int do_describe(struct ctl_kafka *k, const struct topics_args *a)
+{
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    const char *one[1] = { a->topic };
+    struct MetadataResponse *md = ctl_kafka_metadata(k, a->topic ? one : NULL, a->topic ? 1 : -1, &ar);
+    if (!md) {
+        gr_arena_free(&ar);
+        return 1;
+    }
+    int rc = 0;
+    if (md->TopicsCount > 0)
+        qsort(md->Topics, (size_t)md->TopicsCount, sizeof(*md->Topics), cmp_topic);
+    json_t *arr = a->json ? json_array() : NULL;
+    for (int32_t i = 0; i < md->TopicsCount; i++) {
+        struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
+        if (t->PartitionsCount > 0)
+            qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof(*t->Partitions), cmp_part);
+        if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0) {
+            rc = 1;
+            if (!a->json)
+                fprintf(stderr, "Error describing topic %s: %s\n", t->Name ? t->Name : "?",
+                        gr_kerr_name(t->ErrorCode));
+        }
+        if (a->json) {
+            json_t *jt = json_object();
+            json_object_set_new(jt, "topic", json_string(t->Name ? t->Name : ""));
+            json_object_set_new(jt, "error_code", json_integer(t->ErrorCode));
+            json_object_set_new(jt, "internal", json_boolean(t->IsInternal));
+            json_t *jp = json_array();
+            for (int32_t p = 0; p < t->PartitionsCount; p++) {
+                struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
+                json_t *o = json_object();
+                json_object_set_new(o, "partition", json_integer(pp->PartitionIndex));
+                json_object_set_new(o, "leader", json_integer(pp->LeaderId));
+                json_object_set_new(o, "leader_epoch", json_integer(pp->LeaderEpoch));
+                json_object_set_new(o, "error_code", json_integer(pp->ErrorCode));
+                json_object_set_new(o, "replicas", json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
+                json_object_set_new(o, "isr", json_ids(pp->IsrNodes, pp->IsrNodesCount));
+                json_object_set_new(o, "offline",
+                                    json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
+                json_array_append_new(jp, o);
+            }
+            json_object_set_new(jt, "partitions", jp);
+            json_array_append_new(arr, jt);
+            continue;
+        }
+        if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0)
+            continue;
+        int rf = t->PartitionsCount > 0 ? t->Partitions[0].ReplicaNodesCount : 0;
+        printf("Topic: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: \n", t->Name,
+               t->PartitionsCount, rf);
+        for (int32_t p = 0; p < t->PartitionsCount; p++) {
+            struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
+            printf("\tTopic: %s\tPartition: %d\tLeader: ", t->Name, pp->PartitionIndex);
+            if (pp->LeaderId >= 0)
+                printf("%d", pp->LeaderId);
+            else
+                printf("none");
+            printf("\tReplicas: ");
+            print_ids(pp->ReplicaNodes, pp->ReplicaNodesCount);
+            printf("\tIsr: ");
+            print_ids(pp->IsrNodes, pp->IsrNodesCount);
+            if (pp->OfflineReplicasCount > 0) {
+                printf("\tOffline: ");
+                print_ids(pp->OfflineReplicas, pp->OfflineReplicasCount);
+            }
+            printf("\n");
+        }
+    }
+    if (a->json)
+        print_json(arr);
+    gr_arena_free(&ar);
+    return rc;
+}
+
+/* ---------------- create ---------------- */
+
+/* Parses "1:2,2:3" into assignments in the arena. Returns count or -1. */
+static int parse_assignment(const char *s, struct gr_arena *ar,
+                            struct CreateTopicsRequest_CreatableReplicaAssignment **out)
+{
+    int nparts = 1;
+    for (const char *p = s; *p; p++)
+        nparts += *p == ',';
+    struct CreateTopicsRequest_CreatableReplicaAssignment *v =
+        gr_arena_alloc(ar, sizeof(*v) * (size_t)nparts);
+    const char *p = s;
+    for (int i = 0; i < nparts; i++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int nrep = 1;
+        for (size_t j = 0; j < len; j++)
+            nrep += p[j] == ':';
+        v[i].PartitionIndex = i;
+        v[i].BrokerIdsCount = nrep;
+        v[i].BrokerIds = gr_arena_alloc(ar, sizeof(int32_t) * (size_t)nrep);
+        const char *q = p;
+        for (int r = 0; r < nrep; r++) {
+            char *e;
+            long id = strtol(q, &e, 10);
+            if (e == q || (e < p + len && *e != ':') || e > p + len || id < 0)
+                return -1;
+            v[i].BrokerIds[r] = (int32_t)id;
+            q = e + 1;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    *out = v;
+    return nparts;
+}
+
+/* Connects to the controller found through the bootstrap connection. */
+static int connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl)
+{
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
+    int rc = -1;
+    if (md && md->ControllerId >= 0) {
+        for (int32_t i = 0; i < md->BrokersCount; i++)
+            if (md->Brokers[i].NodeId == md->ControllerId) {
+                rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
+                break;
+            }
+        if (rc == -1)
+            fprintf(stderr, "controller %d has no endpoint on this listener\n", md->ControllerId);
+    } else if (md) {
+        fprintf(stderr, "no controller is known to %s yet\n", boot->peer);
+    }
+    gr_arena_free(&ar);
+    return rc;
+}
+
+static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const struct topics_args *a)
+{
+    if (!a->topic) {
+        fprintf(stderr, "gregorctl topics create: --topic is required\n");
+        return 2;
+    }
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct CreateTopicsRequest_CreatableTopic t;
+    gr_proto_init_struct(&gr_desc_CreateTopicsRequest_CreatableTopic, &t);
+    t.Name = (char *)a->topic;
+    t.NumPartitions = a->partitions;
+    t.ReplicationFactor = (int16_t)a->rf;
+    t.AssignmentsCount = 0;
+    t.Assignments = NULL;
+    if (a->assignment) {
+        int n = parse_assignment(a->assignment, &ar, &t.Assignments);
+        if (n < 0) {
+            fprintf(stderr, "gregorctl topics create: invalid --replica-assignment '%s'\n",
+                    a->assignment);
+            gr_arena_free(&ar);
+            return 2;
+        }
+        t.AssignmentsCount = n;
+    }
+    t.ConfigsCount = a->n_configs;
+    t.Configs = gr_arena_alloc(&ar, sizeof(*t.Configs) * (size_t)(a->n_configs + 1));
+    for (int i = 0; i < a->n_configs; i++) {
+        char *eq = strchr(a->configs[i], '=');
+        if (!eq) {
+            fprintf(stderr, "gregorctl topics create: --config needs k=v, got '%s'\n",
+                    a->configs[i]);
+            gr_arena_free(&ar);
+            return 2;
+        }
+        t.Configs[i].Name = gr_arena_strndup(&ar, a->configs[i], (size_t)(eq - a->configs[i]));
+        t.Configs[i].Value = eq + 1;
+    }
+    struct CreateTopicsRequest rq;
+    gr_proto_init_struct(&gr_desc_CreateTopicsRequest, &rq);
+    rq.TopicsCount = 1;
+    rq.Topics = &t;
+    rq.TimeoutMs = o->timeout_ms;
+    rq.ValidateOnly = false;
+
+    int16_t err = GR_KERR_UNKNOWN_SERVER_ERROR;
+    const char *msg = NULL;
+    bool got = false;
+    int64_t deadline = gr_mono_ms() + o->timeout_ms;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        struct ctl_kafka ctl;
+        if (connect_controller(boot, o->timeout_ms, &ctl) != 0) {
+            if (gr_mono_ms() >= deadline)
+                break;
+            usleep(300 * 1000);
+            continue;
+        }
+        struct CreateTopicsResponse *r = ctl_kafka_call(&ctl, GR_API_CREATE_TOPICS, 4, &rq, &ar);
+        ctl_kafka_close(&ctl);
+        if (r && r->TopicsCount == 1) {
+            got = true;
+            err = r->Topics[0].ErrorCode;
+            msg = r->Topics[0].ErrorMessage;
+            if (err != GR_KERR_NOT_CONTROLLER)
+                break;
+        }
+        if (gr_mono_ms() >= deadline)
+            break;
+        usleep(300 * 1000);
+    }
+    int rc = (got && err == GR_KERR_NONE) ? 0 : 1;
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "topic", json_string(a->topic));
+        json_object_set_new(j, "error_code", json_integer(got ? err : -1));
+        json_object_set_new(j, "error", json_string(got ? gr_kerr_name(err) : "NO_RESPONSE"));
+        json_object_set_new(j, "message", msg ? json_string(msg) : json_null());
+        print_json(j);
+    } else if (rc == 0) {
+        printf("Created topic %s.\n", a->topic);
+    } else if (got) {
+        fprintf(stderr, "Error while executing topic command : %s%s%s\n", gr_kerr_name(err),
+                msg ? ": " : "", msg ? msg : "");
+    } else {
+        fprintf(stderr, "Error while executing topic command : no answer from the controller\n");
+    }
+    gr_arena_free(&ar);
+    return rc;
+}
+
+/* ---------------- entry points ---------------- */
+
+static int parse_args(int argc, char **argv, struct topics_args *a, struct ctl_opts *o)
+{
+    memset(a, 0, sizeof(*a));
+    a->partitions = -1;
+    a->rf = -1;
+    a->configs = calloc((size_t)argc + 1, sizeof(char *));
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "--json") == 0) {
+            a->json = true;
+        } else if (strcmp(s, "--topic") == 0 && v) {
+            a->topic = v;
+            i++;
+        } else if (strcmp(s, "--partitions") == 0 && v) {
+            a->partitions = atoi(v);
+            i++;
+        } else if (strcmp(s, "--replication-factor") == 0 && v) {
+            a->rf = atoi(v);
+            i++;
+        } else if (strcmp(s, "--replica-assignment") == 0 && v) {
+            a->assignment = v;
+            i++;
+        } else if (strcmp(s, "--config") == 0 && v) {
+            a->configs[a->n_configs++] = (char *)v;
+            i++;
+        } else if (o && strcmp(s, "--bootstrap-server") == 0 && v) {
+            o->bootstrap_server = v;
+            i++;
+        } else if (o && strcmp(s, "--timeout-ms") == 0 && v) {
+            o->timeout_ms = atoi(v);
+            i++;
+        } else if (s[0] != '-' && !a->action) {
+            a->action = s;
+        } else {
+            fprintf(stderr, "gregorctl topics: unknown or incomplete argument '%s'\n", s);
+            return -1;
+        }
+    }
+    if (!a->action)
+        return -1;
+    return 0;
+}
+
+static int run(const struct ctl_opts *o, struct topics_args *a)
+{
+    if (!o->bootstrap_server) {
+        fprintf(stderr, "gregorctl topics: --bootstrap-server HOST:PORT is required\n");
+        return 2;
+    }
+    bool create = strcmp(a->action, "create") == 0;
+    if (!create && strcmp(a->action, "list") != 0 && strcmp(a->action, "describe") != 0)
+        return usage();
+    struct ctl_kafka k;
+    if (ctl_kafka_connect_str(o->bootstrap_server, o->timeout_ms, &k) != 0)
+        return 1;
+    int rc;
+    if (create)
+        rc = do_create(&k, o, a);
+    else if (strcmp(a->action, "list") == 0)
+        rc = do_list(&k, a);
+    else
+        rc = do_describe(&k, a);
+    ctl_kafka_close(&k);
+    return rc;
+}
+
+int ctl_topics_main(const struct ctl_opts *o, int argc, char **argv)
+{
+    struct topics_args a;
+    struct ctl_opts local = *o;
+    if (local.timeout_ms <= 0)
+        local.timeout_ms = 10000;
+    int rc = parse_args(argc, argv, &a, &local) == 0 ? run(&local, &a) : usage();
+    free(a.configs);
+    return rc;
+}
+
+int gr_ctl_topics_main(int argc, char **argv)
+{
+    struct ctl_opts o = { .zookeeper = NULL, .bootstrap_server = NULL, .timeout_ms = 10000 };
+    return ctl_topics_main(&o, argc, argv);
+}
