@@ -65,6 +65,20 @@ const char *gr_replica_valid_previous(int to);
 
 struct gr_ctrl_sender_ops;
 struct gr_ctrl_batch;
+struct gr_ctrl_replica;
+
+/* Work the flows (flows.h) leave to the controller: watches, reassignment and topic deletion.
+ * Any function may be NULL. Called on the event thread. */
+struct gr_ctrl_flow_hooks {
+    void *arg;
+    /* after onBrokerStartup's own steps: register BrokerModifications watches, resume
+     * reassignments targeting these brokers, resume deletion of their topics */
+    void (*brokers_started)(void *arg, const int32_t *ids, int n);
+    /* after onBrokerFailure: unregister their BrokerModifications watches */
+    void (*brokers_failed)(void *arg, const int32_t *ids, int n);
+    /* onReplicasBecomeOffline: replicas of topics queued for deletion (failReplicaDeletion) */
+    void (*replicas_offline_for_deletion)(void *arg, const struct gr_ctrl_replica *r, int n);
+};
 struct gr_metrics;
 struct gr_meter;
 
@@ -82,6 +96,7 @@ struct gr_ctrl_sm {
     const char *inter_broker_listener;
     /* The broker's unclean.leader.election.enable (used when a topic does not override it). */
     bool unclean_default;
+    struct gr_ctrl_flow_hooks hooks;        /* copied by value; all NULL = none */
 
     /* owned, set up by gr_ctrl_sm_init */
     struct gr_ctrl_batch *batch;

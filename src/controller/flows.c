@@ -1,0 +1,493 @@
+/* Controller flows: see flows.h. */
+#include "controller/flows.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/event_manager.h"
+#include "controller/partition_sm.h"
+#include "controller/replica_sm.h"
+#include "controller/request_batch.h"
+#include "controller/response.h"
+#include "controller/sender.h"
+#include "protocol/codec.h"
+
+#define LOGGER "kafka.controller.KafkaController"
+
+/* ---- UpdateMetadata ---- */
+
+void gr_ctrl_send_update_metadata(struct gr_ctrl_sm *sm, const int32_t *brokers, int n_brokers,
+                                  const struct gr_kzk_tp *tps, int n_tps) {
+    gr_ctrl_batch_begin(sm->batch);
+    gr_ctrl_batch_add_update_metadata(sm->batch, brokers, n_brokers, tps, n_tps);
+    gr_ctrl_batch_send(sm->batch);
+}
+
+static int32_t *registered_ids(struct gr_ctrl_context *ctx, int *n) {
+    int32_t *ids = gr_malloc((size_t)(ctx->n_brokers ? ctx->n_brokers : 1) * sizeof *ids);
+    for (int i = 0; i < ctx->n_brokers; i++) ids[i] = ctx->brokers[i].id;
+    *n = ctx->n_brokers;
+    return ids;
+}
+
+void gr_ctrl_send_update_metadata_all(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n_tps) {
+    int n;
+    int32_t *ids = registered_ids(sm->ctx, &n);
+    gr_ctrl_send_update_metadata(sm, ids, n, tps, n_tps);
+    free(ids);
+}
+
+/* ---- new partitions ---- */
+
+int gr_ctrl_on_new_partition_creation(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n) {
+    if (n <= 0) return 0;
+    gr_info(LOGGER, "New partition creation callback for %d partitions (first %s-%d)", n, tps[0].topic,
+            tps[0].partition);
+    struct gr_ctrl_replica_list reps = {0};
+    struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
+    int rc = gr_psm_handle_state_changes(sm, tps, n, GR_PS_NEW, NULL, NULL);
+    if (!rc) {
+        gr_rsm_replicas_for_partitions(sm, tps, n, &reps);
+        rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_NEW);
+    }
+    if (!rc) rc = gr_psm_handle_state_changes(sm, tps, n, GR_PS_ONLINE, &st, NULL);
+    if (!rc) {
+        reps.n = 0; /* the assignment may have changed: recompute */
+        gr_rsm_replicas_for_partitions(sm, tps, n, &reps);
+        rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_ONLINE);
+    }
+    gr_ctrl_replica_list_free(&reps);
+    return rc;
+}
+
+/* ---- brokers ---- */
+
+static bool in(const int32_t *v, int n, int32_t x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x) return true;
+    return false;
+}
+
+int gr_ctrl_on_broker_startup(struct gr_ctrl_sm *sm, const int32_t *ids, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    char buf[512];
+    gr_info(LOGGER, "New broker startup callback for %s", gr_ctrl_fmt_ids(buf, sizeof buf, ids, n));
+    /* existing brokers learn about the new ones (no partition states) */
+    int32_t *existing = gr_malloc((size_t)(ctx->n_brokers ? ctx->n_brokers : 1) * sizeof *existing);
+    int n_existing = 0;
+    for (int i = 0; i < ctx->n_brokers; i++)
+        if (!in(ids, n, ctx->brokers[i].id)) existing[n_existing++] = ctx->brokers[i].id;
+    gr_ctrl_send_update_metadata(sm, existing, n_existing, NULL, 0);
+    free(existing);
+    /* the new brokers get every partition with a leader */
+    gr_ctrl_batch_begin(sm->batch);
+    gr_ctrl_batch_add_update_metadata_all(sm->batch, ids, n);
+    gr_ctrl_batch_send(sm->batch);
+
+    struct gr_ctrl_replica_list reps = {0};
+    gr_rsm_replicas_on_brokers(sm, ids, n, &reps);
+    int rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_ONLINE);
+    gr_ctrl_replica_list_free(&reps);
+    if (!rc) rc = gr_psm_trigger_online(sm, NULL);
+    if (!rc && sm->hooks.brokers_started) sm->hooks.brokers_started(sm->hooks.arg, ids, n);
+    return rc;
+}
+
+int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    char buf[512];
+    gr_info(LOGGER, "Broker failure callback for %s", gr_ctrl_fmt_ids(buf, sizeof buf, ids, n));
+    int k = 0;
+    for (int i = 0; i < ctx->n_shutting_down; i++) {
+        if (in(ids, n, ctx->shutting_down[i]))
+            gr_info(LOGGER, "Removed %d from list of shutting down brokers.", ctx->shutting_down[i]);
+        else ctx->shutting_down[k++] = ctx->shutting_down[i];
+    }
+    ctx->n_shutting_down = k;
+    struct gr_ctrl_replica_list reps = {0};
+    gr_rsm_replicas_on_brokers(sm, ids, n, &reps);
+    int rc = gr_ctrl_on_replicas_become_offline(sm, reps.v, reps.n);
+    gr_ctrl_replica_list_free(&reps);
+    if (!rc && sm->hooks.brokers_failed) sm->hooks.brokers_failed(sm->hooks.arg, ids, n);
+    return rc;
+}
+
+int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_ctrl_replica_list for_deletion = {0}, not_for_deletion = {0};
+    for (int i = 0; i < n; i++) {
+        if (gr_ctrl_topic_queued_for_deletion(ctx, r[i].topic))
+            gr_ctrl_replica_list_add(&for_deletion, r[i].topic, r[i].partition, r[i].replica);
+        else gr_ctrl_replica_list_add(&not_for_deletion, r[i].topic, r[i].partition, r[i].replica);
+    }
+    /* partitionsWithOfflineLeader */
+    struct gr_ctrl_tp_list offline_leader = {0};
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            if (p->has_state && !gr_ctrl_replica_online(ctx, p->lai.leader, false))
+                gr_ctrl_tp_list_add(&offline_leader, t->name, p->partition);
+        }
+    }
+    int rc = gr_psm_handle_state_changes(sm, offline_leader.v, offline_leader.n, GR_PS_OFFLINE, NULL, NULL);
+    if (!rc) rc = gr_psm_trigger_online(sm, NULL);
+    if (!rc) rc = gr_rsm_handle_state_changes(sm, not_for_deletion.v, not_for_deletion.n, GR_RS_OFFLINE);
+    if (!rc && for_deletion.n && sm->hooks.replicas_offline_for_deletion)
+        sm->hooks.replicas_offline_for_deletion(sm->hooks.arg, for_deletion.v, for_deletion.n);
+    if (!rc && offline_leader.n == 0) gr_ctrl_send_update_metadata_all(sm, NULL, 0);
+    gr_ctrl_tp_list_free(&offline_leader);
+    gr_ctrl_replica_list_free(&for_deletion);
+    gr_ctrl_replica_list_free(&not_for_deletion);
+    return rc;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const struct gr_kzk_broker *find_broker(const struct gr_kzk_broker *v, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (v[i].id == id) return &v[i];
+    return NULL;
+}
+
+int gr_ctrl_process_broker_change(struct gr_ctrl_sm *sm, const struct gr_kzk_broker *cur, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    size_t cap = (size_t)(n + ctx->n_brokers + 1);
+    int32_t *new_ids = gr_malloc(cap * sizeof(int32_t)), *dead = gr_malloc(cap * sizeof(int32_t)),
+            *bounced = gr_malloc(cap * sizeof(int32_t)), *all = gr_malloc(cap * sizeof(int32_t));
+    int n_new = 0, n_dead = 0, n_bounced = 0, n_all = 0;
+    for (int i = 0; i < n; i++) {
+        all[n_all++] = cur[i].id;
+        struct gr_ctrl_broker *known = gr_ctrl_ctx_broker(ctx, cur[i].id);
+        if (!known) new_ids[n_new++] = cur[i].id;
+        else if (cur[i].epoch > known->epoch) bounced[n_bounced++] = cur[i].id;
+    }
+    for (int i = 0; i < ctx->n_brokers; i++)
+        if (!find_broker(cur, n, ctx->brokers[i].id)) dead[n_dead++] = ctx->brokers[i].id;
+    qsort(new_ids, (size_t)n_new, sizeof(int32_t), cmp_i32);
+    qsort(dead, (size_t)n_dead, sizeof(int32_t), cmp_i32);
+    qsort(bounced, (size_t)n_bounced, sizeof(int32_t), cmp_i32);
+    qsort(all, (size_t)n_all, sizeof(int32_t), cmp_i32);
+    char b1[256], b2[256], b3[256], b4[512];
+    gr_info(LOGGER, "Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
+            gr_ctrl_fmt_ids(b1, sizeof b1, new_ids, n_new), gr_ctrl_fmt_ids(b2, sizeof b2, dead, n_dead),
+            gr_ctrl_fmt_ids(b3, sizeof b3, bounced, n_bounced), gr_ctrl_fmt_ids(b4, sizeof b4, all, n_all));
+
+    for (int i = 0; i < n_new; i++) sm->sender->add_broker(sm->sender_ctx, find_broker(cur, n, new_ids[i]));
+    for (int i = 0; i < n_bounced; i++) sm->sender->remove_broker(sm->sender_ctx, bounced[i]);
+    for (int i = 0; i < n_bounced; i++) sm->sender->add_broker(sm->sender_ctx, find_broker(cur, n, bounced[i]));
+    for (int i = 0; i < n_dead; i++) sm->sender->remove_broker(sm->sender_ctx, dead[i]);
+
+    int rc = 0;
+    if (n_new) {
+        for (int i = 0; i < n_new; i++) gr_ctrl_ctx_add_live_broker(ctx, find_broker(cur, n, new_ids[i]));
+        rc = gr_ctrl_on_broker_startup(sm, new_ids, n_new);
+    }
+    if (!rc && n_bounced) {
+        for (int i = 0; i < n_bounced; i++) gr_ctrl_ctx_remove_live_broker(ctx, bounced[i]);
+        rc = gr_ctrl_on_broker_failure(sm, bounced, n_bounced);
+        for (int i = 0; i < n_bounced; i++) gr_ctrl_ctx_add_live_broker(ctx, find_broker(cur, n, bounced[i]));
+        if (!rc) rc = gr_ctrl_on_broker_startup(sm, bounced, n_bounced);
+    }
+    if (!rc && n_dead) {
+        for (int i = 0; i < n_dead; i++) gr_ctrl_ctx_remove_live_broker(ctx, dead[i]);
+        rc = gr_ctrl_on_broker_failure(sm, dead, n_dead);
+    }
+    if (n_new || n_dead || n_bounced) {
+        char eb[1024];
+        gr_info(LOGGER, "Updated broker epochs cache: %s", gr_ctrl_ctx_format_brokers(ctx, eb, sizeof eb));
+    }
+    free(new_ids);
+    free(dead);
+    free(bounced);
+    free(all);
+    return rc;
+}
+
+int gr_ctrl_failover_start_state_machines(struct gr_ctrl_sm *sm) {
+    gr_info(LOGGER, "Sending update metadata request");
+    gr_ctrl_send_update_metadata_all(sm, NULL, 0);
+    int rc = gr_rsm_startup(sm);
+    if (!rc) rc = gr_psm_startup(sm);
+    return rc;
+}
+
+/* ---- ISR change notifications ---- */
+
+/* Rereads the states of tps from ZooKeeper into the context (updateLeaderAndIsrCache). */
+static void reload_states(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n) {
+    if (n <= 0) return;
+    struct gr_kzk_state_result *res = gr_calloc((size_t)n, sizeof *res);
+    int rc = gr_kzk_get_partition_states(sm->kzk, tps, n, res);
+    if (rc) gr_error(LOGGER, "Cannot reload %d partition states: %s", n, gr_kzk_strerror(rc));
+    for (int i = 0; i < n; i++) {
+        if (!rc && res[i].rc == 0) {
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, tps[i].topic, tps[i].partition);
+            if (p) gr_ctrl_partition_set_state(p, &res[i].lai);
+        }
+        gr_kzk_leader_and_isr_release(&res[i].lai);
+    }
+    free(res);
+}
+
+int gr_ctrl_process_isr_change_notification(struct gr_ctrl_sm *sm) {
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_isr_change_notifications(sm->kzk, true, &names);
+    if (rc) {
+        gr_error(LOGGER, "Cannot read ISR change notifications: %s", gr_kzk_strerror(rc));
+        return 0;
+    }
+    if (names.count == 0) {
+        gr_zstrings_free(&names);
+        return 0;
+    }
+    struct gr_kzk_tp *tps = NULL;
+    int n_tps = 0;
+    rc = gr_kzk_get_isr_change_partitions(sm->kzk, (const char *const *)names.names, names.count, &tps, &n_tps);
+    if (rc) {
+        gr_error(LOGGER, "Cannot read ISR change notifications: %s", gr_kzk_strerror(rc));
+    } else if (n_tps > 0) {
+        reload_states(sm, tps, n_tps);
+        gr_ctrl_send_update_metadata_all(sm, tps, n_tps);
+    }
+    gr_kzk_tps_release(tps, n_tps);
+    rc = gr_kzk_delete_isr_change_notifications_guarded(sm->kzk, sm->ctx->epoch_zk_version,
+                                                        (const char *const *)names.names, names.count);
+    gr_zstrings_free(&names);
+    if (rc && rc != GR_ECONTROLLER_MOVED) {
+        gr_error(LOGGER, "Cannot delete ISR change notifications: %s", gr_kzk_strerror(rc));
+        rc = 0;
+    }
+    return rc;
+}
+
+/* ---- AlterIsr ---- */
+
+int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch) {
+    struct gr_ctrl_broker *b = gr_ctrl_ctx_broker(ctx, broker_id);
+    if (!b) {
+        gr_info(LOGGER, "Ignoring AlterIsr due to unknown broker %d", broker_id);
+        return GR_KERR_STALE_BROKER_EPOCH;
+    }
+    if (b->epoch != broker_epoch) {
+        gr_info(LOGGER, "Ignoring AlterIsr due to stale broker epoch %lld for broker %d", (long long)broker_epoch,
+                broker_id);
+        return GR_KERR_STALE_BROKER_EPOCH;
+    }
+    return GR_KERR_NONE;
+}
+
+int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
+                                     const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
+                                     bool *already) {
+    *already = false;
+    if (!p || !p->has_state) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (leader_epoch < p->lai.leader_epoch) return GR_KERR_FENCED_LEADER_EPOCH;
+    if (broker_id == p->lai.leader && leader_epoch == p->lai.leader_epoch && n_new_isr == p->lai.n_isr &&
+        (n_new_isr == 0 || memcmp(new_isr, p->lai.isr, (size_t)n_new_isr * sizeof *new_isr) == 0)) {
+        *already = true;
+        return GR_KERR_NONE;
+    }
+    if (current_isr_version != p->lai.zk_version) return GR_KERR_INVALID_UPDATE_VERSION;
+    return GR_KERR_NONE;
+}
+
+static void fill_partition_ok(struct gr_arena *a, struct AlterIsrResponse_PartitionData *d,
+                              const struct gr_kzk_leader_and_isr *l) {
+    d->ErrorCode = GR_KERR_NONE;
+    d->LeaderId = l->leader;
+    d->LeaderEpoch = l->leader_epoch;
+    d->IsrCount = l->n_isr;
+    d->Isr = gr_arena_alloc(a, (size_t)(l->n_isr ? l->n_isr : 1) * sizeof(int32_t));
+    if (l->n_isr) memcpy(d->Isr, l->isr, (size_t)l->n_isr * sizeof(int32_t));
+    d->CurrentIsrVersion = l->zk_version;
+}
+
+int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+                              const struct AlterIsrRequest *req, struct gr_arena *a, struct AlterIsrResponse *resp) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    resp->ErrorCode = gr_alter_isr_check_broker(ctx, broker_id, broker_epoch);
+    resp->TopicsCount = 0;
+    resp->Topics = NULL;
+    if (resp->ErrorCode != GR_KERR_NONE) return 0;
+
+    int n_topics = req->TopicsCount > 0 ? req->TopicsCount : 0;
+    int n_total = 0;
+    for (int t = 0; t < n_topics; t++)
+        if (req->Topics[t].PartitionsCount > 0) n_total += req->Topics[t].PartitionsCount;
+    resp->TopicsCount = n_topics;
+    resp->Topics = gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *resp->Topics);
+
+    struct gr_kzk_leader_and_isr *lais = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *lais);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *items);
+    struct AlterIsrResponse_PartitionData **item_out = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *item_out);
+    struct gr_kzk_tp *all = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *all);
+    int n_items = 0, n_all = 0;
+    for (int t = 0; t < n_topics; t++) {
+        const struct AlterIsrRequest_TopicData *rt = &req->Topics[t];
+        struct AlterIsrResponse_TopicData *ot = &resp->Topics[t];
+        gr_proto_init_struct(&gr_desc_AlterIsrResponse_TopicData, ot);
+        ot->Name = gr_arena_strdup(a, rt->Name ? rt->Name : "");
+        int np = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
+        ot->PartitionsCount = np;
+        ot->Partitions = gr_arena_alloc(a, (size_t)(np ? np : 1) * sizeof *ot->Partitions);
+        for (int i = 0; i < np; i++) {
+            const struct AlterIsrRequest_PartitionData *rp = &rt->Partitions[i];
+            struct AlterIsrResponse_PartitionData *op = &ot->Partitions[i];
+            gr_proto_init_struct(&gr_desc_AlterIsrResponse_PartitionData, op);
+            op->PartitionIndex = rp->PartitionIndex;
+            if (!rt->Name) {
+                op->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+                continue;
+            }
+            all[n_all].topic = rt->Name;
+            all[n_all].partition = rp->PartitionIndex;
+            n_all++;
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, rt->Name, rp->PartitionIndex);
+            int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
+            bool already;
+            int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr,
+                                                       rp->CurrentIsrVersion, &already);
+            if (err != GR_KERR_NONE) {
+                op->ErrorCode = err;
+                continue;
+            }
+            if (already) {
+                fill_partition_ok(a, op, &p->lai);
+                continue;
+            }
+            struct gr_kzk_leader_and_isr *l = &lais[n_items];
+            l->leader = broker_id;
+            l->leader_epoch = rp->LeaderEpoch;
+            l->controller_epoch = ctx->epoch;
+            l->n_isr = n_isr;
+            l->isr = (int32_t *)rp->NewIsr; /* borrowed: not released below */
+            l->zk_version = rp->CurrentIsrVersion;
+            items[n_items].topic = rt->Name;
+            items[n_items].partition = rp->PartitionIndex;
+            items[n_items].lai = l;
+            item_out[n_items] = op;
+            n_items++;
+        }
+    }
+    int ret = 0;
+    if (n_items) {
+        gr_debug(LOGGER, "Updating ISRs for %d partitions.", n_items);
+        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+        int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+        if (rc == GR_ECONTROLLER_MOVED) {
+            resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
+            resp->TopicsCount = 0;
+            resp->Topics = NULL;
+            ret = rc;
+        } else {
+            for (int i = 0; i < n_items; i++) {
+                int irc = rc ? rc : res[i].rc;
+                if (irc == GR_KZK_EBADVERSION) {
+                    gr_info(LOGGER, "Failed to update ISR for partition %s-%d, bad ZK version.", items[i].topic,
+                            items[i].partition);
+                    item_out[i]->ErrorCode = GR_KERR_INVALID_UPDATE_VERSION;
+                    continue;
+                }
+                if (irc) {
+                    gr_error(LOGGER, "Failed to update ISR for partition %s-%d: %s", items[i].topic,
+                             items[i].partition, gr_kzk_strerror(irc));
+                    item_out[i]->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
+                    continue;
+                }
+                lais[i].zk_version = res[i].zk_version;
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, items[i].topic, items[i].partition);
+                if (p) gr_ctrl_partition_set_state(p, &lais[i]);
+                char isr[256];
+                gr_debug(LOGGER, "ISR for partition %s-%d updated to [%s] and zkVersion updated to [%d]",
+                         items[i].topic, items[i].partition,
+                         gr_ctrl_fmt_ids(isr, sizeof isr, lais[i].isr, lais[i].n_isr), lais[i].zk_version);
+                fill_partition_ok(a, item_out[i], &lais[i]);
+            }
+        }
+        free(res);
+    }
+    if (!ret) gr_ctrl_send_update_metadata_all(sm, all, n_all);
+    free(lais);
+    free(items);
+    free(item_out);
+    free(all);
+    return ret;
+}
+
+static void alter_isr_answer(struct gr_ctrl_alter_isr_payload *pl, const struct AlterIsrResponse *resp) {
+    if (pl->responded) return;
+    pl->responded = true;
+    if (pl->respond) pl->respond(pl->arg, resp);
+}
+
+void gr_ctrl_alter_isr_fail(struct gr_ctrl_alter_isr_payload *pl, int16_t error) {
+    struct AlterIsrResponse resp;
+    gr_proto_init_struct(&gr_desc_AlterIsrResponse, &resp);
+    resp.ErrorCode = error;
+    resp.TopicsCount = 0;
+    resp.Topics = NULL;
+    alter_isr_answer(pl, &resp);
+}
+
+void gr_ctrl_alter_isr_payload_free(void *payload) {
+    struct gr_ctrl_alter_isr_payload *pl = payload;
+    if (!pl) return;
+    if (!pl->responded) gr_ctrl_alter_isr_fail(pl, GR_KERR_NOT_CONTROLLER);
+    free(pl);
+}
+
+int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
+    struct gr_ctrl_alter_isr_payload *pl = ev->payload;
+    if (!pl || pl->responded) return 0;
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct AlterIsrResponse resp;
+    gr_proto_init_struct(&gr_desc_AlterIsrResponse, &resp);
+    int rc = gr_ctrl_process_alter_isr(sm, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
+    alter_isr_answer(pl, &resp);
+    gr_arena_free(&a);
+    return rc;
+}
+
+/* ---- responses ---- */
+
+void gr_ctrl_process_leader_and_isr_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
+    struct gr_ctrl_response *r = ev->payload;
+    if (!r || !r->body) return;
+    const struct LeaderAndIsrResponse *b = r->body;
+    if (b->ErrorCode != GR_KERR_NONE) {
+        gr_error(GR_STATE_CHANGE_LOGGER,
+                 "[Controller id=%d epoch=%d] Received error %s in LeaderAndIsr response from broker %d",
+                 sm->controller_id, sm->ctx->epoch, gr_kerr_name(b->ErrorCode), ev->broker_id);
+        return;
+    }
+    for (int i = 0; i < b->PartitionErrorsCount; i++) {
+        const struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *pe = &b->PartitionErrors[i];
+        if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR)
+            gr_warn(GR_STATE_CHANGE_LOGGER,
+                    "[Controller id=%d epoch=%d] Replica %s-%d on broker %d reported KAFKA_STORAGE_ERROR (offline log "
+                    "dirs are not tracked yet)",
+                    sm->controller_id, sm->ctx->epoch, pe->TopicName ? pe->TopicName : "?", pe->PartitionIndex,
+                    ev->broker_id);
+    }
+}
+
+void gr_ctrl_process_update_metadata_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
+    struct gr_ctrl_response *r = ev->payload;
+    if (!r || !r->body) return;
+    const struct UpdateMetadataResponse *b = r->body;
+    if (b->ErrorCode != GR_KERR_NONE)
+        gr_error(GR_STATE_CHANGE_LOGGER,
+                 "[Controller id=%d epoch=%d] Received error %s in UpdateMetadata response from broker %d",
+                 sm->controller_id, sm->ctx->epoch, gr_kerr_name(b->ErrorCode), ev->broker_id);
+}

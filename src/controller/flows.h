@@ -1,0 +1,112 @@
+/* The controller flows built on the state machines (Kafka 2.7's KafkaController):
+ * new partitions, broker start-up / failure (incl. bounced brokers), failover steps 6-7,
+ * ISR change notifications, AlterIsr, and the response events of control requests.
+ *
+ * All functions run on the controller's event thread over a struct gr_ctrl_sm. They return 0, or
+ * GR_ECONTROLLER_MOVED when a guarded ZooKeeper write found /controller_epoch changed: the caller
+ * (the event handler in controller.c) must then maybeResign. Steps that the flows do not own
+ * (watches, reassignment, topic deletion) are reported through sm->hooks. */
+#ifndef GR_CONTROLLER_FLOWS_H
+#define GR_CONTROLLER_FLOWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "controller/states.h"
+#include "protocol/arena.h"
+#include "protocol/messages.h"
+
+struct gr_ctrl_event;
+
+/* sendUpdateMetadataRequest(brokers, partitions): one batch. */
+void gr_ctrl_send_update_metadata(struct gr_ctrl_sm *sm, const int32_t *brokers, int n_brokers,
+                                  const struct gr_kzk_tp *tps, int n_tps);
+/* ... to every registered broker (liveOrShuttingDownBrokerIds). */
+void gr_ctrl_send_update_metadata_all(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n_tps);
+
+/* onNewPartitionCreation: New -> NewReplica -> Online -> OnlineReplica. The partitions must be in
+ * the context already (assignment loaded). */
+int gr_ctrl_on_new_partition_creation(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n);
+
+/* onBrokerStartup(newBrokers), brokers already in the context: UpdateMetadata (brokers only) to
+ * the other brokers, full (partitions with leaders) to the new ones; their replicas -> Online;
+ * triggerOnlinePartitionStateChange; hooks.brokers_started. */
+int gr_ctrl_on_broker_startup(struct gr_ctrl_sm *sm, const int32_t *ids, int n);
+
+/* onBrokerFailure(deadBrokers), brokers already removed from the context: drop them from the
+ * shutting-down set; onReplicasBecomeOffline(their replicas); hooks.brokers_failed. */
+int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n);
+
+/* onReplicasBecomeOffline: partitions whose leader is offline -> Offline; trigger online;
+ * replicas (topics not queued for deletion) -> Offline; the others to
+ * hooks.replicas_offline_for_deletion; UpdateMetadata (brokers only) to all if no leader was
+ * lost. */
+int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n);
+
+/* processBrokerChange after /brokers/ids was reread: cur[0..n) are the registered brokers with
+ * their epochs. Computes new, dead and bounced (same id, higher epoch) brokers, updates the
+ * sender's channels and the context, then runs startup (new), failure + startup (bounced),
+ * failure (dead). Logs the sets like Kafka. */
+int gr_ctrl_process_broker_change(struct gr_ctrl_sm *sm, const struct gr_kzk_broker *cur, int n);
+
+/* onControllerFailover steps 6-7, after the context is loaded and the sender has every broker:
+ * UpdateMetadata (brokers only) to all, replica state machine startup, partition state machine
+ * startup. */
+int gr_ctrl_failover_start_state_machines(struct gr_ctrl_sm *sm);
+
+/* processIsrChangeNotification: reads /isr_change_notification (re-arming the child watch),
+ * reloads those partitions' states from ZooKeeper into the context, sends UpdateMetadata for them
+ * to all brokers, deletes the processed notifications (guarded). */
+int gr_ctrl_process_isr_change_notification(struct gr_ctrl_sm *sm);
+
+/* ---- AlterIsr (reference §7) ---- */
+
+/* Broker-level check: STALE_BROKER_EPOCH when the broker is unknown or broker_epoch differs from
+ * the cached one, else NONE. */
+int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch);
+
+/* Partition-level check of one requested ISR (p may be NULL = unknown partition):
+ *   UNKNOWN_TOPIC_OR_PARTITION  no leadership info
+ *   FENCED_LEADER_EPOCH         leader_epoch < the current leader epoch
+ *   NONE with *already = true   (broker_id, leader_epoch, new ISR) equal the current state: answer
+ *                               the current state, no write
+ *   INVALID_UPDATE_VERSION      current_isr_version differs from the cached zkVersion
+ *   NONE with *already = false  write it. */
+int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
+                                     const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
+                                     bool *already);
+
+/* processAlterIsr for an active controller: fills resp (initialised by the caller, arrays
+ * allocated in a). Accepted ISRs are written with the same leader epoch and leader = broker_id
+ * through guarded conditional updates (BADVERSION -> INVALID_UPDATE_VERSION), cached, answered
+ * with the new zkVersion; UpdateMetadata for every requested partition goes to all brokers.
+ * Returns 0, or GR_ECONTROLLER_MOVED (resp carries NOT_CONTROLLER). */
+int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+                              const struct AlterIsrRequest *req, struct gr_arena *a, struct AlterIsrResponse *resp);
+
+/* The payload of an AlterIsrReceived event (GR_EV_ALTER_ISR_RECEIVED, broker_id and broker_epoch
+ * set on the event). respond is called exactly once with the response: by
+ * gr_ctrl_alter_isr_complete on the event thread, or by the payload's free function (NOT_CONTROLLER)
+ * if the event is dropped or preempted. */
+struct gr_ctrl_alter_isr_payload {
+    const struct AlterIsrRequest *request; /* borrowed until respond is called */
+    void (*respond)(void *arg, const struct AlterIsrResponse *resp);
+    void *arg;
+    bool responded;
+};
+/* payload_free for the event (answers NOT_CONTROLLER if nobody answered). */
+void gr_ctrl_alter_isr_payload_free(void *payload);
+/* Answers with a top-level error (e.g. NOT_CONTROLLER when not active). */
+void gr_ctrl_alter_isr_fail(struct gr_ctrl_alter_isr_payload *pl, int16_t error);
+/* Event handler body: processes the request (active controller assumed) and answers.
+ * Returns what gr_ctrl_process_alter_isr returned. */
+int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
+
+/* ---- responses of control requests (payload = struct gr_ctrl_response, response.h) ---- */
+
+/* LeaderAndIsrResponseReceived / UpdateMetadataResponseReceived: log errors (state.change.logger).
+ * (Offline log dirs from KAFKA_STORAGE_ERROR are logged but not tracked yet.) */
+void gr_ctrl_process_leader_and_isr_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
+void gr_ctrl_process_update_metadata_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
+
+#endif

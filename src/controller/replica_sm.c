@@ -1,0 +1,404 @@
+/* Replica state machine: see replica_sm.h. */
+#include "controller/replica_sm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/request_batch.h"
+
+#define LOGGER "kafka.controller.ZkReplicaStateMachine"
+
+#define SC_LOG(lvl, sm, fmt, ...)                                                                                 \
+    gr_log(lvl, GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] " fmt, (sm)->controller_id, (sm)->ctx->epoch, \
+           __VA_ARGS__)
+
+static void log_failed(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int from, int to, const char *why) {
+    SC_LOG(GR_LOG_ERROR, sm,
+           "Controller %d epoch %d initiated state change of replica %d for partition %s-%d from %s to %s failed: %s",
+           sm->controller_id, sm->ctx->epoch, r->replica, r->topic, r->partition, gr_replica_state_name(from),
+           gr_replica_state_name(to), why);
+}
+
+static void log_ok(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int from, int to) {
+    gr_debug(GR_STATE_CHANGE_LOGGER,
+             "[Controller id=%d epoch=%d] Changed state of replica %d for partition %s-%d from %s to %s",
+             sm->controller_id, sm->ctx->epoch, r->replica, r->topic, r->partition, gr_replica_state_name(from),
+             gr_replica_state_name(to));
+}
+
+static void remove_id(int32_t *v, int *n, int32_t id) {
+    int k = 0;
+    for (int i = 0; i < *n; i++)
+        if (v[i] != id) v[k++] = v[i];
+    *n = k;
+}
+
+/* ReplicaAssignment.removeReplica, keeping replica_states parallel to replicas. */
+static void remove_from_assignment(struct gr_ctrl_partition *p, int32_t id) {
+    int idx = gr_ctrl_replica_index(p, id);
+    if (idx >= 0) {
+        memmove(&p->replicas[idx], &p->replicas[idx + 1], (size_t)(p->n_replicas - idx - 1) * sizeof *p->replicas);
+        if (p->replica_states)
+            memmove(&p->replica_states[idx], &p->replica_states[idx + 1],
+                    (size_t)(p->n_replicas - idx - 1) * sizeof *p->replica_states);
+        p->n_replicas--;
+    }
+    remove_id(p->adding, &p->n_adding, id);
+    remove_id(p->removing, &p->n_removing, id);
+}
+
+/* ---- removeReplicasFromIsr ---- */
+
+/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
+ * settled (written or did not contain it); retries go to retry[]. */
+static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
+                                 char *ok, int *retry, int *n_retry) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    *n_retry = 0;
+    struct gr_kzk_tp *tps = gr_malloc((size_t)n * sizeof *tps);
+    for (int k = 0; k < n; k++) {
+        tps[k].topic = (char *)reps[idx[k]].topic;
+        tps[k].partition = reps[idx[k]].partition;
+    }
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)n, sizeof *cur);
+    int rc = gr_kzk_get_partition_states(sm->kzk, tps, n, cur);
+    if (rc) {
+        for (int k = 0; k < n; k++) log_failed(sm, &reps[idx[k]], GR_RS_ONLINE, GR_RS_OFFLINE, gr_kzk_strerror(rc));
+        free(tps);
+        free(cur);
+        return 0;
+    }
+    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)n, sizeof *adj);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)n, sizeof *items);
+    int *item_of = gr_malloc((size_t)n * sizeof *item_of);
+    int n_items = 0;
+    for (int k = 0; k < n; k++) {
+        const struct gr_ctrl_replica *r = &reps[idx[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        if (cur[k].rc == GR_KZK_ENONODE || cur[k].rc == GR_ECORRUPT) {
+            if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
+                log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
+                           "the leader and isr path in zookeeper is empty");
+            continue;
+        }
+        if (cur[k].rc) {
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur[k].rc));
+            continue;
+        }
+        struct gr_kzk_leader_and_isr *l = &cur[k].lai;
+        if (l->controller_epoch > ctx->epoch) {
+            char why[256];
+            snprintf(why, sizeof why,
+                     "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
+                     "controller",
+                     l->controller_epoch);
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
+            continue;
+        }
+        bool in_isr = false;
+        for (int i = 0; i < l->n_isr; i++)
+            if (l->isr[i] == r->replica) in_isr = true;
+        if (!in_isr) {
+            /* nothing to write: cache what ZooKeeper has, with our controller epoch */
+            l->controller_epoch = ctx->epoch;
+            gr_ctrl_partition_set_state(p, l);
+            ok[idx[k]] = 1;
+            continue;
+        }
+        struct gr_kzk_leader_and_isr *a = &adj[k];
+        a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
+        a->leader_epoch = l->leader_epoch + 1;
+        a->controller_epoch = ctx->epoch;
+        a->zk_version = l->zk_version;
+        a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
+        memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
+        a->n_isr = l->n_isr;
+        if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
+        items[n_items].topic = r->topic;
+        items[n_items].partition = r->partition;
+        items[n_items].lai = a;
+        item_of[n_items++] = k;
+    }
+    int ret = 0;
+    if (n_items) {
+        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+        if (rc == GR_ECONTROLLER_MOVED) {
+            ret = rc;
+        } else {
+            for (int i = 0; i < n_items; i++) {
+                int k = item_of[i];
+                const struct gr_ctrl_replica *r = &reps[idx[k]];
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+                int irc = rc ? rc : res[i].rc;
+                if (irc == GR_KZK_EBADVERSION) {
+                    gr_debug(LOGGER,
+                             "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. "
+                             "This will be retried.",
+                             r->replica, r->topic, r->partition);
+                    retry[(*n_retry)++] = idx[k];
+                    continue;
+                }
+                if (irc) {
+                    log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
+                    continue;
+                }
+                adj[k].zk_version = res[i].zk_version;
+                gr_ctrl_partition_set_state(p, &adj[k]);
+                ok[idx[k]] = 2; /* written */
+            }
+        }
+        free(res);
+    }
+    for (int k = 0; k < n; k++) {
+        gr_kzk_leader_and_isr_release(&adj[k]);
+        gr_kzk_leader_and_isr_release(&cur[k].lai);
+    }
+    free(adj);
+    free(cur);
+    free(items);
+    free(item_of);
+    free(tps);
+    return ret;
+}
+
+/* ---- handleStateChanges for one broker ---- */
+
+static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *valid = gr_malloc((size_t)n * sizeof *valid);
+    int n_valid = 0;
+    for (int i = 0; i < n; i++) {
+        const struct gr_ctrl_replica *r = &reps[i];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        if (!p) {
+            log_failed(sm, r, GR_RS_NONEXISTENT, target, "the partition is not in the controller's context");
+            continue;
+        }
+        int from = gr_ctrl_replica_state_get(p, r->replica);
+        if (!gr_replica_transition_valid(from, target)) {
+            char why[512];
+            snprintf(why, sizeof why,
+                     "Replica [Topic=%s,Partition=%d,Replica=%d] should be in the %s states before moving to %s "
+                     "state. Instead it is in %s state",
+                     r->topic, r->partition, r->replica, gr_replica_valid_previous(target),
+                     gr_replica_state_name(target), gr_replica_state_name(from));
+            log_failed(sm, r, from, target, why);
+            continue;
+        }
+        if (gr_ctrl_replica_index(p, r->replica) < 0) {
+            log_failed(sm, r, from, target, "the replica is not in the partition's assignment");
+            continue;
+        }
+        valid[n_valid++] = i;
+    }
+    int ret = 0;
+    switch (target) {
+    case GR_RS_NEW:
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            int from = gr_ctrl_replica_state_get(p, r->replica);
+            if (p->has_state) {
+                if (p->lai.leader == replica_id) {
+                    char why[256];
+                    snprintf(why, sizeof why,
+                             "Replica %d for partition %s-%d cannot be moved to NewReplica state as it is being "
+                             "requested to become leader",
+                             replica_id, r->topic, r->partition);
+                    log_failed(sm, r, from, GR_RS_OFFLINE, why);
+                    continue;
+                }
+                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, true);
+            }
+            log_ok(sm, r, from, GR_RS_NEW);
+            gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
+        }
+        break;
+    case GR_RS_ONLINE:
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            int from = gr_ctrl_replica_state_get(p, r->replica);
+            /* from New: the replica is in the assignment already (checked above) */
+            if (from != GR_RS_NEW && p->has_state)
+                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
+            log_ok(sm, r, from, GR_RS_ONLINE);
+            gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
+        }
+        break;
+    case GR_RS_OFFLINE: {
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, false);
+        }
+        /* with leadership info: remove from the ISR in ZooKeeper (retrying BADVERSION) */
+        char *ok = gr_calloc((size_t)n, 1);
+        int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
+        int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            if (p->has_state) {
+                with[n_with++] = valid[k];
+            } else {
+                struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
+                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+                gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
+                gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
+                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+            }
+        }
+        while (n_with > 0 && !ret) {
+            int n_retry = 0;
+            ret = remove_from_isr_round(sm, reps, with, n_with, ok, retry, &n_retry);
+            memcpy(with, retry, (size_t)n_retry * sizeof *with);
+            n_with = n_retry;
+        }
+        if (!ret) {
+            for (int k = 0; k < n_valid; k++) {
+                int i = valid[k];
+                if (!ok[i]) continue;
+                const struct gr_ctrl_replica *r = &reps[i];
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+                char isr[256];
+                SC_LOG(GR_LOG_INFO, sm,
+                       "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after "
+                       "removing replica %d from the ISR as part of transition to OfflineReplica",
+                       r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
+                       p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
+                if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
+                    int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
+                    int n_rcpt = 0;
+                    for (int j = 0; j < p->n_replicas; j++)
+                        if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
+                    gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
+                    free(rcpt);
+                }
+                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+            }
+        }
+        free(ok);
+        free(with);
+        free(retry);
+        break;
+    }
+    case GR_RS_DELETION_STARTED:
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
+            gr_ctrl_replica_state_set(p, r->replica, target);
+            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, true);
+        }
+        break;
+    case GR_RS_DELETION_INELIGIBLE:
+    case GR_RS_DELETION_SUCCESSFUL:
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
+            gr_ctrl_replica_state_set(p, r->replica, target);
+        }
+        break;
+    case GR_RS_NONEXISTENT:
+        for (int k = 0; k < n_valid; k++) {
+            const struct gr_ctrl_replica *r = &reps[valid[k]];
+            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
+            remove_from_assignment(p, r->replica);
+        }
+        break;
+    }
+    free(valid);
+    return ret;
+}
+
+static int cmp_replica_id(const void *a, const void *b) {
+    const struct gr_ctrl_replica *x = a, *y = b;
+    return x->replica < y->replica ? -1 : x->replica > y->replica;
+}
+
+int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target) {
+    if (n <= 0) return 0;
+    /* group by broker id (order within a group does not matter: the batch sorts its entries) */
+    struct gr_ctrl_replica *v = gr_malloc((size_t)n * sizeof *v);
+    memcpy(v, replicas, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
+    gr_ctrl_batch_begin(sm->batch);
+    int rc = 0;
+    for (int i = 0; i < n && !rc;) {
+        int j = i;
+        while (j < n && v[j].replica == v[i].replica) j++;
+        rc = do_handle(sm, v[i].replica, &v[i], j - i, target);
+        i = j;
+    }
+    if (rc == GR_ECONTROLLER_MOVED) {
+        gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
+                 gr_replica_state_name(target));
+        gr_ctrl_batch_clear(sm->batch);
+    } else {
+        gr_ctrl_batch_send(sm->batch);
+        rc = 0;
+    }
+    free(v);
+    return rc;
+}
+
+void gr_rsm_replicas_on_brokers(struct gr_ctrl_sm *sm, const int32_t *brokers, int n, struct gr_ctrl_replica_list *out) {
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(sm->ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            for (int b = 0; b < n; b++)
+                if (gr_ctrl_replica_index(p, brokers[b]) >= 0)
+                    gr_ctrl_replica_list_add(out, t->name, p->partition, brokers[b]);
+        }
+}
+
+void gr_rsm_replicas_for_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n,
+                                    struct gr_ctrl_replica_list *out) {
+    for (int i = 0; i < n; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(sm->ctx, tps[i].topic);
+        struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, tps[i].partition);
+        if (!p) continue;
+        for (int r = 0; r < p->n_replicas; r++)
+            gr_ctrl_replica_list_add(out, t->name, p->partition, p->replicas[r]);
+    }
+}
+
+int gr_rsm_startup(struct gr_ctrl_sm *sm) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    gr_info(LOGGER, "Initializing replica state");
+    struct gr_ctrl_replica_list online = {0}, offline = {0};
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            for (int r = 0; r < p->n_replicas; r++) {
+                int32_t id = p->replicas[r];
+                if (gr_ctrl_replica_online(ctx, id, false)) {
+                    gr_ctrl_replica_state_set(p, id, GR_RS_ONLINE);
+                    gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
+                } else {
+                    gr_ctrl_replica_state_set(p, id, GR_RS_DELETION_INELIGIBLE);
+                    gr_ctrl_replica_list_add(&offline, t->name, p->partition, id);
+                }
+            }
+        }
+    gr_info(LOGGER, "Triggering online replica state changes");
+    int rc = gr_rsm_handle_state_changes(sm, online.v, online.n, GR_RS_ONLINE);
+    if (!rc) {
+        gr_info(LOGGER, "Triggering offline replica state changes");
+        rc = gr_rsm_handle_state_changes(sm, offline.v, offline.n, GR_RS_OFFLINE);
+    }
+    gr_ctrl_replica_list_free(&online);
+    gr_ctrl_replica_list_free(&offline);
+    return rc;
+}

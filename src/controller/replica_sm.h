@@ -1,0 +1,36 @@
+/* The replica state machine (Kafka 2.7's ZkReplicaStateMachine).
+ *
+ * Transitions (states.h has the valid previous states):
+ *   -> New                : LeaderAndIsr(IsNew) to the replica if the partition has a leader;
+ *                           refused when the replica is that leader.
+ *   -> Online             : from New nothing is sent; otherwise LeaderAndIsr to the replica if the
+ *                           partition has leadership info.
+ *   -> Offline            : StopReplica(delete=false) to the replica; remove it from the ISR in
+ *                           ZooKeeper (leader -> -1 if it led; an ISR of one is left as is, so the
+ *                           ISR never empties; leader epoch + 1; conditional guarded update, BADVERSION
+ *                           -> reread and retry); LeaderAndIsr to the remaining assigned replicas
+ *                           unless the topic is queued for deletion. Partitions without
+ *                           leadership info only get UpdateMetadata to all brokers.
+ *   -> DeletionStarted    : StopReplica(delete=true).
+ *   -> DeletionIneligible, DeletionSuccessful: cache only.
+ *   -> NonExistent        : the replica is removed from the partition's assignment (and state).
+ * Replicas are processed grouped by broker id. One request batch per call.
+ *
+ * Returns 0 or GR_ECONTROLLER_MOVED (nothing sent; the caller resigns). Event thread only. */
+#ifndef GR_CONTROLLER_REPLICA_SM_H
+#define GR_CONTROLLER_REPLICA_SM_H
+
+#include "controller/states.h"
+
+int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target);
+
+/* startup(): online replicas -> Online, the others -> DeletionIneligible then Offline. */
+int gr_rsm_startup(struct gr_ctrl_sm *sm);
+
+/* Every replica hosted by one of brokers[] (replicasOnBrokers), appended to out. */
+void gr_rsm_replicas_on_brokers(struct gr_ctrl_sm *sm, const int32_t *brokers, int n, struct gr_ctrl_replica_list *out);
+/* Every replica of the given partitions (replicasForPartition). */
+void gr_rsm_replicas_for_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n,
+                                    struct gr_ctrl_replica_list *out);
+
+#endif
