@@ -1,0 +1,330 @@
+/* AlterIsr sender (see alter_isr.h). */
+#include "broker/alter_isr.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "broker/replica_internal.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "protocol/codec.h"
+
+#define LOGGER "kafka.server.AlterIsrManager"
+#define RETRY_BACKOFF_MS 500
+
+struct item {
+    char *topic;
+    int32_t partition;
+    int32_t leader_epoch;
+    int32_t zk_version;
+    int n;
+    int32_t isr[GR_RS_MAX_REPLICAS];
+    bool in_flight;
+    bool cleared; /* superseded while in flight: drop the answer */
+    struct item *next;
+};
+
+struct gr_alter_isr {
+    struct gr_replica_manager *rm;
+    struct gr_broker *b;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct item *items;
+    bool stop;
+    pthread_t thread;
+    bool started;
+    struct gr_net_client *cli;
+    pthread_mutex_t cli_lock; /* the cli pointer (shutdown from another thread) */
+    int32_t cli_broker;
+    int32_t corr;
+};
+
+static void item_free(struct item *it) {
+    free(it->topic);
+    free(it);
+}
+
+void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t partition, int32_t leader_epoch,
+                          const int32_t *new_isr, int n, int32_t zk_version) {
+    if (!a || n < 0 || n > GR_RS_MAX_REPLICAS) return;
+    pthread_mutex_lock(&a->lock);
+    struct item *it = NULL;
+    for (struct item *x = a->items; x; x = x->next)
+        if (!x->cleared && x->partition == partition && strcmp(x->topic, topic) == 0) it = x;
+    if (it && it->in_flight) {
+        it->cleared = true; /* its answer no longer matters */
+        it = NULL;
+    }
+    if (!it) {
+        it = gr_calloc(1, sizeof *it);
+        it->topic = gr_strdup(topic);
+        it->partition = partition;
+        it->next = a->items;
+        a->items = it;
+    }
+    it->leader_epoch = leader_epoch;
+    it->zk_version = zk_version;
+    it->n = n;
+    memcpy(it->isr, new_isr, (size_t)n * sizeof *new_isr);
+    pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void gr_alter_isr_clear(struct gr_alter_isr *a, const char *topic, int32_t partition) {
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    struct item **pp = &a->items;
+    while (*pp) {
+        struct item *it = *pp;
+        if (it->partition == partition && strcmp(it->topic, topic) == 0) {
+            if (it->in_flight) {
+                it->cleared = true;
+                pp = &it->next;
+            } else {
+                *pp = it->next;
+                item_free(it);
+            }
+        } else {
+            pp = &it->next;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+int gr_alter_isr_pending(struct gr_alter_isr *a) {
+    int n = 0;
+    pthread_mutex_lock(&a->lock);
+    for (struct item *it = a->items; it; it = it->next)
+        if (!it->cleared) n++;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+static void timed_wait(struct gr_alter_isr *a, int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+}
+
+static void drop_client(struct gr_alter_isr *a) {
+    pthread_mutex_lock(&a->cli_lock);
+    struct gr_net_client *c = a->cli;
+    a->cli = NULL;
+    pthread_mutex_unlock(&a->cli_lock);
+    gr_net_client_close(c);
+}
+
+/* Connects to the active controller. a->lock NOT held. */
+static int connect_controller(struct gr_alter_isr *a) {
+    struct gr_broker *b = a->b;
+    if (!b->metadata) return -EHOSTUNREACH;
+    int32_t ctrl = gr_metadata_cache_controller_id(b->metadata);
+    if (ctrl < 0) return -EHOSTUNREACH;
+    if (a->cli && a->cli_broker == ctrl) return 0;
+    drop_client(a);
+    const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
+    char host[256];
+    int32_t port;
+    if (!gr_metadata_cache_get_endpoint(b->metadata, ctrl, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
+        return -EHOSTUNREACH;
+    int timeout = b->cfg ? b->cfg->controller_socket_timeout_ms : 30000;
+    struct gr_net_client *c = NULL;
+    int rc = gr_net_client_connect(host, port, timeout, &c);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&a->cli_lock);
+    a->cli = c;
+    a->cli_broker = ctrl;
+    pthread_mutex_unlock(&a->cli_lock);
+    return 0;
+}
+
+/* Sends every queued item once; applies the answers. a->lock held on entry and exit. */
+static int send_batch(struct gr_alter_isr *a) {
+    int n = 0;
+    for (struct item *it = a->items; it; it = it->next)
+        if (!it->cleared) {
+            it->in_flight = true;
+            n++;
+        }
+    if (n == 0) return 0;
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct AlterIsrRequest *req = gr_proto_new(&ar, &gr_desc_AlterIsrRequest);
+    req->BrokerId = a->b->broker_id;
+    req->BrokerEpoch = atomic_load(&a->b->broker_epoch);
+    req->TopicsCount = n;
+    req->Topics = gr_arena_alloc(&ar, (size_t)n * sizeof *req->Topics);
+    int k = 0;
+    for (struct item *it = a->items; it; it = it->next) {
+        if (!it->in_flight || it->cleared) continue;
+        struct AlterIsrRequest_TopicData *t = &req->Topics[k++];
+        t->Name = gr_arena_strdup(&ar, it->topic);
+        t->PartitionsCount = 1;
+        t->Partitions = gr_arena_alloc(&ar, sizeof *t->Partitions);
+        t->Partitions[0].PartitionIndex = it->partition;
+        t->Partitions[0].LeaderEpoch = it->leader_epoch;
+        t->Partitions[0].CurrentIsrVersion = it->zk_version;
+        t->Partitions[0].NewIsrCount = it->n;
+        t->Partitions[0].NewIsr = gr_arena_alloc(&ar, (size_t)(it->n + 1) * sizeof(int32_t));
+        memcpy(t->Partitions[0].NewIsr, it->isr, (size_t)it->n * sizeof(int32_t));
+    }
+    pthread_mutex_unlock(&a->lock);
+
+    int rc = connect_controller(a);
+    uint8_t *frame = NULL;
+    void *body = NULL;
+    if (rc == 0) {
+        struct gr_wbuf w;
+        gr_wbuf_init(&w);
+        char cid[32];
+        snprintf(cid, sizeof cid, "broker-%d-alter-isr", a->b->broker_id);
+        rc = gr_proto_encode_request(GR_API_ALTER_ISR, 0, ++a->corr, cid, req, &w);
+        size_t rlen = 0;
+        if (rc == 0) {
+            int timeout = a->b->cfg ? a->b->cfg->controller_socket_timeout_ms : 30000;
+            rc = gr_net_client_send_recv(a->cli, w.p, w.len, &frame, &rlen, timeout);
+        }
+        gr_wbuf_free(&w);
+        int32_t corr;
+        if (rc == 0) rc = gr_proto_decode_response(GR_API_ALTER_ISR, 0, frame, rlen, &ar, &corr, &body);
+        if (rc < 0) drop_client(a);
+    }
+    struct AlterIsrResponse *resp = body;
+    if (rc == 0 && resp->ErrorCode != GR_KERR_NONE) {
+        gr_warn(LOGGER, "[broker %d] controller answered AlterIsr with %s; retrying", a->b->broker_id,
+                gr_kerr_name(resp->ErrorCode));
+        rc = -EAGAIN;
+    } else if (rc < 0) {
+        gr_warn(LOGGER, "[broker %d] cannot send AlterIsr to the controller: %s; retrying", a->b->broker_id,
+                gr_strerror(rc));
+    }
+    /* Apply per-partition answers outside our lock (they take partition locks, which may be held
+     * by threads waiting to enqueue). Items answered are removed; the rest stay queued. */
+    struct done {
+        char *topic;
+        int32_t partition;
+        bool resend;
+    } *dn = gr_calloc((size_t)n + 1, sizeof *dn);
+    int nd = 0;
+    if (rc == 0) {
+        for (int t = 0; t < resp->TopicsCount; t++) {
+            const struct AlterIsrResponse_TopicData *td = &resp->Topics[t];
+            for (int i = 0; i < td->PartitionsCount && nd < n; i++) {
+                const struct AlterIsrResponse_PartitionData *pd = &td->Partitions[i];
+                const char *topic = td->Name ? td->Name : "";
+                pthread_mutex_lock(&a->lock);
+                bool stale = true;
+                for (struct item *it = a->items; it; it = it->next)
+                    if (it->in_flight && !it->cleared && it->partition == pd->PartitionIndex &&
+                        strcmp(it->topic, topic) == 0)
+                        stale = false;
+                pthread_mutex_unlock(&a->lock);
+                if (stale) continue;
+                int r = gr_rm_alter_isr_result(a->rm, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
+                                               pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->CurrentIsrVersion);
+                dn[nd].topic = gr_strdup(topic);
+                dn[nd].partition = pd->PartitionIndex;
+                dn[nd].resend = r == -1;
+                nd++;
+            }
+        }
+    }
+    free(frame);
+    gr_arena_free(&ar);
+    pthread_mutex_lock(&a->lock);
+    struct item **pp = &a->items;
+    while (*pp) {
+        struct item *it = *pp;
+        bool drop = it->in_flight && it->cleared;
+        if (it->in_flight && !it->cleared)
+            for (int i = 0; i < nd; i++)
+                if (!dn[i].resend && dn[i].partition == it->partition && strcmp(dn[i].topic, it->topic) == 0)
+                    drop = true;
+        it->in_flight = false;
+        if (drop) {
+            *pp = it->next;
+            item_free(it);
+        } else {
+            pp = &it->next;
+        }
+    }
+    for (int i = 0; i < nd; i++) free(dn[i].topic);
+    free(dn);
+    return rc;
+}
+
+static void *alter_isr_main(void *arg) {
+    struct gr_alter_isr *a = arg;
+    pthread_setname_np(pthread_self(), "alter-isr");
+    pthread_mutex_lock(&a->lock);
+    while (!a->stop) {
+        bool any = false;
+        for (struct item *it = a->items; it; it = it->next)
+            if (!it->cleared) any = true;
+        if (!any) {
+            timed_wait(a, 1000);
+            continue;
+        }
+        int rc = send_batch(a);
+        if (rc < 0 && !a->stop) timed_wait(a, RETRY_BACKOFF_MS);
+        /* Items that must be resent go again at once on the next loop, after a short pause
+         * so that a controller answering with a retriable error is not hammered. */
+        else if (!a->stop) timed_wait(a, 50);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+struct gr_alter_isr *gr_alter_isr_new(struct gr_replica_manager *rm, struct gr_broker *b) {
+    struct gr_alter_isr *a = gr_calloc(1, sizeof *a);
+    a->rm = rm;
+    a->b = b;
+    a->cli_broker = -1;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_mutex_init(&a->cli_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&a->thread, NULL, alter_isr_main, a) == 0) a->started = true;
+    else gr_error(LOGGER, "cannot start the AlterIsr thread");
+    return a;
+}
+
+void gr_alter_isr_free(struct gr_alter_isr *a) {
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    a->stop = true;
+    pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(&a->cli_lock);
+    if (a->cli) gr_net_client_shutdown(a->cli);
+    pthread_mutex_unlock(&a->cli_lock);
+    if (a->started) pthread_join(a->thread, NULL);
+    drop_client(a);
+    while (a->items) {
+        struct item *it = a->items;
+        a->items = it->next;
+        item_free(it);
+    }
+    pthread_cond_destroy(&a->cond);
+    pthread_mutex_destroy(&a->cli_lock);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}

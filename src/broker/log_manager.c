@@ -1,0 +1,565 @@
+/* Log manager: partition logs under log.dirs, checkpoints, one background thread (see
+ * log_manager.h). */
+#include "broker/log_manager.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/checkpoint.h"
+
+#define LOGGER "kafka.log.LogManager"
+#define NBUCKETS 4096
+
+struct lm_dir {
+    char *path;
+    int nlogs;
+    struct gr_offset_checkpoint_entry *rp; /* recovery points read at start-up */
+    size_t nrp;
+    struct gr_offset_checkpoint_entry *hw; /* high watermarks read at start-up */
+    size_t nhw;
+};
+
+struct gr_log_manager {
+    const struct gr_config *cfg;
+    int32_t broker_id;
+    int ndirs;
+    struct lm_dir dirs[GR_MAX_LOG_DIRS];
+    pthread_mutex_t lock;          /* map, dirs[].nlogs */
+    pthread_mutex_t ckpt_lock;     /* serialises checkpoint writers */
+    struct gr_lm_log *buckets[NBUCKETS];
+    int count;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t tlock;
+    pthread_cond_t tcond;
+    bool stopping;
+};
+
+static size_t hash_tp(const char *topic, int32_t partition) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *s = topic; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    h = (h ^ (uint32_t)partition) * 1099511628211ULL;
+    return (size_t)(h % NBUCKETS);
+}
+
+void gr_log_manager_default_config(const struct gr_log_manager *lm, struct gr_log_config *out) {
+    gr_log_config_defaults(out);
+    const struct gr_config *c = lm->cfg;
+    out->segment_bytes = (int32_t)GR_MIN(c->log_segment_bytes, (int64_t)INT32_MAX);
+    out->roll_ms = c->log_roll_ms;
+    out->index_interval_bytes = c->log_index_interval_bytes;
+    out->max_message_bytes = c->message_max_bytes;
+    out->flush_messages = c->log_flush_interval_messages;
+    out->flush_ms = c->log_flush_interval_ms;
+}
+
+/* ---- entries ---- */
+
+static struct gr_lm_log *find_locked(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+    for (struct gr_lm_log *l = lm->buckets[hash_tp(topic, partition)]; l; l = l->next)
+        if (l->partition == partition && strcmp(l->topic, topic) == 0) return l;
+    return NULL;
+}
+
+static void insert_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
+    size_t b = hash_tp(l->topic, l->partition);
+    l->next = lm->buckets[b];
+    lm->buckets[b] = l;
+    lm->count++;
+    lm->dirs[l->dir_idx].nlogs++;
+}
+
+static void unlink_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
+    struct gr_lm_log **pp = &lm->buckets[hash_tp(l->topic, l->partition)];
+    while (*pp && *pp != l) pp = &(*pp)->next;
+    if (*pp) {
+        *pp = l->next;
+        lm->count--;
+        lm->dirs[l->dir_idx].nlogs--;
+    }
+    l->removed = true;
+    l->next = NULL;
+}
+
+static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct gr_log *log, int dir_idx,
+                                   int64_t hw, const struct gr_config *cfg) {
+    struct gr_lm_log *l = gr_calloc(1, sizeof *l);
+    l->topic = gr_strdup(topic);
+    l->partition = partition;
+    l->log = log;
+    l->dir_idx = dir_idx;
+    int64_t start = gr_log_start_offset(log), end = gr_log_end_offset(log);
+    if (hw < start) hw = start;
+    if (hw > end) hw = end;
+    atomic_init(&l->hw, hw);
+    atomic_init(&l->retention_ms, cfg->log_retention_ms);
+    atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
+    atomic_init(&l->refs, 1); /* the map's reference */
+    return l;
+}
+
+static void entry_destroy(struct gr_lm_log *l) {
+    if (l->delete_on_release) {
+        int rc = gr_log_delete(l->log);
+        if (rc < 0)
+            gr_warn(LOGGER, "cannot delete the log of %s-%d: %s", l->topic, l->partition, gr_strerror(rc));
+        else
+            gr_info(LOGGER, "Deleted log for partition %s-%d", l->topic, l->partition);
+    } else {
+        gr_log_flush(l->log);
+        gr_log_close(l->log);
+    }
+    free(l->topic);
+    free(l);
+}
+
+void gr_log_manager_release(struct gr_log_manager *lm, struct gr_lm_log *l) {
+    (void)lm;
+    if (l && atomic_fetch_sub(&l->refs, 1) == 1) entry_destroy(l);
+}
+
+struct gr_lm_log *gr_log_manager_acquire(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+    pthread_mutex_lock(&lm->lock);
+    struct gr_lm_log *l = find_locked(lm, topic, partition);
+    if (l) atomic_fetch_add(&l->refs, 1);
+    pthread_mutex_unlock(&lm->lock);
+    return l;
+}
+
+static char *partition_dir(const char *dir, const char *topic, int32_t partition) {
+    return gr_asprintf("%s/%s-%d", dir, topic, partition);
+}
+
+int gr_log_manager_get_or_create(struct gr_log_manager *lm, const char *topic, int32_t partition,
+                                 const struct gr_log_config *cfg, struct gr_lm_log **out) {
+    *out = NULL;
+    pthread_mutex_lock(&lm->lock);
+    struct gr_lm_log *l = find_locked(lm, topic, partition);
+    if (l) {
+        atomic_fetch_add(&l->refs, 1);
+        pthread_mutex_unlock(&lm->lock);
+        *out = l;
+        return 0;
+    }
+    /* Creating under the lock keeps two creators of one partition from racing; creation of an
+     * empty log is quick. */
+    int best = 0;
+    for (int i = 1; i < lm->ndirs; i++)
+        if (lm->dirs[i].nlogs < lm->dirs[best].nlogs) best = i;
+    struct gr_log_config dflt;
+    if (!cfg) {
+        gr_log_manager_default_config(lm, &dflt);
+        cfg = &dflt;
+    }
+    char *path = partition_dir(lm->dirs[best].path, topic, partition);
+    struct gr_log *log = NULL;
+    int rc = gr_log_open_dir(path, cfg, 0, &log);
+    if (rc < 0) {
+        pthread_mutex_unlock(&lm->lock);
+        gr_error(LOGGER, "cannot create log '%s': %s", path, gr_strerror(rc));
+        free(path);
+        return rc;
+    }
+    gr_info(LOGGER, "Created log for partition %s-%d in %s", topic, partition, path);
+    free(path);
+    l = entry_new(topic, partition, log, best, 0, lm->cfg);
+    insert_locked(lm, l);
+    atomic_fetch_add(&l->refs, 1);
+    pthread_mutex_unlock(&lm->lock);
+    *out = l;
+    return 0;
+}
+
+int gr_log_manager_remove(struct gr_log_manager *lm, const char *topic, int32_t partition, bool delete_dir) {
+    pthread_mutex_lock(&lm->lock);
+    struct gr_lm_log *l = find_locked(lm, topic, partition);
+    if (!l) {
+        pthread_mutex_unlock(&lm->lock);
+        return -ENOENT;
+    }
+    unlink_locked(lm, l);
+    l->delete_on_release = delete_dir;
+    pthread_mutex_unlock(&lm->lock);
+    gr_log_manager_release(lm, l); /* the map's reference */
+    return 0;
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    return remove(path) < 0 ? -1 : 0;
+}
+
+static int rm_rf(const char *path) { return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0; }
+
+int gr_log_manager_delete_orphan(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+    int rc = -ENOENT;
+    for (int i = 0; i < lm->ndirs; i++) {
+        char *path = partition_dir(lm->dirs[i].path, topic, partition);
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = rm_rf(path);
+            if (rc == 0) gr_info(LOGGER, "Deleted leftover log directory %s", path);
+        }
+        free(path);
+    }
+    return rc;
+}
+
+int gr_log_manager_count(struct gr_log_manager *lm) {
+    pthread_mutex_lock(&lm->lock);
+    int n = lm->count;
+    pthread_mutex_unlock(&lm->lock);
+    return n;
+}
+
+/* Snapshot of all entries with a reference each; caller releases each and frees the array. */
+static struct gr_lm_log **snapshot(struct gr_log_manager *lm, int *n) {
+    pthread_mutex_lock(&lm->lock);
+    struct gr_lm_log **arr = gr_malloc((size_t)(lm->count + 1) * sizeof *arr);
+    int k = 0;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (struct gr_lm_log *l = lm->buckets[b]; l; l = l->next) {
+            atomic_fetch_add(&l->refs, 1);
+            arr[k++] = l;
+        }
+    pthread_mutex_unlock(&lm->lock);
+    *n = k;
+    return arr;
+}
+
+void gr_log_manager_foreach(struct gr_log_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx) {
+    int n;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    for (int i = 0; i < n; i++) {
+        fn(ctx, arr[i]);
+        gr_log_manager_release(lm, arr[i]);
+    }
+    free(arr);
+}
+
+/* ---- checkpoints ---- */
+
+static int write_checkpoints(struct gr_log_manager *lm, bool recovery, bool hw) {
+    int n;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    int first_err = 0;
+    pthread_mutex_lock(&lm->ckpt_lock);
+    struct gr_offset_checkpoint_entry *e = gr_malloc((size_t)(n + 1) * sizeof *e);
+    for (int d = 0; d < lm->ndirs; d++) {
+        for (int pass = 0; pass < 2; pass++) {
+            if ((pass == 0 && !recovery) || (pass == 1 && !hw)) continue;
+            size_t k = 0;
+            for (int i = 0; i < n; i++) {
+                if (arr[i]->dir_idx != d) continue;
+                e[k].topic = arr[i]->topic;
+                e[k].partition = arr[i]->partition;
+                e[k].offset = pass == 0 ? gr_log_recovery_point(arr[i]->log) : atomic_load(&arr[i]->hw);
+                k++;
+            }
+            char *path = gr_asprintf("%s/%s", lm->dirs[d].path,
+                                     pass == 0 ? GR_RECOVERY_POINT_CHECKPOINT : GR_REPLICATION_CHECKPOINT);
+            int rc = gr_offset_checkpoint_write(path, e, k);
+            if (rc < 0 && first_err == 0) first_err = rc;
+            free(path);
+        }
+    }
+    free(e);
+    pthread_mutex_unlock(&lm->ckpt_lock);
+    for (int i = 0; i < n; i++) gr_log_manager_release(lm, arr[i]);
+    free(arr);
+    return first_err;
+}
+
+int gr_log_manager_checkpoint(struct gr_log_manager *lm) { return write_checkpoints(lm, true, true); }
+
+/* ---- background thread ---- */
+
+static void task_flush(void *ctx, struct gr_lm_log *l) {
+    (void)ctx;
+    int rc = gr_log_flush_if_due(l->log);
+    if (rc < 0) gr_error(LOGGER, "flush of %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+}
+
+static void task_retention(void *ctx, struct gr_lm_log *l) {
+    int64_t now = *(int64_t *)ctx;
+    int rc = gr_log_apply_retention(l->log, atomic_load(&l->retention_ms), atomic_load(&l->retention_bytes), now);
+    if (rc > 0) {
+        gr_info(LOGGER, "Deleted %d segment(s) of %s-%d by retention; log start offset is now %lld", rc,
+                l->topic, l->partition, (long long)gr_log_start_offset(l->log));
+        /* The HW can never be below the log start offset. */
+        int64_t start = gr_log_start_offset(l->log), hw = atomic_load(&l->hw);
+        while (hw < start && !atomic_compare_exchange_weak(&l->hw, &hw, start)) {
+        }
+    } else if (rc < 0) {
+        gr_warn(LOGGER, "retention of %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    }
+}
+
+static int64_t next_due(int64_t last, int64_t interval) {
+    if (interval <= 0 || interval >= INT64_MAX / 4) return INT64_MAX;
+    return last + interval;
+}
+
+static void *lm_thread(void *arg) {
+    struct gr_log_manager *lm = arg;
+    pthread_setname_np(pthread_self(), "log-manager");
+    const struct gr_config *c = lm->cfg;
+    int64_t now = gr_mono_ms();
+    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now;
+    pthread_mutex_lock(&lm->tlock);
+    while (!lm->stopping) {
+        now = gr_mono_ms();
+        int64_t due[4] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
+                          next_due(t_ret, c->log_retention_check_interval_ms),
+                          next_due(t_rp, c->log_flush_offset_checkpoint_interval_ms),
+                          next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms)};
+        int64_t first = INT64_MAX;
+        for (int i = 0; i < 4; i++) first = GR_MIN(first, due[i]);
+        if (first > now) {
+            int64_t wait = GR_MIN(first - now, (int64_t)1000);
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += wait / 1000;
+            ts.tv_nsec += (wait % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&lm->tcond, &lm->tlock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&lm->tlock);
+        if (due[0] <= now) {
+            gr_log_manager_foreach(lm, task_flush, NULL);
+            t_flush = now;
+        }
+        if (due[1] <= now) {
+            int64_t wall = gr_wall_ms();
+            gr_log_manager_foreach(lm, task_retention, &wall);
+            t_ret = now;
+        }
+        bool rp = due[2] <= now, hw = due[3] <= now;
+        if (rp || hw) write_checkpoints(lm, rp, hw);
+        if (rp) t_rp = now;
+        if (hw) t_hw = now;
+        pthread_mutex_lock(&lm->tlock);
+    }
+    pthread_mutex_unlock(&lm->tlock);
+    return NULL;
+}
+
+/* ---- start-up ---- */
+
+static bool has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int mkdir_p(const char *path) {
+    char *tmp = gr_strdup(path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+                int rc = -errno;
+                free(tmp);
+                return rc;
+            }
+            *p = '/';
+        }
+    }
+    int rc = (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -errno : 0;
+    free(tmp);
+    return rc;
+}
+
+static int load_dir(struct gr_log_manager *lm, int d) {
+    struct lm_dir *dir = &lm->dirs[d];
+    char *p = gr_asprintf("%s/%s", dir->path, GR_RECOVERY_POINT_CHECKPOINT);
+    int rc = gr_offset_checkpoint_read(p, &dir->rp, &dir->nrp);
+    if (rc < 0) {
+        gr_warn(LOGGER, "ignoring unreadable %s (%s): every log in %s will be fully recovered", p,
+                gr_strerror(rc), dir->path);
+        dir->rp = NULL;
+        dir->nrp = 0;
+    }
+    free(p);
+    p = gr_asprintf("%s/%s", dir->path, GR_REPLICATION_CHECKPOINT);
+    rc = gr_offset_checkpoint_read(p, &dir->hw, &dir->nhw);
+    if (rc < 0) {
+        gr_warn(LOGGER, "ignoring unreadable %s (%s): high watermarks start at the log start offsets", p,
+                gr_strerror(rc));
+        dir->hw = NULL;
+        dir->nhw = 0;
+    }
+    free(p);
+
+    DIR *dh = opendir(dir->path);
+    if (!dh) return -errno;
+    struct dirent *de;
+    int opened = 0;
+    rc = 0;
+    while ((de = readdir(dh)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        char *full = gr_asprintf("%s/%s", dir->path, de->d_name);
+        struct stat st;
+        if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            free(full);
+            continue;
+        }
+        if (has_suffix(de->d_name, "-delete")) {
+            gr_info(LOGGER, "Removing %s left by an interrupted deletion", full);
+            rm_rf(full);
+            free(full);
+            continue;
+        }
+        char topic[256];
+        int32_t part;
+        if (has_suffix(de->d_name, "-future") ||
+            gr_log_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0) {
+            gr_warn(LOGGER, "ignoring directory %s: not <topic>-<partition>", full);
+            free(full);
+            continue;
+        }
+        pthread_mutex_lock(&lm->lock);
+        bool dup = find_locked(lm, topic, part) != NULL;
+        pthread_mutex_unlock(&lm->lock);
+        if (dup) {
+            gr_error(LOGGER, "duplicate log directory for %s-%d: %s (another log dir holds it too)", topic, part,
+                     full);
+            free(full);
+            rc = -EEXIST;
+            break;
+        }
+        int64_t rp = gr_offset_checkpoint_find(dir->rp, dir->nrp, topic, part, 0);
+        int64_t hw = gr_offset_checkpoint_find(dir->hw, dir->nhw, topic, part, 0);
+        struct gr_log_config lc;
+        gr_log_manager_default_config(lm, &lc);
+        struct gr_log *log = NULL;
+        int orc = gr_log_open_dir(full, &lc, rp, &log);
+        if (orc < 0) {
+            gr_error(LOGGER, "cannot open log %s: %s", full, gr_strerror(orc));
+            free(full);
+            rc = orc;
+            break;
+        }
+        struct gr_lm_log *l = entry_new(topic, part, log, d, hw, lm->cfg);
+        pthread_mutex_lock(&lm->lock);
+        insert_locked(lm, l);
+        pthread_mutex_unlock(&lm->lock);
+        opened++;
+        free(full);
+    }
+    closedir(dh);
+    if (rc == 0) gr_info(LOGGER, "Loaded %d log(s) from %s", opened, dir->path);
+    return rc;
+}
+
+int gr_log_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                        struct gr_log_manager **out) {
+    *out = NULL;
+    struct gr_log_manager *lm = gr_calloc(1, sizeof *lm);
+    lm->cfg = cfg;
+    lm->broker_id = broker_id;
+    pthread_mutex_init(&lm->lock, NULL);
+    pthread_mutex_init(&lm->ckpt_lock, NULL);
+    pthread_mutex_init(&lm->tlock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&lm->tcond, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = 0;
+    for (int i = 0; i < cfg->num_log_dirs && i < GR_MAX_LOG_DIRS; i++) {
+        lm->dirs[i].path = gr_strdup(cfg->log_dirs[i]);
+        lm->ndirs++;
+        rc = mkdir_p(cfg->log_dirs[i]);
+        if (rc < 0) {
+            gr_error(LOGGER, "cannot create log dir '%s': %s", cfg->log_dirs[i], gr_strerror(rc));
+            goto fail;
+        }
+        rc = gr_meta_properties_check(cfg->log_dirs[i], broker_id, cluster_id ? cluster_id : "");
+        if (rc < 0) {
+            gr_error(LOGGER, "refusing to start: %s/meta.properties does not belong to broker.id=%d cluster.id=%s (%s)",
+                     cfg->log_dirs[i], broker_id, cluster_id && *cluster_id ? cluster_id : "(unknown)",
+                     rc == GR_EMETA_BROKER_ID    ? "broker.id mismatch"
+                     : rc == GR_EMETA_CLUSTER_ID ? "cluster.id mismatch"
+                                                 : gr_strerror(rc));
+            goto fail;
+        }
+    }
+    if (lm->ndirs == 0) {
+        gr_error(LOGGER, "no log.dirs configured");
+        rc = GR_ECONFIG;
+        goto fail;
+    }
+    for (int i = 0; i < lm->ndirs; i++) {
+        rc = load_dir(lm, i);
+        if (rc < 0) goto fail;
+    }
+    rc = pthread_create(&lm->thread, NULL, lm_thread, lm);
+    if (rc != 0) {
+        rc = -rc;
+        goto fail;
+    }
+    lm->thread_started = true;
+    *out = lm;
+    return 0;
+fail:
+    gr_log_manager_close(lm);
+    return rc;
+}
+
+void gr_log_manager_close(struct gr_log_manager *lm) {
+    if (!lm) return;
+    if (lm->thread_started) {
+        pthread_mutex_lock(&lm->tlock);
+        lm->stopping = true;
+        pthread_cond_broadcast(&lm->tcond);
+        pthread_mutex_unlock(&lm->tlock);
+        pthread_join(lm->thread, NULL);
+        /* Flush everything so that the recovery points reach the log end offsets. */
+        int n;
+        struct gr_lm_log **arr = snapshot(lm, &n);
+        for (int i = 0; i < n; i++) {
+            gr_log_flush(arr[i]->log);
+            gr_log_manager_release(lm, arr[i]);
+        }
+        free(arr);
+        write_checkpoints(lm, true, true);
+    }
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        struct gr_lm_log *l = lm->buckets[b];
+        while (l) {
+            struct gr_lm_log *next = l->next;
+            l->removed = true;
+            gr_log_manager_release(lm, l);
+            l = next;
+        }
+        lm->buckets[b] = NULL;
+    }
+    for (int i = 0; i < lm->ndirs; i++) {
+        free(lm->dirs[i].path);
+        gr_offset_checkpoint_free(lm->dirs[i].rp, lm->dirs[i].nrp);
+        gr_offset_checkpoint_free(lm->dirs[i].hw, lm->dirs[i].nhw);
+    }
+    pthread_cond_destroy(&lm->tcond);
+    pthread_mutex_destroy(&lm->tlock);
+    pthread_mutex_destroy(&lm->ckpt_lock);
+    pthread_mutex_destroy(&lm->lock);
+    free(lm);
+}

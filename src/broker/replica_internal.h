@@ -1,0 +1,92 @@
+/* Private to the replication module (replica_manager.c, handle_produce.c, handle_fetch.c,
+ * handle_list_offsets.c, handle_offsets_for_leader_epoch.c, fetcher.c, alter_isr.c). */
+#ifndef GR_BROKER_REPLICA_INTERNAL_H
+#define GR_BROKER_REPLICA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker/log_manager.h"
+#include "broker/replica_manager.h"
+#include "broker/replica_state.h"
+
+struct gr_purgatory;
+struct gr_fetcher_manager;
+struct gr_alter_isr;
+
+/* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
+struct gr_rm_partition {
+    char *topic;
+    int32_t partition;
+    uint64_t key;        /* purgatory key */
+    atomic_int refs;
+    pthread_mutex_t lock; /* everything below */
+    struct gr_replica_state st;
+    struct gr_lm_log *lml; /* the log (reference held); never NULL while hosted */
+    int32_t min_isr;
+    bool online;           /* false once stopped (StopReplica) */
+    struct gr_rm_partition *next; /* map chain (map lock) */
+};
+
+#define GR_RM_NBUCKETS 4096
+
+struct gr_replica_manager {
+    struct gr_broker *b;
+    const struct gr_config *cfg;
+    int32_t broker_id;
+    struct gr_log_manager *lm;
+    struct gr_purgatory *produce_purg;
+    struct gr_purgatory *fetch_purg;
+    struct gr_fetcher_manager *fetchers;
+    struct gr_alter_isr *alter_isr;
+    pthread_rwlock_t map_lock;
+    struct gr_rm_partition *buckets[GR_RM_NBUCKETS];
+    int npartitions;
+    pthread_t isr_thread;
+    bool isr_thread_started;
+    pthread_mutex_t tlock;
+    pthread_cond_t tcond;
+    bool stopping;
+    bool shut_down;
+};
+
+/* The purgatory key of topic-partition. */
+uint64_t gr_rm_key(const char *topic, int32_t partition);
+
+/* Leader check used by every client-facing path, with p->lock held: NONE, or
+ * NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for current_leader_epoch
+ * (-1 = not checked, KIP-320). require_leader false accepts a follower replica too. */
+int16_t gr_rm_check_epoch_locked(struct gr_rm_partition *p, int32_t current_leader_epoch, bool require_leader);
+
+/* Called with NO partition lock held after something a waiting request may care about changed. */
+void gr_rm_wake(struct gr_replica_manager *rm, struct gr_rm_partition *p, bool hw_moved);
+
+/* Leader: records a follower fetch (offset = follower LEO) and moves HW/ISR as needed. Takes and
+ * releases p->lock; wakes waiters itself. */
+void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t follower_id,
+                           int64_t fetch_offset, int64_t follower_log_start, int64_t leader_leo);
+
+/* One partition of a leader append (Produce). The caller owns the array and the records and
+ * keeps them alive until done() runs. error may be pre-set (then the partition is skipped). */
+struct gr_rm_produce_part {
+    char *topic;
+    int32_t partition;
+    uint8_t *records;       /* modified in place by the append */
+    size_t records_len;
+    int16_t error;          /* out */
+    int64_t base_offset;    /* out, -1 on error */
+    int64_t log_start_offset; /* out */
+    int64_t required_offset;  /* private: offset the HW must reach, -1 when not waiting */
+};
+typedef void (*gr_rm_produce_done_fn)(void *ctx, struct gr_rm_produce_part *parts, int n);
+
+/* Appends every part as leader; with acks -1 waits in the produce purgatory until the HW passes
+ * each appended offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR fell below
+ * min.insync.replicas, REQUEST_TIMED_OUT after timeout_ms). done runs exactly once, on any
+ * thread, possibly before this returns. */
+void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms, struct gr_rm_produce_part *parts,
+                   int n, gr_rm_produce_done_fn done, void *ctx);
+
+#endif

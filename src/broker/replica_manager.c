@@ -1,0 +1,761 @@
+/* Replica manager: hosted partitions, leader/follower transitions, high watermark and ISR
+ * maintenance, leader appends with acks=all waiting in the produce purgatory (see
+ * replica_manager.h for the wiring and the lock order). */
+#include "broker/replica_manager.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/alter_isr.h"
+#include "broker/broker.h"
+#include "broker/fetcher.h"
+#include "broker/metadata_cache.h"
+#include "broker/partitions.h"
+#include "broker/purgatory.h"
+#include "broker/replica_internal.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/checkpoint.h"
+#include "zk/kzk.h"
+
+#define LOGGER "kafka.server.ReplicaManager"
+#define STATE_LOGGER "state.change.logger"
+
+uint64_t gr_rm_key(const char *topic, int32_t partition) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *s = topic; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL;
+    h = (h ^ (uint32_t)partition) * 1099511628211ULL;
+    return h;
+}
+
+struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm) { return rm->b; }
+
+/* ---- partition map ---- */
+
+static size_t bucket_of(const char *topic, int32_t partition) {
+    return (size_t)(gr_rm_key(topic, partition) % GR_RM_NBUCKETS);
+}
+
+static struct gr_rm_partition *find_locked(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
+    for (struct gr_rm_partition *p = rm->buckets[bucket_of(topic, partition)]; p; p = p->next)
+        if (p->partition == partition && strcmp(p->topic, topic) == 0) return p;
+    return NULL;
+}
+
+struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
+    if (!topic) return NULL;
+    pthread_rwlock_rdlock(&rm->map_lock);
+    struct gr_rm_partition *p = find_locked(rm, topic, partition);
+    if (p) atomic_fetch_add(&p->refs, 1);
+    pthread_rwlock_unlock(&rm->map_lock);
+    return p;
+}
+
+void gr_rm_partition_unref(struct gr_rm_partition *p) {
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
+    if (p->lml) gr_log_manager_release(NULL, p->lml);
+    pthread_mutex_destroy(&p->lock);
+    free(p->topic);
+    free(p);
+}
+
+int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
+    if (rm->b && rm->b->metadata && topic && partition >= 0 &&
+        partition < gr_metadata_cache_num_partitions(rm->b->metadata, topic))
+        return GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+}
+
+/* Topic overrides from /config/topics/<topic> (best effort: ZooKeeper may be absent in tests). */
+static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    gr_log_manager_default_config(rm->lm, lc);
+    *min_isr = rm->cfg->min_insync_replicas;
+    *ret_ms = rm->cfg->log_retention_ms;
+    *ret_bytes = rm->cfg->log_retention_bytes;
+    if (!rm->b || !rm->b->zk) return;
+    struct gr_kzk_config tc = {0};
+    if (gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) != 0) return;
+    const char *v;
+    char *end;
+#define NUM(key, dst, lo, hi)                                                   \
+    if ((v = gr_kzk_config_get(&tc, key)) != NULL) {                            \
+        long long x = strtoll(v, &end, 10);                                     \
+        if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
+        else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
+    }
+    NUM("min.insync.replicas", *min_isr, 1, INT32_MAX);
+    NUM("retention.ms", *ret_ms, -1, INT64_MAX);
+    NUM("retention.bytes", *ret_bytes, -1, INT64_MAX);
+    NUM("segment.bytes", lc->segment_bytes, 14, INT32_MAX);
+    NUM("segment.ms", lc->roll_ms, 1, INT64_MAX);
+    NUM("max.message.bytes", lc->max_message_bytes, 0, INT32_MAX);
+    NUM("index.interval.bytes", lc->index_interval_bytes, 0, INT32_MAX);
+    NUM("flush.messages", lc->flush_messages, 1, INT64_MAX);
+    NUM("flush.ms", lc->flush_ms, 0, INT64_MAX);
+#undef NUM
+    gr_kzk_config_release(&tc);
+}
+
+/* Hook callers hold the registry's state-change lock, so creations never race each other. */
+static struct gr_rm_partition *get_or_create(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                                             int16_t *err) {
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        p->online = true;
+        pthread_mutex_unlock(&p->lock);
+        return p;
+    }
+    struct gr_log_config lc;
+    int32_t min_isr;
+    int64_t ret_ms, ret_bytes;
+    load_topic_config(rm, topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+    struct gr_lm_log *lml = NULL;
+    int rc = gr_log_manager_get_or_create(rm->lm, topic, partition, &lc, &lml);
+    if (rc < 0) {
+        *err = GR_KERR_KAFKA_STORAGE_ERROR;
+        return NULL;
+    }
+    gr_log_set_config(lml->log, &lc);
+    atomic_store(&lml->retention_ms, ret_ms);
+    atomic_store(&lml->retention_bytes, ret_bytes);
+    p = gr_calloc(1, sizeof *p);
+    p->topic = gr_strdup(topic);
+    p->partition = partition;
+    p->key = gr_rm_key(topic, partition);
+    atomic_init(&p->refs, 2); /* the map's and the caller's */
+    pthread_mutex_init(&p->lock, NULL);
+    gr_rs_init(&p->st, rm->broker_id);
+    p->lml = lml;
+    p->min_isr = min_isr;
+    p->online = true;
+    pthread_rwlock_wrlock(&rm->map_lock);
+    size_t b = bucket_of(topic, partition);
+    p->next = rm->buckets[b];
+    rm->buckets[b] = p;
+    rm->npartitions++;
+    pthread_rwlock_unlock(&rm->map_lock);
+    return p;
+}
+
+static struct gr_rm_partition *map_remove(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
+    pthread_rwlock_wrlock(&rm->map_lock);
+    struct gr_rm_partition **pp = &rm->buckets[bucket_of(topic, partition)];
+    while (*pp && !((*pp)->partition == partition && strcmp((*pp)->topic, topic) == 0)) pp = &(*pp)->next;
+    struct gr_rm_partition *p = *pp;
+    if (p) {
+        *pp = p->next;
+        p->next = NULL;
+        rm->npartitions--;
+    }
+    pthread_rwlock_unlock(&rm->map_lock);
+    return p; /* carries the map's reference */
+}
+
+/* All partitions with a reference each; free the array and unref each. */
+static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n) {
+    pthread_rwlock_rdlock(&rm->map_lock);
+    struct gr_rm_partition **arr = gr_malloc((size_t)(rm->npartitions + 1) * sizeof *arr);
+    int k = 0;
+    for (size_t b = 0; b < GR_RM_NBUCKETS; b++)
+        for (struct gr_rm_partition *p = rm->buckets[b]; p; p = p->next) {
+            atomic_fetch_add(&p->refs, 1);
+            arr[k++] = p;
+        }
+    pthread_rwlock_unlock(&rm->map_lock);
+    *n = k;
+    return arr;
+}
+
+/* ---- HW / ISR ---- */
+
+/* Leader: recompute the HW. p->lock held. Returns true if it moved. */
+static bool maybe_increment_hw_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p, int64_t now) {
+    if (!gr_rs_is_leader(&p->st)) return false;
+    int64_t leo = gr_log_end_offset(p->lml->log);
+    int64_t cand = gr_rs_hw_candidate(&p->st, leo, now, rm->cfg->replica_lag_time_max_ms);
+    int64_t old = atomic_load(&p->lml->hw);
+    if (cand > old) {
+        atomic_store(&p->lml->hw, cand);
+        return true;
+    }
+    return false;
+}
+
+static void propose_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p, const char *what) {
+    char a[256], b2[256];
+    gr_info(LOGGER, "[Partition %s-%d broker=%d] %s ISR from %s to %s (leader epoch %d, zkVersion %d)", p->topic,
+            p->partition, rm->broker_id, what, gr_rs_fmt_ids(a, sizeof a, p->st.isr, p->st.nisr),
+            gr_rs_fmt_ids(b2, sizeof b2, p->st.proposed, p->st.nproposed), p->st.leader_epoch, p->st.zk_version);
+    gr_alter_isr_enqueue(rm->alter_isr, p->topic, p->partition, p->st.leader_epoch, p->st.proposed, p->st.nproposed,
+                         p->st.zk_version);
+}
+
+void gr_rm_wake(struct gr_replica_manager *rm, struct gr_rm_partition *p, bool hw_moved) {
+    gr_purgatory_check(rm->fetch_purg, p->key);
+    if (hw_moved) gr_purgatory_check(rm->produce_purg, p->key);
+}
+
+void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t follower_id,
+                           int64_t fetch_offset, int64_t follower_log_start, int64_t leader_leo) {
+    int64_t now = gr_mono_ms();
+    bool hw_moved = false;
+    pthread_mutex_lock(&p->lock);
+    if (gr_rs_is_leader(&p->st) && p->online) {
+        struct gr_rs_remote *r = gr_rs_remote(&p->st, follower_id);
+        int64_t prev = r ? r->leo : -1;
+        if (gr_rs_update_follower(&p->st, follower_id, fetch_offset, follower_log_start, now, leader_leo)) {
+            if (gr_rs_needs_expand(&p->st, follower_id, atomic_load(&p->lml->hw)) &&
+                gr_rs_propose_expand(&p->st, follower_id))
+                propose_locked(rm, p, "Expanding");
+            if (prev != fetch_offset) hw_moved = maybe_increment_hw_locked(rm, p, now);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (hw_moved) gr_rm_wake(rm, p, true);
+}
+
+int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
+                           int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version) {
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+    if (!p) return 0;
+    int r;
+    bool hw_moved = false;
+    pthread_mutex_lock(&p->lock);
+    if (!gr_rs_is_leader(&p->st)) {
+        r = 0;
+    } else {
+        r = gr_rs_apply_alter_isr(&p->st, error, leader_epoch, isr, nisr, zk_version);
+        char buf[256];
+        if (r == 1) {
+            gr_info(LOGGER, "[Partition %s-%d broker=%d] ISR updated to %s and zkVersion to %d", topic, partition,
+                    rm->broker_id, gr_rs_fmt_ids(buf, sizeof buf, p->st.isr, p->st.nisr), p->st.zk_version);
+            hw_moved = maybe_increment_hw_locked(rm, p, gr_mono_ms());
+        } else if (r == 0 && error != GR_KERR_NONE) {
+            gr_info(LOGGER, "[Partition %s-%d broker=%d] controller refused the ISR change (%s); waiting for "
+                            "new metadata",
+                    topic, partition, rm->broker_id, gr_kerr_name(error));
+        } else if (r == -1) {
+            gr_warn(LOGGER, "[Partition %s-%d broker=%d] ISR change failed with %s; retrying", topic, partition,
+                    rm->broker_id, gr_kerr_name(error));
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    /* Even without an HW move, waiting acks=all produces must re-check min.insync. */
+    gr_rm_wake(rm, p, true);
+    (void)hw_moved;
+    gr_rm_partition_unref(p);
+    return r == -1 ? -1 : 0;
+}
+
+static void *isr_thread_main(void *arg) {
+    struct gr_replica_manager *rm = arg;
+    pthread_setname_np(pthread_self(), "isr-expiration");
+    int64_t period = rm->cfg->replica_lag_time_max_ms / 2;
+    if (period < 10) period = 10;
+    if (period > 5000) period = 5000;
+    pthread_mutex_lock(&rm->tlock);
+    while (!rm->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += period / 1000;
+        ts.tv_nsec += (period % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&rm->tcond, &rm->tlock, &ts);
+        if (rm->stopping) break;
+        pthread_mutex_unlock(&rm->tlock);
+        int n;
+        struct gr_rm_partition **arr = snapshot(rm, &n);
+        for (int i = 0; i < n; i++) {
+            struct gr_rm_partition *p = arr[i];
+            bool moved = false;
+            pthread_mutex_lock(&p->lock);
+            if (p->online && gr_rs_is_leader(&p->st)) {
+                int64_t now = gr_mono_ms();
+                int32_t out[GR_RS_MAX_REPLICAS];
+                int64_t leo = gr_log_end_offset(p->lml->log);
+                int k = gr_rs_out_of_sync(&p->st, leo, now, rm->cfg->replica_lag_time_max_ms, out);
+                if (k > 0 && gr_rs_propose_shrink(&p->st, out, k)) propose_locked(rm, p, "Shrinking");
+                moved = maybe_increment_hw_locked(rm, p, now);
+            }
+            pthread_mutex_unlock(&p->lock);
+            if (moved) gr_rm_wake(rm, p, true);
+            gr_rm_partition_unref(p);
+        }
+        free(arr);
+        pthread_mutex_lock(&rm->tlock);
+    }
+    pthread_mutex_unlock(&rm->tlock);
+    return NULL;
+}
+
+/* ---- hooks ---- */
+
+static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
+    struct gr_replica_manager *rm = ctx;
+    int16_t err = GR_KERR_NONE;
+    gr_fetcher_remove(rm->fetchers, st->topic, st->partition);
+    gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
+    struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
+    if (!p) return err;
+    int64_t now = gr_mono_ms();
+    pthread_mutex_lock(&p->lock);
+    bool was_leader = gr_rs_is_leader(&p->st);
+    int rc = gr_rs_set_assignment(&p->st, rm->broker_id, st->leader_epoch, st->zk_version, st->controller_epoch,
+                                  st->replicas, st->n_replicas, st->isr, st->n_isr);
+    bool moved = false;
+    if (rc < 0) {
+        err = GR_KERR_INVALID_REQUEST;
+    } else {
+        int64_t leo = gr_log_end_offset(p->lml->log);
+        gr_rs_become_leader(&p->st, leo, now, was_leader);
+        moved = maybe_increment_hw_locked(rm, p, now);
+        char buf[256];
+        gr_info(STATE_LOGGER,
+                "[Broker id=%d] Leader %s-%d starts at leader epoch %d from offset %" PRId64
+                " with high watermark %" PRId64 " ISR [%s]",
+                rm->broker_id, st->topic, st->partition, st->leader_epoch, leo, atomic_load(&p->lml->hw),
+                gr_rs_fmt_ids(buf, sizeof buf, st->isr, st->n_isr));
+    }
+    pthread_mutex_unlock(&p->lock);
+    (void)moved;
+    gr_rm_wake(rm, p, true);
+    gr_rm_partition_unref(p);
+    return err;
+}
+
+static int16_t hook_become_follower(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
+    struct gr_replica_manager *rm = ctx;
+    int16_t err = GR_KERR_NONE;
+    gr_fetcher_remove(rm->fetchers, st->topic, st->partition);
+    gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
+    struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
+    if (!p) return err;
+    pthread_mutex_lock(&p->lock);
+    int rc = gr_rs_set_assignment(&p->st, st->leader, st->leader_epoch, st->zk_version, st->controller_epoch,
+                                  st->replicas, st->n_replicas, NULL, 0);
+    int64_t leo = gr_log_end_offset(p->lml->log);
+    pthread_mutex_unlock(&p->lock);
+    if (rc < 0) err = GR_KERR_INVALID_REQUEST;
+    gr_info(STATE_LOGGER,
+            "[Broker id=%d] Follower %s-%d starts at leader epoch %d from offset %" PRId64
+            " with high watermark %" PRId64 ". Leader is %d",
+            rm->broker_id, st->topic, st->partition, st->leader_epoch, leo, atomic_load(&p->lml->hw), st->leader);
+    gr_rm_wake(rm, p, true); /* waiting produces/fetches answer NOT_LEADER_OR_FOLLOWER */
+    if (rc == 0 && st->leader >= 0 && st->leader != rm->broker_id)
+        gr_fetcher_add(rm->fetchers, st->topic, st->partition, st->leader, st->leader_epoch);
+    gr_rm_partition_unref(p);
+    return err;
+}
+
+static int16_t hook_stop_replica(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                                 bool delete_partition) {
+    struct gr_replica_manager *rm = ctx;
+    gr_fetcher_remove(rm->fetchers, topic, partition);
+    gr_alter_isr_clear(rm->alter_isr, topic, partition);
+    if (!delete_partition) {
+        struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+        if (p) {
+            gr_rm_wake(rm, p, true);
+            gr_rm_partition_unref(p);
+        }
+        gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d", rm->broker_id, topic, partition);
+        return GR_KERR_NONE;
+    }
+    struct gr_rm_partition *p = map_remove(rm, topic, partition);
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        p->online = false;
+        pthread_mutex_unlock(&p->lock);
+        gr_rm_wake(rm, p, true);
+        gr_rm_partition_unref(p);
+    }
+    int rc = gr_log_manager_remove(rm->lm, topic, partition, true);
+    if (rc == -ENOENT) gr_log_manager_delete_orphan(rm->lm, topic, partition);
+    gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and deleted its log", rm->broker_id, topic,
+            partition);
+    return GR_KERR_NONE;
+}
+
+static void hook_leader_and_isr_done(void *ctx, struct gr_broker *b) {
+    struct gr_replica_manager *rm = ctx;
+    gr_fetcher_shutdown_idle(rm->fetchers);
+}
+
+/* ---- follower side ---- */
+
+int32_t gr_rm_latest_epoch(struct gr_rm_partition *p) { return gr_log_latest_epoch(p->lml->log); }
+int64_t gr_rm_log_end_offset(struct gr_rm_partition *p) { return gr_log_end_offset(p->lml->log); }
+int64_t gr_rm_log_start_offset(struct gr_rm_partition *p) { return gr_log_start_offset(p->lml->log); }
+int64_t gr_rm_high_watermark(struct gr_rm_partition *p) { return atomic_load(&p->lml->hw); }
+
+void gr_rm_end_offset_for_epoch(struct gr_rm_partition *p, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
+    gr_log_end_offset_for_epoch(p->lml->log, epoch, end_offset, epoch_out);
+}
+
+static bool follower_current_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch) {
+    return p->online && !gr_rs_is_leader(&p->st) && p->st.leader_epoch == leader_epoch;
+}
+
+int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
+                          const uint8_t *records, size_t len, int64_t leader_hw) {
+    int rc = 0;
+    pthread_mutex_lock(&p->lock);
+    if (!follower_current_locked(rm, p, leader_epoch)) {
+        pthread_mutex_unlock(&p->lock);
+        return -ESTALE;
+    }
+    struct gr_log *log = p->lml->log;
+    int64_t leo = gr_log_end_offset(log);
+    /* Skip whole batches we already have; hand the log only whole batches (a leader never sends
+     * a partial one, but the bytes are hostile: the log validates them again). */
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *bp;
+    size_t pos = 0, end = 0;
+    gr_batch_iter_init(&it, records, len);
+    while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
+        size_t at = (size_t)(bp - records);
+        if (gr_batch_info_last_offset(&bi) < leo && end == 0) {
+            pos = at + bi.size;
+            continue;
+        }
+        end = at + bi.size;
+    }
+    if (end > pos) {
+        struct gr_append_info info;
+        rc = gr_log_append_as_follower(log, records + pos, end - pos, &info);
+        if (rc < 0 && rc != -ERANGE)
+            gr_error(LOGGER, "[ReplicaFetcher broker=%d] append to %s-%d failed: %s", rm->broker_id, p->topic,
+                     p->partition, gr_strerror(rc));
+    }
+    if (rc == 0) {
+        int64_t new_leo = gr_log_end_offset(log);
+        int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
+        if (hw >= 0) atomic_store(&p->lml->hw, hw);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
+                            int64_t offset, bool fully) {
+    pthread_mutex_lock(&p->lock);
+    if (!follower_current_locked(rm, p, leader_epoch)) {
+        pthread_mutex_unlock(&p->lock);
+        return -ESTALE;
+    }
+    struct gr_log *log = p->lml->log;
+    int64_t leo = gr_log_end_offset(log);
+    int rc;
+    if (fully) {
+        rc = gr_log_truncate_fully_and_start_at(log, offset);
+        gr_info(LOGGER, "[Broker id=%d] Restarted log of %s-%d at offset %" PRId64, rm->broker_id, p->topic,
+                p->partition, offset);
+    } else {
+        rc = offset < leo ? gr_log_truncate_to(log, offset) : 0;
+        if (offset < leo)
+            gr_info(LOGGER, "[Broker id=%d] Truncated %s-%d from %" PRId64 " to offset %" PRId64, rm->broker_id,
+                    p->topic, p->partition, leo, gr_log_end_offset(log));
+    }
+    int64_t new_leo = gr_log_end_offset(log);
+    int64_t hw = atomic_load(&p->lml->hw);
+    if (hw > new_leo || fully) atomic_store(&p->lml->hw, fully ? offset : new_leo);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* ---- leader append and acks=all ---- */
+
+int16_t gr_rm_check_epoch_locked(struct gr_rm_partition *p, int32_t current_leader_epoch, bool require_leader) {
+    if (!p->online) return GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    if (current_leader_epoch >= 0) {
+        if (current_leader_epoch < p->st.leader_epoch) return GR_KERR_FENCED_LEADER_EPOCH;
+        if (current_leader_epoch > p->st.leader_epoch) return GR_KERR_UNKNOWN_LEADER_EPOCH;
+    }
+    if (require_leader && !gr_rs_is_leader(&p->st)) return GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    return GR_KERR_NONE;
+}
+
+struct delayed_produce {
+    struct gr_delayed_op op;
+    struct gr_replica_manager *rm;
+    int n;
+    struct gr_rm_produce_part *parts;
+    gr_rm_produce_done_fn done;
+    void *ctx;
+};
+
+static bool dp_try(struct gr_delayed_op *op) {
+    struct delayed_produce *dp = (struct delayed_produce *)op;
+    bool all = true;
+    for (int i = 0; i < dp->n; i++) {
+        struct gr_rm_produce_part *pp = &dp->parts[i];
+        if (pp->required_offset < 0) continue;
+        struct gr_rm_partition *p = gr_rm_get_partition(dp->rm, pp->topic, pp->partition);
+        if (!p) {
+            pp->error = GR_KERR_NOT_LEADER_OR_FOLLOWER;
+            pp->required_offset = -1;
+            continue;
+        }
+        pthread_mutex_lock(&p->lock);
+        if (!p->online || !gr_rs_is_leader(&p->st)) {
+            pp->error = GR_KERR_NOT_LEADER_OR_FOLLOWER;
+            pp->required_offset = -1;
+        } else if (atomic_load(&p->lml->hw) >= pp->required_offset) {
+            pp->error = gr_rs_maximal_isr_size(&p->st) >= p->min_isr ? GR_KERR_NONE
+                                                                      : GR_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+            pp->required_offset = -1;
+        } else {
+            all = false;
+        }
+        pthread_mutex_unlock(&p->lock);
+        gr_rm_partition_unref(p);
+    }
+    return all;
+}
+
+static void dp_complete(struct gr_delayed_op *op, bool expired) {
+    struct delayed_produce *dp = (struct delayed_produce *)op;
+    for (int i = 0; i < dp->n; i++) {
+        if (dp->parts[i].required_offset >= 0) {
+            dp->parts[i].error = GR_KERR_REQUEST_TIMED_OUT;
+            dp->parts[i].required_offset = -1;
+        }
+    }
+    dp->done(dp->ctx, dp->parts, dp->n);
+}
+
+static void dp_destroy(struct gr_delayed_op *op) { free(op); }
+
+static const struct gr_delayed_op_vt DP_VT = {dp_try, dp_complete, dp_destroy};
+
+static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part *pp, int16_t acks) {
+    pp->required_offset = -1;
+    pp->base_offset = -1;
+    pp->log_start_offset = -1;
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, pp->topic, pp->partition);
+    if (!p) {
+        pp->error = gr_rm_not_hosted_error(rm, pp->topic, pp->partition);
+        return;
+    }
+    bool moved = false;
+    pthread_mutex_lock(&p->lock);
+    int16_t err = gr_rm_check_epoch_locked(p, -1, true);
+    if (err == GR_KERR_NONE && acks == -1 && p->st.nisr < p->min_isr) {
+        gr_warn(LOGGER, "[ReplicaManager broker=%d] rejecting produce to %s-%d: ISR size %d is below "
+                        "min.insync.replicas %d",
+                rm->broker_id, p->topic, p->partition, p->st.nisr, p->min_isr);
+        err = GR_KERR_NOT_ENOUGH_REPLICAS;
+    }
+    if (err == GR_KERR_NONE) {
+        struct gr_append_info info;
+        int rc = gr_log_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
+        if (rc < 0) {
+            gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
+            err = GR_KERR_KAFKA_STORAGE_ERROR;
+        } else {
+            err = info.error;
+        }
+        if (err == GR_KERR_NONE) {
+            pp->base_offset = info.first_offset;
+            pp->log_start_offset = info.log_start_offset;
+            if (acks == -1) pp->required_offset = info.last_offset + 1;
+            moved = maybe_increment_hw_locked(rm, p, gr_mono_ms());
+        }
+    }
+    pp->error = err;
+    pthread_mutex_unlock(&p->lock);
+    if (err == GR_KERR_NONE) gr_rm_wake(rm, p, moved);
+    gr_rm_partition_unref(p);
+}
+
+void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms, struct gr_rm_produce_part *parts,
+                   int n, gr_rm_produce_done_fn done, void *ctx) {
+    bool wait = false;
+    for (int i = 0; i < n; i++) {
+        if (parts[i].error != GR_KERR_NONE) { /* pre-set by the caller (e.g. invalid topic) */
+            parts[i].required_offset = -1;
+            continue;
+        }
+        append_one(rm, &parts[i], acks);
+        if (parts[i].required_offset >= 0) wait = true;
+    }
+    if (!wait) {
+        done(ctx, parts, n);
+        return;
+    }
+    struct delayed_produce *dp = gr_calloc(1, sizeof *dp);
+    gr_delayed_op_init(&dp->op, &DP_VT, timeout_ms);
+    dp->rm = rm;
+    dp->n = n;
+    dp->parts = parts;
+    dp->done = done;
+    dp->ctx = ctx;
+    uint64_t small[8], *keys = n <= 8 ? small : gr_malloc((size_t)n * sizeof *keys);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (parts[i].required_offset >= 0) keys[k++] = gr_rm_key(parts[i].topic, parts[i].partition);
+    gr_purgatory_submit(rm->produce_purg, &dp->op, keys, k);
+    if (keys != small) free(keys);
+}
+
+struct append_one_ctx {
+    struct gr_rm_produce_part part;
+    gr_rm_append_cb cb;
+    void *ctx;
+};
+
+static void append_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
+    struct append_one_ctx *c = ctx;
+    (void)n;
+    c->cb(c->ctx, parts[0].error, parts[0].base_offset, parts[0].log_start_offset);
+    free(c->part.topic);
+    free(c);
+}
+
+void gr_rm_append(struct gr_replica_manager *rm, const char *topic, int32_t partition, uint8_t *batches,
+                  size_t len, int16_t acks, int32_t timeout_ms, gr_rm_append_cb cb, void *ctx) {
+    struct append_one_ctx *c = gr_calloc(1, sizeof *c);
+    c->part.topic = gr_strdup(topic);
+    c->part.partition = partition;
+    c->part.records = batches;
+    c->part.records_len = len;
+    c->cb = cb;
+    c->ctx = ctx;
+    gr_rm_produce(rm, acks, timeout_ms, &c->part, 1, append_done, c);
+}
+
+int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t partition, int64_t offset,
+                   int32_t max_bytes, bool committed_only, struct gr_log_read_result *res) {
+    memset(res, 0, sizeof *res);
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+    if (!p) return gr_rm_not_hosted_error(rm, topic, partition);
+    pthread_mutex_lock(&p->lock);
+    int16_t err = gr_rm_check_epoch_locked(p, -1, true);
+    int64_t hw = atomic_load(&p->lml->hw);
+    pthread_mutex_unlock(&p->lock);
+    if (err == GR_KERR_NONE) {
+        int rc = gr_log_read(p->lml->log, offset, max_bytes, committed_only ? hw : -1, true, res);
+        err = rc < 0 ? GR_KERR_KAFKA_STORAGE_ERROR : res->error;
+    }
+    gr_rm_partition_unref(p);
+    return err;
+}
+
+bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                          struct gr_rm_partition_info *out) {
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+    if (!p) return false;
+    pthread_mutex_lock(&p->lock);
+    out->is_leader = gr_rs_is_leader(&p->st);
+    out->leader = p->st.leader_id;
+    out->leader_epoch = p->st.leader_epoch;
+    out->nisr = GR_MIN(p->st.nisr, 32);
+    memcpy(out->isr, p->st.isr, (size_t)out->nisr * sizeof(int32_t));
+    out->high_watermark = atomic_load(&p->lml->hw);
+    pthread_mutex_unlock(&p->lock);
+    out->log_start_offset = gr_log_start_offset(p->lml->log);
+    out->log_end_offset = gr_log_end_offset(p->lml->log);
+    gr_rm_partition_unref(p);
+    return true;
+}
+
+/* ---- lifecycle ---- */
+
+void gr_replica_manager_register_apis(void) {
+    gr_apis_register(GR_API_PRODUCE, 0, 8, gr_handle_produce);
+    gr_apis_register(GR_API_FETCH, 4, 11, gr_handle_fetch);
+    gr_apis_register(GR_API_LIST_OFFSETS, 0, 5, gr_handle_list_offsets);
+    gr_apis_register(GR_API_OFFSET_FOR_LEADER_EPOCH, 0, 3, gr_handle_offsets_for_leader_epoch);
+}
+
+int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out) {
+    *out = NULL;
+    struct gr_replica_manager *rm = gr_calloc(1, sizeof *rm);
+    rm->b = b;
+    rm->cfg = b->cfg;
+    rm->broker_id = b->broker_id;
+    pthread_rwlock_init(&rm->map_lock, NULL);
+    pthread_mutex_init(&rm->tlock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rm->tcond, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = gr_log_manager_open(b->cfg, b->broker_id, b->cluster_id, &rm->lm);
+    if (rc < 0) {
+        pthread_cond_destroy(&rm->tcond);
+        pthread_mutex_destroy(&rm->tlock);
+        pthread_rwlock_destroy(&rm->map_lock);
+        free(rm);
+        return rc;
+    }
+    rm->produce_purg = gr_purgatory_new("produce");
+    rm->fetch_purg = gr_purgatory_new("fetch");
+    rm->alter_isr = gr_alter_isr_new(rm, b);
+    rm->fetchers = gr_fetcher_manager_new(rm, b);
+    if (pthread_create(&rm->isr_thread, NULL, isr_thread_main, rm) == 0) rm->isr_thread_started = true;
+    b->hooks.ctx = rm;
+    b->hooks.become_leader = hook_become_leader;
+    b->hooks.become_follower = hook_become_follower;
+    b->hooks.stop_replica = hook_stop_replica;
+    b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
+    b->replica_manager = rm;
+    gr_replica_manager_register_apis();
+    gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_log_manager_count(rm->lm));
+    *out = rm;
+    return 0;
+}
+
+void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
+    if (!rm || rm->shut_down) return;
+    rm->shut_down = true;
+    if (rm->b && rm->b->hooks.ctx == rm) memset(&rm->b->hooks, 0, sizeof rm->b->hooks);
+    gr_fetcher_manager_free(rm->fetchers);
+    rm->fetchers = NULL;
+    pthread_mutex_lock(&rm->tlock);
+    rm->stopping = true;
+    pthread_cond_broadcast(&rm->tcond);
+    pthread_mutex_unlock(&rm->tlock);
+    if (rm->isr_thread_started) pthread_join(rm->isr_thread, NULL);
+    gr_alter_isr_free(rm->alter_isr);
+    rm->alter_isr = NULL;
+    gr_purgatory_free(rm->produce_purg);
+    rm->produce_purg = NULL;
+    gr_purgatory_free(rm->fetch_purg);
+    rm->fetch_purg = NULL;
+    int n;
+    struct gr_rm_partition **arr = snapshot(rm, &n);
+    for (int i = 0; i < n; i++) {
+        struct gr_rm_partition *p = map_remove(rm, arr[i]->topic, arr[i]->partition);
+        gr_rm_partition_unref(p);
+        gr_rm_partition_unref(arr[i]);
+    }
+    free(arr);
+    gr_log_manager_close(rm->lm);
+    rm->lm = NULL;
+}
+
+void gr_replica_manager_free(struct gr_replica_manager *rm) {
+    if (!rm) return;
+    gr_replica_manager_shutdown(rm);
+    if (rm->b && rm->b->replica_manager == rm) rm->b->replica_manager = NULL;
+    pthread_cond_destroy(&rm->tcond);
+    pthread_mutex_destroy(&rm->tlock);
+    pthread_rwlock_destroy(&rm->map_lock);
+    free(rm);
+}

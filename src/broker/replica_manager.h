@@ -1,0 +1,121 @@
+/* The replica manager (Kafka's ReplicaManager + Partition): the partitions this broker hosts as
+ * leader or follower, their logs (through the log manager), high watermarks and ISR, the
+ * produce/fetch purgatories, the replica fetchers and the AlterIsr sender.
+ *
+ * Start-up and wiring (called by the broker start-up code):
+ *   gr_replica_manager_new(b, &rm)   opens the log manager over log.dirs (meta.properties
+ *                                    checked against b->broker_id / b->cluster_id), starts the
+ *                                    purgatories, fetcher manager, AlterIsr sender and the ISR
+ *                                    expiration thread, installs b->hooks and sets
+ *                                    b->replica_manager, and registers the API handlers
+ *                                    Produce 0-8, Fetch 4-11, ListOffsets 0-5,
+ *                                    OffsetForLeaderEpoch 0-3.
+ *   gr_replica_manager_shutdown(rm)  stops fetchers and threads, expires delayed requests,
+ *                                    flushes logs and writes checkpoints. Call after the network
+ *                                    server stopped; then gr_replica_manager_free.
+ *
+ * Partitions become hosted only through LeaderAndIsr (hooks become_leader/become_follower);
+ * StopReplica (hook stop_replica) stops and optionally deletes them.
+ *
+ * Locking (outermost first): the broker's partition-registry state-change lock (held by the
+ * hook callers) -> a fetcher thread's lock -> a partition's lock -> the log's own lock. The
+ * purgatories are only ever entered with no partition lock held. */
+#ifndef GR_BROKER_REPLICA_MANAGER_H
+#define GR_BROKER_REPLICA_MANAGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/apis.h"
+#include "storage/log.h"
+
+struct gr_broker;
+struct gr_replica_manager;
+struct gr_rm_partition;
+struct gr_lm_log;
+
+/* See above. Returns 0, or GR_EMETA_BROKER_ID / GR_EMETA_CLUSTER_ID (log dir of another broker or
+ * cluster: refuse to start), or -errno / GR_E*. b->cfg must be set. Start-up thread. */
+int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out);
+void gr_replica_manager_shutdown(struct gr_replica_manager *rm);
+void gr_replica_manager_free(struct gr_replica_manager *rm);
+
+/* Registers the handlers (done by gr_replica_manager_new; exposed for tests). */
+void gr_replica_manager_register_apis(void);
+
+/* ---- for other broker modules (group coordinator, tools) ---- */
+
+/* Completion of gr_rm_append: error is a Kafka code; base_offset the first offset appended.
+ * Called exactly once, on any thread (possibly before gr_rm_append returns). */
+typedef void (*gr_rm_append_cb)(void *ctx, int16_t error, int64_t base_offset, int64_t log_start_offset);
+
+/* Appends batches (modified in place: offsets/epochs assigned; the caller keeps the buffer alive
+ * until the callback) to topic-partition as leader. acks: 0/1 complete after the local append,
+ * -1 when the ISR has it (the high watermark passed it) or after timeout_ms with
+ * REQUEST_TIMED_OUT. Any thread. */
+void gr_rm_append(struct gr_replica_manager *rm, const char *topic, int32_t partition, uint8_t *batches,
+                  size_t len, int16_t acks, int32_t timeout_ms, gr_rm_append_cb cb, void *ctx);
+
+/* Reads from a local leader replica: below the high watermark when committed_only, else up to
+ * the log end. res is as in gr_log_read (caller frees res->data). Returns a Kafka error. */
+int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t partition, int64_t offset,
+                   int32_t max_bytes, bool committed_only, struct gr_log_read_result *res);
+
+/* Offsets of a hosted partition; false if it is not hosted here. leader_epoch -1 and is_leader
+ * false on followers. Any thread. */
+struct gr_rm_partition_info {
+    bool is_leader;
+    int32_t leader;
+    int32_t leader_epoch;
+    int64_t log_start_offset;
+    int64_t high_watermark;
+    int64_t log_end_offset;
+    int nisr;
+    int32_t isr[32];
+};
+bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                          struct gr_rm_partition_info *out);
+
+/* ---- internal to the replication module (fetcher.c, alter_isr.c, handle_*.c) ---- */
+
+/* A reference to a hosted partition, or NULL. */
+struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition);
+void gr_rm_partition_unref(struct gr_rm_partition *p);
+
+/* Kafka error when topic-partition is not hosted: NOT_LEADER_OR_FOLLOWER if the metadata cache
+ * knows it, else UNKNOWN_TOPIC_OR_PARTITION. */
+int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition);
+
+/* Follower side, called by a fetcher thread for a partition it fetches at leader_epoch. */
+/* Appends fetched batches (skipping whole batches below the LEO) and moves the follower HW to
+ * min(leader_hw, LEO). Returns 0, -ESTALE (the partition's epoch/leader changed: drop the data),
+ * -ERANGE (data does not start at our LEO: truncate again), GR_ECORRUPT or -errno. */
+int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
+                          const uint8_t *records, size_t len, int64_t leader_hw);
+/* Local latest epoch and the end offset of `epoch` in the local log (Kafka's endOffsetFor). */
+int32_t gr_rm_latest_epoch(struct gr_rm_partition *p);
+int64_t gr_rm_log_end_offset(struct gr_rm_partition *p);
+int64_t gr_rm_log_start_offset(struct gr_rm_partition *p);
+void gr_rm_end_offset_for_epoch(struct gr_rm_partition *p, int32_t epoch, int64_t *end_offset, int32_t *epoch_out);
+/* Truncates the follower log to offset (never below... the caller decides); fully = start the
+ * log afresh at offset. Lowers the HW to the new LEO if needed. Returns 0, -ESTALE or -errno. */
+int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
+                            int64_t offset, bool fully);
+int64_t gr_rm_high_watermark(struct gr_rm_partition *p);
+
+/* AlterIsr answer for one partition (alter_isr.c). Returns -1 when the item should be sent
+ * again, else 0. */
+int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
+                           int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
+
+struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
+
+/* Handlers (apis.h contract). */
+void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
+void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
+void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
+void gr_handle_offsets_for_leader_epoch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                        void *body);
+
+#endif
