@@ -2,7 +2,8 @@
  * recover it. Must not crash; with recovery point 0 only valid batches may remain, with
  * contiguous, increasing offsets, and the log must accept a new append afterwards.
  * Input byte 0 selects options: bit 0 = also write the last 64 bytes as the .index file,
- * bit 1 = recovery point beyond the end (cheap load path, index sanity checks only). */
+ * bit 1 = recovery point beyond the end (cheap load path, index sanity checks only),
+ * bit 2 = fix up every batch's CRC first (so recovery gets past the CRC into the records). */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdint.h>
@@ -53,7 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/00000000000000000000.log", dir);
-    write_file(path, data, size);
+    uint8_t *copy = malloc(size ? size : 1);
+    memcpy(copy, data, size);
+    if (opts & 4) {
+        struct gr_batch_iter it;
+        struct gr_batch_info bi;
+        const uint8_t *b;
+        gr_batch_iter_init(&it, copy, size);
+        while (gr_batch_iter_next(&it, &bi, &b)) gr_batch_update_crc(copy + (b - copy), bi.size);
+    }
+    write_file(path, copy, size);
+    free(copy);
     if (opts & 1) {
         size_t n = size < 64 ? size : 64;
         snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
