@@ -25,7 +25,7 @@
 #include "controller/context.h"
 #include "zk/kzk.h"
 
-enum gr_partition_state {
+enum gr_ctrl_partition_state {
     GR_PS_NONEXISTENT = 0,
     GR_PS_NEW = 1,
     GR_PS_ONLINE = 2,
@@ -33,7 +33,7 @@ enum gr_partition_state {
     GR_PS_COUNT
 };
 
-enum gr_replica_state {
+enum gr_ctrl_replica_state {
     GR_RS_NONEXISTENT = 0,
     GR_RS_NEW = 1,
     GR_RS_ONLINE = 2,
