@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -675,19 +676,32 @@ int gr_zk_real_close_session(const char *connect, const struct gr_zsession *s, i
     char *hosts = gr_strdup(connect);
     char *slash = strchr(hosts, '/');
     if (slash) *slash = 0;
-    struct oneoff o;
-    zhandle_t *zh = NULL;
-    int st = oneoff_connect(hosts, &cid, timeout_ms, &o, &zh);
+    /* Attach and close; then attach again to confirm it is gone. If the session's owner is
+     * still alive it may reconnect between our attach and our close (the close then fails
+     * with SESSIONMOVED on the server), so repeat a few times. */
+    int rc = GR_ZOPERATIONTIMEOUT;
+    bool closed_once = false;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        struct oneoff o;
+        zhandle_t *zh = NULL;
+        int st = oneoff_connect(hosts, &cid, timeout_ms, &o, &zh);
+        oneoff_done(&o, zh); /* zookeeper_close sends closeSession when connected */
+        if (st == 1) {
+            closed_once = true;
+            continue;
+        }
+        if (st == 2) rc = closed_once ? GR_ZOK : GR_ZSESSIONEXPIRED;
+        else if (st == 3) rc = GR_ZAUTHFAILED;
+        else if (st < 0) rc = GR_ZSYSTEMERROR;
+        else rc = GR_ZOPERATIONTIMEOUT;
+        break;
+    }
     free(hosts);
-    int rc;
-    if (st == 1) rc = GR_ZOK;          /* zookeeper_close below sends closeSession */
-    else if (st == 2) rc = GR_ZSESSIONEXPIRED;
-    else if (st == 3) rc = GR_ZAUTHFAILED;
-    else if (st < 0) rc = GR_ZSYSTEMERROR;
-    else rc = GR_ZOPERATIONTIMEOUT;
-    oneoff_done(&o, zh);
     if (rc == GR_ZOK)
-        gr_info(LOGGER, "closed previous ZooKeeper session 0x%llx", (unsigned long long)s->id);
+        gr_info(LOGGER, "closed ZooKeeper session 0x%llx", (unsigned long long)s->id);
+    else
+        gr_warn(LOGGER, "closing ZooKeeper session 0x%llx: %s", (unsigned long long)s->id,
+                gr_zrc_name(rc));
     return rc;
 }
 
@@ -725,7 +739,21 @@ static int ensure_chroot(const char *hosts, const char *chroot, int timeout_ms) 
     return rc;
 }
 
+/* libzookeeper's own log lines go through our logger (so gr_log_open redirects them too). */
+static ssize_t client_log_write(void *cookie, const char *buf, size_t size) {
+    size_t n = size;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+    if (n > 0) gr_warn("zookeeper-client", "%.*s", (int)n, buf);
+    return (ssize_t)size;
+}
+
 static void client_log_level_init(void) {
+    static cookie_io_functions_t fns = {.write = client_log_write};
+    FILE *f = fopencookie(NULL, "w", fns);
+    if (f) {
+        setvbuf(f, NULL, _IOLBF, 0);
+        zoo_set_log_stream(f);
+    }
     const char *lv = getenv("GREGOR_ZK_LOG_LEVEL");
     ZooLogLevel l = ZOO_LOG_LEVEL_ERROR;
     if (lv && strcmp(lv, "debug") == 0) l = ZOO_LOG_LEVEL_DEBUG;
@@ -774,7 +802,12 @@ int gr_zk_real_open(const struct gr_zk_real_config *cfg, struct gr_zk_backend **
     r->base.session_timeout_ms = session_ms;
     r->connect = gr_strdup(cfg->connect);
     r->conn_timeout_ms = conn_ms;
-    pthread_rwlock_init(&r->hlock, NULL);
+    /* Writer-preferring: the reconnect thread must not starve behind a stream of calls. */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->hlock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
 
