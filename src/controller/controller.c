@@ -598,7 +598,7 @@ static int on_controller_failover(struct gr_controller *c) {
      * replicaStateMachine.startup(); partitionStateMachine.startup() */
 
     CINFO(c, "Ready to serve as the new controller with epoch %d", c->ctx.epoch);
-    CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states) loaded in %lld ms",
+    CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states), load time %lld ms",
           c->ctx.epoch, c->ctx.n_brokers, gr_ctrl_ctx_topic_count(&c->ctx), (long long)gr_ctrl_ctx_partition_count(&c->ctx),
           (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
 

@@ -1,0 +1,740 @@
+/* The controller driven deterministically: two (or three) controllers over a small in-memory
+ * ZooKeeper model implementing the gr_zk_backend vtable, a virtual clock, no threads
+ * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
+ * re-registration, the context load, topic/broker change events and epoch fencing.
+ *
+ * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
+ * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "controller/clock.h"
+#include "controller/controller.h"
+#include "zk/backend.h"
+#include "zk/kzk.h"
+
+static int failures;
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* ================= in-memory ZooKeeper ================= */
+
+struct fnode {
+    char *path;
+    char *data;
+    int len;
+    struct gr_zstat st;
+    int seq;
+};
+
+enum { W_DATA = 1, W_CHILD = 2 };
+struct fwatch {
+    struct fsess *s;
+    char *path;
+    int kind;
+};
+
+struct fevent {
+    int type;
+    char *path;
+};
+
+struct fzk {
+    struct fnode *nodes;
+    int n;
+    int64_t zxid;
+    int64_t next_session;
+    struct fwatch *w;
+    int nw;
+};
+
+struct fsess {
+    struct gr_zk_backend base;
+    struct fzk *z;
+    int64_t id;
+    bool expired;
+    struct fevent *ev;
+    int nev;
+};
+
+static struct fnode *find(struct fzk *z, const char *path) {
+    for (int i = 0; i < z->n; i++)
+        if (strcmp(z->nodes[i].path, path) == 0) return &z->nodes[i];
+    return NULL;
+}
+
+static char *parent_of(const char *path) {
+    const char *sl = strrchr(path, '/');
+    if (sl == path) return gr_strdup("/");
+    return gr_strndup(path, (size_t)(sl - path));
+}
+
+static bool is_child(const char *parent, const char *path) {
+    size_t pl = strlen(parent);
+    if (strcmp(parent, "/") == 0) pl = 0;
+    if (strncmp(path, parent, pl) != 0 || path[pl] != '/' || !path[pl + 1]) return false;
+    return strchr(path + pl + 1, '/') == NULL && strcmp(path, "/") != 0;
+}
+
+static void queue_event(struct fsess *s, int type, const char *path) {
+    s->ev = gr_realloc(s->ev, sizeof *s->ev * (size_t)(s->nev + 1));
+    s->ev[s->nev].type = type;
+    s->ev[s->nev].path = gr_strdup(path);
+    s->nev++;
+}
+
+/* Fires (and removes) watches of `kind` on path. */
+static void fire(struct fzk *z, const char *path, int kind, int type) {
+    for (int i = 0; i < z->nw;) {
+        if (z->w[i].kind == kind && strcmp(z->w[i].path, path) == 0) {
+            if (!z->w[i].s->expired) queue_event(z->w[i].s, type, path);
+            free(z->w[i].path);
+            z->w[i] = z->w[--z->nw];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void add_watch(struct fsess *s, const char *path, int kind) {
+    struct fzk *z = s->z;
+    for (int i = 0; i < z->nw; i++)
+        if (z->w[i].s == s && z->w[i].kind == kind && strcmp(z->w[i].path, path) == 0) return;
+    z->w = gr_realloc(z->w, sizeof *z->w * (size_t)(z->nw + 1));
+    z->w[z->nw].s = s;
+    z->w[z->nw].path = gr_strdup(path);
+    z->w[z->nw].kind = kind;
+    z->nw++;
+}
+
+static int n_children(struct fzk *z, const char *path) {
+    int c = 0;
+    for (int i = 0; i < z->n; i++)
+        if (is_child(path, z->nodes[i].path)) c++;
+    return c;
+}
+
+/* Raw mutations (no session checks). fire_events=false inside a multi's dry run. */
+static int do_create(struct fzk *z, struct fsess *s, const char *path, const void *data, int len, int flags,
+                     char **created, bool fire_events) {
+    char *par = parent_of(path);
+    struct fnode *p = find(z, par);
+    if (!p) {
+        free(par);
+        return GR_ZNONODE;
+    }
+    if (p->st.ephemeralOwner) {
+        free(par);
+        return GR_ZNOCHILDRENFOREPHEMERALS;
+    }
+    char *full = (flags & GR_ZSEQUENCE) ? gr_asprintf("%s%010d", path, p->seq++) : gr_strdup(path);
+    if (find(z, full)) {
+        free(par);
+        free(full);
+        return GR_ZNODEEXISTS;
+    }
+    p->st.cversion++;
+    z->nodes = gr_realloc(z->nodes, sizeof *z->nodes * (size_t)(z->n + 1));
+    struct fnode *nd = &z->nodes[z->n++];
+    memset(nd, 0, sizeof *nd);
+    nd->path = full;
+    nd->len = data ? len : 0;
+    nd->data = gr_malloc((size_t)nd->len + 1);
+    if (nd->len) memcpy(nd->data, data, (size_t)nd->len);
+    nd->data[nd->len] = 0;
+    nd->st.czxid = nd->st.mzxid = ++z->zxid;
+    nd->st.ephemeralOwner = (flags & GR_ZEPHEMERAL) ? s->id : 0;
+    if (created) *created = gr_strdup(full);
+    if (fire_events) {
+        fire(z, full, W_DATA, GR_ZWATCH_CREATED);
+        fire(z, par, W_CHILD, GR_ZWATCH_CHILD);
+    }
+    free(par);
+    return GR_ZOK;
+}
+
+static int do_delete(struct fzk *z, const char *path, int version, bool fire_events) {
+    struct fnode *nd = find(z, path);
+    if (!nd) return GR_ZNONODE;
+    if (version != -1 && version != nd->st.version) return GR_ZBADVERSION;
+    if (n_children(z, path)) return GR_ZNOTEMPTY;
+    char *par = parent_of(path);
+    struct fnode *p = find(z, par);
+    if (p) p->st.cversion++;
+    char *copy = gr_strdup(path);
+    free(nd->path);
+    free(nd->data);
+    *nd = z->nodes[--z->n];
+    if (fire_events) {
+        fire(z, copy, W_DATA, GR_ZWATCH_DELETED);
+        fire(z, copy, W_CHILD, GR_ZWATCH_DELETED);
+        fire(z, par, W_CHILD, GR_ZWATCH_CHILD);
+    }
+    free(copy);
+    free(par);
+    return GR_ZOK;
+}
+
+static int do_set(struct fzk *z, const char *path, const void *data, int len, int version, struct gr_zstat *st,
+                  bool fire_events) {
+    struct fnode *nd = find(z, path);
+    if (!nd) return GR_ZNONODE;
+    if (version != -1 && version != nd->st.version) return GR_ZBADVERSION;
+    free(nd->data);
+    nd->len = data ? len : 0;
+    nd->data = gr_malloc((size_t)nd->len + 1);
+    if (nd->len) memcpy(nd->data, data, (size_t)nd->len);
+    nd->data[nd->len] = 0;
+    nd->st.version++;
+    nd->st.mzxid = ++z->zxid;
+    if (st) *st = nd->st;
+    if (fire_events) fire(z, path, W_DATA, GR_ZWATCH_CHANGED);
+    return GR_ZOK;
+}
+
+static struct fsess *S(struct gr_zk_backend *b) { return (struct fsess *)b; }
+#define LIVE(s)                                                                                    \
+    do {                                                                                           \
+        if ((s)->expired) return GR_ZSESSIONEXPIRED;                                               \
+    } while (0)
+
+static int f_create(struct gr_zk_backend *b, const char *path, const void *data, int len, int flags, char **created) {
+    LIVE(S(b));
+    return do_create(S(b)->z, S(b), path, data, len, flags, created, true);
+}
+static int f_delete(struct gr_zk_backend *b, const char *path, int version) {
+    LIVE(S(b));
+    return do_delete(S(b)->z, path, version, true);
+}
+static int f_get(struct gr_zk_backend *b, const char *path, bool watch, char **data, int *len, struct gr_zstat *st) {
+    LIVE(S(b));
+    struct fnode *nd = find(S(b)->z, path);
+    if (!nd) return GR_ZNONODE;
+    if (watch) add_watch(S(b), path, W_DATA);
+    if (data) {
+        *data = gr_malloc((size_t)nd->len + 1);
+        memcpy(*data, nd->data, (size_t)nd->len + 1);
+    }
+    if (len) *len = nd->len;
+    if (st) *st = nd->st;
+    return GR_ZOK;
+}
+static int f_set(struct gr_zk_backend *b, const char *path, const void *data, int len, int version, struct gr_zstat *st) {
+    LIVE(S(b));
+    return do_set(S(b)->z, path, data, len, version, st, true);
+}
+static int f_exists(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstat *st) {
+    LIVE(S(b));
+    if (watch) add_watch(S(b), path, W_DATA);
+    struct fnode *nd = find(S(b)->z, path);
+    if (!nd) return GR_ZNONODE;
+    if (st) *st = nd->st;
+    return GR_ZOK;
+}
+static int f_children(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstrings *out) {
+    LIVE(S(b));
+    struct fzk *z = S(b)->z;
+    if (!find(z, path)) return GR_ZNONODE;
+    if (watch) add_watch(S(b), path, W_CHILD);
+    out->count = 0;
+    out->names = gr_calloc((size_t)z->n + 1, sizeof(char *));
+    for (int i = 0; i < z->n; i++)
+        if (is_child(path, z->nodes[i].path)) out->names[out->count++] = gr_strdup(strrchr(z->nodes[i].path, '/') + 1);
+    return GR_ZOK;
+}
+
+static struct fnode *clone_nodes(struct fzk *z) {
+    struct fnode *c = gr_malloc(sizeof *c * (size_t)(z->n + 1));
+    for (int i = 0; i < z->n; i++) {
+        c[i] = z->nodes[i];
+        c[i].path = gr_strdup(z->nodes[i].path);
+        c[i].data = gr_malloc((size_t)z->nodes[i].len + 1);
+        memcpy(c[i].data, z->nodes[i].data, (size_t)z->nodes[i].len + 1);
+    }
+    return c;
+}
+
+static void free_nodes(struct fnode *v, int n) {
+    for (int i = 0; i < n; i++) {
+        free(v[i].path);
+        free(v[i].data);
+    }
+    free(v);
+}
+
+static int f_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, struct gr_zop_result *res) {
+    LIVE(S(b));
+    struct fzk *z = S(b)->z;
+    memset(res, 0, sizeof *res * (size_t)n);
+    /* dry run on a copy */
+    struct fnode *saved = clone_nodes(z);
+    int saved_n = z->n;
+    int64_t saved_zxid = z->zxid;
+    int fail = -1, frc = GR_ZOK;
+    for (int i = 0; i < n && fail < 0; i++) {
+        int rc;
+        switch (ops[i].type) {
+        case GR_ZOP_CREATE: rc = do_create(z, S(b), ops[i].path, ops[i].data, ops[i].len, ops[i].flags, NULL, false); break;
+        case GR_ZOP_DELETE: rc = do_delete(z, ops[i].path, ops[i].version, false); break;
+        case GR_ZOP_SET: rc = do_set(z, ops[i].path, ops[i].data, ops[i].len, ops[i].version, NULL, false); break;
+        case GR_ZOP_CHECK: {
+            struct fnode *nd = find(z, ops[i].path);
+            rc = !nd ? GR_ZNONODE : (ops[i].version != -1 && nd->st.version != ops[i].version) ? GR_ZBADVERSION : GR_ZOK;
+            break;
+        }
+        default: rc = GR_ZBADARGUMENTS;
+        }
+        if (rc != GR_ZOK) {
+            fail = i;
+            frc = rc;
+        }
+    }
+    free_nodes(z->nodes, z->n);
+    z->nodes = saved;
+    z->n = saved_n;
+    z->zxid = saved_zxid;
+    if (fail >= 0) {
+        for (int i = 0; i < n; i++) res[i].rc = i < fail ? GR_ZOK : i == fail ? frc : GR_ZRUNTIMEINCONSISTENCY;
+        return frc;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = GR_ZOK;
+        switch (ops[i].type) {
+        case GR_ZOP_CREATE:
+            rc = do_create(z, S(b), ops[i].path, ops[i].data, ops[i].len, ops[i].flags, &res[i].created_path, true);
+            if (rc == GR_ZOK) res[i].stat = find(z, res[i].created_path)->st;
+            break;
+        case GR_ZOP_DELETE: rc = do_delete(z, ops[i].path, ops[i].version, true); break;
+        case GR_ZOP_SET: rc = do_set(z, ops[i].path, ops[i].data, ops[i].len, ops[i].version, &res[i].stat, true); break;
+        default: break;
+        }
+        res[i].rc = rc;
+    }
+    return GR_ZOK;
+}
+
+static int f_get_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch, struct gr_zget_result *res) {
+    memset(res, 0, sizeof *res * (size_t)n);
+    for (int i = 0; i < n; i++) res[i].rc = f_get(b, paths[i], watch, &res[i].data, &res[i].len, &res[i].stat);
+    return GR_ZOK;
+}
+static int f_children_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch,
+                           struct gr_zchildren_result *res) {
+    memset(res, 0, sizeof *res * (size_t)n);
+    for (int i = 0; i < n; i++) res[i].rc = f_children(b, paths[i], watch, &res[i].children);
+    return GR_ZOK;
+}
+static int f_session(struct gr_zk_backend *b, struct gr_zsession *out) {
+    LIVE(S(b));
+    memset(out, 0, sizeof *out);
+    out->id = S(b)->id;
+    out->passwd_len = 16;
+    return GR_ZOK;
+}
+static void expire_ephemerals(struct fzk *z, int64_t id) {
+    for (int i = 0; i < z->n;) {
+        if (z->nodes[i].st.ephemeralOwner == id) {
+            char *p = gr_strdup(z->nodes[i].path);
+            do_delete(z, p, -1, true);
+            free(p);
+            i = 0;
+        } else {
+            i++;
+        }
+    }
+}
+static int f_close_session(struct gr_zk_backend *b, const struct gr_zsession *s) {
+    expire_ephemerals(S(b)->z, s->id);
+    return GR_ZOK;
+}
+static int f_wait_connected(struct gr_zk_backend *b, int t) {
+    (void)t;
+    return S(b)->expired ? GR_ZSESSIONEXPIRED : GR_ZOK;
+}
+static void f_destroy(struct gr_zk_backend *b) {
+    struct fsess *s = S(b);
+    expire_ephemerals(s->z, s->id);
+    for (int i = 0; i < s->z->nw;) {
+        if (s->z->w[i].s == s) {
+            free(s->z->w[i].path);
+            s->z->w[i] = s->z->w[--s->z->nw];
+        } else {
+            i++;
+        }
+    }
+    for (int i = 0; i < s->nev; i++) free(s->ev[i].path);
+    free(s->ev);
+    free(s);
+}
+
+static const struct gr_zk_backend_ops fops = {
+    f_create, f_delete, f_get, f_set, f_exists, f_children, f_multi, f_get_many, f_children_many,
+    f_session, f_close_session, f_wait_connected, f_destroy,
+};
+
+static struct fsess *fsess_new(struct fzk *z, struct gr_zk_watches *w) {
+    struct fsess *s = gr_calloc(1, sizeof *s);
+    s->base.ops = &fops;
+    s->base.on_watch = gr_zk_watches_on_watch;
+    s->base.on_session = gr_zk_watches_on_session;
+    s->base.cb_ctx = w;
+    s->base.session_timeout_ms = 3000;
+    s->z = z;
+    s->id = ++z->next_session;
+    return s;
+}
+
+/* Kills a session: ephemerals and watches go; the owner sees EXPIRED then (after the test calls
+ * renew) NEW_SESSION. */
+static void fsess_expire(struct fsess *s) {
+    s->expired = true;
+    expire_ephemerals(s->z, s->id);
+    for (int i = 0; i < s->z->nw;) {
+        if (s->z->w[i].s == s) {
+            free(s->z->w[i].path);
+            s->z->w[i] = s->z->w[--s->z->nw];
+        } else {
+            i++;
+        }
+    }
+    for (int i = 0; i < s->nev; i++) free(s->ev[i].path);
+    s->nev = 0;
+    s->base.on_session(s->base.cb_ctx, GR_ZSESSION_EXPIRED);
+}
+
+static void fsess_renew(struct fsess *s) {
+    s->expired = false;
+    s->id = ++s->z->next_session;
+    s->base.on_session(s->base.cb_ctx, GR_ZSESSION_NEW_SESSION);
+}
+
+/* Delivers queued watch events. Returns how many. */
+static int pump(struct fsess *s) {
+    int n = s->nev;
+    struct fevent *ev = s->ev;
+    s->ev = NULL;
+    s->nev = 0;
+    for (int i = 0; i < n; i++) {
+        s->base.on_watch(s->base.cb_ctx, ev[i].type, ev[i].path);
+        free(ev[i].path);
+    }
+    free(ev);
+    return n;
+}
+
+/* ================= virtual clock ================= */
+
+struct vclock {
+    struct gr_clock base;
+    int64_t now;
+    struct {
+        uint64_t id;
+        int64_t due;
+        struct gr_ctrl_events *em;
+        struct gr_ctrl_event *ev;
+    } t[64];
+    int n;
+    uint64_t next;
+};
+static int64_t v_now(struct gr_clock *c) { return ((struct vclock *)c)->now; }
+static uint64_t v_schedule(struct gr_clock *c, int64_t d, struct gr_ctrl_events *em, struct gr_ctrl_event *ev) {
+    struct vclock *v = (struct vclock *)c;
+    if (v->n == 64) {
+        gr_ctrl_event_free(ev);
+        return 0;
+    }
+    v->t[v->n].id = ++v->next;
+    v->t[v->n].due = v->now + d;
+    v->t[v->n].em = em;
+    v->t[v->n].ev = ev;
+    return v->t[v->n++].id;
+}
+static void v_cancel(struct gr_clock *c, uint64_t id) {
+    struct vclock *v = (struct vclock *)c;
+    for (int i = 0; i < v->n; i++)
+        if (v->t[i].id == id) {
+            gr_ctrl_event_free(v->t[i].ev);
+            v->t[i] = v->t[--v->n];
+            return;
+        }
+}
+static void v_free(struct gr_clock *c) {
+    struct vclock *v = (struct vclock *)c;
+    for (int i = 0; i < v->n; i++) gr_ctrl_event_free(v->t[i].ev);
+    v->n = 0;
+}
+static const struct gr_clock_ops vops = {v_now, v_schedule, v_cancel, v_free};
+
+/* ================= brokers ================= */
+
+struct node {
+    int32_t id;
+    struct gr_zk_watches *w;
+    struct fsess *s;
+    struct gr_kzk *k;
+    struct gr_metrics *m;
+    struct gr_controller *c;
+    struct gr_kzk_broker info;
+};
+
+static struct fzk Z;
+static struct vclock VC = {.base = {&vops}};
+
+static void node_start(struct node *n, int32_t id) {
+    memset(n, 0, sizeof *n);
+    n->id = id;
+    n->w = gr_zk_watches_new();
+    n->s = fsess_new(&Z, n->w);
+    n->k = gr_kzk_new(&n->s->base);
+    n->m = gr_metrics_new();
+    CHECK(gr_kzk_ensure_paths(n->k) == 0);
+    n->info.id = id;
+    n->info.jmx_port = -1;
+    n->info.n_endpoints = 1;
+    n->info.endpoints = gr_calloc(1, sizeof *n->info.endpoints);
+    n->info.endpoints[0].listener = gr_strdup("PLAINTEXT");
+    n->info.endpoints[0].security_protocol = gr_strdup("PLAINTEXT");
+    n->info.endpoints[0].host = gr_strdup("127.0.0.1");
+    n->info.endpoints[0].port = 9090 + id;
+    int64_t epoch = -1;
+    CHECK(gr_kzk_register_broker(n->k, &n->info, NULL, &epoch) == 0);
+    struct gr_controller_config cc = {
+        .broker_id = id,
+        .broker_info = &n->info,
+        .broker_epoch = epoch,
+        .kzk = n->k,
+        .watches = n->w,
+        .clock = &VC.base,
+        .metrics = n->m,
+        .auto_leader_rebalance_enable = true,
+        .leader_imbalance_check_interval_ms = 300000,
+        .delete_topic_enable = true,
+        .no_thread = true,
+    };
+    n->c = gr_controller_new(&cc);
+    CHECK(gr_controller_startup(n->c) == 0);
+}
+
+static void node_stop(struct node *n) {
+    gr_controller_shutdown(n->c);
+    gr_kzk_free(n->k);
+    gr_zkb_destroy(&n->s->base);
+    gr_controller_free(n->c);
+    gr_zk_watches_free(n->w);
+    gr_metrics_free(n->m);
+    gr_kzk_broker_release(&n->info);
+}
+
+/* Delivers watches and processes events on every node until nothing moves. */
+static void settle(struct node *nodes, int n) {
+    for (int round = 0; round < 1000; round++) {
+        int moved = 0;
+        for (int i = 0; i < n; i++) {
+            if (!nodes[i].c) continue;
+            moved += pump(nodes[i].s);
+            while (gr_ctrl_events_process_one(gr_controller_events(nodes[i].c))) moved++;
+        }
+        if (!moved) return;
+    }
+    CHECK(!"settle did not converge");
+}
+
+static int active_count(struct node *nodes, int n, int32_t *who) {
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        if (nodes[i].c && gr_controller_is_active(nodes[i].c)) {
+            c++;
+            if (who) *who = nodes[i].id;
+        }
+    return c;
+}
+
+static int32_t zk_controller(struct node *any) {
+    int32_t id = -2;
+    CHECK(gr_kzk_get_controller_id(any->k, false, &id) == 0);
+    return id;
+}
+
+static int32_t zk_epoch(struct node *any) {
+    int32_t e = -1, v = -1;
+    CHECK(gr_kzk_get_controller_epoch(any->k, false, &e, &v) == 0);
+    return e;
+}
+
+static int64_t gauge(struct node *n, const char *name) {
+    char full[256];
+    int64_t v = -1;
+    gr_metrics_read_gauge(n->m, gr_metrics_name(full, sizeof full, "kafka.controller", "KafkaController", name), &v);
+    return v;
+}
+
+static void create_topic(struct node *via, const char *topic, int parts, bool with_states) {
+    struct gr_kzk_topic_assignment a = {0};
+    a.n_partitions = parts;
+    a.partitions = gr_calloc((size_t)parts, sizeof *a.partitions);
+    for (int p = 0; p < parts; p++) {
+        a.partitions[p].partition = p;
+        a.partitions[p].n_replicas = 2;
+        a.partitions[p].replicas = gr_malloc(2 * sizeof(int32_t));
+        a.partitions[p].replicas[0] = 1 + p % 2;
+        a.partitions[p].replicas[1] = 1 + (p + 1) % 2;
+    }
+    CHECK(gr_kzk_create_topic(via->k, topic, &a, NULL) == 0);
+    if (with_states) {
+        for (int p = 0; p < parts; p++) {
+            char path[256];
+            int32_t isr[2] = {a.partitions[p].replicas[0], a.partitions[p].replicas[1]};
+            struct gr_kzk_leader_and_isr lai = {.leader = isr[0], .leader_epoch = 0, .controller_epoch = 1, .n_isr = 2, .isr = isr};
+            size_t len;
+            char *js = gr_kzk_partition_state_encode(&lai, &len);
+            snprintf(path, sizeof path, "/brokers/topics/%s/partitions", topic);
+            gr_zkb_create(&via->s->base, path, NULL, 0, 0, NULL);
+            snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d", topic, p);
+            gr_zkb_create(&via->s->base, path, NULL, 0, 0, NULL);
+            snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic, p);
+            CHECK(gr_zkb_create(&via->s->base, path, js, (int)len, 0, NULL) == GR_ZOK);
+            free(js);
+        }
+    }
+    gr_kzk_topic_assignment_release(&a);
+}
+
+int main(void) {
+    gr_log_set_level(getenv("TEST_VERBOSE") ? GR_LOG_DEBUG : GR_LOG_ERROR);
+    Z.nodes = gr_calloc(1, sizeof *Z.nodes);
+    Z.nodes[0].path = gr_strdup("/");
+    Z.nodes[0].data = gr_strdup("");
+    Z.n = 1;
+
+    struct node nodes[3];
+    memset(nodes, 0, sizeof nodes);
+    /* a topic exists before any controller */
+    node_start(&nodes[0], 1);
+    create_topic(&nodes[0], "t1", 4, true);
+    node_start(&nodes[1], 2);
+
+    /* 1. election: exactly one controller, epoch 1, context loaded */
+    settle(nodes, 2);
+    int32_t who = -1;
+    CHECK(active_count(nodes, 2, &who) == 1);
+    CHECK(zk_controller(&nodes[0]) == who);
+    CHECK(zk_epoch(&nodes[0]) == 1);
+    struct node *act = &nodes[who - 1], *other = &nodes[2 - who];
+    CHECK(gr_controller_epoch(act->c) == 1);
+    CHECK(gr_controller_active_id(other->c) == who);
+    struct gr_ctrl_context *ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 2);
+    CHECK(gr_ctrl_ctx_topic_count(ctx) == 1 && gr_ctrl_ctx_partition_count(ctx) == 4);
+    struct gr_ctrl_partition *p0 = gr_ctrl_ctx_partition(ctx, "t1", 0);
+    CHECK(p0 && p0->has_state && p0->lai.leader == 1 && p0->lai.n_isr == 2);
+    CHECK(gauge(act, "ActiveControllerCount") == 1 && gauge(other, "ActiveControllerCount") == 0);
+    CHECK(gauge(act, "GlobalTopicCount") == 1 && gauge(act, "GlobalPartitionCount") == 4);
+    CHECK(gauge(other, "GlobalTopicCount") == 0);
+    CHECK(gauge(act, "OfflinePartitionsCount") == 0);
+    CHECK(VC.n == 1); /* the auto-rebalance timer */
+
+    /* 2. a new topic and a third broker reach the context through watches */
+    create_topic(&nodes[0], "t2", 2, false);
+    node_start(&nodes[2], 3);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, NULL) == 1);
+    CHECK(gr_ctrl_ctx_topic_count(ctx) == 2 && gr_ctrl_ctx_partition_count(ctx) == 6);
+    CHECK(ctx->n_brokers == 3 && gr_ctrl_ctx_is_live(ctx, 3));
+    CHECK(gauge(act, "GlobalTopicCount") == 2);
+
+    /* 3. deleting /controller: re-election, epoch 2, still exactly one */
+    CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(&nodes[0]) == 2);
+    CHECK(zk_controller(&nodes[0]) == who);
+    act = &nodes[who - 1];
+    ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 3 && gr_ctrl_ctx_topic_count(ctx) == 2);
+
+    /* 4. the controller's session expires: it resigns; on the new session it re-registers with
+     * a new broker epoch; someone (possibly itself) is elected with epoch 3 */
+    int64_t old_epoch = gr_controller_broker_epoch(act->c);
+    fsess_expire(act->s);
+    settle(nodes, 3); /* Expire processed, others re-elect */
+    CHECK(!gr_controller_is_active(act->c));
+    CHECK(gauge(act, "ActiveControllerCount") == 0 && gauge(act, "GlobalTopicCount") == 0);
+    fsess_renew(act->s);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(&nodes[0]) == 3);
+    CHECK(gr_controller_broker_epoch(act->c) > old_epoch);
+    struct gr_zstat st;
+    char bpath[64];
+    snprintf(bpath, sizeof bpath, "/brokers/ids/%d", act->id);
+    CHECK(gr_zkb_exists(&nodes[0].s->base, bpath, false, &st) == GR_ZOK && st.czxid == gr_controller_broker_epoch(act->c));
+    act = &nodes[who - 1];
+    ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 3);
+
+    /* 5. fencing: bump /controller_epoch behind the controller's back; its guarded delete of an
+     * ISR notification is refused, and it stays (the /controller znode is still its own) */
+    char *d = NULL;
+    int dl = 0;
+    CHECK(gr_zkb_get(&nodes[0].s->base, "/controller_epoch", false, &d, &dl, &st) == GR_ZOK);
+    free(d);
+    CHECK(gr_zkb_set(&nodes[0].s->base, "/controller_epoch", "9", 1, st.version, NULL) == GR_ZOK);
+    struct gr_kzk_tp tp = {.topic = (char *)"t1", .partition = 0};
+    CHECK(gr_kzk_create_isr_change_notification(nodes[0].k, &tp, 1) == 0);
+    settle(nodes, 3);
+    struct gr_zstrings kids = {0};
+    CHECK(gr_zkb_get_children(&nodes[0].s->base, "/isr_change_notification", false, &kids) == GR_ZOK);
+    CHECK(kids.count == 1); /* not deleted by the fenced controller */
+    gr_zstrings_free(&kids);
+    CHECK(zk_epoch(&nodes[0]) == 9);
+    /* a real election moves past the bump and the new controller cleans up */
+    CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(&nodes[0]) == 10);
+    memset(&kids, 0, sizeof kids);
+    CHECK(gr_zkb_get_children(&nodes[0].s->base, "/isr_change_notification", false, &kids) == GR_ZOK);
+    CHECK(kids.count == 0);
+    gr_zstrings_free(&kids);
+
+    /* 6. a broker goes away (session closed): the controller drops it */
+    act = &nodes[who - 1];
+    struct node *victim = &nodes[who == 3 ? 0 : 2];
+    int32_t victim_id = victim->id;
+    node_stop(victim);
+    victim->c = NULL;
+    settle(nodes, 3);
+    ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 2 && !gr_ctrl_ctx_is_live(ctx, victim_id));
+
+    /* 7. clean shutdown of the controller deletes /controller; a survivor takes over */
+    node_stop(act);
+    act->c = NULL;
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(&nodes[who - 1]) == 11);
+
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].c) node_stop(&nodes[i]);
+    v_free(&VC.base);
+    free_nodes(Z.nodes, Z.n);
+    for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
+    free(Z.w);
+    if (failures) {
+        fprintf(stderr, "test_controller: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_controller: ok\n");
+    return 0;
+}
