@@ -68,9 +68,9 @@ int gr_rs_set_assignment(struct gr_replica_state *st, int32_t leader, int32_t le
             if (old[j].id == id) *r = old[j];
     }
     st->nreplicas = nreplicas;
-    memcpy(st->replicas, replicas, (size_t)nreplicas * sizeof *replicas);
+    if (nreplicas > 0) memcpy(st->replicas, replicas, (size_t)nreplicas * sizeof *replicas);
     st->nisr = nisr;
-    memcpy(st->isr, isr, (size_t)nisr * sizeof *isr);
+    if (nisr > 0) memcpy(st->isr, isr, (size_t)nisr * sizeof *isr);
     st->isr_state = GR_ISR_COMMITTED;
     st->nproposed = 0;
     st->leader_id = leader;
@@ -181,7 +181,7 @@ int gr_rs_apply_alter_isr(struct gr_replica_state *st, int16_t error, int32_t le
     if (leader_epoch != st->leader_epoch || zk_version < st->zk_version) return 0;
     if (nisr < 0 || nisr > GR_RS_MAX_REPLICAS) return 0;
     st->nisr = nisr;
-    memcpy(st->isr, isr, (size_t)nisr * sizeof *isr);
+    if (nisr > 0) memcpy(st->isr, isr, (size_t)nisr * sizeof *isr);
     st->zk_version = zk_version;
     st->isr_state = GR_ISR_COMMITTED;
     st->nproposed = 0;

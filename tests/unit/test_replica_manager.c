@@ -1,0 +1,419 @@
+/* Two brokers in one process, each with a replica manager and a real network server, talking the
+ * Kafka protocol to each other over loopback: produce (acks 1 and all), consume, follower
+ * replication and the high watermark, min.insync.replicas, ISR shrink/expand through AlterIsr
+ * (answered by a fake controller handler registered here), and the KIP-101 truncation scenario. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "broker/partitions.h"
+#include "broker/replica_manager.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "net/server.h"
+#include "protocol/codec.h"
+#include "storage/batch.h"
+
+static int g_fail;
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            g_fail++;                                                             \
+        }                                                                         \
+    } while (0)
+
+#define TOPIC "t1"
+#define NB 2
+
+struct node {
+    struct gr_config cfg;
+    struct gr_broker *b;
+    struct gr_replica_manager *rm;
+    struct gr_net_server *srv;
+    int port;
+    char dir[256];
+};
+static struct node g_nodes[NB];
+static atomic_int g_alter_isr_calls;
+static atomic_int g_zkv = 10;
+
+/* Fake controller: accept every AlterIsr as proposed, bump the zkVersion. */
+static void fake_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
+    struct AlterIsrRequest *r = body;
+    atomic_fetch_add(&g_alter_isr_calls, 1);
+    struct AlterIsrResponse *resp = gr_api_new_response(req);
+    resp->TopicsCount = r->TopicsCount;
+    resp->Topics = gr_api_alloc(req, (size_t)(r->TopicsCount + 1) * sizeof *resp->Topics);
+    for (int t = 0; t < r->TopicsCount; t++) {
+        resp->Topics[t].Name = r->Topics[t].Name;
+        resp->Topics[t].PartitionsCount = r->Topics[t].PartitionsCount;
+        resp->Topics[t].Partitions =
+            gr_api_alloc(req, (size_t)(r->Topics[t].PartitionsCount + 1) * sizeof *resp->Topics[t].Partitions);
+        for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
+            struct AlterIsrRequest_PartitionData *pd = &r->Topics[t].Partitions[i];
+            struct AlterIsrResponse_PartitionData *out = &resp->Topics[t].Partitions[i];
+            out->PartitionIndex = pd->PartitionIndex;
+            out->ErrorCode = 0;
+            out->LeaderId = r->BrokerId;
+            out->LeaderEpoch = pd->LeaderEpoch;
+            out->IsrCount = pd->NewIsrCount;
+            out->Isr = pd->NewIsr;
+            out->CurrentIsrVersion = atomic_fetch_add(&g_zkv, 1) + 1;
+        }
+    }
+    gr_api_respond(req, resp);
+}
+
+static void update_metadata_all(void) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct UpdateMetadataRequest *um = gr_proto_new(&a, &gr_desc_UpdateMetadataRequest);
+    um->ControllerId = 1;
+    um->ControllerEpoch = 1;
+    um->LiveBrokersCount = NB;
+    um->LiveBrokers = gr_arena_alloc(&a, NB * sizeof *um->LiveBrokers);
+    for (int i = 0; i < NB; i++) {
+        struct UpdateMetadataRequest_UpdateMetadataBroker *lb = &um->LiveBrokers[i];
+        lb->Id = i + 1;
+        lb->EndpointsCount = 1;
+        lb->Endpoints = gr_arena_alloc(&a, sizeof *lb->Endpoints);
+        lb->Endpoints[0].Port = g_nodes[i].port;
+        lb->Endpoints[0].Host = "127.0.0.1";
+        lb->Endpoints[0].Listener = "PLAINTEXT";
+        lb->Endpoints[0].SecurityProtocol = 0;
+    }
+    um->TopicStatesCount = 1;
+    um->TopicStates = gr_arena_alloc(&a, sizeof *um->TopicStates);
+    um->TopicStates[0].TopicName = TOPIC;
+    um->TopicStates[0].PartitionStatesCount = 1;
+    um->TopicStates[0].PartitionStates = gr_arena_alloc(&a, sizeof *um->TopicStates[0].PartitionStates);
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps = &um->TopicStates[0].PartitionStates[0];
+    static int32_t reps[2] = {1, 2};
+    ps->PartitionIndex = 0;
+    ps->Leader = 1;
+    ps->LeaderEpoch = 0;
+    ps->IsrCount = 2;
+    ps->Isr = reps;
+    ps->ReplicasCount = 2;
+    ps->Replicas = reps;
+    ps->OfflineReplicasCount = 0;
+    for (int i = 0; i < NB; i++) gr_metadata_cache_update(g_nodes[i].b->metadata, 6, um, NULL);
+    gr_arena_free(&a);
+}
+
+static void node_start(int i) {
+    struct node *n = &g_nodes[i];
+    gr_config_defaults(&n->cfg);
+    n->cfg.broker_id = i + 1;
+    snprintf(n->dir, sizeof n->dir, "/tmp/gr-test-rm-%d-%d", (int)getpid(), i + 1);
+    free(n->cfg.log_dirs[0]);
+    n->cfg.log_dirs[0] = gr_strdup(n->dir);
+    n->cfg.num_log_dirs = 1;
+    n->cfg.replica_lag_time_max_ms = 600;
+    n->cfg.replica_fetch_wait_max_ms = 100;
+    n->cfg.replica_fetch_backoff_ms = 100;
+    n->cfg.min_insync_replicas = 2;
+    n->cfg.num_advertised_listeners = 1;
+    snprintf(n->cfg.advertised_listeners[0].name, sizeof n->cfg.advertised_listeners[0].name, "PLAINTEXT");
+    n->b = gr_broker_new(&n->cfg, i + 1);
+    CHECK(gr_replica_manager_new(n->b, &n->rm) == 0);
+    struct gr_net_listener l = {"PLAINTEXT", "127.0.0.1", 0};
+    struct gr_net_config nc;
+    gr_net_config_init(&nc);
+    nc.listeners = &l;
+    nc.num_listeners = 1;
+    nc.num_io_threads = 4;
+    CHECK(gr_net_server_new(&nc, gr_apis_dispatch, n->b, &n->srv) == 0);
+    CHECK(gr_net_server_start(n->srv) == 0);
+    n->port = gr_net_server_port(n->srv, 0);
+    n->b->net = n->srv;
+}
+
+static void node_stop(int i) {
+    struct node *n = &g_nodes[i];
+    gr_net_server_stop(n->srv);
+    gr_replica_manager_free(n->rm);
+    gr_net_server_free(n->srv);
+    gr_broker_free(n->b);
+    gr_config_release(&n->cfg);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", n->dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+}
+
+static int16_t make(int node, bool leader, int32_t leader_id, int32_t epoch, const int32_t *isr, int nisr) {
+    static int32_t reps[2] = {1, 2};
+    struct gr_partition_state st = {0};
+    st.topic = TOPIC;
+    st.partition = 0;
+    st.leader = leader_id;
+    st.leader_epoch = epoch;
+    st.controller_epoch = 1;
+    st.zk_version = atomic_load(&g_zkv);
+    st.isr = (int32_t *)isr;
+    st.n_isr = nisr;
+    st.replicas = reps;
+    st.n_replicas = 2;
+    struct gr_broker *b = g_nodes[node].b;
+    int16_t e = leader ? b->hooks.become_leader(b->hooks.ctx, b, &st) : b->hooks.become_follower(b->hooks.ctx, b, &st);
+    b->hooks.leader_and_isr_done(b->hooks.ctx, b);
+    return e;
+}
+
+/* One request/response over a fresh connection; *resp lives in a. */
+static int call(int node, int16_t api, int16_t ver, const void *body, struct gr_arena *a, void **resp, uint8_t **frame) {
+    struct gr_net_client *c = NULL;
+    int rc = gr_net_client_connect("127.0.0.1", g_nodes[node].port, 2000, &c);
+    if (rc < 0) return rc;
+    struct gr_wbuf w;
+    gr_wbuf_init(&w);
+    gr_proto_encode_request(api, ver, 7, "test", body, &w);
+    size_t len = 0;
+    rc = gr_net_client_send_recv(c, w.p, w.len, frame, &len, 10000);
+    gr_wbuf_free(&w);
+    gr_net_client_close(c);
+    if (rc < 0) return rc;
+    int32_t corr;
+    return gr_proto_decode_response(api, ver, *frame, len, a, &corr, resp);
+}
+
+static int16_t produce(int node, int16_t acks, const char *value, int64_t *base) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_batch_rec rec = {"k", 1, value, (int32_t)strlen(value), NULL, 0, 1700000000000LL};
+    size_t blen;
+    uint8_t *batch = gr_batch_build(&rec, 1, NULL, &blen);
+    struct ProduceRequest *r = gr_proto_new(&a, &gr_desc_ProduceRequest);
+    r->Acks = acks;
+    r->TimeoutMs = 1500;
+    r->TopicsCount = 1;
+    r->Topics = gr_arena_alloc(&a, sizeof *r->Topics);
+    r->Topics[0].Name = TOPIC;
+    r->Topics[0].PartitionsCount = 1;
+    r->Topics[0].Partitions = gr_arena_alloc(&a, sizeof *r->Topics[0].Partitions);
+    r->Topics[0].Partitions[0].PartitionIndex = 0;
+    r->Topics[0].Partitions[0].Records.p = batch;
+    r->Topics[0].Partitions[0].Records.len = (int32_t)blen;
+    void *resp = NULL;
+    uint8_t *frame = NULL;
+    int16_t err = -100;
+    if (call(node, GR_API_PRODUCE, 7, r, &a, &resp, &frame) == 0) {
+        struct ProduceResponse *pr = resp;
+        err = pr->Responses[0].Partitions[0].ErrorCode;
+        if (base) *base = pr->Responses[0].Partitions[0].BaseOffset;
+    }
+    free(frame);
+    free(batch);
+    gr_arena_free(&a);
+    return err;
+}
+
+/* Consumer fetch; returns error, *hw, and the number of records at or after offset. */
+static int16_t fetch(int node, int64_t offset, int32_t cur_epoch, int64_t *hw, int *nrecs, char *last_value) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct FetchRequest *r = gr_proto_new(&a, &gr_desc_FetchRequest);
+    r->ReplicaId = -1;
+    r->MaxWaitMs = 0;
+    r->MinBytes = 1;
+    r->TopicsCount = 1;
+    r->Topics = gr_arena_alloc(&a, sizeof *r->Topics);
+    r->Topics[0].Topic = TOPIC;
+    r->Topics[0].PartitionsCount = 1;
+    r->Topics[0].Partitions = gr_arena_alloc(&a, sizeof *r->Topics[0].Partitions);
+    r->Topics[0].Partitions[0].Partition = 0;
+    r->Topics[0].Partitions[0].CurrentLeaderEpoch = cur_epoch;
+    r->Topics[0].Partitions[0].FetchOffset = offset;
+    r->Topics[0].Partitions[0].PartitionMaxBytes = 1 << 20;
+    r->RackId = "";
+    void *resp = NULL;
+    uint8_t *frame = NULL;
+    int16_t err = -100;
+    *nrecs = 0;
+    if (call(node, GR_API_FETCH, 11, r, &a, &resp, &frame) == 0) {
+        struct FetchResponse *fr = resp;
+        struct FetchResponse_FetchablePartitionResponse *pr = &fr->Responses[0].PartitionResponses[0];
+        err = pr->ErrorCode;
+        *hw = pr->HighWatermark;
+        struct gr_batch_iter it;
+        struct gr_batch_info bi;
+        const uint8_t *bp;
+        gr_batch_iter_init(&it, pr->RecordSet.p, pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0);
+        while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
+            struct gr_batch_rec_iter ri;
+            struct gr_batch_rec_view rv;
+            if (gr_batch_rec_iter_init(&ri, bp, bi.size) != 0) continue;
+            while (gr_batch_rec_iter_next(&ri, &rv) == 1) {
+                if (rv.Offset < offset) continue;
+                (*nrecs)++;
+                if (last_value) {
+                    memcpy(last_value, rv.Value, (size_t)rv.ValueLength);
+                    last_value[rv.ValueLength] = 0;
+                }
+            }
+        }
+    }
+    free(frame);
+    gr_arena_free(&a);
+    return err;
+}
+
+static int16_t list_offset(int node, int64_t ts, int64_t *off) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct ListOffsetRequest *r = gr_proto_new(&a, &gr_desc_ListOffsetRequest);
+    r->ReplicaId = -1;
+    r->TopicsCount = 1;
+    r->Topics = gr_arena_alloc(&a, sizeof *r->Topics);
+    r->Topics[0].Name = TOPIC;
+    r->Topics[0].PartitionsCount = 1;
+    r->Topics[0].Partitions = gr_arena_alloc(&a, sizeof *r->Topics[0].Partitions);
+    r->Topics[0].Partitions[0].Timestamp = ts;
+    r->Topics[0].Partitions[0].CurrentLeaderEpoch = -1;
+    void *resp = NULL;
+    uint8_t *frame = NULL;
+    int16_t err = -100;
+    if (call(node, GR_API_LIST_OFFSETS, 5, r, &a, &resp, &frame) == 0) {
+        struct ListOffsetResponse *lr = resp;
+        err = lr->Topics[0].Partitions[0].ErrorCode;
+        *off = lr->Topics[0].Partitions[0].Offset;
+    }
+    free(frame);
+    gr_arena_free(&a);
+    return err;
+}
+
+static bool wait_until(bool (*pred)(void *), void *arg, int ms) {
+    for (int i = 0; i < ms / 10; i++) {
+        if (pred(arg)) return true;
+        usleep(10000);
+    }
+    return pred(arg);
+}
+
+struct leo_want {
+    int node;
+    int64_t leo;
+};
+static bool leo_is(void *arg) {
+    struct leo_want *w = arg;
+    struct gr_rm_partition_info pi;
+    return gr_rm_partition_info(g_nodes[w->node].rm, TOPIC, 0, &pi) && pi.log_end_offset == w->leo;
+}
+static bool isr_size_is(void *arg) {
+    struct gr_rm_partition_info pi;
+    return gr_rm_partition_info(g_nodes[0].rm, TOPIC, 0, &pi) && pi.nisr == *(int *)arg;
+}
+
+int main(void) {
+    gr_log_set_level(GR_LOG_WARN);
+    gr_apis_register(GR_API_ALTER_ISR, 0, 0, fake_alter_isr);
+    for (int i = 0; i < NB; i++) node_start(i);
+    update_metadata_all();
+
+    int32_t both[2] = {1, 2};
+    CHECK(make(0, true, 1, 1, both, 2) == GR_KERR_NONE);
+    CHECK(make(1, false, 1, 1, both, 2) == GR_KERR_NONE);
+
+    /* 1. acks=all completes once the follower has it; the consumer sees it below the HW. */
+    int64_t base = -1, hw = -1;
+    int nrecs = 0;
+    char val[64];
+    CHECK(produce(0, -1, "v0", &base) == GR_KERR_NONE);
+    CHECK(base == 0);
+    CHECK(fetch(0, 0, 1, &hw, &nrecs, val) == GR_KERR_NONE);
+    CHECK(hw == 1 && nrecs == 1 && strcmp(val, "v0") == 0);
+    for (int i = 1; i < 20; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        CHECK(produce(0, i % 2 ? 1 : -1, v, &base) == GR_KERR_NONE);
+        CHECK(base == i);
+    }
+    struct leo_want w = {1, 20};
+    CHECK(wait_until(leo_is, &w, 3000));
+    CHECK(fetch(0, 5, -1, &hw, &nrecs, val) == GR_KERR_NONE);
+    CHECK(nrecs == 15 && strcmp(val, "v19") == 0);
+    /* Errors: follower refuses clients; epoch fencing; out of range. */
+    CHECK(produce(1, 1, "x", NULL) == GR_KERR_NOT_LEADER_OR_FOLLOWER);
+    CHECK(fetch(1, 0, -1, &hw, &nrecs, NULL) == GR_KERR_NOT_LEADER_OR_FOLLOWER);
+    CHECK(fetch(0, 0, 0, &hw, &nrecs, NULL) == GR_KERR_FENCED_LEADER_EPOCH);
+    CHECK(fetch(0, 0, 2, &hw, &nrecs, NULL) == GR_KERR_UNKNOWN_LEADER_EPOCH);
+    CHECK(fetch(0, 21, -1, &hw, &nrecs, NULL) == GR_KERR_OFFSET_OUT_OF_RANGE);
+    int64_t off = -5;
+    CHECK(list_offset(0, -2, &off) == GR_KERR_NONE && off == 0);
+    CHECK(list_offset(0, -1, &off) == GR_KERR_NONE && off == 20);
+    CHECK(list_offset(0, 1700000000000LL, &off) == GR_KERR_NONE && off == 0);
+
+    /* 2. The follower stops fetching: the leader shrinks the ISR through AlterIsr; acks=all with
+     *    min.insync.replicas=2 is then refused with NOT_ENOUGH_REPLICAS. */
+    g_nodes[1].b->hooks.stop_replica(g_nodes[1].b->hooks.ctx, g_nodes[1].b, TOPIC, 0, false);
+    int one = 1, two = 2;
+    /* A follower that has everything is never out of sync: make it lag first. */
+    CHECK(produce(0, 1, "v20", &base) == GR_KERR_NONE && base == 20);
+    CHECK(wait_until(isr_size_is, &one, 5000));
+    CHECK(atomic_load(&g_alter_isr_calls) >= 1);
+    CHECK(produce(0, -1, "nope", NULL) == GR_KERR_NOT_ENOUGH_REPLICAS);
+
+    /* 3. The follower comes back: it catches up and the leader expands the ISR. */
+    CHECK(make(1, false, 1, 1, both, 2) == GR_KERR_NONE);
+    CHECK(wait_until(isr_size_is, &two, 5000));
+    CHECK(produce(0, -1, "v21", &base) == GR_KERR_NONE && base == 21);
+    w.leo = 22;
+    CHECK(wait_until(leo_is, &w, 3000));
+
+    /* 4. KIP-101: broker 1 writes v22 that broker 2 never gets; broker 2 becomes leader (epoch 2)
+     *    and writes w22 at offset 22; broker 1 follows and must truncate v22 away. */
+    g_nodes[1].b->hooks.stop_replica(g_nodes[1].b->hooks.ctx, g_nodes[1].b, TOPIC, 0, false);
+    CHECK(produce(0, 1, "v22", &base) == GR_KERR_NONE && base == 22);
+    int32_t only2[1] = {2};
+    CHECK(make(1, true, 2, 2, only2, 1) == GR_KERR_NONE);
+    CHECK(make(0, false, 2, 2, only2, 1) == GR_KERR_NONE);
+    CHECK(produce(1, 1, "w22", &base) == GR_KERR_NONE && base == 22);
+    CHECK(produce(1, 1, "w23", &base) == GR_KERR_NONE && base == 23);
+    w.node = 0;
+    w.leo = 24;
+    CHECK(wait_until(leo_is, &w, 5000));
+    /* Make broker 1 leader again (epoch 3) and read what it holds at 22. */
+    CHECK(make(1, false, 1, 3, both, 2) == GR_KERR_NONE);
+    CHECK(make(0, true, 1, 3, both, 2) == GR_KERR_NONE);
+    CHECK(produce(0, -1, "v24", &base) == GR_KERR_NONE && base == 24);
+    CHECK(fetch(0, 22, 3, &hw, &nrecs, val) == GR_KERR_NONE);
+    CHECK(hw == 25 && nrecs == 3 && strcmp(val, "v24") == 0);
+    CHECK(fetch(0, 22, 3, &hw, &nrecs, NULL) == GR_KERR_NONE);
+    {
+        /* offset 22 on broker 1 must be w22 now */
+        struct gr_log_read_result res;
+        CHECK(gr_rm_read(g_nodes[0].rm, TOPIC, 0, 22, 1 << 20, true, &res) == GR_KERR_NONE);
+        struct gr_batch_rec_iter ri;
+        struct gr_batch_rec_view rv;
+        bool found = false;
+        if (res.len > 0 && gr_batch_rec_iter_init(&ri, res.data, res.len) == 0)
+            while (gr_batch_rec_iter_next(&ri, &rv) == 1)
+                if (rv.Offset == 22) found = rv.ValueLength == 3 && memcmp(rv.Value, "w22", 3) == 0;
+        CHECK(found);
+        free(res.data);
+    }
+
+    /* 5. StopReplica(delete) removes the log. */
+    g_nodes[1].b->hooks.stop_replica(g_nodes[1].b->hooks.ctx, g_nodes[1].b, TOPIC, 0, true);
+    struct gr_rm_partition_info pi;
+    CHECK(!gr_rm_partition_info(g_nodes[1].rm, TOPIC, 0, &pi));
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s-0", g_nodes[1].dir, TOPIC);
+    CHECK(access(path, F_OK) != 0);
+
+    for (int i = 0; i < NB; i++) node_stop(i);
+    gr_apis_unregister(GR_API_ALTER_ISR);
+    if (g_fail) fprintf(stderr, "test_replica_manager: %d failures\n", g_fail);
+    else printf("test_replica_manager: ok\n");
+    return g_fail ? 1 : 0;
+}
