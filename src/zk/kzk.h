@@ -283,7 +283,9 @@ int gr_kzk_register_controller_and_increment_epoch(struct gr_kzk *k, int32_t bro
 /* Runs {check(/controller_epoch, epoch_zk_version), ops...} as ONE multi. Returns 0;
  * GR_ECONTROLLER_MOVED if the check failed; else the kzk code of the first failing op, with
  * per-op outcomes in results[n] (kzk codes in .rc; created_path/stat as gr_zop_result, release
- * with gr_zop_results_release) when results != NULL. n must fit one multi (<= batch size). */
+ * with gr_zop_results_release) when results != NULL. On failure nothing was applied: ops before
+ * the failing one report 0 (rolled back), the failing one its code, later ones GR_EZK
+ * (ZooKeeper's RUNTIMEINCONSISTENCY). n must fit one multi (<= batch size). */
 int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_zop *ops,
                          int n, struct gr_zop_result *results);
 /* Guarded delete of /controller (triggerControllerMove / resignation). NONODE is success. */
