@@ -62,7 +62,8 @@ struct gr_broker {
 
     /* -- borrowed subsystems -- */
     struct gr_kzk *zk;
-    struct gr_controller *controller; /* opaque to the broker side */
+    struct gr_controller *_Atomic controller; /* opaque to the broker side; atomic so start-up
+                                               * may attach it after the network started */
     /* Is this broker the active controller? Optional override (tests); when NULL,
      * gr_controller_is_active(controller) is used, or, without a controller, "metadata cache's
      * controller id == broker_id". Any thread. */

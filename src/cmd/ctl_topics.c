@@ -4,7 +4,8 @@
  *   topics create --topic T [--partitions N] [--replication-factor R]
  *                 [--replica-assignment 1:2,2:3] [--config k=v]... [--json]
  *       Finds the controller with Metadata, sends it CreateTopics v4 (TimeoutMs = --timeout-ms)
- *       and retries on NOT_CONTROLLER. Omitted counts use the broker defaults (-1).
+ *       and retries on NOT_CONTROLLER (if the bootstrap broker knows no controller, the request
+ *       goes to the bootstrap broker itself). Omitted counts use the broker defaults (-1).
  *       --replica-assignment: partitions separated by ',', replicas by ':'.
  *       Text: "Created topic T." / "Error while executing topic command : <message>".
  *       JSON: {"topic":"T","error_code":0,"error":"NONE","message":null}
@@ -233,23 +234,21 @@ static int parse_assignment(const char *s, struct gr_arena *ar,
     return nparts;
 }
 
-/* Connects to the controller found through the bootstrap connection. */
+/* Connects to the controller found through the bootstrap connection. Returns 0 (ctl
+ * connected), 1 (no controller known or it has no endpoint here: the caller may fall back to the
+ * bootstrap broker), or a negative code. */
 static int connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl)
 {
     struct gr_arena ar;
     gr_arena_init(&ar);
     struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
-    int rc = -1;
+    int rc = md ? 1 : -1;
     if (md && md->ControllerId >= 0) {
         for (int32_t i = 0; i < md->BrokersCount; i++)
             if (md->Brokers[i].NodeId == md->ControllerId) {
                 rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
                 break;
             }
-        if (rc == -1)
-            fprintf(stderr, "controller %d has no endpoint on this listener\n", md->ControllerId);
-    } else if (md) {
-        fprintf(stderr, "no controller is known to %s yet\n", boot->peer);
     }
     gr_arena_free(&ar);
     return rc;
@@ -306,14 +305,22 @@ static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const str
     int64_t deadline = gr_mono_ms() + o->timeout_ms;
     for (int attempt = 0; attempt < 10; attempt++) {
         struct ctl_kafka ctl;
-        if (connect_controller(boot, o->timeout_ms, &ctl) != 0) {
+        struct ctl_kafka *target = &ctl;
+        int crc = connect_controller(boot, o->timeout_ms, &ctl);
+        if (crc == 1) {
+            target = boot; /* controller unknown to this broker: ask it directly */
+        } else if (crc != 0) {
             if (gr_mono_ms() >= deadline)
                 break;
             usleep(300 * 1000);
             continue;
         }
-        struct CreateTopicsResponse *r = ctl_kafka_call(&ctl, GR_API_CREATE_TOPICS, 4, &rq, &ar);
-        ctl_kafka_close(&ctl);
+        /* The broker answers at the latest after TimeoutMs: wait a little longer than that. */
+        target->timeout_ms = o->timeout_ms + 5000;
+        struct CreateTopicsResponse *r = ctl_kafka_call(target, GR_API_CREATE_TOPICS, 4, &rq, &ar);
+        target->timeout_ms = o->timeout_ms;
+        if (target == &ctl)
+            ctl_kafka_close(&ctl);
         if (r && r->TopicsCount == 1) {
             got = true;
             err = r->Topics[0].ErrorCode;
