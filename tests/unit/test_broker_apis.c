@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/apis.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "broker/partitions.h"
+#include "broker/topic_admin.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -177,6 +179,9 @@ static void test_metadata(struct gr_net_client *cli, struct gr_net_client *cli_i
     r = call(cli, GR_API_METADATA, 0, &rq0, &a);
     CHECK(r && r->TopicsCount == 1 && r->Topics[0].Partitions[0].ReplicaNodesCount == 1 &&
           r->Topics[0].Partitions[0].ErrorCode == GR_KERR_REPLICA_NOT_AVAILABLE);
+    /* v9 (flexible) */
+    r = call(cli_int, GR_API_METADATA, 9, &rq, &a);
+    CHECK(r && r->BrokersCount == 2 && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 2);
     /* v1 empty list = no topics. */
     r = call(cli, GR_API_METADATA, 1, &rq0, &a);
     CHECK(r && r->TopicsCount == 0 && r->BrokersCount == 1);
@@ -329,6 +334,44 @@ static void test_create_topics_not_controller(struct gr_net_client *cli, struct 
     gr_arena_free(&a);
 }
 
+static atomic_int waits_done, waits_ready;
+static void on_wait(void *ctx, int n, const bool *ready)
+{
+    for (int i = 0; i < n; i++)
+        if (ready[i])
+            atomic_fetch_add(&waits_ready, 1);
+    atomic_fetch_add(&waits_done, 1);
+}
+
+/* Delayed topic operations: completed by a metadata update, or by their timeout. */
+static void test_delayed_create(struct gr_broker *b)
+{
+    const char *names[1] = { "newt" };
+    int32_t np[1] = { 2 };
+    gr_topic_admin_wait(b->admin, 1, names, np, 10000, on_wait, NULL);
+    const char *names2[1] = { "never" };
+    gr_topic_admin_wait(b->admin, 1, names2, np, 200, on_wait, NULL);
+    CHECK(atomic_load(&waits_done) == 0);
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState ps[2] = {
+        { .PartitionIndex = 0, .Leader = 1, .ReplicasCount = 2, .Replicas = R12 },
+        { .PartitionIndex = 1, .Leader = -1, .ReplicasCount = 2, .Replicas = R12 } };
+    struct UpdateMetadataRequest_UpdateMetadataTopicState ts = { "newt", 2, ps };
+    struct UpdateMetadataRequest um = { .ControllerId = 2, .ControllerEpoch = 7, .BrokerEpoch = -1,
+                                        .TopicStatesCount = 1, .TopicStates = &ts };
+    gr_metadata_cache_update(b->metadata, 6, &um, NULL); /* partition 1 still leaderless */
+    usleep(100 * 1000);
+    CHECK(atomic_load(&waits_done) == 0);
+    ps[1].Leader = 2;
+    gr_metadata_cache_update(b->metadata, 6, &um, NULL);
+    int64_t end = gr_mono_ms() + 3000;
+    while (atomic_load(&waits_done) < 2 && gr_mono_ms() < end)
+        usleep(10 * 1000);
+    CHECK(atomic_load(&waits_done) == 2 && atomic_load(&waits_ready) == 1);
+    /* timeout 0: completes at once */
+    gr_topic_admin_wait(b->admin, 1, names2, np, 0, on_wait, NULL);
+    CHECK(atomic_load(&waits_done) == 3 && atomic_load(&waits_ready) == 1);
+}
+
 static void test_unknown_api_closes(int port)
 {
     struct gr_net_client *c = NULL;
@@ -375,6 +418,7 @@ int main(void)
         test_metadata(cli, cli_int);
         test_control(cli, b);
         test_create_topics_not_controller(cli, b);
+        test_delayed_create(b);
         test_unknown_api_closes(port);
     }
     gr_net_client_close(cli);
