@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
     gr_config_defaults(&cfg);
     if (gr_config_load_file(&cfg, argv[1], err, sizeof err) != 0) {
         fprintf(stderr, "gregord: %s\n", err);
+        gr_config_release(&cfg);
         return 2;
     }
     for (int i = 2; i < argc; i++) {
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--override") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gregord: --override needs key=value\n");
+                gr_config_release(&cfg);
                 return 2;
             }
             kv = argv[++i];
@@ -64,15 +66,18 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "gregord: unknown argument '%s'\n", argv[i]);
             usage();
+            gr_config_release(&cfg);
             return 2;
         }
         if (apply_override(&cfg, kv, err, sizeof err) != 0) {
             fprintf(stderr, "gregord: %s\n", err);
+            gr_config_release(&cfg);
             return 2;
         }
     }
     if (gr_config_finish(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "gregord: %s\n", err);
+        gr_config_release(&cfg);
         return 2;
     }
 
