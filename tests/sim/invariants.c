@@ -1,0 +1,622 @@
+/* Invariants of the controller simulation.
+ *
+ * Checked as things happen (finer than "after every step"):
+ *  - on every committed ZooKeeper transaction (zm on_commit hook):
+ *      E1 /controller_epoch is never deleted and only ever increases;
+ *      E2 it is bumped only by an election (the same multi creates /controller naming the
+ *         writer), which records the epoch's winner (broker id + incarnation);
+ *      E3 a guarded write (multi with a check of /controller_epoch) is made by the winner of the
+ *         epoch that version belongs to: at most one controller acts per epoch;
+ *      P1 partition states are written only by guarded multis, carrying the current controller
+ *         epoch (a stale epoch is never accepted);
+ *      P2 leader in ISR (or -1), ISR non-empty, no duplicates, ISR within the assigned replicas;
+ *      P3 a partition's leader epoch never decreases;
+ *  - on every request the controller sends (sim sender):
+ *      E4 ControllerId is the sender and ControllerEpoch was won by this very incarnation;
+ *      R1 a LeaderAndIsr never announces a leader epoch newer than ZooKeeper holds, and its
+ *         leader is in its ISR.
+ * Checked when the cluster is quiet (nothing queued or in flight, sessions settled):
+ *      Q1 ZooKeeper's tree is well formed; registrations are exactly the live brokers;
+ *      Q2 exactly one controller: /controller names a live broker that knows it is active with
+ *         the current epoch; every other live broker knows who it is;
+ *      Q3 the active controller's context equals ZooKeeper (brokers and epochs, topics,
+ *         assignments, partition states);
+ *      Q4 (--expect states) every partition has a state; a partition is led by a live broker
+ *         whenever one of its ISR replicas is live;
+ *      Q5 (--expect metadata) every live broker's metadata cache equals ZooKeeper, and every live
+ *         replica saw the current leader epoch through LeaderAndIsr. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "controller/request_batch.h"
+#include "sim.h"
+
+#define STATE_SUFFIX "/state"
+#define TOPICS_PREFIX "/brokers/topics/"
+
+void inv_init(struct sim *s) {
+    s->max_epoch = -1;
+    s->cur_epoch = -1;
+    s->cur_epoch_version = -1;
+    s->n_epoch_recs = 0;
+    s->winners = NULL;
+    s->actors = NULL;
+    s->version_epoch = NULL;
+    s->n_version_epoch = 0;
+}
+
+void inv_release(struct sim *s) {
+    free(s->winners);
+    free(s->actors);
+    free(s->version_epoch);
+    s->winners = s->actors = NULL;
+    s->version_epoch = NULL;
+}
+
+static void ensure_epoch(struct sim *s, int32_t e) {
+    if (e < s->n_epoch_recs) return;
+    int n = e + 16;
+    s->winners = gr_realloc(s->winners, (size_t)n * sizeof *s->winners);
+    s->actors = gr_realloc(s->actors, (size_t)n * sizeof *s->actors);
+    for (int i = s->n_epoch_recs; i < n; i++) {
+        s->winners[i].broker = -1;
+        s->winners[i].incarnation = 0;
+        s->actors[i].broker = -1;
+        s->actors[i].incarnation = 0;
+    }
+    s->n_epoch_recs = n;
+}
+
+static void set_version_epoch(struct sim *s, int32_t version, int32_t epoch) {
+    if (version < 0) return;
+    if (version >= s->n_version_epoch) {
+        int n = version + 16;
+        s->version_epoch = gr_realloc(s->version_epoch, (size_t)n * sizeof(int32_t));
+        for (int i = s->n_version_epoch; i < n; i++) s->version_epoch[i] = -1;
+        s->n_version_epoch = n;
+    }
+    s->version_epoch[version] = epoch;
+}
+
+/* E3/E4: broker (id, inc) acts under epoch e. */
+static void record_act(struct sim *s, int32_t e, int32_t id, int inc, const char *what) {
+    if (e < 0) {
+        sim_fail(s, "E3 one controller per epoch", "broker %d (incarnation %d) %s under unknown epoch %d", id, inc,
+                 what, e);
+        return;
+    }
+    ensure_epoch(s, e);
+    struct sim_epoch_rec *w = &s->winners[e];
+    if (w->broker != id || w->incarnation != inc) {
+        sim_fail(s, "E3 one controller per epoch",
+                 "broker %d (incarnation %d) %s under epoch %d, which was won by broker %d (incarnation %d)", id, inc,
+                 what, e, w->broker, w->incarnation);
+        return;
+    }
+    if (s->actors[e].broker < 0) s->actors[e] = *w;
+}
+
+static int64_t parse_epoch(const char *d, int len) {
+    int32_t e;
+    if (!d || gr_kzk_controller_epoch_decode(d, (size_t)len, &e) != 0) return -1;
+    return e;
+}
+
+/* "/brokers/topics/T/partitions/P/state" -> topic (malloc'd) and P. */
+static bool parse_state_path(const char *path, char **topic, int32_t *partition) {
+    size_t pl = strlen(TOPICS_PREFIX);
+    if (strncmp(path, TOPICS_PREFIX, pl) != 0) return false;
+    size_t n = strlen(path);
+    size_t sl = strlen(STATE_SUFFIX);
+    if (n <= pl + sl || strcmp(path + n - sl, STATE_SUFFIX) != 0) return false;
+    const char *t = path + pl;
+    const char *mid = strstr(t, "/partitions/");
+    if (!mid) return false;
+    const char *p = mid + strlen("/partitions/");
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || strcmp(end, STATE_SUFFIX) != 0) return false;
+    *topic = gr_strndup(t, (size_t)(mid - t));
+    *partition = (int32_t)v;
+    return true;
+}
+
+/* The assignment of topic/partition as ZooKeeper holds it now (replicas copied into out). */
+static bool zk_assignment(struct sim *s, const char *topic, int32_t partition, int32_t **out, int *n) {
+    char path[512];
+    snprintf(path, sizeof path, TOPICS_PREFIX "%s", topic);
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) return false;
+    struct gr_kzk_topic_assignment a;
+    memset(&a, 0, sizeof a);
+    if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) return false;
+    bool found = false;
+    for (int i = 0; i < a.n_partitions; i++) {
+        if (a.partitions[i].partition == partition) {
+            *n = a.partitions[i].n_replicas;
+            *out = gr_malloc(sizeof(int32_t) * (size_t)(*n + 1));
+            memcpy(*out, a.partitions[i].replicas, sizeof(int32_t) * (size_t)*n);
+            found = true;
+        }
+    }
+    gr_kzk_topic_assignment_release(&a);
+    return found;
+}
+
+static bool in_ids(const int32_t *v, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == id) return true;
+    return false;
+}
+
+/* P2 on one leader/ISR. */
+static void check_lai_shape(struct sim *s, const char *what, const char *topic, int32_t partition, int32_t leader,
+                            const int32_t *isr, int n_isr, const int32_t *replicas, int n_replicas) {
+    if (n_isr <= 0) {
+        sim_fail(s, "P2 leader in ISR within replicas", "%s %s-%d: empty ISR", what, topic, partition);
+        return;
+    }
+    if (leader != -1 && !in_ids(isr, n_isr, leader)) {
+        sim_fail(s, "P2 leader in ISR within replicas", "%s %s-%d: leader %d not in ISR", what, topic, partition,
+                 leader);
+        return;
+    }
+    for (int i = 0; i < n_isr; i++) {
+        if (in_ids(isr, i, isr[i])) {
+            sim_fail(s, "P2 leader in ISR within replicas", "%s %s-%d: ISR has %d twice", what, topic, partition,
+                     isr[i]);
+            return;
+        }
+        if (replicas && !in_ids(replicas, n_replicas, isr[i])) {
+            sim_fail(s, "P2 leader in ISR within replicas", "%s %s-%d: ISR member %d is not an assigned replica",
+                     what, topic, partition, isr[i]);
+            return;
+        }
+    }
+}
+
+static bool txn_guard(const struct zm_txn *t, int32_t *version) {
+    for (int i = 0; i < t->n_checks; i++) {
+        if (strcmp(t->checks[i].path, "/controller_epoch") == 0) {
+            *version = t->checks[i].version;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void check_state_change(struct sim *s, const struct zm_txn *t, const struct zm_change *c, bool guarded) {
+    char *topic = NULL;
+    int32_t partition;
+    if (!parse_state_path(c->path, &topic, &partition)) return;
+    if (!guarded && !t->session_close) {
+        sim_fail(s, "P1 partition states only through guarded writes", "%s %s without a /controller_epoch check",
+                 c->op == GR_ZOP_DELETE ? "delete of" : "write of", c->path);
+        free(topic);
+        return;
+    }
+    if (c->op == GR_ZOP_DELETE) {
+        free(topic);
+        return;
+    }
+    struct gr_kzk_leader_and_isr now, old;
+    memset(&now, 0, sizeof now);
+    memset(&old, 0, sizeof old);
+    if (gr_kzk_partition_state_decode(c->data, (size_t)c->len, &now) != 0) {
+        sim_fail(s, "P2 leader in ISR within replicas", "%s: unparsable state written: %.*s", c->path, c->len,
+                 c->data ? c->data : "");
+        free(topic);
+        return;
+    }
+    if (now.controller_epoch != s->cur_epoch) {
+        sim_fail(s, "P1 no stale controller epoch accepted", "%s written with controller_epoch %d while the epoch is %d",
+                 c->path, now.controller_epoch, s->cur_epoch);
+    }
+    int32_t *replicas = NULL;
+    int n_replicas = 0;
+    bool have = zk_assignment(s, topic, partition, &replicas, &n_replicas);
+    if (!have) {
+        sim_fail(s, "P2 leader in ISR within replicas", "%s written but the topic's assignment has no partition %d",
+                 c->path, partition);
+    } else {
+        check_lai_shape(s, "ZooKeeper state", topic, partition, now.leader, now.isr, now.n_isr, replicas, n_replicas);
+    }
+    free(replicas);
+    if (c->op == GR_ZOP_SET && c->old_data && gr_kzk_partition_state_decode(c->old_data, (size_t)c->old_len, &old) == 0) {
+        if (now.leader_epoch < old.leader_epoch)
+            sim_fail(s, "P3 leader epoch never decreases", "%s: leader epoch %d -> %d", c->path, old.leader_epoch,
+                     now.leader_epoch);
+        gr_kzk_leader_and_isr_release(&old);
+    }
+    gr_kzk_leader_and_isr_release(&now);
+    free(topic);
+}
+
+void inv_on_commit(void *arg, const struct zm_txn *t) {
+    struct sim *s = arg;
+    int32_t wid = -1;
+    int winc = 0;
+    bool is_broker = sim_session_owner(s, t->session, &wid, &winc);
+    bool created_controller = false;
+    int32_t controller_in_txn = -1;
+    for (int i = 0; i < t->n_changes; i++) {
+        const struct zm_change *c = &t->changes[i];
+        if (strcmp(c->path, "/controller") == 0 && c->op == GR_ZOP_CREATE) {
+            created_controller = true;
+            if (c->data) gr_kzk_controller_decode(c->data, (size_t)c->len, &controller_in_txn);
+        }
+    }
+    int32_t guard_version = -1;
+    bool guarded = txn_guard(t, &guard_version);
+    for (int i = 0; i < t->n_changes; i++) {
+        const struct zm_change *c = &t->changes[i];
+        if (strcmp(c->path, "/controller_epoch") == 0) {
+            if (c->op == GR_ZOP_DELETE) {
+                sim_fail(s, "E1 controller epoch monotonic", "/controller_epoch deleted");
+                continue;
+            }
+            int64_t e = parse_epoch(c->data, c->len);
+            if (e < 0) {
+                sim_fail(s, "E1 controller epoch monotonic", "/controller_epoch set to unparsable '%.*s'", c->len,
+                         c->data ? c->data : "");
+                continue;
+            }
+            if (c->op == GR_ZOP_SET) {
+                if (e <= s->max_epoch)
+                    sim_fail(s, "E1 controller epoch monotonic", "/controller_epoch %d -> %" PRId64, s->max_epoch, e);
+                if (!created_controller || !is_broker || controller_in_txn != wid)
+                    sim_fail(s, "E2 epoch bumped only by an election",
+                             "/controller_epoch set to %" PRId64 " by session 0x%" PRIx64
+                             " without creating /controller for itself",
+                             e, (uint64_t)t->session);
+                ensure_epoch(s, (int32_t)e);
+                if (s->winners[e].broker >= 0)
+                    sim_fail(s, "E2 epoch bumped only by an election", "epoch %" PRId64 " won twice", e);
+                s->winners[e].broker = wid;
+                s->winners[e].incarnation = winc;
+                s->n_elections++;
+            }
+            set_version_epoch(s, c->stat.version, (int32_t)e);
+            s->cur_epoch = (int32_t)e;
+            s->cur_epoch_version = c->stat.version;
+            if (e > s->max_epoch) s->max_epoch = (int32_t)e;
+        }
+    }
+    if (guarded) {
+        int32_t e = guard_version >= 0 && guard_version < s->n_version_epoch ? s->version_epoch[guard_version] : -1;
+        if (!is_broker)
+            sim_fail(s, "E3 one controller per epoch", "guarded write by non-broker session 0x%" PRIx64,
+                     (uint64_t)t->session);
+        else
+            record_act(s, e, wid, winc, "wrote to ZooKeeper");
+    }
+    for (int i = 0; i < t->n_changes && !s->failed; i++) check_state_change(s, t, &t->changes[i], guarded);
+}
+
+/* ---- requests ---- */
+
+/* ZooKeeper's leader epoch of a partition, -1 if it has no state. */
+static int32_t zk_leader_epoch(struct sim *s, const char *topic, int32_t partition) {
+    char path[512];
+    snprintf(path, sizeof path, TOPICS_PREFIX "%s/partitions/%d/state", topic, partition);
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) return -1;
+    struct gr_kzk_leader_and_isr l;
+    memset(&l, 0, sizeof l);
+    if (gr_kzk_partition_state_decode(d, (size_t)len, &l) != 0) return -1;
+    int32_t e = l.leader_epoch;
+    gr_kzk_leader_and_isr_release(&l);
+    return e;
+}
+
+void inv_on_send(struct sim *s, struct sbroker *from, int16_t api_key, const void *req) {
+    int32_t cid, cepoch;
+    const struct gr_ctrl_req *box = req;
+    switch (api_key) {
+    case GR_API_LEADER_AND_ISR: cid = box->u.lai.ControllerId; cepoch = box->u.lai.ControllerEpoch; break;
+    case GR_API_UPDATE_METADATA: cid = box->u.um.ControllerId; cepoch = box->u.um.ControllerEpoch; break;
+    case GR_API_STOP_REPLICA: cid = box->u.sr.ControllerId; cepoch = box->u.sr.ControllerEpoch; break;
+    default: return;
+    }
+    if (cid != from->id) {
+        sim_fail(s, "E4 requests carry the sender's identity", "broker %d sent api %d with ControllerId %d", from->id,
+                 api_key, cid);
+        return;
+    }
+    record_act(s, cepoch, from->id, from->incarnation, "sent a control request");
+    if (api_key == GR_API_LEADER_AND_ISR) {
+        const struct LeaderAndIsrRequest *r = &box->u.lai;
+        for (int32_t t = 0; t < r->TopicStatesCount; t++) {
+            const struct LeaderAndIsrRequest_LeaderAndIsrTopicState *ts = &r->TopicStates[t];
+            for (int32_t i = 0; i < ts->PartitionStatesCount; i++) {
+                const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[i];
+                int32_t ze = zk_leader_epoch(s, ts->TopicName, ps->PartitionIndex);
+                if (ps->LeaderEpoch > ze)
+                    sim_fail(s, "R1 LeaderAndIsr follows ZooKeeper",
+                             "broker %d announced %s-%d leader epoch %d but ZooKeeper has %d", from->id, ts->TopicName,
+                             ps->PartitionIndex, ps->LeaderEpoch, ze);
+                check_lai_shape(s, "LeaderAndIsr", ts->TopicName, ps->PartitionIndex, ps->Leader, ps->Isr,
+                                ps->IsrCount, ps->Replicas, ps->ReplicasCount);
+            }
+        }
+    }
+}
+
+void inv_after_step(struct sim *s) {
+    /* /controller_epoch as tracked must match the tree (cheap: one lookup). */
+    const char *d;
+    int len;
+    struct gr_zstat st;
+    if (zm_peek(s->zm, "/controller_epoch", &d, &len, &st) == GR_ZOK) {
+        int64_t e = parse_epoch(d, len);
+        if (e != s->cur_epoch || st.version != s->cur_epoch_version)
+            sim_fail(s, "E1 controller epoch monotonic", "tracked epoch %d v%d but ZooKeeper has %" PRId64 " v%d",
+                     s->cur_epoch, s->cur_epoch_version, e, st.version);
+    }
+}
+
+/* ======================================================================================
+ * Quiet checks
+ * ====================================================================================== */
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+static bool same_set(const int32_t *a, int na, const int32_t *b, int nb) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (!in_ids(b, nb, a[i])) return false;
+    return true;
+}
+
+static char *ids_str(char *buf, size_t len, const int32_t *v, int n) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && off + 12 < len; i++) off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "", v[i]);
+    return buf;
+}
+
+static struct sbroker *alive_broker(struct sim *s, int32_t id) {
+    for (int i = 0; i < s->n_brokers; i++)
+        if (s->brokers[i].id == id && s->brokers[i].alive) return &s->brokers[i];
+    return NULL;
+}
+
+/* Q3/Q4/Q5 for one topic. */
+static void check_topic(struct sim *s, struct sbroker *act, const char *topic, const int32_t *live, int n_live) {
+    char path[512], b1[128], b2[128];
+    snprintf(path, sizeof path, TOPICS_PREFIX "%s", topic);
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) return;
+    struct gr_kzk_topic_assignment a;
+    memset(&a, 0, sizeof a);
+    if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) {
+        sim_fail(s, "Q3 context equals ZooKeeper", "%s holds unparsable data", path);
+        return;
+    }
+    struct gr_ctrl_context *ctx = gr_controller_context(act->ctrl);
+    struct gr_ctrl_topic *ct = gr_ctrl_ctx_topic(ctx, topic);
+    if (!ct) {
+        sim_fail(s, "Q3 context equals ZooKeeper", "controller %d does not know topic %s", act->id, topic);
+        goto out;
+    }
+    if (ct->n_partitions != a.n_partitions) {
+        sim_fail(s, "Q3 context equals ZooKeeper", "topic %s: controller has %d partitions, ZooKeeper %d", topic,
+                 ct->n_partitions, a.n_partitions);
+        goto out;
+    }
+    for (int i = 0; i < a.n_partitions && !s->failed; i++) {
+        const struct gr_kzk_partition_assignment *pa = &a.partitions[i];
+        struct gr_ctrl_partition *cp = gr_ctrl_topic_partition(ct, pa->partition);
+        if (!cp || !same_ids(cp->replicas, cp->n_replicas, pa->replicas, pa->n_replicas)) {
+            sim_fail(s, "Q3 context equals ZooKeeper", "%s-%d: controller replicas [%s], ZooKeeper [%s]", topic,
+                     pa->partition, cp ? ids_str(b1, sizeof b1, cp->replicas, cp->n_replicas) : "missing",
+                     ids_str(b2, sizeof b2, pa->replicas, pa->n_replicas));
+            break;
+        }
+        char sp[600];
+        snprintf(sp, sizeof sp, "%s/partitions/%d/state", path, pa->partition);
+        const char *sd;
+        int sl;
+        struct gr_zstat st;
+        bool zk_has = zm_peek(s->zm, sp, &sd, &sl, &st) == GR_ZOK && sd;
+        if (!zk_has) {
+            if (cp->has_state)
+                sim_fail(s, "Q3 context equals ZooKeeper", "%s-%d: controller has a state, ZooKeeper none", topic,
+                         pa->partition);
+            else if (s->o.expect_states)
+                sim_fail(s, "Q4 every partition has a state", "%s-%d has no state in a quiet cluster", topic,
+                         pa->partition);
+            continue;
+        }
+        struct gr_kzk_leader_and_isr z;
+        memset(&z, 0, sizeof z);
+        if (gr_kzk_partition_state_decode(sd, (size_t)sl, &z) != 0) {
+            sim_fail(s, "Q3 context equals ZooKeeper", "%s unparsable", sp);
+            continue;
+        }
+        z.zk_version = st.version;
+        if (!cp->has_state || cp->lai.leader != z.leader || cp->lai.leader_epoch != z.leader_epoch ||
+            cp->lai.controller_epoch != z.controller_epoch || cp->lai.zk_version != z.zk_version ||
+            !same_ids(cp->lai.isr, cp->lai.n_isr, z.isr, z.n_isr)) {
+            sim_fail(s, "Q3 context equals ZooKeeper",
+                     "%s-%d: controller {leader %d epoch %d isr [%s] cepoch %d v%d}, ZooKeeper {leader %d epoch %d isr "
+                     "[%s] cepoch %d v%d}",
+                     topic, pa->partition, cp->has_state ? cp->lai.leader : -9, cp->lai.leader_epoch,
+                     ids_str(b1, sizeof b1, cp->lai.isr, cp->lai.n_isr), cp->lai.controller_epoch, cp->lai.zk_version,
+                     z.leader, z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr), z.controller_epoch,
+                     z.zk_version);
+        }
+        if (!s->failed && s->o.expect_states) {
+            bool isr_live = false;
+            for (int k = 0; k < z.n_isr; k++) isr_live |= in_ids(live, n_live, z.isr[k]);
+            if (z.leader != -1 && !in_ids(live, n_live, z.leader))
+                sim_fail(s, "Q4 partitions led by live brokers", "%s-%d led by dead broker %d", topic, pa->partition,
+                         z.leader);
+            else if (z.leader == -1 && isr_live)
+                sim_fail(s, "Q4 partitions led by live brokers", "%s-%d offline although ISR [%s] has a live broker",
+                         topic, pa->partition, ids_str(b1, sizeof b1, z.isr, z.n_isr));
+        }
+        if (!s->failed && s->o.expect_metadata) {
+            for (int k = 0; k < s->n_brokers && !s->failed; k++) {
+                struct sbroker *b = &s->brokers[k];
+                if (!b->alive) continue;
+                struct sb_part *bp = NULL;
+                for (int j = 0; j < b->n_parts; j++)
+                    if (b->parts[j].partition == pa->partition && strcmp(b->parts[j].topic, topic) == 0)
+                        bp = &b->parts[j];
+                if (!bp || !bp->in_cache || bp->m_leader != z.leader || bp->m_leader_epoch != z.leader_epoch ||
+                    !same_ids(bp->m_isr, bp->m_n_isr, z.isr, z.n_isr)) {
+                    sim_fail(s, "Q5 broker metadata converges",
+                             "broker %d caches %s-%d as {leader %d epoch %d isr [%s]}, ZooKeeper {leader %d epoch %d "
+                             "isr [%s]}",
+                             b->id, topic, pa->partition, bp && bp->in_cache ? bp->m_leader : -9,
+                             bp ? bp->m_leader_epoch : -9, bp ? ids_str(b1, sizeof b1, bp->m_isr, bp->m_n_isr) : "",
+                             z.leader, z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr));
+                    break;
+                }
+                if (in_ids(pa->replicas, pa->n_replicas, b->id) && z.leader != -1 &&
+                    (!bp->has_replica || bp->r_leader_epoch != z.leader_epoch))
+                    sim_fail(s, "Q5 replicas follow the leader epoch",
+                             "live replica %d of %s-%d has leader epoch %d (hosted %d), ZooKeeper %d", b->id, topic,
+                             pa->partition, bp->r_leader_epoch, bp->has_replica, z.leader_epoch);
+            }
+        }
+        gr_kzk_leader_and_isr_release(&z);
+    }
+out:
+    gr_kzk_topic_assignment_release(&a);
+}
+
+void inv_quiet(struct sim *s) {
+    char buf[512], b1[128], b2[128];
+    s->n_quiet_checks++;
+    if (zm_selfcheck(s->zm, buf, sizeof buf) != 0) {
+        sim_fail(s, "Q1 ZooKeeper tree well formed", "%s", buf);
+        return;
+    }
+    /* Q1: registrations == live brokers */
+    int32_t live[SIM_MAX_BROKERS];
+    int n_live = 0;
+    for (int i = 0; i < s->n_brokers; i++)
+        if (s->brokers[i].alive) live[n_live++] = s->brokers[i].id;
+    const char **names;
+    int nreg = zm_peek_children(s->zm, "/brokers/ids", &names);
+    int32_t reg[64];
+    int n_reg = 0;
+    for (int i = 0; i < nreg && n_reg < 64; i++) reg[n_reg++] = (int32_t)atoi(names[i]);
+    qsort(reg, (size_t)n_reg, sizeof reg[0], cmp_i32);
+    if (!same_ids(reg, n_reg, live, n_live)) {
+        sim_fail(s, "Q1 registrations are the live brokers", "registered [%s], live [%s]",
+                 ids_str(b1, sizeof b1, reg, n_reg), ids_str(b2, sizeof b2, live, n_live));
+        return;
+    }
+    if (n_live == 0) return;
+    /* Q2 */
+    const char *d;
+    int len;
+    int32_t cid = -1;
+    if (zm_peek(s->zm, "/controller", &d, &len, NULL) != GR_ZOK || !d ||
+        gr_kzk_controller_decode(d, (size_t)len, &cid) != 0) {
+        sim_fail(s, "Q2 exactly one controller", "no /controller in a quiet cluster with live brokers [%s]",
+                 ids_str(b1, sizeof b1, live, n_live));
+        return;
+    }
+    struct sbroker *act = alive_broker(s, cid);
+    if (!act) {
+        sim_fail(s, "Q2 exactly one controller", "/controller names broker %d, which is not alive", cid);
+        return;
+    }
+    for (int i = 0; i < s->n_brokers; i++) {
+        struct sbroker *b = &s->brokers[i];
+        if (!b->alive) continue;
+        bool active = gr_controller_is_active(b->ctrl);
+        int32_t seen = gr_controller_active_id(b->ctrl);
+        if (b == act && (!active || gr_controller_epoch(b->ctrl) != s->cur_epoch)) {
+            sim_fail(s, "Q2 exactly one controller", "broker %d holds /controller but active=%d epoch=%d (ZooKeeper %d)",
+                     b->id, active, gr_controller_epoch(b->ctrl), s->cur_epoch);
+            return;
+        }
+        if (b != act && (active || seen != cid)) {
+            sim_fail(s, "Q2 exactly one controller", "broker %d: active=%d, thinks the controller is %d (it is %d)",
+                     b->id, active, seen, cid);
+            return;
+        }
+    }
+    /* Q3: context */
+    struct gr_ctrl_context *ctx = gr_controller_context(act->ctrl);
+    if (ctx->epoch != s->cur_epoch || ctx->epoch_zk_version != s->cur_epoch_version) {
+        sim_fail(s, "Q3 context equals ZooKeeper", "context epoch %d v%d, ZooKeeper %d v%d", ctx->epoch,
+                 ctx->epoch_zk_version, s->cur_epoch, s->cur_epoch_version);
+        return;
+    }
+    if (ctx->n_brokers != n_live) {
+        int32_t cb[64];
+        int n = 0;
+        for (int i = 0; i < ctx->n_brokers && n < 64; i++) cb[n++] = ctx->brokers[i].id;
+        sim_fail(s, "Q3 context equals ZooKeeper", "controller's live brokers [%s], registered [%s]",
+                 ids_str(b1, sizeof b1, cb, n), ids_str(b2, sizeof b2, live, n_live));
+        return;
+    }
+    for (int i = 0; i < ctx->n_brokers; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "/brokers/ids/%d", ctx->brokers[i].id);
+        struct gr_zstat st;
+        if (zm_peek(s->zm, p, NULL, NULL, &st) != GR_ZOK || st.czxid != ctx->brokers[i].epoch) {
+            sim_fail(s, "Q3 context equals ZooKeeper", "broker %d: controller has epoch %" PRId64 ", ZooKeeper %" PRId64,
+                     ctx->brokers[i].id, ctx->brokers[i].epoch, st.czxid);
+            return;
+        }
+    }
+    int nt = zm_peek_children(s->zm, "/brokers/topics", &names);
+    if (nt < 0) nt = 0;
+    if ((size_t)nt != gr_ctrl_ctx_topic_count(ctx)) {
+        sim_fail(s, "Q3 context equals ZooKeeper", "controller knows %zu topics, ZooKeeper has %d",
+                 gr_ctrl_ctx_topic_count(ctx), nt);
+        return;
+    }
+    char **tn = gr_malloc(sizeof(char *) * (size_t)(nt + 1));
+    for (int i = 0; i < nt; i++) tn[i] = gr_strdup(names[i]);
+    for (int i = 0; i < nt && !s->failed; i++) check_topic(s, act, tn[i], live, n_live);
+    for (int i = 0; i < nt; i++) free(tn[i]);
+    free(tn);
+    if (s->failed || !s->o.expect_metadata) return;
+    /* Q5: live brokers known by every broker */
+    for (int i = 0; i < s->n_brokers; i++) {
+        struct sbroker *b = &s->brokers[i];
+        if (!b->alive) continue;
+        int32_t v[SIM_MAX_BROKERS + 1];
+        memcpy(v, b->live, sizeof(int32_t) * (size_t)b->n_live);
+        if (!b->got_update_metadata || !same_set(v, b->n_live, live, n_live)) {
+            sim_fail(s, "Q5 broker metadata converges", "broker %d knows live brokers [%s], registered [%s]", b->id,
+                     ids_str(b1, sizeof b1, v, b->n_live), ids_str(b2, sizeof b2, live, n_live));
+            return;
+        }
+        for (int j = 0; j < b->n_parts; j++) {
+            struct sb_part *p = &b->parts[j];
+            if (!p->in_cache) continue;
+            char tp[512];
+            snprintf(tp, sizeof tp, TOPICS_PREFIX "%s", p->topic);
+            if (zm_peek(s->zm, tp, NULL, NULL, NULL) != GR_ZOK) {
+                sim_fail(s, "Q5 broker metadata converges", "broker %d caches %s-%d, which ZooKeeper does not have",
+                         b->id, p->topic, p->partition);
+                return;
+            }
+        }
+    }
+}
