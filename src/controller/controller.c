@@ -519,12 +519,16 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     char buf[2048];
     CINFO(c, "Initialized broker epochs cache: %s", gr_ctrl_ctx_format_brokers(&c->ctx, buf, sizeof buf));
 
+    int64_t t0 = gr_clock_now_ms(c->cfg.clock);
     struct gr_zstrings topics = {0};
     rc = gr_kzk_get_topics(c->kzk, true, &topics);
     if (rc != 0) return rc;
     rc = load_topics(c, (const char *const *)topics.names, topics.count);
     gr_zstrings_free(&topics);
     if (rc != 0) return rc;
+    int64_t t1 = gr_clock_now_ms(c->cfg.clock);
+    CINFO(c, "Loaded the replica assignments of %zu topics (%lld partitions) in %lld ms", gr_ctrl_ctx_topic_count(&c->ctx),
+          (long long)gr_ctrl_ctx_partition_count(&c->ctx), (long long)(t1 - t0));
 
     c->ctx.n_shutting_down = 0;
     char p[512];
@@ -533,6 +537,8 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
 
     rc = load_partition_states(c, NULL, 0, states_loaded);
     if (rc != 0) return rc;
+    CINFO(c, "Loaded %lld partition states in %lld ms", (long long)*states_loaded,
+          (long long)(gr_clock_now_ms(c->cfg.clock) - t1));
 
     c->sender->startup(c->sender_ctx, c->em);
     for (int i = 0; i < c->ctx.n_brokers; i++) c->sender->add_broker(c->sender_ctx, &c->ctx.brokers[i].info);
