@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
@@ -284,6 +285,25 @@ struct gr_ctrl_channel *gr_ctrl_channel_new(const struct gr_ctrl_channel_config 
     ch->sh->refs = 1;
     if (ch->metrics) ch->total = gr_metrics_gauge(ch->metrics, MGROUP ",name=TotalQueueSize");
     return ch;
+}
+
+const char *gr_ctrl_channel_listener_name(const struct gr_config *cfg) {
+    if (!cfg) return NULL;
+    if (cfg->control_plane_listener_name && cfg->control_plane_listener_name[0]) return cfg->control_plane_listener_name;
+    const struct gr_listener *l = gr_config_inter_broker_listener(cfg);
+    return l ? l->name : NULL;
+}
+
+struct gr_ctrl_channel *gr_ctrl_channel_new_for_broker(const struct gr_config *cfg, int32_t broker_id,
+                                                       struct gr_metrics *metrics) {
+    struct gr_ctrl_channel_config cc = {
+        .controller_id = broker_id,
+        .inter_broker_listener = gr_ctrl_channel_listener_name(cfg),
+        .socket_timeout_ms = cfg ? cfg->controller_socket_timeout_ms : 30000,
+        .backoff_ms = 100,
+        .metrics = metrics,
+    };
+    return gr_ctrl_channel_new(&cc);
 }
 
 static struct chan *unlink_chan(struct gr_ctrl_channel *ch, int32_t id) {

@@ -42,6 +42,15 @@ struct gr_ctrl_channel;
 
 /* Creates a manager (no threads until brokers are added). Any thread. */
 struct gr_ctrl_channel *gr_ctrl_channel_new(const struct gr_ctrl_channel_config *cfg);
+/* Convenience for the broker start-up code: a manager configured from server.properties --
+ * control.plane.listener.name if set, else inter.broker.listener.name (else the first listener),
+ * controller.socket.timeout.ms -- for controller broker_id. metrics may be NULL. */
+struct gr_config;
+struct gr_ctrl_channel *gr_ctrl_channel_new_for_broker(const struct gr_config *cfg, int32_t broker_id,
+                                                       struct gr_metrics *metrics);
+/* The listener name gr_ctrl_channel_new_for_broker picks (borrowed from cfg; NULL if none). */
+const char *gr_ctrl_channel_listener_name(const struct gr_config *cfg);
+
 /* Removes every broker, waits for their threads (rule 3) and frees. NULL ignored. Owner thread,
  * not the event thread. */
 void gr_ctrl_channel_free(struct gr_ctrl_channel *ch);
