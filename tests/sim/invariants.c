@@ -24,7 +24,8 @@
  *      Q4 (--expect states) every partition has a state; a partition is led by a live broker
  *         whenever one of its ISR replicas is live;
  *      Q5 (--expect metadata) every live broker's metadata cache equals ZooKeeper, and every live
- *         replica saw the current leader epoch through LeaderAndIsr. */
+ *         replica saw the current leader epoch through LeaderAndIsr;
+ *      Q6 (--alter-isr, with Q5) a partition's leader knows the ISR and zkVersion ZooKeeper has. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -488,6 +489,14 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                              b->id, topic, pa->partition, bp && bp->in_cache ? bp->m_leader : -9,
                              bp ? bp->m_leader_epoch : -9, bp ? ids_str(b1, sizeof b1, bp->m_isr, bp->m_n_isr) : "",
                              z.leader, z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr));
+                    break;
+                }
+                if (s->o.alter_isr && bp->has_replica && z.leader == b->id && bp->r_leader == b->id &&
+                    (!same_ids(bp->r_isr, bp->r_n_isr, z.isr, z.n_isr) || bp->r_zk_version != st.version)) {
+                    sim_fail(s, "Q6 leaders know their ISR",
+                             "leader %d of %s-%d has ISR [%s] version %d, ZooKeeper [%s] version %d", b->id, topic,
+                             pa->partition, ids_str(b1, sizeof b1, bp->r_isr, bp->r_n_isr), bp->r_zk_version,
+                             ids_str(b2, sizeof b2, z.isr, z.n_isr), st.version);
                     break;
                 }
                 if (in_ids(pa->replicas, pa->n_replicas, b->id) && z.leader != -1 &&

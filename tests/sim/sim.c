@@ -226,6 +226,10 @@ enum act {
     A_DEL_CONTROLLER,
     A_TOUCH_CONTROLLER,
     A_CREATE_TOPIC,
+    A_ALTER_PROPOSE,
+    A_AMSG_DELIVER,
+    A_AMSG_COMPLETE,
+    A_AMSG_DROP,
     A_COUNT
 };
 
@@ -287,7 +291,22 @@ static void progress_cands(struct sim *s, struct cands *c, bool chaos) {
     }
 }
 
+static void amsg_cands(struct sim *s, struct cands *c, bool chaos) {
+    for (struct amsg *a = s->amsgs; a; a = a->next) {
+        if (a->state == 0) {
+            if (amsg_target(s, a)) add(c, A_AMSG_DELIVER, 20, a);
+            else if (!chaos) add(c, A_AMSG_DROP, 20, a);
+            if (chaos) add(c, A_AMSG_DROP, 1, a);
+        } else if (a->state == 2) {
+            add(c, A_AMSG_COMPLETE, 20, a);
+        }
+    }
+}
+
 static void fault_cands(struct sim *s, struct cands *c) {
+    if (s->o.alter_isr)
+        for (int i = 0; i < s->n_brokers; i++)
+            if (s->brokers[i].alive) add(c, A_ALTER_PROPOSE, 3, &s->brokers[i]);
     int alive = n_alive(s);
     for (int i = 0; i < s->n_brokers; i++) {
         struct sbroker *b = &s->brokers[i];
@@ -427,6 +446,29 @@ static void do_act(struct sim *s, const struct cand *c) {
         s->n_faults++;
         break;
     case A_CREATE_TOPIC: admin_create_topic(s); break;
+    case A_ALTER_PROPOSE:
+        VLOG(s, "broker %d: a leader proposes an ISR change", b->id);
+        if (!alter_propose(s, b)) VLOG(s, "  (nothing to change)");
+        break;
+    case A_AMSG_DELIVER: {
+        struct amsg *a = c->p;
+        VLOG(s, "net: AlterIsr #%" PRIu64 " from broker %d reaches the controller on broker %d", a->id, a->from,
+             amsg_target(s, a)->id);
+        amsg_deliver(s, a);
+        break;
+    }
+    case A_AMSG_COMPLETE: {
+        struct amsg *a = c->p;
+        VLOG(s, "net: AlterIsr #%" PRIu64 " answer reaches broker %d", a->id, a->from);
+        amsg_complete(s, a);
+        break;
+    }
+    case A_AMSG_DROP: {
+        struct amsg *a = c->p;
+        VLOG(s, "net: AlterIsr #%" PRIu64 " from broker %d given up", a->id, a->from);
+        amsg_drop(s, a);
+        break;
+    }
     }
 }
 
@@ -459,6 +501,7 @@ static void chaos(struct sim *s, int steps) {
         before_step(s);
         struct cands c = {.n = 0, .total = 0};
         progress_cands(s, &c, true);
+        amsg_cands(s, &c, true);
         fault_cands(s, &c);
         struct cand x = pick(s, &c);
         do_act(s, &x);
@@ -468,7 +511,7 @@ static void chaos(struct sim *s, int steps) {
 
 /* Anything still moving? (timers of periodic tasks do not count) */
 static bool busy(struct sim *s) {
-    if (zm_pending_total(s->zm) > 0 || s->n_msgs > 0) return true;
+    if (zm_pending_total(s->zm) > 0 || s->n_msgs > 0 || s->n_amsgs > 0) return true;
     for (int i = 0; i < s->n_brokers; i++) {
         struct sbroker *b = &s->brokers[i];
         if (!b->alive) continue;
@@ -498,6 +541,7 @@ static void settle(struct sim *s) {
         before_step(s);
         struct cands c = {.n = 0, .total = 0};
         progress_cands(s, &c, false);
+        amsg_cands(s, &c, false);
         for (int i = 0; i < s->n_brokers; i++)
             if (want[i] && !s->brokers[i].alive) add(&c, A_RESTART, 2, &s->brokers[i]);
         if (c.n > 0) {
@@ -611,7 +655,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
             "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-watch-flush]\n"
-            "                  [--hand-move] [--verbose]\n"
+            "                  [--hand-move] [--alter-isr|--no-alter-isr] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
 
@@ -641,6 +685,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-zk-faults")) o.zk_faults = false;
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
+        else if (!strcmp(a, "--alter-isr")) o.alter_isr = true;
+        else if (!strcmp(a, "--no-alter-isr")) o.alter_isr = false;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = true;
         else if (!strcmp(a, "--selftest")) selftest = true;
         else {

@@ -45,6 +45,7 @@ struct sim_opts {
     bool admin_topics;         /* admin creates topics */
     bool zk_faults;            /* connection losses inside calls */
     bool hand_move;            /* /controller rewritten by hand to another broker id */
+    bool alter_isr;            /* leaders propose ISR changes (AlterIsr) */
 };
 
 /* ---- a simulated broker's partition view (from LeaderAndIsr / UpdateMetadata) ---- */
@@ -60,9 +61,25 @@ struct sb_part {
     int32_t *m_replicas;
     /* from LeaderAndIsr (replica manager) */
     bool has_replica;
-    int32_t r_leader, r_leader_epoch;
+    int32_t r_leader, r_leader_epoch, r_zk_version;
     int r_n_isr;
     int32_t *r_isr;
+    int r_n_replicas;
+    int32_t *r_replicas;
+    bool alter_pending;         /* an AlterIsr for it is in flight (leaders only) */
+};
+
+/* An AlterIsr request from a partition leader to the controller and its answer. */
+struct amsg {
+    uint64_t id;
+    int32_t from;
+    int from_inc;
+    struct gr_arena arena;      /* request and (decoded copy of) response */
+    struct AlterIsrRequest *req;
+    struct AlterIsrResponse *resp;
+    int state;                  /* 0 on its way, 1 at the controller, 2 answered */
+    bool abandoned;             /* the sender died while the controller held it */
+    struct amsg *next;
 };
 
 /* ---- in-flight controller -> broker messages ---- */
@@ -123,6 +140,7 @@ struct sbroker {
     int n_live;
     int32_t live[SIM_MAX_BROKERS + 1];  /* from UpdateMetadata LiveBrokers */
     bool got_update_metadata;
+    int32_t known_controller;   /* ControllerId of the last accepted UpdateMetadata */
 };
 
 /* ---- the simulation ---- */
@@ -152,6 +170,9 @@ struct sim {
     struct smsg *msgs;          /* every in-flight message, in send order */
     int n_msgs;
     uint64_t next_msg_id;
+
+    struct amsg *amsgs;         /* AlterIsr requests in flight */
+    int n_amsgs;
 
     /* virtual timers of every clock */
     struct vtimer *timers;
@@ -210,6 +231,14 @@ void msg_drop(struct sim *s, struct smsg *m);
 bool msg_is_channel_head(struct sim *s, struct smsg *m);
 bool msg_target_alive(struct sim *s, struct smsg *m);
 void msgs_release_all(struct sim *s);
+/* AlterIsr: a leader of b proposes an ISR change (false if it leads nothing changeable). */
+bool alter_propose(struct sim *s, struct sbroker *b);
+/* The broker's current controller (from its metadata), NULL if unknown or down. */
+struct sbroker *amsg_target(struct sim *s, struct amsg *a);
+void amsg_deliver(struct sim *s, struct amsg *a);
+void amsg_complete(struct sim *s, struct amsg *a);
+/* The leader gives up on an undelivered proposal. */
+void amsg_drop(struct sim *s, struct amsg *a);
 
 /* invariants.c */
 void inv_init(struct sim *s);

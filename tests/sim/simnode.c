@@ -21,6 +21,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/flows.h"
 #include "controller/response.h"
 #include "protocol/codec.h"
 #include "sim.h"
@@ -187,7 +188,16 @@ static void channel_teardown(struct sim *s, struct ssender *snd, int32_t to) {
     }
 }
 
+static void amsg_free(struct amsg *a);
+
 void msgs_release_all(struct sim *s) {
+    while (s->amsgs) {
+        struct amsg *a = s->amsgs;
+        s->amsgs = a->next;
+        if (a->state == 1) a->abandoned = true; /* freed when its controller answers */
+        else amsg_free(a);
+    }
+    s->n_amsgs = 0;
     while (s->msgs) {
         struct smsg *m = s->msgs;
         s->msgs = m->next;
@@ -312,6 +322,7 @@ static void part_release(struct sb_part *p) {
     free(p->m_isr);
     free(p->m_replicas);
     free(p->r_isr);
+    free(p->r_replicas);
 }
 
 static void part_remove(struct sbroker *b, struct sb_part *p) {
@@ -327,6 +338,7 @@ static void broker_state_reset(struct sbroker *b) {
     b->n_live = 0;
     b->highest_ctrl_epoch = 0;
     b->got_update_metadata = false;
+    b->known_controller = -1;
 }
 
 static int32_t *dup_ids(const int32_t *v, int32_t n) {
@@ -383,9 +395,14 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
             p->has_replica = true;
             p->r_leader = ps->Leader;
             p->r_leader_epoch = ps->LeaderEpoch;
+            p->r_zk_version = ps->ZkVersion;
+            p->alter_pending = false;
             free(p->r_isr);
             p->r_n_isr = ps->IsrCount > 0 ? ps->IsrCount : 0;
             p->r_isr = dup_ids(ps->Isr, ps->IsrCount);
+            free(p->r_replicas);
+            p->r_n_replicas = ps->ReplicasCount > 0 ? ps->ReplicasCount : 0;
+            p->r_replicas = dup_ids(ps->Replicas, ps->ReplicasCount);
             pe->ErrorCode = GR_KERR_NONE;
         }
     }
@@ -405,6 +422,7 @@ static void handle_update_metadata(struct sim *s, struct sbroker *b, const struc
     }
     b->highest_ctrl_epoch = rq->ControllerEpoch;
     b->got_update_metadata = true;
+    b->known_controller = rq->ControllerId;
     b->n_live = 0;
     for (int32_t i = 0; i < rq->LiveBrokersCount && b->n_live < SIM_MAX_BROKERS + 1; i++)
         b->live[b->n_live++] = rq->LiveBrokers[i].Id;
@@ -607,6 +625,189 @@ void msg_lose_response(struct sim *s, struct smsg *m) {
 }
 
 /* ======================================================================================
+ * AlterIsr: partition leaders -> the controller
+ * ====================================================================================== */
+
+static void amsg_unlink(struct sim *s, struct amsg *a) {
+    for (struct amsg **pp = &s->amsgs; *pp; pp = &(*pp)->next) {
+        if (*pp == a) {
+            *pp = a->next;
+            s->n_amsgs--;
+            return;
+        }
+    }
+}
+
+static void amsg_free(struct amsg *a) {
+    gr_arena_free(&a->arena);
+    free(a);
+}
+
+bool alter_propose(struct sim *s, struct sbroker *b) {
+    if (!b->alive || !b->ctrl) return false;
+    int cand[64];
+    int nc = 0;
+    for (int i = 0; i < b->n_parts && nc < 64; i++) {
+        struct sb_part *p = &b->parts[i];
+        if (p->has_replica && p->r_leader == b->id && !p->alter_pending && p->r_n_isr > 0) cand[nc++] = i;
+    }
+    if (nc == 0) return false;
+    struct sb_part *p = &b->parts[cand[rng_below(&s->rng, (uint32_t)nc)]];
+    int32_t isr[SIM_MAX_BROKERS + 1];
+    int n = 0;
+    /* shrink: drop a follower; expand: add a live assigned replica not in the ISR */
+    int32_t add_c[SIM_MAX_BROKERS + 1];
+    int na = 0;
+    for (int i = 0; i < p->r_n_replicas; i++) {
+        int32_t r = p->r_replicas[i];
+        if (has_id(p->r_isr, p->r_n_isr, r)) continue;
+        struct sbroker *rb = broker_by_id(s, r);
+        if (rb && rb->alive) add_c[na++] = r;
+    }
+    bool shrink = p->r_n_isr > 1 && (na == 0 || rng_chance(&s->rng, 1, 2));
+    if (!shrink && na == 0) return false;
+    if (shrink) {
+        int32_t drop;
+        do drop = p->r_isr[rng_below(&s->rng, (uint32_t)p->r_n_isr)];
+        while (drop == b->id);
+        for (int i = 0; i < p->r_n_isr; i++)
+            if (p->r_isr[i] != drop) isr[n++] = p->r_isr[i];
+    } else {
+        for (int i = 0; i < p->r_n_isr; i++) isr[n++] = p->r_isr[i];
+        isr[n++] = add_c[rng_below(&s->rng, (uint32_t)na)];
+    }
+    struct amsg *a = gr_calloc(1, sizeof *a);
+    a->id = ++s->next_msg_id;
+    a->from = b->id;
+    a->from_inc = b->incarnation;
+    gr_arena_init(&a->arena);
+    struct AlterIsrRequest *rq = gr_proto_new(&a->arena, &gr_desc_AlterIsrRequest);
+    rq->BrokerId = b->id;
+    rq->BrokerEpoch = gr_controller_broker_epoch(b->ctrl);
+    rq->TopicsCount = 1;
+    rq->Topics = gr_arena_alloc(&a->arena, sizeof *rq->Topics);
+    rq->Topics[0].Name = gr_arena_strdup(&a->arena, p->topic);
+    rq->Topics[0].PartitionsCount = 1;
+    rq->Topics[0].Partitions = gr_arena_alloc(&a->arena, sizeof *rq->Topics[0].Partitions);
+    struct AlterIsrRequest_PartitionData *pd = &rq->Topics[0].Partitions[0];
+    pd->PartitionIndex = p->partition;
+    pd->LeaderEpoch = p->r_leader_epoch;
+    pd->NewIsrCount = n;
+    pd->NewIsr = gr_arena_alloc(&a->arena, sizeof(int32_t) * (size_t)n);
+    memcpy(pd->NewIsr, isr, sizeof(int32_t) * (size_t)n);
+    pd->CurrentIsrVersion = p->r_zk_version;
+    a->req = rq;
+    p->alter_pending = true;
+    a->next = NULL;
+    struct amsg **pp = &s->amsgs;
+    while (*pp) pp = &(*pp)->next;
+    *pp = a;
+    s->n_amsgs++;
+    if (s->o.verbose)
+        printf("    [sim] broker %d proposes ISR of %s-%d: %s to %d members (leader epoch %d, version %d)\n", b->id,
+               p->topic, p->partition, shrink ? "shrink" : "expand", n, p->r_leader_epoch, p->r_zk_version);
+    return true;
+}
+
+struct sbroker *amsg_target(struct sim *s, struct amsg *a) {
+    struct sbroker *from = broker_by_id(s, a->from);
+    if (!from || !from->alive || from->incarnation != a->from_inc || from->known_controller < 0) return NULL;
+    struct sbroker *t = broker_by_id(s, from->known_controller);
+    return t && t->alive ? t : NULL;
+}
+
+/* The controller's answer (on the controller's processing step, or when the event is dropped):
+ * copied through the codec into the message's arena. */
+static void amsg_respond(void *arg, const struct AlterIsrResponse *resp) {
+    struct amsg *a = arg;
+    if (a->abandoned) {
+        amsg_free(a);
+        return;
+    }
+    struct gr_wbuf w;
+    gr_wbuf_init(&w);
+    if (gr_proto_encode_body(GR_API_ALTER_ISR, true, 0, resp, &w) == 0) {
+        struct gr_rbuf r;
+        gr_rbuf_init(&r, w.p, w.len);
+        void *body = NULL;
+        if (gr_proto_decode_body(GR_API_ALTER_ISR, true, 0, &r, &a->arena, &body) == 0) a->resp = body;
+    }
+    gr_wbuf_free(&w);
+    a->state = 2;
+}
+
+void amsg_deliver(struct sim *s, struct amsg *a) {
+    struct sbroker *t = amsg_target(s, a);
+    if (!t) return;
+    struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);
+    pl->request = a->req;
+    pl->respond = amsg_respond;
+    pl->arg = a;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
+    ev->broker_id = a->req->BrokerId;
+    ev->broker_epoch = a->req->BrokerEpoch;
+    ev->payload = pl;
+    ev->payload_free = gr_ctrl_alter_isr_payload_free;
+    a->state = 1;
+    gr_ctrl_events_put(gr_controller_events(t->ctrl), ev);
+}
+
+void amsg_drop(struct sim *s, struct amsg *a) {
+    amsg_unlink(s, a);
+    struct sbroker *b = broker_by_id(s, a->from);
+    const struct AlterIsrRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
+    struct sb_part *p = b && b->alive && b->incarnation == a->from_inc
+                            ? part_find(b, a->req->Topics[0].Name, pd->PartitionIndex, false)
+                            : NULL;
+    if (p) p->alter_pending = false;
+    amsg_free(a);
+}
+
+void amsg_complete(struct sim *s, struct amsg *a) {
+    amsg_unlink(s, a);
+    struct sbroker *b = broker_by_id(s, a->from);
+    const struct AlterIsrResponse *r = a->resp;
+    const struct AlterIsrRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
+    struct sb_part *p = b && b->alive && b->incarnation == a->from_inc
+                            ? part_find(b, a->req->Topics[0].Name, pd->PartitionIndex, false)
+                            : NULL;
+    if (p) {
+        p->alter_pending = false;
+        if (r && r->ErrorCode == GR_KERR_NONE && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1) {
+            const struct AlterIsrResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
+            /* Kafka's leader applies the answer only for its current leader epoch */
+            if (rp->ErrorCode == GR_KERR_NONE && rp->LeaderEpoch == p->r_leader_epoch && p->r_leader == b->id) {
+                free(p->r_isr);
+                p->r_n_isr = rp->IsrCount > 0 ? rp->IsrCount : 0;
+                p->r_isr = dup_ids(rp->Isr, rp->IsrCount);
+                p->r_zk_version = rp->CurrentIsrVersion;
+            }
+        }
+    }
+    if (s->o.verbose)
+        printf("    [sim] AlterIsr #%" PRIu64 " answered to broker %d: %s\n", a->id, a->from,
+               r ? gr_kerr_name(r->ErrorCode) : "undecodable");
+    amsg_free(a);
+}
+
+/* Drops the AlterIsr messages of a dead incarnation (those held by a controller are freed when it
+ * answers). */
+static void amsgs_abandon(struct sim *s, struct sbroker *b) {
+    struct amsg **pp = &s->amsgs;
+    while (*pp) {
+        struct amsg *a = *pp;
+        if (a->from == b->id && a->from_inc == b->incarnation) {
+            *pp = a->next;
+            s->n_amsgs--;
+            if (a->state == 1) a->abandoned = true;
+            else amsg_free(a);
+            continue;
+        }
+        pp = &a->next;
+    }
+}
+
+/* ======================================================================================
  * Lifecycle
  * ====================================================================================== */
 
@@ -622,6 +823,7 @@ static bool hook_new_session(void *arg, struct gr_zsession *prev) {
 
 /* Frees the per-incarnation objects (controller first; the client must not deliver anymore). */
 static void node_teardown(struct sim *s, struct sbroker *b) {
+    amsgs_abandon(s, b);
     if (b->snd) {
         channel_teardown(s, b->snd, -1);
         b->snd->dead = true;
