@@ -321,7 +321,7 @@ static void fault_cands(struct sim *s, struct cands *c) {
             add(c, A_RESTART, 3, b);
         }
     }
-    if (zm_peek(s->zm, "/controller", NULL, NULL, NULL) == GR_ZOK) {
+    if (s->o.hand_edits && zm_peek(s->zm, "/controller", NULL, NULL, NULL) == GR_ZOK) {
         add(c, A_DEL_CONTROLLER, 1, NULL);
         add(c, A_TOUCH_CONTROLLER, 1, NULL);
     }
@@ -655,7 +655,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
             "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-watch-flush]\n"
-            "                  [--hand-move] [--alter-isr|--no-alter-isr] [--verbose]\n"
+            "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
 
@@ -666,7 +666,7 @@ static void parse_expect(struct sim_opts *o, const char *v) {
 
 int main(int argc, char **argv) {
     struct sim_opts o = {.steps = 400, .episodes = 3, .brokers = 3, .watch_flush = true,
-                         .admin_topics = true, .zk_faults = true,
+                         .admin_topics = true, .zk_faults = true, .hand_edits = true,
                          .expect_states = false, .expect_metadata = false};
     uint64_t seeds = 0, start = 1, one = 0;
     bool have_one = false, selftest = false;
@@ -685,6 +685,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-zk-faults")) o.zk_faults = false;
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
+        else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;
         else if (!strcmp(a, "--alter-isr")) o.alter_isr = true;
         else if (!strcmp(a, "--no-alter-isr")) o.alter_isr = false;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = true;

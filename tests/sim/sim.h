@@ -44,6 +44,7 @@ struct sim_opts {
     bool expect_metadata;      /* brokers' metadata converges (UpdateMetadata) */
     bool admin_topics;         /* admin creates topics */
     bool zk_faults;            /* connection losses inside calls */
+    bool hand_edits;           /* /controller deleted / rewritten by hand */
     bool hand_move;            /* /controller rewritten by hand to another broker id */
     bool alter_isr;            /* leaders propose ISR changes (AlterIsr) */
 };
