@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import time
 import weakref
@@ -103,17 +104,62 @@ def split_chroot(connect):
     return (connect, "") if i < 0 else (connect[:i], connect[i:])
 
 
-def expire_session(zk_hosts, session_id, password, timeout=10.0):
-    """Ends another client's ZooKeeper session from outside: attach a second client to the same
-    session id and password, then close it (the server expires the session and deletes its
-    ephemerals; the original owner sees SESSION_EXPIRED on its next contact)."""
+def _recv_frame(sock):
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            chunk = sock.recv(n - len(b))
+            if not chunk:
+                raise ConnectionError("ZooKeeper closed the connection")
+            b += chunk
+        return b
+    n = struct.unpack(">i", exact(4))[0]
+    return exact(n)
+
+
+def close_session_wire(zk_hosts, session_id, password):
+    """Attaches to session (id, password) with a raw ZooKeeper ConnectRequest and pipelines a
+    closeSession right behind it, in one write. Returns True if the server closed the session,
+    False if it was already gone (the server answered the connect with timeout 0).
+    Raises ConnectionError if the server dropped us (e.g. the owner reconnected in between)."""
     hosts, _ = split_chroot(zk_hosts)
-    zk = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10.0)
-    zk.start(timeout=timeout)
-    got = zk.client_id
-    close_kazoo(zk)
-    assert got is not None and got[0] == session_id, \
-        f"attached to session {got and hex(got[0])} instead of {hex(session_id)} (already expired?)"
+    host, port = hosts.split(",")[0].rsplit(":", 1)
+    connect = struct.pack(">iqiqi", 0, 0, 30000, session_id, len(password)) + password + b"\0"
+    close = struct.pack(">ii", 1, -11)
+    with socket.create_connection((host, int(port)), timeout=10) as sk:
+        sk.sendall(struct.pack(">i", len(connect)) + connect + struct.pack(">i", len(close)) + close)
+        resp = _recv_frame(sk)
+        _, timeout_ms, sid = struct.unpack_from(">iiq", resp)
+        if timeout_ms <= 0:
+            return False
+        while True:
+            xid, _, err = struct.unpack_from(">iqi", _recv_frame(sk))
+            if xid == 1:
+                if err != 0:
+                    raise ConnectionError(f"closeSession failed with ZooKeeper error {err}")
+                return True
+
+
+def expire_session(zk_hosts, session_id, password, timeout=10.0):
+    """Ends another client's ZooKeeper session from outside: attach to the same session id and
+    password, then close it (the server expires the session and deletes its ephemerals; the
+    original owner sees SESSION_EXPIRED on its next contact). Uses a raw pipelined
+    connect+closeSession (a kazoo client attaching first and closing later races with the owner
+    reconnecting, and the two keep stealing the session from each other)."""
+    deadline = time.monotonic() + timeout
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            ok = close_session_wire(zk_hosts, session_id, password)
+            # Gone on a retry: the earlier attempt's closeSession worked but its reply was lost
+            # when the server dropped the connection.
+            assert ok or attempts > 1, f"session {session_id:#x} had already expired"
+            return
+        except (ConnectionError, OSError, struct.error):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class ZkServer:
