@@ -323,6 +323,12 @@ static struct chan *unlink_chan(struct gr_ctrl_channel *ch, int32_t id) {
 
 /* Tells a channel's thread to stop (rule 2) and removes its metrics. */
 static void stop_chan(struct gr_ctrl_channel *ch, struct chan *c) {
+    /* copy what we need: once stopping is set the thread may free c at any time */
+    char qsize_name[sizeof c->qsize_name], timer_name[sizeof c->timer_name];
+    memcpy(qsize_name, c->qsize_name, sizeof qsize_name);
+    memcpy(timer_name, c->timer_name, sizeof timer_name);
+    pthread_t thread = c->thread;
+    pthread_detach(thread);
     pthread_mutex_lock(&c->lock);
     c->stopping = true;
     if (c->total) gr_gauge_add(c->total, -c->qlen);
@@ -332,11 +338,11 @@ static void stop_chan(struct gr_ctrl_channel *ch, struct chan *c) {
     if (c->cli) gr_net_client_shutdown(c->cli);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    /* c must not be touched from here on */
     if (ch->metrics) {
-        gr_metrics_remove(ch->metrics, c->qsize_name);
-        gr_metrics_remove(ch->metrics, c->timer_name);
+        gr_metrics_remove(ch->metrics, qsize_name);
+        gr_metrics_remove(ch->metrics, timer_name);
     }
-    pthread_detach(c->thread);
 }
 
 static void op_remove_broker(void *ctx, int32_t id) {
