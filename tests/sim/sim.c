@@ -132,8 +132,15 @@ static int hook_call_fault(void *arg, struct zm_client *c, bool is_write) {
     struct sim *s = arg;
     if (s->phase != 0 || !s->o.zk_faults || !zm_client_user(c)) return ZM_FAULT_NONE;
     uint32_t r = rng_below(&s->rng, 400);
-    if (r == 0) return ZM_FAULT_LOSS_BEFORE;
-    if (r == 1 && is_write) return ZM_FAULT_LOSS_AFTER;
+    struct sbroker *b = zm_client_user(c);
+    if (r == 0) {
+        VLOG(s, "zk: broker %d's connection drops before its call reaches the server", b->id);
+        return ZM_FAULT_LOSS_BEFORE;
+    }
+    if (r == 1 && is_write) {
+        VLOG(s, "zk: broker %d's connection drops after the server applied its write", b->id);
+        return ZM_FAULT_LOSS_AFTER;
+    }
     return ZM_FAULT_NONE;
 }
 
