@@ -17,7 +17,14 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "controller/channel_manager.h"
 #include "controller/clock.h"
+#include "controller/flows.h"
+#include "controller/partition_sm.h"
+#include "controller/replica_sm.h"
+#include "controller/request_batch.h"
 #include "controller/sender.h"
 
 #define LOGGER "kafka.controller.KafkaController"
@@ -66,6 +73,7 @@ struct gr_controller {
 
     struct gr_ctrl_events *em;
     struct gr_ctrl_context ctx; /* event thread only */
+    struct gr_ctrl_sm sm;       /* state machines, batch and flows over ctx (event thread only) */
 
     _Atomic int32_t active_id;
     _Atomic int64_t broker_epoch;
@@ -323,6 +331,7 @@ static void on_controller_resignation(struct gr_controller *c) {
     gr_zk_watches_unregister_child(c->watches, BROKER_IDS_PATH);
 
     c->sender->shutdown(c->sender_ctx);
+    gr_ctrl_batch_clear(c->sm.batch);
     gr_ctrl_ctx_reset(&c->ctx);
     CINFO(c, "Resigned");
 }
@@ -600,8 +609,9 @@ static int on_controller_failover(struct gr_controller *c) {
     if ((rc = initialize_context(c, &states)) != 0) return rc;
     CINFO(c, "Fetching topic deletions in progress");
     if ((rc = fetch_topic_deletions(c)) != 0) return rc;
-    /* SEAM: topicDeletionManager.init; sendUpdateMetadataRequest(all live brokers);
-     * replicaStateMachine.startup(); partitionStateMachine.startup() */
+    /* SEAM: topicDeletionManager.init */
+    /* UpdateMetadata (brokers only) to all, then the replica and partition state machines */
+    if ((rc = gr_ctrl_failover_start_state_machines(&c->sm)) != 0) return rc;
 
     CINFO(c, "Ready to serve as the new controller with epoch %d", c->ctx.epoch);
     CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states), load time %lld ms",
@@ -703,27 +713,23 @@ static int process_broker_change(struct gr_controller *c) {
     if (n_new > 0) {
         for (int i = 0; i < ncur; i++)
             if (id_in(new_ids, n_new, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
-        /* SEAM: onBrokerStartup(new) -- UpdateMetadata, replicas online, partition elections */
-        CINFO(c, "New broker startup callback for %s", b1);
+        rc = gr_ctrl_on_broker_startup(&c->sm, new_ids, n_new);
         for (int i = 0; i < n_new; i++)
             gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, new_ids[i]), on_broker_node, c);
     }
-    if (n_bounced > 0) {
+    if (rc == 0 && n_bounced > 0) {
         for (int i = 0; i < n_bounced; i++) gr_ctrl_ctx_remove_live_broker(&c->ctx, bounced[i]);
-        /* SEAM: onBrokerFailure(bounced) */
-        CINFO(c, "Broker failure callback for %s", b3);
+        rc = gr_ctrl_on_broker_failure(&c->sm, bounced, n_bounced);
         for (int i = 0; i < ncur; i++)
             if (id_in(bounced, n_bounced, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
-        /* SEAM: onBrokerStartup(bounced) */
-        CINFO(c, "New broker startup callback for %s", b3);
+        if (rc == 0) rc = gr_ctrl_on_broker_startup(&c->sm, bounced, n_bounced);
     }
-    if (n_dead > 0) {
+    if (rc == 0 && n_dead > 0) {
         for (int i = 0; i < n_dead; i++) {
             gr_ctrl_ctx_remove_live_broker(&c->ctx, dead[i]);
             gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, dead[i]));
         }
-        /* SEAM: onBrokerFailure(dead) -- offline replicas, leader elections */
-        CINFO(c, "Broker failure callback for %s", b2);
+        rc = gr_ctrl_on_broker_failure(&c->sm, dead, n_dead);
     }
     if (n_new || n_bounced || n_dead) {
         char buf[2048];
@@ -734,7 +740,7 @@ static int process_broker_change(struct gr_controller *c) {
     free(dead);
     free(live);
     gr_kzk_brokers_free(cur, ncur);
-    return 0;
+    return rc;
 }
 
 static bool endpoints_equal(const struct gr_kzk_broker *a, const struct gr_kzk_broker *b) {
@@ -766,7 +772,7 @@ static int process_broker_modification(struct gr_controller *c, int32_t id) {
         CINFO(c, "Updated broker metadata for broker %d (%d endpoints)", id, nb.n_endpoints);
         nb.epoch = old->epoch;
         gr_ctrl_ctx_add_live_broker(&c->ctx, &nb);
-        /* SEAM: onBrokerUpdate -- UpdateMetadata (brokers only) to all */
+        gr_ctrl_send_update_metadata_all(&c->sm, NULL, 0); /* onBrokerUpdate */
     }
     gr_kzk_broker_release(&nb);
     return 0;
@@ -813,7 +819,15 @@ static int process_topic_change(struct gr_controller *c) {
           fmt_names(b2, sizeof b2, (const char *const *)deleted, n_deleted),
           (long long)(gr_ctrl_ctx_partition_count(&c->ctx) - after_removal));
     (void)before;
-    /* SEAM: onNewPartitionCreation(new partitions) */
+    if (rc == 0 && n_new > 0) {
+        struct gr_ctrl_tp_list added = {0};
+        for (int i = 0; i < n_new; i++) {
+            struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(&c->ctx, new_topics[i]);
+            for (int j = 0; t && j < t->n_partitions; j++) gr_ctrl_tp_list_add(&added, t->name, t->partitions[j].partition);
+        }
+        rc = gr_ctrl_on_new_partition_creation(&c->sm, added.v, added.n);
+        gr_ctrl_tp_list_free(&added);
+    }
     for (size_t i = 0; i < n_deleted; i++) free(deleted[i]);
     free(deleted);
     free(new_topics);
@@ -837,15 +851,25 @@ static int process_partition_modifications(struct gr_controller *c, const char *
     int added = 0;
     for (int i = 0; i < a.n_partitions; i++)
         if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) added++;
-    if (old && added > 0) {
+    if (old && added > 0 && gr_ctrl_topic_queued_for_deletion(&c->ctx, topic)) {
+        /* Kafka restores the old assignment here (restorePartitionReplicaAssignment) */
+        CWARN(c, "Skipping adding %d partitions for topic %s since it is currently being deleted", added, topic);
+    } else if (old && added > 0) {
+        int32_t *ids = gr_malloc(sizeof(int32_t) * (size_t)added);
+        int k = 0;
+        for (int i = 0; i < a.n_partitions; i++)
+            if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) ids[k++] = a.partitions[i].partition;
         if (!a.topic) a.topic = gr_strdup(topic);
         CINFO(c, "New partitions to be added: %d partitions of topic %s", added, topic);
-        gr_ctrl_ctx_put_topic(&c->ctx, &a);
-        /* SEAM: onNewPartitionCreation(added); if the topic is queued for deletion Kafka restores
-         * the old assignment instead */
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_put_topic(&c->ctx, &a);
+        struct gr_ctrl_tp_list tps = {0};
+        for (int i = 0; i < k; i++) gr_ctrl_tp_list_add(&tps, t->name, ids[i]);
+        rc = gr_ctrl_on_new_partition_creation(&c->sm, tps.v, tps.n);
+        gr_ctrl_tp_list_free(&tps);
+        free(ids);
     }
     gr_kzk_topic_assignment_release(&a);
-    return 0;
+    return rc;
 }
 
 /* Kafka's processTopicDeletion (the part that does not need the deletion manager). */
@@ -889,38 +913,7 @@ static int process_topic_deletion(struct gr_controller *c) {
  * the notifications. */
 static int process_isr_change_notification(struct gr_controller *c) {
     if (!is_active(c)) return 0;
-    struct gr_zstrings names = {0};
-    int rc = gr_kzk_get_isr_change_notifications(c->kzk, true, &names);
-    if (rc != 0 || names.count == 0) {
-        gr_zstrings_free(&names);
-        return rc;
-    }
-    struct gr_kzk_tp *tps = NULL;
-    int n = 0;
-    rc = gr_kzk_get_isr_change_partitions(c->kzk, (const char *const *)names.names, names.count, &tps, &n);
-    if (rc == 0 && n > 0) {
-        struct gr_kzk_state_result *res = gr_calloc((size_t)n, sizeof *res);
-        rc = gr_kzk_get_partition_states(c->kzk, tps, n, res);
-        int updated = 0;
-        for (int i = 0; i < n; i++) {
-            if (rc == 0 && res[i].rc == 0) {
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&c->ctx, tps[i].topic, tps[i].partition);
-                if (p) {
-                    gr_ctrl_partition_set_state(p, &res[i].lai);
-                    updated++;
-                }
-            }
-            gr_kzk_leader_and_isr_release(&res[i].lai);
-        }
-        free(res);
-        CINFO(c, "Processed ISR change notifications for %d partitions (%d updated)", n, updated);
-        /* SEAM: UpdateMetadata for those partitions; maybeCompleteReassignment */
-    }
-    gr_kzk_tps_release(tps, n);
-    int rc2 = gr_kzk_delete_isr_change_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
-                                                             (const char *const *)names.names, names.count);
-    gr_zstrings_free(&names);
-    return rc ? rc : rc2;
+    return gr_ctrl_process_isr_change_notification(&c->sm);
 }
 
 static int process_log_dir_event_notification(struct gr_controller *c) {
@@ -937,7 +930,11 @@ static int process_log_dir_event_notification(struct gr_controller *c) {
     if (rc == 0 && n > 0) {
         char buf[512];
         CINFO(c, "Handling log directory failure for brokers %s", fmt_ids(buf, sizeof buf, ids, n));
-        /* SEAM: onBrokerLogDirFailure -- replicas on those brokers -> OnlineReplica */
+        /* onBrokerLogDirFailure: replicas on those brokers -> OnlineReplica (probes with LeaderAndIsr) */
+        struct gr_ctrl_replica_list reps = {0};
+        gr_rsm_replicas_on_brokers(&c->sm, ids, n, &reps);
+        rc = gr_rsm_handle_state_changes(&c->sm, reps.v, reps.n, GR_RS_ONLINE);
+        gr_ctrl_replica_list_free(&reps);
     }
     free(ids);
     int rc2 = gr_kzk_delete_log_dir_event_notifications_guarded(c->kzk, c->ctx.epoch_zk_version,
@@ -1011,8 +1008,18 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
         break;
+    case GR_EV_ALTER_ISR_RECEIVED:
+        if (!is_active(c)) gr_ctrl_alter_isr_fail(ev->payload, GR_KERR_NOT_CONTROLLER);
+        else rc = gr_ctrl_alter_isr_complete(&c->sm, ev);
+        break;
+    case GR_EV_LEADER_AND_ISR_RESPONSE:
+        if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
+        break;
+    case GR_EV_UPDATE_METADATA_RESPONSE:
+        if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
+        break;
     default:
-        /* SEAM: the request-driven events (ControlledShutdown, AlterIsr, responses, ...) */
+        /* SEAM: the request-driven events (ControlledShutdown, ...) */
         CWARN(c, "Event %s is not handled yet", name);
         break;
     }
@@ -1050,6 +1057,15 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     atomic_store(&c->broker_epoch, cfg->broker_epoch);
     atomic_store(&c->epoch, 0);
     gr_ctrl_ctx_init(&c->ctx);
+    c->sm.controller_id = cfg->broker_id;
+    c->sm.ctx = &c->ctx;
+    c->sm.kzk = cfg->kzk;
+    c->sm.sender = c->sender;
+    c->sm.sender_ctx = c->sender_ctx;
+    c->sm.metrics = cfg->metrics;
+    c->sm.inter_broker_listener = gr_ctrl_channel_listener_name(cfg->broker_config);
+    c->sm.unclean_default = cfg->broker_config ? cfg->broker_config->unclean_leader_election_enable : false;
+    gr_ctrl_sm_init(&c->sm);
     struct gr_ctrl_event_processor proc = {process, preempt, c};
     c->em = gr_ctrl_events_new(cfg->broker_id, &proc, cfg->clock, cfg->metrics);
     register_metrics(c);
@@ -1089,6 +1105,7 @@ void gr_controller_free(struct gr_controller *c) {
     gr_controller_shutdown(c);
     unregister_metrics(c);
     gr_ctrl_events_free(c->em);
+    gr_ctrl_sm_release(&c->sm);
     gr_ctrl_ctx_release(&c->ctx);
     gr_kzk_broker_release(&c->broker_info);
     free(c);
