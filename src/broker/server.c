@@ -15,13 +15,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/replica_manager.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "controller/channel_manager.h"
 #include "controller/clock.h"
 #include "controller/controller.h"
 #include "net/server.h"
+#include "storage/checkpoint.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
@@ -48,6 +53,10 @@ struct gr_server {
 
     struct gr_clock *clock;
     struct gr_controller *controller;
+    struct gr_ctrl_channel *channel;      /* the controller's per-broker send threads */
+
+    struct gr_broker *broker;             /* request handlers' shared context */
+    struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
 
     pthread_mutex_t session_mu; /* guards last_session */
     struct gr_zsession last_session;
@@ -253,13 +262,7 @@ static void build_broker_info(struct gr_server *s) {
     }
 }
 
-/* ---- network (SEAM) ---- */
-
-/* Placeholder request handler until the broker's API dispatch is wired in here: close. */
-static void stub_handler(void *ctx, struct gr_net_request *req) {
-    (void)ctx;
-    gr_net_close(req);
-}
+/* ---- network ---- */
 
 static int start_network(struct gr_server *s) {
     const struct gr_config *cfg = s->cfg;
@@ -278,8 +281,7 @@ static int start_network(struct gr_server *s) {
     nc.connections_max_idle_ms = cfg->connections_max_idle_ms;
     if (cfg->num_network_threads > 0) nc.num_network_threads = cfg->num_network_threads;
     if (cfg->num_io_threads > 0) nc.num_io_threads = cfg->num_io_threads;
-    /* SEAM: gr_broker_new + gr_apis_dispatch as the handler once the request handlers land. */
-    int rc = gr_net_server_new(&nc, stub_handler, s, &s->net);
+    int rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
     if (rc != 0) return rc;
     rc = gr_net_server_start(s->net);
     if (rc != 0) {
@@ -349,7 +351,18 @@ int gr_server_startup(struct gr_server *s) {
     }
     slog(s, GR_LOG_INFO, "Cluster ID = %s", s->cluster_id);
 
-    /* SEAM: log manager (gr_log_manager_open with cluster id: meta.properties, recovery). */
+    /* Request handlers' context, then the logs (meta.properties checked, crash recovery) and the
+     * replica manager, which registers Produce/Fetch/ListOffsets/OffsetForLeaderEpoch. */
+    s->broker = gr_broker_new(cfg, s->broker_id);
+    s->broker->zk = s->kzk;
+    snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
+    if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot start the log and replica manager: %s",
+             rc == GR_EMETA_BROKER_ID   ? "a log dir belongs to another broker.id (meta.properties)"
+             : rc == GR_EMETA_CLUSTER_ID ? "a log dir belongs to another cluster (meta.properties cluster.id)"
+                                         : gr_strerror(rc));
+        goto fail;
+    }
 
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
@@ -371,6 +384,7 @@ int gr_server_startup(struct gr_server *s) {
     s->info.epoch = s->broker_epoch;
 
     s->clock = gr_clock_real_new();
+    s->channel = gr_ctrl_channel_new_for_broker(cfg, s->broker_id, s->metrics);
     struct gr_controller_config cc = {
         .broker_id = s->broker_id,
         .broker_info = &s->info,
@@ -378,7 +392,8 @@ int gr_server_startup(struct gr_server *s) {
         .kzk = s->kzk,
         .watches = s->watches,
         .clock = s->clock,
-        .sender = NULL, /* SEAM: the controller channel manager */
+        .sender = &gr_ctrl_channel_ops,
+        .sender_ctx = s->channel,
         .metrics = s->metrics,
         .broker_config = cfg,
         .auto_leader_rebalance_enable = cfg->auto_leader_rebalance_enable,
@@ -388,6 +403,7 @@ int gr_server_startup(struct gr_server *s) {
         .hook_arg = s,
     };
     s->controller = gr_controller_new(&cc);
+    s->broker->controller = s->controller;
     if ((rc = gr_controller_startup(s->controller)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the controller: %s", gr_strerror(rc));
         goto fail;
@@ -406,8 +422,8 @@ void gr_server_shutdown(struct gr_server *s) {
     slog(s, GR_LOG_INFO, "shutting down");
     /* SEAM: controlled shutdown (ControlledShutdown request to the controller, retries). */
     if (s->net) gr_net_server_stop(s->net);
+    if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     if (s->controller) gr_controller_shutdown(s->controller);
-    /* SEAM: log manager close */
     if (s->kzk) {
         gr_kzk_free(s->kzk);
         s->kzk = NULL;
@@ -424,9 +440,21 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_clock_free(s->clock);
         s->clock = NULL;
     }
+    if (s->channel) {
+        gr_ctrl_channel_free(s->channel);
+        s->channel = NULL;
+    }
     if (s->net) {
         gr_net_server_free(s->net);
         s->net = NULL;
+    }
+    if (s->replicas) {
+        gr_replica_manager_free(s->replicas);
+        s->replicas = NULL;
+    }
+    if (s->broker) {
+        gr_broker_free(s->broker);
+        s->broker = NULL;
     }
     if (s->watches) {
         gr_zk_watches_free(s->watches);

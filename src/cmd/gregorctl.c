@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cmd/ctl.h"
+#include "cmd/ctl_kafka.h"
 #include "common/log.h"
 
 struct subcommand {
@@ -21,6 +22,8 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
+    {"topics", ctl_topics_main,
+     "topics create|list|describe [--topic T] [--partitions N] [--replication-factor R] [--json]  (needs --bootstrap-server)"},
 };
 
 static void usage(FILE *f) {
