@@ -92,29 +92,47 @@ run_pytest() { # run_pytest DIR TIMEOUT
         timeout -k 10 "${2:-600}" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1"
 }
 
+fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.log
+    local f=$1 secs=$2 name corpus
+    name=$(basename "$f")
+    corpus="$tmp/corpus-$name"
+    mkdir -p "$corpus"
+    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null
+    "$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
+        -artifact_prefix="build-fuzz/artifacts/$name-" "$corpus" >"$tmp/$name.log" 2>&1
+}
+
 run_fuzz() {
     make fuzz >"$tmp/fuzz-build.log" 2>&1 || { tail -n 60 "$tmp/fuzz-build.log"; return 1; }
-    local secs=20 f rc=0 n=0
+    local secs=20 f rc=0 name
+    local -a targets=() pids=()
     [ -n "$soak" ] && secs=300
-    mkdir -p "$tmp/fuzz-artifacts"
-    for f in build-fuzz/fuzz/fuzz_*; do
-        [ -x "$f" ] || continue
-        n=$((n + 1))
-        local name corpus
-        name=$(basename "$f")
-        corpus="$tmp/corpus-$name"
-        mkdir -p "$corpus"
-        [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null
-        if "$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
-            -artifact_prefix="$tmp/fuzz-artifacts/$name-" "$corpus" >"$tmp/$name.log" 2>&1; then
-            echo "$name: ok ($(grep -Eo '#[0-9]+ +DONE.*' "$tmp/$name.log" | tail -n 1))"
-        else
-            echo "$name: FAILED; tail of its output:"
-            tail -n 40 "$tmp/$name.log"
-            rc=1
-        fi
+    mkdir -p "build-fuzz/artifacts"
+    for f in build-fuzz/fuzz/fuzz_*; do [ -x "$f" ] && targets+=("$f"); done
+    [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets built"; return 0; }
+    # One target per core at a time.
+    local i=0
+    while [ $i -lt ${#targets[@]} ]; do
+        pids=()
+        local batch=("${targets[@]:$i:$jobs}")
+        for f in "${batch[@]}"; do fuzz_one "$f" "$secs" & pids+=($!); done
+        local k
+        for k in "${!batch[@]}"; do
+            name=$(basename "${batch[$k]}")
+            if wait "${pids[$k]}"; then
+                echo "$name: ok ($(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$tmp/$name.log" | tail -n 1)s)"
+            else
+                echo "$name: FAILED; tail of its output:"
+                tail -n 40 "$tmp/$name.log"
+                rc=1
+            fi
+        done
+        i=$((i + jobs))
     done
-    [ $n -gt 0 ] || echo "no fuzz targets built"
+    if [ $rc -ne 0 ] && [ -n "${CI:-}" ]; then
+        echo "crash inputs (base64):"
+        for f in "$tmp"/fuzz-artifacts/*; do [ -f "$f" ] && { echo "$f"; base64 -w0 "$f" | head -c 4096; echo; }; done
+    fi
     return $rc
 }
 
