@@ -131,7 +131,7 @@ run_fuzz() {
     done
     if [ $rc -ne 0 ] && [ -n "${CI:-}" ]; then
         echo "crash inputs (base64):"
-        for f in "$tmp"/fuzz-artifacts/*; do [ -f "$f" ] && { echo "$f"; base64 -w0 "$f" | head -c 4096; echo; }; done
+        for f in build-fuzz/artifacts/*; do [ -f "$f" ] && { echo "$f"; base64 -w0 "$f" | head -c 4096; echo; }; done
     fi
     return $rc
 }
