@@ -674,7 +674,7 @@ static void parse_expect(struct sim_opts *o, const char *v) {
 int main(int argc, char **argv) {
     struct sim_opts o = {.steps = 400, .episodes = 3, .brokers = 3, .watch_flush = true,
                          .admin_topics = true, .zk_faults = true, .hand_edits = true,
-                         .expect_states = false, .expect_metadata = false};
+                         .expect_states = true, .expect_metadata = true, .alter_isr = true};
     uint64_t seeds = 0, start = 1, one = 0;
     bool have_one = false, selftest = false;
     char extra[256] = "";
