@@ -360,7 +360,19 @@ static void do_process(struct sim *s, struct sbroker *b) {
 static void do_act(struct sim *s, const struct cand *c) {
     struct sbroker *b = c->p;
     struct smsg *m = c->p;
-    sim_trace(s, (uint64_t)c->act * 131 + (c->act <= A_RECONNECT || c->act >= A_CRASH ? (b ? (uint64_t)b->id : 99) : 0));
+    uint64_t tag = 0;
+    switch (c->act) {
+    case A_ZK_DELIVER: {
+        struct sbroker *o = zm_client_user(c->p);
+        tag = o ? (uint64_t)o->id : 99;
+        break;
+    }
+    case A_MSG_REQ: case A_MSG_RESP: case A_MSG_LOSE: case A_ORPHAN_DELIVER: case A_ORPHAN_DROP: tag = m->id; break;
+    case A_AMSG_DELIVER: case A_AMSG_COMPLETE: case A_AMSG_DROP: tag = ((struct amsg *)c->p)->id; break;
+    case A_TIME: case A_DEL_CONTROLLER: case A_TOUCH_CONTROLLER: case A_CREATE_TOPIC: tag = 0; break;
+    default: tag = b ? (uint64_t)b->id : 0; break;
+    }
+    sim_trace(s, (uint64_t)c->act * 1000003 + tag);
     switch (c->act) {
     case A_ZK_DELIVER: {
         struct zm_client *cl = c->p;
