@@ -59,6 +59,7 @@ bool rng_chance(struct sim_rng *r, uint32_t num, uint32_t den) { return rng_belo
  * ====================================================================================== */
 
 static char g_replay_opts[256];
+static bool g_silent; /* the determinism re-run prints nothing */
 
 void sim_fail(struct sim *s, const char *invariant, const char *fmt, ...) {
     if (s->failed) return;
@@ -654,7 +655,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
         chaos(s, o->steps);
         if (!s->failed) settle(s);
     }
-    if (s->failed) printf("%s\n", s->fail_msg);
+    if (s->failed && !g_silent) printf("%s\n", s->fail_msg);
     if (o->verbose)
         printf("seed %" PRIu64 ": %" PRId64 " steps, %" PRId64 " elections, %" PRId64 " requests (%" PRId64
                " delivered), %" PRId64 " faults, trace %016" PRIx64 "\n",
@@ -749,7 +750,9 @@ int main(int argc, char **argv) {
         bool v = o.verbose;
         o.verbose = false;
         gr_log_set_level((enum gr_log_level)(GR_LOG_ERROR + 1));
+        g_silent = true;
         int rc2 = run_seed(&o, &t2);
+        g_silent = false;
         o.verbose = v;
         if (t1 != t2 || rc != rc2) {
             printf("NONDETERMINISTIC: seed %" PRIu64 " took two different paths (%016" PRIx64 " vs %016" PRIx64 ")\n",
