@@ -637,6 +637,17 @@ static int process_startup(struct gr_controller *c) {
     return elect(c);
 }
 
+/* ControllerChange: Kafka only runs maybeResign here. If /controller was rewritten and then deleted
+ * before our watch was re-armed, the deletion is never seen and nobody elects (found by the
+ * simulation, seeds 31/421/432); so when the reread finds no controller, elect now. elect() does
+ * nothing if someone else has won meanwhile. */
+static int process_controller_change(struct gr_controller *c) {
+    int rc = maybe_resign(c);
+    if (rc != 0) return rc;
+    if (atomic_load(&c->active_id) == -1) return elect(c);
+    return 0;
+}
+
 static int process_reelect(struct gr_controller *c) {
     int rc = maybe_resign(c);
     if (rc != 0) return rc;
@@ -991,7 +1002,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     int rc = 0;
     switch (ev->type) {
     case GR_EV_STARTUP: rc = process_startup(c); break;
-    case GR_EV_CONTROLLER_CHANGE: rc = maybe_resign(c); break;
+    case GR_EV_CONTROLLER_CHANGE: rc = process_controller_change(c); break;
     case GR_EV_REELECT: rc = process_reelect(c); break;
     case GR_EV_REGISTER_BROKER_AND_REELECT: rc = process_register_broker_and_reelect(c); break;
     case GR_EV_EXPIRE: rc = process_expire(c); break;
