@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Produce/consume throughput and latency against a Gregor cluster, side by side with librdkafka's
+in-memory mock cluster (same client, same settings), plus the brokers' idle and loaded RSS.
+
+    bench/bench_produce.py --bootstrap 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 \
+        [--pids run/broker-1.pid,run/broker-2.pid,run/broker-3.pid] [--records 200000]
+    bench/bench_produce.py --mock-only
+
+For each (record size 100 B / 1 KiB) x (acks 1 / all) on a fresh RF-3 topic (1 partition, so the
+numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
+to delivery report, so it includes batching: linger.ms=1), then records/s consumed from the
+beginning. Prints a table; nothing is asserted. Uses confluent-kafka (Debian's python3-confluent-kafka).
+The mock cluster keeps at most ~5 MiB or 100k messages per partition, so use --records <= 100000
+for a fair side by side at 1 KiB.
+"""
+
+import argparse
+import os
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def read_pids(spec):
+    out = []
+    for item in (spec or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        out.append(int(open(item).read().strip()) if os.path.exists(item) else int(item))
+    return out
+
+
+_MOCK_HOLDER = []
+
+
+def base_conf(args, mock):
+    if mock:
+        # Every client given test.mock.num.brokers makes its own cluster: make one, keep its
+        # owner alive, and point every other client at its brokers.
+        holder = Producer({"test.mock.num.brokers": 3, "bootstrap.servers": "", "log_level": 3})
+        md = holder.list_topics(timeout=10)
+        _MOCK_HOLDER.append(holder)
+        return {"bootstrap.servers": ",".join(f"{b.host}:{b.port}" for b in md.brokers.values())}
+    return {"bootstrap.servers": args.bootstrap}
+
+
+def make_topic(conf, mock):
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    if mock:
+        return name  # the mock cluster auto-creates topics
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(name, 1, 3)], operation_timeout=30)[name].result(timeout=60)
+    p = Producer(dict(conf, acks="all"))  # wait until the leader takes writes
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        errs = []
+        p.produce(name, b"warmup", partition=0, on_delivery=lambda e, m: errs.append(e))
+        p.flush(10)
+        if errs == [None]:
+            break
+        time.sleep(0.2)
+    return name
+
+
+def run_produce(conf, topic, n, size, acks):
+    p = Producer(dict(conf, acks=acks, **{"linger.ms": 1, "queue.buffering.max.messages": 1000000,
+                                          "queue.buffering.max.kbytes": 1048576}))
+    payload = os.urandom(size)
+    lat = []
+    t_start = time.perf_counter()
+
+    def cb(err, msg, t0):
+        if err is None:
+            lat.append(time.perf_counter() - t0)
+
+    for i in range(n):
+        t0 = time.perf_counter()
+        while True:
+            try:
+                p.produce(topic, payload, partition=0, on_delivery=lambda e, m, t0=t0: cb(e, m, t0))
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    p.flush(300)
+    elapsed = time.perf_counter() - t_start
+    lat.sort()
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
+    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat)
+
+
+def run_consume(conf, topic, n):
+    """Records/s reading from the log start (the mock may have dropped the oldest records: then
+    fewer than n are read; the loop ends after 2 s without data)."""
+    from confluent_kafka import OFFSET_BEGINNING
+    c = Consumer(dict(conf, **{"group.id": "bench", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+                               "auto.offset.reset": "earliest"}))
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    t0 = None  # from the first record received (connection set-up and offset look-up excluded)
+    t_last = time.perf_counter()
+    while got < n and time.perf_counter() - t_last < (2.0 if t0 else 15.0):
+        k = sum(1 for m in c.consume(10000, 0.2) if m.error() is None)
+        if k:
+            if t0 is None:
+                t0 = time.perf_counter()
+            got += k
+            t_last = time.perf_counter()
+    if t0 is None:
+        c.close()
+        return 0.0
+    c.close()
+    return got / max(t_last - t0, 1e-6)
+
+
+def bench(args, mock, pids):
+    label = "mock" if mock else "gregor"
+    conf = base_conf(args, mock)
+    rows = []
+    idle = [rss_kib(p) for p in pids]
+    for size in (100, 1024):
+        for acks in ("1", "all"):
+            topic = make_topic(conf, mock)
+            rps, mbps, p50, p99, ok = run_produce(conf, topic, args.records, size, acks)
+            crps = run_consume(conf, topic, ok)
+            rows.append((label, size, acks, ok, rps, mbps, p50, p99, crps))
+    loaded = [rss_kib(p) for p in pids]
+    return rows, idle, loaded
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", default="127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094")
+    ap.add_argument("--pids", default="run/broker-1.pid,run/broker-2.pid,run/broker-3.pid")
+    ap.add_argument("--records", type=int, default=100000)
+    ap.add_argument("--mock-only", action="store_true")
+    ap.add_argument("--no-mock", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    rss = None
+    if not args.mock_only:
+        pids = read_pids(args.pids) if args.pids else []
+        r, idle, loaded = bench(args, False, pids)
+        rows += r
+        rss = (pids, idle, loaded)
+    if not args.no_mock:
+        rows += bench(args, True, [])[0]
+    print(f"{'target':7} {'size':>5} {'acks':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
+          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11}")
+    for (label, size, acks, ok, rps, mbps, p50, p99, crps) in rows:
+        print(f"{label:7} {size:5} {acks:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} {crps:11.0f}")
+    if rss:
+        pids, idle, loaded = rss
+        for pid, a, b in zip(pids, idle, loaded):
+            print(f"gregord pid {pid}: RSS idle {a} KiB, after the runs {b} KiB")
+
+
+if __name__ == "__main__":
+    main()
