@@ -1,0 +1,220 @@
+/* DeleteTopics v0-5 (api key 20), Kafka 2.7's KafkaApis.handleDeleteTopicsRequest +
+ * AdminManager.deleteTopics + DelayedDeleteTopics:
+ *   - not the active controller            -> NOT_CONTROLLER for every topic;
+ *   - delete.topic.enable=false            -> TOPIC_DELETION_DISABLED (v3+) / INVALID_REQUEST
+ *                                             (v0-2) for every topic;
+ *   - topic unknown to the metadata cache  -> UNKNOWN_TOPIC_OR_PARTITION; a topic named twice is
+ *                                             handled once (both entries get its result);
+ *   - otherwise /admin/delete_topics/T is created (already there is fine: the request still
+ *     waits), a topic gone from ZooKeeper meanwhile -> UNKNOWN_TOPIC_OR_PARTITION, a ZooKeeper
+ *     failure -> UNKNOWN_SERVER_ERROR;
+ *   - then the request waits until none of its topics is in this broker's metadata cache (the
+ *     controller's UpdateMetadata with leader -2 removes them) -> NONE, or TimeoutMs expires ->
+ *     REQUEST_TIMED_OUT for those still present. TimeoutMs <= 0 answers REQUEST_TIMED_OUT at
+ *     once for the topics marked.
+ * The wait never blocks an I/O thread: waiters are kept in a list re-checked every 20 ms by one
+ * thread (started on first use, lives for the process). gr_delete_topics_abort_waits answers a
+ * broker's waiters at shut-down (after its network server stopped, before the broker is freed). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/topic_deletion.h"
+#include "zk/kzk.h"
+
+#define LOGGER "kafka.server.AdminManager"
+#define POLL_MS 20
+
+struct dt_wait {
+    struct gr_broker *b;
+    struct gr_api_req *req;
+    struct DeleteTopicsResponse *resp;
+    int n;            /* awaited entries */
+    int *idx;         /* response index of each */
+    int64_t deadline_ms;
+    struct dt_wait *next;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct dt_wait *head;
+    bool started;
+    pthread_t thread;
+} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, false, 0};
+
+/* Answers w: entries whose topic is still cached get REQUEST_TIMED_OUT. Frees w (not req). */
+static void finish(struct dt_wait *w) {
+    for (int i = 0; i < w->n; i++) {
+        struct DeleteTopicsResponse_DeletableTopicResult *r = &w->resp->Responses[w->idx[i]];
+        if (gr_metadata_cache_contains_topic(w->b->metadata, r->Name)) r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+    }
+    gr_api_respond(w->req, w->resp);
+    free(w->idx);
+    free(w);
+}
+
+static bool gone(struct dt_wait *w) {
+    for (int i = 0; i < w->n; i++)
+        if (gr_metadata_cache_contains_topic(w->b->metadata, w->resp->Responses[w->idx[i]].Name)) return false;
+    return true;
+}
+
+static void *waiter_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&W.mu);
+    for (;;) {
+        while (!W.head) pthread_cond_wait(&W.cv, &W.mu);
+        struct dt_wait *done = NULL, **pp = &W.head;
+        int64_t now = gr_mono_ms();
+        while (*pp) {
+            struct dt_wait *w = *pp;
+            if (gone(w) || now >= w->deadline_ms) {
+                *pp = w->next;
+                w->next = done;
+                done = w;
+            } else {
+                pp = &w->next;
+            }
+        }
+        pthread_mutex_unlock(&W.mu);
+        while (done) {
+            struct dt_wait *w = done;
+            done = w->next;
+            finish(w);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&W.mu);
+        pthread_cond_timedwait(&W.cv, &W.mu, &ts);
+    }
+    return NULL;
+}
+
+static void park(struct dt_wait *w) {
+    pthread_mutex_lock(&W.mu);
+    if (!W.started) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&W.thread, &at, waiter_main, NULL) == 0) W.started = true;
+        pthread_attr_destroy(&at);
+        if (!W.started) {
+            pthread_mutex_unlock(&W.mu);
+            gr_error(LOGGER, "cannot start the topic deletion waiter thread; answering at once");
+            finish(w);
+            return;
+        }
+    }
+    w->next = W.head;
+    W.head = w;
+    pthread_cond_broadcast(&W.cv);
+    pthread_mutex_unlock(&W.mu);
+}
+
+void gr_delete_topics_abort_waits(struct gr_broker *b) {
+    struct dt_wait *done = NULL;
+    pthread_mutex_lock(&W.mu);
+    struct dt_wait **pp = &W.head;
+    while (*pp) {
+        struct dt_wait *w = *pp;
+        if (w->b == b) {
+            *pp = w->next;
+            w->next = done;
+            done = w;
+        } else {
+            pp = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&W.mu);
+    while (done) {
+        struct dt_wait *w = done;
+        done = w->next;
+        finish(w);
+    }
+}
+
+/* AdminZkClient.deleteTopic: the topic must exist in ZooKeeper; mark it for deletion. */
+static int16_t mark_for_deletion(struct gr_broker *b, const char *topic) {
+    if (!b->zk) return GR_KERR_UNKNOWN_SERVER_ERROR;
+    struct gr_kzk_topic_assignment a;
+    memset(&a, 0, sizeof a);
+    int rc = gr_kzk_get_topic_assignments(b->zk, &topic, 1, false, &a);
+    int arc = a.rc;
+    gr_kzk_topic_assignment_release(&a);
+    if (rc == 0 && arc == GR_KZK_ENONODE) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (rc == 0) rc = gr_kzk_create_topic_deletion(b->zk, topic);
+    if (rc != 0) {
+        gr_error(LOGGER, "Error processing delete topic request for topic %s: %s", topic, gr_kzk_strerror(rc));
+        return GR_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    gr_info(LOGGER, "Topic %s marked for deletion", topic);
+    return GR_KERR_NONE;
+}
+
+static void handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                 void *body) {
+    const struct DeleteTopicsRequest *rq = body;
+    int16_t ver = hdr->RequestApiVersion;
+    struct DeleteTopicsResponse *resp = gr_api_new_response(req);
+    int n = rq->TopicNamesCount > 0 ? rq->TopicNamesCount : 0;
+    resp->ThrottleTimeMs = 0;
+    resp->ResponsesCount = n;
+    resp->Responses = gr_api_alloc(req, sizeof(*resp->Responses) * (size_t)(n ? n : 1));
+    int16_t whole = GR_KERR_NONE;
+    if (!gr_broker_is_controller(b)) whole = GR_KERR_NOT_CONTROLLER;
+    else if (b->cfg && !b->cfg->delete_topic_enable) whole = ver < 3 ? GR_KERR_INVALID_REQUEST : GR_KERR_TOPIC_DELETION_DISABLED;
+    int *idx = gr_calloc((size_t)(n ? n : 1), sizeof *idx);
+    int n_wait = 0;
+    for (int i = 0; i < n; i++) {
+        struct DeleteTopicsResponse_DeletableTopicResult *r = &resp->Responses[i];
+        r->Name = rq->TopicNames[i];
+        r->ErrorMessage = NULL;
+        r->ErrorCode = whole;
+        if (whole != GR_KERR_NONE) continue;
+        if (!r->Name || !gr_metadata_cache_contains_topic(b->metadata, r->Name)) {
+            r->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            continue;
+        }
+        int dup = -1;
+        for (int j = 0; j < i; j++)
+            if (resp->Responses[j].Name && strcmp(resp->Responses[j].Name, r->Name) == 0) dup = j;
+        r->ErrorCode = dup >= 0 ? resp->Responses[dup].ErrorCode : mark_for_deletion(b, r->Name);
+        if (r->ErrorCode == GR_KERR_NONE) idx[n_wait++] = i;
+    }
+    if (n_wait == 0) {
+        free(idx);
+        gr_api_respond(req, resp);
+        return;
+    }
+    if (rq->TimeoutMs <= 0) {
+        for (int i = 0; i < n_wait; i++) resp->Responses[idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+        free(idx);
+        gr_api_respond(req, resp);
+        return;
+    }
+    struct dt_wait *w = gr_calloc(1, sizeof *w);
+    w->b = b;
+    w->req = req; /* apis.h rule 2: answered later from the waiter thread */
+    w->resp = resp;
+    w->n = n_wait;
+    w->idx = idx;
+    w->deadline_ms = gr_mono_ms() + rq->TimeoutMs;
+    park(w);
+}
+
+int gr_delete_topics_register_api(void) { return gr_apis_register(GR_API_DELETE_TOPICS, 0, 5, handle_delete_topics); }
