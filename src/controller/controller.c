@@ -26,6 +26,8 @@
 #include "controller/replica_sm.h"
 #include "controller/request_batch.h"
 #include "controller/sender.h"
+#include "controller/controlled_shutdown.h"
+#include "controller/topic_deletion.h"
 
 #define LOGGER "kafka.controller.KafkaController"
 #define SESSION_HANDLER_NAME "controller"
@@ -83,6 +85,7 @@ struct gr_controller {
     bool started, shut_down;
 
     struct gr_gauge *gauges[G_COUNT];
+    struct gr_topic_deletion *td; /* topic deletion manager (topic_deletion.h) */
 };
 
 /* ---- logging ---- */
@@ -280,13 +283,15 @@ static void update_metrics(struct gr_controller *c) {
     set_gauge(c, G_ACTIVE, active ? 1 : 0);
     set_gauge(c, G_TOPICS, active ? (int64_t)gr_ctrl_ctx_topic_count(&c->ctx) : 0);
     set_gauge(c, G_PARTITIONS, active ? gr_ctrl_ctx_partition_count(&c->ctx) : 0);
-    set_gauge(c, G_OFFLINE, active ? gr_ctrl_ctx_offline_partition_count(&c->ctx) : 0);
-    set_gauge(c, G_TOPICS_TO_DELETE, active ? c->ctx.topics_to_be_deleted.count : 0);
+    set_gauge(c, G_OFFLINE, active ? gr_td_offline_partition_count(c->td) : 0);
+    struct gr_td_counts tdc = {0};
+    if (active) gr_td_counts(c->td, &tdc);
+    set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
     /* SEAM: imbalance and replica deletion counts come with the state machines. */
     set_gauge(c, G_IMBALANCE, 0);
-    set_gauge(c, G_REPLICAS_TO_DELETE, 0);
-    set_gauge(c, G_TOPICS_INELIGIBLE, 0);
-    set_gauge(c, G_REPLICAS_INELIGIBLE, 0);
+    set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
+    set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
+    set_gauge(c, G_REPLICAS_INELIGIBLE, tdc.replicas_ineligible);
 }
 
 static void zero_gauges(struct gr_controller *c) {
@@ -564,19 +569,6 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     return 0;
 }
 
-/* Reads /admin/delete_topics (arming its watch) into the context (fetchTopicDeletionsInProgress). */
-static int fetch_topic_deletions(struct gr_controller *c) {
-    gr_zstrings_free(&c->ctx.topics_to_be_deleted);
-    memset(&c->ctx.topics_to_be_deleted, 0, sizeof c->ctx.topics_to_be_deleted);
-    int rc = gr_kzk_get_topic_deletions(c->kzk, true, &c->ctx.topics_to_be_deleted);
-    if (rc != 0) return rc;
-    char buf[2048];
-    CINFO(c, "List of topics to be deleted: %s",
-          fmt_names(buf, sizeof buf, (const char *const *)c->ctx.topics_to_be_deleted.names,
-                    (size_t)c->ctx.topics_to_be_deleted.count));
-    return 0;
-}
-
 static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
     cancel_timers(c);
     c->auto_rebalance_timer =
@@ -608,8 +600,7 @@ static int on_controller_failover(struct gr_controller *c) {
     int64_t states = 0;
     if ((rc = initialize_context(c, &states)) != 0) return rc;
     CINFO(c, "Fetching topic deletions in progress");
-    if ((rc = fetch_topic_deletions(c)) != 0) return rc;
-    /* SEAM: topicDeletionManager.init */
+    if ((rc = gr_td_init(c->td)) != 0) return rc; /* fetchTopicDeletionsInProgress + topicDeletionManager.init */
     /* UpdateMetadata (brokers only) to all, then the replica and partition state machines */
     if ((rc = gr_ctrl_failover_start_state_machines(&c->sm)) != 0) return rc;
 
@@ -618,8 +609,9 @@ static int on_controller_failover(struct gr_controller *c) {
           c->ctx.epoch, c->ctx.n_brokers, gr_ctrl_ctx_topic_count(&c->ctx), (long long)gr_ctrl_ctx_partition_count(&c->ctx),
           (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
 
-    /* SEAM: initializePartitionReassignments; topicDeletionManager.tryTopicDeletion;
-     * pending preferred replica elections */
+    /* SEAM: initializePartitionReassignments (before tryTopicDeletion); pending preferred
+     * replica elections */
+    if ((rc = gr_td_try(c->td)) != 0) return rc;
     CINFO(c, "Starting the controller scheduler");
     if (c->cfg.auto_leader_rebalance_enable) schedule_auto_rebalance(c, AUTO_REBALANCE_FIRST_DELAY_MS);
     return 0;
@@ -883,41 +875,10 @@ static int process_partition_modifications(struct gr_controller *c, const char *
     return rc;
 }
 
-/* Kafka's processTopicDeletion (the part that does not need the deletion manager). */
+/* Kafka's processTopicDeletion (topic_deletion.h). */
 static int process_topic_deletion(struct gr_controller *c) {
     if (!is_active(c)) return 0;
-    struct gr_zstrings names = {0};
-    int rc = gr_kzk_get_topic_deletions(c->kzk, true, &names);
-    if (rc != 0) return rc;
-    const char **unknown = gr_malloc(sizeof(char *) * (size_t)(names.count + 1));
-    int n_unknown = 0;
-    for (int i = 0; i < names.count; i++)
-        if (!gr_ctrl_ctx_topic(&c->ctx, names.names[i])) unknown[n_unknown++] = names.names[i];
-    char buf[2048];
-    if (n_unknown > 0) {
-        CWARN(c, "Ignoring request to delete non-existing topics %s", fmt_names(buf, sizeof buf, unknown, (size_t)n_unknown));
-        rc = gr_kzk_delete_topic_deletions_guarded(c->kzk, c->ctx.epoch_zk_version, unknown, n_unknown);
-    }
-    if (rc == 0 && names.count > n_unknown) {
-        if (!c->cfg.delete_topic_enable) {
-            CINFO(c, "Removing %s since delete topic is disabled",
-                  fmt_names(buf, sizeof buf, (const char *const *)names.names, (size_t)names.count));
-            rc = gr_kzk_delete_topic_deletions_guarded(c->kzk, c->ctx.epoch_zk_version,
-                                                       (const char *const *)names.names, names.count);
-        } else {
-            CINFO(c, "Starting topic deletion for topics %s",
-                  fmt_names(buf, sizeof buf, (const char *const *)names.names, (size_t)names.count));
-            /* SEAM: markTopicIneligibleForDeletion(reassigning); enqueueTopicsForDeletion */
-        }
-    }
-    free(unknown);
-    if (rc == 0 && c->cfg.delete_topic_enable) {
-        gr_zstrings_free(&c->ctx.topics_to_be_deleted);
-        c->ctx.topics_to_be_deleted = names; /* ownership moves */
-    } else {
-        gr_zstrings_free(&names);
-    }
-    return rc;
+    return gr_td_process_topic_deletion(c->td);
 }
 
 /* ISR change notifications (IBP < 2.7-IV2 leaders): reload those partition states, then delete
@@ -1026,6 +987,19 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_LEADER_AND_ISR_RESPONSE:
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
         break;
+    case GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE:
+        if (is_active(c)) rc = gr_td_process_stop_replica_response(c->td, ev);
+        break;
+    case GR_EV_CONTROLLED_SHUTDOWN:
+        if (!is_active(c)) gr_ctrl_cs_fail(ev, GR_KERR_NOT_CONTROLLER);
+        else rc = gr_ctrl_cs_complete(&c->sm, ev);
+        break;
+    case GR_EV_UNCLEAN_LEADER_ELECTION_ENABLE:
+        if (is_active(c)) rc = gr_psm_trigger_online(&c->sm, NULL);
+        break;
+    case GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE:
+        if (is_active(c) && ev->topic) rc = gr_psm_trigger_online(&c->sm, ev->topic);
+        break;
     case GR_EV_UPDATE_METADATA_RESPONSE:
         if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
         break;
@@ -1077,6 +1051,8 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     c->sm.inter_broker_listener = gr_ctrl_channel_listener_name(cfg->broker_config);
     c->sm.unclean_default = cfg->broker_config ? cfg->broker_config->unclean_leader_election_enable : false;
     gr_ctrl_sm_init(&c->sm);
+    c->td = gr_td_new(&c->sm, c->watches, cfg->delete_topic_enable);
+    c->sm.hooks = gr_td_flow_hooks(c->td);
     struct gr_ctrl_event_processor proc = {process, preempt, c};
     c->em = gr_ctrl_events_new(cfg->broker_id, &proc, cfg->clock, cfg->metrics);
     register_metrics(c);
@@ -1117,6 +1093,7 @@ void gr_controller_free(struct gr_controller *c) {
     unregister_metrics(c);
     gr_ctrl_events_free(c->em);
     gr_ctrl_sm_release(&c->sm);
+    gr_td_free(c->td);
     gr_ctrl_ctx_release(&c->ctx);
     gr_kzk_broker_release(&c->broker_info);
     free(c);
