@@ -22,6 +22,8 @@
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
 #include "controller/flows.h"
+#include "controller/leader_balance.h"
+#include "controller/reassignment.h"
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
 #include "controller/request_batch.h"
@@ -288,7 +290,7 @@ static void update_metrics(struct gr_controller *c) {
     if (active) gr_td_counts(c->td, &tdc);
     set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
     /* SEAM: imbalance and replica deletion counts come with the state machines. */
-    set_gauge(c, G_IMBALANCE, 0);
+    set_gauge(c, G_IMBALANCE, active ? gr_leader_balance_imbalance_count(&c->ctx) : 0);
     set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
     set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
     set_gauge(c, G_REPLICAS_INELIGIBLE, tdc.replicas_ineligible);
@@ -609,9 +611,11 @@ static int on_controller_failover(struct gr_controller *c) {
           c->ctx.epoch, c->ctx.n_brokers, gr_ctrl_ctx_topic_count(&c->ctx), (long long)gr_ctrl_ctx_partition_count(&c->ctx),
           (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
 
-    /* SEAM: initializePartitionReassignments (before tryTopicDeletion); pending preferred
-     * replica elections */
+    /* initializePartitionReassignments (before tryTopicDeletion); pending preferred replica
+     * elections (after) */
+    if ((rc = gr_reassign_failover(&c->sm, c->em)) != 0) return rc;
     if ((rc = gr_td_try(c->td)) != 0) return rc;
+    if ((rc = gr_leader_balance_failover(&c->sm, c->em)) != 0) return rc;
     CINFO(c, "Starting the controller scheduler");
     if (c->cfg.auto_leader_rebalance_enable) schedule_auto_rebalance(c, AUTO_REBALANCE_FIRST_DELAY_MS);
     return 0;
@@ -717,6 +721,7 @@ static int process_broker_change(struct gr_controller *c) {
         for (int i = 0; i < ncur; i++)
             if (id_in(new_ids, n_new, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
         rc = gr_ctrl_on_broker_startup(&c->sm, new_ids, n_new);
+        if (rc == 0) rc = gr_reassign_on_brokers_started(&c->sm, c->em, new_ids, n_new);
         for (int i = 0; i < n_new; i++)
             gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, new_ids[i]), on_broker_node, c);
     }
@@ -726,6 +731,7 @@ static int process_broker_change(struct gr_controller *c) {
         for (int i = 0; i < ncur; i++)
             if (id_in(bounced, n_bounced, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
         if (rc == 0) rc = gr_ctrl_on_broker_startup(&c->sm, bounced, n_bounced);
+        if (rc == 0) rc = gr_reassign_on_brokers_started(&c->sm, c->em, bounced, n_bounced);
     }
     if (rc == 0 && n_dead > 0) {
         for (int i = 0; i < n_dead; i++) {
@@ -917,33 +923,22 @@ static int process_log_dir_event_notification(struct gr_controller *c) {
 
 static int process_zk_partition_reassignment(struct gr_controller *c) {
     if (!is_active(c)) return 0;
-    bool exists = false;
-    int rc = gr_kzk_watch_exists(c->kzk, REASSIGN_PATH, &exists);
-    if (rc == 0 && exists) CWARN(c, "Partition reassignment through %s is not implemented yet", REASSIGN_PATH);
-    /* SEAM: processZkPartitionReassignment */
-    return rc;
+    return gr_reassign_process_zk(&c->sm, c->em, NULL);
 }
 
 static int process_replica_leader_election(struct gr_controller *c, struct gr_ctrl_event *ev) {
-    if (!is_active(c)) return 0;
-    if (!ev->payload) {
-        bool exists = false;
-        int rc = gr_kzk_watch_exists(c->kzk, PREFERRED_PATH, &exists);
-        if (rc == 0 && exists) CWARN(c, "Preferred replica election through %s is not implemented yet", PREFERRED_PATH);
-        return rc;
-    }
-    /* SEAM: processReplicaLeaderElection (ElectLeaders API) */
-    return 0;
+    return gr_leader_balance_process_election(&c->sm, c->em, ev, is_active(c));
 }
 
 static int process_auto_preferred_election(struct gr_controller *c) {
     c->auto_rebalance_timer = 0; /* this timer fired */
     if (!is_active(c)) return 0;
     CDEBUG(c, "Checking need to trigger auto leader balancing");
-    /* SEAM: checkAndTriggerAutoLeaderRebalance */
+    int rc = gr_leader_balance_auto(&c->sm, c->em,
+                                    c->cfg.broker_config ? c->cfg.broker_config->leader_imbalance_per_broker_percentage : 10);
     int64_t interval = c->cfg.leader_imbalance_check_interval_ms > 0 ? c->cfg.leader_imbalance_check_interval_ms : 300000;
     schedule_auto_rebalance(c, interval);
-    return 0;
+    return rc;
 }
 
 /* The processor: one event at a time on the event thread (Kafka's KafkaController.process). */
@@ -972,7 +967,15 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_TOPIC_CHANGE: rc = process_topic_change(c); break;
     case GR_EV_PARTITION_MODIFICATIONS: rc = process_partition_modifications(c, ev->topic); break;
     case GR_EV_TOPIC_DELETION: rc = process_topic_deletion(c); break;
-    case GR_EV_ISR_CHANGE_NOTIFICATION: rc = process_isr_change_notification(c); break;
+    case GR_EV_ISR_CHANGE_NOTIFICATION:
+        rc = process_isr_change_notification(c);
+        if (rc == 0 && is_active(c)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
+        break;
+    case GR_EV_API_PARTITION_REASSIGNMENT: rc = gr_reassign_process_api(&c->sm, c->em, ev, is_active(c)); break;
+    case GR_EV_LIST_PARTITION_REASSIGNMENTS: rc = gr_reassign_process_list(&c->sm, ev, is_active(c)); break;
+    case GR_EV_PARTITION_REASSIGNMENT_ISR_CHANGE:
+        if (is_active(c)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
+        break;
     case GR_EV_LOG_DIR_EVENT_NOTIFICATION: rc = process_log_dir_event_notification(c); break;
     case GR_EV_ZK_PARTITION_REASSIGNMENT: rc = process_zk_partition_reassignment(c); break;
     case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
@@ -983,6 +986,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_ALTER_ISR_RECEIVED:
         if (!is_active(c)) gr_ctrl_alter_isr_fail(ev->payload, GR_KERR_NOT_CONTROLLER);
         else rc = gr_ctrl_alter_isr_complete(&c->sm, ev);
+        if (rc == 0 && is_active(c)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
         break;
     case GR_EV_LEADER_AND_ISR_RESPONSE:
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
