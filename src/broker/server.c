@@ -17,6 +17,7 @@
 
 #include "broker/apis.h"
 #include "broker/broker.h"
+#include "broker/controlled_shutdown_client.h"
 #include "broker/replica_manager.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -24,7 +25,10 @@
 #include "common/util.h"
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
+#include "controller/alter_isr_api.h"
+#include "controller/controlled_shutdown.h"
 #include "controller/controller.h"
+#include "controller/topic_deletion.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
 #include "zk/backend.h"
@@ -364,6 +368,10 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* controller-only APIs served through the controller's event queue */
+    gr_ctrl_alter_isr_register_api();
+    gr_controlled_shutdown_register_api();
+    gr_delete_topics_register_api();
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
@@ -420,8 +428,23 @@ void gr_server_shutdown(struct gr_server *s) {
     if (!s->started || s->shut_down) return;
     s->shut_down = true;
     slog(s, GR_LOG_INFO, "shutting down");
-    /* SEAM: controlled shutdown (ControlledShutdown request to the controller, retries). */
+    if (s->controller && s->net && s->cfg->controlled_shutdown_enable) {
+        const struct gr_listener *ibl = gr_config_inter_broker_listener(s->cfg);
+        struct gr_cs_client_config csc = {
+            .broker_id = s->broker_id,
+            .broker_epoch = gr_server_broker_epoch(s),
+            .kzk = s->kzk,
+            .metadata = s->broker ? s->broker->metadata : NULL,
+            .listener = ibl ? ibl->name : NULL,
+            .max_retries = s->cfg->controlled_shutdown_max_retries,
+            .retry_backoff_ms = s->cfg->controlled_shutdown_retry_backoff_ms,
+            .socket_timeout_ms = s->cfg->controller_socket_timeout_ms,
+            .request_timeout_ms = s->cfg->request_timeout_ms,
+        };
+        gr_controlled_shutdown_run(&csc);
+    }
     if (s->net) gr_net_server_stop(s->net);
+    if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
