@@ -28,6 +28,8 @@
 #include "controller/alter_isr_api.h"
 #include "controller/controlled_shutdown.h"
 #include "controller/controller.h"
+#include "controller/leader_balance.h"
+#include "controller/reassignment.h"
 #include "controller/topic_deletion.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
@@ -372,6 +374,8 @@ int gr_server_startup(struct gr_server *s) {
     gr_ctrl_alter_isr_register_api();
     gr_controlled_shutdown_register_api();
     gr_delete_topics_register_api();
+    gr_reassign_register_apis();
+    gr_elect_leaders_register_api();
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
