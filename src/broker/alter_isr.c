@@ -166,7 +166,7 @@ static int send_batch(struct gr_alter_isr *a) {
     gr_arena_init(&ar);
     struct AlterIsrRequest *req = gr_proto_new(&ar, &gr_desc_AlterIsrRequest);
     req->BrokerId = a->b->broker_id;
-    req->BrokerEpoch = atomic_load(&a->b->broker_epoch);
+    req->BrokerEpoch = gr_broker_epoch(a->b); /* the controller's epoch when attached (broker.h) */
     req->TopicsCount = n;
     req->Topics = gr_arena_alloc(&ar, (size_t)n * sizeof *req->Topics);
     int k = 0;
