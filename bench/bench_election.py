@@ -15,9 +15,12 @@
    the controller needs (children of /brokers/topics, every assignment, children of every
    .../partitions, every state) with kazoo async gets, many in flight.
 
-By default the replicas are placed on brokers 101-103, which never start: the controller loads
-everything, finds no live replica, and the broker creates no partition logs, so the figure is the
-controller's own cost. --live-replicas places them on the running broker instead.
+By default (--replicas fake) the replicas are brokers 101-103, registered in ZooKeeper by this
+script but not running: to the controller every replica is live and every partition has its
+leader, so failover changes nothing in ZooKeeper and no partition logs are created -- the figure is
+the controller's own load cost. --replicas offline leaves 101-103 unregistered (failover then
+takes every replica offline: ISR-shrink writes for every partition, as Kafka does);
+--replicas live puts every replica on the running broker (which then creates N partition logs).
 A private ZooKeeper (scripts/zk.sh, free port, temp dir) is used unless --zk/GREGOR_ZK is given;
 every run uses fresh chroots.
 """
@@ -315,12 +318,30 @@ def raw_read_wire(connect):
     return 1 + len(assigns) + len(parts) + len(states), dt
 
 
-def bench_load(zk_hosts, workdir, size, per_topic, live_replicas):
-    print(f"== controller context load: {size} partitions ({per_topic} per topic)")
+def register_fake_brokers(zk, ids):
+    """Registers /brokers/ids/N (v5 JSON, ephemeral on the script's session) for brokers that do
+    not exist; their endpoint is a loopback port nobody listens on, so the controller's requests
+    to them just fail to connect and are retried in the background."""
+    port = H.free_port()
+    for i in ids:
+        zk.create(f"/brokers/ids/{i}", json.dumps({
+            "features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"], "jmx_port": -1, "port": port,
+            "host": "127.0.0.1", "version": 5, "timestamp": str(int(time.time() * 1000))}).encode(),
+            ephemeral=True, makepath=True)
+
+
+LOADED_RE = __import__("re").compile(r"Loaded (?:the replica assignments of .*?|\d+ partition states) in (\d+) ms")
+
+
+def bench_load(zk_hosts, workdir, size, per_topic, mode):
+    print(f"== controller context load: {size} partitions ({per_topic} per topic), replicas: {mode}")
     connect = fresh_chroot(zk_hosts, f"load{size}")
     cluster = H.Cluster(os.path.join(workdir, f"load{size}"), connect, n=1)
     try:
-        replicas = [1] if live_replicas else [101, 102, 103]
+        replicas = [1] if mode == "live" else [101, 102, 103]
+        if mode == "fake":
+            register_fake_brokers(cluster.zk, replicas)
         topics, wsecs = write_partitions(cluster.zk, size, per_topic, replicas)
         print(f"  wrote {len(topics)} topics / {size} partition states in {wsecs:.1f} s "
               f"({(size * 2 + len(topics) * 3) / wsecs:,.0f} znodes/s, batched multis)")
@@ -346,6 +367,9 @@ def bench_load(zk_hosts, workdir, size, per_topic, live_replicas):
               + (f"{(tw - t0_wall) * 1000:.0f} ms" if tw else "n/a")
               + f"; reported load time: " + (f"{load_ms:.0f} ms" if load_ms is not None else "n/a"))
         print(f"    line: {line.strip()[:200]}")
+        loaded = [int(m.group(1)) for m in LOADED_RE.finditer(b.log())]
+        if loaded:
+            print(f"    of which reading ZooKeeper ('Loaded ... in N ms' lines): {sum(loaded)} ms {loaded}")
 
         # Forced re-election: same broker, warm ZooKeeper.
         old = c["_stat"].czxid
@@ -384,7 +408,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--partitions-per-topic", type=int, default=100)
-    ap.add_argument("--live-replicas", action="store_true")
+    ap.add_argument("--replicas", choices=("fake", "offline", "live"), default="fake",
+                    help="fake: brokers 101-103 registered by this script but not running (default); "
+                         "offline: brokers 101-103 absent; live: the running broker 1")
     ap.add_argument("--skip-election", action="store_true")
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
@@ -405,7 +431,7 @@ def main():
             bench_reelection(zk_hosts, workdir, args.rounds)
         if not args.skip_load:
             for s in [int(x) for x in args.sizes.split(",") if x]:
-                bench_load(zk_hosts, workdir, s, args.partitions_per_topic, args.live_replicas)
+                bench_load(zk_hosts, workdir, s, args.partitions_per_topic, args.replicas)
     finally:
         H.kill_leftovers()
         if zk_srv:

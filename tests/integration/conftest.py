@@ -54,7 +54,7 @@ def zk_server(tmp_path_factory):
     env = os.environ.get("GREGOR_ZK")
     if env:
         host, _, port = env.partition(":")
-        srv = H.ZkServer(None, int(port.split("/")[0]))
+        srv = H.ZkServer(None, int(port.split("/")[0]), host=host)
         srv.external = True
         H.wait_for(lambda: H.ruok(srv.port, host), 10, f"ZooKeeper at {env} (GREGOR_ZK)")
         yield srv

@@ -166,13 +166,15 @@ class ZkServer:
     """A private standalone ZooKeeper controlled through scripts/zk.sh (data kept in `dir` across
     stop/start, so sessions and znodes survive a restart)."""
 
-    def __init__(self, dir, port=None):
+    def __init__(self, dir, port=None, host="127.0.0.1"):
+        """dir None: a server someone else runs (GREGOR_ZK); only hosts/alive() are meaningful."""
         self.dir = dir
+        self.host = host
         self.port = port or free_port()
 
     @property
     def hosts(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self):
         subprocess.run([ZK_SH, "start", self.dir, str(self.port)], check=True,
@@ -189,7 +191,7 @@ class ZkServer:
         self.start()
 
     def alive(self):
-        return ruok(self.port)
+        return ruok(self.port, self.host)
 
 
 def find_metric(metrics, name):
