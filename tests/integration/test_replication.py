@@ -33,7 +33,7 @@ def bootstrap(cluster):
 
 
 def state(cluster, topic, p=0):
-    return cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")
+    return cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")[0]
 
 
 def create(cluster, topic, config=None):
