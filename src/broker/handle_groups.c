@@ -1,0 +1,568 @@
+/* Group APIs (Kafka 2.7 KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,
+ * OffsetCommit,OffsetFetch,DescribeGroups,ListGroups,DeleteGroups}Request) on top of the group
+ * coordinator (group_coordinator.h), and the coordinator's wiring to the broker: its storage
+ * is the replica manager's __consumer_offsets partitions.
+ *
+ * FindCoordinator (key type 0 = group): partition = abs(hash(group)) % partitions of
+ * __consumer_offsets; the coordinator is that partition's leader from the metadata cache, with
+ * its endpoint for the listener the request came in on. When the topic does not exist yet it is
+ * created (offsets.topic.num.partitions partitions, replication factor
+ * min(offsets.topic.replication.factor, live brokers) -- Kafka refuses with
+ * COORDINATOR_NOT_AVAILABLE until enough brokers are alive; Gregor creates it smaller so small
+ * test clusters work, and says so in the log) and COORDINATOR_NOT_AVAILABLE is answered until
+ * the partition has a live leader. Key type 1 (transactions) is COORDINATOR_NOT_AVAILABLE: there
+ * is no transaction coordinator. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/apis.h"
+#include "broker/broker.h"
+#include "broker/group_coordinator.h"
+#include "broker/group_offsets.h"
+#include "broker/metadata_cache.h"
+#include "broker/replica_manager.h"
+#include "broker/topic_admin.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "kafka.server.KafkaApis"
+
+static struct gr_group_coordinator *coordinator(struct gr_broker *b) { return b->group_coordinator; }
+
+/* Kafka's clientHost: "/" + the peer's address. */
+static char *client_host(struct gr_api_req *req) {
+    const char *peer = req->peer ? req->peer : "";
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    char *s = gr_api_alloc(req, n + 2);
+    s[0] = '/';
+    memcpy(s + 1, peer, n);
+    s[n + 1] = 0;
+    return s;
+}
+
+/* ---- FindCoordinator ---- */
+
+static void create_offsets_topic(struct gr_broker *b) {
+    int32_t nparts = b->cfg && b->cfg->offsets_topic_num_partitions > 0 ? b->cfg->offsets_topic_num_partitions
+                                                                       : GR_OFFSETS_DEFAULT_PARTITIONS;
+    int32_t rf = b->cfg ? b->cfg->offsets_topic_replication_factor : 3;
+    struct gr_broker_meta *brokers = NULL;
+    int nb = 0;
+    gr_metadata_cache_alive_brokers(b->metadata, &brokers, &nb);
+    gr_broker_metas_free(brokers, nb);
+    if (nb <= 0) return;
+    if (nb < rf) {
+        gr_warn(LOGGER, "Creating %s with replication factor %d instead of offsets.topic.replication.factor=%d: "
+                        "only %d brokers are alive (Kafka would wait for enough brokers)",
+                GR_OFFSETS_TOPIC, nb, rf, nb);
+        rf = nb;
+    }
+    static const char *const names[] = {"cleanup.policy", "compression.type", "segment.bytes"};
+    static const char *const values[] = {"compact", "producer", "104857600"};
+    struct gr_topic_spec spec = {.name = GR_OFFSETS_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
+                                 .n_configs = 3, .config_names = names, .config_values = values};
+    struct gr_topic_result res;
+    int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
+    if (e == GR_KERR_NONE)
+        gr_info(LOGGER, "Created %s with %d partitions and replication factor %d", GR_OFFSETS_TOPIC, nparts, rf);
+    else if (e != GR_KERR_TOPIC_ALREADY_EXISTS)
+        gr_warn(LOGGER, "Cannot create %s: %s (%s)", GR_OFFSETS_TOPIC, gr_kerr_name(e), res.message);
+}
+
+static void handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                    void *body) {
+    (void)hdr;
+    const struct FindCoordinatorRequest *r = body;
+    struct FindCoordinatorResponse *resp = gr_api_new_response(req);
+    int16_t e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    resp->NodeId = -1;
+    resp->Host = "";
+    resp->Port = -1;
+    struct gr_group_coordinator *gc = coordinator(b);
+    if (r->KeyType != 0 && r->KeyType != 1) {
+        e = GR_KERR_INVALID_REQUEST;
+    } else if (r->KeyType == 0 && gc) {
+        const char *key = r->Key ? r->Key : "";
+        if (!gr_metadata_cache_contains_topic(b->metadata, GR_OFFSETS_TOPIC)) {
+            create_offsets_topic(b);
+        } else {
+            int32_t p = gr_gc_partition_for(gc, key);
+            struct gr_mdc_partition part;
+            if (gr_metadata_cache_get_partition(b->metadata, GR_OFFSETS_TOPIC, p, &part)) {
+                char host[256];
+                int32_t port;
+                if (part.leader >= 0 &&
+                    gr_metadata_cache_get_endpoint(b->metadata, part.leader, req->listener, host, sizeof host, &port)) {
+                    e = GR_KERR_NONE;
+                    resp->NodeId = part.leader;
+                    resp->Host = gr_api_strdup(req, host);
+                    resp->Port = port;
+                }
+                gr_mdc_partition_release(&part);
+            }
+        }
+    }
+    resp->ErrorCode = e;
+    resp->ErrorMessage = (char *)gr_kerr_name(e);
+    gr_api_respond(req, resp);
+}
+
+/* ---- JoinGroup ---- */
+
+static void join_done(void *ctx, const struct gr_gc_join_result *r) {
+    struct gr_api_req *req = ctx;
+    int16_t ver = req->hdr.RequestApiVersion;
+    struct JoinGroupResponse *resp = gr_api_new_response(req);
+    resp->ErrorCode = r->error;
+    resp->GenerationId = r->generation_id;
+    resp->ProtocolType = gr_api_strdup(req, r->protocol_type);
+    resp->ProtocolName = gr_api_strdup(req, ver >= 7 ? r->protocol_name : (r->protocol_name ? r->protocol_name : ""));
+    resp->Leader = gr_api_strdup(req, r->leader_id ? r->leader_id : "");
+    resp->MemberId = gr_api_strdup(req, r->member_id ? r->member_id : "");
+    resp->MembersCount = r->n_members;
+    resp->Members = gr_api_alloc(req, (size_t)(r->n_members + 1) * sizeof *resp->Members);
+    for (int i = 0; i < r->n_members; i++) {
+        struct JoinGroupResponse_JoinGroupResponseMember *m = &resp->Members[i];
+        m->MemberId = gr_api_strdup(req, r->members[i].member_id);
+        m->GroupInstanceId = gr_api_strdup(req, r->members[i].group_instance_id);
+        m->Metadata.p = r->members[i].metadata; /* encoded before this callback returns */
+        m->Metadata.len = r->members[i].metadata ? r->members[i].metadata_len : 0;
+    }
+    gr_api_respond(req, resp);
+}
+
+static void handle_join_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                              void *body) {
+    const struct JoinGroupRequest *r = body;
+    struct gr_gc_protocol *protos = gr_api_alloc(req, (size_t)(GR_MAX(r->ProtocolsCount, 0) + 1) * sizeof *protos);
+    int np = 0;
+    for (int i = 0; i < r->ProtocolsCount; i++) {
+        protos[np].name = r->Protocols[i].Name ? r->Protocols[i].Name : "";
+        protos[np].metadata = r->Protocols[i].Metadata.p;
+        protos[np].metadata_len = r->Protocols[i].Metadata.len > 0 ? r->Protocols[i].Metadata.len : 0;
+        np++;
+    }
+    struct gr_gc_join_req jr = {
+        .group_id = r->GroupId,
+        .member_id = r->MemberId ? r->MemberId : "",
+        .group_instance_id = r->GroupInstanceId,
+        .client_id = hdr->ClientId ? hdr->ClientId : "",
+        .client_host = client_host(req),
+        .protocol_type = r->ProtocolType ? r->ProtocolType : "",
+        .session_timeout_ms = r->SessionTimeoutMs,
+        .rebalance_timeout_ms = hdr->RequestApiVersion == 0 ? r->SessionTimeoutMs : r->RebalanceTimeoutMs,
+        .require_known_member_id = hdr->RequestApiVersion >= 4 && r->GroupInstanceId == NULL,
+        .n_protocols = np,
+        .protocols = protos,
+    };
+    struct gr_group_coordinator *gc = coordinator(b);
+    if (!gc) {
+        struct gr_gc_join_result er = {.error = GR_KERR_COORDINATOR_NOT_AVAILABLE, .generation_id = -1,
+                                       .leader_id = "", .member_id = jr.member_id};
+        join_done(req, &er);
+        return;
+    }
+    gr_gc_join_group(gc, &jr, join_done, req);
+}
+
+/* ---- SyncGroup ---- */
+
+static void sync_done(void *ctx, const struct gr_gc_sync_result *r) {
+    struct gr_api_req *req = ctx;
+    struct SyncGroupResponse *resp = gr_api_new_response(req);
+    resp->ErrorCode = r->error;
+    resp->ProtocolType = gr_api_strdup(req, r->protocol_type);
+    resp->ProtocolName = gr_api_strdup(req, r->protocol_name);
+    resp->Assignment.p = r->assignment;
+    resp->Assignment.len = r->assignment ? r->assignment_len : 0;
+    gr_api_respond(req, resp);
+}
+
+static void handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                              void *body) {
+    (void)hdr;
+    const struct SyncGroupRequest *r = body;
+    int n = GR_MAX(r->AssignmentsCount, 0);
+    struct gr_gc_assignment *as = gr_api_alloc(req, (size_t)(n + 1) * sizeof *as);
+    for (int i = 0; i < n; i++) {
+        as[i].member_id = r->Assignments[i].MemberId ? r->Assignments[i].MemberId : "";
+        as[i].data = r->Assignments[i].Assignment.p;
+        as[i].len = r->Assignments[i].Assignment.len > 0 ? r->Assignments[i].Assignment.len : 0;
+    }
+    struct gr_gc_sync_req sr = {
+        .group_id = r->GroupId,
+        .member_id = r->MemberId ? r->MemberId : "",
+        .group_instance_id = r->GroupInstanceId,
+        .protocol_type = r->ProtocolType,
+        .protocol_name = r->ProtocolName,
+        .generation_id = r->GenerationId,
+        .n_assignments = n,
+        .assignments = as,
+    };
+    struct gr_group_coordinator *gc = coordinator(b);
+    if (!gc) {
+        struct gr_gc_sync_result er = {.error = GR_KERR_COORDINATOR_NOT_AVAILABLE};
+        sync_done(req, &er);
+        return;
+    }
+    gr_gc_sync_group(gc, &sr, sync_done, req);
+}
+
+/* ---- Heartbeat, LeaveGroup ---- */
+
+static void handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                             void *body) {
+    (void)hdr;
+    const struct HeartbeatRequest *r = body;
+    struct HeartbeatResponse *resp = gr_api_new_response(req);
+    struct gr_group_coordinator *gc = coordinator(b);
+    resp->ErrorCode = gc ? gr_gc_heartbeat(gc, r->GroupId, r->MemberId ? r->MemberId : "", r->GroupInstanceId,
+                                           r->GenerationId)
+                         : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    gr_api_respond(req, resp);
+}
+
+static void handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                               void *body) {
+    const struct LeaveGroupRequest *r = body;
+    bool batch = hdr->RequestApiVersion >= 3;
+    int n = batch ? GR_MAX(r->MembersCount, 0) : 1;
+    struct gr_gc_leave_member *ms = gr_api_alloc(req, (size_t)(n + 1) * sizeof *ms);
+    for (int i = 0; i < n; i++) {
+        ms[i].member_id = batch ? r->Members[i].MemberId : r->MemberId;
+        ms[i].group_instance_id = batch ? r->Members[i].GroupInstanceId : NULL;
+    }
+    struct gr_group_coordinator *gc = coordinator(b);
+    int16_t top = gc ? gr_gc_leave_group(gc, r->GroupId, ms, n) : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    struct LeaveGroupResponse *resp = gr_api_new_response(req);
+    if (batch) {
+        resp->ErrorCode = top;
+        resp->MembersCount = top == GR_KERR_NONE ? n : 0;
+        resp->Members = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Members);
+        for (int i = 0; i < resp->MembersCount; i++) {
+            resp->Members[i].MemberId = (char *)(ms[i].member_id ? ms[i].member_id : "");
+            resp->Members[i].GroupInstanceId = (char *)ms[i].group_instance_id;
+            resp->Members[i].ErrorCode = ms[i].error;
+        }
+    } else {
+        /* v0-2: the top-level error, else the member's */
+        resp->ErrorCode = top != GR_KERR_NONE ? top : ms[0].error;
+    }
+    gr_api_respond(req, resp);
+}
+
+/* ---- OffsetCommit ---- */
+
+struct commit_req {
+    struct gr_api_req *req;
+    const struct OffsetCommitRequest *r;
+};
+
+static void commit_done(void *ctx, struct gr_gc_commit_part *parts, int n) {
+    struct commit_req *c = ctx;
+    struct gr_api_req *req = c->req;
+    const struct OffsetCommitRequest *r = c->r;
+    struct OffsetCommitResponse *resp = gr_api_new_response(req);
+    int nt = GR_MAX(r->TopicsCount, 0);
+    resp->TopicsCount = nt;
+    resp->Topics = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *resp->Topics);
+    int k = 0;
+    for (int t = 0; t < nt; t++) {
+        const struct OffsetCommitRequest_OffsetCommitRequestTopic *rt = &r->Topics[t];
+        struct OffsetCommitResponse_OffsetCommitResponseTopic *ot = &resp->Topics[t];
+        int np = GR_MAX(rt->PartitionsCount, 0);
+        ot->Name = rt->Name;
+        ot->PartitionsCount = np;
+        ot->Partitions = gr_api_alloc(req, (size_t)(np + 1) * sizeof *ot->Partitions);
+        for (int i = 0; i < np && k < n; i++, k++) {
+            ot->Partitions[i].PartitionIndex = parts[k].partition;
+            ot->Partitions[i].ErrorCode = parts[k].error;
+        }
+    }
+    gr_api_respond(req, resp);
+}
+
+static void handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                 void *body) {
+    const struct OffsetCommitRequest *r = body;
+    int n = 0;
+    for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
+    struct gr_gc_commit_part *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
+    int64_t now = gr_wall_ms();
+    int k = 0;
+    for (int t = 0; t < r->TopicsCount; t++) {
+        const struct OffsetCommitRequest_OffsetCommitRequestTopic *rt = &r->Topics[t];
+        const char *topic = rt->Name ? rt->Name : "";
+        int nparts = gr_metadata_cache_num_partitions(b->metadata, topic);
+        for (int i = 0; i < rt->PartitionsCount; i++, k++) {
+            const struct OffsetCommitRequest_OffsetCommitRequestPartition *rp = &rt->Partitions[i];
+            struct gr_gc_commit_part *p = &parts[k];
+            p->topic = topic;
+            p->partition = rp->PartitionIndex;
+            p->offset = rp->CommittedOffset;
+            p->leader_epoch = rp->CommittedLeaderEpoch;
+            p->metadata = rp->CommittedMetadata ? rp->CommittedMetadata : "";
+            p->commit_timestamp = (hdr->RequestApiVersion == 1 && rp->CommitTimestamp != -1) ? rp->CommitTimestamp : now;
+            p->expire_timestamp = r->RetentionTimeMs == -1 ? -1 : now + r->RetentionTimeMs;
+            p->error = (rp->PartitionIndex < 0 || rp->PartitionIndex >= nparts) ? GR_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                                                                 : GR_KERR_NONE;
+        }
+    }
+    struct commit_req *c = gr_api_alloc(req, sizeof *c);
+    c->req = req;
+    c->r = r;
+    struct gr_group_coordinator *gc = coordinator(b);
+    if (!gc) {
+        for (int i = 0; i < n; i++)
+            if (parts[i].error == GR_KERR_NONE) parts[i].error = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+        commit_done(c, parts, n);
+        return;
+    }
+    gr_gc_commit_offsets(gc, r->GroupId, r->MemberId, r->GroupInstanceId, r->GenerationId, parts, n, commit_done, c);
+}
+
+/* ---- OffsetFetch ---- */
+
+static void handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                void *body) {
+    const struct OffsetFetchRequest *r = body;
+    int16_t ver = hdr->RequestApiVersion;
+    bool all = r->TopicsCount < 0; /* null topics (v2+): every committed offset */
+    int n = 0;
+    for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionIndexesCount, 0);
+    struct gr_gc_fetch_part *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
+    int k = 0;
+    for (int t = 0; t < r->TopicsCount; t++)
+        for (int i = 0; i < r->Topics[t].PartitionIndexesCount; i++, k++) {
+            parts[k].topic = r->Topics[t].Name ? r->Topics[t].Name : "";
+            parts[k].partition = r->Topics[t].PartitionIndexes[i];
+        }
+    struct gr_group_coordinator *gc = coordinator(b);
+    int16_t e = gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, &parts, &n, &req->arena)
+                   : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    struct OffsetFetchResponse *resp = gr_api_new_response(req);
+    resp->ErrorCode = e;
+    if (e != GR_KERR_NONE) {
+        if (ver >= 2 || all) {
+            resp->TopicsCount = 0;
+            resp->Topics = NULL;
+            gr_api_respond(req, resp);
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            parts[i].offset = -1;
+            parts[i].leader_epoch = -1;
+            parts[i].metadata = "";
+            parts[i].error = e;
+        }
+    }
+    /* group parts by topic, keeping first-seen order */
+    struct OffsetFetchResponse_OffsetFetchResponseTopic *topics = gr_api_alloc(req, (size_t)(n + 1) * sizeof *topics);
+    int nt = 0;
+    bool *used = gr_api_alloc(req, (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        if (used[i]) continue;
+        struct OffsetFetchResponse_OffsetFetchResponseTopic *ot = &topics[nt++];
+        ot->Name = (char *)parts[i].topic;
+        int cnt = 0;
+        for (int j = i; j < n; j++)
+            if (!used[j] && strcmp(parts[j].topic, parts[i].topic) == 0) cnt++;
+        ot->Partitions = gr_api_alloc(req, (size_t)(cnt + 1) * sizeof *ot->Partitions);
+        for (int j = i; j < n; j++) {
+            if (used[j] || strcmp(parts[j].topic, parts[i].topic) != 0) continue;
+            used[j] = true;
+            struct OffsetFetchResponse_OffsetFetchResponsePartition *op = &ot->Partitions[ot->PartitionsCount++];
+            op->PartitionIndex = parts[j].partition;
+            op->CommittedOffset = parts[j].offset;
+            op->CommittedLeaderEpoch = parts[j].leader_epoch;
+            op->Metadata = (char *)(parts[j].metadata ? parts[j].metadata : "");
+            op->ErrorCode = parts[j].error;
+        }
+    }
+    resp->TopicsCount = nt;
+    resp->Topics = topics;
+    if (ver < 2) resp->ErrorCode = GR_KERR_NONE;
+    gr_api_respond(req, resp);
+}
+
+/* ---- DescribeGroups, ListGroups, DeleteGroups ---- */
+
+static void handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                   void *body) {
+    (void)hdr;
+    const struct DescribeGroupsRequest *r = body;
+    struct DescribeGroupsResponse *resp = gr_api_new_response(req);
+    int n = GR_MAX(r->GroupsCount, 0);
+    resp->GroupsCount = n;
+    resp->Groups = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Groups);
+    struct gr_group_coordinator *gc = coordinator(b);
+    for (int i = 0; i < n; i++) {
+        struct DescribeGroupsResponse_DescribedGroup *o = &resp->Groups[i];
+        struct gr_gc_group_summary s;
+        int16_t e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+        memset(&s, 0, sizeof s);
+        s.state = s.protocol_type = s.protocol = "";
+        if (gc) e = gr_gc_describe_group(gc, r->Groups[i], &req->arena, &s);
+        o->ErrorCode = e;
+        o->GroupId = r->Groups[i] ? r->Groups[i] : "";
+        o->GroupState = (char *)s.state;
+        o->ProtocolType = (char *)s.protocol_type;
+        o->ProtocolData = (char *)s.protocol;
+        o->AuthorizedOperations = INT32_MIN;
+        o->MembersCount = s.n_members;
+        o->Members = gr_api_alloc(req, (size_t)(s.n_members + 1) * sizeof *o->Members);
+        for (int j = 0; j < s.n_members; j++) {
+            struct DescribeGroupsResponse_DescribedGroupMember *m = &o->Members[j];
+            m->MemberId = (char *)s.members[j].member_id;
+            m->GroupInstanceId = (char *)s.members[j].group_instance_id;
+            m->ClientId = (char *)s.members[j].client_id;
+            m->ClientHost = (char *)s.members[j].client_host;
+            m->MemberMetadata.p = s.members[j].metadata;
+            m->MemberMetadata.len = s.members[j].metadata_len;
+            m->MemberAssignment.p = s.members[j].assignment;
+            m->MemberAssignment.len = s.members[j].assignment_len;
+        }
+    }
+    gr_api_respond(req, resp);
+}
+
+static void handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                               void *body) {
+    (void)hdr;
+    const struct ListGroupsRequest *r = body;
+    struct ListGroupsResponse *resp = gr_api_new_response(req);
+    struct gr_group_coordinator *gc = coordinator(b);
+    struct gr_gc_listed_group *gs = NULL;
+    int n = 0;
+    resp->ErrorCode = gc ? gr_gc_list_groups(gc, (const char *const *)r->StatesFilter, GR_MAX(r->StatesFilterCount, 0),
+                                             &req->arena, &gs, &n)
+                         : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    resp->GroupsCount = n;
+    resp->Groups = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Groups);
+    for (int i = 0; i < n; i++) {
+        resp->Groups[i].GroupId = (char *)gs[i].group_id;
+        resp->Groups[i].ProtocolType = (char *)gs[i].protocol_type;
+        resp->Groups[i].GroupState = (char *)gs[i].state;
+    }
+    gr_api_respond(req, resp);
+}
+
+static void handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                 void *body) {
+    (void)hdr;
+    const struct DeleteGroupsRequest *r = body;
+    int n = GR_MAX(r->GroupsNamesCount, 0);
+    int16_t *errors = gr_api_alloc(req, (size_t)(n + 1) * sizeof *errors);
+    struct gr_group_coordinator *gc = coordinator(b);
+    if (gc)
+        gr_gc_delete_groups(gc, (const char *const *)r->GroupsNames, n, errors);
+    else
+        for (int i = 0; i < n; i++) errors[i] = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    struct DeleteGroupsResponse *resp = gr_api_new_response(req);
+    resp->ResultsCount = n;
+    resp->Results = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Results);
+    for (int i = 0; i < n; i++) {
+        resp->Results[i].GroupId = r->GroupsNames[i] ? r->GroupsNames[i] : "";
+        resp->Results[i].ErrorCode = errors[i];
+    }
+    gr_api_respond(req, resp);
+}
+
+void gr_group_coordinator_register_apis(void) {
+    gr_apis_register(10, 0, 3, handle_find_coordinator);
+    gr_apis_register(11, 0, 7, handle_join_group);
+    gr_apis_register(12, 0, 4, handle_heartbeat);
+    gr_apis_register(13, 0, 4, handle_leave_group);
+    gr_apis_register(14, 0, 5, handle_sync_group);
+    gr_apis_register(8, 0, 8, handle_offset_commit);
+    gr_apis_register(9, 0, 7, handle_offset_fetch);
+    gr_apis_register(15, 0, 5, handle_describe_groups);
+    gr_apis_register(16, 0, 4, handle_list_groups);
+    gr_apis_register(42, 0, 2, handle_delete_groups);
+}
+
+/* ---- storage over the replica manager ---- */
+
+struct rm_storage {
+    struct gr_broker *b;
+    struct gr_replica_manager *rm;
+};
+
+static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
+    struct rm_storage *s = ctx;
+    struct gr_rm_partition_info info;
+    if (!gr_rm_partition_info(s->rm, GR_OFFSETS_TOPIC, p, &info) || !info.is_leader) return false;
+    if (epoch) *epoch = info.leader_epoch;
+    if (start) *start = info.log_start_offset;
+    if (end) *end = info.log_end_offset;
+    return true;
+}
+
+struct rms_append {
+    void (*done)(void *, int16_t);
+    void *ctx;
+};
+
+static void rms_append_done(void *ctx, int16_t error, int64_t base_offset, int64_t log_start_offset) {
+    (void)base_offset;
+    (void)log_start_offset;
+    struct rms_append *a = ctx;
+    a->done(a->ctx, error);
+    free(a);
+}
+
+static void rms_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
+                       void (*done)(void *, int16_t), void *done_ctx) {
+    struct rm_storage *s = ctx;
+    struct rms_append *a = gr_malloc(sizeof *a);
+    a->done = done;
+    a->ctx = done_ctx;
+    gr_rm_append(s->rm, GR_OFFSETS_TOPIC, p, batch, len, acks, timeout_ms, rms_append_done, a);
+}
+
+static int16_t rms_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_log_read_result *res) {
+    struct rm_storage *s = ctx;
+    return gr_rm_read(s->rm, GR_OFFSETS_TOPIC, p, offset, max_bytes, false, res);
+}
+
+static int32_t rms_num_partitions(void *ctx) {
+    struct rm_storage *s = ctx;
+    return gr_metadata_cache_num_partitions(s->b->metadata, GR_OFFSETS_TOPIC);
+}
+
+static void rms_release(void *ctx) { free(ctx); }
+
+int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm) {
+    struct rm_storage *st = gr_calloc(1, sizeof *st);
+    st->b = b;
+    st->rm = rm;
+    struct gr_gc_config c;
+    gr_gc_config_defaults(&c);
+    c.broker_id = b->broker_id;
+    if (b->cfg) {
+        if (b->cfg->offsets_topic_num_partitions > 0) c.num_partitions = b->cfg->offsets_topic_num_partitions;
+        c.initial_rebalance_delay_ms = b->cfg->group_initial_rebalance_delay_ms;
+        c.min_session_timeout_ms = b->cfg->group_min_session_timeout_ms;
+        c.max_session_timeout_ms = b->cfg->group_max_session_timeout_ms;
+    }
+    c.storage = (struct gr_gc_storage){.ctx = st, .leader_info = rms_leader_info, .append = rms_append,
+                                       .read = rms_read, .num_partitions = rms_num_partitions,
+                                       .release = rms_release};
+    struct gr_group_coordinator *gc = gr_gc_new(&c); /* releases st on failure */
+    if (!gc) return -EAGAIN;
+    b->group_coordinator = gc;
+    gr_group_coordinator_register_apis();
+    gr_info("kafka.coordinator.group.GroupCoordinator", "[GroupCoordinator %d]: Startup complete.", b->broker_id);
+    return 0;
+}
+
+void gr_group_coordinator_shutdown(struct gr_group_coordinator *gc) {
+    if (gc) gr_gc_shutdown(gc);
+}
+
+void gr_group_coordinator_free(struct gr_group_coordinator *gc) { gr_gc_free(gc); }
