@@ -67,6 +67,7 @@ static const struct cfg_key keys[] = {
     {"delete.topic.enable", T_BOOL, F(delete_topic_enable), "true", 0, 0},
     {"unclean.leader.election.enable", T_BOOL, F(unclean_leader_election_enable), "false", 0, 0},
     {"offsets.topic.replication.factor", T_INT, F(offsets_topic_replication_factor), "3", 1, INT16_MAX},
+    {"offsets.topic.num.partitions", T_INT, F(offsets_topic_num_partitions), "50", 1, INT32_MAX},
     {"replica.lag.time.max.ms", T_LONG, F(replica_lag_time_max_ms), "30000", 1, INT64_MAX},
     {"replica.fetch.max.bytes", T_INT, F(replica_fetch_max_bytes), "1048576", 0, INT32_MAX},
     {"replica.fetch.wait.max.ms", T_INT, F(replica_fetch_wait_max_ms), "500", 0, INT32_MAX},
@@ -96,7 +97,7 @@ static const struct cfg_key keys[] = {
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "offsets.topic.num.partitions", "log.cleaner.enable", "log.cleanup.policy", "compression.type",
+    "log.cleaner.enable", "log.cleanup.policy", "compression.type",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };
 

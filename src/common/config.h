@@ -65,6 +65,7 @@ struct gr_config {
     bool delete_topic_enable;
     bool unclean_leader_election_enable;
     int32_t offsets_topic_replication_factor;
+    int32_t offsets_topic_num_partitions;
 
     /* replication */
     int64_t replica_lag_time_max_ms;
