@@ -17,6 +17,7 @@
 
 #include "broker/apis.h"
 #include "broker/broker.h"
+#include "broker/group_coordinator.h"
 #include "broker/controlled_shutdown_client.h"
 #include "broker/replica_manager.h"
 #include "common/config.h"
@@ -370,6 +371,12 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* Group coordinator: after the replica manager (its storage), before the network. */
+    if ((rc = gr_group_coordinator_start(s->broker, s->replicas)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot start the group coordinator: %s", gr_strerror(rc));
+        goto fail;
+    }
+
     /* controller-only APIs served through the controller's event queue */
     gr_ctrl_alter_isr_register_api();
     gr_controlled_shutdown_register_api();
@@ -449,6 +456,7 @@ void gr_server_shutdown(struct gr_server *s) {
     }
     if (s->net) gr_net_server_stop(s->net);
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
+    if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
@@ -474,6 +482,10 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->net) {
         gr_net_server_free(s->net);
         s->net = NULL;
+    }
+    if (s->broker && s->broker->group_coordinator) { /* its writes completed in the rm shutdown */
+        gr_group_coordinator_free(s->broker->group_coordinator);
+        s->broker->group_coordinator = NULL;
     }
     if (s->replicas) {
         gr_replica_manager_free(s->replicas);
