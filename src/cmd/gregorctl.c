@@ -12,6 +12,7 @@
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_reassign.h"
 #include "common/log.h"
 
 struct subcommand {
@@ -21,6 +22,12 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+    {"reassign", ctl_reassign_main,
+     "reassign generate|execute|verify|cancel|list [--topics-to-move-json-file F --broker-list 1,2] "
+     "[--reassignment-json-file F] [--additional]  (needs --bootstrap-server)"},
+    {"elect-leaders", ctl_elect_main,
+     "elect-leaders --election-type preferred|unclean (--all-topic-partitions | --topic T --partition P | "
+     "--path-to-json-file F)  (needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe [--topic T] [--partitions N] [--replication-factor R] [--json]  (needs --bootstrap-server)"},
