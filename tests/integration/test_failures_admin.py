@@ -76,6 +76,8 @@ def create(cluster, topic, partitions=1, rf=3, config=None, assign=None):
     else:
         nt = NewTopic(topic, partitions, rf, config=config or {})
     a = admin(cluster)
+    n_live = len(cluster.running())
+    H.wait_for(lambda: len(a.list_topics(timeout=10).brokers) >= n_live, 30, "every live broker in the metadata")
     a.create_topics([nt], operation_timeout=20, request_timeout=30)[topic].result(timeout=40)
     for p in range(partitions):
         H.wait_for(lambda: (state(cluster, topic, p) or {}).get("leader", -1) >= 0, 30, f"a leader for {topic}-{p}")
@@ -214,9 +216,16 @@ def test_bounced_broker_gets_metadata(cluster_factory, zk_connect):
     ctrl = cluster.controller_id()
     victim = next(b for b in (1, 2, 3) if b != ctrl)
     old = cluster.broker_epoch(victim)
-    cluster[victim].kill()
-    cluster[victim].start()  # re-registers quickly: possibly seen as a bounce (higher epoch)
-    H.wait_for(lambda: (cluster.broker_epoch(victim) or 0) > old, 30, "a new registration")
+    # the controller is frozen while the victim dies and re-registers, so one BrokerChange sees the
+    # same id with a higher epoch: a bounce (failure + start-up)
+    cluster[ctrl].pause()
+    try:
+        cluster[victim].kill()
+        cluster[victim].start()
+        H.wait_for(lambda: (cluster.broker_epoch(victim) or 0) > old, 10, "a new registration")
+    finally:
+        cluster[ctrl].resume()
+    H.wait_for(lambda: f"bounced brokers: {victim}," in cluster[ctrl].log(), 20, "the bounce seen by the controller")
     wait_full_isr(cluster, "bb", 3, timeout=60)
     # its metadata cache knows every partition: ask it alone
     md = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster[victim].port}"}).list_topics("bb", timeout=20)
