@@ -609,27 +609,43 @@ def converged(cluster, topic, partitions):
     return out
 
 
-def check(cluster, topic, wl, strict_duplicates=False, converge_timeout=60.0):
+def check(cluster, topic, wl, converge_timeout=60.0):
     """Safety checks after the workload stopped. Waits (bounded) until the ISR is full and every
-    replica holds the same log, then asserts nothing and returns a Verdict; assert_ok() raises."""
-    v = Verdict()
-    led = wl.ledger
-    v.acked = len(led.acked)
-    v.consumed = len(led.consumed)
-    for p in wl.partitions:
-        if not any(cp == p for cp, _ in led.consumed):
-            v.problems.append(f"{topic}-{p}: the tailing consumer read nothing during the run")
+    replica holds the same log, reads each partition from the leader (consumer) and from every
+    replica's segment files, and returns evaluate()'s Verdict (assert_ok() raises on it)."""
+    problems = []
     wait_healed(cluster, topic, converge_timeout)
     try:
         logs = H.wait_for(lambda: converged(cluster, topic, wl.partitions), converge_timeout,
                           "replica logs converged", interval=0.5)
     except AssertionError as e:
-        v.problems.append(str(e)[:300])
+        problems.append(str(e)[:300])
         asg = assignment(cluster, topic)
         logs = {p: {r: read_replica_log(cluster[r].logdir, topic, p) for r in asg[p]} for p in wl.partitions}
+    leader = {p: read_from_leader(cluster, topic, p) for p in wl.partitions}
+    ckpts = {p: {r: read_hw_checkpoint(cluster[r].logdir, topic, p) for r in logs[p]} for p in wl.partitions}
+    v = evaluate(topic, wl.partitions, logs, leader, ckpts, wl.ledger)
+    v.problems[:0] = problems
+    return v
 
-    for p in wl.partitions:
-        leader_recs, hw, lo = read_from_leader(cluster, topic, p)
+
+def evaluate(topic, partitions, logs, leader, ckpts, led):
+    """The checker proper, on data already gathered:
+      logs    {p: {replica: ({offset: value}, [problems])}}  (read_replica_log per replica)
+      leader  {p: ({offset: value}, high watermark, log start)}  (read_from_leader)
+      ckpts   {p: {replica: checkpointed HW or None}}
+      led     the Ledger
+    Every acknowledged value must sit at its acked offset in the log; every offset must hold one
+    value across all replicas and the consumer; offsets contiguous and monotonic; what the tailing
+    consumer read during the run must still be there; no HW checkpoint beyond a log's end."""
+    v = Verdict()
+    v.acked = len(led.acked)
+    v.consumed = len(led.consumed)
+    for p in partitions:
+        if not any(cp == p for cp, _ in led.consumed):
+            v.problems.append(f"{topic}-{p}: the tailing consumer read nothing during the run")
+    for p in partitions:
+        leader_recs, hw, lo = leader[p]
         if len(leader_recs) != hw - lo:
             v.problems.append(f"{topic}-{p}: consumer read {len(leader_recs)} records in [{lo}, {hw})")
         replicas = logs[p]
@@ -641,28 +657,29 @@ def check(cluster, topic, wl, strict_duplicates=False, converge_timeout=60.0):
                 if len(recs) != hi_r - lo_r + 1:
                     missing = [o for o in range(lo_r, hi_r + 1) if o not in recs][:5]
                     v.problems.append(f"replica {r} {topic}-{p}: offset gaps, e.g. {missing}")
-            ckpt = read_hw_checkpoint(cluster[r].logdir, topic, p)
+            ckpt = ckpts.get(p, {}).get(r)
             if ckpt is not None and ckpt > (max(recs) + 1 if recs else 0):
                 v.problems.append(f"replica {r} {topic}-{p}: checkpointed HW {ckpt} beyond its log end")
+            if len(recs) < hw - lo:
+                v.problems.append(f"replica {r} {topic}-{p}: holds {len(recs)} records, leader HW {hw}")
         # No offset holds two different values: every replica and the consumer's view agree.
         views = {f"replica {r}": recs for r, (recs, _) in replicas.items()}
         views["consumer"] = leader_recs
-        common = set()
+        every = set()
         for recs in views.values():
-            common |= set(recs)
-        for off in sorted(common):
-            vals = {name: recs[off] for name, recs in views.items() if off in recs and
-                    (name != "consumer" or off < hw)}
+            every |= set(recs)
+        for off in sorted(every):
+            vals = {name: recs[off] for name, recs in views.items() if off in recs}
             if len(set(vals.values())) > 1:
                 v.divergent.append((p, off, vals))
         # Data the tailing consumer read during the run (committed, below the HW then) must still
         # be there, unchanged.
-        ref = leader_recs if leader_recs else next(iter(replicas.values()))[0]
+        ref = leader_recs if leader_recs else (next(iter(replicas.values()))[0] if replicas else {})
         for (cp, off), val in list(led.consumed.items()):
             if cp == p and ref.get(off) != val:
                 v.problems.append(f"{topic}-{p} offset {off}: consumed {val[:24]!r} during the run, "
                                   f"now {ref.get(off, b'<absent>')[:24]!r}")
-        # Where every value now lives.
+        # Acknowledged records: at the acked offset, and where else the value lives.
         where = {}
         for off, val in ref.items():
             where.setdefault(val, []).append(off)
