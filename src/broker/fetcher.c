@@ -212,8 +212,9 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
     }
     if (done) {
         fp->state = F_FETCHING;
-        gr_info(LOGGER, "[%s] %s-%d truncated to %" PRId64 " (leader epoch %d end offset %" PRId64 "); fetching",
-                f->name, fp->topic, fp->partition, gr_rm_log_end_offset(fp->p), res->LeaderEpoch, res->EndOffset);
+        gr_info(LOGGER, "[%s] %s-%d: truncation done, log end offset %" PRId64 " (was %" PRId64
+                        "; leader's epoch %d ends at %" PRId64 "); fetching",
+                f->name, fp->topic, fp->partition, gr_rm_log_end_offset(fp->p), leo, res->LeaderEpoch, res->EndOffset);
     }
 }
 
