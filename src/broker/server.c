@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
 #include "controller/alter_isr_api.h"
+#include "controller/config_change_listener.h"
 #include "controller/controlled_shutdown.h"
 #include "controller/controller.h"
 #include "controller/leader_balance.h"
@@ -61,6 +63,7 @@ struct gr_server {
     struct gr_clock *clock;
     struct gr_controller *controller;
     struct gr_ctrl_channel *channel;      /* the controller's per-broker send threads */
+    struct gr_config_change_listener *config_changes; /* /config/changes -> controller events */
 
     struct gr_broker *broker;             /* request handlers' shared context */
     struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
@@ -401,6 +404,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->info.epoch = s->broker_epoch;
+    atomic_store(&s->broker->broker_epoch, s->broker_epoch); /* until the controller is attached */
 
     s->clock = gr_clock_real_new();
     s->channel = gr_ctrl_channel_new_for_broker(cfg, s->broker_id, s->metrics);
@@ -427,6 +431,7 @@ int gr_server_startup(struct gr_server *s) {
         slog(s, GR_LOG_ERROR, "Cannot start the controller: %s", gr_strerror(rc));
         goto fail;
     }
+    s->config_changes = gr_config_change_listener_start(s->kzk, s->watches, s->controller);
     slog(s, GR_LOG_INFO, "started (broker epoch %" PRId64 ")", s->broker_epoch);
     return 0;
 
@@ -458,6 +463,8 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
+    gr_config_change_listener_stop(s->config_changes);
+    s->config_changes = NULL;
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
         gr_kzk_free(s->kzk);
