@@ -71,7 +71,7 @@ def admin(cluster):
 
 def create(cluster, topic, partitions=1, rf=3, config=None, assign=None):
     if assign is not None:
-        nt = NewTopic(topic, replica_assignment=assign, config=config or {})
+        nt = NewTopic(topic, num_partitions=len(assign), replica_assignment=assign, config=config or {})
         partitions = len(assign)
     else:
         nt = NewTopic(topic, partitions, rf, config=config or {})

@@ -472,3 +472,17 @@ def test_gregorctl_cluster(cluster):
     for i in (1, 2, 3):
         assert f"127.0.0.1:{cluster[i].port}" in r.stdout, r.stdout
     assert cluster_id["id"] in r.stdout
+
+
+# --------------------------------------------------------------------------------------------
+def test_missing_chroot_is_created(zk_server, cluster_factory):
+    """zookeeper.connect=host:port/a/b where /a/b does not exist yet: created (as Kafka does)."""
+    chroot = f"/gregor-fresh-{int(time.time() * 1000) % 10**9}/nested"
+    cluster = cluster_factory(zk_server.hosts + chroot, n=1)
+    assert cluster.registered_ids() == {1}
+    root = H.kazoo_client(zk_server.hosts)
+    try:
+        assert root.exists(chroot + "/brokers/ids/1"), "registration not under the chroot"
+        assert not root.exists("/brokers/ids/1"), "registration leaked outside the chroot"
+    finally:
+        H.close_kazoo(root)
