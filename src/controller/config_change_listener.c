@@ -1,0 +1,172 @@
+/* Config change notifications for the controller: see config_change_listener.h. */
+#include "controller/config_change_listener.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/controller.h"
+#include "controller/event_manager.h"
+#include "zk/backend.h"
+#include "zk/kzk.h"
+
+#define LOGGER "kafka.common.ZkNodeChangeNotificationListener"
+#define CHANGES_PATH "/config/changes"
+#define PREFIX "config_change_"
+/* Re-read periodically too, in case a watch was lost across a session change. */
+#define RECHECK_MS 5000
+
+struct gr_config_change_listener {
+    struct gr_kzk *kzk;
+    struct gr_zk_watches *watches;
+    struct gr_controller *controller;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool dirty, stop;
+    long long last_seq; /* highest processed sequence number, -1 = none */
+};
+
+static void on_changes_child(void *arg, const char *path) {
+    (void)path;
+    struct gr_config_change_listener *l = arg;
+    pthread_mutex_lock(&l->mu);
+    l->dirty = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static long long seq_of(const char *name) {
+    if (strncmp(name, PREFIX, strlen(PREFIX)) != 0) return -1;
+    char *end;
+    long long v = strtoll(name + strlen(PREFIX), &end, 10);
+    return *end ? -1 : v;
+}
+
+/* TopicConfigHandler's unclean part for one entity path. */
+static void handle_entity(struct gr_config_change_listener *l, const char *entity) {
+    const char *slash = strchr(entity, '/');
+    if (!slash || !slash[1]) return;
+    char type[32];
+    snprintf(type, sizeof type, "%.*s", (int)(slash - entity), entity);
+    const char *name = slash + 1;
+    if (strcmp(type, "topics") != 0) {
+        if (strcmp(type, "brokers") == 0)
+            gr_debug(LOGGER, "Dynamic broker config change for %s ignored by the controller", name);
+        return;
+    }
+    struct gr_kzk_config cfg = {0};
+    int rc = gr_kzk_get_entity_config(l->kzk, "topics", name, &cfg);
+    if (rc) {
+        gr_warn(LOGGER, "Cannot read /config/topics/%s: %s", name, gr_kzk_strerror(rc));
+        return;
+    }
+    const char *v = gr_kzk_config_get(&cfg, "unclean.leader.election.enable");
+    bool enable = v && strcasecmp(v, "true") == 0;
+    gr_kzk_config_release(&cfg);
+    if (!enable || !gr_controller_is_active(l->controller)) return;
+    gr_info(LOGGER, "unclean.leader.election.enable=true for topic %s: triggering online partition state changes", name);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE);
+    ev->topic = gr_strdup(name);
+    gr_ctrl_events_put(gr_controller_events(l->controller), ev);
+}
+
+static void process(struct gr_config_change_listener *l) {
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_watch_children(l->kzk, CHANGES_PATH, &names);
+    if (rc) {
+        if (rc != GR_KZK_ENONODE) gr_warn(LOGGER, "Cannot list %s: %s", CHANGES_PATH, gr_kzk_strerror(rc));
+        gr_zstrings_free(&names);
+        return;
+    }
+    /* in sequence order */
+    for (;;) {
+        long long best = -1;
+        int bi = -1;
+        for (int i = 0; i < names.count; i++) {
+            long long s = seq_of(names.names[i]);
+            if (s > l->last_seq && (best < 0 || s < best)) {
+                best = s;
+                bi = i;
+            }
+        }
+        if (bi < 0) break;
+        char path[256];
+        snprintf(path, sizeof path, CHANGES_PATH "/%s", names.names[bi]);
+        char *data = NULL;
+        int len = 0;
+        struct gr_zstat st;
+        int zrc = gr_zkb_get(gr_kzk_backend(l->kzk), path, false, &data, &len, &st);
+        if (zrc == GR_ZOK && data) {
+            char *entity = NULL;
+            if (gr_kzk_config_change_decode(data, (size_t)len, &entity) == 0 && entity) handle_entity(l, entity);
+            else gr_warn(LOGGER, "Ignoring config change notification %s: cannot parse it", path);
+            free(entity);
+        } else if (zrc != GR_ZOK && zrc != GR_ZNONODE) {
+            gr_warn(LOGGER, "Cannot read %s: %s; retried later", path, gr_zrc_name(zrc));
+            free(data);
+            break;
+        }
+        free(data);
+        l->last_seq = best;
+    }
+    gr_zstrings_free(&names);
+}
+
+static void *listener_main(void *arg) {
+    struct gr_config_change_listener *l = arg;
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        l->dirty = false;
+        pthread_mutex_unlock(&l->mu);
+        process(l);
+        pthread_mutex_lock(&l->mu);
+        if (l->dirty || l->stop) continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += RECHECK_MS / 1000;
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
+                                                                  struct gr_controller *controller) {
+    struct gr_config_change_listener *l = gr_calloc(1, sizeof *l);
+    l->kzk = kzk;
+    l->watches = watches;
+    l->controller = controller;
+    l->last_seq = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    gr_zk_watches_register_child(watches, CHANGES_PATH, on_changes_child, l);
+    if (pthread_create(&l->thread, NULL, listener_main, l) != 0) {
+        gr_error(LOGGER, "cannot start the config change listener thread");
+        gr_zk_watches_unregister_child(watches, CHANGES_PATH);
+        pthread_cond_destroy(&l->cv);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void gr_config_change_listener_stop(struct gr_config_change_listener *l) {
+    if (!l) return;
+    gr_zk_watches_unregister_child(l->watches, CHANGES_PATH);
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
