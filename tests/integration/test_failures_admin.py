@@ -409,19 +409,6 @@ def test_delete_topic_disabled(cluster_factory, zk_connect):
     assert len(partition_dirs(cluster, "kept")) == 3
 
 
-def move_controller_by_hand(cluster):
-    """Deletes /controller and recreates it for another broker id before anyone else does (as an
-    operator would with zkCli): the old controller sees /controller changed and resigns; its later
-    guarded writes fail. Returns the new controller id."""
-    import json
-    old = cluster.controller_id()
-    new = next(b for b in cluster.brokers if b != old and cluster[b].running())
-    cluster.zk.delete("/controller")
-    # whoever wins this race becomes controller; a hand-written /controller names `new`, whose
-    # own elect() then sees itself registered only if it wrote it -- so delete and let them elect
-    return old, new, json
-
-
 def test_controller_moved_mid_deletion(cluster_factory, zk_connect):
     cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
     create(cluster, "mv", partitions=3)
@@ -470,8 +457,37 @@ def test_controller_moved_mid_creation(cluster_factory, zk_connect):
     # the old controller wakes up, sees the move and resigns; nothing half-applied
     time.sleep(3)
     H.wait_for(lambda: cluster.controller_id() == new, 10, "controller stays")
+    new_epoch = cluster.controller_epoch()[0]
     for q in range(2):
         st = state(cluster, "mc", q)
-        assert st["controller_epoch"] == cluster.controller_epoch()[0] or st["leader"] in (1, 2, 3)
+        # written by the new controller only: the old one's guarded creates were refused
+        assert st["controller_epoch"] == new_epoch and st["leader"] in (1, 2, 3), st
     log = cluster[ctrl].log()
-    assert "Resigned" in log or "resigning" in log.lower(), log[-2000:]
+    assert "Resigned" in log, log[-3000:]
+    assert "Controller moved to another broker" in log or "Controller moved to broker" in log, log[-3000:]
+
+
+def test_controller_frozen_during_deletion(cluster_factory, zk_connect):
+    """The controller is frozen while a deletion is requested (znode written as kafka-topics does
+    in ZooKeeper mode) and /controller is moved: the new controller deletes the topic; the old
+    one wakes up, its guarded writes are refused, it resigns; nothing is left half-deleted."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "fz", partitions=2)
+    wait_full_isr(cluster, "fz", 2)
+    ctrl = cluster.controller_id()
+    old_czxid = cluster.controller()["_stat"].czxid
+    cluster[ctrl].pause()
+    try:
+        cluster.zk.create("/admin/delete_topics/fz", b"", makepath=True)
+        cluster.zk.delete("/controller")
+        new = cluster.wait_new_controller(old_czxid)["brokerid"]
+        assert new != ctrl
+        # the frozen broker hosts replicas too: its StopReplica waits until it wakes up
+    finally:
+        cluster[ctrl].resume()
+    H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/fz"), 30, "fz deleted by the new controller")
+    assert not cluster.zk.exists("/admin/delete_topics/fz")
+    assert not cluster.zk.exists("/config/topics/fz")
+    H.wait_for(lambda: not partition_dirs(cluster, "fz"), 30, "fz dirs gone on every broker")
+    assert cluster.controller_id() == new
+    assert "Resigned" in cluster[ctrl].log()
