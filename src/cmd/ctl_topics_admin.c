@@ -1,0 +1,381 @@
+/* gregorctl topics: delete, alter --partitions, and the filtered describes (like kafka-topics.sh
+ * 2.7 --bootstrap-server):
+ *
+ *   topics delete --topic T[,T2...] [--json]
+ *       DeleteTopics v4 to the controller (found with Metadata; NOT_CONTROLLER -> find it again
+ *       and retry), TimeoutMs = --timeout-ms. The broker answers once the topics are gone from its
+ *       metadata cache (the controller finishes removing the logs afterwards).
+ *       Text: "Deleted topic T." per topic, or "Error while executing topic command : <error>".
+ *       JSON: [{"topic":"T","error_code":0,"error":"NONE"}]
+ *   topics alter --topic T --partitions N [--replica-assignment 1:2,2:3,...] [--json]
+ *       CreatePartitions v2 to the controller. As kafka-topics, --replica-assignment lists every
+ *       partition; the ones that already exist are dropped before sending.
+ *       Text: "Altered topic T." / error as above. JSON: {"topic":...,"error_code":...,"error":...}
+ *   topics describe [--topic T] --under-replicated-partitions | --unavailable-partitions [--json]
+ *       Only the partitions whose ISR is smaller than their replica list / that have no live
+ *       leader (leader -1, or a leader not among the live brokers of the Metadata answer), in
+ *       kafka-topics' partition-line format:
+ *         <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2
+ *       JSON: [{"topic":"t","partition":0,"leader":1,"replicas":[..],"isr":[..],"offline":[..]}]
+ * Exit codes: 0 ok, 1 failure (any topic error), 2 usage. Single-threaded. */
+#include "cmd/ctl_topics_admin.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/ctl.h"
+#include "cmd/ctl_kafka.h"
+#include "common/kerr.h"
+#include "common/util.h"
+
+struct admin_args {
+    const char *action;
+    const char *topic;
+    int32_t partitions;
+    const char *assignment;
+    bool json, under, unavailable;
+};
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: gregorctl --bootstrap-server HOST:PORT topics delete --topic T[,T2...] [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT topics alter --topic T --partitions N "
+            "[--replica-assignment 1:2,2:3] [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] "
+            "(--under-replicated-partitions | --unavailable-partitions) [--json]\n");
+    return 2;
+}
+
+bool ctl_topics_admin_handles(int argc, char **argv) {
+    static const char *const with_value[] = {"--topic", "--partitions", "--replication-factor", "--replica-assignment",
+                                             "--config", "--bootstrap-server", "--timeout-ms"};
+    const char *action = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--under-replicated-partitions") == 0 || strcmp(argv[i], "--unavailable-partitions") == 0)
+            return true;
+        bool takes = false;
+        for (size_t k = 0; k < GR_ARRAY_LEN(with_value); k++)
+            if (strcmp(argv[i], with_value[k]) == 0) takes = true;
+        if (takes) i++;
+        else if (argv[i][0] != '-' && !action) action = argv[i];
+    }
+    return action && (strcmp(action, "delete") == 0 || strcmp(action, "alter") == 0);
+}
+
+static int parse(int argc, char **argv, struct admin_args *a, struct ctl_opts *o) {
+    memset(a, 0, sizeof *a);
+    a->partitions = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "--json") == 0) a->json = true;
+        else if (strcmp(s, "--under-replicated-partitions") == 0) a->under = true;
+        else if (strcmp(s, "--unavailable-partitions") == 0) a->unavailable = true;
+        else if (strcmp(s, "--topic") == 0 && v) a->topic = argv[++i];
+        else if (strcmp(s, "--partitions") == 0 && v) a->partitions = atoi(argv[++i]);
+        else if (strcmp(s, "--replica-assignment") == 0 && v) a->assignment = argv[++i];
+        else if (strcmp(s, "--bootstrap-server") == 0 && v) o->bootstrap_server = argv[++i];
+        else if (strcmp(s, "--timeout-ms") == 0 && v) o->timeout_ms = atoi(argv[++i]);
+        else if (s[0] != '-' && !a->action) a->action = s;
+        else {
+            fprintf(stderr, "gregorctl topics: unknown or incomplete argument '%s'\n", s);
+            return -1;
+        }
+    }
+    return a->action ? 0 : -1;
+}
+
+static void print_ids(const int32_t *v, int32_t n) {
+    for (int32_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", v[i]);
+}
+
+static json_t *json_ids(const int32_t *v, int32_t n) {
+    json_t *a = json_array();
+    for (int32_t i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static void print_json(json_t *j) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    printf("%s\n", s ? s : "null");
+    free(s);
+    json_decref(j);
+}
+
+/* Connects to the controller the bootstrap broker knows. 0 connected, 1 unknown (use the
+ * bootstrap broker), < 0 error. */
+static int connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl) {
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
+    int rc = md ? 1 : -1;
+    for (int32_t i = 0; md && md->ControllerId >= 0 && i < md->BrokersCount; i++)
+        if (md->Brokers[i].NodeId == md->ControllerId) {
+            rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
+            break;
+        }
+    gr_arena_free(&ar);
+    return rc;
+}
+
+/* Sends body to the controller until it answers with something other than NOT_CONTROLLER
+ * (as judged by not_controller(resp)) or the deadline passes. The response lives in ar. */
+static void *call_controller(struct ctl_kafka *boot, const struct ctl_opts *o, int16_t api, int16_t ver,
+                             const void *body, struct gr_arena *ar, bool (*not_controller)(const void *resp)) {
+    int64_t deadline = gr_mono_ms() + o->timeout_ms;
+    void *last = NULL;
+    for (int attempt = 0; attempt < 20; attempt++) {
+        struct ctl_kafka ctl;
+        struct ctl_kafka *target = &ctl;
+        int crc = connect_controller(boot, o->timeout_ms, &ctl);
+        if (crc == 1) target = boot;
+        if (crc >= 0) {
+            target->timeout_ms = o->timeout_ms + 5000; /* the broker answers after TimeoutMs at the latest */
+            void *r = ctl_kafka_call(target, api, ver, body, ar);
+            target->timeout_ms = o->timeout_ms;
+            if (target == &ctl) ctl_kafka_close(&ctl);
+            if (r) {
+                last = r;
+                if (!not_controller(r)) return r;
+            }
+        }
+        if (gr_mono_ms() >= deadline) break;
+        usleep(300 * 1000);
+    }
+    return last;
+}
+
+/* ---------------- delete ---------------- */
+
+static bool delete_not_controller(const void *resp) {
+    const struct DeleteTopicsResponse *r = resp;
+    for (int32_t i = 0; i < r->ResponsesCount; i++)
+        if (r->Responses[i].ErrorCode == GR_KERR_NOT_CONTROLLER) return true;
+    return false;
+}
+
+static int do_delete(struct ctl_kafka *boot, const struct ctl_opts *o, const struct admin_args *a) {
+    if (!a->topic) {
+        fprintf(stderr, "gregorctl topics delete: --topic is required\n");
+        return 2;
+    }
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    char *list = gr_arena_strdup(&ar, a->topic);
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    struct DeleteTopicsRequest rq;
+    gr_proto_init_struct(&gr_desc_DeleteTopicsRequest, &rq);
+    rq.TopicNames = gr_arena_alloc(&ar, sizeof(char *) * (size_t)n);
+    rq.TopicNamesCount = 0;
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        rq.TopicNames[rq.TopicNamesCount++] = t;
+    rq.TimeoutMs = o->timeout_ms;
+    struct DeleteTopicsResponse *r = call_controller(boot, o, GR_API_DELETE_TOPICS, 4, &rq, &ar, delete_not_controller);
+    int rc = r ? 0 : 1;
+    json_t *arr = a->json ? json_array() : NULL;
+    if (!r && !a->json) fprintf(stderr, "Error while executing topic command : no answer from the controller\n");
+    for (int32_t i = 0; r && i < r->ResponsesCount; i++) {
+        const struct DeleteTopicsResponse_DeletableTopicResult *t = &r->Responses[i];
+        if (t->ErrorCode != GR_KERR_NONE) rc = 1;
+        if (a->json) {
+            json_t *j = json_object();
+            json_object_set_new(j, "topic", json_string(t->Name ? t->Name : ""));
+            json_object_set_new(j, "error_code", json_integer(t->ErrorCode));
+            json_object_set_new(j, "error", json_string(gr_kerr_name(t->ErrorCode)));
+            json_array_append_new(arr, j);
+        } else if (t->ErrorCode == GR_KERR_NONE) {
+            printf("Deleted topic %s.\n", t->Name ? t->Name : "?");
+        } else {
+            fprintf(stderr, "Error while executing topic command : %s: %s\n", t->Name ? t->Name : "?",
+                    gr_kerr_name(t->ErrorCode));
+        }
+    }
+    if (a->json) print_json(arr);
+    gr_arena_free(&ar);
+    return rc;
+}
+
+/* ---------------- alter ---------------- */
+
+static bool alter_not_controller(const void *resp) {
+    const struct CreatePartitionsResponse *r = resp;
+    return r->ResultsCount > 0 && r->Results[0].ErrorCode == GR_KERR_NOT_CONTROLLER;
+}
+
+/* The current partition count of topic (Metadata), or -1 (error printed). */
+static int32_t partition_count(struct ctl_kafka *k, const char *topic) {
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    const char *one[1] = {topic};
+    struct MetadataResponse *md = ctl_kafka_metadata(k, one, 1, &ar);
+    int32_t n = -1;
+    if (md && md->TopicsCount == 1 && md->Topics[0].ErrorCode == GR_KERR_NONE) n = md->Topics[0].PartitionsCount;
+    else if (md && md->TopicsCount == 1)
+        fprintf(stderr, "Error while executing topic command : %s: %s\n", topic, gr_kerr_name(md->Topics[0].ErrorCode));
+    gr_arena_free(&ar);
+    return n;
+}
+
+static int do_alter(struct ctl_kafka *boot, const struct ctl_opts *o, const struct admin_args *a) {
+    if (!a->topic || a->partitions <= 0) {
+        fprintf(stderr, "gregorctl topics alter: --topic and --partitions N are required\n");
+        return 2;
+    }
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct CreatePartitionsRequest_CreatePartitionsTopic t;
+    gr_proto_init_struct(&gr_desc_CreatePartitionsRequest_CreatePartitionsTopic, &t);
+    t.Name = (char *)a->topic;
+    t.Count = a->partitions;
+    t.AssignmentsCount = -1;
+    t.Assignments = NULL;
+    if (a->assignment) {
+        int32_t existing = partition_count(boot, a->topic);
+        if (existing < 0) {
+            gr_arena_free(&ar);
+            return 1;
+        }
+        /* "1:2,2:3,..." -> one assignment per partition; the first `existing` are dropped */
+        char *s = gr_arena_strdup(&ar, a->assignment);
+        int n = 1;
+        for (const char *p = s; *p; p++) n += *p == ',';
+        t.Assignments = gr_arena_alloc(&ar, sizeof(*t.Assignments) * (size_t)n);
+        t.AssignmentsCount = 0;
+        int idx = 0;
+        for (char *save = NULL, *part = strtok_r(s, ",", &save); part; part = strtok_r(NULL, ",", &save), idx++) {
+            if (idx < existing) continue;
+            struct CreatePartitionsRequest_CreatePartitionsAssignment *as = &t.Assignments[t.AssignmentsCount++];
+            int nr = 1;
+            for (const char *p = part; *p; p++) nr += *p == ':';
+            as->BrokerIds = gr_arena_alloc(&ar, sizeof(int32_t) * (size_t)nr);
+            as->BrokerIdsCount = 0;
+            for (char *s2 = NULL, *id = strtok_r(part, ":", &s2); id; id = strtok_r(NULL, ":", &s2)) {
+                char *e;
+                long v = strtol(id, &e, 10);
+                if (*e || e == id || v < 0) {
+                    fprintf(stderr, "gregorctl topics alter: invalid --replica-assignment '%s'\n", a->assignment);
+                    gr_arena_free(&ar);
+                    return 2;
+                }
+                as->BrokerIds[as->BrokerIdsCount++] = (int32_t)v;
+            }
+        }
+    }
+    struct CreatePartitionsRequest rq;
+    gr_proto_init_struct(&gr_desc_CreatePartitionsRequest, &rq);
+    rq.TopicsCount = 1;
+    rq.Topics = &t;
+    rq.TimeoutMs = o->timeout_ms;
+    rq.ValidateOnly = false;
+    struct CreatePartitionsResponse *r =
+        call_controller(boot, o, GR_API_CREATE_PARTITIONS, 2, &rq, &ar, alter_not_controller);
+    int16_t err = r && r->ResultsCount == 1 ? r->Results[0].ErrorCode : GR_KERR_UNKNOWN_SERVER_ERROR;
+    const char *msg = r && r->ResultsCount == 1 ? r->Results[0].ErrorMessage : NULL;
+    int rc = r && err == GR_KERR_NONE ? 0 : 1;
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "topic", json_string(a->topic));
+        json_object_set_new(j, "error_code", json_integer(r ? err : -1));
+        json_object_set_new(j, "error", json_string(r ? gr_kerr_name(err) : "NO_RESPONSE"));
+        json_object_set_new(j, "message", msg ? json_string(msg) : json_null());
+        print_json(j);
+    } else if (rc == 0) {
+        printf("Altered topic %s.\n", a->topic);
+    } else {
+        fprintf(stderr, "Error while executing topic command : %s%s%s\n", r ? gr_kerr_name(err) : "no answer",
+                msg ? ": " : "", msg ? msg : "");
+    }
+    gr_arena_free(&ar);
+    return rc;
+}
+
+/* ---------------- filtered describe ---------------- */
+
+static int cmp_topic(const void *x, const void *y) {
+    const struct MetadataResponse_MetadataResponseTopic *a = x, *b = y;
+    return strcmp(a->Name ? a->Name : "", b->Name ? b->Name : "");
+}
+
+static int cmp_part(const void *x, const void *y) {
+    const struct MetadataResponse_MetadataResponsePartition *a = x, *b = y;
+    return (a->PartitionIndex > b->PartitionIndex) - (a->PartitionIndex < b->PartitionIndex);
+}
+
+static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    const char *one[1] = {a->topic};
+    struct MetadataResponse *md = ctl_kafka_metadata(k, a->topic ? one : NULL, a->topic ? 1 : -1, &ar);
+    if (!md) {
+        gr_arena_free(&ar);
+        return 1;
+    }
+    int rc = 0;
+    json_t *arr = a->json ? json_array() : NULL;
+    if (md->TopicsCount > 0) qsort(md->Topics, (size_t)md->TopicsCount, sizeof *md->Topics, cmp_topic);
+    for (int32_t i = 0; i < md->TopicsCount; i++) {
+        struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
+        if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0) {
+            rc = 1;
+            fprintf(stderr, "Error describing topic %s: %s\n", t->Name ? t->Name : "?", gr_kerr_name(t->ErrorCode));
+            continue;
+        }
+        if (t->PartitionsCount > 0) qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof *t->Partitions, cmp_part);
+        for (int32_t p = 0; p < t->PartitionsCount; p++) {
+            struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
+            bool leader_live = false;
+            for (int32_t b = 0; b < md->BrokersCount; b++)
+                if (md->Brokers[b].NodeId == pp->LeaderId) leader_live = true;
+            bool under = pp->IsrNodesCount < pp->ReplicaNodesCount;
+            bool unavailable = pp->LeaderId < 0 || !leader_live;
+            if (!((a->under && under) || (a->unavailable && unavailable))) continue;
+            if (a->json) {
+                json_t *o = json_object();
+                json_object_set_new(o, "topic", json_string(t->Name ? t->Name : ""));
+                json_object_set_new(o, "partition", json_integer(pp->PartitionIndex));
+                json_object_set_new(o, "leader", json_integer(pp->LeaderId));
+                json_object_set_new(o, "replicas", json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
+                json_object_set_new(o, "isr", json_ids(pp->IsrNodes, pp->IsrNodesCount));
+                json_object_set_new(o, "offline", json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
+                json_array_append_new(arr, o);
+                continue;
+            }
+            printf("\tTopic: %s\tPartition: %d\tLeader: ", t->Name, pp->PartitionIndex);
+            if (pp->LeaderId >= 0) printf("%d", pp->LeaderId);
+            else printf("none");
+            printf("\tReplicas: ");
+            print_ids(pp->ReplicaNodes, pp->ReplicaNodesCount);
+            printf("\tIsr: ");
+            print_ids(pp->IsrNodes, pp->IsrNodesCount);
+            if (pp->OfflineReplicasCount > 0) {
+                printf("\tOffline: ");
+                print_ids(pp->OfflineReplicas, pp->OfflineReplicasCount);
+            }
+            printf("\n");
+        }
+    }
+    if (a->json) print_json(arr);
+    gr_arena_free(&ar);
+    return rc;
+}
+
+int ctl_topics_admin_main(const struct ctl_opts *o, int argc, char **argv) {
+    struct ctl_opts local = *o;
+    if (local.timeout_ms <= 0) local.timeout_ms = 10000;
+    struct admin_args a;
+    if (parse(argc, argv, &a, &local) != 0) return usage();
+    if (!local.bootstrap_server) {
+        fprintf(stderr, "gregorctl topics: --bootstrap-server HOST:PORT is required\n");
+        return 2;
+    }
+    bool describe = strcmp(a.action, "describe") == 0;
+    if (!describe && strcmp(a.action, "delete") != 0 && strcmp(a.action, "alter") != 0) return usage();
+    struct ctl_kafka k;
+    if (ctl_kafka_connect_str(local.bootstrap_server, local.timeout_ms, &k) != 0) return 1;
+    int rc = describe ? do_describe(&k, &a) : strcmp(a.action, "delete") == 0 ? do_delete(&k, &local, &a) : do_alter(&k, &local, &a);
+    ctl_kafka_close(&k);
+    return rc;
+}
