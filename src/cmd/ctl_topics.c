@@ -28,6 +28,7 @@
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_topics_admin.h"
 #include "common/kerr.h"
 #include "common/util.h"
 
@@ -423,6 +424,8 @@ static int run(const struct ctl_opts *o, struct topics_args *a)
 
 int ctl_topics_main(const struct ctl_opts *o, int argc, char **argv)
 {
+    if (ctl_topics_admin_handles(argc, argv)) /* delete, alter, filtered describe */
+        return ctl_topics_admin_main(o, argc, argv);
     struct topics_args a;
     struct ctl_opts local = *o;
     if (local.timeout_ms <= 0)
