@@ -30,7 +30,8 @@ static const struct subcommand subcommands[] = {
      "--path-to-json-file F)  (needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
-     "topics create|list|describe [--topic T] [--partitions N] [--replication-factor R] [--json]  (needs --bootstrap-server)"},
+     "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
+     "[--under-replicated-partitions|--unavailable-partitions] [--json]  (needs --bootstrap-server)"},
 };
 
 static void usage(FILE *f) {
