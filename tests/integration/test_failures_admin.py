@@ -491,3 +491,45 @@ def test_controller_frozen_during_deletion(cluster_factory, zk_connect):
     H.wait_for(lambda: not partition_dirs(cluster, "fz"), 30, "fz dirs gone on every broker")
     assert cluster.controller_id() == new
     assert "Resigned" in cluster[ctrl].log()
+
+
+# ---------------------------------------------------------------- gregorctl
+
+def ctl(cluster, *args, timeout=40.0):
+    r = H.run_gregorctl(cluster.zk_connect, "--bootstrap-server", f"127.0.0.1:{cluster.running()[0].port}",
+                        "--timeout-ms", "15000", *args, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_gregorctl_topics_admin(cluster_factory, zk_connect):
+    import json
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "ga", assign=[[1, 2, 3], [2, 3, 1]])
+    wait_full_isr(cluster, "ga", 2)
+    rc, out, err = ctl(cluster, "topics", "alter", "--topic", "ga", "--partitions", "4")
+    assert rc == 0 and "Altered topic ga." in out, (out, err)
+    H.wait_for(lambda: len(assignment(cluster, "ga")) == 4, 20, "4 partitions")
+    rc, out, err = ctl(cluster, "topics", "alter", "--topic", "ga", "--partitions", "2", "--json")
+    assert rc == 1 and json.loads(out)["error"] == "INVALID_PARTITIONS", (out, err)
+    rc, out, err = ctl(cluster, "topics", "alter", "--topic", "ga", "--partitions", "5",
+                       "--replica-assignment", "1:2:3,2:3:1,3:1:2,1:3:2,3:2:1")
+    assert rc == 0, (out, err)
+    H.wait_for(lambda: assignment(cluster, "ga").get(4) == [3, 2, 1], 20, "explicit assignment of partition 4")
+    for q in range(5):
+        H.wait_for(lambda: (state(cluster, "ga", q) or {}).get("leader", -1) >= 0, 20, "leaders")
+    wait_full_isr(cluster, "ga", 5)
+    rc, out, _ = ctl(cluster, "topics", "describe", "--under-replicated-partitions")
+    assert rc == 0 and out.strip() == "", out
+    cluster[3].kill()
+    H.wait_for(lambda: all(3 not in state(cluster, "ga", q)["isr"] for q in range(5)), 30, "ISRs shrunk")
+    rc, out, _ = ctl(cluster, "topics", "describe", "--topic", "ga", "--under-replicated-partitions", "--json")
+    rows = json.loads(out)
+    assert rc == 0 and sorted(r["partition"] for r in rows) == [0, 1, 2, 3, 4], out
+    rc, out, _ = ctl(cluster, "topics", "describe", "--unavailable-partitions")
+    assert rc == 0 and out.strip() == "", out
+    rc, out, err = ctl(cluster, "topics", "delete", "--topic", "ga,nosuch")
+    assert rc == 1 and "Deleted topic ga." in out and "nosuch: UNKNOWN_TOPIC_OR_PARTITION" in err, (out, err)
+    cluster[3].start()
+    H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/ga"), 40, "ga deleted")
+    rc, out, _ = ctl(cluster, "topics", "list")
+    assert "ga" not in out.split()
