@@ -62,8 +62,15 @@ def wait_topic_ready(cluster, topic, nparts, broker_ids=None, timeout=30):
                interval=0.3)
 
 
+# AdminClients are kept alive for the whole module: a client destroyed before its futures resolve
+# fails them with _DESTROY ("Handle is terminating").
+_ADMINS = []
+
+
 def confluent_admin(cluster):
-    return AdminClient({"bootstrap.servers": bootstrap(cluster), "socket.timeout.ms": 10000})
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster), "socket.timeout.ms": 10000})
+    _ADMINS.append(admin)
+    return admin
 
 
 def create_with_confluent(cluster, name, partitions, rf, **kw):
