@@ -1,0 +1,46 @@
+/* Replicas on offline log dirs, as the controller learns them from LeaderAndIsr responses
+ * (Kafka 2.7's LeaderAndIsrResponseReceived + ControllerContext.replicasOnOfflineDirs +
+ * onReplicasBecomeOffline).
+ *
+ * For each LeaderAndIsr response from broker B (top-level NONE): partitions answered
+ * KAFKA_STORAGE_ERROR that were not known offline become offline replicas of B; partitions
+ * answered NONE are forgotten (a restarted broker's healthy replicas). Newly offline replicas:
+ *   - of topics queued for deletion: replica deletion fails (topic_deletion.h);
+ *   - the others -> OfflineReplica (StopReplica(delete=false), B removed from the ISR in ZooKeeper,
+ *     leader -> -1 where B led); partitions left without a live leader -> OfflinePartition, then
+ *     triggerOnlinePartitionStateChange elects from the remaining ISR; if no leader was lost,
+ *     UpdateMetadata (brokers only) to all.
+ * The LogDirEventNotification event (controller.c) is what makes B answer: it sends
+ * LeaderAndIsr for all of B's replicas.
+ *
+ * Known gap: the election strategies' notion of a live replica (states.h gr_ctrl_replica_online)
+ * does not know about offline dirs, so an offline replica that is the only ISR member can be
+ * elected again by the Offline strategy (Kafka would leave the partition leaderless).
+ *
+ * The set is forgotten when the controller epoch changes (a new term starts empty, as Kafka's
+ * context does). Event thread only. */
+#ifndef GR_CONTROLLER_OFFLINE_DIRS_H
+#define GR_CONTROLLER_OFFLINE_DIRS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "controller/states.h"
+
+struct gr_offline_dirs;
+struct gr_topic_deletion;
+struct gr_ctrl_event;
+
+/* sm and td (may be NULL) are borrowed. */
+struct gr_offline_dirs *gr_od_new(struct gr_ctrl_sm *sm, struct gr_topic_deletion *td);
+void gr_od_free(struct gr_offline_dirs *od);
+
+/* LeaderAndIsrResponseReceived (payload struct gr_ctrl_response, broker_id set). Returns 0 or
+ * GR_ECONTROLLER_MOVED. */
+int gr_od_process_leader_and_isr_response(struct gr_offline_dirs *od, struct gr_ctrl_event *ev);
+
+/* Is the replica of topic-partition on broker known to be on an offline dir? */
+bool gr_od_replica_offline(struct gr_offline_dirs *od, const char *topic, int32_t partition, int32_t broker);
+int gr_od_count(struct gr_offline_dirs *od);
+
+#endif
