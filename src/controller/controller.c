@@ -29,6 +29,7 @@
 #include "controller/request_batch.h"
 #include "controller/sender.h"
 #include "controller/controlled_shutdown.h"
+#include "controller/offline_dirs.h"
 #include "controller/topic_deletion.h"
 
 #define LOGGER "kafka.controller.KafkaController"
@@ -88,6 +89,7 @@ struct gr_controller {
 
     struct gr_gauge *gauges[G_COUNT];
     struct gr_topic_deletion *td; /* topic deletion manager (topic_deletion.h) */
+    struct gr_offline_dirs *od;   /* replicas on offline log dirs (offline_dirs.h) */
 };
 
 /* ---- logging ---- */
@@ -990,6 +992,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         break;
     case GR_EV_LEADER_AND_ISR_RESPONSE:
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
+        if (is_active(c)) rc = gr_od_process_leader_and_isr_response(c->od, ev); /* KAFKA_STORAGE_ERROR */
         break;
     case GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE:
         if (is_active(c)) rc = gr_td_process_stop_replica_response(c->td, ev);
@@ -1057,6 +1060,7 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     gr_ctrl_sm_init(&c->sm);
     c->td = gr_td_new(&c->sm, c->watches, cfg->delete_topic_enable);
     c->sm.hooks = gr_td_flow_hooks(c->td);
+    c->od = gr_od_new(&c->sm, c->td);
     struct gr_ctrl_event_processor proc = {process, preempt, c};
     c->em = gr_ctrl_events_new(cfg->broker_id, &proc, cfg->clock, cfg->metrics);
     register_metrics(c);
@@ -1098,6 +1102,7 @@ void gr_controller_free(struct gr_controller *c) {
     gr_ctrl_events_free(c->em);
     gr_ctrl_sm_release(&c->sm);
     gr_td_free(c->td);
+    gr_od_free(c->od);
     gr_ctrl_ctx_release(&c->ctx);
     gr_kzk_broker_release(&c->broker_info);
     free(c);
