@@ -176,10 +176,15 @@ class Workload:
         self.value_size = value_size
         self.tag = tag
         self.ledger = Ledger()
-        self.stop_ev = threading.Event()
+        self.stop_ev = threading.Event()       # producers stop
+        self.stop_consumer = threading.Event()  # the tailing consumer stops
+        self.catch_up_s = None    # seconds the tailing consumer needed to read every ack after stop
+        self.catch_up_problem = None
         self.threads = []
         self.errors = []
         self.unflushed = 0
+        self.consumer_errors = {}     # "p<N> <error name>" -> count, from the tailing consumer
+        self.consumer_positions = {}  # partition -> next offset, when the tailing consumer stopped
 
     def start(self):
         for i in range(self.nproducers):
@@ -251,10 +256,14 @@ class Workload:
             })
             c.assign([TopicPartition(self.topic, p, 0) for p in self.partitions])
             last = {}
-            while not self.stop_ev.is_set():
+            while not self.stop_consumer.is_set():
                 for m in c.consume(500, 0.5):
                     if m.error() is not None:
-                        continue  # transient (leader moved, broker down): librdkafka retries
+                        # Transient (leader moved, broker down): librdkafka retries. Counted for
+                        # the report.
+                        k = f"p{m.partition()} {m.error().name()}"
+                        self.consumer_errors[k] = self.consumer_errors.get(k, 0) + 1
+                        continue
                     p, off = m.partition(), m.offset()
                     if off <= last.get(p, -1):
                         # A re-fetch after a leader change may re-deliver: fine if the value agrees
@@ -263,12 +272,48 @@ class Workload:
                         pass
                     last[p] = max(off, last.get(p, -1))
                     self.ledger.on_consume(p, off, m.value())
+            try:
+                self.consumer_positions = {tp.partition: tp.offset for tp in c.position(
+                    [TopicPartition(self.topic, p) for p in self.partitions])}
+            except Exception as e:
+                self.consumer_positions = f"<{e}>"
             c.close()
         except Exception as e:
             self.errors.append(f"consumer: {type(e).__name__}: {e}")
 
-    def stop(self):
+    def caught_up(self):
+        """True when the tailing consumer has read up to every partition's last acked offset."""
+        with self.ledger.lock:
+            want = {}
+            for p, off, _ in self.ledger.acked.values():
+                want[p] = max(want.get(p, -1), off)
+            got = {}
+            for p, off in self.ledger.consumed:
+                got[p] = max(got.get(p, -1), off)
+        return all(got.get(p, -1) >= o for p, o in want.items()), want, got
+
+    def stop(self, catch_up_timeout=30.0):
+        """Stops the producers (flushing), lets the tailing consumer read every acknowledged
+        record (bounded: a consumer that never catches up is recorded in catch_up_problem), then
+        stops it."""
         self.stop_ev.set()
+        producers = [t for t in self.threads if t.name.startswith("producer")]
+        for t in producers:
+            t.join(90)
+        t0 = time.monotonic()
+        while True:
+            ok, want, got = self.caught_up()
+            if ok:
+                self.catch_up_s = time.monotonic() - t0
+                break
+            if time.monotonic() - t0 > catch_up_timeout:
+                self.catch_up_problem = (f"the tailing consumer did not read every acknowledged record "
+                                         f"within {catch_up_timeout:.0f}s of the producers stopping: last "
+                                         f"acked offsets {want}, last consumed {got}, consumer errors "
+                                         f"{self.consumer_errors}")
+                break
+            time.sleep(0.1)
+        self.stop_consumer.set()
         for t in self.threads:
             t.join(90)
         alive = [t.name for t in self.threads if t.is_alive()]
@@ -511,6 +556,23 @@ class Nemesis:
         self._heal()
         self.log.record("pause-leader", rec, f"p{p} leader {victim.id}")
 
+    def pause_controller(self):
+        """SIGSTOP the active controller (usually also a partition leader) past its session
+        timeout, then SIGCONT: on waking it finds its session expired, must resign, re-register
+        and follow the new controller."""
+        c, victim = self._controller_broker()
+        t0 = time.monotonic()
+        victim.pause()
+        try:
+            self.cluster.wait_new_controller(c["_stat"].czxid, timeout=H.SESSION_TIMEOUT_MS / 1000 + 20)
+            rec = measure_recovery(self.wl, t0)
+            time.sleep(0.5)
+        finally:
+            victim.resume()
+        self.cluster.wait_registered([victim.id], timeout=30)
+        self._heal()
+        self.log.record("pause-controller", rec, f"controller {victim.id}")
+
     def restart_zookeeper(self, down_s=None):
         assert self.zk_server is not None, "restart_zookeeper needs a dedicated ZooKeeper"
         if down_s is None:
@@ -556,8 +618,8 @@ class Nemesis:
         self._heal()
         self.log.record("double-failover", rec, f"controllers {b1.id} -> {b2.id} -> {c3['brokerid']}")
 
-    MIXED = ("kill_leader", "kill_controller", "pause_leader", "expire_controller_session",
-             "double_failover")
+    MIXED = ("kill_leader", "kill_controller", "pause_leader", "pause_controller",
+             "expire_controller_session", "double_failover")
 
     def mixed(self, rounds):
         """`rounds` faults drawn from the menu: distinct kinds first (a shuffled pass over the
@@ -625,6 +687,8 @@ def check(cluster, topic, wl, converge_timeout=60.0):
     leader = {p: read_from_leader(cluster, topic, p) for p in wl.partitions}
     ckpts = {p: {r: read_hw_checkpoint(cluster[r].logdir, topic, p) for r in logs[p]} for p in wl.partitions}
     v = evaluate(topic, wl.partitions, logs, leader, ckpts, wl.ledger)
+    if wl.catch_up_problem:
+        problems.append(wl.catch_up_problem)
     v.problems[:0] = problems
     return v
 

@@ -42,7 +42,8 @@ def run_chaos(request, cluster, faults, zk_server=None, seed=1, rate=100):
     elapsed = time.monotonic() - t_start
     C.record_results(request.node.name, nem, v, elapsed)
     print(f"{request.node.name}: {v.summary()}; controller {ctrl}; failed deliveries "
-          f"{len(wl.ledger.failed)}; faults {nem.log.events}; {elapsed:.0f}s")
+          f"{len(wl.ledger.failed)}; faults {nem.log.events}; {elapsed:.0f}s; tailing consumer "
+          f"positions {wl.consumer_positions} errors {wl.consumer_errors}, caught up in {wl.catch_up_s}s")
     C.assert_ok(v)
     assert v.acked > 0
     return nem, v
@@ -69,6 +70,12 @@ def test_pause_leader_past_session_timeout(request, chaos_cluster):
     SIGCONT: the old leader must step down, truncate and rejoin without serving stale data."""
     n = rounds(1, 5)
     run_chaos(request, chaos_cluster, lambda nem: [nem.pause_leader() for _ in range(n)])
+
+
+def test_pause_controller_past_session_timeout(request, chaos_cluster):
+    """SIGSTOP the active controller past its session timeout, then SIGCONT."""
+    n = rounds(1, 5)
+    run_chaos(request, chaos_cluster, lambda nem: [nem.pause_controller() for _ in range(n)])
 
 
 def test_expire_controller_session(request, chaos_cluster):
