@@ -159,8 +159,13 @@ def test_auto_create_through_metadata(cluster):
     client = kafka.KafkaClient(bootstrap_servers=bootstrap(cluster))
     try:
         client.add_topic("auto-topic")
-        H.wait_for(lambda: cluster.zk.exists("/brokers/topics/auto-topic"), 20,
-                   "/brokers/topics/auto-topic", interval=0.2)
+
+        def created():
+            # kafka-python sends the Metadata request only while the client is polled
+            client.poll(timeout_ms=100)
+            return cluster.zk.exists("/brokers/topics/auto-topic")
+
+        H.wait_for(created, 20, "/brokers/topics/auto-topic", interval=0.1)
     finally:
         client.close()
     wait_topic_ready(cluster, "auto-topic", 1)
