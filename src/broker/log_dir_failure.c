@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "broker/log_manager.h"
+#include "broker/replica_internal.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -73,6 +75,17 @@ int gr_ldf_offline_count(struct gr_ldf *l) {
 
 int16_t gr_ldf_check(struct gr_broker *b, int dir_idx) {
     return gr_ldf_dir_offline(gr_ldf_of(b), dir_idx) ? GR_KERR_KAFKA_STORAGE_ERROR : GR_KERR_NONE;
+}
+
+int16_t gr_ldf_check_partition(struct gr_broker *b, const char *topic, int32_t partition) {
+    struct gr_ldf *l = gr_ldf_of(b);
+    if (!l || gr_ldf_offline_count(l) == 0 || !b->replica_manager || !topic) return GR_KERR_NONE;
+    struct gr_replica_manager *rm = b->replica_manager;
+    struct gr_lm_log *lml = gr_log_manager_acquire(rm->lm, topic, partition);
+    if (!lml) return GR_KERR_NONE;
+    bool off = gr_ldf_dir_offline(l, lml->dir_idx);
+    gr_log_manager_release(rm->lm, lml);
+    return off ? GR_KERR_KAFKA_STORAGE_ERROR : GR_KERR_NONE;
 }
 
 static void mark_offline(struct gr_ldf *l, int dir_idx, int err, const char *what) {

@@ -54,6 +54,10 @@ bool gr_ldf_report(struct gr_broker *b, int dir_idx, int err, const char *what);
 /* KAFKA_STORAGE_ERROR if dir_idx of broker b is offline, else NONE. */
 int16_t gr_ldf_check(struct gr_broker *b, int dir_idx);
 bool gr_ldf_dir_offline(struct gr_ldf *l, int dir_idx);
+/* KAFKA_STORAGE_ERROR if broker b hosts a log of topic-partition on an offline dir (looked up in
+ * the replica manager's log manager), else NONE. Cheap when no dir is offline. Any thread; takes
+ * only the log manager's own lock. */
+int16_t gr_ldf_check_partition(struct gr_broker *b, const char *topic, int32_t partition);
 int gr_ldf_offline_count(struct gr_ldf *l);
 
 #endif
