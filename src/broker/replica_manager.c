@@ -2,6 +2,7 @@
  * maintenance, leader appends with acks=all waiting in the produce purgatory (see
  * replica_manager.h for the wiring and the lock order). */
 #include "broker/replica_manager.h"
+#include "broker/log_dir_failure.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -311,6 +312,10 @@ static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct g
     gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
     struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
     if (!p) return err;
+    if ((err = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) { /* offline log dir (log_dir_failure.h) */
+        gr_rm_partition_unref(p);
+        return err;
+    }
     int64_t now = gr_mono_ms();
     pthread_mutex_lock(&p->lock);
     bool was_leader = gr_rs_is_leader(&p->st);
@@ -344,6 +349,10 @@ static int16_t hook_become_follower(void *ctx, struct gr_broker *b, const struct
     gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
     struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
     if (!p) return err;
+    if ((err = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) { /* offline log dir (log_dir_failure.h) */
+        gr_rm_partition_unref(p);
+        return err;
+    }
     pthread_mutex_lock(&p->lock);
     int rc = gr_rs_set_assignment(&p->st, st->leader, st->leader_epoch, st->zk_version, st->controller_epoch,
                                   st->replicas, st->n_replicas, NULL, 0);
@@ -437,10 +446,13 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
     }
     if (end > pos) {
         struct gr_append_info info;
-        rc = gr_log_append_as_follower(log, records + pos, end - pos, &info);
-        if (rc < 0 && rc != -ERANGE)
+        rc = gr_ldf_check(rm->b, p->lml->dir_idx) != GR_KERR_NONE ? -EIO /* offline dir */
+                                                                  : gr_log_append_as_follower(log, records + pos, end - pos, &info);
+        if (rc < 0 && rc != -ERANGE) {
             gr_error(LOGGER, "[ReplicaFetcher broker=%d] append to %s-%d failed: %s", rm->broker_id, p->topic,
                      p->partition, gr_strerror(rc));
+            gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a follower log");
+        }
     }
     if (rc == 0) {
         int64_t new_leo = gr_log_end_offset(log);
@@ -561,11 +573,13 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
                 rm->broker_id, p->topic, p->partition, p->st.nisr, p->min_isr);
         err = GR_KERR_NOT_ENOUGH_REPLICAS;
     }
+    if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         struct gr_append_info info;
         int rc = gr_log_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
         if (rc < 0) {
             gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
+            gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a log");
             err = GR_KERR_KAFKA_STORAGE_ERROR;
         } else {
             err = info.error;
@@ -648,8 +662,10 @@ int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t par
     int16_t err = gr_rm_check_epoch_locked(p, -1, true);
     int64_t hw = atomic_load(&p->lml->hw);
     pthread_mutex_unlock(&p->lock);
+    if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         int rc = gr_log_read(p->lml->log, offset, max_bytes, committed_only ? hw : -1, true, res);
+        if (rc < 0) gr_ldf_report(rm->b, p->lml->dir_idx, rc, "reading a log");
         err = rc < 0 ? GR_KERR_KAFKA_STORAGE_ERROR : res->error;
     }
     gr_rm_partition_unref(p);
