@@ -18,6 +18,7 @@
 
 #include "broker/apis.h"
 #include "broker/broker.h"
+#include "broker/log_dir_failure.h"
 #include "broker/purgatory.h"
 #include "broker/replica_internal.h"
 #include "common/kerr.h"
@@ -93,6 +94,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
+            if (err == GR_KERR_NONE) err = gr_ldf_check(req->broker, p->lml->dir_idx); /* offline log dir */
             if (err != GR_KERR_NONE) {
                 pr->ErrorCode = err;
                 *errors = true;
@@ -114,6 +116,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 int rc = gr_log_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
                                      follower ? -1 : hw, min_one, &res);
                 if (rc < 0) res.error = GR_KERR_KAFKA_STORAGE_ERROR;
+                if (rc < 0) gr_ldf_report(req->broker, p->lml->dir_idx, rc, "reading a log");
             }
             if (res.error != GR_KERR_NONE) {
                 pr->ErrorCode = res.error;
