@@ -24,6 +24,7 @@
 #include "broker/apis.h"
 #include "broker/broker.h"
 #include "broker/handlers.h"
+#include "broker/log_dir_failure.h"
 #include "broker/metadata_cache.h"
 #include "broker/partitions.h"
 #include "broker/topic_admin.h"
@@ -185,6 +186,18 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                 int16_t *err = &resp->PartitionErrors[i].ErrorCode;
                 if (!items[i].topic) {
                     *err = GR_KERR_INVALID_REQUEST;
+                    continue;
+                }
+                /* a replica on an offline log dir answers before any epoch check (Kafka's
+                 * HostedPartition.Offline): this is how the controller finds it */
+                int16_t off = gr_ldf_check_partition(b, items[i].topic, ps->PartitionIndex);
+                if (off != GR_KERR_NONE) {
+                    gr_warn(LOGGER, "[Broker id=%d] Ignoring LeaderAndIsr request from controller %d "
+                                    "epoch %d for partition %s-%d as the local replica for the "
+                                    "partition is in an offline log directory", b->broker_id,
+                            rq->ControllerId, rq->ControllerEpoch, items[i].topic,
+                            ps->PartitionIndex);
+                    *err = off;
                     continue;
                 }
                 struct gr_partition_state *st = gr_partitions_get_or_create_locked(
