@@ -20,6 +20,7 @@
 #include "broker/broker.h"
 #include "broker/group_coordinator.h"
 #include "broker/controlled_shutdown_client.h"
+#include "broker/log_dir_failure.h"
 #include "broker/replica_manager.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -67,6 +68,7 @@ struct gr_server {
 
     struct gr_broker *broker;             /* request handlers' shared context */
     struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
+    struct gr_ldf *log_dir_failure;       /* offline log dirs (log_dir_failure.h) */
 
     pthread_mutex_t session_mu; /* guards last_session */
     struct gr_zsession last_session;
@@ -366,6 +368,7 @@ int gr_server_startup(struct gr_server *s) {
     s->broker = gr_broker_new(cfg, s->broker_id);
     s->broker->zk = s->kzk;
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
+    s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);
     if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the log and replica manager: %s",
              rc == GR_EMETA_BROKER_ID   ? "a log dir belongs to another broker.id (meta.properties)"
@@ -463,6 +466,8 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
+    gr_ldf_stop(s->log_dir_failure);
+    s->log_dir_failure = NULL;
     gr_config_change_listener_stop(s->config_changes);
     s->config_changes = NULL;
     if (s->controller) gr_controller_shutdown(s->controller);
