@@ -533,3 +533,46 @@ def test_gregorctl_topics_admin(cluster_factory, zk_connect):
     H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/ga"), 40, "ga deleted")
     rc, out, _ = ctl(cluster, "topics", "list")
     assert "ga" not in out.split()
+
+
+# ---------------------------------------------------------------- log dir failure
+
+def test_log_dir_failure(cluster_factory, zk_connect):
+    """Broker 1 has two log dirs. The second one fails (simulated with the test trigger file
+    gregor-inject-io-error, see src/broker/log_dir_failure.h: the broker then treats the dir as if
+    an I/O error had hit one of its logs). Broker 1 writes /log_dir_event_notification, the
+    controller probes it with LeaderAndIsr, the replicas in the failed dir answer
+    KAFKA_STORAGE_ERROR and are marked offline: they leave the ISR and lose leadership; the
+    replicas in the healthy dir are untouched; clients carry on."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG, start=False)
+    b1 = cluster[1]
+    second = b1.logdir + "-b"
+    b1.config["log.dirs"] = f"{b1.logdir},{second}"
+    cluster.start()
+    n = 6
+    create(cluster, "ld", assign=[[1, 2, 3]] * n)  # broker 1 leads all of them
+    wait_full_isr(cluster, "ld", n)
+    H.wait_for(lambda: len(os.listdir(second)) > 0, 10, "partitions placed in the second dir")
+    failed = sorted(int(d.rsplit("-", 1)[1]) for d in os.listdir(second) if d.startswith("ld-"))
+    healthy = [q for q in range(n) if q not in failed]
+    assert failed and healthy, (failed, healthy)
+    seen = []
+    cluster.zk.ChildrenWatch("/log_dir_event_notification", lambda ch: seen.extend(ch) or True)
+    open(os.path.join(second, "gregor-inject-io-error"), "w").close()
+    for q in failed:
+        H.wait_for(lambda: state(cluster, "ld", q)["leader"] in (2, 3) and 1 not in state(cluster, "ld", q)["isr"], 30,
+                   f"ld-{q} moved off the failed dir")
+    assert any(c.startswith("log_dir_event_") for c in seen), seen
+    H.wait_for(lambda: cluster.zk.get_children("/log_dir_event_notification") == [], 10, "notification processed")
+    for q in healthy:
+        st = state(cluster, "ld", q)
+        assert st["leader"] == 1 and 1 in st["isr"], (q, st)
+    assert b1.running()
+    assert "KAFKA_STORAGE_ERROR" in controller_broker(cluster).log() or cluster.controller_id() == 1
+    # clients carry on over every partition
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "message.timeout.ms": 30000})
+    for q in range(n):
+        p.produce("ld", f"after-{q}".encode(), partition=q)
+    assert p.flush(40) == 0
+    got = consume_all(cluster, "ld", n)
+    assert sorted(v for v in got if v.startswith(b"after-")) == sorted(f"after-{q}".encode() for q in range(n))
