@@ -59,6 +59,13 @@ def create(cluster, topic, assign):
         H.wait_for(lambda: state(cluster, topic, p).get("leader", -1) >= 0, 30, f"{topic}-{p} leader")
         H.wait_for(lambda: sorted(state(cluster, topic, p).get("isr", [])) == sorted(assign[p]), 30,
                    f"{topic}-{p} full ISR")
+    # gregorctl asks the first running broker: wait until its metadata cache has the topic
+    one = AdminClient({"bootstrap.servers": next(f"127.0.0.1:{b.port}" for b in cluster.running())})
+
+    def known():
+        t = one.list_topics(topic, timeout=10).topics.get(topic)
+        return t is not None and t.error is None and len(t.partitions) == len(assign)
+    H.wait_for(known, 30, f"{topic} in the bootstrap broker's metadata")
 
 
 def ctl(cluster, *args, timeout=60):
