@@ -184,6 +184,7 @@ class Workload:
         self.errors = []
         self.unflushed = 0
         self.consumer_errors = {}     # "p<N> <error name>" -> count, from the tailing consumer
+        self.offset_resets = []       # (time, partition, error): fetches answered OFFSET_OUT_OF_RANGE
         self.consumer_positions = {}  # partition -> next offset, when the tailing consumer stopped
 
     def start(self):
@@ -253,6 +254,9 @@ class Workload:
                 "fetch.wait.max.ms": 200,
                 "topic.metadata.refresh.interval.ms": 2000,
                 "socket.timeout.ms": 5000,
+                # Never skip silently: an out-of-range fetch comes back as an error, is counted,
+                # and the consumer seeks back to where it was.
+                "auto.offset.reset": "error",
             })
             c.assign([TopicPartition(self.topic, p, 0) for p in self.partitions])
             last = {}
@@ -263,6 +267,14 @@ class Workload:
                         # the report.
                         k = f"p{m.partition()} {m.error().name()}"
                         self.consumer_errors[k] = self.consumer_errors.get(k, 0) + 1
+                        if m.error().code() == KafkaError._AUTO_OFFSET_RESET and m.partition() is not None:
+                            self.offset_resets.append((time.monotonic(), m.partition(), str(m.error())))
+                            try:
+                                c.seek(TopicPartition(self.topic, m.partition(), last.get(m.partition(), -1) + 1))
+                            except Exception as e:  # not fetchable right now: re-assign
+                                self.consumer_errors[f"seek {type(e).__name__}"] = 1
+                                c.assign([TopicPartition(self.topic, p, last.get(p, -1) + 1)
+                                          for p in self.partitions])
                         continue
                     p, off = m.partition(), m.offset()
                     if off <= last.get(p, -1):
@@ -758,6 +770,15 @@ def evaluate(topic, partitions, logs, leader, ckpts, led):
                 v.duplicated.append((val, offs))
     for x in led.consumed_conflicts:
         v.problems.append(f"tailing consumer saw offset {x[0]}/{x[1]} with two values")
+    # The tailing consumer read every offset from 0 up to the last one it saw: none skipped.
+    seen = {}
+    for cp, off in led.consumed:
+        seen.setdefault(cp, set()).add(off)
+    for cp, offs in sorted(seen.items()):
+        if len(offs) != max(offs) + 1:
+            miss = sorted(set(range(max(offs) + 1)) - offs)
+            v.problems.append(f"{topic}-{cp}: the tailing consumer skipped {len(miss)} offsets "
+                              f"({miss[0]}..{miss[-1]})")
     return v
 
 

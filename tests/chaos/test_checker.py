@@ -88,10 +88,20 @@ def test_clean_run_passes(tmp_path):
     vs = values(6)
     segs = [(0, [(0, vs[:4]), (4, vs[4:])])]
     logs, leader, ck = _gather(tmp_path, {1: segs, 2: segs, 3: segs}, 6)
-    led = ledger([(v, 0, i) for i, v in enumerate(vs)], consumed=[(0, 2, vs[2])])
+    led = ledger([(v, 0, i) for i, v in enumerate(vs)], consumed=[(0, i, vs[i]) for i in range(3)])
     v = C.evaluate("t", [0], logs, leader, ck, led)
     C.assert_ok(v)
     assert v.acked == 6 and not v.duplicated
+
+
+def test_consumer_skip_detected(tmp_path):
+    vs = values(6)
+    segs = [(0, [(0, vs)])]
+    logs, leader, ck = _gather(tmp_path, {1: segs, 2: segs, 3: segs}, 6)
+    led = ledger([(v, 0, i) for i, v in enumerate(vs)], consumed=[(0, 0, vs[0]), (0, 4, vs[4])])
+    v = C.evaluate("t", [0], logs, leader, ck, led)
+    with pytest.raises(AssertionError, match="skipped 3 offsets"):
+        C.assert_ok(v)
 
 
 def test_lost_and_divergent_detected(tmp_path):
