@@ -944,6 +944,26 @@ static int process_auto_preferred_election(struct gr_controller *c) {
 }
 
 /* The processor: one event at a time on the event thread (Kafka's KafkaController.process). */
+
+static bool reassignment_may_have_completed(int type) {
+    return type == GR_EV_ISR_CHANGE_NOTIFICATION || type == GR_EV_API_PARTITION_REASSIGNMENT ||
+           type == GR_EV_PARTITION_REASSIGNMENT_ISR_CHANGE || type == GR_EV_ZK_PARTITION_REASSIGNMENT ||
+           type == GR_EV_ALTER_ISR_RECEIVED;
+}
+
+/* Topics queued for deletion that are no longer being reassigned get their deletion resumed. */
+static int resume_deletions_after_reassignment(struct gr_controller *c) {
+    const struct gr_zstrings *q = &c->ctx.topics_to_be_deleted;
+    if (q->count == 0) return 0;
+    const char **names = gr_malloc((size_t)q->count * sizeof *names);
+    int n = 0;
+    for (int i = 0; i < q->count; i++)
+        if (!gr_reassign_topic_reassigning(&c->ctx, q->names[i])) names[n++] = q->names[i];
+    int rc = n ? gr_td_resume_for_topics(c->td, names, n) : 0;
+    free(names);
+    return rc;
+}
+
 static void process(void *arg, struct gr_ctrl_event *ev) {
     struct gr_controller *c = arg;
     const char *name = gr_ctrl_event_name(ev->type);
@@ -1015,6 +1035,10 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         CWARN(c, "Event %s is not handled yet", name);
         break;
     }
+    /* Kafka resumes deletion of a topic once its reassignment completes (the topic was marked
+     * ineligible while reassigning). */
+    if (rc == 0 && is_active(c) && reassignment_may_have_completed(ev->type))
+        rc = resume_deletions_after_reassignment(c);
     if (rc == GR_ECONTROLLER_MOVED) {
         CINFO(c, "Controller moved to another broker when processing %s.", name);
         int rc2 = maybe_resign(c);
