@@ -624,71 +624,6 @@ static uint8_t *build_group_batch(struct gr_group_coordinator *gc, const struct 
     return batch;
 }
 
-/* Context of a group metadata write (rule 3). */
-struct store_ctx {
-    struct gr_group_coordinator *gc;
-    char *group_id;
-    int32_t generation;
-    bool sync; /* the leader's SyncGroup waits for it */
-    uint8_t *batch;
-};
-
-static void maybe_prepare_rebalance_locked(struct gr_group_coordinator *gc, struct group *g, const char *reason,
-                                           struct dq *q);
-
-/* Kafka's resetAndPropagateAssignmentError. */
-static void reset_assignment_error_locked(struct group *g, int16_t error, struct dq *q) {
-    for (struct member *m = g->members; m; m = m->next) {
-        member_set_assignment(m, NULL, 0);
-        if (m->sync_cb) {
-            push_sync(q, m->sync_cb, m->sync_ctx, NULL, NULL, error);
-            m->sync_cb = NULL;
-            m->sync_ctx = NULL;
-        }
-    }
-}
-
-/* Kafka's propagateAssignment (assignments already set on the members). */
-static void propagate_assignment_locked(struct gr_group_coordinator *gc, struct group *g, struct dq *q) {
-    for (struct member *m = g->members; m; m = m->next) {
-        if (!m->sync_cb) continue;
-        push_sync(q, m->sync_cb, m->sync_ctx, g, m, GR_KERR_NONE);
-        m->sync_cb = NULL;
-        m->sync_ctx = NULL;
-        schedule_hb(gc, m, m->session_timeout);
-    }
-}
-
-static void store_done(void *arg, int16_t error) {
-    struct store_ctx *c = arg;
-    struct gr_group_coordinator *gc = c->gc;
-    struct dq q;
-    dq_init(&q);
-    pthread_mutex_lock(&gc->mu);
-    struct group *g = find_group_locked(gc, c->group_id);
-    if (g && g->inflight > 0) g->inflight--;
-    if (error != GR_KERR_NONE)
-        gr_warn(LOGGER, "Failed to write the metadata of group %s generation %d to %s: %s", c->group_id,
-                c->generation, GR_OFFSETS_TOPIC, gr_kerr_name(error));
-    if (c->sync && g && g->state == ST_COMPLETING && g->generation == c->generation) {
-        int16_t e = map_store_error(error, false);
-        if (e != GR_KERR_NONE) {
-            reset_assignment_error_locked(g, e, &q);
-            maybe_prepare_rebalance_locked(gc, g, "error when storing group assignment during SyncGroup", &q);
-        } else {
-            propagate_assignment_locked(gc, g, &q);
-            group_transition(gc, g, ST_STABLE);
-            gr_info(LOGGER, "Group %s is Stable at generation %d with %d members", g->id, g->generation,
-                    g->n_members);
-        }
-    }
-    pthread_mutex_unlock(&gc->mu);
-    dq_flush(&q);
-    free(c->batch);
-    free(c->group_id);
-    free(c);
-}
-
 /* A pending write, issued after the unlock (rule 2). */
 struct write {
     struct write *next;
@@ -720,6 +655,73 @@ static void wq_flush(struct gr_group_coordinator *gc, struct wq *w) {
         free(x);
         x = next;
     }
+}
+
+/* Context of a group metadata write (rule 3). */
+struct store_ctx {
+    struct gr_group_coordinator *gc;
+    char *group_id;
+    int32_t generation;
+    bool sync; /* the leader's SyncGroup waits for it */
+    uint8_t *batch;
+};
+
+static void maybe_prepare_rebalance_locked(struct gr_group_coordinator *gc, struct group *g, const char *reason,
+                                           struct dq *q, struct wq *w);
+
+/* Kafka's resetAndPropagateAssignmentError. */
+static void reset_assignment_error_locked(struct group *g, int16_t error, struct dq *q) {
+    for (struct member *m = g->members; m; m = m->next) {
+        member_set_assignment(m, NULL, 0);
+        if (m->sync_cb) {
+            push_sync(q, m->sync_cb, m->sync_ctx, NULL, NULL, error);
+            m->sync_cb = NULL;
+            m->sync_ctx = NULL;
+        }
+    }
+}
+
+/* Kafka's propagateAssignment (assignments already set on the members). */
+static void propagate_assignment_locked(struct gr_group_coordinator *gc, struct group *g, struct dq *q) {
+    for (struct member *m = g->members; m; m = m->next) {
+        if (!m->sync_cb) continue;
+        push_sync(q, m->sync_cb, m->sync_ctx, g, m, GR_KERR_NONE);
+        m->sync_cb = NULL;
+        m->sync_ctx = NULL;
+        schedule_hb(gc, m, m->session_timeout);
+    }
+}
+
+static void store_done(void *arg, int16_t error) {
+    struct store_ctx *c = arg;
+    struct gr_group_coordinator *gc = c->gc;
+    struct dq q;
+    struct wq w = {0};
+    dq_init(&q);
+    pthread_mutex_lock(&gc->mu);
+    struct group *g = find_group_locked(gc, c->group_id);
+    if (g && g->inflight > 0) g->inflight--;
+    if (error != GR_KERR_NONE)
+        gr_warn(LOGGER, "Failed to write the metadata of group %s generation %d to %s: %s", c->group_id,
+                c->generation, GR_OFFSETS_TOPIC, gr_kerr_name(error));
+    if (c->sync && g && g->state == ST_COMPLETING && g->generation == c->generation) {
+        int16_t e = map_store_error(error, false);
+        if (e != GR_KERR_NONE) {
+            reset_assignment_error_locked(g, e, &q);
+            maybe_prepare_rebalance_locked(gc, g, "error when storing group assignment during SyncGroup", &q, &w);
+        } else {
+            propagate_assignment_locked(gc, g, &q);
+            group_transition(gc, g, ST_STABLE);
+            gr_info(LOGGER, "Group %s is Stable at generation %d with %d members", g->id, g->generation,
+                    g->n_members);
+        }
+    }
+    pthread_mutex_unlock(&gc->mu);
+    wq_flush(gc, &w);
+    dq_flush(&q);
+    free(c->batch);
+    free(c->group_id);
+    free(c);
 }
 
 /* Queues the write of g's metadata (Kafka's storeGroup). */
@@ -754,7 +756,7 @@ static void try_complete_join_locked(struct gr_group_coordinator *gc, struct gro
 }
 
 static void prepare_rebalance_locked(struct gr_group_coordinator *gc, struct group *g, const char *reason,
-                                     struct dq *q) {
+                                     struct dq *q, struct wq *w) {
     if (g->state == ST_COMPLETING) reset_assignment_error_locked(g, GR_KERR_REBALANCE_IN_PROGRESS, q);
     int32_t rt = group_rebalance_timeout(g);
     if (g->state == ST_EMPTY) {
@@ -767,12 +769,13 @@ static void prepare_rebalance_locked(struct gr_group_coordinator *gc, struct gro
             state_names[g->state], g->generation, GR_OFFSETS_TOPIC, g->partition, reason);
     g->state = ST_PREPARING;
     g->state_ts = wall_ms(gc);
+    try_complete_join_locked(gc, g, q, w); /* Kafka's tryCompleteElseWatch */
 }
 
 static void maybe_prepare_rebalance_locked(struct gr_group_coordinator *gc, struct group *g, const char *reason,
-                                           struct dq *q) {
+                                           struct dq *q, struct wq *w) {
     if (g->state == ST_STABLE || g->state == ST_COMPLETING || g->state == ST_EMPTY)
-        prepare_rebalance_locked(gc, g, reason, q);
+        prepare_rebalance_locked(gc, g, reason, q, w);
 }
 
 /* Kafka's onCompleteJoin. */
@@ -837,7 +840,7 @@ static void remove_member_and_update_locked(struct gr_group_coordinator *gc, str
     group_remove_member(g, m);
     switch (g->state) {
     case ST_STABLE:
-    case ST_COMPLETING: maybe_prepare_rebalance_locked(gc, g, reason, q); break;
+    case ST_COMPLETING: maybe_prepare_rebalance_locked(gc, g, reason, q, w); break;
     case ST_PREPARING: try_complete_join_locked(gc, g, q, w); break;
     default: break;
     }
@@ -898,7 +901,7 @@ static struct member *new_member(const struct gr_gc_join_req *rq, const char *id
 /* Kafka's addMemberAndRebalance. */
 static void add_member_and_rebalance_locked(struct gr_group_coordinator *gc, struct group *g,
                                             const struct gr_gc_join_req *rq, const char *id, gr_gc_join_cb cb,
-                                            void *ctx, struct dq *q) {
+                                            void *ctx, struct dq *q, struct wq *w) {
     struct member *m = new_member(rq, id);
     m->is_new = true;
     if (g->state == ST_PREPARING && g->generation == 0) g->new_member_added = true;
@@ -909,13 +912,13 @@ static void add_member_and_rebalance_locked(struct gr_group_coordinator *gc, str
     group_remove_pending(g, id);
     char reason[256];
     snprintf(reason, sizeof reason, "Adding new member %s", id);
-    maybe_prepare_rebalance_locked(gc, g, reason, q);
+    maybe_prepare_rebalance_locked(gc, g, reason, q, w);
 }
 
 /* Kafka's updateMemberAndRebalance. */
 static void update_member_and_rebalance_locked(struct gr_group_coordinator *gc, struct group *g, struct member *m,
                                                const struct gr_gc_join_req *rq, gr_gc_join_cb cb, void *ctx,
-                                               const char *reason, struct dq *q) {
+                                               const char *reason, struct dq *q, struct wq *w) {
     member_set_protocols(m, rq->protocols, rq->n_protocols);
     m->session_timeout = rq->session_timeout_ms;
     m->rebalance_timeout = rq->rebalance_timeout_ms;
@@ -925,7 +928,7 @@ static void update_member_and_rebalance_locked(struct gr_group_coordinator *gc, 
         g->n_awaiting_join++;
     m->join_cb = cb;
     m->join_ctx = ctx;
-    maybe_prepare_rebalance_locked(gc, g, reason, q);
+    maybe_prepare_rebalance_locked(gc, g, reason, q, w);
 }
 
 static bool accept_joining_member(struct gr_group_coordinator *gc, struct group *g, const char *member_id) {
@@ -994,11 +997,11 @@ void gr_gc_join_group(struct gr_group_coordinator *gc, const struct gr_gc_join_r
             gr_info(LOGGER, "Dynamic member with unknown member id joins group %s in %s state. Created a new member "
                             "id %s for this member and add to the group.",
                     g->id, state_names[g->state], id);
-            add_member_and_rebalance_locked(gc, g, rq, id, cb, ctx, &q);
+            add_member_and_rebalance_locked(gc, g, rq, id, cb, ctx, &q, &w);
         }
         free(id);
     } else if (group_is_pending(g, mid)) {
-        add_member_and_rebalance_locked(gc, g, rq, mid, cb, ctx, &q);
+        add_member_and_rebalance_locked(gc, g, rq, mid, cb, ctx, &q, &w);
     } else {
         struct member *m = group_member(g, mid);
         if (!m) {
@@ -1008,23 +1011,23 @@ void gr_gc_join_group(struct gr_group_coordinator *gc, const struct gr_gc_join_r
             switch (g->state) {
             case ST_PREPARING:
                 snprintf(reason, sizeof reason, "Member %s joining group during PreparingRebalance", mid);
-                update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q);
+                update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q, &w);
                 break;
             case ST_COMPLETING:
                 if (member_matches(m, rq->protocols, rq->n_protocols)) {
                     push_join_ok(&q, cb, ctx, g, m, streq(mid, g->leader_id));
                 } else {
                     snprintf(reason, sizeof reason, "Updating metadata for member %s during CompletingRebalance", mid);
-                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q);
+                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q, &w);
                 }
                 break;
             case ST_STABLE:
                 if (streq(mid, g->leader_id)) {
                     snprintf(reason, sizeof reason, "leader %s re-joining group during Stable", mid);
-                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q);
+                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q, &w);
                 } else if (!member_matches(m, rq->protocols, rq->n_protocols)) {
                     snprintf(reason, sizeof reason, "Updating metadata for member %s during Stable", mid);
-                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q);
+                    update_member_and_rebalance_locked(gc, g, m, rq, cb, ctx, reason, &q, &w);
                 } else {
                     push_join_ok(&q, cb, ctx, g, m, false);
                 }
@@ -1781,7 +1784,7 @@ void gr_gc_poll_partitions(struct gr_group_coordinator *gc) {
         if (load) {
             pt->state = PART_LOADING;
             pt->epoch = epoch;
-            gr_info(LOGGER, "Elected as the group coordinator for partition %d in epoch %d; loading", p, epoch);
+            gr_debug(LOGGER, "Elected as the group coordinator for partition %d in epoch %d; loading", p, epoch);
         }
         pthread_mutex_unlock(&gc->mu);
         dq_flush(&q);

@@ -1,0 +1,598 @@
+/* Group coordinator: Java hash placement, __consumer_offsets record formats, the membership state
+ * machine (MEMBER_ID_REQUIRED, leader election and protocol selection, initial rebalance delay,
+ * SyncGroup, heartbeats and session expiry, LeaveGroup, error codes), offsets, DeleteGroups, and
+ * failover (a second coordinator loads the groups and offsets from the same log). Runs over an
+ * in-memory storage with a virtual clock and no background thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/group_coordinator.h"
+#include "broker/group_offsets.h"
+#include "common/kerr.h"
+#include "common/util.h"
+#include "storage/batch.h"
+
+static int g_fail;
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+            g_fail++;                                                             \
+        }                                                                         \
+    } while (0)
+#define CHECK_ERR(got, want)                                                                          \
+    do {                                                                                              \
+        int16_t g_ = (got), w_ = (want);                                                              \
+        if (g_ != w_) {                                                                               \
+            fprintf(stderr, "%s:%d: got %s, want %s\n", __FILE__, __LINE__, gr_kerr_name(g_), gr_kerr_name(w_)); \
+            g_fail++;                                                                                 \
+        }                                                                                             \
+    } while (0)
+
+/* ---- virtual clock ---- */
+static int64_t g_now = 1000000;
+static int64_t vclock(void) { return g_now; }
+
+/* ---- in-memory storage: NP partitions, a log each ---- */
+#define NP 4
+struct fake {
+    bool leader[NP];
+    int32_t epoch[NP];
+    uint8_t *log[NP];
+    size_t len[NP];
+    int64_t end[NP];
+    int16_t fail; /* next append's error */
+    int appends;
+};
+
+static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
+    struct fake *f = ctx;
+    if (p < 0 || p >= NP || !f->leader[p]) return false;
+    if (epoch) *epoch = f->epoch[p];
+    if (start) *start = 0;
+    if (end) *end = f->end[p];
+    return true;
+}
+
+static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
+                     void (*done)(void *, int16_t), void *done_ctx) {
+    (void)acks;
+    (void)timeout_ms;
+    struct fake *f = ctx;
+    f->appends++;
+    if (f->fail) {
+        int16_t e = f->fail;
+        f->fail = 0;
+        done(done_ctx, e);
+        return;
+    }
+    gr_batch_set_base_offset(batch, f->end[p]);
+    f->end[p] += gr_batch_record_count(batch);
+    f->log[p] = gr_realloc(f->log[p], f->len[p] + len);
+    memcpy(f->log[p] + f->len[p], batch, len);
+    f->len[p] += len;
+    done(done_ctx, GR_KERR_NONE);
+}
+
+static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_log_read_result *res) {
+    (void)max_bytes;
+    struct fake *f = ctx;
+    memset(res, 0, sizeof *res);
+    if (offset != 0 || f->len[p] == 0) {
+        res->next_offset = offset;
+        return GR_KERR_NONE;
+    }
+    res->data = gr_malloc(f->len[p]);
+    memcpy(res->data, f->log[p], f->len[p]);
+    res->len = f->len[p];
+    res->first_offset = 0;
+    res->next_offset = f->end[p];
+    res->log_end_offset = f->end[p];
+    return GR_KERR_NONE;
+}
+
+static int32_t f_nparts(void *ctx) {
+    (void)ctx;
+    return NP;
+}
+
+static struct gr_group_coordinator *new_gc(struct fake *f, int32_t initial_delay) {
+    struct gr_gc_config c;
+    gr_gc_config_defaults(&c);
+    c.broker_id = 1;
+    c.initial_rebalance_delay_ms = initial_delay;
+    c.storage = (struct gr_gc_storage){.ctx = f, .leader_info = f_leader_info, .append = f_append, .read = f_read,
+                                       .num_partitions = f_nparts};
+    c.mono_ms = vclock;
+    c.wall_ms = vclock;
+    c.background_thread = false;
+    struct gr_group_coordinator *gc = gr_gc_new(&c);
+    gr_gc_poll_partitions(gc);
+    return gc;
+}
+
+/* ---- callback capture ---- */
+struct join_out {
+    int called;
+    int16_t error;
+    int32_t gen;
+    char member_id[160], leader[160], proto[32];
+    int n_members;
+};
+static void on_join(void *ctx, const struct gr_gc_join_result *r) {
+    struct join_out *o = ctx;
+    o->called++;
+    o->error = r->error;
+    o->gen = r->generation_id;
+    snprintf(o->member_id, sizeof o->member_id, "%s", r->member_id ? r->member_id : "");
+    snprintf(o->leader, sizeof o->leader, "%s", r->leader_id ? r->leader_id : "");
+    snprintf(o->proto, sizeof o->proto, "%s", r->protocol_name ? r->protocol_name : "(null)");
+    o->n_members = r->n_members;
+}
+
+struct sync_out {
+    int called;
+    int16_t error;
+    char assignment[64];
+};
+static void on_sync(void *ctx, const struct gr_gc_sync_result *r) {
+    struct sync_out *o = ctx;
+    o->called++;
+    o->error = r->error;
+    snprintf(o->assignment, sizeof o->assignment, "%.*s", r->assignment ? (int)r->assignment_len : 0,
+             r->assignment ? (const char *)r->assignment : "");
+}
+
+struct commit_out {
+    int called;
+    int16_t errors[8];
+};
+static void on_commit(void *ctx, struct gr_gc_commit_part *parts, int n) {
+    struct commit_out *o = ctx;
+    o->called++;
+    for (int i = 0; i < n && i < 8; i++) o->errors[i] = parts[i].error;
+}
+
+static const struct gr_gc_protocol RANGE_RR[] = {{"range", (const uint8_t *)"R", 1}, {"roundrobin", (const uint8_t *)"O", 1}};
+static const struct gr_gc_protocol RR_ONLY[] = {{"roundrobin", (const uint8_t *)"o", 1}};
+
+static void join(struct gr_group_coordinator *gc, const char *group, const char *member, bool v4,
+                 const struct gr_gc_protocol *protos, int n, struct join_out *out) {
+    memset(out, 0, sizeof *out);
+    struct gr_gc_join_req rq = {.group_id = group, .member_id = member, .client_id = "cli", .client_host = "/127.0.0.1",
+                                .protocol_type = "consumer", .session_timeout_ms = 10000,
+                                .rebalance_timeout_ms = 20000, .require_known_member_id = v4, .n_protocols = n,
+                                .protocols = protos};
+    gr_gc_join_group(gc, &rq, on_join, out);
+}
+
+static void sync_(struct gr_group_coordinator *gc, const char *group, const char *member, int32_t gen,
+                  const struct gr_gc_assignment *as, int n, struct sync_out *out) {
+    memset(out, 0, sizeof *out);
+    struct gr_gc_sync_req rq = {.group_id = group, .member_id = member, .generation_id = gen, .n_assignments = n,
+                                .assignments = as};
+    gr_gc_sync_group(gc, &rq, on_sync, out);
+}
+
+/* A group id whose partition is p (of NP). */
+static const char *group_in(int32_t p, char *buf, size_t len) {
+    for (int i = 0;; i++) {
+        snprintf(buf, len, "g%d", i);
+        if (gr_group_partition_for(buf, NP) == p) return buf;
+    }
+}
+
+/* ---- tests ---- */
+
+static void test_hash(void) {
+    CHECK(gr_java_string_hash("") == 0);
+    CHECK(gr_java_string_hash("a") == 97);
+    CHECK(gr_java_string_hash("abc") == 96354);
+    CHECK(gr_java_string_hash("Hello World") == -862545276);
+    CHECK(gr_java_string_hash("\xc3\xa9") == 233);                /* U+00E9 */
+    CHECK(gr_java_string_hash("\xf0\x9f\x98\x80") == 1772899);   /* U+1F600: a surrogate pair */
+    CHECK(gr_java_string_hash("\xff") == 0xFFFD);                 /* malformed -> U+FFFD */
+    CHECK(gr_group_partition_for("Hello World", 50) == 22);
+    CHECK(gr_group_partition_for("a", 50) == 47);
+}
+
+static void test_formats(void) {
+    struct gr_wbuf w;
+    struct gr_arena a;
+    gr_wbuf_init(&w);
+    gr_arena_init(&a);
+    gr_go_encode_offset_key(&w, "grp", "topic", 7);
+    struct gr_go_key k;
+    CHECK(gr_go_decode_key(w.p, w.len, &a, &k) == 0);
+    CHECK(k.kind == GR_GO_KEY_OFFSET && k.version == 1 && strcmp(k.group, "grp") == 0 &&
+          strcmp(k.topic, "topic") == 0 && k.partition == 7);
+    /* byte layout: version 1, "grp", "topic", 7 */
+    static const uint8_t want[] = {0, 1, 0, 3, 'g', 'r', 'p', 0, 5, 't', 'o', 'p', 'i', 'c', 0, 0, 0, 7};
+    CHECK(w.len == sizeof want && memcmp(w.p, want, sizeof want) == 0);
+    CHECK(gr_go_decode_key(w.p, w.len - 1, &a, &k) == GR_ECORRUPT);
+
+    gr_wbuf_reset(&w);
+    gr_go_encode_group_key(&w, "grp");
+    CHECK(gr_go_decode_key(w.p, w.len, &a, &k) == 0 && k.kind == GR_GO_KEY_GROUP && strcmp(k.group, "grp") == 0);
+
+    gr_wbuf_reset(&w);
+    struct gr_go_offset_value v = {.offset = 42, .leader_epoch = 3, .metadata = "md", .commit_timestamp = 99,
+                                   .expire_timestamp = -1};
+    gr_go_encode_offset_value(&w, &v);
+    struct gr_go_offset_value d;
+    CHECK(gr_go_decode_offset_value(w.p, w.len, &a, &d) == 0);
+    CHECK(d.version == 3 && d.offset == 42 && d.leader_epoch == 3 && strcmp(d.metadata, "md") == 0 &&
+          d.commit_timestamp == 99 && d.expire_timestamp == -1);
+    CHECK(w.len == 2 + 8 + 4 + 4 + 8);
+    gr_wbuf_reset(&w);
+    v.expire_timestamp = 1234;
+    gr_go_encode_offset_value(&w, &v);
+    CHECK(gr_go_decode_offset_value(w.p, w.len, &a, &d) == 0);
+    CHECK(d.version == 1 && d.leader_epoch == -1 && d.expire_timestamp == 1234);
+    CHECK(gr_go_decode_offset_value(w.p, 5, &a, &d) == GR_ECORRUPT);
+
+    gr_wbuf_reset(&w);
+    struct gr_go_member m[2] = {
+        {.member_id = "m1", .client_id = "c", .client_host = "/h", .rebalance_timeout = 5, .session_timeout = 6,
+         .subscription = (const uint8_t *)"sub", .subscription_len = 3, .assignment = (const uint8_t *)"as",
+         .assignment_len = 2},
+        {.member_id = "m2", .group_instance_id = "inst", .client_id = "c", .client_host = "/h"},
+    };
+    struct gr_go_group_value gv = {.protocol_type = "consumer", .generation = 4, .protocol = "range", .leader = "m1",
+                                   .current_state_timestamp = 77, .n_members = 2, .members = m};
+    gr_go_encode_group_value(&w, &gv);
+    struct gr_go_group_value gd;
+    CHECK(gr_go_decode_group_value(w.p, w.len, &a, &gd) == 0);
+    CHECK(gd.version == 3 && gd.generation == 4 && strcmp(gd.protocol, "range") == 0 && strcmp(gd.leader, "m1") == 0 &&
+          gd.current_state_timestamp == 77 && gd.n_members == 2);
+    CHECK(gd.members[0].subscription_len == 3 && memcmp(gd.members[0].subscription, "sub", 3) == 0);
+    CHECK(gd.members[0].rebalance_timeout == 5 && gd.members[0].session_timeout == 6);
+    CHECK(gd.members[1].group_instance_id && strcmp(gd.members[1].group_instance_id, "inst") == 0);
+    CHECK(gd.members[1].assignment_len == 0);
+    for (size_t cut = 0; cut < w.len; cut++) CHECK(gr_go_decode_group_value(w.p, cut, &a, &gd) == GR_ECORRUPT);
+    /* absurd member count */
+    uint8_t bad[] = {0, 3, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff};
+    CHECK(gr_go_decode_group_value(bad, sizeof bad, &a, &gd) == GR_ECORRUPT);
+    gr_wbuf_free(&w);
+    gr_arena_free(&a);
+}
+
+static void test_coordinator_status(void) {
+    struct fake f = {0};
+    f.leader[0] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    char g0[16], g1[16];
+    group_in(0, g0, sizeof g0);
+    group_in(1, g1, sizeof g1);
+    CHECK_ERR(gr_gc_coordinator_status(gc, g0), GR_KERR_NONE);
+    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NOT_COORDINATOR);
+    /* led now but not loaded yet */
+    f.leader[1] = true;
+    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_ERR(gr_gc_heartbeat(gc, g1, "x", NULL, 1), GR_KERR_NONE); /* Kafka answers blindly while loading */
+    struct sync_out so;
+    sync_(gc, g1, "x", 1, NULL, 0, &so);
+    CHECK(so.called == 1);
+    CHECK_ERR(so.error, GR_KERR_REBALANCE_IN_PROGRESS);
+    gr_gc_poll_partitions(gc);
+    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    /* a new leader epoch means reload */
+    f.epoch[1] = 5;
+    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    gr_gc_poll_partitions(gc);
+    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    struct join_out jo;
+    join(gc, "", "", true, RANGE_RR, 2, &jo);
+    CHECK_ERR(jo.error, GR_KERR_INVALID_GROUP_ID);
+    gr_gc_shutdown(gc);
+    CHECK_ERR(gr_gc_coordinator_status(gc, g0), GR_KERR_COORDINATOR_NOT_AVAILABLE);
+    gr_gc_free(gc);
+}
+
+static void test_join_sync_heartbeat(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "grp";
+    struct join_out j1, j2;
+
+    /* v4: MEMBER_ID_REQUIRED, then join with the id */
+    join(gc, G, "", true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 1);
+    CHECK_ERR(j1.error, GR_KERR_MEMBER_ID_REQUIRED);
+    CHECK(strncmp(j1.member_id, "cli-", 4) == 0 && strlen(j1.member_id) == 4 + 36);
+    char m1[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    join(gc, G, m1, true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 0); /* waits for the (0 ms) initial delay */
+    gr_gc_tick(gc);
+    CHECK(j1.called == 1);
+    CHECK_ERR(j1.error, GR_KERR_NONE);
+    CHECK(j1.gen == 1 && strcmp(j1.leader, m1) == 0 && j1.n_members == 1 && strcmp(j1.proto, "range") == 0);
+
+    /* unknown member id and bad session timeout */
+    struct join_out je;
+    join(gc, G, "nobody", false, RANGE_RR, 2, &je);
+    CHECK_ERR(je.error, GR_KERR_UNKNOWN_MEMBER_ID);
+    struct gr_gc_join_req bad = {.group_id = G, .member_id = "", .protocol_type = "consumer",
+                                 .session_timeout_ms = 10, .rebalance_timeout_ms = 10, .n_protocols = 2,
+                                 .protocols = RANGE_RR};
+    memset(&je, 0, sizeof je);
+    gr_gc_join_group(gc, &bad, on_join, &je);
+    CHECK_ERR(je.error, GR_KERR_INVALID_SESSION_TIMEOUT);
+
+    /* sync -> Stable */
+    struct sync_out s1;
+    struct gr_gc_assignment as1[] = {{m1, (const uint8_t *)"all", 3}};
+    sync_(gc, G, m1, 2, as1, 1, &s1);
+    CHECK_ERR(s1.error, GR_KERR_ILLEGAL_GENERATION);
+    sync_(gc, G, m1, 1, as1, 1, &s1);
+    CHECK(s1.called == 1 && strcmp(s1.assignment, "all") == 0);
+    CHECK_ERR(s1.error, GR_KERR_NONE);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_NONE);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 0), GR_KERR_ILLEGAL_GENERATION);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_ERR(gr_gc_heartbeat(gc, "nogroup", "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+
+    /* an inconsistent protocol is refused */
+    struct gr_gc_protocol other[] = {{"sticky", NULL, 0}};
+    join(gc, G, "", false, other, 1, &je);
+    CHECK_ERR(je.error, GR_KERR_INCONSISTENT_GROUP_PROTOCOL);
+
+    /* second member (v3: no MEMBER_ID_REQUIRED) supports only roundrobin -> rebalance */
+    join(gc, G, "", false, RR_ONLY, 1, &j2);
+    CHECK(j2.called == 0);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_group_summary sum;
+    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "PreparingRebalance") == 0 && sum.n_members == 2 && strcmp(sum.protocol, "") == 0);
+    /* m1 rejoins: everyone joined -> CompletingRebalance, roundrobin is the only common protocol */
+    join(gc, G, m1, true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 1 && j2.called == 1);
+    CHECK(j1.gen == 2 && j2.gen == 2);
+    CHECK(strcmp(j1.proto, "roundrobin") == 0);
+    CHECK(strcmp(j1.leader, m1) == 0 && strcmp(j2.leader, m1) == 0);
+    CHECK(j1.n_members == 2 && j2.n_members == 0);
+    char m2[160];
+    snprintf(m2, sizeof m2, "%s", j2.member_id);
+
+    /* follower syncs first (waits), then the leader's sync is stored and propagated */
+    struct sync_out s2;
+    sync_(gc, G, m2, 2, NULL, 0, &s2);
+    CHECK(s2.called == 0);
+    int before = f.appends;
+    struct gr_gc_assignment as2[] = {{m1, (const uint8_t *)"p0", 2}, {m2, (const uint8_t *)"p1", 2}};
+    sync_(gc, G, m1, 2, as2, 2, &s1);
+    CHECK(f.appends == before + 1);
+    CHECK(s1.called == 1 && s2.called == 1);
+    CHECK(strcmp(s1.assignment, "p0") == 0 && strcmp(s2.assignment, "p1") == 0);
+    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && strcmp(sum.protocol, "roundrobin") == 0 && sum.n_members == 2);
+    CHECK(sum.members[1].assignment_len == 2 && strcmp(sum.members[0].client_host, "/127.0.0.1") == 0);
+
+    /* a follower rejoining with the same metadata in Stable just gets the current generation */
+    join(gc, G, m2, false, RR_ONLY, 1, &j2);
+    CHECK(j2.called == 1 && j2.gen == 2 && j2.n_members == 0);
+
+    /* session expiry: only m1 heartbeats; m2 is removed after 10 s -> rebalance */
+    g_now += 6000;
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_NONE);
+    g_now += 6000;
+    gr_gc_tick(gc);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m2, NULL, 2), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_REBALANCE_IN_PROGRESS);
+    join(gc, G, m1, true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 1 && j1.gen == 3 && j1.n_members == 1 && strcmp(j1.proto, "range") == 0);
+    sync_(gc, G, m1, 3, as1, 1, &s1);
+    CHECK_ERR(s1.error, GR_KERR_NONE);
+
+    /* commit with the member's generation, then fetch */
+    struct gr_gc_commit_part parts[2] = {
+        {.topic = "t", .partition = 0, .offset = 10, .leader_epoch = -1, .metadata = "x", .expire_timestamp = -1},
+        {.topic = "t", .partition = 1, .offset = 11, .leader_epoch = 2, .expire_timestamp = -1,
+         .error = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION}};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, G, m1, NULL, 2, parts, 2, on_commit, &co);
+    CHECK(co.called == 1);
+    CHECK_ERR(co.errors[0], GR_KERR_ILLEGAL_GENERATION);
+    parts[0].error = GR_KERR_NONE;
+    memset(&co, 0, sizeof co);
+    gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 2, on_commit, &co);
+    CHECK(co.called == 1);
+    CHECK_ERR(co.errors[0], GR_KERR_NONE);
+    CHECK_ERR(co.errors[1], GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 2;
+    CHECK_ERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK(fp[0].offset == 10 && strcmp(fp[0].metadata, "x") == 0 && fp[1].offset == -1);
+
+    /* a storage failure maps to Kafka's commit errors */
+    f.fail = GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    parts[0].error = GR_KERR_NONE;
+    parts[0].offset = 12;
+    memset(&co, 0, sizeof co);
+    gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 1, on_commit, &co);
+    CHECK_ERR(co.errors[0], GR_KERR_NOT_COORDINATOR);
+    fn = 1;
+    CHECK_ERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK(fp[0].offset == 10);
+
+    /* leave -> Empty (stored), DeleteGroups */
+    const char *ids[] = {G, "missing"};
+    int16_t errs[2];
+    gr_gc_delete_groups(gc, ids, 2, errs);
+    CHECK_ERR(errs[0], GR_KERR_NON_EMPTY_GROUP);
+    CHECK_ERR(errs[1], GR_KERR_GROUP_ID_NOT_FOUND);
+    struct gr_gc_leave_member lm[2] = {{.member_id = m1}, {.member_id = "ghost"}};
+    CHECK_ERR(gr_gc_leave_group(gc, G, lm, 2), GR_KERR_NONE);
+    CHECK_ERR(lm[0].error, GR_KERR_NONE);
+    CHECK_ERR(lm[1].error, GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Empty") == 0 && sum.n_members == 0);
+    struct gr_gc_listed_group *lg;
+    int nl;
+    CHECK_ERR(gr_gc_list_groups(gc, NULL, 0, &a, &lg, &nl), GR_KERR_NONE);
+    CHECK(nl == 1 && strcmp(lg[0].group_id, G) == 0 && strcmp(lg[0].state, "Empty") == 0);
+    const char *st[] = {"Stable"};
+    CHECK_ERR(gr_gc_list_groups(gc, st, 1, &a, &lg, &nl), GR_KERR_NONE);
+    CHECK(nl == 0);
+    gr_gc_delete_groups(gc, ids, 1, errs);
+    CHECK_ERR(errs[0], GR_KERR_NONE);
+    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Dead") == 0);
+
+    /* the tombstones win on reload: nothing of G comes back */
+    struct gr_group_coordinator *gc2 = new_gc(&f, 0);
+    CHECK_ERR(gr_gc_describe_group(gc2, G, &a, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Dead") == 0);
+    fn = 1;
+    CHECK_ERR(gr_gc_fetch_offsets(gc2, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK(fp[0].offset == -1);
+    gr_gc_free(gc2);
+    gr_arena_free(&a);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+static void test_initial_delay_and_rebalance_timeout(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 3000);
+    const char *G = "delayed";
+    struct join_out j1, j2;
+    join(gc, G, "", false, RANGE_RR, 2, &j1);
+    g_now += 1000;
+    join(gc, G, "", false, RANGE_RR, 2, &j2); /* new member during the delay: extended */
+    g_now += 2000;
+    gr_gc_tick(gc);
+    CHECK(j1.called == 0 && j2.called == 0);
+    g_now += 2999;
+    gr_gc_tick(gc);
+    CHECK(j1.called == 0);
+    g_now += 1;
+    gr_gc_tick(gc);
+    CHECK(j1.called == 1 && j2.called == 1 && j1.gen == 1);
+    CHECK(strcmp(j1.leader, j1.member_id) == 0 && j1.n_members == 2);
+    char m1[160], m2[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    snprintf(m2, sizeof m2, "%s", j2.member_id);
+    struct sync_out s1, s2;
+    sync_(gc, G, m2, 1, NULL, 0, &s2);
+    sync_(gc, G, m1, 1, NULL, 0, &s1);
+    CHECK(s1.called && s2.called && s1.error == 0 && s2.error == 0);
+
+    /* m2 rejoins (new metadata); m1 keeps heartbeating but never rejoins: removed after the
+     * rebalance timeout (20 s) */
+    join(gc, G, m2, false, RR_ONLY, 1, &j2);
+    CHECK(j2.called == 0);
+    for (int i = 0; i < 19; i++) {
+        g_now += 1000;
+        CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
+        gr_gc_tick(gc);
+    }
+    CHECK(j2.called == 0);
+    g_now += 1000;
+    gr_gc_tick(gc);
+    CHECK(j2.called == 1 && j2.gen == 2 && strcmp(j2.leader, m2) == 0 && j2.n_members == 1);
+    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+
+    /* pending member (MEMBER_ID_REQUIRED) that never comes back blocks the join until its
+     * session timeout */
+    struct sync_out s;
+    sync_(gc, G, m2, 2, NULL, 0, &s);
+    struct join_out jp;
+    join(gc, G, "", true, RANGE_RR, 2, &jp);
+    CHECK_ERR(jp.error, GR_KERR_MEMBER_ID_REQUIRED);
+    join(gc, G, m2, false, RANGE_RR, 2, &j2); /* changed metadata -> rebalance */
+    CHECK(j2.called == 0);
+    g_now += 10000;
+    gr_gc_tick(gc);
+    CHECK(j2.called == 1 && j2.gen == 3);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+static void test_failover_loads_group(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *a = new_gc(&f, 0);
+    const char *G = "moving";
+    struct join_out j1;
+    join(a, G, "", false, RANGE_RR, 2, &j1);
+    gr_gc_tick(a);
+    CHECK(j1.called == 1 && j1.gen == 1);
+    char m1[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    struct sync_out s1;
+    struct gr_gc_assignment as1[] = {{m1, (const uint8_t *)"mine", 4}};
+    sync_(a, G, m1, 1, as1, 1, &s1);
+    CHECK(s1.error == 0);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 3, .offset = 77, .leader_epoch = 1,
+                                     .metadata = "meta", .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(a, G, m1, NULL, 1, &part, 1, on_commit, &co);
+    CHECK(co.called == 1 && co.errors[0] == 0);
+    /* a simple (generation -1) commit by a non-member group */
+    struct gr_gc_commit_part p2 = {.topic = "u", .partition = 0, .offset = 5, .leader_epoch = -1,
+                                   .expire_timestamp = 555};
+    memset(&co, 0, sizeof co);
+    gr_gc_commit_offsets(a, "simple", "", NULL, -1, &p2, 1, on_commit, &co);
+    CHECK(co.called == 1 && co.errors[0] == 0);
+
+    /* "a" loses leadership of G's partition; "b" (another broker) becomes leader at epoch 1 */
+    int32_t p = gr_gc_partition_for(a, G);
+    f.epoch[p] = 1;
+    struct join_out jx;
+    join(a, G, m1, false, RANGE_RR, 2, &jx);
+    CHECK_ERR(jx.error, GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    struct gr_group_coordinator *b = new_gc(&f, 0);
+    f.leader[p] = true;
+    CHECK_ERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NONE);
+    struct sync_out sb;
+    sync_(b, G, m1, 1, NULL, 0, &sb);
+    CHECK(sb.called == 1 && sb.error == 0 && strcmp(sb.assignment, "mine") == 0);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_fetch_part *all = NULL;
+    int n = 0;
+    CHECK_ERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 1 && all[0].offset == 77 && all[0].leader_epoch == 1 && strcmp(all[0].metadata, "meta") == 0);
+    CHECK_ERR(gr_gc_fetch_offsets(b, "simple", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 1 && all[0].offset == 5);
+    struct gr_gc_group_summary sum;
+    CHECK_ERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 1 && strcmp(sum.protocol, "range") == 0);
+
+    /* when leadership goes away, the old coordinator unloads and answers waiting joins */
+    struct join_out jw;
+    join(b, G, "", false, RANGE_RR, 2, &jw); /* a new member: waits for m1 to rejoin */
+    CHECK(jw.called == 0);
+    f.leader[p] = false;
+    gr_gc_poll_partitions(b);
+    CHECK(jw.called == 1);
+    CHECK_ERR(jw.error, GR_KERR_NOT_COORDINATOR);
+    CHECK_ERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NOT_COORDINATOR);
+    gr_arena_free(&ar);
+    gr_gc_free(a);
+    gr_gc_free(b);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+int main(void) {
+    test_hash();
+    test_formats();
+    test_coordinator_status();
+    test_join_sync_heartbeat();
+    test_initial_delay_and_rebalance_timeout();
+    test_failover_loads_group();
+    if (g_fail) {
+        fprintf(stderr, "%d check(s) failed\n", g_fail);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
