@@ -1,0 +1,523 @@
+#!/usr/bin/python3
+"""Broker failure, controlled shutdown and preferred election at scale. Prints numbers; asserts
+nothing.
+
+  /usr/bin/python3 bench/bench_failover.py                  # 1k and 10k partitions (several minutes)
+  /usr/bin/python3 bench/bench_failover.py --sizes 1000     # quick run
+  /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
+
+For each size N: a fresh 3-broker cluster (zookeeper.session.timeout.ms --session-ms, 6000),
+N partitions RF 3 in topics of --per-topic (100) partitions (Kafka's default placement: each
+broker is the preferred leader of ~N/3), created through the AdminClient; then, with one broker
+(the victim, by default a broker that is not the controller):
+
+1. SIGKILL. Reported: kill -> /brokers/ids/V deleted (session expiry, seen through a kazoo watch),
+   and from the kill and from the expiry until every partition V led shows another leader in the
+   Metadata of each surviving broker (Metadata polled round-robin, one AdminClient bootstrapped on
+   each survivor; the answering broker is checked). Plus a timeline from the controller's log
+   (BrokerChange processed, LeaderAndIsr/UpdateMetadata sent, event finished) and the survivors'
+   logs (UpdateMetadata applied).
+2. V restarted; time until it is back in every ISR (Metadata).
+3. Preferred election (`gregorctl elect-leaders --election-type preferred --all-topic-partitions`,
+   one ElectLeaders request): request time, and time until every partition shows its preferred
+   leader in Metadata on all brokers; partitions/s over the partitions that moved (~N/3).
+4. Controlled shutdown: SIGTERM to V (leading ~1/3 again after step 3): SIGTERM -> process exit,
+   and SIGTERM -> no partition led by V in the survivors' Metadata; the controller's log lines.
+Then a ZooKeeper reference: setData of the same number of partition-state znodes in kazoo
+transactions of 500 (one in flight, as the controller writes them), ops/s.
+
+Needs about 2 file descriptors per partition replica in each broker (segment + index): at
+N=10000 with RF 3 on 3 brokers a broker holds 10000 replicas; the script warns when
+RLIMIT_NOFILE is below that and flags runs whose logs show "Too many open files".
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+import gregor_harness as H  # noqa: E402
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+LOG_TS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})\]")
+
+
+def line_time(line):
+    m = LOG_TS.match(line)
+    if not m:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000.0
+
+
+def log_since(broker, offset):
+    try:
+        with open(broker.log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    return [(t, line) for line in text.splitlines() for t in [line_time(line)] if t is not None]
+
+
+def log_size(broker):
+    try:
+        return os.path.getsize(broker.log_path)
+    except OSError:
+        return 0
+
+
+def admin_for(broker):
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}", "log_level": 0,
+                        "socket.timeout.ms": 120000})
+
+
+def fresh_chroot(zk_hosts, name):
+    chroot = f"/bench-{name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+    root = H.kazoo_client(zk_hosts)
+    root.ensure_path(chroot)
+    H.close_kazoo(root)
+    return zk_hosts + chroot
+
+
+class Watcher:
+    """Polls Metadata round-robin from `brokers` until pred(md) holds on each; records when
+    (midpoint of the request that first showed it)."""
+
+    def __init__(self, brokers):
+        self.brokers = list(brokers)
+        self.admins = {b.id: admin_for(b) for b in self.brokers}
+        for a in self.admins.values():
+            a.list_topics(timeout=60)
+
+    def metadata(self, broker_id):
+        return self.admins[broker_id].list_topics(timeout=120)
+
+    def wait(self, pred, timeout, gate=None, idle=0.05):
+        """pred(md) -> bool. gate(): while it returns False, poll slowly (every `idle` s).
+        Returns ({broker id: time}, polls, mean poll seconds, answers from another broker)."""
+        done, polls, secs, wrong = {}, 0, 0.0, 0
+        deadline = time.time() + timeout
+        while len(done) < len(self.brokers) and time.time() < deadline:
+            if gate is not None and not gate():
+                time.sleep(idle)
+            for b in self.brokers:
+                if b.id in done:
+                    continue
+                t1 = time.time()
+                try:
+                    md = self.metadata(b.id)
+                except Exception:
+                    continue
+                t2 = time.time()
+                polls += 1
+                secs += t2 - t1
+                if md.orig_broker_id != b.id:
+                    wrong += 1
+                if pred(md):
+                    done[b.id] = (t1 + t2) / 2
+            time.sleep(0.005)
+        return done, polls, secs / max(polls, 1), wrong
+
+
+def partitions(md, topics):
+    for t in topics:
+        tm = md.topics.get(t)
+        if tm is None:
+            continue
+        for p in tm.partitions.values():
+            yield t, p
+
+
+RE = {
+    "broker_change": re.compile(r"Processing event BrokerChange"),
+    "deleted": re.compile(r"Newly added brokers: .*deleted brokers: (\S*),"),
+    "lai": re.compile(r"Sending LeaderAndIsr request to broker (\d+) with (\d+) become-leader and (\d+) become-follower"),
+    "um": re.compile(r"Sending UpdateMetadata request to brokers (\S+) for (\d+) partitions"),
+    "epochs": re.compile(r"Updated broker epochs cache"),
+    "um_applied": re.compile(r"\[Broker id=(\d+)\] Add (\d+) partitions and deleted"),
+    "cs_req": re.compile(r"Processing event ControlledShutdown\((\d+)\)"),
+    "cs_move": re.compile(r"Controlled shutdown of broker (\d+): moving leadership of (\d+) partitions"),
+    "cs_left": re.compile(r"Controlled shutdown of broker (\d+): (\d+) partitions still led"),
+    "cs_ok": re.compile(r"Controlled shutdown succeeded"),
+    "cs_retry": re.compile(r"Retrying controlled shutdown"),
+    "elect": re.compile(r"Starting replica leader election \((\w+)\) for (\d+) partitions"),
+    "emfile": re.compile(r"Too many open files"),
+}
+
+
+def hits(lines, key, since=0.0):
+    return [(t, m) for t, line in lines if t >= since for m in [RE[key].search(line)] if m]
+
+
+def print_timeline(title, t0, rows):
+    print(f"  {title}")
+    for t, what in sorted((t, w) for t, w in rows if t is not None):
+        print(f"    {(t - t0) * 1000:9.0f} ms  {what}")
+
+
+def zk_set_rate(zk_hosts, n, batch=500):
+    """Creates n state-sized znodes, then setData on all of them in transactions of `batch`, one
+    in flight. Returns (ops, seconds) of the setData pass."""
+    connect = fresh_chroot(zk_hosts, "setrate")
+    zk = H.kazoo_client(connect)
+    try:
+        st = lambda e: json.dumps({"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": e,  # noqa: E731
+                                   "isr": [1, 2, 3]}, separators=(",", ":")).encode()
+        zk.ensure_path("/s")
+        for kind in ("create", "set"):
+            t0 = time.monotonic()
+            for i in range(0, n, batch):
+                t = zk.transaction()
+                for j in range(i, min(n, i + batch)):
+                    if kind == "create":
+                        t.create(f"/s/{j}", st(0))
+                    else:
+                        t.set_data(f"/s/{j}", st(1), 0)
+                res = t.commit()
+                bad = [x for x in res if isinstance(x, Exception)]
+                if bad:
+                    raise RuntimeError(f"multi failed: {bad[0]!r}")
+            secs = time.monotonic() - t0
+        return n, secs
+    finally:
+        H.close_kazoo(zk)
+
+
+def ctl(cluster, broker, *args, timeout=900):
+    return subprocess.run([H.GREGORCTL, "--bootstrap-server", f"127.0.0.1:{broker.port}",
+                           "--timeout-ms", str(timeout * 1000), *args],
+                          capture_output=True, text=True, timeout=timeout + 30)
+
+
+def emfile_count(cluster):
+    n = 0
+    for b in cluster.brokers.values():
+        n += len(hits(log_since(b, 0), "emfile"))
+    return n
+
+
+def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout):
+    n_topics = (n + per_topic - 1) // per_topic
+    topics = [f"fo-{i:04d}" for i in range(n_topics)]
+    sizes = [min(per_topic, n - i * per_topic) for i in range(n_topics)]
+    print(f"== {n} partitions ({n_topics} topics x {per_topic}), RF 3, 3 brokers, "
+          f"zookeeper.session.timeout.ms={session_ms}")
+    connect = fresh_chroot(zk_hosts, f"failover{n}")
+    cluster = H.Cluster(os.path.join(workdir, f"n{n}"), connect, n=3, config={
+        "zookeeper.session.timeout.ms": str(session_ms),
+        "auto.leader.rebalance.enable": "false",
+        "auto.create.topics.enable": "false",
+        "controlled.shutdown.max.retries": "3",
+    })
+    r = {"n": n}
+    try:
+        cluster.start(timeout=60)
+        H.wait_for(lambda: len(admin_for(cluster[1]).list_topics(timeout=10).brokers) == 3, 60,
+                   "3 brokers in metadata")
+        controller = cluster.wait_controller()["brokerid"]
+        admin = admin_for(cluster[controller])
+        t0 = time.time()
+        futs = admin.create_topics([NewTopic(t, s, 3) for t, s in zip(topics, sizes)],
+                                   operation_timeout=600, request_timeout=900)
+        for f in futs.values():
+            f.result(timeout=900)
+        every = Watcher(cluster.brokers.values())
+
+        def full(md):
+            ps = list(partitions(md, topics))
+            return len(ps) == n and all(p.leader >= 0 and len(p.isrs) == 3 for _, p in ps)
+        every.wait(full, timeout)
+        print(f"  setup: topics created and every ISR full on all brokers in {time.time() - t0:.1f} s")
+
+        victim = next(b for b in cluster.brokers.values()
+                      if (b.id == controller) == (victim_kind == "controller"))
+        survivors = [b for b in cluster.brokers.values() if b is not victim]
+        md = every.metadata(survivors[0].id)
+        led = {(t, p.id) for t, p in partitions(md, topics) if p.leader == victim.id}
+        preferred = {(t, p.id): p.replicas[0] for t, p in partitions(md, topics)}
+        print(f"  victim: broker {victim.id} ({'controller' if victim.id == controller else 'not the controller'}, "
+              f"controller is {controller}), leads {len(led)} partitions")
+
+        # ---------------- 1. SIGKILL ----------------
+        zk = cluster.zk
+        gone = threading.Event()
+        expiry = {}
+
+        def on_change(ev):
+            if ev.type == "DELETED" and not gone.is_set():
+                expiry["t"] = time.time()
+                gone.set()
+        assert zk.exists(f"/brokers/ids/{victim.id}", watch=on_change)
+        offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+        watch = Watcher(survivors)
+        t_kill = time.time()
+        victim.kill()
+
+        def moved(md):
+            lead = {(t, p.id): p.leader for t, p in partitions(md, topics)}
+            return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
+        done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set)
+        t_exp = expiry.get("t")
+        r["kill_expiry"] = t_exp - t_kill if t_exp else None
+        r["kill_led"] = {b: t - t_kill for b, t in done.items()}
+        r["exp_led"] = {b: t - t_exp for b, t in done.items()} if t_exp else {}
+        print(f"  1. SIGKILL of broker {victim.id}: session expiry (/brokers/ids/{victim.id} deleted) after "
+              + (f"{r['kill_expiry'] * 1000:.0f} ms" if t_exp else "n/a"))
+        for b, t in sorted(done.items(), key=lambda x: x[1]):
+            print(f"     new leaders for all {len(led)} partitions in broker {b}'s Metadata: "
+                  f"{(t - t_kill) * 1000:.0f} ms after the kill, "
+                  + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else ""))
+        if len(done) < len(survivors):
+            print(f"     NOT COMPLETE on brokers {sorted(set(b.id for b in survivors) - set(done))}")
+        print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
+              + (f", {wrong} answered by another broker" if wrong else "") + ")")
+        time.sleep(0.5)
+        ctl_b = cluster[cluster.wait_controller()["brokerid"]]
+        cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
+        since = t_kill - 0.01
+        bc = hits(cl, "broker_change", since)
+        lai = hits(cl, "lai", since)
+        um = hits(cl, "um", since)
+        ep = hits(cl, "epochs", since)
+        rows = [(t_exp, f"/brokers/ids/{victim.id} deleted (kazoo watch)")]
+        if bc:
+            rows.append((bc[0][0], f"controller {ctl_b.id}: BrokerChange event starts"))
+        if lai:
+            rows.append((lai[0][0], f"controller: first LeaderAndIsr sent ({lai[0][1].group(2)} become-leader "
+                                    f"to broker {lai[0][1].group(1)})"))
+            rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
+        if um:
+            rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
+        if ep:
+            rows.append((ep[0][0], "controller: BrokerChange done ('Updated broker epochs cache')"))
+        for b in survivors:
+            ua = hits(log_since(b, offsets[b.id]), "um_applied", since)
+            if ua:
+                rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
+                rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied ({len(ua)} in all)"))
+        for b, t in done.items():
+            rows.append((t, f"client sees every new leader on broker {b}"))
+        r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
+        r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
+        print_timeline("timeline (ms after the kill):", t_kill, rows)
+
+        # ---------------- 2. restart ----------------
+        t0 = time.time()
+        victim.start()
+        cluster.wait_registered([victim.id], timeout=120)
+
+        def back(md):
+            ps = list(partitions(md, topics))
+            return len(ps) == n and all(victim.id in p.isrs for _, p in ps)
+        done, _, _, _ = Watcher([ctl_b]).wait(back, timeout)
+        r["rejoin"] = (done[ctl_b.id] - t0) if done else None
+        print(f"  2. restart of broker {victim.id}: back in every ISR after "
+              + (f"{r['rejoin'] * 1000:.0f} ms" if done else "n/a (timed out)"))
+
+        # ---------------- 3. preferred election ----------------
+        every = Watcher(cluster.brokers.values())
+        md = every.metadata(ctl_b.id)
+        imbalanced = sum(1 for t, p in partitions(md, topics) if p.leader != p.replicas[0])
+        offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+        t0 = time.time()
+        box = {}
+
+        def run_elect():
+            box["proc"] = ctl(cluster, ctl_b, "elect-leaders", "--election-type", "preferred",
+                              "--all-topic-partitions", timeout=int(timeout))
+            box["t"] = time.time()
+        th = threading.Thread(target=run_elect)
+        th.start()
+
+        def balanced(md):
+            ps = list(partitions(md, topics))
+            return len(ps) == n and all(p.leader == preferred[(t, p.id)] for t, p in ps)
+        done, polls, mean_poll, _ = every.wait(balanced, timeout)
+        th.join()
+        proc = box["proc"]
+        r["elect_moved"] = imbalanced
+        r["elect_req"] = box["t"] - t0
+        r["elect_all"] = max(done.values()) - t0 if len(done) == 3 else None
+        print(f"  3. preferred election (gregorctl elect-leaders --all-topic-partitions), "
+              f"{imbalanced} partitions not on their preferred leader:")
+        if proc.returncode != 0:
+            print(f"     gregorctl exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        print(f"     ElectLeaders request (gregorctl run): {r['elect_req'] * 1000:.0f} ms"
+              + (f" ({imbalanced / r['elect_req']:.0f} partitions/s)" if imbalanced else ""))
+        for b, t in sorted(done.items(), key=lambda x: x[1]):
+            print(f"     every preferred leader in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
+        if r["elect_all"]:
+            print(f"     -> {imbalanced / r['elect_all']:.0f} partitions/s to all brokers' Metadata "
+                  f"({polls} polls, mean {mean_poll * 1000:.0f} ms)")
+        time.sleep(0.5)
+        cl = log_since(ctl_b, offsets[ctl_b.id])
+        el = hits(cl, "elect", t0 - 0.01)
+        lai = hits(cl, "lai", t0 - 0.01)
+        um = hits(cl, "um", t0 - 0.01)
+        rows = []
+        if el:
+            rows.append((el[0][0], f"controller: election starts ({el[0][1].group(2)} partitions)"))
+        if lai:
+            rows.append((lai[0][0], "controller: first LeaderAndIsr sent"))
+            rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
+        if um:
+            rows.append((um[-1][0], f"controller: last UpdateMetadata sent ({len(um)} in all)"))
+        for b in cluster.brokers.values():
+            ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
+            if ua:
+                rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied"))
+        rows.append((box["t"], "gregorctl returned"))
+        print_timeline("timeline (ms after gregorctl started):", t0, rows)
+
+        # ---------------- 4. controlled shutdown ----------------
+        md = every.metadata(survivors[0].id)
+        led = {(t, p.id) for t, p in partitions(md, topics) if p.leader == victim.id}
+        print(f"  4. controlled shutdown (SIGTERM) of broker {victim.id}, leading {len(led)} partitions:")
+        offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+        watch = Watcher(survivors)
+        t0 = time.time()
+        victim.signal(15)
+        exit_box = {}
+
+        def waiter():
+            try:
+                exit_box["code"] = victim.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                exit_box["code"] = "timeout"
+            exit_box["t"] = time.time()
+        wt = threading.Thread(target=waiter)
+        wt.start()
+
+        def none_led(md):
+            return not any(p.leader == victim.id or (t, p.id) in led and p.leader < 0
+                           for t, p in partitions(md, topics))
+        done, polls, mean_poll, _ = watch.wait(none_led, timeout)
+        wt.join()
+        r["cs_exit"] = exit_box["t"] - t0
+        r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None
+        print(f"     SIGTERM -> process exit: {r['cs_exit'] * 1000:.0f} ms (exit code {exit_box['code']})")
+        for b, t in sorted(done.items(), key=lambda x: x[1]):
+            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
+        time.sleep(0.5)
+        cl = log_since(ctl_b, offsets[ctl_b.id])
+        vl = log_since(victim, offsets[victim.id])
+        rows = []
+        for t, m in hits(cl, "cs_req", t0 - 0.01):
+            rows.append((t, f"controller: ControlledShutdown({m.group(1)}) event starts"))
+        for t, m in hits(cl, "cs_move", t0 - 0.01):
+            rows.append((t, f"controller: moving leadership of {m.group(2)} partitions"))
+        for t, m in hits(cl, "cs_left", t0 - 0.01):
+            rows.append((t, f"controller: answered, {m.group(2)} partitions still led"))
+        um = hits(cl, "um", t0 - 0.01)
+        if um:
+            rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
+        for t, m in hits(vl, "cs_retry", t0 - 0.01):
+            rows.append((t, f"broker {victim.id}: retrying controlled shutdown"))
+        for t, m in hits(vl, "cs_ok", t0 - 0.01):
+            rows.append((t, f"broker {victim.id}: controlled shutdown succeeded"))
+        rows.append((exit_box["t"], f"broker {victim.id}: process exited"))
+        for b in survivors:
+            ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
+            if ua:
+                rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
+        print_timeline("timeline (ms after SIGTERM):", t0, rows)
+        r["cs_led"] = len(led)
+        r["emfile"] = emfile_count(cluster)
+        if r["emfile"]:
+            print(f"  WARNING: {r['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+    finally:
+        cluster.close()
+    ops, secs = zk_set_rate(zk_hosts, max(1, n // 3))
+    r["zk_set"] = (ops, secs)
+    print(f"  ZooKeeper reference: setData of {ops} partition-state znodes in kazoo transactions of 500, "
+          f"one in flight: {secs * 1000:.0f} ms = {ops / secs:,.0f} ops/s")
+    return r
+
+
+def table(results, session_ms):
+    def ms(x):
+        return f"{x * 1000:.0f}" if x is not None else "n/a"
+    print()
+    print(f"== summary (ms; session timeout {session_ms} ms)")
+    hdr = (f"{'parts':>6s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
+           f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
+           f"{'CS exit':>7s} {'CS md':>7s} | {'ZK set':>7s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        exp_led = max(r["exp_led"].values()) if r.get("exp_led") else None
+        kill_led = max(r["kill_led"].values()) if r.get("kill_led") else None
+        ps = f"{r['elect_moved'] / r['elect_all']:.0f}" if r.get("elect_all") else "n/a"
+        zo, zs = r.get("zk_set", (0, 0))
+        print(f"{r['n']:6d} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
+              f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
+              f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
+              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} | {ms(zs) if zo else 'n/a':>7s}"
+              + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
+    print("columns: kill->exp = SIGKILL to /brokers/ids/V deleted; exp->led / kill->led = to every "
+          "partition V led showing a new leader on both survivors; ctl event = controller's "
+          "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
+          "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
+          "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
+          "to process exit / to no partition led by V in the survivors' Metadata; ZK set = kazoo "
+          "setData of N/3 states (500-op multis)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"), help="host:port of a ZooKeeper to use")
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--per-topic", type=int, default=100)
+    ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
+                    help="follower: a broker that is not the controller (default)")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    if not os.access(H.GREGORD, os.X_OK):
+        sys.exit(f"{H.GREGORD} not built (run make)")
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * max(sizes) + 500
+    if soft < need and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, soft)), hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft < need:
+        print(f"WARNING: RLIMIT_NOFILE {soft} < ~{need} descriptors a broker needs for {max(sizes)} "
+              f"replicas (2 per partition log); expect 'Too many open files'")
+    workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
+    zk_srv = None
+    zk_hosts = args.zk
+    if not zk_hosts:
+        zk_srv = H.ZkServer(os.path.join(workdir, "zk"))
+        zk_srv.start()
+        zk_hosts = zk_srv.hosts
+    print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
+    results = []
+    try:
+        for n in sizes:
+            try:
+                results.append(bench_size(zk_hosts, workdir, n, args.per_topic, args.session_ms,
+                                           args.victim, args.timeout))
+            except Exception as e:
+                print(f"  size {n} failed: {type(e).__name__}: {e}")
+            finally:
+                H.kill_leftovers()
+        table(results, args.session_ms)
+    finally:
+        H.kill_leftovers()
+        if zk_srv:
+            zk_srv.stop()
+
+
+if __name__ == "__main__":
+    main()
