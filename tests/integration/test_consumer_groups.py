@@ -44,9 +44,18 @@ def offsets_partition(group, n=OFFSETS_PARTITIONS):
 
 def create_topic(cluster, name, partitions=3, rf=3):
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf)],
-                             operation_timeout=20, request_timeout=30)
-    fs[name].result(timeout=40)
+    deadline = time.monotonic() + 30
+    while True:  # right after start-up a broker's metadata may not list every broker yet
+        fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf)],
+                                 operation_timeout=20, request_timeout=30)
+        try:
+            fs[name].result(timeout=40)
+            return
+        except confluent_kafka.KafkaException as e:
+            if e.args[0].code() != confluent_kafka.KafkaError.INVALID_REPLICATION_FACTOR or \
+                    time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def produce(cluster, topic, values, partitions):
