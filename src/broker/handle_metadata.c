@@ -27,7 +27,6 @@
 #include "common/log.h"
 
 #define LOGGER "kafka.server.KafkaApis"
-#define OFFSETS_TOPIC_PARTITIONS 50 /* offsets.topic.num.partitions default */
 
 static bool has_alive_endpoint(const struct gr_metadata_cache *c, int32_t id, const char *listener)
 {
@@ -96,13 +95,13 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
     struct gr_topic_result res;
     struct gr_topic_spec spec = { .name = name, .num_partitions = -1, .replication_factor = -1 };
     if (out->IsInternal) {
-        spec.num_partitions = OFFSETS_TOPIC_PARTITIONS;
+        spec.num_partitions = b->cfg ? b->cfg->offsets_topic_num_partitions : 50;
         spec.replication_factor =
             (int16_t)(b->cfg ? b->cfg->offsets_topic_replication_factor : 3);
         int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
         out->ErrorCode = (e == GR_KERR_NONE || e == GR_KERR_TOPIC_ALREADY_EXISTS)
                              ? GR_KERR_LEADER_NOT_AVAILABLE
-                             : GR_KERR_INVALID_REPLICATION_FACTOR;
+                             : GR_KERR_COORDINATOR_NOT_AVAILABLE; /* Kafka: too few live brokers */
         return;
     }
     if (!(allow_auto && auto_enable)) {
