@@ -75,6 +75,13 @@ def leader_of(cluster, topic, p):
 
 def create_topic(cluster, topic, partitions, rf=3, min_isr=2):
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    # Registered in ZooKeeper is not yet known to every broker's metadata cache: wait until the
+    # brokers clients talk to list them all (else CreateTopics answers INVALID_REPLICATION_FACTOR).
+    want = {b.id for b in cluster.running()}
+    for b in cluster.running():
+        one = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
+        H.wait_for(lambda: set(one.list_topics(timeout=5).brokers) >= want, 30,
+                   f"broker {b.id}'s metadata listing brokers {sorted(want)}", interval=0.2)
     fs = admin.create_topics([NewTopic(topic, partitions, rf, config={"min.insync.replicas": str(min_isr)})],
                              operation_timeout=20, request_timeout=30)
     fs[topic].result(timeout=40)
