@@ -36,6 +36,7 @@ import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,12 +102,19 @@ class Watcher:
     def metadata(self, broker_id):
         return self.admins[broker_id].list_topics(timeout=120)
 
-    def wait(self, pred, timeout, gate=None, idle=0.05):
+    def wait(self, pred, timeout, gate=None, idle=0.05, abort=None):
         """pred(md) -> bool. gate(): while it returns False, poll slowly (every `idle` s).
+        abort(): checked every 5 s; a message (truthy) stops the wait with RuntimeError.
         Returns ({broker id: time}, polls, mean poll seconds, answers from another broker)."""
         done, polls, secs, wrong = {}, 0, 0.0, 0
         deadline = time.time() + timeout
+        next_check = time.time() + 5
         while len(done) < len(self.brokers) and time.time() < deadline:
+            if abort is not None and time.time() >= next_check:
+                next_check = time.time() + 5
+                why = abort()
+                if why:
+                    raise RuntimeError(why)
             if gate is not None and not gate():
                 time.sleep(idle)
             for b in self.brokers:
@@ -235,7 +243,10 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def full(md):
             ps = list(partitions(md, topics))
             return len(ps) == n and all(p.leader >= 0 and len(p.isrs) == 3 for _, p in ps)
-        every.wait(full, timeout)
+        every.wait(full, timeout, abort=lambda: emfile_count(cluster) and
+                   f"brokers ran out of file descriptors ({emfile_count(cluster)} 'Too many open files' "
+                   f"log lines) while creating {n} partition logs; RLIMIT_NOFILE "
+                   f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
         print(f"  setup: topics created and every ISR full on all brokers in {time.time() - t0:.1f} s")
 
         victim = next(b for b in cluster.brokers.values()
@@ -280,10 +291,15 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             print(f"     NOT COMPLETE on brokers {sorted(set(b.id for b in survivors) - set(done))}")
         print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
               + (f", {wrong} answered by another broker" if wrong else "") + ")")
-        time.sleep(0.5)
         ctl_b = cluster[cluster.wait_controller()["brokerid"]]
-        cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
         since = t_kill - 0.01
+        try:  # the event goes on after the leaders moved (ISR shrink writes): wait for its end
+            H.wait_for(lambda: hits(log_since(ctl_b, offsets.get(ctl_b.id, 0)), "epochs", since), 120,
+                       "end of the BrokerChange event", interval=0.2)
+        except AssertionError:
+            pass
+        time.sleep(0.3)
+        cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
         bc = hits(cl, "broker_change", since)
         lai = hits(cl, "lai", since)
         um = hits(cl, "um", since)
@@ -482,6 +498,7 @@ def main():
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]

@@ -32,6 +32,7 @@ import json
 import os
 import re
 import resource
+import signal
 import sys
 import tempfile
 import threading
@@ -383,8 +384,8 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         res["complete"] = {b: t - t0 for b, t in poller.complete.items()}
         res["ok"] = ok
         res["poll_ms"] = poller.poll_secs / max(poller.polls, 1) * 1000
-        print(f"  CreateTopics response: " + (f"{res['resp'] * 1000:.0f} ms" if res["resp"] else "n/a")
-              + f"; first leader visible: " + (f"{res['first'] * 1000:.0f} ms" if res["first"] else "n/a"))
+        print("  CreateTopics response: " + (f"{res['resp'] * 1000:.0f} ms" if res["resp"] else "n/a")
+              + "; first leader visible: " + (f"{res['first'] * 1000:.0f} ms" if res["first"] else "n/a"))
         for f in sorted(res["marks"]):
             t, b = res["marks"][f]
             print(f"  {int(f * 100)}% of leaders visible (broker {b}): {t * 1000:.0f} ms")
@@ -470,6 +471,7 @@ def main():
     ap.add_argument("--skip-one", action="store_true", help="skip case (a)")
     ap.add_argument("--skip-many", action="store_true", help="skip case (b)")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
 
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
