@@ -90,8 +90,11 @@ run_sim() {
 run_pytest() { # run_pytest DIR TIMEOUT
     local extra=(-p no:cacheprovider)
     [ -n "$soak" ] || extra+=(-m "not soak")
+    local limit=${2:-600}
+    [ -n "$soak" ] && limit=3600
+    # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        timeout -k 10 "${2:-600}" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1"
+        timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1"
 }
 
 fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.log
