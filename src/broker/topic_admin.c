@@ -230,8 +230,13 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
 
     if (gr_topic_validate_name(name, msg, sizeof(msg)) != GR_KERR_NONE)
         return fail(res, GR_KERR_INVALID_TOPIC_EXCEPTION, "%s", msg);
-    if (b->metadata && gr_metadata_cache_contains_topic(b->metadata, name))
-        return fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
+    /* Existence first, in the cache and in ZooKeeper: this broker's cache may lag (it just
+     * restarted, or a failover is under way), and an existing topic must never be answered with
+     * an assignment error such as INVALID_REPLICATION_FACTOR while few brokers are alive (the
+     * chaos suite saw that turn into a producer's fatal error). */
+    e = check_exists_and_collisions(b, name, res);
+    if (e != GR_KERR_NONE)
+        return e;
     for (int i = 0; i < spec->n_configs; i++)
         if (!spec->config_values[i])
             return fail(res, GR_KERR_INVALID_REQUEST,
@@ -307,7 +312,7 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
     cfg.n = spec->n_configs;
     cfg.keys = (char **)spec->config_names;
     cfg.values = (char **)spec->config_values;
-    e = check_exists_and_collisions(b, name, res);
+    e = GR_KERR_NONE;
     for (int i = 0; e == GR_KERR_NONE && i < spec->n_configs; i++) {
         if (gr_topic_config_validate(spec->config_names[i], spec->config_values[i], msg,
                                      sizeof(msg)) != GR_KERR_NONE)
