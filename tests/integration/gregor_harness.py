@@ -50,11 +50,23 @@ LOAD_TIME_RE = re.compile(r"load(?:ing)?[ _]time\D{0,3}([\d.]+)\s*(ms|s|us)?", r
 ACTIVE_COUNT_KEY = "ActiveControllerCount"
 
 
+_PORT_LOW, _PORT_HIGH = 20000, 32000  # below Linux's ephemeral range (32768-60999)
+
+
 def free_port():
-    """Returns a port on 127.0.0.1 that the kernel just handed out for a bind to port 0."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Returns a free port on 127.0.0.1 chosen below the kernel's ephemeral range, so that the
+    outbound connections of brokers and clients (which get ephemeral ports) cannot take it
+    between this check and the broker's bind."""
+    import random
+    for _ in range(200):
+        port = random.randint(_PORT_LOW, _PORT_HIGH)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found")
 
 
 def wait_for(cond, timeout=30.0, what="condition", interval=0.05):
