@@ -28,7 +28,7 @@ import time
 
 import gregor_harness as H
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 SOAK = bool(os.environ.get("GREGOR_SOAK"))
@@ -192,6 +192,7 @@ class Workload:
         self.unflushed = 0
         self.consumer_errors = {}     # "p<N> <error name>" -> count, from the tailing consumer
         self.offset_resets = []       # (time, partition, error): fetches answered OFFSET_OUT_OF_RANGE
+        self.produce_errors = {}      # error name -> count: produce() calls librdkafka refused
         self.consumer_positions = {}  # partition -> next offset, when the tailing consumer stopped
 
     def start(self):
@@ -238,6 +239,16 @@ class Workload:
                     seq += 1
                 except BufferError:
                     p.poll(0.05)
+                    continue
+                except KafkaException as e:
+                    # librdkafka refuses a produce while the topic's metadata carries an error,
+                    # e.g. INVALID_REPLICATION_FACTOR from a broker whose metadata cache does not
+                    # know the topic yet (a just-restarted broker tried to auto-create it).
+                    # Counted and reported, then retried: not a safety question.
+                    k = e.args[0].name() if e.args else str(e)
+                    with self.ledger.lock:
+                        self.produce_errors[k] = self.produce_errors.get(k, 0) + 1
+                    p.poll(0.1)
                     continue
                 p.poll(0)
                 next_t += interval

@@ -43,7 +43,8 @@ def run_chaos(request, cluster, faults, zk_server=None, seed=1, rate=100):
     C.record_results(request.node.name, nem, v, elapsed)
     print(f"{request.node.name}: {v.summary()}; controller {ctrl}; failed deliveries "
           f"{len(wl.ledger.failed)}; faults {nem.log.events}; {elapsed:.0f}s; tailing consumer "
-          f"positions {wl.consumer_positions} errors {wl.consumer_errors}, caught up in {wl.catch_up_s}s; offset resets {wl.offset_resets}")
+          f"positions {wl.consumer_positions} errors {wl.consumer_errors}, caught up in {wl.catch_up_s}s; offset resets {wl.offset_resets}; "
+          f"produce() refused {wl.produce_errors}")
     C.assert_ok(v)
     assert v.acked > 0
     return nem, v
