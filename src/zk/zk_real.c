@@ -221,6 +221,9 @@ static int new_handle(struct real *r, int timeout_ms, zhandle_t **out, struct hc
         free(h);
         return GR_ZSYSTEMERROR;
     }
+    /* The C client re-resolves its server list on every I/O loop turn by default (getaddrinfo
+     * showed up at 8% of a broker busy creating partitions); once a minute is plenty. */
+    zoo_set_servers_resolution_delay(zh, 60000);
     struct timespec dl;
     abs_deadline(&dl, timeout_ms);
     pthread_mutex_lock(&r->mu);
