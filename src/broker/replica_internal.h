@@ -50,6 +50,16 @@ struct gr_replica_manager {
     pthread_cond_t tcond;
     bool stopping;
     bool shut_down;
+    /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
+     * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
+     * every hook caller holds. */
+    struct {
+        char *topic;
+        int64_t read_ms;
+        struct gr_log_config lc;
+        int32_t min_isr;
+        int64_t ret_ms, ret_bytes;
+    } tcfg_cache;
 };
 
 /* The purgatory key of topic-partition. */

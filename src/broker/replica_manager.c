@@ -76,8 +76,36 @@ int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic,
     return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
 }
 
-/* Topic overrides from /config/topics/<topic> (best effort: ZooKeeper may be absent in tests). */
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes);
+
+#define TOPIC_CONFIG_CACHE_MS 1000
+
+/* Topic overrides from /config/topics/<topic>, read at most once a second per topic in a row
+ * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. */
 static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    int64_t now = gr_mono_ms();
+    if (rm->tcfg_cache.topic && strcmp(rm->tcfg_cache.topic, topic) == 0 &&
+        now - rm->tcfg_cache.read_ms < TOPIC_CONFIG_CACHE_MS) {
+        *lc = rm->tcfg_cache.lc;
+        *min_isr = rm->tcfg_cache.min_isr;
+        *ret_ms = rm->tcfg_cache.ret_ms;
+        *ret_bytes = rm->tcfg_cache.ret_bytes;
+        return;
+    }
+    read_topic_config(rm, topic, lc, min_isr, ret_ms, ret_bytes);
+    free(rm->tcfg_cache.topic);
+    rm->tcfg_cache.topic = gr_strdup(topic);
+    rm->tcfg_cache.read_ms = now;
+    rm->tcfg_cache.lc = *lc;
+    rm->tcfg_cache.min_isr = *min_isr;
+    rm->tcfg_cache.ret_ms = *ret_ms;
+    rm->tcfg_cache.ret_bytes = *ret_bytes;
+}
+
+/* Topic overrides from /config/topics/<topic> (best effort: ZooKeeper may be absent in tests). */
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     gr_log_manager_default_config(rm->lm, lc);
     *min_isr = rm->cfg->min_insync_replicas;
@@ -773,5 +801,6 @@ void gr_replica_manager_free(struct gr_replica_manager *rm) {
     pthread_cond_destroy(&rm->tcond);
     pthread_mutex_destroy(&rm->tlock);
     pthread_rwlock_destroy(&rm->map_lock);
+    free(rm->tcfg_cache.topic);
     free(rm);
 }
