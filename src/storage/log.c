@@ -81,6 +81,8 @@ static void drop_segments_from(struct gr_log *log, size_t from) {
 
 /* ---- open ---- */
 
+static void close_log(struct gr_log *log, bool persist);
+
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
@@ -209,10 +211,10 @@ int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t re
         rc = gr_segment_create(seg);
         if (rc == 0) rc = fsync_dir(dir);
     }
-    if (rc == 0) rc = gr_segment_open_fds(active(log));
+    if (rc == 0) rc = gr_segment_activate(active(log));
     if (rc) {
         gr_error(LOGGER, "cannot open log '%s': %s", dir, gr_strerror(rc));
-        gr_log_close(log);
+        close_log(log, false);
         return rc;
     }
     log->log_start_offset = log->segs[0]->base_offset;
@@ -225,15 +227,21 @@ int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t re
     return 0;
 }
 
-void gr_log_close(struct gr_log *log) {
+/* Frees the log; `persist`: first write index entries not yet in the .index files. */
+static void close_log(struct gr_log *log, bool persist) {
     if (!log) return;
-    for (size_t i = 0; i < log->n_segs; i++) gr_segment_free(log->segs[i]);
+    for (size_t i = 0; i < log->n_segs; i++) {
+        if (persist) gr_segment_persist_index(log->segs[i]);
+        gr_segment_free(log->segs[i]);
+    }
     free(log->segs);
     gr_epoch_cache_release(&log->ec);
     pthread_mutex_destroy(&log->mu);
     free(log->dir);
     free(log);
 }
+
+void gr_log_close(struct gr_log *log) { close_log(log, true); }
 
 static int remove_tree(const char *path) {
     DIR *d = opendir(path);
@@ -255,7 +263,7 @@ static int remove_tree(const char *path) {
 
 int gr_log_delete(struct gr_log *log) {
     char *dir = gr_strdup(log->dir);
-    gr_log_close(log);
+    close_log(log, false);
     int rc = remove_tree(dir);
     if (rc) gr_error(LOGGER, "cannot delete log directory '%s': %s", dir, gr_strerror(rc));
     else gr_info(LOGGER, "deleted log directory '%s'", dir);
@@ -319,7 +327,7 @@ static int roll(struct gr_log *log) {
         gr_segment_free(seg);
         return rc;
     }
-    gr_segment_close_fds(old);
+    gr_segment_deactivate(old);
     segs_push(log, seg);
     fsync_dir(log->dir);
     log->recovery_point = seg->base_offset;
@@ -565,7 +573,7 @@ int gr_log_truncate_to(struct gr_log *log, int64_t offset) {
     bool active_changed = keep < log->n_segs;
     drop_segments_from(log, keep);
     struct gr_segment *a = active(log);
-    if (active_changed) rc = gr_segment_open_fds(a);
+    if (active_changed) rc = gr_segment_activate(a);
     if (rc == 0) rc = gr_segment_truncate_to(a, offset);
     if (log->recovery_point > leo(log)) log->recovery_point = leo(log);
     gr_epoch_cache_truncate_from_end(&log->ec, leo(log));

@@ -4,7 +4,21 @@
  * position P is added, if more than index_interval bytes were added since the last indexed
  * position, an entry (lastOffset(batch) - base, P) is added. A look-up for offset O takes the
  * last entry with relativeOffset <= O - base (or position 0) and walks batch headers forward to
- * the first batch with lastOffset >= O. */
+ * the first batch with lastOffset >= O.
+ *
+ * Index persistence: the index of every segment is kept whole in memory (idx[0..n_idx)); the
+ * .index file holds the prefix idx[0..n_idx_file). Appends add entries in memory only, so no
+ * .index descriptor is held between calls; the file is brought up to date (open, pwrite the
+ * missing tail, close) by gr_segment_fsync (flush and roll, which also fdatasync it),
+ * gr_segment_truncate_to and recovery (whole rewrite), and gr_segment_persist_index (clean
+ * close). Crash rule: the .index file is a cache derived from the .log, never the truth.
+ * After a crash the file may miss the entries of data appended since the last flush; that data
+ * lies above the recovery point, so its segment is recovered and the index rebuilt from the
+ * batches. When a segment is only loaded (below the recovery point), the header walk from the
+ * last file entry to the end of the .log re-applies the index rule, so any entry missing from
+ * the file is re-derived in memory (and written at the next persist).
+ *
+ * Descriptors: see segment.h and fd_cache.h. */
 #include "storage/segment.h"
 
 #include <errno.h>
@@ -55,18 +69,33 @@ static int pwrite_full(int fd, const void *buf, size_t len, int64_t off) {
     return 0;
 }
 
-/* An fd to read the .log: the active fd, or a fresh O_RDONLY one the caller closes. */
-static int read_fd(struct gr_segment *seg, bool *opened) {
-    *opened = false;
-    if (seg->log_fd >= 0) return seg->log_fd;
-    int fd = open(seg->log_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+/* A .log descriptor for one operation: the active segment's cached one (pinned), or a fresh
+ * one (O_RDWR when `write`, else O_RDONLY) for another segment. Release with put_fd. */
+struct seg_fd {
+    int fd;
+    bool cached;
+};
+
+static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
+    h->cached = seg->active;
+    if (seg->active) {
+        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 0);
+        return h->fd < 0 ? h->fd : 0;
+    }
+    h->fd = open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (h->fd < 0) {
         int rc = -errno;
         gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
         return rc;
     }
-    *opened = true;
-    return fd;
+    return 0;
+}
+
+static void put_fd(struct gr_segment *seg, struct seg_fd *h) {
+    if (h->fd < 0) return;
+    if (h->cached) gr_fd_slot_release(&seg->slot);
+    else close(h->fd);
+    h->fd = -1;
 }
 
 /* Reads and parses the batch header at pos (the batch must end within seg->size). */
@@ -86,7 +115,7 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
     seg->next_offset = base;
     seg->log_path = gr_asprintf("%s/%020" PRId64 ".log", dir, base);
     seg->index_path = gr_asprintf("%s/%020" PRId64 ".index", dir, base);
-    seg->log_fd = seg->index_fd = -1;
+    gr_fd_slot_init(&seg->slot);
     seg->max_timestamp = -1;
     seg->max_ts_known = true;
     seg->first_batch_ts = -1;
@@ -94,36 +123,26 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
     return seg;
 }
 
-void gr_segment_close_fds(struct gr_segment *seg) {
-    if (seg->log_fd >= 0) close(seg->log_fd);
-    if (seg->index_fd >= 0) close(seg->index_fd);
-    seg->log_fd = seg->index_fd = -1;
+void gr_segment_deactivate(struct gr_segment *seg) {
+    gr_fd_slot_remove(&seg->slot);
+    seg->active = false;
 }
 
 void gr_segment_free(struct gr_segment *seg) {
     if (!seg) return;
-    gr_segment_close_fds(seg);
+    gr_segment_deactivate(seg);
     free(seg->log_path);
     free(seg->index_path);
     free(seg->idx);
     free(seg);
 }
 
-int gr_segment_open_fds(struct gr_segment *seg) {
-    if (seg->log_fd >= 0) return 0;
-    seg->log_fd = open(seg->log_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (seg->log_fd < 0) {
-        int rc = -errno;
-        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
-        return rc;
-    }
-    seg->index_fd = open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (seg->index_fd < 0) {
-        int rc = -errno;
-        gr_error(LOGGER, "cannot open index '%s': %s", seg->index_path, strerror(errno));
-        gr_segment_close_fds(seg);
-        return rc;
-    }
+int gr_segment_activate(struct gr_segment *seg) {
+    if (seg->active) return 0;
+    int fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 1);
+    if (fd < 0) return fd;
+    gr_fd_slot_release(&seg->slot);
+    seg->active = true;
     return 0;
 }
 
@@ -142,17 +161,18 @@ int gr_segment_create(struct gr_segment *seg) {
     close(fd);
     seg->size = 0;
     seg->next_offset = seg->base_offset;
-    seg->n_idx = 0;
+    seg->n_idx = seg->n_idx_file = 0;
+    seg->idx_unsynced = true;
     seg->bytes_since_index = 0;
     seg->max_timestamp = -1;
     seg->max_ts_known = true;
     seg->first_batch_ts = -1;
     seg->created_ms = gr_wall_ms();
-    return gr_segment_open_fds(seg);
+    return gr_segment_activate(seg);
 }
 
 int gr_segment_delete_files(struct gr_segment *seg) {
-    gr_segment_close_fds(seg);
+    gr_segment_deactivate(seg);
     int rc = 0;
     if (unlink(seg->log_path) < 0 && errno != ENOENT) rc = -errno;
     if (unlink(seg->index_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
@@ -193,20 +213,56 @@ static void encode_entries(const struct gr_index_entry *e, size_t n, uint8_t *ou
     }
 }
 
-/* Rewrites the whole .index file from memory. */
-static int index_write_file(struct gr_segment *seg) {
-    int fd = seg->index_fd >= 0 ? seg->index_fd : open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
-    size_t len = seg->n_idx * 8;
-    uint8_t *buf = gr_malloc(len ? len : 1);
-    encode_entries(seg->idx, seg->n_idx, buf);
-    int rc = pwrite_full(fd, buf, len, 0);
-    if (rc == 0 && ftruncate(fd, (off_t)len) < 0) rc = -errno;
+/* Writes idx[from..n_idx) at entry `from` of the open .index fd; from == 0 rewrites the file
+ * (cutting anything beyond). */
+static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
+    size_t n = seg->n_idx - from;
+    uint8_t *buf = gr_malloc(n ? n * 8 : 1);
+    encode_entries(seg->idx + from, n, buf);
+    int rc = pwrite_full(fd, buf, n * 8, (int64_t)from * 8);
     free(buf);
-    if (fd != seg->index_fd) close(fd);
+    if (rc == 0 && from == 0 && ftruncate(fd, (off_t)(n * 8)) < 0) rc = -errno;
+    if (rc == 0) {
+        seg->n_idx_file = seg->n_idx;
+        seg->idx_unsynced = true;
+    }
+    return rc;
+}
+
+/* Brings the .index file up to date with memory (only the missing tail is written when the
+ * file holds exactly the expected prefix; otherwise it is rewritten) and, with `sync`,
+ * fdatasyncs it if it was written since the last sync. Opens and closes the file itself. */
+static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
+    bool write = whole || seg->n_idx_file != seg->n_idx;
+    if (!write && !(sync && seg->idx_unsynced)) return 0;
+    int fd = open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot open index '%s': %s", seg->index_path, strerror(errno));
+        return rc;
+    }
+    int rc = 0;
+    if (write) {
+        size_t from = 0;
+        struct stat st;
+        if (!whole && seg->n_idx_file < seg->n_idx && fstat(fd, &st) == 0 &&
+            st.st_size == (off_t)(seg->n_idx_file * 8))
+            from = seg->n_idx_file;
+        rc = index_write_from(seg, fd, from);
+    }
+    if (rc == 0 && sync) {
+        if (fdatasync(fd) < 0) rc = -errno;
+        else seg->idx_unsynced = false;
+    }
+    close(fd);
     if (rc) gr_error(LOGGER, "cannot write index '%s': %s", seg->index_path, gr_strerror(rc));
     return rc;
 }
+
+/* Rewrites the whole .index file from memory. */
+static int index_write_file(struct gr_segment *seg) { return index_sync(seg, true, false); }
+
+int gr_segment_persist_index(struct gr_segment *seg) { return index_sync(seg, false, false); }
 
 /* Loads the .index file and checks it against the segment size. 0 ok, -1 missing or bad. */
 static int index_load(struct gr_segment *seg) {
@@ -232,6 +288,8 @@ static int index_load(struct gr_segment *seg) {
     }
     free(buf);
     if (!ok) seg->n_idx = 0;
+    seg->n_idx_file = seg->n_idx;
+    seg->idx_unsynced = true; /* not known to be durable: the next flush fsyncs it */
     return ok ? 0 : -1;
 }
 
@@ -265,12 +323,10 @@ static int rebuild_by_headers(struct gr_segment *seg, int fd, int32_t interval) 
 int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t interval, gr_segment_batch_cb cb,
                        void *arg, int64_t *truncated_bytes) {
     *truncated_bytes = 0;
-    int fd = seg->log_fd >= 0 ? seg->log_fd : open(seg->log_path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
-        return -errno;
-    }
-    int rc = 0;
+    struct seg_fd h;
+    int rc = get_fd(seg, true, &h);
+    if (rc) return rc;
+    int fd = h.fd;
     struct stat st;
     if (fstat(fd, &st) < 0) {
         rc = -errno;
@@ -342,7 +398,7 @@ int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t inter
     seg->size = pos;
     rc = index_write_file(seg);
 out:
-    if (fd != seg->log_fd) close(fd);
+    put_fd(seg, &h);
     return rc;
 }
 
@@ -370,8 +426,10 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         if (rc == 0) rc = index_write_file(seg);
         goto out;
     }
-    /* Walk headers from the last index entry to find the end offset (and check the tail). */
+    /* Walk headers from the last index entry to find the end offset (and check the tail),
+     * re-applying the index rule: entries the file lacks are re-derived (not yet written). */
     int64_t pos = seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0;
+    seg->bytes_since_index = 0;
     seg->next_offset = seg->base_offset;
     seg->first_batch_ts = -1;
     if (seg->size > 0) {
@@ -389,10 +447,10 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
             rc = GR_ECORRUPT;
             goto out;
         }
+        index_batch(seg, pos, &bi, interval);
         seg->next_offset = last + 1;
         pos += (int64_t)bi.size;
     }
-    seg->bytes_since_index = seg->size - (seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0);
     seg->max_ts_known = false;
 out:
     close(fd);
@@ -402,16 +460,20 @@ out:
 /* ---- append, find, read, truncate ---- */
 
 int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, int32_t interval) {
-    int rc = gr_segment_open_fds(seg);
+    int rc = gr_segment_activate(seg);
     if (rc) return rc;
-    rc = pwrite_full(seg->log_fd, buf, len, seg->size);
+    struct seg_fd h;
+    rc = get_fd(seg, true, &h);
+    if (rc) return rc;
+    rc = pwrite_full(h.fd, buf, len, seg->size);
     if (rc) {
         gr_error(LOGGER, "cannot append %zu bytes to '%s': %s", len, seg->log_path, gr_strerror(rc));
-        if (ftruncate(seg->log_fd, (off_t)seg->size) < 0)
+        if (ftruncate(h.fd, (off_t)seg->size) < 0)
             gr_error(LOGGER, "cannot cut back '%s': %s", seg->log_path, strerror(errno));
+        put_fd(seg, &h);
         return rc;
     }
-    size_t first_new = seg->n_idx;
+    put_fd(seg, &h);
     size_t off = 0;
     while (off < len) {
         struct gr_batch_info bi;
@@ -423,15 +485,6 @@ int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, in
         off += bi.size;
     }
     seg->size += (int64_t)len;
-    if (seg->n_idx > first_new) {
-        size_t n = seg->n_idx - first_new;
-        uint8_t *ib = gr_malloc(n * 8);
-        encode_entries(seg->idx + first_new, n, ib);
-        int irc = pwrite_full(seg->index_fd, ib, n * 8, (int64_t)first_new * 8);
-        free(ib);
-        /* The index can always be rebuilt; a failed write is logged, not fatal. */
-        if (irc) gr_warn(LOGGER, "cannot append to index '%s': %s", seg->index_path, gr_strerror(irc));
-    }
     return 0;
 }
 
@@ -464,12 +517,13 @@ static int find_batch(struct gr_segment *seg, int fd, int64_t offset, int64_t *p
 }
 
 int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out) {
-    bool opened, found;
-    int fd = read_fd(seg, &opened);
-    if (fd < 0) return fd;
+    bool found;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
     struct gr_batch_info bi;
-    int rc = find_batch(seg, fd, offset, pos_out, &bi, &found);
-    if (opened) close(fd);
+    rc = find_batch(seg, h.fd, offset, pos_out, &bi, &found);
+    put_fd(seg, &h);
     return rc;
 }
 
@@ -479,15 +533,15 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
     *len = 0;
     *first = -1;
     if (pos >= seg->size) return 0;
-    bool opened;
-    int fd = read_fd(seg, &opened);
-    if (fd < 0) return fd;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    int fd = h.fd;
     int64_t avail = seg->size - pos;
     if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
     int64_t want = GR_MIN(GR_MAX(max_bytes, 0), avail);
     if (want < GR_BATCH_HEADER_SIZE) want = GR_MIN((int64_t)GR_BATCH_HEADER_SIZE, avail);
     uint8_t *buf = gr_malloc((size_t)want);
-    int rc = 0;
     ssize_t n = pread_full(fd, buf, (size_t)want, pos);
     if (n < 0) {
         rc = (int)n;
@@ -521,7 +575,7 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
         off += bi.size;
         if (!in_buf) break;
     }
-    if (opened) close(fd);
+    put_fd(seg, &h);
     if (off == 0) {
         free(buf);
         return 0;
@@ -531,28 +585,26 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
     return 0;
 fail:
     if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, seg->log_path, pos);
-    if (opened) close(fd);
+    put_fd(seg, &h);
     free(buf);
     return rc;
 }
 
 int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
-    bool opened, found;
-    int fd = read_fd(seg, &opened);
-    if (fd < 0) return fd;
+    bool found;
+    struct seg_fd h;
+    int rc = get_fd(seg, true, &h);
+    if (rc) return rc;
     int64_t pos;
     struct gr_batch_info bi;
-    int rc = find_batch(seg, fd, offset, &pos, &bi, &found);
-    if (opened) close(fd);
-    if (rc || !found) return rc;
-    fd = seg->log_fd >= 0 ? seg->log_fd : open(seg->log_path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    if (ftruncate(fd, (off_t)pos) < 0) rc = -errno;
-    if (fd != seg->log_fd) close(fd);
+    rc = find_batch(seg, h.fd, offset, &pos, &bi, &found);
+    if (rc == 0 && found && ftruncate(h.fd, (off_t)pos) < 0) rc = -errno;
+    put_fd(seg, &h);
     if (rc) {
         gr_error(LOGGER, "cannot truncate '%s': %s", seg->log_path, gr_strerror(rc));
         return rc;
     }
+    if (!found) return 0;
     seg->size = pos;
     seg->next_offset = pos == 0 ? seg->base_offset : bi.BaseOffset;
     while (seg->n_idx && seg->idx[seg->n_idx - 1].pos >= pos) seg->n_idx--;
@@ -568,19 +620,18 @@ int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
 
 int gr_segment_ensure_max_ts(struct gr_segment *seg) {
     if (seg->max_ts_known) return 0;
-    bool opened;
-    int fd = read_fd(seg, &opened);
-    if (fd < 0) return fd;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
     int64_t pos = 0, mx = -1;
-    int rc = 0;
     while (pos < seg->size) {
         struct gr_batch_info bi;
-        rc = header_at(fd, pos, seg->size, &bi);
+        rc = header_at(h.fd, pos, seg->size, &bi);
         if (rc) break;
         if (bi.MaxTimestamp > mx) mx = bi.MaxTimestamp;
         pos += (int64_t)bi.size;
     }
-    if (opened) close(fd);
+    put_fd(seg, &h);
     if (rc == 0) {
         seg->max_timestamp = mx;
         seg->max_ts_known = true;
@@ -592,9 +643,10 @@ int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offse
     int rc = gr_segment_ensure_max_ts(seg);
     if (rc) return rc;
     if (seg->max_timestamp < ts) return 0;
-    bool opened;
-    int fd = read_fd(seg, &opened);
-    if (fd < 0) return fd;
+    struct seg_fd h;
+    rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    int fd = h.fd;
     int64_t pos = 0;
     int found = 0;
     while (pos < seg->size && !found) {
@@ -625,23 +677,19 @@ int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offse
         }
         pos += (int64_t)bi.size;
     }
-    if (opened) close(fd);
+    put_fd(seg, &h);
     return rc ? rc : found;
 }
 
 int gr_segment_fsync(struct gr_segment *seg) {
-    int rc = 0;
-    const char *paths[2] = {seg->log_path, seg->index_path};
-    int fds[2] = {seg->log_fd, seg->index_fd};
-    for (int i = 0; i < 2; i++) {
-        int fd = fds[i] >= 0 ? fds[i] : open(paths[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            if (rc == 0) rc = -errno;
-            continue;
-        }
-        if (fdatasync(fd) < 0 && rc == 0) rc = -errno;
-        if (fd != fds[i]) close(fd);
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc == 0) {
+        if (fdatasync(h.fd) < 0) rc = -errno;
+        put_fd(seg, &h);
     }
+    int irc = index_sync(seg, false, true);
+    if (rc == 0) rc = irc;
     if (rc) gr_error(LOGGER, "cannot fsync segment '%s': %s", seg->log_path, gr_strerror(rc));
     return rc;
 }

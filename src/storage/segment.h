@@ -1,5 +1,10 @@
 /* Internal to src/storage: one log segment (<base>.log + <base>.index). Not locked: the owning
- * gr_log's mutex protects it. Only the active segment keeps fds open (log_fd/index_fd >= 0). */
+ * gr_log's mutex protects it.
+ *
+ * Descriptors: no segment owns a descriptor. The active segment's .log descriptor lives in the
+ * process-wide cache (fd_cache.h) and may be closed between calls; each operation pins it (and
+ * reopens the file if it was evicted). Other segments open their .log for one operation. The
+ * .index file is opened only to write it (see "Index persistence" in segment.c). */
 #ifndef GR_STORAGE_SEGMENT_H
 #define GR_STORAGE_SEGMENT_H
 
@@ -8,6 +13,7 @@
 #include <stdint.h>
 
 #include "storage/batch.h"
+#include "storage/fd_cache.h"
 
 /* One offset index entry (on disk: relativeOffset u32 BE, position u32 BE). */
 struct gr_index_entry {
@@ -20,9 +26,12 @@ struct gr_segment {
     int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
     int64_t size;        /* bytes of valid data */
     char *log_path, *index_path; /* owned */
-    int log_fd, index_fd;        /* -1 unless active */
-    struct gr_index_entry *idx;
+    bool active;                 /* the log's last segment: .log descriptor cached in `slot` */
+    struct gr_fd_slot slot;
+    struct gr_index_entry *idx;  /* the whole index, always in memory */
     size_t n_idx, cap_idx;
+    size_t n_idx_file;           /* idx[0..n_idx_file) are written to the .index file */
+    bool idx_unsynced;           /* the .index file was written since its last fsync */
     int64_t bytes_since_index;
     int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none; valid if max_ts_known */
     bool max_ts_known;
@@ -35,15 +44,20 @@ typedef void (*gr_segment_batch_cb)(void *arg, const struct gr_batch_info *bi);
 
 /* Allocates a segment object for `base` in `dir` (no I/O). */
 struct gr_segment *gr_segment_new(const char *dir, int64_t base);
-/* Closes fds and frees memory (files stay). */
+/* Deactivates and frees memory (files stay; index entries not yet written are NOT written:
+ * call gr_segment_persist_index first when the files are kept). */
 void gr_segment_free(struct gr_segment *seg);
-/* Creates (truncating) the segment's files and opens them for appending. 0 or -errno. */
+/* Creates (truncating) the segment's files and activates it. 0 or -errno. */
 int gr_segment_create(struct gr_segment *seg);
-/* Opens the fds of an existing segment for appending (making it active). 0 or -errno. */
-int gr_segment_open_fds(struct gr_segment *seg);
-void gr_segment_close_fds(struct gr_segment *seg);
-/* Unlinks the files (.log, .index and a Kafka .timeindex if present) and closes fds. */
+/* Makes an existing segment the active one: its .log descriptor goes through the fd cache
+ * (opened once now to check it, O_CREAT). 0 or -errno. */
+int gr_segment_activate(struct gr_segment *seg);
+/* Closes the cached descriptor (if any); the segment is no longer active. */
+void gr_segment_deactivate(struct gr_segment *seg);
+/* Unlinks the files (.log, .index and a Kafka .timeindex if present) and deactivates. */
 int gr_segment_delete_files(struct gr_segment *seg);
+/* Writes index entries not yet in the .index file (no fsync). 0 or -errno. */
+int gr_segment_persist_index(struct gr_segment *seg);
 
 /* Full recovery scan of the .log file: every batch is validated (CRC, records, offsets
  * increasing from min_offset); at the first invalid byte the file is truncated. The index is
@@ -58,7 +72,8 @@ int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t index
 int gr_segment_load(struct gr_segment *seg, int32_t index_interval);
 
 /* Appends validated batches buf[0..len) (offsets already assigned, first >= next_offset) at the
- * end of the active segment and indexes them. On a write error the file is cut back. */
+ * end of the active segment and indexes them in memory (the .index file is written at the next
+ * fsync, truncation or gr_segment_persist_index). On a write error the file is cut back. */
 int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, int32_t index_interval);
 
 /* Finds the first batch whose lastOffset >= offset: *pos_out its position (or size when none). */
@@ -78,7 +93,9 @@ int gr_segment_ensure_max_ts(struct gr_segment *seg);
 /* First record at or after timestamp ts in this segment: 1 found, 0 not found, <0 error. */
 int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offset_out, int64_t *ts_out);
 
-/* fsync .log and .index (opening them if needed). */
+/* Writes pending index entries, then fdatasyncs .log and .index (opening them if needed; the
+ * active segment's .log is reopened through the cache if it was evicted: fsync works on the
+ * file, so data written through the closed descriptor is synced too). */
 int gr_segment_fsync(struct gr_segment *seg);
 
 #endif
