@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/checkpoint.h"
+#include "storage/fd_cache.h"
 
 #define LOGGER "kafka.log.LogManager"
 #define NBUCKETS 4096
@@ -483,6 +484,8 @@ int gr_log_manager_open(const struct gr_config *cfg, int32_t broker_id, const ch
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&lm->tcond, &ca);
     pthread_condattr_destroy(&ca);
+    /* Process-wide bound on open active-segment files (0 = automatic), before any log opens. */
+    gr_storage_set_max_open_files(cfg->gregor_max_open_log_files);
     int rc = 0;
     for (int i = 0; i < cfg->num_log_dirs && i < GR_MAX_LOG_DIRS; i++) {
         lm->dirs[i].path = gr_strdup(cfg->log_dirs[i]);

@@ -56,6 +56,7 @@ struct gr_config {
     int64_t log_flush_scheduler_interval_ms;
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t message_max_bytes;
+    int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
 
     /* topics */
     bool auto_create_topics_enable;
