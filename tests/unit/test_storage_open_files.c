@@ -227,7 +227,7 @@ static int check_index_files(int i) {
 /* Appends raw bytes at the end of log i's last segment (a torn write). */
 static void add_garbage(int i, const void *bytes, size_t n) {
     DIR *d = opendir(ldir(i));
-    char last[64] = "";
+    char last[256] = "";
     struct dirent *de;
     while ((de = readdir(d)) != NULL)
         if (strlen(de->d_name) == 24 && strcmp(de->d_name + 20, ".log") == 0 && strcmp(de->d_name, last) > 0)
