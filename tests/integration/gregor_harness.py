@@ -71,12 +71,15 @@ def free_port():
 
 def wait_for(cond, timeout=30.0, what="condition", interval=0.05):
     """Polls cond() every `interval` s until it returns something truthy, and returns that.
-    Raises AssertionError("timed out after Ts waiting for WHAT; last value: V")."""
+    Raises AssertionError("timed out after Ts waiting for WHAT; last value: V"). Other exceptions
+    from cond() count as "not yet"; an AssertionError from cond() ends the wait at once."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
         try:
             last = cond()
+        except AssertionError:  # a hard failure (e.g. a broker died): no point polling on
+            raise
         except Exception as e:  # a read racing a change: keep polling, remember why
             last = f"<{type(e).__name__}: {e}>"
         else:
