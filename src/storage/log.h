@@ -18,10 +18,13 @@
  *  4. Results are copies: gr_log_read() returns malloc'd bytes the caller frees; nothing points
  *     into the log after a call returns.
  *
- * Open files: only the active (last) segment keeps its .log and .index fds open. Older segments
- * are opened on demand for one read and closed again; their sparse indexes are kept in memory
- * (8 bytes per index_interval_bytes of data, i.e. ~0.2% of the log size at the default 4096).
- * No threads are created.
+ * Open files: bounded independently of the number of logs. The active (last) segment's .log
+ * descriptor lives in a process-wide LRU cache (storage/fd_cache.h, bound set with
+ * gr_storage_set_max_open_files) and is reopened transparently after an eviction. Older
+ * segments are opened on demand for one read and closed again. No .index descriptor is held:
+ * every segment's sparse index is kept in memory (8 bytes per index_interval_bytes of data,
+ * i.e. ~0.2% of the log size at the default 4096) and written to the .index file at flush,
+ * roll, truncation and close. No threads are created.
  *
  * Return conventions: functions return 0 or a negative errno / GR_E* code (I/O problems); the
  * Kafka error to send to a client travels separately as int16_t (GR_KERR_*). */
@@ -61,8 +64,9 @@ void gr_log_config_defaults(struct gr_log_config *cfg);
 int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t recovery_point,
                     struct gr_log **out);
 
-/* Closes fds and frees the log. Does NOT fsync: call gr_log_flush() first for a clean
- * shutdown (then gr_log_recovery_point() equals gr_log_end_offset()). */
+/* Writes index entries not yet in the .index files, closes fds and frees the log. Does NOT
+ * fsync: call gr_log_flush() first for a clean shutdown (then gr_log_recovery_point() equals
+ * gr_log_end_offset()). */
 void gr_log_close(struct gr_log *log);
 
 /* Closes the log and removes its directory and everything in it. Returns 0 or -errno (the log
@@ -188,7 +192,8 @@ int gr_log_epoch_entries(struct gr_log *log, int32_t *epochs, int64_t *start_off
 int gr_log_apply_retention(struct gr_log *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms);
 
 /* fsyncs the active segment's .log and .index (older segments were fsynced when they were
- * rolled) and advances the recovery point to the log end offset. Writes nothing else (the
+ * rolled; the .index file is first brought up to date; an evicted .log descriptor is reopened
+ * for the fsync) and advances the recovery point to the log end offset. Writes nothing else (the
  * caller writes recovery-point-offset-checkpoint). Returns 0 or -errno. */
 int gr_log_flush(struct gr_log *log);
 
