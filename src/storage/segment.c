@@ -517,6 +517,12 @@ static int find_batch(struct gr_segment *seg, int fd, int64_t offset, int64_t *p
 }
 
 int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out) {
+    /* Nothing at or after offset (e.g. a fetch at the log end): answer without touching the
+     * file, so idle partitions polled by fetchers cost no descriptor. */
+    if (offset >= seg->next_offset) {
+        *pos_out = seg->size;
+        return 0;
+    }
     bool found;
     struct seg_fd h;
     int rc = get_fd(seg, false, &h);

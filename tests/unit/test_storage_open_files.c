@@ -345,6 +345,15 @@ int main(void) {
         CHECK(s1.evictions > 0);
     }
 
+    /* Polling reads at the log end (idle partitions under a fetcher) open no file. */
+    {
+        struct gr_storage_fd_stats s1, s2;
+        gr_storage_fd_stats(&s1);
+        for (int j = 0; j < NLOGS; j++) check_read_at(j, g_logs[j].leo);
+        gr_storage_fd_stats(&s2);
+        CHECK(s2.opens == s1.opens);
+    }
+
     /* 4. every record of every log reads back */
     int64_t total = 0;
     for (int i = 0; i < NLOGS; i++) {
