@@ -12,6 +12,14 @@
  *    one connects, installs it and delivers NEW_SESSION.
  *  - get/get_children (single and many) use the async API with a countdown so many requests are
  *    in flight at once (at most GR_ZK_MAX_INFLIGHT); completions copy the data they are lent.
+ *  - multi never calls zoo_multi on a handle that is dead or may be about to die (see
+ *    multi_ready): libzookeeper-mt's zoo_amulti (3.8.0, and upstream as of this writing) frees
+ *    memory twice when the handle is in an unrecoverable state (EXPIRED/AUTH_FAILED):
+ *    Request_path_init frees the chroot-prefixed path of the first op and returns ZINVALIDSTATE,
+ *    then zoo_amulti frees that path again (and later ops free a stale pointer). The dead handle
+ *    stays installed while EXPIRED is being delivered, so without this the controller thread hit
+ *    that double free in the chaos tests. The other calls check the state themselves and return
+ *    ZINVALIDSTATE cleanly.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -304,6 +312,43 @@ static void release(struct real *r) {
     pthread_rwlock_unlock(&r->hlock);
 }
 
+/* Whether zoo_multi may be called on zh (acquired: caller holds r->hlock for reading). A handle
+ * whose state is unrecoverable makes zoo_amulti double-free (see the top of this file), so that
+ * answers GR_ZSESSIONEXPIRED (GR_ZAUTHFAILED) without calling it, as acquire does once the
+ * reconnect thread has detached the handle. The state only turns unrecoverable during a
+ * reconnect handshake, so while the handle is (re)connecting we wait, at most timeout_ms, for it
+ * to settle instead of racing the handshake: GR_ZOK once connected, GR_ZCONNECTIONLOSS after the
+ * timeout (retryable, as zoo_multi's own answer would have been), GR_ZCLOSING when closing.
+ * Every state change is followed by a session event (the watcher broadcasts r->cv); we also
+ * re-check every 20 ms. What remains: a handle seen CONNECTED here would have to lose its
+ * connection, reconnect and be told "expired" in the few microseconds before zoo_amulti checks
+ * the state itself. */
+static int multi_ready(struct real *r, zhandle_t *zh, int timeout_ms) {
+    struct timespec dl;
+    abs_deadline(&dl, timeout_ms);
+    int rc;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        int st = zoo_state(zh);
+        if (r->closing) { rc = GR_ZCLOSING; break; }
+        if (st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE) { rc = GR_ZOK; break; }
+        if (st == ZOO_AUTH_FAILED_STATE) { rc = GR_ZAUTHFAILED; break; }
+        if (st < 0) { rc = GR_ZSESSIONEXPIRED; break; }
+        struct timespec now, slice;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > dl.tv_sec || (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) {
+            rc = GR_ZCONNECTIONLOSS;
+            break;
+        }
+        abs_deadline(&slice, 20);
+        if (slice.tv_sec > dl.tv_sec || (slice.tv_sec == dl.tv_sec && slice.tv_nsec > dl.tv_nsec))
+            slice = dl;
+        pthread_cond_timedwait(&r->cv, &r->mu, &slice);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 /* ---- async batches (get_many / get_children_many) ---- */
 
 struct batch {
@@ -524,12 +569,17 @@ static int r_multi(struct gr_zk_backend *be, const struct gr_zop *ops, int n,
         }
     }
     int rc;
+    bool sent = false;
     zhandle_t *zh = acquire(r, &rc);
     if (zh) {
-        rc = zoo_multi(zh, n, zops, zres);
+        rc = multi_ready(r, zh, r->conn_timeout_ms);
+        if (rc == GR_ZOK) {
+            rc = zoo_multi(zh, n, zops, zres);
+            sent = true;
+        }
         release(r);
     }
-    bool per_op = zh && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZINVALIDSTATE &&
+    bool per_op = sent && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZINVALIDSTATE &&
                   rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZMARSHALLINGERROR;
     for (int i = 0; i < n; i++) {
         results[i].rc = per_op ? zres[i].err : rc;
