@@ -353,12 +353,15 @@ def test_sigterm_clean_shutdown_deregisters_and_hands_over(cluster):
     # A clean shutdown closes its session: registration and /controller go at once, not after
     # the session timeout; well before that, a new controller is in place.
     gone = time.monotonic() - t0
+    # Checked right after the exit, so an expiring (rather than closed) session would show.
     assert cid not in cluster.registered_ids(), "still registered after a clean exit"
+    cur = cluster.controller()
+    assert cur is None or cur["_stat"].czxid != ctl["_stat"].czxid, \
+        "the old /controller outlived its clean exit (session not closed?)"
     new = cluster.wait_new_controller(ctl["_stat"].czxid, timeout=FAILOVER_TIMEOUT)
     took = time.monotonic() - t0
     print(f"clean shutdown took {gone:.1f}s, new controller after {took:.1f}s")
     assert new["brokerid"] != cid
-    assert took < SESSION_S + 5, f"new controller only after {took:.1f}s: session closed?"
     assert re.search(r"resign", cluster[cid].log(), re.I), "controller shut down without resigning"
     assert_one_claim_per_epoch(cluster)
 
