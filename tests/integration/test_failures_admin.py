@@ -428,7 +428,8 @@ def test_controller_moved_mid_deletion(cluster_factory, zk_connect):
     cluster[down].start()
     cluster.wait_registered([down])
     H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/mv"), 40, "deletion finished by the new controller")
-    assert not cluster.zk.exists("/admin/delete_topics/mv")
+    # completion deletes /brokers/topics/T, then /config/topics/T, then /admin/delete_topics/T
+    H.wait_for(lambda: not cluster.zk.exists("/admin/delete_topics/mv"), 10, "the deletion marker removed")
     H.wait_for(lambda: not partition_dirs(cluster, "mv"), 30, "dirs gone")
 
 
