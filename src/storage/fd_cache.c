@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -51,9 +52,10 @@ static void lru_push_front(struct gr_fd_slot *s) {
 }
 
 /* With g_mu held: takes the least recently used unpinned descriptor out of the cache if more
- * than the bound are open. Returns it (the caller closes it after unlocking) or -1. */
-static int pick_victim_locked(void) {
-    if (g_open <= max_locked()) return -1;
+ * than the bound are open (or any when `force`). Returns it (the caller closes it after
+ * unlocking) or -1. */
+static int pick_victim_locked(bool force) {
+    if (!force && g_open <= max_locked()) return -1;
     for (struct gr_fd_slot *s = g_head.prev; s != &g_head; s = s->prev) {
         if (s->pins > 0) continue;
         int fd = s->fd;
@@ -70,11 +72,22 @@ static int pick_victim_locked(void) {
 static void evict(void) {
     for (;;) {
         pthread_mutex_lock(&g_mu);
-        int fd = pick_victim_locked();
+        int fd = pick_victim_locked(false);
         pthread_mutex_unlock(&g_mu);
         if (fd < 0) return;
         close(fd);
     }
+}
+
+/* Closes one cached unpinned descriptor even under the bound (the process ran out of
+ * descriptors elsewhere). Returns false when there is none. */
+static bool shed_one(void) {
+    pthread_mutex_lock(&g_mu);
+    int fd = pick_victim_locked(true);
+    pthread_mutex_unlock(&g_mu);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
 }
 
 void gr_storage_set_max_open_files(int n) {
@@ -102,6 +115,24 @@ void gr_storage_fd_stats(struct gr_storage_fd_stats *out) {
     pthread_mutex_unlock(&g_mu);
 }
 
+int gr_storage_open(const char *path, int flags, mode_t mode) {
+    for (int tries = 0;; tries++) {
+        int fd = open(path, flags, mode);
+        if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || tries >= 16) return fd;
+        /* Out of descriptors (sockets, other files): give back idle cached ones and retry,
+         * rather than failing an append or a read because the cache holds idle files. */
+        int e = errno;
+        static atomic_bool warned;
+        if (!atomic_exchange(&warned, true))
+            gr_warn(LOGGER, "out of file descriptors opening '%s': closing cached log files to make room "
+                    "(lower gregor.max.open.log.files or raise the descriptor limit)", path);
+        if (!shed_one()) {
+            errno = e;
+            return -1;
+        }
+    }
+}
+
 void gr_fd_slot_init(struct gr_fd_slot *s) {
     s->fd = -1;
     s->pins = 0;
@@ -123,7 +154,7 @@ int gr_fd_slot_acquire(struct gr_fd_slot *s, const char *path, int create) {
     pthread_mutex_unlock(&g_mu);
     /* Only the owner (under its log's mutex) opens this slot, so nobody else can fill it
      * while the lock is dropped for open(2). */
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    int fd = gr_storage_open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
     if (fd < 0) {
         int rc = -errno;
         gr_error(LOGGER, "cannot open segment '%s': %s", path, strerror(errno));

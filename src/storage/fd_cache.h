@@ -27,6 +27,7 @@
 #define GR_STORAGE_FD_CACHE_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- public (any thread, any time) ---- */
 
@@ -57,6 +58,11 @@ struct gr_fd_slot {
 };
 
 void gr_fd_slot_init(struct gr_fd_slot *s);
+
+/* open(2) for storage files: on EMFILE/ENFILE it closes idle (unpinned) cached descriptors,
+ * even under the bound, and retries, so running out of descriptors elsewhere (sockets) does not
+ * fail a log operation while the cache holds idle files. Returns the fd or -1 with errno set. */
+int gr_storage_open(const char *path, int flags, mode_t mode);
 
 /* Pins the slot and returns its descriptor, opening `path` (O_RDWR | O_CLOEXEC, plus O_CREAT
  * when `create`) if it is not open. May close other slots' unpinned descriptors. Returns the

@@ -82,7 +82,7 @@ static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
         h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 0);
         return h->fd < 0 ? h->fd : 0;
     }
-    h->fd = open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    h->fd = gr_storage_open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
     if (h->fd < 0) {
         int rc = -errno;
         gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
@@ -147,16 +147,18 @@ int gr_segment_activate(struct gr_segment *seg) {
 }
 
 int gr_segment_create(struct gr_segment *seg) {
-    int fd = open(seg->log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = gr_storage_open(seg->log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        gr_error(LOGGER, "cannot create segment '%s': %s", seg->log_path, strerror(errno));
-        return -errno;
+        int rc = -errno;
+        gr_error(LOGGER, "cannot create segment '%s': %s", seg->log_path, gr_strerror(rc));
+        return rc;
     }
     close(fd);
-    fd = open(seg->index_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        gr_error(LOGGER, "cannot create index '%s': %s", seg->index_path, strerror(errno));
-        return -errno;
+        int rc = -errno;
+        gr_error(LOGGER, "cannot create index '%s': %s", seg->index_path, gr_strerror(rc));
+        return rc;
     }
     close(fd);
     seg->size = 0;
@@ -235,7 +237,7 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
 static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
     bool write = whole || seg->n_idx_file != seg->n_idx;
     if (!write && !(sync && seg->idx_unsynced)) return 0;
-    int fd = open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
         gr_error(LOGGER, "cannot open index '%s': %s", seg->index_path, strerror(errno));
@@ -266,7 +268,7 @@ int gr_segment_persist_index(struct gr_segment *seg) { return index_sync(seg, fa
 
 /* Loads the .index file and checks it against the segment size. 0 ok, -1 missing or bad. */
 static int index_load(struct gr_segment *seg) {
-    int fd = open(seg->index_path, O_RDONLY | O_CLOEXEC);
+    int fd = gr_storage_open(seg->index_path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct stat st;
     int ok = fstat(fd, &st) == 0 && st.st_size % 8 == 0 && st.st_size / 8 <= seg->size / GR_BATCH_HEADER_SIZE + 1;
@@ -403,7 +405,7 @@ out:
 }
 
 int gr_segment_load(struct gr_segment *seg, int32_t interval) {
-    int fd = open(seg->log_path, O_RDONLY | O_CLOEXEC);
+    int fd = gr_storage_open(seg->log_path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
         gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
         return -errno;

@@ -345,6 +345,45 @@ int main(void) {
         CHECK(s1.evictions > 0);
     }
 
+    /* Out of descriptors elsewhere (soft limit = descriptors in use): idle cached files are
+     * given back so an append to an evicted log and a read of an old segment still work. */
+    {
+        /* Fill every hole in the descriptor table, then cap the limit at its end. */
+        int fillers[512], nf = 0, top = -1;
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (de->d_name[0] != '.' && atoi(de->d_name) > top) top = atoi(de->d_name);
+        if (d) closedir(d);
+        for (;;) {
+            int fd = dup(0);
+            if (fd < 0) break;
+            if (fd > top || nf == 512) {
+                close(fd);
+                break;
+            }
+            fillers[nf++] = fd;
+        }
+        struct rlimit cur, tight;
+        getrlimit(RLIMIT_NOFILE, &cur);
+        tight = cur;
+        tight.rlim_cur = (rlim_t)top + 1;
+        struct gr_storage_fd_stats s1, s2;
+        gr_storage_fd_stats(&s1);
+        CHECK(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+        CHECK(open("/dev/null", O_RDONLY) < 0 && errno == EMFILE);
+        append_n(NLOGS - 1, 2);
+        struct gr_log_read_result r;
+        CHECK(gr_log_read(g_logs[0].log, 0, 1024, -1, true, &r) == 0 && r.len > 0);
+        free(r.data);
+        CHECK(setrlimit(RLIMIT_NOFILE, &cur) == 0);
+        for (int k = 0; k < nf; k++) close(fillers[k]);
+        gr_storage_fd_stats(&s2);
+        CHECK(s2.evictions >= s1.evictions + 2);
+        printf("at the descriptor limit: %" PRIu64 " cached files given back\n", s2.evictions - s1.evictions);
+        check_read_at(NLOGS - 1, 0);
+    }
+
     /* Polling reads at the log end (idle partitions under a fetcher) open no file. */
     {
         struct gr_storage_fd_stats s1, s2;
