@@ -220,7 +220,7 @@ static void encode_entries(const struct gr_index_entry *e, size_t n, uint8_t *ou
 static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
     size_t n = seg->n_idx - from;
     uint8_t *buf = gr_malloc(n ? n * 8 : 1);
-    encode_entries(seg->idx + from, n, buf);
+    if (n) encode_entries(seg->idx + from, n, buf);
     int rc = pwrite_full(fd, buf, n * 8, (int64_t)from * 8);
     free(buf);
     if (rc == 0 && from == 0 && ftruncate(fd, (off_t)(n * 8)) < 0) rc = -errno;
