@@ -19,14 +19,7 @@
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "support/check.h"
 
 /* ================= in-memory ZooKeeper ================= */
 
@@ -731,8 +724,8 @@ int main(void) {
     free_nodes(Z.nodes, Z.n);
     for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
     free(Z.w);
-    if (failures) {
-        fprintf(stderr, "test_controller: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_controller: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_controller: ok\n");

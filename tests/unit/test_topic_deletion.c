@@ -1,6 +1,6 @@
 /* Topic deletion manager (Kafka 2.7's TopicDeletionManager) and the controller side of controlled
- * shutdown, over an in-memory ZooKeeper backend and a recording sender (the fixture is the one of
- * test_state_machines.c).
+ * shutdown, over an in-memory ZooKeeper backend and a recording sender (the fixture of
+ * tests/support/ctrl_fixture.h, shared with test_state_machines.c).
  *
  * Covered: a full deletion (Offline -> NonExistent partitions, UpdateMetadata leader -2,
  * StopReplica delete=false then delete=true with epoch -2, responses -> DeletionSuccessful,
@@ -32,391 +32,7 @@
 #include "controller/topic_deletion.h"
 #include "zk/kzk.h"
 
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
-
-/* ======================= a tiny in-memory ZooKeeper ======================= */
-
-struct fnode {
-    char *path;
-    char *data;
-    int len;
-    struct gr_zstat st;
-};
-
-struct fz {
-    struct gr_zk_backend base;
-    struct fnode *v;
-    int n, cap;
-    int64_t zxid;
-    int seq;
-    char *bump_before_multi; /* fault: bump this node's version before the next multi */
-};
-
-static struct fz *FZ(struct gr_zk_backend *b) { return (struct fz *)b; }
-
-static int find(struct fz *z, const char *path) {
-    for (int i = 0; i < z->n; i++)
-        if (strcmp(z->v[i].path, path) == 0) return i;
-    return -1;
-}
-
-static bool has_children(struct fz *z, const char *path) {
-    size_t l = strlen(path);
-    for (int i = 0; i < z->n; i++)
-        if (strncmp(z->v[i].path, path, l) == 0 && z->v[i].path[l] == '/') return true;
-    return false;
-}
-
-static int fz_create_raw(struct fz *z, const char *path, const void *data, int len, int flags, char **created) {
-    char buf[512];
-    if (flags & GR_ZSEQUENCE) {
-        snprintf(buf, sizeof buf, "%s%010d", path, z->seq++);
-        path = buf;
-    }
-    if (find(z, path) >= 0) return GR_ZNODEEXISTS;
-    char parent[512];
-    snprintf(parent, sizeof parent, "%s", path);
-    char *slash = strrchr(parent, '/');
-    if (slash && slash != parent) {
-        *slash = 0;
-        if (find(z, parent) < 0) return GR_ZNONODE;
-    }
-    if (z->n == z->cap) {
-        z->cap = z->cap ? z->cap * 2 : 64;
-        z->v = gr_realloc(z->v, (size_t)z->cap * sizeof *z->v);
-    }
-    struct fnode *nd = &z->v[z->n++];
-    memset(nd, 0, sizeof *nd);
-    nd->path = gr_strdup(path);
-    nd->len = data ? len : 0;
-    nd->data = gr_malloc((size_t)nd->len + 1);
-    if (nd->len) memcpy(nd->data, data, (size_t)nd->len);
-    nd->data[nd->len] = 0;
-    nd->st.czxid = nd->st.mzxid = ++z->zxid;
-    if (created) *created = gr_strdup(path);
-    return GR_ZOK;
-}
-
-static int fz_delete_raw(struct fz *z, const char *path, int version) {
-    int i = find(z, path);
-    if (i < 0) return GR_ZNONODE;
-    if (version != -1 && version != z->v[i].st.version) return GR_ZBADVERSION;
-    if (has_children(z, path)) return GR_ZNOTEMPTY;
-    free(z->v[i].path);
-    free(z->v[i].data);
-    z->v[i] = z->v[--z->n];
-    return GR_ZOK;
-}
-
-static int fz_set_raw(struct fz *z, const char *path, const void *data, int len, int version, struct gr_zstat *st) {
-    int i = find(z, path);
-    if (i < 0) return GR_ZNONODE;
-    if (version != -1 && version != z->v[i].st.version) return GR_ZBADVERSION;
-    free(z->v[i].data);
-    z->v[i].len = data ? len : 0;
-    z->v[i].data = gr_malloc((size_t)z->v[i].len + 1);
-    if (z->v[i].len) memcpy(z->v[i].data, data, (size_t)z->v[i].len);
-    z->v[i].data[z->v[i].len] = 0;
-    z->v[i].st.version++;
-    z->v[i].st.mzxid = ++z->zxid;
-    if (st) *st = z->v[i].st;
-    return GR_ZOK;
-}
-
-static int f_create(struct gr_zk_backend *b, const char *path, const void *data, int len, int flags, char **created) {
-    return fz_create_raw(FZ(b), path, data, len, flags, created);
-}
-static int f_delete(struct gr_zk_backend *b, const char *path, int version) { return fz_delete_raw(FZ(b), path, version); }
-static int f_get(struct gr_zk_backend *b, const char *path, bool watch, char **data, int *len, struct gr_zstat *st) {
-    (void)watch;
-    struct fz *z = FZ(b);
-    int i = find(z, path);
-    if (i < 0) return GR_ZNONODE;
-    if (data) {
-        *data = gr_malloc((size_t)z->v[i].len + 1);
-        memcpy(*data, z->v[i].data, (size_t)z->v[i].len + 1);
-    }
-    if (len) *len = z->v[i].len;
-    if (st) *st = z->v[i].st;
-    return GR_ZOK;
-}
-static int f_set(struct gr_zk_backend *b, const char *path, const void *data, int len, int version, struct gr_zstat *st) {
-    return fz_set_raw(FZ(b), path, data, len, version, st);
-}
-static int f_exists(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstat *st) {
-    (void)watch;
-    struct fz *z = FZ(b);
-    int i = find(z, path);
-    if (i < 0) return GR_ZNONODE;
-    if (st) *st = z->v[i].st;
-    return GR_ZOK;
-}
-static int f_children(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstrings *out) {
-    (void)watch;
-    struct fz *z = FZ(b);
-    memset(out, 0, sizeof *out);
-    if (find(z, path) < 0) return GR_ZNONODE;
-    size_t l = strlen(path);
-    out->names = gr_malloc((size_t)(z->n + 1) * sizeof(char *));
-    for (int i = 0; i < z->n; i++) {
-        const char *p = z->v[i].path;
-        if (strncmp(p, path, l) == 0 && p[l] == '/' && !strchr(p + l + 1, '/'))
-            out->names[out->count++] = gr_strdup(p + l + 1);
-        else if (l == 1 && p[0] == '/' && p[1] && !strchr(p + 1, '/')) /* children of "/" */
-            out->names[out->count++] = gr_strdup(p + 1);
-    }
-    return GR_ZOK;
-}
-
-static void snapshot(struct fz *z, struct fnode **v, int *n) {
-    *n = z->n;
-    *v = gr_malloc((size_t)(z->n + 1) * sizeof **v);
-    for (int i = 0; i < z->n; i++) {
-        (*v)[i] = z->v[i];
-        (*v)[i].path = gr_strdup(z->v[i].path);
-        (*v)[i].data = gr_malloc((size_t)z->v[i].len + 1);
-        memcpy((*v)[i].data, z->v[i].data, (size_t)z->v[i].len + 1);
-    }
-}
-
-static void drop_nodes(struct fnode *v, int n) {
-    for (int i = 0; i < n; i++) {
-        free(v[i].path);
-        free(v[i].data);
-    }
-    free(v);
-}
-
-static int f_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, struct gr_zop_result *res) {
-    struct fz *z = FZ(b);
-    if (z->bump_before_multi) {
-        int i = find(z, z->bump_before_multi);
-        if (i >= 0) z->v[i].st.version++;
-        free(z->bump_before_multi);
-        z->bump_before_multi = NULL;
-    }
-    memset(res, 0, (size_t)n * sizeof *res);
-    struct fnode *saved;
-    int saved_n, saved_seq = z->seq;
-    snapshot(z, &saved, &saved_n);
-    int fail = -1, rc = GR_ZOK;
-    for (int i = 0; i < n && fail < 0; i++) {
-        const struct gr_zop *op = &ops[i];
-        switch (op->type) {
-        case GR_ZOP_CREATE: rc = fz_create_raw(z, op->path, op->data, op->len, op->flags, &res[i].created_path); break;
-        case GR_ZOP_DELETE: rc = fz_delete_raw(z, op->path, op->version); break;
-        case GR_ZOP_SET: rc = fz_set_raw(z, op->path, op->data, op->len, op->version, &res[i].stat); break;
-        case GR_ZOP_CHECK: {
-            int k = find(z, op->path);
-            rc = k < 0 ? GR_ZNONODE : (op->version != -1 && op->version != z->v[k].st.version) ? GR_ZBADVERSION : GR_ZOK;
-            break;
-        }
-        default: rc = GR_ZUNIMPLEMENTED;
-        }
-        res[i].rc = rc;
-        if (rc != GR_ZOK) fail = i;
-    }
-    if (fail < 0) {
-        drop_nodes(saved, saved_n);
-        return GR_ZOK;
-    }
-    drop_nodes(z->v, z->n);
-    z->v = saved;
-    z->n = saved_n;
-    z->cap = saved_n + 1;
-    z->seq = saved_seq;
-    for (int i = 0; i < n; i++) {
-        free(res[i].created_path);
-        res[i].created_path = NULL;
-        res[i].rc = i < fail ? GR_ZOK : i == fail ? rc : GR_ZRUNTIMEINCONSISTENCY;
-    }
-    return rc;
-}
-static int f_get_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch, struct gr_zget_result *r) {
-    for (int i = 0; i < n; i++) {
-        memset(&r[i], 0, sizeof r[i]);
-        r[i].rc = f_get(b, paths[i], watch, &r[i].data, &r[i].len, &r[i].stat);
-    }
-    return GR_ZOK;
-}
-static int f_children_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch,
-                           struct gr_zchildren_result *r) {
-    for (int i = 0; i < n; i++) r[i].rc = f_children(b, paths[i], watch, &r[i].children);
-    return GR_ZOK;
-}
-static int f_session(struct gr_zk_backend *b, struct gr_zsession *out) {
-    (void)b;
-    memset(out, 0, sizeof *out);
-    out->id = 1;
-    return GR_ZOK;
-}
-static int f_close_session(struct gr_zk_backend *b, const struct gr_zsession *s) { (void)b, (void)s; return GR_ZOK; }
-static int f_wait_connected(struct gr_zk_backend *b, int t) { (void)b, (void)t; return GR_ZOK; }
-static void f_destroy(struct gr_zk_backend *b) {
-    struct fz *z = FZ(b);
-    drop_nodes(z->v, z->n);
-    free(z->bump_before_multi);
-    free(z);
-}
-static const struct gr_zk_backend_ops fz_ops = {f_create, f_delete, f_get, f_set, f_exists, f_children, f_multi,
-                                                f_get_many, f_children_many, f_session, f_close_session,
-                                                f_wait_connected, f_destroy};
-
-/* ======================= recording sender ======================= */
-
-struct sent {
-    int32_t broker;
-    int16_t api_key;
-    void *req;
-    void (*req_free)(void *);
-    struct gr_ctrl_event *ev;
-};
-#define MAXSENT 256
-static struct sent sent[MAXSENT];
-static int n_sent;
-static char chan_log[512];
-
-static void rs_startup(void *c, struct gr_ctrl_events *em) { (void)c, (void)em; }
-static void rs_shutdown(void *c) { (void)c; }
-static void rs_add(void *c, const struct gr_kzk_broker *b) {
-    (void)c;
-    snprintf(chan_log + strlen(chan_log), sizeof chan_log - strlen(chan_log), "+%d", b->id);
-}
-static void rs_remove(void *c, int32_t id) {
-    (void)c;
-    snprintf(chan_log + strlen(chan_log), sizeof chan_log - strlen(chan_log), "-%d", id);
-}
-static void rs_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void *req, void (*req_free)(void *),
-                    struct gr_ctrl_event *ev) {
-    (void)c, (void)ver;
-    if (n_sent == MAXSENT) abort();
-    sent[n_sent++] = (struct sent){broker, api_key, req, req_free, ev};
-}
-static const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send};
-
-static void clear_sent(void) {
-    for (int i = 0; i < n_sent; i++) {
-        sent[i].req_free(sent[i].req);
-        gr_ctrl_event_free(sent[i].ev);
-    }
-    n_sent = 0;
-    chan_log[0] = 0;
-}
-
-static int count_sent(int16_t api_key, int32_t broker) {
-    int c = 0;
-    for (int i = 0; i < n_sent; i++)
-        if (sent[i].api_key == api_key && (broker < 0 || sent[i].broker == broker)) c++;
-    return c;
-}
-
-/* The LeaderAndIsr partition state for t-p sent to broker, or NULL. */
-static const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *sent_lai(int32_t broker, const char *t, int32_t p) {
-    for (int i = 0; i < n_sent; i++) {
-        if (sent[i].api_key != GR_API_LEADER_AND_ISR || sent[i].broker != broker) continue;
-        const struct LeaderAndIsrRequest *r = sent[i].req;
-        for (int k = 0; k < r->TopicStatesCount; k++) {
-            if (strcmp(r->TopicStates[k].TopicName, t) != 0) continue;
-            for (int j = 0; j < r->TopicStates[k].PartitionStatesCount; j++)
-                if (r->TopicStates[k].PartitionStates[j].PartitionIndex == p) return &r->TopicStates[k].PartitionStates[j];
-        }
-    }
-    return NULL;
-}
-
-/* ======================= fixture ======================= */
-
-static struct fz *zk;
-static struct gr_kzk *kzk;
-static struct gr_ctrl_context ctx;
-static struct gr_ctrl_sm sm;
-static struct gr_metrics *metrics;
-
-static struct gr_kzk_broker mkbroker(int32_t id, int64_t epoch) {
-    static struct gr_kzk_endpoint eps[8];
-    eps[id] = (struct gr_kzk_endpoint){.listener = (char *)"PLAINTEXT", .security_protocol = (char *)"PLAINTEXT",
-                                       .host = (char *)"localhost", .port = 9090 + id};
-    return (struct gr_kzk_broker){.id = id, .epoch = epoch, .jmx_port = -1, .n_endpoints = 1, .endpoints = &eps[id]};
-}
-
-static void add_live(int32_t id, int64_t epoch) {
-    struct gr_kzk_broker b = mkbroker(id, epoch);
-    gr_ctrl_ctx_add_live_broker(&ctx, &b);
-}
-
-/* Creates /brokers/topics/<name> and puts the assignment into the context. */
-static void create_topic(const char *name, int np, const int32_t *reps, int rf) {
-    struct gr_kzk_topic_assignment a = {.topic = (char *)name, .n_partitions = np};
-    a.partitions = gr_calloc((size_t)np, sizeof *a.partitions);
-    for (int i = 0; i < np; i++) {
-        a.partitions[i].partition = i;
-        a.partitions[i].n_replicas = rf;
-        a.partitions[i].replicas = gr_malloc((size_t)rf * sizeof(int32_t));
-        memcpy(a.partitions[i].replicas, reps + i * rf, (size_t)rf * sizeof(int32_t));
-    }
-    CHECK(gr_kzk_create_topic(kzk, name, &a, NULL) == 0);
-    gr_ctrl_ctx_put_topic(&ctx, &a);
-    a.topic = NULL;
-    gr_kzk_topic_assignment_release(&a);
-}
-
-static int read_state(const char *t, int32_t p, struct gr_kzk_leader_and_isr *out) __attribute__((unused));
-static int read_state(const char *t, int32_t p, struct gr_kzk_leader_and_isr *out) {
-    struct gr_kzk_tp tp = {(char *)t, p};
-    struct gr_kzk_state_result r;
-    memset(&r, 0, sizeof r);
-    int rc = gr_kzk_get_partition_states(kzk, &tp, 1, &r);
-    *out = r.lai;
-    return rc ? rc : r.rc;
-}
-
-static bool isr_is(const struct gr_kzk_leader_and_isr *l, const int32_t *want, int n) {
-    if (l->n_isr != n) return false;
-    for (int i = 0; i < n; i++)
-        if (l->isr[i] != want[i]) return false;
-    return true;
-}
-
-static void setup(void) {
-    zk = gr_calloc(1, sizeof *zk);
-    zk->base.ops = &fz_ops;
-    zk->base.session_timeout_ms = 6000;
-    kzk = gr_kzk_new(&zk->base);
-    CHECK(fz_create_raw(zk, "/brokers", NULL, 0, 0, NULL) == 0);
-    CHECK(gr_kzk_ensure_paths(kzk) == 0);
-    CHECK(fz_create_raw(zk, "/controller_epoch", "0", 1, 0, NULL) == 0);
-    for (int i = 1; i <= 2; i++) CHECK(fz_set_raw(zk, "/controller_epoch", "2", 1, -1, NULL) == 0);
-    gr_ctrl_ctx_init(&ctx);
-    ctx.epoch = 2;
-    ctx.epoch_zk_version = 2;
-    metrics = gr_metrics_new();
-    memset(&sm, 0, sizeof sm);
-    sm.controller_id = 1;
-    sm.ctx = &ctx;
-    sm.kzk = kzk;
-    sm.sender = &rec_ops;
-    sm.metrics = metrics;
-    gr_ctrl_sm_init(&sm);
-    add_live(1, 101);
-    add_live(2, 102);
-    add_live(3, 103);
-}
-
-static void teardown(void) {
-    clear_sent();
-    gr_ctrl_sm_release(&sm);
-    gr_ctrl_ctx_release(&ctx);
-    gr_kzk_free(kzk);
-    f_destroy(&zk->base);
-    gr_metrics_free(metrics);
-}
+#include "support/ctrl_fixture.h"
 
 /* ======================= tests ======================= */
 
@@ -497,13 +113,13 @@ static int answer_stop(struct gr_topic_deletion *td, int32_t broker, int16_t (*e
 }
 
 static bool znode(const char *path) {
-    return find(zk, path) >= 0;
+    return memzk_find(zk, path) >= 0;
 }
 
 static void request_deletion(const char *t) {
     char p[256];
     snprintf(p, sizeof p, "/admin/delete_topics/%s", t);
-    CHECK(fz_create_raw(zk, p, NULL, 0, 0, NULL) == 0);
+    CHECK(memzk_create(zk, p, NULL, 0, 0, NULL) == 0);
 }
 
 /* t: 2 partitions on [1,2,3] / [2,3,1], online */
@@ -663,7 +279,7 @@ static void test_disabled_unknown_and_failover(void) {
     CHECK(gr_ctrl_on_broker_startup(&sm, back, 1) == 0);
     CHECK(gr_td_deletion_started(td, "t"));
     CHECK(answer_stop(td, 1, NULL, GR_KERR_NONE) == 1 && answer_stop(td, 2, NULL, GR_KERR_NONE) == 1);
-    CHECK(fz_set_raw(zk, "/controller_epoch", "3", 1, -1, NULL) == 0); /* another controller */
+    CHECK(memzk_set(zk, "/controller_epoch", "3", 1, -1, NULL) == 0); /* another controller */
     int answered = 0;
     for (int i = 0; i < n_sent; i++) {
         if (sent[i].api_key != GR_API_STOP_REPLICA || sent[i].broker != 3 || !sent[i].ev) continue;
@@ -780,8 +396,8 @@ int main(void) {
     test_disabled_unknown_and_failover();
     test_offline_partition_count();
     test_controlled_shutdown();
-    if (failures) {
-        fprintf(stderr, "test_topic_deletion: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_topic_deletion: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_topic_deletion: ok\n");

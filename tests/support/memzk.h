@@ -1,0 +1,51 @@
+/* A tiny in-memory ZooKeeper for unit tests: one flat table of znodes implementing the
+ * gr_zk_backend vtable (zk/backend.h), so kzk.c and the controller's state machines run on it.
+ *
+ * Kept: data, data version, czxid/mzxid from one zxid counter, NONODE / NODEEXISTS /
+ * BADVERSION / NOTEMPTY, a parent must exist, sequential names from ONE counter for the whole
+ * tree (10 digits), multi all-or-nothing with per-op results as ZooKeeper reports them.
+ * Not modelled: sessions (one fixed session id 1, never expires), ephemerals, watches (the
+ * watch flag is ignored), cversion. For sessions and watches see tests/sim/zkmodel.h.
+ *
+ * Single-threaded: every call runs on the test's thread. */
+#ifndef GR_TESTS_SUPPORT_MEMZK_H
+#define GR_TESTS_SUPPORT_MEMZK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zk/backend.h"
+
+struct memzk_node {
+    char *path;
+    char *data; /* len bytes + a NUL */
+    int len;
+    struct gr_zstat st;
+};
+
+struct memzk {
+    struct gr_zk_backend base; /* first: &z->base is the backend handed to gr_kzk_new */
+    struct memzk_node *v;
+    int n, cap;
+    int64_t zxid;
+    int seq;
+    /* Fault: before the next multi, this node's version is bumped (as if another writer got
+     * there first) and the string is freed. Set with gr_strdup; NULL: no fault. */
+    char *bump_before_multi;
+};
+
+/* An empty tree (not even "/brokers") whose backend reports session_timeout_ms. Free it with
+ * gr_zkb_destroy(&z->base) or memzk_free (which is what the backend's destroy does). */
+struct memzk *memzk_new(int session_timeout_ms);
+void memzk_free(struct memzk *z);
+
+/* Direct writes that bypass the backend (for fixtures and for "another writer" faults); the
+ * same results as the backend calls (GR_ZOK or a GR_Z* code). created (may be NULL) gets a
+ * malloc'd copy of the created path. */
+int memzk_create(struct memzk *z, const char *path, const void *data, int len, int flags, char **created);
+int memzk_delete(struct memzk *z, const char *path, int version);
+int memzk_set(struct memzk *z, const char *path, const void *data, int len, int version, struct gr_zstat *st);
+/* Index of path in z->v, or -1. */
+int memzk_find(struct memzk *z, const char *path);
+
+#endif
