@@ -31,25 +31,77 @@ static bool dup_name(char *const *names, int n, int i)
     return false;
 }
 
-/* ---------------- CreateTopics ---------------- */
+/* ---------------- awaiting created topics (both APIs) ---------------- */
 
-struct ct_wait {
+/* The topics of one request that were written and are awaited before the response goes out
+ * (all in the request's arena). */
+struct awaited {
     struct gr_api_req *req;
-    struct CreateTopicsResponse *resp;
-    int *idx; /* response index of each awaited topic */
+    void *resp;
+    void (*time_out)(void *resp, int idx); /* marks response entry idx REQUEST_TIMED_OUT */
+    int n;
+    int *idx;           /* response index of each awaited topic */
+    const char **names; /* its name */
+    int32_t *parts;     /* its partition count */
 };
 
-static void ct_done(void *ctx, int n, const bool *ready)
+/* Room for up to max awaited topics of req, whose response is resp. */
+static struct awaited *awaited_new(struct gr_api_req *req, void *resp, int max,
+                                   void (*time_out)(void *resp, int idx))
 {
-    struct ct_wait *w = ctx;
-    for (int i = 0; i < n; i++) {
-        struct CreateTopicsResponse_CreatableTopicResult *r = &w->resp->Topics[w->idx[i]];
-        if (!ready[i]) {
-            r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
-            r->ErrorMessage = NULL;
-        }
-    }
+    struct awaited *w = gr_api_alloc(req, sizeof(*w));
+    size_t m = (size_t)(max ? max : 1);
+    w->req = req;
+    w->resp = resp;
+    w->time_out = time_out;
+    w->n = 0;
+    w->idx = gr_api_alloc(req, sizeof(int) * m);
+    w->names = gr_api_alloc(req, sizeof(char *) * m);
+    w->parts = gr_api_alloc(req, sizeof(int32_t) * m);
+    return w;
+}
+
+static void awaited_add(struct awaited *w, int idx, const char *name, int32_t parts)
+{
+    w->idx[w->n] = idx;
+    w->names[w->n] = name;
+    w->parts[w->n] = parts;
+    w->n++;
+}
+
+static void awaited_done(void *ctx, int n, const bool *ready)
+{
+    struct awaited *w = ctx;
+    for (int i = 0; i < n; i++)
+        if (!ready[i]) w->time_out(w->resp, w->idx[i]);
     gr_api_respond(w->req, w->resp);
+}
+
+/* Completes the request: at once when nothing is awaited or it only validates, at once with
+ * REQUEST_TIMED_OUT for the awaited topics when timeout_ms <= 0, otherwise once they have
+ * leaders or time out (the request then belongs to the delayed operation, apis.h rule 2). */
+static void awaited_finish(struct gr_broker *b, struct awaited *w, bool validate_only, int32_t timeout_ms)
+{
+    if (w->n == 0 || validate_only) {
+        gr_api_respond(w->req, w->resp);
+        return;
+    }
+    if (timeout_ms <= 0) {
+        for (int i = 0; i < w->n; i++)
+            w->time_out(w->resp, w->idx[i]);
+        gr_api_respond(w->req, w->resp);
+        return;
+    }
+    gr_topic_admin_wait(b->admin, w->n, w->names, w->parts, timeout_ms, awaited_done, w);
+}
+
+/* ---------------- CreateTopics ---------------- */
+
+static void ct_time_out(void *resp, int idx)
+{
+    struct CreateTopicsResponse_CreatableTopicResult *r = &((struct CreateTopicsResponse *)resp)->Topics[idx];
+    r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+    r->ErrorMessage = NULL;
 }
 
 void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
@@ -65,11 +117,7 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
     for (int i = 0; i < n; i++)
         names[i] = rq->Topics[i].Name;
     bool controller = gr_broker_is_controller(b);
-
-    int *wait_idx = gr_api_alloc(req, sizeof(int) * (size_t)(n ? n : 1));
-    const char **wait_names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
-    int32_t *wait_parts = gr_api_alloc(req, sizeof(int32_t) * (size_t)(n ? n : 1));
-    int n_wait = 0;
+    struct awaited *w = awaited_new(req, resp, n, ct_time_out);
 
     for (int i = 0; i < n; i++) {
         const struct CreateTopicsRequest_CreatableTopic *t = &rq->Topics[i];
@@ -133,52 +181,20 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
             r->ReplicationFactor = res.replication_factor;
             r->ConfigsCount = 0;
         }
-        if (!rq->ValidateOnly) {
-            wait_idx[n_wait] = i;
-            wait_names[n_wait] = t->Name;
-            wait_parts[n_wait] = res.num_partitions;
-            n_wait++;
-        }
+        if (!rq->ValidateOnly)
+            awaited_add(w, i, t->Name, res.num_partitions);
     }
-
-    if (n_wait == 0 || rq->ValidateOnly) {
-        gr_api_respond(req, resp);
-        return;
-    }
-    if (rq->TimeoutMs <= 0) {
-        for (int i = 0; i < n_wait; i++) {
-            resp->Topics[wait_idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
-            resp->Topics[wait_idx[i]].ErrorMessage = NULL;
-        }
-        gr_api_respond(req, resp);
-        return;
-    }
-    struct ct_wait *w = gr_api_alloc(req, sizeof(*w));
-    w->req = req;
-    w->resp = resp;
-    w->idx = wait_idx;
-    /* From here on the request belongs to the delayed operation (apis.h rule 2). */
-    gr_topic_admin_wait(b->admin, n_wait, wait_names, wait_parts, rq->TimeoutMs, ct_done, w);
+    awaited_finish(b, w, rq->ValidateOnly, rq->TimeoutMs);
 }
 
 /* ---------------- CreatePartitions ---------------- */
 
-struct cp_wait {
-    struct gr_api_req *req;
-    struct CreatePartitionsResponse *resp;
-    int *idx;
-};
-
-static void cp_done(void *ctx, int n, const bool *ready)
+static void cp_time_out(void *resp, int idx)
 {
-    struct cp_wait *w = ctx;
-    for (int i = 0; i < n; i++) {
-        if (!ready[i]) {
-            w->resp->Results[w->idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
-            w->resp->Results[w->idx[i]].ErrorMessage = NULL;
-        }
-    }
-    gr_api_respond(w->req, w->resp);
+    struct CreatePartitionsResponse_CreatePartitionsTopicResult *r =
+        &((struct CreatePartitionsResponse *)resp)->Results[idx];
+    r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+    r->ErrorMessage = NULL;
 }
 
 void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
@@ -194,10 +210,7 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
     for (int i = 0; i < n; i++)
         names[i] = rq->Topics[i].Name;
     bool controller = gr_broker_is_controller(b);
-    int *wait_idx = gr_api_alloc(req, sizeof(int) * (size_t)(n ? n : 1));
-    const char **wait_names = gr_api_alloc(req, sizeof(char *) * (size_t)(n ? n : 1));
-    int32_t *wait_parts = gr_api_alloc(req, sizeof(int32_t) * (size_t)(n ? n : 1));
-    int n_wait = 0;
+    struct awaited *w = awaited_new(req, resp, n, cp_time_out);
 
     for (int i = 0; i < n; i++) {
         const struct CreatePartitionsRequest_CreatePartitionsTopic *t = &rq->Topics[i];
@@ -238,26 +251,8 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
             r->ErrorMessage = res.message[0] ? gr_api_strdup(req, res.message) : NULL;
             continue;
         }
-        if (!rq->ValidateOnly) {
-            wait_idx[n_wait] = i;
-            wait_names[n_wait] = t->Name;
-            wait_parts[n_wait] = t->Count;
-            n_wait++;
-        }
+        if (!rq->ValidateOnly)
+            awaited_add(w, i, t->Name, t->Count);
     }
-    if (n_wait == 0 || rq->ValidateOnly) {
-        gr_api_respond(req, resp);
-        return;
-    }
-    if (rq->TimeoutMs <= 0) {
-        for (int i = 0; i < n_wait; i++)
-            resp->Results[wait_idx[i]].ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
-        gr_api_respond(req, resp);
-        return;
-    }
-    struct cp_wait *w = gr_api_alloc(req, sizeof(*w));
-    w->req = req;
-    w->resp = resp;
-    w->idx = wait_idx;
-    gr_topic_admin_wait(b->admin, n_wait, wait_names, wait_parts, rq->TimeoutMs, cp_done, w);
+    awaited_finish(b, w, rq->ValidateOnly, rq->TimeoutMs);
 }
