@@ -27,6 +27,7 @@ struct gr_config_change_listener {
     struct gr_zk_watches *watches;
     struct gr_controller *controller;
     pthread_t thread;
+    bool has_thread; /* false: driven by gr_config_change_listener_process (simulation) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool dirty, stop;
@@ -137,35 +138,56 @@ static void *listener_main(void *arg) {
     return NULL;
 }
 
-struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
-                                                                  struct gr_controller *controller) {
+struct gr_config_change_listener *gr_config_change_listener_new(struct gr_kzk *kzk, struct gr_zk_watches *watches,
+                                                                struct gr_controller *controller) {
     struct gr_config_change_listener *l = gr_calloc(1, sizeof *l);
     l->kzk = kzk;
     l->watches = watches;
     l->controller = controller;
     l->last_seq = -1;
+    l->dirty = true; /* existing notifications are processed first */
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     gr_zk_watches_register_child(watches, CHANGES_PATH, on_changes_child, l);
+    return l;
+}
+
+bool gr_config_change_listener_dirty(struct gr_config_change_listener *l) {
+    pthread_mutex_lock(&l->mu);
+    bool d = l->dirty;
+    pthread_mutex_unlock(&l->mu);
+    return d;
+}
+
+void gr_config_change_listener_process(struct gr_config_change_listener *l) {
+    pthread_mutex_lock(&l->mu);
+    l->dirty = false;
+    pthread_mutex_unlock(&l->mu);
+    process(l);
+}
+
+struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
+                                                                  struct gr_controller *controller) {
+    struct gr_config_change_listener *l = gr_config_change_listener_new(kzk, watches, controller);
     if (pthread_create(&l->thread, NULL, listener_main, l) != 0) {
         gr_error(LOGGER, "cannot start the config change listener thread");
-        gr_zk_watches_unregister_child(watches, CHANGES_PATH);
-        pthread_cond_destroy(&l->cv);
-        pthread_mutex_destroy(&l->mu);
-        free(l);
+        gr_config_change_listener_stop(l);
         return NULL;
     }
+    l->has_thread = true;
     return l;
 }
 
 void gr_config_change_listener_stop(struct gr_config_change_listener *l) {
     if (!l) return;
     gr_zk_watches_unregister_child(l->watches, CHANGES_PATH);
-    pthread_mutex_lock(&l->mu);
-    l->stop = true;
-    pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->thread, NULL);
+    if (l->has_thread) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_signal(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+    }
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
     free(l);

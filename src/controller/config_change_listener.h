@@ -14,9 +14,12 @@
  * comes from server.properties.
  *
  * Threading: one thread of its own (ZooKeeper reads must not run on the ZooKeeper callback
- * thread); the child-watch handler only wakes it. */
+ * thread); the child-watch handler only wakes it. A simulation creates it without a thread
+ * (gr_config_change_listener_new) and calls gr_config_change_listener_process itself. */
 #ifndef GR_CONTROLLER_CONFIG_CHANGE_LISTENER_H
 #define GR_CONTROLLER_CONFIG_CHANGE_LISTENER_H
+
+#include <stdbool.h>
 
 struct gr_kzk;
 struct gr_zk_watches;
@@ -28,6 +31,17 @@ struct gr_config_change_listener;
  * outlive it. Returns NULL if the thread cannot start (logged). */
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                   struct gr_controller *controller);
+/* The same without a thread: registers the handler (marked dirty so that existing notifications
+ * are read by the first process call). The owner drives it. */
+struct gr_config_change_listener *gr_config_change_listener_new(struct gr_kzk *kzk, struct gr_zk_watches *watches,
+                                                                struct gr_controller *controller);
+/* Did the /config/changes child watch fire (or nothing was read yet)? Any thread. */
+bool gr_config_change_listener_dirty(struct gr_config_change_listener *l);
+/* Clears the dirty mark and reads every notification newer than the last one processed (re-arming
+ * the child watch), putting TopicUncleanLeaderElectionEnable events on the controller's queue.
+ * Only for listeners made by gr_config_change_listener_new; the owner's thread. */
+void gr_config_change_listener_process(struct gr_config_change_listener *l);
+
 /* Unregisters the handler, stops and joins the thread, frees. Call before kzk is freed. NULL is
  * ignored. */
 void gr_config_change_listener_stop(struct gr_config_change_listener *l);
