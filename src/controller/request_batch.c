@@ -110,6 +110,47 @@ static int cmp_entry(const void *a, const void *b) {
     return x->partition < y->partition ? -1 : x->partition > y->partition;
 }
 
+/* The entries of m sorted by (broker, topic, partition), malloc'd. */
+static struct entry **sorted_entries(const struct map *m) {
+    struct entry **v = map_entries(m);
+    qsort(v, m->n, sizeof *v, cmp_entry);
+    return v;
+}
+
+/* Walks sorted entries v[0..n) one broker at a time: sets [*i, *j) to the next run of entries
+ * for one broker that is still in the context and returns it; NULL when none is left. Start
+ * with *j = 0. */
+static struct gr_ctrl_broker *next_broker_run(struct gr_ctrl_context *ctx, struct entry **v, size_t n, size_t *i,
+                                              size_t *j) {
+    while (*j < n) {
+        *i = *j;
+        while (*j < n && v[*j]->broker == v[*i]->broker) (*j)++;
+        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, v[*i]->broker);
+        if (br) return br;
+    }
+    return NULL;
+}
+
+/* In sorted entries whose run starts at `first`: does v[k] start a new topic? */
+static bool topic_starts(struct entry **v, size_t first, size_t k) {
+    return k == first || strcmp(v[k]->topic, v[k - 1]->topic) != 0;
+}
+
+/* Number of topics among sorted entries v[first..end). */
+static int count_topics(struct entry **v, size_t first, size_t end) {
+    int n = 0;
+    for (size_t k = first; k < end; k++)
+        if (topic_starts(v, first, k)) n++;
+    return n;
+}
+
+/* Number of entries from v[k] on (before end) with v[k]'s topic. */
+static size_t topic_run_len(struct entry **v, size_t k, size_t end) {
+    size_t m = k;
+    while (m < end && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
+    return m - k;
+}
+
 /* ---- the batch ---- */
 
 struct gr_ctrl_batch {
@@ -352,6 +393,14 @@ static struct gr_ctrl_shared_arena *shared_new(int refs) {
     return s;
 }
 
+/* A request box for api_key whose structures live in sh (the box holds one of its references). */
+static struct gr_ctrl_req *req_box_new(int16_t api_key, struct gr_ctrl_shared_arena *sh) {
+    struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
+    box->api_key = api_key;
+    box->shared = sh;
+    return box;
+}
+
 static const struct gr_kzk_endpoint *broker_endpoint(const struct gr_ctrl_broker *br, const char *listener) {
     if (br->info.n_endpoints == 0) return NULL;
     if (listener)
@@ -375,46 +424,33 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->lai.n == 0) return;
-    struct entry **v = map_entries(&b->lai);
-    size_t n = b->lai.n;
-    qsort(v, n, sizeof *v, cmp_entry);
-    for (size_t i = 0; i < n;) {
+    struct entry **v = sorted_entries(&b->lai);
+    size_t n = b->lai.n, i, j = 0;
+    struct gr_ctrl_broker *br;
+    while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        size_t j = i;
-        while (j < n && v[j]->broker == broker) j++;
-        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, broker);
-        if (!br) {
-            i = j;
-            continue;
-        }
         struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
-        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
-        box->api_key = GR_API_LEADER_AND_ISR;
-        box->shared = sh;
+        struct gr_ctrl_req *box = req_box_new(GR_API_LEADER_AND_ISR, sh);
         struct LeaderAndIsrRequest *r = &box->u.lai;
         gr_proto_init_struct(&gr_desc_LeaderAndIsrRequest, r);
         r->ControllerId = sm->controller_id;
         r->ControllerEpoch = ctx->epoch;
         r->BrokerEpoch = br->epoch;
         /* topics */
-        int n_topics = 0;
-        for (size_t k = i; k < j; k++)
-            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+        int n_topics = count_topics(v, i, j);
         r->TopicStatesCount = n_topics;
         r->TopicStates = gr_arena_alloc(a, (size_t)n_topics * sizeof *r->TopicStates);
         int32_t *leaders = gr_arena_alloc(a, (j - i) * sizeof *leaders);
         int n_leaders = 0, n_become_leader = 0;
         int t = -1;
         for (size_t k = i; k < j; k++) {
-            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+            if (topic_starts(v, i, k)) {
                 t++;
-                size_t m = k;
-                while (m < j && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
                 r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
-                    gr_arena_alloc(a, (m - k) * sizeof *r->TopicStates[t].PartitionStates);
+                    gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
             }
             struct LeaderAndIsrRequest_LeaderAndIsrTopicState *ts = &r->TopicStates[t];
             struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[ts->PartitionStatesCount++];
@@ -447,7 +483,6 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
                 "%d become-follower partitions",
                 sm->controller_id, ctx->epoch, broker, n_become_leader, (int)(j - i) - n_become_leader);
         deliver(b, broker, box, GR_CTRL_LEADER_AND_ISR_VERSION, GR_EV_LEADER_AND_ISR_RESPONSE, true);
-        i = j;
     }
     free(v);
 }
@@ -469,23 +504,18 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     struct gr_ctrl_shared_arena *sh = shared_new(n_targets);
     struct gr_arena *a = &sh->arena;
     /* partition states grouped by topic */
-    struct entry **v = map_entries(&b->um);
+    struct entry **v = sorted_entries(&b->um);
     size_t n = b->um.n;
-    qsort(v, n, sizeof *v, cmp_entry);
-    int n_topics = 0;
-    for (size_t k = 0; k < n; k++)
-        if (k == 0 || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+    int n_topics = count_topics(v, 0, n);
     struct UpdateMetadataRequest_UpdateMetadataTopicState *topics =
         gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *topics);
     int t = -1;
     for (size_t k = 0; k < n; k++) {
-        if (k == 0 || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+        if (topic_starts(v, 0, k)) {
             t++;
-            size_t m = k;
-            while (m < n && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
             topics[t].TopicName = gr_arena_strdup(a, v[k]->topic);
             topics[t].PartitionStatesCount = 0;
-            topics[t].PartitionStates = gr_arena_alloc(a, (m - k) * sizeof *topics[t].PartitionStates);
+            topics[t].PartitionStates = gr_arena_alloc(a, topic_run_len(v, k, n) * sizeof *topics[t].PartitionStates);
         }
         struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps =
             &topics[t].PartitionStates[topics[t].PartitionStatesCount++];
@@ -520,9 +550,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     for (int i = 0; i < b->n_um_brokers; i++) {
         struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, b->um_brokers[i]);
         if (!br) continue;
-        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
-        box->api_key = GR_API_UPDATE_METADATA;
-        box->shared = sh;
+        struct gr_ctrl_req *box = req_box_new(GR_API_UPDATE_METADATA, sh);
         struct UpdateMetadataRequest *r = &box->u.um;
         gr_proto_init_struct(&gr_desc_UpdateMetadataRequest, r);
         r->ControllerId = sm->controller_id;
@@ -540,45 +568,32 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->sr.n == 0) return;
-    struct entry **v = map_entries(&b->sr);
-    size_t n = b->sr.n;
-    qsort(v, n, sizeof *v, cmp_entry);
-    for (size_t i = 0; i < n;) {
+    struct entry **v = sorted_entries(&b->sr);
+    size_t n = b->sr.n, i, j = 0;
+    struct gr_ctrl_broker *br;
+    while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        size_t j = i;
-        while (j < n && v[j]->broker == broker) j++;
-        struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, broker);
-        if (!br) {
-            i = j;
-            continue;
-        }
         struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
-        struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
-        box->api_key = GR_API_STOP_REPLICA;
-        box->shared = sh;
+        struct gr_ctrl_req *box = req_box_new(GR_API_STOP_REPLICA, sh);
         struct StopReplicaRequest *r = &box->u.sr;
         gr_proto_init_struct(&gr_desc_StopReplicaRequest, r);
         r->ControllerId = sm->controller_id;
         r->ControllerEpoch = ctx->epoch;
         r->BrokerEpoch = br->epoch;
         r->DeletePartitions = false;
-        int n_topics = 0;
-        for (size_t k = i; k < j; k++)
-            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) n_topics++;
+        int n_topics = count_topics(v, i, j);
         r->TopicStatesCount = n_topics;
         r->TopicStates = gr_arena_alloc(a, (size_t)n_topics * sizeof *r->TopicStates);
         bool any_delete = false;
         int t = -1;
         for (size_t k = i; k < j; k++) {
-            if (k == i || strcmp(v[k]->topic, v[k - 1]->topic) != 0) {
+            if (topic_starts(v, i, k)) {
                 t++;
-                size_t m = k;
-                while (m < j && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
                 r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
-                    gr_arena_alloc(a, (m - k) * sizeof *r->TopicStates[t].PartitionStates);
+                    gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
             }
             struct StopReplicaRequest_StopReplicaTopicState *ts = &r->TopicStates[t];
             ts->PartitionStates[ts->PartitionStatesCount++] = v[k]->st.sr;
@@ -589,7 +604,6 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
                 sm->controller_id, ctx->epoch, (int)(j - i), broker);
         deliver(b, broker, box, GR_CTRL_STOP_REPLICA_VERSION, GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE,
                 any_delete);
-        i = j;
     }
     free(v);
 }
