@@ -86,6 +86,49 @@ static const char *jget_str(struct jdec *d, const json_t *obj, const char *key) 
     return json_string_value(v);
 }
 
+/* Parses data as a JSON object (anything else is an error in d). The caller decrefs the result
+ * (NULL when the bytes are not JSON). */
+static json_t *jparse_object(struct jdec *d, const char *data, size_t len) {
+    json_t *root = jparse(data, len, 0);
+    if (!json_is_object(root)) d->err = GR_ECORRUPT;
+    return root;
+}
+
+/* A new object {"version": version} to encode a znode into. */
+static json_t *jroot_new(int version) {
+    json_t *root = json_object();
+    json_object_set_new(root, "version", json_integer(version));
+    return root;
+}
+
+/* {"topic": topic, "partition": partition} */
+static json_t *jtp_new(const char *topic, int32_t partition) {
+    json_t *o = json_object();
+    json_object_set_new(o, "topic", json_string(topic));
+    json_object_set_new(o, "partition", json_integer(partition));
+    return o;
+}
+
+/* root's "partitions" array, or NULL with the error in d (also when d already has one). */
+static const json_t *jget_partitions(struct jdec *d, const json_t *root) {
+    const json_t *arr = d->err ? NULL : json_object_get(root, "partitions");
+    if (!d->err && !json_is_array(arr)) d->err = GR_ECORRUPT;
+    return d->err ? NULL : arr;
+}
+
+/* The topic of a {"topic": "t", "partition": p, ...} object (borrowed from o), with p >= 0 in
+ * *partition; "" and the error in d when o is not such an object (*partition is then left
+ * alone if o is not an object at all). */
+static const char *jget_tp(struct jdec *d, const json_t *o, int32_t *partition) {
+    if (!json_is_object(o)) {
+        d->err = GR_ECORRUPT;
+        return "";
+    }
+    const char *t = jget_str(d, o, "topic");
+    *partition = (int32_t)jint_range(d, json_object_get(o, "partition"), 0, INT32_MAX);
+    return t;
+}
+
 /* Integer or decimal string (Kafka writes timestamps/ids as strings; be lenient either way). */
 static int64_t jint_or_str_i64(struct jdec *d, const json_t *v) {
     if (json_is_integer(v)) return (int64_t)json_integer_value(v);
@@ -225,8 +268,7 @@ char *gr_kzk_broker_encode(const struct gr_kzk_broker *b, size_t *len) {
             break;
         }
     }
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(5));
+    json_t *root = jroot_new(5);
     json_object_set_new(root, "host", plain ? json_string(plain->host ? plain->host : "") : json_null());
     json_object_set_new(root, "port", json_integer(plain ? plain->port : -1));
     json_t *eps = json_array();
@@ -352,8 +394,7 @@ int gr_kzk_broker_decode(int32_t id, const char *data, size_t len, struct gr_kzk
 /* ---- /controller and /controller_epoch ---- */
 
 char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_object_set_new(root, "brokerid", json_integer(broker_id));
     char ts[32];
     snprintf(ts, sizeof ts, "%" PRId64, timestamp_ms);
@@ -402,9 +443,8 @@ char *gr_kzk_cluster_id_encode(const char *id, size_t *len) {
 }
 
 int gr_kzk_cluster_id_decode(const char *data, size_t len, char id_out[64]) {
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     const char *id = d.err ? "" : jget_str(&d, root, "id");
     if (!d.err && (strlen(id) == 0 || strlen(id) >= 64)) d.err = GR_ECORRUPT;
     if (!d.err) snprintf(id_out, 64, "%s", id);
@@ -477,8 +517,7 @@ static json_t *pmap(const struct gr_kzk_topic_assignment *a, int which) {
 }
 
 char *gr_kzk_topic_assignment_encode(const struct gr_kzk_topic_assignment *a, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(a->topic_id ? 3 : 2));
+    json_t *root = jroot_new(a->topic_id ? 3 : 2);
     if (a->topic_id) json_object_set_new(root, "topic_id", json_string(a->topic_id));
     json_object_set_new(root, "partitions", pmap(a, 0));
     json_object_set_new(root, "adding_replicas", pmap(a, 1));
@@ -499,9 +538,8 @@ static struct gr_kzk_partition_assignment *pa_find(struct gr_kzk_topic_assignmen
 int gr_kzk_topic_assignment_decode(const char *data, size_t len,
                                    struct gr_kzk_topic_assignment *out) {
     memset(out, 0, sizeof(*out));
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     int version = d.err ? 0 : jversion(&d, root);
     const json_t *parts = d.err ? NULL : json_object_get(root, "partitions");
     if (!d.err && !json_is_object(parts)) d.err = GR_ECORRUPT;
@@ -574,8 +612,7 @@ void gr_kzk_leader_and_isr_release(struct gr_kzk_leader_and_isr *s) {
 }
 
 char *gr_kzk_partition_state_encode(const struct gr_kzk_leader_and_isr *s, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_object_set_new(root, "leader", json_integer(s->leader));
     json_object_set_new(root, "leader_epoch", json_integer(s->leader_epoch));
     json_object_set_new(root, "controller_epoch", json_integer(s->controller_epoch));
@@ -587,9 +624,8 @@ int gr_kzk_partition_state_decode(const char *data, size_t len, struct gr_kzk_le
     int32_t zv = out->zk_version;
     memset(out, 0, sizeof(*out));
     out->zk_version = zv;
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     if (!d.err) {
         out->leader = jget_i32(&d, root, "leader");
         out->leader_epoch = jget_i32(&d, root, "leader_epoch");
@@ -639,8 +675,7 @@ const char *gr_kzk_config_get(const struct gr_kzk_config *c, const char *key) {
 }
 
 char *gr_kzk_config_encode(const struct gr_kzk_config *c, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_t *m = json_object();
     for (int i = 0; c && i < c->n; i++) json_object_set_new(m, c->keys[i], json_string(c->values[i]));
     json_object_set_new(root, "config", m);
@@ -649,9 +684,8 @@ char *gr_kzk_config_encode(const struct gr_kzk_config *c, size_t *len) {
 
 int gr_kzk_config_decode(const char *data, size_t len, struct gr_kzk_config *out) {
     memset(out, 0, sizeof(*out));
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     const json_t *m = d.err ? NULL : json_object_get(root, "config");
     if (!d.err && !json_is_object(m)) d.err = GR_ECORRUPT;
     if (!d.err) {
@@ -671,17 +705,15 @@ int gr_kzk_config_decode(const char *data, size_t len, struct gr_kzk_config *out
 }
 
 char *gr_kzk_config_change_encode(const char *entity_path, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(2));
+    json_t *root = jroot_new(2);
     json_object_set_new(root, "entity_path", json_string(entity_path));
     return jdump(root, len);
 }
 
 int gr_kzk_config_change_decode(const char *data, size_t len, char **entity_path) {
-    json_t *root = jparse(data, len, 0);
-    struct jdec d = {0};
     *entity_path = NULL;
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    struct jdec d = {0};
+    json_t *root = jparse_object(&d, data, len);
     const char *p = d.err ? "" : jget_str(&d, root, "entity_path");
     if (!d.err) *entity_path = gr_strdup(p);
     json_decref(root);
@@ -697,15 +729,9 @@ void gr_kzk_tps_release(struct gr_kzk_tp *tps, int n) {
 }
 
 char *gr_kzk_tp_list_encode(const struct gr_kzk_tp *tps, int n, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "topic", json_string(tps[i].topic));
-        json_object_set_new(e, "partition", json_integer(tps[i].partition));
-        json_array_append_new(arr, e);
-    }
+    for (int i = 0; i < n; i++) json_array_append_new(arr, jtp_new(tps[i].topic, tps[i].partition));
     json_object_set_new(root, "partitions", arr);
     return jdump(root, len);
 }
@@ -713,22 +739,15 @@ char *gr_kzk_tp_list_encode(const struct gr_kzk_tp *tps, int n, size_t *len) {
 int gr_kzk_tp_list_decode(const char *data, size_t len, struct gr_kzk_tp **out, int *n) {
     *out = NULL;
     *n = 0;
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
-    const json_t *arr = d.err ? NULL : json_object_get(root, "partitions");
-    if (!d.err && !json_is_array(arr)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
+    const json_t *arr = jget_partitions(&d, root);
     size_t cnt = d.err ? 0 : json_array_size(arr);
     struct gr_kzk_tp *tps = cnt ? gr_calloc(cnt, sizeof(*tps)) : NULL;
     int got = 0;
     for (size_t i = 0; i < cnt && !d.err; i++) {
-        const json_t *e = json_array_get(arr, i);
-        if (!json_is_object(e)) {
-            d.err = GR_ECORRUPT;
-            break;
-        }
-        const char *t = jget_str(&d, e, "topic");
-        int32_t p = (int32_t)jint_range(&d, json_object_get(e, "partition"), 0, INT32_MAX);
+        int32_t p = 0;
+        const char *t = jget_tp(&d, json_array_get(arr, i), &p);
         if (d.err) break;
         tps[got].topic = gr_strdup(t);
         tps[got].partition = p;
@@ -757,14 +776,11 @@ void gr_kzk_reassignment_release(struct gr_kzk_reassignment *r) {
 }
 
 char *gr_kzk_reassignment_encode(const struct gr_kzk_reassignment *r, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_t *arr = json_array();
     for (int i = 0; i < r->n; i++) {
         const struct gr_kzk_reassignment_entry *e = &r->entries[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "topic", json_string(e->topic));
-        json_object_set_new(o, "partition", json_integer(e->partition));
+        json_t *o = jtp_new(e->topic, e->partition);
         json_object_set_new(o, "replicas", jint_array_new(e->replicas, e->n_replicas));
         json_array_append_new(arr, o);
     }
@@ -774,22 +790,15 @@ char *gr_kzk_reassignment_encode(const struct gr_kzk_reassignment *r, size_t *le
 
 int gr_kzk_reassignment_decode(const char *data, size_t len, struct gr_kzk_reassignment *out) {
     memset(out, 0, sizeof(*out));
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
-    const json_t *arr = d.err ? NULL : json_object_get(root, "partitions");
-    if (!d.err && !json_is_array(arr)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
+    const json_t *arr = jget_partitions(&d, root);
     size_t cnt = d.err ? 0 : json_array_size(arr);
     if (cnt) out->entries = gr_calloc(cnt, sizeof(*out->entries));
     for (size_t i = 0; i < cnt && !d.err; i++) {
         const json_t *o = json_array_get(arr, i);
-        if (!json_is_object(o)) {
-            d.err = GR_ECORRUPT;
-            break;
-        }
         struct gr_kzk_reassignment_entry *e = &out->entries[out->n];
-        const char *t = jget_str(&d, o, "topic");
-        e->partition = (int32_t)jint_range(&d, json_object_get(o, "partition"), 0, INT32_MAX);
+        const char *t = jget_tp(&d, o, &e->partition);
         if (d.err) break;
         e->topic = gr_strdup(t);
         e->replicas = jint_array(&d, json_object_get(o, "replicas"), &e->n_replicas);
@@ -803,17 +812,15 @@ int gr_kzk_reassignment_decode(const char *data, size_t len, struct gr_kzk_reass
 /* ---- log dir events ---- */
 
 char *gr_kzk_log_dir_event_encode(int32_t broker_id, int32_t event, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_object_set_new(root, "broker", json_integer(broker_id));
     json_object_set_new(root, "event", json_integer(event));
     return jdump(root, len);
 }
 
 int gr_kzk_log_dir_event_decode(const char *data, size_t len, int32_t *broker_id, int32_t *event) {
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     if (!d.err) {
         int32_t b = jget_i32(&d, root, "broker");
         int32_t e = jget_i32(&d, root, "event");
@@ -829,8 +836,7 @@ int gr_kzk_log_dir_event_decode(const char *data, size_t len, int32_t *broker_id
 /* ---- /latest_producer_id_block ---- */
 
 char *gr_kzk_producer_id_block_encode(const struct gr_kzk_producer_id_block *b, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_object_set_new(root, "broker", json_integer(b->broker));
     char s[32];
     snprintf(s, sizeof s, "%" PRId64, b->block_start);
@@ -842,9 +848,8 @@ char *gr_kzk_producer_id_block_encode(const struct gr_kzk_producer_id_block *b, 
 
 int gr_kzk_producer_id_block_decode(const char *data, size_t len,
                                     struct gr_kzk_producer_id_block *out) {
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     if (!d.err) {
         struct gr_kzk_producer_id_block b;
         b.broker = jget_i32(&d, root, "broker");
@@ -866,8 +871,7 @@ void gr_kzk_feature_znode_release(struct gr_kzk_feature_znode *f) {
 }
 
 char *gr_kzk_feature_znode_encode(const struct gr_kzk_feature_znode *f, size_t *len) {
-    json_t *root = json_object();
-    json_object_set_new(root, "version", json_integer(1));
+    json_t *root = jroot_new(1);
     json_object_set_new(root, "status", json_integer(f->status));
     json_t *feats = json_object();
     for (int i = 0; i < f->n_features; i++) {
@@ -882,9 +886,8 @@ char *gr_kzk_feature_znode_encode(const struct gr_kzk_feature_znode *f, size_t *
 
 int gr_kzk_feature_znode_decode(const char *data, size_t len, struct gr_kzk_feature_znode *out) {
     memset(out, 0, sizeof(*out));
-    json_t *root = jparse(data, len, 0);
     struct jdec d = {0};
-    if (!json_is_object(root)) d.err = GR_ECORRUPT;
+    json_t *root = jparse_object(&d, data, len);
     if (!d.err) {
         out->status = jget_i32(&d, root, "status");
         const json_t *feats = json_object_get(root, "features");
