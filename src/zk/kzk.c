@@ -226,50 +226,84 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
     return rc;
 }
 
+/* A settled item: its kzk code (ok_code counts as success) and, when res, its op result. */
+static void settle_item(int i, struct gr_zop_result *r, int irc, int *item_rc, struct gr_zop_result *res,
+                        int ok_code) {
+    if (irc == ok_code && ok_code != 0) irc = 0;
+    if (item_rc) item_rc[i] = irc;
+    if (res) {
+        res[i] = *r;
+        res[i].rc = irc;
+    } else {
+        free(r->created_path);
+    }
+    r->created_path = NULL;
+}
+
+/* Failed multis per batch before the rest of it goes item by item. */
+#define MULTI_RETRIES 4
+
 /* Runs n single-op items as guarded multis of up to k->batch-1 ops. item_rc[i] gets the item's
  * kzk code; ok_codes lists codes to treat as success (e.g. EEXISTS for parents). res (optional)
- * receives each op's result. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK. */
+ * receives each op's result. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK.
+ *
+ * When an item fails, ZooKeeper rolls the whole multi back and reports the ops before the failing
+ * one as OK, the failing one with its code and the later ones as RUNTIMEINCONSISTENCY: the failing
+ * item is settled with its code and the others are rerun as one multi. After MULTI_RETRIES failed
+ * multis in one batch the rest goes one item per multi (the old behaviour, which made a single
+ * stale conditional write cost ~1000 round trips). */
 static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops, int n,
                          int *item_rc, struct gr_zop_result *res, int ok_code) {
     int per = k->batch - 1;
-    struct gr_zop_result *tmp = gr_calloc((size_t)(per > 0 ? per : 1), sizeof(*tmp));
+    if (per < 1) per = 1;
+    struct gr_zop_result *tmp = gr_calloc((size_t)per, sizeof(*tmp));
+    struct gr_zop *sub = gr_malloc((size_t)per * sizeof(*sub));
+    int *pend = gr_malloc((size_t)per * sizeof(*pend));
     int out = 0;
     for (int start = 0; start < n && out == 0; start += per) {
-        int cnt = GR_MIN(per, n - start);
-        int rc = gr_kzk_guarded_multi(k, ezv, ops + start, cnt, tmp);
-        if (rc == 0) {
-            for (int i = 0; i < cnt; i++) {
-                if (item_rc) item_rc[start + i] = 0;
-                if (res) res[start + i] = tmp[i];
-                else free(tmp[i].created_path);
+        int m = GR_MIN(per, n - start);
+        for (int i = 0; i < m; i++) pend[i] = start + i;
+        int failures = 0;
+        while (m > 0 && out == 0 && failures < MULTI_RETRIES) {
+            for (int i = 0; i < m; i++) sub[i] = ops[pend[i]];
+            int rc = gr_kzk_guarded_multi(k, ezv, sub, m, tmp);
+            if (rc == 0) {
+                for (int i = 0; i < m; i++) settle_item(pend[i], &tmp[i], 0, item_rc, res, ok_code);
+                m = 0;
+                break;
             }
-            continue;
+            if (rc == GR_ECONTROLLER_MOVED || rc == GR_EZK) {
+                gr_zop_results_release(tmp, m);
+                out = rc;
+                break;
+            }
+            failures++;
+            int f = 0;
+            while (f < m && tmp[f].rc == 0) f++;
+            if (f == m) { /* no failing op reported: item by item */
+                gr_zop_results_release(tmp, m);
+                failures = MULTI_RETRIES;
+                break;
+            }
+            settle_item(pend[f], &tmp[f], tmp[f].rc, item_rc, res, ok_code);
+            gr_zop_results_release(tmp, m);
+            memmove(&pend[f], &pend[f + 1], (size_t)(m - f - 1) * sizeof(*pend));
+            m--;
         }
-        gr_zop_results_release(tmp, cnt);
-        if (rc == GR_ECONTROLLER_MOVED || rc == GR_EZK) {
-            out = rc;
-            break;
-        }
-        /* An item failed: redo this batch item by item. */
-        for (int i = 0; i < cnt; i++) {
+        for (int i = 0; i < m && out == 0; i++) {
             struct gr_zop_result one;
             memset(&one, 0, sizeof(one));
-            int irc = gr_kzk_guarded_multi(k, ezv, ops + start + i, 1, &one);
+            int irc = gr_kzk_guarded_multi(k, ezv, &ops[pend[i]], 1, &one);
             if (irc == GR_ECONTROLLER_MOVED || irc == GR_EZK) {
                 free(one.created_path);
                 out = irc;
                 break;
             }
-            if (irc == ok_code && ok_code != 0) irc = 0;
-            if (item_rc) item_rc[start + i] = irc;
-            if (res) {
-                res[start + i] = one;
-                res[start + i].rc = irc;
-            } else {
-                free(one.created_path);
-            }
+            settle_item(pend[i], &one, irc, item_rc, res, ok_code);
         }
     }
+    free(pend);
+    free(sub);
     free(tmp);
     return out;
 }
