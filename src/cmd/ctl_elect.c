@@ -145,7 +145,7 @@ int ctl_elect_main(const struct ctl_opts *o, int argc, char **argv)
     for (int attempt = 0; attempt < 20; attempt++) {
         struct ctl_kafka ctl;
         struct ctl_kafka *target = &ctl;
-        int crc = ctl_connect_controller(&boot, o->timeout_ms, &ctl);
+        int crc = ctl_kafka_connect_controller(&boot, o->timeout_ms, &ctl);
         if (crc == 1)
             target = &boot;
         else if (crc != 0)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "net/client.h"
@@ -114,4 +115,50 @@ struct MetadataResponse *ctl_kafka_metadata(struct ctl_kafka *k, const char *con
     }
     rq.AllowAutoTopicCreation = false;
     return ctl_kafka_call(k, GR_API_METADATA, 7, &rq, a);
+}
+
+int ctl_kafka_connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl)
+{
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
+    int rc = md ? 1 : -1;
+    if (md && md->ControllerId >= 0)
+        for (int32_t i = 0; i < md->BrokersCount; i++)
+            if (md->Brokers[i].NodeId == md->ControllerId) {
+                rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
+                break;
+            }
+    gr_arena_free(&ar);
+    return rc;
+}
+
+void *ctl_kafka_call_controller(struct ctl_kafka *boot, int timeout_ms, int attempts, int16_t api_key, int16_t ver,
+                                const void *body, struct gr_arena *a, bool (*retry)(const void *resp))
+{
+    int64_t deadline = gr_mono_ms() + timeout_ms;
+    void *last = NULL;
+    for (int attempt = 0; attempt < attempts; attempt++) {
+        struct ctl_kafka ctl;
+        struct ctl_kafka *target = &ctl;
+        int crc = ctl_kafka_connect_controller(boot, timeout_ms, &ctl);
+        if (crc == 1)
+            target = boot; /* controller unknown to this broker: ask it directly */
+        if (crc >= 0) {
+            target->timeout_ms = timeout_ms + 5000;
+            void *r = ctl_kafka_call(target, api_key, ver, body, a);
+            target->timeout_ms = timeout_ms;
+            if (target == &ctl)
+                ctl_kafka_close(&ctl);
+            if (r) {
+                last = r;
+                if (!retry(r))
+                    return r;
+            }
+        }
+        if (gr_mono_ms() >= deadline)
+            break;
+        usleep(300 * 1000);
+    }
+    return last;
 }

@@ -4,6 +4,7 @@
 #ifndef GR_CMD_CTL_KAFKA_H
 #define GR_CMD_CTL_KAFKA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,16 @@ void *ctl_kafka_call(struct ctl_kafka *k, int16_t api_key, int16_t ver, const vo
 /* Metadata v7 for topics (n < 0: all topics; 0: none). NULL on error. */
 struct MetadataResponse *ctl_kafka_metadata(struct ctl_kafka *k, const char *const *topics, int n,
                                             struct gr_arena *a);
+/* Connects ctl to the controller named by boot's Metadata. 0 connected, 1 no controller known
+ * or it has no endpoint here (use boot itself), negative on error. */
+int ctl_kafka_connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl);
+/* Sends body (a request carrying TimeoutMs = timeout_ms) to the controller, connecting to it
+ * afresh each attempt, until a response for which retry(resp) is false, at most `attempts`
+ * times and 300 ms apart until timeout_ms have passed. Each call waits timeout_ms + 5 s (the
+ * broker answers after TimeoutMs at the latest). Returns that response, else the last one
+ * received (retry true), else NULL; it lives in a. */
+void *ctl_kafka_call_controller(struct ctl_kafka *boot, int timeout_ms, int attempts, int16_t api_key, int16_t ver,
+                                const void *body, struct gr_arena *a, bool (*retry)(const void *resp));
 
 /* gregorctl topics create|list|describe (ctl_topics.c). Same contract as the other ctl_*_main
  * functions in cmd/ctl.h: argv[0] is "topics". */

@@ -38,6 +38,7 @@
 #include "broker/assignment.h"
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_print.h"
 #include "cmd/ctl_reassign.h"
 #include "common/kerr.h"
 #include "common/util.h"
@@ -197,22 +198,6 @@ static int parse_reassignment_file(const char *path, struct tp_map *m)
     return 0;
 }
 
-int ctl_connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl)
-{
-    struct gr_arena ar;
-    gr_arena_init(&ar);
-    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
-    int rc = md ? 1 : -1;
-    if (md && md->ControllerId >= 0)
-        for (int32_t i = 0; i < md->BrokersCount; i++)
-            if (md->Brokers[i].NodeId == md->ControllerId) {
-                rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
-                break;
-            }
-    gr_arena_free(&ar);
-    return rc;
-}
-
 /* Sends body to the controller, retrying NOT_CONTROLLER (top-level error at *err_off bytes into
  * the response struct, an int16). Returns the response or NULL. */
 static void *call_controller(struct ctl_kafka *boot, const struct ctl_opts *o, int16_t api, int16_t ver,
@@ -223,7 +208,7 @@ static void *call_controller(struct ctl_kafka *boot, const struct ctl_opts *o, i
     for (int attempt = 0; attempt < 20; attempt++) {
         struct ctl_kafka ctl;
         struct ctl_kafka *target = &ctl;
-        int crc = ctl_connect_controller(boot, o->timeout_ms, &ctl);
+        int crc = ctl_kafka_connect_controller(boot, o->timeout_ms, &ctl);
         if (crc == 1)
             target = boot;
         else if (crc != 0)
@@ -566,12 +551,6 @@ static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb)
     return na == nb && (na == 0 || memcmp(a, b, sizeof(int32_t) * (size_t)na) == 0);
 }
 
-static void print_ids(const int32_t *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        printf("%s%d", i ? "," : "", v[i]);
-}
-
 static int do_verify(struct ctl_kafka *boot, const struct ctl_opts *o, const char *file)
 {
     struct tp_map m = {0}, cur = {0};
@@ -602,9 +581,9 @@ static int do_verify(struct ctl_kafka *boot, const struct ctl_opts *o, const cha
             } else {
                 printf("There is no active reassignment of partition %s-%d, but replica set is ", t->topic, t->partition);
                 if (c)
-                    print_ids(c->replicas, c->n);
+                    ctl_print_ids(c->replicas, c->n);
                 printf(" rather than ");
-                print_ids(t->replicas, t->n);
+                ctl_print_ids(t->replicas, t->n);
                 printf(".\n");
                 all_done = false;
             }
@@ -667,16 +646,16 @@ static int do_list(struct ctl_kafka *boot, const struct ctl_opts *o)
                     const struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment *x =
                         &lr->Topics[t].Partitions[p];
                     printf("%s-%d: replicas: ", lr->Topics[t].Name, x->PartitionIndex);
-                    print_ids(x->Replicas, x->ReplicasCount);
+                    ctl_print_ids(x->Replicas, x->ReplicasCount);
                     printf(".");
                     if (x->AddingReplicasCount > 0) {
                         printf(" adding: ");
-                        print_ids(x->AddingReplicas, x->AddingReplicasCount);
+                        ctl_print_ids(x->AddingReplicas, x->AddingReplicasCount);
                         printf(".");
                     }
                     if (x->RemovingReplicasCount > 0) {
                         printf(" removing: ");
-                        print_ids(x->RemovingReplicas, x->RemovingReplicasCount);
+                        ctl_print_ids(x->RemovingReplicas, x->RemovingReplicasCount);
                         printf(".");
                     }
                     printf("\n");

@@ -13,8 +13,4 @@ struct ctl_kafka;
 int ctl_reassign_main(const struct ctl_opts *o, int argc, char **argv);
 int ctl_elect_main(const struct ctl_opts *o, int argc, char **argv);
 
-/* Connects ctl to the controller named by boot's Metadata. 0 connected, 1 no controller known
- * (use boot itself), negative on error. */
-int ctl_connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl);
-
 #endif

@@ -24,10 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_print.h"
 #include "cmd/ctl_topics_admin.h"
 #include "common/kerr.h"
 #include "common/util.h"
@@ -59,39 +59,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int cmp_topic(const void *a, const void *b)
-{
-    const struct MetadataResponse_MetadataResponseTopic *x = a, *y = b;
-    return strcmp(x->Name ? x->Name : "", y->Name ? y->Name : "");
-}
-
-static int cmp_part(const void *a, const void *b)
-{
-    const struct MetadataResponse_MetadataResponsePartition *x = a, *y = b;
-    return (x->PartitionIndex > y->PartitionIndex) - (x->PartitionIndex < y->PartitionIndex);
-}
-
-static void print_ids(const int32_t *v, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++)
-        printf("%s%d", i ? "," : "", v[i]);
-}
-
-static json_t *json_ids(const int32_t *v, int32_t n)
-{
-    json_t *a = json_array();
-    for (int32_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(v[i]));
-    return a;
-}
-
-static void print_json(json_t *j)
-{
-    char *s = json_dumps(j, JSON_COMPACT);
-    printf("%s\n", s);
-    free(s);
-    json_decref(j);
-}
 
 /* ---------------- list / describe ---------------- */
 
@@ -114,7 +81,7 @@ static int do_list(struct ctl_kafka *k, const struct topics_args *a)
         json_t *arr = json_array();
         for (int i = 0; i < n; i++)
             json_array_append_new(arr, json_string(names[i]));
-        print_json(arr);
+        ctl_print_json(arr);
     } else {
         for (int i = 0; i < n; i++)
             printf("%s\n", names[i]);
@@ -135,12 +102,12 @@ static int do_describe(struct ctl_kafka *k, const struct topics_args *a)
     }
     int rc = 0;
     if (md->TopicsCount > 0)
-        qsort(md->Topics, (size_t)md->TopicsCount, sizeof(*md->Topics), cmp_topic);
+        qsort(md->Topics, (size_t)md->TopicsCount, sizeof(*md->Topics), ctl_cmp_md_topic);
     json_t *arr = a->json ? json_array() : NULL;
     for (int32_t i = 0; i < md->TopicsCount; i++) {
         struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
         if (t->PartitionsCount > 0)
-            qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof(*t->Partitions), cmp_part);
+            qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof(*t->Partitions), ctl_cmp_md_partition);
         if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0) {
             rc = 1;
             if (!a->json)
@@ -160,10 +127,10 @@ static int do_describe(struct ctl_kafka *k, const struct topics_args *a)
                 json_object_set_new(o, "leader", json_integer(pp->LeaderId));
                 json_object_set_new(o, "leader_epoch", json_integer(pp->LeaderEpoch));
                 json_object_set_new(o, "error_code", json_integer(pp->ErrorCode));
-                json_object_set_new(o, "replicas", json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
-                json_object_set_new(o, "isr", json_ids(pp->IsrNodes, pp->IsrNodesCount));
+                json_object_set_new(o, "replicas", ctl_json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
+                json_object_set_new(o, "isr", ctl_json_ids(pp->IsrNodes, pp->IsrNodesCount));
                 json_object_set_new(o, "offline",
-                                    json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
+                                    ctl_json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
                 json_array_append_new(jp, o);
             }
             json_object_set_new(jt, "partitions", jp);
@@ -176,25 +143,11 @@ static int do_describe(struct ctl_kafka *k, const struct topics_args *a)
         printf("Topic: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: \n", t->Name,
                t->PartitionsCount, rf);
         for (int32_t p = 0; p < t->PartitionsCount; p++) {
-            struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
-            printf("\tTopic: %s\tPartition: %d\tLeader: ", t->Name, pp->PartitionIndex);
-            if (pp->LeaderId >= 0)
-                printf("%d", pp->LeaderId);
-            else
-                printf("none");
-            printf("\tReplicas: ");
-            print_ids(pp->ReplicaNodes, pp->ReplicaNodesCount);
-            printf("\tIsr: ");
-            print_ids(pp->IsrNodes, pp->IsrNodesCount);
-            if (pp->OfflineReplicasCount > 0) {
-                printf("\tOffline: ");
-                print_ids(pp->OfflineReplicas, pp->OfflineReplicasCount);
-            }
-            printf("\n");
+            ctl_print_partition_line(t->Name, &t->Partitions[p]);
         }
     }
     if (a->json)
-        print_json(arr);
+        ctl_print_json(arr);
     gr_arena_free(&ar);
     return rc;
 }
@@ -235,24 +188,11 @@ static int parse_assignment(const char *s, struct gr_arena *ar,
     return nparts;
 }
 
-/* Connects to the controller found through the bootstrap connection. Returns 0 (ctl
- * connected), 1 (no controller known or it has no endpoint here: the caller may fall back to the
- * bootstrap broker), or a negative code. */
-static int connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl)
+/* Retry until one topic result that is not NOT_CONTROLLER. */
+static bool create_retry(const void *resp)
 {
-    struct gr_arena ar;
-    gr_arena_init(&ar);
-    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
-    int rc = md ? 1 : -1;
-    if (md && md->ControllerId >= 0) {
-        for (int32_t i = 0; i < md->BrokersCount; i++)
-            if (md->Brokers[i].NodeId == md->ControllerId) {
-                rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
-                break;
-            }
-    }
-    gr_arena_free(&ar);
-    return rc;
+    const struct CreateTopicsResponse *r = resp;
+    return r->TopicsCount != 1 || r->Topics[0].ErrorCode == GR_KERR_NOT_CONTROLLER;
 }
 
 static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const struct topics_args *a)
@@ -300,39 +240,11 @@ static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const str
     rq.TimeoutMs = o->timeout_ms;
     rq.ValidateOnly = false;
 
-    int16_t err = GR_KERR_UNKNOWN_SERVER_ERROR;
-    const char *msg = NULL;
-    bool got = false;
-    int64_t deadline = gr_mono_ms() + o->timeout_ms;
-    for (int attempt = 0; attempt < 10; attempt++) {
-        struct ctl_kafka ctl;
-        struct ctl_kafka *target = &ctl;
-        int crc = connect_controller(boot, o->timeout_ms, &ctl);
-        if (crc == 1) {
-            target = boot; /* controller unknown to this broker: ask it directly */
-        } else if (crc != 0) {
-            if (gr_mono_ms() >= deadline)
-                break;
-            usleep(300 * 1000);
-            continue;
-        }
-        /* The broker answers at the latest after TimeoutMs: wait a little longer than that. */
-        target->timeout_ms = o->timeout_ms + 5000;
-        struct CreateTopicsResponse *r = ctl_kafka_call(target, GR_API_CREATE_TOPICS, 4, &rq, &ar);
-        target->timeout_ms = o->timeout_ms;
-        if (target == &ctl)
-            ctl_kafka_close(&ctl);
-        if (r && r->TopicsCount == 1) {
-            got = true;
-            err = r->Topics[0].ErrorCode;
-            msg = r->Topics[0].ErrorMessage;
-            if (err != GR_KERR_NOT_CONTROLLER)
-                break;
-        }
-        if (gr_mono_ms() >= deadline)
-            break;
-        usleep(300 * 1000);
-    }
+    struct CreateTopicsResponse *r =
+        ctl_kafka_call_controller(boot, o->timeout_ms, 10, GR_API_CREATE_TOPICS, 4, &rq, &ar, create_retry);
+    bool got = r && r->TopicsCount == 1;
+    int16_t err = got ? r->Topics[0].ErrorCode : GR_KERR_UNKNOWN_SERVER_ERROR;
+    const char *msg = got ? r->Topics[0].ErrorMessage : NULL;
     int rc = (got && err == GR_KERR_NONE) ? 0 : 1;
     if (a->json) {
         json_t *j = json_object();
@@ -340,7 +252,7 @@ static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const str
         json_object_set_new(j, "error_code", json_integer(got ? err : -1));
         json_object_set_new(j, "error", json_string(got ? gr_kerr_name(err) : "NO_RESPONSE"));
         json_object_set_new(j, "message", msg ? json_string(msg) : json_null());
-        print_json(j);
+        ctl_print_json(j);
     } else if (rc == 0) {
         printf("Created topic %s.\n", a->topic);
     } else if (got) {

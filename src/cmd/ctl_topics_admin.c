@@ -24,10 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_print.h"
 #include "common/kerr.h"
 #include "common/util.h"
 
@@ -87,65 +87,6 @@ static int parse(int argc, char **argv, struct admin_args *a, struct ctl_opts *o
     return a->action ? 0 : -1;
 }
 
-static void print_ids(const int32_t *v, int32_t n) {
-    for (int32_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", v[i]);
-}
-
-static json_t *json_ids(const int32_t *v, int32_t n) {
-    json_t *a = json_array();
-    for (int32_t i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
-    return a;
-}
-
-static void print_json(json_t *j) {
-    char *s = json_dumps(j, JSON_COMPACT);
-    printf("%s\n", s ? s : "null");
-    free(s);
-    json_decref(j);
-}
-
-/* Connects to the controller the bootstrap broker knows. 0 connected, 1 unknown (use the
- * bootstrap broker), < 0 error. */
-static int connect_controller(struct ctl_kafka *boot, int timeout_ms, struct ctl_kafka *ctl) {
-    struct gr_arena ar;
-    gr_arena_init(&ar);
-    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &ar);
-    int rc = md ? 1 : -1;
-    for (int32_t i = 0; md && md->ControllerId >= 0 && i < md->BrokersCount; i++)
-        if (md->Brokers[i].NodeId == md->ControllerId) {
-            rc = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, ctl);
-            break;
-        }
-    gr_arena_free(&ar);
-    return rc;
-}
-
-/* Sends body to the controller until it answers with something other than NOT_CONTROLLER
- * (as judged by not_controller(resp)) or the deadline passes. The response lives in ar. */
-static void *call_controller(struct ctl_kafka *boot, const struct ctl_opts *o, int16_t api, int16_t ver,
-                             const void *body, struct gr_arena *ar, bool (*not_controller)(const void *resp)) {
-    int64_t deadline = gr_mono_ms() + o->timeout_ms;
-    void *last = NULL;
-    for (int attempt = 0; attempt < 20; attempt++) {
-        struct ctl_kafka ctl;
-        struct ctl_kafka *target = &ctl;
-        int crc = connect_controller(boot, o->timeout_ms, &ctl);
-        if (crc == 1) target = boot;
-        if (crc >= 0) {
-            target->timeout_ms = o->timeout_ms + 5000; /* the broker answers after TimeoutMs at the latest */
-            void *r = ctl_kafka_call(target, api, ver, body, ar);
-            target->timeout_ms = o->timeout_ms;
-            if (target == &ctl) ctl_kafka_close(&ctl);
-            if (r) {
-                last = r;
-                if (!not_controller(r)) return r;
-            }
-        }
-        if (gr_mono_ms() >= deadline) break;
-        usleep(300 * 1000);
-    }
-    return last;
-}
 
 /* ---------------- delete ---------------- */
 
@@ -173,7 +114,8 @@ static int do_delete(struct ctl_kafka *boot, const struct ctl_opts *o, const str
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
         rq.TopicNames[rq.TopicNamesCount++] = t;
     rq.TimeoutMs = o->timeout_ms;
-    struct DeleteTopicsResponse *r = call_controller(boot, o, GR_API_DELETE_TOPICS, 4, &rq, &ar, delete_not_controller);
+    struct DeleteTopicsResponse *r = ctl_kafka_call_controller(boot, o->timeout_ms, 20, GR_API_DELETE_TOPICS, 4, &rq, &ar,
+                                                                delete_not_controller);
     int rc = r ? 0 : 1;
     json_t *arr = a->json ? json_array() : NULL;
     if (!r && !a->json) fprintf(stderr, "Error while executing topic command : no answer from the controller\n");
@@ -193,7 +135,7 @@ static int do_delete(struct ctl_kafka *boot, const struct ctl_opts *o, const str
                     gr_kerr_name(t->ErrorCode));
         }
     }
-    if (a->json) print_json(arr);
+    if (a->json) ctl_print_json(arr);
     gr_arena_free(&ar);
     return rc;
 }
@@ -271,7 +213,7 @@ static int do_alter(struct ctl_kafka *boot, const struct ctl_opts *o, const stru
     rq.TimeoutMs = o->timeout_ms;
     rq.ValidateOnly = false;
     struct CreatePartitionsResponse *r =
-        call_controller(boot, o, GR_API_CREATE_PARTITIONS, 2, &rq, &ar, alter_not_controller);
+        ctl_kafka_call_controller(boot, o->timeout_ms, 20, GR_API_CREATE_PARTITIONS, 2, &rq, &ar, alter_not_controller);
     int16_t err = r && r->ResultsCount == 1 ? r->Results[0].ErrorCode : GR_KERR_UNKNOWN_SERVER_ERROR;
     const char *msg = r && r->ResultsCount == 1 ? r->Results[0].ErrorMessage : NULL;
     int rc = r && err == GR_KERR_NONE ? 0 : 1;
@@ -281,7 +223,7 @@ static int do_alter(struct ctl_kafka *boot, const struct ctl_opts *o, const stru
         json_object_set_new(j, "error_code", json_integer(r ? err : -1));
         json_object_set_new(j, "error", json_string(r ? gr_kerr_name(err) : "NO_RESPONSE"));
         json_object_set_new(j, "message", msg ? json_string(msg) : json_null());
-        print_json(j);
+        ctl_print_json(j);
     } else if (rc == 0) {
         printf("Altered topic %s.\n", a->topic);
     } else {
@@ -294,16 +236,6 @@ static int do_alter(struct ctl_kafka *boot, const struct ctl_opts *o, const stru
 
 /* ---------------- filtered describe ---------------- */
 
-static int cmp_topic(const void *x, const void *y) {
-    const struct MetadataResponse_MetadataResponseTopic *a = x, *b = y;
-    return strcmp(a->Name ? a->Name : "", b->Name ? b->Name : "");
-}
-
-static int cmp_part(const void *x, const void *y) {
-    const struct MetadataResponse_MetadataResponsePartition *a = x, *b = y;
-    return (a->PartitionIndex > b->PartitionIndex) - (a->PartitionIndex < b->PartitionIndex);
-}
-
 static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
     struct gr_arena ar;
     gr_arena_init(&ar);
@@ -315,7 +247,7 @@ static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
     }
     int rc = 0;
     json_t *arr = a->json ? json_array() : NULL;
-    if (md->TopicsCount > 0) qsort(md->Topics, (size_t)md->TopicsCount, sizeof *md->Topics, cmp_topic);
+    if (md->TopicsCount > 0) qsort(md->Topics, (size_t)md->TopicsCount, sizeof *md->Topics, ctl_cmp_md_topic);
     for (int32_t i = 0; i < md->TopicsCount; i++) {
         struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
         if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0) {
@@ -323,7 +255,7 @@ static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
             fprintf(stderr, "Error describing topic %s: %s\n", t->Name ? t->Name : "?", gr_kerr_name(t->ErrorCode));
             continue;
         }
-        if (t->PartitionsCount > 0) qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof *t->Partitions, cmp_part);
+        if (t->PartitionsCount > 0) qsort(t->Partitions, (size_t)t->PartitionsCount, sizeof *t->Partitions, ctl_cmp_md_partition);
         for (int32_t p = 0; p < t->PartitionsCount; p++) {
             struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
             bool leader_live = false;
@@ -337,27 +269,16 @@ static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
                 json_object_set_new(o, "topic", json_string(t->Name ? t->Name : ""));
                 json_object_set_new(o, "partition", json_integer(pp->PartitionIndex));
                 json_object_set_new(o, "leader", json_integer(pp->LeaderId));
-                json_object_set_new(o, "replicas", json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
-                json_object_set_new(o, "isr", json_ids(pp->IsrNodes, pp->IsrNodesCount));
-                json_object_set_new(o, "offline", json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
+                json_object_set_new(o, "replicas", ctl_json_ids(pp->ReplicaNodes, pp->ReplicaNodesCount));
+                json_object_set_new(o, "isr", ctl_json_ids(pp->IsrNodes, pp->IsrNodesCount));
+                json_object_set_new(o, "offline", ctl_json_ids(pp->OfflineReplicas, pp->OfflineReplicasCount));
                 json_array_append_new(arr, o);
                 continue;
             }
-            printf("\tTopic: %s\tPartition: %d\tLeader: ", t->Name, pp->PartitionIndex);
-            if (pp->LeaderId >= 0) printf("%d", pp->LeaderId);
-            else printf("none");
-            printf("\tReplicas: ");
-            print_ids(pp->ReplicaNodes, pp->ReplicaNodesCount);
-            printf("\tIsr: ");
-            print_ids(pp->IsrNodes, pp->IsrNodesCount);
-            if (pp->OfflineReplicasCount > 0) {
-                printf("\tOffline: ");
-                print_ids(pp->OfflineReplicas, pp->OfflineReplicasCount);
-            }
-            printf("\n");
+            ctl_print_partition_line(t->Name, pp);
         }
     }
-    if (a->json) print_json(arr);
+    if (a->json) ctl_print_json(arr);
     gr_arena_free(&ar);
     return rc;
 }
