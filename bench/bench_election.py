@@ -37,6 +37,7 @@ from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
+from benchlib import fresh_chroot  # noqa: E402
 
 
 def pct(xs, p):
@@ -64,14 +65,6 @@ def line_wall_time(line):
     if not m:
         return None
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000.0
-
-
-def fresh_chroot(zk_hosts, name):
-    chroot = f"/bench-{name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-    root = H.kazoo_client(zk_hosts)
-    root.ensure_path(chroot)
-    H.close_kazoo(root)
-    return zk_hosts + chroot
 
 
 def ready_lines(broker, epoch):

@@ -42,51 +42,12 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
+from benchlib import admin_for, fresh_chroot, log_since, log_size  # noqa: E402
 
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-LOG_TS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})\]")
-
-
-def line_time(line):
-    m = LOG_TS.match(line)
-    if not m:
-        return None
-    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000.0
-
-
-def log_since(broker, offset):
-    try:
-        with open(broker.log_path, "rb") as f:
-            f.seek(offset)
-            text = f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return []
-    return [(t, line) for line in text.splitlines() for t in [line_time(line)] if t is not None]
-
-
-def log_size(broker):
-    try:
-        return os.path.getsize(broker.log_path)
-    except OSError:
-        return 0
-
-
-def admin_for(broker):
-    return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}", "log_level": 0,
-                        "socket.timeout.ms": 120000})
-
-
-def fresh_chroot(zk_hosts, name):
-    chroot = f"/bench-{name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-    root = H.kazoo_client(zk_hosts)
-    root.ensure_path(chroot)
-    H.close_kazoo(root)
-    return zk_hosts + chroot
+from confluent_kafka.admin import NewTopic  # noqa: E402
 
 
 class Watcher:

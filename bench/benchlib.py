@@ -1,0 +1,58 @@
+"""Helpers shared by the bench/*.py scripts: broker log timestamps, log tails, an AdminClient per
+broker, a fresh ZooKeeper chroot per run. Import it from a script in bench/ (`import benchlib`)."""
+
+import os
+import re
+import sys
+import time
+from datetime import datetime
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+import gregor_harness as H  # noqa: E402
+
+# "[YYYY-mm-dd HH:MM:SS,mmm]" at the start of a broker log line.
+LOG_TS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})\]")
+
+
+def line_time(line):
+    """Wall-clock seconds of a log line's leading timestamp, or None."""
+    m = LOG_TS.match(line)
+    if not m:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000.0
+
+
+def log_since(broker, offset):
+    """[(wall time, line)] of broker's log from byte `offset` on (lines without a stamp dropped)."""
+    try:
+        with open(broker.log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    return [(t, line) for line in text.splitlines() for t in [line_time(line)] if t is not None]
+
+
+def log_size(broker):
+    """Current size of broker's log in bytes (0 if it does not exist yet)."""
+    try:
+        return os.path.getsize(broker.log_path)
+    except OSError:
+        return 0
+
+
+def admin_for(broker):
+    """A confluent-kafka AdminClient bootstrapped on this one broker (long socket timeout)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}", "log_level": 0,
+                        "socket.timeout.ms": 120000})
+
+
+def fresh_chroot(zk_hosts, name):
+    """Creates a new chroot /bench-<name>-<pid>-<ms> on zk_hosts; returns the connect string."""
+    chroot = f"/bench-{name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+    root = H.kazoo_client(zk_hosts)
+    root.ensure_path(chroot)
+    H.close_kazoo(root)
+    return zk_hosts + chroot
