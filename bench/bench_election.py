@@ -37,7 +37,7 @@ from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
-from benchlib import fresh_chroot  # noqa: E402
+from benchlib import fresh_chroot, zookeeper  # noqa: E402
 
 
 def pct(xs, p):
@@ -411,12 +411,7 @@ def main():
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     workdir = tempfile.mkdtemp(prefix="gregor-bench-")
-    zk_srv = None
-    zk_hosts = args.zk
-    if not zk_hosts:
-        zk_srv = H.ZkServer(os.path.join(workdir, "zk"))
-        zk_srv.start()
-        zk_hosts = zk_srv.hosts
+    zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; session timeout {H.SESSION_TIMEOUT_MS} ms; "
           f"{os.cpu_count()} CPUs")
     try:

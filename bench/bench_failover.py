@@ -45,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size  # noqa: E402
+from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -463,21 +463,13 @@ def main():
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 2 * max(sizes) + 500
-    if soft < need and hard > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, soft)), hard))
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    soft, hard = raise_nofile(need)
     if soft < need:
         print(f"WARNING: RLIMIT_NOFILE {soft} < ~{need} descriptors a broker needs for {max(sizes)} "
               f"replicas (2 per partition log); expect 'Too many open files'")
     workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
-    zk_srv = None
-    zk_hosts = args.zk
-    if not zk_hosts:
-        zk_srv = H.ZkServer(os.path.join(workdir, "zk"))
-        zk_srv.start()
-        zk_hosts = zk_srv.hosts
+    zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
     results = []

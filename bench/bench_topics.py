@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import signal
 import sys
 import tempfile
@@ -40,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size  # noqa: E402
+from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -433,21 +432,13 @@ def main():
     # Each broker holds every replica (RF 3 on 3 brokers) and gregord keeps 2 descriptors per
     # partition log (segment + index).
     biggest = max(0 if args.skip_one else args.partitions, 0 if args.skip_many else args.topics * args.per_topic)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = 2 * biggest + 500
-    if soft < need and hard > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, need), hard))
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    soft, hard = raise_nofile(need)
     if soft < need:
         print(f"WARNING: RLIMIT_NOFILE {soft} (hard {hard}) < ~{need} descriptors a broker needs for "
               f"{biggest} replicas (2 per partition log); expect 'Too many open files'")
     workdir = tempfile.mkdtemp(prefix="gregor-bench-topics-")
-    zk_srv = None
-    zk_hosts = args.zk
-    if not zk_hosts:
-        zk_srv = H.ZkServer(os.path.join(workdir, "zk"))
-        zk_srv.start()
-        zk_hosts = zk_srv.hosts
+    zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
     results = []

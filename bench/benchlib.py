@@ -56,3 +56,25 @@ def fresh_chroot(zk_hosts, name):
     root.ensure_path(chroot)
     H.close_kazoo(root)
     return zk_hosts + chroot
+
+
+def raise_nofile(need):
+    """Raises RLIMIT_NOFILE's soft limit to `need` when it is lower (as far as the hard limit
+    allows). Returns (soft, hard) afterwards."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, need), hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft, hard
+
+
+def zookeeper(zk_hosts, workdir):
+    """(server, hosts): zk_hosts itself when given (server None), else a private ZooKeeper started
+    in workdir/zk (the caller stops it)."""
+    if zk_hosts:
+        return None, zk_hosts
+    srv = H.ZkServer(os.path.join(workdir, "zk"))
+    srv.start()
+    return srv, srv.hosts
