@@ -19,6 +19,7 @@ static void partition_release(struct gr_ctrl_partition *p) {
     free(p->removing);
     gr_kzk_leader_and_isr_release(&p->lai);
     free(p->replica_states);
+    free(p->offline_dirs);
 }
 
 static void topic_free(struct gr_ctrl_topic *t) {
@@ -238,6 +239,10 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
                 p->replica_states = prev->replica_states;
                 prev->replica_states = NULL;
             }
+            p->n_offline_dirs = prev->n_offline_dirs;
+            p->offline_dirs = prev->offline_dirs;
+            prev->offline_dirs = NULL;
+            prev->n_offline_dirs = 0;
         }
     }
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);

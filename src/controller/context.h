@@ -43,6 +43,11 @@ struct gr_ctrl_partition {
     /* For the state machines (next issue). */
     int state;
     int *replica_states;
+    /* Brokers whose replica of this partition is on an offline log dir (Kafka's
+     * replicasOnOfflineDirs, kept per partition): learned from KAFKA_STORAGE_ERROR in LeaderAndIsr
+     * responses (offline_dirs.h), forgotten when the broker answers NONE or starts up again. */
+    int n_offline_dirs;
+    int32_t *offline_dirs;
 };
 
 struct gr_ctrl_topic {

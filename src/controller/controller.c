@@ -27,6 +27,7 @@
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
 #include "controller/request_batch.h"
+#include "controller/response.h"
 #include "controller/sender.h"
 #include "controller/controlled_shutdown.h"
 #include "controller/offline_dirs.h"
@@ -89,6 +90,7 @@ struct gr_controller {
 
     struct gr_gauge *gauges[G_COUNT];
     struct gr_topic_deletion *td; /* topic deletion manager (topic_deletion.h) */
+    struct gr_ctrl_flow_hooks td_hooks; /* the deletion manager's flow hooks, chained by ours */
     struct gr_offline_dirs *od;   /* replicas on offline log dirs (offline_dirs.h) */
 };
 
@@ -472,25 +474,16 @@ static int load_topics(struct gr_controller *c, const char *const *names, int n)
     return 0;
 }
 
-/* Reads the leader/ISR of the given topics' partitions (all topics when names == NULL) into the
- * context, in pipelined batches of STATE_BATCH (Kafka's updateLeaderAndIsrCache). Sets *loaded
- * to the number of states found. */
-static int load_partition_states(struct gr_controller *c, const char *const *names, int n_names, int64_t *loaded) {
+/* Reads the leader/ISR of every partition in the context, in pipelined batches of STATE_BATCH
+ * (Kafka's updateLeaderAndIsrCache). Sets *loaded to the number of states found. */
+static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     /* Collect every (topic, partition) first; topic names are borrowed from the context, which
      * does not change while we read. */
     size_t cap = 1024, n = 0;
     struct gr_kzk_tp *tps = gr_malloc(sizeof *tps * cap);
     size_t cur = 0;
-    int ni = 0;
-    for (;;) {
-        struct gr_ctrl_topic *t;
-        if (names) {
-            if (ni >= n_names) break;
-            t = gr_ctrl_ctx_topic(&c->ctx, names[ni++]);
-            if (!t) continue;
-        } else if (!(t = gr_ctrl_ctx_next_topic(&c->ctx, &cur))) {
-            break;
-        }
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur))) {
         for (int i = 0; i < t->n_partitions; i++) {
             if (n == cap) tps = gr_realloc(tps, sizeof *tps * (cap *= 2));
             tps[n].topic = t->name;
@@ -553,7 +546,7 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     for (int i = 0; i < c->ctx.n_brokers; i++)
         gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id), on_broker_node, c);
 
-    rc = load_partition_states(c, NULL, 0, states_loaded);
+    rc = load_partition_states(c, states_loaded);
     if (rc != 0) return rc;
     CINFO(c, "Loaded %lld partition states in %lld ms", (long long)*states_loaded,
           (long long)(gr_clock_now_ms(c->cfg.clock) - t1));
@@ -675,83 +668,43 @@ static int process_expire(struct gr_controller *c) {
     return 0;
 }
 
-static bool id_in(const int32_t *ids, int n, int32_t id) {
-    for (int i = 0; i < n; i++)
-        if (ids[i] == id) return true;
-    return false;
-}
-
-/* Kafka's processBrokerChange: new, dead and bounced (re-registered with a higher epoch) brokers. */
+/* Kafka's processBrokerChange: reread /brokers/ids (re-arming the child watch); flows.c computes
+ * new, dead and bounced brokers and runs onBrokerStartup / onBrokerFailure, which call back into
+ * the hooks below for reassignments, deletions and the BrokerModifications watches. */
 static int process_broker_change(struct gr_controller *c) {
     if (!is_active(c)) return 0;
     struct gr_kzk_broker *cur = NULL;
     int ncur = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &cur, &ncur);
     if (rc != 0) return rc;
-
-    int32_t *new_ids = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
-    int32_t *bounced = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
-    int32_t *dead = gr_malloc(sizeof(int32_t) * (size_t)(c->ctx.n_brokers + 1));
-    int32_t *live = gr_malloc(sizeof(int32_t) * (size_t)(ncur + 1));
-    int n_new = 0, n_bounced = 0, n_dead = 0;
-    for (int i = 0; i < ncur; i++) {
-        live[i] = cur[i].id;
-        struct gr_ctrl_broker *known = gr_ctrl_ctx_broker(&c->ctx, cur[i].id);
-        if (!known) new_ids[n_new++] = cur[i].id;
-        else if (cur[i].epoch > known->epoch) bounced[n_bounced++] = cur[i].id;
-    }
-    for (int i = 0; i < c->ctx.n_brokers; i++)
-        if (!id_in(live, ncur, c->ctx.brokers[i].id)) dead[n_dead++] = c->ctx.brokers[i].id;
-
-    char b1[512], b2[512], b3[512], b4[512];
-    CINFO(c, "Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
-          fmt_ids(b1, sizeof b1, new_ids, n_new), fmt_ids(b2, sizeof b2, dead, n_dead),
-          fmt_ids(b3, sizeof b3, bounced, n_bounced), fmt_ids(b4, sizeof b4, live, ncur));
-
-    char p[512];
-    for (int i = 0; i < ncur; i++) {
-        if (id_in(new_ids, n_new, cur[i].id)) {
-            c->sender->add_broker(c->sender_ctx, &cur[i]);
-        } else if (id_in(bounced, n_bounced, cur[i].id)) {
-            c->sender->remove_broker(c->sender_ctx, cur[i].id);
-            c->sender->add_broker(c->sender_ctx, &cur[i]);
-        }
-    }
-    for (int i = 0; i < n_dead; i++) c->sender->remove_broker(c->sender_ctx, dead[i]);
-
-    if (n_new > 0) {
-        for (int i = 0; i < ncur; i++)
-            if (id_in(new_ids, n_new, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
-        rc = gr_ctrl_on_broker_startup(&c->sm, new_ids, n_new);
-        if (rc == 0) rc = gr_reassign_on_brokers_started(&c->sm, c->em, new_ids, n_new);
-        for (int i = 0; i < n_new; i++)
-            gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, new_ids[i]), on_broker_node, c);
-    }
-    if (rc == 0 && n_bounced > 0) {
-        for (int i = 0; i < n_bounced; i++) gr_ctrl_ctx_remove_live_broker(&c->ctx, bounced[i]);
-        rc = gr_ctrl_on_broker_failure(&c->sm, bounced, n_bounced);
-        for (int i = 0; i < ncur; i++)
-            if (id_in(bounced, n_bounced, cur[i].id)) gr_ctrl_ctx_add_live_broker(&c->ctx, &cur[i]);
-        if (rc == 0) rc = gr_ctrl_on_broker_startup(&c->sm, bounced, n_bounced);
-        if (rc == 0) rc = gr_reassign_on_brokers_started(&c->sm, c->em, bounced, n_bounced);
-    }
-    if (rc == 0 && n_dead > 0) {
-        for (int i = 0; i < n_dead; i++) {
-            gr_ctrl_ctx_remove_live_broker(&c->ctx, dead[i]);
-            gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, dead[i]));
-        }
-        rc = gr_ctrl_on_broker_failure(&c->sm, dead, n_dead);
-    }
-    if (n_new || n_bounced || n_dead) {
-        char buf[2048];
-        CINFO(c, "Updated broker epochs cache: %s", gr_ctrl_ctx_format_brokers(&c->ctx, buf, sizeof buf));
-    }
-    free(new_ids);
-    free(bounced);
-    free(dead);
-    free(live);
+    rc = gr_ctrl_process_broker_change(&c->sm, cur, ncur);
     gr_kzk_brokers_free(cur, ncur);
     return rc;
+}
+
+/* onBrokerStartup's tail (flow hook), in Kafka's order: reassignments targeting the new brokers
+ * resume, then deletions of their topics, then their BrokerModifications watches. */
+static int hook_brokers_started(void *arg, const int32_t *ids, int n) {
+    struct gr_controller *c = arg;
+    int rc = gr_reassign_on_brokers_started(&c->sm, c->em, ids, n);
+    if (rc == 0 && c->td_hooks.brokers_started) rc = c->td_hooks.brokers_started(c->td_hooks.arg, ids, n);
+    char p[512];
+    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, ids[i]), on_broker_node, c);
+    return rc;
+}
+
+/* onBrokerFailure's tail: unregister the BrokerModifications watches. */
+static int hook_brokers_failed(void *arg, const int32_t *ids, int n) {
+    struct gr_controller *c = arg;
+    char p[512];
+    for (int i = 0; i < n; i++) gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, ids[i]));
+    return 0;
+}
+
+static int hook_replicas_offline_for_deletion(void *arg, const struct gr_ctrl_replica *r, int n) {
+    struct gr_controller *c = arg;
+    return c->td_hooks.replicas_offline_for_deletion ? c->td_hooks.replicas_offline_for_deletion(c->td_hooks.arg, r, n)
+                                                     : 0;
 }
 
 static bool endpoints_equal(const struct gr_kzk_broker *a, const struct gr_kzk_broker *b) {
@@ -819,11 +772,9 @@ static int process_topic_change(struct gr_controller *c) {
         gr_ctrl_ctx_remove_topic(&c->ctx, deleted[i]);
     }
     int64_t after_removal = gr_ctrl_ctx_partition_count(&c->ctx);
+    /* Like Kafka, no partition states are read for new topics: onNewPartitionCreation creates
+     * them (a state left over in ZooKeeper makes that creation fail, as in Kafka). */
     rc = load_topics(c, new_topics, n_new);
-    if (rc == 0 && n_new > 0) {
-        int64_t loaded = 0;
-        rc = load_partition_states(c, new_topics, n_new, &loaded); /* normally none exist yet */
-    }
     char b1[1024], b2[1024];
     CINFO(c, "New topics: [%s], deleted topics: [%s], new partition replica assignment [%lld partitions]",
           fmt_names(b1, sizeof b1, new_topics, (size_t)n_new),
@@ -846,6 +797,29 @@ static int process_topic_change(struct gr_controller *c) {
     return rc;
 }
 
+/* restorePartitionReplicaAssignment: rewrites /brokers/topics/T (guarded) with the assignment the
+ * context holds, undoing partitions added while the topic is being deleted. Kafka keeps only the
+ * partitions that have a partitions/P znode; this keeps every partition the context knows (a
+ * partition whose replicas were never live has no znode, and dropping it would lose it). */
+static int restore_topic_assignment(struct gr_controller *c, struct gr_ctrl_topic *t) {
+    CINFO(c, "Restoring the partition replica assignment for topic %s", t->name);
+    struct gr_kzk_topic_assignment a;
+    memset(&a, 0, sizeof a);
+    a.topic = t->name;
+    a.topic_id = t->topic_id;
+    a.n_partitions = t->n_partitions;
+    a.partitions = gr_calloc((size_t)(t->n_partitions ? t->n_partitions : 1), sizeof *a.partitions);
+    for (int i = 0; i < t->n_partitions; i++) {
+        const struct gr_ctrl_partition *p = &t->partitions[i];
+        a.partitions[i] = (struct gr_kzk_partition_assignment){
+            .partition = p->partition, .n_replicas = p->n_replicas, .replicas = p->replicas,
+            .n_adding = p->n_adding, .adding = p->adding, .n_removing = p->n_removing, .removing = p->removing};
+    }
+    int rc = gr_kzk_set_topic_assignment_guarded(c->kzk, c->ctx.epoch_zk_version, t->name, &a, GR_ZANY_VERSION);
+    free(a.partitions); /* arrays borrowed from the context */
+    return rc;
+}
+
 /* Kafka's processPartitionModifications: partitions added to an existing topic. */
 static int process_partition_modifications(struct gr_controller *c, const char *topic) {
     if (!is_active(c) || !topic) return 0;
@@ -862,9 +836,13 @@ static int process_partition_modifications(struct gr_controller *c, const char *
     int added = 0;
     for (int i = 0; i < a.n_partitions; i++)
         if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) added++;
-    if (old && added > 0 && gr_ctrl_topic_queued_for_deletion(&c->ctx, topic)) {
-        /* Kafka restores the old assignment here (restorePartitionReplicaAssignment) */
-        CWARN(c, "Skipping adding %d partitions for topic %s since it is currently being deleted", added, topic);
+    if (old && gr_ctrl_topic_queued_for_deletion(&c->ctx, topic)) {
+        if (added > 0) {
+            CWARN(c, "Skipping adding %d partitions for topic %s since it is currently being deleted", added, topic);
+            rc = restore_topic_assignment(c, old);
+        } else {
+            CINFO(c, "Ignoring partition change during topic deletion as no new partitions are added");
+        }
     } else if (old && added > 0) {
         int32_t *ids = gr_malloc(sizeof(int32_t) * (size_t)added);
         int k = 0;
@@ -945,23 +923,46 @@ static int process_auto_preferred_election(struct gr_controller *c) {
 
 /* The processor: one event at a time on the event thread (Kafka's KafkaController.process). */
 
-static bool reassignment_may_have_completed(int type) {
-    return type == GR_EV_ISR_CHANGE_NOTIFICATION || type == GR_EV_API_PARTITION_REASSIGNMENT ||
-           type == GR_EV_PARTITION_REASSIGNMENT_ISR_CHANGE || type == GR_EV_ZK_PARTITION_REASSIGNMENT ||
-           type == GR_EV_ALTER_ISR_RECEIVED;
+/* A response to a request of an earlier term of this controller (queued before it resigned and was
+ * elected again): its replica states, deletions and log dir answers belong to a context that is
+ * gone. Kafka processes them; a StopReplica(delete) answer of the old term then completes the new
+ * term's deletion before its own StopReplica arrived (simulation seed 416: a stray replica). */
+static bool response_of_earlier_term(struct gr_controller *c, struct gr_ctrl_event *ev) {
+    if (ev->type != GR_EV_LEADER_AND_ISR_RESPONSE && ev->type != GR_EV_UPDATE_METADATA_RESPONSE &&
+        ev->type != GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE)
+        return false;
+    const struct gr_ctrl_response *r = ev->payload;
+    const struct gr_ctrl_req *sent = r ? r->request : NULL;
+    if (!sent) return false;
+    int32_t e = sent->api_key == GR_API_LEADER_AND_ISR    ? sent->u.lai.ControllerEpoch
+                : sent->api_key == GR_API_UPDATE_METADATA ? sent->u.um.ControllerEpoch
+                                                          : sent->u.sr.ControllerEpoch;
+    if (e == c->ctx.epoch) return false;
+    CINFO(c, "Ignoring %s of broker %d to a request of controller epoch %d", gr_ctrl_event_name(ev->type), ev->broker_id,
+          e);
+    return true;
 }
 
-/* Topics queued for deletion that are no longer being reassigned get their deletion resumed. */
-static int resume_deletions_after_reassignment(struct gr_controller *c) {
-    const struct gr_zstrings *q = &c->ctx.topics_to_be_deleted;
-    if (q->count == 0) return 0;
-    const char **names = gr_malloc((size_t)q->count * sizeof *names);
-    int n = 0;
-    for (int i = 0; i < q->count; i++)
-        if (!gr_reassign_topic_reassigning(&c->ctx, q->names[i])) names[n++] = q->names[i];
-    int rc = n ? gr_td_resume_for_topics(c->td, names, n) : 0;
-    free(names);
-    return rc;
+/* Events after which a partition's ISR (or leader) may have changed, so a reassignment may be
+ * complete (TRS within the ISR). Kafka checks only ISR changes reported by leaders (AlterIsr, ISR
+ * change notifications); but the controller shrinks ISRs itself when a replica goes offline, and an
+ * unclean election sets the ISR to [leader]: a reassignment whose removed replica failed would
+ * wait for the next AlterIsr, which may never come. */
+static bool may_change_isr(int type) {
+    switch (type) {
+    case GR_EV_ISR_CHANGE_NOTIFICATION:
+    case GR_EV_ALTER_ISR_RECEIVED:
+    case GR_EV_BROKER_CHANGE:
+    case GR_EV_LEADER_AND_ISR_RESPONSE: /* replicas on offline log dirs */
+    case GR_EV_CONTROLLED_SHUTDOWN:
+    case GR_EV_REPLICA_LEADER_ELECTION:
+    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION:
+    case GR_EV_UNCLEAN_LEADER_ELECTION_ENABLE:
+    case GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE:
+        return true;
+    default:
+        return false;
+    }
 }
 
 static void process(void *arg, struct gr_ctrl_event *ev) {
@@ -978,6 +979,10 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         CINFO(c, "Processing event %s", name);
 
     int rc = 0;
+    if (is_active(c) && response_of_earlier_term(c, ev)) {
+        update_metrics(c);
+        return;
+    }
     switch (ev->type) {
     case GR_EV_STARTUP: rc = process_startup(c); break;
     case GR_EV_CONTROLLER_CHANGE: rc = process_controller_change(c); break;
@@ -989,10 +994,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_TOPIC_CHANGE: rc = process_topic_change(c); break;
     case GR_EV_PARTITION_MODIFICATIONS: rc = process_partition_modifications(c, ev->topic); break;
     case GR_EV_TOPIC_DELETION: rc = process_topic_deletion(c); break;
-    case GR_EV_ISR_CHANGE_NOTIFICATION:
-        rc = process_isr_change_notification(c);
-        if (rc == 0 && is_active(c)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
-        break;
+    case GR_EV_ISR_CHANGE_NOTIFICATION: rc = process_isr_change_notification(c); break;
     case GR_EV_API_PARTITION_REASSIGNMENT: rc = gr_reassign_process_api(&c->sm, c->em, ev, is_active(c)); break;
     case GR_EV_LIST_PARTITION_REASSIGNMENTS: rc = gr_reassign_process_list(&c->sm, ev, is_active(c)); break;
     case GR_EV_PARTITION_REASSIGNMENT_ISR_CHANGE:
@@ -1008,7 +1010,6 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_ALTER_ISR_RECEIVED:
         if (!is_active(c)) gr_ctrl_alter_isr_fail(ev->payload, GR_KERR_NOT_CONTROLLER);
         else rc = gr_ctrl_alter_isr_complete(&c->sm, ev);
-        if (rc == 0 && is_active(c)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
         break;
     case GR_EV_LEADER_AND_ISR_RESPONSE:
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
@@ -1035,10 +1036,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         CWARN(c, "Event %s is not handled yet", name);
         break;
     }
-    /* Kafka resumes deletion of a topic once its reassignment completes (the topic was marked
-     * ineligible while reassigning). */
-    if (rc == 0 && is_active(c) && reassignment_may_have_completed(ev->type))
-        rc = resume_deletions_after_reassignment(c);
+    if (rc == 0 && is_active(c) && may_change_isr(ev->type)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
     if (rc == GR_ECONTROLLER_MOVED) {
         CINFO(c, "Controller moved to another broker when processing %s.", name);
         int rc2 = maybe_resign(c);
@@ -1083,7 +1081,11 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     c->sm.unclean_default = cfg->broker_config ? cfg->broker_config->unclean_leader_election_enable : false;
     gr_ctrl_sm_init(&c->sm);
     c->td = gr_td_new(&c->sm, c->watches, cfg->delete_topic_enable);
-    c->sm.hooks = gr_td_flow_hooks(c->td);
+    c->td_hooks = gr_td_flow_hooks(c->td);
+    c->sm.hooks = (struct gr_ctrl_flow_hooks){.arg = c,
+                                              .brokers_started = hook_brokers_started,
+                                              .brokers_failed = hook_brokers_failed,
+                                              .replicas_offline_for_deletion = hook_replicas_offline_for_deletion};
     c->od = gr_od_new(&c->sm, c->td);
     struct gr_ctrl_event_processor proc = {process, preempt, c};
     c->em = gr_ctrl_events_new(cfg->broker_id, &proc, cfg->clock, cfg->metrics);

@@ -71,11 +71,12 @@ void gr_election_result_release(struct gr_election_result *r) {
 }
 
 /* ids of v that are online (include_sd: shutting-down brokers count), malloc'd */
-static int32_t *filter_online(struct gr_ctrl_context *ctx, const int32_t *v, int n, bool include_sd, int *n_out) {
+static int32_t *filter_online(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p, const int32_t *v, int n,
+                              bool include_sd, int *n_out) {
     int32_t *o = gr_malloc((size_t)(n ? n : 1) * sizeof *o);
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (gr_ctrl_replica_online(ctx, v[i], include_sd)) o[k++] = v[i];
+        if (gr_ctrl_replica_online(ctx, p, v[i], include_sd)) o[k++] = v[i];
     *n_out = k;
     return o;
 }
@@ -92,9 +93,10 @@ static void set_new(struct gr_election_result *out, const struct gr_kzk_leader_a
     if (n_isr) memcpy(out->lai.isr, isr, (size_t)n_isr * sizeof(int32_t));
 }
 
-bool gr_elect_has_live_isr(struct gr_ctrl_context *ctx, const struct gr_kzk_leader_and_isr *cur) {
+bool gr_elect_has_live_isr(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p,
+                           const struct gr_kzk_leader_and_isr *cur) {
     for (int i = 0; i < cur->n_isr; i++)
-        if (gr_ctrl_replica_online(ctx, cur->isr[i], false)) return true;
+        if (gr_ctrl_replica_online(ctx, p, cur->isr[i], false)) return true;
     return false;
 }
 
@@ -107,13 +109,13 @@ void gr_elect_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partit
     int32_t leader = -1;
     switch (strategy) {
     case GR_ELECT_OFFLINE: {
-        int32_t *live = filter_online(ctx, p->replicas, p->n_replicas, false, &n_live);
+        int32_t *live = filter_online(ctx, p, p->replicas, p->n_replicas, false, &n_live);
         leader = gr_elect_offline_leader(p->replicas, p->n_replicas, cur->isr, cur->n_isr, live, n_live,
                                          unclean_enabled, &out->unclean);
         if (leader >= 0) {
             if (contains(cur->isr, cur->n_isr, leader)) {
                 int n_isr;
-                int32_t *isr = filter_online(ctx, cur->isr, cur->n_isr, false, &n_isr);
+                int32_t *isr = filter_online(ctx, p, cur->isr, cur->n_isr, false, &n_isr);
                 set_new(out, cur, leader, isr, n_isr);
                 free(isr);
             } else {
@@ -130,7 +132,7 @@ void gr_elect_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partit
         int n_target = 0;
         for (int i = 0; i < p->n_replicas; i++)
             if (!contains(p->removing, p->n_removing, p->replicas[i])) target[n_target++] = p->replicas[i];
-        int32_t *live = filter_online(ctx, target, n_target, false, &n_live);
+        int32_t *live = filter_online(ctx, p, target, n_target, false, &n_live);
         leader = gr_elect_reassign_leader(target, n_target, cur->isr, cur->n_isr, live, n_live);
         if (leader >= 0) set_new(out, cur, leader, cur->isr, cur->n_isr);
         free(live);
@@ -139,7 +141,7 @@ void gr_elect_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partit
         break;
     }
     case GR_ELECT_PREFERRED: {
-        int32_t *live = filter_online(ctx, p->replicas, p->n_replicas, false, &n_live);
+        int32_t *live = filter_online(ctx, p, p->replicas, p->n_replicas, false, &n_live);
         leader = gr_elect_preferred_leader(p->replicas, p->n_replicas, cur->isr, cur->n_isr, live, n_live);
         if (leader >= 0) set_new(out, cur, leader, cur->isr, cur->n_isr);
         free(live);
@@ -149,7 +151,7 @@ void gr_elect_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partit
         break;
     }
     case GR_ELECT_CONTROLLED_SHUTDOWN: {
-        int32_t *live = filter_online(ctx, p->replicas, p->n_replicas, true, &n_live);
+        int32_t *live = filter_online(ctx, p, p->replicas, p->n_replicas, true, &n_live);
         leader = gr_elect_controlled_shutdown_leader(p->replicas, p->n_replicas, cur->isr, cur->n_isr, live, n_live,
                                                      ctx->shutting_down, ctx->n_shutting_down);
         if (leader >= 0) {

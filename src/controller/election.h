@@ -12,8 +12,8 @@
  * | ControlledShutdown | first assigned replica in the ISR, live (shutting-down   | ISR minus shutting-down brokers | live and shutting-down        |
  * |                    | counts as live) and not shutting down                    |                                 | assigned replicas             |
  *
- * "Live" = registered, not shutting down (gr_ctrl_replica_online). A successful election's new
- * state has leader_epoch + 1 and keeps the input zk_version (the expected version of the
+ * "Live" = registered, not shutting down, not on an offline log dir (gr_ctrl_replica_online). A
+ * successful election's new state has leader_epoch + 1 and keeps the input zk_version (the expected version of the
  * conditional write); controller_epoch is left for the driver to set.
  * Threading: pure; callers are on the event thread because they read the context. */
 #ifndef GR_CONTROLLER_ELECTION_H
@@ -64,8 +64,9 @@ void gr_elect_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partit
                         const struct gr_kzk_leader_and_isr *cur, enum gr_election_strategy strategy,
                         bool unclean_enabled, struct gr_election_result *out);
 
-/* True if any ISR member of cur is a live replica (decides whether the topic's unclean config
+/* True if any ISR member of cur is a live replica of p (decides whether the topic's unclean config
  * must be consulted). */
-bool gr_elect_has_live_isr(struct gr_ctrl_context *ctx, const struct gr_kzk_leader_and_isr *cur);
+bool gr_elect_has_live_isr(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p,
+                           const struct gr_kzk_leader_and_isr *cur);
 
 #endif

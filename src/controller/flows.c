@@ -76,6 +76,7 @@ int gr_ctrl_on_broker_startup(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
     struct gr_ctrl_context *ctx = sm->ctx;
     char buf[512];
     gr_info(LOGGER, "New broker startup callback for %s", gr_ctrl_fmt_ids(buf, sizeof buf, ids, n));
+    gr_ctrl_clear_offline_dirs(ctx, ids, n); /* replicasOnOfflineDirs.remove(new brokers) */
     /* existing brokers learn about the new ones (no partition states) */
     int32_t *existing = gr_malloc((size_t)(ctx->n_brokers ? ctx->n_brokers : 1) * sizeof *existing);
     int n_existing = 0;
@@ -93,7 +94,7 @@ int gr_ctrl_on_broker_startup(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
     int rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_ONLINE);
     gr_ctrl_replica_list_free(&reps);
     if (!rc) rc = gr_psm_trigger_online(sm, NULL);
-    if (!rc && sm->hooks.brokers_started) sm->hooks.brokers_started(sm->hooks.arg, ids, n);
+    if (!rc && sm->hooks.brokers_started) rc = sm->hooks.brokers_started(sm->hooks.arg, ids, n);
     return rc;
 }
 
@@ -112,7 +113,7 @@ int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
     gr_rsm_replicas_on_brokers(sm, ids, n, &reps);
     int rc = gr_ctrl_on_replicas_become_offline(sm, reps.v, reps.n);
     gr_ctrl_replica_list_free(&reps);
-    if (!rc && sm->hooks.brokers_failed) sm->hooks.brokers_failed(sm->hooks.arg, ids, n);
+    if (!rc && sm->hooks.brokers_failed) rc = sm->hooks.brokers_failed(sm->hooks.arg, ids, n);
     return rc;
 }
 
@@ -132,7 +133,7 @@ int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ct
         if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
-            if (p->has_state && !gr_ctrl_replica_online(ctx, p->lai.leader, false))
+            if (p->has_state && !gr_ctrl_replica_online(ctx, p, p->lai.leader, false))
                 gr_ctrl_tp_list_add(&offline_leader, t->name, p->partition);
         }
     }
@@ -140,8 +141,12 @@ int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ct
     if (!rc) rc = gr_psm_trigger_online(sm, NULL);
     if (!rc) rc = gr_rsm_handle_state_changes(sm, not_for_deletion.v, not_for_deletion.n, GR_RS_OFFLINE);
     if (!rc && for_deletion.n && sm->hooks.replicas_offline_for_deletion)
-        sm->hooks.replicas_offline_for_deletion(sm->hooks.arg, for_deletion.v, for_deletion.n);
-    if (!rc && offline_leader.n == 0) gr_ctrl_send_update_metadata_all(sm, NULL, 0);
+        rc = sm->hooks.replicas_offline_for_deletion(sm->hooks.arg, for_deletion.v, for_deletion.n);
+    /* Kafka sends this only when no partition lost its leader, counting on the elections' own
+     * UpdateMetadata; but a partition that was already leaderless counts as "lost" too, and when no
+     * election succeeds nobody tells the surviving brokers about the failed ones (simulation seed
+     * 2556). The brokers-only request is small: always send it. */
+    if (!rc) gr_ctrl_send_update_metadata_all(sm, NULL, 0);
     gr_ctrl_tp_list_free(&offline_leader);
     gr_ctrl_replica_list_free(&for_deletion);
     gr_ctrl_replica_list_free(&not_for_deletion);
@@ -298,6 +303,10 @@ int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t 
         return GR_KERR_NONE;
     }
     if (current_isr_version != p->lai.zk_version) return GR_KERR_INVALID_UPDATE_VERSION;
+    /* Kafka 2.7 does not check this: a leader that missed a reassignment's new replica set (no
+     * leader epoch bump reached it) could put a removed replica back into the ISR */
+    for (int i = 0; i < n_new_isr; i++)
+        if (gr_ctrl_replica_index(p, new_isr[i]) < 0) return GR_KERR_INVALID_REQUEST;
     return GR_KERR_NONE;
 }
 
@@ -475,8 +484,7 @@ void gr_ctrl_process_leader_and_isr_response(struct gr_ctrl_sm *sm, struct gr_ct
         const struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *pe = &b->PartitionErrors[i];
         if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR)
             gr_warn(GR_STATE_CHANGE_LOGGER,
-                    "[Controller id=%d epoch=%d] Replica %s-%d on broker %d reported KAFKA_STORAGE_ERROR (offline log "
-                    "dirs are not tracked yet)",
+                    "[Controller id=%d epoch=%d] Replica %s-%d on broker %d reported KAFKA_STORAGE_ERROR (offline log dir)",
                     sm->controller_id, sm->ctx->epoch, pe->TopicName ? pe->TopicName : "?", pe->PartitionIndex,
                     ev->broker_id);
     }

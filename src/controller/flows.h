@@ -39,8 +39,8 @@ int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n);
 
 /* onReplicasBecomeOffline: partitions whose leader is offline -> Offline; trigger online;
  * replicas (topics not queued for deletion) -> Offline; the others to
- * hooks.replicas_offline_for_deletion; UpdateMetadata (brokers only) to all if no leader was
- * lost. */
+ * hooks.replicas_offline_for_deletion; UpdateMetadata (brokers only) to all (Kafka: only if no
+ * leader was lost). */
 int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n);
 
 /* processBrokerChange after /brokers/ids was reread: cur[0..n) are the registered brokers with
@@ -71,6 +71,8 @@ int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id
  *   NONE with *already = true   (broker_id, leader_epoch, new ISR) equal the current state: answer
  *                               the current state, no write
  *   INVALID_UPDATE_VERSION      current_isr_version differs from the cached zkVersion
+ *   INVALID_REQUEST             a new ISR member is not an assigned replica (not checked by Kafka
+ *                               2.7: a leader that missed a reassignment could re-add a removed one)
  *   NONE with *already = false  write it. */
 int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
                                      const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
@@ -105,7 +107,7 @@ int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
 /* ---- responses of control requests (payload = struct gr_ctrl_response, response.h) ---- */
 
 /* LeaderAndIsrResponseReceived / UpdateMetadataResponseReceived: log errors (state.change.logger).
- * (Offline log dirs from KAFKA_STORAGE_ERROR are logged but not tracked yet.) */
+ * (KAFKA_STORAGE_ERROR answers are tracked by offline_dirs.h.) */
 void gr_ctrl_process_leader_and_isr_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
 void gr_ctrl_process_update_metadata_response(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
 

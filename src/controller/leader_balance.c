@@ -175,7 +175,7 @@ static int elect_items(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct 
         }
         int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
         bool electable = type == GR_ELECTION_UNCLEAN
-                             ? (leader == GR_LEADER_NONE || !gr_ctrl_replica_online(ctx, leader, false))
+                             ? (leader == GR_LEADER_NONE || !gr_ctrl_replica_online(ctx, p, leader, false))
                              : leader != p->replicas[0];
         if (!electable) {
             set_item(it, GR_KERR_ELECTION_NOT_NEEDED, NULL);
@@ -324,7 +324,7 @@ static struct broker_count *count_for(struct broker_count **v, int *n, int *cap,
 /* canPreferredReplicaBeLeader (cached ISR) */
 static bool preferred_can_lead(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p) {
     int32_t pr = p->replicas[0];
-    return p->has_state && gr_ctrl_replica_online(ctx, pr, false) && in_isr(p, pr);
+    return p->has_state && gr_ctrl_replica_online(ctx, p, pr, false) && in_isr(p, pr);
 }
 
 int gr_leader_balance_auto(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, int percent) {

@@ -11,23 +11,15 @@
 #include "controller/flows.h"
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
+#include "controller/request_batch.h"
 #include "controller/response.h"
 #include "controller/topic_deletion.h"
 
 #define LOGGER "kafka.controller.KafkaController"
 
-struct entry {
-    int32_t broker;
-    int32_t partition;
-    char *topic;
-};
-
 struct gr_offline_dirs {
     struct gr_ctrl_sm *sm;
     struct gr_topic_deletion *td;
-    int32_t epoch; /* controller epoch the set belongs to */
-    int n, cap;
-    struct entry *v;
 };
 
 struct gr_offline_dirs *gr_od_new(struct gr_ctrl_sm *sm, struct gr_topic_deletion *td) {
@@ -37,39 +29,19 @@ struct gr_offline_dirs *gr_od_new(struct gr_ctrl_sm *sm, struct gr_topic_deletio
     return od;
 }
 
-static void clear(struct gr_offline_dirs *od) {
-    for (int i = 0; i < od->n; i++) free(od->v[i].topic);
-    od->n = 0;
-}
-
-void gr_od_free(struct gr_offline_dirs *od) {
-    if (!od) return;
-    clear(od);
-    free(od->v);
-    free(od);
-}
-
-static int find(struct gr_offline_dirs *od, const char *topic, int32_t partition, int32_t broker) {
-    for (int i = 0; i < od->n; i++)
-        if (od->v[i].broker == broker && od->v[i].partition == partition && strcmp(od->v[i].topic, topic) == 0) return i;
-    return -1;
-}
-
-static void sync_epoch(struct gr_offline_dirs *od) {
-    if (od->epoch != od->sm->ctx->epoch) {
-        clear(od);
-        od->epoch = od->sm->ctx->epoch;
-    }
-}
+void gr_od_free(struct gr_offline_dirs *od) { free(od); }
 
 bool gr_od_replica_offline(struct gr_offline_dirs *od, const char *topic, int32_t partition, int32_t broker) {
-    sync_epoch(od);
-    return find(od, topic, partition, broker) >= 0;
+    return gr_ctrl_replica_on_offline_dir(gr_ctrl_ctx_partition(od->sm->ctx, topic, partition), broker);
 }
 
 int gr_od_count(struct gr_offline_dirs *od) {
-    sync_epoch(od);
-    return od->n;
+    int n = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(od->sm->ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) n += t->partitions[i].n_offline_dirs;
+    return n;
 }
 
 int gr_od_process_leader_and_isr_response(struct gr_offline_dirs *od, struct gr_ctrl_event *ev) {
@@ -77,26 +49,32 @@ int gr_od_process_leader_and_isr_response(struct gr_offline_dirs *od, struct gr_
     if (!r || !r->body || r->api_key != GR_API_LEADER_AND_ISR) return 0;
     const struct LeaderAndIsrResponse *b = r->body;
     if (b->ErrorCode != GR_KERR_NONE) return 0;
-    sync_epoch(od);
     struct gr_ctrl_sm *sm = od->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     int32_t broker = ev->broker_id;
+    /* An answer of an earlier incarnation of the broker (queued before the controller saw it
+     * bounce) says nothing about the new one's log dirs: its storage errors would mark healthy
+     * replicas offline until the broker restarts again (Kafka 2.7 does not check this). */
+    const struct gr_ctrl_req *sent = r->request;
+    const struct gr_ctrl_broker *now = gr_ctrl_ctx_broker(ctx, broker);
+    if (sent && sent->api_key == GR_API_LEADER_AND_ISR && now && sent->u.lai.BrokerEpoch != -1 &&
+        sent->u.lai.BrokerEpoch < now->epoch) {
+        gr_info(GR_STATE_CHANGE_LOGGER,
+                "[Controller id=%d epoch=%d] Ignoring a LeaderAndIsr response of broker %d's earlier registration "
+                "(epoch %lld, now %lld)",
+                sm->controller_id, ctx->epoch, broker, (long long)sent->u.lai.BrokerEpoch, (long long)now->epoch);
+        return 0;
+    }
     struct gr_ctrl_replica_list fresh = {0}, deleting = {0};
     for (int i = 0; i < b->PartitionErrorsCount; i++) {
         const struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *pe = &b->PartitionErrors[i];
         if (!pe->TopicName) continue;
-        int at = find(od, pe->TopicName, pe->PartitionIndex, broker);
-        if (pe->ErrorCode == GR_KERR_NONE && at >= 0) {
-            free(od->v[at].topic);
-            od->v[at] = od->v[--od->n];
-        } else if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR && at < 0) {
-            struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, pe->TopicName);
-            if (!t || !gr_ctrl_topic_partition(t, pe->PartitionIndex)) continue;
-            if (od->n == od->cap) {
-                od->cap = od->cap ? od->cap * 2 : 16;
-                od->v = gr_realloc(od->v, (size_t)od->cap * sizeof *od->v);
-            }
-            od->v[od->n++] = (struct entry){broker, pe->PartitionIndex, gr_strdup(pe->TopicName)};
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, pe->TopicName);
+        struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, pe->PartitionIndex);
+        if (!p) continue;
+        if (pe->ErrorCode == GR_KERR_NONE) {
+            gr_ctrl_replica_set_offline_dir(p, broker, false);
+        } else if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR && gr_ctrl_replica_set_offline_dir(p, broker, true)) {
             if (gr_ctrl_topic_queued_for_deletion(ctx, t->name))
                 gr_ctrl_replica_list_add(&deleting, t->name, pe->PartitionIndex, broker);
             else gr_ctrl_replica_list_add(&fresh, t->name, pe->PartitionIndex, broker);
@@ -123,7 +101,7 @@ int gr_od_process_leader_and_isr_response(struct gr_offline_dirs *od, struct gr_
             for (int k = 0; k < leaderless.n; k++)
                 if (leaderless.v[k].partition == fresh.v[i].partition && strcmp(leaderless.v[k].topic, fresh.v[i].topic) == 0)
                     dup = true;
-            if (!dup && (p->lai.leader < 0 || !gr_ctrl_replica_online(ctx, p->lai.leader, false)))
+            if (!dup && (p->lai.leader < 0 || !gr_ctrl_replica_online(ctx, p, p->lai.leader, false)))
                 gr_ctrl_tp_list_add(&leaderless, fresh.v[i].topic, fresh.v[i].partition);
         }
         if (!rc) rc = gr_psm_handle_state_changes(sm, leaderless.v, leaderless.n, GR_PS_OFFLINE, NULL, NULL);

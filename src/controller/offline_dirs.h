@@ -13,12 +13,12 @@
  * The LogDirEventNotification event (controller.c) is what makes B answer: it sends
  * LeaderAndIsr for all of B's replicas.
  *
- * Known gap: the election strategies' notion of a live replica (states.h gr_ctrl_replica_online)
- * does not know about offline dirs, so an offline replica that is the only ISR member can be
- * elected again by the Offline strategy (Kafka would leave the partition leaderless).
+ * Where the marks live: per partition in the context (struct gr_ctrl_partition offline_dirs), so
+ * every "live replica" test (states.h gr_ctrl_replica_online: elections, deletion, UpdateMetadata's
+ * OfflineReplicas) sees them, as Kafka's isReplicaOnline does.
  *
- * The set is forgotten when the controller epoch changes (a new term starts empty, as Kafka's
- * context does). Event thread only. */
+ * The marks go with the context (a new term starts empty, as Kafka's context does) and a broker's
+ * marks are dropped when it starts up (onBrokerStartup, flows.c). Event thread only. */
 #ifndef GR_CONTROLLER_OFFLINE_DIRS_H
 #define GR_CONTROLLER_OFFLINE_DIRS_H
 

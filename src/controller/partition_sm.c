@@ -98,7 +98,7 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
         int32_t *live = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *live);
         int n_live = 0;
         for (int i = 0; i < p->n_replicas; i++)
-            if (gr_ctrl_replica_online(ctx, p->replicas[i], false)) live[n_live++] = p->replicas[i];
+            if (gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) live[n_live++] = p->replicas[i];
         if (n_live == 0) {
             char rep[256], why[512];
             char brokers[512];
@@ -223,7 +223,7 @@ static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const
             continue;
         }
         bool unclean = false;
-        if (strategy->kind == GR_ELECT_OFFLINE && !gr_elect_has_live_isr(ctx, &cur[k].lai)) {
+        if (strategy->kind == GR_ELECT_OFFLINE && !gr_elect_has_live_isr(ctx, p, &cur[k].lai)) {
             if (strategy->allow_unclean) {
                 unclean = true;
             } else {
@@ -442,7 +442,7 @@ int gr_psm_startup(struct gr_ctrl_sm *sm) {
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             if (!p->has_state) p->state = GR_PS_NEW;
-            else if (gr_ctrl_replica_online(ctx, p->lai.leader, false)) p->state = GR_PS_ONLINE;
+            else if (gr_ctrl_replica_online(ctx, p, p->lai.leader, false)) p->state = GR_PS_ONLINE;
             else p->state = GR_PS_OFFLINE;
         }
     }

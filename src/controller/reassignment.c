@@ -339,28 +339,28 @@ static int update_leader_epoch_and_send(struct gr_ctrl_sm *sm, const char *topic
 }
 
 /* stopRemovedReplicasOfReassignedPartition, for replicas already gone from the in-memory
- * assignment: out of the ISR (epoch + 1, LeaderAndIsr to the remaining replicas), then
- * StopReplica(delete=true). */
+ * assignment: out of the ISR with the leader epoch + 1 (LeaderAndIsr to the remaining replicas),
+ * then StopReplica(delete=true) carrying that new epoch.
+ *
+ * The epoch is bumped even when no removed replica is in the ISR. A broker ignores a StopReplica
+ * whose leader epoch is not above the one it holds (FENCED_LEADER_EPOCH), and a removed replica has
+ * seen the current epoch (phase A's LeaderAndIsr): Kafka's replica state machine path
+ * (OfflineReplica -> ReplicaDeletionStarted) bumps only when the replica is in the ISR, so a
+ * cancelled reassignment's not-yet-in-sync replicas are never deleted there (stray replicas). For
+ * the same reason this does not go through the replica state machine, which also keeps states only
+ * for assigned replicas. */
 static int stop_removed_replicas(struct gr_ctrl_sm *sm, const char *topic, int32_t partition, const int32_t *ids,
                                  int n) {
     if (n <= 0) return 0;
     struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
     if (!p) return 0;
-    bool in_isr = false;
     struct gr_kzk_leader_and_isr l;
     memset(&l, 0, sizeof l);
-    int rc = 0;
-    /* the cached ISR may be stale: reread through bump_leader_epoch when it may contain them */
-    for (int i = 0; i < n; i++)
-        if (!p->has_state || has(p->lai.isr, p->lai.n_isr, ids[i])) in_isr = true;
-    bool wrote = false;
-    if (in_isr) {
-        rc = bump_leader_epoch(sm, topic, partition, ids, n, &l);
-        if (rc && rc != 1) return rc;
-        wrote = rc == 0;
-        rc = 0;
-        p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
-    }
+    int rc = bump_leader_epoch(sm, topic, partition, ids, n, &l);
+    if (rc && rc != 1) return rc;
+    bool wrote = rc == 0;
+    rc = 0;
+    p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
     gr_ctrl_batch_begin(sm->batch);
     if (wrote && p) {
         char isr[256];
@@ -493,7 +493,6 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
     struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, partition);
     if (!p) return 0;
     topic = t->name; /* stable for the rest of the call */
-    /* (deletion ineligibility follows from gr_reassign_topic_reassigning) */
     int rc = update_current_reassignment(sm, t, p, ra);
     if (rc) return rc;
     p = gr_ctrl_topic_partition(t, partition);
@@ -521,7 +520,7 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
             set_partition_assignment(p, &done);
             /* B3 */
             int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
-            if (!has(trs, n_trs, leader) || !gr_ctrl_replica_online(ctx, leader, false)) {
+            if (!has(trs, n_trs, leader) || !gr_ctrl_replica_online(ctx, p, leader, false)) {
                 gr_info(LOGGER, "Leader %d for partition %s-%d being reassigned is %s. Re-electing leader", leader,
                         topic, partition, has(trs, n_trs, leader) ? "in the new list of replicas but is dead"
                                                                   : "not in the new list of replicas");
@@ -608,6 +607,18 @@ static bool build_reassignment(struct gr_ctrl_partition *p, const int32_t *targe
     return ok;
 }
 
+/* Would ra keep an in-sync replica? A reassignment that drops every ISR member (a cancellation, or
+ * a new target, while only replicas being added are in sync) would stop and delete the only
+ * up-to-date copies and leave the partition without a leader; Kafka 2.7 does that, this refuses. */
+static bool keeps_isr(const struct gr_ctrl_partition *p, const struct gr_replica_assignment *ra) {
+    if (!p || !p->has_state || p->lai.n_isr == 0) return true;
+    for (int i = 0; i < p->lai.n_isr; i++)
+        if (has(ra->replicas, ra->n_replicas, p->lai.isr[i])) return true;
+    return false;
+}
+
+#define ISR_LOST_MSG "The reassignment would remove every in-sync replica."
+
 /* ======================================================================================
  * ZooKeeper-triggered reassignment, failover, broker start-up, ISR changes
  * ====================================================================================== */
@@ -645,7 +656,8 @@ int gr_reassign_process_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, str
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, e->topic, e->partition);
         struct gr_replica_assignment ra;
         build_reassignment(p, e->replicas, e->n_replicas, false, &ra);
-        int16_t err = maybe_trigger(sm, em, e->topic, e->partition, &ra, &rc);
+        int16_t err = keeps_isr(p, &ra) ? maybe_trigger(sm, em, e->topic, e->partition, &ra, &rc)
+                                        : GR_KERR_INVALID_REPLICA_ASSIGNMENT;
         gr_replica_assignment_release(&ra);
         if (rc) break;
         if (err != GR_KERR_NONE) {
@@ -674,10 +686,12 @@ static int maybe_resume(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, resume
     struct gr_ctrl_tp_list l = {0};
     size_t cur = 0;
     struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(sm->ctx, &cur)))
+    while ((t = gr_ctrl_ctx_next_topic(sm->ctx, &cur))) {
+        if (gr_ctrl_topic_queued_for_deletion(sm->ctx, t->name)) continue; /* frozen: see reassignment.h */
         for (int i = 0; i < t->n_partitions; i++)
             if (partition_reassigning(&t->partitions[i]) && pred(&t->partitions[i], t->name, arg))
                 gr_ctrl_tp_list_add(&l, t->name, t->partitions[i].partition);
+    }
     int rc = 0;
     for (int i = 0; i < l.n && !rc; i++) {
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, l.v[i].topic, l.v[i].partition);
@@ -822,6 +836,11 @@ int gr_reassign_process_api(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, st
             it->err = GR_KERR_NO_REASSIGNMENT_IN_PROGRESS;
             continue;
         }
+        if (!keeps_isr(p, &ras[i])) {
+            it->err = GR_KERR_INVALID_REPLICA_ASSIGNMENT;
+            it->msg = gr_strdup(ISR_LOST_MSG);
+            continue;
+        }
         to_trigger[i] = 1;
     }
     free(live);
@@ -829,9 +848,16 @@ int gr_reassign_process_api(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, st
     int rc = maybe_remove_from_zk(sm, em, drop_requested, pl);
     for (int i = 0; i < pl->n && !rc; i++) {
         if (!to_trigger[i]) continue;
+        to_trigger[i] = 0;
         struct gr_reassign_item *it = &pl->items[i];
         it->err = maybe_trigger(sm, em, it->topic, it->partition, &ras[i], &rc);
         if (it->err == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION && !it->msg) it->msg = gr_strdup("The partition does not exist.");
+    }
+    /* a ZooKeeper failure stopped the loop: the items not reached were not reassigned */
+    for (int i = 0; i < pl->n; i++) {
+        if (!to_trigger[i]) continue;
+        pl->items[i].err = GR_KERR_UNKNOWN_SERVER_ERROR;
+        if (!pl->items[i].msg) pl->items[i].msg = gr_strdup("The reassignment was not started (ZooKeeper error).");
     }
     for (int i = 0; i < pl->n; i++) gr_replica_assignment_release(&ras[i]);
     free(ras);

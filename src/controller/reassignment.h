@@ -10,8 +10,8 @@
  *
  * Phases of gr_reassign_on_partition_reassignment:
  *   U  write RS/AR/RR to ZooKeeper (whole topic znode, guarded), then to memory; replicas of an
- *      earlier reassignment that are no longer in RS are removed from the ISR and stopped
- *      (StopReplica delete=true).
+ *      earlier reassignment that are no longer in RS are removed from the ISR (leader epoch + 1,
+ *      always) and stopped (StopReplica delete=true with that epoch).
  *   A  (TRS not a subset of the ISR in ZooKeeper) leader epoch + 1 (conditional guarded write),
  *      LeaderAndIsr to ORS and to AR (IsNew); AR -> NewReplica.
  *   B  (TRS subset of the ISR) AR -> OnlineReplica; RS = TRS in memory; Reassign election if the
@@ -19,11 +19,21 @@
  *      (epoch + 1, LeaderAndIsr to TRS) and get StopReplica(delete=true); RS = TRS written to
  *      ZooKeeper; the entry leaves /admin/reassign_partitions (deleted when empty, then
  *      re-armed); UpdateMetadata for the partition to every broker.
- * Divergence from Kafka, on purpose: the replica state machine here keeps replica states only for
- * replicas in the assignment, so RR (and replicas dropped by a superseding reassignment) are
+ * Divergence from Kafka, on purpose: RR (and replicas dropped by a superseding reassignment) are
  * taken out of the ISR and stopped by this module directly instead of through
- * OfflineReplica -> ReplicaDeletionStarted -> ... -> NonExistentReplica; the requests sent are the
- * same except that the two StopReplicas (delete=false, then delete=true) are one (delete=true).
+ * OfflineReplica -> ReplicaDeletionStarted -> ... -> NonExistentReplica: the leader epoch is bumped
+ * even when they are not in the ISR, so their StopReplica(delete=true) is not fenced by the
+ * broker (Kafka's path leaves such replicas behind), and the two StopReplicas (delete=false, then
+ * delete=true) are one (delete=true). The replica state machine keeps states only for assigned
+ * replicas, which these no longer are.
+ *
+ * Refused on purpose (INVALID_REPLICA_ASSIGNMENT), unlike Kafka: a reassignment or cancellation
+ * whose new replica set holds no member of the cached ISR (only replicas being added were in sync).
+ * Kafka 2.7 would write it, stop and delete the in-sync replicas and leave the partition leaderless.
+ *
+ * Topics queued for deletion: their reassignments are frozen -- new ones are refused
+ * (UNKNOWN_TOPIC_OR_PARTITION), running ones are neither resumed nor completed (broker start-up,
+ * failover, ISR changes skip them); the deletion removes their replicas (topic_deletion.h).
  *
  * ISR changes complete reassignments (IBP >= 2.7-IV2: no per-partition state watches):
  * gr_reassign_maybe_complete is called after AlterIsr and ISR-change notifications.
@@ -75,7 +85,7 @@ int16_t gr_reassign_validate(const struct gr_replica_assignment *cur, const int3
 
 /* ---- queries (event thread) ---- */
 
-/* Is any partition of topic being reassigned? (Topic deletion: such topics are ineligible.) */
+/* Is any partition of topic being reassigned? */
 bool gr_reassign_topic_reassigning(struct gr_ctrl_context *ctx, const char *topic);
 /* Number of partitions being reassigned. */
 int64_t gr_reassign_count(struct gr_ctrl_context *ctx);

@@ -447,7 +447,7 @@ int gr_rsm_startup(struct gr_ctrl_sm *sm) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             for (int r = 0; r < p->n_replicas; r++) {
                 int32_t id = p->replicas[r];
-                if (gr_ctrl_replica_online(ctx, id, false)) {
+                if (gr_ctrl_replica_online(ctx, p, id, false)) {
                     gr_ctrl_replica_state_set(p, id, GR_RS_ONLINE);
                     gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
                 } else {

@@ -279,7 +279,7 @@ static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct 
     int n_off = 0;
     int32_t *off = gr_arena_alloc(&b->arena, (size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *off);
     for (int i = 0; i < p->n_replicas; i++)
-        if (!gr_ctrl_replica_online(ctx, p->replicas[i], false)) off[n_off++] = p->replicas[i];
+        if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) off[n_off++] = p->replicas[i];
     s->OfflineReplicasCount = n_off;
     s->OfflineReplicas = n_off ? off : NULL;
 }
@@ -305,11 +305,9 @@ void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_
         if (brokers[i] >= 0) add_um_broker(b, brokers[i]);
     size_t cur = 0;
     struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
-        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
         for (int i = 0; i < t->n_partitions; i++)
             if (t->partitions[i].has_state) add_um_partition(b, t->name, &t->partitions[i]);
-    }
 }
 
 void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b) {

@@ -91,8 +91,10 @@ void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *br
  * partitions' current states (rule 4). */
 void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                        const struct gr_kzk_tp *tps, int n_tps);
-/* Same, with every partition that has leadership info, topics queued for deletion excluded
- * (Kafka's partitionsWithLeaders). */
+/* Same, with every partition that has leadership info (onBrokerStartup's full update). Unlike
+ * Kafka's partitionsWithLeaders, topics queued for deletion are included -- with leader -2, so a
+ * broker that was away while their deletion started (its session expired, the process lived on)
+ * drops them from its metadata cache instead of serving them forever. */
 void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers);
 /* All registered brokers as recipients (liveOrShuttingDownBrokerIds), no partitions added. */
 void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b);

@@ -123,9 +123,41 @@ bool gr_ctrl_broker_shutting_down(const struct gr_ctrl_context *ctx, int32_t id)
     return false;
 }
 
-bool gr_ctrl_replica_online(const struct gr_ctrl_context *ctx, int32_t broker, bool include_shutting_down) {
+bool gr_ctrl_replica_online(const struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p, int32_t broker,
+                            bool include_shutting_down) {
     if (!gr_ctrl_broker_registered(ctx, broker)) return false;
-    return include_shutting_down || !gr_ctrl_broker_shutting_down(ctx, broker);
+    if (!include_shutting_down && gr_ctrl_broker_shutting_down(ctx, broker)) return false;
+    return !gr_ctrl_replica_on_offline_dir(p, broker);
+}
+
+bool gr_ctrl_replica_on_offline_dir(const struct gr_ctrl_partition *p, int32_t broker) {
+    for (int i = 0; p && i < p->n_offline_dirs; i++)
+        if (p->offline_dirs[i] == broker) return true;
+    return false;
+}
+
+bool gr_ctrl_replica_set_offline_dir(struct gr_ctrl_partition *p, int32_t broker, bool offline) {
+    bool was = gr_ctrl_replica_on_offline_dir(p, broker);
+    if (was == offline) return false;
+    if (offline) {
+        p->offline_dirs = gr_realloc(p->offline_dirs, (size_t)(p->n_offline_dirs + 1) * sizeof *p->offline_dirs);
+        p->offline_dirs[p->n_offline_dirs++] = broker;
+    } else {
+        int k = 0;
+        for (int i = 0; i < p->n_offline_dirs; i++)
+            if (p->offline_dirs[i] != broker) p->offline_dirs[k++] = p->offline_dirs[i];
+        p->n_offline_dirs = k;
+    }
+    return true;
+}
+
+void gr_ctrl_clear_offline_dirs(struct gr_ctrl_context *ctx, const int32_t *ids, int n) {
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++)
+            for (int k = 0; t->partitions[i].n_offline_dirs && k < n; k++)
+                gr_ctrl_replica_set_offline_dir(&t->partitions[i], ids[k], false);
 }
 
 bool gr_ctrl_topic_queued_for_deletion(const struct gr_ctrl_context *ctx, const char *topic) {

@@ -68,16 +68,17 @@ struct gr_ctrl_batch;
 struct gr_ctrl_replica;
 
 /* Work the flows (flows.h) leave to the controller: watches, reassignment and topic deletion.
- * Any function may be NULL. Called on the event thread. */
+ * Any function may be NULL. Called on the event thread; each returns 0, GR_ECONTROLLER_MOVED (the
+ * flow stops and returns it) or another error (logged by the caller's event, the flow goes on). */
 struct gr_ctrl_flow_hooks {
     void *arg;
-    /* after onBrokerStartup's own steps: register BrokerModifications watches, resume
-     * reassignments targeting these brokers, resume deletion of their topics */
-    void (*brokers_started)(void *arg, const int32_t *ids, int n);
+    /* after onBrokerStartup's own steps, in Kafka's order: resume reassignments targeting these
+     * brokers, resume deletion of their topics, register BrokerModifications watches */
+    int (*brokers_started)(void *arg, const int32_t *ids, int n);
     /* after onBrokerFailure: unregister their BrokerModifications watches */
-    void (*brokers_failed)(void *arg, const int32_t *ids, int n);
+    int (*brokers_failed)(void *arg, const int32_t *ids, int n);
     /* onReplicasBecomeOffline: replicas of topics queued for deletion (failReplicaDeletion) */
-    void (*replicas_offline_for_deletion)(void *arg, const struct gr_ctrl_replica *r, int n);
+    int (*replicas_offline_for_deletion)(void *arg, const struct gr_ctrl_replica *r, int n);
 };
 struct gr_metrics;
 struct gr_meter;
@@ -113,9 +114,16 @@ void gr_ctrl_sm_release(struct gr_ctrl_sm *sm);
 /* liveOrShuttingDownBrokerIds contains id (registered in /brokers/ids). */
 bool gr_ctrl_broker_registered(const struct gr_ctrl_context *ctx, int32_t id);
 bool gr_ctrl_broker_shutting_down(const struct gr_ctrl_context *ctx, int32_t id);
-/* Kafka's isReplicaOnline: registered and (include_shutting_down or not shutting down).
- * (Replicas on offline log dirs are not tracked yet: they count as online.) */
-bool gr_ctrl_replica_online(const struct gr_ctrl_context *ctx, int32_t broker, bool include_shutting_down);
+/* Kafka's isReplicaOnline(broker, partition): registered, (include_shutting_down or not shutting
+ * down), and the replica of p is not on an offline log dir. p may be NULL (broker-level check). */
+bool gr_ctrl_replica_online(const struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p, int32_t broker,
+                            bool include_shutting_down);
+/* Is broker's replica of p on an offline log dir (context.h offline_dirs)? */
+bool gr_ctrl_replica_on_offline_dir(const struct gr_ctrl_partition *p, int32_t broker);
+/* Marks or clears it. Returns true if that changed anything. */
+bool gr_ctrl_replica_set_offline_dir(struct gr_ctrl_partition *p, int32_t broker, bool offline);
+/* Forgets the offline dirs of brokers ids[0..n) in every partition (onBrokerStartup). */
+void gr_ctrl_clear_offline_dirs(struct gr_ctrl_context *ctx, const int32_t *ids, int n);
 /* Is the topic in /admin/delete_topics (isTopicQueuedUpForDeletion)? */
 bool gr_ctrl_topic_queued_for_deletion(const struct gr_ctrl_context *ctx, const char *topic);
 /* Index of replica in p->replicas or -1. */

@@ -155,21 +155,13 @@ static void replicas_in_state(struct gr_ctrl_context *ctx, const char *topic, in
     }
 }
 
-static bool topic_reassigning(struct gr_ctrl_context *ctx, const char *topic) {
-    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
-    if (!t) return false;
-    for (int i = 0; i < t->n_partitions; i++)
-        if (t->partitions[i].n_adding > 0 || t->partitions[i].n_removing > 0) return true;
-    return false;
-}
-
 static bool topic_has_offline_replica(struct gr_ctrl_context *ctx, const char *topic) {
     struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
     if (!t) return false;
     for (int i = 0; i < t->n_partitions; i++) {
         struct gr_ctrl_partition *p = &t->partitions[i];
         for (int r = 0; r < p->n_replicas; r++)
-            if (!gr_ctrl_replica_online(ctx, p->replicas[r], false)) return true;
+            if (!gr_ctrl_replica_online(ctx, p, p->replicas[r], false)) return true;
     }
     return false;
 }
@@ -327,7 +319,7 @@ static int on_partition_deletion(struct gr_topic_deletion *td, char *const *topi
             struct gr_ctrl_partition *p = &t->partitions[j];
             for (int r = 0; r < p->n_replicas; r++) {
                 int32_t id = p->replicas[r];
-                if (!gr_ctrl_replica_online(ctx, id, false)) {
+                if (!gr_ctrl_replica_online(ctx, p, id, false)) {
                     gr_ctrl_replica_list_add(&dead, t->name, p->partition, id);
                     any_dead = true;
                 } else if (gr_ctrl_replica_state_get(p, id) != GR_RS_DELETION_SUCCESSFUL) {
@@ -461,7 +453,7 @@ int gr_td_init(struct gr_topic_deletion *td) {
     const char **inel = gr_malloc((size_t)(names.count ? names.count : 1) * sizeof *inel);
     int k = 0;
     for (int i = 0; i < names.count; i++)
-        if (topic_has_offline_replica(ctx, names.names[i]) || topic_reassigning(ctx, names.names[i]))
+        if (topic_has_offline_replica(ctx, names.names[i]))
             inel[k++] = names.names[i];
     for (int i = 0; i < k; i++) set_add(&td->ineligible, inel[i]);
     if (k) TD_LOG(GR_LOG_INFO, td, "Initial ineligible deletions: %s", fmt_names(buf, sizeof buf, inel, k));
@@ -495,11 +487,7 @@ int gr_td_process_topic_deletion(struct gr_topic_deletion *td) {
             rc = gr_kzk_delete_topic_deletions_guarded(sm->kzk, ctx->epoch_zk_version, known, n_known);
         } else {
             TD_LOG(GR_LOG_INFO, td, "Starting topic deletion for topics %s", fmt_names(buf, sizeof buf, known, n_known));
-            for (int i = 0; i < n_known; i++) {
-                queue_add(ctx, known[i]);
-                if (topic_reassigning(ctx, known[i]))
-                    gr_td_mark_ineligible(td, &known[i], 1, "topic reassignment in progress");
-            }
+            for (int i = 0; i < n_known; i++) queue_add(ctx, known[i]);
             rc = resume_deletions(td);
         }
     }
@@ -528,6 +516,15 @@ int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_
     const struct StopReplicaResponse *b = r->body;
     const struct StopReplicaRequest *rq = r->request; /* struct gr_ctrl_req starts with it */
     int32_t replica = ev->broker_id;
+    /* The answer of an earlier registration of the broker (queued before the controller saw it
+     * bounce): its start-up already restarted these deletions, whose own answers are still to
+     * come; failing them now would halt the topic until the broker restarts again. */
+    const struct gr_ctrl_broker *now = gr_ctrl_ctx_broker(ctx, replica);
+    if (rq && now && rq->BrokerEpoch != -1 && rq->BrokerEpoch < now->epoch) {
+        TD_LOG(GR_LOG_INFO, td, "Ignoring a StopReplica response of broker %d's earlier registration (epoch %lld, now %lld)",
+               replica, (long long)rq->BrokerEpoch, (long long)now->epoch);
+        return 0;
+    }
     struct gr_ctrl_replica_list failed = {0}, ok = {0};
     /* topic pointers must outlive the state changes: borrow the context's names */
     for (int i = 0; i < b->PartitionErrorsCount; i++) {
@@ -578,9 +575,9 @@ int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_
 /* ---- flow hooks ---- */
 
 /* onBrokerStartup: resume deletion of queued topics with replicas on the new brokers. */
-static void hook_brokers_started(void *arg, const int32_t *ids, int n) {
+static int hook_brokers_started(void *arg, const int32_t *ids, int n) {
     struct gr_topic_deletion *td = arg;
-    if (!td->enabled) return;
+    if (!td->enabled) return 0;
     struct gr_ctrl_context *ctx = td->sm->ctx;
     const char **topics = gr_malloc((size_t)(ctx->topics_to_be_deleted.count + 1) * sizeof *topics);
     int k = 0;
@@ -592,21 +589,24 @@ static void hook_brokers_started(void *arg, const int32_t *ids, int n) {
                 if (gr_ctrl_replica_index(&t->partitions[i], ids[b]) >= 0) hit = true;
         if (hit) topics[k++] = t->name;
     }
+    int rc = 0;
     if (k) {
         /* names are borrowed from the context: copy, as resuming may complete (remove) topics */
         char **copy = gr_malloc((size_t)k * sizeof *copy);
         for (int i = 0; i < k; i++) copy[i] = gr_strdup(topics[i]);
-        int rc = gr_td_resume_for_topics(td, (const char *const *)copy, k);
+        rc = gr_td_resume_for_topics(td, (const char *const *)copy, k);
         if (rc) TD_LOG(GR_LOG_ERROR, td, "Resuming deletions after broker start-up failed: %s", gr_kzk_strerror(rc));
         free_names(copy, k);
     }
     free(topics);
+    return rc;
 }
 
-static void hook_replicas_offline(void *arg, const struct gr_ctrl_replica *r, int n) {
+static int hook_replicas_offline(void *arg, const struct gr_ctrl_replica *r, int n) {
     struct gr_topic_deletion *td = arg;
     int rc = gr_td_fail_replica_deletion(td, r, n);
     if (rc) TD_LOG(GR_LOG_ERROR, td, "Failing replica deletion of offline replicas failed: %s", gr_kzk_strerror(rc));
+    return rc;
 }
 
 struct gr_ctrl_flow_hooks gr_td_flow_hooks(struct gr_topic_deletion *td) {

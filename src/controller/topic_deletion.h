@@ -25,7 +25,15 @@
  *   replicas of a queued topic that go offline fail (hook replicas_offline_for_deletion).
  * delete.topic.enable=false: /admin/delete_topics children are deleted and nothing else happens.
  *
- * Two deliberate deviations, both to avoid deletions that hang forever:
+ * Reassignments: Kafka halts a topic's deletion while one of its partitions is being reassigned
+ * (and resumes it when one completes). Here a deletion does not wait: reassignments of a topic
+ * queued for deletion are frozen instead (reassignment.h: never resumed or completed, new ones
+ * refused), and the deletion removes every replica of RS, adding ones included. Kafka's way
+ * leaves stray replicas (a reassignment resumed by a broker start-up sends LeaderAndIsr to a
+ * replica whose deletion already succeeded) and deletions that hang (a frozen partition of a topic
+ * being deleted is never re-elected, so its reassignment cannot complete).
+ *
+ * Two more deliberate deviations, both to avoid deletions that hang forever:
  *   - a StopReplica response with a top-level error and no partition errors fails every
  *     delete=true partition of that request (Kafka ignores such a response);
  *   - failReplicaDeletion first moves replicas that are still New/Online to Offline (Kafka's
@@ -55,8 +63,8 @@ void gr_td_free(struct gr_topic_deletion *td);
 struct gr_ctrl_flow_hooks gr_td_flow_hooks(struct gr_topic_deletion *td);
 
 /* Failover step 5 (fetchTopicDeletionsInProgress + init): reads /admin/delete_topics (arming the
- * child watch); enabled: queues all of them, ineligible = those with a replica that is not online
- * or a partition being reassigned (adding/removing replicas); disabled: deletes the znodes.
+ * child watch); enabled: queues all of them, ineligible = those with a replica that is not online;
+ * disabled: deletes the znodes.
  * Forgets any state of an earlier term. */
 int gr_td_init(struct gr_topic_deletion *td);
 
@@ -64,16 +72,15 @@ int gr_td_init(struct gr_topic_deletion *td);
 int gr_td_try(struct gr_topic_deletion *td);
 
 /* The TopicDeletion event (children of /admin/delete_topics changed): unknown topics' znodes are
- * deleted; disabled: all znodes deleted; else topics with reassigning partitions are marked
- * ineligible and all are queued, then deletions resume. Active controller only. */
+ * deleted; disabled: all znodes deleted; else all are queued, then deletions resume. Active
+ * controller only. */
 int gr_td_process_topic_deletion(struct gr_topic_deletion *td);
 
 /* TopicDeletionStopReplicaResponseReceived (payload struct gr_ctrl_response, broker_id set). */
 int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev);
 
 /* markTopicIneligibleForDeletion (only topics queued are marked) / resumeDeletionForTopics (the
- * marks of queued topics are cleared, then deletions resume). For reassignment: a topic with a
- * reassignment in progress must be marked, and resumed when it completes. */
+ * marks of queued topics are cleared, then deletions resume). */
 void gr_td_mark_ineligible(struct gr_topic_deletion *td, const char *const *topics, int n, const char *reason);
 int gr_td_resume_for_topics(struct gr_topic_deletion *td, const char *const *topics, int n);
 /* failReplicaDeletion: replicas of queued topics -> DeletionIneligible, their topics marked,
