@@ -25,7 +25,11 @@
  *         by a live broker whenever one of its ISR replicas is live;
  *      Q5 (--expect metadata) every live broker's metadata cache equals ZooKeeper, and every live
  *         replica saw the current leader epoch through LeaderAndIsr;
- *      Q6 (--alter-isr, with Q5) a partition's leader knows the ISR and zkVersion ZooKeeper has. */
+ *      Q6 (--alter-isr, with Q5) a partition's leader knows the ISR and zkVersion ZooKeeper has.
+ * Admin flows (docs/SIMULATION.md has the full table): U1 unclean elections only where enabled
+ * (counted), D0 no new leader for a topic being deleted, D4 deletions only of deleted topics or
+ * removed replicas, R2 assignments move as KIP-455 says (on commits/requests); O1, D1, D2, R5, R6,
+ * N1, Q7 when quiet (inv_quiet_admin). R3, R4 and C1 are checked by admin.c on the answers. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +38,8 @@
 #include "common/util.h"
 #include "controller/request_batch.h"
 #include "sim.h"
+
+static char *ids_str(char *buf, size_t len, const int32_t *v, int n);
 
 #define STATE_SUFFIX "/state"
 #define TOPICS_PREFIX "/brokers/topics/"
@@ -154,6 +160,114 @@ static bool in_ids(const int32_t *v, int n, int32_t id) {
     return false;
 }
 
+static bool zk_exists(struct sim *s, const char *path) { return zm_peek(s->zm, path, NULL, NULL, NULL) == GR_ZOK; }
+
+static bool topic_queued(struct sim *s, const char *topic) {
+    char p[512];
+    snprintf(p, sizeof p, "/admin/delete_topics/%s", topic);
+    return zk_exists(s, p);
+}
+
+/* Does /config/topics/T set unclean.leader.election.enable=true? */
+static bool topic_unclean(struct sim *s, const char *topic) {
+    char p[512];
+    snprintf(p, sizeof p, "/config/topics/%s", topic);
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, p, &d, &len, NULL) != GR_ZOK || !d) return false;
+    struct gr_kzk_config c = {0};
+    bool on = false;
+    if (gr_kzk_config_decode(d, (size_t)len, &c) == 0) {
+        const char *v = gr_kzk_config_get(&c, "unclean.leader.election.enable");
+        on = v && strcmp(v, "true") == 0;
+    }
+    gr_kzk_config_release(&c);
+    return on;
+}
+
+static bool unclean_requested(struct sim *s, const char *topic, int32_t partition) {
+    char tp[512];
+    snprintf(tp, sizeof tp, "%s-%d", topic, partition);
+    for (int i = 0; i < s->n_unclean_req; i++)
+        if (strcmp(s->unclean_req[i], tp) == 0) return true;
+    return false;
+}
+
+/* Is broker id's replica of topic-partition on its failed log dir (alive brokers only)? */
+static bool replica_dir_failed(struct sim *s, int32_t id, const char *topic, int32_t partition) {
+    struct sbroker *b = sim_broker(s, id);
+    return b && b->alive && b->dir_failed && sim_dir_of(topic, partition) == 1;
+}
+
+/* a - b into out (order of a), returns the count */
+static int ids_minus(const int32_t *a, int na, const int32_t *b, int nb, int32_t *out) {
+    int k = 0;
+    for (int i = 0; i < na; i++)
+        if (!in_ids(b, nb, a[i])) out[k++] = a[i];
+    return k;
+}
+
+static bool set_eq(const int32_t *a, int na, const int32_t *b, int nb) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (!in_ids(b, nb, a[i])) return false;
+    return true;
+}
+
+static bool seq_eq(const int32_t *a, int na, const int32_t *b, int nb) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+/* R2 on a rewrite of /brokers/topics/T: every partition's reassignment moves as KIP-455 says.
+ * reassigning -> reassigning keeps the origin (ORS = RS - AR, as a set); reassigning -> done ends
+ * at the old target (RS - RR, completion) or the old origin (cancellation); done -> reassigning
+ * starts from the old replicas; done -> done keeps the set of replicas (reassigning to a reordered
+ * list completes at once). */
+static void check_assignment_change(struct sim *s, const struct zm_change *c) {
+    size_t pl = strlen(TOPICS_PREFIX);
+    if (c->op != GR_ZOP_SET || strncmp(c->path, TOPICS_PREFIX, pl) != 0 || strchr(c->path + pl, '/')) return;
+    struct gr_kzk_topic_assignment o, n;
+    memset(&o, 0, sizeof o);
+    memset(&n, 0, sizeof n);
+    if (!c->old_data || gr_kzk_topic_assignment_decode(c->old_data, (size_t)c->old_len, &o) != 0) return;
+    if (gr_kzk_topic_assignment_decode(c->data, (size_t)c->len, &n) != 0) {
+        sim_fail(s, "R2 reassignments follow KIP-455", "%s: unparsable assignment written", c->path);
+        gr_kzk_topic_assignment_release(&o);
+        return;
+    }
+    char b1[128], b2[128];
+    for (int i = 0; i < n.n_partitions && !s->failed; i++) {
+        const struct gr_kzk_partition_assignment *np = &n.partitions[i], *op = NULL;
+        for (int k = 0; k < o.n_partitions; k++)
+            if (o.partitions[k].partition == np->partition) op = &o.partitions[k];
+        if (!op) continue;
+        int32_t oors[64], otrs[64], nors[64];
+        int n_oors = ids_minus(op->replicas, op->n_replicas, op->adding, op->n_adding, oors);
+        int n_otrs = ids_minus(op->replicas, op->n_replicas, op->removing, op->n_removing, otrs);
+        int n_nors = ids_minus(np->replicas, np->n_replicas, np->adding, np->n_adding, nors);
+        bool was = op->n_adding || op->n_removing, is = np->n_adding || np->n_removing;
+        const char *why = NULL;
+        if (was && is && !set_eq(oors, n_oors, nors, n_nors)) why = "the origin replicas changed";
+        else if (was && !is && !seq_eq(np->replicas, np->n_replicas, otrs, n_otrs) &&
+                 !set_eq(np->replicas, np->n_replicas, oors, n_oors))
+            why = "it ended at neither the target nor the origin";
+        else if (!was && is && !set_eq(nors, n_nors, op->replicas, op->n_replicas)) why = "it did not start from the replicas";
+        else if (!was && !is && !set_eq(np->replicas, np->n_replicas, op->replicas, op->n_replicas))
+            why = "the replicas changed without a reassignment"; /* a reordering is a reassignment */
+        if (why)
+            sim_fail(s, "R2 reassignments follow KIP-455", "%s-%d: %s: [%s] (adding %d removing %d) -> [%s] (adding %d removing %d)",
+                     n.topic ? n.topic : c->path + pl, np->partition, why,
+                     ids_str(b1, sizeof b1, op->replicas, op->n_replicas), op->n_adding, op->n_removing,
+                     ids_str(b2, sizeof b2, np->replicas, np->n_replicas), np->n_adding, np->n_removing);
+        if (was && !is && !why) s->n_reassign_done++;
+    }
+    gr_kzk_topic_assignment_release(&o);
+    gr_kzk_topic_assignment_release(&n);
+}
+
 /* P2 on one leader/ISR. */
 static void check_lai_shape(struct sim *s, const char *what, const char *topic, int32_t partition, int32_t leader,
                             const int32_t *isr, int n_isr, const int32_t *replicas, int n_replicas) {
@@ -231,6 +345,30 @@ static void check_state_change(struct sim *s, const struct zm_txn *t, const stru
         if (now.leader_epoch < old.leader_epoch)
             sim_fail(s, "P3 leader epoch never decreases", "%s: leader epoch %d -> %d", c->path, old.leader_epoch,
                      now.leader_epoch);
+        bool new_leader = now.leader != -1 && now.leader != old.leader;
+        if (new_leader && !in_ids(old.isr, old.n_isr, now.leader)) {
+            /* U1: only an unclean election may pick a replica outside the ISR, and it is recorded */
+            if (topic_unclean(s, topic) || unclean_requested(s, topic, partition))
+                s->n_unclean_elections++;
+            else
+                sim_fail(s, "U1 clean elections pick an ISR member",
+                         "%s: leader %d elected outside the ISR of the previous state (leader %d) without unclean "
+                         "election enabled",
+                         c->path, now.leader, old.leader);
+        }
+        /* D0: the writer knows the topic is being deleted: no new leader (its reassignments are
+         * frozen too) */
+        struct sbroker *w = NULL;
+        int32_t wid;
+        int winc;
+        if (new_leader && sim_session_owner(s, t->session, &wid, &winc)) w = sim_broker(s, wid);
+        if (w && w->alive && w->incarnation == winc && w->ctrl) {
+            struct gr_ctrl_context *ctx = gr_controller_context(w->ctrl);
+            if (gr_ctrl_topic_queued_for_deletion(ctx, topic) && !s->failed)
+                sim_fail(s, "D0 no new leader for a topic being deleted",
+                         "%s: controller %d elected leader %d (was %d) while deleting topic %s", c->path, wid,
+                         now.leader, old.leader, topic);
+        }
         gr_kzk_leader_and_isr_release(&old);
     }
     gr_kzk_leader_and_isr_release(&now);
@@ -296,6 +434,7 @@ void inv_on_commit(void *arg, const struct zm_txn *t) {
             record_act(s, e, wid, winc, "wrote to ZooKeeper");
     }
     for (int i = 0; i < t->n_changes && !s->failed; i++) check_state_change(s, t, &t->changes[i], guarded);
+    for (int i = 0; i < t->n_changes && !s->failed; i++) check_assignment_change(s, &t->changes[i]);
 }
 
 /* ---- requests ---- */
@@ -315,7 +454,40 @@ static int32_t zk_leader_epoch(struct sim *s, const char *topic, int32_t partiti
     return e;
 }
 
-void inv_on_send(struct sim *s, struct sbroker *from, int16_t api_key, const void *req) {
+/* D4: a replica is deleted (StopReplica delete=true) only when its topic is being deleted (or is
+ * gone), or the broker is not in the partition's target replicas (removed by a reassignment). */
+static void check_stop_replica_delete(struct sim *s, int32_t to, const struct StopReplicaRequest *r) {
+    for (int32_t t = 0; t < r->TopicStatesCount && !s->failed; t++) {
+        const struct StopReplicaRequest_StopReplicaTopicState *ts = &r->TopicStates[t];
+        for (int32_t i = 0; i < ts->PartitionStatesCount && !s->failed; i++) {
+            if (!ts->PartitionStates[i].DeletePartition) continue;
+            if (topic_queued(s, ts->TopicName)) continue;
+            char path[512];
+            snprintf(path, sizeof path, TOPICS_PREFIX "%s", ts->TopicName);
+            const char *d;
+            int len;
+            if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) continue;
+            struct gr_kzk_topic_assignment a;
+            memset(&a, 0, sizeof a);
+            if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) continue;
+            for (int k = 0; k < a.n_partitions; k++) {
+                const struct gr_kzk_partition_assignment *pa = &a.partitions[k];
+                if (pa->partition != ts->PartitionStates[i].PartitionIndex) continue;
+                int32_t trs[64];
+                int n = ids_minus(pa->replicas, pa->n_replicas, pa->removing, pa->n_removing, trs);
+                char b1[128];
+                if (in_ids(trs, n, to))
+                    sim_fail(s, "D4 replicas are deleted only by deletions and reassignments",
+                             "controller %d deletes %s-%d on broker %d, a target replica [%s] of a topic not being "
+                             "deleted",
+                             r->ControllerId, ts->TopicName, pa->partition, to, ids_str(b1, sizeof b1, trs, n));
+            }
+            gr_kzk_topic_assignment_release(&a);
+        }
+    }
+}
+
+void inv_on_send(struct sim *s, struct sbroker *from, int32_t to, int16_t api_key, const void *req) {
     int32_t cid, cepoch;
     const struct gr_ctrl_req *box = req;
     switch (api_key) {
@@ -330,6 +502,7 @@ void inv_on_send(struct sim *s, struct sbroker *from, int16_t api_key, const voi
         return;
     }
     record_act(s, cepoch, from->id, from->incarnation, "sent a control request");
+    if (api_key == GR_API_STOP_REPLICA) check_stop_replica_delete(s, to, &box->u.sr);
     if (api_key == GR_API_LEADER_AND_ISR) {
         const struct LeaderAndIsrRequest *r = &box->u.lai;
         for (int32_t t = 0; t < r->TopicStatesCount; t++) {
@@ -341,8 +514,20 @@ void inv_on_send(struct sim *s, struct sbroker *from, int16_t api_key, const voi
                     sim_fail(s, "R1 LeaderAndIsr follows ZooKeeper",
                              "broker %d announced %s-%d leader epoch %d but ZooKeeper has %d", from->id, ts->TopicName,
                              ps->PartitionIndex, ps->LeaderEpoch, ze);
+                /* Kafka's reassignment (B3) announces RS = TRS while the ISR still holds the
+                 * replicas being removed (B4 takes them out next): the ISR must be within the
+                 * announced replicas or ZooKeeper's full assignment */
+                int32_t rs[128];
+                int n_rs = 0;
+                for (int32_t k = 0; k < ps->ReplicasCount && n_rs < 64; k++) rs[n_rs++] = ps->Replicas[k];
+                int32_t *zr = NULL;
+                int n_zr = 0;
+                if (zk_assignment(s, ts->TopicName, ps->PartitionIndex, &zr, &n_zr))
+                    for (int k = 0; k < n_zr && n_rs < 128; k++)
+                        if (!in_ids(rs, n_rs, zr[k])) rs[n_rs++] = zr[k];
+                free(zr);
                 check_lai_shape(s, "LeaderAndIsr", ts->TopicName, ps->PartitionIndex, ps->Leader, ps->Isr,
-                                ps->IsrCount, ps->Replicas, ps->ReplicasCount);
+                                ps->IsrCount, rs, n_rs);
             }
         }
     }
@@ -421,13 +606,18 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                  ct->n_partitions, a.n_partitions);
         goto out;
     }
+    bool queued = topic_queued(s, topic), unclean = topic_unclean(s, topic);
     for (int i = 0; i < a.n_partitions && !s->failed; i++) {
         const struct gr_kzk_partition_assignment *pa = &a.partitions[i];
         struct gr_ctrl_partition *cp = gr_ctrl_topic_partition(ct, pa->partition);
-        if (!cp || !same_ids(cp->replicas, cp->n_replicas, pa->replicas, pa->n_replicas)) {
-            sim_fail(s, "Q3 context equals ZooKeeper", "%s-%d: controller replicas [%s], ZooKeeper [%s]", topic,
-                     pa->partition, cp ? ids_str(b1, sizeof b1, cp->replicas, cp->n_replicas) : "missing",
-                     ids_str(b2, sizeof b2, pa->replicas, pa->n_replicas));
+        if (!cp || !same_ids(cp->replicas, cp->n_replicas, pa->replicas, pa->n_replicas) ||
+            !same_ids(cp->adding, cp->n_adding, pa->adding, pa->n_adding) ||
+            !same_ids(cp->removing, cp->n_removing, pa->removing, pa->n_removing)) {
+            sim_fail(s, "Q3 context equals ZooKeeper",
+                     "%s-%d: controller replicas [%s] (adding %d, removing %d), ZooKeeper [%s] (adding %d, removing %d)",
+                     topic, pa->partition, cp ? ids_str(b1, sizeof b1, cp->replicas, cp->n_replicas) : "missing",
+                     cp ? cp->n_adding : -1, cp ? cp->n_removing : -1,
+                     ids_str(b2, sizeof b2, pa->replicas, pa->n_replicas), pa->n_adding, pa->n_removing);
             break;
         }
         char sp[600];
@@ -440,7 +630,7 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
             if (cp->has_state)
                 sim_fail(s, "Q3 context equals ZooKeeper", "%s-%d: controller has a state, ZooKeeper none", topic,
                          pa->partition);
-            else if (s->o.expect_states) {
+            else if (s->o.expect_states && !queued) {
                 /* Kafka leaves a partition New (no state) while none of its replicas is live */
                 bool any_live = false;
                 for (int k = 0; k < pa->n_replicas; k++) any_live |= in_ids(live, n_live, pa->replicas[k]);
@@ -471,17 +661,44 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                      z.leader, z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr), z.controller_epoch,
                      z.zk_version);
         }
-        if (!s->failed && s->o.expect_states) {
-            bool isr_live = false;
-            for (int k = 0; k < z.n_isr; k++) isr_live |= in_ids(live, n_live, z.isr[k]);
+        if (!s->failed && z.leader != -1 && replica_dir_failed(s, z.leader, topic, pa->partition))
+            sim_fail(s, "O1 no leader on an offline log dir", "%s-%d is led by broker %d from its failed log dir", topic,
+                     pa->partition, z.leader);
+        if (!s->failed && s->o.expect_states && !queued) {
+            /* a usable replica: live broker, replica not on a failed log dir */
+            bool isr_live = false, any_live = false;
+            for (int k = 0; k < z.n_isr; k++)
+                isr_live |= in_ids(live, n_live, z.isr[k]) && !replica_dir_failed(s, z.isr[k], topic, pa->partition);
+            for (int k = 0; k < pa->n_replicas; k++)
+                any_live |= in_ids(live, n_live, pa->replicas[k]) &&
+                            !replica_dir_failed(s, pa->replicas[k], topic, pa->partition);
             if (z.leader != -1 && !in_ids(live, n_live, z.leader))
                 sim_fail(s, "Q4 partitions led by live brokers", "%s-%d led by dead broker %d", topic, pa->partition,
                          z.leader);
             else if (z.leader == -1 && isr_live)
                 sim_fail(s, "Q4 partitions led by live brokers", "%s-%d offline although ISR [%s] has a live broker",
                          topic, pa->partition, ids_str(b1, sizeof b1, z.isr, z.n_isr));
+            /* (a partition that went offline before a reassignment added live replicas is not
+             * re-elected until the next broker change, as in Kafka) */
+            else if (z.leader == -1 && unclean && any_live && !pa->n_adding)
+                sim_fail(s, "Q4 partitions led by live brokers",
+                         "%s-%d offline although unclean election is enabled and replicas [%s] include a live one",
+                         topic, pa->partition, ids_str(b1, sizeof b1, pa->replicas, pa->n_replicas));
         }
-        if (!s->failed && s->o.expect_metadata) {
+        if (!s->failed && (pa->n_adding || pa->n_removing) && z.leader != -1 && !queued) {
+            /* R6: a reassignment whose target replicas are all usable completes */
+            int32_t trs[64];
+            int n = ids_minus(pa->replicas, pa->n_replicas, pa->removing, pa->n_removing, trs);
+            bool all = true;
+            for (int k = 0; k < n; k++)
+                all &= in_ids(live, n_live, trs[k]) && !replica_dir_failed(s, trs[k], topic, pa->partition);
+            if (all)
+                sim_fail(s, "R6 reassignments complete",
+                         "%s-%d is still being reassigned to [%s] (ISR [%s], leader %d) although every target is live",
+                         topic, pa->partition, ids_str(b1, sizeof b1, trs, n), ids_str(b2, sizeof b2, z.isr, z.n_isr),
+                         z.leader);
+        }
+        if (!s->failed && s->o.expect_metadata && !queued) {
             for (int k = 0; k < s->n_brokers && !s->failed; k++) {
                 struct sbroker *b = &s->brokers[k];
                 if (!b->alive) continue;
@@ -508,6 +725,7 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                     break;
                 }
                 if (in_ids(pa->replicas, pa->n_replicas, b->id) && z.leader != -1 &&
+                    !replica_dir_failed(s, b->id, topic, pa->partition) &&
                     (!bp->has_replica || bp->r_leader_epoch != z.leader_epoch))
                     sim_fail(s, "Q5 replicas follow the leader epoch",
                              "live replica %d of %s-%d has leader epoch %d (hosted %d), ZooKeeper %d", b->id, topic,
@@ -518,6 +736,162 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
     }
 out:
     gr_kzk_topic_assignment_release(&a);
+}
+
+/* Quiet checks of the admin flows (deletion, reassignment, elections, notifications, Q7). */
+static void inv_quiet_admin(struct sim *s, const int32_t *live, int n_live) {
+    char b1[128], b2[128], path[512];
+    const char **names;
+    /* D1: every queued deletion whose replicas are all usable is complete */
+    int nd = zm_peek_children(s->zm, "/admin/delete_topics", &names);
+    char **dq = gr_malloc(sizeof(char *) * (size_t)(nd > 0 ? nd : 1));
+    for (int i = 0; i < nd; i++) dq[i] = gr_strdup(names[i]);
+    for (int i = 0; i < nd && !s->failed; i++) {
+        snprintf(path, sizeof path, TOPICS_PREFIX "%s", dq[i]);
+        const char *d;
+        int len;
+        if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) {
+            sim_fail(s, "D1 deletions complete", "/admin/delete_topics/%s is left for a topic that does not exist", dq[i]);
+            break;
+        }
+        struct gr_kzk_topic_assignment a;
+        memset(&a, 0, sizeof a);
+        if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) continue;
+        bool all = true;
+        for (int k = 0; k < a.n_partitions; k++)
+            for (int r = 0; r < a.partitions[k].n_replicas; r++) {
+                int32_t id = a.partitions[k].replicas[r];
+                all &= in_ids(live, n_live, id) && !replica_dir_failed(s, id, dq[i], a.partitions[k].partition);
+            }
+        if (all) {
+            /* the active controller's view, for the report */
+            char view[1024] = "";
+            size_t off = 0;
+            struct sbroker *act = NULL;
+            int32_t cid = -1;
+            const char *cd;
+            int cl;
+            if (zm_peek(s->zm, "/controller", &cd, &cl, NULL) == GR_ZOK && cd &&
+                gr_kzk_controller_decode(cd, (size_t)cl, &cid) == 0)
+                act = sim_broker(s, cid);
+            struct gr_ctrl_topic *ct = act && act->alive ? gr_ctrl_ctx_topic(gr_controller_context(act->ctrl), dq[i]) : NULL;
+            for (int k = 0; ct && k < ct->n_partitions && off < sizeof view - 80; k++) {
+                struct gr_ctrl_partition *p = &ct->partitions[k];
+                off += (size_t)snprintf(view + off, sizeof view - off, " p%d[leader %d add %d rem %d states",
+                                        p->partition, p->has_state ? p->lai.leader : -9, p->n_adding, p->n_removing);
+                for (int r = 0; r < p->n_replicas && off < sizeof view - 20; r++)
+                    off += (size_t)snprintf(view + off, sizeof view - off, " %d:%d", p->replicas[r],
+                                            gr_ctrl_replica_state_get(p, p->replicas[r]));
+                off += (size_t)snprintf(view + off, sizeof view - off, "]");
+            }
+            sim_fail(s, "D1 deletions complete",
+                     "topic %s is still queued for deletion although all its replicas are live; controller %d:%s", dq[i],
+                     cid, view);
+        }
+        gr_kzk_topic_assignment_release(&a);
+    }
+    for (int i = 0; i < nd; i++) free(dq[i]);
+    free(dq);
+    if (s->failed) return;
+    /* D2: a created topic that is gone left no config and no deletion marker */
+    for (int i = 0; i < s->n_topics_created && !s->failed; i++) {
+        snprintf(path, sizeof path, TOPICS_PREFIX "t%d", i);
+        if (zk_exists(s, path)) continue;
+        snprintf(path, sizeof path, "/config/topics/t%d", i);
+        if (zk_exists(s, path)) sim_fail(s, "D2 deleted topics leave every broker", "%s is left after the deletion", path);
+    }
+    if (s->failed) return;
+    /* R5: /admin/reassign_partitions lists only running reassignments, with their targets */
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, "/admin/reassign_partitions", &d, &len, NULL) == GR_ZOK && d) {
+        struct gr_kzk_reassignment r;
+        memset(&r, 0, sizeof r);
+        if (gr_kzk_reassignment_decode(d, (size_t)len, &r) == 0) {
+            for (int i = 0; i < r.n && !s->failed; i++) {
+                const struct gr_kzk_reassignment_entry *e = &r.entries[i];
+                /* entries of topics being (or already) deleted stay until the znode is next
+                 * processed, as in Kafka */
+                snprintf(path, sizeof path, TOPICS_PREFIX "%s", e->topic);
+                if (topic_queued(s, e->topic) || !zk_exists(s, path)) continue;
+                snprintf(path, sizeof path, TOPICS_PREFIX "%s", e->topic);
+                const char *td;
+                int tl;
+                struct gr_kzk_topic_assignment a;
+                memset(&a, 0, sizeof a);
+                bool ok = false;
+                int32_t trs[64];
+                int n = 0;
+                if (zm_peek(s->zm, path, &td, &tl, NULL) == GR_ZOK && td &&
+                    gr_kzk_topic_assignment_decode(td, (size_t)tl, &a) == 0) {
+                    for (int k = 0; k < a.n_partitions; k++) {
+                        const struct gr_kzk_partition_assignment *pa = &a.partitions[k];
+                        if (pa->partition != e->partition || !(pa->n_adding || pa->n_removing)) continue;
+                        n = ids_minus(pa->replicas, pa->n_replicas, pa->removing, pa->n_removing, trs);
+                        ok = seq_eq(trs, n, e->replicas, e->n_replicas);
+                    }
+                }
+                gr_kzk_topic_assignment_release(&a);
+                if (!ok)
+                    sim_fail(s, "R5 the reassignment znode lists running reassignments",
+                             "/admin/reassign_partitions lists %s-%d -> [%s], ZooKeeper's assignment targets [%s]",
+                             e->topic, e->partition, ids_str(b1, sizeof b1, e->replicas, e->n_replicas),
+                             ids_str(b2, sizeof b2, trs, n));
+            }
+        }
+        gr_kzk_reassignment_release(&r);
+    }
+    if (s->failed) return;
+    /* notifications and one-shot admin znodes are consumed */
+    static const char *const consumed[] = {"/log_dir_event_notification", "/isr_change_notification"};
+    for (size_t i = 0; i < sizeof consumed / sizeof consumed[0]; i++)
+        if (zm_peek_children(s->zm, consumed[i], &names) > 0) {
+            sim_fail(s, "N1 notifications are consumed", "%s still has %s", consumed[i], names[0]);
+            return;
+        }
+    if (zk_exists(s, "/admin/preferred_replica_election")) {
+        sim_fail(s, "N1 notifications are consumed", "/admin/preferred_replica_election is left");
+        return;
+    }
+    /* Q7: after the auto-rebalance check ran on a quiet cluster, a broker that was over 10%
+     * imbalanced leads every partition it prefers where it is live and in the ISR */
+    if (!s->q7_armed) return;
+    s->q7_armed = false;
+    int nt = zm_peek_children(s->zm, "/brokers/topics", &names);
+    char **tn = gr_malloc(sizeof(char *) * (size_t)(nt > 0 ? nt : 1));
+    for (int i = 0; i < nt; i++) tn[i] = gr_strdup(names[i]);
+    for (int i = 0; i < nt && !s->failed; i++) {
+        if (topic_queued(s, tn[i])) continue;
+        struct gr_kzk_topic_assignment a;
+        memset(&a, 0, sizeof a);
+        snprintf(path, sizeof path, TOPICS_PREFIX "%s", tn[i]);
+        if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d || gr_kzk_topic_assignment_decode(d, (size_t)len, &a))
+            continue;
+        for (int k = 0; k < a.n_partitions && !s->failed; k++) {
+            const struct gr_kzk_partition_assignment *pa = &a.partitions[k];
+            if (pa->n_replicas == 0) continue;
+            int32_t pref = pa->replicas[0];
+            if (pref < 1 || pref > SIM_MAX_BROKERS || !s->q7_over[pref] || !in_ids(live, n_live, pref) ||
+                replica_dir_failed(s, pref, tn[i], pa->partition))
+                continue;
+            char sp[600];
+            snprintf(sp, sizeof sp, "%s/partitions/%d/state", path, pa->partition);
+            const char *sd;
+            int sl;
+            struct gr_kzk_leader_and_isr z;
+            memset(&z, 0, sizeof z);
+            if (zm_peek(s->zm, sp, &sd, &sl, NULL) != GR_ZOK || !sd || gr_kzk_partition_state_decode(sd, (size_t)sl, &z))
+                continue;
+            if (in_ids(z.isr, z.n_isr, pref) && z.leader != pref)
+                sim_fail(s, "Q7 auto rebalance elects preferred leaders",
+                         "%s-%d: preferred replica %d is live and in the ISR [%s] but broker %d leads after the check",
+                         tn[i], pa->partition, pref, ids_str(b1, sizeof b1, z.isr, z.n_isr), z.leader);
+            gr_kzk_leader_and_isr_release(&z);
+        }
+        gr_kzk_topic_assignment_release(&a);
+    }
+    for (int i = 0; i < nt; i++) free(tn[i]);
+    free(tn);
 }
 
 void inv_quiet(struct sim *s) {
@@ -626,14 +1000,20 @@ void inv_quiet(struct sim *s) {
         }
         for (int j = 0; j < b->n_parts; j++) {
             struct sb_part *p = &b->parts[j];
-            if (!p->in_cache) continue;
+            if (!p->in_cache && !p->has_replica) continue;
             char tp[512];
             snprintf(tp, sizeof tp, TOPICS_PREFIX "%s", p->topic);
-            if (zm_peek(s->zm, tp, NULL, NULL, NULL) != GR_ZOK) {
-                sim_fail(s, "Q5 broker metadata converges", "broker %d caches %s-%d, which ZooKeeper does not have",
-                         b->id, p->topic, p->partition);
+            bool missed = false;
+            char name[512];
+            snprintf(name, sizeof name, "%s-%d", p->topic, p->partition);
+            for (int k = 0; k < b->n_missed && !p->in_cache; k++) missed |= strcmp(b->missed[k], name) == 0;
+            if (zm_peek(s->zm, tp, NULL, NULL, NULL) != GR_ZOK && !missed) {
+                sim_fail(s, p->in_cache ? "Q5 broker metadata converges" : "D2 deleted topics leave every broker",
+                         "broker %d %s %s-%d, which ZooKeeper does not have", b->id,
+                         p->in_cache ? "caches" : "hosts a replica of", p->topic, p->partition);
                 return;
             }
         }
     }
+    inv_quiet_admin(s, live, n_live);
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "controller/config_change_listener.h"
 #include "common/util.h"
 #include "sim.h"
 
@@ -238,6 +239,20 @@ enum act {
     A_AMSG_DELIVER,
     A_AMSG_COMPLETE,
     A_AMSG_DROP,
+    A_DELETE_TOPIC,
+    A_REASSIGN_ZK,
+    A_REASSIGN_API,
+    A_REASSIGN_CANCEL,
+    A_PREFERRED_ZK,
+    A_ELECT_PREFERRED,
+    A_ELECT_UNCLEAN,
+    A_UNCLEAN_CONFIG,
+    A_LOG_DIR_FAIL,
+    A_CS_BEGIN,
+    A_CS_STEP,
+    A_CCL_PROCESS,
+    A_ALTER_EXPAND,
+    A_ADD_PARTITIONS,
     A_COUNT
 };
 
@@ -283,6 +298,9 @@ static void progress_cands(struct sim *s, struct cands *c, bool chaos) {
         int st = zm_client_state(b->zc);
         if (st == ZMC_EXPIRED && zm_expired_delivered(b->zc) && !b->expire_pending) add(c, A_NEW_SESSION, 20, b);
         if (st == ZMC_DISCONNECTED) add(c, A_RECONNECT, chaos ? 6 : 20, b);
+        if (b->ccl && gr_config_change_listener_dirty(b->ccl)) add(c, A_CCL_PROCESS, 20, b);
+        if (b->cs_state == 2) add(c, A_CS_STEP, 10, b);
+        if (!chaos && s->o.alter_isr && alter_expand_possible(s, b)) add(c, A_ALTER_EXPAND, 10, b);
     }
     for (struct smsg *m = s->msgs; m; m = m->next) {
         if (!m->snd) {
@@ -334,6 +352,23 @@ static void fault_cands(struct sim *s, struct cands *c) {
         add(c, A_TOUCH_CONTROLLER, 1, NULL);
     }
     if (s->o.admin_topics && s->n_topics_created < 12) add(c, A_CREATE_TOPIC, 2, NULL);
+    if (s->o.admin_flows && s->n_topics_created > 0) {
+        add(c, A_DELETE_TOPIC, 1, NULL);
+        add(c, A_REASSIGN_ZK, 1, NULL);
+        add(c, A_REASSIGN_API, 1, NULL);
+        add(c, A_REASSIGN_CANCEL, 1, NULL);
+        add(c, A_PREFERRED_ZK, 1, NULL);
+        add(c, A_ELECT_PREFERRED, 1, NULL);
+        add(c, A_ELECT_UNCLEAN, 1, NULL);
+        add(c, A_UNCLEAN_CONFIG, 1, NULL);
+        add(c, A_ADD_PARTITIONS, 1, NULL);
+        for (int i = 0; i < s->n_brokers; i++) {
+            struct sbroker *b = &s->brokers[i];
+            if (!b->alive) continue;
+            if (!b->dir_failed) add(c, A_LOG_DIR_FAIL, 1, b);
+            if (b->cs_state == 0 && alive > 1) add(c, A_CS_BEGIN, 1, b);
+        }
+    }
     add(c, A_TIME, 6, NULL);
 }
 
@@ -370,7 +405,9 @@ static void do_act(struct sim *s, const struct cand *c) {
     }
     case A_MSG_REQ: case A_MSG_RESP: case A_MSG_LOSE: case A_ORPHAN_DELIVER: case A_ORPHAN_DROP: tag = m->id; break;
     case A_AMSG_DELIVER: case A_AMSG_COMPLETE: case A_AMSG_DROP: tag = ((struct amsg *)c->p)->id; break;
-    case A_TIME: case A_DEL_CONTROLLER: case A_TOUCH_CONTROLLER: case A_CREATE_TOPIC: tag = 0; break;
+    case A_TIME: case A_DEL_CONTROLLER: case A_TOUCH_CONTROLLER: case A_CREATE_TOPIC: case A_DELETE_TOPIC:
+    case A_REASSIGN_ZK: case A_REASSIGN_API: case A_REASSIGN_CANCEL: case A_PREFERRED_ZK: case A_ELECT_PREFERRED:
+    case A_ELECT_UNCLEAN: case A_UNCLEAN_CONFIG: case A_ADD_PARTITIONS: tag = 0; break;
     default: tag = b ? (uint64_t)b->id : 0; break;
     }
     sim_trace(s, (uint64_t)c->act * 1000003 + tag);
@@ -489,6 +526,32 @@ static void do_act(struct sim *s, const struct cand *c) {
         amsg_drop(s, a);
         break;
     }
+    case A_DELETE_TOPIC: admin_delete_topic(s); break;
+    case A_REASSIGN_ZK: admin_reassign_zk(s); break;
+    case A_REASSIGN_API: admin_reassign_api(s, false); break;
+    case A_REASSIGN_CANCEL: admin_reassign_api(s, true); break;
+    case A_PREFERRED_ZK: admin_preferred_zk(s); break;
+    case A_ELECT_PREFERRED: admin_elect_api(s, false); break;
+    case A_ELECT_UNCLEAN: admin_elect_api(s, true); break;
+    case A_UNCLEAN_CONFIG: admin_unclean_enable(s); break;
+    case A_ADD_PARTITIONS: admin_add_partitions(s); break;
+    case A_LOG_DIR_FAIL:
+        admin_log_dir_failure(s, b);
+        s->n_faults++;
+        break;
+    case A_CS_BEGIN:
+        VLOG(s, "broker %d begins a controlled shutdown", b->id);
+        cs_begin(s, b);
+        break;
+    case A_CS_STEP: cs_step(s, b); break;
+    case A_CCL_PROCESS:
+        VLOG(s, "broker %d: the config change listener reads /config/changes", b->id);
+        gr_config_change_listener_process(b->ccl);
+        break;
+    case A_ALTER_EXPAND:
+        VLOG(s, "broker %d: a leader adds a caught-up follower to the ISR", b->id);
+        alter_expand(s, b);
+        break;
     }
 }
 
@@ -537,21 +600,24 @@ static bool busy(struct sim *s) {
         if (!b->alive) continue;
         if (gr_ctrl_events_size(gr_controller_events(b->ctrl)) > 0) return true;
         if (zm_client_state(b->zc) != ZMC_CONNECTED) return true;
+        if (b->cs_state != 0) return true;
     }
     return zm_next_deadline(s->zm) != INT64_MAX;
 }
 
 /* Settle: no new faults; restart some dead brokers; deliver everything until quiet. */
-static void settle(struct sim *s) {
+void sim_settle(struct sim *s) {
     s->phase = 1;
     bool want[SIM_MAX_BROKERS] = {0};
     int wanted = 0;
     for (int i = 0; i < s->n_brokers; i++) {
-        if (!s->brokers[i].alive && rng_chance(&s->rng, 2, 3)) {
+        if (!s->brokers[i].alive && !s->settle_no_restart && rng_chance(&s->rng, 2, 3)) {
             want[i] = true;
             wanted++;
         }
     }
+    bool q7_done = false;
+    s->q7_armed = false;
     if (n_alive(s) == 0 && wanted == 0) {
         want[rng_below(&s->rng, (uint32_t)s->n_brokers)] = true;
         wanted++;
@@ -587,6 +653,31 @@ static void settle(struct sim *s) {
             after_step(s);
             continue;
         }
+        /* the listeners' periodic re-read (a watch may have been lost with a session) */
+        bool woke = false;
+        for (int i = 0; i < s->n_brokers; i++) {
+            struct sbroker *b = &s->brokers[i];
+            if (!b->alive || !b->ccl) continue;
+            gr_config_change_listener_process(b->ccl);
+            woke |= gr_ctrl_events_size(gr_controller_events(b->ctrl)) > 0;
+        }
+        if (woke) {
+            VLOG(s, "quiet: a config change listener found a missed notification");
+            after_step(s);
+            continue;
+        }
+        if (s->o.admin_flows && !q7_done) {
+            q7_done = true;
+            if (rng_chance(&s->rng, 1, 2)) {
+                int64_t due = q7_arm(s);
+                if (due != INT64_MAX) {
+                    VLOG(s, "quiet: firing the auto-rebalance check (Q7)");
+                    advance_time(s, due);
+                    after_step(s);
+                    continue;
+                }
+            }
+        }
         VLOG(s, "quiet: checking the cluster");
         inv_quiet(s);
         return;
@@ -598,7 +689,7 @@ static void settle(struct sim *s) {
  * One run
  * ====================================================================================== */
 
-static void sim_init(struct sim *s, const struct sim_opts *o) {
+void sim_setup(struct sim *s, const struct sim_opts *o) {
     memset(s, 0, sizeof *s);
     s->o = *o;
     rng_seed(&s->rng, o->seed);
@@ -630,7 +721,7 @@ static void sim_init(struct sim *s, const struct sim_opts *o) {
     }
 }
 
-static void sim_release(struct sim *s) {
+void sim_teardown(struct sim *s) {
     for (int i = 0; i < s->n_brokers; i++) node_release(s, &s->brokers[i]);
     msgs_release_all(s);
     gr_kzk_free(s->admin_kzk);
@@ -638,12 +729,14 @@ static void sim_release(struct sim *s) {
     zm_free(s->zm);
     inv_release(s);
     free(s->sessmap);
+    for (int i = 0; i < s->n_unclean_req; i++) free(s->unclean_req[i]);
+    free(s->unclean_req);
 }
 
 /* Returns 0 if the seed passed. */
 static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
     struct sim *s = gr_calloc(1, sizeof *s);
-    sim_init(s, o);
+    sim_setup(s, o);
     /* start brokers in a random order */
     for (int k = 0; k < s->n_brokers; k++) {
         int i = (int)rng_below(&s->rng, (uint32_t)s->n_brokers);
@@ -653,7 +746,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
     }
     for (int e = 0; e < o->episodes && !s->failed; e++) {
         chaos(s, o->steps);
-        if (!s->failed) settle(s);
+        if (!s->failed) sim_settle(s);
     }
     if (s->failed && !g_silent) printf("%s\n", s->fail_msg);
     if (o->verbose)
@@ -662,7 +755,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
                o->seed, s->step, s->n_elections, s->n_requests, s->n_msgs_delivered, s->n_faults, s->trace);
     int rc = s->failed ? 1 : 0;
     if (trace_out) *trace_out = s->trace ^ (uint64_t)zm_last_zxid(s->zm);
-    sim_release(s);
+    sim_teardown(s);
     free(s);
     return rc;
 }
@@ -675,7 +768,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
             "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-watch-flush]\n"
-            "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--verbose]\n"
+            "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--no-admin] [--no-scenarios] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
 
@@ -687,9 +780,9 @@ static void parse_expect(struct sim_opts *o, const char *v) {
 int main(int argc, char **argv) {
     struct sim_opts o = {.steps = 400, .episodes = 3, .brokers = 3, .watch_flush = true,
                          .admin_topics = true, .zk_faults = true, .hand_edits = true,
-                         .expect_states = true, .expect_metadata = true, .alter_isr = true};
+                         .expect_states = true, .expect_metadata = true, .alter_isr = true, .admin_flows = true};
     uint64_t seeds = 0, start = 1, one = 0;
-    bool have_one = false, selftest = false;
+    bool have_one = false, selftest = false, run_scenarios = true;
     char extra[256] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -708,6 +801,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;
         else if (!strcmp(a, "--alter-isr")) o.alter_isr = true;
         else if (!strcmp(a, "--no-alter-isr")) o.alter_isr = false;
+        else if (!strcmp(a, "--no-admin")) o.admin_flows = false;
+        else if (!strcmp(a, "--no-scenarios")) run_scenarios = false;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = true;
         else if (!strcmp(a, "--selftest")) selftest = true;
         else {
@@ -737,6 +832,15 @@ int main(int argc, char **argv) {
     if (selftest) {
         printf("zkmodel unit checks passed\n");
         return 0;
+    }
+    if (!have_one && run_scenarios) {
+        bool v = o.verbose;
+        f = sim_scenarios(&o);
+        o.verbose = v;
+        if (f) {
+            fprintf(stderr, "gregor_sim: %d regression scenario(s) failed\n", f);
+            return 1;
+        }
     }
     if (!have_one && seeds == 0) {
         usage();

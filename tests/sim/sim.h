@@ -47,6 +47,8 @@ struct sim_opts {
     bool hand_edits;           /* /controller deleted / rewritten by hand */
     bool hand_move;            /* /controller rewritten by hand to another broker id */
     bool alter_isr;            /* leaders propose ISR changes (AlterIsr) */
+    bool admin_flows;          /* deletion, reassignment, elections, unclean config, controlled
+                                  shutdown, log dir failures (admin.c) */
 };
 
 /* ---- a simulated broker's partition view (from LeaderAndIsr / UpdateMetadata) ---- */
@@ -69,6 +71,9 @@ struct sb_part {
     int32_t *r_replicas;
     bool alter_pending;         /* an AlterIsr for it is in flight (leaders only) */
 };
+
+/* Which of a broker's two log dirs holds a partition (a fixed function of the name). */
+int sim_dir_of(const char *topic, int32_t partition);
 
 /* An AlterIsr request from a partition leader to the controller and its answer. */
 struct amsg {
@@ -142,6 +147,24 @@ struct sbroker {
     int32_t live[SIM_MAX_BROKERS + 1];  /* from UpdateMetadata LiveBrokers */
     bool got_update_metadata;
     int32_t known_controller;   /* ControllerId of the last accepted UpdateMetadata */
+
+    /* admin.c: the /config/changes listener this broker runs (no thread) */
+    struct gr_config_change_listener *ccl;
+    /* log dir 1 failed in this incarnation: its replicas answer KAFKA_STORAGE_ERROR */
+    bool dir_failed;
+    /* partitions deleted by StopReplica(delete=true) in this incarnation ("topic-partition") */
+    int n_deleted;
+    char **deleted;
+    /* replicas whose StopReplica(delete=true) this incarnation refused (fenced: sent to its previous
+     * registration): the controller does not retry, the replica stays (Kafka 2.7 too) */
+    int n_missed;
+    char **missed;
+    /* controlled shutdown (KafkaServer.controlledShutdown): 0 idle, 1 request at a controller,
+     * 2 answered (or could not be sent): the next step retries or stops the broker */
+    int cs_state;
+    int cs_attempt;
+    bool cs_ok;
+    uint64_t cs_seq;
 };
 
 /* ---- the simulation ---- */
@@ -157,6 +180,7 @@ struct sim {
     int64_t now;
     int64_t step;
     int phase;                  /* 0 chaos, 1 settle */
+    bool settle_no_restart;     /* scenarios: settle keeps dead brokers down */
     bool failed;
     char fail_msg[4096];
 
@@ -166,6 +190,15 @@ struct sim {
     struct zm_client *admin;
     struct gr_kzk *admin_kzk;
     int n_topics_created;
+    int n_admin_ops;            /* deletions, reassignments, elections, config changes */
+    /* partitions an admin asked to elect uncleanly (ElectLeaders UNCLEAN) while the request is
+     * pending: "topic-partition" */
+    int n_unclean_req;
+    char **unclean_req;
+    /* the auto-rebalance check (Q7): brokers whose imbalance exceeded 10% when the timer was
+     * fired on a quiet cluster; checked at the next quiet point */
+    bool q7_armed;
+    bool q7_over[SIM_MAX_BROKERS + 1];
 
     /* messages */
     struct smsg *msgs;          /* every in-flight message, in send order */
@@ -194,10 +227,16 @@ struct sim {
 
     /* statistics */
     int64_t n_elections, n_msgs_delivered, n_faults, n_quiet_checks, n_requests;
+    int64_t n_unclean_elections, n_deletions_done, n_reassign_done, n_cs_done;
     uint64_t trace;             /* hash of the choices, for determinism checks */
 };
 
 /* sim.c */
+/* A run's life: set up (brokers not started), settle (no faults; restart most dead brokers;
+ * deliver everything; check the quiet invariants), tear down. */
+void sim_setup(struct sim *s, const struct sim_opts *o);
+void sim_settle(struct sim *s);
+void sim_teardown(struct sim *s);
 void sim_fail(struct sim *s, const char *invariant, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sim_trace(struct sim *s, uint64_t v);
@@ -210,6 +249,8 @@ bool sim_session_owner(struct sim *s, int64_t sid, int32_t *id, int *inc);
 struct gr_clock *vclock_new(struct sim *s);
 /* Earliest due time of any timer, INT64_MAX if none. */
 int64_t vclock_next_due(struct sim *s);
+/* Earliest due time of clk's timers, INT64_MAX if none. */
+int64_t vclock_next_due_of(struct sim *s, struct gr_clock *clk);
 /* Fires every timer due at or before s->now. Returns how many. */
 int vclock_fire_due(struct sim *s);
 
@@ -241,12 +282,39 @@ void amsg_complete(struct sim *s, struct amsg *a);
 /* The leader gives up on an undelivered proposal. */
 void amsg_drop(struct sim *s, struct amsg *a);
 
+/* admin.c: admin tools and broker-initiated controller requests */
+struct sbroker *sim_broker(struct sim *s, int32_t id);
+/* Each returns false when it had nothing to do. */
+bool admin_delete_topic(struct sim *s);
+bool admin_reassign_zk(struct sim *s);
+bool admin_reassign_api(struct sim *s, bool cancel);
+bool admin_preferred_zk(struct sim *s);
+bool admin_elect_api(struct sim *s, bool unclean);
+bool admin_unclean_enable(struct sim *s);
+bool admin_add_partitions(struct sim *s);
+bool admin_log_dir_failure(struct sim *s, struct sbroker *b);
+/* Controlled shutdown: b asks its controller (attempt 1); cs_step retries or stops b. */
+bool cs_begin(struct sim *s, struct sbroker *b);
+void cs_step(struct sim *s, struct sbroker *b);
+/* A leader adds a live follower that follows its leader epoch to the ISR (settle phase: the
+ * follower has caught up). False if there is none. */
+bool alter_expand(struct sim *s, struct sbroker *b);
+bool alter_expand_possible(struct sim *s, struct sbroker *b);
+/* Q7: arms the auto-rebalance check (quiet cluster) and returns the due time of the active
+ * controller's auto-rebalance timer (INT64_MAX if none). */
+int64_t q7_arm(struct sim *s);
+/* Broker-side records (simnode.c) */
+void node_note_deleted(struct sbroker *b, const char *topic, int32_t partition);
+
+/* scenarios.c: scripted regressions, run before the seeds. Returns the number that failed. */
+int sim_scenarios(const struct sim_opts *base);
+
 /* invariants.c */
 void inv_init(struct sim *s);
 void inv_release(struct sim *s);
 void inv_on_commit(void *arg, const struct zm_txn *t);
 /* A controller incarnation sends a request (called by the sim sender). */
-void inv_on_send(struct sim *s, struct sbroker *from, int16_t api_key, const void *req);
+void inv_on_send(struct sim *s, struct sbroker *from, int32_t to, int16_t api_key, const void *req);
 /* Cheap checks after every step. */
 void inv_after_step(struct sim *s);
 /* Checks of a quiet cluster (nothing in flight). */

@@ -21,7 +21,9 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/config_change_listener.h"
 #include "controller/flows.h"
+#include "controller/request_batch.h"
 #include "controller/response.h"
 #include "protocol/codec.h"
 #include "sim.h"
@@ -103,6 +105,12 @@ struct gr_clock *vclock_new(struct sim *s) {
 
 int64_t vclock_next_due(struct sim *s) { return s->timers ? s->timers->due : INT64_MAX; }
 
+int64_t vclock_next_due_of(struct sim *s, struct gr_clock *clk) {
+    for (struct vtimer *t = s->timers; t; t = t->next)
+        if (&t->clk->base == clk) return t->due;
+    return INT64_MAX;
+}
+
 int vclock_fire_due(struct sim *s) {
     int n = 0;
     while (s->timers && s->timers->due <= s->now) {
@@ -136,7 +144,10 @@ static void msg_free(struct smsg *m) {
     free(m);
 }
 
+static void note_lost_deletes(struct sim *s, struct smsg *m);
+
 void msg_drop(struct sim *s, struct smsg *m) {
+    if (!m->snd && m->deliveries == 0) note_lost_deletes(s, m); /* an orphan given up */
     msg_unlink(s, m);
     msg_free(m);
 }
@@ -159,6 +170,20 @@ static struct sbroker *broker_by_id(struct sim *s, int32_t id) {
 bool msg_target_alive(struct sim *s, struct smsg *m) {
     struct sbroker *b = broker_by_id(s, m->to);
     return b && b->alive;
+}
+
+static void note_missed(struct sbroker *b, const char *topic, int32_t partition);
+
+/* A StopReplica(delete=true) that never reaches its broker: the controller does not resend it (Kafka
+ * 2.7 neither), so the replicas stay on the broker. Recorded for the D2 check. */
+static void note_lost_deletes(struct sim *s, struct smsg *m) {
+    struct sbroker *b = broker_by_id(s, m->to);
+    if (!b || !b->alive || m->api_key != GR_API_STOP_REPLICA || !m->req) return;
+    const struct StopReplicaRequest *r = &((const struct gr_ctrl_req *)m->req)->u.sr;
+    for (int32_t t = 0; t < r->TopicStatesCount; t++)
+        for (int32_t i = 0; i < r->TopicStates[t].PartitionStatesCount; i++)
+            if (r->TopicStates[t].PartitionStates[i].DeletePartition)
+                note_missed(b, r->TopicStates[t].TopicName, r->TopicStates[t].PartitionStates[i].PartitionIndex);
 }
 
 /* Tears down snd's channel to `to` (-1: all channels): the head message, if not answered yet,
@@ -184,6 +209,7 @@ static void channel_teardown(struct sim *s, struct ssender *snd, int32_t to) {
         }
         *pp = m->next;
         s->n_msgs--;
+        if (m->state == MSG_QUEUED && m->deliveries == 0) note_lost_deletes(s, m);
         msg_free(m);
     }
 }
@@ -261,7 +287,7 @@ static void snd_send(void *ctx, int32_t broker_id, int16_t api_key, int16_t api_
                      void (*request_free)(void *), struct gr_ctrl_event *completion) {
     struct ssender *snd = ctx;
     struct sim *s = snd->sim;
-    if (request) inv_on_send(s, snd->owner, api_key, request);
+    if (request) inv_on_send(s, snd->owner, broker_id, api_key, request);
     if (!snd->running || snd->dead || snd_find(snd, broker_id) < 0) {
         if (s->o.verbose)
             printf("    [sim] controller %d: not sending api %d to broker %d (not added)\n", snd->owner->id,
@@ -286,6 +312,7 @@ static void snd_send(void *ctx, int32_t broker_id, int16_t api_key, int16_t api_
     *pp = m;
     s->n_msgs++;
     s->n_requests++;
+    if (s->o.verbose) printf("    [sim] controller %d queues #%" PRIu64 " api %d to broker %d\n", m->from, m->id, api_key, broker_id);
 }
 
 const struct gr_ctrl_sender_ops sim_sender_ops = {
@@ -330,7 +357,40 @@ static void part_remove(struct sbroker *b, struct sb_part *p) {
     *p = b->parts[--b->n_parts];
 }
 
+int sim_dir_of(const char *topic, int32_t partition) {
+    unsigned h = (unsigned)partition;
+    for (const char *c = topic; *c; c++) h = h * 31u + (unsigned char)*c;
+    return (int)(h % 2u);
+}
+
+/* Is b's replica of topic-partition on its failed log dir? */
+static bool on_failed_dir(struct sbroker *b, const char *topic, int32_t partition) {
+    return b->dir_failed && sim_dir_of(topic, partition) == 1;
+}
+
+void node_note_deleted(struct sbroker *b, const char *topic, int32_t partition) {
+    b->deleted = gr_realloc(b->deleted, (size_t)(b->n_deleted + 1) * sizeof *b->deleted);
+    b->deleted[b->n_deleted++] = gr_asprintf("%s-%d", topic, partition);
+}
+
+static void note_missed(struct sbroker *b, const char *topic, int32_t partition) {
+    b->missed = gr_realloc(b->missed, (size_t)(b->n_missed + 1) * sizeof *b->missed);
+    b->missed[b->n_missed++] = gr_asprintf("%s-%d", topic, partition);
+}
+
 static void broker_state_reset(struct sbroker *b) {
+    for (int i = 0; i < b->n_deleted; i++) free(b->deleted[i]);
+    free(b->deleted);
+    b->deleted = NULL;
+    b->n_deleted = 0;
+    for (int i = 0; i < b->n_missed; i++) free(b->missed[i]);
+    free(b->missed);
+    b->missed = NULL;
+    b->n_missed = 0;
+    b->dir_failed = false;
+    b->cs_state = 0;
+    b->cs_attempt = 0;
+    b->cs_ok = false;
     for (int i = 0; i < b->n_parts; i++) part_release(&b->parts[i]);
     free(b->parts);
     b->parts = NULL;
@@ -387,6 +447,10 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
                 pe->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
                 continue;
             }
+            if (on_failed_dir(b, ts->TopicName, ps->PartitionIndex)) { /* HostedPartition.Offline */
+                pe->ErrorCode = GR_KERR_KAFKA_STORAGE_ERROR;
+                continue;
+            }
             struct sb_part *p = part_find(b, ts->TopicName, ps->PartitionIndex, true);
             if (p->has_replica && ps->LeaderEpoch <= p->r_leader_epoch) {
                 pe->ErrorCode = GR_KERR_STALE_CONTROLLER_EPOCH;
@@ -406,7 +470,14 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
             pe->ErrorCode = GR_KERR_NONE;
         }
     }
-    (void)s;
+    if (s->o.verbose)
+        for (int t = 0, k2 = 0; t < rq->TopicStatesCount; t++)
+            for (int32_t i = 0; i < rq->TopicStates[t].PartitionStatesCount; i++, k2++)
+                printf("    [sim] broker %d: LeaderAndIsr %s-%d leader %d epoch %d%s: %s\n", b->id,
+                       rq->TopicStates[t].TopicName, rq->TopicStates[t].PartitionStates[i].PartitionIndex,
+                       rq->TopicStates[t].PartitionStates[i].Leader, rq->TopicStates[t].PartitionStates[i].LeaderEpoch,
+                       rq->TopicStates[t].PartitionStates[i].IsNew ? " (new)" : "",
+                       gr_kerr_name(rs->PartitionErrors[k2].ErrorCode));
 }
 
 static void handle_update_metadata(struct sim *s, struct sbroker *b, const struct UpdateMetadataRequest *rq,
@@ -457,7 +528,6 @@ static void handle_update_metadata(struct sim *s, struct sbroker *b, const struc
 
 static void handle_stop_replica(struct sim *s, struct sbroker *b, const struct StopReplicaRequest *rq,
                                 struct gr_arena *a, struct StopReplicaResponse *rs) {
-    (void)s;
     int total = 0;
     for (int32_t t = 0; t < rq->TopicStatesCount; t++) total += rq->TopicStates[t].PartitionStatesCount;
     int16_t top = GR_KERR_NONE;
@@ -467,7 +537,17 @@ static void handle_stop_replica(struct sim *s, struct sbroker *b, const struct S
     rs->ErrorCode = top;
     rs->PartitionErrorsCount = top == GR_KERR_NONE ? total : 0;
     rs->PartitionErrors = gr_arena_alloc(a, sizeof(*rs->PartitionErrors) * (size_t)(total ? total : 1));
-    if (top != GR_KERR_NONE) return;
+    if (top != GR_KERR_NONE) {
+        if (s->o.verbose) printf("    [sim] broker %d: StopReplica refused: %s\n", b->id, gr_kerr_name(top));
+        for (int32_t t = 0; t < rq->TopicStatesCount; t++)
+            for (int32_t i = 0; i < rq->TopicStates[t].PartitionStatesCount; i++) {
+                struct sb_part *p =
+                    part_find(b, rq->TopicStates[t].TopicName, rq->TopicStates[t].PartitionStates[i].PartitionIndex, false);
+                if (p && p->has_replica && rq->TopicStates[t].PartitionStates[i].DeletePartition)
+                    note_missed(b, p->topic, p->partition);
+            }
+        return;
+    }
     int k = 0;
     for (int32_t t = 0; t < rq->TopicStatesCount; t++) {
         const struct StopReplicaRequest_StopReplicaTopicState *ts = &rq->TopicStates[t];
@@ -478,11 +558,19 @@ static void handle_stop_replica(struct sim *s, struct sbroker *b, const struct S
             pe->PartitionIndex = ps->PartitionIndex;
             struct sb_part *p = part_find(b, ts->TopicName, ps->PartitionIndex, false);
             int32_t le = ps->LeaderEpoch;
+            if (on_failed_dir(b, ts->TopicName, ps->PartitionIndex)) { /* HostedPartition.Offline */
+                pe->ErrorCode = GR_KERR_KAFKA_STORAGE_ERROR;
+                if (s->o.verbose)
+                    printf("    [sim] broker %d: StopReplica %s-%d: KAFKA_STORAGE_ERROR\n", b->id, ts->TopicName,
+                           ps->PartitionIndex);
+                continue;
+            }
             if (p && p->has_replica && le != -1 && le != -2 && le <= p->r_leader_epoch) {
                 pe->ErrorCode = GR_KERR_FENCED_LEADER_EPOCH;
                 continue;
             }
             pe->ErrorCode = GR_KERR_NONE;
+            if (ps->DeletePartition && (!p || p->has_replica)) node_note_deleted(b, ts->TopicName, ps->PartitionIndex);
             if (p && ps->DeletePartition) {
                 p->has_replica = false;
                 p->r_leader = -1;
@@ -491,6 +579,9 @@ static void handle_stop_replica(struct sim *s, struct sbroker *b, const struct S
             } else if (p) {
                 p->r_leader = -1; /* stopped: no longer leading or fetching */
             }
+            if (s->o.verbose)
+                printf("    [sim] broker %d: StopReplica %s-%d%s epoch %d: %s\n", b->id, ts->TopicName, ps->PartitionIndex,
+                       ps->DeletePartition ? " (delete)" : "", le, gr_kerr_name(pe->ErrorCode));
         }
     }
 }
@@ -643,39 +734,7 @@ static void amsg_free(struct amsg *a) {
     free(a);
 }
 
-bool alter_propose(struct sim *s, struct sbroker *b) {
-    if (!b->alive || !b->ctrl) return false;
-    int cand[64];
-    int nc = 0;
-    for (int i = 0; i < b->n_parts && nc < 64; i++) {
-        struct sb_part *p = &b->parts[i];
-        if (p->has_replica && p->r_leader == b->id && !p->alter_pending && p->r_n_isr > 0) cand[nc++] = i;
-    }
-    if (nc == 0) return false;
-    struct sb_part *p = &b->parts[cand[rng_below(&s->rng, (uint32_t)nc)]];
-    int32_t isr[SIM_MAX_BROKERS + 1];
-    int n = 0;
-    /* shrink: drop a follower; expand: add a live assigned replica not in the ISR */
-    int32_t add_c[SIM_MAX_BROKERS + 1];
-    int na = 0;
-    for (int i = 0; i < p->r_n_replicas; i++) {
-        int32_t r = p->r_replicas[i];
-        if (has_id(p->r_isr, p->r_n_isr, r)) continue;
-        struct sbroker *rb = broker_by_id(s, r);
-        if (rb && rb->alive) add_c[na++] = r;
-    }
-    bool shrink = p->r_n_isr > 1 && (na == 0 || rng_chance(&s->rng, 1, 2));
-    if (!shrink && na == 0) return false;
-    if (shrink) {
-        int32_t drop;
-        do drop = p->r_isr[rng_below(&s->rng, (uint32_t)p->r_n_isr)];
-        while (drop == b->id);
-        for (int i = 0; i < p->r_n_isr; i++)
-            if (p->r_isr[i] != drop) isr[n++] = p->r_isr[i];
-    } else {
-        for (int i = 0; i < p->r_n_isr; i++) isr[n++] = p->r_isr[i];
-        isr[n++] = add_c[rng_below(&s->rng, (uint32_t)na)];
-    }
+static void alter_send(struct sim *s, struct sbroker *b, struct sb_part *p, const int32_t *isr, int n, bool shrink) {
     struct amsg *a = gr_calloc(1, sizeof *a);
     a->id = ++s->next_msg_id;
     a->from = b->id;
@@ -706,6 +765,84 @@ bool alter_propose(struct sim *s, struct sbroker *b) {
     if (s->o.verbose)
         printf("    [sim] broker %d proposes ISR of %s-%d: %s to %d members (leader epoch %d, version %d)\n", b->id,
                p->topic, p->partition, shrink ? "shrink" : "expand", n, p->r_leader_epoch, p->r_zk_version);
+}
+
+bool alter_propose(struct sim *s, struct sbroker *b) {
+    if (!b->alive || !b->ctrl) return false;
+    int cand[64];
+    int nc = 0;
+    for (int i = 0; i < b->n_parts && nc < 64; i++) {
+        struct sb_part *p = &b->parts[i];
+        if (p->has_replica && p->r_leader == b->id && !p->alter_pending && p->r_n_isr > 0 &&
+            !on_failed_dir(b, p->topic, p->partition))
+            cand[nc++] = i;
+    }
+    if (nc == 0) return false;
+    struct sb_part *p = &b->parts[cand[rng_below(&s->rng, (uint32_t)nc)]];
+    int32_t isr[SIM_MAX_BROKERS + 1];
+    int n = 0;
+    /* shrink: drop a follower; expand: add a live assigned replica not in the ISR */
+    int32_t add_c[SIM_MAX_BROKERS + 1];
+    int na = 0;
+    for (int i = 0; i < p->r_n_replicas; i++) {
+        int32_t r = p->r_replicas[i];
+        if (has_id(p->r_isr, p->r_n_isr, r)) continue;
+        struct sbroker *rb = broker_by_id(s, r);
+        if (rb && rb->alive && !on_failed_dir(rb, p->topic, p->partition)) add_c[na++] = r;
+    }
+    bool shrink = p->r_n_isr > 1 && (na == 0 || rng_chance(&s->rng, 1, 2));
+    if (!shrink && na == 0) return false;
+    if (shrink) {
+        int32_t drop;
+        do drop = p->r_isr[rng_below(&s->rng, (uint32_t)p->r_n_isr)];
+        while (drop == b->id);
+        for (int i = 0; i < p->r_n_isr; i++)
+            if (p->r_isr[i] != drop) isr[n++] = p->r_isr[i];
+    } else {
+        for (int i = 0; i < p->r_n_isr; i++) isr[n++] = p->r_isr[i];
+        isr[n++] = add_c[rng_below(&s->rng, (uint32_t)na)];
+    }
+    alter_send(s, b, p, isr, n, shrink);
+    return true;
+}
+
+/* A live follower of p (led by b) that is outside the ISR and follows p's current leader epoch. */
+static int32_t caught_up_follower(struct sim *s, struct sbroker *b, struct sb_part *p) {
+    for (int i = 0; i < p->r_n_replicas; i++) {
+        int32_t r = p->r_replicas[i];
+        if (r == b->id || has_id(p->r_isr, p->r_n_isr, r)) continue;
+        struct sbroker *rb = broker_by_id(s, r);
+        if (!rb || !rb->alive || on_failed_dir(rb, p->topic, p->partition)) continue;
+        struct sb_part *rp = part_find(rb, p->topic, p->partition, false);
+        if (rp && rp->has_replica && rp->r_leader == b->id && rp->r_leader_epoch == p->r_leader_epoch) return r;
+    }
+    return -1;
+}
+
+static struct sb_part *expandable(struct sim *s, struct sbroker *b) {
+    if (!b->alive || !b->ctrl) return NULL;
+    /* only towards an active controller (else the leader retries later: time must move on) */
+    struct sbroker *c = b->known_controller >= 0 ? broker_by_id(s, b->known_controller) : NULL;
+    if (!c || !c->alive || !c->ctrl || !gr_controller_is_active(c->ctrl)) return NULL;
+    for (int i = 0; i < b->n_parts; i++) {
+        struct sb_part *p = &b->parts[i];
+        if (p->has_replica && p->r_leader == b->id && !p->alter_pending && p->r_n_isr > 0 &&
+            !on_failed_dir(b, p->topic, p->partition) && caught_up_follower(s, b, p) >= 0)
+            return p;
+    }
+    return NULL;
+}
+
+bool alter_expand_possible(struct sim *s, struct sbroker *b) { return expandable(s, b) != NULL; }
+
+bool alter_expand(struct sim *s, struct sbroker *b) {
+    struct sb_part *p = expandable(s, b);
+    if (!p) return false;
+    int32_t isr[SIM_MAX_BROKERS + 1];
+    int n = 0;
+    for (int i = 0; i < p->r_n_isr && n < SIM_MAX_BROKERS; i++) isr[n++] = p->r_isr[i];
+    isr[n++] = caught_up_follower(s, b, p);
+    alter_send(s, b, p, isr, n, false);
     return true;
 }
 
@@ -824,6 +961,8 @@ static bool hook_new_session(void *arg, struct gr_zsession *prev) {
 /* Frees the per-incarnation objects (controller first; the client must not deliver anymore). */
 static void node_teardown(struct sim *s, struct sbroker *b) {
     amsgs_abandon(s, b);
+    gr_config_change_listener_stop(b->ccl);
+    b->ccl = NULL;
     if (b->snd) {
         channel_teardown(s, b->snd, -1);
         b->snd->dead = true;
@@ -894,7 +1033,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .sender_ctx = b->snd,
         .metrics = NULL,
         .auto_leader_rebalance_enable = true,
-        .leader_imbalance_check_interval_ms = 300000,
+        .leader_imbalance_check_interval_ms = 30000,
         .delete_topic_enable = true,
         .no_thread = true,
         .on_new_session = hook_new_session,
@@ -903,6 +1042,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
     b->ctrl = gr_controller_new(&cfg);
     b->alive = true;
     gr_controller_startup(b->ctrl);
+    if (s->o.admin_flows) b->ccl = gr_config_change_listener_new(b->kzk, b->watches, b->ctrl);
     return true;
 }
 

@@ -1,0 +1,184 @@
+/* Scripted regressions for controller bugs the simulation found (docs/SIMULATION.md, "Known
+ * findings"). Unlike a pinned seed, a script keeps exercising its bug when the step menu changes:
+ * the setup is fixed, only the interleavings inside each settle phase come from the PRNG, and each
+ * script runs under several seeds. Every settle ends with the quiet invariants; a script adds its
+ * own checks. Run by main before the seeds (--no-scenarios skips them). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kerr.h"
+#include "common/util.h"
+#include "controller/reassignment.h"
+#include "sim.h"
+
+#define SCENARIO_SEEDS 8
+
+/* A topic with one partition on the given replicas, written as an admin tool does. */
+static void create_topic(struct sim *s, const char *name, const int32_t *replicas, int n) {
+    struct gr_kzk_partition_assignment pa = {.partition = 0, .n_replicas = n, .replicas = (int32_t *)replicas};
+    struct gr_kzk_topic_assignment a = {.topic = (char *)name, .n_partitions = 1, .partitions = &pa};
+    if (gr_kzk_create_topic(s->admin_kzk, name, &a, NULL) != 0) sim_fail(s, "scenario", "cannot create topic %s", name);
+}
+
+static void start_all(struct sim *s) {
+    for (int i = 0; i < s->n_brokers; i++)
+        if (!node_start(s, &s->brokers[i])) sim_fail(s, "scenario", "broker %d does not start", s->brokers[i].id);
+}
+
+/* Settles without restarting dead brokers. */
+static void settle_keep_dead(struct sim *s) {
+    s->settle_no_restart = true;
+    sim_settle(s);
+    s->settle_no_restart = false;
+}
+
+/* The partition state in ZooKeeper (false if none). */
+static bool zk_state(struct sim *s, const char *topic, struct gr_kzk_leader_and_isr *out) {
+    char p[256];
+    snprintf(p, sizeof p, "/brokers/topics/%s/partitions/0/state", topic);
+    const char *d;
+    int len;
+    memset(out, 0, sizeof *out);
+    return zm_peek(s->zm, p, &d, &len, NULL) == GR_ZOK && d && gr_kzk_partition_state_decode(d, (size_t)len, out) == 0;
+}
+
+static struct sbroker *active(struct sim *s) {
+    for (int i = 0; i < s->n_brokers; i++)
+        if (s->brokers[i].alive && gr_controller_is_active(s->brokers[i].ctrl)) return &s->brokers[i];
+    return NULL;
+}
+
+struct api_result {
+    int16_t top, err;
+    bool answered;
+};
+
+static void api_answer(void *arg, int16_t top, const struct gr_reassign_api_payload *pl) {
+    struct api_result *r = arg;
+    r->answered = true;
+    r->top = top;
+    r->err = pl->n > 0 ? pl->items[0].err : GR_KERR_NONE;
+}
+
+/* AlterPartitionReassignments for partition 0 of topic (n == 0: cancel) to the active controller. */
+static void reassign(struct sim *s, const char *topic, const int32_t *target, int n, struct api_result *res) {
+    struct sbroker *c = active(s);
+    memset(res, 0, sizeof *res);
+    if (!c) {
+        sim_fail(s, "scenario", "no active controller");
+        return;
+    }
+    struct gr_reassign_api_payload *pl = gr_reassign_api_payload_new(1);
+    pl->items[0].topic = gr_strdup(topic);
+    pl->items[0].cancel = n == 0;
+    if (n) {
+        pl->items[0].replicas = gr_malloc(sizeof(int32_t) * (size_t)n);
+        memcpy(pl->items[0].replicas, target, sizeof(int32_t) * (size_t)n);
+        pl->items[0].n_replicas = n;
+    }
+    pl->respond = api_answer;
+    pl->arg = res;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_API_PARTITION_REASSIGNMENT);
+    ev->payload = pl;
+    ev->payload_free = gr_reassign_api_payload_free;
+    ev->preempt = gr_reassign_api_preempt;
+    gr_ctrl_events_put(gr_controller_events(c->ctrl), ev);
+}
+
+/* A replica on a failed log dir that is the partition's only ISR member is not elected again
+ * (states.c gr_ctrl_replica_online ignored offline dirs: O1). */
+static void scenario_offline_dir_only_isr(struct sim *s) {
+    char topic[16];
+    for (int i = 0;; i++) {
+        snprintf(topic, sizeof topic, "od%d", i);
+        if (sim_dir_of(topic, 0) == 1) break;
+    }
+    start_all(s);
+    int32_t reps[] = {1, 2};
+    create_topic(s, topic, reps, 2);
+    sim_settle(s);
+    node_crash(s, &s->brokers[1], true); /* broker 2: the ISR shrinks to [1] */
+    settle_keep_dead(s);
+    admin_log_dir_failure(s, &s->brokers[0]);
+    settle_keep_dead(s); /* O1 fails here if broker 1 is elected from its failed dir */
+    struct gr_kzk_leader_and_isr l;
+    if (!s->failed && zk_state(s, topic, &l)) {
+        if (l.leader != -1) sim_fail(s, "scenario offline dir", "%s-0 is led by %d, want no leader", topic, l.leader);
+        gr_kzk_leader_and_isr_release(&l);
+    }
+}
+
+/* Cancelling a reassignment whose only in-sync replicas are being added is refused: it would
+ * delete them and leave the partition without a leader (ISR outside the replicas, P2). */
+static void scenario_cancel_keeps_isr(struct sim *s) {
+    char topic[16];
+    for (int i = 0;; i++) {
+        snprintf(topic, sizeof topic, "ck%d", i);
+        if (sim_dir_of(topic, 0) == 1) break;
+    }
+    start_all(s);
+    int32_t reps[] = {1};
+    create_topic(s, topic, reps, 1);
+    sim_settle(s);
+    /* broker 3's replica will sit on a failed dir: the reassignment cannot complete */
+    admin_log_dir_failure(s, &s->brokers[2]);
+    settle_keep_dead(s);
+    struct api_result res;
+    int32_t target[] = {2, 3};
+    reassign(s, topic, target, 2, &res);
+    settle_keep_dead(s); /* broker 2 catches up and joins the ISR */
+    if (s->failed) return;
+    if (!res.answered || res.top || res.err) {
+        sim_fail(s, "scenario cancel", "reassignment answered %d/%d", res.top, res.err);
+        return;
+    }
+    node_crash(s, &s->brokers[0], true); /* broker 1 (the origin) goes: ISR [2] */
+    settle_keep_dead(s);
+    struct api_result cres;
+    reassign(s, topic, NULL, 0, &cres);
+    settle_keep_dead(s);
+    struct gr_kzk_leader_and_isr l;
+    if (!s->failed && zk_state(s, topic, &l)) {
+        if (cres.err != GR_KERR_INVALID_REPLICA_ASSIGNMENT || l.leader != 2)
+            sim_fail(s, "scenario cancel", "cancel answered %s, leader %d (want INVALID_REPLICA_ASSIGNMENT, 2)",
+                     gr_kerr_name(cres.err), l.leader);
+        gr_kzk_leader_and_isr_release(&l);
+    }
+}
+
+static const struct {
+    const char *name;
+    int brokers;
+    void (*run)(struct sim *s);
+} scenarios[] = {
+    {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr},
+    {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr},
+};
+
+int sim_scenarios(const struct sim_opts *base) {
+    int failed = 0;
+    for (size_t k = 0; k < sizeof scenarios / sizeof scenarios[0]; k++) {
+        for (uint64_t seed = 1; seed <= SCENARIO_SEEDS; seed++) {
+            struct sim_opts o = *base;
+            o.seed = 1000000 + seed;
+            o.brokers = scenarios[k].brokers;
+            o.verbose = false;
+            o.zk_faults = false; /* scripted steps must not fail; settle has no faults anyway */
+            struct sim *s = gr_calloc(1, sizeof *s);
+            sim_setup(s, &o);
+            s->phase = 1;
+            scenarios[k].run(s);
+            if (s->failed) {
+                printf("SCENARIO FAILED: %s (seed %" PRIu64 ")\n%s\n", scenarios[k].name, o.seed, s->fail_msg);
+                failed++;
+            }
+            bool f = s->failed;
+            sim_teardown(s);
+            free(s);
+            if (f) break;
+        }
+    }
+    return failed;
+}
