@@ -173,6 +173,13 @@ static int elect_items(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct 
             n_deleting++;
             continue;
         }
+        if (type == GR_ELECTION_PREFERRED && !p->has_state) {
+            /* NewPartition (no replica was ever live): the state machine would initialise it with
+             * the first live replica and report success for a leader that is not the preferred
+             * one; Kafka fails the whole event here (leadership info .get on None) */
+            set_item(it, GR_KERR_PREFERRED_LEADER_NOT_AVAILABLE, "The partition has no leader yet.");
+            continue;
+        }
         int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
         bool electable = type == GR_ELECTION_UNCLEAN
                              ? (leader == GR_LEADER_NONE || !gr_ctrl_replica_online(ctx, p, leader, false))

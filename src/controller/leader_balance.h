@@ -12,7 +12,8 @@
  *   INVALID_TOPIC_EXCEPTION         the topic is queued for deletion
  *   ELECTION_NOT_NEEDED             PREFERRED: the preferred replica leads already;
  *                                   UNCLEAN: the partition has a live leader
- *   PREFERRED_LEADER_NOT_AVAILABLE  PREFERRED election failed (no eligible leader, stale state...)
+ *   PREFERRED_LEADER_NOT_AVAILABLE  PREFERRED election failed (no eligible leader, stale state...),
+ *                                   or the partition has no leadership info yet (NewPartition)
  *   ELIGIBLE_LEADERS_NOT_AVAILABLE  UNCLEAN election failed
  *   NONE (leader set)               elected
  * ZooKeeper-triggered elections delete the znode afterwards and queue another
