@@ -685,7 +685,7 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                          "%s-%d offline although unclean election is enabled and replicas [%s] include a live one",
                          topic, pa->partition, ids_str(b1, sizeof b1, pa->replicas, pa->n_replicas));
         }
-        if (!s->failed && (pa->n_adding || pa->n_removing) && z.leader != -1 && !queued) {
+        if (!s->failed && s->o.alter_isr && (pa->n_adding || pa->n_removing) && z.leader != -1 && !queued) {
             /* R6: a reassignment whose target replicas are all usable completes */
             int32_t trs[64];
             int n = ids_minus(pa->replicas, pa->n_replicas, pa->removing, pa->n_removing, trs);

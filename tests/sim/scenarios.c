@@ -166,6 +166,8 @@ int sim_scenarios(const struct sim_opts *base) {
             o.brokers = scenarios[k].brokers;
             o.verbose = false;
             o.zk_faults = false; /* scripted steps must not fail; settle has no faults anyway */
+            /* the scripts rely on these flows whatever the run's options */
+            o.alter_isr = o.admin_flows = o.expect_states = o.expect_metadata = true;
             struct sim *s = gr_calloc(1, sizeof *s);
             sim_setup(s, &o);
             s->phase = 1;
