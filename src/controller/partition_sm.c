@@ -176,9 +176,36 @@ static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const
                        const struct gr_psm_strategy *strategy, int *rcs, int *retry, int *n_retry) {
     struct gr_ctrl_context *ctx = sm->ctx;
     *n_retry = 0;
-    struct gr_kzk_tp *req = gr_malloc((size_t)n * sizeof *req);
-    for (int k = 0; k < n; k++) req[k] = tps[idx[k]];
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)n, sizeof *cur);
+    struct gr_kzk_tp *req = gr_malloc((size_t)(n ? n : 1) * sizeof *req);
+    int *idx_m = gr_malloc((size_t)(n ? n : 1) * sizeof *idx_m);
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        /* An offline election picks a leader among the partition's online replicas (clean: in the
+         * ISR, unclean: any), so with none online it fails whatever ZooKeeper holds: fail it
+         * without reading the state (Kafka reads it first; with every replica's broker gone that
+         * was one read per partition, 100k reads in a failover with 100k such partitions). Only
+         * the reason logged can differ: a missing or newer-epoch state would have been named. */
+        const struct gr_kzk_tp *tp = &tps[idx[k]];
+        struct gr_ctrl_partition *p = strategy->kind == GR_ELECT_OFFLINE
+                                          ? gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition)
+                                          : NULL;
+        bool any_online = !p;
+        for (int i = 0; p && i < p->n_replicas && !any_online; i++)
+            any_online = gr_ctrl_replica_online(ctx, p, p->replicas[i], false);
+        if (!any_online) {
+            char why[512];
+            snprintf(why, sizeof why, "Failed to elect leader for partition %s-%d under strategy %s", tp->topic,
+                     tp->partition, gr_election_strategy_name(strategy->kind));
+            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
+            rcs[idx[k]] = GR_PSM_EFAILED;
+            continue;
+        }
+        req[m] = *tp;
+        idx_m[m++] = idx[k];
+    }
+    idx = idx_m;
+    n = m;
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
     int rc = gr_kzk_get_partition_states(sm->kzk, req, n, cur);
     if (rc) {
         for (int k = 0; k < n; k++) {
@@ -187,6 +214,7 @@ static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const
             rcs[idx[k]] = GR_PSM_EFAILED;
         }
         free(req);
+        free(idx_m);
         free(cur);
         return 0;
     }
@@ -313,6 +341,7 @@ static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const
     free(items);
     free(item_of);
     free(req);
+    free(idx_m);
     return ret;
 }
 
