@@ -456,7 +456,8 @@ static int load_topics(struct gr_controller *c, const char *const *names, int n)
         int m = GR_MIN(TOPIC_BATCH, n - off);
         struct gr_kzk_topic_assignment *a = gr_calloc((size_t)m, sizeof *a);
         int rc = gr_kzk_get_topic_assignments(c->kzk, names + off, m, true, a);
-        if (rc != 0) {
+        if (rc != 0) { /* items may hold their names even when the batch failed */
+            for (int i = 0; i < m; i++) gr_kzk_topic_assignment_release(&a[i]);
             free(a);
             return rc;
         }
@@ -826,7 +827,10 @@ static int process_partition_modifications(struct gr_controller *c, const char *
     struct gr_kzk_topic_assignment a;
     memset(&a, 0, sizeof a);
     int rc = gr_kzk_get_topic_assignments(c->kzk, &topic, 1, true, &a);
-    if (rc != 0) return rc;
+    if (rc != 0) {
+        gr_kzk_topic_assignment_release(&a);
+        return rc;
+    }
     if (a.rc != 0) {
         rc = a.rc == GR_KZK_ENONODE ? 0 : a.rc;
         gr_kzk_topic_assignment_release(&a);
