@@ -8,7 +8,8 @@ outcome end to end with processes, SIGKILL and a real ZooKeeper.
 (tests/unit/test_replica_manager.c covers the same idea deterministically with two in-process
 brokers.)
 
-Setup: 3 brokers; broker 3 is started first so that it is the controller and never a victim.
+Setup: 3 brokers; broker 3 (never killed) is started first so that it is the controller, except
+in `unseen_bounce` below.
 Topic `kip101`, one partition, replicas [1, 2] given explicitly (1 the preferred leader),
 unclean.leader.election.enable=false, min.insync.replicas=1 (CI) or 2 (soak only). With 1, the
 leader keeps acknowledging acks=all records while the follower is out of the ISR, so the
@@ -46,8 +47,8 @@ offset (a producer retry of a request the killed leader had written but not answ
 producer is not idempotent, so that is not a broker fault); those are counted and printed.
 
 CI: 3 rounds of `in_isr` and `registered`, 2 of `unseen_bounce` (up to 5, until one round had
-the follower elected; see run()); the file runs in ~60-75 s on 2 busy cores. GREGOR_SOAK=1 also runs the soak-marked cases: 12 rounds per variant, with
-min.insync.replicas=1 and 2.
+the follower elected; see run()); the file runs in ~60-75 s on 2 busy cores. GREGOR_SOAK=1 also
+runs the soak-marked cases: 12 rounds per variant, with min.insync.replicas=1 and 2.
 """
 
 import collections
