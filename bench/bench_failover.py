@@ -463,7 +463,7 @@ def main():
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    raise_nofile(4096 + 500)  # the storage layer bounds open log files; sockets need the rest
+    soft, _ = raise_nofile(4096 + 500)  # the storage layer bounds open log files; sockets need the rest
     workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "

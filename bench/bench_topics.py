@@ -431,7 +431,7 @@ def main():
         sys.exit(f"{H.GREGORD} not built (run make)")
     # gregord bounds the segment files it keeps open (gregor.max.open.log.files), so the
     # partition count needs no matching descriptor limit.
-    raise_nofile(4096 + 500)
+    soft, _ = raise_nofile(4096 + 500)
     workdir = tempfile.mkdtemp(prefix="gregor-bench-topics-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
