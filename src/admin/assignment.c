@@ -13,7 +13,7 @@
  * Rack-aware: the same walk over the rack-alternated list, with the shift scaled by the number
  * of racks, skipping brokers whose rack already holds a replica while some rack holds none, and
  * brokers already used while some broker is unused. */
-#include "broker/assignment.h"
+#include "admin/assignment.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

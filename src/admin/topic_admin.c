@@ -1,7 +1,7 @@
 /* Topic creation, partition addition and the delayed operations waiting for their leaders; see
  * topic_admin.h. Order of checks follows Kafka 2.7's AdminManager.createTopics and
  * AdminZkClient.validateTopicCreate / createPartitions. */
-#include "broker/topic_admin.h"
+#include "admin/topic_admin.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,10 +12,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include "broker/assignment.h"
+#include "admin/assignment.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
-#include "broker/topic_names.h"
+#include "admin/topic_names.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

@@ -1,5 +1,5 @@
 /* Topic name validation; rules in topic_names.h. */
-#include "broker/topic_names.h"
+#include "admin/topic_names.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* API registry and request dispatch; see apis.h. */
-#include "broker/apis.h"
+#include "api/apis.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "broker/broker.h"
-#include "broker/handlers.h"
+#include "api/handlers.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -3,8 +3,8 @@
  * v3 requests with an invalid ClientSoftwareName/Version get INVALID_REQUEST, as Kafka 2.7. */
 #include <stdbool.h>
 
-#include "broker/apis.h"
-#include "broker/handlers.h"
+#include "api/apis.h"
+#include "api/handlers.h"
 #include "common/kerr.h"
 
 /* Kafka's pattern for the v3 software fields: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? */

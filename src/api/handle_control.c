@@ -21,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/handlers.h"
-#include "broker/log_dir_failure.h"
+#include "api/handlers.h"
+#include "replication/log_dir_failure.h"
 #include "broker/metadata_cache.h"
-#include "broker/partitions.h"
-#include "broker/topic_admin.h"
+#include "replication/partitions.h"
+#include "admin/topic_admin.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
 #include "common/log.h"

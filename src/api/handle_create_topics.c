@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/handlers.h"
-#include "broker/topic_admin.h"
+#include "api/handlers.h"
+#include "admin/topic_admin.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/log_dir_failure.h"
-#include "broker/purgatory.h"
-#include "broker/replica_internal.h"
+#include "replication/log_dir_failure.h"
+#include "replication/purgatory.h"
+#include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

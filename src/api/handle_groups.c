@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/group_coordinator.h"
-#include "broker/group_offsets.h"
+#include "coordinator/group_coordinator.h"
+#include "coordinator/group_offsets.h"
 #include "broker/metadata_cache.h"
-#include "broker/replica_manager.h"
-#include "broker/topic_admin.h"
+#include "replication/replica_manager.h"
+#include "admin/topic_admin.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

@@ -6,9 +6,9 @@
  * CurrentLeaderEpoch (v4+) is checked like Fetch's. */
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/replica_internal.h"
+#include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/handlers.h"
+#include "api/handlers.h"
 #include "broker/metadata_cache.h"
-#include "broker/topic_admin.h"
-#include "broker/topic_names.h"
+#include "admin/topic_admin.h"
+#include "admin/topic_names.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

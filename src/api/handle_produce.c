@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/replica_internal.h"
+#include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

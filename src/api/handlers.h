@@ -3,7 +3,7 @@
 #ifndef GR_BROKER_HANDLERS_H
 #define GR_BROKER_HANDLERS_H
 
-#include "broker/apis.h"
+#include "api/apis.h"
 
 void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
                             const struct gr_req_header *hdr, void *body);

@@ -3,10 +3,10 @@
 
 #include <stdlib.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/metadata_cache.h"
-#include "broker/partitions.h"
-#include "broker/topic_admin.h"
+#include "replication/partitions.h"
+#include "admin/topic_admin.h"
 #include "common/util.h"
 #include "controller/controller.h"
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/assignment.h"
+#include "admin/assignment.h"
 #include "protocol/messages.h"
 
 /* Leader value the controller sends for partitions of a topic being deleted (LeaderDuringDelete). */

@@ -16,12 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
-#include "broker/group_coordinator.h"
+#include "coordinator/group_coordinator.h"
 #include "broker/controlled_shutdown_client.h"
-#include "broker/log_dir_failure.h"
-#include "broker/replica_manager.h"
+#include "replication/log_dir_failure.h"
+#include "replication/replica_manager.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/metrics.h"

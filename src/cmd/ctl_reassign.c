@@ -35,7 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/assignment.h"
+#include "admin/assignment.h"
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
 #include "cmd/ctl_print.h"

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
 #include "common/util.h"

@@ -7,7 +7,7 @@
 #ifndef GR_CONTROLLER_ALTER_ISR_API_H
 #define GR_CONTROLLER_ALTER_ISR_API_H
 
-/* Registers the AlterIsr handler in the broker's API registry (broker/apis.h). Call once at
+/* Registers the AlterIsr handler in the broker's API registry (api/apis.h). Call once at
  * start-up, before the network server starts. Returns 0 or -EINVAL. */
 int gr_ctrl_alter_isr_register_api(void);
 

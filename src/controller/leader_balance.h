@@ -85,7 +85,7 @@ int gr_leader_balance_auto(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, int
  * while that replica is outside the ISR). */
 int64_t gr_leader_balance_imbalance_count(struct gr_ctrl_context *ctx);
 
-/* Registers the ElectLeaders v0-2 handler (src/broker/handle_elect_leaders.c) in the broker's
+/* Registers the ElectLeaders v0-2 handler (src/api/handle_elect_leaders.c) in the broker's
  * API registry. Start-up, before the network server starts. Returns 0 or -EINVAL. */
 int gr_elect_leaders_register_api(void);
 

@@ -166,7 +166,7 @@ void gr_reassign_list_preempt(struct gr_ctrl_event *ev);
 int gr_reassign_process_list(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev, bool active);
 
 /* Registers the AlterPartitionReassignments v0 and ListPartitionReassignments v0 handlers
- * (src/broker/handle_reassignments.c) in the broker's API registry. Start-up, before the network
+ * (src/api/handle_reassignments.c) in the broker's API registry. Start-up, before the network
  * server starts. Returns 0 or -EINVAL. */
 int gr_reassign_register_apis(void);
 

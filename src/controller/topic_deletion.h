@@ -105,7 +105,7 @@ void gr_td_counts(struct gr_topic_deletion *td, struct gr_td_counts *out);
  * deletion started excluded. */
 int64_t gr_td_offline_partition_count(struct gr_topic_deletion *td);
 
-/* Registers the DeleteTopics handler (src/broker/handle_delete_topics.c) in the broker's API
+/* Registers the DeleteTopics handler (src/api/handle_delete_topics.c) in the broker's API
  * registry. Call at start-up before the network server starts. Returns 0 or -EINVAL. */
 int gr_delete_topics_register_api(void);
 /* Answers (REQUEST_TIMED_OUT for topics still cached) every DeleteTopics request of broker b

@@ -11,7 +11,7 @@
  *     pointer: the group may have been unloaded or deleted meanwhile.
  *  4. Only one thread at a time runs gr_gc_poll_partitions (the background thread, or the test),
  *     so loading/unloading of partitions is never concurrent with itself. */
-#include "broker/group_coordinator.h"
+#include "coordinator/group_coordinator.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,7 +22,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "broker/group_offsets.h"
+#include "coordinator/group_offsets.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"

@@ -1,5 +1,5 @@
 /* __consumer_offsets partitioning and record formats: see group_offsets.h. */
-#include "broker/group_offsets.h"
+#include "coordinator/group_offsets.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* AlterIsr sender (see alter_isr.h). */
-#include "broker/alter_isr.h"
+#include "replication/alter_isr.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
-#include "broker/replica_internal.h"
+#include "replication/replica_internal.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

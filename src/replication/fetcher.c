@@ -1,5 +1,5 @@
 /* Replica fetcher threads (see fetcher.h). */
-#include "broker/fetcher.h"
+#include "replication/fetcher.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
-#include "broker/replica_internal.h"
+#include "replication/replica_internal.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

@@ -1,5 +1,5 @@
 /* Log directory failure on the broker: see log_dir_failure.h. */
-#include "broker/log_dir_failure.h"
+#include "replication/log_dir_failure.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
-#include "broker/log_manager.h"
-#include "broker/replica_internal.h"
+#include "storage/log_manager.h"
+#include "replication/replica_internal.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

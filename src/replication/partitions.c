@@ -1,6 +1,6 @@
 /* Partition registry: see partitions.h. Entries live in an array sorted by (topic, partition)
  * with binary search; a broker hosts at most a few thousand partitions. */
-#include "broker/partitions.h"
+#include "replication/partitions.h"
 
 #include <pthread.h>
 #include <stdlib.h>

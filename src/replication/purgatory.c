@@ -5,7 +5,7 @@
  *   - a binary min-heap of waiting ops ordered by deadline (op->heap_idx is its slot).
  * A registered op holds one reference for the purgatory; checkers take a temporary reference
  * per op while they evaluate it outside p->lock. */
-#include "broker/purgatory.h"
+#include "replication/purgatory.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker/log_manager.h"
-#include "broker/replica_manager.h"
-#include "broker/replica_state.h"
+#include "storage/log_manager.h"
+#include "replication/replica_manager.h"
+#include "replication/replica_state.h"
 
 struct gr_purgatory;
 struct gr_fetcher_manager;

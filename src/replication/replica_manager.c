@@ -1,8 +1,8 @@
 /* Replica manager: hosted partitions, leader/follower transitions, high watermark and ISR
  * maintenance, leader appends with acks=all waiting in the produce purgatory (see
  * replica_manager.h for the wiring and the lock order). */
-#include "broker/replica_manager.h"
-#include "broker/log_dir_failure.h"
+#include "replication/replica_manager.h"
+#include "replication/log_dir_failure.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,13 +12,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/alter_isr.h"
+#include "replication/alter_isr.h"
 #include "broker/broker.h"
-#include "broker/fetcher.h"
+#include "replication/fetcher.h"
 #include "broker/metadata_cache.h"
-#include "broker/partitions.h"
-#include "broker/purgatory.h"
-#include "broker/replica_internal.h"
+#include "replication/partitions.h"
+#include "replication/purgatory.h"
+#include "replication/replica_internal.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "storage/log.h"
 
 struct gr_broker;

@@ -1,5 +1,5 @@
 /* Partition replication state: the pure HW/ISR rules (see replica_state.h). */
-#include "broker/replica_state.h"
+#include "replication/replica_state.h"
 
 #include <errno.h>
 #include <stdio.h>

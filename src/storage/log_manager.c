@@ -1,6 +1,6 @@
 /* Log manager: partition logs under log.dirs, checkpoints, one background thread (see
  * log_manager.h). */
-#include "broker/log_manager.h"
+#include "storage/log_manager.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -540,7 +540,7 @@ def test_gregorctl_topics_admin(cluster_factory, zk_connect):
 
 def test_log_dir_failure(cluster_factory, zk_connect):
     """Broker 1 has two log dirs. The second one fails (simulated with the test trigger file
-    gregor-inject-io-error, see src/broker/log_dir_failure.h: the broker then treats the dir as if
+    gregor-inject-io-error, see src/replication/log_dir_failure.h: the broker then treats the dir as if
     an I/O error had hit one of its logs). Broker 1 writes /log_dir_event_notification, the
     controller probes it with LeaderAndIsr, the replicas in the failed dir answer
     KAFKA_STORAGE_ERROR and are marked offline: they leave the ISR and lose leadership; the

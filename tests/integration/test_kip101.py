@@ -3,7 +3,7 @@
 Kafka's KIP-101 describes how truncating a restarted follower to its high watermark can lose an
 acknowledged record or leave two replicas holding different records at the same offset, once
 that follower becomes leader (or the old leader comes back) while it is still behind. Gregor
-truncates by leader epoch (OffsetForLeaderEpoch, src/broker/fetcher.c); this file checks the
+truncates by leader epoch (OffsetForLeaderEpoch, src/replication/fetcher.c); this file checks the
 outcome end to end with processes, SIGKILL and a real ZooKeeper.
 (tests/unit/test_replica_manager.c covers the same idea deterministically with two in-process
 brokers.)

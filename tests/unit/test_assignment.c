@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/assignment.h"
+#include "admin/assignment.h"
 #include "common/kerr.h"
 
 static int failures;

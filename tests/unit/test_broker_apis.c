@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
-#include "broker/partitions.h"
-#include "broker/topic_admin.h"
+#include "replication/partitions.h"
+#include "admin/topic_admin.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/group_coordinator.h"
-#include "broker/group_offsets.h"
+#include "coordinator/group_coordinator.h"
+#include "coordinator/group_offsets.h"
 #include "common/kerr.h"
 #include "common/util.h"
 #include "storage/batch.h"

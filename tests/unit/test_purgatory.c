@@ -1,6 +1,6 @@
 /* Delayed-operation purgatory: immediate completion, completion by check, expiry, multi-key
  * operations, exactly-once completion under concurrent checkers, shutdown expiry. */
-#include "broker/purgatory.h"
+#include "replication/purgatory.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/apis.h"
+#include "api/apis.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
-#include "broker/partitions.h"
-#include "broker/replica_manager.h"
+#include "replication/partitions.h"
+#include "replication/replica_manager.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"

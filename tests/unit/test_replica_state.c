@@ -1,5 +1,5 @@
-/* High-watermark and ISR rules of broker/replica_state.c (Kafka 2.7 Partition semantics). */
-#include "broker/replica_state.h"
+/* High-watermark and ISR rules of replication/replica_state.c (Kafka 2.7 Partition semantics). */
+#include "replication/replica_state.h"
 
 #include <stdio.h>
 #include <string.h>

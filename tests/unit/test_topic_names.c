@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/topic_names.h"
+#include "admin/topic_names.h"
 #include "common/kerr.h"
 
 static int failures;
