@@ -101,10 +101,10 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 gr_rm_partition_unref(p);
                 continue;
             }
-            struct gr_log *log = p->lml->log;
-            int64_t start = gr_log_start_offset(log), leo = gr_log_end_offset(log);
+            struct gr_plog *log = p->lml->log;
+            int64_t start = gr_plog_start_offset(log), leo = gr_plog_end_offset(log);
             int64_t limit = GR_MIN((int64_t)fp->PartitionMaxBytes, remaining);
-            struct gr_log_read_result res;
+            struct gr_plog_read_result res;
             memset(&res, 0, sizeof res);
             res.log_start_offset = start;
             res.log_end_offset = leo;
@@ -113,7 +113,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             } else if ((!follower && fp->FetchOffset >= hw) || fp->FetchOffset == leo || limit <= 0) {
                 /* nothing to read */
             } else {
-                int rc = gr_log_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
+                int rc = gr_plog_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
                                      follower ? -1 : hw, min_one, &res);
                 if (rc < 0) res.error = GR_KERR_KAFKA_STORAGE_ERROR;
                 if (rc < 0) gr_ldf_report(req->broker, p->lml->dir_idx, rc, "reading a log");
@@ -159,8 +159,8 @@ static bool fetch_try(struct gr_delayed_op *op) {
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
-            int64_t end = follower ? gr_log_end_offset(p->lml->log) : hw;
-            int64_t start = gr_log_start_offset(p->lml->log);
+            int64_t end = follower ? gr_plog_end_offset(p->lml->log) : hw;
+            int64_t start = gr_plog_start_offset(p->lml->log);
             gr_rm_partition_unref(p);
             if (err != GR_KERR_NONE || end > fp->FetchOffset || fp->FetchOffset < start) return true;
             if (follower && fp->FetchOffset > end) return true; /* truncated under the follower */

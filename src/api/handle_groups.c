@@ -525,7 +525,7 @@ static void rms_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t
     gr_rm_append(s->rm, GR_OFFSETS_TOPIC, p, batch, len, acks, timeout_ms, rms_append_done, a);
 }
 
-static int16_t rms_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_log_read_result *res) {
+static int16_t rms_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res) {
     struct rm_storage *s = ctx;
     return gr_rm_read(s->rm, GR_OFFSETS_TOPIC, p, offset, max_bytes, false, res);
 }

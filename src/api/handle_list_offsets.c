@@ -38,16 +38,16 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
         gr_rm_partition_unref(p);
         return;
     }
-    struct gr_log *log = p->lml->log;
+    struct gr_plog *log = p->lml->log;
     bool consumer = r->ReplicaId < 0;
     int64_t off = -1, ts = -1;
     if (lp->Timestamp == GR_LIST_OFFSETS_EARLIEST) {
-        off = gr_log_start_offset(log);
+        off = gr_plog_start_offset(log);
     } else if (lp->Timestamp == GR_LIST_OFFSETS_LATEST) {
-        off = consumer ? hw : gr_log_end_offset(log);
+        off = consumer ? hw : gr_plog_end_offset(log);
         pr->LeaderEpoch = epoch;
     } else {
-        if (gr_log_offset_for_timestamp(log, lp->Timestamp, &off, &ts) < 0) {
+        if (gr_plog_offset_for_timestamp(log, lp->Timestamp, &off, &ts) < 0) {
             pr->ErrorCode = GR_KERR_KAFKA_STORAGE_ERROR;
         } else if (off >= 0 && consumer && off >= hw) {
             off = -1;

@@ -58,19 +58,19 @@ static void one(struct gr_replica_manager *rm, int16_t ver, int32_t replica_id, 
         gr_rm_partition_unref(p);
         return;
     }
-    struct gr_log *log = p->lml->log;
+    struct gr_plog *log = p->lml->log;
     int32_t sepochs[64];
     int64_t sstarts[64];
     int32_t *epochs = sepochs;
     int64_t *starts = sstarts;
-    int n = gr_log_epoch_entries(log, epochs, starts, 63);
+    int n = gr_plog_epoch_entries(log, epochs, starts, 63);
     if (n > 63) {
         epochs = gr_malloc((size_t)(n + 1) * sizeof *epochs);
         starts = gr_malloc((size_t)(n + 1) * sizeof *starts);
-        int m = gr_log_epoch_entries(log, epochs, starts, n);
+        int m = gr_plog_epoch_entries(log, epochs, starts, n);
         n = GR_MIN(m, n);
     }
-    int64_t leo = gr_log_end_offset(log);
+    int64_t leo = gr_plog_end_offset(log);
     if (leader && cur_epoch >= 0 && cur_start >= 0 && (n == 0 || epochs[n - 1] < cur_epoch)) {
         epochs[n] = cur_epoch;
         starts[n] = cur_start;

@@ -1713,7 +1713,7 @@ static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t e
     int64_t off = start;
     bool ok = true;
     while (off < end) {
-        struct gr_log_read_result res;
+        struct gr_plog_read_result res;
         memset(&res, 0, sizeof res);
         int16_t e = gc->cfg.storage.read(gc->cfg.storage.ctx, p, off, LOAD_READ_BYTES, &res);
         if (e != GR_KERR_NONE) {

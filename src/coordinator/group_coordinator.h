@@ -61,9 +61,9 @@ struct gr_gc_storage {
      * timeout; done(done_ctx, Kafka error) exactly once, on any thread, possibly at once. */
     void (*append)(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
                    void (*done)(void *done_ctx, int16_t error), void *done_ctx);
-    /* Reads whole batches from offset up to the log end (res as gr_log_read; caller frees
+    /* Reads whole batches from offset up to the log end (res as gr_plog_read; caller frees
      * res->data). Returns a Kafka error. */
-    int16_t (*read)(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_log_read_result *res);
+    int16_t (*read)(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res);
     /* Partition count of __consumer_offsets if the topic exists (0 if unknown). Optional. */
     int32_t (*num_partitions)(void *ctx);
     /* Called by gr_gc_free to release ctx. Optional. */

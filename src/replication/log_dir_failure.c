@@ -81,10 +81,10 @@ int16_t gr_ldf_check_partition(struct gr_broker *b, const char *topic, int32_t p
     struct gr_ldf *l = gr_ldf_of(b);
     if (!l || gr_ldf_offline_count(l) == 0 || !b->replica_manager || !topic) return GR_KERR_NONE;
     struct gr_replica_manager *rm = b->replica_manager;
-    struct gr_lm_log *lml = gr_log_manager_acquire(rm->lm, topic, partition);
+    struct gr_lm_log *lml = gr_plog_manager_acquire(rm->lm, topic, partition);
     if (!lml) return GR_KERR_NONE;
     bool off = gr_ldf_dir_offline(l, lml->dir_idx);
-    gr_log_manager_release(rm->lm, lml);
+    gr_plog_manager_release(rm->lm, lml);
     return off ? GR_KERR_KAFKA_STORAGE_ERROR : GR_KERR_NONE;
 }
 

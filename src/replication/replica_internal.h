@@ -36,7 +36,7 @@ struct gr_replica_manager {
     struct gr_broker *b;
     const struct gr_config *cfg;
     int32_t broker_id;
-    struct gr_log_manager *lm;
+    struct gr_plog_manager *lm;
     struct gr_purgatory *produce_purg;
     struct gr_purgatory *fetch_purg;
     struct gr_fetcher_manager *fetchers;
@@ -56,7 +56,7 @@ struct gr_replica_manager {
     struct {
         char *topic;
         int64_t read_ms;
-        struct gr_log_config lc;
+        struct gr_plog_config lc;
         int32_t min_isr;
         int64_t ret_ms, ret_bytes;
     } tcfg_cache;

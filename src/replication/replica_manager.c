@@ -63,7 +63,7 @@ struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const
 
 void gr_rm_partition_unref(struct gr_rm_partition *p) {
     if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
-    if (p->lml) gr_log_manager_release(NULL, p->lml);
+    if (p->lml) gr_plog_manager_release(NULL, p->lml);
     pthread_mutex_destroy(&p->lock);
     free(p->topic);
     free(p);
@@ -76,14 +76,14 @@ int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic,
     return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
 }
 
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes);
 
 #define TOPIC_CONFIG_CACHE_MS 1000
 
 /* Topic overrides from /config/topics/<topic>, read at most once a second per topic in a row
  * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. */
-static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     int64_t now = gr_mono_ms();
     if (rm->tcfg_cache.topic && strcmp(rm->tcfg_cache.topic, topic) == 0 &&
@@ -105,9 +105,9 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
 }
 
 /* Topic overrides from /config/topics/<topic> (best effort: ZooKeeper may be absent in tests). */
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_log_config *lc,
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
-    gr_log_manager_default_config(rm->lm, lc);
+    gr_plog_manager_default_config(rm->lm, lc);
     *min_isr = rm->cfg->min_insync_replicas;
     *ret_ms = rm->cfg->log_retention_ms;
     *ret_bytes = rm->cfg->log_retention_bytes;
@@ -145,17 +145,17 @@ static struct gr_rm_partition *get_or_create(struct gr_replica_manager *rm, cons
         pthread_mutex_unlock(&p->lock);
         return p;
     }
-    struct gr_log_config lc;
+    struct gr_plog_config lc;
     int32_t min_isr;
     int64_t ret_ms, ret_bytes;
     load_topic_config(rm, topic, &lc, &min_isr, &ret_ms, &ret_bytes);
     struct gr_lm_log *lml = NULL;
-    int rc = gr_log_manager_get_or_create(rm->lm, topic, partition, &lc, &lml);
+    int rc = gr_plog_manager_get_or_create(rm->lm, topic, partition, &lc, &lml);
     if (rc < 0) {
         *err = GR_KERR_KAFKA_STORAGE_ERROR;
         return NULL;
     }
-    gr_log_set_config(lml->log, &lc);
+    gr_plog_set_config(lml->log, &lc);
     atomic_store(&lml->retention_ms, ret_ms);
     atomic_store(&lml->retention_bytes, ret_bytes);
     p = gr_calloc(1, sizeof *p);
@@ -211,7 +211,7 @@ static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n) 
 /* Leader: recompute the HW. p->lock held. Returns true if it moved. */
 static bool maybe_increment_hw_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p, int64_t now) {
     if (!gr_rs_is_leader(&p->st)) return false;
-    int64_t leo = gr_log_end_offset(p->lml->log);
+    int64_t leo = gr_plog_end_offset(p->lml->log);
     int64_t cand = gr_rs_hw_candidate(&p->st, leo, now, rm->cfg->replica_lag_time_max_ms);
     int64_t old = atomic_load(&p->lml->hw);
     if (cand > old) {
@@ -315,7 +315,7 @@ static void *isr_thread_main(void *arg) {
             if (p->online && gr_rs_is_leader(&p->st)) {
                 int64_t now = gr_mono_ms();
                 int32_t out[GR_RS_MAX_REPLICAS];
-                int64_t leo = gr_log_end_offset(p->lml->log);
+                int64_t leo = gr_plog_end_offset(p->lml->log);
                 int k = gr_rs_out_of_sync(&p->st, leo, now, rm->cfg->replica_lag_time_max_ms, out);
                 if (k > 0 && gr_rs_propose_shrink(&p->st, out, k)) propose_locked(rm, p, "Shrinking");
                 moved = maybe_increment_hw_locked(rm, p, now);
@@ -353,7 +353,7 @@ static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct g
     if (rc < 0) {
         err = GR_KERR_INVALID_REQUEST;
     } else {
-        int64_t leo = gr_log_end_offset(p->lml->log);
+        int64_t leo = gr_plog_end_offset(p->lml->log);
         gr_rs_become_leader(&p->st, leo, now, was_leader);
         moved = maybe_increment_hw_locked(rm, p, now);
         char buf[256];
@@ -384,7 +384,7 @@ static int16_t hook_become_follower(void *ctx, struct gr_broker *b, const struct
     pthread_mutex_lock(&p->lock);
     int rc = gr_rs_set_assignment(&p->st, st->leader, st->leader_epoch, st->zk_version, st->controller_epoch,
                                   st->replicas, st->n_replicas, NULL, 0);
-    int64_t leo = gr_log_end_offset(p->lml->log);
+    int64_t leo = gr_plog_end_offset(p->lml->log);
     pthread_mutex_unlock(&p->lock);
     if (rc < 0) err = GR_KERR_INVALID_REQUEST;
     gr_info(STATE_LOGGER,
@@ -420,8 +420,8 @@ static int16_t hook_stop_replica(void *ctx, struct gr_broker *b, const char *top
         gr_rm_wake(rm, p, true);
         gr_rm_partition_unref(p);
     }
-    int rc = gr_log_manager_remove(rm->lm, topic, partition, true);
-    if (rc == -ENOENT) gr_log_manager_delete_orphan(rm->lm, topic, partition);
+    int rc = gr_plog_manager_remove(rm->lm, topic, partition, true);
+    if (rc == -ENOENT) gr_plog_manager_delete_orphan(rm->lm, topic, partition);
     gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and deleted its log", rm->broker_id, topic,
             partition);
     return GR_KERR_NONE;
@@ -434,13 +434,13 @@ static void hook_leader_and_isr_done(void *ctx, struct gr_broker *b) {
 
 /* ---- follower side ---- */
 
-int32_t gr_rm_latest_epoch(struct gr_rm_partition *p) { return gr_log_latest_epoch(p->lml->log); }
-int64_t gr_rm_log_end_offset(struct gr_rm_partition *p) { return gr_log_end_offset(p->lml->log); }
-int64_t gr_rm_log_start_offset(struct gr_rm_partition *p) { return gr_log_start_offset(p->lml->log); }
+int32_t gr_rm_latest_epoch(struct gr_rm_partition *p) { return gr_plog_latest_epoch(p->lml->log); }
+int64_t gr_rm_log_end_offset(struct gr_rm_partition *p) { return gr_plog_end_offset(p->lml->log); }
+int64_t gr_rm_log_start_offset(struct gr_rm_partition *p) { return gr_plog_start_offset(p->lml->log); }
 int64_t gr_rm_high_watermark(struct gr_rm_partition *p) { return atomic_load(&p->lml->hw); }
 
 void gr_rm_end_offset_for_epoch(struct gr_rm_partition *p, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
-    gr_log_end_offset_for_epoch(p->lml->log, epoch, end_offset, epoch_out);
+    gr_plog_end_offset_for_epoch(p->lml->log, epoch, end_offset, epoch_out);
 }
 
 static bool follower_current_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch) {
@@ -455,8 +455,8 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         pthread_mutex_unlock(&p->lock);
         return -ESTALE;
     }
-    struct gr_log *log = p->lml->log;
-    int64_t leo = gr_log_end_offset(log);
+    struct gr_plog *log = p->lml->log;
+    int64_t leo = gr_plog_end_offset(log);
     /* Skip whole batches we already have; hand the log only whole batches (a leader never sends
      * a partial one, but the bytes are hostile: the log validates them again). */
     struct gr_batch_iter it;
@@ -475,7 +475,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
     if (end > pos) {
         struct gr_append_info info;
         rc = gr_ldf_check(rm->b, p->lml->dir_idx) != GR_KERR_NONE ? -EIO /* offline dir */
-                                                                  : gr_log_append_as_follower(log, records + pos, end - pos, &info);
+                                                                  : gr_plog_append_as_follower(log, records + pos, end - pos, &info);
         if (rc < 0 && rc != -ERANGE) {
             gr_error(LOGGER, "[ReplicaFetcher broker=%d] append to %s-%d failed: %s", rm->broker_id, p->topic,
                      p->partition, gr_strerror(rc));
@@ -483,7 +483,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         }
     }
     if (rc == 0) {
-        int64_t new_leo = gr_log_end_offset(log);
+        int64_t new_leo = gr_plog_end_offset(log);
         int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
     }
@@ -498,20 +498,20 @@ int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partitio
         pthread_mutex_unlock(&p->lock);
         return -ESTALE;
     }
-    struct gr_log *log = p->lml->log;
-    int64_t leo = gr_log_end_offset(log);
+    struct gr_plog *log = p->lml->log;
+    int64_t leo = gr_plog_end_offset(log);
     int rc;
     if (fully) {
-        rc = gr_log_truncate_fully_and_start_at(log, offset);
+        rc = gr_plog_truncate_fully_and_start_at(log, offset);
         gr_info(LOGGER, "[Broker id=%d] Restarted log of %s-%d at offset %" PRId64, rm->broker_id, p->topic,
                 p->partition, offset);
     } else {
-        rc = offset < leo ? gr_log_truncate_to(log, offset) : 0;
+        rc = offset < leo ? gr_plog_truncate_to(log, offset) : 0;
         if (offset < leo)
             gr_info(LOGGER, "[Broker id=%d] Truncated %s-%d from %" PRId64 " to offset %" PRId64, rm->broker_id,
-                    p->topic, p->partition, leo, gr_log_end_offset(log));
+                    p->topic, p->partition, leo, gr_plog_end_offset(log));
     }
-    int64_t new_leo = gr_log_end_offset(log);
+    int64_t new_leo = gr_plog_end_offset(log);
     int64_t hw = atomic_load(&p->lml->hw);
     if (hw > new_leo || fully) atomic_store(&p->lml->hw, fully ? offset : new_leo);
     pthread_mutex_unlock(&p->lock);
@@ -604,7 +604,7 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
     if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         struct gr_append_info info;
-        int rc = gr_log_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
+        int rc = gr_plog_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
         if (rc < 0) {
             gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
             gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a log");
@@ -682,7 +682,7 @@ void gr_rm_append(struct gr_replica_manager *rm, const char *topic, int32_t part
 }
 
 int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t partition, int64_t offset,
-                   int32_t max_bytes, bool committed_only, struct gr_log_read_result *res) {
+                   int32_t max_bytes, bool committed_only, struct gr_plog_read_result *res) {
     memset(res, 0, sizeof *res);
     struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
     if (!p) return gr_rm_not_hosted_error(rm, topic, partition);
@@ -692,7 +692,7 @@ int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t par
     pthread_mutex_unlock(&p->lock);
     if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
-        int rc = gr_log_read(p->lml->log, offset, max_bytes, committed_only ? hw : -1, true, res);
+        int rc = gr_plog_read(p->lml->log, offset, max_bytes, committed_only ? hw : -1, true, res);
         if (rc < 0) gr_ldf_report(rm->b, p->lml->dir_idx, rc, "reading a log");
         err = rc < 0 ? GR_KERR_KAFKA_STORAGE_ERROR : res->error;
     }
@@ -712,8 +712,8 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
     memcpy(out->isr, p->st.isr, (size_t)out->nisr * sizeof(int32_t));
     out->high_watermark = atomic_load(&p->lml->hw);
     pthread_mutex_unlock(&p->lock);
-    out->log_start_offset = gr_log_start_offset(p->lml->log);
-    out->log_end_offset = gr_log_end_offset(p->lml->log);
+    out->log_start_offset = gr_plog_start_offset(p->lml->log);
+    out->log_end_offset = gr_plog_end_offset(p->lml->log);
     gr_rm_partition_unref(p);
     return true;
 }
@@ -740,7 +740,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&rm->tcond, &ca);
     pthread_condattr_destroy(&ca);
-    int rc = gr_log_manager_open(b->cfg, b->broker_id, b->cluster_id, &rm->lm);
+    int rc = gr_plog_manager_open(b->cfg, b->broker_id, b->cluster_id, &rm->lm);
     if (rc < 0) {
         pthread_cond_destroy(&rm->tcond);
         pthread_mutex_destroy(&rm->tlock);
@@ -760,7 +760,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
     b->replica_manager = rm;
     gr_replica_manager_register_apis();
-    gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_log_manager_count(rm->lm));
+    gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_plog_manager_count(rm->lm));
     *out = rm;
     return 0;
 }
@@ -790,7 +790,7 @@ void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
         gr_rm_partition_unref(arr[i]);
     }
     free(arr);
-    gr_log_manager_close(rm->lm);
+    gr_plog_manager_close(rm->lm);
     rm->lm = NULL;
 }
 

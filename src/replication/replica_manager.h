@@ -58,9 +58,9 @@ void gr_rm_append(struct gr_replica_manager *rm, const char *topic, int32_t part
                   size_t len, int16_t acks, int32_t timeout_ms, gr_rm_append_cb cb, void *ctx);
 
 /* Reads from a local leader replica: below the high watermark when committed_only, else up to
- * the log end. res is as in gr_log_read (caller frees res->data). Returns a Kafka error. */
+ * the log end. res is as in gr_plog_read (caller frees res->data). Returns a Kafka error. */
 int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t partition, int64_t offset,
-                   int32_t max_bytes, bool committed_only, struct gr_log_read_result *res);
+                   int32_t max_bytes, bool committed_only, struct gr_plog_read_result *res);
 
 /* Offsets of a hosted partition; false if it is not hosted here. leader_epoch -1 and is_leader
  * false on followers. Any thread. */

@@ -34,7 +34,7 @@ int gr_epoch_cache_truncate_from_end(struct gr_epoch_cache *ec, int64_t end_offs
  * start_offset (persists if changed). */
 int gr_epoch_cache_truncate_from_start(struct gr_epoch_cache *ec, int64_t start_offset);
 int gr_epoch_cache_clear(struct gr_epoch_cache *ec);
-/* Kafka's endOffsetFor() (see gr_log_end_offset_for_epoch in log.h). */
+/* Kafka's endOffsetFor() (see gr_plog_end_offset_for_epoch in log.h). */
 void gr_epoch_cache_end_offset_for(const struct gr_epoch_cache *ec, int32_t epoch, int64_t log_end_offset,
                                    int64_t *end_offset, int32_t *epoch_out);
 /* Writes the checkpoint file atomically. */

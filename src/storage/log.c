@@ -22,10 +22,10 @@
 
 #define LOGGER "storage.log"
 
-struct gr_log {
+struct gr_plog {
     pthread_mutex_t mu;
     char *dir;
-    struct gr_log_config cfg;
+    struct gr_plog_config cfg;
     struct gr_segment **segs; /* sorted by base offset; the last one is active */
     size_t n_segs, cap_segs;
     int64_t log_start_offset;
@@ -35,7 +35,7 @@ struct gr_log {
     int64_t last_flush_ms; /* gr_mono_ms() */
 };
 
-void gr_log_config_defaults(struct gr_log_config *cfg) {
+void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->segment_bytes = 1 << 30;
     cfg->roll_ms = 7LL * 24 * 3600 * 1000;
     cfg->index_interval_bytes = 4096;
@@ -44,17 +44,17 @@ void gr_log_config_defaults(struct gr_log_config *cfg) {
     cfg->flush_ms = INT64_MAX;
 }
 
-static int check_config(const struct gr_log_config *cfg) {
+static int check_config(const struct gr_plog_config *cfg) {
     if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0)
         return GR_ECONFIG;
     return 0;
 }
 
-static struct gr_segment *active(struct gr_log *log) { return log->segs[log->n_segs - 1]; }
-static int64_t leo(struct gr_log *log) { return active(log)->next_offset; }
+static struct gr_segment *active(struct gr_plog *log) { return log->segs[log->n_segs - 1]; }
+static int64_t leo(struct gr_plog *log) { return active(log)->next_offset; }
 
-static void segs_push(struct gr_log *log, struct gr_segment *seg) {
+static void segs_push(struct gr_plog *log, struct gr_segment *seg) {
     if (log->n_segs == log->cap_segs) {
         log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 8;
         log->segs = gr_realloc(log->segs, log->cap_segs * sizeof *log->segs);
@@ -71,7 +71,7 @@ static int fsync_dir(const char *dir) {
 }
 
 /* Deletes segments [from, n) (files and memory). */
-static void drop_segments_from(struct gr_log *log, size_t from) {
+static void drop_segments_from(struct gr_plog *log, size_t from) {
     while (log->n_segs > from) {
         struct gr_segment *seg = log->segs[--log->n_segs];
         gr_segment_delete_files(seg);
@@ -81,7 +81,7 @@ static void drop_segments_from(struct gr_log *log, size_t from) {
 
 /* ---- open ---- */
 
-static void close_log(struct gr_log *log, bool persist);
+static void close_log(struct gr_plog *log, bool persist);
 
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -102,7 +102,7 @@ static int64_t parse_seg_name(const char *name, const char *suffix) {
 }
 
 static void epoch_cb(void *arg, const struct gr_batch_info *bi) {
-    struct gr_log *log = arg;
+    struct gr_plog *log = arg;
     gr_epoch_cache_assign(&log->ec, bi->PartitionLeaderEpoch, bi->BaseOffset);
 }
 
@@ -147,8 +147,8 @@ static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
     return 0;
 }
 
-/* Loads or recovers every segment; see gr_log_open_dir. */
-static int load_segments(struct gr_log *log, int64_t recovery_point) {
+/* Loads or recovers every segment; see gr_plog_open_dir. */
+static int load_segments(struct gr_plog *log, int64_t recovery_point) {
     int64_t *bases = NULL;
     size_t n = 0;
     int rc = list_segments(log->dir, &bases, &n);
@@ -187,7 +187,7 @@ static int load_segments(struct gr_log *log, int64_t recovery_point) {
     return 0;
 }
 
-int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t recovery_point, struct gr_log **out) {
+int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point, struct gr_plog **out) {
     *out = NULL;
     int rc = check_config(cfg);
     if (rc) return rc;
@@ -196,7 +196,7 @@ int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t re
         gr_error(LOGGER, "cannot create log directory '%s': %s", dir, strerror(errno));
         return rc;
     }
-    struct gr_log *log = gr_calloc(1, sizeof *log);
+    struct gr_plog *log = gr_calloc(1, sizeof *log);
     pthread_mutex_init(&log->mu, NULL);
     log->dir = gr_strdup(dir);
     log->cfg = *cfg;
@@ -228,7 +228,7 @@ int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t re
 }
 
 /* Frees the log; `persist`: first write index entries not yet in the .index files. */
-static void close_log(struct gr_log *log, bool persist) {
+static void close_log(struct gr_plog *log, bool persist) {
     if (!log) return;
     for (size_t i = 0; i < log->n_segs; i++) {
         if (persist) gr_segment_persist_index(log->segs[i]);
@@ -241,7 +241,7 @@ static void close_log(struct gr_log *log, bool persist) {
     free(log);
 }
 
-void gr_log_close(struct gr_log *log) { close_log(log, true); }
+void gr_plog_close(struct gr_plog *log) { close_log(log, true); }
 
 static int remove_tree(const char *path) {
     DIR *d = opendir(path);
@@ -261,7 +261,7 @@ static int remove_tree(const char *path) {
     return rc;
 }
 
-int gr_log_delete(struct gr_log *log) {
+int gr_plog_delete(struct gr_plog *log) {
     char *dir = gr_strdup(log->dir);
     close_log(log, false);
     int rc = remove_tree(dir);
@@ -271,7 +271,7 @@ int gr_log_delete(struct gr_log *log) {
     return rc;
 }
 
-int gr_log_set_config(struct gr_log *log, const struct gr_log_config *cfg) {
+int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     int rc = check_config(cfg);
     if (rc) return rc;
     pthread_mutex_lock(&log->mu);
@@ -282,7 +282,7 @@ int gr_log_set_config(struct gr_log *log, const struct gr_log_config *cfg) {
 
 /* ---- flush ---- */
 
-static int flush_locked(struct gr_log *log) {
+static int flush_locked(struct gr_plog *log) {
     int rc = gr_segment_fsync(active(log));
     if (rc) return rc;
     log->recovery_point = leo(log);
@@ -291,20 +291,20 @@ static int flush_locked(struct gr_log *log) {
     return 0;
 }
 
-int gr_log_flush(struct gr_log *log) {
+int gr_plog_flush(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int rc = flush_locked(log);
     pthread_mutex_unlock(&log->mu);
     return rc;
 }
 
-static bool flush_due(struct gr_log *log) {
+static bool flush_due(struct gr_plog *log) {
     if (log->recovery_point >= leo(log)) return false;
     if (log->unflushed_messages >= log->cfg.flush_messages) return true;
     return log->cfg.flush_ms != INT64_MAX && gr_mono_ms() - log->last_flush_ms >= log->cfg.flush_ms;
 }
 
-int gr_log_flush_if_due(struct gr_log *log) {
+int gr_plog_flush_if_due(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int rc = flush_due(log) ? flush_locked(log) : 0;
     pthread_mutex_unlock(&log->mu);
@@ -315,7 +315,7 @@ int gr_log_flush_if_due(struct gr_log *log) {
 
 /* Rolls to a new empty active segment at the log end offset. The old active segment is fsynced
  * first, so everything below the new base is durable: the recovery point moves there. */
-static int roll(struct gr_log *log) {
+static int roll(struct gr_plog *log) {
     struct gr_segment *old = active(log);
     if (old->size == 0) return 0;
     int rc = gr_segment_fsync(old);
@@ -335,7 +335,7 @@ static int roll(struct gr_log *log) {
     return 0;
 }
 
-static bool time_to_roll(struct gr_log *log, int64_t incoming_max_ts) {
+static bool time_to_roll(struct gr_plog *log, int64_t incoming_max_ts) {
     struct gr_segment *a = active(log);
     if (a->size == 0) return false;
     int64_t waited = a->first_batch_ts >= 0 && incoming_max_ts >= 0 ? incoming_max_ts - a->first_batch_ts
@@ -344,7 +344,7 @@ static bool time_to_roll(struct gr_log *log, int64_t incoming_max_ts) {
 }
 
 /* Writes validated batches with assigned offsets, rolling segments as needed. */
-static int write_batches(struct gr_log *log, const uint8_t *buf, size_t len, int64_t incoming_max_ts) {
+static int write_batches(struct gr_plog *log, const uint8_t *buf, size_t len, int64_t incoming_max_ts) {
     size_t off = 0;
     bool time_checked = false;
     while (off < len) {
@@ -385,12 +385,12 @@ static void append_info_init(struct gr_append_info *info) {
     info->log_append_time = -1;
 }
 
-static void after_append(struct gr_log *log, int64_t records) {
+static void after_append(struct gr_plog *log, int64_t records) {
     log->unflushed_messages += records;
     if (flush_due(log)) flush_locked(log);
 }
 
-int gr_log_append_as_leader(struct gr_log *log, uint8_t *batches, size_t len, int32_t leader_epoch,
+int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch,
                             struct gr_append_info *info) {
     append_info_init(info);
     pthread_mutex_lock(&log->mu);
@@ -447,7 +447,7 @@ out:
     return 0;
 }
 
-int gr_log_append_as_follower(struct gr_log *log, const uint8_t *batches, size_t len, struct gr_append_info *info) {
+int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size_t len, struct gr_append_info *info) {
     struct gr_append_info local;
     if (!info) info = &local;
     append_info_init(info);
@@ -498,7 +498,7 @@ out:
 /* ---- read ---- */
 
 /* Index of the last segment with base_offset <= offset (0 if none). */
-static size_t seg_for_offset(struct gr_log *log, int64_t offset) {
+static size_t seg_for_offset(struct gr_plog *log, int64_t offset) {
     size_t lo = 0, hi = log->n_segs;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -508,8 +508,8 @@ static size_t seg_for_offset(struct gr_log *log, int64_t offset) {
     return lo ? lo - 1 : 0;
 }
 
-int gr_log_read(struct gr_log *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
-                struct gr_log_read_result *res) {
+int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                struct gr_plog_read_result *res) {
     memset(res, 0, sizeof *res);
     res->first_offset = -1;
     res->next_offset = offset;
@@ -538,7 +538,7 @@ out:
 
 /* ---- truncation ---- */
 
-static int truncate_fully_locked(struct gr_log *log, int64_t offset) {
+static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     drop_segments_from(log, 0);
     struct gr_segment *seg = gr_segment_new(log->dir, offset);
     segs_push(log, seg);
@@ -551,7 +551,7 @@ static int truncate_fully_locked(struct gr_log *log, int64_t offset) {
     return rc;
 }
 
-int gr_log_truncate_fully_and_start_at(struct gr_log *log, int64_t offset) {
+int gr_plog_truncate_fully_and_start_at(struct gr_plog *log, int64_t offset) {
     if (offset < 0) return -EINVAL;
     pthread_mutex_lock(&log->mu);
     int rc = truncate_fully_locked(log, offset);
@@ -559,7 +559,7 @@ int gr_log_truncate_fully_and_start_at(struct gr_log *log, int64_t offset) {
     return rc;
 }
 
-int gr_log_truncate_to(struct gr_log *log, int64_t offset) {
+int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     if (offset < 0) return -EINVAL;
     pthread_mutex_lock(&log->mu);
     int rc = 0;
@@ -586,28 +586,28 @@ out:
 
 /* ---- offsets ---- */
 
-int64_t gr_log_start_offset(struct gr_log *log) {
+int64_t gr_plog_start_offset(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = log->log_start_offset;
     pthread_mutex_unlock(&log->mu);
     return v;
 }
 
-int64_t gr_log_end_offset(struct gr_log *log) {
+int64_t gr_plog_end_offset(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = leo(log);
     pthread_mutex_unlock(&log->mu);
     return v;
 }
 
-int64_t gr_log_recovery_point(struct gr_log *log) {
+int64_t gr_plog_recovery_point(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = log->recovery_point;
     pthread_mutex_unlock(&log->mu);
     return v;
 }
 
-int64_t gr_log_size_bytes(struct gr_log *log) {
+int64_t gr_plog_size_bytes(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = 0;
     for (size_t i = 0; i < log->n_segs; i++) v += log->segs[i]->size;
@@ -615,16 +615,16 @@ int64_t gr_log_size_bytes(struct gr_log *log) {
     return v;
 }
 
-int gr_log_segment_count(struct gr_log *log) {
+int gr_plog_segment_count(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int v = (int)log->n_segs;
     pthread_mutex_unlock(&log->mu);
     return v;
 }
 
-const char *gr_log_dir(const struct gr_log *log) { return log->dir; }
+const char *gr_plog_dir(const struct gr_plog *log) { return log->dir; }
 
-int gr_log_offset_for_timestamp(struct gr_log *log, int64_t ts, int64_t *offset_out, int64_t *ts_out) {
+int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offset_out, int64_t *ts_out) {
     *offset_out = -1;
     *ts_out = -1;
     pthread_mutex_lock(&log->mu);
@@ -647,21 +647,21 @@ int gr_log_offset_for_timestamp(struct gr_log *log, int64_t ts, int64_t *offset_
 
 /* ---- leader epochs ---- */
 
-int gr_log_end_offset_for_epoch(struct gr_log *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
+int gr_plog_end_offset_for_epoch(struct gr_plog *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
     pthread_mutex_lock(&log->mu);
     gr_epoch_cache_end_offset_for(&log->ec, epoch, leo(log), end_offset, epoch_out);
     pthread_mutex_unlock(&log->mu);
     return 0;
 }
 
-int32_t gr_log_latest_epoch(struct gr_log *log) {
+int32_t gr_plog_latest_epoch(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int32_t e = log->ec.n ? log->ec.e[log->ec.n - 1].epoch : -1;
     pthread_mutex_unlock(&log->mu);
     return e;
 }
 
-int gr_log_epoch_entries(struct gr_log *log, int32_t *epochs, int64_t *start_offsets, int max) {
+int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_offsets, int max) {
     pthread_mutex_lock(&log->mu);
     int n = (int)log->ec.n;
     for (int i = 0; i < n && i < max; i++) {
@@ -682,7 +682,7 @@ static int64_t segment_largest_ts(struct gr_segment *seg) {
     return seg->created_ms;
 }
 
-int gr_log_apply_retention(struct gr_log *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
+int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     size_t del = 0; /* segments [0, del) will go */
     if (retention_ms >= 0)
@@ -717,7 +717,7 @@ int gr_log_apply_retention(struct gr_log *log, int64_t retention_ms, int64_t ret
 
 /* ---- names ---- */
 
-int gr_log_parse_dir_name(const char *name, char *topic, size_t topic_size, int32_t *partition) {
+int gr_plog_parse_dir_name(const char *name, char *topic, size_t topic_size, int32_t *partition) {
     const char *dash = strrchr(name, '-');
     if (!dash || dash == name || !dash[1]) return -EINVAL;
     int64_t v = 0;

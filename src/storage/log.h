@@ -1,4 +1,4 @@
-/* The partition log: one `struct gr_log` per partition directory `<log.dir>/<topic>-<partition>/`.
+/* The partition log: one `struct gr_plog` per partition directory `<log.dir>/<topic>-<partition>/`.
  *
  * Layout (Kafka's; see docs/STORAGE.md for byte tables):
  *   00000000000000000000.log    segment: RecordBatch v2 batches back to back, as received
@@ -6,16 +6,16 @@
  *   00000000000000000000.index  sparse offset index: (relativeOffset u32, position u32) BE
  *   leader-epoch-checkpoint     "0\n<N>\n" then "<epoch> <startOffset>\n" lines
  * Segment files are named by their base offset (%020lld). No .timeindex is written: timestamp
- * look-ups scan batch headers (see gr_log_offset_for_timestamp).
+ * look-ups scan batch headers (see gr_plog_offset_for_timestamp).
  *
  * Lifetime and threading rules:
- *  1. gr_log_open_dir() returns a log the caller owns; gr_log_close() or gr_log_delete() ends it.
+ *  1. gr_plog_open_dir() returns a log the caller owns; gr_plog_close() or gr_plog_delete() ends it.
  *  2. Every other function may be called from any thread at any time between those two; each
  *     takes the log's one mutex for its whole duration (appends, reads, truncations and
  *     retention are serialised per log; different logs never contend).
- *  3. gr_log_close()/gr_log_delete() must not race with any other call on the same log (the
+ *  3. gr_plog_close()/gr_plog_delete() must not race with any other call on the same log (the
  *     caller stops using the log first, e.g. after removing it from its partition map).
- *  4. Results are copies: gr_log_read() returns malloc'd bytes the caller frees; nothing points
+ *  4. Results are copies: gr_plog_read() returns malloc'd bytes the caller frees; nothing points
  *     into the log after a call returns.
  *
  * Open files: bounded independently of the number of logs. The active (last) segment's .log
@@ -35,10 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct gr_log;
+struct gr_plog;
 
 /* Per-log (topic) configuration, Kafka names in comments. */
-struct gr_log_config {
+struct gr_plog_config {
     int32_t segment_bytes;        /* segment.bytes          default 1 GiB */
     int64_t roll_ms;              /* segment.ms             default 7 days */
     int32_t index_interval_bytes; /* index.interval.bytes   default 4096 */
@@ -48,7 +48,7 @@ struct gr_log_config {
 };
 
 /* Fills Kafka's defaults. */
-void gr_log_config_defaults(struct gr_log_config *cfg);
+void gr_plog_config_defaults(struct gr_plog_config *cfg);
 
 /* Opens (creating if missing) the partition directory `dir` and recovers it.
  * Segments whose data may lie at or above `recovery_point` (the offset up to which the log
@@ -61,20 +61,20 @@ void gr_log_config_defaults(struct gr_log_config *cfg);
  * cfg is copied. On success *out is a new log owned by the caller.
  * Returns 0, -errno (I/O), or GR_ECONFIG (bad cfg). Named _dir because common/log.h already
  * exports gr_log_open(). */
-int gr_log_open_dir(const char *dir, const struct gr_log_config *cfg, int64_t recovery_point,
-                    struct gr_log **out);
+int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point,
+                    struct gr_plog **out);
 
 /* Writes index entries not yet in the .index files, closes fds and frees the log. Does NOT
- * fsync: call gr_log_flush() first for a clean shutdown (then gr_log_recovery_point() equals
- * gr_log_end_offset()). */
-void gr_log_close(struct gr_log *log);
+ * fsync: call gr_plog_flush() first for a clean shutdown (then gr_plog_recovery_point() equals
+ * gr_plog_end_offset()). */
+void gr_plog_close(struct gr_plog *log);
 
 /* Closes the log and removes its directory and everything in it. Returns 0 or -errno (the log
  * is freed either way). */
-int gr_log_delete(struct gr_log *log);
+int gr_plog_delete(struct gr_plog *log);
 
 /* Replaces the configuration (e.g. after AlterConfigs). cfg is copied. */
-int gr_log_set_config(struct gr_log *log, const struct gr_log_config *cfg);
+int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg);
 
 /* Result of an append. */
 struct gr_append_info {
@@ -101,7 +101,7 @@ struct gr_append_info {
  * old segment and advances the recovery point. flush.messages/flush.ms are honoured.
  * Returns 0 when the append was processed (check info->error), or -errno/GR_E* on I/O failure
  * (info->error = KAFKA_STORAGE_ERROR; the log is rolled back to its previous end). */
-int gr_log_append_as_leader(struct gr_log *log, uint8_t *batches, size_t len, int32_t leader_epoch,
+int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch,
                             struct gr_append_info *info);
 
 /* Follower append of batches fetched from the leader (offsets and epochs already set).
@@ -110,10 +110,10 @@ int gr_log_append_as_leader(struct gr_log *log, uint8_t *batches, size_t len, in
  * Returns 0; GR_ECORRUPT for invalid batches (info->error = CORRUPT_MESSAGE or similar);
  * -ERANGE when the first offset is not the log end offset or offsets are not contiguous
  * (info->error = OFFSET_OUT_OF_RANGE); -errno on I/O failure. info may be NULL. */
-int gr_log_append_as_follower(struct gr_log *log, const uint8_t *batches, size_t len, struct gr_append_info *info);
+int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size_t len, struct gr_append_info *info);
 
 /* Result of a read. */
-struct gr_log_read_result {
+struct gr_plog_read_result {
     int16_t error;            /* NONE or OFFSET_OUT_OF_RANGE */
     uint8_t *data;            /* malloc'd whole batches (caller frees), NULL when len == 0 */
     size_t len;
@@ -132,29 +132,29 @@ struct gr_log_read_result {
  * next one only when the first holds nothing at or after `offset`.
  * OFFSET_OUT_OF_RANGE when offset < log start offset or offset > log end offset; offset ==
  * log end offset gives an empty result with NONE. Returns 0 or -errno (I/O). */
-int gr_log_read(struct gr_log *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
-                struct gr_log_read_result *res);
+int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                struct gr_plog_read_result *res);
 
 /* Removes every batch with offsets >= `offset` (a batch straddling `offset` is removed whole, so
  * the new log end offset may be below `offset`). Later segments are deleted, the index and the
  * epoch cache are truncated, the recovery point is lowered. If offset is below the first
- * segment's base offset this is gr_log_truncate_fully_and_start_at(offset). No-op if offset >=
+ * segment's base offset this is gr_plog_truncate_fully_and_start_at(offset). No-op if offset >=
  * log end offset. Returns 0 or -errno. */
-int gr_log_truncate_to(struct gr_log *log, int64_t offset);
+int gr_plog_truncate_to(struct gr_plog *log, int64_t offset);
 
 /* Deletes all segments and starts an empty log at `offset`: log start = log end = offset,
  * epoch cache cleared. Returns 0 or -errno. */
-int gr_log_truncate_fully_and_start_at(struct gr_log *log, int64_t offset);
+int gr_plog_truncate_fully_and_start_at(struct gr_plog *log, int64_t offset);
 
-int64_t gr_log_start_offset(struct gr_log *log);
-int64_t gr_log_end_offset(struct gr_log *log);
+int64_t gr_plog_start_offset(struct gr_plog *log);
+int64_t gr_plog_end_offset(struct gr_plog *log);
 /* Offset below which everything has been fsynced (write it to recovery-point-offset-checkpoint). */
-int64_t gr_log_recovery_point(struct gr_log *log);
+int64_t gr_plog_recovery_point(struct gr_plog *log);
 /* Total bytes in all segments. */
-int64_t gr_log_size_bytes(struct gr_log *log);
-int gr_log_segment_count(struct gr_log *log);
+int64_t gr_plog_size_bytes(struct gr_plog *log);
+int gr_plog_segment_count(struct gr_plog *log);
 /* The partition directory (owned by the log). */
-const char *gr_log_dir(const struct gr_log *log);
+const char *gr_plog_dir(const struct gr_plog *log);
 
 #define GR_LIST_OFFSETS_LATEST (-1)
 #define GR_LIST_OFFSETS_EARLIEST (-2)
@@ -165,7 +165,7 @@ const char *gr_log_dir(const struct gr_log *log);
  * (the outputs are that record's offset and timestamp); for a compressed batch the batch's
  * baseOffset and maxTimestamp are returned (we never decompress). No such batch: both -1.
  * Returns 0 or -errno. */
-int gr_log_offset_for_timestamp(struct gr_log *log, int64_t ts, int64_t *offset_out, int64_t *ts_out);
+int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offset_out, int64_t *ts_out);
 
 /* OffsetsForLeaderEpoch (KIP-101/KIP-279), with Kafka 2.7's LeaderEpochFileCache.endOffsetFor:
  *  - epoch == -1 or the cache is empty:             (-1, -1)
@@ -174,14 +174,14 @@ int gr_log_offset_for_timestamp(struct gr_log *log, int64_t ts, int64_t *offset_
  *  - otherwise, with H the smallest cached epoch > epoch and F the largest cached epoch <= epoch:
  *      F exists:   (F, startOffset(H));   F missing (epoch below the earliest): (epoch, startOffset(H))
  * Outputs: *end_offset, *epoch_out. Returns 0. */
-int gr_log_end_offset_for_epoch(struct gr_log *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out);
+int gr_plog_end_offset_for_epoch(struct gr_plog *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out);
 
 /* Latest epoch in the cache, or -1 when empty. */
-int32_t gr_log_latest_epoch(struct gr_log *log);
+int32_t gr_plog_latest_epoch(struct gr_plog *log);
 
 /* Copies up to max entries of the epoch cache (oldest first) into epochs/start_offsets and
  * returns the number of entries in the cache (may exceed max). */
-int gr_log_epoch_entries(struct gr_log *log, int32_t *epochs, int64_t *start_offsets, int max);
+int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_offsets, int max);
 
 /* Deletes whole segments, oldest first and never the active one, that are expired by time
  * (now_ms - segment's largest timestamp > retention_ms; the file mtime stands in when no batch
@@ -189,21 +189,21 @@ int gr_log_epoch_entries(struct gr_log *log, int32_t *epochs, int64_t *start_off
  * holds >= retention_bytes). Negative retention_ms / retention_bytes disable that rule.
  * Advances the log start offset to the first remaining segment and truncates the epoch cache
  * from the start. Returns the number of segments deleted (>= 0) or -errno. */
-int gr_log_apply_retention(struct gr_log *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms);
+int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms);
 
 /* fsyncs the active segment's .log and .index (older segments were fsynced when they were
  * rolled; the .index file is first brought up to date; an evicted .log descriptor is reopened
  * for the fsync) and advances the recovery point to the log end offset. Writes nothing else (the
  * caller writes recovery-point-offset-checkpoint). Returns 0 or -errno. */
-int gr_log_flush(struct gr_log *log);
+int gr_plog_flush(struct gr_plog *log);
 
 /* Flushes when flush_ms has elapsed since the last flush and there is unflushed data (for a
  * periodic broker task; appends check this too). Returns 0 or -errno. */
-int gr_log_flush_if_due(struct gr_log *log);
+int gr_plog_flush_if_due(struct gr_plog *log);
 
 /* Parses a partition directory name "<topic>-<partition>" (the topic may contain '-'; the
  * partition is the part after the last '-'). Copies the topic into topic[0..topic_size).
  * Returns 0 or -EINVAL. */
-int gr_log_parse_dir_name(const char *name, char *topic, size_t topic_size, int32_t *partition);
+int gr_plog_parse_dir_name(const char *name, char *topic, size_t topic_size, int32_t *partition);
 
 #endif

@@ -32,7 +32,7 @@ struct lm_dir {
     size_t nhw;
 };
 
-struct gr_log_manager {
+struct gr_plog_manager {
     const struct gr_config *cfg;
     int32_t broker_id;
     int ndirs;
@@ -55,8 +55,8 @@ static size_t hash_tp(const char *topic, int32_t partition) {
     return (size_t)(h % NBUCKETS);
 }
 
-void gr_log_manager_default_config(const struct gr_log_manager *lm, struct gr_log_config *out) {
-    gr_log_config_defaults(out);
+void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_plog_config *out) {
+    gr_plog_config_defaults(out);
     const struct gr_config *c = lm->cfg;
     out->segment_bytes = (int32_t)GR_MIN(c->log_segment_bytes, (int64_t)INT32_MAX);
     out->roll_ms = c->log_roll_ms;
@@ -68,13 +68,13 @@ void gr_log_manager_default_config(const struct gr_log_manager *lm, struct gr_lo
 
 /* ---- entries ---- */
 
-static struct gr_lm_log *find_locked(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+static struct gr_lm_log *find_locked(struct gr_plog_manager *lm, const char *topic, int32_t partition) {
     for (struct gr_lm_log *l = lm->buckets[hash_tp(topic, partition)]; l; l = l->next)
         if (l->partition == partition && strcmp(l->topic, topic) == 0) return l;
     return NULL;
 }
 
-static void insert_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
+static void insert_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
     size_t b = hash_tp(l->topic, l->partition);
     l->next = lm->buckets[b];
     lm->buckets[b] = l;
@@ -82,7 +82,7 @@ static void insert_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
     lm->dirs[l->dir_idx].nlogs++;
 }
 
-static void unlink_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
+static void unlink_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
     struct gr_lm_log **pp = &lm->buckets[hash_tp(l->topic, l->partition)];
     while (*pp && *pp != l) pp = &(*pp)->next;
     if (*pp) {
@@ -94,14 +94,14 @@ static void unlink_locked(struct gr_log_manager *lm, struct gr_lm_log *l) {
     l->next = NULL;
 }
 
-static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct gr_log *log, int dir_idx,
+static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct gr_plog *log, int dir_idx,
                                    int64_t hw, const struct gr_config *cfg) {
     struct gr_lm_log *l = gr_calloc(1, sizeof *l);
     l->topic = gr_strdup(topic);
     l->partition = partition;
     l->log = log;
     l->dir_idx = dir_idx;
-    int64_t start = gr_log_start_offset(log), end = gr_log_end_offset(log);
+    int64_t start = gr_plog_start_offset(log), end = gr_plog_end_offset(log);
     if (hw < start) hw = start;
     if (hw > end) hw = end;
     atomic_init(&l->hw, hw);
@@ -113,25 +113,25 @@ static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct 
 
 static void entry_destroy(struct gr_lm_log *l) {
     if (l->delete_on_release) {
-        int rc = gr_log_delete(l->log);
+        int rc = gr_plog_delete(l->log);
         if (rc < 0)
             gr_warn(LOGGER, "cannot delete the log of %s-%d: %s", l->topic, l->partition, gr_strerror(rc));
         else
             gr_info(LOGGER, "Deleted log for partition %s-%d", l->topic, l->partition);
     } else {
-        gr_log_flush(l->log);
-        gr_log_close(l->log);
+        gr_plog_flush(l->log);
+        gr_plog_close(l->log);
     }
     free(l->topic);
     free(l);
 }
 
-void gr_log_manager_release(struct gr_log_manager *lm, struct gr_lm_log *l) {
+void gr_plog_manager_release(struct gr_plog_manager *lm, struct gr_lm_log *l) {
     (void)lm;
     if (l && atomic_fetch_sub(&l->refs, 1) == 1) entry_destroy(l);
 }
 
-struct gr_lm_log *gr_log_manager_acquire(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+struct gr_lm_log *gr_plog_manager_acquire(struct gr_plog_manager *lm, const char *topic, int32_t partition) {
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log *l = find_locked(lm, topic, partition);
     if (l) atomic_fetch_add(&l->refs, 1);
@@ -143,8 +143,8 @@ static char *partition_dir(const char *dir, const char *topic, int32_t partition
     return gr_asprintf("%s/%s-%d", dir, topic, partition);
 }
 
-int gr_log_manager_get_or_create(struct gr_log_manager *lm, const char *topic, int32_t partition,
-                                 const struct gr_log_config *cfg, struct gr_lm_log **out) {
+int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic, int32_t partition,
+                                 const struct gr_plog_config *cfg, struct gr_lm_log **out) {
     *out = NULL;
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log *l = find_locked(lm, topic, partition);
@@ -159,14 +159,14 @@ int gr_log_manager_get_or_create(struct gr_log_manager *lm, const char *topic, i
     int best = 0;
     for (int i = 1; i < lm->ndirs; i++)
         if (lm->dirs[i].nlogs < lm->dirs[best].nlogs) best = i;
-    struct gr_log_config dflt;
+    struct gr_plog_config dflt;
     if (!cfg) {
-        gr_log_manager_default_config(lm, &dflt);
+        gr_plog_manager_default_config(lm, &dflt);
         cfg = &dflt;
     }
     char *path = partition_dir(lm->dirs[best].path, topic, partition);
-    struct gr_log *log = NULL;
-    int rc = gr_log_open_dir(path, cfg, 0, &log);
+    struct gr_plog *log = NULL;
+    int rc = gr_plog_open_dir(path, cfg, 0, &log);
     if (rc < 0) {
         pthread_mutex_unlock(&lm->lock);
         gr_error(LOGGER, "cannot create log '%s': %s", path, gr_strerror(rc));
@@ -183,7 +183,7 @@ int gr_log_manager_get_or_create(struct gr_log_manager *lm, const char *topic, i
     return 0;
 }
 
-int gr_log_manager_remove(struct gr_log_manager *lm, const char *topic, int32_t partition, bool delete_dir) {
+int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_t partition, bool delete_dir) {
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log *l = find_locked(lm, topic, partition);
     if (!l) {
@@ -193,7 +193,7 @@ int gr_log_manager_remove(struct gr_log_manager *lm, const char *topic, int32_t 
     unlink_locked(lm, l);
     l->delete_on_release = delete_dir;
     pthread_mutex_unlock(&lm->lock);
-    gr_log_manager_release(lm, l); /* the map's reference */
+    gr_plog_manager_release(lm, l); /* the map's reference */
     return 0;
 }
 
@@ -206,7 +206,7 @@ static int rm_cb(const char *path, const struct stat *sb, int type, struct FTW *
 
 static int rm_rf(const char *path) { return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0; }
 
-int gr_log_manager_delete_orphan(struct gr_log_manager *lm, const char *topic, int32_t partition) {
+int gr_plog_manager_delete_orphan(struct gr_plog_manager *lm, const char *topic, int32_t partition) {
     int rc = -ENOENT;
     for (int i = 0; i < lm->ndirs; i++) {
         char *path = partition_dir(lm->dirs[i].path, topic, partition);
@@ -220,7 +220,7 @@ int gr_log_manager_delete_orphan(struct gr_log_manager *lm, const char *topic, i
     return rc;
 }
 
-int gr_log_manager_count(struct gr_log_manager *lm) {
+int gr_plog_manager_count(struct gr_plog_manager *lm) {
     pthread_mutex_lock(&lm->lock);
     int n = lm->count;
     pthread_mutex_unlock(&lm->lock);
@@ -228,7 +228,7 @@ int gr_log_manager_count(struct gr_log_manager *lm) {
 }
 
 /* Snapshot of all entries with a reference each; caller releases each and frees the array. */
-static struct gr_lm_log **snapshot(struct gr_log_manager *lm, int *n) {
+static struct gr_lm_log **snapshot(struct gr_plog_manager *lm, int *n) {
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log **arr = gr_malloc((size_t)(lm->count + 1) * sizeof *arr);
     int k = 0;
@@ -242,19 +242,19 @@ static struct gr_lm_log **snapshot(struct gr_log_manager *lm, int *n) {
     return arr;
 }
 
-void gr_log_manager_foreach(struct gr_log_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx) {
+void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx) {
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     for (int i = 0; i < n; i++) {
         fn(ctx, arr[i]);
-        gr_log_manager_release(lm, arr[i]);
+        gr_plog_manager_release(lm, arr[i]);
     }
     free(arr);
 }
 
 /* ---- checkpoints ---- */
 
-static int write_checkpoints(struct gr_log_manager *lm, bool recovery, bool hw) {
+static int write_checkpoints(struct gr_plog_manager *lm, bool recovery, bool hw) {
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     int first_err = 0;
@@ -268,7 +268,7 @@ static int write_checkpoints(struct gr_log_manager *lm, bool recovery, bool hw) 
                 if (arr[i]->dir_idx != d) continue;
                 e[k].topic = arr[i]->topic;
                 e[k].partition = arr[i]->partition;
-                e[k].offset = pass == 0 ? gr_log_recovery_point(arr[i]->log) : atomic_load(&arr[i]->hw);
+                e[k].offset = pass == 0 ? gr_plog_recovery_point(arr[i]->log) : atomic_load(&arr[i]->hw);
                 k++;
             }
             char *path = gr_asprintf("%s/%s", lm->dirs[d].path,
@@ -280,29 +280,29 @@ static int write_checkpoints(struct gr_log_manager *lm, bool recovery, bool hw) 
     }
     free(e);
     pthread_mutex_unlock(&lm->ckpt_lock);
-    for (int i = 0; i < n; i++) gr_log_manager_release(lm, arr[i]);
+    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
     free(arr);
     return first_err;
 }
 
-int gr_log_manager_checkpoint(struct gr_log_manager *lm) { return write_checkpoints(lm, true, true); }
+int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkpoints(lm, true, true); }
 
 /* ---- background thread ---- */
 
 static void task_flush(void *ctx, struct gr_lm_log *l) {
     (void)ctx;
-    int rc = gr_log_flush_if_due(l->log);
+    int rc = gr_plog_flush_if_due(l->log);
     if (rc < 0) gr_error(LOGGER, "flush of %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
 }
 
 static void task_retention(void *ctx, struct gr_lm_log *l) {
     int64_t now = *(int64_t *)ctx;
-    int rc = gr_log_apply_retention(l->log, atomic_load(&l->retention_ms), atomic_load(&l->retention_bytes), now);
+    int rc = gr_plog_apply_retention(l->log, atomic_load(&l->retention_ms), atomic_load(&l->retention_bytes), now);
     if (rc > 0) {
         gr_info(LOGGER, "Deleted %d segment(s) of %s-%d by retention; log start offset is now %lld", rc,
-                l->topic, l->partition, (long long)gr_log_start_offset(l->log));
+                l->topic, l->partition, (long long)gr_plog_start_offset(l->log));
         /* The HW can never be below the log start offset. */
-        int64_t start = gr_log_start_offset(l->log), hw = atomic_load(&l->hw);
+        int64_t start = gr_plog_start_offset(l->log), hw = atomic_load(&l->hw);
         while (hw < start && !atomic_compare_exchange_weak(&l->hw, &hw, start)) {
         }
     } else if (rc < 0) {
@@ -316,7 +316,7 @@ static int64_t next_due(int64_t last, int64_t interval) {
 }
 
 static void *lm_thread(void *arg) {
-    struct gr_log_manager *lm = arg;
+    struct gr_plog_manager *lm = arg;
     pthread_setname_np(pthread_self(), "log-manager");
     const struct gr_config *c = lm->cfg;
     int64_t now = gr_mono_ms();
@@ -345,12 +345,12 @@ static void *lm_thread(void *arg) {
         }
         pthread_mutex_unlock(&lm->tlock);
         if (due[0] <= now) {
-            gr_log_manager_foreach(lm, task_flush, NULL);
+            gr_plog_manager_foreach(lm, task_flush, NULL);
             t_flush = now;
         }
         if (due[1] <= now) {
             int64_t wall = gr_wall_ms();
-            gr_log_manager_foreach(lm, task_retention, &wall);
+            gr_plog_manager_foreach(lm, task_retention, &wall);
             t_ret = now;
         }
         bool rp = due[2] <= now, hw = due[3] <= now;
@@ -388,7 +388,7 @@ static int mkdir_p(const char *path) {
     return rc;
 }
 
-static int load_dir(struct gr_log_manager *lm, int d) {
+static int load_dir(struct gr_plog_manager *lm, int d) {
     struct lm_dir *dir = &lm->dirs[d];
     char *p = gr_asprintf("%s/%s", dir->path, GR_RECOVERY_POINT_CHECKPOINT);
     int rc = gr_offset_checkpoint_read(p, &dir->rp, &dir->nrp);
@@ -431,7 +431,7 @@ static int load_dir(struct gr_log_manager *lm, int d) {
         char topic[256];
         int32_t part;
         if (has_suffix(de->d_name, "-future") ||
-            gr_log_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0) {
+            gr_plog_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0) {
             gr_warn(LOGGER, "ignoring directory %s: not <topic>-<partition>", full);
             free(full);
             continue;
@@ -448,10 +448,10 @@ static int load_dir(struct gr_log_manager *lm, int d) {
         }
         int64_t rp = gr_offset_checkpoint_find(dir->rp, dir->nrp, topic, part, 0);
         int64_t hw = gr_offset_checkpoint_find(dir->hw, dir->nhw, topic, part, 0);
-        struct gr_log_config lc;
-        gr_log_manager_default_config(lm, &lc);
-        struct gr_log *log = NULL;
-        int orc = gr_log_open_dir(full, &lc, rp, &log);
+        struct gr_plog_config lc;
+        gr_plog_manager_default_config(lm, &lc);
+        struct gr_plog *log = NULL;
+        int orc = gr_plog_open_dir(full, &lc, rp, &log);
         if (orc < 0) {
             gr_error(LOGGER, "cannot open log %s: %s", full, gr_strerror(orc));
             free(full);
@@ -470,10 +470,10 @@ static int load_dir(struct gr_log_manager *lm, int d) {
     return rc;
 }
 
-int gr_log_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
-                        struct gr_log_manager **out) {
+int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                        struct gr_plog_manager **out) {
     *out = NULL;
-    struct gr_log_manager *lm = gr_calloc(1, sizeof *lm);
+    struct gr_plog_manager *lm = gr_calloc(1, sizeof *lm);
     lm->cfg = cfg;
     lm->broker_id = broker_id;
     pthread_mutex_init(&lm->lock, NULL);
@@ -523,11 +523,11 @@ int gr_log_manager_open(const struct gr_config *cfg, int32_t broker_id, const ch
     *out = lm;
     return 0;
 fail:
-    gr_log_manager_close(lm);
+    gr_plog_manager_close(lm);
     return rc;
 }
 
-void gr_log_manager_close(struct gr_log_manager *lm) {
+void gr_plog_manager_close(struct gr_plog_manager *lm) {
     if (!lm) return;
     if (lm->thread_started) {
         pthread_mutex_lock(&lm->tlock);
@@ -539,8 +539,8 @@ void gr_log_manager_close(struct gr_log_manager *lm) {
         int n;
         struct gr_lm_log **arr = snapshot(lm, &n);
         for (int i = 0; i < n; i++) {
-            gr_log_flush(arr[i]->log);
-            gr_log_manager_release(lm, arr[i]);
+            gr_plog_flush(arr[i]->log);
+            gr_plog_manager_release(lm, arr[i]);
         }
         free(arr);
         write_checkpoints(lm, true, true);
@@ -550,7 +550,7 @@ void gr_log_manager_close(struct gr_log_manager *lm) {
         while (l) {
             struct gr_lm_log *next = l->next;
             l->removed = true;
-            gr_log_manager_release(lm, l);
+            gr_plog_manager_release(lm, l);
             l = next;
         }
         lm->buckets[b] = NULL;

@@ -7,7 +7,7 @@
  *   write recovery-point-offset-checkpoint log.flush.offset.checkpoint.interval.ms   60 s
  *   write replication-offset-checkpoint   replica.high.watermark.checkpoint.interval.ms 5 s
  *
- * Start-up (gr_log_manager_open): for each log dir, creates it if missing, checks
+ * Start-up (gr_plog_manager_open): for each log dir, creates it if missing, checks
  * meta.properties against broker.id / cluster.id (a mismatch refuses to start: GR_EMETA_*),
  * reads both checkpoints, removes "*-delete" directories left by a deletion that was
  * interrupted, and opens (recovering from the checkpointed recovery point) every
@@ -15,7 +15,7 @@
  * replication-offset-checkpoint value clamped to [log start, log end].
  *
  * Handles: each partition log is a refcounted struct gr_lm_log. Acquire returns a reference the
- * caller releases; gr_log_manager_remove takes the log out of the map at once, and the log is
+ * caller releases; gr_plog_manager_remove takes the log out of the map at once, and the log is
  * closed (or its directory deleted) when the last reference goes, so a handler still reading it
  * is never left with a dangling pointer (storage/log.h rule 3).
  *
@@ -31,13 +31,13 @@
 #include "storage/log.h"
 
 struct gr_config;
-struct gr_log_manager;
+struct gr_plog_manager;
 
 /* One partition log. Fields are read-only for users except through the functions below. */
 struct gr_lm_log {
     char *topic;
     int32_t partition;
-    struct gr_log *log;
+    struct gr_plog *log;
     int dir_idx;              /* index in log.dirs */
     _Atomic int64_t hw;       /* high watermark (checkpointed) */
     _Atomic int64_t retention_ms;    /* topic retention.ms (or the broker default) */
@@ -54,44 +54,44 @@ struct gr_lm_log {
  * thread. Returns 0 and *out, or GR_EMETA_BROKER_ID / GR_EMETA_CLUSTER_ID (a log dir belongs to
  * another broker/cluster: the broker must refuse to start; the reason is logged at ERROR),
  * GR_ECORRUPT or -errno. */
-int gr_log_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
-                        struct gr_log_manager **out);
+int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                        struct gr_plog_manager **out);
 
 /* Stops the background thread, flushes every log, writes both checkpoints for every log dir,
  * and closes the logs that are not referenced any more (references still held are closed when
  * released). NULL is ignored. */
-void gr_log_manager_close(struct gr_log_manager *lm);
+void gr_plog_manager_close(struct gr_plog_manager *lm);
 
 /* The log config derived from the broker config (segment.bytes, segment.ms, ...). */
-void gr_log_manager_default_config(const struct gr_log_manager *lm, struct gr_log_config *out);
+void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_plog_config *out);
 
 /* A reference to topic-partition's log, or NULL if there is none. */
-struct gr_lm_log *gr_log_manager_acquire(struct gr_log_manager *lm, const char *topic, int32_t partition);
+struct gr_lm_log *gr_plog_manager_acquire(struct gr_plog_manager *lm, const char *topic, int32_t partition);
 
 /* A reference to topic-partition's log, creating it (in the log dir holding the fewest
  * partitions) with cfg (NULL: the defaults) if missing. Returns 0 and *out, or -errno. */
-int gr_log_manager_get_or_create(struct gr_log_manager *lm, const char *topic, int32_t partition,
-                                 const struct gr_log_config *cfg, struct gr_lm_log **out);
+int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic, int32_t partition,
+                                 const struct gr_plog_config *cfg, struct gr_lm_log **out);
 
 /* Drops a reference (NULL ignored). */
-void gr_log_manager_release(struct gr_log_manager *lm, struct gr_lm_log *l);
+void gr_plog_manager_release(struct gr_plog_manager *lm, struct gr_lm_log *l);
 
 /* Takes topic-partition out of the manager. delete_dir: its directory is removed once the last
  * reference is released (else the log is flushed and closed then). Returns 0 or -ENOENT. */
-int gr_log_manager_remove(struct gr_log_manager *lm, const char *topic, int32_t partition, bool delete_dir);
+int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_t partition, bool delete_dir);
 
 /* Deletes a leftover "<topic>-<partition>" directory that is not open (StopReplica(delete) of a
  * partition the broker no longer hosts). Returns 0, -ENOENT or -errno. */
-int gr_log_manager_delete_orphan(struct gr_log_manager *lm, const char *topic, int32_t partition);
+int gr_plog_manager_delete_orphan(struct gr_plog_manager *lm, const char *topic, int32_t partition);
 
 /* Number of open logs. */
-int gr_log_manager_count(struct gr_log_manager *lm);
+int gr_plog_manager_count(struct gr_plog_manager *lm);
 
 /* Calls fn for every open log (with a reference held during the call, no manager lock held). */
-void gr_log_manager_foreach(struct gr_log_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx);
+void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx);
 
 /* Writes both checkpoint files of every log dir now (also done periodically). Returns 0 or the
  * first error. */
-int gr_log_manager_checkpoint(struct gr_log_manager *lm);
+int gr_plog_manager_checkpoint(struct gr_plog_manager *lm);
 
 #endif

@@ -79,7 +79,7 @@ int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, in
 /* Finds the first batch whose lastOffset >= offset: *pos_out its position (or size when none). */
 int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out);
 
-/* Reads whole batches from position pos (see gr_log_read for the rules). *data is malloc'd
+/* Reads whole batches from position pos (see gr_plog_read for the rules). *data is malloc'd
  * (NULL when *len == 0); *first gets the first batch's base offset, *next its last offset + 1. */
 int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
                     uint8_t **data, size_t *len, int64_t *first, int64_t *next);

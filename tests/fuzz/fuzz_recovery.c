@@ -70,16 +70,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
         write_file(path, data + size - n, n);
     }
-    struct gr_log_config cfg;
-    gr_log_config_defaults(&cfg);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
     cfg.index_interval_bytes = 64;
-    struct gr_log *log = NULL;
+    struct gr_plog *log = NULL;
     int64_t rp = (opts & 2) ? INT64_MAX / 2 : 0;
-    if (gr_log_open_dir(dir, &cfg, rp, &log) != 0) return 0;
-    int64_t end = gr_log_end_offset(log), off = gr_log_start_offset(log);
+    if (gr_plog_open_dir(dir, &cfg, rp, &log) != 0) return 0;
+    int64_t end = gr_plog_end_offset(log), off = gr_plog_start_offset(log);
     for (int guard = 0; guard < 100000 && off < end; guard++) {
-        struct gr_log_read_result r;
-        if (gr_log_read(log, off, 1 << 16, -1, true, &r) != 0) break;
+        struct gr_plog_read_result r;
+        if (gr_plog_read(log, off, 1 << 16, -1, true, &r) != 0) break;
         if (r.error != GR_KERR_NONE) abort();
         if (r.len == 0) break;
         struct gr_batch_summary s;
@@ -95,10 +95,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len;
         uint8_t *b = gr_batch_build(&rec, 1, NULL, &len);
         struct gr_append_info info;
-        if (gr_log_append_as_leader(log, b, len, 0, &info) != 0 || info.error != 0 || info.first_offset != end)
+        if (gr_plog_append_as_leader(log, b, len, 0, &info) != 0 || info.error != 0 || info.first_offset != end)
             abort();
         free(b);
     }
-    gr_log_close(log);
+    gr_plog_close(log);
     return 0;
 }

@@ -75,7 +75,7 @@ static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t a
     done(done_ctx, GR_KERR_NONE);
 }
 
-static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_log_read_result *res) {
+static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res) {
     (void)max_bytes;
     struct fake *f = ctx;
     memset(res, 0, sizeof *res);

@@ -391,7 +391,7 @@ int main(void) {
     CHECK(fetch(0, 22, 3, &hw, &nrecs, NULL) == GR_KERR_NONE);
     {
         /* offset 22 on broker 1 must be w22 now */
-        struct gr_log_read_result res;
+        struct gr_plog_read_result res;
         CHECK(gr_rm_read(g_nodes[0].rm, TOPIC, 0, 22, 1 << 20, true, &res) == GR_KERR_NONE);
         struct gr_batch_rec_iter ri;
         struct gr_batch_rec_view rv;

@@ -106,19 +106,19 @@ static void test_epoch_file(const char *root) {
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/leader-epoch-checkpoint", dir);
     write_text(path, "0\n2\n5 10\n3 20\n"); /* epochs not increasing */
-    struct gr_log_config cfg;
-    gr_log_config_defaults(&cfg);
-    struct gr_log *log = NULL;
-    CHECK(gr_log_open_dir(dir, &cfg, 0, &log) == 0);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    struct gr_plog *log = NULL;
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &log) == 0);
     if (log) {
-        CHECK(gr_log_latest_epoch(log) == -1);
-        gr_log_close(log);
+        CHECK(gr_plog_latest_epoch(log) == -1);
+        gr_plog_close(log);
     }
     write_text(path, "0\n1\n5 0\n");
-    CHECK(gr_log_open_dir(dir, &cfg, 0, &log) == 0);
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &log) == 0);
     if (log) {
-        CHECK(gr_log_latest_epoch(log) == -1); /* truncated: the log is empty (end offset 0) */
-        gr_log_close(log);
+        CHECK(gr_plog_latest_epoch(log) == -1); /* truncated: the log is empty (end offset 0) */
+        gr_plog_close(log);
     }
 }
 

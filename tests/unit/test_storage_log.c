@@ -49,11 +49,11 @@ static uint8_t *mk(int n, int vsize, int64_t ts, size_t *len) {
     return gr_batch_build(recs, n, NULL, len);
 }
 
-static int64_t append(struct gr_log *log, int n, int vsize, int64_t ts, int32_t epoch) {
+static int64_t append(struct gr_plog *log, int n, int vsize, int64_t ts, int32_t epoch) {
     size_t len;
     uint8_t *b = mk(n, vsize, ts, &len);
     struct gr_append_info info;
-    int rc = gr_log_append_as_leader(log, b, len, epoch, &info);
+    int rc = gr_plog_append_as_leader(log, b, len, epoch, &info);
     free(b);
     CHECK(rc == 0 && info.error == GR_KERR_NONE);
     CHECK(info.last_offset - info.first_offset + 1 == n);
@@ -62,11 +62,11 @@ static int64_t append(struct gr_log *log, int n, int vsize, int64_t ts, int32_t 
 
 /* Reads everything from `from` and checks batches are valid and offsets contiguous. Returns the
  * next offset after the data read. */
-static int64_t read_all(struct gr_log *log, int64_t from) {
+static int64_t read_all(struct gr_plog *log, int64_t from) {
     int64_t off = from;
     for (;;) {
-        struct gr_log_read_result r;
-        CHECK(gr_log_read(log, off, 1 << 20, -1, true, &r) == 0);
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(log, off, 1 << 20, -1, true, &r) == 0);
         CHECK(r.error == GR_KERR_NONE);
         if (r.len == 0) break;
         struct gr_batch_summary s;
@@ -80,70 +80,70 @@ static int64_t read_all(struct gr_log *log, int64_t from) {
     return off;
 }
 
-static struct gr_log *open_log(const char *name, int32_t seg_bytes, int64_t rp) {
-    struct gr_log_config cfg;
-    gr_log_config_defaults(&cfg);
+static struct gr_plog *open_log(const char *name, int32_t seg_bytes, int64_t rp) {
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
     if (seg_bytes) cfg.segment_bytes = seg_bytes;
     cfg.index_interval_bytes = 256;
-    struct gr_log *log = NULL;
-    int rc = gr_log_open_dir(pdir(name), &cfg, rp, &log);
+    struct gr_plog *log = NULL;
+    int rc = gr_plog_open_dir(pdir(name), &cfg, rp, &log);
     CHECK(rc == 0 && log);
     return log;
 }
 
 static void test_append_read(void) {
-    struct gr_log *log = open_log("basic-0", 0, 0);
-    CHECK(gr_log_end_offset(log) == 0 && gr_log_start_offset(log) == 0);
+    struct gr_plog *log = open_log("basic-0", 0, 0);
+    CHECK(gr_plog_end_offset(log) == 0 && gr_plog_start_offset(log) == 0);
     CHECK(append(log, 3, 10, 1000, 5) == 0);
     CHECK(append(log, 2, 10, 2000, 5) == 3);
-    CHECK(gr_log_end_offset(log) == 5);
+    CHECK(gr_plog_end_offset(log) == 5);
 
-    struct gr_log_read_result r;
-    CHECK(gr_log_read(log, 0, 1 << 20, -1, true, &r) == 0 && r.error == 0);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, 0, 1 << 20, -1, true, &r) == 0 && r.error == 0);
     CHECK(r.first_offset == 0 && r.next_offset == 5 && r.log_end_offset == 5);
     CHECK(gr_batch_count_records(r.data, r.len) == 5);
     CHECK(gr_batch_partition_leader_epoch(r.data) == 5);
     free(r.data);
     /* offset inside the first batch: starts at that batch */
-    CHECK(gr_log_read(log, 1, 1 << 20, -1, true, &r) == 0 && r.first_offset == 0);
+    CHECK(gr_plog_read(log, 1, 1 << 20, -1, true, &r) == 0 && r.first_offset == 0);
     free(r.data);
-    CHECK(gr_log_read(log, 3, 1 << 20, -1, true, &r) == 0 && r.first_offset == 3 && r.next_offset == 5);
+    CHECK(gr_plog_read(log, 3, 1 << 20, -1, true, &r) == 0 && r.first_offset == 3 && r.next_offset == 5);
     free(r.data);
     /* max_offset (high watermark) excludes the second batch */
-    CHECK(gr_log_read(log, 0, 1 << 20, 3, true, &r) == 0 && r.next_offset == 3);
+    CHECK(gr_plog_read(log, 0, 1 << 20, 3, true, &r) == 0 && r.next_offset == 3);
     free(r.data);
-    CHECK(gr_log_read(log, 3, 1 << 20, 3, true, &r) == 0 && r.len == 0 && r.error == 0);
+    CHECK(gr_plog_read(log, 3, 1 << 20, 3, true, &r) == 0 && r.len == 0 && r.error == 0);
     /* max_bytes smaller than the first batch: min_one decides */
-    CHECK(gr_log_read(log, 0, 10, -1, true, &r) == 0 && r.len > 10 && r.next_offset == 3);
+    CHECK(gr_plog_read(log, 0, 10, -1, true, &r) == 0 && r.len > 10 && r.next_offset == 3);
     free(r.data);
-    CHECK(gr_log_read(log, 0, 10, -1, false, &r) == 0 && r.len == 0);
+    CHECK(gr_plog_read(log, 0, 10, -1, false, &r) == 0 && r.len == 0);
     /* end and out of range */
-    CHECK(gr_log_read(log, 5, 1 << 20, -1, true, &r) == 0 && r.len == 0 && r.error == 0);
-    CHECK(gr_log_read(log, 6, 1 << 20, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
-    CHECK(gr_log_read(log, -1, 1 << 20, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
+    CHECK(gr_plog_read(log, 5, 1 << 20, -1, true, &r) == 0 && r.len == 0 && r.error == 0);
+    CHECK(gr_plog_read(log, 6, 1 << 20, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
+    CHECK(gr_plog_read(log, -1, 1 << 20, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
 
     /* Produce errors */
     size_t len;
     uint8_t *b = mk(2, 10, 1, &len);
     struct gr_append_info info;
     b[30] ^= 1;
-    CHECK(gr_log_append_as_leader(log, b, len, 5, &info) == 0 && info.error == GR_KERR_CORRUPT_MESSAGE);
+    CHECK(gr_plog_append_as_leader(log, b, len, 5, &info) == 0 && info.error == GR_KERR_CORRUPT_MESSAGE);
     b[30] ^= 1;
     b[16] = 1;
-    CHECK(gr_log_append_as_leader(log, b, len, 5, &info) == 0 &&
+    CHECK(gr_plog_append_as_leader(log, b, len, 5, &info) == 0 &&
           info.error == GR_KERR_UNSUPPORTED_FOR_MESSAGE_FORMAT);
     b[16] = 2;
-    CHECK(gr_log_append_as_leader(log, b, len - 1, 5, &info) == 0 && info.error == GR_KERR_CORRUPT_MESSAGE);
+    CHECK(gr_plog_append_as_leader(log, b, len - 1, 5, &info) == 0 && info.error == GR_KERR_CORRUPT_MESSAGE);
     free(b);
     b = mk(1, 2000000, 1, &len);
-    CHECK(gr_log_append_as_leader(log, b, len, 5, &info) == 0 && info.error == GR_KERR_MESSAGE_TOO_LARGE);
+    CHECK(gr_plog_append_as_leader(log, b, len, 5, &info) == 0 && info.error == GR_KERR_MESSAGE_TOO_LARGE);
     free(b);
-    CHECK(gr_log_end_offset(log) == 5);
-    gr_log_close(log);
+    CHECK(gr_plog_end_offset(log) == 5);
+    gr_plog_close(log);
 }
 
 static void test_roll_and_index(void) {
-    struct gr_log *log = open_log("roll-0", 4096, 0);
+    struct gr_plog *log = open_log("roll-0", 4096, 0);
     /* 300 batches of 1..4 records, ~100-400 bytes each */
     int64_t expect = 0;
     for (int i = 0; i < 300; i++) {
@@ -151,12 +151,12 @@ static void test_roll_and_index(void) {
         CHECK(append(log, n, 60, 10000 + expect, 1) == expect);
         expect += n;
     }
-    CHECK(gr_log_end_offset(log) == expect);
-    CHECK(gr_log_segment_count(log) > 10);
+    CHECK(gr_plog_end_offset(log) == expect);
+    CHECK(gr_plog_segment_count(log) > 10);
     /* Every offset finds the batch that contains it. */
     for (int64_t o = 0; o < expect; o++) {
-        struct gr_log_read_result r;
-        CHECK(gr_log_read(log, o, 1, -1, true, &r) == 0 && r.error == 0 && r.len > 0);
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(log, o, 1, -1, true, &r) == 0 && r.error == 0 && r.len > 0);
         if (r.len) {
             struct gr_batch_info bi;
             CHECK(gr_batch_validate_one(r.data, r.len, 0, &bi) == GR_BATCH_OK);
@@ -172,40 +172,40 @@ static void test_roll_and_index(void) {
     snprintf(p, sizeof p, "%s/%020d.index", pdir("roll-0"), 0);
     CHECK(stat(p, &st) == 0 && st.st_size % 8 == 0 && st.st_size > 0);
     /* Reopen (clean: flush + recovery point) keeps everything, and the indexes still work. */
-    CHECK(gr_log_flush(log) == 0);
-    int64_t rp = gr_log_recovery_point(log);
+    CHECK(gr_plog_flush(log) == 0);
+    int64_t rp = gr_plog_recovery_point(log);
     CHECK(rp == expect);
-    int segs = gr_log_segment_count(log);
-    gr_log_close(log);
+    int segs = gr_plog_segment_count(log);
+    gr_plog_close(log);
     log = open_log("roll-0", 4096, rp);
-    CHECK(gr_log_end_offset(log) == expect && gr_log_segment_count(log) == segs);
+    CHECK(gr_plog_end_offset(log) == expect && gr_plog_segment_count(log) == segs);
     for (int64_t o = 0; o < expect; o += 7) {
-        struct gr_log_read_result r;
-        CHECK(gr_log_read(log, o, 1, -1, true, &r) == 0 && r.len > 0);
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(log, o, 1, -1, true, &r) == 0 && r.len > 0);
         if (r.len) CHECK(gr_batch_base_offset(r.data) <= o && gr_batch_last_offset(r.data) >= o);
         free(r.data);
     }
     /* Reopen with recovery point 0: full recovery gives the same log. */
-    gr_log_close(log);
+    gr_plog_close(log);
     log = open_log("roll-0", 4096, 0);
-    CHECK(gr_log_end_offset(log) == expect && gr_log_segment_count(log) == segs);
+    CHECK(gr_plog_end_offset(log) == expect && gr_plog_segment_count(log) == segs);
     CHECK(read_all(log, 0) == expect);
     /* Corrupt index file of an old segment: rebuilt on open. */
-    gr_log_close(log);
+    gr_plog_close(log);
     int fd = open(p, O_WRONLY);
     CHECK(fd >= 0 && pwrite(fd, "\xff\xff\xff\xff\0\0\0\0garbage!", 16, 0) == 16);
     close(fd);
     log = open_log("roll-0", 4096, rp);
-    CHECK(gr_log_end_offset(log) == expect);
+    CHECK(gr_plog_end_offset(log) == expect);
     CHECK(read_all(log, 0) == expect);
     /* Timestamps: ts = 10000 + offset for every record. */
     int64_t off, ts;
-    CHECK(gr_log_offset_for_timestamp(log, 10000 + 123, &off, &ts) == 0 && off == 123 && ts == 10123);
-    CHECK(gr_log_offset_for_timestamp(log, 0, &off, &ts) == 0 && off == 0 && ts == 10000);
-    CHECK(gr_log_offset_for_timestamp(log, 10000 + expect, &off, &ts) == 0 && off == -1 && ts == -1);
-    CHECK(gr_log_offset_for_timestamp(log, GR_LIST_OFFSETS_LATEST, &off, &ts) == 0 && off == expect);
-    CHECK(gr_log_offset_for_timestamp(log, GR_LIST_OFFSETS_EARLIEST, &off, &ts) == 0 && off == 0);
-    gr_log_close(log);
+    CHECK(gr_plog_offset_for_timestamp(log, 10000 + 123, &off, &ts) == 0 && off == 123 && ts == 10123);
+    CHECK(gr_plog_offset_for_timestamp(log, 0, &off, &ts) == 0 && off == 0 && ts == 10000);
+    CHECK(gr_plog_offset_for_timestamp(log, 10000 + expect, &off, &ts) == 0 && off == -1 && ts == -1);
+    CHECK(gr_plog_offset_for_timestamp(log, GR_LIST_OFFSETS_LATEST, &off, &ts) == 0 && off == expect);
+    CHECK(gr_plog_offset_for_timestamp(log, GR_LIST_OFFSETS_EARLIEST, &off, &ts) == 0 && off == 0);
+    gr_plog_close(log);
 }
 
 static char *seg_path(const char *name, int64_t base) {
@@ -216,22 +216,22 @@ static char *seg_path(const char *name, int64_t base) {
 
 static void test_recovery(void) {
     /* torn last batch */
-    struct gr_log *log = open_log("torn-0", 0, 0);
+    struct gr_plog *log = open_log("torn-0", 0, 0);
     for (int i = 0; i < 10; i++) append(log, 3, 50, 1, 0);
-    gr_log_close(log);
+    gr_plog_close(log);
     struct stat st;
     CHECK(stat(seg_path("torn-0", 0), &st) == 0);
     CHECK(truncate(seg_path("torn-0", 0), st.st_size - 20) == 0);
     log = open_log("torn-0", 0, 0);
-    CHECK(gr_log_end_offset(log) == 27);
+    CHECK(gr_plog_end_offset(log) == 27);
     CHECK(read_all(log, 0) == 27);
     CHECK(append(log, 1, 5, 1, 0) == 27); /* appends continue at the new end */
-    gr_log_close(log);
+    gr_plog_close(log);
 
     /* garbage tail */
     log = open_log("garbage-0", 0, 0);
     for (int i = 0; i < 10; i++) append(log, 2, 30, 1, 0);
-    gr_log_close(log);
+    gr_plog_close(log);
     int fd = open(seg_path("garbage-0", 0), O_WRONLY | O_APPEND);
     uint8_t junk[777];
     srand(42);
@@ -239,9 +239,9 @@ static void test_recovery(void) {
     CHECK(write(fd, junk, sizeof junk) == (ssize_t)sizeof junk);
     close(fd);
     log = open_log("garbage-0", 0, 0);
-    CHECK(gr_log_end_offset(log) == 20);
+    CHECK(gr_plog_end_offset(log) == 20);
     CHECK(read_all(log, 0) == 20);
-    gr_log_close(log);
+    gr_plog_close(log);
     CHECK(stat(seg_path("garbage-0", 0), &st) == 0);
     off_t good = st.st_size;
 
@@ -253,16 +253,16 @@ static void test_recovery(void) {
     CHECK(pwrite(fd, &byte, 1, good - 5) == 1);
     close(fd);
     log = open_log("garbage-0", 0, 0);
-    CHECK(gr_log_end_offset(log) == 18);
+    CHECK(gr_plog_end_offset(log) == 18);
     CHECK(read_all(log, 0) == 18);
-    gr_log_close(log);
+    gr_plog_close(log);
 
     /* Corruption in an older segment (below no recovery point): later segments are dropped. */
     log = open_log("multi-0", 1024, 0);
     for (int i = 0; i < 40; i++) append(log, 2, 60, 1, 0);
-    int segs = gr_log_segment_count(log);
+    int segs = gr_plog_segment_count(log);
     CHECK(segs > 4);
-    gr_log_close(log);
+    gr_plog_close(log);
     /* segment 2's base: read the directory listing via reopen later; corrupt segment 0's last byte */
     CHECK(stat(seg_path("multi-0", 0), &st) == 0);
     fd = open(seg_path("multi-0", 0), O_RDWR);
@@ -271,73 +271,73 @@ static void test_recovery(void) {
     CHECK(pwrite(fd, &byte, 1, st.st_size - 1) == 1);
     close(fd);
     log = open_log("multi-0", 1024, 0);
-    CHECK(gr_log_segment_count(log) == 1);
-    int64_t end = gr_log_end_offset(log);
+    CHECK(gr_plog_segment_count(log) == 1);
+    int64_t end = gr_plog_end_offset(log);
     CHECK(end > 0 && end < 80);
     CHECK(read_all(log, 0) == end);
-    gr_log_close(log);
+    gr_plog_close(log);
 }
 
 static void test_retention(void) {
-    struct gr_log *log = open_log("ret-0", 1024, 0);
+    struct gr_plog *log = open_log("ret-0", 1024, 0);
     int64_t now = 1000000;
     /* batch timestamps: old ones first */
     for (int i = 0; i < 40; i++) append(log, 2, 60, now - 100000 + i * 2000, 0);
-    int segs = gr_log_segment_count(log);
+    int segs = gr_plog_segment_count(log);
     CHECK(segs > 5);
-    int64_t total = gr_log_size_bytes(log);
+    int64_t total = gr_plog_size_bytes(log);
     /* nothing expired with a long retention */
-    CHECK(gr_log_apply_retention(log, 1000000, -1, now) == 0);
+    CHECK(gr_plog_apply_retention(log, 1000000, -1, now) == 0);
     /* time: everything older than 50 s goes (but never the active segment) */
-    int del = gr_log_apply_retention(log, 50000, -1, now);
+    int del = gr_plog_apply_retention(log, 50000, -1, now);
     CHECK(del > 0 && del < segs);
-    int64_t lso = gr_log_start_offset(log);
+    int64_t lso = gr_plog_start_offset(log);
     CHECK(lso > 0);
-    struct gr_log_read_result r;
-    CHECK(gr_log_read(log, lso - 1, 100, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, lso - 1, 100, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
     CHECK(read_all(log, lso) == 80);
     /* remaining segments' newest timestamps are within 50 s */
     int64_t off, ts;
-    CHECK(gr_log_offset_for_timestamp(log, 0, &off, &ts) == 0 && off >= lso);
+    CHECK(gr_plog_offset_for_timestamp(log, 0, &off, &ts) == 0 && off >= lso);
     /* size: keep at most ~2 KiB */
-    del = gr_log_apply_retention(log, -1, 1500, now);
+    del = gr_plog_apply_retention(log, -1, 1500, now);
     CHECK(del > 0);
-    CHECK(gr_log_size_bytes(log) >= 1500 || gr_log_segment_count(log) == 1);
-    CHECK(gr_log_size_bytes(log) < total);
+    CHECK(gr_plog_size_bytes(log) >= 1500 || gr_plog_segment_count(log) == 1);
+    CHECK(gr_plog_size_bytes(log) < total);
     /* everything expired: only the active segment stays */
-    gr_log_apply_retention(log, 0, -1, now + 10000000);
-    CHECK(gr_log_segment_count(log) == 1);
-    CHECK(gr_log_end_offset(log) == 80);
-    int64_t lso2 = gr_log_start_offset(log);
+    gr_plog_apply_retention(log, 0, -1, now + 10000000);
+    CHECK(gr_plog_segment_count(log) == 1);
+    CHECK(gr_plog_end_offset(log) == 80);
+    int64_t lso2 = gr_plog_start_offset(log);
     CHECK(read_all(log, lso2) == 80);
-    gr_log_close(log);
+    gr_plog_close(log);
     /* reopen: log start is the first segment */
     log = open_log("ret-0", 1024, 0);
-    CHECK(gr_log_start_offset(log) == lso2 && gr_log_end_offset(log) == 80);
-    gr_log_close(log);
+    CHECK(gr_plog_start_offset(log) == lso2 && gr_plog_end_offset(log) == 80);
+    gr_plog_close(log);
 }
 
 static void test_truncate_and_epochs(void) {
-    struct gr_log *log = open_log("epoch-0", 1024, 0);
+    struct gr_plog *log = open_log("epoch-0", 1024, 0);
     int64_t eo;
     int32_t ep;
-    CHECK(gr_log_end_offset_for_epoch(log, 0, &eo, &ep) == 0 && eo == -1 && ep == -1);
+    CHECK(gr_plog_end_offset_for_epoch(log, 0, &eo, &ep) == 0 && eo == -1 && ep == -1);
     for (int i = 0; i < 10; i++) append(log, 2, 40, 1, 1); /* epoch 1: 0..19 */
     for (int i = 0; i < 10; i++) append(log, 2, 40, 1, 3); /* epoch 3: 20..39 */
     for (int i = 0; i < 5; i++) append(log, 2, 40, 1, 4);  /* epoch 4: 40..49 */
     int32_t epochs[8];
     int64_t starts[8];
-    CHECK(gr_log_epoch_entries(log, epochs, starts, 8) == 3);
+    CHECK(gr_plog_epoch_entries(log, epochs, starts, 8) == 3);
     CHECK(epochs[0] == 1 && starts[0] == 0 && epochs[1] == 3 && starts[1] == 20 && epochs[2] == 4 && starts[2] == 40);
-    CHECK(gr_log_latest_epoch(log) == 4);
+    CHECK(gr_plog_latest_epoch(log) == 4);
     /* OffsetsForLeaderEpoch */
-    CHECK(gr_log_end_offset_for_epoch(log, 4, &eo, &ep) == 0 && eo == 50 && ep == 4);
-    CHECK(gr_log_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 40 && ep == 3);
-    CHECK(gr_log_end_offset_for_epoch(log, 2, &eo, &ep) == 0 && eo == 20 && ep == 1);
-    CHECK(gr_log_end_offset_for_epoch(log, 1, &eo, &ep) == 0 && eo == 20 && ep == 1);
-    CHECK(gr_log_end_offset_for_epoch(log, 0, &eo, &ep) == 0 && eo == 0 && ep == 0);
-    CHECK(gr_log_end_offset_for_epoch(log, 5, &eo, &ep) == 0 && eo == -1 && ep == -1);
-    CHECK(gr_log_end_offset_for_epoch(log, -1, &eo, &ep) == 0 && eo == -1 && ep == -1);
+    CHECK(gr_plog_end_offset_for_epoch(log, 4, &eo, &ep) == 0 && eo == 50 && ep == 4);
+    CHECK(gr_plog_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 40 && ep == 3);
+    CHECK(gr_plog_end_offset_for_epoch(log, 2, &eo, &ep) == 0 && eo == 20 && ep == 1);
+    CHECK(gr_plog_end_offset_for_epoch(log, 1, &eo, &ep) == 0 && eo == 20 && ep == 1);
+    CHECK(gr_plog_end_offset_for_epoch(log, 0, &eo, &ep) == 0 && eo == 0 && ep == 0);
+    CHECK(gr_plog_end_offset_for_epoch(log, 5, &eo, &ep) == 0 && eo == -1 && ep == -1);
+    CHECK(gr_plog_end_offset_for_epoch(log, -1, &eo, &ep) == 0 && eo == -1 && ep == -1);
 
     /* checkpoint file format */
     char p[512], buf[256];
@@ -350,26 +350,26 @@ static void test_truncate_and_epochs(void) {
     CHECK(strcmp(buf, "0\n3\n1 0\n3 20\n4 40\n") == 0);
 
     /* Truncate into epoch 3, mid-batch (offset 31 is inside batch 30..31): LEO = 30. */
-    CHECK(gr_log_truncate_to(log, 31) == 0);
-    CHECK(gr_log_end_offset(log) == 30);
-    CHECK(gr_log_epoch_entries(log, epochs, starts, 8) == 2);
-    CHECK(gr_log_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 30 && ep == 3);
+    CHECK(gr_plog_truncate_to(log, 31) == 0);
+    CHECK(gr_plog_end_offset(log) == 30);
+    CHECK(gr_plog_epoch_entries(log, epochs, starts, 8) == 2);
+    CHECK(gr_plog_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 30 && ep == 3);
     CHECK(read_all(log, 0) == 30);
     CHECK(append(log, 2, 40, 1, 6) == 30);
-    CHECK(gr_log_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 30 && ep == 3);
-    CHECK(gr_log_end_offset_for_epoch(log, 5, &eo, &ep) == 0 && eo == 30 && ep == 3);
+    CHECK(gr_plog_end_offset_for_epoch(log, 3, &eo, &ep) == 0 && eo == 30 && ep == 3);
+    CHECK(gr_plog_end_offset_for_epoch(log, 5, &eo, &ep) == 0 && eo == 30 && ep == 3);
     /* truncate to a batch boundary in an earlier segment, segments after it go */
-    int segs = gr_log_segment_count(log);
-    CHECK(gr_log_truncate_to(log, 10) == 0);
-    CHECK(gr_log_end_offset(log) == 10 && gr_log_segment_count(log) < segs);
-    CHECK(gr_log_epoch_entries(log, epochs, starts, 8) == 1 && epochs[0] == 1);
+    int segs = gr_plog_segment_count(log);
+    CHECK(gr_plog_truncate_to(log, 10) == 0);
+    CHECK(gr_plog_end_offset(log) == 10 && gr_plog_segment_count(log) < segs);
+    CHECK(gr_plog_epoch_entries(log, epochs, starts, 8) == 1 && epochs[0] == 1);
     CHECK(read_all(log, 0) == 10);
     CHECK(append(log, 1, 40, 1, 7) == 10);
     /* reopen preserves epochs and offsets */
-    gr_log_close(log);
+    gr_plog_close(log);
     log = open_log("epoch-0", 1024, 0);
-    CHECK(gr_log_end_offset(log) == 11);
-    CHECK(gr_log_epoch_entries(log, epochs, starts, 8) == 2 && epochs[1] == 7 && starts[1] == 10);
+    CHECK(gr_plog_end_offset(log) == 11);
+    CHECK(gr_plog_epoch_entries(log, epochs, starts, 8) == 2 && epochs[1] == 7 && starts[1] == 10);
 
     /* Follower appends: batches from a "leader" with epochs 7 and 9. */
     size_t l1, l2;
@@ -384,61 +384,61 @@ static void test_truncate_and_epochs(void) {
     struct gr_append_info info;
     /* gap: starts at 12 instead of 11 */
     gr_batch_set_base_offset(both, 12);
-    CHECK(gr_log_append_as_follower(log, both, l1 + l2, &info) == -ERANGE);
+    CHECK(gr_plog_append_as_follower(log, both, l1 + l2, &info) == -ERANGE);
     gr_batch_set_base_offset(both, 11);
-    CHECK(gr_log_append_as_follower(log, both, l1 + l2, &info) == 0 && info.error == 0);
+    CHECK(gr_plog_append_as_follower(log, both, l1 + l2, &info) == 0 && info.error == 0);
     CHECK(info.first_offset == 11 && info.last_offset == 15);
-    CHECK(gr_log_end_offset(log) == 16);
-    CHECK(gr_log_latest_epoch(log) == 9);
-    CHECK(gr_log_end_offset_for_epoch(log, 7, &eo, &ep) == 0 && eo == 14 && ep == 7);
+    CHECK(gr_plog_end_offset(log) == 16);
+    CHECK(gr_plog_latest_epoch(log) == 9);
+    CHECK(gr_plog_end_offset_for_epoch(log, 7, &eo, &ep) == 0 && eo == 14 && ep == 7);
     both[l1 + 40] ^= 1;
     gr_batch_set_base_offset(both, 16);
     gr_batch_set_base_offset(both + l1, 19);
-    CHECK(gr_log_append_as_follower(log, both, l1 + l2, &info) == GR_ECORRUPT);
-    CHECK(gr_log_end_offset(log) == 16);
+    CHECK(gr_plog_append_as_follower(log, both, l1 + l2, &info) == GR_ECORRUPT);
+    CHECK(gr_plog_end_offset(log) == 16);
     free(b1);
     free(b2);
     free(both);
 
     /* Truncate fully and start elsewhere. */
-    CHECK(gr_log_truncate_fully_and_start_at(log, 1000) == 0);
-    CHECK(gr_log_start_offset(log) == 1000 && gr_log_end_offset(log) == 1000 && gr_log_segment_count(log) == 1);
-    CHECK(gr_log_latest_epoch(log) == -1);
-    struct gr_log_read_result r;
-    CHECK(gr_log_read(log, 5, 100, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
+    CHECK(gr_plog_truncate_fully_and_start_at(log, 1000) == 0);
+    CHECK(gr_plog_start_offset(log) == 1000 && gr_plog_end_offset(log) == 1000 && gr_plog_segment_count(log) == 1);
+    CHECK(gr_plog_latest_epoch(log) == -1);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, 5, 100, -1, true, &r) == 0 && r.error == GR_KERR_OFFSET_OUT_OF_RANGE);
     CHECK(append(log, 2, 10, 1, 11) == 1000);
-    gr_log_close(log);
+    gr_plog_close(log);
     log = open_log("epoch-0", 1024, 0);
-    CHECK(gr_log_start_offset(log) == 1000 && gr_log_end_offset(log) == 1002);
-    CHECK(gr_log_latest_epoch(log) == 11);
+    CHECK(gr_plog_start_offset(log) == 1000 && gr_plog_end_offset(log) == 1002);
+    CHECK(gr_plog_latest_epoch(log) == 11);
     /* truncate_to below the first segment = truncate fully */
-    CHECK(gr_log_truncate_to(log, 500) == 0);
-    CHECK(gr_log_start_offset(log) == 500 && gr_log_end_offset(log) == 500);
-    CHECK(gr_log_delete(log) == 0);
+    CHECK(gr_plog_truncate_to(log, 500) == 0);
+    CHECK(gr_plog_start_offset(log) == 500 && gr_plog_end_offset(log) == 500);
+    CHECK(gr_plog_delete(log) == 0);
     struct stat st;
     CHECK(stat(pdir("epoch-0"), &st) < 0 && errno == ENOENT);
 }
 
 static void test_flush_policy(void) {
-    struct gr_log_config cfg;
-    gr_log_config_defaults(&cfg);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
     cfg.flush_messages = 5;
-    struct gr_log *log = NULL;
-    CHECK(gr_log_open_dir(pdir("flush-0"), &cfg, 0, &log) == 0);
+    struct gr_plog *log = NULL;
+    CHECK(gr_plog_open_dir(pdir("flush-0"), &cfg, 0, &log) == 0);
     append(log, 2, 10, 1, 0);
-    CHECK(gr_log_recovery_point(log) == 0);
+    CHECK(gr_plog_recovery_point(log) == 0);
     append(log, 3, 10, 1, 0);
-    CHECK(gr_log_recovery_point(log) == 5);
+    CHECK(gr_plog_recovery_point(log) == 5);
     append(log, 1, 10, 1, 0);
-    CHECK(gr_log_recovery_point(log) == 5);
-    CHECK(gr_log_flush(log) == 0 && gr_log_recovery_point(log) == 6);
-    gr_log_close(log);
+    CHECK(gr_plog_recovery_point(log) == 5);
+    CHECK(gr_plog_flush(log) == 0 && gr_plog_recovery_point(log) == 6);
+    gr_plog_close(log);
     char topic[64];
     int32_t part;
-    CHECK(gr_log_parse_dir_name("my-topic-12", topic, sizeof topic, &part) == 0 && part == 12 &&
+    CHECK(gr_plog_parse_dir_name("my-topic-12", topic, sizeof topic, &part) == 0 && part == 12 &&
           strcmp(topic, "my-topic") == 0);
-    CHECK(gr_log_parse_dir_name("nodash", topic, sizeof topic, &part) == -EINVAL);
-    CHECK(gr_log_parse_dir_name("t-x", topic, sizeof topic, &part) == -EINVAL);
+    CHECK(gr_plog_parse_dir_name("nodash", topic, sizeof topic, &part) == -EINVAL);
+    CHECK(gr_plog_parse_dir_name("t-x", topic, sizeof topic, &part) == -EINVAL);
 }
 
 int main(void) {

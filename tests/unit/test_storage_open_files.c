@@ -42,10 +42,10 @@ static int g_fail;
 
 static char g_root[128];
 static int g_base_fds, g_max_fds;
-static struct gr_log_config g_cfg;
+static struct gr_plog_config g_cfg;
 
 struct tlog {
-    struct gr_log *log;
+    struct gr_plog *log;
     int64_t leo;
     bool flushed; /* flushed after the last append (reopened with its recovery point) */
 };
@@ -106,7 +106,7 @@ static void append_n(int i, int nrec) {
     size_t len;
     uint8_t *b = gr_batch_build(recs, nrec, NULL, &len);
     struct gr_append_info info;
-    int rc = gr_log_append_as_leader(t->log, b, len, 1, &info);
+    int rc = gr_plog_append_as_leader(t->log, b, len, 1, &info);
     free(b);
     CHECK(rc == 0 && info.error == GR_KERR_NONE);
     CHECK(info.first_offset == t->leo && info.last_offset == t->leo + nrec - 1);
@@ -117,8 +117,8 @@ static void append_n(int i, int nrec) {
 /* Reads from `off` (one call) and checks the batches: the first contains off, offsets are
  * contiguous, every value is the one written. */
 static void check_read_at(int i, int64_t off) {
-    struct gr_log_read_result r;
-    CHECK(gr_log_read(g_logs[i].log, off, 2048, -1, true, &r) == 0);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(g_logs[i].log, off, 2048, -1, true, &r) == 0);
     CHECK(r.error == GR_KERR_NONE && r.log_end_offset == g_logs[i].leo);
     if (off == g_logs[i].leo) {
         CHECK(r.len == 0);
@@ -145,8 +145,8 @@ static void check_read_at(int i, int64_t off) {
 static int64_t check_read_all(int i) {
     int64_t off = 0;
     while (off < g_logs[i].leo) {
-        struct gr_log_read_result r;
-        CHECK(gr_log_read(g_logs[i].log, off, 1 << 16, -1, true, &r) == 0);
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(g_logs[i].log, off, 1 << 16, -1, true, &r) == 0);
         if (r.error != GR_KERR_NONE || r.len == 0) {
             CHECK(!"read_all stopped early");
             free(r.data);
@@ -160,7 +160,7 @@ static int64_t check_read_all(int i) {
 }
 
 static void open_log(int i, int64_t recovery_point) {
-    int rc = gr_log_open_dir(ldir(i), &g_cfg, recovery_point, &g_logs[i].log);
+    int rc = gr_plog_open_dir(ldir(i), &g_cfg, recovery_point, &g_logs[i].log);
     CHECK(rc == 0);
 }
 
@@ -256,20 +256,20 @@ static void *worker(void *arg) {
             size_t len;
             uint8_t *b = gr_batch_build(r, 2, NULL, &len);
             struct gr_append_info info;
-            CHECK(gr_log_append_as_leader(g_logs[i].log, b, len, 1, &info) == 0 && info.error == 0);
+            CHECK(gr_plog_append_as_leader(g_logs[i].log, b, len, 1, &info) == 0 && info.error == 0);
             free(b);
             g_tcount[i] += 2;
         } else {
-            struct gr_log_read_result res;
-            int64_t end = gr_log_end_offset(g_logs[i].log);
-            CHECK(gr_log_read(g_logs[i].log, end > 0 ? (int64_t)((s >> 40) % (uint64_t)end) : 0, 4096, -1, true,
+            struct gr_plog_read_result res;
+            int64_t end = gr_plog_end_offset(g_logs[i].log);
+            CHECK(gr_plog_read(g_logs[i].log, end > 0 ? (int64_t)((s >> 40) % (uint64_t)end) : 0, 4096, -1, true,
                               &res) == 0);
             if (res.len) {
                 struct gr_batch_summary sm;
                 CHECK(gr_batch_validate_all(res.data, res.len, 0, &sm) == GR_BATCH_OK && sm.offsets_contiguous);
             }
             free(res.data);
-            if (k % 100 == 0) CHECK(gr_log_flush(g_logs[i].log) == 0);
+            if (k % 100 == 0) CHECK(gr_plog_flush(g_logs[i].log) == 0);
         }
     }
     return NULL;
@@ -306,7 +306,7 @@ int main(void) {
     gr_storage_set_max_open_files(BOUND);
     CHECK(gr_storage_max_open_files() == BOUND);
     g_base_fds = count_fds();
-    gr_log_config_defaults(&g_cfg);
+    gr_plog_config_defaults(&g_cfg);
     g_cfg.segment_bytes = SEG_BYTES;
     g_cfg.index_interval_bytes = INTERVAL;
 
@@ -329,7 +329,7 @@ int main(void) {
         check_read_at(j, g_logs[j].leo ? (int64_t)rnd((uint32_t)g_logs[j].leo + 1) : 0);
         if (k % 64 == 0) note_fds();
     }
-    for (int i = 0; i < NHOT; i++) CHECK(gr_log_segment_count(g_logs[i].log) > 3);
+    for (int i = 0; i < NHOT; i++) CHECK(gr_plog_segment_count(g_logs[i].log) > 3);
 
     /* 3. a flush of a log whose descriptor was evicted still syncs and moves the recovery point */
     append_n(0, 3);
@@ -337,9 +337,9 @@ int main(void) {
     {
         struct gr_storage_fd_stats s1, s2;
         gr_storage_fd_stats(&s1);
-        CHECK(gr_log_recovery_point(g_logs[0].log) < g_logs[0].leo);
-        CHECK(gr_log_flush(g_logs[0].log) == 0);
-        CHECK(gr_log_recovery_point(g_logs[0].log) == g_logs[0].leo);
+        CHECK(gr_plog_recovery_point(g_logs[0].log) < g_logs[0].leo);
+        CHECK(gr_plog_flush(g_logs[0].log) == 0);
+        CHECK(gr_plog_recovery_point(g_logs[0].log) == g_logs[0].leo);
         gr_storage_fd_stats(&s2);
         CHECK(s2.opens == s1.opens + 1); /* reopened to fsync */
         CHECK(s1.evictions > 0);
@@ -373,8 +373,8 @@ int main(void) {
         CHECK(setrlimit(RLIMIT_NOFILE, &tight) == 0);
         CHECK(open("/dev/null", O_RDONLY) < 0 && errno == EMFILE);
         append_n(NLOGS - 1, 2);
-        struct gr_log_read_result r;
-        CHECK(gr_log_read(g_logs[0].log, 0, 1024, -1, true, &r) == 0 && r.len > 0);
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(g_logs[0].log, 0, 1024, -1, true, &r) == 0 && r.len > 0);
         free(r.data);
         CHECK(setrlimit(RLIMIT_NOFILE, &cur) == 0);
         for (int k = 0; k < nf; k++) close(fillers[k]);
@@ -406,10 +406,10 @@ int main(void) {
     int idx_entries = 0;
     for (int i = 0; i < NLOGS; i++) {
         if (i % 2 == 0) {
-            CHECK(gr_log_flush(g_logs[i].log) == 0);
+            CHECK(gr_plog_flush(g_logs[i].log) == 0);
             g_logs[i].flushed = true;
         }
-        gr_log_close(g_logs[i].log);
+        gr_plog_close(g_logs[i].log);
         g_logs[i].log = NULL;
         int e = check_index_files(i);
         CHECK(e >= 0);
@@ -422,7 +422,7 @@ int main(void) {
     /* 6. reopen: flushed logs take the load path, the others are recovered */
     for (int i = 0; i < NLOGS; i++) {
         open_log(i, g_logs[i].flushed ? g_logs[i].leo : 0);
-        CHECK(gr_log_end_offset(g_logs[i].log) == g_logs[i].leo);
+        CHECK(gr_plog_end_offset(g_logs[i].log) == g_logs[i].leo);
         if (i % 100 == 0) note_fds();
     }
     for (int k = 0; k < 4000; k++) {
@@ -438,19 +438,19 @@ int main(void) {
 
     /* 7. torn tails are cut on recovery, whether the log claims to be flushed or not */
     for (int i = 0; i < 20; i++) {
-        int64_t size = gr_log_size_bytes(g_logs[i].log);
-        gr_log_close(g_logs[i].log);
+        int64_t size = gr_plog_size_bytes(g_logs[i].log);
+        gr_plog_close(g_logs[i].log);
         static const uint8_t torn[] = {0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1, 0, 0, 0, 0, 1, 2, 0xde, 0xad};
         add_garbage(i, torn, sizeof torn);
         open_log(i, i % 2 ? g_logs[i].leo : 0);
-        CHECK(gr_log_end_offset(g_logs[i].log) == g_logs[i].leo);
-        CHECK(gr_log_size_bytes(g_logs[i].log) == size);
+        CHECK(gr_plog_end_offset(g_logs[i].log) == g_logs[i].leo);
+        CHECK(gr_plog_size_bytes(g_logs[i].log) == size);
         append_n(i, 2);
         CHECK(check_read_all(i) == g_logs[i].leo);
     }
 
     /* 8. threads share a tiny cache (bound 8): pinned descriptors are never closed under a user */
-    for (int i = 0; i < TLOGS; i++) g_tcount[i] = gr_log_end_offset(g_logs[i].log);
+    for (int i = 0; i < TLOGS; i++) g_tcount[i] = gr_plog_end_offset(g_logs[i].log);
     gr_storage_set_max_open_files(8);
     gr_storage_fd_stats(&st);
     CHECK(st.open <= 8);
@@ -461,11 +461,11 @@ int main(void) {
     for (int t = 0; t < NTHREADS; t++) pthread_join(th[t], NULL);
     __atomic_store_n(&g_stop_sampler, 1, __ATOMIC_RELEASE);
     pthread_join(smp, NULL);
-    for (int i = 0; i < TLOGS; i++) CHECK(gr_log_end_offset(g_logs[i].log) == g_tcount[i]);
+    for (int i = 0; i < TLOGS; i++) CHECK(gr_plog_end_offset(g_logs[i].log) == g_tcount[i]);
     printf("threads with bound 8: max %d fds above baseline\n", tmax);
     CHECK(tmax <= 8 + 3 * NTHREADS + SLACK);
 
-    for (int i = 0; i < NLOGS; i++) gr_log_close(g_logs[i].log);
+    for (int i = 0; i < NLOGS; i++) gr_plog_close(g_logs[i].log);
     gr_storage_fd_stats(&st);
     CHECK(st.open == 0);
     CHECK(count_fds() == g_base_fds);

@@ -21,7 +21,7 @@ static int g_fail;
         }                                                                         \
     } while (0)
 
-static struct gr_log *g_log;
+static struct gr_plog *g_log;
 static volatile int g_stop;
 
 static void *writer(void *arg) {
@@ -31,7 +31,7 @@ static void *writer(void *arg) {
         size_t len;
         uint8_t *b = gr_batch_build(r, 1 + i % 3, NULL, &len);
         struct gr_append_info info;
-        CHECK(gr_log_append_as_leader(g_log, b, len, 1, &info) == 0 && info.error == 0);
+        CHECK(gr_plog_append_as_leader(g_log, b, len, 1, &info) == 0 && info.error == 0);
         free(b);
     }
     return NULL;
@@ -41,8 +41,8 @@ static void *reader(void *arg) {
     (void)arg;
     int64_t off = 0;
     while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
-        struct gr_log_read_result res;
-        CHECK(gr_log_read(g_log, off, 4096, -1, true, &res) == 0);
+        struct gr_plog_read_result res;
+        CHECK(gr_plog_read(g_log, off, 4096, -1, true, &res) == 0);
         if (res.error == GR_KERR_OFFSET_OUT_OF_RANGE) {
             off = res.log_start_offset;
             continue;
@@ -53,7 +53,7 @@ static void *reader(void *arg) {
             off = res.next_offset;
             free(res.data);
         }
-        gr_log_flush_if_due(g_log);
+        gr_plog_flush_if_due(g_log);
     }
     return NULL;
 }
@@ -69,24 +69,24 @@ int main(void) {
     if (!mkdtemp(root)) return 1;
     char dir[256];
     snprintf(dir, sizeof dir, "%s/t-0", root);
-    struct gr_log_config cfg;
-    gr_log_config_defaults(&cfg);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
     cfg.segment_bytes = 8192;
     cfg.flush_ms = 5;
-    CHECK(gr_log_open_dir(dir, &cfg, 0, &g_log) == 0);
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &g_log) == 0);
     pthread_t w[2], r[2];
     for (int i = 0; i < 2; i++) pthread_create(&w[i], NULL, writer, NULL);
     for (int i = 0; i < 2; i++) pthread_create(&r[i], NULL, reader, NULL);
-    for (int i = 0; i < 20; i++) gr_log_apply_retention(g_log, -1, 64 * 1024, 0);
+    for (int i = 0; i < 20; i++) gr_plog_apply_retention(g_log, -1, 64 * 1024, 0);
     for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++) pthread_join(r[i], NULL);
     /* 2 writers x 1500 batches x (1+2+3)/3 records avg = 6000 records */
-    CHECK(gr_log_end_offset(g_log) == 6000);
-    CHECK(gr_log_truncate_to(g_log, 5000) == 0);
-    CHECK(gr_log_end_offset(g_log) <= 5000);
-    CHECK(gr_log_flush(g_log) == 0);
-    gr_log_close(g_log);
+    CHECK(gr_plog_end_offset(g_log) == 6000);
+    CHECK(gr_plog_truncate_to(g_log, 5000) == 0);
+    CHECK(gr_plog_end_offset(g_log) <= 5000);
+    CHECK(gr_plog_flush(g_log) == 0);
+    gr_plog_close(g_log);
     nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (g_fail) fprintf(stderr, "test_storage_threads: %d failures\n", g_fail);
     else printf("test_storage_threads: ok\n");
