@@ -195,7 +195,7 @@ static void drop_racks_if_mixed(struct gr_broker_meta *m, int n)
 static int16_t check_exists_and_collisions(struct gr_broker *b, const char *name,
                                            struct gr_topic_result *res)
 {
-    if (b->metadata && gr_metadata_cache_contains_topic(b->metadata, name))
+    if (b->metadata && gr_mdc_contains_topic(b->metadata, name))
         return fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
     if (!b->zk)
         return GR_KERR_NONE;
@@ -284,7 +284,7 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
                 return fail(res, GR_KERR_UNKNOWN_SERVER_ERROR,
                             "cannot read brokers from ZooKeeper: %s", gr_kzk_strerror(rc));
         } else if (b->metadata) {
-            gr_metadata_cache_alive_brokers(b->metadata, &brokers, &nb);
+            gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
         }
         if (use_zk_brokers)
             drop_racks_if_mixed(brokers, nb);
@@ -524,7 +524,7 @@ static bool waiter_check(struct gr_topic_admin *a, struct waiter *w)
     bool all = true;
     for (int i = 0; i < w->n; i++) {
         if (!w->ready[i])
-            w->ready[i] = gr_metadata_cache_topic_ready(a->b->metadata, w->topics[i], w->nparts[i]);
+            w->ready[i] = gr_mdc_topic_ready(a->b->metadata, w->topics[i], w->nparts[i]);
         all = all && w->ready[i];
     }
     return all;
@@ -617,7 +617,7 @@ struct gr_topic_admin *gr_topic_admin_new(struct gr_broker *b)
     else
         gr_error(LOGGER, "cannot start the topic purgatory thread");
     if (b->metadata)
-        gr_metadata_cache_set_on_update(b->metadata, on_metadata_update, a);
+        gr_mdc_set_on_update(b->metadata, on_metadata_update, a);
     return a;
 }
 
@@ -626,7 +626,7 @@ void gr_topic_admin_free(struct gr_topic_admin *a)
     if (!a)
         return;
     if (a->b->metadata)
-        gr_metadata_cache_set_on_update(a->b->metadata, NULL, NULL);
+        gr_mdc_set_on_update(a->b->metadata, NULL, NULL);
     pthread_mutex_lock(&a->lock);
     a->stop = true;
     struct waiter *done = take_done_locked(a, -1, true);

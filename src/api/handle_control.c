@@ -69,7 +69,7 @@ void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
         return;
     }
     /* The cache's update hook (set by gr_broker_new) re-checks delayed topic operations. */
-    gr_metadata_cache_update(b->metadata, hdr->RequestApiVersion, rq, NULL);
+    gr_mdc_update(b->metadata, hdr->RequestApiVersion, rq, NULL);
     gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
     gr_partitions_unlock(b->partitions);
     resp->ErrorCode = GR_KERR_NONE;

@@ -56,7 +56,7 @@ static struct {
 static void finish(struct dt_wait *w) {
     for (int i = 0; i < w->n; i++) {
         struct DeleteTopicsResponse_DeletableTopicResult *r = &w->resp->Responses[w->idx[i]];
-        if (gr_metadata_cache_contains_topic(w->b->metadata, r->Name)) r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
+        if (gr_mdc_contains_topic(w->b->metadata, r->Name)) r->ErrorCode = GR_KERR_REQUEST_TIMED_OUT;
     }
     gr_api_respond(w->req, w->resp);
     free(w->idx);
@@ -65,7 +65,7 @@ static void finish(struct dt_wait *w) {
 
 static bool gone(struct dt_wait *w) {
     for (int i = 0; i < w->n; i++)
-        if (gr_metadata_cache_contains_topic(w->b->metadata, w->resp->Responses[w->idx[i]].Name)) return false;
+        if (gr_mdc_contains_topic(w->b->metadata, w->resp->Responses[w->idx[i]].Name)) return false;
     return true;
 }
 
@@ -186,7 +186,7 @@ static void handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, co
         r->ErrorMessage = NULL;
         r->ErrorCode = whole;
         if (whole != GR_KERR_NONE) continue;
-        if (!r->Name || !gr_metadata_cache_contains_topic(b->metadata, r->Name)) {
+        if (!r->Name || !gr_mdc_contains_topic(b->metadata, r->Name)) {
             r->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }

@@ -53,7 +53,7 @@ static void create_offsets_topic(struct gr_broker *b) {
     int32_t rf = b->cfg ? b->cfg->offsets_topic_replication_factor : 3;
     struct gr_broker_meta *brokers = NULL;
     int nb = 0;
-    gr_metadata_cache_alive_brokers(b->metadata, &brokers, &nb);
+    gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
     gr_broker_metas_free(brokers, nb);
     if (nb <= 0) return;
     if (nb < rf) {
@@ -88,16 +88,16 @@ static void handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req,
         e = GR_KERR_INVALID_REQUEST;
     } else if (r->KeyType == 0 && gc) {
         const char *key = r->Key ? r->Key : "";
-        if (!gr_metadata_cache_contains_topic(b->metadata, GR_OFFSETS_TOPIC)) {
+        if (!gr_mdc_contains_topic(b->metadata, GR_OFFSETS_TOPIC)) {
             create_offsets_topic(b);
         } else {
             int32_t p = gr_gc_partition_for(gc, key);
             struct gr_mdc_partition part;
-            if (gr_metadata_cache_get_partition(b->metadata, GR_OFFSETS_TOPIC, p, &part)) {
+            if (gr_mdc_get_partition(b->metadata, GR_OFFSETS_TOPIC, p, &part)) {
                 char host[256];
                 int32_t port;
                 if (part.leader >= 0 &&
-                    gr_metadata_cache_get_endpoint(b->metadata, part.leader, req->listener, host, sizeof host, &port)) {
+                    gr_mdc_get_endpoint(b->metadata, part.leader, req->listener, host, sizeof host, &port)) {
                     e = GR_KERR_NONE;
                     resp->NodeId = part.leader;
                     resp->Host = gr_api_strdup(req, host);
@@ -298,7 +298,7 @@ static void handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct OffsetCommitRequest_OffsetCommitRequestTopic *rt = &r->Topics[t];
         const char *topic = rt->Name ? rt->Name : "";
-        int nparts = gr_metadata_cache_num_partitions(b->metadata, topic);
+        int nparts = gr_mdc_num_partitions(b->metadata, topic);
         for (int i = 0; i < rt->PartitionsCount; i++, k++) {
             const struct OffsetCommitRequest_OffsetCommitRequestPartition *rp = &rt->Partitions[i];
             struct gr_gc_commit_part *p = &parts[k];
@@ -532,7 +532,7 @@ static int16_t rms_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes,
 
 static int32_t rms_num_partitions(void *ctx) {
     struct rm_storage *s = ctx;
-    return gr_metadata_cache_num_partitions(s->b->metadata, GR_OFFSETS_TOPIC);
+    return gr_mdc_num_partitions(s->b->metadata, GR_OFFSETS_TOPIC);
 }
 
 static void rms_release(void *ctx) { free(ctx); }

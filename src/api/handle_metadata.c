@@ -28,12 +28,12 @@
 
 #define LOGGER "kafka.server.KafkaApis"
 
-static bool has_alive_endpoint(const struct gr_metadata_cache *c, int32_t id, const char *listener)
+static bool has_alive_endpoint(const struct gr_mdc *c, int32_t id, const char *listener)
 {
     return gr_mdc_broker_endpoint(gr_mdc_broker(c, id), listener) != NULL;
 }
 
-static int32_t *filter_alive(struct gr_api_req *req, const struct gr_metadata_cache *c,
+static int32_t *filter_alive(struct gr_api_req *req, const struct gr_mdc *c,
                              const int32_t *ids, int n, const char *listener, bool filter,
                              int32_t *out_n)
 {
@@ -46,7 +46,7 @@ static int32_t *filter_alive(struct gr_api_req *req, const struct gr_metadata_ca
     return r;
 }
 
-static void fill_topic(struct gr_api_req *req, const struct gr_metadata_cache *c,
+static void fill_topic(struct gr_api_req *req, const struct gr_mdc *c,
                        const struct gr_mdc_topic *t, int16_t ver,
                        struct MetadataResponse_MetadataResponseTopic *out)
 {
@@ -128,7 +128,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     struct MetadataResponse *resp = gr_api_new_response(req);
     bool all = rq->TopicsCount < 0 || (ver == 0 && rq->TopicsCount == 0);
     bool allow_auto = ver < 4 || rq->AllowAutoTopicCreation;
-    struct gr_metadata_cache *c = b->metadata;
+    struct gr_mdc *c = b->metadata;
 
     /* Requested names, de-duplicated, that the cache does not know (auto-creation happens
      * outside the cache lock: it writes ZooKeeper). */
@@ -136,7 +136,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     const char **missing = gr_api_alloc(req, sizeof(char *) * (size_t)(n_req ? n_req : 1));
     int n_missing = 0;
 
-    gr_metadata_cache_rdlock(c);
+    gr_mdc_rdlock(c);
     int n_out_max = all ? gr_mdc_num_topics(c) : n_req;
     resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n_out_max ? n_out_max : 1));
     int n_out = 0;
@@ -176,7 +176,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     }
     resp->BrokersCount = k;
     resp->ControllerId = gr_mdc_controller_id(c);
-    gr_metadata_cache_unlock(c);
+    gr_mdc_unlock(c);
 
     for (int i = 0; i < n_missing; i++)
         fill_missing(b, req, missing[i], allow_auto, &resp->Topics[n_out++]);

@@ -16,7 +16,7 @@ struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id)
     b->cfg = cfg;
     b->broker_id = broker_id;
     atomic_store(&b->broker_epoch, -1);
-    b->metadata = gr_metadata_cache_new(broker_id);
+    b->metadata = gr_mdc_new(broker_id);
     b->partitions = gr_partitions_new();
     b->admin = gr_topic_admin_new(b); /* hooks itself to metadata cache updates */
     gr_apis_register_builtin();
@@ -29,7 +29,7 @@ void gr_broker_free(struct gr_broker *b)
         return;
     gr_topic_admin_free(b->admin);
     gr_partitions_free(b->partitions);
-    gr_metadata_cache_free(b->metadata);
+    gr_mdc_free(b->metadata);
     free(b);
 }
 
@@ -39,7 +39,7 @@ bool gr_broker_is_controller(struct gr_broker *b)
         return b->controller_is_active(b->controller);
     if (b->controller)
         return gr_controller_is_active(b->controller);
-    return gr_metadata_cache_controller_id(b->metadata) == b->broker_id;
+    return gr_mdc_controller_id(b->metadata) == b->broker_id;
 }
 
 int64_t gr_broker_epoch(struct gr_broker *b)

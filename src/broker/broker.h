@@ -25,7 +25,7 @@ struct gr_config;
 struct gr_kzk;
 struct gr_controller;
 struct gr_net_server;
-struct gr_metadata_cache;
+struct gr_mdc;
 struct gr_partitions;
 struct gr_partition_state;
 struct gr_topic_admin;
@@ -71,7 +71,7 @@ struct gr_broker {
     struct gr_net_server *net;
 
     /* -- owned -- */
-    struct gr_metadata_cache *metadata;
+    struct gr_mdc *metadata;
     struct gr_partitions *partitions;
     struct gr_topic_admin *admin;
 

@@ -71,12 +71,12 @@ static int find_controller(const struct gr_cs_client_config *cfg, struct target 
                 cfg->broker_id, gr_kzk_strerror(rc));
     }
     if (!cfg->metadata) return -1;
-    int32_t id = gr_metadata_cache_controller_id(cfg->metadata);
+    int32_t id = gr_mdc_controller_id(cfg->metadata);
     if (id < 0) {
         gr_info(LOGGER, "[KafkaServer id=%d] No controller known to the metadata cache", cfg->broker_id);
         return -1;
     }
-    if (!gr_metadata_cache_get_endpoint(cfg->metadata, id, cfg->listener ? cfg->listener : "PLAINTEXT", t->host,
+    if (!gr_mdc_get_endpoint(cfg->metadata, id, cfg->listener ? cfg->listener : "PLAINTEXT", t->host,
                                         sizeof t->host, &t->port)) {
         gr_info(LOGGER, "[KafkaServer id=%d] Controller %d is not in the metadata cache", cfg->broker_id, id);
         return -1;

@@ -23,13 +23,13 @@
 #include <stdint.h>
 
 struct gr_kzk;
-struct gr_metadata_cache;
+struct gr_mdc;
 
 struct gr_cs_client_config {
     int32_t broker_id;
     int64_t broker_epoch;          /* the broker's current epoch (czxid), -1 if unknown */
     struct gr_kzk *kzk;            /* borrowed; may be NULL (then only the metadata cache) */
-    struct gr_metadata_cache *metadata; /* borrowed; may be NULL */
+    struct gr_mdc *metadata; /* borrowed; may be NULL */
     const char *listener;          /* inter.broker.listener.name; NULL = the first endpoint */
     int32_t max_retries;           /* controlled.shutdown.max.retries (>= 1 attempt is made if > 0) */
     int64_t retry_backoff_ms;      /* controlled.shutdown.retry.backoff.ms */

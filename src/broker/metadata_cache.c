@@ -14,7 +14,7 @@
 
 #define LOGGER "state.change.logger"
 
-struct gr_metadata_cache {
+struct gr_mdc {
     pthread_rwlock_t lock;
     int32_t local_id;
     int32_t controller_id;
@@ -28,9 +28,9 @@ struct gr_metadata_cache {
     _Atomic uint64_t generation;
 };
 
-struct gr_metadata_cache *gr_metadata_cache_new(int32_t local_broker_id)
+struct gr_mdc *gr_mdc_new(int32_t local_broker_id)
 {
-    struct gr_metadata_cache *c = gr_calloc(1, sizeof(*c));
+    struct gr_mdc *c = gr_calloc(1, sizeof(*c));
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -69,7 +69,7 @@ static void topic_free(struct gr_mdc_topic *t)
     free(t);
 }
 
-void gr_metadata_cache_free(struct gr_metadata_cache *c)
+void gr_mdc_free(struct gr_mdc *c)
 {
     if (!c)
         return;
@@ -83,7 +83,7 @@ void gr_metadata_cache_free(struct gr_metadata_cache *c)
     free(c);
 }
 
-void gr_metadata_cache_set_on_update(struct gr_metadata_cache *c, gr_mdc_update_fn fn, void *ctx)
+void gr_mdc_set_on_update(struct gr_mdc *c, gr_mdc_update_fn fn, void *ctx)
 {
     pthread_rwlock_wrlock(&c->lock);
     c->on_update = fn;
@@ -94,7 +94,7 @@ void gr_metadata_cache_set_on_update(struct gr_metadata_cache *c, gr_mdc_update_
 /* ---- lookup (caller holds a lock) ---- */
 
 /* Index of the topic or -(insertion point) - 1. */
-static int topic_search(const struct gr_metadata_cache *c, const char *name)
+static int topic_search(const struct gr_mdc *c, const char *name)
 {
     int lo = 0, hi = c->n_topics - 1;
     while (lo <= hi) {
@@ -157,7 +157,7 @@ static int cmp_broker(const void *a, const void *b)
 
 /* ---- update (caller holds the write lock) ---- */
 
-static void set_brokers(struct gr_metadata_cache *c, int16_t version,
+static void set_brokers(struct gr_mdc *c, int16_t version,
                         const struct UpdateMetadataRequest *req)
 {
     for (int i = 0; i < c->n_brokers; i++)
@@ -210,7 +210,7 @@ static void set_brokers(struct gr_metadata_cache *c, int16_t version,
     qsort(c->brokers, (size_t)c->n_brokers, sizeof(*c->brokers), cmp_broker);
 }
 
-static void remove_partition(struct gr_metadata_cache *c, const char *topic, int32_t p)
+static void remove_partition(struct gr_mdc *c, const char *topic, int32_t p)
 {
     int ti = topic_search(c, topic);
     if (ti < 0)
@@ -231,7 +231,7 @@ static void remove_partition(struct gr_metadata_cache *c, const char *topic, int
     }
 }
 
-static void put_partition(struct gr_metadata_cache *c, const char *topic, int16_t version,
+static void put_partition(struct gr_mdc *c, const char *topic, int16_t version,
                           const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s)
 {
     int ti = topic_search(c, topic);
@@ -279,7 +279,7 @@ static void put_partition(struct gr_metadata_cache *c, const char *topic, int16_
         p->offline = dup_ids(s->OfflineReplicas, s->OfflineReplicasCount, &p->n_offline);
 }
 
-static void apply_state(struct gr_metadata_cache *c, const char *topic, int16_t version,
+static void apply_state(struct gr_mdc *c, const char *topic, int16_t version,
                         const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s,
                         int *added, int *deleted)
 {
@@ -294,7 +294,7 @@ static void apply_state(struct gr_metadata_cache *c, const char *topic, int16_t 
     }
 }
 
-void gr_metadata_cache_update(struct gr_metadata_cache *c, int16_t version,
+void gr_mdc_update(struct gr_mdc *c, int16_t version,
                               const struct UpdateMetadataRequest *req, int *n_deleted)
 {
     int added = 0, deleted = 0;
@@ -330,17 +330,17 @@ void gr_metadata_cache_update(struct gr_metadata_cache *c, int16_t version,
 
 /* ---- locked view ---- */
 
-void gr_metadata_cache_rdlock(struct gr_metadata_cache *c) { pthread_rwlock_rdlock(&c->lock); }
-void gr_metadata_cache_unlock(struct gr_metadata_cache *c) { pthread_rwlock_unlock(&c->lock); }
+void gr_mdc_rdlock(struct gr_mdc *c) { pthread_rwlock_rdlock(&c->lock); }
+void gr_mdc_unlock(struct gr_mdc *c) { pthread_rwlock_unlock(&c->lock); }
 
-int gr_mdc_num_brokers(const struct gr_metadata_cache *c) { return c->n_brokers; }
+int gr_mdc_num_brokers(const struct gr_mdc *c) { return c->n_brokers; }
 
-const struct gr_mdc_broker *gr_mdc_broker_at(const struct gr_metadata_cache *c, int i)
+const struct gr_mdc_broker *gr_mdc_broker_at(const struct gr_mdc *c, int i)
 {
     return (i >= 0 && i < c->n_brokers) ? &c->brokers[i] : NULL;
 }
 
-const struct gr_mdc_broker *gr_mdc_broker(const struct gr_metadata_cache *c, int32_t id)
+const struct gr_mdc_broker *gr_mdc_broker(const struct gr_mdc *c, int32_t id)
 {
     int lo = 0, hi = c->n_brokers - 1;
     while (lo <= hi) {
@@ -366,14 +366,14 @@ const struct gr_mdc_endpoint *gr_mdc_broker_endpoint(const struct gr_mdc_broker 
     return NULL;
 }
 
-int gr_mdc_num_topics(const struct gr_metadata_cache *c) { return c->n_topics; }
+int gr_mdc_num_topics(const struct gr_mdc *c) { return c->n_topics; }
 
-const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_metadata_cache *c, int i)
+const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_mdc *c, int i)
 {
     return (i >= 0 && i < c->n_topics) ? c->topics[i] : NULL;
 }
 
-const struct gr_mdc_topic *gr_mdc_topic(const struct gr_metadata_cache *c, const char *name)
+const struct gr_mdc_topic *gr_mdc_topic(const struct gr_mdc *c, const char *name)
 {
     if (!name)
         return NULL;
@@ -389,11 +389,11 @@ const struct gr_mdc_partition *gr_mdc_partition(const struct gr_mdc_topic *t, in
     return i >= 0 ? &t->partitions[i] : NULL;
 }
 
-int32_t gr_mdc_controller_id(const struct gr_metadata_cache *c) { return c->controller_id; }
+int32_t gr_mdc_controller_id(const struct gr_mdc *c) { return c->controller_id; }
 
 /* ---- copying helpers ---- */
 
-int32_t gr_metadata_cache_controller_id(struct gr_metadata_cache *c)
+int32_t gr_mdc_controller_id(struct gr_mdc *c)
 {
     pthread_rwlock_rdlock(&c->lock);
     int32_t id = c->controller_id;
@@ -401,7 +401,7 @@ int32_t gr_metadata_cache_controller_id(struct gr_metadata_cache *c)
     return id;
 }
 
-bool gr_metadata_cache_contains_topic(struct gr_metadata_cache *c, const char *topic)
+bool gr_mdc_contains_topic(struct gr_mdc *c, const char *topic)
 {
     pthread_rwlock_rdlock(&c->lock);
     bool r = gr_mdc_topic(c, topic) != NULL;
@@ -409,7 +409,7 @@ bool gr_metadata_cache_contains_topic(struct gr_metadata_cache *c, const char *t
     return r;
 }
 
-int gr_metadata_cache_num_partitions(struct gr_metadata_cache *c, const char *topic)
+int gr_mdc_num_partitions(struct gr_mdc *c, const char *topic)
 {
     pthread_rwlock_rdlock(&c->lock);
     const struct gr_mdc_topic *t = gr_mdc_topic(c, topic);
@@ -418,7 +418,7 @@ int gr_metadata_cache_num_partitions(struct gr_metadata_cache *c, const char *to
     return n;
 }
 
-bool gr_metadata_cache_topic_ready(struct gr_metadata_cache *c, const char *topic,
+bool gr_mdc_topic_ready(struct gr_mdc *c, const char *topic,
                                    int32_t n_partitions)
 {
     bool ok = true;
@@ -432,7 +432,7 @@ bool gr_metadata_cache_topic_ready(struct gr_metadata_cache *c, const char *topi
     return ok;
 }
 
-bool gr_metadata_cache_get_partition(struct gr_metadata_cache *c, const char *topic,
+bool gr_mdc_get_partition(struct gr_mdc *c, const char *topic,
                                      int32_t partition, struct gr_mdc_partition *out)
 {
     memset(out, 0, sizeof(*out));
@@ -448,7 +448,7 @@ bool gr_metadata_cache_get_partition(struct gr_metadata_cache *c, const char *to
     return p != NULL;
 }
 
-bool gr_metadata_cache_get_endpoint(struct gr_metadata_cache *c, int32_t broker_id,
+bool gr_mdc_get_endpoint(struct gr_mdc *c, int32_t broker_id,
                                     const char *listener, char *host, size_t hostlen,
                                     int32_t *port)
 {
@@ -462,7 +462,7 @@ bool gr_metadata_cache_get_endpoint(struct gr_metadata_cache *c, int32_t broker_
     return e != NULL;
 }
 
-void gr_metadata_cache_alive_brokers(struct gr_metadata_cache *c, struct gr_broker_meta **out,
+void gr_mdc_alive_brokers(struct gr_mdc *c, struct gr_broker_meta **out,
                                      int *n)
 {
     pthread_rwlock_rdlock(&c->lock);
@@ -484,7 +484,7 @@ void gr_broker_metas_free(struct gr_broker_meta *m, int n)
     free(m);
 }
 
-uint64_t gr_metadata_cache_generation(struct gr_metadata_cache *c)
+uint64_t gr_mdc_generation(struct gr_mdc *c)
 {
     return atomic_load(&c->generation);
 }

@@ -2,10 +2,10 @@
  * through UpdateMetadata -- live brokers with their endpoints per listener and rack, the
  * controller id, and the state of every partition. Client-facing Metadata answers come from here.
  *
- * Locking: one reader-writer lock (writer-preferring). gr_metadata_cache_update applies a whole
+ * Locking: one reader-writer lock (writer-preferring). gr_mdc_update applies a whole
  * UpdateMetadata request under the write lock, so a reader never sees half of one. Readers
  * either use the copying helpers (which lock internally) or bracket a walk of the gr_mdc_* view
- * with gr_metadata_cache_rdlock/unlock; pointers from the view are valid only until unlock.
+ * with gr_mdc_rdlock/unlock; pointers from the view are valid only until unlock.
  *
  * Ownership: the cache owns everything it returns through the view; the copying helpers return
  * malloc'd memory the caller frees as documented. */
@@ -58,66 +58,66 @@ struct gr_mdc_topic {
     struct gr_mdc_partition *partitions;
 };
 
-struct gr_metadata_cache;
+struct gr_mdc;
 
 /* Called after every applied update, outside the lock, on the thread that applied it. */
 typedef void (*gr_mdc_update_fn)(void *ctx);
 
 /* An empty cache (no brokers, controller -1). local_broker_id is used for logging only. */
-struct gr_metadata_cache *gr_metadata_cache_new(int32_t local_broker_id);
-void gr_metadata_cache_free(struct gr_metadata_cache *c);
+struct gr_mdc *gr_mdc_new(int32_t local_broker_id);
+void gr_mdc_free(struct gr_mdc *c);
 
 /* Sets the hook called after each update (NULL to clear). Set before updates can arrive. */
-void gr_metadata_cache_set_on_update(struct gr_metadata_cache *c, gr_mdc_update_fn fn, void *ctx);
+void gr_mdc_set_on_update(struct gr_mdc *c, gr_mdc_update_fn fn, void *ctx);
 
 /* Applies an UpdateMetadata request decoded at `version` (0-6): replaces the live brokers and
  * the controller id (negative -> none); if the request carries partition states, merges them
  * into the existing ones (partitions with leader -2 are removed, topics left without partitions
  * disappear). *n_deleted (if not NULL) gets the number of partitions removed. Any thread. */
-void gr_metadata_cache_update(struct gr_metadata_cache *c, int16_t version,
+void gr_mdc_update(struct gr_mdc *c, int16_t version,
                               const struct UpdateMetadataRequest *req, int *n_deleted);
 
 /* ---- locked view ---- */
-void gr_metadata_cache_rdlock(struct gr_metadata_cache *c);
-void gr_metadata_cache_unlock(struct gr_metadata_cache *c);
+void gr_mdc_rdlock(struct gr_mdc *c);
+void gr_mdc_unlock(struct gr_mdc *c);
 /* Live brokers sorted by id. */
-int gr_mdc_num_brokers(const struct gr_metadata_cache *c);
-const struct gr_mdc_broker *gr_mdc_broker_at(const struct gr_metadata_cache *c, int i);
-const struct gr_mdc_broker *gr_mdc_broker(const struct gr_metadata_cache *c, int32_t id);
+int gr_mdc_num_brokers(const struct gr_mdc *c);
+const struct gr_mdc_broker *gr_mdc_broker_at(const struct gr_mdc *c, int i);
+const struct gr_mdc_broker *gr_mdc_broker(const struct gr_mdc *c, int32_t id);
 /* The endpoint of b for listener, NULL if b has none. */
 const struct gr_mdc_endpoint *gr_mdc_broker_endpoint(const struct gr_mdc_broker *b,
                                                      const char *listener);
 /* Topics sorted by name. */
-int gr_mdc_num_topics(const struct gr_metadata_cache *c);
-const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_metadata_cache *c, int i);
-const struct gr_mdc_topic *gr_mdc_topic(const struct gr_metadata_cache *c, const char *name);
+int gr_mdc_num_topics(const struct gr_mdc *c);
+const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_mdc *c, int i);
+const struct gr_mdc_topic *gr_mdc_topic(const struct gr_mdc *c, const char *name);
 const struct gr_mdc_partition *gr_mdc_partition(const struct gr_mdc_topic *t, int32_t partition);
-int32_t gr_mdc_controller_id(const struct gr_metadata_cache *c);
+int32_t gr_mdc_controller_id(const struct gr_mdc *c);
 
 /* ---- copying helpers (lock internally; any thread) ---- */
-int32_t gr_metadata_cache_controller_id(struct gr_metadata_cache *c);
-bool gr_metadata_cache_contains_topic(struct gr_metadata_cache *c, const char *topic);
+int32_t gr_mdc_controller_id(struct gr_mdc *c);
+bool gr_mdc_contains_topic(struct gr_mdc *c, const char *topic);
 /* Number of partitions of topic in the cache (0 if unknown). */
-int gr_metadata_cache_num_partitions(struct gr_metadata_cache *c, const char *topic);
+int gr_mdc_num_partitions(struct gr_mdc *c, const char *topic);
 /* Is every partition 0..n_partitions-1 of topic present with a leader (>= 0)? */
-bool gr_metadata_cache_topic_ready(struct gr_metadata_cache *c, const char *topic,
+bool gr_mdc_topic_ready(struct gr_mdc *c, const char *topic,
                                    int32_t n_partitions);
 /* Copy of one partition's state; false if unknown. Free out->replicas/isr/offline with
  * gr_mdc_partition_release. */
-bool gr_metadata_cache_get_partition(struct gr_metadata_cache *c, const char *topic,
+bool gr_mdc_get_partition(struct gr_mdc *c, const char *topic,
                                      int32_t partition, struct gr_mdc_partition *out);
 void gr_mdc_partition_release(struct gr_mdc_partition *p);
 /* Copy of one broker's endpoint for listener: host copied into host (hostlen bytes). false when
  * the broker is not live or lacks the listener. */
-bool gr_metadata_cache_get_endpoint(struct gr_metadata_cache *c, int32_t broker_id,
+bool gr_mdc_get_endpoint(struct gr_mdc *c, int32_t broker_id,
                                     const char *listener, char *host, size_t hostlen,
                                     int32_t *port);
 /* Live brokers (id, rack) sorted by id: *out malloc'd, racks copied; free with
  * gr_broker_metas_free. */
-void gr_metadata_cache_alive_brokers(struct gr_metadata_cache *c, struct gr_broker_meta **out,
+void gr_mdc_alive_brokers(struct gr_mdc *c, struct gr_broker_meta **out,
                                      int *n);
 void gr_broker_metas_free(struct gr_broker_meta *m, int n);
 /* Increases by one with every applied update. */
-uint64_t gr_metadata_cache_generation(struct gr_metadata_cache *c);
+uint64_t gr_mdc_generation(struct gr_mdc *c);
 
 #endif

@@ -133,14 +133,14 @@ static void drop_client(struct gr_alter_isr *a) {
 static int connect_controller(struct gr_alter_isr *a) {
     struct gr_broker *b = a->b;
     if (!b->metadata) return -EHOSTUNREACH;
-    int32_t ctrl = gr_metadata_cache_controller_id(b->metadata);
+    int32_t ctrl = gr_mdc_controller_id(b->metadata);
     if (ctrl < 0) return -EHOSTUNREACH;
     if (a->cli && a->cli_broker == ctrl) return 0;
     drop_client(a);
     const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
     char host[256];
     int32_t port;
-    if (!gr_metadata_cache_get_endpoint(b->metadata, ctrl, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
+    if (!gr_mdc_get_endpoint(b->metadata, ctrl, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
         return -EHOSTUNREACH;
     int timeout = b->cfg ? b->cfg->controller_socket_timeout_ms : 30000;
     struct gr_net_client *c = NULL;

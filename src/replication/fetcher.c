@@ -112,7 +112,7 @@ static int ensure_connected(struct fetcher *f) {
     const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
     char host[256];
     int32_t port;
-    if (!b->metadata || !gr_metadata_cache_get_endpoint(b->metadata, f->leader_id, l ? l->name : "PLAINTEXT", host,
+    if (!b->metadata || !gr_mdc_get_endpoint(b->metadata, f->leader_id, l ? l->name : "PLAINTEXT", host,
                                                         sizeof host, &port))
         return -EHOSTUNREACH;
     struct gr_net_client *c = NULL;

@@ -71,7 +71,7 @@ void gr_rm_partition_unref(struct gr_rm_partition *p) {
 
 int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
     if (rm->b && rm->b->metadata && topic && partition >= 0 &&
-        partition < gr_metadata_cache_num_partitions(rm->b->metadata, topic))
+        partition < gr_mdc_num_partitions(rm->b->metadata, topic))
         return GR_KERR_NOT_LEADER_OR_FOLLOWER;
     return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
 }

@@ -300,7 +300,7 @@ static void test_create_topics_not_controller(struct gr_net_client *cli, struct 
     struct UpdateMetadataRequest um1 = { .ControllerId = 1, .ControllerEpoch = 6,
                                          .BrokerEpoch = -1, .LiveBrokersCount = 2,
                                          .LiveBrokers = nb };
-    gr_metadata_cache_update(b->metadata, 1, &um1, NULL);
+    gr_mdc_update(b->metadata, 1, &um1, NULL);
     struct CreateTopicsRequest_CreatableTopic vt = { .Name = "valid.only", .NumPartitions = -1,
                                                      .ReplicationFactor = 2, .AssignmentsCount = 0,
                                                      .ConfigsCount = 0 };
@@ -323,7 +323,7 @@ static void test_create_topics_not_controller(struct gr_net_client *cli, struct 
     /* Another broker becomes controller: NOT_CONTROLLER. */
     struct UpdateMetadataRequest um = { .ControllerId = 2, .ControllerEpoch = 7, .BrokerEpoch = -1,
                                         .LiveBrokersCount = 0 };
-    gr_metadata_cache_update(b->metadata, 6, &um, NULL);
+    gr_mdc_update(b->metadata, 6, &um, NULL);
     CHECK(!gr_broker_is_controller(b));
     struct CreateTopicsRequest_CreatableTopic t = { .Name = "x", .NumPartitions = 1,
                                                     .ReplicationFactor = 1, .AssignmentsCount = 0,
@@ -358,11 +358,11 @@ static void test_delayed_create(struct gr_broker *b)
     struct UpdateMetadataRequest_UpdateMetadataTopicState ts = { "newt", 2, ps };
     struct UpdateMetadataRequest um = { .ControllerId = 2, .ControllerEpoch = 7, .BrokerEpoch = -1,
                                         .TopicStatesCount = 1, .TopicStates = &ts };
-    gr_metadata_cache_update(b->metadata, 6, &um, NULL); /* partition 1 still leaderless */
+    gr_mdc_update(b->metadata, 6, &um, NULL); /* partition 1 still leaderless */
     usleep(100 * 1000);
     CHECK(atomic_load(&waits_done) == 0);
     ps[1].Leader = 2;
-    gr_metadata_cache_update(b->metadata, 6, &um, NULL);
+    gr_mdc_update(b->metadata, 6, &um, NULL);
     int64_t end = gr_mono_ms() + 3000;
     while (atomic_load(&waits_done) < 2 && gr_mono_ms() < end)
         usleep(10 * 1000);

@@ -29,7 +29,7 @@ static int32_t R23[] = { 2, 3 };
 
 static void test_v6(void)
 {
-    struct gr_metadata_cache *c = gr_metadata_cache_new(1);
+    struct gr_mdc *c = gr_mdc_new(1);
     ep_t ep1[2] = { { 9092, "h1", "PLAINTEXT", 0 }, { 9093, "h1i", "INTERNAL", 0 } };
     ep_t ep2[1] = { { 9094, "h2", "PLAINTEXT", 0 } };
     br_t brokers[2] = { { .Id = 2, .EndpointsCount = 1, .Endpoints = ep2, .Rack = NULL },
@@ -46,16 +46,16 @@ static void test_v6(void)
     struct UpdateMetadataRequest req = { .ControllerId = 2, .ControllerEpoch = 3, .BrokerEpoch = -1,
                                          .TopicStatesCount = 1, .TopicStates = topics,
                                          .LiveBrokersCount = 2, .LiveBrokers = brokers };
-    gr_metadata_cache_update(c, 6, &req, NULL);
+    gr_mdc_update(c, 6, &req, NULL);
 
-    CHECK(gr_metadata_cache_controller_id(c) == 2);
-    CHECK(gr_metadata_cache_contains_topic(c, "t1"));
-    CHECK(!gr_metadata_cache_contains_topic(c, "t2"));
-    CHECK(gr_metadata_cache_num_partitions(c, "t1") == 2);
-    CHECK(gr_metadata_cache_topic_ready(c, "t1", 2));
-    CHECK(!gr_metadata_cache_topic_ready(c, "t1", 3));
+    CHECK(gr_mdc_controller_id(c) == 2);
+    CHECK(gr_mdc_contains_topic(c, "t1"));
+    CHECK(!gr_mdc_contains_topic(c, "t2"));
+    CHECK(gr_mdc_num_partitions(c, "t1") == 2);
+    CHECK(gr_mdc_topic_ready(c, "t1", 2));
+    CHECK(!gr_mdc_topic_ready(c, "t1", 3));
 
-    gr_metadata_cache_rdlock(c);
+    gr_mdc_rdlock(c);
     CHECK(gr_mdc_num_brokers(c) == 2);
     CHECK(gr_mdc_broker_at(c, 0)->id == 1); /* sorted */
     const struct gr_mdc_broker *b1 = gr_mdc_broker(c, 1);
@@ -67,23 +67,23 @@ static void test_v6(void)
     CHECK(t && t->n_partitions == 2 && t->partitions[0].partition == 0);
     const struct gr_mdc_partition *p1 = gr_mdc_partition(t, 1);
     CHECK(p1 && p1->leader == 2 && p1->leader_epoch == 4 && p1->n_isr == 2 && p1->zk_version == 7);
-    gr_metadata_cache_unlock(c);
+    gr_mdc_unlock(c);
 
     char host[64];
     int32_t port = 0;
-    CHECK(gr_metadata_cache_get_endpoint(c, 2, "PLAINTEXT", host, sizeof(host), &port) &&
+    CHECK(gr_mdc_get_endpoint(c, 2, "PLAINTEXT", host, sizeof(host), &port) &&
           port == 9094 && strcmp(host, "h2") == 0);
 
     /* A brokers-only update keeps the partitions but replaces the brokers. */
     struct UpdateMetadataRequest req2 = { .ControllerId = -1, .ControllerEpoch = 4,
                                           .BrokerEpoch = -1, .TopicStatesCount = 0,
                                           .LiveBrokersCount = 1, .LiveBrokers = &brokers[0] };
-    gr_metadata_cache_update(c, 6, &req2, NULL);
-    CHECK(gr_metadata_cache_controller_id(c) == -1);
-    CHECK(gr_metadata_cache_num_partitions(c, "t1") == 2);
+    gr_mdc_update(c, 6, &req2, NULL);
+    CHECK(gr_mdc_controller_id(c) == -1);
+    CHECK(gr_mdc_num_partitions(c, "t1") == 2);
     struct gr_broker_meta *m;
     int n;
-    gr_metadata_cache_alive_brokers(c, &m, &n);
+    gr_mdc_alive_brokers(c, &m, &n);
     CHECK(n == 1 && m[0].id == 2 && m[0].rack == NULL);
     gr_broker_metas_free(m, n);
 
@@ -94,17 +94,17 @@ static void test_v6(void)
                                           .TopicStatesCount = 1, .TopicStates = &dt,
                                           .LiveBrokersCount = 2, .LiveBrokers = brokers };
     int nd = -1;
-    gr_metadata_cache_update(c, 6, &req3, &nd);
-    CHECK(nd == 1 && gr_metadata_cache_num_partitions(c, "t1") == 1);
+    gr_mdc_update(c, 6, &req3, &nd);
+    CHECK(nd == 1 && gr_mdc_num_partitions(c, "t1") == 1);
     dt.PartitionStates = &del[1];
-    gr_metadata_cache_update(c, 6, &req3, &nd);
-    CHECK(nd == 1 && !gr_metadata_cache_contains_topic(c, "t1"));
-    gr_metadata_cache_free(c);
+    gr_mdc_update(c, 6, &req3, &nd);
+    CHECK(nd == 1 && !gr_mdc_contains_topic(c, "t1"));
+    gr_mdc_free(c);
 }
 
 static void test_old_versions(void)
 {
-    struct gr_metadata_cache *c = gr_metadata_cache_new(1);
+    struct gr_mdc *c = gr_mdc_new(1);
     br_t b0 = { .Id = 5, .V0Host = "old", .V0Port = 1234 };
     ps_t p = { .TopicName = "x", .PartitionIndex = 0, .Leader = 5, .LeaderEpoch = 1,
                .IsrCount = 1, .Isr = &b0.Id, .ReplicasCount = 1, .Replicas = &b0.Id };
@@ -112,23 +112,23 @@ static void test_old_versions(void)
                                          .UngroupedPartitionStatesCount = 1,
                                          .UngroupedPartitionStates = &p, .LiveBrokersCount = 1,
                                          .LiveBrokers = &b0 };
-    gr_metadata_cache_update(c, 0, &req, NULL);
+    gr_mdc_update(c, 0, &req, NULL);
     char host[64];
     int32_t port;
-    CHECK(gr_metadata_cache_get_endpoint(c, 5, "PLAINTEXT", host, sizeof(host), &port) &&
+    CHECK(gr_mdc_get_endpoint(c, 5, "PLAINTEXT", host, sizeof(host), &port) &&
           port == 1234 && strcmp(host, "old") == 0);
-    CHECK(gr_metadata_cache_topic_ready(c, "x", 1));
+    CHECK(gr_mdc_topic_ready(c, "x", 1));
 
     /* v1/v2 endpoints have no listener name: the security protocol's name stands in. */
     ep_t ep = { .Port = 9999, .Host = "ssl", .Listener = NULL, .SecurityProtocol = 1 };
     br_t b1 = { .Id = 6, .EndpointsCount = 1, .Endpoints = &ep, .Rack = "rk" };
     struct UpdateMetadataRequest r2 = { .ControllerId = 6, .ControllerEpoch = 2,
                                         .LiveBrokersCount = 1, .LiveBrokers = &b1 };
-    gr_metadata_cache_update(c, 1, &r2, NULL);
-    CHECK(gr_metadata_cache_get_endpoint(c, 6, "SSL", host, sizeof(host), &port) && port == 9999);
+    gr_mdc_update(c, 1, &r2, NULL);
+    CHECK(gr_mdc_get_endpoint(c, 6, "SSL", host, sizeof(host), &port) && port == 9999);
     struct gr_broker_meta *m;
     int n;
-    gr_metadata_cache_alive_brokers(c, &m, &n);
+    gr_mdc_alive_brokers(c, &m, &n);
     CHECK(n == 1 && m[0].rack == NULL); /* rack only from v2 */
     gr_broker_metas_free(m, n);
 
@@ -140,20 +140,20 @@ static void test_old_versions(void)
     struct UpdateMetadataRequest r4 = { .ControllerId = 6, .ControllerEpoch = 2,
                                         .UngroupedPartitionStatesCount = 1,
                                         .UngroupedPartitionStates = &p4 };
-    gr_metadata_cache_update(c, 4, &r4, NULL);
+    gr_mdc_update(c, 4, &r4, NULL);
     struct gr_mdc_partition cp;
-    CHECK(gr_metadata_cache_get_partition(c, "y", 2, &cp) && cp.n_offline == 1 &&
+    CHECK(gr_mdc_get_partition(c, "y", 2, &cp) && cp.n_offline == 1 &&
           cp.offline[0] == 3 && cp.leader == -1);
     gr_mdc_partition_release(&cp);
-    CHECK(!gr_metadata_cache_topic_ready(c, "y", 3)); /* no leader, and p0/p1 missing */
-    CHECK(gr_metadata_cache_num_partitions(c, "x") == 1); /* still there */
-    gr_metadata_cache_free(c);
+    CHECK(!gr_mdc_topic_ready(c, "y", 3)); /* no leader, and p0/p1 missing */
+    CHECK(gr_mdc_num_partitions(c, "x") == 1); /* still there */
+    gr_mdc_free(c);
 }
 
 /* The writer alternates two complete states: (A) topic "a" 8 partitions all led by 1, brokers
  * {1}; (B) topic "a" 8 partitions led by 2, brokers {1,2}. A reader must always see one of them
  * whole. */
-static struct gr_metadata_cache *shared;
+static struct gr_mdc *shared;
 static atomic_bool stop;
 static atomic_int torn;
 
@@ -161,7 +161,7 @@ static void *reader(void *arg)
 {
     (void)arg;
     while (!atomic_load(&stop)) {
-        gr_metadata_cache_rdlock(shared);
+        gr_mdc_rdlock(shared);
         int nb = gr_mdc_num_brokers(shared);
         const struct gr_mdc_topic *t = gr_mdc_topic(shared, "a");
         if (t) {
@@ -172,14 +172,14 @@ static void *reader(void *arg)
             if (t->n_partitions != 8)
                 atomic_fetch_add(&torn, 1);
         }
-        gr_metadata_cache_unlock(shared);
+        gr_mdc_unlock(shared);
     }
     return NULL;
 }
 
 static void test_concurrent(void)
 {
-    shared = gr_metadata_cache_new(1);
+    shared = gr_mdc_new(1);
     ep_t ep = { 9092, "h", "PLAINTEXT", 0 };
     br_t brokers[2] = { { .Id = 1, .EndpointsCount = 1, .Endpoints = &ep },
                         { .Id = 2, .EndpointsCount = 1, .Endpoints = &ep } };
@@ -200,13 +200,13 @@ static void test_concurrent(void)
     for (int i = 0; i < 2; i++)
         pthread_create(&th[i], NULL, reader, NULL);
     for (int i = 0; i < 2000; i++)
-        gr_metadata_cache_update(shared, 6, (i & 1) ? &rb : &ra, NULL);
+        gr_mdc_update(shared, 6, (i & 1) ? &rb : &ra, NULL);
     atomic_store(&stop, true);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     CHECK(atomic_load(&torn) == 0);
-    CHECK(gr_metadata_cache_generation(shared) == 2000);
-    gr_metadata_cache_free(shared);
+    CHECK(gr_mdc_generation(shared) == 2000);
+    gr_mdc_free(shared);
 }
 
 int main(void)

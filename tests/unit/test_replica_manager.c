@@ -106,7 +106,7 @@ static void update_metadata_all(void) {
     ps->ReplicasCount = 2;
     ps->Replicas = reps;
     ps->OfflineReplicasCount = 0;
-    for (int i = 0; i < NB; i++) gr_metadata_cache_update(g_nodes[i].b->metadata, 6, um, NULL);
+    for (int i = 0; i < NB; i++) gr_mdc_update(g_nodes[i].b->metadata, 6, um, NULL);
     gr_arena_free(&a);
 }
 
