@@ -175,7 +175,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
         k++;
     }
     resp->BrokersCount = k;
-    resp->ControllerId = gr_mdc_controller_id(c);
+    resp->ControllerId = gr_mdc_controller_id_locked(c);
     gr_mdc_unlock(c);
 
     for (int i = 0; i < n_missing; i++)

@@ -389,7 +389,7 @@ const struct gr_mdc_partition *gr_mdc_partition(const struct gr_mdc_topic *t, in
     return i >= 0 ? &t->partitions[i] : NULL;
 }
 
-int32_t gr_mdc_controller_id(const struct gr_mdc *c) { return c->controller_id; }
+int32_t gr_mdc_controller_id_locked(const struct gr_mdc *c) { return c->controller_id; }
 
 /* ---- copying helpers ---- */
 

@@ -92,7 +92,7 @@ int gr_mdc_num_topics(const struct gr_mdc *c);
 const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_mdc *c, int i);
 const struct gr_mdc_topic *gr_mdc_topic(const struct gr_mdc *c, const char *name);
 const struct gr_mdc_partition *gr_mdc_partition(const struct gr_mdc_topic *t, int32_t partition);
-int32_t gr_mdc_controller_id(const struct gr_mdc *c);
+int32_t gr_mdc_controller_id_locked(const struct gr_mdc *c);
 
 /* ---- copying helpers (lock internally; any thread) ---- */
 int32_t gr_mdc_controller_id(struct gr_mdc *c);
