@@ -1985,6 +1985,584 @@ const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse = {
     "OffsetForLeaderEpochResponse", sizeof(struct OffsetForLeaderEpochResponse), 2, 2, gr_fields_OffsetForLeaderEpochResponse,
 };
 
+/* ---- AddPartitionsToTxnRequest ---- */
+
+static const struct gr_field_desc gr_fields_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, Partitions), offsetof(struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = {
+    "AddPartitionsToTxnRequest_AddPartitionsToTxnTopic", sizeof(struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic), 2, 2, gr_fields_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic,
+};
+
+static const struct gr_field_desc gr_fields_AddPartitionsToTxnRequest[] = {
+    { "TransactionalId", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest, TransactionalId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ProducerEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest, ProducerEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Topics", &gr_desc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnRequest, Topics), offsetof(struct AddPartitionsToTxnRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AddPartitionsToTxnRequest = {
+    "AddPartitionsToTxnRequest", sizeof(struct AddPartitionsToTxnRequest), 4, 4, gr_fields_AddPartitionsToTxnRequest,
+};
+
+/* ---- AddPartitionsToTxnResponse ---- */
+
+static const struct gr_field_desc gr_fields_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = {
+    "AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult", sizeof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult), 2, 2, gr_fields_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult,
+};
+
+static const struct gr_field_desc gr_fields_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Results", &gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, Results), offsetof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = {
+    "AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult", sizeof(struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult), 2, 2, gr_fields_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult,
+};
+
+static const struct gr_field_desc gr_fields_AddPartitionsToTxnResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Results", &gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, NULL, 0, 0.0,
+      offsetof(struct AddPartitionsToTxnResponse, Results), offsetof(struct AddPartitionsToTxnResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse = {
+    "AddPartitionsToTxnResponse", sizeof(struct AddPartitionsToTxnResponse), 2, 2, gr_fields_AddPartitionsToTxnResponse,
+};
+
+/* ---- AddOffsetsToTxnRequest ---- */
+
+static const struct gr_field_desc gr_fields_AddOffsetsToTxnRequest[] = {
+    { "TransactionalId", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnRequest, TransactionalId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnRequest, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ProducerEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnRequest, ProducerEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "GroupId", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnRequest, GroupId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AddOffsetsToTxnRequest = {
+    "AddOffsetsToTxnRequest", sizeof(struct AddOffsetsToTxnRequest), 4, 4, gr_fields_AddOffsetsToTxnRequest,
+};
+
+/* ---- AddOffsetsToTxnResponse ---- */
+
+static const struct gr_field_desc gr_fields_AddOffsetsToTxnResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct AddOffsetsToTxnResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AddOffsetsToTxnResponse = {
+    "AddOffsetsToTxnResponse", sizeof(struct AddOffsetsToTxnResponse), 2, 2, gr_fields_AddOffsetsToTxnResponse,
+};
+
+/* ---- EndTxnRequest ---- */
+
+static const struct gr_field_desc gr_fields_EndTxnRequest[] = {
+    { "TransactionalId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnRequest, TransactionalId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnRequest, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ProducerEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnRequest, ProducerEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Committed", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnRequest, Committed), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_EndTxnRequest = {
+    "EndTxnRequest", sizeof(struct EndTxnRequest), 4, 4, gr_fields_EndTxnRequest,
+};
+
+/* ---- EndTxnResponse ---- */
+
+static const struct gr_field_desc gr_fields_EndTxnResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct EndTxnResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_EndTxnResponse = {
+    "EndTxnResponse", sizeof(struct EndTxnResponse), 2, 2, gr_fields_EndTxnResponse,
+};
+
+/* ---- WriteTxnMarkersRequest ---- */
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersRequest_WritableTxnMarkerTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarkerTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PartitionIndexes", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarkerTopic, PartitionIndexes), offsetof(struct WriteTxnMarkersRequest_WritableTxnMarkerTopic, PartitionIndexesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest_WritableTxnMarkerTopic = {
+    "WriteTxnMarkersRequest_WritableTxnMarkerTopic", sizeof(struct WriteTxnMarkersRequest_WritableTxnMarkerTopic), 2, 2, gr_fields_WriteTxnMarkersRequest_WritableTxnMarkerTopic,
+};
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersRequest_WritableTxnMarker[] = {
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ProducerEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, ProducerEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "TransactionResult", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, TransactionResult), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+    { "Topics", &gr_desc_WriteTxnMarkersRequest_WritableTxnMarkerTopic, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, Topics), offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "CoordinatorEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest_WritableTxnMarker, CoordinatorEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest_WritableTxnMarker = {
+    "WriteTxnMarkersRequest_WritableTxnMarker", sizeof(struct WriteTxnMarkersRequest_WritableTxnMarker), 5, 5, gr_fields_WriteTxnMarkersRequest_WritableTxnMarker,
+};
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersRequest[] = {
+    { "Markers", &gr_desc_WriteTxnMarkersRequest_WritableTxnMarker, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersRequest, Markers), offsetof(struct WriteTxnMarkersRequest, MarkersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest = {
+    "WriteTxnMarkersRequest", sizeof(struct WriteTxnMarkersRequest), 1, 1, gr_fields_WriteTxnMarkersRequest,
+};
+
+/* ---- WriteTxnMarkersResponse ---- */
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = {
+    "WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult", sizeof(struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult), 2, 2, gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult,
+};
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, Partitions), offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = {
+    "WriteTxnMarkersResponse_WritableTxnMarkerTopicResult", sizeof(struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult), 2, 2, gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult,
+};
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerResult[] = {
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerResult, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "Topics", &gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerResult, Topics), offsetof(struct WriteTxnMarkersResponse_WritableTxnMarkerResult, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerResult = {
+    "WriteTxnMarkersResponse_WritableTxnMarkerResult", sizeof(struct WriteTxnMarkersResponse_WritableTxnMarkerResult), 2, 2, gr_fields_WriteTxnMarkersResponse_WritableTxnMarkerResult,
+};
+
+static const struct gr_field_desc gr_fields_WriteTxnMarkersResponse[] = {
+    { "Markers", &gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerResult, NULL, 0, 0.0,
+      offsetof(struct WriteTxnMarkersResponse, Markers), offsetof(struct WriteTxnMarkersResponse, MarkersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse = {
+    "WriteTxnMarkersResponse", sizeof(struct WriteTxnMarkersResponse), 1, 1, gr_fields_WriteTxnMarkersResponse,
+};
+
+/* ---- TxnOffsetCommitRequest ---- */
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "CommittedOffset", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, CommittedOffset), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "CommittedLeaderEpoch", NULL, NULL, -1, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, CommittedLeaderEpoch), 0, -1,
+      2, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "CommittedMetadata", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, CommittedMetadata), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = {
+    "TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition", sizeof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition), 4, 4, gr_fields_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition,
+};
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, Partitions), offsetof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = {
+    "TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic", sizeof(struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic), 2, 2, gr_fields_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic,
+};
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitRequest[] = {
+    { "TransactionalId", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, TransactionalId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "GroupId", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, GroupId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ProducerId", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, ProducerId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ProducerEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, ProducerEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "GenerationId", NULL, NULL, -1, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, GenerationId), 0, -1,
+      3, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "MemberId", NULL, "", 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, MemberId), 0, -1,
+      3, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "GroupInstanceId", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, GroupInstanceId), 0, -1,
+      3, GR_VMAX, 3, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitRequest, Topics), offsetof(struct TxnOffsetCommitRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest = {
+    "TxnOffsetCommitRequest", sizeof(struct TxnOffsetCommitRequest), 8, 8, gr_fields_TxnOffsetCommitRequest,
+};
+
+/* ---- TxnOffsetCommitResponse ---- */
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = {
+    "TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition", sizeof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition), 2, 2, gr_fields_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition,
+};
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, Partitions), offsetof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = {
+    "TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic", sizeof(struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic), 2, 2, gr_fields_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic,
+};
+
+static const struct gr_field_desc gr_fields_TxnOffsetCommitResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Topics", &gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, NULL, 0, 0.0,
+      offsetof(struct TxnOffsetCommitResponse, Topics), offsetof(struct TxnOffsetCommitResponse, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse = {
+    "TxnOffsetCommitResponse", sizeof(struct TxnOffsetCommitResponse), 2, 2, gr_fields_TxnOffsetCommitResponse,
+};
+
+/* ---- DescribeAclsRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeAclsRequest[] = {
+    { "ResourceTypeFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, ResourceTypeFilter), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "ResourceNameFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, ResourceNameFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "PatternTypeFilter", NULL, NULL, 3, 0.0,
+      offsetof(struct DescribeAclsRequest, PatternTypeFilter), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PrincipalFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, PrincipalFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "HostFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, HostFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Operation", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, Operation), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PermissionType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsRequest, PermissionType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeAclsRequest = {
+    "DescribeAclsRequest", sizeof(struct DescribeAclsRequest), 7, 7, gr_fields_DescribeAclsRequest,
+};
+
+/* ---- DescribeAclsResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeAclsResponse_AclDescription[] = {
+    { "Principal", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_AclDescription, Principal), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Host", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_AclDescription, Host), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Operation", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_AclDescription, Operation), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PermissionType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_AclDescription, PermissionType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeAclsResponse_AclDescription = {
+    "DescribeAclsResponse_AclDescription", sizeof(struct DescribeAclsResponse_AclDescription), 4, 4, gr_fields_DescribeAclsResponse_AclDescription,
+};
+
+static const struct gr_field_desc gr_fields_DescribeAclsResponse_DescribeAclsResource[] = {
+    { "ResourceType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_DescribeAclsResource, ResourceType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "ResourceName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_DescribeAclsResource, ResourceName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PatternType", NULL, NULL, 3, 0.0,
+      offsetof(struct DescribeAclsResponse_DescribeAclsResource, PatternType), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Acls", &gr_desc_DescribeAclsResponse_AclDescription, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse_DescribeAclsResource, Acls), offsetof(struct DescribeAclsResponse_DescribeAclsResource, AclsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeAclsResponse_DescribeAclsResource = {
+    "DescribeAclsResponse_DescribeAclsResource", sizeof(struct DescribeAclsResponse_DescribeAclsResource), 4, 4, gr_fields_DescribeAclsResponse_DescribeAclsResource,
+};
+
+static const struct gr_field_desc gr_fields_DescribeAclsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Resources", &gr_desc_DescribeAclsResponse_DescribeAclsResource, NULL, 0, 0.0,
+      offsetof(struct DescribeAclsResponse, Resources), offsetof(struct DescribeAclsResponse, ResourcesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeAclsResponse = {
+    "DescribeAclsResponse", sizeof(struct DescribeAclsResponse), 4, 4, gr_fields_DescribeAclsResponse,
+};
+
+/* ---- CreateAclsRequest ---- */
+
+static const struct gr_field_desc gr_fields_CreateAclsRequest_AclCreation[] = {
+    { "ResourceType", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, ResourceType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "ResourceName", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, ResourceName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ResourcePatternType", NULL, NULL, 3, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, ResourcePatternType), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Principal", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, Principal), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Host", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, Host), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Operation", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, Operation), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PermissionType", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest_AclCreation, PermissionType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateAclsRequest_AclCreation = {
+    "CreateAclsRequest_AclCreation", sizeof(struct CreateAclsRequest_AclCreation), 7, 7, gr_fields_CreateAclsRequest_AclCreation,
+};
+
+static const struct gr_field_desc gr_fields_CreateAclsRequest[] = {
+    { "Creations", &gr_desc_CreateAclsRequest_AclCreation, NULL, 0, 0.0,
+      offsetof(struct CreateAclsRequest, Creations), offsetof(struct CreateAclsRequest, CreationsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateAclsRequest = {
+    "CreateAclsRequest", sizeof(struct CreateAclsRequest), 1, 1, gr_fields_CreateAclsRequest,
+};
+
+/* ---- CreateAclsResponse ---- */
+
+static const struct gr_field_desc gr_fields_CreateAclsResponse_AclCreationResult[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsResponse_AclCreationResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsResponse_AclCreationResult, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateAclsResponse_AclCreationResult = {
+    "CreateAclsResponse_AclCreationResult", sizeof(struct CreateAclsResponse_AclCreationResult), 2, 2, gr_fields_CreateAclsResponse_AclCreationResult,
+};
+
+static const struct gr_field_desc gr_fields_CreateAclsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateAclsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Results", &gr_desc_CreateAclsResponse_AclCreationResult, NULL, 0, 0.0,
+      offsetof(struct CreateAclsResponse, Results), offsetof(struct CreateAclsResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateAclsResponse = {
+    "CreateAclsResponse", sizeof(struct CreateAclsResponse), 2, 2, gr_fields_CreateAclsResponse,
+};
+
+/* ---- DeleteAclsRequest ---- */
+
+static const struct gr_field_desc gr_fields_DeleteAclsRequest_DeleteAclsFilter[] = {
+    { "ResourceTypeFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, ResourceTypeFilter), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "ResourceNameFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, ResourceNameFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "PatternTypeFilter", NULL, NULL, 3, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, PatternTypeFilter), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PrincipalFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, PrincipalFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "HostFilter", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, HostFilter), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Operation", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, Operation), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PermissionType", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest_DeleteAclsFilter, PermissionType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DeleteAclsRequest_DeleteAclsFilter = {
+    "DeleteAclsRequest_DeleteAclsFilter", sizeof(struct DeleteAclsRequest_DeleteAclsFilter), 7, 7, gr_fields_DeleteAclsRequest_DeleteAclsFilter,
+};
+
+static const struct gr_field_desc gr_fields_DeleteAclsRequest[] = {
+    { "Filters", &gr_desc_DeleteAclsRequest_DeleteAclsFilter, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsRequest, Filters), offsetof(struct DeleteAclsRequest, FiltersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DeleteAclsRequest = {
+    "DeleteAclsRequest", sizeof(struct DeleteAclsRequest), 1, 1, gr_fields_DeleteAclsRequest,
+};
+
+/* ---- DeleteAclsResponse ---- */
+
+static const struct gr_field_desc gr_fields_DeleteAclsResponse_DeleteAclsMatchingAcl[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "ResourceType", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, ResourceType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "ResourceName", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, ResourceName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PatternType", NULL, NULL, 3, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, PatternType), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Principal", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, Principal), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Host", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, Host), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Operation", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, Operation), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "PermissionType", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsMatchingAcl, PermissionType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DeleteAclsResponse_DeleteAclsMatchingAcl = {
+    "DeleteAclsResponse_DeleteAclsMatchingAcl", sizeof(struct DeleteAclsResponse_DeleteAclsMatchingAcl), 9, 9, gr_fields_DeleteAclsResponse_DeleteAclsMatchingAcl,
+};
+
+static const struct gr_field_desc gr_fields_DeleteAclsResponse_DeleteAclsFilterResult[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsFilterResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsFilterResult, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "MatchingAcls", &gr_desc_DeleteAclsResponse_DeleteAclsMatchingAcl, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse_DeleteAclsFilterResult, MatchingAcls), offsetof(struct DeleteAclsResponse_DeleteAclsFilterResult, MatchingAclsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DeleteAclsResponse_DeleteAclsFilterResult = {
+    "DeleteAclsResponse_DeleteAclsFilterResult", sizeof(struct DeleteAclsResponse_DeleteAclsFilterResult), 3, 3, gr_fields_DeleteAclsResponse_DeleteAclsFilterResult,
+};
+
+static const struct gr_field_desc gr_fields_DeleteAclsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "FilterResults", &gr_desc_DeleteAclsResponse_DeleteAclsFilterResult, NULL, 0, 0.0,
+      offsetof(struct DeleteAclsResponse, FilterResults), offsetof(struct DeleteAclsResponse, FilterResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DeleteAclsResponse = {
+    "DeleteAclsResponse", sizeof(struct DeleteAclsResponse), 2, 2, gr_fields_DeleteAclsResponse,
+};
+
 /* ---- DescribeConfigsRequest ---- */
 
 static const struct gr_field_desc gr_fields_DescribeConfigsRequest_DescribeConfigsResource[] = {
@@ -2173,6 +2751,192 @@ const struct gr_struct_desc gr_desc_AlterConfigsResponse = {
     "AlterConfigsResponse", sizeof(struct AlterConfigsResponse), 2, 2, gr_fields_AlterConfigsResponse,
 };
 
+/* ---- AlterReplicaLogDirsRequest ---- */
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, Partitions), offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = {
+    "AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic", sizeof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic), 2, 2, gr_fields_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic,
+};
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsRequest_AlterReplicaLogDir[] = {
+    { "Path", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDir, Path), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDir, Topics), offsetof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDir, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDir = {
+    "AlterReplicaLogDirsRequest_AlterReplicaLogDir", sizeof(struct AlterReplicaLogDirsRequest_AlterReplicaLogDir), 2, 2, gr_fields_AlterReplicaLogDirsRequest_AlterReplicaLogDir,
+};
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsRequest[] = {
+    { "Dirs", &gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDir, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsRequest, Dirs), offsetof(struct AlterReplicaLogDirsRequest, DirsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest = {
+    "AlterReplicaLogDirsRequest", sizeof(struct AlterReplicaLogDirsRequest), 1, 1, gr_fields_AlterReplicaLogDirsRequest,
+};
+
+/* ---- AlterReplicaLogDirsResponse ---- */
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = {
+    "AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult", sizeof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult), 2, 2, gr_fields_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult,
+};
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, Partitions), offsetof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = {
+    "AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult", sizeof(struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult), 2, 2, gr_fields_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult,
+};
+
+static const struct gr_field_desc gr_fields_AlterReplicaLogDirsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Results", &gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, NULL, 0, 0.0,
+      offsetof(struct AlterReplicaLogDirsResponse, Results), offsetof(struct AlterReplicaLogDirsResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse = {
+    "AlterReplicaLogDirsResponse", sizeof(struct AlterReplicaLogDirsResponse), 2, 2, gr_fields_AlterReplicaLogDirsResponse,
+};
+
+/* ---- DescribeLogDirsRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsRequest_DescribableLogDirTopic[] = {
+    { "Topic", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsRequest_DescribableLogDirTopic, Topic), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsRequest_DescribableLogDirTopic, PartitionIndex), offsetof(struct DescribeLogDirsRequest_DescribableLogDirTopic, PartitionIndexCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsRequest_DescribableLogDirTopic = {
+    "DescribeLogDirsRequest_DescribableLogDirTopic", sizeof(struct DescribeLogDirsRequest_DescribableLogDirTopic), 2, 2, gr_fields_DescribeLogDirsRequest_DescribableLogDirTopic,
+};
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsRequest[] = {
+    { "Topics", &gr_desc_DescribeLogDirsRequest_DescribableLogDirTopic, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsRequest, Topics), offsetof(struct DescribeLogDirsRequest, TopicsCount), -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsRequest = {
+    "DescribeLogDirsRequest", sizeof(struct DescribeLogDirsRequest), 1, 1, gr_fields_DescribeLogDirsRequest,
+};
+
+/* ---- DescribeLogDirsResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsResponse_DescribeLogDirsPartition[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsPartition, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "PartitionSize", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsPartition, PartitionSize), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "OffsetLag", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsPartition, OffsetLag), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "IsFutureKey", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsPartition, IsFutureKey), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsPartition = {
+    "DescribeLogDirsResponse_DescribeLogDirsPartition", sizeof(struct DescribeLogDirsResponse_DescribeLogDirsPartition), 4, 4, gr_fields_DescribeLogDirsResponse_DescribeLogDirsPartition,
+};
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsResponse_DescribeLogDirsTopic[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsTopic, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_DescribeLogDirsResponse_DescribeLogDirsPartition, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsTopic, Partitions), offsetof(struct DescribeLogDirsResponse_DescribeLogDirsTopic, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsTopic = {
+    "DescribeLogDirsResponse_DescribeLogDirsTopic", sizeof(struct DescribeLogDirsResponse_DescribeLogDirsTopic), 2, 2, gr_fields_DescribeLogDirsResponse_DescribeLogDirsTopic,
+};
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsResponse_DescribeLogDirsResult[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "LogDir", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsResult, LogDir), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_DescribeLogDirsResponse_DescribeLogDirsTopic, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse_DescribeLogDirsResult, Topics), offsetof(struct DescribeLogDirsResponse_DescribeLogDirsResult, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsResult = {
+    "DescribeLogDirsResponse_DescribeLogDirsResult", sizeof(struct DescribeLogDirsResponse_DescribeLogDirsResult), 3, 3, gr_fields_DescribeLogDirsResponse_DescribeLogDirsResult,
+};
+
+static const struct gr_field_desc gr_fields_DescribeLogDirsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Results", &gr_desc_DescribeLogDirsResponse_DescribeLogDirsResult, NULL, 0, 0.0,
+      offsetof(struct DescribeLogDirsResponse, Results), offsetof(struct DescribeLogDirsResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeLogDirsResponse = {
+    "DescribeLogDirsResponse", sizeof(struct DescribeLogDirsResponse), 2, 2, gr_fields_DescribeLogDirsResponse,
+};
+
+/* ---- SaslAuthenticateRequest ---- */
+
+static const struct gr_field_desc gr_fields_SaslAuthenticateRequest[] = {
+    { "AuthBytes", NULL, NULL, 0, 0.0,
+      offsetof(struct SaslAuthenticateRequest, AuthBytes), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_SaslAuthenticateRequest = {
+    "SaslAuthenticateRequest", sizeof(struct SaslAuthenticateRequest), 1, 1, gr_fields_SaslAuthenticateRequest,
+};
+
+/* ---- SaslAuthenticateResponse ---- */
+
+static const struct gr_field_desc gr_fields_SaslAuthenticateResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct SaslAuthenticateResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct SaslAuthenticateResponse, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "AuthBytes", NULL, NULL, 0, 0.0,
+      offsetof(struct SaslAuthenticateResponse, AuthBytes), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "SessionLifetimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct SaslAuthenticateResponse, SessionLifetimeMs), 0, -1,
+      1, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_SaslAuthenticateResponse = {
+    "SaslAuthenticateResponse", sizeof(struct SaslAuthenticateResponse), 4, 4, gr_fields_SaslAuthenticateResponse,
+};
+
 /* ---- CreatePartitionsRequest ---- */
 
 static const struct gr_field_desc gr_fields_CreatePartitionsRequest_CreatePartitionsAssignment[] = {
@@ -2241,6 +3005,211 @@ static const struct gr_field_desc gr_fields_CreatePartitionsResponse[] = {
 };
 const struct gr_struct_desc gr_desc_CreatePartitionsResponse = {
     "CreatePartitionsResponse", sizeof(struct CreatePartitionsResponse), 2, 2, gr_fields_CreatePartitionsResponse,
+};
+
+/* ---- CreateDelegationTokenRequest ---- */
+
+static const struct gr_field_desc gr_fields_CreateDelegationTokenRequest_CreatableRenewers[] = {
+    { "PrincipalType", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenRequest_CreatableRenewers, PrincipalType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PrincipalName", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenRequest_CreatableRenewers, PrincipalName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateDelegationTokenRequest_CreatableRenewers = {
+    "CreateDelegationTokenRequest_CreatableRenewers", sizeof(struct CreateDelegationTokenRequest_CreatableRenewers), 2, 2, gr_fields_CreateDelegationTokenRequest_CreatableRenewers,
+};
+
+static const struct gr_field_desc gr_fields_CreateDelegationTokenRequest[] = {
+    { "Renewers", &gr_desc_CreateDelegationTokenRequest_CreatableRenewers, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenRequest, Renewers), offsetof(struct CreateDelegationTokenRequest, RenewersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "MaxLifetimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenRequest, MaxLifetimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateDelegationTokenRequest = {
+    "CreateDelegationTokenRequest", sizeof(struct CreateDelegationTokenRequest), 2, 2, gr_fields_CreateDelegationTokenRequest,
+};
+
+/* ---- CreateDelegationTokenResponse ---- */
+
+static const struct gr_field_desc gr_fields_CreateDelegationTokenResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "PrincipalType", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, PrincipalType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PrincipalName", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, PrincipalName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "IssueTimestampMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, IssueTimestampMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ExpiryTimestampMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, ExpiryTimestampMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "MaxTimestampMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, MaxTimestampMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "TokenId", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, TokenId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Hmac", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, Hmac), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct CreateDelegationTokenResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_CreateDelegationTokenResponse = {
+    "CreateDelegationTokenResponse", sizeof(struct CreateDelegationTokenResponse), 9, 9, gr_fields_CreateDelegationTokenResponse,
+};
+
+/* ---- RenewDelegationTokenRequest ---- */
+
+static const struct gr_field_desc gr_fields_RenewDelegationTokenRequest[] = {
+    { "Hmac", NULL, NULL, 0, 0.0,
+      offsetof(struct RenewDelegationTokenRequest, Hmac), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "RenewPeriodMs", NULL, NULL, 0, 0.0,
+      offsetof(struct RenewDelegationTokenRequest, RenewPeriodMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_RenewDelegationTokenRequest = {
+    "RenewDelegationTokenRequest", sizeof(struct RenewDelegationTokenRequest), 2, 2, gr_fields_RenewDelegationTokenRequest,
+};
+
+/* ---- RenewDelegationTokenResponse ---- */
+
+static const struct gr_field_desc gr_fields_RenewDelegationTokenResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct RenewDelegationTokenResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ExpiryTimestampMs", NULL, NULL, 0, 0.0,
+      offsetof(struct RenewDelegationTokenResponse, ExpiryTimestampMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct RenewDelegationTokenResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_RenewDelegationTokenResponse = {
+    "RenewDelegationTokenResponse", sizeof(struct RenewDelegationTokenResponse), 3, 3, gr_fields_RenewDelegationTokenResponse,
+};
+
+/* ---- ExpireDelegationTokenRequest ---- */
+
+static const struct gr_field_desc gr_fields_ExpireDelegationTokenRequest[] = {
+    { "Hmac", NULL, NULL, 0, 0.0,
+      offsetof(struct ExpireDelegationTokenRequest, Hmac), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "ExpiryTimePeriodMs", NULL, NULL, 0, 0.0,
+      offsetof(struct ExpireDelegationTokenRequest, ExpiryTimePeriodMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_ExpireDelegationTokenRequest = {
+    "ExpireDelegationTokenRequest", sizeof(struct ExpireDelegationTokenRequest), 2, 2, gr_fields_ExpireDelegationTokenRequest,
+};
+
+/* ---- ExpireDelegationTokenResponse ---- */
+
+static const struct gr_field_desc gr_fields_ExpireDelegationTokenResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct ExpireDelegationTokenResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ExpiryTimestampMs", NULL, NULL, 0, 0.0,
+      offsetof(struct ExpireDelegationTokenResponse, ExpiryTimestampMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct ExpireDelegationTokenResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_ExpireDelegationTokenResponse = {
+    "ExpireDelegationTokenResponse", sizeof(struct ExpireDelegationTokenResponse), 3, 3, gr_fields_ExpireDelegationTokenResponse,
+};
+
+/* ---- DescribeDelegationTokenRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner[] = {
+    { "PrincipalType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, PrincipalType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PrincipalName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, PrincipalName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = {
+    "DescribeDelegationTokenRequest_DescribeDelegationTokenOwner", sizeof(struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner), 2, 2, gr_fields_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner,
+};
+
+static const struct gr_field_desc gr_fields_DescribeDelegationTokenRequest[] = {
+    { "Owners", &gr_desc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenRequest, Owners), offsetof(struct DescribeDelegationTokenRequest, OwnersCount), -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeDelegationTokenRequest = {
+    "DescribeDelegationTokenRequest", sizeof(struct DescribeDelegationTokenRequest), 1, 1, gr_fields_DescribeDelegationTokenRequest,
+};
+
+/* ---- DescribeDelegationTokenResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer[] = {
+    { "PrincipalType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, PrincipalType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PrincipalName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, PrincipalName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = {
+    "DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer", sizeof(struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer), 2, 2, gr_fields_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer,
+};
+
+static const struct gr_field_desc gr_fields_DescribeDelegationTokenResponse_DescribedDelegationToken[] = {
+    { "PrincipalType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, PrincipalType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "PrincipalName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, PrincipalName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "IssueTimestamp", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, IssueTimestamp), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "ExpiryTimestamp", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, ExpiryTimestamp), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "MaxTimestamp", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, MaxTimestamp), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "TokenId", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, TokenId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Hmac", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, Hmac), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "Renewers", &gr_desc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, Renewers), offsetof(struct DescribeDelegationTokenResponse_DescribedDelegationToken, RenewersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse_DescribedDelegationToken = {
+    "DescribeDelegationTokenResponse_DescribedDelegationToken", sizeof(struct DescribeDelegationTokenResponse_DescribedDelegationToken), 8, 8, gr_fields_DescribeDelegationTokenResponse_DescribedDelegationToken,
+};
+
+static const struct gr_field_desc gr_fields_DescribeDelegationTokenResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Tokens", &gr_desc_DescribeDelegationTokenResponse_DescribedDelegationToken, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse, Tokens), offsetof(struct DescribeDelegationTokenResponse, TokensCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeDelegationTokenResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse = {
+    "DescribeDelegationTokenResponse", sizeof(struct DescribeDelegationTokenResponse), 3, 3, gr_fields_DescribeDelegationTokenResponse,
 };
 
 /* ---- DeleteGroupsRequest ---- */
@@ -2666,6 +3635,698 @@ const struct gr_struct_desc gr_desc_OffsetDeleteResponse = {
     "OffsetDeleteResponse", sizeof(struct OffsetDeleteResponse), 3, 3, gr_fields_OffsetDeleteResponse,
 };
 
+/* ---- DescribeClientQuotasRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasRequest_ComponentData[] = {
+    { "EntityType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasRequest_ComponentData, EntityType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "MatchType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasRequest_ComponentData, MatchType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Match", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasRequest_ComponentData, Match), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasRequest_ComponentData = {
+    "DescribeClientQuotasRequest_ComponentData", sizeof(struct DescribeClientQuotasRequest_ComponentData), 3, 3, gr_fields_DescribeClientQuotasRequest_ComponentData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasRequest[] = {
+    { "Components", &gr_desc_DescribeClientQuotasRequest_ComponentData, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasRequest, Components), offsetof(struct DescribeClientQuotasRequest, ComponentsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "Strict", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasRequest, Strict), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasRequest = {
+    "DescribeClientQuotasRequest", sizeof(struct DescribeClientQuotasRequest), 2, 2, gr_fields_DescribeClientQuotasRequest,
+};
+
+/* ---- DescribeClientQuotasResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasResponse_EntityData[] = {
+    { "EntityType", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_EntityData, EntityType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "EntityName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_EntityData, EntityName), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_EntityData = {
+    "DescribeClientQuotasResponse_EntityData", sizeof(struct DescribeClientQuotasResponse_EntityData), 2, 2, gr_fields_DescribeClientQuotasResponse_EntityData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasResponse_ValueData[] = {
+    { "Key", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_ValueData, Key), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Value", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_ValueData, Value), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_FLOAT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_ValueData = {
+    "DescribeClientQuotasResponse_ValueData", sizeof(struct DescribeClientQuotasResponse_ValueData), 2, 2, gr_fields_DescribeClientQuotasResponse_ValueData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasResponse_EntryData[] = {
+    { "Entity", &gr_desc_DescribeClientQuotasResponse_EntityData, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_EntryData, Entity), offsetof(struct DescribeClientQuotasResponse_EntryData, EntityCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "Values", &gr_desc_DescribeClientQuotasResponse_ValueData, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse_EntryData, Values), offsetof(struct DescribeClientQuotasResponse_EntryData, ValuesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_EntryData = {
+    "DescribeClientQuotasResponse_EntryData", sizeof(struct DescribeClientQuotasResponse_EntryData), 2, 2, gr_fields_DescribeClientQuotasResponse_EntryData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeClientQuotasResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Entries", &gr_desc_DescribeClientQuotasResponse_EntryData, NULL, 0, 0.0,
+      offsetof(struct DescribeClientQuotasResponse, Entries), offsetof(struct DescribeClientQuotasResponse, EntriesCount), -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse = {
+    "DescribeClientQuotasResponse", sizeof(struct DescribeClientQuotasResponse), 4, 4, gr_fields_DescribeClientQuotasResponse,
+};
+
+/* ---- AlterClientQuotasRequest ---- */
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasRequest_EntityData[] = {
+    { "EntityType", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_EntityData, EntityType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "EntityName", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_EntityData, EntityName), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_EntityData = {
+    "AlterClientQuotasRequest_EntityData", sizeof(struct AlterClientQuotasRequest_EntityData), 2, 2, gr_fields_AlterClientQuotasRequest_EntityData,
+};
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasRequest_OpData[] = {
+    { "Key", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_OpData, Key), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Value", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_OpData, Value), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_FLOAT64, 0, 0 },
+    { "Remove", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_OpData, Remove), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_OpData = {
+    "AlterClientQuotasRequest_OpData", sizeof(struct AlterClientQuotasRequest_OpData), 3, 3, gr_fields_AlterClientQuotasRequest_OpData,
+};
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasRequest_EntryData[] = {
+    { "Entity", &gr_desc_AlterClientQuotasRequest_EntityData, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_EntryData, Entity), offsetof(struct AlterClientQuotasRequest_EntryData, EntityCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "Ops", &gr_desc_AlterClientQuotasRequest_OpData, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest_EntryData, Ops), offsetof(struct AlterClientQuotasRequest_EntryData, OpsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_EntryData = {
+    "AlterClientQuotasRequest_EntryData", sizeof(struct AlterClientQuotasRequest_EntryData), 2, 2, gr_fields_AlterClientQuotasRequest_EntryData,
+};
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasRequest[] = {
+    { "Entries", &gr_desc_AlterClientQuotasRequest_EntryData, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest, Entries), offsetof(struct AlterClientQuotasRequest, EntriesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "ValidateOnly", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasRequest, ValidateOnly), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasRequest = {
+    "AlterClientQuotasRequest", sizeof(struct AlterClientQuotasRequest), 2, 2, gr_fields_AlterClientQuotasRequest,
+};
+
+/* ---- AlterClientQuotasResponse ---- */
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasResponse_EntityData[] = {
+    { "EntityType", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse_EntityData, EntityType), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "EntityName", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse_EntityData, EntityName), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasResponse_EntityData = {
+    "AlterClientQuotasResponse_EntityData", sizeof(struct AlterClientQuotasResponse_EntityData), 2, 2, gr_fields_AlterClientQuotasResponse_EntityData,
+};
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasResponse_EntryData[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse_EntryData, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse_EntryData, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Entity", &gr_desc_AlterClientQuotasResponse_EntityData, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse_EntryData, Entity), offsetof(struct AlterClientQuotasResponse_EntryData, EntityCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasResponse_EntryData = {
+    "AlterClientQuotasResponse_EntryData", sizeof(struct AlterClientQuotasResponse_EntryData), 3, 3, gr_fields_AlterClientQuotasResponse_EntryData,
+};
+
+static const struct gr_field_desc gr_fields_AlterClientQuotasResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Entries", &gr_desc_AlterClientQuotasResponse_EntryData, NULL, 0, 0.0,
+      offsetof(struct AlterClientQuotasResponse, Entries), offsetof(struct AlterClientQuotasResponse, EntriesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterClientQuotasResponse = {
+    "AlterClientQuotasResponse", sizeof(struct AlterClientQuotasResponse), 2, 2, gr_fields_AlterClientQuotasResponse,
+};
+
+/* ---- DescribeUserScramCredentialsRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeUserScramCredentialsRequest_UserName[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsRequest_UserName, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsRequest_UserName = {
+    "DescribeUserScramCredentialsRequest_UserName", sizeof(struct DescribeUserScramCredentialsRequest_UserName), 1, 1, gr_fields_DescribeUserScramCredentialsRequest_UserName,
+};
+
+static const struct gr_field_desc gr_fields_DescribeUserScramCredentialsRequest[] = {
+    { "Users", &gr_desc_DescribeUserScramCredentialsRequest_UserName, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsRequest, Users), offsetof(struct DescribeUserScramCredentialsRequest, UsersCount), -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsRequest = {
+    "DescribeUserScramCredentialsRequest", sizeof(struct DescribeUserScramCredentialsRequest), 1, 1, gr_fields_DescribeUserScramCredentialsRequest,
+};
+
+/* ---- DescribeUserScramCredentialsResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeUserScramCredentialsResponse_CredentialInfo[] = {
+    { "Mechanism", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_CredentialInfo, Mechanism), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Iterations", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_CredentialInfo, Iterations), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse_CredentialInfo = {
+    "DescribeUserScramCredentialsResponse_CredentialInfo", sizeof(struct DescribeUserScramCredentialsResponse_CredentialInfo), 2, 2, gr_fields_DescribeUserScramCredentialsResponse_CredentialInfo,
+};
+
+static const struct gr_field_desc gr_fields_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult[] = {
+    { "User", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, User), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "CredentialInfos", &gr_desc_DescribeUserScramCredentialsResponse_CredentialInfo, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, CredentialInfos), offsetof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, CredentialInfosCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = {
+    "DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult", sizeof(struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult), 4, 4, gr_fields_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult,
+};
+
+static const struct gr_field_desc gr_fields_DescribeUserScramCredentialsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Results", &gr_desc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, NULL, 0, 0.0,
+      offsetof(struct DescribeUserScramCredentialsResponse, Results), offsetof(struct DescribeUserScramCredentialsResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse = {
+    "DescribeUserScramCredentialsResponse", sizeof(struct DescribeUserScramCredentialsResponse), 4, 4, gr_fields_DescribeUserScramCredentialsResponse,
+};
+
+/* ---- AlterUserScramCredentialsRequest ---- */
+
+static const struct gr_field_desc gr_fields_AlterUserScramCredentialsRequest_ScramCredentialDeletion[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialDeletion, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Mechanism", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialDeletion, Mechanism), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest_ScramCredentialDeletion = {
+    "AlterUserScramCredentialsRequest_ScramCredentialDeletion", sizeof(struct AlterUserScramCredentialsRequest_ScramCredentialDeletion), 2, 2, gr_fields_AlterUserScramCredentialsRequest_ScramCredentialDeletion,
+};
+
+static const struct gr_field_desc gr_fields_AlterUserScramCredentialsRequest_ScramCredentialUpsertion[] = {
+    { "Name", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion, Name), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Mechanism", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion, Mechanism), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT8, 0, 0 },
+    { "Iterations", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion, Iterations), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Salt", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion, Salt), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+    { "SaltedPassword", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion, SaltedPassword), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BYTES, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion = {
+    "AlterUserScramCredentialsRequest_ScramCredentialUpsertion", sizeof(struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion), 5, 5, gr_fields_AlterUserScramCredentialsRequest_ScramCredentialUpsertion,
+};
+
+static const struct gr_field_desc gr_fields_AlterUserScramCredentialsRequest[] = {
+    { "Deletions", &gr_desc_AlterUserScramCredentialsRequest_ScramCredentialDeletion, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest, Deletions), offsetof(struct AlterUserScramCredentialsRequest, DeletionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "Upsertions", &gr_desc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsRequest, Upsertions), offsetof(struct AlterUserScramCredentialsRequest, UpsertionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest = {
+    "AlterUserScramCredentialsRequest", sizeof(struct AlterUserScramCredentialsRequest), 2, 2, gr_fields_AlterUserScramCredentialsRequest,
+};
+
+/* ---- AlterUserScramCredentialsResponse ---- */
+
+static const struct gr_field_desc gr_fields_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult[] = {
+    { "User", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, User), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = {
+    "AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult", sizeof(struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult), 3, 3, gr_fields_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult,
+};
+
+static const struct gr_field_desc gr_fields_AlterUserScramCredentialsResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "Results", &gr_desc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, NULL, 0, 0.0,
+      offsetof(struct AlterUserScramCredentialsResponse, Results), offsetof(struct AlterUserScramCredentialsResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_AlterUserScramCredentialsResponse = {
+    "AlterUserScramCredentialsResponse", sizeof(struct AlterUserScramCredentialsResponse), 2, 2, gr_fields_AlterUserScramCredentialsResponse,
+};
+
+/* ---- VoteRequest ---- */
+
+static const struct gr_field_desc gr_fields_VoteRequest_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "CandidateEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_PartitionData, CandidateEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "CandidateId", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_PartitionData, CandidateId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LastOffsetEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_PartitionData, LastOffsetEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LastOffset", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_PartitionData, LastOffset), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteRequest_PartitionData = {
+    "VoteRequest_PartitionData", sizeof(struct VoteRequest_PartitionData), 5, 5, gr_fields_VoteRequest_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_VoteRequest_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_VoteRequest_PartitionData, NULL, 0, 0.0,
+      offsetof(struct VoteRequest_TopicData, Partitions), offsetof(struct VoteRequest_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteRequest_TopicData = {
+    "VoteRequest_TopicData", sizeof(struct VoteRequest_TopicData), 2, 2, gr_fields_VoteRequest_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_VoteRequest[] = {
+    { "ClusterId", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteRequest, ClusterId), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_VoteRequest_TopicData, NULL, 0, 0.0,
+      offsetof(struct VoteRequest, Topics), offsetof(struct VoteRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteRequest = {
+    "VoteRequest", sizeof(struct VoteRequest), 2, 2, gr_fields_VoteRequest,
+};
+
+/* ---- VoteResponse ---- */
+
+static const struct gr_field_desc gr_fields_VoteResponse_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_PartitionData, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "VoteGranted", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_PartitionData, VoteGranted), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteResponse_PartitionData = {
+    "VoteResponse_PartitionData", sizeof(struct VoteResponse_PartitionData), 5, 5, gr_fields_VoteResponse_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_VoteResponse_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_VoteResponse_PartitionData, NULL, 0, 0.0,
+      offsetof(struct VoteResponse_TopicData, Partitions), offsetof(struct VoteResponse_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteResponse_TopicData = {
+    "VoteResponse_TopicData", sizeof(struct VoteResponse_TopicData), 2, 2, gr_fields_VoteResponse_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_VoteResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct VoteResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Topics", &gr_desc_VoteResponse_TopicData, NULL, 0, 0.0,
+      offsetof(struct VoteResponse, Topics), offsetof(struct VoteResponse, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_VoteResponse = {
+    "VoteResponse", sizeof(struct VoteResponse), 2, 2, gr_fields_VoteResponse,
+};
+
+/* ---- BeginQuorumEpochRequest ---- */
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochRequest_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest_PartitionData = {
+    "BeginQuorumEpochRequest_PartitionData", sizeof(struct BeginQuorumEpochRequest_PartitionData), 3, 3, gr_fields_BeginQuorumEpochRequest_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochRequest_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_BeginQuorumEpochRequest_PartitionData, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest_TopicData, Partitions), offsetof(struct BeginQuorumEpochRequest_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest_TopicData = {
+    "BeginQuorumEpochRequest_TopicData", sizeof(struct BeginQuorumEpochRequest_TopicData), 2, 2, gr_fields_BeginQuorumEpochRequest_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochRequest[] = {
+    { "ClusterId", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest, ClusterId), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_BeginQuorumEpochRequest_TopicData, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochRequest, Topics), offsetof(struct BeginQuorumEpochRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest = {
+    "BeginQuorumEpochRequest", sizeof(struct BeginQuorumEpochRequest), 2, 2, gr_fields_BeginQuorumEpochRequest,
+};
+
+/* ---- BeginQuorumEpochResponse ---- */
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochResponse_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_PartitionData, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse_PartitionData = {
+    "BeginQuorumEpochResponse_PartitionData", sizeof(struct BeginQuorumEpochResponse_PartitionData), 4, 4, gr_fields_BeginQuorumEpochResponse_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochResponse_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_BeginQuorumEpochResponse_PartitionData, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse_TopicData, Partitions), offsetof(struct BeginQuorumEpochResponse_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse_TopicData = {
+    "BeginQuorumEpochResponse_TopicData", sizeof(struct BeginQuorumEpochResponse_TopicData), 2, 2, gr_fields_BeginQuorumEpochResponse_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_BeginQuorumEpochResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Topics", &gr_desc_BeginQuorumEpochResponse_TopicData, NULL, 0, 0.0,
+      offsetof(struct BeginQuorumEpochResponse, Topics), offsetof(struct BeginQuorumEpochResponse, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse = {
+    "BeginQuorumEpochResponse", sizeof(struct BeginQuorumEpochResponse), 2, 2, gr_fields_BeginQuorumEpochResponse,
+};
+
+/* ---- EndQuorumEpochRequest ---- */
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochRequest_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ReplicaId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_PartitionData, ReplicaId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "PreferredSuccessors", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_PartitionData, PreferredSuccessors), offsetof(struct EndQuorumEpochRequest_PartitionData, PreferredSuccessorsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochRequest_PartitionData = {
+    "EndQuorumEpochRequest_PartitionData", sizeof(struct EndQuorumEpochRequest_PartitionData), 5, 5, gr_fields_EndQuorumEpochRequest_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochRequest_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_EndQuorumEpochRequest_PartitionData, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest_TopicData, Partitions), offsetof(struct EndQuorumEpochRequest_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochRequest_TopicData = {
+    "EndQuorumEpochRequest_TopicData", sizeof(struct EndQuorumEpochRequest_TopicData), 2, 2, gr_fields_EndQuorumEpochRequest_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochRequest[] = {
+    { "ClusterId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest, ClusterId), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Topics", &gr_desc_EndQuorumEpochRequest_TopicData, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochRequest, Topics), offsetof(struct EndQuorumEpochRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochRequest = {
+    "EndQuorumEpochRequest", sizeof(struct EndQuorumEpochRequest), 2, 2, gr_fields_EndQuorumEpochRequest,
+};
+
+/* ---- EndQuorumEpochResponse ---- */
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochResponse_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_PartitionData, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochResponse_PartitionData = {
+    "EndQuorumEpochResponse_PartitionData", sizeof(struct EndQuorumEpochResponse_PartitionData), 4, 4, gr_fields_EndQuorumEpochResponse_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochResponse_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_EndQuorumEpochResponse_PartitionData, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse_TopicData, Partitions), offsetof(struct EndQuorumEpochResponse_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochResponse_TopicData = {
+    "EndQuorumEpochResponse_TopicData", sizeof(struct EndQuorumEpochResponse_TopicData), 2, 2, gr_fields_EndQuorumEpochResponse_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_EndQuorumEpochResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Topics", &gr_desc_EndQuorumEpochResponse_TopicData, NULL, 0, 0.0,
+      offsetof(struct EndQuorumEpochResponse, Topics), offsetof(struct EndQuorumEpochResponse, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_EndQuorumEpochResponse = {
+    "EndQuorumEpochResponse", sizeof(struct EndQuorumEpochResponse), 2, 2, gr_fields_EndQuorumEpochResponse,
+};
+
+/* ---- DescribeQuorumRequest ---- */
+
+static const struct gr_field_desc gr_fields_DescribeQuorumRequest_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumRequest_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumRequest_PartitionData = {
+    "DescribeQuorumRequest_PartitionData", sizeof(struct DescribeQuorumRequest_PartitionData), 1, 1, gr_fields_DescribeQuorumRequest_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeQuorumRequest_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumRequest_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_DescribeQuorumRequest_PartitionData, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumRequest_TopicData, Partitions), offsetof(struct DescribeQuorumRequest_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumRequest_TopicData = {
+    "DescribeQuorumRequest_TopicData", sizeof(struct DescribeQuorumRequest_TopicData), 2, 2, gr_fields_DescribeQuorumRequest_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeQuorumRequest[] = {
+    { "Topics", &gr_desc_DescribeQuorumRequest_TopicData, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumRequest, Topics), offsetof(struct DescribeQuorumRequest, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumRequest = {
+    "DescribeQuorumRequest", sizeof(struct DescribeQuorumRequest), 1, 1, gr_fields_DescribeQuorumRequest,
+};
+
+/* ---- DescribeQuorumResponse ---- */
+
+static const struct gr_field_desc gr_fields_DescribeQuorumResponse_ReplicaState[] = {
+    { "ReplicaId", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_ReplicaState, ReplicaId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LogEndOffset", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_ReplicaState, LogEndOffset), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumResponse_ReplicaState = {
+    "DescribeQuorumResponse_ReplicaState", sizeof(struct DescribeQuorumResponse_ReplicaState), 2, 2, gr_fields_DescribeQuorumResponse_ReplicaState,
+};
+
+static const struct gr_field_desc gr_fields_DescribeQuorumResponse_PartitionData[] = {
+    { "PartitionIndex", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, PartitionIndex), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "LeaderId", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, LeaderId), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "LeaderEpoch", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, LeaderEpoch), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "HighWatermark", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, HighWatermark), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT64, 0, 0 },
+    { "CurrentVoters", &gr_desc_DescribeQuorumResponse_ReplicaState, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, CurrentVoters), offsetof(struct DescribeQuorumResponse_PartitionData, CurrentVotersCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+    { "Observers", &gr_desc_DescribeQuorumResponse_ReplicaState, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_PartitionData, Observers), offsetof(struct DescribeQuorumResponse_PartitionData, ObserversCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumResponse_PartitionData = {
+    "DescribeQuorumResponse_PartitionData", sizeof(struct DescribeQuorumResponse_PartitionData), 7, 7, gr_fields_DescribeQuorumResponse_PartitionData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeQuorumResponse_TopicData[] = {
+    { "TopicName", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_TopicData, TopicName), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "Partitions", &gr_desc_DescribeQuorumResponse_PartitionData, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse_TopicData, Partitions), offsetof(struct DescribeQuorumResponse_TopicData, PartitionsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumResponse_TopicData = {
+    "DescribeQuorumResponse_TopicData", sizeof(struct DescribeQuorumResponse_TopicData), 2, 2, gr_fields_DescribeQuorumResponse_TopicData,
+};
+
+static const struct gr_field_desc gr_fields_DescribeQuorumResponse[] = {
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "Topics", &gr_desc_DescribeQuorumResponse_TopicData, NULL, 0, 0.0,
+      offsetof(struct DescribeQuorumResponse, Topics), offsetof(struct DescribeQuorumResponse, TopicsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_DescribeQuorumResponse = {
+    "DescribeQuorumResponse", sizeof(struct DescribeQuorumResponse), 2, 2, gr_fields_DescribeQuorumResponse,
+};
+
 /* ---- AlterIsrRequest ---- */
 
 static const struct gr_field_desc gr_fields_AlterIsrRequest_PartitionData[] = {
@@ -2766,6 +4427,70 @@ const struct gr_struct_desc gr_desc_AlterIsrResponse = {
     "AlterIsrResponse", sizeof(struct AlterIsrResponse), 3, 3, gr_fields_AlterIsrResponse,
 };
 
+/* ---- UpdateFeaturesRequest ---- */
+
+static const struct gr_field_desc gr_fields_UpdateFeaturesRequest_FeatureUpdateKey[] = {
+    { "Feature", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesRequest_FeatureUpdateKey, Feature), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "MaxVersionLevel", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesRequest_FeatureUpdateKey, MaxVersionLevel), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "AllowDowngrade", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesRequest_FeatureUpdateKey, AllowDowngrade), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_BOOL, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_UpdateFeaturesRequest_FeatureUpdateKey = {
+    "UpdateFeaturesRequest_FeatureUpdateKey", sizeof(struct UpdateFeaturesRequest_FeatureUpdateKey), 3, 3, gr_fields_UpdateFeaturesRequest_FeatureUpdateKey,
+};
+
+static const struct gr_field_desc gr_fields_UpdateFeaturesRequest[] = {
+    { "TimeoutMs", NULL, NULL, 60000, 0.0,
+      offsetof(struct UpdateFeaturesRequest, TimeoutMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "FeatureUpdates", &gr_desc_UpdateFeaturesRequest_FeatureUpdateKey, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesRequest, FeatureUpdates), offsetof(struct UpdateFeaturesRequest, FeatureUpdatesCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_UpdateFeaturesRequest = {
+    "UpdateFeaturesRequest", sizeof(struct UpdateFeaturesRequest), 2, 2, gr_fields_UpdateFeaturesRequest,
+};
+
+/* ---- UpdateFeaturesResponse ---- */
+
+static const struct gr_field_desc gr_fields_UpdateFeaturesResponse_UpdatableFeatureResult[] = {
+    { "Feature", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse_UpdatableFeatureResult, Feature), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRING, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse_UpdatableFeatureResult, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse_UpdatableFeatureResult, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+};
+const struct gr_struct_desc gr_desc_UpdateFeaturesResponse_UpdatableFeatureResult = {
+    "UpdateFeaturesResponse_UpdatableFeatureResult", sizeof(struct UpdateFeaturesResponse_UpdatableFeatureResult), 3, 3, gr_fields_UpdateFeaturesResponse_UpdatableFeatureResult,
+};
+
+static const struct gr_field_desc gr_fields_UpdateFeaturesResponse[] = {
+    { "ThrottleTimeMs", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse, ThrottleTimeMs), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT32, 0, 0 },
+    { "ErrorCode", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse, ErrorCode), 0, -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_INT16, 0, 0 },
+    { "ErrorMessage", NULL, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse, ErrorMessage), 0, -1,
+      0, GR_VMAX, 0, GR_VMAX, GR_FT_STRING, 0, 0 },
+    { "Results", &gr_desc_UpdateFeaturesResponse_UpdatableFeatureResult, NULL, 0, 0.0,
+      offsetof(struct UpdateFeaturesResponse, Results), offsetof(struct UpdateFeaturesResponse, ResultsCount), -1,
+      0, GR_VMAX, GR_VMAX, -1, GR_FT_STRUCT, 1, 0 },
+};
+const struct gr_struct_desc gr_desc_UpdateFeaturesResponse = {
+    "UpdateFeaturesResponse", sizeof(struct UpdateFeaturesResponse), 4, 4, gr_fields_UpdateFeaturesResponse,
+};
+
 const struct gr_api_desc gr_proto_apis[GR_API_COUNT] = {
     { "Produce", 0, 0, 8, -1, &gr_desc_ProduceRequest, &gr_desc_ProduceResponse },
     { "Fetch", 1, 0, 12, 12, &gr_desc_FetchRequest, &gr_desc_FetchResponse },
@@ -2791,14 +4516,38 @@ const struct gr_api_desc gr_proto_apis[GR_API_COUNT] = {
     { "DeleteRecords", 21, 0, 2, 2, &gr_desc_DeleteRecordsRequest, &gr_desc_DeleteRecordsResponse },
     { "InitProducerId", 22, 0, 4, 2, &gr_desc_InitProducerIdRequest, &gr_desc_InitProducerIdResponse },
     { "OffsetForLeaderEpoch", 23, 0, 3, -1, &gr_desc_OffsetForLeaderEpochRequest, &gr_desc_OffsetForLeaderEpochResponse },
+    { "AddPartitionsToTxn", 24, 0, 2, -1, &gr_desc_AddPartitionsToTxnRequest, &gr_desc_AddPartitionsToTxnResponse },
+    { "AddOffsetsToTxn", 25, 0, 2, -1, &gr_desc_AddOffsetsToTxnRequest, &gr_desc_AddOffsetsToTxnResponse },
+    { "EndTxn", 26, 0, 2, -1, &gr_desc_EndTxnRequest, &gr_desc_EndTxnResponse },
+    { "WriteTxnMarkers", 27, 0, 0, -1, &gr_desc_WriteTxnMarkersRequest, &gr_desc_WriteTxnMarkersResponse },
+    { "TxnOffsetCommit", 28, 0, 3, 3, &gr_desc_TxnOffsetCommitRequest, &gr_desc_TxnOffsetCommitResponse },
+    { "DescribeAcls", 29, 0, 2, 2, &gr_desc_DescribeAclsRequest, &gr_desc_DescribeAclsResponse },
+    { "CreateAcls", 30, 0, 2, 2, &gr_desc_CreateAclsRequest, &gr_desc_CreateAclsResponse },
+    { "DeleteAcls", 31, 0, 2, 2, &gr_desc_DeleteAclsRequest, &gr_desc_DeleteAclsResponse },
     { "DescribeConfigs", 32, 0, 3, -1, &gr_desc_DescribeConfigsRequest, &gr_desc_DescribeConfigsResponse },
     { "AlterConfigs", 33, 0, 1, -1, &gr_desc_AlterConfigsRequest, &gr_desc_AlterConfigsResponse },
+    { "AlterReplicaLogDirs", 34, 0, 1, -1, &gr_desc_AlterReplicaLogDirsRequest, &gr_desc_AlterReplicaLogDirsResponse },
+    { "DescribeLogDirs", 35, 0, 2, 2, &gr_desc_DescribeLogDirsRequest, &gr_desc_DescribeLogDirsResponse },
+    { "SaslAuthenticate", 36, 0, 2, 2, &gr_desc_SaslAuthenticateRequest, &gr_desc_SaslAuthenticateResponse },
     { "CreatePartitions", 37, 0, 3, 2, &gr_desc_CreatePartitionsRequest, &gr_desc_CreatePartitionsResponse },
+    { "CreateDelegationToken", 38, 0, 2, 2, &gr_desc_CreateDelegationTokenRequest, &gr_desc_CreateDelegationTokenResponse },
+    { "RenewDelegationToken", 39, 0, 2, 2, &gr_desc_RenewDelegationTokenRequest, &gr_desc_RenewDelegationTokenResponse },
+    { "ExpireDelegationToken", 40, 0, 2, 2, &gr_desc_ExpireDelegationTokenRequest, &gr_desc_ExpireDelegationTokenResponse },
+    { "DescribeDelegationToken", 41, 0, 2, 2, &gr_desc_DescribeDelegationTokenRequest, &gr_desc_DescribeDelegationTokenResponse },
     { "DeleteGroups", 42, 0, 2, 2, &gr_desc_DeleteGroupsRequest, &gr_desc_DeleteGroupsResponse },
     { "ElectLeaders", 43, 0, 2, 2, &gr_desc_ElectLeadersRequest, &gr_desc_ElectLeadersResponse },
     { "IncrementalAlterConfigs", 44, 0, 1, 1, &gr_desc_IncrementalAlterConfigsRequest, &gr_desc_IncrementalAlterConfigsResponse },
     { "AlterPartitionReassignments", 45, 0, 0, 0, &gr_desc_AlterPartitionReassignmentsRequest, &gr_desc_AlterPartitionReassignmentsResponse },
     { "ListPartitionReassignments", 46, 0, 0, 0, &gr_desc_ListPartitionReassignmentsRequest, &gr_desc_ListPartitionReassignmentsResponse },
     { "OffsetDelete", 47, 0, 0, -1, &gr_desc_OffsetDeleteRequest, &gr_desc_OffsetDeleteResponse },
+    { "DescribeClientQuotas", 48, 0, 0, -1, &gr_desc_DescribeClientQuotasRequest, &gr_desc_DescribeClientQuotasResponse },
+    { "AlterClientQuotas", 49, 0, 0, -1, &gr_desc_AlterClientQuotasRequest, &gr_desc_AlterClientQuotasResponse },
+    { "DescribeUserScramCredentials", 50, 0, 0, 0, &gr_desc_DescribeUserScramCredentialsRequest, &gr_desc_DescribeUserScramCredentialsResponse },
+    { "AlterUserScramCredentials", 51, 0, 0, 0, &gr_desc_AlterUserScramCredentialsRequest, &gr_desc_AlterUserScramCredentialsResponse },
+    { "Vote", 52, 0, 0, 0, &gr_desc_VoteRequest, &gr_desc_VoteResponse },
+    { "BeginQuorumEpoch", 53, 0, 0, -1, &gr_desc_BeginQuorumEpochRequest, &gr_desc_BeginQuorumEpochResponse },
+    { "EndQuorumEpoch", 54, 0, 0, -1, &gr_desc_EndQuorumEpochRequest, &gr_desc_EndQuorumEpochResponse },
+    { "DescribeQuorum", 55, 0, 0, 0, &gr_desc_DescribeQuorumRequest, &gr_desc_DescribeQuorumResponse },
     { "AlterIsr", 56, 0, 0, 0, &gr_desc_AlterIsrRequest, &gr_desc_AlterIsrResponse },
+    { "UpdateFeatures", 57, 0, 0, 0, &gr_desc_UpdateFeaturesRequest, &gr_desc_UpdateFeaturesResponse },
 };

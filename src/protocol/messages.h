@@ -36,17 +36,41 @@
 #define GR_API_DELETE_RECORDS 21
 #define GR_API_INIT_PRODUCER_ID 22
 #define GR_API_OFFSET_FOR_LEADER_EPOCH 23
+#define GR_API_ADD_PARTITIONS_TO_TXN 24
+#define GR_API_ADD_OFFSETS_TO_TXN 25
+#define GR_API_END_TXN 26
+#define GR_API_WRITE_TXN_MARKERS 27
+#define GR_API_TXN_OFFSET_COMMIT 28
+#define GR_API_DESCRIBE_ACLS 29
+#define GR_API_CREATE_ACLS 30
+#define GR_API_DELETE_ACLS 31
 #define GR_API_DESCRIBE_CONFIGS 32
 #define GR_API_ALTER_CONFIGS 33
+#define GR_API_ALTER_REPLICA_LOG_DIRS 34
+#define GR_API_DESCRIBE_LOG_DIRS 35
+#define GR_API_SASL_AUTHENTICATE 36
 #define GR_API_CREATE_PARTITIONS 37
+#define GR_API_CREATE_DELEGATION_TOKEN 38
+#define GR_API_RENEW_DELEGATION_TOKEN 39
+#define GR_API_EXPIRE_DELEGATION_TOKEN 40
+#define GR_API_DESCRIBE_DELEGATION_TOKEN 41
 #define GR_API_DELETE_GROUPS 42
 #define GR_API_ELECT_LEADERS 43
 #define GR_API_INCREMENTAL_ALTER_CONFIGS 44
 #define GR_API_ALTER_PARTITION_REASSIGNMENTS 45
 #define GR_API_LIST_PARTITION_REASSIGNMENTS 46
 #define GR_API_OFFSET_DELETE 47
+#define GR_API_DESCRIBE_CLIENT_QUOTAS 48
+#define GR_API_ALTER_CLIENT_QUOTAS 49
+#define GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS 50
+#define GR_API_ALTER_USER_SCRAM_CREDENTIALS 51
+#define GR_API_VOTE 52
+#define GR_API_BEGIN_QUORUM_EPOCH 53
+#define GR_API_END_QUORUM_EPOCH 54
+#define GR_API_DESCRIBE_QUORUM 55
 #define GR_API_ALTER_ISR 56
-#define GR_API_COUNT 34 /* entries in the API table */
+#define GR_API_UPDATE_FEATURES 57
+#define GR_API_COUNT 58 /* entries in the API table */
 
 /* ---- ProduceRequest (api key 0, versions 0-8, flexible none) ---- */
 
@@ -1298,6 +1322,378 @@ extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetFo
 extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult;
 extern const struct gr_struct_desc gr_desc_OffsetForLeaderEpochResponse;
 
+/* ---- AddPartitionsToTxnRequest (api key 24, versions 0-2, flexible none) ---- */
+
+struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic;
+struct AddPartitionsToTxnRequest;
+
+struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    int32_t *Partitions; /* v0+ */
+};
+
+struct AddPartitionsToTxnRequest {
+    char *TransactionalId; /* v0+ */
+    int64_t ProducerId; /* v0+ */
+    int16_t ProducerEpoch; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic;
+extern const struct gr_struct_desc gr_desc_AddPartitionsToTxnRequest;
+
+/* ---- AddPartitionsToTxnResponse (api key 24, versions 0-2, flexible none) ---- */
+
+struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult;
+struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult;
+struct AddPartitionsToTxnResponse;
+
+struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult {
+    char *Name; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult *Results; /* v0+ */
+};
+
+struct AddPartitionsToTxnResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult;
+extern const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult;
+extern const struct gr_struct_desc gr_desc_AddPartitionsToTxnResponse;
+
+/* ---- AddOffsetsToTxnRequest (api key 25, versions 0-2, flexible none) ---- */
+
+struct AddOffsetsToTxnRequest;
+
+struct AddOffsetsToTxnRequest {
+    char *TransactionalId; /* v0+ */
+    int64_t ProducerId; /* v0+ */
+    int16_t ProducerEpoch; /* v0+ */
+    char *GroupId; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AddOffsetsToTxnRequest;
+
+/* ---- AddOffsetsToTxnResponse (api key 25, versions 0-2, flexible none) ---- */
+
+struct AddOffsetsToTxnResponse;
+
+struct AddOffsetsToTxnResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AddOffsetsToTxnResponse;
+
+/* ---- EndTxnRequest (api key 26, versions 0-2, flexible none) ---- */
+
+struct EndTxnRequest;
+
+struct EndTxnRequest {
+    char *TransactionalId; /* v0+ */
+    int64_t ProducerId; /* v0+ */
+    int16_t ProducerEpoch; /* v0+ */
+    bool Committed; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_EndTxnRequest;
+
+/* ---- EndTxnResponse (api key 26, versions 0-2, flexible none) ---- */
+
+struct EndTxnResponse;
+
+struct EndTxnResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_EndTxnResponse;
+
+/* ---- WriteTxnMarkersRequest (api key 27, versions 0, flexible none) ---- */
+
+struct WriteTxnMarkersRequest_WritableTxnMarkerTopic;
+struct WriteTxnMarkersRequest_WritableTxnMarker;
+struct WriteTxnMarkersRequest;
+
+struct WriteTxnMarkersRequest_WritableTxnMarkerTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionIndexesCount; /* -1 = null */
+    int32_t *PartitionIndexes; /* v0+ */
+};
+
+struct WriteTxnMarkersRequest_WritableTxnMarker {
+    int64_t ProducerId; /* v0+ */
+    int16_t ProducerEpoch; /* v0+ */
+    bool TransactionResult; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct WriteTxnMarkersRequest_WritableTxnMarkerTopic *Topics; /* v0+ */
+    int32_t CoordinatorEpoch; /* v0+ */
+};
+
+struct WriteTxnMarkersRequest {
+    int32_t MarkersCount; /* -1 = null */
+    struct WriteTxnMarkersRequest_WritableTxnMarker *Markers; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest_WritableTxnMarkerTopic;
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest_WritableTxnMarker;
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersRequest;
+
+/* ---- WriteTxnMarkersResponse (api key 27, versions 0, flexible none) ---- */
+
+struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult;
+struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult;
+struct WriteTxnMarkersResponse_WritableTxnMarkerResult;
+struct WriteTxnMarkersResponse;
+
+struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult *Partitions; /* v0+ */
+};
+
+struct WriteTxnMarkersResponse_WritableTxnMarkerResult {
+    int64_t ProducerId; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct WriteTxnMarkersResponse_WritableTxnMarkerTopicResult *Topics; /* v0+ */
+};
+
+struct WriteTxnMarkersResponse {
+    int32_t MarkersCount; /* -1 = null */
+    struct WriteTxnMarkersResponse_WritableTxnMarkerResult *Markers; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult;
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult;
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse_WritableTxnMarkerResult;
+extern const struct gr_struct_desc gr_desc_WriteTxnMarkersResponse;
+
+/* ---- TxnOffsetCommitRequest (api key 28, versions 0-3, flexible 3+) ---- */
+
+struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition;
+struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic;
+struct TxnOffsetCommitRequest;
+
+struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition {
+    int32_t PartitionIndex; /* v0+ */
+    int64_t CommittedOffset; /* v0+ */
+    int32_t CommittedLeaderEpoch; /* v2+, default -1 */
+    char *CommittedMetadata; /* v0+, nullable v0+ */
+};
+
+struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition *Partitions; /* v0+ */
+};
+
+struct TxnOffsetCommitRequest {
+    char *TransactionalId; /* v0+ */
+    char *GroupId; /* v0+ */
+    int64_t ProducerId; /* v0+ */
+    int16_t ProducerEpoch; /* v0+ */
+    int32_t GenerationId; /* v3+, default -1 */
+    char *MemberId; /* v3+, default  */
+    char *GroupInstanceId; /* v3+, nullable v3+, default null */
+    int32_t TopicsCount; /* -1 = null */
+    struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition;
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic;
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitRequest;
+
+/* ---- TxnOffsetCommitResponse (api key 28, versions 0-3, flexible 3+) ---- */
+
+struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition;
+struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic;
+struct TxnOffsetCommitResponse;
+
+struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition *Partitions; /* v0+ */
+};
+
+struct TxnOffsetCommitResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition;
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic;
+extern const struct gr_struct_desc gr_desc_TxnOffsetCommitResponse;
+
+/* ---- DescribeAclsRequest (api key 29, versions 0-2, flexible 2+) ---- */
+
+struct DescribeAclsRequest;
+
+struct DescribeAclsRequest {
+    int8_t ResourceTypeFilter; /* v0+ */
+    char *ResourceNameFilter; /* v0+, nullable v0+ */
+    int8_t PatternTypeFilter; /* v1+, default 3 */
+    char *PrincipalFilter; /* v0+, nullable v0+ */
+    char *HostFilter; /* v0+, nullable v0+ */
+    int8_t Operation; /* v0+ */
+    int8_t PermissionType; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeAclsRequest;
+
+/* ---- DescribeAclsResponse (api key 29, versions 0-2, flexible 2+) ---- */
+
+struct DescribeAclsResponse_AclDescription;
+struct DescribeAclsResponse_DescribeAclsResource;
+struct DescribeAclsResponse;
+
+struct DescribeAclsResponse_AclDescription {
+    char *Principal; /* v0+ */
+    char *Host; /* v0+ */
+    int8_t Operation; /* v0+ */
+    int8_t PermissionType; /* v0+ */
+};
+
+struct DescribeAclsResponse_DescribeAclsResource {
+    int8_t ResourceType; /* v0+ */
+    char *ResourceName; /* v0+ */
+    int8_t PatternType; /* v1+, default 3 */
+    int32_t AclsCount; /* -1 = null */
+    struct DescribeAclsResponse_AclDescription *Acls; /* v0+ */
+};
+
+struct DescribeAclsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t ResourcesCount; /* -1 = null */
+    struct DescribeAclsResponse_DescribeAclsResource *Resources; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeAclsResponse_AclDescription;
+extern const struct gr_struct_desc gr_desc_DescribeAclsResponse_DescribeAclsResource;
+extern const struct gr_struct_desc gr_desc_DescribeAclsResponse;
+
+/* ---- CreateAclsRequest (api key 30, versions 0-2, flexible 2+) ---- */
+
+struct CreateAclsRequest_AclCreation;
+struct CreateAclsRequest;
+
+struct CreateAclsRequest_AclCreation {
+    int8_t ResourceType; /* v0+ */
+    char *ResourceName; /* v0+ */
+    int8_t ResourcePatternType; /* v1+, default 3 */
+    char *Principal; /* v0+ */
+    char *Host; /* v0+ */
+    int8_t Operation; /* v0+ */
+    int8_t PermissionType; /* v0+ */
+};
+
+struct CreateAclsRequest {
+    int32_t CreationsCount; /* -1 = null */
+    struct CreateAclsRequest_AclCreation *Creations; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_CreateAclsRequest_AclCreation;
+extern const struct gr_struct_desc gr_desc_CreateAclsRequest;
+
+/* ---- CreateAclsResponse (api key 30, versions 0-2, flexible 2+) ---- */
+
+struct CreateAclsResponse_AclCreationResult;
+struct CreateAclsResponse;
+
+struct CreateAclsResponse_AclCreationResult {
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+};
+
+struct CreateAclsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct CreateAclsResponse_AclCreationResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_CreateAclsResponse_AclCreationResult;
+extern const struct gr_struct_desc gr_desc_CreateAclsResponse;
+
+/* ---- DeleteAclsRequest (api key 31, versions 0-2, flexible 2+) ---- */
+
+struct DeleteAclsRequest_DeleteAclsFilter;
+struct DeleteAclsRequest;
+
+struct DeleteAclsRequest_DeleteAclsFilter {
+    int8_t ResourceTypeFilter; /* v0+ */
+    char *ResourceNameFilter; /* v0+, nullable v0+ */
+    int8_t PatternTypeFilter; /* v1+, default 3 */
+    char *PrincipalFilter; /* v0+, nullable v0+ */
+    char *HostFilter; /* v0+, nullable v0+ */
+    int8_t Operation; /* v0+ */
+    int8_t PermissionType; /* v0+ */
+};
+
+struct DeleteAclsRequest {
+    int32_t FiltersCount; /* -1 = null */
+    struct DeleteAclsRequest_DeleteAclsFilter *Filters; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DeleteAclsRequest_DeleteAclsFilter;
+extern const struct gr_struct_desc gr_desc_DeleteAclsRequest;
+
+/* ---- DeleteAclsResponse (api key 31, versions 0-2, flexible 2+) ---- */
+
+struct DeleteAclsResponse_DeleteAclsMatchingAcl;
+struct DeleteAclsResponse_DeleteAclsFilterResult;
+struct DeleteAclsResponse;
+
+struct DeleteAclsResponse_DeleteAclsMatchingAcl {
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int8_t ResourceType; /* v0+ */
+    char *ResourceName; /* v0+ */
+    int8_t PatternType; /* v1+, default 3 */
+    char *Principal; /* v0+ */
+    char *Host; /* v0+ */
+    int8_t Operation; /* v0+ */
+    int8_t PermissionType; /* v0+ */
+};
+
+struct DeleteAclsResponse_DeleteAclsFilterResult {
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t MatchingAclsCount; /* -1 = null */
+    struct DeleteAclsResponse_DeleteAclsMatchingAcl *MatchingAcls; /* v0+ */
+};
+
+struct DeleteAclsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t FilterResultsCount; /* -1 = null */
+    struct DeleteAclsResponse_DeleteAclsFilterResult *FilterResults; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DeleteAclsResponse_DeleteAclsMatchingAcl;
+extern const struct gr_struct_desc gr_desc_DeleteAclsResponse_DeleteAclsFilterResult;
+extern const struct gr_struct_desc gr_desc_DeleteAclsResponse;
+
 /* ---- DescribeConfigsRequest (api key 32, versions 0-3, flexible none) ---- */
 
 struct DescribeConfigsRequest_DescribeConfigsResource;
@@ -1415,6 +1811,140 @@ struct AlterConfigsResponse {
 extern const struct gr_struct_desc gr_desc_AlterConfigsResponse_AlterConfigsResourceResponse;
 extern const struct gr_struct_desc gr_desc_AlterConfigsResponse;
 
+/* ---- AlterReplicaLogDirsRequest (api key 34, versions 0-1, flexible none) ---- */
+
+struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic;
+struct AlterReplicaLogDirsRequest_AlterReplicaLogDir;
+struct AlterReplicaLogDirsRequest;
+
+struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    int32_t *Partitions; /* v0+ */
+};
+
+struct AlterReplicaLogDirsRequest_AlterReplicaLogDir {
+    char *Path; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic *Topics; /* v0+ */
+};
+
+struct AlterReplicaLogDirsRequest {
+    int32_t DirsCount; /* -1 = null */
+    struct AlterReplicaLogDirsRequest_AlterReplicaLogDir *Dirs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic;
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest_AlterReplicaLogDir;
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsRequest;
+
+/* ---- AlterReplicaLogDirsResponse (api key 34, versions 0-1, flexible none) ---- */
+
+struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult;
+struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult;
+struct AlterReplicaLogDirsResponse;
+
+struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+};
+
+struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult *Partitions; /* v0+ */
+};
+
+struct AlterReplicaLogDirsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult;
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult;
+extern const struct gr_struct_desc gr_desc_AlterReplicaLogDirsResponse;
+
+/* ---- DescribeLogDirsRequest (api key 35, versions 0-2, flexible 2+) ---- */
+
+struct DescribeLogDirsRequest_DescribableLogDirTopic;
+struct DescribeLogDirsRequest;
+
+struct DescribeLogDirsRequest_DescribableLogDirTopic {
+    char *Topic; /* v0+ */
+    int32_t PartitionIndexCount; /* -1 = null */
+    int32_t *PartitionIndex; /* v0+ */
+};
+
+struct DescribeLogDirsRequest {
+    int32_t TopicsCount; /* -1 = null */
+    struct DescribeLogDirsRequest_DescribableLogDirTopic *Topics; /* v0+, nullable v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsRequest_DescribableLogDirTopic;
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsRequest;
+
+/* ---- DescribeLogDirsResponse (api key 35, versions 0-2, flexible 2+) ---- */
+
+struct DescribeLogDirsResponse_DescribeLogDirsPartition;
+struct DescribeLogDirsResponse_DescribeLogDirsTopic;
+struct DescribeLogDirsResponse_DescribeLogDirsResult;
+struct DescribeLogDirsResponse;
+
+struct DescribeLogDirsResponse_DescribeLogDirsPartition {
+    int32_t PartitionIndex; /* v0+ */
+    int64_t PartitionSize; /* v0+ */
+    int64_t OffsetLag; /* v0+ */
+    bool IsFutureKey; /* v0+ */
+};
+
+struct DescribeLogDirsResponse_DescribeLogDirsTopic {
+    char *Name; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct DescribeLogDirsResponse_DescribeLogDirsPartition *Partitions; /* v0+ */
+};
+
+struct DescribeLogDirsResponse_DescribeLogDirsResult {
+    int16_t ErrorCode; /* v0+ */
+    char *LogDir; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct DescribeLogDirsResponse_DescribeLogDirsTopic *Topics; /* v0+ */
+};
+
+struct DescribeLogDirsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct DescribeLogDirsResponse_DescribeLogDirsResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsPartition;
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsTopic;
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsResponse_DescribeLogDirsResult;
+extern const struct gr_struct_desc gr_desc_DescribeLogDirsResponse;
+
+/* ---- SaslAuthenticateRequest (api key 36, versions 0-2, flexible 2+) ---- */
+
+struct SaslAuthenticateRequest;
+
+struct SaslAuthenticateRequest {
+    struct gr_bytes AuthBytes; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_SaslAuthenticateRequest;
+
+/* ---- SaslAuthenticateResponse (api key 36, versions 0-2, flexible 2+) ---- */
+
+struct SaslAuthenticateResponse;
+
+struct SaslAuthenticateResponse {
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    struct gr_bytes AuthBytes; /* v0+ */
+    int64_t SessionLifetimeMs; /* v1+, default 0 */
+};
+
+extern const struct gr_struct_desc gr_desc_SaslAuthenticateResponse;
+
 /* ---- CreatePartitionsRequest (api key 37, versions 0-3, flexible 2+) ---- */
 
 struct CreatePartitionsRequest_CreatePartitionsAssignment;
@@ -1463,6 +1993,141 @@ struct CreatePartitionsResponse {
 
 extern const struct gr_struct_desc gr_desc_CreatePartitionsResponse_CreatePartitionsTopicResult;
 extern const struct gr_struct_desc gr_desc_CreatePartitionsResponse;
+
+/* ---- CreateDelegationTokenRequest (api key 38, versions 0-2, flexible 2+) ---- */
+
+struct CreateDelegationTokenRequest_CreatableRenewers;
+struct CreateDelegationTokenRequest;
+
+struct CreateDelegationTokenRequest_CreatableRenewers {
+    char *PrincipalType; /* v0+ */
+    char *PrincipalName; /* v0+ */
+};
+
+struct CreateDelegationTokenRequest {
+    int32_t RenewersCount; /* -1 = null */
+    struct CreateDelegationTokenRequest_CreatableRenewers *Renewers; /* v0+ */
+    int64_t MaxLifetimeMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_CreateDelegationTokenRequest_CreatableRenewers;
+extern const struct gr_struct_desc gr_desc_CreateDelegationTokenRequest;
+
+/* ---- CreateDelegationTokenResponse (api key 38, versions 0-2, flexible 2+) ---- */
+
+struct CreateDelegationTokenResponse;
+
+struct CreateDelegationTokenResponse {
+    int16_t ErrorCode; /* v0+ */
+    char *PrincipalType; /* v0+ */
+    char *PrincipalName; /* v0+ */
+    int64_t IssueTimestampMs; /* v0+ */
+    int64_t ExpiryTimestampMs; /* v0+ */
+    int64_t MaxTimestampMs; /* v0+ */
+    char *TokenId; /* v0+ */
+    struct gr_bytes Hmac; /* v0+ */
+    int32_t ThrottleTimeMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_CreateDelegationTokenResponse;
+
+/* ---- RenewDelegationTokenRequest (api key 39, versions 0-2, flexible 2+) ---- */
+
+struct RenewDelegationTokenRequest;
+
+struct RenewDelegationTokenRequest {
+    struct gr_bytes Hmac; /* v0+ */
+    int64_t RenewPeriodMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_RenewDelegationTokenRequest;
+
+/* ---- RenewDelegationTokenResponse (api key 39, versions 0-2, flexible 2+) ---- */
+
+struct RenewDelegationTokenResponse;
+
+struct RenewDelegationTokenResponse {
+    int16_t ErrorCode; /* v0+ */
+    int64_t ExpiryTimestampMs; /* v0+ */
+    int32_t ThrottleTimeMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_RenewDelegationTokenResponse;
+
+/* ---- ExpireDelegationTokenRequest (api key 40, versions 0-2, flexible 2+) ---- */
+
+struct ExpireDelegationTokenRequest;
+
+struct ExpireDelegationTokenRequest {
+    struct gr_bytes Hmac; /* v0+ */
+    int64_t ExpiryTimePeriodMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_ExpireDelegationTokenRequest;
+
+/* ---- ExpireDelegationTokenResponse (api key 40, versions 0-2, flexible 2+) ---- */
+
+struct ExpireDelegationTokenResponse;
+
+struct ExpireDelegationTokenResponse {
+    int16_t ErrorCode; /* v0+ */
+    int64_t ExpiryTimestampMs; /* v0+ */
+    int32_t ThrottleTimeMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_ExpireDelegationTokenResponse;
+
+/* ---- DescribeDelegationTokenRequest (api key 41, versions 0-2, flexible 2+) ---- */
+
+struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner;
+struct DescribeDelegationTokenRequest;
+
+struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner {
+    char *PrincipalType; /* v0+ */
+    char *PrincipalName; /* v0+ */
+};
+
+struct DescribeDelegationTokenRequest {
+    int32_t OwnersCount; /* -1 = null */
+    struct DescribeDelegationTokenRequest_DescribeDelegationTokenOwner *Owners; /* v0+, nullable v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner;
+extern const struct gr_struct_desc gr_desc_DescribeDelegationTokenRequest;
+
+/* ---- DescribeDelegationTokenResponse (api key 41, versions 0-2, flexible 2+) ---- */
+
+struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer;
+struct DescribeDelegationTokenResponse_DescribedDelegationToken;
+struct DescribeDelegationTokenResponse;
+
+struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer {
+    char *PrincipalType; /* v0+ */
+    char *PrincipalName; /* v0+ */
+};
+
+struct DescribeDelegationTokenResponse_DescribedDelegationToken {
+    char *PrincipalType; /* v0+ */
+    char *PrincipalName; /* v0+ */
+    int64_t IssueTimestamp; /* v0+ */
+    int64_t ExpiryTimestamp; /* v0+ */
+    int64_t MaxTimestamp; /* v0+ */
+    char *TokenId; /* v0+ */
+    struct gr_bytes Hmac; /* v0+ */
+    int32_t RenewersCount; /* -1 = null */
+    struct DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer *Renewers; /* v0+ */
+};
+
+struct DescribeDelegationTokenResponse {
+    int16_t ErrorCode; /* v0+ */
+    int32_t TokensCount; /* -1 = null */
+    struct DescribeDelegationTokenResponse_DescribedDelegationToken *Tokens; /* v0+ */
+    int32_t ThrottleTimeMs; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer;
+extern const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse_DescribedDelegationToken;
+extern const struct gr_struct_desc gr_desc_DescribeDelegationTokenResponse;
 
 /* ---- DeleteGroupsRequest (api key 42, versions 0-2, flexible 2+) ---- */
 
@@ -1760,6 +2425,468 @@ extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResp
 extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse_OffsetDeleteResponseTopic;
 extern const struct gr_struct_desc gr_desc_OffsetDeleteResponse;
 
+/* ---- DescribeClientQuotasRequest (api key 48, versions 0, flexible none) ---- */
+
+struct DescribeClientQuotasRequest_ComponentData;
+struct DescribeClientQuotasRequest;
+
+struct DescribeClientQuotasRequest_ComponentData {
+    char *EntityType; /* v0+ */
+    int8_t MatchType; /* v0+ */
+    char *Match; /* v0+, nullable v0+ */
+};
+
+struct DescribeClientQuotasRequest {
+    int32_t ComponentsCount; /* -1 = null */
+    struct DescribeClientQuotasRequest_ComponentData *Components; /* v0+ */
+    bool Strict; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasRequest_ComponentData;
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasRequest;
+
+/* ---- DescribeClientQuotasResponse (api key 48, versions 0, flexible none) ---- */
+
+struct DescribeClientQuotasResponse_EntityData;
+struct DescribeClientQuotasResponse_ValueData;
+struct DescribeClientQuotasResponse_EntryData;
+struct DescribeClientQuotasResponse;
+
+struct DescribeClientQuotasResponse_EntityData {
+    char *EntityType; /* v0+ */
+    char *EntityName; /* v0+, nullable v0+ */
+};
+
+struct DescribeClientQuotasResponse_ValueData {
+    char *Key; /* v0+ */
+    double Value; /* v0+ */
+};
+
+struct DescribeClientQuotasResponse_EntryData {
+    int32_t EntityCount; /* -1 = null */
+    struct DescribeClientQuotasResponse_EntityData *Entity; /* v0+ */
+    int32_t ValuesCount; /* -1 = null */
+    struct DescribeClientQuotasResponse_ValueData *Values; /* v0+ */
+};
+
+struct DescribeClientQuotasResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t EntriesCount; /* -1 = null */
+    struct DescribeClientQuotasResponse_EntryData *Entries; /* v0+, nullable v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_EntityData;
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_ValueData;
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse_EntryData;
+extern const struct gr_struct_desc gr_desc_DescribeClientQuotasResponse;
+
+/* ---- AlterClientQuotasRequest (api key 49, versions 0, flexible none) ---- */
+
+struct AlterClientQuotasRequest_EntityData;
+struct AlterClientQuotasRequest_OpData;
+struct AlterClientQuotasRequest_EntryData;
+struct AlterClientQuotasRequest;
+
+struct AlterClientQuotasRequest_EntityData {
+    char *EntityType; /* v0+ */
+    char *EntityName; /* v0+, nullable v0+ */
+};
+
+struct AlterClientQuotasRequest_OpData {
+    char *Key; /* v0+ */
+    double Value; /* v0+ */
+    bool Remove; /* v0+ */
+};
+
+struct AlterClientQuotasRequest_EntryData {
+    int32_t EntityCount; /* -1 = null */
+    struct AlterClientQuotasRequest_EntityData *Entity; /* v0+ */
+    int32_t OpsCount; /* -1 = null */
+    struct AlterClientQuotasRequest_OpData *Ops; /* v0+ */
+};
+
+struct AlterClientQuotasRequest {
+    int32_t EntriesCount; /* -1 = null */
+    struct AlterClientQuotasRequest_EntryData *Entries; /* v0+ */
+    bool ValidateOnly; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_EntityData;
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_OpData;
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasRequest_EntryData;
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasRequest;
+
+/* ---- AlterClientQuotasResponse (api key 49, versions 0, flexible none) ---- */
+
+struct AlterClientQuotasResponse_EntityData;
+struct AlterClientQuotasResponse_EntryData;
+struct AlterClientQuotasResponse;
+
+struct AlterClientQuotasResponse_EntityData {
+    char *EntityType; /* v0+ */
+    char *EntityName; /* v0+, nullable v0+ */
+};
+
+struct AlterClientQuotasResponse_EntryData {
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t EntityCount; /* -1 = null */
+    struct AlterClientQuotasResponse_EntityData *Entity; /* v0+ */
+};
+
+struct AlterClientQuotasResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t EntriesCount; /* -1 = null */
+    struct AlterClientQuotasResponse_EntryData *Entries; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasResponse_EntityData;
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasResponse_EntryData;
+extern const struct gr_struct_desc gr_desc_AlterClientQuotasResponse;
+
+/* ---- DescribeUserScramCredentialsRequest (api key 50, versions 0, flexible 0+) ---- */
+
+struct DescribeUserScramCredentialsRequest_UserName;
+struct DescribeUserScramCredentialsRequest;
+
+struct DescribeUserScramCredentialsRequest_UserName {
+    char *Name; /* v0+ */
+};
+
+struct DescribeUserScramCredentialsRequest {
+    int32_t UsersCount; /* -1 = null */
+    struct DescribeUserScramCredentialsRequest_UserName *Users; /* v0+, nullable v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsRequest_UserName;
+extern const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsRequest;
+
+/* ---- DescribeUserScramCredentialsResponse (api key 50, versions 0, flexible 0+) ---- */
+
+struct DescribeUserScramCredentialsResponse_CredentialInfo;
+struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult;
+struct DescribeUserScramCredentialsResponse;
+
+struct DescribeUserScramCredentialsResponse_CredentialInfo {
+    int8_t Mechanism; /* v0+ */
+    int32_t Iterations; /* v0+ */
+};
+
+struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult {
+    char *User; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t CredentialInfosCount; /* -1 = null */
+    struct DescribeUserScramCredentialsResponse_CredentialInfo *CredentialInfos; /* v0+ */
+};
+
+struct DescribeUserScramCredentialsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse_CredentialInfo;
+extern const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult;
+extern const struct gr_struct_desc gr_desc_DescribeUserScramCredentialsResponse;
+
+/* ---- AlterUserScramCredentialsRequest (api key 51, versions 0, flexible 0+) ---- */
+
+struct AlterUserScramCredentialsRequest_ScramCredentialDeletion;
+struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion;
+struct AlterUserScramCredentialsRequest;
+
+struct AlterUserScramCredentialsRequest_ScramCredentialDeletion {
+    char *Name; /* v0+ */
+    int8_t Mechanism; /* v0+ */
+};
+
+struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion {
+    char *Name; /* v0+ */
+    int8_t Mechanism; /* v0+ */
+    int32_t Iterations; /* v0+ */
+    struct gr_bytes Salt; /* v0+ */
+    struct gr_bytes SaltedPassword; /* v0+ */
+};
+
+struct AlterUserScramCredentialsRequest {
+    int32_t DeletionsCount; /* -1 = null */
+    struct AlterUserScramCredentialsRequest_ScramCredentialDeletion *Deletions; /* v0+ */
+    int32_t UpsertionsCount; /* -1 = null */
+    struct AlterUserScramCredentialsRequest_ScramCredentialUpsertion *Upsertions; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest_ScramCredentialDeletion;
+extern const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion;
+extern const struct gr_struct_desc gr_desc_AlterUserScramCredentialsRequest;
+
+/* ---- AlterUserScramCredentialsResponse (api key 51, versions 0, flexible 0+) ---- */
+
+struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult;
+struct AlterUserScramCredentialsResponse;
+
+struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult {
+    char *User; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+};
+
+struct AlterUserScramCredentialsResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult;
+extern const struct gr_struct_desc gr_desc_AlterUserScramCredentialsResponse;
+
+/* ---- VoteRequest (api key 52, versions 0, flexible 0+) ---- */
+
+struct VoteRequest_PartitionData;
+struct VoteRequest_TopicData;
+struct VoteRequest;
+
+struct VoteRequest_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int32_t CandidateEpoch; /* v0+ */
+    int32_t CandidateId; /* v0+ */
+    int32_t LastOffsetEpoch; /* v0+ */
+    int64_t LastOffset; /* v0+ */
+};
+
+struct VoteRequest_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct VoteRequest_PartitionData *Partitions; /* v0+ */
+};
+
+struct VoteRequest {
+    char *ClusterId; /* v0+, nullable v0+, default null */
+    int32_t TopicsCount; /* -1 = null */
+    struct VoteRequest_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_VoteRequest_PartitionData;
+extern const struct gr_struct_desc gr_desc_VoteRequest_TopicData;
+extern const struct gr_struct_desc gr_desc_VoteRequest;
+
+/* ---- VoteResponse (api key 52, versions 0, flexible 0+) ---- */
+
+struct VoteResponse_PartitionData;
+struct VoteResponse_TopicData;
+struct VoteResponse;
+
+struct VoteResponse_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+    bool VoteGranted; /* v0+ */
+};
+
+struct VoteResponse_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct VoteResponse_PartitionData *Partitions; /* v0+ */
+};
+
+struct VoteResponse {
+    int16_t ErrorCode; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct VoteResponse_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_VoteResponse_PartitionData;
+extern const struct gr_struct_desc gr_desc_VoteResponse_TopicData;
+extern const struct gr_struct_desc gr_desc_VoteResponse;
+
+/* ---- BeginQuorumEpochRequest (api key 53, versions 0, flexible none) ---- */
+
+struct BeginQuorumEpochRequest_PartitionData;
+struct BeginQuorumEpochRequest_TopicData;
+struct BeginQuorumEpochRequest;
+
+struct BeginQuorumEpochRequest_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+};
+
+struct BeginQuorumEpochRequest_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct BeginQuorumEpochRequest_PartitionData *Partitions; /* v0+ */
+};
+
+struct BeginQuorumEpochRequest {
+    char *ClusterId; /* v0+, nullable v0+, default null */
+    int32_t TopicsCount; /* -1 = null */
+    struct BeginQuorumEpochRequest_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest_PartitionData;
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest_TopicData;
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochRequest;
+
+/* ---- BeginQuorumEpochResponse (api key 53, versions 0, flexible none) ---- */
+
+struct BeginQuorumEpochResponse_PartitionData;
+struct BeginQuorumEpochResponse_TopicData;
+struct BeginQuorumEpochResponse;
+
+struct BeginQuorumEpochResponse_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+};
+
+struct BeginQuorumEpochResponse_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct BeginQuorumEpochResponse_PartitionData *Partitions; /* v0+ */
+};
+
+struct BeginQuorumEpochResponse {
+    int16_t ErrorCode; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct BeginQuorumEpochResponse_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse_PartitionData;
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse_TopicData;
+extern const struct gr_struct_desc gr_desc_BeginQuorumEpochResponse;
+
+/* ---- EndQuorumEpochRequest (api key 54, versions 0, flexible none) ---- */
+
+struct EndQuorumEpochRequest_PartitionData;
+struct EndQuorumEpochRequest_TopicData;
+struct EndQuorumEpochRequest;
+
+struct EndQuorumEpochRequest_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int32_t ReplicaId; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+    int32_t PreferredSuccessorsCount; /* -1 = null */
+    int32_t *PreferredSuccessors; /* v0+ */
+};
+
+struct EndQuorumEpochRequest_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct EndQuorumEpochRequest_PartitionData *Partitions; /* v0+ */
+};
+
+struct EndQuorumEpochRequest {
+    char *ClusterId; /* v0+, nullable v0+, default null */
+    int32_t TopicsCount; /* -1 = null */
+    struct EndQuorumEpochRequest_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochRequest_PartitionData;
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochRequest_TopicData;
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochRequest;
+
+/* ---- EndQuorumEpochResponse (api key 54, versions 0, flexible none) ---- */
+
+struct EndQuorumEpochResponse_PartitionData;
+struct EndQuorumEpochResponse_TopicData;
+struct EndQuorumEpochResponse;
+
+struct EndQuorumEpochResponse_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+};
+
+struct EndQuorumEpochResponse_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct EndQuorumEpochResponse_PartitionData *Partitions; /* v0+ */
+};
+
+struct EndQuorumEpochResponse {
+    int16_t ErrorCode; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct EndQuorumEpochResponse_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochResponse_PartitionData;
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochResponse_TopicData;
+extern const struct gr_struct_desc gr_desc_EndQuorumEpochResponse;
+
+/* ---- DescribeQuorumRequest (api key 55, versions 0, flexible 0+) ---- */
+
+struct DescribeQuorumRequest_PartitionData;
+struct DescribeQuorumRequest_TopicData;
+struct DescribeQuorumRequest;
+
+struct DescribeQuorumRequest_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+};
+
+struct DescribeQuorumRequest_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct DescribeQuorumRequest_PartitionData *Partitions; /* v0+ */
+};
+
+struct DescribeQuorumRequest {
+    int32_t TopicsCount; /* -1 = null */
+    struct DescribeQuorumRequest_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeQuorumRequest_PartitionData;
+extern const struct gr_struct_desc gr_desc_DescribeQuorumRequest_TopicData;
+extern const struct gr_struct_desc gr_desc_DescribeQuorumRequest;
+
+/* ---- DescribeQuorumResponse (api key 55, versions 0, flexible 0+) ---- */
+
+struct DescribeQuorumResponse_ReplicaState;
+struct DescribeQuorumResponse_PartitionData;
+struct DescribeQuorumResponse_TopicData;
+struct DescribeQuorumResponse;
+
+struct DescribeQuorumResponse_ReplicaState {
+    int32_t ReplicaId; /* v0+ */
+    int64_t LogEndOffset; /* v0+ */
+};
+
+struct DescribeQuorumResponse_PartitionData {
+    int32_t PartitionIndex; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    int32_t LeaderId; /* v0+ */
+    int32_t LeaderEpoch; /* v0+ */
+    int64_t HighWatermark; /* v0+ */
+    int32_t CurrentVotersCount; /* -1 = null */
+    struct DescribeQuorumResponse_ReplicaState *CurrentVoters; /* v0+ */
+    int32_t ObserversCount; /* -1 = null */
+    struct DescribeQuorumResponse_ReplicaState *Observers; /* v0+ */
+};
+
+struct DescribeQuorumResponse_TopicData {
+    char *TopicName; /* v0+ */
+    int32_t PartitionsCount; /* -1 = null */
+    struct DescribeQuorumResponse_PartitionData *Partitions; /* v0+ */
+};
+
+struct DescribeQuorumResponse {
+    int16_t ErrorCode; /* v0+ */
+    int32_t TopicsCount; /* -1 = null */
+    struct DescribeQuorumResponse_TopicData *Topics; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_DescribeQuorumResponse_ReplicaState;
+extern const struct gr_struct_desc gr_desc_DescribeQuorumResponse_PartitionData;
+extern const struct gr_struct_desc gr_desc_DescribeQuorumResponse_TopicData;
+extern const struct gr_struct_desc gr_desc_DescribeQuorumResponse;
+
 /* ---- AlterIsrRequest (api key 56, versions 0, flexible 0+) ---- */
 
 struct AlterIsrRequest_PartitionData;
@@ -1823,6 +2950,48 @@ struct AlterIsrResponse {
 extern const struct gr_struct_desc gr_desc_AlterIsrResponse_PartitionData;
 extern const struct gr_struct_desc gr_desc_AlterIsrResponse_TopicData;
 extern const struct gr_struct_desc gr_desc_AlterIsrResponse;
+
+/* ---- UpdateFeaturesRequest (api key 57, versions 0, flexible 0+) ---- */
+
+struct UpdateFeaturesRequest_FeatureUpdateKey;
+struct UpdateFeaturesRequest;
+
+struct UpdateFeaturesRequest_FeatureUpdateKey {
+    char *Feature; /* v0+ */
+    int16_t MaxVersionLevel; /* v0+ */
+    bool AllowDowngrade; /* v0+ */
+};
+
+struct UpdateFeaturesRequest {
+    int32_t TimeoutMs; /* v0+, default 60000 */
+    int32_t FeatureUpdatesCount; /* -1 = null */
+    struct UpdateFeaturesRequest_FeatureUpdateKey *FeatureUpdates; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_UpdateFeaturesRequest_FeatureUpdateKey;
+extern const struct gr_struct_desc gr_desc_UpdateFeaturesRequest;
+
+/* ---- UpdateFeaturesResponse (api key 57, versions 0, flexible 0+) ---- */
+
+struct UpdateFeaturesResponse_UpdatableFeatureResult;
+struct UpdateFeaturesResponse;
+
+struct UpdateFeaturesResponse_UpdatableFeatureResult {
+    char *Feature; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+};
+
+struct UpdateFeaturesResponse {
+    int32_t ThrottleTimeMs; /* v0+ */
+    int16_t ErrorCode; /* v0+ */
+    char *ErrorMessage; /* v0+, nullable v0+ */
+    int32_t ResultsCount; /* -1 = null */
+    struct UpdateFeaturesResponse_UpdatableFeatureResult *Results; /* v0+ */
+};
+
+extern const struct gr_struct_desc gr_desc_UpdateFeaturesResponse_UpdatableFeatureResult;
+extern const struct gr_struct_desc gr_desc_UpdateFeaturesResponse;
 
 /* The API table, sorted by key (used by gr_proto_api()). */
 extern const struct gr_api_desc gr_proto_apis[GR_API_COUNT];

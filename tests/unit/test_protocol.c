@@ -577,7 +577,7 @@ static void test_malformed(void)
               strcmp(hdr.ClientId, "c") == 0,
           "ApiVersions v4");
     CHECK(decode_req(av4, 5, &a, &hdr) == GR_EPROTO, "short header");
-    CHECK(gr_proto_api(-1) == NULL && gr_proto_api(999) == NULL && gr_proto_api(24) == NULL,
+    CHECK(gr_proto_api(-1) == NULL && gr_proto_api(999) == NULL && gr_proto_api(58) == NULL,
           "unknown keys");
     const struct gr_api_desc *md = gr_proto_api(GR_API_METADATA);
     CHECK(md && strcmp(md->name, "Metadata") == 0 && md->min_version == 0 &&
