@@ -6,6 +6,7 @@
  * Return convention inside this file: 0, GR_ECONTROLLER_MOVED (the event ends in maybe_resign),
  * or another error (logged by process()). */
 #include "controller/controller.h"
+#include "controller/feature_versioning.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -577,7 +578,8 @@ static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
 static int on_controller_failover(struct gr_controller *c) {
     int64_t t0 = gr_clock_now_ms(c->cfg.clock);
     int rc;
-    /* SEAM: maybeSetupFeatureVersioning (/feature) */
+    CINFO(c, "Setting up feature versioning");
+    if ((rc = gr_ctrl_feature_versioning_setup(c->kzk, true)) != 0) return rc; /* maybeSetupFeatureVersioning */
     CINFO(c, "Registering handlers");
     gr_zk_watches_register_child(c->watches, BROKER_IDS_PATH, on_broker_ids_child, c);
     gr_zk_watches_register_child(c->watches, TOPICS_PATH, on_topics_child, c);

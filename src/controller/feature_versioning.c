@@ -1,0 +1,167 @@
+/* Feature versioning on the controller: /feature at failover and UpdateFeatures. See the header. */
+#include "controller/feature_versioning.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "zk/kzk.h"
+
+#define LOGGER "controller.features"
+
+static bool same_features(const struct gr_kzk_feature *a, int na, const struct gr_kzk_feature *b, int nb) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++) {
+        bool found = false;
+        for (int j = 0; j < nb && !found; j++)
+            found = strcmp(a[i].name, b[j].name) == 0 && a[i].min_version == b[j].min_version &&
+                    a[i].max_version == b[j].max_version;
+        if (!found) return false;
+    }
+    return true;
+}
+
+int gr_ctrl_feature_versioning_setup(struct gr_kzk *kzk, bool enabled) {
+    struct gr_kzk_feature_znode cur;
+    int32_t version = -1;
+    int rc = gr_kzk_get_feature_znode(kzk, false, &cur, &version);
+    if (rc != 0 && rc != GR_KZK_ENONODE) return rc;
+    bool absent = rc == GR_KZK_ENONODE;
+    struct gr_kzk_feature_znode want = {.status = enabled ? 1 : 0};
+    if (!absent) {
+        if (cur.status == 0 && cur.n_features > 0)
+            gr_warn(LOGGER, "/feature is disabled but holds %d finalized features; they are dropped", cur.n_features);
+        if (enabled && cur.status == 1) { /* an enabled node keeps its finalized features */
+            gr_kzk_feature_znode_release(&cur);
+            return 0;
+        }
+        bool same = cur.status == want.status && cur.n_features == 0;
+        gr_kzk_feature_znode_release(&cur);
+        if (same) return 0;
+    }
+    gr_info(LOGGER, "%s /feature with status %s and no finalized features", absent ? "creating" : "updating",
+            enabled ? "enabled" : "disabled");
+    return gr_kzk_set_feature_znode(kzk, &want);
+}
+
+static void fail(struct gr_ctrl_feature_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct gr_ctrl_feature_result *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    r->error = GR_KERR_INVALID_REQUEST;
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+static int find(const struct gr_kzk_feature *f, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* newFinalizedVersionRangeOrIncompatibilityError: an add or upgrade needs a supported feature whose
+ * minimum is at most the requested level. On success *range is [supported min, level]. */
+static bool new_range(const struct gr_kzk_feature *supported, int n_supported, const struct gr_ctrl_feature_update *u,
+                      struct gr_ctrl_feature_result *r, struct gr_kzk_feature *range) {
+    int s = find(supported, n_supported, u->feature);
+    if (s < 0) {
+        fail(r, "Could not apply finalized feature update because the provided feature is not supported.");
+        return false;
+    }
+    if (u->max_version_level < supported[s].min_version) {
+        fail(r, "Could not apply finalized feature update because the provided maxVersionLevel:%d is lower than the "
+                "supported minVersion:%d.", u->max_version_level, supported[s].min_version);
+        return false;
+    }
+    range->min_version = supported[s].min_version;
+    range->max_version = u->max_version_level;
+    return true;
+}
+
+/* validateFeatureUpdate. Returns 1 for "set *range", 0 for "delete", -1 for an error in *r. */
+static int validate(const struct gr_kzk_feature *supported, int n_supported, const struct gr_kzk_feature *existing,
+                    const struct gr_ctrl_feature_update *u, struct gr_ctrl_feature_result *r,
+                    struct gr_kzk_feature *range) {
+    if (!u->feature || !*u->feature) return fail(r, "Feature name can not be empty."), -1;
+    bool del = u->allow_downgrade && u->max_version_level < 1;
+    if (del) {
+        if (!existing) return fail(r, "Can not delete non-existing finalized feature."), -1;
+        return 0;
+    }
+    if (u->max_version_level < 1)
+        return fail(r, "Can not provide maxVersionLevel: %d less than 1 without setting the allowDowngrade flag to "
+                       "true in the request.", u->max_version_level), -1;
+    if (existing) {
+        int16_t max = existing->max_version;
+        if (u->max_version_level == max)
+            return fail(r, "Can not %s a finalized feature from existing maxVersionLevel:%d to the same value.",
+                        u->allow_downgrade ? "downgrade" : "upgrade", max), -1;
+        if (u->max_version_level < max && !u->allow_downgrade)
+            return fail(r, "Can not downgrade finalized feature from existing maxVersionLevel:%d to provided "
+                           "maxVersionLevel:%d without setting the allowDowngrade flag in the request.",
+                        max, u->max_version_level), -1;
+        if (u->allow_downgrade && u->max_version_level > max)
+            return fail(r, "When the allowDowngrade flag set in the request, the provided maxVersionLevel:%d can not "
+                           "be greater than existing maxVersionLevel:%d.", u->max_version_level, max), -1;
+        if (u->max_version_level < existing->min_version)
+            return fail(r, "Can not downgrade finalized feature to maxVersionLevel:%d because it's lower than the "
+                           "existing minVersionLevel:%d.", u->max_version_level, existing->min_version), -1;
+    }
+    return new_range(supported, n_supported, u, r, range) ? 1 : -1;
+}
+
+int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_feature *supported, int n_supported,
+                                  const struct gr_ctrl_feature_update *updates, int n,
+                                  struct gr_ctrl_feature_result *out) {
+    struct gr_kzk_feature_znode cur;
+    int rc = gr_kzk_get_feature_znode(kzk, false, &cur, NULL);
+    if (rc == GR_KZK_ENONODE) {
+        memset(&cur, 0, sizeof cur);
+        rc = 0;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < n; i++) {
+            out[i].error = GR_KERR_FEATURE_UPDATE_FAILED;
+            snprintf(out[i].message, sizeof out[i].message, "cannot read /feature");
+        }
+        return rc;
+    }
+    const struct gr_kzk_feature *existing = cur.status == 1 ? cur.features : NULL;
+    int n_existing = cur.status == 1 ? cur.n_features : 0;
+    /* The target set starts as the finalized one; names stay borrowed from cur and updates. */
+    struct gr_kzk_feature *target = gr_calloc((size_t)(n_existing + n) + 1, sizeof *target);
+    int n_target = 0;
+    for (int i = 0; i < n_existing; i++) target[n_target++] = existing[i];
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        int e = updates[i].feature ? find(existing, n_existing, updates[i].feature) : -1;
+        struct gr_kzk_feature range = {0};
+        int v = validate(supported, n_supported, e >= 0 ? &existing[e] : NULL, &updates[i], &out[i], &range);
+        if (v < 0) continue;
+        int t = find(target, n_target, updates[i].feature);
+        if (v == 0) {
+            if (t >= 0) target[t] = target[--n_target];
+        } else {
+            range.name = (char *)updates[i].feature;
+            if (t >= 0) target[t] = range;
+            else target[n_target++] = range;
+        }
+    }
+    if (!same_features(existing, n_existing, target, n_target)) {
+        struct gr_kzk_feature_znode next = {.status = 1, .n_features = n_target, .features = target};
+        rc = gr_kzk_set_feature_znode(kzk, &next);
+        if (rc != 0)
+            for (int i = 0; i < n; i++)
+                if (out[i].error == GR_KERR_NONE) {
+                    out[i].error = GR_KERR_FEATURE_UPDATE_FAILED;
+                    snprintf(out[i].message, sizeof out[i].message, "cannot write /feature");
+                }
+    }
+    free(target);
+    gr_kzk_feature_znode_release(&cur);
+    return rc;
+}
