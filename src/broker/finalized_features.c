@@ -21,6 +21,7 @@ struct gr_finalized_features {
     struct gr_kzk *kzk;
     struct gr_zk_watches *watches;
     pthread_t thread;
+    bool has_thread; /* false: made by gr_finalized_features_new, refreshed by its owner */
     pthread_mutex_t mu; /* guards everything below */
     pthread_cond_t cv;
     bool dirty, stop;
@@ -93,7 +94,7 @@ static void *listener_main(void *arg) {
     return NULL;
 }
 
-struct gr_finalized_features *gr_finalized_features_start(struct gr_kzk *kzk, struct gr_zk_watches *watches) {
+struct gr_finalized_features *gr_finalized_features_new(struct gr_kzk *kzk, struct gr_zk_watches *watches) {
     struct gr_finalized_features *ff = gr_calloc(1, sizeof *ff);
     ff->kzk = kzk;
     ff->watches = watches;
@@ -102,14 +103,17 @@ struct gr_finalized_features *gr_finalized_features_start(struct gr_kzk *kzk, st
     pthread_mutex_init(&ff->mu, NULL);
     pthread_cond_init(&ff->cv, NULL);
     gr_zk_watches_register_node(watches, FEATURE_PATH, on_feature_node, ff);
+    return ff;
+}
+
+struct gr_finalized_features *gr_finalized_features_start(struct gr_kzk *kzk, struct gr_zk_watches *watches) {
+    struct gr_finalized_features *ff = gr_finalized_features_new(kzk, watches);
     if (pthread_create(&ff->thread, NULL, listener_main, ff) != 0) {
         gr_error(LOGGER, "cannot start the /feature listener thread");
-        gr_zk_watches_unregister_node(watches, FEATURE_PATH);
-        pthread_mutex_destroy(&ff->mu);
-        pthread_cond_destroy(&ff->cv);
-        free(ff);
+        gr_finalized_features_stop(ff);
         return NULL;
     }
+    ff->has_thread = true;
     return ff;
 }
 
@@ -120,7 +124,7 @@ void gr_finalized_features_stop(struct gr_finalized_features *ff) {
     ff->stop = true;
     pthread_cond_signal(&ff->cv);
     pthread_mutex_unlock(&ff->mu);
-    pthread_join(ff->thread, NULL);
+    if (ff->has_thread) pthread_join(ff->thread, NULL);
     clear_locked(ff);
     pthread_mutex_destroy(&ff->mu);
     pthread_cond_destroy(&ff->cv);

@@ -28,6 +28,8 @@ struct gr_finalized_feature {
 };
 
 struct gr_finalized_features *gr_finalized_features_start(struct gr_kzk *kzk, struct gr_zk_watches *watches);
+/* The same without a thread (tests): the owner calls gr_finalized_features_refresh. */
+struct gr_finalized_features *gr_finalized_features_new(struct gr_kzk *kzk, struct gr_zk_watches *watches);
 void gr_finalized_features_stop(struct gr_finalized_features *ff);
 
 /* Copies the cache into arena memory: *epoch (-1 when empty), *n and *out (allocated in arena).
@@ -35,7 +37,7 @@ void gr_finalized_features_stop(struct gr_finalized_features *ff);
 void gr_finalized_features_get(struct gr_finalized_features *ff, struct gr_arena *arena, int64_t *epoch, int *n,
                                struct gr_finalized_feature **out);
 
-/* Reads /feature now (the thread does this on every wake-up); for tests. */
+/* Reads /feature now, re-arming the watch (the thread does this on every wake-up). */
 void gr_finalized_features_refresh(struct gr_finalized_features *ff);
 
 #endif
