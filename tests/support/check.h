@@ -26,24 +26,23 @@ extern int test_failures;
         }                                                                         \
     } while (0)
 
-#define CHECKF(c, ...)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c);        \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-            CHECK_FAILED_();                                                            \
-        }                                                                               \
+#define CHECKF(c, ...)                                                            \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+            CHECK_FAILED_();                                                      \
+        }                                                                         \
     } while (0)
 
-#define CHECK_KERR(got, want)                                                                          \
-    do {                                                                                               \
-        int16_t g_ = (got), w_ = (want);                                                               \
-        if (g_ != w_) {                                                                                \
-            fprintf(stderr, "%s:%d: got %s, want %s\n", __FILE__, __LINE__, gr_kerr_name(g_),          \
-                    gr_kerr_name(w_));                                                                 \
-            CHECK_FAILED_();                                                                           \
-        }                                                                                              \
+#define CHECK_KERR(got, want)                                                                                    \
+    do {                                                                                                         \
+        int16_t g_ = (got), w_ = (want);                                                                         \
+        if (g_ != w_) {                                                                                          \
+            fprintf(stderr, "%s:%d: got %s, want %s\n", __FILE__, __LINE__, gr_kerr_name(g_), gr_kerr_name(w_)); \
+            CHECK_FAILED_();                                                                                     \
+        }                                                                                                        \
     } while (0)
 
 #endif
