@@ -205,6 +205,7 @@ void gc_invoke_join_error(struct dq *q, struct group *g, struct member *m, const
 
 /* ---- group_metadata_manager.c: the group table, owned partitions, writes, loading ---- */
 
+/* Partition count of __consumer_offsets (asks the storage: never under gc->mu, rule 2). */
 int32_t gc_effective_partitions(struct gr_group_coordinator *gc);
 void gc_ensure_parts_locked(struct gr_group_coordinator *gc, int32_t n);
 struct group *gc_find_group_locked(struct gr_group_coordinator *gc, const char *id);
@@ -216,6 +217,7 @@ uint8_t *gc_build_group_batch(struct gr_group_coordinator *gc, const struct grou
 void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t),
                void *ctx);
 void gc_wq_flush(struct gr_group_coordinator *gc, struct wq *w);
+/* Kafka's onGroupUnloaded for every group of partition p (p < 0: all); answers go to q. */
 void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q);
 
 #endif
