@@ -31,6 +31,10 @@
  * OffsetFetch v0 use the log like v1 (Kafka 2.7 keeps v0 offsets in ZooKeeper); no
  * transactional offsets.
  *
+ * Implementation: group_coordinator.c (APIs, rebalance, timers, lifecycle), group_metadata.c
+ * (groups and members in memory), group_metadata_manager.c (group table, writes, loading);
+ * their shared structs and numbered locking rules are in group_internal.h.
+ *
  * Threading: every gr_gc_* call may come from any thread. One mutex guards all group state;
  * storage calls and completion callbacks always run without it. A callback (join, sync,
  * commit) is called exactly once, possibly before the call that registered it returns, from

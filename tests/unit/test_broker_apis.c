@@ -19,15 +19,7 @@
 #include "net/client.h"
 #include "net/server.h"
 #include "protocol/codec.h"
-
-static int failures;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "support/check.h"
 
 static int32_t corr = 100;
 
@@ -427,8 +419,8 @@ int main(void)
     gr_net_server_free(srv);
     gr_broker_free(b);
     gr_config_release(&cfg);
-    if (failures) {
-        fprintf(stderr, "test_broker_apis: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_broker_apis: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_broker_apis: ok\n");

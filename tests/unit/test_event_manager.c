@@ -12,15 +12,7 @@
 #include "common/util.h"
 #include "controller/clock.h"
 #include "controller/event_manager.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "support/check.h"
 
 /* ---- a virtual clock ---- */
 struct fake_clock {
@@ -308,8 +300,8 @@ int main(void) {
     test_clear_and_put_preempts();
     test_thread_mode();
     test_real_clock();
-    if (failures) {
-        fprintf(stderr, "test_event_manager: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_event_manager: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_event_manager: ok\n");

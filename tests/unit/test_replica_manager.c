@@ -21,15 +21,7 @@
 #include "net/server.h"
 #include "protocol/codec.h"
 #include "storage/batch.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define TOPIC "t1"
 #define NB 2
@@ -413,7 +405,7 @@ int main(void) {
 
     for (int i = 0; i < NB; i++) node_stop(i);
     gr_apis_unregister(GR_API_ALTER_ISR);
-    if (g_fail) fprintf(stderr, "test_replica_manager: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_replica_manager: %d failures\n", test_failures);
     else printf("test_replica_manager: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }
