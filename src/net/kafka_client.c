@@ -122,7 +122,7 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
                      int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame, bool *retriable) {
     *retriable = false;
     *resp = NULL;
-    *frame = NULL;
+    if (frame) *frame = NULL;
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int32_t corr = ++kc->corr;
@@ -144,6 +144,13 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
         if (rc == -EINVAL) *retriable = false; /* a frame the net client refuses */
     }
     gr_wbuf_free(&w);
+    if (rc == 0 && !frame) { /* the caller wants the frame in the arena */
+        uint8_t *copy = gr_arena_alloc(a, len);
+        if (copy) memcpy(copy, buf, len);
+        free(buf);
+        buf = copy;
+        rc = copy ? 0 : GR_EPROTO;
+    }
     if (rc == 0) {
         int32_t got = -1;
         rc = gr_proto_decode_response(api_key, api_version, buf, len, a, &got, resp);
@@ -155,12 +162,12 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
         }
     }
     if (rc) {
-        free(buf);
+        if (frame) free(buf);
         *resp = NULL;
         gr_kafka_client_disconnect(kc);
         return rc;
     }
-    *frame = buf;
+    if (frame) *frame = buf;
     return 0;
 }
 

@@ -69,7 +69,9 @@ void gr_kafka_client_disconnect(struct gr_kafka_client *kc);
  * correlation id, connects if needed, sends it and waits for the answer (timeout_ms: 0 = the
  * configured request timeout, < 0 = none), checks its correlation id and decodes it into a.
  * On success *resp is the struct <Api>Response and *frame the buffer it points into (caller
- * frees). On error both are NULL and the connection is closed (unless encoding failed). */
+ * frees); frame NULL copies the response frame into a instead, so that the response lives
+ * exactly as long as the arena. On error both are NULL and the connection is closed (unless
+ * encoding failed). */
 int gr_kafka_client_call(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version, const void *body,
                          int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame);
 
