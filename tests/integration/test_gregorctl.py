@@ -70,6 +70,24 @@ def test_create_then_describe_at_once_shows_leaders(cluster):
         assert len(ls) == 8 and all(l in cluster.brokers for l in ls), ls
 
 
+def test_create_then_describe_through_a_lagging_broker(cluster):
+    """The broker asked to describe has not applied the controller's metadata yet (it was paused
+    while the topic was created through the controller): describe still shows every leader."""
+    ctrl = cluster.controller_id()
+    lag = [i for i in sorted(cluster.brokers) if i != ctrl][0]
+    cluster[lag].pause()
+    try:
+        out = ctl(addr(cluster, ctrl), "topics", "create", "--topic", "lagged", "--partitions", "8",
+                  "--replication-factor", "3", timeout_ms=1500)
+    finally:
+        cluster[lag].resume()  # well within the 3 s ZooKeeper session
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = ctl(addr(cluster, lag), "topics", "describe", "--topic", "lagged", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ls = leaders(json.loads(out.stdout), "lagged")
+    assert len(ls) == 8 and all(l in cluster.brokers for l in ls), ls
+
+
 def test_describe_waits_for_a_topic_being_created(cluster):
     """A topic written to ZooKeeper directly (as kafka-topics --zookeeper does) and described at
     once: the broker does not know it yet, the controller does; describe waits for the leaders."""
