@@ -143,6 +143,16 @@ static void test_ok_and_reuse(void) {
     CHECK(metadata(kc, 0) == 0);
     CHECK(gr_kafka_client_connected(kc));
     CHECK(atomic_load(&g_accepts) == accepts + 1); /* one connection for both */
+    /* frame NULL: the response lives in the arena alone */
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct MetadataRequest rq;
+    gr_proto_init_struct(&gr_desc_MetadataRequest, &rq);
+    rq.TopicsCount = 0;
+    void *resp = NULL;
+    CHECK(gr_kafka_client_call(kc, GR_API_METADATA, 7, &rq, 0, &a, &resp, NULL) == 0);
+    CHECK(resp && ((struct MetadataResponse *)resp)->ControllerId == 42);
+    gr_arena_free(&a);
     /* the same target keeps the connection, a new one drops it */
     gr_kafka_client_set_target(kc, 1, "127.0.0.1", g_port);
     CHECK(gr_kafka_client_connected(kc));
