@@ -117,9 +117,12 @@ bool gr_controlled_shutdown_run(const struct gr_cs_client_config *cfg) {
     snprintf(client_id, sizeof client_id, "%d", id);
     /* A new controller (a new target) or an I/O error (the client drops the connection) means a
      * new connection on the next attempt. */
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "[KafkaServer id=%d]", id);
     struct gr_kafka_client_config kcfg = {
         .client_id = client_id,
         .logger = LOGGER,
+        .log_prefix = prefix,
         .connect_timeout_ms = cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000,
         .request_timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000,
     };

@@ -293,7 +293,9 @@ static void op_add_broker(void *ctx, const struct gr_kzk_broker *b) {
     c->timeout_ms = ch->timeout_ms;
     c->backoff_ms = ch->backoff_ms;
     snprintf(c->client_id, sizeof c->client_id, "%d", ch->controller_id);
-    struct gr_kafka_client_config kcfg = {.client_id = c->client_id, .logger = LOGGER,
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "[RequestSendThread controllerId=%d]", ch->controller_id);
+    struct gr_kafka_client_config kcfg = {.client_id = c->client_id, .logger = LOGGER, .log_prefix = prefix,
                                           .connect_timeout_ms = c->timeout_ms, .request_timeout_ms = c->timeout_ms};
     c->kc = gr_kafka_client_new(&kcfg);
     gr_kafka_client_set_target(c->kc, c->id, c->host, c->port);

@@ -18,6 +18,7 @@
 struct gr_kafka_client {
     char *client_id;
     char *logger;
+    char *prefix; /* log-line prefix */
     int connect_timeout_ms;
     int request_timeout_ms;
     int64_t max_response_bytes;
@@ -37,6 +38,13 @@ struct gr_kafka_client *gr_kafka_client_new(const struct gr_kafka_client_config 
     struct gr_kafka_client *kc = gr_calloc(1, sizeof *kc);
     kc->client_id = gr_strdup(cfg && cfg->client_id ? cfg->client_id : "gregor");
     kc->logger = gr_strdup(cfg && cfg->logger ? cfg->logger : "net.kafka_client");
+    if (cfg && cfg->log_prefix) {
+        kc->prefix = gr_strdup(cfg->log_prefix);
+    } else {
+        size_t n = strlen(kc->client_id) + 3;
+        kc->prefix = gr_malloc(n);
+        snprintf(kc->prefix, n, "[%s]", kc->client_id);
+    }
     kc->connect_timeout_ms = cfg && cfg->connect_timeout_ms ? cfg->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
     kc->request_timeout_ms = cfg && cfg->request_timeout_ms ? cfg->request_timeout_ms : DEFAULT_TIMEOUT_MS;
     kc->max_response_bytes = cfg ? cfg->max_response_bytes : 0;
@@ -57,6 +65,7 @@ void gr_kafka_client_free(struct gr_kafka_client *kc) {
     pthread_mutex_destroy(&kc->lock);
     free(kc->client_id);
     free(kc->logger);
+    free(kc->prefix);
     free(kc->host);
     free(kc);
 }
@@ -100,7 +109,7 @@ int gr_kafka_client_connect(struct gr_kafka_client *kc) {
     struct gr_net_client *cli = NULL;
     int rc = gr_net_client_connect(kc->host, kc->port, kc->connect_timeout_ms, &cli);
     if (rc) {
-        gr_debug(kc->logger, "cannot connect to node %d (%s): %s", kc->node_id, kc->peer, gr_strerror(rc));
+        gr_debug(kc->logger, "%s cannot connect to node %d (%s): %s", kc->prefix, kc->node_id, kc->peer, gr_strerror(rc));
         return rc;
     }
     if (kc->max_response_bytes > 0) gr_net_client_set_max_response_bytes(cli, kc->max_response_bytes);
@@ -112,15 +121,18 @@ int gr_kafka_client_connect(struct gr_kafka_client *kc) {
         gr_net_client_close(cli);
         return GR_ECLOSED;
     }
-    gr_info(kc->logger, "[%s] connected to node %d (%s)", kc->client_id, kc->node_id, kc->peer);
+    gr_info(kc->logger, "%s connected to node %d (%s)", kc->prefix, kc->node_id, kc->peer);
     return 0;
 }
 
 /* gr_kafka_client_call; *retriable false when retrying cannot help (the request cannot be
- * encoded or framed: nothing was sent). */
+ * encoded or framed: nothing was sent); *connected true once a connection was open (the failure,
+ * if any, came from the exchange rather than from connecting). */
 static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version, const void *body,
-                     int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame, bool *retriable) {
+                     int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame, bool *retriable,
+                     bool *connected) {
     *retriable = false;
+    *connected = false;
     *resp = NULL;
     if (frame) *frame = NULL;
     struct gr_wbuf w;
@@ -128,7 +140,7 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
     int32_t corr = ++kc->corr;
     int rc = gr_proto_encode_request(api_key, api_version, corr, kc->client_id, body, &w);
     if (rc) {
-        gr_error(kc->logger, "[%s] cannot encode request api_key=%d v%d: %s", kc->client_id, api_key, api_version,
+        gr_error(kc->logger, "%s cannot encode request api_key=%d v%d: %s", kc->prefix, api_key, api_version,
                  gr_proto_strerror(rc));
         gr_wbuf_free(&w);
         return rc;
@@ -138,6 +150,7 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
     uint8_t *buf = NULL;
     size_t len = 0;
     if (rc == 0) {
+        *connected = true;
         int t = timeout_ms == 0 ? kc->request_timeout_ms : timeout_ms;
         /* the net client checks the correlation id (GR_EPROTO on a mismatch) */
         rc = gr_net_client_send_recv(kc->cli, w.p, w.len, &buf, &len, t);
@@ -156,7 +169,7 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
         rc = gr_proto_decode_response(api_key, api_version, buf, len, a, &got, resp);
         if (rc == 0 && got != corr) rc = GR_EPROTO;
         if (rc) {
-            gr_warn(kc->logger, "[%s] undecodable response (api_key=%d v%d) from node %d (%s): %s", kc->client_id,
+            gr_warn(kc->logger, "%s undecodable response (api_key=%d v%d) from node %d (%s): %s", kc->prefix,
                     api_key, api_version, kc->node_id, kc->peer, gr_proto_strerror(rc));
             rc = GR_EPROTO;
         }
@@ -173,19 +186,22 @@ static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_ve
 
 int gr_kafka_client_call(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version, const void *body,
                          int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame) {
-    bool retriable;
-    return call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable);
+    bool retriable, connected;
+    return call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable, &connected);
 }
 
 int gr_kafka_client_call_until_answered(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version,
                                         const void *body, int timeout_ms, int backoff_ms, struct gr_arena *a,
                                         void **resp, uint8_t **frame) {
     for (;;) {
-        bool retriable;
-        int rc = call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable);
+        bool retriable, connected;
+        int rc = call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable, &connected);
         if (rc == 0 || !retriable) return rc;
         if (gr_kafka_client_is_shut_down(kc)) return GR_ECLOSED;
-        gr_warn(kc->logger, "[%s] request api_key=%d v%d to node %d (%s) failed: %s. Reconnecting.", kc->client_id,
+        /* a peer that cannot be reached is retried quietly (DEBUG, logged by connect); a failed
+         * exchange is worth a WARN */
+        if (connected)
+            gr_warn(kc->logger, "%s request api_key=%d v%d to node %d (%s) failed: %s. Reconnecting.", kc->prefix,
                 api_key, api_version, kc->node_id, kc->peer, gr_strerror(rc));
         if (gr_kafka_client_backoff(kc, backoff_ms) != 0) return GR_ECLOSED;
     }

@@ -43,6 +43,8 @@
 struct gr_kafka_client_config {
     const char *client_id;      /* request header ClientId (copied); NULL = "gregor" */
     const char *logger;         /* logger name for this client's log lines (copied); NULL = "net.kafka_client" */
+    const char *log_prefix;     /* start of its log lines, e.g. "[ReplicaFetcherThread-0-2]" (copied);
+                                 * NULL = "[client_id]" */
     int connect_timeout_ms;     /* connect bound; 0 = 30000, < 0 = none */
     int request_timeout_ms;     /* exchange bound when a call passes 0; 0 = 30000, < 0 = none */
     int64_t max_response_bytes; /* 0 = the net client's default (1 GiB) */

@@ -257,8 +257,10 @@ struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, con
     char cid[32];
     snprintf(cid, sizeof cid, "broker-%d-alter-isr", cfg->broker_id);
     int timeout = cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000;
-    struct gr_kafka_client_config kcfg = {.client_id = cid, .logger = LOGGER, .connect_timeout_ms = timeout,
-                                          .request_timeout_ms = timeout};
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "[AlterIsrManager broker=%d]", cfg->broker_id);
+    struct gr_kafka_client_config kcfg = {.client_id = cid, .logger = LOGGER, .log_prefix = prefix,
+                                          .connect_timeout_ms = timeout, .request_timeout_ms = timeout};
     a->kc = gr_kafka_client_new(&kcfg);
     pthread_mutex_init(&a->lock, NULL);
     pthread_condattr_t ca;

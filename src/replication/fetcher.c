@@ -479,7 +479,9 @@ static struct fetcher *fetcher_new(struct gr_fetcher_manager *fm, int32_t leader
     snprintf(f->name, sizeof f->name, "ReplicaFetcherThread-0-%d", leader);
     char client_id[48];
     snprintf(client_id, sizeof client_id, "broker-%d-fetcher", fm->cfg.broker_id);
-    struct gr_kafka_client_config kcfg = {.client_id = client_id, .logger = LOGGER,
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "[%s]", f->name);
+    struct gr_kafka_client_config kcfg = {.client_id = client_id, .logger = LOGGER, .log_prefix = prefix,
                                           .connect_timeout_ms = fm->cfg.socket_timeout_ms,
                                           .request_timeout_ms = fm->cfg.socket_timeout_ms};
     f->kc = gr_kafka_client_new(&kcfg);
