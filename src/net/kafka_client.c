@@ -202,7 +202,7 @@ int gr_kafka_client_call_until_answered(struct gr_kafka_client *kc, int16_t api_
          * exchange is worth a WARN */
         if (connected)
             gr_warn(kc->logger, "%s request api_key=%d v%d to node %d (%s) failed: %s. Reconnecting.", kc->prefix,
-                api_key, api_version, kc->node_id, kc->peer, gr_strerror(rc));
+                    api_key, api_version, kc->node_id, kc->peer, gr_strerror(rc));
         if (gr_kafka_client_backoff(kc, backoff_ms) != 0) return GR_ECLOSED;
     }
 }
