@@ -750,8 +750,12 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     }
     rm->produce_purg = gr_purgatory_new("produce");
     rm->fetch_purg = gr_purgatory_new("fetch");
-    rm->alter_isr = gr_alter_isr_new(rm, b);
-    rm->fetchers = gr_fetcher_manager_new(rm, b);
+    struct gr_alter_isr_config acfg;
+    gr_rm_alter_isr_config(rm, &acfg);
+    rm->alter_isr = gr_alter_isr_new(&acfg, &gr_rm_alter_isr_ops, rm);
+    struct gr_fetcher_config fcfg;
+    gr_rm_fetcher_config(rm, &fcfg);
+    rm->fetchers = gr_fetcher_manager_new(&fcfg, &gr_rm_fetcher_ops, rm);
     if (pthread_create(&rm->isr_thread, NULL, isr_thread_main, rm) == 0) rm->isr_thread_started = true;
     b->hooks.ctx = rm;
     b->hooks.become_leader = hook_become_leader;

@@ -77,7 +77,8 @@ struct gr_rm_partition_info {
 bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
                           struct gr_rm_partition_info *out);
 
-/* ---- internal to the replication module (fetcher.c, alter_isr.c, handle_*.c) ---- */
+/* ---- internal to the replication module (replica_manager_ops.c, which adapts them for the
+ * fetchers and the AlterIsr sender, and handle_*.c) ---- */
 
 /* A reference to a hosted partition, or NULL. */
 struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition);
@@ -87,7 +88,8 @@ void gr_rm_partition_unref(struct gr_rm_partition *p);
  * knows it, else UNKNOWN_TOPIC_OR_PARTITION. */
 int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition);
 
-/* Follower side, called by a fetcher thread for a partition it fetches at leader_epoch. */
+/* Follower side, called (through gr_rm_fetcher_ops) by a fetcher thread for a partition it
+ * fetches at leader_epoch. */
 /* Appends fetched batches (skipping whole batches below the LEO) and moves the follower HW to
  * min(leader_hw, LEO). Returns 0, -ESTALE (the partition's epoch/leader changed: drop the data),
  * -ERANGE (data does not start at our LEO: truncate again), GR_ECORRUPT or -errno. */
@@ -104,7 +106,7 @@ int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partitio
                             int64_t offset, bool fully);
 int64_t gr_rm_high_watermark(struct gr_rm_partition *p);
 
-/* AlterIsr answer for one partition (alter_isr.c). Returns -1 when the item should be sent
+/* AlterIsr answer for one partition (through gr_rm_alter_isr_ops). Returns -1 when the item should be sent
  * again, else 0. */
 int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
                            int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
