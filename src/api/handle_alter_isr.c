@@ -1,21 +1,19 @@
-/* AlterIsr request handler: see alter_isr_api.h. */
-#include "controller/alter_isr_api.h"
+/* AlterIsr v0 (key 56, KIP-497) on the broker that may be the controller (Kafka 2.7's
+ * KafkaApis.handleAlterIsrRequest): a broker that is not the active controller answers
+ * NOT_CONTROLLER at once; otherwise the request goes through the controller's front door
+ * (controller/requests.h) and is answered from the controller's event thread, or with
+ * NOT_CONTROLLER if the controller moves before it is processed. Never blocks an I/O thread. */
+#include "api/handlers.h"
 
-#include <stdlib.h>
-
-#include "api/apis.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
-#include "common/util.h"
-#include "controller/controller.h"
-#include "controller/event_manager.h"
-#include "controller/flows.h"
+#include "controller/requests.h"
 
-/* Runs on whichever thread answers (event thread or the one freeing the event). */
+/* Runs on whichever thread the front door answers on (requests.h rule 2). */
 static void respond(void *arg, const struct AlterIsrResponse *resp) { gr_api_respond(arg, resp); }
 
-static void handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                             void *body) {
+void gr_handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+{
     (void)hdr;
     struct AlterIsrRequest *r = body;
     if (!b->controller || !gr_broker_is_controller(b)) {
@@ -26,16 +24,7 @@ static void handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const 
         gr_api_respond(req, resp);
         return;
     }
-    struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);
-    pl->request = r;
-    pl->respond = respond;
-    pl->arg = req; /* rule 4 of apis.h: the request now belongs to the event */
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
-    ev->broker_id = r->BrokerId;
-    ev->broker_epoch = r->BrokerEpoch;
-    ev->payload = pl;
-    ev->payload_free = gr_ctrl_alter_isr_payload_free;
-    gr_ctrl_events_put(gr_controller_events(b->controller), ev);
+    /* apis.h rule 4: the request (and r, in its arena) now belongs to the front door until
+     * respond runs. */
+    gr_ctrl_submit_alter_isr(b->controller, r, respond, req);
 }
-
-int gr_ctrl_alter_isr_register_api(void) { return gr_apis_register(GR_API_ALTER_ISR, 0, 0, handle_alter_isr); }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
 #include "broker/controlled_shutdown_client.h"
@@ -28,13 +29,8 @@
 #include "common/util.h"
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
-#include "controller/alter_isr_api.h"
 #include "controller/config_change_listener.h"
-#include "controller/controlled_shutdown.h"
 #include "controller/controller.h"
-#include "controller/leader_balance.h"
-#include "controller/reassignment.h"
-#include "controller/topic_deletion.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
 #include "zk/backend.h"
@@ -364,7 +360,7 @@ int gr_server_startup(struct gr_server *s) {
     slog(s, GR_LOG_INFO, "Cluster ID = %s", s->cluster_id);
 
     /* Request handlers' context, then the logs (meta.properties checked, crash recovery) and the
-     * replica manager, which registers Produce/Fetch/ListOffsets/OffsetForLeaderEpoch. */
+     * replica manager (b->replica_manager, used by Produce/Fetch/ListOffsets/OffsetForLeaderEpoch). */
     s->broker = gr_broker_new(cfg, s->broker_id);
     s->broker->zk = s->kzk;
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
@@ -383,12 +379,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
-    /* controller-only APIs served through the controller's event queue */
-    gr_ctrl_alter_isr_register_api();
-    gr_controlled_shutdown_register_api();
-    gr_delete_topics_register_api();
-    gr_reassign_register_apis();
-    gr_elect_leaders_register_api();
+    /* Every API of the table (api/apis.c) can be served from here on. */
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
