@@ -181,9 +181,9 @@ static int mkdirs(const char *path) {
     return rc;
 }
 
-/* Kafka's LogManager.lockLogDirs: an exclusive lock on <dir>/.lock for the process's life.
- * SEAM: the log manager opens the dirs later; it must not lock .lock again (flock locks conflict
- * between two descriptors of the same process). */
+/* Kafka's LogManager.lockLogDirs: an exclusive lock on <dir>/.lock for the process's life. The
+ * log manager (storage/log_manager.h), which opens the dirs later, must not lock .lock again
+ * (flock locks conflict between two descriptors of the same process). */
 static int lock_log_dirs(struct gr_server *s) {
     for (int i = 0; i < s->cfg->num_log_dirs; i++) {
         const char *dir = s->cfg->log_dirs[i];
@@ -400,7 +400,7 @@ int gr_server_startup(struct gr_server *s) {
     s->info.epoch = s->broker_epoch;
     atomic_store(&s->broker->broker_epoch, s->broker_epoch); /* until the controller is attached */
 
-    s->clock = gr_clock_real_new();
+    s->clock = gr_controller_real_clock_new();
     s->channel = gr_ctrl_channel_new_for_broker(cfg, s->broker_id, s->metrics);
     struct gr_controller_config cc = {
         .broker_id = s->broker_id,
