@@ -75,7 +75,7 @@ static void create_offsets_topic(struct gr_broker *b) {
 }
 
 void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                    void *body) {
+                                void *body) {
     (void)hdr;
     const struct FindCoordinatorRequest *r = body;
     struct FindCoordinatorResponse *resp = gr_api_new_response(req);
@@ -137,7 +137,7 @@ static void join_done(void *ctx, const struct gr_gc_join_result *r) {
 }
 
 void gr_handle_join_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                              void *body) {
+                          void *body) {
     const struct JoinGroupRequest *r = body;
     struct gr_gc_protocol *protos = gr_api_alloc(req, (size_t)(GR_MAX(r->ProtocolsCount, 0) + 1) * sizeof *protos);
     int np = 0;
@@ -184,7 +184,7 @@ static void sync_done(void *ctx, const struct gr_gc_sync_result *r) {
 }
 
 void gr_handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                              void *body) {
+                          void *body) {
     (void)hdr;
     const struct SyncGroupRequest *r = body;
     int n = GR_MAX(r->AssignmentsCount, 0);
@@ -216,7 +216,7 @@ void gr_handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const str
 /* ---- Heartbeat, LeaveGroup ---- */
 
 void gr_handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                             void *body) {
+                         void *body) {
     (void)hdr;
     const struct HeartbeatRequest *r = body;
     struct HeartbeatResponse *resp = gr_api_new_response(req);
@@ -228,7 +228,7 @@ void gr_handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const stru
 }
 
 void gr_handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                               void *body) {
+                           void *body) {
     const struct LeaveGroupRequest *r = body;
     bool batch = hdr->RequestApiVersion >= 3;
     int n = batch ? GR_MAX(r->MembersCount, 0) : 1;
@@ -288,7 +288,7 @@ static void commit_done(void *ctx, struct gr_gc_commit_part *parts, int n) {
 }
 
 void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
+                             void *body) {
     const struct OffsetCommitRequest *r = body;
     int n = 0;
     for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
@@ -329,7 +329,7 @@ void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const 
 /* ---- OffsetFetch ---- */
 
 void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                void *body) {
+                            void *body) {
     const struct OffsetFetchRequest *r = body;
     int16_t ver = hdr->RequestApiVersion;
     bool all = r->TopicsCount < 0; /* null topics (v2+): every committed offset */
@@ -393,7 +393,7 @@ void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const s
 /* ---- DescribeGroups, ListGroups, DeleteGroups ---- */
 
 void gr_handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                   void *body) {
+                               void *body) {
     (void)hdr;
     const struct DescribeGroupsRequest *r = body;
     struct DescribeGroupsResponse *resp = gr_api_new_response(req);
@@ -432,7 +432,7 @@ void gr_handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, cons
 }
 
 void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                               void *body) {
+                           void *body) {
     (void)hdr;
     const struct ListGroupsRequest *r = body;
     struct ListGroupsResponse *resp = gr_api_new_response(req);
@@ -453,7 +453,7 @@ void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const st
 }
 
 void gr_handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
+                             void *body) {
     (void)hdr;
     const struct DeleteGroupsRequest *r = body;
     int n = GR_MAX(r->GroupsNamesCount, 0);
