@@ -166,6 +166,7 @@ run_build() {
 
 stage setup env SETUP_NO_BUILD=1 scripts/setup.sh
 if stage build run_build; then
+    stage layering scripts/check-layering.sh # src/controller includes no broker code
     if stage zookeeper start_zk; then
         stage unit run_unit
         if [ -x build/tests/gregor_sim ]; then

@@ -3,7 +3,6 @@
  * v3 requests with an invalid ClientSoftwareName/Version get INVALID_REQUEST, as Kafka 2.7. */
 #include <stdbool.h>
 
-#include "api/apis.h"
 #include "api/handlers.h"
 #include "common/kerr.h"
 

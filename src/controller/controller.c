@@ -1,7 +1,7 @@
 /* The controller: election, resignation, session expiry, failover and the znode-change events.
  * See controller.h. Functions named like Kafka's (elect, maybe_resign, ...) do what Kafka 2.7's
- * KafkaController methods of the same name do; "SEAM" marks where the next issue plugs in the
- * state machines and broker requests.
+ * KafkaController methods of the same name do; the flows they start live in the modules of
+ * controller.h's list.
  *
  * Return convention inside this file: 0, GR_ECONTROLLER_MOVED (the event ends in maybe_resign),
  * or another error (logged by process()). */
@@ -21,6 +21,7 @@
 #include "common/kerr.h"
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
+#include "controller/event_manager.h"
 #include "controller/flows.h"
 #include "controller/leader_balance.h"
 #include "controller/reassignment.h"
@@ -293,7 +294,6 @@ static void update_metrics(struct gr_controller *c) {
     struct gr_td_counts tdc = {0};
     if (active) gr_td_counts(c->td, &tdc);
     set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
-    /* SEAM: imbalance and replica deletion counts come with the state machines. */
     set_gauge(c, G_IMBALANCE, active ? gr_leader_balance_imbalance_count(&c->ctx) : 0);
     set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
     set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
@@ -331,14 +331,14 @@ static void on_controller_resignation(struct gr_controller *c) {
     cancel_timers(c);
     zero_gauges(c);
 
-    /* SEAM: partitionStateMachine.shutdown() */
+    /* Kafka's partitionStateMachine.shutdown() and replicaStateMachine.shutdown() have no
+     * counterpart: the states live in the context, which is reset below. */
     gr_zk_watches_unregister_child(c->watches, TOPICS_PATH);
     size_t cur = 0;
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur)))
         gr_zk_watches_unregister_node(c->watches, topic_path(p, sizeof p, t->name));
     gr_zk_watches_unregister_child(c->watches, DELETE_TOPICS_PATH);
-    /* SEAM: replicaStateMachine.shutdown() */
     gr_zk_watches_unregister_child(c->watches, BROKER_IDS_PATH);
 
     c->sender->shutdown(c->sender_ctx);
@@ -577,7 +577,8 @@ static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
 static int on_controller_failover(struct gr_controller *c) {
     int64_t t0 = gr_clock_now_ms(c->cfg.clock);
     int rc;
-    /* SEAM: maybeSetupFeatureVersioning (/feature) */
+    /* Kafka's maybeSetupFeatureVersioning (/feature) is not done: docs/ARCHITECTURE.md,
+     * "Decisions that differ", says why. */
     CINFO(c, "Registering handlers");
     gr_zk_watches_register_child(c->watches, BROKER_IDS_PATH, on_broker_ids_child, c);
     gr_zk_watches_register_child(c->watches, TOPICS_PATH, on_topics_child, c);
@@ -1036,8 +1037,9 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
         break;
     default:
-        /* SEAM: the request-driven events (ControlledShutdown, ...) */
-        CWARN(c, "Event %s is not handled yet", name);
+        /* UpdateFeatures (no such API here: docs/ARCHITECTURE.md) and Mock (tests) are never
+         * put on a controller's queue. */
+        CWARN(c, "Event %s is not handled by the controller", name);
         break;
     }
     if (rc == 0 && is_active(c) && may_change_isr(ev->type)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
@@ -1144,3 +1146,5 @@ int64_t gr_controller_broker_epoch(struct gr_controller *c) { return atomic_load
 int32_t gr_controller_epoch(struct gr_controller *c) { return atomic_load(&c->epoch); }
 struct gr_ctrl_events *gr_controller_events(struct gr_controller *c) { return c->em; }
 struct gr_ctrl_context *gr_controller_context(struct gr_controller *c) { return &c->ctx; }
+
+struct gr_clock *gr_controller_real_clock_new(void) { return gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free); }

@@ -107,9 +107,8 @@ void gr_gc_free(struct gr_group_coordinator *gc);
 /* ---- broker wiring (server.c) ---- */
 
 /* Creates the coordinator from b->cfg over the replica manager's __consumer_offsets
- * partitions, starts it, sets b->group_coordinator and registers the handlers of
- * FindCoordinator 0-3, JoinGroup 0-7, Heartbeat 0-4, LeaveGroup 0-4, SyncGroup 0-5,
- * OffsetCommit 0-8, OffsetFetch 0-7, DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2.
+ * partitions, starts it and sets b->group_coordinator (which the group API handlers of the
+ * table in api/apis.c use).
  * Start-up thread, after the replica manager and before the network starts. Returns 0 or
  * -ENOMEM / GR_E*. */
 int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm);
@@ -118,8 +117,6 @@ int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *r
 void gr_group_coordinator_shutdown(struct gr_group_coordinator *gc);
 /* Frees it (NULL ignored): after the replica manager shut down. */
 void gr_group_coordinator_free(struct gr_group_coordinator *gc);
-/* Registers the handlers (done by gr_group_coordinator_start; exposed for tests). */
-void gr_group_coordinator_register_apis(void);
 
 /* ---- queries ---- */
 

@@ -720,13 +720,6 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
 
 /* ---- lifecycle ---- */
 
-void gr_replica_manager_register_apis(void) {
-    gr_apis_register(GR_API_PRODUCE, 0, 8, gr_handle_produce);
-    gr_apis_register(GR_API_FETCH, 4, 11, gr_handle_fetch);
-    gr_apis_register(GR_API_LIST_OFFSETS, 0, 5, gr_handle_list_offsets);
-    gr_apis_register(GR_API_OFFSET_FOR_LEADER_EPOCH, 0, 3, gr_handle_offsets_for_leader_epoch);
-}
-
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out) {
     *out = NULL;
     struct gr_replica_manager *rm = gr_calloc(1, sizeof *rm);
@@ -763,7 +756,6 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.stop_replica = hook_stop_replica;
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
     b->replica_manager = rm;
-    gr_replica_manager_register_apis();
     gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_plog_manager_count(rm->lm));
     *out = rm;
     return 0;

@@ -7,9 +7,9 @@
  *                                    checked against b->broker_id / b->cluster_id), starts the
  *                                    purgatories, fetcher manager, AlterIsr sender and the ISR
  *                                    expiration thread, installs b->hooks and sets
- *                                    b->replica_manager, and registers the API handlers
- *                                    Produce 0-8, Fetch 4-11, ListOffsets 0-5,
- *                                    OffsetForLeaderEpoch 0-3.
+ *                                    b->replica_manager (which the Produce, Fetch,
+ *                                    ListOffsets and OffsetForLeaderEpoch handlers of the
+ *                                    table in api/apis.c use).
  *   gr_replica_manager_shutdown(rm)  stops fetchers and threads, expires delayed requests,
  *                                    flushes logs and writes checkpoints. Call after the network
  *                                    server stopped; then gr_replica_manager_free.
@@ -40,9 +40,6 @@ struct gr_lm_log;
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out);
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm);
 void gr_replica_manager_free(struct gr_replica_manager *rm);
-
-/* Registers the handlers (done by gr_replica_manager_new; exposed for tests). */
-void gr_replica_manager_register_apis(void);
 
 /* ---- for other broker modules (group coordinator, tools) ---- */
 
@@ -112,12 +109,5 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
                            int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
 
 struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
-
-/* Handlers (apis.h contract). */
-void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_offsets_for_leader_epoch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                        void *body);
 
 #endif

@@ -123,7 +123,7 @@ int main(void) {
     int port = gr_net_server_port(srv, 0);
 
     struct gr_metrics *metrics = gr_metrics_new();
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct gr_ctrl_event_processor proc = {process, preempt, NULL};
     struct gr_ctrl_events *em = gr_ctrl_events_new(1, &proc, clk, NULL);
     struct gr_ctrl_channel_config cc = {.controller_id = 1, .inter_broker_listener = "REPLICATION",

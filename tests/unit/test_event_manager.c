@@ -226,7 +226,7 @@ static void *expirer(void *arg) {
 }
 
 static void test_thread_mode(void) {
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
     struct gr_ctrl_event_processor proc = {rec_process, rec_preempt, &rec};
     struct gr_metrics *reg = gr_metrics_new();
@@ -275,7 +275,7 @@ static void test_thread_mode(void) {
 
 /* The real clock's timer thread delivers a scheduled event. */
 static void test_real_clock(void) {
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
     struct gr_ctrl_event_processor proc = {rec_process, rec_preempt, &rec};
     struct gr_ctrl_events *em = gr_ctrl_events_new(1, &proc, clk, NULL);
