@@ -23,6 +23,7 @@ skip=,${GREGOR_SKIP:-},
 jobs=$(nproc 2>/dev/null || echo 2)
 
 names=() results=() times=()
+declare -A skips=() # stage name -> number of skipped pytest tests
 failed=0
 tmp=$(mktemp -d /tmp/gregor-test-all.XXXXXX)
 zk_port=
@@ -38,10 +39,15 @@ summary() {
     echo
     echo "==== summary ===="
     local i
+    local i n total_skips=0
     for i in "${!names[@]}"; do
-        printf '  %-12s %-5s %5ss\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+        n=${skips[${names[$i]}]:-0}
+        total_skips=$((total_skips + n))
+        printf '  %-12s %-5s %5ss%s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" \
+            "$([ "$n" -gt 0 ] && echo "  ($n tests skipped: see the SKIPPED lines above)")"
     done
-    printf '  %-12s %-5s %5ss\n' total "$([ $failed -eq 0 ] && echo ok || echo FAIL)" "$SECONDS"
+    printf '  %-12s %-5s %5ss  (%d tests skipped)\n' total "$([ $failed -eq 0 ] && echo ok || echo FAIL)" \
+        "$SECONDS" "$total_skips"
 }
 
 # stage NAME COMMAND...: runs one stage, records its result and duration.
@@ -87,14 +93,18 @@ run_sim() {
     build/tests/gregor_sim --seeds "$seeds"
 }
 
-run_pytest() { # run_pytest DIR TIMEOUT
-    local extra=(-p no:cacheprovider)
+run_pytest() { # run_pytest DIR TIMEOUT; the stage is named after DIR's last component
+    local extra=(-p no:cacheprovider -rs) # -rs: every skipped test is listed with its reason
     [ -n "$soak" ] || extra+=(-m "not soak")
     local limit=${2:-600}
     [ -n "$soak" ] && limit=3600
+    local log="$tmp/pytest-$(basename "$1").log" rc=0
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1"
+        timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1" 2>&1 | tee "$log" || rc=$?
+    # pytest's last line: "N passed, M skipped, ... in T s"
+    skips[$(basename "$1")]=$(tail -n 1 "$log" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+    return $rc
 }
 
 fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.log
@@ -156,6 +166,7 @@ run_build() {
 
 stage setup env SETUP_NO_BUILD=1 scripts/setup.sh
 if stage build run_build; then
+    stage layering scripts/check-layering.sh # src/controller includes no broker code
     if stage zookeeper start_zk; then
         stage unit run_unit
         if [ -x build/tests/gregor_sim ]; then

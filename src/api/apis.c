@@ -1,4 +1,4 @@
-/* API registry and request dispatch; see apis.h. */
+/* The table of APIs and request dispatch; see apis.h. */
 #include "api/apis.h"
 
 #include <errno.h>
@@ -17,74 +17,93 @@
 #define LOGGER "kafka.server.KafkaApis"
 #define MAX_API_KEY 128
 
-struct api_entry {
-    _Atomic(gr_api_handler_fn) fn;
-    int16_t min_ver;
-    int16_t max_ver;
+#define RM GR_API_NEEDS_REPLICA_MANAGER
+
+/* The table (contract in apis.h), indexed by api key. Versions are what Gregor implements of
+ * Kafka 2.7's ranges. */
+static const struct gr_api_entry apis[MAX_API_KEY] = {
+    /* produce and consume: replication/ */
+    [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
+    [GR_API_FETCH] = {4, 11, gr_handle_fetch, RM},
+    [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
+    [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
+    /* cluster metadata: broker/metadata_cache */
+    [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
+    [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
+    /* controller -> broker: broker/metadata_cache, replication/partitions + hooks */
+    [GR_API_LEADER_AND_ISR] = {0, 4, gr_handle_leader_and_isr, 0},
+    [GR_API_STOP_REPLICA] = {0, 3, gr_handle_stop_replica, 0},
+    [GR_API_UPDATE_METADATA] = {0, 6, gr_handle_update_metadata, 0},
+    /* broker -> controller: controller/requests.h */
+    [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
+    [GR_API_ALTER_ISR] = {0, 0, gr_handle_alter_isr, 0},
+    /* groups: coordinator/ */
+    [GR_API_OFFSET_COMMIT] = {0, 8, gr_handle_offset_commit, 0},
+    [GR_API_OFFSET_FETCH] = {0, 7, gr_handle_offset_fetch, 0},
+    [GR_API_FIND_COORDINATOR] = {0, 3, gr_handle_find_coordinator, 0},
+    [GR_API_JOIN_GROUP] = {0, 7, gr_handle_join_group, 0},
+    [GR_API_HEARTBEAT] = {0, 4, gr_handle_heartbeat, 0},
+    [GR_API_LEAVE_GROUP] = {0, 4, gr_handle_leave_group, 0},
+    [GR_API_SYNC_GROUP] = {0, 5, gr_handle_sync_group, 0},
+    [GR_API_DESCRIBE_GROUPS] = {0, 5, gr_handle_describe_groups, 0},
+    [GR_API_LIST_GROUPS] = {0, 4, gr_handle_list_groups, 0},
+    [GR_API_DELETE_GROUPS] = {0, 2, gr_handle_delete_groups, 0},
+    /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
+    [GR_API_CREATE_TOPICS] = {0, 5, gr_handle_create_topics, 0},
+    [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},
+    [GR_API_CREATE_PARTITIONS] = {0, 2, gr_handle_create_partitions, 0},
+    [GR_API_ELECT_LEADERS] = {0, 2, gr_handle_elect_leaders, 0},
+    [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
+    [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
+    /* feature versioning: controller/feature_versioning.h, broker/finalized_features.h */
+    [GR_API_UPDATE_FEATURES] = {0, 0, gr_handle_update_features, 0},
 };
 
-static struct api_entry registry[MAX_API_KEY];
+/* gr_apis_set_test_handler's replacements. */
+static _Atomic(gr_api_handler_fn) test_handlers[MAX_API_KEY];
 
-int gr_apis_register(int16_t api_key, int16_t min_ver, int16_t max_ver, gr_api_handler_fn fn)
+const struct gr_api_entry *gr_apis_entry(int16_t api_key)
 {
-    const struct gr_api_desc *d = gr_proto_api(api_key);
-    if (!d || api_key < 0 || api_key >= MAX_API_KEY || !fn)
-        return -EINVAL;
-    if (min_ver < d->min_version)
-        min_ver = d->min_version;
-    if (max_ver > d->max_version)
-        max_ver = d->max_version;
-    if (min_ver > max_ver)
-        return -EINVAL;
-    registry[api_key].min_ver = min_ver;
-    registry[api_key].max_ver = max_ver;
-    atomic_store(&registry[api_key].fn, fn);
-    return 0;
-}
-
-void gr_apis_unregister(int16_t api_key)
-{
-    if (api_key >= 0 && api_key < MAX_API_KEY)
-        atomic_store(&registry[api_key].fn, (gr_api_handler_fn)NULL);
+    if (api_key < 0 || api_key >= MAX_API_KEY || !apis[api_key].fn)
+        return NULL;
+    return &apis[api_key];
 }
 
 int gr_apis_lookup(int16_t api_key, int16_t *min_ver, int16_t *max_ver)
 {
-    if (api_key < 0 || api_key >= MAX_API_KEY || !atomic_load(&registry[api_key].fn))
+    const struct gr_api_entry *e = gr_apis_entry(api_key);
+    if (!e)
         return 0;
     if (min_ver)
-        *min_ver = registry[api_key].min_ver;
+        *min_ver = e->min_ver;
     if (max_ver)
-        *max_ver = registry[api_key].max_ver;
+        *max_ver = e->max_ver;
     return 1;
 }
 
-void gr_apis_register_builtin(void)
+int gr_apis_set_test_handler(int16_t api_key, gr_api_handler_fn fn)
 {
-    gr_apis_register(GR_API_API_VERSIONS, 0, 3, gr_handle_api_versions);
-    gr_apis_register(GR_API_METADATA, 0, 9, gr_handle_metadata);
-    gr_apis_register(GR_API_CREATE_TOPICS, 0, 5, gr_handle_create_topics);
-    gr_apis_register(GR_API_CREATE_PARTITIONS, 0, 2, gr_handle_create_partitions);
-    gr_apis_register(GR_API_LEADER_AND_ISR, 0, 4, gr_handle_leader_and_isr);
-    gr_apis_register(GR_API_STOP_REPLICA, 0, 3, gr_handle_stop_replica);
-    gr_apis_register(GR_API_UPDATE_METADATA, 0, 6, gr_handle_update_metadata);
+    if (!gr_apis_entry(api_key))
+        return -EINVAL;
+    atomic_store(&test_handlers[api_key], fn);
+    return 0;
 }
 
 void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena *a)
 {
     int n = 0;
     for (int k = 0; k < MAX_API_KEY; k++)
-        if (atomic_load(&registry[k].fn))
+        if (apis[k].fn)
             n++;
     resp->ApiKeys = gr_arena_alloc(a, sizeof(*resp->ApiKeys) * (size_t)(n ? n : 1));
     resp->ApiKeysCount = n;
     int i = 0;
     for (int k = 0; k < MAX_API_KEY && i < n; k++) {
-        if (!atomic_load(&registry[k].fn))
+        if (!apis[k].fn)
             continue;
         resp->ApiKeys[i].ApiKey = (int16_t)k;
-        resp->ApiKeys[i].MinVersion = registry[k].min_ver;
-        resp->ApiKeys[i].MaxVersion = registry[k].max_ver;
+        resp->ApiKeys[i].MinVersion = apis[k].min_ver;
+        resp->ApiKeys[i].MaxVersion = apis[k].max_ver;
         i++;
     }
 }
@@ -181,22 +200,30 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         gr_api_close(r, why);
         return;
     }
-    gr_api_handler_fn fn = (key >= 0 && key < MAX_API_KEY) ? atomic_load(&registry[key].fn) : NULL;
-    if (!fn) {
+    const struct gr_api_entry *e = gr_apis_entry(key);
+    if (!e) {
         snprintf(why, sizeof(why), "unsupported API %s (key %d)", name, key);
         gr_api_close(r, why);
         return;
     }
-    if (ver < registry[key].min_ver || ver > registry[key].max_ver) {
+    if (ver < e->min_ver || ver > e->max_ver) {
         if (key == GR_API_API_VERSIONS) {
             answer_unsupported_api_versions(r);
             return;
         }
         snprintf(why, sizeof(why), "unsupported version %d of API %s (supported %d-%d)", ver, name,
-                 registry[key].min_ver, registry[key].max_ver);
+                 e->min_ver, e->max_ver);
         gr_api_close(r, why);
         return;
     }
+    if ((e->needs & GR_API_NEEDS_REPLICA_MANAGER) && !b->replica_manager) {
+        snprintf(why, sizeof(why), "API %s needs the replica manager, which this broker does not run", name);
+        gr_api_close(r, why);
+        return;
+    }
+    gr_api_handler_fn fn = atomic_load(&test_handlers[key]);
+    if (!fn)
+        fn = e->fn;
     gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s)", name, ver,
              r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null");
     fn(b, r, &r->hdr, r->body);

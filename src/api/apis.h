@@ -1,10 +1,24 @@
-/* Request dispatch (Kafka's KafkaApis.handle) and the API registry.
+/* Request dispatch (Kafka's KafkaApis.handle) and the table of APIs.
  *
- * Every Kafka API the broker serves is registered once at start-up with the versions it
- * implements and a handler. gr_apis_dispatch is the network server's handler
- * (gr_net_handler_fn, ctx = struct gr_broker *): it decodes the frame with the protocol codec and
- * calls the registered handler with the decoded header and body. ApiVersions advertises exactly
- * the registered APIs and ranges.
+ * The table (apis.c, `apis[]`) is the one place that says which Kafka APIs this broker serves:
+ * api key -> supported versions [min, max] -> handler (+ what the handler needs). Contract:
+ *   - Nothing registers handlers at run time; adding an API = one table line + its handler in
+ *     src/api/handle_<api>.c declared in api/handlers.h.
+ *   - ApiVersions advertises exactly the table: every entry, with its range (tests/unit/
+ *     test_broker_apis.c checks this over the wire). A range never exceeds what the protocol codec
+ *     knows (messages.c); test_broker_apis checks that too.
+ *   - Handlers reach subsystem state only through struct gr_broker (broker.h): b->replica_manager,
+ *     b->group_coordinator, b->controller (through controller/requests.h), b->metadata, ...
+ *   - An entry flagged GR_API_NEEDS_REPLICA_MANAGER is refused (connection closed, WARN logged)
+ *     while b->replica_manager is NULL -- only in unit tests that build a bare broker; gregord
+ *     always has one. Every other handler copes with a missing subsystem itself (e.g. the group
+ *     APIs answer COORDINATOR_NOT_AVAILABLE, the controller APIs NOT_CONTROLLER).
+ *   - Tests may replace the handler of an entry (gr_apis_set_test_handler); versions and the
+ *     advertised list never change.
+ *
+ * gr_apis_dispatch is the network server's handler (gr_net_handler_fn, ctx = struct gr_broker *):
+ * it decodes the frame with the protocol codec and calls the table's handler with the decoded
+ * header and body.
  *
  * Dispatch rules:
  *   - ApiVersions at a version we do not implement -> UNSUPPORTED_VERSION response encoded as v0
@@ -23,8 +37,8 @@
  *     by gr_api_respond before anything is freed.
  *  4. The request is used by one thread at a time; handing it to another thread transfers it.
  */
-#ifndef GR_BROKER_APIS_H
-#define GR_BROKER_APIS_H
+#ifndef GR_API_APIS_H
+#define GR_API_APIS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,21 +62,26 @@ struct gr_api_req {
 typedef void (*gr_api_handler_fn)(struct gr_broker *b, struct gr_api_req *req,
                                   const struct gr_req_header *hdr, void *body);
 
-/* Registers (or replaces) the handler of api_key for versions [min_ver, max_ver], clipped to
- * what the codec supports. Returns 0, or -EINVAL if the codec does not know the API or the range
- * is empty. Call at start-up, before the network server starts (reads are lock-free). */
-int gr_apis_register(int16_t api_key, int16_t min_ver, int16_t max_ver, gr_api_handler_fn fn);
+/* What a handler needs from struct gr_broker before dispatch may call it (see above). */
+#define GR_API_NEEDS_REPLICA_MANAGER 0x1u
 
-/* Removes api_key from the registry (tests). */
-void gr_apis_unregister(int16_t api_key);
+/* One line of the table. */
+struct gr_api_entry {
+    int16_t min_ver, max_ver;
+    gr_api_handler_fn fn; /* NULL: api key not served */
+    unsigned needs;       /* GR_API_NEEDS_* */
+};
 
-/* Registers the handlers this module provides: ApiVersions 0-3, Metadata 0-9, CreateTopics 0-5,
- * CreatePartitions 0-2, LeaderAndIsr 0-4, StopReplica 0-3, UpdateMetadata 0-6. Idempotent;
- * called by gr_broker_new. */
-void gr_apis_register_builtin(void);
+/* The table's entry for api_key, or NULL if the broker does not serve it. */
+const struct gr_api_entry *gr_apis_entry(int16_t api_key);
 
-/* Is api_key registered, and if so its range. */
+/* Is api_key in the table, and if so its range. */
 int gr_apis_lookup(int16_t api_key, int16_t *min_ver, int16_t *max_ver);
+
+/* Tests only: dispatch calls fn instead of the table's handler of api_key (which must be in the
+ * table; returns -EINVAL otherwise). NULL restores the table's handler. Call while no request
+ * of that key is being dispatched. */
+int gr_apis_set_test_handler(int16_t api_key, gr_api_handler_fn fn);
 
 /* The network server's handler. ctx is the struct gr_broker *. */
 void gr_apis_dispatch(void *ctx, struct gr_net_request *req);
@@ -83,7 +102,8 @@ void *gr_api_new_response(struct gr_api_req *req);
 /* Copy of s in the arena (NULL stays NULL). */
 char *gr_api_strdup(struct gr_api_req *req, const char *s);
 
-/* Fills resp (an initialised ApiVersionsResponse) with the registered APIs, allocating in a. */
+/* Fills resp (an initialised ApiVersionsResponse) with the table, in api key order, allocating
+ * in a. */
 void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena *a);
 
 #endif

@@ -3,8 +3,9 @@
  * v3 requests with an invalid ClientSoftwareName/Version get INVALID_REQUEST, as Kafka 2.7. */
 #include <stdbool.h>
 
-#include "api/apis.h"
 #include "api/handlers.h"
+#include "broker/broker.h"
+#include "broker/finalized_features.h"
 #include "common/kerr.h"
 
 /* Kafka's pattern for the v3 software fields: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? */
@@ -22,10 +23,28 @@ static bool valid_software_field(const char *s)
     return true;
 }
 
+/* v3's tagged feature fields, as Kafka 2.7: SupportedFeatures is always empty (a Kafka 2.7 broker
+ * supports no feature); FinalizedFeatures and their epoch come from the /feature cache. */
+static void fill_features(struct gr_broker *b, struct gr_api_req *req, struct ApiVersionsResponse *resp)
+{
+    resp->SupportedFeaturesCount = 0;
+    int64_t epoch;
+    int n;
+    struct gr_finalized_feature *f;
+    gr_finalized_features_get(b ? b->finalized_features : NULL, &req->arena, &epoch, &n, &f);
+    resp->FinalizedFeaturesEpoch = epoch;
+    resp->FinalizedFeaturesCount = n;
+    resp->FinalizedFeatures = gr_api_alloc(req, sizeof(*resp->FinalizedFeatures) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        resp->FinalizedFeatures[i].Name = f[i].name;
+        resp->FinalizedFeatures[i].MinVersionLevel = f[i].min_version_level;
+        resp->FinalizedFeatures[i].MaxVersionLevel = f[i].max_version_level;
+    }
+}
+
 void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
                             const struct gr_req_header *hdr, void *body)
 {
-    (void)b;
     const struct ApiVersionsRequest *rq = body;
     struct ApiVersionsResponse *resp = gr_api_new_response(req);
     if (hdr->RequestApiVersion >= 3 && (!valid_software_field(rq->ClientSoftwareName) ||
@@ -36,5 +55,7 @@ void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
     }
     resp->ErrorCode = GR_KERR_NONE;
     gr_apis_fill_api_versions(resp, &req->arena);
+    if (hdr->RequestApiVersion >= 3)
+        fill_features(b, req, resp);
     gr_api_respond(req, resp);
 }

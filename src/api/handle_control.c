@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
 #include "broker/broker.h"
 #include "api/handlers.h"
 #include "replication/log_dir_failure.h"

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
 #include "broker/broker.h"
 #include "api/handlers.h"
 #include "admin/topic_admin.h"

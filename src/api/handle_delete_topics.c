@@ -21,14 +21,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "controller/topic_deletion.h"
 #include "zk/kzk.h"
 
 #define LOGGER "kafka.server.AdminManager"
@@ -166,8 +165,8 @@ static int16_t mark_for_deletion(struct gr_broker *b, const char *topic) {
     return GR_KERR_NONE;
 }
 
-static void handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
+void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                             void *body) {
     const struct DeleteTopicsRequest *rq = body;
     int16_t ver = hdr->RequestApiVersion;
     struct DeleteTopicsResponse *resp = gr_api_new_response(req);
@@ -216,5 +215,3 @@ static void handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, co
     w->deadline_ms = gr_mono_ms() + rq->TimeoutMs;
     park(w);
 }
-
-int gr_delete_topics_register_api(void) { return gr_apis_register(GR_API_DELETE_TOPICS, 0, 5, handle_delete_topics); }

@@ -1,8 +1,9 @@
-/* ElectLeaders v0-2 (key 43): the handler queues a ReplicaLeaderElection controller event
- * (controller/leader_balance.h) whose payload answers the request from the controller's event
- * thread. v0 has no ElectionType (PREFERRED) and no top-level ErrorCode. TopicPartitions null =
- * every partition; then partitions that needed no election (ELECTION_NOT_NEEDED) are left out
- * of the response, as Kafka does. Results are grouped by topic in the order given.
+/* ElectLeaders v0-2 (key 43): the handler submits the election through the controller's front
+ * door (controller/requests.h; processed as ReplicaLeaderElection, controller/leader_balance.h),
+ * which answers from the controller's event thread. v0 has no ElectionType (PREFERRED) and no
+ * top-level ErrorCode. TopicPartitions null = every partition; then partitions that needed no
+ * election (ELECTION_NOT_NEEDED) are left out of the response, as Kafka does.
+ * Results are grouped by topic in the order given.
  *
  * Difference from Kafka: the response is sent as soon as the controller has written the new
  * leaders and sent LeaderAndIsr, without Kafka's DelayedElectLeader wait for this broker's
@@ -10,33 +11,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
 #include "common/util.h"
-#include "controller/controller.h"
-#include "controller/event_manager.h"
-#include "controller/leader_balance.h"
+#include "controller/requests.h"
 
-static void respond(void *arg, int16_t top_err, const struct gr_elect_payload *pl)
+/* What respond needs besides the request: was every partition asked for? */
+struct elect_call {
+    struct gr_api_req *req;
+    bool all;
+};
+
+/* Runs on whichever thread the front door answers on (requests.h rule 2). */
+static void respond(void *arg, int16_t top_err, const struct gr_ctrl_tp_result *res, int n)
 {
-    struct gr_api_req *req = arg;
+    struct elect_call *call = arg;
+    struct gr_api_req *req = call->req;
+    bool all = call->all;
+    free(call);
     struct ElectLeadersResponse *resp = gr_api_new_response(req);
     resp->ErrorCode = top_err;
     /* group by topic, first-seen order */
-    int n = pl->n;
     int *topic_of = gr_malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *first = gr_malloc(sizeof(int) * (size_t)(n ? n : 1));
     int nt = 0;
     for (int i = 0; i < n; i++) {
         topic_of[i] = -1;
-        if (pl->all && pl->items[i].err == GR_KERR_ELECTION_NOT_NEEDED) continue;
-        const char *tn = pl->items[i].topic ? pl->items[i].topic : "";
+        if (all && res[i].error == GR_KERR_ELECTION_NOT_NEEDED) continue;
         int t;
-        for (t = 0; t < nt; t++) {
-            const char *x = pl->items[first[t]].topic ? pl->items[first[t]].topic : "";
-            if (strcmp(x, tn) == 0) break;
-        }
+        for (t = 0; t < nt; t++)
+            if (strcmp(res[first[t]].topic, res[i].topic) == 0) break;
         if (t == nt) first[nt++] = i;
         topic_of[i] = t;
     }
@@ -45,7 +50,7 @@ static void respond(void *arg, int16_t top_err, const struct gr_elect_payload *p
     for (int t = 0; t < nt; t++) {
         struct ElectLeadersResponse_ReplicaElectionResult *r = &resp->ReplicaElectionResults[t];
         gr_proto_init_struct(&gr_desc_ElectLeadersResponse_ReplicaElectionResult, r);
-        r->Topic = gr_api_strdup(req, pl->items[first[t]].topic ? pl->items[first[t]].topic : "");
+        r->Topic = gr_api_strdup(req, res[first[t]].topic);
         int np = 0;
         for (int i = 0; i < n; i++)
             if (topic_of[i] == t) np++;
@@ -55,9 +60,9 @@ static void respond(void *arg, int16_t top_err, const struct gr_elect_payload *p
             if (topic_of[i] != t) continue;
             struct ElectLeadersResponse_PartitionResult *pr = &r->PartitionResult[r->PartitionResultCount++];
             gr_proto_init_struct(&gr_desc_ElectLeadersResponse_PartitionResult, pr);
-            pr->PartitionId = pl->items[i].partition;
-            pr->ErrorCode = pl->items[i].err;
-            pr->ErrorMessage = gr_api_strdup(req, pl->items[i].msg);
+            pr->PartitionId = res[i].partition;
+            pr->ErrorCode = res[i].error;
+            pr->ErrorMessage = gr_api_strdup(req, res[i].message);
         }
     }
     free(topic_of);
@@ -65,43 +70,24 @@ static void respond(void *arg, int16_t top_err, const struct gr_elect_payload *p
     gr_api_respond(req, resp);
 }
 
-static void handle_elect_leaders(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body)
+void gr_handle_elect_leaders(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
 {
     struct ElectLeadersRequest *rq = body;
     int8_t type = hdr->RequestApiVersion >= 1 ? rq->ElectionType : GR_ELECTION_PREFERRED;
+    bool all = rq->TopicPartitionsCount < 0;
     int n = 0;
     for (int t = 0; t < rq->TopicPartitionsCount; t++)
         if (rq->TopicPartitions[t].PartitionIdCount > 0) n += rq->TopicPartitions[t].PartitionIdCount;
-    struct gr_elect_payload *pl = gr_elect_payload_new(n);
-    pl->type = type;
-    pl->all = rq->TopicPartitionsCount < 0;
+    struct gr_kzk_tp *tps = gr_calloc((size_t)(n ? n : 1), sizeof *tps);
     int k = 0;
     for (int t = 0; t < rq->TopicPartitionsCount; t++)
         for (int i = 0; i < rq->TopicPartitions[t].PartitionIdCount; i++, k++) {
-            pl->items[k].topic = gr_strdup(rq->TopicPartitions[t].Topic ? rq->TopicPartitions[t].Topic : "");
-            pl->items[k].partition = rq->TopicPartitions[t].PartitionId[i];
-            pl->items[k].leader = -1;
+            tps[k].topic = (char *)(rq->TopicPartitions[t].Topic ? rq->TopicPartitions[t].Topic : "");
+            tps[k].partition = rq->TopicPartitions[t].PartitionId[i];
         }
-    pl->respond = respond;
-    pl->arg = req;
-    if (!b->controller || (type != GR_ELECTION_PREFERRED && type != GR_ELECTION_UNCLEAN)) {
-        /* no controller object (tests) or an unknown election type */
-        int16_t err = b->controller ? GR_KERR_INVALID_REQUEST : GR_KERR_NOT_CONTROLLER;
-        for (int i = 0; i < pl->n; i++) pl->items[i].err = err;
-        pl->responded = true;
-        respond(req, pl->all ? err : GR_KERR_NONE, pl);
-        gr_elect_payload_free(pl);
-        return;
-    }
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_REPLICA_LEADER_ELECTION);
-    ev->payload = pl;
-    ev->payload_free = gr_elect_payload_free;
-    ev->preempt = gr_elect_preempt;
-    gr_ctrl_events_put(gr_controller_events(b->controller), ev);
-}
-
-int gr_elect_leaders_register_api(void)
-{
-    return gr_apis_register(GR_API_ELECT_LEADERS, 0, 2, handle_elect_leaders);
+    struct elect_call *call = gr_malloc(sizeof *call);
+    call->req = req; /* apis.h rule 4: the request now belongs to the front door */
+    call->all = all;
+    gr_ctrl_submit_elect_leaders(b->controller, type, tps, all ? -1 : n, respond, call); /* copies tps */
+    free(tps);
 }

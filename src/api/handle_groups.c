@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/group_offsets.h"
@@ -74,8 +74,8 @@ static void create_offsets_topic(struct gr_broker *b) {
         gr_warn(LOGGER, "Cannot create %s: %s (%s)", GR_OFFSETS_TOPIC, gr_kerr_name(e), res.message);
 }
 
-static void handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                    void *body) {
+void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                void *body) {
     (void)hdr;
     const struct FindCoordinatorRequest *r = body;
     struct FindCoordinatorResponse *resp = gr_api_new_response(req);
@@ -136,8 +136,8 @@ static void join_done(void *ctx, const struct gr_gc_join_result *r) {
     gr_api_respond(req, resp);
 }
 
-static void handle_join_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                              void *body) {
+void gr_handle_join_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                          void *body) {
     const struct JoinGroupRequest *r = body;
     struct gr_gc_protocol *protos = gr_api_alloc(req, (size_t)(GR_MAX(r->ProtocolsCount, 0) + 1) * sizeof *protos);
     int np = 0;
@@ -183,8 +183,8 @@ static void sync_done(void *ctx, const struct gr_gc_sync_result *r) {
     gr_api_respond(req, resp);
 }
 
-static void handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                              void *body) {
+void gr_handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                          void *body) {
     (void)hdr;
     const struct SyncGroupRequest *r = body;
     int n = GR_MAX(r->AssignmentsCount, 0);
@@ -215,8 +215,8 @@ static void handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const
 
 /* ---- Heartbeat, LeaveGroup ---- */
 
-static void handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                             void *body) {
+void gr_handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                         void *body) {
     (void)hdr;
     const struct HeartbeatRequest *r = body;
     struct HeartbeatResponse *resp = gr_api_new_response(req);
@@ -227,8 +227,8 @@ static void handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const 
     gr_api_respond(req, resp);
 }
 
-static void handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                               void *body) {
+void gr_handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                           void *body) {
     const struct LeaveGroupRequest *r = body;
     bool batch = hdr->RequestApiVersion >= 3;
     int n = batch ? GR_MAX(r->MembersCount, 0) : 1;
@@ -287,8 +287,8 @@ static void commit_done(void *ctx, struct gr_gc_commit_part *parts, int n) {
     gr_api_respond(req, resp);
 }
 
-static void handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
+void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                             void *body) {
     const struct OffsetCommitRequest *r = body;
     int n = 0;
     for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
@@ -328,8 +328,8 @@ static void handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
 
 /* ---- OffsetFetch ---- */
 
-static void handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                void *body) {
+void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                            void *body) {
     const struct OffsetFetchRequest *r = body;
     int16_t ver = hdr->RequestApiVersion;
     bool all = r->TopicsCount < 0; /* null topics (v2+): every committed offset */
@@ -392,8 +392,8 @@ static void handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, con
 
 /* ---- DescribeGroups, ListGroups, DeleteGroups ---- */
 
-static void handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                   void *body) {
+void gr_handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                               void *body) {
     (void)hdr;
     const struct DescribeGroupsRequest *r = body;
     struct DescribeGroupsResponse *resp = gr_api_new_response(req);
@@ -431,8 +431,8 @@ static void handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, 
     gr_api_respond(req, resp);
 }
 
-static void handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                               void *body) {
+void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                           void *body) {
     (void)hdr;
     const struct ListGroupsRequest *r = body;
     struct ListGroupsResponse *resp = gr_api_new_response(req);
@@ -452,8 +452,8 @@ static void handle_list_groups(struct gr_broker *b, struct gr_api_req *req, cons
     gr_api_respond(req, resp);
 }
 
-static void handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
+void gr_handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                             void *body) {
     (void)hdr;
     const struct DeleteGroupsRequest *r = body;
     int n = GR_MAX(r->GroupsNamesCount, 0);
@@ -471,19 +471,6 @@ static void handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, co
         resp->Results[i].ErrorCode = errors[i];
     }
     gr_api_respond(req, resp);
-}
-
-void gr_group_coordinator_register_apis(void) {
-    gr_apis_register(10, 0, 3, handle_find_coordinator);
-    gr_apis_register(11, 0, 7, handle_join_group);
-    gr_apis_register(12, 0, 4, handle_heartbeat);
-    gr_apis_register(13, 0, 4, handle_leave_group);
-    gr_apis_register(14, 0, 5, handle_sync_group);
-    gr_apis_register(8, 0, 8, handle_offset_commit);
-    gr_apis_register(9, 0, 7, handle_offset_fetch);
-    gr_apis_register(15, 0, 5, handle_describe_groups);
-    gr_apis_register(16, 0, 4, handle_list_groups);
-    gr_apis_register(42, 0, 2, handle_delete_groups);
 }
 
 /* ---- storage over the replica manager ---- */
@@ -556,7 +543,6 @@ int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *r
     struct gr_group_coordinator *gc = gr_gc_new(&c); /* releases st on failure */
     if (!gc) return -EAGAIN;
     b->group_coordinator = gc;
-    gr_group_coordinator_register_apis();
     gr_info("kafka.coordinator.group.GroupCoordinator", "[GroupCoordinator %d]: Startup complete.", b->broker_id);
     return 0;
 }

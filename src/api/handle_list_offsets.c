@@ -6,7 +6,7 @@
  * CurrentLeaderEpoch (v4+) is checked like Fetch's. */
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
 #include "broker/broker.h"
 #include "api/handlers.h"
 #include "broker/metadata_cache.h"

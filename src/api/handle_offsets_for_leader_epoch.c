@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"

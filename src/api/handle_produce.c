@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"

@@ -1,8 +1,9 @@
 /* AlterPartitionReassignments v0 (key 45) and ListPartitionReassignments v0 (key 46): the
- * handlers turn the request into an ApiPartitionReassignment / ListPartitionReassignments
- * controller event (controller/reassignment.h) whose payload answers the request from the
- * controller's event thread. A broker that is not the active controller still queues the event
- * (as Kafka does); the controller answers NOT_CONTROLLER, and so does a preempted event.
+ * handlers submit the request through the controller's front door (controller/requests.h;
+ * processed as ApiPartitionReassignment / ListPartitionReassignments, controller/reassignment.h),
+ * which answers from the controller's event thread. A broker that is not the active controller
+ * still submits (as Kafka does); the controller answers NOT_CONTROLLER, and so does a preempted
+ * event.
  *
  * AlterPartitionReassignments: Replicas null cancels the partition's reassignment (revert to
  * the original replicas). Response: one entry per requested partition, grouped by topic in
@@ -13,13 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
 #include "common/util.h"
-#include "controller/controller.h"
-#include "controller/event_manager.h"
-#include "controller/reassignment.h"
+#include "controller/requests.h"
 
 /* ---- AlterPartitionReassignments ---- */
 
@@ -32,8 +31,9 @@ static void alter_fail(struct gr_api_req *req, int16_t err)
     gr_api_respond(req, resp);
 }
 
-/* Event thread (or whoever frees the event): builds and sends the response. */
-static void alter_respond(void *arg, int16_t top_err, const struct gr_reassign_api_payload *pl)
+/* Whichever thread the front door answers on (requests.h rule 2): builds and sends the
+ * response. res holds one result per requested partition, in request order. */
+static void alter_respond(void *arg, int16_t top_err, const struct gr_ctrl_tp_result *res, int n)
 {
     struct gr_api_req *req = arg;
     const struct AlterPartitionReassignmentsRequest *rq = req->body;
@@ -59,46 +59,36 @@ static void alter_respond(void *arg, int16_t top_err, const struct gr_reassign_a
             struct AlterPartitionReassignmentsResponse_ReassignablePartitionResponse *op = &ot->Partitions[i];
             gr_proto_init_struct(&gr_desc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, op);
             op->PartitionIndex = rt->Partitions[i].PartitionIndex;
-            op->ErrorCode = k < pl->n ? pl->items[k].err : GR_KERR_UNKNOWN_SERVER_ERROR;
-            op->ErrorMessage = k < pl->n ? gr_api_strdup(req, pl->items[k].msg) : NULL;
+            op->ErrorCode = k < n ? res[k].error : GR_KERR_UNKNOWN_SERVER_ERROR;
+            op->ErrorMessage = k < n ? gr_api_strdup(req, res[k].message) : NULL;
         }
     }
     gr_api_respond(req, resp);
 }
 
-static void handle_alter(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+void gr_handle_alter_partition_reassignments(struct gr_broker *b, struct gr_api_req *req,
+                                             const struct gr_req_header *hdr, void *body)
 {
     (void)hdr;
     struct AlterPartitionReassignmentsRequest *rq = body;
-    if (!b->controller) {
-        alter_fail(req, GR_KERR_NOT_CONTROLLER);
-        return;
-    }
     int n = 0;
     for (int t = 0; t < rq->TopicsCount; t++)
         if (rq->Topics[t].PartitionsCount > 0) n += rq->Topics[t].PartitionsCount;
-    struct gr_reassign_api_payload *pl = gr_reassign_api_payload_new(n);
+    struct gr_ctrl_reassignment *items = gr_calloc((size_t)(n ? n : 1), sizeof *items);
     int k = 0;
     for (int t = 0; t < rq->TopicsCount; t++) {
         const struct AlterPartitionReassignmentsRequest_ReassignableTopic *rt = &rq->Topics[t];
         for (int i = 0; i < rt->PartitionsCount; i++, k++) {
             const struct AlterPartitionReassignmentsRequest_ReassignablePartition *rp = &rt->Partitions[i];
-            struct gr_reassign_item *it = &pl->items[k];
-            it->topic = rt->Name ? gr_strdup(rt->Name) : NULL;
-            it->partition = rp->PartitionIndex;
-            it->cancel = rp->ReplicasCount < 0;
-            it->n_replicas = rp->ReplicasCount > 0 ? rp->ReplicasCount : 0;
-            it->replicas = gr_malloc(sizeof(int32_t) * (size_t)(it->n_replicas ? it->n_replicas : 1));
-            if (it->n_replicas) memcpy(it->replicas, rp->Replicas, sizeof(int32_t) * (size_t)it->n_replicas);
+            items[k].topic = rt->Name;
+            items[k].partition = rp->PartitionIndex;
+            items[k].replicas = rp->Replicas;
+            items[k].n_replicas = rp->ReplicasCount; /* < 0 (null): cancel */
         }
     }
-    pl->respond = alter_respond;
-    pl->arg = req; /* apis.h rule 4: the request now belongs to the event */
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_API_PARTITION_REASSIGNMENT);
-    ev->payload = pl;
-    ev->payload_free = gr_reassign_api_payload_free;
-    ev->preempt = gr_reassign_api_preempt;
-    gr_ctrl_events_put(gr_controller_events(b->controller), ev);
+    /* apis.h rule 4: the request now belongs to the front door (which copies items) */
+    gr_ctrl_submit_alter_reassignments(b->controller, items, n, alter_respond, req);
+    free(items);
 }
 
 /* ---- ListPartitionReassignments ---- */
@@ -119,7 +109,7 @@ static int32_t *copy_ids(struct gr_api_req *req, const int32_t *v, int n)
     return o;
 }
 
-static void list_respond(void *arg, int16_t top_err, const struct gr_reassign_list_payload *pl)
+static void list_respond(void *arg, int16_t top_err, const struct gr_ctrl_reassignment_listing *out, int n_out)
 {
     struct gr_api_req *req = arg;
     if (top_err != GR_KERR_NONE) {
@@ -129,19 +119,19 @@ static void list_respond(void *arg, int16_t top_err, const struct gr_reassign_li
     struct ListPartitionReassignmentsResponse *resp = gr_api_new_response(req);
     resp->ErrorCode = GR_KERR_NONE;
     int nt = 0;
-    for (int i = 0; i < pl->n_out; i++)
-        if (i == 0 || strcmp(pl->out[i].topic, pl->out[i - 1].topic) != 0) nt++;
+    for (int i = 0; i < n_out; i++)
+        if (i == 0 || strcmp(out[i].topic, out[i - 1].topic) != 0) nt++;
     resp->TopicsCount = nt;
     resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(nt ? nt : 1));
     int t = -1;
-    for (int i = 0; i < pl->n_out; i++) {
-        const struct gr_reassign_listing *l = &pl->out[i];
-        if (i == 0 || strcmp(l->topic, pl->out[i - 1].topic) != 0) {
+    for (int i = 0; i < n_out; i++) {
+        const struct gr_ctrl_reassignment_listing *l = &out[i];
+        if (i == 0 || strcmp(l->topic, out[i - 1].topic) != 0) {
             t++;
             gr_proto_init_struct(&gr_desc_ListPartitionReassignmentsResponse_OngoingTopicReassignment, &resp->Topics[t]);
             resp->Topics[t].Name = gr_api_strdup(req, l->topic);
             int np = 0;
-            for (int j = i; j < pl->n_out && strcmp(pl->out[j].topic, l->topic) == 0; j++) np++;
+            for (int j = i; j < n_out && strcmp(out[j].topic, l->topic) == 0; j++) np++;
             resp->Topics[t].PartitionsCount = 0;
             resp->Topics[t].Partitions = gr_api_alloc(req, sizeof(*resp->Topics[t].Partitions) * (size_t)np);
         }
@@ -149,50 +139,33 @@ static void list_respond(void *arg, int16_t top_err, const struct gr_reassign_li
         struct ListPartitionReassignmentsResponse_OngoingPartitionReassignment *op = &ot->Partitions[ot->PartitionsCount++];
         gr_proto_init_struct(&gr_desc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, op);
         op->PartitionIndex = l->partition;
-        op->ReplicasCount = l->a.n_replicas;
-        op->Replicas = copy_ids(req, l->a.replicas, l->a.n_replicas);
-        op->AddingReplicasCount = l->a.n_adding;
-        op->AddingReplicas = copy_ids(req, l->a.adding, l->a.n_adding);
-        op->RemovingReplicasCount = l->a.n_removing;
-        op->RemovingReplicas = copy_ids(req, l->a.removing, l->a.n_removing);
+        op->ReplicasCount = l->n_replicas;
+        op->Replicas = copy_ids(req, l->replicas, l->n_replicas);
+        op->AddingReplicasCount = l->n_adding;
+        op->AddingReplicas = copy_ids(req, l->adding, l->n_adding);
+        op->RemovingReplicasCount = l->n_removing;
+        op->RemovingReplicas = copy_ids(req, l->removing, l->n_removing);
     }
     gr_api_respond(req, resp);
 }
 
-static void handle_list(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+void gr_handle_list_partition_reassignments(struct gr_broker *b, struct gr_api_req *req,
+                                            const struct gr_req_header *hdr, void *body)
 {
     (void)hdr;
     struct ListPartitionReassignmentsRequest *rq = body;
-    if (!b->controller) {
-        list_fail(req, GR_KERR_NOT_CONTROLLER);
-        return;
-    }
-    struct gr_reassign_list_payload *pl = gr_reassign_list_payload_new();
-    pl->all = rq->TopicsCount < 0;
-    if (!pl->all) {
-        int n = 0;
-        for (int t = 0; t < rq->TopicsCount; t++)
-            if (rq->Topics[t].PartitionIndexesCount > 0) n += rq->Topics[t].PartitionIndexesCount;
-        pl->req = gr_calloc((size_t)(n ? n : 1), sizeof *pl->req);
-        for (int t = 0; t < rq->TopicsCount; t++)
-            for (int i = 0; i < rq->Topics[t].PartitionIndexesCount && rq->Topics[t].Name; i++) {
-                pl->req[pl->n_req].topic = gr_strdup(rq->Topics[t].Name);
-                pl->req[pl->n_req].partition = rq->Topics[t].PartitionIndexes[i];
-                pl->n_req++;
-            }
-    }
-    pl->respond = list_respond;
-    pl->arg = req;
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_LIST_PARTITION_REASSIGNMENTS);
-    ev->payload = pl;
-    ev->payload_free = gr_reassign_list_payload_free;
-    ev->preempt = gr_reassign_list_preempt;
-    gr_ctrl_events_put(gr_controller_events(b->controller), ev);
-}
-
-int gr_reassign_register_apis(void)
-{
-    int rc = gr_apis_register(GR_API_ALTER_PARTITION_REASSIGNMENTS, 0, 0, handle_alter);
-    if (rc == 0) rc = gr_apis_register(GR_API_LIST_PARTITION_REASSIGNMENTS, 0, 0, handle_list);
-    return rc;
+    bool all = rq->TopicsCount < 0;
+    int n = 0;
+    for (int t = 0; t < rq->TopicsCount; t++)
+        if (rq->Topics[t].PartitionIndexesCount > 0 && rq->Topics[t].Name) n += rq->Topics[t].PartitionIndexesCount;
+    struct gr_kzk_tp *tps = gr_calloc((size_t)(n ? n : 1), sizeof *tps);
+    int k = 0;
+    for (int t = 0; t < rq->TopicsCount; t++)
+        for (int i = 0; i < rq->Topics[t].PartitionIndexesCount && rq->Topics[t].Name; i++, k++) {
+            tps[k].topic = (char *)rq->Topics[t].Name;
+            tps[k].partition = rq->Topics[t].PartitionIndexes[i];
+        }
+    /* apis.h rule 4: the request now belongs to the front door (which copies tps) */
+    gr_ctrl_submit_list_reassignments(b->controller, tps, all ? -1 : n, list_respond, req);
+    free(tps);
 }

@@ -1,23 +1,53 @@
-/* Request handlers implemented in src/broker/handle_*.c (private to the broker module; the
- * contract is gr_api_handler_fn in apis.h). */
-#ifndef GR_BROKER_HANDLERS_H
-#define GR_BROKER_HANDLERS_H
+/* The request handlers of src/api/handle_*.c, one per line of the API table (apis.c). Private
+ * to src/api (and to tests that call a handler directly); the contract is gr_api_handler_fn in
+ * apis.h. */
+#ifndef GR_API_HANDLERS_H
+#define GR_API_HANDLERS_H
 
 #include "api/apis.h"
 
-void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
-                            const struct gr_req_header *hdr, void *body);
-void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
-                        const struct gr_req_header *hdr, void *body);
-void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
-                             const struct gr_req_header *hdr, void *body);
-void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
-                                 const struct gr_req_header *hdr, void *body);
-void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
-                              const struct gr_req_header *hdr, void *body);
-void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
-                            const struct gr_req_header *hdr, void *body);
-void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
-                               const struct gr_req_header *hdr, void *body);
+#define GR_API_HANDLER(name) \
+    void name(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+
+/* handle_api_versions.c, handle_metadata.c */
+GR_API_HANDLER(gr_handle_api_versions);
+GR_API_HANDLER(gr_handle_metadata);
+/* handle_control.c: requests from the controller */
+GR_API_HANDLER(gr_handle_leader_and_isr);
+GR_API_HANDLER(gr_handle_stop_replica);
+GR_API_HANDLER(gr_handle_update_metadata);
+/* handle_produce.c, handle_fetch.c, handle_list_offsets.c, handle_offsets_for_leader_epoch.c */
+GR_API_HANDLER(gr_handle_produce);
+GR_API_HANDLER(gr_handle_fetch);
+GR_API_HANDLER(gr_handle_list_offsets);
+GR_API_HANDLER(gr_handle_offsets_for_leader_epoch);
+/* handle_groups.c */
+GR_API_HANDLER(gr_handle_find_coordinator);
+GR_API_HANDLER(gr_handle_join_group);
+GR_API_HANDLER(gr_handle_heartbeat);
+GR_API_HANDLER(gr_handle_leave_group);
+GR_API_HANDLER(gr_handle_sync_group);
+GR_API_HANDLER(gr_handle_offset_commit);
+GR_API_HANDLER(gr_handle_offset_fetch);
+GR_API_HANDLER(gr_handle_describe_groups);
+GR_API_HANDLER(gr_handle_list_groups);
+GR_API_HANDLER(gr_handle_delete_groups);
+/* handle_create_topics.c, handle_delete_topics.c */
+GR_API_HANDLER(gr_handle_create_topics);
+GR_API_HANDLER(gr_handle_create_partitions);
+GR_API_HANDLER(gr_handle_delete_topics);
+/* requests to the controller, through controller/requests.h: handle_controlled_shutdown.c,
+ * handle_alter_isr.c, handle_elect_leaders.c, handle_reassignments.c */
+GR_API_HANDLER(gr_handle_controlled_shutdown);
+GR_API_HANDLER(gr_handle_alter_isr);
+GR_API_HANDLER(gr_handle_elect_leaders);
+GR_API_HANDLER(gr_handle_update_features);
+GR_API_HANDLER(gr_handle_alter_partition_reassignments);
+GR_API_HANDLER(gr_handle_list_partition_reassignments);
+
+/* DeleteTopics requests of broker b still waiting for their topics to disappear are answered
+ * (REQUEST_TIMED_OUT for topics still cached). Call at shut-down after the network server
+ * stopped, before b is freed. */
+void gr_delete_topics_abort_waits(struct gr_broker *b);
 
 #endif

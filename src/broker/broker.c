@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 
-#include "api/apis.h"
 #include "broker/metadata_cache.h"
 #include "replication/partitions.h"
 #include "admin/topic_admin.h"
@@ -19,7 +18,6 @@ struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id)
     b->metadata = gr_mdc_new(broker_id);
     b->partitions = gr_partitions_new();
     b->admin = gr_topic_admin_new(b); /* hooks itself to metadata cache updates */
-    gr_apis_register_builtin();
     return b;
 }
 

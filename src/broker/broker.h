@@ -9,7 +9,8 @@
  *     The owner must keep them alive until gr_broker_free, and must stop the network server
  *     (which stops new handler calls) before freeing the broker.
  *  3. The replication slots (hooks, replica_manager) and group_coordinator are set once at
- *     start-up by the engineers that own them; NULL means "not present" (hooks become no-ops).
+ *     start-up by gr_replica_manager_new and gr_group_coordinator_start; NULL means "not
+ *     present" (hooks become no-ops; api/apis.h says what the request handlers do then).
  *
  * Threading: after start-up the plain fields are read-only, so any thread may read them;
  * broker_epoch changes on ZooKeeper session re-registration and is atomic. The owned parts
@@ -24,11 +25,14 @@
 struct gr_config;
 struct gr_kzk;
 struct gr_controller;
+struct gr_finalized_features;
 struct gr_net_server;
 struct gr_mdc;
 struct gr_partitions;
 struct gr_partition_state;
 struct gr_topic_admin;
+struct gr_replica_manager;
+struct gr_group_coordinator;
 struct gr_broker;
 
 /* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
@@ -75,15 +79,18 @@ struct gr_broker {
     struct gr_partitions *partitions;
     struct gr_topic_admin *admin;
 
-    /* -- slots for later subsystems -- */
+    /* -- subsystems set at start-up by their own start functions (rule 3) -- */
     struct gr_replica_hooks hooks;
-    void *replica_manager;
-    void *group_coordinator;
+    struct gr_replica_manager *replica_manager;     /* replication/replica_manager.h */
+    struct gr_group_coordinator *group_coordinator; /* coordinator/group_coordinator.h */
+    /* broker/finalized_features.h; set once the broker has started (atomic: ApiVersions reads it
+     * from I/O threads before that); NULL answers "no finalized features". */
+    struct gr_finalized_features *_Atomic finalized_features;
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case
- * Kafka's defaults are used where a config value is needed), creates the owned parts and
- * registers the built-in API handlers (gr_apis_register_builtin). Caller thread: start-up. */
+ * Kafka's defaults are used where a config value is needed) and creates the owned parts. Caller
+ * thread: start-up. */
 struct gr_broker *gr_broker_new(const struct gr_config *cfg, int32_t broker_id);
 
 /* Releases the owned parts (pending delayed admin operations are answered REQUEST_TIMED_OUT

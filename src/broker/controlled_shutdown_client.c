@@ -10,7 +10,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net/client.h"
+#include "net/kafka_client.h"
 #include "protocol/codec.h"
 #include "zk/kzk.h"
 
@@ -86,32 +86,17 @@ static int find_controller(const struct gr_cs_client_config *cfg, struct target 
 }
 
 /* One exchange. Returns 0 with *err and *remaining set, or a negative transport/codec error. */
-static int call(const struct gr_cs_client_config *cfg, struct gr_net_client *cli, int32_t corr, int16_t *err,
-                int *remaining, char *first, size_t first_len) {
+static int call(const struct gr_cs_client_config *cfg, struct gr_kafka_client *kc, int16_t *err, int *remaining,
+                char *first, size_t first_len) {
     struct ControlledShutdownRequest rq;
     gr_proto_init_struct(&gr_desc_ControlledShutdownRequest, &rq);
     rq.BrokerId = cfg->broker_id;
     rq.BrokerEpoch = cfg->broker_epoch;
-    char client_id[32];
-    snprintf(client_id, sizeof client_id, "%d", cfg->broker_id);
-    struct gr_wbuf w;
-    gr_wbuf_init(&w);
-    int rc = gr_proto_encode_request(GR_API_CONTROLLED_SHUTDOWN, CS_VERSION, corr, client_id, &rq, &w);
-    if (rc) {
-        gr_wbuf_free(&w);
-        return rc;
-    }
-    uint8_t *frame = NULL;
-    size_t len = 0;
-    rc = gr_net_client_send_recv(cli, w.p, w.len, &frame, &len, cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000);
-    gr_wbuf_free(&w);
-    if (rc) return rc;
     struct gr_arena a;
     gr_arena_init(&a);
-    int32_t got = -1;
     void *body = NULL;
-    rc = gr_proto_decode_response(GR_API_CONTROLLED_SHUTDOWN, CS_VERSION, frame, len, &a, &got, &body);
-    if (!rc && got != corr) rc = GR_EPROTO;
+    uint8_t *frame = NULL;
+    int rc = gr_kafka_client_call(kc, GR_API_CONTROLLED_SHUTDOWN, CS_VERSION, &rq, 0, &a, &body, &frame);
     if (!rc) {
         const struct ControlledShutdownResponse *r = body;
         *err = r->ErrorCode;
@@ -128,29 +113,34 @@ static int call(const struct gr_cs_client_config *cfg, struct gr_net_client *cli
 bool gr_controlled_shutdown_run(const struct gr_cs_client_config *cfg) {
     int32_t id = cfg->broker_id;
     gr_info(LOGGER, "[KafkaServer id=%d] Starting controlled shutdown", id);
-    struct gr_net_client *cli = NULL;
+    char client_id[32];
+    snprintf(client_id, sizeof client_id, "%d", id);
+    /* A new controller (a new target) or an I/O error (the client drops the connection) means a
+     * new connection on the next attempt. */
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "[KafkaServer id=%d]", id);
+    struct gr_kafka_client_config kcfg = {
+        .client_id = client_id,
+        .logger = LOGGER,
+        .log_prefix = prefix,
+        .connect_timeout_ms = cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000,
+        .request_timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000,
+    };
+    struct gr_kafka_client *kc = gr_kafka_client_new(&kcfg);
     struct target prev = {.id = -1};
-    bool io_error = false, ok = false;
-    int32_t corr = 0;
+    bool ok = false;
     for (int left = cfg->max_retries; left > 0 && !ok; left--) {
         struct target t;
         if (find_controller(cfg, &t) == 0) {
-            if (io_error || !cli || t.id != prev.id || t.port != prev.port || strcmp(t.host, prev.host) != 0) {
-                gr_net_client_close(cli);
-                cli = NULL;
-                io_error = false;
-                prev = t;
-            }
+            prev = t;
+            gr_kafka_client_set_target(kc, t.id, t.host, t.port);
         }
         if (prev.id >= 0) {
-            int rc = 0;
-            if (!cli) rc = gr_net_client_connect(prev.host, prev.port, cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000, &cli);
             int16_t err = GR_KERR_NONE;
             int remaining = 0;
             char first[300] = "";
-            if (!rc) rc = call(cfg, cli, ++corr, &err, &remaining, first, sizeof first);
+            int rc = call(cfg, kc, &err, &remaining, first, sizeof first);
             if (rc) {
-                io_error = true;
                 gr_warn(LOGGER, "[KafkaServer id=%d] Error during controlled shutdown with controller %d at %s:%d, "
                         "possibly because leader movement took longer than the configured controller.socket.timeout.ms "
                         "and/or request.timeout.ms: %s", id, prev.id, prev.host, prev.port, gr_strerror(rc));
@@ -168,7 +158,7 @@ bool gr_controlled_shutdown_run(const struct gr_cs_client_config *cfg) {
             gr_warn(LOGGER, "[KafkaServer id=%d] Retrying controlled shutdown after the previous attempt failed...", id);
         }
     }
-    gr_net_client_close(cli);
+    gr_kafka_client_free(kc);
     if (!ok)
         gr_warn(LOGGER, "[KafkaServer id=%d] Proceeding to do an unclean shutdown as all the controlled shutdown attempts "
                 "failed", id);

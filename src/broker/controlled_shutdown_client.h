@@ -8,7 +8,8 @@
  *      this broker's metadata cache (the address then comes from the cache too). A new
  *      controller, or an I/O error on the previous attempt, means a new connection. The
  *      controller may be this broker itself: the request then goes through its own listener.
- *   2. send ControlledShutdown v3 {BrokerId, BrokerEpoch}; connect bounded by
+ *   2. send ControlledShutdown v3 {BrokerId, BrokerEpoch} through the Kafka client
+ *      (net/kafka_client.h); connect bounded by
  *      controller.socket.timeout.ms, the exchange by request.timeout.ms;
  *   3. NONE with an empty RemainingPartitions -> done. Otherwise (an error such as
  *      NOT_CONTROLLER / STALE_BROKER_EPOCH, partitions remaining, no controller, I/O failure)

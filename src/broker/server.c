@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
 #include "broker/controlled_shutdown_client.h"
@@ -28,13 +29,9 @@
 #include "common/util.h"
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
-#include "controller/alter_isr_api.h"
 #include "controller/config_change_listener.h"
-#include "controller/controlled_shutdown.h"
+#include "broker/finalized_features.h"
 #include "controller/controller.h"
-#include "controller/leader_balance.h"
-#include "controller/reassignment.h"
-#include "controller/topic_deletion.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
 #include "zk/backend.h"
@@ -185,9 +182,9 @@ static int mkdirs(const char *path) {
     return rc;
 }
 
-/* Kafka's LogManager.lockLogDirs: an exclusive lock on <dir>/.lock for the process's life.
- * SEAM: the log manager opens the dirs later; it must not lock .lock again (flock locks conflict
- * between two descriptors of the same process). */
+/* Kafka's LogManager.lockLogDirs: an exclusive lock on <dir>/.lock for the process's life. The
+ * log manager (storage/log_manager.h), which opens the dirs later, must not lock .lock again
+ * (flock locks conflict between two descriptors of the same process). */
 static int lock_log_dirs(struct gr_server *s) {
     for (int i = 0; i < s->cfg->num_log_dirs; i++) {
         const char *dir = s->cfg->log_dirs[i];
@@ -364,7 +361,7 @@ int gr_server_startup(struct gr_server *s) {
     slog(s, GR_LOG_INFO, "Cluster ID = %s", s->cluster_id);
 
     /* Request handlers' context, then the logs (meta.properties checked, crash recovery) and the
-     * replica manager, which registers Produce/Fetch/ListOffsets/OffsetForLeaderEpoch. */
+     * replica manager (b->replica_manager, used by Produce/Fetch/ListOffsets/OffsetForLeaderEpoch). */
     s->broker = gr_broker_new(cfg, s->broker_id);
     s->broker->zk = s->kzk;
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
@@ -383,12 +380,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
-    /* controller-only APIs served through the controller's event queue */
-    gr_ctrl_alter_isr_register_api();
-    gr_controlled_shutdown_register_api();
-    gr_delete_topics_register_api();
-    gr_reassign_register_apis();
-    gr_elect_leaders_register_api();
+    /* Every API of the table (api/apis.c) can be served from here on. */
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
@@ -409,7 +401,7 @@ int gr_server_startup(struct gr_server *s) {
     s->info.epoch = s->broker_epoch;
     atomic_store(&s->broker->broker_epoch, s->broker_epoch); /* until the controller is attached */
 
-    s->clock = gr_clock_real_new();
+    s->clock = gr_controller_real_clock_new();
     s->channel = gr_ctrl_channel_new_for_broker(cfg, s->broker_id, s->metrics);
     struct gr_controller_config cc = {
         .broker_id = s->broker_id,
@@ -435,6 +427,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->config_changes = gr_config_change_listener_start(s->kzk, s->watches, s->controller);
+    s->broker->finalized_features = gr_finalized_features_start(s->kzk, s->watches);
     slog(s, GR_LOG_INFO, "started (broker epoch %" PRId64 ")", s->broker_epoch);
     return 0;
 
@@ -470,6 +463,10 @@ void gr_server_shutdown(struct gr_server *s) {
     s->log_dir_failure = NULL;
     gr_config_change_listener_stop(s->config_changes);
     s->config_changes = NULL;
+    if (s->broker) {
+        gr_finalized_features_stop(s->broker->finalized_features);
+        s->broker->finalized_features = NULL;
+    }
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
         gr_kzk_free(s->kzk);

@@ -5,17 +5,21 @@
  *   2. connect to ZooKeeper (the chroot is created if missing), persist the session to
  *      <first log dir>/zk-session
  *   3. create Kafka's persistent paths, get or create /cluster/id
- *   4. SEAM: log manager (meta.properties, logs)
- *   5. start the network server on the listeners (SEAM: request handlers; for now connections are
- *      closed)
+ *   4. the request handlers' context (struct gr_broker), the log-dir failure handler, the log
+ *      manager and replica manager (meta.properties checked, logs recovered), the group
+ *      coordinator
+ *   5. start the network server on the listeners: every API of the table (api/apis.c) is served
  *   6. register /brokers/ids/N with the advertised listeners (broker epoch = czxid); if the node
  *      is held by our previous incarnation's session (read from zk-session) that session is
  *      closed first; held by anyone else -> GR_SERVER_EREGISTERED
- *   7. start the controller (election happens on its event thread)
+ *   7. start the controller (election happens on its event thread; its channel manager sends to
+ *      the other brokers) and the /config/changes listener
  *
- * gr_server_shutdown: stop the network server, stop the controller (resigning and deleting
- * /controller if it was ours), close the ZooKeeper session (our ephemerals vanish at once),
- * release the log-dir locks.
+ * gr_server_shutdown: controlled shutdown (when enabled: ask the controller to move leadership
+ * away, controlled_shutdown_client.h), stop the network server, answer waiting DeleteTopics
+ * requests, shut down the group coordinator and the replica manager (flush, checkpoints), stop
+ * the controller (resigning and deleting /controller if it was ours), close the ZooKeeper session
+ * (our ephemerals vanish at once), release the log-dir locks.
  *
  * Files under <first log dir>:
  *   zk-session          one line "0x<session id hex> <password hex>\n", rewritten atomically after

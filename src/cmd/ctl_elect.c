@@ -60,6 +60,19 @@ static void print_list(const char *head, char **v, int n)
     printf("\n");
 }
 
+/* Ask again while the answer (top level or any partition) says NOT_CONTROLLER. */
+static bool elect_retry(const void *resp)
+{
+    const struct ElectLeadersResponse *r = resp;
+    if (r->ErrorCode == GR_KERR_NOT_CONTROLLER)
+        return true;
+    for (int t = 0; t < r->ReplicaElectionResultsCount; t++)
+        for (int p = 0; p < r->ReplicaElectionResults[t].PartitionResultCount; p++)
+            if (r->ReplicaElectionResults[t].PartitionResult[p].ErrorCode == GR_KERR_NOT_CONTROLLER)
+                return true;
+    return false;
+}
+
 int ctl_elect_main(const struct ctl_opts *o, int argc, char **argv)
 {
     const char *type = NULL, *topic = NULL, *file = NULL;
@@ -140,36 +153,8 @@ int ctl_elect_main(const struct ctl_opts *o, int argc, char **argv)
         gr_arena_free(&ar);
         return 1;
     }
-    struct ElectLeadersResponse *r = NULL;
-    int64_t deadline = gr_mono_ms() + o->timeout_ms;
-    for (int attempt = 0; attempt < 20; attempt++) {
-        struct ctl_kafka ctl;
-        struct ctl_kafka *target = &ctl;
-        int crc = ctl_kafka_connect_controller(&boot, o->timeout_ms, &ctl);
-        if (crc == 1)
-            target = &boot;
-        else if (crc != 0)
-            target = NULL;
-        bool retry = false;
-        if (target) {
-            r = ctl_kafka_call(target, GR_API_ELECT_LEADERS, 2, &rq, &ar);
-            if (target == &ctl)
-                ctl_kafka_close(&ctl);
-            if (r && r->ErrorCode == GR_KERR_NOT_CONTROLLER)
-                retry = true;
-            for (int t = 0; r && t < r->ReplicaElectionResultsCount; t++)
-                for (int p = 0; p < r->ReplicaElectionResults[t].PartitionResultCount; p++)
-                    if (r->ReplicaElectionResults[t].PartitionResult[p].ErrorCode == GR_KERR_NOT_CONTROLLER)
-                        retry = true;
-        } else {
-            retry = true;
-        }
-        if (r && !retry)
-            break;
-        if (gr_mono_ms() >= deadline)
-            break;
-        usleep(300 * 1000);
-    }
+    struct ElectLeadersResponse *r =
+        ctl_kafka_call_controller(&boot, o->timeout_ms, 20, GR_API_ELECT_LEADERS, 2, &rq, &ar, elect_retry);
     ctl_kafka_close(&boot);
     int rc = 0;
     if (!r) {

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "net/client.h"
+#include "net/kafka_client.h"
 
 int ctl_kafka_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
 {
@@ -38,62 +38,75 @@ int ctl_kafka_parse_hostport(const char *s, char *host, size_t hostlen, int *por
 int ctl_kafka_connect(const char *host, int port, int timeout_ms, struct ctl_kafka *k)
 {
     memset(k, 0, sizeof(*k));
-    k->next_corr = 1;
     k->timeout_ms = timeout_ms;
-    snprintf(k->peer, sizeof(k->peer), "%s:%d", host, port);
-    int rc = gr_net_client_connect(host, port, timeout_ms, &k->cli);
-    if (rc != 0)
-        fprintf(stderr, "cannot connect to %s: %s\n", k->peer, gr_strerror(rc));
+    struct gr_kafka_client_config cfg = { .client_id = "gregorctl", .logger = "gregorctl",
+                                          .connect_timeout_ms = timeout_ms,
+                                          .request_timeout_ms = timeout_ms };
+    k->kc = gr_kafka_client_new(&cfg);
+    gr_kafka_client_set_target(k->kc, -1, host, port);
+    int rc = gr_kafka_client_connect(k->kc);
+    if (rc != 0) {
+        fprintf(stderr, "cannot connect to %s: %s\n", gr_kafka_client_peer(k->kc), gr_strerror(rc));
+        ctl_kafka_close(k);
+    }
     return rc;
 }
 
-int ctl_kafka_connect_str(const char *hostport, int timeout_ms, struct ctl_kafka *k)
+int ctl_kafka_connect_str(const char *bootstrap_list, int timeout_ms, struct ctl_kafka *k)
 {
+    memset(k, 0, sizeof(*k));
+    char *list = gr_strdup(bootstrap_list ? bootstrap_list : "");
+    int n = 0, rc = -EINVAL;
     char host[256];
     int port;
-    if (ctl_kafka_parse_hostport(hostport, host, sizeof(host), &port) != 0) {
-        fprintf(stderr, "invalid HOST:PORT '%s'\n", hostport);
-        return -EINVAL;
+    /* check every entry before trying any, so a typo is reported whatever answers first */
+    for (char *save = NULL, *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        while (*e == ' ')
+            e++;
+        if (ctl_kafka_parse_hostport(e, host, sizeof(host), &port) != 0 || !host[0]) {
+            fprintf(stderr, "invalid bootstrap server address '%s' (expected HOST:PORT)\n", e);
+            free(list);
+            return -EINVAL;
+        }
+        n++;
     }
-    return ctl_kafka_connect(host, port, timeout_ms, k);
+    if (n == 0)
+        fprintf(stderr, "invalid bootstrap server list '%s' (expected HOST:PORT[,HOST:PORT...])\n",
+                bootstrap_list ? bootstrap_list : "");
+    free(list);
+    list = gr_strdup(bootstrap_list ? bootstrap_list : "");
+    for (char *save = NULL, *e = strtok_r(list, ",", &save); e && n > 0; e = strtok_r(NULL, ",", &save)) {
+        while (*e == ' ')
+            e++;
+        ctl_kafka_parse_hostport(e, host, sizeof(host), &port);
+        rc = ctl_kafka_connect(host, port, timeout_ms, k);
+        if (rc == 0)
+            break;
+    }
+    free(list);
+    return rc;
 }
 
 void ctl_kafka_close(struct ctl_kafka *k)
 {
-    gr_net_client_close(k->cli);
-    k->cli = NULL;
+    gr_kafka_client_free(k->kc);
+    k->kc = NULL;
+}
+
+const char *ctl_kafka_peer(const struct ctl_kafka *k)
+{
+    return k->kc ? gr_kafka_client_peer(k->kc) : "";
 }
 
 void *ctl_kafka_call(struct ctl_kafka *k, int16_t api_key, int16_t ver, const void *body,
                      struct gr_arena *a)
 {
-    struct gr_wbuf w;
-    gr_wbuf_init(&w);
-    int32_t corr = k->next_corr++;
-    int rc = gr_proto_encode_request(api_key, ver, corr, "gregorctl", body, &w);
-    if (rc != 0) {
-        fprintf(stderr, "cannot encode request (api %d v%d): %s\n", api_key, ver,
-                gr_proto_strerror(rc));
-        gr_wbuf_free(&w);
-        return NULL;
-    }
-    uint8_t *resp = NULL;
-    size_t len = 0;
-    rc = gr_net_client_send_recv(k->cli, w.p, w.len, &resp, &len, k->timeout_ms);
-    gr_wbuf_free(&w);
-    if (rc != 0) {
-        fprintf(stderr, "request to %s failed: %s\n", k->peer, gr_strerror(rc));
-        return NULL;
-    }
-    uint8_t *copy = gr_arena_alloc(a, len);
-    memcpy(copy, resp, len);
-    free(resp);
-    int32_t got = 0;
     void *out = NULL;
-    rc = gr_proto_decode_response(api_key, ver, copy, len, a, &got, &out);
-    if (rc != 0 || got != corr) {
-        fprintf(stderr, "invalid response from %s: %s\n", k->peer,
-                rc ? gr_proto_strerror(rc) : "correlation id mismatch");
+    /* frame NULL: the response frame is copied into a, so the answer lives as long as a */
+    int rc = gr_kafka_client_call(k->kc, api_key, ver, body, k->timeout_ms, a, &out, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "request (api %d v%d) to %s failed: %s\n", api_key, ver, ctl_kafka_peer(k),
+                rc == GR_EPROTO ? "invalid response" : gr_proto_strerror(rc));
         return NULL;
     }
     return out;

@@ -1,6 +1,7 @@
-/* Kafka-protocol client helpers for gregorctl subcommands: connect to HOST:PORT, send one codec
- * request and decode its response, find the controller through Metadata.
- * Single-threaded (the CLI's main thread). */
+/* Kafka-protocol client helpers for gregorctl subcommands: connect to a bootstrap server (one
+ * of a comma-separated list, as Kafka's tools take it), send one codec request and decode its
+ * response (through the Kafka client, net/kafka_client.h), find the controller through
+ * Metadata. Single-threaded (the CLI's main thread). Errors are printed to stderr. */
 #ifndef GR_CMD_CTL_KAFKA_H
 #define GR_CMD_CTL_KAFKA_H
 
@@ -11,20 +12,24 @@
 #include "protocol/codec.h"
 
 struct ctl_opts;
+struct gr_kafka_client;
 
 struct ctl_kafka {
-    struct gr_net_client *cli;
-    int32_t next_corr;
-    int timeout_ms;
-    char peer[300];
+    struct gr_kafka_client *kc;
+    int timeout_ms; /* connect and per-request bound */
 };
 
 /* Splits "host:port" or "[v6]:port" (host into host[hostlen]). 0 or -EINVAL. */
 int ctl_kafka_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
 /* Connects to host:port. 0 or a negative code (message printed to stderr). */
 int ctl_kafka_connect(const char *host, int port, int timeout_ms, struct ctl_kafka *k);
-int ctl_kafka_connect_str(const char *hostport, int timeout_ms, struct ctl_kafka *k);
+/* --bootstrap-server: a comma-separated list of HOST:PORT. Every entry is checked first (a
+ * malformed one is an error naming it: -EINVAL); then each is tried in order until one accepts
+ * a connection (each bounded by timeout_ms). 0, or the last error (each failure printed). */
+int ctl_kafka_connect_str(const char *bootstrap_list, int timeout_ms, struct ctl_kafka *k);
 void ctl_kafka_close(struct ctl_kafka *k);
+/* "host:port" of the connected broker. */
+const char *ctl_kafka_peer(const struct ctl_kafka *k);
 /* Sends body (struct <Api>Request) as api_key/ver and returns the decoded response struct,
  * allocated in a (the response frame is copied into a too), or NULL (error printed). */
 void *ctl_kafka_call(struct ctl_kafka *k, int16_t api_key, int16_t ver, const void *body,

@@ -198,33 +198,15 @@ static int parse_reassignment_file(const char *path, struct tp_map *m)
     return 0;
 }
 
-/* Sends body to the controller, retrying NOT_CONTROLLER (top-level error at *err_off bytes into
- * the response struct, an int16). Returns the response or NULL. */
-static void *call_controller(struct ctl_kafka *boot, const struct ctl_opts *o, int16_t api, int16_t ver,
-                             const void *body, size_t err_off, struct gr_arena *a)
+/* Ask the controller again while the top-level error says NOT_CONTROLLER. */
+static bool list_retry(const void *resp)
 {
-    int64_t deadline = gr_mono_ms() + o->timeout_ms;
-    void *last = NULL;
-    for (int attempt = 0; attempt < 20; attempt++) {
-        struct ctl_kafka ctl;
-        struct ctl_kafka *target = &ctl;
-        int crc = ctl_kafka_connect_controller(boot, o->timeout_ms, &ctl);
-        if (crc == 1)
-            target = boot;
-        else if (crc != 0)
-            target = NULL;
-        if (target) {
-            last = ctl_kafka_call(target, api, ver, body, a);
-            if (target == &ctl)
-                ctl_kafka_close(&ctl);
-            if (last && *(int16_t *)((char *)last + err_off) != GR_KERR_NOT_CONTROLLER)
-                return last;
-        }
-        if (gr_mono_ms() >= deadline)
-            break;
-        usleep(300 * 1000);
-    }
-    return last;
+    return ((const struct ListPartitionReassignmentsResponse *)resp)->ErrorCode == GR_KERR_NOT_CONTROLLER;
+}
+
+static bool alter_retry(const void *resp)
+{
+    return ((const struct AlterPartitionReassignmentsResponse *)resp)->ErrorCode == GR_KERR_NOT_CONTROLLER;
 }
 
 /* Current replicas of the topics (NULL = all) from Metadata into m. 0 or 1. */
@@ -284,8 +266,7 @@ static int list_reassignments(struct ctl_kafka *boot, const struct ctl_opts *o, 
         }
     }
     struct ListPartitionReassignmentsResponse *r =
-        call_controller(boot, o, GR_API_LIST_PARTITION_REASSIGNMENTS, 0, &rq,
-                        offsetof(struct ListPartitionReassignmentsResponse, ErrorCode), a);
+        ctl_kafka_call_controller(boot, o->timeout_ms, 20, GR_API_LIST_PARTITION_REASSIGNMENTS, 0, &rq, a, list_retry);
     if (!r) {
         fprintf(stderr, "ListPartitionReassignments: no answer from the controller\n");
         return 1;
@@ -337,8 +318,8 @@ static int alter(struct ctl_kafka *boot, const struct ctl_opts *o, struct tp_map
         p->Replicas = cancel ? NULL : m->v[i].replicas;
     }
     struct AlterPartitionReassignmentsResponse *r =
-        call_controller(boot, o, GR_API_ALTER_PARTITION_REASSIGNMENTS, 0, &rq,
-                        offsetof(struct AlterPartitionReassignmentsResponse, ErrorCode), &ar);
+        ctl_kafka_call_controller(boot, o->timeout_ms, 20, GR_API_ALTER_PARTITION_REASSIGNMENTS, 0, &rq, &ar,
+                                  alter_retry);
     int rc = 0;
     if (!r) {
         fprintf(stderr, "Error %s: no answer from the controller\n", what);

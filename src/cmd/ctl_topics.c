@@ -1,17 +1,28 @@
 /* gregorctl topics: create, list and describe topics over the Kafka protocol (like
  * kafka-topics.sh --bootstrap-server).
  *
+ *   --bootstrap-server takes a comma-separated list (HOST:PORT[,HOST:PORT...]); the first
+ *   address that accepts a connection is used (ctl_kafka.h).
+ *
  *   topics create --topic T [--partitions N] [--replication-factor R]
- *                 [--replica-assignment 1:2,2:3] [--config k=v]... [--json]
+ *                 [--replica-assignment 1:2,2:3] [--config k=v]... [--no-wait] [--json]
  *       Finds the controller with Metadata, sends it CreateTopics v4 (TimeoutMs = --timeout-ms)
  *       and retries on NOT_CONTROLLER (if the bootstrap broker knows no controller, the request
  *       goes to the bootstrap broker itself). Omitted counts use the broker defaults (-1).
  *       --replica-assignment: partitions separated by ',', replicas by ':'.
+ *       Then, unless --no-wait, waits (up to --timeout-ms more) until the bootstrap broker's
+ *       Metadata shows a leader for every partition, so that a describe or a client right after
+ *       finds the topic; leaders still missing then is an error (exit 1; the topic exists).
  *       Text: "Created topic T." / "Error while executing topic command : <message>".
  *       JSON: {"topic":"T","error_code":0,"error":"NONE","message":null}
  *   topics list [--json]
  *       One name per line, sorted; JSON: ["a","b"].
  *   topics describe [--topic T] [--json]
+ *       With --topic, first waits (up to --timeout-ms) while the topic is being created: while
+ *       the broker does not know it yet but the controller does (a CreateTopics ValidateOnly
+ *       probe answers TOPIC_ALREADY_EXISTS), and while a partition has no leader although none
+ *       of its replicas is offline. An unknown topic fails at once; offline partitions are shown
+ *       as they are.
  *       Text, as kafka-topics.sh 2.7:
  *         Topic: t<TAB>PartitionCount: 6<TAB>ReplicationFactor: 3<TAB>Configs: 
  *         <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2,3
@@ -24,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
@@ -41,16 +53,19 @@ struct topics_args {
     int n_configs;
     char **configs; /* "k=v" */
     bool json;
+    bool no_wait;
 };
 
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: gregorctl --bootstrap-server HOST:PORT topics create --topic T "
+            "usage: gregorctl --bootstrap-server HOST:PORT[,HOST:PORT...] topics create --topic T "
             "[--partitions N] [--replication-factor R] [--replica-assignment 1:2,2:3] "
-            "[--config k=v]... [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics list [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] [--json]\n");
+            "[--config k=v]... [--no-wait] [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT[,...] topics list [--json]\n"
+            "       gregorctl --bootstrap-server HOST:PORT[,...] topics describe [--topic T] [--json]\n"
+            "  [--timeout-ms N]: create waits for the new topic's leaders, and describe --topic for a\n"
+            "  topic being created, at most N ms (default 10000)\n");
     return 2;
 }
 
@@ -59,6 +74,97 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+
+/* ---------------- waiting for leaders ---------------- */
+
+enum topic_state {
+    T_READY,      /* every partition has a leader */
+    T_UNKNOWN,    /* not (yet) in this broker's metadata */
+    T_LEADERLESS, /* a partition has no leader while none of its replicas is offline */
+    T_OTHER,      /* anything else (an error, offline partitions): nothing to wait for */
+};
+
+static enum topic_state topic_state(const struct MetadataResponse *md, const char *topic)
+{
+    for (int32_t i = 0; i < md->TopicsCount; i++) {
+        const struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
+        if (!t->Name || strcmp(t->Name, topic) != 0)
+            continue;
+        if (t->ErrorCode == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION)
+            return T_UNKNOWN;
+        if (t->PartitionsCount <= 0)
+            return t->ErrorCode == GR_KERR_LEADER_NOT_AVAILABLE ? T_LEADERLESS : T_OTHER;
+        enum topic_state st = T_READY;
+        for (int32_t p = 0; p < t->PartitionsCount; p++) {
+            const struct MetadataResponse_MetadataResponsePartition *pp = &t->Partitions[p];
+            if (pp->LeaderId >= 0)
+                continue;
+            if (pp->OfflineReplicasCount > 0)
+                return T_OTHER;
+            st = T_LEADERLESS;
+        }
+        return st;
+    }
+    return T_UNKNOWN;
+}
+
+static bool validate_retry(const void *resp)
+{
+    const struct CreateTopicsResponse *r = resp;
+    return r->TopicsCount != 1 || r->Topics[0].ErrorCode == GR_KERR_NOT_CONTROLLER;
+}
+
+/* Does the controller know the topic? A CreateTopics ValidateOnly for it answers
+ * TOPIC_ALREADY_EXISTS: the controller checks ZooKeeper, so a topic just created counts before
+ * any broker's metadata shows it. Creates nothing. */
+static bool controller_knows(struct ctl_kafka *boot, const char *topic, int timeout_ms)
+{
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct CreateTopicsRequest_CreatableTopic t;
+    gr_proto_init_struct(&gr_desc_CreateTopicsRequest_CreatableTopic, &t);
+    t.Name = (char *)topic;
+    t.NumPartitions = -1;
+    t.ReplicationFactor = -1;
+    struct CreateTopicsRequest rq;
+    gr_proto_init_struct(&gr_desc_CreateTopicsRequest, &rq);
+    rq.TopicsCount = 1;
+    rq.Topics = &t;
+    rq.TimeoutMs = timeout_ms;
+    rq.ValidateOnly = true;
+    struct CreateTopicsResponse *r =
+        ctl_kafka_call_controller(boot, timeout_ms, 3, GR_API_CREATE_TOPICS, 4, &rq, &ar, validate_retry);
+    bool known = r && r->TopicsCount == 1 && r->Topics[0].ErrorCode == GR_KERR_TOPIC_ALREADY_EXISTS;
+    gr_arena_free(&ar);
+    return known;
+}
+
+/* Polls k's Metadata for topic, every 100 ms for at most timeout_ms, until its leaders are
+ * visible. While it is unknown to k: for_create waits; otherwise waits only if the controller
+ * knows it (being created), else gives up at once. Returns the state last seen (T_OTHER also
+ * when Metadata fails). */
+static enum topic_state wait_for_leaders(struct ctl_kafka *k, const char *topic, int timeout_ms, bool for_create)
+{
+    int64_t deadline = gr_mono_ms() + timeout_ms;
+    bool probed = for_create, known = for_create;
+    for (;;) {
+        struct gr_arena ar;
+        gr_arena_init(&ar);
+        const char *one[1] = { topic };
+        struct MetadataResponse *md = ctl_kafka_metadata(k, one, 1, &ar);
+        enum topic_state st = md ? topic_state(md, topic) : T_OTHER;
+        gr_arena_free(&ar);
+        if (st == T_READY || st == T_OTHER)
+            return st;
+        if (st == T_UNKNOWN && !probed) {
+            probed = true;
+            known = controller_knows(k, topic, timeout_ms);
+        }
+        if ((st == T_UNKNOWN && !known) || gr_mono_ms() >= deadline)
+            return st;
+        usleep(100 * 1000);
+    }
+}
 
 /* ---------------- list / describe ---------------- */
 
@@ -90,8 +196,10 @@ static int do_list(struct ctl_kafka *k, const struct topics_args *a)
     return 0;
 }
 
-static int do_describe(struct ctl_kafka *k, const struct topics_args *a)
+static int do_describe(struct ctl_kafka *k, const struct ctl_opts *opts, const struct topics_args *a)
 {
+    if (a->topic)
+        wait_for_leaders(k, a->topic, opts->timeout_ms, false);
     struct gr_arena ar;
     gr_arena_init(&ar);
     const char *one[1] = { a->topic };
@@ -255,6 +363,7 @@ static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const str
         ctl_print_json(j);
     } else if (rc == 0) {
         printf("Created topic %s.\n", a->topic);
+        fflush(stdout);
     } else if (got) {
         fprintf(stderr, "Error while executing topic command : %s%s%s\n", gr_kerr_name(err),
                 msg ? ": " : "", msg ? msg : "");
@@ -262,6 +371,12 @@ static int do_create(struct ctl_kafka *boot, const struct ctl_opts *o, const str
         fprintf(stderr, "Error while executing topic command : no answer from the controller\n");
     }
     gr_arena_free(&ar);
+    if (rc == 0 && !a->no_wait && wait_for_leaders(boot, a->topic, o->timeout_ms, true) != T_READY) {
+        fprintf(stderr, "Error while executing topic command : topic %s was created, but %s does not show a "
+                        "leader for each of its partitions after %d ms\n",
+                a->topic, ctl_kafka_peer(boot), o->timeout_ms);
+        rc = 1;
+    }
     return rc;
 }
 
@@ -278,6 +393,8 @@ static int parse_args(int argc, char **argv, struct topics_args *a, struct ctl_o
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(s, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(s, "--no-wait") == 0) {
+            a->no_wait = true;
         } else if (strcmp(s, "--topic") == 0 && v) {
             a->topic = v;
             i++;
@@ -329,7 +446,7 @@ static int run(const struct ctl_opts *o, struct topics_args *a)
     else if (strcmp(a->action, "list") == 0)
         rc = do_list(&k, a);
     else
-        rc = do_describe(&k, a);
+        rc = do_describe(&k, o, a);
     ctl_kafka_close(&k);
     return rc;
 }

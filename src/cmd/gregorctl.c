@@ -1,8 +1,10 @@
 /* gregorctl: Gregor's admin tool.
  *
- *   gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT] [--timeout-ms N]
- *             SUBCOMMAND [ARGS...]
+ *   gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT[,HOST:PORT...]]
+ *             [--timeout-ms N] SUBCOMMAND [ARGS...]
  *
+ * --bootstrap-server is a comma-separated list, as for Kafka's tools: the first address that
+ * accepts a connection is used; a malformed address is an error naming it (exit 1).
  * Global options may also follow the subcommand name. Subcommands are listed in the table below;
  * each is implemented in src/cmd/ctl_<name>.c (see ctl.h). Exit codes: 0 ok, 1 failure,
  * 2 usage error. */
@@ -31,12 +33,18 @@ static const struct subcommand subcommands[] = {
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
-     "[--under-replicated-partitions|--unavailable-partitions] [--json]  (needs --bootstrap-server)"},
+     "[--no-wait] [--under-replicated-partitions|--unavailable-partitions] [--json]  (needs --bootstrap-server;\n"
+     "    create waits until the new topic's leaders are visible, and describe --topic while a topic is being\n"
+     "    created, within --timeout-ms; --no-wait: create returns once the controller accepted it)"},
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT] "
-               "[--timeout-ms N] SUBCOMMAND [ARGS...]\n\nsubcommands:\n");
+    fprintf(f, "usage: gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT[,HOST:PORT...]] "
+               "[--timeout-ms N] SUBCOMMAND [ARGS...]\n\n"
+               "  --bootstrap-server  brokers to bootstrap from, comma-separated; each is tried in turn until one\n"
+               "                      accepts a connection\n"
+               "  --timeout-ms        bound for connecting, for each request and for waits (default 10000)\n"
+               "\nsubcommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) fprintf(f, "  %s\n", subcommands[i].help);
 }
 

@@ -15,7 +15,7 @@
 #include "common/util.h"
 #include "controller/event_manager.h"
 #include "controller/response.h"
-#include "net/client.h"
+#include "net/kafka_client.h"
 #include "protocol/codec.h"
 
 #define LOGGER "kafka.controller.ControllerChannelManager"
@@ -72,7 +72,7 @@ struct chan {
     struct item *head, *tail; /* (L) */
     int64_t qlen;             /* (L) */
     bool stopping;            /* (L) */
-    struct gr_net_client *cli;/* (L) the pointer; I/O on it only by the thread */
+    struct gr_kafka_client *kc; /* used by the thread; shut down by stop_chan (any thread) */
     struct gr_ctrl_events *em;/* (L) */
     struct gr_gauge *qgauge, *total; /* (L) */
     struct gr_timer *timer;   /* (L) */
@@ -103,28 +103,11 @@ static void chan_free(struct chan *c) {
         item_free(it);
         it = n;
     }
-    gr_net_client_close(c->cli);
+    gr_kafka_client_free(c->kc);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c->host);
     free(c);
-}
-
-/* Waits up to backoff_ms unless stopping. */
-static void backoff(struct chan *c) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += c->backoff_ms / 1000;
-    ts.tv_nsec += (long)(c->backoff_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->lock);
-    while (!c->stopping) {
-        if (pthread_cond_timedwait(&c->cond, &c->lock, &ts) == ETIMEDOUT) break;
-    }
-    pthread_mutex_unlock(&c->lock);
 }
 
 static bool is_stopping(struct chan *c) {
@@ -134,86 +117,26 @@ static bool is_stopping(struct chan *c) {
     return s;
 }
 
-static void drop_client(struct chan *c) {
-    pthread_mutex_lock(&c->lock);
-    gr_net_client_close(c->cli);
-    c->cli = NULL;
-    pthread_mutex_unlock(&c->lock);
-}
-
-/* Sends one request until answered or stopping. Returns the decoded response or NULL. */
-static struct gr_ctrl_response *send_until_answered(struct chan *c, struct item *it, int32_t *corr) {
-    struct gr_wbuf w;
-    gr_wbuf_init(&w);
-    int rc = gr_proto_encode_request(it->api_key, it->api_version, ++*corr, c->client_id, it->request, &w);
-    if (rc) {
-        gr_error(LOGGER, "Controller %d cannot encode request api_key=%d v%d for broker %d: %s; dropping it",
+/* Sends one request until answered or stopping (the Kafka client reconnects after any failure
+ * and waits backoff_ms between attempts; stop_chan shuts it down). Returns the decoded response
+ * or NULL. */
+static struct gr_ctrl_response *send_until_answered(struct chan *c, struct item *it) {
+    struct gr_ctrl_response *r = gr_ctrl_response_new();
+    r->api_key = it->api_key;
+    r->api_version = it->api_version;
+    r->broker_id = c->id;
+    int rc = gr_kafka_client_call_until_answered(c->kc, it->api_key, it->api_version, it->request, c->timeout_ms,
+                                                 c->backoff_ms, &r->arena, &r->body, &r->frame);
+    if (rc == 0) return r;
+    if (rc != GR_ECLOSED && !is_stopping(c))
+        gr_error(LOGGER, "Controller %d cannot send request api_key=%d v%d to broker %d: %s; dropping it",
                  c->controller_id, it->api_key, it->api_version, c->id, gr_proto_strerror(rc));
-        gr_wbuf_free(&w);
-        return NULL;
-    }
-    struct gr_ctrl_response *resp = NULL;
-    while (!resp && !is_stopping(c)) {
-        pthread_mutex_lock(&c->lock);
-        struct gr_net_client *cli = c->cli;
-        pthread_mutex_unlock(&c->lock);
-        if (!cli) {
-            rc = gr_net_client_connect(c->host, c->port, c->timeout_ms, &cli);
-            if (rc) {
-                gr_debug(LOGGER, "Controller %d cannot connect to broker %d (%s:%d): %s", c->controller_id, c->id,
-                         c->host, c->port, gr_strerror(rc));
-                backoff(c);
-                continue;
-            }
-            pthread_mutex_lock(&c->lock);
-            if (c->stopping) {
-                pthread_mutex_unlock(&c->lock);
-                gr_net_client_close(cli);
-                break;
-            }
-            c->cli = cli;
-            pthread_mutex_unlock(&c->lock);
-            gr_info(LOGGER, "[RequestSendThread controllerId=%d] Controller %d connected to broker %d (%s:%d)",
-                    c->controller_id, c->controller_id, c->id, c->host, c->port);
-        }
-        uint8_t *frame = NULL;
-        size_t flen = 0;
-        rc = gr_net_client_send_recv(cli, w.p, w.len, &frame, &flen, c->timeout_ms);
-        if (rc) {
-            if (!is_stopping(c))
-                gr_warn(LOGGER,
-                        "[RequestSendThread controllerId=%d] Controller %d fails to send request api_key=%d v%d to "
-                        "broker %d (%s:%d): %s. Reconnecting to broker.",
-                        c->controller_id, c->controller_id, it->api_key, it->api_version, c->id, c->host, c->port,
-                        gr_strerror(rc));
-            drop_client(c);
-            backoff(c);
-            continue;
-        }
-        struct gr_ctrl_response *r = gr_ctrl_response_new();
-        r->api_key = it->api_key;
-        r->api_version = it->api_version;
-        r->broker_id = c->id;
-        r->frame = frame;
-        int32_t got_corr = -1;
-        rc = gr_proto_decode_response(it->api_key, it->api_version, frame, flen, &r->arena, &got_corr, &r->body);
-        if (rc) {
-            gr_error(LOGGER, "Controller %d got an undecodable response (api_key=%d v%d) from broker %d: %s",
-                     c->controller_id, it->api_key, it->api_version, c->id, gr_proto_strerror(rc));
-            gr_ctrl_response_free(r);
-            drop_client(c);
-            backoff(c);
-            continue;
-        }
-        resp = r;
-    }
-    gr_wbuf_free(&w);
-    return resp;
+    gr_ctrl_response_free(r);
+    return NULL;
 }
 
 static void *send_thread(void *arg) {
     struct chan *c = arg;
-    int32_t corr = 0;
     char name[16];
     snprintf(name, sizeof name, "ctrl-send-%d", c->id);
     pthread_setname_np(pthread_self(), name);
@@ -233,7 +156,7 @@ static void *send_thread(void *arg) {
         if (c->timer) gr_timer_update(c->timer, (double)(gr_mono_ms() - it->enqueue_ms));
         pthread_mutex_unlock(&c->lock);
 
-        struct gr_ctrl_response *r = send_until_answered(c, it, &corr);
+        struct gr_ctrl_response *r = send_until_answered(c, it);
         if (r) {
             /* the response owns the request from now on */
             r->request = it->request;
@@ -335,7 +258,7 @@ static void stop_chan(struct gr_ctrl_channel *ch, struct chan *c) {
     c->em = NULL;
     c->qgauge = c->total = NULL;
     c->timer = NULL;
-    if (c->cli) gr_net_client_shutdown(c->cli);
+    gr_kafka_client_shutdown(c->kc);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     /* c must not be touched from here on */
@@ -370,6 +293,12 @@ static void op_add_broker(void *ctx, const struct gr_kzk_broker *b) {
     c->timeout_ms = ch->timeout_ms;
     c->backoff_ms = ch->backoff_ms;
     snprintf(c->client_id, sizeof c->client_id, "%d", ch->controller_id);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "[RequestSendThread controllerId=%d]", ch->controller_id);
+    struct gr_kafka_client_config kcfg = {.client_id = c->client_id, .logger = LOGGER, .log_prefix = prefix,
+                                          .connect_timeout_ms = c->timeout_ms, .request_timeout_ms = c->timeout_ms};
+    c->kc = gr_kafka_client_new(&kcfg);
+    gr_kafka_client_set_target(c->kc, c->id, c->host, c->port);
     snprintf(c->qsize_name, sizeof c->qsize_name, MGROUP ",name=QueueSize,broker-id=%d", b->id);
     snprintf(c->timer_name, sizeof c->timer_name, MGROUP ",name=RequestRateAndQueueTimeMs,broker-id=%d", b->id);
     pthread_mutex_init(&c->lock, NULL);

@@ -2,11 +2,12 @@
  * gr_ctrl_sender_ops. One queue and one send thread per added broker.
  *
  * A send thread takes the next request from its queue and retries it until a response arrives or
- * the broker is removed: connect to the broker's inter-broker endpoint (the endpoint of the
- * listener named at creation, else the broker's first endpoint) with controller.socket.timeout.ms,
- * encode the request with the codec at the version given to send(), send and wait for the response
- * (same timeout); any failure closes the connection, waits 100 ms (interrupted by removal) and
- * retries. The response is decoded and delivered as the completion event (payload: struct
+ * the broker is removed, through its own Kafka client (net/kafka_client.h,
+ * gr_kafka_client_call_until_answered): connect to the broker's inter-broker endpoint (the
+ * endpoint of the listener named at creation, else the broker's first endpoint) with
+ * controller.socket.timeout.ms, encode the request with the codec at the version given to send(),
+ * send and wait for the response (same timeout); any failure closes the connection, waits 100 ms
+ * (interrupted by removal) and retries. A request that cannot be encoded is dropped (ERROR). The response is decoded and delivered as the completion event (payload: struct
  * gr_ctrl_response, response.h) on the event manager given to startup(); a request without a
  * completion is simply freed once answered.
  *

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "controller/event_manager.h"
 
 struct real_timer {
     uint64_t id;
@@ -23,6 +22,8 @@ struct real_clock {
     struct gr_clock base;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    gr_clock_fire_fn fire;     /* from gr_clock_real_new */
+    gr_clock_drop_fn drop;
     struct real_timer *timers; /* sorted by due_ms, then id */
     uint64_t next_id;
     bool started, stopping;
@@ -55,7 +56,7 @@ static void *timer_thread(void *arg) {
         c->timers = t->next;
         /* Put outside our lock: put may preempt nothing, but keep lock order simple. */
         pthread_mutex_unlock(&c->mu);
-        gr_ctrl_events_put(t->em, t->ev);
+        c->fire(t->em, t->ev);
         free(t);
         pthread_mutex_lock(&c->mu);
     }
@@ -73,7 +74,7 @@ static uint64_t real_schedule(struct gr_clock *clk, int64_t delay_ms, struct gr_
     pthread_mutex_lock(&c->mu);
     if (c->stopping) {
         pthread_mutex_unlock(&c->mu);
-        gr_ctrl_event_free(ev);
+        c->drop(ev);
         free(t);
         return 0;
     }
@@ -103,7 +104,7 @@ static void real_cancel(struct gr_clock *clk, uint64_t id) {
     }
     pthread_mutex_unlock(&c->mu);
     if (found) {
-        gr_ctrl_event_free(found->ev);
+        c->drop(found->ev);
         free(found);
     }
 }
@@ -118,7 +119,7 @@ static void real_free(struct gr_clock *clk) {
     while (c->timers) {
         struct real_timer *t = c->timers;
         c->timers = t->next;
-        gr_ctrl_event_free(t->ev);
+        c->drop(t->ev);
         free(t);
     }
     pthread_mutex_destroy(&c->mu);
@@ -133,9 +134,11 @@ static const struct gr_clock_ops real_ops = {
     .free = real_free,
 };
 
-struct gr_clock *gr_clock_real_new(void) {
+struct gr_clock *gr_clock_real_new(gr_clock_fire_fn fire, gr_clock_drop_fn drop) {
     struct real_clock *c = gr_calloc(1, sizeof *c);
     c->base.ops = &real_ops;
+    c->fire = fire;
+    c->drop = drop;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -6,6 +6,10 @@
  * and the event thread processes it like any other event. So the timer thread (real clock) or the
  * simulation loop (virtual clock) never touches controller state.
  *
+ * The clock carries the event manager and the event as opaque pointers: it does not include or
+ * call the event manager (which uses the clock for enqueue times); the real clock is given the
+ * two functions it needs at creation.
+ *
  * The real clock (gr_clock_real_new) uses CLOCK_MONOTONIC and one timer thread. */
 #ifndef GR_CONTROLLER_CLOCK_H
 #define GR_CONTROLLER_CLOCK_H
@@ -45,7 +49,12 @@ static inline void gr_clock_free(struct gr_clock *clk) {
     if (clk) clk->ops->free(clk);
 }
 
+/* What the real clock does with a timer's event: fire = put it on em when due (the owner passes
+ * gr_ctrl_events_put); drop = free it unfired on cancel or clock free (gr_ctrl_event_free). */
+typedef void (*gr_clock_fire_fn)(struct gr_ctrl_events *em, struct gr_ctrl_event *ev);
+typedef void (*gr_clock_drop_fn)(struct gr_ctrl_event *ev);
+
 /* A wall-time clock: gr_mono_ms() and a timer thread (started lazily on the first schedule). */
-struct gr_clock *gr_clock_real_new(void);
+struct gr_clock *gr_clock_real_new(gr_clock_fire_fn fire, gr_clock_drop_fn drop);
 
 #endif

@@ -9,9 +9,9 @@
  * few thousand topics is the design point); each topic holds its partitions in an array sorted
  * by partition id. Brokers are an array sorted by id.
  *
- * Seams for the next issue (state machines): struct gr_ctrl_partition has `state` (partition
- * state machine) and the replica states are kept per partition in `replica_states` (parallel to
- * replicas[]); both start at 0 (NonExistent) and nothing in this issue changes them. */
+ * The state machines keep their states here too (states.h): struct gr_ctrl_partition has `state`
+ * (partition state machine) and `replica_states` (replica state machine, parallel to replicas[]);
+ * both start at 0 (NonExistent). */
 #ifndef GR_CONTROLLER_CONTEXT_H
 #define GR_CONTROLLER_CONTEXT_H
 
@@ -40,7 +40,8 @@ struct gr_ctrl_partition {
     /* Leader/ISR from …/partitions/P/state; has_state false until read or created. */
     bool has_state;
     struct gr_kzk_leader_and_isr lai; /* owned (isr array) */
-    /* For the state machines (next issue). */
+    /* State machine states (states.h): enum gr_ctrl_partition_state, and per replica
+     * enum gr_ctrl_replica_state (allocated on first use). */
     int state;
     int *replica_states;
     /* Brokers whose replica of this partition is on an offline log dir (Kafka's
@@ -78,8 +79,13 @@ struct gr_ctrl_context {
 };
 
 void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
-/* Frees everything and returns to the initial state, keeping epoch and epoch_zk_version (Kafka's
- * resetContext does not forget the epoch either). */
+/* Frees everything and returns to the initial state -- except epoch and epoch_zk_version, which
+ * are kept. Kafka's resetContext (on resignation) zeroes both; Gregor keeps the term it just left
+ * because (1) nothing uses them as a fencing token while inactive: every guarded write is made by
+ * an active controller, after elect() overwrote both, and trigger_controller_move / shutdown read
+ * the zkVersion before they resign; (2) a stray write with the kept zkVersion would still be
+ * fenced, since any later election bumps /controller_epoch's version; (3) log lines written after
+ * a resignation name the term just left, and gr_controller_epoch reports it as "last held". */
 void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx);
 /* reset + frees the table itself. */
 void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx);
@@ -122,8 +128,9 @@ const char **gr_ctrl_ctx_sorted_topics(struct gr_ctrl_context *ctx, size_t *n);
 
 size_t gr_ctrl_ctx_topic_count(const struct gr_ctrl_context *ctx);
 int64_t gr_ctrl_ctx_partition_count(const struct gr_ctrl_context *ctx);
-/* Partitions whose leader is -1 or not a live broker (Kafka's offlinePartitionCount, without
- * the topics-being-deleted exclusion which arrives with topic deletion). */
+/* Partitions whose leader is -1 or not a live broker, topics being deleted included. (The
+ * OfflinePartitionsCount gauge counts OfflinePartition states without topics being deleted, as
+ * Kafka does: gr_td_offline_partition_count, topic_deletion.h.) */
 int64_t gr_ctrl_ctx_offline_partition_count(struct gr_ctrl_context *ctx);
 
 #endif

@@ -1,8 +1,9 @@
 /* Controlled shutdown on the controller (Kafka 2.7's KafkaController.doControlledShutdown and the
- * ControlledShutdown event), and the ControlledShutdown API registration.
+ * ControlledShutdown event).
  *
- * The request handler (src/api/handle_controlled_shutdown.c) enqueues a ControlledShutdown
- * event (broker_id, broker_epoch, payload struct gr_ctrl_cs_payload with preempt hook). On the
+ * The request handler (src/api/handle_controlled_shutdown.c) submits it through the front door
+ * (requests.h), which enqueues a ControlledShutdown event (broker_id, broker_epoch, payload
+ * struct gr_ctrl_cs_payload with preempt hook). On the
  * event thread (reference §6):
  *   1. not the active controller           -> NOT_CONTROLLER (ControllerMovedException); also
  *                                              when the event is preempted or dropped
@@ -49,9 +50,5 @@ struct gr_ctrl_event *gr_ctrl_cs_event_new(int32_t broker_id, int64_t broker_epo
 void gr_ctrl_cs_fail(struct gr_ctrl_event *ev, int16_t error);
 /* Event handler body for an active controller. Returns 0 or GR_ECONTROLLER_MOVED. */
 int gr_ctrl_cs_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
-
-/* Registers the ControlledShutdown v0-3 handler (src/api/handle_controlled_shutdown.c) in the
- * broker's API registry. Call at start-up before the network server starts. */
-int gr_controlled_shutdown_register_api(void);
 
 #endif

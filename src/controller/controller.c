@@ -1,7 +1,7 @@
 /* The controller: election, resignation, session expiry, failover and the znode-change events.
  * See controller.h. Functions named like Kafka's (elect, maybe_resign, ...) do what Kafka 2.7's
- * KafkaController methods of the same name do; "SEAM" marks where the next issue plugs in the
- * state machines and broker requests.
+ * KafkaController methods of the same name do; the flows they start live in the modules of
+ * controller.h's list.
  *
  * Return convention inside this file: 0, GR_ECONTROLLER_MOVED (the event ends in maybe_resign),
  * or another error (logged by process()). */
@@ -22,6 +22,7 @@
 #include "common/kerr.h"
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
+#include "controller/event_manager.h"
 #include "controller/flows.h"
 #include "controller/leader_balance.h"
 #include "controller/reassignment.h"
@@ -294,7 +295,6 @@ static void update_metrics(struct gr_controller *c) {
     struct gr_td_counts tdc = {0};
     if (active) gr_td_counts(c->td, &tdc);
     set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
-    /* SEAM: imbalance and replica deletion counts come with the state machines. */
     set_gauge(c, G_IMBALANCE, active ? gr_leader_balance_imbalance_count(&c->ctx) : 0);
     set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
     set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
@@ -332,14 +332,14 @@ static void on_controller_resignation(struct gr_controller *c) {
     cancel_timers(c);
     zero_gauges(c);
 
-    /* SEAM: partitionStateMachine.shutdown() */
+    /* Kafka's partitionStateMachine.shutdown() and replicaStateMachine.shutdown() have no
+     * counterpart: the states live in the context, which is reset below. */
     gr_zk_watches_unregister_child(c->watches, TOPICS_PATH);
     size_t cur = 0;
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur)))
         gr_zk_watches_unregister_node(c->watches, topic_path(p, sizeof p, t->name));
     gr_zk_watches_unregister_child(c->watches, DELETE_TOPICS_PATH);
-    /* SEAM: replicaStateMachine.shutdown() */
     gr_zk_watches_unregister_child(c->watches, BROKER_IDS_PATH);
 
     c->sender->shutdown(c->sender_ctx);
@@ -1009,6 +1009,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_LOG_DIR_EVENT_NOTIFICATION: rc = process_log_dir_event_notification(c); break;
     case GR_EV_ZK_PARTITION_REASSIGNMENT: rc = process_zk_partition_reassignment(c); break;
     case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
+    case GR_EV_UPDATE_FEATURES: rc = gr_ctrl_feature_updates_process(c->kzk, ev, is_active(c)); break;
     case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c); break;
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
@@ -1038,8 +1039,9 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
         break;
     default:
-        /* SEAM: the request-driven events (ControlledShutdown, ...) */
-        CWARN(c, "Event %s is not handled yet", name);
+        /* UpdateFeatures (no such API here: docs/ARCHITECTURE.md) and Mock (tests) are never
+         * put on a controller's queue. */
+        CWARN(c, "Event %s is not handled by the controller", name);
         break;
     }
     if (rc == 0 && is_active(c) && may_change_isr(ev->type)) rc = gr_reassign_maybe_complete(&c->sm, c->em);
@@ -1146,3 +1148,5 @@ int64_t gr_controller_broker_epoch(struct gr_controller *c) { return atomic_load
 int32_t gr_controller_epoch(struct gr_controller *c) { return atomic_load(&c->epoch); }
 struct gr_ctrl_events *gr_controller_events(struct gr_controller *c) { return c->em; }
 struct gr_ctrl_context *gr_controller_context(struct gr_controller *c) { return &c->ctx; }
+
+struct gr_clock *gr_controller_real_clock_new(void) { return gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free); }

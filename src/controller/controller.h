@@ -18,11 +18,15 @@
  * /controller_epoch's zkVersion); GR_ECONTROLLER_MOVED from any step makes the event end in
  * maybeResign, as Kafka's ControllerMovedException does.
  *
- * What this issue implements and what is a seam for the next one (marked "SEAM" in
- * controller.c): state machines, UpdateMetadata/LeaderAndIsr sending, onBrokerStartup /
- * onBrokerFailure / onNewPartitionCreation effects, topic deletion, reassignment, preferred and
- * auto leader election, controlled shutdown, AlterIsr. Their events are received, the context is
- * kept up to date, and a line is logged.
+ * The work is split over modules named after Kafka's: the partition and replica state machines
+ * (partition_sm.h, replica_sm.h, states.h), the request batch and the channel manager
+ * (request_batch.h, channel_manager.h), onBrokerStartup / onBrokerFailure /
+ * onNewPartitionCreation and AlterIsr (flows.h), log-dir failures (offline_dirs.h), topic deletion
+ * (topic_deletion.h), reassignment (reassignment.h), preferred and auto leader election
+ * (leader_balance.h), controlled shutdown (controlled_shutdown.h). Request handlers reach the
+ * controller only through its front door (requests.h).
+ *
+ * Not implemented: feature versioning (/feature, UpdateFeatures); see docs/ARCHITECTURE.md.
  *
  * Metrics (kafka.controller:type=KafkaController,name=...): ActiveControllerCount,
  * ControllerState, GlobalTopicCount, GlobalPartitionCount, OfflinePartitionsCount,
@@ -35,10 +39,10 @@
 #include <stdint.h>
 
 #include "controller/context.h"
-#include "controller/event_manager.h"
 #include "zk/kzk.h"
 
 struct gr_clock;
+struct gr_ctrl_events;
 struct gr_metrics;
 struct gr_config;
 struct gr_ctrl_sender_ops;
@@ -55,7 +59,9 @@ struct gr_controller_config {
     const struct gr_ctrl_sender_ops *sender; /* NULL = gr_ctrl_sender_null */
     void *sender_ctx;
     struct gr_metrics *metrics;        /* borrowed; may be NULL */
-    const struct gr_config *broker_config; /* borrowed; may be NULL (simulation); for the next issue */
+    const struct gr_config *broker_config; /* borrowed; may be NULL (simulation, Kafka's defaults):
+                                            * inter.broker.listener.name, unclean.leader.election
+                                            * .enable, leader.imbalance.per.broker.percentage */
 
     bool auto_leader_rebalance_enable;
     int64_t leader_imbalance_check_interval_ms;
@@ -99,9 +105,14 @@ int64_t gr_controller_broker_epoch(struct gr_controller *c);
 /* The controller epoch this broker holds (when active) or last held; 0 before any. */
 int32_t gr_controller_epoch(struct gr_controller *c);
 
-/* The event manager, e.g. to put events (request handlers) or to drive it in a simulation. */
+/* The event manager (event_manager.h), e.g. to drive it in a simulation. Request handlers use the
+ * front door (requests.h) instead. */
 struct gr_ctrl_events *gr_controller_events(struct gr_controller *c);
 /* The context: event thread (or simulation driver) only. */
 struct gr_ctrl_context *gr_controller_context(struct gr_controller *c);
+
+/* The real clock (clock.h) for a controller: its timers put their events on the controller's
+ * event manager. Free with gr_clock_free after the controller. Start-up thread. */
+struct gr_clock *gr_controller_real_clock_new(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "controller/event_manager.h"
 #include "zk/kzk.h"
 
 #define LOGGER "controller.features"
@@ -163,5 +164,64 @@ int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_featur
     }
     free(target);
     gr_kzk_feature_znode_release(&cur);
+    return rc;
+}
+
+/* ---- the event ---- */
+
+struct payload {
+    struct gr_ctrl_feature_update *updates; /* feature strings owned */
+    int n;
+    gr_ctrl_feature_updates_done_fn done;
+    void *arg;
+    bool answered;
+};
+
+static void answer(struct payload *pl, int16_t top, const struct gr_ctrl_feature_result *r, int n) {
+    if (!pl || pl->answered) return;
+    pl->answered = true;
+    pl->done(pl->arg, top, r, n);
+}
+
+static void payload_free(void *p) {
+    struct payload *pl = p;
+    if (!pl) return;
+    answer(pl, GR_KERR_NOT_CONTROLLER, NULL, 0);
+    for (int i = 0; i < pl->n; i++) free((char *)pl->updates[i].feature);
+    free(pl->updates);
+    free(pl);
+}
+
+static void preempt(struct gr_ctrl_event *ev) { answer(ev->payload, GR_KERR_NOT_CONTROLLER, NULL, 0); }
+
+struct gr_ctrl_event *gr_ctrl_feature_updates_event_new(const struct gr_ctrl_feature_update *updates, int n,
+                                                        gr_ctrl_feature_updates_done_fn done, void *arg) {
+    struct payload *pl = gr_calloc(1, sizeof *pl);
+    pl->n = n > 0 ? n : 0;
+    pl->updates = gr_calloc((size_t)pl->n + 1, sizeof *pl->updates);
+    for (int i = 0; i < pl->n; i++) {
+        pl->updates[i] = updates[i];
+        pl->updates[i].feature = gr_strdup(updates[i].feature ? updates[i].feature : "");
+    }
+    pl->done = done;
+    pl->arg = arg;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_UPDATE_FEATURES);
+    ev->payload = pl;
+    ev->payload_free = payload_free;
+    ev->preempt = preempt;
+    return ev;
+}
+
+int gr_ctrl_feature_updates_process(struct gr_kzk *kzk, struct gr_ctrl_event *ev, bool active) {
+    struct payload *pl = ev->payload;
+    if (!active) {
+        answer(pl, GR_KERR_NOT_CONTROLLER, NULL, 0);
+        return 0;
+    }
+    struct gr_ctrl_feature_result *r = gr_calloc((size_t)pl->n + 1, sizeof *r);
+    /* A Gregor broker, like a Kafka 2.7 one, supports no feature. */
+    int rc = gr_ctrl_feature_updates_apply(kzk, NULL, 0, pl->updates, pl->n, r);
+    answer(pl, GR_KERR_NONE, r, pl->n);
+    free(r);
     return rc;
 }

@@ -50,4 +50,20 @@ int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_featur
                                   const struct gr_ctrl_feature_update *updates, int n,
                                   struct gr_ctrl_feature_result *out);
 
+/* ---- the UpdateFeatures event (GR_EV_UPDATE_FEATURES) ---- */
+
+struct gr_ctrl_event;
+
+/* Called exactly once with one result per update (in order), or with top_error NOT_CONTROLLER
+ * (and no results) when this broker is not the active controller or the event was drained. */
+typedef void (*gr_ctrl_feature_updates_done_fn)(void *arg, int16_t top_error,
+                                                const struct gr_ctrl_feature_result *results, int n);
+
+/* An event carrying a copy of updates[0..n). */
+struct gr_ctrl_event *gr_ctrl_feature_updates_event_new(const struct gr_ctrl_feature_update *updates, int n,
+                                                        gr_ctrl_feature_updates_done_fn done, void *arg);
+/* processFeatureUpdates: NOT_CONTROLLER when !active, else validate and write. Returns the kzk
+ * error of a failed /feature write (the controller's usual ZooKeeper-failure path), else 0. */
+int gr_ctrl_feature_updates_process(struct gr_kzk *kzk, struct gr_ctrl_event *ev, bool active);
+
 #endif

@@ -26,17 +26,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "controller/requests.h" /* GR_ELECTION_PREFERRED / GR_ELECTION_UNCLEAN */
 #include "controller/states.h"
 
 struct gr_ctrl_events;
 struct gr_ctrl_event;
 
-#define GR_ELECTION_PREFERRED 0
-#define GR_ELECTION_UNCLEAN 1
-
 enum gr_election_trigger { GR_TRIGGER_AUTO, GR_TRIGGER_ZK, GR_TRIGGER_ADMIN };
 
-/* The payload of an ElectLeaders-triggered ReplicaLeaderElection (GR_EV_REPLICA_LEADER_ELECTION
+/* The payload of an ElectLeaders-triggered ReplicaLeaderElection (built by requests.c) (GR_EV_REPLICA_LEADER_ELECTION
  * with a payload; payload NULL = triggered by /admin/preferred_replica_election). The producer
  * fills type, all or items[].topic/partition (owned), respond and arg. The controller fills
  * err/msg/leader of every item (with `all`, it first fills items with every partition it knows)
@@ -84,9 +82,5 @@ int gr_leader_balance_auto(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, int
  * whose leader is not assignment[0] (a reassignment adding the preferred replica counts only
  * while that replica is outside the ISR). */
 int64_t gr_leader_balance_imbalance_count(struct gr_ctrl_context *ctx);
-
-/* Registers the ElectLeaders v0-2 handler (src/api/handle_elect_leaders.c) in the broker's
- * API registry. Start-up, before the network server starts. Returns 0 or -EINVAL. */
-int gr_elect_leaders_register_api(void);
 
 #endif

@@ -113,7 +113,7 @@ int gr_reassign_on_brokers_started(struct gr_ctrl_sm *sm, struct gr_ctrl_events 
  * (called after AlterIsr / ISR change notifications; cheap when nothing is reassigning). */
 int gr_reassign_maybe_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em);
 
-/* ---- API events ---- */
+/* ---- API events (built by requests.c, the front door) ---- */
 
 /* The payload of ApiPartitionReassignment (GR_EV_API_PARTITION_REASSIGNMENT). The producer fills
  * items (owned by the payload: topic strings and replica arrays are freed with it) and respond;
@@ -164,10 +164,5 @@ struct gr_reassign_list_payload *gr_reassign_list_payload_new(void);
 void gr_reassign_list_payload_free(void *payload);
 void gr_reassign_list_preempt(struct gr_ctrl_event *ev);
 int gr_reassign_process_list(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev, bool active);
-
-/* Registers the AlterPartitionReassignments v0 and ListPartitionReassignments v0 handlers
- * (src/api/handle_reassignments.c) in the broker's API registry. Start-up, before the network
- * server starts. Returns 0 or -EINVAL. */
-int gr_reassign_register_apis(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "controller/event_manager.h"
 #include "controller/sender.h"
@@ -629,4 +630,21 @@ int gr_ctrl_batch_count_update_metadata_brokers(const struct gr_ctrl_batch *b) {
 int gr_ctrl_batch_count_update_metadata_partitions(const struct gr_ctrl_batch *b) { return (int)b->um.n; }
 int gr_ctrl_batch_count_stop_replica(const struct gr_ctrl_batch *b, int32_t broker) {
     return count_broker(&b->sr, broker);
+}
+
+/* ---- the state machine environment (states.h struct gr_ctrl_sm) ---- */
+
+void gr_ctrl_sm_init(struct gr_ctrl_sm *sm) {
+    sm->batch = gr_ctrl_batch_new(sm);
+    sm->unclean_elections = NULL;
+    if (sm->metrics)
+        sm->unclean_elections =
+            gr_metrics_meter(sm->metrics, "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec");
+}
+
+void gr_ctrl_sm_release(struct gr_ctrl_sm *sm) {
+    gr_ctrl_batch_free(sm->batch);
+    sm->batch = NULL;
+    /* the meter stays in the registry (Kafka's ControllerStats live as long as the broker) */
+    sm->unclean_elections = NULL;
 }

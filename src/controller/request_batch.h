@@ -71,6 +71,12 @@ void gr_ctrl_req_free(void *req);
 struct gr_ctrl_batch;
 
 /* A batch bound to sm (borrowed: ctx, sender, controller id, listener name). */
+/* Fills in sm's owned parts: creates its batch and registers the UncleanLeaderElectionsPerSec
+ * meter (when sm->metrics is set). The other fields of sm must be filled in before. Here rather
+ * than in states.c so that the states module does not depend on the batch (which depends on it). */
+void gr_ctrl_sm_init(struct gr_ctrl_sm *sm);
+void gr_ctrl_sm_release(struct gr_ctrl_sm *sm);
+
 struct gr_ctrl_batch *gr_ctrl_batch_new(struct gr_ctrl_sm *sm);
 void gr_ctrl_batch_free(struct gr_ctrl_batch *b);
 

@@ -1,7 +1,8 @@
 /* How the controller sends requests to brokers: an interface (Kafka's ControllerChannelManager
- * seen from the controller). The next issue implements it with a queue and a send thread per
- * broker; a simulation implements it in memory. gr_ctrl_sender_null below is the placeholder
- * used until then: it accepts and drops everything.
+ * seen from the controller). Implementations: the channel manager (channel_manager.h: a queue and
+ * a send thread per broker; the only controller file that uses src/net), the simulation's
+ * in-memory network (tests/sim), and gr_ctrl_sender_null below, which accepts and drops
+ * everything (a controller created without a sender; unit tests).
  *
  * Contract
  * 1. Every op is called on the controller's event thread only.
@@ -36,7 +37,7 @@ struct gr_ctrl_sender_ops {
                  void (*request_free)(void *request), struct gr_ctrl_event *completion);
 };
 
-/* The placeholder implementation (ctx unused, may be NULL). */
+/* The sender that drops everything (ctx unused, may be NULL). */
 extern const struct gr_ctrl_sender_ops gr_ctrl_sender_null;
 
 #endif

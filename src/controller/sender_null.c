@@ -1,4 +1,4 @@
-/* Placeholder broker request sender: logs at DEBUG and drops (see sender.h). */
+/* The broker request sender that drops everything: logs at DEBUG (see sender.h). */
 #include "common/log.h"
 #include "controller/event_manager.h"
 #include "controller/sender.h"
@@ -10,7 +10,7 @@ static void null_shutdown(void *ctx) { (void)ctx; }
 
 static void null_add(void *ctx, const struct gr_kzk_broker *b) {
     (void)ctx;
-    gr_debug(LOGGER, "Added broker %d (no channel: placeholder sender)", b->id);
+    gr_debug(LOGGER, "Added broker %d (no channel: null sender)", b->id);
 }
 
 static void null_remove(void *ctx, int32_t id) {
@@ -21,7 +21,7 @@ static void null_remove(void *ctx, int32_t id) {
 static void null_send(void *ctx, int32_t broker_id, int16_t api_key, int16_t api_version, void *request,
                       void (*request_free)(void *), struct gr_ctrl_event *completion) {
     (void)ctx;
-    gr_debug(LOGGER, "Dropping request api_key=%d v%d to broker %d (placeholder sender)", api_key, api_version,
+    gr_debug(LOGGER, "Dropping request api_key=%d v%d to broker %d (null sender)", api_key, api_version,
              broker_id);
     if (request && request_free) request_free(request);
     gr_ctrl_event_free(completion);

@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/metrics.h"
 #include "common/util.h"
-#include "controller/request_batch.h"
 
 static const char *const partition_names[GR_PS_COUNT] = {
     [GR_PS_NONEXISTENT] = "NonExistentPartition",
@@ -86,23 +84,6 @@ const char *gr_partition_valid_previous(int to) {
 }
 
 const char *gr_replica_valid_previous(int to) { return to >= 0 && to < GR_RS_COUNT ? replica_prev_text[to] : ""; }
-
-/* ---- environment ---- */
-
-void gr_ctrl_sm_init(struct gr_ctrl_sm *sm) {
-    sm->batch = gr_ctrl_batch_new(sm);
-    sm->unclean_elections = NULL;
-    if (sm->metrics)
-        sm->unclean_elections =
-            gr_metrics_meter(sm->metrics, "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec");
-}
-
-void gr_ctrl_sm_release(struct gr_ctrl_sm *sm) {
-    gr_ctrl_batch_free(sm->batch);
-    sm->batch = NULL;
-    /* the meter stays in the registry (Kafka's ControllerStats live as long as the broker) */
-    sm->unclean_elections = NULL;
-}
 
 /* ---- context helpers ---- */
 

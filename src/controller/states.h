@@ -84,7 +84,8 @@ struct gr_metrics;
 struct gr_meter;
 
 /* Everything the state machines and flows need, borrowed from the controller that owns them.
- * Build it with gr_ctrl_sm_init after the fields are set; release with gr_ctrl_sm_release. */
+ * Build it with gr_ctrl_sm_init (request_batch.h, which owns the batch) after the fields are set;
+ * release with gr_ctrl_sm_release. */
 struct gr_ctrl_sm {
     int32_t controller_id;
     struct gr_ctrl_context *ctx;            /* borrowed */
@@ -103,11 +104,6 @@ struct gr_ctrl_sm {
     struct gr_ctrl_batch *batch;
     struct gr_meter *unclean_elections;     /* ControllerStats UncleanLeaderElectionsPerSec */
 };
-
-/* Creates the batch and registers the UncleanLeaderElectionsPerSec meter (when metrics is set).
- * The other fields must be filled in before. */
-void gr_ctrl_sm_init(struct gr_ctrl_sm *sm);
-void gr_ctrl_sm_release(struct gr_ctrl_sm *sm);
 
 /* ---- context helpers (read-only over ctx) ---- */
 

@@ -1,5 +1,7 @@
 /* Topic deletion (Kafka 2.7's TopicDeletionManager plus KafkaController.processTopicDeletion and
- * processTopicDeletionStopReplicaResponseReceived), and the DeleteTopics API registration.
+ * processTopicDeletionStopReplicaResponseReceived). The DeleteTopics request handler
+ * (src/api/handle_delete_topics.c) only creates /admin/delete_topics/<topic>, as Kafka's
+ * AdminManager does; this module sees it through that path's child watch.
  *
  * Where the state lives:
  *   - topics queued for deletion: ctx->topics_to_be_deleted (context.h; gr_ctrl_topic_queued_for_
@@ -39,8 +41,7 @@
  *   - failReplicaDeletion first moves replicas that are still New/Online to Offline (Kafka's
  *     direct Online -> Ineligible is an invalid transition that leaves them Online).
  *
- * Threading: everything except gr_delete_topics_register_api runs on the controller's event
- * thread. Functions return 0 or GR_ECONTROLLER_MOVED (the caller resigns) or a kzk error. */
+ * Threading: everything runs on the controller's event thread. Functions return 0 or GR_ECONTROLLER_MOVED (the caller resigns) or a kzk error. */
 #ifndef GR_CONTROLLER_TOPIC_DELETION_H
 #define GR_CONTROLLER_TOPIC_DELETION_H
 
@@ -104,13 +105,5 @@ void gr_td_counts(struct gr_topic_deletion *td, struct gr_td_counts *out);
 /* OfflinePartitionsCount as Kafka keeps it: partitions in OfflinePartition state, topics whose
  * deletion started excluded. */
 int64_t gr_td_offline_partition_count(struct gr_topic_deletion *td);
-
-/* Registers the DeleteTopics handler (src/api/handle_delete_topics.c) in the broker's API
- * registry. Call at start-up before the network server starts. Returns 0 or -EINVAL. */
-int gr_delete_topics_register_api(void);
-/* Answers (REQUEST_TIMED_OUT for topics still cached) every DeleteTopics request of broker b
- * still waiting. Call at shut-down after the network server stopped, before b is freed. */
-struct gr_broker;
-void gr_delete_topics_abort_waits(struct gr_broker *b);
 
 #endif

@@ -31,6 +31,10 @@
  * OffsetFetch v0 use the log like v1 (Kafka 2.7 keeps v0 offsets in ZooKeeper); no
  * transactional offsets.
  *
+ * Implementation: group_coordinator.c (APIs, rebalance, timers, lifecycle), group_metadata.c
+ * (groups and members in memory), group_metadata_manager.c (group table, writes, loading);
+ * their shared structs and numbered locking rules are in group_internal.h.
+ *
  * Threading: every gr_gc_* call may come from any thread. One mutex guards all group state;
  * storage calls and completion callbacks always run without it. A callback (join, sync,
  * commit) is called exactly once, possibly before the call that registered it returns, from
@@ -103,9 +107,8 @@ void gr_gc_free(struct gr_group_coordinator *gc);
 /* ---- broker wiring (server.c) ---- */
 
 /* Creates the coordinator from b->cfg over the replica manager's __consumer_offsets
- * partitions, starts it, sets b->group_coordinator and registers the handlers of
- * FindCoordinator 0-3, JoinGroup 0-7, Heartbeat 0-4, LeaveGroup 0-4, SyncGroup 0-5,
- * OffsetCommit 0-8, OffsetFetch 0-7, DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2.
+ * partitions, starts it and sets b->group_coordinator (which the group API handlers of the
+ * table in api/apis.c use).
  * Start-up thread, after the replica manager and before the network starts. Returns 0 or
  * -ENOMEM / GR_E*. */
 int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm);
@@ -114,8 +117,6 @@ int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *r
 void gr_group_coordinator_shutdown(struct gr_group_coordinator *gc);
 /* Frees it (NULL ignored): after the replica manager shut down. */
 void gr_group_coordinator_free(struct gr_group_coordinator *gc);
-/* Registers the handlers (done by gr_group_coordinator_start; exposed for tests). */
-void gr_group_coordinator_register_apis(void);
 
 /* ---- queries ---- */
 

@@ -8,15 +8,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/broker.h"
-#include "broker/metadata_cache.h"
-#include "replication/replica_internal.h"
-#include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net/client.h"
+#include "net/kafka_client.h"
 #include "protocol/codec.h"
+#include "replication/replica_state.h" /* GR_RS_MAX_REPLICAS */
 
 #define LOGGER "kafka.server.AlterIsrManager"
 #define RETRY_BACKOFF_MS 500
@@ -34,18 +31,16 @@ struct item {
 };
 
 struct gr_alter_isr {
-    struct gr_replica_manager *rm;
-    struct gr_broker *b;
+    struct gr_alter_isr_config cfg;
+    const struct gr_alter_isr_ops *ops;
+    void *ctx;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct item *items;
     bool stop;
     pthread_t thread;
     bool started;
-    struct gr_net_client *cli;
-    pthread_mutex_t cli_lock; /* the cli pointer (shutdown from another thread) */
-    int32_t cli_broker;
-    int32_t corr;
+    struct gr_kafka_client *kc; /* used by the thread; shut down by gr_alter_isr_free */
 };
 
 static void item_free(struct item *it) {
@@ -121,35 +116,13 @@ static void timed_wait(struct gr_alter_isr *a, int64_t ms) {
     pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 }
 
-static void drop_client(struct gr_alter_isr *a) {
-    pthread_mutex_lock(&a->cli_lock);
-    struct gr_net_client *c = a->cli;
-    a->cli = NULL;
-    pthread_mutex_unlock(&a->cli_lock);
-    gr_net_client_close(c);
-}
-
-/* Connects to the active controller. a->lock NOT held. */
-static int connect_controller(struct gr_alter_isr *a) {
-    struct gr_broker *b = a->b;
-    if (!b->metadata) return -EHOSTUNREACH;
-    int32_t ctrl = gr_mdc_controller_id(b->metadata);
-    if (ctrl < 0) return -EHOSTUNREACH;
-    if (a->cli && a->cli_broker == ctrl) return 0;
-    drop_client(a);
-    const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
+/* Points the client at the active controller (a new controller or endpoint drops the old
+ * connection). a->lock NOT held. */
+static int target_controller(struct gr_alter_isr *a) {
+    int32_t ctrl = -1, port = -1;
     char host[256];
-    int32_t port;
-    if (!gr_mdc_get_endpoint(b->metadata, ctrl, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
-        return -EHOSTUNREACH;
-    int timeout = b->cfg ? b->cfg->controller_socket_timeout_ms : 30000;
-    struct gr_net_client *c = NULL;
-    int rc = gr_net_client_connect(host, port, timeout, &c);
-    if (rc < 0) return rc;
-    pthread_mutex_lock(&a->cli_lock);
-    a->cli = c;
-    a->cli_broker = ctrl;
-    pthread_mutex_unlock(&a->cli_lock);
+    if (!a->ops->controller_endpoint(a->ctx, &ctrl, host, sizeof host, &port)) return -EHOSTUNREACH;
+    gr_kafka_client_set_target(a->kc, ctrl, host, port);
     return 0;
 }
 
@@ -165,8 +138,8 @@ static int send_batch(struct gr_alter_isr *a) {
     struct gr_arena ar;
     gr_arena_init(&ar);
     struct AlterIsrRequest *req = gr_proto_new(&ar, &gr_desc_AlterIsrRequest);
-    req->BrokerId = a->b->broker_id;
-    req->BrokerEpoch = gr_broker_epoch(a->b); /* the controller's epoch when attached (broker.h) */
+    req->BrokerId = a->cfg.broker_id;
+    req->BrokerEpoch = a->ops->broker_epoch(a->ctx);
     req->TopicsCount = n;
     req->Topics = gr_arena_alloc(&ar, (size_t)n * sizeof *req->Topics);
     int k = 0;
@@ -185,32 +158,17 @@ static int send_batch(struct gr_alter_isr *a) {
     }
     pthread_mutex_unlock(&a->lock);
 
-    int rc = connect_controller(a);
+    int rc = target_controller(a);
     uint8_t *frame = NULL;
     void *body = NULL;
-    if (rc == 0) {
-        struct gr_wbuf w;
-        gr_wbuf_init(&w);
-        char cid[32];
-        snprintf(cid, sizeof cid, "broker-%d-alter-isr", a->b->broker_id);
-        rc = gr_proto_encode_request(GR_API_ALTER_ISR, 0, ++a->corr, cid, req, &w);
-        size_t rlen = 0;
-        if (rc == 0) {
-            int timeout = a->b->cfg ? a->b->cfg->controller_socket_timeout_ms : 30000;
-            rc = gr_net_client_send_recv(a->cli, w.p, w.len, &frame, &rlen, timeout);
-        }
-        gr_wbuf_free(&w);
-        int32_t corr;
-        if (rc == 0) rc = gr_proto_decode_response(GR_API_ALTER_ISR, 0, frame, rlen, &ar, &corr, &body);
-        if (rc < 0) drop_client(a);
-    }
+    if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_ISR, 0, req, 0, &ar, &body, &frame);
     struct AlterIsrResponse *resp = body;
     if (rc == 0 && resp->ErrorCode != GR_KERR_NONE) {
-        gr_warn(LOGGER, "[broker %d] controller answered AlterIsr with %s; retrying", a->b->broker_id,
+        gr_warn(LOGGER, "[broker %d] controller answered AlterIsr with %s; retrying", a->cfg.broker_id,
                 gr_kerr_name(resp->ErrorCode));
         rc = -EAGAIN;
     } else if (rc < 0) {
-        gr_warn(LOGGER, "[broker %d] cannot send AlterIsr to the controller: %s; retrying", a->b->broker_id,
+        gr_warn(LOGGER, "[broker %d] cannot send AlterIsr to the controller: %s; retrying", a->cfg.broker_id,
                 gr_strerror(rc));
     }
     /* Apply per-partition answers outside our lock (they take partition locks, which may be held
@@ -235,7 +193,7 @@ static int send_batch(struct gr_alter_isr *a) {
                         stale = false;
                 pthread_mutex_unlock(&a->lock);
                 if (stale) continue;
-                int r = gr_rm_alter_isr_result(a->rm, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
+                int r = a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
                                                pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->CurrentIsrVersion);
                 dn[nd].topic = gr_strdup(topic);
                 dn[nd].partition = pd->PartitionIndex;
@@ -290,13 +248,21 @@ static void *alter_isr_main(void *arg) {
     return NULL;
 }
 
-struct gr_alter_isr *gr_alter_isr_new(struct gr_replica_manager *rm, struct gr_broker *b) {
+struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, const struct gr_alter_isr_ops *ops,
+                                      void *ctx) {
     struct gr_alter_isr *a = gr_calloc(1, sizeof *a);
-    a->rm = rm;
-    a->b = b;
-    a->cli_broker = -1;
+    a->cfg = *cfg;
+    a->ops = ops;
+    a->ctx = ctx;
+    char cid[32];
+    snprintf(cid, sizeof cid, "broker-%d-alter-isr", cfg->broker_id);
+    int timeout = cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "[AlterIsrManager broker=%d]", cfg->broker_id);
+    struct gr_kafka_client_config kcfg = {.client_id = cid, .logger = LOGGER, .log_prefix = prefix,
+                                          .connect_timeout_ms = timeout, .request_timeout_ms = timeout};
+    a->kc = gr_kafka_client_new(&kcfg);
     pthread_mutex_init(&a->lock, NULL);
-    pthread_mutex_init(&a->cli_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -313,18 +279,15 @@ void gr_alter_isr_free(struct gr_alter_isr *a) {
     a->stop = true;
     pthread_cond_broadcast(&a->cond);
     pthread_mutex_unlock(&a->lock);
-    pthread_mutex_lock(&a->cli_lock);
-    if (a->cli) gr_net_client_shutdown(a->cli);
-    pthread_mutex_unlock(&a->cli_lock);
+    gr_kafka_client_shutdown(a->kc);
     if (a->started) pthread_join(a->thread, NULL);
-    drop_client(a);
+    gr_kafka_client_free(a->kc);
     while (a->items) {
         struct item *it = a->items;
         a->items = it->next;
         item_free(it);
     }
     pthread_cond_destroy(&a->cond);
-    pthread_mutex_destroy(&a->cli_lock);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }

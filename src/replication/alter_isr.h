@@ -8,19 +8,45 @@
  * back-off (the controller may have moved, or may not implement AlterIsr yet); per-partition
  * answers go to gr_rm_alter_isr_result, which commits the ISR, gives up, or asks for a resend.
  *
+ * The requests go through one Kafka client (net/kafka_client.h); a new controller (id or
+ * endpoint) means a new connection, and any failure drops it.
+ *
+ * Dependencies: the sender knows nothing of the replica manager or the broker (this breaks the
+ * replica_manager <-> alter_isr cycle). Where the controller is, the broker epoch, and where the
+ * per-partition answers go come through struct gr_alter_isr_ops, which the replica manager
+ * supplies (replica_manager_ops.c); it is the only caller of gr_alter_isr_*.
+ *
  * Threading: any thread may enqueue (a partition lock may be held: enqueue only takes the
- * sender's own lock). */
+ * sender's own lock). The ops run on the sender's thread with no lock of the sender held. */
 #ifndef GR_BROKER_ALTER_ISR_H
 #define GR_BROKER_ALTER_ISR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-struct gr_replica_manager;
-struct gr_broker;
 struct gr_alter_isr;
 
-struct gr_alter_isr *gr_alter_isr_new(struct gr_replica_manager *rm, struct gr_broker *b);
+struct gr_alter_isr_ops {
+    /* The active controller's id and its endpoint on the inter-broker listener; false if none
+     * is known. */
+    bool (*controller_endpoint)(void *ctx, int32_t *id, char *host, size_t hostlen, int32_t *port);
+    /* BrokerEpoch to send (-1 unknown). */
+    int64_t (*broker_epoch)(void *ctx);
+    /* One partition's answer (contract of gr_rm_alter_isr_result): -1 to send the item again,
+     * else 0 (the item is done). */
+    int (*result)(void *ctx, const char *topic, int32_t partition, int16_t error, int32_t leader_epoch,
+                  const int32_t *isr, int nisr, int32_t zk_version);
+};
+
+struct gr_alter_isr_config {
+    int32_t broker_id;
+    int socket_timeout_ms; /* controller.socket.timeout.ms: connect and exchange bound */
+};
+
+/* ops and ctx are borrowed and must outlive the sender. Starts its thread. */
+struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, const struct gr_alter_isr_ops *ops,
+                                      void *ctx);
 void gr_alter_isr_free(struct gr_alter_isr *a);
 
 /* Queues (or replaces the queued item of) topic-partition. */

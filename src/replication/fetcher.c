@@ -9,20 +9,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/broker.h"
-#include "broker/metadata_cache.h"
-#include "replication/replica_internal.h"
-#include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net/client.h"
+#include "net/kafka_client.h"
 #include "protocol/codec.h"
 
 #define LOGGER "kafka.server.ReplicaFetcherThread"
 #define FETCH_VERSION 11
 #define OFLE_VERSION 3
 #define LIST_OFFSETS_VERSION 5
+#define OPS(f) ((f)->fm->ops)
+/* ListOffsets timestamps (Kafka's ListOffsetRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP) */
+#define LATEST_TIMESTAMP (-1)
+#define EARLIEST_TIMESTAMP (-2)
 
 enum fstate { F_TRUNCATING, F_FETCHING };
 
@@ -33,7 +33,7 @@ struct fpart {
     enum fstate state;
     int64_t delay_until_ms;
     bool out_of_range; /* ask the leader for its offsets before fetching */
-    struct gr_rm_partition *p; /* reference */
+    gr_fetcher_part *p; /* reference (ops->get) */
 };
 
 struct fetcher {
@@ -45,22 +45,21 @@ struct fetcher {
     bool stop;
     struct fpart *parts;
     int nparts, cap;
-    struct gr_net_client *cli;
-    pthread_mutex_t cli_lock; /* cli pointer, for shutdown from other threads */
-    int32_t corr;
+    struct gr_kafka_client *kc; /* used by the thread; shut down by fetcher_stop_free */
     char name[64];
     struct fetcher *next;
 };
 
 struct gr_fetcher_manager {
-    struct gr_replica_manager *rm;
-    struct gr_broker *b;
+    struct gr_fetcher_config cfg;
+    const struct gr_fetcher_ops *ops;
+    void *ctx;
     pthread_mutex_t lock; /* the list of fetchers */
     struct fetcher *fetchers;
 };
 
 static int64_t backoff_ms(struct fetcher *f) {
-    int64_t ms = f->fm->b->cfg ? f->fm->b->cfg->replica_fetch_backoff_ms : 1000;
+    int64_t ms = f->fm->cfg.backoff_ms;
     return ms > 0 ? ms : 1;
 }
 
@@ -76,9 +75,9 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms) {
     pthread_cond_timedwait(c, m, &ts);
 }
 
-static void fpart_release(struct fpart *fp) {
+static void fpart_release(struct gr_fetcher_manager *fm, struct fpart *fp) {
     free(fp->topic);
-    gr_rm_partition_unref(fp->p);
+    fm->ops->release(fp->p);
 }
 
 static struct fpart *find_part(struct fetcher *f, const char *topic, int32_t partition) {
@@ -91,74 +90,25 @@ static struct fpart *find_part(struct fetcher *f, const char *topic, int32_t par
 static bool remove_part_locked(struct fetcher *f, const char *topic, int32_t partition) {
     struct fpart *fp = find_part(f, topic, partition);
     if (!fp) return false;
-    fpart_release(fp);
+    fpart_release(f->fm, fp);
     *fp = f->parts[--f->nparts];
     return true;
 }
 
 /* ---- one exchange with the leader ---- */
 
-static void close_client(struct fetcher *f) {
-    pthread_mutex_lock(&f->cli_lock);
-    struct gr_net_client *c = f->cli;
-    f->cli = NULL;
-    pthread_mutex_unlock(&f->cli_lock);
-    gr_net_client_close(c);
-}
-
-static int ensure_connected(struct fetcher *f) {
-    if (f->cli) return 0;
-    struct gr_broker *b = f->fm->b;
-    const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
-    char host[256];
-    int32_t port;
-    if (!b->metadata || !gr_mdc_get_endpoint(b->metadata, f->leader_id, l ? l->name : "PLAINTEXT", host,
-                                                        sizeof host, &port))
-        return -EHOSTUNREACH;
-    struct gr_net_client *c = NULL;
-    int timeout = b->cfg ? b->cfg->replica_socket_timeout_ms : 30000;
-    int rc = gr_net_client_connect(host, port, timeout, &c);
-    if (rc < 0) return rc;
-    pthread_mutex_lock(&f->cli_lock);
-    f->cli = c;
-    bool stop = f->stop;
-    pthread_mutex_unlock(&f->cli_lock);
-    if (stop) gr_net_client_shutdown(c);
-    gr_info(LOGGER, "[%s] connected to broker %d at %s:%d", f->name, f->leader_id, host, port);
-    return 0;
-}
-
-/* Encodes body as api/ver, sends it and decodes the answer into a. Caller frees *frame. */
+/* Encodes body as api/ver, sends it to the leader and decodes the answer into a (connecting
+ * first if needed; any failure drops the connection). Caller frees *frame. */
 static int exchange(struct fetcher *f, int16_t api, int16_t ver, const void *body, struct gr_arena *a, void **resp,
                     uint8_t **frame, int timeout_ms) {
     *frame = NULL;
-    int rc = ensure_connected(f);
-    if (rc < 0) return rc;
-    struct gr_wbuf w;
-    gr_wbuf_init(&w);
-    int32_t corr = ++f->corr;
-    char client_id[48];
-    snprintf(client_id, sizeof client_id, "broker-%d-fetcher", f->fm->b->broker_id);
-    rc = gr_proto_encode_request(api, ver, corr, client_id, body, &w);
-    if (rc < 0) {
-        gr_wbuf_free(&w);
-        return rc;
+    if (!gr_kafka_client_connected(f->kc)) {
+        char host[256];
+        int32_t port;
+        if (!f->fm->ops->leader_endpoint(f->fm->ctx, f->leader_id, host, sizeof host, &port)) return -EHOSTUNREACH;
+        gr_kafka_client_set_target(f->kc, f->leader_id, host, port);
     }
-    size_t rlen = 0;
-    rc = gr_net_client_send_recv(f->cli, w.p, w.len, frame, &rlen, timeout_ms);
-    gr_wbuf_free(&w);
-    if (rc < 0) {
-        close_client(f);
-        return rc;
-    }
-    int32_t rcorr;
-    rc = gr_proto_decode_response(api, ver, *frame, rlen, a, &rcorr, resp);
-    if (rc < 0) {
-        close_client(f);
-        free(*frame);
-        *frame = NULL;
-    }
-    return rc;
+    return gr_kafka_client_call(f->kc, api, ver, body, timeout_ms, a, resp, frame);
 }
 
 /* ---- truncation (KIP-101/KIP-279) ---- */
@@ -166,7 +116,6 @@ static int exchange(struct fetcher *f, int16_t api, int16_t ver, const void *bod
 /* Applies one OffsetForLeaderEpoch answer to fp; f->lock held. */
 static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t asked_epoch,
                                const struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *res) {
-    struct gr_replica_manager *rm = f->fm->rm;
     int64_t now = gr_mono_ms();
     if (res->ErrorCode != GR_KERR_NONE) {
         gr_info(LOGGER, "[%s] OffsetForLeaderEpoch for %s-%d failed with %s; retrying", f->name, fp->topic,
@@ -174,19 +123,19 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
         fp->delay_until_ms = now + backoff_ms(f);
         return;
     }
-    int64_t leo = gr_rm_log_end_offset(fp->p);
+    int64_t leo = OPS(f)->log_end_offset(fp->p);
     int64_t target;
     bool done = true;
     if (res->EndOffset < 0) {
         /* The leader knows nothing of our epoch (cannot happen with a current leader, which
          * always knows its own epoch): fall back to our high watermark, as Kafka does. */
-        target = gr_rm_high_watermark(fp->p);
+        target = OPS(f)->high_watermark(fp->p);
     } else if (res->LeaderEpoch < 0) {
         target = GR_MIN(res->EndOffset, leo);
     } else {
         int64_t my_end;
         int32_t my_epoch;
-        gr_rm_end_offset_for_epoch(fp->p, res->LeaderEpoch, &my_end, &my_epoch);
+        OPS(f)->end_offset_for_epoch(fp->p, res->LeaderEpoch, &my_end, &my_epoch);
         if (my_epoch < 0 || my_end < 0) {
             target = GR_MIN(res->EndOffset, leo);
         } else if (my_epoch != res->LeaderEpoch) {
@@ -199,7 +148,7 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
         }
     }
     (void)asked_epoch;
-    int rc = gr_rm_follower_truncate(rm, fp->p, fp->leader_epoch, target, false);
+    int rc = OPS(f)->truncate(f->fm->ctx, fp->p, fp->leader_epoch, target, false);
     if (rc == -ESTALE) {
         fp->delay_until_ms = now + backoff_ms(f);
         return;
@@ -214,7 +163,7 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
         fp->state = F_FETCHING;
         gr_info(LOGGER, "[%s] %s-%d: truncation done, log end offset %" PRId64 " (was %" PRId64
                         "; leader's epoch %d ends at %" PRId64 "); fetching",
-                f->name, fp->topic, fp->partition, gr_rm_log_end_offset(fp->p), leo, res->LeaderEpoch, res->EndOffset);
+                f->name, fp->topic, fp->partition, OPS(f)->log_end_offset(fp->p), leo, res->LeaderEpoch, res->EndOffset);
     }
 }
 
@@ -229,7 +178,7 @@ static int do_truncation(struct fetcher *f) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct OffsetForLeaderEpochRequest *req = gr_proto_new(&a, &gr_desc_OffsetForLeaderEpochRequest);
-    req->ReplicaId = f->fm->b->broker_id;
+    req->ReplicaId = f->fm->cfg.broker_id;
     req->TopicsCount = n; /* one topic entry per partition keeps it simple */
     req->Topics = gr_arena_alloc(&a, (size_t)n * sizeof *req->Topics);
     int32_t *asked = gr_arena_alloc(&a, (size_t)n * sizeof *asked);
@@ -244,7 +193,7 @@ static int do_truncation(struct fetcher *f) {
         t->Partitions = gr_arena_alloc(&a, sizeof *t->Partitions);
         t->Partitions[0].PartitionIndex = fp->partition;
         t->Partitions[0].CurrentLeaderEpoch = fp->leader_epoch;
-        asked[k] = gr_rm_latest_epoch(fp->p);
+        asked[k] = OPS(f)->latest_epoch(fp->p);
         t->Partitions[0].LeaderEpoch = asked[k];
         epochs[k] = fp->leader_epoch;
         k++;
@@ -255,8 +204,8 @@ static int do_truncation(struct fetcher *f) {
         if (asked[i] < 0) {
             struct fpart *fp = find_part(f, req->Topics[i].Name, req->Topics[i].Partitions[0].PartitionIndex);
             if (fp && fp->leader_epoch == epochs[i]) {
-                if (gr_rm_log_end_offset(fp->p) > 0)
-                    gr_rm_follower_truncate(f->fm->rm, fp->p, fp->leader_epoch, gr_rm_high_watermark(fp->p), false);
+                if (OPS(f)->log_end_offset(fp->p) > 0)
+                    OPS(f)->truncate(f->fm->ctx, fp->p, fp->leader_epoch, OPS(f)->high_watermark(fp->p), false);
                 fp->state = F_FETCHING;
             }
         } else {
@@ -274,7 +223,7 @@ static int do_truncation(struct fetcher *f) {
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
-    int timeout = f->fm->b->cfg ? f->fm->b->cfg->replica_socket_timeout_ms : 30000;
+    int timeout = f->fm->cfg.socket_timeout_ms;
     int rc = exchange(f, GR_API_OFFSET_FOR_LEADER_EPOCH, OFLE_VERSION, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
     if (rc == 0) {
@@ -311,7 +260,7 @@ static int leader_offset(struct fetcher *f, const char *topic, int32_t partition
     struct gr_arena a;
     gr_arena_init(&a);
     struct ListOffsetRequest *req = gr_proto_new(&a, &gr_desc_ListOffsetRequest);
-    req->ReplicaId = f->fm->b->broker_id;
+    req->ReplicaId = f->fm->cfg.broker_id;
     req->IsolationLevel = 0;
     req->TopicsCount = 1;
     req->Topics = gr_arena_alloc(&a, sizeof *req->Topics);
@@ -324,7 +273,7 @@ static int leader_offset(struct fetcher *f, const char *topic, int32_t partition
     req->Topics[0].Partitions[0].MaxNumOffsets = 1;
     void *body = NULL;
     uint8_t *frame = NULL;
-    int timeout = f->fm->b->cfg ? f->fm->b->cfg->replica_socket_timeout_ms : 30000;
+    int timeout = f->fm->cfg.socket_timeout_ms;
     int rc = exchange(f, GR_API_LIST_OFFSETS, LIST_OFFSETS_VERSION, req, &a, &body, &frame, timeout);
     if (rc == 0) {
         struct ListOffsetResponse *resp = body;
@@ -350,8 +299,8 @@ static int handle_out_of_range(struct fetcher *f, struct fpart *fp_in) {
     int32_t partition = fp_in->partition, epoch = fp_in->leader_epoch;
     pthread_mutex_unlock(&f->lock);
     int64_t leader_end = -1, leader_start = -1;
-    int rc = leader_offset(f, topic, partition, epoch, GR_LIST_OFFSETS_LATEST, &leader_end);
-    if (rc == 0) rc = leader_offset(f, topic, partition, epoch, GR_LIST_OFFSETS_EARLIEST, &leader_start);
+    int rc = leader_offset(f, topic, partition, epoch, LATEST_TIMESTAMP, &leader_end);
+    if (rc == 0) rc = leader_offset(f, topic, partition, epoch, EARLIEST_TIMESTAMP, &leader_start);
     pthread_mutex_lock(&f->lock);
     struct fpart *fp = find_part(f, topic, partition);
     free(topic);
@@ -360,17 +309,17 @@ static int handle_out_of_range(struct fetcher *f, struct fpart *fp_in) {
         fp->delay_until_ms = gr_mono_ms() + backoff_ms(f);
         return rc == -EAGAIN ? 0 : rc;
     }
-    int64_t leo = gr_rm_log_end_offset(fp->p);
+    int64_t leo = OPS(f)->log_end_offset(fp->p);
     if (leader_end < leo) {
         /* Cannot happen with epoch-based truncation unless an unclean election lost data. */
         gr_warn(LOGGER, "[%s] %s-%d: leader's log end offset %" PRId64 " is below ours %" PRId64 "; truncating",
                 f->name, fp->topic, fp->partition, leader_end, leo);
-        gr_rm_follower_truncate(f->fm->rm, fp->p, epoch, leader_end, false);
+        OPS(f)->truncate(f->fm->ctx, fp->p, epoch, leader_end, false);
     } else if (leo < leader_start) {
         gr_info(LOGGER, "[%s] %s-%d: our log end offset %" PRId64 " is below the leader's log start offset %" PRId64
                         "; restarting the log there",
                 f->name, fp->topic, fp->partition, leo, leader_start);
-        gr_rm_follower_truncate(f->fm->rm, fp->p, epoch, leader_start, true);
+        OPS(f)->truncate(f->fm->ctx, fp->p, epoch, leader_start, true);
     }
     fp->out_of_range = false;
     return 0;
@@ -379,8 +328,7 @@ static int handle_out_of_range(struct fetcher *f, struct fpart *fp_in) {
 /* ---- fetching ---- */
 
 static int do_fetch(struct fetcher *f) {
-    struct gr_broker *b = f->fm->b;
-    const struct gr_config *cfg = b->cfg;
+    const struct gr_fetcher_config *cfg = &f->fm->cfg;
     int64_t now = gr_mono_ms();
     for (int i = 0; i < f->nparts; i++) {
         struct fpart *fp = &f->parts[i];
@@ -398,10 +346,10 @@ static int do_fetch(struct fetcher *f) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct FetchRequest *req = gr_proto_new(&a, &gr_desc_FetchRequest);
-    req->ReplicaId = b->broker_id;
-    req->MaxWaitMs = cfg ? cfg->replica_fetch_wait_max_ms : 500;
-    req->MinBytes = cfg ? cfg->replica_fetch_min_bytes : 1;
-    req->MaxBytes = cfg ? cfg->replica_fetch_response_max_bytes : 10485760;
+    req->ReplicaId = cfg->broker_id;
+    req->MaxWaitMs = cfg->wait_max_ms;
+    req->MinBytes = cfg->min_bytes;
+    req->MaxBytes = cfg->response_max_bytes;
     req->IsolationLevel = 0;
     req->SessionId = 0;
     req->SessionEpoch = -1;
@@ -420,17 +368,17 @@ static int do_fetch(struct fetcher *f) {
         t->Partitions = gr_arena_alloc(&a, sizeof *t->Partitions);
         t->Partitions[0].Partition = fp->partition;
         t->Partitions[0].CurrentLeaderEpoch = fp->leader_epoch;
-        t->Partitions[0].FetchOffset = gr_rm_log_end_offset(fp->p);
+        t->Partitions[0].FetchOffset = OPS(f)->log_end_offset(fp->p);
         t->Partitions[0].LastFetchedEpoch = -1;
-        t->Partitions[0].LogStartOffset = gr_rm_log_start_offset(fp->p);
-        t->Partitions[0].PartitionMaxBytes = cfg ? cfg->replica_fetch_max_bytes : 1048576;
+        t->Partitions[0].LogStartOffset = OPS(f)->log_start_offset(fp->p);
+        t->Partitions[0].PartitionMaxBytes = cfg->max_bytes;
         epochs[k] = fp->leader_epoch;
         k++;
     }
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
-    int timeout = (cfg ? cfg->replica_socket_timeout_ms : 30000) + req->MaxWaitMs;
+    int timeout = cfg->socket_timeout_ms + req->MaxWaitMs;
     int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
     if (rc == 0) {
@@ -453,8 +401,8 @@ static int do_fetch(struct fetcher *f) {
                 if (asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 switch (pr->ErrorCode) {
                 case GR_KERR_NONE: {
-                    if (gr_rm_log_end_offset(fp->p) != asked_offset) break; /* changed under us */
-                    int arc = gr_rm_follower_append(f->fm->rm, fp->p, fp->leader_epoch, pr->RecordSet.p,
+                    if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
+                    int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->RecordSet.p,
                                                     pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
                                                     pr->HighWatermark);
                     if (arc == -ERANGE) {
@@ -512,7 +460,7 @@ static void *fetcher_main(void *arg) {
         if (next > now && next != INT64_MAX) timed_wait(&f->cond, &f->lock, GR_MIN(next - now, (int64_t)1000));
     }
     pthread_mutex_unlock(&f->lock);
-    close_client(f);
+    gr_kafka_client_disconnect(f->kc);
     return NULL;
 }
 
@@ -523,17 +471,24 @@ static struct fetcher *fetcher_new(struct gr_fetcher_manager *fm, int32_t leader
     f->fm = fm;
     f->leader_id = leader;
     pthread_mutex_init(&f->lock, NULL);
-    pthread_mutex_init(&f->cli_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&f->cond, &ca);
     pthread_condattr_destroy(&ca);
     snprintf(f->name, sizeof f->name, "ReplicaFetcherThread-0-%d", leader);
+    char client_id[48];
+    snprintf(client_id, sizeof client_id, "broker-%d-fetcher", fm->cfg.broker_id);
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "[%s]", f->name);
+    struct gr_kafka_client_config kcfg = {.client_id = client_id, .logger = LOGGER, .log_prefix = prefix,
+                                          .connect_timeout_ms = fm->cfg.socket_timeout_ms,
+                                          .request_timeout_ms = fm->cfg.socket_timeout_ms};
+    f->kc = gr_kafka_client_new(&kcfg);
     if (pthread_create(&f->thread, NULL, fetcher_main, f) != 0) {
         gr_error(LOGGER, "cannot start a fetcher thread for broker %d", leader);
+        gr_kafka_client_free(f->kc);
         pthread_cond_destroy(&f->cond);
-        pthread_mutex_destroy(&f->cli_lock);
         pthread_mutex_destroy(&f->lock);
         free(f);
         return NULL;
@@ -542,27 +497,26 @@ static struct fetcher *fetcher_new(struct gr_fetcher_manager *fm, int32_t leader
 }
 
 static void fetcher_stop_free(struct fetcher *f) {
-    pthread_mutex_lock(&f->cli_lock);
-    f->stop = true;
-    if (f->cli) gr_net_client_shutdown(f->cli);
-    pthread_mutex_unlock(&f->cli_lock);
+    gr_kafka_client_shutdown(f->kc); /* wakes the thread out of an exchange */
     pthread_mutex_lock(&f->lock);
     f->stop = true;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);
     pthread_join(f->thread, NULL);
-    for (int i = 0; i < f->nparts; i++) fpart_release(&f->parts[i]);
+    gr_kafka_client_free(f->kc);
+    for (int i = 0; i < f->nparts; i++) fpart_release(f->fm, &f->parts[i]);
     free(f->parts);
     pthread_cond_destroy(&f->cond);
-    pthread_mutex_destroy(&f->cli_lock);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
-struct gr_fetcher_manager *gr_fetcher_manager_new(struct gr_replica_manager *rm, struct gr_broker *b) {
+struct gr_fetcher_manager *gr_fetcher_manager_new(const struct gr_fetcher_config *cfg, const struct gr_fetcher_ops *ops,
+                                                  void *ctx) {
     struct gr_fetcher_manager *fm = gr_calloc(1, sizeof *fm);
-    fm->rm = rm;
-    fm->b = b;
+    fm->cfg = *cfg;
+    fm->ops = ops;
+    fm->ctx = ctx;
     pthread_mutex_init(&fm->lock, NULL);
     return fm;
 }
@@ -598,7 +552,7 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
                     int32_t leader_epoch) {
     if (!fm) return;
     gr_fetcher_remove(fm, topic, partition);
-    struct gr_rm_partition *p = gr_rm_get_partition(fm->rm, topic, partition);
+    gr_fetcher_part *p = fm->ops->get(fm->ctx, topic, partition);
     if (!p) return;
     pthread_mutex_lock(&fm->lock);
     struct fetcher *f = fm->fetchers;
@@ -607,7 +561,7 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
         f = fetcher_new(fm, leader);
         if (!f) {
             pthread_mutex_unlock(&fm->lock);
-            gr_rm_partition_unref(p);
+            fm->ops->release(p);
             return;
         }
         f->next = fm->fetchers;
@@ -630,7 +584,7 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     pthread_mutex_unlock(&fm->lock);
     gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
                     "leader epoch %d",
-            fm->b->broker_id, leader, topic, partition, leader_epoch);
+            fm->cfg.broker_id, leader, topic, partition, leader_epoch);
 }
 
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm) {

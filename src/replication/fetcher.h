@@ -12,18 +12,65 @@
  * replica.fetch.backoff.ms; connection errors back the whole fetcher off and reconnect (the
  * leader's inter-broker endpoint comes from the metadata cache).
  *
+ * Each fetcher talks to its leader through one Kafka client (net/kafka_client.h): a connection
+ * or protocol failure closes the connection, and the next round reconnects after the back-off.
+ *
+ * Dependencies: the fetcher knows nothing of the replica manager or the broker (no include of
+ * either; this breaks the replica_manager <-> fetcher cycle). What it needs from them -- its
+ * view of a local replica and the leader's address -- comes through struct gr_fetcher_ops
+ * (Kafka's AbstractFetcherThread abstract methods, which ReplicaFetcherThread implements over
+ * ReplicaManager). The replica manager supplies the ops (replica_manager_ops.c) and is the only
+ * caller of gr_fetcher_*.
+ *
  * Threading: gr_fetcher_* may be called from any thread but NOT with a partition lock held.
- * When gr_fetcher_remove returns, no fetcher is appending to or truncating that partition. */
+ * When gr_fetcher_remove returns, no fetcher is appending to or truncating that partition.
+ * The ops are called on fetcher threads (and get/release also on the caller of
+ * gr_fetcher_add/remove), with the fetcher's own lock held but no partition lock. */
 #ifndef GR_BROKER_FETCHER_H
 #define GR_BROKER_FETCHER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-struct gr_replica_manager;
-struct gr_broker;
 struct gr_fetcher_manager;
 
-struct gr_fetcher_manager *gr_fetcher_manager_new(struct gr_replica_manager *rm, struct gr_broker *b);
+/* A local replica as the fetcher sees it: an opaque reference from ops->get. */
+typedef void gr_fetcher_part;
+
+struct gr_fetcher_ops {
+    /* A reference to the hosted partition, or NULL if it is not hosted; release drops it. */
+    gr_fetcher_part *(*get)(void *ctx, const char *topic, int32_t partition);
+    void (*release)(gr_fetcher_part *p);
+    /* The local log: latest epoch (-1 none), log start/end offsets, high watermark, and the
+     * end offset of `epoch` (Kafka's endOffsetFor: *epoch_out is the largest epoch <= epoch). */
+    int32_t (*latest_epoch)(gr_fetcher_part *p);
+    int64_t (*log_start_offset)(gr_fetcher_part *p);
+    int64_t (*log_end_offset)(gr_fetcher_part *p);
+    int64_t (*high_watermark)(gr_fetcher_part *p);
+    void (*end_offset_for_epoch)(gr_fetcher_part *p, int32_t epoch, int64_t *end_offset, int32_t *epoch_out);
+    /* Follower writes (contracts of gr_rm_follower_truncate / gr_rm_follower_append). */
+    int (*truncate)(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, int64_t offset, bool fully);
+    int (*append)(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, const uint8_t *records, size_t len,
+                  int64_t leader_hw);
+    /* The leader's endpoint on the inter-broker listener; false if unknown. */
+    bool (*leader_endpoint)(void *ctx, int32_t broker_id, char *host, size_t hostlen, int32_t *port);
+};
+
+/* replica.* settings, read once at creation. */
+struct gr_fetcher_config {
+    int32_t broker_id;           /* ours: the ReplicaId of our requests */
+    int64_t backoff_ms;          /* replica.fetch.backoff.ms */
+    int socket_timeout_ms;       /* replica.socket.timeout.ms */
+    int32_t wait_max_ms;         /* replica.fetch.wait.max.ms */
+    int32_t min_bytes;           /* replica.fetch.min.bytes */
+    int32_t max_bytes;           /* replica.fetch.max.bytes (per partition) */
+    int32_t response_max_bytes;  /* replica.fetch.response.max.bytes */
+};
+
+/* ops and ctx are borrowed and must outlive the manager. */
+struct gr_fetcher_manager *gr_fetcher_manager_new(const struct gr_fetcher_config *cfg, const struct gr_fetcher_ops *ops,
+                                                  void *ctx);
 /* Stops and joins every fetcher thread. NULL is ignored. */
 void gr_fetcher_manager_free(struct gr_fetcher_manager *fm);
 

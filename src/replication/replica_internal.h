@@ -1,5 +1,6 @@
-/* Private to the replication module (replica_manager.c, handle_produce.c, handle_fetch.c,
- * handle_list_offsets.c, handle_offsets_for_leader_epoch.c, fetcher.c, alter_isr.c). */
+/* Private to the replica manager (replica_manager.c, replica_manager_ops.c, log_dir_failure.c) and the request handlers that reach into hosted partitions
+ * (handle_produce.c, handle_fetch.c, handle_list_offsets.c, handle_offsets_for_leader_epoch.c).
+ * Not the fetchers or the AlterIsr sender: they get ops (fetcher.h, alter_isr.h). */
 #ifndef GR_BROKER_REPLICA_INTERNAL_H
 #define GR_BROKER_REPLICA_INTERNAL_H
 
@@ -9,12 +10,12 @@
 #include <stdint.h>
 
 #include "storage/log_manager.h"
+#include "replication/alter_isr.h"
+#include "replication/fetcher.h"
 #include "replication/replica_manager.h"
 #include "replication/replica_state.h"
 
 struct gr_purgatory;
-struct gr_fetcher_manager;
-struct gr_alter_isr;
 
 /* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
 struct gr_rm_partition {
@@ -61,6 +62,13 @@ struct gr_replica_manager {
         int64_t ret_ms, ret_bytes;
     } tcfg_cache;
 };
+
+/* The ops the replica manager gives its fetchers and its AlterIsr sender (ctx = the replica
+ * manager), and their settings from rm->cfg (replica_manager_ops.c). */
+extern const struct gr_fetcher_ops gr_rm_fetcher_ops;
+extern const struct gr_alter_isr_ops gr_rm_alter_isr_ops;
+void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher_config *out);
+void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter_isr_config *out);
 
 /* The purgatory key of topic-partition. */
 uint64_t gr_rm_key(const char *topic, int32_t partition);

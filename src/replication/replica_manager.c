@@ -720,13 +720,6 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
 
 /* ---- lifecycle ---- */
 
-void gr_replica_manager_register_apis(void) {
-    gr_apis_register(GR_API_PRODUCE, 0, 8, gr_handle_produce);
-    gr_apis_register(GR_API_FETCH, 4, 11, gr_handle_fetch);
-    gr_apis_register(GR_API_LIST_OFFSETS, 0, 5, gr_handle_list_offsets);
-    gr_apis_register(GR_API_OFFSET_FOR_LEADER_EPOCH, 0, 3, gr_handle_offsets_for_leader_epoch);
-}
-
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out) {
     *out = NULL;
     struct gr_replica_manager *rm = gr_calloc(1, sizeof *rm);
@@ -750,8 +743,12 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     }
     rm->produce_purg = gr_purgatory_new("produce");
     rm->fetch_purg = gr_purgatory_new("fetch");
-    rm->alter_isr = gr_alter_isr_new(rm, b);
-    rm->fetchers = gr_fetcher_manager_new(rm, b);
+    struct gr_alter_isr_config acfg;
+    gr_rm_alter_isr_config(rm, &acfg);
+    rm->alter_isr = gr_alter_isr_new(&acfg, &gr_rm_alter_isr_ops, rm);
+    struct gr_fetcher_config fcfg;
+    gr_rm_fetcher_config(rm, &fcfg);
+    rm->fetchers = gr_fetcher_manager_new(&fcfg, &gr_rm_fetcher_ops, rm);
     if (pthread_create(&rm->isr_thread, NULL, isr_thread_main, rm) == 0) rm->isr_thread_started = true;
     b->hooks.ctx = rm;
     b->hooks.become_leader = hook_become_leader;
@@ -759,7 +756,6 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.stop_replica = hook_stop_replica;
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
     b->replica_manager = rm;
-    gr_replica_manager_register_apis();
     gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_plog_manager_count(rm->lm));
     *out = rm;
     return 0;

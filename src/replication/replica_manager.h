@@ -7,9 +7,9 @@
  *                                    checked against b->broker_id / b->cluster_id), starts the
  *                                    purgatories, fetcher manager, AlterIsr sender and the ISR
  *                                    expiration thread, installs b->hooks and sets
- *                                    b->replica_manager, and registers the API handlers
- *                                    Produce 0-8, Fetch 4-11, ListOffsets 0-5,
- *                                    OffsetForLeaderEpoch 0-3.
+ *                                    b->replica_manager (which the Produce, Fetch,
+ *                                    ListOffsets and OffsetForLeaderEpoch handlers of the
+ *                                    table in api/apis.c use).
  *   gr_replica_manager_shutdown(rm)  stops fetchers and threads, expires delayed requests,
  *                                    flushes logs and writes checkpoints. Call after the network
  *                                    server stopped; then gr_replica_manager_free.
@@ -40,9 +40,6 @@ struct gr_lm_log;
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out);
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm);
 void gr_replica_manager_free(struct gr_replica_manager *rm);
-
-/* Registers the handlers (done by gr_replica_manager_new; exposed for tests). */
-void gr_replica_manager_register_apis(void);
 
 /* ---- for other broker modules (group coordinator, tools) ---- */
 
@@ -77,7 +74,8 @@ struct gr_rm_partition_info {
 bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
                           struct gr_rm_partition_info *out);
 
-/* ---- internal to the replication module (fetcher.c, alter_isr.c, handle_*.c) ---- */
+/* ---- internal to the replication module (replica_manager_ops.c, which adapts them for the
+ * fetchers and the AlterIsr sender, and handle_*.c) ---- */
 
 /* A reference to a hosted partition, or NULL. */
 struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition);
@@ -87,7 +85,8 @@ void gr_rm_partition_unref(struct gr_rm_partition *p);
  * knows it, else UNKNOWN_TOPIC_OR_PARTITION. */
 int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition);
 
-/* Follower side, called by a fetcher thread for a partition it fetches at leader_epoch. */
+/* Follower side, called (through gr_rm_fetcher_ops) by a fetcher thread for a partition it
+ * fetches at leader_epoch. */
 /* Appends fetched batches (skipping whole batches below the LEO) and moves the follower HW to
  * min(leader_hw, LEO). Returns 0, -ESTALE (the partition's epoch/leader changed: drop the data),
  * -ERANGE (data does not start at our LEO: truncate again), GR_ECORRUPT or -errno. */
@@ -104,18 +103,11 @@ int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partitio
                             int64_t offset, bool fully);
 int64_t gr_rm_high_watermark(struct gr_rm_partition *p);
 
-/* AlterIsr answer for one partition (alter_isr.c). Returns -1 when the item should be sent
+/* AlterIsr answer for one partition (through gr_rm_alter_isr_ops). Returns -1 when the item should be sent
  * again, else 0. */
 int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
                            int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
 
 struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
-
-/* Handlers (apis.h contract). */
-void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body);
-void gr_handle_offsets_for_leader_epoch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                        void *body);
 
 #endif

@@ -432,18 +432,6 @@ int gr_kzk_update_broker(struct gr_kzk *k, const struct gr_kzk_broker *info) {
     return rc == GR_ZOK ? 0 : zfail("set", path, rc);
 }
 
-static int parse_id(const char *s, int32_t *out) {
-    if (!*s) return -1;
-    int64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        v = v * 10 + (*p - '0');
-        if (v > INT32_MAX) return -1;
-    }
-    *out = (int32_t)v;
-    return 0;
-}
-
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
@@ -459,7 +447,7 @@ int gr_kzk_get_broker_ids(struct gr_kzk *k, bool watch, int32_t **ids, int *n) {
     int32_t *v = gr_malloc((size_t)(ch.count ? ch.count : 1) * sizeof(int32_t));
     int m = 0;
     for (int i = 0; i < ch.count; i++)
-        if (parse_id(ch.names[i], &v[m]) == 0) m++;
+        if (gr_kzk_parse_nonneg_i32(ch.names[i], &v[m]) == 0) m++;
     gr_zstrings_free(&ch);
     qsort(v, (size_t)m, sizeof(int32_t), cmp_i32);
     *ids = v;

@@ -85,6 +85,9 @@ void gr_kzk_broker_copy(struct gr_kzk_broker *dst, const struct gr_kzk_broker *s
 /* Parses "LISTENER://host:port" ("[::1]" accepted) into ep (security_protocol = NULL).
  * Returns 0 or GR_ECORRUPT. */
 int gr_kzk_endpoint_parse(const char *s, struct gr_kzk_endpoint *ep);
+/* Parses a non-negative decimal int32 string exactly ("0", "17"; no sign, no spaces, at most
+ * INT32_MAX): broker ids, ports, partition keys. Returns 0 or -1 (out untouched). */
+int gr_kzk_parse_nonneg_i32(const char *s, int32_t *out);
 
 /* /controller: {"version":1,"brokerid":N,"timestamp":"<ms>"}. Decode returns the brokerid;
  * (Kafka also accepts a bare integer from very old versions: so do we.) */

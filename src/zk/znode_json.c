@@ -173,8 +173,8 @@ static int jversion(struct jdec *d, const json_t *root) {
     return jget_i32(d, root, "version");
 }
 
-/* Parses a non-negative decimal int32 string exactly ("0", "17"; no sign, no spaces). */
-static int parse_nonneg_i32(const char *s, int32_t *out) {
+/* See kzk.h. */
+int gr_kzk_parse_nonneg_i32(const char *s, int32_t *out) {
     if (!*s) return -1;
     int64_t v = 0;
     for (const char *p = s; *p; p++) {
@@ -206,7 +206,7 @@ int gr_kzk_endpoint_parse(const char *s, struct gr_kzk_endpoint *ep) {
               *c == '-' || *c == '%' || *c == '.' || *c == '_' || *c == ':'))
             return GR_ECORRUPT;
     int32_t port;
-    if (parse_nonneg_i32(colon + 1, &port) || port > 65535) return GR_ECORRUPT;
+    if (gr_kzk_parse_nonneg_i32(colon + 1, &port) || port > 65535) return GR_ECORRUPT;
     ep->listener = gr_strndup(s, (size_t)(sep - s));
     ep->host = gr_strndup(h0, (size_t)(h1 - h0));
     ep->port = port;
@@ -428,7 +428,7 @@ int gr_kzk_controller_epoch_decode(const char *data, size_t len, int32_t *epoch)
     memcpy(buf, data, len);
     buf[len] = 0;
     int32_t v;
-    if (parse_nonneg_i32(buf, &v)) return GR_ECORRUPT;
+    if (gr_kzk_parse_nonneg_i32(buf, &v)) return GR_ECORRUPT;
     *epoch = v;
     return 0;
 }
@@ -555,7 +555,7 @@ int gr_kzk_topic_assignment_decode(const char *data, size_t len,
     if (cnt > 0) {
         json_object_foreach((json_t *)parts, key, v) {
             struct gr_kzk_partition_assignment *p = &out->partitions[out->n_partitions];
-            if (parse_nonneg_i32(key, &p->partition)) {
+            if (gr_kzk_parse_nonneg_i32(key, &p->partition)) {
                 d.err = GR_ECORRUPT;
                 break;
             }
@@ -579,7 +579,7 @@ int gr_kzk_topic_assignment_decode(const char *data, size_t len,
         json_object_foreach((json_t *)m, key, v) {
             int32_t pid;
             struct gr_kzk_partition_assignment *p;
-            if (parse_nonneg_i32(key, &pid) || !(p = pa_find(out, pid))) {
+            if (gr_kzk_parse_nonneg_i32(key, &pid) || !(p = pa_find(out, pid))) {
                 d.err = GR_ECORRUPT;
                 break;
             }

@@ -12,6 +12,7 @@
 
 #include "controller/clock.h"
 #include "controller/controller.h"
+#include "controller/event_manager.h"
 #include "controller/sender.h"
 #include "protocol/arena.h"
 #include "zk/kzk.h"

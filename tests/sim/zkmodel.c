@@ -1,4 +1,5 @@
-/* In-memory ZooKeeper model (see zkmodel.h for what is modelled).
+/* In-memory ZooKeeper model for the simulation (see zkmodel.h for what is modelled, and
+ * tests/support/memzk.h for why the unit tests have their own, smaller one).
  *
  * Layout: znodes live in a chained hash table keyed by full path; each node also keeps its
  * children in creation order (so get_children is deterministic). Writes are applied in place

@@ -24,6 +24,12 @@
  *
  * Single-threaded: the whole model, its clients and every callback run on the driver's thread.
  * Callbacks (on_watch/on_session of a client) must not call the model back (backend.h rule 1).
+ *
+ * Not the unit tests' ZooKeeper: tests/support/memzk.{h,c} is a deliberately smaller,
+ * synchronous table (no sessions, ephemerals or watches; direct writes and one scripted fault)
+ * for tests/unit. This model is for the simulation, whose scheduler owns time, sessions and
+ * notification delivery. memzk.h says precisely why the two are kept apart and where they
+ * differ; a fix to the ZooKeeper semantics both model goes into both files.
  */
 #ifndef GR_SIM_ZKMODEL_H
 #define GR_SIM_ZKMODEL_H

@@ -1,4 +1,5 @@
-/* The unit tests' in-memory ZooKeeper (see memzk.h). */
+/* The unit tests' in-memory ZooKeeper (see memzk.h, which also says why the simulation has
+ * its own model, tests/sim/zkmodel.c). */
 #include "support/memzk.h"
 
 #include <stdio.h>

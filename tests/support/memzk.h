@@ -5,7 +5,24 @@
  * BADVERSION / NOTEMPTY, a parent must exist, sequential names from ONE counter for the whole
  * tree (10 digits), multi all-or-nothing with per-op results as ZooKeeper reports them.
  * Not modelled: sessions (one fixed session id 1, never expires), ephemerals, watches (the
- * watch flag is ignored), cversion. For sessions and watches see tests/sim/zkmodel.h.
+ * watch flag is ignored), cversion.
+ *
+ * Why there are two in-memory ZooKeepers (this one and tests/sim/zkmodel.{h,c}), on purpose:
+ *  - memzk serves unit tests (tests/unit via tests/support/ctrl_fixture.c): a synchronous table
+ *    a test can read and poke directly (z->v, memzk_create/set/delete bypassing the backend)
+ *    and one scripted fault (bump_before_multi: another writer wins a guarded write). A test
+ *    that arms a watch here gets no notification to deliver or ignore; nothing runs later.
+ *  - zkmodel serves the simulation (tests/sim, gregor_sim): a ZooKeeper server with sessions,
+ *    ephemerals, server-side one-shot watches whose notifications the simulation's scheduler
+ *    delivers later, connection loss / expiry, fault hooks on every call and a commit log for
+ *    the invariants. Using it in unit tests would make every test drive sessions and queued
+ *    notifications it does not care about.
+ * Both answer data, versions, NONODE / NODEEXISTS / BADVERSION / NOTEMPTY and multi per-op
+ * results as ZooKeeper does; where they differ, memzk is the simplified one (sequential names
+ * from one counter for the whole tree, not the parent's cversion; no ephemerals, watches or
+ * sessions). A unit test that needs those uses real ZooKeeper (GREGOR_TEST_ZK, see
+ * test_zk_real.c) or belongs in the simulation. A fix to the ZooKeeper semantics both model
+ * goes into both files.
  *
  * Single-threaded: every call runs on the test's thread. */
 #ifndef GR_TESTS_SUPPORT_MEMZK_H

@@ -5,16 +5,7 @@
 
 #include "admin/assignment.h"
 #include "common/kerr.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "support/check.h"
 
 static void check_rows(const char *what, const int32_t *got, const int32_t *want, int rows, int rf)
 {
@@ -27,7 +18,7 @@ static void check_rows(const char *what, const int32_t *got, const int32_t *want
             for (int j = 0; j < rf; j++)
                 fprintf(stderr, "%s%d", j ? "," : "", want[i * rf + j]);
             fprintf(stderr, "]\n");
-            failures++;
+            test_failures++;
         }
     }
 }
@@ -187,8 +178,8 @@ int main(void)
     test_errors();
     test_validate();
     test_add_start_index();
-    if (failures) {
-        fprintf(stderr, "test_assignment: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_assignment: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_assignment: ok\n");

@@ -1,13 +1,16 @@
 /* Broker request dispatch end to end over a real network server and client: ApiVersions
  * (incl. the KIP-511 v0 fallback for an unsupported version), Metadata from the cache,
  * UpdateMetadata / LeaderAndIsr / StopReplica fencing, replication hooks, CreateTopics on a
- * non-controller, unknown APIs closing the connection. No ZooKeeper is involved. */
+ * non-controller, the API table (ApiVersions advertises exactly it, within the codec's ranges),
+ * the controller front door answering NOT_CONTROLLER without a controller, unknown APIs and APIs
+ * needing an absent replica manager closing the connection. No ZooKeeper is involved. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api/apis.h"
+#include "api/handlers.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "replication/partitions.h"
@@ -19,15 +22,7 @@
 #include "net/client.h"
 #include "net/server.h"
 #include "protocol/codec.h"
-
-static int failures;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "support/check.h"
 
 static int32_t corr = 100;
 
@@ -114,15 +109,40 @@ static void test_api_versions(struct gr_net_client *cli)
     struct ApiVersionsRequest rq = { "librdkafka", "2.0.2" };
     struct ApiVersionsResponse *r = call(cli, GR_API_API_VERSIONS, 3, &rq, &a);
     CHECK(r && r->ErrorCode == 0);
-    bool md = false, av = false;
+    bool md = false, av = false, produce = false, alter_isr = false, join = false;
     for (int i = 0; r && i < r->ApiKeysCount; i++) {
         if (r->ApiKeys[i].ApiKey == GR_API_METADATA)
             md = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 9;
         if (r->ApiKeys[i].ApiKey == GR_API_API_VERSIONS)
             av = r->ApiKeys[i].MaxVersion == 3;
-        CHECK(r->ApiKeys[i].ApiKey != GR_API_PRODUCE); /* not registered here */
+        /* The whole table, whatever subsystems this bare broker runs. */
+        if (r->ApiKeys[i].ApiKey == GR_API_PRODUCE)
+            produce = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 8;
+        if (r->ApiKeys[i].ApiKey == GR_API_ALTER_ISR)
+            alter_isr = r->ApiKeys[i].MaxVersion == 0;
+        if (r->ApiKeys[i].ApiKey == GR_API_JOIN_GROUP)
+            join = r->ApiKeys[i].MaxVersion == 7;
     }
-    CHECK(md && av);
+    CHECK(md && av && produce && alter_isr && join);
+    /* Exactly the table: every advertised key is in it with its range, and every table entry is
+     * advertised once, in key order. */
+    int in_table = 0, prev = -1;
+    for (int k = 0; k < 128; k++)
+        in_table += gr_apis_entry((int16_t)k) != NULL;
+    CHECK(r && r->ApiKeysCount == in_table);
+    for (int i = 0; r && i < r->ApiKeysCount; i++) {
+        const struct gr_api_entry *e = gr_apis_entry(r->ApiKeys[i].ApiKey);
+        CHECK(e && e->min_ver == r->ApiKeys[i].MinVersion && e->max_ver == r->ApiKeys[i].MaxVersion);
+        CHECK(r->ApiKeys[i].ApiKey > prev);
+        prev = r->ApiKeys[i].ApiKey;
+    }
+    /* No entry claims versions the codec cannot decode. */
+    for (int k = 0; k < 128; k++) {
+        const struct gr_api_entry *e = gr_apis_entry((int16_t)k);
+        const struct gr_api_desc *d = gr_proto_api((int16_t)k);
+        if (e)
+            CHECK(d && e->min_ver >= d->min_version && e->max_ver <= d->max_version && e->min_ver <= e->max_ver);
+    }
     r = call(cli, GR_API_API_VERSIONS, 0, &rq, &a);
     CHECK(r && r->ErrorCode == 0 && r->ApiKeysCount >= 7);
     /* Invalid v3 software name -> INVALID_REQUEST. */
@@ -378,13 +398,64 @@ static void test_unknown_api_closes(int port)
     CHECK(gr_net_client_connect("127.0.0.1", port, 2000, &c) == 0);
     if (!c)
         return;
-    /* Produce is not registered in this test: the connection must be closed. */
+    /* Produce needs the replica manager, which this bare broker lacks: the connection must be
+     * closed. */
     uint8_t frame[] = { 0, 0, 0, 10, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0 };
     uint8_t *resp = NULL;
     size_t len;
     CHECK(gr_net_client_send_recv(c, frame, sizeof(frame), &resp, &len, 3000) == GR_ECLOSED);
     free(resp);
     gr_net_client_close(c);
+    /* DeleteRecords (key 21) is not in the table: closed too. */
+    c = NULL;
+    CHECK(gr_net_client_connect("127.0.0.1", port, 2000, &c) == 0);
+    if (!c)
+        return;
+    uint8_t frame21[] = { 0, 0, 0, 10, 0, 21, 0, 0, 0, 0, 0, 1, 0, 0 };
+    resp = NULL;
+    CHECK(gr_net_client_send_recv(c, frame21, sizeof(frame21), &resp, &len, 3000) == GR_ECLOSED);
+    free(resp);
+    gr_net_client_close(c);
+}
+
+/* The requests to the controller go through controller/requests.h; without a controller (this
+ * bare broker) every one of them answers NOT_CONTROLLER instead of hanging or closing. */
+static void test_controller_front_door(struct gr_net_client *cli)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    int32_t pids[1] = { 0 };
+    struct ElectLeadersRequest_TopicPartitions etp = { "orders", 1, pids };
+    struct ElectLeadersRequest el = { .ElectionType = 0, .TopicPartitionsCount = 1,
+                                      .TopicPartitions = &etp, .TimeoutMs = 1000 };
+    struct ElectLeadersResponse *er = call(cli, GR_API_ELECT_LEADERS, 2, &el, &a);
+    CHECK(er && er->ErrorCode == 0 && er->ReplicaElectionResultsCount == 1 &&
+          strcmp(er->ReplicaElectionResults[0].Topic, "orders") == 0 &&
+          er->ReplicaElectionResults[0].PartitionResultCount == 1 &&
+          er->ReplicaElectionResults[0].PartitionResult[0].ErrorCode == GR_KERR_NOT_CONTROLLER);
+    el.TopicPartitionsCount = -1; /* every partition: a top-level error */
+    el.TopicPartitions = NULL;
+    er = call(cli, GR_API_ELECT_LEADERS, 2, &el, &a);
+    CHECK(er && er->ErrorCode == GR_KERR_NOT_CONTROLLER && er->ReplicaElectionResultsCount == 0);
+
+    struct AlterIsrRequest ai = { .BrokerId = 2, .BrokerEpoch = 5, .TopicsCount = 0, .Topics = NULL };
+    struct AlterIsrResponse *ar = call(cli, GR_API_ALTER_ISR, 0, &ai, &a);
+    CHECK(ar && ar->ErrorCode == GR_KERR_NOT_CONTROLLER);
+
+    struct ControlledShutdownRequest cs = { .BrokerId = 2, .BrokerEpoch = 5 };
+    struct ControlledShutdownResponse *cr = call(cli, GR_API_CONTROLLED_SHUTDOWN, 3, &cs, &a);
+    CHECK(cr && cr->ErrorCode == GR_KERR_NOT_CONTROLLER && cr->RemainingPartitionsCount == 0);
+
+    struct ListPartitionReassignmentsRequest lr = { .TimeoutMs = 1000, .TopicsCount = -1, .Topics = NULL };
+    struct ListPartitionReassignmentsResponse *lres = call(cli, GR_API_LIST_PARTITION_REASSIGNMENTS, 0, &lr, &a);
+    CHECK(lres && lres->ErrorCode == GR_KERR_NOT_CONTROLLER);
+
+    struct AlterPartitionReassignmentsRequest_ReassignablePartition rp = { 0, 1, pids };
+    struct AlterPartitionReassignmentsRequest_ReassignableTopic rt = { "orders", 1, &rp };
+    struct AlterPartitionReassignmentsRequest apr = { .TimeoutMs = 1000, .TopicsCount = 1, .Topics = &rt };
+    struct AlterPartitionReassignmentsResponse *pres = call(cli, GR_API_ALTER_PARTITION_REASSIGNMENTS, 0, &apr, &a);
+    CHECK(pres && pres->ErrorCode == GR_KERR_NOT_CONTROLLER && pres->ResponsesCount == 0);
+    gr_arena_free(&a);
 }
 
 int main(void)
@@ -419,6 +490,7 @@ int main(void)
         test_control(cli, b);
         test_create_topics_not_controller(cli, b);
         test_delayed_create(b);
+        test_controller_front_door(cli);
         test_unknown_api_closes(port);
     }
     gr_net_client_close(cli);
@@ -427,8 +499,8 @@ int main(void)
     gr_net_server_free(srv);
     gr_broker_free(b);
     gr_config_release(&cfg);
-    if (failures) {
-        fprintf(stderr, "test_broker_apis: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_broker_apis: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_broker_apis: ok\n");

@@ -24,15 +24,7 @@
 #include "controller/states.h"
 #include "net/server.h"
 #include "protocol/codec.h"
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 /* ---- a broker that answers control requests ---- */
 
@@ -131,7 +123,7 @@ int main(void) {
     int port = gr_net_server_port(srv, 0);
 
     struct gr_metrics *metrics = gr_metrics_new();
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct gr_ctrl_event_processor proc = {process, preempt, NULL};
     struct gr_ctrl_events *em = gr_ctrl_events_new(1, &proc, clk, NULL);
     struct gr_ctrl_channel_config cc = {.controller_id = 1, .inter_broker_listener = "REPLICATION",
@@ -211,8 +203,8 @@ int main(void) {
     gr_ctrl_ctx_release(&ctx);
     gr_net_server_free(srv);
     gr_metrics_free(metrics);
-    if (failures) {
-        fprintf(stderr, "test_channel_manager: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_channel_manager: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_channel_manager: ok\n");

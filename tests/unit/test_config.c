@@ -8,15 +8,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "support/check.h"
 
 static void test_defaults(void) {
     struct gr_config c;
@@ -59,7 +51,7 @@ static void expect_bad(const char *key, const char *value) {
     int rc = gr_config_set(&c, key, value, err, sizeof err);
     if (rc != GR_ECONFIG || !strstr(err, key)) {
         fprintf(stderr, "  %s=%s: rc %d, message '%s'\n", key, value, rc, err);
-        failures++;
+        test_failures++;
     }
     gr_config_release(&c);
 }
@@ -215,8 +207,8 @@ int main(void) {
     test_set_and_unknown();
     test_listeners();
     test_file_overrides_finish();
-    if (failures) {
-        fprintf(stderr, "test_config: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_config: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_config: ok\n");

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "controller/clock.h"
 #include "controller/controller.h"
+#include "controller/event_manager.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 

@@ -4,14 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int g_fail;
-#define CHECK(c)                                                         \
-    do {                                                                 \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                    \
-        }                                                                \
-    } while (0)
+#include "support/check.h"
 
 int main(void) {
     uint8_t buf[64];
@@ -45,7 +38,7 @@ int main(void) {
             CHECK(gr_crc32c(0, big + off, len) == ~r);
         }
     }
-    if (g_fail) fprintf(stderr, "test_crc32c: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_crc32c: %d failures\n", test_failures);
     else printf("test_crc32c: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -9,15 +9,7 @@
 #include "controller/context.h"
 #include "controller/election.h"
 #include "controller/states.h"
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define MAXR 8
 #define END (-99) /* list terminator */
@@ -128,7 +120,7 @@ static void run_rows(void) {
         if (!ok) {
             fprintf(stderr, "row '%s': elected=%d leader=%d n_isr=%d n_recipients=%d unclean=%d\n", r->name,
                     er.elected, er.lai.leader, er.lai.n_isr, er.n_recipients, er.unclean);
-            failures++;
+            test_failures++;
         }
         gr_election_result_release(&er);
         gr_ctrl_ctx_release(&ctx);
@@ -153,8 +145,8 @@ static void algorithms(void) {
 int main(void) {
     algorithms();
     run_rows();
-    if (failures) {
-        fprintf(stderr, "test_election: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_election: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_election: ok (%zu rows)\n", sizeof rows / sizeof rows[0]);

@@ -12,15 +12,7 @@
 #include "common/util.h"
 #include "controller/clock.h"
 #include "controller/event_manager.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "support/check.h"
 
 /* ---- a virtual clock ---- */
 struct fake_clock {
@@ -234,7 +226,7 @@ static void *expirer(void *arg) {
 }
 
 static void test_thread_mode(void) {
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
     struct gr_ctrl_event_processor proc = {rec_process, rec_preempt, &rec};
     struct gr_metrics *reg = gr_metrics_new();
@@ -283,7 +275,7 @@ static void test_thread_mode(void) {
 
 /* The real clock's timer thread delivers a scheduled event. */
 static void test_real_clock(void) {
-    struct gr_clock *clk = gr_clock_real_new();
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
     struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
     struct gr_ctrl_event_processor proc = {rec_process, rec_preempt, &rec};
     struct gr_ctrl_events *em = gr_ctrl_events_new(1, &proc, clk, NULL);
@@ -308,8 +300,8 @@ int main(void) {
     test_clear_and_put_preempts();
     test_thread_mode();
     test_real_clock();
-    if (failures) {
-        fprintf(stderr, "test_event_manager: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_event_manager: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_event_manager: ok\n");

@@ -12,23 +12,7 @@
 #include "common/kerr.h"
 #include "common/util.h"
 #include "storage/batch.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
-#define CHECK_ERR(got, want)                                                                          \
-    do {                                                                                              \
-        int16_t g_ = (got), w_ = (want);                                                              \
-        if (g_ != w_) {                                                                               \
-            fprintf(stderr, "%s:%d: got %s, want %s\n", __FILE__, __LINE__, gr_kerr_name(g_), gr_kerr_name(w_)); \
-            g_fail++;                                                                                 \
-        }                                                                                             \
-    } while (0)
+#include "support/check.h"
 
 /* ---- virtual clock ---- */
 static int64_t g_now = 1000000;
@@ -265,28 +249,28 @@ static void test_coordinator_status(void) {
     char g0[16], g1[16];
     group_in(0, g0, sizeof g0);
     group_in(1, g1, sizeof g1);
-    CHECK_ERR(gr_gc_coordinator_status(gc, g0), GR_KERR_NONE);
-    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g0), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NOT_COORDINATOR);
     /* led now but not loaded yet */
     f.leader[1] = true;
-    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
-    CHECK_ERR(gr_gc_heartbeat(gc, g1, "x", NULL, 1), GR_KERR_NONE); /* Kafka answers blindly while loading */
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_KERR(gr_gc_heartbeat(gc, g1, "x", NULL, 1), GR_KERR_NONE); /* Kafka answers blindly while loading */
     struct sync_out so;
     sync_(gc, g1, "x", 1, NULL, 0, &so);
     CHECK(so.called == 1);
-    CHECK_ERR(so.error, GR_KERR_REBALANCE_IN_PROGRESS);
+    CHECK_KERR(so.error, GR_KERR_REBALANCE_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
-    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
     /* a new leader epoch means reload */
     f.epoch[1] = 5;
-    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
-    CHECK_ERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
     struct join_out jo;
     join(gc, "", "", true, RANGE_RR, 2, &jo);
-    CHECK_ERR(jo.error, GR_KERR_INVALID_GROUP_ID);
+    CHECK_KERR(jo.error, GR_KERR_INVALID_GROUP_ID);
     gr_gc_shutdown(gc);
-    CHECK_ERR(gr_gc_coordinator_status(gc, g0), GR_KERR_COORDINATOR_NOT_AVAILABLE);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g0), GR_KERR_COORDINATOR_NOT_AVAILABLE);
     gr_gc_free(gc);
 }
 
@@ -300,7 +284,7 @@ static void test_join_sync_heartbeat(void) {
     /* v4: MEMBER_ID_REQUIRED, then join with the id */
     join(gc, G, "", true, RANGE_RR, 2, &j1);
     CHECK(j1.called == 1);
-    CHECK_ERR(j1.error, GR_KERR_MEMBER_ID_REQUIRED);
+    CHECK_KERR(j1.error, GR_KERR_MEMBER_ID_REQUIRED);
     CHECK(strncmp(j1.member_id, "cli-", 4) == 0 && strlen(j1.member_id) == 4 + 36);
     char m1[160];
     snprintf(m1, sizeof m1, "%s", j1.member_id);
@@ -308,46 +292,46 @@ static void test_join_sync_heartbeat(void) {
     CHECK(j1.called == 0); /* waits for the (0 ms) initial delay */
     gr_gc_tick(gc);
     CHECK(j1.called == 1);
-    CHECK_ERR(j1.error, GR_KERR_NONE);
+    CHECK_KERR(j1.error, GR_KERR_NONE);
     CHECK(j1.gen == 1 && strcmp(j1.leader, m1) == 0 && j1.n_members == 1 && strcmp(j1.proto, "range") == 0);
 
     /* unknown member id and bad session timeout */
     struct join_out je;
     join(gc, G, "nobody", false, RANGE_RR, 2, &je);
-    CHECK_ERR(je.error, GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(je.error, GR_KERR_UNKNOWN_MEMBER_ID);
     struct gr_gc_join_req bad = {.group_id = G, .member_id = "", .protocol_type = "consumer",
                                  .session_timeout_ms = 10, .rebalance_timeout_ms = 10, .n_protocols = 2,
                                  .protocols = RANGE_RR};
     memset(&je, 0, sizeof je);
     gr_gc_join_group(gc, &bad, on_join, &je);
-    CHECK_ERR(je.error, GR_KERR_INVALID_SESSION_TIMEOUT);
+    CHECK_KERR(je.error, GR_KERR_INVALID_SESSION_TIMEOUT);
 
     /* sync -> Stable */
     struct sync_out s1;
     struct gr_gc_assignment as1[] = {{m1, (const uint8_t *)"all", 3}};
     sync_(gc, G, m1, 2, as1, 1, &s1);
-    CHECK_ERR(s1.error, GR_KERR_ILLEGAL_GENERATION);
+    CHECK_KERR(s1.error, GR_KERR_ILLEGAL_GENERATION);
     sync_(gc, G, m1, 1, as1, 1, &s1);
     CHECK(s1.called == 1 && strcmp(s1.assignment, "all") == 0);
-    CHECK_ERR(s1.error, GR_KERR_NONE);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_NONE);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 0), GR_KERR_ILLEGAL_GENERATION);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
-    CHECK_ERR(gr_gc_heartbeat(gc, "nogroup", "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(s1.error, GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 0), GR_KERR_ILLEGAL_GENERATION);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(gr_gc_heartbeat(gc, "nogroup", "zz", NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
 
     /* an inconsistent protocol is refused */
     struct gr_gc_protocol other[] = {{"sticky", NULL, 0}};
     join(gc, G, "", false, other, 1, &je);
-    CHECK_ERR(je.error, GR_KERR_INCONSISTENT_GROUP_PROTOCOL);
+    CHECK_KERR(je.error, GR_KERR_INCONSISTENT_GROUP_PROTOCOL);
 
     /* second member (v3: no MEMBER_ID_REQUIRED) supports only roundrobin -> rebalance */
     join(gc, G, "", false, RR_ONLY, 1, &j2);
     CHECK(j2.called == 0);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_gc_group_summary sum;
-    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "PreparingRebalance") == 0 && sum.n_members == 2 && strcmp(sum.protocol, "") == 0);
     /* m1 rejoins: everyone joined -> CompletingRebalance, roundrobin is the only common protocol */
     join(gc, G, m1, true, RANGE_RR, 2, &j1);
@@ -369,7 +353,7 @@ static void test_join_sync_heartbeat(void) {
     CHECK(f.appends == before + 1);
     CHECK(s1.called == 1 && s2.called == 1);
     CHECK(strcmp(s1.assignment, "p0") == 0 && strcmp(s2.assignment, "p1") == 0);
-    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Stable") == 0 && strcmp(sum.protocol, "roundrobin") == 0 && sum.n_members == 2);
     CHECK(sum.members[1].assignment_len == 2 && strcmp(sum.members[0].client_host, "/127.0.0.1") == 0);
 
@@ -379,15 +363,15 @@ static void test_join_sync_heartbeat(void) {
 
     /* session expiry: only m1 heartbeats; m2 is removed after 10 s -> rebalance */
     g_now += 6000;
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_NONE);
     g_now += 6000;
     gr_gc_tick(gc);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m2, NULL, 2), GR_KERR_UNKNOWN_MEMBER_ID);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_REBALANCE_IN_PROGRESS);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m2, NULL, 2), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 2), GR_KERR_REBALANCE_IN_PROGRESS);
     join(gc, G, m1, true, RANGE_RR, 2, &j1);
     CHECK(j1.called == 1 && j1.gen == 3 && j1.n_members == 1 && strcmp(j1.proto, "range") == 0);
     sync_(gc, G, m1, 3, as1, 1, &s1);
-    CHECK_ERR(s1.error, GR_KERR_NONE);
+    CHECK_KERR(s1.error, GR_KERR_NONE);
 
     /* commit with the member's generation, then fetch */
     struct gr_gc_commit_part parts[2] = {
@@ -397,17 +381,17 @@ static void test_join_sync_heartbeat(void) {
     struct commit_out co = {0};
     gr_gc_commit_offsets(gc, G, m1, NULL, 2, parts, 2, on_commit, &co);
     CHECK(co.called == 1);
-    CHECK_ERR(co.errors[0], GR_KERR_ILLEGAL_GENERATION);
+    CHECK_KERR(co.errors[0], GR_KERR_ILLEGAL_GENERATION);
     parts[0].error = GR_KERR_NONE;
     memset(&co, 0, sizeof co);
     gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 2, on_commit, &co);
     CHECK(co.called == 1);
-    CHECK_ERR(co.errors[0], GR_KERR_NONE);
-    CHECK_ERR(co.errors[1], GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    CHECK_KERR(co.errors[1], GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
     struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
     struct gr_gc_fetch_part *fpp = fp;
     int fn = 2;
-    CHECK_ERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10 && strcmp(fp[0].metadata, "x") == 0 && fp[1].offset == -1);
 
     /* a storage failure maps to Kafka's commit errors */
@@ -416,41 +400,41 @@ static void test_join_sync_heartbeat(void) {
     parts[0].offset = 12;
     memset(&co, 0, sizeof co);
     gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 1, on_commit, &co);
-    CHECK_ERR(co.errors[0], GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(co.errors[0], GR_KERR_NOT_COORDINATOR);
     fn = 1;
-    CHECK_ERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10);
 
     /* leave -> Empty (stored), DeleteGroups */
     const char *ids[] = {G, "missing"};
     int16_t errs[2];
     gr_gc_delete_groups(gc, ids, 2, errs);
-    CHECK_ERR(errs[0], GR_KERR_NON_EMPTY_GROUP);
-    CHECK_ERR(errs[1], GR_KERR_GROUP_ID_NOT_FOUND);
+    CHECK_KERR(errs[0], GR_KERR_NON_EMPTY_GROUP);
+    CHECK_KERR(errs[1], GR_KERR_GROUP_ID_NOT_FOUND);
     struct gr_gc_leave_member lm[2] = {{.member_id = m1}, {.member_id = "ghost"}};
-    CHECK_ERR(gr_gc_leave_group(gc, G, lm, 2), GR_KERR_NONE);
-    CHECK_ERR(lm[0].error, GR_KERR_NONE);
-    CHECK_ERR(lm[1].error, GR_KERR_UNKNOWN_MEMBER_ID);
-    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_leave_group(gc, G, lm, 2), GR_KERR_NONE);
+    CHECK_KERR(lm[0].error, GR_KERR_NONE);
+    CHECK_KERR(lm[1].error, GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Empty") == 0 && sum.n_members == 0);
     struct gr_gc_listed_group *lg;
     int nl;
-    CHECK_ERR(gr_gc_list_groups(gc, NULL, 0, &a, &lg, &nl), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_list_groups(gc, NULL, 0, &a, &lg, &nl), GR_KERR_NONE);
     CHECK(nl == 1 && strcmp(lg[0].group_id, G) == 0 && strcmp(lg[0].state, "Empty") == 0);
     const char *st[] = {"Stable"};
-    CHECK_ERR(gr_gc_list_groups(gc, st, 1, &a, &lg, &nl), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_list_groups(gc, st, 1, &a, &lg, &nl), GR_KERR_NONE);
     CHECK(nl == 0);
     gr_gc_delete_groups(gc, ids, 1, errs);
-    CHECK_ERR(errs[0], GR_KERR_NONE);
-    CHECK_ERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
+    CHECK_KERR(errs[0], GR_KERR_NONE);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
 
     /* the tombstones win on reload: nothing of G comes back */
     struct gr_group_coordinator *gc2 = new_gc(&f, 0);
-    CHECK_ERR(gr_gc_describe_group(gc2, G, &a, &sum), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_describe_group(gc2, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
     fn = 1;
-    CHECK_ERR(gr_gc_fetch_offsets(gc2, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == -1);
     gr_gc_free(gc2);
     gr_arena_free(&a);
@@ -491,14 +475,14 @@ static void test_initial_delay_and_rebalance_timeout(void) {
     CHECK(j2.called == 0);
     for (int i = 0; i < 19; i++) {
         g_now += 1000;
-        CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
+        CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_REBALANCE_IN_PROGRESS);
         gr_gc_tick(gc);
     }
     CHECK(j2.called == 0);
     g_now += 1000;
     gr_gc_tick(gc);
     CHECK(j2.called == 1 && j2.gen == 2 && strcmp(j2.leader, m2) == 0 && j2.n_members == 1);
-    CHECK_ERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, 1), GR_KERR_UNKNOWN_MEMBER_ID);
 
     /* pending member (MEMBER_ID_REQUIRED) that never comes back blocks the join until its
      * session timeout */
@@ -506,7 +490,7 @@ static void test_initial_delay_and_rebalance_timeout(void) {
     sync_(gc, G, m2, 2, NULL, 0, &s);
     struct join_out jp;
     join(gc, G, "", true, RANGE_RR, 2, &jp);
-    CHECK_ERR(jp.error, GR_KERR_MEMBER_ID_REQUIRED);
+    CHECK_KERR(jp.error, GR_KERR_MEMBER_ID_REQUIRED);
     join(gc, G, m2, false, RANGE_RR, 2, &j2); /* changed metadata -> rebalance */
     CHECK(j2.called == 0);
     g_now += 10000;
@@ -548,10 +532,10 @@ static void test_failover_loads_group(void) {
     f.epoch[p] = 1;
     struct join_out jx;
     join(a, G, m1, false, RANGE_RR, 2, &jx);
-    CHECK_ERR(jx.error, GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_KERR(jx.error, GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
     struct gr_group_coordinator *b = new_gc(&f, 0);
     f.leader[p] = true;
-    CHECK_ERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NONE);
     struct sync_out sb;
     sync_(b, G, m1, 1, NULL, 0, &sb);
     CHECK(sb.called == 1 && sb.error == 0 && strcmp(sb.assignment, "mine") == 0);
@@ -559,12 +543,12 @@ static void test_failover_loads_group(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_ERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 77 && all[0].leader_epoch == 1 && strcmp(all[0].metadata, "meta") == 0);
-    CHECK_ERR(gr_gc_fetch_offsets(b, "simple", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, "simple", true, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 5);
     struct gr_gc_group_summary sum;
-    CHECK_ERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 1 && strcmp(sum.protocol, "range") == 0);
 
     /* when leadership goes away, the old coordinator unloads and answers waiting joins */
@@ -574,8 +558,8 @@ static void test_failover_loads_group(void) {
     f.leader[p] = false;
     gr_gc_poll_partitions(b);
     CHECK(jw.called == 1);
-    CHECK_ERR(jw.error, GR_KERR_NOT_COORDINATOR);
-    CHECK_ERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(jw.error, GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(gr_gc_heartbeat(b, G, m1, NULL, 1), GR_KERR_NOT_COORDINATOR);
     gr_arena_free(&ar);
     gr_gc_free(a);
     gr_gc_free(b);
@@ -589,8 +573,8 @@ int main(void) {
     test_join_sync_heartbeat();
     test_initial_delay_and_rebalance_timeout();
     test_failover_loads_group();
-    if (g_fail) {
-        fprintf(stderr, "%d check(s) failed\n", g_fail);
+    if (test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;
     }
     printf("ok\n");

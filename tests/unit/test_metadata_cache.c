@@ -8,16 +8,7 @@
 
 #include "broker/metadata_cache.h"
 #include "common/log.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "support/check.h"
 
 typedef struct UpdateMetadataRequest_UpdateMetadataPartitionState ps_t;
 typedef struct UpdateMetadataRequest_UpdateMetadataTopicState ts_t;
@@ -215,8 +206,8 @@ int main(void)
     test_v6();
     test_old_versions();
     test_concurrent();
-    if (failures) {
-        fprintf(stderr, "test_metadata_cache: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_metadata_cache: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_metadata_cache: ok\n");

@@ -9,15 +9,7 @@
 
 #include "common/metrics.h"
 #include "common/util.h"
-
-static int failures;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "support/check.h"
 
 static int64_t forty_two(void *arg) { return *(int64_t *)arg; }
 
@@ -131,8 +123,8 @@ int main(void) {
     CHECK(gr_metrics_dump_file(reg, "/nonexistent-dir/x.json") < 0);
 
     gr_metrics_free(reg);
-    if (failures) {
-        fprintf(stderr, "test_metrics: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_metrics: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_metrics: ok\n");

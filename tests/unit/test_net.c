@@ -18,15 +18,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/server.h"
-
-static int failures;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+#include "support/check.h"
 
 /* api keys understood by the test handler */
 enum {
@@ -556,8 +548,8 @@ int main(void) {
     pthread_mutex_unlock(&dmu);
     for (int i = 0; i < 3; i++) pthread_join(delayers[i], NULL);
 
-    if (failures) {
-        fprintf(stderr, "test_net: %d check(s) failed\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_net: %d check(s) failed\n", test_failures);
         return 1;
     }
     printf("test_net: ok\n");

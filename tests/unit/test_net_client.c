@@ -15,15 +15,7 @@
 #include "common/util.h"
 #include "net/client.h"
 #include "net/server.h"
-
-static int failures;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+#include "support/check.h"
 
 enum { API_ECHO = 0, API_NONE = 2, API_HOLD = 4, API_WRONG_CORR = 6, API_BIG = 7 };
 
@@ -222,8 +214,8 @@ int main(void) {
     gr_net_client_close(NULL);
 
     gr_net_server_free(srv);
-    if (failures) {
-        fprintf(stderr, "test_net_client: %d check(s) failed\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_net_client: %d check(s) failed\n", test_failures);
         return 1;
     }
     printf("test_net_client: ok\n");

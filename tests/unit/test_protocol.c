@@ -8,18 +8,7 @@
 
 #include "common/util.h"
 #include "protocol/codec.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            failures++;                                                       \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-        }                                                                     \
-    } while (0)
+#include "support/check.h"
 
 /* ---- deterministic pseudo-random filling driven by the descriptor tables ---- */
 
@@ -205,19 +194,19 @@ static void roundtrip_body(const struct gr_api_desc *api, bool response, int16_t
     void *msg = gr_arena_alloc(&a, sd->size);
     fill_struct(sd, ver, &a, msg);
     int rc = gr_proto_encode_body(api->key, response, ver, msg, &w1);
-    CHECK(rc == 0, "%s v%d encode: %d", sd->name, ver, rc);
+    CHECKF(rc == 0, "%s v%d encode: %d", sd->name, ver, rc);
     struct gr_rbuf r;
     gr_rbuf_init(&r, w1.p, w1.len);
     void *dec = NULL;
     rc = gr_proto_decode_body(api->key, response, ver, &r, &a, &dec);
-    CHECK(rc == 0 && dec != NULL, "%s v%d iter %d decode: %d", sd->name, ver, iter, rc);
+    CHECKF(rc == 0 && dec != NULL, "%s v%d iter %d decode: %d", sd->name, ver, iter, rc);
     if (rc == 0) {
-        CHECK(r.pos == r.len, "%s v%d: %zu bytes left over", sd->name, ver, r.len - r.pos);
+        CHECKF(r.pos == r.len, "%s v%d: %zu bytes left over", sd->name, ver, r.len - r.pos);
         char path[512] = "";
-        CHECK(eq_struct(sd, msg, dec, path, sizeof(path)), "%s v%d iter %d differs at %s",
+        CHECKF(eq_struct(sd, msg, dec, path, sizeof(path)), "%s v%d iter %d differs at %s",
               sd->name, ver, iter, path);
         rc = gr_proto_encode_body(api->key, response, ver, dec, &w2);
-        CHECK(rc == 0 && w1.len == w2.len && (w1.len == 0 || memcmp(w1.p, w2.p, w1.len) == 0),
+        CHECKF(rc == 0 && w1.len == w2.len && (w1.len == 0 || memcmp(w1.p, w2.p, w1.len) == 0),
               "%s v%d iter %d: re-encoding differs", sd->name, ver, iter);
     }
     gr_wbuf_free(&w1);
@@ -237,28 +226,28 @@ static void roundtrip_frames(const struct gr_api_desc *api, int16_t ver)
     fill_struct(api->request, ver, &a, req);
     int32_t corr = (int32_t)rnd();
     int rc = gr_proto_encode_request(api->key, ver, corr, (rnd() & 1) ? "client-1" : NULL, req, &w);
-    CHECK(rc == 0, "%s v%d encode_request: %d", api->name, ver, rc);
-    CHECK(w.len >= 4 && (size_t)gr_rbuf_i32(&(struct gr_rbuf){ w.p, w.len, 0, 0 }) == w.len - 4,
+    CHECKF(rc == 0, "%s v%d encode_request: %d", api->name, ver, rc);
+    CHECKF(w.len >= 4 && (size_t)gr_rbuf_i32(&(struct gr_rbuf){ w.p, w.len, 0, 0 }) == w.len - 4,
           "%s v%d: bad size prefix", api->name, ver);
     struct gr_req_header hdr;
     void *body;
     rc = gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body);
-    CHECK(rc == 0, "%s v%d decode_request: %d", api->name, ver, rc);
-    CHECK(hdr.RequestApiKey == api->key && hdr.RequestApiVersion == ver &&
+    CHECKF(rc == 0, "%s v%d decode_request: %d", api->name, ver, rc);
+    CHECKF(hdr.RequestApiKey == api->key && hdr.RequestApiVersion == ver &&
               hdr.CorrelationId == corr,
           "%s v%d: header mismatch", api->name, ver);
-    CHECK(hdr.HeaderVersion == gr_proto_request_header_version(api->key, ver), "%s v%d hv",
+    CHECKF(hdr.HeaderVersion == gr_proto_request_header_version(api->key, ver), "%s v%d hv",
           api->name, ver);
     char path[512] = "";
     if (rc == 0)
-        CHECK(eq_struct(api->request, req, body, path, sizeof(path)), "%s v%d frame differs at %s",
+        CHECKF(eq_struct(api->request, req, body, path, sizeof(path)), "%s v%d frame differs at %s",
               api->name, ver, path);
     /* every truncation fails */
     for (size_t cut = 0; cut < w.len - 4; cut++) {
         struct gr_arena t;
         gr_arena_init(&t);
         rc = gr_proto_decode_request(w.p + 4, cut, &t, &hdr, &body);
-        CHECK(rc == GR_EPROTO && body == NULL, "%s v%d request cut at %zu: rc %d", api->name, ver,
+        CHECKF(rc == GR_EPROTO && body == NULL, "%s v%d request cut at %zu: rc %d", api->name, ver,
               cut, rc);
         gr_arena_free(&t);
     }
@@ -268,19 +257,19 @@ static void roundtrip_frames(const struct gr_api_desc *api, int16_t ver)
     fill_struct(api->response, ver, &a, resp);
     struct gr_req_header rh = { api->key, ver, corr, NULL, 1 };
     rc = gr_proto_encode_response(&rh, resp, &w);
-    CHECK(rc == 0, "%s v%d encode_response: %d", api->name, ver, rc);
+    CHECKF(rc == 0, "%s v%d encode_response: %d", api->name, ver, rc);
     int32_t rcorr = 0;
     rc = gr_proto_decode_response(api->key, ver, w.p + 4, w.len - 4, &a, &rcorr, &body);
-    CHECK(rc == 0 && rcorr == corr, "%s v%d decode_response: %d", api->name, ver, rc);
+    CHECKF(rc == 0 && rcorr == corr, "%s v%d decode_response: %d", api->name, ver, rc);
     path[0] = '\0';
     if (rc == 0)
-        CHECK(eq_struct(api->response, resp, body, path, sizeof(path)),
+        CHECKF(eq_struct(api->response, resp, body, path, sizeof(path)),
               "%s v%d response frame differs at %s", api->name, ver, path);
     for (size_t cut = 0; cut < w.len - 4; cut++) {
         struct gr_arena t;
         gr_arena_init(&t);
         rc = gr_proto_decode_response(api->key, ver, w.p + 4, cut, &t, &rcorr, &body);
-        CHECK(rc == GR_EPROTO && body == NULL, "%s v%d response cut at %zu: rc %d", api->name,
+        CHECKF(rc == GR_EPROTO && body == NULL, "%s v%d response cut at %zu: rc %d", api->name,
               ver, cut, rc);
         gr_arena_free(&t);
     }
@@ -295,7 +284,7 @@ static void test_all_apis(void)
         const struct gr_api_desc *api = gr_proto_api((int16_t)key);
         if (api == NULL)
             continue;
-        CHECK(api->key == key, "table key %d", key);
+        CHECKF(api->key == key, "table key %d", key);
         for (int16_t v = api->min_version; v <= api->max_version; v++) {
             for (int it = 0; it < 25; it++) {
                 roundtrip_body(api, false, v, it);
@@ -305,7 +294,7 @@ static void test_all_apis(void)
             combos++;
         }
     }
-    CHECK(combos > 150, "only %d api/version combinations", combos);
+    CHECKF(combos > 150, "only %d api/version combinations", combos);
     printf("round-tripped %d api/version combinations\n", combos);
 }
 
@@ -314,7 +303,7 @@ static void test_all_apis(void)
 static void check_bytes(const char *what, const struct gr_wbuf *w, const uint8_t *exp, size_t n)
 {
     bool ok = w->len == n && (n == 0 || memcmp(w->p, exp, n) == 0);
-    CHECK(ok, "%s: bytes differ", what);
+    CHECKF(ok, "%s: bytes differ", what);
     if (!ok) {
         fprintf(stderr, "  got:");
         for (size_t i = 0; i < w->len; i++)
@@ -335,7 +324,7 @@ static void test_exact_frames(void)
 
     /* ApiVersions v0 request: header v1, empty body. */
     struct ApiVersionsRequest av = { 0 };
-    CHECK(gr_proto_encode_request(GR_API_API_VERSIONS, 0, 1, "abc", &av, &w) == 0, "av0");
+    CHECKF(gr_proto_encode_request(GR_API_API_VERSIONS, 0, 1, "abc", &av, &w) == 0, "av0");
     static const uint8_t av0[] = { 0, 0, 0, 13, 0, 18, 0, 0, 0, 0, 0, 1, 0, 3, 'a', 'b', 'c' };
     check_bytes("ApiVersions v0 request", &w, av0, sizeof(av0));
 
@@ -343,16 +332,16 @@ static void test_exact_frames(void)
     gr_wbuf_reset(&w);
     av.ClientSoftwareName = "kcat";
     av.ClientSoftwareVersion = "1.0";
-    CHECK(gr_proto_encode_request(GR_API_API_VERSIONS, 3, 2, "abc", &av, &w) == 0, "av3");
+    CHECKF(gr_proto_encode_request(GR_API_API_VERSIONS, 3, 2, "abc", &av, &w) == 0, "av3");
     static const uint8_t av3[] = { 0, 0, 0, 24, 0, 18, 0, 3, 0, 0, 0, 2, 0, 3, 'a', 'b', 'c', 0,
                                    5, 'k', 'c', 'a', 't', 4, '1', '.', '0', 0 };
     check_bytes("ApiVersions v3 request", &w, av3, sizeof(av3));
     struct gr_req_header hdr;
     void *body;
-    CHECK(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0, "av3 decode");
+    CHECKF(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0, "av3 decode");
     struct ApiVersionsRequest *avd = body;
-    CHECK(hdr.HeaderVersion == 2 && hdr.ClientId && strcmp(hdr.ClientId, "abc") == 0, "av3 hdr");
-    CHECK(avd && strcmp(avd->ClientSoftwareName, "kcat") == 0 &&
+    CHECKF(hdr.HeaderVersion == 2 && hdr.ClientId && strcmp(hdr.ClientId, "abc") == 0, "av3 hdr");
+    CHECKF(avd && strcmp(avd->ClientSoftwareName, "kcat") == 0 &&
               strcmp(avd->ClientSoftwareVersion, "1.0") == 0,
           "av3 body");
 
@@ -364,7 +353,7 @@ static void test_exact_frames(void)
     avr.ApiKeysCount = 1;
     avr.ApiKeys = keys;
     hdr.CorrelationId = 2;
-    CHECK(gr_proto_encode_response(&hdr, &avr, &w) == 0, "avr encode");
+    CHECKF(gr_proto_encode_response(&hdr, &avr, &w) == 0, "avr encode");
     static const uint8_t avr3[] = { 0, 0, 0, 19, 0, 0, 0, 2, /* corr, no header tags */
                                     0, 0,                   /* ErrorCode */
                                     2, 0, 18, 0, 0, 0, 3, 0, /* ApiKeys: 1 entry + its tags */
@@ -377,23 +366,23 @@ static void test_exact_frames(void)
     struct MetadataRequest_MetadataRequestTopic mt = { .Name = "t1" };
     struct MetadataRequest mr;
     gr_proto_init_struct(&gr_desc_MetadataRequest, &mr);
-    CHECK(mr.AllowAutoTopicCreation == true, "default true");
+    CHECKF(mr.AllowAutoTopicCreation == true, "default true");
     mr.TopicsCount = 1;
     mr.Topics = &mt;
-    CHECK(gr_proto_encode_request(GR_API_METADATA, 1, 5, "c", &mr, &w) == 0, "md1");
+    CHECKF(gr_proto_encode_request(GR_API_METADATA, 1, 5, "c", &mr, &w) == 0, "md1");
     static const uint8_t md1[] = { 0, 0, 0, 19, 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c',
                                    0, 0, 0, 1, 0, 2, 't', '1' };
     check_bytes("Metadata v1 request", &w, md1, sizeof(md1));
     gr_wbuf_reset(&w);
     mr.TopicsCount = -1;
     mr.Topics = NULL;
-    CHECK(gr_proto_encode_request(GR_API_METADATA, 1, 5, "c", &mr, &w) == 0, "md1 null");
+    CHECKF(gr_proto_encode_request(GR_API_METADATA, 1, 5, "c", &mr, &w) == 0, "md1 null");
     static const uint8_t md1n[] = { 0, 0, 0, 15, 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c',
                                     0xff, 0xff, 0xff, 0xff };
     check_bytes("Metadata v1 request (null topics)", &w, md1n, sizeof(md1n));
-    CHECK(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0, "md1n decode");
-    CHECK(body && ((struct MetadataRequest *)body)->TopicsCount == -1, "md1n null array");
-    CHECK(body && ((struct MetadataRequest *)body)->AllowAutoTopicCreation == true,
+    CHECKF(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0, "md1n decode");
+    CHECKF(body && ((struct MetadataRequest *)body)->TopicsCount == -1, "md1n null array");
+    CHECKF(body && ((struct MetadataRequest *)body)->AllowAutoTopicCreation == true,
           "absent field takes default");
 
     /* CreateTopics v5 request (flexible) with unknown tagged fields at two levels. */
@@ -407,11 +396,11 @@ static void test_exact_frames(void)
         0, 0, 0x75, 0x30, 1,                   /* TimeoutMs 30000, ValidateOnly true */
         1, 10, 0                               /* top tags: unknown tag 10, 0 bytes */
     };
-    CHECK(gr_proto_decode_request(ct5, sizeof(ct5), &a, &hdr, &body) == 0, "ct5 decode");
+    CHECKF(gr_proto_decode_request(ct5, sizeof(ct5), &a, &hdr, &body) == 0, "ct5 decode");
     struct CreateTopicsRequest *ct = body;
-    CHECK(hdr.RequestApiKey == 19 && hdr.RequestApiVersion == 5 && hdr.CorrelationId == 7,
+    CHECKF(hdr.RequestApiKey == 19 && hdr.RequestApiVersion == 5 && hdr.CorrelationId == 7,
           "ct5 header");
-    CHECK(ct && ct->TopicsCount == 1 && strcmp(ct->Topics[0].Name, "t") == 0 &&
+    CHECKF(ct && ct->TopicsCount == 1 && strcmp(ct->Topics[0].Name, "t") == 0 &&
               ct->Topics[0].NumPartitions == 3 && ct->Topics[0].ReplicationFactor == 1 &&
               ct->Topics[0].AssignmentsCount == 0 && ct->Topics[0].ConfigsCount == 1 &&
               strcmp(ct->Topics[0].Configs[0].Name, "k") == 0 &&
@@ -419,7 +408,7 @@ static void test_exact_frames(void)
               ct->ValidateOnly,
           "ct5 body");
     gr_wbuf_reset(&w);
-    CHECK(gr_proto_encode_request(19, 5, 7, "c", ct, &w) == 0, "ct5 encode");
+    CHECKF(gr_proto_encode_request(19, 5, 7, "c", ct, &w) == 0, "ct5 encode");
     uint8_t ct5x[sizeof(ct5) + 4];
     size_t n = 0;
     ct5x[n++] = 0, ct5x[n++] = 0, ct5x[n++] = 0, ct5x[n++] = 0;
@@ -436,7 +425,7 @@ static void test_exact_frames(void)
     gr_wbuf_reset(&w);
     struct CreateTopicsResponse_CreatableTopicResult tr;
     gr_proto_init_struct(&gr_desc_CreateTopicsResponse_CreatableTopicResult, &tr);
-    CHECK(tr.NumPartitions == -1 && tr.ReplicationFactor == -1 && tr.ConfigsCount == 0 &&
+    CHECKF(tr.NumPartitions == -1 && tr.ReplicationFactor == -1 && tr.ConfigsCount == 0 &&
               tr.TopicConfigErrorCode == 0,
           "CreatableTopicResult defaults");
     tr.Name = "t";
@@ -446,7 +435,7 @@ static void test_exact_frames(void)
     tr.TopicConfigErrorCode = 42;
     struct CreateTopicsResponse ctr = { .ThrottleTimeMs = 0, .TopicsCount = 1, .Topics = &tr };
     struct gr_req_header rh = { 19, 5, 9, NULL, 2 };
-    CHECK(gr_proto_encode_response(&rh, &ctr, &w) == 0, "ctr5 encode");
+    CHECKF(gr_proto_encode_response(&rh, &ctr, &w) == 0, "ctr5 encode");
     static const uint8_t ctr5[] = {
         0, 0, 0, 28, 0, 0, 0, 9, 0, /* size, correlation id, header tags */
         0, 0, 0, 0, 2,              /* ThrottleTimeMs, Topics: 1 */
@@ -457,17 +446,17 @@ static void test_exact_frames(void)
     };
     check_bytes("CreateTopics v5 response", &w, ctr5, sizeof(ctr5));
     int32_t corr = 0;
-    CHECK(gr_proto_decode_response(19, 5, w.p + 4, w.len - 4, &a, &corr, &body) == 0 &&
+    CHECKF(gr_proto_decode_response(19, 5, w.p + 4, w.len - 4, &a, &corr, &body) == 0 &&
               corr == 9,
           "ctr5 decode");
     struct CreateTopicsResponse *ctd = body;
-    CHECK(ctd && ctd->TopicsCount == 1 && ctd->Topics[0].TopicConfigErrorCode == 42 &&
+    CHECKF(ctd && ctd->TopicsCount == 1 && ctd->Topics[0].TopicConfigErrorCode == 42 &&
               ctd->Topics[0].ConfigsCount == -1 && ctd->Topics[0].ErrorMessage == NULL,
           "ctr5 body");
     /* tagged field at its default is omitted */
     gr_wbuf_reset(&w);
     tr.TopicConfigErrorCode = 0;
-    CHECK(gr_proto_encode_response(&rh, &ctr, &w) == 0 && w.len == sizeof(ctr5) - 4 &&
+    CHECKF(gr_proto_encode_response(&rh, &ctr, &w) == 0 && w.len == sizeof(ctr5) - 4 &&
               w.p[w.len - 2] == 0,
           "default tagged field omitted");
 
@@ -476,11 +465,11 @@ static void test_exact_frames(void)
     struct ControlledShutdownRequest cs;
     gr_proto_init_struct(&gr_desc_ControlledShutdownRequest, &cs);
     cs.BrokerId = 2;
-    CHECK(gr_proto_encode_request(GR_API_CONTROLLED_SHUTDOWN, 0, 4, "ignored", &cs, &w) == 0,
+    CHECKF(gr_proto_encode_request(GR_API_CONTROLLED_SHUTDOWN, 0, 4, "ignored", &cs, &w) == 0,
           "cs0");
     static const uint8_t cs0[] = { 0, 0, 0, 12, 0, 7, 0, 0, 0, 0, 0, 4, 0, 0, 0, 2 };
     check_bytes("ControlledShutdown v0 request", &w, cs0, sizeof(cs0));
-    CHECK(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0 &&
+    CHECKF(gr_proto_decode_request(w.p + 4, w.len - 4, &a, &hdr, &body) == 0 &&
               hdr.HeaderVersion == 0 && hdr.ClientId == NULL &&
               ((struct ControlledShutdownRequest *)body)->BrokerId == 2 &&
               ((struct ControlledShutdownRequest *)body)->BrokerEpoch == -1,
@@ -496,7 +485,7 @@ static int decode_req(const uint8_t *p, size_t n, struct gr_arena *a, struct gr_
     void *body = (void *)1;
     int rc = gr_proto_decode_request(p, n, a, hdr, &body);
     if (rc != 0)
-        CHECK(body == NULL, "body must be NULL on error");
+        CHECKF(body == NULL, "body must be NULL on error");
     return rc;
 }
 
@@ -508,17 +497,17 @@ static void test_malformed(void)
 
     /* Metadata v1, topic name length -2 (only -1 means null) and -1 (not nullable). */
     static const uint8_t neg2[] = { 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c', 0, 0, 0, 1, 0xff, 0xfe };
-    CHECK(decode_req(neg2, sizeof(neg2), &a, &hdr) == GR_EPROTO, "string length -2");
-    CHECK(hdr.HeaderVersion == 1 && hdr.CorrelationId == 5, "header still returned");
+    CHECKF(decode_req(neg2, sizeof(neg2), &a, &hdr) == GR_EPROTO, "string length -2");
+    CHECKF(hdr.HeaderVersion == 1 && hdr.CorrelationId == 5, "header still returned");
     static const uint8_t neg1[] = { 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c', 0, 0, 0, 1, 0xff, 0xff };
-    CHECK(decode_req(neg1, sizeof(neg1), &a, &hdr) == GR_EPROTO, "null non-nullable string");
+    CHECKF(decode_req(neg1, sizeof(neg1), &a, &hdr) == GR_EPROTO, "null non-nullable string");
     /* client id length -3 */
     static const uint8_t badcid[] = { 0, 3, 0, 1, 0, 0, 0, 5, 0xff, 0xfd, 0, 0, 0, 0 };
-    CHECK(decode_req(badcid, sizeof(badcid), &a, &hdr) == GR_EPROTO && hdr.HeaderVersion == -1,
+    CHECKF(decode_req(badcid, sizeof(badcid), &a, &hdr) == GR_EPROTO && hdr.HeaderVersion == -1,
           "client id length -3");
     /* string longer than the frame */
     static const uint8_t longs[] = { 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c', 0, 0, 0, 1, 0x7f, 0xff, 'x' };
-    CHECK(decode_req(longs, sizeof(longs), &a, &hdr) == GR_EPROTO, "string past end");
+    CHECKF(decode_req(longs, sizeof(longs), &a, &hdr) == GR_EPROTO, "string past end");
 
     /* Produce v3: records (bytes) length -2, then INT32_MIN. */
     uint8_t prod[] = { 0, 0, 0, 3, 0, 0, 0, 1, 0xff, 0xff, /* header v1, null client id */
@@ -526,65 +515,65 @@ static void test_malformed(void)
                        0, 0, 0, 1, 0, 1, 't',              /* 1 topic "t" */
                        0, 0, 0, 1, 0, 0, 0, 0,             /* 1 partition, index 0 */
                        0xff, 0xff, 0xff, 0xfe };           /* records length -2 */
-    CHECK(decode_req(prod, sizeof(prod), &a, &hdr) == GR_EPROTO, "bytes length -2");
+    CHECKF(decode_req(prod, sizeof(prod), &a, &hdr) == GR_EPROTO, "bytes length -2");
     prod[sizeof(prod) - 4] = 0x80, prod[sizeof(prod) - 3] = 0, prod[sizeof(prod) - 2] = 0,
                         prod[sizeof(prod) - 1] = 0;
-    CHECK(decode_req(prod, sizeof(prod), &a, &hdr) == GR_EPROTO, "bytes length INT32_MIN");
+    CHECKF(decode_req(prod, sizeof(prod), &a, &hdr) == GR_EPROTO, "bytes length INT32_MIN");
     prod[sizeof(prod) - 4] = 0xff, prod[sizeof(prod) - 3] = 0xff, prod[sizeof(prod) - 2] = 0xff,
                         prod[sizeof(prod) - 1] = 0xff;
-    CHECK(decode_req(prod, sizeof(prod), &a, &hdr) == 0, "records null is fine");
+    CHECKF(decode_req(prod, sizeof(prod), &a, &hdr) == 0, "records null is fine");
     gr_arena_free(&a);
 
     /* Array count INT32_MAX with 10 bytes left: fails before allocating. */
     static const uint8_t bigarr[] = { 0, 3, 0, 1, 0, 0, 0, 5, 0, 1, 'c', 0x7f, 0xff, 0xff, 0xff,
                                       0, 1, 'a', 0, 1, 'b', 0, 1, 'c', 0 };
-    CHECK(decode_req(bigarr, sizeof(bigarr), &a, &hdr) == GR_EPROTO, "INT32_MAX array");
-    CHECK(a.total < 65536, "arena grew to %zu", a.total);
+    CHECKF(decode_req(bigarr, sizeof(bigarr), &a, &hdr) == GR_EPROTO, "INT32_MAX array");
+    CHECKF(a.total < 65536, "arena grew to %zu", a.total);
     gr_arena_free(&a);
     /* LeaderAndIsr v0 live leaders: 2 elements claimed with 10 bytes left; each needs >= 10
      * (int32 + string + int32), so even a small count is refused before allocating. */
     static const uint8_t lai[] = { 0, 4, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 1,
                                    0, 0, 0, 0, /* UngroupedPartitionStates: empty */
                                    0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 9 };
-    CHECK(decode_req(lai, sizeof(lai), &a, &hdr) == GR_EPROTO, "count * min size > remaining");
+    CHECKF(decode_req(lai, sizeof(lai), &a, &hdr) == GR_EPROTO, "count * min size > remaining");
     /* Compact count that overflows int32 (uvarint 0xffffffff) in Metadata v9. */
     static const uint8_t cbig[] = { 0, 3, 0, 9, 0, 0, 0, 5, 0, 1, 'c', 0,
                                     0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0 };
-    CHECK(decode_req(cbig, sizeof(cbig), &a, &hdr) == GR_EPROTO, "compact count overflow");
+    CHECKF(decode_req(cbig, sizeof(cbig), &a, &hdr) == GR_EPROTO, "compact count overflow");
     /* Overlong varint (6 bytes). */
     static const uint8_t vlong[] = { 0, 3, 0, 9, 0, 0, 0, 5, 0, 1, 'c', 0,
                                      0x81, 0x80, 0x80, 0x80, 0x80, 0x00 };
-    CHECK(decode_req(vlong, sizeof(vlong), &a, &hdr) == GR_EPROTO, "overlong varint");
+    CHECKF(decode_req(vlong, sizeof(vlong), &a, &hdr) == GR_EPROTO, "overlong varint");
     /* Tagged field whose size runs past the end. */
     static const uint8_t tagpast[] = { 0, 18, 0, 3, 0, 0, 0, 5, 0, 1, 'c', 0,
                                        1, 1, 1, 0, 50, 1 };
-    CHECK(decode_req(tagpast, sizeof(tagpast), &a, &hdr) == GR_EPROTO, "tag size past end");
+    CHECKF(decode_req(tagpast, sizeof(tagpast), &a, &hdr) == GR_EPROTO, "tag size past end");
     gr_arena_free(&a);
 
     /* Unknown api key, version -1, version too high: distinct codes with the header. */
     static const uint8_t unk[] = { 0x03, 0xe7, 0, 0, 0, 0, 0, 42, 0, 1, 'c' };
-    CHECK(decode_req(unk, sizeof(unk), &a, &hdr) == GR_PROTO_EUNKNOWN_API &&
+    CHECKF(decode_req(unk, sizeof(unk), &a, &hdr) == GR_PROTO_EUNKNOWN_API &&
               hdr.RequestApiKey == 999 && hdr.CorrelationId == 42,
           "unknown api key");
     static const uint8_t vneg[] = { 0, 3, 0xff, 0xff, 0, 0, 0, 43, 0, 1, 'c' };
-    CHECK(decode_req(vneg, sizeof(vneg), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
+    CHECKF(decode_req(vneg, sizeof(vneg), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
               hdr.RequestApiVersion == -1 && hdr.CorrelationId == 43,
           "version -1");
     /* ApiVersions v4 (newer than ours): header parsed as v2, UNSUPPORTED_VERSION. */
     static const uint8_t av4[] = { 0, 18, 0, 4, 0, 0, 0, 44, 0, 1, 'c', 0, 9, 9, 9 };
-    CHECK(decode_req(av4, sizeof(av4), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
+    CHECKF(decode_req(av4, sizeof(av4), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
               hdr.CorrelationId == 44 && hdr.HeaderVersion == 2 && hdr.ClientId &&
               strcmp(hdr.ClientId, "c") == 0,
           "ApiVersions v4");
-    CHECK(decode_req(av4, 5, &a, &hdr) == GR_EPROTO, "short header");
-    CHECK(gr_proto_api(-1) == NULL && gr_proto_api(999) == NULL && gr_proto_api(58) == NULL,
+    CHECKF(decode_req(av4, 5, &a, &hdr) == GR_EPROTO, "short header");
+    CHECKF(gr_proto_api(-1) == NULL && gr_proto_api(999) == NULL && gr_proto_api(58) == NULL,
           "unknown keys");
     const struct gr_api_desc *md = gr_proto_api(GR_API_METADATA);
-    CHECK(md && strcmp(md->name, "Metadata") == 0 && md->min_version == 0 &&
+    CHECKF(md && strcmp(md->name, "Metadata") == 0 && md->min_version == 0 &&
               md->max_version == 9 && md->flex_version == 9 &&
               md->request == &gr_desc_MetadataRequest,
           "metadata api entry");
-    CHECK(gr_proto_response_header_version(GR_API_API_VERSIONS, 3) == 0 &&
+    CHECKF(gr_proto_response_header_version(GR_API_API_VERSIONS, 3) == 0 &&
               gr_proto_response_header_version(GR_API_METADATA, 9) == 1 &&
               gr_proto_response_header_version(GR_API_METADATA, 8) == 0 &&
               gr_proto_request_header_version(GR_API_CONTROLLED_SHUTDOWN, 0) == 0 &&
@@ -598,13 +587,13 @@ static void test_malformed(void)
     struct MetadataRequest mr;
     gr_proto_init_struct(&gr_desc_MetadataRequest, &mr);
     mr.TopicsCount = 2; /* with a NULL array */
-    CHECK(gr_proto_encode_request(3, 1, 1, "c", &mr, &w) == -EINVAL && w.len == 0 && !w.err,
+    CHECKF(gr_proto_encode_request(3, 1, 1, "c", &mr, &w) == -EINVAL && w.len == 0 && !w.err,
           "encode NULL array with count");
-    CHECK(gr_proto_encode_request(3, 10, 1, "c", &mr, &w) == GR_PROTO_EUNSUPPORTED_VERSION,
+    CHECKF(gr_proto_encode_request(3, 10, 1, "c", &mr, &w) == GR_PROTO_EUNSUPPORTED_VERSION,
           "encode unsupported version");
     /* NULL body = all defaults (ApiVersions v0 has no fields anyway) */
     gr_wbuf_reset(&w);
-    CHECK(gr_proto_encode_request(GR_API_API_VERSIONS, 0, 1, "abc", NULL, &w) == 0 && w.len == 17,
+    CHECKF(gr_proto_encode_request(GR_API_API_VERSIONS, 0, 1, "abc", NULL, &w) == 0 && w.len == 17,
           "NULL body");
     gr_wbuf_free(&w);
     gr_arena_free(&a);
@@ -627,13 +616,13 @@ static void test_primitives(void)
     struct gr_rbuf r;
     gr_rbuf_init(&r, w.p, w.len);
     for (size_t i = 0; i < GR_ARRAY_LEN(vi); i++)
-        CHECK(gr_rbuf_varint(&r) == vi[i], "varint %d", vi[i]);
+        CHECKF(gr_rbuf_varint(&r) == vi[i], "varint %d", vi[i]);
     for (size_t i = 0; i < GR_ARRAY_LEN(vl); i++)
-        CHECK(gr_rbuf_varlong(&r) == vl[i], "varlong %" PRId64, vl[i]);
-    CHECK(gr_rbuf_uvarint(&r) == 300 && gr_rbuf_f64(&r) == 1.5 && !r.err && r.pos == r.len,
+        CHECKF(gr_rbuf_varlong(&r) == vl[i], "varlong %" PRId64, vl[i]);
+    CHECKF(gr_rbuf_uvarint(&r) == 300 && gr_rbuf_f64(&r) == 1.5 && !r.err && r.pos == r.len,
           "uvarint/f64");
-    CHECK(gr_rbuf_i8(&r) == 0 && r.err == GR_EPROTO, "sticky error at end");
-    CHECK(gr_rbuf_i32(&r) == 0 && r.err == GR_EPROTO, "stays failed");
+    CHECKF(gr_rbuf_i8(&r) == 0 && r.err == GR_EPROTO, "sticky error at end");
+    CHECKF(gr_rbuf_i32(&r) == 0 && r.err == GR_EPROTO, "stays failed");
     /* zigzag: -1 -> 1, 1 -> 2; 300 -> ac 02 */
     gr_wbuf_reset(&w);
     gr_wbuf_varint(&w, -1);
@@ -653,13 +642,13 @@ static void test_primitives(void)
     gr_arena_init(&a);
     for (int i = 0; i < 1000; i++) {
         uint8_t *p = gr_arena_alloc(&a, (size_t)(i % 97) + 1);
-        CHECK(p && ((uintptr_t)p % 8) == 0 && p[0] == 0, "arena alloc");
+        CHECKF(p && ((uintptr_t)p % 8) == 0 && p[0] == 0, "arena alloc");
         p[0] = 1;
     }
-    CHECK(gr_arena_alloc(&a, 3 << 20) != NULL, "big arena block");
-    CHECK(gr_arena_alloc(&a, (size_t)1 << 31) == NULL, "huge arena block refused");
+    CHECKF(gr_arena_alloc(&a, 3 << 20) != NULL, "big arena block");
+    CHECKF(gr_arena_alloc(&a, (size_t)1 << 31) == NULL, "huge arena block refused");
     gr_arena_free(&a);
-    CHECK(a.total == 0 && a.head == NULL, "arena freed");
+    CHECKF(a.total == 0 && a.head == NULL, "arena freed");
 }
 
 int main(void)
@@ -668,8 +657,8 @@ int main(void)
     test_exact_frames();
     test_malformed();
     test_all_apis();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "%d failure(s)\n", test_failures);
         return 1;
     }
     printf("ok\n");

@@ -9,15 +9,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 struct test_op {
     struct gr_delayed_op op; /* first member */
@@ -165,7 +157,7 @@ int main(void) {
     gr_purgatory_free(p);
     CHECK(g_comp == 2 && g_exp == 2 && g_destroyed == 2);
 
-    if (g_fail) fprintf(stderr, "test_purgatory: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_purgatory: %d failures\n", test_failures);
     else printf("test_purgatory: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

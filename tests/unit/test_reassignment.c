@@ -10,15 +10,7 @@
 #include "controller/context.h"
 #include "controller/leader_balance.h"
 #include "controller/reassignment.h"
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define END (-99)
 static int len(const int32_t *v) {
@@ -162,8 +154,8 @@ int main(void) {
     test_reassign_to();
     test_validate();
     test_imbalance();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "%d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_reassignment: ok\n");

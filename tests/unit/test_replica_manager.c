@@ -21,15 +21,7 @@
 #include "net/server.h"
 #include "protocol/codec.h"
 #include "storage/batch.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define TOPIC "t1"
 #define NB 2
@@ -316,7 +308,7 @@ static bool isr_size_is(void *arg) {
 
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
-    gr_apis_register(GR_API_ALTER_ISR, 0, 0, fake_alter_isr);
+    CHECK(gr_apis_set_test_handler(GR_API_ALTER_ISR, fake_alter_isr) == 0);
     for (int i = 0; i < NB; i++) node_start(i);
     update_metadata_all();
 
@@ -412,8 +404,8 @@ int main(void) {
     CHECK(access(path, F_OK) != 0);
 
     for (int i = 0; i < NB; i++) node_stop(i);
-    gr_apis_unregister(GR_API_ALTER_ISR);
-    if (g_fail) fprintf(stderr, "test_replica_manager: %d failures\n", g_fail);
+    gr_apis_set_test_handler(GR_API_ALTER_ISR, NULL);
+    if (test_failures) fprintf(stderr, "test_replica_manager: %d failures\n", test_failures);
     else printf("test_replica_manager: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -5,15 +5,7 @@
 #include <string.h>
 
 #include "common/kerr.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define LAG 10000
 
@@ -171,7 +163,7 @@ int main(void) {
     char buf[64];
     CHECK(strcmp(gr_rs_fmt_ids(buf, sizeof buf, all, 3), "1,2,3") == 0);
 
-    if (g_fail) fprintf(stderr, "test_replica_state: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_replica_state: %d failures\n", test_failures);
     else printf("test_replica_state: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

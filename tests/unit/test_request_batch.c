@@ -15,15 +15,7 @@
 #include "controller/sender.h"
 #include "controller/states.h"
 #include "protocol/codec.h"
-
-static int failures;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 /* ---- recording sender ---- */
 
@@ -267,8 +259,8 @@ static void test_update_metadata_rules(void) {
 int main(void) {
     test_order_and_fanout();
     test_update_metadata_rules();
-    if (failures) {
-        fprintf(stderr, "test_request_batch: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_request_batch: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_request_batch: ok\n");

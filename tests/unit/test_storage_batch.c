@@ -6,15 +6,7 @@
 #include "common/crc32c.h"
 #include "common/kerr.h"
 #include "storage/batch.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 static uint8_t *build_n(int n, int64_t ts0, size_t *len) {
     struct gr_batch_rec recs[64];
@@ -215,7 +207,7 @@ int main(void) {
     test_validate_errors();
     test_multi();
     test_null_and_empty();
-    if (g_fail) fprintf(stderr, "test_storage_batch: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_storage_batch: %d failures\n", test_failures);
     else printf("test_storage_batch: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

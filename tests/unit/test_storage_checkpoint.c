@@ -10,15 +10,7 @@
 #include "common/util.h"
 #include "storage/checkpoint.h"
 #include "storage/log.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
@@ -130,7 +122,7 @@ int main(void) {
     test_meta(root);
     test_epoch_file(root);
     nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    if (g_fail) fprintf(stderr, "test_storage_checkpoint: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_storage_checkpoint: %d failures\n", test_failures);
     else printf("test_storage_checkpoint: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -15,15 +15,7 @@
 #include "common/util.h"
 #include "storage/batch.h"
 #include "storage/log.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            g_fail++;                                                             \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 static char g_root[64];
 
@@ -455,7 +447,7 @@ int main(void) {
     test_truncate_and_epochs();
     test_flush_policy();
     rm_rf(g_root);
-    if (g_fail) fprintf(stderr, "test_storage_log: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_storage_log: %d failures\n", test_failures);
     else printf("test_storage_log: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -23,15 +23,7 @@
 #include "storage/be.h"
 #include "storage/fd_cache.h"
 #include "storage/log.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            __atomic_add_fetch(&g_fail, 1, __ATOMIC_RELAXED);                     \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 #define NLOGS 3000
 #define NHOT 10         /* logs that get many appends (and roll) */
@@ -475,7 +467,7 @@ int main(void) {
 
     setrlimit(RLIMIT_NOFILE, &old_rl);
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    if (g_fail) fprintf(stderr, "test_storage_open_files: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_storage_open_files: %d failures\n", test_failures);
     else printf("test_storage_open_files: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -11,15 +11,7 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/log.h"
-
-static int g_fail;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            __atomic_add_fetch(&g_fail, 1, __ATOMIC_RELAXED);                     \
-        }                                                                         \
-    } while (0)
+#include "support/check.h"
 
 static struct gr_plog *g_log;
 static volatile int g_stop;
@@ -88,7 +80,7 @@ int main(void) {
     CHECK(gr_plog_flush(g_log) == 0);
     gr_plog_close(g_log);
     nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    if (g_fail) fprintf(stderr, "test_storage_threads: %d failures\n", g_fail);
+    if (test_failures) fprintf(stderr, "test_storage_threads: %d failures\n", test_failures);
     else printf("test_storage_threads: ok\n");
-    return g_fail ? 1 : 0;
+    return test_failures ? 1 : 0;
 }

@@ -4,16 +4,7 @@
 
 #include "admin/topic_names.h"
 #include "common/kerr.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "support/check.h"
 
 int main(void)
 {
@@ -51,8 +42,8 @@ int main(void)
     CHECK(gr_topic_is_internal("__transaction_state"));
     CHECK(!gr_topic_is_internal("consumer_offsets"));
 
-    if (failures) {
-        fprintf(stderr, "test_topic_names: %d failure(s)\n", failures);
+    if (test_failures) {
+        fprintf(stderr, "test_topic_names: %d failure(s)\n", test_failures);
         return 1;
     }
     printf("test_topic_names: ok\n");

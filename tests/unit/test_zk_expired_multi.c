@@ -21,16 +21,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "support/check.h"
 #include "zk/backend.h"
-
-static int g_fail;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 /* See test_zk_real.c: libzookeeper-mt may leak a little around session expiry (ASan builds). */
 const char *__lsan_default_suppressions(void);
@@ -144,8 +136,8 @@ int main(void) {
     CHECK(gr_zkb_exists(b, "/never", false, NULL) == GR_ZNONODE);
     gr_zkb_destroy(b);
 
-    if (g_fail) {
-        fprintf(stderr, "test_zk_expired_multi: %d check(s) failed\n", g_fail);
+    if (test_failures) {
+        fprintf(stderr, "test_zk_expired_multi: %d check(s) failed\n", test_failures);
         return 1;
     }
     printf("test_zk_expired_multi: ok\n");

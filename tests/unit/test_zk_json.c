@@ -5,16 +5,8 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "support/check.h"
 #include "zk/kzk.h"
-
-static int g_fail;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 #define DEC(fn, s, ...) fn(s, strlen(s), __VA_ARGS__)
 #define BDEC(s, id, out) gr_kzk_broker_decode(id, s, strlen(s), out)
@@ -373,8 +365,8 @@ int main(void) {
     test_config();
     test_admin();
     test_endpoint();
-    if (g_fail) {
-        fprintf(stderr, "test_zk_json: %d check(s) failed\n", g_fail);
+    if (test_failures) {
+        fprintf(stderr, "test_zk_json: %d check(s) failed\n", test_failures);
         return 1;
     }
     printf("test_zk_json: ok\n");

@@ -16,17 +16,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "support/check.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
-
-static int g_fail;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 static char g_connect[512];
 
@@ -464,8 +456,8 @@ int main(void) {
                                     .connection_timeout_ms = 500};
     CHECK(gr_zk_real_open(&bad, &nb) == GR_ZOPERATIONTIMEOUT && nb == NULL);
 
-    if (g_fail) {
-        fprintf(stderr, "test_zk_real: %d check(s) failed\n", g_fail);
+    if (test_failures) {
+        fprintf(stderr, "test_zk_real: %d check(s) failed\n", test_failures);
         return 1;
     }
     printf("test_zk_real: ok\n");

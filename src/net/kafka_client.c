@@ -1,0 +1,235 @@
+/* The Kafka request/response client: see kafka_client.h. */
+#include "net/kafka_client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "protocol/codec.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+
+struct gr_kafka_client {
+    char *client_id;
+    char *logger;
+    char *prefix; /* log-line prefix */
+    int connect_timeout_ms;
+    int request_timeout_ms;
+    int64_t max_response_bytes;
+    int32_t node_id; /* target */
+    char *host;
+    int port;
+    char peer[300];
+    int32_t corr;
+
+    pthread_mutex_t lock; /* cli pointer and closed (shutdown runs on other threads) */
+    pthread_cond_t cond;  /* closed; CLOCK_MONOTONIC */
+    struct gr_net_client *cli; /* I/O on it only by the owner, without the lock */
+    bool closed;
+};
+
+struct gr_kafka_client *gr_kafka_client_new(const struct gr_kafka_client_config *cfg) {
+    struct gr_kafka_client *kc = gr_calloc(1, sizeof *kc);
+    kc->client_id = gr_strdup(cfg && cfg->client_id ? cfg->client_id : "gregor");
+    kc->logger = gr_strdup(cfg && cfg->logger ? cfg->logger : "net.kafka_client");
+    if (cfg && cfg->log_prefix) {
+        kc->prefix = gr_strdup(cfg->log_prefix);
+    } else {
+        size_t n = strlen(kc->client_id) + 3;
+        kc->prefix = gr_malloc(n);
+        snprintf(kc->prefix, n, "[%s]", kc->client_id);
+    }
+    kc->connect_timeout_ms = cfg && cfg->connect_timeout_ms ? cfg->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
+    kc->request_timeout_ms = cfg && cfg->request_timeout_ms ? cfg->request_timeout_ms : DEFAULT_TIMEOUT_MS;
+    kc->max_response_bytes = cfg ? cfg->max_response_bytes : 0;
+    kc->node_id = -1;
+    pthread_mutex_init(&kc->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&kc->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return kc;
+}
+
+void gr_kafka_client_free(struct gr_kafka_client *kc) {
+    if (!kc) return;
+    gr_kafka_client_disconnect(kc);
+    pthread_cond_destroy(&kc->cond);
+    pthread_mutex_destroy(&kc->lock);
+    free(kc->client_id);
+    free(kc->logger);
+    free(kc->prefix);
+    free(kc->host);
+    free(kc);
+}
+
+void gr_kafka_client_disconnect(struct gr_kafka_client *kc) {
+    pthread_mutex_lock(&kc->lock);
+    struct gr_net_client *cli = kc->cli;
+    kc->cli = NULL;
+    pthread_mutex_unlock(&kc->lock);
+    gr_net_client_close(cli);
+}
+
+void gr_kafka_client_set_target(struct gr_kafka_client *kc, int32_t node_id, const char *host, int port) {
+    if (kc->host && host && node_id == kc->node_id && port == kc->port && strcmp(host, kc->host) == 0) return;
+    gr_kafka_client_disconnect(kc);
+    free(kc->host);
+    kc->host = host ? gr_strdup(host) : NULL;
+    kc->port = port;
+    kc->node_id = node_id;
+    snprintf(kc->peer, sizeof kc->peer, "%s:%d", host ? host : "", port);
+}
+
+bool gr_kafka_client_connected(const struct gr_kafka_client *kc) {
+    /* the owner is the only writer of cli, and the owner is asking */
+    return kc->cli != NULL;
+}
+
+const char *gr_kafka_client_peer(const struct gr_kafka_client *kc) { return kc->peer; }
+
+bool gr_kafka_client_is_shut_down(struct gr_kafka_client *kc) {
+    pthread_mutex_lock(&kc->lock);
+    bool c = kc->closed;
+    pthread_mutex_unlock(&kc->lock);
+    return c;
+}
+
+int gr_kafka_client_connect(struct gr_kafka_client *kc) {
+    if (gr_kafka_client_is_shut_down(kc)) return GR_ECLOSED;
+    if (kc->cli) return 0;
+    if (!kc->host) return -EHOSTUNREACH;
+    struct gr_net_client *cli = NULL;
+    int rc = gr_net_client_connect(kc->host, kc->port, kc->connect_timeout_ms, &cli);
+    if (rc) {
+        gr_debug(kc->logger, "%s cannot connect to node %d (%s): %s", kc->prefix, kc->node_id, kc->peer, gr_strerror(rc));
+        return rc;
+    }
+    if (kc->max_response_bytes > 0) gr_net_client_set_max_response_bytes(cli, kc->max_response_bytes);
+    pthread_mutex_lock(&kc->lock);
+    bool closed = kc->closed;
+    if (!closed) kc->cli = cli;
+    pthread_mutex_unlock(&kc->lock);
+    if (closed) {
+        gr_net_client_close(cli);
+        return GR_ECLOSED;
+    }
+    gr_info(kc->logger, "%s connected to node %d (%s)", kc->prefix, kc->node_id, kc->peer);
+    return 0;
+}
+
+/* gr_kafka_client_call; *retriable false when retrying cannot help (the request cannot be
+ * encoded or framed: nothing was sent); *connected true once a connection was open (the failure,
+ * if any, came from the exchange rather than from connecting). */
+static int call_once(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version, const void *body,
+                     int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame, bool *retriable,
+                     bool *connected) {
+    *retriable = false;
+    *connected = false;
+    *resp = NULL;
+    if (frame) *frame = NULL;
+    struct gr_wbuf w;
+    gr_wbuf_init(&w);
+    int32_t corr = ++kc->corr;
+    int rc = gr_proto_encode_request(api_key, api_version, corr, kc->client_id, body, &w);
+    if (rc) {
+        gr_error(kc->logger, "%s cannot encode request api_key=%d v%d: %s", kc->prefix, api_key, api_version,
+                 gr_proto_strerror(rc));
+        gr_wbuf_free(&w);
+        return rc;
+    }
+    *retriable = true;
+    rc = gr_kafka_client_connect(kc);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rc == 0) {
+        *connected = true;
+        int t = timeout_ms == 0 ? kc->request_timeout_ms : timeout_ms;
+        /* the net client checks the correlation id (GR_EPROTO on a mismatch) */
+        rc = gr_net_client_send_recv(kc->cli, w.p, w.len, &buf, &len, t);
+        if (rc == -EINVAL) *retriable = false; /* a frame the net client refuses */
+    }
+    gr_wbuf_free(&w);
+    if (rc == 0 && !frame) { /* the caller wants the frame in the arena */
+        uint8_t *copy = gr_arena_alloc(a, len);
+        if (copy) memcpy(copy, buf, len);
+        free(buf);
+        buf = copy;
+        rc = copy ? 0 : GR_EPROTO;
+    }
+    if (rc == 0) {
+        int32_t got = -1;
+        rc = gr_proto_decode_response(api_key, api_version, buf, len, a, &got, resp);
+        if (rc == 0 && got != corr) rc = GR_EPROTO;
+        if (rc) {
+            gr_warn(kc->logger, "%s undecodable response (api_key=%d v%d) from node %d (%s): %s", kc->prefix,
+                    api_key, api_version, kc->node_id, kc->peer, gr_proto_strerror(rc));
+            rc = GR_EPROTO;
+        }
+    }
+    if (rc) {
+        if (frame) free(buf);
+        *resp = NULL;
+        gr_kafka_client_disconnect(kc);
+        return rc;
+    }
+    if (frame) *frame = buf;
+    return 0;
+}
+
+int gr_kafka_client_call(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version, const void *body,
+                         int timeout_ms, struct gr_arena *a, void **resp, uint8_t **frame) {
+    bool retriable, connected;
+    return call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable, &connected);
+}
+
+int gr_kafka_client_call_until_answered(struct gr_kafka_client *kc, int16_t api_key, int16_t api_version,
+                                        const void *body, int timeout_ms, int backoff_ms, struct gr_arena *a,
+                                        void **resp, uint8_t **frame) {
+    for (;;) {
+        bool retriable, connected;
+        int rc = call_once(kc, api_key, api_version, body, timeout_ms, a, resp, frame, &retriable, &connected);
+        if (rc == 0 || !retriable) return rc;
+        if (gr_kafka_client_is_shut_down(kc)) return GR_ECLOSED;
+        /* a peer that cannot be reached is retried quietly (DEBUG, logged by connect); a failed
+         * exchange is worth a WARN */
+        if (connected)
+            gr_warn(kc->logger, "%s request api_key=%d v%d to node %d (%s) failed: %s. Reconnecting.", kc->prefix,
+                    api_key, api_version, kc->node_id, kc->peer, gr_strerror(rc));
+        if (gr_kafka_client_backoff(kc, backoff_ms) != 0) return GR_ECLOSED;
+    }
+}
+
+int gr_kafka_client_backoff(struct gr_kafka_client *kc, int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ms < 0) ms = 0;
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&kc->lock);
+    while (!kc->closed)
+        if (pthread_cond_timedwait(&kc->cond, &kc->lock, &ts) == ETIMEDOUT) break;
+    bool closed = kc->closed;
+    pthread_mutex_unlock(&kc->lock);
+    return closed ? GR_ECLOSED : 0;
+}
+
+void gr_kafka_client_shutdown(struct gr_kafka_client *kc) {
+    if (!kc) return;
+    pthread_mutex_lock(&kc->lock);
+    kc->closed = true;
+    if (kc->cli) gr_net_client_shutdown(kc->cli);
+    pthread_cond_broadcast(&kc->cond);
+    pthread_mutex_unlock(&kc->lock);
+}

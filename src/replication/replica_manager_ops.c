@@ -1,0 +1,102 @@
+/* The replica manager's side of its two seams: the ops through which the replica fetchers
+ * (fetcher.h, Kafka's ReplicaFetcherThread over ReplicaManager) and the AlterIsr sender
+ * (alter_isr.h) reach the hosted partitions, the metadata cache and the broker. Those two
+ * modules include nothing of the replica manager or the broker; the dependency runs one way,
+ * from here to them. Declared in replica_internal.h. */
+#include <stdio.h>
+
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "common/config.h"
+#include "replication/replica_internal.h"
+
+/* ---- fetcher ---- */
+
+static gr_fetcher_part *f_get(void *ctx, const char *topic, int32_t partition) {
+    return gr_rm_get_partition(ctx, topic, partition);
+}
+static void f_release(gr_fetcher_part *p) { gr_rm_partition_unref(p); }
+static int32_t f_latest_epoch(gr_fetcher_part *p) { return gr_rm_latest_epoch(p); }
+static int64_t f_log_start(gr_fetcher_part *p) { return gr_rm_log_start_offset(p); }
+static int64_t f_log_end(gr_fetcher_part *p) { return gr_rm_log_end_offset(p); }
+static int64_t f_hw(gr_fetcher_part *p) { return gr_rm_high_watermark(p); }
+static void f_end_for_epoch(gr_fetcher_part *p, int32_t epoch, int64_t *end, int32_t *epoch_out) {
+    gr_rm_end_offset_for_epoch(p, epoch, end, epoch_out);
+}
+static int f_truncate(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, int64_t offset, bool fully) {
+    return gr_rm_follower_truncate(ctx, p, leader_epoch, offset, fully);
+}
+static int f_append(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, const uint8_t *records, size_t len,
+                    int64_t leader_hw) {
+    return gr_rm_follower_append(ctx, p, leader_epoch, records, len, leader_hw);
+}
+
+/* broker_id's endpoint on our inter-broker listener, from the metadata cache. */
+static bool endpoint(struct gr_replica_manager *rm, int32_t broker_id, char *host, size_t hostlen, int32_t *port) {
+    struct gr_broker *b = rm->b;
+    const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
+    return b->metadata &&
+           gr_mdc_get_endpoint(b->metadata, broker_id, l ? l->name : "PLAINTEXT", host, hostlen, port);
+}
+
+static bool f_leader_endpoint(void *ctx, int32_t broker_id, char *host, size_t hostlen, int32_t *port) {
+    return endpoint(ctx, broker_id, host, hostlen, port);
+}
+
+const struct gr_fetcher_ops gr_rm_fetcher_ops = {
+    .get = f_get,
+    .release = f_release,
+    .latest_epoch = f_latest_epoch,
+    .log_start_offset = f_log_start,
+    .log_end_offset = f_log_end,
+    .high_watermark = f_hw,
+    .end_offset_for_epoch = f_end_for_epoch,
+    .truncate = f_truncate,
+    .append = f_append,
+    .leader_endpoint = f_leader_endpoint,
+};
+
+void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher_config *out) {
+    const struct gr_config *cfg = rm->cfg;
+    *out = (struct gr_fetcher_config){
+        .broker_id = rm->broker_id,
+        .backoff_ms = cfg ? cfg->replica_fetch_backoff_ms : 1000,
+        .socket_timeout_ms = cfg ? cfg->replica_socket_timeout_ms : 30000,
+        .wait_max_ms = cfg ? cfg->replica_fetch_wait_max_ms : 500,
+        .min_bytes = cfg ? cfg->replica_fetch_min_bytes : 1,
+        .max_bytes = cfg ? cfg->replica_fetch_max_bytes : 1048576,
+        .response_max_bytes = cfg ? cfg->replica_fetch_response_max_bytes : 10485760,
+    };
+}
+
+/* ---- AlterIsr sender ---- */
+
+static bool a_controller_endpoint(void *ctx, int32_t *id, char *host, size_t hostlen, int32_t *port) {
+    struct gr_replica_manager *rm = ctx;
+    if (!rm->b->metadata) return false;
+    *id = gr_mdc_controller_id(rm->b->metadata);
+    return *id >= 0 && endpoint(rm, *id, host, hostlen, port);
+}
+
+static int64_t a_broker_epoch(void *ctx) {
+    struct gr_replica_manager *rm = ctx;
+    return gr_broker_epoch(rm->b); /* the controller's epoch when attached (broker.h) */
+}
+
+static int a_result(void *ctx, const char *topic, int32_t partition, int16_t error, int32_t leader_epoch,
+                    const int32_t *isr, int nisr, int32_t zk_version) {
+    return gr_rm_alter_isr_result(ctx, topic, partition, error, leader_epoch, isr, nisr, zk_version);
+}
+
+const struct gr_alter_isr_ops gr_rm_alter_isr_ops = {
+    .controller_endpoint = a_controller_endpoint,
+    .broker_epoch = a_broker_epoch,
+    .result = a_result,
+};
+
+void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter_isr_config *out) {
+    *out = (struct gr_alter_isr_config){
+        .broker_id = rm->broker_id,
+        .socket_timeout_ms = rm->cfg ? rm->cfg->controller_socket_timeout_ms : 30000,
+    };
+}

@@ -1,0 +1,196 @@
+"""Feature versioning (KIP-584) as Kafka 2.7: /feature set up by the controller at failover,
+finalized features and their epoch in ApiVersions v3, and the UpdateFeatures API.
+
+No Python client speaks UpdateFeatures or reads ApiVersions' tagged feature fields, so the
+requests are written and read here byte by byte (flexible versions: compact strings and arrays,
+tagged fields), from Kafka 2.7's ApiVersions{Request,Response}.json and UpdateFeatures*.json."""
+
+import json
+import socket
+import struct
+import time
+
+import gregor_harness as H
+
+NONE, NOT_CONTROLLER, INVALID_REQUEST = 0, 41, 42
+
+
+def uvarint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def compact_str(s):
+    if s is None:
+        return uvarint(0)
+    data = s.encode()
+    return uvarint(len(data) + 1) + data
+
+
+class Reader:
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def take(self, n):
+        v = self.d[self.p:self.p + n]
+        assert len(v) == n, "short response"
+        self.p += n
+        return v
+
+    def i8(self): return struct.unpack(">b", self.take(1))[0]
+    def i16(self): return struct.unpack(">h", self.take(2))[0]
+    def i32(self): return struct.unpack(">i", self.take(4))[0]
+    def i64(self): return struct.unpack(">q", self.take(8))[0]
+
+    def uvarint(self):
+        shift = v = 0
+        while True:
+            b = self.take(1)[0]
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+
+    def compact_str(self):
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def tags(self):
+        """{tag: raw bytes}"""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
+
+
+def call(port, api_key, version, body, corr=7):
+    header = struct.pack(">hhi", api_key, version, corr) + struct.pack(">h", 4) + b"test" + uvarint(0)
+    payload = header + body
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        resp = recv_exact(s, size)
+    r = Reader(resp)
+    assert r.i32() == corr
+    return r
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return buf
+
+
+def api_versions_v3(port):
+    """(advertised {key: (min, max)}, finalized epoch, {name: (min, max)})"""
+    r = call(port, 18, 3, compact_str("gregor-test") + compact_str("1.0") + uvarint(0))
+    # ApiVersions responses use response header v0: no header tagged fields.
+    assert r.i16() == NONE
+    keys = {}
+    for _ in range(r.uvarint() - 1):
+        k, lo, hi = r.i16(), r.i16(), r.i16()
+        r.tags()
+        keys[k] = (lo, hi)
+    r.i32()  # throttle
+    tags = r.tags()
+    epoch = struct.unpack(">q", tags[1])[0] if 1 in tags else -1
+    finalized = {}
+    if 2 in tags:
+        f = Reader(tags[2])
+        for _ in range(f.uvarint() - 1):
+            name = f.compact_str()
+            max_level, min_level = f.i16(), f.i16()
+            f.tags()
+            finalized[name] = (min_level, max_level)
+    if 0 in tags:
+        assert Reader(tags[0]).uvarint() - 1 == 0, "a Gregor broker supports no feature"
+    return keys, epoch, finalized
+
+
+def update_features(port, updates, timeout_ms=5000):
+    """updates: [(name, max_level, allow_downgrade)] -> (error, {name: (error, message)})"""
+    body = struct.pack(">i", timeout_ms) + uvarint(len(updates) + 1)
+    for name, level, down in updates:
+        body += compact_str(name) + struct.pack(">hb", level, 1 if down else 0) + uvarint(0)
+    body += uvarint(0)
+    r = call(port, 57, 0, body)
+    r.tags()  # response header v1
+    r.i32()  # throttle
+    err = r.i16()
+    r.compact_str()
+    results = {}
+    for _ in range(r.uvarint() - 1):
+        name, e, msg = r.compact_str(), r.i16(), r.compact_str()
+        r.tags()
+        results[name] = (e, msg)
+    return err, results
+
+
+def feature_znode(cluster):
+    data, stat = cluster.zk.get("/feature")
+    return json.loads(data), stat.version
+
+
+def test_feature_znode_api_versions_and_update_features(cluster):
+    ctl = cluster.wait_controller()["brokerid"]
+    H.wait_for(lambda: cluster.zk.exists("/feature"), 20, "/feature created at failover")
+    node, version = feature_znode(cluster)
+    assert node == {"version": 1, "status": 1, "features": {}}, node
+
+    for b in cluster.brokers.values():
+        keys, epoch, finalized = api_versions_v3(b.port)
+        assert keys.get(57) == (0, 0), "UpdateFeatures v0 advertised"
+        H.wait_for(lambda: api_versions_v3(b.port)[1] == version, 10, f"broker {b.id} finalized epoch {version}")
+        assert api_versions_v3(b.port)[2] == {}
+
+    # A finalized feature written by someone else reaches every broker through its watch.
+    written = {"version": 1, "status": 1,
+               "features": {"test.feature": {"min_version_level": 1, "max_version_level": 2}}}
+    cluster.zk.set("/feature", json.dumps(written).encode())
+    _, version = feature_znode(cluster)
+    for b in cluster.brokers.values():
+        H.wait_for(lambda: api_versions_v3(b.port)[1:] == (version, {"test.feature": (1, 2)}), 10,
+                   f"broker {b.id} sees test.feature at epoch {version}")
+
+    other = next(b for b in cluster.brokers.values() if b.id != ctl)
+    assert update_features(other.port, [("x", 1, False)]) == (NOT_CONTROLLER, {})
+
+    err, res = update_features(cluster[ctl].port, [
+        ("x", 1, False),                 # not supported by a 2.7 broker
+        ("test.feature", 2, False),      # same value
+        ("", 1, False),                  # empty name
+    ])
+    assert err == NONE
+    assert res["x"][0] == INVALID_REQUEST and "not supported" in res["x"][1], res
+    assert res["test.feature"][0] == INVALID_REQUEST and "same value" in res["test.feature"][1], res
+    assert res[""][0] == INVALID_REQUEST, res
+    assert feature_znode(cluster)[1] == version, "nothing valid: /feature not written"
+
+    err, res = update_features(cluster[ctl].port, [("test.feature", 0, True)])  # delete
+    assert (err, res) == (NONE, {"test.feature": (NONE, None)})
+    node, version = feature_znode(cluster)
+    assert node == {"version": 1, "status": 1, "features": {}}, node
+    for b in cluster.brokers.values():
+        H.wait_for(lambda: api_versions_v3(b.port)[1:] == (version, {}), 10, f"broker {b.id} epoch {version}")
+
+
+def test_failover_enables_a_disabled_feature_znode(cluster):
+    old = cluster.wait_controller()
+    H.wait_for(lambda: cluster.zk.exists("/feature"), 20, "/feature created at failover")
+    disabled = {"version": 1, "status": 0, "features": {}}
+    cluster.zk.set("/feature", json.dumps(disabled).encode())
+    for b in cluster.brokers.values():
+        H.wait_for(lambda: api_versions_v3(b.port)[1] == -1, 10, f"broker {b.id} drops a disabled /feature")
+    cluster[old["brokerid"]].stop()
+    cluster.wait_new_controller(old["_stat"].czxid, timeout=30)
+    H.wait_for(lambda: feature_znode(cluster)[0]["status"] == 1, 20, "the new controller enables /feature")
