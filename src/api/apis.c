@@ -68,6 +68,7 @@ void gr_apis_register_builtin(void)
     gr_apis_register(GR_API_LEADER_AND_ISR, 0, 4, gr_handle_leader_and_isr);
     gr_apis_register(GR_API_STOP_REPLICA, 0, 3, gr_handle_stop_replica);
     gr_apis_register(GR_API_UPDATE_METADATA, 0, 6, gr_handle_update_metadata);
+    gr_apis_register(GR_API_INIT_PRODUCER_ID, 0, 4, gr_handle_init_producer_id);
 }
 
 void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena *a)

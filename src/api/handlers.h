@@ -19,5 +19,8 @@ void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
                             const struct gr_req_header *hdr, void *body);
 void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
                                const struct gr_req_header *hdr, void *body);
+/* InitProducerId (handle_init_producer_id.c); uses b->producer_id_manager. */
+void gr_handle_init_producer_id(struct gr_broker *b, struct gr_api_req *req,
+                                const struct gr_req_header *hdr, void *body);
 
 #endif

@@ -30,6 +30,7 @@ struct gr_partitions;
 struct gr_partition_state;
 struct gr_topic_admin;
 struct gr_broker;
+struct gr_pidm;
 
 /* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
  * I/O thread WITH the partition registry's state-change lock held (do not call gr_partitions_*
@@ -79,6 +80,8 @@ struct gr_broker {
     struct gr_replica_hooks hooks;
     void *replica_manager;
     void *group_coordinator;
+    struct gr_pidm *producer_id_manager; /* coordinator/producer_id_manager.h; NULL: InitProducerId
+                                          * answers COORDINATOR_NOT_AVAILABLE */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

@@ -19,6 +19,7 @@
 #include "api/apis.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
+#include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
 #include "replication/log_dir_failure.h"
 #include "replication/replica_manager.h"
@@ -383,6 +384,13 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* Producer ids for InitProducerId: claim this broker's first block now, as Kafka's
+     * transaction coordinator does at start-up (a failure is retried on the first request). */
+    s->broker->producer_id_manager = gr_pidm_new(s->kzk, s->broker_id);
+    if ((rc = gr_pidm_claim(s->broker->producer_id_manager)) != 0)
+        slog(s, GR_LOG_WARN, "Cannot claim a producer id block yet: %s", gr_kzk_strerror(rc));
+    rc = 0;
+
     /* controller-only APIs served through the controller's event queue */
     gr_ctrl_alter_isr_register_api();
     gr_controlled_shutdown_register_api();
@@ -504,6 +512,8 @@ void gr_server_shutdown(struct gr_server *s) {
         s->replicas = NULL;
     }
     if (s->broker) {
+        gr_pidm_free(s->broker->producer_id_manager);
+        s->broker->producer_id_manager = NULL;
         gr_broker_free(s->broker);
         s->broker = NULL;
     }
