@@ -1,7 +1,9 @@
 """Idempotent producer (issue 10): InitProducerId over the wire, producer-id blocks in ZooKeeper
 with Kafka's JSON, confluent-kafka and kcat with enable.idempotence=true reading back every
-record exactly once and in order, and the partition leader SIGKILLed and restarted twice while an
-idempotent producer sends (no duplicates, no gaps, no fatal producer error)."""
+record exactly once and in order, the partition leader frozen, SIGKILLed and restarted twice
+while an idempotent producer sends (no duplicates, no gaps, no fatal producer error), and
+retries after lost acks on the same leader. The last two fail (duplicates) when the broker does
+not deduplicate: checked by disabling the duplicate check in src/storage/log.c."""
 
 import json
 import os
@@ -246,6 +248,7 @@ def test_leader_sigkilled_twice_while_producing(cluster_factory, zk_connect):
     def writer():
         p = Producer({"bootstrap.servers": all_brokers(cluster), "enable.idempotence": True, "acks": "all",
                       "linger.ms": 5, "message.timeout.ms": 180000, "error_cb": on_error,
+                      "request.timeout.ms": 3000,
                       "topic.metadata.refresh.interval.ms": 1000})
         i = 0
         while not stop.is_set() and not fatal:
@@ -269,9 +272,13 @@ def test_leader_sigkilled_twice_while_producing(cluster_factory, zk_connect):
     try:
         time.sleep(2)
         for _ in range(2):
+            # Freeze the leader first: its followers hold the batches of their last fetch, which
+            # the frozen leader never acknowledges, so the producer resends them to the new leader
+            # (which must recognise them from the state it replicated). Then SIGKILL it.
             victim = state(cluster, "fo", 0)["leader"]
-            cluster[victim].kill()
+            cluster[victim].pause()
             H.wait_for(lambda: state(cluster, "fo", 0)["leader"] not in (victim, -1), 30, "a new leader")
+            cluster[victim].kill()
             time.sleep(2)
             cluster[victim].start()
             for part in range(parts):
@@ -289,3 +296,42 @@ def test_leader_sigkilled_twice_while_producing(cluster_factory, zk_connect):
     assert total > 1000
     got = consume_all(cluster, "fo", parts, total, timeout=90)
     check_exactly_once(got, sent)
+
+
+def test_retries_after_lost_acks_are_not_appended_twice(cluster_factory, zk_connect):
+    """A follower paused past the producer's request.timeout.ms (but within
+    replica.lag.time.max.ms) keeps acks=all requests waiting; the producer times them out and
+    resends the same batches to the same leader, which must answer them from its producer state
+    instead of appending them again."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "lost", 1)
+    H.wait_for(lambda: len(state(cluster, "lost")["isr"]) == 3, 30, "full ISR")
+    st = state(cluster, "lost")
+    follower = [b for b in st["isr"] if b != st["leader"]][0]
+    p = Producer({"bootstrap.servers": all_brokers(cluster), "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "request.timeout.ms": 1000, "message.timeout.ms": 120000,
+                  "retry.backoff.ms": 100})
+    errs, n = [], [0]
+
+    def send(k):
+        for _ in range(k):
+            p.produce("lost", f"0-{n[0]}".encode(), partition=0, on_delivery=lambda e, m: e and errs.append(e))
+            n[0] += 1
+        p.poll(0)
+
+    send(200)
+    p.flush(30)
+    for _ in range(2):
+        cluster[follower].pause()
+        try:
+            end = time.time() + 2.5
+            while time.time() < end:
+                send(20)
+                time.sleep(0.05)
+        finally:
+            cluster[follower].resume()
+        H.wait_for(lambda: len(state(cluster, "lost")["isr"]) == 3, 60, "full ISR again")
+    assert p.flush(120) == 0
+    assert errs == [], errs[:5]
+    got = consume_all(cluster, "lost", 1, n[0])
+    check_exactly_once(got, {0: n[0]})
