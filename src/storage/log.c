@@ -564,6 +564,7 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
             info->last_offset = dup.last_offset;
             info->max_timestamp = dup.timestamp;
             info->offset_of_max_timestamp = dup.last_offset;
+            info->log_append_time = dup.timestamp; /* Kafka answers a duplicate with it */
             pthread_mutex_unlock(&log->mu);
             return 0;
         }

@@ -88,7 +88,8 @@ struct gr_append_info {
     int64_t offset_of_max_timestamp;
     int64_t record_count;      /* records appended */
     int32_t batch_count;
-    int64_t log_append_time;   /* always -1 (CreateTime); kept for the Produce response */
+    int64_t log_append_time;   /* -1 (CreateTime), except for a duplicate idempotent batch: its
+                                  cached maxTimestamp, as Kafka 2.7 answers (Log.append) */
     int64_t log_start_offset;  /* after the append */
 };
 

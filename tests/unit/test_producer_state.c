@@ -98,6 +98,18 @@ static void test_sequence_rules(void) {
     CHECK(produce(log, 1000, 0, 0, 3, &f, &l) == GR_KERR_NONE && f == 0 && l == 2);
     CHECK(produce(log, 1000, 0, 3, 2, &f, &l) == GR_KERR_NONE && f == 3 && l == 4);
     CHECK(gr_plog_end_offset(log) == 5);
+    {   /* the duplicate's answer carries the original batch's maxTimestamp as log append time */
+        size_t len;
+        uint8_t *b = mk(1000, 0, 3, 2, &len);
+        struct gr_append_info info;
+        CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0 && info.error == GR_KERR_NONE &&
+              info.first_offset == 3 && info.log_append_time == g_ts + 1 && info.record_count == 0);
+        free(b);
+        b = mk(1000, 0, 5, 1, &len); /* a fresh append answers -1 */
+        CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0 && info.log_append_time == -1);
+        free(b);
+        CHECK(gr_plog_truncate_to(log, 5) == 0);
+    }
     /* same first seq but a different last seq is not a duplicate: out of order */
     CHECK(produce(log, 1000, 0, 3, 1, NULL, NULL) == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
     /* five more batches push seq 0-2 and 3-4 out of the window of 5 */
