@@ -335,3 +335,57 @@ def test_retries_after_lost_acks_are_not_appended_twice(cluster_factory, zk_conn
     assert errs == [], errs[:5]
     got = consume_all(cluster, "lost", 1, n[0])
     check_exactly_once(got, {0: n[0]})
+
+
+def test_producer_state_survives_restarts(cluster_factory, zk_connect):
+    """A clean shutdown writes `<log end offset>.snapshot` in Kafka's layout; after a restart (clean,
+    then SIGKILL) the broker still recognises retries of the batches it had acknowledged."""
+    from test_malformed import crc32c, parse_produce_v3, produce_v3, record_batch, Conn, next_corr
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    create(cluster, "snap", 1, rf=1)
+    b = cluster[1]
+
+    def send(values, seq, epoch=0):
+        conn = Conn(b.port)
+        try:
+            corr = next_corr()
+            conn.send(produce_v3(corr, "snap", 0, record_batch(values, pid=4242, epoch=epoch, seq=seq), acks=-1))
+            return parse_produce_v3(conn.recv_frame(), corr)[("snap", 0)]
+        finally:
+            conn.close()
+
+    def restart(kill):
+        if kill:
+            b.kill()
+        else:
+            b.stop()
+        b.start()
+        cluster.wait_registered([1])
+        # the probe (a new epoch at a non-zero sequence) is refused while the state is known
+        H.wait_for(lambda: _answers(send, [b"probe"], 99999, epoch=7), 30, "the partition led again")
+
+    assert send([b"a", b"b", b"c"], 0) == (0, 0)
+    assert send([b"d", b"e"], 3) == (0, 3)
+    b.stop()
+    snap = os.path.join(b.logdir, "snap-0", "%020d.snapshot" % 5)
+    data = open(snap, "rb").read()
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    assert version == 1 and count == 1 and len(data) == 10 + 46 and crc == crc32c(data[6:]), data
+    pid, epoch, last_seq, last_off, delta, _ts, coord, txn = struct.unpack_from(">qhiqiqiq", data, 10)
+    assert (pid, epoch, last_seq, last_off, delta, coord, txn) == (4242, 0, 4, 4, 1, -1, -1)
+    b.start()
+    cluster.wait_registered([1])
+    H.wait_for(lambda: _answers(send, [b"d", b"e"], 3), 30, "the partition led again")
+    assert send([b"d", b"e"], 3) == (0, 3)   # duplicate, from the snapshot
+    assert send([b"f"], 5) == (0, 5)
+    assert send([b"x"], 9)[0] == 45          # gap
+    restart(kill=True)                       # crash: snapshot at 5, then replay of offset 5..
+    assert send([b"f"], 5) == (0, 5)         # duplicate, from the replayed log
+    assert send([b"g"], 6)[0] == 0
+
+
+def _answers(send, values, seq, epoch=0):
+    try:
+        return send(values, seq, epoch)[0] in (0, 45, 47)
+    except OSError:
+        return False
