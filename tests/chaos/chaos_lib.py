@@ -223,12 +223,21 @@ class Workload:
         fatal = threading.Event()
 
         def on_error(e):
-            if e.fatal():
+            if e.fatal() and not fatal.is_set():
                 fatal.set()
                 with self.ledger.lock:
                     self.fatal_errors.append(f"producer {i}: {e}")
                 if not self.tolerate_fatal:
                     self.errors.append(f"fatal producer error: {e}")
+
+        def fatal_exc(exc):
+            """A KafkaException carrying a fatal error (raised by produce/poll/flush, possibly
+            before error_cb ran): recorded like error_cb does. True if it was fatal."""
+            err = exc.args[0] if exc.args else None
+            if err is not None and hasattr(err, "fatal") and err.fatal():
+                on_error(err)
+                return True
+            return False
 
         def make():
             return Producer({
@@ -261,33 +270,45 @@ class Workload:
                         pass
                     fatal.clear()
                     p = make()
-                part = self.partitions[seq % len(self.partitions)]
-                v = self._value(i, seq)
                 try:
-                    p.produce(self.topic, v, partition=part, on_delivery=self.ledger.on_delivery)
-                    self.ledger.on_send(v, part)
-                    seq += 1
-                except BufferError:
-                    p.poll(0.05)
-                    continue
+                    part = self.partitions[seq % len(self.partitions)]
+                    v = self._value(i, seq)
+                    try:
+                        p.produce(self.topic, v, partition=part, on_delivery=self.ledger.on_delivery)
+                        self.ledger.on_send(v, part)
+                        seq += 1
+                    except BufferError:
+                        p.poll(0.05)
+                        continue
+                    except KafkaException as e:
+                        if fatal_exc(e):
+                            continue
+                        # librdkafka refuses a produce while the topic's metadata carries an error,
+                        # e.g. INVALID_REPLICATION_FACTOR from a broker whose metadata cache does not
+                        # know the topic yet (a just-restarted broker tried to auto-create it).
+                        # Counted and reported, then retried: not a safety question.
+                        k = e.args[0].name() if e.args else str(e)
+                        with self.ledger.lock:
+                            self.produce_errors[k] = self.produce_errors.get(k, 0) + 1
+                        p.poll(0.1)
+                        continue
+                    p.poll(0)
+                    next_t += interval
+                    d = next_t - time.monotonic()
+                    if d > 0:
+                        time.sleep(d)
+                    elif d < -1:
+                        next_t = time.monotonic()
                 except KafkaException as e:
-                    # librdkafka refuses a produce while the topic's metadata carries an error,
-                    # e.g. INVALID_REPLICATION_FACTOR from a broker whose metadata cache does not
-                    # know the topic yet (a just-restarted broker tried to auto-create it).
-                    # Counted and reported, then retried: not a safety question.
-                    k = e.args[0].name() if e.args else str(e)
-                    with self.ledger.lock:
-                        self.produce_errors[k] = self.produce_errors.get(k, 0) + 1
-                    p.poll(0.1)
-                    continue
-                p.poll(0)
-                next_t += interval
-                d = next_t - time.monotonic()
-                if d > 0:
-                    time.sleep(d)
-                elif d < -1:
-                    next_t = time.monotonic()
-            left = p.flush(70)
+                    # poll() of a producer that hit a fatal error: recreated at the top
+                    if not (fatal_exc(e) and self.tolerate_fatal):
+                        raise
+            try:
+                left = p.flush(70)
+            except KafkaException as e:
+                if not (fatal_exc(e) and self.tolerate_fatal):
+                    raise
+                left = 0  # a fatal producer's messages all got failed delivery reports
             with self.ledger.lock:
                 self.unflushed += left
         except Exception as e:  # surfaced by stop()
