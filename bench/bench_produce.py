@@ -6,10 +6,11 @@ in-memory mock cluster (same client, same settings), plus the brokers' idle and 
         [--pids run/broker-1.pid,run/broker-2.pid,run/broker-3.pid] [--records 200000]
     bench/bench_produce.py --mock-only
 
-For each (record size 100 B / 1 KiB) x (acks 1 / all) on a fresh RF-3 topic (1 partition, so the
-numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
+For each (record size 100 B / 1 KiB) x (acks 1 / all / all with enable.idempotence, "all+i") on a
+fresh RF-3 topic (1 partition, so the numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
 to delivery report, so it includes batching: linger.ms=1), then records/s consumed from the
-beginning. Prints a table; nothing is asserted. Uses confluent-kafka (Debian's python3-confluent-kafka).
+beginning. Prints a table, then the idempotent / non-idempotent acks=all produce ratio per size;
+nothing is asserted. Uses confluent-kafka (Debian's python3-confluent-kafka).
 The mock cluster keeps at most ~5 MiB or 100k messages per partition, so use --records <= 100000
 for a fair side by side at 1 KiB.
 """
@@ -76,9 +77,10 @@ def make_topic(conf, mock):
     return name
 
 
-def run_produce(conf, topic, n, size, acks):
+def run_produce(conf, topic, n, size, acks, idempotent=False):
     p = Producer(dict(conf, acks=acks, **{"linger.ms": 1, "queue.buffering.max.messages": 1000000,
-                                          "queue.buffering.max.kbytes": 1048576}))
+                                          "queue.buffering.max.kbytes": 1048576,
+                                          "enable.idempotence": idempotent}))
     payload = os.urandom(size)
     lat = []
     t_start = time.perf_counter()
@@ -134,11 +136,11 @@ def bench(args, mock, pids):
     rows = []
     idle = [rss_kib(p) for p in pids]
     for size in (100, 1024):
-        for acks in ("1", "all"):
+        for acks, idem in (("1", False), ("all", False), ("all", True)):
             topic = make_topic(conf, mock)
-            rps, mbps, p50, p99, ok = run_produce(conf, topic, args.records, size, acks)
+            rps, mbps, p50, p99, ok = run_produce(conf, topic, args.records, size, acks, idem)
             crps = run_consume(conf, topic, ok)
-            rows.append((label, size, acks, ok, rps, mbps, p50, p99, crps))
+            rows.append((label, size, acks + ("+i" if idem else ""), ok, rps, mbps, p50, p99, crps))
     loaded = [rss_kib(p) for p in pids]
     return rows, idle, loaded
 
@@ -164,6 +166,11 @@ def main():
           f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11}")
     for (label, size, acks, ok, rps, mbps, p50, p99, crps) in rows:
         print(f"{label:7} {size:5} {acks:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} {crps:11.0f}")
+    by = {(r[0], r[1], r[2]): r[4] for r in rows}
+    for (label, size, acks), rps in by.items():
+        if acks == "all+i" and by.get((label, size, "all")):
+            print(f"{label} {size} B: idempotent acks=all = {100 * rps / by[(label, size, 'all')]:.1f}% "
+                  f"of non-idempotent acks=all")
     if rss:
         pids, idle, loaded = rss
         for pid, a, b in zip(pids, idle, loaded):

@@ -3,7 +3,11 @@
  * CORRUPT_MESSAGE, a batch above max.message.bytes MESSAGE_TOO_LARGE. acks 0/1 answer after
  * the local append; acks -1 waits in the produce purgatory (replica_manager.c). acks 0 never
  * answers; if any partition failed the connection is closed, as Kafka does, so the producer
- * notices. */
+ * notices. Idempotent batches (producerId >= 0) are checked against the partition's producer
+ * state (storage/log.h): a retry of a cached batch is answered NONE with its original base offset
+ * (and, as Kafka 2.7, its maxTimestamp as LogAppendTimeMs) without being appended -- with acks -1
+ * it still waits until the high watermark passes it; OUT_OF_ORDER_SEQUENCE_NUMBER,
+ * INVALID_PRODUCER_EPOCH or INVALID_TXN_STATE otherwise. */
 #include <stdio.h>
 #include <string.h>
 
@@ -58,7 +62,7 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
             pr->PartitionIndex = pp->partition;
             pr->ErrorCode = pp->error;
             pr->BaseOffset = pp->error == GR_KERR_NONE ? pp->base_offset : -1;
-            pr->LogAppendTimeMs = -1;
+            pr->LogAppendTimeMs = pp->error == GR_KERR_NONE ? pp->log_append_time : -1;
             pr->LogStartOffset = pp->error == GR_KERR_NONE ? pp->log_start_offset : -1;
             pr->RecordErrorsCount = 0;
             pr->RecordErrors = NULL;
@@ -93,6 +97,7 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             pp->records_len = pd->Records.len > 0 ? (size_t)pd->Records.len : 0;
             pp->base_offset = -1;
             pp->log_start_offset = -1;
+            pp->log_append_time = -1;
             if (!acks_ok)
                 pp->error = GR_KERR_INVALID_REQUIRED_ACKS;
             else if (!rm)

@@ -36,6 +36,8 @@ GR_API_HANDLER(gr_handle_delete_groups);
 GR_API_HANDLER(gr_handle_create_topics);
 GR_API_HANDLER(gr_handle_create_partitions);
 GR_API_HANDLER(gr_handle_delete_topics);
+/* handle_init_producer_id.c: uses b->producer_id_manager */
+GR_API_HANDLER(gr_handle_init_producer_id);
 /* requests to the controller, through controller/requests.h: handle_controlled_shutdown.c,
  * handle_alter_isr.c, handle_elect_leaders.c, handle_reassignments.c */
 GR_API_HANDLER(gr_handle_controlled_shutdown);

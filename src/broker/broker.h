@@ -34,6 +34,7 @@ struct gr_topic_admin;
 struct gr_replica_manager;
 struct gr_group_coordinator;
 struct gr_broker;
+struct gr_pidm;
 
 /* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
  * I/O thread WITH the partition registry's state-change lock held (do not call gr_partitions_*
@@ -86,6 +87,8 @@ struct gr_broker {
     /* broker/finalized_features.h; set once the broker has started (atomic: ApiVersions reads it
      * from I/O threads before that); NULL answers "no finalized features". */
     struct gr_finalized_features *_Atomic finalized_features;
+    struct gr_pidm *producer_id_manager; /* coordinator/producer_id_manager.h; NULL: InitProducerId
+                                          * answers COORDINATOR_NOT_AVAILABLE */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

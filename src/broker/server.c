@@ -20,6 +20,7 @@
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
+#include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
 #include "replication/log_dir_failure.h"
 #include "replication/replica_manager.h"
@@ -380,6 +381,13 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* Producer ids for InitProducerId: claim this broker's first block now, as Kafka's
+     * transaction coordinator does at start-up (a failure is retried on the first request). */
+    s->broker->producer_id_manager = gr_pidm_new(s->kzk, s->broker_id);
+    if ((rc = gr_pidm_claim(s->broker->producer_id_manager)) != 0)
+        slog(s, GR_LOG_WARN, "Cannot claim a producer id block yet: %s", gr_kzk_strerror(rc));
+    rc = 0;
+
     /* Every API of the table (api/apis.c) can be served from here on. */
     if ((rc = start_network(s)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
@@ -501,6 +509,8 @@ void gr_server_shutdown(struct gr_server *s) {
         s->replicas = NULL;
     }
     if (s->broker) {
+        gr_pidm_free(s->broker->producer_id_manager);
+        s->broker->producer_id_manager = NULL;
         gr_broker_free(s->broker);
         s->broker = NULL;
     }

@@ -93,6 +93,8 @@ static const struct cfg_key keys[] = {
     {"group.initial.rebalance.delay.ms", T_INT, F(group_initial_rebalance_delay_ms), "3000", 0, INT32_MAX},
     {"group.min.session.timeout.ms", T_INT, F(group_min_session_timeout_ms), "6000", 0, INT32_MAX},
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
+    /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */
+    {"transactional.id.expiration.ms", T_INT, F(transactional_id_expiration_ms), "604800000", 1, INT32_MAX},
 };
 
 /* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */

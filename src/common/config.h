@@ -98,6 +98,7 @@ struct gr_config {
     int32_t group_initial_rebalance_delay_ms;
     int32_t group_min_session_timeout_ms;
     int32_t group_max_session_timeout_ms;
+    int32_t transactional_id_expiration_ms;
 
     /* private to config.c: log.dirs was given, so log.dir is ignored */
     bool log_dirs_explicit;

@@ -587,6 +587,7 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
     pp->required_offset = -1;
     pp->base_offset = -1;
     pp->log_start_offset = -1;
+    pp->log_append_time = -1;
     struct gr_rm_partition *p = gr_rm_get_partition(rm, pp->topic, pp->partition);
     if (!p) {
         pp->error = gr_rm_not_hosted_error(rm, pp->topic, pp->partition);
@@ -613,8 +614,9 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
             err = info.error;
         }
         if (err == GR_KERR_NONE) {
-            pp->base_offset = info.first_offset;
+            pp->base_offset = info.first_offset; /* a duplicate's original offsets */
             pp->log_start_offset = info.log_start_offset;
+            pp->log_append_time = info.log_append_time;
             if (acks == -1) pp->required_offset = info.last_offset + 1;
             moved = maybe_increment_hw_locked(rm, p, gr_mono_ms());
         }

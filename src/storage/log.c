@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "storage/batch.h"
 #include "storage/epoch_cache.h"
+#include "storage/producer_state.h"
 #include "storage/segment.h"
 
 #define LOGGER "storage.log"
@@ -33,6 +34,8 @@ struct gr_plog {
     struct gr_epoch_cache ec;
     int64_t unflushed_messages;
     int64_t last_flush_ms; /* gr_mono_ms() */
+    struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
+    int64_t last_expiry_check_ms; /* gr_mono_ms() */
 };
 
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
@@ -42,11 +45,13 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->max_message_bytes = 1048588;
     cfg->flush_messages = INT64_MAX;
     cfg->flush_ms = INT64_MAX;
+    cfg->producer_id_expiration_ms = GR_PSTATE_DEFAULT_EXPIRATION_MS;
 }
 
 static int check_config(const struct gr_plog_config *cfg) {
     if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
-        cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0)
+        cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
+        cfg->producer_id_expiration_ms <= 0)
         return GR_ECONFIG;
     return 0;
 }
@@ -187,6 +192,99 @@ static int load_segments(struct gr_plog *log, int64_t recovery_point) {
     return 0;
 }
 
+/* ---- producer state ---- */
+
+static size_t seg_for_offset(struct gr_plog *log, int64_t offset);
+
+/* Feeds the batches in [map end, to) into the producer state (Replication origin, as Kafka's
+ * loadProducersFromLog), then sets the map end offset to `to`. */
+static int replay_producer_state(struct gr_plog *log, int64_t to) {
+    int64_t from = GR_MAX(gr_pstate_map_end_offset(log->ps), log->log_start_offset);
+    int rc = 0;
+    for (size_t i = seg_for_offset(log, from); rc == 0 && i < log->n_segs && from < to; i++) {
+        struct gr_segment *seg = log->segs[i];
+        int64_t pos;
+        rc = gr_segment_find(seg, from, &pos);
+        while (rc == 0 && pos < seg->size) {
+            uint8_t *data = NULL;
+            size_t len = 0;
+            int64_t first, next;
+            rc = gr_segment_read(seg, pos, 4 << 20, -1, true, &data, &len, &first, &next);
+            if (rc || len == 0) {
+                free(data);
+                break;
+            }
+            /* whole batches only; skip those entirely below `from`, stop at `to` */
+            struct gr_batch_iter it;
+            struct gr_batch_info bi;
+            const uint8_t *bp;
+            size_t a = 0, b = 0;
+            gr_batch_iter_init(&it, data, len);
+            while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
+                size_t at = (size_t)(bp - data);
+                if (gr_batch_info_last_offset(&bi) < from) a = at + bi.size;
+                else if (bi.BaseOffset < to) b = at + bi.size;
+            }
+            if (b > a) gr_pstate_load_batches(log->ps, data + a, b - a, gr_pstate_map_end_offset(log->ps));
+            pos += (int64_t)len;
+            free(data);
+            if (next >= to) break;
+        }
+    }
+    gr_pstate_set_map_end_offset(log->ps, to);
+    return rc;
+}
+
+/* Kafka's Log.rebuildProducerState(lastOffset): drop snapshots outside (log start, last_offset],
+ * reload the newest one when the state does not end at last_offset, replay the log up to it,
+ * then snapshot. Skips the replay when there were no producers and nothing to undo. */
+static int rebuild_producer_state(struct gr_plog *log, int64_t last_offset) {
+    struct gr_pstate *ps = log->ps;
+    bool empty_before = gr_pstate_producer_count(ps) == 0 && gr_pstate_map_end_offset(ps) >= last_offset;
+    gr_pstate_delete_snapshots_out_of_range(ps, log->log_start_offset, last_offset);
+    if (last_offset != gr_pstate_map_end_offset(ps))
+        gr_pstate_load_latest_snapshot(ps, log->log_start_offset, gr_wall_ms());
+    else
+        gr_pstate_truncate_head(ps, log->log_start_offset);
+    int rc = 0;
+    if (last_offset > gr_pstate_map_end_offset(ps) && !empty_before) {
+        gr_info(LOGGER, "loading producer state of '%s' from offset %" PRId64 " to %" PRId64, log->dir,
+                GR_MAX(gr_pstate_map_end_offset(ps), log->log_start_offset), last_offset);
+        rc = replay_producer_state(log, last_offset);
+    }
+    gr_pstate_set_map_end_offset(ps, last_offset);
+    gr_pstate_take_snapshot(ps);
+    return rc;
+}
+
+static void maybe_expire_producers(struct gr_plog *log) {
+    int64_t now = gr_mono_ms();
+    if (now - log->last_expiry_check_ms < GR_PSTATE_EXPIRATION_CHECK_INTERVAL_MS) return;
+    log->last_expiry_check_ms = now;
+    gr_pstate_remove_expired(log->ps, gr_wall_ms());
+}
+
+bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out) {
+    pthread_mutex_lock(&log->mu);
+    bool found = gr_pstate_lookup(log->ps, producer_id, out);
+    pthread_mutex_unlock(&log->mu);
+    return found;
+}
+
+int gr_plog_producer_count(struct gr_plog *log) {
+    pthread_mutex_lock(&log->mu);
+    int n = gr_pstate_producer_count(log->ps);
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
+int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
+    pthread_mutex_lock(&log->mu);
+    int n = gr_pstate_remove_expired(log->ps, now_ms);
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
 int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point, struct gr_plog **out) {
     *out = NULL;
     int rc = check_config(cfg);
@@ -221,6 +319,14 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     log->recovery_point = leo(log);
     gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
     gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+    log->ps = gr_pstate_new(dir, cfg->producer_id_expiration_ms);
+    log->last_expiry_check_ms = gr_mono_ms();
+    rc = rebuild_producer_state(log, leo(log));
+    if (rc) {
+        gr_error(LOGGER, "cannot load the producer state of '%s': %s", dir, gr_strerror(rc));
+        close_log(log, false);
+        return rc;
+    }
     gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
             dir, log->n_segs, log->log_start_offset, leo(log));
     *out = log;
@@ -230,6 +336,11 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
 /* Frees the log; `persist`: first write index entries not yet in the .index files. */
 static void close_log(struct gr_plog *log, bool persist) {
     if (!log) return;
+    /* Kafka's Log.close: a producer snapshot at the log end offset, so that the next start
+     * need not scan the log. */
+    if (persist && log->ps && log->n_segs && gr_pstate_map_end_offset(log->ps) == leo(log))
+        gr_pstate_take_snapshot(log->ps);
+    gr_pstate_free(log->ps);
     for (size_t i = 0; i < log->n_segs; i++) {
         if (persist) gr_segment_persist_index(log->segs[i]);
         gr_segment_free(log->segs[i]);
@@ -276,6 +387,7 @@ int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     if (rc) return rc;
     pthread_mutex_lock(&log->mu);
     log->cfg = *cfg;
+    gr_pstate_set_expiration_ms(log->ps, cfg->producer_id_expiration_ms);
     pthread_mutex_unlock(&log->mu);
     return 0;
 }
@@ -320,6 +432,10 @@ static int roll(struct gr_plog *log) {
     if (old->size == 0) return 0;
     int rc = gr_segment_fsync(old);
     if (rc) return rc;
+    /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
+     * covers exactly the data below it: a roll in the middle of an append comes before that
+     * append's state is committed, and then replay from an older snapshot covers it. */
+    if (gr_pstate_map_end_offset(log->ps) == old->next_offset) gr_pstate_take_snapshot(log->ps);
     struct gr_segment *seg = gr_segment_new(log->dir, old->next_offset);
     rc = gr_segment_create(seg);
     if (rc) {
@@ -331,6 +447,9 @@ static int roll(struct gr_plog *log) {
     segs_push(log, seg);
     fsync_dir(log->dir);
     log->recovery_point = seg->base_offset;
+    /* Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint: keep the snapshots of the last two
+     * segments (the recovery point is now the new active segment's base). */
+    gr_pstate_delete_snapshots_before(log->ps, old->base_offset);
     gr_info(LOGGER, "rolled new log segment at offset %" PRId64 " in '%s'", seg->base_offset, log->dir);
     return 0;
 }
@@ -429,13 +548,38 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
             info->offset_of_max_timestamp = next - 1;
         }
     }
+    /* Producer state (Kafka's analyzeAndValidateProducerState), after offsets are assigned. */
+    maybe_expire_producers(log);
+    struct gr_pstate_append app;
+    struct gr_pstate_batch dup;
+    bool is_dup = false;
+    gr_pstate_append_init(&app);
+    info->error = gr_pstate_prepare(log->ps, batches, len, GR_PSTATE_CLIENT, &app, &dup, &is_dup);
+    if (info->error != GR_KERR_NONE || is_dup) {
+        gr_pstate_append_release(&app);
+        if (is_dup) { /* a retry of an appended batch: its original offsets, nothing written */
+            gr_debug(LOGGER, "duplicate batch for '%s' acknowledged at offsets %" PRId64 "..%" PRId64, log->dir,
+                     gr_pstate_batch_first_offset(&dup), dup.last_offset);
+            info->first_offset = gr_pstate_batch_first_offset(&dup);
+            info->last_offset = dup.last_offset;
+            info->max_timestamp = dup.timestamp;
+            info->offset_of_max_timestamp = dup.last_offset;
+            info->log_append_time = dup.timestamp; /* Kafka answers a duplicate with it */
+            pthread_mutex_unlock(&log->mu);
+            return 0;
+        }
+        goto out;
+    }
     int rc = write_batches(log, batches, len, sum.max_timestamp);
     if (rc) {
+        gr_pstate_append_release(&app);
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;
         info->first_offset = info->last_offset = -1;
         pthread_mutex_unlock(&log->mu);
         return rc;
     }
+    gr_pstate_commit(log->ps, &app, next);
+    gr_pstate_append_release(&app);
     info->last_offset = next - 1;
     info->record_count = sum.records;
     info->batch_count = sum.batches;
@@ -477,8 +621,14 @@ int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size
     struct gr_batch_info bi;
     const uint8_t *p;
     gr_batch_iter_init(&it, batches, len);
-    while (gr_batch_iter_next(&it, &bi, &p) && bi.BaseOffset < end)
+    size_t written = 0;
+    while (gr_batch_iter_next(&it, &bi, &p) && bi.BaseOffset < end) {
         gr_epoch_cache_assign(&log->ec, bi.PartitionLeaderEpoch, bi.BaseOffset);
+        written = (size_t)(p - batches) + bi.size;
+    }
+    /* Followers build the leader's producer state from what they replicate (no checks). */
+    maybe_expire_producers(log);
+    gr_pstate_load_batches(log->ps, batches, written, end);
     if (rc) {
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;
         goto out;
@@ -547,6 +697,7 @@ static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     log->log_start_offset = offset;
     log->recovery_point = offset;
     gr_epoch_cache_clear(&log->ec);
+    gr_pstate_truncate_fully(log->ps, offset);
     gr_info(LOGGER, "truncated '%s' fully; log now starts at offset %" PRId64, log->dir, offset);
     return rc;
 }
@@ -577,6 +728,9 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     if (rc == 0) rc = gr_segment_truncate_to(a, offset);
     if (log->recovery_point > leo(log)) log->recovery_point = leo(log);
     gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+    /* Kafka's truncateTo -> loadProducerState(targetOffset): snapshot + replay up to the new end. */
+    int prc = rebuild_producer_state(log, leo(log));
+    if (rc == 0) rc = prc;
     gr_info(LOGGER, "truncated '%s' to offset %" PRId64 " (log end offset %" PRId64 " -> %" PRId64 ")", log->dir,
             offset, old_leo, leo(log));
 out:
@@ -710,6 +864,7 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
         log->n_segs -= del;
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+        gr_pstate_truncate_head(log->ps, log->log_start_offset);
     }
     pthread_mutex_unlock(&log->mu);
     return rc ? rc : (int)del;

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 struct gr_plog;
+struct gr_pstate_entry;
 
 /* Per-log (topic) configuration, Kafka names in comments. */
 struct gr_plog_config {
@@ -45,6 +46,8 @@ struct gr_plog_config {
     int32_t max_message_bytes;    /* max.message.bytes      default 1048588 (per batch) */
     int64_t flush_messages;       /* flush.messages         default INT64_MAX (never) */
     int64_t flush_ms;             /* flush.ms               default INT64_MAX (never) */
+    int64_t producer_id_expiration_ms; /* broker transactional.id.expiration.ms, default 7 days:
+                                          idle producers' state is dropped (Kafka 2.7) */
 };
 
 /* Fills Kafka's defaults. */
@@ -85,7 +88,8 @@ struct gr_append_info {
     int64_t offset_of_max_timestamp;
     int64_t record_count;      /* records appended */
     int32_t batch_count;
-    int64_t log_append_time;   /* always -1 (CreateTime); kept for the Produce response */
+    int64_t log_append_time;   /* -1 (CreateTime), except for a duplicate idempotent batch: its
+                                  cached maxTimestamp, as Kafka 2.7 answers (Log.append) */
     int64_t log_start_offset;  /* after the append */
 };
 
@@ -200,6 +204,21 @@ int gr_plog_flush(struct gr_plog *log);
 /* Flushes when flush_ms has elapsed since the last flush and there is unflushed data (for a
  * periodic broker task; appends check this too). Returns 0 or -errno. */
 int gr_plog_flush_if_due(struct gr_plog *log);
+
+/* ---- producer state (idempotence; storage/producer_state.h) ----
+ * Every log keeps Kafka's ProducerStateManager: leader appends check epochs and sequences of
+ * batches with a producerId (a retried batch still cached is acknowledged with its original
+ * offsets and not appended: info->first_offset/last_offset are the original ones, record_count 0;
+ * INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_TXN_STATE otherwise), follower
+ * appends update it unchecked. `<offset>.snapshot` files are written at roll and close and the
+ * state is rebuilt from the newest valid snapshot plus the log at open and after truncation. */
+
+/* Copy of producer_id's state; false if the log has none. */
+bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out);
+int gr_plog_producer_count(struct gr_plog *log);
+/* Drops producers idle for producer_id_expiration_ms at now_ms (wall clock); returns how many.
+ * Appends also do this every 10 minutes, as Kafka's scheduler does. */
+int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms);
 
 /* Parses a partition directory name "<topic>-<partition>" (the topic may contain '-'; the
  * partition is the part after the last '-'). Copies the topic into topic[0..topic_size).

@@ -64,6 +64,7 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
     out->max_message_bytes = c->message_max_bytes;
     out->flush_messages = c->log_flush_interval_messages;
     out->flush_ms = c->log_flush_interval_ms;
+    if (c->transactional_id_expiration_ms > 0) out->producer_id_expiration_ms = c->transactional_id_expiration_ms;
 }
 
 /* ---- entries ---- */

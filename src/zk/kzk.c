@@ -1405,3 +1405,10 @@ int gr_kzk_watch_children(struct gr_kzk *k, const char *path, struct gr_zstrings
     int rc = z_children(k, path, true, out);
     return rc == GR_ZOK ? 0 : zfail("get children", path, rc);
 }
+
+/* ---- /latest_producer_id_block: create if absent (producer id manager) ---- */
+
+int gr_kzk_ensure_producer_id_block(struct gr_kzk *k) {
+    int rc = z_create(k, PID_PATH, NULL, 0, 0, NULL);
+    return rc == GR_ZOK || rc == GR_ZNODEEXISTS ? 0 : zfail("create", PID_PATH, rc);
+}

@@ -413,6 +413,8 @@ int gr_kzk_get_producer_id_block(struct gr_kzk *k, struct gr_kzk_producer_id_blo
                                  int32_t *zk_version);
 int gr_kzk_set_producer_id_block(struct gr_kzk *k, const struct gr_kzk_producer_id_block *blk,
                                  int32_t expected_version);
+/* Creates /latest_producer_id_block empty (persistent) unless it exists. 0 or an error. */
+int gr_kzk_ensure_producer_id_block(struct gr_kzk *k);
 
 /* /feature */
 int gr_kzk_get_feature_znode(struct gr_kzk *k, bool watch, struct gr_kzk_feature_znode *out,

@@ -7,8 +7,8 @@ Pieces
   Ledger          what the clients saw: every ACKED record (partition, offset, value) from the
                   producers' delivery reports, send/ack times, failed deliveries, and every record
                   the tailing consumer read during the run
-  Workload        producer threads (acks=all, retries, compression none, no idempotence: the broker
-                  does not advertise InitProducerId) + one tailing consumer thread (manual
+  Workload        producer threads (acks=all, retries, compression none, idempotent by default;
+                  idempotent=False for the plain variant) + one tailing consumer thread (manual
                   assignment, reads committed data only)
   Nemesis         the faults: SIGKILL a partition leader / the controller, SIGSTOP a leader past
                   its session timeout, restart ZooKeeper, expire the controller's session from
@@ -172,10 +172,18 @@ class Ledger:
 class Workload:
     """Producers (acks=all) writing unique values round-robin over the partitions, and one
     consumer tailing every partition, until stop(). Values: b"<tag>-<producer>-<seq:09d>" padded
-    to `value_size` bytes with '.'."""
+    to `value_size` bytes with '.'. With idempotent=True (the default) the producers use
+    enable.idempotence; a fatal producer error is a workload error unless tolerate_fatal (see
+    docs/CHAOS.md: a frozen leader that wakes up can answer before it learns it was replaced)."""
 
-    def __init__(self, cluster, topic, partitions, producers=2, rate=150, value_size=64, tag="w"):
+    def __init__(self, cluster, topic, partitions, producers=2, rate=150, value_size=64, tag="w",
+                 idempotent=True, tolerate_fatal=False):
         self.cluster = cluster
+        self.idempotent = idempotent  # enable.idempotence: then no duplicate is tolerated
+        # A fatal idempotent-producer error fails the run unless tolerated; tolerated ones are
+        # counted in fatal_errors and the producer is recreated (a new producer id).
+        self.tolerate_fatal = tolerate_fatal
+        self.fatal_errors = []
         self.topic = topic
         self.partitions = list(range(partitions))
         self.nproducers = producers
@@ -212,11 +220,31 @@ class Workload:
         return v + b"." * max(0, self.value_size - len(v))
 
     def _produce(self, i):
-        try:
-            p = Producer({
+        fatal = threading.Event()
+
+        def on_error(e):
+            if e.fatal() and not fatal.is_set():
+                fatal.set()
+                with self.ledger.lock:
+                    self.fatal_errors.append(f"producer {i}: {e}")
+                if not self.tolerate_fatal:
+                    self.errors.append(f"fatal producer error: {e}")
+
+        def fatal_exc(exc):
+            """A KafkaException carrying a fatal error (raised by produce/poll/flush, possibly
+            before error_cb ran): recorded like error_cb does. True if it was fatal."""
+            err = exc.args[0] if exc.args else None
+            if err is not None and hasattr(err, "fatal") and err.fatal():
+                on_error(err)
+                return True
+            return False
+
+        def make():
+            return Producer({
                 "bootstrap.servers": bootstrap(self.cluster, all_brokers=True),
                 "acks": "all",
-                "enable.idempotence": False,
+                "enable.idempotence": self.idempotent,
+                "error_cb": on_error,
                 "compression.type": "none",
                 "retries": 2147483647,
                 "retry.backoff.ms": 100,
@@ -227,37 +255,60 @@ class Workload:
                 "topic.metadata.refresh.interval.ms": 2000,
                 "max.in.flight.requests.per.connection": 5,
             })
+        try:
+            p = make()
             seq = 0
             interval = 1.0 / self.rate
             next_t = time.monotonic()
             while not self.stop_ev.is_set():
-                part = self.partitions[seq % len(self.partitions)]
-                v = self._value(i, seq)
+                if fatal.is_set():
+                    if not self.tolerate_fatal:
+                        break
+                    try:  # its unacknowledged messages fail (counted as failed deliveries)
+                        p.flush(10)
+                    except KafkaException:
+                        pass
+                    fatal.clear()
+                    p = make()
                 try:
-                    p.produce(self.topic, v, partition=part, on_delivery=self.ledger.on_delivery)
-                    self.ledger.on_send(v, part)
-                    seq += 1
-                except BufferError:
-                    p.poll(0.05)
-                    continue
+                    part = self.partitions[seq % len(self.partitions)]
+                    v = self._value(i, seq)
+                    try:
+                        p.produce(self.topic, v, partition=part, on_delivery=self.ledger.on_delivery)
+                        self.ledger.on_send(v, part)
+                        seq += 1
+                    except BufferError:
+                        p.poll(0.05)
+                        continue
+                    except KafkaException as e:
+                        if fatal_exc(e):
+                            continue
+                        # librdkafka refuses a produce while the topic's metadata carries an error,
+                        # e.g. INVALID_REPLICATION_FACTOR from a broker whose metadata cache does not
+                        # know the topic yet (a just-restarted broker tried to auto-create it).
+                        # Counted and reported, then retried: not a safety question.
+                        k = e.args[0].name() if e.args else str(e)
+                        with self.ledger.lock:
+                            self.produce_errors[k] = self.produce_errors.get(k, 0) + 1
+                        p.poll(0.1)
+                        continue
+                    p.poll(0)
+                    next_t += interval
+                    d = next_t - time.monotonic()
+                    if d > 0:
+                        time.sleep(d)
+                    elif d < -1:
+                        next_t = time.monotonic()
                 except KafkaException as e:
-                    # librdkafka refuses a produce while the topic's metadata carries an error,
-                    # e.g. INVALID_REPLICATION_FACTOR from a broker whose metadata cache does not
-                    # know the topic yet (a just-restarted broker tried to auto-create it).
-                    # Counted and reported, then retried: not a safety question.
-                    k = e.args[0].name() if e.args else str(e)
-                    with self.ledger.lock:
-                        self.produce_errors[k] = self.produce_errors.get(k, 0) + 1
-                    p.poll(0.1)
-                    continue
-                p.poll(0)
-                next_t += interval
-                d = next_t - time.monotonic()
-                if d > 0:
-                    time.sleep(d)
-                elif d < -1:
-                    next_t = time.monotonic()
-            left = p.flush(70)
+                    # poll() of a producer that hit a fatal error: recreated at the top
+                    if not (fatal_exc(e) and self.tolerate_fatal):
+                        raise
+            try:
+                left = p.flush(70)
+            except KafkaException as e:
+                if not (fatal_exc(e) and self.tolerate_fatal):
+                    raise
+                left = 0  # a fatal producer's messages all got failed delivery reports
             with self.ledger.lock:
                 self.unflushed += left
         except Exception as e:  # surfaced by stop()

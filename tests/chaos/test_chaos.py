@@ -24,13 +24,17 @@ def rounds(short, soak):
     return soak if SOAK else short
 
 
-def run_chaos(request, cluster, faults, zk_server=None, seed=1, rate=100):
+def run_chaos(request, cluster, faults, zk_server=None, seed=1, rate=100, idempotent=True, tolerate_fatal=False):
     """Creates the topic, starts the workload, applies faults(nemesis), stops the workload, checks
-    everything, records the summary rows; returns (nemesis, verdict)."""
+    everything, records the summary rows; returns (nemesis, verdict). Idempotent producers (the
+    default) must leave no duplicate; the plain variant only reports them. tolerate_fatal: a fatal
+    idempotent-producer error (a frozen zombie leader, see docs/CHAOS.md) is reported, the producer
+    recreated, instead of failing the run."""
     topic = "chaos"
     t_start = time.monotonic()
     C.create_topic(cluster, topic, PARTITIONS, rf=3, min_isr=2)
-    wl = C.Workload(cluster, topic, PARTITIONS, producers=2, rate=rate).start()
+    wl = C.Workload(cluster, topic, PARTITIONS, producers=2, rate=rate, idempotent=idempotent,
+                    tolerate_fatal=tolerate_fatal).start()
     nem = C.Nemesis(cluster, topic, wl, zk_server=zk_server, rng=random.Random(seed))
     try:
         faults(nem)
@@ -44,8 +48,9 @@ def run_chaos(request, cluster, faults, zk_server=None, seed=1, rate=100):
     print(f"{request.node.name}: {v.summary()}; controller {ctrl}; failed deliveries "
           f"{len(wl.ledger.failed)}; faults {nem.log.events}; {elapsed:.0f}s; tailing consumer "
           f"positions {wl.consumer_positions} errors {wl.consumer_errors}, caught up in {wl.catch_up_s}s; offset resets {wl.offset_resets}; "
-          f"produce() refused {wl.produce_errors}")
-    C.assert_ok(v)
+          f"produce() refused {wl.produce_errors}; idempotent {idempotent}, fatal producer errors "
+          f"{wl.fatal_errors}")
+    C.assert_ok(v, strict_duplicates=idempotent)
     assert v.acked > 0
     return nem, v
 
@@ -61,6 +66,12 @@ def test_kill_leader(request, chaos_cluster):
     run_chaos(request, chaos_cluster, lambda nem: [nem.kill_leader() for _ in range(n)])
 
 
+def test_kill_leader_non_idempotent(request, chaos_cluster):
+    """The same faults with plain (non-idempotent) producers: duplicates are reported, not failed."""
+    n = rounds(2, 10)
+    run_chaos(request, chaos_cluster, lambda nem: [nem.kill_leader() for _ in range(n)], idempotent=False)
+
+
 def test_kill_controller(request, chaos_cluster):
     n = rounds(2, 10)
     run_chaos(request, chaos_cluster, lambda nem: [nem.kill_controller() for _ in range(n)])
@@ -70,13 +81,13 @@ def test_pause_leader_past_session_timeout(request, chaos_cluster):
     """SIGSTOP a partition leader until its session expired and a new leader took over, then
     SIGCONT: the old leader must step down, truncate and rejoin without serving stale data."""
     n = rounds(1, 5)
-    run_chaos(request, chaos_cluster, lambda nem: [nem.pause_leader() for _ in range(n)])
+    run_chaos(request, chaos_cluster, lambda nem: [nem.pause_leader() for _ in range(n)], tolerate_fatal=True)
 
 
 def test_pause_controller_past_session_timeout(request, chaos_cluster):
     """SIGSTOP the active controller past its session timeout, then SIGCONT."""
     n = rounds(1, 5)
-    run_chaos(request, chaos_cluster, lambda nem: [nem.pause_controller() for _ in range(n)])
+    run_chaos(request, chaos_cluster, lambda nem: [nem.pause_controller() for _ in range(n)], tolerate_fatal=True)
 
 
 def test_expire_controller_session(request, chaos_cluster):
@@ -114,6 +125,6 @@ def test_mixed(request, chaos_cluster):
     request.node.user_properties.append(("seed", seed))
     n = rounds(3, 25)
     try:
-        run_chaos(request, chaos_cluster, lambda nem: nem.mixed(n), seed=seed)
+        run_chaos(request, chaos_cluster, lambda nem: nem.mixed(n), seed=seed, tolerate_fatal=True)
     except BaseException as e:
         raise AssertionError(f"mixed chaos failed with GREGOR_CHAOS_SEED={seed}: {e}") from e

@@ -33,6 +33,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3
 # Kafka error codes used here
 CORRUPT_MESSAGE, UNSUPPORTED_VERSION, INVALID_RECORD = 2, 35, 87
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH = 45, 47
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,8 +101,9 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
-def record_batch(values, magic=2, crc_fix=True, count=None, last_delta=None):
-    """A RecordBatch v2 (uncompressed) holding `values`; the knobs break it on purpose."""
+def record_batch(values, magic=2, crc_fix=True, count=None, last_delta=None, pid=-1, epoch=-1, seq=-1):
+    """A RecordBatch v2 (uncompressed) holding `values`; the knobs break it on purpose
+    (pid/epoch/seq: the idempotent producer fields)."""
     recs = b""
     for i, v in enumerate(values):
         body = i8(0) + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
@@ -109,7 +111,7 @@ def record_batch(values, magic=2, crc_fix=True, count=None, last_delta=None):
     n = len(values)
     ts = int(time.time() * 1000)
     after_crc = (i16(0) + i32(n - 1 if last_delta is None else last_delta) + i64(ts) + i64(ts)
-                 + i64(-1) + i16(-1) + i32(-1) + i32(n if count is None else count) + recs)
+                 + i64(pid) + i16(epoch) + i32(seq) + i32(n if count is None else count) + recs)
     crc = crc32c(after_crc) if crc_fix else 0
     rest = i32(-1) + i8(magic) + u32(crc) + after_crc
     return i64(0) + i32(len(rest)) + rest
@@ -629,6 +631,9 @@ CORRUPT_BATCHES = {
     "recordCount mismatch": (lambda: record_batch([b"a", b"b"], count=5), {INVALID_RECORD, CORRUPT_MESSAGE}),
     "lastOffsetDelta mismatch": (lambda: record_batch([b"a", b"b"], last_delta=7), {INVALID_RECORD, CORRUPT_MESSAGE}),
     "three garbage bytes": (lambda: b"\x01\x02\x03", {CORRUPT_MESSAGE}),
+    "producer id with baseSequence -1": (lambda: record_batch([b"v"], pid=5, epoch=0, seq=-1), {INVALID_RECORD}),
+    "producer id with baseSequence INT32_MIN": (lambda: record_batch([b"v"], pid=(1 << 62), epoch=3, seq=-(1 << 31)),
+                                                {INVALID_RECORD}),
 }
 
 
@@ -655,6 +660,39 @@ def test_produce_corrupt_batch(broker, case):
     finally:
         conn.close()
     after_case(broker, f"produce with {case}")
+
+
+def test_produce_odd_producer_fields(broker):
+    """Idempotent batches with extreme producer fields: a new producer id is accepted at any
+    sequence (INT32_MAX wrapping inside the batch, epoch INT16_MAX, pid INT64_MAX); a resend is
+    answered with the first offset and not stored again; a gap, a stale epoch, a new epoch not at
+    sequence 0 are refused; a negative producer id other than -1 means "no producer"."""
+    conn = Conn(broker[1].port)
+
+    def send(values, **kw):
+        corr = next_corr()
+        conn.send(produce_v3(corr, TOPIC, 0, record_batch(values, **kw)))
+        return parse_produce_v3(conn.recv_frame(), corr)[(TOPIC, 0)]
+
+    try:
+        big = (1 << 63) - 1
+        err, first = send([b"w1", b"w2", b"w3"], pid=big, epoch=32767, seq=(1 << 31) - 2)
+        assert err == 0, err
+        assert send([b"w1", b"w2", b"w3"], pid=big, epoch=32767, seq=(1 << 31) - 2) == (0, first)  # duplicate
+        err, nxt = send([b"w4"], pid=big, epoch=32767, seq=1)  # after ...MAX-1, MAX, 0 comes 1
+        assert err == 0 and nxt == first + 3, (err, nxt, first)
+        assert send([b"w5"], pid=big, epoch=32767, seq=5)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert send([b"w5"], pid=big, epoch=32766, seq=2)[0] == INVALID_PRODUCER_EPOCH
+        err, e0 = send([b"e0"], pid=77, epoch=0, seq=0)
+        assert err == 0
+        assert send([b"e1"], pid=77, epoch=1, seq=4)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER  # new epoch: seq 0
+        assert send([b"e1"], pid=77, epoch=1, seq=0)[0] == 0
+        a = send([b"np"], pid=-7, epoch=-1, seq=-1)
+        b = send([b"np"], pid=-7, epoch=-1, seq=-1)
+        assert a[0] == 0 and b[0] == 0 and b[1] == a[1] + 1, (a, b)  # no producer: no dedupe
+    finally:
+        conn.close()
+    after_case(broker, "odd producer fields")
 
 
 def test_corrupt_batches_not_stored(broker):

@@ -1,0 +1,546 @@
+/* Producer state of one partition: sequence/epoch checks and `<offset>.snapshot` files.
+ *
+ * Snapshot file `<20-digit map end offset>.snapshot` (Kafka 2.7 ProducerStateManager, version 1;
+ * big-endian):
+ *
+ *   off   size  field
+ *   ----  ----  ----------------------------------------------------------------------------
+ *      0     2  version                   i16  = 1
+ *      2     4  crc                       u32  CRC-32C of bytes [6, end)
+ *      6     4  count                     i32  number of entries that follow
+ *     10  46*n  entries, each:
+ *                 +0   8  producer_id               i64
+ *                 +8   2  epoch                     i16
+ *                +10   4  last_sequence             i32  (-1 when no data batch is cached)
+ *                +14   8  last_offset               i64  (-1: no data batch, e.g. markers only)
+ *                +22   4  offset_delta              i32  last_offset - first offset of that batch
+ *                +26   8  timestamp                 i64  the producer's last timestamp
+ *                +34   4  coordinator_epoch         i32
+ *                +38   8  current_txn_first_offset  i64  (-1: no open transaction)
+ *
+ * Only the newest batch of each producer is stored (as Kafka). Files are written with plain
+ * create+write (no fsync, no rename), as Kafka does; a torn or corrupt file fails the version,
+ * size or CRC check on load and is deleted, and the next older snapshot is tried. */
+#include "storage/producer_state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/be.h"
+
+#define LOGGER "kafka.log.ProducerStateManager"
+#define HDR_SIZE 10
+
+struct gr_pstate {
+    char *dir;
+    int64_t expiration_ms;
+    /* open addressing, linear probing; NULL = empty slot; cap is a power of two */
+    struct gr_pstate_entry **slots;
+    size_t cap, n;
+    int64_t last_map_offset;
+    int64_t last_snap_offset;
+};
+
+/* ---- sequences ---- */
+
+int32_t gr_pstate_batch_first_seq(const struct gr_pstate_batch *b) {
+    /* Kafka's DefaultRecordBatch.decrementSequence(lastSeq, offsetDelta) */
+    if (b->last_seq < b->offset_delta) return (int32_t)((int64_t)INT32_MAX - (b->offset_delta - b->last_seq) + 1);
+    return b->last_seq - b->offset_delta;
+}
+
+/* DefaultRecordBatch.incrementSequence */
+static int32_t incr_seq(int32_t seq, int32_t delta) {
+    if (seq > INT32_MAX - delta) return delta - (INT32_MAX - seq) - 1;
+    return seq + delta;
+}
+
+static bool in_sequence(int32_t last_seq, int32_t next_seq) {
+    return (int64_t)next_seq == (int64_t)last_seq + 1 || (next_seq == 0 && last_seq == INT32_MAX);
+}
+
+static int32_t entry_last_seq(const struct gr_pstate_entry *e) { return e->n ? e->batches[e->n - 1].last_seq : -1; }
+
+static void entry_init(struct gr_pstate_entry *e, int64_t pid) {
+    memset(e, 0, sizeof *e);
+    e->producer_id = pid;
+    e->epoch = -1;
+    e->coordinator_epoch = -1;
+    e->last_timestamp = -1;
+    e->txn_first_offset = -1;
+}
+
+static void entry_maybe_update_epoch(struct gr_pstate_entry *e, int16_t epoch) {
+    if (e->epoch != epoch) {
+        e->n = 0;
+        e->epoch = epoch;
+    }
+}
+
+static void entry_add_batch(struct gr_pstate_entry *e, int16_t epoch, int32_t last_seq, int64_t last_offset,
+                            int32_t offset_delta, int64_t ts) {
+    entry_maybe_update_epoch(e, epoch);
+    if (e->n == GR_PSTATE_BATCHES_TO_RETAIN) {
+        memmove(e->batches, e->batches + 1, (GR_PSTATE_BATCHES_TO_RETAIN - 1) * sizeof e->batches[0]);
+        e->n--;
+    }
+    e->batches[e->n++] = (struct gr_pstate_batch){last_seq, last_offset, offset_delta, ts};
+    e->last_timestamp = ts;
+}
+
+/* ---- the table ---- */
+
+static size_t slot_of(int64_t pid, size_t cap) {
+    uint64_t h = (uint64_t)pid * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static struct gr_pstate_entry *find(const struct gr_pstate *ps, int64_t pid) {
+    if (!ps->cap) return NULL;
+    for (size_t i = slot_of(pid, ps->cap);; i = (i + 1) & (ps->cap - 1)) {
+        struct gr_pstate_entry *e = ps->slots[i];
+        if (!e) return NULL;
+        if (e->producer_id == pid) return e;
+    }
+}
+
+static void place(struct gr_pstate_entry **slots, size_t cap, struct gr_pstate_entry *e) {
+    size_t i = slot_of(e->producer_id, cap);
+    while (slots[i]) i = (i + 1) & (cap - 1);
+    slots[i] = e;
+}
+
+static void grow(struct gr_pstate *ps) {
+    size_t cap = ps->cap ? ps->cap * 2 : 16;
+    struct gr_pstate_entry **slots = gr_calloc(cap, sizeof *slots);
+    for (size_t i = 0; i < ps->cap; i++)
+        if (ps->slots[i]) place(slots, cap, ps->slots[i]);
+    free(ps->slots);
+    ps->slots = slots;
+    ps->cap = cap;
+}
+
+/* Stores a copy of e (replacing the entry of the same pid). */
+static void put(struct gr_pstate *ps, const struct gr_pstate_entry *e) {
+    struct gr_pstate_entry *cur = find(ps, e->producer_id);
+    if (cur) {
+        *cur = *e;
+        return;
+    }
+    if ((ps->n + 1) * 4 > ps->cap * 3) grow(ps);
+    cur = gr_malloc(sizeof *cur);
+    *cur = *e;
+    place(ps->slots, ps->cap, cur);
+    ps->n++;
+}
+
+static void clear_entries(struct gr_pstate *ps) {
+    for (size_t i = 0; i < ps->cap; i++) {
+        free(ps->slots[i]);
+        ps->slots[i] = NULL;
+    }
+    ps->n = 0;
+}
+
+struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms) {
+    struct gr_pstate *ps = gr_calloc(1, sizeof *ps);
+    ps->dir = gr_strdup(dir);
+    ps->expiration_ms = expiration_ms;
+    return ps;
+}
+
+void gr_pstate_free(struct gr_pstate *ps) {
+    if (!ps) return;
+    clear_entries(ps);
+    free(ps->slots);
+    free(ps->dir);
+    free(ps);
+}
+
+void gr_pstate_set_expiration_ms(struct gr_pstate *ps, int64_t expiration_ms) { ps->expiration_ms = expiration_ms; }
+int64_t gr_pstate_map_end_offset(const struct gr_pstate *ps) { return ps->last_map_offset; }
+void gr_pstate_set_map_end_offset(struct gr_pstate *ps, int64_t offset) { ps->last_map_offset = offset; }
+int gr_pstate_producer_count(const struct gr_pstate *ps) { return (int)ps->n; }
+
+bool gr_pstate_lookup(const struct gr_pstate *ps, int64_t producer_id, struct gr_pstate_entry *out) {
+    const struct gr_pstate_entry *e = find(ps, producer_id);
+    if (e && out) *out = *e;
+    return e != NULL;
+}
+
+/* ---- appends ---- */
+
+void gr_pstate_append_init(struct gr_pstate_append *app) { memset(app, 0, sizeof *app); }
+
+void gr_pstate_append_release(struct gr_pstate_append *app) {
+    free(app->next);
+    free(app->orig_epoch);
+    memset(app, 0, sizeof *app);
+}
+
+/* The staged entry of pid, created from the stored one (or empty) on first use. */
+static int staged(struct gr_pstate *ps, struct gr_pstate_append *app, int64_t pid) {
+    for (int i = 0; i < app->n; i++)
+        if (app->next[i].producer_id == pid) return i;
+    if (app->n == app->cap) {
+        app->cap = app->cap ? app->cap * 2 : 4;
+        app->next = gr_realloc(app->next, (size_t)app->cap * sizeof *app->next);
+        app->orig_epoch = gr_realloc(app->orig_epoch, (size_t)app->cap * sizeof *app->orig_epoch);
+    }
+    const struct gr_pstate_entry *cur = find(ps, pid);
+    if (cur) app->next[app->n] = *cur;
+    else entry_init(&app->next[app->n], pid);
+    app->orig_epoch[app->n] = cur ? cur->epoch : -1;
+    return app->n++;
+}
+
+/* Kafka's ProducerAppendInfo.appendDataBatch checks; returns NONE or the error. */
+static int16_t check_data_batch(const struct gr_pstate_entry *e, int16_t orig_epoch, const struct gr_batch_info *bi,
+                                enum gr_pstate_origin origin) {
+    if (bi->ProducerEpoch < e->epoch) {
+        if (origin == GR_PSTATE_REPLICATION) {
+            gr_warn(LOGGER, "producer %" PRId64 " epoch %d at offset %" PRId64 " is below the last seen epoch %d",
+                    bi->ProducerId, bi->ProducerEpoch, bi->BaseOffset, e->epoch);
+            return GR_KERR_NONE;
+        }
+        return GR_KERR_INVALID_PRODUCER_EPOCH;
+    }
+    if (origin != GR_PSTATE_CLIENT) return GR_KERR_NONE;
+    if (bi->ProducerEpoch != e->epoch) {
+        if (bi->BaseSequence != 0 && e->epoch != -1) return GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+    } else if (!(orig_epoch == -1 || in_sequence(entry_last_seq(e), bi->BaseSequence))) {
+        return GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+    }
+    return GR_KERR_NONE;
+}
+
+static int16_t stage_batch(struct gr_pstate_entry *e, int16_t orig_epoch, const struct gr_batch_info *bi,
+                           enum gr_pstate_origin origin) {
+    int64_t last_offset = gr_batch_info_last_offset(bi);
+    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
+        /* A transaction marker (replicated; clients cannot send them): ends the transaction. */
+        if (bi->ProducerEpoch < e->epoch && origin == GR_PSTATE_CLIENT) return GR_KERR_INVALID_PRODUCER_EPOCH;
+        entry_maybe_update_epoch(e, bi->ProducerEpoch);
+        e->txn_first_offset = -1;
+        e->last_timestamp = bi->MaxTimestamp;
+        return GR_KERR_NONE;
+    }
+    int16_t err = check_data_batch(e, orig_epoch, bi, origin);
+    if (err != GR_KERR_NONE) return err;
+    bool txn = (bi->Attributes & GR_BATCH_ATTR_TRANSACTIONAL) != 0;
+    if (e->txn_first_offset >= 0 && !txn && origin == GR_PSTATE_CLIENT) return GR_KERR_INVALID_TXN_STATE;
+    entry_add_batch(e, bi->ProducerEpoch, incr_seq(bi->BaseSequence, bi->LastOffsetDelta), last_offset,
+                    (int32_t)(last_offset - bi->BaseOffset), bi->MaxTimestamp);
+    if (txn && e->txn_first_offset < 0) e->txn_first_offset = bi->BaseOffset;
+    return GR_KERR_NONE;
+}
+
+static bool find_duplicate(const struct gr_pstate_entry *e, const struct gr_batch_info *bi,
+                           struct gr_pstate_batch *dup) {
+    if (bi->ProducerEpoch != e->epoch) return false;
+    int32_t last_seq = incr_seq(bi->BaseSequence, bi->LastOffsetDelta);
+    for (int i = 0; i < e->n; i++) {
+        if (gr_pstate_batch_first_seq(&e->batches[i]) == bi->BaseSequence && e->batches[i].last_seq == last_seq) {
+            *dup = e->batches[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+int16_t gr_pstate_prepare(struct gr_pstate *ps, const uint8_t *buf, size_t len, enum gr_pstate_origin origin,
+                          struct gr_pstate_append *app, struct gr_pstate_batch *dup, bool *is_dup) {
+    if (is_dup) *is_dup = false;
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, buf, len);
+    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
+        if (bi.ProducerId < 0) continue;
+        if (origin == GR_PSTATE_CLIENT && dup) {
+            const struct gr_pstate_entry *cur = find(ps, bi.ProducerId);
+            if (cur && find_duplicate(cur, &bi, dup)) {
+                *is_dup = true;
+                return GR_KERR_NONE;
+            }
+        }
+        int i = staged(ps, app, bi.ProducerId);
+        int16_t err = stage_batch(&app->next[i], app->orig_epoch[i], &bi, origin);
+        if (err != GR_KERR_NONE) {
+            gr_debug(LOGGER, "[dir=%s] rejecting batch of producer %" PRId64 " epoch %d seq %d: %s", ps->dir,
+                     bi.ProducerId, bi.ProducerEpoch, bi.BaseSequence, gr_kerr_name(err));
+            return err;
+        }
+    }
+    return GR_KERR_NONE;
+}
+
+void gr_pstate_commit(struct gr_pstate *ps, struct gr_pstate_append *app, int64_t map_end) {
+    for (int i = 0; i < app->n; i++) put(ps, &app->next[i]);
+    ps->last_map_offset = map_end;
+}
+
+void gr_pstate_load_batches(struct gr_pstate *ps, const uint8_t *buf, size_t len, int64_t map_end) {
+    struct gr_pstate_append app;
+    gr_pstate_append_init(&app);
+    gr_pstate_prepare(ps, buf, len, GR_PSTATE_REPLICATION, &app, NULL, NULL);
+    gr_pstate_commit(ps, &app, map_end);
+    gr_pstate_append_release(&app);
+}
+
+/* ---- expiry ---- */
+
+static bool expired(const struct gr_pstate *ps, const struct gr_pstate_entry *e, int64_t now_ms) {
+    return e->txn_first_offset < 0 && now_ms - e->last_timestamp >= ps->expiration_ms;
+}
+
+int gr_pstate_remove_expired(struct gr_pstate *ps, int64_t now_ms) {
+    int removed = 0;
+    for (size_t i = 0; i < ps->cap; i++) {
+        if (ps->slots[i] && expired(ps, ps->slots[i], now_ms)) {
+            free(ps->slots[i]);
+            ps->slots[i] = NULL;
+            removed++;
+        }
+    }
+    if (!removed) return 0;
+    /* re-place the survivors (linear probing has no tombstones) */
+    struct gr_pstate_entry **old = ps->slots;
+    ps->slots = gr_calloc(ps->cap, sizeof *ps->slots);
+    for (size_t i = 0; i < ps->cap; i++)
+        if (old[i]) place(ps->slots, ps->cap, old[i]);
+    free(old);
+    ps->n -= (size_t)removed;
+    gr_info(LOGGER, "[dir=%s] expired %d producer id(s)", ps->dir, removed);
+    return removed;
+}
+
+/* ---- snapshot codec ---- */
+
+uint8_t *gr_pstate_snapshot_encode(const struct gr_pstate_entry *entries, int n, size_t *len) {
+    size_t size = HDR_SIZE + (size_t)n * GR_PSTATE_SNAPSHOT_ENTRY_SIZE;
+    uint8_t *b = gr_malloc(size);
+    gr_put_be16(b, GR_PSTATE_SNAPSHOT_VERSION);
+    gr_put_be32(b + 6, (uint32_t)n);
+    uint8_t *q = b + HDR_SIZE;
+    for (int i = 0; i < n; i++, q += GR_PSTATE_SNAPSHOT_ENTRY_SIZE) {
+        const struct gr_pstate_entry *e = &entries[i];
+        const struct gr_pstate_batch *last = e->n ? &e->batches[e->n - 1] : NULL;
+        gr_put_be64(q, (uint64_t)e->producer_id);
+        gr_put_be16(q + 8, (uint16_t)e->epoch);
+        gr_put_be32(q + 10, (uint32_t)(last ? last->last_seq : -1));
+        gr_put_be64(q + 14, (uint64_t)(last ? last->last_offset : -1));
+        gr_put_be32(q + 22, (uint32_t)(last ? last->offset_delta : 0));
+        gr_put_be64(q + 26, (uint64_t)e->last_timestamp);
+        gr_put_be32(q + 34, (uint32_t)e->coordinator_epoch);
+        gr_put_be64(q + 38, (uint64_t)e->txn_first_offset);
+    }
+    gr_put_be32(b + 2, gr_crc32c(0, b + 6, size - 6));
+    *len = size;
+    return b;
+}
+
+int gr_pstate_snapshot_decode(const uint8_t *buf, size_t len, struct gr_pstate_entry **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (len < HDR_SIZE) return GR_ECORRUPT;
+    if ((int16_t)gr_be16(buf) != GR_PSTATE_SNAPSHOT_VERSION) return GR_ECORRUPT;
+    if (gr_be32(buf + 2) != gr_crc32c(0, buf + 6, len - 6)) return GR_ECORRUPT;
+    int32_t count = (int32_t)gr_be32(buf + 6);
+    if (count < 0 || (size_t)count != (len - HDR_SIZE) / GR_PSTATE_SNAPSHOT_ENTRY_SIZE ||
+        (len - HDR_SIZE) % GR_PSTATE_SNAPSHOT_ENTRY_SIZE != 0)
+        return GR_ECORRUPT;
+    struct gr_pstate_entry *v = gr_calloc((size_t)count + 1, sizeof *v);
+    const uint8_t *q = buf + HDR_SIZE;
+    for (int i = 0; i < count; i++, q += GR_PSTATE_SNAPSHOT_ENTRY_SIZE) {
+        struct gr_pstate_entry *e = &v[i];
+        entry_init(e, (int64_t)gr_be64(q));
+        e->epoch = (int16_t)gr_be16(q + 8);
+        int32_t seq = (int32_t)gr_be32(q + 10);
+        int64_t off = (int64_t)gr_be64(q + 14);
+        int32_t delta = (int32_t)gr_be32(q + 22);
+        e->last_timestamp = (int64_t)gr_be64(q + 26);
+        e->coordinator_epoch = (int32_t)gr_be32(q + 34);
+        e->txn_first_offset = (int64_t)gr_be64(q + 38);
+        if (off >= 0) {
+            e->batches[0] = (struct gr_pstate_batch){seq, off, delta, e->last_timestamp};
+            e->n = 1;
+        }
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+/* ---- snapshot files ---- */
+
+static int64_t parse_snapshot_name(const char *name) {
+    size_t sl = strlen(GR_PSTATE_SNAPSHOT_SUFFIX);
+    if (strlen(name) != 20 + sl || strcmp(name + 20, GR_PSTATE_SNAPSHOT_SUFFIX) != 0) return -1;
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+static char *snapshot_path(const struct gr_pstate *ps, int64_t offset) {
+    return gr_asprintf("%s/%020" PRId64 "%s", ps->dir, offset, GR_PSTATE_SNAPSHOT_SUFFIX);
+}
+
+/* Calls fn for each snapshot offset in the directory; with `del` set, deletes those for which
+ * fn returns true. Returns the min or max offset seen (want_max), -1 if none. */
+static int64_t scan_snapshots(const struct gr_pstate *ps, bool want_max, bool (*pred)(int64_t, const int64_t *),
+                              const int64_t *arg) {
+    DIR *d = opendir(ps->dir);
+    if (!d) return -1;
+    int64_t best = -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int64_t off = parse_snapshot_name(de->d_name);
+        if (off < 0) continue;
+        if (pred && pred(off, arg)) {
+            char *p = snapshot_path(ps, off);
+            if (unlink(p) < 0 && errno != ENOENT) gr_warn(LOGGER, "cannot delete '%s': %s", p, strerror(errno));
+            free(p);
+            continue;
+        }
+        if (best < 0 || (want_max ? off > best : off < best)) best = off;
+    }
+    closedir(d);
+    return best;
+}
+
+int64_t gr_pstate_latest_snapshot_offset(const struct gr_pstate *ps) { return scan_snapshots(ps, true, NULL, NULL); }
+int64_t gr_pstate_oldest_snapshot_offset(const struct gr_pstate *ps) { return scan_snapshots(ps, false, NULL, NULL); }
+
+static bool below(int64_t off, const int64_t *a) { return off < a[0]; }
+static bool out_of_range(int64_t off, const int64_t *a) { return off <= a[0] || off > a[1]; }
+static bool any(int64_t off, const int64_t *a) {
+    (void)off;
+    (void)a;
+    return true;
+}
+
+void gr_pstate_delete_snapshots_before(struct gr_pstate *ps, int64_t offset) {
+    int64_t a[1] = {offset};
+    scan_snapshots(ps, true, below, a);
+}
+
+void gr_pstate_delete_snapshots_out_of_range(struct gr_pstate *ps, int64_t log_start, int64_t log_end) {
+    int64_t a[2] = {log_start, log_end};
+    scan_snapshots(ps, true, out_of_range, a);
+}
+
+int gr_pstate_take_snapshot(struct gr_pstate *ps) {
+    if (ps->last_map_offset <= ps->last_snap_offset) return 0;
+    struct gr_pstate_entry *v = gr_malloc((ps->n + 1) * sizeof *v);
+    int n = 0;
+    for (size_t i = 0; i < ps->cap; i++)
+        if (ps->slots[i]) v[n++] = *ps->slots[i];
+    size_t len;
+    uint8_t *buf = gr_pstate_snapshot_encode(v, n, &len);
+    free(v);
+    char *path = snapshot_path(ps, ps->last_map_offset);
+    int rc = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) rc = -errno;
+    for (size_t off = 0; rc == 0 && off < len;) {
+        ssize_t w = write(fd, buf + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) rc = w < 0 ? -errno : -EIO;
+        else off += (size_t)w;
+    }
+    if (fd >= 0) close(fd);
+    if (rc) {
+        gr_error(LOGGER, "cannot write producer snapshot '%s': %s", path, gr_strerror(rc));
+        unlink(path);
+    } else {
+        gr_debug(LOGGER, "wrote producer snapshot at offset %" PRId64 " with %d producer(s) in '%s'",
+                 ps->last_map_offset, n, ps->dir);
+        ps->last_snap_offset = ps->last_map_offset;
+    }
+    free(path);
+    free(buf);
+    return rc;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size > (1 << 30)) {
+        close(fd);
+        return -EIO;
+    }
+    uint8_t *b = gr_malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = b;
+    *len = got;
+    return 0;
+}
+
+int64_t gr_pstate_load_latest_snapshot(struct gr_pstate *ps, int64_t log_start, int64_t now_ms) {
+    clear_entries(ps);
+    for (;;) {
+        int64_t off = gr_pstate_latest_snapshot_offset(ps);
+        if (off < 0) break;
+        char *path = snapshot_path(ps, off);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        struct gr_pstate_entry *v = NULL;
+        int n = 0;
+        int rc = read_file(path, &buf, &len);
+        if (rc == 0) rc = gr_pstate_snapshot_decode(buf, len, &v, &n);
+        free(buf);
+        if (rc == 0) {
+            for (int i = 0; i < n; i++)
+                if (!expired(ps, &v[i], now_ms)) put(ps, &v[i]);
+            free(v);
+            gr_info(LOGGER, "loaded producer state from snapshot '%s' (%zu producer(s))", path, ps->n);
+            free(path);
+            ps->last_snap_offset = ps->last_map_offset = off;
+            return off;
+        }
+        gr_warn(LOGGER, "deleting unreadable producer snapshot '%s': %s", path,
+                rc == GR_ECORRUPT ? "bad version, size or CRC" : gr_strerror(rc));
+        unlink(path);
+        free(path);
+    }
+    ps->last_snap_offset = ps->last_map_offset = log_start;
+    return log_start;
+}
+
+void gr_pstate_truncate_head(struct gr_pstate *ps, int64_t log_start) {
+    if (ps->last_map_offset < log_start) ps->last_map_offset = log_start;
+    gr_pstate_delete_snapshots_before(ps, log_start);
+    int64_t latest = gr_pstate_latest_snapshot_offset(ps);
+    ps->last_snap_offset = latest >= 0 ? latest : log_start;
+}
+
+void gr_pstate_truncate_fully(struct gr_pstate *ps, int64_t offset) {
+    clear_entries(ps);
+    scan_snapshots(ps, true, any, NULL);
+    ps->last_snap_offset = 0;
+    ps->last_map_offset = offset;
+}

@@ -1,0 +1,49 @@
+/* libFuzzer: producer state on arbitrary bytes: snapshot decoding (a decoded snapshot must
+ * re-encode to the same bytes) and batches with any producer fields through the leader
+ * (Client) and follower (Replication) paths of storage/producer_state.h. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage/batch.h"
+#include "storage/producer_state.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void snapshot(const uint8_t *data, size_t size) {
+    struct gr_pstate_entry *v = NULL;
+    int n = 0;
+    if (gr_pstate_snapshot_decode(data, size, &v, &n) != 0) return;
+    size_t len;
+    uint8_t *again = gr_pstate_snapshot_encode(v, n, &len);
+    /* Entries with no data batch are re-encoded with offset_delta 0 and sequence -1. */
+    bool plain = true;
+    for (int i = 0; i < n; i++)
+        if (v[i].n == 0) plain = false;
+    if (plain && (len != size || memcmp(again, data, size) != 0)) abort();
+    free(again);
+    free(v);
+}
+
+static void batches(const uint8_t *data, size_t size) {
+    if (gr_batch_validate_all(data, size, 0, NULL) != GR_BATCH_OK) return;
+    struct gr_pstate *ps = gr_pstate_new("/nonexistent-fuzz-dir", 1000);
+    for (int round = 0; round < 2; round++) {
+        struct gr_pstate_append app;
+        struct gr_pstate_batch dup;
+        bool is_dup;
+        gr_pstate_append_init(&app);
+        int16_t err = gr_pstate_prepare(ps, data, size, GR_PSTATE_CLIENT, &app, &dup, &is_dup);
+        if (err == 0 && !is_dup) gr_pstate_commit(ps, &app, 1);
+        gr_pstate_append_release(&app);
+        gr_pstate_load_batches(ps, data, size, 2);
+    }
+    (void)gr_pstate_remove_expired(ps, INT64_MAX / 2);
+    gr_pstate_free(ps);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    snapshot(data, size);
+    batches(data, size);
+    return 0;
+}
