@@ -2,7 +2,8 @@
 fault-injecting proxy (netfault.py) in front of every ZooKeeper member and every broker listener,
 so links can be cut, blackholed or slowed without killing a process. Same workload and checker
 as test_chaos.py (acks=all, RF 3, min.insync.replicas 2, every replica's log read afterwards).
-See docs/CHAOS.md, "Network faults".
+See docs/CHAOS.md, "Network faults". Runs from tests/netfault (its conftest.py borrows the chaos
+suite's fixtures).
 
 Short form by default (about 2.5 minutes for the file); GREGOR_SOAK=1 runs more rounds.
 GREGOR_CHAOS_IDEMPOTENT=1 makes the producers idempotent (and duplicates then fail the test) once
@@ -11,6 +12,7 @@ chaos_lib.Workload takes `idempotent=`."""
 import inspect
 import os
 import random
+import re
 import time
 
 import pytest
@@ -243,6 +245,10 @@ class NetNemesis(C.Nemesis):
         # ... as a follower of the new leader, after OffsetForLeaderEpoch truncation.
         assert f"{self.topic}-{p}: truncation done" in victim.log()[log_pos:], \
             f"broker {old} rejoined {self.topic}-{p} without a leader-epoch truncation step"
+        m = re.search(rf"Truncated {self.topic}-{p} from (\d+) to offset (\d+)", victim.log()[log_pos:])
+        self.notes.append(f"p{p}: old leader {old} truncated "
+                          + (f"{int(m.group(1)) - int(m.group(2))} unacknowledged records" if m else "nothing")
+                          + " on rejoining")
         self.log.record("cut-leader-zk", rec, f"p{p} leader {old} -> {new_state['leader']} "
                         f"(epoch {old_state['leader_epoch']} -> {new_state['leader_epoch']})")
 
