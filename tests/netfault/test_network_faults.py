@@ -123,10 +123,6 @@ class NetNemesis(C.Nemesis):
                 return p
         return ps[0]
 
-    def _acks_between(self, t0, t1):
-        with self.wl.ledger.lock:
-            return sum(1 for (_, _, ta) in self.wl.ledger.acked.values() if t0 <= ta <= t1)
-
     def _ensure_controller_epoch_unique(self):
         claims = self.cluster.all_ready_epochs()
         dup = {e: ids for e, ids in claims.items() if len(set(ids)) > 1}
