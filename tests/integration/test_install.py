@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -104,4 +103,3 @@ def test_installed_broker_runs_example_config(installed, zk_connect, zk, tmp_pat
         if p.poll() is None:
             p.kill()
             p.wait(10)
-    time.sleep(0)
