@@ -16,7 +16,12 @@ _c = importlib.util.module_from_spec(_spec)
 sys.modules["gregor_chaos_conftest"] = _c
 _spec.loader.exec_module(_c)
 
-pytest_configure = _c.pytest_configure
+
+def pytest_configure(config):
+    _c.pytest_configure(config)
+    config.addinivalue_line("markers", "broker_config(dict): extra broker settings for the netcluster fixture")
+
+
 pytest_runtest_makereport = _c.pytest_runtest_makereport
 pytest_sessionfinish = _c.pytest_sessionfinish
 pytest_terminal_summary = _c.pytest_terminal_summary

@@ -74,7 +74,11 @@ def netcluster(request, ensemble, cluster_factory):
                   for i in ensemble.members}
     chroot = f"/gregor-net-{random.randrange(16**6):06x}"
     connect = ",".join(f"{p.host}:{p.port}" for p in zk_proxies.values()) + chroot
-    cluster = cluster_factory(connect, n=3, config=C.CLUSTER_CONFIG, start=False)
+    config = dict(C.CLUSTER_CONFIG)
+    marker = request.node.get_closest_marker("broker_config")  # per-test broker settings
+    if marker:
+        config.update(marker.args[0])
+    cluster = cluster_factory(connect, n=3, config=config, start=False)
     broker_proxies = {}
     for b in cluster.brokers.values():
         b.host = f"127.0.0.{b.id + 1}"
@@ -280,13 +284,15 @@ class NetNemesis(C.Nemesis):
         self._ensure_controller_epoch_unique()
         self.log.record("cut-ctrl-zk", rec, f"controller {b.id} -> {c2['brokerid']} (epoch {e0} -> {e1})")
 
-    def cut_controller_from_brokers(self, hold_s=4.0):
+    def cut_controller_from_brokers(self, hold_s=4.0, kind="cut"):
         """The controller keeps its ZooKeeper session but reaches no broker and no broker reaches
         it: it stays controller; partitions it leads lose their followers (ISR shrinks to 1 <
         min.insync.replicas, writes there are refused); no leadership changes; after the heal
-        everything converges."""
+        everything converges. kind "cut": its requests fail at once; "blackhole": they time out
+        (controller.socket.timeout.ms); either way its channel manager backs off and retries."""
         c, b = self._controller_broker()
-        self.net.cut(f"broker-{b.id}", "broker")
+        log_pos = len(b.log())
+        getattr(self.net, kind)(f"broker-{b.id}", "broker")
         time.sleep(hold_s)
         still = self.cluster.controller()
         assert still is not None and still["_stat"].czxid == c["_stat"].czxid, \
@@ -295,7 +301,12 @@ class NetNemesis(C.Nemesis):
         self.net.heal()
         rec = C.measure_recovery(self.wl, t_heal)
         self._heal()
-        self.log.record("cut-ctrl-brokers", rec, f"controller {b.id} for {hold_s:.0f}s (recovery from heal)")
+        retries = [ln for ln in b.log()[log_pos:].splitlines()
+                   if "ControllerChannelManager" in ln and "Reconnecting." in ln]
+        assert retries, f"controller {b.id}'s channel manager logged no failed request while {kind}"
+        self.notes.append(f"{kind}: controller {b.id}'s channel manager: {len(retries)} failed requests "
+                          f"retried, e.g. {retries[0].split('] ', 2)[-1][:120]!r}")
+        self.log.record(f"{kind}-ctrl-brokers", rec, f"controller {b.id} for {hold_s:.0f}s (recovery from heal)")
 
     # (5) a follower cut from its leader
     def cut_follower_from_leader(self, hold_s=None):
@@ -438,12 +449,19 @@ def test_controller_cut_from_zookeeper(request, netcluster):
     run_net_chaos(request, netcluster, lambda nem: [nem.cut_controller_from_zk() for _ in range(n)])
 
 
+@pytest.mark.broker_config({"controller.socket.timeout.ms": "1500"})
 def test_controller_cut_from_brokers(request, netcluster):
-    """(4b) The controller cut from every broker but not from ZooKeeper: it stays controller,
-    partitions it leads stop taking acks=all writes (no loss), and after the heal everything
-    converges."""
+    """(4b) The controller cut from every broker but not from ZooKeeper — once reset (requests
+    fail at once), once blackholed (requests time out after controller.socket.timeout.ms): it
+    stays controller, its channel manager retries with back-off, partitions it leads stop taking
+    acks=all writes (no loss), and after the heal everything converges."""
     n = rounds(1, 3)
-    run_net_chaos(request, netcluster, lambda nem: [nem.cut_controller_from_brokers(4.0) for _ in range(n)])
+
+    def faults(nem):
+        for _ in range(n):
+            nem.cut_controller_from_brokers(4.0, "cut")
+            nem.cut_controller_from_brokers(4.0, "blackhole")
+    run_net_chaos(request, netcluster, faults)
 
 
 def test_follower_cut_from_leader(request, netcluster):
