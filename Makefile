@@ -2,8 +2,10 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all test unit asan fuzz clean cluster
+.PHONY: all test unit asan fuzz clean cluster install
 
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
@@ -21,6 +23,11 @@ asan:
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DGR_SANITIZE=ON -DGR_FUZZ=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
+
+# Installs gregord, gregorctl, the systemd unit and the example configuration under
+# $(DESTDIR)$(PREFIX) (see docs/OPERATIONS.md, "Multi-host deployment").
+install: all
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 test:
 	scripts/test-all.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops the local cluster started by scripts/cluster-up.sh: SIGTERM to each broker (clean
-# shutdown), SIGKILL after 30 s, then the ZooKeeper in ./run/zk if cluster-up started it.
+# shutdown), SIGKILL after 30 s, then the ZooKeeper in ./run/zk (or the ensemble in
+# ./run/zk-ensemble) if cluster-up started it.
 # Data (run/broker-N, run/zk) is kept; `rm -rf run` wipes it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,9 @@ for pid in "${pids[@]}"; do
 done
 rm -f "$run"/broker-*.pid
 
+if [ -f "$run/zk-ensemble/ensemble" ]; then
+    "$root/scripts/zk.sh" stop-ensemble "$run/zk-ensemble" && echo "zookeeper: ensemble stopped"
+fi
 if [ -f "$run/zk/zk.pid" ]; then
     "$root/scripts/zk.sh" stop "$run/zk" "$zk_port" && echo "zookeeper: stopped"
 fi

@@ -2,12 +2,19 @@
 # Starts a local three-broker Gregor cluster for development.
 #
 #   scripts/cluster-up.sh        (also: make cluster)
+#   scripts/cluster-up.sh --ensemble    (or GREGOR_ZK_ENSEMBLE=1): a 3-member ZooKeeper ensemble
+#                                       and brokers on distinct loopback addresses, see below
 #
 # 1. scripts/setup.sh (installs missing packages, builds);
 # 2. ZooKeeper on 127.0.0.1:2181 unless something already answers there (data in ./run/zk);
 # 3. brokers 1-3 from config/server.properties, listening on 127.0.0.1:9092-9094, log dirs
 #    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid;
 # 4. waits until all three are registered in ZooKeeper and prints the bootstrap list.
+#
+# --ensemble: step 2 starts a 3-member ensemble instead (scripts/zk.sh start-ensemble run/zk-ensemble
+# 2181: clients on 127.0.0.1:2181-2183, quorum 2192-2194, election 2202-2204) and the brokers use
+# zookeeper.connect=127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183/gregor; broker N listens on
+# 127.0.0.(N+1):9092 (advertised likewise), the shape of a multi-host deployment on one machine.
 # scripts/cluster-down.sh stops everything again. Re-running cluster-up leaves running brokers alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,11 +23,22 @@ run=$root/run
 zk_port=${GREGOR_ZK_PORT:-2181}
 zk=127.0.0.1:$zk_port
 ports=(9092 9093 9094)
+hosts=(127.0.0.1 127.0.0.1 127.0.0.1)
+ensemble=${GREGOR_ZK_ENSEMBLE:-}
+[ "${1:-}" = --ensemble ] && ensemble=1
+if [ -n "$ensemble" ]; then
+    zk=127.0.0.1:$zk_port,127.0.0.1:$((zk_port + 1)),127.0.0.1:$((zk_port + 2))/gregor
+    ports=(9092 9092 9092)
+    hosts=(127.0.0.2 127.0.0.3 127.0.0.4)
+fi
 
 "$root/scripts/setup.sh"
 mkdir -p "$run"
 
-if "$root/scripts/zk.sh" status "$run/zk" "$zk_port" >/dev/null; then
+if [ -n "$ensemble" ]; then
+    "$root/scripts/zk.sh" start-ensemble "$run/zk-ensemble" "$zk_port" 3
+    echo "zookeeper: ensemble of 3 on ${zk%/*} (data in run/zk-ensemble)"
+elif "$root/scripts/zk.sh" status "$run/zk" "$zk_port" >/dev/null; then
     echo "zookeeper: using the one answering on $zk"
 else
     "$root/scripts/zk.sh" start "$run/zk" "$zk_port"
@@ -29,6 +47,7 @@ fi
 
 for i in 1 2 3; do
     port=${ports[$((i - 1))]}
+    host=${hosts[$((i - 1))]}
     pidf=$run/broker-$i.pid
     if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
         echo "broker $i: already running (pid $(cat "$pidf"))"
@@ -37,13 +56,13 @@ for i in 1 2 3; do
     mkdir -p "$run/broker-$i"
     setsid "$root/build/bin/gregord" "$root/config/server.properties" \
         --override broker.id=$i \
-        --override listeners=PLAINTEXT://127.0.0.1:$port \
-        --override advertised.listeners=PLAINTEXT://127.0.0.1:$port \
+        --override listeners=PLAINTEXT://$host:$port \
+        --override advertised.listeners=PLAINTEXT://$host:$port \
         --override log.dirs="$run/broker-$i" \
         --override zookeeper.connect=$zk \
         </dev/null >>"$run/broker-$i.log" 2>&1 &
     echo $! >"$pidf"
-    echo "broker $i: started (pid $!, 127.0.0.1:$port, log run/broker-$i.log)"
+    echo "broker $i: started (pid $!, $host:$port, log run/broker-$i.log)"
 done
 
 # Wait for all three registrations (up to 60 s), watching for brokers that died.
@@ -81,4 +100,4 @@ finally:
 PY2
 
 "$root/build/bin/gregorctl" --zookeeper "$zk" cluster || true
-echo "bootstrap: 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+echo "bootstrap: ${hosts[0]}:${ports[0]},${hosts[1]}:${ports[1]},${hosts[2]}:${ports[2]}"

@@ -6,14 +6,15 @@
 #   GREGOR_SOAK=1 scripts/test-all.sh   long forms: more simulation seeds, longer fuzzing,
 #                                       soak-marked integration tests
 #   GREGOR_SKIP=asan,fuzz ...           skip named stages (setup build unit sim integration chaos
-#                                       fuzz asan)
+#                                       netfault fuzz asan)
 #   GREGOR_WERROR=0 ...                 build without -Werror (it otherwise sticks in build/'s cache)
 #   GREGOR_ASAN=1 ...                   run the ASan stage even when past its time budget (it is
 #                                       skipped when the run already took GREGOR_ASAN_BUDGET_S=600 s)
 #
 # Stages: setup (packages), build (-Werror), a private ZooKeeper on a free port (stopped on exit),
 # unit tests (ctest), simulation (build/tests/gregor_sim, when built), integration tests (pytest,
-# real ZooKeeper + gregord processes), chaos tests (tests/chaos, when present), fuzzers (clang,
+# real ZooKeeper + gregord processes), chaos tests (tests/chaos, when present), network-fault
+# tests (tests/netfault: ZooKeeper ensemble, fault proxies), fuzzers (clang,
 # 20 s each), ASan+UBSan unit tests. Budget: well under 15 minutes on 2 cores.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -183,6 +184,9 @@ if stage build run_build; then
             stage chaos run_pytest tests/chaos 420
         else
             skipped chaos "no tests"
+        fi
+        if compgen -G 'tests/netfault/test_*.py' >/dev/null; then
+            stage netfault run_pytest tests/netfault 300 # ZooKeeper ensemble + network faults
         fi
         if command -v clang >/dev/null && compgen -G 'tests/fuzz/fuzz_*.c' >/dev/null; then
             stage fuzz run_fuzz

@@ -54,7 +54,7 @@ RESULTS = []  # rows for the summary table: dicts (see FaultStats.row)
 
 def bootstrap(cluster, all_brokers=False):
     bs = cluster.brokers.values() if all_brokers else [b for b in cluster.running() if not b.paused]
-    return ",".join(f"127.0.0.1:{b.port}" for b in bs)
+    return ",".join(b.address for b in bs)
 
 
 def part_state(cluster, topic, p):
@@ -79,7 +79,7 @@ def create_topic(cluster, topic, partitions, rf=3, min_isr=2):
     # brokers clients talk to list them all (else CreateTopics answers INVALID_REPLICATION_FACTOR).
     want = {b.id for b in cluster.running()}
     for b in cluster.running():
-        one = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
+        one = AdminClient({"bootstrap.servers": b.address})
         H.wait_for(lambda: set(one.list_topics(timeout=5).brokers) >= want, 30,
                    f"broker {b.id}'s metadata listing brokers {sorted(want)}", interval=0.2)
     fs = admin.create_topics([NewTopic(topic, partitions, rf, config={"min.insync.replicas": str(min_isr)})],

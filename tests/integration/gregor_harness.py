@@ -7,6 +7,7 @@ Main pieces
   free_port()                 a TCP port on 127.0.0.1 that was free a moment ago
   wait_for(cond, timeout, what)  polls cond() until truthy; raises AssertionError naming `what`
   ZkServer(dir, port)         a ZooKeeper started/stopped through scripts/zk.sh
+  ZkEnsemble(dir, n)          an n-member ZooKeeper ensemble (scripts/zk.sh start-ensemble)
   Cluster(workdir, zk_connect, n)  N gregord processes with generated configs, one log file each
   Broker                      one gregord process: start/stop/kill/pause/resume, log, session, metrics
   kazoo_client(hosts)         a started KazooClient (hosts may carry a /chroot)
@@ -212,6 +213,83 @@ class ZkServer:
         return ruok(self.port, self.host)
 
 
+class ZkEnsemble:
+    """A private N-member ZooKeeper ensemble (quorum on loopback ports) through scripts/zk.sh
+    start-ensemble: member i (1..n) serves clients on 127.0.0.1:base+i-1. Members can be stopped,
+    killed and restarted one at a time; data is kept in dir/zkI across restarts."""
+
+    def __init__(self, dir, n=3, base=None):
+        self.dir = dir
+        self.n = n
+        self.base = base or self._free_base(n)
+
+    @staticmethod
+    def _free_base(n):
+        import random
+        for _ in range(200):
+            base = random.randint(_PORT_LOW, _PORT_HIGH - 30) // 10 * 10
+            ok = True
+            for p in [base + i for i in range(n)] + [base + 10 + i for i in range(1, n + 1)] \
+                    + [base + 20 + i for i in range(1, n + 1)]:
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", p))
+                    except OSError:
+                        ok = False
+                        break
+            if ok:
+                return base
+        raise RuntimeError("no free port range for a ZooKeeper ensemble")
+
+    def port(self, i):
+        return self.base + i - 1
+
+    @property
+    def members(self):
+        return list(range(1, self.n + 1))
+
+    @property
+    def hosts(self):
+        return ",".join(f"127.0.0.1:{self.port(i)}" for i in self.members)
+
+    def _zk(self, *args):
+        subprocess.run([ZK_SH, *args], check=True, stdout=subprocess.DEVNULL, timeout=120)
+
+    def start(self):
+        self._zk("start-ensemble", self.dir, str(self.base), str(self.n))
+
+    def stop(self):
+        self._zk("stop-ensemble", self.dir)
+
+    def start_member(self, i):
+        self._zk("start-member", self.dir, str(i))
+
+    def stop_member(self, i, kill=False):
+        self._zk("stop-member", self.dir, str(i), *(["kill"] if kill else []))
+
+    def mode(self, i):
+        """"leader", "follower", "down", or "not serving" (up, no quorum)."""
+        r = subprocess.run([ZK_SH, "mode", self.dir, str(i)], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip()
+
+    def leader(self):
+        """The member id reporting Mode: leader, or None."""
+        for i in self.members:
+            if self.mode(i) == "leader":
+                return i
+        return None
+
+    def wait_quorum(self, members=None, timeout=60.0):
+        """Waits until one member leads and every member in `members` (default all) serves."""
+        members = members or self.members
+
+        def ok():
+            modes = {i: self.mode(i) for i in members}
+            return modes if (list(modes.values()).count("leader") == 1
+                             and all(m in ("leader", "follower") for m in modes.values())) else None
+        return wait_for(ok, timeout, f"ZooKeeper quorum over members {members}", interval=0.2)
+
+
 def find_metric(metrics, name):
     """Value of the first metric whose full name contains `name` (gauges: "value")."""
     if not isinstance(metrics, dict):
@@ -265,13 +343,21 @@ class Broker:
         self.proc = None
         self.log_offset = 0  # where the current run's output starts in log_path
         self.paused = False
+        self.host = "127.0.0.1"  # the listener's address (tests may move it to 127.0.0.N)
+        self.advertised = None   # (host, port) to advertise instead, e.g. a fault proxy in front
+
+    @property
+    def address(self):
+        """"host:port" clients should use (the advertised listener)."""
+        host, port = self.advertised or (self.host, self.port)
+        return f"{host}:{port}"
 
     # ---- configuration ----
     def properties(self):
         props = {
             "broker.id": str(self.id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://{self.address}",
             "log.dirs": self.logdir,
             "zookeeper.connect": self.cluster.zk_connect,
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),

@@ -377,6 +377,12 @@ static void check_state_change(struct sim *s, const struct zm_txn *t, const stru
 
 void inv_on_commit(void *arg, const struct zm_txn *t) {
     struct sim *s = arg;
+    if (zm_down(s->zm)) {
+        sim_fail(s, "Z1 nothing is written while the ensemble is down",
+                 "a transaction of session 0x%" PRIx64 " (%d changes, first %s) committed during an outage",
+                 (uint64_t)t->session, t->n_changes, t->n_changes ? t->changes[0].path : "-");
+        return;
+    }
     int32_t wid = -1;
     int winc = 0;
     bool is_broker = sim_session_owner(s, t->session, &wid, &winc);

@@ -114,11 +114,45 @@ bool sim_session_owner(struct sim *s, int64_t sid, int32_t *id, int *inc) {
  * ZooKeeper fault hooks
  * ====================================================================================== */
 
+/* The ensemble is back: sessions get a fresh timeout; the admin tool reconnects. */
+static void outage_end(struct sim *s) {
+    if (!zm_down(s->zm)) return;
+    VLOG(s, "the ZooKeeper ensemble is back (sessions get a fresh timeout)");
+    zm_outage_end(s->zm);
+    zm_reconnect(s->admin);
+}
+
 /* kzk waits for a lost connection: usually it comes back; sometimes the session expires. */
 static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
     struct sim *s = arg;
     (void)timeout_ms;
     struct sbroker *b = zm_client_user(c);
+    /* The ensemble is down or this broker is cut off from it: kzk's wait (up to
+     * KZK_MAX_ATTEMPTS x the session timeout, longer than any outage or partition the sim makes)
+     * blocks the caller until ZooKeeper is reachable again. --long-outages: the outage outlasts
+     * that wait, kzk gives up and its caller gets CONNECTIONLOSS (see SIMULATION.md). */
+    if (s->o.zk_long_outages && (zm_down(s->zm) || (b && b->zk_cut_until > s->now))) {
+        sim_trace(s, 0xe5);
+        return GR_ZOPERATIONTIMEOUT;
+    }
+    if (zm_down(s->zm)) {
+        if (s->outage_until > s->now) s->now = s->outage_until;
+        zm_set_time(s->zm, s->now);
+        VLOG(s, "zk: broker %d waits until the ensemble is back", b ? b->id : -1);
+        outage_end(s);
+        sim_trace(s, 0xe3);
+        return GR_ZOK;
+    }
+    if (b && b->zk_cut_until > s->now) {
+        s->now = b->zk_cut_until;
+        zm_set_time(s->zm, s->now);
+        b->zk_cut_until = 0;
+        /* A partition always outlasts the session timeout (A_ZK_PARTITION): the server has
+         * expired the session; the broker learns it on reconnecting. */
+        VLOG(s, "zk: broker %d waits until its link to ZooKeeper is back: its session expired", b->id);
+        sim_trace(s, 0xe4);
+        return GR_ZSESSIONEXPIRED;
+    }
     if (s->phase == 0 && b && rng_chance(&s->rng, 1, 6)) {
         VLOG(s, "zk: broker %d's session expires while it waits to reconnect", b->id);
         sim_trace(s, 0xe1);
@@ -253,6 +287,9 @@ enum act {
     A_CCL_PROCESS,
     A_ALTER_EXPAND,
     A_ADD_PARTITIONS,
+    A_ZK_OUTAGE,
+    A_ZK_OUTAGE_END,
+    A_ZK_PARTITION,
     A_COUNT
 };
 
@@ -296,8 +333,10 @@ static void progress_cands(struct sim *s, struct cands *c, bool chaos) {
         if (!b->alive) continue;
         if (gr_ctrl_events_size(gr_controller_events(b->ctrl)) > 0) add(c, A_PROCESS, 50, b);
         int st = zm_client_state(b->zc);
-        if (st == ZMC_EXPIRED && zm_expired_delivered(b->zc) && !b->expire_pending) add(c, A_NEW_SESSION, 20, b);
-        if (st == ZMC_DISCONNECTED) add(c, A_RECONNECT, chaos ? 6 : 20, b);
+        bool reach = !zm_down(s->zm) && b->zk_cut_until <= s->now;
+        if (reach && st == ZMC_EXPIRED && zm_expired_delivered(b->zc) && !b->expire_pending)
+            add(c, A_NEW_SESSION, 20, b);
+        if (reach && st == ZMC_DISCONNECTED) add(c, A_RECONNECT, chaos ? 6 : 20, b);
         if (b->ccl && gr_config_change_listener_dirty(b->ccl)) add(c, A_CCL_PROCESS, 20, b);
         if (b->cs_state == 2) add(c, A_CS_STEP, 10, b);
         if (!chaos && s->o.alter_isr && alter_expand_possible(s, b)) add(c, A_ALTER_EXPAND, 10, b);
@@ -329,7 +368,31 @@ static void amsg_cands(struct sim *s, struct cands *c, bool chaos) {
     }
 }
 
+/* While the whole ensemble is down: the brokers run on (crashes, AlterIsr proposals, time), no
+ * admin tool or restart can reach ZooKeeper; the outage ends once its minimum length passed. */
+static void outage_fault_cands(struct sim *s, struct cands *c) {
+    int alive = n_alive(s);
+    for (int i = 0; i < s->n_brokers; i++) {
+        struct sbroker *b = &s->brokers[i];
+        if (!b->alive) continue;
+        if (s->o.alter_isr) add(c, A_ALTER_PROPOSE, 3, b);
+        if (alive > 1) add(c, A_CRASH, 1, b);
+    }
+    if (s->now >= s->outage_until) add(c, A_ZK_OUTAGE_END, 4, NULL);
+    add(c, A_TIME, 6, NULL);
+}
+
 static void fault_cands(struct sim *s, struct cands *c) {
+    if (zm_down(s->zm)) {
+        outage_fault_cands(s, c);
+        return;
+    }
+    if (s->o.zk_outages) {
+        add(c, A_ZK_OUTAGE, 1, NULL);
+        for (int i = 0; i < s->n_brokers; i++)
+            if (s->brokers[i].alive && zm_client_state(s->brokers[i].zc) == ZMC_CONNECTED)
+                add(c, A_ZK_PARTITION, 1, &s->brokers[i]);
+    }
     if (s->o.alter_isr)
         for (int i = 0; i < s->n_brokers; i++)
             if (s->brokers[i].alive) add(c, A_ALTER_PROPOSE, 3, &s->brokers[i]);
@@ -406,6 +469,7 @@ static void do_act(struct sim *s, const struct cand *c) {
     case A_MSG_REQ: case A_MSG_RESP: case A_MSG_LOSE: case A_ORPHAN_DELIVER: case A_ORPHAN_DROP: tag = m->id; break;
     case A_AMSG_DELIVER: case A_AMSG_COMPLETE: case A_AMSG_DROP: tag = ((struct amsg *)c->p)->id; break;
     case A_TIME: case A_DEL_CONTROLLER: case A_TOUCH_CONTROLLER: case A_CREATE_TOPIC: case A_DELETE_TOPIC:
+    case A_ZK_OUTAGE: case A_ZK_OUTAGE_END:
     case A_REASSIGN_ZK: case A_REASSIGN_API: case A_REASSIGN_CANCEL: case A_PREFERRED_ZK: case A_ELECT_PREFERRED:
     case A_ELECT_UNCLEAN: case A_UNCLEAN_CONFIG: case A_ADD_PARTITIONS: tag = 0; break;
     default: tag = b ? (uint64_t)b->id : 0; break;
@@ -552,6 +616,26 @@ static void do_act(struct sim *s, const struct cand *c) {
         VLOG(s, "broker %d: a leader adds a caught-up follower to the ISR", b->id);
         alter_expand(s, b);
         break;
+    case A_ZK_OUTAGE:
+        s->outage_until = s->now + rng_below(&s->rng, 2 * SIM_SESSION_TIMEOUT_MS);
+        s->outage_zxid = zm_last_zxid(s->zm);
+        VLOG(s, "FAULT: the whole ZooKeeper ensemble goes down (for at least %" PRId64 " ms)",
+             s->outage_until - s->now);
+        zm_outage_begin(s->zm);
+        s->n_faults++;
+        s->n_outages++;
+        break;
+    case A_ZK_OUTAGE_END:
+        outage_end(s);
+        break;
+    case A_ZK_PARTITION:
+        b->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS + rng_below(&s->rng, SIM_SESSION_TIMEOUT_MS);
+        VLOG(s, "FAULT: broker %d is cut off from ZooKeeper until t=%" PRId64 " (it keeps running; its session "
+                "expires meanwhile)", b->id, b->zk_cut_until);
+        zm_disconnect(b->zc);
+        s->n_faults++;
+        s->n_zk_partitions++;
+        break;
     }
 }
 
@@ -608,6 +692,8 @@ static bool busy(struct sim *s) {
 /* Settle: no new faults; restart some dead brokers; deliver everything until quiet. */
 void sim_settle(struct sim *s) {
     s->phase = 1;
+    outage_end(s);
+    for (int i = 0; i < s->n_brokers; i++) s->brokers[i].zk_cut_until = 0;
     bool want[SIM_MAX_BROKERS] = {0};
     int wanted = 0;
     for (int i = 0; i < s->n_brokers; i++) {
@@ -751,8 +837,9 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
     if (s->failed && !g_silent) printf("%s\n", s->fail_msg);
     if (o->verbose)
         printf("seed %" PRIu64 ": %" PRId64 " steps, %" PRId64 " elections, %" PRId64 " requests (%" PRId64
-               " delivered), %" PRId64 " faults, trace %016" PRIx64 "\n",
-               o->seed, s->step, s->n_elections, s->n_requests, s->n_msgs_delivered, s->n_faults, s->trace);
+               " delivered), %" PRId64 " faults (%" PRId64 " ZooKeeper outages, %" PRId64 " one-sided partitions), trace %016" PRIx64 "\n",
+               o->seed, s->step, s->n_elections, s->n_requests, s->n_msgs_delivered, s->n_faults, s->n_outages,
+               s->n_zk_partitions, s->trace);
     int rc = s->failed ? 1 : 0;
     if (trace_out) *trace_out = s->trace ^ (uint64_t)zm_last_zxid(s->zm);
     sim_teardown(s);
@@ -767,7 +854,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
 static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
-            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-watch-flush]\n"
+            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-zk-outages] [--long-outages] [--no-watch-flush]\n"
             "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--no-admin] [--no-scenarios] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
@@ -779,7 +866,7 @@ static void parse_expect(struct sim_opts *o, const char *v) {
 
 int main(int argc, char **argv) {
     struct sim_opts o = {.steps = 400, .episodes = 3, .brokers = 3, .watch_flush = true,
-                         .admin_topics = true, .zk_faults = true, .hand_edits = true,
+                         .admin_topics = true, .zk_faults = true, .hand_edits = true, .zk_outages = true,
                          .expect_states = true, .expect_metadata = true, .alter_isr = true, .admin_flows = true};
     uint64_t seeds = 0, start = 1, one = 0;
     bool have_one = false, selftest = false, run_scenarios = true;
@@ -796,6 +883,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--expect") && v) parse_expect(&o, v), i++;
         else if (!strcmp(a, "--no-topics")) o.admin_topics = false;
         else if (!strcmp(a, "--no-zk-faults")) o.zk_faults = false;
+        else if (!strcmp(a, "--no-zk-outages")) o.zk_outages = false;
+        else if (!strcmp(a, "--long-outages")) o.zk_long_outages = true;
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
         else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;

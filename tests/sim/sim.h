@@ -50,6 +50,9 @@ struct sim_opts {
     bool alter_isr;            /* leaders propose ISR changes (AlterIsr) */
     bool admin_flows;          /* deletion, reassignment, elections, unclean config, controlled
                                   shutdown, log dir failures (admin.c) */
+    bool zk_outages;           /* whole-ensemble outages and one-sided partitions (a broker cut
+                                  off from ZooKeeper, still running, its session expiring) */
+    bool zk_long_outages;      /* ... longer than kzk's reconnect wait: calls fail meanwhile */
 };
 
 /* ---- a simulated broker's partition view (from LeaderAndIsr / UpdateMetadata) ---- */
@@ -166,6 +169,8 @@ struct sbroker {
     int cs_attempt;
     bool cs_ok;
     uint64_t cs_seq;
+    /* one-sided partition: cannot reach ZooKeeper before this virtual time (0: not cut off) */
+    int64_t zk_cut_until;
 };
 
 /* ---- the simulation ---- */
@@ -201,6 +206,10 @@ struct sim {
     bool q7_armed;
     bool q7_over[SIM_MAX_BROKERS + 1];
 
+    /* whole-ensemble outage: may end from this virtual time on; zxid when it began */
+    int64_t outage_until;
+    int64_t outage_zxid;
+
     /* messages */
     struct smsg *msgs;          /* every in-flight message, in send order */
     int n_msgs;
@@ -229,6 +238,7 @@ struct sim {
     /* statistics */
     int64_t n_elections, n_msgs_delivered, n_faults, n_quiet_checks, n_requests;
     int64_t n_unclean_elections, n_deletions_done, n_reassign_done, n_cs_done;
+    int64_t n_outages, n_zk_partitions;
     uint64_t trace;             /* hash of the choices, for determinism checks */
 };
 

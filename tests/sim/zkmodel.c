@@ -92,6 +92,7 @@ struct zm {
     int nevents;
     struct zm_hooks hooks;
     bool flush_on_call;
+    bool down;                 /* whole-ensemble outage (zm_outage_begin .. zm_outage_end) */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -767,13 +768,14 @@ static void session_kill(struct zm *zm, struct zm_session *s, bool notify_client
 
 bool zm_expire_session(struct zm *zm, int64_t session_id) {
     struct zm_session *s = session_find(zm, session_id);
-    if (!s || !s->alive) return false;
+    if (!s || !s->alive || zm->down) return false;
     session_kill(zm, s, true);
     return true;
 }
 
 int zm_tick(struct zm *zm) {
     int n = 0;
+    if (zm->down) return 0; /* no server, no expiry */
     for (int i = 0; i < zm->nsessions; i++) {
         struct zm_session *s = zm->sessions[i];
         if (s->alive && s->deadline <= zm->now) {
@@ -786,6 +788,7 @@ int zm_tick(struct zm *zm) {
 
 int64_t zm_next_deadline(struct zm *zm) {
     int64_t d = INT64_MAX;
+    if (zm->down) return d;
     for (int i = 0; i < zm->nsessions; i++) {
         struct zm_session *s = zm->sessions[i];
         if (s->alive && s->deadline < d) d = s->deadline;
@@ -804,7 +807,7 @@ void zm_disconnect(struct zm_client *c) {
 }
 
 void zm_reconnect(struct zm_client *c) {
-    if (c->state != ZMC_DISCONNECTED) return;
+    if (c->state != ZMC_DISCONNECTED || c->zm->down) return;
     if (c->sess && c->sess->alive) {
         c->state = ZMC_CONNECTED;
         c->sess->deadline = INT64_MAX;
@@ -820,7 +823,7 @@ void zm_reconnect(struct zm_client *c) {
 }
 
 bool zm_new_session(struct zm_client *c) {
-    if (c->state != ZMC_EXPIRED || !c->expired_delivered) return false;
+    if (c->state != ZMC_EXPIRED || !c->expired_delivered || c->zm->down) return false;
     c->sess = session_new(c->zm, c, c->base.session_timeout_ms);
     c->state = ZMC_CONNECTED;
     c->expired_delivered = false;
@@ -836,10 +839,27 @@ void zm_crash(struct zm_client *c, bool close_now) {
     c->sess = NULL;
     if (s && s->alive) {
         s->client = NULL;
-        if (close_now) session_kill(c->zm, s, false);
-        else s->deadline = c->zm->now + s->timeout_ms;
+        if (close_now && !c->zm->down) session_kill(c->zm, s, false);
+        else s->deadline = c->zm->now + s->timeout_ms; /* renewed again when an outage ends */
     }
 }
+
+void zm_outage_begin(struct zm *zm) {
+    if (zm->down) return;
+    for (struct zm_client *c = zm->clients; c; c = c->next) zm_disconnect(c);
+    zm->down = true;
+}
+
+void zm_outage_end(struct zm *zm) {
+    if (!zm->down) return;
+    zm->down = false;
+    for (int i = 0; i < zm->nsessions; i++) {
+        struct zm_session *s = zm->sessions[i];
+        if (s->alive) s->deadline = zm->now + s->timeout_ms;
+    }
+}
+
+bool zm_down(struct zm *zm) { return zm->down; }
 
 int zm_client_state(struct zm_client *c) { return c->state; }
 int64_t zm_client_session(struct zm_client *c) { return c->sess ? c->sess->id : 0; }
@@ -1180,7 +1200,10 @@ static void b_destroy(struct gr_zk_backend *b) {
     if (!c) return;
     struct zm *zm = c->zm;
     ev_drop(c, false);
-    if (c->sess && c->sess->alive) {
+    if (c->sess && c->sess->alive && zm->down) { /* nobody to close it: it lingers */
+        c->sess->client = NULL;
+        c->sess->deadline = zm->now + c->sess->timeout_ms;
+    } else if (c->sess && c->sess->alive) {
         c->sess->client = NULL;
         session_kill(zm, c->sess, false);
     } else if (c->sess) {

@@ -143,6 +143,14 @@ bool zm_deliver_one(struct zm_client *c);
 /* Number of queued (not necessarily deliverable) events of c / of everyone. */
 int zm_pending(struct zm_client *c);
 int zm_pending_total(struct zm *zm);
+/* Whole-ensemble outage. zm_outage_begin: every server is down; every connected client becomes
+ * DISCONNECTED (queued), nothing can be read or written, no session expires, reconnecting and
+ * new sessions fail, a client destroyed or crashed meanwhile leaves its session behind (nobody can
+ * close it). zm_outage_end: the ensemble is back and, as ZooKeeper's newly elected leader does,
+ * gives every live session a fresh timeout: clients that reconnect within it keep their session. */
+void zm_outage_begin(struct zm *zm);
+void zm_outage_end(struct zm *zm);
+bool zm_down(struct zm *zm);
 /* True if c's EXPIRED event has been delivered and it has no session yet. */
 bool zm_expired_delivered(struct zm_client *c);
 

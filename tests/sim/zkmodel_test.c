@@ -299,6 +299,43 @@ static int fault_hook(void *arg, struct zm_client *c, bool is_write) {
     return ZM_FAULT_NONE;
 }
 
+/* Whole-ensemble outage: everyone disconnected, nothing expires or is written, reconnecting
+ * fails; afterwards every live session has a fresh timeout. */
+static void outages(void) {
+    struct zm *zm = zm_new();
+    struct rec r1 = {0}, r2 = {0};
+    zm_set_time(zm, 1000);
+    struct zm_client *c1 = zm_client_new(zm, 6000, rec_watch, rec_session, &r1);
+    struct zm_client *c2 = zm_client_new(zm, 6000, rec_watch, rec_session, &r2);
+    CHECK(gr_zkb_create(zm_backend(c1), "/e", NULL, 0, GR_ZEPHEMERAL, NULL) == GR_ZOK);
+    int64_t sid1 = zm_client_session(c1);
+    int64_t zxid = zm_last_zxid(zm);
+    zm_outage_begin(zm);
+    CHECK(zm_down(zm));
+    CHECK(zm_client_state(c1) == ZMC_DISCONNECTED && zm_client_state(c2) == ZMC_DISCONNECTED);
+    CHECK(gr_zkb_create(zm_backend(c2), "/x", NULL, 0, 0, NULL) == GR_ZCONNECTIONLOSS);
+    zm_set_time(zm, 100000); /* far past every timeout: no server, no expiry */
+    CHECK(zm_tick(zm) == 0);
+    CHECK(zm_next_deadline(zm) == INT64_MAX);
+    zm_reconnect(c1);
+    CHECK(zm_client_state(c1) == ZMC_DISCONNECTED);
+    CHECK(!zm_expire_session(zm, sid1));
+    gr_zkb_destroy(zm_backend(c2)); /* nobody to close its session: it lingers */
+    CHECK(zm_last_zxid(zm) == zxid);
+    zm_outage_end(zm);
+    CHECK(!zm_down(zm));
+    CHECK(zm_next_deadline(zm) == 100000 + 6000);
+    zm_set_time(zm, 100000 + 5000);
+    CHECK(zm_tick(zm) == 0);
+    zm_reconnect(c1); /* within the fresh timeout: same session, ephemeral still there */
+    CHECK(zm_client_state(c1) == ZMC_CONNECTED && zm_client_session(c1) == sid1);
+    CHECK(gr_zkb_exists(zm_backend(c1), "/e", false, NULL) == GR_ZOK);
+    zm_set_time(zm, 100000 + 6000);
+    CHECK(zm_tick(zm) == 1); /* c2's orphaned session */
+    gr_zkb_destroy(zm_backend(c1));
+    zm_free(zm);
+}
+
 static void kzk_on_model(void) {
     struct zm *zm = zm_new();
     struct zm_hooks h = {.call_fault = fault_hook};
@@ -339,6 +376,7 @@ int zm_unit_checks(void) {
     multi_ops();
     watches();
     sessions();
+    outages();
     kzk_on_model();
     return test_failures;
 }
