@@ -55,6 +55,10 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ELECT_LEADERS] = {0, 2, gr_handle_elect_leaders, 0},
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
+    /* ACLs: security/authorizer.h */
+    [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
+    [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},
+    [GR_API_DELETE_ACLS] = {0, 2, gr_handle_delete_acls, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */

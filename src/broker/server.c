@@ -30,6 +30,7 @@
 #include "controller/channel_manager.h"
 #include "controller/clock.h"
 #include "controller/config_change_listener.h"
+#include "security/authorizer.h"
 #include "controller/controller.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
@@ -65,6 +66,7 @@ struct gr_server {
     struct gr_broker *broker;             /* request handlers' shared context */
     struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
     struct gr_ldf *log_dir_failure;       /* offline log dirs (log_dir_failure.h) */
+    struct gr_authorizer *authorizer;     /* authorizer.class.name set; else NULL */
 
     pthread_mutex_t session_mu; /* guards last_session */
     struct gr_zsession last_session;
@@ -373,6 +375,15 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* The authorizer (ACL cache loaded from ZooKeeper) before the first request. */
+    if (cfg->authorizer_class_name) {
+        struct gr_authorizer_config ac = {.super_users = cfg->super_users,
+                                          .allow_everyone_if_no_acl_found = cfg->allow_everyone_if_no_acl_found};
+        s->authorizer = gr_authorizer_new(&ac);
+        if ((rc = gr_authorizer_start(s->authorizer, s->kzk, s->watches)) != 0) goto fail;
+        s->broker->authorizer = s->authorizer;
+    }
+
     /* Group coordinator: after the replica manager (its storage), before the network. */
     if ((rc = gr_group_coordinator_start(s->broker, s->replicas)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the group coordinator: %s", gr_strerror(rc));
@@ -461,6 +472,9 @@ void gr_server_shutdown(struct gr_server *s) {
     s->log_dir_failure = NULL;
     gr_config_change_listener_stop(s->config_changes);
     s->config_changes = NULL;
+    gr_authorizer_free(s->authorizer); /* network stopped: no request uses it */
+    s->authorizer = NULL;
+    if (s->broker) s->broker->authorizer = NULL;
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
         gr_kzk_free(s->kzk);
