@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/log_dir_failure.h"
@@ -32,6 +33,7 @@ struct fetch_ctx {
     const struct FetchRequest *r;
     int16_t version;
     int n;
+    bool *denied; /* per request topic: TOPIC_AUTHORIZATION_FAILED (authorize.h) */
     /* read results that must be freed after the response is encoded */
     uint8_t **bufs;
     int nbufs;
@@ -83,6 +85,11 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->PreferredReadReplica = -1;
             pr->RecordSet.p = NULL;
             pr->RecordSet.len = 0;
+            if (c->denied[t]) {
+                pr->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+                *errors = true;
+                continue;
+            }
             struct gr_rm_partition *p = rm ? gr_rm_get_partition(rm, ft->Topic, fp->Partition) : NULL;
             if (!p) {
                 pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, ft->Topic, fp->Partition)
@@ -151,6 +158,7 @@ static bool fetch_try(struct gr_delayed_op *op) {
     bool follower = r->ReplicaId >= 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
+        if (c->denied[t]) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
@@ -185,6 +193,7 @@ static void fetch_complete(struct gr_delayed_op *op, bool expired) {
 static void fetch_destroy(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
     free(c->bufs);
+    free(c->denied);
     free(c);
 }
 
@@ -209,6 +218,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);
+        free(c->denied);
         free(c);
         return;
     }
