@@ -7,7 +7,9 @@
  *   - MaxBytes bounds the response, PartitionMaxBytes each partition; the first partition that
  *     has data returns at least one whole batch (Kafka's minOneMessage);
  *   - LastStableOffset = high watermark (no transactions); no aborted transactions;
- *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full.
+ *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full;
+ *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
+ *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
@@ -210,6 +212,13 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     for (int t = 0; t < r->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
     c->n = n;
     c->bufs = gr_calloc((size_t)n + 1, sizeof *c->bufs);
+    /* Kafka: followers need Cluster CLUSTER_ACTION, consumers Topic READ (api/authorize.h). */
+    int nt = r->TopicsCount > 0 ? r->TopicsCount : 0;
+    c->denied = gr_calloc((size_t)nt + 1, sizeof *c->denied);
+    bool cluster_ok = r->ReplicaId < 0 || gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION);
+    for (int t = 0; t < nt; t++)
+        c->denied[t] = !cluster_ok ||
+                       (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
 
     int64_t bytes;
     bool errors;

@@ -119,3 +119,182 @@ def test_acl_apis_need_cluster_alter_and_describe(one):
     assert ferr is KE.ClusterAuthorizationFailedError
     assert not one.zk.exists("/kafka-acl/Topic/t")
     a.close()
+
+
+# ---- raw Metadata v1 straight to one broker (to observe each broker's own ACL cache) ----
+
+def _metadata_topics(port, principal):
+    """Topic names (with error codes) that broker `port` returns to `principal` for an
+    all-topics Metadata v1 request."""
+    import socket
+    import struct
+    cid = principal.encode()
+    body = struct.pack(">hhih", 3, 1, 7, len(cid)) + cid + struct.pack(">i", -1)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        def exact(n):
+            b = b""
+            while len(b) < n:
+                chunk = s.recv(n - len(b))
+                assert chunk, "connection closed"
+                b += chunk
+            return b
+        (size,) = struct.unpack(">i", exact(4))
+        data = exact(size)
+    pos = 4  # correlation id
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return v if len(v) > 1 else v[0]
+
+    def string():
+        nonlocal pos
+        n = take(">h")
+        if n < 0:
+            return None
+        v = data[pos:pos + n].decode()
+        pos += n
+        return v
+
+    for _ in range(take(">i")):  # brokers
+        take(">i"), string(), take(">i"), string()
+    take(">i")  # controller
+    topics = {}
+    for _ in range(take(">i")):
+        err = take(">h")
+        name = string()
+        take(">b")
+        for _ in range(take(">i")):
+            take(">hii")
+            for _ in range(take(">i")):
+                take(">i")
+            for _ in range(take(">i")):
+                take(">i")
+        topics[name] = err
+    return topics
+
+
+def produce_one(c, principal, topic, value=b"v"):
+    """Produces one message as `principal`; returns the delivery error code (0 = delivered)."""
+    p = Producer({"bootstrap.servers": bootstrap(c), "client.id": principal,
+                  "message.timeout.ms": 8000, "enable.idempotence": False})
+    out = []
+    p.produce(topic, value, callback=lambda err, msg: out.append(err))
+    p.flush(10)
+    assert out, "no delivery report"
+    return 0 if out[0] is None else out[0].code()
+
+
+def end_offset(c, topic, partition=0):
+    cons = Consumer({"bootstrap.servers": bootstrap(c), "client.id": "User:admin", "group.id": "probe"})
+    try:
+        return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        cons.close()
+
+
+def test_write_denied_appends_nothing(one):
+    a, kp = ck_admin(one), kp_admin(one)
+    create_topic(a, "t")
+    create_acls(kp, [acl(ResourceType.TOPIC, "t", "User:alice", ACLOperation.DESCRIBE)])
+    assert produce_one(one, "User:alice", "t") == 29  # TOPIC_AUTHORIZATION_FAILED
+    assert end_offset(one, "t") == 0
+    # a DENY wins over an ALLOW; User:* grants everyone
+    create_acls(kp, [acl(ResourceType.TOPIC, "t", "User:*", ACLOperation.WRITE),
+                     acl(ResourceType.TOPIC, "t", "User:mallory", ACLOperation.ALL, ACLPermissionType.DENY)])
+    assert produce_one(one, "User:alice", "t") == 0
+    assert produce_one(one, "User:mallory", "t") == 29
+    assert end_offset(one, "t") == 1
+    kp.close()
+
+
+def test_metadata_hides_topics_without_describe(one):
+    a, kp = ck_admin(one), kp_admin(one)
+    for t in ("seen", "hidden"):
+        create_topic(a, t)
+    # READ implies DESCRIBE
+    create_acls(kp, [acl(ResourceType.TOPIC, "seen", "User:bob", ACLOperation.READ)])
+    assert _metadata_topics(one[1].port, "User:bob") == {"seen": 0}
+    assert set(_metadata_topics(one[1].port, "User:admin")) == {"seen", "hidden"}
+    # a named request answers TOPIC_AUTHORIZATION_FAILED (without saying whether it exists)
+    md = ck_admin(one, "User:bob").list_topics(topic="hidden", timeout=10)
+    assert md.topics["hidden"].error.code() == 29
+    md = ck_admin(one, "User:bob").list_topics(topic="nonexistent", timeout=10)
+    assert md.topics["nonexistent"].error.code() == 29
+    # kcat -L as bob lists only "seen"
+    out = subprocess.run(["kcat", "-b", bootstrap(one), "-X", "client.id=User:bob", "-L", "-J"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert [t["topic"] for t in json.loads(out)["topics"]] == ["seen"]
+    kp.close()
+
+
+def test_non_super_user_cannot_create_topics(one):
+    kp, carol = kp_admin(one), ck_admin(one, "User:carol")
+    res = carol.create_topics([NewTopic("carol-1", 1, 1), NewTopic("x", 1, 1)])
+    for f in res.values():
+        with pytest.raises(KafkaException) as e:
+            f.result()
+        assert e.value.args[0].code() == 29
+    assert not one.zk.exists("/brokers/topics/carol-1")
+    # CREATE on the prefix carol- lets her create carol-* only
+    create_acls(kp, [acl(ResourceType.TOPIC, "carol-", "User:carol", ACLOperation.CREATE, pattern=PRE)])
+    res = carol.create_topics([NewTopic("carol-1", 1, 1), NewTopic("x", 1, 1)])
+    res["carol-1"].result()
+    with pytest.raises(KafkaException):
+        res["x"].result()
+    assert one.zk.exists("/brokers/topics/carol-1") and not one.zk.exists("/brokers/topics/x")
+    # no auto-creation through Metadata either
+    assert produce_one(one, "User:carol", "auto-x") != 0
+    assert not one.zk.exists("/brokers/topics/auto-x")
+    kp.close()
+
+
+def test_consumer_group_needs_group_read(one):
+    a, kp = ck_admin(one), kp_admin(one)
+    create_topic(a, "g-topic")
+    assert produce_one(one, "User:admin", "g-topic") == 0
+    create_acls(kp, [acl(ResourceType.TOPIC, "g-topic", "User:erin", ACLOperation.READ)])
+
+    def consume(group):
+        c = Consumer({"bootstrap.servers": bootstrap(one), "client.id": "User:erin", "group.id": group,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+        c.subscribe(["g-topic"])
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                return m.error().code() if m.error() else 0
+            return None
+        finally:
+            c.close()
+
+    assert consume("erin-group") == 30  # GROUP_AUTHORIZATION_FAILED
+    create_acls(kp, [acl(ResourceType.GROUP, "erin-", "User:erin", ACLOperation.READ, pattern=PRE)])
+    assert consume("erin-group") == 0
+    kp.close()
+
+
+def test_acl_change_reaches_every_broker_within_a_second(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=3, config=AUTH)
+    create_topic(ck_admin(c), "shared", 3, 1)
+    ports = [b.port for b in c.brokers.values()]
+    H.wait_for(lambda: all("shared" in _metadata_topics(p, "User:admin") for p in ports), 10,
+               "topic on every broker")
+    assert all(_metadata_topics(p, "User:frank") == {} for p in ports)
+    # the ACL goes through broker 1 only
+    kp = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{ports[0]}", client_id="User:admin")
+    t0 = time.monotonic()
+    create_acls(kp, [acl(ResourceType.TOPIC, "shared", "User:frank", ACLOperation.DESCRIBE)])
+    H.wait_for(lambda: all(_metadata_topics(p, "User:frank") == {"shared": 0} for p in ports), 5,
+               "the new ACL on every broker", interval=0.02)
+    assert time.monotonic() - t0 < 1.0 + 0.5  # the create call itself is in the 0.5
+    t0 = time.monotonic()
+    kp.delete_acls([afilter(ResourceType.TOPIC, "shared")])
+    H.wait_for(lambda: all(_metadata_topics(p, "User:frank") == {} for p in ports), 5,
+               "the removal on every broker", interval=0.02)
+    assert time.monotonic() - t0 < 1.5
+    kp.close()
