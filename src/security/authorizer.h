@@ -42,7 +42,8 @@ struct gr_authorizer_config {
  * gr_authorizer_cache_put). */
 struct gr_authorizer *gr_authorizer_new(const struct gr_authorizer_config *cfg);
 /* Attaches ZooKeeper: creates the ACL paths, starts the change listeners and loads the cache
- * (listeners first, as Kafka, so no change is missed). Returns 0 or a kzk error (logged). */
+ * (listeners first, as Kafka, so no change is missed). Returns 0 or a kzk error (logged).
+ * watches NULL (unit tests on a single-threaded ZooKeeper): no listener thread. */
 int gr_authorizer_start(struct gr_authorizer *a, struct gr_kzk *kzk, struct gr_zk_watches *watches);
 /* Stops the listener thread and frees everything. NULL is ignored. */
 void gr_authorizer_free(struct gr_authorizer *a);
