@@ -298,3 +298,57 @@ def test_acl_change_reaches_every_broker_within_a_second(cluster_factory, zk_con
                "the removal on every broker", interval=0.02)
     assert time.monotonic() - t0 < 1.5
     kp.close()
+
+
+def ctl(c, *args, check=True):
+    r = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(c), *args], capture_output=True, text=True,
+                       timeout=30)
+    if check:
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def test_gregorctl_acls_round_trip(one):
+    r = ctl(one, "acls", "add", "--allow-principal", "User:alice", "--allow-principal", "User:bob",
+            "--operation", "Read", "--operation", "Describe", "--topic", "orders")
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`" in r.stdout
+    acls = json.loads(one.zk.get("/kafka-acl/Topic/orders")[0])["acls"]
+    assert len(acls) == 4
+    ctl(one, "acls", "add", "--deny-principal", "User:bob", "--deny-host", "10.1.2.3", "--operation", "Read",
+        "--topic", "orders")
+    ctl(one, "acls", "add", "--allow-principal", "User:carol", "--consumer", "--topic", "in-",
+        "--group", "app-", "--resource-pattern-type", "prefixed")
+    ctl(one, "acls", "add", "--allow-principal", "User:ops", "--operation", "Alter", "--cluster")
+    assert one.zk.exists("/kafka-acl-extended/prefixed/Group/app-")
+    assert one.zk.exists("/kafka-acl/Cluster/kafka-cluster")
+
+    out = ctl(one, "acls", "list").stdout
+    assert "(principal=User:bob, host=10.1.2.3, operation=READ, permissionType=DENY)" in out
+    assert "resourceType=GROUP, name=app-, patternType=PREFIXED" in out
+    assert "(principal=User:ops, host=*, operation=ALTER, permissionType=ALLOW)" in out
+    out = ctl(one, "acls", "list", "--topic", "orders").stdout
+    assert out.count("principal=") == 5
+    out = ctl(one, "acls", "list", "--principal", "User:carol").stdout
+    assert out.count("principal=User:carol") == 3 and "User:bob" not in out
+    # the ACLs work: alice may read orders' metadata, carol describes in-x
+    create_topic(ck_admin(one), "orders")
+    assert _metadata_topics(one[1].port, "User:alice") == {"orders": 0}
+
+    ctl(one, "acls", "remove", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders")
+    out = ctl(one, "acls", "list", "--topic", "orders").stdout
+    assert out.count("principal=") == 4
+    ctl(one, "acls", "remove", "--topic", "orders", "--force")
+    assert not one.zk.exists("/kafka-acl/Topic/orders")
+    assert "orders" not in ctl(one, "acls", "list").stdout
+
+    # usage errors, and an unsupported operation for the resource type
+    assert ctl(one, "acls", "add", "--topic", "x", check=False).returncode == 2
+    assert ctl(one, "acls", "add", "--allow-principal", "alice", "--topic", "x", check=False).returncode == 2
+    assert ctl(one, "acls", "add", "--allow-principal", "User:a", "--operation", "Write", "--group", "g",
+               check=False).returncode == 2
+
+
+def test_gregorctl_acls_without_authorizer(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=1)
+    r = ctl(c, "acls", "list", check=False)
+    assert r.returncode == 1 and "SECURITY_DISABLED" in r.stderr
