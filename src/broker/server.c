@@ -325,6 +325,8 @@ static int connect_zookeeper(struct gr_server *s) {
         .on_watch = gr_zk_watches_on_watch,
         .on_session = gr_zk_watches_on_session,
         .cb_ctx = s->watches,
+        .secure_acls = cfg->zookeeper_set_acl,
+        .digest_auth = cfg->gregor_zookeeper_auth_digest,
     };
     slog(s, GR_LOG_INFO, "Connecting to zookeeper on %s", cfg->zookeeper_connect);
     int zrc = gr_zk_real_open(&zc, &s->zkb);

@@ -352,3 +352,36 @@ def test_gregorctl_acls_without_authorizer(cluster_factory, zk_connect):
     c = cluster_factory(zk_connect, n=1)
     r = ctl(c, "acls", "list", check=False)
     assert r.returncode == 1 and "SECURITY_DISABLED" in r.stderr
+
+
+def test_zookeeper_set_acl(cluster_factory, zk_connect, zk_server):
+    from kazoo.exceptions import NoAuthError
+    secure = dict(AUTH, **{"zookeeper.set.acl": "true", "gregor.zookeeper.auth.digest": "gregor:s3cret"})
+    c = cluster_factory(zk_connect, n=1, config=secure)
+    create_topic(ck_admin(c), "guarded")
+    create_acls(kp_admin(c), [acl(ResourceType.TOPIC, "guarded", "User:alice", ACLOperation.READ)])
+    assert produce_one(c, "User:admin", "guarded") == 0
+    zk = c.zk  # unauthenticated
+    for path in ("/brokers/topics/guarded", "/kafka-acl/Topic/guarded", "/controller_epoch", "/cluster/id"):
+        acls, _ = zk.get_acls(path)
+        schemes = {(a.id.scheme, a.perms) for a in acls}
+        assert ("digest", 31) in schemes and ("world", 1) in schemes, (path, acls)
+        zk.get(path)  # world READ
+        with pytest.raises(NoAuthError):
+            zk.set(path, b"tampered")
+    with pytest.raises(NoAuthError):
+        zk.create("/brokers/topics/guarded/partitions/9")
+    with pytest.raises(NoAuthError):
+        zk.delete("/kafka-acl/Topic/guarded")
+    # the broker's identity may write
+    authed = H.kazoo_client(zk_connect, auth_data=[("digest", "gregor:s3cret")])
+    try:
+        authed.create("/kafka-acl/Topic/guarded-probe", b"")
+        authed.delete("/kafka-acl/Topic/guarded-probe")
+    finally:
+        H.close_kazoo(authed)
+    # zookeeper.set.acl without an identity is refused at start-up
+    b = c.add_broker(9, config={"gregor.zookeeper.auth.digest": ""})
+    b.start()
+    assert b.wait_exit(20) != 0
+    assert "zookeeper.set.acl" in b.log()
