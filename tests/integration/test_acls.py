@@ -280,10 +280,13 @@ def test_consumer_group_needs_group_read(one):
 
 def test_acl_change_reaches_every_broker_within_a_second(cluster_factory, zk_connect):
     c = cluster_factory(zk_connect, n=3, config=AUTH)
-    create_topic(ck_admin(c), "shared", 3, 1)
+    create_topic(ck_admin(c), "shared", 3, 3)
     ports = [b.port for b in c.brokers.values()]
     H.wait_for(lambda: all("shared" in _metadata_topics(p, "User:admin") for p in ports), 10,
                "topic on every broker")
+    # replication and the controller's requests pass the authorizer (brokers are User:ANONYMOUS,
+    # a super user here): acks=all needs the followers' fetches
+    assert produce_one(c, "User:admin", "shared") == 0
     assert all(_metadata_topics(p, "User:frank") == {} for p in ports)
     # the ACL goes through broker 1 only
     kp = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{ports[0]}", client_id="User:admin")
