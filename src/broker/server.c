@@ -385,6 +385,9 @@ int gr_server_startup(struct gr_server *s) {
         if ((rc = gr_authorizer_start(s->authorizer, s->kzk, s->watches)) != 0) goto fail;
         s->broker->authorizer = s->authorizer;
     }
+    if (cfg->gregor_test_principal_by_client_id)
+        slog(s, GR_LOG_WARN, "gregor.test.principal.by.client.id=true: clients choose their principal through "
+                             "client.id. FOR TESTS ONLY: never on a real cluster");
 
     /* Group coordinator: after the replica manager (its storage), before the network. */
     if ((rc = gr_group_coordinator_start(s->broker, s->replicas)) != 0) {
