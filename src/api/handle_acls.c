@@ -22,48 +22,70 @@
 
 /* ---- DescribeAcls ---- */
 
-struct describe_ctx {
-    struct gr_api_req *req;
-    struct DescribeAclsResponse *resp;
-    int cap;
+/* The matching bindings, copied out of the authorizer's cache (its read lock is held while the
+ * callback runs, so nothing else is done there). */
+struct binding_vec {
+    struct gr_acl_binding *v;
+    int n, cap;
 };
 
-static void describe_one(void *arg, int filter_index, const struct gr_acl_binding *b, int16_t error) {
+static void collect(void *arg, int filter_index, const struct gr_acl_binding *b, int16_t error) {
     (void)filter_index, (void)error;
-    struct describe_ctx *c = arg;
-    struct DescribeAclsResponse *resp = c->resp;
-    struct DescribeAclsResponse_DescribeAclsResource *r = NULL;
-    for (int i = 0; i < resp->ResourcesCount && !r; i++) {
-        struct DescribeAclsResponse_DescribeAclsResource *x = &resp->Resources[i];
-        if (x->ResourceType == b->resource_type && x->PatternType == b->pattern_type && strcmp(x->ResourceName, b->name) == 0)
-            r = x;
+    struct binding_vec *bv = arg;
+    if (bv->n == bv->cap) {
+        bv->cap = bv->cap ? 2 * bv->cap : 16;
+        bv->v = gr_realloc(bv->v, sizeof(*bv->v) * (size_t)bv->cap);
     }
-    if (!r) {
-        if (resp->ResourcesCount == c->cap) {
-            /* arena memory cannot grow in place: copy into a larger block */
-            int ncap = c->cap ? 2 * c->cap : 8;
-            void *nr = gr_api_alloc(c->req, sizeof(*resp->Resources) * (size_t)ncap);
-            if (resp->ResourcesCount) memcpy(nr, resp->Resources, sizeof(*resp->Resources) * (size_t)resp->ResourcesCount);
-            resp->Resources = nr;
-            c->cap = ncap;
-        }
-        r = &resp->Resources[resp->ResourcesCount++];
-        gr_proto_init_struct(&gr_desc_DescribeAclsResponse_DescribeAclsResource, r);
-        r->ResourceType = b->resource_type;
-        r->ResourceName = gr_api_strdup(c->req, b->name);
-        r->PatternType = b->pattern_type;
-        r->AclsCount = 0;
-        r->Acls = NULL;
+    struct gr_acl_binding *c = &bv->v[bv->n++];
+    *c = (struct gr_acl_binding){.resource_type = b->resource_type, .pattern_type = b->pattern_type,
+                                 .name = gr_strdup(b->name)};
+    gr_acl_entry_copy(&c->entry, &b->entry);
+}
+
+/* Fills resp->Resources: one entry per resource pattern, in first-seen order. */
+static void fill_described(struct gr_api_req *req, struct DescribeAclsResponse *resp, const struct binding_vec *bv) {
+    int *res_of = gr_calloc((size_t)bv->n + 1, sizeof *res_of);
+    int *count = gr_calloc((size_t)bv->n + 1, sizeof *count);
+    int *first = gr_calloc((size_t)bv->n + 1, sizeof *first);
+    int nr = 0;
+    for (int i = 0; i < bv->n; i++) {
+        const struct gr_acl_binding *b = &bv->v[i];
+        int r = 0;
+        while (r < nr && !(bv->v[first[r]].resource_type == b->resource_type &&
+                           bv->v[first[r]].pattern_type == b->pattern_type && strcmp(bv->v[first[r]].name, b->name) == 0))
+            r++;
+        if (r == nr) first[nr++] = i;
+        res_of[i] = r;
+        count[r]++;
     }
-    /* grow the resource's ACL array by one (copy; counts are small) */
-    struct DescribeAclsResponse_AclDescription *na = gr_api_alloc(c->req, sizeof(*na) * (size_t)(r->AclsCount + 1));
-    if (r->AclsCount) memcpy(na, r->Acls, sizeof(*na) * (size_t)r->AclsCount);
-    struct DescribeAclsResponse_AclDescription *d = &na[r->AclsCount++];
-    d->Principal = gr_api_strdup(c->req, b->entry.principal);
-    d->Host = gr_api_strdup(c->req, b->entry.host);
-    d->Operation = b->entry.op;
-    d->PermissionType = b->entry.perm;
-    r->Acls = na;
+    resp->ResourcesCount = nr;
+    resp->Resources = gr_api_alloc(req, sizeof(*resp->Resources) * (size_t)(nr ? nr : 1));
+    for (int r = 0; r < nr; r++) {
+        struct DescribeAclsResponse_DescribeAclsResource *x = &resp->Resources[r];
+        const struct gr_acl_binding *b = &bv->v[first[r]];
+        gr_proto_init_struct(&gr_desc_DescribeAclsResponse_DescribeAclsResource, x);
+        x->ResourceType = b->resource_type;
+        x->ResourceName = gr_api_strdup(req, b->name);
+        x->PatternType = b->pattern_type;
+        x->AclsCount = 0;
+        x->Acls = gr_api_alloc(req, sizeof(*x->Acls) * (size_t)count[r]);
+    }
+    for (int i = 0; i < bv->n; i++) {
+        struct DescribeAclsResponse_DescribeAclsResource *x = &resp->Resources[res_of[i]];
+        struct DescribeAclsResponse_AclDescription *d = &x->Acls[x->AclsCount++];
+        d->Principal = gr_api_strdup(req, bv->v[i].entry.principal);
+        d->Host = gr_api_strdup(req, bv->v[i].entry.host);
+        d->Operation = bv->v[i].entry.op;
+        d->PermissionType = bv->v[i].entry.perm;
+    }
+    free(res_of);
+    free(count);
+    free(first);
+}
+
+static void binding_vec_free(struct binding_vec *bv) {
+    for (int i = 0; i < bv->n; i++) gr_acl_binding_release(&bv->v[i]);
+    free(bv->v);
 }
 
 GR_API_HANDLER(gr_handle_describe_acls) {
@@ -85,8 +107,10 @@ GR_API_HANDLER(gr_handle_describe_acls) {
         resp->ErrorCode = GR_KERR_INVALID_REQUEST;
         resp->ErrorMessage = (char *)bad;
     } else {
-        struct describe_ctx c = {req, resp, 0};
-        gr_authorizer_acls(b->authorizer, &f, describe_one, &c);
+        struct binding_vec bv = {0};
+        gr_authorizer_acls(b->authorizer, &f, collect, &bv);
+        fill_described(req, resp, &bv);
+        binding_vec_free(&bv);
     }
     gr_api_respond(req, resp);
 }
@@ -144,28 +168,49 @@ GR_API_HANDLER(gr_handle_create_acls) {
 
 /* ---- DeleteAcls ---- */
 
-struct delete_ctx {
-    struct gr_api_req *req;
-    struct DeleteAclsResponse *resp;
+struct deleted {
+    struct binding_vec bv; /* the removed bindings (copies) */
+    int *filter;           /* per binding: the filter it counted for */
+    int16_t *error;        /* per binding */
+    int cap;
 };
 
 static void deleted_one(void *arg, int fi, const struct gr_acl_binding *b, int16_t error) {
-    struct delete_ctx *c = arg;
-    struct DeleteAclsResponse_DeleteAclsFilterResult *fr = &c->resp->FilterResults[fi];
-    struct DeleteAclsResponse_DeleteAclsMatchingAcl *na = gr_api_alloc(c->req, sizeof(*na) * (size_t)(fr->MatchingAclsCount + 1));
-    if (fr->MatchingAclsCount) memcpy(na, fr->MatchingAcls, sizeof(*na) * (size_t)fr->MatchingAclsCount);
-    struct DeleteAclsResponse_DeleteAclsMatchingAcl *m = &na[fr->MatchingAclsCount++];
-    gr_proto_init_struct(&gr_desc_DeleteAclsResponse_DeleteAclsMatchingAcl, m);
-    m->ErrorCode = error;
-    if (error) m->ErrorMessage = "Failed to update ACLs in ZooKeeper";
-    m->ResourceType = b->resource_type;
-    m->ResourceName = gr_api_strdup(c->req, b->name);
-    m->PatternType = b->pattern_type;
-    m->Principal = gr_api_strdup(c->req, b->entry.principal);
-    m->Host = gr_api_strdup(c->req, b->entry.host);
-    m->Operation = b->entry.op;
-    m->PermissionType = b->entry.perm;
-    fr->MatchingAcls = na;
+    struct deleted *d = arg;
+    collect(&d->bv, fi, b, error);
+    if (d->cap < d->bv.cap) {
+        d->cap = d->bv.cap;
+        d->filter = gr_realloc(d->filter, sizeof(*d->filter) * (size_t)d->cap);
+        d->error = gr_realloc(d->error, sizeof(*d->error) * (size_t)d->cap);
+    }
+    d->filter[d->bv.n - 1] = fi;
+    d->error[d->bv.n - 1] = error;
+}
+
+/* Fills each filter result's MatchingAcls from d. */
+static void fill_deleted(struct gr_api_req *req, struct DeleteAclsResponse *resp, const struct deleted *d) {
+    for (int f = 0; f < resp->FilterResultsCount; f++) {
+        struct DeleteAclsResponse_DeleteAclsFilterResult *fr = &resp->FilterResults[f];
+        int cnt = 0;
+        for (int i = 0; i < d->bv.n; i++) cnt += d->filter[i] == f;
+        fr->MatchingAclsCount = 0;
+        fr->MatchingAcls = gr_api_alloc(req, sizeof(*fr->MatchingAcls) * (size_t)(cnt ? cnt : 1));
+        for (int i = 0; i < d->bv.n; i++) {
+            if (d->filter[i] != f) continue;
+            const struct gr_acl_binding *b = &d->bv.v[i];
+            struct DeleteAclsResponse_DeleteAclsMatchingAcl *m = &fr->MatchingAcls[fr->MatchingAclsCount++];
+            gr_proto_init_struct(&gr_desc_DeleteAclsResponse_DeleteAclsMatchingAcl, m);
+            m->ErrorCode = d->error[i];
+            if (d->error[i]) m->ErrorMessage = "Failed to update ACLs in ZooKeeper";
+            m->ResourceType = b->resource_type;
+            m->ResourceName = gr_api_strdup(req, b->name);
+            m->PatternType = b->pattern_type;
+            m->Principal = gr_api_strdup(req, b->entry.principal);
+            m->Host = gr_api_strdup(req, b->entry.host);
+            m->Operation = b->entry.op;
+            m->PermissionType = b->entry.perm;
+        }
+    }
 }
 
 GR_API_HANDLER(gr_handle_delete_acls) {
@@ -203,8 +248,12 @@ GR_API_HANDLER(gr_handle_delete_acls) {
             resp->FilterResults[i].ErrorMessage = (char *)bad;
         }
     } else if (allowed && n) {
-        struct delete_ctx c = {req, resp};
-        gr_authorizer_delete_acls(b->authorizer, filters, n, deleted_one, &c);
+        struct deleted d = {0};
+        gr_authorizer_delete_acls(b->authorizer, filters, n, deleted_one, &d);
+        fill_deleted(req, resp, &d);
+        binding_vec_free(&d.bv);
+        free(d.filter);
+        free(d.error);
     }
     free(filters);
     gr_api_respond(req, resp);
