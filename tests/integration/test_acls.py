@@ -388,3 +388,47 @@ def test_zookeeper_set_acl(cluster_factory, zk_connect, zk_server):
     b.start()
     assert b.wait_exit(20) != 0
     assert "zookeeper.set.acl" in b.log()
+
+
+def _produce_raw(port, principal, topic, producer_id):
+    """Produce v3 of one record whose batch carries `producer_id` (>= 0: idempotent), sent as
+    `principal`. Returns the partition's error code."""
+    import socket
+    import struct
+    from test_malformed import crc32c, i8, i16, i32, i64, u32, string, array, varint, Reader
+    body = i8(0) + varint(0) + varint(0) + varint(-1) + varint(1) + b"x" + varint(0)
+    recs = varint(len(body)) + body
+    ts = int(time.time() * 1000)
+    after_crc = (i16(0) + i32(0) + i64(ts) + i64(ts) + i64(producer_id) + i16(0 if producer_id >= 0 else -1)
+                 + i32(0 if producer_id >= 0 else -1) + i32(1) + recs)
+    rest = i32(-1) + i8(2) + u32(crc32c(after_crc)) + after_crc
+    batch = i64(0) + i32(len(rest)) + rest
+    req = (i16(0) + i16(3) + i32(1) + string(principal) + string(None) + i16(1) + i32(10000)
+           + array([string(topic) + array([i32(0) + i32(len(batch)) + batch])]))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(i32(len(req)) + req)
+        hdr = b""
+        while len(hdr) < 4:
+            hdr += s.recv(4 - len(hdr))
+        (n,) = struct.unpack(">i", hdr)
+        data = b""
+        while len(data) < n:
+            data += s.recv(n - len(data))
+    r = Reader(data)
+    r.i32()  # correlation id
+    assert r.i32() == 1 and r.string() == topic and r.i32() == 1
+    r.i32()  # partition
+    return r.i16()
+
+
+def test_idempotent_produce_needs_cluster_idempotent_write(one):
+    create_topic(ck_admin(one), "idem")
+    kp = kp_admin(one)
+    create_acls(kp, [acl(ResourceType.TOPIC, "idem", "User:gina", ACLOperation.WRITE)])
+    port = one[1].port
+    assert _produce_raw(port, "User:gina", "idem", -1) == 0
+    assert _produce_raw(port, "User:gina", "idem", 7) == 31  # CLUSTER_AUTHORIZATION_FAILED
+    assert end_offset(one, "idem") == 1
+    create_acls(kp, [acl(ResourceType.CLUSTER, "kafka-cluster", "User:gina", ACLOperation.IDEMPOTENT_WRITE)])
+    assert _produce_raw(port, "User:gina", "idem", 7) != 31
+    kp.close()
