@@ -11,6 +11,7 @@
 #define GR_API_AUTHORIZE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api/apis.h"
 #include "security/acl.h"
@@ -21,6 +22,10 @@ bool gr_api_authorized(struct gr_api_req *req, int op, int resource_type, const 
 bool gr_api_authorized_quiet(struct gr_api_req *req, int op, int resource_type, const char *name);
 /* Shorthand for the cluster resource ("kafka-cluster"). */
 bool gr_api_authorized_cluster(struct gr_api_req *req, int op);
+/* KIP-430: the bit field (1 << operation code) of the operations the resource type supports
+ * that the principal may perform on the LITERAL resource; without an authorizer every supported
+ * operation (Kafka's KafkaApis.authorizedOperations). */
+int32_t gr_api_authorized_operations(struct gr_api_req *req, int resource_type, const char *name);
 /* Is an authorizer configured? */
 bool gr_api_authorizer_enabled(const struct gr_api_req *req);
 /* The principal the checks use (see above). */

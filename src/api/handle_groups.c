@@ -467,7 +467,9 @@ void gr_handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, cons
         o->GroupState = (char *)s.state;
         o->ProtocolType = (char *)s.protocol_type;
         o->ProtocolData = (char *)s.protocol;
-        o->AuthorizedOperations = INT32_MIN;
+        o->AuthorizedOperations = e == GR_KERR_NONE && r->IncludeAuthorizedOperations /* KIP-430 */
+                                      ? gr_api_authorized_operations(req, GR_ACL_RES_GROUP, o->GroupId)
+                                      : INT32_MIN;
         o->MembersCount = s.n_members;
         o->Members = gr_api_alloc(req, (size_t)(s.n_members + 1) * sizeof *o->Members);
         for (int j = 0; j < s.n_members; j++) {

@@ -209,6 +209,16 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     resp->TopicsCount = n_out;
     resp->ClusterId = b->cluster_id[0] ? gr_api_strdup(req, b->cluster_id) : NULL;
     resp->ClusterAuthorizedOperations = INT32_MIN;
+    if (ver >= 8 && rq->IncludeClusterAuthorizedOperations) /* KIP-430, as KafkaApis */
+        resp->ClusterAuthorizedOperations =
+            gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
+                ? gr_api_authorized_operations(req, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
+                : 0;
+    if (ver >= 8 && rq->IncludeTopicAuthorizedOperations)
+        for (int i = 0; i < n_out; i++)
+            if (resp->Topics[i].ErrorCode != GR_KERR_TOPIC_AUTHORIZATION_FAILED)
+                resp->Topics[i].TopicAuthorizedOperations =
+                    gr_api_authorized_operations(req, GR_ACL_RES_TOPIC, resp->Topics[i].Name);
     resp->ThrottleTimeMs = 0;
     gr_api_respond(req, resp);
 }

@@ -176,6 +176,52 @@ def _metadata_topics(port, principal):
     return topics
 
 
+def _metadata_v8(port, principal, topics=None):
+    """Metadata v8 with IncludeCluster/TopicAuthorizedOperations (KIP-430) straight to one broker:
+    ({topic: (error, authorized operations bit field)}, cluster authorized operations)."""
+    import socket
+    import struct
+    from test_malformed import Reader, array, i8, i16, i32, string
+    body = (i32(-1) if topics is None else array([string(t) for t in topics])) + i8(0) + i8(1) + i8(1)
+    req = i16(3) + i16(8) + i32(9) + string(principal) + body
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(i32(len(req)) + req)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = s.recv(65536)
+            assert chunk
+            data += chunk
+    r = Reader(data[4:])
+    r.i32(), r.i32()  # correlation id, throttle
+    for _ in range(r.i32()):
+        r.i32(), r.string(), r.i32(), r.string()
+    r.string(), r.i32()  # cluster id, controller
+    out = {}
+    for _ in range(r.i32()):
+        err, name = r.i16(), r.string()
+        r.take(">b")
+        for _ in range(r.i32()):
+            r.i16(), r.i32(), r.i32(), r.i32()
+            for _ in range(3):
+                for _ in range(r.i32()):
+                    r.i32()
+        out[name] = (err, r.i32())
+    return out, r.i32()
+
+
+def test_authorized_operations_kip430(one):
+    create_topic(ck_admin(one), "ops")
+    create_acls(kp_admin(one), [acl(ResourceType.TOPIC, "ops", "User:hal", ACLOperation.WRITE),
+                                acl(ResourceType.CLUSTER, "kafka-cluster", "User:hal", ACLOperation.DESCRIBE)])
+    topics, cluster_ops = _metadata_v8(one[1].port, "User:hal", ["ops"])
+    assert topics == {"ops": (0, (1 << 4) | (1 << 8))}  # Write, and the Describe it implies
+    assert cluster_ops == 1 << 8
+    topics, cluster_ops = _metadata_v8(one[1].port, "User:nobody", ["ops"])
+    assert topics == {"ops": (29, -2147483648)} and cluster_ops == 0
+    _, cluster_ops = _metadata_v8(one[1].port, "User:admin")
+    assert cluster_ops == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # every cluster operation
+
+
 def produce_one(c, principal, topic, value=b"v"):
     """Produces one message as `principal`; returns the delivery error code (0 = delivered)."""
     p = Producer({"bootstrap.servers": bootstrap(c), "client.id": principal,
@@ -275,6 +321,12 @@ def test_consumer_group_needs_group_read(one):
     assert consume("erin-group") == 30  # GROUP_AUTHORIZATION_FAILED
     create_acls(kp, [acl(ResourceType.GROUP, "erin-", "User:erin", ACLOperation.READ, pattern=PRE)])
     assert consume("erin-group") == 0
+    erin = KafkaAdminClient(bootstrap_servers=bootstrap(one), client_id="User:erin")
+    with pytest.raises(KE.GroupAuthorizationFailedError):
+        erin.describe_consumer_groups(["other-group"])
+    # ListGroups without Cluster Describe shows only the groups erin may describe
+    assert [x[0] for x in erin.list_consumer_groups()] == ["erin-group"]
+    erin.close()
     kp.close()
 
 
