@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
+#include "broker/broker.h"
+#include "common/config.h"
 #include "common/util.h"
 #include "security/acl.h"
 #include "security/authorizer.h"
@@ -262,7 +265,41 @@ static void test_store(void) {
     gr_zkb_destroy(&z->base);
 }
 
+/* api/authorize.c: the principal (with the test-only client.id mapping) and the host taken from
+ * the peer address, IPv4 and IPv6. */
+static void test_request_checks(void) {
+    struct gr_config cfg;
+    gr_config_defaults(&cfg);
+    struct gr_broker *b = gr_broker_new(&cfg, 1);
+    struct gr_api_req req = {.broker = b, .peer = "[::1]:40000", .principal = "User:ANONYMOUS"};
+    req.hdr.ClientId = "User:ivy";
+    CHECK(gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t")); /* no authorizer: allowed */
+    CHECK(gr_api_authorized_operations(&req, GROUP, "g") == ((1 << GR_ACL_OP_READ) | (1 << GR_ACL_OP_DESCRIBE) |
+                                                             (1 << GR_ACL_OP_DELETE)));
+    b->authorizer = gr_authorizer_new(NULL);
+    struct gr_acl_entry e[] = {E("User:ivy", GR_ACL_OP_WRITE, ALLOW, "::1"), E("User:ANONYMOUS", GR_ACL_OP_READ, ALLOW, "127.0.0.1")};
+    gr_authorizer_cache_put(b->authorizer, TOPIC, LIT, "t", e, 2, 0);
+    CHECK(strcmp(gr_api_principal(&req), "User:ANONYMOUS") == 0); /* mapping off */
+    CHECK(!gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));
+    cfg.gregor_test_principal_by_client_id = true;
+    CHECK(strcmp(gr_api_principal(&req), "User:ivy") == 0);
+    CHECK(gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));   /* host ::1 matches */
+    CHECK(gr_api_authorized_operations(&req, TOPIC, "t") == ((1 << GR_ACL_OP_WRITE) | (1 << GR_ACL_OP_DESCRIBE)));
+    req.peer = "127.0.0.1:5";
+    CHECK(!gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));  /* other host */
+    req.hdr.ClientId = "consumer-1";                               /* not User:..: ANONYMOUS */
+    CHECK(gr_api_authorized(&req, GR_ACL_OP_READ, TOPIC, "t"));
+    req.principal = "User:sasl-bob";                               /* an authenticated principal wins */
+    req.hdr.ClientId = "User:ivy";
+    CHECK(strcmp(gr_api_principal(&req), "User:sasl-bob") == 0);
+    gr_authorizer_free(b->authorizer);
+    b->authorizer = NULL;
+    gr_broker_free(b);
+    gr_config_release(&cfg);
+}
+
 int main(void) {
+    test_request_checks();
     test_decisions();
     test_names_and_filters();
     test_znode_codecs();
