@@ -198,6 +198,10 @@ static int bindings_for(const struct acl_args *a, int r, struct gr_acl_binding *
     int nops = ops_for(a, a->res_type[r], ops);
     if (nops < 0) return -1;
     int n = 0;
+    if ((a->n_allow_p * a->n_allow_h + a->n_deny_p * a->n_deny_h) * nops > cap) {
+        fprintf(stderr, "gregorctl acls: more than %d ACLs for one resource in one command\n", cap);
+        return -1;
+    }
     for (int pass = 0; pass < 2; pass++) {
         int np = pass ? a->n_deny_p : a->n_allow_p, nh = pass ? a->n_deny_h : a->n_allow_h;
         for (int p = 0; p < np; p++)
