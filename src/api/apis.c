@@ -59,6 +59,10 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
     /* feature versioning: controller/feature_versioning.h, broker/finalized_features.h */
     [GR_API_UPDATE_FEATURES] = {0, 0, gr_handle_update_features, 0},
+    /* ACLs: security/authorizer.h */
+    [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
+    [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},
+    [GR_API_DELETE_ACLS] = {0, 2, gr_handle_delete_acls, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */
@@ -180,6 +184,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     r->net = nreq;
     r->listener = nreq->listener;
     r->peer = nreq->peer;
+    r->principal = "User:ANONYMOUS";
     r->received_ms = gr_mono_ms();
     gr_arena_init(&r->arena);
 

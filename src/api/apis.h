@@ -56,6 +56,7 @@ struct gr_api_req {
     void *body;                 /* struct <Api>Request */
     const char *listener;       /* listener name the request arrived on */
     const char *peer;           /* "host:port" of the client, for logs */
+    const char *principal;      /* authenticated principal, "User:ANONYMOUS" on PLAINTEXT */
     int64_t received_ms;        /* gr_mono_ms() at dispatch */
 };
 

@@ -3,6 +3,7 @@
  * NOT_CONTROLLER at once; otherwise the request goes through the controller's front door
  * (controller/requests.h) and is answered from the controller's event thread, or with
  * NOT_CONTROLLER if the controller moves before it is processed. Never blocks an I/O thread. */
+#include "api/authorize.h"
 #include "api/handlers.h"
 
 #include "broker/broker.h"
@@ -16,9 +17,10 @@ void gr_handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const stru
 {
     (void)hdr;
     struct AlterIsrRequest *r = body;
-    if (!b->controller || !gr_broker_is_controller(b)) {
+    bool allowed = gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION); /* Kafka: CLUSTER_ACTION */
+    if (!allowed || !b->controller || !gr_broker_is_controller(b)) {
         struct AlterIsrResponse *resp = gr_api_new_response(req);
-        resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
+        resp->ErrorCode = allowed ? GR_KERR_NOT_CONTROLLER : GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
         resp->TopicsCount = 0;
         resp->Topics = NULL;
         gr_api_respond(req, resp);

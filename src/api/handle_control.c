@@ -16,12 +16,15 @@
  *                  StopReplica v3: LeaderEpoch -2 (deletion) or -1 (none) bypass the check;
  *                  greater than the hosted one -> stop; otherwise FENCED_LEADER_EPOCH.
  *                  Partitions not hosted are stopped (NONE) so leftover logs get deleted.
+ *   authorization  all three need Cluster CLUSTER_ACTION (api/authorize.h), checked first:
+ *                  CLUSTER_AUTHORIZATION_FAILED top-level (LeaderAndIsr: and every partition).
  * All three run under the partition registry's state-change lock (Kafka's
  * replicaStateChangeLock), one at a time. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "replication/log_dir_failure.h"
 #include "broker/metadata_cache.h"
@@ -47,6 +50,11 @@ void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
 {
     const struct UpdateMetadataRequest *rq = body;
     struct UpdateMetadataResponse *resp = gr_api_new_response(req);
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)) {
+        resp->ErrorCode = GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        gr_api_respond(req, resp);
+        return;
+    }
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received update metadata request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,
@@ -163,7 +171,9 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
     }
 
     int16_t whole = GR_KERR_NONE;
-    if (broker_epoch_stale(b, rq->BrokerEpoch)) {
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)) {
+        whole = GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+    } else if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received LeaderAndIsr request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,
                 (long long)rq->BrokerEpoch, (long long)gr_broker_epoch(b));
@@ -301,6 +311,11 @@ void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
     int16_t ver = hdr->RequestApiVersion;
     struct StopReplicaResponse *resp = gr_api_new_response(req);
     resp->PartitionErrorsCount = 0;
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)) {
+        resp->ErrorCode = GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        gr_api_respond(req, resp);
+        return;
+    }
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         gr_info(LOGGER, "[Broker id=%d] Received StopReplica request with broker epoch %lld "
                         "smaller than the current broker epoch %lld", b->broker_id,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -36,6 +37,10 @@ void gr_handle_controlled_shutdown(struct gr_broker *b, struct gr_api_req *req, 
     int64_t epoch = hdr->RequestApiVersion >= 2 ? r->BrokerEpoch : -1;
     gr_info(LOGGER, "[KafkaApi-%d] ControlledShutdown request v%d from broker %d (epoch %lld) via %s", b->broker_id,
             hdr->RequestApiVersion, r->BrokerId, (long long)epoch, req->peer);
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)) { /* Kafka: CLUSTER_ACTION */
+        respond(req, GR_KERR_CLUSTER_AUTHORIZATION_FAILED, NULL, 0);
+        return;
+    }
     if (!b->controller || !gr_broker_is_controller(b)) {
         respond(req, GR_KERR_NOT_CONTROLLER, NULL, 0);
         return;

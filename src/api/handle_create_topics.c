@@ -9,11 +9,14 @@
  *     leaderless). TimeoutMs <= 0 answers at once with REQUEST_TIMED_OUT for the topics that were
  *     created (Kafka's semantics); ValidateOnly answers at once with the validation result.
  *   - The wait never blocks an I/O thread: the request is parked in the admin's delayed-operation
- *     list and answered from the thread that sees it complete. */
+ *     list and answered from the thread that sees it complete.
+ *   - Authorization (api/authorize.h): CreateTopics needs Cluster CREATE or Topic CREATE,
+ *     CreatePartitions Topic ALTER, else TOPIC_AUTHORIZATION_FAILED for that topic. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "admin/topic_admin.h"
 #include "common/kerr.h"
@@ -117,6 +120,8 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         names[i] = rq->Topics[i].Name;
     bool controller = gr_broker_is_controller(b);
     struct awaited *w = awaited_new(req, resp, n, ct_time_out);
+    /* Kafka: Cluster CREATE, else Topic CREATE per topic (api/authorize.h) */
+    bool cluster_create = gr_api_authorized_quiet(req, GR_ACL_OP_CREATE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME);
 
     for (int i = 0; i < n; i++) {
         const struct CreateTopicsRequest_CreatableTopic *t = &rq->Topics[i];
@@ -134,6 +139,11 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         if (dup_name(names, n, i)) {
             r->ErrorCode = GR_KERR_INVALID_REQUEST;
             r->ErrorMessage = gr_api_strdup(req, "Found multiple entries for this topic.");
+            continue;
+        }
+        if (!cluster_create && !gr_api_authorized(req, GR_ACL_OP_CREATE, GR_ACL_RES_TOPIC, t->Name)) {
+            r->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+            r->ErrorMessage = gr_api_strdup(req, "Authorization failed.");
             continue;
         }
         /* Flatten the explicit assignment into the spec's arrays (arena). */
@@ -228,6 +238,10 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
         }
         if (!t->Name) {
             r->ErrorCode = GR_KERR_INVALID_REQUEST;
+            continue;
+        }
+        if (!gr_api_authorized(req, GR_ACL_OP_ALTER, GR_ACL_RES_TOPIC, t->Name)) {
+            r->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
             continue;
         }
         int na = t->AssignmentsCount;

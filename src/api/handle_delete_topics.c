@@ -3,6 +3,8 @@
  *   - not the active controller            -> NOT_CONTROLLER for every topic;
  *   - delete.topic.enable=false            -> TOPIC_DELETION_DISABLED (v3+) / INVALID_REQUEST
  *                                             (v0-2) for every topic;
+ *   - no Topic DELETE permission           -> TOPIC_AUTHORIZATION_FAILED (api/authorize.h),
+ *                                             whether or not the topic exists;
  *   - topic unknown to the metadata cache  -> UNKNOWN_TOPIC_OR_PARTITION; a topic named twice is
  *                                             handled once (both entries get its result);
  *   - otherwise /admin/delete_topics/T is created (already there is fine: the request still
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
@@ -185,6 +188,10 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
         r->ErrorMessage = NULL;
         r->ErrorCode = whole;
         if (whole != GR_KERR_NONE) continue;
+        if (!gr_api_authorized(req, GR_ACL_OP_DELETE, GR_ACL_RES_TOPIC, r->Name)) {
+            r->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+            continue;
+        }
         if (!r->Name || !gr_mdc_contains_topic(b->metadata, r->Name)) {
             r->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;

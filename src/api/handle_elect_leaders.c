@@ -7,10 +7,13 @@
  *
  * Difference from Kafka: the response is sent as soon as the controller has written the new
  * leaders and sent LeaderAndIsr, without Kafka's DelayedElectLeader wait for this broker's
- * metadata cache to show them (TimeoutMs is not used). */
+ * metadata cache to show them (TimeoutMs is not used).
+ * Authorization (api/authorize.h): Cluster ALTER, else CLUSTER_AUTHORIZATION_FAILED at the top
+ * and for every requested partition. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -88,6 +91,16 @@ void gr_handle_elect_leaders(struct gr_broker *b, struct gr_api_req *req, const 
     struct elect_call *call = gr_malloc(sizeof *call);
     call->req = req; /* apis.h rule 4: the request now belongs to the front door */
     call->all = all;
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_ALTER)) {
+        struct gr_ctrl_tp_result *res = gr_calloc((size_t)(n ? n : 1), sizeof *res);
+        for (int i = 0; i < n; i++)
+            res[i] = (struct gr_ctrl_tp_result){.topic = tps[i].topic, .partition = tps[i].partition,
+                                                .error = GR_KERR_CLUSTER_AUTHORIZATION_FAILED, .leader = -1};
+        respond(call, GR_KERR_CLUSTER_AUTHORIZATION_FAILED, res, n);
+        free(res);
+        free(tps);
+        return;
+    }
     gr_ctrl_submit_elect_leaders(b->controller, type, tps, all ? -1 : n, respond, call); /* copies tps */
     free(tps);
 }

@@ -7,7 +7,9 @@
  *   - MaxBytes bounds the response, PartitionMaxBytes each partition; the first partition that
  *     has data returns at least one whole batch (Kafka's minOneMessage);
  *   - LastStableOffset = high watermark (no transactions); no aborted transactions;
- *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full.
+ *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full;
+ *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
+ *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/log_dir_failure.h"
@@ -32,6 +35,7 @@ struct fetch_ctx {
     const struct FetchRequest *r;
     int16_t version;
     int n;
+    bool *denied; /* per request topic: TOPIC_AUTHORIZATION_FAILED (authorize.h) */
     /* read results that must be freed after the response is encoded */
     uint8_t **bufs;
     int nbufs;
@@ -83,6 +87,11 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->PreferredReadReplica = -1;
             pr->RecordSet.p = NULL;
             pr->RecordSet.len = 0;
+            if (c->denied[t]) {
+                pr->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+                *errors = true;
+                continue;
+            }
             struct gr_rm_partition *p = rm ? gr_rm_get_partition(rm, ft->Topic, fp->Partition) : NULL;
             if (!p) {
                 pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, ft->Topic, fp->Partition)
@@ -151,6 +160,7 @@ static bool fetch_try(struct gr_delayed_op *op) {
     bool follower = r->ReplicaId >= 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
+        if (c->denied[t]) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
@@ -185,6 +195,7 @@ static void fetch_complete(struct gr_delayed_op *op, bool expired) {
 static void fetch_destroy(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
     free(c->bufs);
+    free(c->denied);
     free(c);
 }
 
@@ -201,6 +212,13 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     for (int t = 0; t < r->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
     c->n = n;
     c->bufs = gr_calloc((size_t)n + 1, sizeof *c->bufs);
+    /* Kafka: followers need Cluster CLUSTER_ACTION, consumers Topic READ (api/authorize.h). */
+    int nt = r->TopicsCount > 0 ? r->TopicsCount : 0;
+    c->denied = gr_calloc((size_t)nt + 1, sizeof *c->denied);
+    bool cluster_ok = r->ReplicaId < 0 || gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION);
+    for (int t = 0; t < nt; t++)
+        c->denied[t] = !cluster_ok ||
+                       (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
 
     int64_t bytes;
     bool errors;
@@ -209,6 +227,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);
+        free(c->denied);
         free(c);
         return;
     }

@@ -11,12 +11,20 @@
  * COORDINATOR_NOT_AVAILABLE until enough brokers are alive; Gregor creates it smaller so small
  * test clusters work, and says so in the log) and COORDINATOR_NOT_AVAILABLE is answered until
  * the partition has a live leader. Key type 1 (transactions) is COORDINATOR_NOT_AVAILABLE: there
- * is no transaction coordinator. */
+ * is no transaction coordinator.
+ *
+ * Authorization (api/authorize.h), as KafkaApis: FindCoordinator Group (or TransactionalId)
+ * DESCRIBE; Join/Sync/Heartbeat/LeaveGroup Group READ; OffsetCommit Group READ + Topic READ;
+ * OffsetFetch Group DESCRIBE + Topic DESCRIBE (unauthorized topics left out of an all-topics
+ * fetch); DescribeGroups Group DESCRIBE; ListGroups Cluster DESCRIBE, else only the groups the
+ * principal may describe; DeleteGroups Group DELETE. Denied: GROUP_AUTHORIZATION_FAILED (30),
+ * TOPIC_AUTHORIZATION_FAILED (29), TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
@@ -86,6 +94,10 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     struct gr_group_coordinator *gc = coordinator(b);
     if (r->KeyType != 0 && r->KeyType != 1) {
         e = GR_KERR_INVALID_REQUEST;
+    } else if (r->KeyType == 0 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->Key)) {
+        e = GR_KERR_GROUP_AUTHORIZATION_FAILED;
+    } else if (r->KeyType == 1 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TRANSACTIONAL_ID, r->Key)) {
+        e = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     } else if (r->KeyType == 0 && gc) {
         const char *key = r->Key ? r->Key : "";
         if (!gr_mdc_contains_topic(b->metadata, GR_OFFSETS_TOPIC)) {
@@ -161,6 +173,12 @@ void gr_handle_join_group(struct gr_broker *b, struct gr_api_req *req, const str
         .protocols = protos,
     };
     struct gr_group_coordinator *gc = coordinator(b);
+    if (!gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId)) {
+        struct gr_gc_join_result er = {.error = GR_KERR_GROUP_AUTHORIZATION_FAILED, .generation_id = -1,
+                                       .leader_id = "", .member_id = ""};
+        join_done(req, &er);
+        return;
+    }
     if (!gc) {
         struct gr_gc_join_result er = {.error = GR_KERR_COORDINATOR_NOT_AVAILABLE, .generation_id = -1,
                                        .leader_id = "", .member_id = jr.member_id};
@@ -205,6 +223,11 @@ void gr_handle_sync_group(struct gr_broker *b, struct gr_api_req *req, const str
         .assignments = as,
     };
     struct gr_group_coordinator *gc = coordinator(b);
+    if (!gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId)) {
+        struct gr_gc_sync_result er = {.error = GR_KERR_GROUP_AUTHORIZATION_FAILED};
+        sync_done(req, &er);
+        return;
+    }
     if (!gc) {
         struct gr_gc_sync_result er = {.error = GR_KERR_COORDINATOR_NOT_AVAILABLE};
         sync_done(req, &er);
@@ -221,7 +244,9 @@ void gr_handle_heartbeat(struct gr_broker *b, struct gr_api_req *req, const stru
     const struct HeartbeatRequest *r = body;
     struct HeartbeatResponse *resp = gr_api_new_response(req);
     struct gr_group_coordinator *gc = coordinator(b);
-    resp->ErrorCode = gc ? gr_gc_heartbeat(gc, r->GroupId, r->MemberId ? r->MemberId : "", r->GroupInstanceId,
+    resp->ErrorCode = !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId)
+                          ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                      : gc ? gr_gc_heartbeat(gc, r->GroupId, r->MemberId ? r->MemberId : "", r->GroupInstanceId,
                                            r->GenerationId)
                          : GR_KERR_COORDINATOR_NOT_AVAILABLE;
     gr_api_respond(req, resp);
@@ -238,7 +263,9 @@ void gr_handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const st
         ms[i].group_instance_id = batch ? r->Members[i].GroupInstanceId : NULL;
     }
     struct gr_group_coordinator *gc = coordinator(b);
-    int16_t top = gc ? gr_gc_leave_group(gc, r->GroupId, ms, n) : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    int16_t top = !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId) ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                  : gc ? gr_gc_leave_group(gc, r->GroupId, ms, n)
+                       : GR_KERR_COORDINATOR_NOT_AVAILABLE;
     struct LeaveGroupResponse *resp = gr_api_new_response(req);
     if (batch) {
         resp->ErrorCode = top;
@@ -294,11 +321,16 @@ void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const 
     for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
     struct gr_gc_commit_part *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
     int64_t now = gr_wall_ms();
+    bool group_ok = gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId);
     int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct OffsetCommitRequest_OffsetCommitRequestTopic *rt = &r->Topics[t];
         const char *topic = rt->Name ? rt->Name : "";
         int nparts = gr_mdc_num_partitions(b->metadata, topic);
+        int16_t auth_err = !group_ok ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                           : !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, topic)
+                               ? GR_KERR_TOPIC_AUTHORIZATION_FAILED
+                               : GR_KERR_NONE;
         for (int i = 0; i < rt->PartitionsCount; i++, k++) {
             const struct OffsetCommitRequest_OffsetCommitRequestPartition *rp = &rt->Partitions[i];
             struct gr_gc_commit_part *p = &parts[k];
@@ -309,15 +341,16 @@ void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const 
             p->metadata = rp->CommittedMetadata ? rp->CommittedMetadata : "";
             p->commit_timestamp = (hdr->RequestApiVersion == 1 && rp->CommitTimestamp != -1) ? rp->CommitTimestamp : now;
             p->expire_timestamp = r->RetentionTimeMs == -1 ? -1 : now + r->RetentionTimeMs;
-            p->error = (rp->PartitionIndex < 0 || rp->PartitionIndex >= nparts) ? GR_KERR_UNKNOWN_TOPIC_OR_PARTITION
-                                                                                 : GR_KERR_NONE;
+            p->error = auth_err != GR_KERR_NONE ? auth_err
+                       : (rp->PartitionIndex < 0 || rp->PartitionIndex >= nparts) ? GR_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                                                                   : GR_KERR_NONE;
         }
     }
     struct commit_req *c = gr_api_alloc(req, sizeof *c);
     c->req = req;
     c->r = r;
     struct gr_group_coordinator *gc = coordinator(b);
-    if (!gc) {
+    if (!gc || !group_ok) {
         for (int i = 0; i < n; i++)
             if (parts[i].error == GR_KERR_NONE) parts[i].error = GR_KERR_COORDINATOR_NOT_AVAILABLE;
         commit_done(c, parts, n);
@@ -343,8 +376,26 @@ void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const s
             parts[k].partition = r->Topics[t].PartitionIndexes[i];
         }
     struct gr_group_coordinator *gc = coordinator(b);
-    int16_t e = gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, &parts, &n, &req->arena)
-                   : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    int16_t e = !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->GroupId) ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                : gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, &parts, &n, &req->arena)
+                     : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (e == GR_KERR_NONE && gr_api_authorizer_enabled(req)) {
+        /* Topic DESCRIBE: all-topics fetches leave the others out, named ones get error 29 */
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            bool ok = (i > 0 && strcmp(parts[i].topic, parts[i - 1].topic) == 0)
+                          ? parts[i - 1].error != GR_KERR_TOPIC_AUTHORIZATION_FAILED
+                          : gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, parts[i].topic);
+            if (!ok) {
+                parts[i].offset = -1;
+                parts[i].leader_epoch = -1;
+                parts[i].metadata = "";
+                parts[i].error = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+            }
+            if (ok || !all) parts[m++] = parts[i];
+        }
+        n = m;
+    }
     struct OffsetFetchResponse *resp = gr_api_new_response(req);
     resp->ErrorCode = e;
     if (e != GR_KERR_NONE) {
@@ -407,13 +458,18 @@ void gr_handle_describe_groups(struct gr_broker *b, struct gr_api_req *req, cons
         int16_t e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
         memset(&s, 0, sizeof s);
         s.state = s.protocol_type = s.protocol = "";
-        if (gc) e = gr_gc_describe_group(gc, r->Groups[i], &req->arena, &s);
+        if (!gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->Groups[i]))
+            e = GR_KERR_GROUP_AUTHORIZATION_FAILED;
+        else if (gc)
+            e = gr_gc_describe_group(gc, r->Groups[i], &req->arena, &s);
         o->ErrorCode = e;
         o->GroupId = r->Groups[i] ? r->Groups[i] : "";
         o->GroupState = (char *)s.state;
         o->ProtocolType = (char *)s.protocol_type;
         o->ProtocolData = (char *)s.protocol;
-        o->AuthorizedOperations = INT32_MIN;
+        o->AuthorizedOperations = e == GR_KERR_NONE && r->IncludeAuthorizedOperations /* KIP-430 */
+                                      ? gr_api_authorized_operations(req, GR_ACL_RES_GROUP, o->GroupId)
+                                      : INT32_MIN;
         o->MembersCount = s.n_members;
         o->Members = gr_api_alloc(req, (size_t)(s.n_members + 1) * sizeof *o->Members);
         for (int j = 0; j < s.n_members; j++) {
@@ -442,6 +498,12 @@ void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const st
     resp->ErrorCode = gc ? gr_gc_list_groups(gc, (const char *const *)r->StatesFilter, GR_MAX(r->StatesFilterCount, 0),
                                              &req->arena, &gs, &n)
                          : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    /* Cluster DESCRIBE lists every group, else only those the principal may describe */
+    bool all_groups = gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (all_groups || gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, gs[i].group_id)) gs[m++] = gs[i];
+    n = m;
     resp->GroupsCount = n;
     resp->Groups = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Groups);
     for (int i = 0; i < n; i++) {
@@ -459,10 +521,23 @@ void gr_handle_delete_groups(struct gr_broker *b, struct gr_api_req *req, const 
     int n = GR_MAX(r->GroupsNamesCount, 0);
     int16_t *errors = gr_api_alloc(req, (size_t)(n + 1) * sizeof *errors);
     struct gr_group_coordinator *gc = coordinator(b);
+    /* Group DELETE: only the authorized groups go to the coordinator */
+    const char **names = gr_api_alloc(req, (size_t)(n + 1) * sizeof *names);
+    int16_t *errs = gr_api_alloc(req, (size_t)(n + 1) * sizeof *errs);
+    int *where = gr_api_alloc(req, (size_t)(n + 1) * sizeof *where);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        errors[i] = GR_KERR_GROUP_AUTHORIZATION_FAILED;
+        if (gr_api_authorized(req, GR_ACL_OP_DELETE, GR_ACL_RES_GROUP, r->GroupsNames[i])) {
+            names[m] = r->GroupsNames[i];
+            where[m++] = i;
+        }
+    }
     if (gc)
-        gr_gc_delete_groups(gc, (const char *const *)r->GroupsNames, n, errors);
+        gr_gc_delete_groups(gc, names, m, errs);
     else
-        for (int i = 0; i < n; i++) errors[i] = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+        for (int i = 0; i < m; i++) errs[i] = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    for (int i = 0; i < m; i++) errors[where[i]] = errs[i];
     struct DeleteGroupsResponse *resp = gr_api_new_response(req);
     resp->ResultsCount = n;
     resp->Results = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Results);

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 
 #include "api/apis.h"
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -31,7 +32,11 @@ void gr_handle_init_producer_id(struct gr_broker *b, struct gr_api_req *req, con
     resp->ErrorCode = GR_KERR_NONE;
     bool pid_set = r->ProducerId != -1, epoch_set = r->ProducerEpoch != -1;
     struct gr_pidm *m = b->producer_id_manager;
-    if (hdr->RequestApiVersion >= 3 && pid_set != epoch_set) {
+    if (r->TransactionalId && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)) {
+        resp->ErrorCode = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    } else if (!r->TransactionalId && !gr_api_authorized_cluster(req, GR_ACL_OP_IDEMPOTENT_WRITE)) {
+        resp->ErrorCode = GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+    } else if (hdr->RequestApiVersion >= 3 && pid_set != epoch_set) {
         resp->ErrorCode = GR_KERR_INVALID_REQUEST;
     } else if (r->TransactionalId && !r->TransactionalId[0]) {
         resp->ErrorCode = GR_KERR_INVALID_REQUEST;

@@ -3,9 +3,11 @@
  * also the last stable offset: no transactions) or the log end offset for replicas; otherwise
  * the first offset whose record timestamp is >= Timestamp, hidden from consumers if it is not
  * below the high watermark. v0 answers OldStyleOffsets with that single offset. KIP-320:
- * CurrentLeaderEpoch (v4+) is checked like Fetch's. */
+ * CurrentLeaderEpoch (v4+) is checked like Fetch's. Needs Topic DESCRIBE, else
+ * TOPIC_AUTHORIZATION_FAILED (api/authorize.h). */
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
@@ -77,8 +79,14 @@ void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const s
         tr->Name = lt->Name;
         tr->PartitionsCount = lt->PartitionsCount > 0 ? lt->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
+        bool ok = gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, lt->Name);
         for (int i = 0; i < tr->PartitionsCount; i++)
-            one(b->replica_manager, hdr->RequestApiVersion, r, lt->Name ? lt->Name : "", &lt->Partitions[i],
+            if (!ok)
+                tr->Partitions[i] = (struct ListOffsetResponse_ListOffsetPartitionResponse){
+                    .PartitionIndex = lt->Partitions[i].PartitionIndex, .ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED,
+                    .Timestamp = -1, .Offset = -1, .LeaderEpoch = -1};
+            else
+                one(b->replica_manager, hdr->RequestApiVersion, r, lt->Name ? lt->Name : "", &lt->Partitions[i],
                 &tr->Partitions[i]);
     }
     gr_api_respond(req, resp);

@@ -12,11 +12,16 @@
  *     LEADER_NOT_AVAILABLE (or the creation's error, e.g. INVALID_REPLICATION_FACTOR,
  *     INVALID_TOPIC_EXCEPTION); internal topics are created regardless of the flag; otherwise
  *     UNKNOWN_TOPIC_OR_PARTITION.
- * Auto-creation writes ZooKeeper from the I/O thread, like Kafka 2.7. */
+ * Auto-creation writes ZooKeeper from the I/O thread, like Kafka 2.7.
+ * Authorization (api/authorize.h, as KafkaApis): topics need Topic DESCRIBE. All-topics requests
+ * silently leave out the others; named ones are answered TOPIC_AUTHORIZATION_FAILED without
+ * saying whether they exist. Auto-creation needs Cluster CREATE or Topic CREATE, else
+ * TOPIC_AUTHORIZATION_FAILED. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/metadata_cache.h"
 #include "admin/topic_admin.h"
@@ -82,6 +87,17 @@ static void fill_topic(struct gr_api_req *req, const struct gr_mdc *c,
     }
 }
 
+/* A topic the principal may not describe (or create): no partitions, not internal. */
+static void fill_denied(struct gr_api_req *req, const char *name, struct MetadataResponse_MetadataResponseTopic *out)
+{
+    out->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+    out->Name = gr_api_strdup(req, name);
+    out->IsInternal = false;
+    out->TopicAuthorizedOperations = INT32_MIN;
+    out->PartitionsCount = 0;
+    out->Partitions = NULL;
+}
+
 static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char *name,
                          bool allow_auto, struct MetadataResponse_MetadataResponseTopic *out)
 {
@@ -91,6 +107,12 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
     out->PartitionsCount = 0;
     out->Partitions = NULL;
     bool auto_enable = b->cfg ? b->cfg->auto_create_topics_enable : true;
+    if ((out->IsInternal || (allow_auto && auto_enable)) &&
+        !gr_api_authorized_quiet(req, GR_ACL_OP_CREATE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME) &&
+        !gr_api_authorized(req, GR_ACL_OP_CREATE, GR_ACL_RES_TOPIC, name)) {
+        fill_denied(req, name, out);
+        return;
+    }
     struct gr_topic_result res;
     struct gr_topic_spec spec = { .name = name, .num_partitions = -1, .replication_factor = -1 };
     if (out->IsInternal) {
@@ -140,8 +162,11 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n_out_max ? n_out_max : 1));
     int n_out = 0;
     if (all) {
-        for (int i = 0; i < gr_mdc_num_topics(c); i++)
-            fill_topic(req, c, gr_mdc_topic_at(c, i), ver, &resp->Topics[n_out++]);
+        for (int i = 0; i < gr_mdc_num_topics(c); i++) {
+            const struct gr_mdc_topic *t = gr_mdc_topic_at(c, i);
+            if (gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, t->name))
+                fill_topic(req, c, t, ver, &resp->Topics[n_out++]);
+        }
     } else {
         for (int i = 0; i < n_req; i++) {
             const char *name = rq->Topics[i].Name;
@@ -153,7 +178,9 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
             if (dup)
                 continue;
             const struct gr_mdc_topic *t = gr_mdc_topic(c, name);
-            if (t)
+            if (!gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, name))
+                fill_denied(req, name, &resp->Topics[n_out++]);
+            else if (t)
                 fill_topic(req, c, t, ver, &resp->Topics[n_out++]);
             else
                 missing[n_missing++] = name;
@@ -182,6 +209,16 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     resp->TopicsCount = n_out;
     resp->ClusterId = b->cluster_id[0] ? gr_api_strdup(req, b->cluster_id) : NULL;
     resp->ClusterAuthorizedOperations = INT32_MIN;
+    if (ver >= 8 && rq->IncludeClusterAuthorizedOperations) /* KIP-430, as KafkaApis */
+        resp->ClusterAuthorizedOperations =
+            gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
+                ? gr_api_authorized_operations(req, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
+                : 0;
+    if (ver >= 8 && rq->IncludeTopicAuthorizedOperations)
+        for (int i = 0; i < n_out; i++)
+            if (resp->Topics[i].ErrorCode != GR_KERR_TOPIC_AUTHORIZATION_FAILED)
+                resp->Topics[i].TopicAuthorizedOperations =
+                    gr_api_authorized_operations(req, GR_ACL_RES_TOPIC, resp->Topics[i].Name);
     resp->ThrottleTimeMs = 0;
     gr_api_respond(req, resp);
 }

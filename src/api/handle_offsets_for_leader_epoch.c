@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
@@ -93,14 +94,22 @@ void gr_handle_offsets_for_leader_epoch(struct gr_broker *b, struct gr_api_req *
     resp->ThrottleTimeMs = 0;
     resp->TopicsCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Topics = gr_api_alloc(req, (size_t)(resp->TopicsCount + 1) * sizeof *resp->Topics);
+    /* Kafka (KIP-320): Cluster CLUSTER_ACTION (brokers), else Topic DESCRIBE (consumers). */
+    bool cluster = gr_api_authorized_quiet(req, GR_ACL_OP_CLUSTER_ACTION, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME);
     for (int t = 0; t < resp->TopicsCount; t++) {
         const struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic *qt = &r->Topics[t];
         struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *tr = &resp->Topics[t];
         tr->Name = qt->Name;
         tr->PartitionsCount = qt->PartitionsCount > 0 ? qt->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
+        bool ok = cluster || gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, qt->Name);
         for (int i = 0; i < tr->PartitionsCount; i++)
-            one(b->replica_manager, ver, replica_id, qt->Name ? qt->Name : "", &qt->Partitions[i], &tr->Partitions[i]);
+            if (!ok)
+                tr->Partitions[i] = (struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult){
+                    .PartitionIndex = qt->Partitions[i].PartitionIndex,
+                    .ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED, .LeaderEpoch = -1, .EndOffset = -1};
+            else
+                one(b->replica_manager, ver, replica_id, qt->Name ? qt->Name : "", &qt->Partitions[i], &tr->Partitions[i]);
     }
     gr_api_respond(req, resp);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
@@ -73,6 +74,36 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     gr_api_respond(req, resp);
 }
 
+/* Kafka's request-level checks: transactional records need TransactionalId WRITE, idempotent
+ * ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
+ * gets. */
+static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRequest *r) {
+    if (!gr_api_authorizer_enabled(req)) return GR_KERR_NONE;
+    bool idempotent = false, transactional = false;
+    for (int t = 0; t < r->TopicsCount; t++)
+        for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
+            const uint8_t *p = r->Topics[t].Partitions[i].Records.p;
+            int64_t len = r->Topics[t].Partitions[i].Records.len;
+            /* RecordBatch v2: batchLength @8, magic @16, attributes @21, producerId @43 */
+            for (int64_t off = 0; p && off + 61 <= len;) {
+                int32_t blen = (int32_t)((uint32_t)p[off + 8] << 24 | (uint32_t)p[off + 9] << 16 |
+                                         (uint32_t)p[off + 10] << 8 | p[off + 11]);
+                if (p[off + 16] != 2 || blen < 49) break;
+                int64_t pid = 0;
+                for (int k = 0; k < 8; k++) pid = (int64_t)((uint64_t)pid << 8 | p[off + 43 + k]);
+                if (pid >= 0) idempotent = true;
+                if (p[off + 22] & 0x10) transactional = true;
+                off += 12 + (int64_t)blen;
+            }
+        }
+    if (transactional && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID,
+                                            r->TransactionalId ? r->TransactionalId : ""))
+        return GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    if (!transactional && idempotent && !gr_api_authorized_cluster(req, GR_ACL_OP_IDEMPOTENT_WRITE))
+        return GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+    return GR_KERR_NONE;
+}
+
 void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
     const struct ProduceRequest *r = body;
     struct gr_replica_manager *rm = b->replica_manager;
@@ -85,9 +116,11 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     c->n = n;
     c->parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->parts);
     bool acks_ok = r->Acks == 0 || r->Acks == 1 || r->Acks == -1;
+    int16_t auth_err = produce_auth_error(req, r);
     int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct ProduceRequest_TopicProduceData *td = &r->Topics[t];
+        bool can_write = auth_err == GR_KERR_NONE && gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, td->Name);
         for (int i = 0; i < td->PartitionsCount; i++, k++) {
             const struct ProduceRequest_PartitionProduceData *pd = &td->Partitions[i];
             struct gr_rm_produce_part *pp = &c->parts[k];
@@ -100,6 +133,10 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             pp->log_append_time = -1;
             if (!acks_ok)
                 pp->error = GR_KERR_INVALID_REQUIRED_ACKS;
+            else if (auth_err != GR_KERR_NONE)
+                pp->error = auth_err;
+            else if (!can_write)
+                pp->error = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
             else if (!rm)
                 pp->error = GR_KERR_NOT_LEADER_OR_FOLLOWER;
             else if (strcmp(pp->topic, "__consumer_offsets") == 0 || strcmp(pp->topic, "__transaction_state") == 0)

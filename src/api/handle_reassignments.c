@@ -10,10 +10,13 @@
  * request order; per-partition errors INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
  * UNKNOWN_TOPIC_OR_PARTITION; a top-level NOT_CONTROLLER leaves Responses empty.
  * ListPartitionReassignments: Topics null lists every reassigning partition; otherwise only the
- * listed ones that are reassigning. */
+ * listed ones that are reassigning.
+ * Authorization (api/authorize.h): Alter needs Cluster ALTER, List Cluster DESCRIBE, else a
+ * top-level CLUSTER_AUTHORIZATION_FAILED. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -71,6 +74,10 @@ void gr_handle_alter_partition_reassignments(struct gr_broker *b, struct gr_api_
 {
     (void)hdr;
     struct AlterPartitionReassignmentsRequest *rq = body;
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_ALTER)) {
+        alter_fail(req, GR_KERR_CLUSTER_AUTHORIZATION_FAILED);
+        return;
+    }
     int n = 0;
     for (int t = 0; t < rq->TopicsCount; t++)
         if (rq->Topics[t].PartitionsCount > 0) n += rq->Topics[t].PartitionsCount;
@@ -154,6 +161,10 @@ void gr_handle_list_partition_reassignments(struct gr_broker *b, struct gr_api_r
 {
     (void)hdr;
     struct ListPartitionReassignmentsRequest *rq = body;
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_DESCRIBE)) {
+        list_fail(req, GR_KERR_CLUSTER_AUTHORIZATION_FAILED);
+        return;
+    }
     bool all = rq->TopicsCount < 0;
     int n = 0;
     for (int t = 0; t < rq->TopicsCount; t++)

@@ -6,6 +6,7 @@
  * someone else works. The request never blocks an I/O thread. */
 #include <stdlib.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -33,6 +34,10 @@ void gr_handle_update_features(struct gr_broker *b, struct gr_api_req *req, cons
                                void *body) {
     (void)hdr;
     const struct UpdateFeaturesRequest *r = body;
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_ALTER)) {
+        respond(req, GR_KERR_CLUSTER_AUTHORIZATION_FAILED, NULL, 0);
+        return;
+    }
     if (!b->controller || !gr_broker_is_controller(b)) {
         respond(req, GR_KERR_NOT_CONTROLLER, NULL, 0);
         return;

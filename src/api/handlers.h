@@ -47,6 +47,11 @@ GR_API_HANDLER(gr_handle_update_features);
 GR_API_HANDLER(gr_handle_alter_partition_reassignments);
 GR_API_HANDLER(gr_handle_list_partition_reassignments);
 
+/* handle_acls.c */
+GR_API_HANDLER(gr_handle_describe_acls);
+GR_API_HANDLER(gr_handle_create_acls);
+GR_API_HANDLER(gr_handle_delete_acls);
+
 /* DeleteTopics requests of broker b still waiting for their topics to disappear are answered
  * (REQUEST_TIMED_OUT for topics still cached). Call at shut-down after the network server
  * stopped, before b is freed. */

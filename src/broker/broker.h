@@ -5,7 +5,8 @@
  *     partitions (partition registry / state-change lock) and admin (delayed topic operations).
  *     gr_broker_free releases exactly those.
  *  2. Everything else is BORROWED and filled in by the broker start-up code (broker/server.c)
- *     before the network server starts: cfg, zk, controller, net, cluster_id, broker_epoch.
+ *     before the network server starts: cfg, zk, controller, net, authorizer, cluster_id,
+ *     broker_epoch.
  *     The owner must keep them alive until gr_broker_free, and must stop the network server
  *     (which stops new handler calls) before freeing the broker.
  *  3. The replication slots (hooks, replica_manager) and group_coordinator are set once at
@@ -33,6 +34,7 @@ struct gr_partition_state;
 struct gr_topic_admin;
 struct gr_replica_manager;
 struct gr_group_coordinator;
+struct gr_authorizer;
 struct gr_broker;
 struct gr_pidm;
 
@@ -74,6 +76,8 @@ struct gr_broker {
      * controller id == broker_id". Any thread. */
     bool (*controller_is_active)(struct gr_controller *c);
     struct gr_net_server *net;
+    struct gr_authorizer *authorizer; /* security/authorizer.h; NULL: no authorizer configured,
+                                       * every request allowed (api/authorize.h) */
 
     /* -- owned -- */
     struct gr_mdc *metadata;

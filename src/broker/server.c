@@ -32,6 +32,7 @@
 #include "controller/clock.h"
 #include "controller/config_change_listener.h"
 #include "broker/finalized_features.h"
+#include "security/authorizer.h"
 #include "controller/controller.h"
 #include "net/server.h"
 #include "storage/checkpoint.h"
@@ -67,6 +68,7 @@ struct gr_server {
     struct gr_broker *broker;             /* request handlers' shared context */
     struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
     struct gr_ldf *log_dir_failure;       /* offline log dirs (log_dir_failure.h) */
+    struct gr_authorizer *authorizer;     /* authorizer.class.name set; else NULL */
 
     pthread_mutex_t session_mu; /* guards last_session */
     struct gr_zsession last_session;
@@ -325,6 +327,8 @@ static int connect_zookeeper(struct gr_server *s) {
         .on_watch = gr_zk_watches_on_watch,
         .on_session = gr_zk_watches_on_session,
         .cb_ctx = s->watches,
+        .secure_acls = cfg->zookeeper_set_acl,
+        .digest_auth = cfg->gregor_zookeeper_auth_digest,
     };
     slog(s, GR_LOG_INFO, "Connecting to zookeeper on %s", cfg->zookeeper_connect);
     int zrc = gr_zk_real_open(&zc, &s->zkb);
@@ -374,6 +378,18 @@ int gr_server_startup(struct gr_server *s) {
                                          : gr_strerror(rc));
         goto fail;
     }
+
+    /* The authorizer (ACL cache loaded from ZooKeeper) before the first request. */
+    if (cfg->authorizer_class_name) {
+        struct gr_authorizer_config ac = {.super_users = cfg->super_users,
+                                          .allow_everyone_if_no_acl_found = cfg->allow_everyone_if_no_acl_found};
+        s->authorizer = gr_authorizer_new(&ac);
+        if ((rc = gr_authorizer_start(s->authorizer, s->kzk, s->watches)) != 0) goto fail;
+        s->broker->authorizer = s->authorizer;
+    }
+    if (cfg->gregor_test_principal_by_client_id)
+        slog(s, GR_LOG_WARN, "gregor.test.principal.by.client.id=true: clients choose their principal through "
+                             "client.id. FOR TESTS ONLY: never on a real cluster");
 
     /* Group coordinator: after the replica manager (its storage), before the network. */
     if ((rc = gr_group_coordinator_start(s->broker, s->replicas)) != 0) {
@@ -475,6 +491,9 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_finalized_features_stop(s->broker->finalized_features);
         s->broker->finalized_features = NULL;
     }
+    gr_authorizer_free(s->authorizer); /* network stopped: no request uses it */
+    s->authorizer = NULL;
+    if (s->broker) s->broker->authorizer = NULL;
     if (s->controller) gr_controller_shutdown(s->controller);
     if (s->kzk) {
         gr_kzk_free(s->kzk);

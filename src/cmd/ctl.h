@@ -15,4 +15,7 @@ struct ctl_opts {
 /* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl acls add|remove|list (kafka-acls.sh; ctl_acls.c; needs --bootstrap-server). */
+int ctl_acls_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

@@ -30,6 +30,10 @@ static const struct subcommand subcommands[] = {
     {"elect-leaders", ctl_elect_main,
      "elect-leaders --election-type preferred|unclean (--all-topic-partitions | --topic T --partition P | "
      "--path-to-json-file F)  (needs --bootstrap-server)"},
+    {"acls", ctl_acls_main,
+     "acls add|remove|list [--topic T] [--group G] [--cluster] [--transactional-id X] [--resource-pattern-type "
+     "literal|prefixed|any|match]\n    [--allow-principal P] [--deny-principal P] [--allow-host H] [--deny-host H] "
+     "[--operation OP] [--producer] [--consumer] [--principal P]  (kafka-acls.sh; needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

@@ -95,6 +95,15 @@ static const struct cfg_key keys[] = {
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
     /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */
     {"transactional.id.expiration.ms", T_INT, F(transactional_id_expiration_ms), "604800000", 1, INT32_MAX},
+    {"authorizer.class.name", T_STRING, F(authorizer_class_name), NULL, 0, 0},
+    {"super.users", T_STRING, F(super_users), NULL, 0, 0},
+    {"allow.everyone.if.no.acl.found", T_BOOL, F(allow_everyone_if_no_acl_found), "false", 0, 0},
+    {"zookeeper.set.acl", T_BOOL, F(zookeeper_set_acl), "false", 0, 0},
+    /* Gregor-only: identity for ZooKeeper's digest scheme, "user:password" (Kafka uses a JAAS
+     * Client section for ZooKeeper SASL instead; see docs/SECURITY.md). */
+    {"gregor.zookeeper.auth.digest", T_STRING, F(gregor_zookeeper_auth_digest), NULL, 0, 0},
+    /* Gregor-only, for tests: a client.id of the form "User:<name>" becomes the principal. */
+    {"gregor.test.principal.by.client.id", T_BOOL, F(gregor_test_principal_by_client_id), "false", 0, 0},
 };
 
 /* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */
@@ -363,6 +372,17 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
                      cfg->inter_broker_listener_name);
             return GR_ECONFIG;
         }
+    }
+    if (cfg->authorizer_class_name && strcmp(cfg->authorizer_class_name, "kafka.security.authorizer.AclAuthorizer") != 0 &&
+        strcmp(cfg->authorizer_class_name, "kafka.security.auth.SimpleAclAuthorizer") != 0) {
+        snprintf(err, errlen, "Invalid value %s for configuration authorizer.class.name: only "
+                 "kafka.security.authorizer.AclAuthorizer is available", cfg->authorizer_class_name);
+        return GR_ECONFIG;
+    }
+    if (cfg->zookeeper_set_acl && !cfg->gregor_zookeeper_auth_digest) {
+        snprintf(err, errlen, "zookeeper.set.acl is true, but no ZooKeeper authentication is configured "
+                 "(gregor.zookeeper.auth.digest=user:password)");
+        return GR_ECONFIG;
     }
     if (cfg->min_insync_replicas < 1) {
         snprintf(err, errlen, "Invalid value for configuration min.insync.replicas: must be at least 1");

@@ -100,6 +100,14 @@ struct gr_config {
     int32_t group_max_session_timeout_ms;
     int32_t transactional_id_expiration_ms;
 
+    /* authorization (security/authorizer.h) and ZooKeeper ACLs */
+    char *authorizer_class_name;          /* NULL: no authorizer, everything allowed */
+    char *super_users;                    /* "User:a;User:b", NULL when unset */
+    bool allow_everyone_if_no_acl_found;
+    bool zookeeper_set_acl;
+    char *gregor_zookeeper_auth_digest;   /* Gregor-only: "user:password" for ZooKeeper digest auth */
+    bool gregor_test_principal_by_client_id; /* Gregor-only, TESTS ONLY: client.id "User:x" is the principal */
+
     /* private to config.c: log.dirs was given, so log.dir is ignored */
     bool log_dirs_explicit;
 };

@@ -228,6 +228,11 @@ struct gr_zk_real_config {
     gr_zk_watch_fn on_watch;        /* may be NULL */
     gr_zk_session_fn on_session;    /* may be NULL */
     void *cb_ctx;
+    /* zookeeper.set.acl: znodes created through this backend get Kafka's secure ACLs (creator
+     * ALL + world READ; no world READ under /config/users, /config/brokers,
+     * /delegation_token/tokens). Needs digest_auth. */
+    bool secure_acls;
+    const char *digest_auth;        /* "user:password" added with the digest scheme, or NULL */
 };
 
 /* Connects (creating the chroot path first if the connect string has one and it is missing),

@@ -137,7 +137,78 @@ struct real {
     bool closing;
     pthread_t reconnect_thread;
     bool thread_started;
+
+    /* zookeeper.set.acl (see acl_for) and the digest identity added to every handle */
+    char *digest_auth;          /* "user:password" or NULL */
+    bool secure_acls;
 };
+
+/* ---- zookeeper.set.acl: Kafka's ZkData.defaultAcls ----
+ * Secure: CREATOR_ALL (the digest identity this handle authenticated with) plus world READ,
+ * except under Kafka's sensitive roots (/config/users, /config/brokers,
+ * /delegation_token/tokens), which get no world READ. Otherwise OPEN_ACL_UNSAFE. */
+static struct ACL secure_entries[2];
+static struct ACL_vector secure_acl = {2, secure_entries};
+static struct ACL_vector secure_sensitive_acl = {1, secure_entries};
+
+static pthread_once_t secure_once = PTHREAD_ONCE_INIT;
+static void secure_init(void) {
+    secure_entries[0] = (struct ACL){ZOO_PERM_ALL, ZOO_AUTH_IDS};
+    secure_entries[1] = (struct ACL){ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE};
+}
+
+static struct ACL_vector *acl_for(const struct real *r, const char *path) {
+    if (!r->secure_acls) return &ZOO_OPEN_ACL_UNSAFE;
+    static const char *const sensitive[] = {"/config/users", "/config/brokers", "/delegation_token/tokens"};
+    pthread_once(&secure_once, secure_init);
+    for (size_t i = 0; i < sizeof sensitive / sizeof sensitive[0]; i++)
+        if (strncmp(path, sensitive[i], strlen(sensitive[i])) == 0) return &secure_sensitive_acl;
+    return &secure_acl;
+}
+
+struct auth_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+};
+
+static void auth_done(int rc, const void *data) {
+    struct auth_wait *w = (struct auth_wait *)data;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Adds the digest identity to a connected handle and waits for the server's answer (the client
+ * re-sends it by itself after a reconnect within the session). */
+static int add_digest_auth(struct real *r, zhandle_t *zh, int timeout_ms) {
+    if (!r->digest_auth) return GR_ZOK;
+    struct auth_wait w = {.rc = GR_ZOPERATIONTIMEOUT};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    int rc = zoo_add_auth(zh, "digest", r->digest_auth, (int)strlen(r->digest_auth), auth_done, &w);
+    if (rc == ZOK) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += timeout_ms / 1000 + 1;
+        pthread_mutex_lock(&w.mu);
+        while (!w.done && pthread_cond_timedwait(&w.cv, &w.mu, &dl) != ETIMEDOUT) {
+        }
+        rc = w.done ? w.rc : GR_ZOPERATIONTIMEOUT;
+        pthread_mutex_unlock(&w.mu);
+    }
+    if (rc != ZOK) {
+        gr_error(LOGGER, "ZooKeeper digest authentication failed: %s", gr_zrc_name(rc));
+        /* the callback may still run: w must outlive it, so leak it on timeout */
+        if (!w.done) return rc;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
 
 static void stat_from(struct gr_zstat *out, const struct Stat *s) {
     if (!out || !s) return;
@@ -245,6 +316,12 @@ static int new_handle(struct real *r, int timeout_ms, zhandle_t **out, struct hc
         zookeeper_close(zh);
         free(h);
         return closing ? GR_ZCLOSING : GR_ZOPERATIONTIMEOUT;
+    }
+    int arc = add_digest_auth(r, zh, timeout_ms);
+    if (arc != GR_ZOK) {
+        zookeeper_close(zh);
+        free(h);
+        return arc == ZAUTHFAILED ? GR_ZAUTHFAILED : arc;
     }
     *out = zh;
     *hout = h;
@@ -479,8 +556,7 @@ static int r_create(struct gr_zk_backend *be, const char *path, const void *data
     if (!zh) return rc;
     size_t cap = strlen(path) + 32;
     char *buf = gr_malloc(cap);
-    rc = zoo_create(zh, path, data, data ? len : -1, &ZOO_OPEN_ACL_UNSAFE, zflags(flags), buf,
-                    (int)cap);
+    rc = zoo_create(zh, path, data, data ? len : -1, acl_for(r, path), zflags(flags), buf, (int)cap);
     release(r);
     if (rc == ZOK && created_path) *created_path = buf;
     else free(buf);
@@ -582,7 +658,7 @@ static int r_multi(struct gr_zk_backend *be, const struct gr_zop *ops, int n,
             size_t cap = strlen(o->path) + 32;
             bufs[i] = gr_malloc(cap);
             zoo_create_op_init(&zops[i], o->path, o->data, o->data ? o->len : -1,
-                               &ZOO_OPEN_ACL_UNSAFE, zflags(o->flags), bufs[i], (int)cap);
+                               acl_for(r, o->path), zflags(o->flags), bufs[i], (int)cap);
             break;
         }
         case GR_ZOP_DELETE: zoo_delete_op_init(&zops[i], o->path, o->version); break;
@@ -682,6 +758,7 @@ static void r_destroy(struct gr_zk_backend *be) {
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r->connect);
+    free(r->digest_auth);
     free(r);
 }
 
@@ -880,6 +957,8 @@ int gr_zk_real_open(const struct gr_zk_real_config *cfg, struct gr_zk_backend **
     r->base.session_timeout_ms = session_ms;
     r->connect = gr_strdup(cfg->connect);
     r->conn_timeout_ms = conn_ms;
+    r->digest_auth = cfg->digest_auth ? gr_strdup(cfg->digest_auth) : NULL;
+    r->secure_acls = cfg->secure_acls;
     /* Writer-preferring: the reconnect thread must not starve behind a stream of calls. */
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
