@@ -72,6 +72,7 @@ struct gr_broker {
      * controller id == broker_id". Any thread. */
     bool (*controller_is_active)(struct gr_controller *c);
     struct gr_net_server *net;
+    struct gr_metrics *metrics; /* the broker's registry (common/metrics.h); may be NULL (tests) */
 
     /* -- owned -- */
     struct gr_mdc *metadata;
