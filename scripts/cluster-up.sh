@@ -6,7 +6,8 @@
 # 1. scripts/setup.sh (installs missing packages, builds);
 # 2. ZooKeeper on 127.0.0.1:2181 unless something already answers there (data in ./run/zk);
 # 3. brokers 1-3 from config/server.properties, listening on 127.0.0.1:9092-9094, log dirs
-#    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid;
+#    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid, Prometheus metrics at
+#    http://127.0.0.1:9192-9194/metrics (gregor.metrics.listener);
 # 4. waits until all three are registered in ZooKeeper and prints the bootstrap list.
 # scripts/cluster-down.sh stops everything again. Re-running cluster-up leaves running brokers alone.
 set -euo pipefail
@@ -16,6 +17,7 @@ run=$root/run
 zk_port=${GREGOR_ZK_PORT:-2181}
 zk=127.0.0.1:$zk_port
 ports=(9092 9093 9094)
+metrics_ports=(9192 9193 9194)
 
 "$root/scripts/setup.sh"
 mkdir -p "$run"
@@ -29,6 +31,7 @@ fi
 
 for i in 1 2 3; do
     port=${ports[$((i - 1))]}
+    mport=${metrics_ports[$((i - 1))]}
     pidf=$run/broker-$i.pid
     if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
         echo "broker $i: already running (pid $(cat "$pidf"))"
@@ -41,9 +44,10 @@ for i in 1 2 3; do
         --override advertised.listeners=PLAINTEXT://127.0.0.1:$port \
         --override log.dirs="$run/broker-$i" \
         --override zookeeper.connect=$zk \
+        --override gregor.metrics.listener=http://127.0.0.1:$mport \
         </dev/null >>"$run/broker-$i.log" 2>&1 &
     echo $! >"$pidf"
-    echo "broker $i: started (pid $!, 127.0.0.1:$port, log run/broker-$i.log)"
+    echo "broker $i: started (pid $!, 127.0.0.1:$port, metrics http://127.0.0.1:$mport/metrics, log run/broker-$i.log)"
 done
 
 # Wait for all three registrations (up to 60 s), watching for brokers that died.

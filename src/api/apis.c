@@ -11,6 +11,7 @@
 #include "api/handlers.h"
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "net/server.h"
 
@@ -108,6 +109,36 @@ void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena
 
 /* ---- request lifetime ---- */
 
+/* kafka.network:type=RequestMetrics for a decoded request being completed: RequestsPerSec per
+ * request and version, TotalTimeMs (frame read -> completion) and RequestQueueTimeMs (frame read
+ * -> an I/O thread took it) per request; Fetch is split into FetchConsumer/FetchFollower as
+ * Kafka's RequestChannel does. */
+static void record_request_metrics(struct gr_api_req *r)
+{
+    struct gr_metrics *reg = r->broker ? r->broker->metrics : NULL;
+    const struct gr_api_desc *d = gr_proto_api(r->hdr.RequestApiKey);
+    if (!reg || !r->body || !d)
+        return;
+    const char *name = d->name;
+    if (r->hdr.RequestApiKey == GR_API_FETCH)
+        name = ((const struct FetchRequest *)r->body)->ReplicaId >= 0 ? "FetchFollower" : "FetchConsumer";
+    char n[192];
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=%s,version=%d", name,
+             r->hdr.RequestApiVersion);
+    struct gr_meter *m = gr_metrics_meter(reg, n);
+    if (m)
+        gr_meter_mark(m, 1);
+    int64_t now_us = gr_mono_us();
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=%s", name);
+    struct gr_histogram *h = gr_metrics_histogram(reg, n);
+    if (h)
+        gr_histogram_update(h, (double)(now_us - r->net->received_us) / 1000.0);
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs,request=%s", name);
+    h = gr_metrics_histogram(reg, n);
+    if (h)
+        gr_histogram_update(h, GR_MAX(0.0, (double)(r->received_ms * 1000 - r->net->received_us) / 1000.0));
+}
+
 static void req_free(struct gr_api_req *r)
 {
     gr_arena_free(&r->arena);
@@ -116,6 +147,7 @@ static void req_free(struct gr_api_req *r)
 
 void gr_api_respond(struct gr_api_req *r, const void *body)
 {
+    record_request_metrics(r); /* before completion frees r->net */
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -136,6 +168,7 @@ void gr_api_respond(struct gr_api_req *r, const void *body)
 
 void gr_api_respond_none(struct gr_api_req *r)
 {
+    record_request_metrics(r);
     gr_net_respond_none(r->net);
     req_free(r);
 }
@@ -144,6 +177,7 @@ void gr_api_close(struct gr_api_req *r, const char *reason)
 {
     gr_warn(LOGGER, "closing connection from %s (listener %s): %s", r->peer,
             r->listener ? r->listener : "?", reason ? reason : "");
+    record_request_metrics(r);
     gr_net_close(r->net);
     req_free(r);
 }

@@ -70,7 +70,8 @@ struct gr_metrics {
     pthread_mutex_t mu;
     struct metric *v;
     size_t n, cap;
-    struct collector *cols; /* guarded by mu */
+    pthread_mutex_t cmu;    /* guards cols and is held while collectors run; taken before mu */
+    struct collector *cols;
     size_t ncols;
 };
 
@@ -234,6 +235,7 @@ int64_t gr_gauge_get(struct gr_gauge *g) {
 struct gr_metrics *gr_metrics_new(void) {
     struct gr_metrics *reg = gr_calloc(1, sizeof *reg);
     pthread_mutex_init(&reg->mu, NULL);
+    pthread_mutex_init(&reg->cmu, NULL);
     return reg;
 }
 
@@ -256,6 +258,7 @@ void gr_metrics_free(struct gr_metrics *reg) {
     for (size_t i = 0; i < reg->n; i++) metric_free(&reg->v[i]);
     free(reg->v);
     free(reg->cols);
+    pthread_mutex_destroy(&reg->cmu);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
 }
@@ -488,14 +491,14 @@ struct gr_prom_out {
 };
 
 void gr_metrics_add_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg) {
-    pthread_mutex_lock(&reg->mu);
+    pthread_mutex_lock(&reg->cmu);
     reg->cols = gr_realloc(reg->cols, (reg->ncols + 1) * sizeof *reg->cols);
     reg->cols[reg->ncols++] = (struct collector){fn, arg};
-    pthread_mutex_unlock(&reg->mu);
+    pthread_mutex_unlock(&reg->cmu);
 }
 
 void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg) {
-    pthread_mutex_lock(&reg->mu);
+    pthread_mutex_lock(&reg->cmu);
     for (size_t i = 0; i < reg->ncols; i++) {
         if (reg->cols[i].fn == fn && reg->cols[i].arg == arg) {
             memmove(&reg->cols[i], &reg->cols[i + 1], (reg->ncols - i - 1) * sizeof *reg->cols);
@@ -503,7 +506,7 @@ void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn
             break;
         }
     }
-    pthread_mutex_unlock(&reg->mu);
+    pthread_mutex_unlock(&reg->cmu);
 }
 
 /* Appends s (n bytes) to a growing buffer, lower-cased and sanitised to [a-z0-9_] when lower,
@@ -701,14 +704,16 @@ static void collect_registry_locked(struct gr_metrics *reg, struct gr_prom_out *
             break;
         }
     }
-    for (size_t i = 0; i < reg->ncols; i++) reg->cols[i].fn(reg->cols[i].arg, o);
 }
 
 int gr_metrics_dump_prometheus(struct gr_metrics *reg, FILE *out) {
     struct gr_prom_out o = {0};
+    pthread_mutex_lock(&reg->cmu);
     pthread_mutex_lock(&reg->mu);
     collect_registry_locked(reg, &o);
     pthread_mutex_unlock(&reg->mu);
+    for (size_t i = 0; i < reg->ncols; i++) reg->cols[i].fn(reg->cols[i].arg, &o);
+    pthread_mutex_unlock(&reg->cmu);
     qsort(o.v, o.n, sizeof *o.v, cmp_sample);
     for (size_t i = 0; i < o.n; i++) {
         struct prom_sample *s = &o.v[i];

@@ -22,8 +22,9 @@
  *    not go through the controller's virtual clock.
  * 5. Collectors (gr_metrics_add_collector) produce samples that are computed at scrape time and
  *    have no registry entry (per-partition log sizes, ReplicaManager counts, process figures).
- *    They run like gauge callbacks: on the dumping thread, with the registry lock held, so they
- *    must not call into the registry. After gr_metrics_remove_collector returns, never again.
+ *    They run on the dumping thread without the registry lock (so they may take their own
+ *    locks, and code holding those locks may update metrics), one dump at a time. After
+ *    gr_metrics_remove_collector returns, a collector is never called again.
  *
  * Prometheus exposition (gr_metrics_dump_prometheus) names metrics as the JMX exporter's
  * kafka-2_0_0.yml rules name Kafka's MBeans (docs/METRICS.md has the table):

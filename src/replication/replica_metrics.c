@@ -1,0 +1,66 @@
+/* The replica manager's figures for the Prometheus endpoint (a collector, common/metrics.h
+ * rule 5), computed at scrape time from the hosted partitions as Kafka's ReplicaManager,
+ * Partition and Log gauges compute them:
+ *   kafka.server:type=ReplicaManager  PartitionCount, LeaderCount, UnderReplicatedPartitions
+ *                                     (leader, |ISR| < |replicas|), UnderMinIsrPartitionCount
+ *                                     (leader, |ISR| < min.insync.replicas),
+ *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
+ *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
+ *   kafka.log:type=Log                Size, LogStartOffset, LogEndOffset, NumLogSegments per log
+ * Locks: the map lock (read) then each partition's lock, never with a registry lock held. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "common/metrics.h"
+#include "replication/replica_internal.h"
+#include "storage/log_manager.h"
+
+static void partition_gauge(struct gr_prom_out *o, const char *name, const char *topic, int32_t partition, double v) {
+    char n[512];
+    snprintf(n, sizeof n, "kafka.cluster:type=Partition,name=%s,topic=%s,partition=%d", name, topic, partition);
+    gr_prom_gauge(o, n, v);
+}
+
+static void log_gauges(void *ctx, struct gr_lm_log *l) {
+    struct gr_prom_out *o = ctx;
+    static const char *const names[] = {"Size", "LogStartOffset", "LogEndOffset", "NumLogSegments"};
+    double v[] = {(double)gr_plog_size_bytes(l->log), (double)gr_plog_start_offset(l->log),
+                  (double)gr_plog_end_offset(l->log), (double)gr_plog_segment_count(l->log)};
+    char n[512];
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "kafka.log:type=Log,name=%s,topic=%s,partition=%d", names[i], l->topic, l->partition);
+        gr_prom_gauge(o, n, v[i]);
+    }
+}
+
+void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
+    struct gr_replica_manager *rm = arg;
+    int64_t count = 0, leaders = 0, urp = 0, under_min = 0, at_min = 0;
+    pthread_rwlock_rdlock(&rm->map_lock);
+    for (int b = 0; b < GR_RM_NBUCKETS; b++) {
+        for (struct gr_rm_partition *p = rm->buckets[b]; p; p = p->next) {
+            pthread_mutex_lock(&p->lock);
+            if (p->online) {
+                count++;
+                if (gr_rs_is_leader(&p->st)) {
+                    bool ur = p->st.nisr < p->st.nreplicas, um = p->st.nisr < p->min_isr, am = p->st.nisr == p->min_isr;
+                    leaders++;
+                    urp += ur;
+                    under_min += um;
+                    at_min += am;
+                    partition_gauge(o, "UnderReplicated", p->topic, p->partition, ur);
+                    partition_gauge(o, "UnderMinIsr", p->topic, p->partition, um);
+                    partition_gauge(o, "AtMinIsr", p->topic, p->partition, am);
+                }
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    pthread_rwlock_unlock(&rm->map_lock);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=PartitionCount", (double)count);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=LeaderCount", (double)leaders);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", (double)urp);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount", (double)under_min);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount", (double)at_min);
+    if (rm->lm) gr_plog_manager_foreach(rm->lm, log_gauges, o);
+}
