@@ -280,7 +280,6 @@ static void network_collector(void *arg, struct gr_prom_out *o) {
     gr_net_server_stats(arg, &st);
     gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=RequestQueueSize", (double)st.request_queue_size);
     gr_prom_gauge(o, "kafka.server:type=socket-server-metrics,name=connection-count", (double)st.connections_open);
-    gr_prom_meter(o, "kafka.server:type=socket-server-metrics,name=connection-creation-total", (double)st.connections_accepted);
 }
 
 static int start_network(struct gr_server *s) {

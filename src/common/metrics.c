@@ -664,8 +664,9 @@ static void prom_summary(struct gr_prom_out *o, const char *jmx_name, const stru
     out_push(o, fam, "summary", gr_asprintf("%s_count", fam), labels, jmx_name, (double)s->count);
 }
 
-void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, double value) {
-    out_push(o, gr_strdup(family), type, gr_strdup(family), render_labels(labels, NULL, NULL, NULL), NULL, value);
+void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, const char *help,
+                 double value) {
+    out_push(o, gr_strdup(family), type, gr_strdup(family), render_labels(labels, NULL, NULL, NULL), help, value);
 }
 
 static int cmp_sample(const void *a, const void *b) {
@@ -679,7 +680,8 @@ static void put_value(FILE *out, double v) {
     if (isnan(v)) fputs("NaN", out);
     else if (isinf(v)) fputs(v > 0 ? "+Inf" : "-Inf", out);
     else if (v == floor(v) && fabs(v) < 9e15) fprintf(out, "%lld", (long long)v);
-    else fprintf(out, "%.17g", v);
+    else
+        fprintf(out, "%.15g", v);
 }
 
 static void collect_registry_locked(struct gr_metrics *reg, struct gr_prom_out *o) {
@@ -762,15 +764,20 @@ void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
             if (p && sscanf(p + 2,
                             "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
                             &utime, &stime, &start, &vsize, &rss) == 5 && ticks > 0) {
-                gr_prom_raw(o, "process_cpu_seconds_total", "counter", NULL, (double)(utime + stime) / (double)ticks);
-                gr_prom_raw(o, "process_resident_memory_bytes", "gauge", NULL, (double)rss * (double)page);
-                gr_prom_raw(o, "process_virtual_memory_bytes", "gauge", NULL, (double)vsize);
+                gr_prom_raw(o, "process_cpu_seconds_total", "counter", NULL,
+                            "Total user and system CPU time spent in seconds.",
+                            (double)(utime + stime) / (double)ticks);
+                gr_prom_raw(o, "process_resident_memory_bytes", "gauge", NULL, "Resident memory size in bytes.",
+                            (double)rss * (double)page);
+                gr_prom_raw(o, "process_virtual_memory_bytes", "gauge", NULL, "Virtual memory size in bytes.",
+                            (double)vsize);
                 FILE *st = fopen("/proc/stat", "r");
                 char l2[256];
                 while (st && fgets(l2, sizeof l2, st)) {
                     unsigned long long btime;
                     if (sscanf(l2, "btime %llu", &btime) == 1) {
                         gr_prom_raw(o, "process_start_time_seconds", "gauge", NULL,
+                                    "Start time of the process since unix epoch in seconds.",
                                     (double)btime + (double)start / (double)ticks);
                         break;
                     }
@@ -787,9 +794,11 @@ void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
         while ((e = readdir(d)))
             if (e->d_name[0] != '.') n++;
         closedir(d);
-        gr_prom_raw(o, "process_open_fds", "gauge", NULL, (double)(n - 1)); /* minus the DIR's own fd */
+        gr_prom_raw(o, "process_open_fds", "gauge", NULL, "Number of open file descriptors.",
+                    (double)(n - 1)); /* minus the DIR's own fd */
     }
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
-        gr_prom_raw(o, "process_max_fds", "gauge", NULL, rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
+        gr_prom_raw(o, "process_max_fds", "gauge", NULL, "Maximum number of open file descriptors.",
+                    rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
 }

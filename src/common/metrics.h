@@ -124,8 +124,9 @@ void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn
 void gr_prom_gauge(struct gr_prom_out *o, const char *jmx_name, double value);
 void gr_prom_meter(struct gr_prom_out *o, const char *jmx_name, double count);
 /* A sample with a Prometheus name as given (e.g. process_open_fds); type is "gauge" or
- * "counter"; labels NULL or "k=v,k=v" (values must not contain ',' or '='). */
-void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, double value);
+ * "counter"; labels NULL or "k=v,k=v" (values must not contain ',' or '='); help may be NULL. */
+void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, const char *help,
+                 double value);
 
 /* The process_* figures of the Prometheus client libraries, read from /proc/self: resident and
  * virtual memory, open and max fds, CPU seconds, start time. A collector (arg unused). */
