@@ -183,8 +183,10 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
             gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", 1);
             if (pr->ErrorCode != GR_KERR_NONE) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", 1);
             if (pr->RecordSet.len <= 0) continue;
-            if (follower) gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", pr->RecordSet.len);
-            else gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", pr->RecordSet.len);
+            if (follower)
+                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", pr->RecordSet.len);
+            else
+                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", pr->RecordSet.len);
         }
     }
 }

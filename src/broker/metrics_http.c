@@ -47,8 +47,7 @@ int gr_metrics_http_parse(const char *url, char *host, size_t hostlen, int *port
     return 0;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *ctype, char *body,
-                             size_t len) {
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *ctype, char *body, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
@@ -132,7 +131,9 @@ int gr_metrics_http_start(const char *url, struct gr_metrics *reg, struct gr_met
     return 0;
 }
 
-int gr_metrics_http_port(const struct gr_metrics_http *h) { return h ? h->port : -1; }
+int gr_metrics_http_port(const struct gr_metrics_http *h) {
+    return h ? h->port : -1;
+}
 
 void gr_metrics_http_stop(struct gr_metrics_http *h) {
     if (!h) return;

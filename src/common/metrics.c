@@ -70,7 +70,7 @@ struct gr_metrics {
     pthread_mutex_t mu;
     struct metric *v;
     size_t n, cap;
-    pthread_mutex_t cmu;    /* guards cols and is held while collectors run; taken before mu */
+    pthread_mutex_t cmu; /* guards cols and is held while collectors run; taken before mu */
     struct collector *cols;
     size_t ncols;
 };
@@ -521,10 +521,14 @@ static void put_sanitised(FILE *f, const char *s, size_t n, bool lower) {
 
 void gr_prom_put_label_value(FILE *out, const char *s) {
     for (; *s; s++) {
-        if (*s == '\\') fputs("\\\\", out);
-        else if (*s == '"') fputs("\\\"", out);
-        else if (*s == '\n') fputs("\\n", out);
-        else fputc(*s, out);
+        if (*s == '\\')
+            fputs("\\\\", out);
+        else if (*s == '"')
+            fputs("\\\"", out);
+        else if (*s == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*s, out);
     }
 }
 
@@ -580,8 +584,8 @@ static char *render_labels(const char *props, struct jmx_parts *parts, const cha
 
 /* The family of a JMX name plus suffix, with strip removed from the end of its name part when
  * present (PerSec); *labels gets the rendered labels (+ extra_k=extra_v). */
-static char *family_of(const char *jmx_name, const char *strip, const char *suffix, char **labels,
-                       const char *extra_k, const char *extra_v) {
+static char *family_of(const char *jmx_name, const char *strip, const char *suffix, char **labels, const char *extra_k,
+                       const char *extra_v) {
     const char *colon = strchr(jmx_name, ':');
     struct jmx_parts parts = {0};
     if (!colon) {
@@ -624,8 +628,8 @@ char *gr_prom_family(char *buf, size_t len, const char *jmx_name) {
     return buf;
 }
 
-static void out_push(struct gr_prom_out *o, char *family, const char *type, char *name, char *labels,
-                     const char *help, double value) {
+static void out_push(struct gr_prom_out *o, char *family, const char *type, char *name, char *labels, const char *help,
+                     double value) {
     if (o->n == o->cap) {
         o->cap = o->cap ? o->cap * 2 : 256;
         o->v = gr_realloc(o->v, o->cap * sizeof *o->v);
@@ -677,9 +681,12 @@ static int cmp_sample(const void *a, const void *b) {
 }
 
 static void put_value(FILE *out, double v) {
-    if (isnan(v)) fputs("NaN", out);
-    else if (isinf(v)) fputs(v > 0 ? "+Inf" : "-Inf", out);
-    else if (v == floor(v) && fabs(v) < 9e15) fprintf(out, "%lld", (long long)v);
+    if (isnan(v))
+        fputs("NaN", out);
+    else if (isinf(v))
+        fputs(v > 0 ? "+Inf" : "-Inf", out);
+    else if (v == floor(v) && fabs(v) < 9e15)
+        fprintf(out, "%lld", (long long)v);
     else
         fprintf(out, "%.15g", v);
 }
@@ -723,9 +730,12 @@ int gr_metrics_dump_prometheus(struct gr_metrics *reg, FILE *out) {
             if (s->help) {
                 fprintf(out, "# HELP %s ", s->family);
                 for (const char *h = s->help; *h; h++) {
-                    if (*h == '\\') fputs("\\\\", out);
-                    else if (*h == '\n') fputs("\\n", out);
-                    else fputc(*h, out);
+                    if (*h == '\\')
+                        fputs("\\\\", out);
+                    else if (*h == '\n')
+                        fputs("\\n", out);
+                    else
+                        fputc(*h, out);
                 }
                 fputc('\n', out);
             }
@@ -761,9 +771,11 @@ void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
             unsigned long utime = 0, stime = 0, vsize = 0;
             unsigned long long start = 0;
             long rss = 0;
-            if (p && sscanf(p + 2,
-                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
-                            &utime, &stime, &start, &vsize, &rss) == 5 && ticks > 0) {
+            if (p &&
+                sscanf(p + 2,
+                       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
+                       &utime, &stime, &start, &vsize, &rss) == 5 &&
+                ticks > 0) {
                 gr_prom_raw(o, "process_cpu_seconds_total", "counter", NULL,
                             "Total user and system CPU time spent in seconds.",
                             (double)(utime + stime) / (double)ticks);

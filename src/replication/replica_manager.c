@@ -261,9 +261,12 @@ static void isr_meters(struct gr_replica_manager *rm, int r, int16_t error, int 
     struct gr_metrics *reg = rm->b ? rm->b->metrics : NULL;
     const char *name = NULL;
     if (!reg) return;
-    if (r == 1 && new_nisr < old_nisr) name = "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
-    else if (r == 1 && new_nisr > old_nisr) name = "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec";
-    else if (r == -1 || (r == 0 && error != GR_KERR_NONE)) name = "kafka.server:type=ReplicaManager,name=FailedIsrUpdatesPerSec";
+    if (r == 1 && new_nisr < old_nisr)
+        name = "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
+    else if (r == 1 && new_nisr > old_nisr)
+        name = "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec";
+    else if (r == -1 || (r == 0 && error != GR_KERR_NONE))
+        name = "kafka.server:type=ReplicaManager,name=FailedIsrUpdatesPerSec";
     struct gr_meter *m = name ? gr_metrics_meter(reg, name) : NULL;
     if (m) gr_meter_mark(m, 1);
 }
