@@ -49,6 +49,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_DESCRIBE_GROUPS] = {0, 5, gr_handle_describe_groups, 0},
     [GR_API_LIST_GROUPS] = {0, 4, gr_handle_list_groups, 0},
     [GR_API_DELETE_GROUPS] = {0, 2, gr_handle_delete_groups, 0},
+    [GR_API_OFFSET_DELETE] = {0, 0, gr_handle_offset_delete, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
     [GR_API_CREATE_TOPICS] = {0, 5, gr_handle_create_topics, 0},
     [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},
