@@ -14,5 +14,7 @@ struct ctl_opts {
 
 /* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
+/* gregorctl consumer-groups list|describe|reset-offsets|delete|delete-offsets (ctl_groups.c). */
+int ctl_groups_main(const struct ctl_opts *o, int argc, char **argv);
 
 #endif

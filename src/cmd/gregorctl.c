@@ -30,6 +30,11 @@ static const struct subcommand subcommands[] = {
     {"elect-leaders", ctl_elect_main,
      "elect-leaders --election-type preferred|unclean (--all-topic-partitions | --topic T --partition P | "
      "--path-to-json-file F)  (needs --bootstrap-server)"},
+    {"consumer-groups", ctl_groups_main,
+     "consumer-groups list | describe (--group G|--all-groups) [--members|--state] | reset-offsets --group G\n"
+     "    (--topic T[:P,P]|--all-topics) (--to-earliest|--to-latest|--to-offset N|--to-datetime DT|--shift-by N)\n"
+     "    [--dry-run|--execute] | delete --group G | delete-offsets --group G --topic T[:P]  (needs --bootstrap-server;\n"
+     "    kafka-consumer-groups.sh's output)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
