@@ -16,5 +16,7 @@ struct ctl_opts {
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
 /* gregorctl consumer-groups list|describe|reset-offsets|delete|delete-offsets (ctl_groups.c). */
 int ctl_groups_main(const struct ctl_opts *o, int argc, char **argv);
+/* gregorctl log-dirs describe (ctl_logdirs.c). */
+int ctl_logdirs_main(const struct ctl_opts *o, int argc, char **argv);
 
 #endif

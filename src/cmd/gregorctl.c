@@ -35,6 +35,9 @@ static const struct subcommand subcommands[] = {
      "    (--topic T[:P,P]|--all-topics) (--to-earliest|--to-latest|--to-offset N|--to-datetime DT|--shift-by N)\n"
      "    [--dry-run|--execute] | delete --group G | delete-offsets --group G --topic T[:P]  (needs --bootstrap-server;\n"
      "    kafka-consumer-groups.sh's output)"},
+    {"log-dirs", ctl_logdirs_main,
+     "log-dirs describe [--broker-list 1,2] [--topic-list t1,t2]  (needs --bootstrap-server; kafka-log-dirs.sh's "
+     "output)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

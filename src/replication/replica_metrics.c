@@ -7,7 +7,8 @@
  *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
  *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
  *   kafka.log:type=Log                Size, LogStartOffset, LogEndOffset, NumLogSegments per log
- * Locks: the map lock (read) then each partition's lock, never with a registry lock held. */
+ * Locks: the map lock (read) then each partition's lock, never with a registry lock held.
+ * Also gr_rm_foreach_log (replica_manager.h), which DescribeLogDirs shares with the Log gauges. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -21,11 +22,34 @@ static void partition_gauge(struct gr_prom_out *o, const char *name, const char 
     gr_prom_gauge(o, n, v);
 }
 
-static void log_gauges(void *ctx, struct gr_lm_log *l) {
+struct foreach_ctx {
+    void (*fn)(void *ctx, const struct gr_rm_log_info *li);
+    void *ctx;
+};
+
+static void foreach_one(void *ctx, struct gr_lm_log *l) {
+    struct foreach_ctx *f = ctx;
+    struct gr_rm_log_info li = {.dir_idx = l->dir_idx,
+                                .topic = l->topic,
+                                .partition = l->partition,
+                                .size = gr_plog_size_bytes(l->log),
+                                .log_start_offset = gr_plog_start_offset(l->log),
+                                .log_end_offset = gr_plog_end_offset(l->log),
+                                .high_watermark = atomic_load(&l->hw),
+                                .segments = gr_plog_segment_count(l->log)};
+    f->fn(f->ctx, &li);
+}
+
+void gr_rm_foreach_log(struct gr_replica_manager *rm, void (*fn)(void *ctx, const struct gr_rm_log_info *li),
+                       void *ctx) {
+    struct foreach_ctx f = {fn, ctx};
+    if (rm && rm->lm) gr_plog_manager_foreach(rm->lm, foreach_one, &f);
+}
+
+static void log_gauges(void *ctx, const struct gr_rm_log_info *l) {
     struct gr_prom_out *o = ctx;
     static const char *const names[] = {"Size", "LogStartOffset", "LogEndOffset", "NumLogSegments"};
-    double v[] = {(double)gr_plog_size_bytes(l->log), (double)gr_plog_start_offset(l->log),
-                  (double)gr_plog_end_offset(l->log), (double)gr_plog_segment_count(l->log)};
+    double v[] = {(double)l->size, (double)l->log_start_offset, (double)l->log_end_offset, (double)l->segments};
     char n[512];
     for (int i = 0; i < 4; i++) {
         snprintf(n, sizeof n, "kafka.log:type=Log,name=%s,topic=%s,partition=%d", names[i], l->topic, l->partition);
@@ -62,5 +86,5 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", (double)urp);
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount", (double)under_min);
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount", (double)at_min);
-    if (rm->lm) gr_plog_manager_foreach(rm->lm, log_gauges, o);
+    gr_rm_foreach_log(rm, log_gauges, o);
 }
