@@ -197,3 +197,57 @@ def offset_delete_error(port, group):
     resp = wire(port, 47, 0, body)
     assert resp is not None
     return struct.unpack(">h", resp[:2])[0]
+
+
+def test_log_dirs_and_min_isr_filters(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=3, config={"replica.lag.time.max.ms": "2000"})
+    boot = ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
+    admin = AdminClient({"bootstrap.servers": boot})
+    fs = admin.create_topics([NewTopic("mi2", 1, 3, config={"min.insync.replicas": "2"}),
+                              NewTopic("mi3", 1, 3, config={"min.insync.replicas": "3"})], operation_timeout=20)
+    for f in fs.values():
+        f.result(timeout=30)
+    for t in ("mi2", "mi3"):
+        H.wait_for(lambda: len((cluster.get_json(f"/brokers/topics/{t}/partitions/0/state") or [{}])[0]
+                               .get("isr", [])) == 3, 30, f"full ISR of {t}")
+    p = Producer({"bootstrap.servers": boot, "acks": "all"})
+    for i in range(5):
+        p.produce("mi2", b"x" * 100)
+    assert p.flush(30) == 0
+
+    # log-dirs describe: every broker holds a replica of mi2-0 with the 5 records
+    r = ctl(cluster, "log-dirs", "describe", "--topic-list", "mi2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Querying brokers for log directories information"
+    assert lines[1] == "Received log directory information from brokers 1,2,3"
+    import json
+    d = json.loads(lines[2])
+    assert d["version"] == 1 and [b["broker"] for b in d["brokers"]] == [1, 2, 3]
+    for b in d["brokers"]:
+        (ld,) = b["logDirs"]
+        assert ld["logDir"] == cluster.brokers[b["broker"]].logdir and ld["error"] is None
+        (part,) = ld["partitions"]
+        assert part["partition"] == "mi2-0" and part["size"] > 500 and part["offsetLag"] == 0
+        assert part["isFuture"] is False
+    r = ctl(cluster, "log-dirs", "describe", "--broker-list", "2")
+    assert r.returncode == 0 and [b["broker"] for b in json.loads(r.stdout.splitlines()[2])["brokers"]] == [2]
+
+    zk = ["--zookeeper", cluster.zk_connect]  # DescribeConfigs may not be served: fall back to ZooKeeper
+
+    def filtered(flag):
+        r = ctl(cluster, "topics", "describe", flag, *zk)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return sorted(re.findall(r"Topic: (\S+)\tPartition: 0", r.stdout))
+
+    assert filtered("--at-min-isr-partitions") == ["mi3"]
+    assert filtered("--under-min-isr-partitions") == []
+    victim = next(b for b in cluster.running() if b.id != cluster.controller_id())
+    victim.kill()
+    H.wait_for(lambda: filtered("--under-min-isr-partitions") == ["mi3"], 30, "mi3 under min ISR")
+    assert filtered("--at-min-isr-partitions") == ["mi2"]
+
+    # DescribeLogDirs on the wire: garbage closes the connection
+    port = next(iter(cluster.running())).port
+    for body in (b"\x00\x00\x00\x05", b"\x00\x00\x00\x01\x00\x05ab"):
+        assert wire(port, 35, 1, body) is None, body
