@@ -151,8 +151,10 @@ static bool parse_tsel(const char *s, struct tsel *out) {
 }
 
 static int parse_args(int argc, char **argv, struct gargs *g) {
-    static const char *const actions[][2] = {{"--list", "list"},       {"--describe", "describe"},
-                                             {"--reset-offsets", "reset-offsets"}, {"--delete", "delete"},
+    static const char *const actions[][2] = {{"--list", "list"},
+                                             {"--describe", "describe"},
+                                             {"--reset-offsets", "reset-offsets"},
+                                             {"--delete", "delete"},
                                              {"--delete-offsets", "delete-offsets"}};
     g->groups = gr_calloc((size_t)argc + 1, sizeof *g->groups);
     g->topics = gr_calloc((size_t)argc + 1, sizeof *g->topics);
@@ -167,24 +169,37 @@ static int parse_args(int argc, char **argv, struct gargs *g) {
                 is_action = true;
             }
         if (is_action) continue;
-        if (strcmp(a, "--group") == 0 && v) g->groups[g->n_groups++] = argv[++i];
-        else if (strcmp(a, "--all-groups") == 0) g->all_groups = true;
-        else if (strcmp(a, "--all-topics") == 0) g->all_topics = true;
+        if (strcmp(a, "--group") == 0 && v)
+            g->groups[g->n_groups++] = argv[++i];
+        else if (strcmp(a, "--all-groups") == 0)
+            g->all_groups = true;
+        else if (strcmp(a, "--all-topics") == 0)
+            g->all_topics = true;
         else if (strcmp(a, "--topic") == 0 && v) {
             if (!parse_tsel(argv[++i], &g->topics[g->n_topics++])) {
                 fprintf(stderr, "Error: invalid --topic %s\n", argv[i]);
                 return 2;
             }
-        } else if (strcmp(a, "--to-earliest") == 0) g->mode = R_EARLIEST;
-        else if (strcmp(a, "--to-latest") == 0) g->mode = R_LATEST;
-        else if (strcmp(a, "--to-offset") == 0 && v && parse_i64(v, &g->value)) g->mode = R_OFFSET, i++;
-        else if (strcmp(a, "--shift-by") == 0 && v && parse_i64(v, &g->value)) g->mode = R_SHIFT, i++;
-        else if (strcmp(a, "--to-datetime") == 0 && v && parse_datetime(v, &g->value)) g->mode = R_DATETIME, i++;
-        else if (strcmp(a, "--execute") == 0) g->execute = true;
-        else if (strcmp(a, "--dry-run") == 0) g->dry_run = true;
-        else if (strcmp(a, "--members") == 0) g->members = true;
-        else if (strcmp(a, "--state") == 0) g->state = true;
-        else if (strcmp(a, "--offsets") == 0 || strcmp(a, "--verbose") == 0) continue;
+        } else if (strcmp(a, "--to-earliest") == 0)
+            g->mode = R_EARLIEST;
+        else if (strcmp(a, "--to-latest") == 0)
+            g->mode = R_LATEST;
+        else if (strcmp(a, "--to-offset") == 0 && v && parse_i64(v, &g->value))
+            g->mode = R_OFFSET, i++;
+        else if (strcmp(a, "--shift-by") == 0 && v && parse_i64(v, &g->value))
+            g->mode = R_SHIFT, i++;
+        else if (strcmp(a, "--to-datetime") == 0 && v && parse_datetime(v, &g->value))
+            g->mode = R_DATETIME, i++;
+        else if (strcmp(a, "--execute") == 0)
+            g->execute = true;
+        else if (strcmp(a, "--dry-run") == 0)
+            g->dry_run = true;
+        else if (strcmp(a, "--members") == 0)
+            g->members = true;
+        else if (strcmp(a, "--state") == 0)
+            g->state = true;
+        else if (strcmp(a, "--offsets") == 0 || strcmp(a, "--verbose") == 0)
+            continue;
         else {
             fprintf(stderr, "Error: unknown or incomplete option %s\n", a);
             return usage();
@@ -258,17 +273,20 @@ static int16_t describe_err(const void *r) {
     const struct DescribeGroupsResponse *d = r;
     return d->GroupsCount > 0 ? d->Groups[0].ErrorCode : GR_KERR_NONE;
 }
-static int16_t offset_fetch_err(const void *r) { return ((const struct OffsetFetchResponse *)r)->ErrorCode; }
+static int16_t offset_fetch_err(const void *r) {
+    return ((const struct OffsetFetchResponse *)r)->ErrorCode;
+}
 static int16_t commit_err(const void *r) {
     const struct OffsetCommitResponse *c = r;
-    return c->TopicsCount > 0 && c->Topics[0].PartitionsCount > 0 ? c->Topics[0].Partitions[0].ErrorCode
-                                                                   : GR_KERR_NONE;
+    return c->TopicsCount > 0 && c->Topics[0].PartitionsCount > 0 ? c->Topics[0].Partitions[0].ErrorCode : GR_KERR_NONE;
 }
 static int16_t delete_err(const void *r) {
     const struct DeleteGroupsResponse *d = r;
     return d->ResultsCount > 0 ? d->Results[0].ErrorCode : GR_KERR_NONE;
 }
-static int16_t offset_delete_err(const void *r) { return ((const struct OffsetDeleteResponse *)r)->ErrorCode; }
+static int16_t offset_delete_err(const void *r) {
+    return ((const struct OffsetDeleteResponse *)r)->ErrorCode;
+}
 
 /* Fills start/end (and at_time when ts >= 0) of every row with a topic, asking each partition's
  * leader with ListOffsets v1. Rows whose leader is unknown keep -1. */
@@ -321,9 +339,12 @@ static void list_log_offsets(struct ctl_kafka *boot, struct rows *rows, int64_t 
                     const struct ListOffsetResponse_ListOffsetPartitionResponse *pr = &r->Topics[t].Partitions[p];
                     struct row *x = rows_find(rows, r->Topics[t].Name, pr->PartitionIndex);
                     if (!x || pr->ErrorCode != GR_KERR_NONE) continue;
-                    if (k == 0) x->start = pr->Offset;
-                    else if (k == 1) x->end = pr->Offset;
-                    else x->at_time = pr->Offset;
+                    if (k == 0)
+                        x->start = pr->Offset;
+                    else if (k == 1)
+                        x->end = pr->Offset;
+                    else
+                        x->at_time = pr->Offset;
                 }
         }
         ctl_kafka_close(&c);
@@ -335,7 +356,9 @@ out:
 
 /* ---- consumer protocol ---- */
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint16_t be16(const uint8_t *p) {
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
@@ -385,9 +408,9 @@ static int describe_group(struct ctl_kafka *boot, const char *group, int timeout
     gr_proto_init_struct(&gr_desc_DescribeGroupsRequest, &rq);
     rq.GroupsCount = 1;
     rq.Groups = (char **)&group;
-    struct DescribeGroupsResponse *r = call_group(boot, group, timeout_ms, GR_API_DESCRIBE_GROUPS, 4, &rq, a,
-                                                  describe_err, &gi->coordinator, gi->coord_addr,
-                                                  sizeof gi->coord_addr);
+    struct DescribeGroupsResponse *r =
+        call_group(boot, group, timeout_ms, GR_API_DESCRIBE_GROUPS, 4, &rq, a, describe_err, &gi->coordinator,
+                   gi->coord_addr, sizeof gi->coord_addr);
     if (!r || r->GroupsCount < 1) return 1;
     gi->g = &r->Groups[0];
     gi->error = gi->g->ErrorCode;
@@ -435,7 +458,9 @@ static const char *num(char *buf, size_t len, int64_t v) {
     return buf;
 }
 
-static size_t maxlen(size_t cur, const char *s) { return GR_MAX(cur, strlen(s ? s : MISSING)); }
+static size_t maxlen(size_t cur, const char *s) {
+    return GR_MAX(cur, strlen(s ? s : MISSING));
+}
 
 /* kafka-consumer-groups.sh's shouldPrintMemberState. */
 static bool print_state_note(const char *group, const struct group_info *gi) {
@@ -443,7 +468,8 @@ static bool print_state_note(const char *group, const struct group_info *gi) {
         fprintf(stderr, "Error: Consumer group '%s' does not exist.\n", group);
         return false;
     }
-    if (strcmp(gi->state, "Empty") == 0) fprintf(stderr, "\nConsumer group '%s' has no active members.\n", group);
+    if (strcmp(gi->state, "Empty") == 0)
+        fprintf(stderr, "\nConsumer group '%s' has no active members.\n", group);
     else if (strcmp(gi->state, "PreparingRebalance") == 0 || strcmp(gi->state, "CompletingRebalance") == 0)
         fprintf(stderr, "\nWarning: Consumer group '%s' is rebalancing.\n", group);
     return true;
@@ -462,10 +488,10 @@ static void print_offsets(const char *group, struct rows *rows) {
         const struct row *r = &rows->v[i];
         char p[16], c[24], e[24], l[24];
         int64_t lag = r->topic && r->committed >= 0 && r->end >= 0 ? GR_MAX(r->end - r->committed, 0) : -1;
-        printf("%-*s %-*s %-10s %-15s %-15s %-15s %-*s %-*s %s\n", (int)gl, group, (int)tl, r->topic ? r->topic : MISSING,
-               r->topic ? num(p, sizeof p, r->partition) : MISSING, num(c, sizeof c, r->committed),
-               num(e, sizeof e, r->end), num(l, sizeof l, lag), (int)cl, r->member ? r->member : MISSING, (int)hl,
-               r->host ? r->host : MISSING, r->client ? r->client : MISSING);
+        printf("%-*s %-*s %-10s %-15s %-15s %-15s %-*s %-*s %s\n", (int)gl, group, (int)tl,
+               r->topic ? r->topic : MISSING, r->topic ? num(p, sizeof p, r->partition) : MISSING,
+               num(c, sizeof c, r->committed), num(e, sizeof e, r->end), num(l, sizeof l, lag), (int)cl,
+               r->member ? r->member : MISSING, (int)hl, r->host ? r->host : MISSING, r->client ? r->client : MISSING);
     }
 }
 
@@ -545,7 +571,9 @@ out:
 
 /* ---- list ---- */
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Every consumer group (protocol type "consumer" or none) of every broker, sorted. */
 static int list_groups(struct ctl_kafka *boot, int timeout_ms, struct gr_arena *a, char ***out, int *n) {
@@ -565,8 +593,9 @@ static int list_groups(struct ctl_kafka *boot, int timeout_ms, struct gr_arena *
         struct ListGroupsResponse *r = ctl_kafka_call(&c, GR_API_LIST_GROUPS, 3, &rq, a);
         ctl_kafka_close(&c);
         if (!r || r->ErrorCode != GR_KERR_NONE) {
-            if (r) fprintf(stderr, "Error: listing the groups of broker %d failed: %s\n", md->Brokers[b].NodeId,
-                           gr_kerr_name(r->ErrorCode));
+            if (r)
+                fprintf(stderr, "Error: listing the groups of broker %d failed: %s\n", md->Brokers[b].NodeId,
+                        gr_kerr_name(r->ErrorCode));
             rc = 1;
             continue;
         }
@@ -692,8 +721,10 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
     int rc = 1;
     if (describe_group(boot, group, timeout_ms, &a, &gi) != 0) goto out;
     if (gi.error == GR_KERR_NONE && strcmp(gi.state, "Empty") != 0 && strcmp(gi.state, "Dead") != 0) {
-        fprintf(stderr, "Error: Assignments can only be reset if the group '%s' is inactive, but the current state "
-                        "is %s.\n", group, gi.state);
+        fprintf(stderr,
+                "Error: Assignments can only be reset if the group '%s' is inactive, but the current state "
+                "is %s.\n",
+                group, gi.state);
         goto out;
     }
     if (reset_rows(boot, ga, group, timeout_ms, &a, &rows) != 0) goto out;
@@ -709,8 +740,7 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
     if (ga->execute && commit_rows(boot, group, &rows, timeout_ms, &a) != 0) goto out;
     if (rows.n > 0) printf("\n%-30s %-30s %-10s %-15s\n", "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET");
     for (int i = 0; i < rows.n; i++)
-        printf("%-30s %-30s %-10d %-15lld\n", group, rows.v[i].topic, rows.v[i].partition,
-               (long long)rows.v[i].target);
+        printf("%-30s %-30s %-10d %-15lld\n", group, rows.v[i].topic, rows.v[i].partition, (long long)rows.v[i].target);
     rc = 0;
 out:
     free(rows.v);
@@ -730,8 +760,8 @@ static int delete_groups(struct ctl_kafka *boot, const struct gargs *ga, int tim
         gr_proto_init_struct(&gr_desc_DeleteGroupsRequest, &rq);
         rq.GroupsNamesCount = 1;
         rq.GroupsNames = (char **)&ga->groups[i];
-        struct DeleteGroupsResponse *r = call_group(boot, ga->groups[i], timeout_ms, GR_API_DELETE_GROUPS, 1, &rq,
-                                                    &a, delete_err, NULL, NULL, 0);
+        struct DeleteGroupsResponse *r =
+            call_group(boot, ga->groups[i], timeout_ms, GR_API_DELETE_GROUPS, 1, &rq, &a, delete_err, NULL, NULL, 0);
         errs[i] = !r ? GR_KERR_UNKNOWN_SERVER_ERROR : r->ResultsCount > 0 ? r->Results[0].ErrorCode : GR_KERR_NONE;
         failed += errs[i] != GR_KERR_NONE;
     }
@@ -799,8 +829,10 @@ static int delete_offsets(struct ctl_kafka *boot, const struct gargs *ga, const 
         for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++) {
             int16_t e = r->Topics[t].Partitions[p].ErrorCode;
             char status[160];
-            if (e == GR_KERR_NONE) snprintf(status, sizeof status, "Successful");
-            else snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
+            if (e == GR_KERR_NONE)
+                snprintf(status, sizeof status, "Successful");
+            else
+                snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
             printf("%-30s %-15d %-15s\n", r->Topics[t].Name, r->Topics[t].Partitions[p].PartitionIndex, status);
             if (e != GR_KERR_NONE) rc = 1;
         }
@@ -837,9 +869,12 @@ static int run(struct ctl_kafka *boot, struct gargs *ga, int timeout_ms, struct 
     int rc = 0;
     for (int i = 0; i < ga->n_groups; i++) {
         int r;
-        if (strcmp(act, "describe") == 0) r = describe_one(boot, ga, ga->groups[i], timeout_ms);
-        else if (strcmp(act, "reset-offsets") == 0) r = reset_offsets(boot, ga, ga->groups[i], timeout_ms);
-        else r = delete_offsets(boot, ga, ga->groups[i], timeout_ms);
+        if (strcmp(act, "describe") == 0)
+            r = describe_one(boot, ga, ga->groups[i], timeout_ms);
+        else if (strcmp(act, "reset-offsets") == 0)
+            r = reset_offsets(boot, ga, ga->groups[i], timeout_ms);
+        else
+            r = delete_offsets(boot, ga, ga->groups[i], timeout_ms);
         rc = GR_MAX(rc, r);
     }
     return rc;
@@ -853,7 +888,8 @@ int ctl_groups_main(const struct ctl_opts *o, int argc, char **argv) {
         rc = 2;
     }
     struct ctl_kafka boot;
-    if (rc == 0 && ctl_kafka_connect_str(o->bootstrap_server, o->timeout_ms, &boot) != 0) rc = 1;
+    if (rc == 0 && ctl_kafka_connect_str(o->bootstrap_server, o->timeout_ms, &boot) != 0)
+        rc = 1;
     else if (rc == 0) {
         struct gr_arena a;
         gr_arena_init(&a);

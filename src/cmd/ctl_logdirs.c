@@ -99,10 +99,14 @@ int ctl_logdirs_main(const struct ctl_opts *o, int argc, char **argv) {
     bool describe = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(argv[i], "describe") == 0 || strcmp(argv[i], "--describe") == 0) describe = true;
-        else if (strcmp(argv[i], "--broker-list") == 0 && v) brokers = argv[++i];
-        else if (strcmp(argv[i], "--topic-list") == 0 && v) topics = argv[++i];
-        else return usage();
+        if (strcmp(argv[i], "describe") == 0 || strcmp(argv[i], "--describe") == 0)
+            describe = true;
+        else if (strcmp(argv[i], "--broker-list") == 0 && v)
+            brokers = argv[++i];
+        else if (strcmp(argv[i], "--topic-list") == 0 && v)
+            topics = argv[++i];
+        else
+            return usage();
     }
     if (!describe) return usage();
     if (!o->bootstrap_server) {

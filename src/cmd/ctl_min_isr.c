@@ -55,8 +55,8 @@ static int from_describe_configs(struct ctl_kafka *k, const char *const *topics,
 }
 
 static int from_zookeeper(const char *connect, int timeout_ms, const char *const *topics, int n, int32_t *out) {
-    struct gr_zk_real_config zc = {.connect = connect, .session_timeout_ms = timeout_ms,
-                                   .connection_timeout_ms = timeout_ms};
+    struct gr_zk_real_config zc = {
+        .connect = connect, .session_timeout_ms = timeout_ms, .connection_timeout_ms = timeout_ms};
     struct gr_zk_backend *b = NULL;
     int zrc = gr_zk_real_open(&zc, &b);
     if (zrc != GR_ZOK) {

@@ -44,13 +44,12 @@ struct admin_args {
 };
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: gregorctl --bootstrap-server HOST:PORT topics delete --topic T[,T2...] [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics alter --topic T --partitions N "
-            "[--replica-assignment 1:2,2:3] [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] "
-            "(--under-replicated-partitions | --unavailable-partitions | --under-min-isr-partitions |\n"
-            "        --at-min-isr-partitions) [--json]\n");
+    fprintf(stderr, "usage: gregorctl --bootstrap-server HOST:PORT topics delete --topic T[,T2...] [--json]\n"
+                    "       gregorctl --bootstrap-server HOST:PORT topics alter --topic T --partitions N "
+                    "[--replica-assignment 1:2,2:3] [--json]\n"
+                    "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] "
+                    "(--under-replicated-partitions | --unavailable-partitions | --under-min-isr-partitions |\n"
+                    "        --at-min-isr-partitions) [--json]\n");
     return 2;
 }
 
@@ -79,9 +78,12 @@ static int parse(int argc, char **argv, struct admin_args *a, struct ctl_opts *o
         if (strcmp(s, "--json") == 0) a->json = true;
         else if (strcmp(s, "--under-replicated-partitions") == 0) a->under = true;
         else if (strcmp(s, "--unavailable-partitions") == 0) a->unavailable = true;
-        else if (strcmp(s, "--under-min-isr-partitions") == 0) a->under_min_isr = true;
-        else if (strcmp(s, "--at-min-isr-partitions") == 0) a->at_min_isr = true;
-        else if (strcmp(s, "--zookeeper") == 0 && v) o->zookeeper = argv[++i];
+        else if (strcmp(s, "--under-min-isr-partitions") == 0)
+            a->under_min_isr = true;
+        else if (strcmp(s, "--at-min-isr-partitions") == 0)
+            a->at_min_isr = true;
+        else if (strcmp(s, "--zookeeper") == 0 && v)
+            o->zookeeper = argv[++i];
         else if (strcmp(s, "--topic") == 0 && v) a->topic = argv[++i];
         else if (strcmp(s, "--partitions") == 0 && v) a->partitions = atoi(argv[++i]);
         else if (strcmp(s, "--replica-assignment") == 0 && v) a->assignment = argv[++i];
@@ -321,7 +323,9 @@ int ctl_topics_admin_main(const struct ctl_opts *o, int argc, char **argv) {
     if (!describe && strcmp(a.action, "delete") != 0 && strcmp(a.action, "alter") != 0) return usage();
     struct ctl_kafka k;
     if (ctl_kafka_connect_str(local.bootstrap_server, local.timeout_ms, &k) != 0) return 1;
-    int rc = describe ? do_describe(&k, &local, &a) : strcmp(a.action, "delete") == 0 ? do_delete(&k, &local, &a) : do_alter(&k, &local, &a);
+    int rc = describe                          ? do_describe(&k, &local, &a)
+             : strcmp(a.action, "delete") == 0 ? do_delete(&k, &local, &a)
+                                               : do_alter(&k, &local, &a);
     ctl_kafka_close(&k);
     return rc;
 }

@@ -33,7 +33,8 @@ static const struct subcommand subcommands[] = {
     {"consumer-groups", ctl_groups_main,
      "consumer-groups list | describe (--group G|--all-groups) [--members|--state] | reset-offsets --group G\n"
      "    (--topic T[:P,P]|--all-topics) (--to-earliest|--to-latest|--to-offset N|--to-datetime DT|--shift-by N)\n"
-     "    [--dry-run|--execute] | delete --group G | delete-offsets --group G --topic T[:P]  (needs --bootstrap-server;\n"
+     "    [--dry-run|--execute] | delete --group G | delete-offsets --group G --topic T[:P]  (needs "
+     "--bootstrap-server;\n"
      "    kafka-consumer-groups.sh's output)"},
     {"log-dirs", ctl_logdirs_main,
      "log-dirs describe [--broker-list 1,2] [--topic-list t1,t2]  (needs --bootstrap-server; kafka-log-dirs.sh's "

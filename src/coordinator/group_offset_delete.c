@@ -19,7 +19,9 @@
 #include "coordinator/group_offsets.h"
 #include "storage/batch.h"
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint16_t be16(const uint8_t *p) {
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
@@ -66,8 +68,8 @@ static void tombs_done(void *arg, int16_t error) {
 }
 
 /* Removes the committed offsets of the eligible parts and queues their tombstones on w. */
-static void remove_offsets_locked(struct gr_group_coordinator *gc, struct group *g, struct gr_gc_offset_delete_part *parts,
-                                  int n, struct wq *w) {
+static void remove_offsets_locked(struct gr_group_coordinator *gc, struct group *g,
+                                  struct gr_gc_offset_delete_part *parts, int n, struct wq *w) {
     struct gr_batch_rec *recs = gr_calloc((size_t)n + 1, sizeof *recs);
     struct gr_wbuf *keys = gr_calloc((size_t)n + 1, sizeof *keys);
     int k = 0;
@@ -77,7 +79,8 @@ static void remove_offsets_locked(struct gr_group_coordinator *gc, struct group 
         gc_remove_offset(g, parts[i].topic, parts[i].partition);
         gr_wbuf_init(&keys[k]);
         gr_go_encode_offset_key(&keys[k], g->id, parts[i].topic, parts[i].partition);
-        recs[k] = (struct gr_batch_rec){.key = keys[k].p, .key_len = (int32_t)keys[k].len, .value_len = -1, .timestamp = ts};
+        recs[k] =
+            (struct gr_batch_rec){.key = keys[k].p, .key_len = (int32_t)keys[k].len, .value_len = -1, .timestamp = ts};
         k++;
     }
     if (k > 0) {

@@ -61,7 +61,8 @@ static void test_prometheus(void) {
     gr_meter_mark(gr_metrics_meter(reg, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec"), 30);
     gr_meter_mark(gr_metrics_meter(reg, "kafka.server:type=X,name=Plain"), 4);
     gr_gauge_set(gr_metrics_gauge(reg, "kafka.controller:type=ControllerChannelManager,name=QueueSize,broker-id=2"), 5);
-    struct gr_timer *t = gr_metrics_timer(reg, "kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs");
+    struct gr_timer *t =
+        gr_metrics_timer(reg, "kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs");
     gr_timer_update(t, 2);
     gr_timer_update(t, 4);
     gr_histogram_update(gr_metrics_histogram(reg, "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"),
