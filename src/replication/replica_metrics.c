@@ -7,12 +7,16 @@
  *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
  *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
  *   kafka.log:type=Log                Size, LogStartOffset, LogEndOffset, NumLogSegments per log
+ *   kafka.server:type=DelayedOperationPurgatory  PurgatorySize per delayedOperation (Produce, Fetch)
+ *   kafka.log:type=LogManager         OfflineLogDirectoryCount
  * Locks: the map lock (read) then each partition's lock, never with a registry lock held.
  * Also gr_rm_foreach_log (replica_manager.h), which DescribeLogDirs shares with the Log gauges. */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "common/metrics.h"
+#include "replication/log_dir_failure.h"
+#include "replication/purgatory.h"
 #include "replication/replica_internal.h"
 #include "storage/log_manager.h"
 
@@ -86,5 +90,14 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", (double)urp);
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount", (double)under_min);
     gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount", (double)at_min);
+    if (rm->produce_purg)
+        gr_prom_gauge(o, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Produce",
+                      (double)gr_purgatory_waiting(rm->produce_purg));
+    if (rm->fetch_purg)
+        gr_prom_gauge(o, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Fetch",
+                      (double)gr_purgatory_waiting(rm->fetch_purg));
+    struct gr_ldf *ldf = rm->b ? gr_ldf_of(rm->b) : NULL;
+    gr_prom_gauge(o, "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+                  ldf ? (double)gr_ldf_offline_count(ldf) : 0.0);
     gr_rm_foreach_log(rm, log_gauges, o);
 }

@@ -209,6 +209,8 @@ def test_prometheus_scrapes_cluster_and_alerts_fire(cluster_factory, zk_connect,
         assert value(s, "kafka_server_replicamanager_leadercount") >= sum(1 for l in leaders_of.values() if l == bid)
         assert value(s, "kafka_server_replicamanager_partitioncount") >= 3
         assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert value(s, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+        assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Produce") == 0
         assert value(s, "process_resident_memory_bytes") > 0 and value(s, "process_open_fds") > 0
         assert value(s, "kafka_network_requestmetrics_requests_total", request="UpdateMetadata") > 0  # from the controller
         assert value(s, "kafka_controller_controllerstats_uncleanleaderelections_total") == 0
