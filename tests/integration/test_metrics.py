@@ -216,6 +216,11 @@ def test_prometheus_scrapes_cluster_and_alerts_fire(cluster_factory, zk_connect,
         assert value(s, "kafka_controller_controllerstats_uncleanleaderelections_total") == 0
     assert sum(value(s, "kafka_network_requestmetrics_requests_total", request="Produce") or 0
                for s in per_broker.values()) > 0
+    # 3 partitions with acks=all: every partition-level ErrorCode of the answers is NONE
+    assert sum(value(s, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") or 0
+               for s in per_broker.values()) >= 3
+    assert sum(value(s, "kafka_network_requestmetrics_totaltimems_count", request="FetchFollower") or 0
+               for s in per_broker.values()) > 0
     assert sum(value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic="pm") or 0
                for s in per_broker.values()) > 0
     assert sum(value(s, "kafka_controller_kafkacontroller_activecontrollercount") for s in per_broker.values()) == 1
