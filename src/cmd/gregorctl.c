@@ -42,7 +42,8 @@ static const struct subcommand subcommands[] = {
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
-     "[--no-wait] [--under-replicated-partitions|--unavailable-partitions] [--json]  (needs --bootstrap-server;\n"
+     "[--no-wait] [--under-replicated-partitions|--unavailable-partitions|--under-min-isr-partitions|"
+     "--at-min-isr-partitions] [--json]  (needs --bootstrap-server;\n"
      "    create waits until the new topic's leaders are visible, and describe --topic while a topic is being\n"
      "    created, within --timeout-ms; --no-wait: create returns once the controller accepted it)"},
 };
