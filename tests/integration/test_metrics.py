@@ -4,7 +4,8 @@
 - a 3-broker cluster serves Kafka's JMX-exporter names; produce/fetch/request/log figures agree
   with what real clients did;
 - a real Prometheus scraping the cluster every second sees exactly one active controller; after
-  a broker is SIGKILLed, under-replicated partitions appear and the shipped alert rules fire
+  a broker is SIGKILLed, under-replicated (and, with min.insync.replicas=3, under-min-ISR)
+  partitions appear and the shipped alert rules fire
   (their `for:` shortened to 2 s so the test stays well under a minute).
 """
 
@@ -89,9 +90,9 @@ def bootstrap(cluster):
     return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
 
 
-def create_topic(cluster, topic, partitions=3, rf=3):
+def create_topic(cluster, topic, partitions=3, rf=3, config=None):
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=20,
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})], operation_timeout=20,
                         request_timeout=30)[topic].result(timeout=40)
     for p in range(partitions):
         H.wait_for(lambda: (cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state") or [{}])[0]
@@ -191,7 +192,7 @@ class Prometheus:
 @needs_prometheus
 def test_prometheus_scrapes_cluster_and_alerts_fire(cluster_factory, zk_connect, tmp_path):
     cluster = metrics_cluster(cluster_factory, zk_connect)
-    create_topic(cluster, "pm")
+    create_topic(cluster, "pm", config={"min.insync.replicas": "3"})  # under min ISR once a broker dies
     produce(cluster, "pm", 30)
     consume(cluster, "pm", 30)
 
@@ -209,6 +210,7 @@ def test_prometheus_scrapes_cluster_and_alerts_fire(cluster_factory, zk_connect,
         assert value(s, "kafka_server_replicamanager_leadercount") >= sum(1 for l in leaders_of.values() if l == bid)
         assert value(s, "kafka_server_replicamanager_partitioncount") >= 3
         assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert value(s, "kafka_server_replicamanager_underminisrpartitioncount") == 0
         assert value(s, "kafka_log_logmanager_offlinelogdirectorycount") == 0
         assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Produce") == 0
         assert value(s, "process_resident_memory_bytes") > 0 and value(s, "process_open_fds") > 0
@@ -240,8 +242,8 @@ def test_prometheus_scrapes_cluster_and_alerts_fire(cluster_factory, zk_connect,
         victim.kill()
         H.wait_for(lambda: (prom.query("sum(kafka_server_replicamanager_underreplicatedpartitions)") or 0) > 0,
                    30, "PromQL: under-replicated partitions after the kill")
-        H.wait_for(lambda: {"GregorUnderReplicatedPartitions", "GregorBrokerDown"} <= prom.firing(), 30,
-                   "alerts GregorUnderReplicatedPartitions and GregorBrokerDown firing")
+        want = {"GregorUnderReplicatedPartitions", "GregorUnderMinIsrPartitions", "GregorBrokerDown"}
+        H.wait_for(lambda: want <= prom.firing(), 30, f"alerts {sorted(want)} firing")
         alerts = prom.query('count(ALERTS{alertname="GregorUnderReplicatedPartitions",alertstate="firing"})')
         assert alerts and alerts >= 1
         assert prom.query("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
