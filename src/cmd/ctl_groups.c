@@ -19,8 +19,11 @@
  *   consumer-groups delete-offsets --group G --topic T[:P,P...]   OffsetDelete (KIP-496)
  * kafka-consumer-groups.sh's flag forms (--list, --describe, --reset-offsets, --delete,
  * --delete-offsets) are accepted too. Requests go to the group's coordinator (FindCoordinator,
- * retried while it loads). Exit codes: 0 ok, 1 failure, 2 usage. */
+ * retried while it loads). Errors are printed as kafka-consumer-groups.sh 2.7 prints them ("\nError: ..."
+ * on stdout; notes such as "has no active members" on stderr), with Kafka's error code names where
+ * the Java tool prints an exception. Exit codes: 0 ok, 1 failure, 2 usage. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +84,17 @@ static struct row *rows_find(struct rows *r, const char *topic, int32_t partitio
     for (int i = 0; i < r->n; i++)
         if (r->v[i].topic && r->v[i].partition == partition && strcmp(r->v[i].topic, topic) == 0) return &r->v[i];
     return NULL;
+}
+
+/* kafka-consumer-groups.sh's printError: a blank line and "Error: ..." on stdout. */
+static void print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void print_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("\nError: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
 }
 
 static int usage(void) {
@@ -245,7 +259,7 @@ static int connect_coordinator(struct ctl_kafka *boot, const char *group, int ti
         if (!coordinator_retriable(last) || gr_mono_ms() > deadline) break;
         usleep(200 * 1000);
     }
-    fprintf(stderr, "Error: cannot find the coordinator of group '%s': %s\n", group, gr_kerr_name(last));
+    print_error("cannot find the coordinator of group '%s': %s", group, gr_kerr_name(last));
     return 1;
 }
 
@@ -432,7 +446,7 @@ static int fetch_committed(struct ctl_kafka *boot, const char *group, int timeou
         call_group(boot, group, timeout_ms, GR_API_OFFSET_FETCH, 5, &rq, a, offset_fetch_err, NULL, NULL, 0);
     if (!r) return 1;
     if (r->ErrorCode != GR_KERR_NONE) {
-        fprintf(stderr, "Error: fetching the offsets of group '%s' failed: %s\n", group, gr_kerr_name(r->ErrorCode));
+        print_error("fetching the offsets of group '%s' failed: %s", group, gr_kerr_name(r->ErrorCode));
         return 1;
     }
     for (int32_t t = 0; t < r->TopicsCount; t++)
@@ -465,7 +479,7 @@ static size_t maxlen(size_t cur, const char *s) {
 /* kafka-consumer-groups.sh's shouldPrintMemberState. */
 static bool print_state_note(const char *group, const struct group_info *gi) {
     if (gi->error == GR_KERR_GROUP_ID_NOT_FOUND || strcmp(gi->state, "Dead") == 0) {
-        fprintf(stderr, "Error: Consumer group '%s' does not exist.\n", group);
+        print_error("Consumer group '%s' does not exist.", group);
         return false;
     }
     if (strcmp(gi->state, "Empty") == 0)
@@ -496,28 +510,40 @@ static void print_offsets(const char *group, struct rows *rows) {
 }
 
 static void print_members(const char *group, const struct group_info *gi, const int *counts) {
-    size_t gl = maxlen(15, group), cl = 15, hl = 15, il = 15;
-    for (int32_t i = 0; i < gi->g->MembersCount; i++) {
-        cl = maxlen(cl, gi->g->Members[i].MemberId);
-        hl = maxlen(hl, gi->g->Members[i].ClientHost);
-        il = maxlen(il, gi->g->Members[i].ClientId);
-    }
-    printf("\n%-*s %-*s %-*s %-*s %-15s \n", (int)gl, "GROUP", (int)cl, "CONSUMER-ID", (int)hl, "HOST", (int)il,
-           "CLIENT-ID", "#PARTITIONS");
+    size_t gl = maxlen(15, group), cl = 15, hl = 15, il = 15, gil = 17;
+    bool with_instance = false;
     for (int32_t i = 0; i < gi->g->MembersCount; i++) {
         const struct DescribeGroupsResponse_DescribedGroupMember *m = &gi->g->Members[i];
-        printf("%-*s %-*s %-*s %-*s %-15d \n", (int)gl, group, (int)cl, m->MemberId, (int)hl, m->ClientHost, (int)il,
-               m->ClientId, counts[i]);
+        cl = maxlen(cl, m->MemberId);
+        hl = maxlen(hl, m->ClientHost);
+        il = maxlen(il, m->ClientId);
+        gil = maxlen(gil, m->GroupInstanceId ? m->GroupInstanceId : "");
+        with_instance |= m->GroupInstanceId && m->GroupInstanceId[0];
+    }
+    if (with_instance)
+        printf("\n%-*s %-*s %-*s %-*s %-*s %-15s \n", (int)gl, "GROUP", (int)cl, "CONSUMER-ID", (int)gil,
+               "GROUP-INSTANCE-ID", (int)hl, "HOST", (int)il, "CLIENT-ID", "#PARTITIONS");
+    else
+        printf("\n%-*s %-*s %-*s %-*s %-15s \n", (int)gl, "GROUP", (int)cl, "CONSUMER-ID", (int)hl, "HOST", (int)il,
+               "CLIENT-ID", "#PARTITIONS");
+    for (int32_t i = 0; i < gi->g->MembersCount; i++) {
+        const struct DescribeGroupsResponse_DescribedGroupMember *m = &gi->g->Members[i];
+        if (with_instance)
+            printf("%-*s %-*s %-*s %-*s %-*s %-15d \n", (int)gl, group, (int)cl, m->MemberId, (int)gil,
+                   m->GroupInstanceId ? m->GroupInstanceId : "", (int)hl, m->ClientHost, (int)il, m->ClientId,
+                   counts[i]);
+        else
+            printf("%-*s %-*s %-*s %-*s %-15d \n", (int)gl, group, (int)cl, m->MemberId, (int)hl, m->ClientHost,
+                   (int)il, m->ClientId, counts[i]);
     }
 }
 
 static void print_state(const char *group, const struct group_info *gi) {
     char coord[340];
-    snprintf(coord, sizeof coord, "%s  (%d)", gi->coord_addr, gi->coordinator);
-    int gl = (int)maxlen(25, group), cl = (int)maxlen(25, coord);
-    printf("\n%-*s %-*s %-20s %-15s %s\n", gl, "GROUP", cl, "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
-           "#MEMBERS");
-    printf("%-*s %-*s %-20s %-15s %d\n", gl, group, cl, coord, gi->protocol, gi->state, gi->g->MembersCount);
+    snprintf(coord, sizeof coord, "%s (%d)", gi->coord_addr, gi->coordinator);
+    int cl = (int)maxlen(25, coord); /* Kafka sizes the GROUP column by the coordinator's width */
+    printf("\n%-*s %-25s %-20s %-15s %s", cl, "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS");
+    printf("\n%-*s %-25s %-20s %-15s %d\n", cl, group, coord, gi->protocol, gi->state, gi->g->MembersCount);
 }
 
 static int describe_one(struct ctl_kafka *boot, const struct gargs *ga, const char *group, int timeout_ms) {
@@ -528,7 +554,7 @@ static int describe_one(struct ctl_kafka *boot, const struct gargs *ga, const ch
     int rc = 1;
     if (describe_group(boot, group, timeout_ms, &a, &gi) != 0) goto out;
     if (gi.error != GR_KERR_NONE && gi.error != GR_KERR_GROUP_ID_NOT_FOUND) {
-        fprintf(stderr, "Error: describing group '%s' failed: %s\n", group, gr_kerr_name(gi.error));
+        print_error("describing group '%s' failed: %s", group, gr_kerr_name(gi.error));
         goto out;
     }
     if (!print_state_note(group, &gi)) goto out;
@@ -594,7 +620,7 @@ static int list_groups(struct ctl_kafka *boot, int timeout_ms, struct gr_arena *
         ctl_kafka_close(&c);
         if (!r || r->ErrorCode != GR_KERR_NONE) {
             if (r)
-                fprintf(stderr, "Error: listing the groups of broker %d failed: %s\n", md->Brokers[b].NodeId,
+                print_error("listing the groups of broker %d failed: %s", md->Brokers[b].NodeId,
                         gr_kerr_name(r->ErrorCode));
             rc = 1;
             continue;
@@ -636,7 +662,7 @@ static int reset_rows(struct ctl_kafka *boot, const struct gargs *ga, const char
         const char *name = s->topic;
         struct MetadataResponse *md = ctl_kafka_metadata(boot, &name, 1, a);
         if (!md || md->TopicsCount != 1 || md->Topics[0].ErrorCode != GR_KERR_NONE) {
-            fprintf(stderr, "Error: topic '%s' does not exist\n", s->topic);
+            print_error("topic '%s' does not exist", s->topic);
             free(committed.v);
             return 1;
         }
@@ -694,7 +720,7 @@ static int commit_rows(struct ctl_kafka *boot, const char *group, struct rows *r
     for (int32_t t = 0; t < r->TopicsCount; t++)
         for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++)
             if (r->Topics[t].Partitions[p].ErrorCode != GR_KERR_NONE) {
-                fprintf(stderr, "Error: committing %s-%d failed: %s\n", r->Topics[t].Name,
+                print_error("committing %s-%d failed: %s", r->Topics[t].Name,
                         r->Topics[t].Partitions[p].PartitionIndex, gr_kerr_name(r->Topics[t].Partitions[p].ErrorCode));
                 rc = 1;
             }
@@ -711,9 +737,16 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
         fprintf(stderr, "Error: --topic or --all-topics is required\n");
         return 2;
     }
+    if (ga->execute && ga->dry_run) {
+        fprintf(stderr, "Option --reset-offsets only accepts one of --execute and --dry-run\n");
+        return 2;
+    }
     if (!ga->execute && !ga->dry_run)
-        fprintf(stderr, "WARN: No action will be performed as the --execute option is missing. Add --dry-run "
-                        "explicitly to keep this behaviour.\n");
+        fprintf(stderr, "WARN: No action will be performed as the --execute option is missing.In a future major "
+                        "release, the default behavior of this command will be to prompt the user before executing "
+                        "the reset rather than doing a dry run. You should add the --dry-run option explicitly if "
+                        "you are scripting this command and want to keep the current default behavior without "
+                        "prompting.\n");
     struct gr_arena a;
     gr_arena_init(&a);
     struct group_info gi = {0};
@@ -721,9 +754,9 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
     int rc = 1;
     if (describe_group(boot, group, timeout_ms, &a, &gi) != 0) goto out;
     if (gi.error == GR_KERR_NONE && strcmp(gi.state, "Empty") != 0 && strcmp(gi.state, "Dead") != 0) {
-        fprintf(stderr,
-                "Error: Assignments can only be reset if the group '%s' is inactive, but the current state "
-                "is %s.\n",
+        print_error(
+                "Assignments can only be reset if the group '%s' is inactive, but the current state "
+                "is %s.",
                 group, gi.state);
         goto out;
     }
@@ -733,7 +766,7 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
     for (int i = 0; i < rows.n; i++) {
         rows.v[i].target = target_of(ga, &rows.v[i]);
         if (rows.v[i].target < 0) {
-            fprintf(stderr, "Error: no offsets known for %s-%d (no leader?)\n", rows.v[i].topic, rows.v[i].partition);
+            print_error("no offsets known for %s-%d (no leader?)", rows.v[i].topic, rows.v[i].partition);
             goto out;
         }
     }
@@ -770,7 +803,7 @@ static int delete_groups(struct ctl_kafka *boot, const struct gargs *ga, int tim
         for (int i = 0; i < ga->n_groups; i++) printf("%s'%s'", i ? ", " : "", ga->groups[i]);
         printf(") was successful.\n");
     } else {
-        printf("Deletion of some consumer groups failed:\n");
+        print_error("Deletion of some consumer groups failed:");
         for (int i = 0; i < ga->n_groups; i++)
             if (errs[i] != GR_KERR_NONE)
                 printf("* Group '%s' could not be deleted due to: %s\n", ga->groups[i], gr_kerr_name(errs[i]));
@@ -812,30 +845,42 @@ static int delete_offsets(struct ctl_kafka *boot, const struct gargs *ga, const 
     struct OffsetDeleteResponse *r =
         call_group(boot, group, timeout_ms, GR_API_OFFSET_DELETE, 0, &rq, &a, offset_delete_err, NULL, NULL, 0);
     if (!r) goto out;
-    if (r->ErrorCode == GR_KERR_NONE) {
-        printf("Request succeed for deleting offsets with topic");
-        for (int t = 0; t < ga->n_topics; t++) printf("%s %s", t ? "," : "", ga->topics[t].topic);
+    /* As Kafka's admin client: a partition-level error fails the whole request. */
+    int16_t top = r->ErrorCode;
+    for (int32_t t = 0; top == GR_KERR_NONE && t < r->TopicsCount; t++)
+        for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++)
+            if (r->Topics[t].Partitions[p].ErrorCode != GR_KERR_NONE) top = r->Topics[t].Partitions[p].ErrorCode;
+    if (top == GR_KERR_NONE) {
+        printf("Request succeed for deleting offsets with topic ");
+        for (int t = 0; t < ga->n_topics; t++) printf("%s%s", t ? ", " : "", ga->topics[t].topic);
         printf(" group %s\n", group);
-    } else if (r->ErrorCode == GR_KERR_GROUP_ID_NOT_FOUND) {
-        printf("Error: Offsets deletion failed: group '%s' does not exist.\n", group);
-    } else if (r->ErrorCode == GR_KERR_NON_EMPTY_GROUP) {
-        printf("Error: Offsets deletion failed: group '%s' is not empty.\n", group);
+    } else if (top == GR_KERR_INVALID_GROUP_ID) {
+        print_error("'%s' is not valid.", group);
+    } else if (top == GR_KERR_GROUP_ID_NOT_FOUND) {
+        print_error("'%s' does not exist.", group);
+    } else if (top == GR_KERR_NON_EMPTY_GROUP) {
+        print_error("Deleting offsets of a consumer group '%s' is forbidden if the group is not empty.", group);
+    } else if (top == GR_KERR_GROUP_SUBSCRIBED_TO_TOPIC || top == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+        print_error("Encounter some partition level error, see the follow-up details:");
     } else {
-        printf("Encounter some unknown error: %s\n", gr_kerr_name(r->ErrorCode));
+        print_error("Encounter some unknown error: %s", gr_kerr_name(top));
     }
-    rc = r->ErrorCode == GR_KERR_NONE ? 0 : 1;
+    rc = top == GR_KERR_NONE ? 0 : 1;
     printf("\n%-30s %-15s %-15s\n", "TOPIC", "PARTITION", "STATUS");
-    for (int32_t t = 0; t < r->TopicsCount; t++)
-        for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++) {
-            int16_t e = r->Topics[t].Partitions[p].ErrorCode;
-            char status[160];
-            if (e == GR_KERR_NONE)
-                snprintf(status, sizeof status, "Successful");
-            else
-                snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
-            printf("%-30s %-15d %-15s\n", r->Topics[t].Name, r->Topics[t].Partitions[p].PartitionIndex, status);
-            if (e != GR_KERR_NONE) rc = 1;
-        }
+    /* the request's partitions (rows, sorted by topic and partition) with their results */
+    qsort(rows.v, (size_t)rows.n, sizeof *rows.v, cmp_row);
+    for (int i = 0; r->ErrorCode == GR_KERR_NONE && i < rows.n; i++) {
+        int16_t e = GR_KERR_NONE;
+        for (int32_t t = 0; t < r->TopicsCount; t++)
+            for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++)
+                if (strcmp(r->Topics[t].Name, rows.v[i].topic) == 0 &&
+                    r->Topics[t].Partitions[p].PartitionIndex == rows.v[i].partition)
+                    e = r->Topics[t].Partitions[p].ErrorCode;
+        char status[160];
+        if (e == GR_KERR_NONE) snprintf(status, sizeof status, "Successful");
+        else snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
+        printf("%-30s %-15d %-15s\n", rows.v[i].topic, rows.v[i].partition, status);
+    }
 out:
     free(rows.v);
     gr_arena_free(&a);
