@@ -621,7 +621,7 @@ static int list_groups(struct ctl_kafka *boot, int timeout_ms, struct gr_arena *
         if (!r || r->ErrorCode != GR_KERR_NONE) {
             if (r)
                 print_error("listing the groups of broker %d failed: %s", md->Brokers[b].NodeId,
-                        gr_kerr_name(r->ErrorCode));
+                            gr_kerr_name(r->ErrorCode));
             rc = 1;
             continue;
         }
@@ -720,8 +720,8 @@ static int commit_rows(struct ctl_kafka *boot, const char *group, struct rows *r
     for (int32_t t = 0; t < r->TopicsCount; t++)
         for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++)
             if (r->Topics[t].Partitions[p].ErrorCode != GR_KERR_NONE) {
-                print_error("committing %s-%d failed: %s", r->Topics[t].Name,
-                        r->Topics[t].Partitions[p].PartitionIndex, gr_kerr_name(r->Topics[t].Partitions[p].ErrorCode));
+                print_error("committing %s-%d failed: %s", r->Topics[t].Name, r->Topics[t].Partitions[p].PartitionIndex,
+                            gr_kerr_name(r->Topics[t].Partitions[p].ErrorCode));
                 rc = 1;
             }
     return rc;
@@ -754,10 +754,9 @@ static int reset_offsets(struct ctl_kafka *boot, const struct gargs *ga, const c
     int rc = 1;
     if (describe_group(boot, group, timeout_ms, &a, &gi) != 0) goto out;
     if (gi.error == GR_KERR_NONE && strcmp(gi.state, "Empty") != 0 && strcmp(gi.state, "Dead") != 0) {
-        print_error(
-                "Assignments can only be reset if the group '%s' is inactive, but the current state "
-                "is %s.",
-                group, gi.state);
+        print_error("Assignments can only be reset if the group '%s' is inactive, but the current state "
+                    "is %s.",
+                    group, gi.state);
         goto out;
     }
     if (reset_rows(boot, ga, group, timeout_ms, &a, &rows) != 0) goto out;
@@ -877,8 +876,10 @@ static int delete_offsets(struct ctl_kafka *boot, const struct gargs *ga, const 
                     r->Topics[t].Partitions[p].PartitionIndex == rows.v[i].partition)
                     e = r->Topics[t].Partitions[p].ErrorCode;
         char status[160];
-        if (e == GR_KERR_NONE) snprintf(status, sizeof status, "Successful");
-        else snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
+        if (e == GR_KERR_NONE)
+            snprintf(status, sizeof status, "Successful");
+        else
+            snprintf(status, sizeof status, "Error: %s", gr_kerr_name(e));
         printf("%-30s %-15d %-15s\n", rows.v[i].topic, rows.v[i].partition, status);
     }
 out:
