@@ -236,12 +236,23 @@ def test_log_dirs_and_min_isr_filters(cluster_factory, zk_connect):
     r = ctl(cluster, "log-dirs", "describe", "--broker-list", "2")
     assert r.returncode == 0 and [b["broker"] for b in json.loads(r.stdout.splitlines()[2])["brokers"]] == [2]
 
+    # consumer-groups across brokers: the coordinator and the partition leader may be any broker
+    c = Consumer({"bootstrap.servers": boot, "group.id": "multi", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("mi2", 0, 3)], asynchronous=False)
+    c.close()
+    r = ctl(cluster, "consumer-groups", "list")
+    assert r.returncode == 0 and r.stdout.split() == ["multi"], r.stdout + r.stderr
+    r = ctl(cluster, "consumer-groups", "describe", "--group", "multi")
+    rows = table(r.stdout)
+    assert [(x["TOPIC"], x["PARTITION"], x["CURRENT-OFFSET"], x["LOG-END-OFFSET"], x["LAG"]) for x in rows] == \
+        [("mi2", "0", "3", "5", "2")], r.stdout + r.stderr
+
     zk = ["--zookeeper", cluster.zk_connect]  # DescribeConfigs may not be served: fall back to ZooKeeper
 
     def filtered(flag):
         r = ctl(cluster, "topics", "describe", flag, *zk)
         assert r.returncode == 0, r.stdout + r.stderr
-        return sorted(re.findall(r"Topic: (\S+)\tPartition: 0", r.stdout))
+        return sorted(t for t in re.findall(r"Topic: (\S+)\tPartition: \d+", r.stdout) if t.startswith("mi"))
 
     assert filtered("--at-min-isr-partitions") == ["mi3"]
     assert filtered("--under-min-isr-partitions") == []
