@@ -509,8 +509,8 @@ void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn
     pthread_mutex_unlock(&reg->cmu);
 }
 
-/* Appends s (n bytes) to a growing buffer, lower-cased and sanitised to [a-z0-9_] when lower,
- * else sanitised to [a-zA-Z0-9_]. */
+/* Writes s (n bytes) to f with every character outside [a-zA-Z0-9_] turned into '_', lower-cased
+ * when lower. */
 static void put_sanitised(FILE *f, const char *s, size_t n, bool lower) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];

@@ -30,7 +30,8 @@
  * kafka-2_0_0.yml rules name Kafka's MBeans (docs/METRICS.md has the table):
  *   "<domain>:type=T,name=N[,k=v...]"  ->  family lower("<domain>_T_N") with every character
  *   outside [a-zA-Z0-9_] turned into '_', and every k=v but type/name as a label (label names
- *   sanitised the same way, case kept; values escaped as the text format requires).
+ *   sanitised the same way, case kept; values escaped as the text format requires). Tag values
+ *   must not contain ',' (topic names, API names and broker ids never do).
  *   gauge                    -> <family> (gauge)
  *   meter  "...PerSec"       -> <family minus persec>_total (counter); other meters <family>_count
  *   histogram/timer          -> <family>{quantile="0.50"|"0.99"}, <family>_sum, <family>_count
