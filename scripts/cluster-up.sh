@@ -8,7 +8,8 @@
 # 1. scripts/setup.sh (installs missing packages, builds);
 # 2. ZooKeeper on 127.0.0.1:2181 unless something already answers there (data in ./run/zk);
 # 3. brokers 1-3 from config/server.properties, listening on 127.0.0.1:9092-9094, log dirs
-#    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid;
+#    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid, Prometheus metrics at
+#    http://127.0.0.1:9192-9194/metrics (gregor.metrics.listener);
 # 4. waits until all three are registered in ZooKeeper and prints the bootstrap list.
 #
 # --ensemble: step 2 starts a 3-member ensemble instead (scripts/zk.sh start-ensemble run/zk-ensemble
@@ -31,6 +32,7 @@ if [ -n "$ensemble" ]; then
     ports=(9092 9092 9092)
     hosts=(127.0.0.2 127.0.0.3 127.0.0.4)
 fi
+metrics_ports=(9192 9193 9194)
 
 "$root/scripts/setup.sh"
 mkdir -p "$run"
@@ -48,6 +50,7 @@ fi
 for i in 1 2 3; do
     port=${ports[$((i - 1))]}
     host=${hosts[$((i - 1))]}
+    mport=${metrics_ports[$((i - 1))]}
     pidf=$run/broker-$i.pid
     if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
         echo "broker $i: already running (pid $(cat "$pidf"))"
@@ -60,9 +63,10 @@ for i in 1 2 3; do
         --override advertised.listeners=PLAINTEXT://$host:$port \
         --override log.dirs="$run/broker-$i" \
         --override zookeeper.connect=$zk \
+        --override gregor.metrics.listener=http://127.0.0.1:$mport \
         </dev/null >>"$run/broker-$i.log" 2>&1 &
     echo $! >"$pidf"
-    echo "broker $i: started (pid $!, $host:$port, log run/broker-$i.log)"
+    echo "broker $i: started (pid $!, $host:$port, metrics http://127.0.0.1:$mport/metrics, log run/broker-$i.log)"
 done
 
 # Wait for all three registrations (up to 60 s), watching for brokers that died.

@@ -13,11 +13,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
     build-essential cmake pkg-config clang
-    libjansson-dev libzookeeper-mt-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
+    libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
     zookeeper default-jre-headless
     kcat librdkafka-dev
     python3-pytest python3-kazoo python3-kafka python3-confluent-kafka
     netcat-openbsd
+    prometheus # tests/integration/test_metrics.py runs its binaries; its systemd unit is not needed
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "api/handlers.h"
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "net/server.h"
 
@@ -27,6 +28,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_FETCH] = {4, 11, gr_handle_fetch, RM},
     [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
+    [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
@@ -50,6 +52,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_DELETE_GROUPS] = {0, 2, gr_handle_delete_groups, 0},
     /* producer ids for idempotence: coordinator/producer_id_manager */
     [GR_API_INIT_PRODUCER_ID] = {0, 4, gr_handle_init_producer_id, 0},
+    [GR_API_OFFSET_DELETE] = {0, 0, gr_handle_offset_delete, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
     [GR_API_CREATE_TOPICS] = {0, 5, gr_handle_create_topics, 0},
     [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},
@@ -116,6 +119,89 @@ void gr_apis_fill_api_versions(struct ApiVersionsResponse *resp, struct gr_arena
 
 /* ---- request lifetime ---- */
 
+/* Error codes of a response, counted as Kafka's AbstractResponse.errorCounts does for most APIs:
+ * every ErrorCode field (top level, per topic, per partition, ...) present at this version. */
+struct error_counts {
+    int16_t code[16];
+    int64_t count[16];
+    int n;
+};
+
+static void count_errors(const struct gr_struct_desc *sd, const char *s, int16_t ver, struct error_counts *ec,
+                         int depth)
+{
+    for (unsigned i = 0; i < sd->nfields && depth < 8; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (ver < f->ver_min || ver > f->ver_max)
+            continue;
+        if (f->type == GR_FT_INT16 && !f->is_array && strcmp(f->name, "ErrorCode") == 0) {
+            int16_t c = *(const int16_t *)(s + f->offset);
+            int k = 0;
+            while (k < ec->n && ec->code[k] != c)
+                k++;
+            if (k == ec->n && ec->n < 16)
+                ec->code[ec->n++] = c;
+            if (k < ec->n)
+                ec->count[k]++;
+        } else if (f->type == GR_FT_STRUCT && !f->is_array) {
+            count_errors(f->sub, s + f->offset, ver, ec, depth + 1);
+        } else if (f->type == GR_FT_STRUCT) {
+            int32_t n = *(const int32_t *)(s + f->count_offset);
+            const char *arr = *(char *const *)(s + f->offset);
+            for (int32_t j = 0; arr && j < n; j++)
+                count_errors(f->sub, arr + (size_t)j * f->sub->size, ver, ec, depth + 1);
+        }
+    }
+}
+
+/* kafka.network:type=RequestMetrics,name=ErrorsPerSec,request,error for one response. */
+static void record_error_metrics(struct gr_metrics *reg, const struct gr_api_desc *d, const char *name,
+                                 int16_t ver, const void *resp)
+{
+    struct error_counts ec = {.n = 0};
+    count_errors(d->response, resp, ver, &ec, 0);
+    for (int k = 0; k < ec.n; k++) {
+        char n[192];
+        snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=%s,error=%s", name,
+                 gr_kerr_name(ec.code[k]));
+        struct gr_meter *m = gr_metrics_meter(reg, n);
+        if (m)
+            gr_meter_mark(m, ec.count[k]);
+    }
+}
+
+/* kafka.network:type=RequestMetrics for a decoded request being completed: RequestsPerSec per
+ * request and version, TotalTimeMs (frame read -> completion) and RequestQueueTimeMs (frame read
+ * -> an I/O thread took it) per request; Fetch is split into FetchConsumer/FetchFollower as
+ * Kafka's RequestChannel does. */
+static void record_request_metrics(struct gr_api_req *r, const void *resp)
+{
+    struct gr_metrics *reg = r->broker ? r->broker->metrics : NULL;
+    const struct gr_api_desc *d = gr_proto_api(r->hdr.RequestApiKey);
+    if (!reg || !r->body || !d)
+        return;
+    const char *name = d->name;
+    if (r->hdr.RequestApiKey == GR_API_FETCH)
+        name = ((const struct FetchRequest *)r->body)->ReplicaId >= 0 ? "FetchFollower" : "FetchConsumer";
+    char n[192];
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=%s,version=%d", name,
+             r->hdr.RequestApiVersion);
+    struct gr_meter *m = gr_metrics_meter(reg, n);
+    if (m)
+        gr_meter_mark(m, 1);
+    int64_t now_us = gr_mono_us();
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=%s", name);
+    struct gr_histogram *h = gr_metrics_histogram(reg, n);
+    if (h)
+        gr_histogram_update(h, (double)(now_us - r->net->received_us) / 1000.0);
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs,request=%s", name);
+    h = gr_metrics_histogram(reg, n);
+    if (h)
+        gr_histogram_update(h, GR_MAX(0.0, (double)(r->received_ms * 1000 - r->net->received_us) / 1000.0));
+    if (resp)
+        record_error_metrics(reg, d, name, r->hdr.RequestApiVersion, resp);
+}
+
 static void req_free(struct gr_api_req *r)
 {
     gr_arena_free(&r->arena);
@@ -124,6 +210,7 @@ static void req_free(struct gr_api_req *r)
 
 void gr_api_respond(struct gr_api_req *r, const void *body)
 {
+    record_request_metrics(r, body); /* before completion frees r->net */
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -144,6 +231,7 @@ void gr_api_respond(struct gr_api_req *r, const void *body)
 
 void gr_api_respond_none(struct gr_api_req *r)
 {
+    record_request_metrics(r, NULL);
     gr_net_respond_none(r->net);
     req_free(r);
 }
@@ -152,6 +240,7 @@ void gr_api_close(struct gr_api_req *r, const char *reason)
 {
     gr_warn(LOGGER, "closing connection from %s (listener %s): %s", r->peer,
             r->listener ? r->listener : "?", reason ? reason : "");
+    record_request_metrics(r, NULL);
     gr_net_close(r->net);
     req_free(r);
 }

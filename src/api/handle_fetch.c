@@ -20,6 +20,7 @@
 
 #include "api/authorize.h"
 #include "api/handlers.h"
+#include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
@@ -179,10 +180,32 @@ static bool fetch_try(struct gr_delayed_op *op) {
     return false;
 }
 
+/* BrokerTopicMetrics for the response being sent: TotalFetchRequestsPerSec and
+ * FailedFetchRequestsPerSec per partition, BytesOutPerSec (consumers) or the all-topics
+ * ReplicationBytesOutPerSec (followers), as Kafka's handleFetch/readFromLocalLog mark them. */
+static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
+    struct gr_metrics *reg = c->req->broker ? c->req->broker->metrics : NULL;
+    bool follower = c->r->ReplicaId >= 0;
+    for (int t = 0; reg && t < resp->ResponsesCount; t++) {
+        const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
+        for (int i = 0; i < tr->PartitionResponsesCount; i++) {
+            const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+            gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", 1);
+            if (pr->ErrorCode != GR_KERR_NONE) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", 1);
+            if (pr->RecordSet.len <= 0) continue;
+            if (follower)
+                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", pr->RecordSet.len);
+            else
+                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", pr->RecordSet.len);
+        }
+    }
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
+    fetch_metrics(c, resp);
     gr_api_respond(c->req, resp);
     free_bufs(c);
 }
@@ -224,6 +247,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     bool errors;
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
+        fetch_metrics(c, resp);
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);

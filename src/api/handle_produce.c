@@ -13,6 +13,7 @@
 
 #include "api/authorize.h"
 #include "api/handlers.h"
+#include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
@@ -29,9 +30,24 @@ struct produce_ctx {
     struct gr_rm_produce_part *parts;
 };
 
+/* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them. */
+static void produce_metrics(struct gr_metrics *reg, const struct gr_rm_produce_part *parts, int n) {
+    for (int i = 0; i < n && reg; i++) {
+        const struct gr_rm_produce_part *pp = &parts[i];
+        gr_bts_mark(reg, pp->topic, "TotalProduceRequestsPerSec", 1);
+        if (pp->error != GR_KERR_NONE) {
+            gr_bts_mark(reg, pp->topic, "FailedProduceRequestsPerSec", 1);
+            continue;
+        }
+        gr_bts_mark(reg, pp->topic, "BytesInPerSec", (int64_t)pp->records_len);
+        gr_bts_mark(reg, pp->topic, "MessagesInPerSec", gr_bts_record_count(pp->records, pp->records_len));
+    }
+}
+
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     struct produce_ctx *c = ctx;
     struct gr_api_req *req = c->req;
+    produce_metrics(req->broker ? req->broker->metrics : NULL, parts, n);
     if (c->acks == 0) {
         for (int i = 0; i < n; i++) {
             if (parts[i].error != GR_KERR_NONE) {

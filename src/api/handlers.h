@@ -32,6 +32,8 @@ GR_API_HANDLER(gr_handle_offset_fetch);
 GR_API_HANDLER(gr_handle_describe_groups);
 GR_API_HANDLER(gr_handle_list_groups);
 GR_API_HANDLER(gr_handle_delete_groups);
+GR_API_HANDLER(gr_handle_offset_delete);
+GR_API_HANDLER(gr_handle_describe_log_dirs);
 /* handle_create_topics.c, handle_delete_topics.c */
 GR_API_HANDLER(gr_handle_create_topics);
 GR_API_HANDLER(gr_handle_create_partitions);

@@ -78,6 +78,7 @@ struct gr_broker {
     struct gr_net_server *net;
     struct gr_authorizer *authorizer; /* security/authorizer.h; NULL: no authorizer configured,
                                        * every request allowed (api/authorize.h) */
+    struct gr_metrics *metrics; /* the broker's registry (common/metrics.h); may be NULL (tests) */
 
     /* -- owned -- */
     struct gr_mdc *metadata;

@@ -22,6 +22,7 @@
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
+#include "broker/metrics_http.h"
 #include "replication/log_dir_failure.h"
 #include "replication/replica_manager.h"
 #include "common/config.h"
@@ -57,6 +58,7 @@ struct gr_server {
     char cluster_id[64];
 
     struct gr_net_server *net;
+    struct gr_metrics_http *metrics_http; /* gregor.metrics.listener; NULL when off */
     struct gr_kzk_broker info; /* our registration */
     int64_t broker_epoch;
 
@@ -276,6 +278,14 @@ static void build_broker_info(struct gr_server *s) {
 
 /* ---- network ---- */
 
+/* kafka.network:type=RequestChannel figures from the network server's counters. */
+static void network_collector(void *arg, struct gr_prom_out *o) {
+    struct gr_net_stats st;
+    gr_net_server_stats(arg, &st);
+    gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=RequestQueueSize", (double)st.request_queue_size);
+    gr_prom_gauge(o, "kafka.server:type=socket-server-metrics,name=connection-count", (double)st.connections_open);
+}
+
 static int start_network(struct gr_server *s) {
     const struct gr_config *cfg = s->cfg;
     if (cfg->num_listeners == 0) return 0;
@@ -299,8 +309,10 @@ static int start_network(struct gr_server *s) {
     if (rc != 0) {
         gr_net_server_free(s->net);
         s->net = NULL;
+        return rc;
     }
-    return rc;
+    gr_metrics_add_collector(s->metrics, network_collector, s->net);
+    return 0;
 }
 
 /* ---- lifecycle ---- */
@@ -310,6 +322,7 @@ struct gr_server *gr_server_new(const struct gr_config *cfg) {
     s->cfg = cfg;
     s->broker_id = cfg->broker_id;
     s->metrics = gr_metrics_new();
+    gr_metrics_add_collector(s->metrics, gr_metrics_process_collector, NULL);
     pthread_mutex_init(&s->session_mu, NULL);
     const char *dir = cfg->num_log_dirs > 0 ? cfg->log_dirs[0] : "/tmp/kafka-logs";
     s->session_path = gr_asprintf("%s/zk-session", dir);
@@ -369,6 +382,13 @@ int gr_server_startup(struct gr_server *s) {
      * replica manager (b->replica_manager, used by Produce/Fetch/ListOffsets/OffsetForLeaderEpoch). */
     s->broker = gr_broker_new(cfg, s->broker_id);
     s->broker->zk = s->kzk;
+    s->broker->metrics = s->metrics;
+    if (cfg->gregor_metrics_listener && cfg->gregor_metrics_listener[0] &&
+        (rc = gr_metrics_http_start(cfg->gregor_metrics_listener, s->metrics, &s->metrics_http)) != 0) {
+        slog(s, GR_LOG_ERROR, "Cannot start the metrics endpoint gregor.metrics.listener=%s: %s",
+             cfg->gregor_metrics_listener, gr_strerror(rc));
+        goto fail;
+    }
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
     s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);
     if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
@@ -464,6 +484,8 @@ void gr_server_shutdown(struct gr_server *s) {
     if (!s->started || s->shut_down) return;
     s->shut_down = true;
     slog(s, GR_LOG_INFO, "shutting down");
+    gr_metrics_http_stop(s->metrics_http); /* no scrape may see subsystems being freed */
+    s->metrics_http = NULL;
     if (s->controller && s->net && s->cfg->controlled_shutdown_enable) {
         const struct gr_listener *ibl = gr_config_inter_broker_listener(s->cfg);
         struct gr_cs_client_config csc = {
@@ -480,6 +502,7 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_controlled_shutdown_run(&csc);
     }
     if (s->net) gr_net_server_stop(s->net);
+    if (s->net) gr_metrics_remove_collector(s->metrics, network_collector, s->net);
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */

@@ -25,7 +25,8 @@
  *   zk-session          one line "0x<session id hex> <password hex>\n", rewritten atomically after
  *                       the connection and after every new session (tests expire the session
  *                       from outside with it; a restarted broker closes its previous session)
- *   gregor-metrics.json the metrics registry, written by gr_server_dump_metrics (gregord: 2 s)
+ *   gregor-metrics.json the metrics registry, written by gr_server_dump_metrics (gregord: 2 s);
+ *                       the same registry is served at gregor.metrics.listener (metrics_http.h)
  *
  * Threading: new/startup/shutdown/free on one owner thread; the accessors from any thread. */
 #ifndef GR_BROKER_SERVER_H

@@ -14,6 +14,10 @@ struct ctl_opts {
 
 /* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
+/* gregorctl consumer-groups list|describe|reset-offsets|delete|delete-offsets (ctl_groups.c). */
+int ctl_groups_main(const struct ctl_opts *o, int argc, char **argv);
+/* gregorctl log-dirs describe (ctl_logdirs.c). */
+int ctl_logdirs_main(const struct ctl_opts *o, int argc, char **argv);
 
 /* gregorctl acls add|remove|list (kafka-acls.sh; ctl_acls.c; needs --bootstrap-server). */
 int ctl_acls_main(const struct ctl_opts *o, int argc, char **argv);

@@ -11,9 +11,13 @@
  *       CreatePartitions v2 to the controller. As kafka-topics, --replica-assignment lists every
  *       partition; the ones that already exist are dropped before sending.
  *       Text: "Altered topic T." / error as above. JSON: {"topic":...,"error_code":...,"error":...}
- *   topics describe [--topic T] --under-replicated-partitions | --unavailable-partitions [--json]
+ *   topics describe [--topic T] --under-replicated-partitions | --unavailable-partitions |
+ *                   --under-min-isr-partitions | --at-min-isr-partitions [--json]
  *       Only the partitions whose ISR is smaller than their replica list / that have no live
- *       leader (leader -1, or a leader not among the live brokers of the Metadata answer), in
+ *       leader (leader -1, or a leader not among the live brokers of the Metadata answer) /
+ *       that have no leader or an ISR smaller than the topic's min.insync.replicas / whose ISR
+ *       size equals it (kafka-topics' isUnderMinIsr / isAtMinIsrPartitions; min.insync.replicas
+ *       through DescribeConfigs, or ZooKeeper with --zookeeper: ctl_min_isr.c), in
  *       kafka-topics' partition-line format:
  *         <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2
  *       JSON: [{"topic":"t","partition":0,"leader":1,"replicas":[..],"isr":[..],"offline":[..]}]
@@ -36,16 +40,16 @@ struct admin_args {
     const char *topic;
     int32_t partitions;
     const char *assignment;
-    bool json, under, unavailable;
+    bool json, under, unavailable, under_min_isr, at_min_isr;
 };
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: gregorctl --bootstrap-server HOST:PORT topics delete --topic T[,T2...] [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics alter --topic T --partitions N "
-            "[--replica-assignment 1:2,2:3] [--json]\n"
-            "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] "
-            "(--under-replicated-partitions | --unavailable-partitions) [--json]\n");
+    fprintf(stderr, "usage: gregorctl --bootstrap-server HOST:PORT topics delete --topic T[,T2...] [--json]\n"
+                    "       gregorctl --bootstrap-server HOST:PORT topics alter --topic T --partitions N "
+                    "[--replica-assignment 1:2,2:3] [--json]\n"
+                    "       gregorctl --bootstrap-server HOST:PORT topics describe [--topic T] "
+                    "(--under-replicated-partitions | --unavailable-partitions | --under-min-isr-partitions |\n"
+                    "        --at-min-isr-partitions) [--json]\n");
     return 2;
 }
 
@@ -54,7 +58,8 @@ bool ctl_topics_admin_handles(int argc, char **argv) {
                                              "--config", "--bootstrap-server", "--timeout-ms"};
     const char *action = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--under-replicated-partitions") == 0 || strcmp(argv[i], "--unavailable-partitions") == 0)
+        if (strcmp(argv[i], "--under-replicated-partitions") == 0 || strcmp(argv[i], "--unavailable-partitions") == 0 ||
+            strcmp(argv[i], "--under-min-isr-partitions") == 0 || strcmp(argv[i], "--at-min-isr-partitions") == 0)
             return true;
         bool takes = false;
         for (size_t k = 0; k < GR_ARRAY_LEN(with_value); k++)
@@ -73,6 +78,12 @@ static int parse(int argc, char **argv, struct admin_args *a, struct ctl_opts *o
         if (strcmp(s, "--json") == 0) a->json = true;
         else if (strcmp(s, "--under-replicated-partitions") == 0) a->under = true;
         else if (strcmp(s, "--unavailable-partitions") == 0) a->unavailable = true;
+        else if (strcmp(s, "--under-min-isr-partitions") == 0)
+            a->under_min_isr = true;
+        else if (strcmp(s, "--at-min-isr-partitions") == 0)
+            a->at_min_isr = true;
+        else if (strcmp(s, "--zookeeper") == 0 && v)
+            o->zookeeper = argv[++i];
         else if (strcmp(s, "--topic") == 0 && v) a->topic = argv[++i];
         else if (strcmp(s, "--partitions") == 0 && v) a->partitions = atoi(argv[++i]);
         else if (strcmp(s, "--replica-assignment") == 0 && v) a->assignment = argv[++i];
@@ -236,7 +247,7 @@ static int do_alter(struct ctl_kafka *boot, const struct ctl_opts *o, const stru
 
 /* ---------------- filtered describe ---------------- */
 
-static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
+static int do_describe(struct ctl_kafka *k, const struct ctl_opts *opts, const struct admin_args *a) {
     struct gr_arena ar;
     gr_arena_init(&ar);
     const char *one[1] = {a->topic};
@@ -248,6 +259,18 @@ static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
     int rc = 0;
     json_t *arr = a->json ? json_array() : NULL;
     if (md->TopicsCount > 0) qsort(md->Topics, (size_t)md->TopicsCount, sizeof *md->Topics, ctl_cmp_md_topic);
+    int32_t *min_isr = gr_arena_alloc(&ar, (size_t)(md->TopicsCount + 1) * sizeof *min_isr);
+    for (int32_t i = 0; i < md->TopicsCount; i++) min_isr[i] = -1;
+    if (a->under_min_isr || a->at_min_isr) {
+        const char **names = gr_arena_alloc(&ar, (size_t)(md->TopicsCount + 1) * sizeof *names);
+        for (int32_t i = 0; i < md->TopicsCount; i++) names[i] = md->Topics[i].Name ? md->Topics[i].Name : "";
+        int mrc = ctl_topics_min_isr(k, opts, names, md->TopicsCount, min_isr);
+        if (mrc != 0) {
+            if (arr) json_decref(arr);
+            gr_arena_free(&ar);
+            return mrc;
+        }
+    }
     for (int32_t i = 0; i < md->TopicsCount; i++) {
         struct MetadataResponse_MetadataResponseTopic *t = &md->Topics[i];
         if (t->ErrorCode != GR_KERR_NONE && t->PartitionsCount <= 0) {
@@ -263,7 +286,11 @@ static int do_describe(struct ctl_kafka *k, const struct admin_args *a) {
                 if (md->Brokers[b].NodeId == pp->LeaderId) leader_live = true;
             bool under = pp->IsrNodesCount < pp->ReplicaNodesCount;
             bool unavailable = pp->LeaderId < 0 || !leader_live;
-            if (!((a->under && under) || (a->unavailable && unavailable))) continue;
+            bool under_min = pp->LeaderId < 0 || (min_isr[i] >= 0 && pp->IsrNodesCount < min_isr[i]);
+            bool at_min = min_isr[i] >= 0 && pp->IsrNodesCount == min_isr[i];
+            if (!((a->under && under) || (a->unavailable && unavailable) || (a->under_min_isr && under_min) ||
+                  (a->at_min_isr && at_min)))
+                continue;
             if (a->json) {
                 json_t *o = json_object();
                 json_object_set_new(o, "topic", json_string(t->Name ? t->Name : ""));
@@ -296,7 +323,9 @@ int ctl_topics_admin_main(const struct ctl_opts *o, int argc, char **argv) {
     if (!describe && strcmp(a.action, "delete") != 0 && strcmp(a.action, "alter") != 0) return usage();
     struct ctl_kafka k;
     if (ctl_kafka_connect_str(local.bootstrap_server, local.timeout_ms, &k) != 0) return 1;
-    int rc = describe ? do_describe(&k, &a) : strcmp(a.action, "delete") == 0 ? do_delete(&k, &local, &a) : do_alter(&k, &local, &a);
+    int rc = describe                          ? do_describe(&k, &local, &a)
+             : strcmp(a.action, "delete") == 0 ? do_delete(&k, &local, &a)
+                                               : do_alter(&k, &local, &a);
     ctl_kafka_close(&k);
     return rc;
 }

@@ -34,10 +34,20 @@ static const struct subcommand subcommands[] = {
      "acls add|remove|list [--topic T] [--group G] [--cluster] [--transactional-id X] [--resource-pattern-type "
      "literal|prefixed|any|match]\n    [--allow-principal P] [--deny-principal P] [--allow-host H] [--deny-host H] "
      "[--operation OP] [--producer] [--consumer] [--principal P]  (kafka-acls.sh; needs --bootstrap-server)"},
+    {"consumer-groups", ctl_groups_main,
+     "consumer-groups list | describe (--group G|--all-groups) [--members|--state] | reset-offsets --group G\n"
+     "    (--topic T[:P,P]|--all-topics) (--to-earliest|--to-latest|--to-offset N|--to-datetime DT|--shift-by N)\n"
+     "    [--dry-run|--execute] | delete --group G | delete-offsets --group G --topic T[:P]  (needs "
+     "--bootstrap-server;\n"
+     "    kafka-consumer-groups.sh's output)"},
+    {"log-dirs", ctl_logdirs_main,
+     "log-dirs describe [--broker-list 1,2] [--topic-list t1,t2]  (needs --bootstrap-server; kafka-log-dirs.sh's "
+     "output)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
-     "[--no-wait] [--under-replicated-partitions|--unavailable-partitions] [--json]  (needs --bootstrap-server;\n"
+     "[--no-wait] [--under-replicated-partitions|--unavailable-partitions|--under-min-isr-partitions|"
+     "--at-min-isr-partitions] [--json]  (needs --bootstrap-server;\n"
      "    create waits until the new topic's leaders are visible, and describe --topic while a topic is being\n"
      "    created, within --timeout-ms; --no-wait: create returns once the controller accepted it)"},
 };

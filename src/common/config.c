@@ -62,6 +62,8 @@ static const struct cfg_key keys[] = {
     {"message.max.bytes", T_INT, F(message_max_bytes), "1048588", 0, INT32_MAX},
     /* Gregor-only (no Kafka equivalent): bound on open active-segment files, 0 = automatic. */
     {"gregor.max.open.log.files", T_INT, F(gregor_max_open_log_files), "0", 0, INT32_MAX},
+    /* Gregor-only: http://HOST:PORT of the Prometheus endpoint (GET /metrics); unset = off. */
+    {"gregor.metrics.listener", T_STRING, F(gregor_metrics_listener), NULL, 0, 0},
     {"auto.create.topics.enable", T_BOOL, F(auto_create_topics_enable), "true", 0, 0},
     {"num.partitions", T_INT, F(num_partitions), "1", 1, INT32_MAX},
     {"default.replication.factor", T_INT, F(default_replication_factor), "1", 1, INT32_MAX},

@@ -57,6 +57,7 @@ struct gr_config {
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t message_max_bytes;
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
+    char *gregor_metrics_listener;     /* gregor.metrics.listener http://HOST:PORT (Gregor-only; NULL = off) */
 
     /* topics */
     bool auto_create_topics_enable;

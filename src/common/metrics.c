@@ -2,12 +2,16 @@
  * one mutex; each meter/histogram has its own mutex so updates never contend on the registry. */
 #include "common/metrics.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -57,10 +61,18 @@ struct metric {
     } u;
 };
 
+struct collector {
+    gr_metrics_collector_fn fn;
+    void *arg;
+};
+
 struct gr_metrics {
     pthread_mutex_t mu;
     struct metric *v;
     size_t n, cap;
+    pthread_mutex_t cmu; /* guards cols and is held while collectors run; taken before mu */
+    struct collector *cols;
+    size_t ncols;
 };
 
 /* ---- meters ---- */
@@ -223,6 +235,7 @@ int64_t gr_gauge_get(struct gr_gauge *g) {
 struct gr_metrics *gr_metrics_new(void) {
     struct gr_metrics *reg = gr_calloc(1, sizeof *reg);
     pthread_mutex_init(&reg->mu, NULL);
+    pthread_mutex_init(&reg->cmu, NULL);
     return reg;
 }
 
@@ -244,6 +257,8 @@ void gr_metrics_free(struct gr_metrics *reg) {
     if (!reg) return;
     for (size_t i = 0; i < reg->n; i++) metric_free(&reg->v[i]);
     free(reg->v);
+    free(reg->cols);
+    pthread_mutex_destroy(&reg->cmu);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
 }
@@ -456,4 +471,346 @@ int gr_metrics_dump_file(struct gr_metrics *reg, const char *path) {
     if (rc != 0) unlink(tmp);
     free(tmp);
     return rc;
+}
+
+/* ---- Prometheus exposition ---- */
+
+struct prom_sample {
+    char *family; /* the name on the # TYPE line */
+    const char *type;
+    char *name;   /* the sample's name: family, or family_sum / family_count for summaries */
+    char *labels; /* rendered label pairs without braces, "" for none */
+    char *help;   /* the JMX name, or NULL */
+    double value;
+    size_t seq;
+};
+
+struct gr_prom_out {
+    struct prom_sample *v;
+    size_t n, cap;
+};
+
+void gr_metrics_add_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg) {
+    pthread_mutex_lock(&reg->cmu);
+    reg->cols = gr_realloc(reg->cols, (reg->ncols + 1) * sizeof *reg->cols);
+    reg->cols[reg->ncols++] = (struct collector){fn, arg};
+    pthread_mutex_unlock(&reg->cmu);
+}
+
+void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg) {
+    pthread_mutex_lock(&reg->cmu);
+    for (size_t i = 0; i < reg->ncols; i++) {
+        if (reg->cols[i].fn == fn && reg->cols[i].arg == arg) {
+            memmove(&reg->cols[i], &reg->cols[i + 1], (reg->ncols - i - 1) * sizeof *reg->cols);
+            reg->ncols--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&reg->cmu);
+}
+
+/* Writes s (n bytes) to f with every character outside [a-zA-Z0-9_] turned into '_', lower-cased
+ * when lower. */
+static void put_sanitised(FILE *f, const char *s, size_t n, bool lower) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!isalnum(c) && c != '_') c = '_';
+        fputc(lower ? tolower(c) : c, f);
+    }
+}
+
+void gr_prom_put_label_value(FILE *out, const char *s) {
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\\\", out);
+        else if (*s == '"')
+            fputs("\\\"", out);
+        else if (*s == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*s, out);
+    }
+}
+
+struct jmx_parts {
+    const char *domain, *type, *name;
+    size_t domain_len, type_len, name_len;
+};
+
+/* Renders the labels of props (skipping type= and name=) into a malloc'ed string and fills
+ * parts. props is "type=T,name=N,k=v" (a JMX name after ':') or plain "k=v,k=v". */
+static char *render_labels(const char *props, struct jmx_parts *parts, const char *extra_k, const char *extra_v) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    bool first = true;
+    const char *p = props;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (eq) {
+            size_t kl = (size_t)(eq - p);
+            const char *v = eq + 1;
+            size_t vl = n - kl - 1;
+            if (parts && kl == 4 && strncmp(p, "type", 4) == 0) {
+                parts->type = v;
+                parts->type_len = vl;
+            } else if (parts && kl == 4 && strncmp(p, "name", 4) == 0) {
+                parts->name = v;
+                parts->name_len = vl;
+            } else {
+                if (!first) fputc(',', f);
+                first = false;
+                put_sanitised(f, p, kl, false);
+                fputs("=\"", f);
+                char *val = gr_strndup(v, vl);
+                gr_prom_put_label_value(f, val);
+                free(val);
+                fputc('"', f);
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    if (extra_k) {
+        if (!first) fputc(',', f);
+        fprintf(f, "%s=\"", extra_k);
+        gr_prom_put_label_value(f, extra_v);
+        fputc('"', f);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The family of a JMX name plus suffix, with strip removed from the end of its name part when
+ * present (PerSec); *labels gets the rendered labels (+ extra_k=extra_v). */
+static char *family_of(const char *jmx_name, const char *strip, const char *suffix, char **labels, const char *extra_k,
+                       const char *extra_v) {
+    const char *colon = strchr(jmx_name, ':');
+    struct jmx_parts parts = {0};
+    if (!colon) {
+        *labels = render_labels(NULL, NULL, extra_k, extra_v);
+        return gr_asprintf("%s%s", jmx_name, suffix);
+    }
+    parts.domain = jmx_name;
+    parts.domain_len = (size_t)(colon - jmx_name);
+    *labels = render_labels(colon + 1, &parts, extra_k, extra_v);
+    size_t nl = parts.name_len;
+    size_t sl = strip ? strlen(strip) : 0;
+    if (sl && nl > sl && strncmp(parts.name + nl - sl, strip, sl) == 0) nl -= sl;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    put_sanitised(f, parts.domain, parts.domain_len, true);
+    if (parts.type) {
+        fputc('_', f);
+        put_sanitised(f, parts.type, parts.type_len, true);
+    }
+    if (parts.name) {
+        fputc('_', f);
+        put_sanitised(f, parts.name, nl, true);
+    }
+    fputs(suffix, f);
+    fclose(f);
+    return buf;
+}
+
+char *gr_prom_family(char *buf, size_t len, const char *jmx_name) {
+    if (!strchr(jmx_name, ':')) {
+        if (len) buf[0] = 0;
+        return buf;
+    }
+    char *labels;
+    char *fam = family_of(jmx_name, NULL, "", &labels, NULL, NULL);
+    snprintf(buf, len, "%s", fam);
+    free(fam);
+    free(labels);
+    return buf;
+}
+
+static void out_push(struct gr_prom_out *o, char *family, const char *type, char *name, char *labels, const char *help,
+                     double value) {
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 256;
+        o->v = gr_realloc(o->v, o->cap * sizeof *o->v);
+    }
+    o->v[o->n] = (struct prom_sample){family, type, name, labels, help ? gr_strdup(help) : NULL, value, o->n};
+    o->n++;
+}
+
+void gr_prom_gauge(struct gr_prom_out *o, const char *jmx_name, double value) {
+    char *labels;
+    char *fam = family_of(jmx_name, NULL, "", &labels, NULL, NULL);
+    out_push(o, fam, "gauge", gr_strdup(fam), labels, jmx_name, value);
+}
+
+void gr_prom_meter(struct gr_prom_out *o, const char *jmx_name, double count) {
+    char *labels;
+    const char *colon = strchr(jmx_name, ':');
+    const char *nm = colon ? strstr(colon, "name=") : NULL;
+    size_t nml = nm ? strcspn(nm, ",") : 0;
+    bool per_sec = nm && nml > 6 + 5 && strncmp(nm + nml - 6, "PerSec", 6) == 0;
+    char *fam = family_of(jmx_name, per_sec ? "PerSec" : NULL, per_sec ? "_total" : "_count", &labels, NULL, NULL);
+    out_push(o, fam, "counter", gr_strdup(fam), labels, jmx_name, count);
+}
+
+static void prom_summary(struct gr_prom_out *o, const char *jmx_name, const struct gr_histogram_snapshot *s) {
+    static const char *const qs[] = {"0.50", "0.99"};
+    double qv[] = {s->p50, s->p99};
+    char *labels;
+    for (size_t i = 0; i < GR_ARRAY_LEN(qs); i++) {
+        char *fam = family_of(jmx_name, NULL, "", &labels, "quantile", qs[i]);
+        out_push(o, fam, "summary", gr_strdup(fam), labels, jmx_name, qv[i]);
+    }
+    char *fam = family_of(jmx_name, NULL, "", &labels, NULL, NULL);
+    out_push(o, gr_strdup(fam), "summary", gr_asprintf("%s_sum", fam), gr_strdup(labels), jmx_name,
+             s->mean * (double)s->count);
+    out_push(o, fam, "summary", gr_asprintf("%s_count", fam), labels, jmx_name, (double)s->count);
+}
+
+void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, const char *help,
+                 double value) {
+    out_push(o, gr_strdup(family), type, gr_strdup(family), render_labels(labels, NULL, NULL, NULL), help, value);
+}
+
+static int cmp_sample(const void *a, const void *b) {
+    const struct prom_sample *x = a, *y = b;
+    int c = strcmp(x->family, y->family);
+    if (c) return c;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void put_value(FILE *out, double v) {
+    if (isnan(v))
+        fputs("NaN", out);
+    else if (isinf(v))
+        fputs(v > 0 ? "+Inf" : "-Inf", out);
+    else if (v == floor(v) && fabs(v) < 9e15)
+        fprintf(out, "%lld", (long long)v);
+    else
+        fprintf(out, "%.15g", v);
+}
+
+static void collect_registry_locked(struct gr_metrics *reg, struct gr_prom_out *o) {
+    for (size_t i = 0; i < reg->n; i++) {
+        struct metric *m = &reg->v[i];
+        struct gr_histogram_snapshot s;
+        int64_t count;
+        double mean_rate, one_min;
+        switch (m->kind) {
+        case MK_GAUGE: gr_prom_gauge(o, m->name, (double)gauge_read_locked(m->u.gauge)); break;
+        case MK_METER:
+            meter_rates(m->u.meter, &count, &mean_rate, &one_min);
+            gr_prom_meter(o, m->name, (double)count);
+            break;
+        case MK_HISTOGRAM:
+            gr_histogram_snapshot(m->u.hist, &s);
+            prom_summary(o, m->name, &s);
+            break;
+        case MK_TIMER:
+            gr_histogram_snapshot(&m->u.timer->hist, &s);
+            prom_summary(o, m->name, &s);
+            break;
+        }
+    }
+}
+
+int gr_metrics_dump_prometheus(struct gr_metrics *reg, FILE *out) {
+    struct gr_prom_out o = {0};
+    pthread_mutex_lock(&reg->cmu);
+    pthread_mutex_lock(&reg->mu);
+    collect_registry_locked(reg, &o);
+    pthread_mutex_unlock(&reg->mu);
+    for (size_t i = 0; i < reg->ncols; i++) reg->cols[i].fn(reg->cols[i].arg, &o);
+    pthread_mutex_unlock(&reg->cmu);
+    qsort(o.v, o.n, sizeof *o.v, cmp_sample);
+    for (size_t i = 0; i < o.n; i++) {
+        struct prom_sample *s = &o.v[i];
+        if (i == 0 || strcmp(o.v[i - 1].family, s->family) != 0) {
+            if (s->help) {
+                fprintf(out, "# HELP %s ", s->family);
+                for (const char *h = s->help; *h; h++) {
+                    if (*h == '\\')
+                        fputs("\\\\", out);
+                    else if (*h == '\n')
+                        fputs("\\n", out);
+                    else
+                        fputc(*h, out);
+                }
+                fputc('\n', out);
+            }
+            fprintf(out, "# TYPE %s %s\n", s->family, s->type);
+        }
+        fputs(s->name, out);
+        if (s->labels[0]) fprintf(out, "{%s}", s->labels);
+        fputc(' ', out);
+        put_value(out, s->value);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < o.n; i++) {
+        free(o.v[i].family);
+        free(o.v[i].name);
+        free(o.v[i].labels);
+        free(o.v[i].help);
+    }
+    free(o.v);
+    return ferror(out) ? -EIO : 0;
+}
+
+/* ---- process figures ---- */
+
+void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
+    (void)arg;
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char line[1024];
+        if (fgets(line, sizeof line, f)) {
+            /* Fields after the parenthesised command name, which may hold spaces. */
+            const char *p = strrchr(line, ')');
+            unsigned long utime = 0, stime = 0, vsize = 0;
+            unsigned long long start = 0;
+            long rss = 0;
+            if (p &&
+                sscanf(p + 2,
+                       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
+                       &utime, &stime, &start, &vsize, &rss) == 5 &&
+                ticks > 0) {
+                gr_prom_raw(o, "process_cpu_seconds_total", "counter", NULL,
+                            "Total user and system CPU time spent in seconds.",
+                            (double)(utime + stime) / (double)ticks);
+                gr_prom_raw(o, "process_resident_memory_bytes", "gauge", NULL, "Resident memory size in bytes.",
+                            (double)rss * (double)page);
+                gr_prom_raw(o, "process_virtual_memory_bytes", "gauge", NULL, "Virtual memory size in bytes.",
+                            (double)vsize);
+                FILE *st = fopen("/proc/stat", "r");
+                char l2[256];
+                while (st && fgets(l2, sizeof l2, st)) {
+                    unsigned long long btime;
+                    if (sscanf(l2, "btime %llu", &btime) == 1) {
+                        gr_prom_raw(o, "process_start_time_seconds", "gauge", NULL,
+                                    "Start time of the process since unix epoch in seconds.",
+                                    (double)btime + (double)start / (double)ticks);
+                        break;
+                    }
+                }
+                if (st) fclose(st);
+            }
+        }
+        fclose(f);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        long n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.') n++;
+        closedir(d);
+        gr_prom_raw(o, "process_open_fds", "gauge", NULL, "Number of open file descriptors.",
+                    (double)(n - 1)); /* minus the DIR's own fd */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        gr_prom_raw(o, "process_max_fds", "gauge", NULL, "Maximum number of open file descriptors.",
+                    rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
 }

@@ -19,7 +19,23 @@
  *    registry lock held, so a callback must not call back into the registry. Once
  *    gr_metrics_remove() has returned the callback is never called again.
  * 4. Time for rates comes from gr_mono_ms(); metrics never influence control flow, so they do
- *    not go through the controller's virtual clock. */
+ *    not go through the controller's virtual clock.
+ * 5. Collectors (gr_metrics_add_collector) produce samples that are computed at scrape time and
+ *    have no registry entry (per-partition log sizes, ReplicaManager counts, process figures).
+ *    They run on the dumping thread without the registry lock (so they may take their own
+ *    locks, and code holding those locks may update metrics), one dump at a time. After
+ *    gr_metrics_remove_collector returns, a collector is never called again.
+ *
+ * Prometheus exposition (gr_metrics_dump_prometheus) names metrics as the JMX exporter's
+ * kafka-2_0_0.yml rules name Kafka's MBeans (docs/METRICS.md has the table):
+ *   "<domain>:type=T,name=N[,k=v...]"  ->  family lower("<domain>_T_N") with every character
+ *   outside [a-zA-Z0-9_] turned into '_', and every k=v but type/name as a label (label names
+ *   sanitised the same way, case kept; values escaped as the text format requires). Tag values
+ *   must not contain ',' (topic names, API names and broker ids never do).
+ *   gauge                    -> <family> (gauge)
+ *   meter  "...PerSec"       -> <family minus persec>_total (counter); other meters <family>_count
+ *   histogram/timer          -> <family>{quantile="0.50"|"0.99"}, <family>_sum, <family>_count
+ *                               (summary) */
 #ifndef GR_METRICS_H
 #define GR_METRICS_H
 
@@ -93,5 +109,38 @@ int gr_metrics_dump_json(struct gr_metrics *reg, FILE *out);
 
 /* Dumps into path atomically (path.tmp, fsync-free rename). Returns 0 or -errno. */
 int gr_metrics_dump_file(struct gr_metrics *reg, const char *path);
+
+/* ---- Prometheus ---- */
+
+struct gr_prom_out; /* samples being collected for one exposition */
+typedef void (*gr_metrics_collector_fn)(void *arg, struct gr_prom_out *out);
+
+/* Adds a collector called at every Prometheus dump (rule 5). arg must stay valid until removed. */
+void gr_metrics_add_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg);
+/* Removes the collector registered with fn and arg (no-op if absent). */
+void gr_metrics_remove_collector(struct gr_metrics *reg, gr_metrics_collector_fn fn, void *arg);
+
+/* For collectors: one sample under a JMX-style name, mapped as described above. A gauge value,
+ * or a meter's count (for names ending in PerSec -> ..._total). */
+void gr_prom_gauge(struct gr_prom_out *o, const char *jmx_name, double value);
+void gr_prom_meter(struct gr_prom_out *o, const char *jmx_name, double count);
+/* A sample with a Prometheus name as given (e.g. process_open_fds); type is "gauge" or
+ * "counter"; labels NULL or "k=v,k=v" (values must not contain ',' or '='); help may be NULL. */
+void gr_prom_raw(struct gr_prom_out *o, const char *family, const char *type, const char *labels, const char *help,
+                 double value);
+
+/* The process_* figures of the Prometheus client libraries, read from /proc/self: resident and
+ * virtual memory, open and max fds, CPU seconds, start time. A collector (arg unused). */
+void gr_metrics_process_collector(void *arg, struct gr_prom_out *out);
+
+/* Writes every metric and every collector's samples in the Prometheus text exposition format
+ * (version 0.0.4), one "# TYPE" line per family, families sorted by name. Returns 0 or -EIO. */
+int gr_metrics_dump_prometheus(struct gr_metrics *reg, FILE *out);
+
+/* Helpers exposed for the unit test: the family of a JMX name's name part, and label escaping. */
+/* Writes the Prometheus family of jmx_name into buf ("" if the name has no ':'). */
+char *gr_prom_family(char *buf, size_t len, const char *jmx_name);
+/* Writes s escaped as a label value (\\, \", \n) to out. */
+void gr_prom_put_label_value(FILE *out, const char *s);
 
 #endif

@@ -269,6 +269,9 @@ static void register_metrics(struct gr_controller *c) {
             gr_metrics_gauge(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", gauge_names[i]));
     gr_metrics_gauge_fn(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "KafkaController", "ControllerState"),
                         state_gauge, c);
+    /* Marked by the election code; registered now so increase() sees the first election. */
+    gr_metrics_meter(c->cfg.metrics, gr_metrics_name(n, sizeof n, "kafka.controller", "ControllerStats",
+                                                     "UncleanLeaderElectionsPerSec"));
 }
 
 static void unregister_metrics(struct gr_controller *c) {

@@ -279,6 +279,18 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
  * groups' offsets and metadata get tombstones in the log. */
 void gr_gc_delete_groups(struct gr_group_coordinator *gc, const char *const *ids, int n, int16_t *errors);
 
+/* OffsetDelete (group_offset_delete.c): parts[i].error is in/out as for commits (a part with an
+ * error set by the caller, e.g. UNKNOWN_TOPIC_OR_PARTITION, is skipped); out NONE or
+ * GROUP_SUBSCRIBED_TO_TOPIC. Returns the group-level error (then the parts are untouched):
+ * NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID or a coordinator error. */
+struct gr_gc_offset_delete_part {
+    const char *topic;
+    int32_t partition;
+    int16_t error;
+};
+int16_t gr_gc_delete_offsets(struct gr_group_coordinator *gc, const char *group_id,
+                             struct gr_gc_offset_delete_part *parts, int n);
+
 /* ---- background work (called by the thread; tests call them directly) ---- */
 
 /* Runs due timers: member session expiry, pending-member expiry, delayed joins, cleanup. */

@@ -140,7 +140,7 @@ struct gr_net_server {
     int workers_started;
     /* stats */
     atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
-        st_rejected;
+        st_rejected, st_queued;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -445,6 +445,7 @@ static void worker_enqueue(struct gr_net_server *srv, struct req_int *r) {
     if (srv->wq_tail) srv->wq_tail->next = r;
     else srv->wq_head = r;
     srv->wq_tail = r;
+    atomic_fetch_add(&srv->st_queued, 1);
     pthread_cond_signal(&srv->wcond);
     pthread_mutex_unlock(&srv->wmu);
 }
@@ -747,6 +748,7 @@ static void *worker_main(void *arg) {
         struct req_int *r = srv->wq_head;
         srv->wq_head = r->next;
         if (!srv->wq_head) srv->wq_tail = NULL;
+        atomic_fetch_sub(&srv->st_queued, 1);
         pthread_mutex_unlock(&srv->wmu);
         r->next = NULL;
         srv->handler(srv->handler_ctx, &r->pub);
@@ -921,4 +923,5 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->bytes_in = atomic_load_explicit(&s->st_in, memory_order_relaxed);
     out->bytes_out = atomic_load_explicit(&s->st_out, memory_order_relaxed);
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
+    out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
 }

@@ -70,6 +70,11 @@ extern const struct gr_alter_isr_ops gr_rm_alter_isr_ops;
 void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher_config *out);
 void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter_isr_config *out);
 
+/* The Prometheus collector of the replica manager's gauges (replica_metrics.c); arg = rm.
+ * Registered in b->metrics for the manager's running life. */
+struct gr_prom_out;
+void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o);
+
 /* The purgatory key of topic-partition. */
 uint64_t gr_rm_key(const char *topic, int32_t partition);
 

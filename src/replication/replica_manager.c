@@ -19,6 +19,7 @@
 #include "replication/partitions.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
+#include "common/metrics.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -254,16 +255,34 @@ void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition
     if (hw_moved) gr_rm_wake(rm, p, true);
 }
 
+/* IsrShrinksPerSec / IsrExpandsPerSec when an ISR change committed, FailedIsrUpdatesPerSec
+ * when the controller refused or failed it. */
+static void isr_meters(struct gr_replica_manager *rm, int r, int16_t error, int old_nisr, int new_nisr) {
+    struct gr_metrics *reg = rm->b ? rm->b->metrics : NULL;
+    const char *name = NULL;
+    if (!reg) return;
+    if (r == 1 && new_nisr < old_nisr)
+        name = "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
+    else if (r == 1 && new_nisr > old_nisr)
+        name = "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec";
+    else if (r == -1 || (r == 0 && error != GR_KERR_NONE))
+        name = "kafka.server:type=ReplicaManager,name=FailedIsrUpdatesPerSec";
+    struct gr_meter *m = name ? gr_metrics_meter(reg, name) : NULL;
+    if (m) gr_meter_mark(m, 1);
+}
+
 int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
                            int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version) {
     struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
     if (!p) return 0;
     int r;
     bool hw_moved = false;
+    int old_nisr = 0, new_nisr = 0;
     pthread_mutex_lock(&p->lock);
     if (!gr_rs_is_leader(&p->st)) {
         r = 0;
     } else {
+        old_nisr = p->st.nisr;
         r = gr_rs_apply_alter_isr(&p->st, error, leader_epoch, isr, nisr, zk_version);
         char buf[256];
         if (r == 1) {
@@ -279,7 +298,9 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
                     rm->broker_id, gr_kerr_name(error));
         }
     }
+    new_nisr = p->st.nisr;
     pthread_mutex_unlock(&p->lock);
+    isr_meters(rm, r, error, old_nisr, new_nisr); /* no partition lock held */
     /* Even without an HW move, waiting acks=all produces must re-check min.insync. */
     gr_rm_wake(rm, p, true);
     (void)hw_moved;
@@ -758,6 +779,13 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.stop_replica = hook_stop_replica;
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
     b->replica_manager = rm;
+    if (b->metrics) {
+        gr_metrics_add_collector(b->metrics, gr_rm_metrics_collector, rm);
+        /* Registered now so dashboards see 0 rather than nothing before the first change. */
+        gr_metrics_meter(b->metrics, "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec");
+        gr_metrics_meter(b->metrics, "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec");
+        gr_metrics_meter(b->metrics, "kafka.server:type=ReplicaManager,name=FailedIsrUpdatesPerSec");
+    }
     gr_info(LOGGER, "[ReplicaManager broker=%d] started with %d log(s)", rm->broker_id, gr_plog_manager_count(rm->lm));
     *out = rm;
     return 0;
@@ -766,6 +794,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     if (!rm || rm->shut_down) return;
     rm->shut_down = true;
+    if (rm->b && rm->b->metrics) gr_metrics_remove_collector(rm->b->metrics, gr_rm_metrics_collector, rm);
     if (rm->b && rm->b->hooks.ctx == rm) memset(&rm->b->hooks, 0, sizeof rm->b->hooks);
     gr_fetcher_manager_free(rm->fetchers);
     rm->fetchers = NULL;

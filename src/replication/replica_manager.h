@@ -110,4 +110,16 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
 
 struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
 
+/* What DescribeLogDirs and the metrics report of one partition log this broker holds. */
+struct gr_rm_log_info {
+    int dir_idx; /* index in log.dirs */
+    const char *topic;
+    int32_t partition;
+    int64_t size, log_start_offset, log_end_offset, high_watermark, segments;
+};
+/* Calls fn for every open log (no replica-manager or partition lock held; the log manager
+ * holds a reference during the call). Any thread. */
+void gr_rm_foreach_log(struct gr_replica_manager *rm, void (*fn)(void *ctx, const struct gr_rm_log_info *li),
+                       void *ctx);
+
 #endif

@@ -1,6 +1,6 @@
 /* Group coordinator: Java hash placement, __consumer_offsets record formats, the membership state
  * machine (MEMBER_ID_REQUIRED, leader election and protocol selection, initial rebalance delay,
- * SyncGroup, heartbeats and session expiry, LeaveGroup, error codes), offsets, DeleteGroups, and
+ * SyncGroup, heartbeats and session expiry, LeaveGroup, error codes), offsets, DeleteGroups, OffsetDelete, and
  * failover (a second coordinator loads the groups and offsets from the same log). Runs over an
  * in-memory storage with a virtual clock and no background thread. */
 #include <stdio.h>
@@ -566,6 +566,74 @@ static void test_failover_loads_group(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* OffsetDelete (KIP-496): subscribed topics refused while the group has members, others removed
+ * with tombstones (a coordinator loading the log does not see them again), unknown groups. */
+static void test_offset_delete(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *a = new_gc(&f, 0);
+    /* ConsumerProtocolSubscription v0: topics ["t"], null user data */
+    static const uint8_t sub[] = {0, 0, 0, 0, 0, 1, 0, 1, 't', 0xff, 0xff, 0xff, 0xff};
+    const struct gr_gc_protocol protos[] = {{"range", sub, sizeof sub}};
+    const char *G = "od";
+    struct join_out j;
+    join(a, G, "", false, protos, 1, &j);
+    gr_gc_tick(a);
+    CHECK(j.called == 1 && j.gen == 1);
+    char m[160];
+    snprintf(m, sizeof m, "%s", j.member_id);
+    struct sync_out s;
+    struct gr_gc_assignment as[] = {{m, (const uint8_t *)"x", 1}};
+    sync_(a, G, m, 1, as, 1, &s);
+    CHECK(s.error == 0);
+    struct gr_gc_commit_part parts[] = {{.topic = "t", .partition = 0, .offset = 10, .leader_epoch = -1,
+                                         .expire_timestamp = -1},
+                                        {.topic = "u", .partition = 0, .offset = 20, .leader_epoch = -1,
+                                         .expire_timestamp = -1}};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(a, G, m, NULL, 1, parts, 2, on_commit, &co);
+    CHECK(co.called == 1 && co.errors[0] == 0 && co.errors[1] == 0);
+
+    struct gr_gc_offset_delete_part del[] = {{"t", 0, GR_KERR_NONE},
+                                             {"u", 0, GR_KERR_NONE},
+                                             {"u", 9, GR_KERR_NONE},
+                                             {"gone", 0, GR_KERR_UNKNOWN_TOPIC_OR_PARTITION}};
+    CHECK_KERR(gr_gc_delete_offsets(a, G, del, 4), GR_KERR_NONE);
+    CHECK_KERR(del[0].error, GR_KERR_GROUP_SUBSCRIBED_TO_TOPIC);
+    CHECK_KERR(del[1].error, GR_KERR_NONE);
+    CHECK_KERR(del[2].error, GR_KERR_NONE); /* nothing committed: still NONE, as Kafka */
+    CHECK_KERR(del[3].error, GR_KERR_UNKNOWN_TOPIC_OR_PARTITION); /* the caller's error is kept */
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_fetch_part *all = NULL;
+    int n = 0;
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 1 && strcmp(all[0].topic, "t") == 0 && all[0].offset == 10);
+
+    struct gr_gc_offset_delete_part one[] = {{"t", 0, GR_KERR_NONE}};
+    CHECK_KERR(gr_gc_delete_offsets(a, "no-such-group", one, 1), GR_KERR_GROUP_ID_NOT_FOUND);
+    CHECK_KERR(gr_gc_delete_offsets(a, NULL, one, 1), GR_KERR_INVALID_GROUP_ID);
+
+    /* the member leaves: the group is Empty and every partition can go */
+    struct gr_gc_leave_member lm = {.member_id = m};
+    CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_delete_offsets(a, G, one, 1), GR_KERR_NONE);
+    CHECK_KERR(one[0].error, GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0);
+
+    /* another coordinator loading the log sees the tombstones */
+    int32_t p = gr_gc_partition_for(a, G);
+    f.epoch[p] = 1;
+    struct gr_group_coordinator *b = new_gc(&f, 0);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0);
+    gr_arena_free(&ar);
+    gr_gc_free(a);
+    gr_gc_free(b);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -573,6 +641,7 @@ int main(void) {
     test_join_sync_heartbeat();
     test_initial_delay_and_rebalance_timeout();
     test_failover_loads_group();
+    test_offset_delete();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;

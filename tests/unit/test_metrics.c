@@ -1,6 +1,7 @@
 /* Metrics registry: gauges (stored and callback), meters, histograms, timers, removal, and the
- * JSON dump (checked by parsing it back with jansson). */
+ * JSON dump (checked by parsing it back with jansson), the Prometheus text exposition. */
 #include <errno.h>
+#include <stdbool.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,101 @@
 #include "support/check.h"
 
 static int64_t forty_two(void *arg) { return *(int64_t *)arg; }
+
+static char *dump_prometheus(struct gr_metrics *reg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(gr_metrics_dump_prometheus(reg, f) == 0);
+    fclose(f);
+    return buf;
+}
+
+static bool has_line(const char *text, const char *line) {
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p++)
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == 0)) return true;
+    return false;
+}
+
+static int count_substr(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, s)); p++) n++;
+    return n;
+}
+
+static int collector_calls;
+static void test_collector(void *arg, struct gr_prom_out *o) {
+    collector_calls++;
+    gr_prom_gauge(o, "kafka.log:type=Log,name=Size,topic=my.topic-1,partition=3", 1234);
+    gr_prom_gauge(o, (const char *)arg, 7); /* a label value that needs escaping */
+    gr_prom_meter(o, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=my.topic-1", 10);
+    gr_prom_raw(o, "process_open_fds", "gauge", NULL, "Number of open file descriptors.", 12);
+}
+
+/* The Prometheus text exposition: JMX exporter names, label escaping, one TYPE line per family
+ * with its samples together, summaries for timers and histograms, collectors. */
+static void test_prometheus(void) {
+    struct gr_metrics *reg = gr_metrics_new();
+    char fam[256];
+    CHECK(strcmp(gr_prom_family(fam, sizeof fam, "kafka.controller:type=KafkaController,name=ActiveControllerCount"),
+                 "kafka_controller_kafkacontroller_activecontrollercount") == 0);
+    CHECK(strcmp(gr_prom_family(fam, sizeof fam, "kafka.log:type=LogCleanerManager,name=max-dirty-percent"),
+                 "kafka_log_logcleanermanager_max_dirty_percent") == 0);
+    CHECK(strcmp(gr_prom_family(fam, sizeof fam, "no colon"), "") == 0);
+
+    gr_gauge_set(gr_metrics_gauge(reg, "kafka.controller:type=KafkaController,name=ActiveControllerCount"), 1);
+    gr_meter_mark(gr_metrics_meter(reg, "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec"), 2);
+    gr_meter_mark(gr_metrics_meter(reg, "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec"), 30);
+    gr_meter_mark(gr_metrics_meter(reg, "kafka.server:type=X,name=Plain"), 4);
+    gr_gauge_set(gr_metrics_gauge(reg, "kafka.controller:type=ControllerChannelManager,name=QueueSize,broker-id=2"), 5);
+    struct gr_timer *t =
+        gr_metrics_timer(reg, "kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs");
+    gr_timer_update(t, 2);
+    gr_timer_update(t, 4);
+    gr_histogram_update(gr_metrics_histogram(reg, "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"),
+                        1.5);
+    const char *evil = "kafka.server:type=T,name=Evil,client-id=a\"b\\c\nd";
+    gr_metrics_add_collector(reg, test_collector, (void *)evil);
+
+    char *out = dump_prometheus(reg);
+    CHECK(collector_calls == 1);
+    CHECK(has_line(out, "# TYPE kafka_controller_kafkacontroller_activecontrollercount gauge"));
+    CHECK(has_line(out, "kafka_controller_kafkacontroller_activecontrollercount 1"));
+    CHECK(has_line(out, "# TYPE kafka_controller_controllerstats_uncleanleaderelections_total counter"));
+    CHECK(has_line(out, "kafka_controller_controllerstats_uncleanleaderelections_total 2"));
+    CHECK(has_line(out, "kafka_server_x_plain_count 4"));
+    CHECK(has_line(out, "kafka_controller_controllerchannelmanager_queuesize{broker_id=\"2\"} 5"));
+    CHECK(has_line(out, "# TYPE kafka_controller_controllerstats_leaderelectionrateandtimems summary"));
+    CHECK(has_line(out, "kafka_controller_controllerstats_leaderelectionrateandtimems_count 2"));
+    CHECK(has_line(out, "kafka_controller_controllerstats_leaderelectionrateandtimems_sum 6"));
+    CHECK(strstr(out, "kafka_controller_controllerstats_leaderelectionrateandtimems{quantile=\"0.99\"} ") != NULL);
+    CHECK(has_line(out, "kafka_network_requestmetrics_totaltimems{request=\"Produce\",quantile=\"0.50\"} 1.5"));
+    CHECK(has_line(out, "kafka_log_log_size{topic=\"my.topic-1\",partition=\"3\"} 1234"));
+    CHECK(has_line(out, "kafka_server_t_evil{client_id=\"a\\\"b\\\\c\\nd\"} 7"));
+    CHECK(has_line(out, "process_open_fds 12"));
+    CHECK(has_line(out, "# HELP process_open_fds Number of open file descriptors."));
+    /* Registry meter and collector meter share a family: one TYPE line, samples adjacent. */
+    CHECK(count_substr(out, "# TYPE kafka_server_brokertopicmetrics_bytesin_total counter\n") == 1);
+    CHECK(strstr(out, "\nkafka_server_brokertopicmetrics_bytesin_total 30\n"
+                      "kafka_server_brokertopicmetrics_bytesin_total{topic=\"my.topic-1\"} 10\n") != NULL);
+    /* Every family has exactly one TYPE line. */
+    CHECK(count_substr(out, "# TYPE kafka_controller_controllerstats_leaderelectionrateandtimems ") == 1);
+    free(out);
+
+    gr_metrics_remove_collector(reg, test_collector, (void *)evil);
+    out = dump_prometheus(reg);
+    CHECK(collector_calls == 1 && strstr(out, "kafka_log_log_size") == NULL);
+    free(out);
+
+    /* The process collector reads /proc/self. */
+    gr_metrics_add_collector(reg, gr_metrics_process_collector, NULL);
+    out = dump_prometheus(reg);
+    CHECK(strstr(out, "\nprocess_resident_memory_bytes ") && strstr(out, "\nprocess_cpu_seconds_total "));
+    CHECK(strstr(out, "\nprocess_open_fds ") && strstr(out, "\nprocess_start_time_seconds "));
+    free(out);
+    gr_metrics_free(reg);
+}
 
 static json_t *dump_and_parse(struct gr_metrics *reg) {
     char *buf = NULL;
@@ -123,6 +219,7 @@ int main(void) {
     CHECK(gr_metrics_dump_file(reg, "/nonexistent-dir/x.json") < 0);
 
     gr_metrics_free(reg);
+    test_prometheus();
     if (test_failures) {
         fprintf(stderr, "test_metrics: %d failure(s)\n", test_failures);
         return 1;

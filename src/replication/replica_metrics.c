@@ -1,0 +1,103 @@
+/* The replica manager's figures for the Prometheus endpoint (a collector, common/metrics.h
+ * rule 5), computed at scrape time from the hosted partitions as Kafka's ReplicaManager,
+ * Partition and Log gauges compute them:
+ *   kafka.server:type=ReplicaManager  PartitionCount, LeaderCount, UnderReplicatedPartitions
+ *                                     (leader, |ISR| < |replicas|), UnderMinIsrPartitionCount
+ *                                     (leader, |ISR| < min.insync.replicas),
+ *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
+ *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
+ *   kafka.log:type=Log                Size, LogStartOffset, LogEndOffset, NumLogSegments per log
+ *   kafka.server:type=DelayedOperationPurgatory  PurgatorySize per delayedOperation (Produce, Fetch)
+ *   kafka.log:type=LogManager         OfflineLogDirectoryCount
+ * Locks: the map lock (read) then each partition's lock, never with a registry lock held.
+ * Also gr_rm_foreach_log (replica_manager.h), which DescribeLogDirs shares with the Log gauges. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "common/metrics.h"
+#include "replication/log_dir_failure.h"
+#include "replication/purgatory.h"
+#include "replication/replica_internal.h"
+#include "storage/log_manager.h"
+
+static void partition_gauge(struct gr_prom_out *o, const char *name, const char *topic, int32_t partition, double v) {
+    char n[512];
+    snprintf(n, sizeof n, "kafka.cluster:type=Partition,name=%s,topic=%s,partition=%d", name, topic, partition);
+    gr_prom_gauge(o, n, v);
+}
+
+struct foreach_ctx {
+    void (*fn)(void *ctx, const struct gr_rm_log_info *li);
+    void *ctx;
+};
+
+static void foreach_one(void *ctx, struct gr_lm_log *l) {
+    struct foreach_ctx *f = ctx;
+    struct gr_rm_log_info li = {.dir_idx = l->dir_idx,
+                                .topic = l->topic,
+                                .partition = l->partition,
+                                .size = gr_plog_size_bytes(l->log),
+                                .log_start_offset = gr_plog_start_offset(l->log),
+                                .log_end_offset = gr_plog_end_offset(l->log),
+                                .high_watermark = atomic_load(&l->hw),
+                                .segments = gr_plog_segment_count(l->log)};
+    f->fn(f->ctx, &li);
+}
+
+void gr_rm_foreach_log(struct gr_replica_manager *rm, void (*fn)(void *ctx, const struct gr_rm_log_info *li),
+                       void *ctx) {
+    struct foreach_ctx f = {fn, ctx};
+    if (rm && rm->lm) gr_plog_manager_foreach(rm->lm, foreach_one, &f);
+}
+
+static void log_gauges(void *ctx, const struct gr_rm_log_info *l) {
+    struct gr_prom_out *o = ctx;
+    static const char *const names[] = {"Size", "LogStartOffset", "LogEndOffset", "NumLogSegments"};
+    double v[] = {(double)l->size, (double)l->log_start_offset, (double)l->log_end_offset, (double)l->segments};
+    char n[512];
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "kafka.log:type=Log,name=%s,topic=%s,partition=%d", names[i], l->topic, l->partition);
+        gr_prom_gauge(o, n, v[i]);
+    }
+}
+
+void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
+    struct gr_replica_manager *rm = arg;
+    int64_t count = 0, leaders = 0, urp = 0, under_min = 0, at_min = 0;
+    pthread_rwlock_rdlock(&rm->map_lock);
+    for (int b = 0; b < GR_RM_NBUCKETS; b++) {
+        for (struct gr_rm_partition *p = rm->buckets[b]; p; p = p->next) {
+            pthread_mutex_lock(&p->lock);
+            if (p->online) {
+                count++;
+                if (gr_rs_is_leader(&p->st)) {
+                    bool ur = p->st.nisr < p->st.nreplicas, um = p->st.nisr < p->min_isr, am = p->st.nisr == p->min_isr;
+                    leaders++;
+                    urp += ur;
+                    under_min += um;
+                    at_min += am;
+                    partition_gauge(o, "UnderReplicated", p->topic, p->partition, ur);
+                    partition_gauge(o, "UnderMinIsr", p->topic, p->partition, um);
+                    partition_gauge(o, "AtMinIsr", p->topic, p->partition, am);
+                }
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    pthread_rwlock_unlock(&rm->map_lock);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=PartitionCount", (double)count);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=LeaderCount", (double)leaders);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", (double)urp);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount", (double)under_min);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount", (double)at_min);
+    if (rm->produce_purg)
+        gr_prom_gauge(o, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Produce",
+                      (double)gr_purgatory_waiting(rm->produce_purg));
+    if (rm->fetch_purg)
+        gr_prom_gauge(o, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Fetch",
+                      (double)gr_purgatory_waiting(rm->fetch_purg));
+    struct gr_ldf *ldf = rm->b ? gr_ldf_of(rm->b) : NULL;
+    gr_prom_gauge(o, "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
+                  ldf ? (double)gr_ldf_offline_count(ldf) : 0.0);
+    gr_rm_foreach_log(rm, log_gauges, o);
+}
