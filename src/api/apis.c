@@ -176,6 +176,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     r->net = nreq;
     r->listener = nreq->listener;
     r->peer = nreq->peer;
+    r->principal = "User:ANONYMOUS";
     r->received_ms = gr_mono_ms();
     gr_arena_init(&r->arena);
 
