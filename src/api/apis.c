@@ -9,6 +9,7 @@
 
 #include "broker/broker.h"
 #include "api/handlers.h"
+#include "api/handle_sasl.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -55,6 +56,11 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ELECT_LEADERS] = {0, 2, gr_handle_elect_leaders, 0},
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
+    /* security: api/handle_sasl.c, api/handle_user_scram.c */
+    [GR_API_SASL_HANDSHAKE] = {0, 1, gr_handle_sasl_handshake, 0},
+    [GR_API_SASL_AUTHENTICATE] = {0, 2, gr_handle_sasl_authenticate, 0},
+    [GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_describe_user_scram_credentials, 0},
+    [GR_API_ALTER_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_alter_user_scram_credentials, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */
@@ -171,6 +177,10 @@ static void answer_unsupported_api_versions(struct gr_api_req *r)
 void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
 {
     struct gr_broker *b = ctx;
+    if (nreq->session && nreq->session->raw_tokens) { /* after SaslHandshake v0: not a Kafka request */
+        gr_sasl_raw_token(b, nreq);
+        return;
+    }
     struct gr_api_req *r = gr_calloc(1, sizeof(*r));
     r->broker = b;
     r->net = nreq;
@@ -215,6 +225,8 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         gr_api_close(r, why);
         return;
     }
+    if (!gr_sasl_gate(r)) /* sets r->principal; closes requests sent before SASL completes */
+        return;
     if ((e->needs & GR_API_NEEDS_REPLICA_MANAGER) && !b->replica_manager) {
         snprintf(why, sizeof(why), "API %s needs the replica manager, which this broker does not run", name);
         gr_api_close(r, why);

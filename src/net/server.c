@@ -620,6 +620,8 @@ static void conn_read(struct conn *c) {
             const char *bad = size < 0                          ? "negative"
                               : size < min_size                   ? "shorter than a request header"
                               : (int64_t)size > srv->max_request ? "above the limit"
+                              : (c->sess->sasl && !c->sess->authenticated && size > GR_NET_SASL_MAX_RECEIVE)
+                                  ? "above the limit before SASL authentication (524288)"
                                                                   : NULL;
             if (bad) {
                 reject_frame(c, size, bad);

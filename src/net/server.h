@@ -65,6 +65,7 @@
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
 #define GR_NET_DEFAULT_NUM_IO_THREADS 8
+#define GR_NET_SASL_MAX_RECEIVE 524288 /* frames before SASL completes (Kafka 2.8's sasl.server.max.receive.size) */
 
 /* One listening socket, e.g. {"PLAINTEXT", "0.0.0.0", 9092}. host NULL or "" means all
  * interfaces; port 0 binds an ephemeral port (see gr_net_server_port).
@@ -95,6 +96,8 @@ struct gr_net_session {
     int sasl;              /* the listener requires SASL */
     int tls;               /* the connection is TLS */
     int state;             /* owned by the handler layer (api/handle_sasl.c); 0 at accept */
+    int authenticated;     /* SASL complete; until then a SASL listener accepts frames of at most
+                            * GR_NET_SASL_MAX_RECEIVE bytes */
     int raw_tokens;        /* the next frames are raw SASL tokens (SaslHandshake v0): any size
                             * of at least 1 is accepted and api_key reads as -1 */
     char mechanism[32];

@@ -1405,3 +1405,15 @@ int gr_kzk_watch_children(struct gr_kzk *k, const char *path, struct gr_zstrings
     int rc = z_children(k, path, true, out);
     return rc == GR_ZOK ? 0 : zfail("get children", path, rc);
 }
+
+int gr_kzk_get_entity_names(struct gr_kzk *k, const char *type, struct gr_zstrings *out) {
+    char *path = gr_asprintf("/config/%s", type);
+    int rc = z_children(k, path, false, out);
+    if (rc == GR_ZNONODE) {
+        memset(out, 0, sizeof *out);
+        rc = GR_ZOK;
+    }
+    int ret = rc == GR_ZOK ? 0 : zfail("get children", path, rc);
+    free(path);
+    return ret;
+}
