@@ -274,7 +274,9 @@ static int server_final(struct gr_scram_server *s, const char *m, size_t n, uint
     size_t wl = (size_t)(p - 3 - m), cl, rl; /* without proof */
     const char *c = attr(m, wl, "c", &cl), *r = attr(m, wl, "r", &rl);
     if (!c || !r || m[0] != 'c') return *why = "invalid client-final message", -EINVAL;
-    if (rl != strlen(s->nonce) || memcmp(r, s->nonce, rl) != 0) return *why = "nonce mismatch", -EACCES;
+    /* Kafka accepts a nonce that ends with the server's (librdkafka sends client nonce + it) */
+    size_t sl = strlen(s->nonce);
+    if (rl < sl || memcmp(r + rl - sl, s->nonce, sl) != 0) return *why = "nonce mismatch", -EACCES;
     char *cb = gr_b64_encode((const uint8_t *)s->gs2_header, strlen(s->gs2_header));
     bool cb_ok = cl == strlen(cb) && memcmp(c, cb, cl) == 0;
     free(cb);
