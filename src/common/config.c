@@ -390,18 +390,16 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.");
         return GR_ECONFIG;
     }
-    if (cfg->security_inter_broker_protocol) { /* the listener named after the protocol */
-        cfg->inter_broker_listener_name = gr_strdup(cfg->security_inter_broker_protocol);
-        for (char *c = cfg->inter_broker_listener_name; *c; c++) *c = (char)toupper((unsigned char)*c);
-    }
-    if (cfg->inter_broker_listener_name) {
+    /* security.inter.broker.protocol names the listener of the same name */
+    const char *ibl = cfg->inter_broker_listener_name ? cfg->inter_broker_listener_name
+                                                      : cfg->security_inter_broker_protocol;
+    if (ibl) {
         bool found = false;
         for (int i = 0; i < cfg->num_advertised_listeners; i++)
-            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0) found = true;
+            if (strcasecmp(cfg->advertised_listeners[i].name, ibl) == 0) found = true;
         if (!found) {
-            snprintf(err, errlen,
-                     "Invalid value %s for configuration inter.broker.listener.name: not among the advertised listeners",
-                     cfg->inter_broker_listener_name);
+            snprintf(err, errlen, "Invalid value %s for configuration %s: not among the advertised listeners", ibl,
+                     cfg->inter_broker_listener_name ? "inter.broker.listener.name" : "security.inter.broker.protocol");
             return GR_ECONFIG;
         }
     }
@@ -474,9 +472,11 @@ const char *gr_config_security_protocol(const struct gr_config *cfg, const char 
 }
 
 const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg) {
-    if (cfg->inter_broker_listener_name)
+    const char *name = cfg->inter_broker_listener_name ? cfg->inter_broker_listener_name
+                                                       : cfg->security_inter_broker_protocol;
+    if (name)
         for (int i = 0; i < cfg->num_advertised_listeners; i++)
-            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0)
+            if (strcasecmp(cfg->advertised_listeners[i].name, name) == 0)
                 return &cfg->advertised_listeners[i];
     return cfg->num_advertised_listeners ? &cfg->advertised_listeners[0] : NULL;
 }

@@ -42,7 +42,7 @@ int gr_b64_decode(const char *s, size_t n, uint8_t *out, size_t cap) {
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' ||
-                  ch == '/' || (ch == '=' && i >= n - 2);
+                  ch == '/' || (ch == '=' && (i == n - 1 || (i == n - 2 && s[n - 1] == '=')));
         if (!ok) return -1;
     }
     uint8_t *tmp = gr_malloc(n / 4 * 3 + 1);
