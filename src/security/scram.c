@@ -389,7 +389,10 @@ int gr_scram_client_step(struct gr_scram_client *c, const uint8_t *in, size_t in
         }
         uint8_t salt[128], salted[64], client_key[64], stored[64], sig[64], proof[64], server_key[64];
         int saltl = gr_b64_decode(s, sl, salt, sizeof salt), kl = key_len_of(c->mech);
-        if (saltl <= 0 || iters < 1 || gr_scram_salted_password(c->mech, c->password, salt, saltl, iters, salted))
+        /* Kafka's client refuses fewer than 4096 iterations; the upper bound keeps a hostile
+         * broker from making the client spin */
+        if (saltl <= 0 || iters < GR_SCRAM_MIN_ITERATIONS || iters > GR_SCRAM_CLIENT_MAX_ITERATIONS ||
+            gr_scram_salted_password(c->mech, c->password, salt, saltl, iters, salted))
             return -EINVAL;
         char *without = gr_asprintf("c=biws,r=%.*s", (int)rl, r);
         char *auth = gr_asprintf("%s,%.*s,%s", c->client_first_bare, (int)in_len, m, without);

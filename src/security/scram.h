@@ -18,6 +18,7 @@
 #define GR_SCRAM_MIN_ITERATIONS 4096
 #define GR_SCRAM_MAX_ITERATIONS 16384 /* AlterUserScramCredentials' upper bound */
 #define GR_SCRAM_MAX_MESSAGE 4096     /* longer client messages are refused */
+#define GR_SCRAM_CLIENT_MAX_ITERATIONS 65536 /* a server asking for more is refused by our client */
 
 enum gr_scram_mech { GR_SCRAM_NONE = 0, GR_SCRAM_SHA_256 = 1, GR_SCRAM_SHA_512 = 2 };
 
