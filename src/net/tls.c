@@ -7,6 +7,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,16 @@ static void set_error(struct gr_tls *t, int ssl_err, const char *what) {
     }
 }
 
+/* OpenSSL writes to the socket with write(2), not send(MSG_NOSIGNAL): a peer that is gone
+ * would raise SIGPIPE. Ignore it unless the program installed its own handler. */
+static pthread_once_t sigpipe_once = PTHREAD_ONCE_INIT;
+static void ignore_sigpipe(void) {
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
+
 static struct gr_tls *tls_new(void *ssl_ctx, int fd) {
+    pthread_once(&sigpipe_once, ignore_sigpipe);
     SSL *ssl = SSL_new((SSL_CTX *)ssl_ctx);
     if (!ssl) return NULL;
     if (SSL_set_fd(ssl, fd) != 1) {

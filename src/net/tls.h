@@ -7,6 +7,9 @@
  * the socket (the caller closes it after gr_tls_free). The SSL_CTX is reference counted by
  * OpenSSL, so the context given to *_new may be freed by its owner afterwards.
  *
+ * OpenSSL writes with write(2): the first TLS connection of a process sets SIGPIPE to SIG_IGN
+ * unless the program installed a handler (gregord ignores it anyway).
+ *
  * Errors follow recv(2)/send(2): -1 with errno EAGAIN while OpenSSL waits for the socket
  * (gr_tls_wants_write tells which direction), EPROTO for a TLS failure (the reason is kept for
  * gr_tls_error), ECONNRESET for a socket error; 0 from gr_tls_recv is the peer's close. */
