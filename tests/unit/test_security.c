@@ -124,7 +124,6 @@ static void test_jaas_plain(void) {
     CHECK(gr_jaas_option(jaas, "user_bob") == NULL);
     CHECK(gr_jaas_option(jaas, "required") == NULL);
     CHECK(gr_jaas_option(NULL, "x") == NULL);
-    CHECK(gr_jaas_option("a=\"unterminated", "a") != NULL || 1); /* must not crash */
     free(gr_jaas_option("a=\"unterminated", "a"));
 
     char user[64];
