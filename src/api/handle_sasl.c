@@ -116,7 +116,8 @@ void gr_handle_sasl_handshake(struct gr_broker *b, struct gr_api_req *req, const
     const char *list = gr_sasl_enabled_mechanisms(b->cfg, req->listener);
     resp->Mechanisms = mechanism_list(req, list, &resp->MechanismsCount);
     if (!s->sasl || s->state != SASL_INITIAL) { /* a PLAINTEXT/SSL listener, or authenticated already */
-        resp->ErrorCode = GR_KERR_ILLEGAL_SASL_STATE;
+        resp->ErrorCode = GR_KERR_ILLEGAL_SASL_STATE; /* as KafkaApis: no mechanism list */
+        resp->MechanismsCount = 0;
         gr_api_respond(req, resp);
         return;
     }
@@ -149,7 +150,8 @@ void gr_handle_sasl_authenticate(struct gr_broker *b, struct gr_api_req *req, co
     struct gr_net_session *s = req->net->session;
     if (!s->sasl || s->state != SASL_AUTHENTICATE) {
         resp->ErrorCode = GR_KERR_ILLEGAL_SASL_STATE;
-        resp->ErrorMessage = gr_api_strdup(req, "Unexpected SaslAuthenticate request");
+        resp->ErrorMessage = gr_api_strdup(req, s->sasl ? "SaslAuthenticate request received after successful authentication"
+                                                         : "Unexpected SaslAuthenticate request on a listener without SASL");
         gr_api_respond(req, resp);
         return;
     }

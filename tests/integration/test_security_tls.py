@@ -370,6 +370,14 @@ def test_hostile_input(single, pki):
     assert handshake_v1(s, b"GSSAPI") == 33
     assert closed_by_peer(s)
     s.close()
+    # SASL APIs on a listener without SASL: ILLEGAL_SASL_STATE (34), the connection stays usable
+    s = socket.create_connection(("127.0.0.1", ports["PLAINTEXT"]))
+    assert handshake_v1(s, b"PLAIN") == 34
+    r = authenticate_v1(s, b"\x00a\x00b")
+    assert struct.unpack(">h", r[4:6])[0] == 34
+    s.sendall(frame(18, 0, 3, b""))
+    assert recv_frame(s) is not None
+    s.close()
     # each closed only its own connection
     assert c[1].running()
     assert_alive(pki, ports)
