@@ -144,7 +144,7 @@ ssize_t gr_tls_send(struct gr_tls *t, const void *buf, size_t n) {
     return -1;
 }
 
-bool gr_tls_pending(const struct gr_tls *t) { return SSL_pending(t->ssl) > 0; }
+bool gr_tls_pending(const struct gr_tls *t) { return SSL_has_pending(t->ssl) == 1; }
 
 const char *gr_tls_error(const struct gr_tls *t) { return t->err[0] ? t->err : "unknown TLS error"; }
 

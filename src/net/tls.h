@@ -37,7 +37,8 @@ bool gr_tls_wants_write(const struct gr_tls *t);
 
 ssize_t gr_tls_recv(struct gr_tls *t, void *buf, size_t n);
 ssize_t gr_tls_send(struct gr_tls *t, const void *buf, size_t n);
-/* Decrypted bytes OpenSSL holds that a recv would return without touching the socket. */
+/* Bytes OpenSSL holds (decrypted, or read ahead from the socket and not yet processed) that a
+ * recv would consume without the socket becoming readable: epoll cannot see them. */
 bool gr_tls_pending(const struct gr_tls *t);
 
 /* The reason of the last failure, for log lines. */

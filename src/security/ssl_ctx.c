@@ -239,6 +239,9 @@ void *gr_ssl_ctx_new(bool server, gr_prop_fn get, void *get_ctx, bool *verify_ho
         return NULL;
     }
     SSL_CTX_set_options(b.ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    /* read whole socket buffers, not one record header + body per read(2); net/tls.h's
+     * gr_tls_pending covers what is read ahead */
+    SSL_CTX_set_read_ahead(b.ctx, 1);
     if (set_protocols(&b) || set_ciphers(&b) || load_keystore(&b, server) || load_truststore(&b, server)) {
         SSL_CTX_free(b.ctx);
         return NULL;
