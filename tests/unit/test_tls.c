@@ -56,6 +56,20 @@ static int sh(const char *cmd) {
 
 static char *path(const char *name) { return gr_asprintf("%s/%s", dir, name); }
 
+/* The whole of a file in dir, NUL-terminated (malloc'd). */
+static char *read_file(const char *name) {
+    char *p = path(name);
+    FILE *f = fopen(p, "r");
+    free(p);
+    char *buf = gr_calloc(1, 16384);
+    if (f) {
+        size_t n = fread(buf, 1, 16383, f);
+        buf[n] = 0;
+        fclose(f);
+    }
+    return buf;
+}
+
 /* A frame: api key, version 0, correlation id, then payload bytes. */
 static uint8_t *frame(int16_t key, int32_t corr, size_t payload, size_t *len) {
     *len = 12 + payload;
@@ -171,6 +185,40 @@ int main(void) {
     CHECK(gr_net_client_connect("localhost", port, 2000, &cli) == 0);
     CHECK(gr_net_client_start_tls(cli, with_cert, "localhost", 0, 5000) == 0); /* algorithm "" */
     gr_net_client_close(cli);
+
+    /* PKCS12 keystore and truststore; inline PEM keystore and truststore (KIP-651) */
+    CHECK(sh("openssl pkcs12 -export -inkey c.key -in c.pem -out client.p12 -passout pass:p12pass && "
+             "openssl pkcs12 -export -nokeys -in ca.pem -out trust.p12 -passout pass:trustpass") == 0);
+    char *p12 = path("client.p12"), *t12 = path("trust.p12");
+    struct props pp = {{"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.truststore.type",
+                        "ssl.truststore.location", "ssl.truststore.password"},
+                       {"PKCS12", p12, "p12pass", "PKCS12", t12, "trustpass"}};
+    void *p12ctx = gr_ssl_ctx_new(false, get, &pp, NULL, err, sizeof err);
+    CHECKF(p12ctx != NULL, "%s", err);
+    pp.v[2] = "wrong";
+    CHECK(gr_ssl_ctx_new(false, get, &pp, NULL, err, sizeof err) == NULL && strstr(err, "ssl.keystore.location"));
+    char *key_pem = read_file("c.key"), *chain_pem = read_file("c.pem"), *ca_pem = read_file("ca.pem");
+    struct props ip = {{"ssl.keystore.type", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+                        "ssl.truststore.type", "ssl.truststore.certificates"},
+                       {"PEM", key_pem, chain_pem, "PEM", ca_pem}};
+    void *inline_ctx = gr_ssl_ctx_new(false, get, &ip, NULL, err, sizeof err);
+    CHECKF(inline_ctx != NULL, "%s", err);
+    void *ctxs[] = {p12ctx, inline_ctx};
+    for (int i = 0; i < 2; i++) {
+        if (!ctxs[i]) continue;
+        CHECK(gr_net_client_connect("127.0.0.1", mport, 2000, &cli) == 0);
+        CHECK(gr_net_client_start_tls(cli, ctxs[i], "127.0.0.1", 1, 5000) == 0);
+        CHECK(gr_net_client_send_recv(cli, f, flen, &resp, &rlen, 5000) == 0);
+        CHECKF(rlen > 4 && strncmp((char *)resp + 4, "User:CN=client1,O=Test,C=US", rlen - 4) == 0, "keystore %d", i);
+        free(resp);
+        gr_net_client_close(cli);
+        SSL_CTX_free(ctxs[i]);
+    }
+    free(p12);
+    free(t12);
+    free(key_pem);
+    free(chain_pem);
+    free(ca_pem);
 
     /* plaintext on the TLS port: the connection is closed, the server keeps serving */
     CHECK(gr_net_client_connect("127.0.0.1", port, 2000, &cli) == 0);
