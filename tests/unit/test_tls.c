@@ -231,6 +231,42 @@ int main(void) {
     gr_net_client_close(cli);
     free(f);
 
+    /* ssl.enabled.protocols and ssl.cipher.suites (Java's names): a TLSv1.2-only listener with one
+     * ECDSA suite; a TLSv1.3-only client cannot connect, a default client can */
+    struct props tp = {{"ssl.keystore.type", "ssl.keystore.location", "ssl.enabled.protocols", "ssl.cipher.suites"},
+                       {"PEM", ks, "TLSv1.2", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}};
+    void *t12ctx = gr_ssl_ctx_new(true, get, &tp, NULL, err, sizeof err);
+    CHECKF(t12ctx != NULL, "%s", err);
+    tp.v[3] = "TLS_NO_SUCH_SUITE";
+    CHECK(gr_ssl_ctx_new(true, get, &tp, NULL, err, sizeof err) == NULL && strstr(err, "ssl.cipher.suites"));
+    tp.v[2] = "SSLv3";
+    CHECK(gr_ssl_ctx_new(true, get, &tp, NULL, err, sizeof err) == NULL && strstr(err, "ssl.enabled.protocols"));
+    struct gr_net_listener ls12[] = {{"TLS12", "127.0.0.1", 0}};
+    struct gr_net_listener_security sec12[] = {{t12ctx, 0}};
+    cfg.listeners = ls12;
+    cfg.num_listeners = 1;
+    cfg.security = sec12;
+    struct gr_net_server *srv12 = NULL;
+    CHECK(gr_net_server_new(&cfg, handler, NULL, &srv12) == 0 && gr_net_server_start(srv12) == 0);
+    SSL_CTX_free(t12ctx);
+    int port12 = gr_net_server_port(srv12, 0);
+    char *cap = path("ca.pem");
+    struct props cp13 = {{"ssl.truststore.location", "ssl.enabled.protocols"}, {cap, "TLSv1.3"}};
+    void *c13 = gr_ssl_ctx_new(false, get, &cp13, NULL, err, sizeof err);
+    CHECK(gr_net_client_connect("127.0.0.1", port12, 2000, &cli) == 0);
+    CHECK(gr_net_client_start_tls(cli, c13, "127.0.0.1", 1, 5000) != 0);
+    gr_net_client_close(cli);
+    CHECK(gr_net_client_connect("127.0.0.1", port12, 2000, &cli) == 0);
+    CHECK(gr_net_client_start_tls(cli, no_cert, "127.0.0.1", 1, 5000) == 0);
+    f = frame(1, 12, 0, &flen);
+    CHECK(gr_net_client_send_recv(cli, f, flen, &resp, &rlen, 5000) == 0);
+    free(resp);
+    free(f);
+    gr_net_client_close(cli);
+    SSL_CTX_free(c13);
+    free(cap);
+    gr_net_server_free(srv12);
+
     gr_net_server_free(srv);
     SSL_CTX_free(with_cert);
     SSL_CTX_free(no_cert);
