@@ -194,6 +194,31 @@ def test_secure_cluster_clients_replication_failover(cluster_factory, zk_connect
     cons.close()
     assert got == {f"m{i}".encode() for i in range(50)}
 
+    # the other clients on the other listeners: kafka-python admin over SASL_SSL + SCRAM-SHA-512,
+    # kcat producing over SASL_PLAINTEXT + PLAIN, a confluent-kafka consumer group over SSL
+    kadmin = KP.KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{ports[2]['INTERNAL']}", security_protocol="SASL_SSL",
+                                 sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob",
+                                 sasl_plain_password="bob-secret", ssl_cafile=pki["ca"])
+    kadmin.create_topics([KP.admin.NewTopic("secure2", 1, 3)])
+    assert "secure2" in kadmin.list_topics()
+    kadmin.close()
+    r = kcat(["-b", f"127.0.0.1:{ports[1]['SASL_PLAINTEXT']}", "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+              "sasl.mechanism=PLAIN", "-X", "sasl.username=carol", "-X", "sasl.password=carol-secret", "-P",
+              "-t", "secure2"], input_data=b"k1\nk2\nk3\n")
+    assert r.returncode == 0, r.stderr
+    ccons = CK.Consumer({"bootstrap.servers": f"127.0.0.1:{ports[3]['SSL']}", "security.protocol": "SSL",
+                         "ssl.ca.location": pki["ca"], "ssl.certificate.location": pki["client_cert"],
+                         "ssl.key.location": pki["client_key"], "group.id": "g-ssl", "auto.offset.reset": "earliest"})
+    ccons.subscribe(["secure2"])
+    seen = []
+    end = time.time() + 30
+    while len(seen) < 3 and time.time() < end:
+        m = ccons.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append(m.value())
+    ccons.close()
+    assert sorted(seen) == [b"k1", b"k2", b"k3"]
+
     # replication over the SASL_SSL inter-broker listener: every replica back in the ISR
     def isr_full():
         for p in range(2):
