@@ -244,6 +244,10 @@ def test_secure_cluster_clients_replication_failover(cluster_factory, zk_connect
     assert set(r.stdout.decode().split()) == {f"m{i}" for i in range(70)}
     for b in c.running():
         assert "Failed authentication" not in b.log(), f"broker {b.id} rejected an inter-broker login"
+    # controlled shutdown of the other survivor goes to the controller over SASL_SSL as well
+    other = [b for b in c.running() if b.id != survivor][0]
+    other.stop()
+    assert "Controlled shutdown succeeded" in other.log(), other.log_tail(30)
 
 
 # ---- one broker for the negative and hostile cases ----
