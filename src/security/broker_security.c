@@ -18,10 +18,12 @@
 struct listener_props {
     const struct gr_config *cfg;
     const char *listener;
+    bool sasl; /* SASL_SSL: Kafka 2.7 never asks for client certificates there (KIP-684 is 3.0) */
 };
 
 static const char *listener_prop(void *ctx, const char *key) {
     struct listener_props *p = ctx;
+    if (p->sasl && strcmp(key, "ssl.client.auth") == 0) return "none";
     return gr_config_listener_prop(p->cfg, p->listener, key);
 }
 
@@ -32,7 +34,7 @@ static int inter_broker_client(const struct gr_config *cfg, char *err, size_t er
     const struct gr_listener *ibl = gr_config_inter_broker_listener(cfg);
     const char *proto = ibl ? gr_config_security_protocol(cfg, ibl->name) : NULL;
     struct gr_client_security sec = {.protocol = proto ? proto : "PLAINTEXT"};
-    struct listener_props lp = {cfg, ibl ? ibl->name : NULL};
+    struct listener_props lp = {cfg, ibl ? ibl->name : NULL, false};
     char *user = NULL, *pass = NULL;
     int rc = 0;
     if (is_tls(proto)) {
@@ -97,7 +99,7 @@ int gr_security_broker_init(const struct gr_config *cfg, struct gr_net_listener_
             }
         }
         if (!is_tls(proto)) continue;
-        struct listener_props lp = {cfg, name};
+        struct listener_props lp = {cfg, name, ls[i].sasl != 0};
         char why[512];
         ls[i].ssl_ctx = gr_ssl_ctx_new(true, listener_prop, &lp, NULL, why, sizeof why);
         if (!ls[i].ssl_ctx) {
