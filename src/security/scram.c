@@ -227,7 +227,7 @@ static int server_first(struct gr_scram_server *s, const char *m, size_t n, gr_s
                         uint8_t **out, size_t *out_len, const char **why) {
     /* gs2-header: [ny],[a=authzid], */
     if (n < 3 || (m[0] != 'n' && m[0] != 'y') || m[1] != ',') {
-        *why = m[0] == 'p' ? "channel binding is not supported" : "invalid client-first message";
+        *why = n > 0 && m[0] == 'p' ? "channel binding is not supported" : "invalid client-first message";
         return -EINVAL;
     }
     const char *c2 = memchr(m + 2, ',', n - 2);
