@@ -79,6 +79,7 @@ struct gr_kafka_client {
     char peer[300];
     int32_t corr;
     struct sec_copy sec;
+    bool sec_default; /* sec follows the process default, re-read at each connect */
 
     pthread_mutex_t lock; /* cli pointer and closed (shutdown runs on other threads) */
     pthread_cond_t cond;  /* closed; CLOCK_MONOTONIC */
@@ -101,13 +102,8 @@ struct gr_kafka_client *gr_kafka_client_new(const struct gr_kafka_client_config 
     kc->request_timeout_ms = cfg && cfg->request_timeout_ms ? cfg->request_timeout_ms : DEFAULT_TIMEOUT_MS;
     kc->max_response_bytes = cfg ? cfg->max_response_bytes : 0;
     kc->node_id = -1;
-    if (cfg && cfg->security) {
-        sec_from(&kc->sec, cfg->security);
-    } else {
-        pthread_mutex_lock(&default_mu);
-        sec_dup(&kc->sec, &default_sec);
-        pthread_mutex_unlock(&default_mu);
-    }
+    if (cfg && cfg->security) sec_from(&kc->sec, cfg->security);
+    else kc->sec_default = true;
     pthread_mutex_init(&kc->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -264,6 +260,12 @@ int gr_kafka_client_connect(struct gr_kafka_client *kc) {
     if (gr_kafka_client_is_shut_down(kc)) return GR_ECLOSED;
     if (kc->cli) return 0;
     if (!kc->host) return -EHOSTUNREACH;
+    if (kc->sec_default) { /* clients made before start-up installed the default see it too */
+        sec_release(&kc->sec);
+        pthread_mutex_lock(&default_mu);
+        sec_dup(&kc->sec, &default_sec);
+        pthread_mutex_unlock(&default_mu);
+    }
     struct gr_net_client *cli = NULL;
     int rc = gr_net_client_connect(kc->host, kc->port, kc->connect_timeout_ms, &cli);
     if (rc) {

@@ -55,7 +55,8 @@ struct gr_client_security {
 
 /* The security every client uses whose config has security NULL: the broker sets its
  * inter-broker settings here at start-up, gregorctl its --command-config. Copied (the SSL_CTX is
- * referenced); NULL resets to PLAINTEXT. Call before clients are created. */
+ * referenced); NULL resets to PLAINTEXT. Such clients read it at each connect, so clients made
+ * before it was set (e.g. the AlterIsr sender) use it from their next connection on. Any thread. */
 void gr_kafka_client_set_default_security(const struct gr_client_security *sec);
 
 struct gr_kafka_client_config {
