@@ -235,7 +235,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     gr_api_handler_fn fn = atomic_load(&test_handlers[key]);
     if (!fn)
         fn = e->fn;
-    gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s)", name, ver,
-             r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null");
+    gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s, principal %s)", name, ver,
+             r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null", r->principal);
     fn(b, r, &r->hdr, r->body);
 }
