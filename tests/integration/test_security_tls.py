@@ -418,3 +418,6 @@ def test_hostile_input(single, pki):
     assert_alive(pki, ports)
     r = kcat(kcat_ssl(pki, ports["SSL"]) + ["-L", "-m", "10"])
     assert r.returncode == 0, r.stderr
+    # memory stayed bounded (the 600 KB token was refused before it was read)
+    rss = int([ln for ln in open(f"/proc/{c[1].pid}/status") if ln.startswith("VmRSS:")][0].split()[1])
+    assert rss < 200 * 1024, f"broker RSS {rss} KiB after hostile input"
