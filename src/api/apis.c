@@ -9,6 +9,7 @@
 
 #include "broker/broker.h"
 #include "api/handlers.h"
+#include "api/handle_sasl.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -66,6 +67,11 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
     [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},
     [GR_API_DELETE_ACLS] = {0, 2, gr_handle_delete_acls, 0},
+    /* security: api/handle_sasl.c, api/handle_user_scram.c */
+    [GR_API_SASL_HANDSHAKE] = {0, 1, gr_handle_sasl_handshake, 0},
+    [GR_API_SASL_AUTHENTICATE] = {0, 2, gr_handle_sasl_authenticate, 0},
+    [GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_describe_user_scram_credentials, 0},
+    [GR_API_ALTER_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_alter_user_scram_credentials, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */
@@ -268,6 +274,10 @@ static void answer_unsupported_api_versions(struct gr_api_req *r)
 void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
 {
     struct gr_broker *b = ctx;
+    if (nreq->session && nreq->session->raw_tokens) { /* after SaslHandshake v0: not a Kafka request */
+        gr_sasl_raw_token(b, nreq);
+        return;
+    }
     struct gr_api_req *r = gr_calloc(1, sizeof(*r));
     r->broker = b;
     r->net = nreq;
@@ -312,6 +322,8 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         gr_api_close(r, why);
         return;
     }
+    if (!gr_sasl_gate(r)) /* sets r->principal; closes requests sent before SASL completes */
+        return;
     if ((e->needs & GR_API_NEEDS_REPLICA_MANAGER) && !b->replica_manager) {
         snprintf(why, sizeof(why), "API %s needs the replica manager, which this broker does not run", name);
         gr_api_close(r, why);
@@ -320,7 +332,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     gr_api_handler_fn fn = atomic_load(&test_handlers[key]);
     if (!fn)
         fn = e->fn;
-    gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s)", name, ver,
-             r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null");
+    gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s, principal %s)", name, ver,
+             r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null", r->principal);
     fn(b, r, &r->hdr, r->body);
 }

@@ -56,7 +56,11 @@ struct gr_api_req {
     void *body;                 /* struct <Api>Request */
     const char *listener;       /* listener name the request arrived on */
     const char *peer;           /* "host:port" of the client, for logs */
-    const char *principal;      /* authenticated principal, "User:ANONYMOUS" on PLAINTEXT */
+    /* The authenticated principal as Kafka's default principal builder names it, valid until
+     * completion: "User:ANONYMOUS" (PLAINTEXT, SSL without a client certificate),
+     * "User:<name>" after SASL, "User:CN=...,O=..." (certificate subject DN) for SSL client
+     * authentication. Never NULL. The authorizer reads exactly this. */
+    const char *principal;
     int64_t received_ms;        /* gr_mono_ms() at dispatch */
 };
 

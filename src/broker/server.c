@@ -36,6 +36,7 @@
 #include "security/authorizer.h"
 #include "controller/controller.h"
 #include "net/server.h"
+#include "security/broker_security.h"
 #include "storage/checkpoint.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
@@ -228,11 +229,9 @@ static void unlock_log_dirs(struct gr_server *s) {
 
 /* ---- registration data ---- */
 
-static const char *security_protocol_of(const char *listener) {
-    static const char *const known[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
-    for (size_t i = 0; i < GR_ARRAY_LEN(known); i++)
-        if (strcasecmp(listener, known[i]) == 0) return known[i];
-    return "PLAINTEXT"; /* no listener.security.protocol.map support yet */
+static const char *security_protocol_of(const struct gr_config *cfg, const char *listener) {
+    const char *p = gr_config_security_protocol(cfg, listener);
+    return p ? p : "PLAINTEXT"; /* gr_config_finish checked every listener has one */
 }
 
 /* The host Kafka would advertise for an empty host: the canonical host name. */
@@ -266,7 +265,7 @@ static void build_broker_info(struct gr_server *s) {
         const struct gr_listener *l = &cfg->advertised_listeners[i];
         struct gr_kzk_endpoint *ep = &s->info.endpoints[i];
         ep->listener = gr_strdup(l->name);
-        ep->security_protocol = gr_strdup(security_protocol_of(l->name));
+        ep->security_protocol = gr_strdup(security_protocol_of(cfg, l->name));
         ep->host = l->host[0] ? gr_strdup(l->host) : canonical_hostname();
         ep->port = l->port;
         if (ep->port == 0 && s->net) {
@@ -295,15 +294,24 @@ static int start_network(struct gr_server *s) {
         ls[i].host = cfg->listeners[i].host;
         ls[i].port = cfg->listeners[i].port;
     }
+    struct gr_net_listener_security sec[GR_MAX_LISTENERS];
+    char err[1024];
+    int rc = gr_security_broker_init(cfg, sec, err, sizeof err);
+    if (rc != 0) {
+        slog(s, GR_LOG_ERROR, "%s", err);
+        return rc;
+    }
     struct gr_net_config nc;
     gr_net_config_init(&nc);
     nc.listeners = ls;
     nc.num_listeners = cfg->num_listeners;
+    nc.security = sec;
     if (cfg->socket_request_max_bytes > 0) nc.socket_request_max_bytes = cfg->socket_request_max_bytes;
     nc.connections_max_idle_ms = cfg->connections_max_idle_ms;
     if (cfg->num_network_threads > 0) nc.num_network_threads = cfg->num_network_threads;
     if (cfg->num_io_threads > 0) nc.num_io_threads = cfg->num_io_threads;
-    int rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
+    rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
+    gr_security_listeners_release(sec, cfg->num_listeners); /* the server holds its references */
     if (rc != 0) return rc;
     rc = gr_net_server_start(s->net);
     if (rc != 0) {

@@ -15,6 +15,7 @@
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
 #include "cmd/ctl_reassign.h"
+#include "cmd/ctl_security.h"
 #include "common/log.h"
 
 struct subcommand {
@@ -50,7 +51,12 @@ static const struct subcommand subcommands[] = {
      "--at-min-isr-partitions] [--json]  (needs --bootstrap-server;\n"
      "    create waits until the new topic's leaders are visible, and describe --topic while a topic is being\n"
      "    created, within --timeout-ms; --no-wait: create returns once the controller accepted it)"},
+    {"user-scram", ctl_user_scram_main,
+     "user-scram --describe [--entity-name U] | --alter --entity-name U (--add-config "
+     "'SCRAM-SHA-512=[iterations=N,password=P]' | --delete-config SCRAM-SHA-512)  (needs --bootstrap-server)"},
 };
+
+static const char *command_config; /* --command-config FILE */
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gregorctl [--zookeeper HOST:PORT[/chroot]] [--bootstrap-server HOST:PORT[,HOST:PORT...]] "
@@ -58,6 +64,8 @@ static void usage(FILE *f) {
                "  --bootstrap-server  brokers to bootstrap from, comma-separated; each is tried in turn until one\n"
                "                      accepts a connection\n"
                "  --timeout-ms        bound for connecting, for each request and for waits (default 10000)\n"
+               "  --command-config    Kafka client properties for the connections: security.protocol, ssl.*,\n"
+               "                      sasl.mechanism, sasl.jaas.config (docs/SECURITY.md)\n"
                "\nsubcommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) fprintf(f, "  %s\n", subcommands[i].help);
 }
@@ -69,6 +77,7 @@ static int global_option(struct ctl_opts *o, int argc, char **argv, int *i) {
     const char **slot = NULL;
     if (strcmp(a, "--zookeeper") == 0) slot = &o->zookeeper;
     else if (strcmp(a, "--bootstrap-server") == 0) slot = &o->bootstrap_server;
+    else if (strcmp(a, "--command-config") == 0) slot = &command_config;
     else if (strcmp(a, "--timeout-ms") != 0) return 0;
     if (*i + 1 >= argc) return -1;
     const char *v = argv[++*i];
@@ -96,6 +105,10 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (g == 0) rest[nrest++] = argv[i];
+    }
+    if (command_config && ctl_command_config(command_config) != 0) {
+        free(rest);
+        return 1;
     }
     if (nrest == 0) {
         usage(stderr);

@@ -39,6 +39,9 @@ static const struct cfg_key keys[] = {
     {"advertised.listeners", T_ADV_LISTENERS, F(advertised_listeners), NULL, 0, 0},
     {"inter.broker.listener.name", T_STRING, F(inter_broker_listener_name), NULL, 0, 0},
     {"control.plane.listener.name", T_STRING, F(control_plane_listener_name), NULL, 0, 0},
+    {"listener.security.protocol.map", T_STRING, F(listener_security_protocol_map), NULL, 0, 0},
+    {"security.inter.broker.protocol", T_STRING, F(security_inter_broker_protocol), NULL, 0, 0},
+    {"connection.failed.authentication.delay.ms", T_INT, F(connection_failed_authentication_delay_ms), "100", 0, INT32_MAX},
     {"socket.request.max.bytes", T_LONG, F(socket_request_max_bytes), "104857600", 1, INT32_MAX},
     {"connections.max.idle.ms", T_LONG, F(connections_max_idle_ms), "600000", NOLIM},
     {"num.network.threads", T_INT, F(num_network_threads), "3", 1, 256},
@@ -281,8 +284,32 @@ void gr_config_defaults(struct gr_config *cfg) {
         if (keys[i].dflt) (void)apply(cfg, &keys[i], keys[i].dflt, err, sizeof err);
 }
 
+static bool is_security_key(const char *key) {
+    return strncmp(key, "ssl.", 4) == 0 || strncmp(key, "sasl.", 5) == 0 ||
+           strncmp(key, "listener.name.", 14) == 0 || strcmp(key, "principal.builder.class") == 0;
+}
+
+static void set_security_prop(struct gr_config *cfg, const char *key, const char *value) {
+    for (int i = 0; i < cfg->num_security_props; i++)
+        if (strcmp(cfg->security_keys[i], key) == 0) {
+            free(cfg->security_values[i]);
+            cfg->security_values[i] = gr_strdup(value);
+            return;
+        }
+    int n = cfg->num_security_props + 1;
+    cfg->security_keys = gr_realloc(cfg->security_keys, (size_t)n * sizeof(char *));
+    cfg->security_values = gr_realloc(cfg->security_values, (size_t)n * sizeof(char *));
+    cfg->security_keys[n - 1] = gr_strdup(key);
+    cfg->security_values[n - 1] = gr_strdup(value);
+    cfg->num_security_props = n;
+}
+
 int gr_config_set(struct gr_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
     const struct cfg_key *k = find_key(key);
+    if (!k && is_security_key(key)) {
+        set_security_prop(cfg, key, value);
+        return 0;
+    }
     if (!k) {
         for (size_t i = 0; i < GR_ARRAY_LEN(known_ignored); i++)
             if (strcmp(known_ignored[i], key) == 0) return 0;
@@ -364,14 +391,28 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
          * of 0 is replaced by the bound port once the server listens. */
         if (!l->host[0]) snprintf(l->host, sizeof l->host, "%s", "localhost");
     }
-    if (cfg->inter_broker_listener_name) {
+    for (int i = 0; i < cfg->num_listeners; i++)
+        if (!gr_config_security_protocol(cfg, cfg->listeners[i].name)) {
+            snprintf(err, errlen,
+                     "Invalid value for configuration listener.security.protocol.map: no security protocol "
+                     "for listener %s (protocols: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)",
+                     cfg->listeners[i].name);
+            return GR_ECONFIG;
+        }
+    if (cfg->inter_broker_listener_name && cfg->security_inter_broker_protocol) {
+        snprintf(err, errlen, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.");
+        return GR_ECONFIG;
+    }
+    /* security.inter.broker.protocol names the listener of the same name */
+    const char *ibl = cfg->inter_broker_listener_name ? cfg->inter_broker_listener_name
+                                                      : cfg->security_inter_broker_protocol;
+    if (ibl) {
         bool found = false;
         for (int i = 0; i < cfg->num_advertised_listeners; i++)
-            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0) found = true;
+            if (strcasecmp(cfg->advertised_listeners[i].name, ibl) == 0) found = true;
         if (!found) {
-            snprintf(err, errlen,
-                     "Invalid value %s for configuration inter.broker.listener.name: not among the advertised listeners",
-                     cfg->inter_broker_listener_name);
+            snprintf(err, errlen, "Invalid value %s for configuration %s: not among the advertised listeners", ibl,
+                     cfg->inter_broker_listener_name ? "inter.broker.listener.name" : "security.inter.broker.protocol");
             return GR_ECONFIG;
         }
     }
@@ -402,12 +443,64 @@ void gr_config_release(struct gr_config *cfg) {
         }
     for (int i = 0; i < cfg->num_log_dirs; i++) free(cfg->log_dirs[i]);
     cfg->num_log_dirs = 0;
+    for (int i = 0; i < cfg->num_security_props; i++) {
+        free(cfg->security_keys[i]);
+        free(cfg->security_values[i]);
+    }
+    free(cfg->security_keys);
+    free(cfg->security_values);
+    cfg->security_keys = cfg->security_values = NULL;
+    cfg->num_security_props = 0;
+}
+
+static const char *security_prop(const struct gr_config *cfg, const char *key) {
+    for (int i = 0; i < cfg->num_security_props; i++)
+        if (strcmp(cfg->security_keys[i], key) == 0) return cfg->security_values[i];
+    return NULL;
+}
+
+const char *gr_config_listener_prop(const struct gr_config *cfg, const char *listener, const char *key) {
+    if (listener) {
+        char full[512];
+        int n = snprintf(full, sizeof full, "listener.name.%s.%s", listener, key);
+        if (n > 0 && (size_t)n < sizeof full) {
+            for (char *c = full + 14; *c && c < full + 14 + strlen(listener); c++) *c = (char)tolower((unsigned char)*c);
+            const char *v = security_prop(cfg, full);
+            if (v) return v;
+        }
+    }
+    return security_prop(cfg, key);
+}
+
+const char *gr_config_security_protocol(const struct gr_config *cfg, const char *listener) {
+    static const char *const protocols[] = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"};
+    const char *map = cfg->listener_security_protocol_map;
+    if (!map) /* Kafka's default map: every protocol name maps to itself */
+        map = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+    size_t ln = strlen(listener);
+    for (const char *p = map; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        if (colon && (size_t)(colon - p) == ln && strncasecmp(p, listener, ln) == 0) {
+            const char *v = colon + 1;
+            size_t vl = len - (size_t)(v - p);
+            while (vl && v[vl - 1] == ' ') vl--;
+            for (size_t i = 0; i < GR_ARRAY_LEN(protocols); i++)
+                if (strlen(protocols[i]) == vl && strncasecmp(v, protocols[i], vl) == 0) return protocols[i];
+            return NULL;
+        }
+        p += len;
+    }
+    return NULL;
 }
 
 const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg) {
-    if (cfg->inter_broker_listener_name)
+    const char *name = cfg->inter_broker_listener_name ? cfg->inter_broker_listener_name
+                                                       : cfg->security_inter_broker_protocol;
+    if (name)
         for (int i = 0; i < cfg->num_advertised_listeners; i++)
-            if (strcasecmp(cfg->advertised_listeners[i].name, cfg->inter_broker_listener_name) == 0)
+            if (strcasecmp(cfg->advertised_listeners[i].name, name) == 0)
                 return &cfg->advertised_listeners[i];
     return cfg->num_advertised_listeners ? &cfg->advertised_listeners[0] : NULL;
 }

@@ -41,6 +41,16 @@ struct gr_config {
     int32_t num_network_threads;
     int32_t num_io_threads;
 
+    /* security (docs/SECURITY.md) */
+    char *listener_security_protocol_map;   /* NULL: Kafka's default, each protocol maps to itself */
+    char *security_inter_broker_protocol;   /* NULL when unset (Kafka's default PLAINTEXT) */
+    int32_t connection_failed_authentication_delay_ms;
+    /* Every ssl.*, sasl.* and listener.name.* key as given, read through gr_config_listener_prop
+     * (owned, parallel arrays). */
+    int num_security_props;
+    char **security_keys;
+    char **security_values;
+
     /* storage */
     char *log_dirs[GR_MAX_LOG_DIRS];
     int num_log_dirs;
@@ -134,6 +144,14 @@ void gr_config_release(struct gr_config *cfg);
 
 /* Parses a listener list "PLAINTEXT://host:port,NAME://:port". Returns count or GR_ECONFIG. */
 int gr_config_parse_listeners(const char *s, struct gr_listener *out, int max, char *err, size_t errlen);
+
+/* The security protocol of listener `name` ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+ * through listener.security.protocol.map, or NULL if it has none. */
+const char *gr_config_security_protocol(const struct gr_config *cfg, const char *listener);
+
+/* A security setting for a listener: listener.name.<listener lower-case>.<key> if set, else
+ * <key>, else NULL. listener NULL looks up <key> only. Borrowed from cfg. */
+const char *gr_config_listener_prop(const struct gr_config *cfg, const char *listener, const char *key);
 
 /* Returns the advertised listener used between brokers (inter.broker.listener.name, or the first). */
 const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg);

@@ -16,12 +16,14 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net/tls.h"
 
 #define LOGGER "net.client"
 #define RESP_BUF_INITIAL (64 * 1024)
 
 struct gr_net_client {
     int fd;
+    struct gr_tls *tls; /* NULL: plaintext */
     bool broken;
     int64_t max_response;
     char peer[300];
@@ -112,14 +114,15 @@ int gr_net_client_connect(const char *host, int port, int timeout_ms, struct gr_
 static int send_all(struct gr_net_client *cli, const uint8_t *p, size_t len, int64_t deadline) {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = send(cli->fd, p + off, len - off, MSG_NOSIGNAL);
+        ssize_t n = cli->tls ? gr_tls_send(cli->tls, p + off, len - off) : send(cli->fd, p + off, len - off, MSG_NOSIGNAL);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(cli->fd, POLLOUT, deadline);
+            bool in = cli->tls && !gr_tls_wants_write(cli->tls);
+            int rc = wait_fd(cli->fd, in ? POLLIN : POLLOUT, deadline);
             if (rc) return rc;
             continue;
         }
@@ -131,7 +134,7 @@ static int send_all(struct gr_net_client *cli, const uint8_t *p, size_t len, int
 static int recv_all(struct gr_net_client *cli, uint8_t *p, size_t len, int64_t deadline) {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = recv(cli->fd, p + off, len - off, 0);
+        ssize_t n = cli->tls ? gr_tls_recv(cli->tls, p + off, len - off) : recv(cli->fd, p + off, len - off, 0);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -139,11 +142,12 @@ static int recv_all(struct gr_net_client *cli, uint8_t *p, size_t len, int64_t d
         if (n == 0) return GR_ECLOSED;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(cli->fd, POLLIN, deadline);
+            bool out = cli->tls && gr_tls_wants_write(cli->tls);
+            int rc = wait_fd(cli->fd, out ? POLLOUT : POLLIN, deadline);
             if (rc) return rc;
             continue;
         }
-        return errno == ECONNRESET ? GR_ECLOSED : -errno;
+        return (errno == ECONNRESET || errno == EPROTO) ? GR_ECLOSED : -errno;
     }
     return 0;
 }
@@ -220,6 +224,30 @@ int gr_net_client_send_recv(struct gr_net_client *cli, const uint8_t *req_frame,
     return 0;
 }
 
+int gr_net_client_start_tls(struct gr_net_client *cli, void *ssl_ctx, const char *host, int verify_host,
+                            int timeout_ms) {
+    int64_t deadline = timeout_ms < 0 ? -1 : gr_mono_ms() + timeout_ms;
+    cli->tls = gr_tls_client_new(ssl_ctx, cli->fd, host, verify_host != 0);
+    if (!cli->tls) {
+        cli->broken = true;
+        return GR_EPROTO;
+    }
+    for (;;) {
+        int rc = gr_tls_handshake(cli->tls);
+        if (rc == 0) return 0;
+        if (rc < 0) {
+            gr_warn(LOGGER, "TLS connection to %s failed: %s", cli->peer, gr_tls_error(cli->tls));
+            cli->broken = true;
+            return GR_EPROTO;
+        }
+        rc = wait_fd(cli->fd, gr_tls_wants_write(cli->tls) ? POLLOUT : POLLIN, deadline);
+        if (rc) {
+            cli->broken = true;
+            return rc;
+        }
+    }
+}
+
 void gr_net_client_set_max_response_bytes(struct gr_net_client *cli, int64_t max_bytes) {
     cli->max_response = GR_MAX(4, GR_MIN(max_bytes, (int64_t)INT32_MAX));
 }
@@ -232,6 +260,7 @@ void gr_net_client_shutdown(struct gr_net_client *cli) {
 
 void gr_net_client_close(struct gr_net_client *cli) {
     if (!cli) return;
+    gr_tls_free(cli->tls);
     if (cli->fd >= 0) close(cli->fd);
     free(cli);
 }

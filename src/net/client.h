@@ -41,6 +41,13 @@ int gr_net_client_send_recv(struct gr_net_client *cli, const uint8_t *req_frame,
 int gr_net_client_send_only(struct gr_net_client *cli, const uint8_t *req_frame, size_t len,
                             int timeout_ms);
 
+/* Turns the connection into TLS (net/tls.h): the handshake runs within timeout_ms (< 0: none),
+ * SNI is host and, with verify_host, the server certificate must name host. ssl_ctx is a client
+ * SSL_CTX * (security/ssl_ctx.h). Returns 0, GR_ETIMEOUT, or GR_EPROTO (handshake failed; the
+ * reason is logged at WARN). Call right after connect. */
+int gr_net_client_start_tls(struct gr_net_client *cli, void *ssl_ctx, const char *host, int verify_host,
+                            int timeout_ms);
+
 /* Largest response accepted (default 1 GiB; at most INT32_MAX). */
 void gr_net_client_set_max_response_bytes(struct gr_net_client *cli, int64_t max_bytes);
 

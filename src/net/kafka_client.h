@@ -40,6 +40,25 @@
 
 #include "protocol/arena.h"
 
+/* How a client secures its connections (Kafka's client keys security.protocol, ssl.*, sasl.*).
+ * After TCP connect: TLS for SSL/SASL_SSL, then for SASL_* a SaslHandshake v1 and the
+ * mechanism's SaslAuthenticate exchange (PLAIN, SCRAM-SHA-256/512) before the first request. A
+ * failed authentication fails the connect with GR_EAUTH-like -EACCES (logged at WARN). */
+struct gr_client_security {
+    const char *protocol;       /* "PLAINTEXT" (or NULL), "SSL", "SASL_PLAINTEXT", "SASL_SSL" */
+    void *ssl_ctx;              /* client SSL_CTX * for SSL/SASL_SSL (security/ssl_ctx.h) */
+    bool verify_hostname;       /* ssl.endpoint.identification.algorithm=https */
+    const char *sasl_mechanism; /* PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 */
+    const char *sasl_username;
+    const char *sasl_password;
+};
+
+/* The security every client uses whose config has security NULL: the broker sets its
+ * inter-broker settings here at start-up, gregorctl its --command-config. Copied (the SSL_CTX is
+ * referenced); NULL resets to PLAINTEXT. Such clients read it at each connect, so clients made
+ * before it was set (e.g. the AlterIsr sender) use it from their next connection on. Any thread. */
+void gr_kafka_client_set_default_security(const struct gr_client_security *sec);
+
 struct gr_kafka_client_config {
     const char *client_id;      /* request header ClientId (copied); NULL = "gregor" */
     const char *logger;         /* logger name for this client's log lines (copied); NULL = "net.kafka_client" */
@@ -48,6 +67,7 @@ struct gr_kafka_client_config {
     int connect_timeout_ms;     /* connect bound; 0 = 30000, < 0 = none */
     int request_timeout_ms;     /* exchange bound when a call passes 0; 0 = 30000, < 0 = none */
     int64_t max_response_bytes; /* 0 = the net client's default (1 GiB) */
+    const struct gr_client_security *security; /* NULL: the default (above); copied */
 };
 
 struct gr_kafka_client;

@@ -34,6 +34,9 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net/tls.h"
+
+#include <openssl/ssl.h>
 
 #define LOGGER "net.server"
 #define READ_BUF_INITIAL (16 * 1024)
@@ -50,6 +53,8 @@ struct listener {
     int port;       /* configured */
     int bound_port; /* after bind */
     int fd;
+    void *ssl_ctx;  /* SSL_CTX *, one reference; NULL = plaintext */
+    int sasl;
 };
 
 /* epoll_event.data.ptr points at one of these; the kind tells which. */
@@ -81,6 +86,11 @@ struct conn {
     uint8_t *wbuf;
     size_t wlen, woff;
     struct conn *next_dead;
+    /* security: the session is lent to the request while one is with the handlers */
+    struct gr_net_session *sess;
+    struct gr_tls *tls;      /* NULL on plaintext listeners */
+    bool handshaking;        /* TLS handshake not complete yet: no frame is read */
+    int64_t close_at_ms;     /* > 0: closed at this time (failed authentication delay) */
 };
 
 struct req_int {
@@ -110,6 +120,7 @@ struct loop {
     uint32_t *free_slots;
     uint32_t nfree;
     struct conn *graveyard;
+    int delayed_closes; /* connections with close_at_ms set (upper bound) */
     /* completion queue */
     pthread_mutex_t mu;
     int wakefd;
@@ -158,6 +169,7 @@ static void server_destroy(struct gr_net_server *srv) {
     for (int i = 0; i < srv->num_listeners; i++) {
         free(srv->listeners[i].name);
         free(srv->listeners[i].host);
+        SSL_CTX_free(srv->listeners[i].ssl_ctx);
     }
     free(srv->listeners);
     free(srv->workers);
@@ -170,8 +182,16 @@ static void server_unref(struct gr_net_server *srv) {
     if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) == 1) server_destroy(srv);
 }
 
+void gr_net_session_free(struct gr_net_session *s) {
+    if (!s) return;
+    if (s->mech_state && s->mech_free) s->mech_free(s->mech_state);
+    free(s->principal);
+    free(s);
+}
+
 static void req_free(struct req_int *r) {
     struct gr_net_server *srv = r->srv;
+    gr_net_session_free(r->pub.session);
     free(r->pub.data);
     free(r->resp);
     free(r);
@@ -265,6 +285,9 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         srv->listeners[i].port = l->port;
         srv->listeners[i].bound_port = -1;
         srv->listeners[i].fd = -1;
+        const struct gr_net_listener_security *sec = cfg->security ? &cfg->security[i] : NULL;
+        srv->listeners[i].sasl = sec ? sec->sasl : 0;
+        if (sec && sec->ssl_ctx && SSL_CTX_up_ref(sec->ssl_ctx) == 1) srv->listeners[i].ssl_ctx = sec->ssl_ctx;
     }
     srv->max_request = cfg->socket_request_max_bytes;
     srv->idle_ms = cfg->connections_max_idle_ms > 0 ? cfg->connections_max_idle_ms : 0;
@@ -339,6 +362,10 @@ static void conn_close(struct conn *c) {
     c->body = NULL;
     free(c->wbuf);
     c->wbuf = NULL;
+    gr_tls_free(c->tls);
+    c->tls = NULL;
+    gr_net_session_free(c->sess);
+    c->sess = NULL;
     l->slots[c->slot] = NULL;
     l->free_slots[l->nfree++] = c->slot;
     c->next_dead = l->graveyard;
@@ -367,6 +394,58 @@ static int listener_watch(struct loop *l, int idx, bool on) {
     if (!on) return epoll_ctl(l->epfd, EPOLL_CTL_DEL, ls->fd, NULL);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->listener_tags[idx]};
     return epoll_ctl(l->epfd, EPOLL_CTL_ADD, ls->fd, &ev);
+}
+
+/* ---- transport: plaintext or TLS (net/tls.h) ------------------------------------------------ */
+
+static void conn_read(struct conn *c);
+
+/* The session of a new connection, and its TLS state on an SSL listener. */
+static int conn_secure(struct conn *c, const struct listener *ls) {
+    c->sess = gr_calloc(1, sizeof *c->sess);
+    c->sess->sasl = ls->sasl;
+    if (!ls->ssl_ctx) return 0;
+    c->sess->tls = 1;
+    c->tls = gr_tls_server_new(ls->ssl_ctx, c->fd);
+    if (!c->tls) {
+        gr_error(LOGGER, "cannot set up TLS for connection from %s on listener %s", c->peer, ls->name);
+        gr_net_session_free(c->sess);
+        return -1;
+    }
+    c->handshaking = true;
+    return 0;
+}
+
+static ssize_t conn_recv(struct conn *c, void *buf, size_t n) {
+    return c->tls ? gr_tls_recv(c->tls, buf, n) : recv(c->fd, buf, n, 0);
+}
+
+static ssize_t conn_send(struct conn *c, const void *buf, size_t n) {
+    return c->tls ? gr_tls_send(c->tls, buf, n) : send(c->fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* One step of the TLS handshake; once done the connection reads frames. */
+static void conn_handshake(struct conn *c) {
+    int rc = gr_tls_handshake(c->tls);
+    if (rc == 1) {
+        conn_set_events(c, gr_tls_wants_write(c->tls) ? EPOLLOUT : EPOLLIN);
+        return;
+    }
+    if (rc < 0) {
+        gr_warn(LOGGER, "closing connection %llu from %s on listener %s: %s", (unsigned long long)c->id,
+                c->peer, c->listener, gr_tls_error(c->tls));
+        conn_close(c);
+        return;
+    }
+    c->handshaking = false;
+    c->last_active_ms = gr_mono_ms();
+    c->sess->principal = gr_tls_peer_principal(c->tls);
+    char what[128];
+    gr_tls_describe(c->tls, what, sizeof what);
+    gr_debug(LOGGER, "TLS handshake with %s on listener %s complete (%s, principal %s)", c->peer, c->listener,
+             what, c->sess->principal ? c->sess->principal : "User:ANONYMOUS");
+    conn_set_events(c, EPOLLIN);
+    conn_read(c);
 }
 
 static void accept_some(struct loop *l, int idx) {
@@ -403,11 +482,18 @@ static void accept_some(struct loop *l, int idx) {
         c->last_active_ms = gr_mono_ms();
         format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
         c->events = EPOLLIN;
+        if (conn_secure(c, ls) != 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->tag};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             gr_error(LOGGER, "epoll_ctl(ADD) for connection from %s failed: %s", c->peer,
                      strerror(errno));
             close(fd);
+            gr_tls_free(c->tls);
+            gr_net_session_free(c->sess);
             free(c);
             continue;
         }
@@ -430,6 +516,8 @@ static void resume_accepts(struct loop *l, int64_t now) {
 /* ---- reading and dispatching --------------------------------------------------------------- */
 
 static void reject_frame(struct conn *c, int32_t size, const char *why) {
+    if (!c->tls && c->hdr[0] == 0x16 && c->hdr[1] == 0x03)
+        why = "a TLS handshake on a listener that is not SSL";
     gr_warn(LOGGER,
             "closing connection %llu from %s on listener %s: invalid request size %d (%s; "
             "socket.request.max.bytes=%lld)",
@@ -455,9 +543,15 @@ static void dispatch(struct conn *c) {
     struct req_int *r = gr_calloc(1, sizeof *r);
     r->pub.data = c->body;
     r->pub.len = c->body_got;
-    r->pub.api_key = be16(c->body);
-    r->pub.api_version = be16(c->body + 2);
-    r->pub.correlation_id = be32(c->body + 4);
+    if (c->sess->raw_tokens) { /* a raw SASL token, not a Kafka request */
+        r->pub.api_key = -1;
+    } else {
+        r->pub.api_key = be16(c->body);
+        r->pub.api_version = be16(c->body + 2);
+        r->pub.correlation_id = be32(c->body + 4);
+    }
+    r->pub.session = c->sess;
+    c->sess = NULL;
     r->pub.conn_id = c->id;
     r->pub.listener = c->listener;
     memcpy(r->pub.peer, c->peer, sizeof r->pub.peer);
@@ -495,12 +589,15 @@ static void conn_read(struct conn *c) {
             dst = c->body + c->body_got;
             want = c->body_cap - c->body_got;
         }
-        ssize_t n = recv(c->fd, dst, want, 0);
+        ssize_t n = conn_recv(c, dst, want);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (c->tls) conn_set_events(c, EPOLLIN | (gr_tls_wants_write(c->tls) ? EPOLLOUT : 0));
+                return;
+            }
             gr_debug(LOGGER, "closing connection %llu from %s: read failed: %s",
-                     (unsigned long long)c->id, c->peer, strerror(errno));
+                     (unsigned long long)c->id, c->peer, c->tls ? gr_tls_error(c->tls) : strerror(errno));
             conn_close(c);
             return;
         }
@@ -520,9 +617,12 @@ static void conn_read(struct conn *c) {
             c->hdr_got += (size_t)n;
             if (c->hdr_got < 4) continue;
             int32_t size = be32(c->hdr);
+            int32_t min_size = c->sess->raw_tokens ? 1 : 8;
             const char *bad = size < 0                          ? "negative"
-                              : size < 8                          ? "shorter than a request header"
+                              : size < min_size                   ? "shorter than a request header"
                               : (int64_t)size > srv->max_request ? "above the limit"
+                              : (c->sess->sasl && !c->sess->authenticated && size > GR_NET_SASL_MAX_RECEIVE)
+                                  ? "above the limit before SASL authentication (524288)"
                                                                   : NULL;
             if (bad) {
                 reject_frame(c, size, bad);
@@ -542,15 +642,23 @@ static void conn_read(struct conn *c) {
 /* ---- writing ------------------------------------------------------------------------------- */
 
 static void conn_unmute(struct conn *c) {
+    if (c->sess && c->sess->close_after_ms > 0) { /* failed authentication: close later */
+        c->close_at_ms = gr_mono_ms() + c->sess->close_after_ms;
+        c->loop->delayed_closes++;
+        conn_set_events(c, 0);
+        return;
+    }
     c->muted = false;
     conn_set_events(c, EPOLLIN);
+    /* TLS may hold decrypted bytes of the next request that epoll cannot see */
+    if (c->tls && gr_tls_pending(c->tls)) conn_read(c);
 }
 
 /* Writes what it can of the pending response; when done, unmutes the connection. */
 static void conn_flush(struct conn *c) {
     struct gr_net_server *srv = c->loop->srv;
     while (!c->closed && c->wbuf && c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -583,6 +691,8 @@ static void complete_one(struct loop *l, struct req_int *r) {
         return;
     }
     c->inflight = false;
+    c->sess = r->pub.session; /* the session comes back to the connection */
+    r->pub.session = NULL;
     switch (r->action) {
     case COMPLETE_RESPOND:
         if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != r->resp_len - 4) {
@@ -678,6 +788,23 @@ static void close_idle(struct loop *l, int64_t now) {
     }
 }
 
+/* Connections whose failed-authentication delay is over. */
+static void close_delayed(struct loop *l, int64_t now) {
+    int left = 0;
+    for (uint32_t i = 0; i < l->nslots; i++) {
+        struct conn *c = l->slots[i];
+        if (!c || c->close_at_ms <= 0) continue;
+        if (now < c->close_at_ms) {
+            left++;
+            continue;
+        }
+        gr_debug(LOGGER, "closing connection %llu from %s after failed authentication",
+                 (unsigned long long)c->id, c->peer);
+        conn_close(c);
+    }
+    l->delayed_closes = left;
+}
+
 static void *loop_main(void *arg) {
     struct loop *l = arg;
     struct gr_net_server *srv = l->srv;
@@ -685,7 +812,7 @@ static void *loop_main(void *arg) {
     int tick = srv->idle_ms ? (int)GR_MAX(10, GR_MIN(1000, srv->idle_ms / 4)) : 1000;
     int64_t next_scan = gr_mono_ms() + tick;
     while (!atomic_load(&srv->stopping)) {
-        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, tick);
+        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, l->delayed_closes ? GR_MIN(tick, 10) : tick);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
             break;
@@ -700,6 +827,10 @@ static void *loop_main(void *arg) {
             } else {
                 struct conn *c = (struct conn *)tag;
                 if (c->closed) continue;
+                if (c->handshaking) {
+                    conn_handshake(c);
+                    continue;
+                }
                 if (e & (EPOLLERR | EPOLLHUP)) {
                     /* With a pending read, let recv report the EOF/error and any last bytes. */
                     if (!c->muted) conn_read(c);
@@ -707,11 +838,13 @@ static void *loop_main(void *arg) {
                     continue;
                 }
                 if ((e & EPOLLOUT) && c->wbuf) conn_flush(c);
+                else if ((e & EPOLLOUT) && c->tls && !c->muted) conn_read(c);
                 if ((e & EPOLLIN) && !c->closed && !c->muted) conn_read(c);
             }
         }
         int64_t now = gr_mono_ms();
         resume_accepts(l, now);
+        if (l->delayed_closes) close_delayed(l, now);
         if (srv->idle_ms && now >= next_scan) {
             close_idle(l, now);
             next_scan = now + tick;

@@ -65,18 +65,55 @@
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
 #define GR_NET_DEFAULT_NUM_IO_THREADS 8
+#define GR_NET_SASL_MAX_RECEIVE 524288 /* frames before SASL completes (Kafka 2.8's sasl.server.max.receive.size) */
 
 /* One listening socket, e.g. {"PLAINTEXT", "0.0.0.0", 9092}. host NULL or "" means all
- * interfaces; port 0 binds an ephemeral port (see gr_net_server_port). */
+ * interfaces; port 0 binds an ephemeral port (see gr_net_server_port).
+ *
+ * Security (docs/SECURITY.md), from gr_net_config.security: with ssl_ctx (an SSL_CTX *, reference taken by
+ * gr_net_server_new) every connection first completes a TLS handshake (net/tls.h) before any
+ * frame is read; a peer that is not speaking TLS, or fails the handshake, is closed and logged
+ * at WARN. The principal of a verified client certificate becomes the session's principal. With
+ * sasl the session is marked as needing SASL; the handler enforces it (api/apis.c). */
 struct gr_net_listener {
     const char *name;
     const char *host;
     int port;
 };
 
+/* The security of one listener (gr_net_config.security). */
+struct gr_net_listener_security {
+    void *ssl_ctx; /* NULL: plaintext */
+    int sasl;      /* nonzero: SASL_PLAINTEXT / SASL_SSL */
+};
+
+/* Per-connection authentication state. The connection owns it while no request is with the
+ * handlers; dispatch lends it to the request (req->session) and completion gives it back, so
+ * exactly one thread touches it at a time. If the connection closed meanwhile, completion frees
+ * it (mech_free for mech_state). */
+struct gr_net_session {
+    char *principal;       /* malloc'd "User:..."; NULL = "User:ANONYMOUS" */
+    int sasl;              /* the listener requires SASL */
+    int tls;               /* the connection is TLS */
+    int state;             /* owned by the handler layer (api/handle_sasl.c); 0 at accept */
+    int authenticated;     /* SASL complete; until then a SASL listener accepts frames of at most
+                            * GR_NET_SASL_MAX_RECEIVE bytes */
+    int raw_tokens;        /* the next frames are raw SASL tokens (SaslHandshake v0): any size
+                            * of at least 1 is accepted and api_key reads as -1 */
+    char mechanism[32];
+    void *mech_state;      /* the SASL mechanism's server state, freed with mech_free */
+    void (*mech_free)(void *);
+    int64_t close_after_ms; /* > 0: once the response is written, close the connection after
+                             * this delay without reading more (failed authentication) */
+};
+
+/* Frees a session (principal, mech_state). NULL ignored. */
+void gr_net_session_free(struct gr_net_session *s);
+
 struct gr_net_config {
     const struct gr_net_listener *listeners; /* copied by gr_net_server_new */
     int num_listeners;
+    const struct gr_net_listener_security *security; /* NULL (all plaintext) or one per listener */
     int64_t socket_request_max_bytes; /* 8 .. INT32_MAX */
     int64_t connections_max_idle_ms;  /* <= 0: never close idle connections */
     int num_network_threads;          /* >= 1 */
@@ -94,6 +131,7 @@ struct gr_net_request {
     const char *listener;   /* listener name; valid while the request lives */
     char peer[64];          /* "1.2.3.4:5678" or "[::1]:5678" */
     int64_t received_us;    /* gr_mono_us() when the last byte of the frame was read */
+    struct gr_net_session *session; /* lent to the request; never NULL (see above) */
 };
 
 /* Called on an I/O thread; see the handler contract above. */

@@ -1412,3 +1412,15 @@ int gr_kzk_ensure_producer_id_block(struct gr_kzk *k) {
     int rc = z_create(k, PID_PATH, NULL, 0, 0, NULL);
     return rc == GR_ZOK || rc == GR_ZNODEEXISTS ? 0 : zfail("create", PID_PATH, rc);
 }
+
+int gr_kzk_get_entity_names(struct gr_kzk *k, const char *type, struct gr_zstrings *out) {
+    char *path = gr_asprintf("/config/%s", type);
+    int rc = z_children(k, path, false, out);
+    if (rc == GR_ZNONODE) {
+        memset(out, 0, sizeof *out);
+        rc = GR_ZOK;
+    }
+    int ret = rc == GR_ZOK ? 0 : zfail("get children", path, rc);
+    free(path);
+    return ret;
+}

@@ -426,6 +426,10 @@ int gr_kzk_set_feature_znode(struct gr_kzk *k, const struct gr_kzk_feature_znode
 int gr_kzk_watch_exists(struct gr_kzk *k, const char *path, bool *exists);
 int gr_kzk_watch_children(struct gr_kzk *k, const char *path, struct gr_zstrings *out);
 
+/* Names of /config/<type> children, no watch (e.g. the users with SCRAM credentials); a missing
+ * parent gives an empty list. */
+int gr_kzk_get_entity_names(struct gr_kzk *k, const char *type, struct gr_zstrings *out);
+
 /* ======================================================================================
  * C. Watch registry (watch.c)
  * ====================================================================================== */
