@@ -699,7 +699,7 @@ static int hook_brokers_failed(void *arg, const int32_t *ids, int n) {
     struct gr_controller *c = arg;
     char p[512];
     for (int i = 0; i < n; i++) gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, ids[i]));
-    return 0;
+    return c->td_hooks.brokers_failed ? c->td_hooks.brokers_failed(c->td_hooks.arg, ids, n) : 0;
 }
 
 static int hook_replicas_offline_for_deletion(void *arg, const struct gr_ctrl_replica *r, int n) {
@@ -1034,6 +1034,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         break;
     case GR_EV_UPDATE_METADATA_RESPONSE:
         if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
+        if (is_active(c)) rc = gr_td_process_update_metadata_response(c->td, ev); /* deletions */
         break;
     default:
         /* SEAM: the request-driven events (ControlledShutdown, ...) */

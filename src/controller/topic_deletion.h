@@ -76,6 +76,11 @@ int gr_td_try(struct gr_topic_deletion *td);
  * controller only. */
 int gr_td_process_topic_deletion(struct gr_topic_deletion *td);
 
+/* An UpdateMetadata response (event thread, active controller): a broker that answered NONE to a
+ * request carrying leader -2 for a queued topic, at its current registration, no longer holds up
+ * that topic's completion; the deletion resumes. Returns as gr_td_try. */
+int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev);
+
 /* TopicDeletionStopReplicaResponseReceived (payload struct gr_ctrl_response, broker_id set). */
 int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev);
 
