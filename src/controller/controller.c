@@ -520,11 +520,25 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     return rc;
 }
 
+/* registerBrokerModificationsHandler: the handler first, then the exists-watch on /brokers/ids/N
+ * (a notification that arrives before the handler is registered reaches nothing, and watches are
+ * one-shot: the change would be lost). */
+static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
+    char p[512];
+    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, ids[i]), on_broker_node, c);
+    for (int i = 0; i < n; i++) {
+        bool exists;
+        int rc = gr_kzk_watch_exists(c->kzk, broker_path(p, sizeof p, ids[i]), &exists);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 /* Kafka's initializeControllerContext. */
 static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
-    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &brokers, &nb);
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
     if (rc != 0) return rc;
     gr_ctrl_ctx_set_live_brokers(&c->ctx, brokers, nb);
     gr_kzk_brokers_free(brokers, nb);
@@ -543,9 +557,11 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
           (long long)gr_ctrl_ctx_partition_count(&c->ctx), (long long)(t1 - t0));
 
     c->ctx.n_shutting_down = 0;
-    char p[512];
-    for (int i = 0; i < c->ctx.n_brokers; i++)
-        gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id), on_broker_node, c);
+    int32_t *live = gr_malloc((size_t)(c->ctx.n_brokers ? c->ctx.n_brokers : 1) * sizeof *live);
+    for (int i = 0; i < c->ctx.n_brokers; i++) live[i] = c->ctx.brokers[i].id;
+    rc = watch_brokers(c, live, c->ctx.n_brokers);
+    free(live);
+    if (rc != 0) return rc;
 
     rc = load_partition_states(c, states_loaded);
     if (rc != 0) return rc;
@@ -676,7 +692,7 @@ static int process_broker_change(struct gr_controller *c) {
     if (!is_active(c)) return 0;
     struct gr_kzk_broker *cur = NULL;
     int ncur = 0;
-    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &cur, &ncur);
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &cur, &ncur); /* data watches: watch_brokers */
     if (rc != 0) return rc;
     rc = gr_ctrl_process_broker_change(&c->sm, cur, ncur);
     gr_kzk_brokers_free(cur, ncur);
@@ -689,9 +705,8 @@ static int hook_brokers_started(void *arg, const int32_t *ids, int n) {
     struct gr_controller *c = arg;
     int rc = gr_reassign_on_brokers_started(&c->sm, c->em, ids, n);
     if (rc == 0 && c->td_hooks.brokers_started) rc = c->td_hooks.brokers_started(c->td_hooks.arg, ids, n);
-    char p[512];
-    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, ids[i]), on_broker_node, c);
-    return rc;
+    int rc2 = watch_brokers(c, ids, n);
+    return rc ? rc : rc2;
 }
 
 /* onBrokerFailure's tail: unregister the BrokerModifications watches. */

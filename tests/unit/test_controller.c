@@ -1,7 +1,8 @@
 /* The controller driven deterministically: two (or three) controllers over a small in-memory
  * ZooKeeper model implementing the gr_zk_backend vtable, a virtual clock, no threads
  * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
- * re-registration, the context load, topic/broker change events and epoch fencing.
+ * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
+ * change in the window where the controller arms its BrokerModifications watch.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -98,6 +99,43 @@ static void fire(struct fzk *z, const char *path, int kind, int type) {
             i++;
         }
     }
+}
+
+/* The arming race: when a data watch is armed on race_path, the broker at that path changes at
+ * once (its port becomes race_port) and the notification reaches the client before the arming
+ * call returns -- what a real ZooKeeper client thread may do. A controller that registers the
+ * path's handler only after arming the watch loses the change (watches are one-shot). */
+static const char *race_path;
+static int race_port;
+static int do_set(struct fzk *z, const char *path, const void *data, int len, int version, struct gr_zstat *st,
+                  bool fire_events);
+
+static void race_fire(struct fsess *s, const char *path);
+
+/* Called by get/exists after their answer is complete: the change comes right after. */
+static void race_fire(struct fsess *s, const char *path) {
+    if (!race_path || strcmp(path, race_path) != 0) return;
+    const char *slash = strrchr(path, '/');
+    struct fnode *nd = NULL;
+    for (int i = 0; i < s->z->n; i++)
+        if (strcmp(s->z->nodes[i].path, path) == 0) nd = &s->z->nodes[i];
+    struct gr_kzk_broker b;
+    memset(&b, 0, sizeof b);
+    if (!nd || gr_kzk_broker_decode(atoi(slash + 1), nd->data, (size_t)nd->len, &b) != 0) return;
+    b.endpoints[0].port = race_port;
+    size_t len = 0;
+    char *data = gr_kzk_broker_encode(&b, &len);
+    gr_kzk_broker_release(&b);
+    do_set(s->z, path, data, (int)len, -1, NULL, false);
+    free(data);
+    race_path = NULL;
+    for (int i = 0; i < s->z->nw; i++) /* the watch fires: one-shot, gone */
+        if (s->z->w[i].s == s && s->z->w[i].kind == W_DATA && strcmp(s->z->w[i].path, path) == 0) {
+            free(s->z->w[i].path);
+            s->z->w[i] = s->z->w[--s->z->nw];
+            break;
+        }
+    s->base.on_watch(s->base.cb_ctx, GR_ZWATCH_CHANGED, path);
 }
 
 static void add_watch(struct fsess *s, const char *path, int kind) {
@@ -221,6 +259,7 @@ static int f_get(struct gr_zk_backend *b, const char *path, bool watch, char **d
     }
     if (len) *len = nd->len;
     if (st) *st = nd->st;
+    if (watch) race_fire(S(b), path);
     return GR_ZOK;
 }
 static int f_set(struct gr_zk_backend *b, const char *path, const void *data, int len, int version, struct gr_zstat *st) {
@@ -233,6 +272,7 @@ static int f_exists(struct gr_zk_backend *b, const char *path, bool watch, struc
     struct fnode *nd = find(S(b)->z, path);
     if (!nd) return GR_ZNONODE;
     if (st) *st = nd->st;
+    if (watch) race_fire(S(b), path);
     return GR_ZOK;
 }
 static int f_children(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstrings *out) {
@@ -717,6 +757,39 @@ int main(void) {
     settle(nodes, 3);
     CHECK(active_count(nodes, 3, &who) == 1);
     CHECK(zk_epoch(&nodes[who - 1]) == 11);
+
+    /* 8. a broker's registration changes right as the controller arms its watch (failover, then
+     * a broker start-up): the BrokerModifications handler is registered first, so the change is
+     * seen (before the fix the watch fired with no handler and the change was lost for good) */
+    act = &nodes[who - 1];
+    struct node *other2 = NULL;
+    for (int i = 0; i < 3; i++)
+        if (&nodes[i] != act && !nodes[i].c) other2 = &nodes[i];
+    node_start(other2, (int32_t)(other2 - nodes) + 1);
+    settle(nodes, 3);
+    ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 2);
+    char rp[64];
+    snprintf(rp, sizeof rp, "/brokers/ids/%d", other2->id);
+    race_path = rp;
+    race_port = 7777;
+    node_stop(act); /* failover on other2: it arms the data watch of every live broker */
+    act->c = NULL;
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1 && who == other2->id && race_path == NULL);
+    ctx = gr_controller_context(other2->c);
+    const struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, other2->id);
+    CHECK(br && br->info.endpoints[0].port == 7777);
+    /* a broker start-up: hook_brokers_started arms the new broker's watch */
+    int32_t back_id = (int32_t)(act - nodes) + 1;
+    snprintf(rp, sizeof rp, "/brokers/ids/%d", back_id);
+    race_path = rp;
+    race_port = 8888;
+    node_start(act, back_id);
+    settle(nodes, 3);
+    CHECK(race_path == NULL);
+    br = gr_ctrl_ctx_broker(ctx, back_id);
+    CHECK(br && br->info.endpoints[0].port == 8888);
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
