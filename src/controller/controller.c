@@ -85,6 +85,9 @@ struct gr_controller {
     _Atomic int64_t broker_epoch;
     _Atomic int32_t epoch; /* mirror of ctx.epoch for other threads */
 
+    /* This incarnation won /controller in elect() and has not resigned since (event thread): a
+     * /controller naming this broker counts as "active" only then (see note_controller). */
+    bool term;
     uint64_t auto_rebalance_timer; /* 0 = none */
     bool started, shut_down;
 
@@ -344,7 +347,31 @@ static void on_controller_resignation(struct gr_controller *c) {
     c->sender->shutdown(c->sender_ctx);
     gr_ctrl_batch_clear(c->sm.batch);
     gr_ctrl_ctx_reset(&c->ctx);
+    c->term = false;
     CINFO(c, "Resigned");
+}
+
+/* Records a reading of /controller as the active id. One naming this broker counts only when this
+ * incarnation won it (c->term); otherwise -- a guarded delete in trigger_controller_move failed
+ * with a ZooKeeper error, or a hand edit -- Kafka would report itself active with an empty
+ * context and no failover. Returns true in that case (the caller reclaims: reclaim_controller). */
+static bool note_controller(struct gr_controller *c, int32_t id) {
+    bool stale = id == c->cfg.broker_id && !c->term;
+    atomic_store(&c->active_id, stale ? -1 : id);
+    return stale;
+}
+
+static int elect_once(struct gr_controller *c, bool may_reclaim);
+
+/* /controller names this broker without a failover: delete it (only while it still names us; not
+ * a guarded write, as this broker won no epoch) and elect again, so whoever wins runs failover
+ * with a new epoch. */
+static int reclaim_controller(struct gr_controller *c) {
+    CWARN(c, "/controller names this broker, but this broker has not run failover for it: deleting it and electing "
+             "again");
+    int rc = gr_kzk_delete_controller_if_named(c->kzk, c->cfg.broker_id);
+    if (rc != 0) return rc;
+    return elect_once(c, false);
 }
 
 /* Kafka's maybeResign: re-arm the /controller watch, reread the active id, resign if we lost it. */
@@ -354,12 +381,12 @@ static int maybe_resign(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, true, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    bool stale = note_controller(c, id);
     if (was_active && !is_active(c)) {
         CINFO(c, "Controller moved to broker %d; resigning", id);
         on_controller_resignation(c);
     }
-    return 0;
+    return stale ? reclaim_controller(c) : 0;
 }
 
 /* Kafka's triggerControllerMove: resign and delete /controller (guarded by our epoch). */
@@ -367,7 +394,7 @@ static int trigger_controller_move(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    if (note_controller(c, id)) return reclaim_controller(c);
     if (!is_active(c)) {
         CWARN(c, "Controller has already moved when trying to trigger controller movement");
         return 0;
@@ -386,11 +413,13 @@ static int trigger_controller_move(struct gr_controller *c) {
 static int on_controller_failover(struct gr_controller *c);
 
 /* Kafka's elect. */
-static int elect(struct gr_controller *c) {
+static int elect(struct gr_controller *c) { return elect_once(c, true); }
+
+static int elect_once(struct gr_controller *c, bool may_reclaim) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    if (note_controller(c, id)) return may_reclaim ? reclaim_controller(c) : 0;
     if (id != -1) {
         CDEBUG(c, "Broker %d has been elected as the controller, so stopping the election process.", id);
         return 0;
@@ -401,6 +430,7 @@ static int elect(struct gr_controller *c) {
         c->ctx.epoch = epoch;
         c->ctx.epoch_zk_version = zkv;
         atomic_store(&c->epoch, epoch);
+        c->term = true;
         atomic_store(&c->active_id, c->cfg.broker_id);
         CINFO(c, "%d successfully elected as the controller. Epoch incremented to %d and epoch zk version is now %d",
               c->cfg.broker_id, epoch, zkv);

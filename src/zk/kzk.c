@@ -552,6 +552,23 @@ int gr_kzk_get_controller_id(struct gr_kzk *k, bool watch, int32_t *broker_id) {
     return rc;
 }
 
+int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id) {
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc = z_get(k, "/controller", false, &data, &len, &st);
+    if (rc == GR_ZNONODE) return 0;
+    if (rc != GR_ZOK) return zfail("get", "/controller", rc);
+    int32_t id = -1;
+    bool ours = gr_kzk_controller_decode(data, (size_t)len, &id) == 0 && id == broker_id;
+    free(data);
+    if (!ours) return 0;
+    /* a retry after a connection loss that finds it gone (NONODE) or replaced (BADVERSION) is fine */
+    RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
+    if (rc == GR_ZNONODE || rc == GR_ZBADVERSION) return 0;
+    return rc == GR_ZOK ? 0 : zfail("delete", "/controller", rc);
+}
+
 int gr_kzk_get_controller_epoch(struct gr_kzk *k, bool watch, int32_t *epoch,
                                 int32_t *zk_version) {
     char *data = NULL;

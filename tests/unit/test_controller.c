@@ -2,7 +2,8 @@
  * ZooKeeper model implementing the gr_zk_backend vtable, a virtual clock, no threads
  * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
  * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
- * change in the window where the controller arms its BrokerModifications watch.
+ * change in the window where the controller arms its BrokerModifications watch, and a /controller
+ * naming a broker that never ran failover for it.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -790,6 +791,29 @@ int main(void) {
     CHECK(race_path == NULL);
     br = gr_ctrl_ctx_broker(ctx, back_id);
     CHECK(br && br->info.endpoints[0].port == 8888);
+
+    /* 9. /controller names a broker that never ran failover for it (what a failed guarded delete
+     * in trigger_controller_move leaves behind; here a hand edit): that broker must not count
+     * itself active with an empty context -- it deletes the claim and a real election follows */
+    who = -1;
+    CHECK(active_count(nodes, 3, &who) == 1);
+    struct node *idle = NULL;
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].c && nodes[i].id != who) idle = &nodes[i];
+    int32_t epoch_before = zk_epoch(idle);
+    size_t clen = 0;
+    char *cdata = gr_kzk_controller_encode(idle->id, 0, &clen);
+    CHECK(gr_zkb_set(&idle->s->base, "/controller", cdata, (int)clen, -1, NULL) == GR_ZOK);
+    free(cdata);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(idle) > epoch_before); /* a real election */
+    for (int i = 0; i < 3; i++) {
+        if (!nodes[i].c) continue;
+        bool act_i = gr_controller_is_active(nodes[i].c);
+        CHECK(gauge(&nodes[i], "ActiveControllerCount") == (act_i ? 1 : 0));
+        if (act_i) CHECK(gr_controller_context(nodes[i].c)->n_brokers == 2 && gr_controller_epoch(nodes[i].c) == zk_epoch(idle));
+    }
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
