@@ -89,6 +89,9 @@ struct gr_controller {
      * /controller naming this broker counts as "active" only then (see note_controller). */
     bool term;
     uint64_t auto_rebalance_timer; /* 0 = none */
+    /* Generation of the armed auto-rebalance timer; its event carries it (in broker_epoch). A tick
+     * whose generation is not the current one belongs to an earlier term or chain: ignored. */
+    int64_t auto_rebalance_gen;
     bool started, shut_down;
 
     struct gr_gauge *gauges[G_COUNT];
@@ -313,6 +316,7 @@ static void zero_gauges(struct gr_controller *c) {
  * ====================================================================================== */
 
 static void cancel_timers(struct gr_controller *c) {
+    c->auto_rebalance_gen++; /* a tick already fired is stale now */
     if (c->auto_rebalance_timer) {
         gr_clock_cancel(c->cfg.clock, c->auto_rebalance_timer);
         c->auto_rebalance_timer = 0;
@@ -615,8 +619,9 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
 
 static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
     cancel_timers(c);
-    c->auto_rebalance_timer =
-        gr_clock_schedule(c->cfg.clock, delay_ms, c->em, gr_ctrl_event_new(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION));
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION);
+    ev->broker_epoch = ++c->auto_rebalance_gen;
+    c->auto_rebalance_timer = gr_clock_schedule(c->cfg.clock, delay_ms, c->em, ev);
 }
 
 /* Kafka's onControllerFailover (first part: watches and the context). */
@@ -959,7 +964,11 @@ static int process_replica_leader_election(struct gr_controller *c, struct gr_ct
     return gr_leader_balance_process_election(&c->sm, c->em, ev, is_active(c));
 }
 
-static int process_auto_preferred_election(struct gr_controller *c) {
+static int process_auto_preferred_election(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (ev->broker_epoch != c->auto_rebalance_gen) {
+        CDEBUG(c, "Ignoring an auto leader balancing tick of an earlier term");
+        return 0; /* the current term's timer (if any) keeps its handle */
+    }
     c->auto_rebalance_timer = 0; /* this timer fired */
     if (!is_active(c)) return 0;
     CDEBUG(c, "Checking need to trigger auto leader balancing");
@@ -1052,7 +1061,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_LOG_DIR_EVENT_NOTIFICATION: rc = process_log_dir_event_notification(c); break;
     case GR_EV_ZK_PARTITION_REASSIGNMENT: rc = process_zk_partition_reassignment(c); break;
     case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
-    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c); break;
+    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c, ev); break;
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
         break;

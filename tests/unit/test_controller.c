@@ -3,7 +3,7 @@
  * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
  * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
  * change in the window where the controller arms its BrokerModifications watch, and a /controller
- * naming a broker that never ran failover for it.
+ * naming a broker that never ran failover for it, and an auto-rebalance tick of an earlier term.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -814,6 +814,33 @@ int main(void) {
         CHECK(gauge(&nodes[i], "ActiveControllerCount") == (act_i ? 1 : 0));
         if (act_i) CHECK(gr_controller_context(nodes[i].c)->n_brokers == 2 && gr_controller_epoch(nodes[i].c) == zk_epoch(idle));
     }
+
+    /* 10. an auto-rebalance timer of an earlier term fires but its event waits behind the
+     * ControllerChange that ends that term; the next term schedules its own timer. The old event
+     * must not take over the new term's handle (two timer chains, one never cancelled). */
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].c && !gr_controller_is_active(nodes[i].c)) {
+            node_stop(&nodes[i]);
+            nodes[i].c = NULL;
+        }
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    act = &nodes[who - 1];
+    CHECK(VC.n == 1);
+    struct gr_ctrl_event *old_tick = VC.t[0].ev; /* the timer fires... */
+    VC.n = 0;
+    CHECK(gr_zkb_delete(&act->s->base, "/controller", -1) == GR_ZOK);
+    pump(act->s); /* ...after the ControllerChange was queued */
+    gr_ctrl_events_put(gr_controller_events(act->c), old_tick);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1 && who == act->id);
+    CHECK(VC.n == 1); /* one chain: the new term's timer */
+    int64_t now0 = VC.now;
+    VC.now = VC.t[0].due; /* the new term's timer still works */
+    gr_ctrl_events_put(VC.t[0].em, VC.t[0].ev);
+    VC.n = 0;
+    settle(nodes, 3);
+    CHECK(VC.n == 1 && VC.t[0].due > now0);
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
