@@ -261,6 +261,38 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     return t;
 }
 
+int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a) {
+    int added = 0;
+    for (int i = 0; i < a->n_partitions; i++)
+        if (!gr_ctrl_topic_partition(t, a->partitions[i].partition)) added++;
+    if (!added) return 0;
+    t->partitions = gr_realloc(t->partitions, (size_t)(t->n_partitions + added) * sizeof *t->partitions);
+    int n = t->n_partitions;
+    for (int i = 0; i < a->n_partitions; i++) {
+        struct gr_kzk_partition_assignment *pa = &a->partitions[i];
+        bool fresh = true;
+        for (int k = 0; k < t->n_partitions; k++) fresh &= t->partitions[k].partition != pa->partition;
+        if (!fresh) continue; /* t is sorted only up to n_partitions: scan */
+        struct gr_ctrl_partition *p = &t->partitions[n++];
+        memset(p, 0, sizeof *p);
+        p->partition = pa->partition;
+        p->n_replicas = pa->n_replicas;
+        p->replicas = pa->replicas;
+        p->n_adding = pa->n_adding;
+        p->adding = pa->adding;
+        p->n_removing = pa->n_removing;
+        p->removing = pa->removing;
+        p->lai.leader = -1;
+        pa->replicas = pa->adding = pa->removing = NULL;
+        pa->n_replicas = pa->n_adding = pa->n_removing = 0;
+    }
+    t->n_partitions = n;
+    qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+    t->zk_version = a->zk_version;
+    ctx->n_partitions += added;
+    return added;
+}
+
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
     if (!slot) return;

@@ -106,6 +106,10 @@ struct gr_ctrl_topic *gr_ctrl_ctx_topic(struct gr_ctrl_context *ctx, const char 
  * topic name is copied). Partition states of partitions that existed before are kept; new
  * partitions start without state. Returns the topic. */
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a);
+/* Adds the partitions of a that t does not have (Kafka's processPartitionModifications:
+ * existing partitions keep their assignment and states), taking ownership of those partitions'
+ * arrays. Returns how many were added. Pointers into t->partitions are invalidated. */
+int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a);
 /* Removes a topic and its partitions. No-op if absent. */
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name);
 /* The partition of a topic (binary search) or NULL. */

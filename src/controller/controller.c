@@ -902,9 +902,10 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         int k = 0;
         for (int i = 0; i < a.n_partitions; i++)
             if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) ids[k++] = a.partitions[i].partition;
-        if (!a.topic) a.topic = gr_strdup(topic);
         CINFO(c, "New partitions to be added: %d partitions of topic %s", added, topic);
-        struct gr_ctrl_topic *t = gr_ctrl_ctx_put_topic(&c->ctx, &a);
+        /* only the new partitions: the existing ones keep their assignment and replica states */
+        gr_ctrl_ctx_add_partitions(&c->ctx, old, &a);
+        struct gr_ctrl_topic *t = old;
         struct gr_ctrl_tp_list tps = {0};
         for (int i = 0; i < k; i++) gr_ctrl_tp_list_add(&tps, t->name, ids[i]);
         rc = gr_ctrl_on_new_partition_creation(&c->sm, tps.v, tps.n);

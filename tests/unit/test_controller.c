@@ -3,7 +3,8 @@
  * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
  * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
  * change in the window where the controller arms its BrokerModifications watch, and a /controller
- * naming a broker that never ran failover for it, and an auto-rebalance tick of an earlier term.
+ * naming a broker that never ran failover for it, an auto-rebalance tick of an earlier term, and
+ * PartitionModifications adding only new partitions.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -841,6 +842,42 @@ int main(void) {
     VC.n = 0;
     settle(nodes, 3);
     CHECK(VC.n == 1 && VC.t[0].due > now0);
+
+    /* 11. PartitionModifications adds only the new partitions (Kafka's behaviour): a rewrite of
+     * /brokers/topics/t1 that adds partition 4 and also reorders partition 0 changes nothing of
+     * partition 0 in the context (before: the topic was rebuilt from ZooKeeper and replica states
+     * were re-attached by position) */
+    ctx = gr_controller_context(act->c);
+    struct gr_ctrl_partition *q0 = gr_ctrl_ctx_partition(ctx, "t1", 0);
+    CHECK(q0 && q0->n_replicas == 2 && gr_ctrl_ctx_partition(ctx, "t1", 4) == NULL);
+    int32_t r0[2] = {q0->replicas[0], q0->replicas[1]};
+    const char *t1name = "t1";
+    struct gr_kzk_topic_assignment ta;
+    memset(&ta, 0, sizeof ta);
+    CHECK(gr_kzk_get_topic_assignments(act->k, &t1name, 1, false, &ta) == 0 && ta.rc == 0 && ta.n_partitions == 4);
+    ta.partitions = gr_realloc(ta.partitions, 5 * sizeof *ta.partitions);
+    memset(&ta.partitions[4], 0, sizeof ta.partitions[4]);
+    ta.partitions[4].partition = 4;
+    ta.partitions[4].n_replicas = 1;
+    ta.partitions[4].replicas = gr_malloc(sizeof(int32_t));
+    ta.partitions[4].replicas[0] = act->id;
+    ta.n_partitions = 5;
+    for (int i = 0; i < 5; i++)
+        if (ta.partitions[i].partition == 0) {
+            ta.partitions[i].replicas[0] = r0[1];
+            ta.partitions[i].replicas[1] = r0[0];
+        }
+    size_t tlen = 0;
+    char *tjs = gr_kzk_topic_assignment_encode(&ta, &tlen);
+    CHECK(gr_zkb_set(&act->s->base, "/brokers/topics/t1", tjs, (int)tlen, -1, NULL) == GR_ZOK);
+    free(tjs);
+    gr_kzk_topic_assignment_release(&ta);
+    settle(nodes, 3);
+    q0 = gr_ctrl_ctx_partition(ctx, "t1", 0);
+    CHECK(q0 && q0->replicas[0] == r0[0] && q0->replicas[1] == r0[1]);
+    struct gr_ctrl_partition *q4 = gr_ctrl_ctx_partition(ctx, "t1", 4);
+    CHECK(q4 && q4->has_state && q4->lai.leader == act->id);
+    CHECK(gr_ctrl_ctx_partition_count(ctx) == 5 + 2); /* t1 and t2's two */
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
