@@ -117,6 +117,24 @@ int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
     return rc;
 }
 
+/* Partitions of r (deduplicated) that have leadership info, a topic not queued for deletion and
+ * a leader that is not online (dead broker, offline dir): Kafka's partitionsWithOfflineLeader,
+ * restricted to the partitions these replicas belong to -- a partition whose leader was already
+ * offline is Offline already and retried by triggerOnlinePartitionStateChange. */
+static void partitions_with_offline_leader(struct gr_ctrl_context *ctx, const struct gr_ctrl_replica *r, int n,
+                                           struct gr_ctrl_tp_list *out) {
+    for (int i = 0; i < n; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, r[i].topic);
+        struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, r[i].partition);
+        if (!p || !p->has_state || gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+        if (gr_ctrl_replica_online(ctx, p, p->lai.leader, false)) continue;
+        bool dup = false;
+        for (int k = out->n - 1; k >= 0 && !dup; k--)
+            dup = out->v[k].partition == p->partition && strcmp(out->v[k].topic, t->name) == 0;
+        if (!dup) gr_ctrl_tp_list_add(out, t->name, p->partition);
+    }
+}
+
 int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n) {
     struct gr_ctrl_context *ctx = sm->ctx;
     struct gr_ctrl_replica_list for_deletion = {0}, not_for_deletion = {0};
@@ -125,18 +143,8 @@ int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ct
             gr_ctrl_replica_list_add(&for_deletion, r[i].topic, r[i].partition, r[i].replica);
         else gr_ctrl_replica_list_add(&not_for_deletion, r[i].topic, r[i].partition, r[i].replica);
     }
-    /* partitionsWithOfflineLeader */
     struct gr_ctrl_tp_list offline_leader = {0};
-    size_t cur = 0;
-    struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
-        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
-        for (int i = 0; i < t->n_partitions; i++) {
-            struct gr_ctrl_partition *p = &t->partitions[i];
-            if (p->has_state && !gr_ctrl_replica_online(ctx, p, p->lai.leader, false))
-                gr_ctrl_tp_list_add(&offline_leader, t->name, p->partition);
-        }
-    }
+    partitions_with_offline_leader(ctx, r, n, &offline_leader);
     int rc = gr_psm_handle_state_changes(sm, offline_leader.v, offline_leader.n, GR_PS_OFFLINE, NULL, NULL);
     if (!rc) rc = gr_psm_trigger_online(sm, NULL);
     if (!rc) rc = gr_rsm_handle_state_changes(sm, not_for_deletion.v, not_for_deletion.n, GR_RS_OFFLINE);
