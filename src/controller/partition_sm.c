@@ -59,32 +59,6 @@ int gr_psm_topic_unclean_enabled(struct gr_ctrl_sm *sm, const char *topic, bool 
 
 /* ---- New -> Online ---- */
 
-/* A create retried after a connection loss finds the znode our first attempt wrote (EEXISTS).
- * If what is there is exactly what we meant to write (our controller epoch, same leader, leader
- * epoch and ISR), count it as created -- the same rule Kafka applies to retried ISR writes
- * ("an identical reread counts as success"). A state written by anyone else stays a failure. */
-static void recover_own_creates(struct gr_ctrl_sm *sm, const struct gr_kzk_state_write *items, int n,
-                                struct gr_kzk_write_result *res) {
-    for (int i = 0; i < n; i++) {
-        if (res[i].rc != GR_KZK_EEXISTS) continue;
-        struct gr_kzk_tp tp = {.topic = (char *)items[i].topic, .partition = items[i].partition};
-        struct gr_kzk_state_result cur;
-        memset(&cur, 0, sizeof cur);
-        if (gr_kzk_get_partition_states(sm->kzk, &tp, 1, &cur) == 0 && cur.rc == 0) {
-            const struct gr_kzk_leader_and_isr *want = items[i].lai, *got = &cur.lai;
-            if (got->controller_epoch == sm->ctx->epoch && got->leader == want->leader &&
-                got->leader_epoch == want->leader_epoch && got->n_isr == want->n_isr &&
-                (want->n_isr == 0 || memcmp(got->isr, want->isr, (size_t)want->n_isr * sizeof *want->isr) == 0)) {
-                gr_info(LOGGER, "State znode of partition %s-%d already holds what this controller wrote (retried "
-                        "create after a connection loss)", tp.topic, tp.partition);
-                res[i].rc = 0;
-                res[i].zk_version = got->zk_version;
-            }
-        }
-        gr_kzk_leader_and_isr_release(&cur.lai);
-    }
-}
-
 /* initializeLeaderAndIsrForPartitions: rcs[i] for idx[i]. */
 static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n, int *rcs) {
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -132,7 +106,6 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
             gr_error(LOGGER, "Controller moved to another broker when trying to create the topic partition state znode");
             ret = rc;
         } else {
-            if (!rc) recover_own_creates(sm, items, n_items, res);
             for (int i = 0; i < n_items; i++) {
                 const struct gr_kzk_tp *tp = &tps[item_of[i]];
                 int irc = rc ? rc : res[i].rc;

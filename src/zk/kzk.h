@@ -342,8 +342,9 @@ int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, i
                                 struct gr_kzk_state_result *out);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops; if a batch fails on an item (not the epoch check) the
- * batch is redone item by item so each gets its own result. Returns 0 (see res[]),
- * GR_ECONTROLLER_MOVED (nothing more written), or GR_EZK. */
+ * batch is redone item by item so each gets its own result. A state znode that exists holding
+ * exactly our JSON (our own create, retried after a connection loss) counts as created. Returns 0
+ * (see res[]), GR_ECONTROLLER_MOVED (nothing more written), or GR_EZK. */
 int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res);
