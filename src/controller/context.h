@@ -30,13 +30,8 @@ struct gr_ctrl_broker {
 
 struct gr_ctrl_partition {
     int32_t partition;
-    /* Assignment, from /brokers/topics/T. Owned arrays. */
-    int n_replicas;
-    int32_t *replicas;
-    int n_adding;
-    int32_t *adding;
-    int n_removing;
-    int32_t *removing;
+    /* Assignment, from /brokers/topics/T (zk/kzk.h). Owned arrays. */
+    GR_REPLICA_ASSIGNMENT_FIELDS
     /* Leader/ISR from …/partitions/P/state; has_state false until read or created. */
     bool has_state;
     struct gr_kzk_leader_and_isr lai; /* owned (isr array) */

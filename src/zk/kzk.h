@@ -105,14 +105,22 @@ void gr_kzk_cluster_id_generate(char out[23]);
  * (2.8) "topic_id" is accepted on decode and kept in topic_id; encode writes v3 iff topic_id
  * is set, else v2. Partitions are kept sorted by partition id. Decode rejects negative
  * partition ids / non-integer replicas / duplicate partitions. */
+/* A partition's replica assignment, Kafka's ReplicaAssignment: replicas (RS), adding_replicas
+ * (AR) and removing_replicas (RR; both NULL/0 when not reassigning). Declared once, here, and
+ * spliced into every struct that carries one (this znode's partitions, the controller context's
+ * partitions, controller/reassignment.h's struct gr_replica_assignment), so the field names and
+ * types cannot drift apart; each struct says who owns the arrays. */
+#define GR_REPLICA_ASSIGNMENT_FIELDS \
+    int n_replicas;                  \
+    int32_t *replicas;               \
+    int n_adding;                    \
+    int32_t *adding;                 \
+    int n_removing;                  \
+    int32_t *removing;
+
 struct gr_kzk_partition_assignment {
     int32_t partition;
-    int n_replicas;
-    int32_t *replicas;
-    int n_adding;
-    int32_t *adding;           /* adding_replicas (NULL/0 when none) */
-    int n_removing;
-    int32_t *removing;         /* removing_replicas */
+    GR_REPLICA_ASSIGNMENT_FIELDS /* owned by the assignment (gr_kzk_topic_assignment_release) */
 };
 struct gr_kzk_topic_assignment {
     char *topic;               /* set by reads / caller; not in the JSON */
