@@ -496,6 +496,16 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
     int rc = update_current_reassignment(sm, t, p, ra);
     if (rc) return rc;
     p = gr_ctrl_topic_partition(t, partition);
+    if (p && !p->has_state && p->state == GR_PS_NEW) {
+        /* Never brought online (no assigned replica was live at its creation): Kafka cannot
+         * reassign it (no leader/ISR to bump) and leaves it New until the next broker change,
+         * though the replicas just added may be live (simulation seed 12609, Q4). Try now. */
+        struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
+        struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
+        rc = gr_psm_handle_state_changes(sm, &tp, 1, GR_PS_ONLINE, &st, NULL);
+        if (rc) return rc;
+        p = gr_ctrl_topic_partition(t, partition);
+    }
     bool complete;
     rc = reassignment_complete(sm, topic, partition, ra, &complete);
     if (rc) return rc;
