@@ -197,6 +197,12 @@ struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, con
     return gr_ctrl_topic_partition(gr_ctrl_ctx_topic(ctx, topic), partition);
 }
 
+static int queue_find(const struct gr_ctrl_context *ctx, const char *name) {
+    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++)
+        if (strcmp(ctx->topics_to_be_deleted.names[i], name) == 0) return i;
+    return -1;
+}
+
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a) {
     if ((ctx->n_used + 1) * 4 >= ctx->n_slots * 3) {
         size_t want = 64;
@@ -246,6 +252,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         }
     }
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+    t->queued_for_deletion = old ? old->queued_for_deletion : queue_find(ctx, t->name) >= 0;
 
     if (old) {
         ctx->n_partitions -= old->n_partitions;
@@ -291,6 +298,35 @@ int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic
     t->zk_version = a->zk_version;
     ctx->n_partitions += added;
     return added;
+}
+
+void gr_ctrl_ctx_queue_deletion(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, name);
+    if (t) t->queued_for_deletion = true;
+    if (queue_find(ctx, name) >= 0) return;
+    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
+    q->names = gr_realloc(q->names, (size_t)(q->count + 1) * sizeof *q->names);
+    q->names[q->count++] = gr_strdup(name);
+}
+
+void gr_ctrl_ctx_unqueue_deletion(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, name);
+    if (t) t->queued_for_deletion = false;
+    int i = queue_find(ctx, name);
+    if (i < 0) return;
+    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
+    free(q->names[i]);
+    memmove(&q->names[i], &q->names[i + 1], (size_t)(q->count - i - 1) * sizeof *q->names);
+    q->count--;
+}
+
+void gr_ctrl_ctx_clear_deletions(struct gr_ctrl_context *ctx) {
+    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, ctx->topics_to_be_deleted.names[i]);
+        if (t) t->queued_for_deletion = false;
+    }
+    gr_zstrings_free(&ctx->topics_to_be_deleted);
+    memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
 }
 
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {

@@ -51,6 +51,7 @@ struct gr_ctrl_topic {
     int32_t zk_version;         /* of /brokers/topics/T */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
+    bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
 };
 
 struct gr_ctrl_context {
@@ -69,7 +70,10 @@ struct gr_ctrl_context {
     size_t n_used;              /* topics + tombstones */
     int64_t n_partitions;       /* total over all topics */
 
-    struct gr_zstrings topics_to_be_deleted; /* from /admin/delete_topics (names) */
+    /* from /admin/delete_topics (names); change it only with gr_ctrl_ctx_queue_deletion /
+     * _unqueue_deletion / _clear_deletions, which keep each topic's queued_for_deletion flag (what
+     * gr_ctrl_topic_queued_for_deletion reads: one hash lookup, not a scan of the names) */
+    struct gr_zstrings topics_to_be_deleted;
 };
 
 void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
@@ -105,6 +109,10 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
  * existing partitions keep their assignment and states), taking ownership of those partitions'
  * arrays. Returns how many were added. Pointers into t->partitions are invalidated. */
 int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a);
+/* topicsToBeDeleted: add (no-op if queued), remove, forget all. */
+void gr_ctrl_ctx_queue_deletion(struct gr_ctrl_context *ctx, const char *name);
+void gr_ctrl_ctx_unqueue_deletion(struct gr_ctrl_context *ctx, const char *name);
+void gr_ctrl_ctx_clear_deletions(struct gr_ctrl_context *ctx);
 /* Removes a topic and its partitions. No-op if absent. */
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name);
 /* The partition of a topic (binary search) or NULL. */

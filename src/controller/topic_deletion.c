@@ -88,23 +88,9 @@ static void set_free(struct name_set *s) {
 
 /* ---- the queue (ctx->topics_to_be_deleted) ---- */
 
-static void queue_add(struct gr_ctrl_context *ctx, const char *name) {
-    if (gr_ctrl_topic_queued_for_deletion(ctx, name)) return;
-    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
-    q->names = gr_realloc(q->names, (size_t)(q->count + 1) * sizeof *q->names);
-    q->names[q->count++] = gr_strdup(name);
-}
+static void queue_add(struct gr_ctrl_context *ctx, const char *name) { gr_ctrl_ctx_queue_deletion(ctx, name); }
 
-static void queue_remove(struct gr_ctrl_context *ctx, const char *name) {
-    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
-    for (int i = 0; i < q->count; i++) {
-        if (strcmp(q->names[i], name) != 0) continue;
-        free(q->names[i]);
-        memmove(&q->names[i], &q->names[i + 1], (size_t)(q->count - i - 1) * sizeof *q->names);
-        q->count--;
-        return;
-    }
-}
+static void queue_remove(struct gr_ctrl_context *ctx, const char *name) { gr_ctrl_ctx_unqueue_deletion(ctx, name); }
 
 /* Copies of the queued names (the queue changes while we work). */
 static char **queue_snapshot(struct gr_ctrl_context *ctx, int *n) {
@@ -525,8 +511,7 @@ int gr_td_init(struct gr_topic_deletion *td) {
     set_clear(&td->started);
     set_clear(&td->ineligible);
     um_clear(td);
-    gr_zstrings_free(&ctx->topics_to_be_deleted);
-    memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
+    gr_ctrl_ctx_clear_deletions(ctx);
     struct gr_zstrings names = {0};
     int rc = gr_kzk_get_topic_deletions(sm->kzk, true, &names);
     if (rc) return rc;

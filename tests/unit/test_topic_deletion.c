@@ -428,14 +428,11 @@ static void test_controlled_shutdown(void) {
     gr_ctrl_partition_leaders_on_broker(&ctx, 2, &led);
     CHECK(led.n == 1 && strcmp(led.v[0].topic, "a") == 0);
     led.n = 0;
-    ctx.topics_to_be_deleted.names = gr_malloc(sizeof(char *));
-    ctx.topics_to_be_deleted.names[0] = gr_strdup("a");
-    ctx.topics_to_be_deleted.count = 1;
+    gr_ctrl_ctx_queue_deletion(&ctx, "a");
     gr_ctrl_partition_leaders_on_broker(&ctx, 2, &led);
     CHECK(led.n == 0);
     gr_ctrl_tp_list_free(&led);
-    gr_zstrings_free(&ctx.topics_to_be_deleted);
-    memset(&ctx.topics_to_be_deleted, 0, sizeof ctx.topics_to_be_deleted);
+    gr_ctrl_ctx_clear_deletions(&ctx);
     pa->lai.leader = 1;
     /* the event path: answered once; preempted/dropped events answer NOT_CONTROLLER */
     struct gr_ctrl_cs_payload *pl = gr_calloc(1, sizeof *pl);
