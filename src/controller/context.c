@@ -22,6 +22,16 @@ static void partition_release(struct gr_ctrl_partition *p) {
     free(p->offline_dirs);
 }
 
+static int64_t reassigning_in(const struct gr_ctrl_topic *t) {
+    int64_t n = 0;
+    for (int i = 0; t && i < t->n_partitions; i++) n += t->partitions[i].n_adding > 0 || t->partitions[i].n_removing > 0;
+    return n;
+}
+
+void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool is) {
+    ctx->n_reassigning += (int64_t)is - (int64_t)was;
+}
+
 static void topic_free(struct gr_ctrl_topic *t) {
     for (int i = 0; i < t->n_partitions; i++) partition_release(&t->partitions[i]);
     free(t->partitions);
@@ -48,6 +58,7 @@ void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx) {
     }
     ctx->n_topics = ctx->n_used = 0;
     ctx->n_partitions = 0;
+    ctx->n_reassigning = 0;
     gr_zstrings_free(&ctx->topics_to_be_deleted);
     memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
 }
@@ -254,6 +265,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
     t->queued_for_deletion = old ? old->queued_for_deletion : queue_find(ctx, t->name) >= 0;
 
+    ctx->n_reassigning += reassigning_in(t) - reassigning_in(old);
     if (old) {
         ctx->n_partitions -= old->n_partitions;
         topic_free(old);
@@ -273,6 +285,7 @@ int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic
     for (int i = 0; i < a->n_partitions; i++)
         if (!gr_ctrl_topic_partition(t, a->partitions[i].partition)) added++;
     if (!added) return 0;
+    ctx->n_reassigning -= reassigning_in(t);
     t->partitions = gr_realloc(t->partitions, (size_t)(t->n_partitions + added) * sizeof *t->partitions);
     int n = t->n_partitions;
     for (int i = 0; i < a->n_partitions; i++) {
@@ -297,6 +310,7 @@ int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
     t->zk_version = a->zk_version;
     ctx->n_partitions += added;
+    ctx->n_reassigning += reassigning_in(t);
     return added;
 }
 
@@ -333,6 +347,7 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
     if (!slot) return;
     ctx->n_partitions -= (*slot)->n_partitions;
+    ctx->n_reassigning -= reassigning_in(*slot);
     topic_free(*slot);
     *slot = TOMBSTONE;
     ctx->n_topics--;

@@ -69,6 +69,8 @@ struct gr_ctrl_context {
     size_t n_topics;
     size_t n_used;              /* topics + tombstones */
     int64_t n_partitions;       /* total over all topics */
+    int64_t n_reassigning;      /* partitions with adding or removing replicas (kept by the
+                                 * topic functions and gr_ctrl_ctx_reassigning_changed) */
 
     /* from /admin/delete_topics (names); change it only with gr_ctrl_ctx_queue_deletion /
      * _unqueue_deletion / _clear_deletions, which keep each topic's queued_for_deletion flag (what
@@ -109,6 +111,8 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
  * existing partitions keep their assignment and states), taking ownership of those partitions'
  * arrays. Returns how many were added. Pointers into t->partitions are invalidated. */
 int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a);
+/* A partition's assignment was rewritten in place: it was / is reassigning (n_reassigning). */
+void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool is);
 /* topicsToBeDeleted: add (no-op if queued), remove, forget all. */
 void gr_ctrl_ctx_queue_deletion(struct gr_ctrl_context *ctx, const char *name);
 void gr_ctrl_ctx_unqueue_deletion(struct gr_ctrl_context *ctx, const char *name);

@@ -179,7 +179,9 @@ int64_t gr_reassign_count(struct gr_ctrl_context *ctx) {
 
 /* updatePartitionFullReplicaAssignment: replaces p's arrays with copies of ra; replica states
  * follow their replica ids (new replicas start NonExistent). */
-static void set_partition_assignment(struct gr_ctrl_partition *p, const struct gr_replica_assignment *ra) {
+static void set_partition_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p,
+                                     const struct gr_replica_assignment *ra) {
+    gr_ctrl_ctx_reassigning_changed(ctx, partition_reassigning(p), gr_replica_assignment_reassigning(ra));
     int *states = NULL;
     if (p->replica_states) {
         states = gr_calloc((size_t)(ra->n_replicas ? ra->n_replicas : 1), sizeof *states);
@@ -475,7 +477,7 @@ static int update_current_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_top
                  gr_ctrl_fmt_ids(b, sizeof b, ra->replicas, ra->n_replicas));
         rc = write_topic_assignment(sm, t, p->partition, ra); /* U1 */
         if (rc == 0) {
-            set_partition_assignment(p, ra); /* U2 */
+            set_partition_assignment(sm->ctx, p, ra); /* U2 */
             int n_unneeded;
             int32_t *unneeded = diff(cur.replicas, cur.n_replicas, ra->replicas, ra->n_replicas, &n_unneeded);
             if (n_unneeded) rc = stop_removed_replicas(sm, t->name, p->partition, unneeded, n_unneeded); /* U3 */
@@ -527,7 +529,7 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
         gr_replica_assignment_set(&done, trs, n_trs, NULL, 0, NULL, 0);
         if (!rc) {
             /* B2 */
-            set_partition_assignment(p, &done);
+            set_partition_assignment(sm->ctx, p, &done);
             /* B3 */
             int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
             if (!has(trs, n_trs, leader) || !gr_ctrl_replica_online(ctx, p, leader, false)) {
@@ -693,6 +695,7 @@ int gr_reassign_process_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, str
 typedef bool (*resume_pred)(const struct gr_ctrl_partition *p, const char *topic, const void *arg);
 
 static int maybe_resume(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, resume_pred pred, const void *arg) {
+    if (sm->ctx->n_reassigning == 0) return 0; /* the common case costs nothing per event */
     struct gr_ctrl_tp_list l = {0};
     size_t cur = 0;
     struct gr_ctrl_topic *t;

@@ -36,8 +36,10 @@ static void remove_id(int32_t *v, int *n, int32_t id) {
     *n = k;
 }
 
-/* ReplicaAssignment.removeReplica, keeping replica_states parallel to replicas. */
-static void remove_from_assignment(struct gr_ctrl_partition *p, int32_t id) {
+/* ReplicaAssignment.removeReplica, keeping replica_states parallel to replicas (and the context's
+ * count of partitions being reassigned). */
+static void remove_from_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p, int32_t id) {
+    bool was = p->n_adding > 0 || p->n_removing > 0;
     int idx = gr_ctrl_replica_index(p, id);
     if (idx >= 0) {
         memmove(&p->replicas[idx], &p->replicas[idx + 1], (size_t)(p->n_replicas - idx - 1) * sizeof *p->replicas);
@@ -48,6 +50,7 @@ static void remove_from_assignment(struct gr_ctrl_partition *p, int32_t id) {
     }
     remove_id(p->adding, &p->n_adding, id);
     remove_id(p->removing, &p->n_removing, id);
+    gr_ctrl_ctx_reassigning_changed(ctx, was, p->n_adding > 0 || p->n_removing > 0);
 }
 
 /* ---- removeReplicasFromIsr ---- */
@@ -371,7 +374,7 @@ static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_
             const struct gr_ctrl_replica *r = &reps[valid[k]];
             struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
             log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            remove_from_assignment(p, r->replica);
+            remove_from_assignment(sm->ctx, p, r->replica);
         }
         break;
     }

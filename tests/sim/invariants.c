@@ -460,6 +460,28 @@ void inv_on_commit(void *arg, const struct zm_txn *t) {
     for (int i = 0; i < t->n_changes && !s->failed; i++) check_assignment_change(s, t, &t->changes[i]);
 }
 
+/* Q3 also: the context's indexes (kept incrementally) agree with a full count: partitions being
+ * reassigned, and each topic's queued-for-deletion flag with the queue of names. */
+static void check_context_indexes(struct sim *s, struct gr_ctrl_context *ctx) {
+    int64_t reassigning = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        for (int i = 0; i < t->n_partitions; i++)
+            reassigning += t->partitions[i].n_adding > 0 || t->partitions[i].n_removing > 0;
+        bool listed = false;
+        for (int q = 0; q < ctx->topics_to_be_deleted.count; q++) listed |= strcmp(ctx->topics_to_be_deleted.names[q], t->name) == 0;
+        if (listed != t->queued_for_deletion) {
+            sim_fail(s, "Q3 context equals ZooKeeper", "topic %s: queued-for-deletion flag %d, queue %d", t->name,
+                     t->queued_for_deletion, listed);
+            return;
+        }
+    }
+    if (reassigning != ctx->n_reassigning)
+        sim_fail(s, "Q3 context equals ZooKeeper", "context counts %lld partitions being reassigned, it has %lld",
+                 (long long)ctx->n_reassigning, (long long)reassigning);
+}
+
 /* ---- requests ---- */
 
 /* ZooKeeper's leader epoch of a partition, -1 if it has no state. */
@@ -1007,6 +1029,7 @@ void inv_quiet(struct sim *s) {
     char **tn = gr_malloc(sizeof(char *) * (size_t)(nt + 1));
     for (int i = 0; i < nt; i++) tn[i] = gr_strdup(names[i]);
     for (int i = 0; i < nt && !s->failed; i++) check_topic(s, act, tn[i], live, n_live);
+    if (!s->failed) check_context_indexes(s, ctx);
     for (int i = 0; i < nt; i++) free(tn[i]);
     free(tn);
     if (s->failed || !s->o.expect_metadata) return;
