@@ -90,18 +90,14 @@ static void fresh_add(struct fresh_set *f, const struct gr_ctrl_partition *p) {
     if (f) f->slots[fresh_pos(f, p)] = p;
 }
 
-/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
- * settled (written or did not contain it); retries go to retry[]. States come from ZooKeeper,
- * except (use_fresh: the first round) partitions in `fresh`, taken from the context; partitions
- * read or written here join `fresh`. */
-static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
-                                 struct fresh_set *fresh, bool use_fresh, char *ok, int *retry, int *n_retry) {
+/* The current states of reps[idx[k]]'s partitions into cur[k]: from ZooKeeper, except (use_fresh)
+ * partitions in `fresh`, copied from the context. Returns 0 or the read's error. */
+static int isr_read(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
+                    const struct fresh_set *fresh, bool use_fresh, struct gr_kzk_state_result *cur) {
     struct gr_ctrl_context *ctx = sm->ctx;
-    *n_retry = 0;
-    struct gr_kzk_tp *tps = gr_malloc((size_t)n * sizeof *tps);
-    int *read_of = gr_malloc((size_t)n * sizeof *read_of);
+    struct gr_kzk_tp *tps = gr_malloc((size_t)(n ? n : 1) * sizeof *tps);
+    int *read_of = gr_malloc((size_t)(n ? n : 1) * sizeof *read_of);
     int n_read = 0;
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)n, sizeof *cur);
     for (int k = 0; k < n; k++) {
         const struct gr_ctrl_replica *r = &reps[idx[k]];
         const struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
@@ -123,99 +119,120 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
         free(rd);
     }
     free(read_of);
+    free(tps);
+    return rc;
+}
+
+/* What removing replica r from the ISR in state cur means: -1 failed (logged), 0 nothing to write
+ * (not in the ISR: the context caches ZooKeeper's state), 1 write *a (the ISR without r, never
+ * empty; leader -1 if r led; leader epoch + 1). */
+static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, struct gr_kzk_state_result *cur,
+                      struct fresh_set *fresh, struct gr_kzk_leader_and_isr *a) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+    if (cur->rc == GR_KZK_ENONODE || cur->rc == GR_ECORRUPT) {
+        if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
+                       "the leader and isr path in zookeeper is empty");
+        return -1;
+    }
+    if (cur->rc) {
+        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur->rc));
+        return -1;
+    }
+    struct gr_kzk_leader_and_isr *l = &cur->lai;
+    if (l->controller_epoch > ctx->epoch) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
+                 "controller",
+                 l->controller_epoch);
+        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
+        return -1;
+    }
+    bool in_isr = false;
+    for (int i = 0; i < l->n_isr; i++) in_isr |= l->isr[i] == r->replica;
+    if (!in_isr) {
+        l->controller_epoch = ctx->epoch; /* cache what ZooKeeper has, with our controller epoch */
+        gr_ctrl_partition_set_state(p, l);
+        fresh_add(fresh, p);
+        return 0;
+    }
+    a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
+    a->leader_epoch = l->leader_epoch + 1;
+    a->controller_epoch = ctx->epoch;
+    a->zk_version = l->zk_version;
+    a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
+    memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
+    a->n_isr = l->n_isr;
+    if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
+    return 1;
+}
+
+/* Writes items (items[i] is for reps[idx[item_of[i]]], state adj[item_of[i]]) and applies what
+ * was written (ok = 2); BADVERSION goes to retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
+static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx,
+                     const struct gr_kzk_state_write *items, const int *item_of, int n_items,
+                     struct gr_kzk_leader_and_isr *adj, struct fresh_set *fresh, char *ok, int *retry, int *n_retry) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+    for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+        int k = item_of[i];
+        const struct gr_ctrl_replica *r = &reps[idx[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        int irc = rc ? rc : res[i].rc;
+        if (irc == GR_KZK_EBADVERSION) {
+            gr_debug(LOGGER,
+                     "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. This will be "
+                     "retried.",
+                     r->replica, r->topic, r->partition);
+            retry[(*n_retry)++] = idx[k];
+            continue;
+        }
+        if (irc) {
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
+            continue;
+        }
+        adj[k].zk_version = res[i].zk_version;
+        gr_ctrl_partition_set_state(p, &adj[k]);
+        fresh_add(fresh, p);
+        ok[idx[k]] = 2; /* written */
+    }
+    free(res);
+    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+}
+
+/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
+ * settled (written or did not contain it); retries go to retry[]. States come from ZooKeeper,
+ * except (use_fresh: the first round) partitions in `fresh`, taken from the context; partitions
+ * read or written here join `fresh`. */
+static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
+                                 struct fresh_set *fresh, bool use_fresh, char *ok, int *retry, int *n_retry) {
+    *n_retry = 0;
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
+    int rc = isr_read(sm, reps, idx, n, fresh, use_fresh, cur);
     if (rc) {
         for (int k = 0; k < n; k++) {
             log_failed(sm, &reps[idx[k]], GR_RS_ONLINE, GR_RS_OFFLINE, gr_kzk_strerror(rc));
             gr_kzk_leader_and_isr_release(&cur[k].lai);
         }
-        free(tps);
         free(cur);
         return 0;
     }
-    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)n, sizeof *adj);
-    struct gr_kzk_state_write *items = gr_calloc((size_t)n, sizeof *items);
-    int *item_of = gr_malloc((size_t)n * sizeof *item_of);
+    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)(n ? n : 1), sizeof *adj);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)(n ? n : 1), sizeof *items);
+    int *item_of = gr_malloc((size_t)(n ? n : 1) * sizeof *item_of);
     int n_items = 0;
     for (int k = 0; k < n; k++) {
         const struct gr_ctrl_replica *r = &reps[idx[k]];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-        if (cur[k].rc == GR_KZK_ENONODE || cur[k].rc == GR_ECORRUPT) {
-            if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
-                log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
-                           "the leader and isr path in zookeeper is empty");
-            continue;
-        }
-        if (cur[k].rc) {
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur[k].rc));
-            continue;
-        }
-        struct gr_kzk_leader_and_isr *l = &cur[k].lai;
-        if (l->controller_epoch > ctx->epoch) {
-            char why[256];
-            snprintf(why, sizeof why,
-                     "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
-                     "controller",
-                     l->controller_epoch);
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
-            continue;
-        }
-        bool in_isr = false;
-        for (int i = 0; i < l->n_isr; i++)
-            if (l->isr[i] == r->replica) in_isr = true;
-        if (!in_isr) {
-            /* nothing to write: cache what ZooKeeper has, with our controller epoch */
-            l->controller_epoch = ctx->epoch;
-            gr_ctrl_partition_set_state(p, l);
-            fresh_add(fresh, p);
-            ok[idx[k]] = 1;
-            continue;
-        }
-        struct gr_kzk_leader_and_isr *a = &adj[k];
-        a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
-        a->leader_epoch = l->leader_epoch + 1;
-        a->controller_epoch = ctx->epoch;
-        a->zk_version = l->zk_version;
-        a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
-        memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
-        a->n_isr = l->n_isr;
-        if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
-        items[n_items].topic = r->topic;
-        items[n_items].partition = r->partition;
-        items[n_items].lai = a;
+        int what = isr_adjust(sm, r, &cur[k], fresh, &adj[k]);
+        if (what == 0) ok[idx[k]] = 1;
+        if (what != 1) continue;
+        items[n_items] = (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &adj[k]};
         item_of[n_items++] = k;
     }
-    int ret = 0;
-    if (n_items) {
-        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-        if (rc == GR_ECONTROLLER_MOVED) {
-            ret = rc;
-        } else {
-            for (int i = 0; i < n_items; i++) {
-                int k = item_of[i];
-                const struct gr_ctrl_replica *r = &reps[idx[k]];
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-                int irc = rc ? rc : res[i].rc;
-                if (irc == GR_KZK_EBADVERSION) {
-                    gr_debug(LOGGER,
-                             "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. "
-                             "This will be retried.",
-                             r->replica, r->topic, r->partition);
-                    retry[(*n_retry)++] = idx[k];
-                    continue;
-                }
-                if (irc) {
-                    log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
-                    continue;
-                }
-                adj[k].zk_version = res[i].zk_version;
-                gr_ctrl_partition_set_state(p, &adj[k]);
-                fresh_add(fresh, p);
-                ok[idx[k]] = 2; /* written */
-            }
-        }
-        free(res);
-    }
+    int ret = n_items ? isr_write(sm, reps, idx, items, item_of, n_items, adj, fresh, ok, retry, n_retry) : 0;
     for (int k = 0; k < n; k++) {
         gr_kzk_leader_and_isr_release(&adj[k]);
         gr_kzk_leader_and_isr_release(&cur[k].lai);
@@ -224,7 +241,6 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
     free(cur);
     free(items);
     free(item_of);
-    free(tps);
     return ret;
 }
 
