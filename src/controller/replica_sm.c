@@ -246,14 +246,13 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
 
 /* ---- handleStateChanges for one broker ---- */
 
-static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target,
-                     struct fresh_set *fresh) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    int *valid = gr_malloc((size_t)n * sizeof *valid);
+/* The replicas whose transition to target is valid (indexes into reps, in valid[]); the others
+ * are logged as failed. Returns how many. */
+static int valid_transitions(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, int n, int target, int *valid) {
     int n_valid = 0;
     for (int i = 0; i < n; i++) {
         const struct gr_ctrl_replica *r = &reps[i];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
         if (!p) {
             log_failed(sm, r, GR_RS_NONEXISTENT, target, "the partition is not in the controller's context");
             continue;
@@ -275,124 +274,130 @@ static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_
         }
         valid[n_valid++] = i;
     }
-    int ret = 0;
-    switch (target) {
-    case GR_RS_NEW:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            int from = gr_ctrl_replica_state_get(p, r->replica);
-            if (p->has_state) {
-                if (p->lai.leader == replica_id) {
-                    char why[256];
-                    snprintf(why, sizeof why,
-                             "Replica %d for partition %s-%d cannot be moved to NewReplica state as it is being "
-                             "requested to become leader",
-                             replica_id, r->topic, r->partition);
-                    log_failed(sm, r, from, GR_RS_OFFLINE, why);
-                    continue;
-                }
-                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, true);
-            }
-            log_ok(sm, r, from, GR_RS_NEW);
-            gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
+    return n_valid;
+}
+
+/* -> NewReplica: LeaderAndIsr (IsNew) to the replica where the partition has a state, unless it is
+ * the leader. */
+static void to_new(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    int from = gr_ctrl_replica_state_get(p, r->replica);
+    if (p->has_state) {
+        if (p->lai.leader == replica_id) {
+            char why[256];
+            snprintf(why, sizeof why,
+                     "Replica %d for partition %s-%d cannot be moved to NewReplica state as it is being requested to "
+                     "become leader",
+                     replica_id, r->topic, r->partition);
+            log_failed(sm, r, from, GR_RS_OFFLINE, why);
+            return;
         }
-        break;
-    case GR_RS_ONLINE:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            int from = gr_ctrl_replica_state_get(p, r->replica);
-            /* from New: the replica is in the assignment already (checked above) */
-            if (from != GR_RS_NEW && p->has_state)
-                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
-            log_ok(sm, r, from, GR_RS_ONLINE);
-            gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
-        }
-        break;
-    case GR_RS_OFFLINE: {
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, false);
-        }
-        /* with leadership info: remove from the ISR in ZooKeeper (retrying BADVERSION) */
-        char *ok = gr_calloc((size_t)n, 1);
-        int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
-        int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            if (p->has_state) {
-                with[n_with++] = valid[k];
-            } else {
-                struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
-                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
-                gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
-                gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
-                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
-            }
-        }
-        for (bool first = true; n_with > 0 && !ret; first = false) {
-            int n_retry = 0;
-            ret = remove_from_isr_round(sm, reps, with, n_with, fresh, first, ok, retry, &n_retry);
-            memcpy(with, retry, (size_t)n_retry * sizeof *with);
-            n_with = n_retry;
-        }
-        if (!ret) {
-            for (int k = 0; k < n_valid; k++) {
-                int i = valid[k];
-                if (!ok[i]) continue;
-                const struct gr_ctrl_replica *r = &reps[i];
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-                char isr[256];
-                SC_LOG(GR_LOG_INFO, sm,
-                       "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after "
-                       "removing replica %d from the ISR as part of transition to OfflineReplica",
-                       r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
-                       p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
-                if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
-                    int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
-                    int n_rcpt = 0;
-                    for (int j = 0; j < p->n_replicas; j++)
-                        if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
-                    gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
-                    free(rcpt);
-                }
-                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
-                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
-            }
-        }
-        free(ok);
-        free(with);
-        free(retry);
-        break;
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, true);
     }
-    case GR_RS_DELETION_STARTED:
+    log_ok(sm, r, from, GR_RS_NEW);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
+}
+
+/* -> OnlineReplica: LeaderAndIsr to the replica (from New: it has it already). */
+static void to_online(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    int from = gr_ctrl_replica_state_get(p, r->replica);
+    if (from != GR_RS_NEW && p->has_state)
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
+    log_ok(sm, r, from, GR_RS_ONLINE);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
+}
+
+/* The other states: only the state changes (DeletionStarted also sends StopReplica(delete);
+ * NonExistent also leaves the assignment). */
+static void to_plain(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r, int target) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
+    if (target == GR_RS_NONEXISTENT) {
+        remove_from_assignment(sm->ctx, p, r->replica);
+        return;
+    }
+    gr_ctrl_replica_state_set(p, r->replica, target);
+    if (target == GR_RS_DELETION_STARTED)
+        gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, true);
+}
+
+/* A replica left the ISR in ZooKeeper (or was not in it): log it, LeaderAndIsr to the other
+ * replicas (not for a topic being deleted), OfflineReplica. */
+static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+    char isr[256];
+    SC_LOG(GR_LOG_INFO, sm,
+           "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after removing "
+           "replica %d from the ISR as part of transition to OfflineReplica",
+           r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
+           p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
+    if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
+        int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
+        int n_rcpt = 0;
+        for (int j = 0; j < p->n_replicas; j++)
+            if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
+        free(rcpt);
+    }
+    log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+}
+
+/* -> OfflineReplica for reps[valid[0..n_valid)]: StopReplica(delete=false); partitions without a
+ * state go Offline at once (UpdateMetadata); the others leave the ISR in ZooKeeper first (rounds
+ * retrying BADVERSION). Returns 0 or GR_ECONTROLLER_MOVED. */
+static int to_offline(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
+                      const int *valid, int n_valid, struct fresh_set *fresh) {
+    for (int k = 0; k < n_valid; k++)
+        gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, reps[valid[k]].topic, reps[valid[k]].partition, false);
+    char *ok = gr_calloc((size_t)(n ? n : 1), 1);
+    int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
+    int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
+    for (int k = 0; k < n_valid; k++) {
+        const struct gr_ctrl_replica *r = &reps[valid[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+        if (p->has_state) {
+            with[n_with++] = valid[k];
+            continue;
+        }
+        struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
+        log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+        gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
+        gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
+        gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+    }
+    int ret = 0;
+    for (bool first = true; n_with > 0 && !ret; first = false) {
+        int n_retry = 0;
+        ret = remove_from_isr_round(sm, reps, with, n_with, fresh, first, ok, retry, &n_retry);
+        memcpy(with, retry, (size_t)n_retry * sizeof *with);
+        n_with = n_retry;
+    }
+    for (int k = 0; k < n_valid && !ret; k++)
+        if (ok[valid[k]]) offline_after_isr(sm, replica_id, &reps[valid[k]]);
+    free(ok);
+    free(with);
+    free(retry);
+    return ret;
+}
+
+/* handleStateChanges for the replicas of one broker. */
+static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target,
+                     struct fresh_set *fresh) {
+    int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
+    int n_valid = valid_transitions(sm, reps, n, target, valid);
+    int ret = 0;
+    if (target == GR_RS_OFFLINE) {
+        ret = to_offline(sm, replica_id, reps, n, valid, n_valid, fresh);
+    } else {
         for (int k = 0; k < n_valid; k++) {
             const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            gr_ctrl_replica_state_set(p, r->replica, target);
-            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, true);
+            if (target == GR_RS_NEW) to_new(sm, replica_id, r);
+            else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
+            else to_plain(sm, replica_id, r, target);
         }
-        break;
-    case GR_RS_DELETION_INELIGIBLE:
-    case GR_RS_DELETION_SUCCESSFUL:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            gr_ctrl_replica_state_set(p, r->replica, target);
-        }
-        break;
-    case GR_RS_NONEXISTENT:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            remove_from_assignment(sm->ctx, p, r->replica);
-        }
-        break;
     }
     free(valid);
     return ret;
