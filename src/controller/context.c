@@ -59,6 +59,7 @@ void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx) {
     ctx->n_topics = ctx->n_used = 0;
     ctx->n_partitions = 0;
     ctx->n_reassigning = 0;
+    ctx->gen++;
     gr_zstrings_free(&ctx->topics_to_be_deleted);
     memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
 }
@@ -266,6 +267,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     t->queued_for_deletion = old ? old->queued_for_deletion : queue_find(ctx, t->name) >= 0;
 
     ctx->n_reassigning += reassigning_in(t) - reassigning_in(old);
+    ctx->gen++;
     if (old) {
         ctx->n_partitions -= old->n_partitions;
         topic_free(old);
@@ -309,6 +311,7 @@ int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic
     t->n_partitions = n;
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
     t->zk_version = a->zk_version;
+    ctx->gen++;
     ctx->n_partitions += added;
     ctx->n_reassigning += reassigning_in(t);
     return added;
@@ -348,6 +351,7 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     if (!slot) return;
     ctx->n_partitions -= (*slot)->n_partitions;
     ctx->n_reassigning -= reassigning_in(*slot);
+    ctx->gen++;
     topic_free(*slot);
     *slot = TOMBSTONE;
     ctx->n_topics--;

@@ -71,6 +71,11 @@ struct gr_ctrl_context {
     int64_t n_partitions;       /* total over all topics */
     int64_t n_reassigning;      /* partitions with adding or removing replicas (kept by the
                                  * topic functions and gr_ctrl_ctx_reassigning_changed) */
+    /* Bumped when topics come or go and by every request batch that sends anything: a change of
+     * partition states, leaders or assignments always goes out as LeaderAndIsr / UpdateMetadata /
+     * StopReplica in the same event. The controller recomputes its full-scan gauges only when it
+     * moved. */
+    uint64_t gen;
 
     /* from /admin/delete_topics (names); change it only with gr_ctrl_ctx_queue_deletion /
      * _unqueue_deletion / _clear_deletions, which keep each topic's queued_for_deletion flag (what

@@ -92,6 +92,11 @@ struct gr_controller {
     /* Generation of the armed auto-rebalance timer; its event carries it (in broker_epoch). A tick
      * whose generation is not the current one belongs to an earlier term or chain: ignored. */
     int64_t auto_rebalance_gen;
+    /* The full-scan gauges (OfflinePartitionsCount, PreferredReplicaImbalanceCount) as last
+     * computed, at context generation metrics_gen (ctx.gen); metrics_valid false: recompute. */
+    int64_t offline_count, imbalance_count;
+    uint64_t metrics_gen;
+    bool metrics_valid;
     bool started, shut_down;
 
     struct gr_gauge *gauges[G_COUNT];
@@ -290,17 +295,27 @@ static void set_gauge(struct gr_controller *c, int g, int64_t v) {
 }
 
 /* Kafka's updateMetrics, after every event. */
+/* Kafka updates the gauges after every event. The two that need a scan of every partition are
+ * recomputed only when the context changed since (ctx.gen): most events -- the answers to control
+ * requests above all -- change nothing, and their cost must not grow with the partition count. */
 static void update_metrics(struct gr_controller *c) {
     bool active = is_active(c);
+    if (active && (!c->metrics_valid || c->metrics_gen != c->ctx.gen)) {
+        c->offline_count = gr_td_offline_partition_count(c->td);
+        c->imbalance_count = gr_leader_balance_imbalance_count(&c->ctx);
+        c->metrics_gen = c->ctx.gen;
+        c->metrics_valid = true;
+    } else if (!active) {
+        c->metrics_valid = false;
+    }
     set_gauge(c, G_ACTIVE, active ? 1 : 0);
     set_gauge(c, G_TOPICS, active ? (int64_t)gr_ctrl_ctx_topic_count(&c->ctx) : 0);
     set_gauge(c, G_PARTITIONS, active ? gr_ctrl_ctx_partition_count(&c->ctx) : 0);
-    set_gauge(c, G_OFFLINE, active ? gr_td_offline_partition_count(c->td) : 0);
+    set_gauge(c, G_OFFLINE, active ? c->offline_count : 0);
     struct gr_td_counts tdc = {0};
     if (active) gr_td_counts(c->td, &tdc);
     set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
-    /* SEAM: imbalance and replica deletion counts come with the state machines. */
-    set_gauge(c, G_IMBALANCE, active ? gr_leader_balance_imbalance_count(&c->ctx) : 0);
+    set_gauge(c, G_IMBALANCE, active ? c->imbalance_count : 0);
     set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
     set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
     set_gauge(c, G_REPLICAS_INELIGIBLE, tdc.replicas_ineligible);
@@ -352,6 +367,7 @@ static void on_controller_resignation(struct gr_controller *c) {
     gr_ctrl_batch_clear(c->sm.batch);
     gr_ctrl_ctx_reset(&c->ctx);
     c->term = false;
+    c->metrics_valid = false;
     CINFO(c, "Resigned");
 }
 

@@ -621,6 +621,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
 }
 
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
+    if (b->lai.n || b->um.n || b->sr.n || b->n_um_brokers) b->sm->ctx->gen++; /* context.h */
     send_leader_and_isr(b);
     send_update_metadata(b);
     send_stop_replica(b);

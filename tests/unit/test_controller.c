@@ -19,6 +19,8 @@
 #include "common/util.h"
 #include "controller/clock.h"
 #include "controller/controller.h"
+#include "controller/leader_balance.h"
+#include "controller/states.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
@@ -614,6 +616,20 @@ static int64_t gauge(struct node *n, const char *name) {
     return v;
 }
 
+/* The gauges that are recomputed only when the context changed agree with a fresh scan. */
+static void check_gauges(struct node *n) {
+    if (!gr_controller_is_active(n->c)) return;
+    struct gr_ctrl_context *ctx = gr_controller_context(n->c);
+    int64_t offline = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) offline += t->partitions[i].state == GR_PS_OFFLINE;
+    CHECK(gauge(n, "OfflinePartitionsCount") == offline);
+    CHECK(gauge(n, "PreferredReplicaImbalanceCount") == gr_leader_balance_imbalance_count(ctx));
+}
+
+
 static void create_topic(struct node *via, const char *topic, int parts, bool with_states) {
     struct gr_kzk_topic_assignment a = {0};
     a.n_partitions = parts;
@@ -752,6 +768,7 @@ int main(void) {
     settle(nodes, 3);
     ctx = gr_controller_context(act->c);
     CHECK(ctx->n_brokers == 2 && !gr_ctrl_ctx_is_live(ctx, victim_id));
+    check_gauges(act);
 
     /* 7. clean shutdown of the controller deletes /controller; a survivor takes over */
     node_stop(act);
@@ -842,6 +859,7 @@ int main(void) {
     VC.n = 0;
     settle(nodes, 3);
     CHECK(VC.n == 1 && VC.t[0].due > now0);
+    check_gauges(act);
 
     /* 11. PartitionModifications adds only the new partitions (Kafka's behaviour): a rewrite of
      * /brokers/topics/t1 that adds partition 4 and also reorders partition 0 changes nothing of
@@ -878,6 +896,7 @@ int main(void) {
     struct gr_ctrl_partition *q4 = gr_ctrl_ctx_partition(ctx, "t1", 4);
     CHECK(q4 && q4->has_state && q4->lai.leader == act->id);
     CHECK(gr_ctrl_ctx_partition_count(ctx) == 5 + 2); /* t1 and t2's two */
+    check_gauges(act);
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
