@@ -10,7 +10,9 @@
  *     context.
  *
  * Flow (reference §6 "Topic deletion"):
- *   resume: for each queued topic -- all replicas DeletionSuccessful -> complete (replicas ->
+ *   resume: for each queued topic -- all replicas DeletionSuccessful and every broker live at the
+ *     epoch it was sent to has answered the UpdateMetadata with leader -2 (a deviation: Kafka does
+ *     not wait, and a removal lost with a resigning controller's channels is never resent) -> complete (replicas ->
  *     NonExistent; guarded delete of /brokers/topics/T (recursive), /config/topics/T,
  *     /admin/delete_topics/T; the topic leaves the context); else none Started but some
  *     Ineligible -> retry (Ineligible -> Offline); eligible (queued, none Started, not marked
@@ -22,6 +24,9 @@
  *   StopReplica responses: errors -> failReplicaDeletion (Ineligible, topic marked ineligible,
  *     resume); successes -> DeletionSuccessful, resume.
  *   A broker that starts up with replicas of a queued topic resumes it (flow hook brokers_started);
+ *   it owes the removal of every queued topic (its start-up UpdateMetadata carries leader -2), and
+ *   one that was away when a topic's deletion completed gets leader -2 for it then (this term only);
+ *   a broker that fails stops holding a completion up (flow hook brokers_failed);
  *   replicas of a queued topic that go offline fail (hook replicas_offline_for_deletion).
  * delete.topic.enable=false: /admin/delete_topics children are deleted and nothing else happens.
  *
