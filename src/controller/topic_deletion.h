@@ -12,7 +12,8 @@
  * Flow (reference §6 "Topic deletion"):
  *   resume: for each queued topic -- all replicas DeletionSuccessful and every broker live at the
  *     epoch it was sent to has answered the UpdateMetadata with leader -2 (a deviation: Kafka does
- *     not wait, and a removal lost with a resigning controller's channels is never resent) -> complete (replicas ->
+ *     not wait, and a removal lost with a resigning controller's channels is never resent)
+ *     -> complete (replicas ->
  *     NonExistent; guarded delete of /brokers/topics/T (recursive), /config/topics/T,
  *     /admin/delete_topics/T; the topic leaves the context); else none Started but some
  *     Ineligible -> retry (Ineligible -> Offline); eligible (queued, none Started, not marked
