@@ -1,6 +1,7 @@
 /* Controller flows: see flows.h. */
 #include "controller/flows.h"
 
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,18 +122,29 @@ int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
  * a leader that is not online (dead broker, offline dir): Kafka's partitionsWithOfflineLeader,
  * restricted to the partitions these replicas belong to -- a partition whose leader was already
  * offline is Offline already and retried by triggerOnlinePartitionStateChange. */
+/* (topic, partition) order (by name: the order must not depend on where things were allocated). */
+static int cmp_tp_ptr(const void *a, const void *b) {
+    const struct gr_kzk_tp *x = a, *y = b;
+    int c = x->topic == y->topic ? 0 : strcmp(x->topic, y->topic);
+    if (c) return c;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
 static void partitions_with_offline_leader(struct gr_ctrl_context *ctx, const struct gr_ctrl_replica *r, int n,
                                            struct gr_ctrl_tp_list *out) {
     for (int i = 0; i < n; i++) {
         struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, r[i].topic);
         struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, r[i].partition);
         if (!p || !p->has_state || gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
-        if (gr_ctrl_replica_online(ctx, p, p->lai.leader, false)) continue;
-        bool dup = false;
-        for (int k = out->n - 1; k >= 0 && !dup; k--)
-            dup = out->v[k].partition == p->partition && strcmp(out->v[k].topic, t->name) == 0;
-        if (!dup) gr_ctrl_tp_list_add(out, t->name, p->partition);
+        if (!gr_ctrl_replica_online(ctx, p, p->lai.leader, false)) gr_ctrl_tp_list_add(out, t->name, p->partition);
     }
+    /* several offline replicas of one partition: sort and keep one (n log n, not n^2) */
+    if (out->n < 2) return;
+    qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_tp_ptr);
+    int k = 1;
+    for (int i = 1; i < out->n; i++)
+        if (cmp_tp_ptr(&out->v[k - 1], &out->v[i]) != 0) out->v[k++] = out->v[i];
+    out->n = k;
 }
 
 int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n) {
