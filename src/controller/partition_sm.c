@@ -366,51 +366,55 @@ static int elect_leaders(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, con
 
 /* ---- handleStateChanges ---- */
 
+/* The partition of tp if its transition to target is valid, else NULL (logged). */
+static struct gr_ctrl_partition *valid_transition(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, int target) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, tp->topic, tp->partition);
+    if (!p) {
+        log_failed(sm, tp, GR_PS_NONEXISTENT, target, "the partition is not in the controller's context");
+        return NULL;
+    }
+    if (!gr_partition_transition_valid(p->state, target)) {
+        char why[512];
+        snprintf(why, sizeof why,
+                 "Partition %s-%d should be in one of %s states before moving to %s state. Instead it is in %s state",
+                 tp->topic, tp->partition, gr_partition_valid_previous(target), gr_partition_state_name(target),
+                 gr_partition_state_name(p->state));
+        log_failed(sm, tp, p->state, target, why);
+        return NULL;
+    }
+    return p;
+}
+
+/* The transitions that only change the state (New, Offline, NonExistent). */
+static void set_plain(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, struct gr_ctrl_partition *p, int target) {
+    if (target == GR_PS_NEW) {
+        char rep[256];
+        SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d state from %s to NewPartition with assigned replicas %s",
+               tp->topic, tp->partition, gr_partition_state_name(p->state),
+               gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas));
+    } else {
+        gr_debug(GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] Changed partition %s-%d state from %s to %s",
+                 sm->controller_id, sm->ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
+                 gr_partition_state_name(target));
+    }
+    p->state = target;
+}
+
 static int do_handle(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n, int target,
                      const struct gr_psm_strategy *strategy, int *rcs) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    int *uninit = gr_malloc((size_t)n * sizeof *uninit), n_uninit = 0;
-    int *to_elect = gr_malloc((size_t)n * sizeof *to_elect), n_elect = 0;
+    int *uninit = gr_malloc((size_t)(n ? n : 1) * sizeof *uninit), n_uninit = 0;
+    int *to_elect = gr_malloc((size_t)(n ? n : 1) * sizeof *to_elect), n_elect = 0;
     for (int i = 0; i < n; i++) {
-        const struct gr_kzk_tp *tp = &tps[i];
         rcs[i] = GR_PSM_EFAILED;
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
-        if (!p) {
-            log_failed(sm, tp, GR_PS_NONEXISTENT, target, "the partition is not in the controller's context");
-            continue;
-        }
-        if (!gr_partition_transition_valid(p->state, target)) {
-            char why[512];
-            snprintf(why, sizeof why,
-                     "Partition %s-%d should be in one of %s states before moving to %s state. Instead it is in %s "
-                     "state",
-                     tp->topic, tp->partition, gr_partition_valid_previous(target), gr_partition_state_name(target),
-                     gr_partition_state_name(p->state));
-            log_failed(sm, tp, p->state, target, why);
-            continue;
-        }
-        switch (target) {
-        case GR_PS_NEW: {
-            char rep[256];
-            SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d state from %s to NewPartition with assigned replicas %s",
-                   tp->topic, tp->partition, gr_partition_state_name(p->state),
-                   gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas));
-            p->state = GR_PS_NEW;
+        struct gr_ctrl_partition *p = valid_transition(sm, &tps[i], target);
+        if (!p) continue;
+        if (target != GR_PS_ONLINE) {
+            set_plain(sm, &tps[i], p, target);
             rcs[i] = 0;
-            break;
-        }
-        case GR_PS_ONLINE:
-            if (p->state == GR_PS_NEW) uninit[n_uninit++] = i;
-            else to_elect[n_elect++] = i;
-            break;
-        case GR_PS_OFFLINE:
-        case GR_PS_NONEXISTENT:
-            gr_debug(GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] Changed partition %s-%d state from %s to %s",
-                     sm->controller_id, ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
-                     gr_partition_state_name(target));
-            p->state = target;
-            rcs[i] = 0;
-            break;
+        } else if (p->state == GR_PS_NEW) {
+            uninit[n_uninit++] = i;
+        } else {
+            to_elect[n_elect++] = i;
         }
     }
     int rc = 0;
