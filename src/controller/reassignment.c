@@ -488,6 +488,28 @@ static int update_current_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_top
     return rc;
 }
 
+/* The tail of onNewPartitionCreation for a partition that stayed New: its replicas not yet
+ * NewReplica become so, the partition goes Online (a leader among the live replicas), every replica
+ * OnlineReplica -- so the replica states match the leadership (a leader left NonExistent could not
+ * be taken offline later). */
+static int bring_new_partition_online(struct gr_ctrl_sm *sm, const char *topic, int32_t partition) {
+    struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
+    struct gr_ctrl_replica_list fresh = {0}, all = {0};
+    gr_rsm_replicas_for_partitions(sm, &tp, 1, &all);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
+    for (int i = 0; p && i < all.n; i++)
+        if (gr_ctrl_replica_state_get(p, all.v[i].replica) == GR_RS_NONEXISTENT)
+            gr_ctrl_replica_list_add(&fresh, all.v[i].topic, all.v[i].partition, all.v[i].replica);
+    struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
+    int rc = gr_rsm_handle_state_changes(sm, fresh.v, fresh.n, GR_RS_NEW);
+    if (!rc) rc = gr_psm_handle_state_changes(sm, &tp, 1, GR_PS_ONLINE, &st, NULL);
+    p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
+    if (!rc && p && p->has_state) rc = gr_rsm_handle_state_changes(sm, all.v, all.n, GR_RS_ONLINE);
+    gr_ctrl_replica_list_free(&fresh);
+    gr_ctrl_replica_list_free(&all);
+    return rc;
+}
+
 int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const char *topic,
                                           int32_t partition, const struct gr_replica_assignment *ra) {
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -502,9 +524,7 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
         /* Never brought online (no assigned replica was live at its creation): Kafka cannot
          * reassign it (no leader/ISR to bump) and leaves it New until the next broker change,
          * though the replicas just added may be live (simulation seed 12609, Q4). Try now. */
-        struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
-        struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
-        rc = gr_psm_handle_state_changes(sm, &tp, 1, GR_PS_ONLINE, &st, NULL);
+        rc = bring_new_partition_online(sm, topic, partition);
         if (rc) return rc;
         p = gr_ctrl_topic_partition(t, partition);
     }
