@@ -25,14 +25,20 @@ struct name_set {
 };
 
 /* An UpdateMetadata with leader -2 for topic's partitions sent to broker (at registration epoch)
- * and not acknowledged yet. While the topic is queued: its deletion completes only when no broker
- * that is live at that epoch still owes one. After completion (the broker was away): the broker's
- * next start-up in this term gets the -2 entries for the n partitions it missed. */
+ * and not acknowledged yet: the topic's deletion completes only when no broker that is live at
+ * that epoch still owes one. */
 struct um_wait {
     char *topic;
     int32_t broker;
     int64_t epoch;
-    int32_t n_partitions; /* after completion only */
+};
+
+/* A topic whose deletion this controller completed (this term): a broker that starts up later --
+ * it may have been away, its cache still holding the topic, since before the deletion began --
+ * gets leader -2 for its partitions (harmless to one that never had them). */
+struct gone_topic {
+    char *topic;
+    int32_t n_partitions;
 };
 
 struct gr_topic_deletion {
@@ -43,6 +49,8 @@ struct gr_topic_deletion {
     struct name_set ineligible; /* topicsIneligibleForDeletion */
     struct um_wait *um;         /* unacknowledged metadata removals (few: linear scans) */
     int n_um, cap_um;
+    struct gone_topic *gone;    /* deletions completed in this term */
+    int n_gone;
 };
 
 #define TD_LOG(lvl, td, fmt, ...) \
@@ -178,6 +186,10 @@ struct gr_topic_deletion *gr_td_new(struct gr_ctrl_sm *sm, struct gr_zk_watches 
 static void um_clear(struct gr_topic_deletion *td) {
     for (int i = 0; i < td->n_um; i++) free(td->um[i].topic);
     td->n_um = 0;
+    for (int i = 0; i < td->n_gone; i++) free(td->gone[i].topic);
+    free(td->gone);
+    td->gone = NULL;
+    td->n_gone = 0;
 }
 
 void gr_td_free(struct gr_topic_deletion *td) {
@@ -215,7 +227,6 @@ static void um_await(struct gr_topic_deletion *td, const char *topic, int32_t br
         td->um[i].broker = broker;
     }
     td->um[i].epoch = epoch;
-    td->um[i].n_partitions = 0;
 }
 
 /* Does an UpdateMetadata for topic carry anything (only partitions with a state go out)? */
@@ -245,10 +256,15 @@ static bool um_owed(const struct gr_topic_deletion *td, const char *topic) {
     return false;
 }
 
-/* The topic is gone: what brokers still owe becomes a record of what they missed. */
+/* The topic is gone: nothing is awaited for it any more; brokers starting up get its removal. */
 static void um_topic_completed(struct gr_topic_deletion *td, const char *topic, int32_t n_partitions) {
-    for (int i = 0; i < td->n_um; i++)
-        if (strcmp(td->um[i].topic, topic) == 0) td->um[i].n_partitions = n_partitions;
+    for (int i = 0; i < td->n_um;)
+        if (strcmp(td->um[i].topic, topic) == 0) um_drop(td, i);
+        else i++;
+    if (n_partitions <= 0) return;
+    td->gone = gr_realloc(td->gone, (size_t)(td->n_gone + 1) * sizeof *td->gone);
+    td->gone[td->n_gone].topic = gr_strdup(topic);
+    td->gone[td->n_gone++].n_partitions = n_partitions;
 }
 
 bool gr_td_deletion_started(const struct gr_topic_deletion *td, const char *topic) {
@@ -676,7 +692,7 @@ int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct 
         struct um_wait *w = &td->um[i];
         if (w->broker == ev->broker_id && (rq->BrokerEpoch == -1 || rq->BrokerEpoch == w->epoch) &&
             um_request_removes(rq, w->topic)) {
-            any |= w->n_partitions == 0;
+            any = true;
             um_drop(td, i);
         } else {
             i++;
@@ -686,24 +702,19 @@ int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct 
 }
 
 /* A broker that starts up owes the removal of every queued topic (its start-up UpdateMetadata
- * carries leader -2 for them), and gets the ones it missed while away. */
+ * carries leader -2 for them), and gets the removal of every topic deleted in this term. */
 static void um_brokers_started(struct gr_topic_deletion *td, const int32_t *ids, int n) {
     struct gr_ctrl_context *ctx = td->sm->ctx;
     for (int b = 0; b < n; b++) {
         const struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, ids[b]);
         if (!br) continue;
-        bool missed = false;
-        for (int i = 0; i < td->n_um; i++) missed |= td->um[i].broker == ids[b] && td->um[i].n_partitions > 0;
-        if (missed) {
+        if (td->n_gone) {
+            TD_LOG(GR_LOG_INFO, td, "Sending broker %d the removal of %d topics deleted while it may have been away",
+                   ids[b], td->n_gone);
             gr_ctrl_batch_begin(td->sm->batch);
-            for (int i = 0; i < td->n_um; i++) {
-                struct um_wait *w = &td->um[i];
-                if (w->broker != ids[b] || w->n_partitions == 0) continue;
-                TD_LOG(GR_LOG_INFO, td, "Broker %d missed the deletion of topic %s while away: sending it", ids[b],
-                       w->topic);
-                gr_ctrl_batch_add_update_metadata_deleted(td->sm->batch, ids[b], w->topic, w->n_partitions);
-                w->epoch = br->epoch;
-            }
+            for (int i = 0; i < td->n_gone; i++)
+                gr_ctrl_batch_add_update_metadata_deleted(td->sm->batch, ids[b], td->gone[i].topic,
+                                                          td->gone[i].n_partitions);
             gr_ctrl_batch_send(td->sm->batch);
         }
         for (int q = 0; q < ctx->topics_to_be_deleted.count; q++)

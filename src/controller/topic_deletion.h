@@ -26,7 +26,8 @@
  *     resume); successes -> DeletionSuccessful, resume.
  *   A broker that starts up with replicas of a queued topic resumes it (flow hook brokers_started);
  *   it owes the removal of every queued topic (its start-up UpdateMetadata carries leader -2), and
- *   one that was away when a topic's deletion completed gets leader -2 for it then (this term only);
+ *   gets leader -2 for every topic whose deletion this controller completed (it may have been away,
+ *   its cache still holding them; this term only);
  *   a broker that fails stops holding a completion up (flow hook brokers_failed);
  *   replicas of a queued topic that go offline fail (hook replicas_offline_for_deletion).
  * delete.topic.enable=false: /admin/delete_topics children are deleted and nothing else happens.

@@ -212,7 +212,7 @@ static void test_full_deletion(void) {
     CHECK(!gr_ctrl_topic_queued_for_deletion(&ctx, "t") && !gr_td_deletion_started(td, "t"));
     gr_td_counts(td, &c);
     CHECK(c.topics_to_delete == 0 && c.replicas_to_delete == 0);
-    /* broker 2 missed the removal while away: its start-up brings it (leader -2 for both) */
+    /* broker 2 was away at completion: its start-up brings the removal (leader -2 for both) */
     clear_sent();
     add_live(2, 202);
     CHECK(gr_ctrl_on_broker_startup(&sm, two, 1) == 0);
