@@ -22,6 +22,16 @@ static void partition_release(struct gr_ctrl_partition *p) {
     free(p->offline_dirs);
 }
 
+static int64_t reassigning_in(const struct gr_ctrl_topic *t) {
+    int64_t n = 0;
+    for (int i = 0; t && i < t->n_partitions; i++) n += t->partitions[i].n_adding > 0 || t->partitions[i].n_removing > 0;
+    return n;
+}
+
+void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool is) {
+    ctx->n_reassigning += (int64_t)is - (int64_t)was;
+}
+
 static void topic_free(struct gr_ctrl_topic *t) {
     for (int i = 0; i < t->n_partitions; i++) partition_release(&t->partitions[i]);
     free(t->partitions);
@@ -48,6 +58,8 @@ void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx) {
     }
     ctx->n_topics = ctx->n_used = 0;
     ctx->n_partitions = 0;
+    ctx->n_reassigning = 0;
+    ctx->gen++;
     gr_zstrings_free(&ctx->topics_to_be_deleted);
     memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
 }
@@ -197,6 +209,12 @@ struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, con
     return gr_ctrl_topic_partition(gr_ctrl_ctx_topic(ctx, topic), partition);
 }
 
+static int queue_find(const struct gr_ctrl_context *ctx, const char *name) {
+    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++)
+        if (strcmp(ctx->topics_to_be_deleted.names[i], name) == 0) return i;
+    return -1;
+}
+
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a) {
     if ((ctx->n_used + 1) * 4 >= ctx->n_slots * 3) {
         size_t want = 64;
@@ -246,7 +264,10 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         }
     }
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+    t->queued_for_deletion = old ? old->queued_for_deletion : queue_find(ctx, t->name) >= 0;
 
+    ctx->n_reassigning += reassigning_in(t) - reassigning_in(old);
+    ctx->gen++;
     if (old) {
         ctx->n_partitions -= old->n_partitions;
         topic_free(old);
@@ -261,10 +282,76 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     return t;
 }
 
+int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a) {
+    int added = 0;
+    for (int i = 0; i < a->n_partitions; i++)
+        if (!gr_ctrl_topic_partition(t, a->partitions[i].partition)) added++;
+    if (!added) return 0;
+    ctx->n_reassigning -= reassigning_in(t);
+    t->partitions = gr_realloc(t->partitions, (size_t)(t->n_partitions + added) * sizeof *t->partitions);
+    int n = t->n_partitions;
+    for (int i = 0; i < a->n_partitions; i++) {
+        struct gr_kzk_partition_assignment *pa = &a->partitions[i];
+        bool fresh = true;
+        for (int k = 0; k < t->n_partitions; k++) fresh &= t->partitions[k].partition != pa->partition;
+        if (!fresh) continue; /* t is sorted only up to n_partitions: scan */
+        struct gr_ctrl_partition *p = &t->partitions[n++];
+        memset(p, 0, sizeof *p);
+        p->partition = pa->partition;
+        p->n_replicas = pa->n_replicas;
+        p->replicas = pa->replicas;
+        p->n_adding = pa->n_adding;
+        p->adding = pa->adding;
+        p->n_removing = pa->n_removing;
+        p->removing = pa->removing;
+        p->lai.leader = -1;
+        pa->replicas = pa->adding = pa->removing = NULL;
+        pa->n_replicas = pa->n_adding = pa->n_removing = 0;
+    }
+    t->n_partitions = n;
+    qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+    t->zk_version = a->zk_version;
+    ctx->gen++;
+    ctx->n_partitions += added;
+    ctx->n_reassigning += reassigning_in(t);
+    return added;
+}
+
+void gr_ctrl_ctx_queue_deletion(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, name);
+    if (t) t->queued_for_deletion = true;
+    if (queue_find(ctx, name) >= 0) return;
+    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
+    q->names = gr_realloc(q->names, (size_t)(q->count + 1) * sizeof *q->names);
+    q->names[q->count++] = gr_strdup(name);
+}
+
+void gr_ctrl_ctx_unqueue_deletion(struct gr_ctrl_context *ctx, const char *name) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, name);
+    if (t) t->queued_for_deletion = false;
+    int i = queue_find(ctx, name);
+    if (i < 0) return;
+    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
+    free(q->names[i]);
+    memmove(&q->names[i], &q->names[i + 1], (size_t)(q->count - i - 1) * sizeof *q->names);
+    q->count--;
+}
+
+void gr_ctrl_ctx_clear_deletions(struct gr_ctrl_context *ctx) {
+    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, ctx->topics_to_be_deleted.names[i]);
+        if (t) t->queued_for_deletion = false;
+    }
+    gr_zstrings_free(&ctx->topics_to_be_deleted);
+    memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
+}
+
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
     if (!slot) return;
     ctx->n_partitions -= (*slot)->n_partitions;
+    ctx->n_reassigning -= reassigning_in(*slot);
+    ctx->gen++;
     topic_free(*slot);
     *slot = TOMBSTONE;
     ctx->n_topics--;

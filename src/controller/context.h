@@ -30,13 +30,8 @@ struct gr_ctrl_broker {
 
 struct gr_ctrl_partition {
     int32_t partition;
-    /* Assignment, from /brokers/topics/T. Owned arrays. */
-    int n_replicas;
-    int32_t *replicas;
-    int n_adding;
-    int32_t *adding;
-    int n_removing;
-    int32_t *removing;
+    /* Assignment, from /brokers/topics/T (zk/kzk.h). Owned arrays. */
+    GR_REPLICA_ASSIGNMENT_FIELDS
     /* Leader/ISR from …/partitions/P/state; has_state false until read or created. */
     bool has_state;
     struct gr_kzk_leader_and_isr lai; /* owned (isr array) */
@@ -57,6 +52,7 @@ struct gr_ctrl_topic {
     int32_t zk_version;         /* of /brokers/topics/T */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
+    bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
 };
 
 struct gr_ctrl_context {
@@ -74,8 +70,18 @@ struct gr_ctrl_context {
     size_t n_topics;
     size_t n_used;              /* topics + tombstones */
     int64_t n_partitions;       /* total over all topics */
+    int64_t n_reassigning;      /* partitions with adding or removing replicas (kept by the
+                                 * topic functions and gr_ctrl_ctx_reassigning_changed) */
+    /* Bumped when topics come or go and by every request batch that sends anything: a change of
+     * partition states, leaders or assignments always goes out as LeaderAndIsr / UpdateMetadata /
+     * StopReplica in the same event. The controller recomputes its full-scan gauges only when it
+     * moved. */
+    uint64_t gen;
 
-    struct gr_zstrings topics_to_be_deleted; /* from /admin/delete_topics (names) */
+    /* from /admin/delete_topics (names); change it only with gr_ctrl_ctx_queue_deletion /
+     * _unqueue_deletion / _clear_deletions, which keep each topic's queued_for_deletion flag (what
+     * gr_ctrl_topic_queued_for_deletion reads: one hash lookup, not a scan of the names) */
+    struct gr_zstrings topics_to_be_deleted;
 };
 
 void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
@@ -112,6 +118,16 @@ struct gr_ctrl_topic *gr_ctrl_ctx_topic(struct gr_ctrl_context *ctx, const char 
  * topic name is copied). Partition states of partitions that existed before are kept; new
  * partitions start without state. Returns the topic. */
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a);
+/* Adds the partitions of a that t does not have (Kafka's processPartitionModifications:
+ * existing partitions keep their assignment and states), taking ownership of those partitions'
+ * arrays. Returns how many were added. Pointers into t->partitions are invalidated. */
+int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a);
+/* A partition's assignment was rewritten in place: it was / is reassigning (n_reassigning). */
+void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool is);
+/* topicsToBeDeleted: add (no-op if queued), remove, forget all. */
+void gr_ctrl_ctx_queue_deletion(struct gr_ctrl_context *ctx, const char *name);
+void gr_ctrl_ctx_unqueue_deletion(struct gr_ctrl_context *ctx, const char *name);
+void gr_ctrl_ctx_clear_deletions(struct gr_ctrl_context *ctx);
 /* Removes a topic and its partitions. No-op if absent. */
 void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name);
 /* The partition of a topic (binary search) or NULL. */

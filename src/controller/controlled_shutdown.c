@@ -78,13 +78,21 @@ int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_
     gr_ctrl_tp_list_free(&led);
     gr_ctrl_tp_list_free(&followed);
     if (*rc) return GR_KERR_NOT_CONTROLLER;
-    /* partitionLeadersOnBroker(id) */
-    cur = 0;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
-        for (int i = 0; i < t->n_partitions; i++)
-            if (t->partitions[i].has_state && t->partitions[i].lai.leader == id)
-                gr_ctrl_tp_list_add(remaining, t->name, t->partitions[i].partition);
+    gr_ctrl_partition_leaders_on_broker(ctx, id, remaining);
     return GR_KERR_NONE;
+}
+
+void gr_ctrl_partition_leaders_on_broker(struct gr_ctrl_context *ctx, int32_t id, struct gr_ctrl_tp_list *out) {
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+        for (int i = 0; i < t->n_partitions; i++) {
+            const struct gr_ctrl_partition *p = &t->partitions[i];
+            if (p->has_state && p->lai.leader == id && p->n_replicas > 1)
+                gr_ctrl_tp_list_add(out, t->name, p->partition);
+        }
+    }
 }
 
 /* ---- the event ---- */

@@ -13,7 +13,8 @@
  *   5. its partitions with more than one assigned replica, leadership info, and a topic not
  *      queued for deletion: those it leads -> OnlinePartition with the ControlledShutdown
  *      election; those it follows -> StopReplica(delete=false) to it, then OfflineReplica
- *   6. answer NONE with every partition it still leads (RemainingPartitions).
+ *   6. answer NONE with partitionLeadersOnBroker (RemainingPartitions): the partitions it still
+ *      leads that have more than one replica and whose topic is not queued for deletion.
  * The broker retries until NONE with nothing remaining (controlled_shutdown_client.h).
  *
  * Threading: gr_ctrl_cs_* run on the controller's event thread except the payload's free and
@@ -34,6 +35,12 @@ struct gr_ctrl_event;
  * GR_ECONTROLLER_MOVED (the caller resigns; the answer is then NOT_CONTROLLER). */
 int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
                                        struct gr_ctrl_tp_list *remaining, int *rc);
+
+/* Kafka's ControllerContext.partitionLeadersOnBroker: partitions with leadership info led by id,
+ * with more than one assigned replica, of topics not queued for deletion (a single-replica
+ * partition cannot move, so listing it would only make the broker retry in vain). Appended to out
+ * (names borrowed from the context). */
+void gr_ctrl_partition_leaders_on_broker(struct gr_ctrl_context *ctx, int32_t id, struct gr_ctrl_tp_list *out);
 
 /* The event payload. respond is called exactly once: by gr_ctrl_cs_complete on the event thread,
  * or with NOT_CONTROLLER by gr_ctrl_cs_fail / the preempt hook / the free function. The response

@@ -87,7 +87,18 @@ struct gr_controller {
     _Atomic int64_t broker_epoch;
     _Atomic int32_t epoch; /* mirror of ctx.epoch for other threads */
 
+    /* This incarnation won /controller in elect() and has not resigned since (event thread): a
+     * /controller naming this broker counts as "active" only then (see note_controller). */
+    bool term;
     uint64_t auto_rebalance_timer; /* 0 = none */
+    /* Generation of the armed auto-rebalance timer; its event carries it (in broker_epoch). A tick
+     * whose generation is not the current one belongs to an earlier term or chain: ignored. */
+    int64_t auto_rebalance_gen;
+    /* The full-scan gauges (OfflinePartitionsCount, PreferredReplicaImbalanceCount) as last
+     * computed, at context generation metrics_gen (ctx.gen); metrics_valid false: recompute. */
+    int64_t offline_count, imbalance_count;
+    uint64_t metrics_gen;
+    bool metrics_valid;
     bool started, shut_down;
 
     struct gr_gauge *gauges[G_COUNT];
@@ -289,16 +300,27 @@ static void set_gauge(struct gr_controller *c, int g, int64_t v) {
 }
 
 /* Kafka's updateMetrics, after every event. */
+/* Kafka updates the gauges after every event. The two that need a scan of every partition are
+ * recomputed only when the context changed since (ctx.gen): most events -- the answers to control
+ * requests above all -- change nothing, and their cost must not grow with the partition count. */
 static void update_metrics(struct gr_controller *c) {
     bool active = is_active(c);
+    if (active && (!c->metrics_valid || c->metrics_gen != c->ctx.gen)) {
+        c->offline_count = gr_td_offline_partition_count(c->td);
+        c->imbalance_count = gr_leader_balance_imbalance_count(&c->ctx);
+        c->metrics_gen = c->ctx.gen;
+        c->metrics_valid = true;
+    } else if (!active) {
+        c->metrics_valid = false;
+    }
     set_gauge(c, G_ACTIVE, active ? 1 : 0);
     set_gauge(c, G_TOPICS, active ? (int64_t)gr_ctrl_ctx_topic_count(&c->ctx) : 0);
     set_gauge(c, G_PARTITIONS, active ? gr_ctrl_ctx_partition_count(&c->ctx) : 0);
-    set_gauge(c, G_OFFLINE, active ? gr_td_offline_partition_count(c->td) : 0);
+    set_gauge(c, G_OFFLINE, active ? c->offline_count : 0);
     struct gr_td_counts tdc = {0};
     if (active) gr_td_counts(c->td, &tdc);
     set_gauge(c, G_TOPICS_TO_DELETE, tdc.topics_to_delete);
-    set_gauge(c, G_IMBALANCE, active ? gr_leader_balance_imbalance_count(&c->ctx) : 0);
+    set_gauge(c, G_IMBALANCE, active ? c->imbalance_count : 0);
     set_gauge(c, G_REPLICAS_TO_DELETE, tdc.replicas_to_delete);
     set_gauge(c, G_TOPICS_INELIGIBLE, tdc.topics_ineligible);
     set_gauge(c, G_REPLICAS_INELIGIBLE, tdc.replicas_ineligible);
@@ -314,6 +336,7 @@ static void zero_gauges(struct gr_controller *c) {
  * ====================================================================================== */
 
 static void cancel_timers(struct gr_controller *c) {
+    c->auto_rebalance_gen++; /* a tick already fired is stale now */
     if (c->auto_rebalance_timer) {
         gr_clock_cancel(c->cfg.clock, c->auto_rebalance_timer);
         c->auto_rebalance_timer = 0;
@@ -348,7 +371,32 @@ static void on_controller_resignation(struct gr_controller *c) {
     c->sender->shutdown(c->sender_ctx);
     gr_ctrl_batch_clear(c->sm.batch);
     gr_ctrl_ctx_reset(&c->ctx);
+    c->term = false;
+    c->metrics_valid = false;
     CINFO(c, "Resigned");
+}
+
+/* Records a reading of /controller as the active id. One naming this broker counts only when this
+ * incarnation won it (c->term); otherwise -- a guarded delete in trigger_controller_move failed
+ * with a ZooKeeper error, or a hand edit -- Kafka would report itself active with an empty
+ * context and no failover. Returns true in that case (the caller reclaims: reclaim_controller). */
+static bool note_controller(struct gr_controller *c, int32_t id) {
+    bool stale = id == c->cfg.broker_id && !c->term;
+    atomic_store(&c->active_id, stale ? -1 : id);
+    return stale;
+}
+
+static int elect_once(struct gr_controller *c, bool may_reclaim);
+
+/* /controller names this broker without a failover: delete it (only while it still names us; not
+ * a guarded write, as this broker won no epoch) and elect again, so whoever wins runs failover
+ * with a new epoch. */
+static int reclaim_controller(struct gr_controller *c) {
+    CWARN(c, "/controller names this broker, but this broker has not run failover for it: deleting it and electing "
+             "again");
+    int rc = gr_kzk_delete_controller_if_named(c->kzk, c->cfg.broker_id);
+    if (rc != 0) return rc;
+    return elect_once(c, false);
 }
 
 /* Kafka's maybeResign: re-arm the /controller watch, reread the active id, resign if we lost it. */
@@ -358,12 +406,12 @@ static int maybe_resign(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, true, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    bool stale = note_controller(c, id);
     if (was_active && !is_active(c)) {
         CINFO(c, "Controller moved to broker %d; resigning", id);
         on_controller_resignation(c);
     }
-    return 0;
+    return stale ? reclaim_controller(c) : 0;
 }
 
 /* Kafka's triggerControllerMove: resign and delete /controller (guarded by our epoch). */
@@ -371,7 +419,7 @@ static int trigger_controller_move(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    if (note_controller(c, id)) return reclaim_controller(c);
     if (!is_active(c)) {
         CWARN(c, "Controller has already moved when trying to trigger controller movement");
         return 0;
@@ -390,11 +438,13 @@ static int trigger_controller_move(struct gr_controller *c) {
 static int on_controller_failover(struct gr_controller *c);
 
 /* Kafka's elect. */
-static int elect(struct gr_controller *c) {
+static int elect(struct gr_controller *c) { return elect_once(c, true); }
+
+static int elect_once(struct gr_controller *c, bool may_reclaim) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    atomic_store(&c->active_id, id);
+    if (note_controller(c, id)) return may_reclaim ? reclaim_controller(c) : 0;
     if (id != -1) {
         CDEBUG(c, "Broker %d has been elected as the controller, so stopping the election process.", id);
         return 0;
@@ -405,6 +455,7 @@ static int elect(struct gr_controller *c) {
         c->ctx.epoch = epoch;
         c->ctx.epoch_zk_version = zkv;
         atomic_store(&c->epoch, epoch);
+        c->term = true;
         atomic_store(&c->active_id, c->cfg.broker_id);
         CINFO(c, "%d successfully elected as the controller. Epoch incremented to %d and epoch zk version is now %d",
               c->cfg.broker_id, epoch, zkv);
@@ -524,11 +575,25 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     return rc;
 }
 
+/* registerBrokerModificationsHandler: the handler first, then the exists-watch on /brokers/ids/N
+ * (a notification that arrives before the handler is registered reaches nothing, and watches are
+ * one-shot: the change would be lost). */
+static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
+    char p[512];
+    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, ids[i]), on_broker_node, c);
+    for (int i = 0; i < n; i++) {
+        bool exists;
+        int rc = gr_kzk_watch_exists(c->kzk, broker_path(p, sizeof p, ids[i]), &exists);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 /* Kafka's initializeControllerContext. */
 static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
-    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &brokers, &nb);
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
     if (rc != 0) return rc;
     gr_ctrl_ctx_set_live_brokers(&c->ctx, brokers, nb);
     gr_kzk_brokers_free(brokers, nb);
@@ -547,9 +612,11 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
           (long long)gr_ctrl_ctx_partition_count(&c->ctx), (long long)(t1 - t0));
 
     c->ctx.n_shutting_down = 0;
-    char p[512];
-    for (int i = 0; i < c->ctx.n_brokers; i++)
-        gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id), on_broker_node, c);
+    int32_t *live = gr_malloc((size_t)(c->ctx.n_brokers ? c->ctx.n_brokers : 1) * sizeof *live);
+    for (int i = 0; i < c->ctx.n_brokers; i++) live[i] = c->ctx.brokers[i].id;
+    rc = watch_brokers(c, live, c->ctx.n_brokers);
+    free(live);
+    if (rc != 0) return rc;
 
     rc = load_partition_states(c, states_loaded);
     if (rc != 0) return rc;
@@ -573,8 +640,9 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
 
 static void schedule_auto_rebalance(struct gr_controller *c, int64_t delay_ms) {
     cancel_timers(c);
-    c->auto_rebalance_timer =
-        gr_clock_schedule(c->cfg.clock, delay_ms, c->em, gr_ctrl_event_new(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION));
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION);
+    ev->broker_epoch = ++c->auto_rebalance_gen;
+    c->auto_rebalance_timer = gr_clock_schedule(c->cfg.clock, delay_ms, c->em, ev);
 }
 
 /* Kafka's onControllerFailover (first part: watches and the context). */
@@ -681,7 +749,7 @@ static int process_broker_change(struct gr_controller *c) {
     if (!is_active(c)) return 0;
     struct gr_kzk_broker *cur = NULL;
     int ncur = 0;
-    int rc = gr_kzk_get_all_brokers(c->kzk, true, true, &cur, &ncur);
+    int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &cur, &ncur); /* data watches: watch_brokers */
     if (rc != 0) return rc;
     rc = gr_ctrl_process_broker_change(&c->sm, cur, ncur);
     gr_kzk_brokers_free(cur, ncur);
@@ -694,9 +762,8 @@ static int hook_brokers_started(void *arg, const int32_t *ids, int n) {
     struct gr_controller *c = arg;
     int rc = gr_reassign_on_brokers_started(&c->sm, c->em, ids, n);
     if (rc == 0 && c->td_hooks.brokers_started) rc = c->td_hooks.brokers_started(c->td_hooks.arg, ids, n);
-    char p[512];
-    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, broker_path(p, sizeof p, ids[i]), on_broker_node, c);
-    return rc;
+    int rc2 = watch_brokers(c, ids, n);
+    return rc ? rc : rc2;
 }
 
 /* onBrokerFailure's tail: unregister the BrokerModifications watches. */
@@ -704,7 +771,7 @@ static int hook_brokers_failed(void *arg, const int32_t *ids, int n) {
     struct gr_controller *c = arg;
     char p[512];
     for (int i = 0; i < n; i++) gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, ids[i]));
-    return 0;
+    return c->td_hooks.brokers_failed ? c->td_hooks.brokers_failed(c->td_hooks.arg, ids, n) : 0;
 }
 
 static int hook_replicas_offline_for_deletion(void *arg, const struct gr_ctrl_replica *r, int n) {
@@ -857,9 +924,10 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         int k = 0;
         for (int i = 0; i < a.n_partitions; i++)
             if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) ids[k++] = a.partitions[i].partition;
-        if (!a.topic) a.topic = gr_strdup(topic);
         CINFO(c, "New partitions to be added: %d partitions of topic %s", added, topic);
-        struct gr_ctrl_topic *t = gr_ctrl_ctx_put_topic(&c->ctx, &a);
+        /* only the new partitions: the existing ones keep their assignment and replica states */
+        gr_ctrl_ctx_add_partitions(&c->ctx, old, &a);
+        struct gr_ctrl_topic *t = old;
         struct gr_ctrl_tp_list tps = {0};
         for (int i = 0; i < k; i++) gr_ctrl_tp_list_add(&tps, t->name, ids[i]);
         rc = gr_ctrl_on_new_partition_creation(&c->sm, tps.v, tps.n);
@@ -919,7 +987,11 @@ static int process_replica_leader_election(struct gr_controller *c, struct gr_ct
     return gr_leader_balance_process_election(&c->sm, c->em, ev, is_active(c));
 }
 
-static int process_auto_preferred_election(struct gr_controller *c) {
+static int process_auto_preferred_election(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (ev->broker_epoch != c->auto_rebalance_gen) {
+        CDEBUG(c, "Ignoring an auto leader balancing tick of an earlier term");
+        return 0; /* the current term's timer (if any) keeps its handle */
+    }
     c->auto_rebalance_timer = 0; /* this timer fired */
     if (!is_active(c)) return 0;
     CDEBUG(c, "Checking need to trigger auto leader balancing");
@@ -1013,7 +1085,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_ZK_PARTITION_REASSIGNMENT: rc = process_zk_partition_reassignment(c); break;
     case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
     case GR_EV_UPDATE_FEATURES: rc = gr_ctrl_feature_updates_process(c->kzk, ev, is_active(c)); break;
-    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c); break;
+    case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c, ev); break;
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
         break;
@@ -1040,6 +1112,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         break;
     case GR_EV_UPDATE_METADATA_RESPONSE:
         if (is_active(c)) gr_ctrl_process_update_metadata_response(&c->sm, ev);
+        if (is_active(c)) rc = gr_td_process_update_metadata_response(c->td, ev); /* deletions */
         break;
     default:
         /* UpdateFeatures (no such API here: docs/ARCHITECTURE.md) and Mock (tests) are never

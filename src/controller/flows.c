@@ -1,6 +1,7 @@
 /* Controller flows: see flows.h. */
 #include "controller/flows.h"
 
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,35 @@ int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n) 
     return rc;
 }
 
+/* Partitions of r (deduplicated) that have leadership info, a topic not queued for deletion and
+ * a leader that is not online (dead broker, offline dir): Kafka's partitionsWithOfflineLeader,
+ * restricted to the partitions these replicas belong to -- a partition whose leader was already
+ * offline is Offline already and retried by triggerOnlinePartitionStateChange. */
+/* (topic, partition) order (by name: the order must not depend on where things were allocated). */
+static int cmp_tp_ptr(const void *a, const void *b) {
+    const struct gr_kzk_tp *x = a, *y = b;
+    int c = x->topic == y->topic ? 0 : strcmp(x->topic, y->topic);
+    if (c) return c;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
+static void partitions_with_offline_leader(struct gr_ctrl_context *ctx, const struct gr_ctrl_replica *r, int n,
+                                           struct gr_ctrl_tp_list *out) {
+    for (int i = 0; i < n; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, r[i].topic);
+        struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, r[i].partition);
+        if (!p || !p->has_state || gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
+        if (!gr_ctrl_replica_online(ctx, p, p->lai.leader, false)) gr_ctrl_tp_list_add(out, t->name, p->partition);
+    }
+    /* several offline replicas of one partition: sort and keep one (n log n, not n^2) */
+    if (out->n < 2) return;
+    qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_tp_ptr);
+    int k = 1;
+    for (int i = 1; i < out->n; i++)
+        if (cmp_tp_ptr(&out->v[k - 1], &out->v[i]) != 0) out->v[k++] = out->v[i];
+    out->n = k;
+}
+
 int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n) {
     struct gr_ctrl_context *ctx = sm->ctx;
     struct gr_ctrl_replica_list for_deletion = {0}, not_for_deletion = {0};
@@ -125,18 +155,8 @@ int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ct
             gr_ctrl_replica_list_add(&for_deletion, r[i].topic, r[i].partition, r[i].replica);
         else gr_ctrl_replica_list_add(&not_for_deletion, r[i].topic, r[i].partition, r[i].replica);
     }
-    /* partitionsWithOfflineLeader */
     struct gr_ctrl_tp_list offline_leader = {0};
-    size_t cur = 0;
-    struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
-        if (gr_ctrl_topic_queued_for_deletion(ctx, t->name)) continue;
-        for (int i = 0; i < t->n_partitions; i++) {
-            struct gr_ctrl_partition *p = &t->partitions[i];
-            if (p->has_state && !gr_ctrl_replica_online(ctx, p, p->lai.leader, false))
-                gr_ctrl_tp_list_add(&offline_leader, t->name, p->partition);
-        }
-    }
+    partitions_with_offline_leader(ctx, r, n, &offline_leader);
     int rc = gr_psm_handle_state_changes(sm, offline_leader.v, offline_leader.n, GR_PS_OFFLINE, NULL, NULL);
     if (!rc) rc = gr_psm_trigger_online(sm, NULL);
     if (!rc) rc = gr_rsm_handle_state_changes(sm, not_for_deletion.v, not_for_deletion.n, GR_RS_OFFLINE);
@@ -321,115 +341,123 @@ static void fill_partition_ok(struct gr_arena *a, struct AlterIsrResponse_Partit
     d->CurrentIsrVersion = l->zk_version;
 }
 
+/* One AlterIsr request's work: the ISR writes (items[i] answered in out[i], state lais[i]) and
+ * every partition named (for the UpdateMetadata). */
+struct alter_isr_batch {
+    struct gr_kzk_leader_and_isr *lais;
+    struct gr_kzk_state_write *items;
+    struct AlterIsrResponse_PartitionData **out;
+    int n_items;
+    struct gr_kzk_tp *all;
+    int n_all;
+};
+
+/* One partition of the request: answered now (error, or "already" with the current state) or
+ * queued as a write in b. */
+static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const char *topic,
+                                const struct AlterIsrRequest_PartitionData *rp, struct gr_arena *a,
+                                struct AlterIsrResponse_PartitionData *op, struct alter_isr_batch *b) {
+    gr_proto_init_struct(&gr_desc_AlterIsrResponse_PartitionData, op);
+    op->PartitionIndex = rp->PartitionIndex;
+    if (!topic) {
+        op->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        return;
+    }
+    b->all[b->n_all++] = (struct gr_kzk_tp){.topic = (char *)topic, .partition = rp->PartitionIndex};
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, rp->PartitionIndex);
+    int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
+    bool already;
+    int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr, rp->CurrentIsrVersion,
+                                               &already);
+    if (err != GR_KERR_NONE) {
+        op->ErrorCode = err;
+        return;
+    }
+    if (already) {
+        fill_partition_ok(a, op, &p->lai);
+        return;
+    }
+    struct gr_kzk_leader_and_isr *l = &b->lais[b->n_items];
+    l->leader = broker_id;
+    l->leader_epoch = rp->LeaderEpoch;
+    l->controller_epoch = sm->ctx->epoch;
+    l->n_isr = n_isr;
+    l->isr = (int32_t *)rp->NewIsr; /* borrowed: not released */
+    l->zk_version = rp->CurrentIsrVersion;
+    b->items[b->n_items] = (struct gr_kzk_state_write){.topic = topic, .partition = rp->PartitionIndex, .lai = l};
+    b->out[b->n_items++] = op;
+}
+
+/* Writes the queued ISRs and answers each; the context caches what was written. Returns 0 or
+ * GR_ECONTROLLER_MOVED. */
+static int alter_isr_write(struct gr_ctrl_sm *sm, struct alter_isr_batch *b, struct gr_arena *a) {
+    gr_debug(LOGGER, "Updating ISRs for %d partitions.", b->n_items);
+    struct gr_kzk_write_result *res = gr_calloc((size_t)b->n_items, sizeof *res);
+    int rc = gr_kzk_update_partition_states(sm->kzk, sm->ctx->epoch_zk_version, b->items, b->n_items, res);
+    for (int i = 0; i < b->n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+        const struct gr_kzk_state_write *it = &b->items[i];
+        int irc = rc ? rc : res[i].rc;
+        if (irc == GR_KZK_EBADVERSION) {
+            gr_info(LOGGER, "Failed to update ISR for partition %s-%d, bad ZK version.", it->topic, it->partition);
+            b->out[i]->ErrorCode = GR_KERR_INVALID_UPDATE_VERSION;
+            continue;
+        }
+        if (irc) {
+            gr_error(LOGGER, "Failed to update ISR for partition %s-%d: %s", it->topic, it->partition,
+                     gr_kzk_strerror(irc));
+            b->out[i]->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
+            continue;
+        }
+        b->lais[i].zk_version = res[i].zk_version;
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, it->topic, it->partition);
+        if (p) gr_ctrl_partition_set_state(p, &b->lais[i]);
+        char isr[256];
+        gr_debug(LOGGER, "ISR for partition %s-%d updated to [%s] and zkVersion updated to [%d]", it->topic,
+                 it->partition, gr_ctrl_fmt_ids(isr, sizeof isr, b->lais[i].isr, b->lais[i].n_isr), b->lais[i].zk_version);
+        fill_partition_ok(a, b->out[i], &b->lais[i]);
+    }
+    free(res);
+    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+}
+
 int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
                               const struct AlterIsrRequest *req, struct gr_arena *a, struct AlterIsrResponse *resp) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    resp->ErrorCode = gr_alter_isr_check_broker(ctx, broker_id, broker_epoch);
+    resp->ErrorCode = gr_alter_isr_check_broker(sm->ctx, broker_id, broker_epoch);
     resp->TopicsCount = 0;
     resp->Topics = NULL;
     if (resp->ErrorCode != GR_KERR_NONE) return 0;
-
     int n_topics = req->TopicsCount > 0 ? req->TopicsCount : 0;
-    int n_total = 0;
+    size_t n_total = 1;
     for (int t = 0; t < n_topics; t++)
-        if (req->Topics[t].PartitionsCount > 0) n_total += req->Topics[t].PartitionsCount;
+        if (req->Topics[t].PartitionsCount > 0) n_total += (size_t)req->Topics[t].PartitionsCount;
+    struct alter_isr_batch b = {.lais = gr_calloc(n_total, sizeof *b.lais),
+                                .items = gr_calloc(n_total, sizeof *b.items),
+                                .out = gr_calloc(n_total, sizeof *b.out),
+                                .all = gr_calloc(n_total, sizeof *b.all)};
     resp->TopicsCount = n_topics;
     resp->Topics = gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *resp->Topics);
-
-    struct gr_kzk_leader_and_isr *lais = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *lais);
-    struct gr_kzk_state_write *items = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *items);
-    struct AlterIsrResponse_PartitionData **item_out = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *item_out);
-    struct gr_kzk_tp *all = gr_calloc((size_t)(n_total ? n_total : 1), sizeof *all);
-    int n_items = 0, n_all = 0;
     for (int t = 0; t < n_topics; t++) {
         const struct AlterIsrRequest_TopicData *rt = &req->Topics[t];
         struct AlterIsrResponse_TopicData *ot = &resp->Topics[t];
         gr_proto_init_struct(&gr_desc_AlterIsrResponse_TopicData, ot);
         ot->Name = gr_arena_strdup(a, rt->Name ? rt->Name : "");
-        int np = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
-        ot->PartitionsCount = np;
-        ot->Partitions = gr_arena_alloc(a, (size_t)(np ? np : 1) * sizeof *ot->Partitions);
-        for (int i = 0; i < np; i++) {
-            const struct AlterIsrRequest_PartitionData *rp = &rt->Partitions[i];
-            struct AlterIsrResponse_PartitionData *op = &ot->Partitions[i];
-            gr_proto_init_struct(&gr_desc_AlterIsrResponse_PartitionData, op);
-            op->PartitionIndex = rp->PartitionIndex;
-            if (!rt->Name) {
-                op->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-                continue;
-            }
-            all[n_all].topic = rt->Name;
-            all[n_all].partition = rp->PartitionIndex;
-            n_all++;
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, rt->Name, rp->PartitionIndex);
-            int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
-            bool already;
-            int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr,
-                                                       rp->CurrentIsrVersion, &already);
-            if (err != GR_KERR_NONE) {
-                op->ErrorCode = err;
-                continue;
-            }
-            if (already) {
-                fill_partition_ok(a, op, &p->lai);
-                continue;
-            }
-            struct gr_kzk_leader_and_isr *l = &lais[n_items];
-            l->leader = broker_id;
-            l->leader_epoch = rp->LeaderEpoch;
-            l->controller_epoch = ctx->epoch;
-            l->n_isr = n_isr;
-            l->isr = (int32_t *)rp->NewIsr; /* borrowed: not released below */
-            l->zk_version = rp->CurrentIsrVersion;
-            items[n_items].topic = rt->Name;
-            items[n_items].partition = rp->PartitionIndex;
-            items[n_items].lai = l;
-            item_out[n_items] = op;
-            n_items++;
-        }
+        ot->PartitionsCount = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
+        ot->Partitions = gr_arena_alloc(a, (size_t)(ot->PartitionsCount ? ot->PartitionsCount : 1) * sizeof *ot->Partitions);
+        for (int i = 0; i < ot->PartitionsCount; i++)
+            alter_isr_partition(sm, broker_id, rt->Name, &rt->Partitions[i], a, &ot->Partitions[i], &b);
     }
-    int ret = 0;
-    if (n_items) {
-        gr_debug(LOGGER, "Updating ISRs for %d partitions.", n_items);
-        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-        int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-        if (rc == GR_ECONTROLLER_MOVED) {
-            resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
-            resp->TopicsCount = 0;
-            resp->Topics = NULL;
-            ret = rc;
-        } else {
-            for (int i = 0; i < n_items; i++) {
-                int irc = rc ? rc : res[i].rc;
-                if (irc == GR_KZK_EBADVERSION) {
-                    gr_info(LOGGER, "Failed to update ISR for partition %s-%d, bad ZK version.", items[i].topic,
-                            items[i].partition);
-                    item_out[i]->ErrorCode = GR_KERR_INVALID_UPDATE_VERSION;
-                    continue;
-                }
-                if (irc) {
-                    gr_error(LOGGER, "Failed to update ISR for partition %s-%d: %s", items[i].topic,
-                             items[i].partition, gr_kzk_strerror(irc));
-                    item_out[i]->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
-                    continue;
-                }
-                lais[i].zk_version = res[i].zk_version;
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, items[i].topic, items[i].partition);
-                if (p) gr_ctrl_partition_set_state(p, &lais[i]);
-                char isr[256];
-                gr_debug(LOGGER, "ISR for partition %s-%d updated to [%s] and zkVersion updated to [%d]",
-                         items[i].topic, items[i].partition,
-                         gr_ctrl_fmt_ids(isr, sizeof isr, lais[i].isr, lais[i].n_isr), lais[i].zk_version);
-                fill_partition_ok(a, item_out[i], &lais[i]);
-            }
-        }
-        free(res);
+    int ret = b.n_items ? alter_isr_write(sm, &b, a) : 0;
+    if (ret == GR_ECONTROLLER_MOVED) {
+        resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
+        resp->TopicsCount = 0;
+        resp->Topics = NULL;
+    } else {
+        gr_ctrl_send_update_metadata_all(sm, b.all, b.n_all);
     }
-    if (!ret) gr_ctrl_send_update_metadata_all(sm, all, n_all);
-    free(lais);
-    free(items);
-    free(item_out);
-    free(all);
+    free(b.lais);
+    free(b.items);
+    free(b.out);
+    free(b.all);
     return ret;
 }
 

@@ -37,8 +37,9 @@ int gr_ctrl_on_broker_startup(struct gr_ctrl_sm *sm, const int32_t *ids, int n);
  * shutting-down set; onReplicasBecomeOffline(their replicas); hooks.brokers_failed. */
 int gr_ctrl_on_broker_failure(struct gr_ctrl_sm *sm, const int32_t *ids, int n);
 
-/* onReplicasBecomeOffline: partitions whose leader is offline -> Offline; trigger online;
- * replicas (topics not queued for deletion) -> Offline; the others to
+/* onReplicasBecomeOffline, for a broker failure and for replicas on a failed log dir
+ * (offline_dirs.c) alike: partitions of these replicas whose leader is not online -> Offline;
+ * trigger online; replicas (topics not queued for deletion) -> Offline; the others to
  * hooks.replicas_offline_for_deletion; UpdateMetadata (brokers only) to all (Kafka: only if no
  * leader was lost). */
 int gr_ctrl_on_replicas_become_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, int n);

@@ -65,51 +65,26 @@ int gr_od_process_leader_and_isr_response(struct gr_offline_dirs *od, struct gr_
                 sm->controller_id, ctx->epoch, broker, (long long)sent->u.lai.BrokerEpoch, (long long)now->epoch);
         return 0;
     }
-    struct gr_ctrl_replica_list fresh = {0}, deleting = {0};
+    struct gr_ctrl_replica_list fresh = {0};
     for (int i = 0; i < b->PartitionErrorsCount; i++) {
         const struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *pe = &b->PartitionErrors[i];
         if (!pe->TopicName) continue;
         struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, pe->TopicName);
         struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, pe->PartitionIndex);
         if (!p) continue;
-        if (pe->ErrorCode == GR_KERR_NONE) {
-            gr_ctrl_replica_set_offline_dir(p, broker, false);
-        } else if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR && gr_ctrl_replica_set_offline_dir(p, broker, true)) {
-            if (gr_ctrl_topic_queued_for_deletion(ctx, t->name))
-                gr_ctrl_replica_list_add(&deleting, t->name, pe->PartitionIndex, broker);
-            else gr_ctrl_replica_list_add(&fresh, t->name, pe->PartitionIndex, broker);
-        }
+        if (pe->ErrorCode == GR_KERR_NONE) gr_ctrl_replica_set_offline_dir(p, broker, false);
+        else if (pe->ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR && gr_ctrl_replica_set_offline_dir(p, broker, true))
+            gr_ctrl_replica_list_add(&fresh, t->name, pe->PartitionIndex, broker);
     }
     int rc = 0;
-    if (fresh.n || deleting.n)
+    if (fresh.n) {
         gr_warn(GR_STATE_CHANGE_LOGGER,
                 "[Controller id=%d epoch=%d] Mark %d replicas on broker %d as offline (KAFKA_STORAGE_ERROR: offline "
                 "log dir), first %s-%d",
-                sm->controller_id, ctx->epoch, fresh.n + deleting.n, broker,
-                fresh.n ? fresh.v[0].topic : deleting.v[0].topic, fresh.n ? fresh.v[0].partition : deleting.v[0].partition);
-    if (deleting.n && od->td) rc = gr_td_fail_replica_deletion(od->td, deleting.v, deleting.n);
-    if (!rc && fresh.n) {
-        /* onReplicasBecomeOffline with the replicas' dir state taken into account: the replica
-         * leaves the ISR first (its leadership goes to -1), then leaderless partitions are
-         * re-elected from what remains of the ISR */
-        rc = gr_rsm_handle_state_changes(sm, fresh.v, fresh.n, GR_RS_OFFLINE);
-        struct gr_ctrl_tp_list leaderless = {0};
-        for (int i = 0; !rc && i < fresh.n; i++) {
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, fresh.v[i].topic, fresh.v[i].partition);
-            if (!p || !p->has_state) continue;
-            bool dup = false;
-            for (int k = 0; k < leaderless.n; k++)
-                if (leaderless.v[k].partition == fresh.v[i].partition && strcmp(leaderless.v[k].topic, fresh.v[i].topic) == 0)
-                    dup = true;
-            if (!dup && (p->lai.leader < 0 || !gr_ctrl_replica_online(ctx, p, p->lai.leader, false)))
-                gr_ctrl_tp_list_add(&leaderless, fresh.v[i].topic, fresh.v[i].partition);
-        }
-        if (!rc) rc = gr_psm_handle_state_changes(sm, leaderless.v, leaderless.n, GR_PS_OFFLINE, NULL, NULL);
-        if (!rc) rc = gr_psm_trigger_online(sm, NULL);
-        if (!rc && leaderless.n == 0) gr_ctrl_send_update_metadata_all(sm, NULL, 0);
-        gr_ctrl_tp_list_free(&leaderless);
+                sm->controller_id, ctx->epoch, fresh.n, broker, fresh.v[0].topic, fresh.v[0].partition);
+        /* the same flow as a broker failure (replica_online sees the offline dir) */
+        rc = gr_ctrl_on_replicas_become_offline(sm, fresh.v, fresh.n);
     }
     gr_ctrl_replica_list_free(&fresh);
-    gr_ctrl_replica_list_free(&deleting);
     return rc;
 }

@@ -4,12 +4,12 @@
  *
  * For each LeaderAndIsr response from broker B (top-level NONE): partitions answered
  * KAFKA_STORAGE_ERROR that were not known offline become offline replicas of B; partitions
- * answered NONE are forgotten (a restarted broker's healthy replicas). Newly offline replicas:
- *   - of topics queued for deletion: replica deletion fails (topic_deletion.h);
- *   - the others -> OfflineReplica (StopReplica(delete=false), B removed from the ISR in ZooKeeper,
- *     leader -> -1 where B led); partitions left without a live leader -> OfflinePartition, then
- *     triggerOnlinePartitionStateChange elects from the remaining ISR; if no leader was lost,
- *     UpdateMetadata (brokers only) to all.
+ * answered NONE are forgotten (a restarted broker's healthy replicas). Newly offline replicas go
+ * through the same flow as a broker failure's, gr_ctrl_on_replicas_become_offline (flows.h,
+ * Kafka's onReplicasBecomeOffline): partitions they led -> OfflinePartition and
+ * triggerOnlinePartitionStateChange elects from the ISR members that are online (not on an
+ * offline dir); the replicas -> OfflineReplica (StopReplica(delete=false), removed from the ISR);
+ * those of topics queued for deletion fail their deletion (topic_deletion.h); UpdateMetadata.
  * The LogDirEventNotification event (controller.c) is what makes B answer: it sends
  * LeaderAndIsr for all of B's replicas.
  *

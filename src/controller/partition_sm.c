@@ -59,32 +59,6 @@ int gr_psm_topic_unclean_enabled(struct gr_ctrl_sm *sm, const char *topic, bool 
 
 /* ---- New -> Online ---- */
 
-/* A create retried after a connection loss finds the znode our first attempt wrote (EEXISTS).
- * If what is there is exactly what we meant to write (our controller epoch, same leader, leader
- * epoch and ISR), count it as created -- the same rule Kafka applies to retried ISR writes
- * ("an identical reread counts as success"). A state written by anyone else stays a failure. */
-static void recover_own_creates(struct gr_ctrl_sm *sm, const struct gr_kzk_state_write *items, int n,
-                                struct gr_kzk_write_result *res) {
-    for (int i = 0; i < n; i++) {
-        if (res[i].rc != GR_KZK_EEXISTS) continue;
-        struct gr_kzk_tp tp = {.topic = (char *)items[i].topic, .partition = items[i].partition};
-        struct gr_kzk_state_result cur;
-        memset(&cur, 0, sizeof cur);
-        if (gr_kzk_get_partition_states(sm->kzk, &tp, 1, &cur) == 0 && cur.rc == 0) {
-            const struct gr_kzk_leader_and_isr *want = items[i].lai, *got = &cur.lai;
-            if (got->controller_epoch == sm->ctx->epoch && got->leader == want->leader &&
-                got->leader_epoch == want->leader_epoch && got->n_isr == want->n_isr &&
-                (want->n_isr == 0 || memcmp(got->isr, want->isr, (size_t)want->n_isr * sizeof *want->isr) == 0)) {
-                gr_info(LOGGER, "State znode of partition %s-%d already holds what this controller wrote (retried "
-                        "create after a connection loss)", tp.topic, tp.partition);
-                res[i].rc = 0;
-                res[i].zk_version = got->zk_version;
-            }
-        }
-        gr_kzk_leader_and_isr_release(&cur.lai);
-    }
-}
-
 /* initializeLeaderAndIsrForPartitions: rcs[i] for idx[i]. */
 static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n, int *rcs) {
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -132,7 +106,6 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
             gr_error(LOGGER, "Controller moved to another broker when trying to create the topic partition state znode");
             ret = rc;
         } else {
-            if (!rc) recover_own_creates(sm, items, n_items, res);
             for (int i = 0; i < n_items; i++) {
                 const struct gr_kzk_tp *tp = &tps[item_of[i]];
                 int irc = rc ? rc : res[i].rc;
@@ -170,178 +143,202 @@ struct topic_unclean {
     bool enabled;
 };
 
-/* One round of doElectLeaderForPartitions over idx[0..n); partitions to retry (BADVERSION) are
- * written to retry[] / *n_retry. */
-static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n,
-                       const struct gr_psm_strategy *strategy, int *rcs, int *retry, int *n_retry) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    *n_retry = 0;
-    struct gr_kzk_tp *req = gr_malloc((size_t)(n ? n : 1) * sizeof *req);
-    int *idx_m = gr_malloc((size_t)(n ? n : 1) * sizeof *idx_m);
-    int m = 0;
+/* One round of doElectLeaderForPartitions: the partitions read (req[k], tps index idx[k]), their
+ * ZooKeeper states cur[k] and election results er[k]. */
+struct round {
+    struct gr_ctrl_sm *sm;
+    const struct gr_psm_strategy *strategy;
+    int *rcs;
+    int n;
+    struct gr_kzk_tp *req;
+    int *idx;
+    struct gr_kzk_state_result *cur;
+    struct gr_election_result *er;
+    struct topic_unclean *cache; /* unclean.leader.election.enable per topic, read once */
+    int n_cache;
+};
+
+static void round_fail(struct round *r, const struct gr_kzk_tp *tp, int tps_index, const char *why) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(r->sm->ctx, tp->topic, tp->partition);
+    log_failed(r->sm, tp, p ? p->state : GR_PS_NONEXISTENT, GR_PS_ONLINE, why);
+    r->rcs[tps_index] = GR_PSM_EFAILED;
+}
+
+/* An offline election picks a leader among the partition's online replicas (clean: in the ISR,
+ * unclean: any), so with none online it fails whatever ZooKeeper holds: fail it without reading
+ * the state (Kafka reads it first; with every replica's broker gone that was one read per
+ * partition, 100k reads in a failover with 100k such partitions). Only the reason logged can
+ * differ: a missing or newer-epoch state would have been named. The others go to r->req. */
+static void round_select(struct round *r, const struct gr_kzk_tp *tps, const int *idx, int n) {
+    struct gr_ctrl_context *ctx = r->sm->ctx;
+    r->req = gr_malloc((size_t)(n ? n : 1) * sizeof *r->req);
+    r->idx = gr_malloc((size_t)(n ? n : 1) * sizeof *r->idx);
+    r->n = 0;
     for (int k = 0; k < n; k++) {
-        /* An offline election picks a leader among the partition's online replicas (clean: in the
-         * ISR, unclean: any), so with none online it fails whatever ZooKeeper holds: fail it
-         * without reading the state (Kafka reads it first; with every replica's broker gone that
-         * was one read per partition, 100k reads in a failover with 100k such partitions). Only
-         * the reason logged can differ: a missing or newer-epoch state would have been named. */
         const struct gr_kzk_tp *tp = &tps[idx[k]];
-        struct gr_ctrl_partition *p = strategy->kind == GR_ELECT_OFFLINE
-                                          ? gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition)
-                                          : NULL;
+        struct gr_ctrl_partition *p =
+            r->strategy->kind == GR_ELECT_OFFLINE ? gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition) : NULL;
         bool any_online = !p;
         for (int i = 0; p && i < p->n_replicas && !any_online; i++)
             any_online = gr_ctrl_replica_online(ctx, p, p->replicas[i], false);
         if (!any_online) {
             char why[512];
             snprintf(why, sizeof why, "Failed to elect leader for partition %s-%d under strategy %s", tp->topic,
-                     tp->partition, gr_election_strategy_name(strategy->kind));
-            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
-            rcs[idx[k]] = GR_PSM_EFAILED;
+                     tp->partition, gr_election_strategy_name(r->strategy->kind));
+            round_fail(r, tp, idx[k], why);
             continue;
         }
-        req[m] = *tp;
-        idx_m[m++] = idx[k];
+        r->req[r->n] = *tp;
+        r->idx[r->n++] = idx[k];
     }
-    idx = idx_m;
-    n = m;
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
-    int rc = gr_kzk_get_partition_states(sm->kzk, req, n, cur);
-    if (rc) {
-        for (int k = 0; k < n; k++) {
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, req[k].topic, req[k].partition);
-            log_failed(sm, &req[k], p ? p->state : GR_PS_NONEXISTENT, GR_PS_ONLINE, gr_kzk_strerror(rc));
-            rcs[idx[k]] = GR_PSM_EFAILED;
+}
+
+/* Whether topic allows an unclean election (0) or the error reading its config. */
+static int round_unclean_enabled(struct round *r, const char *topic, bool *enabled) {
+    int c;
+    for (c = 0; c < r->n_cache; c++)
+        if (strcmp(r->cache[c].topic, topic) == 0) break;
+    if (c == r->n_cache) {
+        r->cache = gr_realloc(r->cache, (size_t)(r->n_cache + 1) * sizeof *r->cache);
+        r->cache[c].topic = topic;
+        r->cache[c].enabled = false;
+        r->cache[c].rc = gr_psm_topic_unclean_enabled(r->sm, topic, &r->cache[c].enabled);
+        r->n_cache++;
+    }
+    *enabled = r->cache[c].enabled;
+    return r->cache[c].rc;
+}
+
+/* The election of req[k] over its ZooKeeper state: true with er[k] filled when it has a leader to
+ * write, false when it failed (logged, rcs set). */
+static bool round_elect(struct round *r, int k) {
+    struct gr_ctrl_sm *sm = r->sm;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    const struct gr_kzk_tp *tp = &r->req[k];
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+    const struct gr_kzk_state_result *cur = &r->cur[k];
+    char why[512];
+    if (cur->rc == GR_KZK_ENONODE || cur->rc == GR_ECORRUPT) {
+        snprintf(why, sizeof why, "LeaderAndIsr information doesn't exist for partition %s-%d in %s state", tp->topic,
+                 tp->partition, gr_partition_state_name(p->state));
+        round_fail(r, tp, r->idx[k], why);
+        return false;
+    }
+    if (cur->rc) {
+        round_fail(r, tp, r->idx[k], gr_kzk_strerror(cur->rc));
+        return false;
+    }
+    if (cur->lai.controller_epoch > ctx->epoch) {
+        snprintf(why, sizeof why,
+                 "Aborted leader election for partition %s-%d since the LeaderAndIsr path was already written by "
+                 "another controller. This probably means that the current controller %d went through a soft "
+                 "failure and another controller was elected with epoch %d.",
+                 tp->topic, tp->partition, sm->controller_id, cur->lai.controller_epoch);
+        round_fail(r, tp, r->idx[k], why);
+        return false;
+    }
+    bool unclean = false;
+    if (r->strategy->kind == GR_ELECT_OFFLINE && !gr_elect_has_live_isr(ctx, p, &cur->lai)) {
+        int rc = r->strategy->allow_unclean ? (unclean = true, 0) : round_unclean_enabled(r, tp->topic, &unclean);
+        if (rc) {
+            round_fail(r, tp, r->idx[k], gr_kzk_strerror(rc));
+            return false;
         }
-        free(req);
-        free(idx_m);
-        free(cur);
+    }
+    struct gr_election_result *er = &r->er[k];
+    gr_elect_partition(ctx, p, &cur->lai, r->strategy->kind, unclean, er);
+    if (!er->elected) {
+        snprintf(why, sizeof why, "Failed to elect leader for partition %s-%d under strategy %s", tp->topic,
+                 tp->partition, gr_election_strategy_name(r->strategy->kind));
+        round_fail(r, tp, r->idx[k], why);
+        return false;
+    }
+    if (er->unclean) {
+        if (sm->unclean_elections) gr_meter_mark(sm->unclean_elections, 1);
+        SC_LOG(GR_LOG_WARN, sm, "Unclean leader election: partition %s-%d gets out-of-sync leader %d", tp->topic,
+               tp->partition, er->lai.leader);
+    }
+    er->lai.controller_epoch = ctx->epoch;
+    return true;
+}
+
+/* Writes the elected states (items[i] is req[item_of[i]]) in guarded multis and applies what was
+ * written; BADVERSION goes to retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
+static int round_write(struct round *r, const struct gr_kzk_state_write *items, const int *item_of, int n_items,
+                       int *retry, int *n_retry) {
+    struct gr_ctrl_sm *sm = r->sm;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+    for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+        int k = item_of[i];
+        const struct gr_kzk_tp *tp = &r->req[k];
+        int irc = rc ? rc : res[i].rc;
+        if (irc == GR_KZK_EBADVERSION) {
+            gr_debug(LOGGER, "Controller failed to elect leader for partition %s-%d: bad ZK version. This will be retried.",
+                     tp->topic, tp->partition);
+            retry[(*n_retry)++] = r->idx[k];
+            continue;
+        }
+        if (irc) {
+            round_fail(r, tp, r->idx[k], gr_kzk_strerror(irc));
+            continue;
+        }
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
+        struct gr_election_result *er = &r->er[k];
+        er->lai.zk_version = res[i].zk_version;
+        gr_ctrl_partition_set_state(p, &er->lai);
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, er->recipients, er->n_recipients, tp->topic, tp->partition, &p->lai,
+                                         false);
+        char st[512];
+        SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from %s to OnlinePartition with state %s", tp->topic,
+               tp->partition, gr_partition_state_name(p->state), fmt_lai(st, sizeof st, &p->lai));
+        p->state = GR_PS_ONLINE;
+        r->rcs[r->idx[k]] = 0;
+    }
+    free(res);
+    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+}
+
+static void round_free(struct round *r) {
+    for (int k = 0; r->er && k < r->n; k++) gr_election_result_release(&r->er[k]);
+    for (int k = 0; r->cur && k < r->n; k++) gr_kzk_leader_and_isr_release(&r->cur[k].lai);
+    free(r->er);
+    free(r->cur);
+    free(r->cache);
+    free(r->req);
+    free(r->idx);
+}
+
+/* One round of doElectLeaderForPartitions over idx[0..n): select, read the states, elect, write.
+ * Partitions to retry (BADVERSION) are written to retry[] / *n_retry. */
+static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n,
+                       const struct gr_psm_strategy *strategy, int *rcs, int *retry, int *n_retry) {
+    struct round r = {.sm = sm, .strategy = strategy, .rcs = rcs};
+    *n_retry = 0;
+    round_select(&r, tps, idx, n);
+    r.cur = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *r.cur);
+    int rc = gr_kzk_get_partition_states(sm->kzk, r.req, r.n, r.cur);
+    if (rc) {
+        for (int k = 0; k < r.n; k++) round_fail(&r, &r.req[k], r.idx[k], gr_kzk_strerror(rc));
+        r.n = 0; /* nothing read: nothing to release */
+        round_free(&r);
         return 0;
     }
-    struct gr_election_result *er = gr_calloc((size_t)n, sizeof *er);
-    struct gr_kzk_state_write *items = gr_calloc((size_t)n, sizeof *items);
-    int *item_of = gr_malloc((size_t)n * sizeof *item_of);
+    r.er = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *r.er);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *items);
+    int *item_of = gr_malloc((size_t)(r.n ? r.n : 1) * sizeof *item_of);
     int n_items = 0;
-    struct topic_unclean *cache = NULL;
-    int n_cache = 0;
-    for (int k = 0; k < n; k++) {
-        const struct gr_kzk_tp *tp = &req[k];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
-        char why[512];
-        if (cur[k].rc == GR_KZK_ENONODE || cur[k].rc == GR_ECORRUPT) {
-            snprintf(why, sizeof why, "LeaderAndIsr information doesn't exist for partition %s-%d in %s state",
-                     tp->topic, tp->partition, gr_partition_state_name(p->state));
-            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
-            rcs[idx[k]] = GR_PSM_EFAILED;
-            continue;
-        }
-        if (cur[k].rc) {
-            log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(cur[k].rc));
-            rcs[idx[k]] = GR_PSM_EFAILED;
-            continue;
-        }
-        if (cur[k].lai.controller_epoch > ctx->epoch) {
-            snprintf(why, sizeof why,
-                     "Aborted leader election for partition %s-%d since the LeaderAndIsr path was already written by "
-                     "another controller. This probably means that the current controller %d went through a soft "
-                     "failure and another controller was elected with epoch %d.",
-                     tp->topic, tp->partition, sm->controller_id, cur[k].lai.controller_epoch);
-            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
-            rcs[idx[k]] = GR_PSM_EFAILED;
-            continue;
-        }
-        bool unclean = false;
-        if (strategy->kind == GR_ELECT_OFFLINE && !gr_elect_has_live_isr(ctx, p, &cur[k].lai)) {
-            if (strategy->allow_unclean) {
-                unclean = true;
-            } else {
-                int c;
-                for (c = 0; c < n_cache; c++)
-                    if (strcmp(cache[c].topic, tp->topic) == 0) break;
-                if (c == n_cache) {
-                    cache = gr_realloc(cache, (size_t)(n_cache + 1) * sizeof *cache);
-                    cache[c].topic = tp->topic;
-                    cache[c].enabled = false;
-                    cache[c].rc = gr_psm_topic_unclean_enabled(sm, tp->topic, &cache[c].enabled);
-                    n_cache++;
-                }
-                if (cache[c].rc) {
-                    log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(cache[c].rc));
-                    rcs[idx[k]] = GR_PSM_EFAILED;
-                    continue;
-                }
-                unclean = cache[c].enabled;
-            }
-        }
-        gr_elect_partition(ctx, p, &cur[k].lai, strategy->kind, unclean, &er[k]);
-        if (!er[k].elected) {
-            snprintf(why, sizeof why, "Failed to elect leader for partition %s-%d under strategy %s", tp->topic,
-                     tp->partition, gr_election_strategy_name(strategy->kind));
-            log_failed(sm, tp, p->state, GR_PS_ONLINE, why);
-            rcs[idx[k]] = GR_PSM_EFAILED;
-            continue;
-        }
-        if (er[k].unclean) {
-            if (sm->unclean_elections) gr_meter_mark(sm->unclean_elections, 1);
-            SC_LOG(GR_LOG_WARN, sm, "Unclean leader election: partition %s-%d gets out-of-sync leader %d", tp->topic,
-                   tp->partition, er[k].lai.leader);
-        }
-        er[k].lai.controller_epoch = ctx->epoch;
-        items[n_items].topic = tp->topic;
-        items[n_items].partition = tp->partition;
-        items[n_items].lai = &er[k].lai;
-        item_of[n_items] = k;
-        n_items++;
+    for (int k = 0; k < r.n; k++) {
+        if (!round_elect(&r, k)) continue;
+        items[n_items] = (struct gr_kzk_state_write){.topic = r.req[k].topic, .partition = r.req[k].partition,
+                                                     .lai = &r.er[k].lai};
+        item_of[n_items++] = k;
     }
-    free(cache);
-    int ret = 0;
-    if (n_items > 0) {
-        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-        if (rc == GR_ECONTROLLER_MOVED) {
-            ret = rc;
-        } else {
-            for (int i = 0; i < n_items; i++) {
-                int k = item_of[i];
-                const struct gr_kzk_tp *tp = &req[k];
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
-                int irc = rc ? rc : res[i].rc;
-                if (irc == GR_KZK_EBADVERSION) {
-                    gr_debug(LOGGER,
-                             "Controller failed to elect leader for partition %s-%d: bad ZK version. This will be "
-                             "retried.",
-                             tp->topic, tp->partition);
-                    retry[(*n_retry)++] = idx[k];
-                    continue;
-                }
-                if (irc) {
-                    log_failed(sm, tp, p->state, GR_PS_ONLINE, gr_kzk_strerror(irc));
-                    rcs[idx[k]] = GR_PSM_EFAILED;
-                    continue;
-                }
-                er[k].lai.zk_version = res[i].zk_version;
-                gr_ctrl_partition_set_state(p, &er[k].lai);
-                gr_ctrl_batch_add_leader_and_isr(sm->batch, er[k].recipients, er[k].n_recipients, tp->topic,
-                                                 tp->partition, &p->lai, false);
-                char s[512];
-                SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from %s to OnlinePartition with state %s", tp->topic,
-                       tp->partition, gr_partition_state_name(p->state), fmt_lai(s, sizeof s, &p->lai));
-                p->state = GR_PS_ONLINE;
-                rcs[idx[k]] = 0;
-            }
-        }
-        free(res);
-    }
-    for (int k = 0; k < n; k++) {
-        gr_election_result_release(&er[k]);
-        gr_kzk_leader_and_isr_release(&cur[k].lai);
-    }
-    free(er);
-    free(cur);
+    int ret = n_items > 0 ? round_write(&r, items, item_of, n_items, retry, n_retry) : 0;
     free(items);
     free(item_of);
-    free(req);
-    free(idx_m);
+    round_free(&r);
     return ret;
 }
 
@@ -369,51 +366,55 @@ static int elect_leaders(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, con
 
 /* ---- handleStateChanges ---- */
 
+/* The partition of tp if its transition to target is valid, else NULL (logged). */
+static struct gr_ctrl_partition *valid_transition(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, int target) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, tp->topic, tp->partition);
+    if (!p) {
+        log_failed(sm, tp, GR_PS_NONEXISTENT, target, "the partition is not in the controller's context");
+        return NULL;
+    }
+    if (!gr_partition_transition_valid(p->state, target)) {
+        char why[512];
+        snprintf(why, sizeof why,
+                 "Partition %s-%d should be in one of %s states before moving to %s state. Instead it is in %s state",
+                 tp->topic, tp->partition, gr_partition_valid_previous(target), gr_partition_state_name(target),
+                 gr_partition_state_name(p->state));
+        log_failed(sm, tp, p->state, target, why);
+        return NULL;
+    }
+    return p;
+}
+
+/* The transitions that only change the state (New, Offline, NonExistent). */
+static void set_plain(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, struct gr_ctrl_partition *p, int target) {
+    if (target == GR_PS_NEW) {
+        char rep[256];
+        SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d state from %s to NewPartition with assigned replicas %s",
+               tp->topic, tp->partition, gr_partition_state_name(p->state),
+               gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas));
+    } else {
+        gr_debug(GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] Changed partition %s-%d state from %s to %s",
+                 sm->controller_id, sm->ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
+                 gr_partition_state_name(target));
+    }
+    p->state = target;
+}
+
 static int do_handle(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, int n, int target,
                      const struct gr_psm_strategy *strategy, int *rcs) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    int *uninit = gr_malloc((size_t)n * sizeof *uninit), n_uninit = 0;
-    int *to_elect = gr_malloc((size_t)n * sizeof *to_elect), n_elect = 0;
+    int *uninit = gr_malloc((size_t)(n ? n : 1) * sizeof *uninit), n_uninit = 0;
+    int *to_elect = gr_malloc((size_t)(n ? n : 1) * sizeof *to_elect), n_elect = 0;
     for (int i = 0; i < n; i++) {
-        const struct gr_kzk_tp *tp = &tps[i];
         rcs[i] = GR_PSM_EFAILED;
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, tp->topic, tp->partition);
-        if (!p) {
-            log_failed(sm, tp, GR_PS_NONEXISTENT, target, "the partition is not in the controller's context");
-            continue;
-        }
-        if (!gr_partition_transition_valid(p->state, target)) {
-            char why[512];
-            snprintf(why, sizeof why,
-                     "Partition %s-%d should be in one of %s states before moving to %s state. Instead it is in %s "
-                     "state",
-                     tp->topic, tp->partition, gr_partition_valid_previous(target), gr_partition_state_name(target),
-                     gr_partition_state_name(p->state));
-            log_failed(sm, tp, p->state, target, why);
-            continue;
-        }
-        switch (target) {
-        case GR_PS_NEW: {
-            char rep[256];
-            SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d state from %s to NewPartition with assigned replicas %s",
-                   tp->topic, tp->partition, gr_partition_state_name(p->state),
-                   gr_ctrl_fmt_ids(rep, sizeof rep, p->replicas, p->n_replicas));
-            p->state = GR_PS_NEW;
+        struct gr_ctrl_partition *p = valid_transition(sm, &tps[i], target);
+        if (!p) continue;
+        if (target != GR_PS_ONLINE) {
+            set_plain(sm, &tps[i], p, target);
             rcs[i] = 0;
-            break;
-        }
-        case GR_PS_ONLINE:
-            if (p->state == GR_PS_NEW) uninit[n_uninit++] = i;
-            else to_elect[n_elect++] = i;
-            break;
-        case GR_PS_OFFLINE:
-        case GR_PS_NONEXISTENT:
-            gr_debug(GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] Changed partition %s-%d state from %s to %s",
-                     sm->controller_id, ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
-                     gr_partition_state_name(target));
-            p->state = target;
-            rcs[i] = 0;
-            break;
+        } else if (p->state == GR_PS_NEW) {
+            uninit[n_uninit++] = i;
+        } else {
+            to_elect[n_elect++] = i;
         }
     }
     int rc = 0;

@@ -179,7 +179,9 @@ int64_t gr_reassign_count(struct gr_ctrl_context *ctx) {
 
 /* updatePartitionFullReplicaAssignment: replaces p's arrays with copies of ra; replica states
  * follow their replica ids (new replicas start NonExistent). */
-static void set_partition_assignment(struct gr_ctrl_partition *p, const struct gr_replica_assignment *ra) {
+static void set_partition_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p,
+                                     const struct gr_replica_assignment *ra) {
+    gr_ctrl_ctx_reassigning_changed(ctx, partition_reassigning(p), gr_replica_assignment_reassigning(ra));
     int *states = NULL;
     if (p->replica_states) {
         states = gr_calloc((size_t)(ra->n_replicas ? ra->n_replicas : 1), sizeof *states);
@@ -475,7 +477,7 @@ static int update_current_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_top
                  gr_ctrl_fmt_ids(b, sizeof b, ra->replicas, ra->n_replicas));
         rc = write_topic_assignment(sm, t, p->partition, ra); /* U1 */
         if (rc == 0) {
-            set_partition_assignment(p, ra); /* U2 */
+            set_partition_assignment(sm->ctx, p, ra); /* U2 */
             int n_unneeded;
             int32_t *unneeded = diff(cur.replicas, cur.n_replicas, ra->replicas, ra->n_replicas, &n_unneeded);
             if (n_unneeded) rc = stop_removed_replicas(sm, t->name, p->partition, unneeded, n_unneeded); /* U3 */
@@ -483,6 +485,28 @@ static int update_current_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_top
         }
     }
     gr_replica_assignment_release(&cur);
+    return rc;
+}
+
+/* The tail of onNewPartitionCreation for a partition that stayed New: its replicas not yet
+ * NewReplica become so, the partition goes Online (a leader among the live replicas), every replica
+ * OnlineReplica -- so the replica states match the leadership (a leader left NonExistent could not
+ * be taken offline later). */
+static int bring_new_partition_online(struct gr_ctrl_sm *sm, const char *topic, int32_t partition) {
+    struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
+    struct gr_ctrl_replica_list fresh = {0}, all = {0};
+    gr_rsm_replicas_for_partitions(sm, &tp, 1, &all);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
+    for (int i = 0; p && i < all.n; i++)
+        if (gr_ctrl_replica_state_get(p, all.v[i].replica) == GR_RS_NONEXISTENT)
+            gr_ctrl_replica_list_add(&fresh, all.v[i].topic, all.v[i].partition, all.v[i].replica);
+    struct gr_psm_strategy st = {.kind = GR_ELECT_OFFLINE, .allow_unclean = false};
+    int rc = gr_rsm_handle_state_changes(sm, fresh.v, fresh.n, GR_RS_NEW);
+    if (!rc) rc = gr_psm_handle_state_changes(sm, &tp, 1, GR_PS_ONLINE, &st, NULL);
+    p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
+    if (!rc && p && p->has_state) rc = gr_rsm_handle_state_changes(sm, all.v, all.n, GR_RS_ONLINE);
+    gr_ctrl_replica_list_free(&fresh);
+    gr_ctrl_replica_list_free(&all);
     return rc;
 }
 
@@ -496,6 +520,14 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
     int rc = update_current_reassignment(sm, t, p, ra);
     if (rc) return rc;
     p = gr_ctrl_topic_partition(t, partition);
+    if (p && !p->has_state && p->state == GR_PS_NEW) {
+        /* Never brought online (no assigned replica was live at its creation): Kafka cannot
+         * reassign it (no leader/ISR to bump) and leaves it New until the next broker change,
+         * though the replicas just added may be live (simulation seed 12609, Q4). Try now. */
+        rc = bring_new_partition_online(sm, topic, partition);
+        if (rc) return rc;
+        p = gr_ctrl_topic_partition(t, partition);
+    }
     bool complete;
     rc = reassignment_complete(sm, topic, partition, ra, &complete);
     if (rc) return rc;
@@ -517,7 +549,7 @@ int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_
         gr_replica_assignment_set(&done, trs, n_trs, NULL, 0, NULL, 0);
         if (!rc) {
             /* B2 */
-            set_partition_assignment(p, &done);
+            set_partition_assignment(sm->ctx, p, &done);
             /* B3 */
             int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
             if (!has(trs, n_trs, leader) || !gr_ctrl_replica_online(ctx, p, leader, false)) {
@@ -683,6 +715,7 @@ int gr_reassign_process_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, str
 typedef bool (*resume_pred)(const struct gr_ctrl_partition *p, const char *topic, const void *arg);
 
 static int maybe_resume(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, resume_pred pred, const void *arg) {
+    if (sm->ctx->n_reassigning == 0) return 0; /* the common case costs nothing per event */
     struct gr_ctrl_tp_list l = {0};
     size_t cur = 0;
     struct gr_ctrl_topic *t;

@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "controller/states.h"
+#include "zk/kzk.h"
 
 struct gr_ctrl_events;
 struct gr_ctrl_event;
@@ -56,12 +57,7 @@ struct gr_ctrl_event;
 /* A replica assignment (Kafka's ReplicaAssignment). Arrays owned (malloc); release with
  * gr_replica_assignment_release. */
 struct gr_replica_assignment {
-    int n_replicas;
-    int32_t *replicas;
-    int n_adding;
-    int32_t *adding;
-    int n_removing;
-    int32_t *removing;
+    GR_REPLICA_ASSIGNMENT_FIELDS /* zk/kzk.h */
 };
 void gr_replica_assignment_release(struct gr_replica_assignment *a);
 /* Deep copy of arrays (n may be 0, pointers may be NULL). */

@@ -36,8 +36,10 @@ static void remove_id(int32_t *v, int *n, int32_t id) {
     *n = k;
 }
 
-/* ReplicaAssignment.removeReplica, keeping replica_states parallel to replicas. */
-static void remove_from_assignment(struct gr_ctrl_partition *p, int32_t id) {
+/* ReplicaAssignment.removeReplica, keeping replica_states parallel to replicas (and the context's
+ * count of partitions being reassigned). */
+static void remove_from_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p, int32_t id) {
+    bool was = p->n_adding > 0 || p->n_removing > 0;
     int idx = gr_ctrl_replica_index(p, id);
     if (idx >= 0) {
         memmove(&p->replicas[idx], &p->replicas[idx + 1], (size_t)(p->n_replicas - idx - 1) * sizeof *p->replicas);
@@ -48,6 +50,7 @@ static void remove_from_assignment(struct gr_ctrl_partition *p, int32_t id) {
     }
     remove_id(p->adding, &p->n_adding, id);
     remove_id(p->removing, &p->n_removing, id);
+    gr_ctrl_ctx_reassigning_changed(ctx, was, p->n_adding > 0 || p->n_removing > 0);
 }
 
 /* ---- removeReplicasFromIsr ---- */
@@ -87,18 +90,14 @@ static void fresh_add(struct fresh_set *f, const struct gr_ctrl_partition *p) {
     if (f) f->slots[fresh_pos(f, p)] = p;
 }
 
-/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
- * settled (written or did not contain it); retries go to retry[]. States come from ZooKeeper,
- * except (use_fresh: the first round) partitions in `fresh`, taken from the context; partitions
- * read or written here join `fresh`. */
-static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
-                                 struct fresh_set *fresh, bool use_fresh, char *ok, int *retry, int *n_retry) {
+/* The current states of reps[idx[k]]'s partitions into cur[k]: from ZooKeeper, except (use_fresh)
+ * partitions in `fresh`, copied from the context. Returns 0 or the read's error. */
+static int isr_read(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
+                    const struct fresh_set *fresh, bool use_fresh, struct gr_kzk_state_result *cur) {
     struct gr_ctrl_context *ctx = sm->ctx;
-    *n_retry = 0;
-    struct gr_kzk_tp *tps = gr_malloc((size_t)n * sizeof *tps);
-    int *read_of = gr_malloc((size_t)n * sizeof *read_of);
+    struct gr_kzk_tp *tps = gr_malloc((size_t)(n ? n : 1) * sizeof *tps);
+    int *read_of = gr_malloc((size_t)(n ? n : 1) * sizeof *read_of);
     int n_read = 0;
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)n, sizeof *cur);
     for (int k = 0; k < n; k++) {
         const struct gr_ctrl_replica *r = &reps[idx[k]];
         const struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
@@ -120,99 +119,120 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
         free(rd);
     }
     free(read_of);
+    free(tps);
+    return rc;
+}
+
+/* What removing replica r from the ISR in state cur means: -1 failed (logged), 0 nothing to write
+ * (not in the ISR: the context caches ZooKeeper's state), 1 write *a (the ISR without r, never
+ * empty; leader -1 if r led; leader epoch + 1). */
+static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, struct gr_kzk_state_result *cur,
+                      struct fresh_set *fresh, struct gr_kzk_leader_and_isr *a) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+    if (cur->rc == GR_KZK_ENONODE || cur->rc == GR_ECORRUPT) {
+        if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
+                       "the leader and isr path in zookeeper is empty");
+        return -1;
+    }
+    if (cur->rc) {
+        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur->rc));
+        return -1;
+    }
+    struct gr_kzk_leader_and_isr *l = &cur->lai;
+    if (l->controller_epoch > ctx->epoch) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
+                 "controller",
+                 l->controller_epoch);
+        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
+        return -1;
+    }
+    bool in_isr = false;
+    for (int i = 0; i < l->n_isr; i++) in_isr |= l->isr[i] == r->replica;
+    if (!in_isr) {
+        l->controller_epoch = ctx->epoch; /* cache what ZooKeeper has, with our controller epoch */
+        gr_ctrl_partition_set_state(p, l);
+        fresh_add(fresh, p);
+        return 0;
+    }
+    a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
+    a->leader_epoch = l->leader_epoch + 1;
+    a->controller_epoch = ctx->epoch;
+    a->zk_version = l->zk_version;
+    a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
+    memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
+    a->n_isr = l->n_isr;
+    if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
+    return 1;
+}
+
+/* Writes items (items[i] is for reps[idx[item_of[i]]], state adj[item_of[i]]) and applies what
+ * was written (ok = 2); BADVERSION goes to retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
+static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx,
+                     const struct gr_kzk_state_write *items, const int *item_of, int n_items,
+                     struct gr_kzk_leader_and_isr *adj, struct fresh_set *fresh, char *ok, int *retry, int *n_retry) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+    for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+        int k = item_of[i];
+        const struct gr_ctrl_replica *r = &reps[idx[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        int irc = rc ? rc : res[i].rc;
+        if (irc == GR_KZK_EBADVERSION) {
+            gr_debug(LOGGER,
+                     "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. This will be "
+                     "retried.",
+                     r->replica, r->topic, r->partition);
+            retry[(*n_retry)++] = idx[k];
+            continue;
+        }
+        if (irc) {
+            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
+            continue;
+        }
+        adj[k].zk_version = res[i].zk_version;
+        gr_ctrl_partition_set_state(p, &adj[k]);
+        fresh_add(fresh, p);
+        ok[idx[k]] = 2; /* written */
+    }
+    free(res);
+    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+}
+
+/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
+ * settled (written or did not contain it); retries go to retry[]. States come from ZooKeeper,
+ * except (use_fresh: the first round) partitions in `fresh`, taken from the context; partitions
+ * read or written here join `fresh`. */
+static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
+                                 struct fresh_set *fresh, bool use_fresh, char *ok, int *retry, int *n_retry) {
+    *n_retry = 0;
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
+    int rc = isr_read(sm, reps, idx, n, fresh, use_fresh, cur);
     if (rc) {
         for (int k = 0; k < n; k++) {
             log_failed(sm, &reps[idx[k]], GR_RS_ONLINE, GR_RS_OFFLINE, gr_kzk_strerror(rc));
             gr_kzk_leader_and_isr_release(&cur[k].lai);
         }
-        free(tps);
         free(cur);
         return 0;
     }
-    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)n, sizeof *adj);
-    struct gr_kzk_state_write *items = gr_calloc((size_t)n, sizeof *items);
-    int *item_of = gr_malloc((size_t)n * sizeof *item_of);
+    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)(n ? n : 1), sizeof *adj);
+    struct gr_kzk_state_write *items = gr_calloc((size_t)(n ? n : 1), sizeof *items);
+    int *item_of = gr_malloc((size_t)(n ? n : 1) * sizeof *item_of);
     int n_items = 0;
     for (int k = 0; k < n; k++) {
         const struct gr_ctrl_replica *r = &reps[idx[k]];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-        if (cur[k].rc == GR_KZK_ENONODE || cur[k].rc == GR_ECORRUPT) {
-            if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
-                log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
-                           "the leader and isr path in zookeeper is empty");
-            continue;
-        }
-        if (cur[k].rc) {
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur[k].rc));
-            continue;
-        }
-        struct gr_kzk_leader_and_isr *l = &cur[k].lai;
-        if (l->controller_epoch > ctx->epoch) {
-            char why[256];
-            snprintf(why, sizeof why,
-                     "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
-                     "controller",
-                     l->controller_epoch);
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
-            continue;
-        }
-        bool in_isr = false;
-        for (int i = 0; i < l->n_isr; i++)
-            if (l->isr[i] == r->replica) in_isr = true;
-        if (!in_isr) {
-            /* nothing to write: cache what ZooKeeper has, with our controller epoch */
-            l->controller_epoch = ctx->epoch;
-            gr_ctrl_partition_set_state(p, l);
-            fresh_add(fresh, p);
-            ok[idx[k]] = 1;
-            continue;
-        }
-        struct gr_kzk_leader_and_isr *a = &adj[k];
-        a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
-        a->leader_epoch = l->leader_epoch + 1;
-        a->controller_epoch = ctx->epoch;
-        a->zk_version = l->zk_version;
-        a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
-        memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
-        a->n_isr = l->n_isr;
-        if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
-        items[n_items].topic = r->topic;
-        items[n_items].partition = r->partition;
-        items[n_items].lai = a;
+        int what = isr_adjust(sm, r, &cur[k], fresh, &adj[k]);
+        if (what == 0) ok[idx[k]] = 1;
+        if (what != 1) continue;
+        items[n_items] = (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &adj[k]};
         item_of[n_items++] = k;
     }
-    int ret = 0;
-    if (n_items) {
-        struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-        if (rc == GR_ECONTROLLER_MOVED) {
-            ret = rc;
-        } else {
-            for (int i = 0; i < n_items; i++) {
-                int k = item_of[i];
-                const struct gr_ctrl_replica *r = &reps[idx[k]];
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-                int irc = rc ? rc : res[i].rc;
-                if (irc == GR_KZK_EBADVERSION) {
-                    gr_debug(LOGGER,
-                             "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. "
-                             "This will be retried.",
-                             r->replica, r->topic, r->partition);
-                    retry[(*n_retry)++] = idx[k];
-                    continue;
-                }
-                if (irc) {
-                    log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
-                    continue;
-                }
-                adj[k].zk_version = res[i].zk_version;
-                gr_ctrl_partition_set_state(p, &adj[k]);
-                fresh_add(fresh, p);
-                ok[idx[k]] = 2; /* written */
-            }
-        }
-        free(res);
-    }
+    int ret = n_items ? isr_write(sm, reps, idx, items, item_of, n_items, adj, fresh, ok, retry, n_retry) : 0;
     for (int k = 0; k < n; k++) {
         gr_kzk_leader_and_isr_release(&adj[k]);
         gr_kzk_leader_and_isr_release(&cur[k].lai);
@@ -221,20 +241,18 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
     free(cur);
     free(items);
     free(item_of);
-    free(tps);
     return ret;
 }
 
 /* ---- handleStateChanges for one broker ---- */
 
-static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target,
-                     struct fresh_set *fresh) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    int *valid = gr_malloc((size_t)n * sizeof *valid);
+/* The replicas whose transition to target is valid (indexes into reps, in valid[]); the others
+ * are logged as failed. Returns how many. */
+static int valid_transitions(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, int n, int target, int *valid) {
     int n_valid = 0;
     for (int i = 0; i < n; i++) {
         const struct gr_ctrl_replica *r = &reps[i];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
         if (!p) {
             log_failed(sm, r, GR_RS_NONEXISTENT, target, "the partition is not in the controller's context");
             continue;
@@ -256,124 +274,130 @@ static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_
         }
         valid[n_valid++] = i;
     }
-    int ret = 0;
-    switch (target) {
-    case GR_RS_NEW:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            int from = gr_ctrl_replica_state_get(p, r->replica);
-            if (p->has_state) {
-                if (p->lai.leader == replica_id) {
-                    char why[256];
-                    snprintf(why, sizeof why,
-                             "Replica %d for partition %s-%d cannot be moved to NewReplica state as it is being "
-                             "requested to become leader",
-                             replica_id, r->topic, r->partition);
-                    log_failed(sm, r, from, GR_RS_OFFLINE, why);
-                    continue;
-                }
-                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, true);
-            }
-            log_ok(sm, r, from, GR_RS_NEW);
-            gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
+    return n_valid;
+}
+
+/* -> NewReplica: LeaderAndIsr (IsNew) to the replica where the partition has a state, unless it is
+ * the leader. */
+static void to_new(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    int from = gr_ctrl_replica_state_get(p, r->replica);
+    if (p->has_state) {
+        if (p->lai.leader == replica_id) {
+            char why[256];
+            snprintf(why, sizeof why,
+                     "Replica %d for partition %s-%d cannot be moved to NewReplica state as it is being requested to "
+                     "become leader",
+                     replica_id, r->topic, r->partition);
+            log_failed(sm, r, from, GR_RS_OFFLINE, why);
+            return;
         }
-        break;
-    case GR_RS_ONLINE:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            int from = gr_ctrl_replica_state_get(p, r->replica);
-            /* from New: the replica is in the assignment already (checked above) */
-            if (from != GR_RS_NEW && p->has_state)
-                gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
-            log_ok(sm, r, from, GR_RS_ONLINE);
-            gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
-        }
-        break;
-    case GR_RS_OFFLINE: {
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, false);
-        }
-        /* with leadership info: remove from the ISR in ZooKeeper (retrying BADVERSION) */
-        char *ok = gr_calloc((size_t)n, 1);
-        int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
-        int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            if (p->has_state) {
-                with[n_with++] = valid[k];
-            } else {
-                struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
-                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
-                gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
-                gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
-                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
-            }
-        }
-        for (bool first = true; n_with > 0 && !ret; first = false) {
-            int n_retry = 0;
-            ret = remove_from_isr_round(sm, reps, with, n_with, fresh, first, ok, retry, &n_retry);
-            memcpy(with, retry, (size_t)n_retry * sizeof *with);
-            n_with = n_retry;
-        }
-        if (!ret) {
-            for (int k = 0; k < n_valid; k++) {
-                int i = valid[k];
-                if (!ok[i]) continue;
-                const struct gr_ctrl_replica *r = &reps[i];
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-                char isr[256];
-                SC_LOG(GR_LOG_INFO, sm,
-                       "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after "
-                       "removing replica %d from the ISR as part of transition to OfflineReplica",
-                       r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
-                       p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
-                if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
-                    int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
-                    int n_rcpt = 0;
-                    for (int j = 0; j < p->n_replicas; j++)
-                        if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
-                    gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
-                    free(rcpt);
-                }
-                log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
-                gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
-            }
-        }
-        free(ok);
-        free(with);
-        free(retry);
-        break;
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, true);
     }
-    case GR_RS_DELETION_STARTED:
+    log_ok(sm, r, from, GR_RS_NEW);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
+}
+
+/* -> OnlineReplica: LeaderAndIsr to the replica (from New: it has it already). */
+static void to_online(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    int from = gr_ctrl_replica_state_get(p, r->replica);
+    if (from != GR_RS_NEW && p->has_state)
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
+    log_ok(sm, r, from, GR_RS_ONLINE);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
+}
+
+/* The other states: only the state changes (DeletionStarted also sends StopReplica(delete);
+ * NonExistent also leaves the assignment). */
+static void to_plain(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r, int target) {
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+    log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
+    if (target == GR_RS_NONEXISTENT) {
+        remove_from_assignment(sm->ctx, p, r->replica);
+        return;
+    }
+    gr_ctrl_replica_state_set(p, r->replica, target);
+    if (target == GR_RS_DELETION_STARTED)
+        gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, true);
+}
+
+/* A replica left the ISR in ZooKeeper (or was not in it): log it, LeaderAndIsr to the other
+ * replicas (not for a topic being deleted), OfflineReplica. */
+static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+    char isr[256];
+    SC_LOG(GR_LOG_INFO, sm,
+           "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after removing "
+           "replica %d from the ISR as part of transition to OfflineReplica",
+           r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
+           p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
+    if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
+        int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
+        int n_rcpt = 0;
+        for (int j = 0; j < p->n_replicas; j++)
+            if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
+        free(rcpt);
+    }
+    log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+    gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+}
+
+/* -> OfflineReplica for reps[valid[0..n_valid)]: StopReplica(delete=false); partitions without a
+ * state go Offline at once (UpdateMetadata); the others leave the ISR in ZooKeeper first (rounds
+ * retrying BADVERSION). Returns 0 or GR_ECONTROLLER_MOVED. */
+static int to_offline(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
+                      const int *valid, int n_valid, struct fresh_set *fresh) {
+    for (int k = 0; k < n_valid; k++)
+        gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, reps[valid[k]].topic, reps[valid[k]].partition, false);
+    char *ok = gr_calloc((size_t)(n ? n : 1), 1);
+    int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
+    int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
+    for (int k = 0; k < n_valid; k++) {
+        const struct gr_ctrl_replica *r = &reps[valid[k]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+        if (p->has_state) {
+            with[n_with++] = valid[k];
+            continue;
+        }
+        struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
+        log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
+        gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
+        gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
+        gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
+    }
+    int ret = 0;
+    for (bool first = true; n_with > 0 && !ret; first = false) {
+        int n_retry = 0;
+        ret = remove_from_isr_round(sm, reps, with, n_with, fresh, first, ok, retry, &n_retry);
+        memcpy(with, retry, (size_t)n_retry * sizeof *with);
+        n_with = n_retry;
+    }
+    for (int k = 0; k < n_valid && !ret; k++)
+        if (ok[valid[k]]) offline_after_isr(sm, replica_id, &reps[valid[k]]);
+    free(ok);
+    free(with);
+    free(retry);
+    return ret;
+}
+
+/* handleStateChanges for the replicas of one broker. */
+static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target,
+                     struct fresh_set *fresh) {
+    int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
+    int n_valid = valid_transitions(sm, reps, n, target, valid);
+    int ret = 0;
+    if (target == GR_RS_OFFLINE) {
+        ret = to_offline(sm, replica_id, reps, n, valid, n_valid, fresh);
+    } else {
         for (int k = 0; k < n_valid; k++) {
             const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            gr_ctrl_replica_state_set(p, r->replica, target);
-            gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, r->topic, r->partition, true);
+            if (target == GR_RS_NEW) to_new(sm, replica_id, r);
+            else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
+            else to_plain(sm, replica_id, r, target);
         }
-        break;
-    case GR_RS_DELETION_INELIGIBLE:
-    case GR_RS_DELETION_SUCCESSFUL:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            gr_ctrl_replica_state_set(p, r->replica, target);
-        }
-        break;
-    case GR_RS_NONEXISTENT:
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-            log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), target);
-            remove_from_assignment(p, r->replica);
-        }
-        break;
     }
     free(valid);
     return ret;

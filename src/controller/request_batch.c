@@ -311,6 +311,20 @@ void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_
             if (t->partitions[i].has_state) add_um_partition(b, t->name, &t->partitions[i]);
 }
 
+void gr_ctrl_batch_add_update_metadata_deleted(struct gr_ctrl_batch *b, int32_t broker, const char *topic,
+                                               int32_t n_partitions) {
+    add_um_broker(b, broker);
+    for (int32_t i = 0; i < n_partitions; i++) {
+        bool fresh;
+        struct entry *e = map_put(b, &b->um, -1, topic, i, &fresh);
+        struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
+        memset(s, 0, sizeof *s);
+        s->PartitionIndex = i;
+        s->ControllerEpoch = b->sm->ctx->epoch;
+        s->Leader = GR_LEADER_DURING_DELETE; /* LeaderAndIsr.duringDelete: the broker drops it */
+    }
+}
+
 void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b) {
     struct gr_ctrl_context *ctx = b->sm->ctx;
     for (int i = 0; i < ctx->n_brokers; i++) add_um_broker(b, ctx->brokers[i].id);
@@ -608,6 +622,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
 }
 
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
+    if (b->lai.n || b->um.n || b->sr.n || b->n_um_brokers) b->sm->ctx->gen++; /* context.h */
     send_leader_and_isr(b);
     send_update_metadata(b);
     send_stop_replica(b);

@@ -104,6 +104,10 @@ void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *b
 void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers);
 /* All registered brokers as recipients (liveOrShuttingDownBrokerIds), no partitions added. */
 void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b);
+/* Leader -2 for partitions 0..n_partitions-1 of a topic the context no longer has, to broker
+ * (a removal the broker missed while it was away; see topic_deletion.c). */
+void gr_ctrl_batch_add_update_metadata_deleted(struct gr_ctrl_batch *b, int32_t broker, const char *topic,
+                                               int32_t n_partitions);
 /* addStopReplicaRequestForBrokers (rule 5). */
 void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                     const char *topic, int32_t partition, bool delete_partition);

@@ -142,7 +142,10 @@ void gr_ctrl_clear_offline_dirs(struct gr_ctrl_context *ctx, const int32_t *ids,
 }
 
 bool gr_ctrl_topic_queued_for_deletion(const struct gr_ctrl_context *ctx, const char *topic) {
-    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++)
+    if (ctx->topics_to_be_deleted.count == 0) return false;
+    const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic((struct gr_ctrl_context *)ctx, topic);
+    if (t) return t->queued_for_deletion; /* the index (context.h) */
+    for (int i = 0; i < ctx->topics_to_be_deleted.count; i++) /* a name the context does not know */
         if (strcmp(ctx->topics_to_be_deleted.names[i], topic) == 0) return true;
     return false;
 }

@@ -24,12 +24,33 @@ struct name_set {
     char **v;
 };
 
+/* An UpdateMetadata with leader -2 for topic's partitions sent to broker (at registration epoch)
+ * and not acknowledged yet: the topic's deletion completes only when no broker that is live at
+ * that epoch still owes one. */
+struct um_wait {
+    char *topic;
+    int32_t broker;
+    int64_t epoch;
+};
+
+/* A topic whose deletion this controller completed (this term): a broker that starts up later --
+ * it may have been away, its cache still holding the topic, since before the deletion began --
+ * gets leader -2 for its partitions (harmless to one that never had them). */
+struct gone_topic {
+    char *topic;
+    int32_t n_partitions;
+};
+
 struct gr_topic_deletion {
     struct gr_ctrl_sm *sm;
     struct gr_zk_watches *watches;
     bool enabled;
     struct name_set started;    /* topicsWithDeletionStarted */
     struct name_set ineligible; /* topicsIneligibleForDeletion */
+    struct um_wait *um;         /* unacknowledged metadata removals (few: linear scans) */
+    int n_um, cap_um;
+    struct gone_topic *gone;    /* deletions completed in this term */
+    int n_gone;
 };
 
 #define TD_LOG(lvl, td, fmt, ...) \
@@ -75,23 +96,9 @@ static void set_free(struct name_set *s) {
 
 /* ---- the queue (ctx->topics_to_be_deleted) ---- */
 
-static void queue_add(struct gr_ctrl_context *ctx, const char *name) {
-    if (gr_ctrl_topic_queued_for_deletion(ctx, name)) return;
-    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
-    q->names = gr_realloc(q->names, (size_t)(q->count + 1) * sizeof *q->names);
-    q->names[q->count++] = gr_strdup(name);
-}
+static void queue_add(struct gr_ctrl_context *ctx, const char *name) { gr_ctrl_ctx_queue_deletion(ctx, name); }
 
-static void queue_remove(struct gr_ctrl_context *ctx, const char *name) {
-    struct gr_zstrings *q = &ctx->topics_to_be_deleted;
-    for (int i = 0; i < q->count; i++) {
-        if (strcmp(q->names[i], name) != 0) continue;
-        free(q->names[i]);
-        memmove(&q->names[i], &q->names[i + 1], (size_t)(q->count - i - 1) * sizeof *q->names);
-        q->count--;
-        return;
-    }
-}
+static void queue_remove(struct gr_ctrl_context *ctx, const char *name) { gr_ctrl_ctx_unqueue_deletion(ctx, name); }
 
 /* Copies of the queued names (the queue changes while we work). */
 static char **queue_snapshot(struct gr_ctrl_context *ctx, int *n) {
@@ -176,11 +183,88 @@ struct gr_topic_deletion *gr_td_new(struct gr_ctrl_sm *sm, struct gr_zk_watches 
     return td;
 }
 
+static void um_clear(struct gr_topic_deletion *td) {
+    for (int i = 0; i < td->n_um; i++) free(td->um[i].topic);
+    td->n_um = 0;
+    for (int i = 0; i < td->n_gone; i++) free(td->gone[i].topic);
+    free(td->gone);
+    td->gone = NULL;
+    td->n_gone = 0;
+}
+
 void gr_td_free(struct gr_topic_deletion *td) {
     if (!td) return;
     set_free(&td->started);
     set_free(&td->ineligible);
+    um_clear(td);
+    free(td->um);
     free(td);
+}
+
+/* ---- metadata removals owed by brokers ---- */
+
+static int um_find(const struct gr_topic_deletion *td, const char *topic, int32_t broker) {
+    for (int i = 0; i < td->n_um; i++)
+        if (td->um[i].broker == broker && strcmp(td->um[i].topic, topic) == 0) return i;
+    return -1;
+}
+
+static void um_drop(struct gr_topic_deletion *td, int i) {
+    free(td->um[i].topic);
+    td->um[i] = td->um[--td->n_um];
+}
+
+/* topic's leader -2 went to broker at its registration epoch: wait for the answer. */
+static void um_await(struct gr_topic_deletion *td, const char *topic, int32_t broker, int64_t epoch) {
+    int i = um_find(td, topic, broker);
+    if (i < 0) {
+        if (td->n_um == td->cap_um) {
+            td->cap_um = td->cap_um ? td->cap_um * 2 : 8;
+            td->um = gr_realloc(td->um, (size_t)td->cap_um * sizeof *td->um);
+        }
+        i = td->n_um++;
+        td->um[i].topic = gr_strdup(topic);
+        td->um[i].broker = broker;
+    }
+    td->um[i].epoch = epoch;
+}
+
+/* Does an UpdateMetadata for topic carry anything (only partitions with a state go out)? */
+static bool um_carries(struct gr_ctrl_context *ctx, const char *topic) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
+    for (int i = 0; t && i < t->n_partitions; i++)
+        if (t->partitions[i].has_state) return true;
+    return false;
+}
+
+/* Every broker live now (the ones the last UpdateMetadata_all went to) owes topics' removals. */
+static void um_await_live(struct gr_topic_deletion *td, char *const *topics, int n) {
+    struct gr_ctrl_context *ctx = td->sm->ctx;
+    for (int t = 0; t < n; t++)
+        for (int b = 0; b < ctx->n_brokers && um_carries(ctx, topics[t]); b++)
+            um_await(td, topics[t], ctx->brokers[b].id, ctx->brokers[b].epoch);
+}
+
+/* Does a broker live at the recorded epoch still owe topic's removal? */
+static bool um_owed(const struct gr_topic_deletion *td, const char *topic) {
+    struct gr_ctrl_context *ctx = td->sm->ctx;
+    for (int i = 0; i < td->n_um; i++) {
+        if (strcmp(td->um[i].topic, topic) != 0) continue;
+        const struct gr_ctrl_broker *b = gr_ctrl_ctx_broker(ctx, td->um[i].broker);
+        if (b && b->epoch == td->um[i].epoch) return true;
+    }
+    return false;
+}
+
+/* The topic is gone: nothing is awaited for it any more; brokers starting up get its removal. */
+static void um_topic_completed(struct gr_topic_deletion *td, const char *topic, int32_t n_partitions) {
+    for (int i = 0; i < td->n_um;)
+        if (strcmp(td->um[i].topic, topic) == 0) um_drop(td, i);
+        else i++;
+    if (n_partitions <= 0) return;
+    td->gone = gr_realloc(td->gone, (size_t)(td->n_gone + 1) * sizeof *td->gone);
+    td->gone[td->n_gone].topic = gr_strdup(topic);
+    td->gone[td->n_gone++].n_partitions = n_partitions;
 }
 
 bool gr_td_deletion_started(const struct gr_topic_deletion *td, const char *topic) {
@@ -288,6 +372,8 @@ static int complete_delete_topic(struct gr_topic_deletion *td, const char *topic
     }
     /* controllerContext.removeTopic */
     char *name = gr_strdup(topic); /* topic may point into the queue */
+    struct gr_ctrl_topic *gone = gr_ctrl_ctx_topic(ctx, name);
+    um_topic_completed(td, name, gone ? gone->n_partitions : 0);
     gr_ctrl_ctx_remove_topic(ctx, name);
     queue_remove(ctx, name);
     set_remove(&td->started, name);
@@ -369,6 +455,7 @@ static int on_topic_deletion(struct gr_topic_deletion *td, char *const *topics, 
     partitions_of(ctx, topics, n, &all);
     gr_ctrl_send_update_metadata_all(sm, all.v, all.n);
     gr_ctrl_tp_list_free(&all);
+    um_await_live(td, topics, n);
     return on_partition_deletion(td, topics, n);
 }
 
@@ -403,6 +490,13 @@ static int resume_deletions(struct gr_topic_deletion *td) {
     for (int i = 0; i < n && !rc; i++) {
         const char *topic = queued[i];
         if (all_replicas_in_state(ctx, topic, GR_RS_DELETION_SUCCESSFUL)) {
+            if (um_owed(td, topic)) {
+                /* every replica is deleted; a live broker has not yet confirmed it stopped
+                 * serving the topic's metadata: completing now would lose that removal for good
+                 * if this controller resigned before it arrived (simulation seeds 11275, 12754) */
+                TD_LOG(GR_LOG_DEBUG, td, "Deletion of topic %s waits for UpdateMetadata answers", topic);
+                continue;
+            }
             rc = complete_delete_topic(td, topic);
             if (rc == GR_ECONTROLLER_MOVED) break;
             rc = 0; /* other failures: retried on the next resume */
@@ -432,8 +526,8 @@ int gr_td_init(struct gr_topic_deletion *td) {
     struct gr_ctrl_context *ctx = sm->ctx;
     set_clear(&td->started);
     set_clear(&td->ineligible);
-    gr_zstrings_free(&ctx->topics_to_be_deleted);
-    memset(&ctx->topics_to_be_deleted, 0, sizeof ctx->topics_to_be_deleted);
+    um_clear(td);
+    gr_ctrl_ctx_clear_deletions(ctx);
     struct gr_zstrings names = {0};
     int rc = gr_kzk_get_topic_deletions(sm->kzk, true, &names);
     if (rc) return rc;
@@ -572,6 +666,63 @@ int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_
     return rc;
 }
 
+/* Did this UpdateMetadata carry leader -2 for some partition of topic? */
+static bool um_request_removes(const struct UpdateMetadataRequest *rq, const char *topic) {
+    for (int i = 0; i < rq->TopicStatesCount; i++) {
+        const struct UpdateMetadataRequest_UpdateMetadataTopicState *ts = &rq->TopicStates[i];
+        if (!ts->TopicName || strcmp(ts->TopicName, topic) != 0) continue;
+        for (int j = 0; j < ts->PartitionStatesCount; j++)
+            if (ts->PartitionStates[j].Leader == GR_LEADER_DURING_DELETE) return true;
+    }
+    for (int i = 0; i < rq->UngroupedPartitionStatesCount; i++) {
+        const struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps = &rq->UngroupedPartitionStates[i];
+        if (ps->TopicName && strcmp(ps->TopicName, topic) == 0 && ps->Leader == GR_LEADER_DURING_DELETE) return true;
+    }
+    return false;
+}
+
+int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev) {
+    struct gr_ctrl_response *r = ev->payload;
+    if (!td->enabled || !r || !r->body || !r->request || r->api_key != GR_API_UPDATE_METADATA) return 0;
+    const struct UpdateMetadataResponse *b = r->body;
+    const struct UpdateMetadataRequest *rq = &((const struct gr_ctrl_req *)r->request)->u.um;
+    if (b->ErrorCode != GR_KERR_NONE) return 0; /* fenced: the broker's start-up sends them again */
+    bool any = false;
+    for (int i = 0; i < td->n_um;) {
+        struct um_wait *w = &td->um[i];
+        if (w->broker == ev->broker_id && (rq->BrokerEpoch == -1 || rq->BrokerEpoch == w->epoch) &&
+            um_request_removes(rq, w->topic)) {
+            any = true;
+            um_drop(td, i);
+        } else {
+            i++;
+        }
+    }
+    return any ? resume_deletions(td) : 0;
+}
+
+/* A broker that starts up owes the removal of every queued topic (its start-up UpdateMetadata
+ * carries leader -2 for them), and gets the removal of every topic deleted in this term. */
+static void um_brokers_started(struct gr_topic_deletion *td, const int32_t *ids, int n) {
+    struct gr_ctrl_context *ctx = td->sm->ctx;
+    for (int b = 0; b < n; b++) {
+        const struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, ids[b]);
+        if (!br) continue;
+        if (td->n_gone) {
+            TD_LOG(GR_LOG_INFO, td, "Sending broker %d the removal of %d topics deleted while it may have been away",
+                   ids[b], td->n_gone);
+            gr_ctrl_batch_begin(td->sm->batch);
+            for (int i = 0; i < td->n_gone; i++)
+                gr_ctrl_batch_add_update_metadata_deleted(td->sm->batch, ids[b], td->gone[i].topic,
+                                                          td->gone[i].n_partitions);
+            gr_ctrl_batch_send(td->sm->batch);
+        }
+        for (int q = 0; q < ctx->topics_to_be_deleted.count; q++)
+            if (um_carries(ctx, ctx->topics_to_be_deleted.names[q]))
+                um_await(td, ctx->topics_to_be_deleted.names[q], ids[b], br->epoch);
+    }
+}
+
 /* ---- flow hooks ---- */
 
 /* onBrokerStartup: resume deletion of queued topics with replicas on the new brokers. */
@@ -579,6 +730,7 @@ static int hook_brokers_started(void *arg, const int32_t *ids, int n) {
     struct gr_topic_deletion *td = arg;
     if (!td->enabled) return 0;
     struct gr_ctrl_context *ctx = td->sm->ctx;
+    um_brokers_started(td, ids, n);
     const char **topics = gr_malloc((size_t)(ctx->topics_to_be_deleted.count + 1) * sizeof *topics);
     int k = 0;
     for (int q = 0; q < ctx->topics_to_be_deleted.count; q++) {
@@ -609,10 +761,21 @@ static int hook_replicas_offline(void *arg, const struct gr_ctrl_replica *r, int
     return rc;
 }
 
+/* Brokers that fail no longer hold up a completion (their removals become "missed"). */
+static int hook_brokers_failed(void *arg, const int32_t *ids, int n) {
+    struct gr_topic_deletion *td = arg;
+    (void)ids;
+    if (!td->enabled || n <= 0 || td->n_um == 0) return 0;
+    int rc = resume_deletions(td);
+    if (rc) TD_LOG(GR_LOG_ERROR, td, "Resuming deletions after broker failure failed: %s", gr_kzk_strerror(rc));
+    return rc;
+}
+
 struct gr_ctrl_flow_hooks gr_td_flow_hooks(struct gr_topic_deletion *td) {
     struct gr_ctrl_flow_hooks h = {0};
     h.arg = td;
     h.brokers_started = hook_brokers_started;
+    h.brokers_failed = hook_brokers_failed;
     h.replicas_offline_for_deletion = hook_replicas_offline;
     return h;
 }

@@ -12,7 +12,10 @@
  *     context.
  *
  * Flow (reference §6 "Topic deletion"):
- *   resume: for each queued topic -- all replicas DeletionSuccessful -> complete (replicas ->
+ *   resume: for each queued topic -- all replicas DeletionSuccessful and every broker live at the
+ *     epoch it was sent to has answered the UpdateMetadata with leader -2 (a deviation: Kafka does
+ *     not wait, and a removal lost with a resigning controller's channels is never resent)
+ *     -> complete (replicas ->
  *     NonExistent; guarded delete of /brokers/topics/T (recursive), /config/topics/T,
  *     /admin/delete_topics/T; the topic leaves the context); else none Started but some
  *     Ineligible -> retry (Ineligible -> Offline); eligible (queued, none Started, not marked
@@ -24,6 +27,10 @@
  *   StopReplica responses: errors -> failReplicaDeletion (Ineligible, topic marked ineligible,
  *     resume); successes -> DeletionSuccessful, resume.
  *   A broker that starts up with replicas of a queued topic resumes it (flow hook brokers_started);
+ *   it owes the removal of every queued topic (its start-up UpdateMetadata carries leader -2), and
+ *   gets leader -2 for every topic whose deletion this controller completed (it may have been away,
+ *   its cache still holding them; this term only);
+ *   a broker that fails stops holding a completion up (flow hook brokers_failed);
  *   replicas of a queued topic that go offline fail (hook replicas_offline_for_deletion).
  * delete.topic.enable=false: /admin/delete_topics children are deleted and nothing else happens.
  *
@@ -76,6 +83,11 @@ int gr_td_try(struct gr_topic_deletion *td);
  * deleted; disabled: all znodes deleted; else all are queued, then deletions resume. Active
  * controller only. */
 int gr_td_process_topic_deletion(struct gr_topic_deletion *td);
+
+/* An UpdateMetadata response (event thread, active controller): a broker that answered NONE to a
+ * request carrying leader -2 for a queued topic, at its current registration, no longer holds up
+ * that topic's completion; the deletion resumes. Returns as gr_td_try. */
+int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev);
 
 /* TopicDeletionStopReplicaResponseReceived (payload struct gr_ctrl_response, broker_id set). */
 int gr_td_process_stop_replica_response(struct gr_topic_deletion *td, struct gr_ctrl_event *ev);

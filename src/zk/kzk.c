@@ -540,6 +540,23 @@ int gr_kzk_get_controller_id(struct gr_kzk *k, bool watch, int32_t *broker_id) {
     return rc;
 }
 
+int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id) {
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int rc = z_get(k, "/controller", false, &data, &len, &st);
+    if (rc == GR_ZNONODE) return 0;
+    if (rc != GR_ZOK) return zfail("get", "/controller", rc);
+    int32_t id = -1;
+    bool ours = gr_kzk_controller_decode(data, (size_t)len, &id) == 0 && id == broker_id;
+    free(data);
+    if (!ours) return 0;
+    /* a retry after a connection loss that finds it gone (NONODE) or replaced (BADVERSION) is fine */
+    RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
+    if (rc == GR_ZNONODE || rc == GR_ZBADVERSION) return 0;
+    return rc == GR_ZOK ? 0 : zfail("delete", "/controller", rc);
+}
+
 int gr_kzk_get_controller_epoch(struct gr_kzk *k, bool watch, int32_t *epoch,
                                 int32_t *zk_version) {
     char *data = NULL;
@@ -864,6 +881,24 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A write retried after a connection loss may find its own first attempt: the request reached
+ * ZooKeeper, the connection dropped before the answer, and the retry got NODEEXISTS (a create) or
+ * BADVERSION (a conditional set; found by the simulation, seeds 2100/2165 and 64). If the znode now
+ * holds exactly our data at version expected + 1 (a create: expected -1), the write is ours (a
+ * partition state's JSON carries our controller epoch): count it as done and report its stat.
+ * The one rule for every state write (gr_kzk_create_partition_states, _update_partition_states). */
+static bool landed_already(struct gr_kzk *k, const char *path, const char *json, int expected,
+                           struct gr_zstat *st_out) {
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    bool ours = z_get(k, path, false, &data, &len, &st) == GR_ZOK && st.version == expected + 1 &&
+                (size_t)len == strlen(json) && memcmp(data, json, (size_t)len) == 0;
+    free(data);
+    if (ours) *st_out = st;
+    return ours;
+}
+
 int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res) {
@@ -908,6 +943,14 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
     rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0);
+    for (int i = 0; !rc && i < n; i++) {
+        struct gr_zstat st;
+        if (irc[i] == GR_KZK_EEXISTS && landed_already(k, paths[i], jsons[i], -1, &st)) {
+            gr_info(LOGGER, "%s already holds what this controller wrote (retried create after a connection loss)",
+                    paths[i]);
+            irc[i] = 0;
+        }
+    }
     for (int i = 0; i < n; i++) {
         if (res) {
             res[i].rc = rc ? rc : irc[i];
@@ -921,22 +964,6 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     free(jsons);
     free(ops);
     return rc;
-}
-
-/* A conditional set answered BADVERSION may still have landed: the multi reached ZooKeeper, the
- * connection dropped before the answer, and the retry found the version already moved (found by
- * the simulation, seeds 2100/2165). If the znode now holds exactly our data at expected + 1, the
- * write is ours (the JSON carries our controller epoch): count it as done and report its stat. */
-static bool landed_already(struct gr_kzk *k, const char *path, const char *json, int expected,
-                           struct gr_zstat *st_out) {
-    char *data = NULL;
-    int len = 0;
-    struct gr_zstat st;
-    bool ours = z_get(k, path, false, &data, &len, &st) == GR_ZOK && st.version == expected + 1 &&
-                (size_t)len == strlen(json) && memcmp(data, json, (size_t)len) == 0;
-    free(data);
-    if (ours) *st_out = st;
-    return ours;
 }
 
 int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,

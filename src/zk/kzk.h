@@ -108,14 +108,22 @@ void gr_kzk_cluster_id_generate(char out[23]);
  * (2.8) "topic_id" is accepted on decode and kept in topic_id; encode writes v3 iff topic_id
  * is set, else v2. Partitions are kept sorted by partition id. Decode rejects negative
  * partition ids / non-integer replicas / duplicate partitions. */
+/* A partition's replica assignment, Kafka's ReplicaAssignment: replicas (RS), adding_replicas
+ * (AR) and removing_replicas (RR; both NULL/0 when not reassigning). Declared once, here, and
+ * spliced into every struct that carries one (this znode's partitions, the controller context's
+ * partitions, controller/reassignment.h's struct gr_replica_assignment), so the field names and
+ * types cannot drift apart; each struct says who owns the arrays. */
+#define GR_REPLICA_ASSIGNMENT_FIELDS \
+    int n_replicas;                  \
+    int32_t *replicas;               \
+    int n_adding;                    \
+    int32_t *adding;                 \
+    int n_removing;                  \
+    int32_t *removing;
+
 struct gr_kzk_partition_assignment {
     int32_t partition;
-    int n_replicas;
-    int32_t *replicas;
-    int n_adding;
-    int32_t *adding;           /* adding_replicas (NULL/0 when none) */
-    int n_removing;
-    int32_t *removing;         /* removing_replicas */
+    GR_REPLICA_ASSIGNMENT_FIELDS /* owned by the assignment (gr_kzk_topic_assignment_release) */
 };
 struct gr_kzk_topic_assignment {
     char *topic;               /* set by reads / caller; not in the JSON */
@@ -293,6 +301,10 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
                          int n, struct gr_zop_result *results);
 /* Guarded delete of /controller (triggerControllerMove / resignation). NONODE is success. */
 int gr_kzk_delete_controller_guarded(struct gr_kzk *k, int32_t epoch_zk_version);
+/* Deletes /controller only while it names broker_id (conditional on the version read). 0 also
+ * when it is absent or names another broker. For a broker that finds itself named without having
+ * won the election (controller.c reclaim_controller). */
+int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id);
 
 /* Names of /brokers/topics children (child watch if watch). */
 int gr_kzk_get_topics(struct gr_kzk *k, bool watch, struct gr_zstrings *out);
@@ -341,8 +353,9 @@ int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, i
                                 struct gr_kzk_state_result *out);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops; if a batch fails on an item (not the epoch check) the
- * batch is redone item by item so each gets its own result. Returns 0 (see res[]),
- * GR_ECONTROLLER_MOVED (nothing more written), or GR_EZK. */
+ * batch is redone item by item so each gets its own result. A state znode that exists holding
+ * exactly our JSON (our own create, retried after a connection loss) counts as created. Returns 0
+ * (see res[]), GR_ECONTROLLER_MOVED (nothing more written), or GR_EZK. */
 int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res);

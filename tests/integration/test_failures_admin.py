@@ -309,6 +309,28 @@ def test_controlled_shutdown_of_controller(cluster_factory, zk_connect):
     assert ctrl not in leaders(cluster, "csc", 3)
 
 
+def test_controlled_shutdown_with_single_replica_partition(cluster_factory, zk_connect):
+    # The answer lists Kafka's partitionLeadersOnBroker: a partition with one replica cannot move,
+    # so it is not "remaining" -- before, a broker leading one retried until it gave up and shut
+    # down uncleanly (common in development, and __consumer_offsets with fewer replicas).
+    cluster = cluster_factory(zk_connect, n=2, config=CONFIG)
+    ctrl = cluster.controller_id()
+    victim = 1 if ctrl != 1 else 2
+    create(cluster, "rf1", assign=[[victim], [victim]])
+    create(cluster, "rf2", assign=[[victim, ctrl]])
+    wait_full_isr(cluster, "rf2", 1, rf=2)
+    H.wait_for(lambda: all((state(cluster, "rf1", p) or {}).get("leader") == victim for p in range(2)), 30,
+               "rf1 led by the victim")
+    t0 = time.time()
+    rc = cluster[victim].stop(timeout=30)
+    took = time.time() - t0
+    log = cluster[victim].log()
+    assert rc == 0, log[-3000:]
+    assert "Controlled shutdown succeeded" in log, log[-3000:]
+    assert took < 5, f"shutdown took {took:.1f}s"
+    assert state(cluster, "rf2", 0)["leader"] == ctrl
+
+
 # ---------------------------------------------------------------- topic deletion
 
 def partition_dirs(cluster, topic):

@@ -439,9 +439,11 @@ static bool in_ids(const int32_t *v, int n, int32_t x) {
     return false;
 }
 
-/* C1 (on a NONE answer): the broker still leads exactly `remaining`, and -- when no ZooKeeper
- * fault can fail an election (settle phase) -- none of those could have gone to another replica
- * (in the ISR, live, not shutting down, not on an offline dir). */
+/* C1 (on a NONE answer): `remaining` is exactly Kafka's partitionLeadersOnBroker -- the partitions
+ * the broker still leads, except single-replica ones and topics queued for deletion (listing those
+ * made every broker that led one exhaust its retries) -- and, when no ZooKeeper fault can fail an
+ * election (settle phase), none of those could have gone to another replica (in the ISR, live, not
+ * shutting down, not on an offline dir). */
 static void check_cs_answer(struct sim *s, struct cs_call *cc, const struct gr_kzk_tp *rem, int n_rem) {
     struct gr_ctrl_context *ctx = answering_ctx(&cc->c);
     if (!ctx) return;
@@ -455,6 +457,14 @@ static void check_cs_answer(struct sim *s, struct cs_call *cc, const struct gr_k
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             if (!p->has_state || p->lai.leader != id) continue;
+            if (p->n_replicas <= 1 || gr_ctrl_topic_queued_for_deletion(ctx, t->name)) {
+                for (int k = 0; k < n_rem && !s->failed; k++)
+                    if (rem[k].partition == p->partition && strcmp(rem[k].topic, t->name) == 0)
+                        sim_fail(s, "C1 controlled shutdown hands off leadership",
+                                 "broker %d's answer lists %s-%d, which has a single replica or is being deleted", id,
+                                 t->name, p->partition);
+                continue;
+            }
             led++;
             bool listed = false;
             for (int k = 0; k < n_rem; k++) listed |= rem[k].partition == p->partition && strcmp(rem[k].topic, t->name) == 0;
@@ -463,7 +473,7 @@ static void check_cs_answer(struct sim *s, struct cs_call *cc, const struct gr_k
                          "broker %d still leads %s-%d but the answer does not list it", id, t->name, p->partition);
                 return;
             }
-            if (p->n_replicas <= 1 || gr_ctrl_topic_queued_for_deletion(ctx, t->name) || !zk_ok) continue;
+            if (!zk_ok) continue;
             for (int k = 0; k < p->lai.n_isr; k++) {
                 int32_t r = p->lai.isr[k];
                 if (r == id || !in_ids(p->replicas, p->n_replicas, r)) continue;

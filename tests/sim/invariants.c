@@ -226,7 +226,29 @@ static bool seq_eq(const int32_t *a, int na, const int32_t *b, int nb) {
  * at the old target (RS - RR, completion) or the old origin (cancellation); done -> reassigning
  * starts from the old replicas; done -> done keeps the set of replicas (reassigning to a reordered
  * list completes at once). */
-static void check_assignment_change(struct sim *s, const struct zm_change *c) {
+/* A replica a reassignment removes while its broker is not live for the writing controller gets
+ * no StopReplica at all (Kafka 2.7's ControllerChannelManager drops requests to offline brokers),
+ * so a broker process that still hosts it keeps a stray replica: recorded as missed for D2. The
+ * writer's StopReplica(delete) goes out in the same event, before this write, so its context's
+ * live brokers at the commit are the ones it decided with. */
+static void note_removed_while_offline(struct sim *s, const struct zm_txn *t, const char *topic,
+                                       const struct gr_kzk_partition_assignment *op,
+                                       const struct gr_kzk_partition_assignment *np) {
+    int32_t wid;
+    int winc;
+    if (!sim_session_owner(s, t->session, &wid, &winc)) return;
+    struct sbroker *w = sim_broker(s, wid);
+    if (!w || !w->alive || w->incarnation != winc || !w->ctrl) return;
+    struct gr_ctrl_context *ctx = gr_controller_context(w->ctrl);
+    for (int r = 0; r < op->n_replicas; r++) {
+        int32_t id = op->replicas[r];
+        if (in_ids(np->replicas, np->n_replicas, id) || gr_ctrl_ctx_broker(ctx, id)) continue;
+        struct sbroker *b = sim_broker(s, id);
+        if (b && b->alive) node_note_missed(b, topic, op->partition);
+    }
+}
+
+static void check_assignment_change(struct sim *s, const struct zm_txn *t, const struct zm_change *c) {
     size_t pl = strlen(TOPICS_PREFIX);
     if (c->op != GR_ZOP_SET || strncmp(c->path, TOPICS_PREFIX, pl) != 0 || strchr(c->path + pl, '/')) return;
     struct gr_kzk_topic_assignment o, n;
@@ -263,6 +285,7 @@ static void check_assignment_change(struct sim *s, const struct zm_change *c) {
                      ids_str(b1, sizeof b1, op->replicas, op->n_replicas), op->n_adding, op->n_removing,
                      ids_str(b2, sizeof b2, np->replicas, np->n_replicas), np->n_adding, np->n_removing);
         if (was && !is && !why) s->n_reassign_done++;
+        if (!why) note_removed_while_offline(s, t, c->path + pl, op, np);
     }
     gr_kzk_topic_assignment_release(&o);
     gr_kzk_topic_assignment_release(&n);
@@ -440,7 +463,29 @@ void inv_on_commit(void *arg, const struct zm_txn *t) {
             record_act(s, e, wid, winc, "wrote to ZooKeeper");
     }
     for (int i = 0; i < t->n_changes && !s->failed; i++) check_state_change(s, t, &t->changes[i], guarded);
-    for (int i = 0; i < t->n_changes && !s->failed; i++) check_assignment_change(s, &t->changes[i]);
+    for (int i = 0; i < t->n_changes && !s->failed; i++) check_assignment_change(s, t, &t->changes[i]);
+}
+
+/* Q3 also: the context's indexes (kept incrementally) agree with a full count: partitions being
+ * reassigned, and each topic's queued-for-deletion flag with the queue of names. */
+static void check_context_indexes(struct sim *s, struct gr_ctrl_context *ctx) {
+    int64_t reassigning = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
+        for (int i = 0; i < t->n_partitions; i++)
+            reassigning += t->partitions[i].n_adding > 0 || t->partitions[i].n_removing > 0;
+        bool listed = false;
+        for (int q = 0; q < ctx->topics_to_be_deleted.count; q++) listed |= strcmp(ctx->topics_to_be_deleted.names[q], t->name) == 0;
+        if (listed != t->queued_for_deletion) {
+            sim_fail(s, "Q3 context equals ZooKeeper", "topic %s: queued-for-deletion flag %d, queue %d", t->name,
+                     t->queued_for_deletion, listed);
+            return;
+        }
+    }
+    if (reassigning != ctx->n_reassigning)
+        sim_fail(s, "Q3 context equals ZooKeeper", "context counts %lld partitions being reassigned, it has %lld",
+                 (long long)ctx->n_reassigning, (long long)reassigning);
 }
 
 /* ---- requests ---- */
@@ -990,6 +1035,7 @@ void inv_quiet(struct sim *s) {
     char **tn = gr_malloc(sizeof(char *) * (size_t)(nt + 1));
     for (int i = 0; i < nt; i++) tn[i] = gr_strdup(names[i]);
     for (int i = 0; i < nt && !s->failed; i++) check_topic(s, act, tn[i], live, n_live);
+    if (!s->failed) check_context_indexes(s, ctx);
     for (int i = 0; i < nt; i++) free(tn[i]);
     free(tn);
     if (s->failed || !s->o.expect_metadata) return;

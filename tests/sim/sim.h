@@ -316,6 +316,8 @@ bool alter_expand_possible(struct sim *s, struct sbroker *b);
 int64_t q7_arm(struct sim *s);
 /* Broker-side records (simnode.c) */
 void node_note_deleted(struct sbroker *b, const char *topic, int32_t partition);
+/* Records a replica deletion the broker will never receive (D2 excuses it). */
+void node_note_missed(struct sbroker *b, const char *topic, int32_t partition);
 
 /* scenarios.c: scripted regressions, run before the seeds. Returns the number that failed. */
 int sim_scenarios(const struct sim_opts *base);

@@ -378,6 +378,8 @@ static void note_missed(struct sbroker *b, const char *topic, int32_t partition)
     b->missed[b->n_missed++] = gr_asprintf("%s-%d", topic, partition);
 }
 
+void node_note_missed(struct sbroker *b, const char *topic, int32_t partition) { note_missed(b, topic, partition); }
+
 static void broker_state_reset(struct sbroker *b) {
     for (int i = 0; i < b->n_deleted; i++) free(b->deleted[i]);
     free(b->deleted);

@@ -1,7 +1,10 @@
 /* The controller driven deterministically: two (or three) controllers over a small in-memory
  * ZooKeeper model implementing the gr_zk_backend vtable, a virtual clock, no threads
  * (gr_ctrl_events_process_one). Checks election, /controller deletion, session expiry with
- * re-registration, the context load, topic/broker change events and epoch fencing.
+ * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
+ * change in the window where the controller arms its BrokerModifications watch, and a /controller
+ * naming a broker that never ran failover for it, an auto-rebalance tick of an earlier term, and
+ * PartitionModifications adding only new partitions.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -17,6 +20,8 @@
 #include "controller/clock.h"
 #include "controller/controller.h"
 #include "controller/event_manager.h"
+#include "controller/leader_balance.h"
+#include "controller/states.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
@@ -99,6 +104,43 @@ static void fire(struct fzk *z, const char *path, int kind, int type) {
             i++;
         }
     }
+}
+
+/* The arming race: when a data watch is armed on race_path, the broker at that path changes at
+ * once (its port becomes race_port) and the notification reaches the client before the arming
+ * call returns -- what a real ZooKeeper client thread may do. A controller that registers the
+ * path's handler only after arming the watch loses the change (watches are one-shot). */
+static const char *race_path;
+static int race_port;
+static int do_set(struct fzk *z, const char *path, const void *data, int len, int version, struct gr_zstat *st,
+                  bool fire_events);
+
+static void race_fire(struct fsess *s, const char *path);
+
+/* Called by get/exists after their answer is complete: the change comes right after. */
+static void race_fire(struct fsess *s, const char *path) {
+    if (!race_path || strcmp(path, race_path) != 0) return;
+    const char *slash = strrchr(path, '/');
+    struct fnode *nd = NULL;
+    for (int i = 0; i < s->z->n; i++)
+        if (strcmp(s->z->nodes[i].path, path) == 0) nd = &s->z->nodes[i];
+    struct gr_kzk_broker b;
+    memset(&b, 0, sizeof b);
+    if (!nd || gr_kzk_broker_decode(atoi(slash + 1), nd->data, (size_t)nd->len, &b) != 0) return;
+    b.endpoints[0].port = race_port;
+    size_t len = 0;
+    char *data = gr_kzk_broker_encode(&b, &len);
+    gr_kzk_broker_release(&b);
+    do_set(s->z, path, data, (int)len, -1, NULL, false);
+    free(data);
+    race_path = NULL;
+    for (int i = 0; i < s->z->nw; i++) /* the watch fires: one-shot, gone */
+        if (s->z->w[i].s == s && s->z->w[i].kind == W_DATA && strcmp(s->z->w[i].path, path) == 0) {
+            free(s->z->w[i].path);
+            s->z->w[i] = s->z->w[--s->z->nw];
+            break;
+        }
+    s->base.on_watch(s->base.cb_ctx, GR_ZWATCH_CHANGED, path);
 }
 
 static void add_watch(struct fsess *s, const char *path, int kind) {
@@ -222,6 +264,7 @@ static int f_get(struct gr_zk_backend *b, const char *path, bool watch, char **d
     }
     if (len) *len = nd->len;
     if (st) *st = nd->st;
+    if (watch) race_fire(S(b), path);
     return GR_ZOK;
 }
 static int f_set(struct gr_zk_backend *b, const char *path, const void *data, int len, int version, struct gr_zstat *st) {
@@ -234,6 +277,7 @@ static int f_exists(struct gr_zk_backend *b, const char *path, bool watch, struc
     struct fnode *nd = find(S(b)->z, path);
     if (!nd) return GR_ZNONODE;
     if (st) *st = nd->st;
+    if (watch) race_fire(S(b), path);
     return GR_ZOK;
 }
 static int f_children(struct gr_zk_backend *b, const char *path, bool watch, struct gr_zstrings *out) {
@@ -573,6 +617,20 @@ static int64_t gauge(struct node *n, const char *name) {
     return v;
 }
 
+/* The gauges that are recomputed only when the context changed agree with a fresh scan. */
+static void check_gauges(struct node *n) {
+    if (!gr_controller_is_active(n->c)) return;
+    struct gr_ctrl_context *ctx = gr_controller_context(n->c);
+    int64_t offline = 0;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) offline += t->partitions[i].state == GR_PS_OFFLINE;
+    CHECK(gauge(n, "OfflinePartitionsCount") == offline);
+    CHECK(gauge(n, "PreferredReplicaImbalanceCount") == gr_leader_balance_imbalance_count(ctx));
+}
+
+
 static void create_topic(struct node *via, const char *topic, int parts, bool with_states) {
     struct gr_kzk_topic_assignment a = {0};
     a.n_partitions = parts;
@@ -711,6 +769,7 @@ int main(void) {
     settle(nodes, 3);
     ctx = gr_controller_context(act->c);
     CHECK(ctx->n_brokers == 2 && !gr_ctrl_ctx_is_live(ctx, victim_id));
+    check_gauges(act);
 
     /* 7. clean shutdown of the controller deletes /controller; a survivor takes over */
     node_stop(act);
@@ -718,6 +777,127 @@ int main(void) {
     settle(nodes, 3);
     CHECK(active_count(nodes, 3, &who) == 1);
     CHECK(zk_epoch(&nodes[who - 1]) == 11);
+
+    /* 8. a broker's registration changes right as the controller arms its watch (failover, then
+     * a broker start-up): the BrokerModifications handler is registered first, so the change is
+     * seen (before the fix the watch fired with no handler and the change was lost for good) */
+    act = &nodes[who - 1];
+    struct node *other2 = NULL;
+    for (int i = 0; i < 3; i++)
+        if (&nodes[i] != act && !nodes[i].c) other2 = &nodes[i];
+    node_start(other2, (int32_t)(other2 - nodes) + 1);
+    settle(nodes, 3);
+    ctx = gr_controller_context(act->c);
+    CHECK(ctx->n_brokers == 2);
+    char rp[64];
+    snprintf(rp, sizeof rp, "/brokers/ids/%d", other2->id);
+    race_path = rp;
+    race_port = 7777;
+    node_stop(act); /* failover on other2: it arms the data watch of every live broker */
+    act->c = NULL;
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1 && who == other2->id && race_path == NULL);
+    ctx = gr_controller_context(other2->c);
+    const struct gr_ctrl_broker *br = gr_ctrl_ctx_broker(ctx, other2->id);
+    CHECK(br && br->info.endpoints[0].port == 7777);
+    /* a broker start-up: hook_brokers_started arms the new broker's watch */
+    int32_t back_id = (int32_t)(act - nodes) + 1;
+    snprintf(rp, sizeof rp, "/brokers/ids/%d", back_id);
+    race_path = rp;
+    race_port = 8888;
+    node_start(act, back_id);
+    settle(nodes, 3);
+    CHECK(race_path == NULL);
+    br = gr_ctrl_ctx_broker(ctx, back_id);
+    CHECK(br && br->info.endpoints[0].port == 8888);
+
+    /* 9. /controller names a broker that never ran failover for it (what a failed guarded delete
+     * in trigger_controller_move leaves behind; here a hand edit): that broker must not count
+     * itself active with an empty context -- it deletes the claim and a real election follows */
+    who = -1;
+    CHECK(active_count(nodes, 3, &who) == 1);
+    struct node *idle = NULL;
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].c && nodes[i].id != who) idle = &nodes[i];
+    int32_t epoch_before = zk_epoch(idle);
+    size_t clen = 0;
+    char *cdata = gr_kzk_controller_encode(idle->id, 0, &clen);
+    CHECK(gr_zkb_set(&idle->s->base, "/controller", cdata, (int)clen, -1, NULL) == GR_ZOK);
+    free(cdata);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    CHECK(zk_epoch(idle) > epoch_before); /* a real election */
+    for (int i = 0; i < 3; i++) {
+        if (!nodes[i].c) continue;
+        bool act_i = gr_controller_is_active(nodes[i].c);
+        CHECK(gauge(&nodes[i], "ActiveControllerCount") == (act_i ? 1 : 0));
+        if (act_i) CHECK(gr_controller_context(nodes[i].c)->n_brokers == 2 && gr_controller_epoch(nodes[i].c) == zk_epoch(idle));
+    }
+
+    /* 10. an auto-rebalance timer of an earlier term fires but its event waits behind the
+     * ControllerChange that ends that term; the next term schedules its own timer. The old event
+     * must not take over the new term's handle (two timer chains, one never cancelled). */
+    for (int i = 0; i < 3; i++)
+        if (nodes[i].c && !gr_controller_is_active(nodes[i].c)) {
+            node_stop(&nodes[i]);
+            nodes[i].c = NULL;
+        }
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1);
+    act = &nodes[who - 1];
+    CHECK(VC.n == 1);
+    struct gr_ctrl_event *old_tick = VC.t[0].ev; /* the timer fires... */
+    VC.n = 0;
+    CHECK(gr_zkb_delete(&act->s->base, "/controller", -1) == GR_ZOK);
+    pump(act->s); /* ...after the ControllerChange was queued */
+    gr_ctrl_events_put(gr_controller_events(act->c), old_tick);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1 && who == act->id);
+    CHECK(VC.n == 1); /* one chain: the new term's timer */
+    int64_t now0 = VC.now;
+    VC.now = VC.t[0].due; /* the new term's timer still works */
+    gr_ctrl_events_put(VC.t[0].em, VC.t[0].ev);
+    VC.n = 0;
+    settle(nodes, 3);
+    CHECK(VC.n == 1 && VC.t[0].due > now0);
+    check_gauges(act);
+
+    /* 11. PartitionModifications adds only the new partitions (Kafka's behaviour): a rewrite of
+     * /brokers/topics/t1 that adds partition 4 and also reorders partition 0 changes nothing of
+     * partition 0 in the context (before: the topic was rebuilt from ZooKeeper and replica states
+     * were re-attached by position) */
+    ctx = gr_controller_context(act->c);
+    struct gr_ctrl_partition *q0 = gr_ctrl_ctx_partition(ctx, "t1", 0);
+    CHECK(q0 && q0->n_replicas == 2 && gr_ctrl_ctx_partition(ctx, "t1", 4) == NULL);
+    int32_t r0[2] = {q0->replicas[0], q0->replicas[1]};
+    const char *t1name = "t1";
+    struct gr_kzk_topic_assignment ta;
+    memset(&ta, 0, sizeof ta);
+    CHECK(gr_kzk_get_topic_assignments(act->k, &t1name, 1, false, &ta) == 0 && ta.rc == 0 && ta.n_partitions == 4);
+    ta.partitions = gr_realloc(ta.partitions, 5 * sizeof *ta.partitions);
+    memset(&ta.partitions[4], 0, sizeof ta.partitions[4]);
+    ta.partitions[4].partition = 4;
+    ta.partitions[4].n_replicas = 1;
+    ta.partitions[4].replicas = gr_malloc(sizeof(int32_t));
+    ta.partitions[4].replicas[0] = act->id;
+    ta.n_partitions = 5;
+    for (int i = 0; i < 5; i++)
+        if (ta.partitions[i].partition == 0) {
+            ta.partitions[i].replicas[0] = r0[1];
+            ta.partitions[i].replicas[1] = r0[0];
+        }
+    size_t tlen = 0;
+    char *tjs = gr_kzk_topic_assignment_encode(&ta, &tlen);
+    CHECK(gr_zkb_set(&act->s->base, "/brokers/topics/t1", tjs, (int)tlen, -1, NULL) == GR_ZOK);
+    free(tjs);
+    gr_kzk_topic_assignment_release(&ta);
+    settle(nodes, 3);
+    q0 = gr_ctrl_ctx_partition(ctx, "t1", 0);
+    CHECK(q0 && q0->replicas[0] == r0[0] && q0->replicas[1] == r0[1]);
+    struct gr_ctrl_partition *q4 = gr_ctrl_ctx_partition(ctx, "t1", 4);
+    CHECK(q4 && q4->has_state && q4->lai.leader == act->id);
+    CHECK(gr_ctrl_ctx_partition_count(ctx) == 5 + 2); /* t1 and t2's two */
+    check_gauges(act);
 
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);

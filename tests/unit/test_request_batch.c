@@ -99,9 +99,7 @@ static void setup(void) {
     int32_t isr[] = {1, 2};
     set_state(&ctx, "a", 0, 1, 4, isr, 2, 9);
     set_state(&ctx, "del", 0, 2, 6, isr, 2, 3);
-    ctx.topics_to_be_deleted.count = 1;
-    ctx.topics_to_be_deleted.names = gr_malloc(sizeof(char *));
-    ctx.topics_to_be_deleted.names[0] = gr_strdup("del");
+    gr_ctrl_ctx_queue_deletion(&ctx, "del");
     memset(&sm, 0, sizeof sm);
     sm.controller_id = 7;
     sm.ctx = &ctx;

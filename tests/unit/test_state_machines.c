@@ -352,7 +352,33 @@ static void test_failover_startup(void) {
     teardown();
 }
 
+/* A state create retried after a connection loss finds the znode its first attempt wrote: kzk
+ * counts it as created when it holds exactly our JSON (the one rule, landed_already, that retried
+ * ISR writes use too); anything else stays NODEEXISTS. */
+static void test_create_finds_own_state(void) {
+    setup();
+    int32_t isr[] = {1};
+    struct gr_kzk_leader_and_isr l = {.leader = 1, .leader_epoch = 0, .controller_epoch = ctx.epoch, .n_isr = 1, .isr = isr};
+    size_t len;
+    char *js = gr_kzk_partition_state_encode(&l, &len);
+    memzk_create(zk, "/brokers/topics", NULL, 0, 0, NULL);
+    CHECK(memzk_create(zk, "/brokers/topics/x", "{}", 2, 0, NULL) == 0);
+    CHECK(memzk_create(zk, "/brokers/topics/x/partitions", NULL, 0, 0, NULL) == 0);
+    CHECK(memzk_create(zk, "/brokers/topics/x/partitions/0", NULL, 0, 0, NULL) == 0);
+    CHECK(memzk_create(zk, "/brokers/topics/x/partitions/0/state", js, (int)len, 0, NULL) == 0);
+    free(js);
+    struct gr_kzk_state_write it = {.topic = "x", .partition = 0, .lai = &l};
+    struct gr_kzk_write_result res;
+    CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &it, 1, &res) == 0);
+    CHECK(res.rc == 0 && res.zk_version == 0);
+    l.leader_epoch = 1; /* someone else's state */
+    CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &it, 1, &res) == 0);
+    CHECK(res.rc == GR_KZK_EEXISTS);
+    teardown();
+}
+
 int main(void) {
+    test_create_finds_own_state();
     test_transition_tables();
     test_new_partitions_and_broker_failure();
     test_isr_never_empty_and_unclean();
