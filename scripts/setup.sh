@@ -18,6 +18,7 @@ packages=(
     kcat librdkafka-dev
     python3-pytest python3-kazoo python3-kafka python3-confluent-kafka
     netcat-openbsd
+    systemd # systemd-analyze lints deploy/gregord.service (tests/integration/test_install.py)
     prometheus # tests/integration/test_metrics.py runs its binaries; its systemd unit is not needed
 )
 
