@@ -15,80 +15,12 @@ import gregor_harness as H
 NONE, NOT_CONTROLLER, INVALID_REQUEST = 0, 41, 42
 
 
-def uvarint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def compact_str(s):
-    if s is None:
-        return uvarint(0)
-    data = s.encode()
-    return uvarint(len(data) + 1) + data
-
-
-class Reader:
-    def __init__(self, data):
-        self.d, self.p = data, 0
-
-    def take(self, n):
-        v = self.d[self.p:self.p + n]
-        assert len(v) == n, "short response"
-        self.p += n
-        return v
-
-    def i8(self): return struct.unpack(">b", self.take(1))[0]
-    def i16(self): return struct.unpack(">h", self.take(2))[0]
-    def i32(self): return struct.unpack(">i", self.take(4))[0]
-    def i64(self): return struct.unpack(">q", self.take(8))[0]
-
-    def uvarint(self):
-        shift = v = 0
-        while True:
-            b = self.take(1)[0]
-            v |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return v
-            shift += 7
-
-    def compact_str(self):
-        n = self.uvarint()
-        return None if n == 0 else self.take(n - 1).decode()
-
-    def tags(self):
-        """{tag: raw bytes}"""
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.take(self.uvarint())
-        return out
-
-
 def call(port, api_key, version, body, corr=7):
+    """A flexible request (header v2, client id "test"); returns a Reader after the correlation id."""
     header = struct.pack(">hhi", api_key, version, corr) + struct.pack(">h", 4) + b"test" + uvarint(0)
-    payload = header + body
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", recv_exact(s, 4))[0]
-        resp = recv_exact(s, size)
-    r = Reader(resp)
+    r = Reader(exchange(port, header + body))
     assert r.i32() == corr
     return r
-
-
-def recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
 
 
 def api_versions_v3(port):

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import gregor_harness as H
+from kafka_wire import recv_exact
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -97,19 +98,10 @@ def _rpc(port, api_key, version, body, flexible):
     msg = hdr + body
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(struct.pack(">i", len(msg)) + msg)
-        n = struct.unpack(">i", _recv(s, 4))[0]
-        data = _recv(s, n)
+        n = struct.unpack(">i", recv_exact(s, 4))[0]
+        data = recv_exact(s, n)
     assert struct.unpack_from(">i", data, 0)[0] == 7
     return data[5:] if flexible and api_key != 18 else data[4:]
-
-
-def _recv(s, n):
-    b = b""
-    while len(b) < n:
-        chunk = s.recv(n - len(b))
-        assert chunk, "connection closed"
-        b += chunk
-    return b
 
 
 def init_producer_id(port, version=0, txn_id=None, pid=-1, epoch=-1):

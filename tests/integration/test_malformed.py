@@ -22,6 +22,7 @@ import time
 import pytest
 
 import gregor_harness as H
+from kafka_wire import uvarint, varint  # noqa: F401 (used by the record encoders)
 
 INT32_MAX = 0x7FFFFFFF
 RSS_BUDGET_MB = 50
@@ -56,21 +57,6 @@ def string(s):
 
 def array(items):
     return i32(len(items)) + b"".join(items)
-
-
-def uvarint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def varint(v):
-    return uvarint((v << 1) ^ (v >> 63))
 
 
 def header(api_key, version, corr, client_id="malformed-test"):
