@@ -32,6 +32,8 @@ struct gr_partition_state;
 struct gr_topic_admin;
 struct gr_replica_manager;
 struct gr_group_coordinator;
+struct gr_dynamic_config_manager;
+struct gr_quota_manager;
 struct gr_broker;
 
 /* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
@@ -82,6 +84,9 @@ struct gr_broker {
     struct gr_replica_hooks hooks;
     struct gr_replica_manager *replica_manager;     /* replication/replica_manager.h */
     struct gr_group_coordinator *group_coordinator; /* coordinator/group_coordinator.h */
+    /* Set by the start-up code (NULL in bare unit-test brokers: static configs only, no quotas). */
+    struct gr_dynamic_config_manager *dynamic_config; /* broker/dynamic_config_manager.h */
+    struct gr_quota_manager *quotas;                  /* broker/quota_manager.h */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/controller.h"
-#include "controller/event_manager.h"
+#include "controller/requests.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
@@ -32,6 +32,8 @@ struct gr_config_change_listener {
     pthread_cond_t cv;
     bool dirty, stop;
     long long last_seq; /* highest processed sequence number, -1 = none */
+    gr_config_change_fn hook; /* NULL: the controller-only reaction below */
+    void *hook_ctx;
 };
 
 static void on_changes_child(void *arg, const char *path) {
@@ -52,6 +54,10 @@ static long long seq_of(const char *name) {
 
 /* TopicConfigHandler's unclean part for one entity path. */
 static void handle_entity(struct gr_config_change_listener *l, const char *entity) {
+    if (l->hook) {
+        l->hook(l->hook_ctx, entity);
+        return;
+    }
     const char *slash = strchr(entity, '/');
     if (!slash || !slash[1]) return;
     char type[32];
@@ -73,9 +79,7 @@ static void handle_entity(struct gr_config_change_listener *l, const char *entit
     gr_kzk_config_release(&cfg);
     if (!enable || !gr_controller_is_active(l->controller)) return;
     gr_info(LOGGER, "unclean.leader.election.enable=true for topic %s: triggering online partition state changes", name);
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE);
-    ev->topic = gr_strdup(name);
-    gr_ctrl_events_put(gr_controller_events(l->controller), ev);
+    gr_ctrl_topic_unclean_leader_election_enabled(l->controller, name);
 }
 
 static void process(struct gr_config_change_listener *l) {
@@ -168,7 +172,16 @@ void gr_config_change_listener_process(struct gr_config_change_listener *l) {
 
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                   struct gr_controller *controller) {
+    return gr_config_change_listener_start_with(kzk, watches, controller, NULL, NULL);
+}
+
+struct gr_config_change_listener *gr_config_change_listener_start_with(struct gr_kzk *kzk,
+                                                                       struct gr_zk_watches *watches,
+                                                                       struct gr_controller *controller,
+                                                                       gr_config_change_fn hook, void *hook_ctx) {
     struct gr_config_change_listener *l = gr_config_change_listener_new(kzk, watches, controller);
+    l->hook = hook;
+    l->hook_ctx = hook_ctx;
     if (pthread_create(&l->thread, NULL, listener_main, l) != 0) {
         gr_error(LOGGER, "cannot start the config change listener thread");
         gr_config_change_listener_stop(l);
