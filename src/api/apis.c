@@ -55,6 +55,12 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ELECT_LEADERS] = {0, 2, gr_handle_elect_leaders, 0},
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
+    /* configs and quotas: common/config_model, broker/dynamic_config_manager, broker/quota_manager */
+    [GR_API_DESCRIBE_CONFIGS] = {0, 3, gr_handle_describe_configs, 0},
+    [GR_API_ALTER_CONFIGS] = {0, 1, gr_handle_alter_configs, 0},
+    [GR_API_INCREMENTAL_ALTER_CONFIGS] = {0, 1, gr_handle_incremental_alter_configs, 0},
+    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 0, gr_handle_describe_client_quotas, 0},
+    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 0, gr_handle_alter_client_quotas, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */

@@ -15,4 +15,7 @@ struct ctl_opts {
 /* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl configs --describe|--alter ... (kafka-configs.sh; ctl_configs.c). */
+int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

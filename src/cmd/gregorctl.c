@@ -30,6 +30,9 @@ static const struct subcommand subcommands[] = {
     {"elect-leaders", ctl_elect_main,
      "elect-leaders --election-type preferred|unclean (--all-topic-partitions | --topic T --partition P | "
      "--path-to-json-file F)  (needs --bootstrap-server)"},
+    {"configs", ctl_configs_main,
+     "configs --describe|--alter --entity-type topics|brokers|clients|users [--entity-name N|--entity-default] "
+     "[--all]\n    [--add-config k=v,k2=[a,b]] [--delete-config k,k2]   as kafka-configs.sh (needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "
