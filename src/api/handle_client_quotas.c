@@ -1,17 +1,339 @@
-/* placeholder, replaced below */
+/* DescribeClientQuotas v0 and AlterClientQuotas v0 (Kafka 2.7 AdminManager).
+ *
+ *   - Entities: "user" and "client-id" (alone or together); a null name is the default entity
+ *     (<default>). Stored as Kafka stores them: /config/users/<u>, /config/users/<u>/clients/<c>,
+ *     /config/clients/<c>, names URL-encoded (broker/quota_manager.h gr_quota_sanitize), with a
+ *     config change notification, so every broker's quota manager reloads.
+ *   - Keys: producer_byte_rate, consumer_byte_rate (must be whole numbers), request_percentage,
+ *     controller_mutation_rate (stored; Gregor does not enforce it). Unknown key, empty or unknown
+ *     entity type, empty name -> INVALID_REQUEST, as Kafka.
+ *   - DescribeClientQuotas filters with Kafka's rules: components EXACT(0) / DEFAULT(1) / ANY(2),
+ *     `strict` excludes entities with components not named; an unknown entity type is
+ *     UNSUPPORTED_VERSION, a duplicate or empty one INVALID_REQUEST.
+ *   - Any broker serves them (ZooKeeper reads/writes on the I/O thread, as the config APIs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "api/handlers.h"
+#include "broker/broker.h"
+#include "broker/quota_manager.h"
 #include "common/kerr.h"
-void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+#include "common/log.h"
+#include "common/util.h"
+#include "zk/backend.h"
+#include "zk/kzk.h"
+
+#define LOGGER "kafka.server.AdminManager"
+#define DFLT "<default>"
+
+static bool quota_key(const char *k, bool *is_long)
 {
-    (void)b, (void)hdr, (void)body;
-    struct DescribeClientQuotasResponse *resp = gr_api_new_response(req);
-    resp->EntriesCount = 0;
+    *is_long = strcmp(k, "producer_byte_rate") == 0 || strcmp(k, "consumer_byte_rate") == 0;
+    return *is_long || strcmp(k, "request_percentage") == 0 || strcmp(k, "controller_mutation_rate") == 0;
+}
+
+/* ---------------- AlterClientQuotas ---------------- */
+
+/* The entity's path under /config: type ("users"/"clients") and name (sanitized, malloc'd). */
+static int16_t entity_path(const struct AlterClientQuotasRequest_EntryData *e, const char **type, char **name,
+                           char **user_node, char *msg, size_t msglen)
+{
+    const char *user = NULL, *client = NULL;
+    bool has_user = false, has_client = false;
+    if (e->EntityCount <= 0) {
+        snprintf(msg, msglen, "Invalid empty client quota entity");
+        return GR_KERR_INVALID_REQUEST;
+    }
+    for (int i = 0; i < e->EntityCount; i++) {
+        const char *t = e->Entity[i].EntityType ? e->Entity[i].EntityType : "";
+        const char *n = e->Entity[i].EntityName;
+        if (strcmp(t, "user") == 0 && !has_user)
+            has_user = true, user = n;
+        else if (strcmp(t, "client-id") == 0 && !has_client)
+            has_client = true, client = n;
+        else {
+            snprintf(msg, msglen, "Unhandled client quota entity type: %s", t);
+            return GR_KERR_INVALID_REQUEST;
+        }
+        if (n && !*n) {
+            snprintf(msg, msglen, "Empty %s not supported", t);
+            return GR_KERR_INVALID_REQUEST;
+        }
+    }
+    char *su = has_user ? (user ? gr_quota_sanitize(user) : gr_strdup(DFLT)) : NULL;
+    char *sc = has_client ? (client ? gr_quota_sanitize(client) : gr_strdup(DFLT)) : NULL;
+    if (su && sc) {
+        *type = "users";
+        *name = gr_asprintf("%s/clients/%s", su, sc);
+        *user_node = su;
+        su = NULL;
+    } else if (su) {
+        *type = "users";
+        *name = su;
+        su = NULL;
+    } else {
+        *type = "clients";
+        *name = sc;
+        sc = NULL;
+    }
+    free(su);
+    free(sc);
+    return GR_KERR_NONE;
+}
+
+static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRequest_EntryData *e, bool validate_only,
+                           char *msg, size_t msglen)
+{
+    const char *type = NULL;
+    char *name = NULL, *user_node = NULL;
+    int16_t code = entity_path(e, &type, &name, &user_node, msg, msglen);
+    if (code)
+        return code;
+    struct gr_kzk_config c = {0};
+    if (!b->zk) {
+        code = GR_KERR_UNKNOWN_SERVER_ERROR;
+        goto out;
+    }
+    if (gr_kzk_get_entity_config(b->zk, type, name, &c) != 0) {
+        snprintf(msg, msglen, "Cannot read /config/%s/%s", type, name);
+        code = GR_KERR_UNKNOWN_SERVER_ERROR;
+        goto out;
+    }
+    for (int i = 0; i < e->OpsCount; i++) {
+        const struct AlterClientQuotasRequest_OpData *op = &e->Ops[i];
+        const char *k = op->Key ? op->Key : "";
+        bool is_long;
+        if (op->Remove) {
+            struct gr_kzk_config n2 = {0};
+            for (int j = 0; j < c.n; j++)
+                if (strcmp(c.keys[j], k) != 0)
+                    gr_kzk_config_set(&n2, c.keys[j], c.values[j]);
+            gr_kzk_config_release(&c);
+            c = n2;
+            continue;
+        }
+        if (!quota_key(k, &is_long)) {
+            snprintf(msg, msglen, "Invalid configuration key %s", k);
+            code = GR_KERR_INVALID_REQUEST;
+            goto out;
+        }
+        char val[64];
+        if (is_long) {
+            long long lv = (long long)(op->Value + 1e-6);
+            if ((double)lv - op->Value > 1e-6 || op->Value - (double)lv > 1e-6) {
+                snprintf(msg, msglen, "Configuration %s must be a Long value", k);
+                code = GR_KERR_INVALID_REQUEST;
+                goto out;
+            }
+            snprintf(val, sizeof val, "%lld", lv);
+        } else {
+            snprintf(val, sizeof val, "%.17g", op->Value);
+            if (!strpbrk(val, ".eEn"))
+                strcat(val, ".0");
+        }
+        gr_kzk_config_set(&c, k, val);
+    }
+    if (!validate_only) {
+        /* /config/users/<u> must exist before /config/users/<u>/clients/<c> */
+        if (user_node) {
+            char *p = gr_asprintf("/config/users/%s", user_node);
+            struct gr_zstat st;
+            if (gr_zkb_exists(gr_kzk_backend(b->zk), p, false, &st) == GR_ZNONODE) {
+                struct gr_kzk_config empty = {0};
+                gr_kzk_set_entity_config(b->zk, "users", user_node, &empty);
+            }
+            free(p);
+        }
+        int rc = gr_kzk_set_entity_config(b->zk, type, name, &c);
+        if (rc) {
+            snprintf(msg, msglen, "Cannot write /config/%s/%s: %s", type, name, gr_kzk_strerror(rc));
+            code = GR_KERR_UNKNOWN_SERVER_ERROR;
+        } else {
+            gr_info(LOGGER, "Updated client quotas of /config/%s/%s", type, name);
+        }
+    }
+out:
+    gr_kzk_config_release(&c);
+    free(name);
+    free(user_node);
+    return code;
+}
+
+void gr_handle_alter_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                   void *body)
+{
+    (void)hdr;
+    const struct AlterClientQuotasRequest *rq = body;
+    struct AlterClientQuotasResponse *resp = gr_api_new_response(req);
+    int n = rq->EntriesCount > 0 ? rq->EntriesCount : 0;
+    resp->EntriesCount = n;
+    resp->Entries = gr_api_alloc(req, sizeof(*resp->Entries) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const struct AlterClientQuotasRequest_EntryData *e = &rq->Entries[i];
+        struct AlterClientQuotasResponse_EntryData *o = &resp->Entries[i];
+        int ne = e->EntityCount > 0 ? e->EntityCount : 0;
+        o->EntityCount = ne;
+        o->Entity = gr_api_alloc(req, sizeof(*o->Entity) * (size_t)(ne ? ne : 1));
+        for (int j = 0; j < ne; j++) {
+            o->Entity[j].EntityType = e->Entity[j].EntityType;
+            o->Entity[j].EntityName = e->Entity[j].EntityName;
+        }
+        char msg[256] = "";
+        o->ErrorCode = alter_entry(b, e, rq->ValidateOnly, msg, sizeof msg);
+        o->ErrorMessage = o->ErrorCode && msg[0] ? gr_api_strdup(req, msg) : NULL;
+        if (o->ErrorCode)
+            gr_info(LOGGER, "Error encountered while updating client quotas: %s %s", gr_kerr_name(o->ErrorCode), msg);
+    }
     gr_api_respond(req, resp);
 }
-void gr_handle_alter_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+
+/* ---------------- DescribeClientQuotas ---------------- */
+
+/* One stored entity: a component is absent (has false), the default (name NULL) or named. */
+struct qrow {
+    bool has_user, has_client;
+    char *user, *client; /* desanitized */
+    struct gr_kzk_config cfg;
+};
+
+static void add_row(struct gr_kzk *zk, const char *type, const char *path, const char *u, const char *c,
+                    struct qrow **rows, int *n, int *cap)
 {
-    (void)b, (void)hdr, (void)body;
-    struct AlterClientQuotasResponse *resp = gr_api_new_response(req);
-    resp->EntriesCount = 0;
+    struct qrow r = {0};
+    if (gr_kzk_get_entity_config(zk, type, path, &r.cfg) != 0)
+        return;
+    bool is_long, any = false;
+    for (int i = 0; i < r.cfg.n; i++)
+        any |= quota_key(r.cfg.keys[i], &is_long);
+    if (!any) {
+        gr_kzk_config_release(&r.cfg);
+        return;
+    }
+    r.has_user = u != NULL;
+    r.has_client = c != NULL;
+    r.user = u && strcmp(u, DFLT) != 0 ? gr_quota_desanitize(u) : NULL;
+    r.client = c && strcmp(c, DFLT) != 0 ? gr_quota_desanitize(c) : NULL;
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *rows = gr_realloc(*rows, sizeof **rows * (size_t)*cap);
+    }
+    (*rows)[(*n)++] = r;
+}
+
+static int load_rows(struct gr_kzk *zk, struct qrow **rows)
+{
+    struct gr_zk_backend *zb = gr_kzk_backend(zk);
+    int n = 0, cap = 0;
+    struct gr_zstrings users = {0}, clients = {0};
+    if (gr_zkb_get_children(zb, "/config/users", false, &users) == GR_ZOK)
+        for (int i = 0; i < users.count; i++) {
+            add_row(zk, "users", users.names[i], users.names[i], NULL, rows, &n, &cap);
+            char *p = gr_asprintf("/config/users/%s/clients", users.names[i]);
+            struct gr_zstrings uc = {0};
+            if (gr_zkb_get_children(zb, p, false, &uc) == GR_ZOK)
+                for (int j = 0; j < uc.count; j++) {
+                    char *nm = gr_asprintf("%s/clients/%s", users.names[i], uc.names[j]);
+                    add_row(zk, "users", nm, users.names[i], uc.names[j], rows, &n, &cap);
+                    free(nm);
+                }
+            gr_zstrings_free(&uc);
+            free(p);
+        }
+    if (gr_zkb_get_children(zb, "/config/clients", false, &clients) == GR_ZOK)
+        for (int i = 0; i < clients.count; i++)
+            add_row(zk, "clients", clients.names[i], NULL, clients.names[i], rows, &n, &cap);
+    gr_zstrings_free(&users);
+    gr_zstrings_free(&clients);
+    return n;
+}
+
+/* Kafka's matches(): comp NULL = no component of that type in the filter. */
+static bool matches(const struct DescribeClientQuotasRequest_ComponentData *comp, bool strict, bool has, const char *name)
+{
+    if (!comp)
+        return !has || !strict;
+    if (!has)
+        return false;
+    switch (comp->MatchType) {
+    case 0: return name && comp->Match && strcmp(name, comp->Match) == 0;
+    case 1: return name == NULL;
+    default: return true;
+    }
+}
+
+void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                      void *body)
+{
+    (void)hdr;
+    const struct DescribeClientQuotasRequest *rq = body;
+    struct DescribeClientQuotasResponse *resp = gr_api_new_response(req);
+    resp->EntriesCount = -1;
+    resp->Entries = NULL;
+    const struct DescribeClientQuotasRequest_ComponentData *cu = NULL, *cc = NULL;
+    char msg[256] = "";
+    int16_t code = GR_KERR_NONE;
+    for (int i = 0; i < rq->ComponentsCount && !code; i++) {
+        const struct DescribeClientQuotasRequest_ComponentData *c = &rq->Components[i];
+        const char *t = c->EntityType ? c->EntityType : "";
+        if (strcmp(t, "user") == 0) {
+            if (cu)
+                code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Duplicate user filter component entity type");
+            cu = c;
+        } else if (strcmp(t, "client-id") == 0) {
+            if (cc)
+                code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Duplicate client filter component entity type");
+            cc = c;
+        } else if (!*t) {
+            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unexpected empty filter component entity type");
+        } else {
+            code = GR_KERR_UNSUPPORTED_VERSION, snprintf(msg, sizeof msg, "Custom entity type '%s' not supported", t);
+        }
+        if (!code && c->MatchType == 0 && !c->Match)
+            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Exact match of %s without a name", t);
+        if (!code && (c->MatchType < 0 || c->MatchType > 2))
+            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unknown match type %d", c->MatchType);
+    }
+    if (!code && !b->zk)
+        code = GR_KERR_UNKNOWN_SERVER_ERROR;
+    if (code) {
+        resp->ErrorCode = code;
+        resp->ErrorMessage = msg[0] ? gr_api_strdup(req, msg) : NULL;
+        gr_api_respond(req, resp);
+        return;
+    }
+    struct qrow *rows = NULL;
+    int n = load_rows(b->zk, &rows);
+    resp->Entries = gr_api_alloc(req, sizeof(*resp->Entries) * (size_t)(n ? n : 1));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct qrow *r = &rows[i];
+        if (matches(cu, rq->Strict, r->has_user, r->user) && matches(cc, rq->Strict, r->has_client, r->client)) {
+            struct DescribeClientQuotasResponse_EntryData *o = &resp->Entries[k++];
+            o->Entity = gr_api_alloc(req, sizeof(*o->Entity) * 2);
+            o->EntityCount = 0;
+            if (r->has_user)
+                o->Entity[o->EntityCount++] = (struct DescribeClientQuotasResponse_EntityData){
+                    gr_api_strdup(req, "user"), gr_api_strdup(req, r->user)};
+            if (r->has_client)
+                o->Entity[o->EntityCount++] = (struct DescribeClientQuotasResponse_EntityData){
+                    gr_api_strdup(req, "client-id"), gr_api_strdup(req, r->client)};
+            o->Values = gr_api_alloc(req, sizeof(*o->Values) * (size_t)(r->cfg.n ? r->cfg.n : 1));
+            o->ValuesCount = 0;
+            for (int j = 0; j < r->cfg.n; j++) {
+                bool is_long;
+                if (!quota_key(r->cfg.keys[j], &is_long))
+                    continue;
+                o->Values[o->ValuesCount].Key = gr_api_strdup(req, r->cfg.keys[j]);
+                o->Values[o->ValuesCount++].Value = strtod(r->cfg.values[j], NULL);
+            }
+        }
+        free(r->user);
+        free(r->client);
+        gr_kzk_config_release(&r->cfg);
+    }
+    free(rows);
+    resp->EntriesCount = k;
+    resp->ErrorCode = GR_KERR_NONE;
     gr_api_respond(req, resp);
 }

@@ -18,6 +18,7 @@
 
 #include "api/handlers.h"
 #include "broker/broker.h"
+#include "broker/quota_manager.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
@@ -169,10 +170,16 @@ static bool fetch_try(struct gr_delayed_op *op) {
     return false;
 }
 
+/* consumer_byte_rate: a consumer's response bytes (followers are not client-quota'd). */
+static void fetch_throttle(struct fetch_ctx *c, struct FetchResponse *resp, int64_t bytes) {
+    if (c->r->ReplicaId < 0) resp->ThrottleTimeMs = gr_quota_throttle(c->req->broker, c->req, GR_QUOTA_FETCH, (double)bytes);
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
+    fetch_throttle(c, resp, bytes);
     gr_api_respond(c->req, resp);
     free_bufs(c);
 }
@@ -206,6 +213,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     bool errors;
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
+        fetch_throttle(c, resp, bytes);
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 struct gr_broker;
+struct gr_api_req;
 struct gr_quota_manager;
 
 enum gr_quota_type {
@@ -44,6 +45,16 @@ void gr_quota_manager_reload_replication(struct gr_quota_manager *q);
  * the anonymous principal "ANONYMOUS". */
 int32_t gr_quota_record(struct gr_quota_manager *q, enum gr_quota_type type, const char *user,
                         const char *client_id, double value);
+
+/* For request handlers: records value for the request's client (b->quotas, user ANONYMOUS, the
+ * header's client id) and, when over quota, sets the request's throttle so that the network layer
+ * mutes the channel for that long after the response (net/server.h throttle_ms). Returns the
+ * throttle time in ms (0 = none), to put in the response's ThrottleTimeMs. */
+int32_t gr_quota_throttle(struct gr_broker *b, struct gr_api_req *req, enum gr_quota_type type, double value);
+
+/* Kafka's Sanitizer for entity names in znode paths (URL encoding); malloc'd. */
+char *gr_quota_sanitize(const char *name);
+char *gr_quota_desanitize(const char *sanitized);
 
 /* The quota bound for (user, client_id) and type, or < 0 when unlimited. */
 double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id);
