@@ -135,15 +135,17 @@ static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRe
         gr_kzk_config_set(&c, k, val);
     }
     if (!validate_only) {
-        /* /config/users/<u> must exist before /config/users/<u>/clients/<c> */
+        /* /config/users/<u>/clients must exist before /config/users/<u>/clients/<c> (Kafka creates
+         * the parents empty) */
         if (user_node) {
-            char *p = gr_asprintf("/config/users/%s", user_node);
-            struct gr_zstat st;
-            if (gr_zkb_exists(gr_kzk_backend(b->zk), p, false, &st) == GR_ZNONODE) {
-                struct gr_kzk_config empty = {0};
-                gr_kzk_set_entity_config(b->zk, "users", user_node, &empty);
-            }
-            free(p);
+            struct gr_zk_backend *zb = gr_kzk_backend(b->zk);
+            char *p1 = gr_asprintf("/config/users/%s", user_node);
+            char *p2 = gr_asprintf("/config/users/%s/clients", user_node);
+            gr_zkb_create(zb, "/config/users", NULL, 0, 0, NULL);
+            gr_zkb_create(zb, p1, NULL, 0, 0, NULL); /* GR_ZNODEEXISTS is fine */
+            gr_zkb_create(zb, p2, NULL, 0, 0, NULL);
+            free(p1);
+            free(p2);
         }
         int rc = gr_kzk_set_entity_config(b->zk, type, name, &c);
         if (rc) {

@@ -10,6 +10,7 @@
 #include "api/apis.h"
 #include "broker/broker.h"
 #include "broker/dynamic_config_manager.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/server.h"
@@ -18,8 +19,7 @@
 
 #define LOGGER "kafka.server.ClientQuotaManager"
 
-#define WINDOW_MS 1000 /* quota.window.size.seconds */
-#define SAMPLES 11     /* quota.window.num */
+#define MAX_SAMPLES 64 /* quota.window.num above this is capped */
 #define DEFAULT "<default>"
 
 static const char *const quota_keys[3] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage"};
@@ -33,8 +33,8 @@ struct qent {
 
 /* Kafka's Rate over SampledStat: SAMPLES windows of WINDOW_MS. */
 struct rate {
-    int64_t start[SAMPLES];
-    double val[SAMPLES];
+    int64_t start[MAX_SAMPLES];
+    double val[MAX_SAMPLES];
     int cur;
     bool used;
 };
@@ -47,6 +47,8 @@ struct usage {
 
 struct gr_quota_manager {
     struct gr_broker *b;
+    int samples;       /* quota.window.num */
+    int64_t window_ms; /* quota.window.size.seconds */
     pthread_mutex_t mu;
     struct qent *ents;
     int n;
@@ -102,6 +104,10 @@ struct gr_quota_manager *gr_quota_manager_new(struct gr_broker *b)
 {
     struct gr_quota_manager *q = gr_calloc(1, sizeof *q);
     q->b = b;
+    q->samples = b->cfg && b->cfg->quota_window_num > 0 ? b->cfg->quota_window_num : 11;
+    if (q->samples > MAX_SAMPLES)
+        q->samples = MAX_SAMPLES;
+    q->window_ms = b->cfg && b->cfg->quota_window_size_seconds > 0 ? b->cfg->quota_window_size_seconds * 1000LL : 1000;
     pthread_mutex_init(&q->mu, NULL);
     atomic_init(&q->repl_rate[0], INT64_MAX);
     atomic_init(&q->repl_rate[1], INT64_MAX);
@@ -238,34 +244,34 @@ double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const
 /* ---- rates ---- */
 
 /* Kafka's Rate.windowSize: time since the oldest live sample, at least SAMPLES-1 windows. */
-static int64_t window_size(struct rate *r, int64_t now)
+static int64_t window_size(const struct gr_quota_manager *q, struct rate *r, int64_t now)
 {
     int64_t oldest = now;
-    for (int i = 0; i < SAMPLES; i++)
-        if (r->start[i] && now - r->start[i] < (int64_t)SAMPLES * WINDOW_MS && r->start[i] < oldest)
+    for (int i = 0; i < q->samples; i++)
+        if (r->start[i] && now - r->start[i] < q->samples * q->window_ms && r->start[i] < oldest)
             oldest = r->start[i];
     int64_t elapsed = now - oldest;
-    int64_t full = elapsed / WINDOW_MS;
-    if (full < SAMPLES - 1)
-        elapsed += (SAMPLES - 1 - full) * WINDOW_MS;
-    return elapsed;
+    int64_t full = elapsed / q->window_ms;
+    if (full < q->samples - 1)
+        elapsed += (q->samples - 1 - full) * q->window_ms;
+    return elapsed > 0 ? elapsed : 1;
 }
 
 /* Records v at now and returns the rate per second over the window. */
-static double rate_record(struct rate *r, double v, int64_t now, int64_t *win)
+static double rate_record(const struct gr_quota_manager *q, struct rate *r, double v, int64_t now, int64_t *win)
 {
-    if (!r->used || now - r->start[r->cur] >= WINDOW_MS) {
-        r->cur = r->used ? (r->cur + 1) % SAMPLES : 0;
+    if (!r->used || now - r->start[r->cur] >= q->window_ms) {
+        r->cur = r->used ? (r->cur + 1) % q->samples : 0;
         r->start[r->cur] = now;
         r->val[r->cur] = 0;
         r->used = true;
     }
     r->val[r->cur] += v;
     double total = 0;
-    for (int i = 0; i < SAMPLES; i++)
-        if (r->start[i] && now - r->start[i] < (int64_t)SAMPLES * WINDOW_MS)
+    for (int i = 0; i < q->samples; i++)
+        if (r->start[i] && now - r->start[i] < q->samples * q->window_ms)
             total += r->val[i];
-    *win = window_size(r, now);
+    *win = window_size(q, r, now);
     return total / ((double)*win / 1000.0);
 }
 
@@ -299,13 +305,15 @@ int32_t gr_quota_record(struct gr_quota_manager *q, enum gr_quota_type type, con
         double bound = e->v[type];
         if (type == GR_QUOTA_REQUEST) /* thread ms -> percent-seconds of one thread (Kafka's nanosToPercentage) */
             value = value * 100.0 / 1000.0;
-        double rate = rate_record(&x->r[type], value, now, &win);
+        double rate = rate_record(q, &x->r[type], value, now, &win);
         if (bound >= 0 && rate > bound) {
             double t = bound > 0 ? (rate - bound) / bound * (double)win : (double)win;
-            if (type == GR_QUOTA_REQUEST && t > WINDOW_MS) /* ClientRequestQuotaManager caps at one window */
-                t = WINDOW_MS;
+            if (type == GR_QUOTA_REQUEST && t > (double)q->window_ms) /* ClientRequestQuotaManager caps at one window */
+                t = (double)q->window_ms;
             ms = t > INT32_MAX ? INT32_MAX : (int32_t)llround(t);
         }
+        gr_debug(LOGGER, "quota %s %s/%s: recorded %.0f, rate %.0f over %lld ms, bound %.0f, throttle %d ms",
+                 quota_keys[type], u, c, value, rate, (long long)win, bound, ms);
     }
     pthread_mutex_unlock(&q->mu);
     free(u);

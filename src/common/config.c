@@ -64,6 +64,8 @@ static const struct cfg_key keys[] = {
     {"log.message.timestamp.type", T_STRING, F(log_message_timestamp_type), "CreateTime", 0, 0},
     {"compression.type", T_STRING, F(compression_type), "producer", 0, 0},
     {"leader.replication.throttled.rate", T_LONG, F(leader_replication_throttled_rate), "9223372036854775807", 0, INT64_MAX},
+    {"quota.window.num", T_INT, F(quota_window_num), "11", 1, 1000},
+    {"quota.window.size.seconds", T_INT, F(quota_window_size_seconds), "1", 1, 3600},
     {"follower.replication.throttled.rate", T_LONG, F(follower_replication_throttled_rate), "9223372036854775807", 0, INT64_MAX},
     /* Gregor-only (no Kafka equivalent): bound on open active-segment files, 0 = automatic. */
     {"gregor.max.open.log.files", T_INT, F(gregor_max_open_log_files), "0", 0, INT32_MAX},

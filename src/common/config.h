@@ -62,6 +62,8 @@ struct gr_config {
     char *compression_type;           /* compression.type */
     int64_t leader_replication_throttled_rate;   /* bytes/s, INT64_MAX = unthrottled */
     int64_t follower_replication_throttled_rate;
+    int32_t quota_window_num;          /* quota.window.num: samples of client quota rates */
+    int32_t quota_window_size_seconds; /* quota.window.size.seconds */
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
 
     /* topics */

@@ -1,0 +1,123 @@
+"""Client quotas: AlterClientQuotas / DescribeClientQuotas through `gregorctl configs` (as
+kafka-configs.sh), stored under /config/clients and /config/users, and enforced: a confluent-kafka
+producer limited by producer_byte_rate is held to it (measured throughput within +-20%), sees
+throttle_time in its responses, while a client without a quota is not slowed.
+
+The cluster uses quota.window.num=2 (Kafka's key; default 11) so that the initial burst Kafka's
+rate windows allow is small and the test is short.
+"""
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+RATE = 1024 * 1024  # producer_byte_rate: 1 MB/s
+_KEEP = []
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+
+
+def gregorctl(cluster, *args, check=True):
+    out = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "--timeout-ms", "15000",
+                          "configs", *args], capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, f"gregorctl configs {args}: {out.stdout}{out.stderr}"
+    return out
+
+
+def produce_for(cluster, topic, client_id, seconds, size=16384):
+    """Produces as fast as the broker lets it for `seconds`; returns (delivery times and sizes,
+    max throttle time seen in the client's statistics)."""
+    throttles = []
+
+    def stats(js):
+        for b in json.loads(js).get("brokers", {}).values():
+            t = b.get("throttle", {})
+            if t.get("max", 0) > 0:
+                throttles.append(t["max"])
+    delivered = []
+    lock = threading.Lock()
+
+    def cb(err, msg):
+        if err is None:
+            with lock:
+                delivered.append((time.monotonic(), len(msg.value())))
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "client.id": client_id, "acks": 1,
+                  "linger.ms": 5, "batch.size": 65536, "queue.buffering.max.kbytes": 2048,
+                  "statistics.interval.ms": 500, "stats_cb": stats})
+    payload = b"q" * size
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            p.produce(topic, payload, on_delivery=cb)
+        except BufferError:
+            p.poll(0.05)
+            continue
+        p.poll(0)
+    p.flush(30)
+    p.poll(1.0)
+    return start, delivered, max(throttles) if throttles else 0
+
+
+def rate_between(start, delivered, t0, t1):
+    return sum(n for t, n in delivered if start + t0 <= t < start + t1) / (t1 - t0)
+
+
+def test_producer_byte_rate_throttles(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=1, config={"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    _KEEP.append(admin)
+    admin.create_topics([NewTopic("q", num_partitions=1, replication_factor=1)])["q"].result(30)
+    H.wait_for(lambda: admin.list_topics("q", timeout=5).topics["q"].partitions[0].leader >= 0, 20, "topic q")
+
+    out = gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "limited",
+                    "--add-config", f"producer_byte_rate={RATE}")
+    assert out.stdout.strip() == "Completed updating config for client limited."
+    out = gregorctl(c, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+                    "clients", "--entity-default", "--add-config", "consumer_byte_rate=2048,request_percentage=50")
+    assert out.stdout.strip() == "Completed updating config for user alice."
+    assert json.loads(c.zk.get("/config/clients/limited")[0]) == \
+        {"version": 1, "config": {"producer_byte_rate": str(RATE)}}
+    assert json.loads(c.zk.get("/config/users/alice/clients/<default>")[0])["config"] == \
+        {"consumer_byte_rate": "2048", "request_percentage": "50.0"}
+    out = gregorctl(c, "--describe", "--entity-type", "clients", "--entity-name", "limited")
+    assert out.stdout.strip() == "Quota configs for client-id 'limited' are producer_byte_rate=1048576.0"
+    out = gregorctl(c, "--describe", "--entity-type", "users")
+    assert out.stdout.strip() == ("Quota configs for user-principal 'alice', the default client-id are "
+                                  "consumer_byte_rate=2048.0, request_percentage=50.0")
+    out = gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "x", "--add-config",
+                    "producer_byte_rate=1.5", check=False)
+    assert out.returncode == 1 and "producer_byte_rate must be a Long value" in out.stderr
+    out = gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "x", "--add-config",
+                    "bogus=1", check=False)
+    assert out.returncode == 1 and "Invalid configuration key bogus" in out.stderr
+    time.sleep(0.5)  # the broker's config listener reloads the quotas
+
+    start, delivered, throttle = produce_for(c, "q", "limited", 12)
+    measured = rate_between(start, delivered, 2, 12)
+    print(f"limited producer at {measured / RATE:.3f} MB/s")
+    assert 0.8 * RATE <= measured <= 1.2 * RATE, f"limited producer at {measured / RATE:.2f} MB/s"
+    assert throttle > 0, "no throttle_time reported to the limited producer"
+
+    start, delivered, throttle = produce_for(c, "q", "free", 3)
+    free_rate = rate_between(start, delivered, 0, 3)
+    assert free_rate > 3 * RATE, f"unlimited producer only at {free_rate / RATE:.2f} MB/s"
+    assert throttle == 0
+
+    # removing the quota lifts the limit
+    gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "limited", "--delete-config",
+              "producer_byte_rate")
+    time.sleep(0.5)
+    start, delivered, _ = produce_for(c, "q", "limited", 3)
+    assert rate_between(start, delivered, 0, 3) > 3 * RATE
