@@ -53,12 +53,18 @@ def create_topic(cluster, name, partitions=3, rf=3, config=None):
                                       operation_timeout=20, request_timeout=30)
     fs[name].result(30)
 
-    def ready():
-        md = admin(cluster).list_topics(topic=name, timeout=10)
-        t = md.topics.get(name)
-        return t is not None and t.error is None and len(t.partitions) == partitions and \
-            all(p.leader >= 0 for p in t.partitions.values())
-    H.wait_for(ready, 30, f"topic {name} ready", interval=0.3)
+    def ready():  # every broker's metadata cache knows it (kcat asks the one broker given)
+        for b in cluster.brokers.values():
+            out = subprocess.run(["/usr/bin/kcat", "-L", "-J", "-b", f"127.0.0.1:{b.port}", "-t", name, "-m", "5"],
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode != 0:
+                return False
+            ts = [t for t in json.loads(out.stdout).get("topics", []) if t["topic"] == name]
+            if not ts or ts[0].get("err") or len(ts[0]["partitions"]) != partitions or \
+                    any(p["leader"] < 0 for p in ts[0]["partitions"]):
+                return False
+        return True
+    H.wait_for(ready, 30, f"topic {name} ready on every broker", interval=0.3)
 
 
 def describe(cluster, rtype, name, ids=None):
@@ -245,16 +251,24 @@ def test_gregorctl_configs_output(ccluster):
     out = gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-name", "2", "--add-config",
                     "min.insync.replicas=2")
     assert out.stdout.strip() == "Completed updating config for broker 2."
+    # the broker applies it from its /config/changes listener, asynchronously (as Kafka)
+    H.wait_for(lambda: "min.insync.replicas=2" in gregorctl(c, "--describe", "--entity-type", "brokers",
+                                                           "--entity-name", "2").stdout, 15, "broker 2 updated")
     out = gregorctl(c, "--describe", "--entity-type", "brokers", "--entity-name", "2")
     assert out.stdout.splitlines() == [
         "Dynamic configs for broker 2 are:",
         "  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:min.insync.replicas=2, "
         "DEFAULT_CONFIG:min.insync.replicas=1}"]
+    H.wait_for(lambda: "log.retention.bytes" in gregorctl(c, "--describe", "--entity-type", "brokers",
+                                                         "--entity-default").stdout, 15, "broker 1 updated")
     out = gregorctl(c, "--describe", "--entity-type", "brokers", "--entity-default")
     assert out.stdout.splitlines() == [
         "Default configs for brokers in the cluster are:",
         "  log.retention.bytes=1000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes="
         "1000000}"]
+    H.wait_for(lambda: "log.retention.bytes=1000000" in gregorctl(c, "--describe", "--entity-type", "brokers",
+                                                                  "--entity-name", "3", "--all").stdout,
+               15, "broker 3 updated")
     out = gregorctl(c, "--describe", "--entity-type", "brokers", "--entity-name", "3", "--all")
     assert "All configs for broker 3 are:" in out.stdout
     assert "  log.retention.bytes=1000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" \
