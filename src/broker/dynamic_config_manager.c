@@ -151,6 +151,7 @@ static void on_topic(struct gr_dynamic_config_manager *d, const char *topic)
     struct gr_broker *b = d->b;
     gr_info(LOGGER, "Processing override for entityPath: topics/%s", topic);
     gr_rm_reload_topic_config(b->replica_manager, topic);
+    gr_quota_replication_topic_changed(b->quotas, topic);
     struct gr_kzk_config tc = {0};
     if (gr_kzk_get_entity_config(b->zk, "topics", topic, &tc) != 0)
         return;

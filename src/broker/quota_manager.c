@@ -45,8 +45,20 @@ struct usage {
     struct usage *next;
 };
 
+/* A topic's throttled replicas on this broker (its *.replication.throttled.replicas). */
+struct throttled_topic {
+    char *topic;
+    bool all[2];       /* "*" ([0] follower, [1] leader) */
+    int32_t *parts[2]; /* partitions listed with this broker's id */
+    int nparts[2];
+    struct throttled_topic *next;
+};
+
 struct gr_quota_manager {
     struct gr_broker *b;
+    pthread_mutex_t rmu;                 /* the two below */
+    struct throttled_topic *throttled;   /* cache, filled on first use of a topic */
+    struct rate repl[2];                 /* bytes of throttled replication traffic */
     int samples;       /* quota.window.num */
     int64_t window_ms; /* quota.window.size.seconds */
     pthread_mutex_t mu;
@@ -109,6 +121,7 @@ struct gr_quota_manager *gr_quota_manager_new(struct gr_broker *b)
         q->samples = MAX_SAMPLES;
     q->window_ms = b->cfg && b->cfg->quota_window_size_seconds > 0 ? b->cfg->quota_window_size_seconds * 1000LL : 1000;
     pthread_mutex_init(&q->mu, NULL);
+    pthread_mutex_init(&q->rmu, NULL);
     atomic_init(&q->repl_rate[0], INT64_MAX);
     atomic_init(&q->repl_rate[1], INT64_MAX);
     gr_quota_manager_reload(q);
@@ -126,6 +139,8 @@ void gr_quota_manager_free(struct gr_quota_manager *q)
         free(u->key);
         free(u);
     }
+    gr_quota_replication_topic_changed(q, NULL);
+    pthread_mutex_destroy(&q->rmu);
     pthread_mutex_destroy(&q->mu);
     free(q);
 }
@@ -331,4 +346,123 @@ int32_t gr_quota_throttle(struct gr_broker *b, struct gr_api_req *req, enum gr_q
     if (ms > 0)
         gr_debug(LOGGER, "Channel throttled for client %s: %d ms", req->hdr.ClientId ? req->hdr.ClientId : "", ms);
     return ms;
+}
+
+/* ---- replication throttles (ReplicationQuotaManager) ---- */
+
+#define REPL_SAMPLES 11  /* replication.quota.window.num */
+#define REPL_WINDOW_MS 1000 /* replication.quota.window.size.seconds */
+
+static void free_tt(struct throttled_topic *t)
+{
+    free(t->topic);
+    free(t->parts[0]);
+    free(t->parts[1]);
+    free(t);
+}
+
+void gr_quota_replication_topic_changed(struct gr_quota_manager *q, const char *topic)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->rmu);
+    for (struct throttled_topic **pp = &q->throttled; *pp;) {
+        struct throttled_topic *t = *pp;
+        if (!topic || strcmp(t->topic, topic) == 0) {
+            *pp = t->next;
+            free_tt(t);
+        } else {
+            pp = &t->next;
+        }
+    }
+    pthread_mutex_unlock(&q->rmu);
+}
+
+/* Kafka's parseThrottledPartitions: "*" or "p:b,..." keeping the p whose b is this broker. */
+static void parse_throttled(const char *v, int32_t broker, bool *all, int32_t **parts, int *n)
+{
+    *all = false;
+    *parts = NULL;
+    *n = 0;
+    if (!v)
+        return;
+    while (*v == ' ')
+        v++;
+    if (v[0] == '*') {
+        *all = true;
+        return;
+    }
+    for (const char *p = v; *p;) {
+        long part, b;
+        if (sscanf(p, " %ld:%ld", &part, &b) == 2 && b == broker) {
+            *parts = gr_realloc(*parts, sizeof(int32_t) * (size_t)(*n + 1));
+            (*parts)[(*n)++] = (int32_t)part;
+        }
+        p += strcspn(p, ",");
+        if (*p)
+            p++;
+    }
+}
+
+static struct throttled_topic *throttled_of(struct gr_quota_manager *q, const char *topic)
+{
+    for (struct throttled_topic *t = q->throttled; t; t = t->next)
+        if (strcmp(t->topic, topic) == 0)
+            return t;
+    struct throttled_topic *t = gr_calloc(1, sizeof *t);
+    t->topic = gr_strdup(topic);
+    struct gr_kzk_config c = {0};
+    if (q->b->zk && gr_kzk_get_entity_config(q->b->zk, "topics", topic, &c) == 0) {
+        parse_throttled(gr_kzk_config_get(&c, "follower.replication.throttled.replicas"), q->b->broker_id, &t->all[0],
+                        &t->parts[0], &t->nparts[0]);
+        parse_throttled(gr_kzk_config_get(&c, "leader.replication.throttled.replicas"), q->b->broker_id, &t->all[1],
+                        &t->parts[1], &t->nparts[1]);
+        gr_kzk_config_release(&c);
+    }
+    t->next = q->throttled;
+    q->throttled = t;
+    return t;
+}
+
+bool gr_quota_replica_throttled(struct gr_quota_manager *q, bool leader, const char *topic, int32_t partition)
+{
+    if (!q || gr_quota_replication_rate(q, leader) == INT64_MAX)
+        return false;
+    int k = leader ? 1 : 0;
+    pthread_mutex_lock(&q->rmu);
+    struct throttled_topic *t = throttled_of(q, topic);
+    bool hit = t->all[k];
+    for (int i = 0; i < t->nparts[k] && !hit; i++)
+        hit = t->parts[k][i] == partition;
+    pthread_mutex_unlock(&q->rmu);
+    return hit;
+}
+
+static double repl_rate_locked(struct rate *r, int64_t now, double add)
+{
+    struct gr_quota_manager tmp = {.samples = REPL_SAMPLES, .window_ms = REPL_WINDOW_MS};
+    int64_t win;
+    return rate_record(&tmp, r, add, now, &win);
+}
+
+bool gr_quota_replication_exceeded(struct gr_quota_manager *q, bool leader)
+{
+    if (!q)
+        return false;
+    int64_t bound = gr_quota_replication_rate(q, leader);
+    if (bound == INT64_MAX)
+        return false;
+    pthread_mutex_lock(&q->rmu);
+    double rate = repl_rate_locked(&q->repl[leader ? 1 : 0], gr_mono_ms(), 0);
+    pthread_mutex_unlock(&q->rmu);
+    return rate > (double)bound;
+}
+
+void gr_quota_replication_record(struct gr_quota_manager *q, bool leader, double bytes)
+{
+    if (!q || bytes <= 0)
+        return;
+    pthread_mutex_lock(&q->rmu);
+    repl_rate_locked(&q->repl[leader ? 1 : 0], gr_mono_ms(), bytes);
+    pthread_mutex_unlock(&q->rmu);
 }

@@ -63,4 +63,17 @@ double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const
  * unthrottled. */
 int64_t gr_quota_replication_rate(struct gr_quota_manager *q, bool leader);
 
+/* Is topic-partition a throttled replica on this broker for leader (true: we send to followers)
+ * or follower traffic: the rate is set and the topic's leader/follower.replication.throttled.replicas
+ * is "*" or lists partition:<this broker id>. The topic's config is read once and cached until
+ * gr_quota_replication_topic_changed. */
+bool gr_quota_replica_throttled(struct gr_quota_manager *q, bool leader, const char *topic, int32_t partition);
+/* Has throttled leader/follower traffic gone over the rate (over replication.quota.window.num = 11
+ * windows of 1 s)? */
+bool gr_quota_replication_exceeded(struct gr_quota_manager *q, bool leader);
+/* Records bytes of throttled leader/follower traffic. */
+void gr_quota_replication_record(struct gr_quota_manager *q, bool leader, double bytes);
+/* A topic's config changed (NULL: forget every topic). */
+void gr_quota_replication_topic_changed(struct gr_quota_manager *q, const char *topic);
+
 #endif
