@@ -8,6 +8,7 @@ rate windows allow is small and the test is short.
 """
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -121,3 +122,66 @@ def test_producer_byte_rate_throttles(cluster_factory, zk_connect):
     time.sleep(0.5)
     start, delivered, _ = produce_for(c, "q", "limited", 3)
     assert rate_between(start, delivered, 0, 3) > 3 * RATE
+
+
+def reassign(cluster, *args, check=True):
+    out = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "--timeout-ms", "15000",
+                          "reassign", *args], capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, f"gregorctl reassign {args}: {out.stdout}{out.stderr}"
+    return out
+
+
+def log_bytes(cluster, bid, topic, partition=0):
+    d = os.path.join(cluster[bid].logdir, f"{topic}-{partition}")
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log")) \
+        if os.path.isdir(d) else 0
+
+
+def test_reassignment_throttle(cluster_factory, zk_connect, tmp_path):
+    c = cluster_factory(zk_connect, n=2)
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    _KEEP.append(admin)
+    admin.create_topics([NewTopic("big", num_partitions=1, replica_assignment=[[1]])])["big"].result(30)
+    H.wait_for(lambda: admin.list_topics("big", timeout=5).topics["big"].partitions[0].leader == 1, 20, "topic big")
+    p = Producer({"bootstrap.servers": bootstrap(c), "linger.ms": 20})
+    for _ in range(128):
+        p.produce("big", b"r" * 16384)
+        p.poll(0)
+    assert p.flush(30) == 0
+    size = log_bytes(c, 1, "big")
+    assert size >= 2 * 1024 * 1024
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "big", "partition": 0, "replicas": [2]}]}))
+    out = reassign(c, "execute", "--reassignment-json-file", str(plan), "--throttle", "20000")
+    assert "Warning: You must run --verify periodically, until the reassignment completes, to ensure the " \
+           "throttle is removed." in out.stdout
+    assert "The inter-broker throttle limit was set to 20000 B/s" in out.stdout
+    assert "Successfully started partition reassignment for big-0" in out.stdout
+    cfg = json.loads(c.zk.get("/config/topics/big")[0])["config"]
+    assert cfg == {"leader.replication.throttled.replicas": "0:1", "follower.replication.throttled.replicas": "0:2"}
+    for bid in (1, 2):
+        assert json.loads(c.zk.get(f"/config/brokers/{bid}")[0])["config"] == {
+            "leader.replication.throttled.rate": "20000", "follower.replication.throttled.rate": "20000"}
+
+    # Kafka's rate windows let ~10 s x 20 kB through at once; the rest is held back
+    time.sleep(3)
+    copied = log_bytes(c, 2, "big")
+    print(f"copied {copied} of {size} bytes in 3 s")
+    assert copied < size / 2, f"{copied} of {size} bytes copied within 3 s despite a 20 kB/s throttle"
+    out = reassign(c, "verify", "--reassignment-json-file", str(plan), check=False)
+    assert out.returncode == 1 and "Reassignment of partition big-0 is still in progress." in out.stdout
+
+    # lifting the broker throttle lets it finish; verify then clears every throttle
+    for bid in (1, 2):
+        gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-name", str(bid), "--delete-config",
+                  "leader.replication.throttled.rate,follower.replication.throttled.rate")
+
+    def done():
+        return reassign(c, "verify", "--reassignment-json-file", str(plan), check=False).returncode == 0
+    H.wait_for(done, 30, "reassignment complete once unthrottled", interval=0.5)
+    out = reassign(c, "verify", "--reassignment-json-file", str(plan))
+    assert "Clearing broker-level throttles on brokers 1,2" in out.stdout
+    assert "Clearing topic-level throttles on topic big" in out.stdout
+    assert json.loads(c.zk.get("/config/topics/big")[0])["config"] == {}
