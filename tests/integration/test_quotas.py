@@ -3,6 +3,10 @@ kafka-configs.sh), stored under /config/clients and /config/users, and enforced:
 producer limited by producer_byte_rate is held to it (measured throughput within +-20%), sees
 throttle_time in its responses, while a client without a quota is not slowed.
 
+Consumers: consumer_byte_rate holds a confluent-kafka consumer back (and it sees throttle_time).
+The reassignment test: `gregorctl reassign execute --throttle` sets the replication throttles, which
+hold the copy back until they are lifted; `verify` then clears them.
+
 The cluster uses quota.window.num=2 (Kafka's key; default 11) so that the initial burst Kafka's
 rate windows allow is small and the test is short.
 """
@@ -71,6 +75,33 @@ def produce_for(cluster, topic, client_id, seconds, size=16384):
     return start, delivered, max(throttles) if throttles else 0
 
 
+def consume_for(cluster, topic, client_id, seconds):
+    """Bytes a confluent-kafka consumer reads from the start of topic in `seconds`, and the
+    throttle times its statistics reported."""
+    from confluent_kafka import Consumer
+    throttles = []
+
+    def stats(js):
+        for b in json.loads(js).get("brokers", {}).values():
+            t = b.get("throttle", {})
+            if t.get("max", 0) > 0:
+                throttles.append(t["max"])
+    cons = Consumer({"bootstrap.servers": bootstrap(cluster), "client.id": client_id, "group.id": client_id,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "fetch.max.bytes": 1048576, "message.max.bytes": 1000000, "max.partition.fetch.bytes": 65536,
+                     "statistics.interval.ms": 500, "stats_cb": stats})
+    cons.subscribe([topic])
+    got = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        m = cons.poll(0.2)
+        if m is not None and m.error() is None:
+            got += len(m.value())
+    cons.poll(0.6)  # one more statistics callback
+    cons.close()
+    return got, throttles
+
+
 def rate_between(start, delivered, t0, t1):
     return sum(n for t, n in delivered if start + t0 <= t < start + t1) / (t1 - t0)
 
@@ -115,6 +146,16 @@ def test_producer_byte_rate_throttles(cluster_factory, zk_connect):
     free_rate = rate_between(start, delivered, 0, 3)
     assert free_rate > 3 * RATE, f"unlimited producer only at {free_rate / RATE:.2f} MB/s"
     assert throttle == 0
+
+    # consumer_byte_rate: a consumer fetching the same data is held back and told so
+    gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "slowc", "--add-config",
+              "consumer_byte_rate=200000")
+    time.sleep(0.5)
+    got, throttles = consume_for(c, "q", "slowc", 3)
+    assert got < 1000000, f"consumer got {got} bytes in 3 s at 200 kB/s"
+    assert throttles and max(throttles) > 0, "no throttle_time reported to the consumer"
+    got_free, _ = consume_for(c, "q", "fastc", 3)
+    assert got_free > 3 * got, (got_free, got)
 
     # removing the quota lifts the limit
     gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "limited", "--delete-config",
