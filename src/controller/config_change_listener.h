@@ -9,10 +9,11 @@
  *   (version 1 notifications, written by Kafka < 2.0 tools, are not understood: logged, skipped)
  *
  * Every notification with a sequence number above the last processed one is read once (all of
- * them after start-up, as Kafka's listener does); notifications are never deleted here (Kafka
- * purges them after 15 minutes: not implemented). Broker-level dynamic configs
- * (brokers/<id>, brokers/<default>) are logged and otherwise ignored: the controller's default
- * comes from server.properties.
+ * them after start-up, as Kafka's listener does); with a thread, processed notifications older than
+ * 15 minutes (ZooKeeper ctime) are deleted (at most one pass a minute), as Kafka's
+ * purgeObsoleteNotifications does. Without a hook, broker-level dynamic configs (brokers/<id>,
+ * brokers/<default>) are logged and otherwise ignored (the controller's default then comes from
+ * server.properties); with gregord's hook they reach the controller through requests.h.
  *
  * Threading: one thread of its own (ZooKeeper reads must not run on the ZooKeeper callback
  * thread); the child-watch handler only wakes it. A simulation creates it without a thread
