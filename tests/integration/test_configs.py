@@ -375,3 +375,36 @@ def test_create_topics_v5_returns_configs(ccluster):
     assert configs["max.message.bytes"] == ("1048588", 5, 0, 0)     # DEFAULT_CONFIG
     print("v5 configs:", len(configs), configs["retention.ms"])
     assert len(configs) == 26
+
+
+def test_default_unclean_election_reaches_the_controller(cluster_factory, zk_connect):
+    """unclean.leader.election.enable=true as the cluster-wide broker default: the controller takes
+    it as the topics' default at once and elects an out-of-sync replica (Kafka 2.7's
+    DynamicLogConfig -> enableDefaultUncleanLeaderElection)."""
+    c = cluster_factory(zk_connect, n=3, config={"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200",
+                                                 "controlled.shutdown.retry.backoff.ms": "500",
+                                                 "auto.leader.rebalance.enable": "false"})
+    from confluent_kafka import Producer
+    admin(c).create_topics([NewTopic("ud", num_partitions=1, replica_assignment=[[1, 2, 3]])])["ud"].result(30)
+
+    def state():
+        return json.loads(c.zk.get("/brokers/topics/ud/partitions/0/state")[0])
+    H.wait_for(lambda: c.zk.exists("/brokers/topics/ud/partitions/0/state") and len(state()["isr"]) == 3, 30,
+               "full ISR")
+    c[3].kill()
+    H.wait_for(lambda: sorted(state()["isr"]) == [1, 2], 30, "3 out of the ISR")
+    p = Producer({"bootstrap.servers": bootstrap(c, [1, 2]), "acks": "all"})
+    for i in range(5):
+        p.produce("ud", f"x{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c[2].kill()
+    c[1].kill()
+    c[3].start()
+    c.wait_registered([3])
+    H.wait_for(lambda: c.controller_id() == 3, 30, "broker 3 controller")
+    time.sleep(1.5)
+    assert state()["leader"] == -1
+    gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+              "unclean.leader.election.enable=true", broker=3)
+    H.wait_for(lambda: state()["leader"] == 3, 30, "unclean leader 3")
+    assert state()["isr"] == [3]
