@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/quota_manager.h"
 #include "api/handlers.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -120,8 +121,13 @@ static void req_free(struct gr_api_req *r)
     free(r);
 }
 
+/* The request being dispatched on this I/O thread (its handler time counts for request quotas
+ * when it is answered synchronously). */
+static _Thread_local struct gr_api_req *dispatching;
+
 void gr_api_respond(struct gr_api_req *r, const void *body)
 {
+    gr_quota_on_response(r, (void *)body, r == dispatching);
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -142,6 +148,7 @@ void gr_api_respond(struct gr_api_req *r, const void *body)
 
 void gr_api_respond_none(struct gr_api_req *r)
 {
+    gr_quota_on_response(r, NULL, r == dispatching);
     gr_net_respond_none(r->net);
     req_free(r);
 }
@@ -183,6 +190,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     r->listener = nreq->listener;
     r->peer = nreq->peer;
     r->received_ms = gr_mono_ms();
+    r->dispatch_us = gr_mono_us();
     gr_arena_init(&r->arena);
 
     int rc = gr_proto_decode_request(nreq->data, nreq->len, &r->arena, &r->hdr, &r->body);
@@ -230,5 +238,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         fn = e->fn;
     gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s)", name, ver,
              r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null");
+    dispatching = r;
     fn(b, r, &r->hdr, r->body);
+    dispatching = NULL;
 }

@@ -57,6 +57,7 @@ struct gr_api_req {
     const char *listener;       /* listener name the request arrived on */
     const char *peer;           /* "host:port" of the client, for logs */
     int64_t received_ms;        /* gr_mono_ms() at dispatch */
+    int64_t dispatch_us;        /* gr_mono_us() at dispatch (request quota: handler thread time) */
 };
 
 typedef void (*gr_api_handler_fn)(struct gr_broker *b, struct gr_api_req *req,

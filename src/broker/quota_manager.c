@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "api/apis.h"
+#include "protocol/codec.h"
+#include "protocol/desc.h"
 #include "broker/broker.h"
 #include "broker/dynamic_config_manager.h"
 #include "common/config.h"
@@ -465,4 +467,63 @@ void gr_quota_replication_record(struct gr_quota_manager *q, bool leader, double
     pthread_mutex_lock(&q->rmu);
     repl_rate_locked(&q->repl[leader ? 1 : 0], gr_mono_ms(), bytes);
     pthread_mutex_unlock(&q->rmu);
+}
+
+/* ---- request quotas (ClientRequestQuotaManager) ---- */
+
+static bool exempt(const struct gr_api_req *req)
+{
+    switch (req->hdr.RequestApiKey) {
+    case GR_API_LEADER_AND_ISR:
+    case GR_API_STOP_REPLICA:
+    case GR_API_UPDATE_METADATA:
+    case GR_API_CONTROLLED_SHUTDOWN:
+    case GR_API_ALTER_ISR:
+    case GR_API_API_VERSIONS:
+        return true;
+    case GR_API_FETCH:
+        return req->body && ((const struct FetchRequest *)req->body)->ReplicaId >= 0;
+    default:
+        return false;
+    }
+}
+
+/* Raises the response's top-level ThrottleTimeMs (found through the codec's descriptor) to ms. */
+static void raise_throttle_field(const struct gr_api_req *req, void *body, int32_t ms)
+{
+    const struct gr_api_desc *d = gr_proto_api(req->hdr.RequestApiKey);
+    if (!body || !d)
+        return;
+    const struct gr_struct_desc *sd = d->response;
+    for (int i = 0; i < sd->nregular; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (!f->is_array && f->type == GR_FT_INT32 && strcmp(f->name, "ThrottleTimeMs") == 0) {
+            int32_t *v = (int32_t *)((char *)body + f->offset);
+            if (*v < ms)
+                *v = ms;
+            return;
+        }
+    }
+}
+
+void gr_quota_on_response(struct gr_api_req *req, void *body, bool on_dispatch_thread)
+{
+    struct gr_broker *b = req->broker;
+    if (!b || !b->quotas || exempt(req))
+        return;
+    struct gr_quota_manager *q = b->quotas;
+    pthread_mutex_lock(&q->mu);
+    bool any = false;
+    for (int i = 0; i < q->n && !any; i++)
+        any = q->ents[i].has[GR_QUOTA_REQUEST];
+    pthread_mutex_unlock(&q->mu);
+    if (!any)
+        return;
+    double thread_ms = on_dispatch_thread ? (double)(gr_mono_us() - req->dispatch_us) / 1000.0 : 0.0;
+    int32_t ms = gr_quota_record(q, GR_QUOTA_REQUEST, NULL, req->hdr.ClientId, thread_ms);
+    if (ms <= 0)
+        return;
+    if (ms > req->net->throttle_ms)
+        req->net->throttle_ms = ms;
+    raise_throttle_field(req, body, ms);
 }

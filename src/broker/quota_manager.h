@@ -52,6 +52,14 @@ int32_t gr_quota_record(struct gr_quota_manager *q, enum gr_quota_type type, con
  * throttle time in ms (0 = none), to put in the response's ThrottleTimeMs. */
 int32_t gr_quota_throttle(struct gr_broker *b, struct gr_api_req *req, enum gr_quota_type type, double value);
 
+/* request_percentage (ClientRequestQuotaManager), called by gr_api_respond / gr_api_respond_none
+ * just before a response goes out: records the handler's thread time (now - dispatch, when
+ * answered on the dispatching thread; 0 for deferred answers) for the client and, when over its
+ * quota, throttles the channel (at most one window) and raises the response's ThrottleTimeMs (body
+ * may be NULL). Cluster actions (controller requests, AlterIsr, follower Fetch) and ApiVersions are
+ * exempt, as in Kafka. */
+void gr_quota_on_response(struct gr_api_req *req, void *body, bool on_dispatch_thread);
+
 /* Kafka's Sanitizer for entity names in znode paths (URL encoding); malloc'd. */
 char *gr_quota_sanitize(const char *name);
 char *gr_quota_desanitize(const char *sanitized);

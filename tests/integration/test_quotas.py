@@ -102,6 +102,33 @@ def consume_for(cluster, topic, client_id, seconds):
     return got, throttles
 
 
+def busy_client(cluster, client_id, max_requests=3000):
+    """Metadata v4 requests on one connection until a response carries a throttle time; returns
+    (that throttle time, ms the next request took)."""
+    import socket
+    import struct
+    cid = client_id.encode()
+    s = socket.create_connection(("127.0.0.1", next(iter(cluster.brokers.values())).port), timeout=10)
+
+    def call(corr):
+        req = struct.pack(">hhih", 3, 4, corr, len(cid)) + cid + struct.pack(">ib", -1, 1)
+        s.sendall(struct.pack(">i", len(req)) + req)
+        n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        r = s.recv(n, socket.MSG_WAITALL)
+        assert struct.unpack(">i", r[:4])[0] == corr
+        return struct.unpack(">i", r[4:8])[0]
+    try:
+        for corr in range(max_requests):
+            t = call(corr)
+            if t > 0:
+                t0 = time.monotonic()
+                call(max_requests + 1)
+                return t, (time.monotonic() - t0) * 1000
+        return 0, 0
+    finally:
+        s.close()
+
+
 def rate_between(start, delivered, t0, t1):
     return sum(n for t, n in delivered if start + t0 <= t < start + t1) / (t1 - t0)
 
@@ -156,6 +183,16 @@ def test_producer_byte_rate_throttles(cluster_factory, zk_connect):
     assert throttles and max(throttles) > 0, "no throttle_time reported to the consumer"
     got_free, _ = consume_for(c, "q", "fastc", 3)
     assert got_free > 3 * got, (got_free, got)
+
+    # request_percentage: a client that keeps a broker thread busy beyond it gets throttle_time and
+    # its connection muted for that long
+    gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "busy", "--add-config",
+              "request_percentage=0.01")
+    time.sleep(0.5)
+    throttle, muted_ms = busy_client(c, "busy")
+    assert throttle > 0, "no throttle for a client over request_percentage"
+    assert muted_ms >= 0.5 * min(throttle, 1000), (throttle, muted_ms)
+    assert busy_client(c, "idle", max_requests=300)[0] == 0
 
     # removing the quota lifts the limit
     gregorctl(c, "--alter", "--entity-type", "clients", "--entity-name", "limited", "--delete-config",
