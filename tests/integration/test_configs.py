@@ -2,6 +2,9 @@
 IncrementalAlterConfigs (gregorctl configs, as kafka-configs.sh sends it), stored as Kafka stores
 them and applied live on every broker (min.insync.replicas, segment.bytes + retention.ms).
 
+Also: CreateTopics v5 returns the topic's configs (raw request), and unclean.leader.election.enable
+as the dynamic broker default reaches the controller.
+
 Clients: confluent-kafka 1.7 AdminClient (describe_configs / alter_configs), kafka-python 2.0.2
 KafkaAdminClient.describe_configs and KafkaProducer, `gregorctl configs`.
 """

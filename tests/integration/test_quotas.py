@@ -3,7 +3,8 @@ kafka-configs.sh), stored under /config/clients and /config/users, and enforced:
 producer limited by producer_byte_rate is held to it (measured throughput within +-20%), sees
 throttle_time in its responses, while a client without a quota is not slowed.
 
-Consumers: consumer_byte_rate holds a confluent-kafka consumer back (and it sees throttle_time).
+Consumers: consumer_byte_rate holds a confluent-kafka consumer back (and it sees throttle_time);
+request_percentage throttles a client that keeps a broker thread busy (throttle_time, muted channel).
 The reassignment test: `gregorctl reassign execute --throttle` sets the replication throttles, which
 hold the copy back until they are lifted; `verify` then clears them.
 
