@@ -27,8 +27,7 @@
 #define LOGGER "kafka.server.AdminManager"
 #define DFLT "<default>"
 
-static bool quota_key(const char *k, bool *is_long)
-{
+static bool quota_key(const char *k, bool *is_long) {
     *is_long = strcmp(k, "producer_byte_rate") == 0 || strcmp(k, "consumer_byte_rate") == 0;
     return *is_long || strcmp(k, "request_percentage") == 0 || strcmp(k, "controller_mutation_rate") == 0;
 }
@@ -37,8 +36,7 @@ static bool quota_key(const char *k, bool *is_long)
 
 /* The entity's path under /config: type ("users"/"clients") and name (sanitized, malloc'd). */
 static int16_t entity_path(const struct AlterClientQuotasRequest_EntryData *e, const char **type, char **name,
-                           char **user_node, char *msg, size_t msglen)
-{
+                           char **user_node, char *msg, size_t msglen) {
     const char *user = NULL, *client = NULL;
     bool has_user = false, has_client = false;
     if (e->EntityCount <= 0) {
@@ -83,13 +81,11 @@ static int16_t entity_path(const struct AlterClientQuotasRequest_EntryData *e, c
 }
 
 static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRequest_EntryData *e, bool validate_only,
-                           char *msg, size_t msglen)
-{
+                           char *msg, size_t msglen) {
     const char *type = NULL;
     char *name = NULL, *user_node = NULL;
     int16_t code = entity_path(e, &type, &name, &user_node, msg, msglen);
-    if (code)
-        return code;
+    if (code) return code;
     struct gr_kzk_config c = {0};
     if (!b->zk) {
         code = GR_KERR_UNKNOWN_SERVER_ERROR;
@@ -107,8 +103,7 @@ static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRe
         if (op->Remove) {
             struct gr_kzk_config n2 = {0};
             for (int j = 0; j < c.n; j++)
-                if (strcmp(c.keys[j], k) != 0)
-                    gr_kzk_config_set(&n2, c.keys[j], c.values[j]);
+                if (strcmp(c.keys[j], k) != 0) gr_kzk_config_set(&n2, c.keys[j], c.values[j]);
             gr_kzk_config_release(&c);
             c = n2;
             continue;
@@ -129,8 +124,7 @@ static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRe
             snprintf(val, sizeof val, "%lld", lv);
         } else {
             snprintf(val, sizeof val, "%.17g", op->Value);
-            if (!strpbrk(val, ".eEn"))
-                strcat(val, ".0");
+            if (!strpbrk(val, ".eEn")) strcat(val, ".0");
         }
         gr_kzk_config_set(&c, k, val);
     }
@@ -163,8 +157,7 @@ out:
 }
 
 void gr_handle_alter_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                   void *body)
-{
+                                   void *body) {
     (void)hdr;
     const struct AlterClientQuotasRequest *rq = body;
     struct AlterClientQuotasResponse *resp = gr_api_new_response(req);
@@ -200,14 +193,11 @@ struct qrow {
 };
 
 static void add_row(struct gr_kzk *zk, const char *type, const char *path, const char *u, const char *c,
-                    struct qrow **rows, int *n, int *cap)
-{
+                    struct qrow **rows, int *n, int *cap) {
     struct qrow r = {0};
-    if (gr_kzk_get_entity_config(zk, type, path, &r.cfg) != 0)
-        return;
+    if (gr_kzk_get_entity_config(zk, type, path, &r.cfg) != 0) return;
     bool is_long, any = false;
-    for (int i = 0; i < r.cfg.n; i++)
-        any |= quota_key(r.cfg.keys[i], &is_long);
+    for (int i = 0; i < r.cfg.n; i++) any |= quota_key(r.cfg.keys[i], &is_long);
     if (!any) {
         gr_kzk_config_release(&r.cfg);
         return;
@@ -223,8 +213,7 @@ static void add_row(struct gr_kzk *zk, const char *type, const char *path, const
     (*rows)[(*n)++] = r;
 }
 
-static int load_rows(struct gr_kzk *zk, struct qrow **rows)
-{
+static int load_rows(struct gr_kzk *zk, struct qrow **rows) {
     struct gr_zk_backend *zb = gr_kzk_backend(zk);
     int n = 0, cap = 0;
     struct gr_zstrings users = {0}, clients = {0};
@@ -251,12 +240,10 @@ static int load_rows(struct gr_kzk *zk, struct qrow **rows)
 }
 
 /* Kafka's matches(): comp NULL = no component of that type in the filter. */
-static bool matches(const struct DescribeClientQuotasRequest_ComponentData *comp, bool strict, bool has, const char *name)
-{
-    if (!comp)
-        return !has || !strict;
-    if (!has)
-        return false;
+static bool matches(const struct DescribeClientQuotasRequest_ComponentData *comp, bool strict, bool has,
+                    const char *name) {
+    if (!comp) return !has || !strict;
+    if (!has) return false;
     switch (comp->MatchType) {
     case 0: return name && comp->Match && strcmp(name, comp->Match) == 0;
     case 1: return name == NULL;
@@ -265,8 +252,7 @@ static bool matches(const struct DescribeClientQuotasRequest_ComponentData *comp
 }
 
 void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                      void *body)
-{
+                                      void *body) {
     (void)hdr;
     const struct DescribeClientQuotasRequest *rq = body;
     struct DescribeClientQuotasResponse *resp = gr_api_new_response(req);
@@ -280,11 +266,13 @@ void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *re
         const char *t = c->EntityType ? c->EntityType : "";
         if (strcmp(t, "user") == 0) {
             if (cu)
-                code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Duplicate user filter component entity type");
+                code = GR_KERR_INVALID_REQUEST,
+                snprintf(msg, sizeof msg, "Duplicate user filter component entity type");
             cu = c;
         } else if (strcmp(t, "client-id") == 0) {
             if (cc)
-                code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Duplicate client filter component entity type");
+                code = GR_KERR_INVALID_REQUEST,
+                snprintf(msg, sizeof msg, "Duplicate client filter component entity type");
             cc = c;
         } else if (!*t) {
             code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unexpected empty filter component entity type");
@@ -296,8 +284,7 @@ void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *re
         if (!code && (c->MatchType < 0 || c->MatchType > 2))
             code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unknown match type %d", c->MatchType);
     }
-    if (!code && !b->zk)
-        code = GR_KERR_UNKNOWN_SERVER_ERROR;
+    if (!code && !b->zk) code = GR_KERR_UNKNOWN_SERVER_ERROR;
     if (code) {
         resp->ErrorCode = code;
         resp->ErrorMessage = msg[0] ? gr_api_strdup(req, msg) : NULL;
@@ -324,8 +311,7 @@ void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *re
             o->ValuesCount = 0;
             for (int j = 0; j < r->cfg.n; j++) {
                 bool is_long;
-                if (!quota_key(r->cfg.keys[j], &is_long))
-                    continue;
+                if (!quota_key(r->cfg.keys[j], &is_long)) continue;
                 o->Values[o->ValuesCount].Key = gr_api_strdup(req, r->cfg.keys[j]);
                 o->Values[o->ValuesCount++].Value = strtod(r->cfg.values[j], NULL);
             }

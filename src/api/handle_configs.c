@@ -52,8 +52,7 @@ struct res_err {
 };
 
 static int16_t set_err(struct res_err *e, int16_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int16_t set_err(struct res_err *e, int16_t code, const char *fmt, ...)
-{
+static int16_t set_err(struct res_err *e, int16_t code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
@@ -62,14 +61,12 @@ static int16_t set_err(struct res_err *e, int16_t code, const char *fmt, ...)
     return code;
 }
 
-static const char *type_word(int8_t t)
-{
+static const char *type_word(int8_t t) {
     return t == RT_TOPIC ? "TOPIC" : t == RT_BROKER ? "BROKER" : t == RT_BROKER_LOGGER ? "BROKER_LOGGER" : "UNKNOWN";
 }
 
 /* Checks a BROKER resource name: "" = default (*per_broker false), or this broker's id. */
-static bool broker_name_ok(struct gr_broker *b, const char *name, bool *per_broker, struct res_err *e)
-{
+static bool broker_name_ok(struct gr_broker *b, const char *name, bool *per_broker, struct res_err *e) {
     if (!name || !*name) {
         *per_broker = false;
         return true;
@@ -89,26 +86,21 @@ static bool broker_name_ok(struct gr_broker *b, const char *name, bool *per_brok
     return true;
 }
 
-static bool topic_known(struct gr_broker *b, const char *topic)
-{
+static bool topic_known(struct gr_broker *b, const char *topic) {
     return topic && b->metadata && gr_mdc_contains_topic(b->metadata, topic);
 }
 
 /* ---------------- DescribeConfigs ---------------- */
 
-static bool wanted(const struct DescribeConfigsRequest_DescribeConfigsResource *r, const char *name)
-{
-    if (r->ConfigurationKeysCount <= 0)
-        return true;
+static bool wanted(const struct DescribeConfigsRequest_DescribeConfigsResource *r, const char *name) {
+    if (r->ConfigurationKeysCount <= 0) return true;
     for (int i = 0; i < r->ConfigurationKeysCount; i++)
-        if (r->ConfigurationKeys[i] && strcmp(r->ConfigurationKeys[i], name) == 0)
-            return true;
+        if (r->ConfigurationKeys[i] && strcmp(r->ConfigurationKeys[i], name) == 0) return true;
     return false;
 }
 
 static void fill_entry(struct gr_api_req *req, int16_t ver, bool synonyms, const struct gr_cfg_entry *e,
-                       struct DescribeConfigsResponse_DescribeConfigsResourceResult *o)
-{
+                       struct DescribeConfigsResponse_DescribeConfigsResourceResult *o) {
     o->Name = gr_api_strdup(req, e->name);
     o->Value = e->sensitive ? NULL : gr_api_strdup(req, gr_cfg_entry_value(e));
     o->ReadOnly = e->read_only;
@@ -130,41 +122,32 @@ static void fill_entry(struct gr_api_req *req, int16_t ver, bool synonyms, const
 /* Names a broker describe lists: Gregor's key table, the model's log synonyms, and whatever the
  * layers hold (custom keys too), each once. Returns the count; names point into static tables or
  * the view. */
-static int broker_names(const struct gr_dcm_view *v, const char **out, int max)
-{
+static int broker_names(const struct gr_dcm_view *v, const char **out, int max) {
     int n = 0;
-#define ADD(nm)                                                                                                   \
-    do {                                                                                                          \
-        const char *x_ = (nm);                                                                                    \
-        bool dup_ = false;                                                                                        \
-        for (int j_ = 0; j_ < n && !dup_; j_++)                                                                   \
-            dup_ = strcmp(out[j_], x_) == 0;                                                                      \
-        if (!dup_ && n < max)                                                                                     \
-            out[n++] = x_;                                                                                        \
+#define ADD(nm)                                                                  \
+    do {                                                                         \
+        const char *x_ = (nm);                                                   \
+        bool dup_ = false;                                                       \
+        for (int j_ = 0; j_ < n && !dup_; j_++) dup_ = strcmp(out[j_], x_) == 0; \
+        if (!dup_ && n < max) out[n++] = x_;                                     \
     } while (0)
-    for (int i = 0; i < gr_config_key_count(); i++)
-        ADD(gr_config_key_name(i));
+    for (int i = 0; i < gr_config_key_count(); i++) ADD(gr_config_key_name(i));
     for (int i = 0; i < gr_topic_key_count(); i++) {
         const char *syn[4];
         const char *bk = gr_topic_key_broker_synonym(gr_topic_key_name(i));
         int ns = bk ? gr_broker_key_synonyms(bk, syn, 4) : 0;
-        for (int j = 0; j < ns; j++)
-            ADD(syn[j]);
+        for (int j = 0; j < ns; j++) ADD(syn[j]);
     }
-    for (int i = 0; i < v->dyn_broker.n; i++)
-        ADD(v->dyn_broker.keys[i]);
-    for (int i = 0; i < v->dyn_default.n; i++)
-        ADD(v->dyn_default.keys[i]);
-    for (int i = 0; v->static_cfg && i < v->static_cfg->n_static; i++)
-        ADD(v->static_cfg->static_keys[i]);
+    for (int i = 0; i < v->dyn_broker.n; i++) ADD(v->dyn_broker.keys[i]);
+    for (int i = 0; i < v->dyn_default.n; i++) ADD(v->dyn_default.keys[i]);
+    for (int i = 0; v->static_cfg && i < v->static_cfg->n_static; i++) ADD(v->static_cfg->static_keys[i]);
 #undef ADD
     return n;
 }
 
 static void describe_topic(struct gr_broker *b, struct gr_api_req *req, int16_t ver, bool syn,
                            const struct DescribeConfigsRequest_DescribeConfigsResource *r,
-                           struct DescribeConfigsResponse_DescribeConfigsResult *o, struct res_err *e)
-{
+                           struct DescribeConfigsResponse_DescribeConfigsResult *o, struct res_err *e) {
     char why[256];
     if (!r->ResourceName || gr_topic_validate_name(r->ResourceName, why, sizeof why) != GR_KERR_NONE) {
         set_err(e, GR_KERR_INVALID_TOPIC_EXCEPTION, "%s", why);
@@ -189,8 +172,7 @@ static void describe_topic(struct gr_broker *b, struct gr_api_req *req, int16_t 
     for (int i = 0; i < max; i++) {
         const char *name = gr_topic_key_name(i);
         struct gr_cfg_entry ent;
-        if (!wanted(r, name) || !gr_topic_config_resolve(&v.layers, name, &ent))
-            continue;
+        if (!wanted(r, name) || !gr_topic_config_resolve(&v.layers, name, &ent)) continue;
         fill_entry(req, ver, syn, &ent, &o->Configs[n++]);
     }
     o->ConfigsCount = n;
@@ -200,11 +182,9 @@ static void describe_topic(struct gr_broker *b, struct gr_api_req *req, int16_t 
 
 static void describe_broker(struct gr_broker *b, struct gr_api_req *req, int16_t ver, bool syn,
                             const struct DescribeConfigsRequest_DescribeConfigsResource *r,
-                            struct DescribeConfigsResponse_DescribeConfigsResult *o, struct res_err *e)
-{
+                            struct DescribeConfigsResponse_DescribeConfigsResult *o, struct res_err *e) {
     bool per_broker;
-    if (!broker_name_ok(b, r->ResourceName, &per_broker, e))
-        return;
+    if (!broker_name_ok(b, r->ResourceName, &per_broker, e)) return;
     struct gr_dcm_view v;
     gr_dcm_view_get(b->dynamic_config, b->cfg, &v);
     enum { MAXN = 512 };
@@ -214,8 +194,7 @@ static void describe_broker(struct gr_broker *b, struct gr_api_req *req, int16_t
     int n = 0;
     for (int i = 0; i < nn; i++) {
         struct gr_cfg_entry ent;
-        if (!wanted(r, names[i]) || !gr_broker_config_resolve(&v.layers, names[i], per_broker, &ent))
-            continue;
+        if (!wanted(r, names[i]) || !gr_broker_config_resolve(&v.layers, names[i], per_broker, &ent)) continue;
         fill_entry(req, ver, syn, &ent, &o->Configs[n++]);
     }
     o->ConfigsCount = n;
@@ -223,8 +202,7 @@ static void describe_broker(struct gr_broker *b, struct gr_api_req *req, int16_t
 }
 
 void gr_handle_describe_configs(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                void *body)
-{
+                                void *body) {
     const struct DescribeConfigsRequest *rq = body;
     int16_t ver = hdr->RequestApiVersion;
     struct DescribeConfigsResponse *resp = gr_api_new_response(req);
@@ -262,28 +240,27 @@ void gr_handle_describe_configs(struct gr_broker *b, struct gr_api_req *req, con
 
 /* Validates the complete new config of a resource; returns the error code (message in e). */
 static int16_t validate(int8_t type, bool per_broker, const char *rname, const struct gr_kzk_config *c,
-                        struct res_err *e)
-{
+                        struct res_err *e) {
     char why[400];
     for (int i = 0; i < c->n; i++) {
         int rc = type == RT_TOPIC ? gr_topic_config_check(c->keys[i], c->values[i], why, sizeof why)
                                   : gr_broker_config_check(c->keys[i], c->values[i], per_broker, why, sizeof why);
-        if (rc == GR_CFG_UNKNOWN_KEY)
-            return set_err(e, GR_KERR_INVALID_CONFIG, "%s", why);
+        if (rc == GR_CFG_UNKNOWN_KEY) return set_err(e, GR_KERR_INVALID_CONFIG, "%s", why);
         if (rc != GR_CFG_OK)
-            return set_err(e, GR_KERR_INVALID_REQUEST, "Invalid config value for resource ConfigResource(type=%s, name='%s'): %s",
-                           type_word(type), rname, why);
+            return set_err(e, GR_KERR_INVALID_REQUEST,
+                           "Invalid config value for resource ConfigResource(type=%s, name='%s'): %s", type_word(type),
+                           rname, why);
     }
     return GR_KERR_NONE;
 }
 
 /* Common checks and the entity (type, name) for an alter of resource (type, rname). */
 static int16_t alter_target(struct gr_broker *b, int8_t type, const char *rname, const char **etype, const char **ename,
-                            bool *per_broker, struct res_err *e)
-{
+                            bool *per_broker, struct res_err *e) {
     if (type == RT_TOPIC) {
         if (!rname || !topic_known(b, rname))
-            return set_err(e, GR_KERR_UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist.", rname ? rname : "null");
+            return set_err(e, GR_KERR_UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist.",
+                           rname ? rname : "null");
         *etype = "topics";
         *ename = rname;
         *per_broker = false;
@@ -293,32 +270,31 @@ static int16_t alter_target(struct gr_broker *b, int8_t type, const char *rname,
         *per_broker = false;
         if (!broker_name_ok(b, rname, per_broker, e)) {
             if (strncmp(e->msg, "Unexpected", 10) == 0) /* "or empty string" is describe's wording only */
-                snprintf(e->msg, sizeof e->msg, "Unexpected broker id, expected %d, but received %s", b->broker_id, rname);
+                snprintf(e->msg, sizeof e->msg, "Unexpected broker id, expected %d, but received %s", b->broker_id,
+                         rname);
             return e->code;
         }
         *etype = "brokers";
         *ename = *per_broker ? rname : "<default>";
         return GR_KERR_NONE;
     }
-    return set_err(e, GR_KERR_INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, but resource type is %s",
-                   type_word(type));
+    return set_err(e, GR_KERR_INVALID_REQUEST,
+                   "AlterConfigs is only supported for topics and brokers, but resource type is %s", type_word(type));
 }
 
 static int16_t write_config(struct gr_broker *b, const char *etype, const char *ename, const struct gr_kzk_config *c,
-                            struct res_err *e)
-{
-    if (!b->zk)
-        return set_err(e, GR_KERR_UNKNOWN_SERVER_ERROR, "No ZooKeeper client");
+                            struct res_err *e) {
+    if (!b->zk) return set_err(e, GR_KERR_UNKNOWN_SERVER_ERROR, "No ZooKeeper client");
     int rc = gr_kzk_set_entity_config(b->zk, etype, ename, c);
     if (rc)
-        return set_err(e, GR_KERR_UNKNOWN_SERVER_ERROR, "Cannot write /config/%s/%s: %s", etype, ename, gr_kzk_strerror(rc));
+        return set_err(e, GR_KERR_UNKNOWN_SERVER_ERROR, "Cannot write /config/%s/%s: %s", etype, ename,
+                       gr_kzk_strerror(rc));
     gr_info(LOGGER, "Updated /config/%s/%s (%d keys)", etype, ename, c->n);
     return GR_KERR_NONE;
 }
 
-static int16_t alter_one(struct gr_broker *b, const struct AlterConfigsRequest_AlterConfigsResource *r, bool validate_only,
-                         struct res_err *e)
-{
+static int16_t alter_one(struct gr_broker *b, const struct AlterConfigsRequest_AlterConfigsResource *r,
+                         bool validate_only, struct res_err *e) {
     int nc = r->ConfigsCount > 0 ? r->ConfigsCount : 0;
     for (int i = 0; i < nc; i++)
         if (!r->Configs[i].Value || !r->Configs[i].Name)
@@ -327,26 +303,21 @@ static int16_t alter_one(struct gr_broker *b, const struct AlterConfigsRequest_A
     const char *etype, *ename;
     bool per_broker;
     int16_t code = alter_target(b, r->ResourceType, r->ResourceName, &etype, &ename, &per_broker, e);
-    if (code)
-        return code;
+    if (code) return code;
     struct gr_kzk_config c = {0};
-    for (int i = 0; i < nc; i++)
-        gr_kzk_config_set(&c, r->Configs[i].Name, r->Configs[i].Value);
+    for (int i = 0; i < nc; i++) gr_kzk_config_set(&c, r->Configs[i].Name, r->Configs[i].Value);
     code = validate(r->ResourceType, per_broker, r->ResourceName ? r->ResourceName : "", &c, e);
-    if (!code && !validate_only)
-        code = write_config(b, etype, ename, &c, e);
+    if (!code && !validate_only) code = write_config(b, etype, ename, &c, e);
     gr_kzk_config_release(&c);
     return code;
 }
 
-static void respond_err(struct gr_api_req *req, const struct res_err *e, int16_t *code, char **msg)
-{
+static void respond_err(struct gr_api_req *req, const struct res_err *e, int16_t *code, char **msg) {
     *code = e->code;
     *msg = e->code && e->msg[0] ? gr_api_strdup(req, e->msg) : NULL;
 }
 
-void gr_handle_alter_configs(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
-{
+void gr_handle_alter_configs(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
     (void)hdr;
     const struct AlterConfigsRequest *rq = body;
     struct AlterConfigsResponse *resp = gr_api_new_response(req);
@@ -369,8 +340,7 @@ void gr_handle_alter_configs(struct gr_broker *b, struct gr_api_req *req, const 
 
 /* ---------------- IncrementalAlterConfigs ---------------- */
 
-static bool is_list(int8_t type, const char *name)
-{
+static bool is_list(int8_t type, const char *name) {
     int t = type == RT_TOPIC ? gr_topic_key_type(name) : gr_config_key_type(name);
     if (type == RT_BROKER && t == GR_CONFIG_TYPE_UNKNOWN && strcmp(name, "log.cleanup.policy") == 0)
         t = GR_CONFIG_TYPE_LIST;
@@ -379,13 +349,10 @@ static bool is_list(int8_t type, const char *name)
 
 /* APPEND / SUBTRACT of the comma-separated items of val to/from the current list (or the
  * default). */
-static void list_op(struct gr_kzk_config *c, int8_t type, const char *name, const char *val, bool append)
-{
+static void list_op(struct gr_kzk_config *c, int8_t type, const char *name, const char *val, bool append) {
     const char *cur = gr_kzk_config_get(c, name);
-    if (!cur)
-        cur = type == RT_TOPIC ? gr_topic_key_default(name) : gr_config_default_value(name);
-    if (!cur)
-        cur = "";
+    if (!cur) cur = type == RT_TOPIC ? gr_topic_key_default(name) : gr_config_default_value(name);
+    if (!cur) cur = "";
     size_t cap = strlen(cur) + strlen(val) + 2;
     char *out = gr_calloc(1, cap);
     char *items = gr_strdup(cur), *save = NULL;
@@ -393,19 +360,16 @@ static void list_op(struct gr_kzk_config *c, int8_t type, const char *name, cons
         bool drop = false;
         if (!append) {
             char *vs = gr_strdup(val), *s2 = NULL;
-            for (char *u = strtok_r(vs, ",", &s2); u && !drop; u = strtok_r(NULL, ",", &s2))
-                drop = strcmp(u, t) == 0;
+            for (char *u = strtok_r(vs, ",", &s2); u && !drop; u = strtok_r(NULL, ",", &s2)) drop = strcmp(u, t) == 0;
             free(vs);
         }
         if (!drop) {
-            if (*out)
-                strcat(out, ",");
+            if (*out) strcat(out, ",");
             strcat(out, t);
         }
     }
     if (append && *val) {
-        if (*out)
-            strcat(out, ",");
+        if (*out) strcat(out, ",");
         strcat(out, val);
     }
     gr_kzk_config_set(c, name, out);
@@ -413,8 +377,7 @@ static void list_op(struct gr_kzk_config *c, int8_t type, const char *name, cons
     free(items);
 }
 
-static void config_delete(struct gr_kzk_config *c, const char *key)
-{
+static void config_delete(struct gr_kzk_config *c, const char *key) {
     for (int i = 0; i < c->n; i++)
         if (strcmp(c->keys[i], key) == 0) {
             free(c->keys[i]);
@@ -427,13 +390,11 @@ static void config_delete(struct gr_kzk_config *c, const char *key)
 }
 
 static int16_t incremental_one(struct gr_broker *b, const struct IncrementalAlterConfigsRequest_AlterConfigsResource *r,
-                               bool validate_only, struct res_err *e)
-{
+                               bool validate_only, struct res_err *e) {
     int nc = r->ConfigsCount > 0 ? r->ConfigsCount : 0;
     for (int i = 0; i < nc; i++) {
         const struct IncrementalAlterConfigsRequest_AlterableConfig *x = &r->Configs[i];
-        if (!x->Name)
-            return set_err(e, GR_KERR_INVALID_REQUEST, "Null config name");
+        if (!x->Name) return set_err(e, GR_KERR_INVALID_REQUEST, "Null config name");
         for (int j = 0; j < i; j++)
             if (strcmp(r->Configs[j].Name, x->Name) == 0)
                 return set_err(e, GR_KERR_INVALID_REQUEST, "Error due to duplicate config keys : %s", x->Name);
@@ -446,20 +407,15 @@ static int16_t incremental_one(struct gr_broker *b, const struct IncrementalAlte
     const char *etype, *ename;
     bool per_broker;
     int16_t code = alter_target(b, r->ResourceType, r->ResourceName, &etype, &ename, &per_broker, e);
-    if (code)
-        return code;
+    if (code) return code;
     struct gr_kzk_config c = {0};
     if (b->zk && gr_kzk_get_entity_config(b->zk, etype, ename, &c) != 0)
         return set_err(e, GR_KERR_UNKNOWN_SERVER_ERROR, "Cannot read /config/%s/%s", etype, ename);
     for (int i = 0; i < nc && !code; i++) {
         const struct IncrementalAlterConfigsRequest_AlterableConfig *x = &r->Configs[i];
         switch (x->ConfigOperation) {
-        case OP_SET:
-            gr_kzk_config_set(&c, x->Name, x->Value);
-            break;
-        case OP_DELETE:
-            config_delete(&c, x->Name);
-            break;
+        case OP_SET: gr_kzk_config_set(&c, x->Name, x->Value); break;
+        case OP_DELETE: config_delete(&c, x->Name); break;
         default:
             if (r->ResourceType == RT_TOPIC && !gr_topic_key_known(x->Name)) {
                 code = set_err(e, GR_KERR_INVALID_CONFIG, "Unknown topic config name: %s", x->Name);
@@ -474,17 +430,14 @@ static int16_t incremental_one(struct gr_broker *b, const struct IncrementalAlte
             break;
         }
     }
-    if (!code)
-        code = validate(r->ResourceType, per_broker, r->ResourceName ? r->ResourceName : "", &c, e);
-    if (!code && !validate_only)
-        code = write_config(b, etype, ename, &c, e);
+    if (!code) code = validate(r->ResourceType, per_broker, r->ResourceName ? r->ResourceName : "", &c, e);
+    if (!code && !validate_only) code = write_config(b, etype, ename, &c, e);
     gr_kzk_config_release(&c);
     return code;
 }
 
 void gr_handle_incremental_alter_configs(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                         void *body)
-{
+                                         void *body) {
     (void)hdr;
     const struct IncrementalAlterConfigsRequest *rq = body;
     struct IncrementalAlterConfigsResponse *resp = gr_api_new_response(req);
@@ -508,12 +461,10 @@ void gr_handle_incremental_alter_configs(struct gr_broker *b, struct gr_api_req 
 /* ---------------- CreateTopics v5 ---------------- */
 
 void gr_configs_fill_created_topic(struct gr_broker *b, struct gr_api_req *req, int n, const char *const *names,
-                                   const char *const *values, struct CreateTopicsResponse_CreatableTopicResult *r)
-{
+                                   const char *const *values, struct CreateTopicsResponse_CreatableTopicResult *r) {
     struct gr_kzk_config tc = {0};
     for (int i = 0; i < n; i++)
-        if (names[i] && values[i])
-            gr_kzk_config_set(&tc, names[i], values[i]);
+        if (names[i] && values[i]) gr_kzk_config_set(&tc, names[i], values[i]);
     struct gr_dcm_view v;
     gr_dcm_view_get(b->dynamic_config, b->cfg, &v);
     gr_dcm_view_topic(&v, &tc);
@@ -522,8 +473,7 @@ void gr_configs_fill_created_topic(struct gr_broker *b, struct gr_api_req *req, 
     int k = 0;
     for (int i = 0; i < max; i++) {
         struct gr_cfg_entry ent;
-        if (!gr_topic_config_resolve(&v.layers, gr_topic_key_name(i), &ent))
-            continue;
+        if (!gr_topic_config_resolve(&v.layers, gr_topic_key_name(i), &ent)) continue;
         r->Configs[k].Name = gr_api_strdup(req, ent.name);
         r->Configs[k].Value = gr_api_strdup(req, gr_cfg_entry_value(&ent));
         r->Configs[k].ReadOnly = false;

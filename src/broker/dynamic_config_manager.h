@@ -50,8 +50,7 @@ struct gr_dcm_view {
     struct gr_props pb, pd, pt;                   /* views used by `layers` */
     struct gr_cfg_layers layers;                  /* topic layer empty until gr_dcm_view_topic */
 };
-void gr_dcm_view_get(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                     struct gr_dcm_view *v);
+void gr_dcm_view_get(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, struct gr_dcm_view *v);
 /* Points v->layers.topic at the topic overrides tc (borrowed; NULL = none). */
 void gr_dcm_view_topic(struct gr_dcm_view *v, const struct gr_kzk_config *tc);
 void gr_dcm_view_release(struct gr_dcm_view *v);
@@ -61,7 +60,7 @@ void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_co
                          const struct gr_kzk_config *tc, struct gr_log_settings *out);
 
 /* A broker key's effective numeric value (per broker > default > static > dflt). */
-int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                           const char *name, int64_t dflt);
+int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, const char *name,
+                           int64_t dflt);
 
 #endif

@@ -43,8 +43,8 @@ void gr_quota_manager_reload_replication(struct gr_quota_manager *q);
 /* Records `value` (bytes, or for GR_QUOTA_REQUEST thread time in ms) used by (user, client_id)
  * now and returns the throttle time in ms (0 when within quota or no quota applies). user NULL =
  * the anonymous principal "ANONYMOUS". */
-int32_t gr_quota_record(struct gr_quota_manager *q, enum gr_quota_type type, const char *user,
-                        const char *client_id, double value);
+int32_t gr_quota_record(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id,
+                        double value);
 
 /* For request handlers: records value for the request's client (b->quotas, user ANONYMOUS, the
  * header's client id) and, when over quota, sets the request's throttle so that the network layer

@@ -33,16 +33,14 @@ struct cfg_args {
     const char *add, *del;
 };
 
-static int usage(void)
-{
+static int usage(void) {
     fprintf(stderr,
             "usage: gregorctl configs --describe|--alter --entity-type topics|brokers|clients|users\n"
             "         [--entity-name N | --entity-default] [--all] [--add-config k=v,k2=v2] [--delete-config k,k2]\n");
     return 2;
 }
 
-static const char *source_name(int8_t s)
-{
+static const char *source_name(int8_t s) {
     switch (s) {
     case 1: return "DYNAMIC_TOPIC_CONFIG";
     case 2: return "DYNAMIC_BROKER_CONFIG";
@@ -56,19 +54,18 @@ static const char *source_name(int8_t s)
 
 /* Connects *out to the broker `id` as Metadata on boot advertises it (falls back to boot). */
 static struct ctl_kafka *broker_conn(struct ctl_kafka *boot, int32_t id, int timeout_ms, struct ctl_kafka *out,
-                                     struct gr_arena *a)
-{
+                                     struct gr_arena *a) {
     struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, a);
     for (int i = 0; md && i < md->BrokersCount; i++)
-        if (md->Brokers[i].NodeId == id && ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, out) == 0)
+        if (md->Brokers[i].NodeId == id &&
+            ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, timeout_ms, out) == 0)
             return out;
     return boot;
 }
 
 /* DescribeConfigs of one resource; NULL on error (printed). */
-static struct DescribeConfigsResponse_DescribeConfigsResult *describe_one(struct ctl_kafka *k, int8_t type, const char *name,
-                                                                          bool synonyms, struct gr_arena *a)
-{
+static struct DescribeConfigsResponse_DescribeConfigsResult *
+describe_one(struct ctl_kafka *k, int8_t type, const char *name, bool synonyms, struct gr_arena *a) {
     struct DescribeConfigsRequest rq;
     gr_proto_init_struct(&gr_desc_DescribeConfigsRequest, &rq);
     rq.ResourcesCount = 1;
@@ -92,8 +89,7 @@ static struct DescribeConfigsResponse_DescribeConfigsResult *describe_one(struct
 }
 
 static int describe_resource(struct ctl_kafka *boot, const struct ctl_opts *o, int8_t type, const char *etype,
-                             const char *name, bool all)
-{
+                             const char *name, bool all) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct ctl_kafka bc = {0}, *k = boot;
@@ -115,16 +111,15 @@ static int describe_resource(struct ctl_kafka *boot, const struct ctl_opts *o, i
     struct DescribeConfigsResponse_DescribeConfigsResult *res = describe_one(k, type, name, true, &a);
     for (int i = 0; res && i < res->ConfigsCount; i++) {
         const struct DescribeConfigsResponse_DescribeConfigsResourceResult *e = &res->Configs[i];
-        if (!all && e->ConfigSource != want)
-            continue;
-        printf("  %s=%s sensitive=%s synonyms={", e->Name, e->Value ? e->Value : "null", e->IsSensitive ? "true" : "false");
+        if (!all && e->ConfigSource != want) continue;
+        printf("  %s=%s sensitive=%s synonyms={", e->Name, e->Value ? e->Value : "null",
+               e->IsSensitive ? "true" : "false");
         for (int j = 0; j < e->SynonymsCount; j++)
             printf("%s%s:%s=%s", j ? ", " : "", source_name(e->Synonyms[j].Source), e->Synonyms[j].Name,
                    e->Synonyms[j].Value ? e->Synonyms[j].Value : "null");
         printf("}\n");
     }
-    if (k != boot)
-        ctl_kafka_close(&bc);
+    if (k != boot) ctl_kafka_close(&bc);
     gr_arena_free(&a);
     return res ? 0 : 1;
 }
@@ -136,19 +131,16 @@ struct kv {
 };
 
 /* Splits "k=v,k2=[a,b]" into pairs (strings malloc'd). Returns the count or -1. */
-static int parse_add(const char *s, struct kv *out, int max)
-{
+static int parse_add(const char *s, struct kv *out, int max) {
     int n = 0;
     const char *p = s;
     while (p && *p) {
         const char *eq = strchr(p, '=');
-        if (!eq || n >= max)
-            return -1;
+        if (!eq || n >= max) return -1;
         const char *v = eq + 1, *end;
         if (*v == '[') {
             const char *rb = strchr(v, ']');
-            if (!rb)
-                return -1;
+            if (!rb) return -1;
             out[n].v = gr_strndup(v + 1, (size_t)(rb - v - 1));
             end = rb + 1;
         } else {
@@ -158,14 +150,12 @@ static int parse_add(const char *s, struct kv *out, int max)
         out[n].k = gr_strndup(p, (size_t)(eq - p));
         n++;
         p = *end == ',' ? end + 1 : NULL;
-        if (end[0] && end[0] != ',')
-            return -1;
+        if (end[0] && end[0] != ',') return -1;
     }
     return n;
 }
 
-static int parse_del(const char *s, char **out, int max)
-{
+static int parse_del(const char *s, char **out, int max) {
     int n = 0;
     for (const char *p = s; p && *p && n < max;) {
         size_t l = strcspn(p, ",");
@@ -175,29 +165,23 @@ static int parse_del(const char *s, char **out, int max)
     return n;
 }
 
-static void free_kv(struct kv *kv, int n, char **del, int nd)
-{
-    for (int i = 0; i < n; i++)
-        free(kv[i].k), free(kv[i].v);
-    for (int i = 0; i < nd; i++)
-        free(del[i]);
+static void free_kv(struct kv *kv, int n, char **del, int nd) {
+    for (int i = 0; i < n; i++) free(kv[i].k), free(kv[i].v);
+    for (int i = 0; i < nd; i++) free(del[i]);
 }
 
-static int print_alter_error(int16_t code, const char *msg)
-{
+static int print_alter_error(int16_t code, const char *msg) {
     fprintf(stderr, "Error while executing config command with args: %s%s%s\n", gr_kerr_name(code), msg ? ": " : "",
             msg ? msg : "");
     return 1;
 }
 
-static int alter_topic(struct ctl_kafka *k, const char *name, struct kv *add, int na, char **del, int nd)
-{
+static int alter_topic(struct ctl_kafka *k, const char *name, struct kv *add, int na, char **del, int nd) {
     struct gr_arena a;
     gr_arena_init(&a);
     int rc = 1;
     struct DescribeConfigsResponse_DescribeConfigsResult *cur = describe_one(k, RT_TOPIC, name, false, &a);
-    if (!cur)
-        goto out;
+    if (!cur) goto out;
     for (int i = 0; i < nd; i++) {
         bool found = false;
         for (int j = 0; j < cur->ConfigsCount; j++)
@@ -231,15 +215,13 @@ out:
     return rc;
 }
 
-static int alter_broker(struct ctl_kafka *k, const char *name, struct kv *add, int na, char **del, int nd)
-{
+static int alter_broker(struct ctl_kafka *k, const char *name, struct kv *add, int na, char **del, int nd) {
     struct gr_arena a;
     gr_arena_init(&a);
     int rc = 1;
     int8_t want = *name ? 2 : 3;
     struct DescribeConfigsResponse_DescribeConfigsResult *cur = describe_one(k, RT_BROKER, name, false, &a);
-    if (!cur)
-        goto out;
+    if (!cur) goto out;
     for (int i = 0; i < nd; i++) {
         bool found = false;
         for (int j = 0; j < cur->ConfigsCount; j++)
@@ -261,21 +243,19 @@ static int alter_broker(struct ctl_kafka *k, const char *name, struct kv *add, i
     for (int j = 0; j < cur->ConfigsCount; j++) { /* the current dynamic ones, minus deletes and replaced */
         const char *cn = cur->Configs[j].Name;
         bool drop = cur->Configs[j].ConfigSource != want;
-        for (int i = 0; i < nd && !drop; i++)
-            drop = strcmp(del[i], cn) == 0;
-        for (int i = 0; i < na && !drop; i++)
-            drop = strcmp(add[i].k, cn) == 0;
-        if (drop)
-            continue;
+        for (int i = 0; i < nd && !drop; i++) drop = strcmp(del[i], cn) == 0;
+        for (int i = 0; i < na && !drop; i++) drop = strcmp(add[i].k, cn) == 0;
+        if (drop) continue;
         if (!cur->Configs[j].Value) {
-            fprintf(stderr, "Error while executing config command: All sensitive broker config entries must be "
-                            "specified for --alter, missing entries: Set(%s)\n", cn);
+            fprintf(stderr,
+                    "Error while executing config command: All sensitive broker config entries must be "
+                    "specified for --alter, missing entries: Set(%s)\n",
+                    cn);
             goto out;
         }
         c[n++] = (struct AlterConfigsRequest_AlterableConfig){(char *)cn, cur->Configs[j].Value};
     }
-    for (int i = 0; i < na; i++)
-        c[n++] = (struct AlterConfigsRequest_AlterableConfig){add[i].k, add[i].v};
+    for (int i = 0; i < na; i++) c[n++] = (struct AlterConfigsRequest_AlterableConfig){add[i].k, add[i].v};
     rq.Resources[0].ConfigsCount = n;
     rq.Resources[0].Configs = c;
     struct AlterConfigsResponse *r = ctl_kafka_call(k, GR_API_ALTER_CONFIGS, 1, &rq, &a);
@@ -292,18 +272,17 @@ out:
 
 /* ---- client quotas ---- */
 
-static const char *quota_type(const char *etype) { return strcmp(etype, "users") == 0 ? "user" : "client-id"; }
+static const char *quota_type(const char *etype) {
+    return strcmp(etype, "users") == 0 ? "user" : "client-id";
+}
 
 /* Java's Double.toString for the values quotas take. */
-static void java_double(double v, char *buf, size_t len)
-{
+static void java_double(double v, char *buf, size_t len) {
     if (v != 0 && (v >= 1e7 || v < 1e-3)) {
         int e = 0;
         double m = v;
-        while (m >= 10)
-            m /= 10, e++;
-        while (m < 1)
-            m *= 10, e--;
+        while (m >= 10) m /= 10, e++;
+        while (m < 1) m *= 10, e--;
         snprintf(buf, len, "%gE%d", m, e);
         if (!strchr(buf, '.')) {
             char tmp[64];
@@ -313,12 +292,10 @@ static void java_double(double v, char *buf, size_t len)
         return;
     }
     snprintf(buf, len, "%.15g", v);
-    if (!strchr(buf, '.'))
-        strncat(buf, ".0", len - strlen(buf) - 1);
+    if (!strchr(buf, '.')) strncat(buf, ".0", len - strlen(buf) - 1);
 }
 
-static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar)
-{
+static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct DescribeClientQuotasRequest rq;
@@ -335,8 +312,9 @@ static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar)
     struct DescribeClientQuotasResponse *r = ctl_kafka_call(k, GR_API_DESCRIBE_CLIENT_QUOTAS, 0, &rq, &a);
     int rc = 0;
     if (!r || r->ErrorCode) {
-        fprintf(stderr, "Error while executing config command: %s%s%s\n", r ? gr_kerr_name(r->ErrorCode) : "no response",
-                r && r->ErrorMessage ? ": " : "", r && r->ErrorMessage ? r->ErrorMessage : "");
+        fprintf(stderr, "Error while executing config command: %s%s%s\n",
+                r ? gr_kerr_name(r->ErrorCode) : "no response", r && r->ErrorMessage ? ": " : "",
+                r && r->ErrorMessage ? r->ErrorMessage : "");
         rc = 1;
     }
     for (int i = 0; !rc && i < r->EntriesCount; i++) {
@@ -347,8 +325,7 @@ static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar)
         for (int pass = 0; pass < 2; pass++)
             for (int j = 0; j < e->EntityCount; j++) {
                 const char *t = e->Entity[j].EntityType;
-                if ((pass == 0) != (strcmp(t, "user") == 0))
-                    continue;
+                if ((pass == 0) != (strcmp(t, "user") == 0)) continue;
                 const char *tw = strcmp(t, "user") == 0 ? "user-principal" : "client-id";
                 if (e->Entity[j].EntityName)
                     printf("%s%s '%s'", printed++ ? ", " : "", tw, e->Entity[j].EntityName);
@@ -367,8 +344,7 @@ static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar)
     return rc;
 }
 
-static int alter_quotas(struct ctl_kafka *k, const struct cfg_args *ar, struct kv *add, int na, char **del, int nd)
-{
+static int alter_quotas(struct ctl_kafka *k, const struct cfg_args *ar, struct kv *add, int na, char **del, int nd) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct AlterClientQuotasRequest rq;
@@ -395,8 +371,7 @@ static int alter_quotas(struct ctl_kafka *k, const struct cfg_args *ar, struct k
         }
         e->Ops[i] = (struct AlterClientQuotasRequest_OpData){add[i].k, v, false};
     }
-    for (int i = 0; i < nd; i++)
-        e->Ops[na + i] = (struct AlterClientQuotasRequest_OpData){del[i], 0, true};
+    for (int i = 0; i < nd; i++) e->Ops[na + i] = (struct AlterClientQuotasRequest_OpData){del[i], 0, true};
     struct AlterClientQuotasResponse *r = ctl_kafka_call(k, GR_API_ALTER_CLIENT_QUOTAS, 0, &rq, &a);
     int rc = 1;
     if (!r || r->EntriesCount != 1)
@@ -411,8 +386,7 @@ static int alter_quotas(struct ctl_kafka *k, const struct cfg_args *ar, struct k
 
 /* ---- main ---- */
 
-static int parse_args(int argc, char **argv, struct cfg_args *ar)
-{
+static int parse_args(int argc, char **argv, struct cfg_args *ar) {
     memset(ar, 0, sizeof *ar);
     for (int i = 1; i < argc; i++) {
         const char *x = argv[i];
@@ -423,18 +397,15 @@ static int parse_args(int argc, char **argv, struct cfg_args *ar)
         else if (strcmp(x, "--all") == 0)
             ar->all = true;
         else if (strcmp(x, "--entity-default") == 0) {
-            if (ar->nnames >= 2)
-                return -1;
+            if (ar->nnames >= 2) return -1;
             ar->names[ar->nnames++] = "";
         } else if (i + 1 >= argc)
             return -1;
         else if (strcmp(x, "--entity-type") == 0) {
-            if (ar->ntypes >= 2)
-                return -1;
+            if (ar->ntypes >= 2) return -1;
             ar->types[ar->ntypes++] = argv[++i];
         } else if (strcmp(x, "--entity-name") == 0) {
-            if (ar->nnames >= 2)
-                return -1;
+            if (ar->nnames >= 2) return -1;
             ar->names[ar->nnames++] = argv[++i];
         } else if (strcmp(x, "--add-config") == 0)
             ar->add = argv[++i];
@@ -443,31 +414,25 @@ static int parse_args(int argc, char **argv, struct cfg_args *ar)
         else
             return -1;
     }
-    if (ar->describe == ar->alter || ar->ntypes == 0 || ar->nnames > ar->ntypes)
-        return -1;
+    if (ar->describe == ar->alter || ar->ntypes == 0 || ar->nnames > ar->ntypes) return -1;
     for (int i = 0; i < ar->ntypes; i++)
         if (strcmp(ar->types[i], "topics") && strcmp(ar->types[i], "brokers") && strcmp(ar->types[i], "clients") &&
             strcmp(ar->types[i], "users"))
             return -1;
-    if (ar->ntypes == 2 && !(strcmp(ar->types[0], "users") == 0 && strcmp(ar->types[1], "clients") == 0))
-        return -1;
-    if (ar->alter && (ar->nnames != ar->ntypes || (!ar->add && !ar->del)))
-        return -1;
+    if (ar->ntypes == 2 && !(strcmp(ar->types[0], "users") == 0 && strcmp(ar->types[1], "clients") == 0)) return -1;
+    if (ar->alter && (ar->nnames != ar->ntypes || (!ar->add && !ar->del))) return -1;
     return 0;
 }
 
-int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv)
-{
+int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv) {
     struct cfg_args ar;
-    if (parse_args(argc, argv, &ar) != 0)
-        return usage();
+    if (parse_args(argc, argv, &ar) != 0) return usage();
     if (!o->bootstrap_server) {
         fprintf(stderr, "gregorctl configs: --bootstrap-server is required\n");
         return 2;
     }
     struct ctl_kafka boot;
-    if (ctl_kafka_connect_str(o->bootstrap_server, o->timeout_ms, &boot) != 0)
-        return 1;
+    if (ctl_kafka_connect_str(o->bootstrap_server, o->timeout_ms, &boot) != 0) return 1;
     const char *et = ar.types[0];
     bool quota = strcmp(et, "clients") == 0 || strcmp(et, "users") == 0;
     int8_t type = strcmp(et, "topics") == 0 ? RT_TOPIC : RT_BROKER;
@@ -484,12 +449,10 @@ int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv)
             int n = !md ? 0 : type == RT_TOPIC ? md->TopicsCount : md->BrokersCount;
             for (int i = 0; i < n && !rc; i++) {
                 char id[16];
-                if (type == RT_BROKER)
-                    snprintf(id, sizeof id, "%d", md->Brokers[i].NodeId);
+                if (type == RT_BROKER) snprintf(id, sizeof id, "%d", md->Brokers[i].NodeId);
                 rc = describe_resource(&boot, o, type, et, type == RT_TOPIC ? md->Topics[i].Name : id, ar.all);
             }
-            if (!rc && type == RT_BROKER)
-                rc = describe_resource(&boot, o, type, et, "", ar.all);
+            if (!rc && type == RT_BROKER) rc = describe_resource(&boot, o, type, et, "", ar.all);
             rc = rc || !md;
             gr_arena_free(&a);
         }
@@ -514,11 +477,9 @@ int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv)
         struct gr_arena a;
         gr_arena_init(&a);
         struct ctl_kafka bc = {0}, *k = &boot;
-        if (*name)
-            k = broker_conn(&boot, (int32_t)atoi(name), o->timeout_ms, &bc, &a);
+        if (*name) k = broker_conn(&boot, (int32_t)atoi(name), o->timeout_ms, &bc, &a);
         rc = alter_broker(k, name, add, na, del, nd);
-        if (k != &boot)
-            ctl_kafka_close(&bc);
+        if (k != &boot) ctl_kafka_close(&bc);
         gr_arena_free(&a);
     }
     if (!rc) {

@@ -37,14 +37,17 @@ static const struct tkey tkeys[] = {
     {"compression.type", GR_CONFIG_TYPE_STRING, "producer", C_IN, 0, 0, compression_vals, "compression.type"},
     {"delete.retention.ms", GR_CONFIG_TYPE_LONG, "86400000", C_RANGE, 0, LMAX, NULL, "log.cleaner.delete.retention.ms"},
     {"file.delete.delay.ms", GR_CONFIG_TYPE_LONG, "60000", C_RANGE, 0, LMAX, NULL, "log.segment.delete.delay.ms"},
-    {"flush.messages", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 0, LMAX, NULL, "log.flush.interval.messages"},
+    {"flush.messages", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 0, LMAX, NULL,
+     "log.flush.interval.messages"},
     {"flush.ms", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 0, LMAX, NULL, "log.flush.interval.ms"},
     {"follower.replication.throttled.replicas", GR_CONFIG_TYPE_LIST, "", C_THROTTLED, 0, 0, NULL, NULL},
     {"index.interval.bytes", GR_CONFIG_TYPE_INT, "4096", C_RANGE, 0, INT32_MAX, NULL, "log.index.interval.bytes"},
     {"leader.replication.throttled.replicas", GR_CONFIG_TYPE_LIST, "", C_THROTTLED, 0, 0, NULL, NULL},
-    {"max.compaction.lag.ms", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 1, LMAX, NULL, "log.cleaner.max.compaction.lag.ms"},
+    {"max.compaction.lag.ms", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 1, LMAX, NULL,
+     "log.cleaner.max.compaction.lag.ms"},
     {"max.message.bytes", GR_CONFIG_TYPE_INT, "1048588", C_RANGE, 0, INT32_MAX, NULL, "message.max.bytes"},
-    {"message.downconversion.enable", GR_CONFIG_TYPE_BOOLEAN, "true", C_NONE, 0, 0, NULL, "log.message.downconversion.enable"},
+    {"message.downconversion.enable", GR_CONFIG_TYPE_BOOLEAN, "true", C_NONE, 0, 0, NULL,
+     "log.message.downconversion.enable"},
     {"message.format.version", GR_CONFIG_TYPE_STRING, "2.7-IV2", C_VERSION, 0, 0, NULL, "log.message.format.version"},
     {"message.timestamp.difference.max.ms", GR_CONFIG_TYPE_LONG, "9223372036854775807", C_RANGE, 0, LMAX, NULL,
      "log.message.timestamp.difference.max.ms"},
@@ -59,7 +62,8 @@ static const struct tkey tkeys[] = {
     {"segment.index.bytes", GR_CONFIG_TYPE_INT, "10485760", C_RANGE, 0, INT32_MAX, NULL, "log.index.size.max.bytes"},
     {"segment.jitter.ms", GR_CONFIG_TYPE_LONG, "0", C_RANGE, 0, LMAX, NULL, "log.roll.jitter.ms"},
     {"segment.ms", GR_CONFIG_TYPE_LONG, "604800000", C_RANGE, 1, LMAX, NULL, "log.roll.ms"},
-    {"unclean.leader.election.enable", GR_CONFIG_TYPE_BOOLEAN, "false", C_NONE, 0, 0, NULL, "unclean.leader.election.enable"},
+    {"unclean.leader.election.enable", GR_CONFIG_TYPE_BOOLEAN, "false", C_NONE, 0, 0, NULL,
+     "unclean.leader.election.enable"},
 };
 
 /* Broker synonym groups (precedence order) and the unit of each name in ms. */
@@ -111,46 +115,44 @@ static const char *const broker_defaults[][2] = {
     {"follower.replication.throttled.rate", "9223372036854775807"},
 };
 
-const char *gr_props_get(const struct gr_props *p, const char *key)
-{
+const char *gr_props_get(const struct gr_props *p, const char *key) {
     for (int i = 0; p && i < p->n; i++)
-        if (strcmp(p->keys[i], key) == 0)
-            return p->values[i];
+        if (strcmp(p->keys[i], key) == 0) return p->values[i];
     return NULL;
 }
 
-static const struct tkey *tfind(const char *name)
-{
+static const struct tkey *tfind(const char *name) {
     for (size_t i = 0; i < GR_ARRAY_LEN(tkeys); i++)
-        if (strcmp(tkeys[i].name, name) == 0)
-            return &tkeys[i];
+        if (strcmp(tkeys[i].name, name) == 0) return &tkeys[i];
     return NULL;
 }
 
-int gr_topic_key_count(void) { return (int)GR_ARRAY_LEN(tkeys); }
-const char *gr_topic_key_name(int i) { return i >= 0 && i < gr_topic_key_count() ? tkeys[i].name : NULL; }
-bool gr_topic_key_known(const char *name) { return tfind(name) != NULL; }
+int gr_topic_key_count(void) {
+    return (int)GR_ARRAY_LEN(tkeys);
+}
+const char *gr_topic_key_name(int i) {
+    return i >= 0 && i < gr_topic_key_count() ? tkeys[i].name : NULL;
+}
+bool gr_topic_key_known(const char *name) {
+    return tfind(name) != NULL;
+}
 
-const char *gr_topic_key_default(const char *name)
-{
+const char *gr_topic_key_default(const char *name) {
     const struct tkey *k = tfind(name);
     return k ? k->dflt : NULL;
 }
 
-const char *gr_topic_key_broker_synonym(const char *name)
-{
+const char *gr_topic_key_broker_synonym(const char *name) {
     const struct tkey *k = tfind(name);
     return k ? k->broker : NULL;
 }
 
-int gr_topic_key_type(const char *name)
-{
+int gr_topic_key_type(const char *name) {
     const struct tkey *k = tfind(name);
     return k ? k->type : GR_CONFIG_TYPE_UNKNOWN;
 }
 
-static const char *type_name(int type)
-{
+static const char *type_name(int type) {
     switch (type) {
     case GR_CONFIG_TYPE_INT: return "INT";
     case GR_CONFIG_TYPE_LONG: return "LONG";
@@ -161,52 +163,41 @@ static const char *type_name(int type)
     }
 }
 
-static bool in_vals(const char *v, size_t len, const char *const *vals)
-{
+static bool in_vals(const char *v, size_t len, const char *const *vals) {
     for (; *vals; vals++)
-        if (strlen(*vals) == len && strncmp(*vals, v, len) == 0)
-            return true;
+        if (strlen(*vals) == len && strncmp(*vals, v, len) == 0) return true;
     return false;
 }
 
 /* Trims spaces around [p, p+len). */
-static const char *trim_item(const char *p, size_t *len)
-{
-    while (*len && *p == ' ')
-        p++, (*len)--;
-    while (*len && p[*len - 1] == ' ')
-        (*len)--;
+static const char *trim_item(const char *p, size_t *len) {
+    while (*len && *p == ' ') p++, (*len)--;
+    while (*len && p[*len - 1] == ' ') (*len)--;
     return p;
 }
 
 /* ThrottledReplicaListValidator: "*" or "partition:broker,..." (both integers). */
-static bool throttled_ok(const char *v)
-{
+static bool throttled_ok(const char *v) {
     const char *t = v;
     size_t len = strlen(v);
     t = trim_item(t, &len);
-    if (len == 0 || (len == 1 && *t == '*'))
-        return true;
+    if (len == 0 || (len == 1 && *t == '*')) return true;
     for (const char *p = v; *p;) {
         size_t l = strcspn(p, ",");
         const char *it = trim_item(p, &l);
         const char *colon = memchr(it, ':', l);
-        if (!colon || colon == it || colon == it + l - 1)
-            return false;
+        if (!colon || colon == it || colon == it + l - 1) return false;
         for (const char *c = it; c < it + l; c++)
-            if (c != colon && (*c < '0' || *c > '9'))
-                return false;
+            if (c != colon && (*c < '0' || *c > '9')) return false;
         p += strcspn(p, ",");
-        if (*p)
-            p++;
+        if (*p) p++;
     }
     return true;
 }
 
 /* Checks value against k; scale converts a broker synonym's unit (value * scale is checked). */
 static int check_value(const struct tkey *k, const char *name, const char *value, int64_t scale, char *err,
-                       size_t errlen)
-{
+                       size_t errlen) {
     const char *why = NULL;
     char buf[160];
     if (!value) {
@@ -218,18 +209,15 @@ static int check_value(const struct tkey *k, const char *name, const char *value
     case GR_CONFIG_TYPE_LONG: {
         char *end;
         errno = 0;
-        while (*value == ' ')
-            value++;
+        while (*value == ' ') value++;
         long long v = strtoll(value, &end, 10);
-        while (*end == ' ')
-            end++;
+        while (*end == ' ') end++;
         if (errno || end == value || *end || (k->type == GR_CONFIG_TYPE_INT && (v > INT32_MAX || v < INT32_MIN))) {
             snprintf(buf, sizeof buf, "Not a number of type %s", type_name(k->type));
             why = buf;
             break;
         }
-        if (scale > 1 && v > 0)
-            v = v > INT64_MAX / scale ? INT64_MAX : v * scale;
+        if (scale > 1 && v > 0) v = v > INT64_MAX / scale ? INT64_MAX : v * scale;
         if (k->check == C_RANGE && (v < k->lo || v > k->hi)) {
             if (k->hi == LMAX || k->hi == INT32_MAX)
                 snprintf(buf, sizeof buf, "Value must be at least %lld", (long long)k->lo);
@@ -254,8 +242,9 @@ static int check_value(const struct tkey *k, const char *name, const char *value
         break;
     default:
         if (k->check == C_IN && !in_vals(value, strlen(value), k->valid)) {
-            snprintf(buf, sizeof buf, "String must be one of: %s", k->valid == ts_vals
-                         ? "CreateTime, LogAppendTime" : "uncompressed, zstd, lz4, snappy, gzip, producer");
+            snprintf(buf, sizeof buf, "String must be one of: %s",
+                     k->valid == ts_vals ? "CreateTime, LogAppendTime"
+                                         : "uncompressed, zstd, lz4, snappy, gzip, producer");
             why = buf;
         } else if (k->check == C_LIST_IN) {
             int n = 0;
@@ -268,11 +257,9 @@ static int check_value(const struct tkey *k, const char *name, const char *value
                 }
                 n++;
                 p += strcspn(p, ",");
-                if (*p)
-                    p++;
+                if (*p) p++;
             }
-            if (!why && n == 0)
-                why = "Invalid value in list, must be one of: [compact, delete]";
+            if (!why && n == 0) why = "Invalid value in list, must be one of: [compact, delete]";
         } else if (k->check == C_THROTTLED && !throttled_ok(value)) {
             why = "Value must be '*' or a list of partition:broker pairs, e.g. 0:101,0:102,1:101";
         } else if (k->check == C_VERSION && !(value[0] >= '0' && value[0] <= '9')) {
@@ -280,14 +267,12 @@ static int check_value(const struct tkey *k, const char *name, const char *value
         }
         break;
     }
-    if (!why)
-        return GR_CFG_OK;
+    if (!why) return GR_CFG_OK;
     snprintf(err, errlen, "Invalid value %s for configuration %s: %s", value, name, why);
     return GR_CFG_INVALID_VALUE;
 }
 
-int gr_topic_config_check(const char *name, const char *value, char *err, size_t errlen)
-{
+int gr_topic_config_check(const char *name, const char *value, char *err, size_t errlen) {
     const struct tkey *k = tfind(name ? name : "");
     if (!k) {
         snprintf(err, errlen, "Unknown topic config name: %s", name ? name : "null");
@@ -298,76 +283,59 @@ int gr_topic_config_check(const char *name, const char *value, char *err, size_t
 
 /* ---- broker keys ---- */
 
-static const struct syn *syn_find(const char *name)
-{
+static const struct syn *syn_find(const char *name) {
     for (size_t i = 0; i < GR_ARRAY_LEN(syns); i++)
-        if (strcmp(syns[i].name, name) == 0)
-            return &syns[i];
+        if (strcmp(syns[i].name, name) == 0) return &syns[i];
     return NULL;
 }
 
-int gr_broker_key_synonyms(const char *name, const char **out, int max)
-{
+int gr_broker_key_synonyms(const char *name, const char **out, int max) {
     const struct syn *s = syn_find(name);
     int n = 0;
     if (!s) {
-        if (max > 0)
-            out[n++] = name;
+        if (max > 0) out[n++] = name;
         return n;
     }
     /* the group from `name` on (Kafka drops the names before the one described) */
     bool seen = false;
     for (size_t i = 0; i < GR_ARRAY_LEN(syns) && n < max; i++) {
-        if (strcmp(syns[i].group, s->group) != 0)
-            continue;
-        if (strcmp(syns[i].name, name) == 0)
-            seen = true;
-        if (seen)
-            out[n++] = syns[i].name;
+        if (strcmp(syns[i].group, s->group) != 0) continue;
+        if (strcmp(syns[i].name, name) == 0) seen = true;
+        if (seen) out[n++] = syns[i].name;
     }
     return n;
 }
 
 /* The topic key whose broker synonym group contains broker key name, or NULL. */
-static const struct tkey *topic_of_broker_key(const char *name, int64_t *unit)
-{
+static const struct tkey *topic_of_broker_key(const char *name, int64_t *unit) {
     const struct syn *s = syn_find(name);
     const char *primary = s ? s->group : name;
     *unit = s ? s->unit : 1;
     for (size_t i = 0; i < GR_ARRAY_LEN(tkeys); i++)
-        if (tkeys[i].broker && strcmp(tkeys[i].broker, primary) == 0)
-            return &tkeys[i];
+        if (tkeys[i].broker && strcmp(tkeys[i].broker, primary) == 0) return &tkeys[i];
     return NULL;
 }
 
-bool gr_broker_key_dynamic(const char *name, bool per_broker)
-{
+bool gr_broker_key_dynamic(const char *name, bool per_broker) {
     (void)per_broker; /* every key Gregor changes at run time may also be set cluster-wide */
     int64_t unit;
-    if (strcmp(name, "log.message.format.version") == 0)
-        return false;
-    if (topic_of_broker_key(name, &unit))
-        return true;
+    if (strcmp(name, "log.message.format.version") == 0) return false;
+    if (topic_of_broker_key(name, &unit)) return true;
     return strcmp(name, "leader.replication.throttled.rate") == 0 ||
            strcmp(name, "follower.replication.throttled.rate") == 0;
 }
 
-static const char *broker_default(const char *name)
-{
+static const char *broker_default(const char *name) {
     for (size_t i = 0; i < GR_ARRAY_LEN(broker_defaults); i++)
-        if (strcmp(broker_defaults[i][0], name) == 0)
-            return broker_defaults[i][1];
-    if (syn_find(name))
-        return NULL;
+        if (strcmp(broker_defaults[i][0], name) == 0) return broker_defaults[i][1];
+    if (syn_find(name)) return NULL;
     return gr_config_default_value(name);
 }
 
-int gr_broker_config_check(const char *name, const char *value, bool per_broker, char *err, size_t errlen)
-{
+int gr_broker_config_check(const char *name, const char *value, bool per_broker, char *err, size_t errlen) {
     bool known = gr_config_known_key(name) || broker_default(name) != NULL;
     if (!gr_broker_key_dynamic(name, per_broker)) {
-        if (!known)
-            return GR_CFG_OK; /* custom configs are allowed */
+        if (!known) return GR_CFG_OK; /* custom configs are allowed */
         snprintf(err, errlen, "Cannot update these configs dynamically: Set(%s)", name);
         return GR_CFG_NOT_DYNAMIC;
     }
@@ -375,8 +343,7 @@ int gr_broker_config_check(const char *name, const char *value, bool per_broker,
     const struct tkey *k = topic_of_broker_key(name, &unit);
     if (k) {
         int rc = check_value(k, name, value, unit, err, errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     if (!value) {
         snprintf(err, errlen, "Invalid value null for configuration %s", name);
@@ -387,55 +354,44 @@ int gr_broker_config_check(const char *name, const char *value, bool per_broker,
 
 /* ---- resolution ---- */
 
-static void add_syn(struct gr_cfg_entry *e, const char *name, const char *value, int8_t src)
-{
-    if (e->nsyn < GR_CFG_MAX_SYNONYMS)
-        e->syn[e->nsyn++] = (struct gr_cfg_synonym){name, value, src};
+static void add_syn(struct gr_cfg_entry *e, const char *name, const char *value, int8_t src) {
+    if (e->nsyn < GR_CFG_MAX_SYNONYMS) e->syn[e->nsyn++] = (struct gr_cfg_synonym){name, value, src};
 }
 
 /* AdminManager.configSynonyms: every layer, then every name of the group. */
 static void broker_synonyms(const struct gr_cfg_layers *L, const char *const *names, int n, bool per_broker,
-                            struct gr_cfg_entry *e)
-{
+                            struct gr_cfg_entry *e) {
     for (int i = 0; i < n && per_broker; i++) {
         const char *v = gr_props_get(L->dyn_broker, names[i]);
-        if (v)
-            add_syn(e, names[i], v, GR_CFG_SRC_DYNAMIC_BROKER);
+        if (v) add_syn(e, names[i], v, GR_CFG_SRC_DYNAMIC_BROKER);
     }
     for (int i = 0; i < n; i++) {
         const char *v = gr_props_get(L->dyn_default, names[i]);
-        if (v)
-            add_syn(e, names[i], v, GR_CFG_SRC_DYNAMIC_DEFAULT_BROKER);
+        if (v) add_syn(e, names[i], v, GR_CFG_SRC_DYNAMIC_DEFAULT_BROKER);
     }
     for (int i = 0; i < n && per_broker; i++) {
         const char *v = L->static_cfg ? gr_config_static_value(L->static_cfg, names[i]) : NULL;
-        if (v)
-            add_syn(e, names[i], v, GR_CFG_SRC_STATIC_BROKER);
+        if (v) add_syn(e, names[i], v, GR_CFG_SRC_STATIC_BROKER);
     }
     for (int i = 0; i < n && per_broker; i++) {
         const char *v = broker_default(names[i]);
-        if (v)
-            add_syn(e, names[i], v, GR_CFG_SRC_DEFAULT);
+        if (v) add_syn(e, names[i], v, GR_CFG_SRC_DEFAULT);
     }
 }
 
-static bool is_sensitive(const char *name)
-{
+static bool is_sensitive(const char *name) {
     return strstr(name, "password") != NULL || strstr(name, "sasl.jaas.config") != NULL;
 }
 
-bool gr_topic_config_resolve(const struct gr_cfg_layers *L, const char *name, struct gr_cfg_entry *e)
-{
+bool gr_topic_config_resolve(const struct gr_cfg_layers *L, const char *name, struct gr_cfg_entry *e) {
     const struct tkey *k = tfind(name);
-    if (!k)
-        return false;
+    if (!k) return false;
     memset(e, 0, sizeof *e);
     e->name = k->name;
     e->type = (int8_t)k->type;
     e->read_only = false;
     const char *ov = gr_props_get(L->topic, name);
-    if (ov)
-        add_syn(e, name, ov, GR_CFG_SRC_TOPIC);
+    if (ov) add_syn(e, name, ov, GR_CFG_SRC_TOPIC);
     if (k->broker) {
         const char *names[4];
         int n = gr_broker_key_synonyms(k->broker, names, 4);
@@ -458,8 +414,7 @@ bool gr_topic_config_resolve(const struct gr_cfg_layers *L, const char *name, st
 }
 
 bool gr_broker_config_resolve(const struct gr_cfg_layers *L, const char *name, bool per_broker,
-                              struct gr_cfg_entry *e)
-{
+                              struct gr_cfg_entry *e) {
     memset(e, 0, sizeof *e);
     e->name = name;
     int64_t unit;
@@ -472,8 +427,7 @@ bool gr_broker_config_resolve(const struct gr_cfg_layers *L, const char *name, b
     int n = gr_broker_key_synonyms(name, names, 4);
     broker_synonyms(L, names, n, per_broker, e);
     if (e->nsyn == 0) {
-        if (!per_broker)
-            return false;
+        if (!per_broker) return false;
         e->source = GR_CFG_SRC_DEFAULT;
         e->value_ptr = NULL; /* Kafka: no value (e.g. log.retention.ms without a setting) */
         return true;
@@ -481,34 +435,29 @@ bool gr_broker_config_resolve(const struct gr_cfg_layers *L, const char *name, b
     e->source = e->syn[0].source;
     e->value_ptr = e->sensitive ? NULL : e->syn[0].value;
     if (e->sensitive)
-        for (int i = 0; i < e->nsyn; i++)
-            e->syn[i].value = NULL;
+        for (int i = 0; i < e->nsyn; i++) e->syn[i].value = NULL;
     return true;
 }
 
 /* ---- effective log settings ---- */
 
-static int64_t resolve_num(const struct gr_cfg_layers *L, const char *name, int64_t lo, int64_t hi)
-{
+static int64_t resolve_num(const struct gr_cfg_layers *L, const char *name, int64_t lo, int64_t hi) {
     struct gr_cfg_entry e;
     gr_topic_config_resolve(L, name, &e);
     const char *v = gr_cfg_entry_value(&e);
     char *end;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (v && !errno && end != v && !*end && x >= lo && x <= hi)
-        return x;
+    if (v && !errno && end != v && !*end && x >= lo && x <= hi) return x;
     return strtoll(gr_topic_key_default(name), NULL, 10);
 }
 
-static const char *resolve_str(const struct gr_cfg_layers *L, const char *name, struct gr_cfg_entry *e)
-{
+static const char *resolve_str(const struct gr_cfg_layers *L, const char *name, struct gr_cfg_entry *e) {
     gr_topic_config_resolve(L, name, e);
     return gr_cfg_entry_value(e);
 }
 
-void gr_log_settings_resolve(const struct gr_cfg_layers *L, struct gr_log_settings *s)
-{
+void gr_log_settings_resolve(const struct gr_cfg_layers *L, struct gr_log_settings *s) {
     struct gr_cfg_entry e;
     s->segment_bytes = (int32_t)resolve_num(L, "segment.bytes", 14, INT32_MAX);
     s->segment_ms = resolve_num(L, "segment.ms", 1, LMAX);

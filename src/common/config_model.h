@@ -59,14 +59,13 @@ struct gr_cfg_entry {
     char value[64];        /* converted to the entry's unit (e.g. log.retention.hours -> ms) */
     const char *value_ptr; /* value when it does not fit / is text: points into layers or tables */
     int8_t source;
-    int8_t type;           /* GR_CONFIG_TYPE_* */
+    int8_t type; /* GR_CONFIG_TYPE_* */
     bool read_only, sensitive;
     int nsyn;
     struct gr_cfg_synonym syn[GR_CFG_MAX_SYNONYMS];
 };
 /* The entry's value text. */
-static inline const char *gr_cfg_entry_value(const struct gr_cfg_entry *e)
-{
+static inline const char *gr_cfg_entry_value(const struct gr_cfg_entry *e) {
     return e->value_ptr ? e->value_ptr : e->value;
 }
 
@@ -125,7 +124,7 @@ struct gr_log_settings {
     int64_t retention_ms, retention_bytes;
     int32_t min_insync_replicas;
     bool unclean_leader_election_enable;
-    bool log_append_time; /* message.timestamp.type=LogAppendTime */
+    bool log_append_time;  /* message.timestamp.type=LogAppendTime */
     bool compact, delete_; /* cleanup.policy */
 };
 /* Fills s from the layers (an unparsable value at a layer is skipped, logged by nobody: values are

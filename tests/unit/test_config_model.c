@@ -10,8 +10,7 @@
 #include "common/log.h"
 #include "support/check.h"
 
-static void test_topic_checks(void)
-{
+static void test_topic_checks(void) {
     char err[256];
     CHECK(gr_topic_key_count() == 26);
     CHECK(gr_topic_config_check("retention.ms", "1000", err, sizeof err) == GR_CFG_OK);
@@ -49,8 +48,7 @@ static void test_topic_checks(void)
     CHECK(strcmp(err, "Unknown topic config name: no.such.key") == 0);
 }
 
-static void test_broker_checks(void)
-{
+static void test_broker_checks(void) {
     char err[256];
     CHECK(gr_broker_key_dynamic("log.retention.ms", true));
     CHECK(gr_broker_key_dynamic("log.retention.hours", false));
@@ -78,16 +76,13 @@ static void test_broker_checks(void)
     CHECK(n == 1);
 }
 
-static struct gr_props props(char **kv, int n)
-{
+static struct gr_props props(char **kv, int n) {
     static char *keys[8], *values[8];
-    for (int i = 0; i < n; i++)
-        keys[i] = kv[2 * i], values[i] = kv[2 * i + 1];
+    for (int i = 0; i < n; i++) keys[i] = kv[2 * i], values[i] = kv[2 * i + 1];
     return (struct gr_props){n, keys, values};
 }
 
-static void test_resolution(void)
-{
+static void test_resolution(void) {
     char err[256];
     struct gr_config sc;
     gr_config_defaults(&sc);
@@ -101,7 +96,8 @@ static void test_resolution(void)
     /* nothing dynamic: static synonym wins, converted to ms */
     CHECK(gr_topic_config_resolve(&L, "retention.ms", &e));
     CHECK(e.source == GR_CFG_SRC_STATIC_BROKER && strcmp(gr_cfg_entry_value(&e), "86400000") == 0);
-    CHECK(e.nsyn == 2 && strcmp(e.syn[0].name, "log.retention.hours") == 0 && e.syn[0].source == GR_CFG_SRC_STATIC_BROKER);
+    CHECK(e.nsyn == 2 && strcmp(e.syn[0].name, "log.retention.hours") == 0 &&
+          e.syn[0].source == GR_CFG_SRC_STATIC_BROKER);
     CHECK(strcmp(e.syn[1].name, "log.retention.hours") == 0 && e.syn[1].source == GR_CFG_SRC_DEFAULT &&
           strcmp(e.syn[1].value, "168") == 0);
     CHECK(gr_topic_config_resolve(&L, "max.message.bytes", &e));
@@ -158,8 +154,7 @@ static void test_resolution(void)
     gr_config_release(&sc);
 }
 
-static void test_static_props(void)
-{
+static void test_static_props(void) {
     char err[256];
     struct gr_config c;
     gr_config_defaults(&c);
@@ -177,8 +172,7 @@ static void test_static_props(void)
     gr_config_release(&c);
 }
 
-int main(void)
-{
+int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     test_topic_checks();
     test_broker_checks();
