@@ -80,6 +80,62 @@ static int16_t entity_path(const struct AlterClientQuotasRequest_EntryData *e, c
     return GR_KERR_NONE;
 }
 
+/* Applies one op to c (AdminManager.alterClientQuotas): remove, or set with the key's type. */
+static int16_t apply_op(struct gr_kzk_config *c, const struct AlterClientQuotasRequest_OpData *op, char *msg,
+                        size_t msglen) {
+    const char *k = op->Key ? op->Key : "";
+    bool is_long;
+    if (op->Remove) {
+        struct gr_kzk_config n2 = {0};
+        for (int j = 0; j < c->n; j++)
+            if (strcmp(c->keys[j], k) != 0) gr_kzk_config_set(&n2, c->keys[j], c->values[j]);
+        gr_kzk_config_release(c);
+        *c = n2;
+        return GR_KERR_NONE;
+    }
+    if (!quota_key(k, &is_long)) {
+        snprintf(msg, msglen, "Invalid configuration key %s", k);
+        return GR_KERR_INVALID_REQUEST;
+    }
+    char val[64];
+    if (is_long) {
+        long long lv = (long long)(op->Value + 1e-6);
+        if ((double)lv - op->Value > 1e-6 || op->Value - (double)lv > 1e-6) {
+            snprintf(msg, msglen, "Configuration %s must be a Long value", k);
+            return GR_KERR_INVALID_REQUEST;
+        }
+        snprintf(val, sizeof val, "%lld", lv);
+    } else {
+        snprintf(val, sizeof val, "%.17g", op->Value);
+        if (!strpbrk(val, ".eEn")) strcat(val, ".0");
+    }
+    gr_kzk_config_set(c, k, val);
+    return GR_KERR_NONE;
+}
+
+/* Writes the entity (and, for users/<u>/clients/<c>, its empty parents first, as Kafka creates
+ * them) with a change notification. */
+static int16_t write_entity(struct gr_broker *b, const char *type, const char *name, const char *user_node,
+                            const struct gr_kzk_config *c, char *msg, size_t msglen) {
+    if (user_node) {
+        struct gr_zk_backend *zb = gr_kzk_backend(b->zk);
+        char *p1 = gr_asprintf("/config/users/%s", user_node);
+        char *p2 = gr_asprintf("/config/users/%s/clients", user_node);
+        gr_zkb_create(zb, "/config/users", NULL, 0, 0, NULL); /* GR_ZNODEEXISTS is fine */
+        gr_zkb_create(zb, p1, NULL, 0, 0, NULL);
+        gr_zkb_create(zb, p2, NULL, 0, 0, NULL);
+        free(p1);
+        free(p2);
+    }
+    int rc = gr_kzk_set_entity_config(b->zk, type, name, c);
+    if (rc) {
+        snprintf(msg, msglen, "Cannot write /config/%s/%s: %s", type, name, gr_kzk_strerror(rc));
+        return GR_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    gr_info(LOGGER, "Updated client quotas of /config/%s/%s", type, name);
+    return GR_KERR_NONE;
+}
+
 static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRequest_EntryData *e, bool validate_only,
                            char *msg, size_t msglen) {
     const char *type = NULL;
@@ -89,67 +145,12 @@ static int16_t alter_entry(struct gr_broker *b, const struct AlterClientQuotasRe
     struct gr_kzk_config c = {0};
     if (!b->zk) {
         code = GR_KERR_UNKNOWN_SERVER_ERROR;
-        goto out;
-    }
-    if (gr_kzk_get_entity_config(b->zk, type, name, &c) != 0) {
+    } else if (gr_kzk_get_entity_config(b->zk, type, name, &c) != 0) {
         snprintf(msg, msglen, "Cannot read /config/%s/%s", type, name);
         code = GR_KERR_UNKNOWN_SERVER_ERROR;
-        goto out;
     }
-    for (int i = 0; i < e->OpsCount; i++) {
-        const struct AlterClientQuotasRequest_OpData *op = &e->Ops[i];
-        const char *k = op->Key ? op->Key : "";
-        bool is_long;
-        if (op->Remove) {
-            struct gr_kzk_config n2 = {0};
-            for (int j = 0; j < c.n; j++)
-                if (strcmp(c.keys[j], k) != 0) gr_kzk_config_set(&n2, c.keys[j], c.values[j]);
-            gr_kzk_config_release(&c);
-            c = n2;
-            continue;
-        }
-        if (!quota_key(k, &is_long)) {
-            snprintf(msg, msglen, "Invalid configuration key %s", k);
-            code = GR_KERR_INVALID_REQUEST;
-            goto out;
-        }
-        char val[64];
-        if (is_long) {
-            long long lv = (long long)(op->Value + 1e-6);
-            if ((double)lv - op->Value > 1e-6 || op->Value - (double)lv > 1e-6) {
-                snprintf(msg, msglen, "Configuration %s must be a Long value", k);
-                code = GR_KERR_INVALID_REQUEST;
-                goto out;
-            }
-            snprintf(val, sizeof val, "%lld", lv);
-        } else {
-            snprintf(val, sizeof val, "%.17g", op->Value);
-            if (!strpbrk(val, ".eEn")) strcat(val, ".0");
-        }
-        gr_kzk_config_set(&c, k, val);
-    }
-    if (!validate_only) {
-        /* /config/users/<u>/clients must exist before /config/users/<u>/clients/<c> (Kafka creates
-         * the parents empty) */
-        if (user_node) {
-            struct gr_zk_backend *zb = gr_kzk_backend(b->zk);
-            char *p1 = gr_asprintf("/config/users/%s", user_node);
-            char *p2 = gr_asprintf("/config/users/%s/clients", user_node);
-            gr_zkb_create(zb, "/config/users", NULL, 0, 0, NULL);
-            gr_zkb_create(zb, p1, NULL, 0, 0, NULL); /* GR_ZNODEEXISTS is fine */
-            gr_zkb_create(zb, p2, NULL, 0, 0, NULL);
-            free(p1);
-            free(p2);
-        }
-        int rc = gr_kzk_set_entity_config(b->zk, type, name, &c);
-        if (rc) {
-            snprintf(msg, msglen, "Cannot write /config/%s/%s: %s", type, name, gr_kzk_strerror(rc));
-            code = GR_KERR_UNKNOWN_SERVER_ERROR;
-        } else {
-            gr_info(LOGGER, "Updated client quotas of /config/%s/%s", type, name);
-        }
-    }
-out:
+    for (int i = 0; !code && i < e->OpsCount; i++) code = apply_op(&c, &e->Ops[i], msg, msglen);
+    if (!code && !validate_only) code = write_entity(b, type, name, user_node, &c, msg, msglen);
     gr_kzk_config_release(&c);
     free(name);
     free(user_node);
@@ -251,6 +252,60 @@ static bool matches(const struct DescribeClientQuotasRequest_ComponentData *comp
     }
 }
 
+/* Kafka's describeClientQuotas checks of the filter: *cu / *cc get the user / client-id
+ * components (NULL when absent). Returns the error (message in msg). */
+static int16_t check_filter(const struct DescribeClientQuotasRequest *rq,
+                            const struct DescribeClientQuotasRequest_ComponentData **cu,
+                            const struct DescribeClientQuotasRequest_ComponentData **cc, char *msg, size_t msglen) {
+    *cu = *cc = NULL;
+    for (int i = 0; i < rq->ComponentsCount; i++) {
+        const struct DescribeClientQuotasRequest_ComponentData *c = &rq->Components[i];
+        const char *t = c->EntityType ? c->EntityType : "";
+        const struct DescribeClientQuotasRequest_ComponentData **slot = strcmp(t, "user") == 0        ? cu
+                                                                        : strcmp(t, "client-id") == 0 ? cc
+                                                                                                      : NULL;
+        if (!*t) {
+            snprintf(msg, msglen, "Unexpected empty filter component entity type");
+            return GR_KERR_INVALID_REQUEST;
+        }
+        if (!slot) {
+            snprintf(msg, msglen, "Custom entity type '%s' not supported", t);
+            return GR_KERR_UNSUPPORTED_VERSION;
+        }
+        if (*slot) {
+            snprintf(msg, msglen, "Duplicate %s filter component entity type", slot == cu ? "user" : "client");
+            return GR_KERR_INVALID_REQUEST;
+        }
+        *slot = c;
+        if (c->MatchType < 0 || c->MatchType > 2 || (c->MatchType == 0 && !c->Match)) {
+            snprintf(msg, msglen, "Invalid match type %d%s for %s", c->MatchType,
+                     c->MatchType == 0 ? " without a name" : "", t);
+            return GR_KERR_INVALID_REQUEST;
+        }
+    }
+    return GR_KERR_NONE;
+}
+
+/* One DescribeClientQuotas entry for a stored entity (strings copied into the request arena). */
+static void fill_entry(struct gr_api_req *req, const struct qrow *r, struct DescribeClientQuotasResponse_EntryData *o) {
+    o->Entity = gr_api_alloc(req, sizeof(*o->Entity) * 2);
+    o->EntityCount = 0;
+    if (r->has_user)
+        o->Entity[o->EntityCount++] =
+            (struct DescribeClientQuotasResponse_EntityData){gr_api_strdup(req, "user"), gr_api_strdup(req, r->user)};
+    if (r->has_client)
+        o->Entity[o->EntityCount++] = (struct DescribeClientQuotasResponse_EntityData){gr_api_strdup(req, "client-id"),
+                                                                                       gr_api_strdup(req, r->client)};
+    o->Values = gr_api_alloc(req, sizeof(*o->Values) * (size_t)(r->cfg.n ? r->cfg.n : 1));
+    o->ValuesCount = 0;
+    for (int j = 0; j < r->cfg.n; j++) {
+        bool is_long;
+        if (!quota_key(r->cfg.keys[j], &is_long)) continue;
+        o->Values[o->ValuesCount].Key = gr_api_strdup(req, r->cfg.keys[j]);
+        o->Values[o->ValuesCount++].Value = strtod(r->cfg.values[j], NULL);
+    }
+}
+
 void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                       void *body) {
     (void)hdr;
@@ -258,32 +313,9 @@ void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *re
     struct DescribeClientQuotasResponse *resp = gr_api_new_response(req);
     resp->EntriesCount = -1;
     resp->Entries = NULL;
-    const struct DescribeClientQuotasRequest_ComponentData *cu = NULL, *cc = NULL;
+    const struct DescribeClientQuotasRequest_ComponentData *cu, *cc;
     char msg[256] = "";
-    int16_t code = GR_KERR_NONE;
-    for (int i = 0; i < rq->ComponentsCount && !code; i++) {
-        const struct DescribeClientQuotasRequest_ComponentData *c = &rq->Components[i];
-        const char *t = c->EntityType ? c->EntityType : "";
-        if (strcmp(t, "user") == 0) {
-            if (cu)
-                code = GR_KERR_INVALID_REQUEST,
-                snprintf(msg, sizeof msg, "Duplicate user filter component entity type");
-            cu = c;
-        } else if (strcmp(t, "client-id") == 0) {
-            if (cc)
-                code = GR_KERR_INVALID_REQUEST,
-                snprintf(msg, sizeof msg, "Duplicate client filter component entity type");
-            cc = c;
-        } else if (!*t) {
-            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unexpected empty filter component entity type");
-        } else {
-            code = GR_KERR_UNSUPPORTED_VERSION, snprintf(msg, sizeof msg, "Custom entity type '%s' not supported", t);
-        }
-        if (!code && c->MatchType == 0 && !c->Match)
-            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Exact match of %s without a name", t);
-        if (!code && (c->MatchType < 0 || c->MatchType > 2))
-            code = GR_KERR_INVALID_REQUEST, snprintf(msg, sizeof msg, "Unknown match type %d", c->MatchType);
-    }
+    int16_t code = check_filter(rq, &cu, &cc, msg, sizeof msg);
     if (!code && !b->zk) code = GR_KERR_UNKNOWN_SERVER_ERROR;
     if (code) {
         resp->ErrorCode = code;
@@ -297,25 +329,8 @@ void gr_handle_describe_client_quotas(struct gr_broker *b, struct gr_api_req *re
     int k = 0;
     for (int i = 0; i < n; i++) {
         struct qrow *r = &rows[i];
-        if (matches(cu, rq->Strict, r->has_user, r->user) && matches(cc, rq->Strict, r->has_client, r->client)) {
-            struct DescribeClientQuotasResponse_EntryData *o = &resp->Entries[k++];
-            o->Entity = gr_api_alloc(req, sizeof(*o->Entity) * 2);
-            o->EntityCount = 0;
-            if (r->has_user)
-                o->Entity[o->EntityCount++] = (struct DescribeClientQuotasResponse_EntityData){
-                    gr_api_strdup(req, "user"), gr_api_strdup(req, r->user)};
-            if (r->has_client)
-                o->Entity[o->EntityCount++] = (struct DescribeClientQuotasResponse_EntityData){
-                    gr_api_strdup(req, "client-id"), gr_api_strdup(req, r->client)};
-            o->Values = gr_api_alloc(req, sizeof(*o->Values) * (size_t)(r->cfg.n ? r->cfg.n : 1));
-            o->ValuesCount = 0;
-            for (int j = 0; j < r->cfg.n; j++) {
-                bool is_long;
-                if (!quota_key(r->cfg.keys[j], &is_long)) continue;
-                o->Values[o->ValuesCount].Key = gr_api_strdup(req, r->cfg.keys[j]);
-                o->Values[o->ValuesCount++].Value = strtod(r->cfg.values[j], NULL);
-            }
-        }
+        if (matches(cu, rq->Strict, r->has_user, r->user) && matches(cc, rq->Strict, r->has_client, r->client))
+            fill_entry(req, r, &resp->Entries[k++]);
         free(r->user);
         free(r->client);
         gr_kzk_config_release(&r->cfg);

@@ -196,6 +196,59 @@ static bool throttled_ok(const char *v) {
 }
 
 /* Checks value against k; scale converts a broker synonym's unit (value * scale is checked). */
+/* Why an INT/LONG value is invalid (scale: a broker synonym's unit, value*scale is range-checked),
+ * NULL when it is fine. */
+static const char *why_number(const struct tkey *k, const char *value, int64_t scale, char *buf, size_t len) {
+    char *end;
+    errno = 0;
+    while (*value == ' ') value++;
+    long long v = strtoll(value, &end, 10);
+    while (*end == ' ') end++;
+    if (errno || end == value || *end || (k->type == GR_CONFIG_TYPE_INT && (v > INT32_MAX || v < INT32_MIN))) {
+        snprintf(buf, len, "Not a number of type %s", type_name(k->type));
+        return buf;
+    }
+    if (scale > 1 && v > 0) v = v > INT64_MAX / scale ? INT64_MAX : v * scale;
+    if (k->check != C_RANGE || (v >= k->lo && v <= k->hi)) return NULL;
+    if (k->hi == LMAX || k->hi == INT32_MAX)
+        snprintf(buf, len, "Value must be at least %lld", (long long)k->lo);
+    else
+        snprintf(buf, len, "Value must be in [%lld, %lld]", (long long)k->lo, (long long)k->hi);
+    return buf;
+}
+
+/* ValidList: every comma-separated item is one of vals, and there is at least one. */
+static bool list_ok(const char *value, const char *const *vals) {
+    int n = 0;
+    for (const char *p = value; *p;) {
+        size_t l = strcspn(p, ",");
+        const char *it = trim_item(p, &l);
+        if (!in_vals(it, l, vals)) return false;
+        n++;
+        p += strcspn(p, ",");
+        if (*p) p++;
+    }
+    return n > 0;
+}
+
+/* Why a STRING/LIST value is invalid, NULL when it is fine. */
+static const char *why_text(const struct tkey *k, const char *value, char *buf, size_t len) {
+    switch (k->check) {
+    case C_IN:
+        if (in_vals(value, strlen(value), k->valid)) return NULL;
+        snprintf(buf, len, "String must be one of: %s",
+                 k->valid == ts_vals ? "CreateTime, LogAppendTime" : "uncompressed, zstd, lz4, snappy, gzip, producer");
+        return buf;
+    case C_LIST_IN: return list_ok(value, k->valid) ? NULL : "Invalid value in list, must be one of: [compact, delete]";
+    case C_THROTTLED:
+        return throttled_ok(value) ? NULL
+                                   : "Value must be '*' or a list of partition:broker pairs, e.g. 0:101,0:102,1:101";
+    case C_VERSION: return value[0] >= '0' && value[0] <= '9' ? NULL : "Unknown message format version";
+    default: return NULL;
+    }
+}
+
+/* Checks value against k; scale converts a broker synonym's unit (value * scale is checked). */
 static int check_value(const struct tkey *k, const char *name, const char *value, int64_t scale, char *err,
                        size_t errlen) {
     const char *why = NULL;
@@ -206,27 +259,7 @@ static int check_value(const struct tkey *k, const char *name, const char *value
     }
     switch (k->type) {
     case GR_CONFIG_TYPE_INT:
-    case GR_CONFIG_TYPE_LONG: {
-        char *end;
-        errno = 0;
-        while (*value == ' ') value++;
-        long long v = strtoll(value, &end, 10);
-        while (*end == ' ') end++;
-        if (errno || end == value || *end || (k->type == GR_CONFIG_TYPE_INT && (v > INT32_MAX || v < INT32_MIN))) {
-            snprintf(buf, sizeof buf, "Not a number of type %s", type_name(k->type));
-            why = buf;
-            break;
-        }
-        if (scale > 1 && v > 0) v = v > INT64_MAX / scale ? INT64_MAX : v * scale;
-        if (k->check == C_RANGE && (v < k->lo || v > k->hi)) {
-            if (k->hi == LMAX || k->hi == INT32_MAX)
-                snprintf(buf, sizeof buf, "Value must be at least %lld", (long long)k->lo);
-            else
-                snprintf(buf, sizeof buf, "Value must be in [%lld, %lld]", (long long)k->lo, (long long)k->hi);
-            why = buf;
-        }
-        break;
-    }
+    case GR_CONFIG_TYPE_LONG: why = why_number(k, value, scale, buf, sizeof buf); break;
     case GR_CONFIG_TYPE_DOUBLE: {
         char *end;
         double d = strtod(value, &end);
@@ -240,32 +273,7 @@ static int check_value(const struct tkey *k, const char *name, const char *value
         if (strcasecmp(value, "true") != 0 && strcasecmp(value, "false") != 0)
             why = "Expected value to be either true or false";
         break;
-    default:
-        if (k->check == C_IN && !in_vals(value, strlen(value), k->valid)) {
-            snprintf(buf, sizeof buf, "String must be one of: %s",
-                     k->valid == ts_vals ? "CreateTime, LogAppendTime"
-                                         : "uncompressed, zstd, lz4, snappy, gzip, producer");
-            why = buf;
-        } else if (k->check == C_LIST_IN) {
-            int n = 0;
-            for (const char *p = value; *p;) {
-                size_t l = strcspn(p, ",");
-                const char *it = trim_item(p, &l);
-                if (!in_vals(it, l, k->valid)) {
-                    why = "Invalid value in list, must be one of: [compact, delete]";
-                    break;
-                }
-                n++;
-                p += strcspn(p, ",");
-                if (*p) p++;
-            }
-            if (!why && n == 0) why = "Invalid value in list, must be one of: [compact, delete]";
-        } else if (k->check == C_THROTTLED && !throttled_ok(value)) {
-            why = "Value must be '*' or a list of partition:broker pairs, e.g. 0:101,0:102,1:101";
-        } else if (k->check == C_VERSION && !(value[0] >= '0' && value[0] <= '9')) {
-            why = "Unknown message format version";
-        }
-        break;
+    default: why = why_text(k, value, buf, sizeof buf); break;
     }
     if (!why) return GR_CFG_OK;
     snprintf(err, errlen, "Invalid value %s for configuration %s: %s", value, name, why);
