@@ -17,6 +17,7 @@
 #include "broker/metadata_cache.h"
 #include "admin/topic_names.h"
 #include "common/config.h"
+#include "common/config_model.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -47,114 +48,11 @@ static void res_init(struct gr_topic_result *res)
 
 /* ------------------------------------------------------------------ topic configs */
 
-enum cfg_kind { K_LONG, K_INT, K_BOOL, K_RATIO, K_CLEANUP, K_COMPRESSION, K_TSTYPE, K_STRING };
-
-struct cfg_def {
-    const char *name;
-    enum cfg_kind kind;
-    int64_t min;
-};
-
-/* Kafka 2.7 LogConfig's topic-level names. */
-static const struct cfg_def topic_configs[] = {
-    { "cleanup.policy", K_CLEANUP, 0 },
-    { "compression.type", K_COMPRESSION, 0 },
-    { "delete.retention.ms", K_LONG, 0 },
-    { "file.delete.delay.ms", K_LONG, 0 },
-    { "flush.messages", K_LONG, 0 },
-    { "flush.ms", K_LONG, 0 },
-    { "follower.replication.throttled.replicas", K_STRING, 0 },
-    { "index.interval.bytes", K_INT, 0 },
-    { "leader.replication.throttled.replicas", K_STRING, 0 },
-    { "max.compaction.lag.ms", K_LONG, 1 },
-    { "max.message.bytes", K_INT, 0 },
-    { "message.downconversion.enable", K_BOOL, 0 },
-    { "message.format.version", K_STRING, 0 },
-    { "message.timestamp.difference.max.ms", K_LONG, 0 },
-    { "message.timestamp.type", K_TSTYPE, 0 },
-    { "min.cleanable.dirty.ratio", K_RATIO, 0 },
-    { "min.compaction.lag.ms", K_LONG, 0 },
-    { "min.insync.replicas", K_INT, 1 },
-    { "preallocate", K_BOOL, 0 },
-    { "retention.bytes", K_LONG, INT64_MIN },
-    { "retention.ms", K_LONG, -1 },
-    { "segment.bytes", K_INT, 14 },
-    { "segment.index.bytes", K_INT, 0 },
-    { "segment.jitter.ms", K_LONG, 0 },
-    { "segment.ms", K_LONG, 1 },
-    { "unclean.leader.election.enable", K_BOOL, 0 },
-};
-
-static bool in_list(const char *v, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp(v, *list) == 0)
-            return true;
-    return false;
-}
-
+/* Kafka 2.7 LogConfig's names, types and ranges live in the config model (common/config_model.h);
+ * CreateTopics reports every problem as INVALID_CONFIG (AdminManager.createTopics). */
 int16_t gr_topic_config_validate(const char *name, const char *value, char *err, size_t errlen)
 {
-    const struct cfg_def *d = NULL;
-    for (size_t i = 0; i < GR_ARRAY_LEN(topic_configs); i++)
-        if (strcmp(topic_configs[i].name, name) == 0)
-            d = &topic_configs[i];
-    if (!d) {
-        snprintf(err, errlen, "Unknown topic config name: %s", name);
-        return GR_KERR_INVALID_CONFIG;
-    }
-    bool ok = true;
-    char *end;
-    switch (d->kind) {
-    case K_LONG:
-    case K_INT: {
-        errno = 0;
-        long long v = strtoll(value, &end, 10);
-        ok = errno == 0 && end != value && *end == '\0' && v >= d->min &&
-             (d->kind == K_LONG || v <= INT32_MAX);
-        break;
-    }
-    case K_BOOL:
-        ok = strcasecmp(value, "true") == 0 || strcasecmp(value, "false") == 0;
-        break;
-    case K_RATIO: {
-        double v = strtod(value, &end);
-        ok = end != value && *end == '\0' && v >= 0.0 && v <= 1.0;
-        break;
-    }
-    case K_CLEANUP: {
-        static const char *const pol[] = { "compact", "delete", NULL };
-        char *copy = gr_strdup(value), *save = NULL;
-        int n = 0;
-        for (char *t = strtok_r(copy, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
-            while (*t == ' ')
-                t++;
-            ok = in_list(t, pol);
-            n++;
-        }
-        free(copy);
-        ok = ok && n > 0;
-        break;
-    }
-    case K_COMPRESSION: {
-        static const char *const c[] = { "uncompressed", "zstd", "lz4", "snappy", "gzip",
-                                         "producer", NULL };
-        ok = in_list(value, c);
-        break;
-    }
-    case K_TSTYPE: {
-        static const char *const t[] = { "CreateTime", "LogAppendTime", NULL };
-        ok = in_list(value, t);
-        break;
-    }
-    case K_STRING:
-        break;
-    }
-    if (!ok) {
-        snprintf(err, errlen, "Invalid value %s for configuration %s", value, name);
-        return GR_KERR_INVALID_CONFIG;
-    }
-    return GR_KERR_NONE;
+    return gr_topic_config_check(name, value, err, errlen) == GR_CFG_OK ? GR_KERR_NONE : GR_KERR_INVALID_CONFIG;
 }
 
 /* ------------------------------------------------------------------ broker lists */

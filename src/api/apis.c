@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/quota_manager.h"
 #include "api/handlers.h"
 #include "api/handle_sasl.h"
 #include "common/kerr.h"
@@ -72,6 +73,12 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_SASL_AUTHENTICATE] = {0, 2, gr_handle_sasl_authenticate, 0},
     [GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_describe_user_scram_credentials, 0},
     [GR_API_ALTER_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_alter_user_scram_credentials, 0},
+    /* configs and quotas: common/config_model, broker/dynamic_config_manager, broker/quota_manager */
+    [GR_API_DESCRIBE_CONFIGS] = {0, 3, gr_handle_describe_configs, 0},
+    [GR_API_ALTER_CONFIGS] = {0, 1, gr_handle_alter_configs, 0},
+    [GR_API_INCREMENTAL_ALTER_CONFIGS] = {0, 1, gr_handle_incremental_alter_configs, 0},
+    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 0, gr_handle_describe_client_quotas, 0},
+    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 0, gr_handle_alter_client_quotas, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */
@@ -214,9 +221,14 @@ static void req_free(struct gr_api_req *r)
     free(r);
 }
 
+/* The request being dispatched on this I/O thread (its handler time counts for request quotas
+ * when it is answered synchronously). */
+static _Thread_local struct gr_api_req *dispatching;
+
 void gr_api_respond(struct gr_api_req *r, const void *body)
 {
     record_request_metrics(r, body); /* before completion frees r->net */
+    gr_quota_on_response(r, (void *)body, r == dispatching);
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -238,6 +250,7 @@ void gr_api_respond(struct gr_api_req *r, const void *body)
 void gr_api_respond_none(struct gr_api_req *r)
 {
     record_request_metrics(r, NULL);
+    gr_quota_on_response(r, NULL, r == dispatching);
     gr_net_respond_none(r->net);
     req_free(r);
 }
@@ -285,6 +298,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     r->peer = nreq->peer;
     r->principal = "User:ANONYMOUS";
     r->received_ms = gr_mono_ms();
+    r->dispatch_us = gr_mono_us();
     gr_arena_init(&r->arena);
 
     int rc = gr_proto_decode_request(nreq->data, nreq->len, &r->arena, &r->hdr, &r->body);
@@ -334,5 +348,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         fn = e->fn;
     gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s, principal %s)", name, ver,
              r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null", r->principal);
+    dispatching = r;
     fn(b, r, &r->hdr, r->body);
+    dispatching = NULL;
 }

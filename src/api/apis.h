@@ -62,6 +62,7 @@ struct gr_api_req {
      * authentication. Never NULL. The authorizer reads exactly this. */
     const char *principal;
     int64_t received_ms;        /* gr_mono_ms() at dispatch */
+    int64_t dispatch_us;        /* gr_mono_us() at dispatch (request quota: handler thread time) */
 };
 
 typedef void (*gr_api_handler_fn)(struct gr_broker *b, struct gr_api_req *req,

@@ -188,7 +188,7 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         if (ver >= 5) {
             r->NumPartitions = res.num_partitions;
             r->ReplicationFactor = res.replication_factor;
-            r->ConfigsCount = 0;
+            gr_configs_fill_created_topic(b, req, nc, ck, cv, r);
         }
         if (!rq->ValidateOnly)
             awaited_add(w, i, t->Name, res.num_partitions);

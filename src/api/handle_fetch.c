@@ -22,6 +22,7 @@
 #include "api/handlers.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
+#include "broker/quota_manager.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
@@ -40,6 +41,7 @@ struct fetch_ctx {
     /* read results that must be freed after the response is encoded */
     uint8_t **bufs;
     int nbufs;
+    int64_t throttled_bytes; /* of leader-throttled replicas in the last read (replication quota) */
 };
 
 static void free_bufs(struct fetch_ctx *c) {
@@ -65,6 +67,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
     bool min_one = true;
     *bytes = 0;
     *errors = false;
+    c->throttled_bytes = 0;
     for (int t = 0; t < resp->ResponsesCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
@@ -100,10 +103,16 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 *errors = true;
                 continue;
             }
+            /* leader.replication.throttled.rate: a throttled replica's follower outside the ISR gets
+             * no data while the rate is exceeded (Kafka's shouldLeaderThrottle) */
+            bool throttled = follower && gr_quota_replica_throttled(req->broker->quotas, true, ft->Topic, fp->Partition);
             pthread_mutex_lock(&p->lock);
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
             int64_t hw = atomic_load(&p->lml->hw);
+            bool in_isr = false;
+            for (int k = 0; throttled && k < p->st.nisr; k++) in_isr |= p->st.isr[k] == r->ReplicaId;
             pthread_mutex_unlock(&p->lock);
+            bool hold = throttled && !in_isr && gr_quota_replication_exceeded(req->broker->quotas, true);
             if (err == GR_KERR_NONE) err = gr_ldf_check(req->broker, p->lml->dir_idx); /* offline log dir */
             if (err != GR_KERR_NONE) {
                 pr->ErrorCode = err;
@@ -120,7 +129,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             res.log_end_offset = leo;
             if (fp->FetchOffset < start || fp->FetchOffset > leo) {
                 res.error = GR_KERR_OFFSET_OUT_OF_RANGE;
-            } else if ((!follower && fp->FetchOffset >= hw) || fp->FetchOffset == leo || limit <= 0) {
+            } else if ((!follower && fp->FetchOffset >= hw) || fp->FetchOffset == leo || limit <= 0 || hold) {
                 /* nothing to read */
             } else {
                 int rc = gr_plog_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
@@ -144,6 +153,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 c->bufs[c->nbufs++] = res.data;
                 remaining -= (int64_t)res.len;
                 *bytes += (int64_t)res.len;
+                if (throttled) c->throttled_bytes += (int64_t)res.len;
                 min_one = false;
             } else {
                 free(res.data);
@@ -201,11 +211,18 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
     }
 }
 
+/* consumer_byte_rate: a consumer's response bytes (followers are not client-quota'd). */
+static void fetch_throttle(struct fetch_ctx *c, struct FetchResponse *resp, int64_t bytes) {
+    if (c->r->ReplicaId >= 0) gr_quota_replication_record(c->req->broker->quotas, true, (double)c->throttled_bytes);
+    if (c->r->ReplicaId < 0) resp->ThrottleTimeMs = gr_quota_throttle(c->req->broker, c->req, GR_QUOTA_FETCH, (double)bytes);
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
     fetch_metrics(c, resp);
+    fetch_throttle(c, resp, bytes);
     gr_api_respond(c->req, resp);
     free_bufs(c);
 }
@@ -248,6 +265,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
         fetch_metrics(c, resp);
+        fetch_throttle(c, resp, bytes);
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);

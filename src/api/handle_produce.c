@@ -15,6 +15,8 @@
 #include "api/handlers.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
+#include "broker/quota_manager.h"
+#include "net/server.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -48,6 +50,8 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     struct produce_ctx *c = ctx;
     struct gr_api_req *req = c->req;
     produce_metrics(req->broker ? req->broker->metrics : NULL, parts, n);
+    /* producer_byte_rate: the request's size, recorded when it completes (KafkaApis) */
+    int32_t throttle_ms = gr_quota_throttle(req->broker, req, GR_QUOTA_PRODUCE, (double)req->net->len);
     if (c->acks == 0) {
         for (int i = 0; i < n; i++) {
             if (parts[i].error != GR_KERR_NONE) {
@@ -63,7 +67,7 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     }
     const struct ProduceRequest *r = c->r;
     struct ProduceResponse *resp = gr_api_new_response(req);
-    resp->ThrottleTimeMs = 0;
+    resp->ThrottleTimeMs = throttle_ms;
     resp->ResponsesCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Responses = gr_api_alloc(req, (size_t)(resp->ResponsesCount + 1) * sizeof *resp->Responses);
     int k = 0;

@@ -53,6 +53,17 @@ GR_API_HANDLER(gr_handle_list_partition_reassignments);
 GR_API_HANDLER(gr_handle_describe_acls);
 GR_API_HANDLER(gr_handle_create_acls);
 GR_API_HANDLER(gr_handle_delete_acls);
+/* handle_configs.c */
+GR_API_HANDLER(gr_handle_describe_configs);
+GR_API_HANDLER(gr_handle_alter_configs);
+GR_API_HANDLER(gr_handle_incremental_alter_configs);
+/* The configs of a topic CreateTopics v5 created (or validated) with overrides names/values:
+ * every topic config with its value and source, into r->Configs (request arena). */
+void gr_configs_fill_created_topic(struct gr_broker *b, struct gr_api_req *req, int n, const char *const *names,
+                                   const char *const *values, struct CreateTopicsResponse_CreatableTopicResult *r);
+/* handle_client_quotas.c */
+GR_API_HANDLER(gr_handle_describe_client_quotas);
+GR_API_HANDLER(gr_handle_alter_client_quotas);
 
 /* DeleteTopics requests of broker b still waiting for their topics to disappear are answered
  * (REQUEST_TIMED_OUT for topics still cached). Call at shut-down after the network server

@@ -35,6 +35,8 @@ struct gr_topic_admin;
 struct gr_replica_manager;
 struct gr_group_coordinator;
 struct gr_authorizer;
+struct gr_dynamic_config_manager;
+struct gr_quota_manager;
 struct gr_broker;
 struct gr_pidm;
 
@@ -94,6 +96,9 @@ struct gr_broker {
     struct gr_finalized_features *_Atomic finalized_features;
     struct gr_pidm *producer_id_manager; /* coordinator/producer_id_manager.h; NULL: InitProducerId
                                           * answers COORDINATOR_NOT_AVAILABLE */
+    /* Set by the start-up code (NULL in bare unit-test brokers: static configs only, no quotas). */
+    struct gr_dynamic_config_manager *dynamic_config; /* broker/dynamic_config_manager.h */
+    struct gr_quota_manager *quotas;                  /* broker/quota_manager.h */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

@@ -1,5 +1,7 @@
 /* Broker start-up and shut-down: see server.h. */
 #include "broker/server.h"
+#include "broker/dynamic_config_manager.h"
+#include "broker/quota_manager.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -66,7 +68,7 @@ struct gr_server {
     struct gr_clock *clock;
     struct gr_controller *controller;
     struct gr_ctrl_channel *channel;      /* the controller's per-broker send threads */
-    struct gr_config_change_listener *config_changes; /* /config/changes -> controller events */
+    struct gr_config_change_listener *config_changes; /* /config/changes -> DynamicConfigManager */
 
     struct gr_broker *broker;             /* request handlers' shared context */
     struct gr_replica_manager *replicas;  /* logs, produce/fetch, fetchers */
@@ -397,6 +399,8 @@ int gr_server_startup(struct gr_server *s) {
              cfg->gregor_metrics_listener, gr_strerror(rc));
         goto fail;
     }
+    s->broker->dynamic_config = gr_dcm_new(s->broker); /* before the logs: their configs */
+    s->broker->quotas = gr_quota_manager_new(s->broker);
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
     s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);
     if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
@@ -478,7 +482,9 @@ int gr_server_startup(struct gr_server *s) {
         slog(s, GR_LOG_ERROR, "Cannot start the controller: %s", gr_strerror(rc));
         goto fail;
     }
-    s->config_changes = gr_config_change_listener_start(s->kzk, s->watches, s->controller);
+    gr_dcm_controller_attached(s->broker->dynamic_config);
+    s->config_changes = gr_config_change_listener_start_with(s->kzk, s->watches, s->controller,
+                                                             gr_dcm_on_entity_change, s->broker->dynamic_config);
     s->broker->finalized_features = gr_finalized_features_start(s->kzk, s->watches);
     slog(s, GR_LOG_INFO, "started (broker epoch %" PRId64 ")", s->broker_epoch);
     return 0;
@@ -561,6 +567,8 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->broker) {
         gr_pidm_free(s->broker->producer_id_manager);
         s->broker->producer_id_manager = NULL;
+        gr_dcm_free(s->broker->dynamic_config);
+        gr_quota_manager_free(s->broker->quotas);
         gr_broker_free(s->broker);
         s->broker = NULL;
     }

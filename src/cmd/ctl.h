@@ -22,4 +22,7 @@ int ctl_logdirs_main(const struct ctl_opts *o, int argc, char **argv);
 /* gregorctl acls add|remove|list (kafka-acls.sh; ctl_acls.c; needs --bootstrap-server). */
 int ctl_acls_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl configs --describe|--alter ... (kafka-configs.sh; ctl_configs.c). */
+int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

@@ -14,12 +14,21 @@
  *       Refuses while another reassignment is in progress unless --additional. Prints the
  *       current assignment (for rollback), sends AlterPartitionReassignments to the controller,
  *       then "Successfully started partition reassignment(s) for t-0,t-1".
- *   reassign verify --reassignment-json-file F
+ *       --throttle N (bytes/s): first "Warning: You must run --verify periodically, until the
+ *       reassignment completes, to ensure the throttle is removed.", then (IncrementalAlterConfigs)
+ *       leader.replication.throttled.replicas = p:b for every current replica and
+ *       follower.replication.throttled.replicas = p:b for every added replica of each moving
+ *       partition, and leader/follower.replication.throttled.rate = N on every broker involved;
+ *       "The inter-broker throttle limit was set to N B/s".
+ *   reassign verify --reassignment-json-file F [--preserve-throttles]
  *       ListPartitionReassignments for those partitions + Metadata:
  *         Status of partition reassignment:
  *         Reassignment of partition t-0 is complete.   | ... is still in progress.
  *         There is no active reassignment of partition t-0, but replica set is 1,2 rather than 3,4.
- *       Exit 0 when every partition is complete, else 1.
+ *       Exit 0 when every partition is complete, else 1. When complete (and without
+ *       --preserve-throttles) the throttles are removed: "Clearing broker-level throttles on brokers
+ *       1,2,3" (every live broker and every target replica) and "Clearing topic-level throttles on
+ *       topic t".
  *   reassign cancel --reassignment-json-file F
  *       Cancels (AlterPartitionReassignments with null replicas) those that are reassigning:
  *       "Successfully cancelled partition reassignment(s) for: t-0" or
@@ -467,7 +476,193 @@ static int do_generate(struct ctl_kafka *boot, const char *topics_file, const ch
     return rc;
 }
 
-static int do_execute(struct ctl_kafka *boot, const struct ctl_opts *o, const char *file, bool additional)
+/* ---- replication throttles (--throttle; cleared by verify once everything is complete) ---- */
+
+#define RT_TOPIC 2
+#define RT_BROKER 4
+
+/* IncrementalAlterConfigs of one resource on k: n keys, all SET to vals[i] or (vals NULL) DELETE. */
+static int incr_alter(struct ctl_kafka *k, int8_t type, const char *name, const char *const *keys,
+                      const char *const *vals, int n)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct IncrementalAlterConfigsRequest rq;
+    gr_proto_init_struct(&gr_desc_IncrementalAlterConfigsRequest, &rq);
+    rq.ResourcesCount = 1;
+    rq.Resources = gr_arena_alloc(&a, sizeof(*rq.Resources));
+    rq.Resources[0].ResourceType = type;
+    rq.Resources[0].ResourceName = gr_arena_strdup(&a, name);
+    rq.Resources[0].ConfigsCount = n;
+    rq.Resources[0].Configs = gr_arena_alloc(&a, sizeof(*rq.Resources[0].Configs) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        rq.Resources[0].Configs[i] = (struct IncrementalAlterConfigsRequest_AlterableConfig){
+            gr_arena_strdup(&a, keys[i]), (int8_t)(vals ? 0 : 1), vals ? gr_arena_strdup(&a, vals[i]) : NULL};
+    struct IncrementalAlterConfigsResponse *r = ctl_kafka_call(k, GR_API_INCREMENTAL_ALTER_CONFIGS, 1, &rq, &a);
+    int rc = 0;
+    if (!r || r->ResponsesCount != 1 || r->Responses[0].ErrorCode) {
+        fprintf(stderr, "Error setting throttle configs of %s %s: %s%s%s\n", type == RT_TOPIC ? "topic" : "broker", name,
+                r && r->ResponsesCount == 1 ? gr_kerr_name(r->Responses[0].ErrorCode) : "no response",
+                r && r->ResponsesCount == 1 && r->Responses[0].ErrorMessage ? ": " : "",
+                r && r->ResponsesCount == 1 && r->Responses[0].ErrorMessage ? r->Responses[0].ErrorMessage : "");
+        rc = 1;
+    }
+    gr_arena_free(&a);
+    return rc;
+}
+
+/* The same for a broker resource, sent to that broker (as Kafka's admin client does). */
+static int broker_alter(struct ctl_kafka *boot, const struct ctl_opts *o, int32_t id, const char *const *keys,
+                        const char *const *vals, int n)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &a);
+    struct ctl_kafka bk;
+    bool own = false;
+    for (int i = 0; md && i < md->BrokersCount && !own; i++)
+        if (md->Brokers[i].NodeId == id)
+            own = ctl_kafka_connect(md->Brokers[i].Host, md->Brokers[i].Port, o->timeout_ms, &bk) == 0;
+    char name[16];
+    snprintf(name, sizeof name, "%d", id);
+    int rc = incr_alter(own ? &bk : boot, RT_BROKER, name, keys, vals, n);
+    if (own)
+        ctl_kafka_close(&bk);
+    gr_arena_free(&a);
+    return rc;
+}
+
+static const char *const broker_throttles[] = {"leader.replication.throttled.rate",
+                                               "follower.replication.throttled.rate",
+                                               "replica.alter.log.dirs.io.max.bytes.per.second"};
+static const char *const topic_throttles[] = {"leader.replication.throttled.replicas",
+                                              "follower.replication.throttled.replicas"};
+
+static bool has_id(const int32_t *v, int n, int32_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == id)
+            return true;
+    return false;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Appends "p:b" to a comma list (keeps it sorted as text, like Kafka's TreeSet, by insertion of
+ * sorted input). */
+static void list_add(char **list, int32_t p, int32_t b)
+{
+    char item[32];
+    snprintf(item, sizeof item, "%d:%d", p, b);
+    char *old = *list;
+    *list = old && *old ? gr_asprintf("%s,%s", old, item) : gr_strdup(item);
+    free(old);
+}
+
+/* Kafka's calculateLeaderThrottles / calculateFollowerThrottles / calculateReassigningBrokers and
+ * modifyReassignmentThrottle: topic throttled-replica lists, then the rate on every broker involved. */
+static int set_throttles(struct ctl_kafka *boot, const struct ctl_opts *o, struct tp_map *m, struct tp_map *cur,
+                         long long throttle)
+{
+    int rc = 0;
+    int32_t *brokers = NULL;
+    int nb = 0;
+    qsort(m->v, (size_t)m->n, sizeof(*m->v), cmp_entry);
+    for (int i = 0; i < m->n && !rc;) {
+        const char *topic = m->v[i].topic;
+        char *leaders = NULL, *followers = NULL;
+        for (; i < m->n && strcmp(m->v[i].topic, topic) == 0; i++) {
+            const struct tp_entry *t = &m->v[i], *c = map_find(cur, t->topic, t->partition);
+            if (!c)
+                continue;
+            for (int k = 0; k < c->n; k++) {
+                list_add(&leaders, t->partition, c->replicas[k]);
+                if (!has_id(brokers, nb, c->replicas[k])) {
+                    brokers = gr_realloc(brokers, sizeof(int32_t) * (size_t)(nb + 1));
+                    brokers[nb++] = c->replicas[k];
+                }
+            }
+            for (int k = 0; k < t->n; k++) {
+                if (!has_id(c->replicas, c->n, t->replicas[k]))
+                    list_add(&followers, t->partition, t->replicas[k]);
+                if (!has_id(brokers, nb, t->replicas[k])) {
+                    brokers = gr_realloc(brokers, sizeof(int32_t) * (size_t)(nb + 1));
+                    brokers[nb++] = t->replicas[k];
+                }
+            }
+        }
+        const char *vals[2] = {leaders ? leaders : "", followers ? followers : ""};
+        rc = incr_alter(boot, RT_TOPIC, topic, topic_throttles, vals, 2);
+        free(leaders);
+        free(followers);
+    }
+    if (nb)
+        qsort(brokers, (size_t)nb, sizeof(int32_t), cmp_i32);
+    char rate[32];
+    snprintf(rate, sizeof rate, "%lld", throttle);
+    const char *vals[2] = {rate, rate};
+    for (int i = 0; i < nb && !rc; i++)
+        rc = broker_alter(boot, o, brokers[i], broker_throttles, vals, 2);
+    free(brokers);
+    if (!rc)
+        printf("The inter-broker throttle limit was set to %lld B/s\n", throttle);
+    return rc;
+}
+
+/* Kafka's clearAllThrottles: every live broker and every broker of the targets, then the topics. */
+static int clear_throttles(struct ctl_kafka *boot, const struct ctl_opts *o, struct tp_map *m)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct MetadataResponse *md = ctl_kafka_metadata(boot, NULL, 0, &a);
+    int32_t *ids = NULL;
+    int n = 0;
+    for (int i = 0; md && i < md->BrokersCount; i++) {
+        ids = gr_realloc(ids, sizeof(int32_t) * (size_t)(n + 1));
+        ids[n++] = md->Brokers[i].NodeId;
+    }
+    for (int i = 0; i < m->n; i++)
+        for (int k = 0; k < m->v[i].n; k++)
+            if (!has_id(ids, n, m->v[i].replicas[k])) {
+                ids = gr_realloc(ids, sizeof(int32_t) * (size_t)(n + 1));
+                ids[n++] = m->v[i].replicas[k];
+            }
+    if (n)
+        qsort(ids, (size_t)n, sizeof(int32_t), cmp_i32);
+    printf("Clearing broker-level throttles on broker%s ", n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++)
+        printf("%s%d", i ? "," : "", ids[i]);
+    printf("\n");
+    int rc = 0;
+    for (int i = 0; md && i < md->BrokersCount; i++) /* only live brokers can be asked */
+        rc |= broker_alter(boot, o, md->Brokers[i].NodeId, broker_throttles, NULL, 3);
+    int nt = 0;
+    const char **topics = gr_calloc((size_t)(m->n ? m->n : 1), sizeof(char *));
+    for (int i = 0; i < m->n; i++) {
+        bool seen = false;
+        for (int k = 0; k < nt; k++)
+            seen |= strcmp(topics[k], m->v[i].topic) == 0;
+        if (!seen)
+            topics[nt++] = m->v[i].topic;
+    }
+    printf("Clearing topic-level throttles on topic%s ", nt == 1 ? "" : "s");
+    for (int i = 0; i < nt; i++)
+        printf("%s%s", i ? "," : "", topics[i]);
+    printf("\n");
+    for (int i = 0; i < nt; i++)
+        rc |= incr_alter(boot, RT_TOPIC, topics[i], topic_throttles, NULL, 2);
+    free(topics);
+    free(ids);
+    gr_arena_free(&a);
+    return rc;
+}
+
+static int do_execute(struct ctl_kafka *boot, const struct ctl_opts *o, const char *file, bool additional,
+                      long long throttle)
 {
     struct tp_map m = {0}, cur = {0};
     if (parse_reassignment_file(file, &m)) {
@@ -515,7 +710,13 @@ static int do_execute(struct ctl_kafka *boot, const struct ctl_opts *o, const ch
         print_reassignment_json(&shown);
         printf("\nSave this to use as the --reassignment-json-file option during rollback\n");
         map_free(&shown);
-        rc = alter(boot, o, &m, false, "reassigning partition(s)");
+        if (throttle >= 0) {
+            printf("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                   "throttle is removed.\n");
+            rc = set_throttles(boot, o, &m, &cur, throttle);
+        }
+        if (rc == 0)
+            rc = alter(boot, o, &m, false, "reassigning partition(s)");
         if (rc == 0) {
             printf("Successfully started partition reassignment%s for ", m.n == 1 ? "" : "s");
             print_tp_list(&m);
@@ -532,7 +733,7 @@ static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb)
     return na == nb && (na == 0 || memcmp(a, b, sizeof(int32_t) * (size_t)na) == 0);
 }
 
-static int do_verify(struct ctl_kafka *boot, const struct ctl_opts *o, const char *file)
+static int do_verify(struct ctl_kafka *boot, const struct ctl_opts *o, const char *file, bool preserve)
 {
     struct tp_map m = {0}, cur = {0};
     if (parse_reassignment_file(file, &m)) {
@@ -570,6 +771,8 @@ static int do_verify(struct ctl_kafka *boot, const struct ctl_opts *o, const cha
             }
         }
         rc = all_done ? 0 : 1;
+        if (all_done && !preserve)
+            rc = clear_throttles(boot, o, &m);
     }
     gr_arena_free(&ar);
     map_free(&m);
@@ -652,7 +855,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: gregorctl --bootstrap-server HOST:PORT reassign generate --topics-to-move-json-file F --broker-list 1,2,3\n"
             "       gregorctl --bootstrap-server HOST:PORT reassign execute --reassignment-json-file F [--additional]\n"
-            "       gregorctl --bootstrap-server HOST:PORT reassign verify --reassignment-json-file F\n"
+            "                 [--throttle BYTES_PER_SEC]\n"
+            "       gregorctl --bootstrap-server HOST:PORT reassign verify --reassignment-json-file F [--preserve-throttles]\n"
             "       gregorctl --bootstrap-server HOST:PORT reassign cancel --reassignment-json-file F\n"
             "       gregorctl --bootstrap-server HOST:PORT reassign list\n");
     return 2;
@@ -663,11 +867,16 @@ int ctl_reassign_main(const struct ctl_opts *o, int argc, char **argv)
     if (argc < 2)
         return usage();
     const char *action = argv[1], *topics_file = NULL, *reassign_file = NULL, *brokers = NULL;
-    bool additional = false;
+    bool additional = false, preserve = false;
+    long long throttle = -1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--additional") == 0) {
             additional = true;
+            continue;
+        }
+        if (strcmp(a, "--preserve-throttles") == 0) {
+            preserve = true;
             continue;
         }
         if (i + 1 >= argc)
@@ -678,6 +887,12 @@ int ctl_reassign_main(const struct ctl_opts *o, int argc, char **argv)
             reassign_file = argv[++i];
         else if (strcmp(a, "--broker-list") == 0)
             brokers = argv[++i];
+        else if (strcmp(a, "--throttle") == 0) {
+            char *end;
+            throttle = strtoll(argv[++i], &end, 10);
+            if (*end || throttle < 0)
+                return usage();
+        }
         else
             return usage();
     }
@@ -699,9 +914,9 @@ int ctl_reassign_main(const struct ctl_opts *o, int argc, char **argv)
     else if (list)
         rc = do_list(&boot, o);
     else if (strcmp(action, "execute") == 0)
-        rc = do_execute(&boot, o, reassign_file, additional);
+        rc = do_execute(&boot, o, reassign_file, additional, throttle);
     else if (strcmp(action, "verify") == 0)
-        rc = do_verify(&boot, o, reassign_file);
+        rc = do_verify(&boot, o, reassign_file, preserve);
     else if (strcmp(action, "cancel") == 0)
         rc = do_cancel(&boot, o, reassign_file);
     else

@@ -44,6 +44,9 @@ static const struct subcommand subcommands[] = {
     {"log-dirs", ctl_logdirs_main,
      "log-dirs describe [--broker-list 1,2] [--topic-list t1,t2]  (needs --bootstrap-server; kafka-log-dirs.sh's "
      "output)"},
+    {"configs", ctl_configs_main,
+     "configs --describe|--alter --entity-type topics|brokers|clients|users [--entity-name N|--entity-default] "
+     "[--all]\n    [--add-config k=v,k2=[a,b]] [--delete-config k,k2]   as kafka-configs.sh (needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

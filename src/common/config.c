@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum cfg_type { T_INT, T_LONG, T_BOOL, T_STRING, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
+enum cfg_type { T_INT, T_LONG, T_BOOL, T_STRING, T_LIST, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
 
 struct cfg_key {
     const char *name;
@@ -63,6 +63,13 @@ static const struct cfg_key keys[] = {
     {"log.flush.scheduler.interval.ms", T_LONG, F(log_flush_scheduler_interval_ms), "9223372036854775807", 0, INT64_MAX},
     {"log.flush.offset.checkpoint.interval.ms", T_LONG, F(log_flush_offset_checkpoint_interval_ms), "60000", 0, INT32_MAX},
     {"message.max.bytes", T_INT, F(message_max_bytes), "1048588", 0, INT32_MAX},
+    {"log.cleanup.policy", T_LIST, F(log_cleanup_policy), "delete", 0, 0},
+    {"log.message.timestamp.type", T_STRING, F(log_message_timestamp_type), "CreateTime", 0, 0},
+    {"compression.type", T_STRING, F(compression_type), "producer", 0, 0},
+    {"leader.replication.throttled.rate", T_LONG, F(leader_replication_throttled_rate), "9223372036854775807", 0, INT64_MAX},
+    {"quota.window.num", T_INT, F(quota_window_num), "11", 1, 1000},
+    {"quota.window.size.seconds", T_INT, F(quota_window_size_seconds), "1", 1, 3600},
+    {"follower.replication.throttled.rate", T_LONG, F(follower_replication_throttled_rate), "9223372036854775807", 0, INT64_MAX},
     /* Gregor-only (no Kafka equivalent): bound on open active-segment files, 0 = automatic. */
     {"gregor.max.open.log.files", T_INT, F(gregor_max_open_log_files), "0", 0, INT32_MAX},
     /* Gregor-only: http://HOST:PORT of the Prometheus endpoint (GET /metrics); unset = off. */
@@ -115,7 +122,7 @@ static const struct cfg_key keys[] = {
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleaner.enable", "log.cleanup.policy", "compression.type",
+    "log.cleaner.enable",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };
 
@@ -224,6 +231,35 @@ static int set_dirs(struct gr_config *cfg, const char *value, char *err, size_t 
     return 0;
 }
 
+/* Kafka's ValidString / ValidList for the string keys that have one; NULL when value is fine. */
+static char *check_enum(const char *key, const char *value) {
+    if (strcmp(key, "log.message.timestamp.type") == 0 && strcmp(value, "CreateTime") != 0 &&
+        strcmp(value, "LogAppendTime") != 0)
+        return "String must be one of: CreateTime, LogAppendTime";
+    if (strcmp(key, "compression.type") == 0) {
+        static const char *const ok[] = {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"};
+        for (size_t i = 0; i < GR_ARRAY_LEN(ok); i++)
+            if (strcmp(ok[i], value) == 0) return NULL;
+        return "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer";
+    }
+    if (strcmp(key, "log.cleanup.policy") == 0) {
+        size_t n = 0;
+        for (const char *p = value; *p;) {
+            size_t len = strcspn(p, ",");
+            const char *t = p;
+            while (len && *t == ' ') t++, len--;
+            while (len && t[len - 1] == ' ') len--;
+            if (!((len == 6 && strncmp(t, "delete", 6) == 0) || (len == 7 && strncmp(t, "compact", 7) == 0)))
+                return "Invalid value in list, must be one of: [compact, delete]";
+            n++;
+            p += strcspn(p, ",");
+            if (*p) p++;
+        }
+        if (n == 0) return "Invalid value in list, must be one of: [compact, delete]";
+    }
+    return NULL;
+}
+
 static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *value, char *err, size_t errlen) {
     char *field = (char *)cfg + k->off;
     switch (k->type) {
@@ -250,7 +286,10 @@ static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *val
         else if (strcasecmp(value, "false") == 0) *(bool *)field = false;
         else return fail(err, errlen, k->name, value, "expected true or false");
         return 0;
-    case T_STRING: {
+    case T_STRING:
+    case T_LIST: {
+        char *why = check_enum(k->name, value);
+        if (why) return fail(err, errlen, k->name, value, why);
         char **s = (char **)field;
         free(*s);
         *s = value[0] ? gr_strdup(value) : NULL;
@@ -304,12 +343,26 @@ static void set_security_prop(struct gr_config *cfg, const char *key, const char
     cfg->num_security_props = n;
 }
 
+/* Remembers key=value as given (server.properties or an override), replacing an earlier one. */
+static void record_static(struct gr_config *cfg, const char *key, const char *value) {
+    for (int i = 0; i < cfg->n_static; i++)
+        if (strcmp(cfg->static_keys[i], key) == 0) {
+            free(cfg->static_values[i]);
+            cfg->static_values[i] = gr_strdup(value);
+            return;
+        }
+    if (cfg->n_static >= GR_MAX_STATIC_PROPS) return;
+    cfg->static_keys[cfg->n_static] = gr_strdup(key);
+    cfg->static_values[cfg->n_static++] = gr_strdup(value);
+}
+
 int gr_config_set(struct gr_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
     const struct cfg_key *k = find_key(key);
     if (!k && is_security_key(key)) {
         set_security_prop(cfg, key, value);
         return 0;
     }
+    record_static(cfg, key, value);
     if (!k) {
         for (size_t i = 0; i < GR_ARRAY_LEN(known_ignored); i++)
             if (strcmp(known_ignored[i], key) == 0) return 0;
@@ -435,8 +488,13 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
 }
 
 void gr_config_release(struct gr_config *cfg) {
+    for (int i = 0; i < cfg->n_static; i++) {
+        free(cfg->static_keys[i]);
+        free(cfg->static_values[i]);
+    }
+    cfg->n_static = 0;
     for (size_t i = 0; i < GR_ARRAY_LEN(keys); i++)
-        if (keys[i].type == T_STRING) {
+        if (keys[i].type == T_STRING || keys[i].type == T_LIST) {
             char **s = (char **)((char *)cfg + keys[i].off);
             free(*s);
             *s = NULL;
@@ -503,4 +561,44 @@ const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config
             if (strcasecmp(cfg->advertised_listeners[i].name, name) == 0)
                 return &cfg->advertised_listeners[i];
     return cfg->num_advertised_listeners ? &cfg->advertised_listeners[0] : NULL;
+}
+
+/* ---- the key table for describing configs (DescribeConfigs) ---- */
+
+const char *gr_config_static_value(const struct gr_config *cfg, const char *key) {
+    for (int i = 0; cfg && i < cfg->n_static; i++)
+        if (strcmp(cfg->static_keys[i], key) == 0) return cfg->static_values[i];
+    return NULL;
+}
+
+int gr_config_key_count(void) { return (int)GR_ARRAY_LEN(keys); }
+
+const char *gr_config_key_name(int i) { return i >= 0 && i < (int)GR_ARRAY_LEN(keys) ? keys[i].name : NULL; }
+
+bool gr_config_known_key(const char *key) { return find_key(key) != NULL; }
+
+const char *gr_config_default_value(const char *key) {
+    const struct cfg_key *k = find_key(key);
+    return k ? k->dflt : NULL;
+}
+
+int gr_config_key_type(const char *key) {
+    const struct cfg_key *k = find_key(key);
+    if (!k) return GR_CONFIG_TYPE_UNKNOWN;
+    switch (k->type) {
+    case T_INT: return GR_CONFIG_TYPE_INT;
+    case T_LONG: return GR_CONFIG_TYPE_LONG;
+    case T_BOOL: return GR_CONFIG_TYPE_BOOLEAN;
+    case T_STRING: return GR_CONFIG_TYPE_STRING;
+    default: return GR_CONFIG_TYPE_LIST;
+    }
+}
+
+int gr_config_check(const char *key, const char *value, char *err, size_t errlen) {
+    if (!find_key(key)) return 0;
+    struct gr_config tmp;
+    gr_config_defaults(&tmp);
+    int rc = gr_config_set(&tmp, key, value, err, errlen);
+    gr_config_release(&tmp);
+    return rc;
 }

@@ -13,6 +13,7 @@
 
 #define GR_MAX_LISTENERS 8
 #define GR_MAX_LOG_DIRS 16
+#define GR_MAX_STATIC_PROPS 256
 
 struct gr_listener {
     char name[64];  /* listener name, e.g. PLAINTEXT */
@@ -66,6 +67,13 @@ struct gr_config {
     int64_t log_flush_scheduler_interval_ms;
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t message_max_bytes;
+    char *log_cleanup_policy;         /* log.cleanup.policy (list: delete, compact) */
+    char *log_message_timestamp_type; /* log.message.timestamp.type */
+    char *compression_type;           /* compression.type */
+    int64_t leader_replication_throttled_rate;   /* bytes/s, INT64_MAX = unthrottled */
+    int64_t follower_replication_throttled_rate;
+    int32_t quota_window_num;          /* quota.window.num: samples of client quota rates */
+    int32_t quota_window_size_seconds; /* quota.window.size.seconds */
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
     char *gregor_metrics_listener;     /* gregor.metrics.listener http://HOST:PORT (Gregor-only; NULL = off) */
 
@@ -119,6 +127,12 @@ struct gr_config {
     char *gregor_zookeeper_auth_digest;   /* Gregor-only: "user:password" for ZooKeeper digest auth */
     bool gregor_test_principal_by_client_id; /* Gregor-only, TESTS ONLY: client.id "User:x" is the principal */
 
+    /* every key=value given (file and overrides, known or not), in order: Kafka's
+     * STATIC_BROKER_CONFIG source (gr_config_static_value) */
+    int n_static;
+    char *static_keys[GR_MAX_STATIC_PROPS];
+    char *static_values[GR_MAX_STATIC_PROPS];
+
     /* private to config.c: log.dirs was given, so log.dir is ignored */
     bool log_dirs_explicit;
 };
@@ -155,5 +169,26 @@ const char *gr_config_listener_prop(const struct gr_config *cfg, const char *lis
 
 /* Returns the advertised listener used between brokers (inter.broker.listener.name, or the first). */
 const struct gr_listener *gr_config_inter_broker_listener(const struct gr_config *cfg);
+
+/* ConfigType ids of DescribeConfigs v3 (Kafka's ConfigDef.Type as DescribeConfigsResponse sends it). */
+enum {
+    GR_CONFIG_TYPE_UNKNOWN = 0, GR_CONFIG_TYPE_BOOLEAN = 1, GR_CONFIG_TYPE_STRING = 2, GR_CONFIG_TYPE_INT = 3,
+    GR_CONFIG_TYPE_SHORT = 4, GR_CONFIG_TYPE_LONG = 5, GR_CONFIG_TYPE_DOUBLE = 6, GR_CONFIG_TYPE_LIST = 7,
+    GR_CONFIG_TYPE_CLASS = 8, GR_CONFIG_TYPE_PASSWORD = 9
+};
+
+/* The value key was given in server.properties (or an override), as text; NULL if not given. */
+const char *gr_config_static_value(const struct gr_config *cfg, const char *key);
+/* The table of broker keys Gregor understands, in table order (for DescribeConfigs). */
+int gr_config_key_count(void);
+const char *gr_config_key_name(int i);
+bool gr_config_known_key(const char *key);
+/* Kafka's default of key as text, NULL when it has none (or key is unknown). */
+const char *gr_config_default_value(const char *key);
+/* GR_CONFIG_TYPE_* of key (UNKNOWN for keys not in the table). */
+int gr_config_key_type(const char *key);
+/* Would gr_config_set accept value for key? 0, or GR_ECONFIG with Kafka's message naming the key
+ * in err. Unknown keys are accepted. */
+int gr_config_check(const char *key, const char *value, char *err, size_t errlen);
 
 #endif

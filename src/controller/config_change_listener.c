@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "controller/controller.h"
-#include "controller/event_manager.h"
+#include "controller/requests.h"
 #include "zk/backend.h"
 #include "zk/kzk.h"
 
@@ -21,6 +21,8 @@
 #define PREFIX "config_change_"
 /* Re-read periodically too, in case a watch was lost across a session change. */
 #define RECHECK_MS 5000
+/* Kafka's changeExpirationMs: processed notifications older than this are deleted. */
+#define CHANGE_EXPIRATION_MS (15 * 60 * 1000)
 
 struct gr_config_change_listener {
     struct gr_kzk *kzk;
@@ -32,6 +34,9 @@ struct gr_config_change_listener {
     pthread_cond_t cv;
     bool dirty, stop;
     long long last_seq; /* highest processed sequence number, -1 = none */
+    int64_t last_purge_ms; /* gr_mono_ms() of the last purge of old notifications */
+    gr_config_change_fn hook; /* NULL: the controller-only reaction below */
+    void *hook_ctx;
 };
 
 static void on_changes_child(void *arg, const char *path) {
@@ -52,6 +57,10 @@ static long long seq_of(const char *name) {
 
 /* TopicConfigHandler's unclean part for one entity path. */
 static void handle_entity(struct gr_config_change_listener *l, const char *entity) {
+    if (l->hook) {
+        l->hook(l->hook_ctx, entity);
+        return;
+    }
     const char *slash = strchr(entity, '/');
     if (!slash || !slash[1]) return;
     char type[32];
@@ -73,9 +82,27 @@ static void handle_entity(struct gr_config_change_listener *l, const char *entit
     gr_kzk_config_release(&cfg);
     if (!enable || !gr_controller_is_active(l->controller)) return;
     gr_info(LOGGER, "unclean.leader.election.enable=true for topic %s: triggering online partition state changes", name);
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE);
-    ev->topic = gr_strdup(name);
-    gr_ctrl_events_put(gr_controller_events(l->controller), ev);
+    gr_ctrl_topic_unclean_leader_election_enabled(l->controller, name);
+}
+
+/* Kafka's purgeObsoleteNotifications: processed notifications older than 15 minutes are deleted.
+ * At most once a minute, and only with a thread (a simulation's ZooKeeper has no clock). */
+static void purge_obsolete(struct gr_config_change_listener *l, const struct gr_zstrings *names) {
+    int64_t now = gr_mono_ms();
+    if (!l->has_thread || now - l->last_purge_ms < 60000) return;
+    l->last_purge_ms = now;
+    for (int i = 0; i < names->count; i++) {
+        long long s = seq_of(names->names[i]);
+        if (s < 0 || s > l->last_seq) continue;
+        char path[256];
+        snprintf(path, sizeof path, CHANGES_PATH "/%s", names->names[i]);
+        struct gr_zstat st;
+        if (gr_zkb_exists(gr_kzk_backend(l->kzk), path, false, &st) != GR_ZOK || st.ctime <= 0 ||
+            gr_wall_ms() - st.ctime <= CHANGE_EXPIRATION_MS)
+            continue;
+        int rc = gr_zkb_delete(gr_kzk_backend(l->kzk), path, GR_ZANY_VERSION);
+        if (rc != GR_ZOK && rc != GR_ZNONODE) gr_debug(LOGGER, "Cannot delete %s: %s", path, gr_zrc_name(rc));
+    }
 }
 
 static void process(struct gr_config_change_listener *l) {
@@ -117,6 +144,7 @@ static void process(struct gr_config_change_listener *l) {
         free(data);
         l->last_seq = best;
     }
+    purge_obsolete(l, &names);
     gr_zstrings_free(&names);
 }
 
@@ -168,7 +196,16 @@ void gr_config_change_listener_process(struct gr_config_change_listener *l) {
 
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                   struct gr_controller *controller) {
+    return gr_config_change_listener_start_with(kzk, watches, controller, NULL, NULL);
+}
+
+struct gr_config_change_listener *gr_config_change_listener_start_with(struct gr_kzk *kzk,
+                                                                       struct gr_zk_watches *watches,
+                                                                       struct gr_controller *controller,
+                                                                       gr_config_change_fn hook, void *hook_ctx) {
     struct gr_config_change_listener *l = gr_config_change_listener_new(kzk, watches, controller);
+    l->hook = hook;
+    l->hook_ctx = hook_ctx;
     if (pthread_create(&l->thread, NULL, listener_main, l) != 0) {
         gr_error(LOGGER, "cannot start the config change listener thread");
         gr_config_change_listener_stop(l);

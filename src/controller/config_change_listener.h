@@ -1,5 +1,6 @@
-/* The part of Kafka 2.7's DynamicConfigManager (ZkNodeChangeNotificationListener on
- * /config/changes + TopicConfigHandler) that the controller needs: when a topic's config is
+/* Kafka 2.7's ZkNodeChangeNotificationListener on /config/changes. gregord runs one per broker,
+ * with the broker's DynamicConfigManager (broker/dynamic_config_manager.h) as its hook. Without a
+ * hook (the simulation) it does the part of DynamicConfigManager the controller needs: when a topic's config is
  * changed to unclean.leader.election.enable=true and this broker is the active controller, a
  * TopicUncleanLeaderElectionEnable(topic) event is put on the controller's queue, which runs
  * triggerOnlinePartitionStateChange for that topic (the election then reads /config/topics/T).
@@ -8,10 +9,11 @@
  *   (version 1 notifications, written by Kafka < 2.0 tools, are not understood: logged, skipped)
  *
  * Every notification with a sequence number above the last processed one is read once (all of
- * them after start-up, as Kafka's listener does); notifications are never deleted here (Kafka
- * purges them after 15 minutes: not implemented). Broker-level dynamic configs
- * (brokers/<id>, brokers/<default>) are logged and otherwise ignored: the controller's default
- * comes from server.properties.
+ * them after start-up, as Kafka's listener does); with a thread, processed notifications older than
+ * 15 minutes (ZooKeeper ctime) are deleted (at most one pass a minute), as Kafka's
+ * purgeObsoleteNotifications does. Without a hook, broker-level dynamic configs (brokers/<id>,
+ * brokers/<default>) are logged and otherwise ignored (the controller's default then comes from
+ * server.properties); with gregord's hook they reach the controller through requests.h.
  *
  * Threading: one thread of its own (ZooKeeper reads must not run on the ZooKeeper callback
  * thread); the child-watch handler only wakes it. A simulation creates it without a thread
@@ -31,6 +33,16 @@ struct gr_config_change_listener;
  * outlive it. Returns NULL if the thread cannot start (logged). */
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                   struct gr_controller *controller);
+/* The handler of one changed entity ("topics/T", "brokers/<default>", "clients/c", ...), called on
+ * the listener's thread in notification order. */
+typedef void (*gr_config_change_fn)(void *ctx, const char *entity_path);
+/* The broker's listener (one per broker): every notification goes to hook(hook_ctx, entity_path)
+ * -- the broker's DynamicConfigManager, which applies the change and tells the controller through
+ * its front door (requests.h) -- instead of the controller-only reaction above. */
+struct gr_config_change_listener *gr_config_change_listener_start_with(struct gr_kzk *kzk,
+                                                                       struct gr_zk_watches *watches,
+                                                                       struct gr_controller *controller,
+                                                                       gr_config_change_fn hook, void *hook_ctx);
 /* The same without a thread: registers the handler (marked dirty so that existing notifications
  * are read by the first process call). The owner drives it. */
 struct gr_config_change_listener *gr_config_change_listener_new(struct gr_kzk *kzk, struct gr_zk_watches *watches,

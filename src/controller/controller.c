@@ -28,6 +28,7 @@
 #include "controller/reassignment.h"
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
+#include "controller/requests.h"
 #include "controller/request_batch.h"
 #include "controller/response.h"
 #include "controller/sender.h"
@@ -105,6 +106,7 @@ struct gr_controller {
     struct gr_topic_deletion *td; /* topic deletion manager (topic_deletion.h) */
     struct gr_ctrl_flow_hooks td_hooks; /* the deletion manager's flow hooks, chained by ours */
     struct gr_offline_dirs *od;   /* replicas on offline log dirs (offline_dirs.h) */
+    _Atomic int dyn_unclean_default; /* -1 = none; else the broker's dynamic default (requests.h) */
 };
 
 /* ---- logging ---- */
@@ -1105,7 +1107,9 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         else rc = gr_ctrl_cs_complete(&c->sm, ev);
         break;
     case GR_EV_UNCLEAN_LEADER_ELECTION_ENABLE:
-        if (is_active(c)) rc = gr_psm_trigger_online(&c->sm, NULL);
+        if (atomic_load(&c->dyn_unclean_default) >= 0)
+            c->sm.unclean_default = atomic_load(&c->dyn_unclean_default) == 1;
+        if (is_active(c) && c->sm.unclean_default) rc = gr_psm_trigger_online(&c->sm, NULL);
         break;
     case GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE:
         if (is_active(c) && ev->topic) rc = gr_psm_trigger_online(&c->sm, ev->topic);
@@ -1163,6 +1167,7 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     c->sm.metrics = cfg->metrics;
     c->sm.inter_broker_listener = gr_ctrl_channel_listener_name(cfg->broker_config);
     c->sm.unclean_default = cfg->broker_config ? cfg->broker_config->unclean_leader_election_enable : false;
+    atomic_init(&c->dyn_unclean_default, -1);
     gr_ctrl_sm_init(&c->sm);
     c->td = gr_td_new(&c->sm, c->watches, cfg->delete_topic_enable);
     c->td_hooks = gr_td_flow_hooks(c->td);
@@ -1226,3 +1231,19 @@ struct gr_ctrl_events *gr_controller_events(struct gr_controller *c) { return c-
 struct gr_ctrl_context *gr_controller_context(struct gr_controller *c) { return &c->ctx; }
 
 struct gr_clock *gr_controller_real_clock_new(void) { return gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free); }
+
+/* ---- dynamic config changes (requests.h) ---- */
+
+void gr_ctrl_topic_unclean_leader_election_enabled(struct gr_controller *c, const char *topic) {
+    if (!c || !topic || !gr_controller_is_active(c)) return;
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE);
+    ev->topic = gr_strdup(topic);
+    gr_ctrl_events_put(c->em, ev);
+}
+
+void gr_ctrl_set_default_unclean_leader_election(struct gr_controller *c, bool enable) {
+    if (!c) return;
+    int old = atomic_exchange(&c->dyn_unclean_default, enable ? 1 : 0);
+    if (old == (enable ? 1 : 0)) return;
+    gr_ctrl_events_put(c->em, gr_ctrl_event_new(GR_EV_UNCLEAN_LEADER_ELECTION_ENABLE));
+}

@@ -116,4 +116,17 @@ typedef void (*gr_ctrl_update_features_done_fn)(void *opaque, int16_t top_error,
 void gr_ctrl_submit_update_features(struct gr_controller *c, const struct gr_ctrl_feature_update *updates, int n,
                                     gr_ctrl_update_features_done_fn done, void *opaque);
 
+/* ---- dynamic config changes (DynamicConfigManager -> controller, as Kafka 2.7's
+ * TopicConfigHandler and DynamicLogConfig do) ---- */
+
+/* A topic's unclean.leader.election.enable became true: when this broker is the active
+ * controller, queue TopicUncleanLeaderElectionEnable(topic) (online partition state changes for
+ * its offline partitions; the election reads /config/topics/T). No completion. */
+void gr_ctrl_topic_unclean_leader_election_enabled(struct gr_controller *c, const char *topic);
+/* The broker-level unclean.leader.election.enable in effect (dynamic per-broker > dynamic default
+ * > server.properties) is now `enable`: the controller uses it as the topics' default from now on
+ * and, when true and active, queues UncleanLeaderElectionEnable (Kafka's
+ * enableDefaultUncleanLeaderElection). No completion. */
+void gr_ctrl_set_default_unclean_leader_election(struct gr_controller *c, bool enable);
+
 #endif

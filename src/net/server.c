@@ -72,6 +72,7 @@ struct conn {
     bool closed;
     bool muted;    /* a request is with the handlers or its response is being written */
     bool inflight; /* a request is with the handlers */
+    int64_t unmute_at_ms; /* > 0: throttled (KIP-219), stays muted until then after its response */
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
     const char *listener;
@@ -121,6 +122,7 @@ struct loop {
     uint32_t nfree;
     struct conn *graveyard;
     int delayed_closes; /* connections with close_at_ms set (upper bound) */
+    int nthrottled; /* connections with unmute_at_ms > 0 (loop thread only) */
     /* completion queue */
     pthread_mutex_t mu;
     int wakefd;
@@ -355,6 +357,10 @@ static void conn_close(struct conn *c) {
     if (c->closed) return;
     struct loop *l = c->loop;
     c->closed = true;
+    if (c->unmute_at_ms) {
+        c->unmute_at_ms = 0;
+        l->nthrottled--;
+    }
     epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -648,10 +654,26 @@ static void conn_unmute(struct conn *c) {
         conn_set_events(c, 0);
         return;
     }
+    if (c->unmute_at_ms > gr_mono_ms()) { /* throttled: the loop unmutes it at unmute_at_ms */
+        conn_set_events(c, 0);
+        return;
+    }
+    if (c->unmute_at_ms) {
+        c->unmute_at_ms = 0;
+        c->loop->nthrottled--;
+    }
     c->muted = false;
     conn_set_events(c, EPOLLIN);
     /* TLS may hold decrypted bytes of the next request that epoll cannot see */
     if (c->tls && gr_tls_pending(c->tls)) conn_read(c);
+}
+
+/* Unmutes throttled connections whose time has come. */
+static void unmute_throttled(struct loop *l, int64_t now) {
+    for (uint32_t i = 0; i < l->nslots && l->nthrottled > 0; i++) {
+        struct conn *c = l->slots[i];
+        if (c && !c->closed && c->unmute_at_ms && c->unmute_at_ms <= now && !c->inflight && !c->wbuf) conn_unmute(c);
+    }
 }
 
 /* Writes what it can of the pending response; when done, unmutes the connection. */
@@ -693,6 +715,10 @@ static void complete_one(struct loop *l, struct req_int *r) {
     c->inflight = false;
     c->sess = r->pub.session; /* the session comes back to the connection */
     r->pub.session = NULL;
+    if (r->pub.throttle_ms > 0 && r->action != COMPLETE_CLOSE) {
+        if (!c->unmute_at_ms) l->nthrottled++;
+        c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
+    }
     switch (r->action) {
     case COMPLETE_RESPOND:
         if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != r->resp_len - 4) {
@@ -812,7 +838,10 @@ static void *loop_main(void *arg) {
     int tick = srv->idle_ms ? (int)GR_MAX(10, GR_MIN(1000, srv->idle_ms / 4)) : 1000;
     int64_t next_scan = gr_mono_ms() + tick;
     while (!atomic_load(&srv->stopping)) {
-        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, l->delayed_closes ? GR_MIN(tick, 10) : tick);
+        int timeout = tick;
+        if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
+        if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
+        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
             break;
@@ -845,6 +874,7 @@ static void *loop_main(void *arg) {
         int64_t now = gr_mono_ms();
         resume_accepts(l, now);
         if (l->delayed_closes) close_delayed(l, now);
+        if (l->nthrottled > 0) unmute_throttled(l, now);
         if (srv->idle_ms && now >= next_scan) {
             close_idle(l, now);
             next_scan = now + tick;

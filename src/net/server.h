@@ -132,6 +132,9 @@ struct gr_net_request {
     char peer[64];          /* "1.2.3.4:5678" or "[::1]:5678" */
     int64_t received_us;    /* gr_mono_us() when the last byte of the frame was read */
     struct gr_net_session *session; /* lent to the request; never NULL (see above) */
+    int32_t throttle_ms;    /* the handler may set it before completing: the connection then stays
+                             * muted this long after the response is written (or after
+                             * gr_net_respond_none), Kafka's channel throttling (KIP-219) */
 };
 
 /* Called on an I/O thread; see the handler contract above. */

@@ -26,6 +26,8 @@
 
 enum fstate { F_TRUNCATING, F_FETCHING };
 
+#define THROTTLE_RECHECK_MS 100 /* a throttled replica left out of a fetch is considered again after */
+
 struct fpart {
     char *topic;
     int32_t partition;
@@ -33,6 +35,8 @@ struct fpart {
     enum fstate state;
     int64_t delay_until_ms;
     bool out_of_range; /* ask the leader for its offsets before fetching */
+    bool throttled;    /* a follower-throttled replica (ops->throttled), as of the last fetch */
+    int64_t leader_hw; /* the leader's high watermark in the last response, -1 = none yet */
     gr_fetcher_part *p; /* reference (ops->get) */
 };
 
@@ -339,6 +343,15 @@ static int do_fetch(struct fetcher *f) {
             now = gr_mono_ms();
         }
     }
+    /* follower.replication.throttled.rate: out-of-sync throttled replicas wait while it is exceeded */
+    bool exceeded = OPS(f)->quota_exceeded && OPS(f)->quota_exceeded(f->fm->ctx);
+    for (int i = 0; i < f->nparts; i++) {
+        struct fpart *fp = &f->parts[i];
+        if (fp->state != F_FETCHING || fp->delay_until_ms > now) continue;
+        fp->throttled = OPS(f)->throttled && OPS(f)->throttled(f->fm->ctx, fp->topic, fp->partition);
+        bool in_sync = fp->leader_hw >= 0 && OPS(f)->log_end_offset(fp->p) >= fp->leader_hw;
+        if (exceeded && fp->throttled && !in_sync) fp->delay_until_ms = now + THROTTLE_RECHECK_MS;
+    }
     int n = 0;
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].state == F_FETCHING && f->parts[i].delay_until_ms <= now) n++;
@@ -401,6 +414,9 @@ static int do_fetch(struct fetcher *f) {
                 if (asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 switch (pr->ErrorCode) {
                 case GR_KERR_NONE: {
+                    fp->leader_hw = pr->HighWatermark;
+                    if (fp->throttled && OPS(f)->quota_record && pr->RecordSet.len > 0)
+                        OPS(f)->quota_record(f->fm->ctx, (size_t)pr->RecordSet.len);
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
                     int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->RecordSet.p,
                                                     pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
@@ -578,6 +594,7 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->partition = partition;
     fp->leader_epoch = leader_epoch;
     fp->state = F_TRUNCATING;
+    fp->leader_hw = -1;
     fp->p = p;
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->lock);

@@ -55,6 +55,14 @@ struct gr_fetcher_ops {
                   int64_t leader_hw);
     /* The leader's endpoint on the inter-broker listener; false if unknown. */
     bool (*leader_endpoint)(void *ctx, int32_t broker_id, char *host, size_t hostlen, int32_t *port);
+    /* Follower replication throttle (Kafka's ReplicationQuotaManager FOLLOWER), all optional: is
+     * topic-partition a throttled replica here, is follower.replication.throttled.rate exceeded,
+     * record bytes fetched for throttled replicas. A throttled replica that is not in sync (its log
+     * end below the leader's high watermark of the last response) is left out of fetches while the
+     * rate is exceeded. */
+    bool (*throttled)(void *ctx, const char *topic, int32_t partition);
+    bool (*quota_exceeded)(void *ctx);
+    void (*quota_record)(void *ctx, size_t bytes);
 };
 
 /* replica.* settings, read once at creation. */

@@ -20,6 +20,8 @@
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
 #include "common/metrics.h"
+#include "broker/dynamic_config_manager.h"
+#include "common/config_model.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -105,7 +107,8 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
     rm->tcfg_cache.ret_bytes = *ret_bytes;
 }
 
-/* Topic overrides from /config/topics/<topic> (best effort: ZooKeeper may be absent in tests). */
+/* The topic's effective settings: /config/topics/<topic> over the broker's dynamic and static
+ * configs (broker/dynamic_config_manager.h; best effort: ZooKeeper may be absent in tests). */
 static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     gr_plog_manager_default_config(rm->lm, lc);
@@ -115,25 +118,55 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     if (!rm->b || !rm->b->zk) return;
     struct gr_kzk_config tc = {0};
     if (gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) != 0) return;
-    const char *v;
-    char *end;
-#define NUM(key, dst, lo, hi)                                                   \
-    if ((v = gr_kzk_config_get(&tc, key)) != NULL) {                            \
-        long long x = strtoll(v, &end, 10);                                     \
-        if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
-        else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
-    }
-    NUM("min.insync.replicas", *min_isr, 1, INT32_MAX);
-    NUM("retention.ms", *ret_ms, -1, INT64_MAX);
-    NUM("retention.bytes", *ret_bytes, -1, INT64_MAX);
-    NUM("segment.bytes", lc->segment_bytes, 14, INT32_MAX);
-    NUM("segment.ms", lc->roll_ms, 1, INT64_MAX);
-    NUM("max.message.bytes", lc->max_message_bytes, 0, INT32_MAX);
-    NUM("index.interval.bytes", lc->index_interval_bytes, 0, INT32_MAX);
-    NUM("flush.messages", lc->flush_messages, 1, INT64_MAX);
-    NUM("flush.ms", lc->flush_ms, 0, INT64_MAX);
-#undef NUM
+    struct gr_log_settings ls;
+    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, &tc, &ls);
     gr_kzk_config_release(&tc);
+    lc->segment_bytes = ls.segment_bytes;
+    lc->roll_ms = ls.segment_ms;
+    lc->index_interval_bytes = ls.index_interval_bytes;
+    lc->max_message_bytes = ls.max_message_bytes;
+    lc->flush_messages = ls.flush_messages;
+    lc->flush_ms = ls.flush_ms;
+    *min_isr = ls.min_insync_replicas;
+    *ret_ms = ls.retention_ms;
+    *ret_bytes = ls.retention_bytes;
+}
+
+static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
+
+void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
+    if (!rm) return;
+    if (rm->b && rm->b->partitions) gr_partitions_lock(rm->b->partitions);
+    free(rm->tcfg_cache.topic); /* the cache may hold the old values */
+    rm->tcfg_cache.topic = NULL;
+    if (rm->b && rm->b->partitions) gr_partitions_unlock(rm->b->partitions);
+    int n = 0;
+    struct gr_rm_partition **arr = snapshot(rm, &n);
+    char *last = NULL;
+    struct gr_plog_config lc;
+    int32_t min_isr = 1;
+    int64_t ret_ms = 0, ret_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        struct gr_rm_partition *p = arr[i];
+        if (!topic || strcmp(p->topic, topic) == 0) {
+            if (!last || strcmp(last, p->topic) != 0) {
+                read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+                free(last);
+                last = gr_strdup(p->topic);
+            }
+            pthread_mutex_lock(&p->lock);
+            p->min_isr = min_isr;
+            if (p->lml) {
+                gr_plog_set_config(p->lml->log, &lc);
+                atomic_store(&p->lml->retention_ms, ret_ms);
+                atomic_store(&p->lml->retention_bytes, ret_bytes);
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+        gr_rm_partition_unref(p);
+    }
+    free(last);
+    free(arr);
 }
 
 /* Hook callers hold the registry's state-change lock, so creations never race each other. */

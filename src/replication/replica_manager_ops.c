@@ -9,6 +9,7 @@
 #include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "replication/replica_internal.h"
+#include "broker/quota_manager.h"
 
 /* ---- fetcher ---- */
 
@@ -43,6 +44,20 @@ static bool f_leader_endpoint(void *ctx, int32_t broker_id, char *host, size_t h
     return endpoint(ctx, broker_id, host, hostlen, port);
 }
 
+/* follower.replication.throttled.rate (broker/quota_manager.h) */
+static bool f_throttled(void *ctx, const char *topic, int32_t partition) {
+    struct gr_replica_manager *rm = ctx;
+    return rm->b && gr_quota_replica_throttled(rm->b->quotas, false, topic, partition);
+}
+static bool f_quota_exceeded(void *ctx) {
+    struct gr_replica_manager *rm = ctx;
+    return rm->b && gr_quota_replication_exceeded(rm->b->quotas, false);
+}
+static void f_quota_record(void *ctx, size_t bytes) {
+    struct gr_replica_manager *rm = ctx;
+    if (rm->b) gr_quota_replication_record(rm->b->quotas, false, (double)bytes);
+}
+
 const struct gr_fetcher_ops gr_rm_fetcher_ops = {
     .get = f_get,
     .release = f_release,
@@ -54,6 +69,9 @@ const struct gr_fetcher_ops gr_rm_fetcher_ops = {
     .truncate = f_truncate,
     .append = f_append,
     .leader_endpoint = f_leader_endpoint,
+    .throttled = f_throttled,
+    .quota_exceeded = f_quota_exceeded,
+    .quota_record = f_quota_record,
 };
 
 void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher_config *out) {

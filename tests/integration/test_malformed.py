@@ -567,7 +567,11 @@ def test_oversize_or_negative_field(broker, case):
 
 GARBAGE_APIS = {"Metadata v1": (METADATA, 1), "Metadata v9": (METADATA, 9), "Produce v3": (PRODUCE, 3),
                 "Produce v8": (PRODUCE, 8), "Fetch v4": (FETCH, 4), "Fetch v11": (FETCH, 11),
-                "CreateTopics v2": (CREATE_TOPICS, 2), "CreateTopics v5": (CREATE_TOPICS, 5)}
+                "CreateTopics v2": (CREATE_TOPICS, 2), "CreateTopics v5": (CREATE_TOPICS, 5),
+                "DescribeConfigs v0": (32, 0), "DescribeConfigs v3": (32, 3), "AlterConfigs v1": (33, 1),
+                "IncrementalAlterConfigs v0": (44, 0), "IncrementalAlterConfigs v1": (44, 1),
+                "DescribeClientQuotas v0": (48, 0), "AlterClientQuotas v0": (49, 0)}
+FLEXIBLE = {(METADATA, 9), (CREATE_TOPICS, 5), (44, 1)}  # request header v2: tagged fields
 
 
 @pytest.mark.parametrize("name", list(GARBAGE_APIS))
@@ -579,11 +583,61 @@ def test_garbage_body(broker, name):
         n = rng.choice([1, 2, 3, 7, 16, 64, 200, 1000])
         body = bytes(rng.randrange(256) for _ in range(n))
         corr = next_corr()
-        hdr = header(api, ver, corr) + (b"\0" if ver >= 9 or (api == PRODUCE and ver >= 9)
-                                        or (api == CREATE_TOPICS and ver >= 5) else b"")
+        hdr = header(api, ver, corr) + (b"\0" if (api, ver) in FLEXIBLE or ver >= 9 else b"")
         got = send_expect_closed_or_answer(broker, frame(hdr + body), corr, f"{name} garbage #{i} ({n} bytes)")
         outcomes["closed" if got == "closed" else "answered"] += 1
     print(f"{name}: {outcomes}")
+
+
+def test_configs_and_quotas_semantic_errors(broker):
+    """Well-formed DescribeConfigs / IncrementalAlterConfigs / AlterClientQuotas with nonsense in
+    them: per-resource errors in a proper response, connection usable."""
+    conn = Conn(broker[1].port)
+    try:
+        corr = next_corr()
+        res = [i8(99) + string("x") + i32(-1), i8(4) + string("abc") + i32(-1), i8(4) + string("7") + i32(-1),
+               i8(2) + string("no-such-topic") + array([string("retention.ms")])]
+        conn.send(frame(header(32, 0, corr) + array(res)))
+        r = conn.recv_frame()
+        assert struct.unpack(">i", r[:4])[0] == corr
+        off = 8  # correlation id, throttle
+        (n,) = struct.unpack(">i", r[off:off + 4])
+        off += 4
+        errs = []
+        for _ in range(n):
+            (err,) = struct.unpack(">h", r[off:off + 2])
+            errs.append(err)
+            off += 2
+            for _field in range(2):  # message, then type (i8) + name
+                (ln,) = struct.unpack(">h", r[off:off + 2])
+                off += 2 + max(ln, 0)
+                if _field == 0:
+                    off += 1
+            (nc,) = struct.unpack(">i", r[off:off + 4])
+            off += 4
+            assert nc <= 0
+        assert errs == [42, 42, 42, 3], errs  # INVALID_REQUEST x3, UNKNOWN_TOPIC_OR_PARTITION
+        # IncrementalAlterConfigs v0: unknown op 9, then a duplicate key
+        corr = next_corr()
+        cfgs = array([string("retention.ms") + i8(9) + string("1")])
+        dup = array([string("retention.ms") + i8(0) + string("1"), string("retention.ms") + i8(1) + string(None)])
+        conn.send(frame(header(44, 0, corr) + array([i8(2) + string(TOPIC) + cfgs, i8(2) + string(TOPIC) + dup])
+                        + i8(0)))
+        r = conn.recv_frame()
+        assert struct.unpack(">i", r[:4])[0] == corr
+        assert struct.unpack(">i", r[8:12])[0] == 2
+        assert struct.unpack(">h", r[12:14])[0] == 42
+        # AlterClientQuotas v0: an entity without components, and one with an unknown type
+        corr = next_corr()
+        op = array([string("producer_byte_rate") + struct.pack(">d", 1000.0) + i8(0)])
+        entries = [array([]) + op, array([string("ip") + string("1.2.3.4")]) + op]
+        conn.send(frame(header(49, 0, corr) + array(entries) + i8(0)))
+        r = conn.recv_frame()
+        assert struct.unpack(">i", r[:4])[0] == corr
+        assert struct.unpack(">i", r[8:12])[0] == 2 and struct.unpack(">h", r[12:14])[0] == 42
+    finally:
+        conn.close()
+    metadata_ok(broker[1].port)
 
 
 # ---------------------------------------------------------------------------------------------

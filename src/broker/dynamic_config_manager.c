@@ -1,0 +1,184 @@
+/* The broker's DynamicConfigManager: see dynamic_config_manager.h. */
+#include "broker/dynamic_config_manager.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker/broker.h"
+#include "broker/quota_manager.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "controller/requests.h"
+#include "replication/replica_manager.h"
+
+#define LOGGER "kafka.server.DynamicConfigManager"
+
+struct gr_dynamic_config_manager {
+    struct gr_broker *b;
+    char id[16]; /* this broker's id as text */
+    pthread_mutex_t mu;
+    struct gr_kzk_config dyn_broker, dyn_default; /* guarded by mu */
+};
+
+static void copy_config(struct gr_kzk_config *dst, const struct gr_kzk_config *src) {
+    memset(dst, 0, sizeof *dst);
+    for (int i = 0; i < src->n; i++) gr_kzk_config_set(dst, src->keys[i], src->values[i]);
+}
+
+/* Re-reads /config/brokers/<name> into *slot. */
+static void reload_layer(struct gr_dynamic_config_manager *d, const char *name, bool per_broker) {
+    struct gr_kzk_config c = {0};
+    int rc = gr_kzk_get_entity_config(d->b->zk, "brokers", name, &c);
+    if (rc) {
+        gr_warn(LOGGER, "Cannot read /config/brokers/%s: %s", name, gr_kzk_strerror(rc));
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    struct gr_kzk_config *slot = per_broker ? &d->dyn_broker : &d->dyn_default;
+    gr_kzk_config_release(slot);
+    *slot = c;
+    pthread_mutex_unlock(&d->mu);
+}
+
+struct gr_dynamic_config_manager *gr_dcm_new(struct gr_broker *b) {
+    struct gr_dynamic_config_manager *d = gr_calloc(1, sizeof *d);
+    d->b = b;
+    snprintf(d->id, sizeof d->id, "%d", b->broker_id);
+    pthread_mutex_init(&d->mu, NULL);
+    if (b->zk) {
+        reload_layer(d, "<default>", false);
+        reload_layer(d, d->id, true);
+    }
+    return d;
+}
+
+void gr_dcm_free(struct gr_dynamic_config_manager *d) {
+    if (!d) return;
+    gr_kzk_config_release(&d->dyn_broker);
+    gr_kzk_config_release(&d->dyn_default);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+/* ---- views ---- */
+
+static void as_props(struct gr_props *p, const struct gr_kzk_config *c) {
+    p->n = c ? c->n : 0;
+    p->keys = c ? c->keys : NULL;
+    p->values = c ? c->values : NULL;
+}
+
+void gr_dcm_view_get(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, struct gr_dcm_view *v) {
+    memset(v, 0, sizeof *v);
+    if (d) {
+        pthread_mutex_lock(&d->mu);
+        copy_config(&v->dyn_broker, &d->dyn_broker);
+        copy_config(&v->dyn_default, &d->dyn_default);
+        pthread_mutex_unlock(&d->mu);
+    }
+    v->static_cfg = static_cfg;
+    as_props(&v->pb, &v->dyn_broker);
+    as_props(&v->pd, &v->dyn_default);
+    v->layers.dyn_broker = &v->pb;
+    v->layers.dyn_default = &v->pd;
+    v->layers.static_cfg = static_cfg;
+    v->layers.topic = NULL;
+}
+
+void gr_dcm_view_topic(struct gr_dcm_view *v, const struct gr_kzk_config *tc) {
+    as_props(&v->pt, tc);
+    v->layers.topic = tc ? &v->pt : NULL;
+}
+
+void gr_dcm_view_release(struct gr_dcm_view *v) {
+    gr_kzk_config_release(&v->dyn_broker);
+    gr_kzk_config_release(&v->dyn_default);
+}
+
+void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
+                         const struct gr_kzk_config *tc, struct gr_log_settings *out) {
+    struct gr_dcm_view v;
+    gr_dcm_view_get(d, static_cfg, &v);
+    gr_dcm_view_topic(&v, tc);
+    gr_log_settings_resolve(&v.layers, out);
+    gr_dcm_view_release(&v);
+}
+
+int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, const char *name,
+                           int64_t dflt) {
+    /* Kafka 2.7: a <default> replication throttle rate does not reach the throttle. */
+    bool skip_default = strstr(name, ".replication.throttled.rate") != NULL;
+    const char *v = NULL;
+    char buf[64] = "";
+    if (d) {
+        pthread_mutex_lock(&d->mu);
+        v = gr_kzk_config_get(&d->dyn_broker, name);
+        if (!v && !skip_default) v = gr_kzk_config_get(&d->dyn_default, name);
+        if (v) snprintf(buf, sizeof buf, "%s", v);
+        pthread_mutex_unlock(&d->mu);
+    }
+    if (!buf[0] && static_cfg && (v = gr_config_static_value(static_cfg, name)) != NULL)
+        snprintf(buf, sizeof buf, "%s", v);
+    if (!buf[0]) return dflt;
+    char *end;
+    long long x = strtoll(buf, &end, 10);
+    return *end ? dflt : x;
+}
+
+/* ---- change handling (the listener's thread) ---- */
+
+static void on_topic(struct gr_dynamic_config_manager *d, const char *topic) {
+    struct gr_broker *b = d->b;
+    gr_info(LOGGER, "Processing override for entityPath: topics/%s", topic);
+    gr_rm_reload_topic_config(b->replica_manager, topic);
+    gr_quota_replication_topic_changed(b->quotas, topic);
+    struct gr_kzk_config tc = {0};
+    if (gr_kzk_get_entity_config(b->zk, "topics", topic, &tc) != 0) return;
+    const char *v = gr_kzk_config_get(&tc, "unclean.leader.election.enable");
+    if (v && strcasecmp(v, "true") == 0 && b->controller)
+        gr_ctrl_topic_unclean_leader_election_enabled(b->controller, topic);
+    gr_kzk_config_release(&tc);
+}
+
+/* The broker-level unclean.leader.election.enable in effect, for the controller. */
+static void tell_controller_unclean(struct gr_dynamic_config_manager *d) {
+    struct gr_log_settings ls;
+    gr_dcm_log_settings(d, d->b->cfg, NULL, &ls);
+    if (d->b->controller)
+        gr_ctrl_set_default_unclean_leader_election(d->b->controller, ls.unclean_leader_election_enable);
+}
+
+void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d) {
+    if (d) tell_controller_unclean(d);
+}
+
+void gr_dcm_on_entity_change(void *ctx, const char *entity) {
+    struct gr_dynamic_config_manager *d = ctx;
+    const char *slash = strchr(entity, '/');
+    if (!slash || !slash[1]) {
+        gr_warn(LOGGER, "Ignoring config change for malformed entity path %s", entity);
+        return;
+    }
+    size_t tl = (size_t)(slash - entity);
+    const char *name = slash + 1;
+    if (tl == 6 && strncmp(entity, "topics", 6) == 0) {
+        on_topic(d, name);
+    } else if (tl == 7 && strncmp(entity, "brokers", 7) == 0) {
+        bool dflt = strcmp(name, "<default>") == 0;
+        if (!dflt && strcmp(name, d->id) != 0) return;
+        gr_info(LOGGER, "Processing override for entityPath: %s", entity);
+        reload_layer(d, name, !dflt);
+        gr_rm_reload_topic_config(d->b->replica_manager, NULL);
+        tell_controller_unclean(d);
+        gr_quota_manager_reload_replication(d->b->quotas);
+    } else if ((tl == 7 && strncmp(entity, "clients", 7) == 0) || (tl == 5 && strncmp(entity, "users", 5) == 0)) {
+        gr_info(LOGGER, "Processing override for entityPath: %s", entity);
+        gr_quota_manager_reload(d->b->quotas);
+    } else {
+        gr_debug(LOGGER, "Ignoring config change for entity path %s", entity);
+    }
+}
