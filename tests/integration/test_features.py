@@ -6,11 +6,10 @@ requests are written and read here byte by byte (flexible versions: compact stri
 tagged fields), from Kafka 2.7's ApiVersions{Request,Response}.json and UpdateFeatures*.json."""
 
 import json
-import socket
 import struct
-import time
 
 import gregor_harness as H
+from kafka_wire import Reader, compact_str, exchange, uvarint
 
 NONE, NOT_CONTROLLER, INVALID_REQUEST = 0, 41, 42
 
