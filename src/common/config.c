@@ -95,13 +95,22 @@ static const struct cfg_key keys[] = {
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
     /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */
     {"transactional.id.expiration.ms", T_INT, F(transactional_id_expiration_ms), "604800000", 1, INT32_MAX},
+    {"transaction.state.log.num.partitions", T_INT, F(transaction_state_log_num_partitions), "50", 1, INT32_MAX},
+    {"transaction.state.log.replication.factor", T_INT, F(transaction_state_log_replication_factor), "3", 1, INT16_MAX},
+    {"transaction.state.log.min.isr", T_INT, F(transaction_state_log_min_isr), "2", 1, INT32_MAX},
+    {"transaction.state.log.segment.bytes", T_INT, F(transaction_state_log_segment_bytes), "104857600", 1, INT32_MAX},
+    {"transaction.max.timeout.ms", T_INT, F(transaction_max_timeout_ms), "900000", 1, INT32_MAX},
+    {"transaction.abort.timed.out.transaction.cleanup.interval.ms", T_INT,
+     F(transaction_abort_timed_out_transaction_cleanup_interval_ms), "10000", 1, INT32_MAX},
+    {"transaction.remove.expired.transaction.cleanup.interval.ms", T_INT,
+     F(transaction_remove_expired_transaction_cleanup_interval_ms), "3600000", 1, INT32_MAX},
+    {"transaction.partition.verification.enable", T_BOOL, F(transaction_partition_verification_enable), "true", 0, 0},
 };
 
 /* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleaner.enable", "log.cleanup.policy", "compression.type",
+        "log.cleaner.enable", "log.cleanup.policy", "compression.type",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };
 

@@ -100,6 +100,16 @@ struct gr_config {
     int32_t group_max_session_timeout_ms;
     int32_t transactional_id_expiration_ms;
 
+    /* transaction coordinator (coordinator/txn_coordinator.h) */
+    int32_t transaction_state_log_num_partitions;
+    int32_t transaction_state_log_replication_factor;
+    int32_t transaction_state_log_min_isr;
+    int32_t transaction_state_log_segment_bytes;
+    int32_t transaction_max_timeout_ms;
+    int32_t transaction_abort_timed_out_transaction_cleanup_interval_ms;
+    int32_t transaction_remove_expired_transaction_cleanup_interval_ms;
+    bool transaction_partition_verification_enable; /* KIP-890 part 1 (Kafka 3.6) */
+
     /* private to config.c: log.dirs was given, so log.dir is ignored */
     bool log_dirs_explicit;
 };

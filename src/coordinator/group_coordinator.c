@@ -656,7 +656,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     if (e == GR_KERR_NONE) {
         g = gc_find_group_locked(gc, group_id);
         if (!g) {
-            if (generation_id < 0)
+            if (generation_id < 0 || generation_id == GR_GC_GENERATION_TXN)
                 g = gc_create_group_locked(gc, group_id, pr.partition); /* offsets-only group */
             else
                 e = GR_KERR_ILLEGAL_GENERATION;
@@ -666,6 +666,8 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
         struct member *m = gc_group_member(g, mid);
         if (g->state == ST_DEAD)
             e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+        else if (generation_id == GR_GC_GENERATION_TXN)
+            ; /* transactional offsets at their COMMIT marker (checked at TxnOffsetCommit) */
         else if (generation_id < 0 && g->state == ST_EMPTY)
             ; /* the group only stores offsets */
         else if (g->state == ST_COMPLETING)

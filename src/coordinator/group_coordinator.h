@@ -225,6 +225,8 @@ struct gr_gc_commit_part {
                                  out: the result */
 };
 typedef void (*gr_gc_commit_cb)(void *ctx, struct gr_gc_commit_part *parts, int n);
+/* generation_id of transactional offsets applied at their COMMIT marker: no membership check. */
+#define GR_GC_GENERATION_TXN INT32_MIN
 /* OffsetCommit. parts (caller's memory) must stay valid until cb. generation_id < 0 with an
  * unknown or Empty group = a "simple" commit by a client not using group management. */
 void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,

@@ -605,7 +605,8 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
     if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         struct gr_append_info info;
-        int rc = gr_plog_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
+        int rc = gr_plog_append_origin(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, pp->coordinator,
+                                       &info);
         if (rc < 0) {
             gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
             gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a log");
