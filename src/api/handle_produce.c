@@ -144,8 +144,9 @@ static void *verify_thread(void *arg) {
         } else {
             gr_info(LOGGER, "rejecting transactional produce of producer %lld epoch %d to %s-%d: %s (KIP-890 verification)",
                     (long long)pid, epoch, pp->topic, pp->partition, gr_kerr_name(e));
-            pp->error = e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_PRODUCER_FENCED ||
-                                e == GR_KERR_INVALID_PRODUCER_ID_MAPPING
+            pp->error = e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH
+                            ? GR_KERR_INVALID_PRODUCER_EPOCH /* a zombie: fenced, as 2.7's epoch check */
+                        : e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_INVALID_PRODUCER_ID_MAPPING
                             ? GR_KERR_INVALID_TXN_STATE
                             : GR_KERR_NOT_ENOUGH_REPLICAS;
         }

@@ -429,7 +429,9 @@ int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t 
     pthread_mutex_lock(&tc->mu);
     int16_t err = part_status_locked(tc, gr_txn_partition_of(tc, id), NULL);
     struct meta *m = err == GR_KERR_NONE ? find_locked(tc, id) : NULL;
-    if (err == GR_KERR_NONE)
+    if (err == GR_KERR_NONE && m && m->pid == pid && epoch < m->epoch)
+        err = GR_KERR_PRODUCER_FENCED;
+    else if (err == GR_KERR_NONE)
         err = m && m->pid == pid && m->epoch == epoch && m->state == GR_TXN_ONGOING && has_part(m, topic, partition)
                   ? GR_KERR_NONE
                   : GR_KERR_INVALID_TXN_STATE;

@@ -274,6 +274,7 @@ void gr_pstate_set_verified(struct gr_pstate *ps, int64_t producer_id, int16_t e
 bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_id, int16_t epoch) {
     if (!verification_enabled) return false;
     const struct gr_pstate_entry *e = find(ps, producer_id);
+    if (e && epoch < e->epoch) return false; /* the append fails the epoch check anyway */
     return !(e && e->txn_first_offset >= 0 && e->epoch == epoch);
 }
 
