@@ -184,3 +184,157 @@ def test_zombie_fencing(tcluster):
     assert ei.value.args[0].fatal() or "fenc" in str(ei.value).lower(), ei.value
     got = consume(tcluster, "t3", 1, "read_committed", min_count=1)
     assert got == ["new-1"]
+
+
+# ---- raw wire (KIP-890 part 1) ----
+
+def _s(v):
+    if v is None:
+        return struct.pack(">h", -1)
+    b = v.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _crc32c(data):
+    from test_malformed import crc32c
+    return crc32c(data)
+
+
+def txn_batch(values, pid, epoch, seq):
+    recs = b""
+    for i, v in enumerate(values):
+        body = b"\x00" + b"\x00" + bytes([i * 2]) + b"\x01" + bytes([len(v) * 2]) + v + b"\x00"
+        recs += bytes([len(body) * 2]) + body
+    n = len(values)
+    ts = int(time.time() * 1000)
+    after = struct.pack(">hiqqqhii", 0x10, n - 1, ts, ts, pid, epoch, seq, n) + recs
+    rest = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after)) + after
+    return struct.pack(">qi", 0, len(rest)) + rest
+
+
+class Raw:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.corr = 0
+
+    def call(self, api, ver, body):
+        self.corr += 1
+        msg = struct.pack(">hhi", api, ver, self.corr) + _s("raw-txn") + body
+        self.s.sendall(struct.pack(">i", len(msg)) + msg)
+        n = struct.unpack(">i", self._recv(4))[0]
+        data = self._recv(n)
+        assert struct.unpack_from(">i", data, 0)[0] == self.corr
+        return data[4:]
+
+    def _recv(self, n):
+        b = b""
+        while len(b) < n:
+            c = self.s.recv(n - len(b))
+            assert c, "connection closed"
+            b += c
+        return b
+
+    def close(self):
+        self.s.close()
+
+
+def _retry(fn, ok=(0,), timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        r = fn()
+        if r[0] in ok or time.time() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def find_txn_coordinator(port, tid):
+    def once():
+        c = Raw(port)
+        r = c.call(10, 1, _s(tid) + b"\x01")
+        c.close()
+        _t, err = struct.unpack_from(">ih", r, 0)
+        pos = 6
+        ml = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + max(ml, 0)
+        node = struct.unpack_from(">i", r, pos)[0]
+        return err, node
+    return _retry(once)
+
+
+def produce_txn(port, tid, topic, part, batch):
+    c = Raw(port)
+    body = _s(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + _s(topic) + struct.pack(">i", 1) \
+        + struct.pack(">ii", part, len(batch)) + batch
+    r = c.call(0, 3, body)
+    c.close()
+    # [topic [partition error base_offset log_append_time]] throttle
+    pos = 4
+    tl = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + tl + 4 + 4
+    return struct.unpack_from(">h", r, pos)[0]
+
+
+@pytest.mark.parametrize("verification", ["true", "false"])
+def test_kip890_late_produce_after_end_txn(cluster_factory, zk_connect, verification):
+    """A transactional produce that arrives after its transaction ended (a late retry, a slow
+    network) must not land: with verification it is refused with INVALID_TXN_STATE and never
+    becomes visible; without it (Kafka 2.7) it silently joins the producer's next transaction
+    and is committed with it -- the Jepsen anomaly, shown by the "false" case."""
+    cfg = dict(CONFIG)
+    cfg["transaction.partition.verification.enable"] = verification
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "k890", 3)
+    tid = "raw-tx"
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, tid)
+    assert err == 0, err
+    cport = cl[node].port
+    coord = Raw(cport)
+
+    def init():
+        r = coord.call(22, 0, _s(tid) + struct.pack(">i", 30000))
+        return struct.unpack_from(">hqh", r, 4)
+    err, pid, epoch = _retry(init)
+    assert err == 0, err
+
+    def add():
+        body = _s(tid) + struct.pack(">qh", pid, epoch) + struct.pack(">i", 1) + _s("k890") + struct.pack(">ii", 1, part)
+        r = coord.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        return (struct.unpack_from(">h", r, pos)[0],)
+
+    def end(commit):
+        r = coord.call(26, 0, _s(tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0))
+        return (struct.unpack_from(">h", r, 4)[0],)
+
+    # a partition led by another broker than the coordinator: verification goes over the wire
+    part = next(p for p in range(3) if state(cl, "k890", p)["leader"] != node)
+    lport = cl[state(cl, "k890", part)["leader"]].port
+    assert _retry(add)[0] == 0
+    assert produce_txn(lport, tid, "k890", part, txn_batch([b"t1"], pid, epoch, 0)) == 0
+    assert end(True)[0] == 0
+    H.wait_for(lambda: consume(cl, "k890", 3, "read_committed", timeout=5, quiet=0.5) == ["t1"], 20, "t1 committed")
+    late = produce_txn(lport, tid, "k890", part, txn_batch([b"late"], pid, epoch, 1))
+    if verification == "true":
+        assert late == 48, late  # INVALID_TXN_STATE
+    else:
+        assert late == 0, late
+    # the producer's next transaction
+    assert _retry(add, timeout=20)[0] == 0
+    seq = 1 if verification == "true" else 2
+    assert produce_txn(lport, tid, "k890", part, txn_batch([b"t2"], pid, epoch, seq)) == 0
+    assert end(True)[0] == 0
+    box = [[]]
+
+    def t2_visible():
+        box[0] = consume(cl, "k890", 3, "read_committed", timeout=5, quiet=0.5)
+        return "t2" in box[0]
+    H.wait_for(t2_visible, 20, "t2 committed")
+    got = box[0]
+    coord.close()
+    if verification == "true":
+        assert got == ["t1", "t2"], got
+    else:
+        assert got == ["t1", "late", "t2"], got  # Kafka 2.7's anomaly
