@@ -5,18 +5,16 @@
  * baseSequence -1, key = version 0 + type 0 ABORT / 1 COMMIT, value = version 0 + coordinator
  * epoch) per partition with acks=-1 and the coordinator-origin checks. A COMMIT marker on a
  * __consumer_offsets partition makes the producer's pending transactional offsets of the groups
- * on that partition visible (written as ordinary offset commits at that moment); an ABORT drops
- * them. Pending offsets live in memory on the group's coordinator (Gregor simplification: Kafka
- * writes them to the log as transactional records before the marker; a coordinator failover
- * between TxnOffsetCommit and the marker loses them here, and the transaction's offsets are
- * then not committed -- the consumer re-processes, the output stays exactly-once only if the
- * application aborts; see docs/TRANSACTIONS.md).
+ * on that partition visible (also written as ordinary offset commits at that moment); an ABORT
+ * drops them. TxnOffsetCommit writes the offsets first, as Kafka, as a transactional batch of the
+ * producer to the group's __consumer_offsets partition (acks=-1), so a group coordinator that
+ * loads the partition later rebuilds the pending offsets and applies them at the marker
+ * (group_metadata_manager.c, coordinator/txn_offsets.h).
  *
  * AddPartitionsToTxn requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
  * verification requests between brokers (Kafka 3.6 uses AddPartitionsToTxn v4 VerifyOnly, which
  * the 2.7 protocol lacks): nothing is added; the answer says per partition whether it is part
  * of the producer's ongoing transaction (NONE) or not (INVALID_TXN_STATE). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +28,8 @@
 #include "coordinator/group_offsets.h"
 #include "coordinator/txn_coordinator.h"
 #include "coordinator/txn_log.h"
+#include "coordinator/txn_offsets.h"
+#include "protocol/wire.h"
 #include "replication/replica_internal.h"
 #include "storage/batch.h"
 #include "storage/producer_state.h"
@@ -178,17 +178,7 @@ void gr_handle_end_txn(struct gr_broker *b, struct gr_api_req *req, const struct
     gr_txn_end(b->txn_coordinator, r->TransactionalId, r->ProducerId, r->ProducerEpoch, r->Committed, simple_done, req);
 }
 
-/* ---- pending transactional offsets (TxnOffsetCommit) ---- */
-
-struct pending_off {
-    struct pending_off *next;
-    int64_t pid;
-    char *group, *topic, *metadata;
-    int32_t partition, leader_epoch, offsets_part;
-    int64_t offset;
-};
-static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct pending_off *pend_head;
+/* ---- TxnOffsetCommit (pending offsets: coordinator/txn_offsets.h) ---- */
 
 static void commit_cb(void *ctx, struct gr_gc_commit_part *parts, int n) {
     (void)ctx;
@@ -202,54 +192,37 @@ static void commit_cb(void *ctx, struct gr_gc_commit_part *parts, int n) {
     free(parts);
 }
 
-/* Marker for (pid) on __consumer_offsets-p: apply (commit) or drop (abort) its pending offsets. */
+/* Marker for (pid) on __consumer_offsets-p: COMMIT makes its pending offsets the groups'
+ * committed offsets (also written as ordinary offset records, so a reload needs no history),
+ * ABORT drops them. */
 static void complete_txn_offsets(struct gr_broker *b, int64_t pid, int32_t p, bool commit) {
-    pthread_mutex_lock(&pend_mu);
-    struct pending_off *mine = NULL;
-    for (struct pending_off **pp = &pend_head; *pp;) {
-        struct pending_off *o = *pp;
-        if (o->pid == pid && o->offsets_part == p) {
-            *pp = o->next;
-            o->next = mine;
-            mine = o;
-        } else {
-            pp = &o->next;
-        }
+    struct gr_txn_offset *l = gr_txn_offsets_take(pid, p);
+    for (struct gr_txn_offset *o = l; o && commit && b->group_coordinator; o = o->next) {
+        struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
+        cp->topic = gr_strdup(o->topic);
+        cp->partition = o->partition;
+        cp->offset = o->offset;
+        cp->leader_epoch = o->leader_epoch;
+        cp->metadata = gr_strdup(o->metadata);
+        cp->commit_timestamp = gr_wall_ms();
+        cp->expire_timestamp = -1;
+        gr_gc_commit_offsets(b->group_coordinator, o->group, "", NULL, GR_GC_GENERATION_TXN, cp, 1, commit_cb, NULL);
     }
-    pthread_mutex_unlock(&pend_mu);
-    while (mine) {
-        struct pending_off *o = mine;
-        mine = o->next;
-        if (commit && b->group_coordinator) {
-            struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
-            cp->topic = o->topic;
-            cp->partition = o->partition;
-            cp->offset = o->offset;
-            cp->leader_epoch = o->leader_epoch;
-            cp->metadata = o->metadata;
-            cp->commit_timestamp = gr_wall_ms();
-            cp->expire_timestamp = -1;
-            o->topic = o->metadata = NULL; /* owned by cp now */
-            gr_gc_commit_offsets(b->group_coordinator, o->group, "", NULL, GR_GC_GENERATION_TXN, cp, 1, commit_cb, NULL);
-        }
-        free(o->group);
-        free(o->topic);
-        free(o->metadata);
-        free(o);
-    }
+    gr_txn_offsets_free(l);
 }
 
-void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                                 void *body) {
-    (void)hdr;
-    const struct TxnOffsetCommitRequest *r = body;
+struct toc_ctx {
+    struct gr_api_req *req;
+    const struct TxnOffsetCommitRequest *r;
+    struct gr_rm_produce_part part;
+    uint8_t *batch;
+    int32_t op;
+};
+
+static void toc_respond(struct toc_ctx *c, int16_t e) {
+    struct gr_api_req *req = c->req;
+    const struct TxnOffsetCommitRequest *r = c->r;
     struct TxnOffsetCommitResponse *resp = gr_api_new_response(req);
-    int16_t e = GR_KERR_NONE;
-    if (!b->group_coordinator || !r->GroupId) e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    else e = gr_gc_coordinator_status(b->group_coordinator, r->GroupId);
-    if (e == GR_KERR_COORDINATOR_LOAD_IN_PROGRESS && req->hdr.RequestApiVersion < 2)
-        e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    int32_t op = e == GR_KERR_NONE ? gr_gc_partition_for(b->group_coordinator, r->GroupId) : -1;
     resp->TopicsCount = GR_MAX(r->TopicsCount, 0);
     resp->Topics = gr_api_alloc(req, (size_t)(resp->TopicsCount + 1) * sizeof *resp->Topics);
     for (int t = 0; t < resp->TopicsCount; t++) {
@@ -259,35 +232,89 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
         tt->PartitionsCount = GR_MAX(rt->PartitionsCount, 0);
         tt->Partitions = gr_api_alloc(req, (size_t)(tt->PartitionsCount + 1) * sizeof *tt->Partitions);
         for (int i = 0; i < tt->PartitionsCount; i++) {
-            const struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition *rp = &rt->Partitions[i];
-            tt->Partitions[i].PartitionIndex = rp->PartitionIndex;
+            tt->Partitions[i].PartitionIndex = rt->Partitions[i].PartitionIndex;
             tt->Partitions[i].ErrorCode = e;
-            if (e != GR_KERR_NONE) continue;
-            struct pending_off *o = gr_calloc(1, sizeof *o);
-            o->pid = r->ProducerId;
-            o->group = gr_strdup(r->GroupId);
-            o->topic = gr_strdup(rt->Name ? rt->Name : "");
-            o->metadata = gr_strdup(rp->CommittedMetadata ? rp->CommittedMetadata : "");
-            o->partition = rp->PartitionIndex;
-            o->leader_epoch = rp->CommittedLeaderEpoch;
-            o->offset = rp->CommittedOffset;
-            o->offsets_part = op;
-            pthread_mutex_lock(&pend_mu);
-            /* a later commit of the same partition in the same transaction replaces the earlier */
-            for (struct pending_off **pp = &pend_head; *pp; pp = &(*pp)->next)
-                if ((*pp)->pid == o->pid && (*pp)->partition == o->partition && strcmp((*pp)->group, o->group) == 0 &&
-                    strcmp((*pp)->topic, o->topic) == 0) {
-                    struct pending_off *d = *pp;
-                    *pp = d->next;
-                    free(d->group); free(d->topic); free(d->metadata); free(d);
-                    break;
-                }
-            o->next = pend_head;
-            pend_head = o;
-            pthread_mutex_unlock(&pend_mu);
+            if (e == GR_KERR_NONE)
+                gr_txn_offsets_add(r->ProducerId, c->op, r->GroupId, rt->Name ? rt->Name : "",
+                                   rt->Partitions[i].PartitionIndex, rt->Partitions[i].CommittedOffset,
+                                   rt->Partitions[i].CommittedLeaderEpoch, rt->Partitions[i].CommittedMetadata);
         }
     }
+    free(c->batch);
     gr_api_respond(req, resp);
+}
+
+static void toc_written(void *ctx, struct gr_rm_produce_part *parts, int n) {
+    (void)n;
+    int16_t e = parts[0].error;
+    /* Kafka's GroupMetadataManager.storeOffsets error mapping */
+    if (e == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION || e == GR_KERR_NOT_ENOUGH_REPLICAS ||
+        e == GR_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND || e == GR_KERR_REQUEST_TIMED_OUT)
+        e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    else if (e == GR_KERR_NOT_LEADER_OR_FOLLOWER || e == GR_KERR_KAFKA_STORAGE_ERROR)
+        e = GR_KERR_NOT_COORDINATOR;
+    toc_respond(ctx, e);
+}
+
+void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                 void *body) {
+    (void)hdr;
+    const struct TxnOffsetCommitRequest *r = body;
+    struct toc_ctx *c = gr_api_alloc(req, sizeof *c);
+    c->req = req;
+    c->r = r;
+    int16_t e = GR_KERR_NONE;
+    if (!b->group_coordinator || !r->GroupId) e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    else e = gr_gc_coordinator_status(b->group_coordinator, r->GroupId);
+    if (e == GR_KERR_COORDINATOR_LOAD_IN_PROGRESS && req->hdr.RequestApiVersion < 2)
+        e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (e != GR_KERR_NONE) {
+        toc_respond(c, e);
+        return;
+    }
+    c->op = gr_gc_partition_for(b->group_coordinator, r->GroupId);
+    /* Kafka writes the offsets as a transactional batch of the producer (coordinator origin) */
+    int n = 0;
+    for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
+    struct gr_batch_rec *recs = gr_calloc((size_t)n + 1, sizeof *recs);
+    struct gr_wbuf *bufs = gr_calloc((size_t)(2 * n) + 1, sizeof *bufs);
+    int k = 0;
+    int64_t now = gr_wall_ms();
+    for (int t = 0; t < r->TopicsCount; t++)
+        for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++) {
+            const struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition *rp = &r->Topics[t].Partitions[i];
+            gr_wbuf_init(&bufs[2 * k]);
+            gr_wbuf_init(&bufs[2 * k + 1]);
+            gr_go_encode_offset_key(&bufs[2 * k], r->GroupId, r->Topics[t].Name ? r->Topics[t].Name : "",
+                                    rp->PartitionIndex);
+            struct gr_go_offset_value v = {.offset = rp->CommittedOffset, .leader_epoch = rp->CommittedLeaderEpoch,
+                                           .metadata = rp->CommittedMetadata ? rp->CommittedMetadata : (char *)"",
+                                           .commit_timestamp = now, .expire_timestamp = -1};
+            gr_go_encode_offset_value(&bufs[2 * k + 1], &v);
+            recs[k] = (struct gr_batch_rec){.key = bufs[2 * k].p, .key_len = (int32_t)bufs[2 * k].len,
+                                            .value = bufs[2 * k + 1].p, .value_len = (int32_t)bufs[2 * k + 1].len,
+                                            .timestamp = now};
+        }
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = GR_BATCH_ATTR_TRANSACTIONAL;
+    o.producer_id = r->ProducerId;
+    o.producer_epoch = r->ProducerEpoch;
+    o.base_sequence = 0;
+    size_t len = 0;
+    c->batch = n ? gr_batch_build(recs, n, &o, &len) : NULL;
+    for (int i = 0; i < 2 * n; i++) gr_wbuf_free(&bufs[i]);
+    free(bufs);
+    free(recs);
+    if (!n) {
+        toc_respond(c, GR_KERR_NONE);
+        return;
+    }
+    c->part.topic = (char *)GR_OFFSETS_TOPIC;
+    c->part.partition = c->op;
+    c->part.records = c->batch;
+    c->part.records_len = len;
+    c->part.coordinator = true;
+    gr_rm_produce(b->replica_manager, -1, 5000, &c->part, 1, toc_written, c);
 }
 
 /* ---- WriteTxnMarkers ---- */
