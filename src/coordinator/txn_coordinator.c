@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -801,10 +802,13 @@ void gr_txn_ensure_topic(struct gr_broker *b) {
     gr_broker_metas_free(brokers, nb);
     if (nb <= 0) return;
     if (nb < rf) rf = nb; /* as for __consumer_offsets: small clusters still work */
-    static const char *const names[] = {"cleanup.policy", "compression.type", "segment.bytes", "unclean.leader.election.enable"};
-    static const char *const values[] = {"compact", "uncompressed", "104857600", "false"};
+    char misr[16];
+    snprintf(misr, sizeof misr, "%d", GR_MIN(tc ? tc->cfg.min_isr : 2, rf));
+    const char *names[] = {"cleanup.policy", "compression.type", "segment.bytes", "unclean.leader.election.enable",
+                           "min.insync.replicas"};
+    const char *values[] = {"compact", "uncompressed", "104857600", "false", misr};
     struct gr_topic_spec spec = {.name = GR_TXN_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
-                                 .n_configs = 4, .config_names = names, .config_values = values};
+                                 .n_configs = 5, .config_names = names, .config_values = values};
     struct gr_topic_result res;
     int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
     if (e == GR_KERR_NONE)

@@ -31,6 +31,7 @@ struct gr_txn_coordinator;
 struct gr_txn_config {
     int32_t num_partitions;            /* transaction.state.log.num.partitions (50) */
     int32_t replication_factor;        /* transaction.state.log.replication.factor (3) */
+    int32_t min_isr;                   /* transaction.state.log.min.isr (2): the topic's min.insync.replicas */
     int32_t max_timeout_ms;            /* transaction.max.timeout.ms (900000) */
     int64_t id_expiration_ms;          /* transactional.id.expiration.ms */
     int32_t abort_interval_ms;         /* transaction.abort.timed.out.transaction.cleanup.interval.ms */

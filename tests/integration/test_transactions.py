@@ -338,3 +338,152 @@ def test_kip890_late_produce_after_end_txn(cluster_factory, zk_connect, verifica
         assert got == ["t1", "t2"], got
     else:
         assert got == ["t1", "late", "t2"], got  # Kafka 2.7's anomaly
+
+
+# ---- exactly-once pipeline under faults ----
+
+import threading  # noqa: E402
+
+
+def _txn_call(fn, *a):
+    """Calls a transactional API, retrying retriable errors; returns None or the KafkaError that
+    needs an abort / a new producer."""
+    for _ in range(30):
+        try:
+            fn(*a)
+            return None
+        except KafkaException as e:
+            err = e.args[0]
+            if err.retriable() and not err.txn_requires_abort() and not err.fatal():
+                time.sleep(0.5)
+                continue
+            return err
+    return KafkaError(KafkaError._TIMED_OUT)
+
+
+def _rewind(consumer, parts):
+    committed = consumer.committed([TopicPartition("eos-in", p) for p in range(parts)], timeout=30)
+    for tp in committed:
+        consumer.seek(TopicPartition("eos-in", tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+def pipeline(cluster, parts, stop, stats):
+    def new_producer():
+        while not stop.is_set():
+            try:
+                return txn_producer(cluster, "eos-pipe", **{"transaction.timeout.ms": 15000,
+                                                             "bootstrap.servers": all_brokers(cluster)})
+            except KafkaException:
+                time.sleep(1)
+        return None
+    c = Consumer({"bootstrap.servers": all_brokers(cluster), "group.id": "eos-pipe", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    c.assign([TopicPartition("eos-in", p, 0) for p in range(parts)])
+    _rewind(c, parts)
+    p = new_producer()
+    while not stop.is_set() and p is not None:
+        msgs = [m for m in c.consume(stats["batch"], 0.5) if not m.error()]
+        if not msgs:
+            continue
+        err = _txn_call(p.begin_transaction)
+        for m in msgs:
+            if err:
+                break
+            p.produce("eos-out", b"o-" + m.value(), partition=m.partition())
+        pos = {}
+        for m in msgs:
+            pos[m.partition()] = m.offset() + 1
+        if not err:
+            err = _txn_call(p.send_offsets_to_transaction, [TopicPartition("eos-in", q, o) for q, o in pos.items()],
+                            c.consumer_group_metadata(), 30)
+        if not err:
+            err = _txn_call(p.commit_transaction, 30)
+        if not err:
+            stats["commits"] += 1
+            time.sleep(0.02)  # keep the stream going while the faults happen
+            continue
+        stats["errors"].append(str(err))
+        if err.txn_requires_abort() and not err.fatal():
+            if _txn_call(p.abort_transaction, 30) is None:
+                stats["aborts"] += 1
+                _rewind(c, parts)
+                continue
+        # fatal (or the abort failed): a new producer of the same transactional.id fences the old
+        stats["new_producers"] += 1
+        p = new_producer()
+        _rewind(c, parts)
+    c.close()
+
+
+def all_brokers(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+
+
+def run_eos_under_faults(cluster_factory, zk_connect, n_inputs, rounds):
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    parts = 3
+    for t in ("eos-in", "eos-out"):
+        admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+        admin.create_topics([NewTopic(t, parts, 3, config={"min.insync.replicas": "2"})],
+                            operation_timeout=20, request_timeout=30)[t].result(timeout=40)
+        for q in range(parts):
+            H.wait_for(lambda: len((state(cl, t, q) or {}).get("isr", [])) == 3, 30, "full ISR")
+    pr = Producer({"bootstrap.servers": bootstrap(cl), "enable.idempotence": True})
+    inputs = [f"i-{k}" for k in range(n_inputs)]
+    for k, v in enumerate(inputs):
+        pr.produce("eos-in", v.encode(), partition=k % parts)
+    assert pr.flush(30) == 0
+    stop = threading.Event()
+    stats = {"commits": 0, "aborts": 0, "new_producers": 0, "errors": [], "batch": 20, "at_kill": []}
+    th = threading.Thread(target=pipeline, args=(cl, parts, stop, stats))
+    th.start()
+    try:
+        H.wait_for(lambda: stats["commits"] >= 5, 60, "the pipeline running")
+        for r in range(rounds):
+            time.sleep(1.0)
+            # the transaction coordinator's broker, then a leader of the output topic
+            err, node = find_txn_coordinator(cl.running()[0].port, "eos-pipe")
+            victims = [node] if err == 0 else []
+            victims.append(state(cl, "eos-out", r % parts)["leader"])
+            for v in victims:
+                if v < 0 or not cl[v].running():
+                    continue
+                stats["at_kill"].append(stats["commits"])
+                cl[v].kill()
+                time.sleep(1.5)
+                cl[v].start()
+                for t in ("eos-in", "eos-out"):
+                    for q in range(parts):
+                        H.wait_for(lambda: len(state(cl, t, q)["isr"]) == 3, 60, "victim back in the ISR")
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            got = consume(cl, "eos-out", parts, "read_committed", timeout=10, quiet=1.0)
+            if len(got) >= n_inputs:
+                break
+            time.sleep(1)
+    finally:
+        stop.set()
+        th.join(120)
+    assert not th.is_alive()
+    got = consume(cl, "eos-out", parts, "read_committed", min_count=n_inputs, timeout=30, quiet=2.0)
+    want = sorted("o-" + v for v in inputs)
+    dups = len(got) - len(set(got))
+    assert sorted(got) == want, (f"{len(got)} records, {dups} duplicates, "
+                                 f"{len(set(want) - set(got))} missing; stats {stats['commits']} commits, "
+                                 f"{stats['aborts']} aborts, {stats['new_producers']} new producers, "
+                                 f"errors {stats['errors'][:5]}")
+    return stats
+
+
+def test_exactly_once_pipeline_under_faults(cluster_factory, zk_connect):
+    stats = run_eos_under_faults(cluster_factory, zk_connect, n_inputs=4000, rounds=3)
+    print("pipeline stats:", {k: v for k, v in stats.items() if k != "errors"}, stats["errors"][:10])
+    # the faults hit the stream: transactions were committed after the last kill
+    assert stats["at_kill"] and stats["commits"] > stats["at_kill"][-1], stats["at_kill"]
+
+
+@pytest.mark.soak
+def test_exactly_once_pipeline_under_faults_soak(cluster_factory, zk_connect):
+    if not os.environ.get("GREGOR_SOAK"):
+        pytest.skip("GREGOR_SOAK=1 runs the long variant")
+    run_eos_under_faults(cluster_factory, zk_connect, n_inputs=30000, rounds=10)
