@@ -119,8 +119,7 @@ static int16_t verify_remote(struct gr_broker *b, const char *txn_id, int64_t pi
     return err;
 }
 
-static void *verify_thread(void *arg) {
-    struct produce_ctx *c = arg;
+static void verify_and_produce(struct produce_ctx *c) {
     struct gr_broker *b = c->b;
     const char *txn_id = c->r->TransactionalId;
     for (int i = 0; i < c->n; i++) {
@@ -152,7 +151,78 @@ static void *verify_thread(void *arg) {
         }
     }
     gr_rm_produce(b->replica_manager, c->r->Acks, c->r->TimeoutMs, c->parts, c->n, produce_done, c);
+}
+
+/* One worker thread verifies in arrival order (remote calls block), so a producer's requests are
+ * appended in the order they came: while one of its requests waits here, its later requests
+ * queue behind it even when they need no verification. */
+struct vq_item {
+    struct vq_item *next;
+    struct produce_ctx *c;
+    int64_t pid;
+};
+static pthread_mutex_t vq_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t vq_cond = PTHREAD_COND_INITIALIZER;
+static struct vq_item *vq_head, **vq_tail = &vq_head;
+static bool vq_started;
+
+static int64_t request_pid(const struct produce_ctx *c) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t pid;
+        int16_t epoch;
+        if (txn_batch(&c->parts[i], &pid, &epoch)) return pid;
+    }
+    return -1;
+}
+
+static void *verify_worker(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&vq_mu);
+    for (;;) {
+        while (!vq_head) pthread_cond_wait(&vq_cond, &vq_mu);
+        struct vq_item *it = vq_head;
+        pthread_mutex_unlock(&vq_mu);
+        verify_and_produce(it->c);
+        pthread_mutex_lock(&vq_mu);
+        vq_head = it->next; /* dequeued only now: pending_pid sees it until appended */
+        if (!vq_head) vq_tail = &vq_head;
+        free(it);
+    }
     return NULL;
+}
+
+/* Does a request of pid wait in the queue? (vq_mu held) */
+static bool pending_pid_locked(int64_t pid) {
+    for (struct vq_item *it = vq_head; it && pid >= 0; it = it->next)
+        if (it->pid == pid) return true;
+    return false;
+}
+
+/* Queues c if it needs verification or follows a queued request of its producer; false = the
+ * caller appends it now. */
+static bool maybe_enqueue(struct produce_ctx *c) {
+    int64_t pid = request_pid(c);
+    if (pid < 0) return false;
+    pthread_mutex_lock(&vq_mu);
+    bool queue = pending_pid_locked(pid) || needs_verification(c);
+    if (queue) {
+        if (!vq_started) {
+            pthread_t th;
+            pthread_attr_t at;
+            pthread_attr_init(&at);
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            vq_started = pthread_create(&th, &at, verify_worker, NULL) == 0;
+            pthread_attr_destroy(&at);
+        }
+        struct vq_item *it = gr_calloc(1, sizeof *it);
+        it->c = c;
+        it->pid = pid;
+        *vq_tail = it;
+        vq_tail = &it->next;
+        pthread_cond_signal(&vq_cond);
+    }
+    pthread_mutex_unlock(&vq_mu);
+    return queue;
 }
 
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
@@ -242,16 +312,6 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
         return;
     }
     c->b = b;
-    if (needs_verification(c)) {
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&th, &at, verify_thread, c);
-        pthread_attr_destroy(&at);
-        if (rc == 0) return;
-        verify_thread(c);
-        return;
-    }
+    if (gr_pstate_verification_enabled() && maybe_enqueue(c)) return;
     gr_rm_produce(rm, r->Acks, r->TimeoutMs, c->parts, n, produce_done, c);
 }
