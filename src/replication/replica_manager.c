@@ -486,6 +486,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         int64_t new_leo = gr_plog_end_offset(log);
         int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
+        if (hw >= 0) gr_plog_txn_hw_moved(log, hw); /* completed transactions below it are stable */
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

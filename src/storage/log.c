@@ -911,14 +911,24 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
     gr_txn_index_append(log->ti, active(log)->base_offset, &e);
 }
 
-int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw) {
-    pthread_mutex_lock(&log->mu);
+static void prune_unreplicated_locked(struct gr_plog *log, int64_t hw) {
     int k = 0;
     while (k < log->n_unrepl && log->unrepl[k].last < hw) k++;
     if (k) {
         memmove(log->unrepl, log->unrepl + k, (size_t)(log->n_unrepl - k) * sizeof *log->unrepl);
         log->n_unrepl -= k;
     }
+}
+
+void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw) {
+    pthread_mutex_lock(&log->mu);
+    prune_unreplicated_locked(log, hw);
+    pthread_mutex_unlock(&log->mu);
+}
+
+int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw) {
+    pthread_mutex_lock(&log->mu);
+    prune_unreplicated_locked(log, hw);
     int64_t first = gr_pstate_first_ongoing_offset(log->ps);
     for (int i = 0; i < log->n_unrepl; i++)
         if (first < 0 || log->unrepl[i].first < first) first = log->unrepl[i].first;

@@ -232,6 +232,9 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
 /* LSO for high watermark hw: the first offset of the earliest open transaction or of the earliest
  * completed one whose marker is not yet below hw, if that is below hw; else hw. */
 int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw);
+/* Forgets completed transactions whose marker is below hw (followers call it as their HW moves,
+ * leaders prune in gr_plog_last_stable_offset). */
+void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw);
 /* Aborted transactions a read_committed fetch of [fetch_offset, upper_bound) needs (Kafka's
  * collectAbortedTransactions); *out malloc'd (caller frees), count returned. */
 struct gr_aborted_txn;
