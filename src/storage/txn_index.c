@@ -93,7 +93,7 @@ struct gr_txn_index *gr_txn_index_open(const char *dir) {
         load_file(ti, de->d_name, base);
     }
     closedir(d);
-    qsort(ti->e, (size_t)ti->n, sizeof *ti->e, cmp_last);
+    if (ti->n > 1) qsort(ti->e, (size_t)ti->n, sizeof *ti->e, cmp_last);
     return ti;
 }
 
