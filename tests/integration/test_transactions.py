@@ -487,3 +487,43 @@ def test_exactly_once_pipeline_under_faults_soak(cluster_factory, zk_connect):
     if not os.environ.get("GREGOR_SOAK"):
         pytest.skip("GREGOR_SOAK=1 runs the long variant")
     run_eos_under_faults(cluster_factory, zk_connect, n_inputs=30000, rounds=10)
+
+
+def test_timeout_aborts_and_expiry(cluster_factory, zk_connect):
+    """transaction.timeout.ms: an abandoned transaction is aborted by the coordinator (LSO moves on,
+    its records never become visible, the producer is fenced); transactional.id.expiration.ms: an
+    idle id is forgotten and gets a new producer id."""
+    cfg = dict(CONFIG)
+    cfg.update({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+                "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+                "transactional.id.expiration.ms": "3000"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "t5", 1)
+    stale = txn_producer(cl, "tx-timeout", **{"transaction.timeout.ms": 1500})
+    stale.begin_transaction()
+    stale.produce("t5", b"abandoned", partition=0)
+    stale.flush(10)
+    other = txn_producer(cl, "tx-other")
+    other.begin_transaction()
+    other.produce("t5", b"after", partition=0)
+    other.commit_transaction(30)
+    # read_committed sees "after" only once the abandoned transaction was aborted
+    H.wait_for(lambda: consume(cl, "t5", 1, "read_committed", timeout=4, quiet=0.5) == ["after"], 30,
+               "the timed-out transaction aborted")
+    with pytest.raises(KafkaException):
+        stale.commit_transaction(10)
+    # expiry: raw InitProducerId before and after the id went idle
+    err, node = find_txn_coordinator(cl.running()[0].port, "tx-exp")
+    assert err == 0
+
+    def init():
+        c = Raw(cl[node].port)
+        r = c.call(22, 0, _s("tx-exp") + struct.pack(">i", 30000))
+        c.close()
+        return struct.unpack_from(">hqh", r, 4)
+    e1, pid1, ep1 = _retry(init)
+    e2, pid2, ep2 = _retry(init)
+    assert (e1, e2) == (0, 0) and pid2 == pid1 and ep2 == ep1 + 1
+    time.sleep(4.5)
+    e3, pid3, ep3 = _retry(init)
+    assert e3 == 0 and pid3 != pid1 and ep3 == 0, (pid1, ep1, pid3, ep3)
