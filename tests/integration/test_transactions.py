@@ -527,3 +527,32 @@ def test_timeout_aborts_and_expiry(cluster_factory, zk_connect):
     time.sleep(4.5)
     e3, pid3, ep3 = _retry(init)
     assert e3 == 0 and pid3 != pid1 and ep3 == 0, (pid1, ep1, pid3, ep3)
+
+
+def test_new_coordinator_finishes_prepared_commit(tcluster):
+    """The coordinator answers EndTxn(commit) once PrepareCommit is durable, but cannot write the
+    marker (the only replica of the data partition is down) and is then SIGKILLed: the broker that
+    takes over its __transaction_state partition loads PrepareCommit and writes the marker when the
+    data partition is back, so the committed records become visible."""
+    cl = tcluster
+    err, coord = find_txn_coordinator(cl.running()[0].port, "tx-failover")
+    assert err == 0
+    data = next(b for b in (1, 2, 3) if b != coord)
+    admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+    admin.create_topics([NewTopic("t6", num_partitions=1, replica_assignment=[[data]])], operation_timeout=20,
+                        request_timeout=30)["t6"].result(timeout=40)
+    H.wait_for(lambda: (state(cl, "t6") or {}).get("leader", -1) == data, 30, "a leader")
+    p = txn_producer(cl, "tx-failover", **{"bootstrap.servers": ",".join(
+        f"127.0.0.1:{b.port}" for b in cl.brokers.values())})
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("t6", f"r{i}".encode(), partition=0)
+    p.flush(10)
+    cl[data].kill()
+    p.commit_transaction(60)  # PrepareCommit written; the marker cannot be
+    time.sleep(0.5)
+    cl[coord].kill()
+    cl[data].start()
+    H.wait_for(lambda: consume(cl, "t6", 1, "read_committed", timeout=4, quiet=0.5) == [f"r{i}" for i in range(5)],
+               60, "the new coordinator's COMMIT marker")
+    cl[coord].start()
