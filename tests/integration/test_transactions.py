@@ -116,6 +116,11 @@ def test_open_transaction_blocks_read_committed(tcluster):
     p.flush(10)
     assert consume(tcluster, "t2", 1, "read_committed", timeout=5, quiet=1.5) == []
     assert consume(tcluster, "t2", 1, "read_uncommitted", min_count=1, timeout=10) == ["pending"]
+    # ListOffsets LATEST: the LSO for read_committed, the high watermark otherwise
+    for iso, want in (("read_committed", 0), ("read_uncommitted", 1)):
+        c = Consumer({"bootstrap.servers": bootstrap(tcluster), "group.id": "wm", "isolation.level": iso})
+        assert c.get_watermark_offsets(TopicPartition("t2", 0), timeout=10)[1] == want, iso
+        c.close()
     p.commit_transaction(30)
     assert consume(tcluster, "t2", 1, "read_committed", min_count=1) == ["pending"]
 
