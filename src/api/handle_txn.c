@@ -265,7 +265,11 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     c->r = r;
     int16_t e = GR_KERR_NONE;
     if (!b->group_coordinator || !r->GroupId) e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    else e = gr_gc_coordinator_status(b->group_coordinator, r->GroupId);
+    else if (req->hdr.RequestApiVersion >= 3)
+        e = gr_gc_validate_txn_commit(b->group_coordinator, r->GroupId, r->MemberId, r->GroupInstanceId,
+                                      r->GenerationId);
+    else
+        e = gr_gc_coordinator_status(b->group_coordinator, r->GroupId);
     if (e == GR_KERR_COORDINATOR_LOAD_IN_PROGRESS && req->hdr.RequestApiVersion < 2)
         e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
     if (e != GR_KERR_NONE) {
