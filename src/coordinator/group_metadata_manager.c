@@ -196,6 +196,7 @@ void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q) 
             count++;
         }
     }
+    if (p >= 0) gr_txn_offsets_drop_partition(p); /* the next owner rebuilds them from the log */
     if (p >= 0 && count)
         gr_info(LOGGER, "Unloaded %d groups of %s-%d (no longer its leader)", count, GR_OFFSETS_TOPIC, p);
 }

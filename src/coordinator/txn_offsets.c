@@ -83,3 +83,21 @@ int gr_txn_offsets_count(void) {
     pthread_mutex_unlock(&mu);
     return n;
 }
+
+void gr_txn_offsets_drop_partition(int32_t op) {
+    struct gr_txn_offset *gone = NULL;
+    pthread_mutex_lock(&mu);
+    for (struct gr_txn_offset **pp = &head; *pp;) {
+        struct gr_txn_offset *o = *pp;
+        if (o->offsets_partition == op) {
+            *pp = o->next;
+            o->next = gone;
+            gone = o;
+        } else {
+            pp = &o->next;
+        }
+    }
+    fix_tail();
+    pthread_mutex_unlock(&mu);
+    gr_txn_offsets_free(gone);
+}

@@ -27,6 +27,9 @@ void gr_txn_offsets_add(int64_t producer_id, int32_t offsets_partition, const ch
 /* Removes and returns the pending entries of producer_id on offsets_partition (oldest first). */
 struct gr_txn_offset *gr_txn_offsets_take(int64_t producer_id, int32_t offsets_partition);
 void gr_txn_offsets_free(struct gr_txn_offset *list);
+/* Drops every pending entry of offsets_partition (the group coordinator unloaded it; the next
+ * owner rebuilds them from the log). */
+void gr_txn_offsets_drop_partition(int32_t offsets_partition);
 int gr_txn_offsets_count(void);
 
 #endif
