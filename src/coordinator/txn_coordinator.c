@@ -62,6 +62,15 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             cb(ctx, GR_KERR_CONCURRENT_TRANSACTIONS, -1, -1);
             return;
         }
+        if (exp_pid >= 0 && m->pid >= 0 && exp_pid == m->pid && exp_epoch != m->epoch &&
+            exp_epoch == m->last_epoch && m->state == GR_TXN_EMPTY) {
+            /* a retry of the bump whose answer was lost: the current pid/epoch (Kafka 2.7) */
+            int64_t pid = m->pid;
+            int16_t epoch = m->epoch;
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_NONE, pid, epoch);
+            return;
+        }
         if (exp_pid >= 0 && m->pid >= 0 && (exp_pid != m->pid || exp_epoch != m->epoch)) {
             pthread_mutex_unlock(&tc->mu);
             cb(ctx, GR_KERR_PRODUCER_FENCED, -1, -1);
@@ -82,11 +91,13 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             } else {
                 r.producer_epoch = (int16_t)(m->epoch + 1);
             }
+            int16_t before = m->epoch;
             r.timeout_ms = timeout_ms;
             r.state = GR_TXN_EMPTY;
             r.n_parts = 0;
             r.start_ts = -1;
             w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+            w->last_epoch = need_pid ? -1 : before;
         }
         pthread_mutex_unlock(&tc->mu);
         txn_write_issue(w);

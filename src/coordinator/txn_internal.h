@@ -43,6 +43,7 @@ struct txn_meta {
     int n_parts, cap_parts;
     struct gr_txn_tp *parts;
     int64_t start_ts, update_ts;
+    int16_t last_epoch; /* epoch before the last InitProducerId bump, -1 (memory only, as Kafka) */
 };
 
 enum { P_NONE, P_LOADING, P_OWNED };
@@ -88,6 +89,7 @@ struct txn_write {
     void *ctx;
     int16_t ok_error; /* error to answer on success (CONCURRENT_TRANSACTIONS for a fence) */
     bool markers;     /* enqueue markers on success (Prepare*) */
+    int16_t last_epoch; /* >= 0: the meta's last_epoch on success (an InitProducerId bump) */
 };
 
 /* ---- txn_state_manager.c ---- */

@@ -61,6 +61,7 @@ struct txn_meta *txn_meta_new_locked(struct gr_txn_coordinator *tc, const char *
     m->log_part = log_part;
     m->pid = -1;
     m->epoch = -1;
+    m->last_epoch = -1;
     m->state = GR_TXN_EMPTY;
     unsigned h = txn_bucket(id);
     m->next = tc->buckets[h];
@@ -141,6 +142,7 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
                      gr_txn_state_name(m->state), gr_txn_state_name(w->rec.state), w->rec.producer_id,
                      w->rec.producer_epoch);
             txn_apply_record(m, &w->rec);
+            m->last_epoch = w->last_epoch;
             if (w->markers) txn_enqueue_job_locked(tc, m, w->coord_epoch);
         }
     }
@@ -157,6 +159,7 @@ struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct
                                           const struct gr_txn_record *rec, gr_txn_cb cb, void *ctx) {
     struct txn_write *w = gr_calloc(1, sizeof *w);
     w->tc = tc;
+    w->last_epoch = m->last_epoch; /* unchanged unless an InitProducerId bump sets it */
     w->rec = *rec;
     w->rec.transactional_id = gr_strdup(m->id);
     w->rec.parts = txn_parts_dup(rec->parts, rec->n_parts);
@@ -237,6 +240,7 @@ static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t
                             *pp = gr_calloc(1, sizeof **pp);
                             (*pp)->id = gr_strdup(r.transactional_id);
                             (*pp)->log_part = p;
+                            (*pp)->last_epoch = -1;
                         }
                         txn_apply_record(*pp, &r);
                     }

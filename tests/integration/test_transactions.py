@@ -561,3 +561,19 @@ def test_new_coordinator_finishes_prepared_commit(tcluster):
     H.wait_for(lambda: consume(cl, "t6", 1, "read_committed", timeout=4, quiet=0.5) == [f"r{i}" for i in range(5)],
                60, "the new coordinator's COMMIT marker")
     cl[coord].start()
+
+
+def test_init_producer_id_epochs(tcluster):
+    """InitProducerId with a transactional id over the wire: epoch bumps, a retry of a bump whose
+    answer was lost (KIP-360: the previous epoch) gets the current epoch, anything else is fenced."""
+    from test_idempotence import init_producer_id
+    err, node = find_txn_coordinator(tcluster.running()[0].port, "tx-epochs")
+    assert err == 0
+    port = tcluster[node].port
+    e, pid, ep = _retry(lambda: init_producer_id(port, 3, txn_id="tx-epochs"))
+    assert e == 0 and ep == 0
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid, epoch=0) == (0, pid, 1)
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid, epoch=0) == (0, pid, 1)  # a retry
+    assert init_producer_id(port, 4, txn_id="tx-epochs", pid=pid, epoch=7)[0] == 90  # PRODUCER_FENCED
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid + 1, epoch=1)[0] == 47  # v<4: 47
+    assert init_producer_id(port, 0, txn_id="tx-epochs")[1:] == (pid, 2)
