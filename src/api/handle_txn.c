@@ -264,7 +264,7 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     c->req = req;
     c->r = r;
     int16_t e = GR_KERR_NONE;
-    if (!b->group_coordinator || !r->GroupId) e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (!b->group_coordinator || !b->replica_manager || !r->GroupId) e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
     else if (req->hdr.RequestApiVersion >= 3)
         e = gr_gc_validate_txn_commit(b->group_coordinator, r->GroupId, r->MemberId, r->GroupInstanceId,
                                       r->GenerationId);
