@@ -205,18 +205,6 @@ int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t 
     return err;
 }
 
-int16_t gr_txn_verify(struct gr_txn_coordinator *tc, int64_t pid, int16_t epoch, const char *topic, int32_t partition) {
-    pthread_mutex_lock(&tc->mu);
-    int16_t err = GR_KERR_INVALID_TXN_STATE;
-    for (int b = 0; b < NB; b++)
-        for (struct txn_meta *m = tc->buckets[b]; m; m = m->next)
-            if (m->pid == pid && txn_part_status_locked(tc, m->log_part, NULL) == GR_KERR_NONE)
-                err = m->epoch == epoch && m->state == GR_TXN_ONGOING && txn_has_part(m, topic, partition)
-                          ? GR_KERR_NONE
-                          : GR_KERR_INVALID_TXN_STATE;
-    pthread_mutex_unlock(&tc->mu);
-    return err;
-}
 
 /* ---- lifecycle ---- */
 

@@ -57,11 +57,9 @@ void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_
                            const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx);
 void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit,
                 gr_txn_cb cb, void *ctx);
-/* KIP-890 part 1: is topic-partition part of the Ongoing transaction of (id?, pid, epoch)?
- * Looks the producer up by pid. NONE, INVALID_TXN_STATE, or a coordinator error. */
-int16_t gr_txn_verify(struct gr_txn_coordinator *tc, int64_t pid, int16_t epoch, const char *topic,
-                      int32_t partition);
-/* Same, by transactional id (used by the remote verification request). */
+/* KIP-890 part 1: is topic-partition part of the Ongoing transaction of id with (pid, epoch)?
+ * NONE; PRODUCER_FENCED for an older epoch of that pid; INVALID_TXN_STATE otherwise; or a
+ * coordinator error (NOT_COORDINATOR when this broker does not coordinate id). */
 int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                          const char *topic, int32_t partition);
 

@@ -209,6 +209,34 @@ static void test_lso_and_aborted(void) {
     gr_plog_close(log);
 }
 
+/* A follower builds the same open transactions, LSO and .txnindex from replicated batches. */
+static void test_follower_markers(void) {
+    char d1[128], d2[128];
+    snprintf(d1, sizeof d1, "%s/lead-0", g_root);
+    snprintf(d2, sizeof d2, "%s/foll-0", g_root);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    struct gr_plog *leader, *follower;
+    CHECK(gr_plog_open_dir(d1, &cfg, 0, &leader) == 0);
+    CHECK(gr_plog_open_dir(d2, &cfg, 0, &follower) == 0);
+    CHECK_KERR(append(leader, data_batch(3, 0, 0, 2, true), false), GR_KERR_NONE);  /* 0-1 */
+    CHECK_KERR(append(leader, data_batch(4, 0, 0, 1, true), false), GR_KERR_NONE);  /* 2 */
+    CHECK_KERR(append(leader, marker(3, 0, false, 0), true), GR_KERR_NONE);         /* 3 ABORT */
+    struct gr_plog_read_result res;
+    CHECK(gr_plog_read(leader, 0, 1 << 20, -1, true, &res) == 0 && res.len > 0);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_follower(follower, res.data, res.len, &info) == 0);
+    free(res.data);
+    CHECK(gr_plog_last_stable_offset(follower, 4) == 2); /* pid 4 still open */
+    struct gr_aborted_txn *ab = NULL;
+    int n = gr_plog_collect_aborted(follower, 0, 4, &ab);
+    CHECK(n == 1 && ab[0].producer_id == 3 && ab[0].first_offset == 0 && ab[0].last_offset == 3 &&
+          ab[0].last_stable_offset == 2);
+    free(ab);
+    gr_plog_close(leader);
+    gr_plog_close(follower);
+}
+
 static void test_kip890_guard(void) {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/g-0", g_root);
@@ -244,6 +272,7 @@ int main(void) {
     test_txn_log_codec();
     test_txn_index();
     test_lso_and_aborted();
+    test_follower_markers();
     test_kip890_guard();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
