@@ -6,7 +6,9 @@
  *     UNKNOWN_LEADER_EPOCH;
  *   - MaxBytes bounds the response, PartitionMaxBytes each partition; the first partition that
  *     has data returns at least one whole batch (Kafka's minOneMessage);
- *   - LastStableOffset = high watermark (no transactions); no aborted transactions;
+ *   - IsolationLevel 1 (read_committed, consumers): reads stop at the last stable offset and the
+ *     response lists the aborted transactions of the returned range (storage/txn_index.h);
+ *     LastStableOffset is always the LSO;
  *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full;
  *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
  *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
@@ -29,6 +31,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "storage/txn_index.h"
 
 struct fetch_ctx {
     struct gr_delayed_op op; /* first member */
@@ -122,6 +125,9 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             }
             struct gr_plog *log = p->lml->log;
             int64_t start = gr_plog_start_offset(log), leo = gr_plog_end_offset(log);
+            int64_t lso = gr_plog_last_stable_offset(log, hw);
+            bool committed = !follower && r->IsolationLevel == 1;
+            int64_t bound = committed ? lso : hw; /* consumers read below it */
             int64_t limit = GR_MIN((int64_t)fp->PartitionMaxBytes, remaining);
             struct gr_plog_read_result res;
             memset(&res, 0, sizeof res);
@@ -129,11 +135,11 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             res.log_end_offset = leo;
             if (fp->FetchOffset < start || fp->FetchOffset > leo) {
                 res.error = GR_KERR_OFFSET_OUT_OF_RANGE;
-            } else if ((!follower && fp->FetchOffset >= hw) || fp->FetchOffset == leo || limit <= 0 || hold) {
+            } else if ((!follower && fp->FetchOffset >= bound) || fp->FetchOffset == leo || limit <= 0 || hold) {
                 /* nothing to read */
             } else {
                 int rc = gr_plog_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
-                                     follower ? -1 : hw, min_one, &res);
+                                     follower ? -1 : bound, min_one, &res);
                 if (rc < 0) res.error = GR_KERR_KAFKA_STORAGE_ERROR;
                 if (rc < 0) gr_ldf_report(req->broker, p->lml->dir_idx, rc, "reading a log");
             }
@@ -145,7 +151,21 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 hw = atomic_load(&p->lml->hw);
             }
             pr->HighWatermark = hw;
-            pr->LastStableOffset = hw;
+            pr->LastStableOffset = lso;
+            if (committed) {
+                pr->AbortedTransactionsCount = 0;
+                if (res.len > 0) {
+                    struct gr_aborted_txn *ab = NULL;
+                    int na = gr_plog_collect_aborted(log, fp->FetchOffset, res.next_offset, &ab);
+                    pr->AbortedTransactions = gr_api_alloc(req, (size_t)(na + 1) * sizeof *pr->AbortedTransactions);
+                    for (int a = 0; a < na; a++) {
+                        pr->AbortedTransactions[a].ProducerId = ab[a].producer_id;
+                        pr->AbortedTransactions[a].FirstOffset = ab[a].first_offset;
+                    }
+                    pr->AbortedTransactionsCount = na;
+                    free(ab);
+                }
+            }
             pr->LogStartOffset = res.log_start_offset;
             if (res.len > 0) {
                 pr->RecordSet.p = res.data;
@@ -180,6 +200,7 @@ static bool fetch_try(struct gr_delayed_op *op) {
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
+            if (!follower && r->IsolationLevel == 1) hw = gr_plog_last_stable_offset(p->lml->log, hw);
             int64_t end = follower ? gr_plog_end_offset(p->lml->log) : hw;
             int64_t start = gr_plog_start_offset(p->lml->log);
             gr_rm_partition_unref(p);

@@ -10,8 +10,8 @@
  * min(offsets.topic.replication.factor, live brokers) -- Kafka refuses with
  * COORDINATOR_NOT_AVAILABLE until enough brokers are alive; Gregor creates it smaller so small
  * test clusters work, and says so in the log) and COORDINATOR_NOT_AVAILABLE is answered until
- * the partition has a live leader. Key type 1 (transactions) is COORDINATOR_NOT_AVAILABLE: there
- * is no transaction coordinator.
+ * the partition has a live leader. Key type 1 (transactions): the same over __transaction_state
+ * (coordinator/txn_coordinator.h).
  *
  * Authorization (api/authorize.h), as KafkaApis: FindCoordinator Group (or TransactionalId)
  * DESCRIBE; Join/Sync/Heartbeat/LeaveGroup Group READ; OffsetCommit Group READ + Topic READ;
@@ -29,6 +29,8 @@
 #include "broker/broker.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/group_offsets.h"
+#include "coordinator/txn_coordinator.h"
+#include "coordinator/txn_log.h"
 #include "broker/metadata_cache.h"
 #include "replication/replica_manager.h"
 #include "admin/topic_admin.h"
@@ -92,20 +94,22 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     resp->Host = "";
     resp->Port = -1;
     struct gr_group_coordinator *gc = coordinator(b);
+    const char *ctopic = r->KeyType == 1 ? GR_TXN_TOPIC : GR_OFFSETS_TOPIC;
     if (r->KeyType != 0 && r->KeyType != 1) {
         e = GR_KERR_INVALID_REQUEST;
     } else if (r->KeyType == 0 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->Key)) {
         e = GR_KERR_GROUP_AUTHORIZATION_FAILED;
     } else if (r->KeyType == 1 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TRANSACTIONAL_ID, r->Key)) {
         e = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    } else if (r->KeyType == 0 && gc) {
+    } else if ((r->KeyType == 0 && gc) || (r->KeyType == 1 && b->txn_coordinator)) {
         const char *key = r->Key ? r->Key : "";
-        if (!gr_mdc_contains_topic(b->metadata, GR_OFFSETS_TOPIC)) {
-            create_offsets_topic(b);
+        if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
+            if (r->KeyType == 0) create_offsets_topic(b);
+            else gr_txn_ensure_topic(b);
         } else {
-            int32_t p = gr_gc_partition_for(gc, key);
+            int32_t p = r->KeyType == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
             struct gr_mdc_partition part;
-            if (gr_mdc_get_partition(b->metadata, GR_OFFSETS_TOPIC, p, &part)) {
+            if (gr_mdc_get_partition(b->metadata, ctopic, p, &part)) {
                 char host[256];
                 int32_t port;
                 if (part.leader >= 0 &&

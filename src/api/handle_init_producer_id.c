@@ -5,8 +5,8 @@
  *     ZooKeeper (coordinator/producer_id_manager.h) and epoch 0 (the supplied pid/epoch are
  *     ignored, as Kafka does);
  *   - TransactionalId "": INVALID_REQUEST, as Kafka;
- *   - any other TransactionalId: Gregor has no transaction coordinator, so it answers
- *     COORDINATOR_NOT_AVAILABLE (15), which transactional clients treat as retriable.
+ *   - any other TransactionalId: the transaction coordinator (api/handle_txn.c,
+ *     coordinator/txn_coordinator.h): epoch bump, fencing, a new pid when the epoch is exhausted.
  * A ZooKeeper failure while claiming a new block answers COORDINATOR_NOT_AVAILABLE too (Kafka
  * would fail the request with an internal error); the client retries.
  * No authorizer: IDEMPOTENT_WRITE is always granted (Gregor has no ACLs). */
@@ -40,7 +40,10 @@ void gr_handle_init_producer_id(struct gr_broker *b, struct gr_api_req *req, con
         resp->ErrorCode = GR_KERR_INVALID_REQUEST;
     } else if (r->TransactionalId && !r->TransactionalId[0]) {
         resp->ErrorCode = GR_KERR_INVALID_REQUEST;
-    } else if (r->TransactionalId || !m) {
+    } else if (r->TransactionalId) {
+        gr_txn_handle_init_producer_id(b, req, r);
+        return;
+    } else if (!m) {
         resp->ErrorCode = GR_KERR_COORDINATOR_NOT_AVAILABLE;
     } else {
         int64_t pid;

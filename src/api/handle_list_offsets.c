@@ -42,6 +42,7 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
     }
     struct gr_plog *log = p->lml->log;
     bool consumer = r->ReplicaId < 0;
+    if (consumer && ver >= 2 && r->IsolationLevel == 1) hw = gr_plog_last_stable_offset(log, hw); /* read_committed */
     int64_t off = -1, ts = -1;
     if (lp->Timestamp == GR_LIST_OFFSETS_EARLIEST) {
         off = gr_plog_start_offset(log);

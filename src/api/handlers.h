@@ -40,6 +40,14 @@ GR_API_HANDLER(gr_handle_create_partitions);
 GR_API_HANDLER(gr_handle_delete_topics);
 /* handle_init_producer_id.c: uses b->producer_id_manager */
 GR_API_HANDLER(gr_handle_init_producer_id);
+GR_API_HANDLER(gr_handle_add_partitions_to_txn);
+GR_API_HANDLER(gr_handle_add_offsets_to_txn);
+GR_API_HANDLER(gr_handle_end_txn);
+GR_API_HANDLER(gr_handle_write_txn_markers);
+GR_API_HANDLER(gr_handle_txn_offset_commit);
+/* handle_txn.c: InitProducerId with a transactional id */
+struct InitProducerIdRequest;
+void gr_txn_handle_init_producer_id(struct gr_broker *b, struct gr_api_req *req, const struct InitProducerIdRequest *r);
 /* requests to the controller, through controller/requests.h: handle_controlled_shutdown.c,
  * handle_alter_isr.c, handle_elect_leaders.c, handle_reassignments.c */
 GR_API_HANDLER(gr_handle_controlled_shutdown);

@@ -91,6 +91,8 @@ struct gr_broker {
     struct gr_replica_hooks hooks;
     struct gr_replica_manager *replica_manager;     /* replication/replica_manager.h */
     struct gr_group_coordinator *group_coordinator; /* coordinator/group_coordinator.h */
+    struct gr_txn_coordinator *txn_coordinator;     /* coordinator/txn_coordinator.h; NULL: the
+                                                     * transaction APIs answer NOT_COORDINATOR */
     /* broker/finalized_features.h; set once the broker has started (atomic: ApiVersions reads it
      * from I/O threads before that); NULL answers "no finalized features". */
     struct gr_finalized_features *_Atomic finalized_features;

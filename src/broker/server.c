@@ -2,6 +2,8 @@
 #include "broker/server.h"
 #include "broker/dynamic_config_manager.h"
 #include "broker/quota_manager.h"
+#include "coordinator/txn_coordinator.h"
+#include "storage/producer_state.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -429,6 +431,24 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
 
+    /* Transaction coordinator: after the replica manager, before the network. */
+    {
+        const struct gr_config *c = s->cfg;
+        struct gr_txn_config tcfg = {
+            .num_partitions = c->transaction_state_log_num_partitions,
+            .replication_factor = c->transaction_state_log_replication_factor,
+            .min_isr = c->transaction_state_log_min_isr,
+            .max_timeout_ms = c->transaction_max_timeout_ms,
+            .id_expiration_ms = c->transactional_id_expiration_ms,
+            .abort_interval_ms = c->transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            .remove_expired_interval_ms = c->transaction_remove_expired_transaction_cleanup_interval_ms};
+        gr_pstate_set_verification_enabled(c->transaction_partition_verification_enable);
+        if ((rc = gr_txn_coordinator_start(s->broker, s->replicas, &tcfg)) != 0) {
+            slog(s, GR_LOG_ERROR, "Cannot start the transaction coordinator: %s", gr_strerror(rc));
+            goto fail;
+        }
+    }
+
     /* Producer ids for InitProducerId: claim this broker's first block now, as Kafka's
      * transaction coordinator does at start-up (a failure is retried on the first request). */
     s->broker->producer_id_manager = gr_pidm_new(s->kzk, s->broker_id);
@@ -519,6 +539,7 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->net) gr_metrics_remove_collector(s->metrics, network_collector, s->net);
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
+    if (s->broker) gr_txn_coordinator_shutdown(s->broker->txn_coordinator);
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     gr_ldf_stop(s->log_dir_failure);
     s->log_dir_failure = NULL;
@@ -558,6 +579,8 @@ void gr_server_shutdown(struct gr_server *s) {
     }
     if (s->broker && s->broker->group_coordinator) { /* its writes completed in the rm shutdown */
         gr_group_coordinator_free(s->broker->group_coordinator);
+        gr_txn_coordinator_free(s->broker->txn_coordinator);
+        s->broker->txn_coordinator = NULL;
         s->broker->group_coordinator = NULL;
     }
     if (s->replicas) {

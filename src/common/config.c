@@ -116,12 +116,21 @@ static const struct cfg_key keys[] = {
     {"gregor.zookeeper.auth.digest", T_STRING, F(gregor_zookeeper_auth_digest), NULL, 0, 0},
     /* Gregor-only, for tests: a client.id of the form "User:<name>" becomes the principal. */
     {"gregor.test.principal.by.client.id", T_BOOL, F(gregor_test_principal_by_client_id), "false", 0, 0},
+    {"transaction.state.log.num.partitions", T_INT, F(transaction_state_log_num_partitions), "50", 1, INT32_MAX},
+    {"transaction.state.log.replication.factor", T_INT, F(transaction_state_log_replication_factor), "3", 1, INT16_MAX},
+    {"transaction.state.log.min.isr", T_INT, F(transaction_state_log_min_isr), "2", 1, INT32_MAX},
+    {"transaction.state.log.segment.bytes", T_INT, F(transaction_state_log_segment_bytes), "104857600", 1, INT32_MAX},
+    {"transaction.max.timeout.ms", T_INT, F(transaction_max_timeout_ms), "900000", 1, INT32_MAX},
+    {"transaction.abort.timed.out.transaction.cleanup.interval.ms", T_INT,
+     F(transaction_abort_timed_out_transaction_cleanup_interval_ms), "10000", 1, INT32_MAX},
+    {"transaction.remove.expired.transaction.cleanup.interval.ms", T_INT,
+     F(transaction_remove_expired_transaction_cleanup_interval_ms), "3600000", 1, INT32_MAX},
+    {"transaction.partition.verification.enable", T_BOOL, F(transaction_partition_verification_enable), "true", 0, 0},
 };
 
 /* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
     "log.cleaner.enable",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };

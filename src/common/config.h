@@ -132,6 +132,15 @@ struct gr_config {
     int n_static;
     char *static_keys[GR_MAX_STATIC_PROPS];
     char *static_values[GR_MAX_STATIC_PROPS];
+    /* transaction coordinator (coordinator/txn_coordinator.h) */
+    int32_t transaction_state_log_num_partitions;
+    int32_t transaction_state_log_replication_factor;
+    int32_t transaction_state_log_min_isr;
+    int32_t transaction_state_log_segment_bytes;
+    int32_t transaction_max_timeout_ms;
+    int32_t transaction_abort_timed_out_transaction_cleanup_interval_ms;
+    int32_t transaction_remove_expired_transaction_cleanup_interval_ms;
+    bool transaction_partition_verification_enable; /* KIP-890 part 1 (Kafka 3.6) */
 
     /* private to config.c: log.dirs was given, so log.dir is ignored */
     bool log_dirs_explicit;

@@ -273,6 +273,31 @@ int16_t gr_gc_coordinator_status(struct gr_group_coordinator *gc, const char *gr
     return e;
 }
 
+int16_t gr_gc_validate_txn_commit(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,
+                                  const char *group_instance_id, int32_t generation_id) {
+    struct probe pr;
+    probe_group(gc, group_id ? group_id : "", &pr);
+    pthread_mutex_lock(&gc->mu);
+    int16_t e = check_locked(gc, &pr);
+    struct group *g = e == GR_KERR_NONE ? gc_find_group_locked(gc, group_id) : NULL;
+    bool validate = generation_id >= 0 || (member_id && member_id[0]) || group_instance_id;
+    if (g && g->state == ST_DEAD) {
+        e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    } else if (g && validate) { /* Kafka 2.7 doTxnCommitOffsets */
+        struct member *m = member_id && member_id[0] ? gc_group_member(g, member_id) : NULL;
+        if (member_id && member_id[0] && !m)
+            e = GR_KERR_UNKNOWN_MEMBER_ID;
+        else if (group_instance_id && m && !streq(m->instance_id, group_instance_id))
+            e = GR_KERR_FENCED_INSTANCE_ID;
+        else if (generation_id >= 0 && generation_id != g->generation)
+            e = GR_KERR_ILLEGAL_GENERATION;
+    } else if (!g && e == GR_KERR_NONE && generation_id >= 0) {
+        e = GR_KERR_ILLEGAL_GENERATION;
+    }
+    pthread_mutex_unlock(&gc->mu);
+    return e;
+}
+
 /* ---- JoinGroup ---- */
 
 static struct member *new_member(const struct gr_gc_join_req *rq, const char *id) {
@@ -656,7 +681,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     if (e == GR_KERR_NONE) {
         g = gc_find_group_locked(gc, group_id);
         if (!g) {
-            if (generation_id < 0)
+            if (generation_id < 0 || generation_id == GR_GC_GENERATION_TXN)
                 g = gc_create_group_locked(gc, group_id, pr.partition); /* offsets-only group */
             else
                 e = GR_KERR_ILLEGAL_GENERATION;
@@ -666,6 +691,8 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
         struct member *m = gc_group_member(g, mid);
         if (g->state == ST_DEAD)
             e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+        else if (generation_id == GR_GC_GENERATION_TXN)
+            ; /* transactional offsets at their COMMIT marker (checked at TxnOffsetCommit) */
         else if (generation_id < 0 && g->state == ST_EMPTY)
             ; /* the group only stores offsets */
         else if (g->state == ST_COMPLETING)

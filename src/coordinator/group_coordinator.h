@@ -225,6 +225,14 @@ struct gr_gc_commit_part {
                                  out: the result */
 };
 typedef void (*gr_gc_commit_cb)(void *ctx, struct gr_gc_commit_part *parts, int n);
+/* TxnOffsetCommit's group checks (Kafka 2.7 doTxnCommitOffsets): the coordinator status, then,
+ * when a generation >= 0, a member id or an instance id is given, UNKNOWN_MEMBER_ID /
+ * FENCED_INSTANCE_ID / ILLEGAL_GENERATION against the group (a Dead group:
+ * COORDINATOR_NOT_AVAILABLE). NONE if the commit may be written. */
+int16_t gr_gc_validate_txn_commit(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,
+                                  const char *group_instance_id, int32_t generation_id);
+/* generation_id of transactional offsets applied at their COMMIT marker: no membership check. */
+#define GR_GC_GENERATION_TXN INT32_MIN
 /* OffsetCommit. parts (caller's memory) must stay valid until cb. generation_id < 0 with an
  * unknown or Empty group = a "simple" commit by a client not using group management. */
 void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,

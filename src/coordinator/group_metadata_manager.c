@@ -16,6 +16,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "coordinator/group_internal.h"
+#include "coordinator/txn_offsets.h"
+#include "storage/producer_state.h"
 #include "coordinator/group_offsets.h"
 #include "storage/batch.h"
 
@@ -194,6 +196,7 @@ void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q) 
             count++;
         }
     }
+    if (p >= 0) gr_txn_offsets_drop_partition(p); /* the next owner rebuilds them from the log */
     if (p >= 0 && count)
         gr_info(LOGGER, "Unloaded %d groups of %s-%d (no longer its leader)", count, GR_OFFSETS_TOPIC, p);
 }
@@ -273,6 +276,41 @@ out:
     gr_arena_free(&a);
 }
 
+/* A transactional batch met while loading (txn_offsets.h): offset records wait for their
+ * marker; a COMMIT marker applies the producer's pending offsets of this partition, an ABORT
+ * drops them. */
+static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p, const struct gr_batch_info *info,
+                                     const uint8_t *batch) {
+    if (info->Attributes & GR_BATCH_ATTR_CONTROL) {
+        int16_t type = -1;
+        int32_t ce;
+        if (gr_pstate_parse_marker(batch, info->size, &type, &ce) != 0) return;
+        struct gr_txn_offset *l = gr_txn_offsets_take(info->ProducerId, p);
+        for (struct gr_txn_offset *o = l; o && type == GR_CONTROL_COMMIT; o = o->next) {
+            struct group *g = gc_find_group_locked(gc, o->group);
+            if (!g) g = gc_create_group_locked(gc, o->group, p);
+            gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, info->MaxTimestamp, -1);
+        }
+        gr_txn_offsets_free(l);
+        return;
+    }
+    struct gr_batch_rec_iter ri;
+    struct gr_batch_rec_view rec;
+    if (gr_batch_rec_iter_init(&ri, batch, info->size) != GR_BATCH_OK) return;
+    while (gr_batch_rec_iter_next(&ri, &rec) == 1) {
+        struct gr_arena a;
+        gr_arena_init(&a);
+        struct gr_go_key key;
+        struct gr_go_offset_value v;
+        if (rec.KeyLength >= 0 && rec.ValueLength >= 0 &&
+            gr_go_decode_key(rec.Key, (size_t)rec.KeyLength, &a, &key) == 0 && key.kind == GR_GO_KEY_OFFSET &&
+            gr_go_decode_offset_value(rec.Value, (size_t)rec.ValueLength, &a, &v) == 0)
+            gr_txn_offsets_add(info->ProducerId, p, key.group, key.topic, key.partition, v.offset, v.leader_epoch,
+                               v.metadata);
+        gr_arena_free(&a);
+    }
+}
+
 /* Applies every record of the batches in buf. */
 static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint8_t *buf, size_t len) {
     struct gr_batch_iter it;
@@ -281,6 +319,10 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
     gr_batch_iter_init(&it, buf, len);
     pthread_mutex_lock(&gc->mu);
     while (gr_batch_iter_next(&it, &info, &batch) == 1) {
+        if (info.Attributes & GR_BATCH_ATTR_TRANSACTIONAL) { /* TxnOffsetCommit batches and markers */
+            gc_load_txn_batch_locked(gc, p, &info, batch);
+            continue;
+        }
         if (info.Attributes & GR_BATCH_ATTR_CONTROL) continue;
         if (gr_batch_info_compression(&info) != 0) {
             gr_warn(LOGGER, "Skipping a compressed batch at offset %" PRId64 " of %s-%d (not supported)",

@@ -104,6 +104,7 @@ struct gr_rm_produce_part {
     int64_t log_append_time;  /* out: -1, or (Kafka's quirk) the original batch's maxTimestamp when
                                * the append was a duplicate of a cached idempotent batch */
     int64_t required_offset;  /* private: offset the HW must reach, -1 when not waiting */
+    bool coordinator;         /* in: a transaction marker from WriteTxnMarkers (coordinator-origin append) */
 };
 typedef void (*gr_rm_produce_done_fn)(void *ctx, struct gr_rm_produce_part *parts, int n);
 

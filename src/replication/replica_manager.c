@@ -540,6 +540,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         int64_t new_leo = gr_plog_end_offset(log);
         int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
+        if (hw >= 0) gr_plog_txn_hw_moved(log, hw); /* completed transactions below it are stable */
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
@@ -659,7 +660,8 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
     if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         struct gr_append_info info;
-        int rc = gr_plog_append_as_leader(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, &info);
+        int rc = gr_plog_append_origin(p->lml->log, pp->records, pp->records_len, p->st.leader_epoch, pp->coordinator,
+                                       &info);
         if (rc < 0) {
             gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
             gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a log");

@@ -19,6 +19,7 @@
 #include "storage/batch.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
+#include "storage/txn_index.h"
 #include "storage/segment.h"
 
 #define LOGGER "storage.log"
@@ -36,6 +37,10 @@ struct gr_plog {
     int64_t last_flush_ms; /* gr_mono_ms() */
     struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
     int64_t last_expiry_check_ms; /* gr_mono_ms() */
+    /* transactions (log_txn section below) */
+    struct gr_txn_index *ti;        /* aborted transactions (.txnindex) */
+    struct gr_txn_range { int64_t first, last; } *unrepl; /* completed, marker not yet below the HW */
+    int n_unrepl, cap_unrepl;
 };
 
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
@@ -285,6 +290,8 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
     return n;
 }
 
+static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
+
 int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point, struct gr_plog **out) {
     *out = NULL;
     int rc = check_config(cfg);
@@ -320,6 +327,8 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
     gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
     log->ps = gr_pstate_new(dir, cfg->producer_id_expiration_ms);
+    log->ti = gr_txn_index_open(dir);
+    gr_pstate_set_txn_listener(log->ps, on_txn_completed, log);
     log->last_expiry_check_ms = gr_mono_ms();
     rc = rebuild_producer_state(log, leo(log));
     if (rc) {
@@ -341,6 +350,8 @@ static void close_log(struct gr_plog *log, bool persist) {
     if (persist && log->ps && log->n_segs && gr_pstate_map_end_offset(log->ps) == leo(log))
         gr_pstate_take_snapshot(log->ps);
     gr_pstate_free(log->ps);
+    gr_txn_index_free(log->ti);
+    free(log->unrepl);
     for (size_t i = 0; i < log->n_segs; i++) {
         if (persist) gr_segment_persist_index(log->segs[i]);
         gr_segment_free(log->segs[i]);
@@ -511,6 +522,11 @@ static void after_append(struct gr_plog *log, int64_t records) {
 
 int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch,
                             struct gr_append_info *info) {
+    return gr_plog_append_origin(log, batches, len, leader_epoch, false, info);
+}
+
+int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch, bool coordinator,
+                          struct gr_append_info *info) {
     append_info_init(info);
     pthread_mutex_lock(&log->mu);
     info->log_start_offset = log->log_start_offset;
@@ -526,7 +542,7 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
         }
     }
     struct gr_batch_summary sum;
-    int err = gr_batch_validate_all(batches, len, GR_BATCH_V_CLIENT, &sum);
+    int err = gr_batch_validate_all(batches, len, coordinator ? 0 : GR_BATCH_V_CLIENT, &sum);
     if (err != GR_BATCH_OK) {
         gr_debug(LOGGER, "rejecting produce to '%s': %s at byte %zu", log->dir, gr_batch_strerror(err), sum.bad_pos);
         info->error = gr_batch_err_kerr(err);
@@ -554,7 +570,8 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
     struct gr_pstate_batch dup;
     bool is_dup = false;
     gr_pstate_append_init(&app);
-    info->error = gr_pstate_prepare(log->ps, batches, len, GR_PSTATE_CLIENT, &app, &dup, &is_dup);
+    info->error = gr_pstate_prepare(log->ps, batches, len, coordinator ? GR_PSTATE_COORDINATOR : GR_PSTATE_CLIENT,
+                                    &app, coordinator ? NULL : &dup, &is_dup);
     if (info->error != GR_KERR_NONE || is_dup) {
         gr_pstate_append_release(&app);
         if (is_dup) { /* a retry of an appended batch: its original offsets, nothing written */
@@ -698,6 +715,8 @@ static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     log->recovery_point = offset;
     gr_epoch_cache_clear(&log->ec);
     gr_pstate_truncate_fully(log->ps, offset);
+    gr_txn_index_clear(log->ti);
+    log->n_unrepl = 0;
     gr_info(LOGGER, "truncated '%s' fully; log now starts at offset %" PRId64, log->dir, offset);
     return rc;
 }
@@ -728,6 +747,8 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     if (rc == 0) rc = gr_segment_truncate_to(a, offset);
     if (log->recovery_point > leo(log)) log->recovery_point = leo(log);
     gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+    gr_txn_index_truncate(log->ti, leo(log));
+    while (log->n_unrepl && log->unrepl[log->n_unrepl - 1].last >= leo(log)) log->n_unrepl--;
     /* Kafka's truncateTo -> loadProducerState(targetOffset): snapshot + replay up to the new end. */
     int prc = rebuild_producer_state(log, leo(log));
     if (rc == 0) rc = prc;
@@ -865,9 +886,79 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         gr_pstate_truncate_head(log->ps, log->log_start_offset);
+        gr_txn_index_drop_segments_below(log->ti, log->segs[0]->base_offset);
     }
     pthread_mutex_unlock(&log->mu);
     return rc ? rc : (int)del;
+}
+
+/* ---- transactions ---- */
+
+/* Producer-state listener (under log->mu): a marker ended a transaction. */
+static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t) {
+    struct gr_plog *log = ctx;
+    if (!log->n_unrepl || t->last_offset > log->unrepl[log->n_unrepl - 1].last) {
+        if (log->n_unrepl == log->cap_unrepl) {
+            log->cap_unrepl = log->cap_unrepl ? log->cap_unrepl * 2 : 8;
+            log->unrepl = gr_realloc(log->unrepl, (size_t)log->cap_unrepl * sizeof *log->unrepl);
+        }
+        log->unrepl[log->n_unrepl++] = (struct gr_txn_range){t->first_offset, t->last_offset};
+    }
+    if (!t->aborted) return;
+    int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
+    struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
+                               ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
+    gr_txn_index_append(log->ti, active(log)->base_offset, &e);
+}
+
+static void prune_unreplicated_locked(struct gr_plog *log, int64_t hw) {
+    int k = 0;
+    while (k < log->n_unrepl && log->unrepl[k].last < hw) k++;
+    if (k) {
+        memmove(log->unrepl, log->unrepl + k, (size_t)(log->n_unrepl - k) * sizeof *log->unrepl);
+        log->n_unrepl -= k;
+    }
+}
+
+void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw) {
+    pthread_mutex_lock(&log->mu);
+    prune_unreplicated_locked(log, hw);
+    pthread_mutex_unlock(&log->mu);
+}
+
+int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw) {
+    pthread_mutex_lock(&log->mu);
+    prune_unreplicated_locked(log, hw);
+    int64_t first = gr_pstate_first_ongoing_offset(log->ps);
+    for (int i = 0; i < log->n_unrepl; i++)
+        if (first < 0 || log->unrepl[i].first < first) first = log->unrepl[i].first;
+    if (first >= 0 && first < log->log_start_offset) first = log->log_start_offset;
+    pthread_mutex_unlock(&log->mu);
+    return first >= 0 && first < hw ? first : hw;
+}
+
+int gr_plog_collect_aborted(struct gr_plog *log, int64_t fetch_offset, int64_t upper_bound,
+                            struct gr_aborted_txn **out) {
+    pthread_mutex_lock(&log->mu);
+    int total = 0;
+    gr_txn_index_collect(log->ti, fetch_offset, upper_bound, NULL, 0, &total);
+    *out = total ? gr_malloc((size_t)total * sizeof **out) : NULL;
+    int n = total ? gr_txn_index_collect(log->ti, fetch_offset, upper_bound, *out, total, NULL) : 0;
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
+bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
+    pthread_mutex_lock(&log->mu);
+    bool r = gr_pstate_needs_verification(log->ps, producer_id, epoch);
+    pthread_mutex_unlock(&log->mu);
+    return r;
+}
+
+void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
+    pthread_mutex_lock(&log->mu);
+    gr_pstate_set_verified(log->ps, producer_id, epoch);
+    pthread_mutex_unlock(&log->mu);
 }
 
 /* ---- names ---- */

@@ -220,6 +220,31 @@ int gr_plog_producer_count(struct gr_plog *log);
  * Appends also do this every 10 minutes, as Kafka's scheduler does. */
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms);
 
+/* ---- transactions (Kafka 2.7 Log: LSO, aborted transactions; KIP-890 guards) ----
+ * Markers (control batches) end a producer's open transaction on the partition; ABORT markers are
+ * indexed in `<segment>.txnindex` (storage/txn_index.h). */
+
+/* Appends marker batches from WriteTxnMarkers (coordinator = true: control batches allowed, only
+ * epoch / coordinator-epoch checks: INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED);
+ * coordinator = false is gr_plog_append_as_leader. */
+int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch, bool coordinator,
+                          struct gr_append_info *info);
+/* LSO for high watermark hw: the first offset of the earliest open transaction or of the earliest
+ * completed one whose marker is not yet below hw, if that is below hw; else hw. */
+int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw);
+/* Forgets completed transactions whose marker is below hw (followers call it as their HW moves,
+ * leaders prune in gr_plog_last_stable_offset). */
+void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw);
+/* Aborted transactions a read_committed fetch of [fetch_offset, upper_bound) needs (Kafka's
+ * collectAbortedTransactions); *out malloc'd (caller frees), count returned. */
+struct gr_aborted_txn;
+int gr_plog_collect_aborted(struct gr_plog *log, int64_t fetch_offset, int64_t upper_bound,
+                            struct gr_aborted_txn **out);
+/* KIP-890 (producer_state.h): does a transactional batch of (pid, epoch) need verification; set
+ * the guard after the coordinator confirmed. */
+bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+
 /* Parses a partition directory name "<topic>-<partition>" (the topic may contain '-'; the
  * partition is the part after the last '-'). Copies the topic into topic[0..topic_size).
  * Returns 0 or -EINVAL. */

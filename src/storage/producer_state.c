@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,14 @@ struct gr_pstate {
     size_t cap, n;
     int64_t last_map_offset;
     int64_t last_snap_offset;
+    gr_pstate_txn_listener txn_listener;
+    void *txn_listener_ctx;
+    /* KIP-890 verification guards: (pid, epoch) pairs the coordinator confirmed */
+    struct guard { int64_t pid; int16_t epoch; } *guards;
+    int n_guards, cap_guards;
 };
+
+static _Atomic bool verification_enabled;
 
 /* ---- sequences ---- */
 
@@ -165,6 +173,7 @@ void gr_pstate_free(struct gr_pstate *ps) {
     if (!ps) return;
     clear_entries(ps);
     free(ps->slots);
+    free(ps->guards);
     free(ps->dir);
     free(ps);
 }
@@ -187,6 +196,8 @@ void gr_pstate_append_init(struct gr_pstate_append *app) { memset(app, 0, sizeof
 void gr_pstate_append_release(struct gr_pstate_append *app) {
     free(app->next);
     free(app->orig_epoch);
+    free(app->done);
+    free(app->consumed);
     memset(app, 0, sizeof *app);
 }
 
@@ -226,21 +237,120 @@ static int16_t check_data_batch(const struct gr_pstate_entry *e, int16_t orig_ep
     return GR_KERR_NONE;
 }
 
-static int16_t stage_batch(struct gr_pstate_entry *e, int16_t orig_epoch, const struct gr_batch_info *bi,
+/* ---- transactions ---- */
+
+void gr_pstate_set_txn_listener(struct gr_pstate *ps, gr_pstate_txn_listener fn, void *ctx) {
+    ps->txn_listener = fn;
+    ps->txn_listener_ctx = ctx;
+}
+
+void gr_pstate_set_verification_enabled(bool on) { verification_enabled = on; }
+bool gr_pstate_verification_enabled(void) { return verification_enabled; }
+
+static int guard_find(const struct gr_pstate *ps, int64_t pid) {
+    for (int i = 0; i < ps->n_guards; i++)
+        if (ps->guards[i].pid == pid) return i;
+    return -1;
+}
+
+static void guard_clear(struct gr_pstate *ps, int64_t pid) {
+    int i = guard_find(ps, pid);
+    if (i >= 0) ps->guards[i] = ps->guards[--ps->n_guards];
+}
+
+void gr_pstate_set_verified(struct gr_pstate *ps, int64_t producer_id, int16_t epoch) {
+    int i = guard_find(ps, producer_id);
+    if (i < 0) {
+        if (ps->n_guards == ps->cap_guards) {
+            ps->cap_guards = ps->cap_guards ? ps->cap_guards * 2 : 4;
+            ps->guards = gr_realloc(ps->guards, (size_t)ps->cap_guards * sizeof *ps->guards);
+        }
+        i = ps->n_guards++;
+    }
+    ps->guards[i].pid = producer_id;
+    ps->guards[i].epoch = epoch;
+}
+
+bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_id, int16_t epoch) {
+    if (!verification_enabled) return false;
+    const struct gr_pstate_entry *e = find(ps, producer_id);
+    if (e && epoch < e->epoch) return false; /* the append fails the epoch check anyway */
+    return !(e && e->txn_first_offset >= 0 && e->epoch == epoch);
+}
+
+int64_t gr_pstate_first_ongoing_offset(const struct gr_pstate *ps) {
+    int64_t m = -1;
+    for (size_t i = 0; i < ps->cap; i++) {
+        const struct gr_pstate_entry *e = ps->slots[i];
+        if (e && e->txn_first_offset >= 0 && (m < 0 || e->txn_first_offset < m)) m = e->txn_first_offset;
+    }
+    return m;
+}
+
+int gr_pstate_parse_marker(const uint8_t *batch, size_t len, int16_t *type, int32_t *coordinator_epoch) {
+    struct gr_batch_rec_iter it;
+    struct gr_batch_rec_view rec;
+    *coordinator_epoch = -1;
+    if (gr_batch_rec_iter_init(&it, batch, len) != GR_BATCH_OK) return -EINVAL;
+    if (gr_batch_rec_iter_next(&it, &rec) != 1 || !rec.Key || rec.KeyLength < 4) return -EINVAL;
+    *type = (int16_t)gr_be16(rec.Key + 2);
+    if (rec.Value && rec.ValueLength >= 6) *coordinator_epoch = (int32_t)gr_be32(rec.Value + 2);
+    return 0;
+}
+
+static void push_done(struct gr_pstate_append *app, const struct gr_pstate_completed_txn *t) {
+    if (app->n_done == app->cap_done) {
+        app->cap_done = app->cap_done ? app->cap_done * 2 : 4;
+        app->done = gr_realloc(app->done, (size_t)app->cap_done * sizeof *app->done);
+    }
+    app->done[app->n_done++] = *t;
+}
+
+static void push_consumed(struct gr_pstate_append *app, int64_t pid) {
+    if (app->n_consumed == app->cap_consumed) {
+        app->cap_consumed = app->cap_consumed ? app->cap_consumed * 2 : 4;
+        app->consumed = gr_realloc(app->consumed, (size_t)app->cap_consumed * sizeof *app->consumed);
+    }
+    app->consumed[app->n_consumed++] = pid;
+}
+
+/* A transaction marker (Kafka's appendEndTxnMarker). */
+static int16_t stage_marker(struct gr_pstate_append *app, struct gr_pstate_entry *e, const struct gr_batch_info *bi,
+                            const uint8_t *batch, enum gr_pstate_origin origin) {
+    int16_t type = -1;
+    int32_t coord_epoch = -1;
+    if (gr_pstate_parse_marker(batch, bi->size, &type, &coord_epoch) != 0 ||
+        (type != GR_CONTROL_ABORT && type != GR_CONTROL_COMMIT))
+        return GR_KERR_NONE; /* other control records (e.g. LEADER_CHANGE) end nothing */
+    if (origin == GR_PSTATE_COORDINATOR) {
+        if (bi->ProducerEpoch < e->epoch) return GR_KERR_INVALID_PRODUCER_EPOCH;
+        if (coord_epoch < e->coordinator_epoch) return GR_KERR_TRANSACTION_COORDINATOR_FENCED;
+    }
+    struct gr_pstate_completed_txn t = {bi->ProducerId, e->txn_first_offset >= 0 ? e->txn_first_offset : bi->BaseOffset,
+                                        bi->BaseOffset, type == GR_CONTROL_ABORT};
+    push_done(app, &t);
+    entry_maybe_update_epoch(e, bi->ProducerEpoch);
+    e->coordinator_epoch = coord_epoch;
+    e->txn_first_offset = -1;
+    e->last_timestamp = bi->MaxTimestamp;
+    return GR_KERR_NONE;
+}
+
+static int16_t stage_batch(struct gr_pstate *ps, struct gr_pstate_append *app, struct gr_pstate_entry *e,
+                           int16_t orig_epoch, const struct gr_batch_info *bi, const uint8_t *batch,
                            enum gr_pstate_origin origin) {
     int64_t last_offset = gr_batch_info_last_offset(bi);
-    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
-        /* A transaction marker (replicated; clients cannot send them): ends the transaction. */
-        if (bi->ProducerEpoch < e->epoch && origin == GR_PSTATE_CLIENT) return GR_KERR_INVALID_PRODUCER_EPOCH;
-        entry_maybe_update_epoch(e, bi->ProducerEpoch);
-        e->txn_first_offset = -1;
-        e->last_timestamp = bi->MaxTimestamp;
-        return GR_KERR_NONE;
-    }
+    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) return stage_marker(app, e, bi, batch, origin);
     int16_t err = check_data_batch(e, orig_epoch, bi, origin);
     if (err != GR_KERR_NONE) return err;
     bool txn = (bi->Attributes & GR_BATCH_ATTR_TRANSACTIONAL) != 0;
     if (e->txn_first_offset >= 0 && !txn && origin == GR_PSTATE_CLIENT) return GR_KERR_INVALID_TXN_STATE;
+    if (txn && origin == GR_PSTATE_CLIENT && verification_enabled && e->txn_first_offset < 0) {
+        /* KIP-890: starting a transaction here needs the coordinator's confirmation */
+        int g = guard_find(ps, bi->ProducerId);
+        if (g < 0 || ps->guards[g].epoch != bi->ProducerEpoch) return GR_KERR_INVALID_TXN_STATE;
+        push_consumed(app, bi->ProducerId);
+    }
     entry_add_batch(e, bi->ProducerEpoch, incr_seq(bi->BaseSequence, bi->LastOffsetDelta), last_offset,
                     (int32_t)(last_offset - bi->BaseOffset), bi->MaxTimestamp);
     if (txn && e->txn_first_offset < 0) e->txn_first_offset = bi->BaseOffset;
@@ -277,7 +387,7 @@ int16_t gr_pstate_prepare(struct gr_pstate *ps, const uint8_t *buf, size_t len, 
             }
         }
         int i = staged(ps, app, bi.ProducerId);
-        int16_t err = stage_batch(&app->next[i], app->orig_epoch[i], &bi, origin);
+        int16_t err = stage_batch(ps, app, &app->next[i], app->orig_epoch[i], &bi, p, origin);
         if (err != GR_KERR_NONE) {
             gr_debug(LOGGER, "[dir=%s] rejecting batch of producer %" PRId64 " epoch %d seq %d: %s", ps->dir,
                      bi.ProducerId, bi.ProducerEpoch, bi.BaseSequence, gr_kerr_name(err));
@@ -290,6 +400,11 @@ int16_t gr_pstate_prepare(struct gr_pstate *ps, const uint8_t *buf, size_t len, 
 void gr_pstate_commit(struct gr_pstate *ps, struct gr_pstate_append *app, int64_t map_end) {
     for (int i = 0; i < app->n; i++) put(ps, &app->next[i]);
     ps->last_map_offset = map_end;
+    for (int i = 0; i < app->n_consumed; i++) guard_clear(ps, app->consumed[i]);
+    for (int i = 0; i < app->n_done; i++) {
+        guard_clear(ps, app->done[i].producer_id);
+        if (ps->txn_listener) ps->txn_listener(ps->txn_listener_ctx, &app->done[i]);
+    }
 }
 
 void gr_pstate_load_batches(struct gr_pstate *ps, const uint8_t *buf, size_t len, int64_t map_end) {

@@ -37,7 +37,47 @@
 enum gr_pstate_origin {
     GR_PSTATE_CLIENT,      /* leader append of a Produce request: every check */
     GR_PSTATE_REPLICATION, /* follower append or log replay: state is updated, nothing rejected */
+    GR_PSTATE_COORDINATOR, /* leader append of a transaction marker (WriteTxnMarkers): epoch and
+                              coordinator-epoch checks only */
 };
+
+/* Control record types (Kafka's ControlRecordType; key = i16 version 0 + i16 type). */
+#define GR_CONTROL_ABORT 0
+#define GR_CONTROL_COMMIT 1
+
+struct gr_pstate;
+
+/* A transaction that a marker ended on this partition (Kafka's CompletedTxn). */
+struct gr_pstate_completed_txn {
+    int64_t producer_id;
+    int64_t first_offset; /* first offset of the transaction (the marker's own if none was open) */
+    int64_t last_offset;  /* the marker's offset */
+    bool aborted;
+};
+
+/* Called by gr_pstate_commit for every transaction a committed append ended, after the state
+ * was updated (so the ended transaction is no longer open). Runs under the owner's lock. */
+typedef void (*gr_pstate_txn_listener)(void *ctx, const struct gr_pstate_completed_txn *t);
+void gr_pstate_set_txn_listener(struct gr_pstate *ps, gr_pstate_txn_listener fn, void *ctx);
+
+/* KIP-890 part 1 (Kafka 3.6; stricter than 2.7). Process-wide switch, off by default (unit tests
+ * that append transactional batches directly); gregord turns it on from
+ * transaction.partition.verification.enable. When on, a CLIENT transactional data batch of a
+ * producer with no open transaction on this partition is INVALID_TXN_STATE unless a
+ * verification guard for (producer, epoch) was set: the broker sets one after the transaction
+ * coordinator confirmed the partition is part of the producer's ongoing transaction. The first
+ * transactional batch consumes the guard; a marker of the producer clears it. */
+void gr_pstate_set_verification_enabled(bool on);
+bool gr_pstate_verification_enabled(void);
+void gr_pstate_set_verified(struct gr_pstate *ps, int64_t producer_id, int16_t epoch);
+/* Does a transactional batch of (producer_id, epoch) need coordinator verification first
+ * (verification on, and no open transaction of that producer at that epoch here)? */
+bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_id, int16_t epoch);
+/* Smallest first offset of an open transaction, -1 if none (for the LSO). */
+int64_t gr_pstate_first_ongoing_offset(const struct gr_pstate *ps);
+/* Parses a control batch's first record: *type (GR_CONTROL_*) and *coordinator_epoch (-1 if the
+ * value is absent). Returns 0 or -EINVAL. */
+int gr_pstate_parse_marker(const uint8_t *batch, size_t len, int16_t *type, int32_t *coordinator_epoch);
 
 /* Metadata of one appended data batch (Kafka's BatchMetadata). */
 struct gr_pstate_batch {
@@ -77,6 +117,10 @@ struct gr_pstate_append {
     int n, cap;
     struct gr_pstate_entry *next; /* updated copies */
     int16_t *orig_epoch;          /* epoch of the stored entry before this append (-1 none) */
+    int n_done, cap_done;
+    struct gr_pstate_completed_txn *done; /* transactions ended by markers in this append */
+    int n_consumed, cap_consumed;
+    int64_t *consumed;            /* pids whose verification guard this append uses */
 };
 void gr_pstate_append_init(struct gr_pstate_append *app);
 void gr_pstate_append_release(struct gr_pstate_append *app);

@@ -160,7 +160,8 @@ def test_init_producer_id_and_blocks(cluster_factory, zk_connect, zk):
     port = cluster[1].port
     assert init_producer_id(port, 0, txn_id="")[0] == 42  # INVALID_REQUEST, as Kafka
     assert init_producer_id(port, 3, pid=5, epoch=-1)[0] == 42
-    assert init_producer_id(port, 4, txn_id="tx")[0] == 15  # no transaction coordinator
+    # this broker does not coordinate "tx" (no __transaction_state yet): NOT_COORDINATOR, as Kafka
+    assert init_producer_id(port, 4, txn_id="tx")[0] == 16
     # a restarted broker never reuses ids
     before = init_producer_id(cluster[2].port, 0)[1]
     cluster[2].stop()

@@ -1,0 +1,295 @@
+/* The transaction coordinator's APIs and lifecycle: see txn_coordinator.h; shared state in
+ * txn_internal.h, the id table and storage in txn_state_manager.c, markers in
+ * txn_marker_sender.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin/topic_admin.h"
+#include "broker/broker.h"
+#include "broker/metadata_cache.h"
+#include "common/config.h"
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "coordinator/producer_id_manager.h"
+#include "coordinator/txn_internal.h"
+#include "net/kafka_client.h"
+#include "protocol/messages.h"
+#include "replication/replica_manager.h"
+#include "storage/batch.h"
+
+int32_t gr_txn_partition_of(struct gr_txn_coordinator *tc, const char *id) {
+    int32_t n = gr_mdc_num_partitions(tc->b->metadata, GR_TXN_TOPIC);
+    return gr_txn_partition_for(id, n > 0 ? n : tc->cfg.num_partitions);
+}
+
+/* ---- InitProducerId ---- */
+
+void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int32_t timeout_ms, int64_t exp_pid,
+                             int16_t exp_epoch, gr_txn_cb cb, void *ctx) {
+    if (timeout_ms <= 0 || timeout_ms > tc->cfg.max_timeout_ms) {
+        cb(ctx, GR_KERR_INVALID_TRANSACTION_TIMEOUT, -1, -1);
+        return;
+    }
+    int32_t p = gr_txn_partition_of(tc, id), ep = -1;
+    int64_t new_pid = -1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&tc->mu);
+        int16_t err = txn_part_status_locked(tc, p, &ep);
+        struct txn_meta *m = err == GR_KERR_NONE ? txn_find_locked(tc, id) : NULL;
+        if (err != GR_KERR_NONE) {
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, err, -1, -1);
+            return;
+        }
+        bool need_pid = !m || m->pid < 0 || m->epoch >= EPOCH_EXHAUSTED;
+        if (need_pid && new_pid < 0) { /* claim outside the lock (ZooKeeper), then retry */
+            pthread_mutex_unlock(&tc->mu);
+            if (!tc->b->producer_id_manager || gr_pidm_generate(tc->b->producer_id_manager, &new_pid) != 0) {
+                cb(ctx, GR_KERR_COORDINATOR_NOT_AVAILABLE, -1, -1);
+                return;
+            }
+            continue;
+        }
+        if (!m) m = txn_meta_new_locked(tc, id, p);
+        if (m->pending || m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT) {
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_CONCURRENT_TRANSACTIONS, -1, -1);
+            return;
+        }
+        if (exp_pid >= 0 && m->pid >= 0 && exp_pid == m->pid && exp_epoch != m->epoch &&
+            exp_epoch == m->last_epoch && m->state == GR_TXN_EMPTY) {
+            /* a retry of the bump whose answer was lost: the current pid/epoch (Kafka 2.7) */
+            int64_t pid = m->pid;
+            int16_t epoch = m->epoch;
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_NONE, pid, epoch);
+            return;
+        }
+        if (exp_pid >= 0 && m->pid >= 0 && (exp_pid != m->pid || exp_epoch != m->epoch)) {
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_PRODUCER_FENCED, -1, -1);
+            return;
+        }
+        struct gr_txn_record r = txn_target_of(m);
+        struct txn_write *w;
+        if (m->state == GR_TXN_ONGOING) {
+            /* fence the current producer: bump the epoch and abort; the client retries */
+            r.producer_epoch = (int16_t)(m->epoch + 1);
+            r.state = GR_TXN_PREPARE_ABORT;
+            w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+            w->ok_error = GR_KERR_CONCURRENT_TRANSACTIONS;
+        } else {
+            if (need_pid) {
+                r.producer_id = new_pid;
+                r.producer_epoch = 0;
+            } else {
+                r.producer_epoch = (int16_t)(m->epoch + 1);
+            }
+            int16_t before = m->epoch;
+            r.timeout_ms = timeout_ms;
+            r.state = GR_TXN_EMPTY;
+            r.n_parts = 0;
+            r.start_ts = -1;
+            w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+            w->last_epoch = need_pid ? -1 : before;
+        }
+        pthread_mutex_unlock(&tc->mu);
+        txn_write_issue(w);
+        return;
+    }
+}
+
+/* Checks common to AddPartitions / EndTxn; NONE or the error. */
+static int16_t check_producer_locked(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                                     struct txn_meta **out, int32_t *ep) {
+    int16_t err = txn_part_status_locked(tc, gr_txn_partition_of(tc, id), ep);
+    if (err != GR_KERR_NONE) return err;
+    struct txn_meta *m = txn_find_locked(tc, id);
+    if (!m || m->pid != pid) return GR_KERR_INVALID_PRODUCER_ID_MAPPING;
+    if (m->epoch != epoch) return GR_KERR_PRODUCER_FENCED;
+    if (m->pending) return GR_KERR_CONCURRENT_TRANSACTIONS;
+    *out = m;
+    return GR_KERR_NONE;
+}
+
+void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                           const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx) {
+    pthread_mutex_lock(&tc->mu);
+    struct txn_meta *m = NULL;
+    int32_t ep = -1;
+    int16_t err = check_producer_locked(tc, id, pid, epoch, &m, &ep);
+    if (err == GR_KERR_NONE && (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT))
+        err = GR_KERR_CONCURRENT_TRANSACTIONS;
+    if (err != GR_KERR_NONE) {
+        pthread_mutex_unlock(&tc->mu);
+        cb(ctx, err, pid, epoch);
+        return;
+    }
+    bool all = m->state == GR_TXN_ONGOING;
+    for (int i = 0; i < n && all; i++) all = txn_has_part(m, topics[i], partitions[i]);
+    if (all) {
+        pthread_mutex_unlock(&tc->mu);
+        cb(ctx, GR_KERR_NONE, pid, epoch);
+        return;
+    }
+    struct gr_txn_record r = txn_target_of(m);
+    struct gr_txn_tp *np = gr_calloc((size_t)(m->n_parts + n) + 1, sizeof *np);
+    int k = 0;
+    for (int i = 0; i < m->n_parts; i++) np[k++] = m->parts[i];
+    for (int i = 0; i < n; i++) {
+        bool dup = txn_has_part(m, topics[i], partitions[i]);
+        for (int j = m->n_parts; j < k && !dup; j++)
+            dup = np[j].partition == partitions[i] && strcmp(np[j].topic, topics[i]) == 0;
+        if (!dup) np[k++] = (struct gr_txn_tp){(char *)topics[i], partitions[i]};
+    }
+    if (m->state != GR_TXN_ONGOING) {
+        r.n_parts = 0;
+        k -= m->n_parts;
+        memmove(np, np + m->n_parts, (size_t)k * sizeof *np);
+        r.start_ts = gr_wall_ms();
+    }
+    r.parts = np;
+    r.n_parts = k;
+    r.state = GR_TXN_ONGOING;
+    struct txn_write *w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+    free(np);
+    pthread_mutex_unlock(&tc->mu);
+    txn_write_issue(w);
+}
+
+void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit, gr_txn_cb cb,
+                void *ctx) {
+    pthread_mutex_lock(&tc->mu);
+    struct txn_meta *m = NULL;
+    int32_t ep = -1;
+    int16_t err = check_producer_locked(tc, id, pid, epoch, &m, &ep);
+    if (err == GR_KERR_NONE) {
+        switch (m->state) {
+        case GR_TXN_ONGOING: break;
+        case GR_TXN_COMPLETE_COMMIT: err = commit ? GR_KERR_NONE : GR_KERR_INVALID_TXN_STATE; goto answer;
+        case GR_TXN_COMPLETE_ABORT: err = commit ? GR_KERR_INVALID_TXN_STATE : GR_KERR_NONE; goto answer;
+        case GR_TXN_PREPARE_COMMIT: err = commit ? GR_KERR_CONCURRENT_TRANSACTIONS : GR_KERR_INVALID_TXN_STATE; goto answer;
+        case GR_TXN_PREPARE_ABORT: err = commit ? GR_KERR_INVALID_TXN_STATE : GR_KERR_CONCURRENT_TRANSACTIONS; goto answer;
+        default: err = GR_KERR_INVALID_TXN_STATE; goto answer;
+        }
+        struct gr_txn_record r = txn_target_of(m);
+        r.state = commit ? GR_TXN_PREPARE_COMMIT : GR_TXN_PREPARE_ABORT;
+        struct txn_write *w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+        pthread_mutex_unlock(&tc->mu);
+        txn_write_issue(w);
+        return;
+    }
+answer:
+    pthread_mutex_unlock(&tc->mu);
+    cb(ctx, err, pid, epoch);
+}
+
+int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, const char *topic,
+                         int32_t partition) {
+    pthread_mutex_lock(&tc->mu);
+    int16_t err = txn_part_status_locked(tc, gr_txn_partition_of(tc, id), NULL);
+    struct txn_meta *m = err == GR_KERR_NONE ? txn_find_locked(tc, id) : NULL;
+    if (err == GR_KERR_NONE && m && m->pid == pid && epoch < m->epoch)
+        err = GR_KERR_PRODUCER_FENCED;
+    else if (err == GR_KERR_NONE)
+        err = m && m->pid == pid && m->epoch == epoch && m->state == GR_TXN_ONGOING && txn_has_part(m, topic, partition)
+                  ? GR_KERR_NONE
+                  : GR_KERR_INVALID_TXN_STATE;
+    pthread_mutex_unlock(&tc->mu);
+    return err;
+}
+
+
+/* ---- lifecycle ---- */
+
+void gr_txn_ensure_topic(struct gr_broker *b) {
+    if (gr_mdc_contains_topic(b->metadata, GR_TXN_TOPIC)) return;
+    struct gr_txn_coordinator *tc = b->txn_coordinator;
+    int32_t nparts = tc ? tc->cfg.num_partitions : GR_TXN_DEFAULT_PARTITIONS;
+    int32_t rf = tc ? tc->cfg.replication_factor : 3;
+    struct gr_broker_meta *brokers = NULL;
+    int nb = 0;
+    gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
+    gr_broker_metas_free(brokers, nb);
+    if (nb <= 0) return;
+    if (nb < rf) rf = nb; /* as for __consumer_offsets: small clusters still work */
+    char misr[16];
+    snprintf(misr, sizeof misr, "%d", GR_MIN(tc ? tc->cfg.min_isr : 2, rf));
+    const char *names[] = {"cleanup.policy", "compression.type", "segment.bytes", "unclean.leader.election.enable",
+                           "min.insync.replicas"};
+    const char *values[] = {"compact", "uncompressed", "104857600", "false", misr};
+    struct gr_topic_spec spec = {.name = GR_TXN_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
+                                 .n_configs = 5, .config_names = names, .config_values = values};
+    struct gr_topic_result res;
+    int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
+    if (e == GR_KERR_NONE)
+        gr_info(LOGGER, "Created %s with %d partitions and replication factor %d", GR_TXN_TOPIC, nparts, rf);
+    else if (e != GR_KERR_TOPIC_ALREADY_EXISTS)
+        gr_warn(LOGGER, "Cannot create %s: %s (%s)", GR_TXN_TOPIC, gr_kerr_name(e), res.message);
+}
+
+int gr_txn_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm, const struct gr_txn_config *cfg) {
+    struct gr_txn_coordinator *tc = gr_calloc(1, sizeof *tc);
+    tc->cfg = *cfg;
+    tc->b = b;
+    tc->rm = rm;
+    tc->jobs_tail = &tc->jobs;
+    pthread_mutex_init(&tc->mu, NULL);
+    pthread_cond_init(&tc->cond, NULL);
+    if (pthread_create(&tc->bg, NULL, txn_bg_thread, tc) != 0) {
+        free(tc);
+        return -EAGAIN;
+    }
+    if (pthread_create(&tc->mk, NULL, txn_marker_thread, tc) != 0) {
+        pthread_mutex_lock(&tc->mu);
+        tc->stopping = true;
+        pthread_cond_broadcast(&tc->cond);
+        pthread_mutex_unlock(&tc->mu);
+        pthread_join(tc->bg, NULL);
+        free(tc);
+        return -EAGAIN;
+    }
+    tc->started = true;
+    b->txn_coordinator = tc;
+    gr_info(LOGGER, "[TransactionCoordinator id=%d] Startup complete.", b->broker_id);
+    return 0;
+}
+
+void gr_txn_coordinator_shutdown(struct gr_txn_coordinator *tc) {
+    if (!tc || !tc->started) return;
+    pthread_mutex_lock(&tc->mu);
+    tc->stopping = true;
+    pthread_cond_broadcast(&tc->cond);
+    pthread_mutex_unlock(&tc->mu);
+    pthread_join(tc->bg, NULL);
+    pthread_join(tc->mk, NULL);
+    tc->started = false;
+}
+
+void gr_txn_coordinator_free(struct gr_txn_coordinator *tc) {
+    if (!tc) return;
+    gr_txn_coordinator_shutdown(tc);
+    for (int b = 0; b < NB; b++)
+        while (tc->buckets[b]) {
+            struct txn_meta *m = tc->buckets[b];
+            tc->buckets[b] = m->next;
+            txn_meta_free(m);
+        }
+    while (tc->jobs) {
+        struct txn_job *j = tc->jobs;
+        tc->jobs = j->next;
+        txn_parts_free(j->parts, j->n);
+        free(j->id);
+        free(j);
+    }
+    free(tc->parts);
+    pthread_mutex_destroy(&tc->mu);
+    pthread_cond_destroy(&tc->cond);
+    free(tc);
+}

@@ -1,0 +1,66 @@
+/* The transaction coordinator (Kafka 2.7's TransactionCoordinator + TransactionStateManager +
+ * TransactionMarkerChannelManager, condensed): the transactional ids whose __transaction_state
+ * partition (gr_txn_partition_for) this broker leads.
+ *
+ * State machine (txn_log.h): Empty -> Ongoing (AddPartitions/AddOffsets) -> PrepareCommit /
+ * PrepareAbort (EndTxn, timeout, fencing) -> CompleteCommit / CompleteAbort (markers written) ->
+ * Empty/Ongoing again; Dead on expiry. Every transition is first written to the partition
+ * (acks=-1) and applied when the write succeeds; one pending transition per id at a time (else
+ * CONCURRENT_TRANSACTIONS). After a Prepare* write, a marker thread sends WriteTxnMarkers to the
+ * leaders of every partition of the transaction (retrying until they are written or the
+ * coordinator loses the partition), then writes Complete*. A broker that becomes leader of a
+ * __transaction_state partition loads it (background thread, COORDINATOR_LOAD_IN_PROGRESS
+ * meanwhile) and resumes the markers of Prepare* transactions.
+ *
+ * Threading: every gr_txn_* call may come from any thread; one mutex guards the state; storage
+ * calls and callbacks run without it. A callback runs exactly once, possibly before the call
+ * returns, on the calling, a storage-completion or the marker thread. */
+#ifndef GR_COORDINATOR_TXN_COORDINATOR_H
+#define GR_COORDINATOR_TXN_COORDINATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ClientId of broker-to-broker KIP-890 verification requests (AddPartitionsToTxn, verify only). */
+#define GR_TXN_VERIFY_CLIENT_ID "gregor-txn-verify"
+
+struct gr_broker;
+struct gr_replica_manager;
+struct gr_txn_coordinator;
+
+struct gr_txn_config {
+    int32_t num_partitions;            /* transaction.state.log.num.partitions (50) */
+    int32_t replication_factor;        /* transaction.state.log.replication.factor (3) */
+    int32_t min_isr;                   /* transaction.state.log.min.isr (2): the topic's min.insync.replicas */
+    int32_t max_timeout_ms;            /* transaction.max.timeout.ms (900000) */
+    int64_t id_expiration_ms;          /* transactional.id.expiration.ms */
+    int32_t abort_interval_ms;         /* transaction.abort.timed.out.transaction.cleanup.interval.ms */
+    int32_t remove_expired_interval_ms; /* transaction.remove.expired.transaction.cleanup.interval.ms */
+};
+
+/* Starts the coordinator over b's replica manager (sets b->txn_coordinator). 0 or -errno. */
+int gr_txn_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm, const struct gr_txn_config *cfg);
+void gr_txn_coordinator_shutdown(struct gr_txn_coordinator *tc);
+void gr_txn_coordinator_free(struct gr_txn_coordinator *tc);
+
+int32_t gr_txn_partition_of(struct gr_txn_coordinator *tc, const char *transactional_id);
+/* Creates __transaction_state when missing (FindCoordinator). */
+void gr_txn_ensure_topic(struct gr_broker *b);
+
+/* Results: error (GR_KERR_*), and for InitProducerId the producer id / epoch. */
+typedef void (*gr_txn_cb)(void *ctx, int16_t error, int64_t producer_id, int16_t epoch);
+
+void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int32_t timeout_ms,
+                             int64_t expected_pid, int16_t expected_epoch, gr_txn_cb cb, void *ctx);
+/* topics[i]/partitions[i], n entries; per-partition errors are the returned error for all. */
+void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                           const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx);
+void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit,
+                gr_txn_cb cb, void *ctx);
+/* KIP-890 part 1: is topic-partition part of the Ongoing transaction of id with (pid, epoch)?
+ * NONE; PRODUCER_FENCED for an older epoch of that pid; INVALID_TXN_STATE otherwise; or a
+ * coordinator error (NOT_COORDINATOR when this broker does not coordinate id). */
+int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                         const char *topic, int32_t partition);
+
+#endif

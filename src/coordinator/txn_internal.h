@@ -1,0 +1,121 @@
+/* Private to the transaction coordinator: shared by txn_coordinator.c (the APIs: Kafka's
+ * TransactionCoordinator; lifecycle), txn_state_manager.c (Kafka's TransactionStateManager: the
+ * table of transactional ids, writes to __transaction_state, loading/unloading partitions,
+ * timeouts and expiry on the background thread) and txn_marker_sender.c (Kafka's
+ * TransactionMarkerChannelManager: the marker thread). Nothing outside src/coordinator/txn_*.c
+ * includes it; the public contract is txn_coordinator.h.
+ *
+ * Locking (numbered so the code can cite them):
+ *  1. tc->mu guards the id table (buckets), parts[], the job queue and stopping; functions named
+ *     *_locked need it held.
+ *  2. Storage appends (txn_write_issue), metadata-cache lookups, network calls and user callbacks
+ *     never run under tc->mu.
+ *  3. Asynchronous completions (txn_write_done, marker jobs) look their id up again by name and
+ *     check the partition's coordinator epoch: the id may have been unloaded meanwhile.
+ * The table owns its struct txn_meta entries (strings and partition arrays malloc'd); a job owns
+ * its copies. */
+#ifndef GR_COORDINATOR_TXN_INTERNAL_H
+#define GR_COORDINATOR_TXN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/txn_coordinator.h"
+#include "coordinator/txn_log.h"
+
+#define LOGGER "kafka.coordinator.transaction.TransactionCoordinator"
+#define NB 256
+#define EPOCH_EXHAUSTED 32766
+
+struct gr_broker;
+struct gr_replica_manager;
+
+struct txn_meta {
+    struct txn_meta *next;
+    char *id;
+    int32_t log_part;
+    int64_t pid;
+    int16_t epoch;
+    int32_t timeout_ms;
+    int state;
+    bool pending;
+    int n_parts, cap_parts;
+    struct gr_txn_tp *parts;
+    int64_t start_ts, update_ts;
+    int16_t last_epoch; /* epoch before the last InitProducerId bump, -1 (memory only, as Kafka) */
+};
+
+enum { P_NONE, P_LOADING, P_OWNED };
+struct txn_tpart {
+    int state;
+    int32_t epoch;
+};
+
+struct txn_job { /* markers to send, then the Complete* write */
+    struct txn_job *next;
+    char *id;
+    int64_t pid;
+    int16_t epoch;
+    bool commit;
+    int32_t log_part, coord_epoch;
+    int n;
+    struct gr_txn_tp *parts;
+};
+
+struct gr_txn_coordinator {
+    struct gr_txn_config cfg;
+    struct gr_broker *b;
+    struct gr_replica_manager *rm;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t bg, mk;
+    bool stopping, started;
+    struct txn_meta *buckets[NB];
+    struct txn_tpart *parts;
+    int32_t nparts;
+    struct txn_job *jobs, **jobs_tail;
+    int64_t next_abort_check, next_expire_check;
+};
+
+struct txn_write {
+    struct gr_txn_coordinator *tc;
+    struct gr_txn_record rec; /* the target state */
+    int32_t log_part, coord_epoch;
+    uint8_t *batch;
+    size_t len;
+    /* what to do after */
+    gr_txn_cb cb;
+    void *ctx;
+    int16_t ok_error; /* error to answer on success (CONCURRENT_TRANSACTIONS for a fence) */
+    bool markers;     /* enqueue markers on success (Prepare*) */
+    int16_t last_epoch; /* >= 0: the meta's last_epoch on success (an InitProducerId bump) */
+};
+
+/* ---- txn_state_manager.c ---- */
+struct txn_meta *txn_find_locked(struct gr_txn_coordinator *tc, const char *id);
+struct txn_meta *txn_meta_new_locked(struct gr_txn_coordinator *tc, const char *id, int32_t log_part);
+void txn_meta_remove_locked(struct gr_txn_coordinator *tc, struct txn_meta *m);
+void txn_meta_free(struct txn_meta *m);
+void txn_parts_free(struct gr_txn_tp *p, int n);
+struct gr_txn_tp *txn_parts_dup(const struct gr_txn_tp *p, int n);
+bool txn_has_part(const struct txn_meta *m, const char *topic, int32_t p);
+/* NONE if this broker coordinates partition p now (*epoch = its coordinator epoch), else the
+ * error a request gets. */
+int16_t txn_part_status_locked(struct gr_txn_coordinator *tc, int32_t p, int32_t *epoch);
+void txn_apply_record(struct txn_meta *m, const struct gr_txn_record *r);
+/* The current state of m as a record (borrowing m's partitions). */
+struct gr_txn_record txn_target_of(const struct txn_meta *m);
+/* Prepares the write of target rec (copied) for m and marks m pending (rule 1); issue it with
+ * txn_write_issue after unlocking (rule 2). cb (may be NULL) gets the result. */
+struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct txn_meta *m, int32_t coord_epoch,
+                                           const struct gr_txn_record *rec, gr_txn_cb cb, void *ctx);
+void txn_write_issue(struct txn_write *w);
+void *txn_bg_thread(void *arg);
+
+/* ---- txn_marker_sender.c ---- */
+/* Queues the markers of m (in Prepare*) for the marker thread. */
+void txn_enqueue_job_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch);
+void *txn_marker_thread(void *arg);
+
+#endif

@@ -1,0 +1,579 @@
+"""Transactions (issue 11) through the wire with confluent-kafka: commit and abort with
+read_committed vs read_uncommitted consumers, send_offsets_to_transaction moving a group's
+offsets only on commit, zombie fencing with two producers of one transactional.id, the
+coordinator's broker SIGKILLed mid-stream, and the KIP-890 part 1 check: a raw-wire
+transactional produce after EndTxn must be refused and never become visible."""
+
+import os
+import signal
+import socket
+import struct
+import time
+import zlib
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+CONFIG = {
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "200",
+    "transaction.state.log.num.partitions": "5",
+    "offsets.topic.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running() if not b.paused)
+
+
+def state(cluster, topic, p=0):
+    return cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")[0]
+
+
+def create(cluster, topic, partitions, rf=3):
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=20,
+                        request_timeout=30)[topic].result(timeout=40)
+    for p in range(partitions):
+        H.wait_for(lambda: (state(cluster, topic, p) or {}).get("leader", -1) >= 0, 30, "a leader")
+
+
+def txn_producer(cluster, tid, **extra):
+    conf = {"bootstrap.servers": bootstrap(cluster), "transactional.id": tid,
+            "transaction.timeout.ms": 20000, "linger.ms": 5}
+    conf.update(extra)
+    p = Producer(conf)
+    p.init_transactions(60)
+    return p
+
+
+def consume(cluster, topic, partitions, isolation, min_count=0, timeout=20, quiet=2.0):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"chk-{time.time()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": isolation, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.time() + timeout
+    last = time.time()
+    eofs = set()
+    while time.time() < deadline:
+        m = c.poll(0.2)
+        if m is None:
+            if len(got) >= min_count and len(eofs) == partitions and time.time() - last > quiet:
+                break
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                eofs.add(m.partition())
+                continue
+            raise AssertionError(m.error())
+        eofs.discard(m.partition())
+        got.append(m.value().decode())
+        last = time.time()
+    c.close()
+    return got
+
+
+@pytest.fixture
+def tcluster(cluster_factory, zk_connect):
+    return cluster_factory(zk_connect, n=3, config=CONFIG)
+
+
+def test_commit_abort_and_isolation(tcluster):
+    create(tcluster, "t1", 2)
+    p = txn_producer(tcluster, "tx-a")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("t1", f"c1-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("t1", f"ab-{i}".encode(), partition=i % 2)
+    p.flush(10)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("t1", f"c2-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    committed = consume(tcluster, "t1", 2, "read_committed", min_count=15)
+    assert sorted(committed) == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(5)])
+    uncommitted = consume(tcluster, "t1", 2, "read_uncommitted", min_count=25)
+    assert len(uncommitted) == 25 and any(v.startswith("ab-") for v in uncommitted)
+
+
+def test_open_transaction_blocks_read_committed(tcluster):
+    create(tcluster, "t2", 1)
+    p = txn_producer(tcluster, "tx-open")
+    p.begin_transaction()
+    p.produce("t2", b"pending", partition=0)
+    p.flush(10)
+    assert consume(tcluster, "t2", 1, "read_committed", timeout=5, quiet=1.5) == []
+    assert consume(tcluster, "t2", 1, "read_uncommitted", min_count=1, timeout=10) == ["pending"]
+    # ListOffsets LATEST: the LSO for read_committed, the high watermark otherwise
+    for iso, want in (("read_committed", 0), ("read_uncommitted", 1)):
+        c = Consumer({"bootstrap.servers": bootstrap(tcluster), "group.id": "wm", "isolation.level": iso})
+        assert c.get_watermark_offsets(TopicPartition("t2", 0), timeout=10)[1] == want, iso
+        c.close()
+    p.commit_transaction(30)
+    assert consume(tcluster, "t2", 1, "read_committed", min_count=1) == ["pending"]
+
+
+def committed_offset(cluster, group, topic):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+    tp = c.committed([TopicPartition(topic, 0)], timeout=20)[0]
+    c.close()
+    return tp.offset
+
+
+def test_send_offsets_only_on_commit(tcluster):
+    create(tcluster, "in1", 1)
+    create(tcluster, "out1", 1)
+    pr = Producer({"bootstrap.servers": bootstrap(tcluster)})
+    for i in range(10):
+        pr.produce("in1", f"v{i}".encode(), partition=0)
+    pr.flush(10)
+    group = "eos-group"
+    c = Consumer({"bootstrap.servers": bootstrap(tcluster), "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    c.subscribe(["in1"])
+    msgs = []
+    deadline = time.time() + 30
+    while len(msgs) < 10 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            msgs.append(m)
+    assert len(msgs) == 10
+    p = txn_producer(tcluster, "tx-eos")
+    p.begin_transaction()
+    for m in msgs[:5]:
+        p.produce("out1", m.value().upper(), partition=0)
+    p.send_offsets_to_transaction([TopicPartition("in1", 0, msgs[4].offset() + 1)],
+                                  c.consumer_group_metadata(), 30)
+    p.abort_transaction(30)
+    assert committed_offset(tcluster, group + "-probe", "in1") < 0  # unrelated group: nothing
+    c2 = Consumer({"bootstrap.servers": bootstrap(tcluster), "group.id": group, "enable.auto.commit": False})
+    assert c2.committed([TopicPartition("in1", 0)], timeout=20)[0].offset < 0
+    p.begin_transaction()
+    for m in msgs:
+        p.produce("out1", m.value().upper(), partition=0)
+    p.send_offsets_to_transaction([TopicPartition("in1", 0, msgs[-1].offset() + 1)],
+                                  c.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    H.wait_for(lambda: c2.committed([TopicPartition("in1", 0)], timeout=20)[0].offset == 10, 20,
+               "the committed offset")
+    c2.close()
+    c.close()
+    assert consume(tcluster, "out1", 1, "read_committed", min_count=10) == [f"V{i}" for i in range(10)]
+
+
+def test_zombie_fencing(tcluster):
+    create(tcluster, "t3", 1)
+    old = txn_producer(tcluster, "tx-z")
+    old.begin_transaction()
+    old.produce("t3", b"zombie-1", partition=0)
+    old.flush(10)
+    new = txn_producer(tcluster, "tx-z")  # fences old, aborts its open transaction
+    new.begin_transaction()
+    new.produce("t3", b"new-1", partition=0)
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as ei:
+        old.produce("t3", b"zombie-2", partition=0)
+        old.commit_transaction(20)
+    assert ei.value.args[0].fatal() or "fenc" in str(ei.value).lower(), ei.value
+    got = consume(tcluster, "t3", 1, "read_committed", min_count=1)
+    assert got == ["new-1"]
+
+
+# ---- raw wire (KIP-890 part 1) ----
+
+def _s(v):
+    if v is None:
+        return struct.pack(">h", -1)
+    b = v.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _crc32c(data):
+    from test_malformed import crc32c
+    return crc32c(data)
+
+
+def txn_batch(values, pid, epoch, seq):
+    recs = b""
+    for i, v in enumerate(values):
+        body = b"\x00" + b"\x00" + bytes([i * 2]) + b"\x01" + bytes([len(v) * 2]) + v + b"\x00"
+        recs += bytes([len(body) * 2]) + body
+    n = len(values)
+    ts = int(time.time() * 1000)
+    after = struct.pack(">hiqqqhii", 0x10, n - 1, ts, ts, pid, epoch, seq, n) + recs
+    rest = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after)) + after
+    return struct.pack(">qi", 0, len(rest)) + rest
+
+
+class Raw:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=15)
+        self.corr = 0
+
+    def call(self, api, ver, body):
+        self.corr += 1
+        msg = struct.pack(">hhi", api, ver, self.corr) + _s("raw-txn") + body
+        self.s.sendall(struct.pack(">i", len(msg)) + msg)
+        n = struct.unpack(">i", self._recv(4))[0]
+        data = self._recv(n)
+        assert struct.unpack_from(">i", data, 0)[0] == self.corr
+        return data[4:]
+
+    def _recv(self, n):
+        b = b""
+        while len(b) < n:
+            c = self.s.recv(n - len(b))
+            assert c, "connection closed"
+            b += c
+        return b
+
+    def close(self):
+        self.s.close()
+
+
+def _retry(fn, ok=(0,), timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        r = fn()
+        if r[0] in ok or time.time() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def find_txn_coordinator(port, tid):
+    def once():
+        c = Raw(port)
+        r = c.call(10, 1, _s(tid) + b"\x01")
+        c.close()
+        _t, err = struct.unpack_from(">ih", r, 0)
+        pos = 6
+        ml = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + max(ml, 0)
+        node = struct.unpack_from(">i", r, pos)[0]
+        return err, node
+    return _retry(once)
+
+
+def produce_txn(port, tid, topic, part, batch):
+    c = Raw(port)
+    body = _s(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + _s(topic) + struct.pack(">i", 1) \
+        + struct.pack(">ii", part, len(batch)) + batch
+    r = c.call(0, 3, body)
+    c.close()
+    # [topic [partition error base_offset log_append_time]] throttle
+    pos = 4
+    tl = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + tl + 4 + 4
+    return struct.unpack_from(">h", r, pos)[0]
+
+
+@pytest.mark.parametrize("verification", ["true", "false"])
+def test_kip890_late_produce_after_end_txn(cluster_factory, zk_connect, verification):
+    """A transactional produce that arrives after its transaction ended (a late retry, a slow
+    network) must not land: with verification it is refused with INVALID_TXN_STATE and never
+    becomes visible; without it (Kafka 2.7) it silently joins the producer's next transaction
+    and is committed with it -- the Jepsen anomaly, shown by the "false" case."""
+    cfg = dict(CONFIG)
+    cfg["transaction.partition.verification.enable"] = verification
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "k890", 3)
+    tid = "raw-tx"
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, tid)
+    assert err == 0, err
+    cport = cl[node].port
+    coord = Raw(cport)
+
+    def init():
+        r = coord.call(22, 0, _s(tid) + struct.pack(">i", 30000))
+        return struct.unpack_from(">hqh", r, 4)
+    err, pid, epoch = _retry(init)
+    assert err == 0, err
+
+    def add():
+        body = _s(tid) + struct.pack(">qh", pid, epoch) + struct.pack(">i", 1) + _s("k890") + struct.pack(">ii", 1, part)
+        r = coord.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        return (struct.unpack_from(">h", r, pos)[0],)
+
+    def end(commit):
+        r = coord.call(26, 0, _s(tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0))
+        return (struct.unpack_from(">h", r, 4)[0],)
+
+    # a partition led by another broker than the coordinator: verification goes over the wire
+    part = next(p for p in range(3) if state(cl, "k890", p)["leader"] != node)
+    lport = cl[state(cl, "k890", part)["leader"]].port
+    assert _retry(add)[0] == 0
+    assert produce_txn(lport, tid, "k890", part, txn_batch([b"t1"], pid, epoch, 0)) == 0
+    assert end(True)[0] == 0
+    H.wait_for(lambda: consume(cl, "k890", 3, "read_committed", timeout=5, quiet=0.5) == ["t1"], 20, "t1 committed")
+    late = produce_txn(lport, tid, "k890", part, txn_batch([b"late"], pid, epoch, 1))
+    if verification == "true":
+        assert late == 48, late  # INVALID_TXN_STATE
+    else:
+        assert late == 0, late
+    # the producer's next transaction
+    assert _retry(add, timeout=20)[0] == 0
+    seq = 1 if verification == "true" else 2
+    assert produce_txn(lport, tid, "k890", part, txn_batch([b"t2"], pid, epoch, seq)) == 0
+    assert end(True)[0] == 0
+    box = [[]]
+
+    def t2_visible():
+        box[0] = consume(cl, "k890", 3, "read_committed", timeout=5, quiet=0.5)
+        return "t2" in box[0]
+    H.wait_for(t2_visible, 20, "t2 committed")
+    got = box[0]
+    coord.close()
+    if verification == "true":
+        assert got == ["t1", "t2"], got
+    else:
+        assert got == ["t1", "late", "t2"], got  # Kafka 2.7's anomaly
+
+
+# ---- exactly-once pipeline under faults ----
+
+import threading  # noqa: E402
+
+
+def _txn_call(fn, *a):
+    """Calls a transactional API, retrying retriable errors; returns None or the KafkaError that
+    needs an abort / a new producer."""
+    for _ in range(30):
+        try:
+            fn(*a)
+            return None
+        except KafkaException as e:
+            err = e.args[0]
+            if err.retriable() and not err.txn_requires_abort() and not err.fatal():
+                time.sleep(0.5)
+                continue
+            return err
+    return KafkaError(KafkaError._TIMED_OUT)
+
+
+def _rewind(consumer, parts):
+    committed = consumer.committed([TopicPartition("eos-in", p) for p in range(parts)], timeout=30)
+    for tp in committed:
+        consumer.seek(TopicPartition("eos-in", tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+def pipeline(cluster, parts, stop, stats):
+    def new_producer():
+        while not stop.is_set():
+            try:
+                return txn_producer(cluster, "eos-pipe", **{"transaction.timeout.ms": 15000,
+                                                             "bootstrap.servers": all_brokers(cluster)})
+            except KafkaException:
+                time.sleep(1)
+        return None
+    c = Consumer({"bootstrap.servers": all_brokers(cluster), "group.id": "eos-pipe", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    c.assign([TopicPartition("eos-in", p, 0) for p in range(parts)])
+    _rewind(c, parts)
+    p = new_producer()
+    while not stop.is_set() and p is not None:
+        msgs = [m for m in c.consume(stats["batch"], 0.5) if not m.error()]
+        if not msgs:
+            continue
+        err = _txn_call(p.begin_transaction)
+        for m in msgs:
+            if err:
+                break
+            p.produce("eos-out", b"o-" + m.value(), partition=m.partition())
+        pos = {}
+        for m in msgs:
+            pos[m.partition()] = m.offset() + 1
+        if not err:
+            err = _txn_call(p.send_offsets_to_transaction, [TopicPartition("eos-in", q, o) for q, o in pos.items()],
+                            c.consumer_group_metadata(), 30)
+        if not err:
+            err = _txn_call(p.commit_transaction, 30)
+        if not err:
+            stats["commits"] += 1
+            time.sleep(0.02)  # keep the stream going while the faults happen
+            continue
+        stats["errors"].append(str(err))
+        if err.txn_requires_abort() and not err.fatal():
+            if _txn_call(p.abort_transaction, 30) is None:
+                stats["aborts"] += 1
+                _rewind(c, parts)
+                continue
+        # fatal (or the abort failed): a new producer of the same transactional.id fences the old
+        stats["new_producers"] += 1
+        p = new_producer()
+        _rewind(c, parts)
+    c.close()
+
+
+def all_brokers(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+
+
+def run_eos_under_faults(cluster_factory, zk_connect, n_inputs, rounds):
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    parts = 3
+    for t in ("eos-in", "eos-out"):
+        admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+        admin.create_topics([NewTopic(t, parts, 3, config={"min.insync.replicas": "2"})],
+                            operation_timeout=20, request_timeout=30)[t].result(timeout=40)
+        for q in range(parts):
+            H.wait_for(lambda: len((state(cl, t, q) or {}).get("isr", [])) == 3, 30, "full ISR")
+    pr = Producer({"bootstrap.servers": bootstrap(cl), "enable.idempotence": True})
+    inputs = [f"i-{k}" for k in range(n_inputs)]
+    for k, v in enumerate(inputs):
+        pr.produce("eos-in", v.encode(), partition=k % parts)
+    assert pr.flush(30) == 0
+    stop = threading.Event()
+    stats = {"commits": 0, "aborts": 0, "new_producers": 0, "errors": [], "batch": 20, "at_kill": []}
+    th = threading.Thread(target=pipeline, args=(cl, parts, stop, stats))
+    th.start()
+    try:
+        H.wait_for(lambda: stats["commits"] >= 5, 60, "the pipeline running")
+        for r in range(rounds):
+            time.sleep(1.0)
+            # the transaction coordinator's broker, then a leader of the output topic
+            err, node = find_txn_coordinator(cl.running()[0].port, "eos-pipe")
+            victims = [node] if err == 0 else []
+            victims.append(state(cl, "eos-out", r % parts)["leader"])
+            for v in victims:
+                if v < 0 or not cl[v].running():
+                    continue
+                stats["at_kill"].append(stats["commits"])
+                cl[v].kill()
+                time.sleep(1.5)
+                cl[v].start()
+                for t in ("eos-in", "eos-out"):
+                    for q in range(parts):
+                        H.wait_for(lambda: len(state(cl, t, q)["isr"]) == 3, 60, "victim back in the ISR")
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            got = consume(cl, "eos-out", parts, "read_committed", timeout=10, quiet=1.0)
+            if len(got) >= n_inputs:
+                break
+            time.sleep(1)
+    finally:
+        stop.set()
+        th.join(120)
+    assert not th.is_alive()
+    got = consume(cl, "eos-out", parts, "read_committed", min_count=n_inputs, timeout=30, quiet=2.0)
+    want = sorted("o-" + v for v in inputs)
+    dups = len(got) - len(set(got))
+    assert sorted(got) == want, (f"{len(got)} records, {dups} duplicates, "
+                                 f"{len(set(want) - set(got))} missing; stats {stats['commits']} commits, "
+                                 f"{stats['aborts']} aborts, {stats['new_producers']} new producers, "
+                                 f"errors {stats['errors'][:5]}")
+    return stats
+
+
+def test_exactly_once_pipeline_under_faults(cluster_factory, zk_connect):
+    stats = run_eos_under_faults(cluster_factory, zk_connect, n_inputs=4000, rounds=3)
+    print("pipeline stats:", {k: v for k, v in stats.items() if k != "errors"}, stats["errors"][:10])
+    # the faults hit the stream: transactions were committed after the last kill
+    assert stats["at_kill"] and stats["commits"] > stats["at_kill"][-1], stats["at_kill"]
+
+
+@pytest.mark.soak
+def test_exactly_once_pipeline_under_faults_soak(cluster_factory, zk_connect):
+    if not os.environ.get("GREGOR_SOAK"):
+        pytest.skip("GREGOR_SOAK=1 runs the long variant")
+    run_eos_under_faults(cluster_factory, zk_connect, n_inputs=30000, rounds=10)
+
+
+def test_timeout_aborts_and_expiry(cluster_factory, zk_connect):
+    """transaction.timeout.ms: an abandoned transaction is aborted by the coordinator (LSO moves on,
+    its records never become visible, the producer is fenced); transactional.id.expiration.ms: an
+    idle id is forgotten and gets a new producer id."""
+    cfg = dict(CONFIG)
+    cfg.update({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+                "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+                "transactional.id.expiration.ms": "3000"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "t5", 1)
+    stale = txn_producer(cl, "tx-timeout", **{"transaction.timeout.ms": 1500})
+    stale.begin_transaction()
+    stale.produce("t5", b"abandoned", partition=0)
+    stale.flush(10)
+    other = txn_producer(cl, "tx-other")
+    other.begin_transaction()
+    other.produce("t5", b"after", partition=0)
+    other.commit_transaction(30)
+    # read_committed sees "after" only once the abandoned transaction was aborted
+    H.wait_for(lambda: consume(cl, "t5", 1, "read_committed", timeout=4, quiet=0.5) == ["after"], 30,
+               "the timed-out transaction aborted")
+    with pytest.raises(KafkaException):
+        stale.commit_transaction(10)
+    # expiry: raw InitProducerId before and after the id went idle
+    err, node = find_txn_coordinator(cl.running()[0].port, "tx-exp")
+    assert err == 0
+
+    def init():
+        c = Raw(cl[node].port)
+        r = c.call(22, 0, _s("tx-exp") + struct.pack(">i", 30000))
+        c.close()
+        return struct.unpack_from(">hqh", r, 4)
+    e1, pid1, ep1 = _retry(init)
+    e2, pid2, ep2 = _retry(init)
+    assert (e1, e2) == (0, 0) and pid2 == pid1 and ep2 == ep1 + 1
+    time.sleep(4.5)
+    e3, pid3, ep3 = _retry(init)
+    assert e3 == 0 and pid3 != pid1 and ep3 == 0, (pid1, ep1, pid3, ep3)
+
+
+def test_new_coordinator_finishes_prepared_commit(tcluster):
+    """The coordinator answers EndTxn(commit) once PrepareCommit is durable, but cannot write the
+    marker (the only replica of the data partition is down) and is then SIGKILLed: the broker that
+    takes over its __transaction_state partition loads PrepareCommit and writes the marker when the
+    data partition is back, so the committed records become visible."""
+    cl = tcluster
+    err, coord = find_txn_coordinator(cl.running()[0].port, "tx-failover")
+    assert err == 0
+    data = next(b for b in (1, 2, 3) if b != coord)
+    admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+    admin.create_topics([NewTopic("t6", num_partitions=1, replica_assignment=[[data]])], operation_timeout=20,
+                        request_timeout=30)["t6"].result(timeout=40)
+    H.wait_for(lambda: (state(cl, "t6") or {}).get("leader", -1) == data, 30, "a leader")
+    p = txn_producer(cl, "tx-failover", **{"bootstrap.servers": ",".join(
+        f"127.0.0.1:{b.port}" for b in cl.brokers.values())})
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("t6", f"r{i}".encode(), partition=0)
+    p.flush(10)
+    cl[data].kill()
+    p.commit_transaction(60)  # PrepareCommit written; the marker cannot be
+    time.sleep(0.5)
+    cl[coord].kill()
+    cl[data].start()
+    H.wait_for(lambda: consume(cl, "t6", 1, "read_committed", timeout=4, quiet=0.5) == [f"r{i}" for i in range(5)],
+               60, "the new coordinator's COMMIT marker")
+    cl[coord].start()
+
+
+def test_init_producer_id_epochs(tcluster):
+    """InitProducerId with a transactional id over the wire: epoch bumps, a retry of a bump whose
+    answer was lost (KIP-360: the previous epoch) gets the current epoch, anything else is fenced."""
+    from test_idempotence import init_producer_id
+    err, node = find_txn_coordinator(tcluster.running()[0].port, "tx-epochs")
+    assert err == 0
+    port = tcluster[node].port
+    e, pid, ep = _retry(lambda: init_producer_id(port, 3, txn_id="tx-epochs"))
+    assert e == 0 and ep == 0
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid, epoch=0) == (0, pid, 1)
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid, epoch=0) == (0, pid, 1)  # a retry
+    assert init_producer_id(port, 4, txn_id="tx-epochs", pid=pid, epoch=7)[0] == 90  # PRODUCER_FENCED
+    assert init_producer_id(port, 3, txn_id="tx-epochs", pid=pid + 1, epoch=1)[0] == 47  # v<4: 47
+    assert init_producer_id(port, 0, txn_id="tx-epochs")[1:] == (pid, 2)
