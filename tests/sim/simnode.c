@@ -914,6 +914,12 @@ void amsg_complete(struct sim *s, struct amsg *a) {
         p->alter_pending = false;
         if (r && r->ErrorCode == GR_KERR_NONE && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1) {
             const struct AlterIsrResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
+            /* Kafka 2.7's Partition.handleAlterIsrResponse gives up on these and stays pending
+             * until a LeaderAndIsr brings new state (seed 15351: a leader of a topic being deleted,
+             * which gets no LeaderAndIsr, re-proposed with its fenced epoch forever) */
+            if (rp->ErrorCode == GR_KERR_FENCED_LEADER_EPOCH || rp->ErrorCode == GR_KERR_INVALID_UPDATE_VERSION ||
+                rp->ErrorCode == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION)
+                p->alter_pending = true;
             /* Kafka's leader applies the answer only for its current leader epoch */
             if (rp->ErrorCode == GR_KERR_NONE && rp->LeaderEpoch == p->r_leader_epoch && p->r_leader == b->id) {
                 free(p->r_isr);
