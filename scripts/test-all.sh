@@ -102,6 +102,9 @@ run_sim() {
     echo "sim: moving range: seeds $start..$((start + moving - 1)) (from commit ${head:0:12}); replay one:" \
         "build/tests/gregor_sim --seed N; the range: build/tests/gregor_sim --seeds $moving --start $start"
     build/tests/gregor_sim --no-scenarios --seeds "$moving" --start "$start" || rc=1
+    # ZooKeeper unreachable for many session timeouts (kzk must wait, not give up): 50 seeds, ~3 s
+    echo "sim: long outages: build/tests/gregor_sim --no-scenarios --long-outages --seeds 50 --start $start"
+    build/tests/gregor_sim --no-scenarios --long-outages --seeds 50 --start "$start" || rc=1
     return $rc
 }
 

@@ -518,6 +518,7 @@ void gr_server_shutdown(struct gr_server *s) {
     if (!s->started || s->shut_down) return;
     s->shut_down = true;
     slog(s, GR_LOG_INFO, "shutting down");
+    if (s->kzk) gr_kzk_stop_waiting(s->kzk); /* ZooKeeper down: no call may block the shutdown */
     gr_metrics_http_stop(s->metrics_http); /* no scrape may see subsystems being freed */
     s->metrics_http = NULL;
     if (s->controller && s->net && s->cfg->controlled_shutdown_enable) {

@@ -309,9 +309,14 @@ int gr_td_fail_replica_deletion(struct gr_topic_deletion *td, const struct gr_ct
     struct name_set topics = {0};
     for (int i = 0; i < n; i++) {
         if (!gr_ctrl_topic_queued_for_deletion(ctx, r[i].topic)) continue;
+        /* A replica no longer assigned (a reassignment removed it; the answer to a request sent
+         * while it was being added arrives late) is not one the deletion waits for. Kafka 2.7
+         * halts the topic anyway, and as no start-up of that broker resumes it, the deletion
+         * hangs until a controller failover; Gregor ignores it. */
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r[i].topic, r[i].partition);
+        if (!p || gr_ctrl_replica_index(p, r[i].replica) < 0) continue;
         gr_ctrl_replica_list_add(&failed, r[i].topic, r[i].partition, r[i].replica);
         set_add(&topics, r[i].topic);
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r[i].topic, r[i].partition);
         int st = p ? gr_ctrl_replica_state_get(p, r[i].replica) : GR_RS_NONEXISTENT;
         if (st == GR_RS_NEW || st == GR_RS_ONLINE)
             gr_ctrl_replica_list_add(&to_offline, r[i].topic, r[i].partition, r[i].replica);

@@ -1,8 +1,14 @@
 /* Kafka's znodes as typed calls over a gr_zk_backend (Kafka 2.7 KafkaZkClient).
  *
  * Retries: a call that fails with CONNECTIONLOSS / OPERATIONTIMEOUT waits for the backend to
- * reconnect (up to the session timeout) and is re-issued, at most KZK_MAX_ATTEMPTS times
- * (Kafka's retryRequestsUntilConnected). A re-issued write may find its own earlier effect
+ * reconnect and is re-issued (Kafka's retryRequestsUntilConnected). The wait has no limit while
+ * the session may still be alive: as Kafka's ZooKeeperClient.waitUntilConnected, it ends only
+ * when the connection is back, the session expired or the backend closes -- giving up earlier
+ * would drop a controller event whose watch is then never re-armed, while the session (renewed
+ * by the returning ensemble) brings no Expire to re-initialise anything. gr_kzk_stop_waiting
+ * (shutdown) makes calls fail at once instead. Re-issues after a successful reconnect are
+ * bounded (KZK_MAX_ATTEMPTS: a call that keeps timing out on a live connection). A re-issued
+ * write may find its own earlier effect
  * (NODEEXISTS / BADVERSION): callers that care (broker and controller registration) check for
  * that, as Kafka does.
  *
@@ -12,6 +18,7 @@
  * result (an item is then its own guarded multi).
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +29,12 @@
 
 #define LOGGER "KafkaZkClient"
 #define KZK_MAX_ATTEMPTS 10
+#define KZK_WAIT_SLICE_MS 500
 
 struct gr_kzk {
     struct gr_zk_backend *b;
     int batch;
+    atomic_bool stopping; /* gr_kzk_stop_waiting */
 };
 
 static const char *const PERSISTENT_PATHS[] = {
@@ -76,17 +85,35 @@ void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
     k->batch = ops < 2 ? 2 : ops;
 }
 
+void gr_kzk_stop_waiting(struct gr_kzk *k) {
+    if (k) atomic_store(&k->stopping, true);
+}
+
 /* ---- retry plumbing ---- */
 
 static bool retryable(int zrc) {
     return zrc == GR_ZCONNECTIONLOSS || zrc == GR_ZOPERATIONTIMEOUT;
 }
 
-/* After a retryable failure: waits for the connection. True = try again. */
+/* After a retryable failure: waits for the connection, as long as the session may live and we
+ * are not shutting down (in slices, so that gr_kzk_stop_waiting is noticed). True = try again. */
 static bool wait_retry(struct gr_kzk *k, int *attempt) {
     if (++*attempt >= KZK_MAX_ATTEMPTS) return false;
-    int t = k->b->session_timeout_ms > 0 ? k->b->session_timeout_ms : 6000;
-    return gr_zkb_wait_connected(k->b, t) == GR_ZOK;
+    int session = k->b->session_timeout_ms > 0 ? k->b->session_timeout_ms : 6000;
+    int slice = session < KZK_WAIT_SLICE_MS ? session : KZK_WAIT_SLICE_MS;
+    int64_t waited = 0, next_log = session;
+    for (;;) {
+        bool stopping = atomic_load(&k->stopping);
+        int rc = gr_zkb_wait_connected(k->b, stopping ? 0 : slice);
+        if (rc == GR_ZOK) return true;
+        if (rc != GR_ZOPERATIONTIMEOUT || stopping) return false; /* expired, closing, shutdown */
+        waited += slice;
+        if (waited >= next_log) {
+            gr_warn(LOGGER, "ZooKeeper unreachable for %" PRId64 " ms; the call waits for the connection",
+                    waited);
+            next_log *= 2;
+        }
+    }
 }
 
 #define RETRY(k, rc, expr)                                                                         \

@@ -237,6 +237,9 @@ void gr_kzk_free(struct gr_kzk *k);
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k);
 /* Max ops per multi batch (default 1000; tests lower it). */
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops);
+/* Shutdown: from now on a call that finds ZooKeeper unreachable fails at once instead of waiting
+ * for the connection (a call already waiting notices within half a second). Any thread. */
+void gr_kzk_stop_waiting(struct gr_kzk *k);
 
 /* Creates Kafka's persistent paths if missing (/brokers/ids, /brokers/topics, /brokers/seqid,
  * /config/{topics,clients,users,brokers,changes}, /admin/delete_topics,

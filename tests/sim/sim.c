@@ -125,13 +125,17 @@ static void outage_end(struct sim *s) {
 /* kzk waits for a lost connection: usually it comes back; sometimes the session expires. */
 static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
     struct sim *s = arg;
-    (void)timeout_ms;
     struct sbroker *b = zm_client_user(c);
-    /* The ensemble is down or this broker is cut off from it: kzk's wait (up to
-     * KZK_MAX_ATTEMPTS x the session timeout, longer than any outage or partition the sim makes)
-     * blocks the caller until ZooKeeper is reachable again. --long-outages: the outage outlasts
-     * that wait, kzk gives up and its caller gets CONNECTIONLOSS (see SIMULATION.md). */
-    if (s->o.zk_long_outages && (zm_down(s->zm) || (b && b->zk_cut_until > s->now))) {
+    /* The ensemble is down or this broker is cut off from it: kzk's wait blocks the caller until
+     * ZooKeeper is reachable again (or the session expired). kzk waits in slices of timeout_ms;
+     * --long-outages lets each slice pass one by one (the outage outlasts many session
+     * timeouts), otherwise the wait jumps to the end of the outage at once. */
+    int64_t until = zm_down(s->zm) ? s->outage_until : (b && b->zk_cut_until > s->now) ? b->zk_cut_until : 0;
+    if (s->o.zk_long_outages && until > s->now + timeout_ms) {
+        if (timeout_ms > 0) {
+            s->now += timeout_ms;
+            zm_set_time(s->zm, s->now);
+        }
         sim_trace(s, 0xe5);
         return GR_ZOPERATIONTIMEOUT;
     }
@@ -617,7 +621,8 @@ static void do_act(struct sim *s, const struct cand *c) {
         alter_expand(s, b);
         break;
     case A_ZK_OUTAGE:
-        s->outage_until = s->now + rng_below(&s->rng, 2 * SIM_SESSION_TIMEOUT_MS);
+        /* --long-outages: up to 15 session timeouts, beyond kzk's former give-up (10) */
+        s->outage_until = s->now + rng_below(&s->rng, (s->o.zk_long_outages ? 15 : 2) * SIM_SESSION_TIMEOUT_MS);
         s->outage_zxid = zm_last_zxid(s->zm);
         VLOG(s, "FAULT: the whole ZooKeeper ensemble goes down (for at least %" PRId64 " ms)",
              s->outage_until - s->now);
@@ -629,7 +634,8 @@ static void do_act(struct sim *s, const struct cand *c) {
         outage_end(s);
         break;
     case A_ZK_PARTITION:
-        b->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS + rng_below(&s->rng, SIM_SESSION_TIMEOUT_MS);
+        b->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS +
+                          rng_below(&s->rng, (s->o.zk_long_outages ? 14 : 1) * SIM_SESSION_TIMEOUT_MS);
         VLOG(s, "FAULT: broker %d is cut off from ZooKeeper until t=%" PRId64 " (it keeps running; its session "
                 "expires meanwhile)", b->id, b->zk_cut_until);
         zm_disconnect(b->zc);

@@ -914,6 +914,14 @@ void amsg_complete(struct sim *s, struct amsg *a) {
         p->alter_pending = false;
         if (r && r->ErrorCode == GR_KERR_NONE && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1) {
             const struct AlterIsrResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
+            /* Kafka 2.7's Partition.handleAlterIsrResponse gives up on FENCED_LEADER_EPOCH and
+             * stays pending until a LeaderAndIsr brings the new epoch (seed 15351: a leader of a
+             * topic being deleted, which gets no LeaderAndIsr, re-proposed with its fenced epoch
+             * forever). Kafka gives up on INVALID_UPDATE_VERSION too, but its AlterIsrManager
+             * never loses an answer, while this leader may (a dropped proposal): it retries. An
+             * answer to a proposal of an earlier epoch is out of date and ignored, as Kafka's. */
+            if (rp->ErrorCode == GR_KERR_FENCED_LEADER_EPOCH && pd->LeaderEpoch == p->r_leader_epoch)
+                p->alter_pending = true;
             /* Kafka's leader applies the answer only for its current leader epoch */
             if (rp->ErrorCode == GR_KERR_NONE && rp->LeaderEpoch == p->r_leader_epoch && p->r_leader == b->id) {
                 free(p->r_isr);

@@ -662,12 +662,54 @@ static void create_topic(struct node *via, const char *topic, int parts, bool wi
     gr_kzk_topic_assignment_release(&a);
 }
 
+/* ---- kzk's wait for the connection (ZooKeeper unreachable longer than 10 waits) ---- */
+
+static int down_waits; /* waits that still find ZooKeeper unreachable */
+static int n_waits;
+static int o_get(struct gr_zk_backend *b, const char *path, bool watch, char **data, int *len, struct gr_zstat *st) {
+    (void)b, (void)path, (void)watch, (void)st;
+    if (down_waits > 0) return GR_ZCONNECTIONLOSS;
+    *data = gr_strdup("{\"version\":1,\"brokerid\":7,\"timestamp\":\"1\"}");
+    *len = (int)strlen(*data);
+    return GR_ZOK;
+}
+static int o_wait_connected(struct gr_zk_backend *b, int t) {
+    (void)b, (void)t;
+    n_waits++;
+    if (down_waits > 0) {
+        down_waits--;
+        return GR_ZOPERATIONTIMEOUT;
+    }
+    return GR_ZOK;
+}
+
+/* A call waits as long as the session may live (the old kzk gave up after 10 waits and the
+ * controller dropped the event, its watch never re-armed); after gr_kzk_stop_waiting (shutdown)
+ * a call fails at once instead. */
+static void test_kzk_waits_for_connection(void) {
+    static const struct gr_zk_backend_ops ops = {.get = o_get, .wait_connected = o_wait_connected};
+    struct gr_zk_backend b = {.ops = &ops, .session_timeout_ms = 6000};
+    struct gr_kzk *k = gr_kzk_new(&b);
+    int32_t id = -1;
+    down_waits = 25;
+    n_waits = 0;
+    CHECK(gr_kzk_get_controller_id(k, false, &id) == 0 && id == 7);
+    CHECK(n_waits == 26);
+    gr_kzk_stop_waiting(k);
+    down_waits = 25;
+    n_waits = 0;
+    CHECK(gr_kzk_get_controller_id(k, false, &id) != 0);
+    CHECK(n_waits <= 1);
+    gr_kzk_free(k);
+}
+
 int main(void) {
     gr_log_set_level(getenv("TEST_VERBOSE") ? GR_LOG_DEBUG : GR_LOG_ERROR);
     Z.nodes = gr_calloc(1, sizeof *Z.nodes);
     Z.nodes[0].path = gr_strdup("/");
     Z.nodes[0].data = gr_strdup("");
     Z.n = 1;
+    test_kzk_waits_for_connection();
 
     struct node nodes[3];
     memset(nodes, 0, sizeof nodes);

@@ -455,6 +455,28 @@ static void test_controlled_shutdown(void) {
     teardown();
 }
 
+/* Seed 535: the answer to a LeaderAndIsr sent while a reassignment added broker 4 arrives
+ * (KAFKA_STORAGE_ERROR) after the reassignment was cancelled and the topic queued for deletion.
+ * The replica is no longer assigned: the deletion must not be halted for it (nothing would ever
+ * resume it, as no start-up of broker 4 concerns the topic). */
+static void test_late_failure_of_unassigned_replica(void) {
+    setup();
+    struct gr_topic_deletion *td = gr_td_new(&sm, NULL, true);
+    sm.hooks = gr_td_flow_hooks(td);
+    make_t();
+    CHECK(gr_td_init(td) == 0);
+    request_deletion("t");
+    CHECK(gr_td_process_topic_deletion(td) == 0);
+    struct gr_ctrl_replica gone = {"t", 0, 4};
+    CHECK(gr_td_fail_replica_deletion(td, &gone, 1) == 0);
+    CHECK(!gr_td_topic_ineligible(td, "t"));
+    for (int b = 1; b <= 3; b++) CHECK(answer_stop(td, b, NULL, GR_KERR_NONE) == 1);
+    for (int b = 1; b <= 3; b++) answer_um(td, b, GR_KERR_NONE);
+    CHECK(!gr_ctrl_ctx_topic(&ctx, "t") && !znode("/brokers/topics/t"));
+    gr_td_free(td);
+    teardown();
+}
+
 int main(void) {
     test_full_deletion();
     test_dead_replica_then_startup();
@@ -462,6 +484,7 @@ int main(void) {
     test_disabled_unknown_and_failover();
     test_offline_partition_count();
     test_controlled_shutdown();
+    test_late_failure_of_unassigned_replica();
     if (test_failures) {
         fprintf(stderr, "test_topic_deletion: %d failure(s)\n", test_failures);
         return 1;
