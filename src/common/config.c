@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum cfg_type { T_INT, T_LONG, T_BOOL, T_STRING, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
+enum cfg_type { T_INT, T_LONG, T_DOUBLE, T_BOOL, T_STRING, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
 
 struct cfg_key {
     const char *name;
@@ -60,6 +60,22 @@ static const struct cfg_key keys[] = {
     {"log.flush.scheduler.interval.ms", T_LONG, F(log_flush_scheduler_interval_ms), "9223372036854775807", 0, INT64_MAX},
     {"log.flush.offset.checkpoint.interval.ms", T_LONG, F(log_flush_offset_checkpoint_interval_ms), "60000", 0, INT32_MAX},
     {"message.max.bytes", T_INT, F(message_max_bytes), "1048588", 0, INT32_MAX},
+    {"log.flush.start.offset.checkpoint.interval.ms", T_LONG, F(log_flush_start_offset_checkpoint_interval_ms), "60000", 0, INT32_MAX},
+    {"log.cleanup.policy", T_STRING, F(log_cleanup_policy), "delete", 0, 0},
+    {"log.message.timestamp.type", T_STRING, F(log_message_timestamp_type), "CreateTime", 0, 0},
+    {"log.message.timestamp.difference.max.ms", T_LONG, F(log_message_timestamp_difference_max_ms), "9223372036854775807", 0, INT64_MAX},
+    /* log cleaner (compaction); doubles have no bounds check beyond >= min */
+    {"log.cleaner.enable", T_BOOL, F(log_cleaner_enable), "true", 0, 0},
+    {"log.cleaner.threads", T_INT, F(log_cleaner_threads), "1", 0, 64},
+    {"log.cleaner.dedupe.buffer.size", T_LONG, F(log_cleaner_dedupe_buffer_size), "134217728", 0, INT64_MAX},
+    {"log.cleaner.io.buffer.size", T_INT, F(log_cleaner_io_buffer_size), "524288", 0, INT32_MAX},
+    {"log.cleaner.io.buffer.load.factor", T_DOUBLE, F(log_cleaner_io_buffer_load_factor), "0.9", 0, 1},
+    {"log.cleaner.io.max.bytes.per.second", T_DOUBLE, F(log_cleaner_io_max_bytes_per_second), "1.7976931348623157E308", 0, 0},
+    {"log.cleaner.backoff.ms", T_LONG, F(log_cleaner_backoff_ms), "15000", 0, INT64_MAX},
+    {"log.cleaner.min.cleanable.ratio", T_DOUBLE, F(log_cleaner_min_cleanable_ratio), "0.5", 0, 1},
+    {"log.cleaner.delete.retention.ms", T_LONG, F(log_cleaner_delete_retention_ms), "86400000", 0, INT64_MAX},
+    {"log.cleaner.min.compaction.lag.ms", T_LONG, F(log_cleaner_min_compaction_lag_ms), "0", 0, INT64_MAX},
+    {"log.cleaner.max.compaction.lag.ms", T_LONG, F(log_cleaner_max_compaction_lag_ms), "9223372036854775807", 1, INT64_MAX},
     /* Gregor-only (no Kafka equivalent): bound on open active-segment files, 0 = automatic. */
     {"gregor.max.open.log.files", T_INT, F(gregor_max_open_log_files), "0", 0, INT32_MAX},
     {"auto.create.topics.enable", T_BOOL, F(auto_create_topics_enable), "true", 0, 0},
@@ -101,7 +117,7 @@ static const struct cfg_key keys[] = {
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-    "log.cleaner.enable", "log.cleanup.policy", "compression.type",
+    "compression.type",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };
 
@@ -229,6 +245,19 @@ static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *val
         }
         if (k->type == T_INT) *(int32_t *)field = (int32_t)v;
         else *(int64_t *)field = v;
+        return 0;
+    }
+    case T_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (errno == ERANGE || end == value || *end) return fail(err, errlen, k->name, value, "not a number");
+        if (v < (double)k->min || (k->max > k->min && v > (double)k->max)) {
+            char why[96];
+            snprintf(why, sizeof why, "out of range [%lld, %lld]", (long long)k->min, (long long)k->max);
+            return fail(err, errlen, k->name, value, why);
+        }
+        *(double *)field = v;
         return 0;
     }
     case T_BOOL:
@@ -363,6 +392,19 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
                      cfg->inter_broker_listener_name);
             return GR_ECONFIG;
         }
+    }
+    if (cfg->log_cleanup_policy) {
+        const char *p = cfg->log_cleanup_policy;
+        if (strcmp(p, "delete") && strcmp(p, "compact") && strcmp(p, "compact,delete") && strcmp(p, "delete,compact")) {
+            snprintf(err, errlen, "Invalid value %s for configuration log.cleanup.policy: expected delete, compact or both", p);
+            return GR_ECONFIG;
+        }
+    }
+    if (cfg->log_message_timestamp_type && strcmp(cfg->log_message_timestamp_type, "CreateTime") &&
+        strcmp(cfg->log_message_timestamp_type, "LogAppendTime")) {
+        snprintf(err, errlen, "Invalid value %s for configuration log.message.timestamp.type: expected CreateTime or LogAppendTime",
+                 cfg->log_message_timestamp_type);
+        return GR_ECONFIG;
     }
     if (cfg->min_insync_replicas < 1) {
         snprintf(err, errlen, "Invalid value for configuration min.insync.replicas: must be at least 1");

@@ -57,6 +57,23 @@ struct gr_config {
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t message_max_bytes;
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
+    int64_t log_flush_start_offset_checkpoint_interval_ms;
+    char *log_cleanup_policy;          /* "delete", "compact" or "compact,delete" */
+    char *log_message_timestamp_type;  /* "CreateTime" or "LogAppendTime" */
+    int64_t log_message_timestamp_difference_max_ms;
+
+    /* log cleaner (compaction), Kafka's log.cleaner.* */
+    bool log_cleaner_enable;
+    int32_t log_cleaner_threads;
+    int64_t log_cleaner_dedupe_buffer_size;
+    int32_t log_cleaner_io_buffer_size;
+    double log_cleaner_io_buffer_load_factor;
+    double log_cleaner_io_max_bytes_per_second;
+    int64_t log_cleaner_backoff_ms;
+    double log_cleaner_min_cleanable_ratio;
+    int64_t log_cleaner_delete_retention_ms;
+    int64_t log_cleaner_min_compaction_lag_ms;
+    int64_t log_cleaner_max_compaction_lag_ms;
 
     /* topics */
     bool auto_create_topics_enable;

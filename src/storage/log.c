@@ -46,12 +46,53 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->flush_messages = INT64_MAX;
     cfg->flush_ms = INT64_MAX;
     cfg->producer_id_expiration_ms = GR_PSTATE_DEFAULT_EXPIRATION_MS;
+    cfg->index_max_bytes = 10 << 20;
+    cfg->cleanup_delete = true;
+    cfg->cleanup_compact = false;
+    cfg->min_cleanable_dirty_ratio = 0.5;
+    cfg->delete_retention_ms = 86400000;
+    cfg->min_compaction_lag_ms = 0;
+    cfg->max_compaction_lag_ms = INT64_MAX;
+    cfg->file_delete_delay_ms = 60000;
+    cfg->log_append_time = false;
+    cfg->timestamp_difference_max_ms = INT64_MAX;
+}
+
+int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg) {
+    bool del = false, compact = false;
+    const char *p = v;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        size_t m = n;
+        while (m && *q == ' ') q++, m--;
+        while (m && q[m - 1] == ' ') m--;
+        if (m == 6 && strncmp(q, "delete", 6) == 0) del = true;
+        else if (m == 7 && strncmp(q, "compact", 7) == 0) compact = true;
+        else return -EINVAL;
+        p += n;
+        if (*p == ',') p++;
+    }
+    if (!del && !compact) return -EINVAL;
+    cfg->cleanup_delete = del;
+    cfg->cleanup_compact = compact;
+    return 0;
+}
+
+int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg) {
+    if (strcmp(v, "CreateTime") == 0) cfg->log_append_time = false;
+    else if (strcmp(v, "LogAppendTime") == 0) cfg->log_append_time = true;
+    else return -EINVAL;
+    return 0;
 }
 
 static int check_config(const struct gr_plog_config *cfg) {
     if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
-        cfg->producer_id_expiration_ms <= 0)
+        cfg->producer_id_expiration_ms <= 0 || cfg->index_max_bytes < 12 ||
+        !(cfg->min_cleanable_dirty_ratio >= 0 && cfg->min_cleanable_dirty_ratio <= 1) || cfg->delete_retention_ms < 0 ||
+        cfg->min_compaction_lag_ms < 0 || cfg->max_compaction_lag_ms < 1 || cfg->file_delete_delay_ms < 0 ||
+        cfg->timestamp_difference_max_ms < 0)
         return GR_ECONFIG;
     return 0;
 }

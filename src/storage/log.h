@@ -48,7 +48,26 @@ struct gr_plog_config {
     int64_t flush_ms;             /* flush.ms               default INT64_MAX (never) */
     int64_t producer_id_expiration_ms; /* broker transactional.id.expiration.ms, default 7 days:
                                           idle producers' state is dropped (Kafka 2.7) */
+    int32_t index_max_bytes;      /* segment.index.bytes    default 10 MiB: a segment whose
+                                     .index or .timeindex would outgrow it rolls */
+    /* cleanup.policy: "delete" (default), "compact", "compact,delete" */
+    bool cleanup_delete;          /* retention by time/size applies */
+    bool cleanup_compact;         /* the log cleaner compacts this log */
+    double min_cleanable_dirty_ratio; /* min.cleanable.dirty.ratio  default 0.5 */
+    int64_t delete_retention_ms;  /* delete.retention.ms    default 1 day (tombstones) */
+    int64_t min_compaction_lag_ms; /* min.compaction.lag.ms default 0 */
+    int64_t max_compaction_lag_ms; /* max.compaction.lag.ms default INT64_MAX */
+    int64_t file_delete_delay_ms; /* file.delete.delay.ms   default 60000 */
+    bool log_append_time;         /* message.timestamp.type: false CreateTime (default), true
+                                     LogAppendTime (the leader stamps batches) */
+    int64_t timestamp_difference_max_ms; /* message.timestamp.difference.max.ms, default
+                                            INT64_MAX; CreateTime only (INVALID_TIMESTAMP) */
 };
+
+/* Parses a cleanup.policy value into cfg (cleanup_delete/cleanup_compact). 0 or -EINVAL. */
+int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg);
+/* Parses a message.timestamp.type value ("CreateTime"/"LogAppendTime"). 0 or -EINVAL. */
+int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg);
 
 /* Fills Kafka's defaults. */
 void gr_plog_config_defaults(struct gr_plog_config *cfg);

@@ -65,6 +65,14 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
     out->flush_messages = c->log_flush_interval_messages;
     out->flush_ms = c->log_flush_interval_ms;
     if (c->transactional_id_expiration_ms > 0) out->producer_id_expiration_ms = c->transactional_id_expiration_ms;
+    out->index_max_bytes = (int32_t)GR_MIN(GR_MAX(c->log_index_size_max_bytes, 12), (int64_t)INT32_MAX);
+    if (c->log_cleanup_policy) gr_plog_parse_cleanup_policy(c->log_cleanup_policy, out);
+    out->min_cleanable_dirty_ratio = c->log_cleaner_min_cleanable_ratio;
+    out->delete_retention_ms = c->log_cleaner_delete_retention_ms;
+    out->min_compaction_lag_ms = c->log_cleaner_min_compaction_lag_ms;
+    out->max_compaction_lag_ms = c->log_cleaner_max_compaction_lag_ms;
+    if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
+    out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
 }
 
 /* ---- entries ---- */
