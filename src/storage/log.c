@@ -383,7 +383,10 @@ static void close_log(struct gr_plog *log, bool persist) {
         gr_pstate_take_snapshot(log->ps);
     gr_pstate_free(log->ps);
     for (size_t i = 0; i < log->n_segs; i++) {
-        if (persist) gr_segment_persist_index(log->segs[i]);
+        if (persist) {
+            gr_segment_seal_time_index(log->segs[i]); /* Kafka's LogSegment.close */
+            gr_segment_persist_index(log->segs[i]);
+        }
         gr_segment_free(log->segs[i]);
     }
     free(log->segs);
@@ -471,6 +474,7 @@ int gr_plog_flush_if_due(struct gr_plog *log) {
 static int roll(struct gr_plog *log) {
     struct gr_segment *old = active(log);
     if (old->size == 0) return 0;
+    gr_segment_seal_time_index(old); /* Kafka's onBecomeInactiveSegment: final time entry */
     int rc = gr_segment_fsync(old);
     if (rc) return rc;
     /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
@@ -522,7 +526,8 @@ static int write_batches(struct gr_plog *log, const uint8_t *buf, size_t len, in
             struct gr_batch_info bi;
             if (gr_batch_parse_header(buf + off + g, len - off - g, &bi) != GR_BATCH_OK) return GR_ECORRUPT;
             bool fits = a->size + (int64_t)(g + bi.size) <= log->cfg.segment_bytes &&
-                        gr_batch_info_last_offset(&bi) - a->base_offset <= INT32_MAX;
+                        gr_batch_info_last_offset(&bi) - a->base_offset <= INT32_MAX &&
+                        !gr_segment_index_full(a, log->cfg.index_max_bytes);
             if (!fits && !(g == 0 && a->size == 0)) break;
             g += bi.size;
         }
@@ -829,8 +834,11 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
     } else if (ts == GR_LIST_OFFSETS_LATEST) {
         *offset_out = leo(log);
     } else {
-        for (size_t i = 0; i < log->n_segs; i++) {
-            rc = gr_segment_find_timestamp(log->segs[i], ts, offset_out, ts_out);
+        /* Kafka's fetchOffsetByTimestamp: the first segment whose largest timestamp >= ts
+         * (segments are tried in order; a later one can answer when the first holds only
+         * records below the log start offset). */
+        for (size_t i = seg_for_offset(log, log->log_start_offset); i < log->n_segs; i++) {
+            rc = gr_segment_find_timestamp(log->segs[i], ts, log->log_start_offset, offset_out, ts_out);
             if (rc != 0) break;
         }
         if (rc > 0) rc = 0;
@@ -871,7 +879,7 @@ int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_o
 
 /* Largest timestamp of a segment, or its file mtime when no batch carries one. */
 static int64_t segment_largest_ts(struct gr_segment *seg) {
-    if (gr_segment_ensure_max_ts(seg) == 0 && seg->max_timestamp >= 0) return seg->max_timestamp;
+    if (seg->max_timestamp >= 0) return seg->max_timestamp;
     struct stat st;
     if (stat(seg->log_path, &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     return seg->created_ms;
