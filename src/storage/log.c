@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
+#include "storage/be.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
 #include "storage/segment.h"
@@ -550,6 +551,51 @@ static void append_info_init(struct gr_append_info *info) {
     info->log_append_time = -1;
 }
 
+/* Kafka's LogValidator.validateTimestamp for leader appends: a client batch already marked
+ * LogAppendTime is refused; with CreateTime and message.timestamp.difference.max.ms set, every
+ * record's timestamp (except -1) must lie within that distance of now. Compressed batches
+ * (never decompressed here) are checked by their first and max timestamps. Returns
+ * INVALID_TIMESTAMP or NONE. */
+static int16_t check_timestamps(const struct gr_plog *log, const uint8_t *buf, size_t len, int64_t now) {
+    int64_t max_diff = log->cfg.timestamp_difference_max_ms;
+    bool check = !log->cfg.log_append_time && max_diff != INT64_MAX;
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, buf, len);
+    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
+        if (bi.Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) return GR_KERR_INVALID_TIMESTAMP;
+        if (!check) continue;
+#define OUT_OF_RANGE(ts) ((ts) != -1 && ((ts) > now ? (ts) - now : now - (ts)) > max_diff)
+        if (gr_batch_info_compression(&bi) != 0) {
+            if (OUT_OF_RANGE(bi.BaseTimestamp) || OUT_OF_RANGE(bi.MaxTimestamp)) return GR_KERR_INVALID_TIMESTAMP;
+            continue;
+        }
+        struct gr_batch_rec_iter ri;
+        struct gr_batch_rec_view rv;
+        if (gr_batch_rec_iter_init(&ri, p, bi.size) != GR_BATCH_OK) continue; /* validated already */
+        while (gr_batch_rec_iter_next(&ri, &rv))
+            if (OUT_OF_RANGE(rv.Timestamp)) return GR_KERR_INVALID_TIMESTAMP;
+#undef OUT_OF_RANGE
+    }
+    return GR_KERR_NONE;
+}
+
+/* message.timestamp.type=LogAppendTime: every batch gets attribute bit 3 and maxTimestamp = now
+ * (both inside the CRC, which is recomputed), as Kafka's setMaxTimestamp(LOG_APPEND_TIME, now). */
+static void stamp_log_append_time(uint8_t *buf, size_t len, int64_t now) {
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, buf, len);
+    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
+        uint8_t *b = (uint8_t *)p;
+        gr_put_be16(b + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(bi.Attributes | GR_BATCH_ATTR_LOG_APPEND_TIME));
+        gr_put_be64(b + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)now);
+        gr_batch_update_crc(b, bi.size);
+    }
+}
+
 static void after_append(struct gr_plog *log, int64_t records) {
     log->unflushed_messages += records;
     if (flush_due(log)) flush_locked(log);
@@ -582,6 +628,9 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
         info->error = GR_KERR_RECORD_LIST_TOO_LARGE;
         goto out;
     }
+    int64_t now = gr_wall_ms();
+    info->error = check_timestamps(log, batches, len, now);
+    if (info->error != GR_KERR_NONE) goto out;
     int64_t next = leo(log);
     info->first_offset = next;
     for (size_t pos = 0; pos < len; pos += bi.size) {
@@ -593,6 +642,13 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
             info->max_timestamp = bi.MaxTimestamp;
             info->offset_of_max_timestamp = next - 1;
         }
+    }
+    int64_t incoming_max_ts = sum.max_timestamp;
+    if (log->cfg.log_append_time) {
+        stamp_log_append_time(batches, len, now);
+        info->max_timestamp = incoming_max_ts = now;
+        info->offset_of_max_timestamp = next - 1;
+        info->log_append_time = now;
     }
     /* Producer state (Kafka's analyzeAndValidateProducerState), after offsets are assigned. */
     maybe_expire_producers(log);
@@ -616,7 +672,7 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
         }
         goto out;
     }
-    int rc = write_batches(log, batches, len, sum.max_timestamp);
+    int rc = write_batches(log, batches, len, incoming_max_ts);
     if (rc) {
         gr_pstate_append_release(&app);
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;

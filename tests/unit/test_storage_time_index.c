@@ -255,6 +255,51 @@ static void test_index_full_rolls(void) {
     gr_plog_close(log);
 }
 
+static int16_t try_append(struct gr_plog *log, int64_t ts, int16_t attrs, struct gr_append_info *info) {
+    struct gr_batch_rec rec = {"k", 1, "v", 1, NULL, 0, ts};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = attrs;
+    size_t len;
+    uint8_t *b = gr_batch_build(&rec, 1, &o, &len);
+    CHECK(gr_plog_append_as_leader(log, b, len, 0, info) == 0);
+    free(b);
+    return info->error;
+}
+
+static void test_timestamp_rules(void) {
+    struct gr_plog *log = open_log("ts-rules-0", 0, 0);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    cfg.timestamp_difference_max_ms = 60000;
+    CHECK(gr_plog_set_config(log, &cfg) == 0);
+    struct gr_append_info info;
+    int64_t now = gr_wall_ms();
+    CHECK_KERR(try_append(log, now - 120000, 0, &info), GR_KERR_INVALID_TIMESTAMP);
+    CHECK_KERR(try_append(log, now + 120000, 0, &info), GR_KERR_INVALID_TIMESTAMP);
+    CHECK_KERR(try_append(log, now - 1000, 0, &info), GR_KERR_NONE);
+    CHECK_KERR(try_append(log, -1, 0, &info), GR_KERR_NONE); /* no timestamp: exempt */
+    /* a producer may not claim LogAppendTime */
+    CHECK_KERR(try_append(log, now, GR_BATCH_ATTR_LOG_APPEND_TIME, &info), GR_KERR_INVALID_TIMESTAMP);
+    CHECK(gr_plog_end_offset(log) == 2);
+    /* LogAppendTime: the broker stamps now into maxTimestamp, sets bit 3, recomputes the CRC;
+     * the difference check does not apply. */
+    cfg.log_append_time = true;
+    CHECK(gr_plog_set_config(log, &cfg) == 0);
+    int64_t before = gr_wall_ms();
+    CHECK_KERR(try_append(log, 5, 0, &info), GR_KERR_NONE);
+    int64_t after = gr_wall_ms();
+    CHECK(info.log_append_time >= before && info.log_append_time <= after);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, 2, 1 << 20, -1, true, &r) == 0 && r.len > 0);
+    struct gr_batch_info bi;
+    CHECK(gr_batch_validate_one(r.data, r.len, 0, &bi) == GR_BATCH_OK); /* CRC valid */
+    CHECK((bi.Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && bi.MaxTimestamp == info.log_append_time);
+    free(r.data);
+    int64_t off, ts;
+    CHECK(gr_plog_offset_for_timestamp(log, before, &off, &ts) == 0 && off == 2 && ts == info.log_append_time);
+    gr_plog_close(log);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     snprintf(g_root, sizeof g_root, "/tmp/gr-tidx-XXXXXX");
@@ -263,6 +308,7 @@ int main(void) {
     test_log_index();
     test_retention_by_largest_ts();
     test_index_full_rolls();
+    test_timestamp_rules();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_time_index: %d failures\n", test_failures);
     else printf("test_storage_time_index: ok\n");
