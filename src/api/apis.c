@@ -27,6 +27,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_FETCH] = {4, 11, gr_handle_fetch, RM},
     [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
+    [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},

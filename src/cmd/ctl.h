@@ -15,4 +15,7 @@ struct ctl_opts {
 /* gregorctl cluster [--json]: cluster id, controller and epoch, live brokers (ZooKeeper). */
 int ctl_cluster_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl delete-records --offset-json-file F (ctl_delete_records.c). */
+int ctl_delete_records_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

@@ -30,6 +30,9 @@ static const struct subcommand subcommands[] = {
     {"elect-leaders", ctl_elect_main,
      "elect-leaders --election-type preferred|unclean (--all-topic-partitions | --topic T --partition P | "
      "--path-to-json-file F)  (needs --bootstrap-server)"},
+    {"delete-records", ctl_delete_records_main,
+     "delete-records --offset-json-file F   F: {\"partitions\":[{\"topic\":T,\"partition\":P,\"offset\":O}]} "
+     "(O = -1: the high watermark; needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

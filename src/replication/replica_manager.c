@@ -242,12 +242,14 @@ void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition
     pthread_mutex_lock(&p->lock);
     if (gr_rs_is_leader(&p->st) && p->online) {
         struct gr_rs_remote *r = gr_rs_remote(&p->st, follower_id);
-        int64_t prev = r ? r->leo : -1;
+        int64_t prev = r ? r->leo : -1, prev_start = r ? r->log_start_offset : -1;
         if (gr_rs_update_follower(&p->st, follower_id, fetch_offset, follower_log_start, now, leader_leo)) {
+            /* a waiting DeleteRecords may complete (delete_records.c) */
+            if (prev_start != follower_log_start) hw_moved = true;
             if (gr_rs_needs_expand(&p->st, follower_id, atomic_load(&p->lml->hw)) &&
                 gr_rs_propose_expand(&p->st, follower_id))
                 propose_locked(rm, p, "Expanding");
-            if (prev != fetch_offset) hw_moved = maybe_increment_hw_locked(rm, p, now);
+            if (prev != fetch_offset && maybe_increment_hw_locked(rm, p, now)) hw_moved = true;
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -448,7 +450,7 @@ static bool follower_current_locked(struct gr_replica_manager *rm, struct gr_rm_
 }
 
 int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
-                          const uint8_t *records, size_t len, int64_t leader_hw) {
+                          const uint8_t *records, size_t len, int64_t leader_hw, int64_t leader_log_start) {
     int rc = 0;
     pthread_mutex_lock(&p->lock);
     if (!follower_current_locked(rm, p, leader_epoch)) {
@@ -486,6 +488,8 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         int64_t new_leo = gr_plog_end_offset(log);
         int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
+        /* Kafka's follower: maybeIncrementLogStartOffset(leader's log start), never past its HW */
+        if (leader_log_start > 0 && leader_log_start <= hw) gr_plog_maybe_increment_log_start_offset(log, leader_log_start);
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

@@ -427,6 +427,12 @@ int gr_plog_delete(struct gr_plog *log) {
     return rc;
 }
 
+void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out) {
+    pthread_mutex_lock(&log->mu);
+    *out = log->cfg;
+    pthread_mutex_unlock(&log->mu);
+}
+
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     int rc = check_config(cfg);
     if (rc) return rc;
@@ -849,6 +855,28 @@ int64_t gr_plog_start_offset(struct gr_plog *log) {
     return v;
 }
 
+int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_start) {
+    pthread_mutex_lock(&log->mu);
+    int rc = 0;
+    if (new_start > leo(log)) {
+        rc = -ERANGE;
+    } else if (new_start > log->log_start_offset) {
+        gr_info(LOGGER, "incrementing log start offset of '%s' to %" PRId64, log->dir, new_start);
+        log->log_start_offset = new_start;
+        gr_epoch_cache_truncate_from_start(&log->ec, new_start);
+        gr_pstate_truncate_head(log->ps, new_start);
+    }
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = log->log_start_offset > log->segs[0]->base_offset ? log->log_start_offset : -1;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
 int64_t gr_plog_end_offset(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = leo(log);
@@ -944,6 +972,9 @@ static int64_t segment_largest_ts(struct gr_segment *seg) {
 int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     size_t del = 0; /* segments [0, del) will go */
+    /* Kafka's deleteLogStartOffsetBreachedSegments */
+    while (del + 1 < log->n_segs && log->segs[del + 1]->base_offset <= log->log_start_offset) del++;
+    if (!log->cfg.cleanup_delete) retention_ms = retention_bytes = -1;
     if (retention_ms >= 0)
         while (del + 1 < log->n_segs && now_ms - segment_largest_ts(log->segs[del]) > retention_ms) del++;
     if (retention_bytes >= 0) {

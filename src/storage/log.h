@@ -95,6 +95,9 @@ void gr_plog_close(struct gr_plog *log);
  * is freed either way). */
 int gr_plog_delete(struct gr_plog *log);
 
+/* Copies the current configuration into *out. */
+void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);
+
 /* Replaces the configuration (e.g. after AlterConfigs). cfg is copied. */
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg);
 
@@ -170,6 +173,17 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset);
 int gr_plog_truncate_fully_and_start_at(struct gr_plog *log, int64_t offset);
 
 int64_t gr_plog_start_offset(struct gr_plog *log);
+/* Kafka's maybeIncrementLogStartOffset (DeleteRecords on the leader, a follower following the
+ * leader's log start, the log-start-offset-checkpoint at start-up): raises the log start offset
+ * to new_start if higher. It may fall inside a segment: reads below it give OFFSET_OUT_OF_RANGE,
+ * ListOffsets EARLIEST answers it, and retention deletes a segment once the next one starts at
+ * or below it. The epoch cache and producer state are truncated from the start. The caller
+ * checks new_start against the high watermark. Returns 0, or -ERANGE when new_start exceeds the
+ * log end offset (nothing changes). */
+int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_start);
+/* The value for log-start-offset-checkpoint: the log start offset when it lies above the first
+ * segment's base (Kafka checkpoints only those), else -1. */
+int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log);
 int64_t gr_plog_end_offset(struct gr_plog *log);
 /* Offset below which everything has been fsynced (write it to recovery-point-offset-checkpoint). */
 int64_t gr_plog_recovery_point(struct gr_plog *log);
@@ -206,7 +220,9 @@ int32_t gr_plog_latest_epoch(struct gr_plog *log);
  * returns the number of entries in the cache (may exceed max). */
 int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_offsets, int max);
 
-/* Deletes whole segments, oldest first and never the active one, that are expired by time
+/* Deletes whole segments, oldest first and never the active one: first those whose successor
+ * starts at or below the log start offset (after DeleteRecords; always, whatever the cleanup
+ * policy), then, when cleanup.policy includes delete, those expired by time
  * (now_ms - segment's largest timestamp > retention_ms; the file mtime stands in when no batch
  * has a timestamp) or, afterwards, by size (while the log minus the oldest segment still
  * holds >= retention_bytes). Negative retention_ms / retention_bytes disable that rule.

@@ -30,6 +30,8 @@ struct lm_dir {
     size_t nrp;
     struct gr_offset_checkpoint_entry *hw; /* high watermarks read at start-up */
     size_t nhw;
+    struct gr_offset_checkpoint_entry *ls; /* log start offsets read at start-up */
+    size_t nls;
 };
 
 struct gr_plog_manager {
@@ -263,25 +265,31 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
 
 /* ---- checkpoints ---- */
 
-static int write_checkpoints(struct gr_plog_manager *lm, bool recovery, bool hw) {
+/* Which checkpoint files write_checkpoints writes. */
+enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_ALL = 7 };
+static const char *const ck_names[3] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
+                                        GR_LOG_START_OFFSET_CHECKPOINT};
+
+static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     int first_err = 0;
     pthread_mutex_lock(&lm->ckpt_lock);
     struct gr_offset_checkpoint_entry *e = gr_malloc((size_t)(n + 1) * sizeof *e);
     for (int d = 0; d < lm->ndirs; d++) {
-        for (int pass = 0; pass < 2; pass++) {
-            if ((pass == 0 && !recovery) || (pass == 1 && !hw)) continue;
+        for (int pass = 0; pass < 3; pass++) {
+            if (!(which & (1 << pass))) continue;
             size_t k = 0;
             for (int i = 0; i < n; i++) {
                 if (arr[i]->dir_idx != d) continue;
                 e[k].topic = arr[i]->topic;
                 e[k].partition = arr[i]->partition;
-                e[k].offset = pass == 0 ? gr_plog_recovery_point(arr[i]->log) : atomic_load(&arr[i]->hw);
-                k++;
+                e[k].offset = pass == 0   ? gr_plog_recovery_point(arr[i]->log)
+                              : pass == 1 ? atomic_load(&arr[i]->hw)
+                                          : gr_plog_log_start_checkpoint_value(arr[i]->log);
+                if (e[k].offset >= 0) k++; /* log start: only logs whose start is inside a segment */
             }
-            char *path = gr_asprintf("%s/%s", lm->dirs[d].path,
-                                     pass == 0 ? GR_RECOVERY_POINT_CHECKPOINT : GR_REPLICATION_CHECKPOINT);
+            char *path = gr_asprintf("%s/%s", lm->dirs[d].path, ck_names[pass]);
             int rc = gr_offset_checkpoint_write(path, e, k);
             if (rc < 0 && first_err == 0) first_err = rc;
             free(path);
@@ -294,7 +302,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, bool recovery, bool hw)
     return first_err;
 }
 
-int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkpoints(lm, true, true); }
+int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkpoints(lm, CK_ALL); }
 
 /* ---- background thread ---- */
 
@@ -329,16 +337,17 @@ static void *lm_thread(void *arg) {
     pthread_setname_np(pthread_self(), "log-manager");
     const struct gr_config *c = lm->cfg;
     int64_t now = gr_mono_ms();
-    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now;
+    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now, t_ls = now;
     pthread_mutex_lock(&lm->tlock);
     while (!lm->stopping) {
         now = gr_mono_ms();
-        int64_t due[4] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
+        int64_t due[5] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
                           next_due(t_ret, c->log_retention_check_interval_ms),
                           next_due(t_rp, c->log_flush_offset_checkpoint_interval_ms),
-                          next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms)};
+                          next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms),
+                          next_due(t_ls, c->log_flush_start_offset_checkpoint_interval_ms)};
         int64_t first = INT64_MAX;
-        for (int i = 0; i < 4; i++) first = GR_MIN(first, due[i]);
+        for (int i = 0; i < 5; i++) first = GR_MIN(first, due[i]);
         if (first > now) {
             int64_t wait = GR_MIN(first - now, (int64_t)1000);
             struct timespec ts;
@@ -362,10 +371,11 @@ static void *lm_thread(void *arg) {
             gr_plog_manager_foreach(lm, task_retention, &wall);
             t_ret = now;
         }
-        bool rp = due[2] <= now, hw = due[3] <= now;
-        if (rp || hw) write_checkpoints(lm, rp, hw);
+        bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
+        if (rp || hw || ls) write_checkpoints(lm, (rp ? CK_RECOVERY : 0) | (hw ? CK_HW : 0) | (ls ? CK_LOG_START : 0));
         if (rp) t_rp = now;
         if (hw) t_hw = now;
+        if (ls) t_ls = now;
         pthread_mutex_lock(&lm->tlock);
     }
     pthread_mutex_unlock(&lm->tlock);
@@ -415,6 +425,15 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
                 gr_strerror(rc));
         dir->hw = NULL;
         dir->nhw = 0;
+    }
+    free(p);
+    p = gr_asprintf("%s/%s", dir->path, GR_LOG_START_OFFSET_CHECKPOINT);
+    rc = gr_offset_checkpoint_read(p, &dir->ls, &dir->nls);
+    if (rc < 0) {
+        gr_warn(LOGGER, "ignoring unreadable %s (%s): log start offsets start at the first segments", p,
+                gr_strerror(rc));
+        dir->ls = NULL;
+        dir->nls = 0;
     }
     free(p);
 
@@ -467,6 +486,9 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
             rc = orc;
             break;
         }
+        int64_t ls = gr_offset_checkpoint_find(dir->ls, dir->nls, topic, part, -1);
+        if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
+            gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
         struct gr_lm_log *l = entry_new(topic, part, log, d, hw, lm->cfg);
         pthread_mutex_lock(&lm->lock);
         insert_locked(lm, l);
@@ -552,7 +574,7 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
             gr_plog_manager_release(lm, arr[i]);
         }
         free(arr);
-        write_checkpoints(lm, true, true);
+        write_checkpoints(lm, CK_ALL);
     }
     for (size_t b = 0; b < NBUCKETS; b++) {
         struct gr_lm_log *l = lm->buckets[b];
@@ -568,6 +590,7 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
         free(lm->dirs[i].path);
         gr_offset_checkpoint_free(lm->dirs[i].rp, lm->dirs[i].nrp);
         gr_offset_checkpoint_free(lm->dirs[i].hw, lm->dirs[i].nhw);
+        gr_offset_checkpoint_free(lm->dirs[i].ls, lm->dirs[i].nls);
     }
     pthread_cond_destroy(&lm->tcond);
     pthread_mutex_destroy(&lm->tlock);

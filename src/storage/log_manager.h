@@ -57,7 +57,7 @@ struct gr_lm_log {
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
                         struct gr_plog_manager **out);
 
-/* Stops the background thread, flushes every log, writes both checkpoints for every log dir,
+/* Stops the background thread, flushes every log, writes the checkpoints of every log dir,
  * and closes the logs that are not referenced any more (references still held are closed when
  * released). NULL is ignored. */
 void gr_plog_manager_close(struct gr_plog_manager *lm);
@@ -90,7 +90,7 @@ int gr_plog_manager_count(struct gr_plog_manager *lm);
 /* Calls fn for every open log (with a reference held during the call, no manager lock held). */
 void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx);
 
-/* Writes both checkpoint files of every log dir now (also done periodically). Returns 0 or the
+/* Writes the three checkpoint files of every log dir now (also done periodically). Returns 0 or the
  * first error. */
 int gr_plog_manager_checkpoint(struct gr_plog_manager *lm);
 
