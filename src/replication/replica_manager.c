@@ -131,6 +131,21 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     NUM("index.interval.bytes", lc->index_interval_bytes, 0, INT32_MAX);
     NUM("flush.messages", lc->flush_messages, 1, INT64_MAX);
     NUM("flush.ms", lc->flush_ms, 0, INT64_MAX);
+    /* storage (issue 13): compaction, timestamps, index size */
+    NUM("segment.index.bytes", lc->index_max_bytes, 12, INT32_MAX);
+    NUM("delete.retention.ms", lc->delete_retention_ms, 0, INT64_MAX);
+    NUM("min.compaction.lag.ms", lc->min_compaction_lag_ms, 0, INT64_MAX);
+    NUM("max.compaction.lag.ms", lc->max_compaction_lag_ms, 1, INT64_MAX);
+    NUM("message.timestamp.difference.max.ms", lc->timestamp_difference_max_ms, 0, INT64_MAX);
+    if ((v = gr_kzk_config_get(&tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
+        gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
+    if ((v = gr_kzk_config_get(&tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
+        gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
+    if ((v = gr_kzk_config_get(&tc, "min.cleanable.dirty.ratio")) != NULL) {
+        double r = strtod(v, &end);
+        if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;
+        else gr_warn(LOGGER, "ignoring invalid min.cleanable.dirty.ratio=%s of topic %s", v, topic);
+    }
 #undef NUM
     gr_kzk_config_release(&tc);
 }

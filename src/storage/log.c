@@ -20,24 +20,11 @@
 #include "storage/be.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
+#include "storage/log_cleaner.h"
+#include "storage/log_internal.h"
 #include "storage/segment.h"
 
 #define LOGGER "storage.log"
-
-struct gr_plog {
-    pthread_mutex_t mu;
-    char *dir;
-    struct gr_plog_config cfg;
-    struct gr_segment **segs; /* sorted by base offset; the last one is active */
-    size_t n_segs, cap_segs;
-    int64_t log_start_offset;
-    int64_t recovery_point;
-    struct gr_epoch_cache ec;
-    int64_t unflushed_messages;
-    int64_t last_flush_ms; /* gr_mono_ms() */
-    struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
-    int64_t last_expiry_check_ms; /* gr_mono_ms() */
-};
 
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->segment_bytes = 1 << 30;
@@ -198,6 +185,8 @@ static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
 static int load_segments(struct gr_plog *log, int64_t recovery_point) {
     int64_t *bases = NULL;
     size_t n = 0;
+    /* a cleaning pass interrupted by a crash: finish its swap or drop its .cleaned output */
+    if (gr_plog_complete_swaps(log->dir) > 0) recovery_point = 0; /* swapped segments: recover them */
     int rc = list_segments(log->dir, &bases, &n);
     if (rc) {
         gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
@@ -1024,3 +1013,9 @@ int gr_plog_parse_dir_name(const char *name, char *topic, size_t topic_size, int
     *partition = (int32_t)v;
     return 0;
 }
+
+/* ---- helpers shared with log_cleaner.c (log_internal.h) ---- */
+
+size_t gr_plog_seg_for_offset_locked(struct gr_plog *log, int64_t offset) { return seg_for_offset(log, offset); }
+
+int gr_plog_fsync_dir(const char *dir) { return fsync_dir(dir); }
