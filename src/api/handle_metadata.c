@@ -14,6 +14,7 @@
  *     UNKNOWN_TOPIC_OR_PARTITION.
  * Auto-creation writes ZooKeeper from the I/O thread, like Kafka 2.7. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "broker/broker.h"
@@ -99,7 +100,9 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
             (int16_t)(b->cfg ? b->cfg->offsets_topic_replication_factor : 3);
         /* Kafka's internal topics are compacted (GroupMetadataManager / TransactionStateManager) */
         static const char *const cn[] = {"cleanup.policy", "compression.type", "segment.bytes"};
-        static const char *const cv[] = {"compact", "producer", "104857600"};
+        char seg[16];
+        snprintf(seg, sizeof seg, "%d", b->cfg ? b->cfg->offsets_topic_segment_bytes : 104857600);
+        const char *const cv[] = {"compact", "producer", seg};
         spec.n_configs = 3;
         spec.config_names = cn;
         spec.config_values = cv;

@@ -84,6 +84,7 @@ struct gr_config {
     bool unclean_leader_election_enable;
     int32_t offsets_topic_replication_factor;
     int32_t offsets_topic_num_partitions;
+    int32_t offsets_topic_segment_bytes; /* segment.bytes of the internal topics at creation */
 
     /* replication */
     int64_t replica_lag_time_max_ms;
