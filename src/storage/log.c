@@ -768,16 +768,32 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
         res->error = GR_KERR_OFFSET_OUT_OF_RANGE;
         goto out;
     }
+    /* Under the lock: locate the batch (index + header walk) and take a descriptor of its
+     * segment; the bulk read happens after the lock is released (Kafka reads FileRecords slices
+     * without the log's lock too). A segment deleted meanwhile stays readable through the
+     * descriptor; a truncation meanwhile only shortens what is read. */
+    int fd = -1;
+    int64_t pos = 0, size = 0;
+    char *path = NULL;
     for (size_t i = seg_for_offset(log, offset); i < log->n_segs; i++) {
         struct gr_segment *seg = log->segs[i];
-        int64_t pos;
         rc = gr_segment_find(seg, offset, &pos);
         if (rc) break;
         if (pos >= seg->size) continue; /* nothing at or after offset here */
-        rc = gr_segment_read(seg, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
-                             &res->first_offset, &res->next_offset);
+        fd = gr_segment_dup_fd(seg);
+        if (fd < 0) rc = fd;
+        size = seg->size;
+        path = gr_strdup(seg->log_path);
         break;
     }
+    pthread_mutex_unlock(&log->mu);
+    if (fd >= 0) {
+        rc = gr_segment_read_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
+                                &res->first_offset, &res->next_offset);
+        close(fd);
+    }
+    free(path);
+    return rc;
 out:
     pthread_mutex_unlock(&log->mu);
     return rc;

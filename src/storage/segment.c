@@ -619,17 +619,14 @@ int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out) {
     return rc;
 }
 
-int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
-                    uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
+int gr_segment_read_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                       int64_t max_offset, bool min_one, uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
     *data = NULL;
     *len = 0;
     *first = -1;
-    if (pos >= seg->size) return 0;
-    struct seg_fd h;
-    int rc = get_fd(seg, false, &h);
-    if (rc) return rc;
-    int fd = h.fd;
-    int64_t avail = seg->size - pos;
+    if (pos >= seg_size) return 0;
+    int rc = 0;
+    int64_t avail = seg_size - pos;
     if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
     int64_t want = GR_MIN(GR_MAX(max_bytes, 0), avail);
     if (want < GR_BATCH_HEADER_SIZE) want = GR_MIN((int64_t)GR_BATCH_HEADER_SIZE, avail);
@@ -639,6 +636,8 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
         rc = (int)n;
         goto fail;
     }
+    /* A read outside the log's lock may race a truncation: a short read just ends the data. */
+    if (n < want) avail = n;
     size_t off = 0;
     while (off + GR_BATCH_HEADER_SIZE <= (size_t)n) {
         struct gr_batch_info bi;
@@ -667,7 +666,6 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
         off += bi.size;
         if (!in_buf) break;
     }
-    put_fd(seg, &h);
     if (off == 0) {
         free(buf);
         return 0;
@@ -676,10 +674,34 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
     *len = off;
     return 0;
 fail:
-    if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, seg->log_path, pos);
-    put_fd(seg, &h);
+    if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, path, pos);
     free(buf);
     return rc;
+}
+
+int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
+                    uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
+    *data = NULL;
+    *len = 0;
+    *first = -1;
+    if (pos >= seg->size) return 0;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    rc = gr_segment_read_fd(h.fd, seg->log_path, seg->size, pos, max_bytes, max_offset, min_one, data, len, first,
+                            next);
+    put_fd(seg, &h);
+    return rc;
+}
+
+int gr_segment_dup_fd(struct gr_segment *seg) {
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    int fd = h.cached ? fcntl(h.fd, F_DUPFD_CLOEXEC, 0) : h.fd;
+    if (fd < 0) rc = -errno;
+    if (h.cached) put_fd(seg, &h);
+    return fd < 0 ? rc : fd;
 }
 
 int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {

@@ -92,6 +92,16 @@ int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out);
 int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
                     uint8_t **data, size_t *len, int64_t *first, int64_t *next);
 
+/* The same on an open descriptor of the segment's .log whose valid size was seg_size when the
+ * position was found: used without the log's lock (a concurrent truncation only shortens the
+ * result). path is for messages. */
+int gr_segment_read_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                       int64_t max_offset, bool min_one, uint8_t **data, size_t *len, int64_t *first, int64_t *next);
+/* A descriptor of the .log the caller owns and closes (a dup of the cached one for the active
+ * segment, a fresh O_RDONLY one otherwise), readable even after the file is unlinked. fd or
+ * -errno. */
+int gr_segment_dup_fd(struct gr_segment *seg);
+
 /* Cuts the segment at the first batch with lastOffset >= offset (drops index entries beyond). */
 int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset);
 
