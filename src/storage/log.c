@@ -704,8 +704,22 @@ int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size
         rc = GR_ECORRUPT;
         goto out;
     }
-    if (!sum.offsets_contiguous || sum.first_offset != leo(log)) {
-        gr_warn(LOGGER, "follower append to '%s' rejected: offsets %" PRId64 "..%" PRId64 " do not continue the "
+    /* Kafka's appendAsFollower: offsets must rise and start at or after the log end offset; gaps
+     * are fine (a compacted leader log has them). */
+    bool monotonic = true;
+    {
+        struct gr_batch_iter mit;
+        struct gr_batch_info mbi;
+        const uint8_t *mp;
+        int64_t prev = leo(log) - 1;
+        gr_batch_iter_init(&mit, batches, len);
+        while (gr_batch_iter_next(&mit, &mbi, &mp) == 1) {
+            if (mbi.BaseOffset <= prev) monotonic = false;
+            prev = gr_batch_info_last_offset(&mbi);
+        }
+    }
+    if (!monotonic) {
+        gr_warn(LOGGER, "follower append to '%s' rejected: offsets %" PRId64 "..%" PRId64 " do not rise from the "
                 "log end offset %" PRId64, log->dir, sum.first_offset, sum.last_offset, leo(log));
         info->error = GR_KERR_OFFSET_OUT_OF_RANGE;
         rc = -ERANGE;

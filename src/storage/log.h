@@ -132,9 +132,10 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
 
 /* Follower append of batches fetched from the leader (offsets and epochs already set).
  * The buffer must hold whole batches that validate (batch.h, without GR_BATCH_V_CLIENT: CRC,
- * records, counts) whose offsets are contiguous and start exactly at the log end offset. Epochs are recorded in the cache.
+ * records, counts) whose offsets rise and start at or after the log end offset (gaps are allowed:
+ * a compacted leader log has them, as in Kafka). Epochs are recorded in the cache.
  * Returns 0; GR_ECORRUPT for invalid batches (info->error = CORRUPT_MESSAGE or similar);
- * -ERANGE when the first offset is not the log end offset or offsets are not contiguous
+ * -ERANGE when the first offset is below the log end offset or offsets do not rise
  * (info->error = OFFSET_OUT_OF_RANGE); -errno on I/O failure. info may be NULL. */
 int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size_t len, struct gr_append_info *info);
 

@@ -27,7 +27,6 @@ struct gr_plog {
     int64_t last_flush_ms; /* gr_mono_ms() */
     struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
     int64_t last_expiry_check_ms; /* gr_mono_ms() */
-    bool cleaning;                /* a cleaner thread holds this log (log_cleaner.c) */
 };
 
 /* Index of the last segment with base_offset <= offset (0 if none). */

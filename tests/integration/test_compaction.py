@@ -193,3 +193,34 @@ def test_consumer_offsets_bounded_under_commit_storm(cluster_factory, zk_connect
     print("__consumer_offsets .log bytes every 500 commits:", sizes, "final:", final)
     # 3000 commits of ~108 B are ~324 KB uncompacted
     assert final < 60000, (sizes, final)
+
+
+def test_follower_replicates_compacted_log_with_gaps(cluster_factory, zk_connect):
+    """A follower that was down while the leader compacted fetches batches with offset gaps,
+    rejoins the ISR, and serves the same view after taking over leadership."""
+    cluster = cluster_factory(zk_connect, n=2, config={**CONFIG, "replica.lag.time.max.ms": "2000",
+                                                       "replica.fetch.wait.max.ms": "200"})
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic("c", num_partitions=1, replica_assignment=[[1, 2]], config=TOPIC_CFG)],
+                        operation_timeout=20, request_timeout=30)["c"].result(timeout=40)
+    state = lambda: cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}
+    H.wait_for(lambda: state().get("leader") == 1 and sorted(state().get("isr", [])) == [1, 2], 30, "ISR [1,2]")
+    cluster[2].stop()
+    H.wait_for(lambda: state().get("isr") == [1], 30, "ISR shrinks to [1]")
+    expected = {}
+    items = []
+    for rnd in range(10):
+        for k in range(20):
+            items.append((f"key{k}", f"v{k}-{rnd}"))
+            expected[f"key{k}"] = f"v{k}-{rnd}"
+    produce(cluster, items)
+    H.wait_for(lambda: cleaner_checkpoint(cluster[1]) > 0, 30, "the leader cleaned")
+    cluster[2].start()
+    H.wait_for(lambda: sorted(state().get("isr", [])) == [1, 2], 40, "the follower back in the ISR")
+    cluster[1].stop()
+    H.wait_for(lambda: state().get("leader") == 2, 30, "broker 2 leads")
+    recs = read_all(cluster)
+    assert recs[-1][0] == len(items) - 1
+    check_view(recs, expected, 0)
+    offsets = [o for o, _, _ in recs]
+    assert len(offsets) < len(items), "the follower holds the compacted log (gaps)"
