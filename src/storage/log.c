@@ -106,6 +106,7 @@ static int fsync_dir(const char *dir) {
 
 /* Deletes segments [from, n) (files and memory). */
 static void drop_segments_from(struct gr_plog *log, size_t from) {
+    if (log->n_segs > from) log->seg_gen++;
     while (log->n_segs > from) {
         struct gr_segment *seg = log->segs[--log->n_segs];
         gr_segment_delete_files(seg);
@@ -847,6 +848,7 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
         rc = truncate_fully_locked(log, offset);
         goto out;
     }
+    log->seg_gen++;
     size_t keep = seg_for_offset(log, offset) + 1;
     bool active_changed = keep < log->n_segs;
     drop_segments_from(log, keep);
@@ -1017,6 +1019,7 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
     if (del) {
         memmove(log->segs, log->segs + del, (log->n_segs - del) * sizeof *log->segs);
         log->n_segs -= del;
+        log->seg_gen++;
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         gr_pstate_truncate_head(log->ps, log->log_start_offset);

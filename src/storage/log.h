@@ -5,14 +5,16 @@
  *                               (offsets and partitionLeaderEpoch assigned by the leader)
  *   00000000000000000000.index  sparse offset index: (relativeOffset u32, position u32) BE
  *   leader-epoch-checkpoint     "0\n<N>\n" then "<epoch> <startOffset>\n" lines
- * Segment files are named by their base offset (%020lld). No .timeindex is written: timestamp
- * look-ups scan batch headers (see gr_plog_offset_for_timestamp).
+ *   00000000000000000000.timeindex  sparse time index: (timestamp i64, relativeOffset u32) BE
+ * Segment files are named by their base offset (%020lld).
  *
  * Lifetime and threading rules:
  *  1. gr_plog_open_dir() returns a log the caller owns; gr_plog_close() or gr_plog_delete() ends it.
  *  2. Every other function may be called from any thread at any time between those two; each
- *     takes the log's one mutex for its whole duration (appends, reads, truncations and
- *     retention are serialised per log; different logs never contend).
+ *     takes the log's one mutex (appends, truncations and retention are serialised per log;
+ *     different logs never contend). gr_plog_read holds it only to locate the data and reads
+ *     the bytes after releasing it; the cleaner (log_cleaner.h) holds it only to capture
+ *     segments and to swap cleaned ones in.
  *  3. gr_plog_close()/gr_plog_delete() must not race with any other call on the same log (the
  *     caller stops using the log first, e.g. after removing it from its partition map).
  *  4. Results are copies: gr_plog_read() returns malloc'd bytes the caller frees; nothing points

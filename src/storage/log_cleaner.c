@@ -17,7 +17,10 @@
  *     segments' .log to .log.deleted (their indexes unlinked), rename .swap to .log, unlink the
  *     .deleted files; the new segment gets the last source's mtime and rebuilt indexes.
  *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
- * The log's mutex is held for a whole group (reads and appends of this log wait meanwhile). */
+ * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
+ * and each group rewritten without it; the mutex is taken again only to swap a group in, after
+ * checking that no segment was removed, cut or replaced meanwhile (log->seg_gen; else the pass is
+ * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -267,25 +270,29 @@ static int map_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t 
     return gr_offset_map_put(c->m, rv->Key, (size_t)rv->KeyLength, rv->Offset) ? 0 : -ENOSPC;
 }
 
-/* Fills the map over [from, to); returns the end offset reached (<= to). */
-static int build_map(struct gr_plog *log, int64_t from, int64_t to, struct gr_offset_map *m, struct throttle *th,
-                     int64_t *end_out, struct gr_clean_stats *st) {
+/* A source segment captured under the lock; read without it through its own descriptor. */
+struct src_seg {
+    struct gr_segment *seg; /* identity only: dereferenced under the lock */
+    int64_t base, size, next, mtime;
+    int fd;
+    char *path;
+};
+
+/* Fills the map over [from, to); returns the end offset reached (<= to). No lock held. */
+static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to, struct gr_offset_map *m,
+                     struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
     *end_out = from;
     int rc = 0;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    for (size_t i = gr_plog_seg_for_offset_locked(log, from); rc == 0 && i + 1 < log->n_segs; i++) {
-        struct gr_segment *s = log->segs[i];
-        if (s->base_offset >= to) break;
-        int fd = open(s->log_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            rc = -errno;
-            break;
-        }
+    for (size_t i = 0; rc == 0 && i < nsrc; i++) {
+        struct src_seg *s = &src[i];
+        if (s->next <= from) continue;
+        if (s->base >= to) break;
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
-        while ((r = read_batch(fd, pos, s->size, &buf, &cap, &bi)) == 1) {
+        while ((r = read_batch(s->fd, pos, s->size, &buf, &cap, &bi)) == 1) {
             pos += (int64_t)bi.size;
             throttle_add(th, (int64_t)bi.size);
             st->bytes_read += (int64_t)bi.size;
@@ -303,17 +310,15 @@ static int build_map(struct gr_plog *log, int64_t from, int64_t to, struct gr_of
                     r = 2;
                     break;
                 }
-                if (frc) {
+                if (frc)
                     gr_warn(LOGGER, "skipping an unreadable batch at offset %" PRId64 " of '%s': %s", bi.BaseOffset,
-                            s->log_path, gr_strerror(frc));
-                }
+                            s->path, gr_strerror(frc));
             }
             *end_out = GR_MIN(last + 1, to);
         }
-        close(fd);
         if (r < 0) rc = r;
         if (r == 2) break;
-        if (r == 0 && s->next_offset <= to) *end_out = GR_MAX(*end_out, GR_MIN(s->next_offset, to));
+        if (r == 0 && s->next <= to) *end_out = GR_MAX(*end_out, GR_MIN(s->next, to));
     }
     free(buf);
     return rc;
@@ -355,8 +360,10 @@ static int filter_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8
 static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_info *bi) {
     if (bi->ProducerId < 0) return false;
     struct gr_pstate_entry e;
-    if (!gr_pstate_lookup(log->ps, bi->ProducerId, &e) || e.n == 0) return false;
-    return e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
+    pthread_mutex_lock(&log->mu);
+    bool found = gr_pstate_lookup(log->ps, bi->ProducerId, &e) && e.n > 0;
+    pthread_mutex_unlock(&log->mu);
+    return found && e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
 }
 
 /* Appends the filtered form of batch b to *o. */
@@ -452,96 +459,91 @@ static void crash_point(const char *step) {
     }
 }
 
-/* Rewrites segs[first, first+n) into one segment and swaps it in. */
-static int clean_group(struct gr_plog *log, size_t first, size_t n, const struct gr_offset_map *m, int64_t horizon,
-                       struct throttle *th, struct gr_clean_stats *st) {
-    struct gr_segment *g0 = log->segs[first];
-    int64_t base = g0->base_offset;
+static void set_mtime(const char *path, int64_t ms) {
+    struct timespec ts[2] = {{ms / 1000, (ms % 1000) * 1000000L}, {ms / 1000, (ms % 1000) * 1000000L}};
+    utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* Writes the cleaned form of src[0..n) to <base>.log.cleaned (fsynced, mtime of the last
+ * source) without the log's lock. */
+static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
+                         int64_t horizon, struct throttle *th, struct gr_clean_stats *st, const char *cleaned) {
     uint8_t *out = NULL, *buf = NULL;
     size_t olen = 0, ocap = 0, cap = 0;
     int rc = 0;
-    int64_t last_mtime = 0;
-    for (size_t i = first; rc == 0 && i < first + n; i++) {
-        struct gr_segment *s = log->segs[i];
-        int64_t mt = file_mtime_ms(s->log_path);
-        last_mtime = mt;
-        bool retain = mt > horizon;
-        int fd = open(s->log_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            rc = -errno;
-            break;
-        }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        bool retain = src[i].mtime > horizon;
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
-        while ((r = read_batch(fd, pos, s->size, &buf, &cap, &bi)) == 1) {
+        while ((r = read_batch(src[i].fd, pos, src[i].size, &buf, &cap, &bi)) == 1) {
             pos += (int64_t)bi.size;
             throttle_add(th, (int64_t)bi.size);
             st->bytes_read += (int64_t)bi.size;
             clean_batch(log, buf, &bi, m, retain, &out, &olen, &ocap, st);
         }
-        close(fd);
         if (r < 0) rc = r;
     }
     free(buf);
-    char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, base);
-    char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
     if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
     throttle_add(th, (int64_t)olen);
     free(out);
-    if (rc == 0) {
-        struct timespec ts[2] = {{last_mtime / 1000, (last_mtime % 1000) * 1000000L},
-                                 {last_mtime / 1000, (last_mtime % 1000) * 1000000L}};
-        utimensat(AT_FDCWD, cleaned, ts, 0);
-        crash_point("cleaned");
-        if (rename(cleaned, swap) < 0) rc = -errno;
-        else gr_plog_fsync_dir(log->dir);
-    }
-    if (rc) {
-        unlink(cleaned);
-        gr_error(LOGGER, "cleaning '%s' from offset %" PRId64 " failed: %s", log->dir, base, gr_strerror(rc));
-        free(cleaned);
-        free(swap);
-        return rc;
-    }
+    if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
+    return rc;
+}
+
+/* Under the lock: swaps <base>.log.cleaned in for the segments src[0..n) (which must still be
+ * consecutive in log->segs). */
+static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, struct gr_clean_stats *st) {
+    size_t first = 0;
+    while (first < log->n_segs && log->segs[first] != src[0].seg) first++;
+    if (first + n >= log->n_segs) return -ESTALE; /* never the active segment */
+    for (size_t i = 0; i < n; i++)
+        if (log->segs[first + i] != src[i].seg) return -ESTALE;
+    int64_t base = src[0].base;
+    char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
+    char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
+    int rc = 0;
+    crash_point("cleaned");
+    if (rename(cleaned, swap) < 0) rc = -errno;
+    else gr_plog_fsync_dir(log->dir);
+    if (rc) goto out;
     crash_point("swap");
     /* old segments out: .log -> .log.deleted, indexes unlinked */
-    for (size_t i = first; i < first + n; i++) {
-        struct gr_segment *s = log->segs[i];
+    for (size_t i = 0; i < n; i++) {
+        struct gr_segment *s = log->segs[first + i];
         gr_segment_deactivate(s);
         char *del = gr_asprintf("%s.deleted", s->log_path);
         rename(s->log_path, del);
         unlink(s->index_path);
         unlink(s->tidx_path);
         free(del);
-        if (i == first) crash_point("deleted");
+        if (i == 0) crash_point("deleted");
     }
     gr_plog_fsync_dir(log->dir);
-    char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
     if (rename(swap, final) < 0) rc = -errno;
     gr_plog_fsync_dir(log->dir);
-    for (size_t i = first; i < first + n; i++) {
-        char *del = gr_asprintf("%s.deleted", log->segs[i]->log_path);
+    for (size_t i = 0; i < n; i++) {
+        char *del = gr_asprintf("%s.deleted", log->segs[first + i]->log_path);
         unlink(del);
         free(del);
-        st->bytes_before += log->segs[i]->size;
-        gr_segment_free(log->segs[i]);
+        st->bytes_before += log->segs[first + i]->size;
+        gr_segment_free(log->segs[first + i]);
     }
     struct gr_segment *ns = gr_segment_new(log->dir, base);
     int64_t cut = 0;
     if (rc == 0) rc = gr_segment_recover(ns, base, log->cfg.index_interval_bytes, NULL, NULL, &cut);
     if (rc == 0) gr_segment_seal_time_index(ns);
     if (rc == 0) rc = gr_segment_persist_index(ns);
-    struct timespec ts[2] = {{last_mtime / 1000, (last_mtime % 1000) * 1000000L},
-                             {last_mtime / 1000, (last_mtime % 1000) * 1000000L}};
-    utimensat(AT_FDCWD, final, ts, 0);
-    ns->created_ms = last_mtime;
+    set_mtime(final, src[n - 1].mtime);
+    ns->created_ms = src[n - 1].mtime;
     st->bytes_after += ns->size;
     log->segs[first] = ns;
     memmove(log->segs + first + 1, log->segs + first + n, (log->n_segs - first - n) * sizeof *log->segs);
     log->n_segs -= n - 1;
+    log->seg_gen++;
     st->segments_cleaned += (int)n;
-    free(cleaned);
+out:
     free(swap);
     free(final);
     return rc;
@@ -555,36 +557,78 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     st->first_dirty = c.first_dirty;
     st->end_offset = c.first_dirty;
     if (c.first_uncleanable <= c.first_dirty) return 0;
+    /* capture the non-active segments below firstUncleanable, each with its own descriptor */
+    pthread_mutex_lock(&log->mu);
+    uint64_t gen = log->seg_gen;
+    size_t nsrc = 0;
+    struct src_seg *src = gr_calloc(log->n_segs, sizeof *src);
+    int64_t horizon = 0; /* mtime of the last segment below firstDirty - delete.retention.ms */
+    int rc = 0;
+    for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_uncleanable; i++) {
+        struct gr_segment *sg = log->segs[i];
+        struct src_seg *s = &src[nsrc];
+        s->fd = open(sg->log_path, O_RDONLY | O_CLOEXEC);
+        if (s->fd < 0) {
+            rc = -errno;
+            break;
+        }
+        s->seg = sg;
+        s->base = sg->base_offset;
+        s->size = sg->size;
+        s->next = sg->next_offset;
+        s->mtime = file_mtime_ms(sg->log_path);
+        s->path = gr_strdup(sg->log_path);
+        nsrc++;
+        if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
+    }
+    int32_t seg_bytes = log->cfg.segment_bytes;
+    pthread_mutex_unlock(&log->mu);
+    if (horizon < 0) horizon = 0;
     struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0};
     struct gr_offset_map m;
     gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
-    pthread_mutex_lock(&log->mu);
     int64_t end = c.first_dirty;
-    int rc = build_map(log, c.first_dirty, c.first_uncleanable, &m, &th, &end, st);
-    if (rc == 0 && end > c.first_dirty) {
-        /* delete horizon: the last segment entirely below firstDirty */
-        int64_t horizon = 0;
-        for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_dirty; i++)
-            horizon = file_mtime_ms(log->segs[i]->log_path) - log->cfg.delete_retention_ms;
-        if (horizon < 0) horizon = 0;
-        if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
-        /* groups of segments below `end` (never the active one) */
-        size_t i = 0;
-        while (rc == 0 && i + 1 < log->n_segs && log->segs[i]->base_offset < end) {
-            size_t n = 1;
-            int64_t sz = log->segs[i]->size;
-            while (i + n + 1 < log->n_segs && log->segs[i + n]->base_offset < end &&
-                   sz + log->segs[i + n]->size <= log->cfg.segment_bytes &&
-                   log->segs[i + n]->next_offset - 1 - log->segs[i]->base_offset <= INT32_MAX) {
-                sz += log->segs[i + n]->size;
-                n++;
-            }
-            rc = clean_group(log, i, n, &m, horizon, &th, st);
-            i++;
+    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &th, &end, st);
+    if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
+    /* groups of source segments below `end`, each rewritten unlocked and swapped in locked */
+    size_t i = 0;
+    while (rc == 0 && end > c.first_dirty && i < nsrc && src[i].base < end) {
+        size_t n = 1;
+        int64_t sz = src[i].size;
+        while (i + n < nsrc && src[i + n].base < end && sz + src[i + n].size <= seg_bytes &&
+               src[i + n].next - 1 - src[i].base <= INT32_MAX) {
+            sz += src[i + n].size;
+            n++;
         }
+        char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
+        rc = write_cleaned(log, src + i, n, &m, horizon, &th, st, cleaned);
+        if (rc == 0) {
+            pthread_mutex_lock(&log->mu);
+            if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */
+            else rc = swap_in(log, src + i, n, cleaned, st);
+            gen = log->seg_gen;
+            pthread_mutex_unlock(&log->mu);
+        }
+        if (rc) {
+            unlink(cleaned);
+            if (rc != -ESTALE)
+                gr_error(LOGGER, "cleaning '%s' from offset %" PRId64 " failed: %s", log->dir, src[i].base,
+                         gr_strerror(rc));
+        }
+        free(cleaned);
+        i += n;
     }
-    pthread_mutex_unlock(&log->mu);
+    for (size_t k = 0; k < nsrc; k++) {
+        close(src[k].fd);
+        free(src[k].path);
+    }
+    free(src);
     gr_offset_map_free(&m);
+    if (rc == -ESTALE) { /* the log changed under the pass: nothing wrong, try again later */
+        gr_info(LOGGER, "cleaning of '%s' abandoned: its segments changed meanwhile", log->dir);
+        st->end_offset = c.first_dirty;
+        return 0;
+    }
     st->end_offset = end;
     if (rc == 0 && st->segments_cleaned)
         gr_info(LOGGER, "cleaned '%s': offsets [%" PRId64 ", %" PRId64 "), %d segment(s), %" PRId64 " -> %" PRId64

@@ -27,6 +27,8 @@ struct gr_plog {
     int64_t last_flush_ms; /* gr_mono_ms() */
     struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
     int64_t last_expiry_check_ms; /* gr_mono_ms() */
+    uint64_t seg_gen; /* bumped whenever existing segments are removed, cut or replaced (not by
+                         a roll): the cleaner works unlocked and checks it before its swap */
 };
 
 /* Index of the last segment with base_offset <= offset (0 if none). */
