@@ -627,6 +627,16 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
     int64_t now = gr_wall_ms();
     info->error = check_timestamps(log, batches, len, now);
     if (info->error != GR_KERR_NONE) goto out;
+    if (log->cfg.cleanup_compact) { /* "Compacted topic cannot accept message without key" */
+        struct gr_batch_iter kit;
+        const uint8_t *kp;
+        gr_batch_iter_init(&kit, batches, len);
+        while (gr_batch_iter_next(&kit, &bi, &kp) == 1)
+            if (gr_batch_check_keyed(kp, &bi) == -ENOKEY) {
+                info->error = GR_KERR_INVALID_RECORD;
+                goto out;
+            }
+    }
     int64_t next = leo(log);
     info->first_offset = next;
     for (size_t pos = 0; pos < len; pos += bi.size) {

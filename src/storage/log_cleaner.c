@@ -187,6 +187,17 @@ static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec
     return rc;
 }
 
+static int keyed_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)arg, (void)rs, (void)re;
+    return rv->Key ? 0 : -ENOKEY;
+}
+
+int gr_batch_check_keyed(const uint8_t *b, const struct gr_batch_info *bi) {
+    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) return 0;
+    int rc = for_each_record(b, bi, keyed_rec, NULL);
+    return rc == -ENOKEY ? -ENOKEY : 0; /* unreadable records are validation's business */
+}
+
 /* ---- I/O throttle (Kafka's Throttler: sleep when the rate since the last check is above) ---- */
 
 struct throttle {

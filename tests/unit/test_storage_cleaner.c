@@ -194,7 +194,17 @@ static void test_clean_basic(void) {
     /* 20 keys overwritten 10 times, mixed codecs, a keyless batch, tombstones for keys 0-4 */
     for (int round = 0; round < 10; round++)
         for (int k = 0; k < 20; k += 4) put(log, k, 4, round, round % 5, -1);
-    put(log, -1, 2, 50, 0, -1);
+    { /* keyless records (leaders refuse them on compacted topics; a follower or a log whose
+       * policy changed may still hold some): the cleaner drops them */
+        struct gr_batch_rec kr[2] = {{NULL, -1, "a", 1, NULL, 0, 1}, {NULL, -1, "b", 1, NULL, 0, 1}};
+        struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+        o.base_offset = gr_plog_end_offset(log);
+        o.partition_leader_epoch = 0;
+        size_t kl;
+        uint8_t *kb = gr_batch_build(kr, 2, &o, &kl);
+        CHECK(gr_plog_append_as_follower(log, kb, kl, NULL) == 0);
+        free(kb);
+    }
     put(log, 0, 5, -1, 0, -1); /* tombstones k0..k4 */
     for (int k = 0; k < 20; k += 4) put(log, k + 5 < 20 ? 5 : 0, 1, 60 + k, 0, -1); /* filler -> more segs */
     int64_t end = gr_plog_end_offset(log), size = gr_plog_size_bytes(log);
@@ -212,7 +222,7 @@ static void test_clean_basic(void) {
     scan(log, &after);
     /* same latest values; tombstones kept (first pass: no delete horizon yet) */
     for (int k = 0; k < 20; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d %s %s", k, before.val[k], after.val[k]);
-    CHECK(after.tombstones >= 4 && after.keyless == 0); /* k0 may be superseded already */
+    CHECK(after.tombstones >= 4 && after.keyless == 0 && before.keyless == 2); /* k0 may be superseded already */
     CHECK(gr_plog_end_offset(log) == end && gr_plog_size_bytes(log) < size);
     CHECK(after.records < before.records);
     gr_plog_cleanable(log, st.end_offset, gr_wall_ms(), &c);
@@ -246,6 +256,19 @@ static void test_clean_basic(void) {
     for (int k = 1; k < 5; k++) CHECK(!after.seen[k]); /* deleted for good (k0 was rewritten after) */
     CHECK(strcmp(after.val[0], before.val[0]) == 0 && before.val[0][0]);
     CHECK(strcmp(after.val[30], "v84") == 0);
+    gr_plog_close(log);
+}
+
+static void test_keyless_rejected(void) {
+    struct gr_plog *log = open_log("cl-keyless-0", 0);
+    struct gr_batch_rec rec = {NULL, -1, "v", 1, NULL, 0, 5};
+    size_t len;
+    uint8_t *b = gr_batch_build(&rec, 1, NULL, &len);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0);
+    CHECK_KERR(info.error, GR_KERR_INVALID_RECORD);
+    free(b);
+    CHECK(gr_plog_end_offset(log) == 0);
     gr_plog_close(log);
 }
 
@@ -333,6 +356,7 @@ int main(void) {
     test_offset_map_and_codecs();
     test_clean_basic();
     test_producer_last_batch_and_lag();
+    test_keyless_rejected();
     test_crash_safety();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_cleaner: %d failures\n", test_failures);
