@@ -417,7 +417,7 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             outn = GR_BATCH_HEADER_SIZE + plen;
             built = gr_malloc(outn);
             memcpy(built, b, GR_BATCH_HEADER_SIZE);
-            memcpy(built + GR_BATCH_HEADER_SIZE, payload, plen);
+            if (plen) memcpy(built + GR_BATCH_HEADER_SIZE, payload, plen);
             if (payload != fc.out) free(payload);
             gr_put_be32(built + 8, (uint32_t)(outn - 12));
             gr_put_be16(built + GR_BATCH_OFF_ATTRIBUTES,

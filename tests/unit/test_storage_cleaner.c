@@ -181,7 +181,9 @@ static void test_offset_map_and_codecs(void) {
         uint8_t *z, *d;
         size_t zl, dl;
         CHECK(gr_compress(codec, in, sizeof in, &z, &zl) == 0 && zl < sizeof in);
+        d = NULL;
         CHECK(gr_decompress(codec, z, zl, 1 << 20, &d, &dl) == 0 && dl == sizeof in && memcmp(d, in, dl) == 0);
+        free(d);
         CHECK(gr_decompress(codec, z, zl, 100, &d, &dl) != 0); /* bound */
         z[zl / 2] ^= 0x55;
         if (gr_decompress(codec, z, zl, 1 << 20, &d, &dl) == 0) free(d); /* garbage: no crash */
