@@ -8,7 +8,10 @@
 - gregorctl delete-records (kafka-delete-records.sh) moves the log start offset on the leader and
   the follower (log-start-offset-checkpoint on both), consumers from the beginning start there,
   offsets above the high watermark fail, and the log start survives a restart.
-All fail on the code before issue 13 (no .timeindex, no DeleteRecords)."""
+- message.timestamp.type=LogAppendTime: consumers see LOG_APPEND_TIME stamps from the broker's
+  clock; message.timestamp.difference.max.ms refuses an hour-old CreateTime batch.
+All but the retention test fail on the code before issue 13 (no .timeindex, DeleteRecords or
+timestamp rules; retention by the largest batch timestamp was there already)."""
 
 import json
 import os
@@ -203,3 +206,34 @@ def test_delete_records(cluster_factory, zk_connect, tmp_path):
         kc.close()
     r = ctl_delete_records(cluster, tmp_path, [{"topic": topic, "partition": 0, "offset": -1}])
     assert r.returncode == 0 and "low_watermark: 100" in r.stdout, r.stdout + r.stderr
+
+
+def test_log_append_time_and_timestamp_difference(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    create(cluster, "lat", 1, {"message.timestamp.type": "LogAppendTime"})
+    create(cluster, "strict", 1, {"message.timestamp.difference.max.ms": "60000"})
+    before = int(time.time() * 1000)
+    produce(cluster, "lat", [BASE_TS + i for i in range(5)])
+    after = int(time.time() * 1000)
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "lat", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("lat", 0, 0)])
+    got = []
+    deadline = time.time() + 20
+    while len(got) < 5 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.timestamp())
+    c.close()
+    assert len(got) == 5
+    for ttype, ts in got:  # the broker's clock, not the producer's timestamps
+        assert ttype == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and before - 5 <= ts <= after + 5, (ttype, ts)
+    # CreateTime with a bound: a record an hour old is refused, a current one accepted
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "retries": 0})
+    now = int(time.time() * 1000)
+    p.produce("strict", value=b"old", timestamp=now - 3_600_000, on_delivery=lambda e, m: errors.append(e))
+    p.flush(20)  # its own batch: a batch fails as a whole, as in Kafka
+    p.produce("strict", value=b"new", timestamp=now, on_delivery=lambda e, m: errors.append(e))
+    p.flush(20)
+    codes = sorted((e.code() if e else 0) for e in errors)
+    assert codes == sorted([0, confluent_kafka.KafkaError.INVALID_TIMESTAMP]), errors
