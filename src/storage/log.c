@@ -824,6 +824,52 @@ out:
     return rc;
 }
 
+int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                       struct gr_plog_slice *out) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    out->first_offset = -1;
+    out->next_offset = offset;
+    pthread_mutex_lock(&log->mu);
+    out->log_start_offset = log->log_start_offset;
+    out->log_end_offset = leo(log);
+    int rc = 0;
+    if (offset < log->log_start_offset || offset > leo(log)) {
+        out->error = GR_KERR_OFFSET_OUT_OF_RANGE;
+        pthread_mutex_unlock(&log->mu);
+        return 0;
+    }
+    int fd = -1;
+    int64_t pos = 0, size = 0;
+    char *path = NULL;
+    for (size_t i = seg_for_offset(log, offset); i < log->n_segs; i++) {
+        struct gr_segment *seg = log->segs[i];
+        rc = gr_segment_find(seg, offset, &pos);
+        if (rc) break;
+        if (pos >= seg->size) continue;
+        fd = gr_segment_dup_fd(seg);
+        if (fd < 0) rc = fd;
+        size = seg->size;
+        path = gr_strdup(seg->log_path);
+        break;
+    }
+    pthread_mutex_unlock(&log->mu);
+    if (fd >= 0) {
+        size_t len = 0;
+        rc = gr_segment_slice_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &len, &out->first_offset,
+                                 &out->next_offset);
+        if (rc == 0 && len > 0) {
+            out->fd = fd;
+            out->pos = pos;
+            out->len = len;
+        } else {
+            close(fd);
+        }
+    }
+    free(path);
+    return rc;
+}
+
 /* ---- truncation ---- */
 
 static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {

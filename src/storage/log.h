@@ -164,6 +164,19 @@ struct gr_plog_read_result {
 int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
                 struct gr_plog_read_result *res);
 
+/* Zero-copy read (Fetch over sendfile): the same batches gr_plog_read would return, as a file
+ * region: out->fd (a descriptor the caller owns and closes, -1 when len == 0), out->pos and
+ * out->len (whole batches). Only batch headers are read. Returns 0 or -errno. */
+struct gr_plog_slice {
+    int16_t error;
+    int fd;
+    int64_t pos;
+    size_t len;
+    int64_t first_offset, next_offset, log_start_offset, log_end_offset;
+};
+int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                       struct gr_plog_slice *out);
+
 /* Removes every batch with offsets >= `offset` (a batch straddling `offset` is removed whole, so
  * the new log end offset may be below `offset`). Later segments are deleted, the index and the
  * epoch cache are truncated, the recovery point is lowered. If offset is below the first

@@ -679,6 +679,33 @@ fail:
     return rc;
 }
 
+int gr_segment_slice_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                        int64_t max_offset, bool min_one, size_t *len, int64_t *first, int64_t *next) {
+    *len = 0;
+    *first = -1;
+    if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
+    int64_t off = 0;
+    while (pos + off + GR_BATCH_HEADER_SIZE <= seg_size) {
+        struct gr_batch_info bi;
+        int rc = header_at(fd, pos + off, seg_size, &bi);
+        if (rc == GR_ECORRUPT) {
+            /* raced with a truncation, or a corrupt segment: stop at what is known good */
+            if (off == 0) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, path, pos);
+            break;
+        }
+        if (rc) return rc;
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (max_offset >= 0 && last >= max_offset) break;
+        if (off + (int64_t)bi.size > max_bytes && !(off == 0 && min_one)) break;
+        if (off == 0) *first = bi.BaseOffset;
+        *next = last + 1;
+        off += (int64_t)bi.size;
+        if (off > max_bytes) break; /* the first batch alone (minOneMessage) */
+    }
+    *len = (size_t)off;
+    return 0;
+}
+
 int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
                     uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
     *data = NULL;

@@ -97,6 +97,10 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
  * result). path is for messages. */
 int gr_segment_read_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
                        int64_t max_offset, bool min_one, uint8_t **data, size_t *len, int64_t *first, int64_t *next);
+/* Like gr_segment_read_fd without reading the data: walks batch headers from pos and returns
+ * in *len the bytes of whole batches the same rules would return (for sendfile). */
+int gr_segment_slice_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                        int64_t max_offset, bool min_one, size_t *len, int64_t *first, int64_t *next);
 /* A descriptor of the .log the caller owns and closes (a dup of the cached one for the active
  * segment, a fresh O_RDONLY one otherwise), readable even after the file is unlinked. fd or
  * -errno. */
