@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
 #include "broker/quota_manager.h"
@@ -31,6 +32,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
     [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},
+    [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
@@ -250,6 +252,103 @@ void gr_api_respond(struct gr_api_req *r, const void *body)
     }
     /* Hand the buffer over: gr_net_respond_take frees it with free(). */
     gr_net_respond_take(r->net, w.p, w.len);
+    req_free(r);
+}
+
+bool gr_api_req_can_sendfile(const struct gr_api_req *r)
+{
+    /* TLS encrypts in user space: its bytes cannot come from the page cache */
+    if (r && r->net && r->net->session && r->net->session->tls)
+        return false;
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *e = getenv("GREGOR_FETCH_SENDFILE");
+        enabled = !(e && strcmp(e, "0") == 0);
+    }
+    return enabled;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* Splices the regions into the encoded response w: each marker (with its int32 length 16 before
+ * it) becomes the region's length and a file region (zero_copy) or the region's bytes (copy). */
+static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, bool zero_copy,
+                          struct gr_net_region **out_regs, uint8_t **out_buf, size_t *out_len)
+{
+    size_t extra = 0;
+    for (int i = 0; i < n; i++) extra += reg[i].len;
+    size_t cap = w->len + (zero_copy ? 0 : extra) + 1;
+    uint8_t *buf = gr_malloc(cap);
+    struct gr_net_region *regs = zero_copy ? gr_calloc((size_t)n + 1, sizeof *regs) : NULL;
+    size_t in = 0, outp = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *m = memmem(w->p + in, w->len - in, reg[i].marker, 16);
+        if (!m || m - w->p < (ptrdiff_t)(in + 4) || ((m[-4] << 24) | (m[-3] << 16) | (m[-2] << 8) | m[-1]) != 16) {
+            free(buf);
+            free(regs);
+            return -1;
+        }
+        size_t at = (size_t)(m - w->p);
+        memcpy(buf + outp, w->p + in, at - in);
+        outp += at - in;
+        put_be32(buf + outp - 4, (uint32_t)reg[i].len);
+        if (zero_copy) {
+            regs[i] = (struct gr_net_region){outp, reg[i].fd, reg[i].off, reg[i].len};
+            reg[i].fd = -1;
+        } else {
+            size_t got = 0;
+            while (got < reg[i].len) {
+                ssize_t r = pread(reg[i].fd, buf + outp + got, reg[i].len - got, (off_t)(reg[i].off + (int64_t)got));
+                if (r <= 0) {
+                    free(buf);
+                    return -1;
+                }
+                got += (size_t)r;
+            }
+            outp += reg[i].len;
+        }
+        in = at + 16;
+    }
+    memcpy(buf + outp, w->p + in, w->len - in);
+    outp += w->len - in;
+    put_be32(buf, (uint32_t)(outp + (zero_copy ? extra : 0) - 4));
+    *out_regs = regs;
+    *out_buf = buf;
+    *out_len = outp;
+    return 0;
+}
+
+void gr_api_respond_regions(struct gr_api_req *r, const void *body, struct gr_api_region *reg, int n)
+{
+    struct gr_wbuf w;
+    gr_wbuf_init(&w);
+    int rc = gr_proto_encode_response(&r->hdr, body, &w);
+    struct gr_net_region *regs = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    bool zc = gr_api_req_can_sendfile(r);
+    if (rc == 0 && splice_regions(&w, reg, n, zc, &regs, &buf, &len) != 0 &&
+        (!zc || splice_regions(&w, reg, n, false, &regs, &buf, &len) != 0))
+        rc = -1;
+    gr_wbuf_free(&w);
+    for (int i = 0; i < n; i++)
+        if (reg[i].fd >= 0) close(reg[i].fd);
+    if (rc != 0) {
+        gr_error(LOGGER, "cannot encode the zero-copy %s v%d response (correlation id %d) for %s",
+                 gr_proto_api(r->hdr.RequestApiKey) ? gr_proto_api(r->hdr.RequestApiKey)->name : "?",
+                 r->hdr.RequestApiVersion, r->hdr.CorrelationId, r->peer);
+        gr_net_close(r->net);
+        req_free(r);
+        return;
+    }
+    if (regs) gr_net_respond_regions(r->net, buf, len, regs, n);
+    else gr_net_respond_take(r->net, buf, len);
     req_free(r);
 }
 

@@ -105,6 +105,23 @@ void gr_api_close(struct gr_api_req *req, const char *reason);
 void *gr_api_alloc(struct gr_api_req *req, size_t n);
 /* A response struct of the request's API initialised to its schema defaults, in the arena. */
 void *gr_api_new_response(struct gr_api_req *req);
+
+/* Zero-copy responses (Fetch over sendfile). A response field of bytes whose content is a
+ * 16-byte marker (gr_api_region.marker, preceded on the wire by its int32 length 16) is replaced
+ * on the wire by the file region (fd, off, len). gr_api_respond_regions encodes body, splices the
+ * regions in and sends them with sendfile (net/server.h gr_net_respond_regions); when the
+ * connection cannot use sendfile or a marker is not found the regions are read and copied in.
+ * Takes the regions' fds. */
+struct gr_api_region {
+    uint8_t marker[16];
+    int fd;
+    int64_t off;
+    size_t len;
+};
+/* Whether responses on this request's connection may use file regions (false with
+ * GREGOR_FETCH_SENDFILE=0 and on TLS connections). */
+bool gr_api_req_can_sendfile(const struct gr_api_req *req);
+void gr_api_respond_regions(struct gr_api_req *req, const void *body, struct gr_api_region *regions, int n);
 /* Copy of s in the arena (NULL stays NULL). */
 char *gr_api_strdup(struct gr_api_req *req, const char *s);
 

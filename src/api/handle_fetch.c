@@ -16,9 +16,14 @@
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
  * (Availability is judged per partition — "something new past FetchOffset" — rather than by
- * exact byte counts, which is the same for the MinBytes=1 that clients and followers use.) */
+ * exact byte counts, which is the same for the MinBytes=1 that clients and followers use.)
+ * Zero copy: when the connection allows it (apis.h gr_api_req_can_sendfile), the final read
+ * takes file regions (storage gr_plog_read_slice: batch headers only) and the response sends
+ * them with sendfile; otherwise the bytes are copied (gr_plog_read). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/authorize.h"
 #include "api/handlers.h"
@@ -45,11 +50,30 @@ struct fetch_ctx {
     uint8_t **bufs;
     int nbufs;
     int64_t throttled_bytes; /* of leader-throttled replicas in the last read (replication quota) */
+    /* zero-copy reads: file regions (fds owned until handed to the response) */
+    bool zero_copy;
+    struct gr_api_region *regions;
+    int nregions;
 };
 
 static void free_bufs(struct fetch_ctx *c) {
     for (int i = 0; i < c->nbufs; i++) free(c->bufs[i]);
     c->nbufs = 0;
+    for (int i = 0; i < c->nregions; i++)
+        if (c->regions[i].fd >= 0) close(c->regions[i].fd);
+    c->nregions = 0;
+}
+
+/* A process-unique 16-byte marker for a file region in an encoded response. */
+static void new_marker(uint8_t m[16]) {
+    static _Atomic uint64_t counter;
+    static uint64_t salt;
+    if (!salt) salt = (uint64_t)gr_wall_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ 0x5a17c0de5a17c0deULL;
+    uint64_t n = atomic_fetch_add(&counter, 1) + 1;
+    for (int i = 0; i < 8; i++) {
+        m[i] = (uint8_t)(salt >> (8 * i));
+        m[8 + i] = (uint8_t)((n * 0xff51afd7ed558ccdULL) >> (8 * i));
+    }
 }
 
 /* Reads every partition into a fresh response. update_followers: record follower progress (the
@@ -137,6 +161,29 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 res.error = GR_KERR_OFFSET_OUT_OF_RANGE;
             } else if ((!follower && fp->FetchOffset >= bound) || fp->FetchOffset == leo || limit <= 0 || hold) {
                 /* nothing to read */
+            } else if (c->zero_copy) {
+                struct gr_plog_slice sl;
+                int rc = gr_plog_read_slice(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
+                                            follower ? -1 : hw, min_one, &sl);
+                if (rc < 0) res.error = GR_KERR_KAFKA_STORAGE_ERROR;
+                if (rc < 0) gr_ldf_report(req->broker, p->lml->dir_idx, rc, "reading a log");
+                if (rc == 0) {
+                    res.error = sl.error;
+                    res.log_start_offset = sl.log_start_offset;
+                    res.log_end_offset = sl.log_end_offset;
+                }
+                if (rc == 0 && sl.len > 0) {
+                    struct gr_api_region *g = &c->regions[c->nregions++];
+                    new_marker(g->marker);
+                    g->fd = sl.fd;
+                    g->off = sl.pos;
+                    g->len = sl.len;
+                    pr->RecordSet.p = g->marker;
+                    pr->RecordSet.len = 16;
+                    remaining -= (int64_t)sl.len;
+                    *bytes += (int64_t)sl.len;
+                    min_one = false;
+                }
             } else {
                 int rc = gr_plog_read(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
                                      follower ? -1 : bound, min_one, &res);
@@ -214,6 +261,14 @@ static bool fetch_try(struct gr_delayed_op *op) {
 /* BrokerTopicMetrics for the response being sent: TotalFetchRequestsPerSec and
  * FailedFetchRequestsPerSec per partition, BytesOutPerSec (consumers) or the all-topics
  * ReplicationBytesOutPerSec (followers), as Kafka's handleFetch/readFromLocalLog mark them. */
+/* The bytes a partition's records take on the wire: a zero-copy record set is a 16-byte marker
+ * standing for a file region. */
+static int64_t record_set_bytes(const struct fetch_ctx *c, const struct FetchResponse_FetchablePartitionResponse *pr) {
+    for (int i = 0; i < c->nregions; i++)
+        if (pr->RecordSet.p == c->regions[i].marker) return (int64_t)c->regions[i].len;
+    return pr->RecordSet.len;
+}
+
 static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
     struct gr_metrics *reg = c->req->broker ? c->req->broker->metrics : NULL;
     bool follower = c->r->ReplicaId >= 0;
@@ -223,11 +278,12 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
             const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
             gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", 1);
             if (pr->ErrorCode != GR_KERR_NONE) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", 1);
-            if (pr->RecordSet.len <= 0) continue;
+            int64_t len = record_set_bytes(c, pr);
+            if (len <= 0) continue;
             if (follower)
-                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", pr->RecordSet.len);
+                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", len);
             else
-                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", pr->RecordSet.len);
+                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", len);
         }
     }
 }
@@ -238,14 +294,25 @@ static void fetch_throttle(struct fetch_ctx *c, struct FetchResponse *resp, int6
     if (c->r->ReplicaId < 0) resp->ThrottleTimeMs = gr_quota_throttle(c->req->broker, c->req, GR_QUOTA_FETCH, (double)bytes);
 }
 
+/* Sends resp (with its file regions, if any) and frees the reads. */
+static void send_response(struct fetch_ctx *c, struct FetchResponse *resp) {
+    if (c->nregions > 0) {
+        gr_api_respond_regions(c->req, resp, c->regions, c->nregions); /* takes the fds */
+        c->nregions = 0;
+    } else {
+        gr_api_respond(c->req, resp);
+    }
+    free_bufs(c);
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
+    c->zero_copy = gr_api_req_can_sendfile(c->req);
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
     fetch_metrics(c, resp);
     fetch_throttle(c, resp, bytes);
-    gr_api_respond(c->req, resp);
-    free_bufs(c);
+    send_response(c, resp);
 }
 
 static void fetch_complete(struct gr_delayed_op *op, bool expired) {
@@ -257,6 +324,7 @@ static void fetch_destroy(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
     free(c->bufs);
     free(c->denied);
+    free(c->regions);
     free(c);
 }
 
@@ -280,6 +348,8 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     for (int t = 0; t < nt; t++)
         c->denied[t] = !cluster_ok ||
                        (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
+    c->regions = gr_calloc((size_t)n + 1, sizeof *c->regions);
+    c->zero_copy = gr_api_req_can_sendfile(req);
 
     int64_t bytes;
     bool errors;
@@ -287,10 +357,10 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
         fetch_metrics(c, resp);
         fetch_throttle(c, resp, bytes);
-        gr_api_respond(req, resp);
-        free_bufs(c);
+        send_response(c, resp);
         free(c->bufs);
         free(c->denied);
+        free(c->regions);
         free(c);
         return;
     }

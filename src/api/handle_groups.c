@@ -73,7 +73,9 @@ static void create_offsets_topic(struct gr_broker *b) {
         rf = nb;
     }
     static const char *const names[] = {"cleanup.policy", "compression.type", "segment.bytes"};
-    static const char *const values[] = {"compact", "producer", "104857600"};
+    char seg[16];
+    snprintf(seg, sizeof seg, "%d", b->cfg ? b->cfg->offsets_topic_segment_bytes : 104857600);
+    const char *const values[] = {"compact", "producer", seg}; /* offsets.topic.segment.bytes */
     struct gr_topic_spec spec = {.name = GR_OFFSETS_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
                                  .n_configs = 3, .config_names = names, .config_values = values};
     struct gr_topic_result res;

@@ -18,6 +18,7 @@
  * saying whether they exist. Auto-creation needs Cluster CREATE or Topic CREATE, else
  * TOPIC_AUTHORIZATION_FAILED. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "broker/broker.h"
@@ -119,6 +120,14 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
         spec.num_partitions = b->cfg ? b->cfg->offsets_topic_num_partitions : 50;
         spec.replication_factor =
             (int16_t)(b->cfg ? b->cfg->offsets_topic_replication_factor : 3);
+        /* Kafka's internal topics are compacted (GroupMetadataManager / TransactionStateManager) */
+        static const char *const cn[] = {"cleanup.policy", "compression.type", "segment.bytes"};
+        char seg[16];
+        snprintf(seg, sizeof seg, "%d", b->cfg ? b->cfg->offsets_topic_segment_bytes : 104857600);
+        const char *const cv[] = {"compact", "producer", seg};
+        spec.n_configs = 3;
+        spec.config_names = cn;
+        spec.config_values = cv;
         int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
         out->ErrorCode = (e == GR_KERR_NONE || e == GR_KERR_TOPIC_ALREADY_EXISTS)
                              ? GR_KERR_LEADER_NOT_AVAILABLE

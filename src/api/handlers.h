@@ -21,6 +21,8 @@ GR_API_HANDLER(gr_handle_produce);
 GR_API_HANDLER(gr_handle_fetch);
 GR_API_HANDLER(gr_handle_list_offsets);
 GR_API_HANDLER(gr_handle_offsets_for_leader_epoch);
+/* handle_delete_records.c */
+GR_API_HANDLER(gr_handle_delete_records);
 /* handle_groups.c */
 GR_API_HANDLER(gr_handle_find_coordinator);
 GR_API_HANDLER(gr_handle_join_group);

@@ -25,4 +25,7 @@ int ctl_acls_main(const struct ctl_opts *o, int argc, char **argv);
 /* gregorctl configs --describe|--alter ... (kafka-configs.sh; ctl_configs.c). */
 int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl delete-records --offset-json-file F (ctl_delete_records.c). */
+int ctl_delete_records_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

@@ -47,6 +47,9 @@ static const struct subcommand subcommands[] = {
     {"configs", ctl_configs_main,
      "configs --describe|--alter --entity-type topics|brokers|clients|users [--entity-name N|--entity-default] "
      "[--all]\n    [--add-config k=v,k2=[a,b]] [--delete-config k,k2]   as kafka-configs.sh (needs --bootstrap-server)"},
+    {"delete-records", ctl_delete_records_main,
+     "delete-records --offset-json-file F   F: {\"partitions\":[{\"topic\":T,\"partition\":P,\"offset\":O}]} "
+     "(O = -1: the high watermark; needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

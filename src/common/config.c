@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum cfg_type { T_INT, T_LONG, T_BOOL, T_STRING, T_LIST, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
+enum cfg_type { T_INT, T_LONG, T_DOUBLE, T_BOOL, T_STRING, T_LIST, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
 
 struct cfg_key {
     const char *name;
@@ -70,6 +70,20 @@ static const struct cfg_key keys[] = {
     {"quota.window.num", T_INT, F(quota_window_num), "11", 1, 1000},
     {"quota.window.size.seconds", T_INT, F(quota_window_size_seconds), "1", 1, 3600},
     {"follower.replication.throttled.rate", T_LONG, F(follower_replication_throttled_rate), "9223372036854775807", 0, INT64_MAX},
+    {"log.flush.start.offset.checkpoint.interval.ms", T_LONG, F(log_flush_start_offset_checkpoint_interval_ms), "60000", 0, INT32_MAX},
+    {"log.message.timestamp.difference.max.ms", T_LONG, F(log_message_timestamp_difference_max_ms), "9223372036854775807", 0, INT64_MAX},
+    /* log cleaner (compaction); doubles have no bounds check beyond >= min */
+    {"log.cleaner.enable", T_BOOL, F(log_cleaner_enable), "true", 0, 0},
+    {"log.cleaner.threads", T_INT, F(log_cleaner_threads), "1", 0, 64},
+    {"log.cleaner.dedupe.buffer.size", T_LONG, F(log_cleaner_dedupe_buffer_size), "134217728", 0, INT64_MAX},
+    {"log.cleaner.io.buffer.size", T_INT, F(log_cleaner_io_buffer_size), "524288", 0, INT32_MAX},
+    {"log.cleaner.io.buffer.load.factor", T_DOUBLE, F(log_cleaner_io_buffer_load_factor), "0.9", 0, 1},
+    {"log.cleaner.io.max.bytes.per.second", T_DOUBLE, F(log_cleaner_io_max_bytes_per_second), "1.7976931348623157E308", 0, 0},
+    {"log.cleaner.backoff.ms", T_LONG, F(log_cleaner_backoff_ms), "15000", 0, INT64_MAX},
+    {"log.cleaner.min.cleanable.ratio", T_DOUBLE, F(log_cleaner_min_cleanable_ratio), "0.5", 0, 1},
+    {"log.cleaner.delete.retention.ms", T_LONG, F(log_cleaner_delete_retention_ms), "86400000", 0, INT64_MAX},
+    {"log.cleaner.min.compaction.lag.ms", T_LONG, F(log_cleaner_min_compaction_lag_ms), "0", 0, INT64_MAX},
+    {"log.cleaner.max.compaction.lag.ms", T_LONG, F(log_cleaner_max_compaction_lag_ms), "9223372036854775807", 1, INT64_MAX},
     /* Gregor-only (no Kafka equivalent): bound on open active-segment files, 0 = automatic. */
     {"gregor.max.open.log.files", T_INT, F(gregor_max_open_log_files), "0", 0, INT32_MAX},
     /* Gregor-only: http://HOST:PORT of the Prometheus endpoint (GET /metrics); unset = off. */
@@ -82,6 +96,7 @@ static const struct cfg_key keys[] = {
     {"unclean.leader.election.enable", T_BOOL, F(unclean_leader_election_enable), "false", 0, 0},
     {"offsets.topic.replication.factor", T_INT, F(offsets_topic_replication_factor), "3", 1, INT16_MAX},
     {"offsets.topic.num.partitions", T_INT, F(offsets_topic_num_partitions), "50", 1, INT32_MAX},
+    {"offsets.topic.segment.bytes", T_INT, F(offsets_topic_segment_bytes), "104857600", 1, INT32_MAX},
     {"replica.lag.time.max.ms", T_LONG, F(replica_lag_time_max_ms), "30000", 1, INT64_MAX},
     {"replica.fetch.max.bytes", T_INT, F(replica_fetch_max_bytes), "1048576", 0, INT32_MAX},
     {"replica.fetch.wait.max.ms", T_INT, F(replica_fetch_wait_max_ms), "500", 0, INT32_MAX},
@@ -131,7 +146,6 @@ static const struct cfg_key keys[] = {
 /* Kafka keys we accept silently (no warning) although Gregor does not act on them yet. */
 static const char *const known_ignored[] = {
     "num.recovery.threads.per.data.dir", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "log.cleaner.enable",
     "group.coordinator.rebalance.protocols", "log.message.format.version", "queued.max.requests",
 };
 
@@ -288,6 +302,19 @@ static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *val
         }
         if (k->type == T_INT) *(int32_t *)field = (int32_t)v;
         else *(int64_t *)field = v;
+        return 0;
+    }
+    case T_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (errno == ERANGE || end == value || *end) return fail(err, errlen, k->name, value, "not a number");
+        if (v < (double)k->min || (k->max > k->min && v > (double)k->max)) {
+            char why[96];
+            snprintf(why, sizeof why, "out of range [%lld, %lld]", (long long)k->min, (long long)k->max);
+            return fail(err, errlen, k->name, value, why);
+        }
+        *(double *)field = v;
         return 0;
     }
     case T_BOOL:
@@ -487,6 +514,19 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
     if (cfg->zookeeper_set_acl && !cfg->gregor_zookeeper_auth_digest) {
         snprintf(err, errlen, "zookeeper.set.acl is true, but no ZooKeeper authentication is configured "
                  "(gregor.zookeeper.auth.digest=user:password)");
+        return GR_ECONFIG;
+    }
+    if (cfg->log_cleanup_policy) {
+        const char *p = cfg->log_cleanup_policy;
+        if (strcmp(p, "delete") && strcmp(p, "compact") && strcmp(p, "compact,delete") && strcmp(p, "delete,compact")) {
+            snprintf(err, errlen, "Invalid value %s for configuration log.cleanup.policy: expected delete, compact or both", p);
+            return GR_ECONFIG;
+        }
+    }
+    if (cfg->log_message_timestamp_type && strcmp(cfg->log_message_timestamp_type, "CreateTime") &&
+        strcmp(cfg->log_message_timestamp_type, "LogAppendTime")) {
+        snprintf(err, errlen, "Invalid value %s for configuration log.message.timestamp.type: expected CreateTime or LogAppendTime",
+                 cfg->log_message_timestamp_type);
         return GR_ECONFIG;
     }
     if (cfg->min_insync_replicas < 1) {

@@ -76,6 +76,21 @@ struct gr_config {
     int32_t quota_window_size_seconds; /* quota.window.size.seconds */
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
     char *gregor_metrics_listener;     /* gregor.metrics.listener http://HOST:PORT (Gregor-only; NULL = off) */
+    int64_t log_flush_start_offset_checkpoint_interval_ms;
+    int64_t log_message_timestamp_difference_max_ms;
+
+    /* log cleaner (compaction), Kafka's log.cleaner.* */
+    bool log_cleaner_enable;
+    int32_t log_cleaner_threads;
+    int64_t log_cleaner_dedupe_buffer_size;
+    int32_t log_cleaner_io_buffer_size;
+    double log_cleaner_io_buffer_load_factor;
+    double log_cleaner_io_max_bytes_per_second;
+    int64_t log_cleaner_backoff_ms;
+    double log_cleaner_min_cleanable_ratio;
+    int64_t log_cleaner_delete_retention_ms;
+    int64_t log_cleaner_min_compaction_lag_ms;
+    int64_t log_cleaner_max_compaction_lag_ms;
 
     /* topics */
     bool auto_create_topics_enable;
@@ -86,6 +101,7 @@ struct gr_config {
     bool unclean_leader_election_enable;
     int32_t offsets_topic_replication_factor;
     int32_t offsets_topic_num_partitions;
+    int32_t offsets_topic_segment_bytes; /* segment.bytes of the internal topics at creation */
 
     /* replication */
     int64_t replica_lag_time_max_ms;

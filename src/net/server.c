@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -86,6 +87,9 @@ struct conn {
     /* write state: at most one response (the connection is muted while it is written) */
     uint8_t *wbuf;
     size_t wlen, woff;
+    struct gr_net_region *regs; /* file regions spliced into wbuf (sendfile), owned */
+    int nregs, rcur;            /* regions; the next one to send */
+    size_t roff;                /* bytes of regs[rcur] already sent */
     struct conn *next_dead;
     /* security: the session is lent to the request while one is with the handlers */
     struct gr_net_session *sess;
@@ -102,6 +106,8 @@ struct req_int {
     enum completion action;
     uint8_t *resp;
     size_t resp_len;
+    struct gr_net_region *regs; /* gr_net_respond_regions: owned (fds too) */
+    int nregs;
     struct req_int *next;
 };
 
@@ -191,11 +197,18 @@ void gr_net_session_free(struct gr_net_session *s) {
     free(s);
 }
 
+static void regions_free(struct gr_net_region *regs, int n) {
+    for (int i = 0; i < n; i++)
+        if (regs[i].fd >= 0) close(regs[i].fd);
+    free(regs);
+}
+
 static void req_free(struct req_int *r) {
     struct gr_net_server *srv = r->srv;
     gr_net_session_free(r->pub.session);
     free(r->pub.data);
     free(r->resp);
+    regions_free(r->regs, r->nregs);
     free(r);
     server_unref(srv);
 }
@@ -372,6 +385,9 @@ static void conn_close(struct conn *c) {
     c->tls = NULL;
     gr_net_session_free(c->sess);
     c->sess = NULL;
+    regions_free(c->regs, c->nregs);
+    c->regs = NULL;
+    c->nregs = 0;
     l->slots[c->slot] = NULL;
     l->free_slots[l->nfree++] = c->slot;
     c->next_dead = l->graveyard;
@@ -679,8 +695,38 @@ static void unmute_throttled(struct loop *l, int64_t now) {
 /* Writes what it can of the pending response; when done, unmutes the connection. */
 static void conn_flush(struct conn *c) {
     struct gr_net_server *srv = c->loop->srv;
-    while (!c->closed && c->wbuf && c->woff < c->wlen) {
-        ssize_t n = conn_send(c, c->wbuf + c->woff, c->wlen - c->woff);
+    while (!c->closed && c->wbuf && (c->woff < c->wlen || c->rcur < c->nregs)) {
+        size_t upto = c->rcur < c->nregs ? c->regs[c->rcur].at : c->wlen;
+        ssize_t n;
+        if (c->woff >= upto) { /* a file region: zero-copy from the page cache */
+            struct gr_net_region *g = &c->regs[c->rcur];
+            if (g->len == 0) {
+                c->rcur++;
+                continue;
+            }
+            off_t off = (off_t)(g->off + (int64_t)c->roff);
+            n = sendfile(c->fd, g->fd, &off, g->len - c->roff);
+            if (n == 0) { /* the file got shorter: the response cannot be completed */
+                gr_warn(LOGGER, "closing connection %llu from %s: a file region of the response was cut",
+                        (unsigned long long)c->id, c->peer);
+                conn_close(c);
+                return;
+            }
+            if (n > 0) {
+                c->roff += (size_t)n;
+                if (c->roff == g->len) {
+                    close(g->fd);
+                    g->fd = -1;
+                    c->rcur++;
+                    c->roff = 0;
+                }
+                c->last_active_ms = gr_mono_ms();
+                stat_add(&srv->st_out, n);
+                continue;
+            }
+        } else {
+            n = conn_send(c, c->wbuf + c->woff, upto - c->woff);
+        }
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -700,6 +746,10 @@ static void conn_flush(struct conn *c) {
     free(c->wbuf);
     c->wbuf = NULL;
     c->wlen = c->woff = 0;
+    regions_free(c->regs, c->nregs);
+    c->regs = NULL;
+    c->nregs = c->rcur = 0;
+    c->roff = 0;
     stat_add(&srv->st_responses, 1);
     conn_unmute(c);
 }
@@ -721,7 +771,9 @@ static void complete_one(struct loop *l, struct req_int *r) {
     }
     switch (r->action) {
     case COMPLETE_RESPOND:
-        if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != r->resp_len - 4) {
+        size_t logical = r->resp_len;
+        for (int i = 0; i < r->nregs; i++) logical += r->regs[i].len;
+        if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != logical - 4) {
             gr_error(LOGGER,
                      "response to request api_key=%d correlation_id=%d has a size prefix that does "
                      "not match its length %zu; closing connection %llu from %s",
@@ -734,6 +786,12 @@ static void complete_one(struct loop *l, struct req_int *r) {
         c->wlen = r->resp_len;
         c->woff = 0;
         r->resp = NULL;
+        c->regs = r->regs;
+        c->nregs = r->nregs;
+        c->rcur = 0;
+        c->roff = 0;
+        r->regs = NULL;
+        r->nregs = 0;
         conn_flush(c);
         break;
     case COMPLETE_NONE: conn_unmute(c); break;
@@ -793,6 +851,14 @@ void gr_net_respond(struct gr_net_request *req, const void *buf, size_t len) {
 }
 
 void gr_net_respond_take(struct gr_net_request *req, uint8_t *buf, size_t len) {
+    complete(req, COMPLETE_RESPOND, buf, len);
+}
+
+void gr_net_respond_regions(struct gr_net_request *req, uint8_t *buf, size_t len, struct gr_net_region *regions,
+                            int n) {
+    struct req_int *r = (struct req_int *)req;
+    r->regs = regions;
+    r->nregs = n;
     complete(req, COMPLETE_RESPOND, buf, len);
 }
 

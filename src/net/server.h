@@ -192,6 +192,19 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
  * released with free(). Frees req. Any thread. */
 void gr_net_respond(struct gr_net_request *req, const void *buf, size_t len);
 void gr_net_respond_take(struct gr_net_request *req, uint8_t *buf, size_t len);
+/* Zero-copy response: the bytes sent are buf[0..len) with file regions spliced in, region i
+ * (fd, off, len) going at byte position `at` of buf (ascending, <= len), written with
+ * sendfile(2) from the page cache. buf's 4-byte size prefix counts the regions. Takes buf
+ * (free()), the regions array (free()) and every region's fd (closed). A region that cannot be
+ * sent whole (its file got shorter) closes the connection. */
+struct gr_net_region {
+    size_t at;
+    int fd;
+    int64_t off;
+    size_t len;
+};
+void gr_net_respond_regions(struct gr_net_request *req, uint8_t *buf, size_t len, struct gr_net_region *regions,
+                            int n);
 
 /* Completes req without a response (e.g. Produce with acks=0): the connection is unmuted and
  * the next request read. Frees req. Any thread. */

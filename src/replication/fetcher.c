@@ -420,7 +420,7 @@ static int do_fetch(struct fetcher *f) {
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
                     int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->RecordSet.p,
                                                     pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
-                                                    pr->HighWatermark);
+                                                    pr->HighWatermark, pr->LogStartOffset);
                     if (arc == -ERANGE) {
                         gr_warn(LOGGER, "[%s] %s-%d: fetched data does not start at our log end offset; "
                                         "truncating again",

@@ -52,7 +52,7 @@ struct gr_fetcher_ops {
     /* Follower writes (contracts of gr_rm_follower_truncate / gr_rm_follower_append). */
     int (*truncate)(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, int64_t offset, bool fully);
     int (*append)(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, const uint8_t *records, size_t len,
-                  int64_t leader_hw);
+                  int64_t leader_hw, int64_t leader_log_start);
     /* The leader's endpoint on the inter-broker listener; false if unknown. */
     bool (*leader_endpoint)(void *ctx, int32_t broker_id, char *host, size_t hostlen, int32_t *port);
     /* Follower replication throttle (Kafka's ReplicationQuotaManager FOLLOWER), all optional: is

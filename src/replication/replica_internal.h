@@ -108,6 +108,23 @@ struct gr_rm_produce_part {
 };
 typedef void (*gr_rm_produce_done_fn)(void *ctx, struct gr_rm_produce_part *parts, int n);
 
+/* One partition of a DeleteRecords request (delete_records.c). */
+struct gr_rm_delete_records_part {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;        /* in: the new log start offset, -1 = the high watermark */
+    int64_t low_watermark; /* out */
+    int16_t error;         /* in: a pre-set error skips the partition; out: the result */
+    bool waiting;          /* private */
+};
+typedef void (*gr_rm_delete_records_done_fn)(void *ctx, struct gr_rm_delete_records_part *parts, int n);
+/* Raises each leader partition's log start offset (OFFSET_OUT_OF_RANGE below 0 or above the HW,
+ * POLICY_VIOLATION without cleanup.policy delete) and calls done once every partition's low
+ * watermark reached its offset, or at timeout_ms with REQUEST_TIMED_OUT for those still short.
+ * parts must live until done runs. */
+void gr_rm_delete_records(struct gr_replica_manager *rm, int32_t timeout_ms, struct gr_rm_delete_records_part *parts,
+                          int n, gr_rm_delete_records_done_fn done, void *ctx);
+
 /* Appends every part as leader; with acks -1 waits in the produce purgatory until the HW passes
  * each appended offset (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR fell below
  * min.insync.replicas, REQUEST_TIMED_OUT after timeout_ms). done runs exactly once, on any

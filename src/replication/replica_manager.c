@@ -120,6 +120,30 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     if (gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) != 0) return;
     struct gr_log_settings ls;
     gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, &tc, &ls);
+    const char *v;
+    char *end;
+#define NUM(key, dst, lo, hi)                                                   \
+    if ((v = gr_kzk_config_get(&tc, key)) != NULL) {                            \
+        long long x = strtoll(v, &end, 10);                                     \
+        if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
+        else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
+    }
+    /* storage (issue 13): compaction, timestamps, index size */
+    NUM("segment.index.bytes", lc->index_max_bytes, 12, INT32_MAX);
+    NUM("delete.retention.ms", lc->delete_retention_ms, 0, INT64_MAX);
+    NUM("min.compaction.lag.ms", lc->min_compaction_lag_ms, 0, INT64_MAX);
+    NUM("max.compaction.lag.ms", lc->max_compaction_lag_ms, 1, INT64_MAX);
+    NUM("message.timestamp.difference.max.ms", lc->timestamp_difference_max_ms, 0, INT64_MAX);
+    if ((v = gr_kzk_config_get(&tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
+        gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
+    if ((v = gr_kzk_config_get(&tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
+        gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
+    if ((v = gr_kzk_config_get(&tc, "min.cleanable.dirty.ratio")) != NULL) {
+        double r = strtod(v, &end);
+        if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;
+        else gr_warn(LOGGER, "ignoring invalid min.cleanable.dirty.ratio=%s of topic %s", v, topic);
+    }
+#undef NUM
     gr_kzk_config_release(&tc);
     lc->segment_bytes = ls.segment_bytes;
     lc->roll_ms = ls.segment_ms;
@@ -276,12 +300,14 @@ void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition
     pthread_mutex_lock(&p->lock);
     if (gr_rs_is_leader(&p->st) && p->online) {
         struct gr_rs_remote *r = gr_rs_remote(&p->st, follower_id);
-        int64_t prev = r ? r->leo : -1;
+        int64_t prev = r ? r->leo : -1, prev_start = r ? r->log_start_offset : -1;
         if (gr_rs_update_follower(&p->st, follower_id, fetch_offset, follower_log_start, now, leader_leo)) {
+            /* a waiting DeleteRecords may complete (delete_records.c) */
+            if (prev_start != follower_log_start) hw_moved = true;
             if (gr_rs_needs_expand(&p->st, follower_id, atomic_load(&p->lml->hw)) &&
                 gr_rs_propose_expand(&p->st, follower_id))
                 propose_locked(rm, p, "Expanding");
-            if (prev != fetch_offset) hw_moved = maybe_increment_hw_locked(rm, p, now);
+            if (prev != fetch_offset && maybe_increment_hw_locked(rm, p, now)) hw_moved = true;
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -502,7 +528,7 @@ static bool follower_current_locked(struct gr_replica_manager *rm, struct gr_rm_
 }
 
 int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
-                          const uint8_t *records, size_t len, int64_t leader_hw) {
+                          const uint8_t *records, size_t len, int64_t leader_hw, int64_t leader_log_start) {
     int rc = 0;
     pthread_mutex_lock(&p->lock);
     if (!follower_current_locked(rm, p, leader_epoch)) {
@@ -541,6 +567,8 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         int64_t hw = leader_hw < new_leo ? leader_hw : new_leo;
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
         if (hw >= 0) gr_plog_txn_hw_moved(log, hw); /* completed transactions below it are stable */
+        /* Kafka's follower: maybeIncrementLogStartOffset(leader's log start), never past its HW */
+        if (leader_log_start > 0 && leader_log_start <= hw) gr_plog_maybe_increment_log_start_offset(log, leader_log_start);
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

@@ -87,11 +87,12 @@ int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic,
 
 /* Follower side, called (through gr_rm_fetcher_ops) by a fetcher thread for a partition it
  * fetches at leader_epoch. */
-/* Appends fetched batches (skipping whole batches below the LEO) and moves the follower HW to
- * min(leader_hw, LEO). Returns 0, -ESTALE (the partition's epoch/leader changed: drop the data),
+/* Appends fetched batches (skipping whole batches below the LEO), moves the follower HW to
+ * min(leader_hw, LEO) and raises the log start offset to the leader's (when <= that HW; after
+ * DeleteRecords). Returns 0, -ESTALE (the partition's epoch/leader changed: drop the data),
  * -ERANGE (data does not start at our LEO: truncate again), GR_ECORRUPT or -errno. */
 int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition *p, int32_t leader_epoch,
-                          const uint8_t *records, size_t len, int64_t leader_hw);
+                          const uint8_t *records, size_t len, int64_t leader_hw, int64_t leader_log_start);
 /* Local latest epoch and the end offset of `epoch` in the local log (Kafka's endOffsetFor). */
 int32_t gr_rm_latest_epoch(struct gr_rm_partition *p);
 int64_t gr_rm_log_end_offset(struct gr_rm_partition *p);

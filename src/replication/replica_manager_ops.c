@@ -28,8 +28,8 @@ static int f_truncate(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, int64
     return gr_rm_follower_truncate(ctx, p, leader_epoch, offset, fully);
 }
 static int f_append(void *ctx, gr_fetcher_part *p, int32_t leader_epoch, const uint8_t *records, size_t len,
-                    int64_t leader_hw) {
-    return gr_rm_follower_append(ctx, p, leader_epoch, records, len, leader_hw);
+                    int64_t leader_hw, int64_t leader_log_start) {
+    return gr_rm_follower_append(ctx, p, leader_epoch, records, len, leader_hw, leader_log_start);
 }
 
 /* broker_id's endpoint on our inter-broker listener, from the metadata cache. */

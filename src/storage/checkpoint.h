@@ -35,6 +35,7 @@
 #define GR_RECOVERY_POINT_CHECKPOINT "recovery-point-offset-checkpoint"
 #define GR_REPLICATION_CHECKPOINT "replication-offset-checkpoint"
 #define GR_LOG_START_OFFSET_CHECKPOINT "log-start-offset-checkpoint"
+#define GR_CLEANER_OFFSET_CHECKPOINT "cleaner-offset-checkpoint"
 #define GR_META_PROPERTIES "meta.properties"
 
 /* Storage-specific return codes (in addition to util.h's GR_E* and negative errno). */

@@ -17,31 +17,15 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
+#include "storage/be.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
 #include "storage/txn_index.h"
+#include "storage/log_cleaner.h"
+#include "storage/log_internal.h"
 #include "storage/segment.h"
 
 #define LOGGER "storage.log"
-
-struct gr_plog {
-    pthread_mutex_t mu;
-    char *dir;
-    struct gr_plog_config cfg;
-    struct gr_segment **segs; /* sorted by base offset; the last one is active */
-    size_t n_segs, cap_segs;
-    int64_t log_start_offset;
-    int64_t recovery_point;
-    struct gr_epoch_cache ec;
-    int64_t unflushed_messages;
-    int64_t last_flush_ms; /* gr_mono_ms() */
-    struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
-    int64_t last_expiry_check_ms; /* gr_mono_ms() */
-    /* transactions (log_txn section below) */
-    struct gr_txn_index *ti;        /* aborted transactions (.txnindex) */
-    struct gr_txn_range { int64_t first, last; } *unrepl; /* completed, marker not yet below the HW */
-    int n_unrepl, cap_unrepl;
-};
 
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->segment_bytes = 1 << 30;
@@ -51,12 +35,53 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->flush_messages = INT64_MAX;
     cfg->flush_ms = INT64_MAX;
     cfg->producer_id_expiration_ms = GR_PSTATE_DEFAULT_EXPIRATION_MS;
+    cfg->index_max_bytes = 10 << 20;
+    cfg->cleanup_delete = true;
+    cfg->cleanup_compact = false;
+    cfg->min_cleanable_dirty_ratio = 0.5;
+    cfg->delete_retention_ms = 86400000;
+    cfg->min_compaction_lag_ms = 0;
+    cfg->max_compaction_lag_ms = INT64_MAX;
+    cfg->file_delete_delay_ms = 60000;
+    cfg->log_append_time = false;
+    cfg->timestamp_difference_max_ms = INT64_MAX;
+}
+
+int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg) {
+    bool del = false, compact = false;
+    const char *p = v;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        size_t m = n;
+        while (m && *q == ' ') q++, m--;
+        while (m && q[m - 1] == ' ') m--;
+        if (m == 6 && strncmp(q, "delete", 6) == 0) del = true;
+        else if (m == 7 && strncmp(q, "compact", 7) == 0) compact = true;
+        else return -EINVAL;
+        p += n;
+        if (*p == ',') p++;
+    }
+    if (!del && !compact) return -EINVAL;
+    cfg->cleanup_delete = del;
+    cfg->cleanup_compact = compact;
+    return 0;
+}
+
+int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg) {
+    if (strcmp(v, "CreateTime") == 0) cfg->log_append_time = false;
+    else if (strcmp(v, "LogAppendTime") == 0) cfg->log_append_time = true;
+    else return -EINVAL;
+    return 0;
 }
 
 static int check_config(const struct gr_plog_config *cfg) {
     if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
-        cfg->producer_id_expiration_ms <= 0)
+        cfg->producer_id_expiration_ms <= 0 || cfg->index_max_bytes < 12 ||
+        !(cfg->min_cleanable_dirty_ratio >= 0 && cfg->min_cleanable_dirty_ratio <= 1) || cfg->delete_retention_ms < 0 ||
+        cfg->min_compaction_lag_ms < 0 || cfg->max_compaction_lag_ms < 1 || cfg->file_delete_delay_ms < 0 ||
+        cfg->timestamp_difference_max_ms < 0)
         return GR_ECONFIG;
     return 0;
 }
@@ -82,6 +107,7 @@ static int fsync_dir(const char *dir) {
 
 /* Deletes segments [from, n) (files and memory). */
 static void drop_segments_from(struct gr_plog *log, size_t from) {
+    if (log->n_segs > from) log->seg_gen++;
     while (log->n_segs > from) {
         struct gr_segment *seg = log->segs[--log->n_segs];
         gr_segment_delete_files(seg);
@@ -161,6 +187,8 @@ static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
 static int load_segments(struct gr_plog *log, int64_t recovery_point) {
     int64_t *bases = NULL;
     size_t n = 0;
+    /* a cleaning pass interrupted by a crash: finish its swap or drop its .cleaned output */
+    if (gr_plog_complete_swaps(log->dir) > 0) recovery_point = 0; /* swapped segments: recover them */
     int rc = list_segments(log->dir, &bases, &n);
     if (rc) {
         gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
@@ -353,7 +381,10 @@ static void close_log(struct gr_plog *log, bool persist) {
     gr_txn_index_free(log->ti);
     free(log->unrepl);
     for (size_t i = 0; i < log->n_segs; i++) {
-        if (persist) gr_segment_persist_index(log->segs[i]);
+        if (persist) {
+            gr_segment_seal_time_index(log->segs[i]); /* Kafka's LogSegment.close */
+            gr_segment_persist_index(log->segs[i]);
+        }
         gr_segment_free(log->segs[i]);
     }
     free(log->segs);
@@ -391,6 +422,12 @@ int gr_plog_delete(struct gr_plog *log) {
     else gr_info(LOGGER, "deleted log directory '%s'", dir);
     free(dir);
     return rc;
+}
+
+void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out) {
+    pthread_mutex_lock(&log->mu);
+    *out = log->cfg;
+    pthread_mutex_unlock(&log->mu);
 }
 
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
@@ -441,6 +478,7 @@ int gr_plog_flush_if_due(struct gr_plog *log) {
 static int roll(struct gr_plog *log) {
     struct gr_segment *old = active(log);
     if (old->size == 0) return 0;
+    gr_segment_seal_time_index(old); /* Kafka's onBecomeInactiveSegment: final time entry */
     int rc = gr_segment_fsync(old);
     if (rc) return rc;
     /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
@@ -492,7 +530,8 @@ static int write_batches(struct gr_plog *log, const uint8_t *buf, size_t len, in
             struct gr_batch_info bi;
             if (gr_batch_parse_header(buf + off + g, len - off - g, &bi) != GR_BATCH_OK) return GR_ECORRUPT;
             bool fits = a->size + (int64_t)(g + bi.size) <= log->cfg.segment_bytes &&
-                        gr_batch_info_last_offset(&bi) - a->base_offset <= INT32_MAX;
+                        gr_batch_info_last_offset(&bi) - a->base_offset <= INT32_MAX &&
+                        !gr_segment_index_full(a, log->cfg.index_max_bytes);
             if (!fits && !(g == 0 && a->size == 0)) break;
             g += bi.size;
         }
@@ -513,6 +552,51 @@ static void append_info_init(struct gr_append_info *info) {
     info->first_offset = info->last_offset = -1;
     info->max_timestamp = info->offset_of_max_timestamp = -1;
     info->log_append_time = -1;
+}
+
+/* Kafka's LogValidator.validateTimestamp for leader appends: a client batch already marked
+ * LogAppendTime is refused; with CreateTime and message.timestamp.difference.max.ms set, every
+ * record's timestamp (except -1) must lie within that distance of now. Compressed batches
+ * (never decompressed here) are checked by their first and max timestamps. Returns
+ * INVALID_TIMESTAMP or NONE. */
+static int16_t check_timestamps(const struct gr_plog *log, const uint8_t *buf, size_t len, int64_t now) {
+    int64_t max_diff = log->cfg.timestamp_difference_max_ms;
+    bool check = !log->cfg.log_append_time && max_diff != INT64_MAX;
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, buf, len);
+    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
+        if (bi.Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) return GR_KERR_INVALID_TIMESTAMP;
+        if (!check) continue;
+#define OUT_OF_RANGE(ts) ((ts) != -1 && ((ts) > now ? (ts) - now : now - (ts)) > max_diff)
+        if (gr_batch_info_compression(&bi) != 0) {
+            if (OUT_OF_RANGE(bi.BaseTimestamp) || OUT_OF_RANGE(bi.MaxTimestamp)) return GR_KERR_INVALID_TIMESTAMP;
+            continue;
+        }
+        struct gr_batch_rec_iter ri;
+        struct gr_batch_rec_view rv;
+        if (gr_batch_rec_iter_init(&ri, p, bi.size) != GR_BATCH_OK) continue; /* validated already */
+        while (gr_batch_rec_iter_next(&ri, &rv))
+            if (OUT_OF_RANGE(rv.Timestamp)) return GR_KERR_INVALID_TIMESTAMP;
+#undef OUT_OF_RANGE
+    }
+    return GR_KERR_NONE;
+}
+
+/* message.timestamp.type=LogAppendTime: every batch gets attribute bit 3 and maxTimestamp = now
+ * (both inside the CRC, which is recomputed), as Kafka's setMaxTimestamp(LOG_APPEND_TIME, now). */
+static void stamp_log_append_time(uint8_t *buf, size_t len, int64_t now) {
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, buf, len);
+    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
+        uint8_t *b = (uint8_t *)p;
+        gr_put_be16(b + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(bi.Attributes | GR_BATCH_ATTR_LOG_APPEND_TIME));
+        gr_put_be64(b + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)now);
+        gr_batch_update_crc(b, bi.size);
+    }
 }
 
 static void after_append(struct gr_plog *log, int64_t records) {
@@ -552,6 +636,19 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         info->error = GR_KERR_RECORD_LIST_TOO_LARGE;
         goto out;
     }
+    int64_t now = gr_wall_ms();
+    info->error = check_timestamps(log, batches, len, now);
+    if (info->error != GR_KERR_NONE) goto out;
+    if (log->cfg.cleanup_compact) { /* "Compacted topic cannot accept message without key" */
+        struct gr_batch_iter kit;
+        const uint8_t *kp;
+        gr_batch_iter_init(&kit, batches, len);
+        while (gr_batch_iter_next(&kit, &bi, &kp) == 1)
+            if (gr_batch_check_keyed(kp, &bi) == -ENOKEY) {
+                info->error = GR_KERR_INVALID_RECORD;
+                goto out;
+            }
+    }
     int64_t next = leo(log);
     info->first_offset = next;
     for (size_t pos = 0; pos < len; pos += bi.size) {
@@ -563,6 +660,13 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
             info->max_timestamp = bi.MaxTimestamp;
             info->offset_of_max_timestamp = next - 1;
         }
+    }
+    int64_t incoming_max_ts = sum.max_timestamp;
+    if (log->cfg.log_append_time) {
+        stamp_log_append_time(batches, len, now);
+        info->max_timestamp = incoming_max_ts = now;
+        info->offset_of_max_timestamp = next - 1;
+        info->log_append_time = now;
     }
     /* Producer state (Kafka's analyzeAndValidateProducerState), after offsets are assigned. */
     maybe_expire_producers(log);
@@ -587,7 +691,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         }
         goto out;
     }
-    int rc = write_batches(log, batches, len, sum.max_timestamp);
+    int rc = write_batches(log, batches, len, incoming_max_ts);
     if (rc) {
         gr_pstate_append_release(&app);
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;
@@ -624,8 +728,22 @@ int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size
         rc = GR_ECORRUPT;
         goto out;
     }
-    if (!sum.offsets_contiguous || sum.first_offset != leo(log)) {
-        gr_warn(LOGGER, "follower append to '%s' rejected: offsets %" PRId64 "..%" PRId64 " do not continue the "
+    /* Kafka's appendAsFollower: offsets must rise and start at or after the log end offset; gaps
+     * are fine (a compacted leader log has them). */
+    bool monotonic = true;
+    {
+        struct gr_batch_iter mit;
+        struct gr_batch_info mbi;
+        const uint8_t *mp;
+        int64_t prev = leo(log) - 1;
+        gr_batch_iter_init(&mit, batches, len);
+        while (gr_batch_iter_next(&mit, &mbi, &mp) == 1) {
+            if (mbi.BaseOffset <= prev) monotonic = false;
+            prev = gr_batch_info_last_offset(&mbi);
+        }
+    }
+    if (!monotonic) {
+        gr_warn(LOGGER, "follower append to '%s' rejected: offsets %" PRId64 "..%" PRId64 " do not rise from the "
                 "log end offset %" PRId64, log->dir, sum.first_offset, sum.last_offset, leo(log));
         info->error = GR_KERR_OFFSET_OUT_OF_RANGE;
         rc = -ERANGE;
@@ -688,18 +806,80 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
         res->error = GR_KERR_OFFSET_OUT_OF_RANGE;
         goto out;
     }
+    /* Under the lock: locate the batch (index + header walk) and take a descriptor of its
+     * segment; the bulk read happens after the lock is released (Kafka reads FileRecords slices
+     * without the log's lock too). A segment deleted meanwhile stays readable through the
+     * descriptor; a truncation meanwhile only shortens what is read. */
+    int fd = -1;
+    int64_t pos = 0, size = 0;
+    char *path = NULL;
     for (size_t i = seg_for_offset(log, offset); i < log->n_segs; i++) {
         struct gr_segment *seg = log->segs[i];
-        int64_t pos;
         rc = gr_segment_find(seg, offset, &pos);
         if (rc) break;
         if (pos >= seg->size) continue; /* nothing at or after offset here */
-        rc = gr_segment_read(seg, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
-                             &res->first_offset, &res->next_offset);
+        fd = gr_segment_dup_fd(seg);
+        if (fd < 0) rc = fd;
+        size = seg->size;
+        path = gr_strdup(seg->log_path);
         break;
     }
+    pthread_mutex_unlock(&log->mu);
+    if (fd >= 0) {
+        rc = gr_segment_read_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
+                                &res->first_offset, &res->next_offset);
+        close(fd);
+    }
+    free(path);
+    return rc;
 out:
     pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                       struct gr_plog_slice *out) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    out->first_offset = -1;
+    out->next_offset = offset;
+    pthread_mutex_lock(&log->mu);
+    out->log_start_offset = log->log_start_offset;
+    out->log_end_offset = leo(log);
+    int rc = 0;
+    if (offset < log->log_start_offset || offset > leo(log)) {
+        out->error = GR_KERR_OFFSET_OUT_OF_RANGE;
+        pthread_mutex_unlock(&log->mu);
+        return 0;
+    }
+    int fd = -1;
+    int64_t pos = 0, size = 0;
+    char *path = NULL;
+    for (size_t i = seg_for_offset(log, offset); i < log->n_segs; i++) {
+        struct gr_segment *seg = log->segs[i];
+        rc = gr_segment_find(seg, offset, &pos);
+        if (rc) break;
+        if (pos >= seg->size) continue;
+        fd = gr_segment_dup_fd(seg);
+        if (fd < 0) rc = fd;
+        size = seg->size;
+        path = gr_strdup(seg->log_path);
+        break;
+    }
+    pthread_mutex_unlock(&log->mu);
+    if (fd >= 0) {
+        size_t len = 0;
+        rc = gr_segment_slice_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &len, &out->first_offset,
+                                 &out->next_offset);
+        if (rc == 0 && len > 0) {
+            out->fd = fd;
+            out->pos = pos;
+            out->len = len;
+        } else {
+            close(fd);
+        }
+    }
+    free(path);
     return rc;
 }
 
@@ -739,6 +919,7 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
         rc = truncate_fully_locked(log, offset);
         goto out;
     }
+    log->seg_gen++;
     size_t keep = seg_for_offset(log, offset) + 1;
     bool active_changed = keep < log->n_segs;
     drop_segments_from(log, keep);
@@ -764,6 +945,28 @@ out:
 int64_t gr_plog_start_offset(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = log->log_start_offset;
+    pthread_mutex_unlock(&log->mu);
+    return v;
+}
+
+int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_start) {
+    pthread_mutex_lock(&log->mu);
+    int rc = 0;
+    if (new_start > leo(log)) {
+        rc = -ERANGE;
+    } else if (new_start > log->log_start_offset) {
+        gr_info(LOGGER, "incrementing log start offset of '%s' to %" PRId64, log->dir, new_start);
+        log->log_start_offset = new_start;
+        gr_epoch_cache_truncate_from_start(&log->ec, new_start);
+        gr_pstate_truncate_head(log->ps, new_start);
+    }
+    pthread_mutex_unlock(&log->mu);
+    return rc;
+}
+
+int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log) {
+    pthread_mutex_lock(&log->mu);
+    int64_t v = log->log_start_offset > log->segs[0]->base_offset ? log->log_start_offset : -1;
     pthread_mutex_unlock(&log->mu);
     return v;
 }
@@ -809,8 +1012,11 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
     } else if (ts == GR_LIST_OFFSETS_LATEST) {
         *offset_out = leo(log);
     } else {
-        for (size_t i = 0; i < log->n_segs; i++) {
-            rc = gr_segment_find_timestamp(log->segs[i], ts, offset_out, ts_out);
+        /* Kafka's fetchOffsetByTimestamp: the first segment whose largest timestamp >= ts
+         * (segments are tried in order; a later one can answer when the first holds only
+         * records below the log start offset). */
+        for (size_t i = seg_for_offset(log, log->log_start_offset); i < log->n_segs; i++) {
+            rc = gr_segment_find_timestamp(log->segs[i], ts, log->log_start_offset, offset_out, ts_out);
             if (rc != 0) break;
         }
         if (rc > 0) rc = 0;
@@ -851,7 +1057,7 @@ int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_o
 
 /* Largest timestamp of a segment, or its file mtime when no batch carries one. */
 static int64_t segment_largest_ts(struct gr_segment *seg) {
-    if (gr_segment_ensure_max_ts(seg) == 0 && seg->max_timestamp >= 0) return seg->max_timestamp;
+    if (seg->max_timestamp >= 0) return seg->max_timestamp;
     struct stat st;
     if (stat(seg->log_path, &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     return seg->created_ms;
@@ -860,6 +1066,9 @@ static int64_t segment_largest_ts(struct gr_segment *seg) {
 int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     size_t del = 0; /* segments [0, del) will go */
+    /* Kafka's deleteLogStartOffsetBreachedSegments */
+    while (del + 1 < log->n_segs && log->segs[del + 1]->base_offset <= log->log_start_offset) del++;
+    if (!log->cfg.cleanup_delete) retention_ms = retention_bytes = -1;
     if (retention_ms >= 0)
         while (del + 1 < log->n_segs && now_ms - segment_largest_ts(log->segs[del]) > retention_ms) del++;
     if (retention_bytes >= 0) {
@@ -883,6 +1092,7 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
     if (del) {
         memmove(log->segs, log->segs + del, (log->n_segs - del) * sizeof *log->segs);
         log->n_segs -= del;
+        log->seg_gen++;
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         gr_pstate_truncate_head(log->ps, log->log_start_offset);
@@ -979,3 +1189,9 @@ int gr_plog_parse_dir_name(const char *name, char *topic, size_t topic_size, int
     *partition = (int32_t)v;
     return 0;
 }
+
+/* ---- helpers shared with log_cleaner.c (log_internal.h) ---- */
+
+size_t gr_plog_seg_for_offset_locked(struct gr_plog *log, int64_t offset) { return seg_for_offset(log, offset); }
+
+int gr_plog_fsync_dir(const char *dir) { return fsync_dir(dir); }

@@ -5,14 +5,16 @@
  *                               (offsets and partitionLeaderEpoch assigned by the leader)
  *   00000000000000000000.index  sparse offset index: (relativeOffset u32, position u32) BE
  *   leader-epoch-checkpoint     "0\n<N>\n" then "<epoch> <startOffset>\n" lines
- * Segment files are named by their base offset (%020lld). No .timeindex is written: timestamp
- * look-ups scan batch headers (see gr_plog_offset_for_timestamp).
+ *   00000000000000000000.timeindex  sparse time index: (timestamp i64, relativeOffset u32) BE
+ * Segment files are named by their base offset (%020lld).
  *
  * Lifetime and threading rules:
  *  1. gr_plog_open_dir() returns a log the caller owns; gr_plog_close() or gr_plog_delete() ends it.
  *  2. Every other function may be called from any thread at any time between those two; each
- *     takes the log's one mutex for its whole duration (appends, reads, truncations and
- *     retention are serialised per log; different logs never contend).
+ *     takes the log's one mutex (appends, truncations and retention are serialised per log;
+ *     different logs never contend). gr_plog_read holds it only to locate the data and reads
+ *     the bytes after releasing it; the cleaner (log_cleaner.h) holds it only to capture
+ *     segments and to swap cleaned ones in.
  *  3. gr_plog_close()/gr_plog_delete() must not race with any other call on the same log (the
  *     caller stops using the log first, e.g. after removing it from its partition map).
  *  4. Results are copies: gr_plog_read() returns malloc'd bytes the caller frees; nothing points
@@ -48,7 +50,26 @@ struct gr_plog_config {
     int64_t flush_ms;             /* flush.ms               default INT64_MAX (never) */
     int64_t producer_id_expiration_ms; /* broker transactional.id.expiration.ms, default 7 days:
                                           idle producers' state is dropped (Kafka 2.7) */
+    int32_t index_max_bytes;      /* segment.index.bytes    default 10 MiB: a segment whose
+                                     .index or .timeindex would outgrow it rolls */
+    /* cleanup.policy: "delete" (default), "compact", "compact,delete" */
+    bool cleanup_delete;          /* retention by time/size applies */
+    bool cleanup_compact;         /* the log cleaner compacts this log */
+    double min_cleanable_dirty_ratio; /* min.cleanable.dirty.ratio  default 0.5 */
+    int64_t delete_retention_ms;  /* delete.retention.ms    default 1 day (tombstones) */
+    int64_t min_compaction_lag_ms; /* min.compaction.lag.ms default 0 */
+    int64_t max_compaction_lag_ms; /* max.compaction.lag.ms default INT64_MAX */
+    int64_t file_delete_delay_ms; /* file.delete.delay.ms   default 60000 */
+    bool log_append_time;         /* message.timestamp.type: false CreateTime (default), true
+                                     LogAppendTime (the leader stamps batches) */
+    int64_t timestamp_difference_max_ms; /* message.timestamp.difference.max.ms, default
+                                            INT64_MAX; CreateTime only (INVALID_TIMESTAMP) */
 };
+
+/* Parses a cleanup.policy value into cfg (cleanup_delete/cleanup_compact). 0 or -EINVAL. */
+int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg);
+/* Parses a message.timestamp.type value ("CreateTime"/"LogAppendTime"). 0 or -EINVAL. */
+int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg);
 
 /* Fills Kafka's defaults. */
 void gr_plog_config_defaults(struct gr_plog_config *cfg);
@@ -75,6 +96,9 @@ void gr_plog_close(struct gr_plog *log);
 /* Closes the log and removes its directory and everything in it. Returns 0 or -errno (the log
  * is freed either way). */
 int gr_plog_delete(struct gr_plog *log);
+
+/* Copies the current configuration into *out. */
+void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);
 
 /* Replaces the configuration (e.g. after AlterConfigs). cfg is copied. */
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg);
@@ -110,9 +134,10 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
 
 /* Follower append of batches fetched from the leader (offsets and epochs already set).
  * The buffer must hold whole batches that validate (batch.h, without GR_BATCH_V_CLIENT: CRC,
- * records, counts) whose offsets are contiguous and start exactly at the log end offset. Epochs are recorded in the cache.
+ * records, counts) whose offsets rise and start at or after the log end offset (gaps are allowed:
+ * a compacted leader log has them, as in Kafka). Epochs are recorded in the cache.
  * Returns 0; GR_ECORRUPT for invalid batches (info->error = CORRUPT_MESSAGE or similar);
- * -ERANGE when the first offset is not the log end offset or offsets are not contiguous
+ * -ERANGE when the first offset is below the log end offset or offsets do not rise
  * (info->error = OFFSET_OUT_OF_RANGE); -errno on I/O failure. info may be NULL. */
 int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size_t len, struct gr_append_info *info);
 
@@ -139,6 +164,19 @@ struct gr_plog_read_result {
 int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
                 struct gr_plog_read_result *res);
 
+/* Zero-copy read (Fetch over sendfile): the same batches gr_plog_read would return, as a file
+ * region: out->fd (a descriptor the caller owns and closes, -1 when len == 0), out->pos and
+ * out->len (whole batches). Only batch headers are read. Returns 0 or -errno. */
+struct gr_plog_slice {
+    int16_t error;
+    int fd;
+    int64_t pos;
+    size_t len;
+    int64_t first_offset, next_offset, log_start_offset, log_end_offset;
+};
+int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch,
+                       struct gr_plog_slice *out);
+
 /* Removes every batch with offsets >= `offset` (a batch straddling `offset` is removed whole, so
  * the new log end offset may be below `offset`). Later segments are deleted, the index and the
  * epoch cache are truncated, the recovery point is lowered. If offset is below the first
@@ -151,6 +189,17 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset);
 int gr_plog_truncate_fully_and_start_at(struct gr_plog *log, int64_t offset);
 
 int64_t gr_plog_start_offset(struct gr_plog *log);
+/* Kafka's maybeIncrementLogStartOffset (DeleteRecords on the leader, a follower following the
+ * leader's log start, the log-start-offset-checkpoint at start-up): raises the log start offset
+ * to new_start if higher. It may fall inside a segment: reads below it give OFFSET_OUT_OF_RANGE,
+ * ListOffsets EARLIEST answers it, and retention deletes a segment once the next one starts at
+ * or below it. The epoch cache and producer state are truncated from the start. The caller
+ * checks new_start against the high watermark. Returns 0, or -ERANGE when new_start exceeds the
+ * log end offset (nothing changes). */
+int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_start);
+/* The value for log-start-offset-checkpoint: the log start offset when it lies above the first
+ * segment's base (Kafka checkpoints only those), else -1. */
+int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log);
 int64_t gr_plog_end_offset(struct gr_plog *log);
 /* Offset below which everything has been fsynced (write it to recovery-point-offset-checkpoint). */
 int64_t gr_plog_recovery_point(struct gr_plog *log);
@@ -187,7 +236,9 @@ int32_t gr_plog_latest_epoch(struct gr_plog *log);
  * returns the number of entries in the cache (may exceed max). */
 int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_offsets, int max);
 
-/* Deletes whole segments, oldest first and never the active one, that are expired by time
+/* Deletes whole segments, oldest first and never the active one: first those whose successor
+ * starts at or below the log start offset (after DeleteRecords; always, whatever the cleanup
+ * policy), then, when cleanup.policy includes delete, those expired by time
  * (now_ms - segment's largest timestamp > retention_ms; the file mtime stands in when no batch
  * has a timestamp) or, afterwards, by size (while the log minus the oldest segment still
  * holds >= retention_bytes). Negative retention_ms / retention_bytes disable that rule.

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/checkpoint.h"
+#include "storage/log_cleaner.h"
 #include "storage/fd_cache.h"
 
 #define LOGGER "kafka.log.LogManager"
@@ -30,7 +31,13 @@ struct lm_dir {
     size_t nrp;
     struct gr_offset_checkpoint_entry *hw; /* high watermarks read at start-up */
     size_t nhw;
+    struct gr_offset_checkpoint_entry *ls; /* log start offsets read at start-up */
+    size_t nls;
+    struct gr_offset_checkpoint_entry *cl; /* cleaner checkpoints read at start-up */
+    size_t ncl;
 };
+
+#define MAX_CLEANER_THREADS 64
 
 struct gr_plog_manager {
     const struct gr_config *cfg;
@@ -46,6 +53,8 @@ struct gr_plog_manager {
     pthread_mutex_t tlock;
     pthread_cond_t tcond;
     bool stopping;
+    pthread_t cleaners[MAX_CLEANER_THREADS];
+    int ncleaners;
 };
 
 static size_t hash_tp(const char *topic, int32_t partition) {
@@ -65,6 +74,14 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
     out->flush_messages = c->log_flush_interval_messages;
     out->flush_ms = c->log_flush_interval_ms;
     if (c->transactional_id_expiration_ms > 0) out->producer_id_expiration_ms = c->transactional_id_expiration_ms;
+    out->index_max_bytes = (int32_t)GR_MIN(GR_MAX(c->log_index_size_max_bytes, 12), (int64_t)INT32_MAX);
+    if (c->log_cleanup_policy) gr_plog_parse_cleanup_policy(c->log_cleanup_policy, out);
+    out->min_cleanable_dirty_ratio = c->log_cleaner_min_cleanable_ratio;
+    out->delete_retention_ms = c->log_cleaner_delete_retention_ms;
+    out->min_compaction_lag_ms = c->log_cleaner_min_compaction_lag_ms;
+    out->max_compaction_lag_ms = c->log_cleaner_max_compaction_lag_ms;
+    if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
+    out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
 }
 
 /* ---- entries ---- */
@@ -108,6 +125,8 @@ static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct 
     atomic_init(&l->hw, hw);
     atomic_init(&l->retention_ms, cfg->log_retention_ms);
     atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
+    atomic_init(&l->cleaner_checkpoint, 0);
+    atomic_init(&l->cleaning, false);
     atomic_init(&l->refs, 1); /* the map's reference */
     return l;
 }
@@ -255,25 +274,33 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
 
 /* ---- checkpoints ---- */
 
-static int write_checkpoints(struct gr_plog_manager *lm, bool recovery, bool hw) {
+/* Which checkpoint files write_checkpoints writes. */
+enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_CLEANER = 8, CK_ALL = 15 };
+static const char *const ck_names[4] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
+                                        GR_LOG_START_OFFSET_CHECKPOINT, GR_CLEANER_OFFSET_CHECKPOINT};
+
+static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     int first_err = 0;
     pthread_mutex_lock(&lm->ckpt_lock);
     struct gr_offset_checkpoint_entry *e = gr_malloc((size_t)(n + 1) * sizeof *e);
     for (int d = 0; d < lm->ndirs; d++) {
-        for (int pass = 0; pass < 2; pass++) {
-            if ((pass == 0 && !recovery) || (pass == 1 && !hw)) continue;
+        for (int pass = 0; pass < 4; pass++) {
+            if (!(which & (1 << pass))) continue;
             size_t k = 0;
             for (int i = 0; i < n; i++) {
                 if (arr[i]->dir_idx != d) continue;
                 e[k].topic = arr[i]->topic;
                 e[k].partition = arr[i]->partition;
-                e[k].offset = pass == 0 ? gr_plog_recovery_point(arr[i]->log) : atomic_load(&arr[i]->hw);
-                k++;
+                e[k].offset = pass == 0   ? gr_plog_recovery_point(arr[i]->log)
+                              : pass == 1 ? atomic_load(&arr[i]->hw)
+                              : pass == 2 ? gr_plog_log_start_checkpoint_value(arr[i]->log)
+                                          : atomic_load(&arr[i]->cleaner_checkpoint);
+                /* log start: only logs whose start is inside a segment; cleaner: cleaned logs */
+                if (e[k].offset > 0 || (e[k].offset == 0 && pass < 2)) k++;
             }
-            char *path = gr_asprintf("%s/%s", lm->dirs[d].path,
-                                     pass == 0 ? GR_RECOVERY_POINT_CHECKPOINT : GR_REPLICATION_CHECKPOINT);
+            char *path = gr_asprintf("%s/%s", lm->dirs[d].path, ck_names[pass]);
             int rc = gr_offset_checkpoint_write(path, e, k);
             if (rc < 0 && first_err == 0) first_err = rc;
             free(path);
@@ -286,7 +313,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, bool recovery, bool hw)
     return first_err;
 }
 
-int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkpoints(lm, true, true); }
+int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkpoints(lm, CK_ALL); }
 
 /* ---- background thread ---- */
 
@@ -321,16 +348,17 @@ static void *lm_thread(void *arg) {
     pthread_setname_np(pthread_self(), "log-manager");
     const struct gr_config *c = lm->cfg;
     int64_t now = gr_mono_ms();
-    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now;
+    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now, t_ls = now;
     pthread_mutex_lock(&lm->tlock);
     while (!lm->stopping) {
         now = gr_mono_ms();
-        int64_t due[4] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
+        int64_t due[5] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
                           next_due(t_ret, c->log_retention_check_interval_ms),
                           next_due(t_rp, c->log_flush_offset_checkpoint_interval_ms),
-                          next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms)};
+                          next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms),
+                          next_due(t_ls, c->log_flush_start_offset_checkpoint_interval_ms)};
         int64_t first = INT64_MAX;
-        for (int i = 0; i < 4; i++) first = GR_MIN(first, due[i]);
+        for (int i = 0; i < 5; i++) first = GR_MIN(first, due[i]);
         if (first > now) {
             int64_t wait = GR_MIN(first - now, (int64_t)1000);
             struct timespec ts;
@@ -354,11 +382,86 @@ static void *lm_thread(void *arg) {
             gr_plog_manager_foreach(lm, task_retention, &wall);
             t_ret = now;
         }
-        bool rp = due[2] <= now, hw = due[3] <= now;
-        if (rp || hw) write_checkpoints(lm, rp, hw);
+        bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
+        if (rp || hw || ls) write_checkpoints(lm, (rp ? CK_RECOVERY : 0) | (hw ? CK_HW : 0) | (ls ? CK_LOG_START : 0));
         if (rp) t_rp = now;
         if (hw) t_hw = now;
+        if (ls) t_ls = now;
         pthread_mutex_lock(&lm->tlock);
+    }
+    pthread_mutex_unlock(&lm->tlock);
+    return NULL;
+}
+
+/* ---- log cleaner threads (Kafka's CleanerThread + LogCleanerManager.grabFilthiestCompactedLog) ---- */
+
+/* Claims the eligible compacted log with the highest dirty ratio (a reference is held), or NULL. */
+static struct gr_lm_log *grab_filthiest(struct gr_plog_manager *lm, int64_t now) {
+    int n;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    struct gr_lm_log *best = NULL;
+    double best_ratio = -1;
+    for (int i = 0; i < n; i++) {
+        struct gr_lm_log *l = arr[i];
+        if (atomic_load(&l->cleaning)) continue;
+        struct gr_cleanable c;
+        gr_plog_cleanable(l->log, atomic_load(&l->cleaner_checkpoint), now, &c);
+        if (!c.compact || c.cleanable_bytes == 0) continue;
+        if (!(c.dirty_ratio > c.min_ratio || c.must_clean)) continue;
+        double score = c.must_clean ? 2.0 : c.dirty_ratio;
+        if (score > best_ratio) {
+            best_ratio = score;
+            best = l;
+        }
+    }
+    if (best) {
+        bool expected = false;
+        if (atomic_compare_exchange_strong(&best->cleaning, &expected, true)) atomic_fetch_add(&best->refs, 1);
+        else best = NULL;
+    }
+    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
+    free(arr);
+    return best;
+}
+
+int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
+    const struct gr_config *c = lm->cfg;
+    int64_t now = gr_wall_ms();
+    struct gr_lm_log *l = grab_filthiest(lm, now);
+    if (!l) return 0;
+    int threads = c->log_cleaner_threads > 0 ? c->log_cleaner_threads : 1;
+    struct gr_cleaner_params p = {c->log_cleaner_dedupe_buffer_size / threads, c->log_cleaner_io_buffer_load_factor,
+                                  c->log_cleaner_io_max_bytes_per_second, now};
+    if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
+    if (rc == 0) atomic_store(&l->cleaner_checkpoint, st.end_offset);
+    else gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    atomic_store(&l->cleaning, false);
+    gr_plog_manager_release(lm, l);
+    if (rc == 0) write_checkpoints(lm, CK_CLEANER);
+    return rc < 0 ? rc : 1;
+}
+
+static void *cleaner_thread(void *arg) {
+    struct gr_plog_manager *lm = arg;
+    pthread_setname_np(pthread_self(), "log-cleaner");
+    pthread_mutex_lock(&lm->tlock);
+    while (!lm->stopping) {
+        pthread_mutex_unlock(&lm->tlock);
+        int r = gr_plog_manager_clean_once(lm);
+        pthread_mutex_lock(&lm->tlock);
+        if (r == 1 || lm->stopping) continue;
+        int64_t wait = lm->cfg->log_cleaner_backoff_ms;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&lm->tcond, &lm->tlock, &ts);
     }
     pthread_mutex_unlock(&lm->tlock);
     return NULL;
@@ -407,6 +510,22 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
                 gr_strerror(rc));
         dir->hw = NULL;
         dir->nhw = 0;
+    }
+    free(p);
+    p = gr_asprintf("%s/%s", dir->path, GR_CLEANER_OFFSET_CHECKPOINT);
+    if (gr_offset_checkpoint_read(p, &dir->cl, &dir->ncl) < 0) {
+        gr_warn(LOGGER, "ignoring unreadable %s: compacted logs will be cleaned from their start", p);
+        dir->cl = NULL;
+        dir->ncl = 0;
+    }
+    free(p);
+    p = gr_asprintf("%s/%s", dir->path, GR_LOG_START_OFFSET_CHECKPOINT);
+    rc = gr_offset_checkpoint_read(p, &dir->ls, &dir->nls);
+    if (rc < 0) {
+        gr_warn(LOGGER, "ignoring unreadable %s (%s): log start offsets start at the first segments", p,
+                gr_strerror(rc));
+        dir->ls = NULL;
+        dir->nls = 0;
     }
     free(p);
 
@@ -459,7 +578,12 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
             rc = orc;
             break;
         }
+        int64_t ls = gr_offset_checkpoint_find(dir->ls, dir->nls, topic, part, -1);
+        int64_t cl = gr_offset_checkpoint_find(dir->cl, dir->ncl, topic, part, 0);
+        if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
+            gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
         struct gr_lm_log *l = entry_new(topic, part, log, d, hw, lm->cfg);
+        atomic_store(&l->cleaner_checkpoint, cl);
         pthread_mutex_lock(&lm->lock);
         insert_locked(lm, l);
         pthread_mutex_unlock(&lm->lock);
@@ -521,6 +645,11 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
         goto fail;
     }
     lm->thread_started = true;
+    if (cfg->log_cleaner_enable)
+        for (int i = 0; i < cfg->log_cleaner_threads && i < MAX_CLEANER_THREADS; i++) {
+            if (pthread_create(&lm->cleaners[i], NULL, cleaner_thread, lm) != 0) break;
+            lm->ncleaners++;
+        }
     *out = lm;
     return 0;
 fail:
@@ -536,6 +665,7 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
         pthread_cond_broadcast(&lm->tcond);
         pthread_mutex_unlock(&lm->tlock);
         pthread_join(lm->thread, NULL);
+        for (int i = 0; i < lm->ncleaners; i++) pthread_join(lm->cleaners[i], NULL);
         /* Flush everything so that the recovery points reach the log end offsets. */
         int n;
         struct gr_lm_log **arr = snapshot(lm, &n);
@@ -544,7 +674,7 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
             gr_plog_manager_release(lm, arr[i]);
         }
         free(arr);
-        write_checkpoints(lm, true, true);
+        write_checkpoints(lm, CK_ALL);
     }
     for (size_t b = 0; b < NBUCKETS; b++) {
         struct gr_lm_log *l = lm->buckets[b];
@@ -560,6 +690,8 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
         free(lm->dirs[i].path);
         gr_offset_checkpoint_free(lm->dirs[i].rp, lm->dirs[i].nrp);
         gr_offset_checkpoint_free(lm->dirs[i].hw, lm->dirs[i].nhw);
+        gr_offset_checkpoint_free(lm->dirs[i].ls, lm->dirs[i].nls);
+        gr_offset_checkpoint_free(lm->dirs[i].cl, lm->dirs[i].ncl);
     }
     pthread_cond_destroy(&lm->tcond);
     pthread_mutex_destroy(&lm->tlock);

@@ -6,6 +6,12 @@
  *   delete segments past retention        log.retention.check.interval.ms            5 min
  *   write recovery-point-offset-checkpoint log.flush.offset.checkpoint.interval.ms   60 s
  *   write replication-offset-checkpoint   replica.high.watermark.checkpoint.interval.ms 5 s
+ *   write log-start-offset-checkpoint     log.flush.start.offset.checkpoint.interval.ms 60 s
+ *
+ * plus log.cleaner.threads cleaner threads (log.cleaner.enable): each picks the compacted log
+ * (cleanup.policy compact) with the highest dirty ratio above min.cleanable.dirty.ratio (or past
+ * max.compaction.lag.ms), cleans it (storage/log_cleaner.h) and writes cleaner-offset-checkpoint;
+ * with nothing to clean it sleeps log.cleaner.backoff.ms.
  *
  * Start-up (gr_plog_manager_open): for each log dir, creates it if missing, checks
  * meta.properties against broker.id / cluster.id (a mismatch refuses to start: GR_EMETA_*),
@@ -42,6 +48,8 @@ struct gr_lm_log {
     _Atomic int64_t hw;       /* high watermark (checkpointed) */
     _Atomic int64_t retention_ms;    /* topic retention.ms (or the broker default) */
     _Atomic int64_t retention_bytes; /* topic retention.bytes (or the broker default) */
+    _Atomic int64_t cleaner_checkpoint; /* first dirty offset (cleaner-offset-checkpoint), 0 = none */
+    atomic_bool cleaning;                /* claimed by a cleaner thread */
     /* private */
     atomic_int refs;
     bool removed;             /* out of the map */
@@ -57,7 +65,7 @@ struct gr_lm_log {
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
                         struct gr_plog_manager **out);
 
-/* Stops the background thread, flushes every log, writes both checkpoints for every log dir,
+/* Stops the background thread, flushes every log, writes the checkpoints of every log dir,
  * and closes the logs that are not referenced any more (references still held are closed when
  * released). NULL is ignored. */
 void gr_plog_manager_close(struct gr_plog_manager *lm);
@@ -90,7 +98,11 @@ int gr_plog_manager_count(struct gr_plog_manager *lm);
 /* Calls fn for every open log (with a reference held during the call, no manager lock held). */
 void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx);
 
-/* Writes both checkpoint files of every log dir now (also done periodically). Returns 0 or the
+/* Runs one cleaner round now (tests): cleans the dirtiest eligible log, if any. Returns 1 when a
+ * log was cleaned, 0 when none qualified, or -errno. */
+int gr_plog_manager_clean_once(struct gr_plog_manager *lm);
+
+/* Writes the checkpoint files of every log dir now (also done periodically). Returns 0 or the
  * first error. */
 int gr_plog_manager_checkpoint(struct gr_plog_manager *lm);
 

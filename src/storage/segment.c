@@ -115,9 +115,10 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
     seg->next_offset = base;
     seg->log_path = gr_asprintf("%s/%020" PRId64 ".log", dir, base);
     seg->index_path = gr_asprintf("%s/%020" PRId64 ".index", dir, base);
+    seg->tidx_path = gr_asprintf("%s/%020" PRId64 ".timeindex", dir, base);
     gr_fd_slot_init(&seg->slot);
     seg->max_timestamp = -1;
-    seg->max_ts_known = true;
+    seg->offset_of_max_ts = -1;
     seg->first_batch_ts = -1;
     seg->created_ms = gr_wall_ms();
     return seg;
@@ -133,6 +134,8 @@ void gr_segment_free(struct gr_segment *seg) {
     gr_segment_deactivate(seg);
     free(seg->log_path);
     free(seg->index_path);
+    free(seg->tidx_path);
+    gr_time_index_free(&seg->ti);
     free(seg->idx);
     free(seg);
 }
@@ -161,13 +164,22 @@ int gr_segment_create(struct gr_segment *seg) {
         return rc;
     }
     close(fd);
+    fd = gr_storage_open(seg->tidx_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot create time index '%s': %s", seg->tidx_path, gr_strerror(rc));
+        return rc;
+    }
+    close(fd);
     seg->size = 0;
     seg->next_offset = seg->base_offset;
     seg->n_idx = seg->n_idx_file = 0;
     seg->idx_unsynced = true;
+    seg->ti.n = seg->ti.n_file = 0;
+    seg->ti.unsynced = true;
     seg->bytes_since_index = 0;
     seg->max_timestamp = -1;
-    seg->max_ts_known = true;
+    seg->offset_of_max_ts = -1;
     seg->first_batch_ts = -1;
     seg->created_ms = gr_wall_ms();
     return gr_segment_activate(seg);
@@ -178,11 +190,7 @@ int gr_segment_delete_files(struct gr_segment *seg) {
     int rc = 0;
     if (unlink(seg->log_path) < 0 && errno != ENOENT) rc = -errno;
     if (unlink(seg->index_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
-    /* A Kafka-written directory may also hold a time index; it must not outlive its segment. */
-    size_t n = strlen(seg->index_path);
-    char *ti = gr_asprintf("%.*stimeindex", (int)(n - 5), seg->index_path);
-    unlink(ti);
-    free(ti);
+    if (unlink(seg->tidx_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
     return rc;
 }
 
@@ -196,11 +204,21 @@ static void idx_push(struct gr_segment *seg, uint32_t rel, uint32_t pos) {
     seg->idx[seg->n_idx++] = (struct gr_index_entry){rel, pos};
 }
 
-/* Applies the index rule for a batch at pos. Returns true if an entry was added. */
+/* Applies the index rule for a batch at pos (Kafka's LogSegment.recover order): the max
+ * timestamp so far takes the batch in, then, past index_interval bytes, an offset-index entry
+ * and a time-index entry (max timestamp so far, its offset) are added. Returns true if an
+ * offset-index entry was added. */
 static bool index_batch(struct gr_segment *seg, int64_t pos, const struct gr_batch_info *bi, int32_t interval) {
     bool added = false;
+    int64_t last = gr_batch_info_last_offset(bi);
+    if (bi->MaxTimestamp > seg->max_timestamp) {
+        seg->max_timestamp = bi->MaxTimestamp;
+        seg->offset_of_max_ts = last;
+    }
     if (seg->bytes_since_index > interval) {
-        idx_push(seg, (uint32_t)(gr_batch_info_last_offset(bi) - seg->base_offset), (uint32_t)pos);
+        idx_push(seg, (uint32_t)(last - seg->base_offset), (uint32_t)pos);
+        if (seg->offset_of_max_ts >= 0)
+            gr_time_index_maybe_append(&seg->ti, seg->max_timestamp, (uint32_t)(seg->offset_of_max_ts - seg->base_offset));
         seg->bytes_since_index = 0;
         added = true;
     }
@@ -231,12 +249,50 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
     return rc;
 }
 
+/* Same as index_sync below, for the .timeindex file (12-byte entries). */
+static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
+    struct gr_time_index *t = &seg->ti;
+    bool write = whole || t->n_file != t->n;
+    if (!write && !(sync && t->unsynced)) return 0;
+    int fd = gr_storage_open(seg->tidx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot open time index '%s': %s", seg->tidx_path, strerror(errno));
+        return rc;
+    }
+    int rc = 0;
+    if (write) {
+        size_t from = 0;
+        struct stat st;
+        if (!whole && t->n_file < t->n && fstat(fd, &st) == 0 &&
+            st.st_size == (off_t)(t->n_file * GR_TIME_INDEX_ENTRY_SIZE))
+            from = t->n_file;
+        size_t n = t->n - from;
+        uint8_t *buf = gr_malloc(n ? n * GR_TIME_INDEX_ENTRY_SIZE : 1);
+        gr_time_index_encode(t, from, buf);
+        rc = pwrite_full(fd, buf, n * GR_TIME_INDEX_ENTRY_SIZE, (int64_t)(from * GR_TIME_INDEX_ENTRY_SIZE));
+        free(buf);
+        if (rc == 0 && from == 0 && ftruncate(fd, (off_t)(t->n * GR_TIME_INDEX_ENTRY_SIZE)) < 0) rc = -errno;
+        if (rc == 0) {
+            t->n_file = t->n;
+            t->unsynced = true;
+        }
+    }
+    if (rc == 0 && sync) {
+        if (fdatasync(fd) < 0) rc = -errno;
+        else t->unsynced = false;
+    }
+    close(fd);
+    if (rc) gr_error(LOGGER, "cannot write time index '%s': %s", seg->tidx_path, gr_strerror(rc));
+    return rc;
+}
+
 /* Brings the .index file up to date with memory (only the missing tail is written when the
  * file holds exactly the expected prefix; otherwise it is rewritten) and, with `sync`,
  * fdatasyncs it if it was written since the last sync. Opens and closes the file itself. */
 static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
     bool write = whole || seg->n_idx_file != seg->n_idx;
-    if (!write && !(sync && seg->idx_unsynced)) return 0;
+    if (!write && !(sync && seg->idx_unsynced)) return tidx_sync(seg, whole, sync);
     int fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
@@ -258,13 +314,42 @@ static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
     }
     close(fd);
     if (rc) gr_error(LOGGER, "cannot write index '%s': %s", seg->index_path, gr_strerror(rc));
-    return rc;
+    int trc = tidx_sync(seg, whole, sync);
+    return rc ? rc : trc;
 }
 
 /* Rewrites the whole .index file from memory. */
 static int index_write_file(struct gr_segment *seg) { return index_sync(seg, true, false); }
 
 int gr_segment_persist_index(struct gr_segment *seg) { return index_sync(seg, false, false); }
+
+void gr_segment_seal_time_index(struct gr_segment *seg) {
+    if (seg->offset_of_max_ts >= 0)
+        gr_time_index_maybe_append(&seg->ti, seg->max_timestamp, (uint32_t)(seg->offset_of_max_ts - seg->base_offset));
+}
+
+bool gr_segment_index_full(const struct gr_segment *seg, int32_t index_max_bytes) {
+    return seg->n_idx >= (size_t)index_max_bytes / 8 || seg->ti.n + 1 >= (size_t)index_max_bytes / GR_TIME_INDEX_ENTRY_SIZE;
+}
+
+/* Loads the .timeindex file (relative offsets checked later against the end offset). 0 ok, -1
+ * missing or bad. */
+static int tidx_load(struct gr_segment *seg) {
+    int fd = gr_storage_open(seg->tidx_path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && st.st_size % GR_TIME_INDEX_ENTRY_SIZE == 0 &&
+             st.st_size / GR_TIME_INDEX_ENTRY_SIZE <= seg->size / GR_BATCH_HEADER_SIZE + 2;
+    size_t len = ok ? (size_t)st.st_size : 0;
+    uint8_t *buf = gr_malloc(len ? len : 1);
+    if (ok && len) ok = pread_full(fd, buf, len, 0) == (ssize_t)len;
+    close(fd);
+    if (ok) ok = gr_time_index_decode(&seg->ti, buf, len, INT32_MAX) == 0;
+    free(buf);
+    if (!ok) seg->ti.n = seg->ti.n_file = 0;
+    seg->ti.unsynced = true;
+    return ok ? 0 : -1;
+}
 
 /* Loads the .index file and checks it against the segment size. 0 ok, -1 missing or bad. */
 static int index_load(struct gr_segment *seg) {
@@ -298,8 +383,10 @@ static int index_load(struct gr_segment *seg) {
 /* Walks every batch header from position 0, rebuilding the index and max timestamp. */
 static int rebuild_by_headers(struct gr_segment *seg, int fd, int32_t interval) {
     seg->n_idx = 0;
+    seg->ti.n = 0;
     seg->bytes_since_index = 0;
     seg->max_timestamp = -1;
+    seg->offset_of_max_ts = -1;
     seg->first_batch_ts = -1;
     seg->next_offset = seg->base_offset;
     int64_t pos = 0;
@@ -312,11 +399,9 @@ static int rebuild_by_headers(struct gr_segment *seg, int fd, int32_t interval) 
             return GR_ECORRUPT;
         index_batch(seg, pos, &bi, interval);
         if (pos == 0) seg->first_batch_ts = bi.MaxTimestamp;
-        if (bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
         seg->next_offset = last + 1;
         pos += (int64_t)bi.size;
     }
-    seg->max_ts_known = true;
     return 0;
 }
 
@@ -337,9 +422,10 @@ int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t inter
     int64_t fsize = st.st_size, pos = 0, expected = GR_MAX(min_offset, seg->base_offset);
     seg->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     seg->n_idx = 0;
+    seg->ti.n = 0;
     seg->bytes_since_index = 0;
     seg->max_timestamp = -1;
-    seg->max_ts_known = true;
+    seg->offset_of_max_ts = -1;
     seg->first_batch_ts = -1;
     seg->next_offset = seg->base_offset;
     const char *why = "end of file";
@@ -379,7 +465,6 @@ int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t inter
         }
         index_batch(seg, pos, &bi, interval);
         if (pos == 0) seg->first_batch_ts = bi.MaxTimestamp;
-        if (bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
         seg->next_offset = last + 1;
         expected = last + 1;
         if (cb) cb(arg, &bi);
@@ -422,8 +507,8 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         rc = GR_ECORRUPT;
         goto out;
     }
-    if (index_load(seg) < 0) {
-        gr_info(LOGGER, "rebuilding index '%s'", seg->index_path);
+    if (index_load(seg) < 0 || tidx_load(seg) < 0) {
+        gr_info(LOGGER, "rebuilding indexes of '%s'", seg->log_path);
         rc = rebuild_by_headers(seg, fd, interval);
         if (rc == 0) rc = index_write_file(seg);
         goto out;
@@ -434,6 +519,10 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
     seg->bytes_since_index = 0;
     seg->next_offset = seg->base_offset;
     seg->first_batch_ts = -1;
+    /* The last time-index entry is the max timestamp up to the last offset-index entry's batch
+     * (both are added together; roll and close add a final one); the walk covers the rest. */
+    seg->max_timestamp = seg->ti.n ? seg->ti.e[seg->ti.n - 1].ts : -1;
+    seg->offset_of_max_ts = seg->ti.n ? seg->base_offset + seg->ti.e[seg->ti.n - 1].rel : -1;
     if (seg->size > 0) {
         struct gr_batch_info bi;
         rc = header_at(fd, 0, seg->size, &bi);
@@ -453,13 +542,19 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         seg->next_offset = last + 1;
         pos += (int64_t)bi.size;
     }
-    seg->max_ts_known = false;
+    if (seg->ti.n && seg->base_offset + seg->ti.e[seg->ti.n - 1].rel >= seg->next_offset) {
+        gr_info(LOGGER, "time index '%s' points past the segment end: rebuilding indexes", seg->tidx_path);
+        rc = rebuild_by_headers(seg, fd, interval);
+        if (rc == 0) rc = index_write_file(seg);
+    }
 out:
     close(fd);
     return rc;
 }
 
 /* ---- append, find, read, truncate ---- */
+
+static int64_t index_floor_pos(const struct gr_segment *seg, int64_t offset);
 
 int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, int32_t interval) {
     int rc = gr_segment_activate(seg);
@@ -482,7 +577,6 @@ int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, in
         if (gr_batch_parse_header(buf + off, len - off, &bi) != GR_BATCH_OK) break; /* validated by caller */
         index_batch(seg, seg->size + (int64_t)off, &bi, interval);
         if (seg->size == 0 && off == 0) seg->first_batch_ts = bi.MaxTimestamp;
-        if (seg->max_ts_known && bi.MaxTimestamp > seg->max_timestamp) seg->max_timestamp = bi.MaxTimestamp;
         seg->next_offset = gr_batch_info_last_offset(&bi) + 1;
         off += bi.size;
     }
@@ -494,17 +588,7 @@ int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, in
 static int find_batch(struct gr_segment *seg, int fd, int64_t offset, int64_t *pos_out, struct gr_batch_info *bi,
                       bool *found) {
     *found = false;
-    int64_t pos = 0;
-    if (offset > seg->base_offset && seg->n_idx) {
-        int64_t rel = offset - seg->base_offset;
-        size_t lo = 0, hi = seg->n_idx; /* first entry with rel > target */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if ((int64_t)seg->idx[mid].rel <= rel) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo > 0) pos = seg->idx[lo - 1].pos;
-    }
+    int64_t pos = index_floor_pos(seg, offset);
     while (pos < seg->size) {
         int rc = header_at(fd, pos, seg->size, bi);
         if (rc) return rc;
@@ -535,17 +619,14 @@ int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out) {
     return rc;
 }
 
-int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
-                    uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
+int gr_segment_read_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                       int64_t max_offset, bool min_one, uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
     *data = NULL;
     *len = 0;
     *first = -1;
-    if (pos >= seg->size) return 0;
-    struct seg_fd h;
-    int rc = get_fd(seg, false, &h);
-    if (rc) return rc;
-    int fd = h.fd;
-    int64_t avail = seg->size - pos;
+    if (pos >= seg_size) return 0;
+    int rc = 0;
+    int64_t avail = seg_size - pos;
     if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
     int64_t want = GR_MIN(GR_MAX(max_bytes, 0), avail);
     if (want < GR_BATCH_HEADER_SIZE) want = GR_MIN((int64_t)GR_BATCH_HEADER_SIZE, avail);
@@ -555,6 +636,8 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
         rc = (int)n;
         goto fail;
     }
+    /* A read outside the log's lock may race a truncation: a short read just ends the data. */
+    if (n < want) avail = n;
     size_t off = 0;
     while (off + GR_BATCH_HEADER_SIZE <= (size_t)n) {
         struct gr_batch_info bi;
@@ -583,7 +666,6 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
         off += bi.size;
         if (!in_buf) break;
     }
-    put_fd(seg, &h);
     if (off == 0) {
         free(buf);
         return 0;
@@ -592,10 +674,61 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
     *len = off;
     return 0;
 fail:
-    if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, seg->log_path, pos);
-    put_fd(seg, &h);
+    if (rc == GR_ECORRUPT) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, path, pos);
     free(buf);
     return rc;
+}
+
+int gr_segment_slice_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                        int64_t max_offset, bool min_one, size_t *len, int64_t *first, int64_t *next) {
+    *len = 0;
+    *first = -1;
+    if (max_bytes > GR_SEGMENT_READ_MAX) max_bytes = GR_SEGMENT_READ_MAX;
+    int64_t off = 0;
+    while (pos + off + GR_BATCH_HEADER_SIZE <= seg_size) {
+        struct gr_batch_info bi;
+        int rc = header_at(fd, pos + off, seg_size, &bi);
+        if (rc == GR_ECORRUPT) {
+            /* raced with a truncation, or a corrupt segment: stop at what is known good */
+            if (off == 0) gr_error(LOGGER, "corrupt batch header in '%s' near position %" PRId64, path, pos);
+            break;
+        }
+        if (rc) return rc;
+        int64_t last = gr_batch_info_last_offset(&bi);
+        if (max_offset >= 0 && last >= max_offset) break;
+        if (off + (int64_t)bi.size > max_bytes && !(off == 0 && min_one)) break;
+        if (off == 0) *first = bi.BaseOffset;
+        *next = last + 1;
+        off += (int64_t)bi.size;
+        if (off > max_bytes) break; /* the first batch alone (minOneMessage) */
+    }
+    *len = (size_t)off;
+    return 0;
+}
+
+int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
+                    uint8_t **data, size_t *len, int64_t *first, int64_t *next) {
+    *data = NULL;
+    *len = 0;
+    *first = -1;
+    if (pos >= seg->size) return 0;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    rc = gr_segment_read_fd(h.fd, seg->log_path, seg->size, pos, max_bytes, max_offset, min_one, data, len, first,
+                            next);
+    put_fd(seg, &h);
+    return rc;
+}
+
+int gr_segment_dup_fd(struct gr_segment *seg) {
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    int fd = h.cached ? fcntl(h.fd, F_DUPFD_CLOEXEC, 0) : h.fd;
+    if (fd < 0) rc = -errno;
+    if (h.cached) put_fd(seg, &h);
+    return fd < 0 ? rc : fd;
 }
 
 int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
@@ -617,71 +750,87 @@ int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
     seg->next_offset = pos == 0 ? seg->base_offset : bi.BaseOffset;
     while (seg->n_idx && seg->idx[seg->n_idx - 1].pos >= pos) seg->n_idx--;
     seg->bytes_since_index = seg->size - (seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0);
-    seg->max_ts_known = false;
-    if (pos == 0) {
-        seg->first_batch_ts = -1;
-        seg->max_timestamp = -1;
-        seg->max_ts_known = true;
+    gr_time_index_truncate(&seg->ti, (uint32_t)(seg->next_offset - seg->base_offset));
+    /* The max timestamp of what is left: the last time entry, then the batches after the last
+     * offset-index entry (the same reasoning as gr_segment_load). */
+    seg->max_timestamp = seg->ti.n ? seg->ti.e[seg->ti.n - 1].ts : -1;
+    seg->offset_of_max_ts = seg->ti.n ? seg->base_offset + seg->ti.e[seg->ti.n - 1].rel : -1;
+    if (pos == 0) seg->first_batch_ts = -1;
+    rc = get_fd(seg, false, &h);
+    int64_t p = seg->n_idx ? seg->idx[seg->n_idx - 1].pos : 0;
+    while (rc == 0 && p < seg->size) {
+        rc = header_at(h.fd, p, seg->size, &bi);
+        if (rc) break;
+        if (bi.MaxTimestamp > seg->max_timestamp) {
+            seg->max_timestamp = bi.MaxTimestamp;
+            seg->offset_of_max_ts = gr_batch_info_last_offset(&bi);
+        }
+        p += (int64_t)bi.size;
     }
-    return index_write_file(seg);
+    put_fd(seg, &h);
+    int wrc = index_write_file(seg);
+    return rc ? rc : wrc;
 }
 
-int gr_segment_ensure_max_ts(struct gr_segment *seg) {
-    if (seg->max_ts_known) return 0;
+/* Position of the last offset-index entry with relativeOffset <= offset - base, else 0. */
+static int64_t index_floor_pos(const struct gr_segment *seg, int64_t offset) {
+    if (offset <= seg->base_offset || !seg->n_idx) return 0;
+    int64_t rel = offset - seg->base_offset;
+    size_t lo = 0, hi = seg->n_idx;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((int64_t)seg->idx[mid].rel <= rel) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? seg->idx[lo - 1].pos : 0;
+}
+
+/* Within the batch at pos (header bi): the first record with timestamp >= ts and offset >=
+ * min_offset. Uncompressed batches are iterated; a LogAppendTime batch's records all carry
+ * its maxTimestamp; a compressed batch answers with max(baseOffset, min_offset). 1 found. */
+static int search_batch(int fd, int64_t pos, const struct gr_batch_info *bi, int64_t ts, int64_t min_offset,
+                        int64_t *offset_out, int64_t *ts_out) {
+    if ((bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) || gr_batch_info_compression(bi) != 0) {
+        *offset_out = GR_MAX(bi->BaseOffset, min_offset);
+        *ts_out = bi->MaxTimestamp;
+        return 1;
+    }
+    uint8_t *b = gr_malloc(bi->size);
+    ssize_t n = pread_full(fd, b, bi->size, pos);
+    int found = n < 0 ? (int)n : 0;
+    struct gr_batch_rec_iter it;
+    struct gr_batch_rec_view rv;
+    if (n == (ssize_t)bi->size && gr_batch_rec_iter_init(&it, b, bi->size) == GR_BATCH_OK) {
+        while (gr_batch_rec_iter_next(&it, &rv)) {
+            if (rv.Timestamp >= ts && rv.Offset >= min_offset) {
+                *offset_out = rv.Offset;
+                *ts_out = rv.Timestamp;
+                found = 1;
+                break;
+            }
+        }
+    }
+    free(b);
+    return found;
+}
+
+int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_offset, int64_t *offset_out,
+                              int64_t *ts_out) {
+    if (seg->max_timestamp < ts || seg->size == 0) return 0;
+    long e = gr_time_index_lookup(&seg->ti, ts);
+    int64_t from = e >= 0 ? seg->base_offset + seg->ti.e[e].rel : seg->base_offset;
+    int64_t pos = index_floor_pos(seg, GR_MAX(from, min_offset));
     struct seg_fd h;
     int rc = get_fd(seg, false, &h);
     if (rc) return rc;
-    int64_t pos = 0, mx = -1;
-    while (pos < seg->size) {
-        struct gr_batch_info bi;
-        rc = header_at(h.fd, pos, seg->size, &bi);
-        if (rc) break;
-        if (bi.MaxTimestamp > mx) mx = bi.MaxTimestamp;
-        pos += (int64_t)bi.size;
-    }
-    put_fd(seg, &h);
-    if (rc == 0) {
-        seg->max_timestamp = mx;
-        seg->max_ts_known = true;
-    }
-    return rc;
-}
-
-int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offset_out, int64_t *ts_out) {
-    int rc = gr_segment_ensure_max_ts(seg);
-    if (rc) return rc;
-    if (seg->max_timestamp < ts) return 0;
-    struct seg_fd h;
-    rc = get_fd(seg, false, &h);
-    if (rc) return rc;
-    int fd = h.fd;
-    int64_t pos = 0;
     int found = 0;
     while (pos < seg->size && !found) {
         struct gr_batch_info bi;
-        rc = header_at(fd, pos, seg->size, &bi);
+        rc = header_at(h.fd, pos, seg->size, &bi);
         if (rc) break;
-        if (bi.MaxTimestamp >= ts) {
-            *offset_out = bi.BaseOffset;
-            *ts_out = bi.MaxTimestamp;
-            found = 1;
-            if (gr_batch_info_compression(&bi) == 0) {
-                uint8_t *b = gr_malloc(bi.size);
-                ssize_t n = pread_full(fd, b, bi.size, pos);
-                struct gr_batch_rec_iter it;
-                struct gr_batch_rec_view rv;
-                if (n == (ssize_t)bi.size && gr_batch_rec_iter_init(&it, b, bi.size) == GR_BATCH_OK) {
-                    while (gr_batch_rec_iter_next(&it, &rv)) {
-                        if (rv.Timestamp >= ts) {
-                            *offset_out = rv.Offset;
-                            *ts_out = rv.Timestamp;
-                            break;
-                        }
-                    }
-                }
-                free(b);
-                if (n < 0) rc = (int)n;
-            }
+        if (bi.MaxTimestamp >= ts && gr_batch_info_last_offset(&bi) >= min_offset) {
+            found = search_batch(h.fd, pos, &bi, ts, min_offset, offset_out, ts_out);
+            if (found < 0) rc = found;
         }
         pos += (int64_t)bi.size;
     }

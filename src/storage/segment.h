@@ -1,4 +1,4 @@
-/* Internal to src/storage: one log segment (<base>.log + <base>.index). Not locked: the owning
+/* Internal to src/storage: one log segment (<base>.log + <base>.index + <base>.timeindex). Not locked: the owning
  * gr_log's mutex protects it.
  *
  * Descriptors: no segment owns a descriptor. The active segment's .log descriptor lives in the
@@ -14,6 +14,7 @@
 
 #include "storage/batch.h"
 #include "storage/fd_cache.h"
+#include "storage/time_index.h"
 
 /* One offset index entry (on disk: relativeOffset u32 BE, position u32 BE). */
 struct gr_index_entry {
@@ -25,7 +26,7 @@ struct gr_segment {
     int64_t base_offset;
     int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
     int64_t size;        /* bytes of valid data */
-    char *log_path, *index_path; /* owned */
+    char *log_path, *index_path, *tidx_path; /* owned */
     bool active;                 /* the log's last segment: .log descriptor cached in `slot` */
     struct gr_fd_slot slot;
     struct gr_index_entry *idx;  /* the whole index, always in memory */
@@ -33,8 +34,9 @@ struct gr_segment {
     size_t n_idx_file;           /* idx[0..n_idx_file) are written to the .index file */
     bool idx_unsynced;           /* the .index file was written since its last fsync */
     int64_t bytes_since_index;
-    int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none; valid if max_ts_known */
-    bool max_ts_known;
+    struct gr_time_index ti;   /* the whole .timeindex, always in memory (written with .index) */
+    int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none (Kafka's maxTimestampSoFar) */
+    int64_t offset_of_max_ts;  /* lastOffset of the batch holding it, -1 if none */
     int64_t first_batch_ts;    /* maxTimestamp of the first batch (-1 none), for segment.ms */
     int64_t created_ms;        /* wall clock when created (file mtime when loaded) */
 };
@@ -56,8 +58,14 @@ int gr_segment_activate(struct gr_segment *seg);
 void gr_segment_deactivate(struct gr_segment *seg);
 /* Unlinks the files (.log, .index and a Kafka .timeindex if present) and deactivates. */
 int gr_segment_delete_files(struct gr_segment *seg);
-/* Writes index entries not yet in the .index file (no fsync). 0 or -errno. */
+/* Writes index entries not yet in the .index / .timeindex files (no fsync). 0 or -errno. */
 int gr_segment_persist_index(struct gr_segment *seg);
+/* Kafka's onBecomeInactiveSegment / close: adds the final time-index entry (max timestamp, its
+ * offset) when it is newer than the last one. In memory; written by the next persist/fsync. */
+void gr_segment_seal_time_index(struct gr_segment *seg);
+/* True when the offset index (8-byte entries) or the time index (12-byte entries, last slot
+ * reserved) has reached index_max_bytes: the segment must roll (Kafka's shouldRoll). */
+bool gr_segment_index_full(const struct gr_segment *seg, int32_t index_max_bytes);
 
 /* Full recovery scan of the .log file: every batch is validated (CRC, records, offsets
  * increasing from min_offset); at the first invalid byte the file is truncated. The index is
@@ -84,14 +92,29 @@ int gr_segment_find(struct gr_segment *seg, int64_t offset, int64_t *pos_out);
 int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int64_t max_offset, bool min_one,
                     uint8_t **data, size_t *len, int64_t *first, int64_t *next);
 
+/* The same on an open descriptor of the segment's .log whose valid size was seg_size when the
+ * position was found: used without the log's lock (a concurrent truncation only shortens the
+ * result). path is for messages. */
+int gr_segment_read_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                       int64_t max_offset, bool min_one, uint8_t **data, size_t *len, int64_t *first, int64_t *next);
+/* Like gr_segment_read_fd without reading the data: walks batch headers from pos and returns
+ * in *len the bytes of whole batches the same rules would return (for sendfile). */
+int gr_segment_slice_fd(int fd, const char *path, int64_t seg_size, int64_t pos, int64_t max_bytes,
+                        int64_t max_offset, bool min_one, size_t *len, int64_t *first, int64_t *next);
+/* A descriptor of the .log the caller owns and closes (a dup of the cached one for the active
+ * segment, a fresh O_RDONLY one otherwise), readable even after the file is unlinked. fd or
+ * -errno. */
+int gr_segment_dup_fd(struct gr_segment *seg);
+
 /* Cuts the segment at the first batch with lastOffset >= offset (drops index entries beyond). */
 int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset);
 
-/* Makes seg->max_timestamp valid (header walk if needed). */
-int gr_segment_ensure_max_ts(struct gr_segment *seg);
-
-/* First record at or after timestamp ts in this segment: 1 found, 0 not found, <0 error. */
-int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t *offset_out, int64_t *ts_out);
+/* First record with timestamp >= ts and offset >= min_offset in this segment (Kafka's
+ * findOffsetByTimestamp): the time index gives the greatest entry <= ts, the offset index its
+ * position, then batches are walked. 1 found, 0 not found, <0 error. For a compressed batch
+ * the batch's baseOffset (at least min_offset) and maxTimestamp are returned. */
+int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_offset, int64_t *offset_out,
+                              int64_t *ts_out);
 
 /* Writes pending index entries, then fdatasyncs .log and .index (opening them if needed; the
  * active segment's .log is reopened through the cache if it was evicted: fsync works on the

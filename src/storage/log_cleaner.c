@@ -1,0 +1,731 @@
+/* Log compaction of one partition log (Kafka 2.7's Cleaner; the manager that picks logs and runs
+ * threads is in log_cleaner_manager.c). Rules and formats: docs/STORAGE.md "Log compaction".
+ *
+ * One pass over [firstDirty, firstUncleanable):
+ *  1. offset map: for every keyed record in the dirty range, key hash -> latest offset (bounded
+ *     by the dedupe buffer; the pass ends early at the batch that would overfill it);
+ *  2. deleteHorizon = mtime of the last segment below firstDirty - delete.retention.ms;
+ *  3. the segments below the map's end (never the active one) are grouped (sum of sizes <=
+ *     segment.bytes) and each group is rewritten into <base>.log.cleaned: a record is kept if it
+ *     lies beyond the map, or is keyed, not superseded (offset >= map[key]) and either has a value
+ *     or its segment is younger than the delete horizon (tombstones live delete.retention.ms);
+ *     a batch holding an active producer's last batch keeps its header even when emptied;
+ *     control batches stay until the delete horizon; compressed batches are decompressed and
+ *     recompressed with their codec; kept records keep their bytes, batches keep their base
+ *     offset, last offset delta, producer fields and epoch;
+ *  4. swap (crash-safe, Kafka's order): fsync .cleaned, rename it .swap, rename the old
+ *     segments' .log to .log.deleted (their indexes unlinked), rename .swap to .log, unlink the
+ *     .deleted files; the new segment gets the last source's mtime and rebuilt indexes.
+ *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
+ * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
+ * and each group rewritten without it; the mutex is taken again only to swap a group in, after
+ * checking that no segment was removed, cut or replaced meanwhile (log->seg_gen; else the pass is
+ * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/be.h"
+#include "storage/compression.h"
+#include "storage/log_cleaner.h"
+#include "storage/log_internal.h"
+#include "storage/producer_state.h"
+#include "storage/segment.h"
+
+#define LOGGER "kafka.log.LogCleaner"
+#define MAX_BATCH (64 << 20)
+
+/* ---- offset map (Kafka's SkimpyOffsetMap: 16-byte key hash + 8-byte offset per slot) ---- */
+
+#define SLOT_SIZE 24
+
+void gr_offset_map_init(struct gr_offset_map *m, int64_t memory_bytes, double load_factor) {
+    memset(m, 0, sizeof *m);
+    m->nslots = (size_t)GR_MAX(memory_bytes / SLOT_SIZE, 16);
+    m->max_entries = (size_t)((double)m->nslots * load_factor);
+    if (m->max_entries < 1) m->max_entries = 1;
+    m->slots = gr_calloc(m->nslots, SLOT_SIZE);
+    m->latest_offset = -1;
+}
+
+void gr_offset_map_free(struct gr_offset_map *m) {
+    free(m->slots);
+    m->slots = NULL;
+}
+
+/* Two independent 64-bit FNV-1a style hashes with final mixing: 16 bytes, never all zero
+ * (all zero marks an empty slot). */
+static void key_hash(const uint8_t *k, size_t n, uint8_t out[16]) {
+    uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL ^ n;
+    for (size_t i = 0; i < n; i++) {
+        a = (a ^ k[i]) * 1099511628211ULL;
+        b = (b ^ k[i]) * 0xff51afd7ed558ccdULL;
+        b ^= b >> 29;
+    }
+    a ^= a >> 33;
+    a *= 0xc4ceb9fe1a85ec53ULL;
+    a ^= a >> 33;
+    b ^= b >> 31;
+    b *= 0x94d049bb133111ebULL;
+    b ^= b >> 32;
+    if (a == 0 && b == 0) a = 1;
+    gr_put_be64(out, a);
+    gr_put_be64(out + 8, b);
+}
+
+static uint8_t *probe(const struct gr_offset_map *m, const uint8_t h[16]) {
+    static const uint8_t zero[16];
+    size_t i = (size_t)(gr_be64(h) % m->nslots);
+    for (;;) {
+        uint8_t *s = m->slots + i * SLOT_SIZE;
+        if (memcmp(s, h, 16) == 0 || memcmp(s, zero, 16) == 0) return s;
+        i = (i + 1) % m->nslots;
+    }
+}
+
+bool gr_offset_map_put(struct gr_offset_map *m, const uint8_t *key, size_t klen, int64_t offset) {
+    uint8_t h[16];
+    key_hash(key, klen, h);
+    uint8_t *s = probe(m, h);
+    static const uint8_t zero[16];
+    if (memcmp(s, zero, 16) == 0) {
+        if (m->entries >= m->max_entries) return false;
+        memcpy(s, h, 16);
+        m->entries++;
+    }
+    gr_put_be64(s + 16, (uint64_t)offset);
+    if (offset > m->latest_offset) m->latest_offset = offset;
+    return true;
+}
+
+int64_t gr_offset_map_get(const struct gr_offset_map *m, const uint8_t *key, size_t klen) {
+    uint8_t h[16];
+    key_hash(key, klen, h);
+    const uint8_t *s = probe(m, h);
+    static const uint8_t zero[16];
+    return memcmp(s, zero, 16) == 0 ? -1 : (int64_t)gr_be64(s + 16);
+}
+
+/* ---- batch access ---- */
+
+/* Reads the batch at pos of an open segment file into *buf (grown as needed). 1 read, 0 end,
+ * <0 error. */
+static int read_batch(int fd, int64_t pos, int64_t size, uint8_t **buf, size_t *cap, struct gr_batch_info *bi) {
+    if (pos >= size) return 0;
+    uint8_t hdr[GR_BATCH_HEADER_SIZE];
+    ssize_t n = pread(fd, hdr, sizeof hdr, pos);
+    if (n < 0) return -errno;
+    if (gr_batch_peek_header(hdr, (size_t)n, (size_t)(size - pos), bi) != GR_BATCH_OK || bi->size > MAX_BATCH)
+        return GR_ECORRUPT;
+    if (bi->size > *cap) {
+        *cap = bi->size;
+        *buf = gr_realloc(*buf, *cap);
+    }
+    size_t got = 0;
+    while (got < bi->size) {
+        n = pread(fd, *buf + got, bi->size - got, pos + (int64_t)got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? -errno : GR_ECORRUPT;
+        got += (size_t)n;
+    }
+    return 1;
+}
+
+/* An uncompressed view of a batch: the header with the codec bits cleared followed by the
+ * decompressed records (gr_batch_rec_iter works on it; the CRC is not valid). */
+static int inflate_batch(const uint8_t *b, const struct gr_batch_info *bi, uint8_t **out, size_t *out_len) {
+    int codec = gr_batch_info_compression(bi);
+    uint8_t *recs = NULL;
+    size_t rlen = 0;
+    int rc = gr_decompress(codec, b + GR_BATCH_HEADER_SIZE, bi->size - GR_BATCH_HEADER_SIZE, MAX_BATCH, &recs, &rlen);
+    if (rc) return rc;
+    uint8_t *v = gr_malloc(GR_BATCH_HEADER_SIZE + rlen);
+    memcpy(v, b, GR_BATCH_HEADER_SIZE);
+    memcpy(v + GR_BATCH_HEADER_SIZE, recs, rlen);
+    free(recs);
+    gr_put_be32(v + 8, (uint32_t)(GR_BATCH_HEADER_SIZE + rlen - 12));
+    gr_put_be16(v + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK));
+    *out = v;
+    *out_len = GR_BATCH_HEADER_SIZE + rlen;
+    return 0;
+}
+
+/* Calls fn for every record of the batch (decompressing if needed) with the record's raw
+ * bytes [rs, re). Returns 0 or an error. */
+typedef int (*rec_fn)(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re);
+
+static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec_fn fn, void *arg) {
+    uint8_t *view = NULL;
+    size_t vlen = bi->size;
+    const uint8_t *src = b;
+    if (gr_batch_info_compression(bi) != 0) {
+        int rc = inflate_batch(b, bi, &view, &vlen);
+        if (rc) return rc;
+        src = view;
+    }
+    struct gr_batch_rec_iter it;
+    struct gr_batch_rec_view rv;
+    int rc = gr_batch_rec_iter_init(&it, src, vlen) == GR_BATCH_OK ? 0 : GR_ECORRUPT;
+    const uint8_t *rs = it.p;
+    while (rc == 0 && gr_batch_rec_iter_next(&it, &rv)) {
+        rc = fn(arg, &rv, rs, it.p);
+        rs = it.p;
+    }
+    if (rc == 0 && it.err != GR_BATCH_OK) rc = GR_ECORRUPT;
+    free(view);
+    return rc;
+}
+
+static int keyed_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)arg, (void)rs, (void)re;
+    return rv->Key ? 0 : -ENOKEY;
+}
+
+int gr_batch_check_keyed(const uint8_t *b, const struct gr_batch_info *bi) {
+    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) return 0;
+    int rc = for_each_record(b, bi, keyed_rec, NULL);
+    return rc == -ENOKEY ? -ENOKEY : 0; /* unreadable records are validation's business */
+}
+
+/* ---- I/O throttle (Kafka's Throttler: sleep when the rate since the last check is above) ---- */
+
+struct throttle {
+    double rate; /* bytes/s; <= 0 or huge: off */
+    int64_t start_ms;
+    int64_t bytes;
+};
+
+static void throttle_add(struct throttle *t, int64_t bytes) {
+    if (t->rate <= 0 || t->rate >= 1e300) return;
+    t->bytes += bytes;
+    int64_t now = gr_mono_ms();
+    int64_t elapsed = now - t->start_ms;
+    if (elapsed < 100 && t->bytes < (int64_t)(t->rate / 10)) return;
+    double want_ms = (double)t->bytes * 1000.0 / t->rate;
+    if (want_ms > (double)elapsed) {
+        int64_t sleep_ms = (int64_t)(want_ms - (double)elapsed);
+        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    t->start_ms = gr_mono_ms();
+    t->bytes = 0;
+}
+
+/* ---- cleanable range ---- */
+
+static int64_t file_mtime_ms(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+void gr_plog_cleanable(struct gr_plog *log, int64_t checkpoint, int64_t now_ms, struct gr_cleanable *c) {
+    pthread_mutex_lock(&log->mu);
+    memset(c, 0, sizeof *c);
+    struct gr_segment *act = log->segs[log->n_segs - 1];
+    int64_t start = log->log_start_offset, end = act->next_offset;
+    c->first_dirty = checkpoint < start || checkpoint > end ? start : checkpoint;
+    c->checkpoint_reset = c->first_dirty != checkpoint;
+    int64_t fu = act->base_offset;
+    int64_t lag = log->cfg.min_compaction_lag_ms;
+    for (size_t i = 0; i + 1 < log->n_segs; i++) {
+        struct gr_segment *s = log->segs[i];
+        if (s->next_offset <= c->first_dirty) continue;
+        if (lag > 0 && s->max_timestamp > now_ms - lag) {
+            fu = GR_MIN(fu, s->base_offset);
+            break;
+        }
+    }
+    c->first_uncleanable = GR_MAX(fu, c->first_dirty);
+    for (size_t i = 0; i + 1 < log->n_segs; i++) {
+        struct gr_segment *s = log->segs[i];
+        if (s->next_offset <= c->first_dirty) c->clean_bytes += s->size;
+        else if (s->base_offset < c->first_uncleanable) {
+            c->cleanable_bytes += s->size;
+            /* max.compaction.lag.ms: a dirty segment whose first batch is too old must go */
+            if (log->cfg.max_compaction_lag_ms != INT64_MAX && s->first_batch_ts >= 0 &&
+                s->first_batch_ts < now_ms - log->cfg.max_compaction_lag_ms)
+                c->must_clean = true;
+        }
+    }
+    int64_t tot = c->clean_bytes + c->cleanable_bytes;
+    c->dirty_ratio = tot > 0 ? (double)c->cleanable_bytes / (double)tot : 0;
+    c->min_ratio = log->cfg.min_cleanable_dirty_ratio;
+    c->compact = log->cfg.cleanup_compact;
+    c->must_clean = c->must_clean && c->cleanable_bytes > 0;
+    pthread_mutex_unlock(&log->mu);
+}
+
+/* ---- the pass ---- */
+
+struct map_ctx {
+    struct gr_offset_map *m;
+    int64_t from, to;
+};
+
+static int map_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)rs, (void)re;
+    struct map_ctx *c = arg;
+    if (rv->Offset < c->from || rv->Offset >= c->to || !rv->Key) return 0;
+    return gr_offset_map_put(c->m, rv->Key, (size_t)rv->KeyLength, rv->Offset) ? 0 : -ENOSPC;
+}
+
+/* A source segment captured under the lock; read without it through its own descriptor. */
+struct src_seg {
+    struct gr_segment *seg; /* identity only: dereferenced under the lock */
+    int64_t base, size, next, mtime;
+    int fd;
+    char *path;
+};
+
+/* Fills the map over [from, to); returns the end offset reached (<= to). No lock held. */
+static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to, struct gr_offset_map *m,
+                     struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
+    *end_out = from;
+    int rc = 0;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; rc == 0 && i < nsrc; i++) {
+        struct src_seg *s = &src[i];
+        if (s->next <= from) continue;
+        if (s->base >= to) break;
+        int64_t pos = 0;
+        struct gr_batch_info bi;
+        int r;
+        while ((r = read_batch(s->fd, pos, s->size, &buf, &cap, &bi)) == 1) {
+            pos += (int64_t)bi.size;
+            throttle_add(th, (int64_t)bi.size);
+            st->bytes_read += (int64_t)bi.size;
+            int64_t last = gr_batch_info_last_offset(&bi);
+            if (last < from) continue;
+            if (bi.BaseOffset >= to) break;
+            if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
+                if (m->entries + (size_t)GR_MAX(bi.RecordCount, 0) > m->max_entries && m->entries > 0) {
+                    r = 2; /* full: stop before this batch */
+                    break;
+                }
+                struct map_ctx mc = {m, from, to};
+                int frc = for_each_record(buf, &bi, map_rec, &mc);
+                if (frc == -ENOSPC) {
+                    r = 2;
+                    break;
+                }
+                if (frc)
+                    gr_warn(LOGGER, "skipping an unreadable batch at offset %" PRId64 " of '%s': %s", bi.BaseOffset,
+                            s->path, gr_strerror(frc));
+            }
+            *end_out = GR_MIN(last + 1, to);
+        }
+        if (r < 0) rc = r;
+        if (r == 2) break;
+        if (r == 0 && s->next <= to) *end_out = GR_MAX(*end_out, GR_MIN(s->next, to));
+    }
+    free(buf);
+    return rc;
+}
+
+struct filter_ctx {
+    const struct gr_offset_map *m;
+    bool retain_deletes;
+    uint8_t *out;
+    size_t len, cap;
+    int32_t kept;
+    int64_t max_ts;
+    int64_t records;
+};
+
+static int filter_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    struct filter_ctx *c = arg;
+    c->records++;
+    bool keep;
+    if (rv->Offset > c->m->latest_offset) keep = true;
+    else if (!rv->Key) keep = false;
+    else keep = rv->Offset >= gr_offset_map_get(c->m, rv->Key, (size_t)rv->KeyLength) &&
+                (rv->Value != NULL || c->retain_deletes);
+    if (!keep) return 0;
+    size_t n = (size_t)(re - rs);
+    if (c->len + n > c->cap) {
+        c->cap = (c->len + n) * 2;
+        c->out = gr_realloc(c->out, c->cap);
+    }
+    memcpy(c->out + c->len, rs, n);
+    c->len += n;
+    c->kept++;
+    if (rv->Timestamp > c->max_ts) c->max_ts = rv->Timestamp;
+    return 0;
+}
+
+/* True when the batch is an active producer's last data batch (Kafka keeps it so that the
+ * producer state can be rebuilt from the log). */
+static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_info *bi) {
+    if (bi->ProducerId < 0) return false;
+    struct gr_pstate_entry e;
+    pthread_mutex_lock(&log->mu);
+    bool found = gr_pstate_lookup(log->ps, bi->ProducerId, &e) && e.n > 0;
+    pthread_mutex_unlock(&log->mu);
+    return found && e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
+}
+
+/* Appends the filtered form of batch b to *o. */
+static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_batch_info *bi,
+                       const struct gr_offset_map *m, bool retain_deletes, uint8_t **o, size_t *olen, size_t *ocap,
+                       struct gr_clean_stats *st) {
+    const uint8_t *outb = NULL;
+    size_t outn = 0;
+    uint8_t *built = NULL;
+    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
+        /* Transaction markers: kept until the delete horizon (Kafka drops a marker only once it
+         * is discardable and its segment is past the horizon). */
+        if (retain_deletes || is_producer_last_batch(log, bi)) {
+            outb = b;
+            outn = bi->size;
+        }
+    } else {
+        struct filter_ctx fc = {m, retain_deletes, NULL, 0, 0, 0, -1, 0};
+        int rc = for_each_record(b, bi, filter_rec, &fc);
+        if (rc) { /* keep what cannot be read rather than lose it */
+            free(fc.out);
+            fc.out = NULL;
+            fc.kept = bi->RecordCount;
+            fc.records = bi->RecordCount;
+        }
+        st->records_read += fc.records;
+        st->records_kept += fc.kept;
+        if (rc || fc.kept == bi->RecordCount) {
+            outb = b;
+            outn = bi->size;
+        } else if (fc.kept > 0 || is_producer_last_batch(log, bi)) {
+            int codec = gr_batch_info_compression(bi);
+            uint8_t *payload = fc.out;
+            size_t plen = fc.len;
+            if (codec != 0 && fc.kept > 0 && gr_compress(codec, fc.out, fc.len, &payload, &plen) != 0) {
+                payload = fc.out; /* cannot recompress: write uncompressed */
+                codec = 0;
+            }
+            if (fc.kept == 0) codec = 0;
+            outn = GR_BATCH_HEADER_SIZE + plen;
+            built = gr_malloc(outn);
+            memcpy(built, b, GR_BATCH_HEADER_SIZE);
+            if (plen) memcpy(built + GR_BATCH_HEADER_SIZE, payload, plen);
+            if (payload != fc.out) free(payload);
+            gr_put_be32(built + 8, (uint32_t)(outn - 12));
+            gr_put_be16(built + GR_BATCH_OFF_ATTRIBUTES,
+                        (uint16_t)((bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK) | codec));
+            if (!(bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && fc.kept > 0)
+                gr_put_be64(built + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)fc.max_ts);
+            gr_put_be32(built + 57, (uint32_t)fc.kept); /* recordCount */
+            gr_batch_update_crc(built, outn);
+            outb = built;
+        }
+        free(fc.out);
+    }
+    if (outn) {
+        if (*olen + outn > *ocap) {
+            *ocap = (*olen + outn) * 2;
+            *o = gr_realloc(*o, *ocap);
+        }
+        memcpy(*o + *olen, outb, outn);
+        *olen += outn;
+    }
+    free(built);
+    return 0;
+}
+
+static int write_all(const char *path, const uint8_t *buf, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    size_t done = 0;
+    int rc = 0;
+    while (done < len) {
+        ssize_t w = write(fd, buf + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            rc = -errno;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
+    close(fd);
+    return rc;
+}
+
+/* Test hook: GREGOR_TEST_CLEANER_CRASH=cleaned|swap|deleted kills the process at that step. */
+static void crash_point(const char *step) {
+    const char *e = getenv("GREGOR_TEST_CLEANER_CRASH");
+    if (e && strcmp(e, step) == 0) {
+        gr_warn(LOGGER, "GREGOR_TEST_CLEANER_CRASH=%s: killing the process", step);
+        raise(SIGKILL);
+    }
+}
+
+static void set_mtime(const char *path, int64_t ms) {
+    struct timespec ts[2] = {{ms / 1000, (ms % 1000) * 1000000L}, {ms / 1000, (ms % 1000) * 1000000L}};
+    utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* Writes the cleaned form of src[0..n) to <base>.log.cleaned (fsynced, mtime of the last
+ * source) without the log's lock. */
+static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
+                         int64_t horizon, struct throttle *th, struct gr_clean_stats *st, const char *cleaned) {
+    uint8_t *out = NULL, *buf = NULL;
+    size_t olen = 0, ocap = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        bool retain = src[i].mtime > horizon;
+        int64_t pos = 0;
+        struct gr_batch_info bi;
+        int r;
+        while ((r = read_batch(src[i].fd, pos, src[i].size, &buf, &cap, &bi)) == 1) {
+            pos += (int64_t)bi.size;
+            throttle_add(th, (int64_t)bi.size);
+            st->bytes_read += (int64_t)bi.size;
+            clean_batch(log, buf, &bi, m, retain, &out, &olen, &ocap, st);
+        }
+        if (r < 0) rc = r;
+    }
+    free(buf);
+    if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
+    throttle_add(th, (int64_t)olen);
+    free(out);
+    if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
+    return rc;
+}
+
+/* Under the lock: swaps <base>.log.cleaned in for the segments src[0..n) (which must still be
+ * consecutive in log->segs). */
+static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, struct gr_clean_stats *st) {
+    size_t first = 0;
+    while (first < log->n_segs && log->segs[first] != src[0].seg) first++;
+    if (first + n >= log->n_segs) return -ESTALE; /* never the active segment */
+    for (size_t i = 0; i < n; i++)
+        if (log->segs[first + i] != src[i].seg) return -ESTALE;
+    int64_t base = src[0].base;
+    char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
+    char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
+    int rc = 0;
+    crash_point("cleaned");
+    if (rename(cleaned, swap) < 0) rc = -errno;
+    else gr_plog_fsync_dir(log->dir);
+    if (rc) goto out;
+    crash_point("swap");
+    /* old segments out: .log -> .log.deleted, indexes unlinked */
+    for (size_t i = 0; i < n; i++) {
+        struct gr_segment *s = log->segs[first + i];
+        gr_segment_deactivate(s);
+        char *del = gr_asprintf("%s.deleted", s->log_path);
+        rename(s->log_path, del);
+        unlink(s->index_path);
+        unlink(s->tidx_path);
+        free(del);
+        if (i == 0) crash_point("deleted");
+    }
+    gr_plog_fsync_dir(log->dir);
+    if (rename(swap, final) < 0) rc = -errno;
+    gr_plog_fsync_dir(log->dir);
+    for (size_t i = 0; i < n; i++) {
+        char *del = gr_asprintf("%s.deleted", log->segs[first + i]->log_path);
+        unlink(del);
+        free(del);
+        st->bytes_before += log->segs[first + i]->size;
+        gr_segment_free(log->segs[first + i]);
+    }
+    struct gr_segment *ns = gr_segment_new(log->dir, base);
+    int64_t cut = 0;
+    if (rc == 0) rc = gr_segment_recover(ns, base, log->cfg.index_interval_bytes, NULL, NULL, &cut);
+    if (rc == 0) gr_segment_seal_time_index(ns);
+    if (rc == 0) rc = gr_segment_persist_index(ns);
+    set_mtime(final, src[n - 1].mtime);
+    ns->created_ms = src[n - 1].mtime;
+    st->bytes_after += ns->size;
+    log->segs[first] = ns;
+    memmove(log->segs + first + 1, log->segs + first + n, (log->n_segs - first - n) * sizeof *log->segs);
+    log->n_segs -= n - 1;
+    log->seg_gen++;
+    st->segments_cleaned += (int)n;
+out:
+    free(swap);
+    free(final);
+    return rc;
+}
+
+int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr_cleaner_params *p,
+                  struct gr_clean_stats *st) {
+    memset(st, 0, sizeof *st);
+    struct gr_cleanable c;
+    gr_plog_cleanable(log, first_dirty_ckpt, p->now_ms, &c);
+    st->first_dirty = c.first_dirty;
+    st->end_offset = c.first_dirty;
+    if (c.first_uncleanable <= c.first_dirty) return 0;
+    /* capture the non-active segments below firstUncleanable, each with its own descriptor */
+    pthread_mutex_lock(&log->mu);
+    uint64_t gen = log->seg_gen;
+    size_t nsrc = 0;
+    struct src_seg *src = gr_calloc(log->n_segs, sizeof *src);
+    int64_t horizon = 0; /* mtime of the last segment below firstDirty - delete.retention.ms */
+    int rc = 0;
+    for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_uncleanable; i++) {
+        struct gr_segment *sg = log->segs[i];
+        struct src_seg *s = &src[nsrc];
+        s->fd = open(sg->log_path, O_RDONLY | O_CLOEXEC);
+        if (s->fd < 0) {
+            rc = -errno;
+            break;
+        }
+        s->seg = sg;
+        s->base = sg->base_offset;
+        s->size = sg->size;
+        s->next = sg->next_offset;
+        s->mtime = file_mtime_ms(sg->log_path);
+        s->path = gr_strdup(sg->log_path);
+        nsrc++;
+        if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
+    }
+    int32_t seg_bytes = log->cfg.segment_bytes;
+    pthread_mutex_unlock(&log->mu);
+    if (horizon < 0) horizon = 0;
+    struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0};
+    struct gr_offset_map m;
+    gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
+    int64_t end = c.first_dirty;
+    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &th, &end, st);
+    if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
+    /* groups of source segments below `end`, each rewritten unlocked and swapped in locked */
+    size_t i = 0;
+    while (rc == 0 && end > c.first_dirty && i < nsrc && src[i].base < end) {
+        size_t n = 1;
+        int64_t sz = src[i].size;
+        while (i + n < nsrc && src[i + n].base < end && sz + src[i + n].size <= seg_bytes &&
+               src[i + n].next - 1 - src[i].base <= INT32_MAX) {
+            sz += src[i + n].size;
+            n++;
+        }
+        char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
+        rc = write_cleaned(log, src + i, n, &m, horizon, &th, st, cleaned);
+        if (rc == 0) {
+            pthread_mutex_lock(&log->mu);
+            if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */
+            else rc = swap_in(log, src + i, n, cleaned, st);
+            gen = log->seg_gen;
+            pthread_mutex_unlock(&log->mu);
+        }
+        if (rc) {
+            unlink(cleaned);
+            if (rc != -ESTALE)
+                gr_error(LOGGER, "cleaning '%s' from offset %" PRId64 " failed: %s", log->dir, src[i].base,
+                         gr_strerror(rc));
+        }
+        free(cleaned);
+        i += n;
+    }
+    for (size_t k = 0; k < nsrc; k++) {
+        close(src[k].fd);
+        free(src[k].path);
+    }
+    free(src);
+    gr_offset_map_free(&m);
+    if (rc == -ESTALE) { /* the log changed under the pass: nothing wrong, try again later */
+        gr_info(LOGGER, "cleaning of '%s' abandoned: its segments changed meanwhile", log->dir);
+        st->end_offset = c.first_dirty;
+        return 0;
+    }
+    st->end_offset = end;
+    if (rc == 0 && st->segments_cleaned)
+        gr_info(LOGGER, "cleaned '%s': offsets [%" PRId64 ", %" PRId64 "), %d segment(s), %" PRId64 " -> %" PRId64
+                " bytes, %" PRId64 " of %" PRId64 " records kept",
+                log->dir, c.first_dirty, end, st->segments_cleaned, st->bytes_before, st->bytes_after,
+                st->records_kept, st->records_read);
+    return rc;
+}
+
+/* ---- recovery of an interrupted swap (called at open, before the segments are listed) ---- */
+
+static int64_t parse_base(const char *name, const char *suffix) {
+    size_t n = strlen(name), sl = strlen(suffix);
+    if (n != 20 + sl || strcmp(name + 20, suffix) != 0) return -1;
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    return v;
+}
+
+/* The end offset of the valid batches of a file (headers only); the file is cut at the first
+ * invalid header. */
+static int64_t swap_end_offset(const char *path, int64_t base) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return base;
+    struct stat st;
+    int64_t size = fstat(fd, &st) == 0 ? st.st_size : 0, pos = 0, next = base;
+    while (pos < size) {
+        uint8_t hdr[GR_BATCH_HEADER_SIZE];
+        struct gr_batch_info bi;
+        ssize_t n = pread(fd, hdr, sizeof hdr, pos);
+        if (n <= 0 || gr_batch_peek_header(hdr, (size_t)n, (size_t)(size - pos), &bi) != GR_BATCH_OK) break;
+        next = gr_batch_info_last_offset(&bi) + 1;
+        pos += (int64_t)bi.size;
+    }
+    if (pos < size && ftruncate(fd, pos) < 0) gr_warn(LOGGER, "cannot cut '%s'", path);
+    close(fd);
+    return next;
+}
+
+int gr_plog_complete_swaps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -errno;
+    int64_t swaps[64];
+    int ns = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len > 8 && strcmp(de->d_name + len - 8, ".cleaned") == 0) {
+            char *p = gr_asprintf("%s/%s", dir, de->d_name);
+            gr_info(LOGGER, "deleting '%s' left by an interrupted cleaning", p);
+            unlink(p);
+            free(p);
+        }
+        int64_t b = parse_base(de->d_name, ".log.swap");
+        if (b >= 0 && ns < 64) swaps[ns++] = b;
+    }
+    closedir(d);
+    for (int s = 0; s < ns; s++) {
+        char *sp = gr_asprintf("%s/%020" PRId64 ".log.swap", dir, swaps[s]);
+        int64_t end = swap_end_offset(sp, swaps[s]);
+        /* the old segments the swap replaces: every .log with base in [swap base, swap end) */
+        d = opendir(dir);
+        while (d && (de = readdir(d)) != NULL) {
+            int64_t b = parse_base(de->d_name, ".log");
+            if (b < 0 || b < swaps[s] || (b >= end && b != swaps[s])) continue;
+            char *p = gr_asprintf("%s/%020" PRId64, dir, b);
+            char *lp = gr_asprintf("%s.log", p), *ip = gr_asprintf("%s.index", p), *tp = gr_asprintf("%s.timeindex", p);
+            unlink(lp);
+            unlink(ip);
+            unlink(tp);
+            free(lp), free(ip), free(tp), free(p);
+        }
+        if (d) closedir(d);
+        char *fp = gr_asprintf("%s/%020" PRId64 ".log", dir, swaps[s]);
+        char *ip = gr_asprintf("%s/%020" PRId64 ".index", dir, swaps[s]);
+        char *tp = gr_asprintf("%s/%020" PRId64 ".timeindex", dir, swaps[s]);
+        unlink(ip); /* rebuilt from the swapped-in data */
+        unlink(tp);
+        if (rename(sp, fp) == 0)
+            gr_info(LOGGER, "completed the interrupted swap of '%s' (offsets %" PRId64 "..%" PRId64 ")", fp, swaps[s],
+                    end);
+        free(sp), free(fp), free(ip), free(tp);
+    }
+    if (ns) gr_plog_fsync_dir(dir);
+    return ns;
+}

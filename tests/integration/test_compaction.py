@@ -1,0 +1,226 @@
+"""Log compaction (issue 13) through a real broker and real clients.
+
+- A compacted topic with small segments and keys overwritten many times: once the cleaner ran, a
+  consumer reading from offset 0 sees the latest value of every key, each cleaned key once, with
+  offsets rising and gaps; the partition's on-disk size shrinks; tombstones disappear after
+  delete.retention.ms (once a later pass runs).
+- The broker SIGKILLs itself in the middle of a swap (test hook GREGOR_TEST_CLEANER_CRASH) and is
+  restarted: the log is intact and gets cleaned.
+- __consumer_offsets is compacted: under a commit storm its size stays bounded.
+Fail before issue 13 (no cleaner)."""
+
+import os
+import time
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+CONFIG = {
+    "log.cleaner.backoff.ms": "200",
+    "log.retention.check.interval.ms": "1000",
+}
+TOPIC_CFG = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01",
+             "delete.retention.ms": "1500"}
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
+
+
+def create(cluster, topic, config):
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=20,
+                        request_timeout=30)[topic].result(timeout=40)
+    H.wait_for(lambda: (cluster.get_json(f"/brokers/topics/{topic}/partitions/0/state")[0] or {})
+               .get("leader", -1) >= 0, 30, "a leader")
+
+
+def produce(cluster, items, topic="c", codec="none"):
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 2, "compression.type": codec,
+                  "batch.num.messages": 7})
+    for k, v in items:
+        p.produce(topic, key=k.encode(), value=None if v is None else v.encode())
+    assert p.flush(30) == 0
+
+
+def read_all(cluster, topic="c"):
+    """[(offset, key, value)] from offset 0 to the end."""
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "rd-%f" % time.time(),
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                break
+            raise AssertionError(m.error())
+        out.append((m.offset(), m.key().decode(), None if m.value() is None else m.value().decode()))
+    c.close()
+    assert not out or out[-1][0] == hi - 1 or hi == 0, (out[-1:], hi)
+    return out
+
+
+def disk_size(broker, topic="c"):
+    d = os.path.join(broker.logdir, f"{topic}-0")
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log"))
+
+
+def cleaner_checkpoint(broker, topic="c"):
+    p = os.path.join(broker.logdir, "cleaner-offset-checkpoint")
+    if not os.path.exists(p):
+        return 0
+    for line in open(p).read().splitlines()[2:]:
+        t, part, off = line.split()
+        if t == topic and part == "0":
+            return int(off)
+    return 0
+
+
+def check_view(records, expected, cleaned_below):
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets)), "offsets must rise"
+    latest = {}
+    seen_clean = set()
+    for o, k, v in records:
+        latest[k] = v
+        if o < cleaned_below:
+            assert k not in seen_clean, f"key {k} twice below the cleaner checkpoint {cleaned_below}"
+            seen_clean.add(k)
+    live = {k: v for k, v in latest.items() if v is not None}
+    assert live == {k: v for k, v in expected.items() if v is not None}
+
+
+def test_compaction_latest_value_tombstones_and_size(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    create(cluster, "c", TOPIC_CFG)
+    broker = cluster[1]
+    expected = {}
+    items = []
+    for rnd in range(12):
+        for k in range(25):
+            items.append((f"key{k}", f"value-{k}-{rnd}"))
+            expected[f"key{k}"] = f"value-{k}-{rnd}"
+    produce(cluster, items[:150], codec="gzip")
+    produce(cluster, items[150:], codec="lz4")
+    tomb = [(f"key{k}", None) for k in range(5)]
+    produce(cluster, tomb)
+    for k, _ in tomb:
+        expected[k] = None
+    produce(cluster, [(f"pad{i}", "x" * 50) for i in range(40)], codec="snappy")  # roll past the tombstones
+    for i in range(40):
+        expected[f"pad{i}"] = "x" * 50
+    total = len(items) + len(tomb) + 40
+    H.wait_for(lambda: cleaner_checkpoint(broker) > 300, 30, "a cleaning pass")
+    recs = read_all(cluster)
+    assert len(recs) < total / 2, len(recs)
+    assert recs[-1][0] == total - 1  # the log end does not move
+    check_view(recs, expected, cleaner_checkpoint(broker))
+    assert any(v is None for _, _, v in recs), "tombstones stay until delete.retention.ms"
+    size = disk_size(broker)
+    assert size < 30000
+    # after delete.retention.ms, later passes (new dirty data, zstd) drop the tombstones
+    time.sleep(2.0)
+
+    def tombstones_gone():
+        produce(cluster, [(f"late{i}", "y" * 60) for i in range(30)], codec="zstd")
+        time.sleep(0.5)
+        return not any(v is None for _, _, v in read_all(cluster))
+
+    H.wait_for(tombstones_gone, 40, "tombstones removed", interval=0.5)
+    recs = read_all(cluster)
+    for k in range(5):
+        assert all(key != f"key{k}" for _, key, _ in recs)
+
+
+def test_cleaner_killed_mid_swap(cluster_factory, zk_connect, monkeypatch):
+    cluster = cluster_factory(zk_connect, n=1, config={**CONFIG, "log.cleaner.enable": "false"})
+    create(cluster, "c", TOPIC_CFG)
+    broker = cluster[1]
+    expected = {}
+    items = []
+    for rnd in range(10):
+        for k in range(20):
+            items.append((f"key{k}", f"v{k}-{rnd}"))
+            expected[f"key{k}"] = f"v{k}-{rnd}"
+    produce(cluster, items)  # cleaner off: everything stays dirty
+    broker.stop()
+    broker.config["log.cleaner.enable"] = "true"
+    monkeypatch.setenv("GREGOR_TEST_CLEANER_CRASH", "swap")
+    broker.start()
+    broker.wait_exit(30)
+    assert broker.returncode is not None, "the cleaner hook killed the broker"
+    d = os.path.join(broker.logdir, "c-0")
+    assert any(f.endswith(".swap") for f in os.listdir(d)), os.listdir(d)
+    monkeypatch.delenv("GREGOR_TEST_CLEANER_CRASH")
+    broker.start()
+    H.wait_for(lambda: cleaner_checkpoint(broker) > 0, 30, "a cleaning pass after the restart")
+    H.wait_for(lambda: (cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}).get("leader") == 1,
+               30, "leader")
+    recs = read_all(cluster)
+    assert recs[-1][0] == len(items) - 1
+    check_view(recs, expected, cleaner_checkpoint(broker))
+    assert not any(f.endswith((".swap", ".cleaned", ".deleted")) for f in os.listdir(d))
+
+
+def test_consumer_offsets_bounded_under_commit_storm(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=1, config={**CONFIG, "offsets.topic.num.partitions": "1",
+                                                       "offsets.topic.segment.bytes": "4096",
+                                                       "log.cleaner.min.cleanable.ratio": "0.1"})
+    create(cluster, "t", {})
+    produce(cluster, [("k", "v")], topic="t")
+    # __consumer_offsets is created compacted (Kafka's topic configs), with offsets.topic.segment.bytes
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "storm", "enable.auto.commit": False})
+    c.assign([TopicPartition("t", 0, 0)])
+    broker = cluster[1]
+    sizes = []
+    for i in range(3000):
+        c.commit(offsets=[TopicPartition("t", 0, i % 2)], asynchronous=False)
+        if i % 500 == 499:
+            sizes.append(disk_size(broker, "__consumer_offsets"))
+    c.close()
+    time.sleep(2)
+    final = disk_size(broker, "__consumer_offsets")
+    print("__consumer_offsets .log bytes every 500 commits:", sizes, "final:", final)
+    # 3000 commits of ~108 B are ~324 KB uncompacted
+    assert final < 60000, (sizes, final)
+
+
+def test_follower_replicates_compacted_log_with_gaps(cluster_factory, zk_connect):
+    """A follower that was down while the leader compacted fetches batches with offset gaps,
+    rejoins the ISR, and serves the same view after taking over leadership."""
+    cluster = cluster_factory(zk_connect, n=2, config={**CONFIG, "replica.lag.time.max.ms": "2000",
+                                                       "replica.fetch.wait.max.ms": "200"})
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic("c", num_partitions=1, replica_assignment=[[1, 2]], config=TOPIC_CFG)],
+                        operation_timeout=20, request_timeout=30)["c"].result(timeout=40)
+    state = lambda: cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}
+    H.wait_for(lambda: state().get("leader") == 1 and sorted(state().get("isr", [])) == [1, 2], 30, "ISR [1,2]")
+    cluster[2].stop()
+    H.wait_for(lambda: state().get("isr") == [1], 30, "ISR shrinks to [1]")
+    expected = {}
+    items = []
+    for rnd in range(10):
+        for k in range(20):
+            items.append((f"key{k}", f"v{k}-{rnd}"))
+            expected[f"key{k}"] = f"v{k}-{rnd}"
+    produce(cluster, items)
+    H.wait_for(lambda: cleaner_checkpoint(cluster[1]) > 0, 30, "the leader cleaned")
+    cluster[2].start()
+    H.wait_for(lambda: sorted(state().get("isr", [])) == [1, 2], 40, "the follower back in the ISR")
+    cluster[1].stop()
+    H.wait_for(lambda: state().get("leader") == 2, 30, "broker 2 leads")
+    recs = read_all(cluster)
+    assert recs[-1][0] == len(items) - 1
+    check_view(recs, expected, 0)
+    offsets = [o for o, _, _ in recs]
+    assert len(offsets) < len(items), "the follower holds the compacted log (gaps)"

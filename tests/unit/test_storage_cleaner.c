@@ -1,0 +1,367 @@
+/* Log compaction: offset map, codecs, the cleaner's decisions (latest value per key, tombstones
+ * kept until the delete horizon, records beyond the map kept, keyless records dropped, active
+ * segment untouched, an active producer's last batch kept), compressed batches, the dirty ratio
+ * and compaction lags, and crash safety (the process killed at each swap step, then the log
+ * reopened). */
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/be.h"
+#include "storage/compression.h"
+#include "storage/log.h"
+#include "storage/log_cleaner.h"
+#include "support/check.h"
+
+static char g_root[64];
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static char *pdir(const char *name) {
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s/%s", g_root, name);
+    return buf;
+}
+
+static struct gr_plog *open_log(const char *name, int64_t rp) {
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    cfg.segment_bytes = 1500;
+    cfg.index_interval_bytes = 200;
+    cfg.cleanup_compact = true;
+    cfg.cleanup_delete = false;
+    struct gr_plog *log = NULL;
+    CHECK(gr_plog_open_dir(pdir(name), &cfg, rp, &log) == 0 && log);
+    return log;
+}
+
+/* One batch: n records key "k<key+i>" (key < 0: no key), value "v<val>" (val < 0: tombstone);
+ * codec compresses the records. */
+static void put(struct gr_plog *log, int key, int n, int val, int codec, int64_t pid) {
+    struct gr_batch_rec recs[16];
+    char keys[16][16], vals[16][16];
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], 16, "k%d", key + i);
+        snprintf(vals[i], 16, "v%d", val);
+        recs[i] = (struct gr_batch_rec){key < 0 ? NULL : keys[i], key < 0 ? -1 : (int32_t)strlen(keys[i]),
+                                        val < 0 ? NULL : vals[i], val < 0 ? -1 : (int32_t)strlen(vals[i]), NULL, 0,
+                                        1000 + val};
+    }
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    static int32_t seq[4];
+    if (pid >= 0) {
+        o.producer_id = pid;
+        o.producer_epoch = 0;
+        o.base_sequence = seq[pid];
+        seq[pid] += n;
+    }
+    size_t len;
+    uint8_t *b = gr_batch_build(recs, n, &o, &len);
+    if (codec) {
+        uint8_t *z;
+        size_t zl;
+        CHECK(gr_compress(codec, b + GR_BATCH_HEADER_SIZE, len - GR_BATCH_HEADER_SIZE, &z, &zl) == 0);
+        b = gr_realloc(b, GR_BATCH_HEADER_SIZE + zl);
+        memcpy(b + GR_BATCH_HEADER_SIZE, z, zl);
+        free(z);
+        len = GR_BATCH_HEADER_SIZE + zl;
+        gr_put_be32(b + 8, (uint32_t)(len - 12));
+        gr_put_be16(b + 21, (uint16_t)(gr_be16(b + 21) | codec));
+        gr_batch_update_crc(b, len);
+    }
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0);
+    CHECKF(info.error == 0, "append error %d", info.error);
+    free(b);
+}
+
+/* The log read from its start: per key the last value seen ("" for a tombstone), record count,
+ * offsets strictly rising. */
+struct view {
+    char val[64][16];
+    bool seen[64];
+    int records, tombstones, keyless;
+    int64_t last_offset;
+};
+
+static void scan(struct gr_plog *log, struct view *v) {
+    memset(v, 0, sizeof *v);
+    v->last_offset = -1;
+    int64_t off = gr_plog_start_offset(log);
+    for (;;) {
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(log, off, 1 << 20, -1, true, &r) == 0 && r.error == 0);
+        if (r.len == 0) break;
+        CHECK(gr_batch_validate_all(r.data, r.len, 0, NULL) == GR_BATCH_OK);
+        struct gr_batch_iter it;
+        struct gr_batch_info bi;
+        const uint8_t *bp;
+        gr_batch_iter_init(&it, r.data, r.len);
+        while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
+            const uint8_t *src = bp;
+            size_t sl = bi.size;
+            uint8_t *view = NULL;
+            if (gr_batch_info_compression(&bi)) {
+                uint8_t *recs;
+                size_t rl;
+                CHECK(gr_decompress(gr_batch_info_compression(&bi), bp + 61, bi.size - 61, 1 << 24, &recs, &rl) == 0);
+                view = gr_malloc(61 + rl);
+                memcpy(view, bp, 61);
+                memcpy(view + 61, recs, rl);
+                free(recs);
+                gr_put_be16(view + 21, 0);
+                gr_put_be32(view + 8, (uint32_t)(61 + rl - 12));
+                src = view;
+                sl = 61 + rl;
+            }
+            struct gr_batch_rec_iter ri;
+            struct gr_batch_rec_view rv;
+            CHECK(gr_batch_rec_iter_init(&ri, src, sl) == GR_BATCH_OK);
+            while (gr_batch_rec_iter_next(&ri, &rv)) {
+                CHECK(rv.Offset > v->last_offset);
+                v->last_offset = rv.Offset;
+                v->records++;
+                if (!rv.Key) {
+                    v->keyless++;
+                    continue;
+                }
+                int k = atoi((const char *)rv.Key + 1);
+                if (k < 0 || k >= 64) continue;
+                v->seen[k] = true;
+                if (rv.Value) snprintf(v->val[k], 16, "%.*s", (int)rv.ValueLength, (const char *)rv.Value);
+                else {
+                    v->val[k][0] = 0;
+                    v->tombstones++;
+                }
+            }
+            CHECK(ri.err == GR_BATCH_OK);
+            free(view);
+        }
+        off = r.next_offset;
+        free(r.data);
+    }
+}
+
+static struct gr_cleaner_params params(void) {
+    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms()};
+    return p;
+}
+
+static void test_offset_map_and_codecs(void) {
+    struct gr_offset_map m;
+    gr_offset_map_init(&m, 24 * 10, 0.5);
+    CHECK(m.nslots == 16 && m.max_entries == 8); /* at least 16 slots */
+    for (int i = 0; i < 8; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "key%d", i);
+        CHECK(gr_offset_map_put(&m, (const uint8_t *)k, strlen(k), i * 10));
+    }
+    CHECK(!gr_offset_map_put(&m, (const uint8_t *)"new", 3, 99)); /* full */
+    CHECK(gr_offset_map_put(&m, (const uint8_t *)"key3", 4, 100));  /* update is fine */
+    CHECK(gr_offset_map_get(&m, (const uint8_t *)"key3", 4) == 100 && gr_offset_map_get(&m, (const uint8_t *)"key4", 4) == 40);
+    CHECK(gr_offset_map_get(&m, (const uint8_t *)"nope", 4) == -1 && m.latest_offset == 100);
+    gr_offset_map_free(&m);
+    uint8_t in[5000];
+    for (size_t i = 0; i < sizeof in; i++) in[i] = (uint8_t)(i % 37);
+    for (int codec = 1; codec <= 4; codec++) {
+        uint8_t *z, *d;
+        size_t zl, dl;
+        CHECK(gr_compress(codec, in, sizeof in, &z, &zl) == 0 && zl < sizeof in);
+        d = NULL;
+        CHECK(gr_decompress(codec, z, zl, 1 << 20, &d, &dl) == 0 && dl == sizeof in && memcmp(d, in, dl) == 0);
+        free(d);
+        CHECK(gr_decompress(codec, z, zl, 100, &d, &dl) != 0); /* bound */
+        z[zl / 2] ^= 0x55;
+        if (gr_decompress(codec, z, zl, 1 << 20, &d, &dl) == 0) free(d); /* garbage: no crash */
+        free(z);
+    }
+}
+
+static void test_clean_basic(void) {
+    struct gr_plog *log = open_log("cl-0", 0);
+    /* 20 keys overwritten 10 times, mixed codecs, a keyless batch, tombstones for keys 0-4 */
+    for (int round = 0; round < 10; round++)
+        for (int k = 0; k < 20; k += 4) put(log, k, 4, round, round % 5, -1);
+    { /* keyless records (leaders refuse them on compacted topics; a follower or a log whose
+       * policy changed may still hold some): the cleaner drops them */
+        struct gr_batch_rec kr[2] = {{NULL, -1, "a", 1, NULL, 0, 1}, {NULL, -1, "b", 1, NULL, 0, 1}};
+        struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+        o.base_offset = gr_plog_end_offset(log);
+        o.partition_leader_epoch = 0;
+        size_t kl;
+        uint8_t *kb = gr_batch_build(kr, 2, &o, &kl);
+        CHECK(gr_plog_append_as_follower(log, kb, kl, NULL) == 0);
+        free(kb);
+    }
+    put(log, 0, 5, -1, 0, -1); /* tombstones k0..k4 */
+    for (int k = 0; k < 20; k += 4) put(log, k + 5 < 20 ? 5 : 0, 1, 60 + k, 0, -1); /* filler -> more segs */
+    int64_t end = gr_plog_end_offset(log), size = gr_plog_size_bytes(log);
+    int segs = gr_plog_segment_count(log);
+    CHECK(segs > 4);
+    struct view before, after;
+    scan(log, &before);
+    struct gr_cleanable c;
+    gr_plog_cleanable(log, 0, gr_wall_ms(), &c);
+    CHECK(c.compact && c.first_dirty == 0 && c.dirty_ratio == 1.0 && c.cleanable_bytes > 0);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+    CHECK(st.segments_cleaned > 0 && st.end_offset > 0 && st.end_offset <= end);
+    scan(log, &after);
+    /* same latest values; tombstones kept (first pass: no delete horizon yet) */
+    for (int k = 0; k < 20; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d %s %s", k, before.val[k], after.val[k]);
+    CHECK(after.tombstones >= 4 && after.keyless == 0 && before.keyless == 2); /* k0 may be superseded already */
+    CHECK(gr_plog_end_offset(log) == end && gr_plog_size_bytes(log) < size);
+    CHECK(after.records < before.records);
+    gr_plog_cleanable(log, st.end_offset, gr_wall_ms(), &c);
+    CHECK(c.first_dirty == st.end_offset && c.dirty_ratio < 0.5);
+    /* reopen: the swapped segments load (indexes rebuilt) and read the same */
+    gr_plog_flush(log);
+    gr_plog_close(log);
+    log = open_log("cl-0", end);
+    struct view again;
+    scan(log, &again);
+    CHECK(memcmp(&again, &after, sizeof again) == 0);
+    /* delete.retention.ms 0 and old segment mtimes: the next pass drops the tombstones */
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.delete_retention_ms = 0;
+    gr_plog_set_config(log, &cfg);
+    for (int i = 0; i < 16; i++) put(log, 30, 4, 99 - i, 0, -1); /* a dirty tail; rolls the segments */
+    p = params();
+    int64_t cp = st.end_offset;
+    /* age every segment file so that the horizon (last clean segment's mtime) covers them */
+    for (int64_t o = 0; o <= gr_plog_end_offset(log); o++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%020" PRId64 ".log", pdir("cl-0"), o);
+        struct timespec ts[2] = {{1000000, 0}, {1000000, 0}};
+        utimensat(AT_FDCWD, path, ts, 0);
+    }
+    CHECK(gr_plog_clean(log, cp, &p, &st) == 0);
+    scan(log, &after);
+    CHECK(after.tombstones == 0);
+    for (int k = 5; k < 20; k++) CHECK(strcmp(before.val[k], after.val[k]) == 0);
+    for (int k = 1; k < 5; k++) CHECK(!after.seen[k]); /* deleted for good (k0 was rewritten after) */
+    CHECK(strcmp(after.val[0], before.val[0]) == 0 && before.val[0][0]);
+    CHECK(strcmp(after.val[30], "v84") == 0);
+    gr_plog_close(log);
+}
+
+static void test_keyless_rejected(void) {
+    struct gr_plog *log = open_log("cl-keyless-0", 0);
+    struct gr_batch_rec rec = {NULL, -1, "v", 1, NULL, 0, 5};
+    size_t len;
+    uint8_t *b = gr_batch_build(&rec, 1, NULL, &len);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0);
+    CHECK_KERR(info.error, GR_KERR_INVALID_RECORD);
+    free(b);
+    CHECK(gr_plog_end_offset(log) == 0);
+    gr_plog_close(log);
+}
+
+static void test_producer_last_batch_and_lag(void) {
+    struct gr_plog *log = open_log("cl-pid-0", 0);
+    put(log, 0, 2, 1, 0, 1); /* producer 1's only batch: superseded below, but kept (empty) */
+    for (int r = 2; r < 30; r++) put(log, 0, 2, r, 0, -1);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, 0, 1 << 20, -1, true, &r) == 0 && r.len > 0);
+    struct gr_batch_info bi;
+    CHECK(gr_batch_validate_one(r.data, r.len, 0, &bi) == GR_BATCH_OK);
+    CHECK(bi.ProducerId == 1 && bi.RecordCount == 0 && bi.BaseOffset == 0 && bi.LastOffsetDelta == 1);
+    free(r.data);
+    /* min.compaction.lag.ms: recent segments are not cleanable */
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.min_compaction_lag_ms = 3600 * 1000;
+    gr_plog_set_config(log, &cfg);
+    for (int rr = 0; rr < 30; rr++) put(log, 0, 2, 2000 + rr, 0, -1); /* timestamps 3000+: "now" below */
+    struct gr_cleanable c;
+    gr_plog_cleanable(log, st.end_offset, 3000 + 1000, &c);
+    CHECK(c.first_uncleanable == c.first_dirty && c.cleanable_bytes == 0);
+    gr_plog_cleanable(log, st.end_offset, 3000 + 7200 * 1000, &c);
+    CHECK(c.first_uncleanable > c.first_dirty && c.cleanable_bytes > 0);
+    /* max.compaction.lag.ms forces a log below the dirty ratio */
+    cfg.min_compaction_lag_ms = 0;
+    cfg.min_cleanable_dirty_ratio = 0.99;
+    cfg.max_compaction_lag_ms = 1;
+    gr_plog_set_config(log, &cfg);
+    gr_plog_cleanable(log, st.end_offset, gr_wall_ms(), &c);
+    CHECK(c.must_clean);
+    gr_plog_close(log);
+}
+
+/* The cleaner killed at each step of the swap: the reopened log reads the same latest values
+ * with offsets rising, and a later clean completes. */
+static void test_crash_safety(void) {
+    static const char *const steps[] = {"cleaned", "swap", "deleted"};
+    for (int s = 0; s < 3; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "cl-crash-%d", s);
+        struct gr_plog *log = open_log(name, 0);
+        for (int round = 0; round < 8; round++)
+            for (int k = 0; k < 12; k += 4) put(log, k, 4, round, round % 3, -1);
+        int64_t end = gr_plog_end_offset(log);
+        struct view before, after;
+        scan(log, &before);
+        gr_plog_flush(log);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("GREGOR_TEST_CLEANER_CRASH", steps[s], 1);
+            struct gr_cleaner_params p = params();
+            struct gr_clean_stats st;
+            gr_plog_clean(log, 0, &p, &st);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "step %s: child not killed", steps[s]);
+        gr_plog_close(log);
+        log = open_log(name, end);
+        CHECK(gr_plog_end_offset(log) == end);
+        scan(log, &after);
+        for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "step %s k%d", steps[s], k);
+        struct gr_cleaner_params p = params();
+        struct gr_clean_stats st;
+        CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+        scan(log, &after);
+        for (int k = 0; k < 12; k++) CHECK(strcmp(before.val[k], after.val[k]) == 0);
+        gr_plog_close(log);
+        /* no leftovers */
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "ls %s | grep -q -E 'cleaned|swap|deleted'", pdir(name));
+        CHECK(system(cmd) != 0);
+    }
+}
+
+int main(void) {
+    gr_log_set_level(GR_LOG_ERROR);
+    snprintf(g_root, sizeof g_root, "/tmp/gr-cleaner-XXXXXX");
+    if (!mkdtemp(g_root)) return 1;
+    test_offset_map_and_codecs();
+    test_clean_basic();
+    test_producer_last_batch_and_lag();
+    test_keyless_rejected();
+    test_crash_safety();
+    nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    if (test_failures) fprintf(stderr, "test_storage_cleaner: %d failures\n", test_failures);
+    else printf("test_storage_cleaner: ok\n");
+    return test_failures ? 1 : 0;
+}
