@@ -6,6 +6,7 @@
  * reaches the offset, REQUEST_TIMED_OUT after TimeoutMs (replication/delete_records.c). */
 #include <string.h>
 
+#include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "common/kerr.h"
@@ -56,12 +57,15 @@ void gr_handle_delete_records(struct gr_broker *b, struct gr_api_req *req, const
         const struct DeleteRecordsRequest_DeleteRecordsTopic *rt = &r->Topics[t];
         const char *topic = rt->Name ? rt->Name : "";
         bool internal = strcmp(topic, "__consumer_offsets") == 0 || strcmp(topic, "__transaction_state") == 0;
+        bool allowed = gr_api_authorized(req, GR_ACL_OP_DELETE, GR_ACL_RES_TOPIC, topic); /* Kafka 2.7: Topic DELETE */
         for (int i = 0; i < rt->PartitionsCount; i++, k++) {
             struct gr_rm_delete_records_part *dp = &c->parts[k];
             dp->topic = topic;
             dp->partition = rt->Partitions[i].PartitionIndex;
             dp->offset = rt->Partitions[i].Offset;
-            dp->error = internal ? GR_KERR_INVALID_TOPIC_EXCEPTION : GR_KERR_NONE;
+            dp->error = !allowed ? GR_KERR_TOPIC_AUTHORIZATION_FAILED
+                        : internal ? GR_KERR_INVALID_TOPIC_EXCEPTION
+                                   : GR_KERR_NONE;
         }
     }
     gr_rm_delete_records(b->replica_manager, r->TimeoutMs, c->parts, n, dr_done, c);
