@@ -95,6 +95,8 @@ static const struct cfg_key keys[] = {
     {"group.initial.rebalance.delay.ms", T_INT, F(group_initial_rebalance_delay_ms), "3000", 0, INT32_MAX},
     {"group.min.session.timeout.ms", T_INT, F(group_min_session_timeout_ms), "6000", 0, INT32_MAX},
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
+    {"offsets.retention.minutes", T_INT, F(offsets_retention_minutes), "10080", 1, INT32_MAX},
+    {"offsets.retention.check.interval.ms", T_LONG, F(offsets_retention_check_interval_ms), "600000", 1, INT64_MAX},
     /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */
     {"transactional.id.expiration.ms", T_INT, F(transactional_id_expiration_ms), "604800000", 1, INT32_MAX},
     {"authorizer.class.name", T_STRING, F(authorizer_class_name), NULL, 0, 0},

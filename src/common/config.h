@@ -99,6 +99,8 @@ struct gr_config {
     int32_t group_initial_rebalance_delay_ms;
     int32_t group_min_session_timeout_ms;
     int32_t group_max_session_timeout_ms;
+    int32_t offsets_retention_minutes;           /* offsets.retention.minutes */
+    int64_t offsets_retention_check_interval_ms; /* offsets.retention.check.interval.ms */
     int32_t transactional_id_expiration_ms;
 
     /* authorization (security/authorizer.h) and ZooKeeper ACLs */
