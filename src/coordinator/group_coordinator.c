@@ -1057,7 +1057,7 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
             if (cleanup && gc_expire_group_offsets_locked(gc, g, wall, &w, &expired)) gc_remove_group_locked(gc, g);
         }
     }
-    if (cleanup) gr_info(LOGGER, "Removed %d expired offsets.", expired);
+    if (cleanup && expired > 0) gr_info(LOGGER, "Removed %d expired offsets.", expired);
     pthread_mutex_unlock(&gc->mu);
     gc_wq_flush(gc, &w);
     gc_dq_flush(&q);

@@ -1,0 +1,242 @@
+"""Client features of Kafka 2.7's era through real clients (issue 17):
+
+  - static membership (KIP-345): a confluent-kafka consumer with group.instance.id restarted
+    within its session timeout takes its place back without a rebalance (same generation, the
+    other member's assignment callbacks are not called again), and a duplicate instance is fenced
+  - offset retention (KIP-211): offsets committed with an explicit retention (OffsetCommit v2
+    through kafka-python's protocol classes) are tombstoned by the next retention check, and the
+    offsets-only group disappears
+"""
+
+import re
+import time
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+kafka = pytest.importorskip("kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
+
+
+def create_topic(cluster, name, partitions=2, rf=1):
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    fs = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf)],
+                             operation_timeout=20, request_timeout=30)
+    fs[name].result(timeout=40)
+
+
+def produce(cluster, topic, n, partitions):
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+@pytest.fixture
+def one(cluster_factory, zk_connect):
+    return cluster_factory(zk_connect, n=1, config={"offsets.topic.num.partitions": "4",
+                                                    "offsets.retention.check.interval.ms": "1000"})
+
+
+class StaticMember:
+    def __init__(self, cluster, group, topic, instance, extra=None):
+        self.assigns = 0
+        self.revokes = 0
+        self.errors = []
+        self.c = Consumer({"error_cb": self.errors.append,"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                           "group.instance.id": instance, "session.timeout.ms": 20000,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                           "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100, **(extra or {})})
+        self.c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, c, parts):
+        self.assigns += 1
+
+    def _on_revoke(self, c, parts):
+        self.revokes += 1
+
+    def poll_until(self, cond, timeout=40):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, "timed out polling"
+            self.c.poll(0.2)
+
+
+def generations(broker, group):
+    return [int(g) for g in re.findall(rf"Stabilized group {re.escape(group)} generation (\d+)", broker.log(whole=True))]
+
+
+def describe(cluster, group):
+    from kafka.admin import KafkaAdminClient
+    adm = KafkaAdminClient(bootstrap_servers=bootstrap(cluster))
+    try:
+        return adm.describe_consumer_groups([group])[0]
+    finally:
+        adm.close()
+
+
+def member_ids(cluster, group):
+    return sorted(m.member_id for m in describe(cluster, group).members)
+
+
+def test_static_member_restart_no_rebalance(one):
+    topic, group = "static-t", "static-g"
+    create_topic(one, topic)
+    produce(one, topic, 20, 2)
+    a = StaticMember(one, group, topic, "inst-a")
+    b = StaticMember(one, group, topic, "inst-b")
+    deadline = time.monotonic() + 60
+    while not (a.c.assignment() and b.c.assignment()):
+        assert time.monotonic() < deadline, "both members never got partitions"
+        a.c.poll(0.1)
+        b.c.poll(0.1)
+    # let the group settle (both members may have joined in different generations)
+    for _ in range(20):
+        a.c.poll(0.1)
+        b.c.poll(0.1)
+    broker = one[1]
+    gens = generations(broker, group)
+    assert gens, "group never stabilized"
+    b_assigns, b_revokes = b.assigns, b.revokes
+    a_parts = sorted(tp.partition for tp in a.c.assignment())
+    ids = member_ids(one, group)
+    assert len(ids) == 2 and ids[0].startswith("inst-a-") and ids[1].startswith("inst-b-")
+
+    # "restart" a: a static member leaves no LeaveGroup behind, a new process rejoins at once
+    a.c.close()
+    a2 = StaticMember(one, group, topic, "inst-a")
+    a2.poll_until(lambda: a2.c.assignment())
+    for _ in range(20):
+        a2.c.poll(0.1)
+        b.c.poll(0.1)
+    assert sorted(tp.partition for tp in a2.c.assignment()) == a_parts
+    assert generations(broker, group) == gens, "the restart caused a rebalance"
+    assert (b.assigns, b.revokes) == (b_assigns, b_revokes)
+    assert "Static member which joins during Stable stage and doesn't affect selectProtocol will not " \
+           "trigger rebalance." in broker.log(whole=True)
+
+    # a has a new member id under the same instance id, b kept its own
+    desc = describe(one, group)
+    assert desc.state == "Stable"
+    new_ids = sorted(m.member_id for m in desc.members)
+    assert new_ids[0] != ids[0] and new_ids[0].startswith("inst-a-") and new_ids[1] == ids[1]
+    a2.c.close()
+    b.c.close()
+
+
+def _v3_requests():
+    """Heartbeat v3 / LeaveGroup v3 (group.instance.id), which kafka-python 2.0 does not define."""
+    from kafka.protocol.api import Request, Response
+    from kafka.protocol.types import Array, Int16, Int32, Schema, String
+
+    class HeartbeatResponse_v3(Response):
+        API_KEY, API_VERSION = 12, 3
+        SCHEMA = Schema(("throttle_time_ms", Int32), ("error_code", Int16))
+
+    class HeartbeatRequest_v3(Request):
+        API_KEY, API_VERSION, RESPONSE_TYPE = 12, 3, HeartbeatResponse_v3
+        SCHEMA = Schema(("group", String("utf-8")), ("generation_id", Int32), ("member_id", String("utf-8")),
+                        ("group_instance_id", String("utf-8")))
+
+    class LeaveGroupResponse_v3(Response):
+        API_KEY, API_VERSION = 13, 3
+        SCHEMA = Schema(("throttle_time_ms", Int32), ("error_code", Int16),
+                        ("members", Array(("member_id", String("utf-8")), ("group_instance_id", String("utf-8")),
+                                          ("error_code", Int16))))
+
+    class LeaveGroupRequest_v3(Request):
+        API_KEY, API_VERSION, RESPONSE_TYPE = 13, 3, LeaveGroupResponse_v3
+        SCHEMA = Schema(("group", String("utf-8")),
+                        ("members", Array(("member_id", String("utf-8")), ("group_instance_id", String("utf-8")))))
+
+    return HeartbeatRequest_v3, LeaveGroupRequest_v3
+
+
+class Raw:
+    """kafka-python's KafkaClient to send single requests to broker node."""
+
+    def __init__(self, cluster, node):
+        from kafka import KafkaClient
+        self.cli = KafkaClient(bootstrap_servers=bootstrap(cluster), api_version=(2, 0))
+        self.node = node
+
+    def send(self, req):
+        deadline = time.monotonic() + 20
+        while not self.cli.ready(self.node):
+            assert time.monotonic() < deadline, "broker not ready"
+            self.cli.poll(timeout_ms=100)
+        f = self.cli.send(self.node, req)
+        self.cli.poll(future=f, timeout_ms=20000)
+        assert f.succeeded(), f.exception
+        return f.value
+
+    def close(self):
+        self.cli.close()
+
+
+FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID = 82, 25
+
+
+def test_duplicate_static_instance_fenced_and_batch_leave(one):
+    topic, group = "fence-t", "fence-g"
+    create_topic(one, topic, partitions=1)
+    a = StaticMember(one, group, topic, "dup")
+    a.poll_until(lambda: a.c.assignment())
+    old = member_ids(one, group)
+    b = StaticMember(one, group, topic, "dup")  # a second process with the same instance id
+    b.poll_until(lambda: b.c.assignment())
+    new = member_ids(one, group)
+    assert len(old) == 1 and len(new) == 1 and old != new
+    Heartbeat, Leave = _v3_requests()
+    raw = Raw(one, one[1].id)
+    try:
+        gen = max(generations(one[1], group))
+        assert raw.send(Heartbeat(group, gen, old[0], "dup")).error_code == FENCED_INSTANCE_ID
+        assert raw.send(Heartbeat(group, gen, new[0], "dup")).error_code == 0
+        # LeaveGroup v3: a batch by instance id; the unknown one gets its own error
+        r = raw.send(Leave(group, [("", "dup"), ("", "nobody")]))
+        assert r.error_code == 0
+        assert [(m[1], m[2]) for m in r.members] == [("dup", 0), ("nobody", UNKNOWN_MEMBER_ID)]
+        assert f"Member {new[0]} has left group {group}" in one[1].log(whole=True)
+        assert new[0] not in member_ids(one, group)
+    finally:
+        raw.close()
+        a.c.close()
+        b.c.close()
+
+
+def test_offsets_with_retention_expire(one):
+    """OffsetCommit v2 with retention_time: expired by the next check (1 s here), tombstoned, and
+    the offsets-only group is removed (OffsetFetch finds nothing)."""
+    from kafka.protocol.commit import GroupCoordinatorRequest_v0, OffsetCommitRequest_v2, OffsetFetchRequest_v1
+    topic, group = "ret-t", "ret-g"
+    create_topic(one, topic, partitions=1)
+    raw = Raw(one, one[1].id)
+    send = raw.send
+    try:
+        def fetch():
+            r = send(OffsetFetchRequest_v1(group, [(topic, [0])]))
+            return r.topics[0][1][0][1]
+
+        # FindCoordinator creates __consumer_offsets; the coordinator then loads it
+        H.wait_for(lambda: send(GroupCoordinatorRequest_v0(group)).error_code == 0, 20, "a coordinator")
+
+        def commit(offset, retention):
+            r = send(OffsetCommitRequest_v2(group, -1, "", retention, [(topic, [(0, offset, "")])]))
+            return r.topics[0][1][0][1] == 0
+
+        H.wait_for(lambda: commit(42, -1), 20, "a commit")
+        assert fetch() == 42
+        assert commit(43, 1500)
+        assert fetch() == 43
+        H.wait_for(lambda: fetch() == -1, 20, "the offset to expire")
+        H.wait_for(lambda: "Group ret-g transitioned to Dead" in one[1].log(whole=True), 10, "group removed")
+    finally:
+        raw.close()
