@@ -240,3 +240,70 @@ def test_offsets_with_retention_expire(one):
         H.wait_for(lambda: "Group ret-g transitioned to Dead" in one[1].log(whole=True), 10, "group removed")
     finally:
         raw.close()
+
+
+def _admin_requests():
+    """CreateDelegationToken / DescribeDelegationToken / AlterReplicaLogDirs v0 (not in kafka-python 2.0)."""
+    from kafka.protocol.api import Request, Response
+    from kafka.protocol.types import Array, Bytes, Int16, Int32, Int64, Schema, String
+
+    s = String("utf-8")
+
+    class CreateTokenResponse(Response):
+        API_KEY, API_VERSION = 38, 0
+        SCHEMA = Schema(("error_code", Int16), ("principal_type", s), ("principal_name", s), ("issue", Int64),
+                        ("expiry", Int64), ("max", Int64), ("token_id", s), ("hmac", Bytes), ("throttle", Int32))
+
+    class CreateToken(Request):
+        API_KEY, API_VERSION, RESPONSE_TYPE = 38, 0, CreateTokenResponse
+        SCHEMA = Schema(("renewers", Array(("type", s), ("name", s))), ("max_lifetime", Int64))
+
+    class DescribeTokenResponse(Response):
+        API_KEY, API_VERSION = 41, 0
+        SCHEMA = Schema(("error_code", Int16),
+                        ("tokens", Array(("type", s), ("name", s), ("issue", Int64), ("expiry", Int64),
+                                         ("max", Int64), ("token_id", s), ("hmac", Bytes),
+                                         ("renewers", Array(("type", s), ("name", s))))),
+                        ("throttle", Int32))
+
+    class DescribeToken(Request):
+        API_KEY, API_VERSION, RESPONSE_TYPE = 41, 0, DescribeTokenResponse
+        SCHEMA = Schema(("owners", Array(("type", s), ("name", s))))
+
+    class AlterDirsResponse(Response):
+        API_KEY, API_VERSION = 34, 0
+        SCHEMA = Schema(("throttle", Int32),
+                        ("results", Array(("topic", s), ("partitions", Array(("partition", Int32),
+                                                                              ("error_code", Int16))))))
+
+    class AlterDirs(Request):
+        API_KEY, API_VERSION, RESPONSE_TYPE = 34, 0, AlterDirsResponse
+        SCHEMA = Schema(("dirs", Array(("path", s), ("topics", Array(("name", s), ("partitions", Array(Int32)))))))
+
+    return CreateToken, DescribeToken, AlterDirs
+
+
+def test_token_and_log_dir_apis_answered(one):
+    """APIs Kafka 2.7 advertises and Gregor answers as Kafka does without the feature: delegation
+    tokens on PLAINTEXT (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), AlterReplicaLogDirs' checks. The
+    connection stays open."""
+    from kafka.protocol.admin import ApiVersionRequest_v0
+    CreateToken, DescribeToken, AlterDirs = _admin_requests()
+    topic = "dirs-t"
+    create_topic(one, topic, partitions=1)
+    raw = Raw(one, one[1].id)
+    try:
+        keys = {k[0]: (k[1], k[2]) for k in raw.send(ApiVersionRequest_v0()).api_versions}
+        for k in (34, 38, 39, 40, 41):
+            assert k in keys, k
+        r = raw.send(CreateToken([], -1))
+        assert r.error_code == 64 and (r.principal_type, r.principal_name) == ("User", "ANONYMOUS")
+        assert r.issue == -1 and r.token_id == ""
+        assert raw.send(DescribeToken(None)).error_code == 64
+        logdir = one[1].logdir
+        r = raw.send(AlterDirs([(logdir, [(topic, [0, 7])]), ("/no/such/dir", [(topic, [0])])]))
+        got = {(t[0], p[0], i): p[1] for i, t in enumerate(r.results) for p in t[1]}
+        assert got == {(topic, 0, 0): 0, (topic, 7, 0): 9, (topic, 0, 1): 57}, got
+        assert raw.send(ApiVersionRequest_v0()).error_code == 0  # still connected
+    finally:
+        raw.close()
