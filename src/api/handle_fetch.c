@@ -1,5 +1,7 @@
 /* Fetch (api key 1), versions 4-11 (the v2 record format needs v4+; librdkafka uses up to 11,
- * kafka-python v4). Served by the leader only (no KIP-392 follower fetching):
+ * kafka-python v4). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
+ * the leader names a PreferredReadReplica when replica.selector.class is set, see
+ * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
  *     to the log end offset and their FetchOffset updates the leader's view of them (HW, ISR);
  *   - KIP-320: CurrentLeaderEpoch (v9+) older than ours -> FENCED_LEADER_EPOCH, newer ->
@@ -25,6 +27,7 @@
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
+#include "replication/replica_selector.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -45,6 +48,28 @@ struct fetch_ctx {
 static void free_bufs(struct fetch_ctx *c) {
     for (int i = 0; i < c->nbufs; i++) free(c->bufs[i]);
     c->nbufs = 0;
+}
+
+/* Kafka's fetchOnlyFromLeader: followers, and consumers without client metadata (before v11).
+ * Consumers of v11+ may read from a follower, up to the high watermark it knows (KIP-392). */
+static bool leader_only(const struct fetch_ctx *c) {
+    return c->r->ReplicaId >= 0 || c->version < 11;
+}
+
+/* KIP-392 on the leader: if the replica selector prefers another replica for this consumer,
+ * answers the partition with PreferredReadReplica and the offsets only (Kafka skips the read). */
+static bool preferred_replica(struct fetch_ctx *c, struct gr_rm_partition *p, const struct FetchRequest_FetchPartition *fp,
+                              struct FetchResponse_FetchablePartitionResponse *pr, int64_t hw) {
+    if (c->r->ReplicaId >= 0 || c->version < 11) return false;
+    int32_t id = gr_rm_preferred_read_replica(c->rm, p, c->r->RackId, c->req->listener, fp->FetchOffset);
+    if (id < 0) return false;
+    pr->PreferredReadReplica = id;
+    pr->HighWatermark = hw;
+    pr->LastStableOffset = hw;
+    pr->LogStartOffset = gr_plog_start_offset(p->lml->log);
+    gr_debug("kafka.server.ReplicaManager", "Replica selected %d for %s-%d (client rack %s)", id, p->topic,
+             p->partition, c->r->RackId);
+    return true;
 }
 
 /* Reads every partition into a fresh response. update_followers: record follower progress (the
@@ -101,10 +126,15 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 continue;
             }
             pthread_mutex_lock(&p->lock);
-            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
+            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
+                                                   leader_only(c));
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
             if (err == GR_KERR_NONE) err = gr_ldf_check(req->broker, p->lml->dir_idx); /* offline log dir */
+            if (err == GR_KERR_NONE && preferred_replica(c, p, fp, pr, hw)) { /* KIP-392: no read */
+                gr_rm_partition_unref(p);
+                continue;
+            }
             if (err != GR_KERR_NONE) {
                 pr->ErrorCode = err;
                 *errors = true;
@@ -167,7 +197,8 @@ static bool fetch_try(struct gr_delayed_op *op) {
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
             if (!p) return true;
             pthread_mutex_lock(&p->lock);
-            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
+            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
+                                                   leader_only(c));
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
             int64_t end = follower ? gr_plog_end_offset(p->lml->log) : hw;

@@ -31,6 +31,7 @@ struct cfg_key {
 static const struct cfg_key keys[] = {
     {"broker.id", T_INT, F(broker_id), "-1", -1, INT32_MAX},
     {"broker.rack", T_STRING, F(broker_rack), NULL, 0, 0},
+    {"replica.selector.class", T_STRING, F(replica_selector_class), NULL, 0, 0},
     {"zookeeper.connect", T_STRING, F(zookeeper_connect), NULL, 0, 0},
     {"zookeeper.session.timeout.ms", T_INT, F(zookeeper_session_timeout_ms), "18000", 1, INT32_MAX},
     {"zookeeper.connection.timeout.ms", T_INT, F(zookeeper_connection_timeout_ms), "-1", -1, INT32_MAX},
@@ -386,6 +387,12 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
     if (cfg->zookeeper_set_acl && !cfg->gregor_zookeeper_auth_digest) {
         snprintf(err, errlen, "zookeeper.set.acl is true, but no ZooKeeper authentication is configured "
                  "(gregor.zookeeper.auth.digest=user:password)");
+        return GR_ECONFIG;
+    }
+    if (cfg->replica_selector_class &&
+        strcmp(cfg->replica_selector_class, "org.apache.kafka.common.replica.RackAwareReplicaSelector") != 0) {
+        snprintf(err, errlen, "Invalid value %s for configuration replica.selector.class: only "
+                 "org.apache.kafka.common.replica.RackAwareReplicaSelector is available", cfg->replica_selector_class);
         return GR_ECONFIG;
     }
     if (cfg->min_insync_replicas < 1) {

@@ -509,6 +509,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         if (hw >= 0) atomic_store(&p->lml->hw, hw);
     }
     pthread_mutex_unlock(&p->lock);
+    if (rc == 0) gr_purgatory_check(rm->fetch_purg, p->key); /* consumers fetching from this follower (KIP-392) */
     return rc;
 }
 

@@ -307,3 +307,39 @@ def test_token_and_log_dir_apis_answered(one):
         assert raw.send(ApiVersionRequest_v0()).error_code == 0  # still connected
     finally:
         raw.close()
+
+
+def test_fetch_from_follower_in_client_rack(cluster_factory, zk_connect):
+    """KIP-392: brokers in racks r1..r3 with RackAwareReplicaSelector; a librdkafka consumer with
+    client.rack = the rack of a follower is sent there by the leader (PreferredReadReplica) and
+    reads everything from it: the follower's consumer BytesOutPerSec for the topic grows, the
+    leader's does not."""
+    c = cluster_factory(zk_connect, n=3, start=False,
+                        config={"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
+    for i in (1, 2, 3):
+        c[i].config["broker.rack"] = f"r{i}"
+    c.start()
+    topic = "ffr-t"
+    create_topic(c, topic, partitions=1, rf=3)
+    produce(c, topic, 200, 1)
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    md = admin.list_topics(topic, timeout=20).topics[topic].partitions[0]
+    leader = md.leader
+    follower = next(r for r in md.replicas if r != leader)
+    H.wait_for(lambda: len(admin.list_topics(topic, timeout=20).topics[topic].partitions[0].isrs) == 3, 30,
+               "a full ISR")
+    cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": "ffr-g", "client.rack": f"r{follower}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    cons.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 200 and time.monotonic() < deadline:
+        for m in cons.consume(100, 0.5):
+            if m.error() is None:
+                got += 1
+    cons.close()
+    assert got == 200
+    key = f"name=BytesOutPerSec,topic={topic}"
+    H.wait_for(lambda: (H.find_metric(c[follower].metrics(), key) or 0) > 0, 10,
+               "consumer bytes served by the follower")
+    assert not H.find_metric(c[leader].metrics(), key)
