@@ -9,7 +9,8 @@
  *   - MaxBytes bounds the response, PartitionMaxBytes each partition; the first partition that
  *     has data returns at least one whole batch (Kafka's minOneMessage);
  *   - LastStableOffset = high watermark (no transactions); no aborted transactions;
- *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full;
+ *   - sessions (KIP-227, replication/fetch_session.h): the request is widened to the session's
+ *     partitions before reading and the answer narrowed to what changed before sending;
  *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
  *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
@@ -28,6 +29,7 @@
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
 #include "replication/replica_selector.h"
+#include "replication/fetch_session.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -40,6 +42,7 @@ struct fetch_ctx {
     int16_t version;
     int n;
     bool *denied; /* per request topic: TOPIC_AUTHORIZATION_FAILED (authorize.h) */
+    struct gr_fsc_ctx session; /* KIP-227 */
     /* read results that must be freed after the response is encoded */
     uint8_t **bufs;
     int nbufs;
@@ -232,11 +235,18 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
     }
 }
 
+/* The fetch session's part of the answer (KIP-227): session id, incremental filtering. */
+static void session_finish(struct fetch_ctx *c, struct FetchResponse *resp) {
+    if (c->rm && c->rm->fetch_sessions)
+        gr_fsc_finish(c->rm->fetch_sessions, c->r, &c->session, resp, gr_mono_ms(), &c->req->arena);
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
     fetch_metrics(c, resp);
+    session_finish(c, resp);
     gr_api_respond(c->req, resp);
     free_bufs(c);
 }
@@ -262,6 +272,16 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     c->req = req;
     c->r = r;
     c->version = hdr->RequestApiVersion;
+    if (c->rm && c->rm->fetch_sessions) {
+        r = c->r = gr_fsc_begin(c->rm->fetch_sessions, r, c->version, gr_mono_ms(), &req->arena, &c->session);
+        if (!r) { /* unknown session or wrong epoch: a top-level error, no data */
+            struct FetchResponse *resp = gr_api_new_response(req);
+            session_finish(c, resp);
+            gr_api_respond(req, resp);
+            free(c);
+            return;
+        }
+    }
     int n = 0;
     for (int t = 0; t < r->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
     c->n = n;
@@ -279,6 +299,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
         fetch_metrics(c, resp);
+        session_finish(c, resp);
         gr_api_respond(req, resp);
         free_bufs(c);
         free(c->bufs);

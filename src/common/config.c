@@ -32,6 +32,8 @@ static const struct cfg_key keys[] = {
     {"broker.id", T_INT, F(broker_id), "-1", -1, INT32_MAX},
     {"broker.rack", T_STRING, F(broker_rack), NULL, 0, 0},
     {"replica.selector.class", T_STRING, F(replica_selector_class), NULL, 0, 0},
+    {"max.incremental.fetch.session.cache.slots", T_INT, F(max_incremental_fetch_session_cache_slots), "1000", 0,
+     INT32_MAX},
     {"zookeeper.connect", T_STRING, F(zookeeper_connect), NULL, 0, 0},
     {"zookeeper.session.timeout.ms", T_INT, F(zookeeper_session_timeout_ms), "18000", 1, INT32_MAX},
     {"zookeeper.connection.timeout.ms", T_INT, F(zookeeper_connection_timeout_ms), "-1", -1, INT32_MAX},
