@@ -343,3 +343,55 @@ def test_fetch_from_follower_in_client_rack(cluster_factory, zk_connect):
     H.wait_for(lambda: (H.find_metric(c[follower].metrics(), key) or 0) > 0, 10,
                "consumer bytes served by the follower")
     assert not H.find_metric(c[leader].metrics(), key)
+
+
+def test_incremental_fetch_session(one):
+    """KIP-227 through Fetch v7 (kafka-python's protocol classes): a full fetch opens a session,
+    an incremental one answers only the partitions that changed, a replayed epoch gets
+    INVALID_FETCH_SESSION_EPOCH and an unknown session FETCH_SESSION_ID_NOT_FOUND."""
+    from kafka.protocol.fetch import FetchRequest, FetchResponse
+    from kafka.protocol.types import Array, Int8, Int32, Int64, Schema, String
+
+    class Fetch(FetchRequest[7]):  # kafka-python 2.0's v7 schema mis-declares forgotten_topics_data
+        SCHEMA = Schema(("replica_id", Int32), ("max_wait_time", Int32), ("min_bytes", Int32),
+                        ("max_bytes", Int32), ("isolation_level", Int8), ("session_id", Int32),
+                        ("session_epoch", Int32),
+                        ("topics", Array(("topic", String("utf-8")),
+                                         ("partitions", Array(("partition", Int32), ("fetch_offset", Int64),
+                                                              ("log_start_offset", Int64), ("max_bytes", Int32))))),
+                        ("forgotten_topics_data", Array(("topic", String("utf-8")), ("partitions", Array(Int32)))))
+        RESPONSE_TYPE = FetchResponse[7]
+    topic = "sess-t"
+    create_topic(one, topic, partitions=2)
+    produce(one, topic, 10, 2)  # 5 records in each partition
+    raw = Raw(one, one[1].id)
+    try:
+        def fetch(sid, epoch, parts, forget=()):
+            r = raw.send(Fetch(-1, 0, 1, 1 << 20, 0, sid, epoch,
+                               [(topic, [(p, off, -1, 1 << 20) for p, off in parts])] if parts else [],
+                               [(topic, list(forget))] if forget else []))
+            got = {p[0]: (p[1], p[2], len(p[6])) for t in r.topics for p in t[1]}
+            return r.error_code, r.session_id, got
+
+        err, sid, got = fetch(0, 0, [(0, 5), (1, 5)])
+        assert err == 0 and sid > 0 and got == {0: (0, 5, 0), 1: (0, 5, 0)}
+        err, sid2, got = fetch(sid, 1, [])
+        assert (err, sid2, got) == (0, sid, {})  # nothing changed
+        produce_to(one, topic, 1, 3)
+        err, _, got = fetch(sid, 2, [])
+        assert err == 0 and list(got) == [1] and got[1][1] == 8 and got[1][2] > 0
+        assert fetch(sid, 2, [])[0] == 71  # INVALID_FETCH_SESSION_EPOCH
+        assert fetch(sid + 1 if sid < 2**31 - 1 else 1, 1, [])[0] == 70  # FETCH_SESSION_ID_NOT_FOUND
+        # forgetting both partitions closes the session
+        err, sid3, _ = fetch(sid, 3, [], forget=[0, 1])
+        assert err == 0 and sid3 == 0
+        assert fetch(sid, 4, [])[0] == 70
+    finally:
+        raw.close()
+
+
+def produce_to(cluster, topic, partition, n):
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for i in range(n):
+        p.produce(topic, f"x{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
