@@ -25,7 +25,7 @@
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
     [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
-    [GR_API_FETCH] = {4, 11, gr_handle_fetch, RM},
+    [GR_API_FETCH] = {0, 11, gr_handle_fetch, RM},
     [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
     [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},

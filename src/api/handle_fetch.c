@@ -1,5 +1,5 @@
-/* Fetch (api key 1), versions 4-11 (the v2 record format needs v4+; librdkafka uses up to 11,
- * kafka-python v4). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
+/* Fetch (api key 1), versions 0-11 (v0-v3 get the records down-converted to magic 0/1 message
+ * sets; librdkafka uses up to 11, kafka-python v4). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
  * the leader names a PreferredReadReplica when replica.selector.class is set, see
  * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
@@ -30,6 +30,7 @@
 #include "replication/replica_internal.h"
 #include "replication/replica_selector.h"
 #include "replication/fetch_session.h"
+#include "storage/legacy_records.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -235,8 +236,30 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
     }
 }
 
-/* The fetch session's part of the answer (KIP-227): session id, incremental filtering. */
+/* Fetch v0-v3 clients read magic 0 (v0-1) or 1 (v2-3) message sets: Kafka's down-conversion
+ * (storage/legacy_records.h), into the request's arena. */
+static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
+    if (c->version >= 4) return;
+    for (int t = 0; t < resp->ResponsesCount; t++)
+        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++) {
+            struct FetchResponse_FetchablePartitionResponse *pr = &resp->Responses[t].PartitionResponses[i];
+            if (pr->RecordSet.len <= 0) continue;
+            size_t len;
+            bool compressed;
+            uint8_t *out = gr_v2_to_legacy(pr->RecordSet.p, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
+                                           &len, &compressed);
+            pr->RecordSet.p = out ? gr_api_alloc(c->req, len) : NULL;
+            if (out) memcpy((uint8_t *)pr->RecordSet.p, out, len);
+            pr->RecordSet.len = (int32_t)len;
+            free(out);
+            if (!out && compressed) pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* no codecs */
+        }
+}
+
+/* The fetch session's part of the answer (KIP-227): session id, incremental filtering; and the
+ * down-conversion for old clients. */
 static void session_finish(struct fetch_ctx *c, struct FetchResponse *resp) {
+    down_convert(c, resp);
     if (c->rm && c->rm->fetch_sessions)
         gr_fsc_finish(c->rm->fetch_sessions, c->r, &c->session, resp, gr_mono_ms(), &c->req->arena);
 }

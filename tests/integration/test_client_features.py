@@ -395,3 +395,72 @@ def produce_to(cluster, topic, partition, n):
     for i in range(n):
         p.produce(topic, f"x{i}".encode(), partition=partition)
     assert p.flush(30) == 0
+
+
+def test_old_message_format_librdkafka_09(one):
+    """librdkafka without ApiVersions as a 0.9 client (broker.version.fallback=0.9.0: Produce v1,
+    Fetch v1, magic 0 message sets): its messages are converted to v2 batches on append and
+    down-converted on fetch; a current client reads the same records at the same offsets."""
+    topic = "old-09"
+    create_topic(one, topic, partitions=1)
+    old = {"bootstrap.servers": bootstrap(one), "api.version.request": False, "broker.version.fallback": "0.9.0"}
+    p = Producer({**old, "acks": 1})
+    for i in range(30):
+        p.produce(topic, f"val-{i}".encode(), key=f"k{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({**old, "group.id": "old-g", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 30 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    c.close()
+    assert [(m.offset(), m.key(), m.value()) for m in got] == \
+        [(i, f"k{i}".encode(), f"val-{i}".encode()) for i in range(30)]
+    for api in ("Produce", "FetchConsumer"):
+        key = f"name=RequestsPerSec,request={api},version=1"
+        H.wait_for(lambda: H.find_metric(one[1].metrics(), key), 10, f"{api} v1 requests")
+    assert read_modern(one, topic, 30) == [(i, f"val-{i}".encode()) for i in range(30)]
+
+
+def read_modern(cluster, topic, n):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "modern", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    vals = []
+    deadline = time.monotonic() + 30
+    while len(vals) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            vals.append((m.offset(), m.value()))
+    c.close()
+    return vals
+
+
+def test_old_message_format_kafka_python_010(one):
+    """kafka-python as a 0.10.0 client (Produce v2 / Fetch v2, magic 1 with timestamps)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+    topic = "old-010"
+    create_topic(one, topic, partitions=1)
+    ts = 1600000000123
+    p = KafkaProducer(bootstrap_servers=bootstrap(one), api_version=(0, 10, 0), acks=1)
+    for i in range(20):
+        p.send(topic, value=f"v{i}".encode(), key=b"k", partition=0, timestamp_ms=ts + i)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(bootstrap_servers=bootstrap(one), api_version=(0, 10, 0), auto_offset_reset="earliest",
+                      consumer_timeout_ms=5000)
+    c.assign([KTP(topic, 0)])
+    got = []
+    for m in c:
+        got.append((m.offset, m.value, m.timestamp))
+        if len(got) == 20:
+            break
+    c.close()
+    assert got == [(i, f"v{i}".encode(), ts + i) for i in range(20)]
+    for api in ("Produce", "FetchConsumer"):
+        key = f"name=RequestsPerSec,request={api},version=2"
+        H.wait_for(lambda: H.find_metric(one[1].metrics(), key), 10, f"{api} v2 requests")
+    assert read_modern(one, topic, 20) == [(i, f"v{i}".encode()) for i in range(20)]
