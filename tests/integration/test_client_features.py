@@ -316,8 +316,11 @@ def test_fetch_from_follower_in_client_rack(cluster_factory, zk_connect):
     leader's does not."""
     c = cluster_factory(zk_connect, n=3, start=False,
                         config={"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
+    ports = {}
     for i in (1, 2, 3):
         c[i].config["broker.rack"] = f"r{i}"
+        ports[i] = H.free_port()
+        c[i].config["gregor.metrics.listener"] = f"http://127.0.0.1:{ports[i]}"
     c.start()
     topic = "ffr-t"
     create_topic(c, topic, partitions=1, rf=3)
@@ -343,6 +346,16 @@ def test_fetch_from_follower_in_client_rack(cluster_factory, zk_connect):
     H.wait_for(lambda: (H.find_metric(c[follower].metrics(), key) or 0) > 0, 10,
                "consumer bytes served by the follower")
     assert not H.find_metric(c[leader].metrics(), key)
+    # the followers' replica fetchers use incremental fetch sessions (KIP-227) on the leader
+    import urllib.request
+
+    def sessions():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{ports[leader]}/metrics", timeout=5).read().decode()
+        for line in text.splitlines():
+            if line.startswith("kafka_server_fetchsessioncache_numincrementalfetchsessions"):
+                return float(line.split()[-1])
+        return 0
+    H.wait_for(lambda: sessions() >= 2, 10, "the followers' fetch sessions")
 
 
 def test_incremental_fetch_session(one):

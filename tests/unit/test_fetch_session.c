@@ -7,6 +7,7 @@
 
 #include "common/kerr.h"
 #include "replication/fetch_session.h"
+#include "replication/fetch_session_handler.h"
 #include "support/check.h"
 
 static struct gr_arena A;
@@ -166,10 +167,58 @@ static void test_eviction(void) {
     gr_fsc_free(c);
 }
 
+/* The fetching side (fetch_session_handler.h) against the cache: full, then incremental with
+ * only changed partitions, forgotten ones, and recovery from an unknown session. */
+static void test_handler_against_cache(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fetch_session_handler h;
+    gr_fsh_init(&h);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1, 2};
+    /* full */
+    struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){5, 5, 5}, 3, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionEpoch == 0 && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 3);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){5, 5, 5}, (const int32_t[]){0, 0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id == resp->SessionId && h.session_id > 0 && h.next_epoch == 1);
+    /* partition 1 advanced, 2 is no longer fetched: one partition sent, one forgotten */
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionId == h.session_id && r->SessionEpoch == 1);
+    CHECK(r->TopicsCount == 1 && r->Topics[0].Partitions[0].Partition == 1 && r->Topics[0].Partitions[0].FetchOffset == 9);
+    CHECK(r->ForgottenTopicsDataCount == 1 && r->ForgottenTopicsData[0].Partitions[0] == 2);
+    f = gr_fsc_begin(c, r, 11, 1, &A, &ctx);
+    CHECK(ctx.kind == GR_FSC_INCREMENTAL && f->Topics[0].PartitionsCount == 2);
+    resp = resp_for(f, (const int64_t[]){5, 9}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.next_epoch == 2);
+    /* the leader lost the session: the error resets to a full fetch */
+    gr_fsc_free(c);
+    c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    f = gr_fsc_begin(c, r, 11, 2, &A, &ctx);
+    CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
+    resp = resp_for(req(7, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
+    gr_fsc_finish(c, NULL, &ctx, resp, 2, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id == 0 && h.next_epoch == 0);
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionId == 0 && r->SessionEpoch == 0 && r->Topics[0].PartitionsCount == 2);
+    gr_fsh_free(&h);
+    gr_fsc_free(c);
+}
+
 int main(void) {
     gr_arena_init(&A);
     test_session_lifecycle();
     test_eviction();
+    test_handler_against_cache();
     gr_arena_free(&A);
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
