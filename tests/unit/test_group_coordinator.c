@@ -710,6 +710,14 @@ static void test_static_membership(void) {
     CHECK_KERR(gr_gc_leave_group(a, G, &bad, 1), GR_KERR_NONE);
     CHECK_KERR(bad.error, GR_KERR_FENCED_INSTANCE_ID);
 
+    /* a takeover whose write fails is reverted: the old member id stays valid */
+    f.fail = GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    struct join_out r2;
+    join_static(a, G, "", "inst-2", &r2);
+    CHECK(r2.called == 1);
+    CHECK_KERR(r2.error, GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(gr_gc_heartbeat(a, G, m2, "inst-2", 1), GR_KERR_NONE);
+
     /* failover: the instance ids come back from the log */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
