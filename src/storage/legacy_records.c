@@ -8,8 +8,51 @@
 #include "common/util.h"
 #include "storage/batch.h"
 
+#ifdef GR_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 #define LEGACY_ATTR_COMPRESSION 0x07
 #define LEGACY_ATTR_LOG_APPEND_TIME 0x08
+#define CODEC_GZIP 1
+#define MAX_INFLATED (64u << 20) /* a decompression bomb stops here */
+
+/* gzip (or zlib) stream -> malloc'd bytes; NULL if not built with zlib, corrupt, or too big. */
+static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *out_len) {
+#ifdef GR_HAVE_ZLIB
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 32) != Z_OK) return NULL;
+    size_t cap = len * 4 + 64, n = 0;
+    uint8_t *out = gr_malloc(cap);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)len;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        if (n == cap) {
+            if (cap >= MAX_INFLATED) break;
+            cap = cap * 2 > MAX_INFLATED ? MAX_INFLATED : cap * 2;
+            out = gr_realloc(out, cap);
+        }
+        z.next_out = out + n;
+        z.avail_out = (uInt)(cap - n);
+        rc = inflate(&z, Z_NO_FLUSH);
+        n = cap - z.avail_out;
+        if (rc == Z_BUF_ERROR && z.avail_out > 0) break; /* truncated input */
+        if (rc == Z_BUF_ERROR) rc = Z_OK;               /* needs more room */
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(out);
+        return NULL;
+    }
+    *out_len = n;
+    return out;
+#else
+    (void)in, (void)len, (void)out_len;
+    return NULL;
+#endif
+}
 
 static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -82,27 +125,65 @@ static int16_t parse_one(const uint8_t *in, size_t len, size_t *pos, struct lega
     return GR_KERR_NONE;
 }
 
+struct up {
+    struct gr_batch_rec *recs;
+    int n, cap, magic;
+    uint8_t **bufs; /* inflated wrapper values the records point into */
+    int nbufs;
+};
+
+static int16_t add_msg(struct up *u, const struct legacy_msg *m, int64_t ts) {
+    if (u->magic >= 0 && m->magic != u->magic) return GR_KERR_CORRUPT_MESSAGE; /* mixed magic */
+    u->magic = m->magic;
+    if (u->n == u->cap) u->recs = gr_realloc(u->recs, (size_t)(u->cap = u->cap ? 2 * u->cap : 16) * sizeof *u->recs);
+    u->recs[u->n++] = (struct gr_batch_rec){.key = m->key, .key_len = m->key_len, .value = m->value,
+                                            .value_len = m->value_len, .timestamp = ts};
+    return GR_KERR_NONE;
+}
+
+/* A gzip wrapper message: its value is a message set of uncompressed messages (Kafka forbids
+ * nesting); a LogAppendTime wrapper gives them its timestamp. */
+static int16_t add_wrapper(struct up *u, const struct legacy_msg *w) {
+    size_t il;
+    uint8_t *inner = w->value_len > 0 ? gunzip(w->value, (size_t)w->value_len, &il) : NULL;
+    if (!inner) return GR_KERR_CORRUPT_MESSAGE;
+    u->bufs = gr_realloc(u->bufs, (size_t)(u->nbufs + 1) * sizeof *u->bufs);
+    u->bufs[u->nbufs++] = inner;
+    bool log_append = w->magic == 1 && (w->attributes & LEGACY_ATTR_LOG_APPEND_TIME);
+    int16_t err = GR_KERR_NONE;
+    int added = 0;
+    for (size_t pos = 0; pos < il && err == GR_KERR_NONE; added++) {
+        struct legacy_msg m;
+        if ((err = parse_one(inner, il, &pos, &m)) != GR_KERR_NONE) break;
+        if (m.magic != w->magic || (m.attributes & LEGACY_ATTR_COMPRESSION)) return GR_KERR_CORRUPT_MESSAGE;
+        err = add_msg(u, &m, log_append ? w->timestamp : m.timestamp);
+    }
+    return err == GR_KERR_NONE && added == 0 ? GR_KERR_CORRUPT_MESSAGE : err;
+}
+
 int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len) {
     *out = NULL;
     *out_len = 0;
-    int cap = 16, n = 0;
-    struct gr_batch_rec *recs = gr_calloc((size_t)cap, sizeof *recs);
+    struct up u = {.magic = -1};
     int16_t err = GR_KERR_NONE;
-    int magic = -1;
     for (size_t pos = 0; pos < len && err == GR_KERR_NONE;) {
         struct legacy_msg m;
         if ((err = parse_one(in, len, &pos, &m)) != GR_KERR_NONE) break;
-        if (magic >= 0 && m.magic != magic) err = GR_KERR_CORRUPT_MESSAGE; /* mixed magic */
-        else if (m.attributes & LEGACY_ATTR_COMPRESSION) err = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
-        if (err != GR_KERR_NONE) break;
-        magic = m.magic;
-        if (n == cap) recs = gr_realloc(recs, (size_t)(cap *= 2) * sizeof *recs);
-        recs[n++] = (struct gr_batch_rec){.key = m.key, .key_len = m.key_len, .value = m.value,
-                                          .value_len = m.value_len, .timestamp = m.timestamp};
+        int codec = m.attributes & LEGACY_ATTR_COMPRESSION;
+        if (codec == 0)
+            err = add_msg(&u, &m, m.timestamp);
+#ifdef GR_HAVE_ZLIB
+        else if (codec == CODEC_GZIP)
+            err = u.magic >= 0 && m.magic != u.magic ? GR_KERR_CORRUPT_MESSAGE : add_wrapper(&u, &m);
+#endif
+        else
+            err = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
     }
-    if (err == GR_KERR_NONE && n == 0) err = GR_KERR_CORRUPT_MESSAGE;
-    if (err == GR_KERR_NONE) *out = gr_batch_build(recs, n, NULL, out_len);
-    free(recs);
+    if (err == GR_KERR_NONE && u.n == 0) err = GR_KERR_CORRUPT_MESSAGE;
+    if (err == GR_KERR_NONE) *out = gr_batch_build(u.recs, u.n, NULL, out_len);
+    for (int i = 0; i < u.nbufs; i++) free(u.bufs[i]);
+    free(u.bufs);
+    free(u.recs);
     return err;
 }
 
@@ -117,6 +198,25 @@ static uint8_t *put_bytes(uint8_t *p, const uint8_t *b, int32_t l) {
     return p;
 }
 
+static uint32_t be_len(const uint8_t *batch) { return rd32(batch + 8); }
+
+/* A gzip v2 batch as an uncompressed one (header copied, BatchLength and compression bits
+ * fixed; the CRC is not recomputed: the record iterator does not check it). NULL for other
+ * codecs, without zlib, or when the records do not inflate. */
+static uint8_t *inflate_batch(const uint8_t *batch, const struct gr_batch_info *bi) {
+    if (gr_batch_info_compression(bi) != CODEC_GZIP || bi->size < GR_BATCH_HEADER_SIZE) return NULL;
+    size_t rl;
+    uint8_t *recs = gunzip(batch + GR_BATCH_HEADER_SIZE, bi->size - GR_BATCH_HEADER_SIZE, &rl);
+    if (!recs) return NULL;
+    uint8_t *plain = gr_malloc(GR_BATCH_HEADER_SIZE + rl);
+    memcpy(plain, batch, GR_BATCH_HEADER_SIZE);
+    memcpy(plain + GR_BATCH_HEADER_SIZE, recs, rl);
+    free(recs);
+    wr32(plain + 8, (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + rl));
+    plain[22] = (uint8_t)(plain[22] & ~GR_BATCH_ATTR_COMPRESSION_MASK); /* attributes low byte */
+    return plain;
+}
+
 /* Walks the convertible batches: fn(ctx, batch info, record) per record; returns false where
  * a compressed batch stops the walk. */
 static bool walk(const uint8_t *in, size_t len, void (*fn)(void *, const struct gr_batch_info *,
@@ -125,12 +225,20 @@ static bool walk(const uint8_t *in, size_t len, void (*fn)(void *, const struct 
         struct gr_batch_info bi;
         if (gr_batch_parse_header(in + pos, len - pos, &bi) != GR_BATCH_OK) break; /* partial tail */
         if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
-            if (gr_batch_info_compression(&bi) != 0) return false;
+            const uint8_t *batch = in + pos;
+            uint8_t *plain = NULL;
+            if (gr_batch_info_compression(&bi) != 0) {
+                plain = inflate_batch(batch, &bi);
+                if (!plain) return false;
+                batch = plain;
+            }
             struct gr_batch_rec_iter it;
-            if (gr_batch_rec_iter_init(&it, in + pos, bi.size) == GR_BATCH_OK) {
+            size_t blen = plain ? (size_t)be_len(plain) + 12 : bi.size;
+            if (gr_batch_rec_iter_init(&it, batch, blen) == GR_BATCH_OK) {
                 struct gr_batch_rec_view r;
                 while (gr_batch_rec_iter_next(&it, &r) == 1) fn(ctx, &bi, &r);
             }
+            free(plain);
         }
         pos += bi.size;
     }

@@ -11,14 +11,16 @@
  * Up-conversion (Produce): every message becomes a record of one uncompressed v2 batch (offsets
  * 0..n-1 relative, the log assigns the real ones; no producer id); magic 1 keeps its
  * timestamp, magic 0 has none (-1). Checked as Kafka does: CRC (CORRUPT_MESSAGE), sizes and
- * magic consistency (CORRUPT_MESSAGE), at least one message. Compressed wrapper messages are not
- * supported (Gregor has no codecs): UNSUPPORTED_COMPRESSION_TYPE.
+ * magic consistency (CORRUPT_MESSAGE), at least one message. gzip wrapper messages (built with
+ * zlib, GR_HAVE_ZLIB) are inflated and their inner messages converted (a LogAppendTime wrapper
+ * gives them its timestamp; nested compression is CORRUPT_MESSAGE); the other codecs (snappy,
+ * lz4) get UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is stored uncompressed.
  *
  * Down-conversion (Fetch): every record of the uncompressed v2 batches becomes a message of the
  * requested magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of
- * its batch); headers are dropped; control batches (transaction markers) are skipped. A
- * compressed batch cannot be converted without codecs: conversion stops before it (when it is
- * the first batch, nothing is returned and *stopped_at_compressed is set).
+ * its batch); headers are dropped; control batches (transaction markers) are skipped; gzip
+ * batches are inflated (the messages are sent uncompressed). A batch of another codec cannot be
+ * converted: conversion stops before it and *stopped_at_compressed is set.
  *
  * Pure functions, no allocation but the output buffer (malloc'd, caller frees). */
 #ifndef GR_STORAGE_LEGACY_RECORDS_H

@@ -410,14 +410,16 @@ def produce_to(cluster, topic, partition, n):
     assert p.flush(30) == 0
 
 
-def test_old_message_format_librdkafka_09(one):
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_old_message_format_librdkafka_09(one, codec):
     """librdkafka without ApiVersions as a 0.9 client (broker.version.fallback=0.9.0: Produce v1,
-    Fetch v1, magic 0 message sets): its messages are converted to v2 batches on append and
-    down-converted on fetch; a current client reads the same records at the same offsets."""
-    topic = "old-09"
+    Fetch v1, magic 0 message sets, gzip as wrapper messages): its messages are converted to v2
+    batches on append and down-converted on fetch; a current client reads the same records at
+    the same offsets."""
+    topic = f"old-09-{codec}"
     create_topic(one, topic, partitions=1)
     old = {"bootstrap.servers": bootstrap(one), "api.version.request": False, "broker.version.fallback": "0.9.0"}
-    p = Producer({**old, "acks": 1})
+    p = Producer({**old, "acks": 1, "compression.codec": codec})
     for i in range(30):
         p.produce(topic, f"val-{i}".encode(), key=f"k{i}".encode(), partition=0)
     assert p.flush(30) == 0
@@ -436,6 +438,27 @@ def test_old_message_format_librdkafka_09(one):
         key = f"name=RequestsPerSec,request={api},version=1"
         H.wait_for(lambda: H.find_metric(one[1].metrics(), key), 10, f"{api} v1 requests")
     assert read_modern(one, topic, 30) == [(i, f"val-{i}".encode()) for i in range(30)]
+
+
+def test_gzip_batches_down_converted_for_old_consumer(one):
+    """A current producer's gzip RecordBatches are inflated and down-converted for a 0.9 consumer."""
+    topic = "gz-new"
+    create_topic(one, topic, partitions=1)
+    p = Producer({"bootstrap.servers": bootstrap(one), "compression.type": "gzip", "linger.ms": 50})
+    for i in range(50):
+        p.produce(topic, f"g{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap(one), "api.version.request": False,
+                  "broker.version.fallback": "0.9.0", "group.id": "gz-old", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 50 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append((m.offset(), m.value()))
+    c.close()
+    assert got == [(i, f"g{i}".encode()) for i in range(50)]
 
 
 def read_modern(cluster, topic, n):

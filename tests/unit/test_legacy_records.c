@@ -12,6 +12,7 @@
 #include "storage/legacy_records.h"
 #include "support/check.h"
 
+
 static size_t put_msg(uint8_t *p, int64_t offset, int magic, int attr, int64_t ts, const char *key, const char *val) {
     uint8_t body[256];
     size_t n = 0;
@@ -78,8 +79,12 @@ static void test_up_convert(void) {
     size_t m = put_msg(set, 0, 1, 0, 5, "k", "v");
     m += put_msg(set + m, 1, 0, 0, 0, "k", "v");
     CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
-    n = put_msg(set, 0, 1, 1 /* gzip */, 5, NULL, "zz");
+    n = put_msg(set, 0, 1, 2 /* snappy: no codec */, 5, NULL, "zz");
     CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+#ifdef GR_HAVE_ZLIB
+    n = put_msg(set, 0, 1, 1 /* gzip */, 5, NULL, "zz"); /* not a gzip stream */
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_CORRUPT_MESSAGE);
+#endif
     CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* empty */
 }
 
@@ -133,10 +138,86 @@ static void test_down_convert(void) {
     free(all);
 }
 
+#ifdef GR_HAVE_ZLIB
+#include <zlib.h>
+
+static size_t gzip(const uint8_t *in, size_t len, uint8_t *out, size_t cap) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    deflate(&z, Z_FINISH);
+    size_t n = cap - z.avail_out;
+    deflateEnd(&z);
+    return n;
+}
+
+/* gzip wrapper messages (librdkafka/Java 0.10 producers with compression.type=gzip) and gzip v2
+ * batches read by old consumers. */
+static void test_gzip(void) {
+    uint8_t inner[512], wrapped[512], set[1024];
+    size_t il = put_msg(inner, 0, 1, 0, 500, "a", "x");
+    il += put_msg(inner + il, 1, 1, 0, 501, "b", "y");
+    size_t wl = gzip(inner, il, wrapped, sizeof wrapped);
+    /* put_msg takes C strings: build the wrapper by hand around the binary value */
+    uint8_t body[600];
+    size_t n = 0;
+    body[n++] = 1;
+    body[n++] = 1; /* gzip */
+    for (int i = 7; i >= 0; i--) body[n++] = (uint8_t)((uint64_t)501 >> (8 * i));
+    for (int i = 0; i < 4; i++) body[n++] = 0xff; /* null key */
+    for (int i = 3; i >= 0; i--) body[n++] = (uint8_t)((uint32_t)wl >> (8 * i));
+    memcpy(body + n, wrapped, wl);
+    n += wl;
+    size_t s = 0;
+    for (int i = 0; i < 7; i++) set[s++] = 0;
+    set[s++] = 1; /* offset 1: the last inner one */
+    for (int i = 3; i >= 0; i--) set[s++] = (uint8_t)((uint32_t)(n + 4) >> (8 * i));
+    uint32_t crc = gr_crc32_ieee(body, n);
+    for (int i = 3; i >= 0; i--) set[s++] = (uint8_t)(crc >> (8 * i));
+    memcpy(set + s, body, n);
+    s += n;
+    uint8_t *b;
+    size_t bl;
+    CHECK_KERR(gr_legacy_to_v2(set, s, &b, &bl), GR_KERR_NONE);
+    struct gr_batch_rec_iter it;
+    struct gr_batch_rec_view r;
+    CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK && it.info.RecordCount == 2);
+    CHECK(gr_batch_rec_iter_next(&it, &r) == 1 && r.Timestamp == 500 && memcmp(r.Key, "a", 1) == 0);
+    CHECK(gr_batch_rec_iter_next(&it, &r) == 1 && r.Timestamp == 501 && memcmp(r.Value, "y", 1) == 0);
+
+    /* the same records as a gzip v2 batch, down-converted for a v2 (magic 1) Fetch */
+    size_t rl = bl - GR_BATCH_HEADER_SIZE;
+    uint8_t *gz = malloc(GR_BATCH_HEADER_SIZE + rl + 64);
+    memcpy(gz, b, GR_BATCH_HEADER_SIZE);
+    size_t zl = gzip(b + GR_BATCH_HEADER_SIZE, rl, gz + GR_BATCH_HEADER_SIZE, rl + 64);
+    uint32_t blen = (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + zl);
+    for (int i = 3; i >= 0; i--) gz[8 + 3 - i] = (uint8_t)(blen >> (8 * i));
+    gz[22] |= 1;
+    gr_batch_update_crc(gz, GR_BATCH_HEADER_SIZE + zl);
+    size_t len;
+    bool compressed;
+    uint8_t *leg = gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, &len, &compressed);
+    uint8_t want[256];
+    size_t want_len = put_msg(want, 0, 1, 0, 500, "a", "x");
+    want_len += put_msg(want + want_len, 1, 1, 0, 501, "b", "y");
+    CHECK(leg && !compressed && len == want_len && memcmp(leg, want, len) == 0);
+    free(leg);
+    free(gz);
+    free(b);
+}
+#endif
+
 int main(void) {
     test_crc32();
     test_up_convert();
     test_down_convert();
+#ifdef GR_HAVE_ZLIB
+    test_gzip();
+#endif
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;
