@@ -28,11 +28,12 @@
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
     [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
-    [GR_API_FETCH] = {4, 11, gr_handle_fetch, RM},
+    [GR_API_FETCH] = {0, 11, gr_handle_fetch, RM},
     [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
     [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},
     [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
+    [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 1, gr_handle_alter_replica_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
@@ -72,6 +73,11 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
     /* feature versioning: controller/feature_versioning.h, broker/finalized_features.h */
     [GR_API_UPDATE_FEATURES] = {0, 0, gr_handle_update_features, 0},
+    /* delegation tokens: token authentication is disabled (handle_delegation_tokens.c) */
+    [GR_API_CREATE_DELEGATION_TOKEN] = {0, 2, gr_handle_create_delegation_token, 0},
+    [GR_API_RENEW_DELEGATION_TOKEN] = {0, 2, gr_handle_renew_delegation_token, 0},
+    [GR_API_EXPIRE_DELEGATION_TOKEN] = {0, 2, gr_handle_expire_delegation_token, 0},
+    [GR_API_DESCRIBE_DELEGATION_TOKEN] = {0, 2, gr_handle_describe_delegation_token, 0},
     /* ACLs: security/authorizer.h */
     [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
     [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},

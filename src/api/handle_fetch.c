@@ -1,5 +1,7 @@
-/* Fetch (api key 1), versions 4-11 (the v2 record format needs v4+; librdkafka uses up to 11,
- * kafka-python v4). Served by the leader only (no KIP-392 follower fetching):
+/* Fetch (api key 1), versions 0-11 (v0-v3 get the records down-converted to magic 0/1 message
+ * sets; librdkafka uses up to 11, kafka-python v4). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
+ * the leader names a PreferredReadReplica when replica.selector.class is set, see
+ * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
  *     to the log end offset and their FetchOffset updates the leader's view of them (HW, ISR);
  *   - KIP-320: CurrentLeaderEpoch (v9+) older than ours -> FENCED_LEADER_EPOCH, newer ->
@@ -9,7 +11,8 @@
  *   - IsolationLevel 1 (read_committed, consumers): reads stop at the last stable offset and the
  *     response lists the aborted transactions of the returned range (storage/txn_index.h);
  *     LastStableOffset is always the LSO;
- *   - sessions (KIP-227): every fetch is answered sessionless (SessionId 0), full;
+ *   - sessions (KIP-227, replication/fetch_session.h): the request is widened to the session's
+ *     partitions before reading and the answer narrowed to what changed before sending;
  *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
  *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
@@ -33,6 +36,9 @@
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
+#include "replication/replica_selector.h"
+#include "replication/fetch_session.h"
+#include "storage/legacy_records.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -46,6 +52,7 @@ struct fetch_ctx {
     int16_t version;
     int n;
     bool *denied; /* per request topic: TOPIC_AUTHORIZATION_FAILED (authorize.h) */
+    struct gr_fsc_ctx session; /* KIP-227 */
     /* read results that must be freed after the response is encoded */
     uint8_t **bufs;
     int nbufs;
@@ -74,6 +81,28 @@ static void new_marker(uint8_t m[16]) {
         m[i] = (uint8_t)(salt >> (8 * i));
         m[8 + i] = (uint8_t)((n * 0xff51afd7ed558ccdULL) >> (8 * i));
     }
+}
+
+/* Kafka's fetchOnlyFromLeader: followers, and consumers without client metadata (before v11).
+ * Consumers of v11+ may read from a follower, up to the high watermark it knows (KIP-392). */
+static bool leader_only(const struct fetch_ctx *c) {
+    return c->r->ReplicaId >= 0 || c->version < 11;
+}
+
+/* KIP-392 on the leader: if the replica selector prefers another replica for this consumer,
+ * answers the partition with PreferredReadReplica and the offsets only (Kafka skips the read). */
+static bool preferred_replica(struct fetch_ctx *c, struct gr_rm_partition *p, const struct FetchRequest_FetchPartition *fp,
+                              struct FetchResponse_FetchablePartitionResponse *pr, int64_t hw) {
+    if (c->r->ReplicaId >= 0 || c->version < 11) return false;
+    int32_t id = gr_rm_preferred_read_replica(c->rm, p, c->r->RackId, c->req->listener, fp->FetchOffset);
+    if (id < 0) return false;
+    pr->PreferredReadReplica = id;
+    pr->HighWatermark = hw;
+    pr->LastStableOffset = hw;
+    pr->LogStartOffset = gr_plog_start_offset(p->lml->log);
+    gr_debug("kafka.server.ReplicaManager", "Replica selected %d for %s-%d (client rack %s)", id, p->topic,
+             p->partition, c->r->RackId);
+    return true;
 }
 
 /* Reads every partition into a fresh response. update_followers: record follower progress (the
@@ -134,13 +163,18 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
              * no data while the rate is exceeded (Kafka's shouldLeaderThrottle) */
             bool throttled = follower && gr_quota_replica_throttled(req->broker->quotas, true, ft->Topic, fp->Partition);
             pthread_mutex_lock(&p->lock);
-            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
+            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
+                                                   leader_only(c));
             int64_t hw = atomic_load(&p->lml->hw);
             bool in_isr = false;
             for (int k = 0; throttled && k < p->st.nisr; k++) in_isr |= p->st.isr[k] == r->ReplicaId;
             pthread_mutex_unlock(&p->lock);
             bool hold = throttled && !in_isr && gr_quota_replication_exceeded(req->broker->quotas, true);
             if (err == GR_KERR_NONE) err = gr_ldf_check(req->broker, p->lml->dir_idx); /* offline log dir */
+            if (err == GR_KERR_NONE && preferred_replica(c, p, fp, pr, hw)) { /* KIP-392: no read */
+                gr_rm_partition_unref(p);
+                continue;
+            }
             if (err != GR_KERR_NONE) {
                 pr->ErrorCode = err;
                 *errors = true;
@@ -244,7 +278,8 @@ static bool fetch_try(struct gr_delayed_op *op) {
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
             if (!p) return true;
             pthread_mutex_lock(&p->lock);
-            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
+            int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
+                                                   leader_only(c));
             int64_t hw = atomic_load(&p->lml->hw);
             pthread_mutex_unlock(&p->lock);
             if (!follower && r->IsolationLevel == 1) hw = gr_plog_last_stable_offset(p->lml->log, hw);
@@ -305,12 +340,49 @@ static void send_response(struct fetch_ctx *c, struct FetchResponse *resp) {
     free_bufs(c);
 }
 
+/* Fetch v0-v3 clients read magic 0 (v0-1) or 1 (v2-3) message sets: Kafka's down-conversion
+ * (storage/legacy_records.h), into the request's arena. */
+static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
+    if (c->version >= 4) return;
+    for (int t = 0; t < resp->ResponsesCount; t++)
+        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++) {
+            struct FetchResponse_FetchablePartitionResponse *pr = &resp->Responses[t].PartitionResponses[i];
+            if (pr->RecordSet.len <= 0) continue;
+            size_t len;
+            bool compressed;
+            uint8_t *out = gr_v2_to_legacy(pr->RecordSet.p, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
+                                           &len, &compressed);
+            pr->RecordSet.p = out ? gr_api_alloc(c->req, len) : NULL;
+            if (out) memcpy((uint8_t *)pr->RecordSet.p, out, len);
+            pr->RecordSet.len = (int32_t)len;
+            free(out);
+            if (!out && compressed) pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* no codecs */
+        }
+}
+
+/* The fetch session's part of the answer (KIP-227): session id, incremental filtering; and the
+ * down-conversion for old clients. */
+static void session_finish(struct fetch_ctx *c, struct FetchResponse *resp) {
+    down_convert(c, resp);
+    if (c->rm && c->rm->fetch_sessions)
+        gr_fsc_finish(c->rm->fetch_sessions, c->r, &c->session, resp, gr_mono_ms(), &c->req->arena);
+}
+
+/* Records may go out as file regions (sendfile) only when the response carries them unchanged:
+ * not over TLS (api/apis.h), not for v0-v3 clients (down-converted in memory), not inside a fetch
+ * session (the answer is narrowed after the read). */
+static bool zero_copy_allowed(const struct fetch_ctx *c) {
+    const struct FetchRequest *orig = c->req->body;
+    return gr_api_req_can_sendfile(c->req) && c->version >= 4 && orig->SessionEpoch == -1;
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
-    c->zero_copy = gr_api_req_can_sendfile(c->req);
+    c->zero_copy = zero_copy_allowed(c);
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
     fetch_metrics(c, resp);
+    session_finish(c, resp);
     fetch_throttle(c, resp, bytes);
     send_response(c, resp);
 }
@@ -337,6 +409,16 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     c->req = req;
     c->r = r;
     c->version = hdr->RequestApiVersion;
+    if (c->rm && c->rm->fetch_sessions) {
+        r = c->r = gr_fsc_begin(c->rm->fetch_sessions, r, c->version, gr_mono_ms(), &req->arena, &c->session);
+        if (!r) { /* unknown session or wrong epoch: a top-level error, no data */
+            struct FetchResponse *resp = gr_api_new_response(req);
+            session_finish(c, resp);
+            gr_api_respond(req, resp);
+            free(c);
+            return;
+        }
+    }
     int n = 0;
     for (int t = 0; t < r->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
     c->n = n;
@@ -349,13 +431,14 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
         c->denied[t] = !cluster_ok ||
                        (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
     c->regions = gr_calloc((size_t)n + 1, sizeof *c->regions);
-    c->zero_copy = gr_api_req_can_sendfile(req);
+    c->zero_copy = zero_copy_allowed(c);
 
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
         fetch_metrics(c, resp);
+        session_finish(c, resp);
         fetch_throttle(c, resp, bytes);
         send_response(c, resp);
         free(c->bufs);

@@ -3,7 +3,8 @@
  * also the last stable offset: no transactions) or the log end offset for replicas; otherwise
  * the first offset whose record timestamp is >= Timestamp, hidden from consumers if it is not
  * below the high watermark. v0 answers OldStyleOffsets with that single offset. KIP-320:
- * CurrentLeaderEpoch (v4+) is checked like Fetch's. Needs Topic DESCRIBE, else
+ * CurrentLeaderEpoch (v4+) is checked like Fetch's. A leader whose high watermark lags the start
+ * offset of its epoch answers clients OFFSET_NOT_AVAILABLE (Kafka 2.7's fetchOffsetForTimestamp). Needs Topic DESCRIBE, else
  * TOPIC_AUTHORIZATION_FAILED (api/authorize.h). */
 #include <string.h>
 
@@ -34,6 +35,10 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
     int16_t err = gr_rm_check_epoch_locked(p, ver >= 4 ? lp->CurrentLeaderEpoch : -1, r->ReplicaId != -2);
     int64_t hw = atomic_load(&p->lml->hw);
     int32_t epoch = p->st.leader_epoch;
+    /* Kafka 2.7 (KIP-392 era): a new leader whose HW still lags the start of its epoch answers
+     * clients (v1+, ReplicaId -1) OFFSET_NOT_AVAILABLE for "latest" and for a timestamp lookup
+     * that finds nothing below the HW. */
+    bool hw_lagging = ver >= 1 && r->ReplicaId == -1 && p->st.leader_epoch_start_offset > hw;
     pthread_mutex_unlock(&p->lock);
     if (err != GR_KERR_NONE) {
         pr->ErrorCode = err;
@@ -49,9 +54,14 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
     } else if (lp->Timestamp == GR_LIST_OFFSETS_LATEST) {
         off = consumer ? hw : gr_plog_end_offset(log);
         pr->LeaderEpoch = epoch;
+        if (hw_lagging) pr->ErrorCode = GR_KERR_OFFSET_NOT_AVAILABLE, off = -1;
     } else {
         if (gr_plog_offset_for_timestamp(log, lp->Timestamp, &off, &ts) < 0) {
             pr->ErrorCode = GR_KERR_KAFKA_STORAGE_ERROR;
+        } else if ((off < 0 || off >= hw) && hw_lagging) {
+            pr->ErrorCode = GR_KERR_OFFSET_NOT_AVAILABLE;
+            off = -1;
+            ts = -1;
         } else if (off >= 0 && consumer && off >= hw) {
             off = -1;
             ts = -1;

@@ -1,5 +1,6 @@
-/* Produce (api key 0), versions 0-8. Records must be RecordBatch v2 (magic 2); the old
- * MessageSet formats get UNSUPPORTED_FOR_MESSAGE_FORMAT from the log's validation, a bad CRC
+/* Produce (api key 0), versions 0-8. Records are RecordBatch v2 (magic 2); v0-v2 requests may
+ * carry the old MessageSets (magic 0/1), converted to one v2 batch before the append
+ * (storage/legacy_records.h); v3+ with magic 0/1 get INVALID_RECORD as Kafka; a bad CRC
  * CORRUPT_MESSAGE, a batch above max.message.bytes MESSAGE_TOO_LARGE. acks 0/1 answer after
  * the local append; acks -1 waits in the produce purgatory (replica_manager.c). acks 0 never
  * answers; if any partition failed the connection is closed, as Kafka does, so the producer
@@ -26,6 +27,7 @@
 #include "broker/broker.h"
 #include "broker/quota_manager.h"
 #include "net/server.h"
+#include "storage/legacy_records.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -291,6 +293,23 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     gr_api_respond(req, resp);
 }
 
+/* Magic 0/1 message sets (Kafka's LogValidator up-conversion): v0-v2 are converted to a v2 batch
+ * in the request's arena (pp->records then points at it), v3+ refused. NONE or the error. */
+static int16_t convert_legacy(struct gr_api_req *req, int16_t version, struct gr_rm_produce_part *pp) {
+    int magic = gr_records_magic(pp->records, pp->records_len);
+    if (magic != 0 && magic != 1) return GR_KERR_NONE;
+    if (version >= 3) return GR_KERR_INVALID_RECORD;
+    uint8_t *out;
+    size_t len;
+    int16_t e = gr_legacy_to_v2(pp->records, pp->records_len, &out, &len);
+    if (e != GR_KERR_NONE) return e;
+    pp->records = gr_api_alloc(req, len);
+    memcpy(pp->records, out, len);
+    pp->records_len = len;
+    free(out);
+    return GR_KERR_NONE;
+}
+
 /* Kafka's request-level checks: transactional records need TransactionalId WRITE, idempotent
  * ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
  * gets. */
@@ -361,7 +380,7 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             else if (pd->Records.len <= 0)
                 pp->error = GR_KERR_CORRUPT_MESSAGE;
             else
-                pp->error = GR_KERR_NONE;
+                pp->error = convert_legacy(req, hdr->RequestApiVersion, pp);
         }
     }
     if (!rm || !acks_ok) {

@@ -59,6 +59,14 @@ GR_API_HANDLER(gr_handle_update_features);
 GR_API_HANDLER(gr_handle_alter_partition_reassignments);
 GR_API_HANDLER(gr_handle_list_partition_reassignments);
 
+/* handle_delegation_tokens.c: token authentication disabled, as Kafka 2.7 answers it */
+GR_API_HANDLER(gr_handle_create_delegation_token);
+GR_API_HANDLER(gr_handle_renew_delegation_token);
+GR_API_HANDLER(gr_handle_expire_delegation_token);
+GR_API_HANDLER(gr_handle_describe_delegation_token);
+/* handle_alter_replica_log_dirs.c */
+GR_API_HANDLER(gr_handle_alter_replica_log_dirs);
+
 /* handle_acls.c */
 GR_API_HANDLER(gr_handle_describe_acls);
 GR_API_HANDLER(gr_handle_create_acls);

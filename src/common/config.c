@@ -31,6 +31,9 @@ struct cfg_key {
 static const struct cfg_key keys[] = {
     {"broker.id", T_INT, F(broker_id), "-1", -1, INT32_MAX},
     {"broker.rack", T_STRING, F(broker_rack), NULL, 0, 0},
+    {"replica.selector.class", T_STRING, F(replica_selector_class), NULL, 0, 0},
+    {"max.incremental.fetch.session.cache.slots", T_INT, F(max_incremental_fetch_session_cache_slots), "1000", 0,
+     INT32_MAX},
     {"zookeeper.connect", T_STRING, F(zookeeper_connect), NULL, 0, 0},
     {"zookeeper.session.timeout.ms", T_INT, F(zookeeper_session_timeout_ms), "18000", 1, INT32_MAX},
     {"zookeeper.connection.timeout.ms", T_INT, F(zookeeper_connection_timeout_ms), "-1", -1, INT32_MAX},
@@ -120,6 +123,8 @@ static const struct cfg_key keys[] = {
     {"group.initial.rebalance.delay.ms", T_INT, F(group_initial_rebalance_delay_ms), "3000", 0, INT32_MAX},
     {"group.min.session.timeout.ms", T_INT, F(group_min_session_timeout_ms), "6000", 0, INT32_MAX},
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
+    {"offsets.retention.minutes", T_INT, F(offsets_retention_minutes), "10080", 1, INT32_MAX},
+    {"offsets.retention.check.interval.ms", T_LONG, F(offsets_retention_check_interval_ms), "600000", 1, INT64_MAX},
     /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */
     {"transactional.id.expiration.ms", T_INT, F(transactional_id_expiration_ms), "604800000", 1, INT32_MAX},
     {"authorizer.class.name", T_STRING, F(authorizer_class_name), NULL, 0, 0},
@@ -527,6 +532,12 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
         strcmp(cfg->log_message_timestamp_type, "LogAppendTime")) {
         snprintf(err, errlen, "Invalid value %s for configuration log.message.timestamp.type: expected CreateTime or LogAppendTime",
                  cfg->log_message_timestamp_type);
+        return GR_ECONFIG;
+    }
+    if (cfg->replica_selector_class &&
+        strcmp(cfg->replica_selector_class, "org.apache.kafka.common.replica.RackAwareReplicaSelector") != 0) {
+        snprintf(err, errlen, "Invalid value %s for configuration replica.selector.class: only "
+                 "org.apache.kafka.common.replica.RackAwareReplicaSelector is available", cfg->replica_selector_class);
         return GR_ECONFIG;
     }
     if (cfg->min_insync_replicas < 1) {

@@ -25,6 +25,8 @@ struct gr_config {
     /* identity and ZooKeeper */
     int32_t broker_id;
     char *broker_rack; /* NULL when unset */
+    char *replica_selector_class; /* replica.selector.class (KIP-392); NULL: consumers read from leaders */
+    int32_t max_incremental_fetch_session_cache_slots; /* KIP-227 */
     char *zookeeper_connect;          /* host:port[,host:port...][/chroot] */
     int32_t zookeeper_session_timeout_ms;
     int32_t zookeeper_connection_timeout_ms; /* -1 in the file means "same as session timeout" */
@@ -133,6 +135,8 @@ struct gr_config {
     int32_t group_initial_rebalance_delay_ms;
     int32_t group_min_session_timeout_ms;
     int32_t group_max_session_timeout_ms;
+    int32_t offsets_retention_minutes;           /* offsets.retention.minutes */
+    int64_t offsets_retention_check_interval_ms; /* offsets.retention.check.interval.ms */
     int32_t transactional_id_expiration_ms;
 
     /* authorization (security/authorizer.h) and ZooKeeper ACLs */

@@ -69,6 +69,13 @@
     X(SASL_AUTHENTICATION_FAILED, 58)                    \
     X(UNKNOWN_PRODUCER_ID, 59)                           \
     X(REASSIGNMENT_IN_PROGRESS, 60)                      \
+    X(DELEGATION_TOKEN_AUTH_DISABLED, 61)                \
+    X(DELEGATION_TOKEN_NOT_FOUND, 62)                    \
+    X(DELEGATION_TOKEN_OWNER_MISMATCH, 63)               \
+    X(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, 64)          \
+    X(DELEGATION_TOKEN_AUTHORIZATION_FAILED, 65)         \
+    X(DELEGATION_TOKEN_EXPIRED, 66)                      \
+    X(INVALID_PRINCIPAL_TYPE, 67)                        \
     X(NON_EMPTY_GROUP, 68)                               \
     X(GROUP_ID_NOT_FOUND, 69)                            \
     X(FETCH_SESSION_ID_NOT_FOUND, 70)                    \

@@ -25,7 +25,6 @@
 #include "storage/batch.h"
 
 #define NEW_MEMBER_JOIN_TIMEOUT_MS (5 * 60 * 1000)
-#define CLEANUP_INTERVAL_MS (10 * 60 * 1000)
 
 static const char *const state_names[] = {"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"};
 
@@ -346,6 +345,93 @@ static void update_member_and_rebalance_locked(struct gr_group_coordinator *gc, 
     maybe_prepare_rebalance_locked(gc, g, reason, q, w);
 }
 
+/* Kafka's updateStaticMemberAndRebalance: a known group.instance.id rejoins with an unknown
+ * member id and takes over its member under new_id. In a Stable group whose protocol choice
+ * does not change, the group is only re-persisted and the member is answered without a
+ * rebalance (with the old leader id, so it does not compute an assignment). */
+struct static_join_ctx {
+    struct gr_group_coordinator *gc;
+    char *group_id, *old_id, *new_id, *old_leader;
+    gr_gc_join_cb cb;
+    void *ctx;
+    uint8_t *batch;
+};
+
+static void static_join_stored(void *arg, int16_t error) {
+    struct static_join_ctx *c = arg;
+    struct gr_group_coordinator *gc = c->gc;
+    struct dq q;
+    gc_dq_init(&q);
+    pthread_mutex_lock(&gc->mu);
+    struct group *g = gc_find_group_locked(gc, c->group_id);
+    if (g && g->inflight > 0) g->inflight--;
+    struct member *m = g ? gc_group_member(g, c->new_id) : NULL;
+    if (m && m->join_cb == c->cb && m->join_ctx == c->ctx) {
+        m->join_cb = NULL;
+        m->join_ctx = NULL;
+        g->n_awaiting_join--;
+        if (error != GR_KERR_NONE) {
+            gr_warn(LOGGER, "Failed to persist metadata for group %s: %s", g->id, gr_kerr_name(error));
+            gc_static_replace(g, m, c->old_id, &q); /* revert */
+            gc_schedule_hb(gc, m, m->session_timeout);
+            gc_push_join_error(&q, c->cb, c->ctx, "", gc_map_store_error(error, false));
+        } else {
+            char *leader = g->leader_id;
+            g->leader_id = c->old_leader;
+            gc_push_join_ok(&q, c->cb, c->ctx, g, m, false);
+            g->leader_id = leader;
+        }
+    }
+    pthread_mutex_unlock(&gc->mu);
+    gc_dq_flush(&q);
+    free(c->batch);
+    free(c->group_id);
+    free(c->old_id);
+    free(c->new_id);
+    free(c->old_leader);
+    free(c);
+}
+
+static void update_static_member_and_rebalance_locked(struct gr_group_coordinator *gc, struct group *g,
+                                                      struct member *m, const struct gr_gc_join_req *rq,
+                                                      const char *new_id, gr_gc_join_cb cb, void *ctx,
+                                                      struct dq *q, struct wq *w) {
+    gr_info(LOGGER, "Static member %s of group %s with unknown member id rejoins, assigning new member id %s, while "
+                    "old member id %s will be removed.",
+            rq->group_instance_id, g->id, new_id, m->id);
+    char *old_id = gr_strdup(m->id), *old_leader = dupz(g->leader_id);
+    gc_static_replace(g, m, new_id, q);
+    gc_schedule_hb(gc, m, m->session_timeout);
+    gc_member_set_protocols(m, rq->protocols, rq->n_protocols); /* Kafka's updateMember */
+    if (!m->join_cb) g->n_awaiting_join++;
+    m->join_cb = cb;
+    m->join_ctx = ctx;
+    char reason[256];
+    if (g->state == ST_STABLE && streq(gc_select_protocol(g), g->protocol_name)) {
+        gr_info(LOGGER, "Static member which joins during Stable stage and doesn't affect selectProtocol will not "
+                        "trigger rebalance.");
+        struct static_join_ctx *c = gr_calloc(1, sizeof *c);
+        *c = (struct static_join_ctx){.gc = gc, .group_id = gr_strdup(g->id), .old_id = old_id,
+                                      .new_id = gr_strdup(new_id), .old_leader = old_leader, .cb = cb, .ctx = ctx};
+        size_t len;
+        c->batch = gc_build_group_batch(gc, g, false, false, &len);
+        g->inflight++;
+        gc_wq_add(w, g->partition, c->batch, len, -1, static_join_stored, c);
+        return;
+    }
+    if (g->state == ST_STABLE) {
+        snprintf(reason, sizeof reason, "Group's selectedProtocol will change because static member %s with instance "
+                 "id %s joined with change of protocol", m->id, rq->group_instance_id);
+        maybe_prepare_rebalance_locked(gc, g, reason, q, w);
+    } else if (g->state == ST_COMPLETING) {
+        snprintf(reason, sizeof reason, "Updating metadata for static member %s with instance id %s", m->id,
+                 rq->group_instance_id);
+        prepare_rebalance_locked(gc, g, reason, q, w);
+    }
+    free(old_id);
+    free(old_leader);
+}
+
 static bool accept_joining_member(struct gr_group_coordinator *gc, struct group *g, const char *member_id) {
     struct member *m = gc_group_member(g, member_id);
     switch (g->state) {
@@ -401,7 +487,10 @@ void gr_gc_join_group(struct gr_group_coordinator *gc, const struct gr_gc_join_r
         random_uuid(uuid);
         const char *prefix = rq->group_instance_id ? rq->group_instance_id : (rq->client_id ? rq->client_id : "");
         char *id = gr_asprintf("%s-%s", prefix, uuid);
-        if (rq->require_known_member_id) {
+        struct member *sm = gc_static_member(g, rq->group_instance_id);
+        if (sm) {
+            update_static_member_and_rebalance_locked(gc, g, sm, rq, id, cb, ctx, &q, &w);
+        } else if (rq->require_known_member_id) {
             struct pending *p = gr_calloc(1, sizeof *p);
             p->id = gr_strdup(id);
             p->deadline = now_ms(gc) + rq->session_timeout_ms;
@@ -409,9 +498,9 @@ void gr_gc_join_group(struct gr_group_coordinator *gc, const struct gr_gc_join_r
             g->pending = p;
             gc_push_join_error(&q, cb, ctx, id, GR_KERR_MEMBER_ID_REQUIRED);
         } else {
-            gr_info(LOGGER, "Dynamic member with unknown member id joins group %s in %s state. Created a new member "
+            gr_info(LOGGER, "%s member with unknown member id joins group %s in %s state. Created a new member "
                             "id %s for this member and add to the group.",
-                    g->id, state_names[g->state], id);
+                    rq->group_instance_id ? "Static" : "Dynamic", g->id, state_names[g->state], id);
             add_member_and_rebalance_locked(gc, g, rq, id, cb, ctx, &q, &w);
         }
         free(id);
@@ -419,7 +508,9 @@ void gr_gc_join_group(struct gr_group_coordinator *gc, const struct gr_gc_join_r
         add_member_and_rebalance_locked(gc, g, rq, mid, cb, ctx, &q, &w);
     } else {
         struct member *m = gc_group_member(g, mid);
-        if (!m) {
+        if (gc_static_fenced(g, mid, rq->group_instance_id, "join-group")) {
+            gc_push_join_error(&q, cb, ctx, mid, GR_KERR_FENCED_INSTANCE_ID);
+        } else if (!m || (rq->group_instance_id && !gc_static_member(g, rq->group_instance_id))) {
             gc_push_join_error(&q, cb, ctx, mid, GR_KERR_UNKNOWN_MEMBER_ID);
         } else {
             char reason[256];
@@ -488,6 +579,8 @@ void gr_gc_sync_group(struct gr_group_coordinator *gc, const struct gr_gc_sync_r
         e = GR_KERR_UNKNOWN_MEMBER_ID;
     } else if (g->state == ST_DEAD) {
         e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    } else if (gc_static_fenced(g, mid, rq->group_instance_id, "sync-group")) {
+        e = GR_KERR_FENCED_INSTANCE_ID;
     } else if (!m) {
         e = GR_KERR_UNKNOWN_MEMBER_ID;
     } else if (rq->generation_id != g->generation) {
@@ -532,7 +625,6 @@ out:
 
 int16_t gr_gc_heartbeat(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,
                         const char *group_instance_id, int32_t generation_id) {
-    (void)group_instance_id;
     if (!group_id || !group_id[0]) return GR_KERR_INVALID_GROUP_ID;
     struct probe pr;
     probe_group(gc, group_id, &pr);
@@ -548,6 +640,8 @@ int16_t gr_gc_heartbeat(struct gr_group_coordinator *gc, const char *group_id, c
         e = GR_KERR_UNKNOWN_MEMBER_ID;
     else if (g->state == ST_DEAD)
         e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    else if (gc_static_fenced(g, member_id, group_instance_id, "heartbeat"))
+        e = GR_KERR_FENCED_INSTANCE_ID;
     else if (!m)
         e = GR_KERR_UNKNOWN_MEMBER_ID;
     else if (generation_id != g->generation)
@@ -585,22 +679,19 @@ int16_t gr_gc_leave_group(struct gr_group_coordinator *gc, const char *group_id,
     } else {
         for (int i = 0; i < n; i++) {
             const char *mid = members[i].member_id ? members[i].member_id : "";
-            struct member *m = NULL;
+            const char *iid = members[i].group_instance_id;
+            if (mid[0] && gc_static_fenced(g, mid, iid, "leave-group")) {
+                members[i].error = GR_KERR_FENCED_INSTANCE_ID;
+                continue;
+            }
             if (mid[0] && gc_group_is_pending(g, mid)) {
+                gr_info(LOGGER, "Pending member %s is leaving group %s.", mid, g->id);
                 gc_group_remove_pending(g, mid);
                 if (g->state == ST_PREPARING) try_complete_join_locked(gc, g, &q, &w);
                 continue;
             }
-            if (!mid[0] && members[i].group_instance_id) { /* static member leaving by instance id */
-                for (struct member *x = g->members; x && !m; x = x->next)
-                    if (streq(x->instance_id, members[i].group_instance_id)) m = x;
-            } else {
-                m = gc_group_member(g, mid);
-                if (m && members[i].group_instance_id && !streq(m->instance_id, members[i].group_instance_id)) {
-                    members[i].error = GR_KERR_FENCED_INSTANCE_ID;
-                    continue;
-                }
-            }
+            struct member *m = gc_static_member(g, iid); /* the instance is looked up first */
+            if (!m) m = gc_group_member(g, mid);
             if (!m) {
                 members[i].error = GR_KERR_UNKNOWN_MEMBER_ID;
                 continue;
@@ -666,7 +757,6 @@ static void commit_fail_all(struct gr_gc_commit_part *parts, int n, int16_t e) {
 void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,
                           const char *group_instance_id, int32_t generation_id, struct gr_gc_commit_part *parts,
                           int n, gr_gc_commit_cb cb, void *ctx) {
-    (void)group_instance_id;
     if (!group_id) {
         commit_fail_all(parts, n, GR_KERR_INVALID_GROUP_ID);
         cb(ctx, parts, n);
@@ -693,6 +783,8 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
             e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
         else if (generation_id == GR_GC_GENERATION_TXN)
             ; /* transactional offsets at their COMMIT marker (checked at TxnOffsetCommit) */
+        else if (gc_static_fenced(g, mid, group_instance_id, "commit-offsets"))
+            e = GR_KERR_FENCED_INSTANCE_ID;
         else if (generation_id < 0 && g->state == ST_EMPTY)
             ; /* the group only stores offsets */
         else if (g->state == ST_COMPLETING)
@@ -981,19 +1073,18 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     int64_t now = now_ms(gc);
     pthread_mutex_lock(&gc->mu);
     bool cleanup = now >= gc->next_cleanup;
-    if (cleanup) gc->next_cleanup = now + CLEANUP_INTERVAL_MS;
+    if (cleanup) gc->next_cleanup = now + gc->cfg.offsets_retention_check_interval_ms;
+    int64_t wall = wall_ms(gc);
+    int expired = 0;
     for (int b = 0; b < NBUCKETS; b++) {
         for (struct group *g = gc->buckets[b], *next; g; g = next) {
             next = g->next;
             if (g->partition < gc->n_parts_cap && gc->parts[g->partition].state == PART_LOADING) continue;
             tick_group_locked(gc, g, now, &q, &w);
-            if (cleanup && g->state == ST_EMPTY && !g->members && !g->pending && g->n_offsets == 0 &&
-                g->inflight == 0 && now - g->created_ms >= CLEANUP_INTERVAL_MS) {
-                gr_info(LOGGER, "Group %s is empty and has no offsets; removing it", g->id);
-                gc_remove_group_locked(gc, g);
-            }
+            if (cleanup && gc_expire_group_offsets_locked(gc, g, wall, &w, &expired)) gc_remove_group_locked(gc, g);
         }
     }
+    if (cleanup && expired > 0) gr_info(LOGGER, "Removed %d expired offsets.", expired);
     pthread_mutex_unlock(&gc->mu);
     gc_wq_flush(gc, &w);
     gc_dq_flush(&q);
@@ -1011,6 +1102,8 @@ void gr_gc_config_defaults(struct gr_gc_config *c) {
     c->group_max_size = INT32_MAX;
     c->offset_commit_timeout_ms = 5000;
     c->max_metadata_size = 4096;
+    c->offsets_retention_ms = 10080LL * 60000;
+    c->offsets_retention_check_interval_ms = 600000;
     c->background_thread = true;
 }
 
@@ -1048,7 +1141,9 @@ struct gr_group_coordinator *gr_gc_new(const struct gr_gc_config *cfg) {
     pthread_cond_init(&gc->cond, &ca);
     pthread_condattr_destroy(&ca);
     gc->active = true;
-    gc->next_cleanup = now_ms(gc) + CLEANUP_INTERVAL_MS;
+    if (gc->cfg.offsets_retention_ms <= 0) gc->cfg.offsets_retention_ms = 10080LL * 60000;
+    if (gc->cfg.offsets_retention_check_interval_ms <= 0) gc->cfg.offsets_retention_check_interval_ms = 600000;
+    gc->next_cleanup = now_ms(gc) + gc->cfg.offsets_retention_check_interval_ms;
     gc_ensure_parts_locked(gc, gc->cfg.num_partitions);
     if (cfg->background_thread) {
         int rc = pthread_create(&gc->thread, NULL, gc_thread, gc);

@@ -25,9 +25,11 @@
  * here but not yet loaded arrives); a request is accepted only while the storage confirms this
  * broker still leads the partition at the epoch that was loaded, so stale state is never served.
  *
- * Simplifications (see docs/GROUPS.md): static membership (group.instance.id) is accepted and
- * echoed but members are treated as dynamic; offsets are never expired (offsets.retention.* is
- * not enforced) and empty groups without offsets are dropped after 10 minutes; OffsetCommit /
+ * Static membership (KIP-345, group.instance.id): group_static_members.c and the join path here.
+ * Offset retention (KIP-211) and the removal of Empty groups without offsets:
+ * group_offset_expiry.c, run by gr_gc_tick every offsets.retention.check.interval.ms.
+ *
+ * Simplifications (see docs/GROUPS.md): OffsetCommit /
  * OffsetFetch v0 use the log like v1 (Kafka 2.7 keeps v0 offsets in ZooKeeper); no
  * transactional offsets.
  *
@@ -84,6 +86,8 @@ struct gr_gc_config {
     int32_t group_max_size;             /* group.max.size */
     int32_t offset_commit_timeout_ms;   /* offsets.commit.timeout.ms */
     int32_t max_metadata_size;          /* offset.metadata.max.bytes */
+    int64_t offsets_retention_ms;       /* offsets.retention.minutes, in ms */
+    int64_t offsets_retention_check_interval_ms; /* offsets.retention.check.interval.ms */
     struct gr_gc_storage storage;
     /* Clocks; NULL = gr_mono_ms / gr_wall_ms. */
     int64_t (*mono_ms)(void);

@@ -203,6 +203,26 @@ void gc_push_sync(struct dq *q, gr_gc_sync_cb cb, void *ctx, const struct group 
                   int16_t error);
 void gc_invoke_join_error(struct dq *q, struct group *g, struct member *m, const char *member_id, int16_t error);
 
+/* ---- group_static_members.c: group.instance.id (KIP-345) ---- */
+
+/* The member holding instance_id (NULL for none or a NULL id). */
+struct member *gc_static_member(struct group *g, const char *instance_id);
+/* Kafka's isStaticMemberFenced: instance_id is held by a member other than member_id. */
+bool gc_static_fenced(struct group *g, const char *member_id, const char *instance_id, const char *op);
+/* Kafka's replaceGroupInstance: m (a static member) takes new_id; its waiting JoinGroup /
+ * SyncGroup get FENCED_INSTANCE_ID; leadership follows the member. */
+void gc_static_replace(struct group *g, struct member *m, const char *new_id, struct dq *q);
+
+/* ---- group_offset_delete.c, group_offset_expiry.c ---- */
+
+/* Does a member of consumer group g subscribe to topic (every topic while no protocol is chosen)? */
+bool gc_group_subscribed_to(const struct group *g, const char *topic);
+/* Kafka's cleanupGroupMetadata for one group at wall time now: removes its expired offsets
+ * (KIP-211 rules), marks an Empty group without offsets Dead, and queues the tombstones on w.
+ * Returns true when the group is Dead and the caller must remove it from the table. */
+bool gc_expire_group_offsets_locked(struct gr_group_coordinator *gc, struct group *g, int64_t now, struct wq *w,
+                                    int *n_removed);
+
 /* ---- group_metadata_manager.c: the group table, owned partitions, writes, loading ---- */
 
 /* Partition count of __consumer_offsets (asks the storage: never under gc->mu, rule 2). */

@@ -43,7 +43,7 @@ static bool subscription_has(const uint8_t *m, int32_t len, const char *topic) {
     return false;
 }
 
-static bool subscribed_locked(const struct group *g, const char *topic) {
+bool gc_group_subscribed_to(const struct group *g, const char *topic) {
     if (!g->protocol_name) return true;
     for (const struct member *m = g->members; m; m = m->next) {
         const uint8_t *meta = NULL;
@@ -110,7 +110,7 @@ int16_t gr_gc_delete_offsets(struct gr_group_coordinator *gc, const char *group_
         e = GR_KERR_NON_EMPTY_GROUP;
     } else {
         for (int i = 0; i < n; i++)
-            if (parts[i].error == GR_KERR_NONE && g->state != ST_EMPTY && subscribed_locked(g, parts[i].topic))
+            if (parts[i].error == GR_KERR_NONE && g->state != ST_EMPTY && gc_group_subscribed_to(g, parts[i].topic))
                 parts[i].error = GR_KERR_GROUP_SUBSCRIBED_TO_TOPIC;
         remove_offsets_locked(gc, g, parts, n, &w);
     }

@@ -1,4 +1,5 @@
 /* Replica fetcher threads (see fetcher.h). */
+#include "replication/fetch_session_handler.h"
 #include "replication/fetcher.h"
 
 #include <errno.h>
@@ -50,6 +51,7 @@ struct fetcher {
     struct fpart *parts;
     int nparts, cap;
     struct gr_kafka_client *kc; /* used by the thread; shut down by fetcher_stop_free */
+    struct gr_fetch_session_handler session; /* KIP-227, under lock */
     char name[64];
     struct fetcher *next;
 };
@@ -388,14 +390,18 @@ static int do_fetch(struct fetcher *f) {
         epochs[k] = fp->leader_epoch;
         k++;
     }
+    struct FetchRequest_FetchTopic *asked = req->Topics; /* every partition, for the checks below */
+    gr_fsh_build(&f->session, req, &a);
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
     int timeout = cfg->socket_timeout_ms + req->MaxWaitMs;
     int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
+    if (rc != 0) gr_fsh_handle_error(&f->session);
     if (rc == 0) {
         struct FetchResponse *resp = body;
+        gr_fsh_handle_response(&f->session, resp);
         now = gr_mono_ms();
         for (int t = 0; t < resp->ResponsesCount; t++) {
             const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
@@ -406,10 +412,9 @@ static int do_fetch(struct fetcher *f) {
                 int32_t asked_epoch = -2;
                 int64_t asked_offset = -1;
                 for (int j = 0; j < k; j++)
-                    if (req->Topics[j].Partitions[0].Partition == fp->partition &&
-                        strcmp(req->Topics[j].Topic, fp->topic) == 0) {
+                    if (asked[j].Partitions[0].Partition == fp->partition && strcmp(asked[j].Topic, fp->topic) == 0) {
                         asked_epoch = epochs[j];
-                        asked_offset = req->Topics[j].Partitions[0].FetchOffset;
+                        asked_offset = asked[j].Partitions[0].FetchOffset;
                     }
                 if (asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 switch (pr->ErrorCode) {
@@ -522,6 +527,7 @@ static void fetcher_stop_free(struct fetcher *f) {
     gr_kafka_client_free(f->kc);
     for (int i = 0; i < f->nparts; i++) fpart_release(f->fm, &f->parts[i]);
     free(f->parts);
+    gr_fsh_free(&f->session);
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->lock);
     free(f);

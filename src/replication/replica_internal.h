@@ -40,6 +40,7 @@ struct gr_replica_manager {
     struct gr_plog_manager *lm;
     struct gr_purgatory *produce_purg;
     struct gr_purgatory *fetch_purg;
+    struct gr_fetch_session_cache *fetch_sessions; /* KIP-227 (fetch_session.h) */
     struct gr_fetcher_manager *fetchers;
     struct gr_alter_isr *alter_isr;
     pthread_rwlock_t map_lock;

@@ -15,6 +15,7 @@
 #include "replication/alter_isr.h"
 #include "broker/broker.h"
 #include "replication/fetcher.h"
+#include "replication/fetch_session.h"
 #include "broker/metadata_cache.h"
 #include "replication/partitions.h"
 #include "replication/purgatory.h"
@@ -571,6 +572,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         if (leader_log_start > 0 && leader_log_start <= hw) gr_plog_maybe_increment_log_start_offset(log, leader_log_start);
     }
     pthread_mutex_unlock(&p->lock);
+    if (rc == 0) gr_purgatory_check(rm->fetch_purg, p->key); /* consumers fetching from this follower (KIP-392) */
     return rc;
 }
 
@@ -829,6 +831,8 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     }
     rm->produce_purg = gr_purgatory_new("produce");
     rm->fetch_purg = gr_purgatory_new("fetch");
+    rm->fetch_sessions = gr_fsc_new(rm->cfg ? rm->cfg->max_incremental_fetch_session_cache_slots : 1000,
+                                    GR_FSC_EVICTION_MS);
     struct gr_alter_isr_config acfg;
     gr_rm_alter_isr_config(rm, &acfg);
     rm->alter_isr = gr_alter_isr_new(&acfg, &gr_rm_alter_isr_ops, rm);
@@ -871,6 +875,8 @@ void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     gr_purgatory_free(rm->produce_purg);
     rm->produce_purg = NULL;
     gr_purgatory_free(rm->fetch_purg);
+    gr_fsc_free(rm->fetch_sessions);
+    rm->fetch_sessions = NULL;
     rm->fetch_purg = NULL;
     int n;
     struct gr_rm_partition **arr = snapshot(rm, &n);

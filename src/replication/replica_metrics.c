@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "common/metrics.h"
+#include "replication/fetch_session.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
@@ -96,6 +97,13 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
     if (rm->fetch_purg)
         gr_prom_gauge(o, "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Fetch",
                       (double)gr_purgatory_waiting(rm->fetch_purg));
+    if (rm->fetch_sessions) { /* KIP-227 */
+        int ns;
+        int64_t np;
+        gr_fsc_stats(rm->fetch_sessions, &ns, &np);
+        gr_prom_gauge(o, "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions", (double)ns);
+        gr_prom_gauge(o, "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached", (double)np);
+    }
     struct gr_ldf *ldf = rm->b ? gr_ldf_of(rm->b) : NULL;
     gr_prom_gauge(o, "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
                   ldf ? (double)gr_ldf_offline_count(ldf) : 0.0);

@@ -667,7 +667,8 @@ CORRUPT_BATCHES = {
     "truncated batch": (_truncated, {CORRUPT_MESSAGE}),
     "batchLength 20": (_short_length, {CORRUPT_MESSAGE}),
     "magic 7": (lambda: record_batch([b"v"], magic=7), {CORRUPT_MESSAGE}),
-    "magic 1": (lambda: record_batch([b"v"], magic=1), {UNSUPPORTED_FOR_MESSAGE_FORMAT, CORRUPT_MESSAGE}),
+    # Kafka 2.7: Produce v3+ may carry only magic 2 (ProduceRequest.validateRecords)
+    "magic 1": (lambda: record_batch([b"v"], magic=1), {INVALID_RECORD}),
     "recordCount mismatch": (lambda: record_batch([b"a", b"b"], count=5), {INVALID_RECORD, CORRUPT_MESSAGE}),
     "lastOffsetDelta mismatch": (lambda: record_batch([b"a", b"b"], last_delta=7), {INVALID_RECORD, CORRUPT_MESSAGE}),
     "three garbage bytes": (lambda: b"\x01\x02\x03", {CORRUPT_MESSAGE}),

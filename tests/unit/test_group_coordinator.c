@@ -634,6 +634,192 @@ static void test_offset_delete(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+static void join_static(struct gr_group_coordinator *gc, const char *group, const char *member, const char *instance,
+                        struct join_out *out) {
+    memset(out, 0, sizeof *out);
+    struct gr_gc_join_req rq = {.group_id = group, .member_id = member, .group_instance_id = instance,
+                                .client_id = "cli", .client_host = "/127.0.0.1", .protocol_type = "consumer",
+                                .session_timeout_ms = 10000, .rebalance_timeout_ms = 20000, .n_protocols = 2,
+                                .protocols = RANGE_RR};
+    gr_gc_join_group(gc, &rq, on_join, out);
+}
+
+/* KIP-345: a static member rejoining with an unknown member id takes over its member without a
+ * rebalance; its old id is fenced everywhere; the instance id is persisted and loaded back;
+ * LeaveGroup by instance id. */
+static void test_static_membership(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *a = new_gc(&f, 0);
+    const char *G = "static";
+    struct join_out j1, j2;
+    join_static(a, G, "", "inst-1", &j1);
+    join_static(a, G, "", "inst-2", &j2);
+    gr_gc_tick(a); /* the initial delay re-arms once for the second member */
+    gr_gc_tick(a);
+    CHECK(j1.called == 1 && j1.gen == 1 && j2.called == 1);
+    CHECK(strncmp(j1.member_id, "inst-1-", 7) == 0);
+    char m1[160], m2[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    snprintf(m2, sizeof m2, "%s", j2.member_id);
+    CHECK(strcmp(j1.leader, m1) == 0);
+    struct gr_gc_assignment as[] = {{m1, (const uint8_t *)"one", 3}, {m2, (const uint8_t *)"two", 3}};
+    struct sync_out s1, s2;
+    sync_(a, G, m1, 1, as, 2, &s1);
+    sync_(a, G, m2, 1, NULL, 0, &s2);
+    CHECK(s1.error == 0 && s2.error == 0 && strcmp(s2.assignment, "two") == 0);
+
+    /* the leader restarts: same generation, no rebalance, answered with the old leader id */
+    int appends = f.appends;
+    struct join_out r1;
+    join_static(a, G, "", "inst-1", &r1);
+    CHECK(r1.called == 1);
+    CHECK_KERR(r1.error, GR_KERR_NONE);
+    CHECK(r1.gen == 1 && strcmp(r1.member_id, m1) != 0 && strcmp(r1.leader, m1) == 0 && r1.n_members == 0);
+    CHECK(f.appends == appends + 1); /* the group was persisted with the new member id */
+    char n1[160];
+    snprintf(n1, sizeof n1, "%s", r1.member_id);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_group_summary sum;
+    CHECK_KERR(gr_gc_describe_group(a, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 2);
+    CHECK(strcmp(sum.members[0].member_id, n1) == 0 && strcmp(sum.members[0].group_instance_id, "inst-1") == 0);
+    /* the new id works, keeps the assignment; the old one is fenced */
+    CHECK_KERR(gr_gc_heartbeat(a, G, n1, "inst-1", 1), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(a, G, m1, "inst-1", 1), GR_KERR_FENCED_INSTANCE_ID);
+    CHECK_KERR(gr_gc_heartbeat(a, G, m2, "inst-2", 1), GR_KERR_NONE);
+    struct sync_out s3;
+    sync_(a, G, n1, 1, NULL, 0, &s3);
+    CHECK(s3.error == 0 && strcmp(s3.assignment, "one") == 0);
+    struct gr_gc_sync_req srq = {.group_id = G, .member_id = m1, .group_instance_id = "inst-1", .generation_id = 1};
+    memset(&s3, 0, sizeof s3);
+    gr_gc_sync_group(a, &srq, on_sync, &s3);
+    CHECK_KERR(s3.error, GR_KERR_FENCED_INSTANCE_ID);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 1, .leader_epoch = -1,
+                                     .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(a, G, m1, "inst-1", 1, &part, 1, on_commit, &co);
+    CHECK_KERR(co.errors[0], GR_KERR_FENCED_INSTANCE_ID);
+    struct join_out jf;
+    join_static(a, G, m1, "inst-1", &jf);
+    CHECK_KERR(jf.error, GR_KERR_FENCED_INSTANCE_ID);
+    join_static(a, G, n1, "inst-9", &jf);
+    CHECK_KERR(jf.error, GR_KERR_UNKNOWN_MEMBER_ID);
+    struct gr_gc_leave_member bad = {.member_id = m1, .group_instance_id = "inst-1"};
+    CHECK_KERR(gr_gc_leave_group(a, G, &bad, 1), GR_KERR_NONE);
+    CHECK_KERR(bad.error, GR_KERR_FENCED_INSTANCE_ID);
+
+    /* a takeover whose write fails is reverted: the old member id stays valid */
+    f.fail = GR_KERR_NOT_LEADER_OR_FOLLOWER;
+    struct join_out r2;
+    join_static(a, G, "", "inst-2", &r2);
+    CHECK(r2.called == 1);
+    CHECK_KERR(r2.error, GR_KERR_NOT_COORDINATOR);
+    CHECK_KERR(gr_gc_heartbeat(a, G, m2, "inst-2", 1), GR_KERR_NONE);
+
+    /* failover: the instance ids come back from the log */
+    int32_t p = gr_gc_partition_for(a, G);
+    f.epoch[p] = 1;
+    struct gr_group_coordinator *b = new_gc(&f, 0);
+    CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(sum.n_members == 2 && strcmp(sum.members[0].member_id, n1) == 0 &&
+          strcmp(sum.members[0].group_instance_id, "inst-1") == 0);
+    CHECK_KERR(gr_gc_heartbeat(b, G, m1, "inst-1", 1), GR_KERR_FENCED_INSTANCE_ID);
+
+    /* batch leave by instance id only: both go, the group is Empty */
+    struct gr_gc_leave_member lm[] = {{.member_id = "", .group_instance_id = "inst-1"},
+                                      {.member_id = "", .group_instance_id = "inst-2"},
+                                      {.member_id = "", .group_instance_id = "inst-3"}};
+    CHECK_KERR(gr_gc_leave_group(b, G, lm, 3), GR_KERR_NONE);
+    CHECK_KERR(lm[0].error, GR_KERR_NONE);
+    CHECK_KERR(lm[1].error, GR_KERR_NONE);
+    CHECK_KERR(lm[2].error, GR_KERR_UNKNOWN_MEMBER_ID);
+    gr_gc_tick(b);
+    CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(sum.n_members == 0 && strcmp(sum.state, "Empty") == 0);
+    gr_arena_free(&ar);
+    gr_gc_free(a);
+    gr_gc_free(b);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* KIP-211 offset retention: an Empty consumer group's offsets expire retention after it became
+ * Empty (then the group is Dead); simple groups' offsets at commit + retention or at their
+ * explicit expire timestamp; tombstones reach the log. */
+static void test_offset_expiry(void) {
+    const int64_t RET = 10080LL * 60000, CHECKI = 600000;
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *a = new_gc(&f, 0);
+    const char *G = "expiring";
+    struct join_out j;
+    join(a, G, "", false, RANGE_RR, 2, &j);
+    gr_gc_tick(a);
+    char m[160];
+    snprintf(m, sizeof m, "%s", j.member_id);
+    struct gr_gc_assignment as[] = {{m, (const uint8_t *)"x", 1}};
+    struct sync_out s;
+    sync_(a, G, m, 1, as, 1, &s);
+    CHECK(s.error == 0);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 5, .leader_epoch = -1,
+                                     .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(a, G, m, NULL, 1, &part, 1, on_commit, &co);
+    CHECK(co.errors[0] == 0);
+    /* simple groups: one by retention, one by its explicit expire timestamp */
+    struct gr_gc_commit_part sp = {.topic = "u", .partition = 0, .offset = 7, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    gr_gc_commit_offsets(a, "simple-ret", "", NULL, -1, &sp, 1, on_commit, &co);
+    struct gr_gc_commit_part ep = {.topic = "u", .partition = 1, .offset = 8, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = g_now + 1000};
+    gr_gc_commit_offsets(a, "simple-exp", "", NULL, -1, &ep, 1, on_commit, &co);
+
+    /* the member stays a day (a Stable group's subscribed offsets never expire), then leaves */
+    g_now += 24LL * 3600000;
+    CHECK_KERR(gr_gc_heartbeat(a, G, m, NULL, 1), GR_KERR_NONE);
+    gr_gc_tick(a);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_fetch_part *all = NULL;
+    int n = 0;
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-exp", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0); /* its expire timestamp passed */
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 1);
+    struct gr_gc_leave_member lm = {.member_id = m};
+    CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
+    int64_t empty_since = g_now;
+
+    /* commit + retention: the simple group's offset expires and the group goes */
+    g_now += RET - 24LL * 3600000 + CHECKI;
+    gr_gc_tick(a);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 1); /* Empty for less than the retention */
+    g_now = empty_since + RET + CHECKI;
+    gr_gc_tick(a);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0);
+    struct gr_gc_group_summary sum;
+    CHECK_KERR(gr_gc_describe_group(a, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Dead") == 0);
+
+    /* the tombstones are in the log: a new coordinator loads nothing */
+    int32_t p = gr_gc_partition_for(a, G);
+    f.epoch[p] = 1;
+    struct gr_group_coordinator *b = new_gc(&f, 0);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK(n == 0);
+    CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Dead") == 0);
+    gr_arena_free(&ar);
+    gr_gc_free(a);
+    gr_gc_free(b);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -642,6 +828,8 @@ int main(void) {
     test_initial_delay_and_rebalance_timeout();
     test_failover_loads_group();
     test_offset_delete();
+    test_static_membership();
+    test_offset_expiry();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;

@@ -210,6 +210,8 @@ static int16_t produce(int node, int16_t acks, const char *value, int64_t *base)
 }
 
 /* Consumer fetch; returns error, *hw, and the number of records at or after offset. */
+static int16_t g_fetch_version = 11;
+
 static int16_t fetch(int node, int64_t offset, int32_t cur_epoch, int64_t *hw, int *nrecs, char *last_value) {
     struct gr_arena a;
     gr_arena_init(&a);
@@ -231,7 +233,7 @@ static int16_t fetch(int node, int64_t offset, int32_t cur_epoch, int64_t *hw, i
     uint8_t *frame = NULL;
     int16_t err = -100;
     *nrecs = 0;
-    if (call(node, GR_API_FETCH, 11, r, &a, &resp, &frame) == 0) {
+    if (call(node, GR_API_FETCH, g_fetch_version, r, &a, &resp, &frame) == 0) {
         struct FetchResponse *fr = resp;
         struct FetchResponse_FetchablePartitionResponse *pr = &fr->Responses[0].PartitionResponses[0];
         err = pr->ErrorCode;
@@ -336,7 +338,10 @@ int main(void) {
     CHECK(nrecs == 15 && strcmp(val, "v19") == 0);
     /* Errors: follower refuses clients; epoch fencing; out of range. */
     CHECK(produce(1, 1, "x", NULL) == GR_KERR_NOT_LEADER_OR_FOLLOWER);
+    g_fetch_version = 10; /* before KIP-392's v11 consumers read from leaders only */
     CHECK(fetch(1, 0, -1, &hw, &nrecs, NULL) == GR_KERR_NOT_LEADER_OR_FOLLOWER);
+    g_fetch_version = 11; /* v11: a follower serves consumers up to the high watermark it knows */
+    CHECK(fetch(1, 0, -1, &hw, &nrecs, NULL) == GR_KERR_NONE);
     CHECK(fetch(0, 0, 0, &hw, &nrecs, NULL) == GR_KERR_FENCED_LEADER_EPOCH);
     CHECK(fetch(0, 0, 2, &hw, &nrecs, NULL) == GR_KERR_UNKNOWN_LEADER_EPOCH);
     CHECK(fetch(0, 21, -1, &hw, &nrecs, NULL) == GR_KERR_OFFSET_OUT_OF_RANGE);

@@ -1,0 +1,369 @@
+/* Incremental fetch sessions (KIP-227): see fetch_session.h. */
+#include "replication/fetch_session.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/kerr.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "kafka.server.FetchSessionCache"
+
+/* Kafka's CachedPartition. */
+struct cached_part {
+    char *topic;
+    int32_t partition;
+    int32_t max_bytes, leader_epoch;
+    int64_t fetch_offset, fetcher_log_start;
+    int64_t hw, local_log_start; /* last answered; hw -1: answer it next time */
+};
+
+struct session {
+    struct session *next;
+    int32_t id, epoch;
+    bool privileged;
+    int64_t creation_ms, last_used_ms;
+    struct cached_part *parts;
+    int n, cap;
+};
+
+struct gr_fetch_session_cache {
+    pthread_mutex_t mu;
+    int max_slots;
+    int64_t eviction_ms;
+    struct session *sessions;
+    int n_sessions;
+    int64_t n_parts;
+};
+
+static int32_t next_epoch(int32_t e) { return e == INT32_MAX ? 1 : e + 1; }
+
+struct gr_fetch_session_cache *gr_fsc_new(int max_slots, int64_t eviction_ms) {
+    struct gr_fetch_session_cache *c = gr_calloc(1, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    c->max_slots = max_slots < 0 ? 0 : max_slots;
+    c->eviction_ms = eviction_ms;
+    return c;
+}
+
+static void session_free(struct session *s) {
+    for (int i = 0; i < s->n; i++) free(s->parts[i].topic);
+    free(s->parts);
+    free(s);
+}
+
+void gr_fsc_free(struct gr_fetch_session_cache *c) {
+    if (!c) return;
+    for (struct session *s = c->sessions, *n; s; s = n) {
+        n = s->next;
+        session_free(s);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void gr_fsc_stats(struct gr_fetch_session_cache *c, int *sessions, int64_t *partitions) {
+    pthread_mutex_lock(&c->mu);
+    *sessions = c->n_sessions;
+    *partitions = c->n_parts;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static struct session *find_locked(struct gr_fetch_session_cache *c, int32_t id) {
+    for (struct session *s = c->sessions; s; s = s->next)
+        if (s->id == id) return s;
+    return NULL;
+}
+
+static void remove_locked(struct gr_fetch_session_cache *c, struct session *s) {
+    for (struct session **pp = &c->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            c->n_sessions--;
+            c->n_parts -= s->n;
+            session_free(s);
+            return;
+        }
+}
+
+/* Kafka's EvictableKey order: privileged, size, id. */
+static int key_cmp(bool pa, int sa, int32_t ia, bool pb, int sb, int32_t ib) {
+    if (pa != pb) return pa ? 1 : -1;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* Kafka's tryEvict for a newcomer (privileged, size). */
+static bool try_evict_locked(struct gr_fetch_session_cache *c, bool privileged, int size, int64_t now) {
+    struct session *oldest = NULL, *cheapest = NULL;
+    for (struct session *s = c->sessions; s; s = s->next) {
+        if (!oldest || s->last_used_ms < oldest->last_used_ms) oldest = s;
+        bool old = now - s->creation_ms > c->eviction_ms;
+        bool evictable = privileged ? (!s->privileged || old) : old;
+        if (evictable && (!cheapest || key_cmp(s->privileged, s->n, s->id, cheapest->privileged, cheapest->n,
+                                               cheapest->id) < 0))
+            cheapest = s;
+    }
+    if (oldest && now - oldest->last_used_ms > c->eviction_ms) {
+        gr_info(LOGGER, "Evicting stale FetchSession %d.", oldest->id);
+        remove_locked(c, oldest);
+        return true;
+    }
+    if (!cheapest || key_cmp(privileged, size, 0, cheapest->privileged, cheapest->n, cheapest->id) < 0) return false;
+    gr_info(LOGGER, "Evicting FetchSession %d (%d partitions) for a more valuable one.", cheapest->id, cheapest->n);
+    remove_locked(c, cheapest);
+    return true;
+}
+
+static int32_t new_session_id_locked(struct gr_fetch_session_cache *c) {
+    for (;;) {
+        uint32_t x;
+        if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint32_t)gr_mono_us() * 2654435761u;
+        int32_t id = (int32_t)(x & 0x7fffffff);
+        if (id != 0 && !find_locked(c, id)) return id;
+    }
+}
+
+static struct cached_part *find_part(struct session *s, const char *topic, int32_t partition) {
+    for (int i = 0; i < s->n; i++)
+        if (s->parts[i].partition == partition && strcmp(s->parts[i].topic, topic) == 0) return &s->parts[i];
+    return NULL;
+}
+
+static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPartition *fp) {
+    cp->fetch_offset = fp->FetchOffset;
+    cp->fetcher_log_start = fp->LogStartOffset;
+    cp->max_bytes = fp->PartitionMaxBytes;
+    cp->leader_epoch = fp->CurrentLeaderEpoch;
+}
+
+static struct cached_part *add_part(struct session *s, const char *topic, const struct FetchRequest_FetchPartition *fp) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->parts = gr_realloc(s->parts, (size_t)s->cap * sizeof *s->parts);
+    }
+    struct cached_part *cp = &s->parts[s->n++];
+    *cp = (struct cached_part){.topic = gr_strdup(topic ? topic : ""), .partition = fp->Partition, .hw = -1,
+                               .local_log_start = -1};
+    set_params(cp, fp);
+    return cp;
+}
+
+static void remove_part(struct session *s, struct cached_part *cp) {
+    free(cp->topic);
+    size_t i = (size_t)(cp - s->parts);
+    memmove(cp, cp + 1, (size_t)(s->n - 1 - (int)i) * sizeof *cp);
+    s->n--;
+}
+
+/* The session's partitions as a FetchRequest (consecutive equal topics grouped), in a. */
+static struct FetchRequest *session_request(const struct session *s, const struct FetchRequest *r, struct gr_arena *a) {
+    struct FetchRequest *f = gr_arena_alloc(a, sizeof *f);
+    *f = *r;
+    f->ForgottenTopicsDataCount = 0;
+    f->ForgottenTopicsData = NULL;
+    int nt = 0;
+    for (int i = 0; i < s->n; i++)
+        if (i == 0 || strcmp(s->parts[i].topic, s->parts[i - 1].topic) != 0) nt++;
+    f->Topics = gr_arena_alloc(a, (size_t)(nt + 1) * sizeof *f->Topics);
+    f->TopicsCount = nt;
+    struct FetchRequest_FetchPartition *ps = gr_arena_alloc(a, (size_t)(s->n + 1) * sizeof *ps);
+    int t = -1;
+    for (int i = 0; i < s->n; i++) {
+        const struct cached_part *cp = &s->parts[i];
+        if (i == 0 || strcmp(cp->topic, s->parts[i - 1].topic) != 0) {
+            t++;
+            f->Topics[t].Topic = gr_arena_strdup(a, cp->topic);
+            f->Topics[t].Partitions = &ps[i];
+            f->Topics[t].PartitionsCount = 0;
+        }
+        ps[i] = (struct FetchRequest_FetchPartition){.Partition = cp->partition,
+                                                    .CurrentLeaderEpoch = cp->leader_epoch,
+                                                    .FetchOffset = cp->fetch_offset,
+                                                    .LastFetchedEpoch = -1,
+                                                    .LogStartOffset = cp->fetcher_log_start,
+                                                    .PartitionMaxBytes = cp->max_bytes};
+        f->Topics[t].PartitionsCount++;
+    }
+    return f;
+}
+
+/* Kafka's FetchSession.update. */
+static void update_session(struct gr_fetch_session_cache *c, struct session *s, const struct FetchRequest *r) {
+    int before = s->n;
+    for (int t = 0; t < r->TopicsCount; t++) {
+        const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
+        for (int i = 0; i < ft->PartitionsCount; i++) {
+            struct cached_part *cp = find_part(s, ft->Topic ? ft->Topic : "", ft->Partitions[i].Partition);
+            if (cp)
+                set_params(cp, &ft->Partitions[i]);
+            else
+                add_part(s, ft->Topic, &ft->Partitions[i]);
+        }
+    }
+    for (int t = 0; t < r->ForgottenTopicsDataCount; t++) {
+        const struct FetchRequest_ForgottenTopic *ft = &r->ForgottenTopicsData[t];
+        for (int i = 0; i < ft->PartitionsCount; i++) {
+            struct cached_part *cp = find_part(s, ft->Topic ? ft->Topic : "", ft->Partitions[i]);
+            if (cp) remove_part(s, cp);
+        }
+    }
+    c->n_parts += s->n - before;
+}
+
+const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const struct FetchRequest *r,
+                                        int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->privileged = r->ReplicaId >= 0;
+    int32_t sid = version >= 7 ? r->SessionId : 0, epoch = version >= 7 ? r->SessionEpoch : -1;
+    pthread_mutex_lock(&c->mu);
+    if (epoch == 0 || epoch == -1) { /* a full fetch closes the session it names */
+        struct session *s = sid ? find_locked(c, sid) : NULL;
+        if (s) {
+            gr_debug(LOGGER, "Removed fetch session %d.", sid);
+            remove_locked(c, s);
+        }
+        pthread_mutex_unlock(&c->mu);
+        ctx->kind = epoch == 0 ? GR_FSC_FULL : GR_FSC_SESSIONLESS;
+        return r;
+    }
+    struct session *s = find_locked(c, sid);
+    if (!s || s->epoch != epoch) {
+        pthread_mutex_unlock(&c->mu);
+        ctx->kind = GR_FSC_ERROR;
+        ctx->error = s ? GR_KERR_INVALID_FETCH_SESSION_EPOCH : GR_KERR_FETCH_SESSION_ID_NOT_FOUND;
+        gr_debug(LOGGER, "Fetch session %d epoch %d: %s", sid, epoch, gr_kerr_name(ctx->error));
+        return NULL;
+    }
+    update_session(c, s, r);
+    if (s->n == 0) {
+        gr_debug(LOGGER, "Closing fetch session %d: no partitions left.", sid);
+        remove_locked(c, s);
+        pthread_mutex_unlock(&c->mu);
+        ctx->kind = GR_FSC_SESSIONLESS;
+        return r;
+    }
+    s->last_used_ms = now_ms;
+    s->epoch = next_epoch(s->epoch);
+    ctx->kind = GR_FSC_INCREMENTAL;
+    ctx->session_id = sid;
+    ctx->epoch = s->epoch;
+    ctx->n = s->n;
+    ctx->cached_hw = gr_arena_alloc(a, (size_t)s->n * sizeof *ctx->cached_hw);
+    ctx->cached_log_start = gr_arena_alloc(a, (size_t)s->n * sizeof *ctx->cached_log_start);
+    for (int i = 0; i < s->n; i++) {
+        ctx->cached_hw[i] = s->parts[i].hw;
+        ctx->cached_log_start[i] = s->parts[i].local_log_start;
+    }
+    const struct FetchRequest *full = session_request(s, r, a);
+    pthread_mutex_unlock(&c->mu);
+    return full;
+}
+
+/* Kafka's CachedPartition.maybeUpdateResponseData (the decision part). */
+static bool must_respond(const struct FetchResponse_FetchablePartitionResponse *pr, int64_t hw, int64_t log_start) {
+    return pr->RecordSet.len > 0 || pr->HighWatermark != hw || pr->LogStartOffset != log_start ||
+           pr->PreferredReadReplica >= 0 || pr->ErrorCode != GR_KERR_NONE;
+}
+
+static void open_session(struct gr_fetch_session_cache *c, const struct FetchRequest *full, struct gr_fsc_ctx *ctx,
+                         struct FetchResponse *resp, int64_t now_ms) {
+    int size = 0;
+    for (int t = 0; t < full->TopicsCount; t++) size += GR_MAX(full->Topics[t].PartitionsCount, 0);
+    pthread_mutex_lock(&c->mu);
+    if (c->max_slots <= 0 || (c->n_sessions >= c->max_slots && !try_evict_locked(c, ctx->privileged, size, now_ms))) {
+        pthread_mutex_unlock(&c->mu);
+        resp->SessionId = 0;
+        return;
+    }
+    struct session *s = gr_calloc(1, sizeof *s);
+    s->id = new_session_id_locked(c);
+    s->privileged = ctx->privileged;
+    s->creation_ms = s->last_used_ms = now_ms;
+    s->epoch = 1;
+    for (int t = 0; t < full->TopicsCount && t < resp->ResponsesCount; t++) {
+        const struct FetchRequest_FetchTopic *ft = &full->Topics[t];
+        const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
+        for (int i = 0; i < ft->PartitionsCount && i < tr->PartitionResponsesCount; i++) {
+            const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+            struct cached_part *cp = add_part(s, ft->Topic, &ft->Partitions[i]);
+            cp->hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;
+            cp->local_log_start = pr->LogStartOffset;
+        }
+    }
+    s->next = c->sessions;
+    c->sessions = s;
+    c->n_sessions++;
+    c->n_parts += s->n;
+    resp->SessionId = s->id;
+    gr_debug(LOGGER, "Created a new full fetch session %d with %d partition(s).", s->id, s->n);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Filters an incremental answer and records it in the session (which keeps the partitions in
+ * the order gr_fsc_begin saw them: its epoch changed only by this request). */
+static void finish_incremental(struct gr_fetch_session_cache *c, struct gr_fsc_ctx *ctx, struct FetchResponse *resp,
+                               struct gr_arena *a) {
+    bool *keep = gr_arena_alloc(a, (size_t)ctx->n + 1);
+    int k = 0;
+    for (int t = 0; t < resp->ResponsesCount; t++) {
+        struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
+        int w = 0;
+        for (int i = 0; i < tr->PartitionResponsesCount && k < ctx->n; i++, k++) {
+            keep[k] = must_respond(&tr->PartitionResponses[i], ctx->cached_hw[k], ctx->cached_log_start[k]);
+            if (keep[k]) tr->PartitionResponses[w++] = tr->PartitionResponses[i];
+        }
+        tr->PartitionResponsesCount = w;
+    }
+    /* drop topics left without partitions */
+    int wt = 0;
+    for (int t = 0; t < resp->ResponsesCount; t++)
+        if (resp->Responses[t].PartitionResponsesCount > 0) resp->Responses[wt++] = resp->Responses[t];
+    resp->ResponsesCount = wt;
+    resp->SessionId = ctx->session_id;
+    pthread_mutex_lock(&c->mu);
+    struct session *s = find_locked(c, ctx->session_id);
+    if (s && s->epoch == ctx->epoch && s->n == ctx->n) {
+        /* record what was answered, then move the answered partitions to the end */
+        struct cached_part *moved = gr_calloc((size_t)s->n + 1, sizeof *moved);
+        int nm = 0, ns = 0;
+        k = 0;
+        for (int t = 0; t < resp->ResponsesCount; t++) {
+            const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
+            for (int i = 0; i < tr->PartitionResponsesCount; i++) {
+                const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+                while (k < s->n && !keep[k]) k++;
+                if (k == s->n) break;
+                s->parts[k].hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;
+                s->parts[k].local_log_start = pr->LogStartOffset;
+                k++;
+            }
+        }
+        for (int i = 0; i < s->n; i++) {
+            if (keep[i])
+                moved[nm++] = s->parts[i];
+            else
+                s->parts[ns++] = s->parts[i];
+        }
+        memcpy(s->parts + ns, moved, (size_t)nm * sizeof *moved);
+        free(moved);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void gr_fsc_finish(struct gr_fetch_session_cache *c, const struct FetchRequest *full, struct gr_fsc_ctx *ctx,
+                   struct FetchResponse *resp, int64_t now_ms, struct gr_arena *a) {
+    switch (ctx->kind) {
+    case GR_FSC_SESSIONLESS: resp->SessionId = 0; break;
+    case GR_FSC_FULL: open_session(c, full, ctx, resp, now_ms); break;
+    case GR_FSC_INCREMENTAL: finish_incremental(c, ctx, resp, a); break;
+    case GR_FSC_ERROR:
+        resp->ErrorCode = ctx->error;
+        resp->SessionId = 0;
+        resp->ResponsesCount = 0;
+        break;
+    }
+}

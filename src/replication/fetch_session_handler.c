@@ -1,0 +1,133 @@
+/* Kafka's FetchSessionHandler for the replica fetchers: see fetch_session_handler.h. */
+#include "replication/fetch_session_handler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/kerr.h"
+#include "common/util.h"
+
+struct gr_fsh_part {
+    char *topic;
+    int32_t partition;
+    int64_t fetch_offset, log_start;
+    int32_t max_bytes, leader_epoch;
+    bool seen; /* scratch: present in the request being built */
+};
+
+void gr_fsh_init(struct gr_fetch_session_handler *h) { memset(h, 0, sizeof *h); }
+
+static void clear_parts(struct gr_fetch_session_handler *h) {
+    for (int i = 0; i < h->n; i++) free(h->parts[i].topic);
+    h->n = 0;
+}
+
+void gr_fsh_free(struct gr_fetch_session_handler *h) {
+    clear_parts(h);
+    free(h->parts);
+    memset(h, 0, sizeof *h);
+}
+
+void gr_fsh_handle_error(struct gr_fetch_session_handler *h) { h->next_epoch = 0; }
+
+static struct gr_fsh_part *find(struct gr_fetch_session_handler *h, const char *topic, int32_t partition) {
+    for (int i = 0; i < h->n; i++)
+        if (h->parts[i].partition == partition && strcmp(h->parts[i].topic, topic) == 0) return &h->parts[i];
+    return NULL;
+}
+
+static struct gr_fsh_part *add(struct gr_fetch_session_handler *h, const char *topic, int32_t partition) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 16;
+        h->parts = gr_realloc(h->parts, (size_t)h->cap * sizeof *h->parts);
+    }
+    struct gr_fsh_part *p = &h->parts[h->n++];
+    memset(p, 0, sizeof *p);
+    p->topic = gr_strdup(topic);
+    p->partition = partition;
+    return p;
+}
+
+static bool same(const struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
+    return p->fetch_offset == fp->FetchOffset && p->log_start == fp->LogStartOffset &&
+           p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch;
+}
+
+static void remember(struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
+    p->fetch_offset = fp->FetchOffset;
+    p->log_start = fp->LogStartOffset;
+    p->max_bytes = fp->PartitionMaxBytes;
+    p->leader_epoch = fp->CurrentLeaderEpoch;
+    p->seen = true;
+}
+
+void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, struct gr_arena *a) {
+    h->last_full = h->next_epoch == 0;
+    req->SessionId = h->session_id;
+    req->SessionEpoch = h->next_epoch;
+    req->ForgottenTopicsDataCount = 0;
+    req->ForgottenTopicsData = NULL;
+    if (h->last_full) { /* the leader's session will hold exactly this request */
+        clear_parts(h); /* SessionId stays: a full fetch naming a session closes it (Kafka's nextCloseExisting) */
+        for (int t = 0; t < req->TopicsCount; t++)
+            for (int i = 0; i < req->Topics[t].PartitionsCount; i++)
+                remember(add(h, req->Topics[t].Topic, req->Topics[t].Partitions[i].Partition),
+                         &req->Topics[t].Partitions[i]);
+        return;
+    }
+    for (int i = 0; i < h->n; i++) h->parts[i].seen = false;
+    /* keep only what is new or changed (topics of one partition each, in a) */
+    int total = 0;
+    for (int t = 0; t < req->TopicsCount; t++) total += GR_MAX(req->Topics[t].PartitionsCount, 0);
+    struct FetchRequest_FetchTopic *out = gr_arena_alloc(a, (size_t)(total + 1) * sizeof *out);
+    int k = 0;
+    for (int t = 0; t < req->TopicsCount; t++)
+        for (int i = 0; i < req->Topics[t].PartitionsCount; i++) {
+            const struct FetchRequest_FetchTopic *ft = &req->Topics[t];
+            struct gr_fsh_part *p = find(h, ft->Topic, ft->Partitions[i].Partition);
+            bool send = !p || !same(p, &ft->Partitions[i]);
+            if (!p) p = add(h, ft->Topic, ft->Partitions[i].Partition);
+            remember(p, &ft->Partitions[i]);
+            if (!send) continue;
+            out[k].Topic = ft->Topic;
+            out[k].PartitionsCount = 1;
+            out[k].Partitions = &ft->Partitions[i];
+            k++;
+        }
+    req->Topics = out;
+    req->TopicsCount = k;
+    /* forget the rest (one entry per partition) */
+    int nf = 0;
+    for (int i = 0; i < h->n; i++) nf += !h->parts[i].seen;
+    if (nf == 0) return;
+    req->ForgottenTopicsData = gr_arena_alloc(a, (size_t)nf * sizeof *req->ForgottenTopicsData);
+    for (int i = 0, w = 0; i < h->n;) {
+        struct gr_fsh_part *p = &h->parts[i];
+        if (p->seen) {
+            i++;
+            continue;
+        }
+        struct FetchRequest_ForgottenTopic *f = &req->ForgottenTopicsData[w++];
+        f->Topic = gr_arena_strdup(a, p->topic);
+        f->PartitionsCount = 1;
+        f->Partitions = gr_arena_alloc(a, sizeof *f->Partitions);
+        f->Partitions[0] = p->partition;
+        free(p->topic);
+        h->parts[i] = h->parts[--h->n];
+    }
+    req->ForgottenTopicsDataCount = nf;
+}
+
+void gr_fsh_handle_response(struct gr_fetch_session_handler *h, const struct FetchResponse *resp) {
+    if (resp->ErrorCode != GR_KERR_NONE) {
+        if (resp->ErrorCode == GR_KERR_FETCH_SESSION_ID_NOT_FOUND) h->session_id = 0;
+        h->next_epoch = 0;
+        return;
+    }
+    if (h->last_full) {
+        h->session_id = resp->SessionId;
+        h->next_epoch = resp->SessionId != 0 ? 1 : 0;
+        return;
+    }
+    h->next_epoch = h->next_epoch == INT32_MAX ? 1 : h->next_epoch + 1;
+}

@@ -1,0 +1,44 @@
+/* The fetching side of incremental fetch sessions (KIP-227): Kafka's FetchSessionHandler, used
+ * by the replica fetchers (fetcher.c) so that a follower's fetch lists only the partitions whose
+ * fetch parameters changed (for thousands of idle partitions, a few bytes instead of a full
+ * list). The leader's side is fetch_session.h.
+ *
+ *   - no session yet: a full fetch (SessionEpoch 0, every partition); if the answer carries a
+ *     SessionId the session is open and the next fetch is incremental at epoch 1;
+ *   - incremental: SessionId and the next epoch, the partitions that are new or whose fetch
+ *     offset, log start offset, max bytes or leader epoch changed, and the partitions no longer
+ *     fetched as ForgottenTopicsData;
+ *   - a top-level error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...) or a
+ *     failed exchange: back to a full fetch, which names the old session (so that the leader
+ *     closes it) unless the leader said it does not know it.
+ * Not thread-safe: one handler per fetcher, used under its lock. */
+#ifndef GR_REPLICATION_FETCH_SESSION_HANDLER_H
+#define GR_REPLICATION_FETCH_SESSION_HANDLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "protocol/arena.h"
+#include "protocol/messages.h"
+
+struct gr_fsh_part;
+
+struct gr_fetch_session_handler {
+    int32_t session_id; /* 0: none */
+    int32_t next_epoch; /* 0: the next fetch is full */
+    bool last_full;     /* the fetch in flight was full */
+    struct gr_fsh_part *parts; /* what the leader's session holds */
+    int n, cap;
+};
+
+void gr_fsh_init(struct gr_fetch_session_handler *h);
+void gr_fsh_free(struct gr_fetch_session_handler *h);
+/* req holds every partition to fetch (any grouping of topics); rewrites it (arrays in a) into
+ * the session's request: SessionId, SessionEpoch, Topics (what changed), ForgottenTopicsData. */
+void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, struct gr_arena *a);
+/* The answer to the last built request. */
+void gr_fsh_handle_response(struct gr_fetch_session_handler *h, const struct FetchResponse *resp);
+/* The exchange failed: the next fetch is full. */
+void gr_fsh_handle_error(struct gr_fetch_session_handler *h);
+
+#endif

@@ -1,0 +1,48 @@
+/* The old message formats (magic 0 and 1 "MessageSets", Kafka before 0.11) that Produce v0-v2
+ * and Fetch v0-v3 clients use, and their conversion to and from RecordBatch v2, which is all the
+ * log stores (as Kafka 2.7's LogValidator and AbstractRecords.downConvert do it):
+ *
+ *   message set = (offset int64, message_size int32, message)*
+ *   message v0  = crc uint32 (CRC-32 IEEE of the rest) | magic int8 = 0 | attributes int8 |
+ *                 key bytes (int32 length, -1 null) | value bytes
+ *   message v1  = crc | magic = 1 | attributes (bits 0-2 compression, bit 3 LogAppendTime) |
+ *                 timestamp int64 | key | value
+ *
+ * Up-conversion (Produce): every message becomes a record of one uncompressed v2 batch (offsets
+ * 0..n-1 relative, the log assigns the real ones; no producer id); magic 1 keeps its
+ * timestamp, magic 0 has none (-1). Checked as Kafka does: CRC (CORRUPT_MESSAGE), sizes and
+ * magic consistency (CORRUPT_MESSAGE), at least one message. gzip wrapper messages (built with
+ * zlib, GR_HAVE_ZLIB) are inflated and their inner messages converted (a LogAppendTime wrapper
+ * gives them its timestamp; nested compression is CORRUPT_MESSAGE); the other codecs (snappy,
+ * lz4) get UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is stored uncompressed.
+ *
+ * Down-conversion (Fetch): every record of the uncompressed v2 batches becomes a message of the
+ * requested magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of
+ * its batch); headers are dropped; control batches (transaction markers) are skipped; gzip
+ * batches are inflated (the messages are sent uncompressed). A batch of another codec cannot be
+ * converted: conversion stops before it and *stopped_at_compressed is set.
+ *
+ * Pure functions, no allocation but the output buffer (malloc'd, caller frees). */
+#ifndef GR_STORAGE_LEGACY_RECORDS_H
+#define GR_STORAGE_LEGACY_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Magic of the first entry of a record set (byte 16 in both formats), -1 if too short. */
+int gr_records_magic(const uint8_t *p, size_t len);
+
+/* CRC-32 (IEEE 802.3, as java.util.zip.CRC32). */
+uint32_t gr_crc32_ieee(const uint8_t *p, size_t len);
+
+/* Up-converts a legacy message set. Returns a Kafka error (NONE on success, then *out / *out_len
+ * hold one v2 batch the caller frees). */
+int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len);
+
+/* Down-converts v2 batches (whole batches as a fetch reads them; a trailing partial batch is
+ * ignored) to a message set of magic 0 or 1. Returns the malloc'd set (NULL and *out_len 0 when
+ * nothing converts). */
+uint8_t *gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, size_t *out_len, bool *stopped_at_compressed);
+
+#endif

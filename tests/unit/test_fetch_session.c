@@ -1,0 +1,229 @@
+/* Incremental fetch sessions (KIP-227, replication/fetch_session.h): opening a session on a full
+ * fetch, widening an incremental request to the session's partitions, answering only what
+ * changed, epochs and their errors, forgotten partitions, closing, and the cache's eviction
+ * rules (stale sessions, followers' privilege, the 120 s protection of new sessions). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/kerr.h"
+#include "replication/fetch_session.h"
+#include "replication/fetch_session_handler.h"
+#include "support/check.h"
+
+static struct gr_arena A;
+
+/* A request for one topic "t" with partitions ps[0..n) at offsets offs. */
+static struct FetchRequest *req(int32_t replica, int32_t sid, int32_t epoch, const int32_t *ps, const int64_t *offs,
+                                int n, const int32_t *forget, int nf) {
+    struct FetchRequest *r = gr_arena_alloc(&A, sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->ReplicaId = replica;
+    r->SessionId = sid;
+    r->SessionEpoch = epoch;
+    r->TopicsCount = n ? 1 : 0;
+    r->Topics = gr_arena_alloc(&A, sizeof *r->Topics);
+    r->Topics[0].Topic = "t";
+    r->Topics[0].PartitionsCount = n;
+    r->Topics[0].Partitions = gr_arena_alloc(&A, (size_t)(n + 1) * sizeof *r->Topics[0].Partitions);
+    for (int i = 0; i < n; i++)
+        r->Topics[0].Partitions[i] = (struct FetchRequest_FetchPartition){
+            .Partition = ps[i], .CurrentLeaderEpoch = -1, .FetchOffset = offs[i], .LogStartOffset = -1,
+            .PartitionMaxBytes = 1000};
+    r->ForgottenTopicsDataCount = nf ? 1 : 0;
+    r->ForgottenTopicsData = gr_arena_alloc(&A, sizeof *r->ForgottenTopicsData);
+    r->ForgottenTopicsData[0].Topic = "t";
+    r->ForgottenTopicsData[0].PartitionsCount = nf;
+    r->ForgottenTopicsData[0].Partitions = (int32_t *)forget;
+    return r;
+}
+
+/* A response to r (one topic): hw[i], records of len[i] bytes. */
+static struct FetchResponse *resp_for(const struct FetchRequest *r, const int64_t *hw, const int32_t *len) {
+    struct FetchResponse *p = gr_arena_alloc(&A, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->ResponsesCount = r->TopicsCount;
+    p->Responses = gr_arena_alloc(&A, sizeof *p->Responses);
+    if (!r->TopicsCount) return p;
+    int n = r->Topics[0].PartitionsCount;
+    p->Responses[0].Topic = "t";
+    p->Responses[0].PartitionResponsesCount = n;
+    p->Responses[0].PartitionResponses = gr_arena_alloc(&A, (size_t)(n + 1) * sizeof *p->Responses[0].PartitionResponses);
+    for (int i = 0; i < n; i++) {
+        struct FetchResponse_FetchablePartitionResponse *x = &p->Responses[0].PartitionResponses[i];
+        memset(x, 0, sizeof *x);
+        x->Partition = r->Topics[0].Partitions[i].Partition;
+        x->HighWatermark = hw[i];
+        x->LogStartOffset = 0;
+        x->PreferredReadReplica = -1;
+        x->RecordSet.len = len[i];
+    }
+    return p;
+}
+
+static void test_session_lifecycle(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1};
+    const int64_t offs[] = {3, 4};
+    /* full fetch: a session is opened */
+    const struct FetchRequest *r = req(-1, 0, 0, ps, offs, 2, NULL, 0);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx);
+    CHECK(f == r && ctx.kind == GR_FSC_FULL);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){5, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    int32_t sid = resp->SessionId;
+    CHECK(sid > 0 && resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 2);
+    int ns;
+    int64_t np;
+    gr_fsc_stats(c, &ns, &np);
+    CHECK(ns == 1 && np == 2);
+
+    /* incremental, nothing listed: both partitions are read, only the changed one answered */
+    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 11, 1, &A, &ctx);
+    CHECK(f && ctx.kind == GR_FSC_INCREMENTAL && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
+    CHECK(f->Topics[0].Partitions[0].FetchOffset == 3 && f->Topics[0].Partitions[1].FetchOffset == 4);
+    resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    CHECK(resp->SessionId == sid && resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 1 &&
+          resp->Responses[0].PartitionResponses[0].Partition == 1);
+    /* nothing changed at all: an empty answer */
+    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 2, &A, &ctx);
+    resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 2, &A);
+    CHECK(resp->SessionId == sid && resp->ResponsesCount == 0 && resp->ErrorCode == 0);
+
+    /* a replayed epoch and an unknown session are top-level errors */
+    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx);
+    CHECK(!f && ctx.kind == GR_FSC_ERROR);
+    CHECK_KERR(ctx.error, GR_KERR_INVALID_FETCH_SESSION_EPOCH);
+    resp = resp_for(req(-1, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
+    gr_fsc_finish(c, NULL, &ctx, resp, 3, &A);
+    CHECK_KERR(resp->ErrorCode, GR_KERR_INVALID_FETCH_SESSION_EPOCH);
+    CHECK(resp->SessionId == 0);
+    f = gr_fsc_begin(c, req(-1, sid + 1, 1, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx);
+    CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
+
+    /* a listed partition updates its fetch offset; a new one is added (always answered once) */
+    f = gr_fsc_begin(c, req(-1, sid, 3, (const int32_t[]){0, 2}, (const int64_t[]){8, 0}, 2, NULL, 0), 11, 4, &A,
+                     &ctx);
+    CHECK(f && f->Topics[0].PartitionsCount == 3);
+    int64_t off0 = -1;
+    for (int i = 0; i < 3; i++)
+        if (f->Topics[0].Partitions[i].Partition == 0) off0 = f->Topics[0].Partitions[i].FetchOffset;
+    CHECK(off0 == 8);
+    int64_t hw3[3];
+    for (int i = 0; i < 3; i++) hw3[i] = f->Topics[0].Partitions[i].Partition == 1 ? 11 : 10;
+    resp = resp_for(f, hw3, (const int32_t[]){0, 0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 4, &A);
+    CHECK(resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 1 &&
+          resp->Responses[0].PartitionResponses[0].Partition == 2);
+
+    /* forgetting every partition closes the session (answered sessionless) */
+    f = gr_fsc_begin(c, req(-1, sid, 4, NULL, NULL, 0, (const int32_t[]){0, 1, 2}, 3), 11, 5, &A, &ctx);
+    CHECK(f && ctx.kind == GR_FSC_SESSIONLESS);
+    gr_fsc_stats(c, &ns, &np);
+    CHECK(ns == 0 && np == 0);
+    /* v0-6 and epoch -1 are sessionless; a full fetch naming a session closes it */
+    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 6, 6, &A, &ctx);
+    CHECK(ctx.kind == GR_FSC_SESSIONLESS);
+    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 11, 6, &A, &ctx);
+    resp = resp_for(f, (const int64_t[]){1, 1}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 6, &A);
+    CHECK(resp->SessionId > 0);
+    f = gr_fsc_begin(c, req(-1, resp->SessionId, -1, ps, offs, 2, NULL, 0), 11, 7, &A, &ctx);
+    CHECK(ctx.kind == GR_FSC_SESSIONLESS);
+    gr_fsc_stats(c, &ns, &np);
+    CHECK(ns == 0);
+    gr_fsc_free(c);
+}
+
+static int32_t open_full(struct gr_fetch_session_cache *c, int32_t replica, int n, int64_t now) {
+    static const int32_t ps[] = {0, 1, 2, 3};
+    static const int64_t offs[] = {0, 0, 0, 0};
+    static const int64_t hw[] = {0, 0, 0, 0};
+    static const int32_t len[] = {0, 0, 0, 0};
+    struct gr_fsc_ctx ctx;
+    const struct FetchRequest *f = gr_fsc_begin(c, req(replica, 0, 0, ps, offs, n, NULL, 0), 11, now, &A, &ctx);
+    struct FetchResponse *resp = resp_for(f, hw, len);
+    gr_fsc_finish(c, f, &ctx, resp, now, &A);
+    return resp->SessionId;
+}
+
+static void test_eviction(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(1, GR_FSC_EVICTION_MS);
+    int32_t a = open_full(c, -1, 2, 0);
+    CHECK(a > 0);
+    CHECK(open_full(c, -1, 4, 1000) == 0); /* a consumer cannot evict a young session */
+    int32_t f = open_full(c, 2, 1, 2000);  /* a follower evicts a consumer's session at once */
+    CHECK(f > 0 && f != a);
+    CHECK(open_full(c, 3, 4, 3000) == 0); /* but not a young follower session */
+    /* an old session may be evicted by a more valuable newcomer */
+    int32_t g = open_full(c, 3, 4, 2000 + GR_FSC_EVICTION_MS + 1);
+    CHECK(g > 0);
+    CHECK(open_full(c, 3, 2, 2000 + 2 * GR_FSC_EVICTION_MS + 2) > 0); /* stale (unused for 120 s): evicted */
+    struct gr_fetch_session_cache *none = gr_fsc_new(0, GR_FSC_EVICTION_MS);
+    CHECK(open_full(none, -1, 2, 0) == 0); /* max.incremental.fetch.session.cache.slots=0 */
+    gr_fsc_free(none);
+    gr_fsc_free(c);
+}
+
+/* The fetching side (fetch_session_handler.h) against the cache: full, then incremental with
+ * only changed partitions, forgotten ones, and recovery from an unknown session. */
+static void test_handler_against_cache(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fetch_session_handler h;
+    gr_fsh_init(&h);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1, 2};
+    /* full */
+    struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){5, 5, 5}, 3, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionEpoch == 0 && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 3);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){5, 5, 5}, (const int32_t[]){0, 0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id == resp->SessionId && h.session_id > 0 && h.next_epoch == 1);
+    /* partition 1 advanced, 2 is no longer fetched: one partition sent, one forgotten */
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionId == h.session_id && r->SessionEpoch == 1);
+    CHECK(r->TopicsCount == 1 && r->Topics[0].Partitions[0].Partition == 1 && r->Topics[0].Partitions[0].FetchOffset == 9);
+    CHECK(r->ForgottenTopicsDataCount == 1 && r->ForgottenTopicsData[0].Partitions[0] == 2);
+    f = gr_fsc_begin(c, r, 11, 1, &A, &ctx);
+    CHECK(ctx.kind == GR_FSC_INCREMENTAL && f->Topics[0].PartitionsCount == 2);
+    resp = resp_for(f, (const int64_t[]){5, 9}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.next_epoch == 2);
+    /* the leader lost the session: the error resets to a full fetch */
+    gr_fsc_free(c);
+    c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    f = gr_fsc_begin(c, r, 11, 2, &A, &ctx);
+    CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
+    resp = resp_for(req(7, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
+    gr_fsc_finish(c, NULL, &ctx, resp, 2, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id == 0 && h.next_epoch == 0);
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A);
+    CHECK(r->SessionId == 0 && r->SessionEpoch == 0 && r->Topics[0].PartitionsCount == 2);
+    gr_fsh_free(&h);
+    gr_fsc_free(c);
+}
+
+int main(void) {
+    gr_arena_init(&A);
+    test_session_lifecycle();
+    test_eviction();
+    test_handler_against_cache();
+    gr_arena_free(&A);
+    if (test_failures) {
+        fprintf(stderr, "%d check(s) failed\n", test_failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
