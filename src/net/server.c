@@ -770,7 +770,7 @@ static void complete_one(struct loop *l, struct req_int *r) {
         c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
     }
     switch (r->action) {
-    case COMPLETE_RESPOND:
+    case COMPLETE_RESPOND:; /* (a declaration follows the label: C23, so an empty statement) */
         size_t logical = r->resp_len;
         for (int i = 0; i < r->nregs; i++) logical += r->regs[i].len;
         if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != logical - 4) {
