@@ -195,10 +195,11 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 res.error = GR_KERR_OFFSET_OUT_OF_RANGE;
             } else if ((!follower && fp->FetchOffset >= bound) || fp->FetchOffset == leo || limit <= 0 || hold) {
                 /* nothing to read */
-            } else if (c->zero_copy) {
+            } else if (c->zero_copy && !committed) {
+                /* read_committed reads in memory: the aborted-transaction list needs the range read */
                 struct gr_plog_slice sl;
                 int rc = gr_plog_read_slice(log, fp->FetchOffset, (int32_t)GR_MIN(limit, (int64_t)INT32_MAX),
-                                            follower ? -1 : hw, min_one, &sl);
+                                            follower ? -1 : bound, min_one, &sl);
                 if (rc < 0) res.error = GR_KERR_KAFKA_STORAGE_ERROR;
                 if (rc < 0) gr_ldf_report(req->broker, p->lml->dir_idx, rc, "reading a log");
                 if (rc == 0) {
