@@ -2,20 +2,26 @@
  * threads is in log_cleaner_manager.c). Rules and formats: docs/STORAGE.md "Log compaction".
  *
  * One pass over [firstDirty, firstUncleanable):
+ *  0. firstUncleanable never passes the first unstable offset (an undecided transaction);
  *  1. offset map: for every keyed record in the dirty range, key hash -> latest offset (bounded
- *     by the dedupe buffer; the pass ends early at the batch that would overfill it);
+ *     by the dedupe buffer; the pass ends early at the batch that would overfill it); aborted
+ *     data (per the .txnindex entries of the range) never enters it;
  *  2. deleteHorizon = mtime of the last segment below firstDirty - delete.retention.ms;
  *  3. the segments below the map's end (never the active one) are grouped (sum of sizes <=
  *     segment.bytes) and each group is rewritten into <base>.log.cleaned: a record is kept if it
  *     lies beyond the map, or is keyed, not superseded (offset >= map[key]) and either has a value
  *     or its segment is younger than the delete horizon (tombstones live delete.retention.ms);
  *     a batch holding an active producer's last batch keeps its header even when emptied;
- *     control batches stay until the delete horizon; compressed batches are decompressed and
+ *     aborted data is dropped; a marker goes once no batch of its transaction was seen in the
+ *     pass and its segment is past the delete horizon ("transactions" below); the kept ABORT
+ *     markers' entries form the cleaned segment's .txnindex; compressed batches are decompressed and
  *     recompressed with their codec; kept records keep their bytes, batches keep their base
  *     offset, last offset delta, producer fields and epoch;
- *  4. swap (crash-safe, Kafka's order): fsync .cleaned, rename it .swap, rename the old
- *     segments' .log to .log.deleted (their indexes unlinked), rename .swap to .log, unlink the
- *     .deleted files; the new segment gets the last source's mtime and rebuilt indexes.
+ *  4. swap (crash-safe, Kafka's order): fsync .cleaned (and <base>.txnindex.cleaned), rename
+ *     the .txnindex one then the log .swap, rename the old segments' .log to .log.deleted (their
+ *     indexes and later segments' .txnindex unlinked), rename the .txnindex.swap then the .swap
+ *     to their final names, unlink the .deleted files; the new segment gets the last source's
+ *     mtime and rebuilt indexes.
  *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
  * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
  * and each group rewritten without it; the mutex is taken again only to swap a group in, after
