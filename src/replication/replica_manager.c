@@ -275,6 +275,7 @@ static bool maybe_increment_hw_locked(struct gr_replica_manager *rm, struct gr_r
     int64_t old = atomic_load(&p->lml->hw);
     if (cand > old) {
         atomic_store(&p->lml->hw, cand);
+        gr_plog_txn_hw_moved(p->lml->log, cand); /* Kafka's onHighWatermarkUpdated: stable txns */
         return true;
     }
     return false;

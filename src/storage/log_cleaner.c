@@ -2,20 +2,26 @@
  * threads is in log_cleaner_manager.c). Rules and formats: docs/STORAGE.md "Log compaction".
  *
  * One pass over [firstDirty, firstUncleanable):
+ *  0. firstUncleanable never passes the first unstable offset (an undecided transaction);
  *  1. offset map: for every keyed record in the dirty range, key hash -> latest offset (bounded
- *     by the dedupe buffer; the pass ends early at the batch that would overfill it);
+ *     by the dedupe buffer; the pass ends early at the batch that would overfill it); aborted
+ *     data (per the .txnindex entries of the range) never enters it;
  *  2. deleteHorizon = mtime of the last segment below firstDirty - delete.retention.ms;
  *  3. the segments below the map's end (never the active one) are grouped (sum of sizes <=
  *     segment.bytes) and each group is rewritten into <base>.log.cleaned: a record is kept if it
  *     lies beyond the map, or is keyed, not superseded (offset >= map[key]) and either has a value
  *     or its segment is younger than the delete horizon (tombstones live delete.retention.ms);
  *     a batch holding an active producer's last batch keeps its header even when emptied;
- *     control batches stay until the delete horizon; compressed batches are decompressed and
+ *     aborted data is dropped; a marker goes once no batch of its transaction was seen in the
+ *     pass and its segment is past the delete horizon ("transactions" below); the kept ABORT
+ *     markers' entries form the cleaned segment's .txnindex; compressed batches are decompressed and
  *     recompressed with their codec; kept records keep their bytes, batches keep their base
  *     offset, last offset delta, producer fields and epoch;
- *  4. swap (crash-safe, Kafka's order): fsync .cleaned, rename it .swap, rename the old
- *     segments' .log to .log.deleted (their indexes unlinked), rename .swap to .log, unlink the
- *     .deleted files; the new segment gets the last source's mtime and rebuilt indexes.
+ *  4. swap (crash-safe, Kafka's order): fsync .cleaned (and <base>.txnindex.cleaned), rename
+ *     the .txnindex one then the log .swap, rename the old segments' .log to .log.deleted (their
+ *     indexes and later segments' .txnindex unlinked), rename the .txnindex.swap then the .swap
+ *     to their final names, unlink the .deleted files; the new segment gets the last source's
+ *     mtime and rebuilt indexes.
  *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
  * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
  * and each group rewritten without it; the mutex is taken again only to swap a group in, after
@@ -42,6 +48,7 @@
 #include "storage/log_internal.h"
 #include "storage/producer_state.h"
 #include "storage/segment.h"
+#include "storage/txn_index.h"
 
 #define LOGGER "kafka.log.LogCleaner"
 #define MAX_BATCH (64 << 20)
@@ -238,6 +245,17 @@ void gr_plog_cleanable(struct gr_plog *log, int64_t checkpoint, int64_t now_ms, 
     c->first_dirty = checkpoint < start || checkpoint > end ? start : checkpoint;
     c->checkpoint_reset = c->first_dirty != checkpoint;
     int64_t fu = act->base_offset;
+    /* never past the first unstable offset: an undecided transaction (or one whose marker is
+     * not yet replicated) is not cleaned, rounded down to its segment's base */
+    int64_t unstable = gr_pstate_first_ongoing_offset(log->ps);
+    for (int i = 0; i < log->n_unrepl; i++)
+        if (unstable < 0 || log->unrepl[i].first < unstable) unstable = log->unrepl[i].first;
+    if (unstable >= 0)
+        for (size_t i = 0; i + 1 < log->n_segs; i++)
+            if (log->segs[i]->next_offset > unstable) {
+                fu = GR_MIN(fu, log->segs[i]->base_offset);
+                break;
+            }
     int64_t lag = log->cfg.min_compaction_lag_ms;
     for (size_t i = 0; i + 1 < log->n_segs; i++) {
         struct gr_segment *s = log->segs[i];
@@ -267,6 +285,125 @@ void gr_plog_cleanable(struct gr_plog *log, int64_t checkpoint, int64_t now_ms, 
     pthread_mutex_unlock(&log->mu);
 }
 
+/* ---- transactions (Kafka's CleanedTransactionMetadata) ----
+ * The aborted transactions of the range (from .txnindex) are consumed in first-offset order as
+ * the batches are read: a transactional batch of a producer with a started aborted transaction
+ * is aborted data (discardable); any other transactional batch belongs to a committed (or, below
+ * the LSO, never ongoing) transaction. An ABORT marker is discardable only if no batch of its
+ * transaction was seen in this pass (else it is kept and its entry copied to the cleaned
+ * .txnindex); a COMMIT marker likewise; an empty control batch always. */
+
+struct ab_open {
+    struct gr_aborted_txn t;
+    bool seen; /* a batch of it was read in this pass */
+};
+
+struct txn_meta {
+    struct gr_aborted_txn *ab; /* sorted by first_offset */
+    int nab, next;
+    struct ab_open *open;
+    int nopen, capopen;
+    int64_t *committed; /* producers whose (non-aborted) transactional batches were seen */
+    int ncommitted, capcommitted;
+    struct gr_aborted_txn *kept; /* entries for the cleaned segment's .txnindex */
+    int nkept, capkept;
+};
+
+static int cmp_first(const void *a, const void *b) {
+    const struct gr_aborted_txn *x = a, *y = b;
+    return x->first_offset < y->first_offset ? -1 : x->first_offset > y->first_offset;
+}
+
+static void txn_meta_init(struct txn_meta *t, struct gr_plog *log, int64_t from, int64_t to) {
+    memset(t, 0, sizeof *t);
+    pthread_mutex_lock(&log->mu);
+    t->nab = gr_txn_index_range(log->ti, from, to, &t->ab);
+    pthread_mutex_unlock(&log->mu);
+    if (t->nab > 1) qsort(t->ab, (size_t)t->nab, sizeof *t->ab, cmp_first);
+}
+
+static void txn_meta_free(struct txn_meta *t) {
+    free(t->ab);
+    free(t->open);
+    free(t->committed);
+    free(t->kept);
+}
+
+static struct ab_open *find_open(struct txn_meta *t, int64_t pid) {
+    for (int i = 0; i < t->nopen; i++)
+        if (t->open[i].t.producer_id == pid) return &t->open[i];
+    return NULL;
+}
+
+static void consume_upto(struct txn_meta *t, int64_t offset) {
+    while (t->next < t->nab && t->ab[t->next].first_offset <= offset) {
+        const struct gr_aborted_txn *a = &t->ab[t->next++];
+        if (find_open(t, a->producer_id)) continue;
+        if (t->nopen == t->capopen) {
+            t->capopen = t->capopen ? t->capopen * 2 : 8;
+            t->open = gr_realloc(t->open, (size_t)t->capopen * sizeof *t->open);
+        }
+        t->open[t->nopen++] = (struct ab_open){*a, false};
+    }
+}
+
+static bool committed_remove(struct txn_meta *t, int64_t pid) {
+    for (int i = 0; i < t->ncommitted; i++)
+        if (t->committed[i] == pid) {
+            t->committed[i] = t->committed[--t->ncommitted];
+            return true;
+        }
+    return false;
+}
+
+/* A data batch was read: true if it is aborted data. */
+static bool txn_on_batch(struct txn_meta *t, const struct gr_batch_info *bi) {
+    consume_upto(t, gr_batch_info_last_offset(bi));
+    if (!(bi->Attributes & GR_BATCH_ATTR_TRANSACTIONAL)) return false;
+    struct ab_open *o = find_open(t, bi->ProducerId);
+    if (o) {
+        o->seen = true;
+        return true;
+    }
+    for (int i = 0; i < t->ncommitted; i++)
+        if (t->committed[i] == bi->ProducerId) return false;
+    if (t->ncommitted == t->capcommitted) {
+        t->capcommitted = t->capcommitted ? t->capcommitted * 2 : 8;
+        t->committed = gr_realloc(t->committed, (size_t)t->capcommitted * sizeof *t->committed);
+    }
+    t->committed[t->ncommitted++] = bi->ProducerId;
+    return false;
+}
+
+static int ctrl_type_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)rs, (void)re;
+    int *type = arg;
+    if (*type == -1) *type = rv->Key && rv->KeyLength >= 4 ? (int)gr_be16((const uint8_t *)rv->Key + 2) : -2;
+    return 0;
+}
+
+/* A control batch was read: true if it may be discarded (subject to the delete horizon). */
+static bool txn_on_control(struct txn_meta *t, const uint8_t *b, const struct gr_batch_info *bi) {
+    consume_upto(t, gr_batch_info_last_offset(bi));
+    int type = -1;
+    if (bi->RecordCount <= 0 || for_each_record(b, bi, ctrl_type_rec, &type) != 0 || type == -1) return true;
+    if (type == 0) { /* ABORT */
+        struct ab_open *o = find_open(t, bi->ProducerId);
+        if (!o) return true;
+        struct ab_open a = *o;
+        *o = t->open[--t->nopen];
+        if (!a.seen) return true;
+        if (t->nkept == t->capkept) {
+            t->capkept = t->capkept ? t->capkept * 2 : 8;
+            t->kept = gr_realloc(t->kept, (size_t)t->capkept * sizeof *t->kept);
+        }
+        t->kept[t->nkept++] = a.t;
+        return false;
+    }
+    if (type == 1) return !committed_remove(t, bi->ProducerId); /* COMMIT */
+    return false;
+}
+
 /* ---- the pass ---- */
 
 struct map_ctx {
@@ -291,7 +428,7 @@ struct src_seg {
 
 /* Fills the map over [from, to); returns the end offset reached (<= to). No lock held. */
 static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to, struct gr_offset_map *m,
-                     struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
+                     struct txn_meta *tm, struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
     *end_out = from;
     int rc = 0;
     uint8_t *buf = NULL;
@@ -310,7 +447,9 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
             int64_t last = gr_batch_info_last_offset(&bi);
             if (last < from) continue;
             if (bi.BaseOffset >= to) break;
-            if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
+            if (bi.Attributes & GR_BATCH_ATTR_CONTROL) {
+                txn_on_control(tm, buf, &bi);
+            } else if (!txn_on_batch(tm, &bi)) { /* aborted data never enters the map */
                 if (m->entries + (size_t)GR_MAX(bi.RecordCount, 0) > m->max_entries && m->entries > 0) {
                     r = 2; /* full: stop before this batch */
                     break;
@@ -326,6 +465,7 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
                             s->path, gr_strerror(frc));
             }
             *end_out = GR_MIN(last + 1, to);
+            if (last >= from && last < to && last > m->latest_offset) m->latest_offset = last;
         }
         if (r < 0) rc = r;
         if (r == 2) break;
@@ -372,28 +512,37 @@ static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_in
     if (bi->ProducerId < 0) return false;
     struct gr_pstate_entry e;
     pthread_mutex_lock(&log->mu);
-    bool found = gr_pstate_lookup(log->ps, bi->ProducerId, &e) && e.n > 0;
+    bool found = gr_pstate_lookup(log->ps, bi->ProducerId, &e);
     pthread_mutex_unlock(&log->mu);
-    return found && e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
+    if (!found) return false;
+    if (e.n > 0) return e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
+    /* no data batch of the current epoch: the marker carrying that epoch (fencing) */
+    return (bi->Attributes & GR_BATCH_ATTR_CONTROL) && bi->ProducerEpoch == e.epoch;
 }
 
 /* Appends the filtered form of batch b to *o. */
 static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_batch_info *bi,
-                       const struct gr_offset_map *m, bool retain_deletes, uint8_t **o, size_t *olen, size_t *ocap,
-                       struct gr_clean_stats *st) {
+                       const struct gr_offset_map *m, bool retain_deletes, struct txn_meta *tm, uint8_t **o,
+                       size_t *olen, size_t *ocap, struct gr_clean_stats *st) {
     const uint8_t *outb = NULL;
     size_t outn = 0;
     uint8_t *built = NULL;
     if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
-        /* Transaction markers: kept until the delete horizon (Kafka drops a marker only once it
-         * is discardable and its segment is past the horizon). */
-        if (retain_deletes || is_producer_last_batch(log, bi)) {
+        /* a marker goes once its transaction's data is gone and its segment is past the delete
+         * horizon; a producer's last batch stays (kept whole: Kafka keeps its header only) */
+        bool discard = txn_on_control(tm, b, bi) && !retain_deletes;
+        if (!discard || is_producer_last_batch(log, bi)) {
             outb = b;
             outn = bi->size;
         }
     } else {
         struct filter_ctx fc = {m, retain_deletes, NULL, 0, 0, 0, -1, 0};
-        int rc = for_each_record(b, bi, filter_rec, &fc);
+        int rc = 0;
+        bool aborted = txn_on_batch(tm, bi);
+        if (aborted) /* aborted data: every record goes */
+            fc.records = GR_MAX(bi->RecordCount, 0);
+        else
+            rc = for_each_record(b, bi, filter_rec, &fc);
         if (rc) { /* keep what cannot be read rather than lose it */
             free(fc.out);
             fc.out = NULL;
@@ -402,7 +551,7 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
         }
         st->records_read += fc.records;
         st->records_kept += fc.kept;
-        if (rc || fc.kept == bi->RecordCount) {
+        if (!aborted && (rc || fc.kept == bi->RecordCount)) {
             outb = b;
             outn = bi->size;
         } else if (fc.kept > 0 || is_producer_last_batch(log, bi)) {
@@ -478,7 +627,9 @@ static void set_mtime(const char *path, int64_t ms) {
 /* Writes the cleaned form of src[0..n) to <base>.log.cleaned (fsynced, mtime of the last
  * source) without the log's lock. */
 static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
-                         int64_t horizon, struct throttle *th, struct gr_clean_stats *st, const char *cleaned) {
+                         int64_t horizon, struct txn_meta *tm, struct throttle *th, struct gr_clean_stats *st,
+                         const char *cleaned, const char *tcleaned) {
+    tm->nkept = 0;
     uint8_t *out = NULL, *buf = NULL;
     size_t olen = 0, ocap = 0, cap = 0;
     int rc = 0;
@@ -491,7 +642,7 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
             pos += (int64_t)bi.size;
             throttle_add(th, (int64_t)bi.size);
             st->bytes_read += (int64_t)bi.size;
-            clean_batch(log, buf, &bi, m, retain, &out, &olen, &ocap, st);
+            clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st);
         }
         if (r < 0) rc = r;
     }
@@ -500,12 +651,19 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
     throttle_add(th, (int64_t)olen);
     free(out);
     if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
+    if (rc == 0) { /* the cleaned segment's .txnindex: the aborted transactions it still holds data of */
+        uint8_t *ti = gr_malloc((size_t)GR_MAX(tm->nkept, 1) * GR_TXN_INDEX_ENTRY_SIZE);
+        for (int k = 0; k < tm->nkept; k++) gr_txn_index_encode(&tm->kept[k], ti + (size_t)k * GR_TXN_INDEX_ENTRY_SIZE);
+        rc = write_all(tcleaned, ti, (size_t)tm->nkept * GR_TXN_INDEX_ENTRY_SIZE);
+        free(ti);
+    }
     return rc;
 }
 
 /* Under the lock: swaps <base>.log.cleaned in for the segments src[0..n) (which must still be
  * consecutive in log->segs). */
-static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, struct gr_clean_stats *st) {
+static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, const char *tcleaned,
+                   const struct txn_meta *tm, struct gr_clean_stats *st) {
     size_t first = 0;
     while (first < log->n_segs && log->segs[first] != src[0].seg) first++;
     if (first + n >= log->n_segs) return -ESTALE; /* never the active segment */
@@ -514,9 +672,14 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     int64_t base = src[0].base;
     char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
     char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
+    char *tswap = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".swap", log->dir, base);
+    char *tfinal = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, log->dir, base);
+    int64_t end_base = log->segs[first + n]->base_offset, group_end = src[n - 1].next;
     int rc = 0;
     crash_point("cleaned");
-    if (rename(cleaned, swap) < 0) rc = -errno;
+    /* the .txnindex first: a .txnindex.swap without its .log.swap is dropped at open */
+    if (rename(tcleaned, tswap) < 0) rc = -errno;
+    else if (rename(cleaned, swap) < 0) rc = -errno;
     else gr_plog_fsync_dir(log->dir);
     if (rc) goto out;
     crash_point("swap");
@@ -528,11 +691,24 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
         rename(s->log_path, del);
         unlink(s->index_path);
         unlink(s->tidx_path);
+        if (i > 0) { /* the first one's is replaced by the .txnindex.swap */
+            char *tp = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, log->dir, s->base_offset);
+            unlink(tp);
+            free(tp);
+        }
         free(del);
         if (i == 0) crash_point("deleted");
     }
     gr_plog_fsync_dir(log->dir);
-    if (rename(swap, final) < 0) rc = -errno;
+    struct stat tst;
+    if (stat(tswap, &tst) == 0 && tst.st_size == 0) {
+        unlink(tfinal);
+        unlink(tswap);
+    } else if (rename(tswap, tfinal) < 0) {
+        rc = -errno;
+    }
+    crash_point("txnindex");
+    if (rc == 0 && rename(swap, final) < 0) rc = -errno;
     gr_plog_fsync_dir(log->dir);
     for (size_t i = 0; i < n; i++) {
         char *del = gr_asprintf("%s.deleted", log->segs[first + i]->log_path);
@@ -554,9 +730,12 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     log->n_segs -= n - 1;
     log->seg_gen++;
     st->segments_cleaned += (int)n;
+    gr_txn_index_replace_segments(log->ti, base, end_base, group_end, tm->kept, tm->nkept);
 out:
     free(swap);
     free(final);
+    free(tswap);
+    free(tfinal);
     return rc;
 }
 
@@ -599,8 +778,13 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     struct gr_offset_map m;
     gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
     int64_t end = c.first_dirty;
-    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &th, &end, st);
+    struct txn_meta tm;
+    txn_meta_init(&tm, log, c.first_dirty, c.first_uncleanable);
+    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &tm, &th, &end, st);
+    txn_meta_free(&tm);
     if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
+    /* one transaction state for all groups of the pass (Kafka's CleanedTransactionMetadata) */
+    txn_meta_init(&tm, log, nsrc ? src[0].base : end, end);
     /* groups of source segments below `end`, each rewritten unlocked and swapped in locked */
     size_t i = 0;
     while (rc == 0 && end > c.first_dirty && i < nsrc && src[i].base < end) {
@@ -612,23 +796,27 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
             n++;
         }
         char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
-        rc = write_cleaned(log, src + i, n, &m, horizon, &th, st, cleaned);
+        char *tcleaned = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".cleaned", log->dir, src[i].base);
+        rc = write_cleaned(log, src + i, n, &m, horizon, &tm, &th, st, cleaned, tcleaned);
         if (rc == 0) {
             pthread_mutex_lock(&log->mu);
             if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */
-            else rc = swap_in(log, src + i, n, cleaned, st);
+            else rc = swap_in(log, src + i, n, cleaned, tcleaned, &tm, st);
             gen = log->seg_gen;
             pthread_mutex_unlock(&log->mu);
         }
         if (rc) {
             unlink(cleaned);
+            unlink(tcleaned);
             if (rc != -ESTALE)
                 gr_error(LOGGER, "cleaning '%s' from offset %" PRId64 " failed: %s", log->dir, src[i].base,
                          gr_strerror(rc));
         }
         free(cleaned);
+        free(tcleaned);
         i += n;
     }
+    txn_meta_free(&tm);
     for (size_t k = 0; k < nsrc; k++) {
         close(src[k].fd);
         free(src[k].path);
@@ -682,6 +870,42 @@ static int64_t swap_end_offset(const char *path, int64_t base) {
     return next;
 }
 
+/* A .txnindex.swap with no .log.swap of its base: the pass died between the two renames (the
+ * old segments are intact) -- dropped. */
+static void drop_orphan_txn_swaps(const char *dir, const int64_t *swaps, int ns) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        int64_t b = parse_base(de->d_name, GR_TXN_INDEX_SUFFIX ".swap");
+        if (b < 0) continue;
+        bool ours = false;
+        for (int i = 0; i < ns; i++) ours = ours || swaps[i] == b;
+        if (ours) continue;
+        char *p = gr_asprintf("%s/%s", dir, de->d_name);
+        unlink(p);
+        free(p);
+    }
+    if (d) closedir(d);
+}
+
+/* Puts the cleaned .txnindex of the swap at base in place (an empty one removes the file); if
+ * there is no .txnindex.swap, it is already in place. */
+static void finish_txn_swap(const char *dir, int64_t base) {
+    char *sp = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".swap", dir, base);
+    char *fp = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, dir, base);
+    struct stat st;
+    if (stat(sp, &st) == 0) {
+        if (st.st_size == 0) {
+            unlink(fp);
+            unlink(sp);
+        } else {
+            rename(sp, fp);
+        }
+    }
+    free(sp);
+    free(fp);
+}
+
 int gr_plog_complete_swaps(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return -errno;
@@ -700,12 +924,19 @@ int gr_plog_complete_swaps(const char *dir) {
         if (b >= 0 && ns < 64) swaps[ns++] = b;
     }
     closedir(d);
+    drop_orphan_txn_swaps(dir, swaps, ns);
     for (int s = 0; s < ns; s++) {
         char *sp = gr_asprintf("%s/%020" PRId64 ".log.swap", dir, swaps[s]);
         int64_t end = swap_end_offset(sp, swaps[s]);
         /* the old segments the swap replaces: every .log with base in [swap base, swap end) */
         d = opendir(dir);
         while (d && (de = readdir(d)) != NULL) {
+            int64_t tb = parse_base(de->d_name, GR_TXN_INDEX_SUFFIX);
+            if (tb > swaps[s] && tb < end) { /* a merged segment's .txnindex */
+                char *p = gr_asprintf("%s/%s", dir, de->d_name);
+                unlink(p);
+                free(p);
+            }
             int64_t b = parse_base(de->d_name, ".log");
             if (b < 0 || b < swaps[s] || (b >= end && b != swaps[s])) continue;
             char *p = gr_asprintf("%s/%020" PRId64, dir, b);
@@ -721,6 +952,7 @@ int gr_plog_complete_swaps(const char *dir) {
         char *tp = gr_asprintf("%s/%020" PRId64 ".timeindex", dir, swaps[s]);
         unlink(ip); /* rebuilt from the swapped-in data */
         unlink(tp);
+        finish_txn_swap(dir, swaps[s]);
         if (rename(sp, fp) == 0)
             gr_info(LOGGER, "completed the interrupted swap of '%s' (offsets %" PRId64 "..%" PRId64 ")", fp, swaps[s],
                     end);

@@ -185,3 +185,42 @@ int gr_txn_index_collect(const struct gr_txn_index *ti, int64_t fetch_offset, in
     if (total) *total = t;
     return k;
 }
+
+int gr_txn_index_range(const struct gr_txn_index *ti, int64_t from, int64_t to, struct gr_aborted_txn **out) {
+    int k = 0;
+    *out = NULL;
+    for (int i = 0; i < ti->n; i++) {
+        const struct gr_aborted_txn *e = &ti->e[i];
+        if (e->last_offset < from || e->first_offset >= to) continue;
+        if (!*out) *out = gr_malloc((size_t)(ti->n - i) * sizeof **out);
+        (*out)[k++] = *e;
+    }
+    return k;
+}
+
+void gr_txn_index_replace_segments(struct gr_txn_index *ti, int64_t first_base, int64_t end_base, int64_t group_end,
+                                   const struct gr_aborted_txn *kept, int n) {
+    int k = 0;
+    bool carried = false;
+    for (int i = 0; i < ti->n; i++) {
+        struct gr_aborted_txn e = ti->e[i];
+        bool in_group = e.segment_base >= first_base && e.segment_base < end_base;
+        if (in_group && e.last_offset < group_end) continue; /* its marker was cleaned: kept[] decides */
+        if (in_group && e.segment_base != first_base) {
+            e.segment_base = first_base;
+            carried = true;
+        }
+        ti->e[k++] = e;
+    }
+    ti->n = k;
+    for (int j = 0; j < n; j++) {
+        bool dup = false; /* already indexed in another segment's file (replayed marker) */
+        for (int i = 0; i < k && !dup; i++) dup = ti->e[i].last_offset == kept[j].last_offset;
+        if (dup) continue;
+        struct gr_aborted_txn e = kept[j];
+        e.segment_base = first_base;
+        push(ti, &e);
+    }
+    if (ti->n > 1) qsort(ti->e, (size_t)ti->n, sizeof *ti->e, cmp_last);
+    if (carried) rewrite_file(ti, first_base);
+}

@@ -57,6 +57,17 @@ int gr_txn_index_collect(const struct gr_txn_index *ti, int64_t fetch_offset, in
                          struct gr_aborted_txn *out, int max, int *total);
 int gr_txn_index_count(const struct gr_txn_index *ti);
 
+/* The log cleaner (log_cleaner.c): every entry with last_offset >= from and first_offset < to
+ * (no LSO stop), in marker order, *out malloc'd (NULL when none); returns the count. */
+int gr_txn_index_range(const struct gr_txn_index *ti, int64_t from, int64_t to, struct gr_aborted_txn **out);
+/* After the cleaner swapped the segments with bases in [first_base, end_base) (markers below
+ * group_end) for one segment at first_base whose file it already wrote with kept[0..n): the
+ * in-memory entries of those segments are replaced by kept. An entry of those files whose marker
+ * lies at or past group_end (re-created on replay in a later segment's file) is kept and moved to
+ * first_base's file, which is then rewritten. */
+void gr_txn_index_replace_segments(struct gr_txn_index *ti, int64_t first_base, int64_t end_base, int64_t group_end,
+                                   const struct gr_aborted_txn *kept, int n);
+
 /* Pure codec (tests, fuzzing). decode returns 0 or -EINVAL (wrong size or version). */
 void gr_txn_index_encode(const struct gr_aborted_txn *e, uint8_t out[GR_TXN_INDEX_ENTRY_SIZE]);
 int gr_txn_index_decode(const uint8_t *buf, size_t len, struct gr_aborted_txn *e);

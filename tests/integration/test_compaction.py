@@ -7,7 +7,12 @@
 - The broker SIGKILLs itself in the middle of a swap (test hook GREGOR_TEST_CLEANER_CRASH) and is
   restarted: the log is intact and gets cleaned.
 - __consumer_offsets is compacted: under a commit storm its size stays bounded.
-Fail before issue 13 (no cleaner)."""
+- A compacted topic written by a transactional producer with aborted transactions (the last
+  write of every key aborted): after cleaning, read_committed and read_uncommitted consumers both
+  see exactly the committed latest values (the cleaner drops aborted data by `.txnindex` and keeps
+  it out of its offset map).
+Fail before issue 13 (no cleaner); the transactional case failed before the cleaner knew
+transactions (aborted values visible to read_uncommitted, committed ones cleaned away)."""
 
 import os
 import time
@@ -48,10 +53,10 @@ def produce(cluster, items, topic="c", codec="none"):
     assert p.flush(30) == 0
 
 
-def read_all(cluster, topic="c"):
+def read_all(cluster, topic="c", isolation="read_uncommitted"):
     """[(offset, key, value)] from offset 0 to the end."""
     c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "rd-%f" % time.time(),
-                  "enable.auto.commit": False, "enable.partition.eof": True})
+                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation})
     lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     c.assign([TopicPartition(topic, 0, 0)])
     out = []
@@ -224,3 +229,52 @@ def test_follower_replicates_compacted_log_with_gaps(cluster_factory, zk_connect
     check_view(recs, expected, 0)
     offsets = [o for o, _, _ in recs]
     assert len(offsets) < len(items), "the follower holds the compacted log (gaps)"
+
+
+def test_transactional_compacted_topic(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=1, config={
+        **CONFIG, "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "1"})
+    create(cluster, "tx", TOPIC_CFG)
+    broker = cluster[1]
+    tp = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "cleaner-txn", "linger.ms": 2,
+                   "transaction.timeout.ms": 20000})
+    tp.init_transactions(60)
+    expected = {}
+    for rnd in range(8):
+        for outcome in ("c", "ab"):
+            tp.begin_transaction()
+            for k in range(10):
+                tp.produce("tx", key=f"key{k}".encode(), value=f"{outcome}-{k}-{rnd}".encode())
+            if outcome == "c":
+                tp.commit_transaction(30)
+                for k in range(10):
+                    expected[f"key{k}"] = f"c-{k}-{rnd}"
+            else:
+                assert tp.flush(30) == 0  # sent, so that the abort writes markers
+                tp.abort_transaction(30)
+    # committed padding (transactional too) rolls the transactions out of the active segment
+    for i in range(10):
+        tp.begin_transaction()
+        for j in range(10):
+            tp.produce("tx", key=f"pad{i}-{j}".encode(), value="x" * 60)
+            expected[f"pad{i}-{j}"] = "x" * 60
+        tp.commit_transaction(30)
+    produce(cluster, [("tail", "t")], topic="tx")  # the log ends with a record, not a marker
+    expected["tail"] = "t"
+    last_abort = 8 * 22 - 1  # 8 x (10 committed + marker + 10 aborted + marker)
+    H.wait_for(lambda: cleaner_checkpoint(broker, "tx") > last_abort, 40, "a cleaning pass over the transactions")
+    for iso in ("read_committed", "read_uncommitted"):
+        recs = read_all(cluster, "tx", iso)
+        aborted = [r for r in recs if r[2].startswith("ab-")]
+        assert not aborted, (iso, aborted[:5])
+        offsets = [o for o, _, _ in recs]
+        assert offsets == sorted(set(offsets)), "offsets must rise"
+        latest = {k: v for _, k, v in recs}
+        assert latest == expected, (iso, {k: (latest.get(k), v) for k, v in expected.items() if latest.get(k) != v})
+        below = [k for o, k, _ in recs if o <= last_abort]
+        assert len(below) == len(set(below)) == 10, (iso, below)  # each key once in the cleaned range
+    d = os.path.join(broker.logdir, "tx-0")
+    for f in os.listdir(d):
+        if f.endswith(".txnindex"):
+            assert os.path.exists(os.path.join(d, f[:-len(".txnindex")] + ".log")), f
