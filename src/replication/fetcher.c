@@ -32,6 +32,7 @@ struct fpart {
     int32_t leader_epoch;
     enum fstate state;
     int64_t delay_until_ms;
+    int64_t err_backoff_ms; /* next partition-error back-off (0: first error; see part_backoff) */
     bool out_of_range; /* ask the leader for its offsets before fetching */
     gr_fetcher_part *p; /* reference (ops->get) */
 };
@@ -46,6 +47,8 @@ struct fetcher {
     struct fpart *parts;
     int nparts, cap;
     struct gr_kafka_client *kc; /* used by the thread; shut down by fetcher_stop_free */
+    bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
+    bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
     char name[64];
     struct fetcher *next;
 };
@@ -61,6 +64,22 @@ struct gr_fetcher_manager {
 static int64_t backoff_ms(struct fetcher *f) {
     int64_t ms = f->fm->cfg.backoff_ms;
     return ms > 0 ? ms : 1;
+}
+
+/* First back-off after a partition error, doubled per consecutive error up to
+ * replica.fetch.backoff.ms. A new partition's first fetches race with the leader's own
+ * LeaderAndIsr (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH until it
+ * has applied it, a few ms later); a flat replica.fetch.backoff.ms (1 s) there kept the high
+ * watermark of a just-created partition still for up to that second (issue 14). */
+#define PART_BACKOFF_FIRST_MS 5
+
+/* Backs fp off after a partition error; returns the delay chosen. */
+static int64_t part_backoff(struct fetcher *f, struct fpart *fp, int64_t now) {
+    int64_t max = backoff_ms(f);
+    int64_t ms = fp->err_backoff_ms > 0 ? fp->err_backoff_ms : GR_MIN((int64_t)PART_BACKOFF_FIRST_MS, max);
+    fp->err_backoff_ms = GR_MIN(ms * 2, max);
+    fp->delay_until_ms = now + ms;
+    return ms;
 }
 
 static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms) {
@@ -118,11 +137,12 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
                                const struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *res) {
     int64_t now = gr_mono_ms();
     if (res->ErrorCode != GR_KERR_NONE) {
-        gr_info(LOGGER, "[%s] OffsetForLeaderEpoch for %s-%d failed with %s; retrying", f->name, fp->topic,
-                fp->partition, gr_kerr_name(res->ErrorCode));
-        fp->delay_until_ms = now + backoff_ms(f);
+        int64_t ms = part_backoff(f, fp, now);
+        gr_info(LOGGER, "[%s] OffsetForLeaderEpoch for %s-%d failed with %s; retrying in %" PRId64 " ms", f->name,
+                fp->topic, fp->partition, gr_kerr_name(res->ErrorCode), ms);
         return;
     }
+    fp->err_backoff_ms = 0;
     int64_t leo = OPS(f)->log_end_offset(fp->p);
     int64_t target;
     bool done = true;
@@ -347,7 +367,12 @@ static int do_fetch(struct fetcher *f) {
     gr_arena_init(&a);
     struct FetchRequest *req = gr_proto_new(&a, &gr_desc_FetchRequest);
     req->ReplicaId = cfg->broker_id;
-    req->MaxWaitMs = cfg->wait_max_ms;
+    /* A partition backing off (e.g. a new one whose leader was not ready yet) must not wait out
+     * a whole long poll of the others: wait at most until it is due again. */
+    int64_t due = INT64_MAX;
+    for (int i = 0; i < f->nparts; i++)
+        if (f->parts[i].delay_until_ms > now) due = GR_MIN(due, f->parts[i].delay_until_ms);
+    req->MaxWaitMs = (int32_t)GR_MIN((int64_t)cfg->wait_max_ms, due == INT64_MAX ? INT64_MAX : due - now);
     req->MinBytes = cfg->min_bytes;
     req->MaxBytes = cfg->response_max_bytes;
     req->IsolationLevel = 0;
@@ -375,12 +400,17 @@ static int do_fetch(struct fetcher *f) {
         epochs[k] = fp->leader_epoch;
         k++;
     }
+    f->in_fetch = true;
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
     int timeout = cfg->socket_timeout_ms + req->MaxWaitMs;
     int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
+    f->in_fetch = false;
+    bool kicked = f->kicked; /* interrupted for new partitions: no back-off, fetch again at once */
+    f->kicked = false;
+    if (kicked && rc == 0) gr_kafka_client_disconnect(f->kc); /* shut after the answer arrived */
     if (rc == 0) {
         struct FetchResponse *resp = body;
         now = gr_mono_ms();
@@ -401,6 +431,7 @@ static int do_fetch(struct fetcher *f) {
                 if (asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 switch (pr->ErrorCode) {
                 case GR_KERR_NONE: {
+                    fp->err_backoff_ms = 0;
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
                     int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->RecordSet.p,
                                                     pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
@@ -418,18 +449,19 @@ static int do_fetch(struct fetcher *f) {
                 case GR_KERR_OFFSET_OUT_OF_RANGE:
                     fp->out_of_range = true;
                     break;
-                default:
-                    gr_info(LOGGER, "[%s] fetch of %s-%d failed with %s; backing off", f->name, fp->topic,
-                            fp->partition, gr_kerr_name(pr->ErrorCode));
-                    fp->delay_until_ms = now + backoff_ms(f);
+                default: {
+                    int64_t ms = part_backoff(f, fp, now);
+                    gr_info(LOGGER, "[%s] fetch of %s-%d failed with %s; backing off %" PRId64 " ms", f->name,
+                            fp->topic, fp->partition, gr_kerr_name(pr->ErrorCode), ms);
                     break;
+                }
                 }
             }
         }
     }
     free(frame);
     gr_arena_free(&a);
-    return rc;
+    return kicked ? 0 : rc;
 }
 
 static void *fetcher_main(void *arg) {
@@ -580,6 +612,11 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->state = F_TRUNCATING;
     fp->p = p;
     pthread_cond_broadcast(&f->cond);
+    if (f->in_fetch && !f->kicked) {
+        /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
+        f->kicked = true;
+        gr_kafka_client_interrupt(f->kc);
+    }
     pthread_mutex_unlock(&f->lock);
     pthread_mutex_unlock(&fm->lock);
     gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
