@@ -13,6 +13,10 @@
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
+ * A follower's partition this broker does not host (yet) is not such an error: a new
+ * partition's first follower fetch usually arrives before our own LeaderAndIsr, and answering
+ * at once made the follower back off (issue 14); it waits like "no data" and gets
+ * UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER when the request is answered.
  * (Availability is judged per partition — "something new past FetchOffset" — rather than by
  * exact byte counts, which is the same for the MinBytes=1 that clients and followers use.) */
 #include <stdlib.h>
@@ -97,7 +101,10 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             if (!p) {
                 pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, ft->Topic, fp->Partition)
                                    : GR_KERR_NOT_LEADER_OR_FOLLOWER;
-                *errors = true;
+                /* A follower usually asks for a new partition before our own LeaderAndIsr made
+                 * us its leader: let its first read wait for that (see fetch_try) instead of
+                 * answering at once with an error it would back off on. */
+                if (!(follower && update_followers && r->MaxWaitMs > 0)) *errors = true;
                 continue;
             }
             pthread_mutex_lock(&p->lock);
@@ -165,6 +172,7 @@ static bool fetch_try(struct gr_delayed_op *op) {
         for (int i = 0; i < ft->PartitionsCount; i++) {
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
+            if (!p && follower) continue; /* not hosted yet: answered (with the error) at expiry */
             if (!p) return true;
             pthread_mutex_lock(&p->lock);
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1, true);
@@ -186,19 +194,25 @@ static bool fetch_try(struct gr_delayed_op *op) {
 static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
     struct gr_metrics *reg = c->req->broker ? c->req->broker->metrics : NULL;
     bool follower = c->r->ReplicaId >= 0;
+    /* Marks are summed over runs of entries naming the same topic (followers send one entry
+     * per partition, often thousands): one registry lookup per run, not per partition. */
+    int64_t total = 0, failed = 0, out = 0, repl = 0;
     for (int t = 0; reg && t < resp->ResponsesCount; t++) {
         const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         for (int i = 0; i < tr->PartitionResponsesCount; i++) {
             const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
-            gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", 1);
-            if (pr->ErrorCode != GR_KERR_NONE) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", 1);
-            if (pr->RecordSet.len <= 0) continue;
-            if (follower)
-                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", pr->RecordSet.len);
-            else
-                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", pr->RecordSet.len);
+            total++;
+            if (pr->ErrorCode != GR_KERR_NONE) failed++;
+            if (pr->RecordSet.len > 0) *(follower ? &repl : &out) += pr->RecordSet.len;
         }
+        const char *next = t + 1 < resp->ResponsesCount ? resp->Responses[t + 1].Topic : NULL;
+        if (next && tr->Topic && strcmp(next, tr->Topic) == 0) continue;
+        if (total) gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", total);
+        if (failed) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", failed);
+        if (out) gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", out);
+        total = failed = out = 0;
     }
+    if (repl) gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", repl);
 }
 
 static void fetch_respond(struct fetch_ctx *c) {

@@ -64,6 +64,8 @@ struct fetcher {
     struct gr_kafka_client *kc; /* used by the thread; shut down by fetcher_stop_free */
     bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
     bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
+    int64_t last_kick_ms; /* at most one interrupt per replica.fetch.wait.max.ms: a burst of
+                           * LeaderAndIsr requests must not turn into a full fetch round each */
     char name[64];
     struct fetcher *next;
 };
@@ -678,9 +680,11 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->state = F_TRUNCATING;
     fp->p = p;
     pthread_cond_broadcast(&f->cond);
-    if (f->in_fetch && !f->kicked) {
+    int64_t now = gr_mono_ms();
+    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= fm->cfg.wait_max_ms) {
         /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
         f->kicked = true;
+        f->last_kick_ms = now;
         gr_kafka_client_interrupt(f->kc);
     }
     pthread_mutex_unlock(&f->lock);
