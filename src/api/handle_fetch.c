@@ -166,10 +166,15 @@ static bool fetch_try(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
     const struct FetchRequest *r = c->r;
     bool follower = r->ReplicaId >= 0;
+    /* Woken by one partition's check: only that one can have become ready (purgatory.h). The
+     * op's keys follow the request's partitions in order. */
+    uint64_t only = op->nkeys == c->n ? op->woken_key : 0;
+    int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         if (c->denied[t]) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
+            if (only && op->keys[k++] != only) continue;
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
             if (!p && follower) continue; /* not hosted yet: answered (with the error) at expiry */

@@ -198,9 +198,10 @@ static bool unregister(struct gr_purgatory *p, struct gr_delayed_op *op) {
 }
 
 /* Evaluates op under its lock; on success claims it. */
-static bool try_claim(struct gr_delayed_op *op) {
+static bool try_claim(struct gr_delayed_op *op, uint64_t key) {
     bool claimed = false;
     pthread_mutex_lock(&op->lock);
+    op->woken_key = key;
     if (atomic_load(&op->completed) == 0 && op->vt->try_complete(op)) claimed = op_claim(op);
     pthread_mutex_unlock(&op->lock);
     return claimed;
@@ -332,11 +333,12 @@ void gr_delayed_op_init(struct gr_delayed_op *op, const struct gr_delayed_op_vt 
     op->heap_idx = (size_t)-1;
     op->keys = op->inline_keys;
     op->nkeys = 0;
+    op->woken_key = 0;
 }
 
 bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const uint64_t *keys, int nkeys) {
     /* The submitter's reference (refs = 1 from init) is dropped at the end. */
-    if (try_claim(op)) {
+    if (try_claim(op, 0)) {
         op->vt->on_complete(op, false);
         op_unref(op);
         return true;
@@ -360,7 +362,7 @@ bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const
     pthread_mutex_unlock(&p->lock);
 
     bool done = false;
-    if (try_claim(op)) {
+    if (try_claim(op, 0)) {
         finish(p, op, false);
         done = true;
     }
@@ -384,7 +386,7 @@ int gr_purgatory_check(struct gr_purgatory *p, uint64_t key) {
 
     int completed = 0;
     for (int i = 0; i < n; i++) {
-        if (try_claim(ops[i])) {
+        if (try_claim(ops[i], key)) {
             finish(p, ops[i], false);
             completed++;
         }
