@@ -436,10 +436,15 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds to wait for all leaders")
     ap.add_argument("--skip-one", action="store_true", help="skip case (a)")
     ap.add_argument("--skip-many", action="store_true", help="skip case (b)")
+    ap.add_argument("--session-ms", type=int, default=0,
+                    help="zookeeper.session.timeout.ms of the brokers (default: the harness's 3000; a "
+                         "loaded 2-core box can expire a 3 s session during a 100k creation)")
     ap.add_argument("--sizes", default="",
                     help="N[,M..]: instead of (a)/(b), one case per N: N/100 topics x 100 partitions in one "
                          "CreateTopics (the shape of issue 14's 100k try; --sizes 100000)")
     args = ap.parse_args()
+    if args.session_ms:
+        CONFIG["zookeeper.session.timeout.ms"] = str(args.session_ms)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
 
     if not os.access(H.GREGORD, os.X_OK):
