@@ -6,7 +6,10 @@ in-memory mock cluster (same client, same settings), plus the brokers' idle and 
         [--pids run/broker-1.pid,run/broker-2.pid,run/broker-3.pid] [--records 200000]
     bench/bench_produce.py --mock-only
 
-For each (record size 100 B / 1 KiB) x (acks 1 / all / all with enable.idempotence, "all+i") on a
+First, produce() -> consumed latency (p50/p99/max) on a fresh 3-partition RF-3 topic with a
+consumer long-polling from the end: records at a steady 200/s, then probe records right after each
+of 5 acknowledged bursts of 5,000 (acks=1 and acks=all; --latency-only / --skip-latency).
+Then, for each (record size 100 B / 1 KiB) x (acks 1 / all / all with enable.idempotence, "all+i") on a
 fresh RF-3 topic (1 partition, so the numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
 to delivery report, so it includes batching: linger.ms=1), then records/s consumed from the
 beginning. Prints a table, then the idempotent / non-idempotent acks=all produce ratio per size;
@@ -20,7 +23,7 @@ import os
 import time
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -130,6 +133,104 @@ def run_consume(conf, topic, n):
     return got / max(t_last - t0, 1e-6)
 
 
+def make_topic_n(conf, mock, partitions):
+    name = f"lat-{uuid.uuid4().hex[:8]}"
+    if not mock:
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30)[name].result(timeout=60)
+    return name
+
+
+def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5, burst_n=5000, probes=20):
+    """produce() -> consumed latency (ms) on a fresh topic of `partitions` (RF 3), the consumer
+    (fetch.wait.max.ms 500, i.e. long polls) assigned from the start. Returns two sorted lists:
+    steady (records at `rate`/s for `seconds`) and after-burst (after each acks=`acks` burst of
+    burst_n records over the partitions has been acknowledged, `probes` records 1 ms apart per
+    partition; their latency shows whether the high watermark lags behind the burst)."""
+    import threading
+
+    topic = make_topic_n(conf, mock, partitions)
+    p = Producer(dict(conf, acks=acks, **{"linger.ms": 0, "queue.buffering.max.messages": 1000000}))
+    # Wait until every partition takes writes (leaders elected, metadata known).
+    for part in range(partitions):
+        errs = []
+        deadline = time.time() + 30
+        while time.time() < deadline and errs[-1:] != [None]:
+            p.produce(topic, b"warmup", partition=part, on_delivery=lambda e, m, errs=errs: errs.append(e))
+            p.flush(10)
+    c = Consumer(dict(conf, **{"group.id": "lat", "enable.auto.commit": False, "auto.offset.reset": "latest"}))
+    c.assign([TopicPartition(topic, part, OFFSET_END) for part in range(partitions)])
+    sent = {}  # key -> perf_counter at produce()
+    got = {}
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set():
+            m = c.poll(0.05)  # (consume(n, t) would wait for n records or t)
+            if m is not None and m.error() is None and m.key() is not None:
+                got.setdefault(m.key(), time.perf_counter())
+
+    th = threading.Thread(target=consume, daemon=True)
+    th.start()
+    time.sleep(1.5)  # the consumer's first fetches (offset lookup) are done
+
+    def probe(tag, i, part):
+        k = f"{tag}-{i}-{part}".encode()
+        sent[k] = time.perf_counter()
+        p.produce(topic, b"p", key=k, partition=part)
+        p.poll(0)
+        return k
+
+    steady = []
+    n = int(rate * seconds)
+    for i in range(n):
+        steady.append(probe("s", i, i % partitions))
+        time.sleep(1.0 / rate)
+    after = []
+    payload = b"b" * 100
+    for b in range(bursts):
+        time.sleep(0.5)
+        for i in range(burst_n):
+            while True:
+                try:
+                    p.produce(topic, payload, partition=i % partitions)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+        p.flush(60)
+        for i in range(probes):
+            for part in range(partitions):
+                after.append(probe(f"b{b}", i, part))
+            time.sleep(0.001)
+    p.flush(60)
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(k in got for k in steady + after):
+        time.sleep(0.05)
+    stop.set()
+    th.join()
+    c.close()
+    ms = lambda keys: sorted((got[k] - sent[k]) * 1000 for k in keys if k in got)
+    lost = sum(1 for k in steady + after if k not in got)
+    return ms(steady), ms(after), lost
+
+
+def pcts(v):
+    if not v:
+        return float("nan"), float("nan"), float("nan")
+    return v[len(v) // 2], v[min(len(v) - 1, int(0.99 * len(v)))], v[-1]
+
+
+def latency_rows(args, mock):
+    conf = base_conf(args, mock)
+    label = "mock" if mock else "gregor"
+    rows = []
+    for acks in ("1", "all"):
+        steady, after, lost = run_latency(conf, mock, acks)
+        rows.append((label, acks, "steady 200/s", len(steady), *pcts(steady), lost))
+        rows.append((label, acks, "after bursts", len(after), *pcts(after), 0))
+    return rows
+
+
 def bench(args, mock, pids):
     label = "mock" if mock else "gregor"
     conf = base_conf(args, mock)
@@ -152,7 +253,21 @@ def main():
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--mock-only", action="store_true")
     ap.add_argument("--no-mock", action="store_true")
+    ap.add_argument("--latency-only", action="store_true", help="only the produce->consume latency table")
+    ap.add_argument("--skip-latency", action="store_true")
     args = ap.parse_args()
+    if not args.skip_latency:
+        lat = []
+        if not args.mock_only:
+            lat += latency_rows(args, False)
+        if not args.no_mock:
+            lat += latency_rows(args, True)
+        print(f"produce() -> consumed latency, 3 partitions RF 3, consumer long-polling (ms):")
+        print(f"{'target':7} {'acks':>4} {'phase':13} {'records':>7} {'p50':>7} {'p99':>7} {'max':>7} {'lost':>5}")
+        for (label, acks, phase, n, p50, p99, mx, lost) in lat:
+            print(f"{label:7} {acks:>4} {phase:13} {n:7} {p50:7.2f} {p99:7.2f} {mx:7.2f} {lost:5}")
+        if args.latency_only:
+            return
     rows = []
     rss = None
     if not args.mock_only:

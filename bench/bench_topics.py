@@ -295,6 +295,17 @@ def timeline(cluster, offsets, t0, controller_id):
     return write_secs, write_parts
 
 
+def rss_kib(cluster):
+    out = []
+    for b in cluster.brokers.values():
+        try:
+            with open(f"/proc/{b.pid}/status") as f:
+                out.append(next(int(x.split()[1]) for x in f if x.startswith("VmRSS")))
+        except (OSError, StopIteration):
+            pass
+    return out
+
+
 def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
     """layout: [(topic, partitions)]. Returns a result dict."""
     total = sum(n for _, n in layout)
@@ -307,6 +318,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         H.wait_for(lambda: len(admin_for(cluster[1]).list_topics(timeout=10).brokers) == 3, 60,
                    "3 brokers in metadata")
         controller_id = cluster.wait_controller()["brokerid"]
+        idle_rss = rss_kib(cluster)
         poller = Poller(cluster, dict(layout))
         for a in poller.admins.values():  # connect before the clock starts
             a.list_topics(timeout=30)
@@ -353,15 +365,15 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
               + (f", {poller.errors} errors" if poller.errors else ""))
         time.sleep(0.5)  # let the last log lines land
         res["ctl_write_secs"], res["ctl_write_parts"] = timeline(cluster, offsets, t0, controller_id)
-        rss = []
-        for b in cluster.brokers.values():
-            try:
-                with open(f"/proc/{b.pid}/status") as f:
-                    rss.append(next(int(x.split()[1]) for x in f if x.startswith("VmRSS")) // 1024)
-            except (OSError, StopIteration):
-                pass
+        rss = rss_kib(cluster)
         if rss:
-            print(f"  broker RSS after creation: {rss} MiB")
+            print(f"  broker RSS idle before: {[r // 1024 for r in idle_rss]} MiB; after creation: "
+                  f"{[r // 1024 for r in rss]} MiB")
+            if len(rss) == len(idle_rss):
+                per = [(a - b) * 1024 / max(total * rf / 3, 1) for a, b in zip(rss, idle_rss)]
+                print(f"  per replica (RSS growth / {total * rf // 3} replicas per broker): "
+                      + ", ".join(f"{x / 1024:.1f} KiB" for x in per))
+                res["per_replica"] = per
         res["emfile"] = sum(len(re.findall("Too many open files", b.log(whole=True)))
                             for b in cluster.brokers.values())
         if res["emfile"]:
@@ -424,7 +436,15 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds to wait for all leaders")
     ap.add_argument("--skip-one", action="store_true", help="skip case (a)")
     ap.add_argument("--skip-many", action="store_true", help="skip case (b)")
+    ap.add_argument("--session-ms", type=int, default=0,
+                    help="zookeeper.session.timeout.ms of the brokers (default: the harness's 3000; a "
+                         "loaded 2-core box can expire a 3 s session during a 100k creation)")
+    ap.add_argument("--sizes", default="",
+                    help="N[,M..]: instead of (a)/(b), one case per N: N/100 topics x 100 partitions in one "
+                         "CreateTopics (the shape of issue 14's 100k try; --sizes 100000)")
     args = ap.parse_args()
+    if args.session_ms:
+        CONFIG["zookeeper.session.timeout.ms"] = str(args.session_ms)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
 
     if not os.access(H.GREGORD, os.X_OK):
@@ -437,7 +457,14 @@ def main():
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
     results = []
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if sizes:
+        args.skip_one = args.skip_many = True
     try:
+        for n in sizes:
+            results.append(run_case(zk_hosts, workdir, f"{n // 100} topics x 100",
+                                    [(f"bench-{i:05d}", 100) for i in range(n // 100)],
+                                    args.rf, args.timeout, args.batch, zk_srv is None))
         if not args.skip_one:
             results.append(run_case(zk_hosts, workdir, f"(a) 1 topic x {args.partitions}",
                                     [("bench-one", args.partitions)], args.rf, args.timeout, args.batch,

@@ -18,6 +18,10 @@
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
+ * A follower's partition this broker does not host (yet) is not such an error: a new
+ * partition's first follower fetch usually arrives before our own LeaderAndIsr, and answering
+ * at once made the follower back off (issue 14); it waits like "no data" and gets
+ * UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER when the request is answered.
  * (Availability is judged per partition — "something new past FetchOffset" — rather than by
  * exact byte counts, which is the same for the MinBytes=1 that clients and followers use.)
  * Zero copy: when the connection allows it (apis.h gr_api_req_can_sendfile), the final read
@@ -156,7 +160,10 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             if (!p) {
                 pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, ft->Topic, fp->Partition)
                                    : GR_KERR_NOT_LEADER_OR_FOLLOWER;
-                *errors = true;
+                /* A follower usually asks for a new partition before our own LeaderAndIsr made
+                 * us its leader: let its first read wait for that (see fetch_try) instead of
+                 * answering at once with an error it would back off on. */
+                if (!(follower && update_followers && r->MaxWaitMs > 0)) *errors = true;
                 continue;
             }
             /* leader.replication.throttled.rate: a throttled replica's follower outside the ISR gets
@@ -271,12 +278,18 @@ static bool fetch_try(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
     const struct FetchRequest *r = c->r;
     bool follower = r->ReplicaId >= 0;
+    /* Woken by one partition's check: only that one can have become ready (purgatory.h). The
+     * op's keys follow the request's partitions in order. */
+    uint64_t only = op->nkeys == c->n ? op->woken_key : 0;
+    int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         if (c->denied[t]) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
+            if (only && op->keys[k++] != only) continue;
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
+            if (!p && follower) continue; /* not hosted yet: answered (with the error) at expiry */
             if (!p) return true;
             pthread_mutex_lock(&p->lock);
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
@@ -300,28 +313,36 @@ static bool fetch_try(struct gr_delayed_op *op) {
 /* The bytes a partition's records take on the wire: a zero-copy record set is a 16-byte marker
  * standing for a file region. */
 static int64_t record_set_bytes(const struct fetch_ctx *c, const struct FetchResponse_FetchablePartitionResponse *pr) {
-    for (int i = 0; i < c->nregions; i++)
-        if (pr->RecordSet.p == c->regions[i].marker) return (int64_t)c->regions[i].len;
+    const uint8_t *p = pr->RecordSet.p, *lo = (const uint8_t *)c->regions,
+                  *hi = (const uint8_t *)(c->regions + c->nregions);
+    if (c->nregions > 0 && p >= lo && p < hi) /* the marker lives in its region */
+        return (int64_t)c->regions[(size_t)(p - lo) / sizeof *c->regions].len;
     return pr->RecordSet.len;
 }
 
 static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
     struct gr_metrics *reg = c->req->broker ? c->req->broker->metrics : NULL;
     bool follower = c->r->ReplicaId >= 0;
+    /* Marks are summed over runs of entries naming the same topic (followers send one entry
+     * per partition, often thousands): one registry lookup per run, not per partition. */
+    int64_t total = 0, failed = 0, out = 0, repl = 0;
     for (int t = 0; reg && t < resp->ResponsesCount; t++) {
         const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         for (int i = 0; i < tr->PartitionResponsesCount; i++) {
             const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
-            gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", 1);
-            if (pr->ErrorCode != GR_KERR_NONE) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", 1);
+            total++;
+            if (pr->ErrorCode != GR_KERR_NONE) failed++;
             int64_t len = record_set_bytes(c, pr);
-            if (len <= 0) continue;
-            if (follower)
-                gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", len);
-            else
-                gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", len);
+            if (len > 0) *(follower ? &repl : &out) += len;
         }
+        const char *next = t + 1 < resp->ResponsesCount ? resp->Responses[t + 1].Topic : NULL;
+        if (next && tr->Topic && strcmp(next, tr->Topic) == 0) continue;
+        if (total) gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", total);
+        if (failed) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", failed);
+        if (out) gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", out);
+        total = failed = out = 0;
     }
+    if (repl) gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", repl);
 }
 
 /* consumer_byte_rate: a consumer's response bytes (followers are not client-quota'd). */

@@ -100,6 +100,7 @@ struct gr_controller {
     int64_t offline_count, imbalance_count;
     uint64_t metrics_gen;
     bool metrics_valid;
+    int metrics_skipped; /* rescans put off while events were queued (update_metrics) */
     bool started, shut_down;
 
     struct gr_gauge *gauges[G_COUNT];
@@ -307,11 +308,19 @@ static void set_gauge(struct gr_controller *c, int g, int64_t v) {
  * requests above all -- change nothing, and their cost must not grow with the partition count. */
 static void update_metrics(struct gr_controller *c) {
     bool active = is_active(c);
-    if (active && (!c->metrics_valid || c->metrics_gen != c->ctx.gen)) {
+    /* While more events wait, a changed context is rescanned at most every 256th event: a burst
+     * (1000 TopicChange events creating 100k partitions) must not cost a full scan per event. */
+    bool stale = c->metrics_gen != c->ctx.gen;
+    if (stale && c->metrics_valid && c->metrics_skipped < 256 && c->em && gr_ctrl_events_size(c->em) > 0) {
+        c->metrics_skipped++;
+        stale = false;
+    }
+    if (active && (!c->metrics_valid || stale)) {
         c->offline_count = gr_td_offline_partition_count(c->td);
         c->imbalance_count = gr_leader_balance_imbalance_count(&c->ctx);
         c->metrics_gen = c->ctx.gen;
         c->metrics_valid = true;
+        c->metrics_skipped = 0;
     } else if (!active) {
         c->metrics_valid = false;
     }

@@ -390,6 +390,13 @@ int gr_kafka_client_backoff(struct gr_kafka_client *kc, int64_t ms) {
     return closed ? GR_ECLOSED : 0;
 }
 
+void gr_kafka_client_interrupt(struct gr_kafka_client *kc) {
+    if (!kc) return;
+    pthread_mutex_lock(&kc->lock);
+    if (kc->cli) gr_net_client_shutdown(kc->cli);
+    pthread_mutex_unlock(&kc->lock);
+}
+
 void gr_kafka_client_shutdown(struct gr_kafka_client *kc) {
     if (!kc) return;
     pthread_mutex_lock(&kc->lock);

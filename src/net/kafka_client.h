@@ -109,6 +109,11 @@ int gr_kafka_client_backoff(struct gr_kafka_client *kc, int64_t ms);
 
 /* Any thread (see above): wakes the owner and fails every later call with GR_ECLOSED. */
 void gr_kafka_client_shutdown(struct gr_kafka_client *kc);
+/* Like shutdown, but not sticky: wakes the owner out of a blocked send/receive (that call fails
+ * with GR_ECLOSED or an errno and drops the connection; the next call reconnects). Without a
+ * call under way, the open connection is shut and the owner's next call fails once. Any thread.
+ * (The fetchers use it to add partitions without waiting out a parked long-poll Fetch.) */
+void gr_kafka_client_interrupt(struct gr_kafka_client *kc);
 bool gr_kafka_client_is_shut_down(struct gr_kafka_client *kc);
 
 /* "host:port" of the target ("" before one is set), for log lines. Owned by the client;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,19 @@ struct fpart {
     int32_t leader_epoch;
     enum fstate state;
     int64_t delay_until_ms;
+    int64_t err_backoff_ms; /* next partition-error back-off (0: first error; see part_backoff) */
     bool out_of_range; /* ask the leader for its offsets before fetching */
     bool throttled;    /* a follower-throttled replica (ops->throttled), as of the last fetch */
     int64_t leader_hw; /* the leader's high watermark in the last response, -1 = none yet */
     gr_fetcher_part *p; /* reference (ops->get) */
+    uint64_t hash;      /* part_hash(topic, partition), for the index */
+    /* What the request of round `round` (fetcher's f->round) asked for this partition: answers
+     * are applied only to the request that asked (a partition removed and re-added meanwhile
+     * starts at round 0). Set under f->lock. */
+    uint64_t round;
+    int32_t asked_epoch;  /* our leader epoch in that request */
+    int32_t asked_latest; /* OffsetForLeaderEpoch: the epoch asked about */
+    int64_t asked_offset; /* Fetch: FetchOffset */
 };
 
 struct fetcher {
@@ -50,8 +60,18 @@ struct fetcher {
     bool stop;
     struct fpart *parts;
     int nparts, cap;
+    /* Index of parts by (topic, partition): open addressing, linear probing; a slot holds an
+     * index into parts or -1. idx_cap is a power of two >= 2 * nparts (0: none yet). A fetcher
+     * follows up to every partition its leader leads, so lookups must not scan parts. */
+    int32_t *idx;
+    uint32_t idx_cap;
+    uint64_t round; /* request counter (fpart.round) */
     struct gr_kafka_client *kc; /* used by the thread; shut down by fetcher_stop_free */
     struct gr_fetch_session_handler session; /* KIP-227, under lock */
+    bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
+    bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
+    int64_t last_kick_ms; /* at most one interrupt per replica.fetch.wait.max.ms: a burst of
+                           * LeaderAndIsr requests must not turn into a full fetch round each */
     char name[64];
     struct fetcher *next;
 };
@@ -67,6 +87,22 @@ struct gr_fetcher_manager {
 static int64_t backoff_ms(struct fetcher *f) {
     int64_t ms = f->fm->cfg.backoff_ms;
     return ms > 0 ? ms : 1;
+}
+
+/* First back-off after a partition error, doubled per consecutive error up to
+ * replica.fetch.backoff.ms. A new partition's first fetches race with the leader's own
+ * LeaderAndIsr (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH until it
+ * has applied it, a few ms later); a flat replica.fetch.backoff.ms (1 s) there kept the high
+ * watermark of a just-created partition still for up to that second (issue 14). */
+#define PART_BACKOFF_FIRST_MS 5
+
+/* Backs fp off after a partition error; returns the delay chosen. */
+static int64_t part_backoff(struct fetcher *f, struct fpart *fp, int64_t now) {
+    int64_t max = backoff_ms(f);
+    int64_t ms = fp->err_backoff_ms > 0 ? fp->err_backoff_ms : GR_MIN((int64_t)PART_BACKOFF_FIRST_MS, max);
+    fp->err_backoff_ms = GR_MIN(ms * 2, max);
+    fp->delay_until_ms = now + ms;
+    return ms;
 }
 
 static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms) {
@@ -86,18 +122,75 @@ static void fpart_release(struct gr_fetcher_manager *fm, struct fpart *fp) {
     fm->ops->release(fp->p);
 }
 
+/* ---- the parts index (f->lock held) ---- */
+
+static uint64_t part_hash(const char *topic, int32_t partition) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)topic; *c; c++) h = (h ^ *c) * 1099511628211ULL;
+    h = (h ^ (uint32_t)partition) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+/* The slot holding (topic, partition), or the empty slot where it would go. idx_cap > 0. */
+static uint32_t idx_slot(const struct fetcher *f, uint64_t h, const char *topic, int32_t partition) {
+    uint32_t mask = f->idx_cap - 1, s = (uint32_t)h & mask;
+    for (;; s = (s + 1) & mask) {
+        int32_t i = f->idx[s];
+        if (i < 0) return s;
+        const struct fpart *fp = &f->parts[i];
+        if (fp->hash == h && fp->partition == partition && strcmp(fp->topic, topic) == 0) return s;
+    }
+}
+
+/* Rebuilds the index for at least `need` parts. */
+static void idx_rebuild(struct fetcher *f, int need) {
+    uint32_t cap = 64;
+    while (cap < (uint32_t)need * 2) cap *= 2;
+    free(f->idx);
+    f->idx = gr_malloc((size_t)cap * sizeof *f->idx);
+    for (uint32_t s = 0; s < cap; s++) f->idx[s] = -1;
+    f->idx_cap = cap;
+    for (int i = 0; i < f->nparts; i++) {
+        const struct fpart *fp = &f->parts[i];
+        f->idx[idx_slot(f, fp->hash, fp->topic, fp->partition)] = i;
+    }
+}
+
 static struct fpart *find_part(struct fetcher *f, const char *topic, int32_t partition) {
-    for (int i = 0; i < f->nparts; i++)
-        if (f->parts[i].partition == partition && strcmp(f->parts[i].topic, topic) == 0) return &f->parts[i];
-    return NULL;
+    if (f->idx_cap == 0) return NULL;
+    int32_t i = f->idx[idx_slot(f, part_hash(topic, partition), topic, partition)];
+    return i >= 0 ? &f->parts[i] : NULL;
+}
+
+/* Empties slot s and moves later entries of its probe run back (no tombstones). */
+static void idx_delete_slot(struct fetcher *f, uint32_t s) {
+    uint32_t mask = f->idx_cap - 1;
+    f->idx[s] = -1;
+    for (uint32_t j = (s + 1) & mask; f->idx[j] >= 0; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)f->parts[f->idx[j]].hash & mask;
+        /* Can entry j move to the hole s? Only if its home is not in (s, j] cyclically. */
+        bool stays = s <= j ? (home > s && home <= j) : (home > s || home <= j);
+        if (stays) continue;
+        f->idx[s] = f->idx[j];
+        f->idx[j] = -1;
+        s = j;
+    }
 }
 
 /* Removes the entry; f->lock held. */
 static bool remove_part_locked(struct fetcher *f, const char *topic, int32_t partition) {
-    struct fpart *fp = find_part(f, topic, partition);
-    if (!fp) return false;
-    fpart_release(f->fm, fp);
-    *fp = f->parts[--f->nparts];
+    if (f->idx_cap == 0) return false;
+    uint64_t h = part_hash(topic, partition);
+    uint32_t s = idx_slot(f, h, topic, partition);
+    int32_t i = f->idx[s];
+    if (i < 0) return false;
+    idx_delete_slot(f, s);
+    fpart_release(f->fm, &f->parts[i]);
+    int32_t last = --f->nparts;
+    if (i != last) { /* the last entry moves into i: repoint its slot */
+        f->parts[i] = f->parts[last];
+        f->idx[idx_slot(f, f->parts[i].hash, f->parts[i].topic, f->parts[i].partition)] = i;
+    }
     return true;
 }
 
@@ -124,11 +217,12 @@ static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t aske
                                const struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *res) {
     int64_t now = gr_mono_ms();
     if (res->ErrorCode != GR_KERR_NONE) {
-        gr_info(LOGGER, "[%s] OffsetForLeaderEpoch for %s-%d failed with %s; retrying", f->name, fp->topic,
-                fp->partition, gr_kerr_name(res->ErrorCode));
-        fp->delay_until_ms = now + backoff_ms(f);
+        int64_t ms = part_backoff(f, fp, now);
+        gr_info(LOGGER, "[%s] OffsetForLeaderEpoch for %s-%d failed with %s; retrying in %" PRId64 " ms", f->name,
+                fp->topic, fp->partition, gr_kerr_name(res->ErrorCode), ms);
         return;
     }
+    fp->err_backoff_ms = 0;
     int64_t leo = OPS(f)->log_end_offset(fp->p);
     int64_t target;
     bool done = true;
@@ -189,6 +283,8 @@ static int do_truncation(struct fetcher *f) {
     req->Topics = gr_arena_alloc(&a, (size_t)n * sizeof *req->Topics);
     int32_t *asked = gr_arena_alloc(&a, (size_t)n * sizeof *asked);
     int32_t *epochs = gr_arena_alloc(&a, (size_t)n * sizeof *epochs);
+    ptrdiff_t *fp_of = gr_arena_alloc(&a, (size_t)n * sizeof *fp_of); /* f->lock held until sent */
+    uint64_t round = ++f->round;
     int k = 0;
     for (int i = 0; i < f->nparts && k < n; i++) {
         struct fpart *fp = &f->parts[i];
@@ -202,22 +298,22 @@ static int do_truncation(struct fetcher *f) {
         asked[k] = OPS(f)->latest_epoch(fp->p);
         t->Partitions[0].LeaderEpoch = asked[k];
         epochs[k] = fp->leader_epoch;
+        fp_of[k] = fp - f->parts;
         k++;
     }
     /* A log without any epoch (empty, or never written in an epoch): nothing can diverge. */
     int real = 0;
     for (int i = 0; i < k; i++) {
+        struct fpart *fp = &f->parts[fp_of[i]]; /* still there: f->lock held since */
         if (asked[i] < 0) {
-            struct fpart *fp = find_part(f, req->Topics[i].Name, req->Topics[i].Partitions[0].PartitionIndex);
-            if (fp && fp->leader_epoch == epochs[i]) {
-                if (OPS(f)->log_end_offset(fp->p) > 0)
-                    OPS(f)->truncate(f->fm->ctx, fp->p, fp->leader_epoch, OPS(f)->high_watermark(fp->p), false);
-                fp->state = F_FETCHING;
-            }
+            if (OPS(f)->log_end_offset(fp->p) > 0)
+                OPS(f)->truncate(f->fm->ctx, fp->p, fp->leader_epoch, OPS(f)->high_watermark(fp->p), false);
+            fp->state = F_FETCHING;
         } else {
             req->Topics[real] = req->Topics[i];
-            asked[real] = asked[i];
-            epochs[real] = epochs[i];
+            fp->round = round;
+            fp->asked_epoch = epochs[i];
+            fp->asked_latest = asked[i];
             real++;
         }
     }
@@ -240,16 +336,9 @@ static int do_truncation(struct fetcher *f) {
                     &resp->Topics[t].Partitions[i];
                 struct fpart *fp = find_part(f, resp->Topics[t].Name ? resp->Topics[t].Name : "", res->PartitionIndex);
                 if (!fp || fp->state != F_TRUNCATING) continue;
-                /* Only apply answers to what we asked at the same leader epoch. */
-                int32_t ask = -1;
-                bool match = false;
-                for (int j = 0; j < real; j++)
-                    if (req->Topics[j].Partitions[0].PartitionIndex == fp->partition &&
-                        strcmp(req->Topics[j].Name, fp->topic) == 0 && epochs[j] == fp->leader_epoch) {
-                        ask = asked[j];
-                        match = true;
-                    }
-                if (match) apply_epoch_answer(f, fp, ask, res);
+                /* Only apply answers to what this request asked at the same leader epoch. */
+                if (fp->round == round && fp->asked_epoch == fp->leader_epoch)
+                    apply_epoch_answer(f, fp, fp->asked_latest, res);
             }
         }
     }
@@ -362,7 +451,12 @@ static int do_fetch(struct fetcher *f) {
     gr_arena_init(&a);
     struct FetchRequest *req = gr_proto_new(&a, &gr_desc_FetchRequest);
     req->ReplicaId = cfg->broker_id;
-    req->MaxWaitMs = cfg->wait_max_ms;
+    /* A partition backing off (e.g. a new one whose leader was not ready yet) must not wait out
+     * a whole long poll of the others: wait at most until it is due again. */
+    int64_t due = INT64_MAX;
+    for (int i = 0; i < f->nparts; i++)
+        if (f->parts[i].delay_until_ms > now) due = GR_MIN(due, f->parts[i].delay_until_ms);
+    req->MaxWaitMs = (int32_t)GR_MIN((int64_t)cfg->wait_max_ms, due == INT64_MAX ? INT64_MAX : due - now);
     req->MinBytes = cfg->min_bytes;
     req->MaxBytes = cfg->response_max_bytes;
     req->IsolationLevel = 0;
@@ -372,7 +466,7 @@ static int do_fetch(struct fetcher *f) {
     req->Topics = gr_arena_alloc(&a, (size_t)n * sizeof *req->Topics);
     req->ForgottenTopicsDataCount = 0;
     req->RackId = gr_arena_strdup(&a, "");
-    int32_t *epochs = gr_arena_alloc(&a, (size_t)n * sizeof *epochs);
+    uint64_t round = ++f->round;
     int k = 0;
     for (int i = 0; i < f->nparts && k < n; i++) {
         struct fpart *fp = &f->parts[i];
@@ -387,11 +481,13 @@ static int do_fetch(struct fetcher *f) {
         t->Partitions[0].LastFetchedEpoch = -1;
         t->Partitions[0].LogStartOffset = OPS(f)->log_start_offset(fp->p);
         t->Partitions[0].PartitionMaxBytes = cfg->max_bytes;
-        epochs[k] = fp->leader_epoch;
+        fp->round = round;
+        fp->asked_epoch = fp->leader_epoch;
+        fp->asked_offset = t->Partitions[0].FetchOffset;
         k++;
     }
-    struct FetchRequest_FetchTopic *asked = req->Topics; /* every partition, for the checks below */
-    gr_fsh_build(&f->session, req, &a);
+    gr_fsh_build(&f->session, req, &a); /* KIP-227: only what changed since the last round */
+    f->in_fetch = true;
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
@@ -399,6 +495,10 @@ static int do_fetch(struct fetcher *f) {
     int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
     if (rc != 0) gr_fsh_handle_error(&f->session);
+    f->in_fetch = false;
+    bool kicked = f->kicked; /* interrupted for new partitions: no back-off, fetch again at once */
+    f->kicked = false;
+    if (kicked && rc == 0) gr_kafka_client_disconnect(f->kc); /* shut after the answer arrived */
     if (rc == 0) {
         struct FetchResponse *resp = body;
         gr_fsh_handle_response(&f->session, resp);
@@ -409,16 +509,11 @@ static int do_fetch(struct fetcher *f) {
                 const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
                 struct fpart *fp = find_part(f, tr->Topic ? tr->Topic : "", pr->Partition);
                 if (!fp || fp->state != F_FETCHING) continue;
-                int32_t asked_epoch = -2;
-                int64_t asked_offset = -1;
-                for (int j = 0; j < k; j++)
-                    if (asked[j].Partitions[0].Partition == fp->partition && strcmp(asked[j].Topic, fp->topic) == 0) {
-                        asked_epoch = epochs[j];
-                        asked_offset = asked[j].Partitions[0].FetchOffset;
-                    }
-                if (asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
+                if (fp->round != round || fp->asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
+                int64_t asked_offset = fp->asked_offset;
                 switch (pr->ErrorCode) {
                 case GR_KERR_NONE: {
+                    fp->err_backoff_ms = 0;
                     fp->leader_hw = pr->HighWatermark;
                     if (fp->throttled && OPS(f)->quota_record && pr->RecordSet.len > 0)
                         OPS(f)->quota_record(f->fm->ctx, (size_t)pr->RecordSet.len);
@@ -439,18 +534,19 @@ static int do_fetch(struct fetcher *f) {
                 case GR_KERR_OFFSET_OUT_OF_RANGE:
                     fp->out_of_range = true;
                     break;
-                default:
-                    gr_info(LOGGER, "[%s] fetch of %s-%d failed with %s; backing off", f->name, fp->topic,
-                            fp->partition, gr_kerr_name(pr->ErrorCode));
-                    fp->delay_until_ms = now + backoff_ms(f);
+                default: {
+                    int64_t ms = part_backoff(f, fp, now);
+                    gr_info(LOGGER, "[%s] fetch of %s-%d failed with %s; backing off %" PRId64 " ms", f->name,
+                            fp->topic, fp->partition, gr_kerr_name(pr->ErrorCode), ms);
                     break;
+                }
                 }
             }
         }
     }
     free(frame);
     gr_arena_free(&a);
-    return rc;
+    return kicked ? 0 : rc;
 }
 
 static void *fetcher_main(void *arg) {
@@ -528,6 +624,7 @@ static void fetcher_stop_free(struct fetcher *f) {
     for (int i = 0; i < f->nparts; i++) fpart_release(f->fm, &f->parts[i]);
     free(f->parts);
     gr_fsh_free(&f->session);
+    free(f->idx);
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -594,15 +691,25 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
         f->cap = f->cap ? f->cap * 2 : 16;
         f->parts = gr_realloc(f->parts, (size_t)f->cap * sizeof *f->parts);
     }
+    if ((uint32_t)(f->nparts + 1) * 2 > f->idx_cap) idx_rebuild(f, f->nparts + 1);
     struct fpart *fp = &f->parts[f->nparts++];
     memset(fp, 0, sizeof *fp);
     fp->topic = gr_strdup(topic);
     fp->partition = partition;
+    fp->hash = part_hash(topic, partition);
+    f->idx[idx_slot(f, fp->hash, topic, partition)] = (int32_t)(fp - f->parts);
     fp->leader_epoch = leader_epoch;
     fp->state = F_TRUNCATING;
     fp->leader_hw = -1;
     fp->p = p;
     pthread_cond_broadcast(&f->cond);
+    int64_t now = gr_mono_ms();
+    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= fm->cfg.wait_max_ms) {
+        /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
+        f->kicked = true;
+        f->last_kick_ms = now;
+        gr_kafka_client_interrupt(f->kc);
+    }
     pthread_mutex_unlock(&f->lock);
     pthread_mutex_unlock(&fm->lock);
     gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "

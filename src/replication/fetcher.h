@@ -8,8 +8,9 @@
  * answers with an epoch we do not have, to our end offset for the largest epoch below it, and
  * asks again), then fetches from its log end offset. OFFSET_OUT_OF_RANGE asks the leader for
  * its log end / start offsets (ListOffsets v5) and truncates or restarts the log accordingly.
- * Partition errors (fenced/unknown epoch, not leader) back the partition off for
- * replica.fetch.backoff.ms; connection errors back the whole fetcher off and reconnect (the
+ * Partition errors (fenced/unknown epoch, not leader) back the partition off, 5 ms at first and
+ * doubling per consecutive error up to replica.fetch.backoff.ms (a new partition's first fetch
+ * usually reaches its leader before the leader's LeaderAndIsr did); connection errors back the whole fetcher off and reconnect (the
  * leader's inter-broker endpoint comes from the metadata cache).
  *
  * Each fetcher talks to its leader through one Kafka client (net/kafka_client.h): a connection

@@ -1,7 +1,8 @@
 /* Delayed-operation purgatory (see purgatory.h for the rules).
  *
  * Data structures, all under p->lock:
- *   - a fixed-size hash of watch lists, key -> array of op pointers;
+ *   - a hash of watch lists, key -> array of op pointers, doubled when it holds more than two
+ *     lists per bucket (a follower's fetch watches every partition it follows: 100k keys);
  *   - a binary min-heap of waiting ops ordered by deadline (op->heap_idx is its slot).
  * A registered op holds one reference for the purgatory; checkers take a temporary reference
  * per op while they evaluate it outside p->lock. */
@@ -16,7 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define NBUCKETS 1024
+#define NBUCKETS_MIN 1024
 
 struct watch_list {
     struct watch_list *next;
@@ -31,18 +32,39 @@ struct gr_purgatory {
     pthread_cond_t cond; /* reaper wake-up: earlier deadline or shutdown */
     pthread_t reaper;
     bool stopping;
-    struct watch_list *buckets[NBUCKETS];
+    struct watch_list **buckets;
+    size_t nbuckets; /* a power of two */
+    size_t nlists;
     struct gr_delayed_op **heap;
     size_t heap_n, heap_cap;
 };
 
 static const char *LOGGER = "kafka.server.DelayedOperationPurgatory";
 
-static size_t bucket_of(uint64_t key) {
+static size_t bucket_of(const struct gr_purgatory *p, uint64_t key) {
     key ^= key >> 33;
     key *= 0xff51afd7ed558ccdULL;
     key ^= key >> 33;
-    return (size_t)(key % NBUCKETS);
+    return (size_t)(key & (p->nbuckets - 1));
+}
+
+/* p->lock held. */
+static void grow_buckets(struct gr_purgatory *p) {
+    size_t old_n = p->nbuckets;
+    struct watch_list **old = p->buckets;
+    p->nbuckets = old_n * 2;
+    p->buckets = gr_calloc(p->nbuckets, sizeof *p->buckets);
+    for (size_t b = 0; b < old_n; b++) {
+        struct watch_list *w = old[b];
+        while (w) {
+            struct watch_list *next = w->next;
+            size_t nb = bucket_of(p, w->key);
+            w->next = p->buckets[nb];
+            p->buckets[nb] = w;
+            w = next;
+        }
+    }
+    free(old);
 }
 
 /* ---- op references ---- */
@@ -118,7 +140,7 @@ static void heap_remove(struct gr_purgatory *p, struct gr_delayed_op *op) {
 /* ---- watch lists (p->lock held) ---- */
 
 static struct watch_list *wl_find(struct gr_purgatory *p, uint64_t key, bool create) {
-    size_t b = bucket_of(key);
+    size_t b = bucket_of(p, key);
     for (struct watch_list *w = p->buckets[b]; w; w = w->next)
         if (w->key == key) return w;
     if (!create) return NULL;
@@ -126,6 +148,7 @@ static struct watch_list *wl_find(struct gr_purgatory *p, uint64_t key, bool cre
     w->key = key;
     w->next = p->buckets[b];
     p->buckets[b] = w;
+    if (++p->nlists > 2 * p->nbuckets) grow_buckets(p);
     return w;
 }
 
@@ -141,7 +164,7 @@ static void wl_add(struct gr_purgatory *p, uint64_t key, struct gr_delayed_op *o
 }
 
 static void wl_remove(struct gr_purgatory *p, uint64_t key, struct gr_delayed_op *op) {
-    size_t b = bucket_of(key);
+    size_t b = bucket_of(p, key);
     struct watch_list **pp = &p->buckets[b];
     while (*pp && (*pp)->key != key) pp = &(*pp)->next;
     struct watch_list *w = *pp;
@@ -156,6 +179,7 @@ static void wl_remove(struct gr_purgatory *p, uint64_t key, struct gr_delayed_op
         *pp = w->next;
         free(w->ops);
         free(w);
+        p->nlists--;
     }
 }
 
@@ -174,9 +198,10 @@ static bool unregister(struct gr_purgatory *p, struct gr_delayed_op *op) {
 }
 
 /* Evaluates op under its lock; on success claims it. */
-static bool try_claim(struct gr_delayed_op *op) {
+static bool try_claim(struct gr_delayed_op *op, uint64_t key) {
     bool claimed = false;
     pthread_mutex_lock(&op->lock);
+    op->woken_key = key;
     if (atomic_load(&op->completed) == 0 && op->vt->try_complete(op)) claimed = op_claim(op);
     pthread_mutex_unlock(&op->lock);
     return claimed;
@@ -238,6 +263,8 @@ static void *reaper_main(void *arg) {
 struct gr_purgatory *gr_purgatory_new(const char *name) {
     struct gr_purgatory *p = gr_calloc(1, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name ? name : "purgatory");
+    p->nbuckets = NBUCKETS_MIN;
+    p->buckets = gr_calloc(p->nbuckets, sizeof *p->buckets);
     pthread_mutex_init(&p->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -249,6 +276,7 @@ struct gr_purgatory *gr_purgatory_new(const char *name) {
         gr_error(LOGGER, "cannot start the reaper thread of purgatory %s: %s", p->name, strerror(rc));
         pthread_cond_destroy(&p->cond);
         pthread_mutex_destroy(&p->lock);
+        free(p->buckets);
         free(p);
         return NULL;
     }
@@ -279,7 +307,7 @@ void gr_purgatory_free(struct gr_purgatory *p) {
         }
         op_unref(op);
     }
-    for (size_t b = 0; b < NBUCKETS; b++) {
+    for (size_t b = 0; b < p->nbuckets; b++) {
         struct watch_list *w = p->buckets[b];
         while (w) {
             struct watch_list *next = w->next;
@@ -289,6 +317,7 @@ void gr_purgatory_free(struct gr_purgatory *p) {
         }
     }
     free(p->heap);
+    free(p->buckets);
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -304,11 +333,12 @@ void gr_delayed_op_init(struct gr_delayed_op *op, const struct gr_delayed_op_vt 
     op->heap_idx = (size_t)-1;
     op->keys = op->inline_keys;
     op->nkeys = 0;
+    op->woken_key = 0;
 }
 
 bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const uint64_t *keys, int nkeys) {
     /* The submitter's reference (refs = 1 from init) is dropped at the end. */
-    if (try_claim(op)) {
+    if (try_claim(op, 0)) {
         op->vt->on_complete(op, false);
         op_unref(op);
         return true;
@@ -332,7 +362,7 @@ bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const
     pthread_mutex_unlock(&p->lock);
 
     bool done = false;
-    if (try_claim(op)) {
+    if (try_claim(op, 0)) {
         finish(p, op, false);
         done = true;
     }
@@ -356,7 +386,7 @@ int gr_purgatory_check(struct gr_purgatory *p, uint64_t key) {
 
     int completed = 0;
     for (int i = 0; i < n; i++) {
-        if (try_claim(ops[i])) {
+        if (try_claim(ops[i], key)) {
             finish(p, ops[i], false);
             completed++;
         }

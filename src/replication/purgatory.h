@@ -58,6 +58,12 @@ struct gr_delayed_op {
     uint64_t *keys;
     int nkeys;
     uint64_t inline_keys[GR_DELAYED_OP_INLINE_KEYS];
+    /* Set (op lock held) for each try_complete: the key whose gr_purgatory_check runs it, or 0
+     * from gr_purgatory_submit (evaluate everything). An op watching many keys may then look at
+     * that key's state only: everything else was found not ready before and any change to it
+     * comes with its own check (a follower's fetch watches every partition it follows, and a
+     * full evaluation per check made N checks cost O(N^2)). */
+    uint64_t woken_key;
 };
 
 /* Creates a purgatory named `name` (for logs and the reaper thread's name) and starts its reaper

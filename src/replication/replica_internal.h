@@ -31,7 +31,7 @@ struct gr_rm_partition {
     struct gr_rm_partition *next; /* map chain (map lock) */
 };
 
-#define GR_RM_NBUCKETS 4096
+#define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 2 partitions per bucket */
 
 struct gr_replica_manager {
     struct gr_broker *b;
@@ -44,7 +44,8 @@ struct gr_replica_manager {
     struct gr_fetcher_manager *fetchers;
     struct gr_alter_isr *alter_isr;
     pthread_rwlock_t map_lock;
-    struct gr_rm_partition *buckets[GR_RM_NBUCKETS];
+    struct gr_rm_partition **buckets; /* nbuckets chains, a power of two (map lock) */
+    size_t nbuckets;
     int npartitions;
     pthread_t isr_thread;
     bool isr_thread_started;

@@ -342,7 +342,7 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
         struct gr_segment *seg = gr_segment_new(dir, 0);
         segs_push(log, seg);
         rc = gr_segment_create(seg);
-        if (rc == 0) rc = fsync_dir(dir);
+        log->dir_unsynced = true;
     }
     if (rc == 0) rc = gr_segment_activate(active(log));
     if (rc) {
@@ -442,8 +442,18 @@ int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
 
 /* ---- flush ---- */
 
+/* The directory entries of a log created empty, before anything written to it is called
+ * durable. */
+static int sync_dir_if_new(struct gr_plog *log) {
+    if (!log->dir_unsynced) return 0;
+    int rc = fsync_dir(log->dir);
+    if (rc == 0) log->dir_unsynced = false;
+    return rc;
+}
+
 static int flush_locked(struct gr_plog *log) {
     int rc = gr_segment_fsync(active(log));
+    if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     log->recovery_point = leo(log);
     log->unflushed_messages = 0;
@@ -480,6 +490,7 @@ static int roll(struct gr_plog *log) {
     if (old->size == 0) return 0;
     gr_segment_seal_time_index(old); /* Kafka's onBecomeInactiveSegment: final time entry */
     int rc = gr_segment_fsync(old);
+    if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
      * covers exactly the data below it: a roll in the middle of an append comes before that

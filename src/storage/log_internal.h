@@ -35,6 +35,8 @@ struct gr_plog {
     struct gr_txn_index *ti;        /* aborted transactions (.txnindex) */
     struct gr_txn_range { int64_t first, last; } *unrepl; /* completed, marker not yet below the HW */
     int n_unrepl, cap_unrepl;
+    bool dir_unsynced; /* created here and the directory not fsynced yet: done by the first
+                        * flush or roll (a new empty log costs no fsync, as in Kafka) */
 };
 
 /* Index of the last segment with base_offset <= offset (0 if none). */
