@@ -37,6 +37,17 @@ static void put(struct gr_controller *c, struct gr_ctrl_event *ev)
     gr_ctrl_events_put(gr_controller_events(c), ev);
 }
 
+/* Queues an event of `type` carrying pl (freed by pfree; preempt answers NOT_CONTROLLER). */
+static void put_payload(struct gr_controller *c, enum gr_ctrl_event_type type, void *pl, void (*pfree)(void *),
+                        gr_ctrl_event_fn preempt)
+{
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(type);
+    ev->payload = pl;
+    ev->payload_free = pfree;
+    ev->preempt = preempt;
+    put(c, ev);
+}
+
 /* ---- AlterIsr ---- */
 
 static void alter_isr_answer(void *arg, const struct AlterIsrResponse *resp)
@@ -129,11 +140,7 @@ void gr_ctrl_submit_elect_leaders(struct gr_controller *c, int8_t type, const st
         gr_elect_payload_free(pl);
         return;
     }
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_REPLICA_LEADER_ELECTION);
-    ev->payload = pl;
-    ev->payload_free = gr_elect_payload_free;
-    ev->preempt = gr_elect_preempt;
-    put(c, ev);
+    put_payload(c, GR_EV_REPLICA_LEADER_ELECTION, pl, gr_elect_payload_free, gr_elect_preempt);
 }
 
 /* ---- AlterPartitionReassignments ---- */
@@ -174,11 +181,7 @@ void gr_ctrl_submit_alter_reassignments(struct gr_controller *c, const struct gr
     }
     pl->respond = reassign_answer;
     pl->arg = closure_new((void (*)(void))done, opaque);
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_API_PARTITION_REASSIGNMENT);
-    ev->payload = pl;
-    ev->payload_free = gr_reassign_api_payload_free;
-    ev->preempt = gr_reassign_api_preempt;
-    put(c, ev);
+    put_payload(c, GR_EV_API_PARTITION_REASSIGNMENT, pl, gr_reassign_api_payload_free, gr_reassign_api_preempt);
 }
 
 /* ---- ListPartitionReassignments ---- */
@@ -221,11 +224,7 @@ void gr_ctrl_submit_list_reassignments(struct gr_controller *c, const struct gr_
     }
     pl->respond = list_answer;
     pl->arg = closure_new((void (*)(void))done, opaque);
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_LIST_PARTITION_REASSIGNMENTS);
-    ev->payload = pl;
-    ev->payload_free = gr_reassign_list_payload_free;
-    ev->preempt = gr_reassign_list_preempt;
-    put(c, ev);
+    put_payload(c, GR_EV_LIST_PARTITION_REASSIGNMENTS, pl, gr_reassign_list_payload_free, gr_reassign_list_preempt);
 }
 
 /* ---- UpdateFeatures ---- */

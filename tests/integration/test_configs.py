@@ -20,6 +20,7 @@ import time
 import pytest
 
 import gregor_harness as H
+from kafka_wire import Reader, compact_str, uvarint
 
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -285,61 +286,6 @@ def test_gregorctl_configs_output(ccluster):
 
 # ---- CreateTopics v5 returns the topic's configs (no Python client speaks v5: raw request)
 
-def _uvarint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def _cstr(s):
-    if s is None:
-        return _uvarint(0)
-    b = s.encode()
-    return _uvarint(len(b) + 1) + b
-
-
-class _Reader:
-    def __init__(self, b):
-        self.b, self.o = b, 0
-
-    def take(self, n):
-        v = self.b[self.o:self.o + n]
-        self.o += n
-        return v
-
-    def i8(self):
-        return struct.unpack(">b", self.take(1))[0]
-
-    def i16(self):
-        return struct.unpack(">h", self.take(2))[0]
-
-    def i32(self):
-        return struct.unpack(">i", self.take(4))[0]
-
-    def uvarint(self):
-        shift = v = 0
-        while True:
-            c = self.take(1)[0]
-            v |= (c & 0x7F) << shift
-            shift += 7
-            if not c & 0x80:
-                return v
-
-    def cstr(self):
-        n = self.uvarint()
-        return None if n == 0 else self.take(n - 1).decode()
-
-    def tags(self):
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-
 def test_create_topics_v5_returns_configs(ccluster):
     c = ccluster
     # a dynamic default shows up with its source
@@ -348,28 +294,28 @@ def test_create_topics_v5_returns_configs(ccluster):
     H.wait_for(lambda: "log.retention.bytes=5000000" in gregorctl(c, "--describe", "--entity-type", "brokers",
                                                                   "--entity-default", broker=cid).stdout,
                15, "the controller sees the default")
-    topic = (_cstr("v5topic") + struct.pack(">ih", 2, 3) + _uvarint(1)
-             + _uvarint(2) + _cstr("retention.ms") + _cstr("123456") + _uvarint(0) + _uvarint(0))
-    body = _uvarint(2) + topic + struct.pack(">i?", 10000, True) + _uvarint(0)
-    hdr = struct.pack(">hhih", 19, 5, 4242, 4) + b"test" + _uvarint(0)
+    topic = (compact_str("v5topic") + struct.pack(">ih", 2, 3) + uvarint(1)
+             + uvarint(2) + compact_str("retention.ms") + compact_str("123456") + uvarint(0) + uvarint(0))
+    body = uvarint(2) + topic + struct.pack(">i?", 10000, True) + uvarint(0)
+    hdr = struct.pack(">hhih", 19, 5, 4242, 4) + b"test" + uvarint(0)
     s = socket.create_connection(("127.0.0.1", c[cid].port), timeout=10)
     try:
         s.sendall(struct.pack(">i", len(hdr + body)) + hdr + body)
         n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        r = _Reader(s.recv(n, socket.MSG_WAITALL))
+        r = Reader(s.recv(n, socket.MSG_WAITALL))
     finally:
         s.close()
     assert r.i32() == 4242
     r.tags()
     r.i32()  # throttle
     assert r.uvarint() == 2
-    assert r.cstr() == "v5topic"
-    err, msg = r.i16(), r.cstr()
+    assert r.compact_str() == "v5topic"
+    err, msg = r.i16(), r.compact_str()
     assert err == 0, (err, msg)
     assert (r.i32(), r.i16()) == (2, 3)
     configs = {}
     for _ in range(r.uvarint() - 1):
-        name, value, read_only, source, sensitive = r.cstr(), r.cstr(), r.i8(), r.i8(), r.i8()
+        name, value, read_only, source, sensitive = r.compact_str(), r.compact_str(), r.i8(), r.i8(), r.i8()
         r.tags()
         configs[name] = (value, source, read_only, sensitive)
     assert configs["retention.ms"] == ("123456", 1, 0, 0)           # TOPIC_CONFIG
