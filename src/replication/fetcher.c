@@ -30,6 +30,11 @@ enum fstate { F_TRUNCATING, F_FETCHING };
 
 #define THROTTLE_RECHECK_MS 100 /* a throttled replica left out of a fetch is considered again after */
 
+/* Interrupting a waiting Fetch for new partitions: at most this often (topics created one after
+ * another each add partitions; a whole replica.fetch.wait.max.ms between interrupts made every
+ * topic created within it wait out the long poll). */
+#define KICK_MIN_INTERVAL_MS 50
+
 struct fpart {
     char *topic;
     int32_t partition;
@@ -70,7 +75,7 @@ struct fetcher {
     struct gr_fetch_session_handler session; /* KIP-227, under lock */
     bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
     bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
-    int64_t last_kick_ms; /* at most one interrupt per replica.fetch.wait.max.ms: a burst of
+    int64_t last_kick_ms; /* at most one interrupt per KICK_MIN_INTERVAL_MS: a burst of
                            * LeaderAndIsr requests must not turn into a full fetch round each */
     char name[64];
     struct fetcher *next;
@@ -704,7 +709,7 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->p = p;
     pthread_cond_broadcast(&f->cond);
     int64_t now = gr_mono_ms();
-    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= fm->cfg.wait_max_ms) {
+    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= GR_MIN((int64_t)fm->cfg.wait_max_ms, KICK_MIN_INTERVAL_MS)) {
         /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
         f->kicked = true;
         f->last_kick_ms = now;
