@@ -10,6 +10,7 @@ GREGOR_CHAOS_IDEMPOTENT=1 makes the producers idempotent (and duplicates then fa
 chaos_lib.Workload takes `idempotent=`."""
 
 import inspect
+import json
 import os
 import random
 import re
@@ -293,6 +294,13 @@ class NetNemesis(C.Nemesis):
         c, b = self._controller_broker()
         log_pos = len(b.log())
         getattr(self.net, kind)(f"broker-{b.id}", "broker")
+        # Give the controller something to send while it is cut off (a topic made in ZooKeeper:
+        # LeaderAndIsr/UpdateMetadata to every broker), so its channel manager has requests to fail
+        # and retry whatever else happens to be going on.
+        others = sorted(x.id for x in self.cluster.brokers.values() if x.id != b.id)
+        self.cluster.zk.create(f"/brokers/topics/netfault-probe-{kind}-{int(time.monotonic() * 1000)}", json.dumps(
+            {"version": 2, "partitions": {"0": others}, "adding_replicas": {}, "removing_replicas": {}}).encode(),
+            makepath=True)
         time.sleep(hold_s)
         still = self.cluster.controller()
         assert still is not None and still["_stat"].czxid == c["_stat"].czxid, \
