@@ -18,41 +18,19 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/log.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char g_root[64];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void cleanup(void) {
-    if (g_root[0]) nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void write_file(const char *path, const uint8_t *d, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) abort();
-    if (n && write(fd, d, n) != (ssize_t)n) abort();
-    close(fd);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!g_root[0]) {
-        snprintf(g_root, sizeof g_root, "/tmp/gr-fuzzclean-XXXXXX");
-        if (!mkdtemp(g_root)) abort();
-        atexit(cleanup);
-        gr_log_set_level((enum gr_log_level)(GR_LOG_ERROR + 1));
-    }
+    fuzz_scratch_init("gr-fuzzclean");
     if (size < 2) return 0;
     uint8_t opts = data[0], where = data[1];
     data += 2;
     size -= 2;
     char dir[128], path[256];
     snprintf(dir, sizeof dir, "%s/t-0", g_root);
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(dir);
     struct gr_plog_config cfg;
     gr_plog_config_defaults(&cfg);
     cfg.segment_bytes = 400;
@@ -82,11 +60,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (opts & 2) {
         snprintf(path, sizeof path, "%s/%020" PRId64 ".log.swap", dir, base);
-        write_file(path, copy, size);
+        fuzz_write_file(path, copy, size);
     }
     if (opts & 4) {
         snprintf(path, sizeof path, "%s/%020" PRId64 ".log.cleaned", dir, base);
-        write_file(path, copy, size);
+        fuzz_write_file(path, copy, size);
     }
     if (opts & 8) { /* the first old segment already renamed */
         char from[256];

@@ -17,41 +17,19 @@
 #include "common/log.h"
 #include "storage/batch.h"
 #include "storage/log.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char g_root[64];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void cleanup(void) {
-    if (g_root[0]) nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void write_file(const char *path, const uint8_t *d, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) abort();
-    if (n && write(fd, d, n) != (ssize_t)n) abort();
-    close(fd);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!g_root[0]) {
-        snprintf(g_root, sizeof g_root, "/tmp/gr-fuzzrec-XXXXXX");
-        if (!mkdtemp(g_root)) abort();
-        atexit(cleanup);
-        gr_log_set_level((enum gr_log_level)(GR_LOG_ERROR + 1));
-    }
+    fuzz_scratch_init("gr-fuzzrec");
     if (size < 1) return 0;
     uint8_t opts = data[0];
     data++;
     size--;
     char dir[128], path[256];
     snprintf(dir, sizeof dir, "%s/t-0", g_root);
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(dir);
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/00000000000000000000.log", dir);
     uint8_t *copy = malloc(size ? size : 1);
@@ -63,12 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         gr_batch_iter_init(&it, copy, size);
         while (gr_batch_iter_next(&it, &bi, &b)) gr_batch_update_crc(copy + (b - copy), bi.size);
     }
-    write_file(path, copy, size);
+    fuzz_write_file(path, copy, size);
     free(copy);
     if (opts & 1) {
         size_t n = size < 64 ? size : 64;
         snprintf(path, sizeof path, "%s/00000000000000000000.index", dir);
-        write_file(path, data + size - n, n);
+        fuzz_write_file(path, data + size - n, n);
     }
     struct gr_plog_config cfg;
     gr_plog_config_defaults(&cfg);

@@ -18,19 +18,9 @@
 #include "storage/be.h"
 #include "storage/log.h"
 #include "storage/time_index.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char g_root[64];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void cleanup(void) {
-    if (g_root[0]) nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void check_decode(const uint8_t *data, size_t size) {
     struct gr_time_index t = {0};
@@ -59,18 +49,13 @@ static void check_decode(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!g_root[0]) {
-        snprintf(g_root, sizeof g_root, "/tmp/gr-fuzztidx-XXXXXX");
-        if (!mkdtemp(g_root)) abort();
-        atexit(cleanup);
-        gr_log_set_level((enum gr_log_level)(GR_LOG_ERROR + 1));
-    }
+    fuzz_scratch_init("gr-fuzztidx");
     check_decode(data, size);
     if (size < 2) return 0;
     /* a segment of up to 32 one-record batches, timestamps from the input */
     char dir[128], path[256];
     snprintf(dir, sizeof dir, "%s/t-0", g_root);
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    fuzz_rm_tree(dir);
     struct gr_plog_config cfg;
     gr_plog_config_defaults(&cfg);
     cfg.index_interval_bytes = 100;
