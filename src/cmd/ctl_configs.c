@@ -176,21 +176,29 @@ static int print_alter_error(int16_t code, const char *msg) {
     return 1;
 }
 
+/* kafka-configs.sh refuses to delete a key that is not set at this level (ConfigSource `source`):
+ * false, with its error printed, if one of del[0..nd) is not. */
+static bool deletes_are_set(const struct DescribeConfigsResponse_DescribeConfigsResult *cur, int8_t source,
+                            char **del, int nd) {
+    for (int i = 0; i < nd; i++) {
+        bool found = false;
+        for (int j = 0; j < cur->ConfigsCount; j++)
+            found |= cur->Configs[j].ConfigSource == source && strcmp(cur->Configs[j].Name, del[i]) == 0;
+        if (!found) {
+            fprintf(stderr, "Error while executing config command: Invalid config(s): %s\n", del[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
 static int alter_topic(struct ctl_kafka *k, const char *name, struct kv *add, int na, char **del, int nd) {
     struct gr_arena a;
     gr_arena_init(&a);
     int rc = 1;
     struct DescribeConfigsResponse_DescribeConfigsResult *cur = describe_one(k, RT_TOPIC, name, false, &a);
     if (!cur) goto out;
-    for (int i = 0; i < nd; i++) {
-        bool found = false;
-        for (int j = 0; j < cur->ConfigsCount; j++)
-            found |= cur->Configs[j].ConfigSource == 1 && strcmp(cur->Configs[j].Name, del[i]) == 0;
-        if (!found) {
-            fprintf(stderr, "Error while executing config command: Invalid config(s): %s\n", del[i]);
-            goto out;
-        }
-    }
+    if (!deletes_are_set(cur, 1, del, nd)) goto out;
     struct IncrementalAlterConfigsRequest rq;
     gr_proto_init_struct(&gr_desc_IncrementalAlterConfigsRequest, &rq);
     rq.ResourcesCount = 1;
@@ -222,15 +230,7 @@ static int alter_broker(struct ctl_kafka *k, const char *name, struct kv *add, i
     int8_t want = *name ? 2 : 3;
     struct DescribeConfigsResponse_DescribeConfigsResult *cur = describe_one(k, RT_BROKER, name, false, &a);
     if (!cur) goto out;
-    for (int i = 0; i < nd; i++) {
-        bool found = false;
-        for (int j = 0; j < cur->ConfigsCount; j++)
-            found |= cur->Configs[j].ConfigSource == want && strcmp(cur->Configs[j].Name, del[i]) == 0;
-        if (!found) {
-            fprintf(stderr, "Error while executing config command: Invalid config(s): %s\n", del[i]);
-            goto out;
-        }
-    }
+    if (!deletes_are_set(cur, want, del, nd)) goto out;
     struct AlterConfigsRequest rq;
     gr_proto_init_struct(&gr_desc_AlterConfigsRequest, &rq);
     rq.ResourcesCount = 1;
