@@ -88,40 +88,171 @@ static void drop_racks_if_mixed(struct gr_broker_meta *m, int n)
     }
 }
 
-/* ------------------------------------------------------------------ create topic */
+/* ------------------------------------------------------------------ existing topic names */
 
-static int16_t check_exists_and_collisions(struct gr_broker *b, const char *name,
+/* The topic names a CreateTopics request checks against: /brokers/topics' children, read once per
+ * request, plus the names this request is creating. Hashed by their collision form ('.' -> '_'),
+ * so the exact-name and the collision checks are one chain walk each. */
+struct name_entry {
+    char *name;
+    uint64_t h;
+    int next;
+};
+struct name_set {
+    int n, cap;
+    struct name_entry *e;
+    int nb;
+    int *heads; /* nb buckets, -1 = empty */
+};
+
+static uint64_t collision_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the collision form */
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)(*s == '.' ? '_' : *s);
+        h = (h ^ c) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void name_set_rehash(struct name_set *s, int nb)
+{
+    free(s->heads);
+    s->nb = nb;
+    s->heads = gr_malloc(sizeof(int) * (size_t)nb);
+    for (int i = 0; i < nb; i++)
+        s->heads[i] = -1;
+    for (int i = 0; i < s->n; i++) {
+        int b = (int)(s->e[i].h % (uint64_t)nb);
+        s->e[i].next = s->heads[b];
+        s->heads[b] = i;
+    }
+}
+
+/* Adds a copy of name (no duplicate check). */
+static void name_set_add(struct name_set *s, const char *name)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->e = gr_realloc(s->e, sizeof(*s->e) * (size_t)s->cap);
+    }
+    struct name_entry *e = &s->e[s->n];
+    e->name = gr_strdup(name);
+    e->h = collision_hash(name);
+    s->n++;
+    if (s->n > s->nb) {
+        name_set_rehash(s, s->cap * 2);
+        return;
+    }
+    int b = (int)(e->h % (uint64_t)s->nb);
+    e->next = s->heads[b];
+    s->heads[b] = s->n - 1;
+}
+
+/* GR_KERR_NONE, TOPIC_ALREADY_EXISTS (name is in the set) or INVALID_TOPIC_EXCEPTION (a
+ * different name with the same collision form, written to *other). */
+static int16_t name_set_check(const struct name_set *s, const char *name, const char **other)
+{
+    if (s->nb == 0)
+        return GR_KERR_NONE;
+    uint64_t h = collision_hash(name);
+    int16_t e = GR_KERR_NONE;
+    for (int i = s->heads[h % (uint64_t)s->nb]; i >= 0; i = s->e[i].next) {
+        if (s->e[i].h != h)
+            continue;
+        if (strcmp(s->e[i].name, name) == 0)
+            return GR_KERR_TOPIC_ALREADY_EXISTS;
+        if (e == GR_KERR_NONE && gr_topic_collides(name, s->e[i].name)) {
+            e = GR_KERR_INVALID_TOPIC_EXCEPTION;
+            *other = s->e[i].name;
+        }
+    }
+    return e;
+}
+
+static void name_set_free(struct name_set *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->e[i].name);
+    free(s->e);
+    free(s->heads);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------------ create topics */
+
+/* What one request reads from ZooKeeper and the metadata cache, at most once each. */
+struct create_ctx {
+    struct gr_broker *b;
+    bool use_zk_brokers;
+    bool names_read;
+    int names_rc; /* kzk code of the /brokers/topics read */
+    struct name_set names;
+    bool brokers_read;
+    int brokers_rc;
+    struct gr_broker_meta *brokers;
+    int nb;
+};
+
+/* A validated topic waiting to be written: the two znodes' JSON. */
+struct pending_topic {
+    int idx; /* into specs / results */
+    char *cjson, *ajson;
+    size_t clen, alen;
+};
+
+static int16_t check_exists_and_collisions(struct create_ctx *c, const char *name,
                                            struct gr_topic_result *res)
 {
+    struct gr_broker *b = c->b;
     if (b->metadata && gr_mdc_contains_topic(b->metadata, name))
         return fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
     if (!b->zk)
         return GR_KERR_NONE;
-    struct gr_zstrings all = { 0, NULL };
-    int rc = gr_kzk_get_topics(b->zk, false, &all);
-    if (rc != 0)
+    if (!c->names_read) {
+        c->names_read = true;
+        struct gr_zstrings all = { 0, NULL };
+        c->names_rc = gr_kzk_get_topics(b->zk, false, &all);
+        for (int i = 0; c->names_rc == 0 && i < all.count; i++)
+            name_set_add(&c->names, all.names[i]);
+        gr_zstrings_free(&all);
+    }
+    if (c->names_rc != 0)
         return fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "cannot list topics in ZooKeeper: %s",
-                    gr_kzk_strerror(rc));
-    int16_t e = GR_KERR_NONE;
-    for (int i = 0; i < all.count && e == GR_KERR_NONE; i++) {
-        if (strcmp(all.names[i], name) == 0)
-            e = fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
-    }
-    if (e == GR_KERR_NONE && gr_topic_has_collision_chars(name)) {
-        for (int i = 0; i < all.count && e == GR_KERR_NONE; i++)
-            if (gr_topic_collides(name, all.names[i]))
-                e = fail(res, GR_KERR_INVALID_TOPIC_EXCEPTION,
-                         "Topic '%s' collides with existing topics: %s", name, all.names[i]);
-    }
-    gr_zstrings_free(&all);
-    return e;
+                    gr_kzk_strerror(c->names_rc));
+    const char *other = NULL;
+    int16_t e = name_set_check(&c->names, name, &other);
+    if (e == GR_KERR_TOPIC_ALREADY_EXISTS)
+        return fail(res, e, "Topic '%s' already exists.", name);
+    if (e == GR_KERR_INVALID_TOPIC_EXCEPTION)
+        return fail(res, e, "Topic '%s' collides with existing topics: %s", name, other);
+    return GR_KERR_NONE;
 }
 
-int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_spec *spec,
-                                    bool validate_only, bool use_zk_brokers,
-                                    int fixed_start_index, struct gr_topic_result *res)
+/* The brokers an assignment may use (see gr_topic_admin_create_topic), read once. */
+static int ctx_brokers(struct create_ctx *c)
+{
+    if (c->brokers_read)
+        return c->brokers_rc;
+    c->brokers_read = true;
+    struct gr_broker *b = c->b;
+    if (c->use_zk_brokers && b->zk)
+        c->brokers_rc = zk_brokers(b, &c->brokers, &c->nb);
+    else if (b->metadata)
+        gr_mdc_alive_brokers(b->metadata, &c->brokers, &c->nb);
+    if (c->brokers_rc == 0 && c->use_zk_brokers)
+        drop_racks_if_mixed(c->brokers, c->nb);
+    return c->brokers_rc;
+}
+
+/* Validates one topic (the checks of gr_topic_admin_create_topic, in Kafka's order) and encodes
+ * its znodes into *out. Returns res->error. */
+static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *spec,
+                             int fixed_start_index, struct gr_topic_result *res,
+                             struct pending_topic *out)
 {
     res_init(res);
+    struct gr_broker *b = c->b;
     const char *name = spec->name;
     char msg[256];
     int16_t e;
@@ -132,7 +263,7 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
      * restarted, or a failover is under way), and an existing topic must never be answered with
      * an assignment error such as INVALID_REPLICATION_FACTOR while few brokers are alive (the
      * chaos suite saw that turn into a producer's fatal error). */
-    e = check_exists_and_collisions(b, name, res);
+    e = check_exists_and_collisions(c, name, res);
     if (e != GR_KERR_NONE)
         return e;
     for (int i = 0; i < spec->n_configs; i++)
@@ -174,23 +305,14 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
             pa->replicas = (int32_t *)spec->replicas[i];
         }
     } else {
-        struct gr_broker_meta *brokers = NULL;
-        int nb = 0;
-        if (use_zk_brokers && b->zk) {
-            int rc = zk_brokers(b, &brokers, &nb);
-            if (rc != 0)
-                return fail(res, GR_KERR_UNKNOWN_SERVER_ERROR,
-                            "cannot read brokers from ZooKeeper: %s", gr_kzk_strerror(rc));
-        } else if (b->metadata) {
-            gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
-        }
-        if (use_zk_brokers)
-            drop_racks_if_mixed(brokers, nb);
-        if (nparts > 0 && rf > 0 && rf <= nb)
+        int rc = ctx_brokers(c);
+        if (rc != 0)
+            return fail(res, GR_KERR_UNKNOWN_SERVER_ERROR,
+                        "cannot read brokers from ZooKeeper: %s", gr_kzk_strerror(rc));
+        if (nparts > 0 && rf > 0 && rf <= c->nb)
             flat = gr_malloc(sizeof(int32_t) * (size_t)nparts * (size_t)rf);
-        e = gr_assign_replicas(brokers, nb, nparts, rf, fixed_start_index, 0, flat, msg,
+        e = gr_assign_replicas(c->brokers, c->nb, nparts, rf, fixed_start_index, 0, flat, msg,
                                sizeof(msg));
-        gr_broker_metas_free(brokers, nb);
         if (e != GR_KERR_NONE) {
             free(flat);
             return fail(res, e, "%s", msg);
@@ -206,36 +328,177 @@ int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_s
     res->num_partitions = nparts;
     res->replication_factor = (int16_t)rf;
 
-    struct gr_kzk_config cfg = { 0, NULL, NULL };
-    cfg.n = spec->n_configs;
-    cfg.keys = (char **)spec->config_names;
-    cfg.values = (char **)spec->config_values;
     e = GR_KERR_NONE;
     for (int i = 0; e == GR_KERR_NONE && i < spec->n_configs; i++) {
         if (gr_topic_config_validate(spec->config_names[i], spec->config_values[i], msg,
                                      sizeof(msg)) != GR_KERR_NONE)
             e = fail(res, GR_KERR_INVALID_CONFIG, "%s", msg);
     }
-    if (e == GR_KERR_NONE && !validate_only) {
-        if (!b->zk) {
-            e = fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "no ZooKeeper connection");
-        } else {
-            int rc = gr_kzk_create_topic(b->zk, name, &ta, &cfg);
-            if (rc == GR_KZK_EEXISTS)
-                e = fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
-            else if (rc != 0)
-                e = fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "cannot create topic '%s': %s", name,
-                         gr_kzk_strerror(rc));
-            else
-                gr_info(LOGGER, "Creating topic %s with %d partitions and replication factor %d",
-                        name, nparts, rf);
-        }
+    if (e == GR_KERR_NONE && !b->zk)
+        e = fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "no ZooKeeper connection");
+    if (e == GR_KERR_NONE && out) {
+        struct gr_kzk_config cfg = { spec->n_configs, (char **)spec->config_names,
+                                     (char **)spec->config_values };
+        out->cjson = gr_kzk_config_encode(&cfg, &out->clen);
+        out->ajson = gr_kzk_topic_assignment_encode(&ta, &out->alen);
     }
     free(ta.partitions);
     free(flat);
     if (e == GR_KERR_NONE)
         res->error = GR_KERR_NONE;
     return e;
+}
+
+static void log_created(const char *name, const struct gr_topic_result *res)
+{
+    gr_info(LOGGER, "Creating topic %s with %d partitions and replication factor %d", name,
+            res->num_partitions, res->replication_factor);
+}
+
+/* Did /brokers/topics/T get exactly our assignment (our own write, applied before a connection
+ * loss hid its answer)? */
+static bool assignment_is_ours(struct gr_broker *b, const char *name, const char *ajson)
+{
+    struct gr_kzk_topic_assignment cur;
+    memset(&cur, 0, sizeof(cur));
+    bool ours = false;
+    if (gr_kzk_get_topic_assignments(b->zk, &name, 1, false, &cur) == 0 && cur.rc == 0) {
+        size_t len;
+        char *json = gr_kzk_topic_assignment_encode(&cur, &len);
+        ours = strcmp(json, ajson) == 0;
+        free(json);
+    }
+    gr_kzk_topic_assignment_release(&cur);
+    return ours;
+}
+
+/* One topic written on its own (the fallback of a failed batch): AdminZkClient's writes through
+ * gr_kzk_create_topic, which also handles a leftover /config/topics/T and missing parents.
+ * maybe_applied: the batch's multi may have been applied (connection loss). */
+static void write_one(struct gr_broker *b, const struct gr_topic_spec *spec,
+                      const struct pending_topic *p, struct gr_topic_result *res,
+                      bool maybe_applied)
+{
+    const char *name = spec->name;
+    struct gr_kzk_topic_assignment ta;
+    memset(&ta, 0, sizeof(ta));
+    int rc = gr_kzk_topic_assignment_decode(p->ajson, p->alen, &ta);
+    if (rc == 0) {
+        struct gr_kzk_config cfg = { spec->n_configs, (char **)spec->config_names,
+                                     (char **)spec->config_values };
+        rc = gr_kzk_create_topic(b->zk, name, &ta, &cfg);
+    }
+    gr_kzk_topic_assignment_release(&ta);
+    if (rc == GR_KZK_EEXISTS && maybe_applied && assignment_is_ours(b, name, p->ajson))
+        rc = 0;
+    if (rc == GR_KZK_EEXISTS)
+        fail(res, GR_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", name);
+    else if (rc != 0)
+        fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "cannot create topic '%s': %s", name,
+             gr_kzk_strerror(rc));
+    else
+        log_created(name, res);
+}
+
+/* Topics per multi: two creates each, within the backend's multi size and well below
+ * ZooKeeper's 1 MiB request limit (jute.maxbuffer). */
+#define CREATE_BATCH_TOPICS 500
+#define CREATE_BATCH_BYTES (512 * 1024)
+
+/* Writes p[0..n) in multis of {create /config/topics/T, create /brokers/topics/T} per topic, in
+ * that order (a watcher never sees an assignment without its config). A multi that fails is
+ * all-or-nothing, so its topics are then written one by one (write_one), which gives each its own
+ * outcome: TOPIC_ALREADY_EXISTS for a topic a concurrent creator won, success for the others. */
+static void write_pending(struct gr_broker *b, const struct gr_topic_spec *specs,
+                          struct pending_topic *p, int n, struct gr_topic_result *results)
+{
+    struct gr_zk_backend *zb = gr_kzk_backend(b->zk);
+    struct gr_zop *ops = gr_malloc(sizeof(*ops) * 2 * CREATE_BATCH_TOPICS);
+    struct gr_zop_result *zr = gr_calloc(2 * CREATE_BATCH_TOPICS, sizeof(*zr));
+    char **paths = gr_calloc(2 * CREATE_BATCH_TOPICS, sizeof(char *));
+    for (int start = 0; start < n;) {
+        int m = 0;
+        size_t bytes = 0;
+        while (start + m < n && m < CREATE_BATCH_TOPICS) {
+            const struct pending_topic *q = &p[start + m];
+            size_t sz = q->clen + q->alen + 2 * strlen(specs[q->idx].name) + 64;
+            if (m > 0 && bytes + sz > CREATE_BATCH_BYTES)
+                break;
+            bytes += sz;
+            const char *name = specs[q->idx].name;
+            paths[2 * m] = gr_asprintf("/config/topics/%s", name);
+            paths[2 * m + 1] = gr_asprintf("/brokers/topics/%s", name);
+            ops[2 * m] = gr_zop_create(paths[2 * m], q->cjson, (int)q->clen, 0);
+            ops[2 * m + 1] = gr_zop_create(paths[2 * m + 1], q->ajson, (int)q->alen, 0);
+            m++;
+        }
+        int zrc = gr_zkb_multi(zb, ops, 2 * m, zr);
+        gr_zop_results_release(zr, 2 * m);
+        for (int i = 0; i < 2 * m; i++) {
+            free(paths[i]);
+            paths[i] = NULL;
+        }
+        if (zrc == GR_ZOK) {
+            for (int i = 0; i < m; i++)
+                log_created(specs[p[start + i].idx].name, &results[p[start + i].idx]);
+        } else {
+            bool maybe = zrc == GR_ZCONNECTIONLOSS || zrc == GR_ZOPERATIONTIMEOUT;
+            if (m > 1 || zrc != GR_ZNODEEXISTS)
+                gr_info(LOGGER, "Creating %d topics in one transaction failed (%s); writing them "
+                        "one by one", m, gr_zrc_name(zrc));
+            for (int i = 0; i < m; i++)
+                write_one(b, &specs[p[start + i].idx], &p[start + i], &results[p[start + i].idx],
+                          maybe);
+        }
+        start += m;
+    }
+    free(paths);
+    free(zr);
+    free(ops);
+}
+
+int gr_topic_admin_create_topics(struct gr_broker *b, const struct gr_topic_spec *specs, int n,
+                                 bool validate_only, bool use_zk_brokers, int fixed_start_index,
+                                 struct gr_topic_result *results)
+{
+    struct create_ctx c = { .b = b, .use_zk_brokers = use_zk_brokers };
+    struct pending_topic *p = gr_calloc((size_t)(n ? n : 1), sizeof(*p));
+    int np = 0, n_ok = 0;
+    for (int i = 0; i < n; i++) {
+        struct pending_topic *q = validate_only ? NULL : &p[np];
+        if (prepare_topic(&c, &specs[i], fixed_start_index, &results[i], q) != GR_KERR_NONE)
+            continue;
+        n_ok++;
+        if (validate_only)
+            continue;
+        q->idx = i;
+        np++;
+        /* later topics of this request check against it (collisions, as when written one by
+         * one) */
+        if (c.names_read && c.names_rc == 0)
+            name_set_add(&c.names, specs[i].name);
+    }
+    if (np > 0)
+        write_pending(b, specs, p, np, results);
+    for (int i = 0; i < np; i++) {
+        free(p[i].cjson);
+        free(p[i].ajson);
+        if (results[p[i].idx].error != GR_KERR_NONE)
+            n_ok--;
+    }
+    free(p);
+    name_set_free(&c.names);
+    gr_broker_metas_free(c.brokers, c.nb);
+    return n_ok;
+}
+
+int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_spec *spec,
+                                    bool validate_only, bool use_zk_brokers,
+                                    int fixed_start_index, struct gr_topic_result *res)
+{
+    gr_topic_admin_create_topics(b, spec, 1, validate_only, use_zk_brokers, fixed_start_index,
+                                 res);
+    return res->error;
 }
 
 /* ------------------------------------------------------------------ create partitions */

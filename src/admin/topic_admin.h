@@ -3,10 +3,10 @@
  * delayed operations that wait until the controller has elected leaders for what was created
  * (Kafka's topic purgatory: DelayedCreatePartitions).
  *
- * Writes go to ZooKeeper through src/zk/kzk.h: /config/topics/T then /brokers/topics/T
- * (assignment JSON version 2) for a new topic; /brokers/topics/T rewritten with the extra
- * partitions for CreatePartitions. The controller reacts through its TopicChange /
- * PartitionModifications watches; this module never talks to the controller directly.
+ * Writes go to ZooKeeper through src/zk/kzk.h (new topics: multis through its backend):
+ * /config/topics/T then /brokers/topics/T (assignment JSON version 2) for a new topic;
+ * /brokers/topics/T rewritten with the extra partitions for CreatePartitions. The controller
+ * reacts through its TopicChange / PartitionModifications watches; this module never talks to the controller directly.
  *
  * Results are Kafka error codes with a message (struct gr_topic_result). The create/add calls
  * block on ZooKeeper (bounded by the ZooKeeper session) and may be called from I/O threads.
@@ -69,6 +69,19 @@ void gr_topic_admin_free(struct gr_topic_admin *a);
 int16_t gr_topic_admin_create_topic(struct gr_broker *b, const struct gr_topic_spec *spec,
                                     bool validate_only, bool use_zk_brokers,
                                     int fixed_start_index, struct gr_topic_result *res);
+
+/* Validates and creates n topics as one request (CreateTopics), with the checks and results of
+ * gr_topic_admin_create_topic for each (results[i] for specs[i]). ZooKeeper is read once per
+ * call (/brokers/topics' children; the brokers once) and the topics are written in multis of up to
+ * 500 topics ({create /config/topics/T, create /brokers/topics/T} per topic, in that order). A
+ * multi that fails (a concurrent creator won a name, a leftover /config/topics/T, a connection
+ * loss) is redone one topic at a time, so every topic still gets its own result
+ * (TOPIC_ALREADY_EXISTS for the name that was taken). A later topic of the request is checked
+ * against the earlier ones it creates ('.'/'_' collisions). Returns the number of topics that
+ * validated (and, unless validate_only, were created). */
+int gr_topic_admin_create_topics(struct gr_broker *b, const struct gr_topic_spec *specs, int n,
+                                 bool validate_only, bool use_zk_brokers, int fixed_start_index,
+                                 struct gr_topic_result *results);
 
 /* CreatePartitions for one topic: grow `topic` to new_count partitions. assignments (n_assign
  * lists, or n_assign < 0 for none) give the replicas of each new partition in order.

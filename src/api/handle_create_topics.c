@@ -3,8 +3,9 @@
  *   - Only the active controller serves them: any other broker answers NOT_CONTROLLER for every
  *     topic (clients then refresh metadata and retry on the controller).
  *   - A topic named more than once in one request gets INVALID_REQUEST for each entry.
- *   - Each topic is validated and written to ZooKeeper (topic_admin.c). Topics that succeeded
- *     are then awaited: the response goes out once all their partitions have leaders in this
+ *   - The topics are validated and written to ZooKeeper together (gr_topic_admin_create_topics:
+ *     one read of the existing topics, multis of many topics, per-topic results). Topics that
+ *     succeeded are then awaited: the response goes out once all their partitions have leaders in this
  *     broker's metadata cache (NONE) or when TimeoutMs expires (REQUEST_TIMED_OUT for those still
  *     leaderless). TimeoutMs <= 0 answers at once with REQUEST_TIMED_OUT for the topics that were
  *     created (Kafka's semantics); ValidateOnly answers at once with the validation result.
@@ -123,6 +124,10 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
     /* Kafka: Cluster CREATE, else Topic CREATE per topic (api/authorize.h) */
     bool cluster_create = gr_api_authorized_quiet(req, GR_ACL_OP_CREATE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME);
 
+    /* Pass 1: the handler's own checks; the topics that pass become specs (arena). */
+    struct gr_topic_spec *specs = gr_api_alloc(req, sizeof(*specs) * (size_t)(n ? n : 1));
+    int *spec_of = gr_api_alloc(req, sizeof(int) * (size_t)(n ? n : 1)); /* spec -> topic */
+    int ns = 0;
     for (int i = 0; i < n; i++) {
         const struct CreateTopicsRequest_CreatableTopic *t = &rq->Topics[i];
         struct CreateTopicsResponse_CreatableTopicResult *r = &resp->Topics[i];
@@ -163,7 +168,7 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
             ck[k] = t->Configs[k].Name ? t->Configs[k].Name : "";
             cv[k] = t->Configs[k].Value;
         }
-        struct gr_topic_spec spec = {
+        specs[ns] = (struct gr_topic_spec){
             .name = t->Name,
             .num_partitions = t->NumPartitions,
             .replication_factor = t->ReplicationFactor,
@@ -175,23 +180,33 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
             .config_names = ck,
             .config_values = cv,
         };
-        struct gr_topic_result res;
-        int16_t e = gr_topic_admin_create_topic(b, &spec, rq->ValidateOnly, false, -1, &res);
+        spec_of[ns++] = i;
+    }
+    /* Pass 2: validate and write them all at once (one ZooKeeper read, multis of many topics). */
+    struct gr_topic_result *res = gr_api_alloc(req, sizeof(*res) * (size_t)(ns ? ns : 1));
+    if (ns > 0)
+        gr_topic_admin_create_topics(b, specs, ns, rq->ValidateOnly, false, -1, res);
+    for (int s = 0; s < ns; s++) {
+        int i = spec_of[s];
+        const struct CreateTopicsRequest_CreatableTopic *t = &rq->Topics[i];
+        struct CreateTopicsResponse_CreatableTopicResult *r = &resp->Topics[i];
+        int16_t e = res[s].error;
         r->ErrorCode = e;
-        r->ErrorMessage = (e != GR_KERR_NONE && res.message[0]) ? gr_api_strdup(req, res.message)
-                                                                : NULL;
+        r->ErrorMessage = (e != GR_KERR_NONE && res[s].message[0]) ? gr_api_strdup(req, res[s].message)
+                                                                   : NULL;
         if (e != GR_KERR_NONE) {
             gr_info(LOGGER, "Error processing create topic request for %s: %s (%s)",
-                    t->Name ? t->Name : "null", gr_kerr_name(e), res.message);
+                    t->Name ? t->Name : "null", gr_kerr_name(e), res[s].message);
             continue;
         }
         if (ver >= 5) {
-            r->NumPartitions = res.num_partitions;
-            r->ReplicationFactor = res.replication_factor;
-            gr_configs_fill_created_topic(b, req, nc, ck, cv, r);
+            r->NumPartitions = res[s].num_partitions;
+            r->ReplicationFactor = res[s].replication_factor;
+            gr_configs_fill_created_topic(b, req, specs[s].n_configs, specs[s].config_names,
+                                          specs[s].config_values, r);
         }
         if (!rq->ValidateOnly)
-            awaited_add(w, i, t->Name, res.num_partitions);
+            awaited_add(w, i, t->Name, res[s].num_partitions);
     }
     awaited_finish(b, w, rq->ValidateOnly, rq->TimeoutMs);
 }
