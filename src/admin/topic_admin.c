@@ -334,7 +334,7 @@ static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *s
                                      sizeof(msg)) != GR_KERR_NONE)
             e = fail(res, GR_KERR_INVALID_CONFIG, "%s", msg);
     }
-    if (e == GR_KERR_NONE && !b->zk)
+    if (e == GR_KERR_NONE && out && !b->zk) /* out == NULL: validate only */
         e = fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "no ZooKeeper connection");
     if (e == GR_KERR_NONE && out) {
         struct gr_kzk_config cfg = { spec->n_configs, (char **)spec->config_names,

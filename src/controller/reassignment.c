@@ -203,10 +203,10 @@ static void set_partition_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl
     p->removing = dup_ids(ra->removing, ra->n_removing);
 }
 
-/* updateReplicaAssignmentForPartition: writes /brokers/topics/T (guarded, any version) with the
- * context's assignment of every partition, partition `partition` replaced by ra. */
-static int write_topic_assignment(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t, int32_t partition,
-                                  const struct gr_replica_assignment *ra) {
+/* updateReplicaAssignmentForPartition, for several partitions of one topic at once: writes
+ * /brokers/topics/T (guarded, any version) with the context's assignment of every partition,
+ * t->partitions[i] replaced by over[i] where over (may be NULL) has an entry. */
+static int write_topic(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t, const struct gr_replica_assignment *const *over) {
     struct gr_kzk_topic_assignment a;
     memset(&a, 0, sizeof a);
     a.topic = t->name;
@@ -215,134 +215,153 @@ static int write_topic_assignment(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t
     a.partitions = gr_calloc((size_t)(t->n_partitions ? t->n_partitions : 1), sizeof *a.partitions);
     for (int i = 0; i < t->n_partitions; i++) {
         const struct gr_ctrl_partition *p = &t->partitions[i];
+        const struct gr_replica_assignment *o = over ? over[i] : NULL;
         struct gr_kzk_partition_assignment *pa = &a.partitions[i];
         pa->partition = p->partition;
-        if (p->partition == partition) {
-            pa->n_replicas = ra->n_replicas;
-            pa->replicas = ra->replicas;
-            pa->n_adding = ra->n_adding;
-            pa->adding = ra->adding;
-            pa->n_removing = ra->n_removing;
-            pa->removing = ra->removing;
-        } else {
-            pa->n_replicas = p->n_replicas;
-            pa->replicas = p->replicas;
-            pa->n_adding = p->n_adding;
-            pa->adding = p->adding;
-            pa->n_removing = p->n_removing;
-            pa->removing = p->removing;
-        }
+        pa->n_replicas = o ? o->n_replicas : p->n_replicas;
+        pa->replicas = o ? o->replicas : p->replicas;
+        pa->n_adding = o ? o->n_adding : p->n_adding;
+        pa->adding = o ? o->adding : p->adding;
+        pa->n_removing = o ? o->n_removing : p->n_removing;
+        pa->removing = o ? o->removing : p->removing;
     }
     int rc = gr_kzk_set_topic_assignment_guarded(sm->kzk, sm->ctx->epoch_zk_version, t->name, &a, GR_ZANY_VERSION);
     free(a.partitions); /* the arrays are borrowed */
-    char buf[256];
-    if (rc == 0)
-        gr_info(LOGGER, "Successfully updated assignment of partition %s-%d to replicas [%s]", t->name, partition,
-                gr_ctrl_fmt_ids(buf, sizeof buf, ra->replicas, ra->n_replicas));
-    else if (rc != GR_ECONTROLLER_MOVED)
-        gr_error(LOGGER, "Failed to update assignment of partition %s-%d: %s", t->name, partition, gr_kzk_strerror(rc));
+    if (rc && rc != GR_ECONTROLLER_MOVED)
+        gr_error(LOGGER, "Failed to update assignment of topic %s: %s", t->name, gr_kzk_strerror(rc));
     return rc;
 }
 
-/* Reads the state znode and writes it back conditionally with `adjust` applied (leader epoch +1
- * always, our controller epoch), retrying BADVERSION. *out gets the new state (also cached).
- * Returns 0, 1 (no state / written by a newer controller: nothing done), GR_ECONTROLLER_MOVED or
- * a ZooKeeper error. remove (may be NULL) are replicas to drop from the ISR (never emptying it;
- * a removed leader becomes -1). */
-static int bump_leader_epoch(struct gr_ctrl_sm *sm, const char *topic, int32_t partition, const int32_t *remove,
-                             int n_remove, struct gr_kzk_leader_and_isr *out) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
-    for (int attempt = 0; attempt < 100; attempt++) {
-        struct gr_kzk_state_result cur;
-        memset(&cur, 0, sizeof cur);
-        int rc = gr_kzk_get_partition_states(sm->kzk, &tp, 1, &cur);
-        if (rc == 0) rc = cur.rc;
-        if (rc == GR_KZK_ENONODE || rc == GR_ECORRUPT) {
-            SC_LOG(GR_LOG_ERROR, sm, "Cannot update leader epoch for partition %s-%d as leaderAndIsr path is empty",
-                   topic, partition);
-            gr_kzk_leader_and_isr_release(&cur.lai);
-            return 1;
+/* A leader-epoch bump of one partition (see bump_leader_epochs). */
+struct bump {
+    const char *topic;
+    int32_t partition;
+    const int32_t *remove; /* replicas to drop from the ISR (never emptying it; a removed leader
+                            * becomes -1); may be NULL */
+    int n_remove;
+    int status;                       /* 0 written, 1 nothing done (no state / newer controller),
+                                       * else a kzk code */
+    struct gr_kzk_leader_and_isr lai; /* status 0: the new state (owned, also cached) */
+};
+
+/* The new state of b from cur: `remove` out of the ISR, leader epoch + 1, our controller epoch. */
+static void bumped_state(const struct gr_ctrl_context *ctx, const struct bump *b, const struct gr_kzk_leader_and_isr *cur,
+                         struct gr_kzk_leader_and_isr *n) {
+    *n = *cur;
+    n->isr = dup_ids(cur->isr, cur->n_isr);
+    for (int i = 0; i < b->n_remove; i++) {
+        if (!has(n->isr, n->n_isr, b->remove[i])) continue;
+        if (n->leader == b->remove[i]) n->leader = GR_LEADER_NONE;
+        if (n->n_isr > 1) {
+            int k = 0;
+            for (int j = 0; j < n->n_isr; j++)
+                if (n->isr[j] != b->remove[i]) n->isr[k++] = n->isr[j];
+            n->n_isr = k;
         }
-        if (rc) {
-            gr_kzk_leader_and_isr_release(&cur.lai);
-            return rc;
-        }
-        if (cur.lai.controller_epoch > ctx->epoch) {
-            SC_LOG(GR_LOG_ERROR, sm,
-                   "Leader and isr path of %s-%d written by another controller with epoch %d. Aborting state change by "
-                   "this controller",
-                   topic, partition, cur.lai.controller_epoch);
-            gr_kzk_leader_and_isr_release(&cur.lai);
-            return 1;
-        }
-        struct gr_kzk_leader_and_isr n = cur.lai;
-        n.isr = dup_ids(cur.lai.isr, cur.lai.n_isr);
-        for (int i = 0; i < n_remove; i++) {
-            if (!has(n.isr, n.n_isr, remove[i])) continue;
-            if (n.leader == remove[i]) n.leader = GR_LEADER_NONE;
-            if (n.n_isr > 1) {
-                int k = 0;
-                for (int j = 0; j < n.n_isr; j++)
-                    if (n.isr[j] != remove[i]) n.isr[k++] = n.isr[j];
-                n.n_isr = k;
-            }
-        }
-        n.leader_epoch = cur.lai.leader_epoch + 1;
-        n.controller_epoch = ctx->epoch;
-        gr_kzk_leader_and_isr_release(&cur.lai);
-        struct gr_kzk_state_write w = {.topic = topic, .partition = partition, .lai = &n};
-        struct gr_kzk_write_result res = {0};
-        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, &w, 1, &res);
-        if (rc == 0) rc = res.rc;
-        if (rc == GR_KZK_EBADVERSION) {
-            free(n.isr);
-            continue;
-        }
-        if (rc) {
-            free(n.isr);
-            return rc;
-        }
-        n.zk_version = res.zk_version;
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
-        if (p) gr_ctrl_partition_set_state(p, &n);
-        *out = n; /* takes n.isr */
-        gr_info(LOGGER, "Updated leader epoch for partition %s-%d to %d, zkVersion=%d", topic, partition, n.leader_epoch,
-                n.zk_version);
-        return 0;
     }
-    return GR_KZK_EBADVERSION;
+    n->leader_epoch = cur->leader_epoch + 1;
+    n->controller_epoch = ctx->epoch;
 }
 
-/* updateLeaderEpochAndSendRequest: epoch + 1, LeaderAndIsr to `plain` and `fresh` (IsNew). */
-static int update_leader_epoch_and_send(struct gr_ctrl_sm *sm, const char *topic, int32_t partition,
-                                        const int32_t *plain, int n_plain, const int32_t *fresh, int n_fresh) {
-    struct gr_kzk_leader_and_isr l;
-    memset(&l, 0, sizeof l);
-    int rc = bump_leader_epoch(sm, topic, partition, NULL, 0, &l);
-    if (rc == 1) {
-        SC_LOG(GR_LOG_ERROR, sm,
-               "Failed to send LeaderAndIsr request with new replica assignment to leader for partition being "
-               "reassigned %s-%d",
-               topic, partition);
-        return 0;
+/* Reads the state znodes of b[0..n) (one pipelined read) and writes them back conditionally with
+ * the bump applied (guarded multis of many partitions), rereading and retrying the ones that
+ * failed on BADVERSION. Sets each b[i].status. Returns 0 or GR_ECONTROLLER_MOVED. */
+static int bump_leader_epochs(struct gr_ctrl_sm *sm, struct bump *b, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *pend = gr_malloc((size_t)(n ? n : 1) * sizeof *pend);
+    int np = n;
+    for (int i = 0; i < n; i++) {
+        pend[i] = i;
+        b[i].status = GR_KZK_EBADVERSION;
+        memset(&b[i].lai, 0, sizeof b[i].lai);
     }
-    if (rc) return rc;
-    gr_ctrl_batch_begin(sm->batch);
-    gr_ctrl_batch_add_leader_and_isr(sm->batch, plain, n_plain, topic, partition, &l, false);
-    if (n_fresh) gr_ctrl_batch_add_leader_and_isr(sm->batch, fresh, n_fresh, topic, partition, &l, true);
-    gr_ctrl_batch_send(sm->batch);
-    SC_LOG(GR_LOG_INFO, sm,
-           "Sent LeaderAndIsr request (leader=%d, leaderEpoch=%d) with new replica assignment to leader %d for "
-           "partition being reassigned %s-%d",
-           l.leader, l.leader_epoch, l.leader, topic, partition);
-    gr_kzk_leader_and_isr_release(&l);
-    return 0;
+    struct gr_kzk_tp *tps = gr_malloc((size_t)(n ? n : 1) * sizeof *tps);
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
+    struct gr_kzk_state_write *w = gr_malloc((size_t)(n ? n : 1) * sizeof *w);
+    struct gr_kzk_write_result *wr = gr_calloc((size_t)(n ? n : 1), sizeof *wr);
+    int *widx = gr_malloc((size_t)(n ? n : 1) * sizeof *widx);
+    int out = 0;
+    for (int attempt = 0; attempt < 100 && np > 0 && !out; attempt++) {
+        for (int j = 0; j < np; j++) tps[j] = (struct gr_kzk_tp){.topic = (char *)b[pend[j]].topic, .partition = b[pend[j]].partition};
+        memset(cur, 0, (size_t)np * sizeof *cur);
+        int rc = gr_kzk_get_partition_states(sm->kzk, tps, np, cur);
+        int nw = 0;
+        for (int j = 0; j < np; j++) {
+            struct bump *x = &b[pend[j]];
+            int irc = rc ? rc : cur[j].rc;
+            if (irc == GR_KZK_ENONODE || irc == GR_ECORRUPT) {
+                SC_LOG(GR_LOG_ERROR, sm, "Cannot update leader epoch for partition %s-%d as leaderAndIsr path is empty",
+                       x->topic, x->partition);
+                x->status = 1;
+            } else if (irc) {
+                x->status = irc;
+            } else if (cur[j].lai.controller_epoch > ctx->epoch) {
+                SC_LOG(GR_LOG_ERROR, sm,
+                       "Leader and isr path of %s-%d written by another controller with epoch %d. Aborting state change "
+                       "by this controller",
+                       x->topic, x->partition, cur[j].lai.controller_epoch);
+                x->status = 1;
+            } else {
+                bumped_state(ctx, x, &cur[j].lai, &x->lai);
+                w[nw] = (struct gr_kzk_state_write){.topic = x->topic, .partition = x->partition, .lai = &x->lai};
+                widx[nw++] = pend[j];
+            }
+            gr_kzk_leader_and_isr_release(&cur[j].lai);
+        }
+        np = 0;
+        if (nw == 0) break;
+        rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, w, nw, wr);
+        for (int j = 0; j < nw; j++) {
+            struct bump *x = &b[widx[j]];
+            int irc = rc ? rc : wr[j].rc;
+            if (irc == 0) {
+                x->lai.zk_version = wr[j].zk_version;
+                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, x->topic, x->partition);
+                if (p) gr_ctrl_partition_set_state(p, &x->lai);
+                x->status = 0;
+                gr_info(LOGGER, "Updated leader epoch for partition %s-%d to %d, zkVersion=%d", x->topic, x->partition,
+                        x->lai.leader_epoch, x->lai.zk_version);
+                continue;
+            }
+            gr_kzk_leader_and_isr_release(&x->lai);
+            x->status = irc;
+            if (irc == GR_KZK_EBADVERSION) pend[np++] = widx[j];
+        }
+        if (rc == GR_ECONTROLLER_MOVED) out = rc;
+    }
+    free(widx);
+    free(wr);
+    free(w);
+    free(cur);
+    free(tps);
+    free(pend);
+    return out;
 }
+
+static void bumps_release(struct bump *b, int n) {
+    for (int i = 0; i < n; i++) gr_kzk_leader_and_isr_release(&b[i].lai);
+    free(b);
+}
+
+/* One partition of a batched onPartitionReassignment. */
+struct job {
+    const char *topic; /* the context's name (stable for the event) */
+    int32_t partition;
+    const struct gr_replica_assignment *ra; /* borrowed */
+    int rc;        /* 0, or the kzk code that stopped this partition */
+    bool complete; /* TRS in the ISR (phase B) */
+    int n_trs;
+    int32_t *trs;  /* owned */
+    int n_ors;
+    int32_t *ors;  /* owned */
+};
+
+static bool job_live(const struct job *j) { return j->topic && j->rc == 0; }
 
 /* stopRemovedReplicasOfReassignedPartition, for replicas already gone from the in-memory
  * assignment: out of the ISR with the leader epoch + 1 (LeaderAndIsr to the remaining replicas),
- * then StopReplica(delete=true) carrying that new epoch.
+ * then StopReplica(delete=true) carrying that new epoch; for every partition of b at once (one
+ * read, guarded multis, one request batch).
  *
  * The epoch is bumped even when no removed replica is in the ISR. A broker ignores a StopReplica
  * whose leader epoch is not above the one it holds (FENCED_LEADER_EPOCH), and a removed replica has
@@ -350,33 +369,73 @@ static int update_leader_epoch_and_send(struct gr_ctrl_sm *sm, const char *topic
  * (OfflineReplica -> ReplicaDeletionStarted) bumps only when the replica is in the ISR, so a
  * cancelled reassignment's not-yet-in-sync replicas are never deleted there (stray replicas). For
  * the same reason this does not go through the replica state machine, which also keeps states only
- * for assigned replicas. */
-static int stop_removed_replicas(struct gr_ctrl_sm *sm, const char *topic, int32_t partition, const int32_t *ids,
-                                 int n) {
+ * for assigned replicas. Statuses as bump_leader_epochs (1 counts as done). */
+static int stop_removed_replicas(struct gr_ctrl_sm *sm, struct bump *b, int n) {
     if (n <= 0) return 0;
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
-    if (!p) return 0;
-    struct gr_kzk_leader_and_isr l;
-    memset(&l, 0, sizeof l);
-    int rc = bump_leader_epoch(sm, topic, partition, ids, n, &l);
-    if (rc && rc != 1) return rc;
-    bool wrote = rc == 0;
-    rc = 0;
-    p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
+    int rc = bump_leader_epochs(sm, b, n);
+    if (rc) return rc;
     gr_ctrl_batch_begin(sm->batch);
-    if (wrote && p) {
-        char isr[256];
-        SC_LOG(GR_LOG_INFO, sm,
-               "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after removing "
-               "replicas %s from the ISR as part of reassignment",
-               topic, partition, l.leader, gr_ctrl_fmt_ids(isr, sizeof isr, l.isr, l.n_isr), l.leader_epoch,
-               l.controller_epoch, gr_ctrl_fmt_ids((char[128]){0}, 128, ids, n));
-        gr_ctrl_batch_add_leader_and_isr(sm->batch, p->replicas, p->n_replicas, topic, partition, &l, false);
+    for (int i = 0; i < n; i++) {
+        if (b[i].status != 0 && b[i].status != 1) continue;
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, b[i].topic, b[i].partition);
+        if (b[i].status == 0 && p) {
+            const struct gr_kzk_leader_and_isr *l = &b[i].lai;
+            char isr[256], ids[128];
+            SC_LOG(GR_LOG_INFO, sm,
+                   "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after "
+                   "removing replicas %s from the ISR as part of reassignment",
+                   b[i].topic, b[i].partition, l->leader, gr_ctrl_fmt_ids(isr, sizeof isr, l->isr, l->n_isr),
+                   l->leader_epoch, l->controller_epoch, gr_ctrl_fmt_ids(ids, sizeof ids, b[i].remove, b[i].n_remove));
+            gr_ctrl_batch_add_leader_and_isr(sm->batch, p->replicas, p->n_replicas, b[i].topic, b[i].partition, l, false);
+        }
+        gr_ctrl_batch_add_stop_replica(sm->batch, b[i].remove, b[i].n_remove, b[i].topic, b[i].partition, true);
     }
-    gr_ctrl_batch_add_stop_replica(sm->batch, ids, n, topic, partition, true);
     gr_ctrl_batch_send(sm->batch);
-    gr_kzk_leader_and_isr_release(&l);
-    return rc;
+    return 0;
+}
+
+/* updateLeaderEpochAndSendRequest for jobs idx[0..n): epoch + 1, then one request batch with
+ * LeaderAndIsr to `plain` (ORS in phase A, TRS in phase B) and to AR (IsNew, phase A only). */
+static int update_leader_epochs_and_send(struct gr_ctrl_sm *sm, struct job *jobs, const int *idx, int n, bool phase_a) {
+    if (n <= 0) return 0;
+    struct bump *b = gr_calloc((size_t)n, sizeof *b);
+    for (int i = 0; i < n; i++) b[i] = (struct bump){.topic = jobs[idx[i]].topic, .partition = jobs[idx[i]].partition};
+    int rc = bump_leader_epochs(sm, b, n);
+    if (rc) {
+        bumps_release(b, n);
+        return rc;
+    }
+    gr_ctrl_batch_begin(sm->batch);
+    for (int i = 0; i < n; i++) {
+        struct job *j = &jobs[idx[i]];
+        if (b[i].status == 1) {
+            SC_LOG(GR_LOG_ERROR, sm,
+                   "Failed to send LeaderAndIsr request with new replica assignment to leader for partition being "
+                   "reassigned %s-%d",
+                   j->topic, j->partition);
+            continue;
+        }
+        if (b[i].status) {
+            j->rc = b[i].status;
+            continue;
+        }
+        const struct gr_kzk_leader_and_isr *l = &b[i].lai;
+        if (phase_a) {
+            gr_ctrl_batch_add_leader_and_isr(sm->batch, j->ors, j->n_ors, j->topic, j->partition, l, false);
+            if (j->ra->n_adding)
+                gr_ctrl_batch_add_leader_and_isr(sm->batch, j->ra->adding, j->ra->n_adding, j->topic, j->partition, l,
+                                                 true);
+        } else {
+            gr_ctrl_batch_add_leader_and_isr(sm->batch, j->trs, j->n_trs, j->topic, j->partition, l, false);
+        }
+        SC_LOG(GR_LOG_INFO, sm,
+               "Sent LeaderAndIsr request (leader=%d, leaderEpoch=%d) with new replica assignment to leader %d for "
+               "partition being reassigned %s-%d",
+               l->leader, l->leader_epoch, l->leader, j->topic, j->partition);
+    }
+    gr_ctrl_batch_send(sm->batch);
+    bumps_release(b, n);
+    return 0;
 }
 
 /* maybeRemoveFromZkReassignment: drops the entries for which drop(entry) is true; deletes the
@@ -422,71 +481,55 @@ static int maybe_remove_from_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em
     return rc;
 }
 
-struct tp_replicas {
+/* A sorted set of partitions (with optional replicas) for the predicates of maybe_remove_from_zk:
+ * one binary search per znode entry instead of a scan of the set. Strings and arrays borrowed. */
+struct tp_key {
     const char *topic;
     int32_t partition;
-    const int32_t *replicas;
+    const int32_t *replicas; /* NULL: any */
     int n;
 };
+struct tp_set {
+    int n, cap;
+    struct tp_key *v;
+};
 
-static bool drop_completed(const struct gr_kzk_reassignment_entry *e, const void *arg) {
-    const struct tp_replicas *x = arg;
-    return strcmp(e->topic, x->topic) == 0 && e->partition == x->partition &&
-           ids_equal(e->replicas, e->n_replicas, x->replicas, x->n);
+static void tp_set_add(struct tp_set *s, const char *topic, int32_t partition, const int32_t *replicas, int n) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->v = gr_realloc(s->v, (size_t)s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = (struct tp_key){topic, partition, replicas, n};
 }
 
-/* isReassignmentComplete: not reassigning, or TRS subset of the ISR in ZooKeeper (reread). */
-static int reassignment_complete(struct gr_ctrl_sm *sm, const char *topic, int32_t partition,
-                                 const struct gr_replica_assignment *ra, bool *complete) {
-    *complete = false;
-    if (!gr_replica_assignment_reassigning(ra)) {
-        *complete = true;
-        return 0;
-    }
-    struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
-    struct gr_kzk_state_result cur;
-    memset(&cur, 0, sizeof cur);
-    int rc = gr_kzk_get_partition_states(sm->kzk, &tp, 1, &cur);
-    if (rc == 0 && cur.rc == 0) {
-        int n_trs;
-        int32_t *trs = gr_replica_assignment_target(ra, &n_trs);
-        bool all = true;
-        for (int i = 0; i < n_trs; i++)
-            if (!has(cur.lai.isr, cur.lai.n_isr, trs[i])) all = false;
-        *complete = all;
-        free(trs);
-    }
-    gr_kzk_leader_and_isr_release(&cur.lai);
-    return rc;
+static int cmp_tp_key(const void *a, const void *b) {
+    const struct tp_key *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static void tp_set_seal(struct tp_set *s) {
+    if (s->n > 1) qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_tp_key);
+}
+
+/* Is the entry's partition in the set (and, for keys with replicas, with exactly those)? */
+static bool tp_set_drop(const struct gr_kzk_reassignment_entry *e, const void *arg) {
+    const struct tp_set *s = arg;
+    struct tp_key k = {e->topic, e->partition, NULL, 0};
+    const struct tp_key *f = s->n ? bsearch(&k, s->v, (size_t)s->n, sizeof k, cmp_tp_key) : NULL;
+    if (!f) return false;
+    /* equal keys may repeat: look at the run around f */
+    const struct tp_key *lo = f, *hi = f;
+    while (lo > s->v && cmp_tp_key(lo - 1, &k) == 0) lo--;
+    while (hi + 1 < s->v + s->n && cmp_tp_key(hi + 1, &k) == 0) hi++;
+    for (const struct tp_key *x = lo; x <= hi; x++)
+        if (!x->replicas || ids_equal(e->replicas, e->n_replicas, x->replicas, x->n)) return true;
+    return false;
 }
 
 /* ======================================================================================
- * onPartitionReassignment
+ * onPartitionReassignment, for many partitions at once
  * ====================================================================================== */
-
-/* updateCurrentReassignment (U1-U3). */
-static int update_current_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t, struct gr_ctrl_partition *p,
-                                       const struct gr_replica_assignment *ra) {
-    struct gr_replica_assignment cur;
-    assignment_of(p, &cur);
-    int rc = 0;
-    if (!gr_replica_assignment_equal(&cur, ra)) {
-        char a[256], b[256];
-        gr_debug(LOGGER, "Updating assignment of partition %s-%d from [%s] to [%s]", t->name, p->partition,
-                 gr_ctrl_fmt_ids(a, sizeof a, cur.replicas, cur.n_replicas),
-                 gr_ctrl_fmt_ids(b, sizeof b, ra->replicas, ra->n_replicas));
-        rc = write_topic_assignment(sm, t, p->partition, ra); /* U1 */
-        if (rc == 0) {
-            set_partition_assignment(sm->ctx, p, ra); /* U2 */
-            int n_unneeded;
-            int32_t *unneeded = diff(cur.replicas, cur.n_replicas, ra->replicas, ra->n_replicas, &n_unneeded);
-            if (n_unneeded) rc = stop_removed_replicas(sm, t->name, p->partition, unneeded, n_unneeded); /* U3 */
-            free(unneeded);
-        }
-    }
-    gr_replica_assignment_release(&cur);
-    return rc;
-}
 
 /* The tail of onNewPartitionCreation for a partition that stayed New: its replicas not yet
  * NewReplica become so, the partition goes Online (a leader among the live replicas), every replica
@@ -510,107 +553,368 @@ static int bring_new_partition_online(struct gr_ctrl_sm *sm, const char *topic, 
     return rc;
 }
 
-int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const char *topic,
-                                          int32_t partition, const struct gr_replica_assignment *ra) {
-    struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
-    struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, partition);
-    if (!p) return 0;
-    topic = t->name; /* stable for the rest of the call */
-    int rc = update_current_reassignment(sm, t, p, ra);
-    if (rc) return rc;
-    p = gr_ctrl_topic_partition(t, partition);
-    if (p && !p->has_state && p->state == GR_PS_NEW) {
-        /* Never brought online (no assigned replica was live at its creation): Kafka cannot
-         * reassign it (no leader/ISR to bump) and leaves it New until the next broker change,
-         * though the replicas just added may be live (simulation seed 12609, Q4). Try now. */
-        rc = bring_new_partition_online(sm, topic, partition);
-        if (rc) return rc;
-        p = gr_ctrl_topic_partition(t, partition);
-    }
-    bool complete;
-    rc = reassignment_complete(sm, topic, partition, ra, &complete);
-    if (rc) return rc;
+/* Jobs sorted by topic, so that each topic's partitions are one run. */
+static struct job *sort_jobs_ctx;
+static int cmp_job_idx(const void *a, const void *b) {
+    const struct job *x = &sort_jobs_ctx[*(const int *)a], *y = &sort_jobs_ctx[*(const int *)b];
+    int c = strcmp(x->topic, y->topic);
+    if (c) return c;
+    return (x->partition > y->partition) - (x->partition < y->partition);
+}
 
-    int n_ors, n_trs;
-    int32_t *ors = gr_replica_assignment_origin(ra, &n_ors);
-    int32_t *trs = gr_replica_assignment_target(ra, &n_trs);
-    struct gr_ctrl_replica_list adding = {0};
-    for (int i = 0; i < ra->n_adding; i++) gr_ctrl_replica_list_add(&adding, topic, partition, ra->adding[i]);
+/* Live jobs' indexes sorted by topic (event thread only: the comparator's context is static). */
+static int *jobs_by_topic(struct job *jobs, int n, int *m) {
+    int *idx = gr_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (job_live(&jobs[i])) idx[k++] = i;
+    sort_jobs_ctx = jobs;
+    if (k > 1) qsort(idx, (size_t)k, sizeof *idx, cmp_job_idx);
+    sort_jobs_ctx = NULL;
+    *m = k;
+    return idx;
+}
 
-    if (!complete) {
-        /* A1: epoch + 1, LeaderAndIsr to ORS and AR (IsNew); A2: AR -> NewReplica */
-        rc = update_leader_epoch_and_send(sm, topic, partition, ors, n_ors, ra->adding, ra->n_adding);
-        for (int i = 0; !rc && i < adding.n; i++) rc = gr_rsm_handle_state_changes(sm, &adding.v[i], 1, GR_RS_NEW);
-    } else {
-        /* B1 */
-        rc = gr_rsm_handle_state_changes(sm, adding.v, adding.n, GR_RS_ONLINE);
-        struct gr_replica_assignment done = {0};
-        gr_replica_assignment_set(&done, trs, n_trs, NULL, 0, NULL, 0);
-        if (!rc) {
-            /* B2 */
-            set_partition_assignment(sm->ctx, p, &done);
-            /* B3 */
-            int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
-            if (!has(trs, n_trs, leader) || !gr_ctrl_replica_online(ctx, p, leader, false)) {
-                gr_info(LOGGER, "Leader %d for partition %s-%d being reassigned is %s. Re-electing leader", leader,
-                        topic, partition, has(trs, n_trs, leader) ? "in the new list of replicas but is dead"
-                                                                  : "not in the new list of replicas");
-                struct gr_psm_strategy st = {.kind = GR_ELECT_REASSIGN};
-                struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
-                rc = gr_psm_handle_state_changes(sm, &tp, 1, GR_PS_ONLINE, &st, NULL);
+/* updateCurrentReassignment (U1-U3) for every live job: one /brokers/topics/T write per topic
+ * (U1), the context (U2), then replicas of an earlier reassignment that are no longer in RS leave
+ * the ISR and are stopped, all partitions at once (U3). */
+static int update_current_reassignments(struct gr_ctrl_sm *sm, struct job *jobs, int n) {
+    int m;
+    int *idx = jobs_by_topic(jobs, n, &m);
+    struct bump *stops = gr_calloc((size_t)(n ? n : 1), sizeof *stops);
+    int32_t **unneeded = gr_calloc((size_t)(n ? n : 1), sizeof *unneeded);
+    int *stop_job = gr_malloc((size_t)(n ? n : 1) * sizeof *stop_job);
+    int n_stops = 0, rc = 0;
+    for (int s = 0; s < m && !rc;) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(sm->ctx, jobs[idx[s]].topic);
+        int e = s;
+        while (e < m && strcmp(jobs[idx[e]].topic, jobs[idx[s]].topic) == 0) e++;
+        const struct gr_replica_assignment **over = gr_calloc((size_t)(t->n_partitions ? t->n_partitions : 1), sizeof *over);
+        bool any = false;
+        for (int i = s; i < e; i++) {
+            struct job *j = &jobs[idx[i]];
+            struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, j->partition);
+            struct gr_replica_assignment cur;
+            assignment_of(p, &cur);
+            if (!gr_replica_assignment_equal(&cur, j->ra)) {
+                char a[256], b[256];
+                gr_debug(LOGGER, "Updating assignment of partition %s-%d from [%s] to [%s]", j->topic, j->partition,
+                         gr_ctrl_fmt_ids(a, sizeof a, cur.replicas, cur.n_replicas),
+                         gr_ctrl_fmt_ids(b, sizeof b, j->ra->replicas, j->ra->n_replicas));
+                over[p - t->partitions] = j->ra;
+                any = true;
+            }
+            gr_replica_assignment_release(&cur);
+        }
+        int wrc = any ? write_topic(sm, t, over) : 0; /* U1 */
+        if (wrc == GR_ECONTROLLER_MOVED) rc = wrc;
+        for (int i = s; i < e && any && !rc; i++) {
+            struct job *j = &jobs[idx[i]];
+            struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, j->partition);
+            if (!over[p - t->partitions]) continue;
+            if (wrc) {
+                j->rc = wrc;
+                continue;
+            }
+            char buf[256];
+            gr_info(LOGGER, "Successfully updated assignment of partition %s-%d to replicas [%s]", j->topic,
+                    j->partition, gr_ctrl_fmt_ids(buf, sizeof buf, j->ra->replicas, j->ra->n_replicas));
+            int n_un;
+            int32_t *un = diff(p->replicas, p->n_replicas, j->ra->replicas, j->ra->n_replicas, &n_un);
+            set_partition_assignment(sm->ctx, p, j->ra); /* U2 */
+            if (n_un) {
+                unneeded[n_stops] = un;
+                stops[n_stops] = (struct bump){.topic = j->topic, .partition = j->partition, .remove = un, .n_remove = n_un};
+                stop_job[n_stops++] = idx[i];
             } else {
-                gr_info(LOGGER, "Leader %d for partition %s-%d being reassigned is already in the new list of replicas "
-                        "and is alive", leader, topic, partition);
-                rc = update_leader_epoch_and_send(sm, topic, partition, trs, n_trs, NULL, 0);
+                free(un);
             }
         }
-        /* B4, B5 */
-        if (!rc) rc = stop_removed_replicas(sm, topic, partition, ra->removing, ra->n_removing);
-        /* B6 */
-        if (!rc) rc = write_topic_assignment(sm, t, partition, &done);
-        /* B7 */
-        if (!rc) {
-            struct tp_replicas x = {.topic = topic, .partition = partition, .replicas = trs, .n = n_trs};
-            rc = maybe_remove_from_zk(sm, em, drop_completed, &x);
-        }
-        /* B8 */
-        if (!rc) {
-            struct gr_kzk_tp tp = {.topic = (char *)topic, .partition = partition};
-            gr_ctrl_send_update_metadata_all(sm, &tp, 1);
-            char b[256];
-            gr_info(LOGGER, "Completed reassignment of partition %s-%d to [%s]", topic, partition,
-                    gr_ctrl_fmt_ids(b, sizeof b, trs, n_trs));
-        }
-        gr_replica_assignment_release(&done);
+        free(over);
+        s = e;
     }
-    gr_ctrl_replica_list_free(&adding);
-    free(ors);
-    free(trs);
+    if (!rc) rc = stop_removed_replicas(sm, stops, n_stops); /* U3 */
+    for (int i = 0; i < n_stops && !rc; i++)
+        if (stops[i].status != 0 && stops[i].status != 1) jobs[stop_job[i]].rc = stops[i].status;
+    for (int i = 0; i < n_stops; i++) {
+        gr_kzk_leader_and_isr_release(&stops[i].lai);
+        free(unneeded[i]);
+    }
+    free(stops);
+    free(unneeded);
+    free(stop_job);
+    free(idx);
     return rc;
 }
 
-/* maybeTriggerPartitionReassignment for one partition: the error it answers. *rc gets a
- * controller-moved / ZooKeeper failure. */
-static int16_t maybe_trigger(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const char *topic, int32_t partition,
-                             const struct gr_replica_assignment *ra, int *rc) {
-    *rc = 0;
+/* isReassignmentComplete for every live job: not reassigning, or TRS within the ISR in ZooKeeper
+ * (one pipelined read of the states). */
+static void check_complete(struct gr_ctrl_sm *sm, struct job *jobs, int n) {
+    struct gr_kzk_tp *tps = gr_malloc((size_t)(n ? n : 1) * sizeof *tps);
+    int *idx = gr_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        struct job *j = &jobs[i];
+        j->complete = false;
+        if (!job_live(j)) continue;
+        if (!gr_replica_assignment_reassigning(j->ra)) {
+            j->complete = true;
+            continue;
+        }
+        tps[k] = (struct gr_kzk_tp){.topic = (char *)j->topic, .partition = j->partition};
+        idx[k++] = i;
+    }
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(k ? k : 1), sizeof *cur);
+    int rc = k ? gr_kzk_get_partition_states(sm->kzk, tps, k, cur) : 0;
+    for (int i = 0; i < k; i++) {
+        struct job *j = &jobs[idx[i]];
+        if (rc) {
+            j->rc = rc;
+        } else if (cur[i].rc == 0) {
+            bool all = true;
+            for (int r = 0; r < j->n_trs; r++)
+                if (!has(cur[i].lai.isr, cur[i].lai.n_isr, j->trs[r])) all = false;
+            j->complete = all;
+        }
+        gr_kzk_leader_and_isr_release(&cur[i].lai);
+    }
+    free(cur);
+    free(idx);
+    free(tps);
+}
+
+/* Phase A for the jobs not complete: A1 epoch + 1 and LeaderAndIsr to ORS and AR (IsNew), one
+ * request batch; A2 AR -> NewReplica, one state machine call. */
+static int phase_a(struct gr_ctrl_sm *sm, struct job *jobs, int n) {
+    int *idx = gr_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (job_live(&jobs[i]) && !jobs[i].complete) idx[k++] = i;
+    int rc = update_leader_epochs_and_send(sm, jobs, idx, k, true);
+    struct gr_ctrl_replica_list adding = {0};
+    for (int i = 0; i < k && !rc; i++) {
+        struct job *j = &jobs[idx[i]];
+        if (!job_live(j)) continue;
+        for (int r = 0; r < j->ra->n_adding; r++) gr_ctrl_replica_list_add(&adding, j->topic, j->partition, j->ra->adding[r]);
+    }
+    if (!rc && adding.n) rc = gr_rsm_handle_state_changes(sm, adding.v, adding.n, GR_RS_NEW);
+    gr_ctrl_replica_list_free(&adding);
+    free(idx);
+    return rc;
+}
+
+/* Phase B for the complete jobs, each step for all of them at once: B1 AR -> OnlineReplica; B2
+ * RS = TRS in memory; B3 a Reassign election for those whose leader is not in TRS or is dead
+ * (one partition state machine call), epoch + 1 and LeaderAndIsr to TRS for the others (one
+ * request batch); B4-B5 RR leave the ISR and are stopped; B6 one /brokers/topics/T write per
+ * topic; B7 the entries leave /admin/reassign_partitions (one read, one write); B8 one
+ * UpdateMetadata batch. */
+static int phase_b(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct job *jobs, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *idx = gr_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (job_live(&jobs[i]) && jobs[i].complete) idx[k++] = i;
+    if (k == 0) {
+        free(idx);
+        return 0;
+    }
+    /* B1 */
+    struct gr_ctrl_replica_list adding = {0};
+    for (int i = 0; i < k; i++) {
+        struct job *j = &jobs[idx[i]];
+        for (int r = 0; r < j->ra->n_adding; r++) gr_ctrl_replica_list_add(&adding, j->topic, j->partition, j->ra->adding[r]);
+    }
+    int rc = gr_rsm_handle_state_changes(sm, adding.v, adding.n, GR_RS_ONLINE);
+    gr_ctrl_replica_list_free(&adding);
+    /* B2, and the B3 split */
+    struct gr_ctrl_tp_list elect = {0};
+    int *keep = gr_malloc((size_t)k * sizeof *keep);
+    int n_keep = 0;
+    for (int i = 0; i < k && !rc; i++) {
+        struct job *j = &jobs[idx[i]];
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, j->topic, j->partition);
+        struct gr_replica_assignment done = {0};
+        gr_replica_assignment_set(&done, j->trs, j->n_trs, NULL, 0, NULL, 0);
+        set_partition_assignment(ctx, p, &done);
+        gr_replica_assignment_release(&done);
+        int32_t leader = p->has_state ? p->lai.leader : GR_LEADER_NONE;
+        if (!has(j->trs, j->n_trs, leader) || !gr_ctrl_replica_online(ctx, p, leader, false)) {
+            gr_info(LOGGER, "Leader %d for partition %s-%d being reassigned is %s. Re-electing leader", leader,
+                    j->topic, j->partition,
+                    has(j->trs, j->n_trs, leader) ? "in the new list of replicas but is dead"
+                                                  : "not in the new list of replicas");
+            gr_ctrl_tp_list_add(&elect, j->topic, j->partition);
+        } else {
+            gr_info(LOGGER, "Leader %d for partition %s-%d being reassigned is already in the new list of replicas "
+                    "and is alive", leader, j->topic, j->partition);
+            keep[n_keep++] = idx[i];
+        }
+    }
+    /* B3 */
+    if (!rc && elect.n) {
+        struct gr_psm_strategy st = {.kind = GR_ELECT_REASSIGN};
+        rc = gr_psm_handle_state_changes(sm, elect.v, elect.n, GR_PS_ONLINE, &st, NULL);
+    }
+    gr_ctrl_tp_list_free(&elect);
+    if (!rc) rc = update_leader_epochs_and_send(sm, jobs, keep, n_keep, false);
+    free(keep);
+    /* B4, B5 */
+    if (!rc) {
+        struct bump *stops = gr_calloc((size_t)k, sizeof *stops);
+        int *stop_job = gr_malloc((size_t)k * sizeof *stop_job);
+        int n_stops = 0;
+        for (int i = 0; i < k; i++) {
+            struct job *j = &jobs[idx[i]];
+            if (!job_live(j) || j->ra->n_removing <= 0) continue;
+            stops[n_stops] = (struct bump){.topic = j->topic, .partition = j->partition, .remove = j->ra->removing,
+                                           .n_remove = j->ra->n_removing};
+            stop_job[n_stops++] = idx[i];
+        }
+        rc = stop_removed_replicas(sm, stops, n_stops);
+        for (int i = 0; i < n_stops && !rc; i++)
+            if (stops[i].status != 0 && stops[i].status != 1) jobs[stop_job[i]].rc = stops[i].status;
+        bumps_release(stops, n_stops);
+        free(stop_job);
+    }
+    free(idx);
+    /* B6: the context already holds RS = TRS (B2): one write per topic */
+    int m = 0;
+    idx = rc ? NULL : jobs_by_topic(jobs, n, &m);
+    for (int s = 0; s < m && !rc;) {
+        int e = s;
+        bool any = false;
+        while (e < m && strcmp(jobs[idx[e]].topic, jobs[idx[s]].topic) == 0) any |= jobs[idx[e++]].complete;
+        if (any) {
+            int wrc = write_topic(sm, gr_ctrl_ctx_topic(ctx, jobs[idx[s]].topic), NULL);
+            if (wrc == GR_ECONTROLLER_MOVED) rc = wrc;
+            for (int i = s; i < e && wrc; i++)
+                if (jobs[idx[i]].complete) jobs[idx[i]].rc = wrc;
+        }
+        s = e;
+    }
+    free(idx);
+    /* B7 */
+    struct tp_set done_set = {0};
+    for (int i = 0; i < n && !rc; i++)
+        if (job_live(&jobs[i]) && jobs[i].complete)
+            tp_set_add(&done_set, jobs[i].topic, jobs[i].partition, jobs[i].trs, jobs[i].n_trs);
+    tp_set_seal(&done_set);
+    if (!rc && done_set.n) {
+        int zrc = maybe_remove_from_zk(sm, em, tp_set_drop, &done_set);
+        if (zrc == GR_ECONTROLLER_MOVED) rc = zrc;
+        for (int i = 0; i < n && zrc && !rc; i++)
+            if (job_live(&jobs[i]) && jobs[i].complete) jobs[i].rc = zrc;
+    }
+    free(done_set.v);
+    /* B8 */
+    struct gr_ctrl_tp_list upd = {0};
+    for (int i = 0; i < n && !rc; i++) {
+        struct job *j = &jobs[i];
+        if (!job_live(j) || !j->complete) continue;
+        gr_ctrl_tp_list_add(&upd, j->topic, j->partition);
+        char b[256];
+        gr_info(LOGGER, "Completed reassignment of partition %s-%d to [%s]", j->topic, j->partition,
+                gr_ctrl_fmt_ids(b, sizeof b, j->trs, j->n_trs));
+    }
+    if (upd.n) gr_ctrl_send_update_metadata_all(sm, upd.v, upd.n);
+    gr_ctrl_tp_list_free(&upd);
+    return rc;
+}
+
+static struct gr_ctrl_partition *job_partition(struct gr_ctrl_sm *sm, const struct job *j) {
+    return gr_ctrl_ctx_partition(sm->ctx, j->topic, j->partition);
+}
+
+/* onPartitionReassignment for jobs[0..n) (distinct partitions): each step for all of them at
+ * once. Per-partition failures land in jobs[i].rc; returns 0 or GR_ECONTROLLER_MOVED. */
+static int reassign_batch(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct job *jobs, int n) {
+    for (int i = 0; i < n; i++) {
+        struct job *j = &jobs[i];
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(sm->ctx, j->topic);
+        j->rc = 0;
+        j->topic = gr_ctrl_topic_partition(t, j->partition) ? t->name : NULL; /* NULL: nothing to do */
+        j->ors = gr_replica_assignment_origin(j->ra, &j->n_ors);
+        j->trs = gr_replica_assignment_target(j->ra, &j->n_trs);
+    }
+    int rc = update_current_reassignments(sm, jobs, n);
+    for (int i = 0; i < n && !rc; i++) {
+        struct job *j = &jobs[i];
+        struct gr_ctrl_partition *p = job_live(j) ? job_partition(sm, j) : NULL;
+        if (p && !p->has_state && p->state == GR_PS_NEW) {
+            /* Never brought online (no assigned replica was live at its creation): Kafka cannot
+             * reassign it (no leader/ISR to bump) and leaves it New until the next broker change,
+             * though the replicas just added may be live (simulation seed 12609, Q4). Try now. */
+            int prc = bring_new_partition_online(sm, j->topic, j->partition);
+            if (prc == GR_ECONTROLLER_MOVED) rc = prc;
+            else j->rc = prc;
+        }
+    }
+    if (!rc) check_complete(sm, jobs, n);
+    if (!rc) rc = phase_a(sm, jobs, n);
+    if (!rc) rc = phase_b(sm, em, jobs, n);
+    for (int i = 0; i < n; i++) {
+        free(jobs[i].ors);
+        free(jobs[i].trs);
+        jobs[i].ors = jobs[i].trs = NULL;
+    }
+    return rc;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* reassign_batch, or one job at a time when a partition appears twice (the later one then sees
+ * the earlier one's outcome, as when Kafka loops over them). */
+static int run_jobs(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct job *jobs, int n) {
+    void **ps = gr_malloc((size_t)(n ? n : 1) * sizeof *ps);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        void *p = gr_ctrl_ctx_partition(sm->ctx, jobs[i].topic, jobs[i].partition);
+        if (p) ps[k++] = p;
+    }
+    if (k > 1) qsort(ps, (size_t)k, sizeof *ps, cmp_ptr);
+    bool dup = false;
+    for (int i = 1; i < k && !dup; i++) dup = ps[i] == ps[i - 1];
+    free(ps);
+    if (!dup) return reassign_batch(sm, em, jobs, n);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = reassign_batch(sm, em, &jobs[i], 1);
+    return rc;
+}
+
+int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const char *topic,
+                                          int32_t partition, const struct gr_replica_assignment *ra) {
+    struct job j = {.topic = topic, .partition = partition, .ra = ra};
+    int rc = reassign_batch(sm, em, &j, 1);
+    return rc ? rc : j.rc;
+}
+
+/* maybeTriggerPartitionReassignment's checks before a partition is reassigned: NONE or
+ * UNKNOWN_TOPIC_OR_PARTITION. */
+static int16_t trigger_check(struct gr_ctrl_sm *sm, const char *topic, int32_t partition) {
     if (gr_ctrl_topic_queued_for_deletion(sm->ctx, topic)) {
         gr_info(LOGGER, "Skipping reassignment of %s-%d since the topic is currently being deleted", topic, partition);
         return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
     struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, partition);
     if (!p || p->n_replicas == 0) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-    *rc = gr_reassign_on_partition_reassignment(sm, em, topic, partition, ra);
-    if (*rc == GR_ECONTROLLER_MOVED) {
+    return GR_KERR_NONE;
+}
+
+/* The error a triggered partition answers: NONE, NOT_CONTROLLER (batch_rc: the controller moved)
+ * or UNKNOWN_SERVER_ERROR (a ZooKeeper failure for that partition). */
+static int16_t job_error(const char *topic, int32_t partition, int job_rc, int batch_rc) {
+    if (batch_rc == GR_ECONTROLLER_MOVED) {
         gr_info(LOGGER, "Failed completing reassignment of partition %s-%d because controller has moved to another broker",
                 topic, partition);
         return GR_KERR_NOT_CONTROLLER;
     }
-    if (*rc) {
+    if (job_rc) {
         gr_error(LOGGER, "Error completing reassignment of partition %s-%d: %s", topic, partition,
-                 gr_kzk_strerror(*rc));
-        *rc = 0;
+                 gr_kzk_strerror(job_rc));
         return GR_KERR_UNKNOWN_SERVER_ERROR;
     }
     return GR_KERR_NONE;
@@ -655,19 +959,6 @@ static bool keeps_isr(const struct gr_ctrl_partition *p, const struct gr_replica
  * ZooKeeper-triggered reassignment, failover, broker start-up, ISR changes
  * ====================================================================================== */
 
-struct failed_set {
-    const struct gr_kzk_reassignment *r;
-    const char *failed; /* per entry */
-};
-
-static bool drop_failed(const struct gr_kzk_reassignment_entry *e, const void *arg) {
-    const struct failed_set *f = arg;
-    for (int i = 0; i < f->r->n; i++)
-        if (f->failed[i] && strcmp(f->r->entries[i].topic, e->topic) == 0 && f->r->entries[i].partition == e->partition)
-            return true;
-    return false;
-}
-
 int gr_reassign_process_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct gr_ctrl_tp_list *resumed) {
     struct gr_kzk_reassignment r;
     memset(&r, 0, sizeof r);
@@ -681,37 +972,50 @@ int gr_reassign_process_zk(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, str
         return rc;
     }
     if (rc) return rc;
-    char *failed = gr_calloc((size_t)(r.n ? r.n : 1), 1);
-    int n_failed = 0;
-    for (int i = 0; i < r.n && !rc; i++) {
+    int16_t *err = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *err);
+    struct gr_replica_assignment *ras = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *ras);
+    struct job *jobs = gr_calloc((size_t)(r.n ? r.n : 1), sizeof *jobs);
+    int *job_entry = gr_malloc((size_t)(r.n ? r.n : 1) * sizeof *job_entry);
+    int nj = 0;
+    for (int i = 0; i < r.n; i++) {
         const struct gr_kzk_reassignment_entry *e = &r.entries[i];
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, e->topic, e->partition);
-        struct gr_replica_assignment ra;
-        build_reassignment(p, e->replicas, e->n_replicas, false, &ra);
-        int16_t err = keeps_isr(p, &ra) ? maybe_trigger(sm, em, e->topic, e->partition, &ra, &rc)
-                                        : GR_KERR_INVALID_REPLICA_ASSIGNMENT;
-        gr_replica_assignment_release(&ra);
-        if (rc) break;
-        if (err != GR_KERR_NONE) {
-            failed[i] = 1;
-            n_failed++;
+        build_reassignment(p, e->replicas, e->n_replicas, false, &ras[i]);
+        err[i] = keeps_isr(p, &ras[i]) ? trigger_check(sm, e->topic, e->partition) : GR_KERR_INVALID_REPLICA_ASSIGNMENT;
+        if (err[i] != GR_KERR_NONE) continue;
+        jobs[nj] = (struct job){.topic = e->topic, .partition = e->partition, .ra = &ras[i]};
+        job_entry[nj++] = i;
+    }
+    rc = run_jobs(sm, em, jobs, nj);
+    for (int k = 0; k < nj; k++) {
+        const struct gr_kzk_reassignment_entry *e = &r.entries[job_entry[k]];
+        err[job_entry[k]] = job_error(e->topic, e->partition, jobs[k].rc, rc);
+    }
+    struct tp_set failed = {0};
+    for (int i = 0; i < r.n && !rc; i++) {
+        const struct gr_kzk_reassignment_entry *e = &r.entries[i];
+        if (err[i] != GR_KERR_NONE) {
+            tp_set_add(&failed, e->topic, e->partition, NULL, 0);
             gr_warn(LOGGER, "Failed reassignment through zk of partition %s-%d: %s", e->topic, e->partition,
-                    gr_kerr_name(err));
+                    gr_kerr_name(err[i]));
         } else if (resumed) {
             struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(sm->ctx, e->topic);
             if (t) gr_ctrl_tp_list_add(resumed, t->name, e->partition);
         }
     }
-    if (!rc && n_failed) {
-        struct failed_set f = {.r = &r, .failed = failed};
-        rc = maybe_remove_from_zk(sm, em, drop_failed, &f);
-    }
-    free(failed);
+    tp_set_seal(&failed);
+    if (!rc && failed.n) rc = maybe_remove_from_zk(sm, em, tp_set_drop, &failed);
+    free(failed.v);
+    for (int i = 0; i < r.n; i++) gr_replica_assignment_release(&ras[i]);
+    free(ras);
+    free(jobs);
+    free(job_entry);
+    free(err);
     gr_kzk_reassignment_release(&r);
     return rc;
 }
 
-/* maybeResumeReassignments(pred) */
+/* maybeResumeReassignments(pred), every matching partition in one batch */
 typedef bool (*resume_pred)(const struct gr_ctrl_partition *p, const char *topic, const void *arg);
 
 static int maybe_resume(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, resume_pred pred, const void *arg) {
@@ -725,20 +1029,21 @@ static int maybe_resume(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, resume
             if (partition_reassigning(&t->partitions[i]) && pred(&t->partitions[i], t->name, arg))
                 gr_ctrl_tp_list_add(&l, t->name, t->partitions[i].partition);
     }
-    int rc = 0;
-    for (int i = 0; i < l.n && !rc; i++) {
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, l.v[i].topic, l.v[i].partition);
-        if (!p) continue;
-        struct gr_replica_assignment ra;
-        assignment_of(p, &ra);
-        rc = gr_reassign_on_partition_reassignment(sm, em, l.v[i].topic, l.v[i].partition, &ra);
-        gr_replica_assignment_release(&ra);
-        if (rc && rc != GR_ECONTROLLER_MOVED) {
-            gr_error(LOGGER, "Error resuming reassignment of partition %s-%d: %s", l.v[i].topic, l.v[i].partition,
-                     gr_kzk_strerror(rc));
-            rc = 0;
-        }
+    struct gr_replica_assignment *ras = gr_calloc((size_t)(l.n ? l.n : 1), sizeof *ras);
+    struct job *jobs = gr_calloc((size_t)(l.n ? l.n : 1), sizeof *jobs);
+    for (int i = 0; i < l.n; i++) {
+        assignment_of(gr_ctrl_ctx_partition(sm->ctx, l.v[i].topic, l.v[i].partition), &ras[i]);
+        jobs[i] = (struct job){.topic = l.v[i].topic, .partition = l.v[i].partition, .ra = &ras[i]};
     }
+    int rc = l.n ? run_jobs(sm, em, jobs, l.n) : 0;
+    for (int i = 0; i < l.n; i++) {
+        if (jobs[i].rc && !rc)
+            gr_error(LOGGER, "Error resuming reassignment of partition %s-%d: %s", l.v[i].topic, l.v[i].partition,
+                     gr_kzk_strerror(jobs[i].rc));
+        gr_replica_assignment_release(&ras[i]);
+    }
+    free(ras);
+    free(jobs);
     gr_ctrl_tp_list_free(&l);
     return rc;
 }
@@ -824,15 +1129,6 @@ void gr_reassign_api_preempt(struct gr_ctrl_event *ev) {
     if (ev->payload) api_answer(ev->payload, GR_KERR_NOT_CONTROLLER);
 }
 
-static bool drop_requested(const struct gr_kzk_reassignment_entry *e, const void *arg) {
-    const struct gr_reassign_api_payload *pl = arg;
-    for (int i = 0; i < pl->n; i++)
-        if (pl->items[i].err == GR_KERR_NONE && pl->items[i].topic && strcmp(pl->items[i].topic, e->topic) == 0 &&
-            pl->items[i].partition == e->partition)
-            return true;
-    return false;
-}
-
 int gr_reassign_process_api(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct gr_ctrl_event *ev, bool active) {
     struct gr_reassign_api_payload *pl = ev->payload;
     if (!pl || pl->responded) return 0;
@@ -878,14 +1174,35 @@ int gr_reassign_process_api(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, st
     }
     free(live);
     /* the latest reassignment wins: drop these partitions from a ZooKeeper reassignment */
-    int rc = maybe_remove_from_zk(sm, em, drop_requested, pl);
+    struct tp_set requested = {0};
+    for (int i = 0; i < pl->n; i++)
+        if (pl->items[i].err == GR_KERR_NONE && pl->items[i].topic)
+            tp_set_add(&requested, pl->items[i].topic, pl->items[i].partition, NULL, 0);
+    tp_set_seal(&requested);
+    int rc = maybe_remove_from_zk(sm, em, tp_set_drop, &requested);
+    free(requested.v);
+    struct job *jobs = gr_calloc((size_t)(pl->n ? pl->n : 1), sizeof *jobs);
+    int *job_item = gr_malloc((size_t)(pl->n ? pl->n : 1) * sizeof *job_item);
+    int nj = 0;
     for (int i = 0; i < pl->n && !rc; i++) {
         if (!to_trigger[i]) continue;
         to_trigger[i] = 0;
         struct gr_reassign_item *it = &pl->items[i];
-        it->err = maybe_trigger(sm, em, it->topic, it->partition, &ras[i], &rc);
-        if (it->err == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION && !it->msg) it->msg = gr_strdup("The partition does not exist.");
+        it->err = trigger_check(sm, it->topic, it->partition);
+        if (it->err != GR_KERR_NONE) {
+            if (!it->msg) it->msg = gr_strdup("The partition does not exist.");
+            continue;
+        }
+        jobs[nj] = (struct job){.topic = it->topic, .partition = it->partition, .ra = &ras[i]};
+        job_item[nj++] = i;
     }
+    if (!rc) rc = run_jobs(sm, em, jobs, nj);
+    for (int k = 0; k < nj; k++) {
+        struct gr_reassign_item *it = &pl->items[job_item[k]];
+        it->err = job_error(it->topic, it->partition, jobs[k].rc, rc);
+    }
+    free(jobs);
+    free(job_item);
     /* a ZooKeeper failure stopped the loop: the items not reached were not reassigned */
     for (int i = 0; i < pl->n; i++) {
         if (!to_trigger[i]) continue;
