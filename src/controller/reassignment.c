@@ -203,10 +203,9 @@ static void set_partition_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl
     p->removing = dup_ids(ra->removing, ra->n_removing);
 }
 
-/* updateReplicaAssignmentForPartition, for several partitions of one topic at once: writes
- * /brokers/topics/T (guarded, any version) with the context's assignment of every partition,
- * t->partitions[i] replaced by over[i] where over (may be NULL) has an entry. */
-static int write_topic(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t, const struct gr_replica_assignment *const *over) {
+/* The /brokers/topics/T JSON of t: the context's assignment of every partition, t->partitions[i]
+ * replaced by over[i] where over (may be NULL) has an entry. */
+static char *topic_json(struct gr_ctrl_topic *t, const struct gr_replica_assignment *const *over, size_t *len) {
     struct gr_kzk_topic_assignment a;
     memset(&a, 0, sizeof a);
     a.topic = t->name;
@@ -225,11 +224,62 @@ static int write_topic(struct gr_ctrl_sm *sm, struct gr_ctrl_topic *t, const str
         pa->n_removing = o ? o->n_removing : p->n_removing;
         pa->removing = o ? o->removing : p->removing;
     }
-    int rc = gr_kzk_set_topic_assignment_guarded(sm->kzk, sm->ctx->epoch_zk_version, t->name, &a, GR_ZANY_VERSION);
+    char *json = gr_kzk_topic_assignment_encode(&a, len);
     free(a.partitions); /* the arrays are borrowed */
-    if (rc && rc != GR_ECONTROLLER_MOVED)
-        gr_error(LOGGER, "Failed to update assignment of topic %s: %s", t->name, gr_kzk_strerror(rc));
-    return rc;
+    return json;
+}
+
+/* Topic znodes per guarded multi: within the backend's batch and far below ZooKeeper's 1 MiB
+ * request limit. */
+#define TOPIC_WRITES_PER_MULTI 200
+#define TOPIC_WRITE_BYTES (512 * 1024)
+
+/* updateReplicaAssignmentForPartition for every partition of n topics: writes each
+ * /brokers/topics/ts[i] (any version) with topic_json(ts[i], overs[i]), many topics per guarded
+ * multi (the epoch check first, as every controller write). A multi that fails on a topic is redone
+ * one topic per guarded multi so that each gets its own result in rcs[i]. Returns 0 or
+ * GR_ECONTROLLER_MOVED. */
+static int write_topics(struct gr_ctrl_sm *sm, struct gr_ctrl_topic **ts, const struct gr_replica_assignment *const *const *overs,
+                        int n, int *rcs) {
+    char **json = gr_calloc((size_t)(n ? n : 1), sizeof *json);
+    char **path = gr_calloc((size_t)(n ? n : 1), sizeof *path);
+    size_t *len = gr_calloc((size_t)(n ? n : 1), sizeof *len);
+    struct gr_zop *ops = gr_malloc((size_t)TOPIC_WRITES_PER_MULTI * sizeof *ops);
+    for (int i = 0; i < n; i++) {
+        json[i] = topic_json(ts[i], overs ? overs[i] : NULL, &len[i]);
+        path[i] = gr_asprintf("/brokers/topics/%s", ts[i]->name);
+        rcs[i] = 0;
+    }
+    int out = 0;
+    for (int s = 0; s < n && !out;) {
+        int m = 0;
+        size_t bytes = 0;
+        while (s + m < n && m < TOPIC_WRITES_PER_MULTI && (m == 0 || bytes + len[s + m] <= TOPIC_WRITE_BYTES)) {
+            ops[m] = gr_zop_set(path[s + m], json[s + m], (int)len[s + m], GR_ZANY_VERSION);
+            bytes += len[s + m] + strlen(path[s + m]);
+            m++;
+        }
+        int rc = gr_kzk_guarded_multi(sm->kzk, sm->ctx->epoch_zk_version, ops, m, NULL);
+        if (rc && rc != GR_ECONTROLLER_MOVED && m > 1)
+            for (int i = 0; i < m && rc != GR_ECONTROLLER_MOVED; i++)
+                rc = rcs[s + i] = gr_kzk_guarded_multi(sm->kzk, sm->ctx->epoch_zk_version, &ops[i], 1, NULL);
+        else
+            for (int i = 0; i < m; i++) rcs[s + i] = rc;
+        if (rc == GR_ECONTROLLER_MOVED) out = rc;
+        for (int i = 0; i < m; i++)
+            if (rcs[s + i] && rcs[s + i] != GR_ECONTROLLER_MOVED)
+                gr_error(LOGGER, "Failed to update assignment of topic %s: %s", ts[s + i]->name, gr_kzk_strerror(rcs[s + i]));
+        s += m;
+    }
+    for (int i = 0; i < n; i++) {
+        free(json[i]);
+        free(path[i]);
+    }
+    free(ops);
+    free(len);
+    free(path);
+    free(json);
+    return out;
 }
 
 /* A leader-epoch bump of one partition (see bump_leader_epochs). */
@@ -282,6 +332,7 @@ static int bump_leader_epochs(struct gr_ctrl_sm *sm, struct bump *b, int n) {
     int *widx = gr_malloc((size_t)(n ? n : 1) * sizeof *widx);
     int out = 0;
     for (int attempt = 0; attempt < 100 && np > 0 && !out; attempt++) {
+        /* every pending state read from ZooKeeper (no cached copy: as in Kafka) */
         for (int j = 0; j < np; j++) tps[j] = (struct gr_kzk_tp){.topic = (char *)b[pend[j]].topic, .partition = b[pend[j]].partition};
         memset(cur, 0, (size_t)np * sizeof *cur);
         int rc = gr_kzk_get_partition_states(sm->kzk, tps, np, cur);
@@ -575,17 +626,19 @@ static int *jobs_by_topic(struct job *jobs, int n, int *m) {
     return idx;
 }
 
-/* updateCurrentReassignment (U1-U3) for every live job: one /brokers/topics/T write per topic
- * (U1), the context (U2), then replicas of an earlier reassignment that are no longer in RS leave
- * the ISR and are stopped, all partitions at once (U3). */
+/* updateCurrentReassignment (U1-U3) for every live job: the changed topics' /brokers/topics/T
+ * written together (U1, write_topics), the context (U2), then replicas of an earlier reassignment
+ * that are no longer in RS leave the ISR and are stopped, all partitions at once (U3). */
 static int update_current_reassignments(struct gr_ctrl_sm *sm, struct job *jobs, int n) {
     int m;
     int *idx = jobs_by_topic(jobs, n, &m);
-    struct bump *stops = gr_calloc((size_t)(n ? n : 1), sizeof *stops);
-    int32_t **unneeded = gr_calloc((size_t)(n ? n : 1), sizeof *unneeded);
-    int *stop_job = gr_malloc((size_t)(n ? n : 1) * sizeof *stop_job);
-    int n_stops = 0, rc = 0;
-    for (int s = 0; s < m && !rc;) {
+    /* per topic run: [first, end) in idx, its topic and overrides */
+    int *run_s = gr_malloc((size_t)(m ? m : 1) * sizeof *run_s), *run_e = gr_malloc((size_t)(m ? m : 1) * sizeof *run_e);
+    struct gr_ctrl_topic **ts = gr_malloc((size_t)(m ? m : 1) * sizeof *ts);
+    const struct gr_replica_assignment ***overs = gr_calloc((size_t)(m ? m : 1), sizeof *overs);
+    int *wrc = gr_calloc((size_t)(m ? m : 1), sizeof *wrc);
+    int nt = 0;
+    for (int s = 0; s < m;) {
         struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(sm->ctx, jobs[idx[s]].topic);
         int e = s;
         while (e < m && strcmp(jobs[idx[e]].topic, jobs[idx[s]].topic) == 0) e++;
@@ -606,14 +659,29 @@ static int update_current_reassignments(struct gr_ctrl_sm *sm, struct job *jobs,
             }
             gr_replica_assignment_release(&cur);
         }
-        int wrc = any ? write_topic(sm, t, over) : 0; /* U1 */
-        if (wrc == GR_ECONTROLLER_MOVED) rc = wrc;
-        for (int i = s; i < e && any && !rc; i++) {
+        if (any) {
+            run_s[nt] = s;
+            run_e[nt] = e;
+            ts[nt] = t;
+            overs[nt++] = over;
+        } else {
+            free(over);
+        }
+        s = e;
+    }
+    int rc = write_topics(sm, ts, (const struct gr_replica_assignment *const *const *)overs, nt, wrc); /* U1 */
+    struct bump *stops = gr_calloc((size_t)(n ? n : 1), sizeof *stops);
+    int32_t **unneeded = gr_calloc((size_t)(n ? n : 1), sizeof *unneeded);
+    int *stop_job = gr_malloc((size_t)(n ? n : 1) * sizeof *stop_job);
+    int n_stops = 0;
+    for (int r = 0; r < nt && !rc; r++) {
+        struct gr_ctrl_topic *t = ts[r];
+        for (int i = run_s[r]; i < run_e[r]; i++) {
             struct job *j = &jobs[idx[i]];
             struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, j->partition);
-            if (!over[p - t->partitions]) continue;
-            if (wrc) {
-                j->rc = wrc;
+            if (!overs[r][p - t->partitions]) continue;
+            if (wrc[r]) {
+                j->rc = wrc[r];
                 continue;
             }
             char buf[256];
@@ -630,9 +698,8 @@ static int update_current_reassignments(struct gr_ctrl_sm *sm, struct job *jobs,
                 free(un);
             }
         }
-        free(over);
-        s = e;
     }
+    for (int r = 0; r < nt; r++) free(overs[r]);
     if (!rc) rc = stop_removed_replicas(sm, stops, n_stops); /* U3 */
     for (int i = 0; i < n_stops && !rc; i++)
         if (stops[i].status != 0 && stops[i].status != 1) jobs[stop_job[i]].rc = stops[i].status;
@@ -643,6 +710,11 @@ static int update_current_reassignments(struct gr_ctrl_sm *sm, struct job *jobs,
     free(stops);
     free(unneeded);
     free(stop_job);
+    free(wrc);
+    free(overs);
+    free(ts);
+    free(run_e);
+    free(run_s);
     free(idx);
     return rc;
 }
@@ -778,21 +850,32 @@ static int phase_b(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, struct job 
         free(stop_job);
     }
     free(idx);
-    /* B6: the context already holds RS = TRS (B2): one write per topic */
+    /* B6: the context already holds RS = TRS (B2): every topic touched, written together */
     int m = 0;
     idx = rc ? NULL : jobs_by_topic(jobs, n, &m);
-    for (int s = 0; s < m && !rc;) {
+    struct gr_ctrl_topic **ts = gr_malloc((size_t)(m ? m : 1) * sizeof *ts);
+    int *run_s = gr_malloc((size_t)(m ? m : 1) * sizeof *run_s), *run_e = gr_malloc((size_t)(m ? m : 1) * sizeof *run_e);
+    int *wrc = gr_calloc((size_t)(m ? m : 1), sizeof *wrc);
+    int nt = 0;
+    for (int s = 0; s < m;) {
         int e = s;
         bool any = false;
         while (e < m && strcmp(jobs[idx[e]].topic, jobs[idx[s]].topic) == 0) any |= jobs[idx[e++]].complete;
         if (any) {
-            int wrc = write_topic(sm, gr_ctrl_ctx_topic(ctx, jobs[idx[s]].topic), NULL);
-            if (wrc == GR_ECONTROLLER_MOVED) rc = wrc;
-            for (int i = s; i < e && wrc; i++)
-                if (jobs[idx[i]].complete) jobs[idx[i]].rc = wrc;
+            ts[nt] = gr_ctrl_ctx_topic(ctx, jobs[idx[s]].topic);
+            run_s[nt] = s;
+            run_e[nt++] = e;
         }
         s = e;
     }
+    if (!rc) rc = write_topics(sm, ts, NULL, nt, wrc);
+    for (int r = 0; r < nt && !rc; r++)
+        for (int i = run_s[r]; i < run_e[r] && wrc[r]; i++)
+            if (jobs[idx[i]].complete) jobs[idx[i]].rc = wrc[r];
+    free(wrc);
+    free(run_e);
+    free(run_s);
+    free(ts);
     free(idx);
     /* B7 */
     struct tp_set done_set = {0};

@@ -19,6 +19,17 @@
  *      (epoch + 1, LeaderAndIsr to TRS) and get StopReplica(delete=true); RS = TRS written to
  *      ZooKeeper; the entry leaves /admin/reassign_partitions (deleted when empty, then
  *      re-armed); UpdateMetadata for the partition to every broker.
+ * Batches: Kafka runs these phases one partition at a time (one topic znode write per partition
+ * and phase, a state read and write and a request batch per step). Here every flow hands all the
+ * partitions of its event to one batch (the API request's items, the znode's entries, the
+ * partitions an ISR change completes, those resumed at failover or broker start-up), and each step
+ * runs for all of them before the next: one /brokers/topics/T write per topic (many topics per
+ * guarded multi), the state reads pipelined, the epoch bumps as conditional writes in guarded
+ * multis (BADVERSION rereads those), one LeaderAndIsr/StopReplica batch per step, one state
+ * machine call per transition, one /admin/reassign_partitions update. Per partition the
+ * order of the steps is Kafka's. A partition listed twice in one batch makes the batch run one
+ * partition at a time (the later entry sees the earlier one's outcome).
+ *
  * Divergence from Kafka, on purpose: RR (and replicas dropped by a superseding reassignment) are
  * taken out of the ISR and stopped by this module directly instead of through
  * OfflineReplica -> ReplicaDeletionStarted -> ... -> NonExistentReplica: the leader epoch is bumped
@@ -88,7 +99,8 @@ int64_t gr_reassign_count(struct gr_ctrl_context *ctx);
 
 /* ---- controller flows (event thread) ---- */
 
-/* onPartitionReassignment(tp, reassignment): phases U, then A or B (see above). */
+/* onPartitionReassignment(tp, reassignment): phases U, then A or B (see above); a batch of one.
+ * Returns 0, GR_ECONTROLLER_MOVED or the ZooKeeper error that stopped the partition. */
 int gr_reassign_on_partition_reassignment(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const char *topic,
                                           int32_t partition, const struct gr_replica_assignment *ra);
 
