@@ -44,6 +44,29 @@ def ctl(cluster, *args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def cpu_seconds(pid):
+    """user + sys CPU seconds of a process (/proc/PID/stat fields 14, 15)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_times(broker, needle, offset=None):
+    """(count, first, last) of the log lines containing needle (times in epoch seconds)."""
+    import datetime
+    n, first, last = 0, None, None
+    with open(broker.log_path, errors="replace") as fh:
+        if offset:
+            fh.seek(offset)
+        for line in fh:
+            if needle in line and line.startswith("["):
+                t = datetime.datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                n += 1
+                first = t if first is None else first
+                last = t
+    return n, first, last
+
+
 def topic_names(n):
     return [f"b{i:03d}" for i in range(n)]
 
@@ -108,6 +131,11 @@ def main():
               f"(of which {md_wait:.1f} s waiting for metadata to show every leader)")
 
         # 1. reassignment
+        ctl_id = cluster.controller_id()
+        ctl_b = cluster[ctl_id]
+        log_from = os.path.getsize(ctl_b.log_path)
+        cpu0 = cpu_seconds(ctl_b.pid)
+        ver0 = {t: cluster.zk.get(f"/brokers/topics/{t}")[1].version for t in topics}
         f = os.path.join(work, "reassign.json")
         with open(f, "w") as fh:
             json.dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": [3, 4] if p % 2 == 0 else [4, 3]}
@@ -134,6 +162,23 @@ def main():
               f"({total / t_req:8.0f} partitions/s)")
         print(f"  until every assignment is final (phase B done):     {t_done * 1000:8.0f} ms  "
               f"({total / t_done:8.0f} partitions/s)")
+        time.sleep(1)  # the last completion event's log lines
+        cpu = cpu_seconds(ctl_b.pid) - cpu0
+        writes = sum(cluster.zk.get(f"/brokers/topics/{t}")[1].version - ver0[t] for t in topics)
+        with open(ctl_b.log_path, errors="replace") as fh:
+            fh.seek(log_from)
+            text = fh.read()
+        lai = text.count("Sending LeaderAndIsr request to broker")
+        stop = text.count("Sending StopReplica request for")
+        events = text.count("Processing event AlterIsrReceived")
+        created = {b.id: log_times(b, "Created log", log_from if b is ctl_b else None) for b in (cluster[3], cluster[4])}
+        print(f"  controller {ctl_id}: {cpu:.2f} s CPU (user+sys, whole process) from the request to the end; "
+              f"{writes} topic znode writes for {args.topics} topics; {lai} LeaderAndIsr and {stop} StopReplica "
+              f"requests sent; {events} AlterIsr events")
+        for bid, (n, first, last) in created.items():
+            if n:
+                print(f"  broker {bid}: created {n} logs in {last - first:.1f} s ({n / max(last - first, 1e-3):.0f}/s): "
+                      f"the new replicas' pace bounds completion")
 
         # 2. preferred election: restart broker 3 so broker 4 leads everything
         cluster[3].stop()
