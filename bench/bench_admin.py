@@ -11,6 +11,10 @@ partitions each, RF 2, replicas alternating [1,2] / [2,1].
    for every partition + phase A), and the time until every /brokers/topics/T shows the final
    replicas with no adding/removing replicas (the new replicas joined the ISR through AlterIsr,
    phase B ran: leader moved, old replicas stopped and deleted). Throughput = partitions / that.
+   Load-independent figures from the same window: the controller process's CPU time (user+sys),
+   the /brokers/topics/T writes (znode version growth), the LeaderAndIsr / StopReplica requests
+   the controller sent and its AlterIsr events (its log), and how fast brokers 3 and 4 created the
+   new replicas' logs (completion cannot run ahead of that).
 2. Preferred election: leaders are knocked off their preferred replica (broker 3 restarted), then
    `gregorctl elect-leaders --election-type preferred --all-topic-partitions`. Figures: the
    request time (the controller's Preferred elections: state reads, conditional writes, LeaderAndIsr)
@@ -181,7 +185,7 @@ def main():
                       f"the new replicas' pace bounds completion")
 
         # 2. preferred election: restart broker 3 so broker 4 leads everything
-        cluster[3].stop()
+        cluster[3].stop(timeout=180)  # closing 10k+ logs under load can take a while
         H.wait_for(lambda: all_states(lambda t, p, st: st["leader"] == 4), 300, "leaders on 4", interval=1)
         cluster[3].start()
         H.wait_for(lambda: all_states(lambda t, p, st: 3 in st["isr"]), 300, "broker 3 back in ISRs", interval=1)
