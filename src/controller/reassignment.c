@@ -1326,9 +1326,8 @@ void gr_reassign_list_preempt(struct gr_ctrl_event *ev) {
     if (ev->payload) list_answer(ev->payload, GR_KERR_NOT_CONTROLLER);
 }
 
+/* Appends a listing (duplicates are dropped after sorting, in gr_reassign_process_list). */
 static void list_add(struct gr_reassign_list_payload *pl, int *cap, const char *topic, const struct gr_ctrl_partition *p) {
-    for (int i = 0; i < pl->n_out; i++)
-        if (pl->out[i].partition == p->partition && strcmp(pl->out[i].topic, topic) == 0) return;
     if (pl->n_out == *cap) {
         *cap = *cap ? *cap * 2 : 16;
         pl->out = gr_realloc(pl->out, (size_t)*cap * sizeof *pl->out);
@@ -1366,6 +1365,16 @@ int gr_reassign_process_list(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev, bo
         }
     }
     if (pl->n_out > 1) qsort(pl->out, (size_t)pl->n_out, sizeof *pl->out, cmp_listing);
+    int k = 0; /* a partition asked for twice is listed once */
+    for (int i = 0; i < pl->n_out; i++) {
+        if (k > 0 && cmp_listing(&pl->out[k - 1], &pl->out[i]) == 0) {
+            free(pl->out[i].topic);
+            gr_replica_assignment_release(&pl->out[i].a);
+            continue;
+        }
+        pl->out[k++] = pl->out[i];
+    }
+    pl->n_out = k;
     list_answer(pl, GR_KERR_NONE);
     return 0;
 }

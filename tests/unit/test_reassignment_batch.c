@@ -2,6 +2,7 @@
  * sender): one AlterPartitionReassignments event moving 30 partitions of three topics from
  * brokers 1,2 to 3,4, then the ISR change that completes them all.
  *   - phase U writes each topic znode once (the per-partition code wrote it once per partition);
+ *   - ListPartitionReassignments lists the 30 sorted, a partition asked for twice once;
  *   - phase A sends one LeaderAndIsr per broker for all 30 partitions (and one more per new
  *     replica's broker for its NewReplica transition);
  *   - completion: each topic znode written once more, one StopReplica per removed broker, every
@@ -126,6 +127,25 @@ static void test_batch_start_and_complete(void)
     CHECK(count_sent(GR_API_LEADER_AND_ISR, 3) == 2 && count_sent(GR_API_LEADER_AND_ISR, 4) == 2);
     const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = sent_lai(3, "tc", 9);
     CHECK(s && s->IsNew && s->LeaderEpoch == 1);
+
+    /* ListPartitionReassignments: all 30, sorted; a partition asked for twice is listed once */
+    struct gr_reassign_list_payload *lp = gr_reassign_list_payload_new();
+    lp->all = true;
+    struct gr_ctrl_event lev = { .type = GR_EV_LIST_PARTITION_REASSIGNMENTS, .payload = lp };
+    CHECK(gr_reassign_process_list(&sm, &lev, true) == 0 && lp->n_out == 3 * PER);
+    CHECK(lp->n_out == 3 * PER && strcmp(lp->out[0].topic, "ta") == 0 && lp->out[PER].partition == 0 &&
+          strcmp(lp->out[3 * PER - 1].topic, "tc") == 0 && lp->out[3 * PER - 1].partition == PER - 1);
+    gr_reassign_list_payload_free(lp);
+    lp = gr_reassign_list_payload_new();
+    lp->n_req = 3;
+    lp->req = gr_calloc(3, sizeof *lp->req);
+    lp->req[0] = (struct gr_kzk_tp){ gr_strdup("tb"), 4 };
+    lp->req[1] = (struct gr_kzk_tp){ gr_strdup("tb"), 4 };
+    lp->req[2] = (struct gr_kzk_tp){ gr_strdup("ta"), 1 };
+    lev.payload = lp;
+    CHECK(gr_reassign_process_list(&sm, &lev, true) == 0 && lp->n_out == 2);
+    CHECK(lp->n_out == 2 && strcmp(lp->out[0].topic, "ta") == 0 && strcmp(lp->out[1].topic, "tb") == 0);
+    gr_reassign_list_payload_free(lp);
 
     isr_catches_up();
     clear_sent();
