@@ -32,17 +32,32 @@ static int8_t cur_i8(struct cur *c) {
     return b ? (int8_t)b[0] : 0;
 }
 
-/* Unsigned LEB128 of at most maxbytes bytes. */
-static uint64_t cur_uvar(struct cur *c, int maxbytes) {
-    if (c->p < c->end && c->p[0] < 0x80 && !c->err) return *c->p++; /* one byte: most lengths and deltas */
-    uint64_t v = 0;
-    for (int i = 0; i < maxbytes; i++) {
-        const uint8_t *b = cur_bytes(c, 1);
-        if (!b) return 0;
-        v |= (uint64_t)(b[0] & 0x7f) << (7 * i);
-        if (!(b[0] & 0x80)) return v;
+/* Unsigned LEB128 of at most maxbytes bytes (one bounds check, not one per byte). */
+static inline uint64_t cur_uvar(struct cur *c, int maxbytes) {
+    const uint8_t *p = c->p;
+    size_t avail = (size_t)(c->end - p);
+    if (c->err || avail == 0) {
+        c->err = 1;
+        return 0;
     }
-    c->err = 1; /* too long */
+    if (p[0] < 0x80) { /* one byte: most lengths and deltas */
+        c->p = p + 1;
+        return p[0];
+    }
+    if (avail >= 2 && p[1] < 0x80) { /* two bytes: zigzag lengths of 64..8191 */
+        c->p = p + 2;
+        return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+    }
+    size_t lim = avail < (size_t)maxbytes ? avail : (size_t)maxbytes;
+    uint64_t v = 0;
+    for (size_t i = 0; i < lim; i++) {
+        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            c->p = p + i + 1;
+            return v;
+        }
+    }
+    c->err = 1; /* truncated or too long */
     return 0;
 }
 
