@@ -62,25 +62,45 @@ def base_conf(args, mock):
     return {"bootstrap.servers": args.bootstrap}
 
 
-def make_topic(conf, mock):
+def cpu_seconds(pids):
+    """user+sys CPU seconds of the processes so far (None without pids)."""
+    if not pids:
+        return None
+    t = 0
+    for pid in pids:
+        try:
+            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            t += int(f[11]) + int(f[12])
+        except OSError:
+            return None
+    return t / os.sysconf("SC_CLK_TCK")
+
+
+def make_topic(conf, mock, partitions=1):
+    """A fresh RF-3 topic whose partitions all take writes; returns (name, partition count). The
+    mock cluster auto-creates topics with its default partition count (no CreateTopics)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    if mock:
-        return name  # the mock cluster auto-creates topics
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(name, 1, 3)], operation_timeout=30)[name].result(timeout=60)
-    p = Producer(dict(conf, acks="all"))  # wait until the leader takes writes
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        errs = []
-        p.produce(name, b"warmup", partition=0, on_delivery=lambda e, m: errs.append(e))
-        p.flush(10)
-        if errs == [None]:
-            break
-        time.sleep(0.2)
-    return name
+    p = Producer(dict(conf, acks="all"))
+    if not mock:
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30)[name].result(timeout=60)
+    part = 0
+    while part < partitions:  # wait until every leader takes writes
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            errs = []
+            p.produce(name, b"warmup", partition=part, on_delivery=lambda e, m: errs.append(e))
+            p.flush(10)
+            if errs == [None]:
+                break
+            time.sleep(0.2)
+        if mock and part == 0:
+            partitions = min(partitions, len(p.list_topics(name, timeout=10).topics[name].partitions))
+        part += 1
+    return name, partitions
 
 
-def run_produce(conf, topic, n, size, acks, idempotent=False):
+def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     p = Producer(dict(conf, acks=acks, **{"linger.ms": 1, "queue.buffering.max.messages": 1000000,
                                           "queue.buffering.max.kbytes": 1048576,
                                           "enable.idempotence": idempotent}))
@@ -96,7 +116,8 @@ def run_produce(conf, topic, n, size, acks, idempotent=False):
         t0 = time.perf_counter()
         while True:
             try:
-                p.produce(topic, payload, partition=0, on_delivery=lambda e, m, t0=t0: cb(e, m, t0))
+                p.produce(topic, payload, partition=partitions[i % len(partitions)],
+                          on_delivery=lambda e, m, t0=t0: cb(e, m, t0))
                 break
             except BufferError:
                 p.poll(0.01)
@@ -107,6 +128,28 @@ def run_produce(conf, topic, n, size, acks, idempotent=False):
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
     return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat)
+
+
+def _produce_child(args):
+    conf, topic, n, size, acks, parts, start = args
+    while time.time() < start:  # all producers start together (if spawned in time)
+        time.sleep(0.001)
+    t0 = time.time()
+    return run_produce(conf, topic, n, size, acks, False, parts), t0, time.time()
+
+
+def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
+    """`producers` processes (spawned: librdkafka and fork do not mix), each producing n records
+    round-robin over its share of the partitions; returns the totals like run_produce (p50/p99 of
+    the first producer), timed from the first producer's start to the last one's end."""
+    import multiprocessing as mp
+    shares = [tuple(range(partitions))[k::producers] or (k % partitions,) for k in range(producers)]
+    start = time.time() + 3.0
+    with mp.get_context("spawn").Pool(producers) as pool:
+        res = pool.map(_produce_child, [(conf, topic, n, size, acks, shares[k], start) for k in range(producers)])
+    ok = sum(r[0][4] for r in res)
+    elapsed = max(r[2] for r in res) - min(r[1] for r in res)
+    return ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok
 
 
 def run_consume(conf, topic, n):
@@ -232,16 +275,35 @@ def latency_rows(args, mock):
 
 
 def bench(args, mock, pids):
+    """Rows (label, size, acks, partitions x producers, records, rec/s, MB/s, p50, p99, consume
+    rec/s, broker CPU s) for one partition and one producer, then (--multi) 6 partitions and 3
+    producers."""
     label = "mock" if mock else "gregor"
     conf = base_conf(args, mock)
     rows = []
     idle = [rss_kib(p) for p in pids]
-    for size in (100, 1024):
-        for acks, idem in (("1", False), ("all", False), ("all", True)):
-            topic = make_topic(conf, mock)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    acks_list = args.acks.split(",")
+    for size in sizes:
+        for a in acks_list:
+            acks, idem = a.rstrip("+i"), a.endswith("+i")
+            topic, _ = make_topic(conf, mock)
+            c0 = cpu_seconds(pids)
             rps, mbps, p50, p99, ok = run_produce(conf, topic, args.records, size, acks, idem)
-            crps = run_consume(conf, topic, ok)
-            rows.append((label, size, acks + ("+i" if idem else ""), ok, rps, mbps, p50, p99, crps))
+            c1 = cpu_seconds(pids)
+            crps = run_consume(conf, topic, ok) if not args.skip_consume else float("nan")
+            rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None))
+    if args.multi:
+        for size in sizes:
+            for a in acks_list:
+                if a.endswith("+i"):
+                    continue
+                topic, parts = make_topic(conf, mock, 6)
+                c0 = cpu_seconds(pids)
+                rps, mbps, p50, p99, ok = run_produce_multi(conf, topic, args.records // 3, size, a, parts, 3)
+                c1 = cpu_seconds(pids)
+                rows.append((label, size, a, f"{parts}x3", ok, rps, mbps, p50, p99, float("nan"),
+                             c1 - c0 if c0 is not None else None))
     loaded = [rss_kib(p) for p in pids]
     return rows, idle, loaded
 
@@ -255,6 +317,11 @@ def main():
     ap.add_argument("--no-mock", action="store_true")
     ap.add_argument("--latency-only", action="store_true", help="only the produce->consume latency table")
     ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--skip-consume", action="store_true", help="no consume column")
+    ap.add_argument("--sizes", default="100,1024", help="record sizes, comma-separated")
+    ap.add_argument("--acks", default="1,all,all+i", help="acks cases: 1, all, all+i (idempotent)")
+    ap.add_argument("--multi", action=argparse.BooleanOptionalAction, default=True,
+                    help="also 6 partitions x 3 producer processes (records split over the producers)")
     args = ap.parse_args()
     if not args.skip_latency:
         lat = []
@@ -277,11 +344,19 @@ def main():
         rss = (pids, idle, loaded)
     if not args.no_mock:
         rows += bench(args, True, [])[0]
-    print(f"{'target':7} {'size':>5} {'acks':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11}")
-    for (label, size, acks, ok, rps, mbps, p50, p99, crps) in rows:
-        print(f"{label:7} {size:5} {acks:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} {crps:11.0f}")
-    by = {(r[0], r[1], r[2]): r[4] for r in rows}
+    print(f"load average {os.getloadavg()[0]:.2f}; brk us/rec = user+sys CPU of all brokers during the produce "
+          f"phase / records; MB/s/core = bytes / those CPU seconds")
+    print(f"{'target':7} {'size':>5} {'acks':>5} {'PxC':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
+          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11} {'brk us/rec':>10} {'MB/s/core':>9}")
+    for (label, size, acks, pc, ok, rps, mbps, p50, p99, crps, cpu) in rows:
+        us = f"{1e6 * cpu / ok:10.2f}" if cpu is not None and ok else f"{'':10}"
+        core = f"{ok * size / 1e6 / cpu:9.0f}" if cpu and ok else f"{'':9}"
+        print(f"{label:7} {size:5} {acks:>5} {pc:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} "
+              f"{crps:11.0f} {us} {core}")
+    by = {(r[0], r[1], r[2]): r[5] for r in rows if r[3] == "1x1"}
+    for r in rows:
+        if r[0] == "gregor" and by.get(("mock", r[1], r[2])) and r[3] == "1x1":
+            print(f"{r[1]} B acks={r[2]}: gregor / mock = {r[5] / by[('mock', r[1], r[2])]:.2f}x")
     for (label, size, acks), rps in by.items():
         if acks == "all+i" and by.get((label, size, "all")):
             print(f"{label} {size} B: idempotent acks=all = {100 * rps / by[(label, size, 'all')]:.1f}% "

@@ -201,8 +201,8 @@ int gr_net_client_send_recv(struct gr_net_client *cli, const uint8_t *req_frame,
     size_t cap = GR_MIN((size_t)size, (size_t)RESP_BUF_INITIAL), got = 0;
     uint8_t *buf = gr_malloc(cap);
     while (got < (size_t)size) {
-        if (got == cap) {
-            cap = GR_MIN((size_t)size, cap * 2);
+        if (got == cap) { /* after the first bytes, jump to 4 MiB (fewer realloc copies), then double */
+            cap = GR_MIN((size_t)size, GR_MAX(cap * 2, (size_t)4 << 20));
             buf = gr_realloc(buf, cap);
         }
         size_t chunk = cap - got;

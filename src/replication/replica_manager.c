@@ -689,7 +689,10 @@ static void dp_destroy(struct gr_delayed_op *op) { free(op); }
 
 static const struct gr_delayed_op_vt DP_VT = {dp_try, dp_complete, dp_destroy};
 
-static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part *pp, int16_t acks) {
+/* Appends one partition; *wake gets 0 (nothing appended), 1 (appended: wake the fetch
+ * purgatory) or 2 (appended and the HW moved: wake the produce purgatory too). */
+static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part *pp, int16_t acks, int *wake) {
+    *wake = 0;
     pp->required_offset = -1;
     pp->base_offset = -1;
     pp->log_start_offset = -1;
@@ -730,25 +733,46 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
     }
     pp->error = err;
     pthread_mutex_unlock(&p->lock);
-    if (err == GR_KERR_NONE) gr_rm_wake(rm, p, moved);
+    if (err == GR_KERR_NONE) *wake = moved ? 2 : 1;
     gr_rm_partition_unref(p);
 }
 
+static void park_produce(struct gr_replica_manager *rm, int32_t timeout_ms, struct gr_rm_produce_part *parts, int n,
+                         gr_rm_produce_done_fn done, void *ctx);
+
 void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms, struct gr_rm_produce_part *parts,
                    int n, gr_rm_produce_done_fn done, void *ctx) {
+    /* The purgatories are woken after the answer is handed over or the produce is parked (Kafka
+     * 2.7's ActionQueue): completing the followers' parked fetches reads and encodes their
+     * records, which must not delay this producer's acknowledgement. */
+    struct woken {
+        uint64_t key;
+        int how;
+    } small[8], *wk = n <= 8 ? small : gr_malloc((size_t)n * sizeof *wk);
+    int nw = 0;
     bool wait = false;
     for (int i = 0; i < n; i++) {
         if (parts[i].error != GR_KERR_NONE) { /* pre-set by the caller (e.g. invalid topic) */
             parts[i].required_offset = -1;
             continue;
         }
-        append_one(rm, &parts[i], acks);
+        int how;
+        append_one(rm, &parts[i], acks, &how);
+        if (how) wk[nw++] = (struct woken){gr_rm_key(parts[i].topic, parts[i].partition), how};
         if (parts[i].required_offset >= 0) wait = true;
     }
-    if (!wait) {
-        done(ctx, parts, n);
-        return;
+    if (wait) park_produce(rm, timeout_ms, parts, n, done, ctx);
+    else done(ctx, parts, n); /* parts may be gone after this */
+    for (int i = 0; i < nw; i++) {
+        gr_purgatory_check(rm->fetch_purg, wk[i].key);
+        if (wk[i].how == 2) gr_purgatory_check(rm->produce_purg, wk[i].key);
     }
+    if (wk != small) free(wk);
+}
+
+/* Parks an acks=-1 produce in the produce purgatory until the HW passes every appended part. */
+static void park_produce(struct gr_replica_manager *rm, int32_t timeout_ms, struct gr_rm_produce_part *parts, int n,
+                         gr_rm_produce_done_fn done, void *ctx) {
     struct delayed_produce *dp = gr_calloc(1, sizeof *dp);
     gr_delayed_op_init(&dp->op, &DP_VT, timeout_ms);
     dp->rm = rm;

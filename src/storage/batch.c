@@ -32,16 +32,32 @@ static int8_t cur_i8(struct cur *c) {
     return b ? (int8_t)b[0] : 0;
 }
 
-/* Unsigned LEB128 of at most maxbytes bytes. */
-static uint64_t cur_uvar(struct cur *c, int maxbytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < maxbytes; i++) {
-        const uint8_t *b = cur_bytes(c, 1);
-        if (!b) return 0;
-        v |= (uint64_t)(b[0] & 0x7f) << (7 * i);
-        if (!(b[0] & 0x80)) return v;
+/* Unsigned LEB128 of at most maxbytes bytes (one bounds check, not one per byte). */
+static inline uint64_t cur_uvar(struct cur *c, int maxbytes) {
+    const uint8_t *p = c->p;
+    size_t avail = (size_t)(c->end - p);
+    if (c->err || avail == 0) {
+        c->err = 1;
+        return 0;
     }
-    c->err = 1; /* too long */
+    if (p[0] < 0x80) { /* one byte: most lengths and deltas */
+        c->p = p + 1;
+        return p[0];
+    }
+    if (avail >= 2 && p[1] < 0x80) { /* two bytes: zigzag lengths of 64..8191 */
+        c->p = p + 2;
+        return (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+    }
+    size_t lim = avail < (size_t)maxbytes ? avail : (size_t)maxbytes;
+    uint64_t v = 0;
+    for (size_t i = 0; i < lim; i++) {
+        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            c->p = p + i + 1;
+            return v;
+        }
+    }
+    c->err = 1; /* truncated or too long */
     return 0;
 }
 
@@ -205,6 +221,28 @@ int gr_batch_rec_header_next(const struct gr_batch_rec_view *rec, size_t *pos,
 
 /* ---- validation ---- */
 
+/* What parse_record checks, without filling a view (the validation hot path): *offset_delta. */
+static int check_record(struct cur *c, int32_t *offset_delta) {
+    int32_t len = cur_varint(c);
+    if (c->err || len < 0) return -1;
+    const uint8_t *body = cur_bytes(c, (size_t)len);
+    if (!body) return -1;
+    struct cur rc = {body, body + len, 0};
+    int32_t n;
+    cur_i8(&rc);     /* attributes */
+    cur_varlong(&rc); /* timestamp delta */
+    *offset_delta = cur_varint(&rc);
+    cur_len_bytes(&rc, &n, 1); /* key */
+    cur_len_bytes(&rc, &n, 1); /* value */
+    int32_t headers = cur_varint(&rc);
+    if (rc.err || headers < 0) return -1;
+    for (int32_t i = 0; i < headers && !rc.err; i++) {
+        cur_len_bytes(&rc, &n, 0);
+        cur_len_bytes(&rc, &n, 1);
+    }
+    return rc.err || rc.p != rc.end ? -1 : 0; /* the length must cover the record exactly */
+}
+
 int gr_batch_validate_one(const uint8_t *buf, size_t len, unsigned flags, struct gr_batch_info *out) {
     struct gr_batch_info tmp;
     struct gr_batch_info *bi = out ? out : &tmp;
@@ -228,11 +266,10 @@ int gr_batch_validate_one(const uint8_t *buf, size_t len, unsigned flags, struct
     struct cur c = {buf + GR_BATCH_HEADER_SIZE, buf + bi->size, 0};
     int64_t prev = -1;
     for (int32_t i = 0; i < bi->RecordCount; i++) {
-        struct gr_batch_rec_view r;
-        if (parse_record(&c, bi, &r) < 0) return GR_BATCH_ERECORDS;
-        if (client ? r.OffsetDelta != i : (r.OffsetDelta <= prev || r.OffsetDelta > bi->LastOffsetDelta))
-            return GR_BATCH_ERECORDS;
-        prev = r.OffsetDelta;
+        int32_t delta;
+        if (check_record(&c, &delta) < 0) return GR_BATCH_ERECORDS;
+        if (client ? delta != i : (delta <= prev || delta > bi->LastOffsetDelta)) return GR_BATCH_ERECORDS;
+        prev = delta;
     }
     if (cur_left(&c) != 0 || c.err) return GR_BATCH_ERECORDS;
     return GR_BATCH_OK;

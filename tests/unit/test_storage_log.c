@@ -462,6 +462,27 @@ static void test_slice_matches_read(void) {
     gr_plog_close(log);
 }
 
+/* Kafka's appendAsFollower checks batch headers, offsets and the CRC, not each record; the leader
+ * path parses every record. A batch whose record framing is broken but whose CRC is right: the
+ * leader refuses it (INVALID_RECORD), a follower takes it. */
+static void test_follower_checks_crc_not_records(void) {
+    size_t len;
+    uint8_t *b = mk(2, 10, 5, &len);
+    b[GR_BATCH_HEADER_SIZE] = 0x7e; /* first record's length varint: 63, past the batch */
+    gr_batch_update_crc(b, len);
+    struct gr_plog *log = open_log("follower-records-0", 0, 0);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(log, b, len, 1, &info) == 0 && info.error == GR_KERR_INVALID_RECORD);
+    gr_batch_set_base_offset(b, 0);
+    CHECK(gr_plog_append_as_follower(log, b, len, &info) == 0 && info.error == GR_KERR_NONE);
+    CHECK(gr_plog_end_offset(log) == 2);
+    b[30] ^= 1; /* inside the CRC: refused by both */
+    gr_batch_set_base_offset(b, 2);
+    CHECK(gr_plog_append_as_follower(log, b, len, &info) == GR_ECORRUPT);
+    gr_plog_close(log);
+    free(b);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     snprintf(g_root, sizeof g_root, "/tmp/gr-storage-XXXXXX");
@@ -476,6 +497,7 @@ int main(void) {
     test_truncate_and_epochs();
     test_flush_policy();
     test_slice_matches_read();
+    test_follower_checks_crc_not_records();
     rm_rf(g_root);
     if (test_failures) fprintf(stderr, "test_storage_log: %d failures\n", test_failures);
     else printf("test_storage_log: ok\n");
