@@ -418,7 +418,7 @@ static void f_destroy(struct gr_zk_backend *b) {
 
 static const struct gr_zk_backend_ops fops = {
     f_create, f_delete, f_get, f_set, f_exists, f_children, f_multi, f_get_many, f_children_many,
-    f_session, f_close_session, f_wait_connected, f_destroy,
+    f_session, f_close_session, f_wait_connected, f_destroy, NULL,
 };
 
 static struct fsess *fsess_new(struct fzk *z, struct gr_zk_watches *w) {
