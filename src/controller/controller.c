@@ -1122,6 +1122,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         CINFO(c, "Processing event %s", name);
 
     int rc = 0;
+    c->ctx.event_gen++; /* partition states written before this event are no longer "fresh" */
     if (is_active(c) && response_of_earlier_term(c, ev)) {
         update_metrics(c);
         return;

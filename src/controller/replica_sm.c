@@ -185,6 +185,7 @@ static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
         l->controller_epoch = ctx->epoch; /* cache what ZooKeeper has, with our controller epoch */
         gr_ctrl_partition_set_state(g->p, l);
         fresh_add(fresh, g->p);
+        gr_ctrl_partition_mark_fresh(ctx, g->p);
         return 0;
     }
     a->leader_epoch = l->leader_epoch + 1;
@@ -222,6 +223,7 @@ static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, 
         adj[k].zk_version = res[i].zk_version;
         gr_ctrl_partition_set_state(g->p, &adj[k]);
         fresh_add(fresh, g->p);
+        gr_ctrl_partition_mark_fresh(ctx, g->p);
         for (int j = 0; j < g->n; j++) ok[g->idx[j]] = 2; /* written */
     }
     free(res);
@@ -269,7 +271,7 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
     for (int g = 0; use_fresh && g < ng; g++) {
         const struct gr_ctrl_partition *p = groups[g].p;
         if (!p->has_state) continue;
-        bool in_isr = fresh_has(fresh, p);
+        bool in_isr = fresh_has(fresh, p) || gr_ctrl_partition_fresh(sm->ctx, p);
         for (int j = 0; j < groups[g].n && !in_isr; j++)
             for (int i = 0; i < p->lai.n_isr; i++) in_isr |= p->lai.isr[i] == reps[groups[g].idx[j]].replica;
         from_ctx[g] = in_isr;

@@ -8,13 +8,16 @@
  * pipeline stops the call (GR_ECONTROLLER_MOVED), nothing after the lost check is written and no
  * further multi is sent; an ordered bulk write (a topic's subtree deleted deepest first) still
  * works with tiny batches; all replicas of a partition going offline in one event cost ONE state
- * write (Kafka: one per broker) with the leader and ISR Kafka's last write would leave. */
+ * write (Kafka: one per broker) with the leader and ISR Kafka's last write would leave; elections
+ * start from the cached state and fall back to a read (a failed election) or reread on
+ * BADVERSION (a stale cache). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "controller/flows.h"
+#include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
 #include "zk/kzk.h"
 
@@ -196,7 +199,52 @@ static void test_offline_stale_cache_rereads(void) {
     teardown();
 }
 
+/* Elections start from the context's cached state (no read). The cache is stale here: the
+ * leader (2) added 1 back to the ISR in ZooKeeper (pre-AlterIsr write); the cache says ISR [2].
+ * A preferred election to 1 fails on the cache, so it is retried on a read, which finds 1 in the
+ * ISR and elects it: only a ZooKeeper read decides "no leader". */
+static void test_cached_election_falls_back_to_read(void) {
+    setup();
+    int32_t reps[] = {1, 2, 3};
+    create_topic("e", 1, reps, 3);
+    struct gr_kzk_tp tp = {(char *)"e", 0};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, &tp, 1) == 0);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&ctx, "e", 0);
+    int32_t cached_isr[] = {2};
+    struct gr_kzk_leader_and_isr c = {.leader = 2, .leader_epoch = 1, .controller_epoch = ctx.epoch, .n_isr = 1,
+                                      .isr = cached_isr, .zk_version = 0};
+    int32_t nv;
+    CHECK(gr_kzk_update_partition_state_conditional(kzk, "e", 0, &c, &nv) == 0 && nv == 1);
+    c.zk_version = 1;
+    gr_ctrl_partition_set_state(p, &c); /* the controller saw ISR [2] at version 1 */
+    int32_t zk_isr[] = {2, 1};
+    struct gr_kzk_leader_and_isr z = c;
+    z.isr = zk_isr;
+    z.n_isr = 2;
+    CHECK(gr_kzk_update_partition_state_conditional(kzk, "e", 0, &z, &nv) == 0 && nv == 2);
+    clear_sent();
+    struct gr_psm_strategy pref = {.kind = GR_ELECT_PREFERRED};
+    int rcs[1] = {-7};
+    CHECK(gr_psm_handle_state_changes(&sm, &tp, 1, GR_PS_ONLINE, &pref, rcs) == 0 && rcs[0] == 0);
+    struct gr_kzk_leader_and_isr l;
+    CHECK(read_state("e", 0, &l) == 0 && l.leader == 1 && l.zk_version == 3 && p->lai.leader == 1);
+    gr_kzk_leader_and_isr_release(&l);
+    /* a stale cache that does allow the election: the conditional write fails, reread, elect */
+    c.zk_version = 2; /* leader 1 at version 3 in ZooKeeper; the cache claims leader 2 at 2 */
+    gr_ctrl_partition_set_state(p, &c);
+    struct gr_psm_strategy cs = {.kind = GR_ELECT_CONTROLLED_SHUTDOWN};
+    ctx.shutting_down = gr_malloc(sizeof(int32_t));
+    ctx.shutting_down[0] = 1;
+    ctx.n_shutting_down = 1;
+    CHECK(gr_psm_handle_state_changes(&sm, &tp, 1, GR_PS_ONLINE, &cs, rcs) == 0 && rcs[0] == 0);
+    CHECK(read_state("e", 0, &l) == 0 && l.leader == 2 && l.zk_version == 4 && p->lai.zk_version == 4);
+    gr_kzk_leader_and_isr_release(&l);
+    ctx.n_shutting_down = 0;
+    teardown();
+}
+
 int main(void) {
+    test_cached_election_falls_back_to_read();
     test_pipelined_create_and_partial_failure();
     test_lost_epoch_mid_pipeline();
     test_ordered_delete_small_batches();
