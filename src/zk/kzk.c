@@ -284,6 +284,7 @@ struct gbatch {
     int *idx;
     int m;
     int failures;
+    bool lost; /* its last try lost the connection: it may have been applied */
 };
 
 static struct gbatch *gbatch_new(const int *idx, int m, int failures) {
@@ -292,6 +293,7 @@ static struct gbatch *gbatch_new(const int *idx, int m, int failures) {
     memcpy(g->idx, idx, (size_t)m * sizeof(int));
     g->m = m;
     g->failures = failures;
+    g->lost = false;
     return g;
 }
 
@@ -301,11 +303,57 @@ static void gbatch_free(struct gbatch *g) {
     free(g);
 }
 
+/* Whether op's effect is what ZooKeeper holds (r: a get of op->path): a create holding exactly
+ * its data at version 0, a set holding its data at the expected version + 1, a delete whose node
+ * is gone. The rule of landed_already, for any op. */
+static bool op_landed(const struct gr_zop *op, const struct gr_zget_result *r) {
+    if (op->type == GR_ZOP_DELETE) return r->rc == GR_ZNONODE;
+    if (r->rc != GR_ZOK || (op->type != GR_ZOP_CREATE && op->type != GR_ZOP_SET)) return false;
+    int want = op->type == GR_ZOP_CREATE ? 0 : op->version + 1;
+    int len = op->data ? op->len : 0;
+    return (op->type == GR_ZOP_CREATE || op->version != GR_ZANY_VERSION) && r->stat.version == want &&
+           r->len == len && (len == 0 || memcmp(r->data, op->data, (size_t)len) == 0);
+}
+
+/* A batch rerun after a lost connection failed on an item: reads every item once (pipelined)
+ * and settles those whose effect ZooKeeper already holds as done (their result: the stat read,
+ * the path for a create). The others stay in g. Returns how many were settled. */
+static int settle_landed(struct gr_kzk *k, const struct gr_zop *ops, struct gbatch *g, int *item_rc,
+                         struct gr_zop_result *res, int ok_code) {
+    int m0 = g->m;
+    const char **paths = gr_malloc((size_t)m0 * sizeof(char *));
+    for (int i = 0; i < m0; i++) paths[i] = ops[g->idx[i]].path;
+    struct gr_zget_result *rd = gr_calloc((size_t)m0, sizeof(*rd));
+    z_get_many(k, paths, m0, false, rd);
+    int kept = 0, settled = 0;
+    for (int i = 0; i < m0; i++) {
+        const struct gr_zop *op = &ops[g->idx[i]];
+        if (!op_landed(op, &rd[i])) {
+            g->idx[kept++] = g->idx[i];
+            continue;
+        }
+        struct gr_zop_result one;
+        memset(&one, 0, sizeof(one));
+        one.stat = rd[i].stat;
+        if (op->type == GR_ZOP_CREATE && res) one.created_path = gr_strdup(op->path);
+        settle_item(g->idx[i], &one, 0, item_rc, res, ok_code);
+        settled++;
+    }
+    if (settled)
+        gr_info(LOGGER, "%d of %d writes of a guarded multi retried after a connection loss had already been applied",
+                settled, m0);
+    g->m = kept;
+    gr_zget_results_release(rd, m0);
+    free(rd);
+    free(paths);
+    return settled;
+}
+
 /* Outcome of one guarded multi of guarded_items: settles what it can and appends to *next the
  * batches still to run. Returns 0, GR_ECONTROLLER_MOVED, GR_EZK, or 1 (a retryable failure:
  * the batch is in *next unchanged). Frees g unless it is requeued. */
-static int gbatch_settle(struct gbatch *g, struct gr_zmulti *mm, int *item_rc,
-                         struct gr_zop_result *res, int ok_code, struct gbatch **next, int *nn) {
+static int gbatch_settle(struct gr_kzk *k, const struct gr_zop *ops, struct gbatch *g, struct gr_zmulti *mm,
+                         int *item_rc, struct gr_zop_result *res, int ok_code, struct gbatch **next, int *nn) {
     struct gr_zop_result *r = mm->results; /* [0] is the epoch check */
     int zrc = mm->rc;
     if (zrc == GR_ZOK) {
@@ -319,6 +367,7 @@ static int gbatch_settle(struct gbatch *g, struct gr_zmulti *mm, int *item_rc,
         return GR_ECONTROLLER_MOVED;
     }
     if (retryable(zrc)) {
+        g->lost = true;
         next[(*nn)++] = g;
         return 1;
     }
@@ -326,6 +375,16 @@ static int gbatch_settle(struct gbatch *g, struct gr_zmulti *mm, int *item_rc,
         gr_error(LOGGER, "guarded multi of %d ops failed: %s", g->m, gr_zrc_name(zrc));
         gbatch_free(g);
         return GR_EZK;
+    }
+    /* A rerun after a lost connection that fails on an item (NODEEXISTS / BADVERSION): most
+     * likely the lost try was applied. Settle what ZooKeeper holds as ours and rerun the rest. */
+    if (g->lost) {
+        g->lost = false;
+        if (settle_landed(k, ops, g, item_rc, res, ok_code) > 0) {
+            if (g->m == 0) gbatch_free(g);
+            else next[(*nn)++] = g;
+            return 0;
+        }
     }
     /* One item failed (ZooKeeper rolled the multi back): settle it, rerun the rest. */
     int f = 0;
@@ -414,7 +473,7 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
                 gbatch_free(g);
                 continue;
             }
-            int rc = gbatch_settle(g, &mm[j], item_rc, res, ok_code, next, &nn);
+            int rc = gbatch_settle(k, ops, g, &mm[j], item_rc, res, ok_code, next, &nn);
             if (rc == 1) lost = true;
             else progress = true;
             if (rc < 0) out = rc;
