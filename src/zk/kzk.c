@@ -433,7 +433,9 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
     if (n <= 0) return 0;
     int per = k->batch - 1;
     if (per < 1) per = 1;
+    if (per > n) per = n; /* the buffers below are sized for what this call can use */
     int depth = ordered ? 1 : k->depth;
+    if (depth > n) depth = n;
     /* The queue: batches in order; a round runs the first `depth`, then puts what is left of
      * them (reruns, retries) back at the front. Items split into singles: at most n batches. */
     int cap = n + 1;
