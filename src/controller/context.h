@@ -44,6 +44,9 @@ struct gr_ctrl_partition {
      * responses (offline_dirs.h), forgotten when the broker answers NONE or starts up again. */
     int n_offline_dirs;
     int32_t *offline_dirs;
+    /* ctx->event_gen when this controller last wrote lai to ZooKeeper (or confirmed it there):
+     * gr_ctrl_partition_fresh. */
+    uint64_t fresh_gen;
 };
 
 struct gr_ctrl_topic {
@@ -77,6 +80,10 @@ struct gr_ctrl_context {
      * StopReplica in the same event. The controller recomputes its full-scan gauges only when it
      * moved. */
     uint64_t gen;
+    /* Bumped by the controller before each event (0: no controller, e.g. a unit fixture). A
+     * partition state written by this controller in the current event is "fresh": what ZooKeeper
+     * accepted moments ago (gr_ctrl_partition_fresh). */
+    uint64_t event_gen;
 
     /* from /admin/delete_topics (names); change it only with gr_ctrl_ctx_queue_deletion /
      * _unqueue_deletion / _clear_deletions, which keep each topic's queued_for_deletion flag (what
@@ -135,6 +142,17 @@ struct gr_ctrl_partition *gr_ctrl_topic_partition(struct gr_ctrl_topic *t, int32
 struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, const char *topic, int32_t partition);
 /* Stores a leader/ISR (deep copy of lai). */
 void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai);
+
+/* Marks p's state as written (or confirmed in ZooKeeper) in the current event. */
+static inline void gr_ctrl_partition_mark_fresh(const struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p) {
+    p->fresh_gen = ctx->event_gen;
+}
+/* Whether p's state was written or confirmed by this controller in the current event: the
+ * state machines may then start from it instead of rereading ZooKeeper (their writes stay
+ * conditional on its zkVersion). */
+static inline bool gr_ctrl_partition_fresh(const struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p) {
+    return ctx->event_gen != 0 && p->has_state && p->fresh_gen == ctx->event_gen;
+}
 
 /* Iteration over topics: `for (size_t i = 0; (t = gr_ctrl_ctx_next_topic(ctx, &i)); )`.
  * Do not add or remove topics while iterating. Order is unspecified. */

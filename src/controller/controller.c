@@ -92,6 +92,11 @@ struct gr_controller {
      * /controller naming this broker counts as "active" only then (see note_controller). */
     bool term;
     uint64_t auto_rebalance_timer; /* 0 = none */
+    /* TopicChange pacing (process_topic_change): the deferred TopicChange's timer (0 = none) and
+     * when the last TopicChange was processed. */
+    uint64_t topic_change_timer;
+    int64_t topic_change_last_ms;
+    bool topic_change_ran;
     /* Generation of the armed auto-rebalance timer; its event carries it (in broker_epoch). A tick
      * whose generation is not the current one belongs to an earlier term or chain: ignored. */
     int64_t auto_rebalance_gen;
@@ -346,6 +351,14 @@ static void zero_gauges(struct gr_controller *c) {
  * Resignation, election
  * ====================================================================================== */
 
+static void cancel_topic_change_timer(struct gr_controller *c) {
+    if (c->topic_change_timer) {
+        gr_clock_cancel(c->cfg.clock, c->topic_change_timer);
+        c->topic_change_timer = 0;
+    }
+    c->topic_change_ran = false;
+}
+
 static void cancel_timers(struct gr_controller *c) {
     c->auto_rebalance_gen++; /* a tick already fired is stale now */
     if (c->auto_rebalance_timer) {
@@ -367,6 +380,7 @@ static void on_controller_resignation(struct gr_controller *c) {
         gr_zk_watches_unregister_node(c->watches, broker_path(p, sizeof p, c->ctx.brokers[i].id));
 
     cancel_timers(c);
+    cancel_topic_change_timer(c);
     zero_gauges(c);
 
     /* Kafka's partitionStateMachine.shutdown() and replicaStateMachine.shutdown() have no
@@ -828,9 +842,46 @@ static int process_broker_modification(struct gr_controller *c, int32_t id) {
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* A TopicChange put by the pacing timer (its event's partition field). */
+#define TOPIC_CHANGE_DEFERRED 1
+/* TopicChanges are processed at most once per TOPIC_CHANGE_PACE_MS. Each one handles every topic
+ * new by then in one batch (one getChildren, one pipelined read of the new assignments, one set
+ * of state writes, one LeaderAndIsr / UpdateMetadata per broker), but topics created one after
+ * another (1000 CreateTopics topics written ~13 ms apart) each fired the child watch and made
+ * their own batch: ~730 small LeaderAndIsr per broker for 1000 topics (issue 14). A TopicChange
+ * arriving within the pace of the previous one is deferred to the end of it (one timer); the
+ * child watch is then re-armed by the deferred event's getChildren, which sees every topic
+ * created meanwhile. An isolated topic creation is not delayed. */
+#define TOPIC_CHANGE_PACE_MS 100
+
+/* Whether this TopicChange waits for the pacing timer (armed here if needed). */
+static bool topic_change_deferred(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (ev->partition == TOPIC_CHANGE_DEFERRED) {
+        c->topic_change_timer = 0; /* this timer fired */
+    } else if (c->topic_change_timer) {
+        return true; /* the deferred one will see this topic too */
+    } else if (c->topic_change_ran) {
+        int64_t wait = c->topic_change_last_ms + TOPIC_CHANGE_PACE_MS - gr_clock_now_ms(c->cfg.clock);
+        if (wait > 0) {
+            struct gr_ctrl_event *d = gr_ctrl_event_new(GR_EV_TOPIC_CHANGE);
+            d->partition = TOPIC_CHANGE_DEFERRED;
+            c->topic_change_timer = gr_clock_schedule(c->cfg.clock, wait, c->em, d);
+            CDEBUG(c, "TopicChange deferred by %lld ms (pacing)", (long long)wait);
+            return true;
+        }
+    }
+    c->topic_change_last_ms = gr_clock_now_ms(c->cfg.clock);
+    c->topic_change_ran = true;
+    return false;
+}
+
 /* Kafka's processTopicChange. */
-static int process_topic_change(struct gr_controller *c) {
-    if (!is_active(c)) return 0;
+static int process_topic_change(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (!is_active(c)) {
+        if (ev->partition == TOPIC_CHANGE_DEFERRED) c->topic_change_timer = 0;
+        return 0;
+    }
+    if (topic_change_deferred(c, ev)) return 0;
     struct gr_zstrings topics = {0};
     int rc = gr_kzk_get_topics(c->kzk, true, &topics);
     if (rc != 0) return rc;
@@ -1071,6 +1122,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         CINFO(c, "Processing event %s", name);
 
     int rc = 0;
+    c->ctx.event_gen++; /* partition states written before this event are no longer "fresh" */
     if (is_active(c) && response_of_earlier_term(c, ev)) {
         update_metrics(c);
         return;
@@ -1083,7 +1135,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_EXPIRE: rc = process_expire(c); break;
     case GR_EV_BROKER_CHANGE: rc = process_broker_change(c); break;
     case GR_EV_BROKER_MODIFICATIONS: rc = process_broker_modification(c, ev->broker_id); break;
-    case GR_EV_TOPIC_CHANGE: rc = process_topic_change(c); break;
+    case GR_EV_TOPIC_CHANGE: rc = process_topic_change(c, ev); break;
     case GR_EV_PARTITION_MODIFICATIONS: rc = process_partition_modifications(c, ev->topic); break;
     case GR_EV_TOPIC_DELETION: rc = process_topic_deletion(c); break;
     case GR_EV_ISR_CHANGE_NOTIFICATION: rc = process_isr_change_notification(c); break;

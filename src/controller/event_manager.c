@@ -282,6 +282,15 @@ int gr_ctrl_events_wait(struct gr_ctrl_events *em, struct gr_ctrl_event *ev) {
     return rc;
 }
 
+#define SLOW_EVENT_US 100000
+
+/* CPU time of the calling thread, microseconds. */
+static int64_t thread_cpu_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Runs one dequeued event through the processor, with the state, queue-time and timer metrics. */
 static void run_event(struct gr_ctrl_events *em, struct gr_ctrl_event *ev) {
     if (ev->type == GR_EV_SHUTDOWN_EVENT_THREAD) return; /* handled by the loop */
@@ -289,13 +298,20 @@ static void run_event(struct gr_ctrl_events *em, struct gr_ctrl_event *ev) {
     atomic_store(&em->state, st);
     int64_t start = gr_clock_now_ms(em->clock);
     if (em->queue_time) gr_histogram_update(em->queue_time, (double)(start - ev->enqueue_ms));
-    int64_t t0 = gr_mono_us();
+    int64_t t0 = gr_mono_us(), c0 = thread_cpu_us();
     if (ev->type == GR_EV_MOCK) {
         if (ev->mock_fn) ev->mock_fn(ev);
     } else {
         em->proc.process(em->proc.ctx, ev);
     }
-    if (em->timers[st]) gr_timer_update(em->timers[st], (double)(gr_mono_us() - t0) / 1000.0);
+    int64_t took = gr_mono_us() - t0;
+    if (em->timers[st]) gr_timer_update(em->timers[st], (double)took / 1000.0);
+    /* Slow events name their cost: wall clock and the event thread's own CPU (the rest is
+     * waiting, mostly for ZooKeeper; on a loaded machine also for a CPU). */
+    if (took >= SLOW_EVENT_US)
+        gr_info(LOGGER, "[ControllerEventThread controllerId=%d] Event %s took %lld ms (event thread CPU %lld ms)",
+                em->controller_id, gr_ctrl_event_name(ev->type), (long long)(took / 1000),
+                (long long)((thread_cpu_us() - c0) / 1000));
     atomic_store(&em->state, GR_CS_IDLE);
 }
 

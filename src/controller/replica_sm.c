@@ -56,13 +56,12 @@ static void remove_from_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_p
 /* ---- removeReplicasFromIsr ---- */
 
 /* Partitions whose state this handleStateChanges call has already read from ZooKeeper or written
- * (a set of context pointers; the context does not change shape during the call). Kafka rereads
- * every partition state once per broker whose replicas go offline: when three brokers' replicas
- * go offline, 100k partitions cost 300k reads (the reads, not the batched writes, were most of a
- * failover with offline replicas). A partition already in this set is taken from the context
- * instead: it is what ZooKeeper returned or accepted moments ago in this same event, and every
- * write is conditional on its zkVersion, so a change made meanwhile shows up as BADVERSION and
- * that item alone is reread and retried, as in Kafka. */
+ * (a set of context pointers; the context does not change shape during the call): what the
+ * context holds for them is what ZooKeeper returned or accepted moments ago in this same event.
+ * Kafka rereads every partition state once per broker whose replicas go offline (when three
+ * brokers' replicas went offline, 100k partitions cost 300k reads). Every write is conditional on
+ * its zkVersion, so a change made meanwhile shows up as BADVERSION and that partition alone is
+ * reread and retried, as in Kafka. */
 struct fresh_set {
     const struct gr_ctrl_partition **slots;
     size_t mask;
@@ -90,18 +89,18 @@ static void fresh_add(struct fresh_set *f, const struct gr_ctrl_partition *p) {
     if (f) f->slots[fresh_pos(f, p)] = p;
 }
 
-/* The current states of reps[idx[k]]'s partitions into cur[k]: from ZooKeeper, except (use_fresh)
- * partitions in `fresh`, copied from the context. Returns 0 or the read's error. */
+/* The current states of reps[idx[k]]'s partitions into cur[k]: copied from the context where
+ * from_ctx[k], else read from ZooKeeper. Returns 0 or the read's error. */
 static int isr_read(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
-                    const struct fresh_set *fresh, bool use_fresh, struct gr_kzk_state_result *cur) {
+                    const bool *from_ctx, struct gr_kzk_state_result *cur) {
     struct gr_ctrl_context *ctx = sm->ctx;
     struct gr_kzk_tp *tps = gr_malloc((size_t)(n ? n : 1) * sizeof *tps);
     int *read_of = gr_malloc((size_t)(n ? n : 1) * sizeof *read_of);
     int n_read = 0;
     for (int k = 0; k < n; k++) {
         const struct gr_ctrl_replica *r = &reps[idx[k]];
-        const struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-        if (use_fresh && p && p->has_state && fresh_has(fresh, p)) {
+        if (from_ctx[k]) {
+            const struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
             cur[k].lai = p->lai;
             cur[k].lai.isr = gr_malloc((size_t)(p->lai.n_isr > 0 ? p->lai.n_isr : 1) * sizeof *cur[k].lai.isr);
             if (p->lai.n_isr > 0) memcpy(cur[k].lai.isr, p->lai.isr, (size_t)p->lai.n_isr * sizeof *cur[k].lai.isr);
@@ -123,21 +122,38 @@ static int isr_read(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, c
     return rc;
 }
 
-/* What removing replica r from the ISR in state cur means: -1 failed (logged), 0 nothing to write
- * (not in the ISR: the context caches ZooKeeper's state), 1 write *a (the ISR without r, never
- * empty; leader -1 if r led; leader epoch + 1). */
-static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, struct gr_kzk_state_result *cur,
-                      struct fresh_set *fresh, struct gr_kzk_leader_and_isr *a) {
+/* The replicas of one partition leaving its ISR in this call: reps[idx[0..n)], in broker order. */
+struct isr_group {
+    const int *idx;
+    int n;
+    struct gr_ctrl_partition *p;
+};
+
+static void log_group_failed(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const struct isr_group *g,
+                             const char *why) {
+    for (int j = 0; j < g->n; j++) {
+        const struct gr_ctrl_replica *r = &reps[g->idx[j]];
+        log_failed(sm, r, gr_ctrl_replica_state_get(g->p, r->replica), GR_RS_OFFLINE, why);
+    }
+}
+
+/* What removing the group's replicas from the ISR in state cur means: -1 failed (logged), 0
+ * nothing to write (none in the ISR: the context caches ZooKeeper's state), 1 write *a. Kafka
+ * writes once per broker (leader -1 if the replica led, the ISR without it unless it is the last
+ * one, leader epoch + 1 each time); the group's replicas are removed the same way one after
+ * another, in broker order, and the result written ONCE with leader epoch + 1: the same leader
+ * and ISR as Kafka's last write, with one write per partition instead of one per broker. */
+static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const struct isr_group *g,
+                      struct gr_kzk_state_result *cur, struct fresh_set *fresh, struct gr_kzk_leader_and_isr *a) {
     struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+    const char *topic = reps[g->idx[0]].topic;
     if (cur->rc == GR_KZK_ENONODE || cur->rc == GR_ECORRUPT) {
-        if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic))
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE,
-                       "the leader and isr path in zookeeper is empty");
+        if (!gr_ctrl_topic_queued_for_deletion(ctx, topic))
+            log_group_failed(sm, reps, g, "the leader and isr path in zookeeper is empty");
         return -1;
     }
     if (cur->rc) {
-        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(cur->rc));
+        log_group_failed(sm, reps, g, gr_kzk_strerror(cur->rc));
         return -1;
     }
     struct gr_kzk_leader_and_isr *l = &cur->lai;
@@ -147,31 +163,41 @@ static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *r, st
                  "Leader and isr path written by another controller with epoch %d. Aborting state change by this "
                  "controller",
                  l->controller_epoch);
-        log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, why);
+        log_group_failed(sm, reps, g, why);
         return -1;
     }
-    bool in_isr = false;
-    for (int i = 0; i < l->n_isr; i++) in_isr |= l->isr[i] == r->replica;
-    if (!in_isr) {
+    a->leader = l->leader;
+    a->isr = gr_malloc((size_t)(l->n_isr > 0 ? l->n_isr : 1) * sizeof *a->isr);
+    if (l->n_isr > 0) memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
+    a->n_isr = l->n_isr;
+    bool changed = false;
+    for (int j = 0; j < g->n; j++) {
+        int32_t id = reps[g->idx[j]].replica;
+        bool in_isr = false;
+        for (int i = 0; i < a->n_isr; i++) in_isr |= a->isr[i] == id;
+        if (!in_isr) continue;
+        changed = true;
+        if (a->leader == id) a->leader = GR_LEADER_NONE;
+        if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, id); /* never empty the ISR */
+    }
+    if (!changed) {
+        gr_kzk_leader_and_isr_release(a);
         l->controller_epoch = ctx->epoch; /* cache what ZooKeeper has, with our controller epoch */
-        gr_ctrl_partition_set_state(p, l);
-        fresh_add(fresh, p);
+        gr_ctrl_partition_set_state(g->p, l);
+        fresh_add(fresh, g->p);
+        gr_ctrl_partition_mark_fresh(ctx, g->p);
         return 0;
     }
-    a->leader = l->leader == r->replica ? GR_LEADER_NONE : l->leader;
     a->leader_epoch = l->leader_epoch + 1;
     a->controller_epoch = ctx->epoch;
     a->zk_version = l->zk_version;
-    a->isr = gr_malloc((size_t)l->n_isr * sizeof *a->isr);
-    memcpy(a->isr, l->isr, (size_t)l->n_isr * sizeof *a->isr);
-    a->n_isr = l->n_isr;
-    if (a->n_isr > 1) remove_id(a->isr, &a->n_isr, r->replica); /* never empty the ISR */
     return 1;
 }
 
-/* Writes items (items[i] is for reps[idx[item_of[i]]], state adj[item_of[i]]) and applies what
- * was written (ok = 2); BADVERSION goes to retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
-static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx,
+/* Writes items (items[i] is for group item_of[i], state adj[item_of[i]]) and applies what was
+ * written (ok = 2 for every replica of the group); BADVERSION puts the group's replicas in
+ * retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
+static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const struct isr_group *groups,
                      const struct gr_kzk_state_write *items, const int *item_of, int n_items,
                      struct gr_kzk_leader_and_isr *adj, struct fresh_set *fresh, char *ok, int *retry, int *n_retry) {
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -179,68 +205,107 @@ static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, 
     int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
     for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
         int k = item_of[i];
-        const struct gr_ctrl_replica *r = &reps[idx[k]];
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
+        const struct isr_group *g = &groups[k];
+        const struct gr_ctrl_replica *r0 = &reps[g->idx[0]];
         int irc = rc ? rc : res[i].rc;
         if (irc == GR_KZK_EBADVERSION) {
             gr_debug(LOGGER,
-                     "Controller failed to remove replica %d from ISR of partition %s-%d: bad ZK version. This will be "
-                     "retried.",
-                     r->replica, r->topic, r->partition);
-            retry[(*n_retry)++] = idx[k];
+                     "Controller failed to remove %d replica(s) from ISR of partition %s-%d: bad ZK version. This "
+                     "will be retried.",
+                     g->n, r0->topic, r0->partition);
+            for (int j = 0; j < g->n; j++) retry[(*n_retry)++] = g->idx[j];
             continue;
         }
         if (irc) {
-            log_failed(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE, gr_kzk_strerror(irc));
+            log_group_failed(sm, reps, g, gr_kzk_strerror(irc));
             continue;
         }
         adj[k].zk_version = res[i].zk_version;
-        gr_ctrl_partition_set_state(p, &adj[k]);
-        fresh_add(fresh, p);
-        ok[idx[k]] = 2; /* written */
+        gr_ctrl_partition_set_state(g->p, &adj[k]);
+        fresh_add(fresh, g->p);
+        gr_ctrl_partition_mark_fresh(ctx, g->p);
+        for (int j = 0; j < g->n; j++) ok[g->idx[j]] = 2; /* written */
     }
     free(res);
     return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }
 
-/* One round over items idx[0..n) of reps; ok[i] set to 1 when replica i's partition state is
- * settled (written or did not contain it); retries go to retry[]. States come from ZooKeeper,
- * except (use_fresh: the first round) partitions in `fresh`, taken from the context; partitions
- * read or written here join `fresh`. */
-static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const int *idx, int n,
-                                 struct fresh_set *fresh, bool use_fresh, char *ok, int *retry, int *n_retry) {
+/* idx[] sorted by partition (context pointer), then by index into reps (= broker order). */
+static const struct gr_ctrl_partition *const *g_sort_parts;
+static int cmp_by_partition(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    uintptr_t px = (uintptr_t)g_sort_parts[x], py = (uintptr_t)g_sort_parts[y];
+    if (px != py) return px < py ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* One round over items idx[0..n) of reps (parts[i] = reps[i]'s partition); ok[i] set when
+ * replica i's partition state is settled (written, or did not contain it); retries go to
+ * retry[]. Every partition is read once and written at most once for all its replicas in the
+ * round. States come from ZooKeeper, except (use_fresh: the first round) partitions in `fresh`,
+ * taken from the context; partitions read or written here join `fresh`. */
+static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
+                                 struct gr_ctrl_partition *const *parts, int *idx, int n, struct fresh_set *fresh,
+                                 bool use_fresh, char *ok, int *retry, int *n_retry) {
     *n_retry = 0;
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)(n ? n : 1), sizeof *cur);
-    int rc = isr_read(sm, reps, idx, n, fresh, use_fresh, cur);
+    g_sort_parts = (const struct gr_ctrl_partition *const *)parts;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_by_partition);
+    g_sort_parts = NULL;
+    struct isr_group *groups = gr_malloc((size_t)(n ? n : 1) * sizeof *groups);
+    int *heads = gr_malloc((size_t)(n ? n : 1) * sizeof *heads);
+    int ng = 0;
+    for (int k = 0; k < n;) {
+        int e = k;
+        while (e < n && parts[idx[e]] == parts[idx[k]]) e++;
+        groups[ng] = (struct isr_group){.idx = &idx[k], .n = e - k, .p = parts[idx[k]]};
+        heads[ng++] = idx[k];
+        k = e;
+    }
+    /* Where the first round may start from the context instead of reading ZooKeeper: partitions
+     * read or written in this call (`fresh`), and partitions whose cached ISR holds one of the
+     * group's replicas -- a write follows, conditional on the cached zkVersion, so a state changed
+     * meanwhile in ZooKeeper fails with BADVERSION and is reread (next round), as in Kafka. A
+     * partition whose cached ISR holds none of them is read: "nothing to write" must not rest on
+     * a cache that may lag a leader's own ISR write. */
+    bool *from_ctx = gr_calloc((size_t)(ng ? ng : 1), sizeof *from_ctx);
+    for (int g = 0; use_fresh && g < ng; g++) {
+        const struct gr_ctrl_partition *p = groups[g].p;
+        if (!p->has_state) continue;
+        bool in_isr = fresh_has(fresh, p) || gr_ctrl_partition_fresh(sm->ctx, p);
+        for (int j = 0; j < groups[g].n && !in_isr; j++)
+            for (int i = 0; i < p->lai.n_isr; i++) in_isr |= p->lai.isr[i] == reps[groups[g].idx[j]].replica;
+        from_ctx[g] = in_isr;
+    }
+    struct gr_kzk_state_result *cur = gr_calloc((size_t)(ng ? ng : 1), sizeof *cur);
+    int rc = isr_read(sm, reps, heads, ng, from_ctx, cur);
+    free(from_ctx);
+    int ret = 0;
     if (rc) {
-        for (int k = 0; k < n; k++) {
-            log_failed(sm, &reps[idx[k]], GR_RS_ONLINE, GR_RS_OFFLINE, gr_kzk_strerror(rc));
-            gr_kzk_leader_and_isr_release(&cur[k].lai);
+        for (int g = 0; g < ng; g++) log_group_failed(sm, reps, &groups[g], gr_kzk_strerror(rc));
+    } else {
+        struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)(ng ? ng : 1), sizeof *adj);
+        struct gr_kzk_state_write *items = gr_calloc((size_t)(ng ? ng : 1), sizeof *items);
+        int *item_of = gr_malloc((size_t)(ng ? ng : 1) * sizeof *item_of);
+        int n_items = 0;
+        for (int g = 0; g < ng; g++) {
+            int what = isr_adjust(sm, reps, &groups[g], &cur[g], fresh, &adj[g]);
+            if (what == 0)
+                for (int j = 0; j < groups[g].n; j++) ok[groups[g].idx[j]] = 1;
+            if (what != 1) continue;
+            const struct gr_ctrl_replica *r = &reps[heads[g]];
+            items[n_items] = (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &adj[g]};
+            item_of[n_items++] = g;
         }
-        free(cur);
-        return 0;
+        if (n_items) ret = isr_write(sm, reps, groups, items, item_of, n_items, adj, fresh, ok, retry, n_retry);
+        for (int g = 0; g < ng; g++) gr_kzk_leader_and_isr_release(&adj[g]);
+        free(adj);
+        free(items);
+        free(item_of);
     }
-    struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)(n ? n : 1), sizeof *adj);
-    struct gr_kzk_state_write *items = gr_calloc((size_t)(n ? n : 1), sizeof *items);
-    int *item_of = gr_malloc((size_t)(n ? n : 1) * sizeof *item_of);
-    int n_items = 0;
-    for (int k = 0; k < n; k++) {
-        const struct gr_ctrl_replica *r = &reps[idx[k]];
-        int what = isr_adjust(sm, r, &cur[k], fresh, &adj[k]);
-        if (what == 0) ok[idx[k]] = 1;
-        if (what != 1) continue;
-        items[n_items] = (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &adj[k]};
-        item_of[n_items++] = k;
-    }
-    int ret = n_items ? isr_write(sm, reps, idx, items, item_of, n_items, adj, fresh, ok, retry, n_retry) : 0;
-    for (int k = 0; k < n; k++) {
-        gr_kzk_leader_and_isr_release(&adj[k]);
-        gr_kzk_leader_and_isr_release(&cur[k].lai);
-    }
-    free(adj);
+    for (int g = 0; g < ng; g++) gr_kzk_leader_and_isr_release(&cur[g].lai);
     free(cur);
-    free(items);
-    free(item_of);
+    free(groups);
+    free(heads);
     return ret;
 }
 
@@ -345,19 +410,23 @@ static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const s
     gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
 }
 
-/* -> OfflineReplica for reps[valid[0..n_valid)]: StopReplica(delete=false); partitions without a
- * state go Offline at once (UpdateMetadata); the others leave the ISR in ZooKeeper first (rounds
- * retrying BADVERSION). Returns 0 or GR_ECONTROLLER_MOVED. */
-static int to_offline(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
-                      const int *valid, int n_valid, struct fresh_set *fresh) {
-    for (int k = 0; k < n_valid; k++)
-        gr_ctrl_batch_add_stop_replica(sm->batch, &replica_id, 1, reps[valid[k]].topic, reps[valid[k]].partition, false);
+/* -> OfflineReplica for reps[valid[0..n_valid)] (every broker of the call; reps sorted by broker):
+ * StopReplica(delete=false); partitions without a state go Offline at once (UpdateMetadata); the
+ * others leave the ISR in ZooKeeper first -- all of a partition's replicas going offline in this
+ * call in ONE conditional write (rounds retrying BADVERSION) -- then, broker by broker, each
+ * replica's LeaderAndIsr to the partition's other replicas and its state change.
+ * Returns 0 or GR_ECONTROLLER_MOVED. */
+static int to_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, int n, const int *valid,
+                      int n_valid, struct fresh_set *fresh) {
+    struct gr_ctrl_partition **parts = gr_calloc((size_t)(n ? n : 1), sizeof *parts);
     char *ok = gr_calloc((size_t)(n ? n : 1), 1);
     int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
     int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
     for (int k = 0; k < n_valid; k++) {
         const struct gr_ctrl_replica *r = &reps[valid[k]];
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
+        parts[valid[k]] = p;
+        gr_ctrl_batch_add_stop_replica(sm->batch, &r->replica, 1, r->topic, r->partition, false);
         if (p->has_state) {
             with[n_with++] = valid[k];
             continue;
@@ -371,36 +440,51 @@ static int to_offline(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr
     int ret = 0;
     for (bool first = true; n_with > 0 && !ret; first = false) {
         int n_retry = 0;
-        ret = remove_from_isr_round(sm, reps, with, n_with, fresh, first, ok, retry, &n_retry);
+        ret = remove_from_isr_round(sm, reps, parts, with, n_with, fresh, first, ok, retry, &n_retry);
         memcpy(with, retry, (size_t)n_retry * sizeof *with);
         n_with = n_retry;
     }
     for (int k = 0; k < n_valid && !ret; k++)
-        if (ok[valid[k]]) offline_after_isr(sm, replica_id, &reps[valid[k]]);
+        if (ok[valid[k]]) offline_after_isr(sm, reps[valid[k]].replica, &reps[valid[k]]);
+    free(parts);
     free(ok);
     free(with);
     free(retry);
     return ret;
 }
 
-/* handleStateChanges for the replicas of one broker. */
-static int do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n, int target,
-                     struct fresh_set *fresh) {
+/* handleStateChanges for the replicas of one broker (any target but Offline). */
+static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
+                      int target) {
     int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
     int n_valid = valid_transitions(sm, reps, n, target, valid);
-    int ret = 0;
-    if (target == GR_RS_OFFLINE) {
-        ret = to_offline(sm, replica_id, reps, n, valid, n_valid, fresh);
-    } else {
-        for (int k = 0; k < n_valid; k++) {
-            const struct gr_ctrl_replica *r = &reps[valid[k]];
-            if (target == GR_RS_NEW) to_new(sm, replica_id, r);
-            else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
-            else to_plain(sm, replica_id, r, target);
-        }
+    for (int k = 0; k < n_valid; k++) {
+        const struct gr_ctrl_replica *r = &reps[valid[k]];
+        if (target == GR_RS_NEW) to_new(sm, replica_id, r);
+        else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
+        else to_plain(sm, replica_id, r, target);
     }
     free(valid);
-    return ret;
+}
+
+/* handleStateChanges to Offline for every broker's replicas at once (v sorted by broker). */
+static int handle_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v, int n) {
+    int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
+    int n_valid = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && v[j].replica == v[i].replica) j++;
+        int m = valid_transitions(sm, &v[i], j - i, GR_RS_OFFLINE, &valid[n_valid]);
+        for (int k = 0; k < m; k++) valid[n_valid + k] += i;
+        n_valid += m;
+        i = j;
+    }
+    struct fresh_set fresh;
+    fresh_init(&fresh, n);
+    int rc = to_offline(sm, v, n, valid, n_valid, &fresh);
+    free(fresh.slots);
+    free(valid);
+    return rc;
 }
 
 static int cmp_replica_id(const void *a, const void *b) {
@@ -415,16 +499,17 @@ int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_repl
     memcpy(v, replicas, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
     gr_ctrl_batch_begin(sm->batch);
-    struct fresh_set fresh = {0};
-    if (target == GR_RS_OFFLINE) fresh_init(&fresh, n);
     int rc = 0;
-    for (int i = 0; i < n && !rc;) {
-        int j = i;
-        while (j < n && v[j].replica == v[i].replica) j++;
-        rc = do_handle(sm, v[i].replica, &v[i], j - i, target, target == GR_RS_OFFLINE ? &fresh : NULL);
-        i = j;
+    if (target == GR_RS_OFFLINE) {
+        rc = handle_offline(sm, v, n);
+    } else {
+        for (int i = 0; i < n;) {
+            int j = i;
+            while (j < n && v[j].replica == v[i].replica) j++;
+            do_handle(sm, v[i].replica, &v[i], j - i, target);
+            i = j;
+        }
     }
-    free(fresh.slots);
     if (rc == GR_ECONTROLLER_MOVED) {
         gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
                  gr_replica_state_name(target));

@@ -11,10 +11,16 @@
  *                           -> reread and retry); LeaderAndIsr to the remaining assigned replicas
  *                           unless the topic is queued for deletion. Partitions without
  *                           leadership info only get UpdateMetadata to all brokers.
+ *                           Unlike Kafka (one write per broker), all of a partition's replicas
+ *                           going offline in one call are removed in ONE write (the leader and ISR
+ *                           Kafka's last write would leave; leader epoch + 1 once), and the state
+ *                           starts from the context when its cached ISR holds one of them (the
+ *                           write is conditional: BADVERSION rereads).
  *   -> DeletionStarted    : StopReplica(delete=true).
  *   -> DeletionIneligible, DeletionSuccessful: cache only.
  *   -> NonExistent        : the replica is removed from the partition's assignment (and state).
- * Replicas are processed grouped by broker id. One request batch per call.
+ * Replicas are processed grouped by broker id (Offline: grouped by partition for the writes).
+ * One request batch per call.
  *
  * Returns 0 or GR_ECONTROLLER_MOVED (nothing sent; the caller resigns). Event thread only. */
 #ifndef GR_CONTROLLER_REPLICA_SM_H

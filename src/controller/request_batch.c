@@ -27,10 +27,20 @@ int16_t gr_ctrl_security_protocol_id(const char *name) {
 
 enum { KIND_LAI, KIND_UM, KIND_SR };
 
+/* A topic name interned in the batch (one arena copy per topic per batch): entries of the same
+ * topic share the pointer, so the map compares pointers and the sort compares ranks, not names
+ * (strcmp was the top of the controller's event thread building 300k LeaderAndIsr entries). */
+struct topic_ref {
+    const char *name; /* in the batch arena */
+    uint64_t hash;
+    uint32_t rank;    /* position in name order, set by rank_topics before a sort */
+};
+
 struct entry {
     int32_t broker; /* -1 in the UpdateMetadata partition map */
     int32_t partition;
-    const char *topic; /* in the batch arena */
+    const char *topic; /* == tref->name */
+    const struct topic_ref *tref;
     uint64_t hash;
     union {
         struct LeaderAndIsrRequest_LeaderAndIsrPartitionState lai;
@@ -45,25 +55,30 @@ struct map {
     size_t n;
 };
 
-static uint64_t key_hash(int32_t broker, const char *topic, int32_t partition) {
+static uint64_t str_hash(const char *topic) {
     uint64_t h = 1469598103934665603ULL;
     for (const char *s = topic; *s; s++) {
         h ^= (unsigned char)*s;
         h *= 1099511628211ULL;
     }
+    return h;
+}
+
+static uint64_t key_hash(int32_t broker, const struct topic_ref *t, int32_t partition) {
+    uint64_t h = t->hash;
     h ^= (uint64_t)(uint32_t)partition * 0x9E3779B97F4A7C15ULL;
     h ^= (uint64_t)(uint32_t)broker * 0xC2B2AE3D27D4EB4FULL;
     h ^= h >> 29;
     return h;
 }
 
-static struct entry **map_slot(struct map *m, int32_t broker, const char *topic, int32_t partition, uint64_t h) {
+static struct entry **map_slot(struct map *m, int32_t broker, const struct topic_ref *t, int32_t partition,
+                               uint64_t h) {
     size_t mask = m->n_slots - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         struct entry *e = m->slots[i];
         if (!e) return &m->slots[i];
-        if (e->hash == h && e->broker == broker && e->partition == partition && strcmp(e->topic, topic) == 0)
-            return &m->slots[i];
+        if (e->hash == h && e->broker == broker && e->partition == partition && e->tref == t) return &m->slots[i];
     }
 }
 
@@ -106,16 +121,8 @@ static struct entry **map_entries(const struct map *m) {
 static int cmp_entry(const void *a, const void *b) {
     const struct entry *x = *(struct entry *const *)a, *y = *(struct entry *const *)b;
     if (x->broker != y->broker) return x->broker < y->broker ? -1 : 1;
-    int c = strcmp(x->topic, y->topic);
-    if (c) return c;
+    if (x->tref != y->tref) return x->tref->rank < y->tref->rank ? -1 : 1;
     return x->partition < y->partition ? -1 : x->partition > y->partition;
-}
-
-/* The entries of m sorted by (broker, topic, partition), malloc'd. */
-static struct entry **sorted_entries(const struct map *m) {
-    struct entry **v = map_entries(m);
-    qsort(v, m->n, sizeof *v, cmp_entry);
-    return v;
 }
 
 /* Walks sorted entries v[0..n) one broker at a time: sets [*i, *j) to the next run of entries
@@ -134,7 +141,7 @@ static struct gr_ctrl_broker *next_broker_run(struct gr_ctrl_context *ctx, struc
 
 /* In sorted entries whose run starts at `first`: does v[k] start a new topic? */
 static bool topic_starts(struct entry **v, size_t first, size_t k) {
-    return k == first || strcmp(v[k]->topic, v[k - 1]->topic) != 0;
+    return k == first || v[k]->tref != v[k - 1]->tref;
 }
 
 /* Number of topics among sorted entries v[first..end). */
@@ -148,7 +155,7 @@ static int count_topics(struct entry **v, size_t first, size_t end) {
 /* Number of entries from v[k] on (before end) with v[k]'s topic. */
 static size_t topic_run_len(struct entry **v, size_t k, size_t end) {
     size_t m = k;
-    while (m < end && strcmp(v[m]->topic, v[k]->topic) == 0) m++;
+    while (m < end && v[m]->tref == v[k]->tref) m++;
     return m - k;
 }
 
@@ -158,6 +165,12 @@ struct gr_ctrl_batch {
     struct gr_ctrl_sm *sm;
     struct gr_arena arena; /* entries, topic names and their arrays */
     struct map lai, um, sr;
+    /* interned topic names (open addressing; refs in the arena), and the last one looked up
+     * (callers add a topic's partitions one after another) */
+    struct topic_ref **topics;
+    size_t n_topic_slots, n_topics;
+    bool ranked;
+    struct topic_ref *last_ref;
     int n_um_brokers, cap_um_brokers;
     int32_t *um_brokers; /* sorted, unique */
 };
@@ -173,6 +186,16 @@ void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
     map_clear(&b->lai);
     map_clear(&b->um);
     map_clear(&b->sr);
+    if (b->n_topic_slots > 4096) {
+        free(b->topics);
+        b->topics = NULL;
+        b->n_topic_slots = 0;
+    } else if (b->topics) {
+        memset(b->topics, 0, b->n_topic_slots * sizeof *b->topics);
+    }
+    b->n_topics = 0;
+    b->ranked = false;
+    b->last_ref = NULL;
     b->n_um_brokers = 0;
     gr_arena_free(&b->arena);
 }
@@ -183,6 +206,7 @@ void gr_ctrl_batch_free(struct gr_ctrl_batch *b) {
     free(b->lai.slots);
     free(b->um.slots);
     free(b->sr.slots);
+    free(b->topics);
     free(b->um_brokers);
     free(b);
 }
@@ -204,12 +228,73 @@ int gr_ctrl_batch_begin(struct gr_ctrl_batch *b) {
     return -EBUSY;
 }
 
+static void topics_grow(struct gr_ctrl_batch *b) {
+    size_t n_slots = b->n_topic_slots ? b->n_topic_slots * 2 : 64;
+    struct topic_ref **old = b->topics;
+    size_t old_n = b->n_topic_slots;
+    b->topics = gr_calloc(n_slots, sizeof *b->topics);
+    b->n_topic_slots = n_slots;
+    for (size_t i = 0; i < old_n; i++) {
+        if (!old[i]) continue;
+        size_t j = (size_t)old[i]->hash & (n_slots - 1);
+        while (b->topics[j]) j = (j + 1) & (n_slots - 1);
+        b->topics[j] = old[i];
+    }
+    free(old);
+}
+
+/* The batch's interned copy of a topic name (added if new). */
+static struct topic_ref *intern_topic(struct gr_ctrl_batch *b, const char *topic) {
+    if (b->last_ref && (topic == b->last_ref->name || strcmp(topic, b->last_ref->name) == 0)) return b->last_ref;
+    if ((b->n_topics + 1) * 4 >= b->n_topic_slots * 3) topics_grow(b);
+    uint64_t h = str_hash(topic);
+    size_t mask = b->n_topic_slots - 1, i = (size_t)h & mask;
+    while (b->topics[i] && (b->topics[i]->hash != h || strcmp(b->topics[i]->name, topic) != 0)) i = (i + 1) & mask;
+    if (!b->topics[i]) {
+        struct topic_ref *t = gr_arena_alloc(&b->arena, sizeof *t);
+        t->name = gr_arena_strdup(&b->arena, topic);
+        t->hash = h;
+        t->rank = 0;
+        b->topics[i] = t;
+        b->n_topics++;
+        b->ranked = false;
+    }
+    b->last_ref = b->topics[i];
+    return b->topics[i];
+}
+
+static int cmp_topic_ref(const void *a, const void *b) {
+    return strcmp((*(struct topic_ref *const *)a)->name, (*(struct topic_ref *const *)b)->name);
+}
+
+/* Sets every interned topic's rank to its position in name order. */
+static void rank_topics(struct gr_ctrl_batch *b) {
+    if (b->ranked) return;
+    struct topic_ref **v = gr_malloc((b->n_topics ? b->n_topics : 1) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; i < b->n_topic_slots; i++)
+        if (b->topics[i]) v[k++] = b->topics[i];
+    qsort(v, k, sizeof *v, cmp_topic_ref);
+    for (size_t i = 0; i < k; i++) v[i]->rank = (uint32_t)i;
+    free(v);
+    b->ranked = true;
+}
+
+/* The entries of m sorted by (broker, topic name, partition), malloc'd. */
+static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct map *m) {
+    rank_topics(b);
+    struct entry **v = map_entries(m);
+    qsort(v, m->n, sizeof *v, cmp_entry);
+    return v;
+}
+
 /* Finds or inserts the entry for the key; *fresh tells which. */
 static struct entry *map_put(struct gr_ctrl_batch *b, struct map *m, int32_t broker, const char *topic,
                              int32_t partition, bool *fresh) {
     if ((m->n + 1) * 4 >= m->n_slots * 3) map_grow(m);
-    uint64_t h = key_hash(broker, topic, partition);
-    struct entry **slot = map_slot(m, broker, topic, partition, h);
+    struct topic_ref *t = intern_topic(b, topic);
+    uint64_t h = key_hash(broker, t, partition);
+    struct entry **slot = map_slot(m, broker, t, partition, h);
     if (*slot) {
         *fresh = false;
         return *slot;
@@ -217,7 +302,8 @@ static struct entry *map_put(struct gr_ctrl_batch *b, struct map *m, int32_t bro
     struct entry *e = gr_arena_alloc(&b->arena, sizeof *e);
     e->broker = broker;
     e->partition = partition;
-    e->topic = gr_arena_strdup(&b->arena, topic);
+    e->tref = t;
+    e->topic = t->name;
     e->hash = h;
     *slot = e;
     m->n++;
@@ -437,7 +523,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->lai.n == 0) return;
-    struct entry **v = sorted_entries(&b->lai);
+    struct entry **v = sorted_entries(b, &b->lai);
     size_t n = b->lai.n, i, j = 0;
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {
@@ -517,7 +603,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     struct gr_ctrl_shared_arena *sh = shared_new(n_targets);
     struct gr_arena *a = &sh->arena;
     /* partition states grouped by topic */
-    struct entry **v = sorted_entries(&b->um);
+    struct entry **v = sorted_entries(b, &b->um);
     size_t n = b->um.n;
     int n_topics = count_topics(v, 0, n);
     struct UpdateMetadataRequest_UpdateMetadataTopicState *topics =
@@ -581,7 +667,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->sr.n == 0) return;
-    struct entry **v = sorted_entries(&b->sr);
+    struct entry **v = sorted_entries(b, &b->sr);
     size_t n = b->sr.n, i, j = 0;
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {

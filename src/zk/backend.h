@@ -26,7 +26,12 @@
  *     Expire event runs before the new session is created). Between EXPIRED and NEW_SESSION every
  *     call fails fast with GR_ZSESSIONEXPIRED. Other callbacks (watches, CONNECTED,
  *     DISCONNECTED) run on libzookeeper's completion thread and must only copy and enqueue.
- *  6. Strings/data returned are heap allocations owned by the caller (free()); data buffers are
+ *  6. multi_many pipelines several multis: each is atomic on its own (rule 3), and ZooKeeper
+ *     applies one session's requests in the order they were sent, so multi i is applied (or
+ *     refused) before multi i+1. After a connection loss every multi not yet answered reports
+ *     CONNECTIONLOSS (it may or may not have been applied), like a single multi. The in-memory
+ *     backends run them one after another on the caller's thread.
+ *  7. Strings/data returned are heap allocations owned by the caller (free()); data buffers are
  *     always NUL-terminated one byte past `len` so JSON parsers may treat them as C strings
  *     (a znode with null data reads as len 0). Input pointers are borrowed for the call only.
  */
@@ -146,6 +151,15 @@ struct gr_zop gr_zop_delete(const char *path, int version);
 struct gr_zop gr_zop_set(const char *path, const void *data, int len, int version);
 struct gr_zop gr_zop_check(const char *path, int version);
 
+/* One multi of a multi_many call: ops[n] in, results[n] out (zeroed and filled by the callee),
+ * rc = what multi would have returned for it. */
+struct gr_zmulti {
+    const struct gr_zop *ops;
+    int n;
+    struct gr_zop_result *results;
+    int rc;
+};
+
 /* Result of one read in get_many. data is malloc'd (NUL-terminated past len), caller frees;
  * NULL when rc != GR_ZOK. */
 struct gr_zget_result {
@@ -207,6 +221,11 @@ struct gr_zk_backend_ops {
     /* Closes the session (ephemerals go at once) and frees the backend. No callbacks are
      * delivered after it returns. Must not be called from a callback. */
     void (*destroy)(struct gr_zk_backend *b);
+    /* Pipelined multis (rule 6): issues m[0..n) in order, the real backend with several in
+     * flight at once, and returns when every one has its answer in m[i].rc / m[i].results.
+     * Returns GR_ZOK (per-multi outcomes in m[i].rc). May be NULL: gr_zkb_multi_many then runs
+     * them one after another through multi. */
+    int (*multi_many)(struct gr_zk_backend *b, struct gr_zmulti *m, int n);
 };
 
 /* Base of every backend; implementations embed it first. The callbacks are fixed at
@@ -275,6 +294,11 @@ static inline int gr_zkb_get_children(struct gr_zk_backend *b, const char *path,
 static inline int gr_zkb_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n,
                                struct gr_zop_result *results) {
     return b->ops->multi(b, ops, n, results);
+}
+static inline int gr_zkb_multi_many(struct gr_zk_backend *b, struct gr_zmulti *m, int n) {
+    if (b->ops->multi_many) return b->ops->multi_many(b, m, n);
+    for (int i = 0; i < n; i++) m[i].rc = b->ops->multi(b, m[i].ops, m[i].n, m[i].results);
+    return GR_ZOK;
 }
 static inline int gr_zkb_get_many(struct gr_zk_backend *b, const char *const *paths, int n,
                                   bool watch, struct gr_zget_result *results) {

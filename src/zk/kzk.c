@@ -14,8 +14,11 @@
  *
  * Guarded writes: every controller write is one multi {check(/controller_epoch, zkVersion),
  * op...}. A failing check → GR_ECONTROLLER_MOVED. Bulk writes are split into multis of at most
- * k->batch ops; a batch that fails on an item is redone item by item so each item gets its own
- * result (an item is then its own guarded multi).
+ * k->batch ops, up to k->depth of them in flight at once (the backend's multi_many) when the items
+ * do not depend on each other; a batch that fails on an item is rerun without it (see
+ * guarded_items). Once a multi reports the epoch check failed nothing more is sent; the multis
+ * already in flight carry their own check, which fails as well (ZooKeeper applies one session's
+ * requests in order and the epoch's zkVersion only grows).
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -34,6 +37,7 @@
 struct gr_kzk {
     struct gr_zk_backend *b;
     int batch;
+    int depth;            /* guarded multis in flight at once (independent items) */
     atomic_bool stopping; /* gr_kzk_stop_waiting */
 };
 
@@ -70,6 +74,7 @@ struct gr_kzk *gr_kzk_new(struct gr_zk_backend *b) {
     struct gr_kzk *k = gr_calloc(1, sizeof(*k));
     k->b = b;
     k->batch = 1000;
+    k->depth = 8;
     return k;
 }
 
@@ -83,6 +88,10 @@ struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k) {
 
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
     k->batch = ops < 2 ? 2 : ops;
+}
+
+void gr_kzk_set_pipeline_depth(struct gr_kzk *k, int multis) {
+    k->depth = multis < 1 ? 1 : multis;
 }
 
 void gr_kzk_stop_waiting(struct gr_kzk *k) {
@@ -270,68 +279,228 @@ static void settle_item(int i, struct gr_zop_result *r, int irc, int *item_rc, s
 /* Failed multis per batch before the rest of it goes item by item. */
 #define MULTI_RETRIES 4
 
+/* A batch of pending items (indices into the caller's ops) for guarded_items. */
+struct gbatch {
+    int *idx;
+    int m;
+    int failures;
+    bool lost; /* its last try lost the connection: it may have been applied */
+};
+
+static struct gbatch *gbatch_new(const int *idx, int m, int failures) {
+    struct gbatch *g = gr_malloc(sizeof(*g));
+    g->idx = gr_malloc((size_t)(m > 0 ? m : 1) * sizeof(int));
+    memcpy(g->idx, idx, (size_t)m * sizeof(int));
+    g->m = m;
+    g->failures = failures;
+    g->lost = false;
+    return g;
+}
+
+static void gbatch_free(struct gbatch *g) {
+    if (!g) return;
+    free(g->idx);
+    free(g);
+}
+
+/* Whether op's effect is what ZooKeeper holds (r: a get of op->path): a create holding exactly
+ * its data at version 0, a set holding its data at the expected version + 1, a delete whose node
+ * is gone. The rule of landed_already, for any op. */
+static bool op_landed(const struct gr_zop *op, const struct gr_zget_result *r) {
+    if (op->type == GR_ZOP_DELETE) return r->rc == GR_ZNONODE;
+    if (r->rc != GR_ZOK || (op->type != GR_ZOP_CREATE && op->type != GR_ZOP_SET)) return false;
+    int want = op->type == GR_ZOP_CREATE ? 0 : op->version + 1;
+    int len = op->data ? op->len : 0;
+    return (op->type == GR_ZOP_CREATE || op->version != GR_ZANY_VERSION) && r->stat.version == want &&
+           r->len == len && (len == 0 || memcmp(r->data, op->data, (size_t)len) == 0);
+}
+
+/* A batch rerun after a lost connection failed on an item: reads every item once (pipelined)
+ * and settles those whose effect ZooKeeper already holds as done (their result: the stat read,
+ * the path for a create). The others stay in g. Returns how many were settled. */
+static int settle_landed(struct gr_kzk *k, const struct gr_zop *ops, struct gbatch *g, int *item_rc,
+                         struct gr_zop_result *res, int ok_code) {
+    int m0 = g->m;
+    const char **paths = gr_malloc((size_t)m0 * sizeof(char *));
+    for (int i = 0; i < m0; i++) paths[i] = ops[g->idx[i]].path;
+    struct gr_zget_result *rd = gr_calloc((size_t)m0, sizeof(*rd));
+    z_get_many(k, paths, m0, false, rd);
+    int kept = 0, settled = 0;
+    for (int i = 0; i < m0; i++) {
+        const struct gr_zop *op = &ops[g->idx[i]];
+        if (!op_landed(op, &rd[i])) {
+            g->idx[kept++] = g->idx[i];
+            continue;
+        }
+        struct gr_zop_result one;
+        memset(&one, 0, sizeof(one));
+        one.stat = rd[i].stat;
+        if (op->type == GR_ZOP_CREATE && res) one.created_path = gr_strdup(op->path);
+        settle_item(g->idx[i], &one, 0, item_rc, res, ok_code);
+        settled++;
+    }
+    if (settled)
+        gr_info(LOGGER, "%d of %d writes of a guarded multi retried after a connection loss had already been applied",
+                settled, m0);
+    g->m = kept;
+    gr_zget_results_release(rd, m0);
+    free(rd);
+    free(paths);
+    return settled;
+}
+
+/* Outcome of one guarded multi of guarded_items: settles what it can and appends to *next the
+ * batches still to run. Returns 0, GR_ECONTROLLER_MOVED, GR_EZK, or 1 (a retryable failure:
+ * the batch is in *next unchanged). Frees g unless it is requeued. */
+static int gbatch_settle(struct gr_kzk *k, const struct gr_zop *ops, struct gbatch *g, struct gr_zmulti *mm,
+                         int *item_rc, struct gr_zop_result *res, int ok_code, struct gbatch **next, int *nn) {
+    struct gr_zop_result *r = mm->results; /* [0] is the epoch check */
+    int zrc = mm->rc;
+    if (zrc == GR_ZOK) {
+        for (int i = 0; i < g->m; i++) settle_item(g->idx[i], &r[i + 1], 0, item_rc, res, ok_code);
+        gbatch_free(g);
+        return 0;
+    }
+    gr_zop_results_release(r, mm->n);
+    if (r[0].rc == GR_ZBADVERSION || r[0].rc == GR_ZNONODE) {
+        gbatch_free(g);
+        return GR_ECONTROLLER_MOVED;
+    }
+    if (retryable(zrc)) {
+        g->lost = true;
+        next[(*nn)++] = g;
+        return 1;
+    }
+    if (gr_kzk_from_zrc(zrc) == GR_EZK) {
+        gr_error(LOGGER, "guarded multi of %d ops failed: %s", g->m, gr_zrc_name(zrc));
+        gbatch_free(g);
+        return GR_EZK;
+    }
+    /* A rerun after a lost connection that fails on an item (NODEEXISTS / BADVERSION): most
+     * likely the lost try was applied. Settle what ZooKeeper holds as ours and rerun the rest. */
+    if (g->lost) {
+        g->lost = false;
+        if (settle_landed(k, ops, g, item_rc, res, ok_code) > 0) {
+            if (g->m == 0) gbatch_free(g);
+            else next[(*nn)++] = g;
+            return 0;
+        }
+    }
+    /* One item failed (ZooKeeper rolled the multi back): settle it, rerun the rest. */
+    int f = 0;
+    while (f < g->m && r[f + 1].rc == GR_ZOK) f++;
+    if (f < g->m) {
+        struct gr_zop_result one = r[f + 1];
+        one.created_path = NULL;
+        settle_item(g->idx[f], &one, gr_kzk_from_zrc(r[f + 1].rc), item_rc, res, ok_code);
+        memmove(&g->idx[f], &g->idx[f + 1], (size_t)(g->m - f - 1) * sizeof(int));
+        g->m--;
+        g->failures++;
+    } else if (g->m == 1) { /* alone and no failing op reported: the multi's code is its own */
+        settle_item(g->idx[0], &r[1], gr_kzk_from_zrc(zrc), item_rc, res, ok_code);
+        g->m = 0;
+    } else {
+        g->failures = MULTI_RETRIES; /* no failing op reported: item by item */
+    }
+    if (g->m == 0) {
+        gbatch_free(g);
+    } else if (g->failures >= MULTI_RETRIES && g->m > 1) {
+        for (int i = 0; i < g->m; i++) next[(*nn)++] = gbatch_new(&g->idx[i], 1, MULTI_RETRIES);
+        gbatch_free(g);
+    } else {
+        next[(*nn)++] = g;
+    }
+    return 0;
+}
+
 /* Runs n single-op items as guarded multis of up to k->batch-1 ops. item_rc[i] gets the item's
- * kzk code; ok_codes lists codes to treat as success (e.g. EEXISTS for parents). res (optional)
+ * kzk code; ok_code is a code to treat as success (e.g. EEXISTS for parents). res (optional)
  * receives each op's result. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK.
+ *
+ * Independent items (`ordered` false) go up to k->depth multis at a time through the backend's
+ * multi_many; ordered items (a subtree deleted deepest first) one multi at a time, each batch
+ * finished (including its reruns) before the next starts.
  *
  * When an item fails, ZooKeeper rolls the whole multi back and reports the ops before the failing
  * one as OK, the failing one with its code and the later ones as RUNTIMEINCONSISTENCY: the failing
  * item is settled with its code and the others are rerun as one multi. After MULTI_RETRIES failed
- * multis in one batch the rest goes one item per multi (the old behaviour, which made a single
- * stale conditional write cost ~1000 round trips). */
+ * multis in one batch the rest goes one item per multi (which made a single stale conditional
+ * write cost ~1000 round trips when it was the first reaction). A connection loss reruns the
+ * multis it left unanswered once the connection is back (Kafka's retryRequestsUntilConnected).
+ * The first multi that finds the epoch check failed ends the call: nothing more is sent. */
 static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops, int n,
-                         int *item_rc, struct gr_zop_result *res, int ok_code) {
+                         int *item_rc, struct gr_zop_result *res, int ok_code, bool ordered) {
+    if (n <= 0) return 0;
     int per = k->batch - 1;
     if (per < 1) per = 1;
-    struct gr_zop_result *tmp = gr_calloc((size_t)per, sizeof(*tmp));
-    struct gr_zop *sub = gr_malloc((size_t)per * sizeof(*sub));
-    int *pend = gr_malloc((size_t)per * sizeof(*pend));
-    int out = 0;
-    for (int start = 0; start < n && out == 0; start += per) {
+    if (per > n) per = n; /* the buffers below are sized for what this call can use */
+    int depth = ordered ? 1 : k->depth;
+    if (depth > n) depth = n;
+    /* The queue: batches in order; a round runs the first `depth`, then puts what is left of
+     * them (reruns, retries) back at the front. Items split into singles: at most n batches. */
+    int cap = n + 1;
+    struct gbatch **q = gr_calloc((size_t)cap, sizeof(*q));
+    struct gbatch **next = gr_calloc((size_t)cap, sizeof(*next));
+    int qn = 0;
+    int *tmp_idx = gr_malloc((size_t)per * sizeof(int));
+    for (int start = 0; start < n; start += per) {
         int m = GR_MIN(per, n - start);
-        for (int i = 0; i < m; i++) pend[i] = start + i;
-        int failures = 0;
-        while (m > 0 && out == 0 && failures < MULTI_RETRIES) {
-            for (int i = 0; i < m; i++) sub[i] = ops[pend[i]];
-            int rc = gr_kzk_guarded_multi(k, ezv, sub, m, tmp);
-            if (rc == 0) {
-                for (int i = 0; i < m; i++) settle_item(pend[i], &tmp[i], 0, item_rc, res, ok_code);
-                m = 0;
-                break;
-            }
-            if (rc == GR_ECONTROLLER_MOVED || rc == GR_EZK) {
-                gr_zop_results_release(tmp, m);
-                out = rc;
-                break;
-            }
-            failures++;
-            int f = 0;
-            while (f < m && tmp[f].rc == 0) f++;
-            if (f == m) { /* no failing op reported: item by item */
-                gr_zop_results_release(tmp, m);
-                failures = MULTI_RETRIES;
-                break;
-            }
-            settle_item(pend[f], &tmp[f], tmp[f].rc, item_rc, res, ok_code);
-            gr_zop_results_release(tmp, m);
-            memmove(&pend[f], &pend[f + 1], (size_t)(m - f - 1) * sizeof(*pend));
-            m--;
+        for (int i = 0; i < m; i++) tmp_idx[i] = start + i;
+        q[qn++] = gbatch_new(tmp_idx, m, 0);
+    }
+    free(tmp_idx);
+    struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof(*mm));
+    struct gr_zop **mops = gr_calloc((size_t)depth, sizeof(*mops));
+    for (int j = 0; j < depth; j++) {
+        mops[j] = gr_malloc((size_t)(per + 1) * sizeof(struct gr_zop));
+        mm[j].results = gr_calloc((size_t)(per + 1), sizeof(struct gr_zop_result));
+        mm[j].ops = mops[j];
+    }
+    int out = 0, attempt = 0;
+    while (qn > 0 && out == 0) {
+        int w = GR_MIN(depth, qn);
+        for (int j = 0; j < w; j++) {
+            mops[j][0] = gr_zop_check("/controller_epoch", ezv);
+            for (int i = 0; i < q[j]->m; i++) mops[j][i + 1] = ops[q[j]->idx[i]];
+            mm[j].n = q[j]->m + 1;
         }
-        for (int i = 0; i < m && out == 0; i++) {
-            struct gr_zop_result one;
-            memset(&one, 0, sizeof(one));
-            int irc = gr_kzk_guarded_multi(k, ezv, &ops[pend[i]], 1, &one);
-            if (irc == GR_ECONTROLLER_MOVED || irc == GR_EZK) {
-                free(one.created_path);
-                out = irc;
-                break;
+        gr_zkb_multi_many(k->b, mm, w);
+        int nn = 0;
+        bool lost = false, progress = false;
+        for (int j = 0; j < w; j++) {
+            struct gbatch *g = q[j];
+            q[j] = NULL;
+            if (out) { /* after a fatal answer: release, keep nothing */
+                gr_zop_results_release(mm[j].results, mm[j].n);
+                gbatch_free(g);
+                continue;
             }
-            settle_item(pend[i], &one, irc, item_rc, res, ok_code);
+            int rc = gbatch_settle(k, ops, g, &mm[j], item_rc, res, ok_code, next, &nn);
+            if (rc == 1) lost = true;
+            else progress = true;
+            if (rc < 0) out = rc;
+        }
+        if (out) break;
+        for (int j = w; j < qn; j++) next[nn++] = q[j];
+        struct gbatch **t = q;
+        q = next;
+        next = t;
+        qn = nn;
+        if (progress) attempt = 0;
+        if (lost && !wait_retry(k, &attempt)) {
+            gr_error(LOGGER, "guarded multis failed: ZooKeeper unreachable, session expired or closing");
+            out = GR_EZK;
         }
     }
-    free(pend);
-    free(sub);
-    free(tmp);
+    for (int j = 0; j < qn; j++) gbatch_free(q[j]);
+    for (int j = 0; j < depth; j++) {
+        free(mops[j]);
+        free(mm[j].results);
+    }
+    free(mops);
+    free(mm);
+    free(next);
+    free(q);
     return out;
 }
 
@@ -834,7 +1003,7 @@ static int delete_recursive_guarded(struct gr_kzk *k, int32_t ezv, const char *p
         struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
         for (int i = 0; i < n; i++) ops[i] = gr_zop_delete(nodes[n - 1 - i], GR_ZANY_VERSION);
         int *irc = gr_calloc((size_t)n, sizeof(int));
-        rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE);
+        rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, true);
         for (int i = 0; rc == 0 && i < n; i++)
             if (irc[i]) {
                 gr_error(LOGGER, "delete %s failed: %s", ops[i].path, gr_kzk_strerror(irc[i]));
@@ -945,13 +1114,19 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
         parents[u++] = parents[i];
     }
     np = u;
+    int n_topics = np;
     for (int i = 0; i < n; i++)
         parents[np++] = gr_asprintf("/brokers/topics/%s/partitions/%d", items[i].topic,
                                     items[i].partition);
     struct gr_zop *ops = gr_malloc((size_t)(np > n ? np : n) * sizeof(*ops));
     for (int i = 0; i < np; i++) ops[i] = gr_zop_create(parents[i], NULL, 0, 0);
     int *prc = gr_calloc((size_t)np, sizeof(int));
-    int rc = guarded_items(k, epoch_zk_version, ops, np, prc, NULL, GR_KZK_EEXISTS);
+    /* …/partitions first, then …/partitions/P: each level's items are independent (pipelined),
+     * the second needs the first. */
+    int rc = guarded_items(k, epoch_zk_version, ops, n_topics, prc, NULL, GR_KZK_EEXISTS, false);
+    if (!rc)
+        rc = guarded_items(k, epoch_zk_version, ops + n_topics, np - n_topics, prc + n_topics, NULL,
+                           GR_KZK_EEXISTS, false);
     free(prc); /* a failed parent shows up as NONODE on its state below */
     for (int i = 0; i < np; i++) free(parents[i]);
     free(parents);
@@ -969,7 +1144,7 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
         ops[i] = gr_zop_create(paths[i], jsons[i], (int)len, 0);
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
-    rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0);
+    rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0, false);
     for (int i = 0; !rc && i < n; i++) {
         struct gr_zstat st;
         if (irc[i] == GR_KZK_EEXISTS && landed_already(k, paths[i], jsons[i], -1, &st)) {
@@ -1008,7 +1183,7 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
     struct gr_zop_result *zr = gr_calloc((size_t)n, sizeof(*zr));
-    int rc = guarded_items(k, epoch_zk_version, ops, n, irc, zr, 0);
+    int rc = guarded_items(k, epoch_zk_version, ops, n, irc, zr, 0, false);
     for (int i = 0; !rc && i < n; i++)
         if (irc[i] == GR_KZK_EBADVERSION && landed_already(k, paths[i], jsons[i], ops[i].version, &zr[i].stat))
             irc[i] = 0;
@@ -1115,7 +1290,7 @@ static int delete_children_guarded(struct gr_kzk *k, int32_t ezv, const char *pa
         ops[i] = gr_zop_delete(paths[i], GR_ZANY_VERSION);
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
-    int rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE);
+    int rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, false);
     for (int i = 0; rc == 0 && i < n; i++)
         if (irc[i]) rc = GR_EZK;
     for (int i = 0; i < n; i++) free(paths[i]);

@@ -237,6 +237,8 @@ void gr_kzk_free(struct gr_kzk *k);
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k);
 /* Max ops per multi batch (default 1000; tests lower it). */
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops);
+/* Guarded multis of one bulk write in flight at once (default 8; 1 = one after another). */
+void gr_kzk_set_pipeline_depth(struct gr_kzk *k, int multis);
 /* Shutdown: from now on a call that finds ZooKeeper unreachable fails at once instead of waiting
  * for the connection (a call already waiting notices within half a second). Any thread. */
 void gr_kzk_stop_waiting(struct gr_kzk *k);
@@ -355,8 +357,9 @@ struct gr_kzk_state_result {
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
- * guarded multis of up to batch-size ops; if a batch fails on an item (not the epoch check) the
- * batch is redone item by item so each gets its own result. A state znode that exists holding
+ * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
+ * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun
+ * without it (item by item after a few such failures). A state znode that exists holding
  * exactly our JSON (our own create, retried after a connection loss) counts as created. Returns 0
  * (see res[]), GR_ECONTROLLER_MOVED (nothing more written), or GR_EZK. */
 int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,

@@ -439,6 +439,7 @@ struct batch {
     pthread_cond_t cv;
     int inflight;
     int wake_at;  /* -1: nobody waiting */
+    int stop_rc;  /* multi_many: the first "did not run" answer, 0 while none */
 };
 
 #define GR_ZK_REFILL_AT (GR_ZK_MAX_INFLIGHT / 2)
@@ -642,63 +643,155 @@ static int r_get_children_many(struct gr_zk_backend *be, const char *const *path
     return run_many((struct real *)be, paths, n, watch, NULL, results);
 }
 
-static int r_multi(struct gr_zk_backend *be, const struct gr_zop *ops, int n,
-                   struct gr_zop_result *results) {
-    struct real *r = (struct real *)be;
-    memset(results, 0, sizeof(*results) * (size_t)(n > 0 ? n : 0));
-    if (n <= 0) return GR_ZOK;
-    zoo_op_t *zops = gr_calloc((size_t)n, sizeof(*zops));
-    zoo_op_result_t *zres = gr_calloc((size_t)n, sizeof(*zres));
-    struct Stat *stats = gr_calloc((size_t)n, sizeof(*stats));
-    char **bufs = gr_calloc((size_t)n, sizeof(char *));
+/* ---- multis (multi, multi_many) ----
+ * Each multi is converted for libzookeeper into a struct zmulti that lives until its completion
+ * (zoo_amulti keeps pointers to the op array, the results, the Stat of every set and the buffer
+ * of every create). multi_many keeps up to GR_ZK_MULTI_WINDOW of them in flight on one handle;
+ * ZooKeeper applies a session's requests in order. */
+
+#define GR_ZK_MULTI_WINDOW 8
+
+struct zmulti {
+    struct batch *b;
+    zoo_op_t *zops;
+    zoo_op_result_t *zres;
+    struct Stat *stats;
+    char **bufs;
+    int rc;
+    bool sent;
+};
+
+static void zmulti_prepare(struct real *r, struct zmulti *z, const struct gr_zop *ops, int n) {
+    z->zops = gr_calloc((size_t)n, sizeof(*z->zops));
+    z->zres = gr_calloc((size_t)n, sizeof(*z->zres));
+    z->stats = gr_calloc((size_t)n, sizeof(*z->stats));
+    z->bufs = gr_calloc((size_t)n, sizeof(char *));
     for (int i = 0; i < n; i++) {
         const struct gr_zop *o = &ops[i];
         switch (o->type) {
         case GR_ZOP_CREATE: {
             size_t cap = strlen(o->path) + 32;
-            bufs[i] = gr_malloc(cap);
-            zoo_create_op_init(&zops[i], o->path, o->data, o->data ? o->len : -1,
-                               acl_for(r, o->path), zflags(o->flags), bufs[i], (int)cap);
+            z->bufs[i] = gr_malloc(cap);
+            zoo_create_op_init(&z->zops[i], o->path, o->data, o->data ? o->len : -1,
+                               acl_for(r, o->path), zflags(o->flags), z->bufs[i], (int)cap);
             break;
         }
-        case GR_ZOP_DELETE: zoo_delete_op_init(&zops[i], o->path, o->version); break;
+        case GR_ZOP_DELETE: zoo_delete_op_init(&z->zops[i], o->path, o->version); break;
         case GR_ZOP_SET:
-            zoo_set_op_init(&zops[i], o->path, o->data, o->data ? o->len : -1, o->version,
-                            &stats[i]);
+            zoo_set_op_init(&z->zops[i], o->path, o->data, o->data ? o->len : -1, o->version,
+                            &z->stats[i]);
             break;
-        default: zoo_check_op_init(&zops[i], o->path, o->version); break;
+        default: zoo_check_op_init(&z->zops[i], o->path, o->version); break;
         }
     }
-    int rc;
-    bool sent = false;
-    zhandle_t *zh = acquire(r, &rc);
-    if (zh) {
-        rc = multi_ready(r, zh, r->conn_timeout_ms);
-        if (rc == GR_ZOK) {
-            rc = zoo_multi(zh, n, zops, zres);
-            sent = true;
-        }
-        release(r);
-    }
-    bool per_op = sent && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZINVALIDSTATE &&
-                  rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZMARSHALLINGERROR;
-    for (int i = 0; i < n; i++) {
-        results[i].rc = per_op ? zres[i].err : rc;
-        if (per_op && rc == ZOK) {
-            if (ops[i].type == GR_ZOP_CREATE) {
-                results[i].created_path = bufs[i];
-                bufs[i] = NULL;
-            } else if (ops[i].type == GR_ZOP_SET) {
-                stat_from(&results[i].stat, &stats[i]);
+}
+
+/* Whether a multi's answer carries per-op results (the server ran it). */
+static bool multi_ran(int rc) {
+    return rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZINVALIDSTATE &&
+           rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZMARSHALLINGERROR;
+}
+
+/* Copies a finished multi's outcome into m and frees z's buffers. */
+static void zmulti_finish(struct zmulti *z, struct gr_zmulti *m) {
+    bool per_op = z->sent && multi_ran(z->rc);
+    for (int i = 0; i < m->n; i++) {
+        m->results[i].rc = per_op ? z->zres[i].err : z->rc;
+        if (per_op && z->rc == ZOK) {
+            if (m->ops[i].type == GR_ZOP_CREATE) {
+                m->results[i].created_path = z->bufs[i];
+                z->bufs[i] = NULL;
+            } else if (m->ops[i].type == GR_ZOP_SET) {
+                stat_from(&m->results[i].stat, &z->stats[i]);
             }
         }
-        free(bufs[i]);
+        free(z->bufs[i]);
     }
-    free(bufs);
-    free(stats);
-    free(zres);
-    free(zops);
-    return rc;
+    m->rc = z->rc;
+    free(z->bufs);
+    free(z->stats);
+    free(z->zres);
+    free(z->zops);
+}
+
+/* Completion thread. A multi that came back without running (connection loss, expiry) sets
+ * the batch's stop code: the submitter sends nothing more. */
+static void multi_cb(int rc, const void *data) {
+    struct zmulti *z = (struct zmulti *)data;
+    struct batch *b = z->b;
+    pthread_mutex_lock(&b->mu);
+    z->rc = rc;
+    if (rc != ZOK && !multi_ran(rc) && b->stop_rc == 0) b->stop_rc = rc;
+    b->inflight--;
+    if (b->wake_at >= 0 && b->inflight <= b->wake_at) pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int r_multi_many(struct gr_zk_backend *be, struct gr_zmulti *m, int n) {
+    struct real *r = (struct real *)be;
+    for (int i = 0; i < n; i++) {
+        memset(m[i].results, 0, sizeof(*m[i].results) * (size_t)(m[i].n > 0 ? m[i].n : 0));
+        m[i].rc = GR_ZOK;
+    }
+    if (n <= 0) return GR_ZOK;
+    struct zmulti *z = gr_calloc((size_t)n, sizeof(*z));
+    struct batch b = {.inflight = 0, .wake_at = -1};
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    /* Once a multi could not be sent, or came back without running (connection loss, expiry),
+     * the later ones are not sent: they report the same code, "not applied". */
+    int stop_rc = zh ? GR_ZOK : rc;
+    for (int i = 0; i < n; i++) {
+        z[i].b = &b;
+        z[i].rc = stop_rc;
+        if (m[i].n <= 0 || stop_rc != GR_ZOK) continue;
+        batch_wait(&b, GR_ZK_MULTI_WINDOW - 1);
+        pthread_mutex_lock(&b.mu);
+        if (b.stop_rc) stop_rc = b.stop_rc;
+        pthread_mutex_unlock(&b.mu);
+        if (stop_rc == GR_ZOK) stop_rc = multi_ready(r, zh, r->conn_timeout_ms);
+        if (stop_rc != GR_ZOK) {
+            z[i].rc = stop_rc;
+            continue;
+        }
+        zmulti_prepare(r, &z[i], m[i].ops, m[i].n);
+        pthread_mutex_lock(&b.mu);
+        b.inflight++;
+        pthread_mutex_unlock(&b.mu);
+        z[i].sent = true;
+        int zrc = zoo_amulti(zh, m[i].n, z[i].zops, z[i].zres, multi_cb, &z[i]);
+        if (zrc != ZOK) {
+            z[i].rc = zrc;
+            z[i].sent = false;
+            batch_done(&b);
+            stop_rc = zrc;
+        }
+    }
+    batch_wait(&b, 0);
+    if (zh) release(r);
+    for (int i = 0; i < n; i++) {
+        if (z[i].zops) {
+            zmulti_finish(&z[i], &m[i]);
+        } else {
+            for (int j = 0; j < m[i].n; j++) m[i].results[j].rc = z[i].rc;
+            m[i].rc = z[i].rc;
+        }
+    }
+    free(z);
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    return GR_ZOK;
+}
+
+static int r_multi(struct gr_zk_backend *be, const struct gr_zop *ops, int n,
+                   struct gr_zop_result *results) {
+    memset(results, 0, sizeof(*results) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return GR_ZOK;
+    struct gr_zmulti m = {.ops = ops, .n = n, .results = results};
+    r_multi_many(be, &m, 1);
+    return m.rc;
 }
 
 static int r_session(struct gr_zk_backend *be, struct gr_zsession *out) {
@@ -770,6 +863,7 @@ static const struct gr_zk_backend_ops real_ops = {
     .exists = r_exists,
     .get_children = r_get_children,
     .multi = r_multi,
+    .multi_many = r_multi_many,
     .get_many = r_get_many,
     .get_children_many = r_get_children_many,
     .session = r_session,

@@ -692,6 +692,7 @@ static bool busy(struct sim *s) {
         if (zm_client_state(b->zc) != ZMC_CONNECTED) return true;
         if (b->cs_state != 0) return true;
     }
+    if (vclock_has_event(s, GR_EV_TOPIC_CHANGE)) return true; /* a paced TopicChange is due */
     return zm_next_deadline(s->zm) != INT64_MAX;
 }
 

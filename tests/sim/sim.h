@@ -262,6 +262,9 @@ struct gr_clock *vclock_new(struct sim *s);
 int64_t vclock_next_due(struct sim *s);
 /* Earliest due time of clk's timers, INT64_MAX if none. */
 int64_t vclock_next_due_of(struct sim *s, struct gr_clock *clk);
+/* Whether a pending timer carries an event of this type (a controller's deferred TopicChange:
+ * work the cluster still has to do, unlike the periodic auto-rebalance check). */
+bool vclock_has_event(struct sim *s, int type);
 /* Fires every timer due at or before s->now. Returns how many. */
 int vclock_fire_due(struct sim *s);
 

@@ -111,6 +111,12 @@ int64_t vclock_next_due_of(struct sim *s, struct gr_clock *clk) {
     return INT64_MAX;
 }
 
+bool vclock_has_event(struct sim *s, int type) {
+    for (struct vtimer *t = s->timers; t; t = t->next)
+        if ((int)t->ev->type == type) return true;
+    return false;
+}
+
 int vclock_fire_due(struct sim *s) {
     int n = 0;
     while (s->timers && s->timers->due <= s->now) {

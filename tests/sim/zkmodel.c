@@ -1105,6 +1105,14 @@ static int b_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n,
     return rc;
 }
 
+/* Pipelined multis, one after another: each its own call (fault hooks included). A multi that
+ * loses the connection leaves the client disconnected, so the later ones report CONNECTIONLOSS
+ * without running, as the real pipeline's unanswered requests do. */
+static int b_multi_many(struct gr_zk_backend *b, struct gr_zmulti *m, int n) {
+    for (int i = 0; i < n; i++) m[i].rc = b_multi(b, m[i].ops, m[i].n, m[i].results);
+    return GR_ZOK;
+}
+
 static int b_get_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch,
                       struct gr_zget_result *results) {
     struct zm_client *c = zm_client_of(b);
@@ -1229,6 +1237,7 @@ static const struct gr_zk_backend_ops zm_ops = {
     .exists = b_exists,
     .get_children = b_get_children,
     .multi = b_multi,
+    .multi_many = b_multi_many,
     .get_many = b_get_many,
     .get_children_many = b_get_children_many,
     .session = b_session,

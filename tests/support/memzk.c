@@ -145,7 +145,10 @@ static void drop_nodes(struct memzk_node *v, int n) {
 
 static int mz_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, struct gr_zop_result *res) {
     struct memzk *z = MZ(b);
-    if (z->bump_before_multi) {
+    z->n_multi++;
+    if (z->bump_before_multi && z->bump_skip > 0) {
+        z->bump_skip--;
+    } else if (z->bump_before_multi) {
         int i = memzk_find(z, z->bump_before_multi);
         if (i >= 0) z->v[i].st.version++;
         free(z->bump_before_multi);
@@ -188,6 +191,13 @@ static int mz_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, st
     }
     return rc;
 }
+static int mz_multi_many(struct gr_zk_backend *b, struct gr_zmulti *m, int n) {
+    struct memzk *z = MZ(b);
+    z->n_multi_many++;
+    if (n > z->max_multi_many) z->max_multi_many = n;
+    for (int i = 0; i < n; i++) m[i].rc = mz_multi(b, m[i].ops, m[i].n, m[i].results);
+    return GR_ZOK;
+}
 static int mz_get_many(struct gr_zk_backend *b, const char *const *paths, int n, bool watch, struct gr_zget_result *r) {
     for (int i = 0; i < n; i++) {
         memset(&r[i], 0, sizeof r[i]);
@@ -217,7 +227,7 @@ static void mz_destroy(struct gr_zk_backend *b) { memzk_free(MZ(b)); }
 static const struct gr_zk_backend_ops memzk_ops = {mz_create,        mz_delete,     mz_get,           mz_set,
                                                    mz_exists,        mz_children,   mz_multi,         mz_get_many,
                                                    mz_children_many, mz_session,    mz_close_session, mz_wait_connected,
-                                                   mz_destroy};
+                                                   mz_destroy,       mz_multi_many};
 
 struct memzk *memzk_new(int session_timeout_ms) {
     struct memzk *z = gr_calloc(1, sizeof *z);

@@ -49,6 +49,13 @@ struct memzk {
     /* Fault: before the next multi, this node's version is bumped (as if another writer got
      * there first) and the string is freed. Set with gr_strdup; NULL: no fault. */
     char *bump_before_multi;
+    /* With bump_before_multi: that many multis run first, untouched (0: the next one). */
+    int bump_skip;
+    /* Counters for tests: multis run (one per multi, also inside multi_many), multi_many calls
+     * and the most multis one multi_many call carried. */
+    int n_multi;
+    int n_multi_many;
+    int max_multi_many;
 };
 
 /* An empty tree (not even "/brokers") whose backend reports session_timeout_ms. Free it with

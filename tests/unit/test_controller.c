@@ -4,7 +4,8 @@
  * re-registration, the context load, topic/broker change events, epoch fencing, and a broker
  * change in the window where the controller arms its BrokerModifications watch, and a /controller
  * naming a broker that never ran failover for it, an auto-rebalance tick of an earlier term, and
- * PartitionModifications adding only new partitions.
+ * PartitionModifications adding only new partitions, and TopicChange pacing (topics created
+ * back to back wait for one timer and are handled together).
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -418,7 +419,7 @@ static void f_destroy(struct gr_zk_backend *b) {
 
 static const struct gr_zk_backend_ops fops = {
     f_create, f_delete, f_get, f_set, f_exists, f_children, f_multi, f_get_many, f_children_many,
-    f_session, f_close_session, f_wait_connected, f_destroy,
+    f_session, f_close_session, f_wait_connected, f_destroy, NULL,
 };
 
 static struct fsess *fsess_new(struct fzk *z, struct gr_zk_watches *w) {
@@ -572,6 +573,18 @@ static void node_stop(struct node *n) {
     gr_zk_watches_free(n->w);
     gr_metrics_free(n->m);
     gr_kzk_broker_release(&n->info);
+}
+
+/* Puts the events of every timer due by VC.now. */
+static void fire_due(void) {
+    for (int i = 0; i < VC.n;) {
+        if (VC.t[i].due <= VC.now) {
+            gr_ctrl_events_put(VC.t[i].em, VC.t[i].ev);
+            VC.t[i] = VC.t[--VC.n];
+        } else {
+            i++;
+        }
+    }
 }
 
 /* Delivers watches and processes events on every node until nothing moves. */
@@ -747,6 +760,28 @@ int main(void) {
     CHECK(ctx->n_brokers == 3 && gr_ctrl_ctx_is_live(ctx, 3));
     CHECK(gauge(act, "GlobalTopicCount") == 2);
 
+    /* 2b. topics created back to back (within the 100 ms TopicChange pace of t2's) wait for the
+     * pacing timer and are then handled together, in one batch */
+    CHECK(VC.n == 1);
+    create_topic(&nodes[0], "p1", 2, false);
+    settle(nodes, 3);
+    create_topic(&nodes[0], "p2", 2, false);
+    create_topic(&nodes[0], "p3", 2, false);
+    settle(nodes, 3);
+    CHECK(gr_ctrl_ctx_topic_count(ctx) == 2 && VC.n == 2); /* deferred: one timer */
+    VC.now += 100;
+    fire_due();
+    settle(nodes, 3);
+    CHECK(gr_ctrl_ctx_topic_count(ctx) == 5 && VC.n == 1);
+    struct gr_ctrl_partition *pp = gr_ctrl_ctx_partition(ctx, "p3", 1);
+    CHECK(pp && pp->has_state && pp->state == GR_PS_ONLINE);
+    /* a lone creation after the pace has passed is handled at once */
+    VC.now += 1000;
+    create_topic(&nodes[0], "p4", 1, false);
+    settle(nodes, 3);
+    CHECK(gr_ctrl_ctx_topic_count(ctx) == 6 && VC.n == 1);
+    CHECK(gauge(act, "GlobalTopicCount") == 6);
+
     /* 3. deleting /controller: re-election, epoch 2, still exactly one */
     CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
     settle(nodes, 3);
@@ -755,7 +790,7 @@ int main(void) {
     CHECK(zk_controller(&nodes[0]) == who);
     act = &nodes[who - 1];
     ctx = gr_controller_context(act->c);
-    CHECK(ctx->n_brokers == 3 && gr_ctrl_ctx_topic_count(ctx) == 2);
+    CHECK(ctx->n_brokers == 3 && gr_ctrl_ctx_topic_count(ctx) == 6);
 
     /* 4. the controller's session expires: it resigns; on the new session it re-registers with
      * a new broker epoch; someone (possibly itself) is elected with epoch 3 */
@@ -938,7 +973,7 @@ int main(void) {
     CHECK(q0 && q0->replicas[0] == r0[0] && q0->replicas[1] == r0[1]);
     struct gr_ctrl_partition *q4 = gr_ctrl_ctx_partition(ctx, "t1", 4);
     CHECK(q4 && q4->has_state && q4->lai.leader == act->id);
-    CHECK(gr_ctrl_ctx_partition_count(ctx) == 5 + 2); /* t1 and t2's two */
+    CHECK(gr_ctrl_ctx_partition_count(ctx) == 5 + 2 + 7); /* t1, t2 and p1-p4 (2b) */
     check_gauges(act);
 
     for (int i = 0; i < 3; i++)

@@ -277,6 +277,9 @@ static void test_partitions(struct client *a) {
     CHECK(gr_kzk_get_entity_config(a->k, "topics", "big", &rcfg) == 0 && rcfg.n == 1);
     gr_kzk_config_release(&rcfg);
 
+    /* Create 1000 states, in multis of 60 ops: 17 per bulk write, up to 8 in flight at once
+     * (zoo_amulti); the stale-version and EEXISTS cases below then hit pipelined batches. */
+    gr_kzk_set_batch_size(a->k, 60);
     /* Create 1000 states. */
     int32_t isr[3] = {1, 2, 3};
     struct gr_kzk_leader_and_isr lai = {.leader = 1, .leader_epoch = 0, .controller_epoch = epoch,
