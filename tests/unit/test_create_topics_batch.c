@@ -117,7 +117,7 @@ static struct counting *counting_new(void)
 {
     counting_ops = (struct gr_zk_backend_ops){ c_create, c_delete, c_get, c_set, c_exists, c_children,
                                                c_multi, c_get_many, c_children_many, c_session,
-                                               c_close_session, c_wait, c_destroy };
+                                               c_close_session, c_wait, c_destroy, NULL };
     struct counting *c = gr_calloc(1, sizeof(*c));
     c->z = memzk_new(6000);
     c->base = c->z->base;
