@@ -545,9 +545,12 @@ def test_gregorctl_topics_admin(cluster_factory, zk_connect):
     assert rc == 0 and out.strip() == "", out
     cluster[3].kill()
     H.wait_for(lambda: all(3 not in state(cluster, "ga", q)["isr"] for q in range(5)), 30, "ISRs shrunk")
-    rc, out, _ = ctl(cluster, "topics", "describe", "--topic", "ga", "--under-replicated-partitions", "--json")
-    rows = json.loads(out)
-    assert rc == 0 and sorted(r["partition"] for r in rows) == [0, 1, 2, 3, 4], out
+    # ZooKeeper is written before the UpdateMetadata is sent: poll until the brokers' metadata has it.
+    def under_replicated():
+        rc, out, _ = ctl(cluster, "topics", "describe", "--topic", "ga", "--under-replicated-partitions", "--json")
+        return rc == 0 and sorted(r["partition"] for r in json.loads(out)) == [0, 1, 2, 3, 4]
+
+    H.wait_for(under_replicated, 10, "all 5 partitions under-replicated in the brokers' metadata")
     rc, out, _ = ctl(cluster, "topics", "describe", "--unavailable-partitions")
     assert rc == 0 and out.strip() == "", out
     rc, out, err = ctl(cluster, "topics", "delete", "--topic", "ga,nosuch")
