@@ -660,38 +660,36 @@ void gr_fetcher_manager_free(struct gr_fetcher_manager *fm) {
     free(fm);
 }
 
-void gr_fetcher_remove(struct gr_fetcher_manager *fm, const char *topic, int32_t partition) {
-    if (!fm) return;
+void gr_fetcher_remove_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
+    if (!fm || n <= 0) return;
     pthread_mutex_lock(&fm->lock);
     for (struct fetcher *f = fm->fetchers; f; f = f->next) {
         pthread_mutex_lock(&f->lock);
-        bool removed = remove_part_locked(f, topic, partition);
+        for (int i = 0; i < n && f->nparts > 0; i++) remove_part_locked(f, v[i].topic, v[i].partition);
         pthread_mutex_unlock(&f->lock);
-        if (removed) break;
     }
     pthread_mutex_unlock(&fm->lock);
 }
 
-void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,
-                    int32_t leader_epoch) {
-    if (!fm) return;
-    gr_fetcher_remove(fm, topic, partition);
-    gr_fetcher_part *p = fm->ops->get(fm->ctx, topic, partition);
-    if (!p) return;
-    pthread_mutex_lock(&fm->lock);
+void gr_fetcher_remove(struct gr_fetcher_manager *fm, const char *topic, int32_t partition) {
+    struct gr_fetcher_tp tp = {.topic = topic, .partition = partition};
+    gr_fetcher_remove_many(fm, &tp, 1);
+}
+
+/* The fetcher of `leader`, started if needed; fm->lock held. NULL if no thread could start. */
+static struct fetcher *fetcher_for_locked(struct gr_fetcher_manager *fm, int32_t leader) {
     struct fetcher *f = fm->fetchers;
     while (f && f->leader_id != leader) f = f->next;
-    if (!f) {
-        f = fetcher_new(fm, leader);
-        if (!f) {
-            pthread_mutex_unlock(&fm->lock);
-            fm->ops->release(p);
-            return;
-        }
+    if (!f && (f = fetcher_new(fm, leader)) != NULL) {
         f->next = fm->fetchers;
         fm->fetchers = f;
     }
-    pthread_mutex_lock(&f->lock);
+    return f;
+}
+
+/* Appends a new Truncating entry holding reference p; f->lock held, not already followed. */
+static void add_part_locked(struct fetcher *f, const char *topic, int32_t partition, int32_t leader_epoch,
+                            gr_fetcher_part *p) {
     if (f->nparts == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 16;
         f->parts = gr_realloc(f->parts, (size_t)f->cap * sizeof *f->parts);
@@ -707,19 +705,68 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->state = F_TRUNCATING;
     fp->leader_hw = -1;
     fp->p = p;
+}
+
+/* New partitions for f: wake its thread, and interrupt a waiting Fetch (its long poll, up to
+ * replica.fetch.wait.max.ms, does not include them) at most once per KICK_MIN_INTERVAL_MS.
+ * f->lock held. */
+static void kick_locked(struct fetcher *f) {
     pthread_cond_broadcast(&f->cond);
     int64_t now = gr_mono_ms();
-    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= GR_MIN((int64_t)fm->cfg.wait_max_ms, KICK_MIN_INTERVAL_MS)) {
-        /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
+    if (f->in_fetch && !f->kicked &&
+        now - f->last_kick_ms >= GR_MIN((int64_t)f->fm->cfg.wait_max_ms, KICK_MIN_INTERVAL_MS)) {
         f->kicked = true;
         f->last_kick_ms = now;
         gr_kafka_client_interrupt(f->kc);
     }
-    pthread_mutex_unlock(&f->lock);
+}
+
+void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
+    if (!fm || n <= 0) return;
+    gr_fetcher_remove_many(fm, v, n);
+    /* References first (the replica manager's map lock, not under any fetcher lock). */
+    gr_fetcher_part **refs = gr_malloc((size_t)n * sizeof *refs);
+    for (int i = 0; i < n; i++) refs[i] = fm->ops->get(fm->ctx, v[i].topic, v[i].partition);
+    uint8_t *done = gr_calloc((size_t)n, 1); /* 1 handled, 2 added */
+    pthread_mutex_lock(&fm->lock);
+    /* One pass per distinct leader: a LeaderAndIsr names a handful of leaders. */
+    for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        int32_t leader = v[i].leader;
+        struct fetcher *f = fetcher_for_locked(fm, leader);
+        if (f) pthread_mutex_lock(&f->lock);
+        int added = 0;
+        for (int j = i; j < n; j++) {
+            if (done[j] || v[j].leader != leader) continue;
+            done[j] = 1;
+            if (!refs[j]) continue; /* not hosted (any more) */
+            if (!f) {
+                fm->ops->release(refs[j]);
+                continue;
+            }
+            add_part_locked(f, v[j].topic, v[j].partition, v[j].leader_epoch, refs[j]);
+            done[j] = 2;
+            added++;
+        }
+        if (f) {
+            if (added) kick_locked(f);
+            pthread_mutex_unlock(&f->lock);
+        }
+    }
     pthread_mutex_unlock(&fm->lock);
-    gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
-                    "leader epoch %d",
-            fm->cfg.broker_id, leader, topic, partition, leader_epoch);
+    for (int i = 0; i < n; i++)
+        if (done[i] == 2)
+            gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
+                            "leader epoch %d",
+                    fm->cfg.broker_id, v[i].leader, v[i].topic, v[i].partition, v[i].leader_epoch);
+    free(done);
+    free(refs);
+}
+
+void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,
+                    int32_t leader_epoch) {
+    struct gr_fetcher_tp tp = {.topic = topic, .partition = partition, .leader = leader, .leader_epoch = leader_epoch};
+    gr_fetcher_add_many(fm, &tp, 1);
 }
 
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm) {

@@ -37,6 +37,7 @@ struct gr_purgatory {
     size_t nlists;
     struct gr_delayed_op **heap;
     size_t heap_n, heap_cap;
+    uint64_t check_stamp; /* gr_purgatory_check_many's pass counter */
 };
 
 static const char *LOGGER = "kafka.server.DelayedOperationPurgatory";
@@ -334,6 +335,8 @@ void gr_delayed_op_init(struct gr_delayed_op *op, const struct gr_delayed_op_vt 
     op->keys = op->inline_keys;
     op->nkeys = 0;
     op->woken_key = 0;
+    op->check_stamp = 0;
+    op->check_idx = 0;
 }
 
 bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const uint64_t *keys, int nkeys) {
@@ -393,6 +396,47 @@ int gr_purgatory_check(struct gr_purgatory *p, uint64_t key) {
         op_unref(ops[i]);
     }
     if (ops != small) free(ops);
+    return completed;
+}
+
+int gr_purgatory_check_many(struct gr_purgatory *p, const uint64_t *keys, int nkeys) {
+    if (nkeys <= 1) return nkeys == 1 ? gr_purgatory_check(p, keys[0]) : 0;
+    struct gr_delayed_op **ops = NULL;
+    uint64_t *okey = NULL; /* the key that woke ops[i], 0 when several did */
+    int n = 0, cap = 0;
+    pthread_mutex_lock(&p->lock);
+    uint64_t stamp = ++p->check_stamp;
+    for (int k = 0; k < nkeys; k++) {
+        struct watch_list *w = wl_find(p, keys[k], false);
+        for (int i = 0; w && i < w->n; i++) {
+            struct gr_delayed_op *op = w->ops[i];
+            if (op->check_stamp == stamp) {
+                if (okey[op->check_idx] != keys[k]) okey[op->check_idx] = 0;
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                ops = gr_realloc(ops, (size_t)cap * sizeof *ops);
+                okey = gr_realloc(okey, (size_t)cap * sizeof *okey);
+            }
+            op->check_stamp = stamp;
+            op->check_idx = n;
+            op_ref(op);
+            ops[n] = op;
+            okey[n++] = keys[k];
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    int completed = 0;
+    for (int i = 0; i < n; i++) {
+        if (try_claim(ops[i], okey[i])) {
+            finish(p, ops[i], false);
+            completed++;
+        }
+        op_unref(ops[i]);
+    }
+    free(ops);
+    free(okey);
     return completed;
 }
 
