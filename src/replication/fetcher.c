@@ -30,10 +30,15 @@ enum fstate { F_TRUNCATING, F_FETCHING };
 
 #define THROTTLE_RECHECK_MS 100 /* a throttled replica left out of a fetch is considered again after */
 
-/* Interrupting a waiting Fetch for new partitions: at most this often (topics created one after
- * another each add partitions; a whole replica.fetch.wait.max.ms between interrupts made every
- * topic created within it wait out the long poll). */
+/* New partitions and the long poll: a Fetch waiting up to replica.fetch.wait.max.ms without
+ * them is interrupted once (topics created one after another each add partitions; a whole long
+ * poll between them made every topic created within it wait it out); while partitions keep
+ * being added (within ADD_BURST_MS of the last addition) a Fetch waits at most
+ * KICK_MIN_INTERVAL_MS, so later additions need no interrupt. An interrupt drops the connection
+ * and leaves the leader a parked fetch that reads every partition once more when it expires: at
+ * 100k partitions an interrupt per addition cost the leader O(partitions) each. */
 #define KICK_MIN_INTERVAL_MS 50
+#define ADD_BURST_MS 1000
 
 struct fpart {
     char *topic;
@@ -75,8 +80,8 @@ struct fetcher {
     struct gr_fetch_session_handler session; /* KIP-227, under lock */
     bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
     bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
-    int64_t last_kick_ms; /* at most one interrupt per KICK_MIN_INTERVAL_MS: a burst of
-                           * LeaderAndIsr requests must not turn into a full fetch round each */
+    int32_t inflight_wait_ms; /* MaxWaitMs of the Fetch under way */
+    int64_t last_add_ms; /* partitions were last added (kick_locked) */
     char name[64];
     struct fetcher *next;
 };
@@ -462,6 +467,8 @@ static int do_fetch(struct fetcher *f) {
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].delay_until_ms > now) due = GR_MIN(due, f->parts[i].delay_until_ms);
     req->MaxWaitMs = (int32_t)GR_MIN((int64_t)cfg->wait_max_ms, due == INT64_MAX ? INT64_MAX : due - now);
+    if (now - f->last_add_ms < ADD_BURST_MS) req->MaxWaitMs = GR_MIN(req->MaxWaitMs, KICK_MIN_INTERVAL_MS);
+    f->inflight_wait_ms = req->MaxWaitMs;
     req->MinBytes = cfg->min_bytes;
     req->MaxBytes = cfg->response_max_bytes;
     req->IsolationLevel = 0;
@@ -707,16 +714,13 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
     fp->p = p;
 }
 
-/* New partitions for f: wake its thread, and interrupt a waiting Fetch (its long poll, up to
- * replica.fetch.wait.max.ms, does not include them) at most once per KICK_MIN_INTERVAL_MS.
- * f->lock held. */
+/* New partitions for f: wake its thread, and interrupt a waiting Fetch that may wait longer than
+ * KICK_MIN_INTERVAL_MS (its long poll does not include them). f->lock held. */
 static void kick_locked(struct fetcher *f) {
     pthread_cond_broadcast(&f->cond);
-    int64_t now = gr_mono_ms();
-    if (f->in_fetch && !f->kicked &&
-        now - f->last_kick_ms >= GR_MIN((int64_t)f->fm->cfg.wait_max_ms, KICK_MIN_INTERVAL_MS)) {
+    f->last_add_ms = gr_mono_ms();
+    if (f->in_fetch && !f->kicked && f->inflight_wait_ms > KICK_MIN_INTERVAL_MS) {
         f->kicked = true;
-        f->last_kick_ms = now;
         gr_kafka_client_interrupt(f->kc);
     }
 }

@@ -109,6 +109,19 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
  * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. */
 static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    int lo = 0, hi = rm->n_tcfg_pre - 1;
+    while (lo <= hi) { /* read ahead for this LeaderAndIsr? */
+        int mid = lo + (hi - lo) / 2, c = strcmp(rm->tcfg_pre[mid].topic, topic);
+        if (c == 0) {
+            *lc = rm->tcfg_pre[mid].lc;
+            *min_isr = rm->tcfg_pre[mid].min_isr;
+            *ret_ms = rm->tcfg_pre[mid].ret_ms;
+            *ret_bytes = rm->tcfg_pre[mid].ret_bytes;
+            return;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
     int64_t now = gr_mono_ms();
     if (rm->tcfg_cache.topic && strcmp(rm->tcfg_cache.topic, topic) == 0 &&
         now - rm->tcfg_cache.read_ms < TOPIC_CONFIG_CACHE_MS) {
@@ -128,23 +141,21 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
     rm->tcfg_cache.ret_bytes = *ret_bytes;
 }
 
-/* The topic's effective settings: /config/topics/<topic> over the broker's dynamic and static
- * configs (broker/dynamic_config_manager.h; best effort: ZooKeeper may be absent in tests). */
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
-                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+/* The topic's effective settings from its overrides tc (/config/topics/<topic>; NULL: none) over
+ * the broker's dynamic and static configs (broker/dynamic_config_manager.h). */
+static void topic_config_from(struct gr_replica_manager *rm, const char *topic, const struct gr_kzk_config *tc,
+                              struct gr_plog_config *lc, int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     gr_plog_manager_default_config(rm->lm, lc);
     *min_isr = rm->cfg->min_insync_replicas;
     *ret_ms = rm->cfg->log_retention_ms;
     *ret_bytes = rm->cfg->log_retention_bytes;
-    if (!rm->b || !rm->b->zk) return;
-    struct gr_kzk_config tc = {0};
-    if (gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) != 0) return;
+    if (!tc) return;
     struct gr_log_settings ls;
-    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, &tc, &ls);
+    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, tc, &ls);
     const char *v;
     char *end;
 #define NUM(key, dst, lo, hi)                                                   \
-    if ((v = gr_kzk_config_get(&tc, key)) != NULL) {                            \
+    if ((v = gr_kzk_config_get(tc, key)) != NULL) {                             \
         long long x = strtoll(v, &end, 10);                                     \
         if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
         else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
@@ -155,17 +166,16 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     NUM("min.compaction.lag.ms", lc->min_compaction_lag_ms, 0, INT64_MAX);
     NUM("max.compaction.lag.ms", lc->max_compaction_lag_ms, 1, INT64_MAX);
     NUM("message.timestamp.difference.max.ms", lc->timestamp_difference_max_ms, 0, INT64_MAX);
-    if ((v = gr_kzk_config_get(&tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
+    if ((v = gr_kzk_config_get(tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
         gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(&tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
+    if ((v = gr_kzk_config_get(tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
         gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(&tc, "min.cleanable.dirty.ratio")) != NULL) {
+    if ((v = gr_kzk_config_get(tc, "min.cleanable.dirty.ratio")) != NULL) {
         double r = strtod(v, &end);
         if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;
         else gr_warn(LOGGER, "ignoring invalid min.cleanable.dirty.ratio=%s of topic %s", v, topic);
     }
 #undef NUM
-    gr_kzk_config_release(&tc);
     lc->segment_bytes = ls.segment_bytes;
     lc->roll_ms = ls.segment_ms;
     lc->index_interval_bytes = ls.index_interval_bytes;
@@ -175,6 +185,16 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     *min_isr = ls.min_insync_replicas;
     *ret_ms = ls.retention_ms;
     *ret_bytes = ls.retention_bytes;
+}
+
+/* The topic's effective settings, reading /config/topics/<topic> (best effort: ZooKeeper may be
+ * absent in tests). */
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
+                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    struct gr_kzk_config tc = {0};
+    bool have = rm->b && rm->b->zk && gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) == 0;
+    topic_config_from(rm, topic, have ? &tc : NULL, lc, min_isr, ret_ms, ret_bytes);
+    if (have) gr_kzk_config_release(&tc);
 }
 
 static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
@@ -548,10 +568,56 @@ static void apply_lai_chunk(struct gr_replica_manager *rm, struct gr_broker *b, 
     for (int i = 0; i < m; i++) gr_rm_partition_unref(ps[i]);
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Reads the configs of the topics of v's partitions that are not hosted yet in one pipelined
+ * ZooKeeper batch (rm->tcfg_pre, for load_topic_config). A CreateTopics of many small topics
+ * reaches a broker as LeaderAndIsr requests naming several topics each, and one synchronous read
+ * per topic made a 1000-topic creation wait ~1000 ZooKeeper round trips per broker. */
+static void prefetch_topic_configs(struct gr_replica_manager *rm, const struct gr_lai_change *v, int n) {
+    if (!rm->b || !rm->b->zk || n < 2) return;
+    const char **names = gr_malloc((size_t)n * sizeof *names);
+    int k = 0;
+    pthread_rwlock_rdlock(&rm->map_lock);
+    for (int i = 0; i < n; i++)
+        if ((k == 0 || strcmp(names[k - 1], v[i].st->topic) != 0) && !find_locked(rm, v[i].st->topic, v[i].st->partition))
+            names[k++] = v[i].st->topic;
+    pthread_rwlock_unlock(&rm->map_lock);
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
+    if (u >= 2) { /* one topic: load_topic_config reads it once anyway */
+        struct gr_kzk_config *tc = gr_calloc((size_t)u, sizeof *tc);
+        int *rcs = gr_calloc((size_t)u, sizeof *rcs);
+        gr_kzk_get_entity_configs(rm->b->zk, "topics", names, u, tc, rcs);
+        rm->tcfg_pre = gr_calloc((size_t)u, sizeof *rm->tcfg_pre);
+        for (int i = 0; i < u; i++) {
+            if (rcs[i] != 0) continue; /* read it the usual way */
+            struct gr_rm_tcfg *t = &rm->tcfg_pre[rm->n_tcfg_pre++];
+            t->topic = gr_strdup(names[i]);
+            topic_config_from(rm, names[i], &tc[i], &t->lc, &t->min_isr, &t->ret_ms, &t->ret_bytes);
+            gr_kzk_config_release(&tc[i]);
+        }
+        free(rcs);
+        free(tc);
+    }
+    free(names);
+}
+
+static void drop_prefetched_configs(struct gr_replica_manager *rm) {
+    for (int i = 0; i < rm->n_tcfg_pre; i++) free(rm->tcfg_pre[i].topic);
+    free(rm->tcfg_pre);
+    rm->tcfg_pre = NULL;
+    rm->n_tcfg_pre = 0;
+}
+
 /* LeaderAndIsr batch (broker.h's apply_leader_and_isr). */
 static void hook_apply_lai(void *ctx, struct gr_broker *b, struct gr_lai_change *v, int n) {
     struct gr_replica_manager *rm = ctx;
+    prefetch_topic_configs(rm, v, n);
     for (int i = 0; i < n; i += LAI_CHUNK) apply_lai_chunk(rm, b, v + i, GR_MIN(LAI_CHUNK, n - i));
+    drop_prefetched_configs(rm);
 }
 
 static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
