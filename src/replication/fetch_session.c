@@ -26,6 +26,7 @@ struct session {
     struct session *next;
     int32_t id, epoch;
     bool privileged;
+    int32_t replica_id; /* the follower that opened it, -1 for a consumer */
     int64_t creation_ms, last_used_ms;
     struct cached_part *parts;
     int n, cap;
@@ -234,6 +235,7 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
                                         int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx) {
     memset(ctx, 0, sizeof *ctx);
     ctx->privileged = r->ReplicaId >= 0;
+    ctx->replica_id = r->ReplicaId >= 0 ? r->ReplicaId : -1;
     int32_t sid = version >= 7 ? r->SessionId : 0, epoch = version >= 7 ? r->SessionEpoch : -1;
     pthread_mutex_lock(&c->mu);
     if (epoch == 0 || epoch == -1) { /* a full fetch closes the session it names */
@@ -290,6 +292,14 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     int size = 0;
     for (int t = 0; t < full->TopicsCount; t++) size += GR_MAX(full->Topics[t].PartitionsCount, 0);
     pthread_mutex_lock(&c->mu);
+    if (ctx->replica_id >= 0) /* the follower's earlier sessions (fetch_session.h) */
+        for (struct session *s = c->sessions, *nx; s; s = nx) {
+            nx = s->next;
+            if (s->replica_id == ctx->replica_id) {
+                gr_debug(LOGGER, "Closing fetch session %d of replica %d: it opened a new one.", s->id, s->replica_id);
+                remove_locked(c, s);
+            }
+        }
     if (c->max_slots <= 0 || (c->n_sessions >= c->max_slots && !try_evict_locked(c, ctx->privileged, size, now_ms))) {
         pthread_mutex_unlock(&c->mu);
         resp->SessionId = 0;
@@ -298,6 +308,7 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     struct session *s = gr_calloc(1, sizeof *s);
     s->id = new_session_id_locked(c);
     s->privileged = ctx->privileged;
+    s->replica_id = ctx->replica_id;
     s->creation_ms = s->last_used_ms = now_ms;
     s->epoch = 1;
     for (int t = 0; t < full->TopicsCount && t < resp->ResponsesCount; t++) {

@@ -276,8 +276,33 @@ static void test_handler_many(void) {
     gr_fsc_free(c);
 }
 
+/* A follower's full fetch whose answer it never read (it dropped the connection) opened a session
+ * it will never name; its next full fetch closes it instead of leaving it to fill the cache. */
+static void test_orphaned_follower_session(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    const int32_t ps[] = {0, 1, 2};
+    const int64_t offs[] = {0, 0, 0};
+    struct gr_fsc_ctx ctx;
+    int sessions;
+    int64_t parts;
+    for (int i = 0; i < 3; i++) { /* three lost answers from replica 7, one consumer session */
+        struct FetchRequest *r = req(i < 2 ? 7 : -1, 0, 0, ps, offs, 3, NULL, 0);
+        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, i, &A, &ctx);
+        gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), i, &A);
+    }
+    gr_fsc_stats(c, &sessions, &parts);
+    CHECK(sessions == 2 && parts == 6); /* replica 7's latest and the consumer's */
+    struct FetchRequest *r = req(8, 0, 0, ps, offs, 3, NULL, 0); /* another follower: its own */
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 5, &A, &ctx);
+    gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), 5, &A);
+    gr_fsc_stats(c, &sessions, &parts);
+    CHECK(sessions == 3);
+    gr_fsc_free(c);
+}
+
 int main(void) {
     gr_arena_init(&A);
+    test_orphaned_follower_session();
     test_handler_many();
     test_session_lifecycle();
     test_eviction();
