@@ -447,6 +447,7 @@ int gr_purgatory_check_many(struct gr_purgatory *p, const uint64_t *keys, int nk
         }
     }
     pthread_mutex_unlock(&p->lock);
+    if (n == 0) return 0; /* nobody watches these keys (the common case) */
     qsort(pairs, (size_t)np, sizeof *pairs, cmp_op_key);
     uint64_t *woken = gr_malloc((size_t)(np + 1) * sizeof *woken);
     int completed = 0;
