@@ -758,11 +758,27 @@ void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_
         }
     }
     pthread_mutex_unlock(&fm->lock);
-    for (int i = 0; i < n; i++)
-        if (done[i] == 2)
+    /* One line per leader, as Kafka's addFetcherForPartitions logs the set (a line per partition
+     * was one write(2) per partition of a 100k-partition LeaderAndIsr). */
+    for (int i = 0; i < n; i++) {
+        if (done[i] != 2) continue;
+        int count = 0, last = i;
+        for (int j = i; j < n; j++)
+            if (done[j] == 2 && v[j].leader == v[i].leader) {
+                count++;
+                last = j;
+                if (j > i) done[j] = 1;
+            }
+        if (count == 1)
             gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
                             "leader epoch %d",
                     fm->cfg.broker_id, v[i].leader, v[i].topic, v[i].partition, v[i].leader_epoch);
+        else
+            gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for %d partitions "
+                            "(%s-%d at leader epoch %d ... %s-%d at leader epoch %d)",
+                    fm->cfg.broker_id, v[i].leader, count, v[i].topic, v[i].partition, v[i].leader_epoch,
+                    v[last].topic, v[last].partition, v[last].leader_epoch);
+    }
     free(done);
     free(refs);
 }
