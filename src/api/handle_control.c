@@ -20,6 +20,7 @@
  *                  CLUSTER_AUTHORIZATION_FAILED top-level (LeaderAndIsr: and every partition).
  * All three run under the partition registry's state-change lock (Kafka's
  * replicaStateChangeLock), one at a time. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,49 @@ static bool contains(const int32_t *v, int32_t n, int32_t x)
     return false;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Does the batch name a partition twice (a controller never sends that; then the changes are
+ * applied one by one, in order, as they always were)? */
+static bool lai_has_duplicates(struct gr_api_req *req, const struct gr_lai_change *v, int n)
+{
+    if (n < 2)
+        return false;
+    const void **p = gr_api_alloc(req, sizeof(*p) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        p[i] = v[i].st;
+    qsort(p, (size_t)n, sizeof(*p), cmp_ptr);
+    for (int i = 1; i < n; i++)
+        if (p[i] == p[i - 1])
+            return true;
+    return false;
+}
+
+/* Hands the partitions that passed the checks to the replica manager: one batch, or (hooks
+ * without a batch function, or duplicates) one call per partition. */
+static void apply_lai_changes(struct gr_broker *b, struct gr_api_req *req, struct gr_lai_change *v,
+                              int n)
+{
+    if (n == 0)
+        return;
+    if (b->hooks.apply_leader_and_isr && !lai_has_duplicates(req, v, n)) {
+        b->hooks.apply_leader_and_isr(b->hooks.ctx, b, v, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int16_t e = GR_KERR_NONE;
+        if (v[i].leader && b->hooks.become_leader)
+            e = b->hooks.become_leader(b->hooks.ctx, b, v[i].st);
+        else if (!v[i].leader && b->hooks.become_follower)
+            e = b->hooks.become_follower(b->hooks.ctx, b, v[i].st);
+        v[i].error = e;
+    }
+}
+
 void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                               const struct gr_req_header *hdr, void *body)
 {
@@ -190,6 +234,9 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
             whole = GR_KERR_STALE_CONTROLLER_EPOCH;
         } else {
             gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
+            struct gr_lai_change *changes = gr_api_alloc(req, sizeof(*changes) * (size_t)(n ? n : 1));
+            int *change_of = gr_api_alloc(req, sizeof(*change_of) * (size_t)(n ? n : 1));
+            int nc = 0;
             for (int i = 0; i < n; i++) {
                 const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = items[i].ps;
                 int16_t *err = &resp->PartitionErrors[i].ErrorCode;
@@ -236,13 +283,12 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                         leader ? "Becoming leader" : "Becoming follower", items[i].topic,
                         ps->PartitionIndex, ps->Leader, ps->LeaderEpoch, rq->ControllerId,
                         rq->ControllerEpoch);
-                int16_t e = GR_KERR_NONE;
-                if (leader && b->hooks.become_leader)
-                    e = b->hooks.become_leader(b->hooks.ctx, b, st);
-                else if (!leader && b->hooks.become_follower)
-                    e = b->hooks.become_follower(b->hooks.ctx, b, st);
-                *err = e;
+                changes[nc] = (struct gr_lai_change){ .st = st, .leader = leader };
+                change_of[nc++] = i;
             }
+            apply_lai_changes(b, req, changes, nc);
+            for (int c = 0; c < nc; c++)
+                resp->PartitionErrors[change_of[c]].ErrorCode = changes[c].error;
             if (b->hooks.leader_and_isr_done)
                 b->hooks.leader_and_isr_done(b->hooks.ctx, b);
         }
@@ -341,6 +387,9 @@ void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
     gr_partitions_set_controller_epoch_locked(b->partitions, rq->ControllerEpoch);
     resp->PartitionErrors = gr_api_alloc(req, sizeof(*resp->PartitionErrors) * (size_t)(n ? n : 1));
     resp->PartitionErrorsCount = n;
+    struct gr_stop_change *stops = gr_api_alloc(req, sizeof(*stops) * (size_t)(n ? n : 1));
+    int *stop_of = gr_api_alloc(req, sizeof(*stop_of) * (size_t)(n ? n : 1));
+    int ns = 0;
     for (int i = 0; i < n; i++) {
         struct StopReplicaResponse_StopReplicaPartitionError *pe = &resp->PartitionErrors[i];
         pe->TopicName = (char *)items[i].topic;
@@ -361,13 +410,26 @@ void gr_handle_stop_replica(struct gr_broker *b, struct gr_api_req *req,
             pe->ErrorCode = GR_KERR_FENCED_LEADER_EPOCH;
             continue;
         }
-        int16_t err = GR_KERR_NONE;
-        if (b->hooks.stop_replica)
-            err = b->hooks.stop_replica(b->hooks.ctx, b, items[i].topic, items[i].partition,
-                                        items[i].del);
-        if (err == GR_KERR_NONE && items[i].del)
-            gr_partitions_remove_locked(b->partitions, items[i].topic, items[i].partition);
-        pe->ErrorCode = err;
+        stops[ns] = (struct gr_stop_change){ .topic = items[i].topic,
+                                             .partition = items[i].partition,
+                                             .delete_partition = items[i].del };
+        stop_of[ns++] = i;
+    }
+    if (b->hooks.stop_replicas) {
+        if (ns > 0)
+            b->hooks.stop_replicas(b->hooks.ctx, b, stops, ns);
+    } else {
+        for (int c = 0; c < ns; c++)
+            stops[c].error = b->hooks.stop_replica
+                                 ? b->hooks.stop_replica(b->hooks.ctx, b, stops[c].topic,
+                                                         stops[c].partition,
+                                                         stops[c].delete_partition)
+                                 : GR_KERR_NONE;
+    }
+    for (int c = 0; c < ns; c++) {
+        if (stops[c].error == GR_KERR_NONE && stops[c].delete_partition)
+            gr_partitions_remove_locked(b->partitions, stops[c].topic, stops[c].partition);
+        resp->PartitionErrors[stop_of[c]].ErrorCode = stops[c].error;
     }
     gr_partitions_unlock(b->partitions);
     resp->ErrorCode = GR_KERR_NONE;

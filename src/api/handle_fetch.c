@@ -273,6 +273,17 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
     return resp;
 }
 
+static bool key_in(const uint64_t *set, int n, uint64_t key) {
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (set[mid] == key) return true;
+        if (set[mid] < key) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return false;
+}
+
 /* Is there anything new for this fetch (or an error to report)? */
 static bool fetch_try(struct gr_delayed_op *op) {
     struct fetch_ctx *c = (struct fetch_ctx *)op;
@@ -281,12 +292,19 @@ static bool fetch_try(struct gr_delayed_op *op) {
     /* Woken by one partition's check: only that one can have become ready (purgatory.h). The
      * op's keys follow the request's partitions in order. */
     uint64_t only = op->nkeys == c->n ? op->woken_key : 0;
+    /* Woken by several keys at once (gr_purgatory_check_many): only those, found by a binary
+     * search of the sorted set per partition (no partition lookup for the others). */
+    const uint64_t *set = op->nkeys == c->n && !only ? op->woken_keys : NULL;
+    int nset = set ? op->n_woken : 0;
     int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         if (c->denied[t]) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
-            if (only && op->keys[k++] != only) continue;
+            uint64_t key = op->nkeys == c->n ? op->keys[k] : 0;
+            k++;
+            if (only && key != only) continue;
+            if (nset > 0 && !key_in(set, nset, key)) continue;
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
             struct gr_rm_partition *p = gr_rm_get_partition(c->rm, ft->Topic, fp->Partition);
             if (!p && follower) continue; /* not hosted yet: answered (with the error) at expiry */

@@ -40,6 +40,21 @@ struct gr_quota_manager;
 struct gr_broker;
 struct gr_pidm;
 
+/* One partition of a LeaderAndIsr batch (hook apply_leader_and_isr). */
+struct gr_lai_change {
+    const struct gr_partition_state *st; /* already updated from the request (see below) */
+    bool leader;                         /* this broker is its leader */
+    int16_t error;                       /* out: the partition's error code */
+};
+
+/* One partition of a StopReplica batch (hook stop_replicas). */
+struct gr_stop_change {
+    const char *topic;
+    int32_t partition;
+    bool delete_partition;
+    int16_t error; /* out */
+};
+
 /* Replication hooks, called by the LeaderAndIsr / StopReplica handlers (handle_control.c) on an
  * I/O thread WITH the partition registry's state-change lock held (do not call gr_partitions_*
  * locking functions from them; the registry's *_locked functions are fine). Each returns a Kafka
@@ -59,6 +74,13 @@ struct gr_replica_hooks {
                             bool delete_partition);
     /* After a LeaderAndIsr request was applied (e.g. to (re)start fetchers in one batch). */
     void (*leader_and_isr_done)(void *ctx, struct gr_broker *b);
+    /* Batches: when set, the handlers call these once per request (with every partition that
+     * passed the request's checks, in request order) instead of become_leader / become_follower
+     * / stop_replica per partition. Same contract per item; each item's error is set. A
+     * LeaderAndIsr or StopReplica names up to every partition of the broker, and per-partition
+     * calls took the replica manager's, the fetchers' and the purgatory's locks per partition. */
+    void (*apply_leader_and_isr)(void *ctx, struct gr_broker *b, struct gr_lai_change *v, int n);
+    void (*stop_replicas)(void *ctx, struct gr_broker *b, struct gr_stop_change *v, int n);
 };
 
 struct gr_broker {

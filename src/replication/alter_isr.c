@@ -14,6 +14,7 @@
 #include "net/kafka_client.h"
 #include "protocol/codec.h"
 #include "replication/replica_state.h" /* GR_RS_MAX_REPLICAS */
+#include "replication/tp_index.h"     /* gr_tpi_hash */
 
 #define LOGGER "kafka.server.AlterIsrManager"
 #define RETRY_BACKOFF_MS 500
@@ -26,8 +27,11 @@ struct item {
     int n;
     int32_t isr[GR_RS_MAX_REPLICAS];
     bool in_flight;
-    bool cleared; /* superseded while in flight: drop the answer */
-    struct item *next;
+    bool cleared;  /* superseded or forgotten: drop it (and its answer, if in flight) */
+    bool answered; /* scratch of send_batch: answered for good */
+    uint64_t hash;
+    struct item *next;  /* the queue */
+    struct item *hnext; /* index chain (live items only) */
 };
 
 struct gr_alter_isr {
@@ -37,6 +41,12 @@ struct gr_alter_isr {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct item *items;
+    /* Index of the live (not cleared) items by topic-partition: chained, power-of-two buckets,
+     * doubled past one item per bucket. A leader proposes ISR changes for thousands of
+     * partitions at once (a restarted follower catching up), and every lookup used to scan the
+     * queue (O(n^2) per batch). */
+    struct item **tab;
+    size_t ntab, nlive;
     bool stop;
     pthread_t thread;
     bool started;
@@ -48,23 +58,81 @@ static void item_free(struct item *it) {
     free(it);
 }
 
+/* ---- the index (a->lock held) ---- */
+
+static struct item **idx_slot(struct gr_alter_isr *a, uint64_t h, const char *topic, int32_t partition) {
+    struct item **pp = &a->tab[h & (a->ntab - 1)];
+    while (*pp && !((*pp)->hash == h && (*pp)->partition == partition && strcmp((*pp)->topic, topic) == 0))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+/* The live item of topic-partition, or NULL. */
+static struct item *idx_find(struct gr_alter_isr *a, const char *topic, int32_t partition) {
+    return a->ntab ? *idx_slot(a, gr_tpi_hash(topic, partition), topic, partition) : NULL;
+}
+
+static void idx_add(struct gr_alter_isr *a, struct item *it) {
+    if (a->nlive + 1 > a->ntab) {
+        size_t old_n = a->ntab;
+        struct item **old = a->tab;
+        a->ntab = old_n ? old_n * 2 : 64;
+        a->tab = gr_calloc(a->ntab, sizeof *a->tab);
+        for (size_t b = 0; b < old_n; b++)
+            for (struct item *x = old[b], *nx; x; x = nx) {
+                nx = x->hnext;
+                x->hnext = a->tab[x->hash & (a->ntab - 1)];
+                a->tab[x->hash & (a->ntab - 1)] = x;
+            }
+        free(old);
+    }
+    it->hnext = a->tab[it->hash & (a->ntab - 1)];
+    a->tab[it->hash & (a->ntab - 1)] = it;
+    a->nlive++;
+}
+
+/* Marks a live item cleared and drops it from the index; the queue frees it later. */
+static void clear_item(struct gr_alter_isr *a, struct item *it) {
+    struct item **pp = idx_slot(a, it->hash, it->topic, it->partition);
+    if (*pp == it) {
+        *pp = it->hnext;
+        a->nlive--;
+    }
+    it->hnext = NULL;
+    it->cleared = true;
+}
+
+/* Frees cleared items that are not in flight. */
+static void sweep_locked(struct gr_alter_isr *a) {
+    struct item **pp = &a->items;
+    while (*pp) {
+        struct item *it = *pp;
+        if (it->cleared && !it->in_flight) {
+            *pp = it->next;
+            item_free(it);
+        } else {
+            pp = &it->next;
+        }
+    }
+}
+
 void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t partition, int32_t leader_epoch,
                           const int32_t *new_isr, int n, int32_t zk_version) {
     if (!a || n < 0 || n > GR_RS_MAX_REPLICAS) return;
     pthread_mutex_lock(&a->lock);
-    struct item *it = NULL;
-    for (struct item *x = a->items; x; x = x->next)
-        if (!x->cleared && x->partition == partition && strcmp(x->topic, topic) == 0) it = x;
+    struct item *it = idx_find(a, topic, partition);
     if (it && it->in_flight) {
-        it->cleared = true; /* its answer no longer matters */
+        clear_item(a, it); /* its answer no longer matters */
         it = NULL;
     }
     if (!it) {
         it = gr_calloc(1, sizeof *it);
         it->topic = gr_strdup(topic);
         it->partition = partition;
+        it->hash = gr_tpi_hash(topic, partition);
         it->next = a->items;
         a->items = it;
+        idx_add(a, it);
     }
     it->leader_epoch = leader_epoch;
     it->zk_version = zk_version;
@@ -74,32 +142,23 @@ void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t par
     pthread_mutex_unlock(&a->lock);
 }
 
-void gr_alter_isr_clear(struct gr_alter_isr *a, const char *topic, int32_t partition) {
-    if (!a) return;
+void gr_alter_isr_clear_many(struct gr_alter_isr *a, const char *const *topics, const int32_t *partitions, int n) {
+    if (!a || n <= 0) return;
     pthread_mutex_lock(&a->lock);
-    struct item **pp = &a->items;
-    while (*pp) {
-        struct item *it = *pp;
-        if (it->partition == partition && strcmp(it->topic, topic) == 0) {
-            if (it->in_flight) {
-                it->cleared = true;
-                pp = &it->next;
-            } else {
-                *pp = it->next;
-                item_free(it);
-            }
-        } else {
-            pp = &it->next;
-        }
+    for (int i = 0; i < n && a->nlive > 0; i++) {
+        struct item *it = idx_find(a, topics[i], partitions[i]);
+        if (it) clear_item(a, it);
     }
     pthread_mutex_unlock(&a->lock);
 }
 
+void gr_alter_isr_clear(struct gr_alter_isr *a, const char *topic, int32_t partition) {
+    gr_alter_isr_clear_many(a, &topic, &partition, 1);
+}
+
 int gr_alter_isr_pending(struct gr_alter_isr *a) {
-    int n = 0;
     pthread_mutex_lock(&a->lock);
-    for (struct item *it = a->items; it; it = it->next)
-        if (!it->cleared) n++;
+    int n = (int)a->nlive;
     pthread_mutex_unlock(&a->lock);
     return n;
 }
@@ -186,11 +245,8 @@ static int send_batch(struct gr_alter_isr *a) {
                 const struct AlterIsrResponse_PartitionData *pd = &td->Partitions[i];
                 const char *topic = td->Name ? td->Name : "";
                 pthread_mutex_lock(&a->lock);
-                bool stale = true;
-                for (struct item *it = a->items; it; it = it->next)
-                    if (it->in_flight && !it->cleared && it->partition == pd->PartitionIndex &&
-                        strcmp(it->topic, topic) == 0)
-                        stale = false;
+                struct item *live = idx_find(a, topic, pd->PartitionIndex);
+                bool stale = !live || !live->in_flight;
                 pthread_mutex_unlock(&a->lock);
                 if (stale) continue;
                 int r = a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
@@ -205,22 +261,12 @@ static int send_batch(struct gr_alter_isr *a) {
     free(frame);
     gr_arena_free(&ar);
     pthread_mutex_lock(&a->lock);
-    struct item **pp = &a->items;
-    while (*pp) {
-        struct item *it = *pp;
-        bool drop = it->in_flight && it->cleared;
-        if (it->in_flight && !it->cleared)
-            for (int i = 0; i < nd; i++)
-                if (!dn[i].resend && dn[i].partition == it->partition && strcmp(dn[i].topic, it->topic) == 0)
-                    drop = true;
-        it->in_flight = false;
-        if (drop) {
-            *pp = it->next;
-            item_free(it);
-        } else {
-            pp = &it->next;
-        }
+    for (int i = 0; i < nd; i++) {
+        struct item *it = dn[i].resend ? NULL : idx_find(a, dn[i].topic, dn[i].partition);
+        if (it && it->in_flight) clear_item(a, it); /* done */
     }
+    for (struct item *it = a->items; it; it = it->next) it->in_flight = false;
+    sweep_locked(a);
     for (int i = 0; i < nd; i++) free(dn[i].topic);
     free(dn);
     return rc;
@@ -231,10 +277,8 @@ static void *alter_isr_main(void *arg) {
     pthread_setname_np(pthread_self(), "alter-isr");
     pthread_mutex_lock(&a->lock);
     while (!a->stop) {
-        bool any = false;
-        for (struct item *it = a->items; it; it = it->next)
-            if (!it->cleared) any = true;
-        if (!any) {
+        sweep_locked(a);
+        if (a->nlive == 0) {
             timed_wait(a, 1000);
             continue;
         }
@@ -287,6 +331,7 @@ void gr_alter_isr_free(struct gr_alter_isr *a) {
         a->items = it->next;
         item_free(it);
     }
+    free(a->tab);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->lock);
     free(a);

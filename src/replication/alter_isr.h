@@ -54,6 +54,8 @@ void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t par
                           const int32_t *new_isr, int n, int32_t zk_version);
 /* Forgets a queued item (the partition got a new LeaderAndIsr). */
 void gr_alter_isr_clear(struct gr_alter_isr *a, const char *topic, int32_t partition);
+/* The same for many partitions under one lock acquisition (a LeaderAndIsr batch). */
+void gr_alter_isr_clear_many(struct gr_alter_isr *a, const char *const *topics, const int32_t *partitions, int n);
 /* Items queued or in flight. */
 int gr_alter_isr_pending(struct gr_alter_isr *a);
 

@@ -9,6 +9,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "replication/tp_index.h"
 
 #define LOGGER "kafka.server.FetchSessionCache"
 
@@ -25,9 +26,11 @@ struct session {
     struct session *next;
     int32_t id, epoch;
     bool privileged;
+    int32_t replica_id; /* the follower that opened it, -1 for a consumer */
     int64_t creation_ms, last_used_ms;
     struct cached_part *parts;
     int n, cap;
+    struct gr_tpi idx; /* scratch index of parts while a request updates the session */
 };
 
 struct gr_fetch_session_cache {
@@ -52,6 +55,7 @@ struct gr_fetch_session_cache *gr_fsc_new(int max_slots, int64_t eviction_ms) {
 static void session_free(struct session *s) {
     for (int i = 0; i < s->n; i++) free(s->parts[i].topic);
     free(s->parts);
+    gr_tpi_free(&s->idx);
     free(s);
 }
 
@@ -127,10 +131,9 @@ static int32_t new_session_id_locked(struct gr_fetch_session_cache *c) {
     }
 }
 
-static struct cached_part *find_part(struct session *s, const char *topic, int32_t partition) {
-    for (int i = 0; i < s->n; i++)
-        if (s->parts[i].partition == partition && strcmp(s->parts[i].topic, topic) == 0) return &s->parts[i];
-    return NULL;
+static bool cp_eq(const void *ctx, int32_t pos, const char *topic, int32_t partition) {
+    const struct cached_part *cp = &((const struct session *)ctx)->parts[pos];
+    return cp->topic && cp->partition == partition && strcmp(cp->topic, topic) == 0;
 }
 
 static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPartition *fp) {
@@ -150,13 +153,6 @@ static struct cached_part *add_part(struct session *s, const char *topic, const 
                                .local_log_start = -1};
     set_params(cp, fp);
     return cp;
-}
-
-static void remove_part(struct session *s, struct cached_part *cp) {
-    free(cp->topic);
-    size_t i = (size_t)(cp - s->parts);
-    memmove(cp, cp + 1, (size_t)(s->n - 1 - (int)i) * sizeof *cp);
-    s->n--;
 }
 
 /* The session's partitions as a FetchRequest (consecutive equal topics grouped), in a. */
@@ -191,25 +187,46 @@ static struct FetchRequest *session_request(const struct session *s, const struc
     return f;
 }
 
-/* Kafka's FetchSession.update. */
+/* Kafka's FetchSession.update: O(session + request), through an index of the session built for
+ * this request (a follower's session holds every partition its leader leads). Forgotten
+ * partitions are dropped keeping the order of the rest. */
 static void update_session(struct gr_fetch_session_cache *c, struct session *s, const struct FetchRequest *r) {
-    int before = s->n;
+    int before = s->n, named = 0;
+    for (int t = 0; t < r->TopicsCount; t++) named += GR_MAX(r->Topics[t].PartitionsCount, 0);
+    for (int t = 0; t < r->ForgottenTopicsDataCount; t++) named += GR_MAX(r->ForgottenTopicsData[t].PartitionsCount, 0);
+    if (named == 0) return;
+    gr_tpi_reset(&s->idx, s->n + named);
+    for (int i = 0; i < s->n; i++) gr_tpi_insert(&s->idx, s->parts[i].topic, s->parts[i].partition, i);
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
+        const char *topic = ft->Topic ? ft->Topic : "";
         for (int i = 0; i < ft->PartitionsCount; i++) {
-            struct cached_part *cp = find_part(s, ft->Topic ? ft->Topic : "", ft->Partitions[i].Partition);
-            if (cp)
-                set_params(cp, &ft->Partitions[i]);
-            else
-                add_part(s, ft->Topic, &ft->Partitions[i]);
+            int32_t pos = gr_tpi_find(&s->idx, topic, ft->Partitions[i].Partition, cp_eq, s);
+            if (pos >= 0) {
+                set_params(&s->parts[pos], &ft->Partitions[i]);
+            } else {
+                add_part(s, topic, &ft->Partitions[i]);
+                gr_tpi_insert(&s->idx, topic, ft->Partitions[i].Partition, s->n - 1);
+            }
         }
     }
+    bool removed = false;
     for (int t = 0; t < r->ForgottenTopicsDataCount; t++) {
         const struct FetchRequest_ForgottenTopic *ft = &r->ForgottenTopicsData[t];
+        const char *topic = ft->Topic ? ft->Topic : "";
         for (int i = 0; i < ft->PartitionsCount; i++) {
-            struct cached_part *cp = find_part(s, ft->Topic ? ft->Topic : "", ft->Partitions[i]);
-            if (cp) remove_part(s, cp);
+            int32_t pos = gr_tpi_find(&s->idx, topic, ft->Partitions[i], cp_eq, s);
+            if (pos < 0) continue;
+            free(s->parts[pos].topic); /* marked: cp_eq skips it */
+            s->parts[pos].topic = NULL;
+            removed = true;
         }
+    }
+    if (removed) {
+        int w = 0;
+        for (int i = 0; i < s->n; i++)
+            if (s->parts[i].topic) s->parts[w++] = s->parts[i];
+        s->n = w;
     }
     c->n_parts += s->n - before;
 }
@@ -218,6 +235,7 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
                                         int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx) {
     memset(ctx, 0, sizeof *ctx);
     ctx->privileged = r->ReplicaId >= 0;
+    ctx->replica_id = r->ReplicaId >= 0 ? r->ReplicaId : -1;
     int32_t sid = version >= 7 ? r->SessionId : 0, epoch = version >= 7 ? r->SessionEpoch : -1;
     pthread_mutex_lock(&c->mu);
     if (epoch == 0 || epoch == -1) { /* a full fetch closes the session it names */
@@ -274,6 +292,14 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     int size = 0;
     for (int t = 0; t < full->TopicsCount; t++) size += GR_MAX(full->Topics[t].PartitionsCount, 0);
     pthread_mutex_lock(&c->mu);
+    if (ctx->replica_id >= 0) /* the follower's earlier sessions (fetch_session.h) */
+        for (struct session *s = c->sessions, *nx; s; s = nx) {
+            nx = s->next;
+            if (s->replica_id == ctx->replica_id) {
+                gr_debug(LOGGER, "Closing fetch session %d of replica %d: it opened a new one.", s->id, s->replica_id);
+                remove_locked(c, s);
+            }
+        }
     if (c->max_slots <= 0 || (c->n_sessions >= c->max_slots && !try_evict_locked(c, ctx->privileged, size, now_ms))) {
         pthread_mutex_unlock(&c->mu);
         resp->SessionId = 0;
@@ -282,6 +308,7 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     struct session *s = gr_calloc(1, sizeof *s);
     s->id = new_session_id_locked(c);
     s->privileged = ctx->privileged;
+    s->replica_id = ctx->replica_id;
     s->creation_ms = s->last_used_ms = now_ms;
     s->epoch = 1;
     for (int t = 0; t < full->TopicsCount && t < resp->ResponsesCount; t++) {

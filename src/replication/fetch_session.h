@@ -18,7 +18,11 @@
  * slot, else evicts: first a session unused for 120 s; else the least valuable session that the
  * newcomer outranks, ordered by (privileged, partition count, id) — followers' sessions are
  * privileged; a session is evictable by anyone only once older than 120 s, and by a follower
- * (privileged) at once if it is a consumer's.
+ * (privileged) at once if it is a consumer's. A follower's new session also closes that
+ * follower's other sessions (Gregor runs one fetcher per source broker, fetcher.h): a full fetch
+ * whose answer the follower never read (it dropped the connection) leaves a session it will
+ * never name, and at 100k partitions each such session held ~30k cached partitions until the
+ * 1000 slots filled (gigabytes; issue 14).
  *
  * Use from the Fetch handler: gr_fsc_begin turns the request into the full list of partitions to
  * read (a FetchRequest in the request's arena), gr_fsc_finish turns the full response into what
@@ -52,6 +56,7 @@ struct gr_fsc_ctx {
     int32_t session_id; /* GR_FSC_INCREMENTAL */
     int32_t epoch;      /* the session's epoch after this request (incremental) */
     bool privileged;    /* a follower's fetch */
+    int32_t replica_id; /* the request's ReplicaId (-1: a consumer) */
     int n;              /* partitions of the full request (incremental) */
     int64_t *cached_hw, *cached_log_start; /* what was last answered, per partition (incremental) */
 };

@@ -6,6 +6,7 @@
 
 #include "common/kerr.h"
 #include "common/util.h"
+#include "replication/tp_index.h"
 
 struct gr_fsh_part {
     char *topic;
@@ -25,15 +26,15 @@ static void clear_parts(struct gr_fetch_session_handler *h) {
 void gr_fsh_free(struct gr_fetch_session_handler *h) {
     clear_parts(h);
     free(h->parts);
+    gr_tpi_free(&h->idx);
     memset(h, 0, sizeof *h);
 }
 
 void gr_fsh_handle_error(struct gr_fetch_session_handler *h) { h->next_epoch = 0; }
 
-static struct gr_fsh_part *find(struct gr_fetch_session_handler *h, const char *topic, int32_t partition) {
-    for (int i = 0; i < h->n; i++)
-        if (h->parts[i].partition == partition && strcmp(h->parts[i].topic, topic) == 0) return &h->parts[i];
-    return NULL;
+static bool part_eq(const void *ctx, int32_t pos, const char *topic, int32_t partition) {
+    const struct gr_fsh_part *p = &((const struct gr_fetch_session_handler *)ctx)->parts[pos];
+    return p->partition == partition && strcmp(p->topic, topic) == 0;
 }
 
 static struct gr_fsh_part *add(struct gr_fetch_session_handler *h, const char *topic, int32_t partition) {
@@ -80,13 +81,21 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
     int total = 0;
     for (int t = 0; t < req->TopicsCount; t++) total += GR_MAX(req->Topics[t].PartitionsCount, 0);
     struct FetchRequest_FetchTopic *out = gr_arena_alloc(a, (size_t)(total + 1) * sizeof *out);
+    /* an index of the session's partitions for this round: O(1) per partition named */
+    gr_tpi_reset(&h->idx, h->n + total);
+    for (int i = 0; i < h->n; i++) gr_tpi_insert(&h->idx, h->parts[i].topic, h->parts[i].partition, i);
     int k = 0;
     for (int t = 0; t < req->TopicsCount; t++)
         for (int i = 0; i < req->Topics[t].PartitionsCount; i++) {
             const struct FetchRequest_FetchTopic *ft = &req->Topics[t];
-            struct gr_fsh_part *p = find(h, ft->Topic, ft->Partitions[i].Partition);
+            const char *topic = ft->Topic ? ft->Topic : "";
+            int32_t pos = gr_tpi_find(&h->idx, topic, ft->Partitions[i].Partition, part_eq, h);
+            struct gr_fsh_part *p = pos >= 0 ? &h->parts[pos] : NULL;
             bool send = !p || !same(p, &ft->Partitions[i]);
-            if (!p) p = add(h, ft->Topic, ft->Partitions[i].Partition);
+            if (!p) {
+                p = add(h, topic, ft->Partitions[i].Partition);
+                gr_tpi_insert(&h->idx, topic, ft->Partitions[i].Partition, h->n - 1);
+            }
             remember(p, &ft->Partitions[i]);
             if (!send) continue;
             out[k].Topic = ft->Topic;

@@ -20,6 +20,7 @@
 
 #include "protocol/arena.h"
 #include "protocol/messages.h"
+#include "replication/tp_index.h"
 
 struct gr_fsh_part;
 
@@ -29,6 +30,7 @@ struct gr_fetch_session_handler {
     bool last_full;     /* the fetch in flight was full */
     struct gr_fsh_part *parts; /* what the leader's session holds */
     int n, cap;
+    struct gr_tpi idx; /* scratch index of parts while a request is built */
 };
 
 void gr_fsh_init(struct gr_fetch_session_handler *h);

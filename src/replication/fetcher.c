@@ -30,10 +30,15 @@ enum fstate { F_TRUNCATING, F_FETCHING };
 
 #define THROTTLE_RECHECK_MS 100 /* a throttled replica left out of a fetch is considered again after */
 
-/* Interrupting a waiting Fetch for new partitions: at most this often (topics created one after
- * another each add partitions; a whole replica.fetch.wait.max.ms between interrupts made every
- * topic created within it wait out the long poll). */
+/* New partitions and the long poll: a Fetch waiting up to replica.fetch.wait.max.ms without
+ * them is interrupted once (topics created one after another each add partitions; a whole long
+ * poll between them made every topic created within it wait it out); while partitions keep
+ * being added (within ADD_BURST_MS of the last addition) a Fetch waits at most
+ * KICK_MIN_INTERVAL_MS, so later additions need no interrupt. An interrupt drops the connection
+ * and leaves the leader a parked fetch that reads every partition once more when it expires: at
+ * 100k partitions an interrupt per addition cost the leader O(partitions) each. */
 #define KICK_MIN_INTERVAL_MS 50
+#define ADD_BURST_MS 1000
 
 struct fpart {
     char *topic;
@@ -75,8 +80,8 @@ struct fetcher {
     struct gr_fetch_session_handler session; /* KIP-227, under lock */
     bool in_fetch; /* a Fetch is under way (f->lock released meanwhile) */
     bool kicked;   /* that Fetch was interrupted to add partitions (gr_fetcher_add) */
-    int64_t last_kick_ms; /* at most one interrupt per KICK_MIN_INTERVAL_MS: a burst of
-                           * LeaderAndIsr requests must not turn into a full fetch round each */
+    int32_t inflight_wait_ms; /* MaxWaitMs of the Fetch under way */
+    int64_t last_add_ms; /* partitions were last added (kick_locked) */
     char name[64];
     struct fetcher *next;
 };
@@ -462,6 +467,8 @@ static int do_fetch(struct fetcher *f) {
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].delay_until_ms > now) due = GR_MIN(due, f->parts[i].delay_until_ms);
     req->MaxWaitMs = (int32_t)GR_MIN((int64_t)cfg->wait_max_ms, due == INT64_MAX ? INT64_MAX : due - now);
+    if (now - f->last_add_ms < ADD_BURST_MS) req->MaxWaitMs = GR_MIN(req->MaxWaitMs, KICK_MIN_INTERVAL_MS);
+    f->inflight_wait_ms = req->MaxWaitMs;
     req->MinBytes = cfg->min_bytes;
     req->MaxBytes = cfg->response_max_bytes;
     req->IsolationLevel = 0;
@@ -660,38 +667,36 @@ void gr_fetcher_manager_free(struct gr_fetcher_manager *fm) {
     free(fm);
 }
 
-void gr_fetcher_remove(struct gr_fetcher_manager *fm, const char *topic, int32_t partition) {
-    if (!fm) return;
+void gr_fetcher_remove_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
+    if (!fm || n <= 0) return;
     pthread_mutex_lock(&fm->lock);
     for (struct fetcher *f = fm->fetchers; f; f = f->next) {
         pthread_mutex_lock(&f->lock);
-        bool removed = remove_part_locked(f, topic, partition);
+        for (int i = 0; i < n && f->nparts > 0; i++) remove_part_locked(f, v[i].topic, v[i].partition);
         pthread_mutex_unlock(&f->lock);
-        if (removed) break;
     }
     pthread_mutex_unlock(&fm->lock);
 }
 
-void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,
-                    int32_t leader_epoch) {
-    if (!fm) return;
-    gr_fetcher_remove(fm, topic, partition);
-    gr_fetcher_part *p = fm->ops->get(fm->ctx, topic, partition);
-    if (!p) return;
-    pthread_mutex_lock(&fm->lock);
+void gr_fetcher_remove(struct gr_fetcher_manager *fm, const char *topic, int32_t partition) {
+    struct gr_fetcher_tp tp = {.topic = topic, .partition = partition};
+    gr_fetcher_remove_many(fm, &tp, 1);
+}
+
+/* The fetcher of `leader`, started if needed; fm->lock held. NULL if no thread could start. */
+static struct fetcher *fetcher_for_locked(struct gr_fetcher_manager *fm, int32_t leader) {
     struct fetcher *f = fm->fetchers;
     while (f && f->leader_id != leader) f = f->next;
-    if (!f) {
-        f = fetcher_new(fm, leader);
-        if (!f) {
-            pthread_mutex_unlock(&fm->lock);
-            fm->ops->release(p);
-            return;
-        }
+    if (!f && (f = fetcher_new(fm, leader)) != NULL) {
         f->next = fm->fetchers;
         fm->fetchers = f;
     }
-    pthread_mutex_lock(&f->lock);
+    return f;
+}
+
+/* Appends a new Truncating entry holding reference p; f->lock held, not already followed. */
+static void add_part_locked(struct fetcher *f, const char *topic, int32_t partition, int32_t leader_epoch,
+                            gr_fetcher_part *p) {
     if (f->nparts == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 16;
         f->parts = gr_realloc(f->parts, (size_t)f->cap * sizeof *f->parts);
@@ -707,19 +712,81 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
     fp->state = F_TRUNCATING;
     fp->leader_hw = -1;
     fp->p = p;
+}
+
+/* New partitions for f: wake its thread, and interrupt a waiting Fetch that may wait longer than
+ * KICK_MIN_INTERVAL_MS (its long poll does not include them). f->lock held. */
+static void kick_locked(struct fetcher *f) {
     pthread_cond_broadcast(&f->cond);
-    int64_t now = gr_mono_ms();
-    if (f->in_fetch && !f->kicked && now - f->last_kick_ms >= GR_MIN((int64_t)fm->cfg.wait_max_ms, KICK_MIN_INTERVAL_MS)) {
-        /* Its long poll (up to replica.fetch.wait.max.ms) does not include the new partition. */
+    f->last_add_ms = gr_mono_ms();
+    if (f->in_fetch && !f->kicked && f->inflight_wait_ms > KICK_MIN_INTERVAL_MS) {
         f->kicked = true;
-        f->last_kick_ms = now;
         gr_kafka_client_interrupt(f->kc);
     }
-    pthread_mutex_unlock(&f->lock);
+}
+
+void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
+    if (!fm || n <= 0) return;
+    gr_fetcher_remove_many(fm, v, n);
+    /* References first (the replica manager's map lock, not under any fetcher lock). */
+    gr_fetcher_part **refs = gr_malloc((size_t)n * sizeof *refs);
+    for (int i = 0; i < n; i++) refs[i] = fm->ops->get(fm->ctx, v[i].topic, v[i].partition);
+    uint8_t *done = gr_calloc((size_t)n, 1); /* 1 handled, 2 added */
+    pthread_mutex_lock(&fm->lock);
+    /* One pass per distinct leader: a LeaderAndIsr names a handful of leaders. */
+    for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        int32_t leader = v[i].leader;
+        struct fetcher *f = fetcher_for_locked(fm, leader);
+        if (f) pthread_mutex_lock(&f->lock);
+        int added = 0;
+        for (int j = i; j < n; j++) {
+            if (done[j] || v[j].leader != leader) continue;
+            done[j] = 1;
+            if (!refs[j]) continue; /* not hosted (any more) */
+            if (!f) {
+                fm->ops->release(refs[j]);
+                continue;
+            }
+            add_part_locked(f, v[j].topic, v[j].partition, v[j].leader_epoch, refs[j]);
+            done[j] = 2;
+            added++;
+        }
+        if (f) {
+            if (added) kick_locked(f);
+            pthread_mutex_unlock(&f->lock);
+        }
+    }
     pthread_mutex_unlock(&fm->lock);
-    gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
-                    "leader epoch %d",
-            fm->cfg.broker_id, leader, topic, partition, leader_epoch);
+    /* One line per leader, as Kafka's addFetcherForPartitions logs the set (a line per partition
+     * was one write(2) per partition of a 100k-partition LeaderAndIsr). */
+    for (int i = 0; i < n; i++) {
+        if (done[i] != 2) continue;
+        int count = 0, last = i;
+        for (int j = i; j < n; j++)
+            if (done[j] == 2 && v[j].leader == v[i].leader) {
+                count++;
+                last = j;
+                if (j > i) done[j] = 1;
+            }
+        if (count == 1)
+            gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for partition %s-%d at "
+                            "leader epoch %d",
+                    fm->cfg.broker_id, v[i].leader, v[i].topic, v[i].partition, v[i].leader_epoch);
+        else
+            gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] Added fetcher to broker %d for %d partitions "
+                            "(%s-%d at leader epoch %d ... %s-%d at leader epoch %d)",
+                    fm->cfg.broker_id, v[i].leader, count, v[i].topic, v[i].partition, v[i].leader_epoch,
+                    v[last].topic, v[last].partition, v[last].leader_epoch);
+    }
+    free(done);
+    free(refs);
+}
+
+void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,
+                    int32_t leader_epoch) {
+    struct gr_fetcher_tp tp = {.topic = topic, .partition = partition, .leader = leader, .leader_epoch = leader_epoch};
+    gr_fetcher_add_many(fm, &tp, 1);
 }
 
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm) {

@@ -89,6 +89,20 @@ void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t pa
                     int32_t leader_epoch);
 /* Stops following topic-partition (no-op if not followed). */
 void gr_fetcher_remove(struct gr_fetcher_manager *fm, const char *topic, int32_t partition);
+/* One partition of a batch (gr_fetcher_add_many / gr_fetcher_remove_many; remove ignores
+ * leader and leader_epoch). */
+struct gr_fetcher_tp {
+    const char *topic;
+    int32_t partition;
+    int32_t leader;
+    int32_t leader_epoch;
+};
+/* Batches, for a LeaderAndIsr of thousands of partitions: the same as calling gr_fetcher_remove
+ * / gr_fetcher_add for each item in order, but each fetcher's lock is taken once per batch and
+ * a fetcher's waiting Fetch is interrupted at most once (Kafka's addFetcherForPartitions /
+ * removeFetcherForPartitions take a set too). Items must name distinct partitions. */
+void gr_fetcher_remove_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n);
+void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n);
 /* Stops fetcher threads that have no partitions left. */
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm);
 /* Partitions followed in total (tests, metrics). */

@@ -37,6 +37,7 @@ struct gr_purgatory {
     size_t nlists;
     struct gr_delayed_op **heap;
     size_t heap_n, heap_cap;
+    uint64_t check_stamp; /* gr_purgatory_check_many's pass counter */
 };
 
 static const char *LOGGER = "kafka.server.DelayedOperationPurgatory";
@@ -198,14 +199,20 @@ static bool unregister(struct gr_purgatory *p, struct gr_delayed_op *op) {
 }
 
 /* Evaluates op under its lock; on success claims it. */
-static bool try_claim(struct gr_delayed_op *op, uint64_t key) {
+static bool try_claim_keys(struct gr_delayed_op *op, uint64_t key, const uint64_t *keys, int nkeys) {
     bool claimed = false;
     pthread_mutex_lock(&op->lock);
     op->woken_key = key;
+    op->woken_keys = keys;
+    op->n_woken = key ? 0 : nkeys;
     if (atomic_load(&op->completed) == 0 && op->vt->try_complete(op)) claimed = op_claim(op);
+    op->woken_keys = NULL;
+    op->n_woken = 0;
     pthread_mutex_unlock(&op->lock);
     return claimed;
 }
+
+static bool try_claim(struct gr_delayed_op *op, uint64_t key) { return try_claim_keys(op, key, NULL, 0); }
 
 /* A claimed op: leave the purgatory, run on_complete, drop the registration reference. */
 static void finish(struct gr_purgatory *p, struct gr_delayed_op *op, bool expired) {
@@ -334,6 +341,10 @@ void gr_delayed_op_init(struct gr_delayed_op *op, const struct gr_delayed_op_vt 
     op->keys = op->inline_keys;
     op->nkeys = 0;
     op->woken_key = 0;
+    op->woken_keys = NULL;
+    op->n_woken = 0;
+    op->check_stamp = 0;
+    op->check_idx = 0;
 }
 
 bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const uint64_t *keys, int nkeys) {
@@ -393,6 +404,66 @@ int gr_purgatory_check(struct gr_purgatory *p, uint64_t key) {
         op_unref(ops[i]);
     }
     if (ops != small) free(ops);
+    return completed;
+}
+
+struct op_key {
+    int op; /* index in the collected ops */
+    uint64_t key;
+};
+
+static int cmp_op_key(const void *a, const void *b) {
+    const struct op_key *x = a, *y = b;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+int gr_purgatory_check_many(struct gr_purgatory *p, const uint64_t *keys, int nkeys) {
+    if (nkeys <= 1) return nkeys == 1 ? gr_purgatory_check(p, keys[0]) : 0;
+    struct gr_delayed_op **ops = NULL;
+    struct op_key *pairs = NULL; /* (op, key) for every watch found */
+    int n = 0, cap = 0, np = 0, pcap = 0;
+    pthread_mutex_lock(&p->lock);
+    uint64_t stamp = ++p->check_stamp;
+    for (int k = 0; k < nkeys; k++) {
+        struct watch_list *w = wl_find(p, keys[k], false);
+        for (int i = 0; w && i < w->n; i++) {
+            struct gr_delayed_op *op = w->ops[i];
+            if (op->check_stamp != stamp) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    ops = gr_realloc(ops, (size_t)cap * sizeof *ops);
+                }
+                op->check_stamp = stamp;
+                op->check_idx = n;
+                op_ref(op);
+                ops[n++] = op;
+            }
+            if (np == pcap) {
+                pcap = pcap ? pcap * 2 : 16;
+                pairs = gr_realloc(pairs, (size_t)pcap * sizeof *pairs);
+            }
+            pairs[np++] = (struct op_key){op->check_idx, keys[k]};
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (n == 0) return 0; /* nobody watches these keys (the common case) */
+    qsort(pairs, (size_t)np, sizeof *pairs, cmp_op_key);
+    uint64_t *woken = gr_malloc((size_t)(np + 1) * sizeof *woken);
+    int completed = 0;
+    for (int i = 0, j = 0; i < n; i++) {
+        int nw = 0; /* the distinct keys that woke ops[i] */
+        for (; j < np && pairs[j].op == i; j++)
+            if (nw == 0 || woken[nw - 1] != pairs[j].key) woken[nw++] = pairs[j].key;
+        if (try_claim_keys(ops[i], nw == 1 ? woken[0] : 0, woken, nw)) {
+            finish(p, ops[i], false);
+            completed++;
+        }
+        op_unref(ops[i]);
+    }
+    free(woken);
+    free(pairs);
+    free(ops);
     return completed;
 }
 

@@ -64,6 +64,12 @@ struct gr_delayed_op {
      * comes with its own check (a follower's fetch watches every partition it follows, and a
      * full evaluation per check made N checks cost O(N^2)). */
     uint64_t woken_key;
+    /* With woken_key 0 from gr_purgatory_check_many: the keys that woke it, sorted ascending
+     * (n_woken > 0; valid during try_complete only). n_woken 0: evaluate everything. */
+    const uint64_t *woken_keys;
+    int n_woken;
+    uint64_t check_stamp; /* private: gr_purgatory_check_many's de-duplication (purgatory lock) */
+    int check_idx;
 };
 
 /* Creates a purgatory named `name` (for logs and the reaper thread's name) and starts its reaper
@@ -85,6 +91,12 @@ bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const
 /* Re-evaluates every operation watching key; completes those whose try_complete says so.
  * Returns how many completed. */
 int gr_purgatory_check(struct gr_purgatory *p, uint64_t key);
+
+/* gr_purgatory_check for many keys at once (a LeaderAndIsr changes thousands of partitions):
+ * every operation watching any of the keys is evaluated once, with woken_key = its key when
+ * only one of them concerns it, else woken_key 0 and woken_keys / n_woken = the ones that do.
+ * Returns how many completed. */
+int gr_purgatory_check_many(struct gr_purgatory *p, const uint64_t *keys, int nkeys);
 
 /* Operations currently waiting (watched and not completed). */
 int64_t gr_purgatory_waiting(struct gr_purgatory *p);

@@ -63,6 +63,16 @@ struct gr_replica_manager {
         int32_t min_isr;
         int64_t ret_ms, ret_bytes;
     } tcfg_cache;
+    /* Topic configs read ahead for one LeaderAndIsr (hook_apply_lai: one pipelined ZooKeeper
+     * read for every topic it creates partitions of, instead of a round trip per topic), sorted
+     * by topic; empty outside that call. Same lock as tcfg_cache. */
+    struct gr_rm_tcfg {
+        char *topic;
+        struct gr_plog_config lc;
+        int32_t min_isr;
+        int64_t ret_ms, ret_bytes;
+    } *tcfg_pre;
+    int n_tcfg_pre;
 };
 
 /* The ops the replica manager gives its fetchers and its AlterIsr sender (ctx = the replica

@@ -109,6 +109,19 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
  * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. */
 static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    int lo = 0, hi = rm->n_tcfg_pre - 1;
+    while (lo <= hi) { /* read ahead for this LeaderAndIsr? */
+        int mid = lo + (hi - lo) / 2, c = strcmp(rm->tcfg_pre[mid].topic, topic);
+        if (c == 0) {
+            *lc = rm->tcfg_pre[mid].lc;
+            *min_isr = rm->tcfg_pre[mid].min_isr;
+            *ret_ms = rm->tcfg_pre[mid].ret_ms;
+            *ret_bytes = rm->tcfg_pre[mid].ret_bytes;
+            return;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
     int64_t now = gr_mono_ms();
     if (rm->tcfg_cache.topic && strcmp(rm->tcfg_cache.topic, topic) == 0 &&
         now - rm->tcfg_cache.read_ms < TOPIC_CONFIG_CACHE_MS) {
@@ -128,23 +141,21 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
     rm->tcfg_cache.ret_bytes = *ret_bytes;
 }
 
-/* The topic's effective settings: /config/topics/<topic> over the broker's dynamic and static
- * configs (broker/dynamic_config_manager.h; best effort: ZooKeeper may be absent in tests). */
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
-                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+/* The topic's effective settings from its overrides tc (/config/topics/<topic>; NULL: none) over
+ * the broker's dynamic and static configs (broker/dynamic_config_manager.h). */
+static void topic_config_from(struct gr_replica_manager *rm, const char *topic, const struct gr_kzk_config *tc,
+                              struct gr_plog_config *lc, int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     gr_plog_manager_default_config(rm->lm, lc);
     *min_isr = rm->cfg->min_insync_replicas;
     *ret_ms = rm->cfg->log_retention_ms;
     *ret_bytes = rm->cfg->log_retention_bytes;
-    if (!rm->b || !rm->b->zk) return;
-    struct gr_kzk_config tc = {0};
-    if (gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) != 0) return;
+    if (!tc) return;
     struct gr_log_settings ls;
-    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, &tc, &ls);
+    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, tc, &ls);
     const char *v;
     char *end;
 #define NUM(key, dst, lo, hi)                                                   \
-    if ((v = gr_kzk_config_get(&tc, key)) != NULL) {                            \
+    if ((v = gr_kzk_config_get(tc, key)) != NULL) {                             \
         long long x = strtoll(v, &end, 10);                                     \
         if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
         else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
@@ -155,17 +166,16 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     NUM("min.compaction.lag.ms", lc->min_compaction_lag_ms, 0, INT64_MAX);
     NUM("max.compaction.lag.ms", lc->max_compaction_lag_ms, 1, INT64_MAX);
     NUM("message.timestamp.difference.max.ms", lc->timestamp_difference_max_ms, 0, INT64_MAX);
-    if ((v = gr_kzk_config_get(&tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
+    if ((v = gr_kzk_config_get(tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
         gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(&tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
+    if ((v = gr_kzk_config_get(tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
         gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(&tc, "min.cleanable.dirty.ratio")) != NULL) {
+    if ((v = gr_kzk_config_get(tc, "min.cleanable.dirty.ratio")) != NULL) {
         double r = strtod(v, &end);
         if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;
         else gr_warn(LOGGER, "ignoring invalid min.cleanable.dirty.ratio=%s of topic %s", v, topic);
     }
 #undef NUM
-    gr_kzk_config_release(&tc);
     lc->segment_bytes = ls.segment_bytes;
     lc->roll_ms = ls.segment_ms;
     lc->index_interval_bytes = ls.index_interval_bytes;
@@ -175,6 +185,16 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     *min_isr = ls.min_insync_replicas;
     *ret_ms = ls.retention_ms;
     *ret_bytes = ls.retention_bytes;
+}
+
+/* The topic's effective settings, reading /config/topics/<topic> (best effort: ZooKeeper may be
+ * absent in tests). */
+static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
+                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+    struct gr_kzk_config tc = {0};
+    bool have = rm->b && rm->b->zk && gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) == 0;
+    topic_config_from(rm, topic, have ? &tc : NULL, lc, min_isr, ret_ms, ret_bytes);
+    if (have) gr_kzk_config_release(&tc);
 }
 
 static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
@@ -214,16 +234,11 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     free(arr);
 }
 
-/* Hook callers hold the registry's state-change lock, so creations never race each other. */
-static struct gr_rm_partition *get_or_create(struct gr_replica_manager *rm, const char *topic, int32_t partition,
-                                             int16_t *err) {
-    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
-    if (p) {
-        pthread_mutex_lock(&p->lock);
-        p->online = true;
-        pthread_mutex_unlock(&p->lock);
-        return p;
-    }
+/* A new partition with its log (created if absent), NOT yet in the map; refs = 2 (the map's, to
+ * be, and the caller's). Hook callers only (the registry's state-change lock serializes them,
+ * so creations never race each other). */
+static struct gr_rm_partition *create_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                                                int16_t *err) {
     struct gr_plog_config lc;
     int32_t min_isr;
     int64_t ret_ms, ret_bytes;
@@ -237,7 +252,7 @@ static struct gr_rm_partition *get_or_create(struct gr_replica_manager *rm, cons
     gr_plog_set_config(lml->log, &lc);
     atomic_store(&lml->retention_ms, ret_ms);
     atomic_store(&lml->retention_bytes, ret_bytes);
-    p = gr_calloc(1, sizeof *p);
+    struct gr_rm_partition *p = gr_calloc(1, sizeof *p);
     p->topic = gr_strdup(topic);
     p->partition = partition;
     p->key = gr_rm_key(topic, partition);
@@ -247,17 +262,19 @@ static struct gr_rm_partition *get_or_create(struct gr_replica_manager *rm, cons
     p->lml = lml;
     p->min_isr = min_isr;
     p->online = true;
-    pthread_rwlock_wrlock(&rm->map_lock);
+    return p;
+}
+
+/* Map lock held for writing; p not in the map. */
+static void map_insert_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p) {
     size_t b = bucket_of(rm, p->key);
     p->next = rm->buckets[b];
     rm->buckets[b] = p;
     if ((size_t)++rm->npartitions > 2 * rm->nbuckets) grow_map_locked(rm);
-    pthread_rwlock_unlock(&rm->map_lock);
-    return p;
 }
 
-static struct gr_rm_partition *map_remove(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
-    pthread_rwlock_wrlock(&rm->map_lock);
+/* Map lock held for writing. Returns the entry with the map's reference, or NULL. */
+static struct gr_rm_partition *map_remove_locked(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
     struct gr_rm_partition **pp = &rm->buckets[bucket_of(rm, gr_rm_key(topic, partition))];
     while (*pp && !((*pp)->partition == partition && strcmp((*pp)->topic, topic) == 0)) pp = &(*pp)->next;
     struct gr_rm_partition *p = *pp;
@@ -266,6 +283,12 @@ static struct gr_rm_partition *map_remove(struct gr_replica_manager *rm, const c
         p->next = NULL;
         rm->npartitions--;
     }
+    return p;
+}
+
+static struct gr_rm_partition *map_remove(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
+    pthread_rwlock_wrlock(&rm->map_lock);
+    struct gr_rm_partition *p = map_remove_locked(rm, topic, partition);
     pthread_rwlock_unlock(&rm->map_lock);
     return p; /* carries the map's reference */
 }
@@ -435,29 +458,28 @@ static void *isr_thread_main(void *arg) {
 
 /* ---- hooks ---- */
 
-static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
-    struct gr_replica_manager *rm = ctx;
+/* LeaderAndIsr and StopReplica are applied in chunks of this many partitions: the fetchers', the
+ * AlterIsr sender's, the partition map's and the purgatories' locks are taken once per chunk
+ * instead of once per partition (at 100k partitions the per-partition acquisitions queued
+ * behind follower fetches walking every partition), while a chunk still becomes visible
+ * (map, fetchers) long before the rest of a 100k-partition request is done. */
+#define LAI_CHUNK 512
+
+/* Leader transition of a hosted partition (Kafka's Partition.makeLeader). */
+static int16_t make_leader(struct gr_replica_manager *rm, struct gr_rm_partition *p, const struct gr_partition_state *st) {
     int16_t err = GR_KERR_NONE;
-    gr_fetcher_remove(rm->fetchers, st->topic, st->partition);
-    gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
-    struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
-    if (!p) return err;
-    if ((err = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) { /* offline log dir (log_dir_failure.h) */
-        gr_rm_partition_unref(p);
-        return err;
-    }
     int64_t now = gr_mono_ms();
     pthread_mutex_lock(&p->lock);
+    p->online = true;
     bool was_leader = gr_rs_is_leader(&p->st);
     int rc = gr_rs_set_assignment(&p->st, rm->broker_id, st->leader_epoch, st->zk_version, st->controller_epoch,
                                   st->replicas, st->n_replicas, st->isr, st->n_isr);
-    bool moved = false;
     if (rc < 0) {
         err = GR_KERR_INVALID_REQUEST;
     } else {
         int64_t leo = gr_plog_end_offset(p->lml->log);
         gr_rs_become_leader(&p->st, leo, now, was_leader);
-        moved = maybe_increment_hw_locked(rm, p, now);
+        maybe_increment_hw_locked(rm, p, now);
         char buf[256];
         gr_info(STATE_LOGGER,
                 "[Broker id=%d] Leader %s-%d starts at leader epoch %d from offset %" PRId64
@@ -466,67 +488,212 @@ static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct g
                 gr_rs_fmt_ids(buf, sizeof buf, st->isr, st->n_isr));
     }
     pthread_mutex_unlock(&p->lock);
-    (void)moved;
-    gr_rm_wake(rm, p, true);
-    gr_rm_partition_unref(p);
     return err;
 }
 
-static int16_t hook_become_follower(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
-    struct gr_replica_manager *rm = ctx;
-    int16_t err = GR_KERR_NONE;
-    gr_fetcher_remove(rm->fetchers, st->topic, st->partition);
-    gr_alter_isr_clear(rm->alter_isr, st->topic, st->partition);
-    struct gr_rm_partition *p = get_or_create(rm, st->topic, st->partition, &err);
-    if (!p) return err;
-    if ((err = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) { /* offline log dir (log_dir_failure.h) */
-        gr_rm_partition_unref(p);
-        return err;
-    }
+/* Follower transition (Kafka's Partition.makeFollower); *fetch: start a fetcher for it. */
+static int16_t make_follower(struct gr_replica_manager *rm, struct gr_rm_partition *p,
+                             const struct gr_partition_state *st, bool *fetch) {
     pthread_mutex_lock(&p->lock);
+    p->online = true;
     int rc = gr_rs_set_assignment(&p->st, st->leader, st->leader_epoch, st->zk_version, st->controller_epoch,
                                   st->replicas, st->n_replicas, NULL, 0);
     int64_t leo = gr_plog_end_offset(p->lml->log);
     pthread_mutex_unlock(&p->lock);
-    if (rc < 0) err = GR_KERR_INVALID_REQUEST;
     gr_info(STATE_LOGGER,
             "[Broker id=%d] Follower %s-%d starts at leader epoch %d from offset %" PRId64
             " with high watermark %" PRId64 ". Leader is %d",
             rm->broker_id, st->topic, st->partition, st->leader_epoch, leo, atomic_load(&p->lml->hw), st->leader);
-    gr_rm_wake(rm, p, true); /* waiting produces/fetches answer NOT_LEADER_OR_FOLLOWER */
-    if (rc == 0 && st->leader >= 0 && st->leader != rm->broker_id)
-        gr_fetcher_add(rm->fetchers, st->topic, st->partition, st->leader, st->leader_epoch);
-    gr_rm_partition_unref(p);
-    return err;
+    *fetch = rc == 0 && st->leader >= 0 && st->leader != rm->broker_id;
+    return rc < 0 ? GR_KERR_INVALID_REQUEST : GR_KERR_NONE;
+}
+
+/* One chunk of hook_apply_lai (v[0..m), m <= LAI_CHUNK, distinct partitions). */
+static void apply_lai_chunk(struct gr_replica_manager *rm, struct gr_broker *b, struct gr_lai_change *v, int m) {
+    struct gr_fetcher_tp tps[LAI_CHUNK], follow[LAI_CHUNK];
+    const char *topics[LAI_CHUNK];
+    int32_t parts[LAI_CHUNK];
+    uint64_t keys[LAI_CHUNK];
+    struct gr_rm_partition *ps[LAI_CHUNK];
+    bool fresh[LAI_CHUNK];
+    for (int i = 0; i < m; i++) {
+        tps[i] = (struct gr_fetcher_tp){.topic = v[i].st->topic, .partition = v[i].st->partition};
+        topics[i] = v[i].st->topic;
+        parts[i] = v[i].st->partition;
+        v[i].error = GR_KERR_NONE;
+    }
+    /* Stop fetching them and forget their queued ISR changes (Kafka: removeFetcherForPartitions
+     * before makeLeaders / makeFollowers). */
+    gr_fetcher_remove_many(rm->fetchers, tps, m);
+    gr_alter_isr_clear_many(rm->alter_isr, topics, parts, m);
+    /* Hosted ones: one read lock for the chunk. */
+    pthread_rwlock_rdlock(&rm->map_lock);
+    for (int i = 0; i < m; i++) {
+        ps[i] = find_locked(rm, topics[i], parts[i]);
+        if (ps[i]) atomic_fetch_add(&ps[i]->refs, 1);
+    }
+    pthread_rwlock_unlock(&rm->map_lock);
+    /* New ones: their logs (no map lock held), transitions, then one write lock to publish. */
+    int nfresh = 0, nfollow = 0;
+    for (int i = 0; i < m; i++) {
+        fresh[i] = !ps[i];
+        if (fresh[i]) {
+            ps[i] = create_partition(rm, topics[i], parts[i], &v[i].error);
+            if (ps[i]) nfresh++;
+        }
+        struct gr_rm_partition *p = ps[i];
+        if (!p) continue;
+        if ((v[i].error = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) continue; /* offline dir */
+        bool fetch = false;
+        v[i].error = v[i].leader ? make_leader(rm, p, v[i].st) : make_follower(rm, p, v[i].st, &fetch);
+        if (fetch)
+            follow[nfollow++] = (struct gr_fetcher_tp){.topic = topics[i], .partition = parts[i],
+                                                       .leader = v[i].st->leader,
+                                                       .leader_epoch = v[i].st->leader_epoch};
+    }
+    if (nfresh > 0) {
+        pthread_rwlock_wrlock(&rm->map_lock);
+        for (int i = 0; i < m; i++)
+            if (fresh[i] && ps[i]) map_insert_locked(rm, ps[i]);
+        pthread_rwlock_unlock(&rm->map_lock);
+    }
+    /* Waiting produces/fetches re-check (a new leader answers parked follower reads; a former
+     * leader's waiters answer NOT_LEADER_OR_FOLLOWER): each waiting op once per chunk. */
+    int nk = 0;
+    for (int i = 0; i < m; i++)
+        if (ps[i]) keys[nk++] = ps[i]->key;
+    gr_purgatory_check_many(rm->fetch_purg, keys, nk);
+    gr_purgatory_check_many(rm->produce_purg, keys, nk);
+    gr_fetcher_add_many(rm->fetchers, follow, nfollow);
+    for (int i = 0; i < m; i++) gr_rm_partition_unref(ps[i]);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Reads the configs of the topics of v's partitions that are not hosted yet in one pipelined
+ * ZooKeeper batch (rm->tcfg_pre, for load_topic_config). A CreateTopics of many small topics
+ * reaches a broker as LeaderAndIsr requests naming several topics each, and one synchronous read
+ * per topic made a 1000-topic creation wait ~1000 ZooKeeper round trips per broker. */
+static void prefetch_topic_configs(struct gr_replica_manager *rm, const struct gr_lai_change *v, int n) {
+    if (!rm->b || !rm->b->zk || n < 2) return;
+    const char **names = gr_malloc((size_t)n * sizeof *names);
+    int k = 0;
+    pthread_rwlock_rdlock(&rm->map_lock);
+    for (int i = 0; i < n; i++)
+        if ((k == 0 || strcmp(names[k - 1], v[i].st->topic) != 0) && !find_locked(rm, v[i].st->topic, v[i].st->partition))
+            names[k++] = v[i].st->topic;
+    pthread_rwlock_unlock(&rm->map_lock);
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
+    if (u >= 2) { /* one topic: load_topic_config reads it once anyway */
+        struct gr_kzk_config *tc = gr_calloc((size_t)u, sizeof *tc);
+        int *rcs = gr_calloc((size_t)u, sizeof *rcs);
+        gr_kzk_get_entity_configs(rm->b->zk, "topics", names, u, tc, rcs);
+        rm->tcfg_pre = gr_calloc((size_t)u, sizeof *rm->tcfg_pre);
+        for (int i = 0; i < u; i++) {
+            if (rcs[i] != 0) continue; /* read it the usual way */
+            struct gr_rm_tcfg *t = &rm->tcfg_pre[rm->n_tcfg_pre++];
+            t->topic = gr_strdup(names[i]);
+            topic_config_from(rm, names[i], &tc[i], &t->lc, &t->min_isr, &t->ret_ms, &t->ret_bytes);
+            gr_kzk_config_release(&tc[i]);
+        }
+        free(rcs);
+        free(tc);
+    }
+    free(names);
+}
+
+static void drop_prefetched_configs(struct gr_replica_manager *rm) {
+    for (int i = 0; i < rm->n_tcfg_pre; i++) free(rm->tcfg_pre[i].topic);
+    free(rm->tcfg_pre);
+    rm->tcfg_pre = NULL;
+    rm->n_tcfg_pre = 0;
+}
+
+/* LeaderAndIsr batch (broker.h's apply_leader_and_isr). */
+static void hook_apply_lai(void *ctx, struct gr_broker *b, struct gr_lai_change *v, int n) {
+    struct gr_replica_manager *rm = ctx;
+    prefetch_topic_configs(rm, v, n);
+    for (int i = 0; i < n; i += LAI_CHUNK) apply_lai_chunk(rm, b, v + i, GR_MIN(LAI_CHUNK, n - i));
+    drop_prefetched_configs(rm);
+}
+
+static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
+    struct gr_lai_change c = {.st = st, .leader = true};
+    hook_apply_lai(ctx, b, &c, 1);
+    return c.error;
+}
+
+static int16_t hook_become_follower(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
+    struct gr_lai_change c = {.st = st, .leader = false};
+    hook_apply_lai(ctx, b, &c, 1);
+    return c.error;
+}
+
+/* One chunk of hook_stop_replicas. */
+static void stop_chunk(struct gr_replica_manager *rm, struct gr_stop_change *v, int m) {
+    struct gr_fetcher_tp tps[LAI_CHUNK];
+    const char *topics[LAI_CHUNK];
+    int32_t parts[LAI_CHUNK];
+    uint64_t keys[LAI_CHUNK];
+    struct gr_rm_partition *ps[LAI_CHUNK];
+    for (int i = 0; i < m; i++) {
+        tps[i] = (struct gr_fetcher_tp){.topic = v[i].topic, .partition = v[i].partition};
+        topics[i] = v[i].topic;
+        parts[i] = v[i].partition;
+        v[i].error = GR_KERR_NONE;
+    }
+    gr_fetcher_remove_many(rm->fetchers, tps, m);
+    gr_alter_isr_clear_many(rm->alter_isr, topics, parts, m);
+    /* Deleted ones leave the map (carrying its reference); the others get a reference. */
+    pthread_rwlock_wrlock(&rm->map_lock);
+    for (int i = 0; i < m; i++) {
+        if (v[i].delete_partition) {
+            ps[i] = map_remove_locked(rm, topics[i], parts[i]);
+        } else {
+            ps[i] = find_locked(rm, topics[i], parts[i]);
+            if (ps[i]) atomic_fetch_add(&ps[i]->refs, 1);
+        }
+    }
+    pthread_rwlock_unlock(&rm->map_lock);
+    int nk = 0;
+    for (int i = 0; i < m; i++) {
+        if (!ps[i]) continue;
+        if (v[i].delete_partition) {
+            pthread_mutex_lock(&ps[i]->lock);
+            ps[i]->online = false;
+            pthread_mutex_unlock(&ps[i]->lock);
+        }
+        keys[nk++] = ps[i]->key;
+    }
+    gr_purgatory_check_many(rm->fetch_purg, keys, nk);
+    gr_purgatory_check_many(rm->produce_purg, keys, nk);
+    for (int i = 0; i < m; i++) {
+        gr_rm_partition_unref(ps[i]);
+        if (!v[i].delete_partition) {
+            gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d", rm->broker_id, topics[i], parts[i]);
+            continue;
+        }
+        int rc = gr_plog_manager_remove(rm->lm, topics[i], parts[i], true);
+        if (rc == -ENOENT) gr_plog_manager_delete_orphan(rm->lm, topics[i], parts[i]);
+        gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and deleted its log", rm->broker_id, topics[i],
+                parts[i]);
+    }
+}
+
+static void hook_stop_replicas(void *ctx, struct gr_broker *b, struct gr_stop_change *v, int n) {
+    struct gr_replica_manager *rm = ctx;
+    (void)b;
+    for (int i = 0; i < n; i += LAI_CHUNK) stop_chunk(rm, v + i, GR_MIN(LAI_CHUNK, n - i));
 }
 
 static int16_t hook_stop_replica(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
                                  bool delete_partition) {
-    struct gr_replica_manager *rm = ctx;
-    gr_fetcher_remove(rm->fetchers, topic, partition);
-    gr_alter_isr_clear(rm->alter_isr, topic, partition);
-    if (!delete_partition) {
-        struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
-        if (p) {
-            gr_rm_wake(rm, p, true);
-            gr_rm_partition_unref(p);
-        }
-        gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d", rm->broker_id, topic, partition);
-        return GR_KERR_NONE;
-    }
-    struct gr_rm_partition *p = map_remove(rm, topic, partition);
-    if (p) {
-        pthread_mutex_lock(&p->lock);
-        p->online = false;
-        pthread_mutex_unlock(&p->lock);
-        gr_rm_wake(rm, p, true);
-        gr_rm_partition_unref(p);
-    }
-    int rc = gr_plog_manager_remove(rm->lm, topic, partition, true);
-    if (rc == -ENOENT) gr_plog_manager_delete_orphan(rm->lm, topic, partition);
-    gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and deleted its log", rm->broker_id, topic,
-            partition);
-    return GR_KERR_NONE;
+    struct gr_stop_change c = {.topic = topic, .partition = partition, .delete_partition = delete_partition};
+    hook_stop_replicas(ctx, b, &c, 1);
+    return c.error;
 }
 
 static void hook_leader_and_isr_done(void *ctx, struct gr_broker *b) {
@@ -900,6 +1067,8 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.become_follower = hook_become_follower;
     b->hooks.stop_replica = hook_stop_replica;
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
+    b->hooks.apply_leader_and_isr = hook_apply_lai;
+    b->hooks.stop_replicas = hook_stop_replicas;
     b->replica_manager = rm;
     if (b->metrics) {
         gr_metrics_add_collector(b->metrics, gr_rm_metrics_collector, rm);

@@ -14,8 +14,10 @@
  *                                    flushes logs and writes checkpoints. Call after the network
  *                                    server stopped; then gr_replica_manager_free.
  *
- * Partitions become hosted only through LeaderAndIsr (hooks become_leader/become_follower);
- * StopReplica (hook stop_replica) stops and optionally deletes them.
+ * Partitions become hosted only through LeaderAndIsr (hook apply_leader_and_isr: the request's
+ * partitions in chunks of 512, each chunk taking the fetchers', AlterIsr queue's, map's and
+ * purgatories' locks once; become_leader/become_follower are that batch for one partition);
+ * StopReplica (hook stop_replicas, likewise) stops and optionally deletes them.
  *
  * Locking (outermost first): the broker's partition-registry state-change lock (held by the
  * hook callers) -> a fetcher thread's lock -> a partition's lock -> the log's own lock. The

@@ -1240,6 +1240,28 @@ int gr_kzk_get_entity_config(struct gr_kzk *k, const char *type, const char *nam
     return r;
 }
 
+int gr_kzk_get_entity_configs(struct gr_kzk *k, const char *type, const char *const *names, int n,
+                              struct gr_kzk_config *out, int *rcs) {
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(*paths));
+    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/config/%s/%s", type, names[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int rc = z_get_many(k, (const char *const *)paths, n, false, res);
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        int r = res[i].rc;
+        if (r == GR_ZNONODE || (r == GR_ZOK && res[i].len == 0)) rcs[i] = 0;
+        else if (r != GR_ZOK) rcs[i] = zfail("get", paths[i], r);
+        else if ((rcs[i] = gr_kzk_config_decode(res[i].data, (size_t)res[i].len, &out[i])) != 0)
+            gr_error(LOGGER, "cannot parse %s: %.200s", paths[i], res[i].data);
+        free(paths[i]);
+    }
+    gr_zget_results_release(res, n);
+    free(res);
+    free(paths);
+    return rc == GR_ZOK ? 0 : gr_kzk_from_zrc(rc);
+}
+
 int gr_kzk_set_entity_config(struct gr_kzk *k, const char *type, const char *name,
                              const struct gr_kzk_config *cfg) {
     char *p = gr_asprintf("/config/%s/%s", type, name);

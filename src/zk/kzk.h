@@ -380,6 +380,10 @@ int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topi
  * config and rc 0 (Kafka's fetchEntityConfig). */
 int gr_kzk_get_entity_config(struct gr_kzk *k, const char *type, const char *name,
                              struct gr_kzk_config *out);
+/* The same for n entities in one pipelined batch read; out[i] and rcs[i] per name (out[i] empty
+ * unless rcs[i] == 0). Returns 0, or the error of the batch as a whole. */
+int gr_kzk_get_entity_configs(struct gr_kzk *k, const char *type, const char *const *names, int n,
+                              struct gr_kzk_config *out, int *rcs);
 /* Create-or-set /config/<type>/<name>, then a config change notification
  * (/config/changes/config_change_ sequential, {"version":2,"entity_path":"type/name"}). */
 int gr_kzk_set_entity_config(struct gr_kzk *k, const char *type, const char *name,

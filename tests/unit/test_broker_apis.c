@@ -298,6 +298,83 @@ static void test_control(struct gr_net_client *cli, struct gr_broker *b)
     gr_arena_free(&a);
 }
 
+/* Batch hooks: what the handlers hand over in one call. */
+static int batch_calls, batch_n, batch_leaders, stop_batch_calls, stop_batch_n;
+static void hook_batch(void *ctx, struct gr_broker *b, struct gr_lai_change *v, int n)
+{
+    batch_calls++;
+    batch_n = n;
+    for (int i = 0; i < n; i++) {
+        batch_leaders += v[i].leader;
+        v[i].error = v[i].st->partition == 2 ? GR_KERR_KAFKA_STORAGE_ERROR : GR_KERR_NONE;
+    }
+}
+static void hook_stop_batch(void *ctx, struct gr_broker *b, struct gr_stop_change *v, int n)
+{
+    stop_batch_calls++;
+    stop_batch_n = n;
+    for (int i = 0; i < n; i++)
+        v[i].error = GR_KERR_NONE;
+}
+
+/* A LeaderAndIsr reaches the replica manager as one batch of the partitions that passed the
+ * checks (per-partition errors mapped back); one naming a partition twice goes partition by
+ * partition; StopReplica likewise. */
+static void test_control_batches(struct gr_net_client *cli, struct gr_broker *b)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    b->hooks.apply_leader_and_isr = hook_batch;
+    b->hooks.stop_replicas = hook_stop_batch;
+    int32_t r12[] = { 1, 2 }, r21[] = { 2, 1 }, r23[] = { 2, 3 };
+    struct LeaderAndIsrRequest_LeaderAndIsrPartitionState ps[4] = {
+        { .PartitionIndex = 0, .ControllerEpoch = 6, .Leader = 1, .LeaderEpoch = 0, .IsrCount = 2,
+          .Isr = r12, .ReplicasCount = 2, .Replicas = r12, .IsNew = true },
+        { .PartitionIndex = 1, .ControllerEpoch = 6, .Leader = 2, .LeaderEpoch = 0, .IsrCount = 2,
+          .Isr = r23, .ReplicasCount = 2, .Replicas = r23, .IsNew = true }, /* not ours */
+        { .PartitionIndex = 2, .ControllerEpoch = 6, .Leader = 2, .LeaderEpoch = 0, .IsrCount = 2,
+          .Isr = r21, .ReplicasCount = 2, .Replicas = r21, .IsNew = true },
+        { .PartitionIndex = 3, .ControllerEpoch = 6, .Leader = 1, .LeaderEpoch = 0, .IsrCount = 2,
+          .Isr = r12, .ReplicasCount = 2, .Replicas = r12, .IsNew = true } };
+    struct LeaderAndIsrRequest_LeaderAndIsrTopicState ts = { "batch", 4, ps };
+    struct LeaderAndIsrRequest rq = { .ControllerId = 1, .ControllerEpoch = 6, .BrokerEpoch = -1,
+                                      .TopicStatesCount = 1, .TopicStates = &ts };
+    int lm = leaders_made, fm = followers_made;
+    struct LeaderAndIsrResponse *r = call(cli, GR_API_LEADER_AND_ISR, 4, &rq, &a);
+    CHECK(r && r->ErrorCode == 0 && r->PartitionErrorsCount == 4);
+    CHECK(batch_calls == 1 && batch_n == 3 && batch_leaders == 2);
+    CHECK(leaders_made == lm && followers_made == fm);
+    CHECK(r && r->PartitionErrors[0].ErrorCode == 0 &&
+          r->PartitionErrors[1].ErrorCode == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION &&
+          r->PartitionErrors[2].ErrorCode == GR_KERR_KAFKA_STORAGE_ERROR &&
+          r->PartitionErrors[3].ErrorCode == 0);
+    /* The same partition twice at rising epochs: applied one by one through the single hooks. */
+    ps[0].LeaderEpoch = 1;
+    ps[3] = ps[0];
+    ps[3].LeaderEpoch = 2;
+    ts.PartitionStatesCount = 4;
+    ps[1].LeaderEpoch = 0; /* stale now, skipped */
+    ps[2].LeaderEpoch = 0;
+    r = call(cli, GR_API_LEADER_AND_ISR, 4, &rq, &a);
+    CHECK(r && r->ErrorCode == 0 && batch_calls == 1 && leaders_made == lm + 2);
+    /* StopReplica: one batch; deleted partitions leave the registry. */
+    struct StopReplicaRequest_StopReplicaPartitionState sps[2] = { { 0, -2, true }, { 2, -2, true } };
+    struct StopReplicaRequest_StopReplicaTopicState sts = { "batch", 2, sps };
+    struct StopReplicaRequest srq = { .ControllerId = 1, .ControllerEpoch = 6, .BrokerEpoch = -1,
+                                      .TopicStatesCount = 1, .TopicStates = &sts };
+    int st0 = stopped;
+    struct StopReplicaResponse *s = call(cli, GR_API_STOP_REPLICA, 3, &srq, &a);
+    CHECK(s && s->ErrorCode == 0 && s->PartitionErrorsCount == 2 && stop_batch_calls == 1 &&
+          stop_batch_n == 2 && stopped == st0);
+    struct gr_partition_state st;
+    CHECK(!gr_partitions_get(b->partitions, "batch", 0, &st) && !gr_partitions_get(b->partitions, "batch", 2, &st));
+    CHECK(gr_partitions_get(b->partitions, "batch", 3, &st));
+    gr_partition_state_release(&st);
+    b->hooks.apply_leader_and_isr = NULL;
+    b->hooks.stop_replicas = NULL;
+    gr_arena_free(&a);
+}
+
 static void test_create_topics_not_controller(struct gr_net_client *cli, struct gr_broker *b)
 {
     struct gr_arena a;
@@ -488,6 +565,7 @@ int main(void)
         test_api_versions(cli);
         test_metadata(cli, cli_int);
         test_control(cli, b);
+        test_control_batches(cli, b);
         test_create_topics_not_controller(cli, b);
         test_delayed_create(b);
         test_controller_front_door(cli);

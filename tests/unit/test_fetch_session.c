@@ -214,8 +214,96 @@ static void test_handler_against_cache(void) {
     gr_fsc_free(c);
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A follower session of thousands of partitions over rounds that change, add and drop some:
+ * the handler sends exactly the new and changed ones, and the leader's widened request holds
+ * exactly the follower's partitions at their current offsets (both sides index their sessions;
+ * before issue 14 each named partition was found by a scan: O(n^2) per round). */
+static void test_handler_many(void) {
+    enum { N = 4000, ROUNDS = 6 };
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fetch_session_handler h;
+    gr_fsh_init(&h);
+    static int32_t ps[2 * N], got[2 * N];
+    static int64_t offs[2 * N], hw[2 * N];
+    static int32_t len[2 * N];
+    int n = N;
+    for (int i = 0; i < n; i++) ps[i] = i, offs[i] = 0, hw[i] = 0, len[i] = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        int changed = 0;
+        if (round > 0) {
+            for (int i = round; i < n; i += 7) offs[i]++, changed++;  /* advanced */
+            for (int i = 0; i < 5; i++) ps[n] = N + round * 10 + i, offs[n++] = 0, changed++; /* new */
+            for (int i = 0; i < 3; i++) ps[round * 11 + i * 101] = ps[--n], offs[round * 11 + i * 101] = offs[n]; /* dropped */
+        }
+        struct FetchRequest *r = req(7, 0, -1, ps, offs, n, NULL, 0);
+        gr_fsh_build(&h, r, &A);
+        if (round == 0) {
+            CHECK(r->SessionEpoch == 0 && r->Topics[0].PartitionsCount == n);
+        } else {
+            int sent = 0, forgotten = 0;
+            for (int t = 0; t < r->TopicsCount; t++) sent += r->Topics[t].PartitionsCount;
+            for (int t = 0; t < r->ForgottenTopicsDataCount; t++) forgotten += r->ForgottenTopicsData[t].PartitionsCount;
+            CHECK(sent <= changed && sent >= changed - 3 && forgotten == 3);
+        }
+        struct gr_fsc_ctx ctx;
+        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, round, &A, &ctx);
+        CHECK(f != NULL);
+        if (!f) break;
+        CHECK(ctx.kind == (round == 0 ? GR_FSC_FULL : GR_FSC_INCREMENTAL));
+        int m = 0;
+        for (int t = 0; t < f->TopicsCount; t++)
+            for (int i = 0; i < f->Topics[t].PartitionsCount; i++) {
+                const struct FetchRequest_FetchPartition *fp = &f->Topics[t].Partitions[i];
+                int k = 0;
+                while (k < n && ps[k] != fp->Partition) k++;
+                CHECK(k < n && offs[k] == fp->FetchOffset);
+                got[m++] = fp->Partition;
+            }
+        CHECK(m == n);
+        qsort(got, (size_t)m, sizeof *got, cmp_i32);
+        for (int i = 1; i < m; i++) CHECK(got[i] != got[i - 1]);
+        struct FetchResponse *resp = resp_for(f, hw, len);
+        gr_fsc_finish(c, f, &ctx, resp, round, &A);
+        gr_fsh_handle_response(&h, resp);
+        CHECK(h.session_id != 0 && h.next_epoch == round + 1);
+    }
+    gr_fsh_free(&h);
+    gr_fsc_free(c);
+}
+
+/* A follower's full fetch whose answer it never read (it dropped the connection) opened a session
+ * it will never name; its next full fetch closes it instead of leaving it to fill the cache. */
+static void test_orphaned_follower_session(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    const int32_t ps[] = {0, 1, 2};
+    const int64_t offs[] = {0, 0, 0};
+    struct gr_fsc_ctx ctx;
+    int sessions;
+    int64_t parts;
+    for (int i = 0; i < 3; i++) { /* three lost answers from replica 7, one consumer session */
+        struct FetchRequest *r = req(i < 2 ? 7 : -1, 0, 0, ps, offs, 3, NULL, 0);
+        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, i, &A, &ctx);
+        gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), i, &A);
+    }
+    gr_fsc_stats(c, &sessions, &parts);
+    CHECK(sessions == 2 && parts == 6); /* replica 7's latest and the consumer's */
+    struct FetchRequest *r = req(8, 0, 0, ps, offs, 3, NULL, 0); /* another follower: its own */
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 5, &A, &ctx);
+    gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), 5, &A);
+    gr_fsc_stats(c, &sessions, &parts);
+    CHECK(sessions == 3);
+    gr_fsc_free(c);
+}
+
 int main(void) {
     gr_arena_init(&A);
+    test_orphaned_follower_session();
+    test_handler_many();
     test_session_lifecycle();
     test_eviction();
     test_handler_against_cache();

@@ -98,6 +98,29 @@ int main(int argc, char **argv) {
     }
     CHECK(gr_fetcher_count(fm) == 0);
     CHECK(refs == 0);
+    /* Batches (a LeaderAndIsr): add_many over three leaders, again with other leaders and
+     * epochs (replaces), remove_many of every third plus unknown ones. */
+    struct gr_fetcher_tp *v = calloc((size_t)n, sizeof *v);
+    char (*names)[32] = calloc((size_t)n, 32);
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], 32, "b-%05d", i / 100);
+        v[i] = (struct gr_fetcher_tp){.topic = names[i], .partition = i % 100, .leader = 2 + i % 3, .leader_epoch = 0};
+    }
+    gr_fetcher_add_many(fm, v, n);
+    CHECK(gr_fetcher_count(fm) == n && refs == n);
+    for (int i = 0; i < n; i++) v[i].leader = 2 + (i + 1) % 3, v[i].leader_epoch = 1;
+    gr_fetcher_add_many(fm, v, n);
+    CHECK(gr_fetcher_count(fm) == n && refs == n);
+    int k = 0;
+    for (int i = 0; i < n; i += 3) v[k++] = v[i];
+    gr_fetcher_remove_many(fm, v, k);
+    gr_fetcher_remove_many(fm, v, k); /* twice: no-op */
+    CHECK(gr_fetcher_count(fm) == n - k && refs == n - k);
+    for (int i = 0; i < n; i++) v[i] = (struct gr_fetcher_tp){.topic = names[i], .partition = i % 100};
+    gr_fetcher_remove_many(fm, v, n);
+    CHECK(gr_fetcher_count(fm) == 0 && refs == 0);
+    free(names);
+    free(v);
     gr_fetcher_manager_free(fm);
     printf("test_fetcher_index: OK (%d partitions)\n", n);
     return 0;

@@ -21,9 +21,17 @@ struct test_op {
     atomic_int tries;
 };
 
+/* What the last try_complete was told (check_many test). */
+static uint64_t g_last_key;
+static uint64_t g_last_set[8];
+static int g_last_nset;
+
 static bool t_try(struct gr_delayed_op *op) {
     struct test_op *t = (struct test_op *)op;
     atomic_fetch_add(&t->tries, 1);
+    g_last_key = op->woken_key;
+    g_last_nset = op->n_woken < 8 ? op->n_woken : 8;
+    for (int i = 0; i < g_last_nset; i++) g_last_set[i] = op->woken_keys[i];
     return atomic_load(t->ready) >= t->want;
 }
 static void t_complete(struct gr_delayed_op *op, bool expired) {
@@ -149,6 +157,31 @@ int main(void) {
     for (int i = 0; i < 20; i++) gr_purgatory_check(p, k1);
     wait_for(&g_destroyed, 200, 3000);
     CHECK(g_comp == 200 && g_destroyed == 200);
+
+    /* 6b. check_many: each op evaluated once per call, told the key (one) or the sorted set of
+     * keys (several) that concern it; keys nobody watches cost nothing. */
+    reset();
+    {
+        uint64_t wk[5] = {50, 10, 30, 20, 40};
+        struct test_op *a = mk(1, 100000), *b1 = mk(1, 100000);
+        gr_purgatory_submit(p, &a->op, wk, 5);
+        gr_purgatory_submit(p, &b1->op, &wk[2], 1); /* watches 30 only */
+        int tries_a = atomic_load(&a->tries), tries_b = atomic_load(&b1->tries);
+        uint64_t ck[4] = {40, 999, 20, 40}; /* 40 twice, 999 unwatched */
+        CHECK(gr_purgatory_check_many(p, ck, 4) == 0);
+        CHECK(atomic_load(&a->tries) == tries_a + 1);
+        CHECK(atomic_load(&b1->tries) == tries_b); /* not concerned */
+        CHECK(g_last_key == 0 && g_last_nset == 2 && g_last_set[0] == 20 && g_last_set[1] == 40);
+        uint64_t ck2[2] = {30, 777};
+        CHECK(gr_purgatory_check_many(p, ck2, 2) == 0);
+        CHECK(atomic_load(&a->tries) == tries_a + 2 && atomic_load(&b1->tries) == tries_b + 1);
+        CHECK(g_last_key == 30 && g_last_nset == 0);
+        atomic_store(&g_ready, 1);
+        uint64_t ck3[3] = {10, 30, 50};
+        CHECK(gr_purgatory_check_many(p, ck3, 3) == 2);
+        wait_for(&g_destroyed, 2, 3000);
+        CHECK(g_comp == 2 && g_exp == 0 && gr_purgatory_waiting(p) == 0);
+    }
 
     /* 7. Shutdown expires what waits. */
     reset();
