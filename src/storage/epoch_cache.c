@@ -59,6 +59,11 @@ static int parse(struct gr_epoch_cache *ec, char *text) {
     return 0;
 }
 
+void gr_epoch_cache_init(struct gr_epoch_cache *ec, const char *path) {
+    memset(ec, 0, sizeof *ec);
+    ec->path = gr_strdup(path);
+}
+
 int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *path) {
     memset(ec, 0, sizeof *ec);
     ec->path = gr_strdup(path);

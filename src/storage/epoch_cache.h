@@ -23,6 +23,8 @@ struct gr_epoch_cache {
 /* Loads `path` (missing file = empty cache; malformed = warning + empty cache, rewritten).
  * Takes a copy of path. Returns 0 or -errno. */
 int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *path);
+/* An empty cache for `path` without reading it (a log directory just created). Takes a copy. */
+void gr_epoch_cache_init(struct gr_epoch_cache *ec, const char *path);
 void gr_epoch_cache_release(struct gr_epoch_cache *ec);
 /* Kafka's assign(): no-op when epoch equals the latest and start_offset is not lower; else
  * removes trailing entries with epoch >= epoch or start >= start_offset, appends, persists.

@@ -320,11 +320,51 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
 
 static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
 
+/* A directory this call created is empty: no checkpoint, segment, snapshot or transaction
+ * index to read, so a new log costs one mkdir and one open (its .log, kept in the fd cache).
+ * The .index/.timeindex files are created by the first flush, roll or close after data arrives
+ * (Kafka creates them at once; nothing reads them before then, and an empty segment is loaded
+ * without reading them). Nothing is fsynced (dir_unsynced: the first flush or roll does it). */
+static int open_new(struct gr_plog *log) {
+    char *ecp = gr_asprintf("%s/%s", log->dir, GR_LEADER_EPOCH_CHECKPOINT);
+    gr_epoch_cache_init(&log->ec, ecp);
+    free(ecp);
+    struct gr_segment *seg = gr_segment_new(log->dir, 0);
+    segs_push(log, seg);
+    seg->idx_unsynced = seg->ti.unsynced = true;
+    seg->idx_stale = seg->tidx_stale = true; /* files created by the first write with data */
+    log->dir_unsynced = true;
+    int rc = gr_segment_activate(seg);
+    log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
+    log->ti = gr_txn_index_new(log->dir);
+    return rc;
+}
+
+/* Loads an existing directory (see gr_plog_open_dir). */
+static int open_existing(struct gr_plog *log, int64_t recovery_point) {
+    char *ecp = gr_asprintf("%s/%s", log->dir, GR_LEADER_EPOCH_CHECKPOINT);
+    int rc = gr_epoch_cache_load(&log->ec, ecp);
+    free(ecp);
+    if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point);
+    if (rc == 0 && log->n_segs == 0) {
+        struct gr_segment *seg = gr_segment_new(log->dir, 0);
+        segs_push(log, seg);
+        rc = gr_segment_create(seg);
+        log->dir_unsynced = true;
+    }
+    if (rc == 0) rc = gr_segment_activate(active(log));
+    if (rc) return rc;
+    log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
+    log->ti = gr_txn_index_open(log->dir);
+    return 0;
+}
+
 int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point, struct gr_plog **out) {
     *out = NULL;
     int rc = check_config(cfg);
     if (rc) return rc;
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+    bool fresh = mkdir(dir, 0755) == 0;
+    if (!fresh && errno != EEXIST) {
         rc = -errno;
         gr_error(LOGGER, "cannot create log directory '%s': %s", dir, strerror(errno));
         return rc;
@@ -334,17 +374,7 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     log->dir = gr_strdup(dir);
     log->cfg = *cfg;
     log->last_flush_ms = gr_mono_ms();
-    char *ecp = gr_asprintf("%s/%s", dir, GR_LEADER_EPOCH_CHECKPOINT);
-    rc = gr_epoch_cache_load(&log->ec, ecp);
-    free(ecp);
-    if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point);
-    if (rc == 0 && log->n_segs == 0) {
-        struct gr_segment *seg = gr_segment_new(dir, 0);
-        segs_push(log, seg);
-        rc = gr_segment_create(seg);
-        log->dir_unsynced = true;
-    }
-    if (rc == 0) rc = gr_segment_activate(active(log));
+    rc = fresh ? open_new(log) : open_existing(log, recovery_point);
     if (rc) {
         gr_error(LOGGER, "cannot open log '%s': %s", dir, gr_strerror(rc));
         close_log(log, false);
@@ -352,20 +382,22 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     }
     log->log_start_offset = log->segs[0]->base_offset;
     log->recovery_point = leo(log);
-    gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
-    gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
-    log->ps = gr_pstate_new(dir, cfg->producer_id_expiration_ms);
-    log->ti = gr_txn_index_open(dir);
     gr_pstate_set_txn_listener(log->ps, on_txn_completed, log);
     log->last_expiry_check_ms = gr_mono_ms();
-    rc = rebuild_producer_state(log, leo(log));
-    if (rc) {
-        gr_error(LOGGER, "cannot load the producer state of '%s': %s", dir, gr_strerror(rc));
-        close_log(log, false);
-        return rc;
+    if (!fresh) {
+        gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+        gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+        rc = rebuild_producer_state(log, leo(log));
+        if (rc) {
+            gr_error(LOGGER, "cannot load the producer state of '%s': %s", dir, gr_strerror(rc));
+            close_log(log, false);
+            return rc;
+        }
     }
-    gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
-            dir, log->n_segs, log->log_start_offset, leo(log));
+    if (fresh) gr_debug(LOGGER, "created log '%s'", dir);
+    else
+        gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
+                dir, log->n_segs, log->log_start_offset, leo(log));
     *out = log;
     return 0;
 }
@@ -452,6 +484,10 @@ static int sync_dir_if_new(struct gr_plog *log) {
 }
 
 static int flush_locked(struct gr_plog *log) {
+    /* Kafka's flush(offset) with offset <= recoveryPoint: everything below the recovery point
+     * was made durable by the flush or roll that advanced it (the indexes are caches rebuilt
+     * from the .log), and an empty new log holds nothing to make durable. */
+    if (log->recovery_point >= leo(log)) return 0;
     int rc = gr_segment_fsync(active(log));
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;

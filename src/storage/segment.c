@@ -245,6 +245,7 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
     if (rc == 0) {
         seg->n_idx_file = seg->n_idx;
         seg->idx_unsynced = true;
+        seg->idx_stale = false;
     }
     return rc;
 }
@@ -252,6 +253,7 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
 /* Same as index_sync below, for the .timeindex file (12-byte entries). */
 static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
     struct gr_time_index *t = &seg->ti;
+    whole = whole || (seg->tidx_stale && seg->size > 0);
     bool write = whole || t->n_file != t->n;
     if (!write && !(sync && t->unsynced)) return 0;
     int fd = gr_storage_open(seg->tidx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -276,6 +278,7 @@ static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
         if (rc == 0) {
             t->n_file = t->n;
             t->unsynced = true;
+            seg->tidx_stale = false;
         }
     }
     if (rc == 0 && sync) {
@@ -291,6 +294,7 @@ static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
  * file holds exactly the expected prefix; otherwise it is rewritten) and, with `sync`,
  * fdatasyncs it if it was written since the last sync. Opens and closes the file itself. */
 static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
+    whole = whole || (seg->idx_stale && seg->size > 0);
     bool write = whole || seg->n_idx_file != seg->n_idx;
     if (!write && !(sync && seg->idx_unsynced)) return tidx_sync(seg, whole, sync);
     int fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -505,6 +509,17 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
     seg->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     if (seg->size > UINT32_MAX) {
         rc = GR_ECORRUPT;
+        goto out;
+    }
+    if (seg->size == 0) {
+        /* Empty: empty indexes, whatever the files hold (a new log has none yet); the first
+         * write once the segment holds data rewrites each file whole (idx_stale/tidx_stale). */
+        seg->idx_stale = seg->tidx_stale = true;
+        seg->n_idx = seg->n_idx_file = 0;
+        seg->ti.n = seg->ti.n_file = 0;
+        seg->next_offset = seg->base_offset;
+        seg->bytes_since_index = 0;
+        seg->max_timestamp = seg->offset_of_max_ts = seg->first_batch_ts = -1;
         goto out;
     }
     if (index_load(seg) < 0 || tidx_load(seg) < 0) {

@@ -33,6 +33,8 @@ struct gr_segment {
     size_t n_idx, cap_idx;
     size_t n_idx_file;           /* idx[0..n_idx_file) are written to the .index file */
     bool idx_unsynced;           /* the .index file was written since its last fsync */
+    bool idx_stale, tidx_stale;  /* the file's content is unknown (not read at load): the next
+                                    write rewrites it whole */
     int64_t bytes_since_index;
     struct gr_time_index ti;   /* the whole .timeindex, always in memory (written with .index) */
     int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none (Kafka's maxTimestampSoFar) */

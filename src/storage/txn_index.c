@@ -77,9 +77,14 @@ static void load_file(struct gr_txn_index *ti, const char *name, int64_t base) {
     fclose(f);
 }
 
-struct gr_txn_index *gr_txn_index_open(const char *dir) {
+struct gr_txn_index *gr_txn_index_new(const char *dir) {
     struct gr_txn_index *ti = gr_calloc(1, sizeof *ti);
     ti->dir = gr_strdup(dir);
+    return ti;
+}
+
+struct gr_txn_index *gr_txn_index_open(const char *dir) {
+    struct gr_txn_index *ti = gr_txn_index_new(dir);
     DIR *d = opendir(dir);
     if (!d) return ti;
     struct dirent *de;
