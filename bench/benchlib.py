@@ -78,3 +78,15 @@ def zookeeper(zk_hosts, workdir):
     srv = H.ZkServer(os.path.join(workdir, "zk"))
     srv.start()
     return srv, srv.hosts
+
+
+def rss_kib(broker):
+    """Resident set size of a running broker in KiB (VmRSS), 0 when it is not running."""
+    try:
+        with open(f"/proc/{broker.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, AttributeError):
+        pass
+    return 0
