@@ -91,7 +91,7 @@ static int64_t leo(struct gr_plog *log) { return active(log)->next_offset; }
 
 static void segs_push(struct gr_plog *log, struct gr_segment *seg) {
     if (log->n_segs == log->cap_segs) {
-        log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 8;
+        log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 2;
         log->segs = gr_realloc(log->segs, log->cap_segs * sizeof *log->segs);
     }
     log->segs[log->n_segs++] = seg;
@@ -326,9 +326,7 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
  * (Kafka creates them at once; nothing reads them before then, and an empty segment is loaded
  * without reading them). Nothing is fsynced (dir_unsynced: the first flush or roll does it). */
 static int open_new(struct gr_plog *log) {
-    char *ecp = gr_asprintf("%s/%s", log->dir, GR_LEADER_EPOCH_CHECKPOINT);
-    gr_epoch_cache_init(&log->ec, ecp);
-    free(ecp);
+    gr_epoch_cache_init(&log->ec, log->dir);
     struct gr_segment *seg = gr_segment_new(log->dir, 0);
     segs_push(log, seg);
     seg->idx_unsynced = seg->ti.unsynced = true;
@@ -342,9 +340,7 @@ static int open_new(struct gr_plog *log) {
 
 /* Loads an existing directory (see gr_plog_open_dir). */
 static int open_existing(struct gr_plog *log, int64_t recovery_point) {
-    char *ecp = gr_asprintf("%s/%s", log->dir, GR_LEADER_EPOCH_CHECKPOINT);
-    int rc = gr_epoch_cache_load(&log->ec, ecp);
-    free(ecp);
+    int rc = gr_epoch_cache_load(&log->ec, log->dir);
     if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point);
     if (rc == 0 && log->n_segs == 0) {
         struct gr_segment *seg = gr_segment_new(log->dir, 0);

@@ -45,7 +45,7 @@
 #define HDR_SIZE 10
 
 struct gr_pstate {
-    char *dir;
+    const char *dir; /* borrowed (the owning log's) */
     int64_t expiration_ms;
     /* open addressing, linear probing; NULL = empty slot; cap is a power of two */
     struct gr_pstate_entry **slots;
@@ -164,7 +164,7 @@ static void clear_entries(struct gr_pstate *ps) {
 
 struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms) {
     struct gr_pstate *ps = gr_calloc(1, sizeof *ps);
-    ps->dir = gr_strdup(dir);
+    ps->dir = dir;
     ps->expiration_ms = expiration_ms;
     return ps;
 }
@@ -174,7 +174,6 @@ void gr_pstate_free(struct gr_pstate *ps) {
     clear_entries(ps);
     free(ps->slots);
     free(ps->guards);
-    free(ps->dir);
     free(ps);
 }
 

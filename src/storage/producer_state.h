@@ -104,7 +104,7 @@ struct gr_pstate_entry {
 
 struct gr_pstate;
 
-/* A new empty state for the partition directory `dir` (copied); expiration_ms is
+/* A new empty state for the partition directory `dir` (borrowed: it must outlive the state); expiration_ms is
  * transactional.id.expiration.ms. map end offset = snapshot offset = 0. */
 struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms);
 void gr_pstate_free(struct gr_pstate *ps);

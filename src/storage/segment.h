@@ -26,7 +26,7 @@ struct gr_segment {
     int64_t base_offset;
     int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
     int64_t size;        /* bytes of valid data */
-    char *log_path, *index_path, *tidx_path; /* owned */
+    char *log_path; /* owned; the index files' paths are derived (gr_segment_sibling_path) */
     bool active;                 /* the log's last segment: .log descriptor cached in `slot` */
     struct gr_fd_slot slot;
     struct gr_index_entry *idx;  /* the whole index, always in memory */
@@ -45,6 +45,10 @@ struct gr_segment {
 
 /* Callback for each valid batch found by recovery (e.g. to assign leader epochs). */
 typedef void (*gr_segment_batch_cb)(void *arg, const struct gr_batch_info *bi);
+
+#define GR_SEG_PATH_MAX 4096
+/* Writes log_path with ".log" replaced by ext (".index", ".timeindex") into buf[GR_SEG_PATH_MAX]. */
+void gr_segment_sibling_path(const struct gr_segment *seg, const char *ext, char *buf);
 
 /* Allocates a segment object for `base` in `dir` (no I/O). */
 struct gr_segment *gr_segment_new(const char *dir, int64_t base);
