@@ -1,12 +1,11 @@
 /* Storage-only benchmark: what N empty partition logs cost in the log manager, without brokers,
  * ZooKeeper or the network. Phases (each printed with wall time, CPU time of this process and
  * heap growth from mallinfo2):
- *   create   N logs through gr_plog_manager_get_or_create (or gr_plog_manager_create_many with
- *            --many), as a broker applying LeaderAndIsr does
+ *   create   N logs through gr_plog_manager_get_or_create, as a broker applying LeaderAndIsr does
  *   close    gr_plog_manager_close (a clean shutdown: flush, checkpoints, close)
  *   open     gr_plog_manager_open over the same directory (start-up with N existing logs)
  *   close    again
- * Usage: build/bench_logs [-n N] [-d DIR] [--many B] [--phase create|all]
+ * Usage: bench_logs [-n N] [-d DIR]
  * Build: see bench/README.md ("bench_logs"). Run under `strace -f -c` for syscall counts. */
 #include <errno.h>
 #include <malloc.h>
@@ -64,14 +63,13 @@ static void report(const char *what, int n, struct mark a, struct mark b) {
 }
 
 int main(int argc, char **argv) {
-    int n = 10000, many = 0;
+    int n = 10000;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atoi(argv[++i]);
         else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) dir = argv[++i];
-        else if (strcmp(argv[i], "--many") == 0 && i + 1 < argc) many = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [-n N] [-d DIR] [--many BATCH]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n N] [-d DIR]\n", argv[0]);
             return 2;
         }
     }
@@ -89,47 +87,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "config: %s\n", err);
         return 1;
     }
-    struct mark m0 = mark();
     struct gr_plog_manager *lm = NULL;
     if (gr_plog_manager_open(&cfg, 1, "bench", &lm) < 0) return fprintf(stderr, "open failed\n"), 1;
     struct mark m1 = mark();
     char topic[64];
-#ifndef BENCH_NO_MANY
-    if (many > 0) {
-        struct gr_plog_manager_new_log *req = calloc((size_t)many, sizeof *req);
-        for (int i = 0; i < n; i += many) {
-            int k = n - i < many ? n - i : many;
-            for (int j = 0; j < k; j++) {
-                snprintf(topic, sizeof topic, "bench-%05d", (i + j) / 100);
-                req[j].topic = strdup(topic);
-                req[j].partition = (i + j) % 100;
-                req[j].cfg = NULL;
-            }
-            int rc = gr_plog_manager_create_many(lm, req, (size_t)k);
-            for (int j = 0; j < k; j++) {
-                if (rc == 0 && req[j].rc == 0) gr_plog_manager_release(lm, req[j].out);
-                free((char *)req[j].topic);
-            }
-            if (rc < 0) return fprintf(stderr, "create_many: %d\n", rc), 1;
-        }
-        free(req);
-    } else
-#endif
-    {
-        for (int i = 0; i < n; i++) {
-            snprintf(topic, sizeof topic, "bench-%05d", i / 100);
-            struct gr_lm_log *l = NULL;
-            int rc = gr_plog_manager_get_or_create(lm, topic, i % 100, NULL, &l);
-            if (rc < 0) return fprintf(stderr, "create %d: %d\n", i, rc), 1;
-            gr_plog_manager_release(lm, l);
-        }
+    for (int i = 0; i < n; i++) {
+        snprintf(topic, sizeof topic, "bench-%05d", i / 100);
+        struct gr_lm_log *l = NULL;
+        int rc = gr_plog_manager_get_or_create(lm, topic, i % 100, NULL, &l);
+        if (rc < 0) return fprintf(stderr, "create %d: %d\n", i, rc), 1;
+        gr_plog_manager_release(lm, l);
     }
     struct mark m2 = mark();
     report("create", n, m1, m2);
     gr_plog_manager_close(lm);
     struct mark m3 = mark();
     report("close", n, m2, m3);
-    (void)m0;
     lm = NULL;
     if (gr_plog_manager_open(&cfg, 1, "bench", &lm) < 0) return fprintf(stderr, "reopen failed\n"), 1;
     struct mark m4 = mark();
