@@ -348,22 +348,21 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
 static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
 
 /* A directory this call created is empty: no checkpoint, segment, snapshot or transaction
- * index to read, so a new log costs one mkdir and one open (its .log, kept in the fd cache).
- * The .index/.timeindex files are created by the first flush, roll or close after data arrives
- * (Kafka creates them at once; nothing reads them before then, and an empty segment is loaded
- * without reading them). Nothing is fsynced (dir_unsynced: the first flush or roll does it). */
+ * index to read, so a new log costs one mkdir. Its first segment's files are created when data
+ * arrives: the .log by the first append (O_CREAT through the fd cache), the .index/.timeindex
+ * by the first flush, roll or close after it (Kafka creates them at once; nothing reads them
+ * before then, and a directory without a .log opens as an empty log at offset 0). Nothing is
+ * fsynced (dir_unsynced: the first flush or roll does it). */
 static int open_new(struct gr_plog *log) {
     gr_epoch_cache_init(&log->ec, log->dir);
     struct gr_segment *seg = gr_segment_new(log->dir, 0);
     segs_push(log, seg);
-    seg->idx_unsynced = seg->ti.unsynced = true;
-    seg->idx_stale = seg->tidx_stale = true; /* files created by the first write with data */
+    gr_segment_activate_new(seg);
     log->dir_unsynced = true;
-    int rc = gr_segment_activate(seg);
     log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
     gr_pstate_assume_no_snapshots(log->ps);
     log->ti = gr_txn_index_new(log->dir);
-    return rc;
+    return 0;
 }
 
 /* Loads an existing directory (see gr_plog_open_dir). */
@@ -384,10 +383,10 @@ static int open_existing(struct gr_plog *log, int64_t recovery_point) {
     else gr_epoch_cache_init(&log->ec, log->dir);
     if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point, ds.bases, ds.n);
     free(ds.bases);
-    if (rc == 0 && log->n_segs == 0) {
+    if (rc == 0 && log->n_segs == 0) { /* no segment (a new log never written): as open_new */
         struct gr_segment *seg = gr_segment_new(log->dir, 0);
         segs_push(log, seg);
-        rc = gr_segment_create(seg);
+        gr_segment_activate_new(seg);
         log->dir_unsynced = true;
     }
     if (rc == 0) rc = gr_segment_activate(active(log));

@@ -94,8 +94,8 @@ struct seg_fd {
 
 static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
     h->cached = seg->active;
-    if (seg->active) {
-        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 0);
+    if (seg->active) { /* O_CREAT: a new log's .log is created by its first write */
+        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 1);
         return h->fd < 0 ? h->fd : 0;
     }
     h->fd = gr_storage_open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
@@ -159,6 +159,14 @@ int gr_segment_activate(struct gr_segment *seg) {
     gr_fd_slot_release(&seg->slot);
     seg->active = true;
     return 0;
+}
+
+void gr_segment_activate_new(struct gr_segment *seg) {
+    seg->size = 0;
+    seg->next_offset = seg->base_offset;
+    seg->idx_unsynced = seg->ti.unsynced = true;
+    seg->idx_stale = seg->tidx_stale = true; /* index files: written whole with the first data */
+    seg->active = true;
 }
 
 int gr_segment_create(struct gr_segment *seg) {

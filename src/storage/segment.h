@@ -55,6 +55,10 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base);
 /* Deactivates and frees memory (files stay; index entries not yet written are NOT written:
  * call gr_segment_persist_index first when the files are kept). */
 void gr_segment_free(struct gr_segment *seg);
+/* Makes a segment with no files yet the active one, without I/O: the .log is created (O_CREAT)
+ * by the first operation that needs its descriptor (an append, an fsync), the index files by
+ * the first index write after data arrived. Reads of an empty segment never open it. */
+void gr_segment_activate_new(struct gr_segment *seg);
 /* Creates (truncating) the segment's files and activates it. 0 or -errno. */
 int gr_segment_create(struct gr_segment *seg);
 /* Makes an existing segment the active one: its .log descriptor goes through the fd cache
