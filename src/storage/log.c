@@ -389,8 +389,10 @@ static int open_existing(struct gr_plog *log, int64_t recovery_point) {
         gr_segment_activate_new(seg);
         log->dir_unsynced = true;
     }
-    if (rc == 0) rc = gr_segment_activate(active(log));
     if (rc) return rc;
+    /* just loaded, so its .log exists: opened through the fd cache by the first operation that
+     * needs it (a start-up with 100k logs opens none) */
+    gr_segment_set_active(active(log));
     log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
     if (!ds.snapshots) gr_pstate_assume_no_snapshots(log->ps);
     log->ti = ds.txn_index ? gr_txn_index_open(log->dir) : gr_txn_index_new(log->dir);

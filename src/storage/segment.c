@@ -161,6 +161,8 @@ int gr_segment_activate(struct gr_segment *seg) {
     return 0;
 }
 
+void gr_segment_set_active(struct gr_segment *seg) { seg->active = true; }
+
 void gr_segment_activate_new(struct gr_segment *seg) {
     seg->size = 0;
     seg->next_offset = seg->base_offset;

@@ -59,6 +59,8 @@ void gr_segment_free(struct gr_segment *seg);
  * by the first operation that needs its descriptor (an append, an fsync), the index files by
  * the first index write after data arrived. Reads of an empty segment never open it. */
 void gr_segment_activate_new(struct gr_segment *seg);
+/* Makes a loaded segment the active one without opening it (the cache opens it on first use). */
+void gr_segment_set_active(struct gr_segment *seg);
 /* Creates (truncating) the segment's files and activates it. 0 or -errno. */
 int gr_segment_create(struct gr_segment *seg);
 /* Makes an existing segment the active one: its .log descriptor goes through the fd cache
