@@ -45,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
+from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, rss_kib, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -66,8 +66,10 @@ class Watcher:
     def wait(self, pred, timeout, gate=None, idle=0.05, abort=None):
         """pred(md) -> bool. gate(): while it returns False, poll slowly (every `idle` s).
         abort(): checked every 5 s; a message (truthy) stops the wait with RuntimeError.
-        Returns ({broker id: time}, polls, mean poll seconds, answers from another broker)."""
+        Returns ({broker id: time}, polls, mean poll seconds, answers from another broker).
+        self.why: None when every broker got there, else why not (timeout, abort reason)."""
         done, polls, secs, wrong = {}, 0, 0.0, 0
+        self.why = None
         deadline = time.time() + timeout
         next_check = time.time() + 5
         while len(done) < len(self.brokers) and time.time() < deadline:
@@ -75,7 +77,8 @@ class Watcher:
                 next_check = time.time() + 5
                 why = abort()
                 if why:
-                    raise RuntimeError(why)
+                    self.why = why
+                    return done, polls, secs / max(polls, 1), wrong
             if gate is not None and not gate():
                 time.sleep(idle)
             for b in self.brokers:
@@ -94,6 +97,9 @@ class Watcher:
                 if pred(md):
                     done[b.id] = (t1 + t2) / 2
             time.sleep(0.005)
+        if len(done) < len(self.brokers):
+            self.why = (f"timed out after {timeout:.0f} s on brokers "
+                        f"{sorted(b.id for b in self.brokers if b.id not in done)}")
         return done, polls, secs / max(polls, 1), wrong
 
 
@@ -174,6 +180,34 @@ def emfile_count(cluster):
     return n
 
 
+def dead(brokers):
+    """An abort() for Watcher.wait: why the wait cannot end (a broker that should run exited)."""
+    def check():
+        for b in brokers:
+            rc = b.returncode
+            if rc is not None:
+                return f"broker {b.id} exited (code {rc}); log tail: {' | '.join(b.log_tail(3).splitlines()[-3:])}"
+        return None
+    return check
+
+
+def incomplete(what, why):
+    print(f"     did not complete: {what}: {why}")
+
+
+def rss_line(cluster, n, idle):
+    """Each running broker's RSS and the growth per replica over its idle RSS (each broker holds
+    n replicas with RF 3 on 3 brokers)."""
+    parts = []
+    for b in cluster.brokers.values():
+        if not b.running():
+            continue
+        kib = rss_kib(b)
+        grow = (kib - idle.get(b.id, 0)) * 1024 / max(n, 1)
+        parts.append(f"broker {b.id} {kib / 1024:.0f} MiB ({grow:.0f} B per replica over idle)")
+    return "; ".join(parts)
+
+
 def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout):
     n_topics = (n + per_topic - 1) // per_topic
     topics = [f"fo-{i:04d}" for i in range(n_topics)]
@@ -193,22 +227,69 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         H.wait_for(lambda: len(admin_for(cluster[1]).list_topics(timeout=10).brokers) == 3, 60,
                    "3 brokers in metadata")
         controller = cluster.wait_controller()["brokerid"]
-        admin = admin_for(cluster[controller])
+        admin = admin_for(cluster[controller], socket_timeout_ms=min(300000, int(timeout * 1000)))  # librdkafka max
+        idle = {b.id: rss_kib(b) for b in cluster.brokers.values()}
+        all_b = list(cluster.brokers.values())
+
+        def abort_setup():
+            if emfile_count(cluster):
+                return (f"brokers ran out of file descriptors ({emfile_count(cluster)} 'Too many open files' "
+                        f"log lines) while creating {n} partition logs; RLIMIT_NOFILE "
+                        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
+            return dead(all_b)()
+        offsets = {b.id: log_size(b) for b in all_b}
         t0 = time.time()
         futs = admin.create_topics([NewTopic(t, s, 3) for t, s in zip(topics, sizes)],
-                                   operation_timeout=600, request_timeout=900)
-        for f in futs.values():
-            f.result(timeout=900)
-        every = Watcher(cluster.brokers.values())
+                                   operation_timeout=min(timeout, 600), request_timeout=timeout)
+        errs, timeouts = [], 0
+        for t, f in futs.items():
+            try:
+                f.result(timeout=timeout)
+            except Exception as e:
+                if "TIMED_OUT" in str(e) or "Timed out" in str(e):
+                    timeouts += 1  # the client gave up waiting; the creation goes on
+                else:
+                    errs.append(f"{t}: {e}")
+        t_resp = time.time() - t0
+        if errs:
+            incomplete("CreateTopics", f"{len(errs)} topic errors, first: {errs[0]}")
+            r["setup"] = None
+            return r
+        if timeouts:
+            print(f"     CreateTopics: the client timed out on {timeouts} topics after {t_resp:.0f} s "
+                  "(waiting for the leaders in Metadata instead)")
+            t_resp = None
+        every = Watcher(all_b)
+
+        def leaders(md):
+            ps = list(partitions(md, topics))
+            return len(ps) == n and all(p.leader >= 0 for _, p in ps)
 
         def full(md):
             ps = list(partitions(md, topics))
             return len(ps) == n and all(p.leader >= 0 and len(p.isrs) == 3 for _, p in ps)
-        every.wait(full, timeout, abort=lambda: emfile_count(cluster) and
-                   f"brokers ran out of file descriptors ({emfile_count(cluster)} 'Too many open files' "
-                   f"log lines) while creating {n} partition logs; RLIMIT_NOFILE "
-                   f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
-        print(f"  setup: topics created and every ISR full on all brokers in {time.time() - t0:.1f} s")
+        done, _, _, _ = every.wait(leaders, timeout, abort=abort_setup)
+        r["create_resp"] = t_resp
+        r["create_led"] = max(done.values()) - t0 if every.why is None else None
+        print("  creation: CreateTopics answered after " + (f"{t_resp:.2f} s" if t_resp else "n/a")
+              + "; every leader in all 3 brokers' "
+              "Metadata after " + (f"{r['create_led']:.2f} s ({n / r['create_led']:,.0f} partitions/s)"
+                                   if r["create_led"] else "n/a"))
+        if every.why:
+            incomplete("every leader visible", every.why)
+            return r
+        done, _, _, _ = every.wait(full, timeout, abort=abort_setup)
+        r["create_isr"] = max(done.values()) - t0 if every.why is None else None
+        created = {b.id: len([1 for _, ln in log_since(b, offsets[b.id]) if "Created log for partition" in ln])
+                   for b in all_b}
+        print(f"  setup: every ISR full on all brokers after "
+              + (f"{r['create_isr']:.1f} s" if r["create_isr"] else "n/a")
+              + f"; logs created per broker: {created}")
+        if every.why:
+            incomplete("every ISR full", every.why)
+            return r
+        r["rss"] = rss_line(cluster, n, idle)
+        print(f"  RSS after creation: {r['rss']}")
 
         victim = next(b for b in cluster.brokers.values()
                       if (b.id == controller) == (victim_kind == "controller"))
@@ -237,7 +318,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def moved(md):
             lead = {(t, p.id): p.leader for t, p in partitions(md, topics)}
             return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
-        done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set)
+        done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
+                                                   abort=dead(survivors))
         t_exp = expiry.get("t")
         r["kill_expiry"] = t_exp - t_kill if t_exp else None
         r["kill_led"] = {b: t - t_kill for b, t in done.items()}
@@ -248,8 +330,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             print(f"     new leaders for all {len(led)} partitions in broker {b}'s Metadata: "
                   f"{(t - t_kill) * 1000:.0f} ms after the kill, "
                   + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else ""))
-        if len(done) < len(survivors):
-            print(f"     NOT COMPLETE on brokers {sorted(set(b.id for b in survivors) - set(done))}")
+        if watch.why:
+            incomplete("new leaders in the survivors' Metadata", watch.why)
         print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
               + (f", {wrong} answered by another broker" if wrong else "") + ")")
         ctl_b = cluster[cluster.wait_controller()["brokerid"]]
@@ -290,15 +372,25 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         # ---------------- 2. restart ----------------
         t0 = time.time()
         victim.start()
-        cluster.wait_registered([victim.id], timeout=120)
+        try:
+            cluster.wait_registered([victim.id], timeout=120)
+        except AssertionError as e:
+            incomplete(f"restart of broker {victim.id}", f"not registered in 120 s ({e})")
+            return r
+        t_reg = time.time() - t0
 
         def back(md):
             ps = list(partitions(md, topics))
             return len(ps) == n and all(victim.id in p.isrs for _, p in ps)
-        done, _, _, _ = Watcher([ctl_b]).wait(back, timeout)
+        rw = Watcher([ctl_b])
+        done, _, _, _ = rw.wait(back, timeout, abort=dead(all_b))
         r["rejoin"] = (done[ctl_b.id] - t0) if done else None
-        print(f"  2. restart of broker {victim.id}: back in every ISR after "
-              + (f"{r['rejoin'] * 1000:.0f} ms" if done else "n/a (timed out)"))
+        loaded = [ln for _, ln in log_since(victim, offsets[victim.id]) if "Loaded " in ln and " log(s) from " in ln]
+        print(f"  2. restart of broker {victim.id}: registered after {t_reg * 1000:.0f} ms, back in every ISR after "
+              + (f"{r['rejoin'] * 1000:.0f} ms" if done else "n/a")
+              + (f" ({loaded[-1].split('] ', 1)[-1]})" if loaded else ""))
+        if rw.why:
+            incomplete("restarted broker back in every ISR", rw.why)
 
         # ---------------- 3. preferred election ----------------
         every = Watcher(cluster.brokers.values())
@@ -318,8 +410,13 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def balanced(md):
             ps = list(partitions(md, topics))
             return len(ps) == n and all(p.leader == preferred[(t, p.id)] for t, p in ps)
-        done, polls, mean_poll, _ = every.wait(balanced, timeout)
-        th.join()
+        done, polls, mean_poll, _ = every.wait(balanced, timeout, abort=dead(all_b))
+        if every.why:
+            incomplete("every preferred leader in Metadata", every.why)
+        th.join(timeout + 60)
+        if "proc" not in box:
+            incomplete("gregorctl elect-leaders", "did not return")
+            return r
         proc = box["proc"]
         r["elect_moved"] = imbalanced
         r["elect_req"] = box["t"] - t0
@@ -377,11 +474,17 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def none_led(md):
             return not any(p.leader == victim.id or (t, p.id) in led and p.leader < 0
                            for t, p in partitions(md, topics))
-        done, polls, mean_poll, _ = watch.wait(none_led, timeout)
+        done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
+        if watch.why:
+            incomplete("no partition led by the stopped broker in Metadata", watch.why)
         wt.join()
         r["cs_exit"] = exit_box["t"] - t0
         r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None
-        print(f"     SIGTERM -> process exit: {r['cs_exit'] * 1000:.0f} ms (exit code {exit_box['code']})")
+        if exit_box["code"] == "timeout":
+            incomplete("process exit after SIGTERM", f"still running after {timeout:.0f} s")
+            r["cs_exit"] = None
+        else:
+            print(f"     SIGTERM -> process exit: {r['cs_exit'] * 1000:.0f} ms (exit code {exit_box['code']})")
         for b, t in sorted(done.items(), key=lambda x: x[1]):
             print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
         time.sleep(0.5)
@@ -408,6 +511,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                 rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
         print_timeline("timeline (ms after SIGTERM):", t0, rows)
         r["cs_led"] = len(led)
+        r["rss_end"] = rss_line(cluster, n, idle)
+        print(f"  RSS at the end (survivors): {r['rss_end']}")
         r["emfile"] = emfile_count(cluster)
         if r["emfile"]:
             print(f"  WARNING: {r['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
@@ -425,7 +530,7 @@ def table(results, session_ms):
         return f"{x * 1000:.0f}" if x is not None else "n/a"
     print()
     print(f"== summary (ms; session timeout {session_ms} ms)")
-    hdr = (f"{'parts':>6s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
+    hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
            f"{'CS exit':>7s} {'CS md':>7s} | {'ZK set':>7s}")
     print(hdr)
@@ -435,12 +540,17 @@ def table(results, session_ms):
         kill_led = max(r["kill_led"].values()) if r.get("kill_led") else None
         ps = f"{r['elect_moved'] / r['elect_all']:.0f}" if r.get("elect_all") else "n/a"
         zo, zs = r.get("zk_set", (0, 0))
-        print(f"{r['n']:6d} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
+        print(f"{r['n']:6d} | {ms(r.get('create_resp')):>7s} {ms(r.get('create_led')):>7s} "
+              f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
               f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} | {ms(zs) if zo else 'n/a':>7s}"
               + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
-    print("columns: kill->exp = SIGKILL to /brokers/ids/V deleted; exp->led / kill->led = to every "
+    for r in results:
+        if r.get("rss"):
+            print(f"RSS {r['n']}: after creation: {r['rss']}")
+    print("columns: create / led@3 / ISRs = CreateTopics answered / every leader in all 3 brokers' "
+          "Metadata / every ISR full, from the request; kill->exp = SIGKILL to /brokers/ids/V deleted; exp->led / kill->led = to every "
           "partition V led showing a new leader on both survivors; ctl event = controller's "
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
@@ -454,7 +564,9 @@ def main():
     ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"), help="host:port of a ZooKeeper to use")
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--per-topic", type=int, default=100)
-    ap.add_argument("--session-ms", type=int, default=6000)
+    ap.add_argument("--session-ms", type=int, default=None,
+                    help="zookeeper.session.timeout.ms: default 6000, 15000 from 50,000 partitions "
+                         "(a loaded 2-core box stalls a broker's ZooKeeper thread for seconds at 100k)")
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
@@ -463,7 +575,7 @@ def main():
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    soft, _ = raise_nofile(4096 + 500)  # the storage layer bounds open log files; sockets need the rest
+    soft, _ = raise_nofile(20000)  # the storage layer bounds open log files (limit / 4); sockets need the rest
     workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
@@ -472,13 +584,14 @@ def main():
     try:
         for n in sizes:
             try:
-                results.append(bench_size(zk_hosts, workdir, n, args.per_topic, args.session_ms,
+                session_ms = args.session_ms or (15000 if n >= 50000 else 6000)
+                results.append(bench_size(zk_hosts, workdir, n, args.per_topic, session_ms,
                                            args.victim, args.timeout))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
             finally:
                 H.kill_leftovers()
-        table(results, args.session_ms)
+        table(results, args.session_ms or "6000 (15000 from 50k)")
     finally:
         H.kill_leftovers()
         if zk_srv:

@@ -41,12 +41,13 @@ def log_size(broker):
         return 0
 
 
-def admin_for(broker):
-    """A confluent-kafka AdminClient bootstrapped on this one broker (long socket timeout)."""
+def admin_for(broker, socket_timeout_ms=120000):
+    """A confluent-kafka AdminClient bootstrapped on this one broker (long socket timeout: one
+    CreateTopics of 100k partitions is answered after minutes on a loaded box)."""
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}", "log_level": 0,
-                        "socket.timeout.ms": 120000})
+                        "socket.timeout.ms": socket_timeout_ms})
 
 
 def fresh_chroot(zk_hosts, name):
@@ -78,3 +79,15 @@ def zookeeper(zk_hosts, workdir):
     srv = H.ZkServer(os.path.join(workdir, "zk"))
     srv.start()
     return srv, srv.hosts
+
+
+def rss_kib(broker):
+    """Resident set size of a running broker in KiB (VmRSS), 0 when it is not running."""
+    try:
+        with open(f"/proc/{broker.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, AttributeError):
+        pass
+    return 0

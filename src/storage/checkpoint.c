@@ -212,6 +212,33 @@ int64_t gr_offset_checkpoint_find(const struct gr_offset_checkpoint_entry *entri
     return dflt;
 }
 
+static int cmp_tp(const char *ta, int32_t pa, const char *tb, int32_t pb) {
+    int c = strcmp(ta, tb);
+    return c ? c : (pa < pb ? -1 : pa > pb);
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const struct gr_offset_checkpoint_entry *x = a, *y = b;
+    return cmp_tp(x->topic, x->partition, y->topic, y->partition);
+}
+
+void gr_offset_checkpoint_sort(struct gr_offset_checkpoint_entry *entries, size_t n) {
+    if (n > 1) qsort(entries, n, sizeof *entries, cmp_entry);
+}
+
+int64_t gr_offset_checkpoint_find_sorted(const struct gr_offset_checkpoint_entry *entries, size_t n,
+                                         const char *topic, int32_t partition, int64_t dflt) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_tp(entries[mid].topic, entries[mid].partition, topic, partition);
+        if (c == 0) return entries[mid].offset;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return dflt;
+}
+
 /* ---- meta.properties ---- */
 
 int gr_meta_properties_read(const char *log_dir, struct gr_meta_properties *out) {

@@ -20,7 +20,9 @@ int gr_epoch_cache_persist(const struct gr_epoch_cache *ec) {
     for (size_t i = 0; i < ec->n; i++)
         len += (size_t)snprintf(buf + len, cap - len, "%" PRId32 " %" PRId64 "\n", ec->e[i].epoch,
                                 ec->e[i].start_offset);
-    int rc = gr_checkpoint_write_atomic(ec->path, buf, len);
+    char *path = gr_asprintf("%s/%s", ec->dir, GR_LEADER_EPOCH_CHECKPOINT);
+    int rc = gr_checkpoint_write_atomic(path, buf, len);
+    free(path);
     free(buf);
     return rc;
 }
@@ -59,24 +61,31 @@ static int parse(struct gr_epoch_cache *ec, char *text) {
     return 0;
 }
 
-int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *path) {
+void gr_epoch_cache_init(struct gr_epoch_cache *ec, const char *dir) {
     memset(ec, 0, sizeof *ec);
-    ec->path = gr_strdup(path);
+    ec->dir = dir;
+}
+
+int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *dir) {
+    gr_epoch_cache_init(ec, dir);
+    char *path = gr_asprintf("%s/%s", dir, GR_LEADER_EPOCH_CHECKPOINT);
     char *text;
     int rc = gr_checkpoint_read_file(path, &text, NULL);
-    if (rc == -ENOENT) return 0;
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        free(path);
+        return rc == -ENOENT ? 0 : rc;
+    }
     if (parse(ec, text) < 0) {
         gr_warn(LOGGER, "malformed leader epoch checkpoint '%s'; starting with an empty cache", path);
         ec->n = 0;
         rc = gr_epoch_cache_persist(ec);
     }
     free(text);
+    free(path);
     return rc;
 }
 
 void gr_epoch_cache_release(struct gr_epoch_cache *ec) {
-    free(ec->path);
     free(ec->e);
     memset(ec, 0, sizeof *ec);
 }
@@ -91,7 +100,7 @@ int gr_epoch_cache_assign(struct gr_epoch_cache *ec, int32_t epoch, int64_t star
     while (ec->n && (ec->e[ec->n - 1].epoch >= epoch || ec->e[ec->n - 1].start_offset >= start_offset)) ec->n--;
     if (before - ec->n > 1 || (before != ec->n && ec->e[ec->n].start_offset != start_offset))
         gr_warn(LOGGER, "new epoch entry (epoch=%" PRId32 ", startOffset=%" PRId64 ") removed %zu conflicting "
-                "entries of '%s'", epoch, start_offset, before - ec->n, ec->path);
+                "entries of '%s'", epoch, start_offset, before - ec->n, ec->dir);
     push(ec, epoch, start_offset);
     return gr_epoch_cache_persist(ec);
 }

@@ -15,14 +15,16 @@ struct gr_epoch_entry {
 };
 
 struct gr_epoch_cache {
-    char *path; /* owned */
+    const char *dir; /* borrowed (the owning log's directory); the file is dir/GR_LEADER_EPOCH_CHECKPOINT */
     struct gr_epoch_entry *e;
     size_t n, cap;
 };
 
-/* Loads `path` (missing file = empty cache; malformed = warning + empty cache, rewritten).
- * Takes a copy of path. Returns 0 or -errno. */
-int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *path);
+/* Loads dir/leader-epoch-checkpoint (missing file = empty cache; malformed = warning + empty
+ * cache, rewritten). dir is borrowed: it must outlive the cache. Returns 0 or -errno. */
+int gr_epoch_cache_load(struct gr_epoch_cache *ec, const char *dir);
+/* An empty cache for dir without reading it (a log directory just created). dir borrowed. */
+void gr_epoch_cache_init(struct gr_epoch_cache *ec, const char *dir);
 void gr_epoch_cache_release(struct gr_epoch_cache *ec);
 /* Kafka's assign(): no-op when epoch equals the latest and start_offset is not lower; else
  * removes trailing entries with epoch >= epoch or start >= start_offset, appends, persists.

@@ -91,7 +91,7 @@ static int64_t leo(struct gr_plog *log) { return active(log)->next_offset; }
 
 static void segs_push(struct gr_plog *log, struct gr_segment *seg) {
     if (log->n_segs == log->cap_segs) {
-        log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 8;
+        log->cap_segs = log->cap_segs ? log->cap_segs * 2 : 2;
         log->segs = gr_realloc(log->segs, log->cap_segs * sizeof *log->segs);
     }
     log->segs[log->n_segs++] = seg;
@@ -142,60 +142,87 @@ static void epoch_cb(void *arg, const struct gr_batch_info *bi) {
     gr_epoch_cache_assign(&log->ec, bi->PartitionLeaderEpoch, bi->BaseOffset);
 }
 
-/* Lists segment base offsets in dir (sorted) and removes stale temporary / orphan files. */
-static int list_segments(const char *dir, int64_t **bases_out, size_t *n_out) {
+static bool ends_with(const char *s, size_t len, const char *suf) {
+    size_t n = strlen(suf);
+    return len >= n && memcmp(s + len - n, suf, n) == 0;
+}
+
+/* What one pass over a partition directory found. */
+struct dir_scan {
+    int64_t *bases; /* segment base offsets (sorted), malloc'd */
+    size_t n;
+    bool swaps;      /* *.swap / *.cleaned left by an interrupted cleaning */
+    bool epoch_ckpt; /* leader-epoch-checkpoint */
+    bool snapshots;  /* producer-state snapshots */
+    bool txn_index;  /* *.txnindex */
+};
+
+static void push_i64(int64_t **v, size_t *n, size_t *cap, int64_t x) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 4;
+        *v = gr_realloc(*v, *cap * sizeof **v);
+    }
+    (*v)[(*n)++] = x;
+}
+
+static void unlink_stale(const char *dir, const char *name) {
+    char *p = gr_asprintf("%s/%s", dir, name);
+    gr_info(LOGGER, "deleting stale file '%s'", p);
+    unlink(p);
+    free(p);
+}
+
+/* Lists dir once: segment base offsets (sorted) and which other files exist; removes stale
+ * temporary files and index files whose .log is missing. */
+static int scan_dir(const char *dir, struct dir_scan *ds) {
+    memset(ds, 0, sizeof *ds);
     DIR *d = opendir(dir);
     if (!d) return -errno;
-    int64_t *bases = NULL;
-    size_t n = 0, cap = 0;
+    size_t cap = 0, ni = 0, capi = 0;
+    int64_t *idx = NULL; /* bases of .index / .timeindex files */
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        int64_t b = parse_seg_name(de->d_name, ".log");
+        const char *nm = de->d_name;
+        size_t len = strlen(nm);
+        int64_t b = parse_seg_name(nm, ".log");
         if (b >= 0) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                bases = gr_realloc(bases, cap * sizeof *bases);
-            }
-            bases[n++] = b;
+            push_i64(&ds->bases, &ds->n, &cap, b);
             continue;
         }
-        size_t len = strlen(de->d_name);
-        bool stale = (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0) ||
-                     (len > 8 && strcmp(de->d_name + len - 8, ".deleted") == 0);
-        int64_t ib = parse_seg_name(de->d_name, ".index");
-        if (ib < 0) ib = parse_seg_name(de->d_name, ".timeindex");
-        if (ib >= 0) {
-            char *lp = gr_asprintf("%s/%020" PRId64 ".log", dir, ib);
-            stale = access(lp, F_OK) != 0;
-            free(lp);
+        if ((b = parse_seg_name(nm, ".index")) >= 0 || (b = parse_seg_name(nm, ".timeindex")) >= 0) {
+            push_i64(&idx, &ni, &capi, b);
+            continue;
         }
-        if (stale) {
-            char *p = gr_asprintf("%s/%s", dir, de->d_name);
-            gr_info(LOGGER, "deleting stale file '%s'", p);
-            unlink(p);
-            free(p);
-        }
+        if (ends_with(nm, len, ".tmp") || ends_with(nm, len, ".deleted")) unlink_stale(dir, nm);
+        else if (ends_with(nm, len, ".swap") || ends_with(nm, len, ".cleaned")) ds->swaps = true;
+        else if (ends_with(nm, len, GR_PSTATE_SNAPSHOT_SUFFIX)) ds->snapshots = true;
+        else if (ends_with(nm, len, GR_TXN_INDEX_SUFFIX)) ds->txn_index = true;
+        else if (strcmp(nm, GR_LEADER_EPOCH_CHECKPOINT) == 0) ds->epoch_ckpt = true;
     }
     closedir(d);
-    if (n) qsort(bases, n, sizeof *bases, cmp_i64);
-    *bases_out = bases;
-    *n_out = n;
+    if (ds->n > 1) qsort(ds->bases, ds->n, sizeof *ds->bases, cmp_i64);
+    for (size_t i = 0; i < ni; i++) {
+        if (ds->n && bsearch(&idx[i], ds->bases, ds->n, sizeof *ds->bases, cmp_i64)) continue;
+        char name[48];
+        snprintf(name, sizeof name, "%020" PRId64 ".index", idx[i]);
+        char *p = gr_asprintf("%s/%s", dir, name);
+        bool exists = access(p, F_OK) == 0;
+        free(p);
+        if (exists) unlink_stale(dir, name);
+        snprintf(name, sizeof name, "%020" PRId64 ".timeindex", idx[i]);
+        p = gr_asprintf("%s/%s", dir, name);
+        exists = access(p, F_OK) == 0;
+        free(p);
+        if (exists) unlink_stale(dir, name);
+    }
+    free(idx);
     return 0;
 }
 
 /* Loads or recovers every segment; see gr_plog_open_dir. */
-static int load_segments(struct gr_plog *log, int64_t recovery_point) {
-    int64_t *bases = NULL;
-    size_t n = 0;
-    /* a cleaning pass interrupted by a crash: finish its swap or drop its .cleaned output */
-    if (gr_plog_complete_swaps(log->dir) > 0) recovery_point = 0; /* swapped segments: recover them */
-    int rc = list_segments(log->dir, &bases, &n);
-    if (rc) {
-        gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
-        return rc;
-    }
+static int load_segments(struct gr_plog *log, int64_t recovery_point, const int64_t *bases, size_t n) {
+    int rc = 0;
     for (size_t i = 0; i < n; i++) segs_push(log, gr_segment_new(log->dir, bases[i]));
-    free(bases);
     int32_t interval = log->cfg.index_interval_bytes;
     for (size_t i = 0; i < log->n_segs; i++) {
         struct gr_segment *seg = log->segs[i];
@@ -320,11 +347,64 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
 
 static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
 
+/* A directory this call created is empty: no checkpoint, segment, snapshot or transaction
+ * index to read, so a new log costs one mkdir. Its first segment's files are created when data
+ * arrives: the .log by the first append (O_CREAT through the fd cache), the .index/.timeindex
+ * by the first flush, roll or close after it (Kafka creates them at once; nothing reads them
+ * before then, and a directory without a .log opens as an empty log at offset 0). Nothing is
+ * fsynced (dir_unsynced: the first flush or roll does it). */
+static int open_new(struct gr_plog *log) {
+    gr_epoch_cache_init(&log->ec, log->dir);
+    struct gr_segment *seg = gr_segment_new(log->dir, 0);
+    segs_push(log, seg);
+    gr_segment_activate_new(seg);
+    log->dir_unsynced = true;
+    log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
+    gr_pstate_assume_no_snapshots(log->ps);
+    log->ti = gr_txn_index_new(log->dir);
+    return 0;
+}
+
+/* Loads an existing directory (see gr_plog_open_dir). */
+static int open_existing(struct gr_plog *log, int64_t recovery_point) {
+    struct dir_scan ds;
+    int rc = scan_dir(log->dir, &ds);
+    if (rc == 0 && ds.swaps) {
+        /* a cleaning pass interrupted by a crash: finish its swap or drop its .cleaned output */
+        if (gr_plog_complete_swaps(log->dir) > 0) recovery_point = 0; /* swapped segments: recover them */
+        free(ds.bases);
+        rc = scan_dir(log->dir, &ds);
+    }
+    if (rc) {
+        gr_error(LOGGER, "cannot list log directory '%s': %s", log->dir, gr_strerror(rc));
+        return rc;
+    }
+    if (ds.epoch_ckpt) rc = gr_epoch_cache_load(&log->ec, log->dir);
+    else gr_epoch_cache_init(&log->ec, log->dir);
+    if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point, ds.bases, ds.n);
+    free(ds.bases);
+    if (rc == 0 && log->n_segs == 0) { /* no segment (a new log never written): as open_new */
+        struct gr_segment *seg = gr_segment_new(log->dir, 0);
+        segs_push(log, seg);
+        gr_segment_activate_new(seg);
+        log->dir_unsynced = true;
+    }
+    if (rc) return rc;
+    /* just loaded, so its .log exists: opened through the fd cache by the first operation that
+     * needs it (a start-up with 100k logs opens none) */
+    gr_segment_set_active(active(log));
+    log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
+    if (!ds.snapshots) gr_pstate_assume_no_snapshots(log->ps);
+    log->ti = ds.txn_index ? gr_txn_index_open(log->dir) : gr_txn_index_new(log->dir);
+    return 0;
+}
+
 int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point, struct gr_plog **out) {
     *out = NULL;
     int rc = check_config(cfg);
     if (rc) return rc;
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+    bool fresh = mkdir(dir, 0755) == 0;
+    if (!fresh && errno != EEXIST) {
         rc = -errno;
         gr_error(LOGGER, "cannot create log directory '%s': %s", dir, strerror(errno));
         return rc;
@@ -334,17 +414,7 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     log->dir = gr_strdup(dir);
     log->cfg = *cfg;
     log->last_flush_ms = gr_mono_ms();
-    char *ecp = gr_asprintf("%s/%s", dir, GR_LEADER_EPOCH_CHECKPOINT);
-    rc = gr_epoch_cache_load(&log->ec, ecp);
-    free(ecp);
-    if (rc == 0) rc = load_segments(log, recovery_point < 0 ? 0 : recovery_point);
-    if (rc == 0 && log->n_segs == 0) {
-        struct gr_segment *seg = gr_segment_new(dir, 0);
-        segs_push(log, seg);
-        rc = gr_segment_create(seg);
-        log->dir_unsynced = true;
-    }
-    if (rc == 0) rc = gr_segment_activate(active(log));
+    rc = fresh ? open_new(log) : open_existing(log, recovery_point);
     if (rc) {
         gr_error(LOGGER, "cannot open log '%s': %s", dir, gr_strerror(rc));
         close_log(log, false);
@@ -352,20 +422,22 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     }
     log->log_start_offset = log->segs[0]->base_offset;
     log->recovery_point = leo(log);
-    gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
-    gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
-    log->ps = gr_pstate_new(dir, cfg->producer_id_expiration_ms);
-    log->ti = gr_txn_index_open(dir);
     gr_pstate_set_txn_listener(log->ps, on_txn_completed, log);
     log->last_expiry_check_ms = gr_mono_ms();
-    rc = rebuild_producer_state(log, leo(log));
-    if (rc) {
-        gr_error(LOGGER, "cannot load the producer state of '%s': %s", dir, gr_strerror(rc));
-        close_log(log, false);
-        return rc;
+    if (!fresh) {
+        gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
+        gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
+        rc = rebuild_producer_state(log, leo(log));
+        if (rc) {
+            gr_error(LOGGER, "cannot load the producer state of '%s': %s", dir, gr_strerror(rc));
+            close_log(log, false);
+            return rc;
+        }
     }
-    gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
-            dir, log->n_segs, log->log_start_offset, leo(log));
+    if (fresh) gr_debug(LOGGER, "created log '%s'", dir);
+    else
+        gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
+                dir, log->n_segs, log->log_start_offset, leo(log));
     *out = log;
     return 0;
 }
@@ -452,6 +524,10 @@ static int sync_dir_if_new(struct gr_plog *log) {
 }
 
 static int flush_locked(struct gr_plog *log) {
+    /* Kafka's flush(offset) with offset <= recoveryPoint: everything below the recovery point
+     * was made durable by the flush or roll that advanced it (the indexes are caches rebuilt
+     * from the .log), and an empty new log holds nothing to make durable. */
+    if (log->recovery_point >= leo(log)) return 0;
     int rc = gr_segment_fsync(active(log));
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;

@@ -248,8 +248,10 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
 
 /* fsyncs the active segment's .log and .index (older segments were fsynced when they were
  * rolled; the .index file is first brought up to date; an evicted .log descriptor is reopened
- * for the fsync) and advances the recovery point to the log end offset. Writes nothing else (the
- * caller writes recovery-point-offset-checkpoint). Returns 0 or -errno. */
+ * for the fsync) and advances the recovery point to the log end offset. Does nothing when the
+ * recovery point already is the log end offset (Kafka's flush(offset <= recoveryPoint): a new
+ * empty log, or one flushed since its last append). Writes nothing else (the caller writes
+ * recovery-point-offset-checkpoint). Returns 0 or -errno. */
 int gr_plog_flush(struct gr_plog *log);
 
 /* Flushes when flush_ms has elapsed since the last flush and there is unflushed data (for a

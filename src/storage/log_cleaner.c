@@ -689,8 +689,11 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
         gr_segment_deactivate(s);
         char *del = gr_asprintf("%s.deleted", s->log_path);
         rename(s->log_path, del);
-        unlink(s->index_path);
-        unlink(s->tidx_path);
+        char path[GR_SEG_PATH_MAX];
+        gr_segment_sibling_path(s, ".index", path);
+        unlink(path);
+        gr_segment_sibling_path(s, ".timeindex", path);
+        unlink(path);
         if (i > 0) { /* the first one's is replaced by the .txnindex.swap */
             char *tp = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, log->dir, s->base_offset);
             unlink(tp);

@@ -22,7 +22,7 @@
 #include "storage/fd_cache.h"
 
 #define LOGGER "kafka.log.LogManager"
-#define NBUCKETS 4096
+#define NBUCKETS0 4096 /* initial map size; doubles past 2 logs per bucket */
 
 struct lm_dir {
     char *path;
@@ -46,7 +46,8 @@ struct gr_plog_manager {
     struct lm_dir dirs[GR_MAX_LOG_DIRS];
     pthread_mutex_t lock;          /* map, dirs[].nlogs */
     pthread_mutex_t ckpt_lock;     /* serialises checkpoint writers */
-    struct gr_lm_log *buckets[NBUCKETS];
+    struct gr_lm_log **buckets;
+    size_t nbuckets;
     int count;
     pthread_t thread;
     bool thread_started;
@@ -57,11 +58,11 @@ struct gr_plog_manager {
     int ncleaners;
 };
 
-static size_t hash_tp(const char *topic, int32_t partition) {
+static size_t hash_tp(const struct gr_plog_manager *lm, const char *topic, int32_t partition) {
     uint64_t h = 1469598103934665603ULL;
     for (const char *s = topic; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
     h = (h ^ (uint32_t)partition) * 1099511628211ULL;
-    return (size_t)(h % NBUCKETS);
+    return (size_t)((h ^ (h >> 29)) & (lm->nbuckets - 1));
 }
 
 void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_plog_config *out) {
@@ -87,13 +88,30 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
 /* ---- entries ---- */
 
 static struct gr_lm_log *find_locked(struct gr_plog_manager *lm, const char *topic, int32_t partition) {
-    for (struct gr_lm_log *l = lm->buckets[hash_tp(topic, partition)]; l; l = l->next)
+    for (struct gr_lm_log *l = lm->buckets[hash_tp(lm, topic, partition)]; l; l = l->next)
         if (l->partition == partition && strcmp(l->topic, topic) == 0) return l;
     return NULL;
 }
 
+/* Doubles the map (lock held). */
+static void grow_locked(struct gr_plog_manager *lm) {
+    size_t old_n = lm->nbuckets;
+    struct gr_lm_log **old = lm->buckets;
+    lm->nbuckets = old_n * 2;
+    lm->buckets = gr_calloc(lm->nbuckets, sizeof *lm->buckets);
+    for (size_t b = 0; b < old_n; b++)
+        for (struct gr_lm_log *l = old[b], *next; l; l = next) {
+            next = l->next;
+            size_t nb = hash_tp(lm, l->topic, l->partition);
+            l->next = lm->buckets[nb];
+            lm->buckets[nb] = l;
+        }
+    free(old);
+}
+
 static void insert_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
-    size_t b = hash_tp(l->topic, l->partition);
+    if ((size_t)lm->count >= 2 * lm->nbuckets) grow_locked(lm);
+    size_t b = hash_tp(lm, l->topic, l->partition);
     l->next = lm->buckets[b];
     lm->buckets[b] = l;
     lm->count++;
@@ -101,7 +119,7 @@ static void insert_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
 }
 
 static void unlink_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
-    struct gr_lm_log **pp = &lm->buckets[hash_tp(l->topic, l->partition)];
+    struct gr_lm_log **pp = &lm->buckets[hash_tp(lm, l->topic, l->partition)];
     while (*pp && *pp != l) pp = &(*pp)->next;
     if (*pp) {
         *pp = l->next;
@@ -252,7 +270,7 @@ static struct gr_lm_log **snapshot(struct gr_plog_manager *lm, int *n) {
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log **arr = gr_malloc((size_t)(lm->count + 1) * sizeof *arr);
     int k = 0;
-    for (size_t b = 0; b < NBUCKETS; b++)
+    for (size_t b = 0; b < lm->nbuckets; b++)
         for (struct gr_lm_log *l = lm->buckets[b]; l; l = l->next) {
             atomic_fetch_add(&l->refs, 1);
             arr[k++] = l;
@@ -529,6 +547,10 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
     }
     free(p);
 
+    gr_offset_checkpoint_sort(dir->rp, dir->nrp);
+    gr_offset_checkpoint_sort(dir->hw, dir->nhw);
+    gr_offset_checkpoint_sort(dir->cl, dir->ncl);
+    gr_offset_checkpoint_sort(dir->ls, dir->nls);
     DIR *dh = opendir(dir->path);
     if (!dh) return -errno;
     struct dirent *de;
@@ -538,7 +560,8 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         if (de->d_name[0] == '.') continue;
         char *full = gr_asprintf("%s/%s", dir->path, de->d_name);
         struct stat st;
-        if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        bool is_dir = de->d_type == DT_DIR || (de->d_type == DT_UNKNOWN && stat(full, &st) == 0 && S_ISDIR(st.st_mode));
+        if (!is_dir) {
             free(full);
             continue;
         }
@@ -566,8 +589,8 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
             rc = -EEXIST;
             break;
         }
-        int64_t rp = gr_offset_checkpoint_find(dir->rp, dir->nrp, topic, part, 0);
-        int64_t hw = gr_offset_checkpoint_find(dir->hw, dir->nhw, topic, part, 0);
+        int64_t rp = gr_offset_checkpoint_find_sorted(dir->rp, dir->nrp, topic, part, 0);
+        int64_t hw = gr_offset_checkpoint_find_sorted(dir->hw, dir->nhw, topic, part, 0);
         struct gr_plog_config lc;
         gr_plog_manager_default_config(lm, &lc);
         struct gr_plog *log = NULL;
@@ -578,8 +601,8 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
             rc = orc;
             break;
         }
-        int64_t ls = gr_offset_checkpoint_find(dir->ls, dir->nls, topic, part, -1);
-        int64_t cl = gr_offset_checkpoint_find(dir->cl, dir->ncl, topic, part, 0);
+        int64_t ls = gr_offset_checkpoint_find_sorted(dir->ls, dir->nls, topic, part, -1);
+        int64_t cl = gr_offset_checkpoint_find_sorted(dir->cl, dir->ncl, topic, part, 0);
         if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
             gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
         struct gr_lm_log *l = entry_new(topic, part, log, d, hw, lm->cfg);
@@ -601,6 +624,8 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     struct gr_plog_manager *lm = gr_calloc(1, sizeof *lm);
     lm->cfg = cfg;
     lm->broker_id = broker_id;
+    lm->nbuckets = NBUCKETS0;
+    lm->buckets = gr_calloc(lm->nbuckets, sizeof *lm->buckets);
     pthread_mutex_init(&lm->lock, NULL);
     pthread_mutex_init(&lm->ckpt_lock, NULL);
     pthread_mutex_init(&lm->tlock, NULL);
@@ -676,7 +701,7 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
         free(arr);
         write_checkpoints(lm, CK_ALL);
     }
-    for (size_t b = 0; b < NBUCKETS; b++) {
+    for (size_t b = 0; b < lm->nbuckets; b++) {
         struct gr_lm_log *l = lm->buckets[b];
         while (l) {
             struct gr_lm_log *next = l->next;
@@ -697,5 +722,6 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
     pthread_mutex_destroy(&lm->tlock);
     pthread_mutex_destroy(&lm->ckpt_lock);
     pthread_mutex_destroy(&lm->lock);
+    free(lm->buckets);
     free(lm);
 }

@@ -45,7 +45,8 @@
 #define HDR_SIZE 10
 
 struct gr_pstate {
-    char *dir;
+    const char *dir; /* borrowed (the owning log's) */
+    bool no_snapshots; /* the directory holds no snapshot file: scans are skipped */
     int64_t expiration_ms;
     /* open addressing, linear probing; NULL = empty slot; cap is a power of two */
     struct gr_pstate_entry **slots;
@@ -164,7 +165,7 @@ static void clear_entries(struct gr_pstate *ps) {
 
 struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms) {
     struct gr_pstate *ps = gr_calloc(1, sizeof *ps);
-    ps->dir = gr_strdup(dir);
+    ps->dir = dir;
     ps->expiration_ms = expiration_ms;
     return ps;
 }
@@ -174,9 +175,10 @@ void gr_pstate_free(struct gr_pstate *ps) {
     clear_entries(ps);
     free(ps->slots);
     free(ps->guards);
-    free(ps->dir);
     free(ps);
 }
+
+void gr_pstate_assume_no_snapshots(struct gr_pstate *ps) { ps->no_snapshots = true; }
 
 void gr_pstate_set_expiration_ms(struct gr_pstate *ps, int64_t expiration_ms) { ps->expiration_ms = expiration_ms; }
 int64_t gr_pstate_map_end_offset(const struct gr_pstate *ps) { return ps->last_map_offset; }
@@ -520,6 +522,7 @@ static char *snapshot_path(const struct gr_pstate *ps, int64_t offset) {
  * fn returns true. Returns the min or max offset seen (want_max), -1 if none. */
 static int64_t scan_snapshots(const struct gr_pstate *ps, bool want_max, bool (*pred)(int64_t, const int64_t *),
                               const int64_t *arg) {
+    if (ps->no_snapshots) return -1;
     DIR *d = opendir(ps->dir);
     if (!d) return -1;
     int64_t best = -1;
@@ -587,6 +590,7 @@ int gr_pstate_take_snapshot(struct gr_pstate *ps) {
         gr_debug(LOGGER, "wrote producer snapshot at offset %" PRId64 " with %d producer(s) in '%s'",
                  ps->last_map_offset, n, ps->dir);
         ps->last_snap_offset = ps->last_map_offset;
+        ps->no_snapshots = false;
     }
     free(path);
     free(buf);

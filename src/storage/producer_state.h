@@ -104,9 +104,12 @@ struct gr_pstate_entry {
 
 struct gr_pstate;
 
-/* A new empty state for the partition directory `dir` (copied); expiration_ms is
+/* A new empty state for the partition directory `dir` (borrowed: it must outlive the state); expiration_ms is
  * transactional.id.expiration.ms. map end offset = snapshot offset = 0. */
 struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms);
+/* The caller knows dir holds no snapshot file (it just listed or created it): snapshot scans
+ * return "none" without reading the directory until this state writes one. */
+void gr_pstate_assume_no_snapshots(struct gr_pstate *ps);
 void gr_pstate_free(struct gr_pstate *ps);
 void gr_pstate_set_expiration_ms(struct gr_pstate *ps, int64_t expiration_ms);
 

@@ -39,6 +39,22 @@
 /* Upper bound of one read's copy (bigger max_bytes just return less, as Kafka may). */
 #define GR_SEGMENT_READ_MAX (32 << 20)
 
+/* "<dir>/<base>.index" / ".timeindex" from log_path (only the .log path is kept: two fewer
+ * strings per segment). buf holds GR_SEG_PATH_MAX bytes. */
+void gr_segment_sibling_path(const struct gr_segment *seg, const char *ext, char *buf) {
+    size_t n = strlen(seg->log_path) - 4; /* without ".log" */
+    snprintf(buf, GR_SEG_PATH_MAX, "%.*s%s", (int)n, seg->log_path, ext);
+}
+
+static const char *sibling(const struct gr_segment *seg, const char *ext, char *buf) {
+    gr_segment_sibling_path(seg, ext, buf);
+    return buf;
+}
+
+/* The path in a compound literal living to the end of the enclosing block. */
+#define INDEX_PATH(seg, buf) sibling((seg), ".index", (buf))
+#define TIDX_PATH(seg, buf) sibling((seg), ".timeindex", (buf))
+
 /* ---- small I/O helpers ---- */
 
 /* Reads up to len bytes at off; returns bytes read (short only at EOF) or -errno. */
@@ -78,8 +94,8 @@ struct seg_fd {
 
 static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
     h->cached = seg->active;
-    if (seg->active) {
-        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 0);
+    if (seg->active) { /* O_CREAT: a new log's .log is created by its first write */
+        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 1);
         return h->fd < 0 ? h->fd : 0;
     }
     h->fd = gr_storage_open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
@@ -114,8 +130,6 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
     seg->base_offset = base;
     seg->next_offset = base;
     seg->log_path = gr_asprintf("%s/%020" PRId64 ".log", dir, base);
-    seg->index_path = gr_asprintf("%s/%020" PRId64 ".index", dir, base);
-    seg->tidx_path = gr_asprintf("%s/%020" PRId64 ".timeindex", dir, base);
     gr_fd_slot_init(&seg->slot);
     seg->max_timestamp = -1;
     seg->offset_of_max_ts = -1;
@@ -133,8 +147,6 @@ void gr_segment_free(struct gr_segment *seg) {
     if (!seg) return;
     gr_segment_deactivate(seg);
     free(seg->log_path);
-    free(seg->index_path);
-    free(seg->tidx_path);
     gr_time_index_free(&seg->ti);
     free(seg->idx);
     free(seg);
@@ -149,6 +161,16 @@ int gr_segment_activate(struct gr_segment *seg) {
     return 0;
 }
 
+void gr_segment_set_active(struct gr_segment *seg) { seg->active = true; }
+
+void gr_segment_activate_new(struct gr_segment *seg) {
+    seg->size = 0;
+    seg->next_offset = seg->base_offset;
+    seg->idx_unsynced = seg->ti.unsynced = true;
+    seg->idx_stale = seg->tidx_stale = true; /* index files: written whole with the first data */
+    seg->active = true;
+}
+
 int gr_segment_create(struct gr_segment *seg) {
     int fd = gr_storage_open(seg->log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -157,17 +179,17 @@ int gr_segment_create(struct gr_segment *seg) {
         return rc;
     }
     close(fd);
-    fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = gr_storage_open(INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot create index '%s': %s", seg->index_path, gr_strerror(rc));
+        gr_error(LOGGER, "cannot create index '%s': %s", INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), gr_strerror(rc));
         return rc;
     }
     close(fd);
-    fd = gr_storage_open(seg->tidx_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = gr_storage_open(TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot create time index '%s': %s", seg->tidx_path, gr_strerror(rc));
+        gr_error(LOGGER, "cannot create time index '%s': %s", TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), gr_strerror(rc));
         return rc;
     }
     close(fd);
@@ -189,8 +211,8 @@ int gr_segment_delete_files(struct gr_segment *seg) {
     gr_segment_deactivate(seg);
     int rc = 0;
     if (unlink(seg->log_path) < 0 && errno != ENOENT) rc = -errno;
-    if (unlink(seg->index_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
-    if (unlink(seg->tidx_path) < 0 && errno != ENOENT && rc == 0) rc = -errno;
+    if (unlink(INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0})) < 0 && errno != ENOENT && rc == 0) rc = -errno;
+    if (unlink(TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0})) < 0 && errno != ENOENT && rc == 0) rc = -errno;
     return rc;
 }
 
@@ -245,6 +267,7 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
     if (rc == 0) {
         seg->n_idx_file = seg->n_idx;
         seg->idx_unsynced = true;
+        seg->idx_stale = false;
     }
     return rc;
 }
@@ -252,12 +275,13 @@ static int index_write_from(struct gr_segment *seg, int fd, size_t from) {
 /* Same as index_sync below, for the .timeindex file (12-byte entries). */
 static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
     struct gr_time_index *t = &seg->ti;
+    whole = whole || (seg->tidx_stale && seg->size > 0);
     bool write = whole || t->n_file != t->n;
     if (!write && !(sync && t->unsynced)) return 0;
-    int fd = gr_storage_open(seg->tidx_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = gr_storage_open(TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot open time index '%s': %s", seg->tidx_path, strerror(errno));
+        gr_error(LOGGER, "cannot open time index '%s': %s", TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), strerror(errno));
         return rc;
     }
     int rc = 0;
@@ -276,6 +300,7 @@ static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
         if (rc == 0) {
             t->n_file = t->n;
             t->unsynced = true;
+            seg->tidx_stale = false;
         }
     }
     if (rc == 0 && sync) {
@@ -283,7 +308,7 @@ static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
         else t->unsynced = false;
     }
     close(fd);
-    if (rc) gr_error(LOGGER, "cannot write time index '%s': %s", seg->tidx_path, gr_strerror(rc));
+    if (rc) gr_error(LOGGER, "cannot write time index '%s': %s", TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), gr_strerror(rc));
     return rc;
 }
 
@@ -291,12 +316,13 @@ static int tidx_sync(struct gr_segment *seg, bool whole, bool sync) {
  * file holds exactly the expected prefix; otherwise it is rewritten) and, with `sync`,
  * fdatasyncs it if it was written since the last sync. Opens and closes the file itself. */
 static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
+    whole = whole || (seg->idx_stale && seg->size > 0);
     bool write = whole || seg->n_idx_file != seg->n_idx;
     if (!write && !(sync && seg->idx_unsynced)) return tidx_sync(seg, whole, sync);
-    int fd = gr_storage_open(seg->index_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = gr_storage_open(INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot open index '%s': %s", seg->index_path, strerror(errno));
+        gr_error(LOGGER, "cannot open index '%s': %s", INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), strerror(errno));
         return rc;
     }
     int rc = 0;
@@ -313,7 +339,7 @@ static int index_sync(struct gr_segment *seg, bool whole, bool sync) {
         else seg->idx_unsynced = false;
     }
     close(fd);
-    if (rc) gr_error(LOGGER, "cannot write index '%s': %s", seg->index_path, gr_strerror(rc));
+    if (rc) gr_error(LOGGER, "cannot write index '%s': %s", INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), gr_strerror(rc));
     int trc = tidx_sync(seg, whole, sync);
     return rc ? rc : trc;
 }
@@ -335,7 +361,7 @@ bool gr_segment_index_full(const struct gr_segment *seg, int32_t index_max_bytes
 /* Loads the .timeindex file (relative offsets checked later against the end offset). 0 ok, -1
  * missing or bad. */
 static int tidx_load(struct gr_segment *seg) {
-    int fd = gr_storage_open(seg->tidx_path, O_RDONLY | O_CLOEXEC, 0);
+    int fd = gr_storage_open(TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct stat st;
     int ok = fstat(fd, &st) == 0 && st.st_size % GR_TIME_INDEX_ENTRY_SIZE == 0 &&
@@ -353,7 +379,7 @@ static int tidx_load(struct gr_segment *seg) {
 
 /* Loads the .index file and checks it against the segment size. 0 ok, -1 missing or bad. */
 static int index_load(struct gr_segment *seg) {
-    int fd = gr_storage_open(seg->index_path, O_RDONLY | O_CLOEXEC, 0);
+    int fd = gr_storage_open(INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct stat st;
     int ok = fstat(fd, &st) == 0 && st.st_size % 8 == 0 && st.st_size / 8 <= seg->size / GR_BATCH_HEADER_SIZE + 1;
@@ -507,6 +533,17 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         rc = GR_ECORRUPT;
         goto out;
     }
+    if (seg->size == 0) {
+        /* Empty: empty indexes, whatever the files hold (a new log has none yet); the first
+         * write once the segment holds data rewrites each file whole (idx_stale/tidx_stale). */
+        seg->idx_stale = seg->tidx_stale = true;
+        seg->n_idx = seg->n_idx_file = 0;
+        seg->ti.n = seg->ti.n_file = 0;
+        seg->next_offset = seg->base_offset;
+        seg->bytes_since_index = 0;
+        seg->max_timestamp = seg->offset_of_max_ts = seg->first_batch_ts = -1;
+        goto out;
+    }
     if (index_load(seg) < 0 || tidx_load(seg) < 0) {
         gr_info(LOGGER, "rebuilding indexes of '%s'", seg->log_path);
         rc = rebuild_by_headers(seg, fd, interval);
@@ -543,7 +580,7 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         pos += (int64_t)bi.size;
     }
     if (seg->ti.n && seg->base_offset + seg->ti.e[seg->ti.n - 1].rel >= seg->next_offset) {
-        gr_info(LOGGER, "time index '%s' points past the segment end: rebuilding indexes", seg->tidx_path);
+        gr_info(LOGGER, "time index '%s' points past the segment end: rebuilding indexes", TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0}));
         rc = rebuild_by_headers(seg, fd, interval);
         if (rc == 0) rc = index_write_file(seg);
     }

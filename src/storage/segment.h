@@ -26,13 +26,15 @@ struct gr_segment {
     int64_t base_offset;
     int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
     int64_t size;        /* bytes of valid data */
-    char *log_path, *index_path, *tidx_path; /* owned */
+    char *log_path; /* owned; the index files' paths are derived (gr_segment_sibling_path) */
     bool active;                 /* the log's last segment: .log descriptor cached in `slot` */
     struct gr_fd_slot slot;
     struct gr_index_entry *idx;  /* the whole index, always in memory */
     size_t n_idx, cap_idx;
     size_t n_idx_file;           /* idx[0..n_idx_file) are written to the .index file */
     bool idx_unsynced;           /* the .index file was written since its last fsync */
+    bool idx_stale, tidx_stale;  /* the file's content is unknown (not read at load): the next
+                                    write rewrites it whole */
     int64_t bytes_since_index;
     struct gr_time_index ti;   /* the whole .timeindex, always in memory (written with .index) */
     int64_t max_timestamp;     /* largest batch maxTimestamp, -1 if none (Kafka's maxTimestampSoFar) */
@@ -44,11 +46,21 @@ struct gr_segment {
 /* Callback for each valid batch found by recovery (e.g. to assign leader epochs). */
 typedef void (*gr_segment_batch_cb)(void *arg, const struct gr_batch_info *bi);
 
+#define GR_SEG_PATH_MAX 4096
+/* Writes log_path with ".log" replaced by ext (".index", ".timeindex") into buf[GR_SEG_PATH_MAX]. */
+void gr_segment_sibling_path(const struct gr_segment *seg, const char *ext, char *buf);
+
 /* Allocates a segment object for `base` in `dir` (no I/O). */
 struct gr_segment *gr_segment_new(const char *dir, int64_t base);
 /* Deactivates and frees memory (files stay; index entries not yet written are NOT written:
  * call gr_segment_persist_index first when the files are kept). */
 void gr_segment_free(struct gr_segment *seg);
+/* Makes a segment with no files yet the active one, without I/O: the .log is created (O_CREAT)
+ * by the first operation that needs its descriptor (an append, an fsync), the index files by
+ * the first index write after data arrived. Reads of an empty segment never open it. */
+void gr_segment_activate_new(struct gr_segment *seg);
+/* Makes a loaded segment the active one without opening it (the cache opens it on first use). */
+void gr_segment_set_active(struct gr_segment *seg);
 /* Creates (truncating) the segment's files and activates it. 0 or -errno. */
 int gr_segment_create(struct gr_segment *seg);
 /* Makes an existing segment the active one: its .log descriptor goes through the fd cache

@@ -17,7 +17,7 @@
 #define LOGGER "kafka.log.TransactionIndex"
 
 struct gr_txn_index {
-    char *dir;
+    const char *dir; /* borrowed */
     struct gr_aborted_txn *e; /* sorted by last_offset */
     int n, cap;
 };
@@ -77,9 +77,14 @@ static void load_file(struct gr_txn_index *ti, const char *name, int64_t base) {
     fclose(f);
 }
 
-struct gr_txn_index *gr_txn_index_open(const char *dir) {
+struct gr_txn_index *gr_txn_index_new(const char *dir) {
     struct gr_txn_index *ti = gr_calloc(1, sizeof *ti);
-    ti->dir = gr_strdup(dir);
+    ti->dir = dir;
+    return ti;
+}
+
+struct gr_txn_index *gr_txn_index_open(const char *dir) {
+    struct gr_txn_index *ti = gr_txn_index_new(dir);
     DIR *d = opendir(dir);
     if (!d) return ti;
     struct dirent *de;
@@ -100,7 +105,6 @@ struct gr_txn_index *gr_txn_index_open(const char *dir) {
 void gr_txn_index_free(struct gr_txn_index *ti) {
     if (!ti) return;
     free(ti->e);
-    free(ti->dir);
     free(ti);
 }
 

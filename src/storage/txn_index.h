@@ -35,8 +35,11 @@ struct gr_aborted_txn {
 
 struct gr_txn_index;
 
-/* Loads every `*.txnindex` file of dir (a bad trailing partial entry is ignored). */
+/* Loads every `*.txnindex` file of dir (a bad trailing partial entry is ignored). dir is
+ * borrowed: it must outlive the index. */
 struct gr_txn_index *gr_txn_index_open(const char *dir);
+/* An empty index for dir without reading it (a log directory just created). */
+struct gr_txn_index *gr_txn_index_new(const char *dir);
 void gr_txn_index_free(struct gr_txn_index *ti);
 
 /* Appends e to `<segment_base>.txnindex`. An entry whose last_offset is not above the last one

@@ -184,6 +184,11 @@ static int check_index_files(int i) {
         uint8_t *logb = read_file(path, &loglen);
         snprintf(path, sizeof path, "%s/%020" PRId64 ".index", ldir(i), base);
         uint8_t *idxb = read_file(path, &idxlen);
+        /* an empty segment of a new log has no index files until data arrives */
+        if (logb && loglen == 0 && !idxb) {
+            free(logb);
+            continue;
+        }
         CHECK(logb && idxb);
         if (!logb || !idxb) {
             free(logb);
