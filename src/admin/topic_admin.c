@@ -189,6 +189,7 @@ struct create_ctx {
     int names_rc; /* kzk code of the /brokers/topics read */
     struct name_set names;
     bool brokers_read;
+    bool brokers_from_zk_retried;
     int brokers_rc;
     struct gr_broker_meta *brokers;
     int nb;
@@ -306,6 +307,18 @@ static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *s
         }
     } else {
         int rc = ctx_brokers(c);
+        if (rc == 0 && rf > c->nb && !c->use_zk_brokers && b->zk && !c->brokers_from_zk_retried) {
+            /* Kafka takes the live brokers from the metadata cache only, which lags
+             * /brokers/ids for a moment after brokers start: rather than answer
+             * INVALID_REPLICATION_FACTOR from a stale cache, ask ZooKeeper once. */
+            gr_broker_metas_free(c->brokers, c->nb);
+            c->brokers = NULL;
+            c->nb = 0;
+            c->brokers_read = false;
+            c->use_zk_brokers = true;
+            c->brokers_from_zk_retried = true;
+            rc = ctx_brokers(c);
+        }
         if (rc != 0)
             return fail(res, GR_KERR_UNKNOWN_SERVER_ERROR,
                         "cannot read brokers from ZooKeeper: %s", gr_kzk_strerror(rc));

@@ -264,6 +264,31 @@ static void test_collisions_and_validate_only(struct gr_broker *b, struct counti
     CHECK(strstr(data_of(c, "/brokers/topics/explicit"), "\"1\":[3,1]") != NULL);
 }
 
+
+/* The metadata cache knows 3 brokers; ZooKeeper has a 4th that registered since: a topic of RF 4 is
+ * assigned from ZooKeeper's list instead of failing with INVALID_REPLICATION_FACTOR. */
+static void test_cache_behind_zookeeper(struct gr_broker *b, struct counting *c)
+{
+    memzk_create(c->z, "/brokers/ids", NULL, 0, 0, NULL);
+    for (int id = 1; id <= 4; id++) {
+        char p[32], d[256];
+        snprintf(p, sizeof(p), "/brokers/ids/%d", id);
+        int n = snprintf(d, sizeof(d),
+                         "{\"listener_security_protocol_map\":{\"PLAINTEXT\":\"PLAINTEXT\"},"
+                         "\"endpoints\":[\"PLAINTEXT://h:%d\"],\"jmx_port\":-1,\"host\":\"h\","
+                         "\"timestamp\":\"1\",\"port\":%d,\"version\":4}",
+                         9090 + id, 9090 + id);
+        memzk_create(c->z, p, d, n, 0, NULL);
+    }
+    struct gr_topic_spec spec = { .name = "rf4", .num_partitions = 2, .replication_factor = 4 };
+    struct gr_topic_result res;
+    CHECK(gr_topic_admin_create_topics(b, &spec, 1, false, false, -1, &res) == 1);
+    CHECK(res.error == GR_KERR_NONE && res.replication_factor == 4);
+    struct gr_topic_spec too_many = { .name = "rf5", .num_partitions = 1, .replication_factor = 5 };
+    CHECK(gr_topic_admin_create_topics(b, &too_many, 1, false, false, -1, &res) == 0);
+    CHECK(res.error == GR_KERR_INVALID_REPLICATION_FACTOR);
+}
+
 int main(void)
 {
     gr_log_set_level(GR_LOG_ERROR);
@@ -282,6 +307,7 @@ int main(void)
     test_concurrent_creator(b, c);
     test_leftover_config(b, c);
     test_collisions_and_validate_only(b, c);
+    test_cache_behind_zookeeper(b, c);
 
     gr_kzk_free(b->zk);
     b->zk = NULL;
