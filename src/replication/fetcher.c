@@ -92,6 +92,7 @@ struct gr_fetcher_manager {
     void *ctx;
     pthread_mutex_t lock; /* the list of fetchers */
     struct fetcher *fetchers;
+    bool leaving; /* gr_fetcher_stop_adding: additions only stop the old entry (under lock) */
 };
 
 static int64_t backoff_ms(struct fetcher *f) {
@@ -728,6 +729,10 @@ static void kick_locked(struct fetcher *f) {
 void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
     if (!fm || n <= 0) return;
     gr_fetcher_remove_many(fm, v, n);
+    pthread_mutex_lock(&fm->lock);
+    bool leaving = fm->leaving;
+    pthread_mutex_unlock(&fm->lock);
+    if (leaving) return; /* the broker is shutting down: nothing to follow any more */
     /* References first (the replica manager's map lock, not under any fetcher lock). */
     gr_fetcher_part **refs = gr_malloc((size_t)n * sizeof *refs);
     for (int i = 0; i < n; i++) refs[i] = fm->ops->get(fm->ctx, v[i].topic, v[i].partition);
@@ -781,6 +786,13 @@ void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_
     }
     free(done);
     free(refs);
+}
+
+void gr_fetcher_stop_adding(struct gr_fetcher_manager *fm) {
+    if (!fm) return;
+    pthread_mutex_lock(&fm->lock);
+    fm->leaving = true;
+    pthread_mutex_unlock(&fm->lock);
 }
 
 void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,

@@ -1082,6 +1082,10 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     return 0;
 }
 
+void gr_replica_manager_begin_shutdown(struct gr_replica_manager *rm) {
+    if (rm) gr_fetcher_stop_adding(rm->fetchers);
+}
+
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     if (!rm || rm->shut_down) return;
     rm->shut_down = true;
