@@ -461,8 +461,9 @@ static int do_fetch(struct fetcher *f) {
         struct fpart *fp = &f->parts[i];
         if (fp->state != F_FETCHING || fp->delay_until_ms > now) continue;
         fp->throttled = OPS(f)->throttled && OPS(f)->throttled(f->fm->ctx, fp->topic, fp->partition);
+        if (!exceeded || !fp->throttled) continue; /* the log end (a lock per partition) only when it matters */
         bool in_sync = fp->leader_hw >= 0 && OPS(f)->log_end_offset(fp->p) >= fp->leader_hw;
-        if (exceeded && fp->throttled && !in_sync) fp->delay_until_ms = now + THROTTLE_RECHECK_MS;
+        if (!in_sync) fp->delay_until_ms = now + THROTTLE_RECHECK_MS;
     }
     int n = 0;
     for (int i = 0; i < f->nparts; i++)
