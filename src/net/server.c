@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <signal.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -159,7 +160,7 @@ struct gr_net_server {
     pthread_t *workers;
     int workers_started;
     /* stats */
-    atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
+    atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out, st_sendfile,
         st_rejected, st_queued;
 };
 
@@ -727,6 +728,7 @@ static void conn_flush(struct conn *c) {
                 }
                 c->last_active_ms = gr_mono_ms();
                 stat_add(&srv->st_out, n);
+                stat_add(&srv->st_sendfile, n);
                 continue;
             }
         } else {
@@ -1067,9 +1069,18 @@ static void loop_release(struct loop *l) {
     pthread_mutex_unlock(&l->mu);
 }
 
+/* sendfile(2) has no MSG_NOSIGNAL: a response region sent to a peer that is gone raises SIGPIPE.
+ * Ignore it unless the program installed its own handler (gregord ignores it anyway). */
+static pthread_once_t sigpipe_once = PTHREAD_ONCE_INIT;
+static void ignore_sigpipe(void) {
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
+
 int gr_net_server_start(struct gr_net_server *srv) {
     if (srv->started) return -EALREADY;
     srv->started = true;
+    pthread_once(&sigpipe_once, ignore_sigpipe);
     int rc = 0;
     for (int i = 0; i < srv->num_listeners && rc == 0; i++) rc = bind_listener(&srv->listeners[i]);
     for (int i = 0; i < srv->num_loops && rc == 0; i++) {
@@ -1156,6 +1167,7 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->responses = atomic_load_explicit(&s->st_responses, memory_order_relaxed);
     out->bytes_in = atomic_load_explicit(&s->st_in, memory_order_relaxed);
     out->bytes_out = atomic_load_explicit(&s->st_out, memory_order_relaxed);
+    out->bytes_sendfile = atomic_load_explicit(&s->st_sendfile, memory_order_relaxed);
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
 }

@@ -149,6 +149,7 @@ struct gr_net_stats {
     int64_t responses;        /* responses fully written to sockets */
     int64_t bytes_in;
     int64_t bytes_out;
+    int64_t bytes_sendfile;   /* of bytes_out, sent from files with sendfile(2) */
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
 };

@@ -39,6 +39,11 @@ enum fstate { F_TRUNCATING, F_FETCHING };
  * 100k partitions an interrupt per addition cost the leader O(partitions) each. */
 #define KICK_MIN_INTERVAL_MS 50
 #define ADD_BURST_MS 1000
+/* ... but a round costs the leader a read of every partition in the session (twice when the
+ * wait expires), so with many partitions the burst wait grows with them: 1 ms per 100
+ * partitions (50k partitions: 500 ms), keeping the leader's per-round work at a small share of
+ * the wait. New partitions of a burst wait at most that long for their first fetch. */
+#define BURST_PARTS_PER_MS 100
 
 struct fpart {
     char *topic;
@@ -92,7 +97,13 @@ struct gr_fetcher_manager {
     void *ctx;
     pthread_mutex_t lock; /* the list of fetchers */
     struct fetcher *fetchers;
+    bool leaving; /* gr_fetcher_stop_adding: additions only stop the old entry (under lock) */
 };
+
+/* The longest a Fetch waits while partitions are being added (f->lock held). */
+static int32_t burst_wait_ms(const struct fetcher *f) {
+    return GR_MAX(KICK_MIN_INTERVAL_MS, f->nparts / BURST_PARTS_PER_MS);
+}
 
 static int64_t backoff_ms(struct fetcher *f) {
     int64_t ms = f->fm->cfg.backoff_ms;
@@ -450,8 +461,9 @@ static int do_fetch(struct fetcher *f) {
         struct fpart *fp = &f->parts[i];
         if (fp->state != F_FETCHING || fp->delay_until_ms > now) continue;
         fp->throttled = OPS(f)->throttled && OPS(f)->throttled(f->fm->ctx, fp->topic, fp->partition);
+        if (!exceeded || !fp->throttled) continue; /* the log end (a lock per partition) only when it matters */
         bool in_sync = fp->leader_hw >= 0 && OPS(f)->log_end_offset(fp->p) >= fp->leader_hw;
-        if (exceeded && fp->throttled && !in_sync) fp->delay_until_ms = now + THROTTLE_RECHECK_MS;
+        if (!in_sync) fp->delay_until_ms = now + THROTTLE_RECHECK_MS;
     }
     int n = 0;
     for (int i = 0; i < f->nparts; i++)
@@ -467,7 +479,7 @@ static int do_fetch(struct fetcher *f) {
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].delay_until_ms > now) due = GR_MIN(due, f->parts[i].delay_until_ms);
     req->MaxWaitMs = (int32_t)GR_MIN((int64_t)cfg->wait_max_ms, due == INT64_MAX ? INT64_MAX : due - now);
-    if (now - f->last_add_ms < ADD_BURST_MS) req->MaxWaitMs = GR_MIN(req->MaxWaitMs, KICK_MIN_INTERVAL_MS);
+    if (now - f->last_add_ms < ADD_BURST_MS) req->MaxWaitMs = GR_MIN(req->MaxWaitMs, burst_wait_ms(f));
     f->inflight_wait_ms = req->MaxWaitMs;
     req->MinBytes = cfg->min_bytes;
     req->MaxBytes = cfg->response_max_bytes;
@@ -719,7 +731,7 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
 static void kick_locked(struct fetcher *f) {
     pthread_cond_broadcast(&f->cond);
     f->last_add_ms = gr_mono_ms();
-    if (f->in_fetch && !f->kicked && f->inflight_wait_ms > KICK_MIN_INTERVAL_MS) {
+    if (f->in_fetch && !f->kicked && f->inflight_wait_ms > burst_wait_ms(f)) {
         f->kicked = true;
         gr_kafka_client_interrupt(f->kc);
     }
@@ -728,6 +740,10 @@ static void kick_locked(struct fetcher *f) {
 void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n) {
     if (!fm || n <= 0) return;
     gr_fetcher_remove_many(fm, v, n);
+    pthread_mutex_lock(&fm->lock);
+    bool leaving = fm->leaving;
+    pthread_mutex_unlock(&fm->lock);
+    if (leaving) return; /* the broker is shutting down: nothing to follow any more */
     /* References first (the replica manager's map lock, not under any fetcher lock). */
     gr_fetcher_part **refs = gr_malloc((size_t)n * sizeof *refs);
     for (int i = 0; i < n; i++) refs[i] = fm->ops->get(fm->ctx, v[i].topic, v[i].partition);
@@ -781,6 +797,13 @@ void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_
     }
     free(done);
     free(refs);
+}
+
+void gr_fetcher_stop_adding(struct gr_fetcher_manager *fm) {
+    if (!fm) return;
+    pthread_mutex_lock(&fm->lock);
+    fm->leaving = true;
+    pthread_mutex_unlock(&fm->lock);
 }
 
 void gr_fetcher_add(struct gr_fetcher_manager *fm, const char *topic, int32_t partition, int32_t leader,

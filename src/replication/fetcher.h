@@ -103,6 +103,13 @@ struct gr_fetcher_tp {
  * removeFetcherForPartitions take a set too). Items must name distinct partitions. */
 void gr_fetcher_remove_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n);
 void gr_fetcher_add_many(struct gr_fetcher_manager *fm, const struct gr_fetcher_tp *v, int n);
+/* The broker is shutting down (its controlled shutdown has begun): from now on gr_fetcher_add /
+ * gr_fetcher_add_many only stop following the partitions they name (the remove half), so the
+ * become-follower LeaderAndIsr the controller sends a leaving broker for every partition it led
+ * sets up no fetcher, session or truncation. Fetchers already running go on until
+ * gr_fetcher_manager_free. Kafka's broker gets the same effect by stopping its request handlers
+ * once the controlled shutdown succeeded. */
+void gr_fetcher_stop_adding(struct gr_fetcher_manager *fm);
 /* Stops fetcher threads that have no partitions left. */
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm);
 /* Partitions followed in total (tests, metrics). */

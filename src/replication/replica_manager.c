@@ -1082,13 +1082,19 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     return 0;
 }
 
+void gr_replica_manager_begin_shutdown(struct gr_replica_manager *rm) {
+    if (rm) gr_fetcher_stop_adding(rm->fetchers);
+}
+
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     if (!rm || rm->shut_down) return;
     rm->shut_down = true;
     if (rm->b && rm->b->metrics) gr_metrics_remove_collector(rm->b->metrics, gr_rm_metrics_collector, rm);
     if (rm->b && rm->b->hooks.ctx == rm) memset(&rm->b->hooks, 0, sizeof rm->b->hooks);
+    gr_info(LOGGER, "[ReplicaManager broker=%d] Shutting down", rm->broker_id);
     gr_fetcher_manager_free(rm->fetchers);
     rm->fetchers = NULL;
+    gr_info(LOGGER, "[ReplicaFetcherManager on broker %d] shutdown completed", rm->broker_id);
     pthread_mutex_lock(&rm->tlock);
     rm->stopping = true;
     pthread_cond_broadcast(&rm->tcond);
@@ -1110,8 +1116,10 @@ void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
         gr_rm_partition_unref(arr[i]);
     }
     free(arr);
+    gr_info(LOGGER, "[ReplicaManager broker=%d] Closing the logs", rm->broker_id);
     gr_plog_manager_close(rm->lm);
     rm->lm = NULL;
+    gr_info(LOGGER, "[ReplicaManager broker=%d] Shut down completely", rm->broker_id);
 }
 
 void gr_replica_manager_free(struct gr_replica_manager *rm) {

@@ -40,6 +40,10 @@ struct gr_lm_log;
 /* See above. Returns 0, or GR_EMETA_BROKER_ID / GR_EMETA_CLUSTER_ID (log dir of another broker or
  * cluster: refuse to start), or -errno / GR_E*. b->cfg must be set. Start-up thread. */
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out);
+/* The broker has begun to shut down (before its controlled shutdown): LeaderAndIsr still moves
+ * partitions between leader and follower (a former leader must stop answering as one), but
+ * starts no fetcher (gr_fetcher_stop_adding). Any thread; NULL is ignored. */
+void gr_replica_manager_begin_shutdown(struct gr_replica_manager *rm);
 void gr_replica_manager_shutdown(struct gr_replica_manager *rm);
 void gr_replica_manager_free(struct gr_replica_manager *rm);
 

@@ -119,6 +119,18 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) v[i] = (struct gr_fetcher_tp){.topic = names[i], .partition = i % 100};
     gr_fetcher_remove_many(fm, v, n);
     CHECK(gr_fetcher_count(fm) == 0 && refs == 0);
+    /* A broker shutting down (gr_fetcher_stop_adding) follows nothing new: an addition only
+     * removes the partition's old entry (the become-follower LeaderAndIsr of its controlled
+     * shutdown starts no fetcher). */
+    for (int i = 0; i < n; i++)
+        v[i] = (struct gr_fetcher_tp){.topic = names[i], .partition = i % 100, .leader = 2 + i % 3, .leader_epoch = 2};
+    gr_fetcher_add_many(fm, v, n / 2);
+    CHECK(gr_fetcher_count(fm) == n / 2 && refs == n / 2);
+    gr_fetcher_stop_adding(fm);
+    for (int i = 0; i < n; i++) v[i].leader_epoch = 3;
+    gr_fetcher_add_many(fm, v, n); /* the first half is followed: they are dropped */
+    gr_fetcher_add(fm, names[0], 0, 2, 4);
+    CHECK(gr_fetcher_count(fm) == 0 && refs == 0);
     free(names);
     free(v);
     gr_fetcher_manager_free(fm);
