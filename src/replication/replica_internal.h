@@ -19,7 +19,7 @@ struct gr_purgatory;
 
 /* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
 struct gr_rm_partition {
-    char *topic;
+    char *topic;         /* lml->topic (borrowed; lml is held until the last unref) */
     int32_t partition;
     uint64_t key;        /* purgatory key */
     atomic_int refs;

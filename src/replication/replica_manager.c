@@ -89,7 +89,7 @@ void gr_rm_partition_unref(struct gr_rm_partition *p) {
     if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
     if (p->lml) gr_plog_manager_release(NULL, p->lml);
     pthread_mutex_destroy(&p->lock);
-    free(p->topic);
+    gr_rs_destroy(&p->st);
     free(p);
 }
 
@@ -253,7 +253,7 @@ static struct gr_rm_partition *create_partition(struct gr_replica_manager *rm, c
     atomic_store(&lml->retention_ms, ret_ms);
     atomic_store(&lml->retention_bytes, ret_bytes);
     struct gr_rm_partition *p = gr_calloc(1, sizeof *p);
-    p->topic = gr_strdup(topic);
+    p->topic = lml->topic; /* borrowed: p holds lml until its last unref */
     p->partition = partition;
     p->key = gr_rm_key(topic, partition);
     atomic_init(&p->refs, 2); /* the map's and the caller's */
