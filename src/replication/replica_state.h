@@ -21,10 +21,10 @@
  *   retry the same proposal; success with the same leader epoch and a zkVersion not older than
  *   ours commits the returned ISR and zkVersion.
  *
- * Memory (issue 14: a broker hosts up to ~100k of these): the id arrays and the remote states
- * hold `cap` entries; up to GR_RS_INLINE they live inside the struct, beyond that (an assignment
- * or ISR of more than GR_RS_INLINE brokers, at most GR_RS_MAX_REPLICAS) in one heap block that
- * gr_rs_destroy frees. The array pointers may point into the struct itself: a state is
+ * Memory (issue 14: a broker hosts up to ~100k of these): the id arrays hold `cap` entries and
+ * the remote states `rcap`; up to GR_RS_INLINE ids and GR_RS_INLINE_REMOTES remotes (RF <= 4)
+ * they live inside the struct, beyond that (at most GR_RS_MAX_REPLICAS) in one heap block
+ * (cap == rcap) that gr_rs_destroy frees. The array pointers may point into the struct itself: a state is
  * initialised in place by gr_rs_init and never copied by value. */
 #ifndef GR_BROKER_REPLICA_STATE_H
 #define GR_BROKER_REPLICA_STATE_H
@@ -33,7 +33,8 @@
 #include <stdint.h>
 
 #define GR_RS_MAX_REPLICAS 32 /* largest assignment / ISR accepted (-E2BIG beyond) */
-#define GR_RS_INLINE 4        /* arrays held inside the struct up to this many entries */
+#define GR_RS_INLINE 4        /* id arrays held inside the struct up to this many entries, */
+#define GR_RS_INLINE_REMOTES (GR_RS_INLINE - 1) /* remote states up to this many (RF <= 4) */
 
 enum gr_isr_state { GR_ISR_COMMITTED = 0, GR_ISR_PENDING_EXPAND, GR_ISR_PENDING_SHRINK };
 
@@ -55,7 +56,7 @@ struct gr_replica_state {
     int32_t controller_epoch;
     enum gr_isr_state isr_state;
     int nreplicas, nisr, nproposed, nremotes;
-    int cap;                 /* entries in each of the four arrays */
+    int cap, rcap;           /* entries in each id array / in remotes */
     int64_t leader_epoch_start_offset; /* leader: LEO when it became leader; -1 on followers */
     int32_t *replicas;
     int32_t *isr;            /* committed ISR */
@@ -63,7 +64,7 @@ struct gr_replica_state {
     struct gr_rs_remote *remotes;
     void *heap;              /* the arrays when cap > GR_RS_INLINE, else NULL */
     struct {
-        struct gr_rs_remote remotes[GR_RS_INLINE];
+        struct gr_rs_remote remotes[GR_RS_INLINE_REMOTES];
         int32_t ids[3 * GR_RS_INLINE];
     } inl;
 };

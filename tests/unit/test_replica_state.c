@@ -171,7 +171,11 @@ int main(void) {
         gr_rs_init(&st, 1);
         CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
         CHECK(st.heap == NULL && st.cap == GR_RS_INLINE);
-        CHECK(sizeof st < 400);
+        CHECK(sizeof st <= 320);
+        int32_t four[4] = {1, 2, 3, 4};
+        CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, four, 4, reps, 3) == 0);
+        CHECK(st.heap == NULL && st.nremotes == 3); /* RF 4: still inline */
+        CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
         gr_rs_become_leader(&st, 100, 1000, false);
         gr_rs_update_follower(&st, 2, 90, 0, 1001, 100);
         int32_t wide[GR_RS_MAX_REPLICAS], isr1[1] = {1};
