@@ -54,8 +54,10 @@ struct gr_replica_manager {
     bool stopping;
     bool shut_down;
     /* gr_mono_ms() after which the ISR thread returns freed heap to the system (malloc_trim),
-     * set by a LeaderAndIsr of >= GR_RM_TRIM_MIN partitions; 0 none (replica_manager.c). */
+     * set once LeaderAndIsr requests carried >= GR_RM_TRIM_MIN partitions (trim_parts, since
+     * the last time); 0 none (replica_manager.c). */
     _Atomic int64_t trim_after_ms;
+    atomic_int trim_parts;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
      * every hook caller holds. */

@@ -416,9 +416,11 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
 /* Memory (issue 14): a LeaderAndIsr for thousands of partitions leaves megabytes freed in the
  * malloc arenas of the threads that decoded, applied and answered it (and of the controller's,
  * on the controller), which glibc keeps: ~1.6 KB per partition on the controller, ~0.2 KB on the
- * others at 10k. Some time after the last such request (GR_RM_TRIM_DELAY_MS, so that a burst
- * is trimmed once) the ISR thread hands free pages back with malloc_trim(0): a walk of the free
- * lists, rare (one per large LeaderAndIsr burst), off every request path. */
+ * others at 10k; many small ones (1000 topics x 10) leave the same. Once LeaderAndIsr requests
+ * have carried GR_RM_TRIM_MIN partitions since the last trim, the ISR thread hands free pages
+ * back with malloc_trim(0) at its next wake-up GR_RM_TRIM_DELAY_MS or more after the last
+ * request that crossed it (a burst is trimmed about once): a walk of the free lists, at most
+ * once per ISR-thread period, off every request path. */
 #define GR_RM_TRIM_MIN 1000
 #define GR_RM_TRIM_DELAY_MS 1000
 
@@ -636,7 +638,10 @@ static void hook_apply_lai(void *ctx, struct gr_broker *b, struct gr_lai_change 
     prefetch_topic_configs(rm, v, n);
     for (int i = 0; i < n; i += LAI_CHUNK) apply_lai_chunk(rm, b, v + i, GR_MIN(LAI_CHUNK, n - i));
     drop_prefetched_configs(rm);
-    if (n >= GR_RM_TRIM_MIN) atomic_store(&rm->trim_after_ms, gr_mono_ms() + GR_RM_TRIM_DELAY_MS);
+    if (atomic_fetch_add(&rm->trim_parts, n) + n >= GR_RM_TRIM_MIN) { /* counts from the last trim */
+        atomic_store(&rm->trim_parts, 0);
+        atomic_store(&rm->trim_after_ms, gr_mono_ms() + GR_RM_TRIM_DELAY_MS);
+    }
 }
 
 static int16_t hook_become_leader(void *ctx, struct gr_broker *b, const struct gr_partition_state *st) {
