@@ -295,6 +295,9 @@ def timeline(cluster, offsets, t0, controller_id):
     return write_secs, write_parts
 
 
+RSS_SETTLE_S = 0.0
+
+
 def rss_kib(cluster):
     out = []
     for b in cluster.brokers.values():
@@ -374,6 +377,13 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                 print(f"  per replica (RSS growth / {total * rf // 3} replicas per broker): "
                       + ", ".join(f"{x / 1024:.1f} KiB" for x in per))
                 res["per_replica"] = per
+            if RSS_SETTLE_S > 0:  # fetchers and fetch sessions settle after the leaders appear
+                time.sleep(RSS_SETTLE_S)
+                rss2 = rss_kib(cluster)
+                if len(rss2) == len(idle_rss):
+                    per2 = [(a - b) * 1024 / max(total * rf / 3, 1) for a, b in zip(rss2, idle_rss)]
+                    print(f"  {RSS_SETTLE_S:g} s later: RSS {[r // 1024 for r in rss2]} MiB, per replica "
+                          + ", ".join(f"{x / 1024:.1f} KiB" for x in per2))
         res["emfile"] = sum(len(re.findall("Too many open files", b.log(whole=True)))
                             for b in cluster.brokers.values())
         if res["emfile"]:
@@ -439,10 +449,15 @@ def main():
     ap.add_argument("--session-ms", type=int, default=0,
                     help="zookeeper.session.timeout.ms of the brokers (default: the harness's 3000; a "
                          "loaded 2-core box can expire a 3 s session during a 100k creation)")
+    ap.add_argument("--rss-settle", type=float, default=0,
+                    help="also print the brokers' RSS per replica this many seconds after the "
+                         "creation completed (fetchers and fetch sessions settled)")
     ap.add_argument("--sizes", default="",
                     help="N[,M..]: instead of (a)/(b), one case per N: N/100 topics x 100 partitions in one "
                          "CreateTopics (the shape of issue 14's 100k try; --sizes 100000)")
     args = ap.parse_args()
+    global RSS_SETTLE_S
+    RSS_SETTLE_S = args.rss_settle
     if args.session_ms:
         CONFIG["zookeeper.session.timeout.ms"] = str(args.session_ms)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below

@@ -13,9 +13,17 @@
 
 #define LOGGER "kafka.server.FetchSessionCache"
 
+/* A topic name shared by the session's partitions of that topic (issue 14: a follower's session
+ * holds thousands of partitions of a few topics; a copy per partition cost ~32 B each). Owned
+ * by the cached_parts that point at it (refs), under the cache's mutex. */
+struct fs_name {
+    int refs;
+    char s[];
+};
+
 /* Kafka's CachedPartition. */
 struct cached_part {
-    char *topic;
+    struct fs_name *topic; /* NULL: dropped (update_session) */
     int32_t partition;
     int32_t max_bytes, leader_epoch;
     int64_t fetch_offset, fetcher_log_start;
@@ -52,8 +60,30 @@ struct gr_fetch_session_cache *gr_fsc_new(int max_slots, int64_t eviction_ms) {
     return c;
 }
 
+/* A reference to the name `topic`: `near`'s (the previously added partition's) if it is the
+ * same topic, else a new one. */
+static struct fs_name *name_ref(struct fs_name *near, const char *topic) {
+    if (near && strcmp(near->s, topic) == 0) {
+        near->refs++;
+        return near;
+    }
+    size_t len = strlen(topic);
+    struct fs_name *n = gr_malloc(sizeof *n + len + 1);
+    n->refs = 1;
+    memcpy(n->s, topic, len + 1);
+    return n;
+}
+
+static void name_unref(struct fs_name *n) {
+    if (n && --n->refs == 0) free(n);
+}
+
+static bool same_topic(const struct cached_part *a, const struct cached_part *b) {
+    return a->topic == b->topic || strcmp(a->topic->s, b->topic->s) == 0;
+}
+
 static void session_free(struct session *s) {
-    for (int i = 0; i < s->n; i++) free(s->parts[i].topic);
+    for (int i = 0; i < s->n; i++) name_unref(s->parts[i].topic);
     free(s->parts);
     gr_tpi_free(&s->idx);
     free(s);
@@ -133,7 +163,7 @@ static int32_t new_session_id_locked(struct gr_fetch_session_cache *c) {
 
 static bool cp_eq(const void *ctx, int32_t pos, const char *topic, int32_t partition) {
     const struct cached_part *cp = &((const struct session *)ctx)->parts[pos];
-    return cp->topic && cp->partition == partition && strcmp(cp->topic, topic) == 0;
+    return cp->topic && cp->partition == partition && strcmp(cp->topic->s, topic) == 0;
 }
 
 static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPartition *fp) {
@@ -148,8 +178,9 @@ static struct cached_part *add_part(struct session *s, const char *topic, const 
         s->cap = s->cap ? 2 * s->cap : 16;
         s->parts = gr_realloc(s->parts, (size_t)s->cap * sizeof *s->parts);
     }
+    struct fs_name *near = s->n > 0 ? s->parts[s->n - 1].topic : NULL;
     struct cached_part *cp = &s->parts[s->n++];
-    *cp = (struct cached_part){.topic = gr_strdup(topic ? topic : ""), .partition = fp->Partition, .hw = -1,
+    *cp = (struct cached_part){.topic = name_ref(near, topic ? topic : ""), .partition = fp->Partition, .hw = -1,
                                .local_log_start = -1};
     set_params(cp, fp);
     return cp;
@@ -163,16 +194,16 @@ static struct FetchRequest *session_request(const struct session *s, const struc
     f->ForgottenTopicsData = NULL;
     int nt = 0;
     for (int i = 0; i < s->n; i++)
-        if (i == 0 || strcmp(s->parts[i].topic, s->parts[i - 1].topic) != 0) nt++;
+        if (i == 0 || !same_topic(&s->parts[i], &s->parts[i - 1])) nt++;
     f->Topics = gr_arena_alloc(a, (size_t)(nt + 1) * sizeof *f->Topics);
     f->TopicsCount = nt;
     struct FetchRequest_FetchPartition *ps = gr_arena_alloc(a, (size_t)(s->n + 1) * sizeof *ps);
     int t = -1;
     for (int i = 0; i < s->n; i++) {
         const struct cached_part *cp = &s->parts[i];
-        if (i == 0 || strcmp(cp->topic, s->parts[i - 1].topic) != 0) {
+        if (i == 0 || !same_topic(cp, &s->parts[i - 1])) {
             t++;
-            f->Topics[t].Topic = gr_arena_strdup(a, cp->topic);
+            f->Topics[t].Topic = gr_arena_strdup(a, cp->topic->s);
             f->Topics[t].Partitions = &ps[i];
             f->Topics[t].PartitionsCount = 0;
         }
@@ -196,7 +227,7 @@ static void update_session(struct gr_fetch_session_cache *c, struct session *s, 
     for (int t = 0; t < r->ForgottenTopicsDataCount; t++) named += GR_MAX(r->ForgottenTopicsData[t].PartitionsCount, 0);
     if (named == 0) return;
     gr_tpi_reset(&s->idx, s->n + named);
-    for (int i = 0; i < s->n; i++) gr_tpi_insert(&s->idx, s->parts[i].topic, s->parts[i].partition, i);
+    for (int i = 0; i < s->n; i++) gr_tpi_insert(&s->idx, s->parts[i].topic->s, s->parts[i].partition, i);
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         const char *topic = ft->Topic ? ft->Topic : "";
@@ -217,7 +248,7 @@ static void update_session(struct gr_fetch_session_cache *c, struct session *s, 
         for (int i = 0; i < ft->PartitionsCount; i++) {
             int32_t pos = gr_tpi_find(&s->idx, topic, ft->Partitions[i], cp_eq, s);
             if (pos < 0) continue;
-            free(s->parts[pos].topic); /* marked: cp_eq skips it */
+            name_unref(s->parts[pos].topic); /* marked: cp_eq skips it */
             s->parts[pos].topic = NULL;
             removed = true;
         }
@@ -320,6 +351,10 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
             cp->hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;
             cp->local_log_start = pr->LogStartOffset;
         }
+    }
+    if (s->n > 0 && s->n < s->cap) { /* no doubling slack in a session that may hold 100k */
+        s->parts = gr_realloc(s->parts, (size_t)s->n * sizeof *s->parts);
+        s->cap = s->n;
     }
     s->next = c->sessions;
     c->sessions = s;

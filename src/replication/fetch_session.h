@@ -22,7 +22,9 @@
  * follower's other sessions (Gregor runs one fetcher per source broker, fetcher.h): a full fetch
  * whose answer the follower never read (it dropped the connection) leaves a session it will
  * never name, and at 100k partitions each such session held ~30k cached partitions until the
- * 1000 slots filled (gigabytes; issue 14).
+ * 1000 slots filled (gigabytes; issue 14). A cached partition costs 56 B: its topic name is
+ * shared with the neighbouring partitions of the same topic, and a full session's array is
+ * allocated to size.
  *
  * Use from the Fetch handler: gr_fsc_begin turns the request into the full list of partitions to
  * read (a FetchRequest in the request's arena), gr_fsc_finish turns the full response into what

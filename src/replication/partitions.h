@@ -13,7 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One hosted partition. Arrays are owned by the registry (or by whoever holds a copy). */
+/* One hosted partition. Arrays are owned by the registry (or by whoever holds a copy); the
+ * registry's own entries share their topic name with the entries of the same topic (never free
+ * or replace it; a copy from gr_partition_state_copy owns its own). */
 struct gr_partition_state {
     char *topic;
     int32_t partition;

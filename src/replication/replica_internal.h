@@ -19,7 +19,7 @@ struct gr_purgatory;
 
 /* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
 struct gr_rm_partition {
-    char *topic;
+    char *topic;         /* lml->topic (borrowed; lml is held until the last unref) */
     int32_t partition;
     uint64_t key;        /* purgatory key */
     atomic_int refs;
@@ -53,6 +53,11 @@ struct gr_replica_manager {
     pthread_cond_t tcond;
     bool stopping;
     bool shut_down;
+    /* gr_mono_ms() after which the ISR thread returns freed heap to the system (malloc_trim),
+     * set once LeaderAndIsr requests carried >= GR_RM_TRIM_MIN partitions (trim_parts, since
+     * the last time); 0 none (replica_manager.c). */
+    _Atomic int64_t trim_after_ms;
+    atomic_int trim_parts;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
      * every hook caller holds. */

@@ -3,18 +3,60 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/kerr.h"
+#include "common/util.h"
+
+static void point_inline(struct gr_replica_state *st) {
+    st->cap = GR_RS_INLINE;
+    st->rcap = GR_RS_INLINE_REMOTES;
+    st->remotes = st->inl.remotes;
+    st->replicas = st->inl.ids;
+    st->isr = st->inl.ids + GR_RS_INLINE;
+    st->proposed = st->inl.ids + 2 * GR_RS_INLINE;
+    st->heap = NULL;
+}
 
 void gr_rs_init(struct gr_replica_state *st, int32_t local_id) {
     memset(st, 0, sizeof *st);
+    point_inline(st);
     st->local_id = local_id;
     st->leader_id = -1;
     st->leader_epoch = -1;
     st->zk_version = -1;
     st->controller_epoch = -1;
     st->leader_epoch_start_offset = -1;
+}
+
+void gr_rs_destroy(struct gr_replica_state *st) {
+    free(st->heap);
+    st->heap = NULL;
+    st->cap = st->rcap = 0;
+    st->nreplicas = st->nisr = st->nproposed = st->nremotes = 0;
+}
+
+/* Grows the arrays to hold n ids / nrem remote states (<= GR_RS_MAX_REPLICAS + 1), keeping
+ * their contents: one heap block for all four, n = max(n, nrem) entries each. */
+static void reserve(struct gr_replica_state *st, int n, int nrem) {
+    if (n <= st->cap && nrem <= st->rcap) return;
+    n = GR_MAX(GR_MAX(n, nrem), st->cap);
+    size_t cap = (size_t)n;
+    char *blk = gr_malloc(cap * (sizeof(struct gr_rs_remote) + 3 * sizeof(int32_t)));
+    struct gr_rs_remote *remotes = (struct gr_rs_remote *)blk;
+    int32_t *ids = (int32_t *)(blk + cap * sizeof(struct gr_rs_remote));
+    memcpy(remotes, st->remotes, (size_t)st->nremotes * sizeof *remotes);
+    memcpy(ids, st->replicas, (size_t)st->nreplicas * sizeof *ids);
+    memcpy(ids + cap, st->isr, (size_t)st->nisr * sizeof *ids);
+    memcpy(ids + 2 * cap, st->proposed, (size_t)st->nproposed * sizeof *ids);
+    free(st->heap);
+    st->heap = blk;
+    st->cap = st->rcap = n;
+    st->remotes = remotes;
+    st->replicas = ids;
+    st->isr = ids + cap;
+    st->proposed = ids + 2 * cap;
 }
 
 static bool contains(const int32_t *ids, int n, int32_t id) {
@@ -55,9 +97,13 @@ int gr_rs_set_assignment(struct gr_replica_state *st, int32_t leader, int32_t le
                          int nreplicas, const int32_t *isr, int nisr) {
     if (nreplicas < 0 || nreplicas > GR_RS_MAX_REPLICAS || nisr < 0 || nisr > GR_RS_MAX_REPLICAS)
         return -E2BIG;
+    int nrem = 0; /* distinct replicas other than this broker */
+    for (int i = 0; i < nreplicas; i++)
+        if (replicas[i] != st->local_id && !contains(replicas, i, replicas[i])) nrem++;
+    reserve(st, GR_MAX(nreplicas, nisr), nrem);
     struct gr_rs_remote old[GR_RS_MAX_REPLICAS];
     int nold = st->nremotes;
-    memcpy(old, st->remotes, sizeof old);
+    memcpy(old, st->remotes, (size_t)nold * sizeof *old);
     st->nremotes = 0;
     for (int i = 0; i < nreplicas; i++) {
         int32_t id = replicas[i];
@@ -152,6 +198,7 @@ int gr_rs_out_of_sync(const struct gr_replica_state *st, int64_t leader_leo, int
 bool gr_rs_propose_expand(struct gr_replica_state *st, int32_t id) {
     if (st->isr_state != GR_ISR_COMMITTED || gr_rs_in_isr(st, id) || st->nisr >= GR_RS_MAX_REPLICAS)
         return false;
+    reserve(st, st->nisr + 1, 0);
     memcpy(st->proposed, st->isr, (size_t)st->nisr * sizeof *st->isr);
     st->nproposed = st->nisr;
     st->proposed[st->nproposed++] = id;
@@ -180,6 +227,7 @@ int gr_rs_apply_alter_isr(struct gr_replica_state *st, int16_t error, int32_t le
     }
     if (leader_epoch != st->leader_epoch || zk_version < st->zk_version) return 0;
     if (nisr < 0 || nisr > GR_RS_MAX_REPLICAS) return 0;
+    reserve(st, nisr, 0);
     st->nisr = nisr;
     if (nisr > 0) memcpy(st->isr, isr, (size_t)nisr * sizeof *isr);
     st->zk_version = zk_version;

@@ -19,14 +19,22 @@
  * - AlterIsr answer: errors UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and
  *   INVALID_UPDATE_VERSION give up (stay pending until the next LeaderAndIsr); other errors
  *   retry the same proposal; success with the same leader epoch and a zkVersion not older than
- *   ours commits the returned ISR and zkVersion. */
+ *   ours commits the returned ISR and zkVersion.
+ *
+ * Memory (issue 14: a broker hosts up to ~100k of these): the id arrays hold `cap` entries and
+ * the remote states `rcap`; up to GR_RS_INLINE ids and GR_RS_INLINE_REMOTES remotes (RF <= 4)
+ * they live inside the struct, beyond that (at most GR_RS_MAX_REPLICAS) in one heap block
+ * (cap == rcap) that gr_rs_destroy frees. The array pointers may point into the struct itself: a state is
+ * initialised in place by gr_rs_init and never copied by value. */
 #ifndef GR_BROKER_REPLICA_STATE_H
 #define GR_BROKER_REPLICA_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GR_RS_MAX_REPLICAS 32
+#define GR_RS_MAX_REPLICAS 32 /* largest assignment / ISR accepted (-E2BIG beyond) */
+#define GR_RS_INLINE 4        /* id arrays held inside the struct up to this many entries, */
+#define GR_RS_INLINE_REMOTES (GR_RS_INLINE - 1) /* remote states up to this many (RF <= 4) */
 
 enum gr_isr_state { GR_ISR_COMMITTED = 0, GR_ISR_PENDING_EXPAND, GR_ISR_PENDING_SHRINK };
 
@@ -46,20 +54,25 @@ struct gr_replica_state {
     int32_t leader_epoch;    /* -1 before the first LeaderAndIsr */
     int32_t zk_version;
     int32_t controller_epoch;
-    int nreplicas;
-    int32_t replicas[GR_RS_MAX_REPLICAS];
-    int nisr;
-    int32_t isr[GR_RS_MAX_REPLICAS]; /* committed ISR */
     enum gr_isr_state isr_state;
-    int nproposed;
-    int32_t proposed[GR_RS_MAX_REPLICAS]; /* the ISR sent in AlterIsr while pending */
-    int nremotes;
-    struct gr_rs_remote remotes[GR_RS_MAX_REPLICAS];
+    int nreplicas, nisr, nproposed, nremotes;
+    int cap, rcap;           /* entries in each id array / in remotes */
     int64_t leader_epoch_start_offset; /* leader: LEO when it became leader; -1 on followers */
+    int32_t *replicas;
+    int32_t *isr;            /* committed ISR */
+    int32_t *proposed;       /* the ISR sent in AlterIsr while pending */
+    struct gr_rs_remote *remotes;
+    void *heap;              /* the arrays when cap > GR_RS_INLINE, else NULL */
+    struct {
+        struct gr_rs_remote remotes[GR_RS_INLINE_REMOTES];
+        int32_t ids[3 * GR_RS_INLINE];
+    } inl;
 };
 
-/* Zeroes st for broker local_id (no leader, epoch -1). */
+/* Initialises st in place for broker local_id (no leader, epoch -1, inline arrays). */
 void gr_rs_init(struct gr_replica_state *st, int32_t local_id);
+/* Frees what st allocated (arrays beyond GR_RS_INLINE); st must be re-initialised to be used. */
+void gr_rs_destroy(struct gr_replica_state *st);
 
 bool gr_rs_is_leader(const struct gr_replica_state *st);
 bool gr_rs_in_isr(const struct gr_replica_state *st, int32_t id);

@@ -327,21 +327,21 @@ static void maybe_expire_producers(struct gr_plog *log) {
 bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out) {
     pthread_mutex_lock(&log->mu);
     bool found = gr_pstate_lookup(log->ps, producer_id, out);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return found;
 }
 
 int gr_plog_producer_count(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int n = gr_pstate_producer_count(log->ps);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return n;
 }
 
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     int n = gr_pstate_remove_expired(log->ps, now_ms);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return n;
 }
 
@@ -434,6 +434,8 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
             return rc;
         }
     }
+    atomic_init(&log->pub_leo, leo(log));
+    atomic_init(&log->pub_log_start, log->log_start_offset);
     if (fresh) gr_debug(LOGGER, "created log '%s'", dir);
     else
         gr_info(LOGGER, "loaded log '%s': %zu segment(s), log start offset %" PRId64 ", log end offset %" PRId64,
@@ -499,7 +501,7 @@ int gr_plog_delete(struct gr_plog *log) {
 void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out) {
     pthread_mutex_lock(&log->mu);
     *out = log->cfg;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
 }
 
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
@@ -508,7 +510,7 @@ int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     pthread_mutex_lock(&log->mu);
     log->cfg = *cfg;
     gr_pstate_set_expiration_ms(log->ps, cfg->producer_id_expiration_ms);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return 0;
 }
 
@@ -540,7 +542,7 @@ static int flush_locked(struct gr_plog *log) {
 int gr_plog_flush(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int rc = flush_locked(log);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -553,7 +555,7 @@ static bool flush_due(struct gr_plog *log) {
 int gr_plog_flush_if_due(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int rc = flush_due(log) ? flush_locked(log) : 0;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -773,7 +775,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
             info->max_timestamp = dup.timestamp;
             info->offset_of_max_timestamp = dup.last_offset;
             info->log_append_time = dup.timestamp; /* Kafka answers a duplicate with it */
-            pthread_mutex_unlock(&log->mu);
+            gr_plog_unlock(log);
             return 0;
         }
         goto out;
@@ -783,7 +785,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         gr_pstate_append_release(&app);
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;
         info->first_offset = info->last_offset = -1;
-        pthread_mutex_unlock(&log->mu);
+        gr_plog_unlock(log);
         return rc;
     }
     gr_pstate_commit(log->ps, &app, next);
@@ -795,7 +797,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
     after_append(log, sum.records);
 out:
     if (info->error != GR_KERR_NONE) info->first_offset = info->last_offset = -1;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return 0;
 }
 
@@ -865,7 +867,7 @@ int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size
     info->batch_count = sum.batches;
     after_append(log, sum.records);
 out:
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -913,7 +915,7 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
         path = gr_strdup(seg->log_path);
         break;
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     if (fd >= 0) {
         rc = gr_segment_read_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &res->data, &res->len,
                                 &res->first_offset, &res->next_offset);
@@ -922,7 +924,7 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
     free(path);
     return rc;
 out:
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -938,7 +940,7 @@ int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, i
     int rc = 0;
     if (offset < log->log_start_offset || offset > leo(log)) {
         out->error = GR_KERR_OFFSET_OUT_OF_RANGE;
-        pthread_mutex_unlock(&log->mu);
+        gr_plog_unlock(log);
         return 0;
     }
     int fd = -1;
@@ -955,7 +957,7 @@ int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, i
         path = gr_strdup(seg->log_path);
         break;
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     if (fd >= 0) {
         size_t len = 0;
         rc = gr_segment_slice_fd(fd, path, size, pos, max_bytes, max_offset, min_one_batch, &len, &out->first_offset,
@@ -994,7 +996,7 @@ int gr_plog_truncate_fully_and_start_at(struct gr_plog *log, int64_t offset) {
     if (offset < 0) return -EINVAL;
     pthread_mutex_lock(&log->mu);
     int rc = truncate_fully_locked(log, offset);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -1025,17 +1027,14 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     gr_info(LOGGER, "truncated '%s' to offset %" PRId64 " (log end offset %" PRId64 " -> %" PRId64 ")", log->dir,
             offset, old_leo, leo(log));
 out:
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
 /* ---- offsets ---- */
 
 int64_t gr_plog_start_offset(struct gr_plog *log) {
-    pthread_mutex_lock(&log->mu);
-    int64_t v = log->log_start_offset;
-    pthread_mutex_unlock(&log->mu);
-    return v;
+    return atomic_load_explicit(&log->pub_log_start, memory_order_acquire); /* log_internal.h */
 }
 
 int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_start) {
@@ -1049,28 +1048,25 @@ int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_st
         gr_epoch_cache_truncate_from_start(&log->ec, new_start);
         gr_pstate_truncate_head(log->ps, new_start);
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
 int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = log->log_start_offset > log->segs[0]->base_offset ? log->log_start_offset : -1;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return v;
 }
 
 int64_t gr_plog_end_offset(struct gr_plog *log) {
-    pthread_mutex_lock(&log->mu);
-    int64_t v = leo(log);
-    pthread_mutex_unlock(&log->mu);
-    return v;
+    return atomic_load_explicit(&log->pub_leo, memory_order_acquire); /* log_internal.h */
 }
 
 int64_t gr_plog_recovery_point(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = log->recovery_point;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return v;
 }
 
@@ -1078,14 +1074,14 @@ int64_t gr_plog_size_bytes(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int64_t v = 0;
     for (size_t i = 0; i < log->n_segs; i++) v += log->segs[i]->size;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return v;
 }
 
 int gr_plog_segment_count(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int v = (int)log->n_segs;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return v;
 }
 
@@ -1111,7 +1107,7 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
         if (rc > 0) rc = 0;
         else if (rc < 0) *offset_out = *ts_out = -1;
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -1120,14 +1116,14 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
 int gr_plog_end_offset_for_epoch(struct gr_plog *log, int32_t epoch, int64_t *end_offset, int32_t *epoch_out) {
     pthread_mutex_lock(&log->mu);
     gr_epoch_cache_end_offset_for(&log->ec, epoch, leo(log), end_offset, epoch_out);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return 0;
 }
 
 int32_t gr_plog_latest_epoch(struct gr_plog *log) {
     pthread_mutex_lock(&log->mu);
     int32_t e = log->ec.n ? log->ec.e[log->ec.n - 1].epoch : -1;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return e;
 }
 
@@ -1138,7 +1134,7 @@ int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_o
         epochs[i] = log->ec.e[i].epoch;
         start_offsets[i] = log->ec.e[i].start_offset;
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return n;
 }
 
@@ -1187,7 +1183,7 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t r
         gr_pstate_truncate_head(log->ps, log->log_start_offset);
         gr_txn_index_drop_segments_below(log->ti, log->segs[0]->base_offset);
     }
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return rc ? rc : (int)del;
 }
 
@@ -1222,7 +1218,7 @@ static void prune_unreplicated_locked(struct gr_plog *log, int64_t hw) {
 void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw) {
     pthread_mutex_lock(&log->mu);
     prune_unreplicated_locked(log, hw);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
 }
 
 int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw) {
@@ -1232,7 +1228,7 @@ int64_t gr_plog_last_stable_offset(struct gr_plog *log, int64_t hw) {
     for (int i = 0; i < log->n_unrepl; i++)
         if (first < 0 || log->unrepl[i].first < first) first = log->unrepl[i].first;
     if (first >= 0 && first < log->log_start_offset) first = log->log_start_offset;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return first >= 0 && first < hw ? first : hw;
 }
 
@@ -1243,21 +1239,21 @@ int gr_plog_collect_aborted(struct gr_plog *log, int64_t fetch_offset, int64_t u
     gr_txn_index_collect(log->ti, fetch_offset, upper_bound, NULL, 0, &total);
     *out = total ? gr_malloc((size_t)total * sizeof **out) : NULL;
     int n = total ? gr_txn_index_collect(log->ti, fetch_offset, upper_bound, *out, total, NULL) : 0;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return n;
 }
 
 bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
     pthread_mutex_lock(&log->mu);
     bool r = gr_pstate_needs_verification(log->ps, producer_id, epoch);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     return r;
 }
 
 void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
     pthread_mutex_lock(&log->mu);
     gr_pstate_set_verified(log->ps, producer_id, epoch);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
 }
 
 /* ---- names ---- */

@@ -200,6 +200,9 @@ int gr_plog_maybe_increment_log_start_offset(struct gr_plog *log, int64_t new_st
 /* The value for log-start-offset-checkpoint: the log start offset when it lies above the first
  * segment's base (Kafka checkpoints only those), else -1. */
 int64_t gr_plog_log_start_checkpoint_value(struct gr_plog *log);
+/* Log end offset and (gr_plog_start_offset) log start offset as of the end of the last critical
+ * section that changed them: lock-free (one atomic load), for the per-fetch, per-partition
+ * readers. Code that must act on the log at that exact LEO holds the log's lock instead. */
 int64_t gr_plog_end_offset(struct gr_plog *log);
 /* Offset below which everything has been fsynced (write it to recovery-point-offset-checkpoint). */
 int64_t gr_plog_recovery_point(struct gr_plog *log);

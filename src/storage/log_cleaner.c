@@ -282,7 +282,7 @@ void gr_plog_cleanable(struct gr_plog *log, int64_t checkpoint, int64_t now_ms, 
     c->min_ratio = log->cfg.min_cleanable_dirty_ratio;
     c->compact = log->cfg.cleanup_compact;
     c->must_clean = c->must_clean && c->cleanable_bytes > 0;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
 }
 
 /* ---- transactions (Kafka's CleanedTransactionMetadata) ----
@@ -318,7 +318,7 @@ static void txn_meta_init(struct txn_meta *t, struct gr_plog *log, int64_t from,
     memset(t, 0, sizeof *t);
     pthread_mutex_lock(&log->mu);
     t->nab = gr_txn_index_range(log->ti, from, to, &t->ab);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     if (t->nab > 1) qsort(t->ab, (size_t)t->nab, sizeof *t->ab, cmp_first);
 }
 
@@ -513,7 +513,7 @@ static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_in
     struct gr_pstate_entry e;
     pthread_mutex_lock(&log->mu);
     bool found = gr_pstate_lookup(log->ps, bi->ProducerId, &e);
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     if (!found) return false;
     if (e.n > 0) return e.batches[e.n - 1].last_offset == gr_batch_info_last_offset(bi);
     /* no data batch of the current epoch: the marker carrying that epoch (fencing) */
@@ -775,7 +775,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
     }
     int32_t seg_bytes = log->cfg.segment_bytes;
-    pthread_mutex_unlock(&log->mu);
+    gr_plog_unlock(log);
     if (horizon < 0) horizon = 0;
     struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0};
     struct gr_offset_map m;
@@ -806,7 +806,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
             if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */
             else rc = swap_in(log, src + i, n, cleaned, tcleaned, &tm, st);
             gen = log->seg_gen;
-            pthread_mutex_unlock(&log->mu);
+            gr_plog_unlock(log);
         }
         if (rc) {
             unlink(cleaned);

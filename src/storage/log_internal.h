@@ -1,15 +1,23 @@
 /* Internal to src/storage: the partition log's struct, shared by log.c and log_cleaner.c (the
- * cleaner rewrites segments under the same mutex). Everything here is protected by `mu`. */
+ * cleaner rewrites segments under the same mutex). Everything here is protected by `mu`, except
+ * the published copies pub_leo / pub_log_start: written (release) by gr_plog_unlock, i.e. at the
+ * end of every critical section, from the locked fields, and read without the lock by
+ * gr_plog_end_offset / gr_plog_start_offset (issue 14: those were a mutex round trip per
+ * partition per fetch round). A lock-free reader sees the value as of the last unlock, exactly
+ * what a reader taking the lock would have seen had it come just before the current holder;
+ * code that acts on the log based on the LEO reads leo() under the lock instead. */
 #ifndef GR_STORAGE_LOG_INTERNAL_H
 #define GR_STORAGE_LOG_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "storage/epoch_cache.h"
 #include "storage/log.h"
+#include "storage/segment.h"
 
 struct gr_segment;
 struct gr_pstate;
@@ -37,7 +45,18 @@ struct gr_plog {
     int n_unrepl, cap_unrepl;
     bool dir_unsynced; /* created here and the directory not fsynced yet: done by the first
                         * flush or roll (a new empty log costs no fsync, as in Kafka) */
+    _Atomic int64_t pub_leo;       /* the active segment's next_offset at the last unlock */
+    _Atomic int64_t pub_log_start; /* log_start_offset at the last unlock */
 };
+
+/* Publishes the log end offset and log start offset (see the top), then unlocks `mu`. Every
+ * critical section of the log ends with it. */
+static inline void gr_plog_unlock(struct gr_plog *log) {
+    if (log->n_segs > 0)
+        atomic_store_explicit(&log->pub_leo, log->segs[log->n_segs - 1]->next_offset, memory_order_release);
+    atomic_store_explicit(&log->pub_log_start, log->log_start_offset, memory_order_release);
+    pthread_mutex_unlock(&log->mu);
+}
 
 /* Index of the last segment with base_offset <= offset (0 if none). */
 size_t gr_plog_seg_for_offset_locked(struct gr_plog *log, int64_t offset);

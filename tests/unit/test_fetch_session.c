@@ -2,6 +2,7 @@
  * fetch, widening an incremental request to the session's partitions, answering only what
  * changed, epochs and their errors, forgotten partitions, closing, and the cache's eviction
  * rules (stale sessions, followers' privilege, the 120 s protection of new sessions). */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -300,8 +301,34 @@ static void test_orphaned_follower_session(void) {
     gr_fsc_free(c);
 }
 
+/* Memory (issue 14): a session's cached partitions share their topic's name and the session
+ * keeps no doubling slack; ~56 B per partition (was ~89: a copied name each and up to 2x
+ * capacity). mallinfo2 counts every arena; not meaningful under ASan. */
+static void test_session_memory(void) {
+#if !defined(__SANITIZE_ADDRESS__)
+    enum { N = 4000 };
+    static int32_t ps[N];
+    static int64_t offs[N], hw[N];
+    static int32_t len[N];
+    for (int i = 0; i < N; i++) ps[i] = i;
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fsc_ctx ctx;
+    const struct FetchRequest *f = gr_fsc_begin(c, req(7, 0, 0, ps, offs, N, NULL, 0), 11, 0, &A, &ctx);
+    struct FetchResponse *resp = resp_for(f, hw, len);
+    struct mallinfo2 m0 = mallinfo2();
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    struct mallinfo2 m1 = mallinfo2(); /* heap chunks + mmapped ones (the partition array) */
+    size_t used = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+    CHECK(resp->SessionId != 0);
+    printf("fetch session: %zu B per cached partition\n", used / N);
+    CHECK(used / N <= 64);
+    gr_fsc_free(c);
+#endif
+}
+
 int main(void) {
     gr_arena_init(&A);
+    test_session_memory();
     test_orphaned_follower_session();
     test_handler_many();
     test_session_lifecycle();

@@ -162,6 +162,37 @@ int main(void) {
     }
     char buf[64];
     CHECK(strcmp(gr_rs_fmt_ids(buf, sizeof buf, all, 3), "1,2,3") == 0);
+    gr_rs_destroy(&st);
+
+    /* 10. Memory (issue 14): RF <= GR_RS_INLINE lives in the struct; a larger assignment or ISR
+     *     grows the arrays keeping the remote states, the pending proposal and the limit. */
+    {
+        int32_t reps[3] = {1, 2, 3};
+        gr_rs_init(&st, 1);
+        CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
+        CHECK(st.heap == NULL && st.cap == GR_RS_INLINE);
+        CHECK(sizeof st <= 320);
+        int32_t four[4] = {1, 2, 3, 4};
+        CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, four, 4, reps, 3) == 0);
+        CHECK(st.heap == NULL && st.nremotes == 3); /* RF 4: still inline */
+        CHECK(gr_rs_set_assignment(&st, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
+        gr_rs_become_leader(&st, 100, 1000, false);
+        gr_rs_update_follower(&st, 2, 90, 0, 1001, 100);
+        int32_t wide[GR_RS_MAX_REPLICAS], isr1[1] = {1};
+        for (int i = 0; i < GR_RS_MAX_REPLICAS; i++) wide[i] = i + 1;
+        CHECK(gr_rs_set_assignment(&st, 1, 6, 8, 1, wide, GR_RS_MAX_REPLICAS, isr1, 1) == 0);
+        CHECK(st.heap != NULL && st.cap == GR_RS_MAX_REPLICAS && st.nremotes == GR_RS_MAX_REPLICAS - 1);
+        CHECK(gr_rs_remote(&st, 2)->leo == 90 && gr_rs_remote(&st, 32)->leo == -1);
+        CHECK(st.replicas[31] == 32 && st.isr[0] == 1 && st.nisr == 1);
+        gr_rs_become_leader(&st, 100, 2000, true);
+        gr_rs_update_follower(&st, 32, 100, 0, 2001, 100);
+        CHECK(gr_rs_needs_expand(&st, 32, 100) && gr_rs_propose_expand(&st, 32));
+        CHECK(gr_rs_maximal_isr_size(&st) == 2 && gr_rs_in_maximal_isr(&st, 32));
+        CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 6, wide, GR_RS_MAX_REPLICAS, 9) == 1);
+        CHECK(st.nisr == GR_RS_MAX_REPLICAS && st.isr[31] == 32);
+        CHECK(gr_rs_hw_candidate(&st, 100, 2002, LAG) == -1); /* 30 ISR followers unknown */
+        gr_rs_destroy(&st);
+    }
 
     if (test_failures) fprintf(stderr, "test_replica_state: %d failures\n", test_failures);
     else printf("test_replica_state: ok\n");
