@@ -98,14 +98,20 @@ static void map_grow(struct map *m) {
     free(old);
 }
 
-static void map_clear(struct map *m) {
-    if (m->n_slots > 4096) {
-        free(m->slots);
-        m->slots = NULL;
-        m->n_slots = 0;
-    } else if (m->slots) {
-        memset(m->slots, 0, m->n_slots * sizeof *m->slots);
+/* Empties an open-addressing table of pointers between batches: a large one (a burst) is freed, a
+ * small one zeroed for reuse. Returns the table to keep (NULL when freed; *n_slots then 0). */
+static void *slots_reset(void *slots, size_t *n_slots) {
+    if (*n_slots > 4096) {
+        free(slots);
+        *n_slots = 0;
+        return NULL;
     }
+    if (slots) memset(slots, 0, *n_slots * sizeof(void *));
+    return slots;
+}
+
+static void map_clear(struct map *m) {
+    m->slots = slots_reset(m->slots, &m->n_slots);
     m->n = 0;
 }
 
@@ -186,13 +192,7 @@ void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
     map_clear(&b->lai);
     map_clear(&b->um);
     map_clear(&b->sr);
-    if (b->n_topic_slots > 4096) {
-        free(b->topics);
-        b->topics = NULL;
-        b->n_topic_slots = 0;
-    } else if (b->topics) {
-        memset(b->topics, 0, b->n_topic_slots * sizeof *b->topics);
-    }
+    b->topics = slots_reset(b->topics, &b->n_topic_slots);
     b->n_topics = 0;
     b->ranked = false;
     b->last_ref = NULL;
