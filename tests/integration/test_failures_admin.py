@@ -593,7 +593,10 @@ def test_log_dir_failure(cluster_factory, zk_connect):
     for q in failed:
         H.wait_for(lambda: state(cluster, "ld", q)["leader"] in (2, 3) and 1 not in state(cluster, "ld", q)["isr"], 30,
                    f"ld-{q} moved off the failed dir")
-    assert any(c.startswith("log_dir_event_") for c in seen), seen
+    # The controller may create-and-delete the notification before the watch re-reads the children,
+    # so the broker's own log line counts as the proof that it was written.
+    assert any(c.startswith("log_dir_event_") for c in seen) or \
+        "log dir event notification written for broker 1" in b1.log(), seen
     H.wait_for(lambda: cluster.zk.get_children("/log_dir_event_notification") == [], 10, "notification processed")
     for q in healthy:
         st = state(cluster, "ld", q)
