@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -67,14 +68,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     data++;
     size--;
     if (split > size) split = size;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Tens of thousands of connections a run can exhaust loopback's ephemeral ports: the server
+     * closes first on some inputs, so its side keeps the 4-tuple in TIME_WAIT. That is the
+     * harness's limit, not a server failure: spread the source address over 127.0.0.2-254 (the
+     * port is chosen at connect time, per 4-tuple) and wait and retry if that is not enough. */
+    static unsigned next_src;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    /* Tens of thousands of connections a run can exhaust loopback's ephemeral ports (TIME_WAIT);
-     * that is the harness's limit, not a server failure: wait and retry. */
-    int tries = 0;
-    while (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        if ((errno != EADDRNOTAVAIL && errno != EAGAIN) || ++tries > 200) abort();
+    int fd = -1;
+    for (int tries = 0;; tries++) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) abort();
+        int one = 1;
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        src.sin_addr.s_addr = htonl(0x7f000002u + next_src++ % 253);
+        if (bind(fd, (struct sockaddr *)&src, sizeof src) == 0 &&
+            connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        if ((e != EADDRNOTAVAIL && e != EAGAIN && e != EADDRINUSE) || tries > 1000) {
+            fprintf(stderr, "fuzz_frame: connect to 127.0.0.1:%d failed: %s (%d tries)\n", port,
+                    strerror(e), tries);
+            abort();
+        }
         usleep(10000);
     }
     send_part(fd, data, split);
