@@ -425,6 +425,7 @@ static int stop_removed_replicas(struct gr_ctrl_sm *sm, struct bump *b, int n) {
     if (n <= 0) return 0;
     int rc = bump_leader_epochs(sm, b, n);
     if (rc) return rc;
+    struct gr_ctrl_tp_list leaderless = {0};
     gr_ctrl_batch_begin(sm->batch);
     for (int i = 0; i < n; i++) {
         if (b[i].status != 0 && b[i].status != 1) continue;
@@ -440,9 +441,17 @@ static int stop_removed_replicas(struct gr_ctrl_sm *sm, struct bump *b, int n) {
             gr_ctrl_batch_add_leader_and_isr(sm->batch, p->replicas, p->n_replicas, b[i].topic, b[i].partition, l, false);
         }
         gr_ctrl_batch_add_stop_replica(sm->batch, b[i].remove, b[i].n_remove, b[i].topic, b[i].partition, true);
+        if (b[i].status == 0 && p && b[i].lai.leader == GR_LEADER_NONE && p->state == GR_PS_ONLINE)
+            gr_ctrl_tp_list_add(&leaderless, b[i].topic, b[i].partition);
     }
     gr_ctrl_batch_send(sm->batch);
-    return 0;
+    /* The removed leader took the leadership with it (the reassignment's own election failed: no
+     * new replica was live and in the ISR). Kafka leaves such a partition OnlinePartition with no
+     * leader, so no later broker start-up elects one; here it goes OfflinePartition, which the
+     * next BrokerChange / election trigger picks up. */
+    if (leaderless.n) rc = gr_psm_handle_state_changes(sm, leaderless.v, leaderless.n, GR_PS_OFFLINE, NULL, NULL);
+    gr_ctrl_tp_list_free(&leaderless);
+    return rc;
 }
 
 /* updateLeaderEpochAndSendRequest for jobs idx[0..n): epoch + 1, then one request batch with

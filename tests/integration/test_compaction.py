@@ -76,8 +76,17 @@ def read_all(cluster, topic="c", isolation="read_uncommitted"):
 
 
 def disk_size(broker, topic="c"):
+    """Bytes of the partition's .log files; a segment the cleaner deletes between the listing and
+    its stat counts as 0."""
     d = os.path.join(broker.logdir, f"{topic}-0")
-    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log"))
+    total = 0
+    for f in os.listdir(d):
+        if f.endswith(".log"):
+            try:
+                total += os.path.getsize(os.path.join(d, f))
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def cleaner_checkpoint(broker, topic="c"):

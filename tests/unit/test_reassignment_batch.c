@@ -189,11 +189,49 @@ static void test_fenced(void)
     teardown();
 }
 
+/* A reassignment that completes while its only target replica is in the ISR but not live (its
+ * session expired after the leader had added it back, sim seed 716612): the Reassign election
+ * fails, the removed old leader takes the leadership with it (leader -1, ISR [2]). The partition
+ * must then be OfflinePartition so that broker 2's start-up elects it; left Online (Kafka's
+ * state) no start-up or trigger ever elects it again. */
+static void test_leader_removed_goes_offline(void)
+{
+    setup();
+    int32_t reps[2] = { 1, 2 };
+    create_topic("lr", 1, reps, 2);
+    struct gr_kzk_tp tp = { (char *)"lr", 0 };
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, &tp, 1) == 0);
+    gr_ctrl_ctx_remove_live_broker(&ctx, 2); /* gone, still in the ISR [1,2] */
+    clear_sent();
+    struct gr_reassign_api_payload *pl = gr_reassign_api_payload_new(1);
+    pl->items[0].topic = gr_strdup("lr");
+    pl->items[0].n_replicas = 1;
+    pl->items[0].replicas = gr_malloc(sizeof(int32_t));
+    pl->items[0].replicas[0] = 2;
+    pl->respond = respond;
+    struct gr_ctrl_event ev = { .type = GR_EV_API_PARTITION_REASSIGNMENT, .payload = pl };
+    CHECK(gr_reassign_process_api(&sm, NULL, &ev, true) == 0);
+    gr_reassign_api_payload_free(pl);
+    struct gr_kzk_leader_and_isr l;
+    CHECK(read_state("lr", 0, &l) == 0);
+    int32_t two = 2;
+    CHECK(l.leader == -1 && isr_is(&l, &two, 1));
+    gr_kzk_leader_and_isr_release(&l);
+    CHECK(gr_ctrl_ctx_partition(&ctx, "lr", 0)->state == GR_PS_OFFLINE);
+    add_live(2, 202);
+    CHECK(gr_ctrl_on_broker_startup(&sm, &two, 1) == 0);
+    CHECK(read_state("lr", 0, &l) == 0);
+    CHECK(l.leader == 2);
+    gr_kzk_leader_and_isr_release(&l);
+    teardown();
+}
+
 int main(void)
 {
     gr_log_set_level(GR_LOG_ERROR);
     test_batch_start_and_complete();
     test_fenced();
+    test_leader_removed_goes_offline();
     if (test_failures) {
         fprintf(stderr, "test_reassignment_batch: %d failure(s)\n", test_failures);
         return 1;
