@@ -124,6 +124,8 @@ RE = {
     "cs_left": re.compile(r"Controlled shutdown of broker (\d+): (\d+) partitions still led"),
     "cs_ok": re.compile(r"Controlled shutdown succeeded"),
     "cs_took": re.compile(r"Event ControlledShutdown took (\d+) ms \(event thread CPU (\d+) ms\)"),
+    "zk_elect": re.compile(r"Wrote (\d+) elected leader\(s\) to ZooKeeper in (\d+) ms"),
+    "zk_isr": re.compile(r"Wrote (\d+) ISR shrink\(s\) to ZooKeeper in (\d+) ms"),
     "rm_close": re.compile(r"(\[ReplicaManager broker=\d+\] Closing the logs)"),
     "rm_done": re.compile(r"(\[ReplicaManager broker=\d+\] Shut down completely)"),
     "srv_done": re.compile(r"(\[KafkaServer id=\d+\] shut down completed)"),
@@ -471,8 +473,10 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         zk_cpu0 = proc_cpu(int(zk_pid)) if zk_pid else None
         perf = None
         if os.environ.get("GREGOR_BENCH_PERF"):  # profile the controller during the shutdown
-            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", os.environ["GREGOR_BENCH_PERF"],
-                                     "-p", str(ctl_b.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ev = os.environ.get("GREGOR_BENCH_PERF_EVENT")  # e.g. sched:sched_switch (off-CPU)
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", os.environ["GREGOR_BENCH_PERF"]]
+                                    + (["-e", ev] if ev else []) + ["-p", str(ctl_b.proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         t0 = time.time()
         victim.signal(15)
@@ -526,6 +530,13 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
         for t, m in hits(vl, "cs_retry", t0 - 0.01):
             rows.append((t, f"broker {victim.id}: retrying controlled shutdown"))
+        for t, m in hits(cl, "zk_elect", t0 - 0.01):
+            rows.append((t, f"controller: {m.group(1)} elected leaders written to ZooKeeper in {m.group(2)} ms"))
+        for t, m in hits(cl, "zk_isr", t0 - 0.01):
+            rows.append((t, f"controller: {m.group(1)} ISR shrinks written to ZooKeeper in {m.group(2)} ms"))
+        lai = hits(cl, "lai", t0 - 0.01)
+        if lai:
+            rows.append((lai[0][0], f"controller: first LeaderAndIsr sent"))
         for t, m in hits(cl, "cs_took", t0 - 0.01):
             rows.append((t, f"controller: event took {m.group(1)} ms (event thread CPU {m.group(2)} ms)"))
         for t, m in hits(vl, "cs_ok", t0 - 0.01):
