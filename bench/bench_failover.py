@@ -550,6 +550,14 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             if ua:
                 rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
         print_timeline("timeline (ms after SIGTERM):", t0, rows)
+        ze, zi, left = hits(cl, "zk_elect", t0 - 0.01), hits(cl, "zk_isr", t0 - 0.01), hits(cl, "cs_left", t0 - 0.01)
+        um = hits(cl, "um", t0 - 0.01)
+        if ze and zi and left and um:  # the controller's own work between its ZooKeeper writes
+            zk_ms = sum(int(m.group(2)) for _, m in ze + zi)
+            r["cs_ctl_zk"] = zk_ms / 1000
+            print(f"     controller: election written -> first UpdateMetadata {(um[0][0] - ze[0][0]) * 1000:.0f} ms; "
+                  f"ISR shrinks written -> answered {(left[0][0] - zi[-1][0]) * 1000:.0f} ms; "
+                  f"ZooKeeper writes {zk_ms} ms of the event")
         r["cs_led"] = len(led)
         r["rss_end"] = rss_line(cluster, n, idle)
         print(f"  RSS at the end (survivors): {r['rss_end']}")

@@ -183,7 +183,7 @@ struct sclog {
     int n, cap;
     bool hold;
     struct gr_arena names; /* topic copies (one per run of the same topic) and long ISRs */
-    const char *last_in, *last_copy;
+    const char *last_copy; /* the latest topic copied */
 };
 
 struct gr_ctrl_batch {
@@ -220,7 +220,7 @@ static void sclog_reset(struct sclog *l) {
     }
     gr_arena_free(&l->names);
     gr_arena_init(&l->names);
-    l->last_in = l->last_copy = NULL;
+    l->last_copy = NULL;
 }
 
 static struct sclog_rec *sclog_add(struct sclog *l, const char *topic, int32_t partition,
@@ -230,10 +230,8 @@ static struct sclog_rec *sclog_add(struct sclog *l, const char *topic, int32_t p
         l->v = gr_realloc(l->v, (size_t)l->cap * sizeof *l->v);
     }
     struct sclog_rec *r = &l->v[l->n++];
-    if (!l->last_in || (l->last_in != topic && strcmp(l->last_in, topic) != 0)) {
+    if (!l->last_copy || strcmp(l->last_copy, topic) != 0) /* callers go topic by topic */
         l->last_copy = gr_arena_strdup(&l->names, topic);
-    }
-    l->last_in = topic;
     r->topic = l->last_copy;
     r->partition = partition;
     r->replica = -1;
