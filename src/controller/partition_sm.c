@@ -281,8 +281,8 @@ static int round_write(struct round *r, const struct gr_kzk_state_write *items, 
     struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
     int64_t t0 = gr_mono_ms();
     int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms", n_items,
-           (long long)(gr_mono_ms() - t0));
+    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms",
+           n_items, (long long)(gr_mono_ms() - t0));
     for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
         int k = item_of[i];
         const struct gr_kzk_tp *tp = &r->req[k];

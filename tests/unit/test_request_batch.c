@@ -316,7 +316,8 @@ static void test_state_change_lines_after_send(void) {
     gr_ctrl_batch_hold_log(b, false);
     CHECK(gr_ctrl_batch_pending_log(b) == 0);
     log = slurp(path);
-    CHECK(strstr(log, "Changed partition a-0 from NewPartition") && strstr(log, "Changed partition del-1 from NewPartition"));
+    CHECK(strstr(log, "Changed partition a-0 from NewPartition"));
+    CHECK(strstr(log, "Changed partition del-1 from NewPartition"));
     free(log);
     /* a step that ends without a send (the controller moved) writes them with flush */
     gr_ctrl_batch_log_online(b, "a", 1, GR_PS_OFFLINE, &big);
