@@ -545,11 +545,17 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             for t, m in hits(vl, key, t0 - 0.01):
                 rows.append((t, f"broker {victim.id}: {m.group(1)}"))
         rows.append((exit_box["t"], f"broker {victim.id}: process exited"))
+        cache = {}
         for b in survivors:
             ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
             if ua:
                 rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
+            # the UpdateMetadata that carries the moved leaders (the election's: every partition V led)
+            moved_um = [t for t, m in ua if int(m.group(2)) >= len(led)]
+            if moved_um:
+                cache[b.id] = moved_um[0]
         print_timeline("timeline (ms after SIGTERM):", t0, rows)
+        r["cs_md_cache"] = max(cache.values()) - t0 if len(cache) == len(survivors) else None
         ze, zi, left = hits(cl, "zk_elect", t0 - 0.01), hits(cl, "zk_isr", t0 - 0.01), hits(cl, "cs_left", t0 - 0.01)
         um = hits(cl, "um", t0 - 0.01)
         if ze and zi and left and um:  # the controller's own work between its ZooKeeper writes
@@ -580,7 +586,7 @@ def table(results, session_ms):
     print(f"== summary (ms; session timeout {session_ms} ms)")
     hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
-           f"{'CS exit':>7s} {'CS md':>7s} | {'ZK set':>7s}")
+           f"{'CS exit':>7s} {'CS md':>7s} {'CS cache':>8s} | {'ZK set':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -592,7 +598,8 @@ def table(results, session_ms):
               f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
-              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} | {ms(zs) if zo else 'n/a':>7s}"
+              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_cache')):>8s} | "
+              f"{ms(zs) if zo else 'n/a':>7s}"
               + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
     for r in results:
         if r.get("rss"):
@@ -603,7 +610,9 @@ def table(results, session_ms):
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
-          "to process exit / to no partition led by V in the survivors' Metadata; ZK set = kazoo "
+          "to process exit / to no partition led by V in the survivors' Metadata (client polls); CS cache = "
+          "SIGTERM to the later survivor's log line for applying the UpdateMetadata with the moved leaders "
+          "(what the next Metadata answer shows; the polls add up to one poll period); ZK set = kazoo "
           "setData of N/3 states (500-op multis)")
 
 
