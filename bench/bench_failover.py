@@ -123,6 +123,12 @@ RE = {
     "cs_move": re.compile(r"Controlled shutdown of broker (\d+): moving leadership of (\d+) partitions"),
     "cs_left": re.compile(r"Controlled shutdown of broker (\d+): (\d+) partitions still led"),
     "cs_ok": re.compile(r"Controlled shutdown succeeded"),
+    "cs_took": re.compile(r"Event ControlledShutdown took (\d+) ms \(event thread CPU (\d+) ms\)"),
+    "zk_elect": re.compile(r"Wrote (\d+) elected leader\(s\) to ZooKeeper in (\d+) ms"),
+    "zk_isr": re.compile(r"Wrote (\d+) ISR shrink\(s\) to ZooKeeper in (\d+) ms"),
+    "rm_close": re.compile(r"(\[ReplicaManager broker=\d+\] Closing the logs)"),
+    "rm_done": re.compile(r"(\[ReplicaManager broker=\d+\] Shut down completely)"),
+    "srv_done": re.compile(r"(\[KafkaServer id=\d+\] shut down completed)"),
     "cs_retry": re.compile(r"Retrying controlled shutdown"),
     "elect": re.compile(r"Starting replica leader election \((\w+)\) for (\d+) partitions"),
     "emfile": re.compile(r"Too many open files"),
@@ -191,6 +197,16 @@ def dead(brokers):
     return check
 
 
+def proc_cpu(pid):
+    """user+sys seconds of process pid so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def incomplete(what, why):
     print(f"     did not complete: {what}: {why}")
 
@@ -208,7 +224,7 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
-def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout):
+def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False):
     n_topics = (n + per_topic - 1) // per_topic
     topics = [f"fo-{i:04d}" for i in range(n_topics)]
     sizes = [min(per_topic, n - i * per_topic) for i in range(n_topics)]
@@ -300,164 +316,168 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         print(f"  victim: broker {victim.id} ({'controller' if victim.id == controller else 'not the controller'}, "
               f"controller is {controller}), leads {len(led)} partitions")
 
-        # ---------------- 1. SIGKILL ----------------
-        zk = cluster.zk
-        gone = threading.Event()
-        expiry = {}
-
-        def on_change(ev):
-            if ev.type == "DELETED" and not gone.is_set():
-                expiry["t"] = time.time()
-                gone.set()
-        assert zk.exists(f"/brokers/ids/{victim.id}", watch=on_change)
-        offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
-        watch = Watcher(survivors)
-        t_kill = time.time()
-        victim.kill()
-
-        def moved(md):
-            lead = {(t, p.id): p.leader for t, p in partitions(md, topics)}
-            return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
-        done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
-                                                   abort=dead(survivors))
-        t_exp = expiry.get("t")
-        r["kill_expiry"] = t_exp - t_kill if t_exp else None
-        r["kill_led"] = {b: t - t_kill for b, t in done.items()}
-        r["exp_led"] = {b: t - t_exp for b, t in done.items()} if t_exp else {}
-        print(f"  1. SIGKILL of broker {victim.id}: session expiry (/brokers/ids/{victim.id} deleted) after "
-              + (f"{r['kill_expiry'] * 1000:.0f} ms" if t_exp else "n/a"))
-        for b, t in sorted(done.items(), key=lambda x: x[1]):
-            print(f"     new leaders for all {len(led)} partitions in broker {b}'s Metadata: "
-                  f"{(t - t_kill) * 1000:.0f} ms after the kill, "
-                  + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else ""))
-        if watch.why:
-            incomplete("new leaders in the survivors' Metadata", watch.why)
-        print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
-              + (f", {wrong} answered by another broker" if wrong else "") + ")")
-        ctl_b = cluster[cluster.wait_controller()["brokerid"]]
-        since = t_kill - 0.01
-        try:  # the event goes on after the leaders moved (ISR shrink writes): wait for its end
-            H.wait_for(lambda: hits(log_since(ctl_b, offsets.get(ctl_b.id, 0)), "epochs", since), 120,
-                       "end of the BrokerChange event", interval=0.2)
-        except AssertionError:
-            pass
-        time.sleep(0.3)
-        cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
-        bc = hits(cl, "broker_change", since)
-        lai = hits(cl, "lai", since)
-        um = hits(cl, "um", since)
-        ep = hits(cl, "epochs", since)
-        rows = [(t_exp, f"/brokers/ids/{victim.id} deleted (kazoo watch)")]
-        if bc:
-            rows.append((bc[0][0], f"controller {ctl_b.id}: BrokerChange event starts"))
-        if lai:
-            rows.append((lai[0][0], f"controller: first LeaderAndIsr sent ({lai[0][1].group(2)} become-leader "
-                                    f"to broker {lai[0][1].group(1)})"))
-            rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
-        if um:
-            rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
-        if ep:
-            rows.append((ep[0][0], "controller: BrokerChange done ('Updated broker epochs cache')"))
-        for b in survivors:
-            ua = hits(log_since(b, offsets[b.id]), "um_applied", since)
-            if ua:
-                rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
-                rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied ({len(ua)} in all)"))
-        for b, t in done.items():
-            rows.append((t, f"client sees every new leader on broker {b}"))
-        r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
-        r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
-        print_timeline("timeline (ms after the kill):", t_kill, rows)
-
-        # ---------------- 2. restart ----------------
-        t0 = time.time()
-        victim.start()
-        try:
-            cluster.wait_registered([victim.id], timeout=120)
-        except AssertionError as e:
-            incomplete(f"restart of broker {victim.id}", f"not registered in 120 s ({e})")
-            return r
-        t_reg = time.time() - t0
-
-        def back(md):
-            ps = list(partitions(md, topics))
-            return len(ps) == n and all(victim.id in p.isrs for _, p in ps)
-        rw = Watcher([ctl_b])
-        done, _, _, _ = rw.wait(back, timeout, abort=dead(all_b))
-        r["rejoin"] = (done[ctl_b.id] - t0) if done else None
-        loaded = [ln for _, ln in log_since(victim, offsets[victim.id]) if "Loaded " in ln and " log(s) from " in ln]
-        print(f"  2. restart of broker {victim.id}: registered after {t_reg * 1000:.0f} ms, back in every ISR after "
-              + (f"{r['rejoin'] * 1000:.0f} ms" if done else "n/a")
-              + (f" ({loaded[-1].split('] ', 1)[-1]})" if loaded else ""))
-        if rw.why:
-            incomplete("restarted broker back in every ISR", rw.why)
-
-        # ---------------- 3. preferred election ----------------
-        every = Watcher(cluster.brokers.values())
-        md = every.metadata(ctl_b.id)
-        imbalanced = sum(1 for t, p in partitions(md, topics) if p.leader != p.replicas[0])
-        offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
-        t0 = time.time()
-        box = {}
-
-        def run_elect():
-            box["proc"] = ctl(cluster, ctl_b, "elect-leaders", "--election-type", "preferred",
-                              "--all-topic-partitions", timeout=int(timeout))
-            box["t"] = time.time()
-        th = threading.Thread(target=run_elect)
-        th.start()
-
-        def balanced(md):
-            ps = list(partitions(md, topics))
-            return len(ps) == n and all(p.leader == preferred[(t, p.id)] for t, p in ps)
-        done, polls, mean_poll, _ = every.wait(balanced, timeout, abort=dead(all_b))
-        if every.why:
-            incomplete("every preferred leader in Metadata", every.why)
-        th.join(timeout + 60)
-        if "proc" not in box:
-            incomplete("gregorctl elect-leaders", "did not return")
-            return r
-        proc = box["proc"]
-        r["elect_moved"] = imbalanced
-        r["elect_req"] = box["t"] - t0
-        r["elect_all"] = max(done.values()) - t0 if len(done) == 3 else None
-        print(f"  3. preferred election (gregorctl elect-leaders --all-topic-partitions), "
-              f"{imbalanced} partitions not on their preferred leader:")
-        if proc.returncode != 0:
-            print(f"     gregorctl exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-        print(f"     ElectLeaders request (gregorctl run): {r['elect_req'] * 1000:.0f} ms"
-              + (f" ({imbalanced / r['elect_req']:.0f} partitions/s)" if imbalanced else ""))
-        for b, t in sorted(done.items(), key=lambda x: x[1]):
-            print(f"     every preferred leader in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
-        if r["elect_all"]:
-            print(f"     -> {imbalanced / r['elect_all']:.0f} partitions/s to all brokers' Metadata "
-                  f"({polls} polls, mean {mean_poll * 1000:.0f} ms)")
-        time.sleep(0.5)
-        cl = log_since(ctl_b, offsets[ctl_b.id])
-        el = hits(cl, "elect", t0 - 0.01)
-        lai = hits(cl, "lai", t0 - 0.01)
-        um = hits(cl, "um", t0 - 0.01)
-        rows = []
-        if el:
-            rows.append((el[0][0], f"controller: election starts ({el[0][1].group(2)} partitions)"))
-        if lai:
-            rows.append((lai[0][0], "controller: first LeaderAndIsr sent"))
-            rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
-        if um:
-            rows.append((um[-1][0], f"controller: last UpdateMetadata sent ({len(um)} in all)"))
-        for b in cluster.brokers.values():
-            ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
-            if ua:
-                rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied"))
-        rows.append((box["t"], "gregorctl returned"))
-        print_timeline("timeline (ms after gregorctl started):", t0, rows)
-
+        ctl_b = cluster[controller]
+        if not only_cs:
+            # ---------------- 1. SIGKILL ----------------
+            zk = cluster.zk
+            gone = threading.Event()
+            expiry = {}
+            def on_change(ev):
+                if ev.type == "DELETED" and not gone.is_set():
+                    expiry["t"] = time.time()
+                    gone.set()
+            assert zk.exists(f"/brokers/ids/{victim.id}", watch=on_change)
+            offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+            watch = Watcher(survivors)
+            t_kill = time.time()
+            victim.kill()
+            def moved(md):
+                lead = {(t, p.id): p.leader for t, p in partitions(md, topics)}
+                return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
+            done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
+                                                       abort=dead(survivors))
+            t_exp = expiry.get("t")
+            r["kill_expiry"] = t_exp - t_kill if t_exp else None
+            r["kill_led"] = {b: t - t_kill for b, t in done.items()}
+            r["exp_led"] = {b: t - t_exp for b, t in done.items()} if t_exp else {}
+            print(f"  1. SIGKILL of broker {victim.id}: session expiry (/brokers/ids/{victim.id} deleted) after "
+                  + (f"{r['kill_expiry'] * 1000:.0f} ms" if t_exp else "n/a"))
+            for b, t in sorted(done.items(), key=lambda x: x[1]):
+                print(f"     new leaders for all {len(led)} partitions in broker {b}'s Metadata: "
+                      f"{(t - t_kill) * 1000:.0f} ms after the kill, "
+                      + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else ""))
+            if watch.why:
+                incomplete("new leaders in the survivors' Metadata", watch.why)
+            print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
+                  + (f", {wrong} answered by another broker" if wrong else "") + ")")
+            ctl_b = cluster[cluster.wait_controller()["brokerid"]]
+            since = t_kill - 0.01
+            try:  # the event goes on after the leaders moved (ISR shrink writes): wait for its end
+                H.wait_for(lambda: hits(log_since(ctl_b, offsets.get(ctl_b.id, 0)), "epochs", since), 120,
+                           "end of the BrokerChange event", interval=0.2)
+            except AssertionError:
+                pass
+            time.sleep(0.3)
+            cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
+            bc = hits(cl, "broker_change", since)
+            lai = hits(cl, "lai", since)
+            um = hits(cl, "um", since)
+            ep = hits(cl, "epochs", since)
+            rows = [(t_exp, f"/brokers/ids/{victim.id} deleted (kazoo watch)")]
+            if bc:
+                rows.append((bc[0][0], f"controller {ctl_b.id}: BrokerChange event starts"))
+            if lai:
+                rows.append((lai[0][0], f"controller: first LeaderAndIsr sent ({lai[0][1].group(2)} become-leader "
+                                        f"to broker {lai[0][1].group(1)})"))
+                rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
+            if um:
+                rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
+            if ep:
+                rows.append((ep[0][0], "controller: BrokerChange done ('Updated broker epochs cache')"))
+            for b in survivors:
+                ua = hits(log_since(b, offsets[b.id]), "um_applied", since)
+                if ua:
+                    rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
+                    rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied ({len(ua)} in all)"))
+            for b, t in done.items():
+                rows.append((t, f"client sees every new leader on broker {b}"))
+            r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
+            r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
+            print_timeline("timeline (ms after the kill):", t_kill, rows)
+            # ---------------- 2. restart ----------------
+            t0 = time.time()
+            victim.start()
+            try:
+                cluster.wait_registered([victim.id], timeout=120)
+            except AssertionError as e:
+                incomplete(f"restart of broker {victim.id}", f"not registered in 120 s ({e})")
+                return r
+            t_reg = time.time() - t0
+            def back(md):
+                ps = list(partitions(md, topics))
+                return len(ps) == n and all(victim.id in p.isrs for _, p in ps)
+            rw = Watcher([ctl_b])
+            done, _, _, _ = rw.wait(back, timeout, abort=dead(all_b))
+            r["rejoin"] = (done[ctl_b.id] - t0) if done else None
+            loaded = [ln for _, ln in log_since(victim, offsets[victim.id]) if "Loaded " in ln and " log(s) from " in ln]
+            print(f"  2. restart of broker {victim.id}: registered after {t_reg * 1000:.0f} ms, back in every ISR after "
+                  + (f"{r['rejoin'] * 1000:.0f} ms" if done else "n/a")
+                  + (f" ({loaded[-1].split('] ', 1)[-1]})" if loaded else ""))
+            if rw.why:
+                incomplete("restarted broker back in every ISR", rw.why)
+            # ---------------- 3. preferred election ----------------
+            every = Watcher(cluster.brokers.values())
+            md = every.metadata(ctl_b.id)
+            imbalanced = sum(1 for t, p in partitions(md, topics) if p.leader != p.replicas[0])
+            offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+            t0 = time.time()
+            box = {}
+            def run_elect():
+                box["proc"] = ctl(cluster, ctl_b, "elect-leaders", "--election-type", "preferred",
+                                  "--all-topic-partitions", timeout=int(timeout))
+                box["t"] = time.time()
+            th = threading.Thread(target=run_elect)
+            th.start()
+            def balanced(md):
+                ps = list(partitions(md, topics))
+                return len(ps) == n and all(p.leader == preferred[(t, p.id)] for t, p in ps)
+            done, polls, mean_poll, _ = every.wait(balanced, timeout, abort=dead(all_b))
+            if every.why:
+                incomplete("every preferred leader in Metadata", every.why)
+            th.join(timeout + 60)
+            if "proc" not in box:
+                incomplete("gregorctl elect-leaders", "did not return")
+                return r
+            proc = box["proc"]
+            r["elect_moved"] = imbalanced
+            r["elect_req"] = box["t"] - t0
+            r["elect_all"] = max(done.values()) - t0 if len(done) == 3 else None
+            print(f"  3. preferred election (gregorctl elect-leaders --all-topic-partitions), "
+                  f"{imbalanced} partitions not on their preferred leader:")
+            if proc.returncode != 0:
+                print(f"     gregorctl exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+            print(f"     ElectLeaders request (gregorctl run): {r['elect_req'] * 1000:.0f} ms"
+                  + (f" ({imbalanced / r['elect_req']:.0f} partitions/s)" if imbalanced else ""))
+            for b, t in sorted(done.items(), key=lambda x: x[1]):
+                print(f"     every preferred leader in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
+            if r["elect_all"]:
+                print(f"     -> {imbalanced / r['elect_all']:.0f} partitions/s to all brokers' Metadata "
+                      f"({polls} polls, mean {mean_poll * 1000:.0f} ms)")
+            time.sleep(0.5)
+            cl = log_since(ctl_b, offsets[ctl_b.id])
+            el = hits(cl, "elect", t0 - 0.01)
+            lai = hits(cl, "lai", t0 - 0.01)
+            um = hits(cl, "um", t0 - 0.01)
+            rows = []
+            if el:
+                rows.append((el[0][0], f"controller: election starts ({el[0][1].group(2)} partitions)"))
+            if lai:
+                rows.append((lai[0][0], "controller: first LeaderAndIsr sent"))
+                rows.append((lai[-1][0], f"controller: last LeaderAndIsr sent ({len(lai)} in all)"))
+            if um:
+                rows.append((um[-1][0], f"controller: last UpdateMetadata sent ({len(um)} in all)"))
+            for b in cluster.brokers.values():
+                ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
+                if ua:
+                    rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied"))
+            rows.append((box["t"], "gregorctl returned"))
+            print_timeline("timeline (ms after gregorctl started):", t0, rows)
         # ---------------- 4. controlled shutdown ----------------
         md = every.metadata(survivors[0].id)
         led = {(t, p.id) for t, p in partitions(md, topics) if p.leader == victim.id}
         print(f"  4. controlled shutdown (SIGTERM) of broker {victim.id}, leading {len(led)} partitions:")
         offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
         watch = Watcher(survivors)
+        cpu0 = {b.id: proc_cpu(b.proc.pid) for b in survivors}
+        zk_pid = os.environ.get("GREGOR_BENCH_ZK_PID")
+        zk_cpu0 = proc_cpu(int(zk_pid)) if zk_pid else None
+        perf = None
+        if os.environ.get("GREGOR_BENCH_PERF"):  # profile the controller during the shutdown
+            ev = os.environ.get("GREGOR_BENCH_PERF_EVENT")  # e.g. sched:sched_switch (off-CPU)
+            perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", os.environ["GREGOR_BENCH_PERF"]]
+                                    + (["-e", ev] if ev else []) + ["-p", str(ctl_b.proc.pid)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
         t0 = time.time()
         victim.signal(15)
         exit_box = {}
@@ -478,6 +498,14 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         if watch.why:
             incomplete("no partition led by the stopped broker in Metadata", watch.why)
         wt.join()
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(60)
+        cpu = {b: proc_cpu(b_.proc.pid) - cpu0[b] for b_ in survivors for b in [b_.id]}
+        print("     CPU (user+sys) from SIGTERM to the end of the wait: "
+              + ", ".join(f"broker {b} {s * 1000:.0f} ms" for b, s in cpu.items())
+              + (f", ZooKeeper {(proc_cpu(int(zk_pid)) - zk_cpu0) * 1000:.0f} ms" if zk_pid else "")
+              + f"; load average {os.getloadavg()[0]:.2f}")
         r["cs_exit"] = exit_box["t"] - t0
         r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None
         if exit_box["code"] == "timeout":
@@ -502,14 +530,40 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
         for t, m in hits(vl, "cs_retry", t0 - 0.01):
             rows.append((t, f"broker {victim.id}: retrying controlled shutdown"))
+        for t, m in hits(cl, "zk_elect", t0 - 0.01):
+            rows.append((t, f"controller: {m.group(1)} elected leaders written to ZooKeeper in {m.group(2)} ms"))
+        for t, m in hits(cl, "zk_isr", t0 - 0.01):
+            rows.append((t, f"controller: {m.group(1)} ISR shrinks written to ZooKeeper in {m.group(2)} ms"))
+        lai = hits(cl, "lai", t0 - 0.01)
+        if lai:
+            rows.append((lai[0][0], f"controller: first LeaderAndIsr sent"))
+        for t, m in hits(cl, "cs_took", t0 - 0.01):
+            rows.append((t, f"controller: event took {m.group(1)} ms (event thread CPU {m.group(2)} ms)"))
         for t, m in hits(vl, "cs_ok", t0 - 0.01):
             rows.append((t, f"broker {victim.id}: controlled shutdown succeeded"))
+        for key in ("rm_close", "rm_done", "srv_done"):
+            for t, m in hits(vl, key, t0 - 0.01):
+                rows.append((t, f"broker {victim.id}: {m.group(1)}"))
         rows.append((exit_box["t"], f"broker {victim.id}: process exited"))
+        cache = {}
         for b in survivors:
             ua = hits(log_since(b, offsets[b.id]), "um_applied", t0 - 0.01)
             if ua:
                 rows.append((ua[0][0], f"broker {b.id}: first UpdateMetadata applied ({ua[0][1].group(2)} partitions)"))
+            # the UpdateMetadata that carries the moved leaders (the election's: every partition V led)
+            moved_um = [t for t, m in ua if int(m.group(2)) >= len(led)]
+            if moved_um:
+                cache[b.id] = moved_um[0]
         print_timeline("timeline (ms after SIGTERM):", t0, rows)
+        r["cs_md_cache"] = max(cache.values()) - t0 if len(cache) == len(survivors) else None
+        ze, zi, left = hits(cl, "zk_elect", t0 - 0.01), hits(cl, "zk_isr", t0 - 0.01), hits(cl, "cs_left", t0 - 0.01)
+        um = hits(cl, "um", t0 - 0.01)
+        if ze and zi and left and um:  # the controller's own work between its ZooKeeper writes
+            zk_ms = sum(int(m.group(2)) for _, m in ze + zi)
+            r["cs_ctl_zk"] = zk_ms / 1000
+            print(f"     controller: election written -> first UpdateMetadata {(um[0][0] - ze[0][0]) * 1000:.0f} ms; "
+                  f"ISR shrinks written -> answered {(left[0][0] - zi[-1][0]) * 1000:.0f} ms; "
+                  f"ZooKeeper writes {zk_ms} ms of the event")
         r["cs_led"] = len(led)
         r["rss_end"] = rss_line(cluster, n, idle)
         print(f"  RSS at the end (survivors): {r['rss_end']}")
@@ -532,7 +586,7 @@ def table(results, session_ms):
     print(f"== summary (ms; session timeout {session_ms} ms)")
     hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
-           f"{'CS exit':>7s} {'CS md':>7s} | {'ZK set':>7s}")
+           f"{'CS exit':>7s} {'CS md':>7s} {'CS cache':>8s} | {'ZK set':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -544,7 +598,8 @@ def table(results, session_ms):
               f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
-              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} | {ms(zs) if zo else 'n/a':>7s}"
+              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_cache')):>8s} | "
+              f"{ms(zs) if zo else 'n/a':>7s}"
               + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
     for r in results:
         if r.get("rss"):
@@ -555,7 +610,9 @@ def table(results, session_ms):
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
-          "to process exit / to no partition led by V in the survivors' Metadata; ZK set = kazoo "
+          "to process exit / to no partition led by V in the survivors' Metadata (client polls); CS cache = "
+          "SIGTERM to the later survivor's log line for applying the UpdateMetadata with the moved leaders "
+          "(what the next Metadata answer shows; the polls add up to one poll period); ZK set = kazoo "
           "setData of N/3 states (500-op multis)")
 
 
@@ -570,6 +627,8 @@ def main():
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--only-cs", action="store_true",
+                    help="after creation, only the controlled shutdown (step 4; skips 1-3)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):
@@ -586,7 +645,7 @@ def main():
             try:
                 session_ms = args.session_ms or (15000 if n >= 50000 else 6000)
                 results.append(bench_size(zk_hosts, workdir, n, args.per_topic, session_ms,
-                                           args.victim, args.timeout))
+                                           args.victim, args.timeout, args.only_cs))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
             finally:

@@ -17,13 +17,6 @@
     gr_log(lvl, GR_STATE_CHANGE_LOGGER, "[Controller id=%d epoch=%d] " fmt, (sm)->controller_id, (sm)->ctx->epoch, \
            __VA_ARGS__)
 
-static char *fmt_lai(char *buf, size_t len, const struct gr_kzk_leader_and_isr *l) {
-    char isr[256];
-    snprintf(buf, len, "LeaderAndIsr(leader=%d, leaderEpoch=%d, isr=%s, zkVersion=%d)", l->leader, l->leader_epoch,
-             gr_ctrl_fmt_ids(isr, sizeof isr, l->isr, l->n_isr), l->zk_version);
-    return buf;
-}
-
 static void log_failed(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, int from, int to, const char *why) {
     SC_LOG(GR_LOG_ERROR, sm, "Controller %d epoch %d failed to change state for partition %s-%d from %s to %s: %s",
            sm->controller_id, sm->ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(from),
@@ -120,9 +113,9 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
                 gr_ctrl_partition_mark_fresh(ctx, p);
                 gr_ctrl_batch_add_leader_and_isr(sm->batch, lais[i].isr, lais[i].n_isr, tp->topic, tp->partition,
                                                  &lais[i], true);
-                char s[512];
-                SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from NewPartition to OnlinePartition with state %s",
-                       tp->topic, tp->partition, fmt_lai(s, sizeof s, &p->lai));
+                /* "Changed partition T-P from NewPartition to OnlinePartition with state ...",
+                 * written after the send (request_batch.h) */
+                gr_ctrl_batch_log_online(sm->batch, tp->topic, tp->partition, GR_PS_NEW, &p->lai);
                 p->state = GR_PS_ONLINE;
                 rcs[item_of[i]] = 0;
             }
@@ -286,7 +279,10 @@ static int round_write(struct round *r, const struct gr_kzk_state_write *items, 
     struct gr_ctrl_sm *sm = r->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    int64_t t0 = gr_mono_ms();
     int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms",
+           n_items, (long long)(gr_mono_ms() - t0));
     for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
         int k = item_of[i];
         const struct gr_kzk_tp *tp = &r->req[k];
@@ -308,9 +304,8 @@ static int round_write(struct round *r, const struct gr_kzk_state_write *items, 
         gr_ctrl_partition_mark_fresh(ctx, p);
         gr_ctrl_batch_add_leader_and_isr(sm->batch, er->recipients, er->n_recipients, tp->topic, tp->partition, &p->lai,
                                          false);
-        char st[512];
-        SC_LOG(GR_LOG_INFO, sm, "Changed partition %s-%d from %s to OnlinePartition with state %s", tp->topic,
-               tp->partition, gr_partition_state_name(p->state), fmt_lai(st, sizeof st, &p->lai));
+        /* "Changed partition T-P from S to OnlinePartition with state ...", after the send */
+        gr_ctrl_batch_log_online(sm->batch, tp->topic, tp->partition, p->state, &p->lai);
         p->state = GR_PS_ONLINE;
         r->rcs[r->idx[k]] = 0;
     }
@@ -501,6 +496,7 @@ int gr_psm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *t
         gr_error(LOGGER, "Controller moved to another broker when moving some partitions to %s state",
                  gr_partition_state_name(target));
         gr_ctrl_batch_clear(sm->batch);
+        gr_ctrl_batch_flush_log(sm->batch); /* the states written before */
     } else {
         gr_ctrl_batch_send(sm->batch);
         rc = 0;

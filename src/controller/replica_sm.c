@@ -202,7 +202,10 @@ static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, 
                      struct gr_kzk_leader_and_isr *adj, struct fresh_set *fresh, char *ok, int *retry, int *n_retry) {
     struct gr_ctrl_context *ctx = sm->ctx;
     struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    int64_t t0 = gr_mono_ms();
     int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
+    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d ISR shrink(s) to ZooKeeper in %lld ms",
+           n_items, (long long)(gr_mono_ms() - t0));
     for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
         int k = item_of[i];
         const struct isr_group *g = &groups[k];
@@ -389,22 +392,20 @@ static void to_plain(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_
 
 /* A replica left the ISR in ZooKeeper (or was not in it): log it, LeaderAndIsr to the other
  * replicas (not for a topic being deleted), OfflineReplica. */
-static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
+static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r,
+                              struct gr_ctrl_partition *p) {
     struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, r->topic, r->partition);
-    char isr[256];
-    SC_LOG(GR_LOG_INFO, sm,
-           "Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,ControllerEpoch:%d) after removing "
-           "replica %d from the ISR as part of transition to OfflineReplica",
-           r->topic, r->partition, p->lai.leader, gr_ctrl_fmt_ids(isr, sizeof isr, p->lai.isr, p->lai.n_isr),
-           p->lai.leader_epoch, p->lai.controller_epoch, replica_id);
+    /* "Partition T-P state changed to (...) after removing replica R from the ISR as part of
+     * transition to OfflineReplica", written after the send (request_batch.h) */
+    gr_ctrl_batch_log_isr_removed(sm->batch, r->topic, r->partition, replica_id, &p->lai);
     if (!gr_ctrl_topic_queued_for_deletion(ctx, r->topic)) {
-        int32_t *rcpt = gr_malloc((size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *rcpt);
+        int32_t small[8];
+        int32_t *rcpt = p->n_replicas <= 8 ? small : gr_malloc((size_t)p->n_replicas * sizeof *rcpt);
         int n_rcpt = 0;
         for (int j = 0; j < p->n_replicas; j++)
             if (p->replicas[j] != replica_id) rcpt[n_rcpt++] = p->replicas[j];
         gr_ctrl_batch_add_leader_and_isr(sm->batch, rcpt, n_rcpt, r->topic, r->partition, &p->lai, false);
-        free(rcpt);
+        if (rcpt != small) free(rcpt);
     }
     log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
     gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
@@ -445,7 +446,7 @@ static int to_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
         n_with = n_retry;
     }
     for (int k = 0; k < n_valid && !ret; k++)
-        if (ok[valid[k]]) offline_after_isr(sm, reps[valid[k]].replica, &reps[valid[k]]);
+        if (ok[valid[k]]) offline_after_isr(sm, reps[valid[k]].replica, &reps[valid[k]], parts[valid[k]]);
     free(parts);
     free(ok);
     free(with);
@@ -514,6 +515,7 @@ int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_repl
         gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
                  gr_replica_state_name(target));
         gr_ctrl_batch_clear(sm->batch);
+        gr_ctrl_batch_flush_log(sm->batch); /* the ISR shrinks written before */
     } else {
         gr_ctrl_batch_send(sm->batch);
         rc = 0;

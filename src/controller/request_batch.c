@@ -167,6 +167,25 @@ static size_t topic_run_len(struct entry **v, size_t k, size_t end) {
 
 /* ---- the batch ---- */
 
+/* A state-change line recorded for later (gr_ctrl_batch_log_*). */
+enum { SCL_ONLINE, SCL_ISR_REMOVED };
+#define SCL_ISR_INLINE 5
+struct sclog_rec {
+    const char *topic; /* in sclog.names */
+    int32_t partition, replica;
+    int8_t kind, from;
+    struct gr_kzk_leader_and_isr lai; /* isr points at isr_inline or into sclog.names */
+    int32_t isr_inline[SCL_ISR_INLINE];
+};
+
+struct sclog {
+    struct sclog_rec *v;
+    int n, cap;
+    bool hold;
+    struct gr_arena names; /* topic copies (one per run of the same topic) and long ISRs */
+    const char *last_copy; /* the latest topic copied */
+};
+
 struct gr_ctrl_batch {
     struct gr_ctrl_sm *sm;
     struct gr_arena arena; /* entries, topic names and their arrays */
@@ -179,14 +198,97 @@ struct gr_ctrl_batch {
     struct topic_ref *last_ref;
     int n_um_brokers, cap_um_brokers;
     int32_t *um_brokers; /* sorted, unique */
+    struct sclog log;    /* state-change lines to write after the send */
 };
 
 struct gr_ctrl_batch *gr_ctrl_batch_new(struct gr_ctrl_sm *sm) {
     struct gr_ctrl_batch *b = gr_calloc(1, sizeof *b);
     b->sm = sm;
     gr_arena_init(&b->arena);
+    gr_arena_init(&b->log.names);
     return b;
 }
+
+/* ---- deferred state-change lines ---- */
+
+static void sclog_reset(struct sclog *l) {
+    l->n = 0;
+    if (l->cap > 4096) {
+        free(l->v);
+        l->v = NULL;
+        l->cap = 0;
+    }
+    gr_arena_free(&l->names);
+    gr_arena_init(&l->names);
+    l->last_copy = NULL;
+}
+
+static struct sclog_rec *sclog_add(struct sclog *l, const char *topic, int32_t partition,
+                                   const struct gr_kzk_leader_and_isr *lai) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->v = gr_realloc(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    struct sclog_rec *r = &l->v[l->n++];
+    if (!l->last_copy || strcmp(l->last_copy, topic) != 0) /* callers go topic by topic */
+        l->last_copy = gr_arena_strdup(&l->names, topic);
+    r->topic = l->last_copy;
+    r->partition = partition;
+    r->replica = -1;
+    r->from = 0;
+    r->lai = *lai;
+    int n = lai->n_isr > 0 ? lai->n_isr : 0;
+    r->lai.n_isr = n;
+    r->lai.isr = n <= SCL_ISR_INLINE ? NULL : gr_arena_alloc(&l->names, (size_t)n * sizeof(int32_t));
+    if (n) memcpy(r->lai.isr ? r->lai.isr : r->isr_inline, lai->isr, (size_t)n * sizeof(int32_t));
+    return r;
+}
+
+void gr_ctrl_batch_log_online(struct gr_ctrl_batch *b, const char *topic, int32_t partition, int from_state,
+                              const struct gr_kzk_leader_and_isr *lai) {
+    struct sclog_rec *r = sclog_add(&b->log, topic, partition, lai);
+    r->kind = SCL_ONLINE;
+    r->from = (int8_t)from_state;
+}
+
+void gr_ctrl_batch_log_isr_removed(struct gr_ctrl_batch *b, const char *topic, int32_t partition, int32_t replica,
+                                   const struct gr_kzk_leader_and_isr *lai) {
+    struct sclog_rec *r = sclog_add(&b->log, topic, partition, lai);
+    r->kind = SCL_ISR_REMOVED;
+    r->replica = replica;
+}
+
+static void sclog_write(const struct gr_ctrl_batch *b, const struct sclog_rec *r) {
+    const struct gr_ctrl_sm *sm = b->sm;
+    const int32_t *isr_v = r->lai.isr ? r->lai.isr : r->isr_inline;
+    char isr[256];
+    gr_ctrl_fmt_ids(isr, sizeof isr, isr_v, r->lai.n_isr);
+    if (r->kind == SCL_ONLINE) {
+        gr_log(GR_LOG_INFO, GR_STATE_CHANGE_LOGGER,
+               "[Controller id=%d epoch=%d] Changed partition %s-%d from %s to OnlinePartition with state "
+               "LeaderAndIsr(leader=%d, leaderEpoch=%d, isr=%s, zkVersion=%d)",
+               sm->controller_id, sm->ctx->epoch, r->topic, r->partition, gr_partition_state_name(r->from),
+               r->lai.leader, r->lai.leader_epoch, isr, r->lai.zk_version);
+    } else {
+        gr_log(GR_LOG_INFO, GR_STATE_CHANGE_LOGGER,
+               "[Controller id=%d epoch=%d] Partition %s-%d state changed to (Leader:%d,ISR:%s,LeaderEpoch:%d,"
+               "ControllerEpoch:%d) after removing replica %d from the ISR as part of transition to OfflineReplica",
+               sm->controller_id, sm->ctx->epoch, r->topic, r->partition, r->lai.leader, isr, r->lai.leader_epoch,
+               r->lai.controller_epoch, r->replica);
+    }
+}
+
+void gr_ctrl_batch_flush_log(struct gr_ctrl_batch *b) {
+    for (int i = 0; i < b->log.n; i++) sclog_write(b, &b->log.v[i]);
+    sclog_reset(&b->log);
+}
+
+void gr_ctrl_batch_hold_log(struct gr_ctrl_batch *b, bool hold) {
+    b->log.hold = hold;
+    if (!hold) gr_ctrl_batch_flush_log(b);
+}
+
+int gr_ctrl_batch_pending_log(const struct gr_ctrl_batch *b) { return b->log.n; }
 
 void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
     map_clear(&b->lai);
@@ -208,6 +310,8 @@ void gr_ctrl_batch_free(struct gr_ctrl_batch *b) {
     free(b->sr.slots);
     free(b->topics);
     free(b->um_brokers);
+    free(b->log.v);
+    gr_arena_free(&b->log.names);
     free(b);
 }
 
@@ -713,6 +817,7 @@ void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
     send_update_metadata(b);
     send_stop_replica(b);
     gr_ctrl_batch_clear(b);
+    if (!b->log.hold) gr_ctrl_batch_flush_log(b);
 }
 
 /* ---- introspection ---- */

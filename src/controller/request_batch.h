@@ -116,6 +116,27 @@ void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brok
  * clears the batch. */
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b);
 
+/* ---- state-change log lines written after the send ----
+ * The per-partition state.change.logger INFO lines of elections and initialisations ("Changed
+ * partition T-P from S to OnlinePartition with state LeaderAndIsr(...)") and of ISR shrinks
+ * ("Partition T-P state changed to (...) after removing replica R from the ISR as part of
+ * transition to OfflineReplica") are recorded in the batch (values copied) and written after its
+ * requests went to the sender: at 100k partitions formatting and writing ~100k such lines took
+ * 0.3-0.4 s per step, before the LeaderAndIsr/UpdateMetadata could go out. Same lines, same
+ * contents, later. gr_ctrl_batch_send writes them unless they are held; gr_ctrl_batch_flush_log
+ * writes them at once (a step that ends without a send, e.g. the controller moved). While held
+ * (the controlled shutdown, until it has answered the broker) they accumulate over several
+ * batches; gr_ctrl_batch_hold_log(b, false) writes them. gr_ctrl_batch_free drops unwritten ones
+ * without writing (the context may be gone). Topic names are copied. */
+void gr_ctrl_batch_log_online(struct gr_ctrl_batch *b, const char *topic, int32_t partition, int from_state,
+                              const struct gr_kzk_leader_and_isr *lai);
+void gr_ctrl_batch_log_isr_removed(struct gr_ctrl_batch *b, const char *topic, int32_t partition, int32_t replica,
+                                   const struct gr_kzk_leader_and_isr *lai);
+void gr_ctrl_batch_hold_log(struct gr_ctrl_batch *b, bool hold);
+void gr_ctrl_batch_flush_log(struct gr_ctrl_batch *b);
+/* Lines recorded and not yet written (tests). */
+int gr_ctrl_batch_pending_log(const struct gr_ctrl_batch *b);
+
 /* Introspection for tests: number of LeaderAndIsr entries for broker (or all brokers if -1),
  * UpdateMetadata recipients and partition states, StopReplica entries. */
 int gr_ctrl_batch_count_leader_and_isr(const struct gr_ctrl_batch *b, int32_t broker);

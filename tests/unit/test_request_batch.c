@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "controller/context.h"
 #include "controller/event_manager.h"
@@ -28,6 +30,8 @@ struct sent {
 };
 static struct sent sent[64];
 static int n_sent;
+static struct gr_ctrl_batch *g_batch; /* the batch under test (rs_send looks at its log lines) */
+static int pending_at_send = -1;
 
 static void rs_startup(void *c, struct gr_ctrl_events *em) { (void)c, (void)em; }
 static void rs_shutdown(void *c) { (void)c; }
@@ -38,6 +42,7 @@ static void rs_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void 
     (void)c;
     if (n_sent == 64) abort();
     sent[n_sent++] = (struct sent){broker, api_key, ver, req, req_free, ev};
+    if (g_batch) pending_at_send = gr_ctrl_batch_pending_log(g_batch);
 }
 static const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send};
 
@@ -254,8 +259,83 @@ static void test_update_metadata_rules(void) {
     teardown();
 }
 
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    char *s = gr_calloc(1, 1 << 16);
+    if (f) {
+        size_t n = fread(s, 1, (1 << 16) - 1, f);
+        s[n] = 0;
+        fclose(f);
+    }
+    return s;
+}
+
+/* The per-partition state-change lines recorded with a step are written after its requests went
+ * to the sender (100k lines held the first LeaderAndIsr back by 0.3 s), unchanged; held lines
+ * wait over several sends until released. */
+static void test_state_change_lines_after_send(void) {
+    setup();
+    struct gr_ctrl_batch *b = g_batch = sm.batch;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/test_request_batch_%d.log", (int)getpid());
+    unlink(path);
+    CHECK(gr_log_open(path) == 0);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&ctx, "a", 0);
+    int32_t to[] = {1, 2};
+    int32_t isr6[] = {1, 2, 4, 5, 6, 7}; /* longer than the inline copy */
+    struct gr_kzk_leader_and_isr big = {.leader = 1, .leader_epoch = 8, .controller_epoch = 5, .n_isr = 6,
+                                        .isr = isr6, .zk_version = 11};
+    CHECK(gr_ctrl_batch_begin(b) == 0);
+    gr_ctrl_batch_add_leader_and_isr(b, to, 2, "a", 0, &p->lai, false);
+    gr_ctrl_batch_log_online(b, "a", 0, GR_PS_OFFLINE, &p->lai);
+    gr_ctrl_batch_log_isr_removed(b, "a", 1, 4, &big);
+    CHECK(gr_ctrl_batch_pending_log(b) == 2);
+    gr_ctrl_batch_send(b);
+    CHECK(n_sent > 0 && pending_at_send == 2); /* not written while the requests went out */
+    CHECK(gr_ctrl_batch_pending_log(b) == 0);
+    char *log = slurp(path);
+    CHECK(strstr(log, "[Controller id=7 epoch=5] Changed partition a-0 from OfflinePartition to OnlinePartition "
+                      "with state LeaderAndIsr(leader=1, leaderEpoch=4, isr=1,2, zkVersion=9) (state.change.logger)"));
+    CHECK(strstr(log, "[Controller id=7 epoch=5] Partition a-1 state changed to (Leader:1,ISR:1,2,4,5,6,7,"
+                      "LeaderEpoch:8,ControllerEpoch:5) after removing replica 4 from the ISR as part of transition "
+                      "to OfflineReplica"));
+    free(log);
+    clear_sent();
+    /* held over two sends, written on release */
+    gr_ctrl_batch_hold_log(b, true);
+    for (int round = 0; round < 2; round++) {
+        CHECK(gr_ctrl_batch_begin(b) == 0);
+        gr_ctrl_batch_add_leader_and_isr(b, to, 2, "a", 0, &p->lai, false);
+        gr_ctrl_batch_log_online(b, round ? "del" : "a", round, GR_PS_NEW, &p->lai);
+        gr_ctrl_batch_send(b);
+    }
+    CHECK(gr_ctrl_batch_pending_log(b) == 2);
+    log = slurp(path);
+    CHECK(!strstr(log, "from NewPartition"));
+    free(log);
+    gr_ctrl_batch_hold_log(b, false);
+    CHECK(gr_ctrl_batch_pending_log(b) == 0);
+    log = slurp(path);
+    CHECK(strstr(log, "Changed partition a-0 from NewPartition"));
+    CHECK(strstr(log, "Changed partition del-1 from NewPartition"));
+    free(log);
+    /* a step that ends without a send (the controller moved) writes them with flush */
+    gr_ctrl_batch_log_online(b, "a", 1, GR_PS_OFFLINE, &big);
+    gr_ctrl_batch_clear(b);
+    CHECK(gr_ctrl_batch_pending_log(b) == 1);
+    gr_ctrl_batch_flush_log(b);
+    CHECK(gr_ctrl_batch_pending_log(b) == 0);
+    /* unwritten lines are dropped with the batch (no leak under ASan) */
+    gr_ctrl_batch_log_online(b, "a", 1, GR_PS_OFFLINE, &big);
+    gr_log_open("/dev/stderr");
+    unlink(path);
+    g_batch = NULL;
+    teardown();
+}
+
 int main(void) {
     test_order_and_fanout();
+    test_state_change_lines_after_send();
     test_update_metadata_rules();
     if (test_failures) {
         fprintf(stderr, "test_request_batch: %d failure(s)\n", test_failures);
