@@ -35,18 +35,22 @@ static void respond(void *arg, int16_t top_err, const struct gr_ctrl_tp_result *
     free(call);
     struct ElectLeadersResponse *resp = gr_api_new_response(req);
     resp->ErrorCode = top_err;
-    /* group by topic, first-seen order */
+    /* group by topic, first-seen order: the results of one topic usually come together, so the
+     * previous result's topic is tried before the list (100k results over 1,000 topics) */
     int *topic_of = gr_malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *first = gr_malloc(sizeof(int) * (size_t)(n ? n : 1));
-    int nt = 0;
+    int *count = gr_calloc((size_t)(n ? n : 1), sizeof(int));
+    int nt = 0, last = -1;
     for (int i = 0; i < n; i++) {
         topic_of[i] = -1;
         if (all && res[i].error == GR_KERR_ELECTION_NOT_NEEDED) continue;
-        int t;
-        for (t = 0; t < nt; t++)
-            if (strcmp(res[first[t]].topic, res[i].topic) == 0) break;
+        int t = last;
+        if (t < 0 || strcmp(res[first[t]].topic, res[i].topic) != 0)
+            for (t = 0; t < nt; t++)
+                if (strcmp(res[first[t]].topic, res[i].topic) == 0) break;
         if (t == nt) first[nt++] = i;
-        topic_of[i] = t;
+        topic_of[i] = last = t;
+        count[t]++;
     }
     resp->ReplicaElectionResultsCount = nt;
     resp->ReplicaElectionResults = gr_api_alloc(req, sizeof(*resp->ReplicaElectionResults) * (size_t)(nt ? nt : 1));
@@ -54,20 +58,19 @@ static void respond(void *arg, int16_t top_err, const struct gr_ctrl_tp_result *
         struct ElectLeadersResponse_ReplicaElectionResult *r = &resp->ReplicaElectionResults[t];
         gr_proto_init_struct(&gr_desc_ElectLeadersResponse_ReplicaElectionResult, r);
         r->Topic = gr_api_strdup(req, res[first[t]].topic);
-        int np = 0;
-        for (int i = 0; i < n; i++)
-            if (topic_of[i] == t) np++;
         r->PartitionResultCount = 0;
-        r->PartitionResult = gr_api_alloc(req, sizeof(*r->PartitionResult) * (size_t)(np ? np : 1));
-        for (int i = 0; i < n; i++) {
-            if (topic_of[i] != t) continue;
-            struct ElectLeadersResponse_PartitionResult *pr = &r->PartitionResult[r->PartitionResultCount++];
-            gr_proto_init_struct(&gr_desc_ElectLeadersResponse_PartitionResult, pr);
-            pr->PartitionId = res[i].partition;
-            pr->ErrorCode = res[i].error;
-            pr->ErrorMessage = gr_api_strdup(req, res[i].message);
-        }
+        r->PartitionResult = gr_api_alloc(req, sizeof(*r->PartitionResult) * (size_t)(count[t] ? count[t] : 1));
     }
+    for (int i = 0; i < n; i++) {
+        if (topic_of[i] < 0) continue;
+        struct ElectLeadersResponse_ReplicaElectionResult *r = &resp->ReplicaElectionResults[topic_of[i]];
+        struct ElectLeadersResponse_PartitionResult *pr = &r->PartitionResult[r->PartitionResultCount++];
+        gr_proto_init_struct(&gr_desc_ElectLeadersResponse_PartitionResult, pr);
+        pr->PartitionId = res[i].partition;
+        pr->ErrorCode = res[i].error;
+        pr->ErrorMessage = gr_api_strdup(req, res[i].message);
+    }
+    free(count);
     free(topic_of);
     free(first);
     gr_api_respond(req, resp);
