@@ -75,6 +75,8 @@ struct conn {
     bool closed;
     bool muted;    /* a request is with the handlers or its response is being written */
     bool inflight; /* a request is with the handlers */
+    int16_t resp_api_key;     /* of the response being written (request time stats) */
+    int64_t resp_received_us; /* its request's received_us */
     int64_t unmute_at_ms; /* > 0: throttled (KIP-219), stays muted until then after its response */
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
@@ -161,7 +163,7 @@ struct gr_net_server {
     int workers_started;
     /* stats */
     atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out, st_sendfile,
-        st_rejected, st_queued;
+        st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -758,6 +760,10 @@ static void conn_flush(struct conn *c) {
     c->nregs = c->rcur = 0;
     c->roff = 0;
     stat_add(&srv->st_responses, 1);
+    if (c->resp_api_key == 0) {
+        stat_add(&srv->st_prod_n, 1);
+        stat_add(&srv->st_prod_total_us, gr_mono_us() - c->resp_received_us);
+    }
     conn_unmute(c);
 }
 
@@ -789,6 +795,8 @@ static void complete_one(struct loop *l, struct req_int *r) {
             conn_close(c);
             break;
         }
+        c->resp_api_key = r->pub.api_key;
+        c->resp_received_us = r->pub.received_us;
         c->wbuf = r->resp;
         c->wlen = r->resp_len;
         c->woff = 0;
@@ -908,6 +916,9 @@ static void *loop_main(void *arg) {
     struct loop *l = arg;
     struct gr_net_server *srv = l->srv;
     struct epoll_event evs[MAX_EVENTS];
+    char tname[16];
+    snprintf(tname, sizeof tname, "net-%d", l->idx);
+    pthread_setname_np(pthread_self(), tname);
     int tick = srv->idle_ms ? (int)GR_MAX(10, GR_MIN(1000, srv->idle_ms / 4)) : 1000;
     int64_t next_scan = gr_mono_ms() + tick;
     while (!atomic_load(&srv->stopping)) {
@@ -915,6 +926,7 @@ static void *loop_main(void *arg) {
         if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
             break;
@@ -974,6 +986,7 @@ static void *loop_main(void *arg) {
 
 static void *worker_main(void *arg) {
     struct gr_net_server *srv = arg;
+    pthread_setname_np(pthread_self(), "io");
     for (;;) {
         pthread_mutex_lock(&srv->wmu);
         while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
@@ -987,6 +1000,7 @@ static void *worker_main(void *arg) {
         atomic_fetch_sub(&srv->st_queued, 1);
         pthread_mutex_unlock(&srv->wmu);
         r->next = NULL;
+        if (r->pub.api_key == 0) stat_add(&srv->st_prod_queue_us, gr_mono_us() - r->pub.received_us);
         srv->handler(srv->handler_ctx, &r->pub);
     }
 }
@@ -1170,4 +1184,8 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->bytes_sendfile = atomic_load_explicit(&s->st_sendfile, memory_order_relaxed);
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
+    out->produce_responses = atomic_load_explicit(&s->st_prod_n, memory_order_relaxed);
+    out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);
+    out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
+    out->loop_wakeups = atomic_load_explicit(&s->st_wakeups, memory_order_relaxed);
 }

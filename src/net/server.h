@@ -152,6 +152,14 @@ struct gr_net_stats {
     int64_t bytes_sendfile;   /* of bytes_out, sent from files with sendfile(2) */
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
+    /* Produce requests (api_key 0) answered with a response, and their time at the broker summed
+     * in microseconds (Kafka's RequestMetrics RequestQueueTimeMs / TotalTimeMs for Produce):
+     * queue = last byte read -> an I/O thread calls the handler; total = last byte read -> last
+     * byte of the response written to the socket. */
+    int64_t produce_responses;
+    int64_t produce_queue_us;
+    int64_t produce_total_us;
+    int64_t loop_wakeups; /* epoll_wait returns with at least one event, all network threads */
 };
 
 struct gr_net_server;

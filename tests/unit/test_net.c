@@ -515,6 +515,38 @@ static void test_config_and_bind_errors(struct gr_net_server *srv) {
     gr_net_server_free(s2);
 }
 
+/* Stats once every request read has been answered (the client may read a response before the
+ * server counts it as written). */
+static void settled_stats(struct gr_net_server *srv, struct gr_net_stats *st) {
+    int64_t end = gr_mono_ms() + 3000;
+    do {
+        gr_net_server_stats(srv, st);
+        if (st->responses == st->requests) return;
+        usleep(1000);
+    } while (gr_mono_ms() < end);
+}
+
+/* Request-time figures: only api_key 0 (Produce) responses are counted, each once, after its
+ * response was written; total time (read -> written) is at least the queue time. */
+static void test_produce_request_time(struct gr_net_server *srv) {
+    struct gr_net_stats before, after;
+    int fd = raw_connect(gr_net_server_port(srv, 0));
+    CHECK(fd >= 0);
+    CHECK(send_req(fd, API_ECHO, 1, 4)); /* make sure the connection is accepted */
+    CHECK(read_echo(fd, 1, 4));
+    settled_stats(srv, &before);
+    for (int i = 0; i < 5; i++) {
+        CHECK(send_req(fd, i % 2 ? API_DELAY : API_ECHO, 10 + i, 100));
+        CHECK(read_echo(fd, 10 + i, 100));
+    }
+    settled_stats(srv, &after);
+    CHECK(after.produce_responses - before.produce_responses == 3);
+    CHECK(after.produce_queue_us >= before.produce_queue_us);
+    CHECK(after.produce_total_us - before.produce_total_us >= after.produce_queue_us - before.produce_queue_us);
+    CHECK(after.loop_wakeups > before.loop_wakeups);
+    close(fd);
+}
+
 int main(void) {
     const int64_t limit = 8 * 1024 * 1024;
     pthread_t delayers[3];
@@ -524,6 +556,7 @@ int main(void) {
     if (!srv) return 1;
     test_echo_and_listeners(srv);
     test_pipelined_out_of_order(srv);
+    test_produce_request_time(srv);
     test_large_frame(srv);
     test_bad_frames(srv, limit);
     test_none_close_badsize(srv);
