@@ -32,6 +32,10 @@
  *   has been written to the socket (or gr_net_respond_none was called). Pipelined requests wait
  *   in the kernel's socket buffer, so responses go out in request order and the memory held
  *   per connection is bounded by one request plus one response.
+ * - Direct send: on a plaintext connection the thread that completes a request with a response
+ *   (and no throttle or delayed close) writes it to the socket itself, since the muted
+ *   connection's socket is idle meanwhile; only a partial write, an error or TLS hands the rest to
+ *   the loop. The loop learns of the completion when it next wakes (server.c rule 5).
  * - Idle connections (no bytes read or written for connections_max_idle_ms and no request with
  *   the handlers) are closed by their loop.
  *
