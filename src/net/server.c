@@ -92,10 +92,15 @@ struct conn {
     int fd;
     bool closed;
     bool muted;    /* a request is with the handlers or its response is being written */
-    bool inflight; /* a request is with the handlers */
+    bool inflight; /* nout > 0 */
     int16_t resp_api_key;     /* of the response being written (request time stats) */
     int64_t resp_received_us; /* its request's received_us */
-    struct req_int *inflight_req; /* the request with the handlers (inflight), for conn_close */
+    /* outstanding requests (dispatched, completion not applied yet), in request order */
+    struct req_int *out_head, *out_tail;
+    int nout;
+    bool ordered;         /* the newest outstanding request holds the connection's order */
+    uint64_t next_seq, ordered_seq;
+    bool held;            /* a complete non-Produce frame in body waits until nout == 0 */
     int64_t unmute_at_ms; /* > 0: throttled (KIP-219), stays muted until then after its response */
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
@@ -139,6 +144,20 @@ struct req_int {
     atomic_bool fd_dead;   /* the loop closed the connection's socket (under the loop's fdlock) */
     enum { SENT_NONE, SENT_ALL, SENT_PART, SENT_FAILED } sent;
     struct wprog wp; /* progress when SENT_PART */
+    /* ordering (gr_net_request_release) */
+    struct req_int *onext; /* the connection's outstanding list (loop thread only) */
+    uint64_t seq;
+    bool ready;            /* its completion arrived (loop thread only) */
+    bool plain;            /* plaintext connection */
+    bool released;
+};
+
+/* A gr_net_request_release for the loop. */
+struct rel_msg {
+    uint32_t slot;
+    uint64_t conn_id;
+    uint64_t seq;
+    struct rel_msg *next;
 };
 
 struct loop {
@@ -165,6 +184,7 @@ struct loop {
     bool stopped;
     bool wake_pending; /* the eventfd has been written and not read yet */
     struct req_int *done_head, *done_tail;
+    struct rel_msg *rel_head, *rel_tail;
     atomic_int nlazy;  /* completions queued without a wakeup (sent directly) */
     /* Completing threads write responses to sockets of this loop while holding it for reading;
      * the loop takes it for writing to close the socket of a connection with a request in flight
@@ -230,6 +250,7 @@ static void server_unref(struct gr_net_server *srv) {
 
 void gr_net_session_free(struct gr_net_session *s) {
     if (!s) return;
+    if (__atomic_fetch_sub(&s->extra_refs, 1, __ATOMIC_ACQ_REL) > 0) return; /* still shared */
     if (s->mech_state && s->mech_free) s->mech_free(s->mech_state);
     free(s->principal);
     free(s);
@@ -413,9 +434,9 @@ static void conn_close(struct conn *c) {
         c->unmute_at_ms = 0;
         l->nthrottled--;
     }
-    if (c->inflight && c->inflight_req) { /* a completer may be writing to it (rule 5) */
+    if (c->nout > 0) { /* a completer may be writing to it (rule 5) */
         pthread_rwlock_wrlock(&l->fdlock);
-        atomic_store(&c->inflight_req->fd_dead, true);
+        for (struct req_int *o = c->out_head; o; o = o->onext) atomic_store(&o->fd_dead, true);
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
         pthread_rwlock_unlock(&l->fdlock);
@@ -615,8 +636,8 @@ static void dispatch(struct conn *c) {
         r->pub.api_version = be16(c->body + 2);
         r->pub.correlation_id = be32(c->body + 4);
     }
-    r->pub.session = c->sess;
-    c->sess = NULL;
+    r->pub.session = c->sess; /* shared: one reference per outstanding request */
+    __atomic_add_fetch(&c->sess->extra_refs, 1, __ATOMIC_RELAXED);
     r->pub.conn_id = c->id;
     r->pub.listener = c->listener;
     memcpy(r->pub.peer, c->peer, sizeof r->pub.peer);
@@ -626,16 +647,25 @@ static void dispatch(struct conn *c) {
     r->slot = c->slot;
     r->fd = c->fd;
     r->tag = &c->tag;
-    r->direct = c->tls == NULL;
+    r->plain = c->tls == NULL;
+    /* direct send only for a request alone on an idle socket (rule 5) */
+    r->direct = r->plain && c->nout == 0 && !c->wbuf;
     atomic_init(&r->fd_dead, false);
-    c->inflight_req = r;
+    r->seq = ++c->next_seq;
+    if (c->out_tail) c->out_tail->onext = r;
+    else c->out_head = r;
+    c->out_tail = r;
+    c->nout++;
+    c->ordered = true;
+    c->ordered_seq = r->seq;
+    c->held = false;
     c->body = NULL;
     c->body_cap = c->body_got = 0;
     c->body_size = -1;
     c->hdr_got = 0;
     c->muted = true;
     c->inflight = true;
-    conn_set_events(c, 0);
+    if (!c->wbuf) conn_set_events(c, 0);
     atomic_fetch_add_explicit(&srv->refs, 1, memory_order_relaxed);
     stat_add(&srv->st_requests, 1);
     worker_enqueue(srv, r);
@@ -708,7 +738,15 @@ static void conn_read(struct conn *c) {
             c->body_got = 0;
         } else {
             c->body_got += (size_t)n;
-            if (c->body_got == (size_t)c->body_size) dispatch(c);
+            if (c->body_got < (size_t)c->body_size) continue;
+            if (c->nout > 0 && (c->sess->raw_tokens || be16(c->body) != 0)) {
+                /* only a Produce joins released ones; anything else waits for them */
+                c->held = true;
+                c->muted = true;
+                conn_set_events(c, 0);
+                return;
+            }
+            dispatch(c);
         }
     }
 }
@@ -736,11 +774,24 @@ static void conn_unmute(struct conn *c) {
     if (c->tls && gr_tls_pending(c->tls)) conn_read(c);
 }
 
+/* Reads the next frame if the connection may: nothing holds its order, no frame is held, no
+ * response is being written and fewer than GR_NET_MAX_OUTSTANDING requests are outstanding
+ * (then conn_unmute applies throttling and delayed closes). Otherwise it stays muted. */
+static void conn_try_read(struct conn *c) {
+    if (c->closed) return;
+    if (c->ordered || c->held || c->wbuf || c->nout >= GR_NET_MAX_OUTSTANDING) {
+        c->muted = true;
+        if (!c->wbuf) conn_set_events(c, 0);
+        return;
+    }
+    conn_unmute(c);
+}
+
 /* Unmutes throttled connections whose time has come. */
 static void unmute_throttled(struct loop *l, int64_t now) {
     for (uint32_t i = 0; i < l->nslots && l->nthrottled > 0; i++) {
         struct conn *c = l->slots[i];
-        if (c && !c->closed && c->unmute_at_ms && c->unmute_at_ms <= now && !c->inflight && !c->wbuf) conn_unmute(c);
+        if (c && !c->closed && c->unmute_at_ms && c->unmute_at_ms <= now) conn_try_read(c);
     }
 }
 
@@ -831,37 +882,19 @@ static void conn_flush(struct conn *c) {
     c->nregs = c->rcur = 0;
     c->roff = 0;
     count_response(srv, c->resp_api_key, c->resp_received_us);
-    conn_unmute(c);
 }
 
-static void complete_one(struct loop *l, struct req_int *r) {
-    struct conn *c = slot_lookup(l, r->slot, r->pub.conn_id);
-    if (!c || c->closed) {
-        gr_debug(LOGGER, "dropping completion of request %d for closed connection %llu",
-                 r->pub.correlation_id, (unsigned long long)r->pub.conn_id);
-        req_free(r);
-        return;
-    }
-    c->inflight = false;
-    c->inflight_req = NULL;
-    c->sess = r->pub.session; /* the session comes back to the connection */
-    r->pub.session = NULL;
-    if (r->pub.throttle_ms > 0 && r->action != COMPLETE_CLOSE) {
-        if (!c->unmute_at_ms) l->nthrottled++;
-        c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
-    }
+/* Applies one completion whose turn has come (the head of the outstanding list). */
+static void apply_one(struct conn *c, struct req_int *r) {
     if (r->action == COMPLETE_RESPOND && r->sent == SENT_ALL) { /* written by the completer */
         c->events = EPOLLIN; /* re-armed by the completer */
         c->last_active_ms = gr_mono_ms();
-        conn_unmute(c);
-        req_free(r);
         return;
     }
     if (r->action == COMPLETE_RESPOND && r->sent == SENT_FAILED) {
         gr_debug(LOGGER, "closing connection %llu from %s: writing the response failed", (unsigned long long)c->id,
                  c->peer);
         conn_close(c);
-        req_free(r);
         return;
     }
     switch (r->action) {
@@ -891,14 +924,58 @@ static void complete_one(struct loop *l, struct req_int *r) {
         r->nregs = 0;
         conn_flush(c);
         break;
-    case COMPLETE_NONE: conn_unmute(c); break;
+    case COMPLETE_NONE: break;
     case COMPLETE_CLOSE:
         gr_debug(LOGGER, "closing connection %llu from %s at the handler's request",
                  (unsigned long long)c->id, c->peer);
         conn_close(c);
         break;
     }
-    req_free(r);
+}
+
+/* Applies the completions whose turn has come, in request order (a later request may complete
+ * first: it waits here), then hands over a held frame or reads on. */
+static void conn_pump(struct conn *c) {
+    while (!c->closed && !c->wbuf && c->out_head && c->out_head->ready) {
+        struct req_int *r = c->out_head;
+        c->out_head = r->onext;
+        if (!c->out_head) c->out_tail = NULL;
+        c->nout--;
+        c->inflight = c->nout > 0;
+        apply_one(c, r);
+        req_free(r);
+    }
+    if (c->closed) return;
+    if (c->held && c->nout == 0 && !c->wbuf) {
+        dispatch(c);
+        return;
+    }
+    conn_try_read(c);
+}
+
+static void complete_one(struct loop *l, struct req_int *r) {
+    struct conn *c = slot_lookup(l, r->slot, r->pub.conn_id);
+    if (!c || c->closed) {
+        gr_debug(LOGGER, "dropping completion of request %d for closed connection %llu",
+                 r->pub.correlation_id, (unsigned long long)r->pub.conn_id);
+        req_free(r);
+        return;
+    }
+    if (r->pub.throttle_ms > 0 && r->action != COMPLETE_CLOSE) {
+        if (!c->unmute_at_ms) l->nthrottled++;
+        c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
+    }
+    r->ready = true;
+    if (c->ordered && c->ordered_seq == r->seq) c->ordered = false;
+    conn_pump(c);
+}
+
+/* A released request's order is given up: the connection may read its next frame. */
+static void apply_release(struct loop *l, const struct rel_msg *m) {
+    struct conn *c = slot_lookup(l, m->slot, m->conn_id);
+    if (!c || c->closed || !c->ordered || c->ordered_seq != m->seq) return;
+    c->ordered = false;
+    conn_try_read(c);
 }
 
 /* Applies the queued completions. from_wakeup: called for the eventfd, which is read first. */
@@ -912,8 +989,16 @@ static void drain_completions(struct loop *l, bool from_wakeup) {
     if (from_wakeup) l->wake_pending = false;
     struct req_int *r = l->done_head;
     l->done_head = l->done_tail = NULL;
+    struct rel_msg *m = l->rel_head; /* a release is queued before its request's completion */
+    l->rel_head = l->rel_tail = NULL;
     atomic_store(&l->nlazy, 0);
     pthread_mutex_unlock(&l->mu);
+    while (m) {
+        struct rel_msg *next = m->next;
+        apply_release(l, m);
+        free(m);
+        m = next;
+    }
     while (r) {
         struct req_int *next = r->next;
         complete_one(l, r);
@@ -1001,6 +1086,35 @@ void gr_net_respond_none(struct gr_net_request *req) { complete(req, COMPLETE_NO
 
 void gr_net_close(struct gr_net_request *req) { complete(req, COMPLETE_CLOSE, NULL, 0); }
 
+void gr_net_request_release(struct gr_net_request *req) {
+    struct req_int *r = (struct req_int *)req;
+    if (req->api_key != 0 || !r->plain || r->released) return;
+    r->released = true;
+    r->direct = false; /* another request may be written before it: the loop writes it */
+    struct loop *l = r->loop;
+    struct rel_msg *m = gr_malloc(sizeof *m);
+    m->slot = r->slot;
+    m->conn_id = r->pub.conn_id;
+    m->seq = r->seq;
+    m->next = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->stopped) {
+        pthread_mutex_unlock(&l->mu);
+        free(m);
+        return;
+    }
+    if (l->rel_tail) l->rel_tail->next = m;
+    else l->rel_head = m;
+    l->rel_tail = m;
+    if (!l->wake_pending) {
+        uint64_t one = 1;
+        ssize_t w = write(l->wakefd, &one, sizeof one);
+        (void)w;
+        l->wake_pending = true;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* ---- the loop ------------------------------------------------------------------------------ */
 
 static void close_idle(struct loop *l, int64_t now) {
@@ -1074,7 +1188,10 @@ static void *loop_main(void *arg) {
                     if (!c->closed) conn_close(c);
                     continue;
                 }
-                if ((e & EPOLLOUT) && c->wbuf) conn_flush(c);
+                if ((e & EPOLLOUT) && c->wbuf) {
+                    conn_flush(c);
+                    if (!c->closed && !c->wbuf) conn_pump(c);
+                }
                 else if ((e & EPOLLOUT) && c->tls && !c->muted) conn_read(c);
                 if ((e & EPOLLIN) && !c->closed && !c->muted) conn_read(c);
             }
@@ -1100,7 +1217,14 @@ static void *loop_main(void *arg) {
     l->stopped = true;
     struct req_int *r = l->done_head;
     l->done_head = l->done_tail = NULL;
+    struct rel_msg *m = l->rel_head;
+    l->rel_head = l->rel_tail = NULL;
     pthread_mutex_unlock(&l->mu);
+    while (m) {
+        struct rel_msg *next = m->next;
+        free(m);
+        m = next;
+    }
     while (r) {
         struct req_int *next = r->next;
         req_free(r);
