@@ -291,6 +291,7 @@ static void network_collector(void *arg, struct gr_prom_out *o) {
     gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=QueueTimeUs,request=Produce", (double)st.produce_queue_us);
     gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=TotalTimeUs,request=Produce", (double)st.produce_total_us);
     gr_prom_meter(o, "gregor.network:type=SocketServer,name=NetworkThreadWakeups", (double)st.loop_wakeups);
+    gr_prom_meter(o, "gregor.network:type=SocketServer,name=PipelinedRequests", (double)st.requests_pipelined);
 }
 
 static int start_network(struct gr_server *s) {

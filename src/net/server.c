@@ -216,7 +216,7 @@ struct gr_net_server {
     int workers_started;
     /* stats */
     atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out, st_sendfile,
-        st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups;
+        st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -652,6 +652,7 @@ static void dispatch(struct conn *c) {
     r->direct = r->plain && c->nout == 0 && !c->wbuf;
     atomic_init(&r->fd_dead, false);
     r->seq = ++c->next_seq;
+    if (c->nout > 0) stat_add(&srv->st_pipelined, 1);
     if (c->out_tail) c->out_tail->onext = r;
     else c->out_head = r;
     c->out_tail = r;
@@ -1439,4 +1440,5 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);
     out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
     out->loop_wakeups = atomic_load_explicit(&s->st_wakeups, memory_order_relaxed);
+    out->requests_pipelined = atomic_load_explicit(&s->st_pipelined, memory_order_relaxed);
 }

@@ -172,6 +172,7 @@ struct gr_net_stats {
     int64_t produce_queue_us;
     int64_t produce_total_us;
     int64_t loop_wakeups; /* epoll_wait returns with at least one event, all network threads */
+    int64_t requests_pipelined; /* handed over while another of the connection's was outstanding */
 };
 
 struct gr_net_server;

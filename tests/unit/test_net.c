@@ -612,6 +612,8 @@ static void test_release_pipelining(struct gr_net_server *srv) {
     atomic_store(&rel_max, 0);
     atomic_store(&rel_violations, 0);
     enum { N = 40 };
+    struct gr_net_stats before, after;
+    gr_net_server_stats(srv, &before);
     for (int i = 0; i < N; i++) {
         size_t len;
         bool other = i % 7 == 6;
@@ -621,6 +623,8 @@ static void test_release_pipelining(struct gr_net_server *srv) {
         free(b);
     }
     for (int i = 0; i < N; i++) CHECK(read_echo(fd, 500 + i, (size_t)(i * 53 % 700)));
+    gr_net_server_stats(srv, &after);
+    CHECK(after.requests_pipelined > before.requests_pipelined);
     if (atomic_load(&rel_max) < 2) fprintf(stderr, "test_release_pipelining: at most %d outstanding\n",
                                            atomic_load(&rel_max));
     CHECK(atomic_load(&rel_max) >= 2);
