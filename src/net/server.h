@@ -39,7 +39,8 @@
  *   in flight (bench/README.md, issue 14 session 4). Memory held per connection is bounded by
  *   GR_NET_MAX_OUTSTANDING requests plus their responses.
  * - Direct send: on a plaintext connection the thread that completes a request with a response
- *   (and no throttle or delayed close) writes it to the socket itself, since the muted
+ *   (and no throttle or delayed close; the connection's only outstanding request, not released)
+ *   writes it to the socket itself, since the muted
  *   connection's socket is idle meanwhile; only a partial write, an error or TLS hands the rest to
  *   the loop. The loop learns of the completion when it next wakes (server.c rule 5).
  * - Idle connections (no bytes read or written for connections_max_idle_ms and no request with
