@@ -20,6 +20,7 @@ for a fair side by side at 1 KiB.
 
 import argparse
 import os
+import resource
 import time
 import uuid
 
@@ -51,7 +52,35 @@ def read_pids(spec):
 _MOCK_HOLDER = []
 
 
+def _mock_process_main(path):
+    """Body of the --mock-process child: a mock cluster in its own process (writes its bootstrap
+    list to path, then idles until killed)."""
+    h = Producer({"test.mock.num.brokers": 3, "bootstrap.servers": "", "log_level": 3})
+    md = h.list_topics(timeout=10)
+    with open(path + ".tmp", "w") as f:
+        f.write(",".join(f"{b.host}:{b.port}" for b in md.brokers.values()))
+    os.rename(path + ".tmp", path)
+    while True:
+        time.sleep(1)
+
+
+def start_mock_process():
+    """A mock cluster in a separate (spawned) process: the same client then pays for sockets and
+    a second process like against Gregor, but the brokers do no work. Returns (process, conf)."""
+    import multiprocessing as mp
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(prefix="mockproc-"), "bootstrap")
+    proc = mp.get_context("spawn").Process(target=_mock_process_main, args=(path,), daemon=True)
+    proc.start()
+    deadline = time.time() + 30
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.05)
+    return proc, {"bootstrap.servers": open(path).read()}
+
+
 def base_conf(args, mock):
+    if mock == "proc":
+        return dict(args.mockproc_conf)
     if mock:
         # Every client given test.mock.num.brokers makes its own cluster: make one, keep its
         # owner alive, and point every other client at its brokers.
@@ -106,6 +135,11 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
                                           "enable.idempotence": idempotent}))
     payload = os.urandom(size)
     lat = []
+    # Connections, metadata (and the producer id) before the clock starts: one acknowledged record.
+    warm = []
+    p.produce(topic, b"warmup", partition=partitions[0], on_delivery=lambda e, m: warm.append(e))
+    p.flush(30)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t_start = time.perf_counter()
 
     def cb(err, msg, t0):
@@ -125,9 +159,11 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
             p.poll(0)
     p.flush(300)
     elapsed = time.perf_counter() - t_start
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    client_cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
-    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat)
+    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu
 
 
 def _produce_child(args):
@@ -135,7 +171,8 @@ def _produce_child(args):
     while time.time() < start:  # all producers start together (if spawned in time)
         time.sleep(0.001)
     t0 = time.time()
-    return run_produce(conf, topic, n, size, acks, False, parts), t0, time.time()
+    r = run_produce(conf, topic, n, size, acks, False, parts)
+    return r, t0, time.time()
 
 
 def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
@@ -149,7 +186,7 @@ def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
         res = pool.map(_produce_child, [(conf, topic, n, size, acks, shares[k], start) for k in range(producers)])
     ok = sum(r[0][4] for r in res)
     elapsed = max(r[2] for r in res) - min(r[1] for r in res)
-    return ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok
+    return ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok, sum(r[0][5] for r in res)
 
 
 def run_consume(conf, topic, n):
@@ -278,7 +315,7 @@ def bench(args, mock, pids):
     """Rows (label, size, acks, partitions x producers, records, rec/s, MB/s, p50, p99, consume
     rec/s, broker CPU s) for one partition and one producer, then (--multi) 6 partitions and 3
     producers."""
-    label = "mock" if mock else "gregor"
+    label = {"proc": "mockproc", True: "mock", False: "gregor"}[mock]
     conf = base_conf(args, mock)
     rows = []
     idle = [rss_kib(p) for p in pids]
@@ -289,21 +326,22 @@ def bench(args, mock, pids):
             acks, idem = a.rstrip("+i"), a.endswith("+i")
             topic, _ = make_topic(conf, mock)
             c0 = cpu_seconds(pids)
-            rps, mbps, p50, p99, ok = run_produce(conf, topic, args.records, size, acks, idem)
+            rps, mbps, p50, p99, ok, ccpu = run_produce(conf, topic, args.records, size, acks, idem)
             c1 = cpu_seconds(pids)
-            crps = run_consume(conf, topic, ok) if not args.skip_consume else float("nan")
-            rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None))
-    if args.multi:
+            crps = run_consume(conf, topic, ok) if not args.skip_consume and mock != "proc" else float("nan")
+            rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None,
+                         ccpu))
+    if args.multi and mock != "proc":
         for size in sizes:
             for a in acks_list:
                 if a.endswith("+i"):
                     continue
                 topic, parts = make_topic(conf, mock, 6)
                 c0 = cpu_seconds(pids)
-                rps, mbps, p50, p99, ok = run_produce_multi(conf, topic, args.records // 3, size, a, parts, 3)
+                rps, mbps, p50, p99, ok, ccpu = run_produce_multi(conf, topic, args.records // 3, size, a, parts, 3)
                 c1 = cpu_seconds(pids)
                 rows.append((label, size, a, f"{parts}x3", ok, rps, mbps, p50, p99, float("nan"),
-                             c1 - c0 if c0 is not None else None))
+                             c1 - c0 if c0 is not None else None, ccpu))
     loaded = [rss_kib(p) for p in pids]
     return rows, idle, loaded
 
@@ -320,6 +358,8 @@ def main():
     ap.add_argument("--skip-consume", action="store_true", help="no consume column")
     ap.add_argument("--sizes", default="100,1024", help="record sizes, comma-separated")
     ap.add_argument("--acks", default="1,all,all+i", help="acks cases: 1, all, all+i (idempotent)")
+    ap.add_argument("--mock-process", action=argparse.BooleanOptionalAction, default=True,
+                    help="also the 1x1 cases against a mock cluster in a separate process (rows 'mockproc')")
     ap.add_argument("--multi", action=argparse.BooleanOptionalAction, default=True,
                     help="also 6 partitions x 3 producer processes (records split over the producers)")
     args = ap.parse_args()
@@ -344,19 +384,31 @@ def main():
         rss = (pids, idle, loaded)
     if not args.no_mock:
         rows += bench(args, True, [])[0]
+        if args.mock_process:
+            proc, args.mockproc_conf = start_mock_process()
+            try:
+                rows += bench(args, "proc", [])[0]
+            finally:
+                proc.kill()
     print(f"load average {os.getloadavg()[0]:.2f}; brk us/rec = user+sys CPU of all brokers during the produce "
-          f"phase / records; MB/s/core = bytes / those CPU seconds")
-    print(f"{'target':7} {'size':>5} {'acks':>5} {'PxC':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11} {'brk us/rec':>10} {'MB/s/core':>9}")
-    for (label, size, acks, pc, ok, rps, mbps, p50, p99, crps, cpu) in rows:
+          f"phase / records; MB/s/core = bytes / those CPU seconds; cli us/rec = the producing process(es)' "
+          f"user+sys CPU / records (with 'mock' the mock brokers' threads are inside it)")
+    print(f"{'target':8} {'size':>5} {'acks':>5} {'PxC':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
+          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11} {'brk us/rec':>10} {'MB/s/core':>9} {'cli us/rec':>10}")
+    for (label, size, acks, pc, ok, rps, mbps, p50, p99, crps, cpu, ccpu) in rows:
         us = f"{1e6 * cpu / ok:10.2f}" if cpu is not None and ok else f"{'':10}"
         core = f"{ok * size / 1e6 / cpu:9.0f}" if cpu and ok else f"{'':9}"
-        print(f"{label:7} {size:5} {acks:>5} {pc:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} "
-              f"{crps:11.0f} {us} {core}")
+        cli = f"{1e6 * ccpu / ok:10.2f}" if ok else f"{'':10}"
+        print(f"{label:8} {size:5} {acks:>5} {pc:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} "
+              f"{crps:11.0f} {us} {core} {cli}")
     by = {(r[0], r[1], r[2]): r[5] for r in rows if r[3] == "1x1"}
     for r in rows:
         if r[0] == "gregor" and by.get(("mock", r[1], r[2])) and r[3] == "1x1":
-            print(f"{r[1]} B acks={r[2]}: gregor / mock = {r[5] / by[('mock', r[1], r[2])]:.2f}x")
+            extra = ""
+            if by.get(("mockproc", r[1], r[2])):
+                extra = (f"; gregor / mockproc = {r[5] / by[('mockproc', r[1], r[2])]:.2f}x; "
+                         f"mockproc / mock = {by[('mockproc', r[1], r[2])] / by[('mock', r[1], r[2])]:.2f}x")
+            print(f"{r[1]} B acks={r[2]}: gregor / mock = {r[5] / by[('mock', r[1], r[2])]:.2f}x{extra}")
     for (label, size, acks), rps in by.items():
         if acks == "all+i" and by.get((label, size, "all")):
             print(f"{label} {size} B: idempotent acks=all = {100 * rps / by[(label, size, 'all')]:.1f}% "

@@ -68,6 +68,13 @@ static void produce_metrics(struct gr_metrics *reg, const struct gr_rm_produce_p
 
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n);
 
+/* Every part is appended and the produce waits for replication: the connection's next Produce
+ * may be read and appended meanwhile (gr_net_request_release; responses stay in order). */
+static void produce_appended(void *ctx) {
+    struct produce_ctx *c = ctx;
+    if (c->req->net) gr_net_request_release(c->req->net);
+}
+
 /* ---- KIP-890 verification ---- */
 
 /* The producer of a transactional data batch at the head of records (false if none). */
@@ -170,7 +177,8 @@ static void verify_and_produce(struct produce_ctx *c) {
                             : GR_KERR_NOT_ENOUGH_REPLICAS;
         }
     }
-    gr_rm_produce(b->replica_manager, c->r->Acks, c->r->TimeoutMs, c->parts, c->n, produce_done, c);
+    gr_rm_produce_ordered(b->replica_manager, c->r->Acks, c->r->TimeoutMs, c->parts, c->n, produce_done,
+                          produce_appended, c);
 }
 
 /* One worker thread verifies in arrival order (remote calls block), so a producer's requests are
@@ -389,5 +397,5 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     }
     c->b = b;
     if (gr_pstate_verification_enabled() && maybe_enqueue(c)) return;
-    gr_rm_produce(rm, r->Acks, r->TimeoutMs, c->parts, n, produce_done, c);
+    gr_rm_produce_ordered(rm, r->Acks, r->TimeoutMs, c->parts, n, produce_done, produce_appended, c);
 }

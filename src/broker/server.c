@@ -287,6 +287,11 @@ static void network_collector(void *arg, struct gr_prom_out *o) {
     gr_net_server_stats(arg, &st);
     gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=RequestQueueSize", (double)st.request_queue_size);
     gr_prom_gauge(o, "kafka.server:type=socket-server-metrics,name=connection-count", (double)st.connections_open);
+    gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=Responses,request=Produce", (double)st.produce_responses);
+    gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=QueueTimeUs,request=Produce", (double)st.produce_queue_us);
+    gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=TotalTimeUs,request=Produce", (double)st.produce_total_us);
+    gr_prom_meter(o, "gregor.network:type=SocketServer,name=NetworkThreadWakeups", (double)st.loop_wakeups);
+    gr_prom_meter(o, "gregor.network:type=SocketServer,name=PipelinedRequests", (double)st.requests_pipelined);
 }
 
 static int start_network(struct gr_server *s) {

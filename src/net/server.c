@@ -12,7 +12,18 @@
  *    because later events of the same epoll_wait batch may still point at it.
  * 4. A loop's completion queue (mutex, list, eventfd) is protected by its mutex; `stopped` is
  *    set under that mutex when the loop exits, after which completions free the request without
- *    touching the eventfd. */
+ *    touching the eventfd.
+ * 5. Direct send: a thread completing a request on a plaintext connection writes the response to
+ *    the socket itself (no hand-off to the loop) when it holds nothing else: the connection is
+ *    muted and its socket idle while a request is with the handlers, so the completer is the only
+ *    writer. Holding the loop's fdlock for reading it writes what the socket takes; when all is
+ *    written it queues the completion WITHOUT waking the loop and re-arms EPOLLIN (both under the
+ *    loop's mutex, so the loop finds the completion before any event of the next request). The
+ *    loop applies such completions when it next wakes for anything (an event on that connection
+ *    drains them first). A partial write, an error, TLS, throttling or a delayed close go the
+ *    usual way (the loop finishes the write). The loop never closes the socket of a connection
+ *    with a request in flight without the fdlock held for writing and the request's fd_dead set,
+ *    so a completer never writes to a closed or reused descriptor. */
 #include "net/server.h"
 
 #include <arpa/inet.h>
@@ -66,6 +77,13 @@ struct ev_tag {
     int idx; /* listener index for OBJ_LISTENER */
 };
 
+/* Progress of writing one response (buf[0..len) with file regions spliced in). */
+struct wprog {
+    size_t woff; /* bytes of buf written */
+    int rcur;    /* the next region */
+    size_t roff; /* bytes of regs[rcur] written */
+};
+
 struct conn {
     struct ev_tag tag; /* first member: epoll data points here */
     struct loop *loop;
@@ -74,7 +92,15 @@ struct conn {
     int fd;
     bool closed;
     bool muted;    /* a request is with the handlers or its response is being written */
-    bool inflight; /* a request is with the handlers */
+    bool inflight; /* nout > 0 */
+    int16_t resp_api_key;     /* of the response being written (request time stats) */
+    int64_t resp_received_us; /* its request's received_us */
+    /* outstanding requests (dispatched, completion not applied yet), in request order */
+    struct req_int *out_head, *out_tail;
+    int nout;
+    bool ordered;         /* the newest outstanding request holds the connection's order */
+    uint64_t next_seq, ordered_seq;
+    bool held;            /* a complete non-Produce frame in body waits until nout == 0 */
     int64_t unmute_at_ms; /* > 0: throttled (KIP-219), stays muted until then after its response */
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
@@ -111,6 +137,27 @@ struct req_int {
     struct gr_net_region *regs; /* gr_net_respond_regions: owned (fds too) */
     int nregs;
     struct req_int *next;
+    /* direct send (rule 5): the connection's socket and epoll tag, copied at dispatch */
+    int fd;
+    void *tag;
+    bool direct;           /* plaintext connection: the completing thread may write the response */
+    atomic_bool fd_dead;   /* the loop closed the connection's socket (under the loop's fdlock) */
+    enum { SENT_NONE, SENT_ALL, SENT_PART, SENT_FAILED } sent;
+    struct wprog wp; /* progress when SENT_PART */
+    /* ordering (gr_net_request_release) */
+    struct req_int *onext; /* the connection's outstanding list (loop thread only) */
+    uint64_t seq;
+    bool ready;            /* its completion arrived (loop thread only) */
+    bool plain;            /* plaintext connection */
+    bool released;
+};
+
+/* A gr_net_request_release for the loop. */
+struct rel_msg {
+    uint32_t slot;
+    uint64_t conn_id;
+    uint64_t seq;
+    struct rel_msg *next;
 };
 
 struct loop {
@@ -135,7 +182,15 @@ struct loop {
     pthread_mutex_t mu;
     int wakefd;
     bool stopped;
+    bool wake_pending; /* the eventfd has been written and not read yet */
     struct req_int *done_head, *done_tail;
+    struct rel_msg *rel_head, *rel_tail;
+    atomic_int nlazy;  /* completions queued without a wakeup (sent directly) */
+    /* Completing threads write responses to sockets of this loop while holding it for reading;
+     * the loop takes it for writing to close the socket of a connection with a request in flight
+     * and, once, to set fds_dead when it exits (rule 5). */
+    pthread_rwlock_t fdlock;
+    bool fds_dead;
 };
 
 struct gr_net_server {
@@ -161,7 +216,7 @@ struct gr_net_server {
     int workers_started;
     /* stats */
     atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out, st_sendfile,
-        st_rejected, st_queued;
+        st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -170,6 +225,7 @@ static void server_destroy(struct gr_net_server *srv) {
     for (int i = 0; i < srv->num_loops && srv->loops; i++) {
         struct loop *l = &srv->loops[i];
         pthread_mutex_destroy(&l->mu);
+        pthread_rwlock_destroy(&l->fdlock);
         free(l->listener_tags);
         free(l->listener_paused);
         free(l->slots);
@@ -194,6 +250,7 @@ static void server_unref(struct gr_net_server *srv) {
 
 void gr_net_session_free(struct gr_net_session *s) {
     if (!s) return;
+    if (__atomic_fetch_sub(&s->extra_refs, 1, __ATOMIC_ACQ_REL) > 0) return; /* still shared */
     if (s->mech_state && s->mech_free) s->mech_free(s->mech_state);
     free(s->principal);
     free(s);
@@ -332,6 +389,7 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
             l->listener_tags[j].idx = j;
         }
         pthread_mutex_init(&l->mu, NULL);
+        pthread_rwlock_init(&l->fdlock, NULL);
     }
     srv->workers = gr_calloc((size_t)srv->num_workers, sizeof *srv->workers);
     *out = srv;
@@ -376,8 +434,16 @@ static void conn_close(struct conn *c) {
         c->unmute_at_ms = 0;
         l->nthrottled--;
     }
-    epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
+    if (c->nout > 0) { /* a completer may be writing to it (rule 5) */
+        pthread_rwlock_wrlock(&l->fdlock);
+        for (struct req_int *o = c->out_head; o; o = o->onext) atomic_store(&o->fd_dead, true);
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        pthread_rwlock_unlock(&l->fdlock);
+    } else {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+    }
     c->fd = -1;
     free(c->body);
     c->body = NULL;
@@ -442,10 +508,6 @@ static int conn_secure(struct conn *c, const struct listener *ls) {
 
 static ssize_t conn_recv(struct conn *c, void *buf, size_t n) {
     return c->tls ? gr_tls_recv(c->tls, buf, n) : recv(c->fd, buf, n, 0);
-}
-
-static ssize_t conn_send(struct conn *c, const void *buf, size_t n) {
-    return c->tls ? gr_tls_send(c->tls, buf, n) : send(c->fd, buf, n, MSG_NOSIGNAL);
 }
 
 /* One step of the TLS handshake; once done the connection reads frames. */
@@ -574,8 +636,8 @@ static void dispatch(struct conn *c) {
         r->pub.api_version = be16(c->body + 2);
         r->pub.correlation_id = be32(c->body + 4);
     }
-    r->pub.session = c->sess;
-    c->sess = NULL;
+    r->pub.session = c->sess; /* shared: one reference per outstanding request */
+    __atomic_add_fetch(&c->sess->extra_refs, 1, __ATOMIC_RELAXED);
     r->pub.conn_id = c->id;
     r->pub.listener = c->listener;
     memcpy(r->pub.peer, c->peer, sizeof r->pub.peer);
@@ -583,13 +645,28 @@ static void dispatch(struct conn *c) {
     r->srv = srv;
     r->loop = c->loop;
     r->slot = c->slot;
+    r->fd = c->fd;
+    r->tag = &c->tag;
+    r->plain = c->tls == NULL;
+    /* direct send only for a request alone on an idle socket (rule 5) */
+    r->direct = r->plain && c->nout == 0 && !c->wbuf;
+    atomic_init(&r->fd_dead, false);
+    r->seq = ++c->next_seq;
+    if (c->nout > 0) stat_add(&srv->st_pipelined, 1);
+    if (c->out_tail) c->out_tail->onext = r;
+    else c->out_head = r;
+    c->out_tail = r;
+    c->nout++;
+    c->ordered = true;
+    c->ordered_seq = r->seq;
+    c->held = false;
     c->body = NULL;
     c->body_cap = c->body_got = 0;
     c->body_size = -1;
     c->hdr_got = 0;
     c->muted = true;
     c->inflight = true;
-    conn_set_events(c, 0);
+    if (!c->wbuf) conn_set_events(c, 0);
     atomic_fetch_add_explicit(&srv->refs, 1, memory_order_relaxed);
     stat_add(&srv->st_requests, 1);
     worker_enqueue(srv, r);
@@ -662,7 +739,15 @@ static void conn_read(struct conn *c) {
             c->body_got = 0;
         } else {
             c->body_got += (size_t)n;
-            if (c->body_got == (size_t)c->body_size) dispatch(c);
+            if (c->body_got < (size_t)c->body_size) continue;
+            if (c->nout > 0 && (c->sess->raw_tokens || be16(c->body) != 0)) {
+                /* only a Produce joins released ones; anything else waits for them */
+                c->held = true;
+                c->muted = true;
+                conn_set_events(c, 0);
+                return;
+            }
+            dispatch(c);
         }
     }
 }
@@ -690,66 +775,106 @@ static void conn_unmute(struct conn *c) {
     if (c->tls && gr_tls_pending(c->tls)) conn_read(c);
 }
 
+/* Reads the next frame if the connection may: nothing holds its order, no frame is held, no
+ * response is being written and fewer than GR_NET_MAX_OUTSTANDING requests are outstanding
+ * (then conn_unmute applies throttling and delayed closes). Otherwise it stays muted. */
+static void conn_try_read(struct conn *c) {
+    if (c->closed) return;
+    if (c->ordered || c->held || c->wbuf || c->nout >= GR_NET_MAX_OUTSTANDING) {
+        c->muted = true;
+        if (!c->wbuf) conn_set_events(c, 0);
+        return;
+    }
+    conn_unmute(c);
+}
+
 /* Unmutes throttled connections whose time has come. */
 static void unmute_throttled(struct loop *l, int64_t now) {
     for (uint32_t i = 0; i < l->nslots && l->nthrottled > 0; i++) {
         struct conn *c = l->slots[i];
-        if (c && !c->closed && c->unmute_at_ms && c->unmute_at_ms <= now && !c->inflight && !c->wbuf) conn_unmute(c);
+        if (c && !c->closed && c->unmute_at_ms && c->unmute_at_ms <= now) conn_try_read(c);
+    }
+}
+
+/* Writes what the socket takes of a response. Returns 1 when all of it is written, 0 when the
+ * socket is full, -1 on a write error (errno set), -2 when a file region got shorter (the
+ * response cannot be completed). A finished region's fd is closed and set to -1. Called by the
+ * connection's loop, or by a completing thread that owns the response (direct send). */
+static int write_response(struct gr_net_server *srv, int fd, struct gr_tls *tls, const uint8_t *buf, size_t len,
+                          struct gr_net_region *regs, int nregs, struct wprog *p) {
+    while (p->woff < len || p->rcur < nregs) {
+        size_t upto = p->rcur < nregs ? regs[p->rcur].at : len;
+        ssize_t n;
+        if (p->woff >= upto) { /* a file region: zero-copy from the page cache */
+            struct gr_net_region *g = &regs[p->rcur];
+            if (g->len == 0) {
+                p->rcur++;
+                continue;
+            }
+            off_t off = (off_t)(g->off + (int64_t)p->roff);
+            n = sendfile(fd, g->fd, &off, g->len - p->roff);
+            if (n == 0) return -2;
+            if (n > 0) {
+                p->roff += (size_t)n;
+                if (p->roff == g->len) {
+                    close(g->fd);
+                    g->fd = -1;
+                    p->rcur++;
+                    p->roff = 0;
+                }
+                stat_add(&srv->st_out, n);
+                stat_add(&srv->st_sendfile, n);
+                continue;
+            }
+        } else {
+            n = tls ? gr_tls_send(tls, buf + p->woff, upto - p->woff)
+                    : send(fd, buf + p->woff, upto - p->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            return -1;
+        }
+        p->woff += (size_t)n;
+        stat_add(&srv->st_out, n);
+    }
+    return 1;
+}
+
+static void count_response(struct gr_net_server *srv, int16_t api_key, int64_t received_us) {
+    stat_add(&srv->st_responses, 1);
+    if (api_key == 0) {
+        stat_add(&srv->st_prod_n, 1);
+        stat_add(&srv->st_prod_total_us, gr_mono_us() - received_us);
     }
 }
 
 /* Writes what it can of the pending response; when done, unmutes the connection. */
 static void conn_flush(struct conn *c) {
     struct gr_net_server *srv = c->loop->srv;
-    while (!c->closed && c->wbuf && (c->woff < c->wlen || c->rcur < c->nregs)) {
-        size_t upto = c->rcur < c->nregs ? c->regs[c->rcur].at : c->wlen;
-        ssize_t n;
-        if (c->woff >= upto) { /* a file region: zero-copy from the page cache */
-            struct gr_net_region *g = &c->regs[c->rcur];
-            if (g->len == 0) {
-                c->rcur++;
-                continue;
-            }
-            off_t off = (off_t)(g->off + (int64_t)c->roff);
-            n = sendfile(c->fd, g->fd, &off, g->len - c->roff);
-            if (n == 0) { /* the file got shorter: the response cannot be completed */
-                gr_warn(LOGGER, "closing connection %llu from %s: a file region of the response was cut",
-                        (unsigned long long)c->id, c->peer);
-                conn_close(c);
-                return;
-            }
-            if (n > 0) {
-                c->roff += (size_t)n;
-                if (c->roff == g->len) {
-                    close(g->fd);
-                    g->fd = -1;
-                    c->rcur++;
-                    c->roff = 0;
-                }
-                c->last_active_ms = gr_mono_ms();
-                stat_add(&srv->st_out, n);
-                stat_add(&srv->st_sendfile, n);
-                continue;
-            }
-        } else {
-            n = conn_send(c, c->wbuf + c->woff, upto - c->woff);
-        }
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                conn_set_events(c, EPOLLOUT);
-                return;
-            }
-            gr_debug(LOGGER, "closing connection %llu from %s: write failed: %s",
-                     (unsigned long long)c->id, c->peer, strerror(errno));
-            conn_close(c);
-            return;
-        }
-        c->woff += (size_t)n;
-        c->last_active_ms = gr_mono_ms();
-        stat_add(&srv->st_out, n);
-    }
     if (c->closed || !c->wbuf) return;
+    struct wprog p = {c->woff, c->rcur, c->roff};
+    int rc = write_response(srv, c->fd, c->tls, c->wbuf, c->wlen, c->regs, c->nregs, &p);
+    c->woff = p.woff;
+    c->rcur = p.rcur;
+    c->roff = p.roff;
+    c->last_active_ms = gr_mono_ms();
+    if (rc == 0) {
+        conn_set_events(c, EPOLLOUT);
+        return;
+    }
+    if (rc == -2) {
+        gr_warn(LOGGER, "closing connection %llu from %s: a file region of the response was cut",
+                (unsigned long long)c->id, c->peer);
+        conn_close(c);
+        return;
+    }
+    if (rc < 0) {
+        gr_debug(LOGGER, "closing connection %llu from %s: write failed: %s", (unsigned long long)c->id, c->peer,
+                 c->tls ? gr_tls_error(c->tls) : strerror(errno));
+        conn_close(c);
+        return;
+    }
     free(c->wbuf);
     c->wbuf = NULL;
     c->wlen = c->woff = 0;
@@ -757,24 +882,21 @@ static void conn_flush(struct conn *c) {
     c->regs = NULL;
     c->nregs = c->rcur = 0;
     c->roff = 0;
-    stat_add(&srv->st_responses, 1);
-    conn_unmute(c);
+    count_response(srv, c->resp_api_key, c->resp_received_us);
 }
 
-static void complete_one(struct loop *l, struct req_int *r) {
-    struct conn *c = slot_lookup(l, r->slot, r->pub.conn_id);
-    if (!c || c->closed) {
-        gr_debug(LOGGER, "dropping completion of request %d for closed connection %llu",
-                 r->pub.correlation_id, (unsigned long long)r->pub.conn_id);
-        req_free(r);
+/* Applies one completion whose turn has come (the head of the outstanding list). */
+static void apply_one(struct conn *c, struct req_int *r) {
+    if (r->action == COMPLETE_RESPOND && r->sent == SENT_ALL) { /* written by the completer */
+        c->events = EPOLLIN; /* re-armed by the completer */
+        c->last_active_ms = gr_mono_ms();
         return;
     }
-    c->inflight = false;
-    c->sess = r->pub.session; /* the session comes back to the connection */
-    r->pub.session = NULL;
-    if (r->pub.throttle_ms > 0 && r->action != COMPLETE_CLOSE) {
-        if (!c->unmute_at_ms) l->nthrottled++;
-        c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
+    if (r->action == COMPLETE_RESPOND && r->sent == SENT_FAILED) {
+        gr_debug(LOGGER, "closing connection %llu from %s: writing the response failed", (unsigned long long)c->id,
+                 c->peer);
+        conn_close(c);
+        return;
     }
     switch (r->action) {
     case COMPLETE_RESPOND:; /* (a declaration follows the label: C23, so an empty statement) */
@@ -789,40 +911,118 @@ static void complete_one(struct loop *l, struct req_int *r) {
             conn_close(c);
             break;
         }
+        c->resp_api_key = r->pub.api_key;
+        c->resp_received_us = r->pub.received_us;
         c->wbuf = r->resp;
         c->wlen = r->resp_len;
-        c->woff = 0;
+        c->woff = r->wp.woff; /* SENT_PART: the completer wrote the start */
         r->resp = NULL;
         c->regs = r->regs;
         c->nregs = r->nregs;
-        c->rcur = 0;
-        c->roff = 0;
+        c->rcur = r->wp.rcur;
+        c->roff = r->wp.roff;
         r->regs = NULL;
         r->nregs = 0;
         conn_flush(c);
         break;
-    case COMPLETE_NONE: conn_unmute(c); break;
+    case COMPLETE_NONE: break;
     case COMPLETE_CLOSE:
         gr_debug(LOGGER, "closing connection %llu from %s at the handler's request",
                  (unsigned long long)c->id, c->peer);
         conn_close(c);
         break;
     }
-    req_free(r);
 }
 
-static void drain_completions(struct loop *l) {
-    uint64_t v;
-    ssize_t rd = read(l->wakefd, &v, sizeof v);
-    (void)rd;
+/* Applies the completions whose turn has come, in request order (a later request may complete
+ * first: it waits here), then hands over a held frame or reads on. */
+static void conn_pump(struct conn *c) {
+    while (!c->closed && !c->wbuf && c->out_head && c->out_head->ready) {
+        struct req_int *r = c->out_head;
+        c->out_head = r->onext;
+        if (!c->out_head) c->out_tail = NULL;
+        c->nout--;
+        c->inflight = c->nout > 0;
+        apply_one(c, r);
+        req_free(r);
+    }
+    if (c->closed) return;
+    if (c->held && c->nout == 0 && !c->wbuf) {
+        dispatch(c);
+        return;
+    }
+    conn_try_read(c);
+}
+
+static void complete_one(struct loop *l, struct req_int *r) {
+    struct conn *c = slot_lookup(l, r->slot, r->pub.conn_id);
+    if (!c || c->closed) {
+        gr_debug(LOGGER, "dropping completion of request %d for closed connection %llu",
+                 r->pub.correlation_id, (unsigned long long)r->pub.conn_id);
+        req_free(r);
+        return;
+    }
+    if (r->pub.throttle_ms > 0 && r->action != COMPLETE_CLOSE) {
+        if (!c->unmute_at_ms) l->nthrottled++;
+        c->unmute_at_ms = gr_mono_ms() + r->pub.throttle_ms;
+    }
+    r->ready = true;
+    if (c->ordered && c->ordered_seq == r->seq) c->ordered = false;
+    conn_pump(c);
+}
+
+/* A released request's order is given up: the connection may read its next frame. */
+static void apply_release(struct loop *l, const struct rel_msg *m) {
+    struct conn *c = slot_lookup(l, m->slot, m->conn_id);
+    if (!c || c->closed || !c->ordered || c->ordered_seq != m->seq) return;
+    c->ordered = false;
+    conn_try_read(c);
+}
+
+/* Applies the queued completions. from_wakeup: called for the eventfd, which is read first. */
+static void drain_completions(struct loop *l, bool from_wakeup) {
+    if (from_wakeup) {
+        uint64_t v;
+        ssize_t rd = read(l->wakefd, &v, sizeof v);
+        (void)rd;
+    }
     pthread_mutex_lock(&l->mu);
+    if (from_wakeup) l->wake_pending = false;
     struct req_int *r = l->done_head;
     l->done_head = l->done_tail = NULL;
+    struct rel_msg *m = l->rel_head; /* a release is queued before its request's completion */
+    l->rel_head = l->rel_tail = NULL;
+    atomic_store(&l->nlazy, 0);
     pthread_mutex_unlock(&l->mu);
+    while (m) {
+        struct rel_msg *next = m->next;
+        apply_release(l, m);
+        free(m);
+        m = next;
+    }
     while (r) {
         struct req_int *next = r->next;
         complete_one(l, r);
         r = next;
+    }
+}
+
+/* Direct send (rule 5), fdlock held for reading and the descriptor alive: writes what the
+ * socket takes and records the outcome in r->sent. */
+static void direct_send(struct gr_net_server *srv, struct req_int *r) {
+    size_t logical = r->resp_len;
+    for (int i = 0; i < r->nregs; i++) logical += r->regs[i].len;
+    if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != logical - 4) return; /* the loop reports it */
+    struct wprog p = {0, 0, 0};
+    int rc = write_response(srv, r->fd, NULL, r->resp, r->resp_len, r->regs, r->nregs, &p);
+    if (rc == 1) {
+        r->sent = SENT_ALL;
+        count_response(srv, r->pub.api_key, r->pub.received_us);
+    } else if (rc == 0) {
+        r->sent = SENT_PART;
+        r->wp = p;
+    } else {
+        r->sent = SENT_FAILED;
     }
 }
 
@@ -833,22 +1033,36 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     r->resp = resp;
     r->resp_len = len;
     r->next = NULL;
+    bool fdlocked = false;
+    if (action == COMPLETE_RESPOND && r->direct && r->pub.throttle_ms <= 0 && r->pub.session->close_after_ms <= 0) {
+        pthread_rwlock_rdlock(&l->fdlock);
+        fdlocked = true;
+        if (!l->fds_dead && !atomic_load(&r->fd_dead)) direct_send(l->srv, r);
+    }
     pthread_mutex_lock(&l->mu);
     if (l->stopped) {
         pthread_mutex_unlock(&l->mu);
+        if (fdlocked) pthread_rwlock_unlock(&l->fdlock);
         req_free(r);
         return;
     }
-    bool was_empty = l->done_head == NULL;
     if (l->done_tail) l->done_tail->next = r;
     else l->done_head = r;
     l->done_tail = r;
-    if (was_empty) {
+    bool wake = true;
+    if (r->sent == SENT_ALL) { /* re-arm reads; the loop applies the completion when it next wakes */
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r->tag};
+        atomic_fetch_add(&l->nlazy, 1); /* before the event can be seen */
+        if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, r->fd, &ev) == 0) wake = false;
+    }
+    if (wake && !l->wake_pending) {
         uint64_t one = 1;
         ssize_t w = write(l->wakefd, &one, sizeof one);
         (void)w;
+        l->wake_pending = true;
     }
     pthread_mutex_unlock(&l->mu);
+    if (fdlocked) pthread_rwlock_unlock(&l->fdlock);
 }
 
 void gr_net_respond(struct gr_net_request *req, const void *buf, size_t len) {
@@ -872,6 +1086,35 @@ void gr_net_respond_regions(struct gr_net_request *req, uint8_t *buf, size_t len
 void gr_net_respond_none(struct gr_net_request *req) { complete(req, COMPLETE_NONE, NULL, 0); }
 
 void gr_net_close(struct gr_net_request *req) { complete(req, COMPLETE_CLOSE, NULL, 0); }
+
+void gr_net_request_release(struct gr_net_request *req) {
+    struct req_int *r = (struct req_int *)req;
+    if (req->api_key != 0 || !r->plain || r->released) return;
+    r->released = true;
+    r->direct = false; /* another request may be written before it: the loop writes it */
+    struct loop *l = r->loop;
+    struct rel_msg *m = gr_malloc(sizeof *m);
+    m->slot = r->slot;
+    m->conn_id = r->pub.conn_id;
+    m->seq = r->seq;
+    m->next = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->stopped) {
+        pthread_mutex_unlock(&l->mu);
+        free(m);
+        return;
+    }
+    if (l->rel_tail) l->rel_tail->next = m;
+    else l->rel_head = m;
+    l->rel_tail = m;
+    if (!l->wake_pending) {
+        uint64_t one = 1;
+        ssize_t w = write(l->wakefd, &one, sizeof one);
+        (void)w;
+        l->wake_pending = true;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
@@ -908,6 +1151,9 @@ static void *loop_main(void *arg) {
     struct loop *l = arg;
     struct gr_net_server *srv = l->srv;
     struct epoll_event evs[MAX_EVENTS];
+    char tname[16];
+    snprintf(tname, sizeof tname, "net-%d", l->idx);
+    pthread_setname_np(pthread_self(), tname);
     int tick = srv->idle_ms ? (int)GR_MAX(10, GR_MIN(1000, srv->idle_ms / 4)) : 1000;
     int64_t next_scan = gr_mono_ms() + tick;
     while (!atomic_load(&srv->stopping)) {
@@ -915,6 +1161,7 @@ static void *loop_main(void *arg) {
         if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
             break;
@@ -923,11 +1170,14 @@ static void *loop_main(void *arg) {
             struct ev_tag *tag = evs[i].data.ptr;
             uint32_t e = evs[i].events;
             if (tag->kind == OBJ_WAKEUP) {
-                drain_completions(l);
+                drain_completions(l, true);
             } else if (tag->kind == OBJ_LISTENER) {
                 accept_some(l, tag->idx);
             } else {
                 struct conn *c = (struct conn *)tag;
+                /* an event for a connection with a request in flight: its completion may be
+                 * queued without a wakeup (rule 5); apply it first */
+                if (!c->closed && c->inflight && atomic_load(&l->nlazy) > 0) drain_completions(l, false);
                 if (c->closed) continue;
                 if (c->handshaking) {
                     conn_handshake(c);
@@ -939,11 +1189,15 @@ static void *loop_main(void *arg) {
                     if (!c->closed) conn_close(c);
                     continue;
                 }
-                if ((e & EPOLLOUT) && c->wbuf) conn_flush(c);
+                if ((e & EPOLLOUT) && c->wbuf) {
+                    conn_flush(c);
+                    if (!c->closed && !c->wbuf) conn_pump(c);
+                }
                 else if ((e & EPOLLOUT) && c->tls && !c->muted) conn_read(c);
                 if ((e & EPOLLIN) && !c->closed && !c->muted) conn_read(c);
             }
         }
+        if (atomic_load(&l->nlazy) > 0) drain_completions(l, false);
         int64_t now = gr_mono_ms();
         resume_accepts(l, now);
         if (l->delayed_closes) close_delayed(l, now);
@@ -954,6 +1208,9 @@ static void *loop_main(void *arg) {
         }
         bury_dead(l);
     }
+    pthread_rwlock_wrlock(&l->fdlock); /* no direct send from here on (rule 5) */
+    l->fds_dead = true;
+    pthread_rwlock_unlock(&l->fdlock);
     for (uint32_t i = 0; i < l->nslots; i++)
         if (l->slots[i]) conn_close(l->slots[i]);
     bury_dead(l);
@@ -961,7 +1218,14 @@ static void *loop_main(void *arg) {
     l->stopped = true;
     struct req_int *r = l->done_head;
     l->done_head = l->done_tail = NULL;
+    struct rel_msg *m = l->rel_head;
+    l->rel_head = l->rel_tail = NULL;
     pthread_mutex_unlock(&l->mu);
+    while (m) {
+        struct rel_msg *next = m->next;
+        free(m);
+        m = next;
+    }
     while (r) {
         struct req_int *next = r->next;
         req_free(r);
@@ -974,6 +1238,7 @@ static void *loop_main(void *arg) {
 
 static void *worker_main(void *arg) {
     struct gr_net_server *srv = arg;
+    pthread_setname_np(pthread_self(), "io");
     for (;;) {
         pthread_mutex_lock(&srv->wmu);
         while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
@@ -987,6 +1252,7 @@ static void *worker_main(void *arg) {
         atomic_fetch_sub(&srv->st_queued, 1);
         pthread_mutex_unlock(&srv->wmu);
         r->next = NULL;
+        if (r->pub.api_key == 0) stat_add(&srv->st_prod_queue_us, gr_mono_us() - r->pub.received_us);
         srv->handler(srv->handler_ctx, &r->pub);
     }
 }
@@ -1170,4 +1436,9 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->bytes_sendfile = atomic_load_explicit(&s->st_sendfile, memory_order_relaxed);
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
+    out->produce_responses = atomic_load_explicit(&s->st_prod_n, memory_order_relaxed);
+    out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);
+    out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
+    out->loop_wakeups = atomic_load_explicit(&s->st_wakeups, memory_order_relaxed);
+    out->requests_pipelined = atomic_load_explicit(&s->st_pipelined, memory_order_relaxed);
 }

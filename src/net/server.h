@@ -27,11 +27,22 @@
  *   life and only that loop touches its socket and buffers.
  * - num_io_threads worker threads ("I/O threads", Kafka's request handler pool) take complete
  *   requests from one shared FIFO queue and call the handler.
- * - Ordering: like Kafka, a connection has at most one request with the handlers. Once a frame
+ * - Ordering: like Kafka, a connection hands one request at a time to the handlers. Once a frame
  *   is complete the connection is muted (its socket is not read any more) until the response
- *   has been written to the socket (or gr_net_respond_none was called). Pipelined requests wait
- *   in the kernel's socket buffer, so responses go out in request order and the memory held
- *   per connection is bounded by one request plus one response.
+ *   has been written to the socket (or gr_net_respond_none was called) — or, for a Produce
+ *   (api_key 0) on a plaintext connection, until its handler calls gr_net_request_release (its
+ *   appends are done): then the next frame is read and, if it is a Produce too, handed over while
+ *   the first still waits (for replication); any other frame waits until nothing is
+ *   outstanding. At most GR_NET_MAX_OUTSTANDING requests are outstanding per connection, and
+ *   responses always leave in request order. Kafka's SocketServer mutes until the response is
+ *   sent; the deviation lets one producer connection have more than one replication round trip
+ *   in flight (bench/README.md, issue 14 session 4). Memory held per connection is bounded by
+ *   GR_NET_MAX_OUTSTANDING requests plus their responses.
+ * - Direct send: on a plaintext connection the thread that completes a request with a response
+ *   (and no throttle or delayed close; the connection's only outstanding request, not released)
+ *   writes it to the socket itself, since the muted
+ *   connection's socket is idle meanwhile; only a partial write, an error or TLS hands the rest to
+ *   the loop. The loop learns of the completion when it next wakes (server.c rule 5).
  * - Idle connections (no bytes read or written for connections_max_idle_ms and no request with
  *   the handlers) are closed by their loop.
  *
@@ -65,6 +76,7 @@
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
 #define GR_NET_DEFAULT_NUM_IO_THREADS 8
+#define GR_NET_MAX_OUTSTANDING 5  /* requests per connection after releases (librdkafka's idempotent limit) */
 #define GR_NET_SASL_MAX_RECEIVE 524288 /* frames before SASL completes (Kafka 2.8's sasl.server.max.receive.size) */
 
 /* One listening socket, e.g. {"PLAINTEXT", "0.0.0.0", 9092}. host NULL or "" means all
@@ -87,10 +99,10 @@ struct gr_net_listener_security {
     int sasl;      /* nonzero: SASL_PLAINTEXT / SASL_SSL */
 };
 
-/* Per-connection authentication state. The connection owns it while no request is with the
- * handlers; dispatch lends it to the request (req->session) and completion gives it back, so
- * exactly one thread touches it at a time. If the connection closed meanwhile, completion frees
- * it (mech_free for mech_state). */
+/* Per-connection authentication state. The connection and every outstanding request share it
+ * (reference counted; the last one frees it, mech_free for mech_state). A handler may change it
+ * only while its request is the connection's only outstanding one, which holds for every request
+ * but a released Produce (gr_net_request_release), and a released Produce only reads it. */
 struct gr_net_session {
     char *principal;       /* malloc'd "User:..."; NULL = "User:ANONYMOUS" */
     int sasl;              /* the listener requires SASL */
@@ -105,6 +117,7 @@ struct gr_net_session {
     void (*mech_free)(void *);
     int64_t close_after_ms; /* > 0: once the response is written, close the connection after
                              * this delay without reading more (failed authentication) */
+    int extra_refs;         /* private to net/server.c: requests sharing it (see release below) */
 };
 
 /* Frees a session (principal, mech_state). NULL ignored. */
@@ -152,6 +165,15 @@ struct gr_net_stats {
     int64_t bytes_sendfile;   /* of bytes_out, sent from files with sendfile(2) */
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
+    /* Produce requests (api_key 0) answered with a response, and their time at the broker summed
+     * in microseconds (Kafka's RequestMetrics RequestQueueTimeMs / TotalTimeMs for Produce):
+     * queue = last byte read -> an I/O thread calls the handler; total = last byte read -> last
+     * byte of the response written to the socket. */
+    int64_t produce_responses;
+    int64_t produce_queue_us;
+    int64_t produce_total_us;
+    int64_t loop_wakeups; /* epoll_wait returns with at least one event, all network threads */
+    int64_t requests_pipelined; /* handed over while another of the connection's was outstanding */
 };
 
 struct gr_net_server;
@@ -214,5 +236,12 @@ void gr_net_respond_none(struct gr_net_request *req);
 /* Completes req by closing its connection (e.g. a request that cannot be parsed). Frees req.
  * Any thread. */
 void gr_net_close(struct gr_net_request *req);
+
+/* Handler contract 7: the part of a Produce request (api_key 0) that must run in connection
+ * order is done (its records are appended): the connection may hand its next Produce to the
+ * handlers before req is completed (responses still leave in order). Call at most once, before
+ * completing req, from the thread that owns it; afterwards the request may only read its
+ * session. No effect for other api keys and on TLS connections. Any thread. */
+void gr_net_request_release(struct gr_net_request *req);
 
 #endif

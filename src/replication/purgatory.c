@@ -38,7 +38,13 @@ struct gr_purgatory {
     struct gr_delayed_op **heap;
     size_t heap_n, heap_cap;
     uint64_t check_stamp; /* gr_purgatory_check_many's pass counter */
+    int64_t reaper_until_ms; /* the reaper sleeps until then (0: it is not sleeping) */
 };
+
+/* An idle reaper looks again after this long (Kafka's reaper advances its clock every 200 ms),
+ * so submitting an op due later needs no wake-up: a follower's fetch parked for 500 ms per
+ * produce request no longer wakes the reaper each time. */
+#define REAPER_IDLE_MS 200
 
 static const char *LOGGER = "kafka.server.DelayedOperationPurgatory";
 
@@ -245,11 +251,10 @@ static void *reaper_main(void *arg) {
             pthread_mutex_lock(&p->lock);
             continue;
         }
-        if (p->heap_n == 0) {
-            pthread_cond_wait(&p->cond, &p->lock);
-        } else {
+        {
             /* The condition variable uses CLOCK_MONOTONIC (set in gr_purgatory_new). */
-            int64_t wait_ms = p->heap[0]->deadline_ms - now;
+            int64_t wait_ms = p->heap_n == 0 ? REAPER_IDLE_MS : GR_MIN(p->heap[0]->deadline_ms - now, REAPER_IDLE_MS);
+            p->reaper_until_ms = now + wait_ms;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += wait_ms / 1000;
@@ -259,6 +264,7 @@ static void *reaper_main(void *arg) {
                 ts.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+            p->reaper_until_ms = 0;
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -369,7 +375,8 @@ bool gr_purgatory_submit(struct gr_purgatory *p, struct gr_delayed_op *op, const
     op->registered = true;
     for (int i = 0; i < nkeys; i++) wl_add(p, op->keys[i], op);
     heap_push(p, op);
-    if (op->heap_idx == 0) pthread_cond_signal(&p->cond);
+    if (op->heap_idx == 0 && p->reaper_until_ms != 0 && op->deadline_ms < p->reaper_until_ms)
+        pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
 
     bool done = false;

@@ -148,5 +148,11 @@ void gr_rm_delete_records(struct gr_replica_manager *rm, int32_t timeout_ms, str
  * thread, possibly before this returns. */
 void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms, struct gr_rm_produce_part *parts,
                    int n, gr_rm_produce_done_fn done, void *ctx);
+/* gr_rm_produce that also calls appended(ctx) once every part is appended and an acks -1
+ * produce is about to wait (not called otherwise): the point from which the Produce no longer
+ * needs its connection's order (gr_net_request_release). */
+void gr_rm_produce_ordered(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms,
+                           struct gr_rm_produce_part *parts, int n, gr_rm_produce_done_fn done,
+                           void (*appended)(void *ctx), void *ctx);
 
 #endif

@@ -933,6 +933,12 @@ static void park_produce(struct gr_replica_manager *rm, int32_t timeout_ms, stru
 
 void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms, struct gr_rm_produce_part *parts,
                    int n, gr_rm_produce_done_fn done, void *ctx) {
+    gr_rm_produce_ordered(rm, acks, timeout_ms, parts, n, done, NULL, ctx);
+}
+
+void gr_rm_produce_ordered(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_ms,
+                           struct gr_rm_produce_part *parts, int n, gr_rm_produce_done_fn done,
+                           void (*appended)(void *ctx), void *ctx) {
     /* The purgatories are woken after the answer is handed over or the produce is parked (Kafka
      * 2.7's ActionQueue): completing the followers' parked fetches reads and encodes their
      * records, which must not delay this producer's acknowledgement. */
@@ -952,6 +958,7 @@ void gr_rm_produce(struct gr_replica_manager *rm, int16_t acks, int32_t timeout_
         if (how) wk[nw++] = (struct woken){gr_rm_key(parts[i].topic, parts[i].partition), how};
         if (parts[i].required_offset >= 0) wait = true;
     }
+    if (wait && appended) appended(ctx);
     if (wait) park_produce(rm, timeout_ms, parts, n, done, ctx);
     else done(ctx, parts, n); /* parts may be gone after this */
     for (int i = 0; i < nw; i++) {

@@ -51,6 +51,12 @@ static void respond_echo(struct gr_net_request *req) {
 
 /* ---- delayer: completes requests from other threads, out of order ------------------------- */
 
+/* Released Produce requests (api_key 0, api_version RELEASE_VER): released at once, completed
+ * later from the delayer in random order. Counts how many were outstanding together and
+ * whether any other request reached the handler while some were. */
+#define RELEASE_VER 0x7e
+static atomic_int rel_outstanding, rel_max, rel_violations;
+
 #define DELAY_MAX 4096
 static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t dcond = PTHREAD_COND_INITIALIZER;
@@ -75,12 +81,36 @@ static void *delayer_main(void *arg) {
         dq[i] = dq[--dn];
         pthread_mutex_unlock(&dmu);
         usleep((useconds_t)(rand_r(&seed) % 2000));
+        if (req->api_key == API_ECHO && req->api_version == RELEASE_VER) atomic_fetch_sub(&rel_outstanding, 1);
+        respond_echo(req);
+    }
+}
+
+
+static void delay_req(struct gr_net_request *req) {
+    pthread_mutex_lock(&dmu);
+    if (dn < DELAY_MAX) {
+        dq[dn++] = req;
+        pthread_cond_signal(&dcond);
+        pthread_mutex_unlock(&dmu);
+    } else {
+        pthread_mutex_unlock(&dmu);
         respond_echo(req);
     }
 }
 
 static void handler(void *ctx, struct gr_net_request *req) {
     (void)ctx;
+    if (req->api_key == API_ECHO && req->api_version == RELEASE_VER) {
+        int now = atomic_fetch_add(&rel_outstanding, 1) + 1;
+        int m = atomic_load(&rel_max);
+        while (now > m && !atomic_compare_exchange_weak(&rel_max, &m, now)) {
+        }
+        gr_net_request_release(req);
+        delay_req(req);
+        return;
+    }
+    if (req->api_key != API_ECHO && atomic_load(&rel_outstanding) > 0) atomic_fetch_add(&rel_violations, 1);
     switch (req->api_key) {
     case API_ECHO: respond_echo(req); break;
     case API_DELAY:
@@ -515,6 +545,94 @@ static void test_config_and_bind_errors(struct gr_net_server *srv) {
     gr_net_server_free(s2);
 }
 
+/* Stats once every request read has been answered (the client may read a response before the
+ * server counts it as written). */
+static void settled_stats(struct gr_net_server *srv, struct gr_net_stats *st) {
+    int64_t end = gr_mono_ms() + 3000;
+    do {
+        gr_net_server_stats(srv, st);
+        if (st->responses == st->requests) return;
+        usleep(1000);
+    } while (gr_mono_ms() < end);
+}
+
+/* Request-time figures: only api_key 0 (Produce) responses are counted, each once, after its
+ * response was written; total time (read -> written) is at least the queue time. */
+static void test_produce_request_time(struct gr_net_server *srv) {
+    struct gr_net_stats before, after;
+    int fd = raw_connect(gr_net_server_port(srv, 0));
+    CHECK(fd >= 0);
+    CHECK(send_req(fd, API_ECHO, 1, 4)); /* make sure the connection is accepted */
+    CHECK(read_echo(fd, 1, 4));
+    settled_stats(srv, &before);
+    for (int i = 0; i < 5; i++) {
+        CHECK(send_req(fd, i % 2 ? API_DELAY : API_ECHO, 10 + i, 100));
+        CHECK(read_echo(fd, 10 + i, 100));
+    }
+    settled_stats(srv, &after);
+    CHECK(after.produce_responses - before.produce_responses == 3);
+    CHECK(after.produce_queue_us >= before.produce_queue_us);
+    CHECK(after.produce_total_us - before.produce_total_us >= after.produce_queue_us - before.produce_queue_us);
+    CHECK(after.loop_wakeups > before.loop_wakeups);
+    close(fd);
+}
+
+/* Direct send: a response completed on an I/O thread goes to the socket from that thread, so a
+ * request answered at once costs its network thread one wakeup (the request's bytes), not two
+ * (bytes, then the completion). 200 sequential requests on one connection: at most 1.5 wakeups
+ * each (some slack for the loop's periodic scans); the hand-off through the loop made it >= 2. */
+static void test_direct_send_wakeups(struct gr_net_server *srv) {
+    int fd = raw_connect(gr_net_server_port(srv, 0));
+    CHECK(fd >= 0);
+    CHECK(send_req(fd, API_ECHO, 1, 4));
+    CHECK(read_echo(fd, 1, 4));
+    struct gr_net_stats before, after;
+    settled_stats(srv, &before);
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        CHECK(send_req(fd, i % 3 == 2 ? API_DELAY : API_ECHO, 100 + i, (size_t)(i * 37 % 3000)));
+        CHECK(read_echo(fd, 100 + i, (size_t)(i * 37 % 3000)));
+    }
+    settled_stats(srv, &after);
+    CHECK(after.responses - before.responses == N);
+    int64_t wakeups = after.loop_wakeups - before.loop_wakeups;
+    if (wakeups > N * 3 / 2) fprintf(stderr, "test_direct_send_wakeups: %lld wakeups for %d requests\n",
+                                     (long long)wakeups, N);
+    CHECK(wakeups <= N * 3 / 2);
+    close(fd);
+}
+
+/* Released Produce requests are pipelined: after gr_net_request_release the next Produce of the
+ * connection reaches a handler before the first is completed; their (out-of-order) completions
+ * still leave in request order; a non-Produce frame waits until nothing is outstanding. Before,
+ * a connection had one request with the handlers at a time. */
+static void test_release_pipelining(struct gr_net_server *srv) {
+    int fd = raw_connect(gr_net_server_port(srv, 0));
+    CHECK(fd >= 0);
+    atomic_store(&rel_max, 0);
+    atomic_store(&rel_violations, 0);
+    enum { N = 40 };
+    struct gr_net_stats before, after;
+    gr_net_server_stats(srv, &before);
+    for (int i = 0; i < N; i++) {
+        size_t len;
+        bool other = i % 7 == 6;
+        uint8_t *b = make_req(other ? API_DELAY : API_ECHO, 500 + i, (size_t)(i * 53 % 700), &len);
+        if (!other) b[7] = RELEASE_VER;
+        CHECK(write_all(fd, b, len));
+        free(b);
+    }
+    for (int i = 0; i < N; i++) CHECK(read_echo(fd, 500 + i, (size_t)(i * 53 % 700)));
+    gr_net_server_stats(srv, &after);
+    CHECK(after.requests_pipelined > before.requests_pipelined);
+    if (atomic_load(&rel_max) < 2) fprintf(stderr, "test_release_pipelining: at most %d outstanding\n",
+                                           atomic_load(&rel_max));
+    CHECK(atomic_load(&rel_max) >= 2);
+    CHECK(atomic_load(&rel_max) <= GR_NET_MAX_OUTSTANDING);
+    CHECK(atomic_load(&rel_violations) == 0);
+    close(fd);
+}
+
 int main(void) {
     const int64_t limit = 8 * 1024 * 1024;
     pthread_t delayers[3];
@@ -524,6 +642,9 @@ int main(void) {
     if (!srv) return 1;
     test_echo_and_listeners(srv);
     test_pipelined_out_of_order(srv);
+    test_produce_request_time(srv);
+    test_direct_send_wakeups(srv);
+    test_release_pipelining(srv);
     test_large_frame(srv);
     test_bad_frames(srv, limit);
     test_none_close_badsize(srv);
