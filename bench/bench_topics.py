@@ -296,6 +296,7 @@ def timeline(cluster, offsets, t0, controller_id):
 
 
 RSS_SETTLE_S = 0.0
+SIGKILL_AT_END = False
 
 
 def rss_kib(cluster):
@@ -388,6 +389,9 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                             for b in cluster.brokers.values())
         if res["emfile"]:
             print(f"  WARNING: {res['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+        if SIGKILL_AT_END:  # heap profilers (heaptrack) then report what was live, not a shutdown's leftovers
+            for b in cluster.brokers.values():
+                b.signal(signal.SIGKILL)
     finally:
         cluster.close()
     print(f"  ZooKeeper floor (same znodes, kazoo transactions of {batch} ops, brokers stopped):")
@@ -455,8 +459,12 @@ def main():
     ap.add_argument("--sizes", default="",
                     help="N[,M..]: instead of (a)/(b), one case per N: N/100 topics x 100 partitions in one "
                          "CreateTopics (the shape of issue 14's 100k try; --sizes 100000)")
+    ap.add_argument("--sigkill", action="store_true",
+                    help="SIGKILL the brokers at the end of each case instead of a clean stop (for a heap "
+                         "profiler wrapped around gregord through GREGOR_BUILD: the live heap at the kill)")
     args = ap.parse_args()
-    global RSS_SETTLE_S
+    global RSS_SETTLE_S, SIGKILL_AT_END
+    SIGKILL_AT_END = args.sigkill
     RSS_SETTLE_S = args.rss_settle
     if args.session_ms:
         CONFIG["zookeeper.session.timeout.ms"] = str(args.session_ms)
