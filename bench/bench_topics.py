@@ -310,6 +310,20 @@ def rss_kib(cluster):
     return out
 
 
+def cpu_secs(cluster):
+    """{broker id: user+sys CPU seconds} from /proc/PID/stat (load-independent, unlike wall time)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for b in cluster.brokers.values():
+        try:
+            with open(f"/proc/{b.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[b.id] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
     """layout: [(topic, partitions)]. Returns a result dict."""
     total = sum(n for _, n in layout)
@@ -329,6 +343,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         admin = admin_for(cluster[controller_id])
         admin.list_topics(timeout=30)
         offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+        cpu0 = cpu_secs(cluster)
         resp = {}
         lock = threading.Lock()
 
@@ -367,6 +382,10 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         print(f"  Metadata polls: {poller.polls}, mean {res['poll_ms']:.0f} ms each"
               + (f", {poller.wrong_broker} answered by another broker" if poller.wrong_broker else "")
               + (f", {poller.errors} errors" if poller.errors else ""))
+        cpu1 = cpu_secs(cluster)
+        print("  brokers' CPU (user+sys) from the request to all leaders visible: "
+              + ", ".join(f"{b}: {cpu1[b] - cpu0[b]:.2f} s" for b in sorted(cpu1) if b in cpu0)
+              + f"; load average {os.getloadavg()[0]:.2f}")
         time.sleep(0.5)  # let the last log lines land
         res["ctl_write_secs"], res["ctl_write_parts"] = timeline(cluster, offsets, t0, controller_id)
         rss = rss_kib(cluster)
