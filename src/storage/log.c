@@ -940,7 +940,7 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
         fd = gr_segment_dup_fd(seg);
         if (fd < 0) rc = fd;
         size = seg->size;
-        path = gr_strdup(seg->log_path);
+        path = gr_strdup(GR_SEG_LOG_PATH(seg));
         break;
     }
     gr_plog_unlock(log);
@@ -982,7 +982,7 @@ int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, i
         fd = gr_segment_dup_fd(seg);
         if (fd < 0) rc = fd;
         size = seg->size;
-        path = gr_strdup(seg->log_path);
+        path = gr_strdup(GR_SEG_LOG_PATH(seg));
         break;
     }
     gr_plog_unlock(log);
@@ -1174,7 +1174,7 @@ int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_o
 static int64_t segment_largest_ts(struct gr_segment *seg) {
     if (seg->max_timestamp >= 0) return seg->max_timestamp;
     struct stat st;
-    if (stat(seg->log_path, &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    if (stat(GR_SEG_LOG_PATH(seg), &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     return seg->created_ms;
 }
 
