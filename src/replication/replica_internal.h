@@ -60,6 +60,7 @@ struct gr_replica_manager {
      * the last time); 0 none (replica_manager.c). */
     _Atomic int64_t trim_after_ms;
     _Atomic int64_t trim_again_ms; /* the follow-up trim once fetchers and sessions settled */
+    long trim_rss_pages; /* RSS after the last trim (ISR thread only), 0 before the first check */
     atomic_int trim_parts;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
