@@ -19,7 +19,10 @@ struct gr_purgatory;
 
 /* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
 struct gr_rm_partition {
-    uint64_t key;        /* purgatory key (also kept in the map's slot) */
+    /* the map's lookup reads only this first cache line of the entries it passes (issue 14: a
+     * follower's fetch looks up every partition it follows, several times per round) */
+    uint64_t key;        /* purgatory key */
+    struct gr_rm_partition *next; /* map chain (map lock) */
     char *topic;         /* lml->topic (borrowed; lml is held until the last unref) */
     int32_t partition;
     atomic_int refs;
@@ -30,15 +33,7 @@ struct gr_rm_partition {
     bool online;           /* false once stopped (StopReplica) */
 };
 
-#define GR_RM_NSLOTS_MIN 4096 /* the map doubles when half full */
-
-/* A slot of the partition map: open addressing with linear probing, the key next to the pointer,
- * so a lookup touches only the entry it finds (issue 14: a follower's fetch looks up every
- * partition it follows several times per round; chained entries cost a cache miss each). */
-struct gr_rm_slot {
-    uint64_t key;
-    struct gr_rm_partition *p; /* NULL: empty */
-};
+#define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 1 partition per bucket */
 
 struct gr_replica_manager {
     struct gr_broker *b;
@@ -51,8 +46,8 @@ struct gr_replica_manager {
     struct gr_fetcher_manager *fetchers;
     struct gr_alter_isr *alter_isr;
     pthread_rwlock_t map_lock;
-    struct gr_rm_slot *slots; /* nslots, a power of two, at most half full (map lock) */
-    size_t nslots;
+    struct gr_rm_partition **buckets; /* nbuckets chains, a power of two (map lock) */
+    size_t nbuckets;
     int npartitions;
     pthread_t isr_thread;
     bool isr_thread_started;

@@ -48,35 +48,33 @@ struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm) { return rm->b; }
 
 /* ---- partition map ---- */
 
-static size_t home_of(const struct gr_replica_manager *rm, uint64_t key) {
-    return (size_t)((key ^ (key >> 29)) & (rm->nslots - 1));
+static size_t bucket_of(const struct gr_replica_manager *rm, uint64_t key) {
+    return (size_t)(key & (rm->nbuckets - 1));
 }
 
 static struct gr_rm_partition *find_locked(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
     uint64_t key = gr_rm_key(topic, partition);
-    size_t mask = rm->nslots - 1;
-    for (size_t i = home_of(rm, key); rm->slots[i].p; i = (i + 1) & mask) {
-        struct gr_rm_partition *p = rm->slots[i].p;
-        if (rm->slots[i].key == key && p->partition == partition && strcmp(p->topic, topic) == 0) return p;
-    }
+    for (struct gr_rm_partition *p = rm->buckets[bucket_of(rm, key)]; p; p = p->next)
+        if (p->key == key && p->partition == partition && strcmp(p->topic, topic) == 0) return p;
     return NULL;
-}
-
-static void slot_put_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p) {
-    size_t mask = rm->nslots - 1, i = home_of(rm, p->key);
-    while (rm->slots[i].p) i = (i + 1) & mask;
-    rm->slots[i].key = p->key;
-    rm->slots[i].p = p;
 }
 
 /* Doubles the map (map lock held for writing). */
 static void grow_map_locked(struct gr_replica_manager *rm) {
-    size_t old_n = rm->nslots;
-    struct gr_rm_slot *old = rm->slots;
-    rm->nslots = old_n * 2;
-    rm->slots = gr_calloc(rm->nslots, sizeof *rm->slots);
-    for (size_t i = 0; i < old_n; i++)
-        if (old[i].p) slot_put_locked(rm, old[i].p);
+    size_t old_n = rm->nbuckets;
+    struct gr_rm_partition **old = rm->buckets;
+    rm->nbuckets = old_n * 2;
+    rm->buckets = gr_calloc(rm->nbuckets, sizeof *rm->buckets);
+    for (size_t b = 0; b < old_n; b++) {
+        struct gr_rm_partition *p = old[b];
+        while (p) {
+            struct gr_rm_partition *next = p->next;
+            size_t nb = bucket_of(rm, p->key);
+            p->next = rm->buckets[nb];
+            rm->buckets[nb] = p;
+            p = next;
+        }
+    }
     free(old);
 }
 
@@ -271,33 +269,22 @@ static struct gr_rm_partition *create_partition(struct gr_replica_manager *rm, c
 
 /* Map lock held for writing; p not in the map. */
 static void map_insert_locked(struct gr_replica_manager *rm, struct gr_rm_partition *p) {
-    if ((size_t)(rm->npartitions + 1) * 2 > rm->nslots) grow_map_locked(rm);
-    slot_put_locked(rm, p);
-    rm->npartitions++;
+    size_t b = bucket_of(rm, p->key);
+    p->next = rm->buckets[b];
+    rm->buckets[b] = p;
+    if ((size_t)++rm->npartitions > rm->nbuckets) grow_map_locked(rm);
 }
 
-/* Map lock held for writing. Returns the entry with the map's reference, or NULL. The slots
- * after it that probed past it move back (linear probing's deletion without tombstones). */
+/* Map lock held for writing. Returns the entry with the map's reference, or NULL. */
 static struct gr_rm_partition *map_remove_locked(struct gr_replica_manager *rm, const char *topic, int32_t partition) {
-    uint64_t key = gr_rm_key(topic, partition);
-    size_t mask = rm->nslots - 1, i = home_of(rm, key);
-    for (; rm->slots[i].p; i = (i + 1) & mask) {
-        struct gr_rm_partition *q = rm->slots[i].p;
-        if (rm->slots[i].key == key && q->partition == partition && strcmp(q->topic, topic) == 0) break;
+    struct gr_rm_partition **pp = &rm->buckets[bucket_of(rm, gr_rm_key(topic, partition))];
+    while (*pp && !((*pp)->partition == partition && strcmp((*pp)->topic, topic) == 0)) pp = &(*pp)->next;
+    struct gr_rm_partition *p = *pp;
+    if (p) {
+        *pp = p->next;
+        p->next = NULL;
+        rm->npartitions--;
     }
-    struct gr_rm_partition *p = rm->slots[i].p;
-    if (!p) return NULL;
-    for (size_t j = (i + 1) & mask; rm->slots[j].p; j = (j + 1) & mask) {
-        size_t h = home_of(rm, rm->slots[j].key);
-        /* slot j may fill the hole at i unless its home lies cyclically in (i, j] */
-        bool stays = i <= j ? (h > i && h <= j) : (h > i || h <= j);
-        if (stays) continue;
-        rm->slots[i] = rm->slots[j];
-        i = j;
-    }
-    rm->slots[i].p = NULL;
-    rm->slots[i].key = 0;
-    rm->npartitions--;
     return p;
 }
 
@@ -313,10 +300,10 @@ static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n) 
     pthread_rwlock_rdlock(&rm->map_lock);
     struct gr_rm_partition **arr = gr_malloc((size_t)(rm->npartitions + 1) * sizeof *arr);
     int k = 0;
-    for (size_t i = 0; i < rm->nslots; i++)
-        if (rm->slots[i].p) {
-            atomic_fetch_add(&rm->slots[i].p->refs, 1);
-            arr[k++] = rm->slots[i].p;
+    for (size_t b = 0; b < rm->nbuckets; b++)
+        for (struct gr_rm_partition *p = rm->buckets[b]; p; p = p->next) {
+            atomic_fetch_add(&p->refs, 1);
+            arr[k++] = p;
         }
     pthread_rwlock_unlock(&rm->map_lock);
     *n = k;
@@ -1118,8 +1105,8 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out) {
     *out = NULL;
     struct gr_replica_manager *rm = gr_calloc(1, sizeof *rm);
-    rm->nslots = GR_RM_NSLOTS_MIN;
-    rm->slots = gr_calloc(rm->nslots, sizeof *rm->slots);
+    rm->nbuckets = GR_RM_NBUCKETS_MIN;
+    rm->buckets = gr_calloc(rm->nbuckets, sizeof *rm->buckets);
     rm->b = b;
     rm->cfg = b->cfg;
     rm->broker_id = b->broker_id;
@@ -1142,7 +1129,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
         pthread_cond_destroy(&rm->tcond);
         pthread_mutex_destroy(&rm->tlock);
         pthread_rwlock_destroy(&rm->map_lock);
-        free(rm->slots);
+        free(rm->buckets);
         free(rm);
         return rc;
     }
@@ -1225,6 +1212,6 @@ void gr_replica_manager_free(struct gr_replica_manager *rm) {
     pthread_mutex_destroy(&rm->tlock);
     pthread_rwlock_destroy(&rm->map_lock);
     free(rm->tcfg_cache.topic);
-    free(rm->slots);
+    free(rm->buckets);
     free(rm);
 }

@@ -66,8 +66,8 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
     struct gr_replica_manager *rm = arg;
     int64_t count = 0, leaders = 0, urp = 0, under_min = 0, at_min = 0;
     pthread_rwlock_rdlock(&rm->map_lock);
-    for (size_t b = 0; b < rm->nslots; b++) {
-        for (struct gr_rm_partition *p = rm->slots[b].p; p; p = NULL) {
+    for (size_t b = 0; b < rm->nbuckets; b++) {
+        for (struct gr_rm_partition *p = rm->buckets[b]; p; p = p->next) {
             pthread_mutex_lock(&p->lock);
             if (p->online) {
                 count++;
