@@ -78,10 +78,7 @@ struct fetch_ctx {
 static struct gr_rm_partition *part_ref(struct fetch_ctx *c, int k, const char *topic, int32_t partition) {
     struct gr_rm_partition *p = c->parts && k < c->n ? c->parts[k] : NULL;
     if (p) {
-        pthread_mutex_lock(&p->lock);
-        bool online = p->online;
-        pthread_mutex_unlock(&p->lock);
-        if (online) {
+        if (atomic_load(&p->online)) {
             atomic_fetch_add(&p->refs, 1);
             return p;
         }

@@ -30,7 +30,8 @@ struct gr_rm_partition {
     struct gr_replica_state st;
     struct gr_lm_log *lml; /* the log (reference held); never NULL while hosted */
     int32_t min_isr;
-    bool online;           /* false once stopped (StopReplica) */
+    atomic_bool online;    /* false once stopped (StopReplica); written under lock, may be read
+                              without it (a fetch's kept reference, handle_fetch.c) */
 };
 
 #define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 1 partition per bucket */
