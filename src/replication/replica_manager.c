@@ -419,11 +419,11 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
  * on the controller), which glibc keeps: ~1.6 KB per partition on the controller, ~0.2 KB on the
  * others at 10k; many small ones (1000 topics x 10) leave the same. Once LeaderAndIsr requests
  * have carried GR_RM_TRIM_MIN partitions since the last trim, the ISR thread hands free pages
- * back with malloc_trim(0) at its next wake-up GR_RM_TRIM_DELAY_MS or more after the last
- * request that crossed it (a burst is trimmed about once): a walk of the free lists, at most
- * once per ISR-thread period, off every request path. */
+ * back with malloc_trim(0) GR_RM_TRIM_DELAY_MS after the last request that crossed it (the
+ * thread wakes for it; a burst is trimmed about once): a walk of the free lists, off every
+ * request path. */
 #define GR_RM_TRIM_MIN 1000
-#define GR_RM_TRIM_DELAY_MS 1000
+#define GR_RM_TRIM_DELAY_MS 300
 /* A second trim this long after the first: the fetchers for the new partitions, the leaders'
  * fetch sessions and the first rounds of their fetch requests allocate and free as much again in
  * the seconds after a large LeaderAndIsr (~0.5 KiB per partition left free at 1000 topics x 10). */
