@@ -121,3 +121,31 @@ def test_unwritten_partition_has_no_directory(cluster_factory, zk_connect):
     assert consume(cluster, "lz", 1, 5) == [f"lz-1-{i}" for i in range(5)]
     H.wait_for(lambda: all(os.path.isdir(os.path.join(b.logdir, "lz-0")) for b in cluster.brokers.values()), 20,
                "lz-0's directory made by its first write on every replica")
+
+
+def test_recreated_topic_replicates(cluster_factory, zk_connect):
+    """Followers' fetches wait at the leader holding references to the partitions they name
+    (handle_fetch.c, issue 14); a topic deleted and created again under the same name is new
+    partitions, which those fetches must look up again: the new topic replicates (acks=all needs
+    every replica of its full ISR) and reads back only its own records."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    a = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    H.wait_for(lambda: len(a.list_topics(timeout=10).brokers) == 3, 30, "3 brokers in the metadata")
+    for round_ in range(2):
+        a.create_topics([NewTopic("again", 2, 3)], operation_timeout=20)["again"].result(timeout=40)
+        wait_full_isr(cluster, "again", 2)
+        for p in range(2):
+            pr = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "message.timeout.ms": 20000})
+            for i in range(4):
+                pr.produce("again", f"r{round_}-{p}-{i}".encode(), partition=p)
+            assert pr.flush(30) == 0
+        for p in range(2):
+            assert consume(cluster, "again", p, 4) == [f"r{round_}-{p}-{i}" for i in range(4)]
+        # every replica has the records (the followers fetched the new partitions)
+        H.wait_for(lambda: all(len(parts) == 2 and all(v > 0 for v in parts.values())
+                               for parts in described(cluster, "again").values()), 20,
+                   "both partitions with data on every broker")
+        a.delete_topics(["again"], operation_timeout=20)["again"].result(timeout=40)
+        H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/again"), 30, "again deleted")
+        H.wait_for(lambda: all(not p for p in described(cluster, "again").values()), 20,
+                   "again gone from every broker")
