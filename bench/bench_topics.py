@@ -296,6 +296,7 @@ def timeline(cluster, offsets, t0, controller_id):
 
 
 RSS_SETTLE_S = 0.0
+SIGKILL_AT_END = False
 
 
 def rss_kib(cluster):
@@ -305,6 +306,20 @@ def rss_kib(cluster):
             with open(f"/proc/{b.pid}/status") as f:
                 out.append(next(int(x.split()[1]) for x in f if x.startswith("VmRSS")))
         except (OSError, StopIteration):
+            pass
+    return out
+
+
+def cpu_secs(cluster):
+    """{broker id: user+sys CPU seconds} from /proc/PID/stat (load-independent, unlike wall time)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for b in cluster.brokers.values():
+        try:
+            with open(f"/proc/{b.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[b.id] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
             pass
     return out
 
@@ -328,6 +343,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         admin = admin_for(cluster[controller_id])
         admin.list_topics(timeout=30)
         offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
+        cpu0 = cpu_secs(cluster)
         resp = {}
         lock = threading.Lock()
 
@@ -366,6 +382,10 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         print(f"  Metadata polls: {poller.polls}, mean {res['poll_ms']:.0f} ms each"
               + (f", {poller.wrong_broker} answered by another broker" if poller.wrong_broker else "")
               + (f", {poller.errors} errors" if poller.errors else ""))
+        cpu1 = cpu_secs(cluster)
+        print("  brokers' CPU (user+sys) from the request to all leaders visible: "
+              + ", ".join(f"{b}: {cpu1[b] - cpu0[b]:.2f} s" for b in sorted(cpu1) if b in cpu0)
+              + f"; load average {os.getloadavg()[0]:.2f}")
         time.sleep(0.5)  # let the last log lines land
         res["ctl_write_secs"], res["ctl_write_parts"] = timeline(cluster, offsets, t0, controller_id)
         rss = rss_kib(cluster)
@@ -388,6 +408,9 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                             for b in cluster.brokers.values())
         if res["emfile"]:
             print(f"  WARNING: {res['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+        if SIGKILL_AT_END:  # heap profilers (heaptrack) then report what was live, not a shutdown's leftovers
+            for b in cluster.brokers.values():
+                b.signal(signal.SIGKILL)
     finally:
         cluster.close()
     print(f"  ZooKeeper floor (same znodes, kazoo transactions of {batch} ops, brokers stopped):")
@@ -455,8 +478,12 @@ def main():
     ap.add_argument("--sizes", default="",
                     help="N[,M..]: instead of (a)/(b), one case per N: N/100 topics x 100 partitions in one "
                          "CreateTopics (the shape of issue 14's 100k try; --sizes 100000)")
+    ap.add_argument("--sigkill", action="store_true",
+                    help="SIGKILL the brokers at the end of each case instead of a clean stop (for a heap "
+                         "profiler wrapped around gregord through GREGOR_BUILD: the live heap at the kill)")
     args = ap.parse_args()
-    global RSS_SETTLE_S
+    global RSS_SETTLE_S, SIGKILL_AT_END
+    SIGKILL_AT_END = args.sigkill
     RSS_SETTLE_S = args.rss_settle
     if args.session_ms:
         CONFIG["zookeeper.session.timeout.ms"] = str(args.session_ms)

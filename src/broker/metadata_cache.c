@@ -53,9 +53,7 @@ static void broker_release(struct gr_mdc_broker *b)
 
 void gr_mdc_partition_release(struct gr_mdc_partition *p)
 {
-    free(p->replicas);
-    free(p->isr);
-    free(p->offline);
+    free(p->replicas); /* the one block holding isr and offline too */
     p->replicas = p->isr = p->offline = NULL;
     p->n_replicas = p->n_isr = p->n_offline = 0;
 }
@@ -137,16 +135,31 @@ static const char *protocol_name(int16_t sp)
     }
 }
 
-static int32_t *dup_ids(const int32_t *v, int32_t n, int *out_n)
+/* Sets p's three id lists from copies of the given ones, in one allocation (memory per replica,
+ * issue 14: one malloc chunk instead of three). */
+static void set_ids(struct gr_mdc_partition *p, const int32_t *r, int32_t nr, const int32_t *i, int32_t ni,
+                    const int32_t *o, int32_t no)
 {
-    if (n <= 0 || !v) {
-        *out_n = 0;
-        return NULL;
-    }
-    int32_t *r = gr_malloc(sizeof(int32_t) * (size_t)n);
-    memcpy(r, v, sizeof(int32_t) * (size_t)n);
-    *out_n = n;
-    return r;
+    nr = r && nr > 0 ? nr : 0;
+    ni = i && ni > 0 ? ni : 0;
+    no = o && no > 0 ? no : 0;
+    p->n_replicas = nr;
+    p->n_isr = ni;
+    p->n_offline = no;
+    p->replicas = p->isr = p->offline = NULL;
+    size_t n = (size_t)nr + (size_t)ni + (size_t)no;
+    if (n == 0)
+        return;
+    int32_t *v = gr_malloc(sizeof(int32_t) * n);
+    if (nr)
+        memcpy(v, r, sizeof(int32_t) * (size_t)nr);
+    if (ni)
+        memcpy(v + nr, i, sizeof(int32_t) * (size_t)ni);
+    if (no)
+        memcpy(v + nr + ni, o, sizeof(int32_t) * (size_t)no);
+    p->replicas = v;
+    p->isr = ni ? v + nr : NULL;
+    p->offline = no ? v + nr + ni : NULL;
 }
 
 static int cmp_broker(const void *a, const void *b)
@@ -231,8 +244,10 @@ static void remove_partition(struct gr_mdc *c, const char *topic, int32_t p)
     }
 }
 
+/* hint: how many states of this topic the request still carries (this one included): a topic's
+ * array grows to fit them at once (exact for a new topic; doubling left up to half of it unused). */
 static void put_partition(struct gr_mdc *c, const char *topic, int16_t version,
-                          const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s)
+                          const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s, int hint)
 {
     int ti = topic_search(c, topic);
     struct gr_mdc_topic *t;
@@ -256,7 +271,8 @@ static void put_partition(struct gr_mdc *c, const char *topic, int16_t version,
     if (pi < 0) {
         pi = -pi - 1;
         if (t->n_partitions == t->cap) {
-            t->cap = t->cap ? t->cap * 2 : 4;
+            int grow = t->n_partitions / 8 > hint ? t->n_partitions / 8 : hint;
+            t->cap = t->n_partitions + (grow > 0 ? grow : 1);
             t->partitions = gr_realloc(t->partitions, sizeof(*t->partitions) * (size_t)t->cap);
         }
         memmove(&t->partitions[pi + 1], &t->partitions[pi],
@@ -273,15 +289,13 @@ static void put_partition(struct gr_mdc *c, const char *topic, int16_t version,
     p->leader = s->Leader;
     p->leader_epoch = s->LeaderEpoch;
     p->zk_version = s->ZkVersion;
-    p->replicas = dup_ids(s->Replicas, s->ReplicasCount, &p->n_replicas);
-    p->isr = dup_ids(s->Isr, s->IsrCount, &p->n_isr);
-    if (version >= 4)
-        p->offline = dup_ids(s->OfflineReplicas, s->OfflineReplicasCount, &p->n_offline);
+    set_ids(p, s->Replicas, s->ReplicasCount, s->Isr, s->IsrCount, version >= 4 ? s->OfflineReplicas : NULL,
+            version >= 4 ? s->OfflineReplicasCount : 0);
 }
 
 static void apply_state(struct gr_mdc *c, const char *topic, int16_t version,
                         const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s,
-                        int *added, int *deleted)
+                        int hint, int *added, int *deleted)
 {
     if (!topic)
         return; /* a null topic name cannot be cached */
@@ -289,7 +303,7 @@ static void apply_state(struct gr_mdc *c, const char *topic, int16_t version,
         remove_partition(c, topic, s->PartitionIndex);
         (*deleted)++;
     } else {
-        put_partition(c, topic, version, s);
+        put_partition(c, topic, version, s, hint);
         (*added)++;
     }
 }
@@ -302,16 +316,24 @@ void gr_mdc_update(struct gr_mdc *c, int16_t version,
     c->controller_id = req->ControllerId < 0 ? -1 : req->ControllerId;
     set_brokers(c, version, req);
     if (version <= 4) {
+        int32_t run_end = 0; /* states of one topic usually come together */
         for (int32_t i = 0; i < req->UngroupedPartitionStatesCount; i++) {
             const struct UpdateMetadataRequest_UpdateMetadataPartitionState *s =
                 &req->UngroupedPartitionStates[i];
-            apply_state(c, s->TopicName, version, s, &added, &deleted);
+            if (i >= run_end)
+                for (run_end = i + 1; run_end < req->UngroupedPartitionStatesCount && s->TopicName &&
+                                      req->UngroupedPartitionStates[run_end].TopicName &&
+                                      strcmp(req->UngroupedPartitionStates[run_end].TopicName, s->TopicName) == 0;
+                     run_end++) {
+                }
+            apply_state(c, s->TopicName, version, s, run_end - i, &added, &deleted);
         }
     } else {
         for (int32_t i = 0; i < req->TopicStatesCount; i++) {
             const struct UpdateMetadataRequest_UpdateMetadataTopicState *ts = &req->TopicStates[i];
             for (int32_t j = 0; j < ts->PartitionStatesCount; j++)
-                apply_state(c, ts->TopicName, version, &ts->PartitionStates[j], &added, &deleted);
+                apply_state(c, ts->TopicName, version, &ts->PartitionStates[j], ts->PartitionStatesCount - j,
+                            &added, &deleted);
         }
     }
     atomic_fetch_add(&c->generation, 1);
@@ -440,9 +462,7 @@ bool gr_mdc_get_partition(struct gr_mdc *c, const char *topic,
     const struct gr_mdc_partition *p = gr_mdc_partition(gr_mdc_topic(c, topic), partition);
     if (p) {
         *out = *p;
-        out->replicas = dup_ids(p->replicas, p->n_replicas, &out->n_replicas);
-        out->isr = dup_ids(p->isr, p->n_isr, &out->n_isr);
-        out->offline = dup_ids(p->offline, p->n_offline, &out->n_offline);
+        set_ids(out, p->replicas, p->n_replicas, p->isr, p->n_isr, p->offline, p->n_offline);
     }
     pthread_rwlock_unlock(&c->lock);
     return p != NULL;

@@ -37,6 +37,8 @@ struct gr_mdc_broker {
     struct gr_mdc_endpoint *endpoints;
 };
 
+/* replicas, isr and offline live in one allocation starting at `replicas` (which is non-NULL
+ * whenever any of the three is; gr_mdc_partition_release frees it). */
 struct gr_mdc_partition {
     int32_t partition;
     int32_t controller_epoch;
@@ -44,10 +46,10 @@ struct gr_mdc_partition {
     int32_t leader_epoch;
     int32_t zk_version;
     int n_replicas;
-    int32_t *replicas;
     int n_isr;
-    int32_t *isr;
     int n_offline;
+    int32_t *replicas;
+    int32_t *isr;
     int32_t *offline;
 };
 

@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "replication/replica_manager.h"
 
 #define METRICS_INTERVAL_S 2
 
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
+    gr_rm_malloc_policy(); /* memory per partition (issue 14): before any thread starts */
     /* Partition logs keep files open: use the whole descriptor allowance, as Kafka's start
      * scripts expect operators to raise it. */
     struct rlimit rl;

@@ -46,7 +46,8 @@ enum fstate { F_TRUNCATING, F_FETCHING };
 #define BURST_PARTS_PER_MS 100
 
 struct fpart {
-    char *topic;
+    const char *topic; /* ops->topic(p) (borrowed), or a copy (topic_owned) */
+    bool topic_owned;
     int32_t partition;
     int32_t leader_epoch;
     enum fstate state;
@@ -139,8 +140,9 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms) {
 }
 
 static void fpart_release(struct gr_fetcher_manager *fm, struct fpart *fp) {
-    free(fp->topic);
-    fm->ops->release(fp->p);
+    if (fp->topic_owned) free((char *)fp->topic);
+    fp->topic = NULL;
+    fm->ops->release(fp->p); /* after the name: it may be the reference's */
 }
 
 /* ---- the parts index (f->lock held) ---- */
@@ -716,7 +718,9 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
     if ((uint32_t)(f->nparts + 1) * 2 > f->idx_cap) idx_rebuild(f, f->nparts + 1);
     struct fpart *fp = &f->parts[f->nparts++];
     memset(fp, 0, sizeof *fp);
-    fp->topic = gr_strdup(topic);
+    const char *borrowed = OPS(f)->topic ? OPS(f)->topic(p) : NULL;
+    fp->topic = borrowed ? borrowed : gr_strdup(topic);
+    fp->topic_owned = !borrowed;
     fp->partition = partition;
     fp->hash = part_hash(topic, partition);
     f->idx[idx_slot(f, fp->hash, topic, partition)] = (int32_t)(fp - f->parts);

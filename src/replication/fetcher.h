@@ -43,6 +43,9 @@ struct gr_fetcher_ops {
     /* A reference to the hosted partition, or NULL if it is not hosted; release drops it. */
     gr_fetcher_part *(*get)(void *ctx, const char *topic, int32_t partition);
     void (*release)(gr_fetcher_part *p);
+    /* Optional: p's topic name, valid while the reference is held (the fetcher then keeps no copy
+     * of its own: memory per partition, issue 14). NULL: the fetcher copies the name. */
+    const char *(*topic)(gr_fetcher_part *p);
     /* The local log: latest epoch (-1 none), log start/end offsets, high watermark, and the
      * end offset of `epoch` (Kafka's endOffsetFor: *epoch_out is the largest epoch <= epoch). */
     int32_t (*latest_epoch)(gr_fetcher_part *p);

@@ -19,19 +19,22 @@ struct gr_purgatory;
 
 /* One hosted partition. Refcounted: the map holds one reference; lookups take one each. */
 struct gr_rm_partition {
+    /* the map's lookup reads only this first cache line of the entries it passes (issue 14: a
+     * follower's fetch looks up every partition it follows, several times per round) */
+    uint64_t key;        /* purgatory key */
+    struct gr_rm_partition *next; /* map chain (map lock) */
     char *topic;         /* lml->topic (borrowed; lml is held until the last unref) */
     int32_t partition;
-    uint64_t key;        /* purgatory key */
     atomic_int refs;
     pthread_mutex_t lock; /* everything below */
     struct gr_replica_state st;
     struct gr_lm_log *lml; /* the log (reference held); never NULL while hosted */
     int32_t min_isr;
-    bool online;           /* false once stopped (StopReplica) */
-    struct gr_rm_partition *next; /* map chain (map lock) */
+    atomic_bool online;    /* false once stopped (StopReplica); written under lock, may be read
+                              without it (a fetch's kept reference, handle_fetch.c) */
 };
 
-#define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 2 partitions per bucket */
+#define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 1 partition per bucket */
 
 struct gr_replica_manager {
     struct gr_broker *b;
@@ -57,6 +60,8 @@ struct gr_replica_manager {
      * set once LeaderAndIsr requests carried >= GR_RM_TRIM_MIN partitions (trim_parts, since
      * the last time); 0 none (replica_manager.c). */
     _Atomic int64_t trim_after_ms;
+    _Atomic int64_t trim_again_ms; /* the follow-up trim once fetchers and sessions settled */
+    long trim_rss_pages; /* RSS after the last trim (ISR thread only), 0 before the first check */
     atomic_int trim_parts;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which

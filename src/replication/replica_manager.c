@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -271,7 +272,7 @@ static void map_insert_locked(struct gr_replica_manager *rm, struct gr_rm_partit
     size_t b = bucket_of(rm, p->key);
     p->next = rm->buckets[b];
     rm->buckets[b] = p;
-    if ((size_t)++rm->npartitions > 2 * rm->nbuckets) grow_map_locked(rm);
+    if ((size_t)++rm->npartitions > rm->nbuckets) grow_map_locked(rm);
 }
 
 /* Map lock held for writing. Returns the entry with the map's reference, or NULL. */
@@ -418,17 +419,72 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
  * on the controller), which glibc keeps: ~1.6 KB per partition on the controller, ~0.2 KB on the
  * others at 10k; many small ones (1000 topics x 10) leave the same. Once LeaderAndIsr requests
  * have carried GR_RM_TRIM_MIN partitions since the last trim, the ISR thread hands free pages
- * back with malloc_trim(0) at its next wake-up GR_RM_TRIM_DELAY_MS or more after the last
- * request that crossed it (a burst is trimmed about once): a walk of the free lists, at most
- * once per ISR-thread period, off every request path. */
+ * back with malloc_trim(0) GR_RM_TRIM_DELAY_MS after the last request that crossed it (the
+ * thread wakes for it; a burst is trimmed about once): a walk of the free lists, off every
+ * request path. */
 #define GR_RM_TRIM_MIN 1000
-#define GR_RM_TRIM_DELAY_MS 1000
+#define GR_RM_TRIM_DELAY_MS 300
+/* A second trim this long after the first: the fetchers for the new partitions, the leaders'
+ * fetch sessions and the first rounds of their fetch requests allocate and free as much again in
+ * the seconds after a large LeaderAndIsr (~0.5 KiB per partition left free at 1000 topics x 10). */
+#define GR_RM_TRIM_SETTLE_MS 4000
+
+/* The next trim that is due, 0 if none. */
+static int64_t trim_due(struct gr_replica_manager *rm) {
+    int64_t a = atomic_load(&rm->trim_after_ms), b = atomic_load(&rm->trim_again_ms);
+    return a == 0 ? b : b == 0 ? a : GR_MIN(a, b);
+}
+
+/* Resident pages of this process (/proc/self/statm), 0 if unknown. */
+static long rss_pages(void) {
+    FILE *f = fopen("/proc/self/statm", "re");
+    long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return rss;
+}
+
+/* Also between bursts: steady fetch traffic frees buffers of every size, and the pages they
+ * leave free stay resident. When the RSS grew by GR_RM_TRIM_GROWTH_PAGES and 1/16 since the last
+ * trim (or the first check), trim again: one /proc read per ISR-thread period, a trim only after
+ * growth. */
+#define GR_RM_TRIM_GROWTH_PAGES 512 /* 2 MiB of 4 KiB pages */
+
+static void trim_now(struct gr_replica_manager *rm) {
+    malloc_trim(0);
+    rm->trim_rss_pages = rss_pages();
+}
 
 static void maybe_trim(struct gr_replica_manager *rm) {
+    int64_t now = gr_mono_ms();
     int64_t due = atomic_load(&rm->trim_after_ms);
-    if (due == 0 || gr_mono_ms() < due) return;
-    atomic_compare_exchange_strong(&rm->trim_after_ms, &due, 0);
-    malloc_trim(0);
+    if (due != 0 && now >= due && atomic_compare_exchange_strong(&rm->trim_after_ms, &due, 0)) {
+        trim_now(rm);
+        atomic_store(&rm->trim_again_ms, gr_mono_ms() + GR_RM_TRIM_SETTLE_MS);
+        return;
+    }
+    due = atomic_load(&rm->trim_again_ms);
+    if (due != 0 && now >= due && atomic_compare_exchange_strong(&rm->trim_again_ms, &due, 0)) {
+        trim_now(rm);
+        return;
+    }
+    long rss = rss_pages();
+    if (rm->trim_rss_pages == 0) rm->trim_rss_pages = rss;
+    else if (rss > rm->trim_rss_pages + GR_MAX((long)GR_RM_TRIM_GROWTH_PAGES, rm->trim_rss_pages / 16)) trim_now(rm);
+}
+
+void gr_rm_malloc_policy(void) {
+    /* glibc makes up to 8 malloc arenas per core, one per thread that allocates while another
+     * holds an arena; each keeps what its thread freed. gregord's threads are few and fixed (I/O,
+     * request handlers, fetchers, purgatory reapers), so the arenas mostly hold each other's
+     * garbage: at 1000 topics x 10 partitions 16 arenas held ~14 MB free next to 26 MB in use
+     * (issue 14, memory per replica). One arena per core (at least 2) keeps contention where it
+     * was on small machines and the free memory shared. MALLOC_ARENA_MAX in the environment wins. */
+    if (getenv("MALLOC_ARENA_MAX")) return;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    mallopt(M_ARENA_MAX, (int)(n < 2 ? 2 : n > 64 ? 64 : n));
 }
 
 static void *isr_thread_main(void *arg) {
@@ -441,8 +497,10 @@ static void *isr_thread_main(void *arg) {
     while (!rm->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += period / 1000;
-        ts.tv_nsec += (period % 1000) * 1000000L;
+        int64_t wait = period, tdue = trim_due(rm); /* a due trim shortens the wait (at most 10 ms early) */
+        if (tdue != 0) wait = GR_MAX((int64_t)10, GR_MIN(wait, tdue - gr_mono_ms()));
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;

@@ -87,6 +87,10 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
 struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition);
 void gr_rm_partition_unref(struct gr_rm_partition *p);
 
+/* Sets glibc's malloc policy for a broker process (one arena per core, see replica_manager.c).
+ * Call first thing in main, before any thread starts. */
+void gr_rm_malloc_policy(void);
+
 /* Kafka error when topic-partition is not hosted: NOT_LEADER_OR_FOLLOWER if the metadata cache
  * knows it, else UNKNOWN_TOPIC_OR_PARTITION. */
 int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic, int32_t partition);

@@ -17,6 +17,7 @@ static gr_fetcher_part *f_get(void *ctx, const char *topic, int32_t partition) {
     return gr_rm_get_partition(ctx, topic, partition);
 }
 static void f_release(gr_fetcher_part *p) { gr_rm_partition_unref(p); }
+static const char *f_topic(gr_fetcher_part *p) { return ((struct gr_rm_partition *)p)->topic; }
 static int32_t f_latest_epoch(gr_fetcher_part *p) { return gr_rm_latest_epoch(p); }
 static int64_t f_log_start(gr_fetcher_part *p) { return gr_rm_log_start_offset(p); }
 static int64_t f_log_end(gr_fetcher_part *p) { return gr_rm_log_end_offset(p); }
@@ -61,6 +62,7 @@ static void f_quota_record(void *ctx, size_t bytes) {
 const struct gr_fetcher_ops gr_rm_fetcher_ops = {
     .get = f_get,
     .release = f_release,
+    .topic = f_topic,
     .latest_epoch = f_latest_epoch,
     .log_start_offset = f_log_start,
     .log_end_offset = f_log_end,

@@ -347,13 +347,19 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
 
 static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
 
-/* A directory this call created is empty: no checkpoint, segment, snapshot or transaction
- * index to read, so a new log costs one mkdir. Its first segment's files are created when data
- * arrives: the .log by the first append (O_CREAT through the fd cache), the .index/.timeindex
- * by the first flush, roll or close after it (Kafka creates them at once; nothing reads them
- * before then, and a directory without a .log opens as an empty log at offset 0). Nothing is
- * fsynced (dir_unsynced: the first flush or roll does it). */
+/* A new log: its directory does not exist, so there is no checkpoint, segment, snapshot or
+ * transaction index to read, and nothing is created yet. The directory is made by the first write
+ * of any file into it (ensure_dir_locked: the first append, or a truncation that starts the log at
+ * another offset); the first segment's .log by the first append (O_CREAT through the fd cache), the
+ * .index/.timeindex by the first flush, roll or close after it. Kafka makes the directory and the
+ * three files at once; a directory costs an inode, and ext4's inode allocator slows down markedly
+ * after mass deletions (issue 14), while a partition that never receives data needs none. A log
+ * without a directory is still a log: listed, checkpointed (offsets 0), reported by DescribeLogDirs
+ * and deletable; after a restart it is not loaded (nothing on disk) and the LeaderAndIsr that
+ * assigns the partition again creates it the same way. A directory without a .log opens as an
+ * empty log at offset 0. Nothing is fsynced (dir_unsynced: the first flush or roll does it). */
 static int open_new(struct gr_plog *log) {
+    log->no_dir = true;
     gr_epoch_cache_init(&log->ec, log->dir);
     struct gr_segment *seg = gr_segment_new(log->dir, 0);
     segs_push(log, seg);
@@ -403,10 +409,11 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     *out = NULL;
     int rc = check_config(cfg);
     if (rc) return rc;
-    bool fresh = mkdir(dir, 0755) == 0;
-    if (!fresh && errno != EEXIST) {
-        rc = -errno;
-        gr_error(LOGGER, "cannot create log directory '%s': %s", dir, strerror(errno));
+    struct stat st;
+    bool fresh = stat(dir, &st) < 0;
+    if (fresh ? errno != ENOENT : !S_ISDIR(st.st_mode)) {
+        rc = fresh ? -errno : -ENOTDIR;
+        gr_error(LOGGER, "cannot open log directory '%s': %s", dir, gr_strerror(rc));
         return rc;
     }
     struct gr_plog *log = gr_calloc(1, sizeof *log);
@@ -442,6 +449,25 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
                 dir, log->n_segs, log->log_start_offset, leo(log));
     *out = log;
     return 0;
+}
+
+/* Makes a new log's directory (open_new) before the first file is written into it. 0 or -errno. */
+static int ensure_dir_locked(struct gr_plog *log) {
+    if (!log->no_dir) return 0;
+    if (mkdir(log->dir, 0755) < 0 && errno != EEXIST) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot create log directory '%s': %s", log->dir, gr_strerror(rc));
+        return rc;
+    }
+    log->no_dir = false;
+    return 0;
+}
+
+bool gr_plog_has_dir(struct gr_plog *log) {
+    pthread_mutex_lock(&log->mu);
+    bool has = !log->no_dir;
+    gr_plog_unlock(log);
+    return has;
 }
 
 /* Frees the log; `persist`: first write index entries not yet in the .index files. */
@@ -602,6 +628,8 @@ static bool time_to_roll(struct gr_plog *log, int64_t incoming_max_ts) {
 
 /* Writes validated batches with assigned offsets, rolling segments as needed. */
 static int write_batches(struct gr_plog *log, const uint8_t *buf, size_t len, int64_t incoming_max_ts) {
+    int drc = ensure_dir_locked(log); /* a new log's directory: made by its first write */
+    if (drc) return drc;
     size_t off = 0;
     bool time_checked = false;
     while (off < len) {
@@ -912,7 +940,7 @@ int gr_plog_read(struct gr_plog *log, int64_t offset, int32_t max_bytes, int64_t
         fd = gr_segment_dup_fd(seg);
         if (fd < 0) rc = fd;
         size = seg->size;
-        path = gr_strdup(seg->log_path);
+        path = gr_strdup(GR_SEG_LOG_PATH(seg));
         break;
     }
     gr_plog_unlock(log);
@@ -954,7 +982,7 @@ int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, i
         fd = gr_segment_dup_fd(seg);
         if (fd < 0) rc = fd;
         size = seg->size;
-        path = gr_strdup(seg->log_path);
+        path = gr_strdup(GR_SEG_LOG_PATH(seg));
         break;
     }
     gr_plog_unlock(log);
@@ -977,6 +1005,8 @@ int gr_plog_read_slice(struct gr_plog *log, int64_t offset, int32_t max_bytes, i
 /* ---- truncation ---- */
 
 static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
+    int drc = ensure_dir_locked(log); /* the new segment's files go into it */
+    if (drc) return drc;
     drop_segments_from(log, 0);
     struct gr_segment *seg = gr_segment_new(log->dir, offset);
     segs_push(log, seg);
@@ -1144,7 +1174,7 @@ int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_o
 static int64_t segment_largest_ts(struct gr_segment *seg) {
     if (seg->max_timestamp >= 0) return seg->max_timestamp;
     struct stat st;
-    if (stat(seg->log_path, &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    if (stat(GR_SEG_LOG_PATH(seg), &st) == 0) return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
     return seg->created_ms;
 }
 

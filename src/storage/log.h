@@ -74,7 +74,8 @@ int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg);
 /* Fills Kafka's defaults. */
 void gr_plog_config_defaults(struct gr_plog_config *cfg);
 
-/* Opens (creating if missing) the partition directory `dir` and recovers it.
+/* Opens the partition directory `dir` and recovers it; when `dir` does not exist, a new empty log
+ * whose directory is made by its first write (gr_plog_has_dir; see log.c's open_new).
  * Segments whose data may lie at or above `recovery_point` (the offset up to which the log
  * is known to have been fsynced, from recovery-point-offset-checkpoint; pass 0 when unknown
  * to recover everything) are scanned batch by batch: headers, CRC-32C, record structure and
@@ -87,6 +88,9 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg);
  * exports gr_log_open(). */
 int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t recovery_point,
                     struct gr_plog **out);
+
+/* Does the log's directory exist yet? (false: a new log nothing was written to) */
+bool gr_plog_has_dir(struct gr_plog *log);
 
 /* Writes index entries not yet in the .index files, closes fds and frees the log. Does NOT
  * fsync: call gr_plog_flush() first for a clean shutdown (then gr_plog_recovery_point() equals

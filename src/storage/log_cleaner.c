@@ -687,8 +687,8 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     for (size_t i = 0; i < n; i++) {
         struct gr_segment *s = log->segs[first + i];
         gr_segment_deactivate(s);
-        char *del = gr_asprintf("%s.deleted", s->log_path);
-        rename(s->log_path, del);
+        char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(s));
+        rename(GR_SEG_LOG_PATH(s), del);
         char path[GR_SEG_PATH_MAX];
         gr_segment_sibling_path(s, ".index", path);
         unlink(path);
@@ -714,7 +714,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     if (rc == 0 && rename(swap, final) < 0) rc = -errno;
     gr_plog_fsync_dir(log->dir);
     for (size_t i = 0; i < n; i++) {
-        char *del = gr_asprintf("%s.deleted", log->segs[first + i]->log_path);
+        char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(log->segs[first + i]));
         unlink(del);
         free(del);
         st->bytes_before += log->segs[first + i]->size;
@@ -760,7 +760,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_uncleanable; i++) {
         struct gr_segment *sg = log->segs[i];
         struct src_seg *s = &src[nsrc];
-        s->fd = open(sg->log_path, O_RDONLY | O_CLOEXEC);
+        s->fd = open(GR_SEG_LOG_PATH(sg), O_RDONLY | O_CLOEXEC);
         if (s->fd < 0) {
             rc = -errno;
             break;
@@ -769,8 +769,8 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         s->base = sg->base_offset;
         s->size = sg->size;
         s->next = sg->next_offset;
-        s->mtime = file_mtime_ms(sg->log_path);
-        s->path = gr_strdup(sg->log_path);
+        s->mtime = file_mtime_ms(GR_SEG_LOG_PATH(sg));
+        s->path = gr_strdup(GR_SEG_LOG_PATH(sg));
         nsrc++;
         if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
     }

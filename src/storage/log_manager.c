@@ -39,6 +39,22 @@ struct lm_dir {
 
 #define MAX_CLEANER_THREADS 64
 
+/* A topic name shared by the entries of that topic created one after another (a LeaderAndIsr
+ * names a topic's partitions together): one copy per topic instead of one per partition (memory
+ * per partition, issue 14). Entries hold a reference each; the manager one on `last_name`. */
+struct lm_name {
+    atomic_int refs;
+    char s[];
+};
+
+static struct lm_name *lm_name_of(const char *topic) {
+    return (struct lm_name *)(void *)((char *)topic - offsetof(struct lm_name, s));
+}
+
+static void name_unref(const char *topic) {
+    if (topic && atomic_fetch_sub(&lm_name_of(topic)->refs, 1) == 1) free(lm_name_of(topic));
+}
+
 struct gr_plog_manager {
     const struct gr_config *cfg;
     int32_t broker_id;
@@ -56,7 +72,26 @@ struct gr_plog_manager {
     bool stopping;
     pthread_t cleaners[MAX_CLEANER_THREADS];
     int ncleaners;
+    pthread_mutex_t name_lock; /* last_name */
+    char *last_name;           /* lm_name string of the last entry made (a reference) */
 };
+
+/* A reference to topic's shared name (see struct lm_name). */
+static char *name_ref(struct gr_plog_manager *lm, const char *topic) {
+    pthread_mutex_lock(&lm->name_lock);
+    char *name = lm->last_name;
+    if (!name || strcmp(name, topic) != 0) {
+        size_t len = strlen(topic);
+        struct lm_name *n = gr_malloc(sizeof *n + len + 1);
+        atomic_init(&n->refs, 1); /* the manager's */
+        memcpy(n->s, topic, len + 1);
+        name_unref(lm->last_name);
+        lm->last_name = name = n->s;
+    }
+    atomic_fetch_add(&lm_name_of(name)->refs, 1);
+    pthread_mutex_unlock(&lm->name_lock);
+    return name;
+}
 
 static size_t hash_tp(const struct gr_plog_manager *lm, const char *topic, int32_t partition) {
     uint64_t h = 1469598103934665603ULL;
@@ -130,10 +165,10 @@ static void unlink_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
     l->next = NULL;
 }
 
-static struct gr_lm_log *entry_new(const char *topic, int32_t partition, struct gr_plog *log, int dir_idx,
-                                   int64_t hw, const struct gr_config *cfg) {
+static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic, int32_t partition,
+                                   struct gr_plog *log, int dir_idx, int64_t hw, const struct gr_config *cfg) {
     struct gr_lm_log *l = gr_calloc(1, sizeof *l);
-    l->topic = gr_strdup(topic);
+    l->topic = name_ref(lm, topic);
     l->partition = partition;
     l->log = log;
     l->dir_idx = dir_idx;
@@ -160,7 +195,7 @@ static void entry_destroy(struct gr_lm_log *l) {
         gr_plog_flush(l->log);
         gr_plog_close(l->log);
     }
-    free(l->topic);
+    name_unref(l->topic);
     free(l);
 }
 
@@ -213,7 +248,7 @@ int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic,
     }
     gr_info(LOGGER, "Created log for partition %s-%d in %s", topic, partition, path);
     free(path);
-    l = entry_new(topic, partition, log, best, 0, lm->cfg);
+    l = entry_new(lm, topic, partition, log, best, 0, lm->cfg);
     insert_locked(lm, l);
     atomic_fetch_add(&l->refs, 1);
     pthread_mutex_unlock(&lm->lock);
@@ -605,7 +640,7 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         int64_t cl = gr_offset_checkpoint_find_sorted(dir->cl, dir->ncl, topic, part, 0);
         if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
             gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
-        struct gr_lm_log *l = entry_new(topic, part, log, d, hw, lm->cfg);
+        struct gr_lm_log *l = entry_new(lm, topic, part, log, d, hw, lm->cfg);
         atomic_store(&l->cleaner_checkpoint, cl);
         pthread_mutex_lock(&lm->lock);
         insert_locked(lm, l);
@@ -628,6 +663,7 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     lm->buckets = gr_calloc(lm->nbuckets, sizeof *lm->buckets);
     pthread_mutex_init(&lm->lock, NULL);
     pthread_mutex_init(&lm->ckpt_lock, NULL);
+    pthread_mutex_init(&lm->name_lock, NULL);
     pthread_mutex_init(&lm->tlock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -721,6 +757,8 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
     pthread_cond_destroy(&lm->tcond);
     pthread_mutex_destroy(&lm->tlock);
     pthread_mutex_destroy(&lm->ckpt_lock);
+    name_unref(lm->last_name);
+    pthread_mutex_destroy(&lm->name_lock);
     pthread_mutex_destroy(&lm->lock);
     free(lm->buckets);
     free(lm);

@@ -41,7 +41,7 @@ struct gr_plog_manager;
 
 /* One partition log. Fields are read-only for users except through the functions below. */
 struct gr_lm_log {
-    char *topic;
+    char *topic;              /* shared with the manager's other entries of the topic: read-only */
     int32_t partition;
     struct gr_plog *log;
     int dir_idx;              /* index in log.dirs */

@@ -39,11 +39,16 @@
 /* Upper bound of one read's copy (bigger max_bytes just return less, as Kafka may). */
 #define GR_SEGMENT_READ_MAX (32 << 20)
 
-/* "<dir>/<base>.index" / ".timeindex" from log_path (only the .log path is kept: two fewer
- * strings per segment). buf holds GR_SEG_PATH_MAX bytes. */
+/* "<dir>/<base>.log" / ".index" / ".timeindex": made when needed from the log's directory and
+ * the base offset (no path string kept per segment: ~100 bytes per partition, issue 14). buf
+ * holds GR_SEG_PATH_MAX bytes. */
 void gr_segment_sibling_path(const struct gr_segment *seg, const char *ext, char *buf) {
-    size_t n = strlen(seg->log_path) - 4; /* without ".log" */
-    snprintf(buf, GR_SEG_PATH_MAX, "%.*s%s", (int)n, seg->log_path, ext);
+    snprintf(buf, GR_SEG_PATH_MAX, "%s/%020" PRId64 "%s", seg->dir, seg->base_offset, ext);
+}
+
+const char *gr_segment_log_path(const struct gr_segment *seg, char *buf) {
+    gr_segment_sibling_path(seg, ".log", buf);
+    return buf;
 }
 
 static const char *sibling(const struct gr_segment *seg, const char *ext, char *buf) {
@@ -95,13 +100,13 @@ struct seg_fd {
 static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
     h->cached = seg->active;
     if (seg->active) { /* O_CREAT: a new log's .log is created by its first write */
-        h->fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 1);
+        h->fd = gr_fd_slot_acquire(&seg->slot, GR_SEG_LOG_PATH(seg), 1);
         return h->fd < 0 ? h->fd : 0;
     }
-    h->fd = gr_storage_open(seg->log_path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+    h->fd = gr_storage_open(GR_SEG_LOG_PATH(seg), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
     if (h->fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        gr_error(LOGGER, "cannot open segment '%s': %s", GR_SEG_LOG_PATH(seg), strerror(errno));
         return rc;
     }
     return 0;
@@ -129,7 +134,7 @@ struct gr_segment *gr_segment_new(const char *dir, int64_t base) {
     struct gr_segment *seg = gr_calloc(1, sizeof *seg);
     seg->base_offset = base;
     seg->next_offset = base;
-    seg->log_path = gr_asprintf("%s/%020" PRId64 ".log", dir, base);
+    seg->dir = dir;
     gr_fd_slot_init(&seg->slot);
     seg->max_timestamp = -1;
     seg->offset_of_max_ts = -1;
@@ -146,7 +151,6 @@ void gr_segment_deactivate(struct gr_segment *seg) {
 void gr_segment_free(struct gr_segment *seg) {
     if (!seg) return;
     gr_segment_deactivate(seg);
-    free(seg->log_path);
     gr_time_index_free(&seg->ti);
     free(seg->idx);
     free(seg);
@@ -154,7 +158,7 @@ void gr_segment_free(struct gr_segment *seg) {
 
 int gr_segment_activate(struct gr_segment *seg) {
     if (seg->active) return 0;
-    int fd = gr_fd_slot_acquire(&seg->slot, seg->log_path, 1);
+    int fd = gr_fd_slot_acquire(&seg->slot, GR_SEG_LOG_PATH(seg), 1);
     if (fd < 0) return fd;
     gr_fd_slot_release(&seg->slot);
     seg->active = true;
@@ -172,10 +176,10 @@ void gr_segment_activate_new(struct gr_segment *seg) {
 }
 
 int gr_segment_create(struct gr_segment *seg) {
-    int fd = gr_storage_open(seg->log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = gr_storage_open(GR_SEG_LOG_PATH(seg), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int rc = -errno;
-        gr_error(LOGGER, "cannot create segment '%s': %s", seg->log_path, gr_strerror(rc));
+        gr_error(LOGGER, "cannot create segment '%s': %s", GR_SEG_LOG_PATH(seg), gr_strerror(rc));
         return rc;
     }
     close(fd);
@@ -210,7 +214,7 @@ int gr_segment_create(struct gr_segment *seg) {
 int gr_segment_delete_files(struct gr_segment *seg) {
     gr_segment_deactivate(seg);
     int rc = 0;
-    if (unlink(seg->log_path) < 0 && errno != ENOENT) rc = -errno;
+    if (unlink(GR_SEG_LOG_PATH(seg)) < 0 && errno != ENOENT) rc = -errno;
     if (unlink(INDEX_PATH(seg, (char[GR_SEG_PATH_MAX]){0})) < 0 && errno != ENOENT && rc == 0) rc = -errno;
     if (unlink(TIDX_PATH(seg, (char[GR_SEG_PATH_MAX]){0})) < 0 && errno != ENOENT && rc == 0) rc = -errno;
     return rc;
@@ -501,7 +505,7 @@ int gr_segment_recover(struct gr_segment *seg, int64_t min_offset, int32_t inter
     if (pos < fsize) {
         gr_warn(LOGGER, "found invalid bytes at position %" PRId64 " in '%s' (%s): truncating %" PRId64
                 " bytes; log end is now offset %" PRId64,
-                pos, seg->log_path, why, fsize - pos, seg->next_offset);
+                pos, GR_SEG_LOG_PATH(seg), why, fsize - pos, seg->next_offset);
         if (ftruncate(fd, (off_t)pos) < 0) {
             rc = -errno;
             goto out;
@@ -516,9 +520,9 @@ out:
 }
 
 int gr_segment_load(struct gr_segment *seg, int32_t interval) {
-    int fd = gr_storage_open(seg->log_path, O_RDONLY | O_CLOEXEC, 0);
+    int fd = gr_storage_open(GR_SEG_LOG_PATH(seg), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
-        gr_error(LOGGER, "cannot open segment '%s': %s", seg->log_path, strerror(errno));
+        gr_error(LOGGER, "cannot open segment '%s': %s", GR_SEG_LOG_PATH(seg), strerror(errno));
         return -errno;
     }
     int rc = 0;
@@ -545,7 +549,7 @@ int gr_segment_load(struct gr_segment *seg, int32_t interval) {
         goto out;
     }
     if (index_load(seg) < 0 || tidx_load(seg) < 0) {
-        gr_info(LOGGER, "rebuilding indexes of '%s'", seg->log_path);
+        gr_info(LOGGER, "rebuilding indexes of '%s'", GR_SEG_LOG_PATH(seg));
         rc = rebuild_by_headers(seg, fd, interval);
         if (rc == 0) rc = index_write_file(seg);
         goto out;
@@ -601,9 +605,9 @@ int gr_segment_append(struct gr_segment *seg, const uint8_t *buf, size_t len, in
     if (rc) return rc;
     rc = pwrite_full(h.fd, buf, len, seg->size);
     if (rc) {
-        gr_error(LOGGER, "cannot append %zu bytes to '%s': %s", len, seg->log_path, gr_strerror(rc));
+        gr_error(LOGGER, "cannot append %zu bytes to '%s': %s", len, GR_SEG_LOG_PATH(seg), gr_strerror(rc));
         if (ftruncate(h.fd, (off_t)seg->size) < 0)
-            gr_error(LOGGER, "cannot cut back '%s': %s", seg->log_path, strerror(errno));
+            gr_error(LOGGER, "cannot cut back '%s': %s", GR_SEG_LOG_PATH(seg), strerror(errno));
         put_fd(seg, &h);
         return rc;
     }
@@ -752,7 +756,7 @@ int gr_segment_read(struct gr_segment *seg, int64_t pos, int64_t max_bytes, int6
     struct seg_fd h;
     int rc = get_fd(seg, false, &h);
     if (rc) return rc;
-    rc = gr_segment_read_fd(h.fd, seg->log_path, seg->size, pos, max_bytes, max_offset, min_one, data, len, first,
+    rc = gr_segment_read_fd(h.fd, GR_SEG_LOG_PATH(seg), seg->size, pos, max_bytes, max_offset, min_one, data, len, first,
                             next);
     put_fd(seg, &h);
     return rc;
@@ -779,7 +783,7 @@ int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset) {
     if (rc == 0 && found && ftruncate(h.fd, (off_t)pos) < 0) rc = -errno;
     put_fd(seg, &h);
     if (rc) {
-        gr_error(LOGGER, "cannot truncate '%s': %s", seg->log_path, gr_strerror(rc));
+        gr_error(LOGGER, "cannot truncate '%s': %s", GR_SEG_LOG_PATH(seg), gr_strerror(rc));
         return rc;
     }
     if (!found) return 0;
@@ -884,6 +888,6 @@ int gr_segment_fsync(struct gr_segment *seg) {
     }
     int irc = index_sync(seg, false, true);
     if (rc == 0) rc = irc;
-    if (rc) gr_error(LOGGER, "cannot fsync segment '%s': %s", seg->log_path, gr_strerror(rc));
+    if (rc) gr_error(LOGGER, "cannot fsync segment '%s': %s", GR_SEG_LOG_PATH(seg), gr_strerror(rc));
     return rc;
 }

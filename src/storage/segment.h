@@ -26,7 +26,8 @@ struct gr_segment {
     int64_t base_offset;
     int64_t next_offset; /* lastOffset + 1 of the last batch; base_offset when empty */
     int64_t size;        /* bytes of valid data */
-    char *log_path; /* owned; the index files' paths are derived (gr_segment_sibling_path) */
+    const char *dir;     /* the log's directory (borrowed: a log outlives its segments); file
+                            paths are made when needed (GR_SEG_LOG_PATH, gr_segment_sibling_path) */
     bool active;                 /* the log's last segment: .log descriptor cached in `slot` */
     struct gr_fd_slot slot;
     struct gr_index_entry *idx;  /* the whole index, always in memory */
@@ -47,10 +48,15 @@ struct gr_segment {
 typedef void (*gr_segment_batch_cb)(void *arg, const struct gr_batch_info *bi);
 
 #define GR_SEG_PATH_MAX 4096
-/* Writes log_path with ".log" replaced by ext (".index", ".timeindex") into buf[GR_SEG_PATH_MAX]. */
+/* Writes "<dir>/<base offset, 20 digits><ext>" (ext ".log", ".index", ".timeindex") into
+ * buf[GR_SEG_PATH_MAX]. */
 void gr_segment_sibling_path(const struct gr_segment *seg, const char *ext, char *buf);
+/* The segment's .log path, written into buf[GR_SEG_PATH_MAX]; returns buf. */
+const char *gr_segment_log_path(const struct gr_segment *seg, char *buf);
+/* The .log path in a buffer living until the end of the enclosing block. */
+#define GR_SEG_LOG_PATH(seg) gr_segment_log_path((seg), (char[GR_SEG_PATH_MAX]){0})
 
-/* Allocates a segment object for `base` in `dir` (no I/O). */
+/* Allocates a segment object for `base` in `dir` (no I/O; dir is borrowed, see above). */
 struct gr_segment *gr_segment_new(const char *dir, int64_t base);
 /* Deactivates and frees memory (files stay; index entries not yet written are NOT written:
  * call gr_segment_persist_index first when the files are kept). */

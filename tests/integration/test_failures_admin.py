@@ -433,7 +433,11 @@ def test_delete_topic_disabled(cluster_factory, zk_connect):
     cluster.zk.create("/admin/delete_topics/kept", b"", makepath=True)
     H.wait_for(lambda: not cluster.zk.exists("/admin/delete_topics/kept"), 20, "the znode removed")
     assert cluster.zk.exists("/brokers/topics/kept")
-    assert len(partition_dirs(cluster, "kept")) == 3
+    wait_full_isr(cluster, "kept")
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    p.produce("kept", b"still here")
+    assert p.flush(30) == 0  # a log's directory is made by its first write (test_lazy_log_dirs.py)
+    H.wait_for(lambda: len(partition_dirs(cluster, "kept")) == 3, 20, "kept's 3 replicas on disk")
 
 
 def test_controller_moved_mid_deletion(cluster_factory, zk_connect):
@@ -583,6 +587,10 @@ def test_log_dir_failure(cluster_factory, zk_connect):
     n = 6
     create(cluster, "ld", assign=[[1, 2, 3]] * n)  # broker 1 leads all of them
     wait_full_isr(cluster, "ld", n)
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for q in range(n):  # a log's directory is made by its first write (test_lazy_log_dirs.py)
+        p.produce("ld", b"first", partition=q)
+    assert p.flush(30) == 0
     H.wait_for(lambda: len(os.listdir(second)) > 0, 10, "partitions placed in the second dir")
     failed = sorted(int(d.rsplit("-", 1)[1]) for d in os.listdir(second) if d.startswith("ld-"))
     healthy = [q for q in range(n) if q not in failed]

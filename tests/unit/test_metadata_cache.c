@@ -200,9 +200,55 @@ static void test_concurrent(void)
     gr_mdc_free(shared);
 }
 
+/* Memory per replica (issue 14): a topic created by one UpdateMetadata gets an array of exactly
+ * its partitions (doubling left up to half unused), and a partition's replicas, ISR and offline
+ * replicas share one allocation; later additions and removals keep every partition intact. */
+static void test_compact(void)
+{
+    struct gr_mdc *c = gr_mdc_new(1);
+    int32_t off[] = { 3 };
+    ps_t parts[10];
+    for (int i = 0; i < 10; i++)
+        parts[i] = (ps_t){ .PartitionIndex = i, .Leader = 1 + i % 3, .IsrCount = 2, .Isr = R23,
+                           .ReplicasCount = 3, .Replicas = R123, .OfflineReplicasCount = i == 4,
+                           .OfflineReplicas = off };
+    ts_t t10 = { .TopicName = "ten", .PartitionStatesCount = 10, .PartitionStates = parts };
+    struct UpdateMetadataRequest req = { .ControllerId = 1, .TopicStatesCount = 1, .TopicStates = &t10 };
+    gr_mdc_update(c, 6, &req, NULL);
+    gr_mdc_rdlock(c);
+    const struct gr_mdc_topic *t = gr_mdc_topic(c, "ten");
+    CHECKF(t && t->n_partitions == 10 && t->cap == 10, "cap %d for 10 partitions", t ? t->cap : -1);
+    for (int i = 0; t && i < 10; i++) {
+        const struct gr_mdc_partition *p = &t->partitions[i];
+        CHECK(p->n_replicas == 3 && p->replicas[2] == 3 && p->n_isr == 2 && p->isr == p->replicas + 3 &&
+              p->isr[1] == 3);
+        CHECK(i == 4 ? p->n_offline == 1 && p->offline == p->replicas + 5 && p->offline[0] == 3
+                     : p->n_offline == 0 && p->offline == NULL);
+    }
+    gr_mdc_unlock(c);
+    /* one more partition (v4, ungrouped), then partition 0 deleted */
+    ps_t p10 = { .TopicName = "ten", .PartitionIndex = 10, .Leader = 2, .IsrCount = 1, .Isr = R23,
+                 .ReplicasCount = 2, .Replicas = R23 };
+    struct UpdateMetadataRequest r4 = { .ControllerId = 1, .UngroupedPartitionStatesCount = 1,
+                                        .UngroupedPartitionStates = &p10 };
+    gr_mdc_update(c, 4, &r4, NULL);
+    ps_t del = { .TopicName = "ten", .PartitionIndex = 0, .Leader = GR_LEADER_DURING_DELETE };
+    struct UpdateMetadataRequest rd = { .ControllerId = 1, .UngroupedPartitionStatesCount = 1,
+                                        .UngroupedPartitionStates = &del };
+    gr_mdc_update(c, 4, &rd, NULL);
+    struct gr_mdc_partition cp;
+    CHECK(gr_mdc_num_partitions(c, "ten") == 10);
+    CHECK(gr_mdc_get_partition(c, "ten", 10, &cp) && cp.n_replicas == 2 && cp.n_isr == 1 && cp.isr[0] == 2);
+    gr_mdc_partition_release(&cp);
+    CHECK(gr_mdc_get_partition(c, "ten", 4, &cp) && cp.n_offline == 1 && cp.offline[0] == 3 && cp.n_isr == 2);
+    gr_mdc_partition_release(&cp);
+    gr_mdc_free(c);
+}
+
 int main(void)
 {
     gr_log_set_level(GR_LOG_WARN);
+    test_compact();
     test_v6();
     test_old_versions();
     test_concurrent();

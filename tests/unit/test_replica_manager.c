@@ -431,6 +431,39 @@ int main(void) {
     snprintf(path, sizeof path, "%s/%s-0", g_nodes[1].dir, TOPIC);
     CHECK(access(path, F_OK) != 0);
 
+    /* 6. The partition map across growth and removals: 6000
+     *    partitions (the map starts with 4096 buckets), two thirds removed, some added back. */
+    {
+        static int32_t one_rep[1] = {1};
+        struct gr_broker *b = g_nodes[0].b;
+        enum { NMANY = 6000 };
+        for (int i = 0; i < NMANY; i++) {
+            struct gr_partition_state st = {.topic = i % 2 ? "many-a" : "many-b", .partition = i, .leader = 1,
+                                            .leader_epoch = 1, .controller_epoch = 1, .isr = one_rep, .n_isr = 1,
+                                            .replicas = one_rep, .n_replicas = 1};
+            CHECK(b->hooks.become_leader(b->hooks.ctx, b, &st) == GR_KERR_NONE);
+        }
+        b->hooks.leader_and_isr_done(b->hooks.ctx, b);
+        for (int i = 0; i < NMANY; i++)
+            if (i % 3) b->hooks.stop_replica(b->hooks.ctx, b, i % 2 ? "many-a" : "many-b", i, true);
+        for (int i = 0; i < NMANY; i += 7) {
+            struct gr_partition_state st = {.topic = i % 2 ? "many-a" : "many-b", .partition = i, .leader = 1,
+                                            .leader_epoch = 2, .controller_epoch = 1, .isr = one_rep, .n_isr = 1,
+                                            .replicas = one_rep, .n_replicas = 1};
+            CHECK(b->hooks.become_leader(b->hooks.ctx, b, &st) == GR_KERR_NONE);
+        }
+        b->hooks.leader_and_isr_done(b->hooks.ctx, b);
+        int right = 0;
+        for (int i = 0; i < NMANY; i++) {
+            struct gr_rm_partition_info mi;
+            bool want = i % 3 == 0 || i % 7 == 0;
+            bool has = gr_rm_partition_info(g_nodes[0].rm, i % 2 ? "many-a" : "many-b", i, &mi);
+            right += has == want && (!has || mi.leader_epoch == (i % 7 == 0 ? 2 : 1));
+            right += !gr_rm_partition_info(g_nodes[0].rm, i % 2 ? "many-b" : "many-a", i, &mi);
+        }
+        CHECKF(right == 2 * NMANY, "%d of %d lookups right", right, 2 * NMANY);
+    }
+
     for (int i = 0; i < NB; i++) node_stop(i);
     gr_apis_set_test_handler(GR_API_ALTER_ISR, NULL);
     if (test_failures) fprintf(stderr, "test_replica_manager: %d failures\n", test_failures);
