@@ -363,16 +363,6 @@ static void to_new(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ct
     gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
 }
 
-/* -> OnlineReplica: LeaderAndIsr to the replica (from New: it has it already). */
-static void to_online(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
-    int from = gr_ctrl_replica_state_get(p, r->replica);
-    if (from != GR_RS_NEW && p->has_state)
-        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
-    log_ok(sm, r, from, GR_RS_ONLINE);
-    gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
-}
-
 /* The other states: only the state changes (DeletionStarted also sends StopReplica(delete);
  * NonExistent also leaves the assignment). */
 static void to_plain(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r, int target) {
@@ -453,7 +443,7 @@ static int to_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
     return ret;
 }
 
-/* handleStateChanges for the replicas of one broker (any target but Offline). */
+/* handleStateChanges for the replicas of one broker (any target but Offline and Online). */
 static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
                       int target) {
     int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
@@ -461,7 +451,6 @@ static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr
     for (int k = 0; k < n_valid; k++) {
         const struct gr_ctrl_replica *r = &reps[valid[k]];
         if (target == GR_RS_NEW) to_new(sm, replica_id, r);
-        else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
         else to_plain(sm, replica_id, r, target);
     }
     free(valid);
@@ -487,6 +476,88 @@ static int handle_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v
     return rc;
 }
 
+/* ---- handleStateChanges to Online ---- */
+
+/* One partition's replicas going online in this call that get a LeaderAndIsr entry: a chain of
+ * indexes into the call's pending array, found through an open-addressing table keyed by the
+ * context's partition pointer. */
+struct online_group {
+    struct gr_ctrl_partition *p;
+    const char *topic;
+    int head, tail, n;
+};
+
+struct online_pending {
+    int32_t replica;
+    int next;
+};
+
+/* The group of p in groups[] (slots hold group index + 1), added if new. */
+static int online_group_of(struct online_group *groups, int *n_groups, int *slots, size_t mask,
+                           struct gr_ctrl_partition *p, const char *topic) {
+    size_t i = (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+    while (slots[i] && groups[slots[i] - 1].p != p) i = (i + 1) & mask;
+    if (!slots[i]) {
+        groups[*n_groups] = (struct online_group){.p = p, .topic = topic, .head = -1, .tail = -1};
+        slots[i] = ++*n_groups;
+    }
+    return slots[i] - 1;
+}
+
+/* handleStateChanges to Online for every broker's replicas at once (v sorted by broker). Each
+ * replica is validated, logged and moved to OnlineReplica as Kafka does it, broker by broker;
+ * the LeaderAndIsr entries (replicas not coming from NewReplica, partitions with a leader) are
+ * then added once per partition for all of its replicas going online: the requests are the same
+ * as adding them one replica at a time (the batch keys entries by broker and partition and takes
+ * everything from the context, which this call does not change), but the partition's
+ * UpdateMetadata entry is built once instead of once per replica (300k rebuilds for 100k
+ * partitions at failover). */
+static void handle_online(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *valid = gr_malloc((size_t)n * sizeof *valid);
+    struct online_pending *pend = gr_malloc((size_t)n * sizeof *pend);
+    struct online_group *groups = gr_malloc((size_t)n * sizeof *groups);
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    int *slots = gr_calloc(cap, sizeof *slots);
+    int n_groups = 0, n_pend = 0;
+    struct gr_ctrl_topic *t = NULL;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && v[j].replica == v[i].replica) j++;
+        int m = valid_transitions(sm, &v[i], j - i, GR_RS_ONLINE, valid);
+        for (int k = 0; k < m; k++) {
+            const struct gr_ctrl_replica *r = &v[i + valid[k]];
+            if (!t || (t->name != r->topic && strcmp(t->name, r->topic) != 0)) t = gr_ctrl_ctx_topic(ctx, r->topic);
+            struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, r->partition);
+            int from = gr_ctrl_replica_state_get(p, r->replica);
+            if (from != GR_RS_NEW && p->has_state) {
+                struct online_group *g = &groups[online_group_of(groups, &n_groups, slots, cap - 1, p, t->name)];
+                pend[n_pend] = (struct online_pending){.replica = r->replica, .next = -1};
+                if (g->tail >= 0) pend[g->tail].next = n_pend;
+                else g->head = n_pend;
+                g->tail = n_pend++;
+                g->n++;
+            }
+            log_ok(sm, r, from, GR_RS_ONLINE);
+            gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
+        }
+        i = j;
+    }
+    int32_t *ids = gr_malloc((size_t)(n_pend ? n_pend : 1) * sizeof *ids);
+    for (int g = 0; g < n_groups; g++) {
+        int k = 0;
+        for (int e = groups[g].head; e >= 0; e = pend[e].next) ids[k++] = pend[e].replica;
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, ids, k, groups[g].topic, groups[g].p->partition,
+                                         &groups[g].p->lai, false);
+    }
+    free(ids);
+    free(slots);
+    free(groups);
+    free(pend);
+    free(valid);
+}
+
 static int cmp_replica_id(const void *a, const void *b) {
     const struct gr_ctrl_replica *x = a, *y = b;
     return x->replica < y->replica ? -1 : x->replica > y->replica;
@@ -502,6 +573,8 @@ int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_repl
     int rc = 0;
     if (target == GR_RS_OFFLINE) {
         rc = handle_offline(sm, v, n);
+    } else if (target == GR_RS_ONLINE) {
+        handle_online(sm, v, n);
     } else {
         for (int i = 0; i < n;) {
             int j = i;
