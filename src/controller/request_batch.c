@@ -124,13 +124,6 @@ static struct entry **map_entries(const struct map *m) {
     return v;
 }
 
-static int cmp_entry(const void *a, const void *b) {
-    const struct entry *x = *(struct entry *const *)a, *y = *(struct entry *const *)b;
-    if (x->broker != y->broker) return x->broker < y->broker ? -1 : 1;
-    if (x->tref != y->tref) return x->tref->rank < y->tref->rank ? -1 : 1;
-    return x->partition < y->partition ? -1 : x->partition > y->partition;
-}
-
 /* Walks sorted entries v[0..n) one broker at a time: sets [*i, *j) to the next run of entries
  * for one broker that is still in the context and returns it; NULL when none is left. Start
  * with *j = 0. */
@@ -280,11 +273,34 @@ static void rank_topics(struct gr_ctrl_batch *b) {
     b->ranked = true;
 }
 
+/* An entry with its sort key copied out: sorting these compares integers in one array instead
+ * of following two entry pointers and their topic refs per comparison (300k LeaderAndIsr entries
+ * at a 100k-partition failover). hi = broker (order-preserving unsigned) << 32 | topic rank. */
+struct sort_key {
+    uint64_t hi;
+    uint32_t partition;
+    struct entry *e;
+};
+
+static int cmp_sort_key(const void *a, const void *b) {
+    const struct sort_key *x = a, *y = b;
+    if (x->hi != y->hi) return x->hi < y->hi ? -1 : 1;
+    return x->partition < y->partition ? -1 : x->partition > y->partition;
+}
+
 /* The entries of m sorted by (broker, topic name, partition), malloc'd. */
 static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct map *m) {
     rank_topics(b);
     struct entry **v = map_entries(m);
-    qsort(v, m->n, sizeof *v, cmp_entry);
+    struct sort_key *k = gr_malloc((m->n ? m->n : 1) * sizeof *k);
+    for (size_t i = 0; i < m->n; i++) {
+        k[i].hi = (uint64_t)((uint32_t)v[i]->broker ^ 0x80000000u) << 32 | v[i]->tref->rank;
+        k[i].partition = (uint32_t)v[i]->partition ^ 0x80000000u;
+        k[i].e = v[i];
+    }
+    qsort(k, m->n, sizeof *k, cmp_sort_key);
+    for (size_t i = 0; i < m->n; i++) v[i] = k[i].e;
+    free(k);
     return v;
 }
 
