@@ -668,7 +668,7 @@ static int bulk_get(struct real *r, const char *const *paths, int n, struct gr_z
     int64_t t0 = gr_mono_ms();
     rc = gr_zk_bulk_get(&t, paths, n, results);
     if (rc == GR_ZOK) {
-        gr_debug(LOGGER, "read %d znodes through a bulk-read session at %s in %lld ms", n, hostport,
+        gr_info(LOGGER, "read %d znodes through a bulk-read session at %s in %lld ms", n, hostport,
                  (long long)(gr_mono_ms() - t0));
     } else {
         static atomic_bool warned;
