@@ -457,6 +457,7 @@ static void test_bulk_read(struct client *a) {
             ops[j] = gr_zop_create(paths[i], i == 3 ? NULL : vals[i], i == 3 ? 0 : (int)strlen(vals[i]), 0);
         }
         CHECK(gr_zkb_multi(a->b, ops, 500, ores) == GR_ZOK);
+        gr_zop_results_release(ores, 500);
     }
     free(ops);
     free(ores);
