@@ -563,12 +563,56 @@ static int cmp_replica_id(const void *a, const void *b) {
     return x->replica < y->replica ? -1 : x->replica > y->replica;
 }
 
+/* replicas grouped by broker id, ascending, into v (a counting sort over the distinct ids, which
+ * are few: 300k replicas at a 100k-partition failover; qsort when there are more than 256). */
+static void group_by_broker(const struct gr_ctrl_replica *replicas, int n, struct gr_ctrl_replica *v) {
+    int32_t ids[256];
+    int cnt[257], n_ids = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = replicas[i].replica;
+        int lo = 0, hi = n_ids;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (ids[mid] < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n_ids && ids[lo] == id) continue;
+        if (n_ids == 256) {
+            memcpy(v, replicas, (size_t)n * sizeof *v);
+            qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
+            return;
+        }
+        memmove(&ids[lo + 1], &ids[lo], (size_t)(n_ids - lo) * sizeof *ids);
+        ids[lo] = id;
+        n_ids++;
+    }
+    memset(cnt, 0, sizeof cnt);
+    int *pos = gr_malloc((size_t)n * sizeof *pos);
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        int32_t id = replicas[i].replica;
+        if (last < 0 || ids[last] != id) { /* replicas of one broker often come in runs */
+            int lo = 0, hi = n_ids - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (ids[mid] < id) lo = mid + 1;
+                else hi = mid;
+            }
+            last = lo;
+        }
+        pos[i] = last;
+        cnt[last + 1]++;
+    }
+    for (int d = 0; d < n_ids; d++) cnt[d + 1] += cnt[d];
+    for (int i = 0; i < n; i++) v[cnt[pos[i]]++] = replicas[i];
+    free(pos);
+}
+
 int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target) {
     if (n <= 0) return 0;
     /* group by broker id (order within a group does not matter: the batch sorts its entries) */
     struct gr_ctrl_replica *v = gr_malloc((size_t)n * sizeof *v);
-    memcpy(v, replicas, (size_t)n * sizeof *v);
-    qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
+    group_by_broker(replicas, n, v);
     gr_ctrl_batch_begin(sm->batch);
     int rc = 0;
     if (target == GR_RS_OFFLINE) {

@@ -276,11 +276,28 @@ static void rank_topics(struct gr_ctrl_batch *b) {
 /* Sorting 300k LeaderAndIsr entries (a 100k-partition failover) by comparing through entry and
  * topic-ref pointers was the top of the event thread. Each entry's order is instead packed into
  * one integer -- broker's position among the batch's brokers, topic rank, partition, entry index,
- * with just the bits they need -- and the integers are sorted. When they do not fit in 64 bits,
- * the entries are sorted with the comparator. */
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+ * with just the bits they need -- and the integers are radix-sorted. When they do not fit in 64
+ * bits, the entries are sorted with the comparator. */
+/* Sorts k[0..n) (distinct values below 2^bits) with an LSD radix sort of 11-bit digits. */
+static void radix_sort_u64(uint64_t *k, size_t n, int bits) {
+    uint64_t *tmp = gr_malloc((n ? n : 1) * sizeof *tmp), *src = k, *dst = tmp;
+    size_t count[2048];
+    for (int shift = 0; shift < bits; shift += 11) {
+        memset(count, 0, sizeof count);
+        for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & 2047]++;
+        size_t sum = 0;
+        for (int d = 0; d < 2048; d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 2047]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != k) memcpy(k, src, n * sizeof *k);
+    free(tmp);
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -344,7 +361,7 @@ static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct map *
         key = (key << br | v[i]->tref->rank) << bp | (uint64_t)v[i]->partition;
         k[i] = bi ? key << bi | i : key;
     }
-    qsort(k, n, sizeof *k, cmp_u64);
+    radix_sort_u64(k, n, bb + br + bp + bi);
     struct entry **out = gr_malloc((n ? n : 1) * sizeof *out);
     uint64_t imask = bi ? (bi == 64 ? ~0ULL : (1ULL << bi) - 1) : 0;
     for (size_t i = 0; i < n; i++) out[i] = v[k[i] & imask];
