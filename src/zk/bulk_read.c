@@ -29,6 +29,7 @@
 #define XID_FIRST 2
 #define SEND_CHUNK (64 * 1024)
 #define RECV_CHUNK (1024 * 1024)
+#define GR_ZK_BULK_REFILL 500 /* replies taken before sending more */
 
 struct buf {
     char *p;
@@ -327,7 +328,8 @@ static int on_reply(struct rd *r, bool *synced, int *answered, struct gr_zget_re
 
 /* Sends the reads in chunks, keeping up to the window in flight, and takes the replies as they
  * come: whenever the window is full (or everything is sent) it waits for replies and takes all
- * that have arrived, until fewer than half the window are in flight. */
+ * that have arrived, and sends more as soon as GR_ZK_BULK_REFILL slots are free (refilling only
+ * at half the window read ~20 % slower than a client that refills after every reply). */
 static int run_reads(struct conn *c, const struct gr_zk_bulk_target *t, const char *const *paths, int n,
                      struct gr_zget_result *results) {
     struct buf out = {0};
@@ -354,7 +356,7 @@ static int run_reads(struct conn *c, const struct gr_zk_bulk_target *t, const ch
                 break;
             }
             if (answered == n) break;
-            if (full && next < n && next - answered < GR_ZK_BULK_WINDOW / 2) full = false; /* refill */
+            if (full && next < n && next - answered < GR_ZK_BULK_WINDOW - GR_ZK_BULK_REFILL) full = false; /* refill */
         }
         if (got < 0) rc = -1;
     }
