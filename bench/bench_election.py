@@ -324,6 +324,69 @@ def register_fake_brokers(zk, ids):
             ephemeral=True, makepath=True)
 
 
+TIMELINE_MARKS = (
+    ("elected", "successfully elected as the controller"),
+    ("assignments read", "Loaded the replica assignments"),
+    ("states read", "partition states in"),
+    ("UpdateMetadata (brokers)", "Sending update metadata request"),
+    ("replicas online", "Triggering online replica state changes"),
+    ("replicas offline", "Triggering offline replica state changes"),
+    ("partition SM", "Initializing partition state"),
+    ("ready", "ready as controller"),
+)
+TOOK_RE = __import__("re").compile(r"Event (\w+) took (\d+) ms \(event thread CPU (\d+) ms\)")
+
+
+def failover_timeline(text, epoch):
+    """The failover of `epoch` in a broker log: [(mark, ms since 'elected')], and the controller's
+    own 'Event X took N ms (event thread CPU M ms)' line for that event, if any."""
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines)
+                  if "successfully elected as the controller" in l and f"Epoch incremented to {epoch} " in l), None)
+    if start is None:
+        return [], None
+    t0 = line_wall_time(lines[start])
+    marks, took = [], None
+    for l in lines[start:]:
+        for name, needle in TIMELINE_MARKS:
+            if needle in l and not any(m == name for m, _ in marks):
+                t = line_wall_time(l)
+                if t is not None:
+                    marks.append((name, (t - t0) * 1000))
+        m = TOOK_RE.search(l)
+        if m and any(n == "ready" for n, _ in marks):
+            took = (m.group(1), int(m.group(2)), int(m.group(3)))
+            break
+    return marks, took
+
+
+def print_timeline(b, epoch):
+    marks, took = failover_timeline(b.log(whole=True), epoch)
+    if marks:
+        print("    timeline (ms after 'elected'): " + ", ".join(f"{n} {ms:.0f}" for n, ms in marks))
+    if took:
+        print(f"    controller: event {took[0]} took {took[1]} ms, event thread CPU {took[2]} ms")
+
+
+def proc_cpu_ms(pid):
+    """user+sys CPU of a process so far (ms), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_syscw(pid):
+    """write-type system calls of a process so far (/proc/PID/io syscw), or None."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("syscw"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 LOADED_RE = __import__("re").compile(r"Loaded (?:the replica assignments of .*?|\d+ partition states) in (\d+) ms")
 
 
@@ -363,6 +426,11 @@ def bench_load(zk_hosts, workdir, size, per_topic, mode):
         loaded = [int(m.group(1)) for m in LOADED_RE.finditer(b.log())]
         if loaded:
             print(f"    of which reading ZooKeeper ('Loaded ... in N ms' lines): {sum(loaded)} ms {loaded}")
+        time.sleep(1.0)  # let the last buffered log lines reach the file
+        print_timeline(b, epoch)
+        cpu0, w0 = proc_cpu_ms(b.pid), proc_syscw(b.pid)
+        if cpu0 is not None:
+            print(f"    process CPU (user+sys) since start: {cpu0:.0f} ms; write-type syscalls: {w0}")
 
         # Forced re-election: same broker, warm ZooKeeper.
         old = c["_stat"].czxid
@@ -375,6 +443,14 @@ def bench_load(zk_hosts, workdir, size, per_topic, mode):
         print(f"  re-election: delete -> ready line "
               + (f"{(tw - t0_wall) * 1000:.0f} ms" if tw else "n/a")
               + "; reported load time: " + (f"{load_ms2:.0f} ms" if load_ms2 is not None else "n/a"))
+        time.sleep(1.0)
+        print_timeline(b, epoch + 1)
+        cpu1, w1 = proc_cpu_ms(b.pid), proc_syscw(b.pid)
+        if cpu0 is not None and cpu1 is not None:
+            print(f"    process CPU (user+sys) of the re-election: {cpu1 - cpu0:.0f} ms; write-type syscalls: "
+                  f"{w1 - w0 if w0 is not None and w1 is not None else 'n/a'}")
+        lines = b.log(whole=True).count("\n")
+        print(f"  broker log: {lines} lines, {os.path.getsize(b.log_path) / 1e6:.1f} MB")
         rss = None
         try:
             with open(f"/proc/{b.pid}/status") as f:

@@ -368,6 +368,14 @@ void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kz
     p->has_state = true;
 }
 
+void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_leader_and_isr *lai) {
+    gr_kzk_leader_and_isr_release(&p->lai);
+    p->lai = *lai;
+    lai->isr = NULL;
+    lai->n_isr = 0;
+    p->has_state = true;
+}
+
 struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t *cursor) {
     while (*cursor < ctx->n_slots) {
         struct gr_ctrl_topic *t = ctx->slots[(*cursor)++];

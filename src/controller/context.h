@@ -142,6 +142,8 @@ struct gr_ctrl_partition *gr_ctrl_topic_partition(struct gr_ctrl_topic *t, int32
 struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, const char *topic, int32_t partition);
 /* Stores a leader/ISR (deep copy of lai). */
 void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai);
+/* Stores a leader/ISR, taking its ISR array (lai is left without one). */
+void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_leader_and_isr *lai);
 
 /* Marks p's state as written (or confirmed in ZooKeeper) in the current event. */
 static inline void gr_ctrl_partition_mark_fresh(const struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p) {

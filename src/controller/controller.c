@@ -558,17 +558,23 @@ static int load_topics(struct gr_controller *c, const char *const *names, int n)
 /* Reads the leader/ISR of every partition in the context, in pipelined batches of STATE_BATCH
  * (Kafka's updateLeaderAndIsrCache). Sets *loaded to the number of states found. */
 static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
-    /* Collect every (topic, partition) first; topic names are borrowed from the context, which
-     * does not change while we read. */
+    /* Collect every (topic, partition) first, with its partition in the context; topic names
+     * are borrowed from the context, which does not change while we read. */
     size_t cap = 1024, n = 0;
     struct gr_kzk_tp *tps = gr_malloc(sizeof *tps * cap);
+    struct gr_ctrl_partition **parts = gr_malloc(sizeof *parts * cap);
     size_t cur = 0;
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur))) {
         for (int i = 0; i < t->n_partitions; i++) {
-            if (n == cap) tps = gr_realloc(tps, sizeof *tps * (cap *= 2));
+            if (n == cap) {
+                cap *= 2;
+                tps = gr_realloc(tps, sizeof *tps * cap);
+                parts = gr_realloc(parts, sizeof *parts * cap);
+            }
             tps[n].topic = t->name;
             tps[n].partition = t->partitions[i].partition;
+            parts[n] = &t->partitions[i];
             n++;
         }
     }
@@ -582,11 +588,8 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
         for (int j = 0; j < m; j++) {
             const struct gr_kzk_tp *tp = &tps[off + (size_t)j];
             if (rc == 0 && res[j].rc == 0) {
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&c->ctx, tp->topic, tp->partition);
-                if (p) {
-                    gr_ctrl_partition_set_state(p, &res[j].lai);
-                    total++;
-                }
+                gr_ctrl_partition_take_state(parts[off + (size_t)j], &res[j].lai);
+                total++;
             } else if (rc == 0 && res[j].rc != GR_KZK_ENONODE) {
                 CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
                        gr_kzk_strerror(res[j].rc));
@@ -595,6 +598,7 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
         }
     }
     free(res);
+    free(parts);
     free(tps);
     if (loaded) *loaded = total;
     return rc;

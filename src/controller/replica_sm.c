@@ -366,16 +366,6 @@ static void to_new(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ct
     gr_ctrl_replica_state_set(p, r->replica, GR_RS_NEW);
 }
 
-/* -> OnlineReplica: LeaderAndIsr to the replica (from New: it has it already). */
-static void to_online(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r) {
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
-    int from = gr_ctrl_replica_state_get(p, r->replica);
-    if (from != GR_RS_NEW && p->has_state)
-        gr_ctrl_batch_add_leader_and_isr(sm->batch, &replica_id, 1, r->topic, r->partition, &p->lai, false);
-    log_ok(sm, r, from, GR_RS_ONLINE);
-    gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
-}
-
 /* The other states: only the state changes (DeletionStarted also sends StopReplica(delete);
  * NonExistent also leaves the assignment). */
 static void to_plain(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *r, int target) {
@@ -454,7 +444,7 @@ static int to_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
     return ret;
 }
 
-/* handleStateChanges for the replicas of one broker (any target but Offline). */
+/* handleStateChanges for the replicas of one broker (any target but Offline and Online). */
 static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr_ctrl_replica *reps, int n,
                       int target) {
     int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
@@ -462,7 +452,6 @@ static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr
     for (int k = 0; k < n_valid; k++) {
         const struct gr_ctrl_replica *r = &reps[valid[k]];
         if (target == GR_RS_NEW) to_new(sm, replica_id, r);
-        else if (target == GR_RS_ONLINE) to_online(sm, replica_id, r);
         else to_plain(sm, replica_id, r, target);
     }
     free(valid);
@@ -488,21 +477,149 @@ static int handle_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v
     return rc;
 }
 
+/* ---- handleStateChanges to Online ---- */
+
+/* One partition's replicas going online in this call that get a LeaderAndIsr entry: a chain of
+ * indexes into the call's pending array, found through an open-addressing table keyed by the
+ * context's partition pointer. */
+struct online_group {
+    struct gr_ctrl_partition *p;
+    const char *topic;
+    int head, tail, n;
+};
+
+struct online_pending {
+    int32_t replica;
+    int next;
+};
+
+/* The group of p in groups[] (slots hold group index + 1), added if new. */
+static int online_group_of(struct online_group *groups, int *n_groups, int *slots, size_t mask,
+                           struct gr_ctrl_partition *p, const char *topic) {
+    size_t i = (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+    while (slots[i] && groups[slots[i] - 1].p != p) i = (i + 1) & mask;
+    if (!slots[i]) {
+        groups[*n_groups] = (struct online_group){.p = p, .topic = topic, .head = -1, .tail = -1};
+        slots[i] = ++*n_groups;
+    }
+    return slots[i] - 1;
+}
+
+/* handleStateChanges to Online for every broker's replicas at once (v sorted by broker). Each
+ * replica is validated, logged and moved to OnlineReplica as Kafka does it, broker by broker;
+ * the LeaderAndIsr entries (replicas not coming from NewReplica, partitions with a leader) are
+ * then added once per partition for all of its replicas going online: the requests are the same
+ * as adding them one replica at a time (the batch keys entries by broker and partition and takes
+ * everything from the context, which this call does not change), but the partition's
+ * UpdateMetadata entry is built once instead of once per replica (300k rebuilds for 100k
+ * partitions at failover). */
+static void handle_online(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v, int n) {
+    struct gr_ctrl_context *ctx = sm->ctx;
+    int *valid = gr_malloc((size_t)n * sizeof *valid);
+    struct online_pending *pend = gr_malloc((size_t)n * sizeof *pend);
+    struct online_group *groups = gr_malloc((size_t)n * sizeof *groups);
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    int *slots = gr_calloc(cap, sizeof *slots);
+    int n_groups = 0, n_pend = 0;
+    struct gr_ctrl_topic *t = NULL;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && v[j].replica == v[i].replica) j++;
+        int m = valid_transitions(sm, &v[i], j - i, GR_RS_ONLINE, valid);
+        for (int k = 0; k < m; k++) {
+            const struct gr_ctrl_replica *r = &v[i + valid[k]];
+            if (!t || (t->name != r->topic && strcmp(t->name, r->topic) != 0)) t = gr_ctrl_ctx_topic(ctx, r->topic);
+            struct gr_ctrl_partition *p = gr_ctrl_topic_partition(t, r->partition);
+            int from = gr_ctrl_replica_state_get(p, r->replica);
+            if (from != GR_RS_NEW && p->has_state) {
+                struct online_group *g = &groups[online_group_of(groups, &n_groups, slots, cap - 1, p, t->name)];
+                pend[n_pend] = (struct online_pending){.replica = r->replica, .next = -1};
+                if (g->tail >= 0) pend[g->tail].next = n_pend;
+                else g->head = n_pend;
+                g->tail = n_pend++;
+                g->n++;
+            }
+            log_ok(sm, r, from, GR_RS_ONLINE);
+            gr_ctrl_replica_state_set(p, r->replica, GR_RS_ONLINE);
+        }
+        i = j;
+    }
+    int32_t *ids = gr_malloc((size_t)(n_pend ? n_pend : 1) * sizeof *ids);
+    for (int g = 0; g < n_groups; g++) {
+        int k = 0;
+        for (int e = groups[g].head; e >= 0; e = pend[e].next) ids[k++] = pend[e].replica;
+        gr_ctrl_batch_add_leader_and_isr(sm->batch, ids, k, groups[g].topic, groups[g].p->partition,
+                                         &groups[g].p->lai, false);
+    }
+    free(ids);
+    free(slots);
+    free(groups);
+    free(pend);
+    free(valid);
+}
+
 static int cmp_replica_id(const void *a, const void *b) {
     const struct gr_ctrl_replica *x = a, *y = b;
     return x->replica < y->replica ? -1 : x->replica > y->replica;
+}
+
+/* replicas grouped by broker id, ascending, into v (a counting sort over the distinct ids, which
+ * are few: 300k replicas at a 100k-partition failover; qsort when there are more than 256). */
+static void group_by_broker(const struct gr_ctrl_replica *replicas, int n, struct gr_ctrl_replica *v) {
+    int32_t ids[256];
+    int cnt[257], n_ids = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t id = replicas[i].replica;
+        int lo = 0, hi = n_ids;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (ids[mid] < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n_ids && ids[lo] == id) continue;
+        if (n_ids == 256) {
+            memcpy(v, replicas, (size_t)n * sizeof *v);
+            qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
+            return;
+        }
+        memmove(&ids[lo + 1], &ids[lo], (size_t)(n_ids - lo) * sizeof *ids);
+        ids[lo] = id;
+        n_ids++;
+    }
+    memset(cnt, 0, sizeof cnt);
+    int *pos = gr_malloc((size_t)n * sizeof *pos);
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        int32_t id = replicas[i].replica;
+        if (last < 0 || ids[last] != id) { /* replicas of one broker often come in runs */
+            int lo = 0, hi = n_ids - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (ids[mid] < id) lo = mid + 1;
+                else hi = mid;
+            }
+            last = lo;
+        }
+        pos[i] = last;
+        cnt[last + 1]++;
+    }
+    for (int d = 0; d < n_ids; d++) cnt[d + 1] += cnt[d];
+    for (int i = 0; i < n; i++) v[cnt[pos[i]]++] = replicas[i];
+    free(pos);
 }
 
 int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target) {
     if (n <= 0) return 0;
     /* group by broker id (order within a group does not matter: the batch sorts its entries) */
     struct gr_ctrl_replica *v = gr_malloc((size_t)n * sizeof *v);
-    memcpy(v, replicas, (size_t)n * sizeof *v);
-    qsort(v, (size_t)n, sizeof *v, cmp_replica_id);
+    group_by_broker(replicas, n, v);
     gr_ctrl_batch_begin(sm->batch);
     int rc = 0;
     if (target == GR_RS_OFFLINE) {
         rc = handle_offline(sm, v, n);
+    } else if (target == GR_RS_ONLINE) {
+        handle_online(sm, v, n);
     } else {
         for (int i = 0; i < n;) {
             int j = i;

@@ -150,6 +150,9 @@ struct gr_kzk_leader_and_isr {
 };
 char *gr_kzk_partition_state_encode(const struct gr_kzk_leader_and_isr *s, size_t *len);
 int gr_kzk_partition_state_decode(const char *data, size_t len, struct gr_kzk_leader_and_isr *out);
+/* The same decoder without its allocation-free fast path (jansson only): the reference the
+ * fuzzer and the tests compare the fast path with. */
+int gr_kzk_partition_state_decode_json(const char *data, size_t len, struct gr_kzk_leader_and_isr *out);
 void gr_kzk_leader_and_isr_release(struct gr_kzk_leader_and_isr *s);
 
 /* /config/<type>/<name>: {"version":1,"config":{"k":"v",...}} (values are strings). */

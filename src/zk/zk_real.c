@@ -23,6 +23,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "zk/backend.h"
+#include "zk/bulk_read.h"
 
 #define LOGGER "zookeeper"
 #define GR_ZK_MAX_INFLIGHT 4096
@@ -633,9 +636,55 @@ static int r_get_children(struct gr_zk_backend *be, const char *path, bool watch
     return rc;
 }
 
+/* Reads of at least this many znodes without watches go through the bulk reader (bulk_read.h)
+ * unless GREGOR_ZK_BULK_READ=0. */
+#define GR_ZK_BULK_MIN 1000
+
+static bool bulk_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GREGOR_ZK_BULK_READ");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
+/* The bulk reader on the server the session is connected to. GR_ZOK or an error (results zeroed). */
+static int bulk_get(struct real *r, const char *const *paths, int n, struct gr_zget_result *results) {
+    char hostport[300] = "";
+    int rc;
+    zhandle_t *zh = acquire(r, &rc);
+    if (!zh) return rc;
+    const char *cur = zoo_get_current_server(zh);
+    if (cur) snprintf(hostport, sizeof hostport, "%s", cur);
+    release(r);
+    if (!hostport[0]) return GR_ZCONNECTIONLOSS;
+    const char *slash = strchr(r->connect, '/');
+    char *chroot = gr_strdup(slash && slash[1] ? slash : "");
+    size_t cl = strlen(chroot);
+    if (cl > 1 && chroot[cl - 1] == '/') chroot[cl - 1] = 0;
+    struct gr_zk_bulk_target t = {.hostport = hostport, .chroot = chroot, .digest_auth = r->digest_auth,
+                                  .timeout_ms = GR_MAX(r->base.session_timeout_ms, 10000)};
+    int64_t t0 = gr_mono_ms();
+    rc = gr_zk_bulk_get(&t, paths, n, results);
+    if (rc == GR_ZOK) {
+        gr_info(LOGGER, "read %d znodes through a bulk-read session at %s in %lld ms", n, hostport,
+                 (long long)(gr_mono_ms() - t0));
+    } else {
+        static atomic_bool warned;
+        if (!atomic_exchange(&warned, true))
+            gr_warn(LOGGER, "bulk read of %d znodes through a second session at %s failed (%s); reading through the "
+                    "main session (logged once)", n, hostport, gr_zrc_name(rc));
+    }
+    free(chroot);
+    return rc;
+}
+
 static int r_get_many(struct gr_zk_backend *be, const char *const *paths, int n, bool watch,
                       struct gr_zget_result *results) {
-    return run_many((struct real *)be, paths, n, watch, results, NULL);
+    struct real *r = (struct real *)be;
+    if (!watch && n >= GR_ZK_BULK_MIN && bulk_enabled() && bulk_get(r, paths, n, results) == GR_ZOK) return GR_ZOK;
+    return run_many(r, paths, n, watch, results, NULL);
 }
 
 static int r_get_children_many(struct gr_zk_backend *be, const char *const *paths, int n,

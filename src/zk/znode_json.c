@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -620,7 +621,120 @@ char *gr_kzk_partition_state_encode(const struct gr_kzk_leader_and_isr *s, size_
     return jdump(root, len);
 }
 
+/* ---- partition state: the fast path ----
+ * A controller failover decodes one state per partition (100k at a time); jansson builds a tree
+ * of allocated objects for each. The common shape -- an object of the five known keys with
+ * plain integer values and an array of integers -- is scanned here without allocating (except
+ * the ISR). Anything else (other keys, other value types, escapes, numbers outside int32,
+ * leading zeros, "-0", a repeated key, a missing key, trailing bytes) is not judged here: the
+ * caller falls back to jansson, which decides. So both paths accept exactly the same documents
+ * with the same result (tests/fuzz/fuzz_znode_json.c compares them). */
+
+struct scan {
+    const char *p, *end;
+};
+
+static void scan_ws(struct scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+static bool scan_char(struct scan *s, char c) {
+    scan_ws(s);
+    if (s->p < s->end && *s->p == c) {
+        s->p++;
+        return true;
+    }
+    return false;
+}
+
+/* A JSON integer within int32 (no fraction, exponent or leading zero; not "-0"). */
+static bool scan_i32(struct scan *s, int32_t *out) {
+    scan_ws(s);
+    bool neg = s->p < s->end && *s->p == '-';
+    const char *d = s->p + (neg ? 1 : 0);
+    const char *q = d;
+    int64_t v = 0;
+    while (q < s->end && *q >= '0' && *q <= '9' && q - d < 11) v = v * 10 + (*q++ - '0');
+    size_t nd = (size_t)(q - d);
+    if (nd == 0 || nd > 10 || (*d == '0' && (nd > 1 || neg))) return false;
+    if (q < s->end && (*q == '.' || *q == 'e' || *q == 'E' || (*q >= '0' && *q <= '9'))) return false;
+    if (neg) v = -v;
+    if (v < INT32_MIN || v > INT32_MAX) return false;
+    *out = (int32_t)v;
+    s->p = q;
+    return true;
+}
+
+/* "key" of lower-case letters and '_' (no escapes) into key[0..cap). */
+static bool scan_key(struct scan *s, char *key, size_t cap) {
+    if (!scan_char(s, '"')) return false;
+    size_t n = 0;
+    while (s->p < s->end && ((*s->p >= 'a' && *s->p <= 'z') || *s->p == '_')) {
+        if (n + 1 >= cap) return false;
+        key[n++] = *s->p++;
+    }
+    key[n] = 0;
+    if (s->p >= s->end || *s->p != '"') return false;
+    s->p++;
+    return scan_char(s, ':');
+}
+
+#define FAST_ISR_MAX 64
+
+static bool scan_isr(struct scan *s, int32_t *isr, int *n) {
+    if (!scan_char(s, '[')) return false;
+    *n = 0;
+    if (scan_char(s, ']')) return true;
+    do {
+        if (*n == FAST_ISR_MAX || !scan_i32(s, &isr[*n])) return false;
+        (*n)++;
+    } while (scan_char(s, ','));
+    return scan_char(s, ']');
+}
+
+/* 1 and *out filled when the document has the common shape, else 0 (out untouched). */
+static int partition_state_decode_fast(const char *data, size_t len, struct gr_kzk_leader_and_isr *out) {
+    if (!data) return 0;
+    struct scan s = {data, data + len};
+    int32_t val[4] = {0}, isr[FAST_ISR_MAX];
+    int n_isr = 0;
+    unsigned seen = 0; /* bits: version, leader, leader_epoch, controller_epoch, isr */
+    static const char *const keys[4] = {"version", "leader", "leader_epoch", "controller_epoch"};
+    if (!scan_char(&s, '{')) return 0;
+    do {
+        char key[24];
+        if (!scan_key(&s, key, sizeof key)) return 0;
+        int k = 0;
+        while (k < 4 && strcmp(key, keys[k]) != 0) k++;
+        if (k == 4 && strcmp(key, "isr") != 0) return 0;
+        if (seen & (1u << k)) return 0;
+        seen |= 1u << k;
+        if (k == 4 ? !scan_isr(&s, isr, &n_isr) : !scan_i32(&s, &val[k])) return 0;
+    } while (scan_char(&s, ','));
+    if (!scan_char(&s, '}')) return 0;
+    scan_ws(&s);
+    if (s.p != s.end || (seen & 0x1e) != 0x1e) return 0;
+    out->leader = val[1];
+    out->leader_epoch = val[2];
+    out->controller_epoch = val[3];
+    out->n_isr = n_isr;
+    out->isr = NULL;
+    if (n_isr > 0) {
+        out->isr = gr_malloc((size_t)n_isr * sizeof *out->isr);
+        memcpy(out->isr, isr, (size_t)n_isr * sizeof *out->isr);
+    }
+    return 1;
+}
+
 int gr_kzk_partition_state_decode(const char *data, size_t len, struct gr_kzk_leader_and_isr *out) {
+    int32_t zv = out->zk_version;
+    memset(out, 0, sizeof(*out));
+    out->zk_version = zv;
+    if (partition_state_decode_fast(data, len, out)) return 0;
+    return gr_kzk_partition_state_decode_json(data, len, out);
+}
+
+int gr_kzk_partition_state_decode_json(const char *data, size_t len, struct gr_kzk_leader_and_isr *out) {
     int32_t zv = out->zk_version;
     memset(out, 0, sizeof(*out));
     out->zk_version = zv;

@@ -1,7 +1,8 @@
 /* libFuzzer target: every znode JSON decoder in src/zk/znode_json.c on arbitrary bytes.
  * The first byte picks the decoder (all of them run on every input otherwise costs little, so
  * we simply run all). Decoders must return 0 or GR_ECORRUPT, never crash or leak; on success
- * the value is re-encoded and decoded again, which must succeed (round-trip stability). */
+ * the value is re-encoded and decoded again, which must succeed (round-trip stability). The
+ * partition-state decoder's fast path is checked against its jansson reference on every input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         gr_kzk_topic_assignment_release(&a);
     }
 
-    struct gr_kzk_leader_and_isr l = {0};
-    if (gr_kzk_partition_state_decode(s, size, &l) == 0) {
+    /* the partition-state decoder's allocation-free fast path must agree with jansson on
+     * every input: same verdict, same fields */
+    struct gr_kzk_leader_and_isr l = {0}, lj = {0};
+    int rc_fast = gr_kzk_partition_state_decode(s, size, &l);
+    int rc_json = gr_kzk_partition_state_decode_json(s, size, &lj);
+    check(rc_fast == rc_json);
+    if (rc_fast == 0)
+        check(l.leader == lj.leader && l.leader_epoch == lj.leader_epoch && l.controller_epoch == lj.controller_epoch &&
+              l.n_isr == lj.n_isr && (l.n_isr == 0 || memcmp(l.isr, lj.isr, (size_t)l.n_isr * sizeof *l.isr) == 0));
+    gr_kzk_leader_and_isr_release(&lj);
+    if (rc_fast == 0) {
         enc = gr_kzk_partition_state_encode(&l, &len);
         struct gr_kzk_leader_and_isr l2 = {0};
         check(gr_kzk_partition_state_decode(enc, len, &l2) == 0);

@@ -134,6 +134,64 @@ static void roundtrip(const struct sent *s) {
     gr_wbuf_free(&w);
 }
 
+/* Entries added in any order come out per broker in (topic name, partition) order, in both
+ * LeaderAndIsr and UpdateMetadata (the batch sorts packed integer keys). */
+static void test_sort_order(void) {
+    setup();
+    static const int32_t reps[3][3] = {{1, 2, 3}, {2, 3, 1}, {3, 1, 2}};
+    add_topic(&ctx, "zz", 3, reps);
+    add_topic(&ctx, "mm", 3, reps);
+    int32_t isr[] = {1, 2, 3};
+    const char *names[] = {"zz", "mm", "a"};
+    for (int t = 0; t < 2; t++)
+        for (int p = 0; p < 3; p++) set_state(&ctx, names[t], p, reps[p][0], 1, isr, 3, 1);
+    set_state(&ctx, "a", 1, 2, 1, isr, 3, 1);
+    struct gr_ctrl_batch *b = sm.batch;
+    CHECK(gr_ctrl_batch_begin(b) == 0);
+    static const struct { const char *t; int p; } adds[] = {{"zz", 2}, {"mm", 1}, {"a", 1}, {"zz", 0},
+                                                           {"mm", 2}, {"a", 0}, {"zz", 1}, {"mm", 0}};
+    int32_t to[] = {3, 1, 2};
+    for (size_t i = 0; i < GR_ARRAY_LEN(adds); i++) {
+        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&ctx, adds[i].t, adds[i].p);
+        gr_ctrl_batch_add_leader_and_isr(b, to, 3, adds[i].t, adds[i].p, &p->lai, false);
+    }
+    gr_ctrl_batch_send(b);
+    CHECK(n_sent == 6); /* LeaderAndIsr to 1, 2, 3; UpdateMetadata to 1, 2, 3 */
+    for (int i = 0; i < n_sent && i < 6; i++) {
+        CHECK(sent[i].broker == i % 3 + 1);
+        const char *tn[3];
+        int n_topics, counts[3];
+        const int32_t *parts[3];
+        int32_t pbuf[3][3];
+        if (i < 3) {
+            const struct LeaderAndIsrRequest *l = sent[i].req;
+            n_topics = l->TopicStatesCount;
+            for (int t = 0; t < n_topics && t < 3; t++) {
+                tn[t] = l->TopicStates[t].TopicName;
+                counts[t] = l->TopicStates[t].PartitionStatesCount;
+                for (int k = 0; k < counts[t] && k < 3; k++) pbuf[t][k] = l->TopicStates[t].PartitionStates[k].PartitionIndex;
+                parts[t] = pbuf[t];
+            }
+        } else {
+            const struct UpdateMetadataRequest *u = sent[i].req;
+            n_topics = u->TopicStatesCount;
+            for (int t = 0; t < n_topics && t < 3; t++) {
+                tn[t] = u->TopicStates[t].TopicName;
+                counts[t] = u->TopicStates[t].PartitionStatesCount;
+                for (int k = 0; k < counts[t] && k < 3; k++) pbuf[t][k] = u->TopicStates[t].PartitionStates[k].PartitionIndex;
+                parts[t] = pbuf[t];
+            }
+        }
+        CHECK(n_topics == 3);
+        if (n_topics != 3) continue;
+        CHECK(strcmp(tn[0], "a") == 0 && strcmp(tn[1], "mm") == 0 && strcmp(tn[2], "zz") == 0);
+        CHECK(counts[0] == 2 && counts[1] == 3 && counts[2] == 3);
+        CHECK(parts[0][0] == 0 && parts[0][1] == 1);
+        for (int t = 1; t < 3; t++) CHECK(parts[t][0] == 0 && parts[t][1] == 1 && parts[t][2] == 2);
+    }
+    teardown();
+}
+
 static void test_order_and_fanout(void) {
     setup();
     struct gr_ctrl_batch *b = sm.batch;
@@ -336,6 +394,7 @@ static void test_state_change_lines_after_send(void) {
 int main(void) {
     test_order_and_fanout();
     test_state_change_lines_after_send();
+    test_sort_order();
     test_update_metadata_rules();
     if (test_failures) {
         fprintf(stderr, "test_request_batch: %d failure(s)\n", test_failures);

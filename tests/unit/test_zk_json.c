@@ -255,6 +255,62 @@ static void test_state(void) {
     }
 }
 
+/* The decoder's allocation-free fast path and its jansson reference agree on documents around
+ * the fast path's edges (it must either decode exactly as jansson or leave them to it). */
+static void test_state_fast_path(void) {
+    char big[1024];
+    int n = snprintf(big, sizeof big, "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":1,\"isr\":[");
+    for (int i = 0; i < 70; i++) n += snprintf(big + n, sizeof big - (size_t)n, "%s%d", i ? "," : "", i);
+    snprintf(big + n, sizeof big - (size_t)n, "]}");
+    const char *docs[] = {
+        "{\"version\":1,\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":1,\"isr\":[1,2,3]}",
+        " {\r\n\t\"isr\" : [ 3 , 1 ] , \"controller_epoch\":2,\"leader\":-1, \"leader_epoch\":9 } \n",
+        "{\"leader\":2147483647,\"leader_epoch\":-2147483648,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":2147483648,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":-2147483649,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":99999999999,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":-0,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":01,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1.0,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1e2,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":+1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1,\"leader\":2,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[],\"isr\":[1]}",
+        "{\"le\\u0061der\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[],\"foo\":\"x\"}",
+        "{\"version\":\"1\",\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"Leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[1,]}",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[1]}x",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[1]},",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,}",
+        "{\"leader\":1,\"leader_epoch\":0,\"isr\":[1]}",
+        "{\"leader\":1 2,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":-,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[]}",
+        "{\"leader\":1,\"leader_epoch\":0,\"controller_epoch\":0,\"isr\":[1]",
+        big,
+        "",
+    };
+    for (size_t i = 0; i < GR_ARRAY_LEN(docs); i++) {
+        struct gr_kzk_leader_and_isr f = {0}, j = {0};
+        int rf = DEC(gr_kzk_partition_state_decode, docs[i], &f);
+        int rj = DEC(gr_kzk_partition_state_decode_json, docs[i], &j);
+        if (rf != rj) fprintf(stderr, "  doc %zu: fast %d, jansson %d: %s\n", i, rf, rj, docs[i]);
+        CHECK(rf == rj);
+        if (rf == 0)
+            CHECK(f.leader == j.leader && f.leader_epoch == j.leader_epoch && f.controller_epoch == j.controller_epoch &&
+                  f.n_isr == j.n_isr && (f.n_isr == 0 || memcmp(f.isr, j.isr, (size_t)f.n_isr * sizeof *f.isr) == 0));
+        gr_kzk_leader_and_isr_release(&f);
+        gr_kzk_leader_and_isr_release(&j);
+    }
+    struct gr_kzk_leader_and_isr s = {0};
+    CHECK(DEC(gr_kzk_partition_state_decode, docs[1], &s) == 0 && s.leader == -1 && s.leader_epoch == 9 &&
+          s.controller_epoch == 2 && s.n_isr == 2 && s.isr[0] == 3 && s.isr[1] == 1);
+    gr_kzk_leader_and_isr_release(&s);
+    CHECK(DEC(gr_kzk_partition_state_decode, big, &s) == 0 && s.n_isr == 70 && s.isr[69] == 69);
+    gr_kzk_leader_and_isr_release(&s);
+}
+
 static void test_config(void) {
     struct gr_kzk_config c = {0};
     CHECK(DEC(gr_kzk_config_decode, "{\"version\":1,\"config\":{\"retention.ms\":\"1000\",\"cleanup.policy\":\"compact\"}}", &c) == 0);
@@ -362,6 +418,7 @@ int main(void) {
     test_cluster_id();
     test_topic();
     test_state();
+    test_state_fast_path();
     test_config();
     test_admin();
     test_endpoint();

@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "support/check.h"
 #include "zk/backend.h"
+#include "zk/bulk_read.h"
 #include "zk/kzk.h"
 
 static char g_connect[512];
@@ -438,6 +439,58 @@ static void test_notifications(struct client *a) {
     CHECK(gr_kzk_delete_controller_guarded(a->k, zkv) == 0);
 }
 
+/* Reads of >= 1000 znodes without watches go through the bulk reader (a second session): same
+ * answers as the main session's reads (data, every stat field, NONODE), and it sees a write the
+ * main session made just before (it syncs first). */
+static void test_bulk_read(struct client *a) {
+    enum { NZ = 2500, NP = 3000, NREF = 900 };
+    CHECK(gr_zkb_create(a->b, "/bulk", NULL, 0, 0, NULL) == GR_ZOK);
+    char **paths = gr_calloc(NP, sizeof *paths);
+    for (int i = 0; i < NP; i++) paths[i] = gr_asprintf("/bulk/n%d", i);
+    struct gr_zop *ops = gr_calloc(500, sizeof *ops);
+    struct gr_zop_result *ores = gr_calloc(500, sizeof *ores);
+    char (*vals)[32] = gr_calloc(NZ, sizeof *vals);
+    for (int off = 0; off < NZ; off += 500) {
+        for (int j = 0; j < 500; j++) {
+            int i = off + j;
+            snprintf(vals[i], sizeof vals[i], "value-%d", i);
+            ops[j] = gr_zop_create(paths[i], i == 3 ? NULL : vals[i], i == 3 ? 0 : (int)strlen(vals[i]), 0);
+        }
+        CHECK(gr_zkb_multi(a->b, ops, 500, ores) == GR_ZOK);
+        gr_zop_results_release(ores, 500);
+    }
+    free(ops);
+    free(ores);
+    CHECK(gr_zkb_set(a->b, paths[7], "changed", 7, -1, NULL) == GR_ZOK); /* version 1, just before */
+
+    long before = gr_zk_bulk_reads();
+    struct gr_zget_result *bulk = gr_calloc(NP, sizeof *bulk), *ref = gr_calloc(NREF, sizeof *ref);
+    CHECK(gr_zkb_get_many(a->b, (const char *const *)paths, NP, false, bulk) == GR_ZOK);
+    CHECK(gr_zk_bulk_reads() == before + 1);
+    CHECK(gr_zkb_get_many(a->b, (const char *const *)paths, NREF, false, ref) == GR_ZOK); /* main session */
+    CHECK(gr_zk_bulk_reads() == before + 1);
+    for (int i = 0; i < NP; i++) {
+        if (i >= NZ) {
+            CHECK(bulk[i].rc == GR_ZNONODE && bulk[i].data == NULL);
+            continue;
+        }
+        CHECK(bulk[i].rc == GR_ZOK);
+        const char *want = i == 7 ? "changed" : i == 3 ? "" : vals[i];
+        CHECK(bulk[i].data && bulk[i].len == (int)strlen(want) && strcmp(bulk[i].data, want) == 0);
+        CHECK(bulk[i].stat.version == (i == 7 ? 1 : 0) && bulk[i].stat.dataLength == (int)strlen(want));
+        if (i < NREF)
+            CHECK(ref[i].rc == GR_ZOK && memcmp(&ref[i].stat, &bulk[i].stat, sizeof ref[i].stat) == 0 &&
+                  ref[i].len == bulk[i].len);
+    }
+    gr_zget_results_release(bulk, NP);
+    gr_zget_results_release(ref, NREF);
+    free(bulk);
+    free(ref);
+    free(vals);
+    for (int i = 0; i < NP; i++) free(paths[i]);
+    free(paths);
+}
+
 int main(void) {
     const char *zk = getenv("GREGOR_TEST_ZK");
     if (!zk || !*zk) {
@@ -458,6 +511,7 @@ int main(void) {
     test_controller(&a, &b);
     test_partitions(&a);
     test_notifications(&a);
+    test_bulk_read(&a);
     client_close(&b);
     client_close(&a);
 
