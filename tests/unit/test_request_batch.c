@@ -318,6 +318,7 @@ static void test_update_metadata_rules(void) {
 }
 
 static char *slurp(const char *path) {
+    gr_log_flush(); /* INFO lines of a burst are buffered (common/log.h) */
     FILE *f = fopen(path, "r");
     char *s = gr_calloc(1, 1 << 16);
     if (f) {
