@@ -23,7 +23,8 @@ One round, with L the current leader and F the other replica (roles swap when F 
   2. variant `in_isr`: wait until F is back in the ISR, i.e. a partition state written after F's
      new registration (mzxid > its czxid) lists F;
      variant `registered`: wait only for F's new /brokers/ids/F (czxid changed), polled every
-     10 ms, and go on at once, before F has caught up;
+     10 ms, and go on at once, before F has caught up (F is SIGSTOPped across step 3's kill so
+     that it cannot rejoin in between; up to 3 extra rounds until one found F outside the ISR);
      variant `unseen_bounce`: F is made the controller first (/controller deleted until F wins
      the election); its restart is then a controller failover, and a new controller does not
      compare broker epochs with a previous run (Kafka 2.7 neither), so nobody takes F out of the
@@ -146,7 +147,14 @@ def one_round(cluster, wl, variant, rnd):
         H.wait_for(back, 30, f"broker {fol} back in the ISR after its restart", interval=0.01)
         ev["in_isr_s"] = round(time.monotonic() - t0, 2)
 
+    if variant == "registered":
+        # Hold F until L is gone: a stopped F sends no fetch, so it cannot catch up and rejoin the
+        # ISR in the few ms between its registration showing and the kill (it did in every round
+        # once catch-up got fast). After the kill there is no leader to catch up from.
+        F.pause()
     L.kill()
+    if variant == "registered":
+        F.resume()
     st_kill, _ = state_stat(cluster)  # after the kill: what the controller will find
     ev["state_at_kill"] = {k: st_kill[k] for k in ("leader", "leader_epoch", "isr")}
     ev["acked_at_kill"] = wl.ledger.count_acked()
@@ -196,9 +204,15 @@ def run(cluster_factory, zk_connect, variant, min_isr, rounds):
         # unseen_bounce: the new controller may load the broker list in the instant between the
         # follower's old registration going and its new one appearing; it then sees the follower
         # die and takes it out of the ISR (as in `registered`). Up to 3 extra rounds until at
-        # least one round had the follower elected from the ISR it never left.
-        for rnd in range(rounds + (3 if variant == "unseen_bounce" else 0)):
-            if rnd >= rounds and any(ev["state_after"]["leader"] == ev["follower"] for ev in events):
+        # least one round had the follower elected from the ISR it never left. `registered`:
+        # likewise until one round found the follower not yet back in the ISR.
+        for rnd in range(rounds + (3 if variant in ("unseen_bounce", "registered") else 0)):
+            if rnd >= rounds and variant == "unseen_bounce" and \
+                    any(ev["state_after"]["leader"] == ev["follower"] for ev in events):
+                break
+            if rnd >= rounds and variant == "registered" and any(ev["state_after"]["leader"] == -1 for ev in events):
+                break
+            if rnd >= rounds and variant == "in_isr":
                 break
             events.append(one_round(cluster, wl, variant, rnd))
         time.sleep(0.5)  # acknowledged writes after the last heal
