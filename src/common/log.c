@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 /* Output (see log.h): a WARN or ERROR line, or a line logged more than BURST_NS after the
- * previous one, is written at once; a DEBUG/INFO line that follows another closely goes to a
- * shared buffer, which the flusher thread writes
- * HOLD_MS after its first line (or whoever fills it writes it). The buffer is only used while it
- * is non-empty or a burst is on, so a line never overtakes an earlier one. */
+ * previous one, is written at once, and so are the first BURST_LINES lines of a burst (a few lines
+ * of one request or event reach the file before its answer); a later DEBUG/INFO line of the burst
+ * goes to a shared buffer, which the flusher thread writes HOLD_MS after its first line (or whoever
+ * fills it writes it). The buffer is only used while it is non-empty or a burst is on, so a line
+ * never overtakes an earlier one. */
 #define BURST_NS 1000000LL      /* 1 ms */
+#define BURST_LINES 64
 #define HOLD_MS 10
 #define BUF_CAP (256 * 1024)
 
@@ -33,6 +35,7 @@ static pthread_cond_t g_cv;
 static char *g_buf;
 static size_t g_len;
 static int64_t g_last_ns = INT64_MIN / 2; /* monotonic time of the previous line */
+static long g_burst_lines;                /* lines of the current burst before this one */
 static bool g_flusher;                    /* the flusher thread runs (or could not be started: false) */
 static bool g_flusher_failed;
 static atomic_long g_writes;
@@ -142,6 +145,8 @@ static void emit(enum gr_log_level lvl, const char *line, size_t n) {
     int64_t now = mono_ns();
     pthread_mutex_lock(&g_mu);
     bool burst = now - g_last_ns < BURST_NS;
+    g_burst_lines = burst ? g_burst_lines + 1 : 0;
+    if (g_burst_lines < BURST_LINES) burst = false;
     g_last_ns = now;
     if (lvl >= GR_LOG_WARN) { /* never held: a warning or error must survive a crash just after it */
         flush_locked();

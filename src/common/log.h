@@ -3,10 +3,10 @@
  * Lines go to stderr (or the file given to gr_log_open) as
  *   [2026-11-29 22:19:23,123] INFO [Controller id=1 epoch=3] message (subsystem)
  * gr_log_*() may be called from any thread; lines are never split or interleaved, and reach the
- * output in the order they were logged. WARN and ERROR lines, and any line logged more than 1 ms
- * after the previous one, are written at once (one write(2), after the buffered lines); DEBUG and
- * INFO lines logged closer together (a burst: the controller logging one state change per
- * partition) are gathered in a 256 KiB buffer that a flusher thread writes 10 ms after its first
+ * output in the order they were logged. WARN and ERROR lines, any line logged more than 1 ms
+ * after the previous one, and the first 64 lines of a burst are written at once (one write(2),
+ * after the buffered lines); the further DEBUG and INFO lines of a burst (lines less than 1 ms
+ * apart: the controller logging one state change per partition) are gathered in a 256 KiB buffer that a flusher thread writes 10 ms after its first
  * line, or that the line filling it writes: a burst of 300k INFO lines costs ~500 write(2) calls
  * instead of 300k. Buffered lines are flushed at exit() and before every WARN/ERROR line; a crash
  * (abort, _exit, SIGKILL) can lose the last 10 ms of a burst of INFO lines, never an error.
