@@ -406,6 +406,10 @@ static size_t rec_body_size(const struct gr_batch_rec *r, int64_t ts_delta, int3
     return n;
 }
 
+/* A record's timestamp delta, wrapping as Kafka's long arithmetic does (any int64 timestamps:
+ * converted legacy records carry whatever the client wrote). */
+static int64_t ts_delta(int64_t ts, int64_t base) { return (int64_t)((uint64_t)ts - (uint64_t)base); }
+
 uint8_t *gr_batch_build(const struct gr_batch_rec *recs, int n, const struct gr_batch_build_opts *opts,
                         size_t *len_out) {
     static const struct gr_batch_build_opts defaults = GR_BATCH_BUILD_OPTS_INIT;
@@ -416,7 +420,7 @@ uint8_t *gr_batch_build(const struct gr_batch_rec *recs, int n, const struct gr_
         if (recs[i].timestamp > max_ts) max_ts = recs[i].timestamp;
     size_t total = GR_BATCH_HEADER_SIZE;
     for (int i = 0; i < n; i++) {
-        size_t body = rec_body_size(&recs[i], recs[i].timestamp - base_ts, i);
+        size_t body = rec_body_size(&recs[i], ts_delta(recs[i].timestamp, base_ts), i);
         total += varint_size((int64_t)body) + body;
     }
     uint8_t *buf = gr_malloc(total);
@@ -435,10 +439,10 @@ uint8_t *gr_batch_build(const struct gr_batch_rec *recs, int n, const struct gr_
     uint8_t *p = buf + GR_BATCH_HEADER_SIZE;
     for (int i = 0; i < n; i++) {
         const struct gr_batch_rec *r = &recs[i];
-        size_t body = rec_body_size(r, r->timestamp - base_ts, i);
+        size_t body = rec_body_size(r, ts_delta(r->timestamp, base_ts), i);
         p = put_varint(p, (int64_t)body);
         *p++ = 0; /* record attributes: unused */
-        p = put_varint(p, r->timestamp - base_ts);
+        p = put_varint(p, ts_delta(r->timestamp, base_ts));
         p = put_varint(p, i);
         p = put_len_bytes(p, r->key, r->key_len);
         p = put_len_bytes(p, r->value, r->value_len);
