@@ -113,17 +113,7 @@ static void handler(void *ctx, struct gr_net_request *req) {
     if (req->api_key != API_ECHO && atomic_load(&rel_outstanding) > 0) atomic_fetch_add(&rel_violations, 1);
     switch (req->api_key) {
     case API_ECHO: respond_echo(req); break;
-    case API_DELAY:
-        pthread_mutex_lock(&dmu);
-        if (dn < DELAY_MAX) {
-            dq[dn++] = req;
-            pthread_cond_signal(&dcond);
-            pthread_mutex_unlock(&dmu);
-        } else {
-            pthread_mutex_unlock(&dmu);
-            respond_echo(req);
-        }
-        break;
+    case API_DELAY: delay_req(req); break;
     case API_NONE: gr_net_respond_none(req); break;
     case API_HOLD:
         pthread_mutex_lock(&hmu);
