@@ -760,17 +760,10 @@ static void *timer_main(void *arg)
             pthread_cond_wait(&a->cond, &a->lock);
         } else {
             /* The condvar uses CLOCK_REALTIME by default; wait relative to it. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
             int64_t wait_ms = next - now;
             if (wait_ms > 1000)
                 wait_ms = 1000;
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, wait_ms);
             pthread_cond_timedwait(&a->cond, &a->lock, &ts);
         }
     }

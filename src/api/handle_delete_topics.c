@@ -94,13 +94,7 @@ static void *waiter_main(void *arg) {
             done = w->next;
             finish(w);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, POLL_MS);
         pthread_mutex_lock(&W.mu);
         pthread_cond_timedwait(&W.cv, &W.mu, &ts);
     }

@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -95,13 +97,7 @@ static void *flusher_main(void *arg) {
     pthread_mutex_lock(&g_mu);
     for (;;) {
         while (g_len == 0) pthread_cond_wait(&g_cv, &g_mu);
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        dl.tv_nsec += HOLD_MS * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
+        struct timespec dl = gr_timespec_after_ms(CLOCK_MONOTONIC, HOLD_MS);
         while (g_len > 0 && pthread_cond_timedwait(&g_cv, &g_mu, &dl) != ETIMEDOUT) {
         }
         flush_locked();

@@ -24,6 +24,19 @@ int64_t gr_wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    if (ms < 0) ms = 0;
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 static void oom(size_t n) {
     fprintf(stderr, "gregor: out of memory allocating %zu bytes\n", n);
     abort();

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define GR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define GR_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -27,6 +28,9 @@ int64_t gr_mono_ms(void);
 int64_t gr_mono_us(void);
 /* Milliseconds since the Unix epoch (for timestamps written anywhere). */
 int64_t gr_wall_ms(void);
+/* The time `ms` milliseconds from now on `clock` (negative counts as 0): the absolute deadline
+ * that pthread_cond_timedwait wants (CLOCK_REALTIME unless the condvar was set to another). */
+struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms);
 
 /* Allocation that aborts the process with a message on OOM. */
 void *gr_malloc(size_t n);

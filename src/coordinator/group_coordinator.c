@@ -1115,10 +1115,7 @@ static void *gc_thread(void *arg) {
         gr_gc_tick(gc);
         pthread_mutex_lock(&gc->mu);
         if (!gc->stopping && !gc->kick) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, 50);
             pthread_cond_timedwait(&gc->cond, &gc->mu, &ts);
         }
         gc->kick = false;

@@ -372,10 +372,7 @@ void *txn_bg_thread(void *arg) {
         txn_poll_partitions(tc);
         txn_timers(tc);
         pthread_mutex_lock(&tc->mu);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, 100);
         if (!tc->stopping) pthread_cond_timedwait(&tc->cond, &tc->mu, &ts);
     }
     pthread_mutex_unlock(&tc->mu);

@@ -373,15 +373,7 @@ int gr_kafka_client_call_until_answered(struct gr_kafka_client *kc, int16_t api_
 }
 
 int gr_kafka_client_backoff(struct gr_kafka_client *kc, int64_t ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (ms < 0) ms = 0;
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, ms);
     pthread_mutex_lock(&kc->lock);
     while (!kc->closed)
         if (pthread_cond_timedwait(&kc->cond, &kc->lock, &ts) == ETIMEDOUT) break;

@@ -164,14 +164,7 @@ int gr_alter_isr_pending(struct gr_alter_isr *a) {
 }
 
 static void timed_wait(struct gr_alter_isr *a, int64_t ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, ms);
     pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 }
 

@@ -128,14 +128,7 @@ static int64_t part_backoff(struct fetcher *f, struct fpart *fp, int64_t now) {
 }
 
 static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, ms);
     pthread_cond_timedwait(c, m, &ts);
 }
 

@@ -137,13 +137,7 @@ static void *ldf_main(void *arg) {
         }
         pthread_mutex_lock(&l->mu);
         if (l->stop) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, POLL_MS);
         pthread_cond_timedwait(&l->cv, &l->mu, &ts);
     }
     pthread_mutex_unlock(&l->mu);

@@ -255,14 +255,7 @@ static void *reaper_main(void *arg) {
             /* The condition variable uses CLOCK_MONOTONIC (set in gr_purgatory_new). */
             int64_t wait_ms = p->heap_n == 0 ? REAPER_IDLE_MS : GR_MIN(p->heap[0]->deadline_ms - now, REAPER_IDLE_MS);
             p->reaper_until_ms = now + wait_ms;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait_ms);
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
             p->reaper_until_ms = 0;
         }

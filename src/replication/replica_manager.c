@@ -495,16 +495,9 @@ static void *isr_thread_main(void *arg) {
     if (period > 5000) period = 5000;
     pthread_mutex_lock(&rm->tlock);
     while (!rm->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t wait = period, tdue = trim_due(rm); /* a due trim shortens the wait (at most 10 ms early) */
         if (tdue != 0) wait = GR_MAX((int64_t)10, GR_MIN(wait, tdue - gr_mono_ms()));
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait);
         pthread_cond_timedwait(&rm->tcond, &rm->tlock, &ts);
         if (rm->stopping) break;
         pthread_mutex_unlock(&rm->tlock);

@@ -557,11 +557,7 @@ static void *listener_main(void *arg) {
         for (int i = 0; i < 2; i++) process_store(a, &a->stores[i], true);
         pthread_mutex_lock(&a->mu);
         if (a->dirty || a->stop) continue;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)RECHECK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, RECHECK_MS);
         pthread_cond_timedwait(&a->cv, &a->mu, &ts);
     }
     pthread_mutex_unlock(&a->mu);

@@ -414,14 +414,7 @@ static void *lm_thread(void *arg) {
         for (int i = 0; i < 5; i++) first = GR_MIN(first, due[i]);
         if (first > now) {
             int64_t wait = GR_MIN(first - now, (int64_t)1000);
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait);
             pthread_cond_timedwait(&lm->tcond, &lm->tlock, &ts);
             continue;
         }
@@ -506,14 +499,7 @@ static void *cleaner_thread(void *arg) {
         pthread_mutex_lock(&lm->tlock);
         if (r == 1 || lm->stopping) continue;
         int64_t wait = lm->cfg->log_cleaner_backoff_ms;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait);
         pthread_cond_timedwait(&lm->tcond, &lm->tlock, &ts);
     }
     pthread_mutex_unlock(&lm->tlock);

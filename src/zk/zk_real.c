@@ -276,15 +276,7 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path, void *
     if (t && path && r->base.on_watch) r->base.on_watch(r->base.cb_ctx, t, path);
 }
 
-static void abs_deadline(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
+static void abs_deadline(struct timespec *ts, int ms) { *ts = gr_timespec_after_ms(CLOCK_REALTIME, ms); }
 
 /* Creates a handle for r (generation bumped) and waits up to timeout_ms for CONNECTED.
  * Returns GR_ZOK with *out set, or an error (the handle is closed). */
