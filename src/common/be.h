@@ -1,6 +1,6 @@
-/* Internal to src/storage: big-endian load/store helpers (static inline, no alignment needs). */
-#ifndef GR_STORAGE_BE_H
-#define GR_STORAGE_BE_H
+/* Big-endian load/store helpers (static inline, no alignment needs). */
+#ifndef GR_COMMON_BE_H
+#define GR_COMMON_BE_H
 
 #include <stdint.h>
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 static const char *const names[] = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                                     "CompleteAbort", "Dead", "PrepareEpochFence"};

@@ -6,7 +6,7 @@
 #include "common/crc32c.h"
 #include "common/kerr.h"
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 /* ---- a read cursor that remembers its first error ---- */
 

@@ -10,7 +10,7 @@
 #include <zstd.h>
 
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 /* Growable output buffer bounded by max. */
 struct obuf {

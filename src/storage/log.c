@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
 #include "storage/txn_index.h"

@@ -42,7 +42,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/compression.h"
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"

@@ -39,7 +39,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 #define LOGGER "kafka.log.ProducerStateManager"
 #define HDR_SIZE 10

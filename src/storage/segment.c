@@ -32,7 +32,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 #define LOGGER "storage.segment"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 void gr_time_index_free(struct gr_time_index *t) {
     free(t->e);

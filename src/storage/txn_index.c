@@ -12,7 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "storage/be.h"
+#include "common/be.h"
 
 #define LOGGER "kafka.log.TransactionIndex"
 

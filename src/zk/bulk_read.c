@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/be.h"
 #include "common/util.h"
 
 #define OP_GETDATA 4
@@ -46,12 +47,7 @@ static void b_need(struct buf *b, size_t more) {
 
 static void b_i32(struct buf *b, int32_t v) {
     b_need(b, 4);
-    uint32_t u = (uint32_t)v;
-    unsigned char *q = (unsigned char *)b->p + b->len;
-    q[0] = (unsigned char)(u >> 24);
-    q[1] = (unsigned char)(u >> 16);
-    q[2] = (unsigned char)(u >> 8);
-    q[3] = (unsigned char)u;
+    gr_put_be32((uint8_t *)b->p + b->len, (uint32_t)v);
     b->len += 4;
 }
 
@@ -86,12 +82,7 @@ static size_t b_begin(struct buf *b) {
 }
 
 static void b_end(struct buf *b, size_t at) {
-    uint32_t n = (uint32_t)(b->len - at - 4);
-    unsigned char *q = (unsigned char *)b->p + at;
-    q[0] = (unsigned char)(n >> 24);
-    q[1] = (unsigned char)(n >> 16);
-    q[2] = (unsigned char)(n >> 8);
-    q[3] = (unsigned char)n;
+    gr_put_be32((uint8_t *)b->p + at, (uint32_t)(b->len - at - 4));
 }
 
 /* ---- reading ---- */
@@ -107,15 +98,13 @@ static int32_t r_i32(struct rd *r) {
         r->bad = true;
         return 0;
     }
-    const unsigned char *q = r->p + r->off;
     r->off += 4;
-    return (int32_t)((uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]);
+    return (int32_t)gr_be32(r->p + r->off - 4);
 }
 
 static int64_t r_i64(struct rd *r) {
     uint64_t hi = (uint32_t)r_i32(r);
-    uint64_t lo = (uint32_t)r_i32(r);
-    return (int64_t)(hi << 32 | lo);
+    return (int64_t)(hi << 32 | (uint32_t)r_i32(r));
 }
 
 /* ---- the connection ---- */

@@ -15,7 +15,7 @@
 
 #include "common/log.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/log.h"
 #include "storage/time_index.h"
 #include "fuzz_scratch.h"

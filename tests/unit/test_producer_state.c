@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/log.h"
 #include "storage/producer_state.h"
 #include "support/check.h"

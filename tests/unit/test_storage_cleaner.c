@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/compression.h"
 #include "storage/log.h"
 #include "storage/log_cleaner.h"

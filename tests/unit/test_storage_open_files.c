@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/fd_cache.h"
 #include "storage/log.h"
 #include "support/check.h"

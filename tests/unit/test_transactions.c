@@ -15,7 +15,7 @@
 #include "common/util.h"
 #include "coordinator/txn_log.h"
 #include "storage/batch.h"
-#include "storage/be.h"
+#include "common/be.h"
 #include "storage/log.h"
 #include "storage/producer_state.h"
 #include "storage/txn_index.h"
