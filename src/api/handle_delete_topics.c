@@ -65,35 +65,51 @@ static void finish(struct dt_wait *w) {
     free(w);
 }
 
-static bool gone(struct dt_wait *w) {
+static bool gone(const struct dt_wait *w) {
     for (int i = 0; i < w->n; i++)
         if (gr_mdc_contains_topic(w->b->metadata, w->resp->Responses[w->idx[i]].Name)) return false;
     return true;
 }
+
+/* Unlinks the waits that match (W.mu held) and returns them as a list. */
+static struct dt_wait *take_locked(bool (*match)(const struct dt_wait *, const void *), const void *arg) {
+    struct dt_wait *taken = NULL, **pp = &W.head;
+    while (*pp) {
+        struct dt_wait *w = *pp;
+        if (match(w, arg)) {
+            *pp = w->next;
+            w->next = taken;
+            taken = w;
+        } else {
+            pp = &w->next;
+        }
+    }
+    return taken;
+}
+
+static void finish_all(struct dt_wait *list) {
+    while (list) {
+        struct dt_wait *w = list;
+        list = w->next;
+        finish(w);
+    }
+}
+
+static bool done_or_due(const struct dt_wait *w, const void *now_ms) {
+    return gone(w) || *(const int64_t *)now_ms >= w->deadline_ms;
+}
+
+static bool of_broker(const struct dt_wait *w, const void *b) { return w->b == b; }
 
 static void *waiter_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&W.mu);
     for (;;) {
         while (!W.head) pthread_cond_wait(&W.cv, &W.mu);
-        struct dt_wait *done = NULL, **pp = &W.head;
         int64_t now = gr_mono_ms();
-        while (*pp) {
-            struct dt_wait *w = *pp;
-            if (gone(w) || now >= w->deadline_ms) {
-                *pp = w->next;
-                w->next = done;
-                done = w;
-            } else {
-                pp = &w->next;
-            }
-        }
+        struct dt_wait *done = take_locked(done_or_due, &now);
         pthread_mutex_unlock(&W.mu);
-        while (done) {
-            struct dt_wait *w = done;
-            done = w->next;
-            finish(w);
-        }
+        finish_all(done);
         struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, POLL_MS);
         pthread_mutex_lock(&W.mu);
         pthread_cond_timedwait(&W.cv, &W.mu, &ts);
@@ -123,25 +139,10 @@ static void park(struct dt_wait *w) {
 }
 
 void gr_delete_topics_abort_waits(struct gr_broker *b) {
-    struct dt_wait *done = NULL;
     pthread_mutex_lock(&W.mu);
-    struct dt_wait **pp = &W.head;
-    while (*pp) {
-        struct dt_wait *w = *pp;
-        if (w->b == b) {
-            *pp = w->next;
-            w->next = done;
-            done = w;
-        } else {
-            pp = &w->next;
-        }
-    }
+    struct dt_wait *done = take_locked(of_broker, b);
     pthread_mutex_unlock(&W.mu);
-    while (done) {
-        struct dt_wait *w = done;
-        done = w->next;
-        finish(w);
-    }
+    finish_all(done);
 }
 
 /* AdminZkClient.deleteTopic: the topic must exist in ZooKeeper; mark it for deletion. */
