@@ -103,6 +103,44 @@ class Watcher:
         return done, polls, secs / max(polls, 1), wrong
 
 
+MD_PROBE = os.path.join(H.BUILD, "bench", "md_probe")
+PROBE_GAP_MS = 20
+
+
+def start_probes(brokers, victim_id, timeout):
+    """One md_probe (bench/md_probe.c) per broker: raw Metadata polls, PROBE_GAP_MS apart, until
+    no partition of the bench's topics is led by victim_id or leaderless. Returns
+    {broker id: Popen} once each has answered a first poll (connected and warm); {} when the
+    probe is not built."""
+    if not os.access(MD_PROBE, os.X_OK):
+        print(f"     ({MD_PROBE} not built: no md_probe figure)")
+        return {}
+    probes = {b.id: subprocess.Popen([MD_PROBE, "127.0.0.1", str(b.port), str(victim_id), "fo-",
+                                      str(timeout), str(PROBE_GAP_MS)],
+                                     stdout=subprocess.PIPE, text=True) for b in brokers}
+    for p in probes.values():
+        p.first = p.stdout.readline()
+    return probes
+
+
+def finish_probes(probes):
+    """({broker id: midpoint of the first poll that showed it}, {broker id: mean poll seconds})."""
+    done, mean = {}, {}
+    for b, p in probes.items():
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        lines = [p.first] + out.splitlines()
+        polls = [float(w[2]) - float(w[1]) for w in (ln.split() for ln in lines) if w and w[0] == "poll"]
+        mean[b] = sum(polls) / max(len(polls), 1)
+        for ln in lines:
+            if ln.startswith("done "):
+                done[b] = float(ln.split()[1])
+    return done, mean
+
+
 def partitions(md, topics):
     for t in topics:
         tm = md.topics.get(t)
@@ -478,6 +516,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                                     + (["-e", ev] if ev else []) + ["-p", str(ctl_b.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
+        probes = start_probes(survivors, victim.id, timeout)
         t0 = time.time()
         victim.signal(15)
         exit_box = {}
@@ -514,7 +553,13 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         else:
             print(f"     SIGTERM -> process exit: {r['cs_exit'] * 1000:.0f} ms (exit code {exit_box['code']})")
         for b, t in sorted(done.items(), key=lambda x: x[1]):
-            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
+            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms"
+                  f" (confluent-kafka polls, mean {mean_poll * 1000:.0f} ms)")
+        pdone, pmean = finish_probes(probes)
+        for b, t in sorted(pdone.items(), key=lambda x: x[1]):
+            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms"
+                  f" (md_probe, mean poll {pmean.get(b, 0) * 1000:.0f} ms)")
+        r["cs_md_probe"] = max(pdone.values()) - t0 if len(pdone) == len(survivors) else None
         time.sleep(0.5)
         cl = log_since(ctl_b, offsets[ctl_b.id])
         vl = log_since(victim, offsets[victim.id])
@@ -586,7 +631,7 @@ def table(results, session_ms):
     print(f"== summary (ms; session timeout {session_ms} ms)")
     hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
-           f"{'CS exit':>7s} {'CS md':>7s} {'CS cache':>8s} | {'ZK set':>7s}")
+           f"{'CS exit':>7s} {'CS md':>7s} {'CS probe':>8s} {'CS cache':>8s} | {'ZK set':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -598,7 +643,8 @@ def table(results, session_ms):
               f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
-              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_cache')):>8s} | "
+              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_probe')):>8s} "
+              f"{ms(r.get('cs_md_cache')):>8s} | "
               f"{ms(zs) if zo else 'n/a':>7s}"
               + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
     for r in results:
@@ -610,7 +656,8 @@ def table(results, session_ms):
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
-          "to process exit / to no partition led by V in the survivors' Metadata (client polls); CS cache = "
+          "to process exit / to no partition led by V in the survivors' Metadata (confluent-kafka polls); CS probe = the same "
+          "by bench/md_probe's raw Metadata polls (one per survivor, 20 ms apart); CS cache = "
           "SIGTERM to the later survivor's log line for applying the UpdateMetadata with the moved leaders "
           "(what the next Metadata answer shows; the polls add up to one poll period); ZK set = kazoo "
           "setData of N/3 states (500-op multis)")
