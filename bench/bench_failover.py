@@ -513,10 +513,16 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         if os.environ.get("GREGOR_BENCH_PERF"):  # profile the controller during the shutdown
             ev = os.environ.get("GREGOR_BENCH_PERF_EVENT")  # e.g. sched:sched_switch (off-CPU)
             perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", os.environ["GREGOR_BENCH_PERF"]]
-                                    + (["-e", ev] if ev else []) + ["-p", str(ctl_b.proc.pid)],
+                                    + (["-e", ev] if ev else [])
+                                    # GREGOR_BENCH_PERF_ALL=1: every process (perf record -a)
+                                    + (["-a"] if os.environ.get("GREGOR_BENCH_PERF_ALL") else ["-p", str(ctl_b.proc.pid)]),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         probes = start_probes(survivors, victim.id, timeout)
+        # the stopping broker's CPU: its total once reaped (RUSAGE_CHILDREN grows by it) minus now
+        v_cpu0 = proc_cpu(victim.proc.pid)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        me0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.time()
         victim.signal(15)
         exit_box = {}
@@ -537,13 +543,18 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         if watch.why:
             incomplete("no partition led by the stopped broker in Metadata", watch.why)
         wt.join()
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the stopping broker reaped, perf not yet
+        me1 = resource.getrusage(resource.RUSAGE_SELF)
         if perf:
             perf.send_signal(signal.SIGINT)
             perf.wait(60)
         cpu = {b: proc_cpu(b_.proc.pid) - cpu0[b] for b_ in survivors for b in [b_.id]}
+        v_cpu = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) - v_cpu0
         print("     CPU (user+sys) from SIGTERM to the end of the wait: "
               + ", ".join(f"broker {b} {s * 1000:.0f} ms" for b, s in cpu.items())
               + (f", ZooKeeper {(proc_cpu(int(zk_pid)) - zk_cpu0) * 1000:.0f} ms" if zk_pid else "")
+              + f", stopping broker {victim.id} {v_cpu * 1000:.0f} ms (to its exit)"
+              + f", this script (confluent-kafka polls) {(me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime) * 1000:.0f} ms"
               + f"; load average {os.getloadavg()[0]:.2f}")
         r["cs_exit"] = exit_box["t"] - t0
         r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None

@@ -62,19 +62,26 @@ int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_
     gr_info(LOGGER, "[Controller id=%d epoch=%d] Controlled shutdown of broker %d: moving leadership of %d partitions, "
             "stopping %d follower replicas",
             sm->controller_id, ctx->epoch, id, led.n, followed.n);
+    /* The followed replicas' ISR shrinks touch other partitions than the election: prepared from
+     * the context now, written as soon as the election's writes are done, while the election's
+     * LeaderAndIsr/UpdateMetadata and the StopReplica are built and sent (replica_sm.h). The
+     * answer still waits for them, as in Kafka. */
+    struct gr_ctrl_replica_list reps = {0};
+    for (int i = 0; i < followed.n; i++)
+        gr_ctrl_replica_list_add(&reps, followed.v[i].topic, followed.v[i].partition, id);
+    struct gr_rsm_prepared *pr = followed.n ? gr_rsm_prepare_offline(sm, reps.v, reps.n) : NULL;
     struct gr_psm_strategy st = {.kind = GR_ELECT_CONTROLLED_SHUTDOWN, .allow_unclean = false};
     *rc = gr_psm_handle_state_changes(sm, led.v, led.n, GR_PS_ONLINE, &st, NULL);
-    if (!*rc && followed.n) {
+    if (!*rc && pr) {
         gr_ctrl_batch_begin(sm->batch);
         for (int i = 0; i < followed.n; i++)
             gr_ctrl_batch_add_stop_replica(sm->batch, &id, 1, followed.v[i].topic, followed.v[i].partition, false);
         gr_ctrl_batch_send(sm->batch);
-        struct gr_ctrl_replica_list reps = {0};
-        for (int i = 0; i < followed.n; i++)
-            gr_ctrl_replica_list_add(&reps, followed.v[i].topic, followed.v[i].partition, id);
-        *rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_OFFLINE);
-        gr_ctrl_replica_list_free(&reps);
+        *rc = gr_rsm_finish_offline(sm, pr);
+        pr = NULL;
     }
+    gr_rsm_prepared_free(pr);
+    gr_ctrl_replica_list_free(&reps);
     gr_ctrl_tp_list_free(&led);
     gr_ctrl_tp_list_free(&followed);
     if (*rc) return GR_KERR_NOT_CONTROLLER;
