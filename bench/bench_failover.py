@@ -22,7 +22,13 @@ broker is the preferred leader of ~N/3), created through the AdminClient; then, 
    one ElectLeaders request): request time, and time until every partition shows its preferred
    leader in Metadata on all brokers; partitions/s over the partitions that moved (~N/3).
 4. Controlled shutdown: SIGTERM to V (leading ~1/3 again after step 3): SIGTERM -> process exit,
-   and SIGTERM -> no partition led by V in the survivors' Metadata; the controller's log lines.
+   and SIGTERM -> no partition led by V in the survivors' Metadata, seen by the confluent-kafka
+   polls above and by bench/md_probe (build/bench/md_probe: one process per survivor, raw
+   Metadata v1 polls 20 ms apart, parsed in place: ~20x less client CPU per poll at 100k, so its
+   figure is within a poll of the survivors' own cache update); --cs-probe-only leaves the
+   confluent-kafka polls out. CPU of the survivors, ZooKeeper (GREGOR_BENCH_ZK_PID), the
+   stopping broker and this script; the controller's log lines. GREGOR_BENCH_PERF=FILE records
+   the controller meanwhile (perf record -g; GREGOR_BENCH_PERF_ALL=1: every process).
 Then a ZooKeeper reference: setData of the same number of partition-state znodes in kazoo
 transactions of 500 (one in flight, as the controller writes them), ops/s.
 
@@ -262,7 +268,8 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
-def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False):
+def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False,
+               cs_probe_only=False):
     n_topics = (n + per_topic - 1) // per_topic
     topics = [f"fo-{i:04d}" for i in range(n_topics)]
     sizes = [min(per_topic, n - i * per_topic) for i in range(n_topics)]
@@ -539,9 +546,17 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def none_led(md):
             return not any(p.leader == victim.id or (t, p.id) in led and p.leader < 0
                            for t, p in partitions(md, topics))
-        done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
-        if watch.why:
-            incomplete("no partition led by the stopped broker in Metadata", watch.why)
+        if cs_probe_only and probes:  # no confluent-kafka polls: only md_probe watches
+            done, polls, mean_poll = {}, 0, 0.0
+            for p in probes.values():
+                try:
+                    p.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+        else:
+            done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
+            if watch.why:
+                incomplete("no partition led by the stopped broker in Metadata", watch.why)
         wt.join()
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the stopping broker reaped, perf not yet
         me1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -687,6 +702,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--only-cs", action="store_true",
                     help="after creation, only the controlled shutdown (step 4; skips 1-3)")
+    ap.add_argument("--cs-probe-only", action="store_true",
+                    help="controlled shutdown watched by md_probe alone, without the confluent-kafka "
+                         "Metadata polls (each takes 0.4-0.9 s of this script's CPU at 100k, on the same "
+                         "2 cores as the cluster)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):
@@ -695,6 +714,9 @@ def main():
     soft, _ = raise_nofile(20000)  # the storage layer bounds open log files (limit / 4); sockets need the rest
     workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
+    if zk_srv and not os.environ.get("GREGOR_BENCH_ZK_PID"):  # its CPU in the shutdown figures
+        with open(os.path.join(zk_srv.dir, "zk.pid")) as f:
+            os.environ["GREGOR_BENCH_ZK_PID"] = f.read().strip()
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
     results = []
@@ -703,7 +725,7 @@ def main():
             try:
                 session_ms = args.session_ms or (15000 if n >= 50000 else 6000)
                 results.append(bench_size(zk_hosts, workdir, n, args.per_topic, session_ms,
-                                           args.victim, args.timeout, args.only_cs))
+                                           args.victim, args.timeout, args.only_cs, args.cs_probe_only))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
             finally:
