@@ -24,8 +24,10 @@ broker is the preferred leader of ~N/3), created through the AdminClient; then, 
 4. Controlled shutdown: SIGTERM to V (leading ~1/3 again after step 3): SIGTERM -> process exit,
    and SIGTERM -> no partition led by V in the survivors' Metadata, seen by the confluent-kafka
    polls above and by bench/md_probe (build/bench/md_probe: one process per survivor, raw
-   Metadata v1 polls 20 ms apart, parsed in place: ~20x less client CPU per poll at 100k, so its
-   figure is within a poll of the survivors' own cache update); --cs-probe-only leaves the
+   Metadata v1 polls parsed in place, ~20x less client CPU per poll at 100k; a pause of 50 ms and
+   at least the last poll's duration between polls keeps a survivor building Metadata answers at
+   most half the time of one thread; its figure is within a poll or two of the survivors' own
+   cache update); --cs-probe-only leaves the
    confluent-kafka polls out. CPU of the survivors, ZooKeeper (GREGOR_BENCH_ZK_PID), the
    stopping broker and this script; the controller's log lines. GREGOR_BENCH_PERF=FILE records
    the controller meanwhile (perf record -g; GREGOR_BENCH_PERF_ALL=1: every process).
@@ -110,7 +112,7 @@ class Watcher:
 
 
 MD_PROBE = os.path.join(H.BUILD, "bench", "md_probe")
-PROBE_GAP_MS = 20
+PROBE_GAP_MS = 50  # and at least the last poll's duration (md_probe.c)
 
 
 def start_probes(brokers, victim_id, timeout):
@@ -683,7 +685,7 @@ def table(results, session_ms):
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
           "to process exit / to no partition led by V in the survivors' Metadata (confluent-kafka polls); CS probe = the same "
-          "by bench/md_probe's raw Metadata polls (one per survivor, 20 ms apart); CS cache = "
+          "by bench/md_probe's raw Metadata polls (one per survivor, paced); CS cache = "
           "SIGTERM to the later survivor's log line for applying the UpdateMetadata with the moved leaders "
           "(what the next Metadata answer shows; the polls add up to one poll period); ZK set = kazoo "
           "setData of N/3 states (500-op multis)")
