@@ -501,8 +501,8 @@ static void offline_batch_start(struct gr_ctrl_sm *sm, struct offline_call *c) {
 }
 
 /* Rounds over c->with until every ISR shrink is settled (first: the first round may start from
- * the context), then each replica's LeaderAndIsr and state change. */
-static int offline_rounds(struct gr_ctrl_sm *sm, struct offline_call *c, bool first) {
+ * the context). Returns 0 or GR_ECONTROLLER_MOVED. */
+static int offline_write_rounds(struct gr_ctrl_sm *sm, struct offline_call *c, bool first) {
     int ret = 0;
     for (; c->n_with > 0 && !ret; first = false) {
         int n_retry = 0;
@@ -511,9 +511,13 @@ static int offline_rounds(struct gr_ctrl_sm *sm, struct offline_call *c, bool fi
         memcpy(c->with, c->retry, (size_t)n_retry * sizeof *c->with);
         c->n_with = n_retry;
     }
-    for (int k = 0; k < c->n_valid && !ret; k++)
-        if (c->ok[c->valid[k]]) offline_after_isr(sm, c->reps[c->valid[k]].replica, &c->reps[c->valid[k]], c->parts[c->valid[k]]);
     return ret;
+}
+
+/* Each settled replica's LeaderAndIsr and state change. */
+static void offline_after_writes(struct gr_ctrl_sm *sm, struct offline_call *c) {
+    for (int k = 0; k < c->n_valid; k++)
+        if (c->ok[c->valid[k]]) offline_after_isr(sm, c->reps[c->valid[k]].replica, &c->reps[c->valid[k]], c->parts[c->valid[k]]);
 }
 
 static void offline_free(struct offline_call *c) {
@@ -543,7 +547,8 @@ static int handle_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v
     struct offline_call c;
     offline_begin(sm, v, n, &c);
     offline_batch_start(sm, &c);
-    int rc = offline_rounds(sm, &c, true);
+    int rc = offline_write_rounds(sm, &c, true);
+    if (!rc) offline_after_writes(sm, &c);
     offline_free(&c);
     return rc;
 }
@@ -746,7 +751,7 @@ void gr_rsm_prepared_free(struct gr_rsm_prepared *pr) {
     free(pr);
 }
 
-int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr) {
+int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr, void (*written)(void *), void *arg) {
     struct offline_call *c = &pr->c;
     gr_ctrl_batch_begin(sm->batch);
     offline_batch_start(sm, c);
@@ -765,7 +770,9 @@ int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr) {
         memcpy(c->with, c->retry, (size_t)n_retry * sizeof *c->with);
         c->n_with = n_retry;
     }
-    if (!rc) rc = offline_rounds(sm, c, false);
+    if (!rc) rc = offline_write_rounds(sm, c, false);
+    if (!rc && written) written(arg);
+    if (!rc) offline_after_writes(sm, c);
     if (rc == GR_ECONTROLLER_MOVED) {
         gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
                  gr_replica_state_name(GR_RS_OFFLINE));

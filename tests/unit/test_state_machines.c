@@ -7,7 +7,8 @@
  * from the topic config and the meter; BADVERSION retry; a state written by a newer controller;
  * the controller moving (GR_ECONTROLLER_MOVED, nothing sent); invalid transitions refused;
  * AlterIsr validation codes and the write; ISR change notifications; a controlled shutdown writes
- * the ISR shrinks of the partitions the broker follows before the election's requests go out. */
+ * the ISR shrinks of the partitions the broker follows before the election's requests go out, and
+ * answers once they are written, before their own LeaderAndIsr go out. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,8 +434,48 @@ static void test_controlled_shutdown_isr_shrinks_first(void) {
     teardown();
 }
 
+/* The event's answer: once broker 1 has left every ISR in ZooKeeper, before the LeaderAndIsr
+ * that tell the other replicas (for cs-1) are built and sent. */
+static int answers, answer_isr_had_1 = -1, answer_lai_sent = -1;
+static int16_t answer_err = -1;
+
+static void cs_answer(void *arg, int16_t error, const struct gr_kzk_tp *rem, int n) {
+    (void)arg, (void)rem, (void)n;
+    answers++;
+    answer_err = error;
+    struct gr_kzk_leader_and_isr l;
+    CHECK(read_state("cs", 1, &l) == 0);
+    answer_isr_had_1 = 0;
+    for (int i = 0; i < l.n_isr; i++)
+        if (l.isr[i] == 1) answer_isr_had_1 = 1;
+    gr_kzk_leader_and_isr_release(&l);
+    const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *st = sent_lai(3, "cs", 1);
+    answer_lai_sent = st && st->LeaderEpoch == 1;
+}
+
+static void test_controlled_shutdown_answer_after_isr_writes(void) {
+    setup();
+    int32_t reps[] = {1, 2, 3, 2, 1, 3};
+    create_topic("cs", 2, reps, 3);
+    struct gr_kzk_tp tps[] = {{(char *)"cs", 0}, {(char *)"cs", 1}};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 2) == 0);
+    clear_sent();
+    struct gr_ctrl_cs_payload *pl = gr_calloc(1, sizeof *pl);
+    pl->respond = cs_answer;
+    struct gr_ctrl_event *ev = gr_ctrl_cs_event_new(1, -1, pl);
+    CHECK(gr_ctrl_cs_complete(&sm, ev) == 0);
+    CHECK(answers == 1 && answer_err == GR_KERR_NONE);
+    CHECK(answer_isr_had_1 == 0); /* Kafka's order: the ISR shrinks are written first */
+    CHECK(answer_lai_sent == 0);  /* their LeaderAndIsr are built and sent after the answer */
+    CHECK(sent_lai(3, "cs", 1) && sent_lai(3, "cs", 1)->LeaderEpoch == 1); /* ... in the same event */
+    gr_ctrl_event_free(ev);
+    CHECK(answers == 1);
+    teardown();
+}
+
 int main(void) {
     test_create_finds_own_state();
+    test_controlled_shutdown_answer_after_isr_writes();
     test_controlled_shutdown_isr_shrinks_first();
     test_transition_tables();
     test_new_partitions_and_broker_failure();
