@@ -28,7 +28,8 @@ broker is the preferred leader of ~N/3), created through the AdminClient; then, 
    at least the last poll's duration between polls keeps a survivor building Metadata answers at
    most half the time of one thread; its figure is within a poll or two of the survivors' own
    cache update); --cs-probe-only leaves the
-   confluent-kafka polls out. CPU of the survivors, ZooKeeper (GREGOR_BENCH_ZK_PID), the
+   confluent-kafka polls out. The exit is noted by a separate process (pidfd), not this script's
+   waiter thread, which waits for the GIL behind the polls. CPU of the survivors, ZooKeeper (GREGOR_BENCH_ZK_PID), the
    stopping broker and this script; the controller's log lines. GREGOR_BENCH_PERF=FILE records
    the controller meanwhile (perf record -g; GREGOR_BENCH_PERF_ALL=1: every process).
 Then a ZooKeeper reference: setData of the same number of partition-state znodes in kazoo
@@ -147,6 +148,41 @@ def finish_probes(probes):
             if ln.startswith("done "):
                 done[b] = float(ln.split()[1])
     return done, mean
+
+
+EXIT_WATCH = ("import os, select, sys, time\n"
+              "fd = os.pidfd_open(int(sys.argv[1]))\n"
+              "p = select.poll()\n"
+              "p.register(fd, select.POLLIN)\n"
+              "print('ready', flush=True)\n"
+              "p.poll()\n"
+              "print(repr(time.time()), flush=True)\n")
+
+
+def start_exit_watch(pid):
+    """A separate process that notes when pid exits (pidfd_open + poll): this script's own waiter
+    thread needs the GIL, which the confluent-kafka polls hold for most of a second at 100k.
+    Returns the Popen once it watches, or None."""
+    try:
+        w = subprocess.Popen([sys.executable, "-c", EXIT_WATCH, str(pid)], stdout=subprocess.PIPE, text=True)
+        if w.stdout.readline().strip() == "ready":
+            return w
+        w.kill()
+    except OSError:
+        pass
+    return None
+
+
+def finish_exit_watch(w):
+    """The time the watched process exited, or None."""
+    if w is None:
+        return None
+    try:
+        out, _ = w.communicate(timeout=30)
+        return float(out.split()[0])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        w.kill()
+        return None
 
 
 def partitions(md, topics):
@@ -528,6 +564,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         probes = start_probes(survivors, victim.id, timeout)
+        exit_watch = start_exit_watch(victim.proc.pid)
         # the stopping broker's CPU: its total once reaped (RUSAGE_CHILDREN grows by it) minus now
         v_cpu0 = proc_cpu(victim.proc.pid)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -573,6 +610,11 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
               + f", stopping broker {victim.id} {v_cpu * 1000:.0f} ms (to its exit)"
               + f", this script (confluent-kafka polls) {(me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime) * 1000:.0f} ms"
               + f"; load average {os.getloadavg()[0]:.2f}")
+        t_exit = finish_exit_watch(exit_watch)
+        if t_exit is not None and exit_box["code"] != "timeout":
+            print(f"     (this script's waiter thread saw the exit at {(exit_box['t'] - t0) * 1000:.0f} ms: "
+                  f"it waits for the GIL behind the confluent-kafka polls)")
+            exit_box["t"] = t_exit
         r["cs_exit"] = exit_box["t"] - t0
         r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None
         if exit_box["code"] == "timeout":
