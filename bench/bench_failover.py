@@ -22,7 +22,16 @@ broker is the preferred leader of ~N/3), created through the AdminClient; then, 
    one ElectLeaders request): request time, and time until every partition shows its preferred
    leader in Metadata on all brokers; partitions/s over the partitions that moved (~N/3).
 4. Controlled shutdown: SIGTERM to V (leading ~1/3 again after step 3): SIGTERM -> process exit,
-   and SIGTERM -> no partition led by V in the survivors' Metadata; the controller's log lines.
+   and SIGTERM -> no partition led by V in the survivors' Metadata, seen by the confluent-kafka
+   polls above and by bench/md_probe (build/bench/md_probe: one process per survivor, raw
+   Metadata v1 polls parsed in place, ~20x less client CPU per poll at 100k; a pause of 50 ms and
+   at least the last poll's duration between polls keeps a survivor building Metadata answers at
+   most half the time of one thread; its figure is within a poll or two of the survivors' own
+   cache update); --cs-probe-only leaves the
+   confluent-kafka polls out. The exit is noted by a separate process (pidfd), not this script's
+   waiter thread, which waits for the GIL behind the polls. CPU of the survivors, ZooKeeper (GREGOR_BENCH_ZK_PID), the
+   stopping broker and this script; the controller's log lines. GREGOR_BENCH_PERF=FILE records
+   the controller meanwhile (perf record -g; GREGOR_BENCH_PERF_ALL=1: every process).
 Then a ZooKeeper reference: setData of the same number of partition-state znodes in kazoo
 transactions of 500 (one in flight, as the controller writes them), ops/s.
 
@@ -101,6 +110,79 @@ class Watcher:
             self.why = (f"timed out after {timeout:.0f} s on brokers "
                         f"{sorted(b.id for b in self.brokers if b.id not in done)}")
         return done, polls, secs / max(polls, 1), wrong
+
+
+MD_PROBE = os.path.join(H.BUILD, "bench", "md_probe")
+PROBE_GAP_MS = 50  # and at least the last poll's duration (md_probe.c)
+
+
+def start_probes(brokers, victim_id, timeout):
+    """One md_probe (bench/md_probe.c) per broker: raw Metadata polls, PROBE_GAP_MS apart, until
+    no partition of the bench's topics is led by victim_id or leaderless. Returns
+    {broker id: Popen} once each has answered a first poll (connected and warm); {} when the
+    probe is not built."""
+    if not os.access(MD_PROBE, os.X_OK):
+        print(f"     ({MD_PROBE} not built: no md_probe figure)")
+        return {}
+    probes = {b.id: subprocess.Popen([MD_PROBE, "127.0.0.1", str(b.port), str(victim_id), "fo-",
+                                      str(timeout), str(PROBE_GAP_MS)],
+                                     stdout=subprocess.PIPE, text=True) for b in brokers}
+    for p in probes.values():
+        p.first = p.stdout.readline()
+    return probes
+
+
+def finish_probes(probes):
+    """({broker id: midpoint of the first poll that showed it}, {broker id: mean poll seconds})."""
+    done, mean = {}, {}
+    for b, p in probes.items():
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        lines = [p.first] + out.splitlines()
+        polls = [float(w[2]) - float(w[1]) for w in (ln.split() for ln in lines) if w and w[0] == "poll"]
+        mean[b] = sum(polls) / max(len(polls), 1)
+        for ln in lines:
+            if ln.startswith("done "):
+                done[b] = float(ln.split()[1])
+    return done, mean
+
+
+EXIT_WATCH = ("import os, select, sys, time\n"
+              "fd = os.pidfd_open(int(sys.argv[1]))\n"
+              "p = select.poll()\n"
+              "p.register(fd, select.POLLIN)\n"
+              "print('ready', flush=True)\n"
+              "p.poll()\n"
+              "print(repr(time.time()), flush=True)\n")
+
+
+def start_exit_watch(pid):
+    """A separate process that notes when pid exits (pidfd_open + poll): this script's own waiter
+    thread needs the GIL, which the confluent-kafka polls hold for most of a second at 100k.
+    Returns the Popen once it watches, or None."""
+    try:
+        w = subprocess.Popen([sys.executable, "-c", EXIT_WATCH, str(pid)], stdout=subprocess.PIPE, text=True)
+        if w.stdout.readline().strip() == "ready":
+            return w
+        w.kill()
+    except OSError:
+        pass
+    return None
+
+
+def finish_exit_watch(w):
+    """The time the watched process exited, or None."""
+    if w is None:
+        return None
+    try:
+        out, _ = w.communicate(timeout=30)
+        return float(out.split()[0])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        w.kill()
+        return None
 
 
 def partitions(md, topics):
@@ -224,7 +306,8 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
-def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False):
+def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False,
+               cs_probe_only=False):
     n_topics = (n + per_topic - 1) // per_topic
     topics = [f"fo-{i:04d}" for i in range(n_topics)]
     sizes = [min(per_topic, n - i * per_topic) for i in range(n_topics)]
@@ -475,9 +558,17 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         if os.environ.get("GREGOR_BENCH_PERF"):  # profile the controller during the shutdown
             ev = os.environ.get("GREGOR_BENCH_PERF_EVENT")  # e.g. sched:sched_switch (off-CPU)
             perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", os.environ["GREGOR_BENCH_PERF"]]
-                                    + (["-e", ev] if ev else []) + ["-p", str(ctl_b.proc.pid)],
+                                    + (["-e", ev] if ev else [])
+                                    # GREGOR_BENCH_PERF_ALL=1: every process (perf record -a)
+                                    + (["-a"] if os.environ.get("GREGOR_BENCH_PERF_ALL") else ["-p", str(ctl_b.proc.pid)]),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
+        probes = start_probes(survivors, victim.id, timeout)
+        exit_watch = start_exit_watch(victim.proc.pid)
+        # the stopping broker's CPU: its total once reaped (RUSAGE_CHILDREN grows by it) minus now
+        v_cpu0 = proc_cpu(victim.proc.pid)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        me0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.time()
         victim.signal(15)
         exit_box = {}
@@ -494,18 +585,36 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def none_led(md):
             return not any(p.leader == victim.id or (t, p.id) in led and p.leader < 0
                            for t, p in partitions(md, topics))
-        done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
-        if watch.why:
-            incomplete("no partition led by the stopped broker in Metadata", watch.why)
+        if cs_probe_only and probes:  # no confluent-kafka polls: only md_probe watches
+            done, polls, mean_poll = {}, 0, 0.0
+            for p in probes.values():
+                try:
+                    p.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+        else:
+            done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
+            if watch.why:
+                incomplete("no partition led by the stopped broker in Metadata", watch.why)
         wt.join()
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the stopping broker reaped, perf not yet
+        me1 = resource.getrusage(resource.RUSAGE_SELF)
         if perf:
             perf.send_signal(signal.SIGINT)
             perf.wait(60)
         cpu = {b: proc_cpu(b_.proc.pid) - cpu0[b] for b_ in survivors for b in [b_.id]}
+        v_cpu = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) - v_cpu0
         print("     CPU (user+sys) from SIGTERM to the end of the wait: "
               + ", ".join(f"broker {b} {s * 1000:.0f} ms" for b, s in cpu.items())
               + (f", ZooKeeper {(proc_cpu(int(zk_pid)) - zk_cpu0) * 1000:.0f} ms" if zk_pid else "")
+              + f", stopping broker {victim.id} {v_cpu * 1000:.0f} ms (to its exit)"
+              + f", this script (confluent-kafka polls) {(me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime) * 1000:.0f} ms"
               + f"; load average {os.getloadavg()[0]:.2f}")
+        t_exit = finish_exit_watch(exit_watch)
+        if t_exit is not None and exit_box["code"] != "timeout":
+            print(f"     (this script's waiter thread saw the exit at {(exit_box['t'] - t0) * 1000:.0f} ms: "
+                  f"it waits for the GIL behind the confluent-kafka polls)")
+            exit_box["t"] = t_exit
         r["cs_exit"] = exit_box["t"] - t0
         r["cs_md"] = max(done.values()) - t0 if len(done) == len(survivors) else None
         if exit_box["code"] == "timeout":
@@ -514,7 +623,13 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         else:
             print(f"     SIGTERM -> process exit: {r['cs_exit'] * 1000:.0f} ms (exit code {exit_box['code']})")
         for b, t in sorted(done.items(), key=lambda x: x[1]):
-            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms")
+            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms"
+                  f" (confluent-kafka polls, mean {mean_poll * 1000:.0f} ms)")
+        pdone, pmean = finish_probes(probes)
+        for b, t in sorted(pdone.items(), key=lambda x: x[1]):
+            print(f"     SIGTERM -> no partition led by {victim.id} in broker {b}'s Metadata: {(t - t0) * 1000:.0f} ms"
+                  f" (md_probe, mean poll {pmean.get(b, 0) * 1000:.0f} ms)")
+        r["cs_md_probe"] = max(pdone.values()) - t0 if len(pdone) == len(survivors) else None
         time.sleep(0.5)
         cl = log_since(ctl_b, offsets[ctl_b.id])
         vl = log_since(victim, offsets[victim.id])
@@ -586,7 +701,7 @@ def table(results, session_ms):
     print(f"== summary (ms; session timeout {session_ms} ms)")
     hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
-           f"{'CS exit':>7s} {'CS md':>7s} {'CS cache':>8s} | {'ZK set':>7s}")
+           f"{'CS exit':>7s} {'CS md':>7s} {'CS probe':>8s} {'CS cache':>8s} | {'ZK set':>7s}")
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -598,7 +713,8 @@ def table(results, session_ms):
               f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
-              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_cache')):>8s} | "
+              f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_probe')):>8s} "
+              f"{ms(r.get('cs_md_cache')):>8s} | "
               f"{ms(zs) if zo else 'n/a':>7s}"
               + ("  (EMFILE: invalid)" if r.get("emfile") else ""))
     for r in results:
@@ -610,7 +726,8 @@ def table(results, session_ms):
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
-          "to process exit / to no partition led by V in the survivors' Metadata (client polls); CS cache = "
+          "to process exit / to no partition led by V in the survivors' Metadata (confluent-kafka polls); CS probe = the same "
+          "by bench/md_probe's raw Metadata polls (one per survivor, paced); CS cache = "
           "SIGTERM to the later survivor's log line for applying the UpdateMetadata with the moved leaders "
           "(what the next Metadata answer shows; the polls add up to one poll period); ZK set = kazoo "
           "setData of N/3 states (500-op multis)")
@@ -629,6 +746,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--only-cs", action="store_true",
                     help="after creation, only the controlled shutdown (step 4; skips 1-3)")
+    ap.add_argument("--cs-probe-only", action="store_true",
+                    help="controlled shutdown watched by md_probe alone, without the confluent-kafka "
+                         "Metadata polls (each takes 0.4-0.9 s of this script's CPU at 100k, on the same "
+                         "2 cores as the cluster)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):
@@ -637,6 +758,9 @@ def main():
     soft, _ = raise_nofile(20000)  # the storage layer bounds open log files (limit / 4); sockets need the rest
     workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
+    if zk_srv and not os.environ.get("GREGOR_BENCH_ZK_PID"):  # its CPU in the shutdown figures
+        with open(os.path.join(zk_srv.dir, "zk.pid")) as f:
+            os.environ["GREGOR_BENCH_ZK_PID"] = f.read().strip()
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
     results = []
@@ -645,7 +769,7 @@ def main():
             try:
                 session_ms = args.session_ms or (15000 if n >= 50000 else 6000)
                 results.append(bench_size(zk_hosts, workdir, n, args.per_topic, session_ms,
-                                           args.victim, args.timeout, args.only_cs))
+                                           args.victim, args.timeout, args.only_cs, args.cs_probe_only))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
             finally:

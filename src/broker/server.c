@@ -368,6 +368,7 @@ static int connect_zookeeper(struct gr_server *s) {
         return GR_EZK;
     }
     s->kzk = gr_kzk_new(s->zkb);
+    gr_kzk_set_async(s->kzk, true); /* a controlled shutdown writes ISR shrinks on a helper thread */
     return 0;
 }
 

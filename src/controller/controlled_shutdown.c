@@ -21,8 +21,9 @@ static void add_shutting_down(struct gr_ctrl_context *ctx, int32_t id) {
     ctx->shutting_down[ctx->n_shutting_down++] = id;
 }
 
-int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_t broker_epoch,
-                                       struct gr_ctrl_tp_list *remaining, int *rc) {
+static int16_t do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_t broker_epoch,
+                                      struct gr_ctrl_tp_list *remaining, int *rc, void (*written)(void *),
+                                      void *arg) {
     struct gr_ctrl_context *ctx = sm->ctx;
     *rc = 0;
     memset(remaining, 0, sizeof *remaining);
@@ -62,24 +63,36 @@ int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_
     gr_info(LOGGER, "[Controller id=%d epoch=%d] Controlled shutdown of broker %d: moving leadership of %d partitions, "
             "stopping %d follower replicas",
             sm->controller_id, ctx->epoch, id, led.n, followed.n);
+    /* The followed replicas' ISR shrinks touch other partitions than the election: prepared from
+     * the context now, written as soon as the election's writes are done, while the election's
+     * LeaderAndIsr/UpdateMetadata and the StopReplica are built and sent (replica_sm.h). The
+     * answer still waits for them, as in Kafka. */
+    struct gr_ctrl_replica_list reps = {0};
+    for (int i = 0; i < followed.n; i++)
+        gr_ctrl_replica_list_add(&reps, followed.v[i].topic, followed.v[i].partition, id);
+    struct gr_rsm_prepared *pr = followed.n ? gr_rsm_prepare_offline(sm, reps.v, reps.n) : NULL;
     struct gr_psm_strategy st = {.kind = GR_ELECT_CONTROLLED_SHUTDOWN, .allow_unclean = false};
     *rc = gr_psm_handle_state_changes(sm, led.v, led.n, GR_PS_ONLINE, &st, NULL);
-    if (!*rc && followed.n) {
+    if (!*rc && pr) {
         gr_ctrl_batch_begin(sm->batch);
         for (int i = 0; i < followed.n; i++)
             gr_ctrl_batch_add_stop_replica(sm->batch, &id, 1, followed.v[i].topic, followed.v[i].partition, false);
         gr_ctrl_batch_send(sm->batch);
-        struct gr_ctrl_replica_list reps = {0};
-        for (int i = 0; i < followed.n; i++)
-            gr_ctrl_replica_list_add(&reps, followed.v[i].topic, followed.v[i].partition, id);
-        *rc = gr_rsm_handle_state_changes(sm, reps.v, reps.n, GR_RS_OFFLINE);
-        gr_ctrl_replica_list_free(&reps);
+        *rc = gr_rsm_finish_offline(sm, pr, written, arg);
+        pr = NULL;
     }
+    gr_rsm_prepared_free(pr);
+    gr_ctrl_replica_list_free(&reps);
     gr_ctrl_tp_list_free(&led);
     gr_ctrl_tp_list_free(&followed);
     if (*rc) return GR_KERR_NOT_CONTROLLER;
     gr_ctrl_partition_leaders_on_broker(ctx, id, remaining);
     return GR_KERR_NONE;
+}
+
+int16_t gr_ctrl_do_controlled_shutdown(struct gr_ctrl_sm *sm, int32_t id, int64_t broker_epoch,
+                                       struct gr_ctrl_tp_list *remaining, int *rc) {
+    return do_controlled_shutdown(sm, id, broker_epoch, remaining, rc, NULL, NULL);
 }
 
 void gr_ctrl_partition_leaders_on_broker(struct gr_ctrl_context *ctx, int32_t id, struct gr_ctrl_tp_list *out) {
@@ -125,21 +138,42 @@ struct gr_ctrl_event *gr_ctrl_cs_event_new(int32_t broker_id, int64_t broker_epo
 
 void gr_ctrl_cs_fail(struct gr_ctrl_event *ev, int16_t error) { answer(ev->payload, error, NULL, 0); }
 
+/* The answer NONE with partitionLeadersOnBroker, logged. */
+static void answer_done(struct gr_ctrl_sm *sm, int32_t id, struct gr_ctrl_cs_payload *pl) {
+    struct gr_ctrl_tp_list rem = {0};
+    gr_ctrl_partition_leaders_on_broker(sm->ctx, id, &rem);
+    gr_info(LOGGER, "[Controller id=%d epoch=%d] Controlled shutdown of broker %d: %d partitions still led",
+            sm->controller_id, sm->ctx->epoch, id, rem.n);
+    answer(pl, GR_KERR_NONE, rem.v, rem.n);
+    gr_ctrl_tp_list_free(&rem);
+}
+
+struct early_answer {
+    struct gr_ctrl_sm *sm;
+    int32_t id;
+    struct gr_ctrl_cs_payload *pl;
+};
+
+static void answer_early(void *arg) {
+    struct early_answer *e = arg;
+    answer_done(e->sm, e->id, e->pl);
+}
+
 int gr_ctrl_cs_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
     struct gr_ctrl_cs_payload *pl = ev->payload;
     struct gr_ctrl_tp_list rem = {0};
     int rc = 0;
     /* The state-change lines of the elections and ISR shrinks (one per partition: 100k at 100k
-     * partitions, 0.3-0.4 s) are written after the answer: the broker waits for nothing else. */
+     * partitions, 0.3-0.4 s) are written after the answer: the broker waits for nothing else.
+     * Nor for the LeaderAndIsr/UpdateMetadata that tell the other replicas about its removal from
+     * their ISRs: the answer goes once those ISR shrinks are written (what Kafka's answer waits
+     * for), and the requests are built and queued right after it in the same event, before any
+     * later event (such as the BrokerChange of the broker's exit) runs. */
     gr_ctrl_batch_hold_log(sm->batch, true);
-    int16_t err = gr_ctrl_do_controlled_shutdown(sm, ev->broker_id, ev->broker_epoch, &rem, &rc);
-    if (err == GR_KERR_NONE) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%d", rem.n);
-        gr_info(LOGGER, "[Controller id=%d epoch=%d] Controlled shutdown of broker %d: %s partitions still led",
-                sm->controller_id, sm->ctx->epoch, ev->broker_id, buf);
-    }
-    answer(pl, err, rem.v, err == GR_KERR_NONE ? rem.n : 0);
+    struct early_answer e = {.sm = sm, .id = ev->broker_id, .pl = pl};
+    int16_t err = do_controlled_shutdown(sm, ev->broker_id, ev->broker_epoch, &rem, &rc, answer_early, &e);
+    if (err == GR_KERR_NONE && pl && !pl->responded) answer_done(sm, ev->broker_id, pl);
+    else answer(pl, err, NULL, 0); /* no-op once answered */
     gr_ctrl_batch_hold_log(sm->batch, false); /* writes the held lines */
     gr_ctrl_tp_list_free(&rem);
     return rc;

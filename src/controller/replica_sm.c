@@ -194,23 +194,20 @@ static int isr_adjust(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
     return 1;
 }
 
-/* Writes items (items[i] is for group item_of[i], state adj[item_of[i]]) and applies what was
- * written (ok = 2 for every replica of the group); BADVERSION puts the group's replicas in
- * retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
-static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const struct isr_group *groups,
-                     const struct gr_kzk_state_write *items, const int *item_of, int n_items,
-                     struct gr_kzk_leader_and_isr *adj, struct fresh_set *fresh, char *ok, int *retry, int *n_retry) {
+/* Applies the write of items (items[i] is for group item_of[i], state adj[item_of[i]]; wrc and
+ * res[] what gr_kzk_update_partition_states returned for them): ok = 2 for every replica of a
+ * written group; BADVERSION puts the group's replicas in retry[]. Returns 0 or
+ * GR_ECONTROLLER_MOVED. */
+static int isr_apply(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, const struct isr_group *groups,
+                     const int *item_of, int n_items, struct gr_kzk_leader_and_isr *adj, int wrc,
+                     const struct gr_kzk_write_result *res, struct fresh_set *fresh, char *ok, int *retry,
+                     int *n_retry) {
     struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-    int64_t t0 = gr_mono_ms();
-    int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d ISR shrink(s) to ZooKeeper in %lld ms",
-           n_items, (long long)(gr_mono_ms() - t0));
-    for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+    for (int i = 0; i < n_items && wrc != GR_ECONTROLLER_MOVED; i++) {
         int k = item_of[i];
         const struct isr_group *g = &groups[k];
         const struct gr_ctrl_replica *r0 = &reps[g->idx[0]];
-        int irc = rc ? rc : res[i].rc;
+        int irc = wrc ? wrc : res[i].rc;
         if (irc == GR_KZK_EBADVERSION) {
             gr_debug(LOGGER,
                      "Controller failed to remove %d replica(s) from ISR of partition %s-%d: bad ZK version. This "
@@ -229,8 +226,12 @@ static int isr_write(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, 
         gr_ctrl_partition_mark_fresh(ctx, g->p);
         for (int j = 0; j < g->n; j++) ok[g->idx[j]] = 2; /* written */
     }
-    free(res);
-    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+    return wrc == GR_ECONTROLLER_MOVED ? wrc : 0;
+}
+
+static void log_isr_written(int n_items, int64_t ms) {
+    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d ISR shrink(s) to ZooKeeper in %lld ms",
+           n_items, (long long)ms);
 }
 
 /* idx[] sorted by partition (context pointer), then by index into reps (= broker order). */
@@ -242,28 +243,42 @@ static int cmp_by_partition(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One round over items idx[0..n) of reps (parts[i] = reps[i]'s partition); ok[i] set when
- * replica i's partition state is settled (written, or did not contain it); retries go to
- * retry[]. Every partition is read once and written at most once for all its replicas in the
- * round. States come from ZooKeeper, except (use_fresh: the first round) partitions in `fresh`,
- * taken from the context; partitions read or written here join `fresh`. */
-static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
-                                 struct gr_ctrl_partition *const *parts, int *idx, int n, struct fresh_set *fresh,
-                                 bool use_fresh, char *ok, int *retry, int *n_retry) {
-    *n_retry = 0;
+/* One round of ISR shrinks, prepared (isr_round_prepare) then written and applied: the groups of
+ * idx[] by partition, their current states, the adjusted states and the items to write. */
+struct isr_round {
+    struct isr_group *groups;
+    int *heads;
+    int ng;
+    struct gr_kzk_state_result *cur;
+    struct gr_kzk_leader_and_isr *adj;
+    struct gr_kzk_state_write *items;
+    int *item_of;
+    int n_items;
+};
+
+/* Prepares one round over items idx[0..n) of reps (parts[i] = reps[i]'s partition): every
+ * partition is read once and written at most once for all its replicas in the round. States
+ * come from ZooKeeper, except (use_fresh: the first round) partitions in `fresh`, taken from the
+ * context. ok[i] = 1 for a replica its partition's state does not hold (nothing to write; that
+ * partition joins `fresh`); failures are logged. R->items are the writes left to make. */
+static void isr_round_prepare(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
+                              struct gr_ctrl_partition *const *parts, int *idx, int n, struct fresh_set *fresh,
+                              bool use_fresh, char *ok, struct isr_round *R) {
+    memset(R, 0, sizeof *R);
     g_sort_parts = (const struct gr_ctrl_partition *const *)parts;
     qsort(idx, (size_t)n, sizeof *idx, cmp_by_partition);
     g_sort_parts = NULL;
-    struct isr_group *groups = gr_malloc((size_t)(n ? n : 1) * sizeof *groups);
-    int *heads = gr_malloc((size_t)(n ? n : 1) * sizeof *heads);
+    R->groups = gr_malloc((size_t)(n ? n : 1) * sizeof *R->groups);
+    R->heads = gr_malloc((size_t)(n ? n : 1) * sizeof *R->heads);
     int ng = 0;
     for (int k = 0; k < n;) {
         int e = k;
         while (e < n && parts[idx[e]] == parts[idx[k]]) e++;
-        groups[ng] = (struct isr_group){.idx = &idx[k], .n = e - k, .p = parts[idx[k]]};
-        heads[ng++] = idx[k];
+        R->groups[ng] = (struct isr_group){.idx = &idx[k], .n = e - k, .p = parts[idx[k]]};
+        R->heads[ng++] = idx[k];
         k = e;
     }
+    R->ng = ng;
     /* Where the first round may start from the context instead of reading ZooKeeper: partitions
      * read or written in this call (`fresh`), and partitions whose cached ISR holds one of the
      * group's replicas -- a write follows, conditional on the cached zkVersion, so a state changed
@@ -272,43 +287,65 @@ static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_rep
      * a cache that may lag a leader's own ISR write. */
     bool *from_ctx = gr_calloc((size_t)(ng ? ng : 1), sizeof *from_ctx);
     for (int g = 0; use_fresh && g < ng; g++) {
-        const struct gr_ctrl_partition *p = groups[g].p;
+        const struct gr_ctrl_partition *p = R->groups[g].p;
         if (!p->has_state) continue;
         bool in_isr = fresh_has(fresh, p) || gr_ctrl_partition_fresh(sm->ctx, p);
-        for (int j = 0; j < groups[g].n && !in_isr; j++)
-            for (int i = 0; i < p->lai.n_isr; i++) in_isr |= p->lai.isr[i] == reps[groups[g].idx[j]].replica;
+        for (int j = 0; j < R->groups[g].n && !in_isr; j++)
+            for (int i = 0; i < p->lai.n_isr; i++) in_isr |= p->lai.isr[i] == reps[R->groups[g].idx[j]].replica;
         from_ctx[g] = in_isr;
     }
-    struct gr_kzk_state_result *cur = gr_calloc((size_t)(ng ? ng : 1), sizeof *cur);
-    int rc = isr_read(sm, reps, heads, ng, from_ctx, cur);
+    R->cur = gr_calloc((size_t)(ng ? ng : 1), sizeof *R->cur);
+    int rc = isr_read(sm, reps, R->heads, ng, from_ctx, R->cur);
     free(from_ctx);
-    int ret = 0;
+    R->adj = gr_calloc((size_t)(ng ? ng : 1), sizeof *R->adj);
+    R->items = gr_calloc((size_t)(ng ? ng : 1), sizeof *R->items);
+    R->item_of = gr_malloc((size_t)(ng ? ng : 1) * sizeof *R->item_of);
     if (rc) {
-        for (int g = 0; g < ng; g++) log_group_failed(sm, reps, &groups[g], gr_kzk_strerror(rc));
-    } else {
-        struct gr_kzk_leader_and_isr *adj = gr_calloc((size_t)(ng ? ng : 1), sizeof *adj);
-        struct gr_kzk_state_write *items = gr_calloc((size_t)(ng ? ng : 1), sizeof *items);
-        int *item_of = gr_malloc((size_t)(ng ? ng : 1) * sizeof *item_of);
-        int n_items = 0;
-        for (int g = 0; g < ng; g++) {
-            int what = isr_adjust(sm, reps, &groups[g], &cur[g], fresh, &adj[g]);
-            if (what == 0)
-                for (int j = 0; j < groups[g].n; j++) ok[groups[g].idx[j]] = 1;
-            if (what != 1) continue;
-            const struct gr_ctrl_replica *r = &reps[heads[g]];
-            items[n_items] = (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &adj[g]};
-            item_of[n_items++] = g;
-        }
-        if (n_items) ret = isr_write(sm, reps, groups, items, item_of, n_items, adj, fresh, ok, retry, n_retry);
-        for (int g = 0; g < ng; g++) gr_kzk_leader_and_isr_release(&adj[g]);
-        free(adj);
-        free(items);
-        free(item_of);
+        for (int g = 0; g < ng; g++) log_group_failed(sm, reps, &R->groups[g], gr_kzk_strerror(rc));
+        return;
     }
-    for (int g = 0; g < ng; g++) gr_kzk_leader_and_isr_release(&cur[g].lai);
-    free(cur);
-    free(groups);
-    free(heads);
+    for (int g = 0; g < ng; g++) {
+        int what = isr_adjust(sm, reps, &R->groups[g], &R->cur[g], fresh, &R->adj[g]);
+        if (what == 0)
+            for (int j = 0; j < R->groups[g].n; j++) ok[R->groups[g].idx[j]] = 1;
+        if (what != 1) continue;
+        const struct gr_ctrl_replica *r = &reps[R->heads[g]];
+        R->items[R->n_items] =
+            (struct gr_kzk_state_write){.topic = r->topic, .partition = r->partition, .lai = &R->adj[g]};
+        R->item_of[R->n_items++] = g;
+    }
+}
+
+static void isr_round_free(struct isr_round *R) {
+    for (int g = 0; R->adj && g < R->ng; g++) gr_kzk_leader_and_isr_release(&R->adj[g]);
+    for (int g = 0; R->cur && g < R->ng; g++) gr_kzk_leader_and_isr_release(&R->cur[g].lai);
+    free(R->adj);
+    free(R->items);
+    free(R->item_of);
+    free(R->cur);
+    free(R->groups);
+    free(R->heads);
+    memset(R, 0, sizeof *R);
+}
+
+/* One round (isr_round_prepare, then the writes on this thread); ok[i] set when replica i's
+ * partition state is settled (written, or did not contain it); retries go to retry[]. */
+static int remove_from_isr_round(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps,
+                                 struct gr_ctrl_partition *const *parts, int *idx, int n, struct fresh_set *fresh,
+                                 bool use_fresh, char *ok, int *retry, int *n_retry) {
+    *n_retry = 0;
+    struct isr_round R;
+    isr_round_prepare(sm, reps, parts, idx, n, fresh, use_fresh, ok, &R);
+    int ret = 0;
+    if (R.n_items) {
+        struct gr_kzk_write_result *res = gr_calloc((size_t)R.n_items, sizeof *res);
+        int64_t t0 = gr_mono_ms();
+        int wrc = gr_kzk_update_partition_states(sm->kzk, sm->ctx->epoch_zk_version, R.items, R.n_items, res);
+        log_isr_written(R.n_items, gr_mono_ms() - t0);
+        ret = isr_apply(sm, reps, R.groups, R.item_of, R.n_items, R.adj, wrc, res, fresh, ok, retry, n_retry);
+        free(res);
+    }
+    isr_round_free(&R);
     return ret;
 }
 
@@ -401,47 +438,95 @@ static void offline_after_isr(struct gr_ctrl_sm *sm, int32_t replica_id, const s
     gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
 }
 
-/* -> OfflineReplica for reps[valid[0..n_valid)] (every broker of the call; reps sorted by broker):
- * StopReplica(delete=false); partitions without a state go Offline at once (UpdateMetadata); the
- * others leave the ISR in ZooKeeper first -- all of a partition's replicas going offline in this
- * call in ONE conditional write (rounds retrying BADVERSION) -- then, broker by broker, each
- * replica's LeaderAndIsr to the partition's other replicas and its state change.
- * Returns 0 or GR_ECONTROLLER_MOVED. */
-static int to_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, int n, const int *valid,
-                      int n_valid, struct fresh_set *fresh) {
-    struct gr_ctrl_partition **parts = gr_calloc((size_t)(n ? n : 1), sizeof *parts);
-    char *ok = gr_calloc((size_t)(n ? n : 1), 1);
-    int *with = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *with), n_with = 0;
-    int *retry = gr_malloc((size_t)(n_valid ? n_valid : 1) * sizeof *retry);
-    for (int k = 0; k < n_valid; k++) {
-        const struct gr_ctrl_replica *r = &reps[valid[k]];
+/* -> OfflineReplica for the valid replicas of a call (every broker of the call; reps sorted by
+ * broker): StopReplica(delete=false); partitions without a state go Offline at once
+ * (UpdateMetadata); the others leave the ISR in ZooKeeper first -- all of a partition's replicas
+ * going offline in this call in ONE conditional write (rounds retrying BADVERSION) -- then,
+ * broker by broker, each replica's LeaderAndIsr to the partition's other replicas and its state
+ * change. Steps: offline_begin, offline_batch_start, offline_rounds (0 or GR_ECONTROLLER_MOVED),
+ * offline_free; gr_rsm_prepare_offline runs the first round's preparation early. */
+struct offline_call {
+    const struct gr_ctrl_replica *reps; /* sorted by broker */
+    int n;
+    int *valid, n_valid;
+    struct fresh_set fresh;
+    struct gr_ctrl_partition **parts; /* parts[i]: reps[i]'s partition (valid ones) */
+    char *ok;                         /* ok[i]: replica i's partition state settled */
+    int *with, n_with;                /* valid replicas whose partition has a state */
+    int *retry;
+};
+
+/* The valid transitions (failures logged), their partitions and the replicas to remove from an
+ * ISR; nothing goes to the batch yet. */
+static void offline_begin(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *reps, int n, struct offline_call *c) {
+    memset(c, 0, sizeof *c);
+    c->reps = reps;
+    c->n = n;
+    c->valid = gr_malloc((size_t)(n ? n : 1) * sizeof *c->valid);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && reps[j].replica == reps[i].replica) j++;
+        int m = valid_transitions(sm, &reps[i], j - i, GR_RS_OFFLINE, &c->valid[c->n_valid]);
+        for (int k = 0; k < m; k++) c->valid[c->n_valid + k] += i;
+        c->n_valid += m;
+        i = j;
+    }
+    fresh_init(&c->fresh, n);
+    c->parts = gr_calloc((size_t)(n ? n : 1), sizeof *c->parts);
+    c->ok = gr_calloc((size_t)(n ? n : 1), 1);
+    c->with = gr_malloc((size_t)(c->n_valid ? c->n_valid : 1) * sizeof *c->with);
+    c->retry = gr_malloc((size_t)(c->n_valid ? c->n_valid : 1) * sizeof *c->retry);
+    for (int k = 0; k < c->n_valid; k++) {
+        const struct gr_ctrl_replica *r = &reps[c->valid[k]];
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, r->topic, r->partition);
-        parts[valid[k]] = p;
+        c->parts[c->valid[k]] = p;
+        if (p->has_state) c->with[c->n_with++] = c->valid[k];
+    }
+}
+
+/* StopReplica(delete=false) for every valid replica; partitions without a state go Offline at
+ * once (UpdateMetadata). */
+static void offline_batch_start(struct gr_ctrl_sm *sm, struct offline_call *c) {
+    for (int k = 0; k < c->n_valid; k++) {
+        const struct gr_ctrl_replica *r = &c->reps[c->valid[k]];
+        struct gr_ctrl_partition *p = c->parts[c->valid[k]];
         gr_ctrl_batch_add_stop_replica(sm->batch, &r->replica, 1, r->topic, r->partition, false);
-        if (p->has_state) {
-            with[n_with++] = valid[k];
-            continue;
-        }
+        if (p->has_state) continue;
         struct gr_kzk_tp tp = {.topic = (char *)r->topic, .partition = r->partition};
         log_ok(sm, r, gr_ctrl_replica_state_get(p, r->replica), GR_RS_OFFLINE);
         gr_ctrl_batch_add_update_metadata_brokers_only(sm->batch);
         gr_ctrl_batch_add_update_metadata(sm->batch, NULL, 0, &tp, 1);
         gr_ctrl_replica_state_set(p, r->replica, GR_RS_OFFLINE);
     }
+}
+
+/* Rounds over c->with until every ISR shrink is settled (first: the first round may start from
+ * the context). Returns 0 or GR_ECONTROLLER_MOVED. */
+static int offline_write_rounds(struct gr_ctrl_sm *sm, struct offline_call *c, bool first) {
     int ret = 0;
-    for (bool first = true; n_with > 0 && !ret; first = false) {
+    for (; c->n_with > 0 && !ret; first = false) {
         int n_retry = 0;
-        ret = remove_from_isr_round(sm, reps, parts, with, n_with, fresh, first, ok, retry, &n_retry);
-        memcpy(with, retry, (size_t)n_retry * sizeof *with);
-        n_with = n_retry;
+        ret = remove_from_isr_round(sm, c->reps, c->parts, c->with, c->n_with, &c->fresh, first, c->ok, c->retry,
+                                    &n_retry);
+        memcpy(c->with, c->retry, (size_t)n_retry * sizeof *c->with);
+        c->n_with = n_retry;
     }
-    for (int k = 0; k < n_valid && !ret; k++)
-        if (ok[valid[k]]) offline_after_isr(sm, reps[valid[k]].replica, &reps[valid[k]], parts[valid[k]]);
-    free(parts);
-    free(ok);
-    free(with);
-    free(retry);
     return ret;
+}
+
+/* Each settled replica's LeaderAndIsr and state change. */
+static void offline_after_writes(struct gr_ctrl_sm *sm, struct offline_call *c) {
+    for (int k = 0; k < c->n_valid; k++)
+        if (c->ok[c->valid[k]]) offline_after_isr(sm, c->reps[c->valid[k]].replica, &c->reps[c->valid[k]], c->parts[c->valid[k]]);
+}
+
+static void offline_free(struct offline_call *c) {
+    free(c->fresh.slots);
+    free(c->valid);
+    free(c->parts);
+    free(c->ok);
+    free(c->with);
+    free(c->retry);
 }
 
 /* handleStateChanges for the replicas of one broker (any target but Offline and Online). */
@@ -459,21 +544,12 @@ static void do_handle(struct gr_ctrl_sm *sm, int32_t replica_id, const struct gr
 
 /* handleStateChanges to Offline for every broker's replicas at once (v sorted by broker). */
 static int handle_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v, int n) {
-    int *valid = gr_malloc((size_t)(n ? n : 1) * sizeof *valid);
-    int n_valid = 0;
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && v[j].replica == v[i].replica) j++;
-        int m = valid_transitions(sm, &v[i], j - i, GR_RS_OFFLINE, &valid[n_valid]);
-        for (int k = 0; k < m; k++) valid[n_valid + k] += i;
-        n_valid += m;
-        i = j;
-    }
-    struct fresh_set fresh;
-    fresh_init(&fresh, n);
-    int rc = to_offline(sm, v, n, valid, n_valid, &fresh);
-    free(fresh.slots);
-    free(valid);
+    struct offline_call c;
+    offline_begin(sm, v, n, &c);
+    offline_batch_start(sm, &c);
+    int rc = offline_write_rounds(sm, &c, true);
+    if (!rc) offline_after_writes(sm, &c);
+    offline_free(&c);
     return rc;
 }
 
@@ -638,6 +714,75 @@ int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_repl
         rc = 0;
     }
     free(v);
+    return rc;
+}
+
+/* ---- the controlled shutdown's prepared -> Offline ---- */
+
+struct gr_rsm_prepared {
+    struct gr_ctrl_replica *v; /* the call's replicas, grouped by broker */
+    struct offline_call c;
+    struct isr_round first;    /* the first round, prepared */
+    struct gr_kzk_job *job;    /* its writes */
+};
+
+struct gr_rsm_prepared *gr_rsm_prepare_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n) {
+    struct gr_rsm_prepared *pr = gr_calloc(1, sizeof *pr);
+    pr->v = gr_malloc((size_t)(n ? n : 1) * sizeof *pr->v);
+    if (n > 0) group_by_broker(replicas, n, pr->v);
+    offline_begin(sm, pr->v, n, &pr->c);
+    if (pr->c.n_with > 0) {
+        isr_round_prepare(sm, pr->v, pr->c.parts, pr->c.with, pr->c.n_with, &pr->c.fresh, true, pr->c.ok, &pr->first);
+        if (pr->first.n_items) {
+            pr->job = gr_kzk_update_partition_states_job(sm->kzk, sm->ctx->epoch_zk_version, pr->first.items,
+                                                         pr->first.n_items);
+            gr_kzk_job_start_after_next_write(pr->job);
+        }
+    }
+    return pr;
+}
+
+void gr_rsm_prepared_free(struct gr_rsm_prepared *pr) {
+    if (!pr) return;
+    gr_kzk_job_free(pr->job);
+    isr_round_free(&pr->first);
+    offline_free(&pr->c);
+    free(pr->v);
+    free(pr);
+}
+
+int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr, void (*written)(void *), void *arg) {
+    struct offline_call *c = &pr->c;
+    gr_ctrl_batch_begin(sm->batch);
+    offline_batch_start(sm, c);
+    int rc = 0;
+    if (c->n_with > 0) {
+        int n_retry = 0;
+        if (pr->first.n_items) {
+            int64_t t0 = gr_mono_ms();
+            int wrc = gr_kzk_job_wait(pr->job);
+            log_isr_written(pr->first.n_items, pr->job->took_ms);
+            if (gr_mono_ms() - t0 > 0)
+                gr_debug(LOGGER, "Waited %lld ms for the ISR shrinks written meanwhile", (long long)(gr_mono_ms() - t0));
+            rc = isr_apply(sm, c->reps, pr->first.groups, pr->first.item_of, pr->first.n_items, pr->first.adj, wrc,
+                           pr->job->res, &c->fresh, c->ok, c->retry, &n_retry);
+        }
+        memcpy(c->with, c->retry, (size_t)n_retry * sizeof *c->with);
+        c->n_with = n_retry;
+    }
+    if (!rc) rc = offline_write_rounds(sm, c, false);
+    if (!rc && written) written(arg);
+    if (!rc) offline_after_writes(sm, c);
+    if (rc == GR_ECONTROLLER_MOVED) {
+        gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
+                 gr_replica_state_name(GR_RS_OFFLINE));
+        gr_ctrl_batch_clear(sm->batch);
+        gr_ctrl_batch_flush_log(sm->batch); /* the ISR shrinks written before */
+    } else {
+        gr_ctrl_batch_send(sm->batch);
+        rc = 0;
+    }
+    gr_rsm_prepared_free(pr);
     return rc;
 }
 

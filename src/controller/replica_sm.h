@@ -30,6 +30,24 @@
 
 int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target);
 
+/* The controlled shutdown's -> Offline of the replicas the leaving broker follows, in two steps so
+ * that their ISR-shrink writes overlap the election's requests: gr_rsm_prepare_offline (before
+ * the election) checks the transitions and prepares the first round of ISR shrinks from the
+ * context exactly as gr_rsm_handle_state_changes(..., GR_RS_OFFLINE) would, and has kzk start
+ * writing them once the next state write (the election's) is done
+ * (gr_kzk_job_start_after_next_write); nothing goes to the request batch. gr_rsm_finish_offline
+ * then does everything else of that call (StopReplica, the results of the first round, later
+ * rounds, LeaderAndIsr, send), waiting for the writes first; once every ISR shrink is written
+ * (none refused for the controller epoch) and before the LeaderAndIsr/UpdateMetadata for them
+ * are built, it calls written(arg) if not NULL (the controlled shutdown answers there). It frees
+ * pr and returns 0 or GR_ECONTROLLER_MOVED. gr_rsm_prepared_free drops a prepared call (a write not yet started is
+ * not made). The written states are the same guarded conditional writes, made in the same ZooKeeper
+ * session after the election's. Event thread only. */
+struct gr_rsm_prepared;
+struct gr_rsm_prepared *gr_rsm_prepare_offline(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n);
+int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr, void (*written)(void *), void *arg);
+void gr_rsm_prepared_free(struct gr_rsm_prepared *pr);
+
 /* startup(): online replicas -> Online, the others -> DeletionIneligible then Offline. */
 int gr_rsm_startup(struct gr_ctrl_sm *sm);
 

@@ -21,6 +21,7 @@
  * requests in order and the epoch's zkVersion only grows).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ struct gr_kzk {
     int batch;
     int depth;            /* guarded multis in flight at once (independent items) */
     atomic_bool stopping; /* gr_kzk_stop_waiting */
+    bool async;           /* gr_kzk_set_async: jobs run on their own thread */
+    struct gr_kzk_job *after_next_write; /* gr_kzk_job_start_after_next_write */
 };
 
 static const char *const PERSISTENT_PATHS[] = {
@@ -84,6 +87,10 @@ void gr_kzk_free(struct gr_kzk *k) {
 
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k) {
     return k->b;
+}
+
+void gr_kzk_set_async(struct gr_kzk *k, bool async) {
+    k->async = async;
 }
 
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
@@ -1168,9 +1175,8 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     return rc;
 }
 
-int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
-                                   const struct gr_kzk_state_write *items, int n,
-                                   struct gr_kzk_write_result *res) {
+static int update_states(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_kzk_state_write *items, int n,
+                         struct gr_kzk_write_result *res) {
     if (n <= 0) return 0;
     struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
     char **paths = gr_malloc((size_t)n * sizeof(char *));
@@ -1202,6 +1208,70 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     free(jsons);
     free(ops);
     return rc;
+}
+
+int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
+                                   const struct gr_kzk_state_write *items, int n,
+                                   struct gr_kzk_write_result *res) {
+    int rc = update_states(k, epoch_zk_version, items, n, res);
+    struct gr_kzk_job *next = k->after_next_write;
+    if (next && n > 0 && rc == 0) gr_kzk_job_start(next);
+    return rc;
+}
+
+/* ---- update jobs ---- */
+
+static void *job_main(void *arg) {
+    struct gr_kzk_job *j = arg;
+    int64_t t0 = gr_mono_ms();
+    j->rc = update_states(j->k, j->ezv, j->items, j->n, j->res); /* never the trigger: j->k's owner thread's */
+    j->took_ms = gr_mono_ms() - t0;
+    return NULL;
+}
+
+struct gr_kzk_job *gr_kzk_update_partition_states_job(struct gr_kzk *k, int32_t epoch_zk_version,
+                                                      const struct gr_kzk_state_write *items, int n) {
+    struct gr_kzk_job *j = gr_calloc(1, sizeof *j);
+    j->k = k;
+    j->ezv = epoch_zk_version;
+    j->items = items;
+    j->n = n;
+    j->res = gr_calloc((size_t)(n > 0 ? n : 1), sizeof *j->res);
+    return j;
+}
+
+void gr_kzk_job_start(struct gr_kzk_job *j) {
+    if (!j || j->started) return;
+    j->started = true;
+    if (j->k->after_next_write == j) j->k->after_next_write = NULL;
+    if (j->k->async && j->n > 0 && pthread_create(&j->thread, NULL, job_main, j) == 0) {
+        j->threaded = true;
+        return;
+    }
+    job_main(j);
+}
+
+void gr_kzk_job_start_after_next_write(struct gr_kzk_job *j) {
+    if (!j || j->started) return;
+    if (j->k->after_next_write && j->k->after_next_write != j) gr_kzk_job_start(j->k->after_next_write);
+    j->k->after_next_write = j;
+}
+
+int gr_kzk_job_wait(struct gr_kzk_job *j) {
+    gr_kzk_job_start(j);
+    if (j->threaded) {
+        pthread_join(j->thread, NULL);
+        j->threaded = false;
+    }
+    return j->rc;
+}
+
+void gr_kzk_job_free(struct gr_kzk_job *j) {
+    if (!j) return;
+    if (j->k->after_next_write == j) j->k->after_next_write = NULL;
+    if (j->threaded) pthread_join(j->thread, NULL); /* a job never started is dropped unrun */
+    free(j->res);
+    free(j);
 }
 
 int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topic,

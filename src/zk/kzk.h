@@ -23,6 +23,7 @@
 #ifndef GR_ZK_KZK_H
 #define GR_ZK_KZK_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -373,6 +374,39 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
 int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res);
+/* An update of partition states (gr_kzk_update_partition_states, same items and results) that
+ * runs later or elsewhere: the controlled shutdown writes the ISR shrinks of the partitions the
+ * leaving broker follows while the event thread builds and sends the election's requests.
+ * Every write is the same guarded multi; only when it runs changes. With gr_kzk_set_async(k,
+ * true) (the broker's real ZooKeeper) a started job runs on its own thread; otherwise (the
+ * default: the simulation and the unit tests) it runs on the caller's thread when started, so
+ * the order of ZooKeeper operations stays deterministic. items (and what they point to) are
+ * borrowed until gr_kzk_job_wait returns. Only the thread that owns k (the controller's event
+ * thread) starts, waits for and frees a job. */
+struct gr_kzk_job {
+    struct gr_kzk *k;
+    int32_t ezv;
+    const struct gr_kzk_state_write *items;
+    int n;
+    struct gr_kzk_write_result *res; /* n results, valid after gr_kzk_job_wait */
+    int rc;                          /* the call's return value, valid after gr_kzk_job_wait */
+    int64_t took_ms;                 /* how long the writes took, valid after gr_kzk_job_wait */
+    bool started, threaded;
+    pthread_t thread;
+};
+void gr_kzk_set_async(struct gr_kzk *k, bool async);
+/* A job for gr_kzk_update_partition_states(k, epoch_zk_version, items, n), not started. */
+struct gr_kzk_job *gr_kzk_update_partition_states_job(struct gr_kzk *k, int32_t epoch_zk_version,
+                                                      const struct gr_kzk_state_write *items, int n);
+void gr_kzk_job_start(struct gr_kzk_job *j);
+/* Starts j when the next gr_kzk_update_partition_states call on its kzk has returned 0 (so that
+ * j's multis queue behind that call's in ZooKeeper instead of interleaving with them); a call
+ * that fails leaves it to gr_kzk_job_wait. One such job per kzk at a time. */
+void gr_kzk_job_start_after_next_write(struct gr_kzk_job *j);
+/* Starts j if it is not, waits for it and returns its rc (j->res filled). */
+int gr_kzk_job_wait(struct gr_kzk_job *j);
+/* Waits for j if it was started; a job never started is dropped without running. Frees. */
+void gr_kzk_job_free(struct gr_kzk_job *j);
 /* Unguarded conditional update of one state (pre-AlterIsr leader ISR write). */
 int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topic,
                                               int32_t partition,

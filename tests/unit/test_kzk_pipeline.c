@@ -10,7 +10,7 @@
  * works with tiny batches; all replicas of a partition going offline in one event cost ONE state
  * write (Kafka: one per broker) with the leader and ISR Kafka's last write would leave; elections
  * start from the cached state and fall back to a read (a failed election) or reread on
- * BADVERSION (a stale cache). */
+ * BADVERSION (a stale cache); kzk update jobs start after the next write, or not at all. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,7 +243,51 @@ static void test_cached_election_falls_back_to_read(void) {
     teardown();
 }
 
+/* kzk update jobs (the controlled shutdown's ISR shrinks): a job set to start after the next
+ * write runs when that write has returned (inline here: no gr_kzk_set_async), its results are
+ * gr_kzk_update_partition_states'; a job never started is dropped unrun. */
+static void test_update_jobs(void) {
+    setup();
+    int32_t isr[] = {1, 2, 3};
+    struct gr_kzk_leader_and_isr lai = {.leader = 1, .controller_epoch = ctx.epoch, .n_isr = 3, .isr = isr};
+    create_big(&lai);
+    struct gr_kzk_leader_and_isr upd = lai;
+    upd.leader = 2;
+    upd.leader_epoch = 1;
+    upd.zk_version = 0;
+    struct gr_kzk_state_write *w = items_for("big", NP, &upd);
+    struct gr_kzk_job *a = gr_kzk_update_partition_states_job(kzk, ctx.epoch_zk_version, w, 10);
+    gr_kzk_job_start_after_next_write(a);
+    CHECK(!a->started && state_version("big", 0) == 0);
+    struct gr_kzk_write_result wr[10];
+    CHECK(gr_kzk_update_partition_states(kzk, ctx.epoch_zk_version, &w[500], 10, wr) == 0);
+    CHECK(a->started && state_version("big", 0) == 1 && state_version("big", 500) == 1);
+    CHECK(gr_kzk_job_wait(a) == 0);
+    int ok = 0;
+    for (int i = 0; i < 10; i++) ok += a->res[i].rc == 0 && a->res[i].zk_version == 1;
+    CHECK(ok == 10);
+    gr_kzk_job_free(a);
+    /* dropped before any write: never runs */
+    struct gr_kzk_job *b = gr_kzk_update_partition_states_job(kzk, ctx.epoch_zk_version, &w[20], 10);
+    gr_kzk_job_start_after_next_write(b);
+    gr_kzk_job_free(b);
+    CHECK(gr_kzk_update_partition_states(kzk, ctx.epoch_zk_version, &w[600], 10, wr) == 0);
+    CHECK(state_version("big", 20) == 0 && state_version("big", 600) == 1);
+    /* a write that fails (the controller epoch moved) does not start it; waiting runs it, and it
+     * is refused the same way */
+    struct gr_kzk_job *c = gr_kzk_update_partition_states_job(kzk, ctx.epoch_zk_version, &w[30], 10);
+    gr_kzk_job_start_after_next_write(c);
+    CHECK(memzk_set(zk, "/controller_epoch", "3", 1, -1, NULL) == 0);
+    CHECK(gr_kzk_update_partition_states(kzk, ctx.epoch_zk_version, &w[700], 10, wr) == GR_ECONTROLLER_MOVED);
+    CHECK(!c->started);
+    CHECK(gr_kzk_job_wait(c) == GR_ECONTROLLER_MOVED && state_version("big", 30) == 0);
+    gr_kzk_job_free(c);
+    free(w);
+    teardown();
+}
+
 int main(void) {
+    test_update_jobs();
     test_cached_election_falls_back_to_read();
     test_pipelined_create_and_partial_failure();
     test_lost_epoch_mid_pipeline();

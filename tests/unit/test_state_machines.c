@@ -6,7 +6,9 @@
  * start-up and bounce (channel add/remove, UpdateMetadata, replicas online); unclean election
  * from the topic config and the meter; BADVERSION retry; a state written by a newer controller;
  * the controller moving (GR_ECONTROLLER_MOVED, nothing sent); invalid transitions refused;
- * AlterIsr validation codes and the write; ISR change notifications. */
+ * AlterIsr validation codes and the write; ISR change notifications; a controlled shutdown writes
+ * the ISR shrinks of the partitions the broker follows before the election's requests go out, and
+ * answers once they are written, before their own LeaderAndIsr go out. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "common/metrics.h"
 #include "common/util.h"
 #include "controller/context.h"
+#include "controller/controlled_shutdown.h"
 #include "controller/event_manager.h"
 #include "controller/flows.h"
 #include "controller/partition_sm.h"
@@ -377,8 +380,103 @@ static void test_create_finds_own_state(void) {
     teardown();
 }
 
+/* ---- controlled shutdown: the followed partitions' ISR shrinks overlap the election's sends ---- */
+
+/* What ZooKeeper held for cs-1 (followed by broker 1) when the election's first LeaderAndIsr
+ * (for cs-0, led by broker 1) went out: 1 = broker 1 still in its ISR, 0 = removed, -1 = none. */
+static int isr_at_first_lai = -1;
+
+static void cs_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void *req, void (*req_free)(void *),
+                    struct gr_ctrl_event *ev) {
+    if (api_key == GR_API_LEADER_AND_ISR && isr_at_first_lai < 0) {
+        struct gr_kzk_leader_and_isr l;
+        CHECK(read_state("cs", 1, &l) == 0);
+        isr_at_first_lai = 0;
+        for (int i = 0; i < l.n_isr; i++)
+            if (l.isr[i] == 1) isr_at_first_lai = 1;
+        gr_kzk_leader_and_isr_release(&l);
+    }
+    rec_ops.send(c, broker, api_key, ver, req, req_free, ev);
+}
+
+static void test_controlled_shutdown_isr_shrinks_first(void) {
+    setup();
+    int32_t reps[] = {1, 2, 3, 2, 1, 3};
+    create_topic("cs", 2, reps, 3);
+    struct gr_kzk_tp tps[] = {{(char *)"cs", 0}, {(char *)"cs", 1}};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 2) == 0);
+    clear_sent();
+    struct gr_ctrl_sender_ops ops = rec_ops;
+    ops.send = cs_send;
+    sm.sender = &ops;
+    struct gr_ctrl_tp_list remaining = {0};
+    int rc = -1;
+    CHECK(gr_ctrl_do_controlled_shutdown(&sm, 1, -1, &remaining, &rc) == GR_KERR_NONE);
+    CHECK(rc == 0 && remaining.n == 0);
+    /* the ISR shrink of cs-1 was written right after the election's write, before its sends */
+    CHECK(isr_at_first_lai == 0);
+    /* the outcome is Kafka's: cs-0 led by 2 without 1 in its ISR, cs-1 still led by 2 without 1;
+     * StopReplica(delete=false) for cs-1 to broker 1; broker 1's replica of cs-1 Offline */
+    int32_t w23[] = {2, 3};
+    struct gr_kzk_leader_and_isr l;
+    CHECK(read_state("cs", 0, &l) == 0 && l.leader == 2 && l.leader_epoch == 1 && isr_is(&l, w23, 2));
+    gr_kzk_leader_and_isr_release(&l);
+    CHECK(read_state("cs", 1, &l) == 0 && l.leader == 2 && l.leader_epoch == 1 && isr_is(&l, w23, 2));
+    gr_kzk_leader_and_isr_release(&l);
+    struct gr_ctrl_partition *p0 = gr_ctrl_ctx_partition(&ctx, "cs", 0), *p1 = gr_ctrl_ctx_partition(&ctx, "cs", 1);
+    CHECK(p0->lai.leader == 2 && isr_is(&p0->lai, w23, 2) && p1->lai.leader == 2 && isr_is(&p1->lai, w23, 2));
+    CHECK(p1->lai.zk_version == 1);
+    CHECK(gr_ctrl_replica_state_get(p1, 1) == GR_RS_OFFLINE);
+    CHECK(count_sent(GR_API_STOP_REPLICA, 1) >= 1);
+    CHECK(sent_lai(3, "cs", 1) && sent_lai(3, "cs", 1)->LeaderEpoch == 1);
+    gr_ctrl_tp_list_free(&remaining);
+    sm.sender = &rec_ops;
+    teardown();
+}
+
+/* The event's answer: once broker 1 has left every ISR in ZooKeeper, before the LeaderAndIsr
+ * that tell the other replicas (for cs-1) are built and sent. */
+static int answers, answer_isr_had_1 = -1, answer_lai_sent = -1;
+static int16_t answer_err = -1;
+
+static void cs_answer(void *arg, int16_t error, const struct gr_kzk_tp *rem, int n) {
+    (void)arg, (void)rem, (void)n;
+    answers++;
+    answer_err = error;
+    struct gr_kzk_leader_and_isr l;
+    CHECK(read_state("cs", 1, &l) == 0);
+    answer_isr_had_1 = 0;
+    for (int i = 0; i < l.n_isr; i++)
+        if (l.isr[i] == 1) answer_isr_had_1 = 1;
+    gr_kzk_leader_and_isr_release(&l);
+    const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *st = sent_lai(3, "cs", 1);
+    answer_lai_sent = st && st->LeaderEpoch == 1;
+}
+
+static void test_controlled_shutdown_answer_after_isr_writes(void) {
+    setup();
+    int32_t reps[] = {1, 2, 3, 2, 1, 3};
+    create_topic("cs", 2, reps, 3);
+    struct gr_kzk_tp tps[] = {{(char *)"cs", 0}, {(char *)"cs", 1}};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 2) == 0);
+    clear_sent();
+    struct gr_ctrl_cs_payload *pl = gr_calloc(1, sizeof *pl);
+    pl->respond = cs_answer;
+    struct gr_ctrl_event *ev = gr_ctrl_cs_event_new(1, -1, pl);
+    CHECK(gr_ctrl_cs_complete(&sm, ev) == 0);
+    CHECK(answers == 1 && answer_err == GR_KERR_NONE);
+    CHECK(answer_isr_had_1 == 0); /* Kafka's order: the ISR shrinks are written first */
+    CHECK(answer_lai_sent == 0);  /* their LeaderAndIsr are built and sent after the answer */
+    CHECK(sent_lai(3, "cs", 1) && sent_lai(3, "cs", 1)->LeaderEpoch == 1); /* ... in the same event */
+    gr_ctrl_event_free(ev);
+    CHECK(answers == 1);
+    teardown();
+}
+
 int main(void) {
     test_create_finds_own_state();
+    test_controlled_shutdown_answer_after_isr_writes();
+    test_controlled_shutdown_isr_shrinks_first();
     test_transition_tables();
     test_new_partitions_and_broker_failure();
     test_isr_never_empty_and_unclean();
