@@ -8,7 +8,9 @@ in-memory mock cluster (same client, same settings), plus the brokers' idle and 
 
 First, produce() -> consumed latency (p50/p99/max) on a fresh 3-partition RF-3 topic with a
 consumer long-polling from the end: records at a steady 200/s, then probe records right after each
-of 5 acknowledged bursts of 5,000 (acks=1 and acks=all; --latency-only / --skip-latency).
+of 5 acknowledged bursts of 5,000 (acks=1 and acks=all; --latency-only / --skip-latency); then
+"HW after burst": after 5 more bursts, flush() returning -> the consumer's librdkafka holding a
+high watermark past the burst (per partition; no Python consumer thread in it).
 Then, for each (record size 100 B / 1 KiB) x (acks 1 / all / all with enable.idempotence, "all+i") on a
 fresh RF-3 topic (1 partition, so the numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
 to delivery report, so it includes batching: linger.ms=1), then records/s consumed from the
@@ -286,12 +288,45 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
     deadline = time.time() + 10
     while time.time() < deadline and not all(k in got for k in steady + after):
         time.sleep(0.05)
+    hw = hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload)
     stop.set()
     th.join()
     c.close()
     ms = lambda keys: sorted((got[k] - sent[k]) * 1000 for k in keys if k in got)
     lost = sum(1 for k in steady + after if k not in got)
-    return ms(steady), ms(after), lost
+    return ms(steady), ms(after), sorted(hw), lost
+
+
+def hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload):
+    """The broker side of 'after bursts' without the Python consumer thread: after each
+    acknowledged burst, the time (ms) from flush() returning until the consumer's librdkafka (its
+    own thread, from its fetch responses) holds a high watermark past the burst's last offset, per
+    partition; a partition whose HW did not get there within 2 s counts as 2000."""
+    out = []
+    for b in range(bursts):
+        time.sleep(0.5)
+        last = {}
+
+        def dr(err, msg):
+            if err is None:
+                last[msg.partition()] = max(last.get(msg.partition(), -1), msg.offset())
+        for i in range(burst_n):
+            while True:
+                try:
+                    p.produce(topic, payload, partition=i % partitions, on_delivery=dr)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+        p.flush(60)
+        t0 = time.perf_counter()
+        seen = {}
+        while len(seen) < len(last) and time.perf_counter() - t0 < 2.0:
+            for part, off in last.items():
+                if part not in seen and c.get_watermark_offsets(TopicPartition(topic, part), cached=True)[1] > off:
+                    seen[part] = time.perf_counter()
+            time.sleep(0.0002)
+        out += [(seen[q] - t0) * 1000 if q in seen else 2000.0 for q in last]
+    return out
 
 
 def pcts(v):
@@ -305,9 +340,10 @@ def latency_rows(args, mock):
     label = "mock" if mock else "gregor"
     rows = []
     for acks in ("1", "all"):
-        steady, after, lost = run_latency(conf, mock, acks)
+        steady, after, hw, lost = run_latency(conf, mock, acks)
         rows.append((label, acks, "steady 200/s", len(steady), *pcts(steady), lost))
         rows.append((label, acks, "after bursts", len(after), *pcts(after), 0))
+        rows.append((label, acks, "HW after burst", len(hw), *pcts(hw), 0))
     return rows
 
 
@@ -370,9 +406,9 @@ def main():
         if not args.no_mock:
             lat += latency_rows(args, True)
         print(f"produce() -> consumed latency, 3 partitions RF 3, consumer long-polling (ms):")
-        print(f"{'target':7} {'acks':>4} {'phase':13} {'records':>7} {'p50':>7} {'p99':>7} {'max':>7} {'lost':>5}")
+        print(f"{'target':7} {'acks':>4} {'phase':14} {'records':>7} {'p50':>7} {'p99':>7} {'max':>7} {'lost':>5}")
         for (label, acks, phase, n, p50, p99, mx, lost) in lat:
-            print(f"{label:7} {acks:>4} {phase:13} {n:7} {p50:7.2f} {p99:7.2f} {mx:7.2f} {lost:5}")
+            print(f"{label:7} {acks:>4} {phase:14} {n:7} {p50:7.2f} {p99:7.2f} {mx:7.2f} {lost:5}")
         if args.latency_only:
             return
     rows = []

@@ -623,6 +623,89 @@ static void test_release_pipelining(struct gr_net_server *srv) {
     close(fd);
 }
 
+/* Released requests whose earlier responses are all written re-arm reads without waking the
+ * network thread (server.c rule 7), and answered in request order go straight to the socket from
+ * the completing thread, again without a wakeup while the connection reads (rule 6): 200
+ * sequential released requests completed from another thread cost one wakeup each (the
+ * request's bytes); through the loop it was three (bytes, release, completion). */
+static void test_release_direct_send(struct gr_net_server *srv) {
+    int fd = raw_connect(gr_net_server_port(srv, 0));
+    CHECK(fd >= 0);
+    CHECK(send_req(fd, API_ECHO, 1, 4));
+    CHECK(read_echo(fd, 1, 4));
+    struct gr_net_stats before, after;
+    settled_stats(srv, &before);
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        size_t len;
+        uint8_t *b = make_req(API_ECHO, 900 + i, (size_t)(i * 41 % 2000), &len);
+        b[7] = RELEASE_VER;
+        CHECK(write_all(fd, b, len));
+        free(b);
+        CHECK(read_echo(fd, 900 + i, (size_t)(i * 41 % 2000)));
+    }
+    settled_stats(srv, &after);
+    CHECK(after.responses - before.responses == N);
+    int64_t wakeups = after.loop_wakeups - before.loop_wakeups;
+    if (wakeups > N * 3 / 2) fprintf(stderr, "test_release_direct_send: %lld wakeups for %d requests\n",
+                                     (long long)wakeups, N);
+    CHECK(wakeups <= N * 3 / 2);
+    close(fd);
+}
+
+/* Rules 5-7 under concurrency: three connections at once, each writing windows of up to 5
+ * requests (released Produce frames completed in random order by the delayer threads, plain
+ * echoes, delayed non-Produce frames) and reading every response back in request order. A lost
+ * lazy completion or release would leave a connection without its responses (read timeout);
+ * a response written out of turn would show as a wrong correlation id or payload. */
+struct stress_arg {
+    int port, idx;
+    bool ok;
+};
+
+static void *stress_conn(void *argp) {
+    struct stress_arg *a = argp;
+    a->ok = false;
+    int fd = raw_connect(a->port);
+    if (fd < 0) return NULL;
+    unsigned seed = (unsigned)(a->idx * 7919 + 1);
+    int32_t corr = 10000 * (a->idx + 1);
+    for (int round = 0; round < 120; round++) {
+        int n = 1 + (int)(rand_r(&seed) % 5);
+        int32_t first = corr;
+        size_t lens[5];
+        for (int k = 0; k < n; k++) {
+            unsigned kind = rand_r(&seed) % 6;
+            lens[k] = (size_t)(rand_r(&seed) % 3000);
+            size_t len;
+            uint8_t *b = make_req(kind == 5 ? API_DELAY : API_ECHO, corr++, lens[k], &len);
+            if (kind < 4) b[7] = RELEASE_VER;
+            bool w = write_all(fd, b, len);
+            free(b);
+            if (!w) goto out;
+        }
+        for (int k = 0; k < n; k++)
+            if (!read_echo(fd, first + k, lens[k])) goto out;
+    }
+    a->ok = true;
+out:
+    close(fd);
+    return NULL;
+}
+
+static void test_release_stress(struct gr_net_server *srv) {
+    pthread_t th[3];
+    struct stress_arg args[3];
+    for (int i = 0; i < 3; i++) {
+        args[i] = (struct stress_arg){gr_net_server_port(srv, 0), i, false};
+        pthread_create(&th[i], NULL, stress_conn, &args[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+}
+
 int main(void) {
     const int64_t limit = 8 * 1024 * 1024;
     pthread_t delayers[3];
@@ -635,6 +718,8 @@ int main(void) {
     test_produce_request_time(srv);
     test_direct_send_wakeups(srv);
     test_release_pipelining(srv);
+    test_release_direct_send(srv);
+    test_release_stress(srv);
     test_large_frame(srv);
     test_bad_frames(srv, limit);
     test_none_close_badsize(srv);
