@@ -105,6 +105,15 @@ static void test_prometheus(void) {
     out = dump_prometheus(reg);
     CHECK(strstr(out, "\nprocess_resident_memory_bytes ") && strstr(out, "\nprocess_cpu_seconds_total "));
     CHECK(strstr(out, "\nprocess_open_fds ") && strstr(out, "\nprocess_start_time_seconds "));
+    /* ... and the malloc heap: a live 1 MiB block is in use */
+    void *big = malloc(1 << 20);
+    memset(big, 1, 1 << 20);
+    free(out);
+    out = dump_prometheus(reg);
+    const char *hu = strstr(out, "\ngregor_heap_in_use_bytes ");
+    CHECK(hu && strtod(hu + strlen("\ngregor_heap_in_use_bytes "), NULL) >= (double)(1 << 20));
+    CHECK(strstr(out, "\ngregor_heap_free_bytes ") != NULL);
+    free(big);
     free(out);
     gr_metrics_free(reg);
 }
