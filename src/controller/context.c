@@ -7,6 +7,15 @@
 
 #include "common/util.h"
 
+#include <stdatomic.h>
+
+/* Partition states stored and partitions installed or removed, by every context of the process
+ * (gr_ctrl_ctx_work). */
+static _Atomic uint64_t work_count;
+
+uint64_t gr_ctrl_ctx_work(void) { return atomic_load_explicit(&work_count, memory_order_relaxed); }
+static void count_work(uint64_t n) { atomic_fetch_add_explicit(&work_count, n, memory_order_relaxed); }
+
 /* A unique non-NULL marker for deleted slots. */
 static struct gr_ctrl_topic tombstone_topic;
 #define TOMBSTONE (&tombstone_topic)
@@ -361,6 +370,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         ctx->n_topics++;
     }
     ctx->n_partitions += t->n_partitions;
+    count_work((uint64_t)t->n_partitions);
     return t;
 }
 
@@ -422,6 +432,7 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
     if (!slot) return;
     ctx->n_partitions -= (*slot)->n_partitions;
+    count_work((uint64_t)(*slot)->n_partitions);
     ctx->n_reassigning -= reassigning_in(*slot);
     ctx->gen++;
     topic_free(*slot);
@@ -434,6 +445,7 @@ void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kz
     p->lai = *lai;
     p->lai.isr = isr;
     p->has_state = true;
+    count_work(1);
 }
 
 void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_leader_and_isr *lai) {
@@ -443,6 +455,7 @@ void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_lea
     lai->isr = NULL;
     lai->n_isr = 0;
     p->has_state = true;
+    count_work(1);
 }
 
 uint8_t *gr_ctrl_partition_replica_states(struct gr_ctrl_partition *p) {

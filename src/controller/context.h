@@ -194,6 +194,11 @@ struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t
 /* All topic names sorted (borrowed pointers into the context), *n set; free() the array. */
 const char **gr_ctrl_ctx_sorted_topics(struct gr_ctrl_context *ctx, size_t *n);
 
+/* A process-wide count of controller work on partitions: states stored (set/take_state) and
+ * partitions installed (put_topic) or removed, summed over every context. It only grows; the
+ * controller trims the malloc heap after events that moved it a lot (controller.c). */
+uint64_t gr_ctrl_ctx_work(void);
+
 size_t gr_ctrl_ctx_topic_count(const struct gr_ctrl_context *ctx);
 int64_t gr_ctrl_ctx_partition_count(const struct gr_ctrl_context *ctx);
 /* Partitions whose leader is -1 or not a live broker, topics being deleted included. (The
