@@ -1155,14 +1155,21 @@ static void trim_heap(struct gr_controller *c, const char *why) {
     c->trim_last_ms = t1;
 }
 
-static void maybe_trim(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+static void maybe_trim(struct gr_controller *c, struct gr_ctrl_event *ev) {
+    bool answer = ev->type == GR_EV_LEADER_AND_ISR_RESPONSE || ev->type == GR_EV_UPDATE_METADATA_RESPONSE ||
+                  ev->type == GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE;
+    /* An answer owns the request it answers (channel_manager.c): free both now rather than with
+     * the event, so that a trim here returns them too (a LeaderAndIsr for 10k partitions and its
+     * answer hold ~1 MB). Nothing reads an answer's payload after it was processed. */
+    if (answer && ev->payload && ev->payload_free) {
+        ev->payload_free(ev->payload);
+        ev->payload = NULL;
+    }
     if (gr_ctrl_ctx_work() - c->trim_work >= GR_CTRL_TRIM_MIN) {
         trim_heap(c, "after a large event");
         c->trim_answers_until_ms = c->trim_last_ms + GR_CTRL_TRIM_ANSWERS_MS;
         return;
     }
-    bool answer = ev->type == GR_EV_LEADER_AND_ISR_RESPONSE || ev->type == GR_EV_UPDATE_METADATA_RESPONSE ||
-                  ev->type == GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE;
     if (!answer || c->trim_answers_until_ms == 0) return;
     int64_t now = gr_mono_ms();
     if (now >= c->trim_answers_until_ms) c->trim_answers_until_ms = 0;
