@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
@@ -310,6 +311,41 @@ def rss_kib(cluster):
     return out
 
 
+def heap_kib(cluster):
+    """{broker id: (in use, free in the arenas)} KiB from each broker's Prometheus endpoint
+    (gregor_heap_in_use_bytes / gregor_heap_free_bytes: glibc mallinfo2 at scrape time); {} for a
+    build without them. Load-independent: what the allocations hold, and what malloc keeps. A
+    scrape of a broker with 10k partitions allocates and frees ~2 MB (per-partition gauges), so
+    it is read only after the last RSS figure of a case."""
+    out = {}
+    for b in cluster.brokers.values():
+        url = b.config.get("gregor.metrics.listener")
+        if not url:
+            continue
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            continue
+        vals = {}
+        for line in text.splitlines():
+            m = re.match(r"(gregor_heap_(?:in_use|free)_bytes) ([0-9.e+]+)$", line)
+            if m:
+                vals[m.group(1)] = float(m.group(2)) / 1024
+        if len(vals) == 2:
+            out[b.id] = (vals["gregor_heap_in_use_bytes"], vals["gregor_heap_free_bytes"])
+    return out
+
+
+def print_heap(label, heap, idle_heap, replicas):
+    if not heap or set(heap) != set(idle_heap):
+        return
+    print(f"  heap {label} (mallinfo2, growth over idle / {replicas} replicas per broker): in use "
+          + ", ".join(f"{(heap[b][0] - idle_heap[b][0]) * 1024 / replicas / 1024:.2f}" for b in sorted(heap))
+          + " KiB; free in the arenas "
+          + ", ".join(f"{heap[b][1] / 1024:.1f}" for b in sorted(heap)) + " MiB")
+
+
 def cpu_secs(cluster):
     """{broker id: user+sys CPU seconds} from /proc/PID/stat (load-independent, unlike wall time)."""
     out = {}
@@ -330,6 +366,8 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
     print(f"== {label}: {len(layout)} topic(s), {total} partitions, RF {rf}, 3 brokers")
     connect = fresh_chroot(zk_hosts, "topics")
     cluster = H.Cluster(os.path.join(workdir, re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_")), connect, n=3, config=CONFIG)
+    for b in cluster.brokers.values():  # heap figures (heap_kib)
+        b.config["gregor.metrics.listener"] = f"http://127.0.0.1:{H.free_port()}"
     res = {"label": label, "partitions": total, "topics": len(layout)}
     try:
         cluster.start(timeout=60)
@@ -337,6 +375,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                    "3 brokers in metadata")
         controller_id = cluster.wait_controller()["brokerid"]
         idle_rss = rss_kib(cluster)
+        idle_heap = heap_kib(cluster)
         poller = Poller(cluster, dict(layout))
         for a in poller.admins.values():  # connect before the clock starts
             a.list_topics(timeout=30)
@@ -397,6 +436,8 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                 print(f"  per replica (RSS growth / {total * rf // 3} replicas per broker): "
                       + ", ".join(f"{x / 1024:.1f} KiB" for x in per))
                 res["per_replica"] = per
+            if RSS_SETTLE_S <= 0:  # a scrape allocates and frees megabytes: after the last RSS read
+                print_heap("after creation", heap_kib(cluster), idle_heap, total * rf // 3)
             if RSS_SETTLE_S > 0:  # fetchers and fetch sessions settle after the leaders appear
                 time.sleep(RSS_SETTLE_S)
                 rss2 = rss_kib(cluster)
@@ -404,6 +445,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                     per2 = [(a - b) * 1024 / max(total * rf / 3, 1) for a, b in zip(rss2, idle_rss)]
                     print(f"  {RSS_SETTLE_S:g} s later: RSS {[r // 1024 for r in rss2]} MiB, per replica "
                           + ", ".join(f"{x / 1024:.1f} KiB" for x in per2))
+                print_heap(f"{RSS_SETTLE_S:g} s later", heap_kib(cluster), idle_heap, total * rf // 3)
         res["emfile"] = sum(len(re.findall("Too many open files", b.log(whole=True)))
                             for b in cluster.brokers.values())
         if res["emfile"]:

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -759,6 +760,23 @@ int gr_metrics_dump_prometheus(struct gr_metrics *reg, FILE *out) {
 
 /* ---- process figures ---- */
 
+/* The malloc heap (glibc's mallinfo2, scrape time only: it locks each arena in turn and walks its
+ * free lists): what the process's allocations hold, and what the arenas keep free for reuse —
+ * the part of the RSS that is not data (issue 14, memory per replica). Free bytes may include
+ * pages already handed back with malloc_trim (still counted by glibc, no longer resident). */
+static void heap_figures(struct gr_prom_out *o) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    gr_prom_raw(o, "gregor_heap_in_use_bytes", "gauge", NULL,
+                "Bytes in malloc'd blocks, mmapped ones included (glibc mallinfo2 uordblks + hblkhd).",
+                (double)(mi.uordblks + mi.hblkhd));
+    gr_prom_raw(o, "gregor_heap_free_bytes", "gauge", NULL,
+                "Bytes the malloc arenas hold free for reuse (glibc mallinfo2 fordblks).", (double)mi.fordblks);
+#else
+    (void)o;
+#endif
+}
+
 void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
     (void)arg;
     long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
@@ -813,4 +831,5 @@ void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
         gr_prom_raw(o, "process_max_fds", "gauge", NULL, "Maximum number of open file descriptors.",
                     rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
+    heap_figures(o);
 }

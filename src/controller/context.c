@@ -7,19 +7,107 @@
 
 #include "common/util.h"
 
+#include <stdatomic.h>
+
+/* Partition states stored and partitions installed or removed, by every context of the process
+ * (gr_ctrl_ctx_work). */
+static _Atomic uint64_t work_count;
+
+uint64_t gr_ctrl_ctx_work(void) { return atomic_load_explicit(&work_count, memory_order_relaxed); }
+static void count_work(uint64_t n) { atomic_fetch_add_explicit(&work_count, n, memory_order_relaxed); }
+
 /* A unique non-NULL marker for deleted slots. */
 static struct gr_ctrl_topic tombstone_topic;
 #define TOMBSTONE (&tombstone_topic)
 
 void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx) { memset(ctx, 0, sizeof *ctx); }
 
+/* ---- a partition's slot in its topic's pool (context.h) ---- */
+
+static int32_t *slot_isr(const struct gr_ctrl_partition *p) { return p->slot ? p->slot + p->slot_cap : NULL; }
+static uint8_t *slot_states(const struct gr_ctrl_partition *p) {
+    return p->slot ? (uint8_t *)(p->slot + 2 * (size_t)p->slot_cap) : NULL;
+}
+/* int32 words of a slot of capacity cap: replicas, isr, then cap state bytes rounded up. */
+static size_t slot_words(int cap) { return cap <= 0 ? 0 : 2 * (size_t)cap + ((size_t)cap + 3) / 4; }
+
+/* Stores n ids from src into a partition array whose value is cur and whose slot part (room for
+ * cap ids; NULL if none) is slot. own: src is an owned array, kept when it does not fit the slot,
+ * freed otherwise. Returns the new value: the slot part when n fits, else an owned array; NULL
+ * when n == 0 and empty_null. Frees cur unless it is the slot part or the result. src may be cur
+ * or the slot part. */
+static int32_t *store_ids(int32_t *cur, int32_t *slot, int cap, int32_t *src, int n, bool own, bool empty_null) {
+    int32_t *out;
+    if (n == 0 && empty_null) {
+        out = NULL;
+    } else if (slot && n <= cap) {
+        if (n > 0 && src != slot) memmove(slot, src, (size_t)n * sizeof *slot);
+        out = slot;
+    } else if (own) {
+        out = src;
+    } else {
+        out = gr_malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+        if (n > 0) memcpy(out, src, (size_t)n * sizeof *out);
+    }
+    if (own && src != out && src != slot && src != cur) free(src);
+    if (cur != out && cur != slot) free(cur);
+    return out;
+}
+
+/* The same for replica states (n bytes; never taken). */
+static uint8_t *store_states(uint8_t *cur, uint8_t *slot, int cap, const uint8_t *src, int n) {
+    uint8_t *out;
+    if (slot && n <= cap) {
+        if (n > 0 && src != slot) memmove(slot, src, (size_t)n);
+        out = slot;
+    } else {
+        out = gr_malloc((size_t)(n > 0 ? n : 1));
+        if (n > 0) memcpy(out, src, (size_t)n);
+    }
+    if (cur != out && cur != slot) free(cur);
+    return out;
+}
+
 static void partition_release(struct gr_ctrl_partition *p) {
-    free(p->replicas);
+    if (p->replicas != p->slot) free(p->replicas);
     free(p->adding);
     free(p->removing);
-    gr_kzk_leader_and_isr_release(&p->lai);
-    free(p->replica_states);
+    if (p->lai.isr != slot_isr(p)) free(p->lai.isr);
+    p->lai.isr = NULL;
+    p->lai.n_isr = 0;
+    if (p->replica_states != slot_states(p)) free(p->replica_states);
     free(p->offline_dirs);
+}
+
+/* Gives every partition of t a slot in a new pool sized to its replicas (at least 1), moves its
+ * arrays there (those in t's old pool or on the heap; an ISR longer than the replicas stays
+ * on the heap) and frees the old pool. */
+static void topic_pack(struct gr_ctrl_topic *t) {
+    size_t words = 0;
+    for (int i = 0; i < t->n_partitions; i++) {
+        int n = t->partitions[i].n_replicas;
+        words += slot_words(n > UINT8_MAX ? 0 : n > 0 ? n : 1);
+    }
+    int32_t *pool = words ? gr_calloc(words, sizeof *pool) : NULL, *next = pool;
+    for (int i = 0; i < t->n_partitions; i++) {
+        struct gr_ctrl_partition *p = &t->partitions[i];
+        int n = p->n_replicas, cap = n > UINT8_MAX ? 0 : n > 0 ? n : 1;
+        struct gr_ctrl_partition old = *p; /* its slot, for what not to free */
+        p->slot = cap ? next : NULL;
+        p->slot_cap = (uint8_t)cap;
+        next += slot_words(cap);
+        /* an array in the old pool is copied (that pool is freed below), an owned one moved */
+        bool own = old.replicas != old.slot;
+        p->replicas = store_ids(own ? old.replicas : NULL, p->slot, cap, old.replicas, n, own, false);
+        own = old.lai.isr != slot_isr(&old);
+        p->lai.isr = store_ids(own ? old.lai.isr : NULL, slot_isr(p), cap, old.lai.isr, old.lai.n_isr, own, true);
+        if (old.replica_states) {
+            own = old.replica_states != slot_states(&old);
+            p->replica_states = store_states(own ? old.replica_states : NULL, slot_states(p), cap, old.replica_states, n);
+        }
+    }
+    free(t->pool);
+    t->pool = pool;
 }
 
 static int64_t reassigning_in(const struct gr_ctrl_topic *t) {
@@ -35,6 +123,7 @@ void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool
 static void topic_free(struct gr_ctrl_topic *t) {
     for (int i = 0; i < t->n_partitions; i++) partition_release(&t->partitions[i]);
     free(t->partitions);
+    free(t->pool);
     free(t->name);
     free(t->topic_id);
     free(t);
@@ -215,6 +304,22 @@ static int queue_find(const struct gr_ctrl_context *ctx, const char *name) {
     return -1;
 }
 
+/* A new partition of pa's assignment, taking its arrays (topic_pack moves the replicas into the
+ * pool). */
+static void take_assignment(struct gr_ctrl_partition *p, struct gr_kzk_partition_assignment *pa) {
+    memset(p, 0, sizeof *p);
+    p->partition = pa->partition;
+    p->n_replicas = pa->n_replicas;
+    p->replicas = pa->replicas;
+    p->n_adding = pa->n_adding;
+    p->adding = pa->adding;
+    p->n_removing = pa->n_removing;
+    p->removing = pa->removing;
+    p->lai.leader = -1;
+    pa->replicas = pa->adding = pa->removing = NULL;
+    pa->n_replicas = pa->n_adding = pa->n_removing = 0;
+}
+
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a) {
     if ((ctx->n_used + 1) * 4 >= ctx->n_slots * 3) {
         size_t want = 64;
@@ -232,36 +337,22 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     t->zk_version = a->zk_version;
     t->n_partitions = a->n_partitions;
     t->partitions = gr_calloc((size_t)(a->n_partitions ? a->n_partitions : 1), sizeof *t->partitions);
+    for (int i = 0; i < a->n_partitions; i++) take_assignment(&t->partitions[i], &a->partitions[i]);
+    topic_pack(t);
     for (int i = 0; i < a->n_partitions; i++) {
-        struct gr_kzk_partition_assignment *pa = &a->partitions[i];
         struct gr_ctrl_partition *p = &t->partitions[i];
-        p->partition = pa->partition;
-        p->n_replicas = pa->n_replicas;
-        p->replicas = pa->replicas;
-        p->n_adding = pa->n_adding;
-        p->adding = pa->adding;
-        p->n_removing = pa->n_removing;
-        p->removing = pa->removing;
-        pa->replicas = pa->adding = pa->removing = NULL;
-        pa->n_replicas = pa->n_adding = pa->n_removing = 0;
-        p->lai.leader = -1;
         struct gr_ctrl_partition *prev = gr_ctrl_topic_partition(old, p->partition);
-        if (prev) {
-            /* keep what we know about existing partitions */
-            p->has_state = prev->has_state;
-            p->lai = prev->lai;
-            prev->lai.isr = NULL;
-            prev->lai.n_isr = 0;
-            p->state = prev->state;
-            if (prev->replica_states && prev->n_replicas == p->n_replicas) {
-                p->replica_states = prev->replica_states;
-                prev->replica_states = NULL;
-            }
-            p->n_offline_dirs = prev->n_offline_dirs;
-            p->offline_dirs = prev->offline_dirs;
-            prev->offline_dirs = NULL;
-            prev->n_offline_dirs = 0;
-        }
+        if (!prev) continue;
+        /* keep what we know about existing partitions */
+        gr_ctrl_partition_set_state(p, &prev->lai);
+        p->has_state = prev->has_state;
+        p->state = prev->state;
+        if (prev->replica_states && prev->n_replicas == p->n_replicas)
+            memcpy(gr_ctrl_partition_replica_states(p), prev->replica_states, (size_t)p->n_replicas);
+        p->n_offline_dirs = prev->n_offline_dirs;
+        p->offline_dirs = prev->offline_dirs;
+        prev->offline_dirs = NULL;
+        prev->n_offline_dirs = 0;
     }
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
     t->queued_for_deletion = old ? old->queued_for_deletion : queue_find(ctx, t->name) >= 0;
@@ -279,6 +370,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         ctx->n_topics++;
     }
     ctx->n_partitions += t->n_partitions;
+    count_work((uint64_t)t->n_partitions);
     return t;
 }
 
@@ -295,21 +387,11 @@ int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic
         bool fresh = true;
         for (int k = 0; k < t->n_partitions; k++) fresh &= t->partitions[k].partition != pa->partition;
         if (!fresh) continue; /* t is sorted only up to n_partitions: scan */
-        struct gr_ctrl_partition *p = &t->partitions[n++];
-        memset(p, 0, sizeof *p);
-        p->partition = pa->partition;
-        p->n_replicas = pa->n_replicas;
-        p->replicas = pa->replicas;
-        p->n_adding = pa->n_adding;
-        p->adding = pa->adding;
-        p->n_removing = pa->n_removing;
-        p->removing = pa->removing;
-        p->lai.leader = -1;
-        pa->replicas = pa->adding = pa->removing = NULL;
-        pa->n_replicas = pa->n_adding = pa->n_removing = 0;
+        take_assignment(&t->partitions[n++], pa);
     }
     t->n_partitions = n;
     qsort(t->partitions, (size_t)t->n_partitions, sizeof *t->partitions, cmp_part);
+    topic_pack(t);
     t->zk_version = a->zk_version;
     ctx->gen++;
     ctx->n_partitions += added;
@@ -350,6 +432,7 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
     struct gr_ctrl_topic **slot = lookup(ctx, name, NULL);
     if (!slot) return;
     ctx->n_partitions -= (*slot)->n_partitions;
+    count_work((uint64_t)(*slot)->n_partitions);
     ctx->n_reassigning -= reassigning_in(*slot);
     ctx->gen++;
     topic_free(*slot);
@@ -358,22 +441,64 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name) {
 }
 
 void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai) {
-    gr_kzk_leader_and_isr_release(&p->lai);
+    int32_t *isr = store_ids(p->lai.isr, slot_isr(p), p->slot_cap, lai->isr, lai->n_isr, false, true);
     p->lai = *lai;
-    p->lai.isr = NULL;
-    if (lai->n_isr > 0) {
-        p->lai.isr = gr_malloc((size_t)lai->n_isr * sizeof(int32_t));
-        memcpy(p->lai.isr, lai->isr, (size_t)lai->n_isr * sizeof(int32_t));
-    }
+    p->lai.isr = isr;
     p->has_state = true;
+    count_work(1);
 }
 
 void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_leader_and_isr *lai) {
-    gr_kzk_leader_and_isr_release(&p->lai);
+    int32_t *isr = store_ids(p->lai.isr, slot_isr(p), p->slot_cap, lai->isr, lai->n_isr, true, true);
     p->lai = *lai;
+    p->lai.isr = isr;
     lai->isr = NULL;
     lai->n_isr = 0;
     p->has_state = true;
+    count_work(1);
+}
+
+uint8_t *gr_ctrl_partition_replica_states(struct gr_ctrl_partition *p) {
+    if (!p->replica_states) {
+        int n = p->n_replicas;
+        if (p->slot && n <= p->slot_cap) {
+            p->replica_states = slot_states(p);
+            memset(p->replica_states, 0, (size_t)n);
+        } else {
+            p->replica_states = gr_calloc((size_t)(n > 0 ? n : 1), 1);
+        }
+    }
+    return p->replica_states;
+}
+
+void gr_ctrl_partition_set_assignment(struct gr_ctrl_partition *p, const int32_t *replicas, int n_replicas,
+                                      const int32_t *adding, int n_adding, const int32_t *removing, int n_removing) {
+    uint8_t *states = NULL;
+    if (p->replica_states) { /* states follow their replica ids (computed from the old arrays) */
+        states = gr_calloc((size_t)(n_replicas > 0 ? n_replicas : 1), 1);
+        for (int i = 0; i < n_replicas; i++) {
+            int j = -1;
+            for (int k = 0; k < p->n_replicas && j < 0; k++)
+                if (p->replicas[k] == replicas[i]) j = k;
+            if (j >= 0) states[i] = p->replica_states[j];
+        }
+    }
+    p->replicas = store_ids(p->replicas, p->slot, p->slot_cap, (int32_t *)replicas, n_replicas, false, false);
+    p->n_replicas = n_replicas;
+    int32_t *a = n_adding > 0 ? gr_malloc((size_t)n_adding * sizeof *a) : NULL;
+    int32_t *r = n_removing > 0 ? gr_malloc((size_t)n_removing * sizeof *r) : NULL;
+    if (a) memcpy(a, adding, (size_t)n_adding * sizeof *a);
+    if (r) memcpy(r, removing, (size_t)n_removing * sizeof *r);
+    free(p->adding);
+    free(p->removing);
+    p->adding = a;
+    p->n_adding = n_adding;
+    p->removing = r;
+    p->n_removing = n_removing;
+    if (states) {
+        p->replica_states = store_states(p->replica_states, slot_states(p), p->slot_cap, states, n_replicas);
+        free(states);
+    }
 }
 
 struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t *cursor) {

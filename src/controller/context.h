@@ -11,7 +11,11 @@
  *
  * The state machines keep their states here too (states.h): struct gr_ctrl_partition has `state`
  * (partition state machine) and `replica_states` (replica state machine, parallel to replicas[]);
- * both start at 0 (NonExistent). */
+ * both start at 0 (NonExistent).
+ *
+ * Memory: a partition is one struct in its topic's array plus a slot in its topic's pool (its
+ * replicas, ISR and replica states): no allocation of its own while its arrays fit the slot
+ * (test_controller_context checks the size and the allocation count). */
 #ifndef GR_CONTROLLER_CONTEXT_H
 #define GR_CONTROLLER_CONTEXT_H
 
@@ -28,25 +32,43 @@ struct gr_ctrl_broker {
     struct gr_kzk_broker info; /* owned deep copy (info.epoch == epoch) */
 };
 
+/* One partition. Memory (issue 14: ~100k of these on the controller's broker): the small arrays
+ * -- replicas, lai.isr and replica_states -- normally live in the partition's slot of its topic's
+ * pool (one block per topic, see gr_ctrl_topic.pool), not in allocations of their own. Readers use
+ * the pointers as before; only context.c (and gr_ctrl_partition_set_assignment /
+ * gr_ctrl_partition_replica_states for writers elsewhere) stores into them: an array that no
+ * longer fits its slot (a reassignment adding replicas) moves to the heap, and back when it fits
+ * again. A pointer equal to its slot address is not freed; any other non-NULL one is owned. */
 struct gr_ctrl_partition {
     int32_t partition;
-    /* Assignment, from /brokers/topics/T (zk/kzk.h). Owned arrays. */
-    GR_REPLICA_ASSIGNMENT_FIELDS
-    /* Leader/ISR from …/partitions/P/state; has_state false until read or created. */
-    bool has_state;
-    struct gr_kzk_leader_and_isr lai; /* owned (isr array) */
-    /* State machine states (states.h): enum gr_ctrl_partition_state, and per replica
-     * enum gr_ctrl_replica_state (allocated on first use). */
-    int state;
-    int *replica_states;
-    /* Brokers whose replica of this partition is on an offline log dir (Kafka's
-     * replicasOnOfflineDirs, kept per partition): learned from KAFKA_STORAGE_ERROR in LeaderAndIsr
-     * responses (offline_dirs.h), forgotten when the broker answers NONE or starts up again. */
-    int n_offline_dirs;
-    int32_t *offline_dirs;
+    /* Assignment, from /brokers/topics/T (the fields of GR_REPLICA_ASSIGNMENT_FIELDS, zk/kzk.h,
+     * without its padding). replicas: slot or owned; adding / removing: owned or NULL. */
+    int n_replicas;
+    int n_adding;
+    int n_removing;
+    int32_t *replicas;
+    int32_t *adding;
+    int32_t *removing;
+    /* Leader/ISR from …/partitions/P/state; has_state false until read or created. lai.isr: slot,
+     * owned, or NULL when n_isr is 0. */
+    struct gr_kzk_leader_and_isr lai;
     /* ctx->event_gen when this controller last wrote lai to ZooKeeper (or confirmed it there):
      * gr_ctrl_partition_fresh. */
     uint64_t fresh_gen;
+    /* Replica state machine: enum gr_ctrl_replica_state per replica, parallel to replicas[]; NULL
+     * (all NonExistent) until the first state is set (gr_ctrl_partition_replica_states). */
+    uint8_t *replica_states;
+    /* Brokers whose replica of this partition is on an offline log dir (Kafka's
+     * replicasOnOfflineDirs, kept per partition): learned from KAFKA_STORAGE_ERROR in LeaderAndIsr
+     * responses (offline_dirs.h), forgotten when the broker answers NONE or starts up again. */
+    int32_t *offline_dirs;
+    int n_offline_dirs;
+    uint8_t state;     /* partition state machine: enum gr_ctrl_partition_state (states.h) */
+    bool has_state;
+    uint8_t slot_cap;  /* ids the slot holds for each of replicas and isr (states: as many bytes) */
+    /* The slot in the topic's pool: replicas[slot_cap], isr[slot_cap], states (slot_cap bytes,
+     * padded to 4); NULL when there is none (slot_cap 0). */
+    int32_t *slot;
 };
 
 struct gr_ctrl_topic {
@@ -56,6 +78,8 @@ struct gr_ctrl_topic {
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
+    int32_t *pool;              /* every partition's slot, one block (made by put_topic and
+                                 * add_partitions) */
 };
 
 struct gr_ctrl_context {
@@ -127,7 +151,8 @@ struct gr_ctrl_topic *gr_ctrl_ctx_topic(struct gr_ctrl_context *ctx, const char 
 struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct gr_kzk_topic_assignment *a);
 /* Adds the partitions of a that t does not have (Kafka's processPartitionModifications:
  * existing partitions keep their assignment and states), taking ownership of those partitions'
- * arrays. Returns how many were added. Pointers into t->partitions are invalidated. */
+ * arrays. Returns how many were added. Pointers into t->partitions, and to the arrays of its
+ * partitions (the pool is rebuilt), are invalidated. */
 int gr_ctrl_ctx_add_partitions(struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, struct gr_kzk_topic_assignment *a);
 /* A partition's assignment was rewritten in place: it was / is reassigning (n_reassigning). */
 void gr_ctrl_ctx_reassigning_changed(struct gr_ctrl_context *ctx, bool was, bool is);
@@ -140,10 +165,17 @@ void gr_ctrl_ctx_remove_topic(struct gr_ctrl_context *ctx, const char *name);
 /* The partition of a topic (binary search) or NULL. */
 struct gr_ctrl_partition *gr_ctrl_topic_partition(struct gr_ctrl_topic *t, int32_t partition);
 struct gr_ctrl_partition *gr_ctrl_ctx_partition(struct gr_ctrl_context *ctx, const char *topic, int32_t partition);
-/* Stores a leader/ISR (deep copy of lai). */
+/* Stores a leader/ISR (deep copy of lai; lai->isr may be p's own). */
 void gr_ctrl_partition_set_state(struct gr_ctrl_partition *p, const struct gr_kzk_leader_and_isr *lai);
-/* Stores a leader/ISR, taking its ISR array (lai is left without one). */
+/* Stores a leader/ISR, taking its ISR array (freed, or kept when it does not fit the slot; lai
+ * is left without one). */
 void gr_ctrl_partition_take_state(struct gr_ctrl_partition *p, struct gr_kzk_leader_and_isr *lai);
+/* Replaces p's assignment with copies of the arrays (which may be p's own); replica states follow
+ * their replica ids (new replicas start NonExistent). Does not touch ctx->n_reassigning. */
+void gr_ctrl_partition_set_assignment(struct gr_ctrl_partition *p, const int32_t *replicas, int n_replicas,
+                                      const int32_t *adding, int n_adding, const int32_t *removing, int n_removing);
+/* p's replica states array (n_replicas entries, all NonExistent when new), made on first use. */
+uint8_t *gr_ctrl_partition_replica_states(struct gr_ctrl_partition *p);
 
 /* Marks p's state as written (or confirmed in ZooKeeper) in the current event. */
 static inline void gr_ctrl_partition_mark_fresh(const struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p) {
@@ -161,6 +193,11 @@ static inline bool gr_ctrl_partition_fresh(const struct gr_ctrl_context *ctx, co
 struct gr_ctrl_topic *gr_ctrl_ctx_next_topic(struct gr_ctrl_context *ctx, size_t *cursor);
 /* All topic names sorted (borrowed pointers into the context), *n set; free() the array. */
 const char **gr_ctrl_ctx_sorted_topics(struct gr_ctrl_context *ctx, size_t *n);
+
+/* A process-wide count of controller work on partitions: states stored (set/take_state) and
+ * partitions installed (put_topic) or removed, summed over every context. It only grows; the
+ * controller trims the malloc heap after events that moved it a lot (controller.c). */
+uint64_t gr_ctrl_ctx_work(void);
 
 size_t gr_ctrl_ctx_topic_count(const struct gr_ctrl_context *ctx);
 int64_t gr_ctrl_ctx_partition_count(const struct gr_ctrl_context *ctx);

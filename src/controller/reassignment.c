@@ -182,25 +182,8 @@ int64_t gr_reassign_count(struct gr_ctrl_context *ctx) {
 static void set_partition_assignment(struct gr_ctrl_context *ctx, struct gr_ctrl_partition *p,
                                      const struct gr_replica_assignment *ra) {
     gr_ctrl_ctx_reassigning_changed(ctx, partition_reassigning(p), gr_replica_assignment_reassigning(ra));
-    int *states = NULL;
-    if (p->replica_states) {
-        states = gr_calloc((size_t)(ra->n_replicas ? ra->n_replicas : 1), sizeof *states);
-        for (int i = 0; i < ra->n_replicas; i++) {
-            int j = gr_ctrl_replica_index(p, ra->replicas[i]);
-            if (j >= 0) states[i] = p->replica_states[j];
-        }
-    }
-    free(p->replica_states);
-    p->replica_states = states;
-    free(p->replicas);
-    free(p->adding);
-    free(p->removing);
-    p->n_replicas = ra->n_replicas;
-    p->replicas = dup_ids(ra->replicas, ra->n_replicas);
-    p->n_adding = ra->n_adding;
-    p->adding = dup_ids(ra->adding, ra->n_adding);
-    p->n_removing = ra->n_removing;
-    p->removing = dup_ids(ra->removing, ra->n_removing);
+    gr_ctrl_partition_set_assignment(p, ra->replicas, ra->n_replicas, ra->adding, ra->n_adding, ra->removing,
+                                     ra->n_removing);
 }
 
 /* The /brokers/topics/T JSON of t: the context's assignment of every partition, t->partitions[i]

@@ -165,8 +165,7 @@ int gr_ctrl_replica_state_get(struct gr_ctrl_partition *p, int32_t replica) {
 void gr_ctrl_replica_state_set(struct gr_ctrl_partition *p, int32_t replica, int st) {
     int i = gr_ctrl_replica_index(p, replica);
     if (i < 0) return;
-    if (!p->replica_states) p->replica_states = gr_calloc((size_t)p->n_replicas, sizeof *p->replica_states);
-    p->replica_states[i] = st;
+    gr_ctrl_partition_replica_states(p)[i] = (uint8_t)st;
 }
 
 void gr_ctrl_tp_list_add(struct gr_ctrl_tp_list *l, const char *topic, int32_t partition) {

@@ -12,6 +12,17 @@
 #include "common/util.h"
 #include "support/check.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 static int64_t forty_two(void *arg) { return *(int64_t *)arg; }
 
 static char *dump_prometheus(struct gr_metrics *reg) {
@@ -105,6 +116,17 @@ static void test_prometheus(void) {
     out = dump_prometheus(reg);
     CHECK(strstr(out, "\nprocess_resident_memory_bytes ") && strstr(out, "\nprocess_cpu_seconds_total "));
     CHECK(strstr(out, "\nprocess_open_fds ") && strstr(out, "\nprocess_start_time_seconds "));
+    /* ... and the malloc heap: a live 1 MiB block is in use */
+    void *big = malloc(1 << 20);
+    memset(big, 1, 1 << 20);
+    free(out);
+    out = dump_prometheus(reg);
+    const char *hu = strstr(out, "\ngregor_heap_in_use_bytes ");
+    CHECK(hu != NULL);
+    if (!UNDER_ASAN) /* ASan's allocator is not glibc's: mallinfo2 does not see it */
+        CHECK(hu && strtod(hu + strlen("\ngregor_heap_in_use_bytes "), NULL) >= (double)(1 << 20));
+    CHECK(strstr(out, "\ngregor_heap_free_bytes ") != NULL);
+    free(big);
     free(out);
     gr_metrics_free(reg);
 }
