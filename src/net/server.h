@@ -42,11 +42,7 @@
  *   (and no throttle or delayed close; the connection's only outstanding request, not released)
  *   writes it to the socket itself, since the muted
  *   connection's socket is idle meanwhile; only a partial write, an error or TLS hands the rest to
- *   the loop. The loop learns of the completion when it next wakes (server.c rule 5). A released
- *   Produce is written by its completer too once every earlier response of the connection has
- *   been written in full (rule 6), and its release re-arms reads without waking the loop when
- *   nothing is being written (rule 7): an acks=all Produce alone on its connection costs its
- *   network thread one wakeup (its bytes) instead of three.
+ *   the loop. The loop learns of the completion when it next wakes (server.c rule 5).
  * - Idle connections (no bytes read or written for connections_max_idle_ms and no request with
  *   the handlers) are closed by their loop.
  *
