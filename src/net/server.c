@@ -34,15 +34,7 @@
  *    sleeps (nlazy). The loop clears `reading` before it checks nlazy and the completer counts
  *    nlazy before it reads `reading` (both sequentially consistent), so one of them sees the
  *    other: a completion is never left behind a muted connection. conn_order is shared by
- *    reference count between the connection and its outstanding requests.
- * 7. Lazy release: gr_net_request_release of a request whose earlier responses are all written
- *    (so the loop writes nothing on the connection until it applied this request's completion)
- *    re-arms EPOLLIN itself and queues the release without waking the loop, like rule 5 (nlazy
- *    counted first, fdlock held for reading, all under the loop's mutex); the next frame's event
- *    applies it before the frame is read. The loop may have muted the connection meanwhile (its
- *    own epoll_ctl racing ours): applying a lazy release therefore forgets the cached epoll
- *    interest (EVENTS_UNKNOWN) so that the state it then sets is written to epoll, and it always
- *    drains nlazy before it sleeps. */
+ *    reference count between the connection and its outstanding requests. */
 #include "net/server.h"
 
 #include <arpa/inet.h>
@@ -78,7 +70,6 @@
 #define ACCEPT_PAUSE_MS 100
 
 enum obj_kind { OBJ_LISTENER = 1, OBJ_WAKEUP = 2, OBJ_CONN = 3 };
-#define EVENTS_UNKNOWN 0xffffffffu /* conn.events after a lazy release (rule 7): the next set writes */
 enum completion { COMPLETE_RESPOND = 1, COMPLETE_NONE = 2, COMPLETE_CLOSE = 3 };
 
 struct listener {
@@ -199,7 +190,6 @@ struct rel_msg {
     uint32_t slot;
     uint64_t conn_id;
     uint64_t seq;
-    bool lazy; /* rule 7: EPOLLIN re-armed by the releaser, the loop not woken */
     struct rel_msg *next;
 };
 
@@ -1033,10 +1023,8 @@ static void complete_one(struct loop *l, struct req_int *r) {
 /* A released request's order is given up: the connection may read its next frame. */
 static void apply_release(struct loop *l, const struct rel_msg *m) {
     struct conn *c = slot_lookup(l, m->slot, m->conn_id);
-    if (!c || c->closed) return;
-    if (m->lazy) c->events = EVENTS_UNKNOWN; /* rule 7: the releaser's epoll_ctl may be the last */
-    if (c->ordered && c->ordered_seq == m->seq) c->ordered = false;
-    else if (!m->lazy) return;
+    if (!c || c->closed || !c->ordered || c->ordered_seq != m->seq) return;
+    c->ordered = false;
     conn_try_read(c);
 }
 
@@ -1158,41 +1146,29 @@ void gr_net_request_release(struct gr_net_request *req) {
     struct req_int *r = (struct req_int *)req;
     if (req->api_key != 0 || !r->plain || r->released) return;
     r->released = true;
-    r->direct = false; /* another request may be written before it: rule 6 decides */
+    r->direct = false; /* another request may be written before it: the loop writes it */
     struct loop *l = r->loop;
     struct rel_msg *m = gr_malloc(sizeof *m);
     m->slot = r->slot;
     m->conn_id = r->pub.conn_id;
     m->seq = r->seq;
-    m->lazy = false;
     m->next = NULL;
-    pthread_rwlock_rdlock(&l->fdlock);
     pthread_mutex_lock(&l->mu);
     if (l->stopped) {
         pthread_mutex_unlock(&l->mu);
-        pthread_rwlock_unlock(&l->fdlock);
         free(m);
         return;
     }
     if (l->rel_tail) l->rel_tail->next = m;
     else l->rel_head = m;
     l->rel_tail = m;
-    if (!l->fds_dead && !atomic_load(&r->fd_dead) && atomic_load(&r->ord->written) == r->seq - 1) { /* rule 7 */
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r->tag};
-        atomic_fetch_add(&l->nlazy, 1); /* before the event can be seen */
-        if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, r->fd, &ev) == 0) {
-            m->lazy = true;
-            atomic_store(&r->ord->reading, true);
-        }
-    }
-    if (!m->lazy && !l->wake_pending) {
+    if (!l->wake_pending) {
         uint64_t one = 1;
         ssize_t w = write(l->wakefd, &one, sizeof one);
         (void)w;
         l->wake_pending = true;
     }
     pthread_mutex_unlock(&l->mu);
-    pthread_rwlock_unlock(&l->fdlock);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */

@@ -623,11 +623,11 @@ static void test_release_pipelining(struct gr_net_server *srv) {
     close(fd);
 }
 
-/* Released requests whose earlier responses are all written re-arm reads without waking the
- * network thread (server.c rule 7), and answered in request order go straight to the socket from
- * the completing thread, again without a wakeup while the connection reads (rule 6): 200
- * sequential released requests completed from another thread cost one wakeup each (the
- * request's bytes); through the loop it was three (bytes, release, completion). */
+/* Released requests answered in request order go straight to the socket from the completing
+ * thread (server.c rule 6) and, while the connection reads, without waking its network thread:
+ * 200 sequential released requests completed from another thread cost about two wakeups each
+ * (the request's bytes, the release); through the loop it was about three (and the response
+ * waited for the network thread). */
 static void test_release_direct_send(struct gr_net_server *srv) {
     int fd = raw_connect(gr_net_server_port(srv, 0));
     CHECK(fd >= 0);
@@ -647,9 +647,9 @@ static void test_release_direct_send(struct gr_net_server *srv) {
     settled_stats(srv, &after);
     CHECK(after.responses - before.responses == N);
     int64_t wakeups = after.loop_wakeups - before.loop_wakeups;
-    if (wakeups > N * 3 / 2) fprintf(stderr, "test_release_direct_send: %lld wakeups for %d requests\n",
+    if (wakeups > N * 5 / 2) fprintf(stderr, "test_release_direct_send: %lld wakeups for %d requests\n",
                                      (long long)wakeups, N);
-    CHECK(wakeups <= N * 3 / 2);
+    CHECK(wakeups <= N * 5 / 2);
     close(fd);
 }
 
