@@ -23,18 +23,7 @@
  *    drains them first). A partial write, an error, TLS, throttling or a delayed close go the
  *    usual way (the loop finishes the write). The loop never closes the socket of a connection
  *    with a request in flight without the fdlock held for writing and the request's fd_dead set,
- *    so a completer never writes to a closed or reused descriptor.
- * 6. Direct send of released requests (gr_net_request_release): several may be outstanding, so
- *    the completer of one writes its response itself only when every earlier response of the
- *    connection has been written in full (struct conn_order.written == its seq - 1): the loop
- *    writes a response only at the head of the outstanding list, i.e. never one after a request
- *    whose completion it has not applied, so the completer is again the only writer. It does not
- *    touch epoll; it skips waking the loop when the connection is reading (EPOLLIN armed,
- *    conn_order.reading): the loop then applies the completion at its next event or before it
- *    sleeps (nlazy). The loop clears `reading` before it checks nlazy and the completer counts
- *    nlazy before it reads `reading` (both sequentially consistent), so one of them sees the
- *    other: a completion is never left behind a muted connection. conn_order is shared by
- *    reference count between the connection and its outstanding requests. */
+ *    so a completer never writes to a closed or reused descriptor. */
 #include "net/server.h"
 
 #include <arpa/inet.h>
@@ -95,25 +84,6 @@ struct wprog {
     size_t roff; /* bytes of regs[rcur] written */
 };
 
-/* Shared by a connection and its outstanding requests (rule 6), reference counted. */
-struct conn_order {
-    atomic_int refs;
-    _Atomic uint64_t written; /* every response up to this request seq has been written in full */
-    atomic_bool reading;      /* EPOLLIN is armed on the socket (set by the loop) */
-};
-
-static struct conn_order *order_new(void) {
-    struct conn_order *o = gr_calloc(1, sizeof *o);
-    atomic_init(&o->refs, 1);
-    atomic_init(&o->written, 0);
-    atomic_init(&o->reading, true);
-    return o;
-}
-
-static void order_unref(struct conn_order *o) {
-    if (o && atomic_fetch_sub(&o->refs, 1) == 1) free(o);
-}
-
 struct conn {
     struct ev_tag tag; /* first member: epoll data points here */
     struct loop *loop;
@@ -124,8 +94,6 @@ struct conn {
     bool muted;    /* a request is with the handlers or its response is being written */
     bool inflight; /* nout > 0 */
     int16_t resp_api_key;     /* of the response being written (request time stats) */
-    uint64_t resp_seq;        /* its request's seq (conn_order.written when done) */
-    struct conn_order *ord;   /* rule 6; NULL once closed */
     int64_t resp_received_us; /* its request's received_us */
     /* outstanding requests (dispatched, completion not applied yet), in request order */
     struct req_int *out_head, *out_tail;
@@ -178,7 +146,6 @@ struct req_int {
     struct wprog wp; /* progress when SENT_PART */
     /* ordering (gr_net_request_release) */
     struct req_int *onext; /* the connection's outstanding list (loop thread only) */
-    struct conn_order *ord; /* a reference (rule 6) */
     uint64_t seq;
     bool ready;            /* its completion arrived (loop thread only) */
     bool plain;            /* plaintext connection */
@@ -298,7 +265,6 @@ static void regions_free(struct gr_net_region *regs, int n) {
 static void req_free(struct req_int *r) {
     struct gr_net_server *srv = r->srv;
     gr_net_session_free(r->pub.session);
-    order_unref(r->ord);
     free(r->pub.data);
     free(r->resp);
     regions_free(r->regs, r->nregs);
@@ -455,10 +421,8 @@ static struct conn *slot_lookup(struct loop *l, uint32_t slot, uint64_t id) {
 static void conn_set_events(struct conn *c, uint32_t events) {
     if (c->closed || c->events == events) return;
     struct epoll_event ev = {.events = events, .data.ptr = &c->tag};
-    if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) {
-        c->events = events;
-        atomic_store(&c->ord->reading, (events & EPOLLIN) != 0); /* before the loop's nlazy check (rule 6) */
-    } else gr_error(LOGGER, "epoll_ctl(MOD) on connection %llu failed: %s", (unsigned long long)c->id,
+    if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
+    else gr_error(LOGGER, "epoll_ctl(MOD) on connection %llu failed: %s", (unsigned long long)c->id,
                   strerror(errno));
 }
 
@@ -481,9 +445,6 @@ static void conn_close(struct conn *c) {
         close(c->fd);
     }
     c->fd = -1;
-    atomic_store(&c->ord->reading, false);
-    order_unref(c->ord);
-    c->ord = NULL;
     free(c->body);
     c->body = NULL;
     free(c->wbuf);
@@ -607,10 +568,8 @@ static void accept_some(struct loop *l, int idx) {
         c->last_active_ms = gr_mono_ms();
         format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
         c->events = EPOLLIN;
-        c->ord = order_new();
         if (conn_secure(c, ls) != 0) {
             close(fd);
-            order_unref(c->ord);
             free(c);
             continue;
         }
@@ -621,7 +580,6 @@ static void accept_some(struct loop *l, int idx) {
             close(fd);
             gr_tls_free(c->tls);
             gr_net_session_free(c->sess);
-            order_unref(c->ord);
             free(c);
             continue;
         }
@@ -694,8 +652,6 @@ static void dispatch(struct conn *c) {
     r->direct = r->plain && c->nout == 0 && !c->wbuf;
     atomic_init(&r->fd_dead, false);
     r->seq = ++c->next_seq;
-    r->ord = c->ord;
-    atomic_fetch_add(&c->ord->refs, 1);
     if (c->nout > 0) stat_add(&srv->st_pipelined, 1);
     if (c->out_tail) c->out_tail->onext = r;
     else c->out_head = r;
@@ -926,17 +882,13 @@ static void conn_flush(struct conn *c) {
     c->regs = NULL;
     c->nregs = c->rcur = 0;
     c->roff = 0;
-    atomic_store(&c->ord->written, c->resp_seq);
     count_response(srv, c->resp_api_key, c->resp_received_us);
 }
 
 /* Applies one completion whose turn has come (the head of the outstanding list). */
 static void apply_one(struct conn *c, struct req_int *r) {
     if (r->action == COMPLETE_RESPOND && r->sent == SENT_ALL) { /* written by the completer */
-        if (r->direct) { /* rule 5: re-armed by the completer */
-            c->events = EPOLLIN;
-            atomic_store(&c->ord->reading, true);
-        }
+        c->events = EPOLLIN; /* re-armed by the completer */
         c->last_active_ms = gr_mono_ms();
         return;
     }
@@ -961,7 +913,6 @@ static void apply_one(struct conn *c, struct req_int *r) {
         }
         c->resp_api_key = r->pub.api_key;
         c->resp_received_us = r->pub.received_us;
-        c->resp_seq = r->seq;
         c->wbuf = r->resp;
         c->wlen = r->resp_len;
         c->woff = r->wp.woff; /* SENT_PART: the completer wrote the start */
@@ -974,7 +925,7 @@ static void apply_one(struct conn *c, struct req_int *r) {
         r->nregs = 0;
         conn_flush(c);
         break;
-    case COMPLETE_NONE: atomic_store(&c->ord->written, r->seq); break;
+    case COMPLETE_NONE: break;
     case COMPLETE_CLOSE:
         gr_debug(LOGGER, "closing connection %llu from %s at the handler's request",
                  (unsigned long long)c->id, c->peer);
@@ -1066,7 +1017,6 @@ static void direct_send(struct gr_net_server *srv, struct req_int *r) {
     int rc = write_response(srv, r->fd, NULL, r->resp, r->resp_len, r->regs, r->nregs, &p);
     if (rc == 1) {
         r->sent = SENT_ALL;
-        atomic_store(&r->ord->written, r->seq);
         count_response(srv, r->pub.api_key, r->pub.received_us);
     } else if (rc == 0) {
         r->sent = SENT_PART;
@@ -1084,9 +1034,7 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     r->resp_len = len;
     r->next = NULL;
     bool fdlocked = false;
-    /* rule 5 (alone on an idle socket) or rule 6 (released, every earlier response written) */
-    bool direct = r->direct || (r->released && atomic_load(&r->ord->written) == r->seq - 1);
-    if (action == COMPLETE_RESPOND && direct && r->pub.throttle_ms <= 0 && r->pub.session->close_after_ms <= 0) {
+    if (action == COMPLETE_RESPOND && r->direct && r->pub.throttle_ms <= 0 && r->pub.session->close_after_ms <= 0) {
         pthread_rwlock_rdlock(&l->fdlock);
         fdlocked = true;
         if (!l->fds_dead && !atomic_load(&r->fd_dead)) direct_send(l->srv, r);
@@ -1102,13 +1050,10 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     else l->done_head = r;
     l->done_tail = r;
     bool wake = true;
-    if (r->sent == SENT_ALL && r->direct) { /* re-arm reads; the loop applies the completion when it next wakes */
+    if (r->sent == SENT_ALL) { /* re-arm reads; the loop applies the completion when it next wakes */
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r->tag};
         atomic_fetch_add(&l->nlazy, 1); /* before the event can be seen */
         if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, r->fd, &ev) == 0) wake = false;
-    } else if (r->sent == SENT_ALL) { /* rule 6: no wakeup while the connection reads */
-        atomic_fetch_add(&l->nlazy, 1);
-        if (atomic_load(&r->ord->reading)) wake = false;
     }
     if (wake && !l->wake_pending) {
         uint64_t one = 1;
@@ -1215,9 +1160,6 @@ static void *loop_main(void *arg) {
         int timeout = tick;
         if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
-        /* rule 6: a completion queued without a wakeup after the last drain (a connection muted
-         * since reads `reading` false now, so the completer of any later one wakes us) */
-        while (atomic_load(&l->nlazy) > 0) drain_completions(l, false);
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
         if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
