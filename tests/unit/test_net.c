@@ -623,11 +623,11 @@ static void test_release_pipelining(struct gr_net_server *srv) {
     close(fd);
 }
 
-/* Released and plain requests under concurrency: three connections at once, each writing windows of up to 5
- * requests (released Produce frames completed in random order by the delayer threads, plain
- * echoes, delayed non-Produce frames) and reading every response back in request order. A lost
- * lazy completion or release would leave a connection without its responses (read timeout);
- * a response written out of turn would show as a wrong correlation id or payload. */
+/* Released and plain requests under concurrency: three connections at once, each writing
+ * windows of up to 5 requests (released Produce frames completed in random order by the delayer
+ * threads, plain echoes, delayed non-Produce frames) and reading every response back in request
+ * order. A lost completion or release would leave a connection without its responses (read
+ * timeout); a response written out of turn would show as a wrong correlation id or payload. */
 struct stress_arg {
     int port, idx;
     bool ok;
