@@ -23,8 +23,9 @@ One round, with L the current leader and F the other replica (roles swap when F 
   2. variant `in_isr`: wait until F is back in the ISR, i.e. a partition state written after F's
      new registration (mzxid > its czxid) lists F;
      variant `registered`: wait only for F's new /brokers/ids/F (czxid changed), polled every
-     10 ms, and go on at once, before F has caught up (F is SIGSTOPped across step 3's kill so
-     that it cannot rejoin in between; up to 3 extra rounds until one found F outside the ISR);
+     10 ms, and go on at once, before F has caught up (L is SIGSTOPped from F's kill to its own
+     so that F cannot catch up and rejoin in between; up to 3 extra rounds until one found F
+     outside the ISR);
      variant `unseen_bounce`: F is made the controller first (/controller deleted until F wins
      the election); its restart is then a controller failover, and a new controller does not
      compare broker epochs with a previous run (Kafka 2.7 neither), so nobody takes F out of the
@@ -135,6 +136,13 @@ def one_round(cluster, wl, variant, rnd):
     old_czxid = cluster.broker_epoch(fol)
     t0 = time.monotonic()
     F.kill()
+    if variant == "registered":
+        # Stop L until it is killed: F has nothing to fetch from, so it cannot catch up and rejoin
+        # the ISR between its registration showing and the kill (a restarted follower caught up
+        # and rejoined within the 10 ms poll in every round once catch-up got fast, even when
+        # it was stopped right after the poll saw its registration). A stopped L is, to
+        # everybody else, a leader killed at the moment it stopped.
+        L.pause()
     F.start()
     new_czxid = H.wait_for(lambda: (lambda z: z if z not in (None, old_czxid) else None)(cluster.broker_epoch(fol)),
                            30, f"broker {fol} re-registered (old czxid {old_czxid})", interval=0.01)
@@ -147,14 +155,7 @@ def one_round(cluster, wl, variant, rnd):
         H.wait_for(back, 30, f"broker {fol} back in the ISR after its restart", interval=0.01)
         ev["in_isr_s"] = round(time.monotonic() - t0, 2)
 
-    if variant == "registered":
-        # Hold F until L is gone: a stopped F sends no fetch, so it cannot catch up and rejoin the
-        # ISR in the few ms between its registration showing and the kill (it did in every round
-        # once catch-up got fast). After the kill there is no leader to catch up from.
-        F.pause()
     L.kill()
-    if variant == "registered":
-        F.resume()
     st_kill, _ = state_stat(cluster)  # after the kill: what the controller will find
     ev["state_at_kill"] = {k: st_kill[k] for k in ("leader", "leader_epoch", "isr")}
     ev["acked_at_kill"] = wl.ledger.count_acked()
