@@ -76,9 +76,9 @@ static int live_state(const struct live_view *lv, int32_t id)
 static int32_t copy_ids(const struct live_view *lv, const int32_t *ids, int n, bool filter,
                         int32_t *out)
 {
-    if (!filter) {
-        if (n > 0)
-            memcpy(out, ids, sizeof(int32_t) * (size_t)n);
+    if (!filter) { /* a loop: the lists are a few ids, shorter than a memcpy call */
+        for (int i = 0; i < n; i++)
+            out[i] = ids[i];
         return n;
     }
     int32_t k = 0;
