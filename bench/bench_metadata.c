@@ -23,6 +23,7 @@
 #include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "net/client.h"
 #include "net/server.h"
 #include "protocol/codec.h"
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
         cfg.auto_create_topics_enable = false;
         struct gr_broker *b = gr_broker_new(&cfg, 1);
         snprintf(b->cluster_id, sizeof(b->cluster_id), "bench-cluster");
+        b->metrics = gr_metrics_new(); /* as gregord: request metrics walk every answer */
         fill_cache(b->metadata, sizes[s], per);
         struct gr_net_listener ls[1] = { { "PLAINTEXT", "127.0.0.1", 0 } };
         struct gr_net_config nc;
@@ -200,7 +202,10 @@ int main(int argc, char **argv)
         gr_net_client_close(cli);
         gr_net_server_stop(srv);
         gr_net_server_free(srv);
+        struct gr_metrics *reg = b->metrics;
+        b->metrics = NULL;
         gr_broker_free(b);
+        gr_metrics_free(reg);
         gr_config_release(&cfg);
     }
     return 0;

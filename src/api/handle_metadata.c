@@ -56,7 +56,7 @@ static void live_view_init(struct gr_api_req *req, const struct gr_mdc *c, struc
 }
 
 /* 1: live with an endpoint for the listener, 0: live without one, -1: not live. */
-static int live_state(const struct live_view *lv, int32_t id)
+static inline int live_state(const struct live_view *lv, int32_t id)
 {
     int lo = 0, hi = lv->n;
     while (lo < hi) {
@@ -73,7 +73,7 @@ static int live_state(const struct live_view *lv, int32_t id)
 
 /* Copies ids[0..n) to out, leaving out (if filter) those without a live endpoint; returns the
  * number copied. */
-static int32_t copy_ids(const struct live_view *lv, const int32_t *ids, int n, bool filter,
+static inline int32_t copy_ids(const struct live_view *lv, const int32_t *ids, int n, bool filter,
                         int32_t *out)
 {
     if (!filter) { /* a loop: the lists are a few ids, shorter than a memcpy call */

@@ -397,7 +397,7 @@ static inline void encode_value(uint8_t type, const struct gr_struct_desc *sub, 
 
 /* n elements of a fixed-size integer type: one capacity check, one loop. false for other
  * types. */
-static bool encode_fixed_array(uint8_t type, const char *arr, int32_t n, struct gr_wbuf *w)
+static inline bool encode_fixed_array(uint8_t type, const char *arr, int32_t n, struct gr_wbuf *w)
 {
     switch (type) {
     case GR_FT_INT32: {
