@@ -94,6 +94,8 @@ def main():
     ap.add_argument("--version", type=int, default=1, choices=range(1, 9))
     ap.add_argument("--idle", type=float, default=3.0)
     ap.add_argument("--zk", default=None)
+    ap.add_argument("--hold", type=float, default=0.0,
+                    help="then keep polling this many seconds (attach perf to the printed pid)")
     args = ap.parse_args()
     benchlib.raise_nofile(20000)
     work = tempfile.mkdtemp(prefix="bench-md-cpu-")
@@ -141,6 +143,12 @@ def main():
               f"{per * 1e3:.2f} ms per answer ({args.polls} polls in {w2 - w1:.2f} s wall, "
               f"idle {idle_rate * 1e3:.1f} ms/s, load {os.getloadavg()[0]:.2f}, "
               f"gregord {H.GREGORD})")
+        if args.hold > 0:
+            print(f"polling for {args.hold:.0f} s more: broker pid {b.pid}", flush=True)
+            end = time.time() + args.hold
+            while time.time() < end:
+                poll(sock, corr, args.version)
+                corr += 1
         sock.close()
     finally:
         if cluster:
