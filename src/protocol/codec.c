@@ -608,18 +608,23 @@ static void encode_struct_array(const struct gr_struct_desc *sd, int16_t ver, bo
             } else if (op->kind == OP_INT_ARRAY) {
                 int32_t c = *(const int32_t *)(in + op->f->count_offset);
                 const char *a = *(char *const *)(in + op->f->offset);
-                if (c > 0 && a != NULL) {
+                if (c == 0 || (c > 0 && a != NULL)) {
                     put_array_len(w, c, flex);
-                    encode_fixed_array(op->f->type, a, c, w);
+                    if (c > 0)
+                        encode_fixed_array(op->f->type, a, c, w);
                 } else {
-                    encode_field(op->f, ver, flex, in, w); /* empty, null or invalid */
+                    encode_field(op->f, ver, flex, in, w); /* null or invalid */
                 }
             } else {
                 encode_field(op->f, ver, flex, in, w);
             }
         }
-        if (flex && !w->err)
-            encode_tagged(sd, ver, flex, in, w);
+        if (flex && !w->err) {
+            if (sd->nfields == sd->nregular)
+                *put(w, 1) = 0; /* no tagged fields: a zero count */
+            else
+                encode_tagged(sd, ver, flex, in, w);
+        }
     }
 }
 
