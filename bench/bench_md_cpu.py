@@ -141,7 +141,8 @@ def main():
         per = ((c2 - c1) - idle_rate * (w2 - w1)) / args.polls
         print(f"partitions {want} version {args.version} answer {size} B: broker CPU "
               f"{per * 1e3:.2f} ms per answer ({args.polls} polls in {w2 - w1:.2f} s wall, "
-              f"idle {idle_rate * 1e3:.1f} ms/s, load {os.getloadavg()[0]:.2f}, "
+              f"idle {idle_rate * 1e3:.1f} ms/s, RSS after {benchlib.rss_kib(b) / 1024:.0f} MiB, "
+              f"load {os.getloadavg()[0]:.2f}, "
               f"gregord {H.GREGORD})")
         if args.hold > 0:
             print(f"polling for {args.hold:.0f} s more: broker pid {b.pid}", flush=True)
