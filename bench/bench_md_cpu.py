@@ -109,7 +109,7 @@ def main():
         from confluent_kafka.admin import NewTopic
         admin = benchlib.admin_for(b)
         nt = (args.partitions + args.per_topic - 1) // args.per_topic
-        t0 = time.time()
+        t0, cc0 = time.time(), cpu_s(b.pid)
         for lo in range(0, nt, 100):
             fs = admin.create_topics([NewTopic(f"md-{i:05d}", args.per_topic, 1)
                                       for i in range(lo, min(nt, lo + 100))], request_timeout=600)
@@ -127,7 +127,7 @@ def main():
             if time.time() - t0 > 900:
                 sys.exit(f"only {led} of {want} partitions led after 900 s")
             time.sleep(0.5)
-        print(f"{want} partitions led after {time.time() - t0:.1f} s")
+        print(f"{want} partitions led after {time.time() - t0:.1f} s (broker CPU {cpu_s(b.pid) - cc0:.2f} s)")
         time.sleep(1.0)
         c0, w0 = cpu_s(b.pid), time.time()
         time.sleep(args.idle)
