@@ -154,29 +154,112 @@ struct error_counts {
     int n;
 };
 
-static void count_errors(const struct gr_struct_desc *sd, const char *s, int16_t ver, struct error_counts *ec,
-                         int depth)
+static inline void count_error(struct error_counts *ec, int16_t c)
 {
-    for (unsigned i = 0; i < sd->nfields && depth < 8; i++) {
+    int k = 0;
+    while (k < ec->n && ec->code[k] != c)
+        k++;
+    if (k == ec->n && ec->n < 16)
+        ec->code[ec->n++] = c;
+    if (k < ec->n)
+        ec->count[k]++;
+}
+
+/* Where the ErrorCode fields of a response are, for one version: per struct, in field order, the
+ * ErrorCode fields present at the version and the nested structs (or arrays of structs) that
+ * hold one; structs without any are left out, so counting walks only what it must (a Metadata
+ * answer's partitions, not their replica lists; nothing of a response without error codes).
+ * Built once per API and version on first use (a few dozen fields), published with a
+ * compare-and-swap, never freed; read-only after. */
+#define EC_MAX_PLANS 48
+#define EC_MAX_ITEMS 16
+struct ec_item {
+    uint32_t offset, count_offset;
+    uint32_t elem_size;  /* arrays: sizeof one element; 0 for an ErrorCode or a nested struct */
+    int8_t kind;         /* 0 ErrorCode, 1 nested struct, 2 array of structs */
+    int16_t sub;         /* plan index of the struct (kinds 1, 2) */
+};
+struct ec_plan {
+    int n;
+    struct ec_item item[EC_MAX_ITEMS];
+};
+struct ec_plans {
+    int n;
+    struct ec_plan p[EC_MAX_PLANS];
+};
+
+/* Plan index for sd at ver, -1 when sd holds no ErrorCode (or the tables are full). */
+static int ec_plan_build(struct ec_plans *ps, const struct gr_struct_desc *sd, int16_t ver, int depth)
+{
+    if (depth >= 8 || ps->n >= EC_MAX_PLANS)
+        return -1;
+    int me = ps->n++;
+    struct ec_plan pl = {.n = 0};
+    for (unsigned i = 0; i < sd->nfields && pl.n < EC_MAX_ITEMS; i++) {
         const struct gr_field_desc *f = &sd->fields[i];
         if (ver < f->ver_min || ver > f->ver_max)
             continue;
         if (f->type == GR_FT_INT16 && !f->is_array && strcmp(f->name, "ErrorCode") == 0) {
-            int16_t c = *(const int16_t *)(s + f->offset);
-            int k = 0;
-            while (k < ec->n && ec->code[k] != c)
-                k++;
-            if (k == ec->n && ec->n < 16)
-                ec->code[ec->n++] = c;
-            if (k < ec->n)
-                ec->count[k]++;
-        } else if (f->type == GR_FT_STRUCT && !f->is_array) {
-            count_errors(f->sub, s + f->offset, ver, ec, depth + 1);
+            pl.item[pl.n++] = (struct ec_item){.offset = f->offset, .kind = 0};
         } else if (f->type == GR_FT_STRUCT) {
-            int32_t n = *(const int32_t *)(s + f->count_offset);
-            const char *arr = *(char *const *)(s + f->offset);
-            for (int32_t j = 0; arr && j < n; j++)
-                count_errors(f->sub, arr + (size_t)j * f->sub->size, ver, ec, depth + 1);
+            int sub = ec_plan_build(ps, f->sub, ver, depth + 1);
+            if (sub >= 0)
+                pl.item[pl.n++] = (struct ec_item){.offset = f->offset, .count_offset = f->count_offset,
+                                                   .elem_size = f->sub->size,
+                                                   .kind = (int8_t)(f->is_array ? 2 : 1),
+                                                   .sub = (int16_t)sub};
+        }
+    }
+    if (pl.n == 0) { /* nothing below: drop this plan and any built for its fields */
+        ps->n = me;
+        return -1;
+    }
+    ps->p[me] = pl;
+    return me;
+}
+
+#define EC_MAX_VERSIONS 16
+static _Atomic(struct ec_plans *) ec_cache[MAX_API_KEY][EC_MAX_VERSIONS];
+
+/* The plans of d's response at ver (plan 0 the top level; none when n == 0). */
+static const struct ec_plans *ec_plans_for(const struct gr_api_desc *d, int16_t ver)
+{
+    if (d->key < 0 || d->key >= MAX_API_KEY || ver < 0 || ver >= EC_MAX_VERSIONS)
+        return NULL;
+    _Atomic(struct ec_plans *) *slot = &ec_cache[d->key][ver];
+    struct ec_plans *ps = atomic_load_explicit(slot, memory_order_acquire);
+    if (ps)
+        return ps;
+    struct ec_plans *mine = gr_calloc(1, sizeof *mine);
+    ec_plan_build(mine, d->response, ver, 0); /* the top plan, if any, is index 0 */
+    if (atomic_compare_exchange_strong_explicit(slot, &ps, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    free(mine); /* another thread published first */
+    return ps;
+}
+
+static void count_errors(const struct ec_plans *ps, int plan, const char *s, struct error_counts *ec)
+{
+    const struct ec_plan *pl = &ps->p[plan];
+    for (int i = 0; i < pl->n; i++) {
+        const struct ec_item *it = &pl->item[i];
+        if (it->kind == 0) {
+            count_error(ec, *(const int16_t *)(s + it->offset));
+        } else if (it->kind == 1) {
+            count_errors(ps, it->sub, s + it->offset, ec);
+        } else {
+            int32_t n = *(const int32_t *)(s + it->count_offset);
+            const char *arr = *(char *const *)(s + it->offset);
+            const struct ec_plan *sp = &ps->p[it->sub];
+            if (sp->n == 1 && sp->item[0].kind == 0) { /* e.g. partitions: one ErrorCode each */
+                uint32_t off = sp->item[0].offset;
+                for (int32_t j = 0; arr && j < n; j++)
+                    count_error(ec, *(const int16_t *)(arr + (size_t)j * it->elem_size + off));
+            } else {
+                for (int32_t j = 0; arr && j < n; j++)
+                    count_errors(ps, it->sub, arr + (size_t)j * it->elem_size, ec);
+            }
         }
     }
 }
@@ -186,7 +269,16 @@ static void record_error_metrics(struct gr_metrics *reg, const struct gr_api_des
                                  int16_t ver, const void *resp)
 {
     struct error_counts ec = {.n = 0};
-    count_errors(d->response, resp, ver, &ec, 0);
+    const struct ec_plans *ps = ec_plans_for(d, ver);
+    struct ec_plans *tmp = NULL;
+    if (!ps) { /* a version past the cache: plan for this response alone */
+        tmp = gr_calloc(1, sizeof *tmp);
+        ec_plan_build(tmp, d->response, ver, 0);
+        ps = tmp;
+    }
+    if (ps->n > 0)
+        count_errors(ps, 0, resp, &ec);
+    free(tmp);
     for (int k = 0; k < ec.n; k++) {
         char n[192];
         snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=%s,error=%s", name,

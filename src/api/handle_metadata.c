@@ -33,29 +33,68 @@
 
 #define LOGGER "kafka.server.KafkaApis"
 
-static bool has_alive_endpoint(const struct gr_mdc *c, int32_t id, const char *listener)
+/* The live brokers as one answer sees them, looked up once per answer rather than per
+ * partition: ids sorted (as the cache keeps them) and whether each has an endpoint for the
+ * request's listener. Arena memory; valid for the request. */
+struct live_view {
+    int n;
+    int32_t *id;
+    bool *has_ep;
+};
+
+static void live_view_init(struct gr_api_req *req, const struct gr_mdc *c, struct live_view *lv)
 {
-    return gr_mdc_broker_endpoint(gr_mdc_broker(c, id), listener) != NULL;
+    int nb = gr_mdc_num_brokers(c);
+    lv->n = nb;
+    lv->id = gr_api_alloc(req, sizeof(int32_t) * (size_t)(nb ? nb : 1));
+    lv->has_ep = gr_api_alloc(req, sizeof(bool) * (size_t)(nb ? nb : 1));
+    for (int i = 0; i < nb; i++) {
+        const struct gr_mdc_broker *br = gr_mdc_broker_at(c, i);
+        lv->id[i] = br->id;
+        lv->has_ep[i] = gr_mdc_broker_endpoint(br, req->listener) != NULL;
+    }
 }
 
-static int32_t *filter_alive(struct gr_api_req *req, const struct gr_mdc *c,
-                             const int32_t *ids, int n, const char *listener, bool filter,
-                             int32_t *out_n)
+/* 1: live with an endpoint for the listener, 0: live without one, -1: not live. */
+static inline int live_state(const struct live_view *lv, int32_t id)
 {
-    int32_t *r = gr_api_alloc(req, sizeof(int32_t) * (size_t)(n ? n : 1));
-    int k = 0;
+    int lo = 0, hi = lv->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (lv->id[mid] == id)
+            return lv->has_ep[mid] ? 1 : 0;
+        if (lv->id[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* Copies ids[0..n) to out, leaving out (if filter) those without a live endpoint; returns the
+ * number copied. */
+static inline int32_t copy_ids(const struct live_view *lv, const int32_t *ids, int n, bool filter,
+                        int32_t *out)
+{
+    if (!filter) { /* a loop: the lists are a few ids, shorter than a memcpy call */
+        for (int i = 0; i < n; i++)
+            out[i] = ids[i];
+        return n;
+    }
+    int32_t k = 0;
     for (int i = 0; i < n; i++)
-        if (!filter || has_alive_endpoint(c, ids[i], listener))
-            r[k++] = ids[i];
-    *out_n = k;
-    return r;
+        if (live_state(lv, ids[i]) == 1)
+            out[k++] = ids[i];
+    return k;
 }
 
-static void fill_topic(struct gr_api_req *req, const struct gr_mdc *c,
+/* One topic's partitions: one arena block for every partition's replicas, ISR and offline
+ * replicas (copied: the cache's arrays are valid only under its lock, and the answer is
+ * encoded after it is released). */
+static void fill_topic(struct gr_api_req *req, const struct live_view *lv,
                        const struct gr_mdc_topic *t, int16_t ver,
                        struct MetadataResponse_MetadataResponseTopic *out)
 {
-    const char *listener = req->listener;
     bool v0 = ver == 0;
     out->ErrorCode = GR_KERR_NONE;
     out->Name = gr_api_strdup(req, t->name);
@@ -63,21 +102,30 @@ static void fill_topic(struct gr_api_req *req, const struct gr_mdc *c,
     out->TopicAuthorizedOperations = INT32_MIN;
     out->PartitionsCount = t->n_partitions;
     out->Partitions = gr_api_alloc(req, sizeof(*out->Partitions) * (size_t)(t->n_partitions ? t->n_partitions : 1));
+    size_t n_ids = 0;
+    for (int i = 0; i < t->n_partitions; i++)
+        n_ids += (size_t)t->partitions[i].n_replicas + (size_t)t->partitions[i].n_isr +
+                 (size_t)t->partitions[i].n_offline;
+    int32_t *ids = gr_api_alloc(req, sizeof(int32_t) * (n_ids ? n_ids : 1));
     for (int i = 0; i < t->n_partitions; i++) {
         const struct gr_mdc_partition *p = &t->partitions[i];
         struct MetadataResponse_MetadataResponsePartition *o = &out->Partitions[i];
         o->PartitionIndex = p->partition;
         o->LeaderEpoch = p->leader_epoch;
-        o->ReplicaNodes = filter_alive(req, c, p->replicas, p->n_replicas, listener, v0,
-                                       &o->ReplicaNodesCount);
-        o->IsrNodes = filter_alive(req, c, p->isr, p->n_isr, listener, v0, &o->IsrNodesCount);
-        o->OfflineReplicas = filter_alive(req, c, p->offline, p->n_offline, listener, false,
-                                          &o->OfflineReplicasCount);
-        const struct gr_mdc_broker *lb = gr_mdc_broker(c, p->leader);
-        if (!gr_mdc_broker_endpoint(lb, listener)) {
+        o->ReplicaNodes = ids;
+        o->ReplicaNodesCount = copy_ids(lv, p->replicas, p->n_replicas, v0, ids);
+        ids += o->ReplicaNodesCount;
+        o->IsrNodes = ids;
+        o->IsrNodesCount = copy_ids(lv, p->isr, p->n_isr, v0, ids);
+        ids += o->IsrNodesCount;
+        o->OfflineReplicas = ids;
+        o->OfflineReplicasCount = copy_ids(lv, p->offline, p->n_offline, false, ids);
+        ids += o->OfflineReplicasCount;
+        int leader = live_state(lv, p->leader);
+        if (leader != 1) {
             o->LeaderId = -1;
-            o->ErrorCode = (lb && ver >= 6) ? GR_KERR_LISTENER_NOT_FOUND
-                                            : GR_KERR_LEADER_NOT_AVAILABLE;
+            o->ErrorCode = (leader == 0 && ver >= 6) ? GR_KERR_LISTENER_NOT_FOUND
+                                                     : GR_KERR_LEADER_NOT_AVAILABLE;
         } else {
             o->LeaderId = p->leader;
             if (o->ReplicaNodesCount < p->n_replicas || o->IsrNodesCount < p->n_isr)
@@ -167,6 +215,8 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     int n_missing = 0;
 
     gr_mdc_rdlock(c);
+    struct live_view lv;
+    live_view_init(req, c, &lv);
     int n_out_max = all ? gr_mdc_num_topics(c) : n_req;
     resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n_out_max ? n_out_max : 1));
     int n_out = 0;
@@ -174,7 +224,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
         for (int i = 0; i < gr_mdc_num_topics(c); i++) {
             const struct gr_mdc_topic *t = gr_mdc_topic_at(c, i);
             if (gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, t->name))
-                fill_topic(req, c, t, ver, &resp->Topics[n_out++]);
+                fill_topic(req, &lv, t, ver, &resp->Topics[n_out++]);
         }
     } else {
         for (int i = 0; i < n_req; i++) {
@@ -190,7 +240,7 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
             if (!gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, name))
                 fill_denied(req, name, &resp->Topics[n_out++]);
             else if (t)
-                fill_topic(req, c, t, ver, &resp->Topics[n_out++]);
+                fill_topic(req, &lv, t, ver, &resp->Topics[n_out++]);
             else
                 missing[n_missing++] = name;
         }

@@ -300,23 +300,83 @@ int gr_proto_decode_struct(const struct gr_struct_desc *sd, int16_t ver, bool fl
     return r->err;
 }
 
-/* ---- encoding ---- */
+/* ---- encoding ----
+ *
+ * The hot path of a large answer (a Metadata answer of 100k partitions: ~10 values and three
+ * int32 arrays per partition) writes through the inline helpers below: one capacity check per
+ * value or per array of fixed-size values, big-endian stores in place, and per array of structs
+ * the fields present at the version resolved once rather than per element. The bytes are
+ * exactly those of the gr_wbuf_* primitives (a test compares both). */
+
+/* n more bytes at the end of w for the caller to fill (w->len already advanced past them). */
+static inline uint8_t *put(struct gr_wbuf *w, size_t n)
+{
+    if (w->cap - w->len < n)
+        gr_wbuf_reserve(w, n);
+    uint8_t *p = w->p + w->len;
+    w->len += n;
+    return p;
+}
+
+static inline void be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void be64(uint8_t *p, uint64_t v)
+{
+    be32(p, (uint32_t)(v >> 32));
+    be32(p + 4, (uint32_t)v);
+}
+
+static inline void put_uvarint(struct gr_wbuf *w, uint32_t v)
+{
+    if (v < 0x80)
+        *put(w, 1) = (uint8_t)v;
+    else
+        gr_wbuf_uvarint(w, v);
+}
+
+/* An array's count (n >= 0), as gr_wbuf_array_len. */
+static inline void put_array_len(struct gr_wbuf *w, int32_t n, bool flex)
+{
+    if (n == INT32_MAX && flex)
+        gr_wbuf_array_len(w, n, flex); /* records the error */
+    else if (flex)
+        put_uvarint(w, (uint32_t)n + 1);
+    else
+        be32(put(w, 4), (uint32_t)n);
+}
 
 static void encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flex,
                           const void *in, struct gr_wbuf *w);
 
-static void encode_value(uint8_t type, const struct gr_struct_desc *sub, int16_t ver, bool flex,
-                         bool can_null, const void *p, struct gr_wbuf *w)
+static inline void encode_value(uint8_t type, const struct gr_struct_desc *sub, int16_t ver,
+                                bool flex, bool can_null, const void *p, struct gr_wbuf *w)
 {
     switch (type) {
-    case GR_FT_BOOL: gr_wbuf_bool(w, *(const bool *)p); break;
-    case GR_FT_INT8: gr_wbuf_i8(w, *(const int8_t *)p); break;
-    case GR_FT_INT16: gr_wbuf_i16(w, *(const int16_t *)p); break;
-    case GR_FT_UINT16: gr_wbuf_u16(w, *(const uint16_t *)p); break;
-    case GR_FT_INT32: gr_wbuf_i32(w, *(const int32_t *)p); break;
-    case GR_FT_INT64: gr_wbuf_i64(w, *(const int64_t *)p); break;
-    case GR_FT_FLOAT64: gr_wbuf_f64(w, *(const double *)p); break;
-    case GR_FT_UUID: gr_wbuf_uuid(w, p); break;
+    case GR_FT_BOOL: *put(w, 1) = *(const bool *)p ? 1 : 0; break;
+    case GR_FT_INT8: *put(w, 1) = (uint8_t)*(const int8_t *)p; break;
+    case GR_FT_INT16: be16(put(w, 2), (uint16_t)*(const int16_t *)p); break;
+    case GR_FT_UINT16: be16(put(w, 2), *(const uint16_t *)p); break;
+    case GR_FT_INT32: be32(put(w, 4), (uint32_t)*(const int32_t *)p); break;
+    case GR_FT_INT64: be64(put(w, 8), (uint64_t)*(const int64_t *)p); break;
+    case GR_FT_FLOAT64: {
+        uint64_t u;
+        memcpy(&u, p, sizeof(u));
+        be64(put(w, 8), u);
+        break;
+    }
+    case GR_FT_UUID: memcpy(put(w, 16), p, 16); break;
     case GR_FT_STRING: {
         const char *s = *(char *const *)p;
         gr_wbuf_string(w, (s == NULL && !can_null) ? "" : s, flex);
@@ -335,6 +395,39 @@ static void encode_value(uint8_t type, const struct gr_struct_desc *sub, int16_t
     }
 }
 
+/* n elements of a fixed-size integer type: one capacity check, one loop. false for other
+ * types. */
+static inline bool encode_fixed_array(uint8_t type, const char *arr, int32_t n, struct gr_wbuf *w)
+{
+    switch (type) {
+    case GR_FT_INT32: {
+        uint8_t *o = put(w, (size_t)n * 4);
+        const int32_t *v = (const int32_t *)arr;
+        for (int32_t i = 0; i < n; i++)
+            be32(o + (size_t)i * 4, (uint32_t)v[i]);
+        return true;
+    }
+    case GR_FT_INT64: {
+        uint8_t *o = put(w, (size_t)n * 8);
+        const int64_t *v = (const int64_t *)arr;
+        for (int32_t i = 0; i < n; i++)
+            be64(o + (size_t)i * 8, (uint64_t)v[i]);
+        return true;
+    }
+    case GR_FT_INT16: {
+        uint8_t *o = put(w, (size_t)n * 2);
+        const int16_t *v = (const int16_t *)arr;
+        for (int32_t i = 0; i < n; i++)
+            be16(o + (size_t)i * 2, (uint16_t)v[i]);
+        return true;
+    }
+    }
+    return false;
+}
+
+static void encode_struct_array(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+                                const char *arr, int32_t n, struct gr_wbuf *w);
+
 static void encode_field(const struct gr_field_desc *f, int16_t ver, bool flex, const void *base,
                          struct gr_wbuf *w)
 {
@@ -352,22 +445,26 @@ static void encode_field(const struct gr_field_desc *f, int16_t ver, bool flex, 
         gr_wbuf_array_len(w, nullable(f, ver) ? -1 : 0, flex);
         return;
     }
-    gr_wbuf_array_len(w, n, flex);
+    put_array_len(w, n, flex);
+    if (n == 0 || encode_fixed_array(f->type, arr, n, w))
+        return;
+    if (f->type == GR_FT_STRUCT) {
+        encode_struct_array(f->sub, ver, flex, arr, n, w);
+        return;
+    }
     size_t esz = value_size(f->type, f->sub);
     for (int32_t i = 0; i < n && !w->err; i++)
         encode_value(f->type, f->sub, ver, flex, false, arr + (size_t)i * esz, w);
 }
 
-static void encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+/* The tagged-field section of a struct (flexible versions). */
+static void encode_tagged(const struct gr_struct_desc *sd, int16_t ver, bool flex,
                           const void *in, struct gr_wbuf *w)
 {
-    for (unsigned i = 0; i < sd->nregular && !w->err; i++) {
-        const struct gr_field_desc *f = &sd->fields[i];
-        if (present(f, ver))
-            encode_field(f, ver, flex, in, w);
-    }
-    if (!flex || w->err)
+    if (sd->nfields == sd->nregular) { /* no tagged fields at all: a zero count */
+        *put(w, 1) = 0;
         return;
+    }
     uint32_t ntags = 0;
     for (unsigned i = sd->nregular; i < sd->nfields; i++) {
         const struct gr_field_desc *f = &sd->fields[i];
@@ -395,6 +492,139 @@ static void encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool fle
         w->len = start;
         gr_wbuf_uvarint(w, (uint32_t)len);
         w->len = end;
+    }
+}
+
+static void encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+                          const void *in, struct gr_wbuf *w)
+{
+    for (unsigned i = 0; i < sd->nregular && !w->err; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (present(f, ver))
+            encode_field(f, ver, flex, in, w);
+    }
+    if (!flex || w->err)
+        return;
+    encode_tagged(sd, ver, flex, in, w);
+}
+
+/* How encode_struct_array writes one field of every element, planned once per array: a run of
+ * adjacent fixed-size scalars (one capacity check for the run), an array of fixed-size integers,
+ * or anything else through encode_field. */
+enum { OP_RUN, OP_INT_ARRAY, OP_FIELD };
+struct enc_op {
+    uint8_t kind;
+    uint8_t n;                     /* OP_RUN: scalars in the run, from scalar[first] */
+    uint16_t bytes;                /* OP_RUN: their wire size */
+    uint16_t first;
+    const struct gr_field_desc *f; /* OP_INT_ARRAY, OP_FIELD */
+};
+struct enc_scalar {
+    uint32_t offset;
+    uint8_t type;
+};
+
+static int scalar_width(uint8_t type)
+{
+    switch (type) {
+    case GR_FT_BOOL:
+    case GR_FT_INT8: return 1;
+    case GR_FT_INT16:
+    case GR_FT_UINT16: return 2;
+    case GR_FT_INT32: return 4;
+    case GR_FT_INT64: return 8;
+    }
+    return 0; /* not a run member */
+}
+
+#define ENC_MAX_FIELDS 64
+struct enc_plan {
+    unsigned nops;
+    struct enc_op op[ENC_MAX_FIELDS];
+    struct enc_scalar scalar[ENC_MAX_FIELDS];
+};
+
+static void plan_struct(const struct gr_struct_desc *sd, int16_t ver, struct enc_plan *pl)
+{
+    unsigned ns = 0;
+    pl->nops = 0;
+    for (unsigned k = 0; k < sd->nregular; k++) {
+        const struct gr_field_desc *f = &sd->fields[k];
+        if (!present(f, ver))
+            continue;
+        int wd = f->is_array ? 0 : scalar_width(f->type);
+        if (wd > 0) {
+            struct enc_op *last = pl->nops ? &pl->op[pl->nops - 1] : NULL;
+            if (!last || last->kind != OP_RUN) {
+                last = &pl->op[pl->nops++];
+                *last = (struct enc_op){ .kind = OP_RUN, .first = (uint16_t)ns };
+            }
+            last->n++;
+            last->bytes = (uint16_t)(last->bytes + wd);
+            pl->scalar[ns++] = (struct enc_scalar){ f->offset, f->type };
+        } else {
+            bool ints = f->is_array && (f->type == GR_FT_INT16 || f->type == GR_FT_INT32 ||
+                                        f->type == GR_FT_INT64);
+            pl->op[pl->nops++] = (struct enc_op){ .kind = ints ? OP_INT_ARRAY : OP_FIELD, .f = f };
+        }
+    }
+}
+
+static inline void encode_run(const struct enc_plan *pl, const struct enc_op *op, const char *in,
+                              struct gr_wbuf *w)
+{
+    uint8_t *o = put(w, op->bytes);
+    for (unsigned j = 0; j < op->n; j++) {
+        const struct enc_scalar *sc = &pl->scalar[op->first + j];
+        const void *p = in + sc->offset;
+        switch (sc->type) {
+        case GR_FT_BOOL: *o++ = *(const bool *)p ? 1 : 0; break;
+        case GR_FT_INT8: *o++ = (uint8_t)*(const int8_t *)p; break;
+        case GR_FT_INT16: be16(o, (uint16_t)*(const int16_t *)p); o += 2; break;
+        case GR_FT_UINT16: be16(o, *(const uint16_t *)p); o += 2; break;
+        case GR_FT_INT32: be32(o, (uint32_t)*(const int32_t *)p); o += 4; break;
+        case GR_FT_INT64: be64(o, (uint64_t)*(const int64_t *)p); o += 8; break;
+        }
+    }
+}
+
+/* n structs, every element by the same plan. */
+static void encode_struct_array(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+                                const char *arr, int32_t n, struct gr_wbuf *w)
+{
+    if (sd->nregular > ENC_MAX_FIELDS) {
+        for (int32_t i = 0; i < n && !w->err; i++)
+            encode_struct(sd, ver, flex, arr + (size_t)i * sd->size, w);
+        return;
+    }
+    struct enc_plan pl;
+    plan_struct(sd, ver, &pl);
+    for (int32_t i = 0; i < n && !w->err; i++) {
+        const char *in = arr + (size_t)i * sd->size;
+        for (unsigned k = 0; k < pl.nops && !w->err; k++) {
+            const struct enc_op *op = &pl.op[k];
+            if (op->kind == OP_RUN) {
+                encode_run(&pl, op, in, w);
+            } else if (op->kind == OP_INT_ARRAY) {
+                int32_t c = *(const int32_t *)(in + op->f->count_offset);
+                const char *a = *(char *const *)(in + op->f->offset);
+                if (c == 0 || (c > 0 && a != NULL)) {
+                    put_array_len(w, c, flex);
+                    if (c > 0)
+                        encode_fixed_array(op->f->type, a, c, w);
+                } else {
+                    encode_field(op->f, ver, flex, in, w); /* null or invalid */
+                }
+            } else {
+                encode_field(op->f, ver, flex, in, w);
+            }
+        }
+        if (flex && !w->err) {
+            if (sd->nfields == sd->nregular)
+                *put(w, 1) = 0; /* no tagged fields: a zero count */
+            else
+                encode_tagged(sd, ver, flex, in, w);
+        }
     }
 }
 

@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "net/client.h"
 #include "net/server.h"
@@ -25,6 +26,7 @@
 #include "support/check.h"
 
 static int32_t corr = 100;
+static struct gr_broker *b_under_test;
 
 /* Sends body as api_key/ver, returns the decoded response (in a) or NULL. */
 static void *call(struct gr_net_client *cli, int16_t key, int16_t ver, const void *body,
@@ -185,6 +187,21 @@ static void test_metadata(struct gr_net_client *cli, struct gr_net_client *cli_i
         CHECK(t->Partitions[1].LeaderId == -1 &&
               t->Partitions[1].ErrorCode == GR_KERR_LEADER_NOT_AVAILABLE);
     }
+    /* ErrorsPerSec counts every ErrorCode of the answer (per topic and per partition) at the
+     * version: one more answer adds NONE twice (the topic, partition 0) and
+     * LEADER_NOT_AVAILABLE once (partition 1). */
+    struct gr_metrics *reg = gr_metrics_new();
+    b_under_test->metrics = reg;
+    r = call(cli, GR_API_METADATA, 1, &rq, &a);
+    const char *mn = "kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=Metadata,error=NONE";
+    const char *ml = "kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=Metadata,error=LEADER_NOT_AVAILABLE";
+    CHECK(r && gr_meter_count(gr_metrics_meter(reg, mn)) == 2 &&
+          gr_meter_count(gr_metrics_meter(reg, ml)) == 1);
+    r = call(cli, GR_API_METADATA, 1, &rq, &a);
+    CHECK(r && gr_meter_count(gr_metrics_meter(reg, mn)) == 4 &&
+          gr_meter_count(gr_metrics_meter(reg, ml)) == 2);
+    b_under_test->metrics = NULL;
+    gr_metrics_free(reg);
     /* v7 on the INTERNAL listener: both brokers, leader epochs, cluster id. */
     r = call(cli_int, GR_API_METADATA, 7, &rq, &a);
     CHECK(r && r->BrokersCount == 2 && r->ClusterId && strcmp(r->ClusterId, "cid") == 0);
@@ -542,6 +559,7 @@ int main(void)
     gr_config_defaults(&cfg);
     cfg.auto_create_topics_enable = false;
     struct gr_broker *b = gr_broker_new(&cfg, 1);
+    b_under_test = b;
     snprintf(b->cluster_id, sizeof(b->cluster_id), "cid");
     atomic_store(&b->broker_epoch, 42);
     b->hooks.become_leader = hook_leader;

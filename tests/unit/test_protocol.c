@@ -298,6 +298,322 @@ static void test_all_apis(void)
     printf("round-tripped %d api/version combinations\n", combos);
 }
 
+/* ---- the encoder against a reference ----
+ * The generic encoder of 01752be (every value through the gr_wbuf_* primitives, every field
+ * looked up per element), kept here verbatim as the reference: the faster encoder in codec.c
+ * must produce the same bytes and the same errors for every API, version and content. */
+
+static inline bool ref_ver_in(int16_t v, int16_t lo, int16_t hi)
+{
+    return v >= lo && v <= hi;
+}
+
+static inline bool ref_present(const struct gr_field_desc *f, int16_t ver)
+{
+    return ref_ver_in(ver, f->ver_min, f->ver_max);
+}
+
+static inline bool ref_nullable(const struct gr_field_desc *f, int16_t ver)
+{
+    return ref_ver_in(ver, f->null_min, f->null_max);
+}
+
+static inline void *ref_at(const void *base, uint32_t off)
+{
+    return (char *)base + off;
+}
+
+/* sizeof the C representation of one value of this type. */
+static size_t ref_value_size(uint8_t type, const struct gr_struct_desc *sub)
+{
+    switch (type) {
+    case GR_FT_BOOL: return sizeof(bool);
+    case GR_FT_INT8: return 1;
+    case GR_FT_INT16:
+    case GR_FT_UINT16: return 2;
+    case GR_FT_INT32: return 4;
+    case GR_FT_INT64: return 8;
+    case GR_FT_FLOAT64: return sizeof(double);
+    case GR_FT_UUID: return 16;
+    case GR_FT_STRING: return sizeof(char *);
+    case GR_FT_BYTES:
+    case GR_FT_RECORDS: return sizeof(struct gr_bytes);
+    case GR_FT_STRUCT: return sub->size;
+    }
+    return 1;
+}
+
+static bool ref_struct_is_default(const struct gr_struct_desc *sd, const void *base);
+
+/* Does the field hold its default (tagged fields are only written when they do not)? */
+static bool ref_field_is_default(const struct gr_field_desc *f, const void *base)
+{
+    const void *p = ref_at(base, f->offset);
+    if (f->is_array)
+        return *(const int32_t *)ref_at(base, f->count_offset) == (f->def_null ? -1 : 0);
+    switch (f->type) {
+    case GR_FT_BOOL: return *(const bool *)p == (f->def_int != 0);
+    case GR_FT_INT8: return *(const int8_t *)p == (int8_t)f->def_int;
+    case GR_FT_INT16: return *(const int16_t *)p == (int16_t)f->def_int;
+    case GR_FT_UINT16: return *(const uint16_t *)p == (uint16_t)f->def_int;
+    case GR_FT_INT32: return *(const int32_t *)p == (int32_t)f->def_int;
+    case GR_FT_INT64: return *(const int64_t *)p == f->def_int;
+    case GR_FT_FLOAT64: return memcmp(p, &f->def_f64, sizeof(double)) == 0;
+    case GR_FT_UUID: {
+        static const uint8_t zero[16];
+        return memcmp(p, zero, 16) == 0;
+    }
+    case GR_FT_STRING: {
+        const char *s = *(char *const *)p;
+        if (s == NULL || f->def_str == NULL)
+            return s == f->def_str;
+        return strcmp(s, f->def_str) == 0;
+    }
+    case GR_FT_BYTES:
+    case GR_FT_RECORDS: {
+        const struct gr_bytes *b = p;
+        return f->def_null ? b->len < 0 : b->len == 0;
+    }
+    case GR_FT_STRUCT: return ref_struct_is_default(f->sub, p);
+    }
+    return false;
+}
+
+static bool ref_struct_is_default(const struct gr_struct_desc *sd, const void *base)
+{
+    for (unsigned i = 0; i < sd->nfields; i++)
+        if (!ref_field_is_default(&sd->fields[i], base))
+            return false;
+    return true;
+}
+
+static void ref_encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+                          const void *in, struct gr_wbuf *w);
+
+static void ref_encode_value(uint8_t type, const struct gr_struct_desc *sub, int16_t ver, bool flex,
+                         bool can_null, const void *p, struct gr_wbuf *w)
+{
+    switch (type) {
+    case GR_FT_BOOL: gr_wbuf_bool(w, *(const bool *)p); break;
+    case GR_FT_INT8: gr_wbuf_i8(w, *(const int8_t *)p); break;
+    case GR_FT_INT16: gr_wbuf_i16(w, *(const int16_t *)p); break;
+    case GR_FT_UINT16: gr_wbuf_u16(w, *(const uint16_t *)p); break;
+    case GR_FT_INT32: gr_wbuf_i32(w, *(const int32_t *)p); break;
+    case GR_FT_INT64: gr_wbuf_i64(w, *(const int64_t *)p); break;
+    case GR_FT_FLOAT64: gr_wbuf_f64(w, *(const double *)p); break;
+    case GR_FT_UUID: gr_wbuf_uuid(w, p); break;
+    case GR_FT_STRING: {
+        const char *s = *(char *const *)p;
+        gr_wbuf_string(w, (s == NULL && !can_null) ? "" : s, flex);
+        break;
+    }
+    case GR_FT_BYTES:
+    case GR_FT_RECORDS: {
+        struct gr_bytes b = *(const struct gr_bytes *)p;
+        if (b.len == -1 && !can_null)
+            b.len = 0;
+        gr_wbuf_bytes(w, b, flex);
+        break;
+    }
+    case GR_FT_STRUCT: ref_encode_struct(sub, ver, flex, p, w); break;
+    default: gr_wbuf_fail(w, -EINVAL); break;
+    }
+}
+
+static void ref_encode_field(const struct gr_field_desc *f, int16_t ver, bool flex, const void *base,
+                         struct gr_wbuf *w)
+{
+    if (!f->is_array) {
+        ref_encode_value(f->type, f->sub, ver, flex, ref_nullable(f, ver), ref_at(base, f->offset), w);
+        return;
+    }
+    int32_t n = *(const int32_t *)ref_at(base, f->count_offset);
+    const char *arr = *(char *const *)ref_at(base, f->offset);
+    if (n < -1 || (n > 0 && arr == NULL)) {
+        gr_wbuf_fail(w, -EINVAL);
+        return;
+    }
+    if (n == -1) {
+        gr_wbuf_array_len(w, ref_nullable(f, ver) ? -1 : 0, flex);
+        return;
+    }
+    gr_wbuf_array_len(w, n, flex);
+    size_t esz = ref_value_size(f->type, f->sub);
+    for (int32_t i = 0; i < n && !w->err; i++)
+        ref_encode_value(f->type, f->sub, ver, flex, false, arr + (size_t)i * esz, w);
+}
+
+static void ref_encode_struct(const struct gr_struct_desc *sd, int16_t ver, bool flex,
+                          const void *in, struct gr_wbuf *w)
+{
+    for (unsigned i = 0; i < sd->nregular && !w->err; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (ref_present(f, ver))
+            ref_encode_field(f, ver, flex, in, w);
+    }
+    if (!flex || w->err)
+        return;
+    uint32_t ntags = 0;
+    for (unsigned i = sd->nregular; i < sd->nfields; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (ref_present(f, ver) && !ref_field_is_default(f, in))
+            ntags++;
+    }
+    gr_wbuf_uvarint(w, ntags);
+    for (unsigned i = sd->nregular; i < sd->nfields && ntags && !w->err; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (!ref_present(f, ver) || ref_field_is_default(f, in))
+            continue;
+        gr_wbuf_uvarint(w, (uint32_t)f->tag);
+        /* encode the value, then slide it right to make room for its size prefix */
+        size_t start = w->len;
+        ref_encode_field(f, ver, flex, in, w);
+        size_t len = w->len - start;
+        if (len > UINT32_MAX) {
+            gr_wbuf_fail(w, -EMSGSIZE);
+            return;
+        }
+        size_t s = gr_uvarint_size((uint32_t)len);
+        gr_wbuf_reserve(w, s);
+        memmove(w->p + start + s, w->p + start, len);
+        size_t end = w->len + s;
+        w->len = start;
+        gr_wbuf_uvarint(w, (uint32_t)len);
+        w->len = end;
+    }
+}
+
+
+static int ref_encode_body(const struct gr_struct_desc *sd, int16_t ver, bool flex, const void *in,
+                           struct gr_wbuf *w)
+{
+    ref_encode_struct(sd, ver, flex, in, w);
+    int rc = w->err;
+    if (rc) {
+        w->len = 0;
+        w->err = 0;
+    }
+    return rc;
+}
+
+/* Damages a filled message the way a buggy handler could: non-nullable arrays left null (-1,
+ * encoded as empty), a count without elements or below -1 (both -EINVAL). */
+static void damage_struct(const struct gr_struct_desc *sd, int16_t ver, void *m, int how)
+{
+    for (unsigned i = 0; i < sd->nfields; i++) {
+        const struct gr_field_desc *f = &sd->fields[i];
+        if (!vin(ver, f->ver_min, f->ver_max))
+            continue;
+        char *p = (char *)m + f->offset;
+        int32_t *cnt = f->is_array ? (int32_t *)((char *)m + f->count_offset) : NULL;
+        if (cnt && rnd() % 4 == 0) {
+            if (how == 0) {
+                *cnt = -1;
+                *(void **)p = NULL;
+            } else if (how == 1 && *cnt == 0) {
+                *cnt = 2;
+            } else if (how == 2) {
+                *cnt = -2;
+            }
+            return;
+        }
+        if (f->type == GR_FT_STRUCT && cnt && *cnt > 0 && *(void **)p)
+            damage_struct(f->sub, ver, *(char **)p + (size_t)(rnd() % (uint64_t)*cnt) * f->sub->size, how);
+        else if (f->type == GR_FT_STRUCT && !cnt)
+            damage_struct(f->sub, ver, p, how);
+    }
+}
+
+static void compare_encoders(const struct gr_api_desc *api, bool response, int16_t ver, int iter)
+{
+    const struct gr_struct_desc *sd = response ? api->response : api->request;
+    bool flex = gr_proto_is_flexible(api, ver);
+    struct gr_arena a;
+    struct gr_wbuf w1, w2;
+    gr_arena_init(&a);
+    gr_wbuf_init(&w1);
+    gr_wbuf_init(&w2);
+    void *msg = gr_arena_alloc(&a, sd->size);
+    fill_struct(sd, ver, &a, msg);
+    if (iter % 4 == 3)
+        damage_struct(sd, ver, msg, (int)(rnd() % 3));
+    int rc1 = gr_proto_encode_struct(sd, ver, flex, msg, &w1);
+    int rc2 = ref_encode_body(sd, ver, flex, msg, &w2);
+    CHECKF(rc1 == rc2, "%s v%d iter %d: encoder %d, reference %d", sd->name, ver, iter, rc1, rc2);
+    CHECKF(rc1 != 0 || (w1.len == w2.len && (w1.len == 0 || memcmp(w1.p, w2.p, w1.len) == 0)),
+           "%s v%d iter %d: encoder and reference bytes differ (%zu vs %zu bytes)", sd->name, ver,
+           iter, w1.len, w2.len);
+    gr_wbuf_free(&w1);
+    gr_wbuf_free(&w2);
+    gr_arena_free(&a);
+}
+
+/* A Metadata answer like the broker's (many partitions, RF 3, some offline replicas, varied
+ * error codes) at every version, against the reference. */
+static void compare_metadata_answer(void)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    enum { NT = 7, NP = 301 };
+    static int32_t ids[NT][NP][7];
+    struct MetadataResponse_MetadataResponseTopic topics[NT];
+    struct MetadataResponse_MetadataResponseBroker brokers[3] = {
+        { 1, "host1", 9092, "r1" }, { 2, "host2", 9093, NULL }, { 3, "h3", 9094, "r3" } };
+    for (int t = 0; t < NT; t++) {
+        struct MetadataResponse_MetadataResponsePartition *ps = gr_arena_alloc(&a, sizeof(*ps) * NP);
+        for (int i = 0; i < NP; i++) {
+            int32_t *r = ids[t][i];
+            for (int k = 0; k < 7; k++)
+                r[k] = (int32_t)(1 + (i + k) % 3 + (k == 6 ? 1000000 : 0));
+            ps[i] = (struct MetadataResponse_MetadataResponsePartition){
+                .ErrorCode = (int16_t)(i % 11 == 0 ? 5 : 0), .PartitionIndex = i, .LeaderId = r[0],
+                .LeaderEpoch = i * 7919, .ReplicaNodesCount = 3, .ReplicaNodes = r,
+                .IsrNodesCount = i % 5, .IsrNodes = &r[3], .OfflineReplicasCount = i % 2,
+                .OfflineReplicas = &r[6] };
+        }
+        char *name = gr_arena_alloc(&a, 32);
+        snprintf(name, 32, "topic-%d", t);
+        topics[t] = (struct MetadataResponse_MetadataResponseTopic){
+            .ErrorCode = 0, .Name = name, .IsInternal = t == 3, .PartitionsCount = NP,
+            .Partitions = ps, .TopicAuthorizedOperations = t == 2 ? 0x1f8 : INT32_MIN };
+    }
+    struct MetadataResponse resp = { .ThrottleTimeMs = 3, .BrokersCount = 3, .Brokers = brokers,
+                                     .ClusterId = "cid", .ControllerId = 2, .TopicsCount = NT,
+                                     .Topics = topics, .ClusterAuthorizedOperations = INT32_MIN };
+    const struct gr_api_desc *api = gr_proto_api(GR_API_METADATA);
+    for (int16_t v = api->min_version; v <= api->max_version; v++) {
+        struct gr_wbuf w1, w2;
+        gr_wbuf_init(&w1);
+        gr_wbuf_init(&w2);
+        bool flex = gr_proto_is_flexible(api, v);
+        int rc1 = gr_proto_encode_struct(api->response, v, flex, &resp, &w1);
+        int rc2 = ref_encode_body(api->response, v, flex, &resp, &w2);
+        CHECKF(rc1 == 0 && rc2 == 0 && w1.len == w2.len && memcmp(w1.p, w2.p, w1.len) == 0,
+               "Metadata answer v%d: encoder and reference differ (%zu vs %zu bytes)", v, w1.len,
+               w2.len);
+        gr_wbuf_free(&w1);
+        gr_wbuf_free(&w2);
+    }
+    gr_arena_free(&a);
+}
+
+static void test_encoder_matches_reference(void)
+{
+    int combos = 0;
+    for (int key = 0; key < 100; key++) {
+        const struct gr_api_desc *api = gr_proto_api((int16_t)key);
+        if (api == NULL)
+            continue;
+        for (int16_t v = api->min_version; v <= api->max_version; v++, combos++)
+            for (int it = 0; it < 40; it++) {
+                compare_encoders(api, false, v, it);
+                compare_encoders(api, true, v, it);
+            }
+    }
+    compare_metadata_answer();
+    printf("encoder matches the reference on %d api/version combinations\n", combos);
+}
+
 /* ---- byte-exact frames ---- */
 
 static void check_bytes(const char *what, const struct gr_wbuf *w, const uint8_t *exp, size_t n)
@@ -657,6 +973,7 @@ int main(void)
     test_exact_frames();
     test_malformed();
     test_all_apis();
+    test_encoder_matches_reference();
     if (test_failures) {
         fprintf(stderr, "%d failure(s)\n", test_failures);
         return 1;
