@@ -13,7 +13,8 @@
  *   bench's topics has a leader other than the stopped broker); it only reads the answer faster.
  *   GAP_MS (default 0): pause between polls, and at least as long as the last poll took, so
  *   that the probe keeps a broker building its (100k-partition) answers at most half the time
- *   of one thread: an all-topics answer costs the broker ~1 ms of CPU per 10k partitions (bench_md_cpu.py).
+ *   of one thread: an all-topics answer costs the broker ~1 ms of CPU per 10k partitions
+ *   (bench_md_cpu.py).
  * Built by CMake (target md_probe, build/bench/md_probe). Prints figures; not a test. */
 #include <arpa/inet.h>
 #include <netdb.h>
