@@ -88,6 +88,7 @@ def main():
     if args.zk:
         hosts = args.zk
     else:
+        os.environ.setdefault("ZK_JVM_OPTS", "")  # the JVM's defaults, as benchlib.zookeeper
         zk = H.ZkServer(os.path.join(work, "zk"))
         zk.start()
         hosts = zk.hosts

@@ -73,9 +73,13 @@ def raise_nofile(need):
 
 def zookeeper(zk_hosts, workdir):
     """(server, hosts): zk_hosts itself when given (server None), else a private ZooKeeper started
-    in workdir/zk (the caller stops it)."""
+    in workdir/zk (the caller stops it). The private one runs on the JVM's own defaults (heap,
+    collector, both JIT compilers: zkServer.sh without JVMFLAGS, as a deployment runs it) rather
+    than the tests' small serial-GC, C1-only JVM, whose collections at 100k partitions made
+    ZooKeeper's write rate vary 2-3x between runs; ZK_JVM_OPTS in the environment overrides."""
     if zk_hosts:
         return None, zk_hosts
+    os.environ.setdefault("ZK_JVM_OPTS", "")
     srv = H.ZkServer(os.path.join(workdir, "zk"))
     srv.start()
     return srv, srv.hosts

@@ -32,6 +32,9 @@
 # Settings: tickTime=500 (minimum session timeout 1 s, so tests can use 3 s sessions),
 # maxSessionTimeout=60000, admin server off, all four-letter words allowed. ZK_FORCE_SYNC=yes in
 # the environment turns fsync per transaction back on (off by default: the data is throw-away).
+# JVM: a small heap, the serial collector and the C1 compiler only (quick to start, small, for
+# tests); ZK_JVM_OPTS in the environment replaces those flags (set but empty: the JVM's own
+# defaults, as zkServer.sh without JVMFLAGS -- what the benchmarks use).
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop|status DIR [PORT] | start-ensemble DIR BASEPORT [N] | stop-ensemble DIR | start-member|stop-member|mode DIR I | connect DIR" >&2; exit 2; }
@@ -105,7 +108,9 @@ log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
 log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
 CFG
     # setsid: the server outlives the shell that started it and is not hit by its terminal's ^C.
-    setsid java -Xms32m -Xmx"${heap:-512m}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    local jvm="-Xms32m -Xmx${heap:-512m} -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    # shellcheck disable=SC2086 # word splitting of the flags is intended
+    setsid java ${ZK_JVM_OPTS-$jvm} \
         -Dzookeeper.log.dir="$d/log" -Dlog4j.configuration="file:$d/conf/log4j.properties" \
         -Dzookeeper.jmx.log4j.disable=true \
         -cp "$(classpath "$d")" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/conf/zoo.cfg" \
