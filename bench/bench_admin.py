@@ -31,6 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import gregor_harness as H  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -88,7 +90,7 @@ def main():
     if args.zk:
         hosts = args.zk
     else:
-        os.environ.setdefault("ZK_JVM_OPTS", "")  # the JVM's defaults, as benchlib.zookeeper
+        os.environ.setdefault("ZK_JVM_OPTS", benchlib.BENCH_ZK_JVM_OPTS)  # as benchlib.zookeeper
         zk = H.ZkServer(os.path.join(work, "zk"))
         zk.start()
         hosts = zk.hosts

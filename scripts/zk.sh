@@ -34,7 +34,7 @@
 # the environment turns fsync per transaction back on (off by default: the data is throw-away).
 # JVM: a small heap, the serial collector and the C1 compiler only (quick to start, small, for
 # tests); ZK_JVM_OPTS in the environment replaces those flags (set but empty: the JVM's own
-# defaults, as zkServer.sh without JVMFLAGS -- what the benchmarks use).
+# defaults, as zkServer.sh without JVMFLAGS); the benchmarks give it a larger heap (benchlib.py).
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop|status DIR [PORT] | start-ensemble DIR BASEPORT [N] | stop-ensemble DIR | start-member|stop-member|mode DIR I | connect DIR" >&2; exit 2; }
