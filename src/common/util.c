@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t gr_mono_ms(void) {
     struct timespec ts;
@@ -36,6 +37,18 @@ struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms) {
     }
     return ts;
 }
+
+long gr_rss_pages(void) {
+    FILE *f = fopen("/proc/self/statm", "re");
+    long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return rss;
+}
+
+long gr_rss_kib(void) { return gr_rss_pages() * (sysconf(_SC_PAGESIZE) / 1024); }
 
 static void oom(size_t n) {
     fprintf(stderr, "gregor: out of memory allocating %zu bytes\n", n);

@@ -32,6 +32,10 @@ int64_t gr_wall_ms(void);
  * that pthread_cond_timedwait wants (CLOCK_REALTIME unless the condvar was set to another). */
 struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms);
 
+/* Resident pages of this process (/proc/self/statm), 0 if unknown; gr_rss_kib the same in KiB. */
+long gr_rss_pages(void);
+long gr_rss_kib(void);
+
 /* Allocation that aborts the process with a message on OOM. */
 void *gr_malloc(size_t n);
 void *gr_calloc(size_t n, size_t size);

@@ -1133,21 +1133,11 @@ static bool may_change_isr(int type) {
 #define GR_CTRL_TRIM_MIN 1000
 #define GR_CTRL_TRIM_ANSWERS_MS 3000
 
-static long statm_rss_kib(void) {
-    FILE *f = fopen("/proc/self/statm", "re");
-    long size = 0, rss = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
-        fclose(f);
-    }
-    return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static void trim_heap(struct gr_controller *c, const char *why) {
     int64_t t0 = gr_mono_ms();
-    long before = statm_rss_kib();
+    long before = gr_rss_kib();
     malloc_trim(0);
-    long after = statm_rss_kib();
+    long after = gr_rss_kib();
     int64_t t1 = gr_mono_ms();
     ctrl_log(c, before - after >= 1024 ? GR_LOG_INFO : GR_LOG_DEBUG,
              "Trimmed the heap (%s): RSS %ld -> %ld KiB in %lld ms", why, before, after, (long long)(t1 - t0));

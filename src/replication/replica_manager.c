@@ -435,17 +435,6 @@ static int64_t trim_due(struct gr_replica_manager *rm) {
     return a == 0 ? b : b == 0 ? a : GR_MIN(a, b);
 }
 
-/* Resident pages of this process (/proc/self/statm), 0 if unknown. */
-static long rss_pages(void) {
-    FILE *f = fopen("/proc/self/statm", "re");
-    long size = 0, rss = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
-        fclose(f);
-    }
-    return rss;
-}
-
 /* Also between bursts: steady fetch traffic frees buffers of every size, and the pages they
  * leave free stay resident. When the RSS grew by GR_RM_TRIM_GROWTH_PAGES and 1/16 since the last
  * trim (or the first check), trim again: one /proc read per ISR-thread period, a trim only after
@@ -454,7 +443,7 @@ static long rss_pages(void) {
 
 static void trim_now(struct gr_replica_manager *rm) {
     malloc_trim(0);
-    rm->trim_rss_pages = rss_pages();
+    rm->trim_rss_pages = gr_rss_pages();
 }
 
 static void maybe_trim(struct gr_replica_manager *rm) {
@@ -470,7 +459,7 @@ static void maybe_trim(struct gr_replica_manager *rm) {
         trim_now(rm);
         return;
     }
-    long rss = rss_pages();
+    long rss = gr_rss_pages();
     if (rm->trim_rss_pages == 0) rm->trim_rss_pages = rss;
     else if (rss > rm->trim_rss_pages + GR_MAX((long)GR_RM_TRIM_GROWTH_PAGES, rm->trim_rss_pages / 16)) trim_now(rm);
 }
