@@ -685,6 +685,21 @@ static void group_by_broker(const struct gr_ctrl_replica *replicas, int n, struc
     free(pos);
 }
 
+/* Ends a handleStateChanges batch: sends it, or (the controller moved: rc GR_ECONTROLLER_MOVED)
+ * drops it, keeping the lines of the ISR shrinks already written. Returns 0 or
+ * GR_ECONTROLLER_MOVED. */
+static int end_batch(struct gr_ctrl_sm *sm, int rc, int target) {
+    if (rc == GR_ECONTROLLER_MOVED) {
+        gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
+                 gr_replica_state_name(target));
+        gr_ctrl_batch_clear(sm->batch);
+        gr_ctrl_batch_flush_log(sm->batch); /* the ISR shrinks written before */
+        return rc;
+    }
+    gr_ctrl_batch_send(sm->batch);
+    return 0;
+}
+
 int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *replicas, int n, int target) {
     if (n <= 0) return 0;
     /* group by broker id (order within a group does not matter: the batch sorts its entries) */
@@ -704,15 +719,7 @@ int gr_rsm_handle_state_changes(struct gr_ctrl_sm *sm, const struct gr_ctrl_repl
             i = j;
         }
     }
-    if (rc == GR_ECONTROLLER_MOVED) {
-        gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
-                 gr_replica_state_name(target));
-        gr_ctrl_batch_clear(sm->batch);
-        gr_ctrl_batch_flush_log(sm->batch); /* the ISR shrinks written before */
-    } else {
-        gr_ctrl_batch_send(sm->batch);
-        rc = 0;
-    }
+    rc = end_batch(sm, rc, target);
     free(v);
     return rc;
 }
@@ -773,15 +780,7 @@ int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr, voi
     if (!rc) rc = offline_write_rounds(sm, c, false);
     if (!rc && written) written(arg);
     if (!rc) offline_after_writes(sm, c);
-    if (rc == GR_ECONTROLLER_MOVED) {
-        gr_error(LOGGER, "Controller moved to another broker when moving some replicas to %s state",
-                 gr_replica_state_name(GR_RS_OFFLINE));
-        gr_ctrl_batch_clear(sm->batch);
-        gr_ctrl_batch_flush_log(sm->batch); /* the ISR shrinks written before */
-    } else {
-        gr_ctrl_batch_send(sm->batch);
-        rc = 0;
-    }
+    rc = end_batch(sm, rc, GR_RS_OFFLINE);
     gr_rsm_prepared_free(pr);
     return rc;
 }
