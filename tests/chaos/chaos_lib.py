@@ -141,6 +141,9 @@ class Ledger:
         with self.lock:
             if err is None:
                 assert v not in self.acked, f"two delivery reports for {v!r}"
+                # The offset is None when librdkafka acknowledges a record implicitly: an
+                # idempotent request whose answer was lost is known to be written once a later
+                # sequence of the same partition is acknowledged, but its offset is never learned.
                 self.acked[v] = (msg.partition(), msg.offset(), time.monotonic())
             else:
                 self.failed[v] = str(err)
@@ -367,7 +370,8 @@ class Workload:
         with self.ledger.lock:
             want = {}
             for p, off, _ in self.ledger.acked.values():
-                want[p] = max(want.get(p, -1), off)
+                if off is not None:
+                    want[p] = max(want.get(p, -1), off)
             got = {}
             for p, off in self.ledger.consumed:
                 got[p] = max(got.get(p, -1), off)
@@ -722,6 +726,7 @@ class Nemesis:
 class Verdict:
     def __init__(self):
         self.acked = 0
+        self.acked_without_offset = 0  # implicit acknowledgements (see Ledger.on_delivery)
         self.lost = []        # (value, partition, offset, what is there)
         self.duplicated = []  # (value, [offsets]) an acked value also stored at other offsets
         self.divergent = []   # (partition, offset, {replica: value})
@@ -730,7 +735,8 @@ class Verdict:
         self.consumed = 0     # records the tailing consumer read during the run
 
     def summary(self):
-        return (f"acked={self.acked} consumed={self.consumed} lost={len(self.lost)} "
+        return (f"acked={self.acked} (without offset {self.acked_without_offset}) "
+                f"consumed={self.consumed} lost={len(self.lost)} "
                 f"duplicated={len(self.duplicated)} "
                 f"divergent={len(self.divergent)} problems={len(self.problems)}")
 
@@ -831,10 +837,13 @@ def evaluate(topic, partitions, logs, leader, ckpts, led):
         for val, (ap, aoff, _) in led.acked.items():
             if ap != p:
                 continue
-            got = ref.get(aoff)
-            if got != val:
-                v.lost.append((val, p, aoff, got))
             offs = where.get(val, [])
+            if aoff is None:  # implicitly acknowledged: anywhere in the log
+                v.acked_without_offset += 1
+                if not offs:
+                    v.lost.append((val, p, aoff, None))
+            elif ref.get(aoff) != val:
+                v.lost.append((val, p, aoff, ref.get(aoff)))
             if len(offs) > 1:
                 v.duplicated.append((val, offs))
     for x in led.consumed_conflicts:

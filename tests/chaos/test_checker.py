@@ -122,6 +122,28 @@ def test_lost_and_divergent_detected(tmp_path):
         C.assert_ok(v)
 
 
+def test_implicit_ack_without_offset(tmp_path):
+    """librdkafka acknowledges some idempotent records without an offset: they must be somewhere
+    in the log, and the catch-up wait ignores them."""
+    vs = values(6)
+    segs = [(0, [(0, vs[:5])])]
+    logs, leader, ck = _gather(tmp_path, {1: segs, 2: segs, 3: segs}, 5)
+    acks = [(v, 0, i) for i, v in enumerate(vs[:5])]
+    acks[2] = (vs[2], 0, None)
+    led = ledger(acks, consumed=[(0, i, vs[i]) for i in range(5)])
+    v = C.evaluate("t", [0], logs, leader, ck, led)
+    C.assert_ok(v)
+    assert v.acked_without_offset == 1
+    wl = C.Workload.__new__(C.Workload)
+    wl.ledger = led
+    assert wl.caught_up()[0]
+    led.acked[vs[5]] = (0, None, 0.0)  # acknowledged, offset unknown, in no log: lost
+    v = C.evaluate("t", [0], logs, leader, ck, led)
+    assert [x[0] for x in v.lost] == [vs[5]]
+    with pytest.raises(AssertionError, match="acknowledged records lost"):
+        C.assert_ok(v)
+
+
 def test_gap_missing_replica_data_and_consumed_change(tmp_path):
     vs = values(6)
     full = [(0, [(0, vs)])]
