@@ -7,10 +7,13 @@ in-memory mock cluster (same client, same settings), plus the brokers' idle and 
     bench/bench_produce.py --mock-only
 
 First, produce() -> consumed latency (p50/p99/max) on a fresh 3-partition RF-3 topic with a
-consumer long-polling from the end: records at a steady 200/s, then probe records right after each
-of 5 acknowledged bursts of 5,000 (acks=1 and acks=all; --latency-only / --skip-latency); then
-"HW after burst": after 5 more bursts, flush() returning -> the consumer's librdkafka holding a
-high watermark past the burst (per partition; no Python consumer thread in it).
+consumer long-polling from the end, bench/latency_consumer.c (librdkafka in C, a process of its
+own: a Python consumer thread next to the producer made each wait for the other's GIL, up to
+Python's 5 ms switch interval, and took 5-40 ms to work through a burst's records before it saw
+the probes): records at a steady 200/s, then probe records right after each of 5 acknowledged
+bursts of 5,000 (acks=1 and acks=all; --latency-only / --skip-latency); then "HW after burst":
+after 5 more bursts, flush() returning -> the librdkafka of a consumer that Python never polls
+holding a high watermark past the burst (per partition).
 Then, for each (record size 100 B / 1 KiB) x (acks 1 / all / all with enable.idempotence, "all+i") on a
 fresh RF-3 topic (1 partition, so the numbers are per partition): records/s and MB/s produced, p50/p99 delivery latency (produce() call
 to delivery report, so it includes batching: linger.ms=1), then records/s consumed from the
@@ -223,14 +226,40 @@ def make_topic_n(conf, mock, partitions):
     return name
 
 
+LATENCY_CONSUMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bench",
+                                "latency_consumer")
+
+
+def start_latency_consumer(conf, topic, partitions):
+    """bench/latency_consumer.c in its own process, assigned at the end of every partition; returns
+    once its first fetches are done."""
+    import subprocess
+    if not os.path.exists(LATENCY_CONSUMER):
+        raise SystemExit(f"{LATENCY_CONSUMER} is not built (make)")
+    proc = subprocess.Popen([LATENCY_CONSUMER, conf["bootstrap.servers"], topic, str(partitions)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("the latency consumer did not start")
+    return proc
+
+
+def latency_consumer_results(proc, n):
+    """Tells the consumer to expect n keys; returns {key: perf_counter() seconds} of what it read."""
+    out, _ = proc.communicate(f"{n}\n", timeout=60)
+    got = {}
+    for line in out.splitlines():
+        k, ns = line.rsplit(" ", 1)
+        got[k.encode()] = int(ns) / 1e9
+    return got
+
+
 def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5, burst_n=5000, probes=20):
     """produce() -> consumed latency (ms) on a fresh topic of `partitions` (RF 3), the consumer
-    (fetch.wait.max.ms 500, i.e. long polls) assigned from the start. Returns two sorted lists:
-    steady (records at `rate`/s for `seconds`) and after-burst (after each acks=`acks` burst of
-    burst_n records over the partitions has been acknowledged, `probes` records 1 ms apart per
-    partition; their latency shows whether the high watermark lags behind the burst)."""
-    import threading
-
+    (bench/latency_consumer.c: fetch.wait.max.ms 500, i.e. long polls) assigned from the start.
+    Returns three sorted lists -- steady (records at `rate`/s for `seconds`), after-burst (after
+    each acks=`acks` burst of burst_n records over the partitions has been acknowledged, `probes`
+    records 1 ms apart per partition; their latency shows whether the high watermark lags behind
+    the burst), hw_after_bursts -- and the number of probes never consumed."""
     topic = make_topic_n(conf, mock, partitions)
     p = Producer(dict(conf, acks=acks, **{"linger.ms": 0, "queue.buffering.max.messages": 1000000}))
     # Wait until every partition takes writes (leaders elected, metadata known).
@@ -240,21 +269,11 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
         while time.time() < deadline and errs[-1:] != [None]:
             p.produce(topic, b"warmup", partition=part, on_delivery=lambda e, m, errs=errs: errs.append(e))
             p.flush(10)
+    # The HW row's consumer: never polled from Python, its librdkafka threads fetch on their own.
     c = Consumer(dict(conf, **{"group.id": "lat", "enable.auto.commit": False, "auto.offset.reset": "latest"}))
     c.assign([TopicPartition(topic, part, OFFSET_END) for part in range(partitions)])
+    consumer = start_latency_consumer(conf, topic, partitions)
     sent = {}  # key -> perf_counter at produce()
-    got = {}
-    stop = threading.Event()
-
-    def consume():
-        while not stop.is_set():
-            m = c.poll(0.05)  # (consume(n, t) would wait for n records or t)
-            if m is not None and m.error() is None and m.key() is not None:
-                got.setdefault(m.key(), time.perf_counter())
-
-    th = threading.Thread(target=consume, daemon=True)
-    th.start()
-    time.sleep(1.5)  # the consumer's first fetches (offset lookup) are done
 
     def probe(tag, i, part):
         k = f"{tag}-{i}-{part}".encode()
@@ -285,12 +304,8 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
                 after.append(probe(f"b{b}", i, part))
             time.sleep(0.001)
     p.flush(60)
-    deadline = time.time() + 10
-    while time.time() < deadline and not all(k in got for k in steady + after):
-        time.sleep(0.05)
+    got = latency_consumer_results(consumer, len(steady) + len(after))
     hw = hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload)
-    stop.set()
-    th.join()
     c.close()
     ms = lambda keys: sorted((got[k] - sent[k]) * 1000 for k in keys if k in got)
     lost = sum(1 for k in steady + after if k not in got)
@@ -298,7 +313,7 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
 
 
 def hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload):
-    """The broker side of 'after bursts' without the Python consumer thread: after each
+    """The broker side of 'after bursts' without the consuming client: after each
     acknowledged burst, the time (ms) from flush() returning until the consumer's librdkafka (its
     own thread, from its fetch responses) holds a high watermark past the burst's last offset, per
     partition; a partition whose HW did not get there within 2 s counts as 2000."""
