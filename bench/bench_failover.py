@@ -14,7 +14,9 @@ broker is the preferred leader of ~N/3), created through the AdminClient; then, 
 1. SIGKILL. Reported: kill -> /brokers/ids/V deleted (session expiry, seen through a kazoo watch),
    and from the kill and from the expiry until every partition V led shows another leader in the
    Metadata of each surviving broker (Metadata polled round-robin, one AdminClient bootstrapped on
-   each survivor; the answering broker is checked). Plus a timeline from the controller's log
+   each survivor; the answering broker is checked), and the same by bench/md_probe (step 4; at
+   100k a confluent-kafka poll takes ~0.5 s, two survivors round-robin ~1 s, which the figure
+   then carries; --probe-only leaves the confluent-kafka polls out). Plus a timeline from the controller's log
    (BrokerChange processed, LeaderAndIsr/UpdateMetadata sent, event finished) and the survivors'
    logs (UpdateMetadata applied).
 2. V restarted; time until it is back in every ISR (Metadata).
@@ -307,7 +309,7 @@ def rss_line(cluster, n, idle):
 
 
 def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False,
-               cs_probe_only=False):
+               cs_probe_only=False, probe_only=False):
     n_topics = (n + per_topic - 1) // per_topic
     topics = [f"fo-{i:04d}" for i in range(n_topics)]
     sizes = [min(per_topic, n - i * per_topic) for i in range(n_topics)]
@@ -412,13 +414,23 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             assert zk.exists(f"/brokers/ids/{victim.id}", watch=on_change)
             offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
             watch = Watcher(survivors)
+            kprobes = start_probes(survivors, victim.id, timeout + session_ms / 1000)
             t_kill = time.time()
             victim.kill()
             def moved(md):
                 lead = {(t, p.id): p.leader for t, p in partitions(md, topics)}
                 return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
-            done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
-                                                       abort=dead(survivors))
+            if probe_only and kprobes:  # no confluent-kafka polls: only md_probe watches
+                done, polls, mean_poll, wrong = {}, 0, 0.0, 0
+                for p in kprobes.values():
+                    try:
+                        p.wait(timeout + session_ms / 1000)
+                    except subprocess.TimeoutExpired:
+                        pass
+            else:
+                done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
+                                                           abort=dead(survivors))
+            kdone, kmean = finish_probes(kprobes)
             t_exp = expiry.get("t")
             r["kill_expiry"] = t_exp - t_kill if t_exp else None
             r["kill_led"] = {b: t - t_kill for b, t in done.items()}
@@ -431,8 +443,15 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                       + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else ""))
             if watch.why:
                 incomplete("new leaders in the survivors' Metadata", watch.why)
-            print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
-                  + (f", {wrong} answered by another broker" if wrong else "") + ")")
+            if polls:
+                print(f"     ({polls} Metadata polls, mean {mean_poll * 1000:.0f} ms"
+                      + (f", {wrong} answered by another broker" if wrong else "") + ")")
+            for b, t in sorted(kdone.items(), key=lambda x: x[1]):
+                print(f"     new leaders in broker {b}'s Metadata: {(t - t_kill) * 1000:.0f} ms after the kill, "
+                      + (f"{(t - t_exp) * 1000:.0f} ms after the expiry" if t_exp else "")
+                      + f" (md_probe, mean poll {kmean.get(b, 0) * 1000:.0f} ms)")
+            r["exp_led_probe"] = (max(kdone.values()) - t_exp
+                                  if t_exp and kprobes and len(kdone) == len(survivors) else None)
             ctl_b = cluster[cluster.wait_controller()["brokerid"]]
             since = t_kill - 0.01
             try:  # the event goes on after the leaders moved (ISR shrink writes): wait for its end
@@ -464,6 +483,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                     rows.append((ua[-1][0], f"broker {b.id}: last UpdateMetadata applied ({len(ua)} in all)"))
             for b, t in done.items():
                 rows.append((t, f"client sees every new leader on broker {b}"))
+            for b, t in kdone.items():
+                rows.append((t, f"md_probe sees every new leader on broker {b}"))
             r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
             r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
             print_timeline("timeline (ms after the kill):", t_kill, rows)
@@ -585,7 +606,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         def none_led(md):
             return not any(p.leader == victim.id or (t, p.id) in led and p.leader < 0
                            for t, p in partitions(md, topics))
-        if cs_probe_only and probes:  # no confluent-kafka polls: only md_probe watches
+        if (cs_probe_only or probe_only) and probes:  # no confluent-kafka polls: only md_probe watches
             done, polls, mean_poll = {}, 0, 0.0
             for p in probes.values():
                 try:
@@ -699,7 +720,7 @@ def table(results, session_ms):
         return f"{x * 1000:.0f}" if x is not None else "n/a"
     print()
     print(f"== summary (ms; session timeout {session_ms} ms)")
-    hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
+    hdr = (f"{'parts':>6s} | {'create':>7s} {'led@3':>7s} {'ISRs':>7s} | {'kill->exp':>9s} {'exp->led':>9s} {'exp probe':>9s} {'kill->led':>9s} {'ctl event':>9s} | "
            f"{'rejoin':>7s} | {'elect req':>9s} {'elect md':>9s} {'moved':>6s} {'p/s':>6s} | "
            f"{'CS exit':>7s} {'CS md':>7s} {'CS probe':>8s} {'CS cache':>8s} | {'ZK set':>7s}")
     print(hdr)
@@ -710,7 +731,8 @@ def table(results, session_ms):
         ps = f"{r['elect_moved'] / r['elect_all']:.0f}" if r.get("elect_all") else "n/a"
         zo, zs = r.get("zk_set", (0, 0))
         print(f"{r['n']:6d} | {ms(r.get('create_resp')):>7s} {ms(r.get('create_led')):>7s} "
-              f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} {ms(kill_led):>9s} "
+              f"{ms(r.get('create_isr')):>7s} | {ms(r.get('kill_expiry')):>9s} {ms(exp_led):>9s} "
+              f"{ms(r.get('exp_led_probe')):>9s} {ms(kill_led):>9s} "
               f"{ms(r.get('kill_ctl')):>9s} | {ms(r.get('rejoin')):>7s} | {ms(r.get('elect_req')):>9s} "
               f"{ms(r.get('elect_all')):>9s} {r.get('elect_moved', 0):6d} {ps:>6s} | "
               f"{ms(r.get('cs_exit')):>7s} {ms(r.get('cs_md')):>7s} {ms(r.get('cs_md_probe')):>8s} "
@@ -722,7 +744,8 @@ def table(results, session_ms):
             print(f"RSS {r['n']}: after creation: {r['rss']}")
     print("columns: create / led@3 / ISRs = CreateTopics answered / every leader in all 3 brokers' "
           "Metadata / every ISR full, from the request; kill->exp = SIGKILL to /brokers/ids/V deleted; exp->led / kill->led = to every "
-          "partition V led showing a new leader on both survivors; ctl event = controller's "
+          "partition V led showing a new leader on both survivors (confluent-kafka polls); exp probe = "
+          "expiry to the same by bench/md_probe's raw Metadata polls; ctl event = controller's "
           "BrokerChange handling (log); rejoin = restart to V back in every ISR; elect req = "
           "gregorctl elect-leaders run; elect md = until every preferred leader is in all brokers' "
           "Metadata; moved = partitions it moved; p/s = moved / elect md; CS exit / CS md = SIGTERM "
@@ -746,6 +769,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--only-cs", action="store_true",
                     help="after creation, only the controlled shutdown (step 4; skips 1-3)")
+    ap.add_argument("--probe-only", action="store_true",
+                    help="SIGKILL and controlled shutdown watched by md_probe alone (see --cs-probe-only)")
     ap.add_argument("--cs-probe-only", action="store_true",
                     help="controlled shutdown watched by md_probe alone, without the confluent-kafka "
                          "Metadata polls (each takes 0.4-0.9 s of this script's CPU at 100k, on the same "
@@ -769,7 +794,8 @@ def main():
             try:
                 session_ms = args.session_ms or (15000 if n >= 50000 else 6000)
                 results.append(bench_size(zk_hosts, workdir, n, args.per_topic, session_ms,
-                                           args.victim, args.timeout, args.only_cs, args.cs_probe_only))
+                                           args.victim, args.timeout, args.only_cs, args.cs_probe_only,
+                                           args.probe_only))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
             finally:
