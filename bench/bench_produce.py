@@ -362,10 +362,10 @@ def latency_rows(args, mock):
     return rows
 
 
-def bench(args, mock, pids):
+def bench(args, mock, pids, multi=True):
     """Rows (label, size, acks, partitions x producers, records, rec/s, MB/s, p50, p99, consume
-    rec/s, broker CPU s) for one partition and one producer, then (--multi) 6 partitions and 3
-    producers."""
+    rec/s, broker CPU s) for one partition and one producer, then (--multi and multi) 6
+    partitions and 3 producers."""
     label = {"proc": "mockproc", True: "mock", False: "gregor"}[mock]
     conf = base_conf(args, mock)
     rows = []
@@ -382,7 +382,7 @@ def bench(args, mock, pids):
             crps = run_consume(conf, topic, ok) if not args.skip_consume and mock != "proc" else float("nan")
             rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None,
                          ccpu))
-    if args.multi and mock != "proc":
+    if args.multi and multi and mock != "proc":
         for size in sizes:
             for a in acks_list:
                 if a.endswith("+i"):
@@ -409,6 +409,9 @@ def main():
     ap.add_argument("--skip-consume", action="store_true", help="no consume column")
     ap.add_argument("--sizes", default="100,1024", help="record sizes, comma-separated")
     ap.add_argument("--acks", default="1,all,all+i", help="acks cases: 1, all, all+i (idempotent)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="run the 1x1 cases this many times, Gregor and the mock alternating; ratios are "
+                         "of the medians (one 100 B run lasts ~0.3 s: single runs swing +-30%%)")
     ap.add_argument("--mock-process", action=argparse.BooleanOptionalAction, default=True,
                     help="also the 1x1 cases against a mock cluster in a separate process (rows 'mockproc')")
     ap.add_argument("--multi", action=argparse.BooleanOptionalAction, default=True,
@@ -428,13 +431,15 @@ def main():
             return
     rows = []
     rss = None
-    if not args.mock_only:
-        pids = read_pids(args.pids) if args.pids else []
-        r, idle, loaded = bench(args, False, pids)
-        rows += r
-        rss = (pids, idle, loaded)
+    pids = read_pids(args.pids) if args.pids and not args.mock_only else []
+    for rep in range(args.repeat):  # Gregor and the mock alternate: both see the same machine
+        if not args.mock_only:
+            r, idle, loaded = bench(args, False, pids, multi=rep == 0)
+            rows += r
+            rss = (pids, rss[1] if rss else idle, loaded)
+        if not args.no_mock:
+            rows += bench(args, True, [], multi=rep == 0)[0]
     if not args.no_mock:
-        rows += bench(args, True, [])[0]
         if args.mock_process:
             proc, args.mockproc_conf = start_mock_process()
             try:
@@ -452,14 +457,23 @@ def main():
         cli = f"{1e6 * ccpu / ok:10.2f}" if ok else f"{'':10}"
         print(f"{label:8} {size:5} {acks:>5} {pc:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} "
               f"{crps:11.0f} {us} {core} {cli}")
-    by = {(r[0], r[1], r[2]): r[5] for r in rows if r[3] == "1x1"}
+    runs = {}  # (label, size, acks) -> [rec/s of each repeat], 1x1 rows
     for r in rows:
-        if r[0] == "gregor" and by.get(("mock", r[1], r[2])) and r[3] == "1x1":
-            extra = ""
-            if by.get(("mockproc", r[1], r[2])):
-                extra = (f"; gregor / mockproc = {r[5] / by[('mockproc', r[1], r[2])]:.2f}x; "
-                         f"mockproc / mock = {by[('mockproc', r[1], r[2])] / by[('mock', r[1], r[2])]:.2f}x")
-            print(f"{r[1]} B acks={r[2]}: gregor / mock = {r[5] / by[('mock', r[1], r[2])]:.2f}x{extra}")
+        if r[3] == "1x1":
+            runs.setdefault((r[0], r[1], r[2]), []).append(r[5])
+    med = lambda v: sorted(v)[len(v) // 2]
+    by = {k: med(v) for k, v in runs.items()}
+    for (label, size, acks), v in runs.items():
+        if label != "gregor" or not by.get(("mock", size, acks)):
+            continue
+        m = runs[("mock", size, acks)]
+        extra = ""
+        if by.get(("mockproc", size, acks)):
+            extra = (f"; gregor / mockproc = {by[(label, size, acks)] / by[('mockproc', size, acks)]:.2f}x; "
+                     f"mockproc / mock = {by[('mockproc', size, acks)] / by[('mock', size, acks)]:.2f}x")
+        pairs = " ".join(f"{g / k:.2f}" for g, k in zip(v, m))
+        print(f"{size} B acks={acks}: gregor / mock = {by[(label, size, acks)] / by[('mock', size, acks)]:.2f}x "
+              f"(medians of {len(v)} alternating runs; each run's ratio {pairs}){extra}")
     for (label, size, acks), rps in by.items():
         if acks == "all+i" and by.get((label, size, "all")):
             print(f"{label} {size} B: idempotent acks=all = {100 * rps / by[(label, size, 'all')]:.1f}% "
