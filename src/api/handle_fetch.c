@@ -372,7 +372,7 @@ static int64_t record_set_bytes(const struct fetch_ctx *c, const struct FetchRes
 }
 
 static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
-    struct gr_metrics *reg = c->req->broker ? c->req->broker->metrics : NULL;
+    struct gr_bts *reg = c->req->broker ? c->req->broker->topic_stats : NULL;
     bool follower = c->r->ReplicaId >= 0;
     /* Marks are summed over runs of entries naming the same topic (followers send one entry
      * per partition, often thousands): one registry lookup per run, not per partition. */
@@ -388,12 +388,12 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
         }
         const char *next = t + 1 < resp->ResponsesCount ? resp->Responses[t + 1].Topic : NULL;
         if (next && tr->Topic && strcmp(next, tr->Topic) == 0) continue;
-        if (total) gr_bts_mark(reg, tr->Topic, "TotalFetchRequestsPerSec", total);
-        if (failed) gr_bts_mark(reg, tr->Topic, "FailedFetchRequestsPerSec", failed);
-        if (out) gr_bts_mark(reg, tr->Topic, "BytesOutPerSec", out);
+        if (total) gr_bts_mark(reg, tr->Topic, GR_BTS_TOTAL_FETCH, total);
+        if (failed) gr_bts_mark(reg, tr->Topic, GR_BTS_FAILED_FETCH, failed);
+        if (out) gr_bts_mark(reg, tr->Topic, GR_BTS_BYTES_OUT, out);
         total = failed = out = 0;
     }
-    if (repl) gr_bts_mark(reg, NULL, "ReplicationBytesOutPerSec", repl);
+    if (repl) gr_bts_mark(reg, NULL, GR_BTS_REPLICATION_BYTES_OUT, repl);
 }
 
 /* consumer_byte_rate: a consumer's response bytes (followers are not client-quota'd). */

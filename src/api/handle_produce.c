@@ -53,16 +53,16 @@ struct produce_ctx {
 };
 
 /* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them. */
-static void produce_metrics(struct gr_metrics *reg, const struct gr_rm_produce_part *parts, int n) {
+static void produce_metrics(struct gr_bts *reg, const struct gr_rm_produce_part *parts, int n) {
     for (int i = 0; i < n && reg; i++) {
         const struct gr_rm_produce_part *pp = &parts[i];
-        gr_bts_mark(reg, pp->topic, "TotalProduceRequestsPerSec", 1);
+        gr_bts_mark(reg, pp->topic, GR_BTS_TOTAL_PRODUCE, 1);
         if (pp->error != GR_KERR_NONE) {
-            gr_bts_mark(reg, pp->topic, "FailedProduceRequestsPerSec", 1);
+            gr_bts_mark(reg, pp->topic, GR_BTS_FAILED_PRODUCE, 1);
             continue;
         }
-        gr_bts_mark(reg, pp->topic, "BytesInPerSec", (int64_t)pp->records_len);
-        gr_bts_mark(reg, pp->topic, "MessagesInPerSec", gr_bts_record_count(pp->records, pp->records_len));
+        gr_bts_mark(reg, pp->topic, GR_BTS_BYTES_IN, (int64_t)pp->records_len);
+        gr_bts_mark(reg, pp->topic, GR_BTS_MESSAGES_IN, gr_bts_record_count(pp->records, pp->records_len));
     }
 }
 
@@ -256,7 +256,7 @@ static bool maybe_enqueue(struct produce_ctx *c) {
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     struct produce_ctx *c = ctx;
     struct gr_api_req *req = c->req;
-    produce_metrics(req->broker ? req->broker->metrics : NULL, parts, n);
+    produce_metrics(req->broker ? req->broker->topic_stats : NULL, parts, n);
     /* producer_byte_rate: the request's size, recorded when it completes (KafkaApis) */
     int32_t throttle_ms = gr_quota_throttle(req->broker, req, GR_QUOTA_PRODUCE, (double)req->net->len);
     if (c->acks == 0) {

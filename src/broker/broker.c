@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "broker/broker_topic_stats.h"
 #include "broker/metadata_cache.h"
 #include "replication/partitions.h"
 #include "admin/topic_admin.h"
@@ -26,6 +27,7 @@ void gr_broker_free(struct gr_broker *b)
     if (!b)
         return;
     gr_topic_admin_free(b->admin);
+    gr_bts_free(b->topic_stats);
     gr_partitions_free(b->partitions);
     gr_mdc_free(b->metadata);
     free(b);

@@ -105,6 +105,8 @@ struct gr_broker {
     struct gr_metrics *metrics; /* the broker's registry (common/metrics.h); may be NULL (tests) */
 
     /* -- owned -- */
+    struct gr_bts *topic_stats; /* BrokerTopicMetrics over `metrics` (broker_topic_stats.h); NULL
+                                 * without a registry. Set with metrics at start-up. */
     struct gr_mdc *metadata;
     struct gr_partitions *partitions;
     struct gr_topic_admin *admin;

@@ -1,8 +1,16 @@
 /* Kafka's BrokerTopicStats: the kafka.server:type=BrokerTopicMetrics meters, marked once for all
  * topics (no topic tag) and once for the topic (topic=<name>), as Kafka's
- * brokerTopicStats.topicStats(topic) + allTopicsStats do. Meters live in the broker's registry
- * (common/metrics.h) and are created on first use; a NULL registry makes every call a no-op.
- * Any thread. Per-topic meters stay after the topic is deleted (Kafka removes them). */
+ * brokerTopicStats.topicStats(topic) + allTopicsStats do.
+ *
+ * Ownership: one struct gr_bts per broker (struct gr_broker.topic_stats), made by gr_bts_new
+ * over the broker's registry (common/metrics.h), which it borrows and which must outlive it.
+ * Meters live in that registry and are created on first mark (a meter nobody marked is not
+ * exposed); the gr_bts remembers each one's pointer per topic, so a mark on the Produce and
+ * Fetch paths costs a hash lookup under a read lock instead of formatting the meter's name and
+ * searching the registry.
+ * Locking: any thread; a read-write lock guards the topic table, the meters lock themselves.
+ * Lifetime: per-topic meters stay until gr_bts_free, also after the topic is deleted (Kafka
+ * removes them). A NULL gr_bts makes every call a no-op. */
 #ifndef GR_BROKER_BROKER_TOPIC_STATS_H
 #define GR_BROKER_BROKER_TOPIC_STATS_H
 
@@ -10,10 +18,26 @@
 #include <stdint.h>
 
 struct gr_metrics;
+struct gr_bts;
 
-/* Marks "<meter>" (e.g. "BytesInPerSec") by n for all topics and, when topic is not NULL, for
- * the topic. */
-void gr_bts_mark(struct gr_metrics *reg, const char *topic, const char *meter, int64_t n);
+enum gr_bts_meter {
+    GR_BTS_MESSAGES_IN,           /* MessagesInPerSec */
+    GR_BTS_BYTES_IN,              /* BytesInPerSec */
+    GR_BTS_BYTES_OUT,             /* BytesOutPerSec */
+    GR_BTS_REPLICATION_BYTES_OUT, /* ReplicationBytesOutPerSec */
+    GR_BTS_TOTAL_PRODUCE,         /* TotalProduceRequestsPerSec */
+    GR_BTS_FAILED_PRODUCE,        /* FailedProduceRequestsPerSec */
+    GR_BTS_TOTAL_FETCH,           /* TotalFetchRequestsPerSec */
+    GR_BTS_FAILED_FETCH,          /* FailedFetchRequestsPerSec */
+    GR_BTS_N
+};
+
+/* NULL when reg is NULL. */
+struct gr_bts *gr_bts_new(struct gr_metrics *reg);
+void gr_bts_free(struct gr_bts *s);
+
+/* Marks the meter by n for all topics and, when topic is not NULL, for the topic. */
+void gr_bts_mark(struct gr_bts *s, const char *topic, enum gr_bts_meter meter, int64_t n);
 
 /* Records in a buffer of RecordBatch v2 batches (the count field of each complete batch). */
 int64_t gr_bts_record_count(const uint8_t *batches, size_t len);

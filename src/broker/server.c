@@ -23,6 +23,7 @@
 #include "api/apis.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
+#include "broker/broker_topic_stats.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
@@ -401,6 +402,7 @@ int gr_server_startup(struct gr_server *s) {
     s->broker = gr_broker_new(cfg, s->broker_id);
     s->broker->zk = s->kzk;
     s->broker->metrics = s->metrics;
+    s->broker->topic_stats = gr_bts_new(s->metrics);
     if (cfg->gregor_metrics_listener && cfg->gregor_metrics_listener[0] &&
         (rc = gr_metrics_http_start(cfg->gregor_metrics_listener, s->metrics, &s->metrics_http)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the metrics endpoint gregor.metrics.listener=%s: %s",
