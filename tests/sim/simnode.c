@@ -180,10 +180,11 @@ bool msg_target_alive(struct sim *s, struct smsg *m) {
 
 static void note_missed(struct sbroker *b, const char *topic, int32_t partition);
 
-/* A StopReplica(delete=true) that never reaches its broker: the controller does not resend it (Kafka
- * 2.7 neither), so the replicas stay on the broker. Recorded for the D2 check. */
 static void note_lost_cache_deletes(struct sim *s, struct sbroker *b, const struct UpdateMetadataRequest *r);
 
+/* A StopReplica(delete=true) that never reaches its broker: the controller does not resend it (Kafka
+ * 2.7 neither), so the replicas stay on the broker. Recorded for the D2 check. An UpdateMetadata
+ * that never reaches it: its removals (leader -2) may be recorded for Q5 (note_lost_cache_deletes). */
 static void note_lost_deletes(struct sim *s, struct smsg *m) {
     struct sbroker *b = broker_by_id(s, m->to);
     if (!b || !b->alive || !m->req) return;
