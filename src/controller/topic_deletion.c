@@ -706,6 +706,23 @@ int gr_td_process_update_metadata_response(struct gr_topic_deletion *td, struct 
     return any ? resume_deletions(td) : 0;
 }
 
+/* Leader -2 for a deleted topic's partitions, to broker. A topic of that name created again
+ * since (in this term) keeps its partitions: the same request carries their current state instead
+ * (the start-up full UpdateMetadata had them already; a removal after it would drop them from the
+ * broker's cache), so only old partitions the new topic lacks, or that have no leader yet, go. */
+static void um_add_gone_removal(struct gr_topic_deletion *td, int32_t broker, const struct gone_topic *g) {
+    gr_ctrl_batch_add_update_metadata_deleted(td->sm->batch, broker, g->topic, g->n_partitions);
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(td->sm->ctx, g->topic);
+    if (!t || t->n_partitions <= 0) return;
+    struct gr_kzk_tp *tps = gr_malloc((size_t)t->n_partitions * sizeof *tps);
+    int n = 0;
+    for (int j = 0; j < t->n_partitions; j++)
+        if (t->partitions[j].partition < g->n_partitions && t->partitions[j].has_state)
+            tps[n++] = (struct gr_kzk_tp){.topic = t->name, .partition = t->partitions[j].partition};
+    gr_ctrl_batch_add_update_metadata(td->sm->batch, &broker, 1, tps, n);
+    free(tps);
+}
+
 /* A broker that starts up owes the removal of every queued topic (its start-up UpdateMetadata
  * carries leader -2 for them), and gets the removal of every topic deleted in this term. */
 static void um_brokers_started(struct gr_topic_deletion *td, const int32_t *ids, int n) {
@@ -717,9 +734,7 @@ static void um_brokers_started(struct gr_topic_deletion *td, const int32_t *ids,
             TD_LOG(GR_LOG_INFO, td, "Sending broker %d the removal of %d topics deleted while it may have been away",
                    ids[b], td->n_gone);
             gr_ctrl_batch_begin(td->sm->batch);
-            for (int i = 0; i < td->n_gone; i++)
-                gr_ctrl_batch_add_update_metadata_deleted(td->sm->batch, ids[b], td->gone[i].topic,
-                                                          td->gone[i].n_partitions);
+            for (int i = 0; i < td->n_gone; i++) um_add_gone_removal(td, ids[b], &td->gone[i]);
             gr_ctrl_batch_send(td->sm->batch);
         }
         for (int q = 0; q < ctx->topics_to_be_deleted.count; q++)

@@ -29,7 +29,8 @@
  *   A broker that starts up with replicas of a queued topic resumes it (flow hook brokers_started);
  *   it owes the removal of every queued topic (its start-up UpdateMetadata carries leader -2), and
  *   gets leader -2 for every topic whose deletion this controller completed (it may have been away,
- *   its cache still holding them; this term only);
+ *   its cache still holding them; this term only; a topic created again under that name keeps
+ *   its partitions: the request carries their current state instead);
  *   a broker that fails stops holding a completion up (flow hook brokers_failed);
  *   replicas of a queued topic that go offline fail (hook replicas_offline_for_deletion).
  * delete.topic.enable=false: /admin/delete_topics children are deleted and nothing else happens.

@@ -19,6 +19,10 @@ processes (issue 5, items 1-3 and 6).
   test_delete_topic_with_broker_down          DeleteTopics while one replica's broker is down:
                                              ineligible, completes once the broker returns,
                                              partition dirs gone everywhere, znodes gone
+  test_topic_recreated_while_broker_away      a topic deleted and created again (same name, fewer
+                                             partitions) while a broker is frozen past its session:
+                                             when it registers again, its cache has the new
+                                             topic's partition, not the old extra one
   test_delete_topic_api_errors                UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER
   test_delete_topic_disabled                 delete.topic.enable=false: TOPIC_DELETION_DISABLED,
                                              a hand-written /admin/delete_topics/T is removed
@@ -31,6 +35,7 @@ processes (issue 5, items 1-3 and 6).
 """
 
 import os
+import re
 import signal
 import threading
 import time
@@ -403,6 +408,45 @@ def test_delete_topic_with_broker_down(cluster_factory, zk_connect):
     p.produce("gone", b"again", partition=0)
     assert p.flush(30) == 0
     assert consume_all(cluster, "gone") == [b"again"]
+
+
+def test_topic_recreated_while_broker_away(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    ctrl = cluster.controller_id()
+    away = next(b for b in (1, 2, 3) if b != ctrl)
+    # replicas only on the controller: the deletion does not wait for the frozen broker
+    create(cluster, "rc", assign=[[ctrl], [ctrl]])
+    solo = lambda: AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster[away].port}"})
+    H.wait_for(lambda: sorted(solo().list_topics("rc", timeout=10).topics["rc"].partitions) == [0, 1], 20,
+               f"broker {away} caches rc-0 and rc-1")
+    old = cluster.broker_epoch(away)
+    failures = cluster[ctrl].log().count("Broker failure callback for")
+    cluster[away].pause()  # its session expires; the process and its metadata cache live on
+    try:
+        H.wait_for(lambda: cluster[ctrl].log().count("Broker failure callback for") > failures, 30,
+                   f"the controller handling broker {away}'s failure")
+        assert delete_topics(cluster, ["rc"])["rc"] is None
+        H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/rc"), 30, "/brokers/topics/rc deleted")
+        # the same name again, one partition (create() would wait for the frozen broker)
+        a = admin(cluster)
+        a.create_topics([NewTopic("rc", num_partitions=1, replica_assignment=[[ctrl]])],
+                        operation_timeout=20, request_timeout=30)["rc"].result(timeout=40)
+        H.wait_for(lambda: (state(cluster, "rc") or {}).get("leader", -1) == ctrl, 30, "a leader for the new rc-0")
+        assert cluster.controller_id() == ctrl
+        removals = cluster[ctrl].log().count(f"Sending broker {away} the removal of")
+    finally:
+        cluster[away].resume()
+    H.wait_for(lambda: (cluster.broker_epoch(away) or 0) > old, 30, f"broker {away} registered again")
+    # the same controller term sends it the removal of rc (deleted while it was away) after the
+    # start-up full UpdateMetadata; the new rc-0 must survive it, the old rc-1 must go
+    H.wait_for(lambda: cluster[ctrl].log().count(f"Sending broker {away} the removal of") > removals, 30,
+               "the removal sent to the returning broker")
+    H.wait_for(lambda: re.search(r"deleted [1-9][0-9]* partitions from metadata cache", cluster[away].log()), 20,
+               f"broker {away} applying the removal")
+    md = solo().list_topics("rc", timeout=20)
+    assert md.topics["rc"].error is None, md.topics["rc"].error
+    assert sorted(md.topics["rc"].partitions) == [0]
+    assert md.topics["rc"].partitions[0].leader == ctrl
 
 
 def test_delete_topic_api_errors(cluster_factory, zk_connect):

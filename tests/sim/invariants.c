@@ -248,6 +248,45 @@ static void note_removed_while_offline(struct sim *s, const struct zm_txn *t, co
     }
 }
 
+/* The topic's znodes are deleted (completeDeleteTopic). Kafka 2.7 sends a deletion's
+ * UpdateMetadata (LeaderDuringDelete) only to the brokers live for the controller
+ * (TopicDeletionManager.onTopicDeletion, or onBrokerStartup's full UpdateMetadata with the topic
+ * marked being deleted), and nothing names the topic once it is gone: a broker process that is not
+ * live for the writer now (its session expired and it is not registered again, or the controller
+ * has not processed its new registration yet) never learns of the deletion, and its metadata cache
+ * (MetadataCache.updateMetadata drops a partition only on LeaderDuringDelete) keeps what it had.
+ * Gregor's controller sends such a broker the removal when it starts up again in the same term
+ * (topic_deletion.h); the record names the writer's epoch, and Q5 accepts the stale partition
+ * only once a later term rules. */
+static void note_deleted_while_offline(struct sim *s, const struct zm_txn *t, const struct zm_change *c) {
+    size_t pl = strlen(TOPICS_PREFIX);
+    if (c->op != GR_ZOP_DELETE || strncmp(c->path, TOPICS_PREFIX, pl) != 0 || strchr(c->path + pl, '/')) return;
+    const char *topic = c->path + pl;
+    int32_t wid;
+    int winc;
+    if (!sim_session_owner(s, t->session, &wid, &winc)) return;
+    struct sbroker *w = sim_broker(s, wid);
+    if (!w || !w->alive || w->incarnation != winc || !w->ctrl) return;
+    struct gr_ctrl_context *ctx = gr_controller_context(w->ctrl);
+    for (int i = 0; i < s->n_brokers; i++) {
+        struct sbroker *b = &s->brokers[i];
+        if (!b->alive) continue;
+        struct gr_ctrl_broker *cb = gr_ctrl_ctx_broker(ctx, b->id);
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/ids/%d", b->id);
+        struct gr_zstat st;
+        if (cb && zm_peek(s->zm, path, NULL, NULL, &st) == GR_ZOK && st.czxid == cb->epoch) continue;
+        for (int j = 0; j < b->n_parts; j++)
+            if (b->parts[j].in_cache && strcmp(b->parts[j].topic, topic) == 0) {
+                if (s->o.verbose)
+                    printf("    [sim] broker %d is not live for controller %d as topic %s is deleted: its cache keeps "
+                           "%s-%d\n",
+                           b->id, wid, topic, topic, b->parts[j].partition);
+                node_note_cache_missed(b, topic, b->parts[j].partition, ctx->epoch);
+            }
+    }
+}
+
 static void check_assignment_change(struct sim *s, const struct zm_txn *t, const struct zm_change *c) {
     size_t pl = strlen(TOPICS_PREFIX);
     if (c->op != GR_ZOP_SET || strncmp(c->path, TOPICS_PREFIX, pl) != 0 || strchr(c->path + pl, '/')) return;
@@ -464,6 +503,7 @@ void inv_on_commit(void *arg, const struct zm_txn *t) {
     }
     for (int i = 0; i < t->n_changes && !s->failed; i++) check_state_change(s, t, &t->changes[i], guarded);
     for (int i = 0; i < t->n_changes && !s->failed; i++) check_assignment_change(s, t, &t->changes[i]);
+    for (int i = 0; i < t->n_changes && !s->failed; i++) note_deleted_while_offline(s, t, &t->changes[i]);
 }
 
 /* Q3 also: the context's indexes (kept incrementally) agree with a full count: partitions being
@@ -1055,14 +1095,21 @@ void inv_quiet(struct sim *s) {
             if (!p->in_cache && !p->has_replica) continue;
             char tp[512];
             snprintf(tp, sizeof tp, TOPICS_PREFIX "%s", p->topic);
-            bool missed = false;
+            if (zm_peek(s->zm, tp, NULL, NULL, NULL) == GR_ZOK) continue;
             char name[512];
             snprintf(name, sizeof name, "%s-%d", p->topic, p->partition);
-            for (int k = 0; k < b->n_missed && !p->in_cache; k++) missed |= strcmp(b->missed[k], name) == 0;
-            if (zm_peek(s->zm, tp, NULL, NULL, NULL) != GR_ZOK && !missed) {
-                sim_fail(s, p->in_cache ? "Q5 broker metadata converges" : "D2 deleted topics leave every broker",
+            /* a StopReplica(delete) it never got (D2), a deletion's UpdateMetadata it never got
+             * and never will, the term that owed it being over (Q5): Kafka 2.7 keeps the
+             * replica, or the cached partition, too */
+            bool replica_missed = false;
+            for (int k = 0; k < b->n_missed; k++) replica_missed |= strcmp(b->missed[k], name) == 0;
+            bool cache_ok = !p->in_cache || (node_cache_missed(b, p->topic, p->partition) >= 0 &&
+                                             node_cache_missed(b, p->topic, p->partition) < s->cur_epoch);
+            bool replica_ok = !p->has_replica || replica_missed;
+            if (!cache_ok || !replica_ok) {
+                sim_fail(s, !cache_ok ? "Q5 broker metadata converges" : "D2 deleted topics leave every broker",
                          "broker %d %s %s-%d, which ZooKeeper does not have", b->id,
-                         p->in_cache ? "caches" : "hosts a replica of", p->topic, p->partition);
+                         !cache_ok ? "caches" : "hosts a replica of", p->topic, p->partition);
                 return;
             }
         }

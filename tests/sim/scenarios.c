@@ -148,6 +148,104 @@ static void scenario_cancel_keeps_isr(struct sim *s) {
     }
 }
 
+/* Does broker b's metadata cache hold topic-partition? */
+static bool caches(struct sbroker *b, const char *topic, int32_t partition) {
+    for (int i = 0; i < b->n_parts; i++)
+        if (b->parts[i].in_cache && b->parts[i].partition == partition && strcmp(b->parts[i].topic, topic) == 0)
+            return true;
+    return false;
+}
+
+/* A topic deleted while a running broker is not live for the controller (its ZooKeeper session
+ * expired and it cannot reconnect yet): it gets none of the deletion's UpdateMetadata (leader -2
+ * goes to live brokers only). When it registers again in the same controller term, the controller
+ * sends it the removal (topic_deletion.h, a Gregor deviation): its cache must lose the topic. When a
+ * later term rules by then, nobody knows of the topic any more: the new controller's full
+ * UpdateMetadata names only existing partitions, and the broker's cache keeps the deleted one, as
+ * a Kafka 2.7 broker's does (MetadataCache.updateMetadata merges). Q5 accepts exactly that (seed
+ * 907560 of the moving range failed it) and nothing in the same term. */
+static void delete_while_not_live(struct sim *s, bool move_controller) {
+    const char *what = "scenario delete while not live";
+    start_all(s);
+    sim_settle(s);
+    struct sbroker *c = active(s);
+    if (!c) {
+        sim_fail(s, what, "no active controller");
+        return;
+    }
+    const char *topic = "dn0";
+    int32_t reps[] = {c->id};
+    create_topic(s, topic, reps, 1);
+    sim_settle(s); /* every broker caches dn0-0 */
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    x->zk_cut_until = s->now + 4 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s); /* x's session expires; the controller handles its failure */
+    if (!s->failed && gr_ctrl_ctx_broker(gr_controller_context(c->ctrl), x->id))
+        sim_fail(s, what, "broker %d is still live for controller %d", x->id, c->id);
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, topic) != 0)
+        sim_fail(s, what, "cannot mark %s for deletion", topic);
+    if (!s->failed) sim_settle(s); /* the deletion completes without x */
+    if (!s->failed && (node_cache_missed(x, topic, 0) < 0 || !caches(x, topic, 0)))
+        sim_fail(s, what, "broker %d: its missed removal of %s-0 is not recorded", x->id, topic);
+    if (!s->failed && move_controller) {
+        zm_expire_session(s->zm, zm_client_session(c->zc)); /* a new term: x is away still */
+        sim_settle(s);
+    }
+    s->settle_hold_cuts = false;
+    if (!s->failed) sim_settle(s); /* x registers again; Q5 */
+    if (!s->failed && caches(x, topic, 0) != move_controller)
+        sim_fail(s, what, "broker %d %s %s-0 after registering again (controller moved: %d)", x->id,
+                 move_controller ? "no longer caches" : "still caches", topic, move_controller);
+}
+
+/* As above, but the topic is created again under the same name (one partition fewer) while the
+ * broker is still away, in the same term: the removal it gets on starting up must spare the new
+ * topic's partition (the start-up full UpdateMetadata carries it) and still drop the old
+ * partition the new topic does not have. */
+static void scenario_recreated_same_term(struct sim *s) {
+    const char *what = "scenario re-created while not live";
+    start_all(s);
+    sim_settle(s);
+    struct sbroker *c = active(s);
+    if (!c) {
+        sim_fail(s, what, "no active controller");
+        return;
+    }
+    const char *topic = "rc0";
+    struct gr_kzk_partition_assignment pa[2] = {{.partition = 0, .n_replicas = 1, .replicas = &c->id},
+                                                {.partition = 1, .n_replicas = 1, .replicas = &c->id}};
+    struct gr_kzk_topic_assignment a = {.topic = (char *)topic, .n_partitions = 2, .partitions = pa};
+    if (gr_kzk_create_topic(s->admin_kzk, topic, &a, NULL) != 0) sim_fail(s, what, "cannot create %s", topic);
+    if (!s->failed) sim_settle(s); /* every broker caches rc0-0 and rc0-1 */
+    if (s->failed) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    x->zk_cut_until = s->now + 4 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s);
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, topic) != 0)
+        sim_fail(s, what, "cannot mark %s for deletion", topic);
+    if (!s->failed) sim_settle(s); /* deleted without x */
+    if (!s->failed) {
+        int32_t reps[] = {c->id};
+        create_topic(s, topic, reps, 1); /* rc0 again, partition 0 only */
+        sim_settle(s);
+    }
+    s->settle_hold_cuts = false;
+    if (!s->failed && !gr_controller_is_active(c->ctrl))
+        sim_fail(s, what, "controller %d moved", c->id); /* the script needs one term */
+    if (!s->failed) sim_settle(s); /* x registers again in the same term; Q5 */
+    if (!s->failed && (!caches(x, topic, 0) || caches(x, topic, 1)))
+        sim_fail(s, what, "broker %d caches %s-0: %d, %s-1: %d (want 1, 0)", x->id, topic, caches(x, topic, 0), topic,
+                 caches(x, topic, 1));
+}
+
+static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
+
+static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
+
 static const struct {
     const char *name;
     int brokers;
@@ -155,6 +253,10 @@ static const struct {
 } scenarios[] = {
     {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr},
     {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr},
+    {"a topic deleted while a broker is away: removed from its cache in the same term", 3, scenario_delete_same_term},
+    {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move},
+    {"a topic deleted while a broker is away and created again: its new partition stays in the cache", 3,
+     scenario_recreated_same_term},
 };
 
 int sim_scenarios(const struct sim_opts *base) {

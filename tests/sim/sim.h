@@ -163,6 +163,16 @@ struct sbroker {
      * registration): the controller does not retry, the replica stays (Kafka 2.7 too) */
     int n_missed;
     char **missed;
+    /* partitions of deleted topics whose removal (UpdateMetadata with LeaderDuringDelete) this
+     * incarnation's metadata cache has not got, with the controller epoch of the term that owes
+     * it: the deletion completed while the broker was not live for the controller, or the
+     * request that carried it was lost or refused after the topic was gone. That term sends it
+     * again when the broker starts up (topic_deletion.h); once a later term rules, nobody knows
+     * of the topic any more and the cache keeps it, as Kafka 2.7's MetadataCache does. Q5
+     * accepts such a partition only then (node_note_cache_missed). */
+    int n_cache_missed;
+    char **cache_missed;
+    int32_t *cache_missed_epoch;
     /* controlled shutdown (KafkaServer.controlledShutdown): 0 idle, 1 request at a controller,
      * 2 answered (or could not be sent): the next step retries or stops the broker */
     int cs_state;
@@ -187,6 +197,10 @@ struct sim {
     int64_t step;
     int phase;                  /* 0 chaos, 1 settle */
     bool settle_no_restart;     /* scenarios: settle keeps dead brokers down */
+    bool settle_hold_cuts;      /* scenarios: settle keeps brokers cut off from ZooKeeper (they
+                                   wait, never reconnect) and returns once the rest is quiet,
+                                   without the quiet checks (they need every live broker
+                                   registered) */
     bool failed;
     char fail_msg[4096];
 
@@ -321,6 +335,9 @@ int64_t q7_arm(struct sim *s);
 void node_note_deleted(struct sbroker *b, const char *topic, int32_t partition);
 /* Records a replica deletion the broker will never receive (D2 excuses it). */
 void node_note_missed(struct sbroker *b, const char *topic, int32_t partition);
+void node_note_cache_missed(struct sbroker *b, const char *topic, int32_t partition, int32_t owed_by_epoch);
+/* the controller epoch of the term that owes b the removal of topic-partition, -1 if none */
+int32_t node_cache_missed(const struct sbroker *b, const char *topic, int32_t partition);
 
 /* scenarios.c: scripted regressions, run before the seeds. Returns the number that failed. */
 int sim_scenarios(const struct sim_opts *base);

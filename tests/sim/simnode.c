@@ -180,11 +180,19 @@ bool msg_target_alive(struct sim *s, struct smsg *m) {
 
 static void note_missed(struct sbroker *b, const char *topic, int32_t partition);
 
+static void note_lost_cache_deletes(struct sim *s, struct sbroker *b, const struct UpdateMetadataRequest *r);
+
 /* A StopReplica(delete=true) that never reaches its broker: the controller does not resend it (Kafka
- * 2.7 neither), so the replicas stay on the broker. Recorded for the D2 check. */
+ * 2.7 neither), so the replicas stay on the broker. Recorded for the D2 check. An UpdateMetadata
+ * that never reaches it: its removals (leader -2) may be recorded for Q5 (note_lost_cache_deletes). */
 static void note_lost_deletes(struct sim *s, struct smsg *m) {
     struct sbroker *b = broker_by_id(s, m->to);
-    if (!b || !b->alive || m->api_key != GR_API_STOP_REPLICA || !m->req) return;
+    if (!b || !b->alive || !m->req) return;
+    if (m->api_key == GR_API_UPDATE_METADATA) {
+        note_lost_cache_deletes(s, b, &((const struct gr_ctrl_req *)m->req)->u.um);
+        return;
+    }
+    if (m->api_key != GR_API_STOP_REPLICA) return;
     const struct StopReplicaRequest *r = &((const struct gr_ctrl_req *)m->req)->u.sr;
     for (int32_t t = 0; t < r->TopicStatesCount; t++)
         for (int32_t i = 0; i < r->TopicStates[t].PartitionStatesCount; i++)
@@ -386,6 +394,59 @@ static void note_missed(struct sbroker *b, const char *topic, int32_t partition)
 
 void node_note_missed(struct sbroker *b, const char *topic, int32_t partition) { note_missed(b, topic, partition); }
 
+static void forget_cache_missed(struct sbroker *b, const char *topic, int32_t partition) {
+    if (!b->n_cache_missed) return;
+    char name[512];
+    snprintf(name, sizeof name, "%s-%d", topic, partition);
+    for (int i = 0; i < b->n_cache_missed; i++)
+        if (strcmp(b->cache_missed[i], name) == 0) {
+            free(b->cache_missed[i]);
+            b->n_cache_missed--;
+            b->cache_missed[i] = b->cache_missed[b->n_cache_missed];
+            b->cache_missed_epoch[i] = b->cache_missed_epoch[b->n_cache_missed];
+            return;
+        }
+}
+
+int32_t node_cache_missed(const struct sbroker *b, const char *topic, int32_t partition) {
+    char name[512];
+    snprintf(name, sizeof name, "%s-%d", topic, partition);
+    for (int i = 0; i < b->n_cache_missed; i++)
+        if (strcmp(b->cache_missed[i], name) == 0) return b->cache_missed_epoch[i];
+    return -1;
+}
+
+void node_note_cache_missed(struct sbroker *b, const char *topic, int32_t partition, int32_t owed_by_epoch) {
+    if (node_cache_missed(b, topic, partition) >= owed_by_epoch) return;
+    forget_cache_missed(b, topic, partition);
+    int n = b->n_cache_missed + 1;
+    b->cache_missed = gr_realloc(b->cache_missed, (size_t)n * sizeof *b->cache_missed);
+    b->cache_missed_epoch = gr_realloc(b->cache_missed_epoch, (size_t)n * sizeof *b->cache_missed_epoch);
+    b->cache_missed[b->n_cache_missed] = gr_asprintf("%s-%d", topic, partition);
+    b->cache_missed_epoch[b->n_cache_missed++] = owed_by_epoch;
+}
+
+/* An UpdateMetadata that b never applies (lost on the way, or refused): its LeaderDuringDelete
+ * entries of topics whose znodes are already gone are never sent again (the controller has
+ * forgotten the topic; a starting broker's full UpdateMetadata names only existing partitions),
+ * so b's cache keeps what it had of them. While the topic still exists, the controller that
+ * completes the deletion sends them again to every broker live for it (onTopicDeletion, or a
+ * starting broker's full UpdateMetadata with the topic marked being deleted); a broker not live
+ * for it then is recorded at the completion (invariants.c, note_deleted_while_offline). */
+static void note_lost_cache_deletes(struct sim *s, struct sbroker *b, const struct UpdateMetadataRequest *r) {
+    for (int32_t t = 0; t < r->TopicStatesCount; t++) {
+        const struct UpdateMetadataRequest_UpdateMetadataTopicState *ts = &r->TopicStates[t];
+        char path[512];
+        snprintf(path, sizeof path, "/brokers/topics/%s", ts->TopicName);
+        if (zm_peek(s->zm, path, NULL, NULL, NULL) == GR_ZOK) continue;
+        for (int32_t i = 0; i < ts->PartitionStatesCount; i++) {
+            if (ts->PartitionStates[i].Leader != GR_LEADER_DURING_DELETE) continue;
+            struct sb_part *p = part_find(b, ts->TopicName, ts->PartitionStates[i].PartitionIndex, false);
+            if (p && p->in_cache) node_note_cache_missed(b, p->topic, p->partition, r->ControllerEpoch);
+        }
+    }
+}
+
 static void broker_state_reset(struct sbroker *b) {
     for (int i = 0; i < b->n_deleted; i++) free(b->deleted[i]);
     free(b->deleted);
@@ -395,6 +456,12 @@ static void broker_state_reset(struct sbroker *b) {
     free(b->missed);
     b->missed = NULL;
     b->n_missed = 0;
+    for (int i = 0; i < b->n_cache_missed; i++) free(b->cache_missed[i]);
+    free(b->cache_missed);
+    free(b->cache_missed_epoch);
+    b->cache_missed = NULL;
+    b->cache_missed_epoch = NULL;
+    b->n_cache_missed = 0;
     b->dir_failed = false;
     b->cs_state = 0;
     b->cs_attempt = 0;
@@ -490,13 +557,14 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
 
 static void handle_update_metadata(struct sim *s, struct sbroker *b, const struct UpdateMetadataRequest *rq,
                                    struct UpdateMetadataResponse *rs) {
-    (void)s;
     if (broker_epoch_stale(b, rq->BrokerEpoch)) {
         rs->ErrorCode = GR_KERR_STALE_BROKER_EPOCH;
+        note_lost_cache_deletes(s, b, rq);
         return;
     }
     if (rq->ControllerEpoch < b->highest_ctrl_epoch) {
         rs->ErrorCode = GR_KERR_NOT_CONTROLLER;
+        note_lost_cache_deletes(s, b, rq);
         return;
     }
     b->highest_ctrl_epoch = rq->ControllerEpoch;
@@ -509,6 +577,9 @@ static void handle_update_metadata(struct sim *s, struct sbroker *b, const struc
         const struct UpdateMetadataRequest_UpdateMetadataTopicState *ts = &rq->TopicStates[t];
         for (int32_t i = 0; i < ts->PartitionStatesCount; i++) {
             const struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps = &ts->PartitionStates[i];
+            if (s->o.verbose)
+                printf("    [sim] broker %d: UpdateMetadata %s-%d leader %d epoch %d (controller epoch %d)\n", b->id,
+                       ts->TopicName, ps->PartitionIndex, ps->Leader, ps->LeaderEpoch, rq->ControllerEpoch);
             if (ps->Leader == -2) { /* LeaderDuringDelete: drop from the cache */
                 struct sb_part *p = part_find(b, ts->TopicName, ps->PartitionIndex, false);
                 if (p) {
@@ -519,6 +590,7 @@ static void handle_update_metadata(struct sim *s, struct sbroker *b, const struc
             }
             struct sb_part *p = part_find(b, ts->TopicName, ps->PartitionIndex, true);
             p->in_cache = true;
+            forget_cache_missed(b, ts->TopicName, ps->PartitionIndex); /* a topic of that name again */
             p->m_leader = ps->Leader;
             p->m_leader_epoch = ps->LeaderEpoch;
             p->m_controller_epoch = ps->ControllerEpoch;
