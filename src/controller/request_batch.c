@@ -624,12 +624,19 @@ void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b) {
 void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                       const char *topic, int32_t partition,
                                       const struct gr_kzk_leader_and_isr *lai, bool is_new) {
-    struct gr_ctrl_context *ctx = b->sm->ctx;
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(b->sm->ctx, topic, partition);
     if (!p) {
         gr_error(LOGGER, "Not adding LeaderAndIsr for unknown partition %s-%d", topic, partition);
         return;
     }
+    gr_ctrl_batch_add_leader_and_isr_p(b, brokers, n_brokers, topic, p, lai, is_new);
+}
+
+void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                        const char *topic, struct gr_ctrl_partition *p,
+                                        const struct gr_kzk_leader_and_isr *lai, bool is_new) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    int32_t partition = p->partition;
     struct topic_ref *t = intern_topic(b, topic);
     for (int i = 0; i < n_brokers; i++) {
         if (brokers[i] < 0) continue;

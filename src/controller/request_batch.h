@@ -93,6 +93,10 @@ bool gr_ctrl_batch_empty(const struct gr_ctrl_batch *b);
 void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                       const char *topic, int32_t partition,
                                       const struct gr_kzk_leader_and_isr *lai, bool is_new);
+/* The same for a partition of the context the caller already holds (p: its topic's `topic`). */
+void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                        const char *topic, struct gr_ctrl_partition *p,
+                                        const struct gr_kzk_leader_and_isr *lai, bool is_new);
 /* addUpdateMetadataRequestForBrokers: adds brokers (< 0 ignored) to the recipients and the given
  * partitions' current states (rule 4). */
 void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
