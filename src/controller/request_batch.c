@@ -695,18 +695,30 @@ void gr_ctrl_req_free(void *req) {
     free(box);
 }
 
-static struct gr_ctrl_shared_arena *shared_new(int refs) {
+/* The arena of one send's requests, holding one reference (the sender's, dropped by
+ * shared_release): it takes over the batch's arena, so the entries' arrays and topic names are the
+ * requests' without another copy. */
+static struct gr_ctrl_shared_arena *shared_take(struct gr_ctrl_batch *b) {
     struct gr_ctrl_shared_arena *s = gr_calloc(1, sizeof *s);
-    atomic_init(&s->refs, refs);
-    gr_arena_init(&s->arena);
+    atomic_init(&s->refs, 1);
+    s->arena = b->arena;
+    gr_arena_init(&b->arena);
     return s;
 }
 
-/* A request box for api_key whose structures live in sh (the box holds one of its references). */
+static void shared_release(struct gr_ctrl_shared_arena *s) {
+    if (atomic_fetch_sub(&s->refs, 1) == 1) {
+        gr_arena_free(&s->arena);
+        free(s);
+    }
+}
+
+/* A request box for api_key whose structures live in sh (the box takes a reference). */
 static struct gr_ctrl_req *req_box_new(int16_t api_key, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
     box->api_key = api_key;
     box->shared = sh;
+    atomic_fetch_add(&sh->refs, 1);
     return box;
 }
 
@@ -729,7 +741,7 @@ static void deliver(struct gr_ctrl_batch *b, int32_t broker, struct gr_ctrl_req 
     b->sm->sender->send(b->sm->sender_ctx, broker, box->api_key, ver, box, gr_ctrl_req_free, ev);
 }
 
-static void send_leader_and_isr(struct gr_ctrl_batch *b) {
+static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->lai.n == 0) return;
@@ -738,7 +750,6 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
         struct gr_ctrl_req *box = req_box_new(GR_API_LEADER_AND_ISR, sh);
         struct LeaderAndIsrRequest *r = &box->u.lai;
@@ -756,7 +767,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].TopicName = (char *)v[k]->topic; /* in sh, as the arrays */
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -765,10 +776,6 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
             struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[ts->PartitionStatesCount++];
             *ps = v[k]->st.lai;
             ps->TopicName = NULL;
-            ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
-            ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
-            ps->AddingReplicas = dup_ints(a, ps->AddingReplicas, ps->AddingReplicasCount);
-            ps->RemovingReplicas = dup_ints(a, ps->RemovingReplicas, ps->RemovingReplicasCount);
             if (ps->Leader == broker) n_become_leader++;
             bool seen = false;
             for (int q = 0; q < n_leaders; q++)
@@ -796,7 +803,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
     free(v);
 }
 
-static void send_update_metadata(struct gr_ctrl_batch *b) {
+static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->n_um_brokers == 0) return;
@@ -815,7 +822,6 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
         return;
     }
 
-    struct gr_ctrl_shared_arena *sh = shared_new(n_targets);
     struct gr_arena *a = &sh->arena;
     int n_topics = count_topics(v, 0, n);
     struct UpdateMetadataRequest_UpdateMetadataTopicState *topics =
@@ -824,7 +830,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     for (size_t k = 0; k < n; k++) {
         if (topic_starts(v, 0, k)) {
             t++;
-            topics[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+            topics[t].TopicName = (char *)v[k]->topic;
             topics[t].PartitionStatesCount = 0;
             topics[t].PartitionStates = gr_arena_alloc(a, topic_run_len(v, k, n) * sizeof *topics[t].PartitionStates);
         }
@@ -832,9 +838,6 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
             &topics[t].PartitionStates[topics[t].PartitionStatesCount++];
         *ps = v[k]->st.um;
         ps->TopicName = NULL;
-        ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
-        ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
-        ps->OfflineReplicas = dup_ints(a, ps->OfflineReplicas, ps->OfflineReplicasCount);
     }
     free(v);
     /* live brokers */
@@ -875,7 +878,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     }
 }
 
-static void send_stop_replica(struct gr_ctrl_batch *b) {
+static void send_stop_replica(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->sr.n == 0) return;
@@ -884,7 +887,6 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
         struct gr_ctrl_req *box = req_box_new(GR_API_STOP_REPLICA, sh);
         struct StopReplicaRequest *r = &box->u.sr;
@@ -901,7 +903,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].TopicName = (char *)v[k]->topic;
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -921,10 +923,12 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
 
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
     if (b->lai.n || b->um.n || b->sr.n || b->n_um_brokers) b->sm->ctx->gen++; /* context.h */
-    send_leader_and_isr(b);
-    send_update_metadata(b);
-    send_stop_replica(b);
-    gr_ctrl_batch_clear(b);
+    struct gr_ctrl_shared_arena *sh = shared_take(b);
+    send_leader_and_isr(b, sh);
+    send_update_metadata(b, sh);
+    send_stop_replica(b, sh);
+    gr_ctrl_batch_clear(b); /* the topic refs it drops live in sh */
+    shared_release(sh);
     if (!b->log.hold) gr_ctrl_batch_flush_log(b);
 }
 
