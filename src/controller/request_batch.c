@@ -541,8 +541,14 @@ static void add_um_broker(struct gr_ctrl_batch *b, int32_t id) {
     b->n_um_brokers++;
 }
 
-/* Adds the current UpdateMetadata state of one partition (rule 4). */
-static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p) {
+/* Copies of p's replicas and ISR already in the batch arena (NULL: none yet). */
+struct um_arrays {
+    int32_t *replicas, *isr;
+};
+
+/* Adds the current UpdateMetadata state of one partition (rule 4), using the copies in have. */
+static void add_um_partition_with(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p,
+                                  const struct um_arrays *have) {
     struct gr_ctrl_context *ctx = b->sm->ctx;
     if (!p->has_state) {
         gr_info(LOGGER, "Leader not yet assigned for partition %s-%d. Skip sending UpdateMetadataRequest.", topic,
@@ -551,8 +557,7 @@ static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct 
     }
     bool deleting = gr_ctrl_topic_queued_for_deletion(ctx, topic);
     struct entry *e = entry_add(b, &b->um, -1, intern_topic(b, topic), p->partition);
-    struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
-    memset(s, 0, sizeof *s);
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um; /* zeroed */
     s->PartitionIndex = p->partition;
     s->ControllerEpoch = p->lai.controller_epoch;
     if (deleting) { /* LeaderAndIsr.duringDelete(isr): leader -2, epoch 0, zkVersion 0 */
@@ -565,15 +570,24 @@ static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct 
         s->ZkVersion = p->lai.zk_version;
     }
     s->IsrCount = p->lai.n_isr;
-    s->Isr = dup_ints(&b->arena, p->lai.isr, p->lai.n_isr);
+    s->Isr = have->isr ? have->isr : dup_ints(&b->arena, p->lai.isr, p->lai.n_isr);
     s->ReplicasCount = p->n_replicas;
-    s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+    s->Replicas = have->replicas ? have->replicas : dup_ints(&b->arena, p->replicas, p->n_replicas);
     int n_off = 0;
-    int32_t *off = gr_arena_alloc(&b->arena, (size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *off);
     for (int i = 0; i < p->n_replicas; i++)
-        if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) off[n_off++] = p->replicas[i];
+        if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) n_off++;
     s->OfflineReplicasCount = n_off;
-    s->OfflineReplicas = n_off ? off : NULL;
+    if (n_off) {
+        int32_t *off = gr_arena_alloc(&b->arena, (size_t)n_off * sizeof *off);
+        s->OfflineReplicas = off;
+        for (int i = 0; i < p->n_replicas; i++)
+            if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) *off++ = p->replicas[i];
+    }
+}
+
+static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p) {
+    static const struct um_arrays none;
+    add_um_partition_with(b, topic, p, &none);
 }
 
 void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
@@ -608,8 +622,7 @@ void gr_ctrl_batch_add_update_metadata_deleted(struct gr_ctrl_batch *b, int32_t 
     struct topic_ref *t = intern_topic(b, topic);
     for (int32_t i = 0; i < n_partitions; i++) {
         struct entry *e = entry_add(b, &b->um, -1, t, i);
-        struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
-        memset(s, 0, sizeof *s);
+        struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um; /* zeroed */
         s->PartitionIndex = i;
         s->ControllerEpoch = b->sm->ctx->epoch;
         s->Leader = GR_LEADER_DURING_DELETE; /* LeaderAndIsr.duringDelete: the broker drops it */
@@ -638,29 +651,35 @@ void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *
     struct gr_ctrl_context *ctx = b->sm->ctx;
     int32_t partition = p->partition;
     struct topic_ref *t = intern_topic(b, topic);
+    /* the arrays are copied once per call and shared by its entries (and the partition's
+     * UpdateMetadata entry): nothing changes them once added */
+    struct um_arrays shared = {.replicas = dup_ints(&b->arena, p->replicas, p->n_replicas)};
+    int32_t *isr = dup_ints(&b->arena, lai->isr, lai->n_isr);
+    if (lai == &p->lai) shared.isr = isr;
+    int32_t *adding = dup_ints(&b->arena, p->adding, p->n_adding);
+    int32_t *removing = dup_ints(&b->arena, p->removing, p->n_removing);
     for (int i = 0; i < n_brokers; i++) {
         if (brokers[i] < 0) continue;
         struct entry *e = entry_add(b, &b->lai, brokers[i], t, partition);
-        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = &e->st.lai;
-        memset(s, 0, sizeof *s);
+        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = &e->st.lai; /* zeroed */
         s->PartitionIndex = partition;
         s->ControllerEpoch = lai->controller_epoch;
         s->Leader = lai->leader;
         s->LeaderEpoch = lai->leader_epoch;
         s->IsrCount = lai->n_isr;
-        s->Isr = dup_ints(&b->arena, lai->isr, lai->n_isr);
+        s->Isr = isr;
         s->ZkVersion = lai->zk_version;
         s->ReplicasCount = p->n_replicas;
-        s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+        s->Replicas = shared.replicas;
         s->AddingReplicasCount = p->n_adding;
-        s->AddingReplicas = dup_ints(&b->arena, p->adding, p->n_adding);
+        s->AddingReplicas = adding;
         s->RemovingReplicasCount = p->n_removing;
-        s->RemovingReplicas = dup_ints(&b->arena, p->removing, p->n_removing);
+        s->RemovingReplicas = removing;
         s->IsNew = is_new; /* sticky: merge_runs */
     }
     /* rule 1: UpdateMetadata for this partition to every registered broker */
     for (int i = 0; i < ctx->n_brokers; i++) add_um_broker(b, ctx->brokers[i].id);
-    add_um_partition(b, topic, p);
+    add_um_partition_with(b, topic, p, &shared);
 }
 
 void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
