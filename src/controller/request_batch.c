@@ -39,6 +39,7 @@ struct topic_ref {
     const char *name; /* in the batch arena */
     uint64_t hash;
     uint32_t rank;    /* position in name order, set by rank_topics before a sort */
+    char *sent;       /* its copy in the send's arena (sent_name), NULL before */
 };
 
 struct entry {
@@ -517,11 +518,32 @@ static size_t distinct(const struct gr_ctrl_batch *cb, const struct elist *l, in
     return c;
 }
 
-static int32_t *dup_ints(struct gr_arena *a, const int32_t *v, int n) {
+/* Arrays in the batch arena are shared by entries (a LeaderAndIsr add's brokers and the
+ * partition's UpdateMetadata entry) and carry a forwarding pointer in front: their copy in the
+ * send's arena, made once by sent_ints (the batch arena is freed at the send; the requests, which
+ * may wait in the brokers' queues, keep only what they need). */
+static int32_t *batch_ints(struct gr_ctrl_batch *b, const int32_t *v, int n) {
     if (n <= 0) return NULL;
-    int32_t *d = gr_arena_alloc(a, (size_t)n * sizeof *d);
-    memcpy(d, v, (size_t)n * sizeof *d);
+    int32_t **fwd = gr_arena_alloc(&b->arena, sizeof *fwd + (size_t)n * sizeof(int32_t));
+    int32_t *d = (int32_t *)(fwd + 1);
+    if (v) memcpy(d, v, (size_t)n * sizeof *d);
     return d;
+}
+
+static int32_t *sent_ints(struct gr_arena *a, int32_t *v, int n) {
+    if (!v || n <= 0) return NULL;
+    int32_t **fwd = (int32_t **)v - 1;
+    if (!*fwd) {
+        *fwd = gr_arena_alloc(a, (size_t)n * sizeof(int32_t));
+        memcpy(*fwd, v, (size_t)n * sizeof(int32_t));
+    }
+    return *fwd;
+}
+
+static char *sent_name(struct gr_arena *a, const struct topic_ref *t) {
+    struct topic_ref *m = (struct topic_ref *)t; /* the batch's own ref */
+    if (!m->sent) m->sent = gr_arena_strdup(a, t->name);
+    return m->sent;
 }
 
 static void add_um_broker(struct gr_ctrl_batch *b, int32_t id) {
@@ -570,15 +592,15 @@ static void add_um_partition_with(struct gr_ctrl_batch *b, const char *topic, st
         s->ZkVersion = p->lai.zk_version;
     }
     s->IsrCount = p->lai.n_isr;
-    s->Isr = have->isr ? have->isr : dup_ints(&b->arena, p->lai.isr, p->lai.n_isr);
+    s->Isr = have->isr ? have->isr : batch_ints(b, p->lai.isr, p->lai.n_isr);
     s->ReplicasCount = p->n_replicas;
-    s->Replicas = have->replicas ? have->replicas : dup_ints(&b->arena, p->replicas, p->n_replicas);
+    s->Replicas = have->replicas ? have->replicas : batch_ints(b, p->replicas, p->n_replicas);
     int n_off = 0;
     for (int i = 0; i < p->n_replicas; i++)
         if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) n_off++;
     s->OfflineReplicasCount = n_off;
     if (n_off) {
-        int32_t *off = gr_arena_alloc(&b->arena, (size_t)n_off * sizeof *off);
+        int32_t *off = batch_ints(b, NULL, n_off);
         s->OfflineReplicas = off;
         for (int i = 0; i < p->n_replicas; i++)
             if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) *off++ = p->replicas[i];
@@ -653,11 +675,11 @@ void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *
     struct topic_ref *t = intern_topic(b, topic);
     /* the arrays are copied once per call and shared by its entries (and the partition's
      * UpdateMetadata entry): nothing changes them once added */
-    struct um_arrays shared = {.replicas = dup_ints(&b->arena, p->replicas, p->n_replicas)};
-    int32_t *isr = dup_ints(&b->arena, lai->isr, lai->n_isr);
+    struct um_arrays shared = {.replicas = batch_ints(b, p->replicas, p->n_replicas)};
+    int32_t *isr = batch_ints(b, lai->isr, lai->n_isr);
     if (lai == &p->lai) shared.isr = isr;
-    int32_t *adding = dup_ints(&b->arena, p->adding, p->n_adding);
-    int32_t *removing = dup_ints(&b->arena, p->removing, p->n_removing);
+    int32_t *adding = batch_ints(b, p->adding, p->n_adding);
+    int32_t *removing = batch_ints(b, p->removing, p->n_removing);
     for (int i = 0; i < n_brokers; i++) {
         if (brokers[i] < 0) continue;
         struct entry *e = entry_add(b, &b->lai, brokers[i], t, partition);
@@ -714,14 +736,12 @@ void gr_ctrl_req_free(void *req) {
     free(box);
 }
 
-/* The arena of one send's requests, holding one reference (the sender's, dropped by
- * shared_release): it takes over the batch's arena, so the entries' arrays and topic names are the
- * requests' without another copy. */
-static struct gr_ctrl_shared_arena *shared_take(struct gr_ctrl_batch *b) {
+/* The arena of one send's requests (all of them), holding one reference for the sender, dropped
+ * by shared_release. Arrays and topic names shared by entries are copied into it once. */
+static struct gr_ctrl_shared_arena *shared_new(void) {
     struct gr_ctrl_shared_arena *s = gr_calloc(1, sizeof *s);
     atomic_init(&s->refs, 1);
-    s->arena = b->arena;
-    gr_arena_init(&b->arena);
+    gr_arena_init(&s->arena);
     return s;
 }
 
@@ -786,7 +806,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_a
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = (char *)v[k]->topic; /* in sh, as the arrays */
+                r->TopicStates[t].TopicName = sent_name(a, v[k]->tref);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -795,6 +815,10 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_a
             struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[ts->PartitionStatesCount++];
             *ps = v[k]->st.lai;
             ps->TopicName = NULL;
+            ps->Isr = sent_ints(a, ps->Isr, ps->IsrCount);
+            ps->Replicas = sent_ints(a, ps->Replicas, ps->ReplicasCount);
+            ps->AddingReplicas = sent_ints(a, ps->AddingReplicas, ps->AddingReplicasCount);
+            ps->RemovingReplicas = sent_ints(a, ps->RemovingReplicas, ps->RemovingReplicasCount);
             if (ps->Leader == broker) n_become_leader++;
             bool seen = false;
             for (int q = 0; q < n_leaders; q++)
@@ -849,7 +873,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_
     for (size_t k = 0; k < n; k++) {
         if (topic_starts(v, 0, k)) {
             t++;
-            topics[t].TopicName = (char *)v[k]->topic;
+            topics[t].TopicName = sent_name(a, v[k]->tref);
             topics[t].PartitionStatesCount = 0;
             topics[t].PartitionStates = gr_arena_alloc(a, topic_run_len(v, k, n) * sizeof *topics[t].PartitionStates);
         }
@@ -857,6 +881,9 @@ static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_
             &topics[t].PartitionStates[topics[t].PartitionStatesCount++];
         *ps = v[k]->st.um;
         ps->TopicName = NULL;
+        ps->Isr = sent_ints(a, ps->Isr, ps->IsrCount);
+        ps->Replicas = sent_ints(a, ps->Replicas, ps->ReplicasCount);
+        ps->OfflineReplicas = sent_ints(a, ps->OfflineReplicas, ps->OfflineReplicasCount);
     }
     free(v);
     /* live brokers */
@@ -922,7 +949,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b, struct gr_ctrl_shared_are
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = (char *)v[k]->topic;
+                r->TopicStates[t].TopicName = sent_name(a, v[k]->tref);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -942,12 +969,12 @@ static void send_stop_replica(struct gr_ctrl_batch *b, struct gr_ctrl_shared_are
 
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
     if (b->lai.n || b->um.n || b->sr.n || b->n_um_brokers) b->sm->ctx->gen++; /* context.h */
-    struct gr_ctrl_shared_arena *sh = shared_take(b);
+    struct gr_ctrl_shared_arena *sh = shared_new();
     send_leader_and_isr(b, sh);
     send_update_metadata(b, sh);
     send_stop_replica(b, sh);
-    gr_ctrl_batch_clear(b); /* the topic refs it drops live in sh */
     shared_release(sh);
+    gr_ctrl_batch_clear(b);
     if (!b->log.hold) gr_ctrl_batch_flush_log(b);
 }
 
