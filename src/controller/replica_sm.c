@@ -841,6 +841,26 @@ static int startup_online(struct gr_ctrl_sm *sm, size_t n_online) {
     return end_batch(sm, 0, GR_RS_ONLINE);
 }
 
+/* isOnline (gr_ctrl_replica_online without shutting-down brokers) in two parts: the broker's --
+ * registered and not shutting down, remembered for the first 16 ids -- and the partition's log
+ * dir (gr_ctrl_replica_on_offline_dir). */
+struct broker_memo {
+    int32_t id[16];
+    bool up[16];
+    int n;
+};
+
+static bool broker_up(struct broker_memo *m, const struct gr_ctrl_context *ctx, int32_t id) {
+    for (int i = 0; i < m->n; i++)
+        if (m->id[i] == id) return m->up[i];
+    bool up = gr_ctrl_broker_registered(ctx, id) && !gr_ctrl_broker_shutting_down(ctx, id);
+    if (m->n < 16) {
+        m->id[m->n] = id;
+        m->up[m->n++] = up;
+    }
+    return up;
+}
+
 int gr_rsm_startup(struct gr_ctrl_sm *sm) {
     struct gr_ctrl_context *ctx = sm->ctx;
     gr_info(LOGGER, "Initializing replica state");
@@ -848,30 +868,14 @@ int gr_rsm_startup(struct gr_ctrl_sm *sm) {
     bool list_online = gr_log_enabled(GR_LOG_DEBUG);
     struct gr_ctrl_replica_list online = {0}, offline = {0};
     size_t n_online = 0, cur = 0;
-    /* isOnline = registered, not shutting down (a memo of the few broker ids), not on an offline
-     * log dir (per partition): gr_ctrl_replica_online in two parts */
-    int32_t memo_id[16];
-    bool memo_up[16];
-    int n_memo = 0;
+    struct broker_memo memo = {0};
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             for (int r = 0; r < p->n_replicas; r++) {
                 int32_t id = p->replicas[r];
-                int m = 0;
-                while (m < n_memo && memo_id[m] != id) m++;
-                bool up;
-                if (m < n_memo) {
-                    up = memo_up[m];
-                } else {
-                    up = gr_ctrl_broker_registered(ctx, id) && !gr_ctrl_broker_shutting_down(ctx, id);
-                    if (n_memo < 16) {
-                        memo_id[n_memo] = id;
-                        memo_up[n_memo++] = up;
-                    }
-                }
-                if (up && !gr_ctrl_replica_on_offline_dir(p, id)) {
+                if (broker_up(&memo, ctx, id) && !gr_ctrl_replica_on_offline_dir(p, id)) {
                     gr_ctrl_replica_state_set(p, id, GR_RS_ONLINE);
                     if (list_online) gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
                     n_online++;
