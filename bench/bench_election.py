@@ -13,7 +13,11 @@
    from process start to /controller and to that line, the same after a forced re-election (warm
    ZooKeeper), and next to it the raw ZooKeeper read rate of this script reading the same znodes
    the controller needs (children of /brokers/topics, every assignment, children of every
-   .../partitions, every state) with kazoo async gets, many in flight.
+   .../partitions, every state) with kazoo async gets, many in flight, and with a pipelining wire
+   client (the floor). The pipelined read runs twice -- before the cold start and again after the
+   re-election, with the broker idle -- because ZooKeeper's read speed drifts by up to ~20 %
+   between runs (JIT, GC): each load time is printed against the read before, the read after, and
+   their mean ("load / raw pipelined read").
 
 By default (--replicas fake) the replicas are brokers 101-103, registered in ZooKeeper by this
 script but not running: to the controller every replica is live and every partition has its
@@ -390,6 +394,20 @@ def proc_syscw(pid):
 LOADED_RE = __import__("re").compile(r"Loaded (?:the replica assignments of .*?|\d+ partition states) in (\d+) ms")
 
 
+def print_ratios(cold_ms, reelect_ms, raw_before_ms, raw_after_ms):
+    """The reported load times against the pipelined raw read before the cold start, after the
+    re-election, and their mean."""
+    mean = (raw_before_ms + raw_after_ms) / 2
+    print(f"  load / raw pipelined read (before {raw_before_ms:.0f} ms, after {raw_after_ms:.0f} ms, "
+          f"mean {mean:.0f} ms):")
+    for name, ms in (("cold start", cold_ms), ("re-election", reelect_ms)):
+        if ms is None:
+            print(f"    {name}: n/a")
+            continue
+        print(f"    {name} {ms:.0f} ms: {ms / raw_before_ms:.2f}x before, {ms / raw_after_ms:.2f}x after, "
+              f"{ms / mean:.2f}x mean")
+
+
 def bench_load(zk_hosts, workdir, size, per_topic, mode):
     print(f"== controller context load: {size} partitions ({per_topic} per topic), replicas: {mode}")
     connect = fresh_chroot(zk_hosts, f"load{size}")
@@ -406,6 +424,7 @@ def bench_load(zk_hosts, workdir, size, per_topic, mode):
         print(f"  raw ZooKeeper read of the same znodes, kazoo async (<=2000 in flight): "
               f"{n} znodes in {secs * 1000:.0f} ms = {n / secs:,.0f} reads/s")
         n, secs = raw_read_wire(connect)
+        raw_before_ms = secs * 1000
         print(f"  raw ZooKeeper read of the same znodes, pipelined wire client (<=5000 in flight): "
               f"{n} znodes in {secs * 1000:.0f} ms = {n / secs:,.0f} reads/s")
 
@@ -449,6 +468,13 @@ def bench_load(zk_hosts, workdir, size, per_topic, mode):
         if cpu0 is not None and cpu1 is not None:
             print(f"    process CPU (user+sys) of the re-election: {cpu1 - cpu0:.0f} ms; write-type syscalls: "
                   f"{w1 - w0 if w0 is not None and w1 is not None else 'n/a'}")
+        # The floor again, after both loads: ZooKeeper's read speed drifts between runs and within
+        # one (JIT, GC), so each load is compared with the read before, the read after and their mean.
+        n, secs = raw_read_wire(connect)
+        raw_after_ms = secs * 1000
+        print(f"  raw ZooKeeper read of the same znodes, pipelined wire client (<=5000 in flight), again after the "
+              f"re-election: {n} znodes in {secs * 1000:.0f} ms = {n / secs:,.0f} reads/s")
+        print_ratios(load_ms, load_ms2, raw_before_ms, raw_after_ms)
         lines = b.log(whole=True).count("\n")
         print(f"  broker log: {lines} lines, {os.path.getsize(b.log_path) / 1e6:.1f} MB")
         rss = None

@@ -54,6 +54,8 @@ static int current_level(void) {
 
 void gr_log_set_level(enum gr_log_level lvl) { g_level = (int)lvl; }
 
+bool gr_log_enabled(enum gr_log_level lvl) { return (int)lvl >= current_level(); }
+
 void gr_log_set_prefix(const char *prefix) {
     snprintf(g_prefix, sizeof g_prefix, "%s", prefix ? prefix : "");
 }

@@ -15,12 +15,15 @@
 #define GR_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 enum gr_log_level { GR_LOG_DEBUG = 0, GR_LOG_INFO = 1, GR_LOG_WARN = 2, GR_LOG_ERROR = 3 };
 
 /* Sets the minimum level printed (default INFO; GREGOR_LOG_LEVEL=debug in the environment
  * lowers it). */
 void gr_log_set_level(enum gr_log_level lvl);
+/* Whether lines of level lvl are printed (callers skip work done only for such lines). */
+bool gr_log_enabled(enum gr_log_level lvl);
 /* Sends lines to `path` (appended) instead of stderr. Returns 0 or -errno. */
 int gr_log_open(const char *path);
 /* A prefix prepended to every line, e.g. "[KafkaServer id=1]". Copied. */

@@ -625,8 +625,7 @@ static void handle_online(struct gr_ctrl_sm *sm, const struct gr_ctrl_replica *v
     for (int g = 0; g < n_groups; g++) {
         int k = 0;
         for (int e = groups[g].head; e >= 0; e = pend[e].next) ids[k++] = pend[e].replica;
-        gr_ctrl_batch_add_leader_and_isr(sm->batch, ids, k, groups[g].topic, groups[g].p->partition,
-                                         &groups[g].p->lai, false);
+        gr_ctrl_batch_add_leader_and_isr_p(sm->batch, ids, k, groups[g].topic, groups[g].p, &groups[g].p->lai, false);
     }
     free(ids);
     free(slots);
@@ -808,20 +807,78 @@ void gr_rsm_replicas_for_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_t
     }
 }
 
+/* startup's handleStateChanges(online replicas, OnlineReplica) when its per-replica DEBUG lines
+ * are not written: every replica startup just set Online is valid (Online -> Online, from the
+ * context, in its partition's assignment), nothing in the context changes, and the requests are
+ * those of one LeaderAndIsr add per partition with a state for its online replicas -- what
+ * handle_online builds from the replica list, without listing, grouping and looking up 300k
+ * replicas by name at a 100k-partition failover (test_state_machines compares the two paths'
+ * requests byte for byte). n_online: how many replicas startup set Online (0: nothing at all, as
+ * gr_rsm_handle_state_changes with none). */
+static int startup_online(struct gr_ctrl_sm *sm, size_t n_online) {
+    if (n_online == 0) return 0;
+    struct gr_ctrl_context *ctx = sm->ctx;
+    gr_ctrl_batch_begin(sm->batch);
+    int32_t ids_small[8], *ids = ids_small;
+    int cap = 8;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            if (!p->has_state) continue;
+            if (p->n_replicas > cap) {
+                if (ids != ids_small) free(ids);
+                cap = p->n_replicas;
+                ids = gr_malloc((size_t)cap * sizeof *ids);
+            }
+            int k = 0;
+            for (int r = 0; r < p->n_replicas; r++)
+                if (gr_ctrl_replica_state_get(p, p->replicas[r]) == GR_RS_ONLINE) ids[k++] = p->replicas[r];
+            if (k) gr_ctrl_batch_add_leader_and_isr_p(sm->batch, ids, k, t->name, p, &p->lai, false);
+        }
+    if (ids != ids_small) free(ids);
+    return end_batch(sm, 0, GR_RS_ONLINE);
+}
+
+/* isOnline (gr_ctrl_replica_online without shutting-down brokers) in two parts: the broker's --
+ * registered and not shutting down, remembered for the first 16 ids -- and the partition's log
+ * dir (gr_ctrl_replica_on_offline_dir). */
+struct broker_memo {
+    int32_t id[16];
+    bool up[16];
+    int n;
+};
+
+static bool broker_up(struct broker_memo *m, const struct gr_ctrl_context *ctx, int32_t id) {
+    for (int i = 0; i < m->n; i++)
+        if (m->id[i] == id) return m->up[i];
+    bool up = gr_ctrl_broker_registered(ctx, id) && !gr_ctrl_broker_shutting_down(ctx, id);
+    if (m->n < 16) {
+        m->id[m->n] = id;
+        m->up[m->n++] = up;
+    }
+    return up;
+}
+
 int gr_rsm_startup(struct gr_ctrl_sm *sm) {
     struct gr_ctrl_context *ctx = sm->ctx;
     gr_info(LOGGER, "Initializing replica state");
+    /* the online replicas are listed only for the general path, which writes their DEBUG lines */
+    bool list_online = gr_log_enabled(GR_LOG_DEBUG);
     struct gr_ctrl_replica_list online = {0}, offline = {0};
-    size_t cur = 0;
+    size_t n_online = 0, cur = 0;
+    struct broker_memo memo = {0};
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             for (int r = 0; r < p->n_replicas; r++) {
                 int32_t id = p->replicas[r];
-                if (gr_ctrl_replica_online(ctx, p, id, false)) {
+                if (broker_up(&memo, ctx, id) && !gr_ctrl_replica_on_offline_dir(p, id)) {
                     gr_ctrl_replica_state_set(p, id, GR_RS_ONLINE);
-                    gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
+                    if (list_online) gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
+                    n_online++;
                 } else {
                     gr_ctrl_replica_state_set(p, id, GR_RS_DELETION_INELIGIBLE);
                     gr_ctrl_replica_list_add(&offline, t->name, p->partition, id);
@@ -829,7 +886,8 @@ int gr_rsm_startup(struct gr_ctrl_sm *sm) {
             }
         }
     gr_info(LOGGER, "Triggering online replica state changes");
-    int rc = gr_rsm_handle_state_changes(sm, online.v, online.n, GR_RS_ONLINE);
+    int rc = list_online ? gr_rsm_handle_state_changes(sm, online.v, online.n, GR_RS_ONLINE)
+                         : startup_online(sm, n_online);
     if (!rc) {
         gr_info(LOGGER, "Triggering offline replica state changes");
         rc = gr_rsm_handle_state_changes(sm, offline.v, offline.n, GR_RS_OFFLINE);

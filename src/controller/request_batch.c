@@ -23,7 +23,12 @@ int16_t gr_ctrl_security_protocol_id(const char *name) {
     return 0;
 }
 
-/* ---- a small hash map keyed by (broker, topic, partition) ---- */
+/* ---- entries keyed by (broker, topic, partition) ----
+ * Adds append; nothing is looked up while a batch is built. A later add for the same key wins
+ * (rule 3) when the entries are sorted at send: entries of one key sort together in the order they
+ * were added, and merge_runs keeps the last one with the sticky flags of all. (A hash map found
+ * or replaced the entry at each add: at 400k adds per 100k-partition failover its probes and
+ * growth were the top of the event thread.) */
 
 enum { KIND_LAI, KIND_UM, KIND_SR };
 
@@ -34,14 +39,15 @@ struct topic_ref {
     const char *name; /* in the batch arena */
     uint64_t hash;
     uint32_t rank;    /* position in name order, set by rank_topics before a sort */
+    char *sent;       /* its copy in the send's arena (sent_name), NULL before */
 };
 
 struct entry {
-    int32_t broker; /* -1 in the UpdateMetadata partition map */
+    int32_t broker; /* -1 in the UpdateMetadata partition list */
     int32_t partition;
     const char *topic; /* == tref->name */
     const struct topic_ref *tref;
-    uint64_t hash;
+    size_t seq; /* position in its list: the order of adds */
     union {
         struct LeaderAndIsrRequest_LeaderAndIsrPartitionState lai;
         struct UpdateMetadataRequest_UpdateMetadataPartitionState um;
@@ -49,10 +55,10 @@ struct entry {
     } st;
 };
 
-struct map {
-    struct entry **slots;
-    size_t n_slots; /* power of two or 0 */
-    size_t n;
+/* The entries of one kind in the order they were added (duplicates included). */
+struct elist {
+    struct entry **v;
+    size_t n, cap;
 };
 
 static uint64_t str_hash(const char *topic) {
@@ -62,40 +68,6 @@ static uint64_t str_hash(const char *topic) {
         h *= 1099511628211ULL;
     }
     return h;
-}
-
-static uint64_t key_hash(int32_t broker, const struct topic_ref *t, int32_t partition) {
-    uint64_t h = t->hash;
-    h ^= (uint64_t)(uint32_t)partition * 0x9E3779B97F4A7C15ULL;
-    h ^= (uint64_t)(uint32_t)broker * 0xC2B2AE3D27D4EB4FULL;
-    h ^= h >> 29;
-    return h;
-}
-
-static struct entry **map_slot(struct map *m, int32_t broker, const struct topic_ref *t, int32_t partition,
-                               uint64_t h) {
-    size_t mask = m->n_slots - 1;
-    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-        struct entry *e = m->slots[i];
-        if (!e) return &m->slots[i];
-        if (e->hash == h && e->broker == broker && e->partition == partition && e->tref == t) return &m->slots[i];
-    }
-}
-
-static void map_grow(struct map *m) {
-    size_t n_slots = m->n_slots ? m->n_slots * 2 : 64;
-    struct entry **old = m->slots;
-    size_t old_n = m->n_slots;
-    m->slots = gr_calloc(n_slots, sizeof *m->slots);
-    m->n_slots = n_slots;
-    for (size_t i = 0; i < old_n; i++) {
-        struct entry *e = old[i];
-        if (!e) continue;
-        size_t j = (size_t)e->hash & (n_slots - 1);
-        while (m->slots[j]) j = (j + 1) & (n_slots - 1);
-        m->slots[j] = e;
-    }
-    free(old);
 }
 
 /* Empties an open-addressing table of pointers between batches: a large one (a burst) is freed, a
@@ -110,18 +82,51 @@ static void *slots_reset(void *slots, size_t *n_slots) {
     return slots;
 }
 
-static void map_clear(struct map *m) {
-    m->slots = slots_reset(m->slots, &m->n_slots);
-    m->n = 0;
+static void elist_clear(struct elist *l) {
+    if (l->cap > 4096) { /* a burst: give the memory back */
+        free(l->v);
+        l->v = NULL;
+        l->cap = 0;
+    }
+    l->n = 0;
 }
 
-/* The entries of m (unordered), malloc'd. */
-static struct entry **map_entries(const struct map *m) {
-    struct entry **v = gr_malloc((m->n ? m->n : 1) * sizeof *v);
-    size_t k = 0;
-    for (size_t i = 0; i < m->n_slots; i++)
-        if (m->slots[i]) v[k++] = m->slots[i];
+static void elist_reserve(struct elist *l, size_t more) {
+    if (l->n + more <= l->cap) return;
+    size_t cap = l->cap ? l->cap : 64;
+    while (cap < l->n + more) cap *= 2;
+    l->v = gr_realloc(l->v, cap * sizeof *l->v);
+    l->cap = cap;
+}
+
+/* A copy of l's entries (in the order added), malloc'd. */
+static struct entry **elist_copy(const struct elist *l) {
+    struct entry **v = gr_malloc((l->n ? l->n : 1) * sizeof *v);
+    if (l->n) memcpy(v, l->v, l->n * sizeof *v);
     return v;
+}
+
+static bool same_key(const struct entry *x, const struct entry *y) {
+    return x->broker == y->broker && x->partition == y->partition && x->tref == y->tref;
+}
+
+/* Rule 3 on entries sorted by key and, within a key, in the order added: keeps the last entry of
+ * each key, with LeaderAndIsr's IsNew / StopReplica's DeletePartition set if any of the key's
+ * entries had it. Compacts v in place; returns the number of distinct keys. Idempotent. */
+static size_t merge_runs(struct entry **v, size_t n, int kind) {
+    size_t out = 0;
+    for (size_t k = 0; k < n;) {
+        size_t m = k + 1;
+        while (m < n && same_key(v[m], v[k])) m++;
+        struct entry *last = v[m - 1];
+        if (m - k > 1 && kind == KIND_LAI)
+            for (size_t q = k; q < m - 1; q++) last->st.lai.IsNew |= v[q]->st.lai.IsNew;
+        if (m - k > 1 && kind == KIND_SR)
+            for (size_t q = k; q < m - 1; q++) last->st.sr.DeletePartition |= v[q]->st.sr.DeletePartition;
+        v[out++] = last;
+        k = m;
+    }
+    return out;
 }
 
 /* Walks sorted entries v[0..n) one broker at a time: sets [*i, *j) to the next run of entries
@@ -158,6 +163,9 @@ static size_t topic_run_len(struct entry **v, size_t k, size_t end) {
     return m - k;
 }
 
+struct gr_ctrl_batch;
+static size_t distinct(const struct gr_ctrl_batch *cb, const struct elist *l, int kind, int32_t broker);
+
 /* ---- the batch ---- */
 
 /* A state-change line recorded for later (gr_ctrl_batch_log_*). */
@@ -182,7 +190,7 @@ struct sclog {
 struct gr_ctrl_batch {
     struct gr_ctrl_sm *sm;
     struct gr_arena arena; /* entries, topic names and their arrays */
-    struct map lai, um, sr;
+    struct elist lai, um, sr;
     /* interned topic names (open addressing; refs in the arena), and the last one looked up
      * (callers add a topic's partitions one after another) */
     struct topic_ref **topics;
@@ -284,9 +292,9 @@ void gr_ctrl_batch_hold_log(struct gr_ctrl_batch *b, bool hold) {
 int gr_ctrl_batch_pending_log(const struct gr_ctrl_batch *b) { return b->log.n; }
 
 void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
-    map_clear(&b->lai);
-    map_clear(&b->um);
-    map_clear(&b->sr);
+    elist_clear(&b->lai);
+    elist_clear(&b->um);
+    elist_clear(&b->sr);
     b->topics = slots_reset(b->topics, &b->n_topic_slots);
     b->n_topics = 0;
     b->ranked = false;
@@ -298,9 +306,9 @@ void gr_ctrl_batch_clear(struct gr_ctrl_batch *b) {
 void gr_ctrl_batch_free(struct gr_ctrl_batch *b) {
     if (!b) return;
     gr_ctrl_batch_clear(b);
-    free(b->lai.slots);
-    free(b->um.slots);
-    free(b->sr.slots);
+    free(b->lai.v);
+    free(b->um.v);
+    free(b->sr.v);
     free(b->topics);
     free(b->um_brokers);
     free(b->log.v);
@@ -320,7 +328,7 @@ int gr_ctrl_batch_begin(struct gr_ctrl_batch *b) {
     gr_error(LOGGER,
              "Controller to broker state change requests batch is not empty while creating a new one: "
              "%zu LeaderAndIsr, %zu StopReplica entries and UpdateMetadata to %d brokers might be lost",
-             b->lai.n, b->sr.n, b->n_um_brokers);
+             distinct(b, &b->lai, KIND_LAI, -1), distinct(b, &b->sr, KIND_SR, -1), b->n_um_brokers);
     gr_ctrl_batch_clear(b);
     return -EBUSY;
 }
@@ -408,7 +416,8 @@ static int cmp_entry(const void *a, const void *b) {
     const struct entry *x = *(struct entry *const *)a, *y = *(struct entry *const *)b;
     if (x->broker != y->broker) return x->broker < y->broker ? -1 : 1;
     if (x->tref != y->tref) return x->tref->rank < y->tref->rank ? -1 : 1;
-    return x->partition < y->partition ? -1 : x->partition > y->partition;
+    if (x->partition != y->partition) return x->partition < y->partition ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static int bits_for(uint64_t max) {
@@ -429,11 +438,20 @@ static int broker_pos(const int32_t *ids, int n, int32_t id) {
     return -1;
 }
 
-/* The entries of m sorted by (broker, topic name, partition), malloc'd. */
-static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct map *m) {
+static struct entry **sort_entries(struct gr_ctrl_batch *b, struct entry **v, size_t n);
+
+/* The distinct entries of l (rule 3: merge_runs) sorted by (broker, topic name, partition),
+ * malloc'd; their number in *n_out. */
+static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct elist *l, int kind, size_t *n_out) {
     rank_topics(b);
-    struct entry **v = map_entries(m);
-    size_t n = m->n;
+    struct entry **v = sort_entries(b, elist_copy(l), l->n);
+    *n_out = merge_runs(v, l->n, kind);
+    return v;
+}
+
+/* Sorts v[0..n) (entries in the order added) by (broker, topic rank, partition, order added);
+ * returns the sorted array (v, or a new one after freeing v). */
+static struct entry **sort_entries(struct gr_ctrl_batch *b, struct entry **v, size_t n) {
     int32_t ids[64];
     int n_ids = 0;
     int32_t max_part = 0;
@@ -474,34 +492,58 @@ static struct entry **sorted_entries(struct gr_ctrl_batch *b, const struct map *
     return out;
 }
 
-/* Finds or inserts the entry for the key; *fresh tells which. */
-static struct entry *map_put(struct gr_ctrl_batch *b, struct map *m, int32_t broker, const char *topic,
-                             int32_t partition, bool *fresh) {
-    if ((m->n + 1) * 4 >= m->n_slots * 3) map_grow(m);
-    struct topic_ref *t = intern_topic(b, topic);
-    uint64_t h = key_hash(broker, t, partition);
-    struct entry **slot = map_slot(m, broker, t, partition, h);
-    if (*slot) {
-        *fresh = false;
-        return *slot;
-    }
+/* A new entry for the key, appended to l (an earlier one for the key is merged at send). */
+static struct entry *entry_add(struct gr_ctrl_batch *b, struct elist *l, int32_t broker, struct topic_ref *t,
+                               int32_t partition) {
+    elist_reserve(l, 1);
     struct entry *e = gr_arena_alloc(&b->arena, sizeof *e);
     e->broker = broker;
     e->partition = partition;
     e->tref = t;
     e->topic = t->name;
-    e->hash = h;
-    *slot = e;
-    m->n++;
-    *fresh = true;
+    e->seq = l->n;
+    l->v[l->n++] = e;
     return e;
 }
 
-static int32_t *dup_ints(struct gr_arena *a, const int32_t *v, int n) {
+/* Number of distinct keys in l, of broker (all when broker < 0). Sorts a copy (tests, logs). */
+static size_t distinct(const struct gr_ctrl_batch *cb, const struct elist *l, int kind, int32_t broker) {
+    if (l->n == 0) return 0;
+    struct gr_ctrl_batch *b = (struct gr_ctrl_batch *)cb; /* only the topics' rank cache changes */
+    size_t n, c = 0;
+    struct entry **v = sorted_entries(b, l, kind, &n);
+    for (size_t i = 0; i < n; i++)
+        if (broker < 0 || v[i]->broker == broker) c++;
+    free(v);
+    return c;
+}
+
+/* Arrays in the batch arena are shared by entries (a LeaderAndIsr add's brokers and the
+ * partition's UpdateMetadata entry) and carry a forwarding pointer in front: their copy in the
+ * send's arena, made once by sent_ints (the batch arena is freed at the send; the requests, which
+ * may wait in the brokers' queues, keep only what they need). */
+static int32_t *batch_ints(struct gr_ctrl_batch *b, const int32_t *v, int n) {
     if (n <= 0) return NULL;
-    int32_t *d = gr_arena_alloc(a, (size_t)n * sizeof *d);
-    memcpy(d, v, (size_t)n * sizeof *d);
+    int32_t **fwd = gr_arena_alloc(&b->arena, sizeof *fwd + (size_t)n * sizeof(int32_t));
+    int32_t *d = (int32_t *)(fwd + 1);
+    if (v) memcpy(d, v, (size_t)n * sizeof *d);
     return d;
+}
+
+static int32_t *sent_ints(struct gr_arena *a, int32_t *v, int n) {
+    if (!v || n <= 0) return NULL;
+    int32_t **fwd = (int32_t **)v - 1;
+    if (!*fwd) {
+        *fwd = gr_arena_alloc(a, (size_t)n * sizeof(int32_t));
+        memcpy(*fwd, v, (size_t)n * sizeof(int32_t));
+    }
+    return *fwd;
+}
+
+static char *sent_name(struct gr_arena *a, const struct topic_ref *t) {
+    struct topic_ref *m = (struct topic_ref *)t; /* the batch's own ref */
+    if (!m->sent) m->sent = gr_arena_strdup(a, t->name);
+    return m->sent;
 }
 
 static void add_um_broker(struct gr_ctrl_batch *b, int32_t id) {
@@ -521,8 +563,14 @@ static void add_um_broker(struct gr_ctrl_batch *b, int32_t id) {
     b->n_um_brokers++;
 }
 
-/* Adds the current UpdateMetadata state of one partition (rule 4). */
-static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p) {
+/* Copies of p's replicas and ISR already in the batch arena (NULL: none yet). */
+struct um_arrays {
+    int32_t *replicas, *isr;
+};
+
+/* Adds the current UpdateMetadata state of one partition (rule 4), using the copies in have. */
+static void add_um_partition_with(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p,
+                                  const struct um_arrays *have) {
     struct gr_ctrl_context *ctx = b->sm->ctx;
     if (!p->has_state) {
         gr_info(LOGGER, "Leader not yet assigned for partition %s-%d. Skip sending UpdateMetadataRequest.", topic,
@@ -530,10 +578,8 @@ static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct 
         return;
     }
     bool deleting = gr_ctrl_topic_queued_for_deletion(ctx, topic);
-    bool fresh;
-    struct entry *e = map_put(b, &b->um, -1, topic, p->partition, &fresh);
-    struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
-    memset(s, 0, sizeof *s);
+    struct entry *e = entry_add(b, &b->um, -1, intern_topic(b, topic), p->partition);
+    struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um; /* zeroed */
     s->PartitionIndex = p->partition;
     s->ControllerEpoch = p->lai.controller_epoch;
     if (deleting) { /* LeaderAndIsr.duringDelete(isr): leader -2, epoch 0, zkVersion 0 */
@@ -546,15 +592,24 @@ static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct 
         s->ZkVersion = p->lai.zk_version;
     }
     s->IsrCount = p->lai.n_isr;
-    s->Isr = dup_ints(&b->arena, p->lai.isr, p->lai.n_isr);
+    s->Isr = have->isr ? have->isr : batch_ints(b, p->lai.isr, p->lai.n_isr);
     s->ReplicasCount = p->n_replicas;
-    s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+    s->Replicas = have->replicas ? have->replicas : batch_ints(b, p->replicas, p->n_replicas);
     int n_off = 0;
-    int32_t *off = gr_arena_alloc(&b->arena, (size_t)(p->n_replicas ? p->n_replicas : 1) * sizeof *off);
     for (int i = 0; i < p->n_replicas; i++)
-        if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) off[n_off++] = p->replicas[i];
+        if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) n_off++;
     s->OfflineReplicasCount = n_off;
-    s->OfflineReplicas = n_off ? off : NULL;
+    if (n_off) {
+        int32_t *off = batch_ints(b, NULL, n_off);
+        s->OfflineReplicas = off;
+        for (int i = 0; i < p->n_replicas; i++)
+            if (!gr_ctrl_replica_online(ctx, p, p->replicas[i], false)) *off++ = p->replicas[i];
+    }
+}
+
+static void add_um_partition(struct gr_ctrl_batch *b, const char *topic, struct gr_ctrl_partition *p) {
+    static const struct um_arrays none;
+    add_um_partition_with(b, topic, p, &none);
 }
 
 void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
@@ -586,11 +641,10 @@ void gr_ctrl_batch_add_update_metadata_all(struct gr_ctrl_batch *b, const int32_
 void gr_ctrl_batch_add_update_metadata_deleted(struct gr_ctrl_batch *b, int32_t broker, const char *topic,
                                                int32_t n_partitions) {
     add_um_broker(b, broker);
+    struct topic_ref *t = intern_topic(b, topic);
     for (int32_t i = 0; i < n_partitions; i++) {
-        bool fresh;
-        struct entry *e = map_put(b, &b->um, -1, topic, i, &fresh);
-        struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um;
-        memset(s, 0, sizeof *s);
+        struct entry *e = entry_add(b, &b->um, -1, t, i);
+        struct UpdateMetadataRequest_UpdateMetadataPartitionState *s = &e->st.um; /* zeroed */
         s->PartitionIndex = i;
         s->ControllerEpoch = b->sm->ctx->epoch;
         s->Leader = GR_LEADER_DURING_DELETE; /* LeaderAndIsr.duringDelete: the broker drops it */
@@ -605,37 +659,49 @@ void gr_ctrl_batch_add_update_metadata_brokers_only(struct gr_ctrl_batch *b) {
 void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                       const char *topic, int32_t partition,
                                       const struct gr_kzk_leader_and_isr *lai, bool is_new) {
-    struct gr_ctrl_context *ctx = b->sm->ctx;
-    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(b->sm->ctx, topic, partition);
     if (!p) {
         gr_error(LOGGER, "Not adding LeaderAndIsr for unknown partition %s-%d", topic, partition);
         return;
     }
+    gr_ctrl_batch_add_leader_and_isr_p(b, brokers, n_brokers, topic, p, lai, is_new);
+}
+
+void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                        const char *topic, struct gr_ctrl_partition *p,
+                                        const struct gr_kzk_leader_and_isr *lai, bool is_new) {
+    struct gr_ctrl_context *ctx = b->sm->ctx;
+    int32_t partition = p->partition;
+    struct topic_ref *t = intern_topic(b, topic);
+    /* the arrays are copied once per call and shared by its entries (and the partition's
+     * UpdateMetadata entry): nothing changes them once added */
+    struct um_arrays shared = {.replicas = batch_ints(b, p->replicas, p->n_replicas)};
+    int32_t *isr = batch_ints(b, lai->isr, lai->n_isr);
+    if (lai == &p->lai) shared.isr = isr;
+    int32_t *adding = batch_ints(b, p->adding, p->n_adding);
+    int32_t *removing = batch_ints(b, p->removing, p->n_removing);
     for (int i = 0; i < n_brokers; i++) {
         if (brokers[i] < 0) continue;
-        bool fresh;
-        struct entry *e = map_put(b, &b->lai, brokers[i], topic, partition, &fresh);
-        bool already_new = !fresh && e->st.lai.IsNew;
-        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = &e->st.lai;
-        memset(s, 0, sizeof *s);
+        struct entry *e = entry_add(b, &b->lai, brokers[i], t, partition);
+        struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *s = &e->st.lai; /* zeroed */
         s->PartitionIndex = partition;
         s->ControllerEpoch = lai->controller_epoch;
         s->Leader = lai->leader;
         s->LeaderEpoch = lai->leader_epoch;
         s->IsrCount = lai->n_isr;
-        s->Isr = dup_ints(&b->arena, lai->isr, lai->n_isr);
+        s->Isr = isr;
         s->ZkVersion = lai->zk_version;
         s->ReplicasCount = p->n_replicas;
-        s->Replicas = dup_ints(&b->arena, p->replicas, p->n_replicas);
+        s->Replicas = shared.replicas;
         s->AddingReplicasCount = p->n_adding;
-        s->AddingReplicas = dup_ints(&b->arena, p->adding, p->n_adding);
+        s->AddingReplicas = adding;
         s->RemovingReplicasCount = p->n_removing;
-        s->RemovingReplicas = dup_ints(&b->arena, p->removing, p->n_removing);
-        s->IsNew = is_new || already_new;
+        s->RemovingReplicas = removing;
+        s->IsNew = is_new; /* sticky: merge_runs */
     }
     /* rule 1: UpdateMetadata for this partition to every registered broker */
     for (int i = 0; i < ctx->n_brokers; i++) add_um_broker(b, ctx->brokers[i].id);
-    add_um_partition(b, topic, p);
+    add_um_partition_with(b, topic, p, &shared);
 }
 
 void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
@@ -648,14 +714,13 @@ void gr_ctrl_batch_add_stop_replica(struct gr_ctrl_batch *b, const int32_t *brok
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(ctx, topic, partition);
         epoch = p && p->has_state ? p->lai.leader_epoch : GR_EPOCH_NONE;
     }
+    struct topic_ref *t = intern_topic(b, topic);
     for (int i = 0; i < n_brokers; i++) {
         if (brokers[i] < 0) continue;
-        bool fresh;
-        struct entry *e = map_put(b, &b->sr, brokers[i], topic, partition, &fresh);
-        bool already_delete = !fresh && e->st.sr.DeletePartition;
+        struct entry *e = entry_add(b, &b->sr, brokers[i], t, partition);
         e->st.sr.PartitionIndex = partition;
         e->st.sr.LeaderEpoch = epoch;
-        e->st.sr.DeletePartition = already_delete || delete_partition;
+        e->st.sr.DeletePartition = delete_partition; /* sticky: merge_runs */
     }
 }
 
@@ -671,18 +736,28 @@ void gr_ctrl_req_free(void *req) {
     free(box);
 }
 
-static struct gr_ctrl_shared_arena *shared_new(int refs) {
+/* The arena of one send's requests (all of them), holding one reference for the sender, dropped
+ * by shared_release. Arrays and topic names shared by entries are copied into it once. */
+static struct gr_ctrl_shared_arena *shared_new(void) {
     struct gr_ctrl_shared_arena *s = gr_calloc(1, sizeof *s);
-    atomic_init(&s->refs, refs);
+    atomic_init(&s->refs, 1);
     gr_arena_init(&s->arena);
     return s;
 }
 
-/* A request box for api_key whose structures live in sh (the box holds one of its references). */
+static void shared_release(struct gr_ctrl_shared_arena *s) {
+    if (atomic_fetch_sub(&s->refs, 1) == 1) {
+        gr_arena_free(&s->arena);
+        free(s);
+    }
+}
+
+/* A request box for api_key whose structures live in sh (the box takes a reference). */
 static struct gr_ctrl_req *req_box_new(int16_t api_key, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_req *box = gr_calloc(1, sizeof *box);
     box->api_key = api_key;
     box->shared = sh;
+    atomic_fetch_add(&sh->refs, 1);
     return box;
 }
 
@@ -705,16 +780,15 @@ static void deliver(struct gr_ctrl_batch *b, int32_t broker, struct gr_ctrl_req 
     b->sm->sender->send(b->sm->sender_ctx, broker, box->api_key, ver, box, gr_ctrl_req_free, ev);
 }
 
-static void send_leader_and_isr(struct gr_ctrl_batch *b) {
+static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->lai.n == 0) return;
-    struct entry **v = sorted_entries(b, &b->lai);
-    size_t n = b->lai.n, i, j = 0;
+    size_t n, i, j = 0;
+    struct entry **v = sorted_entries(b, &b->lai, KIND_LAI, &n);
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
         struct gr_ctrl_req *box = req_box_new(GR_API_LEADER_AND_ISR, sh);
         struct LeaderAndIsrRequest *r = &box->u.lai;
@@ -732,7 +806,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].TopicName = sent_name(a, v[k]->tref);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -741,10 +815,10 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
             struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &ts->PartitionStates[ts->PartitionStatesCount++];
             *ps = v[k]->st.lai;
             ps->TopicName = NULL;
-            ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
-            ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
-            ps->AddingReplicas = dup_ints(a, ps->AddingReplicas, ps->AddingReplicasCount);
-            ps->RemovingReplicas = dup_ints(a, ps->RemovingReplicas, ps->RemovingReplicasCount);
+            ps->Isr = sent_ints(a, ps->Isr, ps->IsrCount);
+            ps->Replicas = sent_ints(a, ps->Replicas, ps->ReplicasCount);
+            ps->AddingReplicas = sent_ints(a, ps->AddingReplicas, ps->AddingReplicasCount);
+            ps->RemovingReplicas = sent_ints(a, ps->RemovingReplicas, ps->RemovingReplicasCount);
             if (ps->Leader == broker) n_become_leader++;
             bool seen = false;
             for (int q = 0; q < n_leaders; q++)
@@ -772,25 +846,26 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b) {
     free(v);
 }
 
-static void send_update_metadata(struct gr_ctrl_batch *b) {
+static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->n_um_brokers == 0) return;
+    /* partition states grouped by topic */
+    size_t n;
+    struct entry **v = sorted_entries(b, &b->um, KIND_UM, &n);
     char ids[512];
     gr_info(GR_STATE_CHANGE_LOGGER,
             "[Controller id=%d epoch=%d] Sending UpdateMetadata request to brokers %s for %zu partitions",
-            sm->controller_id, ctx->epoch, gr_ctrl_fmt_ids(ids, sizeof ids, b->um_brokers, b->n_um_brokers),
-            b->um.n);
+            sm->controller_id, ctx->epoch, gr_ctrl_fmt_ids(ids, sizeof ids, b->um_brokers, b->n_um_brokers), n);
     int n_targets = 0;
     for (int i = 0; i < b->n_um_brokers; i++)
         if (gr_ctrl_ctx_broker(ctx, b->um_brokers[i])) n_targets++;
-    if (n_targets == 0) return;
+    if (n_targets == 0) {
+        free(v);
+        return;
+    }
 
-    struct gr_ctrl_shared_arena *sh = shared_new(n_targets);
     struct gr_arena *a = &sh->arena;
-    /* partition states grouped by topic */
-    struct entry **v = sorted_entries(b, &b->um);
-    size_t n = b->um.n;
     int n_topics = count_topics(v, 0, n);
     struct UpdateMetadataRequest_UpdateMetadataTopicState *topics =
         gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *topics);
@@ -798,7 +873,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     for (size_t k = 0; k < n; k++) {
         if (topic_starts(v, 0, k)) {
             t++;
-            topics[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+            topics[t].TopicName = sent_name(a, v[k]->tref);
             topics[t].PartitionStatesCount = 0;
             topics[t].PartitionStates = gr_arena_alloc(a, topic_run_len(v, k, n) * sizeof *topics[t].PartitionStates);
         }
@@ -806,9 +881,9 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
             &topics[t].PartitionStates[topics[t].PartitionStatesCount++];
         *ps = v[k]->st.um;
         ps->TopicName = NULL;
-        ps->Isr = dup_ints(a, ps->Isr, ps->IsrCount);
-        ps->Replicas = dup_ints(a, ps->Replicas, ps->ReplicasCount);
-        ps->OfflineReplicas = dup_ints(a, ps->OfflineReplicas, ps->OfflineReplicasCount);
+        ps->Isr = sent_ints(a, ps->Isr, ps->IsrCount);
+        ps->Replicas = sent_ints(a, ps->Replicas, ps->ReplicasCount);
+        ps->OfflineReplicas = sent_ints(a, ps->OfflineReplicas, ps->OfflineReplicasCount);
     }
     free(v);
     /* live brokers */
@@ -849,16 +924,15 @@ static void send_update_metadata(struct gr_ctrl_batch *b) {
     }
 }
 
-static void send_stop_replica(struct gr_ctrl_batch *b) {
+static void send_stop_replica(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     if (b->sr.n == 0) return;
-    struct entry **v = sorted_entries(b, &b->sr);
-    size_t n = b->sr.n, i, j = 0;
+    size_t n, i, j = 0;
+    struct entry **v = sorted_entries(b, &b->sr, KIND_SR, &n);
     struct gr_ctrl_broker *br;
     while ((br = next_broker_run(ctx, v, n, &i, &j))) {
         int32_t broker = v[i]->broker;
-        struct gr_ctrl_shared_arena *sh = shared_new(1);
         struct gr_arena *a = &sh->arena;
         struct gr_ctrl_req *box = req_box_new(GR_API_STOP_REPLICA, sh);
         struct StopReplicaRequest *r = &box->u.sr;
@@ -875,7 +949,7 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
         for (size_t k = i; k < j; k++) {
             if (topic_starts(v, i, k)) {
                 t++;
-                r->TopicStates[t].TopicName = gr_arena_strdup(a, v[k]->topic);
+                r->TopicStates[t].TopicName = sent_name(a, v[k]->tref);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -895,29 +969,26 @@ static void send_stop_replica(struct gr_ctrl_batch *b) {
 
 void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
     if (b->lai.n || b->um.n || b->sr.n || b->n_um_brokers) b->sm->ctx->gen++; /* context.h */
-    send_leader_and_isr(b);
-    send_update_metadata(b);
-    send_stop_replica(b);
+    struct gr_ctrl_shared_arena *sh = shared_new();
+    send_leader_and_isr(b, sh);
+    send_update_metadata(b, sh);
+    send_stop_replica(b, sh);
+    shared_release(sh);
     gr_ctrl_batch_clear(b);
     if (!b->log.hold) gr_ctrl_batch_flush_log(b);
 }
 
 /* ---- introspection ---- */
 
-static int count_broker(const struct map *m, int32_t broker) {
-    int c = 0;
-    for (size_t i = 0; i < m->n_slots; i++)
-        if (m->slots[i] && (broker < 0 || m->slots[i]->broker == broker)) c++;
-    return c;
-}
-
 int gr_ctrl_batch_count_leader_and_isr(const struct gr_ctrl_batch *b, int32_t broker) {
-    return count_broker(&b->lai, broker);
+    return (int)distinct(b, &b->lai, KIND_LAI, broker);
 }
 int gr_ctrl_batch_count_update_metadata_brokers(const struct gr_ctrl_batch *b) { return b->n_um_brokers; }
-int gr_ctrl_batch_count_update_metadata_partitions(const struct gr_ctrl_batch *b) { return (int)b->um.n; }
+int gr_ctrl_batch_count_update_metadata_partitions(const struct gr_ctrl_batch *b) {
+    return (int)distinct(b, &b->um, KIND_UM, -1);
+}
 int gr_ctrl_batch_count_stop_replica(const struct gr_ctrl_batch *b, int32_t broker) {
-    return count_broker(&b->sr, broker);
+    return (int)distinct(b, &b->sr, KIND_SR, broker);
 }
 
 /* ---- the state machine environment (states.h struct gr_ctrl_sm) ---- */

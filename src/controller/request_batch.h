@@ -12,7 +12,8 @@
  *  2. Per broker the order of sending is LeaderAndIsr, then UpdateMetadata, then StopReplica.
  *     Brokers that are no longer registered at send time are skipped.
  *  3. A later add for the same (broker, partition) replaces the earlier one; LeaderAndIsr's IsNew
- *     and StopReplica's DeletePartition are sticky (once true, stay true).
+ *     and StopReplica's DeletePartition are sticky (once true, stay true). (Adds append; the rule
+ *     is applied when the entries are sorted at the send, so adding costs no lookup.)
  *  4. UpdateMetadata partition states are taken from the context at add time: leader/ISR as
  *     cached, OfflineReplicas = assigned replicas that are not online, and leader -2
  *     (LeaderDuringDelete) for topics queued for deletion. Partitions without leadership info
@@ -29,8 +30,10 @@
  *
  * Requests handed to the sender are `struct gr_ctrl_req` boxes (below): the request struct is
  * the first member, so the `void *request` pointer is both. Arrays live in a reference-counted
- * arena shared by all UpdateMetadata requests of one send (they differ only in BrokerEpoch), so
- * request_free may run on any thread (send threads). */
+ * arena shared by all requests of one send (the UpdateMetadata requests differ only in
+ * BrokerEpoch and share their arrays; a partition's ISR and replicas are one copy for all its
+ * LeaderAndIsr entries), so request_free may run on any thread (send threads); the arena goes
+ * when the last request of the send is freed. */
 #ifndef GR_CONTROLLER_REQUEST_BATCH_H
 #define GR_CONTROLLER_REQUEST_BATCH_H
 
@@ -93,6 +96,10 @@ bool gr_ctrl_batch_empty(const struct gr_ctrl_batch *b);
 void gr_ctrl_batch_add_leader_and_isr(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
                                       const char *topic, int32_t partition,
                                       const struct gr_kzk_leader_and_isr *lai, bool is_new);
+/* The same for a partition of the context the caller already holds (p: its topic's `topic`). */
+void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,
+                                        const char *topic, struct gr_ctrl_partition *p,
+                                        const struct gr_kzk_leader_and_isr *lai, bool is_new);
 /* addUpdateMetadataRequestForBrokers: adds brokers (< 0 ignored) to the recipients and the given
  * partitions' current states (rule 4). */
 void gr_ctrl_batch_add_update_metadata(struct gr_ctrl_batch *b, const int32_t *brokers, int n_brokers,

@@ -392,11 +392,67 @@ static void test_state_change_lines_after_send(void) {
     teardown();
 }
 
+
+/* Rule 3 with adds interleaved over keys and a context change between them: per (broker,
+ * partition) the last add's values go out (LeaderAndIsr: the leader/ISR given to it; UpdateMetadata:
+ * the context's state at the last add), IsNew / DeletePartition stay once set, and the counts are
+ * of distinct keys. */
+static void test_later_add_wins(void) {
+    setup();
+    struct gr_ctrl_batch *b = sm.batch;
+    CHECK(gr_ctrl_batch_begin(b) == 0);
+    struct gr_ctrl_partition *p0 = gr_ctrl_ctx_partition(&ctx, "a", 0);
+    int32_t isr1[] = {1}, isr12[] = {1, 2}, isr2[] = {2};
+    struct gr_kzk_leader_and_isr l1 = {.leader = 1, .leader_epoch = 7, .controller_epoch = 5, .n_isr = 1, .isr = isr1,
+                                       .zk_version = 11};
+    struct gr_kzk_leader_and_isr l2 = {.leader = 2, .leader_epoch = 8, .controller_epoch = 5, .n_isr = 1, .isr = isr2,
+                                       .zk_version = 12};
+    int32_t b1[] = {1}, b12[] = {1, 2}, b2[] = {2};
+    set_state(&ctx, "a", 1, 2, 3, isr12, 2, 4);
+    gr_ctrl_batch_add_leader_and_isr(b, b12, 2, "a", 0, &l1, true);      /* a-0 to 1 (new), 2 */
+    gr_ctrl_batch_add_leader_and_isr(b, b1, 1, "a", 1, &p0->lai, false); /* a-1 to 1 */
+    gr_ctrl_batch_add_stop_replica(b, b2, 1, "a", 1, true);
+    gr_ctrl_batch_add_leader_and_isr(b, b1, 1, "a", 0, &l2, false);      /* a-0 to 1 again: l2, still new */
+    set_state(&ctx, "a", 0, 2, 9, isr2, 1, 13);                          /* UpdateMetadata follows the context */
+    gr_ctrl_batch_add_leader_and_isr(b, b2, 1, "a", 1, &l1, false);      /* a-1 to 2 */
+    gr_ctrl_batch_add_update_metadata(b, NULL, 0, &(struct gr_kzk_tp){(char *)"a", 0}, 1);
+    gr_ctrl_batch_add_stop_replica(b, b2, 1, "a", 1, false);
+    CHECK(gr_ctrl_batch_count_leader_and_isr(b, -1) == 4);
+    CHECK(gr_ctrl_batch_count_leader_and_isr(b, 1) == 2 && gr_ctrl_batch_count_leader_and_isr(b, 2) == 2);
+    CHECK(gr_ctrl_batch_count_update_metadata_partitions(b) == 2);
+    CHECK(gr_ctrl_batch_count_stop_replica(b, 2) == 1);
+    gr_ctrl_batch_send(b);
+    CHECK(n_sent == 6); /* LeaderAndIsr 1, 2; UpdateMetadata 1, 2, 3; StopReplica 2 */
+    if (n_sent != 6) goto out;
+    const struct LeaderAndIsrRequest *l = sent[0].req;
+    CHECK(sent[0].broker == 1 && l->TopicStatesCount == 1 && l->TopicStates[0].PartitionStatesCount == 2);
+    const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *a0 = &l->TopicStates[0].PartitionStates[0];
+    CHECK(a0->PartitionIndex == 0 && a0->Leader == 2 && a0->LeaderEpoch == 8 && a0->ZkVersion == 12 && a0->IsNew);
+    CHECK(l->TopicStates[0].PartitionStates[1].PartitionIndex == 1 && l->TopicStates[0].PartitionStates[1].Leader == 1);
+    l = sent[1].req;
+    CHECK(sent[1].broker == 2 && l->TopicStates[0].PartitionStatesCount == 2);
+    a0 = &l->TopicStates[0].PartitionStates[0];
+    CHECK(a0->Leader == 1 && a0->ZkVersion == 11 && a0->IsNew); /* only one add for (2, a-0) */
+    CHECK(l->TopicStates[0].PartitionStates[1].Leader == 1 && l->TopicStates[0].PartitionStates[1].ZkVersion == 11 &&
+          !l->TopicStates[0].PartitionStates[1].IsNew);
+    const struct UpdateMetadataRequest *u = sent[2].req;
+    CHECK(u->TopicStatesCount == 1 && u->TopicStates[0].PartitionStatesCount == 2);
+    CHECK(u->TopicStates[0].PartitionStates[0].Leader == 2 && u->TopicStates[0].PartitionStates[0].LeaderEpoch == 9 &&
+          u->TopicStates[0].PartitionStates[0].ZkVersion == 13);
+    const struct StopReplicaRequest *sr = sent[5].req;
+    CHECK(sent[5].api_key == 5 && sr->TopicStates[0].PartitionStatesCount == 1 &&
+          sr->TopicStates[0].PartitionStates[0].DeletePartition);
+    for (int i = 0; i < n_sent; i++) roundtrip(&sent[i]);
+out:
+    teardown();
+}
+
 int main(void) {
     test_order_and_fanout();
     test_state_change_lines_after_send();
     test_sort_order();
     test_update_metadata_rules();
+    test_later_add_wins();
     if (test_failures) {
         fprintf(stderr, "test_request_batch: %d failure(s)\n", test_failures);
         return 1;

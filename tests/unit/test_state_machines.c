@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/kerr.h"
+#include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
 #include "controller/context.h"
@@ -25,6 +26,7 @@
 #include "controller/request_batch.h"
 #include "controller/sender.h"
 #include "controller/states.h"
+#include "protocol/codec.h"
 #include "zk/kzk.h"
 
 #include "support/ctrl_fixture.h"
@@ -473,6 +475,83 @@ static void test_controlled_shutdown_answer_after_isr_writes(void) {
     teardown();
 }
 
+
+/* gr_rsm_startup's online step without its DEBUG lines (one LeaderAndIsr add per partition, taken
+ * from the context) sends exactly what the general path sends (DEBUG on: the replica list
+ * through handleStateChanges(OnlineReplica)), byte for byte and in the same order, and leaves the
+ * same replica states -- with offline replicas (an unregistered broker in and out of an ISR, an
+ * offline log dir, a partition without a state) and the offline step after it. */
+struct wire_req {
+    int32_t broker;
+    int16_t api_key;
+    struct gr_wbuf w;
+};
+
+static int16_t ctrl_version(int16_t api_key) {
+    if (api_key == GR_API_LEADER_AND_ISR) return GR_CTRL_LEADER_AND_ISR_VERSION;
+    if (api_key == GR_API_UPDATE_METADATA) return GR_CTRL_UPDATE_METADATA_VERSION;
+    return GR_CTRL_STOP_REPLICA_VERSION;
+}
+
+static int startup_wire(bool debug, struct wire_req *out, int max, int *states, int *n_states) {
+    setup();
+    int32_t r_b[] = {1, 2, 3, 2, 3, 4, 3, 4, 1, 4, 1, 2};
+    int32_t r_a[] = {2, 1, 3, 2, 1, 4};
+    create_topic("b", 4, r_b, 3);
+    create_topic("a", 3, r_a, 2);
+    /* states: b-0 (all online), b-1 and b-2 (4 in the ISR / not), a-0 (2's log dir offline), a-1;
+     * b-3 and a-2 have none */
+    struct { const char *t; int p; int32_t leader; int32_t isr[3]; int n_isr; } st[] = {
+        {"b", 0, 1, {1, 2, 3}, 3}, {"b", 1, 2, {2, 3, 4}, 3}, {"b", 2, 3, {3, 1}, 2},
+        {"a", 0, 2, {2, 1}, 2},    {"a", 1, 3, {3, 2}, 2},
+    };
+    for (size_t i = 0; i < GR_ARRAY_LEN(st); i++) {
+        struct gr_kzk_leader_and_isr l = {.leader = st[i].leader, .leader_epoch = 4, .controller_epoch = 1,
+                                          .n_isr = st[i].n_isr, .isr = st[i].isr};
+        struct gr_kzk_state_write w = {st[i].t, st[i].p, &l};
+        struct gr_kzk_write_result wr;
+        CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &w, 1, &wr) == 0 && wr.rc == 0);
+        gr_ctrl_partition_set_state(gr_ctrl_ctx_partition(&ctx, st[i].t, st[i].p), &l);
+    }
+    gr_ctrl_replica_set_offline_dir(gr_ctrl_ctx_partition(&ctx, "a", 0), 2, true);
+    gr_log_set_level(debug ? GR_LOG_DEBUG : GR_LOG_INFO);
+    CHECK(gr_rsm_startup(&sm) == 0);
+    gr_log_set_level(GR_LOG_INFO);
+    int n = 0;
+    for (int i = 0; i < n_sent && n < max; i++, n++) {
+        out[n].broker = sent[i].broker;
+        out[n].api_key = sent[i].api_key;
+        gr_wbuf_init(&out[n].w);
+        CHECK(gr_proto_encode_request(sent[i].api_key, ctrl_version(sent[i].api_key), 1, "c", sent[i].req,
+                                      &out[n].w) == 0);
+    }
+    *n_states = 0;
+    const char *names[] = {"b", "a"};
+    for (int t = 0; t < 2; t++) {
+        struct gr_ctrl_topic *tp = gr_ctrl_ctx_topic(&ctx, names[t]);
+        for (int p = 0; p < tp->n_partitions; p++)
+            for (int r = 0; r < tp->partitions[p].n_replicas; r++)
+                states[(*n_states)++] = gr_ctrl_replica_state_get(&tp->partitions[p], tp->partitions[p].replicas[r]);
+    }
+    teardown();
+    return n;
+}
+
+static void test_startup_online_same_requests(void) {
+    static struct wire_req fast[32], gen[32];
+    int st_fast[64], st_gen[64], ns_fast, ns_gen;
+    int n_fast = startup_wire(false, fast, 32, st_fast, &ns_fast);
+    int n_gen = startup_wire(true, gen, 32, st_gen, &ns_gen);
+    CHECK(n_fast == n_gen && n_fast >= 9); /* online: 3 LeaderAndIsr + 3 UpdateMetadata; offline ... */
+    for (int i = 0; i < n_fast && i < n_gen; i++) {
+        CHECK(fast[i].broker == gen[i].broker && fast[i].api_key == gen[i].api_key);
+        CHECK(fast[i].w.len == gen[i].w.len && memcmp(fast[i].w.p, gen[i].w.p, fast[i].w.len) == 0);
+    }
+    CHECK(ns_fast == ns_gen && memcmp(st_fast, st_gen, (size_t)ns_fast * sizeof *st_fast) == 0);
+    for (int i = 0; i < n_fast; i++) gr_wbuf_free(&fast[i].w);
+    for (int i = 0; i < n_gen; i++) gr_wbuf_free(&gen[i].w);
+}
+
 int main(void) {
     test_create_finds_own_state();
     test_controlled_shutdown_answer_after_isr_writes();
@@ -484,6 +563,7 @@ int main(void) {
     test_alter_isr();
     test_isr_change_notification();
     test_failover_startup();
+    test_startup_online_same_requests();
     if (test_failures) {
         fprintf(stderr, "test_state_machines: %d failure(s)\n", test_failures);
         return 1;
