@@ -26,14 +26,14 @@ int16_t gr_ctrl_security_protocol_id(const char *name) {
 /* ---- entries keyed by (broker, topic, partition) ----
  * Adds append; nothing is looked up while a batch is built. A later add for the same key wins
  * (rule 3) when the entries are sorted at send: entries of one key sort together in the order they
- * were added, and merge_runs keeps the last one with the sticky flags of all. (A hash map found
- * or replaced the entry at each add: at 400k adds per 100k-partition failover its probes and
- * growth were the top of the event thread.) */
+ * were added, and merge_runs keeps the last one with the sticky flags of all. (Why not a hash map
+ * looked up at each add: at 400k adds per 100k-partition failover its probes and growth are the
+ * top of the event thread, bench/README.md session 6.) */
 
 enum { KIND_LAI, KIND_UM, KIND_SR };
 
 /* A topic name interned in the batch (one arena copy per topic per batch): entries of the same
- * topic share the pointer, so the map compares pointers and the sort compares ranks, not names
+ * topic share the pointer, so the merge compares pointers and the sort compares ranks, not names
  * (strcmp was the top of the controller's event thread building 300k LeaderAndIsr entries). */
 struct topic_ref {
     const char *name; /* in the batch arena */
