@@ -422,6 +422,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                 return all(lead.get(tp, -1) not in (-1, victim.id) for tp in led)
             if probe_only and kprobes:  # no confluent-kafka polls: only md_probe watches
                 done, polls, mean_poll, wrong = {}, 0, 0.0, 0
+                watch.why = None
                 for p in kprobes.values():
                     try:
                         p.wait(timeout + session_ms / 1000)
