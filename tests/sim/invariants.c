@@ -231,15 +231,22 @@ static bool seq_eq(const int32_t *a, int na, const int32_t *b, int nb) {
  * so a broker process that still hosts it keeps a stray replica: recorded as missed for D2. The
  * writer's StopReplica(delete) goes out in the same event, before this write, so its context's
  * live brokers at the commit are the ones it decided with. */
+/* The context of the controller whose session committed t, if that broker incarnation is
+ * running with a controller (*wid: its id); NULL otherwise. */
+static struct gr_ctrl_context *writer_context(struct sim *s, const struct zm_txn *t, int32_t *wid) {
+    int winc;
+    if (!sim_session_owner(s, t->session, wid, &winc)) return NULL;
+    struct sbroker *w = sim_broker(s, *wid);
+    if (!w || !w->alive || w->incarnation != winc || !w->ctrl) return NULL;
+    return gr_controller_context(w->ctrl);
+}
+
 static void note_removed_while_offline(struct sim *s, const struct zm_txn *t, const char *topic,
                                        const struct gr_kzk_partition_assignment *op,
                                        const struct gr_kzk_partition_assignment *np) {
     int32_t wid;
-    int winc;
-    if (!sim_session_owner(s, t->session, &wid, &winc)) return;
-    struct sbroker *w = sim_broker(s, wid);
-    if (!w || !w->alive || w->incarnation != winc || !w->ctrl) return;
-    struct gr_ctrl_context *ctx = gr_controller_context(w->ctrl);
+    struct gr_ctrl_context *ctx = writer_context(s, t, &wid);
+    if (!ctx) return;
     for (int r = 0; r < op->n_replicas; r++) {
         int32_t id = op->replicas[r];
         if (in_ids(np->replicas, np->n_replicas, id) || gr_ctrl_ctx_broker(ctx, id)) continue;
@@ -263,11 +270,8 @@ static void note_deleted_while_offline(struct sim *s, const struct zm_txn *t, co
     if (c->op != GR_ZOP_DELETE || strncmp(c->path, TOPICS_PREFIX, pl) != 0 || strchr(c->path + pl, '/')) return;
     const char *topic = c->path + pl;
     int32_t wid;
-    int winc;
-    if (!sim_session_owner(s, t->session, &wid, &winc)) return;
-    struct sbroker *w = sim_broker(s, wid);
-    if (!w || !w->alive || w->incarnation != winc || !w->ctrl) return;
-    struct gr_ctrl_context *ctx = gr_controller_context(w->ctrl);
+    struct gr_ctrl_context *ctx = writer_context(s, t, &wid);
+    if (!ctx) return;
     for (int i = 0; i < s->n_brokers; i++) {
         struct sbroker *b = &s->brokers[i];
         if (!b->alive) continue;

@@ -156,6 +156,15 @@ static bool caches(struct sbroker *b, const char *topic, int32_t partition) {
     return false;
 }
 
+/* Starts every broker and settles; the active controller, or NULL after failing `what`. */
+static struct sbroker *start_settled(struct sim *s, const char *what) {
+    start_all(s);
+    sim_settle(s);
+    struct sbroker *c = active(s);
+    if (!c) sim_fail(s, what, "no active controller");
+    return c;
+}
+
 /* A topic deleted while a running broker is not live for the controller (its ZooKeeper session
  * expired and it cannot reconnect yet): it gets none of the deletion's UpdateMetadata (leader -2
  * goes to live brokers only). When it registers again in the same controller term, the controller
@@ -166,13 +175,8 @@ static bool caches(struct sbroker *b, const char *topic, int32_t partition) {
  * 907560 of the moving range failed it) and nothing in the same term. */
 static void delete_while_not_live(struct sim *s, bool move_controller) {
     const char *what = "scenario delete while not live";
-    start_all(s);
-    sim_settle(s);
-    struct sbroker *c = active(s);
-    if (!c) {
-        sim_fail(s, what, "no active controller");
-        return;
-    }
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
     const char *topic = "dn0";
     int32_t reps[] = {c->id};
     create_topic(s, topic, reps, 1);
@@ -206,13 +210,8 @@ static void delete_while_not_live(struct sim *s, bool move_controller) {
  * partition the new topic does not have. */
 static void scenario_recreated_same_term(struct sim *s) {
     const char *what = "scenario re-created while not live";
-    start_all(s);
-    sim_settle(s);
-    struct sbroker *c = active(s);
-    if (!c) {
-        sim_fail(s, what, "no active controller");
-        return;
-    }
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
     const char *topic = "rc0";
     struct gr_kzk_partition_assignment pa[2] = {{.partition = 0, .n_replicas = 1, .replicas = &c->id},
                                                 {.partition = 1, .n_replicas = 1, .replicas = &c->id}};
