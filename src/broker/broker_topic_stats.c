@@ -58,15 +58,6 @@ void gr_bts_free(struct gr_bts *s) {
     free(s);
 }
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 /* The slot holding topic, or the empty slot where it belongs. Caller holds the lock. */
 static struct bts_topic **probe(struct gr_bts *s, const char *topic, uint64_t h) {
     size_t mask = s->n_slots - 1;
@@ -92,7 +83,7 @@ static void grow(struct gr_bts *s) {
 }
 
 static struct bts_topic *topic_entry(struct gr_bts *s, const char *topic) {
-    uint64_t h = name_hash(topic);
+    uint64_t h = gr_str_hash(topic);
     pthread_rwlock_rdlock(&s->lock);
     struct bts_topic *t = *probe(s, topic, h);
     pthread_rwlock_unlock(&s->lock);

@@ -38,6 +38,12 @@ struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms) {
     return ts;
 }
 
+uint64_t gr_str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
 long gr_rss_pages(void) {
     FILE *f = fopen("/proc/self/statm", "re");
     long size = 0, rss = 0;

@@ -32,6 +32,9 @@ int64_t gr_wall_ms(void);
  * that pthread_cond_timedwait wants (CLOCK_REALTIME unless the condvar was set to another). */
 struct timespec gr_timespec_after_ms(clockid_t clock, int64_t ms);
 
+/* FNV-1a (64-bit) of a NUL-terminated string: the hash of the name-keyed tables. */
+uint64_t gr_str_hash(const char *s);
+
 /* Resident pages of this process (/proc/self/statm), 0 if unknown; gr_rss_kib the same in KiB. */
 long gr_rss_pages(void);
 long gr_rss_kib(void);

@@ -228,20 +228,11 @@ char *gr_ctrl_ctx_format_brokers(const struct gr_ctrl_context *ctx, char *buf, s
 
 /* ---- topic table ---- */
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 /* Slot of name, or (when absent) NULL with *insert_at the first free/tombstone slot. */
 static struct gr_ctrl_topic **lookup(struct gr_ctrl_context *ctx, const char *name, size_t *insert_at) {
     if (ctx->n_slots == 0) return NULL;
     size_t mask = ctx->n_slots - 1;
-    size_t i = (size_t)hash_str(name) & mask;
+    size_t i = (size_t)gr_str_hash(name) & mask;
     size_t first_free = (size_t)-1;
     for (size_t probes = 0; probes < ctx->n_slots; probes++, i = (i + 1) & mask) {
         struct gr_ctrl_topic *t = ctx->slots[i];
@@ -268,7 +259,7 @@ static void rehash(struct gr_ctrl_context *ctx, size_t n_slots) {
     for (size_t i = 0; i < old_n; i++) {
         struct gr_ctrl_topic *t = old[i];
         if (!t || t == TOMBSTONE) continue;
-        size_t j = (size_t)hash_str(t->name) & (n_slots - 1);
+        size_t j = (size_t)gr_str_hash(t->name) & (n_slots - 1);
         while (ctx->slots[j]) j = (j + 1) & (n_slots - 1);
         ctx->slots[j] = t;
     }

@@ -61,15 +61,6 @@ struct elist {
     size_t n, cap;
 };
 
-static uint64_t str_hash(const char *topic) {
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *s = topic; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 /* Empties an open-addressing table of pointers between batches: a large one (a burst) is freed, a
  * small one zeroed for reuse. Returns the table to keep (NULL when freed; *n_slots then 0). */
 static void *slots_reset(void *slots, size_t *n_slots) {
@@ -352,7 +343,7 @@ static void topics_grow(struct gr_ctrl_batch *b) {
 static struct topic_ref *intern_topic(struct gr_ctrl_batch *b, const char *topic) {
     if (b->last_ref && (topic == b->last_ref->name || strcmp(topic, b->last_ref->name) == 0)) return b->last_ref;
     if ((b->n_topics + 1) * 4 >= b->n_topic_slots * 3) topics_grow(b);
-    uint64_t h = str_hash(topic);
+    uint64_t h = gr_str_hash(topic);
     size_t mask = b->n_topic_slots - 1, i = (size_t)h & mask;
     while (b->topics[i] && (b->topics[i]->hash != h || strcmp(b->topics[i]->name, topic) != 0)) i = (i + 1) & mask;
     if (!b->topics[i]) {

@@ -40,12 +40,6 @@ struct gr_zk_watches {
     struct table sessions;
 };
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
 static void table_init(struct table *t) {
     t->nbuckets = 64;
     t->buckets = gr_calloc(t->nbuckets, sizeof(*t->buckets));
@@ -73,7 +67,7 @@ static void table_grow(struct table *t) {
         struct entry *e = t->buckets[i];
         while (e) {
             struct entry *n = e->next;
-            size_t j = hash_str(e->key) & (nb - 1);
+            size_t j = gr_str_hash(e->key) & (nb - 1);
             e->next = b[j];
             b[j] = e;
             e = n;
@@ -85,7 +79,7 @@ static void table_grow(struct table *t) {
 }
 
 static struct entry *table_find(struct table *t, const char *key) {
-    for (struct entry *e = t->buckets[hash_str(key) & (t->nbuckets - 1)]; e; e = e->next)
+    for (struct entry *e = t->buckets[gr_str_hash(key) & (t->nbuckets - 1)]; e; e = e->next)
         if (strcmp(e->key, key) == 0) return e;
     return NULL;
 }
@@ -96,7 +90,7 @@ static void table_put(struct table *t, const char *key, void *fn, void *ctx) {
         if (t->count + 1 > t->nbuckets) table_grow(t);
         e = gr_calloc(1, sizeof(*e));
         e->key = gr_strdup(key);
-        size_t j = hash_str(key) & (t->nbuckets - 1);
+        size_t j = gr_str_hash(key) & (t->nbuckets - 1);
         e->next = t->buckets[j];
         t->buckets[j] = e;
         t->count++;
@@ -106,7 +100,7 @@ static void table_put(struct table *t, const char *key, void *fn, void *ctx) {
 }
 
 static bool table_del(struct table *t, const char *key) {
-    struct entry **pp = &t->buckets[hash_str(key) & (t->nbuckets - 1)];
+    struct entry **pp = &t->buckets[gr_str_hash(key) & (t->nbuckets - 1)];
     for (; *pp; pp = &(*pp)->next) {
         if (strcmp((*pp)->key, key) == 0) {
             struct entry *e = *pp;
