@@ -134,6 +134,15 @@ def start_probes(brokers, victim_id, timeout):
     return probes
 
 
+def wait_probes(probes, timeout):
+    """Waits (up to timeout seconds each) for the probes to see what they wait for and exit."""
+    for p in probes.values():
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def finish_probes(probes):
     """({broker id: midpoint of the first poll that showed it}, {broker id: mean poll seconds})."""
     done, mean = {}, {}
@@ -423,11 +432,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             if probe_only and kprobes:  # no confluent-kafka polls: only md_probe watches
                 done, polls, mean_poll, wrong = {}, 0, 0.0, 0
                 watch.why = None
-                for p in kprobes.values():
-                    try:
-                        p.wait(timeout + session_ms / 1000)
-                    except subprocess.TimeoutExpired:
-                        pass
+                wait_probes(kprobes, timeout + session_ms / 1000)
             else:
                 done, polls, mean_poll, wrong = watch.wait(moved, timeout + session_ms / 1000, gate=gone.is_set,
                                                            abort=dead(survivors))
@@ -609,11 +614,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                            for t, p in partitions(md, topics))
         if (cs_probe_only or probe_only) and probes:  # no confluent-kafka polls: only md_probe watches
             done, polls, mean_poll = {}, 0, 0.0
-            for p in probes.values():
-                try:
-                    p.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    pass
+            wait_probes(probes, timeout)
         else:
             done, polls, mean_poll, _ = watch.wait(none_led, timeout, abort=dead(survivors))
             if watch.why:

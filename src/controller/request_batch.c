@@ -500,7 +500,9 @@ static struct entry *entry_add(struct gr_ctrl_batch *b, struct elist *l, int32_t
 /* Number of distinct keys in l, of broker (all when broker < 0). Sorts a copy (tests, logs). */
 static size_t distinct(const struct gr_ctrl_batch *cb, const struct elist *l, int kind, int32_t broker) {
     if (l->n == 0) return 0;
-    struct gr_ctrl_batch *b = (struct gr_ctrl_batch *)cb; /* only the topics' rank cache changes */
+    /* changes only the topics' rank cache, and the sticky flags merge_runs sets on each key's last
+     * entry (which the send sets the same way) */
+    struct gr_ctrl_batch *b = (struct gr_ctrl_batch *)cb;
     size_t n, c = 0;
     struct entry **v = sorted_entries(b, l, kind, &n);
     for (size_t i = 0; i < n; i++)
