@@ -139,19 +139,23 @@ void gr_fd_slot_init(struct gr_fd_slot *s) {
     s->prev = s->next = NULL;
 }
 
-int gr_fd_slot_acquire(struct gr_fd_slot *s, const char *path, int create) {
+int gr_fd_slot_pin(struct gr_fd_slot *s) {
     pthread_mutex_lock(&g_mu);
-    if (s->fd >= 0) {
+    int fd = s->fd;
+    if (fd >= 0) {
         s->pins++;
         if (g_head.next != s) {
             lru_unlink(s);
             lru_push_front(s);
         }
-        int fd = s->fd;
-        pthread_mutex_unlock(&g_mu);
-        return fd;
     }
     pthread_mutex_unlock(&g_mu);
+    return fd;
+}
+
+int gr_fd_slot_acquire(struct gr_fd_slot *s, const char *path, int create) {
+    int pinned = gr_fd_slot_pin(s);
+    if (pinned >= 0) return pinned;
     /* Only the owner (under its log's mutex) opens this slot, so nobody else can fill it
      * while the lock is dropped for open(2). */
     int fd = gr_storage_open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);

@@ -69,6 +69,11 @@ int gr_storage_open(const char *path, int flags, mode_t mode);
  * fd (>= 0) or -errno. Every successful acquire needs one gr_fd_slot_release. */
 int gr_fd_slot_acquire(struct gr_fd_slot *s, const char *path, int create);
 
+/* Pins the slot and returns its descriptor if it is open; -1 (nothing pinned) if not, when the
+ * caller makes the path and calls gr_fd_slot_acquire. Lets a hot path skip formatting a path
+ * that an open descriptor does not need. */
+int gr_fd_slot_pin(struct gr_fd_slot *s);
+
 /* Unpins the slot (its descriptor may be evicted from now on). */
 void gr_fd_slot_release(struct gr_fd_slot *s);
 

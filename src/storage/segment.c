@@ -100,6 +100,8 @@ struct seg_fd {
 static int get_fd(struct gr_segment *seg, bool write, struct seg_fd *h) {
     h->cached = seg->active;
     if (seg->active) { /* O_CREAT: a new log's .log is created by its first write */
+        h->fd = gr_fd_slot_pin(&seg->slot); /* open: no path to format */
+        if (h->fd >= 0) return 0;
         h->fd = gr_fd_slot_acquire(&seg->slot, GR_SEG_LOG_PATH(seg), 1);
         return h->fd < 0 ? h->fd : 0;
     }

@@ -303,6 +303,27 @@ int main(void) {
     gr_storage_set_max_open_files(BOUND);
     CHECK(gr_storage_max_open_files() == BOUND);
     g_base_fds = count_fds();
+
+    /* 0. gr_fd_slot_pin: the descriptor of an open slot without a path, nothing when closed */
+    {
+        char path[300];
+        snprintf(path, sizeof path, "%s/slot.log", g_root);
+        struct gr_fd_slot slot;
+        gr_fd_slot_init(&slot);
+        CHECK(gr_fd_slot_pin(&slot) == -1);
+        int fd = gr_fd_slot_acquire(&slot, path, 1);
+        CHECK(fd >= 0);
+        gr_fd_slot_release(&slot);
+        struct gr_storage_fd_stats s1, s2;
+        gr_storage_fd_stats(&s1);
+        CHECK(gr_fd_slot_pin(&slot) == fd);
+        gr_fd_slot_release(&slot);
+        gr_storage_fd_stats(&s2);
+        CHECK(s2.opens == s1.opens && s2.open == s1.open);
+        gr_fd_slot_remove(&slot);
+        CHECK(gr_fd_slot_pin(&slot) == -1);
+        unlink(path);
+    }
     gr_plog_config_defaults(&g_cfg);
     g_cfg.segment_bytes = SEG_BYTES;
     g_cfg.index_interval_bytes = INTERVAL;
