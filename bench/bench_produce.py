@@ -57,9 +57,11 @@ def read_pids(spec):
 _MOCK_HOLDER = []
 
 
-def _mock_process_main(path):
+def _mock_process_main(path, cpus=None):
     """Body of the --mock-process child: a mock cluster in its own process (writes its bootstrap
-    list to path, then idles until killed)."""
+    list to path, then idles until killed); on `cpus` if given (--pin)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     h = Producer({"test.mock.num.brokers": 3, "bootstrap.servers": "", "log_level": 3})
     md = h.list_topics(timeout=10)
     with open(path + ".tmp", "w") as f:
@@ -69,18 +71,27 @@ def _mock_process_main(path):
         time.sleep(1)
 
 
-def start_mock_process():
+def start_mock_process(cpus=None):
     """A mock cluster in a separate (spawned) process: the same client then pays for sockets and
     a second process like against Gregor, but the brokers do no work. Returns (process, conf)."""
     import multiprocessing as mp
     import tempfile
     path = os.path.join(tempfile.mkdtemp(prefix="mockproc-"), "bootstrap")
-    proc = mp.get_context("spawn").Process(target=_mock_process_main, args=(path,), daemon=True)
+    proc = mp.get_context("spawn").Process(target=_mock_process_main, args=(path, cpus), daemon=True)
     proc.start()
     deadline = time.time() + 30
     while not os.path.exists(path) and time.time() < deadline:
         time.sleep(0.05)
     return proc, {"bootstrap.servers": open(path).read()}
+
+
+def set_process_cpus(pid, cpus):
+    """Every thread of pid onto cpus (threads a broker starts later inherit from their creator)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass  # the thread ended
 
 
 def base_conf(args, mock):
@@ -145,6 +156,7 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     p.produce(topic, b"warmup", partition=partitions[0], on_delivery=lambda e, m: warm.append(e))
     p.flush(30)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
+    th0 = resource.getrusage(resource.RUSAGE_THREAD)
     t_start = time.perf_counter()
 
     def cb(err, msg, t0):
@@ -162,13 +174,17 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
                 p.poll(0.01)
         if i % 1000 == 0:
             p.poll(0)
+    # The producing thread's share of a core while it called produce(): ~1 when nothing else wanted
+    # its core, less when it was preempted (runnable, not running).
+    th1 = resource.getrusage(resource.RUSAGE_THREAD)
+    share = (th1.ru_utime - th0.ru_utime + th1.ru_stime - th0.ru_stime) / max(time.perf_counter() - t_start, 1e-9)
     p.flush(300)
     elapsed = time.perf_counter() - t_start
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     client_cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
-    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu
+    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu, share
 
 
 def _produce_child(args):
@@ -191,7 +207,8 @@ def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
         res = pool.map(_produce_child, [(conf, topic, n, size, acks, shares[k], start) for k in range(producers)])
     ok = sum(r[0][4] for r in res)
     elapsed = max(r[2] for r in res) - min(r[1] for r in res)
-    return ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok, sum(r[0][5] for r in res)
+    return (ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok, sum(r[0][5] for r in res),
+            min(r[0][6] for r in res))
 
 
 def run_consume(conf, topic, n):
@@ -216,6 +233,17 @@ def run_consume(conf, topic, n):
         return 0.0
     c.close()
     return got / max(t_last - t0, 1e-6)
+
+
+def drop_topic(conf, mock, name):
+    """Deletes a Gregor topic after its pass: every pass writes a fresh topic, and a run with
+    --records 500000 would otherwise leave tens of GB of logs behind (three replicas of each)."""
+    if mock:
+        return
+    try:
+        AdminClient(conf).delete_topics([name], operation_timeout=30)[name].result(timeout=60)
+    except Exception as e:  # the figures stand; the logs stay until the cluster is removed
+        print(f"(could not delete topic {name}: {e})")
 
 
 def make_topic_n(conf, mock, partitions):
@@ -362,6 +390,61 @@ def latency_rows(args, mock):
     return rows
 
 
+def rf3_floor(size, n, directory, chunk=256 * 1024):
+    """The two copies every replica of an RF-3 log makes of each record, with nothing else around
+    them, as CPU microseconds per record and replica: appending n records to each of three new files
+    in the page cache (the leader and both followers do; Kafka too, FileChannel.write), all three
+    kept until the last is written, and receiving n records over a loopback TCP socket (the
+    producer's bytes into the leader, the leader's into each follower). 256 KiB chunks, about the
+    brokers' write sizes, from one buffer that stays in cache. Returns (append, receive)."""
+    import socket
+    import threading
+    buf = memoryview(os.urandom(chunk))  # slices of a memoryview are not copies
+    total = n * size
+    path = os.path.join(directory, f"floor-{uuid.uuid4().hex[:8]}")
+    append = 0.0
+    for replica in range(3):  # three logs, as the leader and two followers keep them
+        fd = os.open(f"{path}-{replica}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        r0 = resource.getrusage(resource.RUSAGE_THREAD)
+        left = total
+        while left > 0:
+            left -= os.write(fd, buf[:min(chunk, left)])
+        r1 = resource.getrusage(resource.RUSAGE_THREAD)
+        os.close(fd)
+        append += r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    for replica in range(3):
+        os.unlink(f"{path}-{replica}")
+    append /= 3
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    snd = socket.create_connection(srv.getsockname())
+    rcv, _ = srv.accept()
+    def send_all():
+        left = total
+        while left > 0:
+            k = min(chunk, left)
+            snd.sendall(buf[:k])
+            left -= k
+        snd.close()
+    th = threading.Thread(target=send_all)
+    into = bytearray(chunk)
+    r0 = resource.getrusage(resource.RUSAGE_THREAD)
+    th.start()
+    got = 0
+    while got < total:
+        k = rcv.recv_into(into)
+        if not k:
+            break
+        got += k
+    r1 = resource.getrusage(resource.RUSAGE_THREAD)
+    th.join()
+    rcv.close()
+    srv.close()
+    recv = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return 1e6 * append / n, 1e6 * recv / n
+
+
 def bench(args, mock, pids, multi=True):
     """Rows (label, size, acks, partitions x producers, records, rec/s, MB/s, p50, p99, consume
     rec/s, broker CPU s) for one partition and one producer, then (--multi and multi) 6
@@ -377,11 +460,12 @@ def bench(args, mock, pids, multi=True):
             acks, idem = a.rstrip("+i"), a.endswith("+i")
             topic, _ = make_topic(conf, mock)
             c0 = cpu_seconds(pids)
-            rps, mbps, p50, p99, ok, ccpu = run_produce(conf, topic, args.records, size, acks, idem)
+            rps, mbps, p50, p99, ok, ccpu, share = run_produce(conf, topic, args.records, size, acks, idem)
             c1 = cpu_seconds(pids)
             crps = run_consume(conf, topic, ok) if not args.skip_consume and mock != "proc" else float("nan")
+            drop_topic(conf, mock, topic)
             rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None,
-                         ccpu))
+                         ccpu, share))
     if args.multi and multi and mock != "proc":
         for size in sizes:
             for a in acks_list:
@@ -389,10 +473,12 @@ def bench(args, mock, pids, multi=True):
                     continue
                 topic, parts = make_topic(conf, mock, 6)
                 c0 = cpu_seconds(pids)
-                rps, mbps, p50, p99, ok, ccpu = run_produce_multi(conf, topic, args.records // 3, size, a, parts, 3)
+                rps, mbps, p50, p99, ok, ccpu, share = run_produce_multi(conf, topic, args.records // 3, size, a,
+                                                                         parts, 3)
                 c1 = cpu_seconds(pids)
+                drop_topic(conf, mock, topic)
                 rows.append((label, size, a, f"{parts}x3", ok, rps, mbps, p50, p99, float("nan"),
-                             c1 - c0 if c0 is not None else None, ccpu))
+                             c1 - c0 if c0 is not None else None, ccpu, share))
     loaded = [rss_kib(p) for p in pids]
     return rows, idle, loaded
 
@@ -416,7 +502,26 @@ def main():
                     help="also the 1x1 cases against a mock cluster in a separate process (rows 'mockproc')")
     ap.add_argument("--multi", action=argparse.BooleanOptionalAction, default=True,
                     help="also 6 partitions x 3 producer processes (records split over the producers)")
+    ap.add_argument("--pin", metavar="CLIENT:CLUSTER", default=None,
+                    help="CPU lists, e.g. 0:1: this process (the producers, the in-process mock) on "
+                         "CLIENT, the brokers (--pids) and the mock process on CLUSTER, so that the "
+                         "cluster under test never runs on the producer's core; compare gregor with "
+                         "mockproc then (the in-process mock shares the client's CPUs by construction, and so "
+                         "do the 6x3 producers). The brokers get all CPUs back at the end")
+    ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the runs, the brokers' CPU budget at the mock's pace and the RF-3 floor "
+                         "(page-cache appends and loopback receives)")
+    ap.add_argument("--floor-dir", default="run", help="where the floor writes its files (the brokers' disk)")
     args = ap.parse_args()
+    args.cluster_cpus = None
+    if args.pin:
+        client, cluster = ({int(c) for c in part.split(",")} for part in args.pin.split(":"))
+        args.cluster_cpus = cluster
+        os.sched_setaffinity(0, client)  # threads started from now on (librdkafka's) inherit it
+        import atexit
+        for pid in read_pids(args.pids):
+            set_process_cpus(pid, cluster)
+            atexit.register(set_process_cpus, pid, set(range(os.cpu_count())))
     if not args.skip_latency:
         lat = []
         if not args.mock_only:
@@ -441,22 +546,25 @@ def main():
             rows += bench(args, True, [], multi=rep == 0)[0]
     if not args.no_mock:
         if args.mock_process:
-            proc, args.mockproc_conf = start_mock_process()
+            proc, args.mockproc_conf = start_mock_process(args.cluster_cpus)
             try:
                 rows += bench(args, "proc", [])[0]
             finally:
                 proc.kill()
     print(f"load average {os.getloadavg()[0]:.2f}; brk us/rec = user+sys CPU of all brokers during the produce "
           f"phase / records; MB/s/core = bytes / those CPU seconds; cli us/rec = the producing process(es)' "
-          f"user+sys CPU / records (with 'mock' the mock brokers' threads are inside it)")
+          f"user+sys CPU / records (with 'mock' the mock brokers' threads are inside it); py core = the "
+          f"producing Python thread's CPU / wall time while it called produce() (the least over the "
+          f"producers): the share of a core it got")
     print(f"{'target':8} {'size':>5} {'acks':>5} {'PxC':>4} {'records':>8} {'prod rec/s':>11} {'MB/s':>7} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11} {'brk us/rec':>10} {'MB/s/core':>9} {'cli us/rec':>10}")
-    for (label, size, acks, pc, ok, rps, mbps, p50, p99, crps, cpu, ccpu) in rows:
+          f"{'p50 ms':>7} {'p99 ms':>7} {'cons rec/s':>11} {'brk us/rec':>10} {'MB/s/core':>9} {'cli us/rec':>10} "
+          f"{'py core':>7}")
+    for (label, size, acks, pc, ok, rps, mbps, p50, p99, crps, cpu, ccpu, share) in rows:
         us = f"{1e6 * cpu / ok:10.2f}" if cpu is not None and ok else f"{'':10}"
         core = f"{ok * size / 1e6 / cpu:9.0f}" if cpu and ok else f"{'':9}"
         cli = f"{1e6 * ccpu / ok:10.2f}" if ok else f"{'':10}"
         print(f"{label:8} {size:5} {acks:>5} {pc:>4} {ok:8} {rps:11.0f} {mbps:7.1f} {p50:7.2f} {p99:7.2f} "
-              f"{crps:11.0f} {us} {core} {cli}")
+              f"{crps:11.0f} {us} {core} {cli} {share:7.2f}")
     runs = {}  # (label, size, acks) -> [rec/s of each repeat], 1x1 rows
     for r in rows:
         if r[3] == "1x1":
@@ -474,10 +582,39 @@ def main():
         pairs = " ".join(f"{g / k:.2f}" for g, k in zip(v, m))
         print(f"{size} B acks={acks}: gregor / mock = {by[(label, size, acks)] / by[('mock', size, acks)]:.2f}x "
               f"(medians of {len(v)} alternating runs; each run's ratio {pairs}){extra}")
+    for size in sorted({r[1] for r in rows}):
+        shares = {label: med([r[12] for r in rows if r[0] == label and r[1] == size and r[3] == "1x1"] or [0])
+                  for label in ("gregor", "mock", "mockproc")}
+        print(f"{size} B: share of a core the producing thread got (median of the 1x1 rows): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in shares.items() if v))
     for (label, size, acks), rps in by.items():
         if acks == "all+i" and by.get((label, size, "all")):
             print(f"{label} {size} B: idempotent acks=all = {100 * rps / by[(label, size, 'all')]:.1f}% "
                   f"of non-idempotent acks=all")
+    if args.floor and not args.mock_only and not args.no_mock:
+        # What the mock's pace leaves the brokers, against what the log's mandatory copies cost on
+        # this machine. At the mock's median R (records/s, all its rows of that size) the cores give
+        # cores / R us of CPU per record; the client's share (its CPU per record against Gregor,
+        # median) is spent whatever the brokers do; the rest is the brokers' budget. The floor is an
+        # RF-3 log with nothing but its copies: three page-cache appends and three loopback receives
+        # per record (no CRC, no requests, no replication protocol, no writeback), each replica's log
+        # as long as one pass's.
+        cores = os.cpu_count()
+        floor_dir = args.floor_dir if os.path.isdir(args.floor_dir) else "."
+        for size in sorted({r[1] for r in rows}):
+            g = [r for r in rows if r[0] == "gregor" and r[1] == size and r[3] == "1x1" and r[4]]
+            mocks = [r[5] for r in rows if r[0] == "mock" and r[1] == size and r[3] == "1x1"]
+            if not g or not mocks:
+                continue
+            cli = med([1e6 * r[11] / r[4] for r in g])
+            brk = med([1e6 * r[10] / r[4] for r in g]) if g[0][10] is not None else float("nan")
+            budget = cores * 1e6 / med(mocks) - cli
+            app, rcv = rf3_floor(size, args.records, floor_dir)
+            floor = 3 * (app + rcv)
+            print(f"{size} B: at the mock's median {med(mocks):.0f} records/s, {cores} cores give "
+                  f"{cores * 1e6 / med(mocks):.2f} us per record; the client takes {cli:.2f}, leaving the brokers "
+                  f"{budget:.2f}. RF-3 floor (page-cache append {app:.2f} + loopback receive {rcv:.2f}, x3): "
+                  f"{floor:.2f} us; Gregor's brokers: {brk:.2f} us")
     if rss:
         pids, idle, loaded = rss
         for pid, a, b in zip(pids, idle, loaded):
