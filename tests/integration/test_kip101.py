@@ -202,7 +202,14 @@ def run(cluster_factory, zk_connect, variant, min_isr, rounds):
     cluster.start(ids=REPLICAS)
     assert cluster.controller_id() == CONTROLLER
     create_topic(cluster, min_isr)
-    wl = C.Workload(cluster, TOPIC, 1, producers=2, rate=150, tag=f"{variant[0]}{min_isr}").start()
+    # Not idempotent (see the module docstring): chaos_lib's default became idempotent on 1 Dec and
+    # this test followed unintentionally. With librdkafka 2.0.2 an idempotent producer that saw a
+    # possibly persisted error (_TRANSPORT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) around these leader
+    # kills sometimes declares itself fatally out of sequence ("rewound sequence number", librdkafka
+    # #4438, fixed in 2.3.0): two of three GREGOR_SOAK runs on 2 Dec. Idempotence under leader
+    # kills is tested by tests/chaos and test_idempotence.py.
+    wl = C.Workload(cluster, TOPIC, 1, producers=2, rate=150, tag=f"{variant[0]}{min_isr}",
+                    idempotent=False).start()
     events = []
     try:
         # unseen_bounce: the new controller may load the broker list in the instant between the
