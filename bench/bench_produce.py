@@ -44,6 +44,11 @@ def rss_kib(pid):
     return None
 
 
+def cpu_between(r0, r1):
+    """User + system CPU seconds between two getrusage() answers."""
+    return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+
+
 def read_pids(spec):
     out = []
     for item in (spec or "").split(","):
@@ -177,11 +182,11 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     # The producing thread's share of a core while it called produce(): ~1 when nothing else wanted
     # its core, less when it was preempted (runnable, not running).
     th1 = resource.getrusage(resource.RUSAGE_THREAD)
-    share = (th1.ru_utime - th0.ru_utime + th1.ru_stime - th0.ru_stime) / max(time.perf_counter() - t_start, 1e-9)
+    share = cpu_between(th0, th1) / max(time.perf_counter() - t_start, 1e-9)
     p.flush(300)
     elapsed = time.perf_counter() - t_start
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    client_cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    client_cpu = cpu_between(r0, r1)
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
     return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu, share
@@ -415,7 +420,7 @@ def rf3_floor(size, n, directory, chunk=256 * 1024, trials=3):
                 left -= os.write(fd, buf[:min(chunk, left)])
             r1 = resource.getrusage(resource.RUSAGE_THREAD)
             os.close(fd)
-            appends.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+            appends.append(cpu_between(r0, r1))
         for replica in range(3):
             os.unlink(f"{path}-{replica}")
         srv = socket.socket()
@@ -445,7 +450,7 @@ def rf3_floor(size, n, directory, chunk=256 * 1024, trials=3):
         th.join()
         rcv.close()
         srv.close()
-        recvs.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+        recvs.append(cpu_between(r0, r1))
     return 1e6 * min(appends) / n, 1e6 * max(appends) / n, 1e6 * min(recvs) / n
 
 
@@ -612,11 +617,11 @@ def main():
                 continue
             cli = med([1e6 * r[11] / r[4] for r in g])
             brk = med([1e6 * r[10] / r[4] for r in g]) if g[0][10] is not None else float("nan")
-            budget = cores * 1e6 / med(mocks) - cli
+            per_record = cores * 1e6 / med(mocks)  # us of CPU the cores give each record at the mock's pace
             app, app_hi, rcv = rf3_floor(size, args.records, floor_dir)
             print(f"{size} B: at the mock's median {med(mocks):.0f} records/s, {cores} cores give "
-                  f"{cores * 1e6 / med(mocks):.2f} us per record; the client takes {cli:.2f}, leaving the brokers "
-                  f"{budget:.2f}. RF-3 floor (page-cache append {app:.2f}-{app_hi:.2f} + loopback receive "
+                  f"{per_record:.2f} us per record; the client takes {cli:.2f}, leaving the brokers "
+                  f"{per_record - cli:.2f}. RF-3 floor (page-cache append {app:.2f}-{app_hi:.2f} + loopback receive "
                   f"{rcv:.2f}, x3): {3 * (app + rcv):.2f}-{3 * (app_hi + rcv):.2f} us; Gregor's brokers: "
                   f"{brk:.2f} us")
     if rss:
