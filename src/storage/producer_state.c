@@ -18,7 +18,14 @@
  *                +34   4  coordinator_epoch         i32
  *                +38   8  current_txn_first_offset  i64  (-1: no open transaction)
  *
- * Only the newest batch of each producer is stored (as Kafka). Files are written with plain
+ * Every cached batch of a producer (up to GR_PSTATE_BATCHES_TO_RETAIN) is stored, oldest first, as
+ * one entry each; all entries of a producer carry its epoch, timestamp, coordinator epoch and open
+ * transaction. Kafka 2.7 stores only the newest batch, so a broker that restarts forgets the
+ * others and answers a retry of one of them (a producer that saw a possibly persisted error
+ * before the restart) with OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka treats as fatal;
+ * Gregor answers it as the duplicate it is. The layout is Kafka's: Kafka's reader keeps the last
+ * entry of a producer id, i.e. the same state as from a snapshot it wrote itself, and a file
+ * Kafka wrote (one entry per producer) loads here as before. Files are written with plain
  * create+write (no fsync, no rename), as Kafka does; a torn or corrupt file fails the version,
  * size or CRC check on load and is deleted, and the next older snapshot is tried. */
 #include "storage/producer_state.h"
@@ -447,22 +454,28 @@ int gr_pstate_remove_expired(struct gr_pstate *ps, int64_t now_ms) {
 /* ---- snapshot codec ---- */
 
 uint8_t *gr_pstate_snapshot_encode(const struct gr_pstate_entry *entries, int n, size_t *len) {
-    size_t size = HDR_SIZE + (size_t)n * GR_PSTATE_SNAPSHOT_ENTRY_SIZE;
+    size_t count = 0;
+    for (int i = 0; i < n; i++) count += entries[i].n > 0 ? (size_t)entries[i].n : 1;
+    size_t size = HDR_SIZE + count * GR_PSTATE_SNAPSHOT_ENTRY_SIZE;
     uint8_t *b = gr_malloc(size);
     gr_put_be16(b, GR_PSTATE_SNAPSHOT_VERSION);
-    gr_put_be32(b + 6, (uint32_t)n);
+    gr_put_be32(b + 6, (uint32_t)count);
     uint8_t *q = b + HDR_SIZE;
-    for (int i = 0; i < n; i++, q += GR_PSTATE_SNAPSHOT_ENTRY_SIZE) {
+    for (int i = 0; i < n; i++) {
         const struct gr_pstate_entry *e = &entries[i];
-        const struct gr_pstate_batch *last = e->n ? &e->batches[e->n - 1] : NULL;
-        gr_put_be64(q, (uint64_t)e->producer_id);
-        gr_put_be16(q + 8, (uint16_t)e->epoch);
-        gr_put_be32(q + 10, (uint32_t)(last ? last->last_seq : -1));
-        gr_put_be64(q + 14, (uint64_t)(last ? last->last_offset : -1));
-        gr_put_be32(q + 22, (uint32_t)(last ? last->offset_delta : 0));
-        gr_put_be64(q + 26, (uint64_t)e->last_timestamp);
-        gr_put_be32(q + 34, (uint32_t)e->coordinator_epoch);
-        gr_put_be64(q + 38, (uint64_t)e->txn_first_offset);
+        int k = 0;
+        do { /* one entry per cached batch, oldest first; one with no batch when none is cached */
+            const struct gr_pstate_batch *bm = e->n ? &e->batches[k] : NULL;
+            gr_put_be64(q, (uint64_t)e->producer_id);
+            gr_put_be16(q + 8, (uint16_t)e->epoch);
+            gr_put_be32(q + 10, (uint32_t)(bm ? bm->last_seq : -1));
+            gr_put_be64(q + 14, (uint64_t)(bm ? bm->last_offset : -1));
+            gr_put_be32(q + 22, (uint32_t)(bm ? bm->offset_delta : 0));
+            gr_put_be64(q + 26, (uint64_t)e->last_timestamp);
+            gr_put_be32(q + 34, (uint32_t)e->coordinator_epoch);
+            gr_put_be64(q + 38, (uint64_t)e->txn_first_offset);
+            q += GR_PSTATE_SNAPSHOT_ENTRY_SIZE;
+        } while (++k < e->n);
     }
     gr_put_be32(b + 2, gr_crc32c(0, b + 6, size - 6));
     *len = size;
@@ -480,11 +493,18 @@ int gr_pstate_snapshot_decode(const uint8_t *buf, size_t len, struct gr_pstate_e
         (len - HDR_SIZE) % GR_PSTATE_SNAPSHOT_ENTRY_SIZE != 0)
         return GR_ECORRUPT;
     struct gr_pstate_entry *v = gr_calloc((size_t)count + 1, sizeof *v);
+    int m = 0;
     const uint8_t *q = buf + HDR_SIZE;
     for (int i = 0; i < count; i++, q += GR_PSTATE_SNAPSHOT_ENTRY_SIZE) {
-        struct gr_pstate_entry *e = &v[i];
-        entry_init(e, (int64_t)gr_be64(q));
-        e->epoch = (int16_t)gr_be16(q + 8);
+        int64_t pid = (int64_t)gr_be64(q);
+        int16_t epoch = (int16_t)gr_be16(q + 8);
+        /* consecutive entries of one producer id: its cached batches, oldest first */
+        struct gr_pstate_entry *e = m > 0 && v[m - 1].producer_id == pid ? &v[m - 1] : NULL;
+        if (!e) {
+            e = &v[m++];
+            entry_init(e, pid);
+        }
+        entry_maybe_update_epoch(e, epoch);
         int32_t seq = (int32_t)gr_be32(q + 10);
         int64_t off = (int64_t)gr_be64(q + 14);
         int32_t delta = (int32_t)gr_be32(q + 22);
@@ -492,12 +512,15 @@ int gr_pstate_snapshot_decode(const uint8_t *buf, size_t len, struct gr_pstate_e
         e->coordinator_epoch = (int32_t)gr_be32(q + 34);
         e->txn_first_offset = (int64_t)gr_be64(q + 38);
         if (off >= 0) {
-            e->batches[0] = (struct gr_pstate_batch){seq, off, delta, e->last_timestamp};
-            e->n = 1;
+            if (e->n == GR_PSTATE_BATCHES_TO_RETAIN) {
+                memmove(e->batches, e->batches + 1, (GR_PSTATE_BATCHES_TO_RETAIN - 1) * sizeof e->batches[0]);
+                e->n--;
+            }
+            e->batches[e->n++] = (struct gr_pstate_batch){seq, off, delta, e->last_timestamp};
         }
     }
     *out = v;
-    *n = count;
+    *n = m;
     return 0;
 }
 

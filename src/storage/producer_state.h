@@ -8,8 +8,9 @@
  * deduplicates retries of batches its predecessor acknowledged.
  *
  * Persistence: snapshot files `<20-digit offset>.snapshot` in the partition directory, Kafka's
- * layout (byte table at the top of producer_state.c and in docs/STORAGE.md). The name is the map
- * end offset: the state covers every batch below it.
+ * layout (byte table at the top of producer_state.c and in docs/STORAGE.md) with one entry per
+ * cached batch, so a restart keeps all 5. The name is the map end offset: the state covers every
+ * batch below it.
  *
  * Ownership and threading: a gr_pstate belongs to one gr_plog, which calls every function under
  * its mutex; nothing here locks. gr_pstate_append objects are the caller's (stack or heap) and

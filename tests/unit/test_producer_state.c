@@ -210,10 +210,14 @@ static void test_snapshot_codec(void) {
                                     .txn_first_offset = -1, .n = 0};
     size_t len;
     uint8_t *buf = gr_pstate_snapshot_encode(e, 2, &len);
-    CHECK(len == 10 + 2 * 46);
-    CHECK(gr_be16(buf) == 1 && gr_be32(buf + 6) == 2);
+    CHECK(len == 10 + 3 * 46); /* one entry per cached batch, one for a producer with none */
+    CHECK(gr_be16(buf) == 1 && gr_be32(buf + 6) == 3);
     CHECK(gr_be32(buf + 2) == gr_crc32c(0, buf + 6, len - 6));
-    const uint8_t *q = buf + 10; /* first entry, Kafka's field order */
+    const uint8_t *q = buf + 10; /* producer 9's older batch, Kafka's field order */
+    CHECK((int64_t)gr_be64(q) == 9 && (int16_t)gr_be16(q + 8) == 3 && (int32_t)gr_be32(q + 10) == 4 &&
+          (int64_t)gr_be64(q + 14) == 10 && (int32_t)gr_be32(q + 22) == 1 && (int64_t)gr_be64(q + 26) == 123 &&
+          (int32_t)gr_be32(q + 34) == -1 && (int64_t)gr_be64(q + 38) == -1);
+    q += 46; /* its newest batch last: the entry Kafka's reader keeps */
     CHECK((int64_t)gr_be64(q) == 9 && (int16_t)gr_be16(q + 8) == 3 && (int32_t)gr_be32(q + 10) == 7 &&
           (int64_t)gr_be64(q + 14) == 20 && (int32_t)gr_be32(q + 22) == 2 && (int64_t)gr_be64(q + 26) == 123 &&
           (int32_t)gr_be32(q + 34) == -1 && (int64_t)gr_be64(q + 38) == -1);
@@ -222,10 +226,39 @@ static void test_snapshot_codec(void) {
     struct gr_pstate_entry *out;
     int n;
     CHECK(gr_pstate_snapshot_decode(buf, len, &out, &n) == 0 && n == 2);
-    CHECK(out[0].producer_id == 9 && out[0].n == 1 && out[0].batches[0].last_seq == 7 &&
-          out[0].batches[0].last_offset == 20 && gr_pstate_batch_first_seq(&out[0].batches[0]) == 5);
+    CHECK(out[0].producer_id == 9 && out[0].epoch == 3 && out[0].n == 2 && out[0].batches[0].last_seq == 4 &&
+          out[0].batches[0].last_offset == 10 && gr_pstate_batch_first_seq(&out[0].batches[0]) == 3 &&
+          out[0].batches[1].last_seq == 7 && out[0].batches[1].last_offset == 20 &&
+          gr_pstate_batch_first_seq(&out[0].batches[1]) == 5 && out[0].last_timestamp == 123);
     CHECK(out[1].n == 0 && out[1].epoch == 0 && out[1].coordinator_epoch == 5);
     free(out);
+    /* a Kafka-written file (one entry per producer, its newest batch) loads as one batch */
+    struct gr_pstate_entry one = e[0];
+    one.batches[0] = one.batches[1];
+    one.n = 1;
+    uint8_t *kbuf = gr_pstate_snapshot_encode(&one, 1, &len);
+    CHECK(len == 10 + 46 && gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1 && out[0].n == 1 &&
+          out[0].batches[0].last_seq == 7);
+    free(out);
+    free(kbuf);
+    /* more than 5 entries of one producer keep the newest 5; an epoch change starts over */
+    struct gr_pstate_entry six[2];
+    for (int k = 0; k < 2; k++) {
+        six[k] = (struct gr_pstate_entry){.producer_id = 4, .epoch = (int16_t)k, .coordinator_epoch = -1,
+                                          .last_timestamp = 1, .txn_first_offset = -1, .n = 4};
+        for (int j = 0; j < 4; j++) six[k].batches[j] = (struct gr_pstate_batch){j, 10 * k + j, 0, 1};
+    }
+    kbuf = gr_pstate_snapshot_encode(six, 2, &len); /* 8 entries of producer 4: epochs 0, then 1 */
+    CHECK(len == 10 + 8 * 46 && gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1);
+    CHECK(out[0].epoch == 1 && out[0].n == 4 && out[0].batches[0].last_offset == 10 && out[0].batches[3].last_offset == 13);
+    free(out);
+    six[0].epoch = 1; /* same epoch: 8 batches, the newest 5 stay */
+    free(kbuf);
+    kbuf = gr_pstate_snapshot_encode(six, 2, &len);
+    CHECK(gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1 && out[0].n == 5 &&
+          out[0].batches[0].last_offset == 3 && out[0].batches[4].last_offset == 13);
+    free(out);
+    free(kbuf);
     buf[20] ^= 1; /* CRC */
     CHECK(gr_pstate_snapshot_decode(buf, len, &out, &n) == GR_ECORRUPT);
     buf[20] ^= 1;
@@ -260,11 +293,17 @@ static void test_snapshot_files(void) {
     CHECK(access(path, F_OK) == 0);
 
     /* reopen: the state comes back; the last batch of each producer is a duplicate */
+    struct gr_pstate_entry e;
     log = open_log("snap-0", 400);
     CHECK(gr_plog_producer_count(log) == 3);
     CHECK(produce(log, 502, 0, 9, 1, &f, NULL) == GR_KERR_NONE && f == 29);
     CHECK(produce(log, 500, 0, 11, 1, NULL, NULL) == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
     CHECK(produce(log, 500, 0, 10, 1, &f, NULL) == GR_KERR_NONE && f == 30);
+    /* every cached batch came back, not only the newest (Kafka keeps only that one) */
+    CHECK(gr_plog_producer_state(log, 501, &e) && e.n == 5 && e.batches[0].last_seq == 5);
+    CHECK(produce(log, 501, 0, 5, 1, &f, NULL) == GR_KERR_NONE && f == 16);
+    CHECK(produce(log, 501, 0, 7, 1, &f, NULL) == GR_KERR_NONE && f == 22);
+    CHECK(produce(log, 501, 0, 4, 1, NULL, NULL) == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER); /* older than 5 */
     gr_plog_close(log);
 
     /* corrupt newest snapshot: deleted, an older one (or the log) is used */
@@ -273,7 +312,6 @@ static void test_snapshot_files(void) {
     write_file(path, "garbage!!!!!!!", 14);
     log = open_log("snap-0", 400);
     CHECK(access(path, F_OK) != 0 || count_snapshots(dir, NULL) >= 1);
-    struct gr_pstate_entry e;
     CHECK(gr_plog_producer_state(log, 500, &e) && e.batches[e.n - 1].last_seq == 10 &&
           e.batches[e.n - 1].last_offset == 30);
     CHECK(produce(log, 500, 0, 10, 1, &f, NULL) == GR_KERR_NONE && f == 30);
