@@ -47,6 +47,8 @@ summary() {
         printf '  %-12s %-5s %5ss%s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" \
             "$([ "$n" -gt 0 ] && echo "  ($n tests skipped: see the SKIPPED lines above)")"
     done
+    # a failed test's name and message, also when its captured output pushed them out of view
+    grep -h -E '^(FAILED|ERROR) ' "$tmp"/pytest-*.log 2>/dev/null | cut -c1-1500 | sed 's/^/  /'
     printf '  %-12s %-5s %5ss  (%d tests skipped)\n' total "$([ $failed -eq 0 ] && echo ok || echo FAIL)" \
         "$SECONDS" "$total_skips"
 }
@@ -109,14 +111,15 @@ run_sim() {
 }
 
 run_pytest() { # run_pytest DIR TIMEOUT; the stage is named after DIR's last component
-    local extra=(-p no:cacheprovider -rs) # -rs: every skipped test is listed with its reason
+    # -rsfE: every skipped, failed and erroring test is listed at the end with its reason
+    local extra=(-p no:cacheprovider -rsfE)
     [ -n "$soak" ] || extra+=(-m "not soak")
     local limit=${2:-600}
     [ -n "$soak" ] && limit=3600
     local log="$tmp/pytest-$(basename "$1").log" rc=0
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1" 2>&1 | tee "$log" || rc=$?
+        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1" 2>&1 | tee "$log" || rc=$?
     # pytest's last line: "N passed, M skipped, ... in T s"
     skips[$(basename "$1")]=$(tail -n 1 "$log" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
     return $rc
