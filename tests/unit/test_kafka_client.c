@@ -24,8 +24,9 @@ int test_failures;
 enum mode { M_OK, M_WRONG_CORR, M_CLOSE, M_SILENT };
 
 static atomic_int g_mode;       /* what the fake broker does with the next request */
+static atomic_int g_wrong_left; /* the next this many requests get M_WRONG_CORR whatever g_mode says */
 static atomic_int g_accepts;    /* connections accepted */
-static atomic_int g_requests;   /* requests read */
+static atomic_int g_requests;   /* requests read (each one's answer already decided) */
 static atomic_int g_stop;
 static int g_listen_fd = -1;
 static void *server_main(void *arg);
@@ -52,13 +53,19 @@ static int serve_one(int fd) {
         free(frame);
         return -1;
     }
+    /* The answer is decided before the request is counted, so that a thread that sees the count
+     * cannot change how this request is answered any more. */
+    int mode = atomic_load(&g_mode);
+    if (atomic_load(&g_wrong_left) > 0) { /* only this thread decrements it */
+        atomic_fetch_sub(&g_wrong_left, 1);
+        mode = M_WRONG_CORR;
+    }
     atomic_fetch_add(&g_requests, 1);
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_req_header rh;
     void *body = NULL;
     int rc = gr_proto_decode_request(frame, size, &a, &rh, &body);
-    int mode = atomic_load(&g_mode);
     int ret = 0;
     if (rc != 0 || mode == M_CLOSE) {
         ret = -1;
@@ -254,14 +261,6 @@ static void *reopen_later(void *arg) {
     return NULL;
 }
 
-static void *fix_after_two(void *arg) {
-    int before = *(int *)arg;
-    int64_t end = gr_mono_ms() + 5000;
-    while (atomic_load(&g_requests) < before + 2 && gr_mono_ms() < end) usleep(1000);
-    atomic_store(&g_mode, M_OK);
-    return NULL;
-}
-
 static void stop_server(void) {
     atomic_store(&g_stop, 1);
     shutdown(g_listen_fd, SHUT_RDWR);
@@ -291,15 +290,17 @@ static void test_until_answered(void) {
     free(frame);
     pthread_join(th, NULL);
 
+    /* two wrong answers, then a right one: scripted in the fake broker itself (a thread flipping
+     * g_mode once it saw two requests counted could flip it while the second one was still being
+     * answered, which then came out right) */
     int before = atomic_load(&g_requests), accepts = atomic_load(&g_accepts);
-    atomic_store(&g_mode, M_WRONG_CORR);
-    pthread_create(&th, NULL, fix_after_two, &before);
+    atomic_store(&g_wrong_left, 2);
     CHECK(gr_kafka_client_call_until_answered(kc, GR_API_METADATA, 7, &rq, 0, 50, &a, &resp, &frame) == 0);
     CHECK(resp && ((struct MetadataResponse *)resp)->ControllerId == 42);
     free(frame);
-    pthread_join(th, NULL);
-    CHECK(atomic_load(&g_requests) >= before + 3);
-    CHECK(atomic_load(&g_accepts) >= accepts + 2); /* a new connection after each mismatch */
+    CHECK(atomic_load(&g_wrong_left) == 0);
+    CHECK(atomic_load(&g_requests) == before + 3);
+    CHECK(atomic_load(&g_accepts) == accepts + 2); /* a new connection after each mismatch */
 
     /* an encoding error is returned at once, nothing sent, not retried */
     before = atomic_load(&g_requests);
