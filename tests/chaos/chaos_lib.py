@@ -257,6 +257,7 @@ class Workload:
                 "socket.timeout.ms": 5000,
                 "topic.metadata.refresh.interval.ms": 2000,
                 "max.in.flight.requests.per.connection": 5,
+                **({"debug": os.environ["GREGOR_RDKAFKA_DEBUG"]} if os.environ.get("GREGOR_RDKAFKA_DEBUG") else {}),
             })
         try:
             p = make()
