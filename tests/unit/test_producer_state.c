@@ -236,8 +236,9 @@ static void test_snapshot_codec(void) {
     struct gr_pstate_entry one = e[0];
     one.batches[0] = one.batches[1];
     one.n = 1;
-    uint8_t *kbuf = gr_pstate_snapshot_encode(&one, 1, &len);
-    CHECK(len == 10 + 46 && gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1 && out[0].n == 1 &&
+    size_t klen;
+    uint8_t *kbuf = gr_pstate_snapshot_encode(&one, 1, &klen);
+    CHECK(klen == 10 + 46 && gr_pstate_snapshot_decode(kbuf, klen, &out, &n) == 0 && n == 1 && out[0].n == 1 &&
           out[0].batches[0].last_seq == 7);
     free(out);
     free(kbuf);
@@ -248,14 +249,14 @@ static void test_snapshot_codec(void) {
                                           .last_timestamp = 1, .txn_first_offset = -1, .n = 4};
         for (int j = 0; j < 4; j++) six[k].batches[j] = (struct gr_pstate_batch){j, 10 * k + j, 0, 1};
     }
-    kbuf = gr_pstate_snapshot_encode(six, 2, &len); /* 8 entries of producer 4: epochs 0, then 1 */
-    CHECK(len == 10 + 8 * 46 && gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1);
+    kbuf = gr_pstate_snapshot_encode(six, 2, &klen); /* 8 entries of producer 4: epochs 0, then 1 */
+    CHECK(klen == 10 + 8 * 46 && gr_pstate_snapshot_decode(kbuf, klen, &out, &n) == 0 && n == 1);
     CHECK(out[0].epoch == 1 && out[0].n == 4 && out[0].batches[0].last_offset == 10 && out[0].batches[3].last_offset == 13);
     free(out);
     six[0].epoch = 1; /* same epoch: 8 batches, the newest 5 stay */
     free(kbuf);
-    kbuf = gr_pstate_snapshot_encode(six, 2, &len);
-    CHECK(gr_pstate_snapshot_decode(kbuf, len, &out, &n) == 0 && n == 1 && out[0].n == 5 &&
+    kbuf = gr_pstate_snapshot_encode(six, 2, &klen);
+    CHECK(gr_pstate_snapshot_decode(kbuf, klen, &out, &n) == 0 && n == 1 && out[0].n == 5 &&
           out[0].batches[0].last_offset == 3 && out[0].batches[4].last_offset == 13);
     free(out);
     free(kbuf);
