@@ -61,8 +61,10 @@ int gr_broker_id_resolve(const struct gr_config *cfg, struct gr_kzk *kzk, int32_
         }
         int64_t id = (int64_t)seq + cfg->reserved_broker_max_id;
         if (id > INT32_MAX) {
-            gr_error(LOGGER, "Cannot generate a broker.id: /brokers/seqid version %d + reserved.broker.max.id %d "
-                     "exceeds the largest id", seq, cfg->reserved_broker_max_id);
+            gr_error(LOGGER,
+                     "Cannot generate a broker.id: /brokers/seqid version %d + reserved.broker.max.id %d "
+                     "exceeds the largest id",
+                     seq, cfg->reserved_broker_max_id);
             return GR_ECONFIG;
         }
         gr_info(LOGGER, "Generated broker.id %d (/brokers/seqid version %d + reserved.broker.max.id %d)", (int32_t)id,

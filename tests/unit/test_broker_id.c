@@ -52,8 +52,8 @@ static void store(const char *dir, int32_t id) {
 }
 
 /* Runs the resolution; returns its code, *out the id (-100 if not set). */
-static int resolve(const char *id, const char *generation, const char *reserved, int32_t stored_a,
-                   int32_t stored_b, int32_t *out) {
+static int resolve(const char *id, const char *generation, const char *reserved, int32_t stored_a, int32_t stored_b,
+                   int32_t *out) {
     struct gr_config c;
     char *dirs[2];
     make_config(&c, dirs, id, generation, reserved);
