@@ -23,6 +23,7 @@
 #include "api/apis.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
+#include "broker/broker_id.h"
 #include "broker/broker_topic_stats.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
@@ -49,8 +50,8 @@
 #define LOGGER "kafka.server.KafkaServer"
 
 struct gr_server {
-    const struct gr_config *cfg;
-    int32_t broker_id;
+    struct gr_config *cfg; /* startup writes the resolved broker.id into it */
+    int32_t broker_id;     /* cfg->broker_id; -1 until startup resolved it */
     struct gr_metrics *metrics;
 
     int lock_fds[GR_MAX_LOG_DIRS];
@@ -335,7 +336,7 @@ static int start_network(struct gr_server *s) {
 
 /* ---- lifecycle ---- */
 
-struct gr_server *gr_server_new(const struct gr_config *cfg) {
+struct gr_server *gr_server_new(struct gr_config *cfg) {
     struct gr_server *s = gr_calloc(1, sizeof *s);
     s->cfg = cfg;
     s->broker_id = cfg->broker_id;
@@ -396,6 +397,12 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     slog(s, GR_LOG_INFO, "Cluster ID = %s", s->cluster_id);
+
+    /* broker.id: configured, stored in meta.properties or generated (broker_id.h). Every
+     * component started below reads it from s->broker_id or cfg->broker_id. */
+    int32_t broker_id;
+    if ((rc = gr_broker_id_resolve(cfg, s->kzk, &broker_id)) != 0) goto fail;
+    s->cfg->broker_id = s->broker_id = broker_id;
 
     /* Request handlers' context, then the logs (meta.properties checked, crash recovery) and the
      * replica manager (b->replica_manager, used by Produce/Fetch/ListOffsets/OffsetForLeaderEpoch). */

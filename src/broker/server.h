@@ -4,7 +4,10 @@
  *   1. lock every log dir (<dir>/.lock, flock) -- a second process on the same dirs is refused
  *   2. connect to ZooKeeper (the chroot is created if missing), persist the session to
  *      <first log dir>/zk-session
- *   3. create Kafka's persistent paths, get or create /cluster/id
+ *   3. create Kafka's persistent paths, get or create /cluster/id, then the broker id
+ *      (broker_id.h: the configured broker.id, the one in the log dirs' meta.properties, or with
+ *      broker.id=-1 a generated one); it is written into the config's broker_id, which every
+ *      component started afterwards reads
  *   4. the request handlers' context (struct gr_broker), the log-dir failure handler, the log
  *      manager and replica manager (meta.properties checked, logs recovered), the group
  *      coordinator
@@ -48,11 +51,14 @@ enum {
 };
 
 /* Creates a server for cfg (borrowed; finished with gr_config_finish; must outlive the server).
- * Nothing is started. */
-struct gr_server *gr_server_new(const struct gr_config *cfg);
+ * Nothing is started. gr_server_startup sets cfg->broker_id to the resolved id (step 3), as
+ * Kafka's KafkaServer sets config.brokerId: when broker.id was -1 the caller sees the id found in
+ * meta.properties or generated once startup got that far. */
+struct gr_server *gr_server_new(struct gr_config *cfg);
 
 /* Starts everything (see above). Returns 0, GR_SERVER_EREGISTERED, GR_SERVER_ELOCKED, GR_EZK,
- * -errno ...; on failure whatever was started is stopped again (the reason is logged). */
+ * GR_EMETA_BROKER_ID / GR_EMETA_CLUSTER_ID (storage/checkpoint.h: meta.properties of another
+ * broker or cluster), -errno ...; on failure whatever was started is stopped again (the reason is logged). */
 int gr_server_startup(struct gr_server *s);
 
 /* Shuts down what startup started. Idempotent. */

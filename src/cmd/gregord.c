@@ -5,7 +5,8 @@
  * Configuration: Kafka's defaults, then the server.properties file CONFIG, then the overrides in
  * order, then the cross-key checks. An invalid configuration prints "gregord: <message naming
  * the key>" and exits 2. SIGTERM / SIGINT shut the broker down cleanly (exit 0). A broker.id
- * already registered by another live broker, or any other start-up failure, exits 1. While
+ * already registered by another live broker, or any other start-up failure, exits 1. Without
+ * broker.id the server's start-up fills cfg.broker_id in (broker/broker_id.h). While
  * running, the metrics are written to <first log dir>/gregor-metrics.json every 2 seconds. */
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "replication/replica_manager.h"
+#include "storage/checkpoint.h"
 
 #define METRICS_INTERVAL_S 2
 
@@ -104,6 +106,10 @@ int main(int argc, char **argv) {
     if (rc != 0) {
         if (rc == GR_SERVER_EREGISTERED)
             fprintf(stderr, "gregord: broker.id %d is already registered\n", cfg.broker_id);
+        else if (rc == GR_EMETA_BROKER_ID)
+            fprintf(stderr, "gregord: start-up failed: broker.id does not match meta.properties (see above)\n");
+        else if (rc == GR_EMETA_CLUSTER_ID)
+            fprintf(stderr, "gregord: start-up failed: cluster.id does not match meta.properties (see above)\n");
         else
             fprintf(stderr, "gregord: start-up failed: %s\n", gr_kzk_strerror(rc));
         gr_server_free(srv);

@@ -29,7 +29,7 @@ struct cfg_key {
 
 /* Keys Gregor understands, with Kafka 2.7's defaults (core/.../server/KafkaConfig.scala). */
 static const struct cfg_key keys[] = {
-    {"broker.id", T_INT, F(broker_id), "-1", -1, INT32_MAX},
+    {"broker.id", T_INT, F(broker_id), "-1", I32}, /* range: gr_config_finish, as Kafka */
     {"broker.rack", T_STRING, F(broker_rack), NULL, 0, 0},
     {"replica.selector.class", T_STRING, F(replica_selector_class), NULL, 0, 0},
     {"max.incremental.fetch.session.cache.slots", T_INT, F(max_incremental_fetch_session_cache_slots), "1000", 0,
@@ -460,8 +460,20 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "Missing required configuration zookeeper.connect which has no default value");
         return GR_ECONFIG;
     }
-    if (cfg->broker_id < 0) {
-        snprintf(err, errlen, "Invalid value %d for configuration broker.id: broker.id must be set (automatic broker ids are not supported)",
+    /* Kafka's KafkaConfig.validateValues: -1 asks for a generated id (broker/broker_id.h), which
+     * lies above reserved.broker.max.id; configured ids must stay at or below it. */
+    if (cfg->broker_id_generation_enable) {
+        if (cfg->broker_id < -1 || cfg->broker_id > cfg->reserved_broker_max_id) {
+            snprintf(err, errlen,
+                     "Invalid value %d for configuration broker.id: broker.id must be greater than or equal to -1 "
+                     "and not greater than reserved.broker.max.id (%d)",
+                     cfg->broker_id, cfg->reserved_broker_max_id);
+            return GR_ECONFIG;
+        }
+    } else if (cfg->broker_id < 0) {
+        snprintf(err, errlen,
+                 "Invalid value %d for configuration broker.id: broker.id must be greater than or equal to 0 "
+                 "(broker.id.generation.enable is false)",
                  cfg->broker_id);
         return GR_ECONFIG;
     }

@@ -354,6 +354,9 @@ class Broker:
 
     # ---- configuration ----
     def properties(self):
+        """The key=value pairs written to the config file: the harness's, then the cluster's and
+        the broker's config; a key whose value is None there is left out of the file (e.g.
+        {"broker.id": None} for a generated id)."""
         props = {
             "broker.id": str(self.id),
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
@@ -368,7 +371,7 @@ class Broker:
         }
         props.update(self.cluster.config)
         props.update(self.config)
-        return props
+        return {k: v for k, v in props.items() if v is not None}
 
     def write_config(self):
         with open(self.config_path, "w") as f:

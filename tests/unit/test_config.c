@@ -58,7 +58,6 @@ static void expect_bad(const char *key, const char *value) {
 
 static void test_bad_values(void) {
     expect_bad("broker.id", "x");
-    expect_bad("broker.id", "-7");
     expect_bad("broker.id", "12abc");
     expect_bad("zookeeper.session.timeout.ms", "abc");
     expect_bad("zookeeper.session.timeout.ms", "0");
@@ -175,14 +174,10 @@ static void test_file_overrides_finish(void) {
     CHECK(strstr(err, "gr-no-such.properties") != NULL);
     gr_config_release(&c);
 
-    /* finish: required keys */
+    /* finish: required keys (broker.id is not one: test_broker_id_range) */
     gr_config_defaults(&c);
     gr_config_set(&c, "broker.id", "1", err, sizeof err);
     CHECK(gr_config_finish(&c, err, sizeof err) == GR_ECONFIG && strstr(err, "zookeeper.connect"));
-    gr_config_release(&c);
-    gr_config_defaults(&c);
-    gr_config_set(&c, "zookeeper.connect", "127.0.0.1:2181", err, sizeof err);
-    CHECK(gr_config_finish(&c, err, sizeof err) == GR_ECONFIG && strstr(err, "broker.id"));
     gr_config_release(&c);
 
     /* advertised listener must name a listener; inter.broker.listener.name must be advertised */
@@ -200,6 +195,54 @@ static void test_file_overrides_finish(void) {
     gr_config_release(&c);
 }
 
+/* gr_config_finish on broker.id with the given generation setting and reserved.broker.max.id
+ * (NULL: default). Returns its result; err gets the message. */
+static int finish_broker_id(const char *id, const char *generation, const char *reserved, char *err, size_t errlen) {
+    struct gr_config c;
+    gr_config_defaults(&c);
+    CHECK(gr_config_set(&c, "zookeeper.connect", "127.0.0.1:2181", err, errlen) == 0);
+    if (id) CHECK(gr_config_set(&c, "broker.id", id, err, errlen) == 0);
+    if (generation) CHECK(gr_config_set(&c, "broker.id.generation.enable", generation, err, errlen) == 0);
+    if (reserved) CHECK(gr_config_set(&c, "reserved.broker.max.id", reserved, err, errlen) == 0);
+    err[0] = 0;
+    int rc = gr_config_finish(&c, err, errlen);
+    gr_config_release(&c);
+    return rc;
+}
+
+/* Kafka 2.7's KafkaConfig rules: with broker.id.generation.enable (default) broker.id may be -1
+ * (generated at start-up) up to reserved.broker.max.id; without it broker.id must be >= 0. */
+static void test_broker_id_range(void) {
+    char err[512];
+    static const char gen_msg[] =
+        "broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id";
+    CHECK(finish_broker_id(NULL, NULL, NULL, err, sizeof err) == 0);
+    CHECK(finish_broker_id("-1", NULL, NULL, err, sizeof err) == 0);
+    CHECK(finish_broker_id("0", NULL, NULL, err, sizeof err) == 0);
+    CHECK(finish_broker_id("1000", NULL, NULL, err, sizeof err) == 0);
+    CHECK(finish_broker_id("1001", NULL, NULL, err, sizeof err) == GR_ECONFIG);
+    CHECK(strstr(err, "broker.id") && strstr(err, gen_msg));
+    CHECK(finish_broker_id("-2", NULL, NULL, err, sizeof err) == GR_ECONFIG);
+    CHECK(strstr(err, gen_msg) != NULL);
+    CHECK(finish_broker_id("-7", "true", NULL, err, sizeof err) == GR_ECONFIG);
+    CHECK(strstr(err, gen_msg) != NULL);
+
+    /* reserved.broker.max.id moves the bound */
+    CHECK(finish_broker_id("1001", NULL, "2000", err, sizeof err) == 0);
+    CHECK(finish_broker_id("2000", NULL, "2000", err, sizeof err) == 0);
+    CHECK(finish_broker_id("2001", NULL, "2000", err, sizeof err) == GR_ECONFIG && strstr(err, gen_msg));
+    CHECK(finish_broker_id("11", NULL, "10", err, sizeof err) == GR_ECONFIG && strstr(err, gen_msg));
+    CHECK(finish_broker_id("-1", NULL, "10", err, sizeof err) == 0);
+
+    /* generation off: an id >= 0 is required, reserved.broker.max.id does not bound it */
+    static const char off_msg[] = "broker.id must be greater than or equal to 0";
+    CHECK(finish_broker_id(NULL, "false", NULL, err, sizeof err) == GR_ECONFIG);
+    CHECK(strstr(err, "broker.id") && strstr(err, off_msg));
+    CHECK(finish_broker_id("-1", "false", NULL, err, sizeof err) == GR_ECONFIG && strstr(err, off_msg));
+    CHECK(finish_broker_id("0", "false", NULL, err, sizeof err) == 0);
+    CHECK(finish_broker_id("5000", "false", NULL, err, sizeof err) == 0);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR); /* unknown-key warnings are expected */
     test_defaults();
@@ -207,6 +250,7 @@ int main(void) {
     test_set_and_unknown();
     test_listeners();
     test_file_overrides_finish();
+    test_broker_id_range();
     if (test_failures) {
         fprintf(stderr, "test_config: %d failure(s)\n", test_failures);
         return 1;
