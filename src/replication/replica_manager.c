@@ -172,6 +172,8 @@ static void topic_config_from(struct gr_replica_manager *rm, const char *topic, 
         gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
     if ((v = gr_kzk_config_get(tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
         gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
+    if ((v = gr_kzk_config_get(tc, "compression.type")) != NULL && gr_plog_parse_compression_type(v, lc) < 0)
+        gr_warn(LOGGER, "ignoring invalid compression.type=%s of topic %s", v, topic);
     if ((v = gr_kzk_config_get(tc, "min.cleanable.dirty.ratio")) != NULL) {
         double r = strtod(v, &end);
         if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;

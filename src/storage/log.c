@@ -18,8 +18,10 @@
 #include "common/util.h"
 #include "storage/batch.h"
 #include "common/be.h"
+#include "storage/compression.h"
 #include "storage/epoch_cache.h"
 #include "storage/producer_state.h"
+#include "storage/recompression.h"
 #include "storage/txn_index.h"
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"
@@ -45,6 +47,7 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->file_delete_delay_ms = 60000;
     cfg->log_append_time = false;
     cfg->timestamp_difference_max_ms = INT64_MAX;
+    cfg->compression_type = GR_COMPRESSION_PRODUCER;
 }
 
 int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg) {
@@ -75,13 +78,21 @@ int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg) {
     return 0;
 }
 
+int gr_plog_parse_compression_type(const char *v, struct gr_plog_config *cfg) {
+    int t = gr_compression_type_parse(v);
+    if (t != GR_COMPRESSION_PRODUCER && t < 0) return -EINVAL;
+    cfg->compression_type = t;
+    return 0;
+}
+
 static int check_config(const struct gr_plog_config *cfg) {
     if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
         cfg->producer_id_expiration_ms <= 0 || cfg->index_max_bytes < 12 ||
         !(cfg->min_cleanable_dirty_ratio >= 0 && cfg->min_cleanable_dirty_ratio <= 1) || cfg->delete_retention_ms < 0 ||
         cfg->min_compaction_lag_ms < 0 || cfg->max_compaction_lag_ms < 1 || cfg->file_delete_delay_ms < 0 ||
-        cfg->timestamp_difference_max_ms < 0)
+        cfg->timestamp_difference_max_ms < 0 || cfg->compression_type < GR_COMPRESSION_PRODUCER ||
+        cfg->compression_type > GR_CODEC_ZSTD)
         return GR_ECONFIG;
     return 0;
 }
@@ -729,6 +740,7 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
 int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch, bool coordinator,
                           struct gr_append_info *info) {
     append_info_init(info);
+    uint8_t *converted = NULL; /* batches in the topic's codec, when they were converted */
     pthread_mutex_lock(&log->mu);
     info->log_start_offset = log->log_start_offset;
     /* Size limit first (as Kafka), from headers only. */
@@ -748,6 +760,28 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         gr_debug(LOGGER, "rejecting produce to '%s': %s at byte %zu", log->dir, gr_batch_strerror(err), sum.bad_pos);
         info->error = gr_batch_err_kerr(err);
         goto out;
+    }
+    /* compression.type (Kafka's LogValidator): client batches are stored in the topic's codec;
+     * the converted copy replaces `batches` from here on and is freed below. As Kafka, a batch
+     * that grew past max.message.bytes is MESSAGE_TOO_LARGE. */
+    if (!coordinator && log->cfg.compression_type != GR_COMPRESSION_PRODUCER) {
+        size_t clen = 0;
+        info->error = gr_recompress_batches(batches, len, log->cfg.compression_type, &converted, &clen);
+        if (info->error != GR_KERR_NONE) {
+            gr_debug(LOGGER, "rejecting produce to '%s': batch does not convert to compression.type codec %d",
+                     log->dir, log->cfg.compression_type);
+            goto out;
+        }
+        if (converted) {
+            batches = converted;
+            len = clen;
+            gr_batch_iter_init(&it, batches, len);
+            while (gr_batch_iter_next(&it, &bi, &p))
+                if (bi.size > (size_t)log->cfg.max_message_bytes) {
+                    info->error = GR_KERR_MESSAGE_TOO_LARGE;
+                    goto out;
+                }
+        }
     }
     if (len > (size_t)log->cfg.segment_bytes) {
         info->error = GR_KERR_RECORD_LIST_TOO_LARGE;
@@ -804,6 +838,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
             info->offset_of_max_timestamp = dup.last_offset;
             info->log_append_time = dup.timestamp; /* Kafka answers a duplicate with it */
             gr_plog_unlock(log);
+            free(converted);
             return 0;
         }
         goto out;
@@ -814,6 +849,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         info->error = GR_KERR_KAFKA_STORAGE_ERROR;
         info->first_offset = info->last_offset = -1;
         gr_plog_unlock(log);
+        free(converted);
         return rc;
     }
     gr_pstate_commit(log->ps, &app, next);
@@ -826,6 +862,7 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
 out:
     if (info->error != GR_KERR_NONE) info->first_offset = info->last_offset = -1;
     gr_plog_unlock(log);
+    free(converted);
     return 0;
 }
 

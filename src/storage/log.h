@@ -64,12 +64,18 @@ struct gr_plog_config {
                                      LogAppendTime (the leader stamps batches) */
     int64_t timestamp_difference_max_ms; /* message.timestamp.difference.max.ms, default
                                             INT64_MAX; CreateTime only (INVALID_TIMESTAMP) */
+    int compression_type;         /* compression.type: GR_COMPRESSION_PRODUCER (-1, default: keep
+                                     the producer's codec) or the codec id 0-4 leader appends of
+                                     client batches are stored in (storage/recompression.h) */
 };
 
 /* Parses a cleanup.policy value into cfg (cleanup_delete/cleanup_compact). 0 or -EINVAL. */
 int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg);
 /* Parses a message.timestamp.type value ("CreateTime"/"LogAppendTime"). 0 or -EINVAL. */
 int gr_plog_parse_timestamp_type(const char *v, struct gr_plog_config *cfg);
+/* Parses a compression.type value ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+ * into cfg->compression_type. 0 or -EINVAL. */
+int gr_plog_parse_compression_type(const char *v, struct gr_plog_config *cfg);
 
 /* Fills Kafka's defaults. */
 void gr_plog_config_defaults(struct gr_plog_config *cfg);

@@ -118,6 +118,7 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
     out->max_compaction_lag_ms = c->log_cleaner_max_compaction_lag_ms;
     if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
     out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
+    if (c->compression_type) gr_plog_parse_compression_type(c->compression_type, out);
 }
 
 /* ---- entries ---- */

@@ -1,0 +1,119 @@
+/* Leader-side recompression to the topic's compression.type: see recompression.h. */
+#include "storage/recompression.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/be.h"
+#include "common/kerr.h"
+#include "common/util.h"
+#include "storage/batch.h"
+#include "storage/compression.h"
+
+int gr_compression_type_parse(const char *v) {
+    static const char *const names[] = {"uncompressed", "gzip", "snappy", "lz4", "zstd"};
+    if (!v) return -EINVAL;
+    if (strcmp(v, "producer") == 0) return GR_COMPRESSION_PRODUCER;
+    for (int i = 0; i < (int)GR_ARRAY_LEN(names); i++)
+        if (strcmp(v, names[i]) == 0) return i; /* index == codec id */
+    return -EINVAL;
+}
+
+/* Growable output. */
+struct out {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static uint8_t *out_reserve(struct out *o, size_t n) {
+    if (o->len + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 4096;
+        while (cap < o->len + n) cap *= 2;
+        o->p = gr_realloc(o->p, cap);
+        o->cap = cap;
+    }
+    return o->p + o->len;
+}
+
+/* Appends the batch at b (header bi) in codec target. NONE or a Kafka error. */
+static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batch_info *bi, int target) {
+    int src = gr_batch_info_compression(bi);
+    const uint8_t *recs = b + GR_BATCH_HEADER_SIZE;
+    size_t recs_len = bi->size - GR_BATCH_HEADER_SIZE;
+    uint8_t *inflated = NULL;
+    if (src != GR_CODEC_NONE) {
+        if (gr_decompress(src, recs, recs_len, GR_RECOMPRESSION_MAX_INFLATED, &inflated, &recs_len) != 0)
+            return GR_KERR_CORRUPT_MESSAGE;
+        recs = inflated;
+    }
+    /* The uncompressed form, with its own CRC, checked as a client batch (records, counts). */
+    size_t plain_len = GR_BATCH_HEADER_SIZE + recs_len;
+    uint8_t *plain = out_reserve(o, plain_len);
+    memcpy(plain, b, GR_BATCH_HEADER_SIZE);
+    memcpy(plain + GR_BATCH_HEADER_SIZE, recs, recs_len);
+    free(inflated);
+    uint16_t attrs = (uint16_t)bi->Attributes & (uint16_t)~GR_BATCH_ATTR_COMPRESSION_MASK;
+    gr_put_be32(plain + GR_BATCH_OFF_LENGTH, (uint32_t)(plain_len - GR_BATCH_LOG_OVERHEAD));
+    gr_put_be16(plain + GR_BATCH_OFF_ATTRIBUTES, attrs);
+    gr_batch_update_crc(plain, plain_len);
+    struct gr_batch_info pi;
+    int err = gr_batch_validate_one(plain, plain_len, GR_BATCH_V_CLIENT, &pi);
+    if (err != GR_BATCH_OK || pi.size != plain_len) return err != GR_BATCH_OK ? gr_batch_err_kerr(err) : GR_KERR_CORRUPT_MESSAGE;
+    if (target == GR_CODEC_NONE) {
+        o->len += plain_len;
+        return GR_KERR_NONE;
+    }
+    uint8_t *z = NULL;
+    size_t zlen = 0;
+    if (gr_compress(target, plain + GR_BATCH_HEADER_SIZE, recs_len, &z, &zlen) != 0) return GR_KERR_CORRUPT_MESSAGE;
+    if (zlen > (size_t)INT32_MAX - GR_BATCH_HEADER_SIZE) {
+        free(z);
+        return GR_KERR_MESSAGE_TOO_LARGE;
+    }
+    size_t zb_len = GR_BATCH_HEADER_SIZE + zlen;
+    uint8_t *zb = out_reserve(o, zb_len); /* may move o->p: plain is not used below */
+    memcpy(zb + GR_BATCH_HEADER_SIZE, z, zlen);
+    free(z);
+    gr_put_be32(zb + GR_BATCH_OFF_LENGTH, (uint32_t)(zb_len - GR_BATCH_LOG_OVERHEAD));
+    gr_put_be16(zb + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(attrs | (uint16_t)target));
+    gr_batch_update_crc(zb, zb_len);
+    o->len += zb_len;
+    return GR_KERR_NONE;
+}
+
+int16_t gr_recompress_batches(const uint8_t *in, size_t len, int target, uint8_t **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    if (target < GR_CODEC_NONE || target > GR_CODEC_ZSTD) return GR_KERR_NONE; /* producer */
+    /* Nothing to do when every batch already uses the target codec. */
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *b;
+    bool differs = false;
+    gr_batch_iter_init(&it, in, len);
+    while (gr_batch_iter_next(&it, &bi, &b) == 1)
+        if (gr_batch_info_compression(&bi) != target) differs = true;
+    if (it.err != GR_BATCH_OK) return GR_KERR_CORRUPT_MESSAGE;
+    if (!differs) return GR_KERR_NONE;
+    struct out o = {0};
+    gr_batch_iter_init(&it, in, len);
+    while (gr_batch_iter_next(&it, &bi, &b) == 1) {
+        int16_t e;
+        if (gr_batch_info_compression(&bi) == target) {
+            memcpy(out_reserve(&o, bi.size), b, bi.size);
+            o.len += bi.size;
+            e = GR_KERR_NONE;
+        } else {
+            e = convert_one(&o, b, &bi, target);
+        }
+        if (e != GR_KERR_NONE) {
+            free(o.p);
+            return e;
+        }
+    }
+    *out = o.p;
+    *out_len = o.len;
+    return GR_KERR_NONE;
+}
