@@ -1,7 +1,9 @@
 /* Produce (api key 0), versions 0-8. Records are RecordBatch v2 (magic 2); v0-v2 requests may
  * carry the old MessageSets (magic 0/1), converted to one v2 batch before the append
  * (storage/legacy_records.h); v3+ with magic 0/1 get INVALID_RECORD as Kafka; a bad CRC
- * CORRUPT_MESSAGE, a batch above max.message.bytes MESSAGE_TOO_LARGE. acks 0/1 answer after
+ * CORRUPT_MESSAGE, a batch above max.message.bytes MESSAGE_TOO_LARGE. The log stores the batches
+ * in the topic's compression.type (storage/recompression.h, in the leader append of storage/log.c).
+ * acks 0/1 answer after
  * the local append; acks -1 waits in the produce purgatory (replica_manager.c). acks 0 never
  * answers; if any partition failed the connection is closed, as Kafka does, so the producer
  * notices. Idempotent batches (producerId >= 0) are checked against the partition's producer

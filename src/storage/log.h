@@ -129,10 +129,14 @@ struct gr_append_info {
 
 /* Leader append of a Produce request's records for this partition.
  * `batches` (len bytes, owned by the caller) is modified in place: every batch gets its
- * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch. Checks,
- * in order: every batch validates as a client batch (batch.h GR_BATCH_V_CLIENT; failures give
- * CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), every batch's size <=
- * max_message_bytes (else MESSAGE_TOO_LARGE), the whole set <= segment_bytes (else
+ * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch -- unless
+ * the config's compression_type makes the log store a converted copy (storage/recompression.h;
+ * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
+ * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch validates as a
+ * client batch (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
+ * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), the conversion to compression_type (errors
+ * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
+ * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded
  * in the epoch cache at first_offset. The segment rolls first if the set does not fit
  * (segment_bytes), roll_ms has elapsed, or relative offsets would overflow; a roll fsyncs the
