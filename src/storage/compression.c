@@ -73,7 +73,7 @@ static const uint8_t XERIAL_MAGIC[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
 static int snappy_block(const uint8_t *in, size_t len, struct obuf *o) {
     size_t n;
     if (snappy_uncompressed_length((const char *)in, len, &n) != SNAPPY_OK) return -EINVAL;
-    int rc = obuf_reserve(o, n);
+    int rc = obuf_reserve(o, n ? n : 1); /* never a NULL o->p below, even for an empty block */
     if (rc) return rc;
     size_t got = n;
     if (snappy_uncompress((const char *)in, len, (char *)o->p + o->len, &got) != SNAPPY_OK) return -EINVAL;
