@@ -1,9 +1,12 @@
-/* libFuzzer: RecordBatch validation, iteration and record parsing on arbitrary bytes. */
+/* libFuzzer: RecordBatch validation, iteration and record parsing on arbitrary bytes; client
+ * batches that validate are also converted to compression.type targets (storage/recompression.h):
+ * the result, when accepted, must validate as client batches with the same record count. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "storage/batch.h"
+#include "storage/recompression.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -11,7 +14,19 @@ static void check(uint8_t *buf, size_t size) {
     struct gr_batch_summary s;
     int err_client = gr_batch_validate_all(buf, size, GR_BATCH_V_CLIENT, &s);
     int err = gr_batch_validate_all(buf, size, 0, &s);
-    (void)err_client;
+    if (err_client == GR_BATCH_OK) {
+        static const int targets[] = {0, 3, 4}; /* uncompressed, lz4, zstd: the fast codecs */
+        for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+            uint8_t *out;
+            size_t olen;
+            struct gr_batch_summary cs;
+            if (gr_recompress_batches(buf, size, targets[i], &out, &olen) != 0 || !out) continue;
+            if (gr_batch_validate_all(out, olen, GR_BATCH_V_CLIENT, &cs) != GR_BATCH_OK || cs.records != s.records ||
+                cs.batches != s.batches)
+                abort();
+            free(out);
+        }
+    }
     (void)gr_batch_err_kerr(err);
     (void)gr_batch_strerror(err);
     if (err == GR_BATCH_OK) {
