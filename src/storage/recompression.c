@@ -60,7 +60,8 @@ static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batc
     gr_batch_update_crc(plain, plain_len);
     struct gr_batch_info pi;
     int err = gr_batch_validate_one(plain, plain_len, GR_BATCH_V_CLIENT, &pi);
-    if (err != GR_BATCH_OK || pi.size != plain_len) return err != GR_BATCH_OK ? gr_batch_err_kerr(err) : GR_KERR_CORRUPT_MESSAGE;
+    if (err != GR_BATCH_OK || pi.size != plain_len)
+        return err != GR_BATCH_OK ? gr_batch_err_kerr(err) : GR_KERR_CORRUPT_MESSAGE;
     if (target == GR_CODEC_NONE) {
         o->len += plain_len;
         return GR_KERR_NONE;

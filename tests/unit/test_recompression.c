@@ -30,8 +30,9 @@ static uint8_t *plain_batch(size_t *len) {
     for (int i = 0; i < 5; i++) {
         snprintf(keys[i], sizeof keys[i], "k%d", i);
         snprintf(vals[i], sizeof vals[i], "value %d value %d value %d", i, i, i);
-        recs[i] = (struct gr_batch_rec){keys[i], (int32_t)strlen(keys[i]), i == 3 ? NULL : vals[i],
-                                        i == 3 ? -1 : (int32_t)strlen(vals[i]), hs, i % 3, 1700000000000 + i * 7};
+        recs[i] = (struct gr_batch_rec){
+            keys[i], (int32_t)strlen(keys[i]), i == 3 ? NULL : vals[i], i == 3 ? -1 : (int32_t)strlen(vals[i]), hs,
+            i % 3,   1700000000000 + i * 7};
     }
     struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
     o.producer_id = 7;
@@ -301,7 +302,9 @@ int main(void) {
     test_corrupt();
     test_log();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    if (test_failures) fprintf(stderr, "test_recompression: %d failures\n", test_failures);
-    else printf("test_recompression: ok\n");
+    if (test_failures)
+        fprintf(stderr, "test_recompression: %d failures\n", test_failures);
+    else
+        printf("test_recompression: ok\n");
     return test_failures ? 1 : 0;
 }
