@@ -74,7 +74,9 @@ static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batc
         return GR_KERR_MESSAGE_TOO_LARGE;
     }
     size_t zb_len = GR_BATCH_HEADER_SIZE + zlen;
-    uint8_t *zb = out_reserve(o, zb_len); /* may move o->p: plain is not used below */
+    /* zb starts where plain does (o->len did not move; out_reserve may move o->p but keeps its
+     * bytes): the header written above stays, the records are replaced by the compressed ones. */
+    uint8_t *zb = out_reserve(o, zb_len);
     memcpy(zb + GR_BATCH_HEADER_SIZE, z, zlen);
     free(z);
     gr_put_be32(zb + GR_BATCH_OFF_LENGTH, (uint32_t)(zb_len - GR_BATCH_LOG_OVERHEAD));
