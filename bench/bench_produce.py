@@ -126,6 +126,9 @@ def cpu_seconds(pids):
     return t / os.sysconf("SC_CLK_TCK")
 
 
+TOPIC_CONFIG = {}  # --topic-config: configs of the Gregor topics (the mock takes none)
+
+
 def make_topic(conf, mock, partitions=1):
     """A fresh RF-3 topic whose partitions all take writes; returns (name, partition count). The
     mock cluster auto-creates topics with its default partition count (no CreateTopics)."""
@@ -133,7 +136,8 @@ def make_topic(conf, mock, partitions=1):
     p = Producer(dict(conf, acks="all"))
     if not mock:
         admin = AdminClient(conf)
-        admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30)[name].result(timeout=60)
+        admin.create_topics([NewTopic(name, partitions, 3, config=TOPIC_CONFIG)],
+                            operation_timeout=30)[name].result(timeout=60)
     part = 0
     while part < partitions:  # wait until every leader takes writes
         deadline = time.time() + 30
@@ -255,7 +259,8 @@ def make_topic_n(conf, mock, partitions):
     name = f"lat-{uuid.uuid4().hex[:8]}"
     if not mock:
         admin = AdminClient(conf)
-        admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30)[name].result(timeout=60)
+        admin.create_topics([NewTopic(name, partitions, 3, config=TOPIC_CONFIG)],
+                            operation_timeout=30)[name].result(timeout=60)
     return name
 
 
@@ -520,8 +525,18 @@ def main():
     ap.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                     help="after the runs, the brokers' CPU budget at the mock's pace and the RF-3 floor "
                          "(page-cache appends and loopback receives)")
+    ap.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config of every Gregor topic the runs create (repeatable), e.g. "
+                         "compression.type=lz4; the mock's topics take none")
     ap.add_argument("--floor-dir", default="run", help="where the floor writes its files (the brokers' disk)")
     args = ap.parse_args()
+    for kv in args.topic_config:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            ap.error(f"--topic-config {kv!r}: expected KEY=VALUE")
+        TOPIC_CONFIG[k] = v
+    if TOPIC_CONFIG:
+        print(f"Gregor topics created with {TOPIC_CONFIG}")
     args.cluster_cpus = None
     if args.pin:
         client, cluster = ({int(c) for c in part.split(",")} for part in args.pin.split(":"))
