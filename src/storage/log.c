@@ -737,6 +737,17 @@ int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, 
     return gr_plog_append_origin(log, batches, len, leader_epoch, false, info);
 }
 
+/* Does a batch of batches[0..len) exceed max_message_bytes (headers only)? */
+static bool has_batch_over(const uint8_t *batches, size_t len, int32_t max_message_bytes) {
+    struct gr_batch_iter it;
+    struct gr_batch_info bi;
+    const uint8_t *p;
+    gr_batch_iter_init(&it, batches, len);
+    while (gr_batch_iter_next(&it, &bi, &p))
+        if (bi.size > (size_t)max_message_bytes) return true;
+    return false;
+}
+
 int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch, bool coordinator,
                           struct gr_append_info *info) {
     append_info_init(info);
@@ -744,16 +755,11 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
     pthread_mutex_lock(&log->mu);
     info->log_start_offset = log->log_start_offset;
     /* Size limit first (as Kafka), from headers only. */
-    struct gr_batch_iter it;
-    struct gr_batch_info bi;
-    const uint8_t *p;
-    gr_batch_iter_init(&it, batches, len);
-    while (gr_batch_iter_next(&it, &bi, &p)) {
-        if (bi.size > (size_t)log->cfg.max_message_bytes) {
-            info->error = GR_KERR_MESSAGE_TOO_LARGE;
-            goto out;
-        }
+    if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
+        info->error = GR_KERR_MESSAGE_TOO_LARGE;
+        goto out;
     }
+    struct gr_batch_info bi;
     struct gr_batch_summary sum;
     int err = gr_batch_validate_all(batches, len, coordinator ? 0 : GR_BATCH_V_CLIENT, &sum);
     if (err != GR_BATCH_OK) {
@@ -775,12 +781,10 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         if (converted) {
             batches = converted;
             len = clen;
-            gr_batch_iter_init(&it, batches, len);
-            while (gr_batch_iter_next(&it, &bi, &p))
-                if (bi.size > (size_t)log->cfg.max_message_bytes) {
-                    info->error = GR_KERR_MESSAGE_TOO_LARGE;
-                    goto out;
-                }
+            if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
+                info->error = GR_KERR_MESSAGE_TOO_LARGE;
+                goto out;
+            }
         }
     }
     if (len > (size_t)log->cfg.segment_bytes) {
