@@ -47,6 +47,7 @@
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"
 #include "storage/producer_state.h"
+#include "storage/recompression.h"
 #include "storage/segment.h"
 #include "storage/txn_index.h"
 
@@ -149,25 +150,6 @@ static int read_batch(int fd, int64_t pos, int64_t size, uint8_t **buf, size_t *
     return 1;
 }
 
-/* An uncompressed view of a batch: the header with the codec bits cleared followed by the
- * decompressed records (gr_batch_rec_iter works on it; the CRC is not valid). */
-static int inflate_batch(const uint8_t *b, const struct gr_batch_info *bi, uint8_t **out, size_t *out_len) {
-    int codec = gr_batch_info_compression(bi);
-    uint8_t *recs = NULL;
-    size_t rlen = 0;
-    int rc = gr_decompress(codec, b + GR_BATCH_HEADER_SIZE, bi->size - GR_BATCH_HEADER_SIZE, MAX_BATCH, &recs, &rlen);
-    if (rc) return rc;
-    uint8_t *v = gr_malloc(GR_BATCH_HEADER_SIZE + rlen);
-    memcpy(v, b, GR_BATCH_HEADER_SIZE);
-    memcpy(v + GR_BATCH_HEADER_SIZE, recs, rlen);
-    free(recs);
-    gr_put_be32(v + 8, (uint32_t)(GR_BATCH_HEADER_SIZE + rlen - 12));
-    gr_put_be16(v + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK));
-    *out = v;
-    *out_len = GR_BATCH_HEADER_SIZE + rlen;
-    return 0;
-}
-
 /* Calls fn for every record of the batch (decompressing if needed) with the record's raw
  * bytes [rs, re). Returns 0 or an error. */
 typedef int (*rec_fn)(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re);
@@ -177,7 +159,7 @@ static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec
     size_t vlen = bi->size;
     const uint8_t *src = b;
     if (gr_batch_info_compression(bi) != 0) {
-        int rc = inflate_batch(b, bi, &view, &vlen);
+        int rc = gr_batch_inflate(b, bi, MAX_BATCH, &view, &vlen);
         if (rc) return rc;
         src = view;
     }

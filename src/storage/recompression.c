@@ -37,53 +37,70 @@ static uint8_t *out_reserve(struct out *o, size_t n) {
     return o->p + o->len;
 }
 
-/* Appends the batch at b (header bi) in codec target. NONE or a Kafka error. */
-static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batch_info *bi, int target) {
-    int src = gr_batch_info_compression(bi);
-    const uint8_t *recs = b + GR_BATCH_HEADER_SIZE;
-    size_t recs_len = bi->size - GR_BATCH_HEADER_SIZE;
-    uint8_t *inflated = NULL;
-    if (src != GR_CODEC_NONE) {
-        if (gr_decompress(src, recs, recs_len, GR_RECOMPRESSION_MAX_INFLATED, &inflated, &recs_len) != 0)
-            return GR_KERR_CORRUPT_MESSAGE;
-        recs = inflated;
-    }
-    /* The uncompressed form, with its own CRC, checked as a client batch (records, counts). */
-    size_t plain_len = GR_BATCH_HEADER_SIZE + recs_len;
-    uint8_t *plain = out_reserve(o, plain_len);
-    memcpy(plain, b, GR_BATCH_HEADER_SIZE);
-    memcpy(plain + GR_BATCH_HEADER_SIZE, recs, recs_len);
-    free(inflated);
-    uint16_t attrs = (uint16_t)bi->Attributes & (uint16_t)~GR_BATCH_ATTR_COMPRESSION_MASK;
-    gr_put_be32(plain + GR_BATCH_OFF_LENGTH, (uint32_t)(plain_len - GR_BATCH_LOG_OVERHEAD));
-    gr_put_be16(plain + GR_BATCH_OFF_ATTRIBUTES, attrs);
-    gr_batch_update_crc(plain, plain_len);
-    struct gr_batch_info pi;
-    int err = gr_batch_validate_one(plain, plain_len, GR_BATCH_V_CLIENT, &pi);
-    if (err != GR_BATCH_OK || pi.size != plain_len)
-        return err != GR_BATCH_OK ? gr_batch_err_kerr(err) : GR_KERR_CORRUPT_MESSAGE;
+int gr_batch_inflate(const uint8_t *b, const struct gr_batch_info *bi, size_t max_inflated, uint8_t **out,
+                     size_t *out_len) {
+    uint8_t *recs = NULL;
+    size_t rlen = 0;
+    int rc = gr_decompress(gr_batch_info_compression(bi), b + GR_BATCH_HEADER_SIZE, bi->size - GR_BATCH_HEADER_SIZE,
+                           max_inflated, &recs, &rlen);
+    if (rc) return rc;
+    uint8_t *v = gr_malloc(GR_BATCH_HEADER_SIZE + rlen);
+    memcpy(v, b, GR_BATCH_HEADER_SIZE);
+    memcpy(v + GR_BATCH_HEADER_SIZE, recs, rlen);
+    free(recs);
+    gr_put_be32(v + GR_BATCH_OFF_LENGTH, (uint32_t)(GR_BATCH_HEADER_SIZE + rlen - GR_BATCH_LOG_OVERHEAD));
+    gr_put_be16(v + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)((uint16_t)bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK));
+    *out = v;
+    *out_len = GR_BATCH_HEADER_SIZE + rlen;
+    return 0;
+}
+
+/* Appends the uncompressed batch plain (valid, CRC included) in codec target: as is for
+ * uncompressed, else its header with the codec bits, BatchLength and CRC rewritten followed by
+ * the compressed records. NONE or a Kafka error. */
+static int16_t append_in_codec(struct out *o, const uint8_t *plain, size_t plain_len, int target) {
     if (target == GR_CODEC_NONE) {
+        memcpy(out_reserve(o, plain_len), plain, plain_len);
         o->len += plain_len;
         return GR_KERR_NONE;
     }
     uint8_t *z = NULL;
     size_t zlen = 0;
-    if (gr_compress(target, plain + GR_BATCH_HEADER_SIZE, recs_len, &z, &zlen) != 0) return GR_KERR_CORRUPT_MESSAGE;
+    if (gr_compress(target, plain + GR_BATCH_HEADER_SIZE, plain_len - GR_BATCH_HEADER_SIZE, &z, &zlen) != 0)
+        return GR_KERR_CORRUPT_MESSAGE;
     if (zlen > (size_t)INT32_MAX - GR_BATCH_HEADER_SIZE) {
         free(z);
         return GR_KERR_MESSAGE_TOO_LARGE;
     }
     size_t zb_len = GR_BATCH_HEADER_SIZE + zlen;
-    /* zb starts where plain does (o->len did not move; out_reserve may move o->p but keeps its
-     * bytes): the header written above stays, the records are replaced by the compressed ones. */
     uint8_t *zb = out_reserve(o, zb_len);
+    memcpy(zb, plain, GR_BATCH_HEADER_SIZE);
     memcpy(zb + GR_BATCH_HEADER_SIZE, z, zlen);
     free(z);
     gr_put_be32(zb + GR_BATCH_OFF_LENGTH, (uint32_t)(zb_len - GR_BATCH_LOG_OVERHEAD));
-    gr_put_be16(zb + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(attrs | (uint16_t)target));
+    gr_put_be16(zb + GR_BATCH_OFF_ATTRIBUTES, (uint16_t)(gr_be16(plain + GR_BATCH_OFF_ATTRIBUTES) | (uint16_t)target));
     gr_batch_update_crc(zb, zb_len);
     o->len += zb_len;
     return GR_KERR_NONE;
+}
+
+/* Appends the batch at b (header bi, codec other than target) in codec target. An uncompressed
+ * batch is used as it is (the caller validated its records); a compressed one is inflated and
+ * its records checked as an uncompressed client batch's. NONE or a Kafka error. */
+static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batch_info *bi, int target) {
+    if (gr_batch_info_compression(bi) == GR_CODEC_NONE) return append_in_codec(o, b, bi->size, target);
+    uint8_t *plain = NULL;
+    size_t plain_len = 0;
+    if (gr_batch_inflate(b, bi, GR_RECOMPRESSION_MAX_INFLATED, &plain, &plain_len) != 0)
+        return GR_KERR_CORRUPT_MESSAGE;
+    gr_batch_update_crc(plain, plain_len);
+    struct gr_batch_info pi;
+    int err = gr_batch_validate_one(plain, plain_len, GR_BATCH_V_CLIENT, &pi);
+    int16_t e = err != GR_BATCH_OK  ? gr_batch_err_kerr(err)
+                : pi.size != plain_len ? GR_KERR_CORRUPT_MESSAGE
+                                       : append_in_codec(o, plain, plain_len, target);
+    free(plain);
+    return e;
 }
 
 int16_t gr_recompress_batches(const uint8_t *in, size_t len, int target, uint8_t **out, size_t *out_len) {

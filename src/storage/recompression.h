@@ -3,14 +3,15 @@
  * "uncompressed", "gzip", "snappy", "lz4" and "zstd" rewrite each v2 batch whose codec differs
  * (a batch already in the target codec is kept byte for byte): its records section is
  * decompressed (bounded by GR_RECOMPRESSION_MAX_INFLATED, against decompression bombs), its
- * records checked as an uncompressed client batch would be (batch.h, GR_BATCH_V_CLIENT), then
+ * records checked as an uncompressed client batch's (batch.h, GR_BATCH_V_CLIENT), then
  * compressed with the target codec (or left plain). The header is copied: offsets, timestamps,
  * producer id/epoch/base sequence, record count and the attribute bits other than 0-2 are
  * unchanged (so producer-state duplicate detection, which reads headers only, is unaffected);
  * only attributes bits 0-2, batchLength and the CRC-32C are rewritten. Record bytes are copied
  * unchanged.
  *
- * Only leader appends of client batches use this (storage/log.c, gr_plog_append_as_leader).
+ * Only leader appends of client batches use this (storage/log.c, gr_plog_append_as_leader);
+ * the log cleaner uses gr_batch_inflate.
  * Followers, log recovery and the cleaner keep what they get; coordinator appends (group
  * offsets, transaction markers) are not recompressed.
  *
@@ -21,6 +22,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct gr_batch_info;
 
 /* compression.type "producer": keep the producer's codec. Other targets are codec ids 0-4
  * (storage/compression.h: 0 uncompressed, 1 gzip, 2 snappy, 3 lz4, 4 zstd). */
@@ -35,8 +38,17 @@
  * -EINVAL (a negative value other than GR_COMPRESSION_PRODUCER). */
 int gr_compression_type_parse(const char *v);
 
+/* An uncompressed view of the compressed v2 batch b (header bi): the header copied with
+ * BatchLength and the codec bits fixed, then the decompressed records (at most max_inflated
+ * bytes). The CRC is not recomputed (gr_batch_rec_iter does not check it; gr_batch_update_crc
+ * makes the view a valid batch). Returns 0 with a gr_malloc'd *out the caller frees, or
+ * gr_decompress's error. Used here and by the log cleaner. */
+int gr_batch_inflate(const uint8_t *b, const struct gr_batch_info *bi, size_t max_inflated, uint8_t **out,
+                     size_t *out_len);
+
 /* Rewrites the whole v2 batches of in[0..len) (validated by the caller with
- * gr_batch_validate_all) into codec `target` (0-4; GR_COMPRESSION_PRODUCER does nothing).
+ * gr_batch_validate_all and GR_BATCH_V_CLIENT: the records of uncompressed batches are not
+ * checked again) into codec `target` (0-4; GR_COMPRESSION_PRODUCER does nothing).
  * Returns a Kafka error: NONE with *out = NULL when every batch already uses the target codec
  * (keep `in`), or NONE with *out / *out_len a new gr_malloc'd buffer holding all batches (the
  * caller frees it); CORRUPT_MESSAGE when a records section does not decompress (corrupt, or
