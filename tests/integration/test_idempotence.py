@@ -305,24 +305,24 @@ def test_leader_sigkilled_twice_while_producing(cluster_factory, zk_connect):
 def _produce_idempotent(port, topic, pid, epoch, seq, value, timeout=30):
     """One idempotent batch of one record, raw Produce v3 with acks=1, to partition 0; returns
     (error, base offset). Retries while the broker is not (yet) answering as the leader."""
-    from test_malformed import produce_v3, record_batch
+    from test_malformed import Conn, next_corr, parse_produce_v3, produce_v3, record_batch
     batch = record_batch([value.encode()], pid=pid, epoch=epoch, seq=seq)
     deadline = time.time() + timeout
     while True:
-        err = None
+        answer = None
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-                s.sendall(produce_v3(11, topic, 0, batch))
-                n = struct.unpack(">i", recv_exact(s, 4))[0]
-                r = recv_exact(s, n)
-            # correlation id, [topic, [partition, error, base offset, log append time]], throttle
-            tlen = struct.unpack_from(">h", r, 8)[0]
-            _part, err, base = struct.unpack_from(">ihq", r, 10 + tlen + 4)
+            conn = Conn(port, timeout=10)
+            try:
+                corr = next_corr()
+                conn.send(produce_v3(corr, topic, 0, batch))
+                answer = parse_produce_v3(conn.recv_frame(), corr)[(topic, 0)]
+            finally:
+                conn.close()
         except OSError:
             pass
-        if err is not None and err not in (3, 5, 6):  # UNKNOWN_TOPIC, LEADER_NOT_AVAILABLE, NOT_LEADER
-            return err, base
-        assert time.time() < deadline, f"no answer as leader within {timeout}s (last error {err})"
+        if answer is not None and answer[0] not in (3, 5, 6):  # UNKNOWN_TOPIC, LEADER_NOT_AVAILABLE, NOT_LEADER
+            return answer
+        assert time.time() < deadline, f"no answer as leader within {timeout}s (last answer {answer})"
         time.sleep(0.2)
 
 
