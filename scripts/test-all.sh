@@ -1,81 +1,138 @@
 #!/usr/bin/env bash
 # Runs every test stage Gregor has; `.ci/run` execs this. Exit status is non-zero if any stage
-# failed; a summary of stages, results and times is printed at the end.
+# failed or was skipped without being asked to; a summary of stages, test counts and times is
+# printed at the end, closing with one line "total: N passed, M failed".
 #
 #   scripts/test-all.sh                 (also: make test)
 #   GREGOR_SOAK=1 scripts/test-all.sh   long forms: more simulation seeds, longer fuzzing,
 #                                       soak-marked integration tests
-#   GREGOR_SKIP=asan,fuzz ...           skip named stages (setup build unit sim integration chaos
-#                                       netfault fuzz asan)
+#   GREGOR_SKIP=fuzz,bench ...          skip named stages (the names of the summary); a stage
+#                                       skipped for any other reason fails the run
 #   GREGOR_WERROR=0 ...                 build without -Werror (it otherwise sticks in build/'s cache)
-#   GREGOR_ASAN=1 ...                   run the ASan stage even when past its time budget (it is
-#                                       skipped when the run already took GREGOR_ASAN_BUDGET_S=600 s)
 #
-# Stages: setup (packages), build (-Werror), a private ZooKeeper on a free port (stopped on exit),
-# unit tests (ctest), simulation (build/tests/gregor_sim, when built), integration tests (pytest,
-# real ZooKeeper + gregord processes), chaos tests (tests/chaos, when present), network-fault
-# tests (tests/netfault: ZooKeeper ensemble, fault proxies), fuzzers (clang,
-# 12 s each), ASan+UBSan unit tests (when the run is under GREGOR_ASAN_BUDGET_S). Budget: about 20 minutes on 2 cores.
+# Stages, in order:
+#   setup        packages (scripts/setup.sh)
+#   build        the release build (-Werror), then, in the background at low priority, the
+#                sanitizer builds the last stages use: build-asan/ (ASan+UBSan, gcc) and
+#                build-fuzz/ (libFuzzer targets only, clang)
+#   layering     src/controller includes no broker code
+#   zookeeper    a private ZooKeeper on a free port (stopped on exit)
+#   unit         C unit tests (ctest)
+#   sim          the deterministic simulation (fixed, moving and long-outage seeds)
+#   integration  pytest: real ZooKeeper, gregord processes and real clients
+#   chaos        tests/chaos
+#   netfault     tests/netfault: ZooKeeper ensemble and fault proxies
+#   fuzz         every libFuzzer target, 12 s each, one per core
+#   asan-unit    the unit tests under ASan+UBSan (LeakSanitizer on)
+#   asan-sim     100 simulation seeds under ASan+UBSan
+#   asan-integ   ASAN_TESTS below against the ASan gregord: brokers stop with SIGTERM so
+#                LeakSanitizer checks them at exit, and any sanitizer report fails the test
+#   bench        every benchmark's smoke mode (bench/smoke.sh): a broken bench fails the run;
+#                its figures are never recorded
+# Budget: 20 minutes on this project's 2-core machine; each stage's time is in the summary.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 soak=${GREGOR_SOAK:-}
 skip=,${GREGOR_SKIP:-},
 jobs=$(nproc 2>/dev/null || echo 2)
+export CI=${CI:-}
 
-names=() results=() times=()
-declare -A skips=() # stage name -> number of skipped pytest tests
-failed=0
+# The integration tests that also run against the ASan+UBSan gregord (asan-integ): produce and
+# consume with every client and codec, replication and leader failover, groups, transactions,
+# idempotence, compaction, TLS/SASL handshakes and hostile input.
+ASAN_TESTS=(
+    tests/integration/test_produce_consume.py
+    tests/integration/test_replication.py::test_sigkill_leader_while_writing
+    tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume
+    tests/integration/test_consumer_groups.py::test_coordinator_failover_keeps_offsets
+    tests/integration/test_transactions.py::test_commit_abort_and_isolation
+    tests/integration/test_transactions.py::test_send_offsets_only_on_commit
+    tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
+    tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
+    tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
+    tests/integration/test_security_tls.py::test_negative_authentication
+    tests/integration/test_security_tls.py::test_hostile_input
+    tests/integration/test_malformed.py
+)
+# What the sanitizers do in every process of the asan stages: stop at the first report with a
+# recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:exitcode=86:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}
+
+names=() results=() times=() counts=()
+failed=0 total_passed=0 total_failed=0
+count= # set by a stage function: what it ran, e.g. "55 tests"
 tmp=$(mktemp -d /tmp/gregor-test-all.XXXXXX)
 zk_port=
+bg_pids=()
 
 cleanup() {
+    local p
+    for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
     if [ -n "$zk_port" ]; then "$root/scripts/zk.sh" stop "$tmp/zk" "$zk_port" >/dev/null 2>&1; fi
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'echo "test-all: interrupted" >&2; exit 130' INT TERM
 
+# tally PASSED FAILED: adds to the closing line's totals.
+tally() {
+    total_passed=$((total_passed + $1))
+    total_failed=$((total_failed + $2))
+}
+
 summary() {
     echo
     echo "==== summary ===="
     local i
-    local i n total_skips=0
     for i in "${!names[@]}"; do
-        n=${skips[${names[$i]}]:-0}
-        total_skips=$((total_skips + n))
-        printf '  %-12s %-5s %5ss%s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" \
-            "$([ "$n" -gt 0 ] && echo "  ($n tests skipped: see the SKIPPED lines above)")"
+        printf '  %-12s %-5s %5ss  %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}" "${counts[$i]}"
     done
     # a failed test's name and message, also when its captured output pushed them out of view
     grep -h -E '^(FAILED|ERROR) ' "$tmp"/pytest-*.log 2>/dev/null | cut -c1-1500 | sed 's/^/  /'
-    printf '  %-12s %-5s %5ss  (%d tests skipped)\n' total "$([ $failed -eq 0 ] && echo ok || echo FAIL)" \
-        "$SECONDS" "$total_skips"
+    printf '  %-12s %-5s %5ss\n' all "$([ $failed -eq 0 ] && echo ok || echo FAIL)" "$SECONDS"
+    echo "total: $total_passed passed, $total_failed failed"
 }
 
-# stage NAME COMMAND...: runs one stage, records its result and duration.
+record() { # record NAME RESULT SECONDS COUNT
+    names+=("$1") results+=("$2") times+=("$3") counts+=("$4")
+}
+
+# stage NAME COMMAND...: runs one stage, records its result, duration and count.
 stage() {
     local name=$1
     shift
     if [[ $skip == *",$name,"* ]]; then
-        names+=("$name") results+=(skip) times+=(0)
+        record "$name" skip 0 "(GREGOR_SKIP)"
+        echo "==== $name: skipped (GREGOR_SKIP) ===="
         return 0
     fi
     echo "==== $name ===="
     local t0=$SECONDS rc=0
+    count=
     "$@" || rc=$?
-    names+=("$name") times+=($((SECONDS - t0)))
     if [ $rc -eq 0 ]; then
-        results+=(ok)
+        record "$name" ok $((SECONDS - t0)) "$count"
     else
-        results+=(FAIL)
+        record "$name" FAIL $((SECONDS - t0)) "$count"
         failed=1
         echo "==== $name FAILED (exit $rc) ===="
     fi
     return $rc
 }
 
-skipped() { names+=("$1") results+=(skip) times+=(0); echo "==== $1: skipped ($2) ===="; }
+# skipped NAME WHY: a stage that cannot run. That fails the run unless GREGOR_SKIP names it.
+skipped() {
+    if [[ $skip == *",$1,"* ]]; then
+        record "$1" skip 0 "(GREGOR_SKIP)"
+        return 0
+    fi
+    record "$1" FAIL 0 "not run: $2"
+    failed=1
+    echo "==== $1: NOT RUN ($2); GREGOR_SKIP=$1 skips it on purpose ===="
+}
 
 free_port() {
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -86,42 +143,114 @@ start_zk() {
     "$root/scripts/zk.sh" start "$tmp/zk" "$zk_port" && echo "zookeeper on 127.0.0.1:$zk_port"
 }
 
-run_unit() {
-    (cd build && GREGOR_TEST_ZK=127.0.0.1:$zk_port ctest --output-on-failure -j "$jobs")
+run_build() {
+    # -Werror sticks in build/'s CMake cache; GREGOR_WERROR=0 builds without it (local use).
+    local flags=-DGR_WERROR=ON
+    [ "${GREGOR_WERROR:-1}" = 0 ] && flags=
+    make CMAKE_FLAGS="$flags" >"$tmp/build.log" 2>&1 || { grep -E 'error|Error' "$tmp/build.log" | head -n 40; echo ...; tail -n 40 "$tmp/build.log"; return 1; }
+    count="gregord, gregorctl, tests"
+    # The sanitizer builds, one after the other at the lowest priority, while the next stages run
+    # (they mostly wait on sockets and timers); the stages that need them wait for them.
+    (
+        rc=0
+        nice -n 19 make asan >"$tmp/asan-build.log" 2>&1 || rc=1
+        echo $rc >"$tmp/asan-build.rc"
+        if command -v clang >/dev/null; then
+            nice -n 19 make fuzz >"$tmp/fuzz-build.log" 2>&1
+            echo $? >"$tmp/fuzz-build.rc"
+        fi
+    ) &
+    bg_pids+=($!)
 }
+
+# wait_build NAME: waits for a background sanitizer build (asan, fuzz); fails if it failed.
+wait_build() {
+    local t0=$SECONDS
+    while [ ! -f "$tmp/$1-build.rc" ]; do
+        sleep 1
+        if [ $((SECONDS - t0)) -gt 1800 ]; then echo "$1 build: not done after 30 minutes"; return 1; fi
+    done
+    [ $((SECONDS - t0)) -gt 1 ] && echo "waited $((SECONDS - t0)) s for the $1 build"
+    if [ "$(cat "$tmp/$1-build.rc")" != 0 ]; then
+        echo "$1 build failed:"
+        grep -E 'error|Error' "$tmp/$1-build.log" | head -n 40
+        tail -n 40 "$tmp/$1-build.log"
+        return 1
+    fi
+}
+
+# ctest_in DIR: the unit tests of one build; count from ctest's closing line.
+ctest_in() {
+    local log="$tmp/ctest-$(basename "$1").log" rc=0
+    (cd "$1" && GREGOR_TEST_ZK=127.0.0.1:$zk_port ctest --output-on-failure -j "$jobs") 2>&1 | tee "$log" || rc=$?
+    # "100% tests passed, 0 tests failed out of 55"
+    local line n f
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+    n=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+    if [ -z "$line" ]; then
+        count="no ctest summary"
+        tally 0 1
+        return 1
+    fi
+    count="$n tests, $f failed"
+    tally $((n - f)) "$f"
+    return $rc
+}
+
+run_unit() { ctest_in build; }
 
 # The simulation: the scenarios and the fixed seeds 1..500 (what every run re-proves), then 300
 # seeds from a range that moves with the commit (start derived from `git rev-parse HEAD`), so CI
 # keeps exploring new interleavings; a failure there prints its replay command, and the range is
-# printed so a run can be repeated (GREGOR_SIM_START=S pins it). 500 seeds in all, as before
-# (about 15 s on one core).
-run_sim() {
-    local seeds=500 moving=300 rc=0 head start
-    [ -n "$soak" ] && seeds=20000
-    build/tests/gregor_sim --seeds "$seeds" || rc=1
+# printed so a run can be repeated (GREGOR_SIM_START=S pins it).
+# sim_runs BINARY SEEDS MOVING OUTAGES: the three runs; count = seeds run.
+sim_runs() {
+    local bin=$1 seeds=$2 moving=$3 outages=$4 rc=0 head start runs=0 bad=0
+    "$bin" --seeds "$seeds" || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
     head=$(git rev-parse HEAD 2>/dev/null || date +%s)
     start=${GREGOR_SIM_START:-$((10001 + 0x$(printf '%s' "$head" | sha1sum | cut -c1-7) % 1000000))}
     echo "sim: moving range: seeds $start..$((start + moving - 1)) (from commit ${head:0:12}); replay one:" \
-        "build/tests/gregor_sim --seed N; the range: build/tests/gregor_sim --seeds $moving --start $start"
-    build/tests/gregor_sim --no-scenarios --seeds "$moving" --start "$start" || rc=1
-    # ZooKeeper unreachable for many session timeouts (kzk must wait, not give up): 50 seeds, ~3 s
-    echo "sim: long outages: build/tests/gregor_sim --no-scenarios --long-outages --seeds 50 --start $start"
-    build/tests/gregor_sim --no-scenarios --long-outages --seeds 50 --start "$start" || rc=1
+        "$bin --seed N; the range: $bin --seeds $moving --start $start"
+    "$bin" --no-scenarios --seeds "$moving" --start "$start" || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    # ZooKeeper unreachable for many session timeouts (kzk must wait, not give up)
+    echo "sim: long outages: $bin --no-scenarios --long-outages --seeds $outages --start $start"
+    "$bin" --no-scenarios --long-outages --seeds "$outages" --start "$start" || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    count="$((seeds + moving + outages)) seeds in $runs runs, $bad failed"
+    tally $((runs - bad)) $bad
     return $rc
 }
 
-run_pytest() { # run_pytest DIR TIMEOUT; the stage is named after DIR's last component
+run_sim() {
+    if [ -n "$soak" ]; then sim_runs build/tests/gregor_sim 20000 300 50; else sim_runs build/tests/gregor_sim 500 300 50; fi
+}
+
+# run_pytest NAME TIMEOUT ARGS...: one pytest run; count from pytest's closing line.
+run_pytest() {
+    local name=$1 limit=$2
+    shift 2
     # -rsfE: every skipped, failed and erroring test is listed at the end with its reason
     local extra=(-p no:cacheprovider -rsfE)
     [ -n "$soak" ] || extra+=(-m "not soak")
-    local limit=${2:-600}
     [ -n "$soak" ] && limit=3600
-    local log="$tmp/pytest-$(basename "$1").log" rc=0
+    local log="$tmp/pytest-$name.log" rc=0
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$1" 2>&1 | tee "$log" || rc=$?
-    # pytest's last line: "N passed, M skipped, ... in T s"
-    skips[$(basename "$1")]=$(tail -n 1 "$log" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
+    # pytest's last line: "N passed, M skipped, ... in T s" (decorated with = signs in some forms)
+    local last p f e s
+    last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
+    p=$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
+    f=$(grep -oE '[0-9]+ failed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
+    e=$(grep -oE '[0-9]+ errors?' <<<"$last" | grep -oE '[0-9]+' || echo 0)
+    s=$(grep -oE '[0-9]+ skipped' <<<"$last" | grep -oE '[0-9]+' || echo 0)
+    count="$p passed, $((f + e)) failed, $s skipped"
+    [ "$s" -gt 0 ] && count+=" (see the SKIPPED lines above)"
+    [ $rc -ne 0 ] && [ $((f + e)) -eq 0 ] && { f=1; count+="; exit $rc (timeout or collection error)"; }
+    tally "$p" $((f + e))
     return $rc
 }
 
@@ -136,13 +265,13 @@ fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.l
 }
 
 run_fuzz() {
-    make fuzz >"$tmp/fuzz-build.log" 2>&1 || { tail -n 60 "$tmp/fuzz-build.log"; return 1; }
-    local secs=12 f rc=0 name
+    wait_build fuzz || return 1
+    local secs=12 f rc=0 name ok=0 bad=0
     local -a targets=() pids=()
     [ -n "$soak" ] && secs=300
     mkdir -p "build-fuzz/artifacts"
     for f in build-fuzz/fuzz/fuzz_*; do [ -x "$f" ] && targets+=("$f"); done
-    [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets built"; return 0; }
+    [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets built"; count="no targets"; return 1; }
     # One target per core at a time.
     local i=0
     while [ $i -lt ${#targets[@]} ]; do
@@ -154,69 +283,80 @@ run_fuzz() {
             name=$(basename "${batch[$k]}")
             if wait "${pids[$k]}"; then
                 echo "$name: ok ($(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$tmp/$name.log" | tail -n 1)s)"
+                ok=$((ok + 1))
             else
                 echo "$name: FAILED; tail of its output:"
                 tail -n 40 "$tmp/$name.log"
-                rc=1
+                rc=1 bad=$((bad + 1))
             fi
         done
         i=$((i + jobs))
     done
-    if [ $rc -ne 0 ] && [ -n "${CI:-}" ]; then
+    count="${#targets[@]} targets, ${secs} s each, $bad failed"
+    tally $ok $bad
+    if [ $rc -ne 0 ] && [ -n "$CI" ]; then
         echo "crash inputs (base64):"
         for f in build-fuzz/artifacts/*; do [ -f "$f" ] && { echo "$f"; base64 -w0 "$f" | head -c 4096; echo; }; done
     fi
     return $rc
 }
 
-run_asan() {
-    make asan >"$tmp/asan-build.log" 2>&1 || { tail -n 60 "$tmp/asan-build.log"; return 1; }
-    (cd build-asan && GREGOR_TEST_ZK=127.0.0.1:$zk_port ctest --output-on-failure -j "$jobs")
+run_asan_unit() { wait_build asan && ctest_in build-asan; }
+
+run_asan_sim() {
+    wait_build asan || return 1
+    local bin=build-asan/tests/gregor_sim
+    [ -x "$bin" ] || { count="$bin not built"; tally 0 1; return 1; }
+    if [ -n "$soak" ]; then sim_runs "$bin" 2000 300 50; else sim_runs "$bin" 100 60 10; fi
 }
 
-export CI=${CI:-}
-run_build() {
-    # -Werror sticks in build/'s CMake cache; GREGOR_WERROR=0 builds without it (local use).
-    local flags=-DGR_WERROR=ON
-    [ "${GREGOR_WERROR:-1}" = 0 ] && flags=
-    make CMAKE_FLAGS="$flags" >"$tmp/build.log" 2>&1 || { grep -E 'error|Error' "$tmp/build.log" | head -n 40; echo ...; tail -n 40 "$tmp/build.log"; return 1; }
+run_asan_integ() {
+    wait_build asan || return 1
+    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 "${ASAN_TESTS[@]}"
 }
+
+run_bench() {
+    local log="$tmp/bench.log" rc=0 line
+    GREGOR_ZK=127.0.0.1:$zk_port GREGOR_BUILD=$root/build bench/smoke.sh 2>&1 | tee "$log" || rc=$?
+    line=$(grep -E '^bench: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        count="no summary line"
+        tally 0 1
+        return 1
+    fi
+    local p f
+    p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+')
+    f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
+    count="$p benches (smoke), $f failed"
+    tally "$p" "$f"
+    return $rc
+}
+
+have_tests() { compgen -G "$1" >/dev/null; }
 
 stage setup env SETUP_NO_BUILD=1 scripts/setup.sh
 if stage build run_build; then
-    stage layering scripts/check-layering.sh # src/controller includes no broker code
+    stage layering scripts/check-layering.sh
     if stage zookeeper start_zk; then
         stage unit run_unit
-        if [ -x build/tests/gregor_sim ]; then
-            stage sim run_sim
-        else
-            skipped sim "build/tests/gregor_sim not built"
-        fi
-        if compgen -G 'tests/integration/test_*.py' >/dev/null; then
-            stage integration run_pytest tests/integration 1500
-        else
-            skipped integration "no tests"
-        fi
-        if compgen -G 'tests/chaos/test_*.py' >/dev/null; then
-            stage chaos run_pytest tests/chaos 600
-        else
-            skipped chaos "no tests"
-        fi
-        if compgen -G 'tests/netfault/test_*.py' >/dev/null; then
-            stage netfault run_pytest tests/netfault 420 # ZooKeeper ensemble + network faults
-        fi
-        if command -v clang >/dev/null && compgen -G 'tests/fuzz/fuzz_*.c' >/dev/null; then
+        if [ -x build/tests/gregor_sim ]; then stage sim run_sim; else skipped sim "build/tests/gregor_sim not built"; fi
+        for d in integration:1500 chaos:600 netfault:420; do
+            n=${d%%:*}
+            if have_tests "tests/$n/test_*.py"; then
+                stage "$n" run_pytest "$n" "${d#*:}" "tests/$n"
+            else
+                skipped "$n" "no tests/$n/test_*.py"
+            fi
+        done
+        if command -v clang >/dev/null && have_tests 'tests/fuzz/fuzz_*.c'; then
             stage fuzz run_fuzz
         else
             skipped fuzz "no clang or no targets"
         fi
-        # ASan+UBSan unit tests: skipped when the run has already used most of its budget
-        # (CI's limit is 15 minutes on 2 cores), always run with GREGOR_SOAK=1 or GREGOR_ASAN=1.
-        if [ -n "$soak" ] || [ -n "${GREGOR_ASAN:-}" ] || [ $SECONDS -lt "${GREGOR_ASAN_BUDGET_S:-600}" ]; then
-            stage asan run_asan
-        else
-            skipped asan "time budget: ${SECONDS}s used; GREGOR_ASAN=1 forces it"
-        fi
+        stage asan-unit run_asan_unit
+        stage asan-sim run_asan_sim
+        stage asan-integ run_asan_integ
+        if [ -x bench/smoke.sh ]; then stage bench run_bench; else skipped bench "no bench/smoke.sh"; fi
     fi
 fi
 summary

@@ -15,6 +15,11 @@ Main pieces
 
 Every gregord process the harness starts is remembered in LIVE_PROCS so a session-end hook can
 kill leftovers.
+
+Sanitized runs (GREGOR_SANITIZED=1, with GREGOR_BUILD pointing at an ASan+UBSan build; the asan
+stage of scripts/test-all.sh sets both): Cluster.close() stops the brokers with SIGTERM instead of
+SIGKILL, so LeakSanitizer checks each process at exit, and then fails the test if any broker log
+holds a sanitizer report (SANITIZER_RE) or a broker exited with a sanitizer's exit code.
 """
 
 import json
@@ -41,6 +46,10 @@ GREGORCTL = os.path.join(BUILD, "bin", "gregorctl")
 ZK_SH = os.path.join(ROOT, "scripts", "zk.sh")
 
 SESSION_TIMEOUT_MS = 3000
+SANITIZED = bool(os.environ.get("GREGOR_SANITIZED"))
+# A report of AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer in a process's output.
+SANITIZER_RE = re.compile(r"^(==\d+==ERROR: \w+Sanitizer|SUMMARY: \w+Sanitizer|.*: runtime error: )",
+                          re.M)
 LIVE_PROCS = weakref.WeakSet()  # Broker objects whose process may be running
 
 # "ready as controller, epoch N" (the epoch after the phrase; the line's [Controller ... epoch=E]
@@ -458,6 +467,16 @@ class Broker:
     def log_tail(self, n=60):
         return "\n".join(self.log(whole=True).splitlines()[-n:])
 
+    def sanitizer_report(self, context=80):
+        """The first sanitizer report in any run's output (with `context` lines from its start),
+        or None."""
+        text = self.log(whole=True)
+        m = SANITIZER_RE.search(text)
+        if not m:
+            return None
+        start = text.rfind("\n", 0, max(0, m.start() - 1)) + 1
+        return "\n".join(text[start:].splitlines()[:context])
+
     def session(self):
         """(session id, password bytes) from <logdir>/zk-session, or None."""
         try:
@@ -569,15 +588,33 @@ class Cluster:
         """Test teardown: SIGKILL every broker (fast; each test has its own chroot, so nothing
         stale is left for the next one). GREGOR_CLEAN_TEARDOWN=1 stops them with SIGTERM instead
         (ordered; slow when the last broker still leads partitions: its controlled shutdown has
-        nowhere to move them and retries, as Kafka's does)."""
+        nowhere to move them and retries, as Kafka's does). In a sanitized run (SANITIZED) the
+        brokers are stopped with SIGTERM too, and a sanitizer report in any broker's output, or
+        a sanitizer's exit code, fails the teardown."""
+        codes = {}
         try:
-            if os.environ.get("GREGOR_CLEAN_TEARDOWN"):
-                self.stop()
+            if SANITIZED or os.environ.get("GREGOR_CLEAN_TEARDOWN"):
+                codes = self.stop()
             else:
                 self.kill_all()
         finally:
             if self._own_zk:
                 close_kazoo(self.zk)
+        if SANITIZED:
+            self.check_sanitizers(codes)
+
+    def check_sanitizers(self, codes=None):
+        """Raises AssertionError with the first sanitizer report of each broker whose output
+        holds one, or that exited with a sanitizer's exit code (ASan/UBSan: ASAN_OPTIONS
+        exitcode, set to 86 by test-all; LeakSanitizer: 23)."""
+        bad = []
+        for b in self.brokers.values():
+            rep = b.sanitizer_report()
+            code = (codes or {}).get(b.id)
+            if rep or code in (23, 86):
+                bad.append(f"----- broker {b.id} (exit {code}) {b.log_path} -----\n{rep or b.log_tail(40)}")
+        if bad:
+            raise AssertionError("sanitizer reports:\n" + "\n".join(bad))
 
     def __getitem__(self, broker_id):
         return self.brokers[broker_id]
