@@ -134,8 +134,21 @@ skipped() {
     echo "==== $1: NOT RUN ($2); GREGOR_SKIP=$1 skips it on purpose ===="
 }
 
+# A free port for the private ZooKeeper: above the integration harness's range (20000-32000) and
+# below the kernel's ephemeral range (32768-), so no outbound connection can take it before
+# ZooKeeper binds it.
 free_port() {
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    /usr/bin/python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randint(32001, 32760)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+    print(p)
+    break'
 }
 
 start_zk() {

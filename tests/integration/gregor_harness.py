@@ -63,19 +63,44 @@ ACTIVE_COUNT_KEY = "ActiveControllerCount"
 _PORT_LOW, _PORT_HIGH = 20000, 32000  # below Linux's ephemeral range (32768-60999)
 
 
+_handed_out = {}  # ports free_port() returned, oldest first (a dict keeps insertion order)
+
+
+def _worker_port_range():
+    """This process's share of [_PORT_LOW, _PORT_HIGH]: the whole range, or under pytest-xdist
+    (PYTEST_XDIST_WORKER=gwN of PYTEST_XDIST_WORKER_COUNT) the N-th slice, so that parallel
+    workers never pick the same port (a stopped broker keeps its port for its restart)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return _PORT_LOW, _PORT_HIGH
+    n = int(worker[2:]) % count
+    width = (_PORT_HIGH - _PORT_LOW) // count
+    return _PORT_LOW + n * width, _PORT_LOW + (n + 1) * width - 1
+
+
 def free_port():
     """Returns a free port on 127.0.0.1 chosen below the kernel's ephemeral range, so that the
     outbound connections of brokers and clients (which get ephemeral ports) cannot take it
     between this check and the broker's bind."""
     import random
+    low, high = _worker_port_range()
     for _ in range(200):
-        port = random.randint(_PORT_LOW, _PORT_HIGH)
+        port = random.randint(low, high)
+        # A port handed out earlier may be unbound right now (its broker not started yet, or
+        # stopped for a restart) and still belong to someone: a test that asks for several
+        # ports before starting anything must get distinct ones.
+        if port in _handed_out:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out[port] = None
+        while len(_handed_out) > (high - low) // 2:  # forget the oldest half of the range
+            del _handed_out[next(iter(_handed_out))]
+        return port
     raise RuntimeError("no free port found")
 
 
