@@ -119,3 +119,69 @@ def test_offsets_for_times_batched(cluster_factory, zk_connect):
                "the restarted broker leading: " + r.stdout + r.stderr)
     H.wait_for(lambda: offsets_for_times(cluster, topic, targets) == want, 20,
                "offsetsForTimes on the restarted leader")
+
+
+# ---- 2. A follower restarted at a log start offset inside a batch ----
+
+def ctl_delete_records(cluster, tmp_path, topic, offset):
+    f = os.path.join(str(tmp_path), "offsets.json")
+    with open(f, "w") as fh:
+        json.dump({"partitions": [{"topic": topic, "partition": 0, "offset": offset}], "version": 1}, fh)
+    r = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "--timeout-ms", "10000",
+                        "delete-records", "--offset-json-file", f], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def produce_batches(cluster, topic, first, n_batches, per_batch):
+    """n_batches batches of exactly per_batch records (linger.ms=10000, flushed after each)."""
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 10000, "acks": "all"})
+    errors = []
+    for b in range(n_batches):
+        for i in range(per_batch):
+            k = first + b * per_batch + i
+            p.produce(topic, key=b"k%d" % k, value=b"v%d" % k, on_delivery=lambda e, m: e and errors.append(e))
+        assert p.flush(20) == 0
+    assert errors == []
+
+
+def consume_all(cluster, topic, n_expected, timeout=15):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "all-%f" % time.time(),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, -2)])
+    out = []
+    deadline = time.time() + timeout
+    try:
+        while len(out) < n_expected and time.time() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    return out
+
+
+def test_follower_restarts_inside_a_batch(cluster_factory, zk_connect, tmp_path):
+    """DeleteRecords to offset 430 (inside the batch [420, 440)) while a follower is down and
+    behind it: the restarted follower's log starts at 420, takes the whole batch, rejoins the
+    ISR, and as the leader later serves exactly what the old leader held (27d4346: the follower
+    refetched the batch forever and never rejoined the ISR)."""
+    cluster = cluster_factory(zk_connect, n=2, config=FAST)
+    topic = "drf"
+    create(cluster, topic, 1, 2, {"retention.ms": "-1", "segment.bytes": "4000"})
+    produce_batches(cluster, topic, 0, 5, 20)  # offsets 0..99 on both replicas
+    st = part_state(cluster, topic)
+    leader, follower = st["leader"], [b for b in st["isr"] if b != st["leader"]][0]
+    cluster[follower].stop()
+    H.wait_for(lambda: part_state(cluster, topic).get("isr") == [leader], 15, "the follower out of the ISR")
+    produce_batches(cluster, topic, 100, 20, 20)  # offsets 100..499 on the leader only
+    assert "low_watermark: 430" in ctl_delete_records(cluster, tmp_path, topic, 430)
+    cluster[follower].start()
+    H.wait_for(lambda: sorted(part_state(cluster, topic).get("isr", [])) == sorted([leader, follower]), 12,
+               "the restarted follower back in the ISR")
+    assert earliest_latest(cluster, topic) == (430, 500)
+    cluster[leader].stop()  # the follower leads and serves what it replicated
+    H.wait_for(lambda: part_state(cluster, topic).get("leader") == follower, 15, "the follower leading")
+    got = consume_all(cluster, topic, 70)
+    assert got == [(k, b"v%d" % k) for k in range(430, 500)]
+    assert earliest_latest(cluster, topic) == (430, 500)
