@@ -429,7 +429,9 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     }
     struct gr_plog *log = gr_calloc(1, sizeof *log);
     pthread_mutex_init(&log->mu, NULL);
-    log->dir = gr_strdup(dir);
+    size_t dlen = strlen(dir);
+    log->dir = gr_malloc(dlen + GR_PLOG_DELETE_SUFFIX_LEN + 1); /* room for gr_plog_rename_for_delete */
+    memcpy(log->dir, dir, dlen + 1);
     log->cfg = *cfg;
     log->last_flush_ms = gr_mono_ms();
     rc = fresh ? open_new(log) : open_existing(log, recovery_point);
@@ -532,6 +534,48 @@ int gr_plog_delete(struct gr_plog *log) {
     if (rc) gr_error(LOGGER, "cannot delete log directory '%s': %s", dir, gr_strerror(rc));
     else gr_info(LOGGER, "deleted log directory '%s'", dir);
     free(dir);
+    return rc;
+}
+
+static int random_hex(char *out, size_t nbytes) {
+    uint8_t b[32];
+    if (nbytes > sizeof b) return -EINVAL;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    ssize_t n = read(fd, b, nbytes);
+    int rc = n == (ssize_t)nbytes ? 0 : n < 0 ? -errno : -EIO;
+    close(fd);
+    for (size_t i = 0; rc == 0 && i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
+    return rc;
+}
+
+int gr_plog_rename_for_delete(struct gr_plog *log) {
+    char hex[33];
+    int rc = random_hex(hex, 16);
+    if (rc) return rc;
+    pthread_mutex_lock(&log->mu);
+    if (log->renamed_for_delete) {
+        gr_plog_unlock(log);
+        return 0;
+    }
+    char *to = gr_asprintf("%s.%s-delete", log->dir, hex);
+    if (!log->no_dir && rename(log->dir, to) < 0) {
+        rc = -errno;
+        gr_error(LOGGER, "cannot rename log directory '%s' to '%s': %s", log->dir, to, gr_strerror(rc));
+    } else {
+        if (!log->no_dir) {
+            char *parent = gr_strdup(log->dir);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent) *slash = 0;
+            gr_plog_fsync_dir(slash ? parent : ".");
+            free(parent);
+            gr_info(LOGGER, "renamed log directory '%s' to '%s' for deletion", log->dir, to);
+        }
+        memcpy(log->dir, to, strlen(to) + 1); /* in place: segments, snapshots, epochs borrow it */
+        log->renamed_for_delete = true;
+    }
+    free(to);
+    gr_plog_unlock(log);
     return rc;
 }
 

@@ -107,6 +107,19 @@ void gr_plog_close(struct gr_plog *log);
  * is freed either way). */
 int gr_plog_delete(struct gr_plog *log);
 
+/* Room left in a log's directory path for gr_plog_rename_for_delete's suffix. */
+#define GR_PLOG_DELETE_SUFFIX_LEN 40 /* ".<32 hex digits>-delete" */
+
+/* Kafka's LogManager.asyncDelete: renames the log's directory to
+ * "<dir>.<32 random hex digits>-delete" at once (the parent directory fsynced), so that a
+ * partition of the same name can be created at the old path while this log is still referenced;
+ * the log keeps working from the new path (every path the log and its segments, producer state,
+ * epoch cache and transaction index make is built from it) until gr_plog_delete removes it.
+ * A log without a directory yet just takes the new path. The path is rewritten in place under
+ * the log's mutex, so the caller must first stop every user that reads the path without it
+ * (the cleaner: gr_cleaner_params.abort). Returns 0 or -errno (the log keeps its old path). */
+int gr_plog_rename_for_delete(struct gr_plog *log);
+
 /* Copies the current configuration into *out. */
 void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);
 

@@ -181,6 +181,7 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
     atomic_init(&l->cleaner_checkpoint, 0);
     atomic_init(&l->cleaning, false);
+    atomic_init(&l->abort_cleaning, false);
     atomic_init(&l->refs, 1); /* the map's reference */
     return l;
 }
@@ -267,6 +268,24 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
     unlink_locked(lm, l);
     l->delete_on_release = delete_dir;
     pthread_mutex_unlock(&lm->lock);
+    if (delete_dir) {
+        /* Kafka's LogManager.asyncDelete: abort the cleaner's pass on the log and keep cleaners
+         * off it (the cleaning claim is taken for good once a running pass has ended, within
+         * ~50 ms), then rename the directory at once, so that a partition of the same name
+         * created before the last reference goes (a retention sweep, a metrics scrape, a fetch
+         * still holding it) gets a new directory, never this one. */
+        atomic_store(&l->abort_cleaning, true);
+        bool idle = false;
+        while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
+            idle = false;
+            struct timespec ts = {0, 5 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        int rc = gr_plog_rename_for_delete(l->log);
+        if (rc < 0)
+            gr_warn(LOGGER, "%s-%d: deleting its directory in place when the log is released: %s", l->topic,
+                    l->partition, gr_strerror(rc));
+    }
     gr_plog_manager_release(lm, l); /* the map's reference */
     return 0;
 }
@@ -478,12 +497,13 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     if (!l) return 0;
     int threads = c->log_cleaner_threads > 0 ? c->log_cleaner_threads : 1;
     struct gr_cleaner_params p = {c->log_cleaner_dedupe_buffer_size / threads, c->log_cleaner_io_buffer_load_factor,
-                                  c->log_cleaner_io_max_bytes_per_second, now};
+                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning};
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
     int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
     if (rc == 0) atomic_store(&l->cleaner_checkpoint, st.end_offset);
-    else gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    else if (rc != -ECANCELED)
+        gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
     atomic_store(&l->cleaning, false);
     gr_plog_manager_release(lm, l);
     if (rc == 0) write_checkpoints(lm, CK_CLEANER);

@@ -185,3 +185,58 @@ def test_follower_restarts_inside_a_batch(cluster_factory, zk_connect, tmp_path)
     got = consume_all(cluster, topic, 70)
     assert got == [(k, b"v%d" % k) for k in range(430, 500)]
     assert earliest_latest(cluster, topic) == (430, 500)
+
+
+# ---- 3. Delete and re-create a topic while the cleaner holds the old log ----
+
+def test_recreated_topic_never_serves_old_records(cluster_factory, zk_connect):
+    """A throttled cleaner pass (~1 s) holds the old log when the topic is deleted and created
+    again at once: the new topic serves only its own records, and the old directories go
+    (27d4346 reopened the old directory and served the old records)."""
+    cluster = cluster_factory(zk_connect, n=3, config={**FAST, "log.cleaner.io.max.bytes.per.second": "20000",
+                                                        "log.cleaner.backoff.ms": "50",
+                                                        "log.retention.check.interval.ms": "100"})
+    topic = "recreate"
+    tconf = {"cleanup.policy": "compact", "segment.bytes": "20000", "min.cleanable.dirty.ratio": "0.01",
+             "delete.retention.ms": "0"}
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    deadline = time.time() + 30
+    for rnd in range(3):
+        create(cluster, topic, 3, 3, tconf)
+        produce(cluster, topic, [(b"k%d" % (i % 50), (b"old-%d-%d" % (rnd, i)).ljust(100, b"o"), None)
+                                 for i in range(1000)])
+        time.sleep(0.3)  # let a cleaner pass start
+        admin.delete_topics([topic], operation_timeout=20)[topic].result(timeout=30)
+        H.wait_for(lambda: not cluster.zk.exists(f"/brokers/topics/{topic}") and
+                   not cluster.zk.exists(f"/admin/delete_topics/{topic}"), 20, "the deletion done")
+        create(cluster, topic, 3, 3, tconf)
+        new = [(b"n%d" % i, b"new-%d-%d" % (rnd, i), None) for i in range(10)]
+        produce(cluster, topic, new)
+        got = []
+        for p in range(3):
+            lo, hi = earliest_latest(cluster, topic, p)
+            c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "rc-%f" % time.time(),
+                          "enable.auto.commit": False})
+            c.assign([TopicPartition(topic, p, lo)])
+            while hi > lo and (not got or got[-1][0] != p or got[-1][1] < hi - 1):
+                m = c.poll(5)
+                assert m is not None, (p, lo, hi, got)
+                if not m.error():
+                    got.append((p, m.offset(), m.value()))
+            c.close()
+        assert sorted(v for _, _, v in got) == sorted(v for _, v, _ in new), (rnd, got[:20])
+        # every replica holds exactly the new records' log
+        for b in cluster.brokers.values():
+            for p in range(3):
+                d = os.path.join(b.logdir, f"{topic}-{p}")
+                if os.path.isdir(d):
+                    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log"))
+                    assert size < 2000, (b.id, p, size)
+        admin.delete_topics([topic], operation_timeout=20)[topic].result(timeout=30)
+        H.wait_for(lambda: not cluster.zk.exists(f"/brokers/topics/{topic}") and
+                   not cluster.zk.exists(f"/admin/delete_topics/{topic}"), 20, "the deletion done")
+        if time.time() > deadline:
+            break
+    # old directories are all gone (renamed *-delete ones included) once nothing holds them
+    H.wait_for(lambda: all(not [d for d in os.listdir(b.logdir) if d.startswith(topic)]
+                           for b in cluster.brokers.values()), 10, "no directory of the deleted topic left")
