@@ -1263,21 +1263,44 @@ static int64_t segment_largest_ts(struct gr_segment *seg) {
     return seg->created_ms;
 }
 
-int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
+/* Kafka's deletableSegments bound: segment i may go only if all of it lies below the high
+ * watermark (its successor's base, or the log end offset for the last one) and, if it is the
+ * last, it holds data (an empty active segment is never deleted). */
+static bool below_hw(struct gr_plog *log, size_t i, int64_t hw) {
+    bool last = i + 1 == log->n_segs;
+    int64_t upper = last ? leo(log) : log->segs[i + 1]->base_offset;
+    return hw >= upper && !(last && log->segs[i]->size == 0);
+}
+
+int gr_plog_apply_retention(struct gr_plog *log, int64_t hw, int64_t retention_ms, int64_t retention_bytes,
+                            int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     size_t del = 0; /* segments [0, del) will go */
-    /* Kafka's deleteLogStartOffsetBreachedSegments */
-    while (del + 1 < log->n_segs && log->segs[del + 1]->base_offset <= log->log_start_offset) del++;
     if (!log->cfg.cleanup_delete) retention_ms = retention_bytes = -1;
+    /* Kafka's deleteOldSegments: by time, then by size, then below the log start offset */
     if (retention_ms >= 0)
-        while (del + 1 < log->n_segs && now_ms - segment_largest_ts(log->segs[del]) > retention_ms) del++;
+        while (del < log->n_segs && below_hw(log, del, hw) &&
+               now_ms - segment_largest_ts(log->segs[del]) > retention_ms)
+            del++;
     if (retention_bytes >= 0) {
         int64_t total = 0;
         for (size_t i = del; i < log->n_segs; i++) total += log->segs[i]->size;
         int64_t diff = total - retention_bytes;
-        while (del + 1 < log->n_segs && diff - log->segs[del]->size >= 0) {
+        while (del < log->n_segs && below_hw(log, del, hw) && diff - log->segs[del]->size >= 0) {
             diff -= log->segs[del]->size;
             del++;
+        }
+    }
+    while (del + 1 < log->n_segs && below_hw(log, del, hw) && log->segs[del + 1]->base_offset <= log->log_start_offset)
+        del++;
+    if (del == log->n_segs) {
+        /* Kafka's deleteSegments: a log keeps at least one segment; roll a new (empty) active one
+         * at the log end offset before all the others go */
+        int rrc = roll(log);
+        if (rrc) {
+            gr_error(LOGGER, "cannot roll '%s' to delete its last segment by retention: %s", log->dir,
+                     gr_strerror(rrc));
+            del--;
         }
     }
     int rc = 0;

@@ -398,7 +398,8 @@ static void task_flush(void *ctx, struct gr_lm_log *l) {
 
 static void task_retention(void *ctx, struct gr_lm_log *l) {
     int64_t now = *(int64_t *)ctx;
-    int rc = gr_plog_apply_retention(l->log, atomic_load(&l->retention_ms), atomic_load(&l->retention_bytes), now);
+    int rc = gr_plog_apply_retention(l->log, atomic_load(&l->hw), atomic_load(&l->retention_ms),
+                                     atomic_load(&l->retention_bytes), now);
     if (rc > 0) {
         gr_info(LOGGER, "Deleted %d segment(s) of %s-%d by retention; log start offset is now %lld", rc,
                 l->topic, l->partition, (long long)gr_plog_start_offset(l->log));

@@ -240,3 +240,39 @@ def test_recreated_topic_never_serves_old_records(cluster_factory, zk_connect):
     # old directories are all gone (renamed *-delete ones included) once nothing holds them
     H.wait_for(lambda: all(not [d for d in os.listdir(b.logdir) if d.startswith(topic)]
                            for b in cluster.brokers.values()), 10, "no directory of the deleted topic left")
+
+
+# ---- 4. Retention deletes the active segment of an idle topic, never above the HW ----
+
+def replica_start_end(broker, topic, p=0):
+    """(log start, log end) of a replica from its files: the first segment's base (raised by the
+    log-start-offset-checkpoint) and the end found by walking the last segment's batch headers."""
+    d = os.path.join(broker.logdir, f"{topic}-{p}")
+    bases = sorted(int(f[:20]) for f in os.listdir(d) if f.endswith(".log"))
+    end = bases[-1]
+    with open(os.path.join(d, "%020d.log" % bases[-1]), "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos + 61 <= len(data):
+        base = int.from_bytes(data[pos:pos + 8], "big")
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        end = base + int.from_bytes(data[pos + 23:pos + 27], "big") + 1
+        pos += 12 + length
+    return bases[0], end
+
+
+def test_retention_empties_an_idle_topic(cluster_factory, zk_connect):
+    """retention.ms=3000 and 100 records, then nothing: within ~10 s every replica's log starts
+    at its end (the active segment rolled and deleted, as Kafka); 27d4346 never deleted it."""
+    cluster = cluster_factory(zk_connect, n=3, config={**FAST, "log.retention.check.interval.ms": "1000"})
+    topic = "idle"
+    create(cluster, topic, 1, 3, {"retention.ms": "3000"})
+    produce(cluster, topic, [(b"k%d" % i, b"v%d" % i, None) for i in range(100)])
+    assert earliest_latest(cluster, topic) == (0, 100)
+    H.wait_for(lambda: earliest_latest(cluster, topic) == (100, 100), 10, "the earliest offset at the log end")
+    for b in cluster.brokers.values():
+        H.wait_for(lambda b=b: replica_start_end(b, topic) == (100, 100), 5,
+                   f"broker {b.id}'s log emptied")
+    # the log goes on from there
+    produce(cluster, topic, [(b"n%d" % i, b"w%d" % i, None) for i in range(5)])
+    assert earliest_latest(cluster, topic) == (100, 105)

@@ -232,7 +232,7 @@ static void test_retention_by_largest_ts(void) {
     log = open_log("ti-ret-0", rp, 0);
     /* retention 1 s: segments 0 and 1 expire; 2 stops the scan (its largest ts is recent),
      * as Kafka's deletion from the oldest stops at the first segment that does not qualify. */
-    int del = gr_plog_apply_retention(log, 1000, -1, now);
+    int del = gr_plog_apply_retention(log, gr_plog_end_offset(log), 1000, -1, now);
     CHECK(del >= 2);
     CHECKF(gr_plog_start_offset(log) > bases[1] && gr_plog_start_offset(log) <= bases[2], "start %" PRId64 " bases %" PRId64 " %" PRId64 " %" PRId64 " del %d", gr_plog_start_offset(log), bases[1], bases[2], bases[3], del);
     gr_plog_close(log);
