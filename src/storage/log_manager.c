@@ -74,7 +74,15 @@ struct gr_plog_manager {
     int ncleaners;
     pthread_mutex_t name_lock; /* last_name */
     char *last_name;           /* lm_name string of the last entry made (a reference) */
+    /* The checkpoint files may still name logs that are gone (deleted since the last full
+     * write, or left over from before a restart): a log created at such a path must not take
+     * their values after a crash, so its creation first rewrites them (write_checkpoints). */
+    atomic_bool ckpt_stale;
 };
+
+/* Which checkpoint files write_checkpoints writes. */
+enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_CLEANER = 8, CK_ALL = 15 };
+static int write_checkpoints(struct gr_plog_manager *lm, int which);
 
 /* A reference to topic's shared name (see struct lm_name). */
 static char *name_ref(struct gr_plog_manager *lm, const char *topic) {
@@ -254,6 +262,12 @@ int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic,
     insert_locked(lm, l);
     atomic_fetch_add(&l->refs, 1);
     pthread_mutex_unlock(&lm->lock);
+    /* Kafka's asyncDelete checkpoints at once: a partition deleted and created again (or deleted
+     * before a restart) must not come back after a crash with the old log's recovery point, high
+     * watermark, log start offset or cleaner offset (a log start offset taken from the old log
+     * would hide the new log's first records). Done once before the first creation that may meet
+     * such an entry, not per deletion (deleting n partitions would write the files n times). */
+    if (atomic_load(&lm->ckpt_stale)) write_checkpoints(lm, CK_ALL);
     *out = l;
     return 0;
 }
@@ -268,6 +282,7 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
     unlink_locked(lm, l);
     l->delete_on_release = delete_dir;
     pthread_mutex_unlock(&lm->lock);
+    if (delete_dir) atomic_store(&lm->ckpt_stale, true); /* after the unlink: see write_checkpoints */
     if (delete_dir) {
         /* Kafka's LogManager.asyncDelete: abort the cleaner's pass on the log and keep cleaners
          * off it (the cleaning claim is taken for good once a running pass has ended, within
@@ -347,12 +362,12 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
 
 /* ---- checkpoints ---- */
 
-/* Which checkpoint files write_checkpoints writes. */
-enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_CLEANER = 8, CK_ALL = 15 };
 static const char *const ck_names[4] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
                                         GR_LOG_START_OFFSET_CHECKPOINT, GR_CLEANER_OFFSET_CHECKPOINT};
 
 static int write_checkpoints(struct gr_plog_manager *lm, int which) {
+    /* Cleared before the snapshot: a log unlinked after it sets the flag again after this. */
+    bool was_stale = which == CK_ALL && atomic_exchange(&lm->ckpt_stale, false);
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     int first_err = 0;
@@ -381,6 +396,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     }
     free(e);
     pthread_mutex_unlock(&lm->ckpt_lock);
+    if (first_err && was_stale) atomic_store(&lm->ckpt_stale, true);
     for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
     free(arr);
     return first_err;
@@ -669,6 +685,7 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     lm->broker_id = broker_id;
     lm->nbuckets = NBUCKETS0;
     lm->buckets = gr_calloc(lm->nbuckets, sizeof *lm->buckets);
+    atomic_init(&lm->ckpt_stale, true); /* the files may name logs deleted before a restart */
     pthread_mutex_init(&lm->lock, NULL);
     pthread_mutex_init(&lm->ckpt_lock, NULL);
     pthread_mutex_init(&lm->name_lock, NULL);
