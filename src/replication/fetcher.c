@@ -541,9 +541,13 @@ static int do_fetch(struct fetcher *f) {
                                                     pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
                                                     pr->HighWatermark, pr->LogStartOffset);
                     if (arc == -ERANGE) {
-                        gr_warn(LOGGER, "[%s] %s-%d: fetched data does not start at our log end offset; "
-                                        "truncating again",
-                                f->name, fp->topic, fp->partition);
+                        /* Kafka delays a partition whose fetched data failed (fetchBackOffMs):
+                         * should the truncation not help, the fetch repeats at that pace. */
+                        int64_t ms = part_backoff(f, fp, now);
+                        gr_warn(LOGGER,
+                                "[%s] %s-%d: fetched data does not start at our log end offset; "
+                                "truncating again in %" PRId64 " ms",
+                                f->name, fp->topic, fp->partition, ms);
                         fp->state = F_TRUNCATING;
                     } else if (arc < 0 && arc != -ESTALE) {
                         fp->delay_until_ms = now + backoff_ms(f);

@@ -807,10 +807,25 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         }
         end = at + bi.size;
     }
-    if (end > pos) {
+    if (end > pos && gr_ldf_check(rm->b, p->lml->dir_idx) != GR_KERR_NONE) {
+        rc = -EIO; /* offline dir */
+    } else if (end > pos) {
+        /* Kafka's Partition.appendRecordsToFollowerOrFutureReplica: an empty log restarted at the
+         * leader's log start offset, which DeleteRecords may have put inside a batch, gets that
+         * whole batch; the log restarts at the batch's first offset (the log start offset is raised
+         * again below from the leader's). */
+        struct gr_batch_info first;
+        if (leo == gr_plog_start_offset(log) &&
+            gr_batch_parse_header(records + pos, end - pos, &first) == GR_BATCH_OK && first.BaseOffset < leo &&
+            gr_batch_info_last_offset(&first) >= leo) {
+            gr_info(LOGGER,
+                    "[ReplicaFetcher broker=%d] %s-%d: first offset %" PRId64 " of the fetched batch is below "
+                    "the log start offset %" PRId64 " of our empty log; restarting the log at %" PRId64,
+                    rm->broker_id, p->topic, p->partition, first.BaseOffset, leo, first.BaseOffset);
+            rc = gr_plog_truncate_fully_and_start_at(log, first.BaseOffset);
+        }
         struct gr_append_info info;
-        rc = gr_ldf_check(rm->b, p->lml->dir_idx) != GR_KERR_NONE ? -EIO /* offline dir */
-                                                                  : gr_plog_append_as_follower(log, records + pos, end - pos, &info);
+        if (rc == 0) rc = gr_plog_append_as_follower(log, records + pos, end - pos, &info);
         if (rc < 0 && rc != -ERANGE) {
             gr_error(LOGGER, "[ReplicaFetcher broker=%d] append to %s-%d failed: %s", rm->broker_id, p->topic,
                      p->partition, gr_strerror(rc));

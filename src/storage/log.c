@@ -429,7 +429,9 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     }
     struct gr_plog *log = gr_calloc(1, sizeof *log);
     pthread_mutex_init(&log->mu, NULL);
-    log->dir = gr_strdup(dir);
+    size_t dlen = strlen(dir);
+    log->dir = gr_malloc(dlen + GR_PLOG_DELETE_SUFFIX_LEN + 1); /* room for gr_plog_rename_for_delete */
+    memcpy(log->dir, dir, dlen + 1);
     log->cfg = *cfg;
     log->last_flush_ms = gr_mono_ms();
     rc = fresh ? open_new(log) : open_existing(log, recovery_point);
@@ -532,6 +534,48 @@ int gr_plog_delete(struct gr_plog *log) {
     if (rc) gr_error(LOGGER, "cannot delete log directory '%s': %s", dir, gr_strerror(rc));
     else gr_info(LOGGER, "deleted log directory '%s'", dir);
     free(dir);
+    return rc;
+}
+
+static int random_hex(char *out, size_t nbytes) {
+    uint8_t b[32];
+    if (nbytes > sizeof b) return -EINVAL;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    ssize_t n = read(fd, b, nbytes);
+    int rc = n == (ssize_t)nbytes ? 0 : n < 0 ? -errno : -EIO;
+    close(fd);
+    for (size_t i = 0; rc == 0 && i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
+    return rc;
+}
+
+int gr_plog_rename_for_delete(struct gr_plog *log) {
+    char hex[33];
+    int rc = random_hex(hex, 16);
+    if (rc) return rc;
+    pthread_mutex_lock(&log->mu);
+    if (log->renamed_for_delete) {
+        gr_plog_unlock(log);
+        return 0;
+    }
+    char *to = gr_asprintf("%s.%s-delete", log->dir, hex);
+    if (!log->no_dir && rename(log->dir, to) < 0) {
+        rc = -errno;
+        gr_error(LOGGER, "cannot rename log directory '%s' to '%s': %s", log->dir, to, gr_strerror(rc));
+    } else {
+        if (!log->no_dir) {
+            char *parent = gr_strdup(log->dir);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent) *slash = 0;
+            gr_plog_fsync_dir(slash ? parent : ".");
+            free(parent);
+            gr_info(LOGGER, "renamed log directory '%s' to '%s' for deletion", log->dir, to);
+        }
+        memcpy(log->dir, to, strlen(to) + 1); /* in place: segments, snapshots, epochs borrow it */
+        log->renamed_for_delete = true;
+    }
+    free(to);
+    gr_plog_unlock(log);
     return rc;
 }
 
@@ -1219,21 +1263,44 @@ static int64_t segment_largest_ts(struct gr_segment *seg) {
     return seg->created_ms;
 }
 
-int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms) {
+/* Kafka's deletableSegments bound: segment i may go only if all of it lies below the high
+ * watermark (its successor's base, or the log end offset for the last one) and, if it is the
+ * last, it holds data (an empty active segment is never deleted). */
+static bool below_hw(struct gr_plog *log, size_t i, int64_t hw) {
+    bool last = i + 1 == log->n_segs;
+    int64_t upper = last ? leo(log) : log->segs[i + 1]->base_offset;
+    return hw >= upper && !(last && log->segs[i]->size == 0);
+}
+
+int gr_plog_apply_retention(struct gr_plog *log, int64_t hw, int64_t retention_ms, int64_t retention_bytes,
+                            int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     size_t del = 0; /* segments [0, del) will go */
-    /* Kafka's deleteLogStartOffsetBreachedSegments */
-    while (del + 1 < log->n_segs && log->segs[del + 1]->base_offset <= log->log_start_offset) del++;
     if (!log->cfg.cleanup_delete) retention_ms = retention_bytes = -1;
+    /* Kafka's deleteOldSegments: by time, then by size, then below the log start offset */
     if (retention_ms >= 0)
-        while (del + 1 < log->n_segs && now_ms - segment_largest_ts(log->segs[del]) > retention_ms) del++;
+        while (del < log->n_segs && below_hw(log, del, hw) &&
+               now_ms - segment_largest_ts(log->segs[del]) > retention_ms)
+            del++;
     if (retention_bytes >= 0) {
         int64_t total = 0;
         for (size_t i = del; i < log->n_segs; i++) total += log->segs[i]->size;
         int64_t diff = total - retention_bytes;
-        while (del + 1 < log->n_segs && diff - log->segs[del]->size >= 0) {
+        while (del < log->n_segs && below_hw(log, del, hw) && diff - log->segs[del]->size >= 0) {
             diff -= log->segs[del]->size;
             del++;
+        }
+    }
+    while (del + 1 < log->n_segs && below_hw(log, del, hw) && log->segs[del + 1]->base_offset <= log->log_start_offset)
+        del++;
+    if (del == log->n_segs) {
+        /* Kafka's deleteSegments: a log keeps at least one segment; roll a new (empty) active one
+         * at the log end offset before all the others go */
+        int rrc = roll(log);
+        if (rrc) {
+            gr_error(LOGGER, "cannot roll '%s' to delete its last segment by retention: %s", log->dir,
+                     gr_strerror(rrc));
+            del--;
         }
     }
     int rc = 0;

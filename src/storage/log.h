@@ -107,6 +107,19 @@ void gr_plog_close(struct gr_plog *log);
  * is freed either way). */
 int gr_plog_delete(struct gr_plog *log);
 
+/* Room left in a log's directory path for gr_plog_rename_for_delete's suffix. */
+#define GR_PLOG_DELETE_SUFFIX_LEN 40 /* ".<32 hex digits>-delete" */
+
+/* Kafka's LogManager.asyncDelete: renames the log's directory to
+ * "<dir>.<32 random hex digits>-delete" at once (the parent directory fsynced), so that a
+ * partition of the same name can be created at the old path while this log is still referenced;
+ * the log keeps working from the new path (every path the log and its segments, producer state,
+ * epoch cache and transaction index make is built from it) until gr_plog_delete removes it.
+ * A log without a directory yet just takes the new path. The path is rewritten in place under
+ * the log's mutex, so the caller must first stop every user that reads the path without it
+ * (the cleaner: gr_cleaner_params.abort). Returns 0 or -errno (the log keeps its old path). */
+int gr_plog_rename_for_delete(struct gr_plog *log);
+
 /* Copies the current configuration into *out. */
 void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);
 
@@ -253,15 +266,18 @@ int32_t gr_plog_latest_epoch(struct gr_plog *log);
  * returns the number of entries in the cache (may exceed max). */
 int gr_plog_epoch_entries(struct gr_plog *log, int32_t *epochs, int64_t *start_offsets, int max);
 
-/* Deletes whole segments, oldest first and never the active one: first those whose successor
- * starts at or below the log start offset (after DeleteRecords; always, whatever the cleanup
- * policy), then, when cleanup.policy includes delete, those expired by time
- * (now_ms - segment's largest timestamp > retention_ms; the file mtime stands in when no batch
- * has a timestamp) or, afterwards, by size (while the log minus the oldest segment still
- * holds >= retention_bytes). Negative retention_ms / retention_bytes disable that rule.
- * Advances the log start offset to the first remaining segment and truncates the epoch cache
- * from the start. Returns the number of segments deleted (>= 0) or -errno. */
-int gr_plog_apply_retention(struct gr_plog *log, int64_t retention_ms, int64_t retention_bytes, int64_t now_ms);
+/* Kafka's Log.deleteOldSegments: deletes whole segments, oldest first, each only if it lies wholly
+ * below `hw` (the high watermark: its successor's base, or the log end offset for the active
+ * segment, is <= hw) and is not an empty active segment: when cleanup.policy includes delete,
+ * those expired by time (now_ms - segment's largest timestamp > retention_ms; the file mtime
+ * stands in when no batch has a timestamp), then by size (while the log minus the oldest segment
+ * still holds >= retention_bytes); then, whatever the policy, those whose successor starts at or
+ * below the log start offset (after DeleteRecords). Negative retention_ms / retention_bytes
+ * disable that rule. When every segment goes, a new empty active segment is rolled at the log end
+ * offset first. Advances the log start offset to the first remaining segment and truncates the
+ * epoch cache from the start. Returns the number of segments deleted (>= 0) or -errno. */
+int gr_plog_apply_retention(struct gr_plog *log, int64_t hw, int64_t retention_ms, int64_t retention_bytes,
+                            int64_t now_ms);
 
 /* fsyncs the active segment's .log and .index (older segments were fsynced when they were
  * rolled; the .index file is first brought up to date; an evicted .log descriptor is reopened

@@ -193,22 +193,32 @@ struct throttle {
     double rate; /* bytes/s; <= 0 or huge: off */
     int64_t start_ms;
     int64_t bytes;
+    const atomic_bool *abort; /* gr_cleaner_params.abort (may be NULL) */
 };
 
-static void throttle_add(struct throttle *t, int64_t bytes) {
-    if (t->rate <= 0 || t->rate >= 1e300) return;
+static bool aborted(const struct throttle *t) {
+    return t->abort && atomic_load(t->abort);
+}
+
+/* Counts bytes read or written, sleeping while above the rate (in slices, so that an abort is
+ * seen within 50 ms). Returns -ECANCELED once the pass is aborted, else 0. */
+static int throttle_add(struct throttle *t, int64_t bytes) {
+    if (aborted(t)) return -ECANCELED;
+    if (t->rate <= 0 || t->rate >= 1e300) return 0;
     t->bytes += bytes;
     int64_t now = gr_mono_ms();
     int64_t elapsed = now - t->start_ms;
-    if (elapsed < 100 && t->bytes < (int64_t)(t->rate / 10)) return;
+    if (elapsed < 100 && t->bytes < (int64_t)(t->rate / 10)) return 0;
     double want_ms = (double)t->bytes * 1000.0 / t->rate;
-    if (want_ms > (double)elapsed) {
-        int64_t sleep_ms = (int64_t)(want_ms - (double)elapsed);
-        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
+    int64_t until = now + (want_ms > (double)elapsed ? (int64_t)(want_ms - (double)elapsed) : 0);
+    for (int64_t left = until - now; left > 0 && !aborted(t); left = until - gr_mono_ms()) {
+        int64_t ms = GR_MIN(left, (int64_t)50);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
     t->start_ms = gr_mono_ms();
     t->bytes = 0;
+    return aborted(t) ? -ECANCELED : 0;
 }
 
 /* ---- cleanable range ---- */
@@ -424,7 +434,7 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
         int r;
         while ((r = read_batch(s->fd, pos, s->size, &buf, &cap, &bi)) == 1) {
             pos += (int64_t)bi.size;
-            throttle_add(th, (int64_t)bi.size);
+            if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
             int64_t last = gr_batch_info_last_offset(&bi);
             if (last < from) continue;
@@ -622,7 +632,7 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
         int r;
         while ((r = read_batch(src[i].fd, pos, src[i].size, &buf, &cap, &bi)) == 1) {
             pos += (int64_t)bi.size;
-            throttle_add(th, (int64_t)bi.size);
+            if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
             clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st);
         }
@@ -630,7 +640,7 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
     }
     free(buf);
     if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
-    throttle_add(th, (int64_t)olen);
+    if (rc == 0) rc = throttle_add(th, (int64_t)olen);
     free(out);
     if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
     if (rc == 0) { /* the cleaned segment's .txnindex: the aborted transactions it still holds data of */
@@ -759,7 +769,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     int32_t seg_bytes = log->cfg.segment_bytes;
     gr_plog_unlock(log);
     if (horizon < 0) horizon = 0;
-    struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0};
+    struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0, p->abort};
     struct gr_offset_map m;
     gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
     int64_t end = c.first_dirty;
@@ -793,7 +803,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         if (rc) {
             unlink(cleaned);
             unlink(tcleaned);
-            if (rc != -ESTALE)
+            if (rc != -ESTALE && rc != -ECANCELED)
                 gr_error(LOGGER, "cleaning '%s' from offset %" PRId64 " failed: %s", log->dir, src[i].base,
                          gr_strerror(rc));
         }
@@ -808,6 +818,11 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     }
     free(src);
     gr_offset_map_free(&m);
+    if (rc == -ECANCELED) { /* aborted (the log is being deleted): nothing swapped since */
+        gr_info(LOGGER, "cleaning of '%s' aborted", log->dir);
+        st->end_offset = c.first_dirty;
+        return rc;
+    }
     if (rc == -ESTALE) { /* the log changed under the pass: nothing wrong, try again later */
         gr_info(LOGGER, "cleaning of '%s' abandoned: its segments changed meanwhile", log->dir);
         st->end_offset = c.first_dirty;

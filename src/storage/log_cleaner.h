@@ -6,6 +6,7 @@
 #ifndef GR_STORAGE_LOG_CLEANER_H
 #define GR_STORAGE_LOG_CLEANER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +43,9 @@ struct gr_cleaner_params {
     double load_factor;              /* log.cleaner.io.buffer.load.factor */
     double io_max_bytes_per_second;  /* log.cleaner.io.max.bytes.per.second */
     int64_t now_ms;                  /* wall clock */
+    const atomic_bool *abort;        /* NULL, or set by another thread to end the pass early
+                                      * (Kafka's abortCleaning): gr_plog_clean then returns
+                                      * -ECANCELED within ~50 ms, having swapped nothing since */
 };
 struct gr_clean_stats {
     int64_t first_dirty, end_offset; /* end_offset: the new cleaner checkpoint */

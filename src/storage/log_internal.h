@@ -45,6 +45,7 @@ struct gr_plog {
     int n_unrepl, cap_unrepl;
     bool dir_unsynced; /* created here and the directory not fsynced yet: done by the first
                         * flush or roll (a new empty log costs no fsync, as in Kafka) */
+    bool renamed_for_delete; /* gr_plog_rename_for_delete done: dir holds no more room */
     bool no_dir;       /* a new log whose directory does not exist yet: made by the first write
                         * of any file into it (ensure_dir_locked in log.c) */
     _Atomic int64_t pub_leo;       /* the active segment's next_offset at the last unlock */

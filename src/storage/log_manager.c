@@ -74,7 +74,15 @@ struct gr_plog_manager {
     int ncleaners;
     pthread_mutex_t name_lock; /* last_name */
     char *last_name;           /* lm_name string of the last entry made (a reference) */
+    /* The checkpoint files may still name logs that are gone (deleted since the last full
+     * write, or left over from before a restart): a log created at such a path must not take
+     * their values after a crash, so its creation first rewrites them (write_checkpoints). */
+    atomic_bool ckpt_stale;
 };
+
+/* Which checkpoint files write_checkpoints writes. */
+enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_CLEANER = 8, CK_ALL = 15 };
+static int write_checkpoints(struct gr_plog_manager *lm, int which);
 
 /* A reference to topic's shared name (see struct lm_name). */
 static char *name_ref(struct gr_plog_manager *lm, const char *topic) {
@@ -181,6 +189,7 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
     atomic_init(&l->cleaner_checkpoint, 0);
     atomic_init(&l->cleaning, false);
+    atomic_init(&l->abort_cleaning, false);
     atomic_init(&l->refs, 1); /* the map's reference */
     return l;
 }
@@ -253,6 +262,12 @@ int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic,
     insert_locked(lm, l);
     atomic_fetch_add(&l->refs, 1);
     pthread_mutex_unlock(&lm->lock);
+    /* Kafka's asyncDelete checkpoints at once: a partition deleted and created again (or deleted
+     * before a restart) must not come back after a crash with the old log's recovery point, high
+     * watermark, log start offset or cleaner offset (a log start offset taken from the old log
+     * would hide the new log's first records). Done once before the first creation that may meet
+     * such an entry, not per deletion (deleting n partitions would write the files n times). */
+    if (atomic_load(&lm->ckpt_stale)) write_checkpoints(lm, CK_ALL);
     *out = l;
     return 0;
 }
@@ -267,6 +282,25 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
     unlink_locked(lm, l);
     l->delete_on_release = delete_dir;
     pthread_mutex_unlock(&lm->lock);
+    if (delete_dir) atomic_store(&lm->ckpt_stale, true); /* after the unlink: see write_checkpoints */
+    if (delete_dir) {
+        /* Kafka's LogManager.asyncDelete: abort the cleaner's pass on the log and keep cleaners
+         * off it (the cleaning claim is taken for good once a running pass has ended, within
+         * ~50 ms), then rename the directory at once, so that a partition of the same name
+         * created before the last reference goes (a retention sweep, a metrics scrape, a fetch
+         * still holding it) gets a new directory, never this one. */
+        atomic_store(&l->abort_cleaning, true);
+        bool idle = false;
+        while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
+            idle = false;
+            struct timespec ts = {0, 5 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        int rc = gr_plog_rename_for_delete(l->log);
+        if (rc < 0)
+            gr_warn(LOGGER, "%s-%d: deleting its directory in place when the log is released: %s", l->topic,
+                    l->partition, gr_strerror(rc));
+    }
     gr_plog_manager_release(lm, l); /* the map's reference */
     return 0;
 }
@@ -328,12 +362,12 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
 
 /* ---- checkpoints ---- */
 
-/* Which checkpoint files write_checkpoints writes. */
-enum { CK_RECOVERY = 1, CK_HW = 2, CK_LOG_START = 4, CK_CLEANER = 8, CK_ALL = 15 };
 static const char *const ck_names[4] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
                                         GR_LOG_START_OFFSET_CHECKPOINT, GR_CLEANER_OFFSET_CHECKPOINT};
 
 static int write_checkpoints(struct gr_plog_manager *lm, int which) {
+    /* Cleared before the snapshot: a log unlinked after it sets the flag again after this. */
+    bool was_stale = which == CK_ALL && atomic_exchange(&lm->ckpt_stale, false);
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
     int first_err = 0;
@@ -362,6 +396,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     }
     free(e);
     pthread_mutex_unlock(&lm->ckpt_lock);
+    if (first_err && was_stale) atomic_store(&lm->ckpt_stale, true);
     for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
     free(arr);
     return first_err;
@@ -379,7 +414,8 @@ static void task_flush(void *ctx, struct gr_lm_log *l) {
 
 static void task_retention(void *ctx, struct gr_lm_log *l) {
     int64_t now = *(int64_t *)ctx;
-    int rc = gr_plog_apply_retention(l->log, atomic_load(&l->retention_ms), atomic_load(&l->retention_bytes), now);
+    int rc = gr_plog_apply_retention(l->log, atomic_load(&l->hw), atomic_load(&l->retention_ms),
+                                     atomic_load(&l->retention_bytes), now);
     if (rc > 0) {
         gr_info(LOGGER, "Deleted %d segment(s) of %s-%d by retention; log start offset is now %lld", rc,
                 l->topic, l->partition, (long long)gr_plog_start_offset(l->log));
@@ -478,12 +514,13 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     if (!l) return 0;
     int threads = c->log_cleaner_threads > 0 ? c->log_cleaner_threads : 1;
     struct gr_cleaner_params p = {c->log_cleaner_dedupe_buffer_size / threads, c->log_cleaner_io_buffer_load_factor,
-                                  c->log_cleaner_io_max_bytes_per_second, now};
+                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning};
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
     int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
     if (rc == 0) atomic_store(&l->cleaner_checkpoint, st.end_offset);
-    else gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    else if (rc != -ECANCELED)
+        gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
     atomic_store(&l->cleaning, false);
     gr_plog_manager_release(lm, l);
     if (rc == 0) write_checkpoints(lm, CK_CLEANER);
@@ -648,6 +685,7 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     lm->broker_id = broker_id;
     lm->nbuckets = NBUCKETS0;
     lm->buckets = gr_calloc(lm->nbuckets, sizeof *lm->buckets);
+    atomic_init(&lm->ckpt_stale, true); /* the files may name logs deleted before a restart */
     pthread_mutex_init(&lm->lock, NULL);
     pthread_mutex_init(&lm->ckpt_lock, NULL);
     pthread_mutex_init(&lm->name_lock, NULL);

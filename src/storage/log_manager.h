@@ -49,7 +49,8 @@ struct gr_lm_log {
     _Atomic int64_t retention_ms;    /* topic retention.ms (or the broker default) */
     _Atomic int64_t retention_bytes; /* topic retention.bytes (or the broker default) */
     _Atomic int64_t cleaner_checkpoint; /* first dirty offset (cleaner-offset-checkpoint), 0 = none */
-    atomic_bool cleaning;                /* claimed by a cleaner thread */
+    atomic_bool cleaning;               /* claimed by a cleaner thread (for good by a deletion) */
+    atomic_bool abort_cleaning;         /* set by a deletion: a pass on this log ends early */
     /* private */
     atomic_int refs;
     bool removed;             /* out of the map */

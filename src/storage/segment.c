@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/be.h"
+#include "storage/recompression.h"
 
 #define LOGGER "storage.segment"
 
@@ -829,30 +830,53 @@ static int64_t index_floor_pos(const struct gr_segment *seg, int64_t offset) {
 }
 
 /* Within the batch at pos (header bi): the first record with timestamp >= ts and offset >=
- * min_offset. Uncompressed batches are iterated; a LogAppendTime batch's records all carry
- * its maxTimestamp; a compressed batch answers with max(baseOffset, min_offset). 1 found. */
-static int search_batch(int fd, int64_t pos, const struct gr_batch_info *bi, int64_t ts, int64_t min_offset,
-                        int64_t *offset_out, int64_t *ts_out) {
-    if ((bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) || gr_batch_info_compression(bi) != 0) {
-        *offset_out = GR_MAX(bi->BaseOffset, min_offset);
-        *ts_out = bi->MaxTimestamp;
-        return 1;
-    }
-    uint8_t *b = gr_malloc(bi->size);
+ * min_offset (Kafka's LogSegment searchForTimestamp). A compressed batch is decompressed (into
+ * at most GR_RECOMPRESSION_MAX_INFLATED bytes); the records of a LogAppendTime batch all carry
+ * its maxTimestamp. A batch that cannot be read record by record (corrupt, which validation
+ * should have caught) answers with max(baseOffset, min_offset) and its maxTimestamp, with a
+ * warning. 1 found, 0 not in this batch, or -errno. */
+static int search_batch(const struct gr_segment *seg, int fd, int64_t pos, const struct gr_batch_info *bi, int64_t ts,
+                        int64_t min_offset, int64_t *offset_out, int64_t *ts_out) {
+    uint8_t *b = gr_malloc(bi->size), *view = NULL;
     ssize_t n = pread_full(fd, b, bi->size, pos);
-    int found = n < 0 ? (int)n : 0;
+    if (n < 0) {
+        free(b);
+        return (int)n;
+    }
+    const uint8_t *recs = b;
+    size_t len = (size_t)n;
+    int drc = 0;
+    if (n == (ssize_t)bi->size && gr_batch_info_compression(bi) != 0) {
+        drc = gr_batch_inflate(b, bi, GR_RECOMPRESSION_MAX_INFLATED, &view, &len);
+        recs = view;
+    }
+    bool log_append_time = (bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) != 0;
+    int found = 0;
     struct gr_batch_rec_iter it;
     struct gr_batch_rec_view rv;
-    if (n == (ssize_t)bi->size && gr_batch_rec_iter_init(&it, b, bi->size) == GR_BATCH_OK) {
+    if (n == (ssize_t)bi->size && drc == 0 && gr_batch_rec_iter_init(&it, recs, len) == GR_BATCH_OK) {
         while (gr_batch_rec_iter_next(&it, &rv)) {
-            if (rv.Timestamp >= ts && rv.Offset >= min_offset) {
+            int64_t rts = log_append_time ? bi->MaxTimestamp : rv.Timestamp;
+            if (rts >= ts && rv.Offset >= min_offset) {
                 *offset_out = rv.Offset;
-                *ts_out = rv.Timestamp;
+                *ts_out = rts;
                 found = 1;
                 break;
             }
         }
+        if (!found && it.err == 0) goto out;
     }
+    if (!found) {
+        gr_warn(LOGGER,
+                "cannot read the records of the batch at %" PRId64 " of '%s' (%s): answering a timestamp "
+                "look-up with its first offset",
+                pos, GR_SEG_LOG_PATH(seg), drc ? gr_strerror(drc) : "malformed");
+        *offset_out = GR_MAX(bi->BaseOffset, min_offset);
+        *ts_out = bi->MaxTimestamp;
+        found = 1;
+    }
+out:
+    free(view);
     free(b);
     return found;
 }
@@ -872,7 +896,7 @@ int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_of
         rc = header_at(h.fd, pos, seg->size, &bi);
         if (rc) break;
         if (bi.MaxTimestamp >= ts && gr_batch_info_last_offset(&bi) >= min_offset) {
-            found = search_batch(h.fd, pos, &bi, ts, min_offset, offset_out, ts_out);
+            found = search_batch(seg, h.fd, pos, &bi, ts, min_offset, offset_out, ts_out);
             if (found < 0) rc = found;
         }
         pos += (int64_t)bi.size;

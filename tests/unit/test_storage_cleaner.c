@@ -5,6 +5,7 @@
  * reopened), and transactions (aborted data dropped, markers dropped past the delete horizon once
  * their data is gone, an ongoing transaction untouched, .txnindex consistent after swaps). */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -165,7 +166,7 @@ static void scan(struct gr_plog *log, struct view *v) {
 }
 
 static struct gr_cleaner_params params(void) {
-    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms()};
+    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms(), NULL};
     return p;
 }
 
@@ -267,6 +268,42 @@ static void test_clean_basic(void) {
     CHECK(strcmp(after.val[0], before.val[0]) == 0 && before.val[0][0]);
     CHECK(strcmp(after.val[30], "v84") == 0);
     gr_plog_close(log);
+}
+
+/* Deletion (Kafka's LogManager.asyncDelete): an aborted pass swaps nothing; the renamed log keeps
+ * working from "<dir>.<hex>-delete" while a new log opens empty at the old path. */
+static void test_abort_and_rename_for_delete(void) {
+    struct gr_plog *log = open_log("cl-del-0", 0);
+    for (int round = 0; round < 10; round++)
+        for (int k = 0; k < 20; k += 4) put(log, k, 4, round, 0, -1);
+    int64_t end = gr_plog_end_offset(log), size = gr_plog_size_bytes(log);
+    CHECK(gr_plog_segment_count(log) > 3);
+    atomic_bool abort = true;
+    struct gr_cleaner_params p = params();
+    p.abort = &abort;
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == -ECANCELED);
+    CHECK(st.segments_cleaned == 0 && gr_plog_size_bytes(log) == size);
+    CHECK(gr_plog_rename_for_delete(log) == 0);
+    struct stat sb;
+    CHECK(stat(pdir("cl-del-0"), &sb) < 0 && errno == ENOENT);
+    const char *moved = gr_plog_dir(log);
+    CHECK(strncmp(moved, pdir("cl-del-0"), strlen(pdir("cl-del-0"))) == 0 && strlen(moved) > 40);
+    CHECK(strcmp(moved + strlen(moved) - 7, "-delete") == 0 && stat(moved, &sb) == 0);
+    char *moved_copy = gr_strdup(moved);
+    put(log, 0, 4, 50, 0, -1); /* appends (and rolls) go on in the renamed directory */
+    gr_plog_flush(log);
+    CHECK(gr_plog_end_offset(log) == end + 4);
+    struct gr_plog *fresh = open_log("cl-del-0", 0);
+    CHECK(gr_plog_end_offset(fresh) == 0 && gr_plog_size_bytes(fresh) == 0);
+    abort = false;
+    p = params();
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0 && st.segments_cleaned > 0);
+    CHECK(gr_plog_delete(log) == 0);
+    CHECK(stat(moved_copy, &sb) < 0 && errno == ENOENT);
+    free(moved_copy);
+    CHECK(gr_plog_end_offset(fresh) == 0);
+    gr_plog_close(fresh);
 }
 
 static void test_keyless_rejected(void) {
@@ -615,6 +652,7 @@ int main(void) {
     test_clean_basic();
     test_producer_last_batch_and_lag();
     test_keyless_rejected();
+    test_abort_and_rename_for_delete();
     test_crash_safety();
     test_transactions();
     test_txn_crash_safety();

@@ -279,9 +279,9 @@ static void test_retention(void) {
     CHECK(segs > 5);
     int64_t total = gr_plog_size_bytes(log);
     /* nothing expired with a long retention */
-    CHECK(gr_plog_apply_retention(log, 1000000, -1, now) == 0);
+    CHECK(gr_plog_apply_retention(log, gr_plog_end_offset(log), 1000000, -1, now) == 0);
     /* time: everything older than 50 s goes (but never the active segment) */
-    int del = gr_plog_apply_retention(log, 50000, -1, now);
+    int del = gr_plog_apply_retention(log, gr_plog_end_offset(log), 50000, -1, now);
     CHECK(del > 0 && del < segs);
     int64_t lso = gr_plog_start_offset(log);
     CHECK(lso > 0);
@@ -292,20 +292,28 @@ static void test_retention(void) {
     int64_t off, ts;
     CHECK(gr_plog_offset_for_timestamp(log, 0, &off, &ts) == 0 && off >= lso);
     /* size: keep at most ~2 KiB */
-    del = gr_plog_apply_retention(log, -1, 1500, now);
+    del = gr_plog_apply_retention(log, gr_plog_end_offset(log), -1, 1500, now);
     CHECK(del > 0);
     CHECK(gr_plog_size_bytes(log) >= 1500 || gr_plog_segment_count(log) == 1);
     CHECK(gr_plog_size_bytes(log) < total);
-    /* everything expired: only the active segment stays */
-    gr_plog_apply_retention(log, 0, -1, now + 10000000);
-    CHECK(gr_plog_segment_count(log) == 1);
-    CHECK(gr_plog_end_offset(log) == 80);
+    /* Kafka's deletableSegments: nothing that is not wholly below the high watermark goes */
+    int segs_now = gr_plog_segment_count(log);
+    CHECK(gr_plog_apply_retention(log, gr_plog_start_offset(log), 0, -1, now + 10000000) == 0);
+    CHECK(gr_plog_apply_retention(log, 79, 0, 0, now + 10000000) == segs_now - 1); /* all but the active */
+    CHECK(gr_plog_segment_count(log) == 1 && gr_plog_end_offset(log) == 80);
+    /* everything expired and replicated: the active segment too, after a roll to an empty one */
+    CHECK(gr_plog_apply_retention(log, 80, 0, -1, now + 10000000) == 1);
+    CHECK(gr_plog_segment_count(log) == 1 && gr_plog_size_bytes(log) == 0);
+    CHECK(gr_plog_start_offset(log) == 80 && gr_plog_end_offset(log) == 80);
+    CHECK(gr_plog_apply_retention(log, 80, 0, 0, now + 20000000) == 0); /* an empty active segment stays */
     int64_t lso2 = gr_plog_start_offset(log);
     CHECK(read_all(log, lso2) == 80);
+    append(log, 2, 60, now, 0); /* the log goes on at 80 */
+    CHECK(gr_plog_end_offset(log) == 82 && read_all(log, 80) == 82);
     gr_plog_close(log);
     /* reopen: log start is the first segment */
     log = open_log("ret-0", 1024, 0);
-    CHECK(gr_plog_start_offset(log) == lso2 && gr_plog_end_offset(log) == 80);
+    CHECK(gr_plog_start_offset(log) == lso2 && gr_plog_end_offset(log) == 82);
     gr_plog_close(log);
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -178,6 +179,62 @@ static void test_manager(void) {
     gr_config_release(&cfg);
 }
 
+static void lm_config(struct gr_config *cfg, const char *dir) {
+    char err[256];
+    gr_config_defaults(cfg);
+    CHECK(gr_config_set(cfg, "log.dirs", dir, err, sizeof err) == 0);
+    CHECK(gr_config_set(cfg, "zookeeper.connect", "127.0.0.1:1", err, sizeof err) == 0);
+    CHECK(gr_config_set(cfg, "broker.id", "1", err, sizeof err) == 0);
+    CHECK(gr_config_finish(cfg, err, sizeof err) == 0);
+}
+
+/* A partition deleted and created again at the same path, then a crash before the periodic
+ * checkpoints: the new log must not come back with the old log's log start offset (hiding its
+ * first records), high watermark or recovery point (Kafka's asyncDelete checkpoints at once). */
+static void test_recreate_after_delete_then_crash(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/lm-recreate", g_root);
+    struct gr_config cfg;
+    lm_config(&cfg, dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct gr_plog_manager *lm = NULL;
+        if (gr_plog_manager_open(&cfg, 1, "c", &lm) != 0) _exit(10);
+        struct gr_lm_log *l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "rc", 0, NULL, &l) != 0) _exit(11);
+        for (int i = 0; i < 4; i++) append(l->log, 8); /* offsets 0..31 */
+        atomic_store(&l->hw, 32);
+        if (gr_plog_maybe_increment_log_start_offset(l->log, 20) < 0) _exit(12); /* DeleteRecords */
+        gr_plog_manager_release(lm, l);
+        if (gr_plog_manager_checkpoint(lm) != 0) _exit(13); /* log start 20, HW 32, recovery point 32 */
+        if (gr_plog_manager_remove(lm, "rc", 0, true) != 0) _exit(14);
+        l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "rc", 0, NULL, &l) != 0) _exit(15);
+        if (gr_plog_end_offset(l->log) != 0) _exit(16);
+        for (int i = 0; i < 3; i++) append(l->log, 8); /* the new topic's offsets 0..23 */
+        gr_plog_flush(l->log);
+        _exit(0); /* crash: no checkpoint written at close */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    struct gr_plog_manager *lm = NULL;
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    struct gr_lm_log *l = lm ? gr_plog_manager_acquire(lm, "rc", 0) : NULL;
+    CHECK(l != NULL);
+    if (l) {
+        CHECKF(gr_plog_start_offset(l->log) == 0 && gr_plog_end_offset(l->log) == 24,
+               "re-created log reopened as [%lld, %lld)", (long long)gr_plog_start_offset(l->log),
+               (long long)gr_plog_end_offset(l->log));
+        CHECKF(atomic_load(&l->hw) == 0, "re-created log's high watermark %lld", (long long)atomic_load(&l->hw));
+        CHECKF(gr_plog_recovery_point(l->log) <= 24, "recovery point %lld",
+               (long long)gr_plog_recovery_point(l->log));
+    }
+    gr_plog_manager_release(lm, l);
+    gr_plog_manager_close(lm);
+    gr_config_release(&cfg);
+}
+
 static void test_sorted_find(void) {
     struct gr_offset_checkpoint_entry e[300];
     char names[300][16];
@@ -216,6 +273,7 @@ int main(void) {
     mkdir(g_root, 0755);
     test_new_log_files();
     test_manager();
+    test_recreate_after_delete_then_crash();
     test_sorted_find();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_many_logs: %d failures\n", test_failures);

@@ -69,7 +69,7 @@ int main(void) {
     pthread_t w[2], r[2];
     for (int i = 0; i < 2; i++) pthread_create(&w[i], NULL, writer, NULL);
     for (int i = 0; i < 2; i++) pthread_create(&r[i], NULL, reader, NULL);
-    for (int i = 0; i < 20; i++) gr_plog_apply_retention(g_log, -1, 64 * 1024, 0);
+    for (int i = 0; i < 20; i++) gr_plog_apply_retention(g_log, gr_plog_end_offset(g_log), -1, 64 * 1024, 0);
     for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++) pthread_join(r[i], NULL);

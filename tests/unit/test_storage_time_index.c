@@ -232,7 +232,7 @@ static void test_retention_by_largest_ts(void) {
     log = open_log("ti-ret-0", rp, 0);
     /* retention 1 s: segments 0 and 1 expire; 2 stops the scan (its largest ts is recent),
      * as Kafka's deletion from the oldest stops at the first segment that does not qualify. */
-    int del = gr_plog_apply_retention(log, 1000, -1, now);
+    int del = gr_plog_apply_retention(log, gr_plog_end_offset(log), 1000, -1, now);
     CHECK(del >= 2);
     CHECKF(gr_plog_start_offset(log) > bases[1] && gr_plog_start_offset(log) <= bases[2], "start %" PRId64 " bases %" PRId64 " %" PRId64 " %" PRId64 " del %d", gr_plog_start_offset(log), bases[1], bases[2], bases[3], del);
     gr_plog_close(log);
@@ -300,6 +300,47 @@ static void test_timestamp_rules(void) {
     gr_plog_close(log);
 }
 
+/* Batches compressed by the leader (compression.type lz4, gzip) and a LogAppendTime one: the
+ * look-up answers the exact record inside the batch (27d4346 answered the batch's base offset),
+ * also past a log start offset inside a batch, and after a reopen. */
+static void test_compressed_batches(void) {
+    const int codecs[2] = {3, 1};
+    for (int c = 0; c < 2; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "comp%d-0", c);
+        struct gr_plog_config cfg;
+        gr_plog_config_defaults(&cfg);
+        cfg.segment_bytes = 500;
+        cfg.index_interval_bytes = 100;
+        cfg.compression_type = codecs[c];
+        struct gr_plog *log = NULL;
+        CHECK(gr_plog_open_dir(pdir(name), &cfg, 0, &log) == 0 && log);
+        int64_t ts[50];
+        for (int b = 0; b < 10; b++) { /* 10 batches of 50 records, timestamps 2000 + 10 * offset */
+            for (int i = 0; i < 50; i++) ts[i] = 2000 + 10 * (b * 50 + i);
+            CHECK(append_ts(log, 50, ts) == b * 50);
+        }
+        CHECK(gr_plog_segment_count(log) > 1);
+        for (int round = 0; round < 2; round++) {
+            for (int64_t o = 0; o < 500; o += 7) {
+                int64_t off, got;
+                CHECK(gr_plog_offset_for_timestamp(log, 2000 + 10 * o - 5, &off, &got) == 0);
+                CHECKF(off == o && got == 2000 + 10 * o, "codec %d offset %lld: %lld", codecs[c], (long long)o,
+                       (long long)off);
+                CHECK(gr_plog_offset_for_timestamp(log, 2000 + 10 * o, &off, &got) == 0 && off == o);
+            }
+            int64_t off, got;
+            CHECK(gr_plog_offset_for_timestamp(log, 2000 + 10 * 500, &off, &got) == 0 && off == -1 && got == -1);
+            gr_plog_close(log);
+            CHECK(gr_plog_open_dir(pdir(name), &cfg, 0, &log) == 0 && log); /* recovered from the files */
+        }
+        CHECK(gr_plog_maybe_increment_log_start_offset(log, 123) == 0); /* inside batch [100, 150) */
+        int64_t off, got;
+        CHECK(gr_plog_offset_for_timestamp(log, 0, &off, &got) == 0 && off == 123 && got == 2000 + 10 * 123);
+        gr_plog_close(log);
+    }
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     snprintf(g_root, sizeof g_root, "/tmp/gr-tidx-XXXXXX");
@@ -309,6 +350,7 @@ int main(void) {
     test_retention_by_largest_ts();
     test_index_full_rolls();
     test_timestamp_rules();
+    test_compressed_batches();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_time_index: %d failures\n", test_failures);
     else printf("test_storage_time_index: ok\n");
