@@ -101,6 +101,7 @@ static const struct cfg_key keys[] = {
     {"offsets.topic.num.partitions", T_INT, F(offsets_topic_num_partitions), "50", 1, INT32_MAX},
     {"offsets.topic.segment.bytes", T_INT, F(offsets_topic_segment_bytes), "104857600", 1, INT32_MAX},
     {"replica.lag.time.max.ms", T_LONG, F(replica_lag_time_max_ms), "30000", 1, INT64_MAX},
+    {"fetch.max.bytes", T_INT, F(fetch_max_bytes), "57671680", 1024, INT32_MAX},
     {"replica.fetch.max.bytes", T_INT, F(replica_fetch_max_bytes), "1048576", 0, INT32_MAX},
     {"replica.fetch.wait.max.ms", T_INT, F(replica_fetch_wait_max_ms), "500", 0, INT32_MAX},
     {"replica.fetch.min.bytes", T_INT, F(replica_fetch_min_bytes), "1", 0, INT32_MAX},

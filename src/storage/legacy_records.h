@@ -20,7 +20,10 @@
  * requested magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of
  * its batch); headers are dropped; control batches (transaction markers) are skipped; gzip
  * batches are inflated (the messages are sent uncompressed). A batch of another codec cannot be
- * converted: conversion stops before it and *stopped_at_compressed is set.
+ * converted: conversion stops before it and *stopped_at_compressed is set. The output is bounded
+ * (KIP-283's aim: a gzip batch of ~60 KB may hold 64 MB of records): conversion stops before
+ * the first message that would take it past the caller's limit, and a gzip batch is inflated
+ * only as far as the room left needs (at least one whole record, at most 64 MiB).
  *
  * Pure functions, no allocation but the output buffer (malloc'd, caller frees). */
 #ifndef GR_STORAGE_LEGACY_RECORDS_H
@@ -41,8 +44,15 @@ uint32_t gr_crc32_ieee(const uint8_t *p, size_t len);
 int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len);
 
 /* Down-converts v2 batches (whole batches as a fetch reads them; a trailing partial batch is
- * ignored) to a message set of magic 0 or 1. Returns the malloc'd set (NULL and *out_len 0 when
- * nothing converts). */
-uint8_t *gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, size_t *out_len, bool *stopped_at_compressed);
+ * ignored) to a message set of magic 0 or 1, in offset order, leaving out records before
+ * first_offset (the fetch offset: as Kafka's RecordsUtil, so a limited conversion always makes
+ * progress), stopping before the first message
+ * that would make the set larger than max_bytes -- or, for the first message, than first_max
+ * (max'd with max_bytes; SIZE_MAX: the first message always, as Kafka sends at least one).
+ * Returns 0 with *out the malloc'd set the caller frees (NULL and *out_len 0 when nothing
+ * converts), or -ENOMEM (*out NULL); never allocates more than the output and one inflated
+ * gzip prefix of at most 64 MiB, and checks every allocation. */
+int gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, int64_t first_offset, size_t max_bytes, size_t first_max,
+                    uint8_t **out, size_t *out_len, bool *stopped_at_compressed);
 
 #endif

@@ -1,0 +1,180 @@
+"""Hostile but well-formed input against a live gregord: requests that are valid Kafka yet make
+a naive broker allocate without bound, and configs whose values must not leave the broker.
+
+- Fetch v2/v3 of gzip "bombs" (batches of ~60 KB that inflate to 60 MiB of zeros): the broker
+  down-converts only what the fetch may carry (KIP-283), stays up, and its peak RSS (VmHWM) barely
+  moves; message.downconversion.enable=false answers UNSUPPORTED_VERSION.
+Each test prints the figures it measured (run with -s to see them).
+"""
+
+import struct
+import zlib
+
+import pytest
+
+import gregor_harness as H
+from kafka_wire import varint
+from test_malformed import (FETCH, Conn, Reader, array, create_topics_v2, crc32c, frame, header, i8, i16, i32,
+                            i64, metadata_ok, parse_produce_v3, produce_v3, string, u32)
+
+UNSUPPORTED_VERSION = 35
+MIB = 1 << 20
+
+
+def vm_kb(pid, field):
+    """VmRSS / VmHWM (peak RSS) of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def gzip_bomb_batch(nrec, value_len):
+    """A gzip RecordBatch v2 of nrec records, each a value of value_len zero bytes; compressed
+    record by record, so the test never holds the inflated form."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 16 + 15)
+    value = bytes(value_len)
+    parts = []
+    for i in range(nrec):
+        body = i8(0) + varint(0) + varint(i) + varint(-1) + varint(len(value)) + value + varint(0)
+        parts.append(z.compress(varint(len(body)) + body))
+    parts.append(z.flush())
+    recs = b"".join(parts)
+    ts = 1700000000000
+    after_crc = (i16(1) + i32(nrec - 1) + i64(ts) + i64(ts) + i64(-1) + i16(-1) + i32(-1) + i32(nrec) + recs)
+    rest = i32(-1) + i8(2) + u32(crc32c(after_crc)) + after_crc
+    return i64(0) + i32(len(rest)) + rest
+
+
+def create_topic(port, name, configs=None):
+    """CreateTopics v2 with topic configs; waits until the topic has a leader."""
+    cfgs = array([string(k) + string(v) for k, v in (configs or {}).items()])
+    body = array([string(name) + i32(1) + i16(1) + array([]) + cfgs]) + i32(10000) + i8(0)
+    conn = Conn(port)
+    try:
+        conn.send(frame(header(19, 2, 1) + body))
+        conn.recv_frame()
+    finally:
+        conn.close()
+    H.wait_for(lambda: metadata_ok(port, [name])[2].get(name, (None, {}))[1].get(0, (None, -1))[1] >= 0, 30,
+               f"a leader for {name}")
+
+
+def produce(port, topic, batch, timeout=30.0):
+    conn = Conn(port, timeout=timeout)
+    try:
+        conn.send(produce_v3(5, topic, 0, batch))
+        return parse_produce_v3(conn.recv_frame(), 5)[(topic, 0)]
+    finally:
+        conn.close()
+
+
+def fetch_old(port, version, topic, partition_max, response_max=None, offset=0, timeout=30.0):
+    """Fetch v0-v3 for one partition; returns (error, high watermark, message set bytes)."""
+    body = i32(-1) + i32(100) + i32(1)
+    if version >= 3:
+        body += i32(response_max)
+    body += array([string(topic) + array([i32(0) + i64(offset) + i32(partition_max)])])
+    conn = Conn(port, timeout=timeout)
+    try:
+        conn.send(frame(header(FETCH, version, 9) + body))
+        n = struct.unpack(">i", conn._exact(4))[0]
+        resp = conn._exact(n)
+    finally:
+        conn.close()
+    r = Reader(resp)
+    assert r.i32() == 9
+    if version >= 1:
+        r.i32()  # throttle
+    assert r.i32() == 1 and r.string() == topic and r.i32() == 1
+    assert r.i32() == 0
+    err, hw = r.i16(), r.i64()
+    n = r.i32()
+    return err, hw, resp[r.p:r.p + max(n, 0)]
+
+
+def legacy_messages(ms):
+    """(offset, value length) of each whole message of a magic 0/1 message set."""
+    out, p = [], 0
+    while p + 12 <= len(ms):
+        off, size = struct.unpack_from(">qi", ms, p)
+        if p + 12 + size > len(ms):
+            break
+        m = ms[p + 12:p + 12 + size]
+        magic = m[4]
+        q = 6 + (8 if magic == 1 else 0)
+        klen = struct.unpack_from(">i", m, q)[0]
+        q += 4 + max(klen, 0)
+        vlen = struct.unpack_from(">i", m, q)[0]
+        out.append((off, vlen))
+        p += 12 + size
+    return out
+
+
+@pytest.fixture
+def one(cluster_factory, zk_connect):
+    return cluster_factory(zk_connect, n=1)
+
+
+def test_fetch_v2_down_conversion_of_gzip_bombs_is_bounded(one):
+    """3 gzip batches of 60 x 1 MiB zeros (~60 KB each on the wire, under max.message.bytes).
+    A Fetch v2 of 2 MiB used to convert all three (180 MiB, then copied again: +360 MiB of peak
+    RSS; 33 such batches made a 2 GiB buffer the arena refused and the broker died on a memcpy to
+    NULL). Now it converts what 2 MiB can carry: one message of 1 MiB (two would pass 2 MiB)."""
+    b = one[1]
+    create_topic(b.port, "bombs")
+    batch = gzip_bomb_batch(60, MIB)
+    assert len(batch) < 100 * 1024
+    for _ in range(3):
+        assert produce(b.port, "bombs", batch)[0] == 0
+    hwm0, rss0 = vm_kb(b.pid, "VmHWM"), vm_kb(b.pid, "VmRSS")
+    err, hw, ms = fetch_old(b.port, 2, "bombs", 2 * MIB)
+    assert err == 0 and hw == 180
+    msgs = legacy_messages(ms)
+    assert msgs == [(0, MIB)], msgs[:5]
+    # v3: the response's MaxBytes counts the converted bytes (a message is 34 + 1 MiB); records
+    # before the fetch offset are left out, so a small limit still makes progress
+    err, hw, ms = fetch_old(b.port, 3, "bombs", 8 * MIB, response_max=3 * (MIB + 34), offset=61)
+    assert err == 0 and legacy_messages(ms) == [(61, MIB), (62, MIB), (63, MIB)]
+    # the first message of a response is sent even when larger than the limits (as Kafka)
+    err, hw, ms = fetch_old(b.port, 1, "bombs", 1000, offset=179)
+    assert err == 0 and legacy_messages(ms) == [(179, MIB)]
+    assert b.running()
+    hwm1, rss1 = vm_kb(b.pid, "VmHWM"), vm_kb(b.pid, "VmRSS")
+    print(f"\nbroker VmHWM {hwm0 // 1024} -> {hwm1 // 1024} MiB, VmRSS {rss0 // 1024} -> {rss1 // 1024} MiB "
+          f"(3 fetches of gzip bombs, {len(batch)} bytes -> 60 MiB each)")
+    assert hwm1 - hwm0 < 40 * 1024, f"peak RSS grew by {(hwm1 - hwm0) // 1024} MiB"
+    # a well-behaved client still works
+    from confluent_kafka import Consumer, Producer
+    p = Producer({"bootstrap.servers": b.address})
+    p.produce("plain", b"hello")
+    assert p.flush(20) == 0
+    c = Consumer({"bootstrap.servers": b.address, "group.id": "g", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["plain"])
+        got = None
+        for _ in range(40):
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got = m.value()
+                break
+        assert got == b"hello"
+    finally:
+        c.close()
+
+
+def test_fetch_v0_v3_refused_when_down_conversion_disabled(one):
+    """message.downconversion.enable=false (topic config): old fetches get UNSUPPORTED_VERSION
+    (Kafka 2.7's KafkaApis), new ones read as usual; the default topic still converts."""
+    b = one[1]
+    create_topic(b.port, "noconv", {"message.downconversion.enable": "false"})
+    create_topic(b.port, "conv")
+    from test_malformed import record_batch
+    for t in ("noconv", "conv"):
+        assert produce(b.port, t, record_batch([b"v1", b"v2"]))[0] == 0
+    for v in (0, 2, 3):
+        err, hw, ms = fetch_old(b.port, v, "noconv", MIB, response_max=MIB)
+        assert err == UNSUPPORTED_VERSION and hw == -1 and ms == b""
+        err, hw, ms = fetch_old(b.port, v, "conv", MIB, response_max=MIB)
+        assert err == 0 and hw == 2 and [o for o, _ in legacy_messages(ms)] == [0, 1]
