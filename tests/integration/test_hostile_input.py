@@ -178,3 +178,67 @@ def test_fetch_v0_v3_refused_when_down_conversion_disabled(one):
         assert err == UNSUPPORTED_VERSION and hw == -1 and ms == b""
         err, hw, ms = fetch_old(b.port, v, "conv", MIB, response_max=MIB)
         assert err == 0 and hw == 2 and [o for o, _ in legacy_messages(ms)] == [0, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeConfigs: secrets never leave the broker
+
+STATIC_SECRETS = {
+    "gregor.zookeeper.auth.digest": "gregor:zk-digest-secret",
+    "delegation.token.master.key": "dt-master-secret",
+    "password.encoder.secret": "encoder-secret",
+    "my.custom.token": "custom-secret",  # a key of no known type: Kafka treats it as sensitive
+}
+DYNAMIC_SECRETS = {
+    "ssl.keystore.key": "-----BEGIN PRIVATE KEY----- keystore-key-secret",
+    "listener.name.plaintext.ssl.key.password": "listener-key-secret",
+    "listener.name.plaintext.plain.sasl.jaas.config":
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="jaas-secret";',
+    "another.custom.key": "dynamic-custom-secret",
+}
+SECRET_WORDS = ["zk-digest-secret", "dt-master-secret", "encoder-secret", "custom-secret", "keystore-key-secret",
+                "listener-key-secret", "jaas-secret"]
+
+
+def test_describe_configs_hides_passwords_and_unknown_keys(cluster_factory, zk_connect):
+    """Kafka's rule (KafkaConfig.maybeSensitive): PASSWORD keys and keys of no known type are
+    described with a null value and isSensitive=true, in their synonyms too. The old broker sent
+    gregor.zookeeper.auth.digest, delegation.token.master.key, custom keys and dynamic
+    ssl.keystore.key in clear."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    cfg = dict(STATIC_SECRETS)
+    cfg["log.retention.hours"] = "100"  # a plain key stays visible
+    c = cluster_factory(zk_connect, n=1, config=cfg)
+    b = c[1]
+    admin = AdminClient({"bootstrap.servers": b.address})
+    res = ConfigResource(ConfigResource.Type.BROKER, "1", set_config=DYNAMIC_SECRETS)
+    admin.alter_configs([res], request_timeout=20)[res].result(30)
+
+    def described():
+        r = ConfigResource(ConfigResource.Type.BROKER, "1")
+        return admin.describe_configs([r], request_timeout=20)[r].result(30)
+    H.wait_for(lambda: "another.custom.key" in described(), 10, "the dynamic configs described")
+    entries = described()
+    leaked = []
+    for name, e in entries.items():
+        texts = [e.value] + [s.value for s in e.synonyms.values()]
+        leaked += [f"{name}={t}" for t in texts if t and any(w in t for w in SECRET_WORDS)]
+    assert not leaked, leaked
+    for name in list(STATIC_SECRETS) + list(DYNAMIC_SECRETS):
+        assert name in entries, name
+        e = entries[name]
+        assert e.is_sensitive and e.value is None, (name, e.value, e.is_sensitive)
+        assert all(s.value is None for s in e.synonyms.values()), name
+    assert entries["log.retention.hours"].value == "100" and not entries["log.retention.hours"].is_sensitive
+    assert entries["zookeeper.connect"].value and not entries["zookeeper.connect"].is_sensitive
+    # kafka-python (DescribeConfigs v0-v1 with synonyms) sees the same
+    from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, KafkaAdminClient
+    ka = KafkaAdminClient(bootstrap_servers=b.address)
+    try:
+        raw = repr(ka.describe_configs([KConfigResource(ConfigResourceType.BROKER, "1")], include_synonyms=True))
+    finally:
+        ka.close()
+    assert "gregor.zookeeper.auth.digest" in raw and not any(w in raw for w in SECRET_WORDS)
+    # nor do the broker's log lines carry them
+    log = b.log(whole=True)
+    assert not [w for w in SECRET_WORDS if w in log]
