@@ -162,9 +162,10 @@ static int16_t add_wrapper(struct up *u, const struct legacy_msg *w) {
     return err == GR_KERR_NONE && added == 0 ? GR_KERR_CORRUPT_MESSAGE : err;
 }
 
-int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len) {
+int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, int *source_codec) {
     *out = NULL;
     *out_len = 0;
+    if (source_codec) *source_codec = 0;
     struct up u = {.magic = -1};
     int16_t err = GR_KERR_NONE;
     for (size_t pos = 0; pos < len && err == GR_KERR_NONE;) {
@@ -174,8 +175,10 @@ int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *ou
         if (codec == 0)
             err = add_msg(&u, &m, m.timestamp);
 #ifdef GR_HAVE_ZLIB
-        else if (codec == CODEC_GZIP)
+        else if (codec == CODEC_GZIP) {
             err = u.magic >= 0 && m.magic != u.magic ? GR_KERR_CORRUPT_MESSAGE : add_wrapper(&u, &m);
+            if (source_codec) *source_codec = CODEC_GZIP;
+        }
 #endif
         else
             err = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;

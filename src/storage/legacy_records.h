@@ -14,7 +14,8 @@
  * magic consistency (CORRUPT_MESSAGE), at least one message. gzip wrapper messages (built with
  * zlib, GR_HAVE_ZLIB) are inflated and their inner messages converted (a LogAppendTime wrapper
  * gives them its timestamp; nested compression is CORRUPT_MESSAGE); the other codecs (snappy,
- * lz4) get UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is stored uncompressed.
+ * lz4) get UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is built uncompressed; the caller stores it
+ * in the source codec (Kafka's LogValidator keeps a gzip wrapper's codec), reported here.
  *
  * Down-conversion (Fetch): every record of the uncompressed v2 batches becomes a message of the
  * requested magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of
@@ -40,8 +41,10 @@ int gr_records_magic(const uint8_t *p, size_t len);
 uint32_t gr_crc32_ieee(const uint8_t *p, size_t len);
 
 /* Up-converts a legacy message set. Returns a Kafka error (NONE on success, then *out / *out_len
- * hold one v2 batch the caller frees). */
-int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len);
+ * hold one uncompressed v2 batch the caller frees, and *source_codec, if not NULL, is 1 when a
+ * gzip wrapper was converted, else 0). Memory: the output, and each wrapper's inflated value
+ * (at most 64 MiB each) while the batch is built. */
+int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, int *source_codec);
 
 /* Down-converts v2 batches (whole batches as a fetch reads them; a trailing partial batch is
  * ignored) to a message set of magic 0 or 1, in offset order, leaving out records before

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     uint8_t *v2;
     size_t v2_len;
-    int16_t e = gr_legacy_to_v2(data, size, &v2, &v2_len);
+    int16_t e = gr_legacy_to_v2(data, size, &v2, &v2_len, NULL);
     if (e == GR_KERR_NONE) {
         struct gr_batch_info bi;
         check(gr_batch_parse_header(v2, v2_len, &bi) == GR_BATCH_OK && bi.size == v2_len);
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check(leg && !compressed);
             uint8_t *again;
             size_t again_len;
-            check(gr_legacy_to_v2(leg, leg_len, &again, &again_len) == GR_KERR_NONE);
+            check(gr_legacy_to_v2(leg, leg_len, &again, &again_len, NULL) == GR_KERR_NONE);
             struct gr_batch_info b2;
             check(gr_batch_parse_header(again, again_len, &b2) == GR_BATCH_OK && b2.RecordCount == bi.RecordCount);
             free(again);

@@ -242,3 +242,124 @@ def test_describe_configs_hides_passwords_and_unknown_keys(cluster_factory, zk_c
     # nor do the broker's log lines carry them
     log = b.log(whole=True)
     assert not [w for w in SECRET_WORDS if w in log]
+
+
+# ---------------------------------------------------------------------------------------------
+# Produce v0-v2: gzip message sets are up-converted one led partition at a time, kept gzip'd
+
+PRODUCE = 0
+UNKNOWN_TOPIC_OR_PARTITION, MESSAGE_TOO_LARGE = 3, 10
+
+
+def gzip_wrapper_set(values, ts=1700000000000):
+    """A magic 1 message set of one gzip wrapper message holding `values` (inner offsets 0..n-1),
+    compressed piece by piece so the test never holds the inflated form twice."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 16 + 15)
+    parts = []
+    for i, v in enumerate(values):
+        head = i8(1) + i8(0) + i64(ts) + i32(-1) + i32(len(v))
+        crc = zlib.crc32(v, zlib.crc32(head)) & 0xFFFFFFFF
+        parts.append(z.compress(i64(i) + i32(4 + len(head) + len(v)) + u32(crc) + head))
+        parts.append(z.compress(v))
+    parts.append(z.flush())
+    inner = b"".join(parts)
+    body = i8(1) + i8(1) + i64(ts) + i32(-1) + i32(len(inner)) + inner
+    msg = u32(zlib.crc32(body) & 0xFFFFFFFF) + body
+    return i64(len(values) - 1) + i32(len(msg)) + msg
+
+
+def produce_v2(port, entries, timeout=30.0):
+    """Produce v2 (acks 1) of (topic, partition, message set) entries, in order; returns the
+    [(topic, partition, error, base offset)] of the response."""
+    by_topic = {}
+    for t, p, ms in entries:
+        by_topic.setdefault(t, []).append(i32(p) + i32(len(ms)) + ms)
+    body = i16(1) + i32(int(timeout * 1000)) + array([string(t) + array(ps) for t, ps in by_topic.items()])
+    conn = Conn(port, timeout=timeout)
+    try:
+        conn.send(frame(header(PRODUCE, 2, 11) + body))
+        r = Reader(conn.recv_frame())
+    finally:
+        conn.close()
+    assert r.i32() == 11
+    out = []
+    for _ in range(r.i32()):
+        t = r.string()
+        for _ in range(r.i32()):
+            p, err, base = r.i32(), r.i16(), r.i64()
+            r.i64()  # log append time
+            out.append((t, p, err, base))
+    return out
+
+
+def fetch_v4_batches(port, topic, offset=0):
+    """The record batches a Fetch v4 returns: [(base offset, attributes, record count)]."""
+    body = (i32(-1) + i32(100) + i32(1) + i32(8 * MIB) + i8(0)
+            + array([string(topic) + array([i32(0) + i64(offset) + i32(8 * MIB)])]))
+    conn = Conn(port)
+    try:
+        conn.send(frame(header(FETCH, 4, 12) + body))
+        r = Reader(conn.recv_frame())
+    finally:
+        conn.close()
+    assert r.i32() == 12
+    r.i32()  # throttle
+    assert r.i32() == 1 and r.string() == topic and r.i32() == 1
+    r.i32()
+    assert r.i16() == 0
+    r.i64(), r.i64()  # hw, lso
+    na = r.i32()
+    r.p += 16 * max(na, 0)
+    n = r.i32()
+    recs, p, out = r.d[r.p:r.p + n], 0, []
+    while p + 61 <= len(recs):
+        base, blen = struct.unpack_from(">qi", recs, p)
+        attrs = struct.unpack_from(">h", recs, p + 21)[0]
+        count = struct.unpack_from(">i", recs, p + 57)[0]
+        out.append((base, attrs, count))
+        p += 12 + blen
+    return out
+
+
+def test_produce_v2_gzip_converted_only_for_led_partitions(one):
+    """6 entries of a gzip wrapper of 40 MiB zeros (~40 KB each) for a partition the broker does
+    not have: the old broker inflated and held all of them before looking (+~300 MiB of peak RSS
+    for a 240 KB request); now none is inflated. 6 identical entries for the led partition are
+    converted once and each appended as a gzip batch."""
+    b = one[1]
+    create_topic(b.port, "legacy")
+    big = gzip_wrapper_set([bytes(40 * MIB)])
+    assert len(big) < 64 * 1024
+    hwm0 = vm_kb(b.pid, "VmHWM")
+    res = produce_v2(b.port, [("legacy", 7, big)] * 6)
+    assert [e for _, _, e, _ in res] == [UNKNOWN_TOPIC_OR_PARTITION] * 6, res
+    hwm1 = vm_kb(b.pid, "VmHWM")
+    small = gzip_wrapper_set([bytes(8 * MIB)])
+    res = produce_v2(b.port, [("legacy", 0, small)] * 6)
+    assert [(e, base) for _, _, e, base in res] == [(0, i) for i in range(6)], res
+    hwm2 = vm_kb(b.pid, "VmHWM")
+    print(f"\nbroker VmHWM {hwm0 // 1024} -> {hwm1 // 1024} MiB (6 x 40 MiB gzip entries for a missing partition) "
+          f"-> {hwm2 // 1024} MiB (6 identical 8 MiB entries for a led one)")
+    assert hwm1 - hwm0 < 16 * 1024, f"peak RSS grew by {(hwm1 - hwm0) // 1024} MiB"
+    assert hwm2 - hwm0 < 48 * 1024, f"peak RSS grew by {(hwm2 - hwm0) // 1024} MiB"
+    batches = fetch_v4_batches(b.port, "legacy")
+    assert [(base, attrs & 7, n) for base, attrs, n in batches] == [(i, 1, 1) for i in range(6)], batches
+    assert b.running()
+
+
+def test_produce_v2_gzip_set_inflating_past_max_message_bytes_is_stored_gzipped(one):
+    """An old client's gzip message set of 3 x 600 KB text (40 KB on the wire, 1.8 MB inflated):
+    Kafka re-compresses the up-converted batch with gzip, so it passes max.message.bytes
+    (1048588); the old broker stored it uncompressed and answered MESSAGE_TOO_LARGE."""
+    b = one[1]
+    create_topic(b.port, "legacygz")
+    values = [(b"record %d " % i) * 60000 for i in range(3)]
+    ms = gzip_wrapper_set(values)
+    assert len(ms) < 64 * 1024 and sum(map(len, values)) > 1048588
+    res = produce_v2(b.port, [("legacygz", 0, ms)])
+    assert res == [("legacygz", 0, 0, 0)], res
+    batches = fetch_v4_batches(b.port, "legacygz")
+    assert [(base, attrs & 7, n) for base, attrs, n in batches] == [(0, 1, 3)], batches
+    # an old consumer reads the three messages back (Fetch v2, down-converted)
+    err, hw, got = fetch_old(b.port, 2, "legacygz", 4 * MIB)
+    assert err == 0 and hw == 3 and legacy_messages(got) == [(i, len(v)) for i, v in enumerate(values)]

@@ -50,7 +50,7 @@ static void test_up_convert(void) {
     CHECK(gr_records_magic(set, n) == 1);
     uint8_t *b;
     size_t bl;
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_NONE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_NONE);
     struct gr_batch_rec_iter it;
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK);
     CHECK(it.info.Magic == 2 && it.info.RecordCount == 3 && it.info.ProducerId == -1);
@@ -67,26 +67,26 @@ static void test_up_convert(void) {
     free(b);
     /* magic 0: no timestamps */
     n = put_msg(set, 0, 0, 0, 0, "a", "b");
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_NONE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_NONE);
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK && gr_batch_rec_iter_next(&it, &r) == 1);
     CHECK(r.Timestamp == -1);
     free(b);
     /* errors */
     n = put_msg(set, 0, 1, 0, 5, "k", "v");
     set[n - 1] ^= 1;
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* CRC */
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* CRC */
     n = put_msg(set, 0, 1, 0, 5, "k", "v");
-    CHECK_KERR(gr_legacy_to_v2(set, n - 1, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* truncated */
+    CHECK_KERR(gr_legacy_to_v2(set, n - 1, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* truncated */
     size_t m = put_msg(set, 0, 1, 0, 5, "k", "v");
     m += put_msg(set + m, 1, 0, 0, 0, "k", "v");
-    CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
+    CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
     n = put_msg(set, 0, 1, 2 /* snappy: no codec */, 5, NULL, "zz");
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
 #ifdef GR_HAVE_ZLIB
     n = put_msg(set, 0, 1, 1 /* gzip */, 5, NULL, "zz"); /* not a gzip stream */
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_CORRUPT_MESSAGE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE);
 #endif
-    CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* empty */
+    CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* empty */
 }
 
 static void test_down_convert(void) {
@@ -185,7 +185,9 @@ static void test_gzip(void) {
     s += n;
     uint8_t *b;
     size_t bl;
-    CHECK_KERR(gr_legacy_to_v2(set, s, &b, &bl), GR_KERR_NONE);
+    int codec = -1;
+    CHECK_KERR(gr_legacy_to_v2(set, s, &b, &bl, &codec), GR_KERR_NONE);
+    CHECK(codec == 1); /* the caller stores the batch gzip'd, as the wrapper was */
     struct gr_batch_rec_iter it;
     struct gr_batch_rec_view r;
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK && it.info.RecordCount == 2);
