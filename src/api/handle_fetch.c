@@ -30,17 +30,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
-#include "broker/dynamic_config_manager.h"
 #include "common/config.h"
-#include "common/config_model.h"
-#include "zk/kzk.h"
 #include "broker/quota_manager.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
@@ -425,21 +421,18 @@ static void send_response(struct fetch_ctx *c, struct FetchResponse *resp) {
     free_bufs(c);
 }
 
-/* The topic's message.downconversion.enable (Kafka's LogConfig; default true). Read from
- * ZooKeeper through the config model, once per topic of a v0-v3 response that has records. */
-static bool downconversion_enabled(struct gr_broker *b, const char *topic) {
-    if (!b || !b->zk || !topic) return true;
-    struct gr_kzk_config tc = {0};
-    if (gr_kzk_get_entity_config(b->zk, "topics", topic, &tc) != 0) return true; /* as the log's last config */
-    struct gr_dcm_view v;
-    gr_dcm_view_get(b->dynamic_config, b->cfg, &v);
-    gr_dcm_view_topic(&v, &tc);
-    struct gr_cfg_entry e;
-    bool on = !gr_topic_config_resolve(&v.layers, "message.downconversion.enable", &e) ||
-              strcasecmp(gr_cfg_entry_value(&e), "false") != 0;
-    gr_dcm_view_release(&v);
-    gr_kzk_config_release(&tc);
-    return on;
+/* The partition's message.downconversion.enable: its log's config in memory (Kafka's
+ * replicaManager.getLogConfig), resolved from the topic's overrides, the dynamic and the static
+ * broker configs when the partition is created and again when one of them changes
+ * (gr_rm_reload_topic_config). k: the flat index of the partition in the request. No ZooKeeper
+ * read on the request's thread. Not hosted (any more): true, the read's answer stands. */
+static bool downconversion_enabled(struct fetch_ctx *c, int k, const char *topic, int32_t partition) {
+    struct gr_rm_partition *p = c->rm && topic ? part_ref(c, k, topic, partition) : NULL;
+    if (!p) return true;
+    struct gr_plog_config lc;
+    gr_plog_get_config(p->lml->log, &lc);
+    gr_rm_partition_unref(p);
+    return lc.downconversion_enable;
 }
 
 /* Swaps a read buffer of c->bufs for its converted form (the read is freed at once). */
@@ -465,14 +458,14 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
     if (c->version >= 4) return;
     int64_t room = response_max_bytes(c);
     bool first = true;
+    int kp = 0; /* flat index in the request (v0-v3: no session, the response follows the request) */
     for (int t = 0; t < resp->ResponsesCount; t++) {
-        int enabled = -1; /* not looked up yet */
-        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++) {
+        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++, kp++) {
             struct FetchResponse_FetchablePartitionResponse *pr = &resp->Responses[t].PartitionResponses[i];
             if (pr->RecordSet.len <= 0) continue;
             uint8_t *src = (uint8_t *)pr->RecordSet.p;
-            if (enabled < 0)
-                enabled = c->r->ReplicaId >= 0 || downconversion_enabled(c->req->broker, resp->Responses[t].Topic);
+            bool enabled = c->r->ReplicaId >= 0 ||
+                           downconversion_enabled(c, kp, resp->Responses[t].Topic, pr->Partition);
             const struct FetchRequest_FetchPartition *fp =
                 t < c->r->TopicsCount && i < c->r->Topics[t].PartitionsCount ? &c->r->Topics[t].Partitions[i] : NULL;
             int64_t part_max = fp ? fp->PartitionMaxBytes : 0;

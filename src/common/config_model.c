@@ -486,4 +486,6 @@ void gr_log_settings_resolve(const struct gr_cfg_layers *L, struct gr_log_settin
     v = resolve_str(L, "cleanup.policy", &e);
     s->compact = v && strstr(v, "compact") != NULL;
     s->delete_ = !v || strstr(v, "delete") != NULL;
+    v = resolve_str(L, "message.downconversion.enable", &e);
+    s->downconversion_enable = !v || strcasecmp(v, "false") != 0;
 }

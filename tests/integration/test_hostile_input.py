@@ -190,6 +190,28 @@ def test_fetch_v0_v3_refused_when_down_conversion_disabled(one):
         assert err == UNSUPPORTED_VERSION and hw == -1 and ms == b""
         err, hw, ms = fetch_old(b.port, v, "conv", MIB, response_max=MIB)
         assert err == 0 and hw == 2 and [o for o, _ in legacy_messages(ms)] == [0, 1]
+    # AlterConfigs takes effect (the broker's in-memory log config, no ZooKeeper read per fetch)
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    a = AdminClient({"bootstrap.servers": b.address})
+    for topic, value in (("noconv", "true"), ("conv", "false")):
+        res = ConfigResource("topic", topic, set_config={"message.downconversion.enable": value})
+        a.alter_configs([res], request_timeout=20)[res].result(30)
+
+    def flipped():
+        e1 = fetch_old(b.port, 2, "noconv", MIB)[0]
+        e2 = fetch_old(b.port, 2, "conv", MIB)[0]
+        return e1 == 0 and e2 == UNSUPPORTED_VERSION
+    H.wait_for(flipped, 20, "message.downconversion.enable changed by AlterConfigs")
+    err, hw, ms = fetch_old(b.port, 0, "noconv", MIB)
+    assert err == 0 and hw == 2 and [o for o, _ in legacy_messages(ms)] == [0, 1]
+    # a dynamic broker setting reaches topics without an override
+    res = ConfigResource("topic", "conv", set_config={})
+    a.alter_configs([res], request_timeout=20)[res].result(30)
+    H.wait_for(lambda: fetch_old(b.port, 2, "conv", MIB)[0] == 0, 20, "override removed")
+    res = ConfigResource("broker", str(b.id), set_config={"log.message.downconversion.enable": "false"})
+    a.alter_configs([res], request_timeout=20)[res].result(30)
+    H.wait_for(lambda: fetch_old(b.port, 2, "conv", MIB)[0] == UNSUPPORTED_VERSION, 20, "broker default applied")
+    assert fetch_old(b.port, 2, "noconv", MIB)[0] == 0  # the topic's override wins
 
 
 # ---------------------------------------------------------------------------------------------
