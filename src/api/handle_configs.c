@@ -115,7 +115,7 @@ static void fill_entry(struct gr_api_req *req, int16_t ver, bool synonyms, const
     o->Synonyms = gr_api_alloc(req, sizeof(*o->Synonyms) * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++) {
         o->Synonyms[i].Name = gr_api_strdup(req, e->syn[i].name);
-        o->Synonyms[i].Value = gr_api_strdup(req, e->syn[i].value);
+        o->Synonyms[i].Value = e->sensitive ? NULL : gr_api_strdup(req, e->syn[i].value);
         o->Synonyms[i].Source = e->syn[i].source;
     }
 }

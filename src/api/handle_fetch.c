@@ -36,6 +36,7 @@
 #include "api/handlers.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
+#include "common/config.h"
 #include "broker/quota_manager.h"
 #include "replication/log_dir_failure.h"
 #include "replication/purgatory.h"
@@ -141,6 +142,13 @@ static bool preferred_replica(struct fetch_ctx *c, struct gr_rm_partition *p, co
     return true;
 }
 
+/* The response's byte budget (Kafka's fetchMaxBytes): the request's MaxBytes (v3+; none before)
+ * and the broker's fetch.max.bytes, whichever is smaller. */
+static int64_t response_max_bytes(const struct fetch_ctx *c) {
+    int64_t cap = c->req->broker && c->req->broker->cfg ? c->req->broker->cfg->fetch_max_bytes : INT32_MAX;
+    return c->version >= 3 ? GR_MIN((int64_t)c->r->MaxBytes, cap) : cap;
+}
+
 /* Reads every partition into a fresh response. update_followers: record follower progress (the
  * first read of a request only). Returns the response; *bytes and *errors summarise it. */
 static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers, int64_t *bytes, bool *errors) {
@@ -154,7 +162,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
     resp->SessionId = 0;
     resp->ResponsesCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Responses = gr_api_alloc(req, (size_t)(resp->ResponsesCount + 1) * sizeof *resp->Responses);
-    int64_t remaining = c->version >= 3 ? r->MaxBytes : INT32_MAX;
+    int64_t remaining = response_max_bytes(c);
     if (remaining <= 0) remaining = 1; /* still return one batch (minOneMessage) */
     bool min_one = true;
     *bytes = 0;
@@ -413,24 +421,79 @@ static void send_response(struct fetch_ctx *c, struct FetchResponse *resp) {
     free_bufs(c);
 }
 
+/* The partition's message.downconversion.enable: its log's config in memory (Kafka's
+ * replicaManager.getLogConfig), resolved from the topic's overrides, the dynamic and the static
+ * broker configs when the partition is created and again when one of them changes
+ * (gr_rm_reload_topic_config). k: the flat index of the partition in the request. No ZooKeeper
+ * read on the request's thread. Not hosted (any more): true, the read's answer stands. */
+static bool downconversion_enabled(struct fetch_ctx *c, int k, const char *topic, int32_t partition) {
+    struct gr_rm_partition *p = c->rm && topic ? part_ref(c, k, topic, partition) : NULL;
+    if (!p) return true;
+    struct gr_plog_config lc;
+    gr_plog_get_config(p->lml->log, &lc);
+    gr_rm_partition_unref(p);
+    return lc.downconversion_enable;
+}
+
+/* Swaps a read buffer of c->bufs for its converted form (the read is freed at once). */
+static void replace_buf(struct fetch_ctx *c, const uint8_t *old, uint8_t *repl) {
+    for (int i = 0; i < c->nbufs; i++)
+        if (c->bufs[i] == old) {
+            free(c->bufs[i]);
+            c->bufs[i] = repl;
+            return;
+        }
+    free(repl); /* not a read of ours (cannot happen): keep nothing */
+}
+
 /* Fetch v0-v3 clients read magic 0 (v0-1) or 1 (v2-3) message sets: Kafka's down-conversion
- * (storage/legacy_records.h), into the request's arena. */
+ * (storage/legacy_records.h). As Kafka 2.7 (KIP-283) the converted bytes, not the stored ones,
+ * count against the limits, so a gzip batch that inflates a thousandfold cannot blow a response
+ * up: each partition converts at most min(PartitionMaxBytes, what the response has left of
+ * response_max_bytes); a partition's first message may pass PartitionMaxBytes if the response has
+ * room for it, and the response's first message is always sent (Kafka sends at least one
+ * converted batch), bounded by the 64 MiB inflation limit. A topic with
+ * message.downconversion.enable=false answers UNSUPPORTED_VERSION instead (consumers only). */
 static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
     if (c->version >= 4) return;
-    for (int t = 0; t < resp->ResponsesCount; t++)
-        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++) {
+    int64_t room = response_max_bytes(c);
+    bool first = true;
+    int kp = 0; /* flat index in the request (v0-v3: no session, the response follows the request) */
+    for (int t = 0; t < resp->ResponsesCount; t++) {
+        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++, kp++) {
             struct FetchResponse_FetchablePartitionResponse *pr = &resp->Responses[t].PartitionResponses[i];
             if (pr->RecordSet.len <= 0) continue;
-            size_t len;
-            bool compressed;
-            uint8_t *out = gr_v2_to_legacy(pr->RecordSet.p, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
-                                           &len, &compressed);
-            pr->RecordSet.p = out ? gr_api_alloc(c->req, len) : NULL;
-            if (out) memcpy((uint8_t *)pr->RecordSet.p, out, len);
+            uint8_t *src = (uint8_t *)pr->RecordSet.p;
+            bool enabled = c->r->ReplicaId >= 0 ||
+                           downconversion_enabled(c, kp, resp->Responses[t].Topic, pr->Partition);
+            const struct FetchRequest_FetchPartition *fp =
+                t < c->r->TopicsCount && i < c->r->Topics[t].PartitionsCount ? &c->r->Topics[t].Partitions[i] : NULL;
+            int64_t part_max = fp ? fp->PartitionMaxBytes : 0;
+            size_t max = (size_t)GR_MAX(0, GR_MIN(part_max, room));
+            size_t first_max = first ? SIZE_MAX : (size_t)GR_MAX(0, room);
+            uint8_t *out = NULL;
+            size_t len = 0;
+            bool compressed = false;
+            int rc = enabled ? gr_v2_to_legacy(src, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
+                                               fp ? fp->FetchOffset : -1, max, first_max, &out, &len, &compressed)
+                             : 0;
+            replace_buf(c, src, out);
+            pr->RecordSet.p = out;
             pr->RecordSet.len = (int32_t)len;
-            free(out);
-            if (!out && compressed) pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* no codecs */
+            room -= (int64_t)len;
+            if (len > 0) first = false;
+            if (!enabled) {
+                pr->ErrorCode = GR_KERR_UNSUPPORTED_VERSION;
+                pr->HighWatermark = pr->LastStableOffset = pr->LogStartOffset = -1;
+            } else if (rc < 0) {
+                gr_warn("kafka.server.KafkaApis", "Cannot down-convert %s-%d for an old client: out of memory",
+                        resp->Responses[t].Topic, pr->Partition);
+                pr->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
+            } else if (!out && compressed) {
+                pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* no codecs */
+            }
         }
+    }
 }
 
 /* The fetch session's part of the answer (KIP-227): session id, incremental filtering; and the

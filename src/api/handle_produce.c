@@ -42,6 +42,7 @@
 #include "storage/batch.h"
 #include "storage/log.h"
 #include "storage/producer_state.h"
+#include "storage/recompression.h"
 
 #define LOGGER "kafka.server.KafkaApis"
 
@@ -303,21 +304,88 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     gr_api_respond(req, resp);
 }
 
-/* Magic 0/1 message sets (Kafka's LogValidator up-conversion): v0-v2 are converted to a v2 batch
- * in the request's arena (pp->records then points at it), v3+ refused. NONE or the error. */
-static int16_t convert_legacy(struct gr_api_req *req, int16_t version, struct gr_rm_produce_part *pp) {
+/* The total a Produce v0-v2 request may inflate its gzip message sets to (Gregor-only; Kafka has
+ * no such bound): entries past it get MESSAGE_TOO_LARGE. Each entry is at most 64 MiB. */
+#define LEGACY_MAX_REQUEST_INFLATED ((size_t)256 << 20)
+
+/* Is the entry a magic 0/1 message set? */
+static bool is_legacy(const struct gr_rm_produce_part *pp) {
     int magic = gr_records_magic(pp->records, pp->records_len);
-    if (magic != 0 && magic != 1) return GR_KERR_NONE;
-    if (version >= 3) return GR_KERR_INVALID_RECORD;
+    return magic == 0 || magic == 1;
+}
+
+/* Would the append of this partition fail before its records are read: not hosted here, or not
+ * its leader? NONE or the error the append would give. */
+static int16_t leader_error(struct gr_replica_manager *rm, const struct gr_rm_produce_part *pp) {
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, pp->topic, pp->partition);
+    if (!p) return gr_rm_not_hosted_error(rm, pp->topic, pp->partition);
+    pthread_mutex_lock(&p->lock);
+    int16_t err = gr_rm_check_epoch_locked(p, -1, true);
+    pthread_mutex_unlock(&p->lock);
+    gr_rm_partition_unref(p);
+    return err;
+}
+
+/* Kafka's LogValidator up-conversion of one magic 0/1 message set (Produce v0-v2) into one v2
+ * batch, stored in the source codec as Kafka does (a gzip wrapper's messages become a gzip batch,
+ * so max.message.bytes counts about what the client sent), copied into the request's arena
+ * (pp->records then points at it). The inflated forms are freed before returning, so a request
+ * holds one entry's conversion at a time. *inflated adds the uncompressed batch's size. */
+static int16_t convert_legacy(struct gr_api_req *req, struct gr_rm_produce_part *pp, size_t *inflated) {
     uint8_t *out;
     size_t len;
-    int16_t e = gr_legacy_to_v2(pp->records, pp->records_len, &out, &len);
+    int codec = 0;
+    int16_t e = gr_legacy_to_v2(pp->records, pp->records_len, &out, &len, &codec);
     if (e != GR_KERR_NONE) return e;
+    *inflated += len;
+    if (codec != 0) {
+        uint8_t *packed = NULL;
+        size_t plen = 0;
+        e = gr_recompress_batches(out, len, codec, &packed, &plen);
+        if (e == GR_KERR_NONE && packed) {
+            free(out);
+            out = packed, len = plen;
+        }
+        if (e != GR_KERR_NONE) {
+            free(out);
+            return e;
+        }
+    }
     pp->records = gr_api_alloc(req, len);
-    memcpy(pp->records, out, len);
-    pp->records_len = len;
+    if (pp->records) memcpy(pp->records, out, len);
+    pp->records_len = pp->records ? len : 0;
     free(out);
-    return GR_KERR_NONE;
+    return pp->records ? GR_KERR_NONE : GR_KERR_UNKNOWN_SERVER_ERROR;
+}
+
+/* Converts the legacy entries of a v0-v2 request, after the request's other checks, one
+ * partition at a time and only for partitions this broker leads (Kafka converts in the append,
+ * after the same checks). An entry repeating an earlier one (same partition, same bytes) reuses
+ * its conversion. */
+static void convert_legacy_parts(struct gr_api_req *req, struct gr_replica_manager *rm,
+                                 struct gr_rm_produce_part *parts, int n, const uint8_t **sources, const size_t *lens) {
+    size_t inflated = 0;
+    for (int k = 0; k < n; k++) {
+        struct gr_rm_produce_part *pp = &parts[k];
+        if (!sources[k] || pp->error != GR_KERR_NONE) continue;
+        int dup = -1;
+        for (int j = 0; j < k && dup < 0; j++)
+            if (sources[j] && parts[j].error == GR_KERR_NONE && parts[j].partition == pp->partition &&
+                lens[j] == lens[k] && strcmp(parts[j].topic, pp->topic) == 0 &&
+                memcmp(sources[j], sources[k], lens[k]) == 0)
+                dup = j;
+        if (dup >= 0) {
+            pp->records = parts[dup].records;
+            pp->records_len = parts[dup].records_len;
+            continue;
+        }
+        if ((pp->error = leader_error(rm, pp)) != GR_KERR_NONE) continue;
+        if (inflated >= LEGACY_MAX_REQUEST_INFLATED) {
+            pp->error = GR_KERR_MESSAGE_TOO_LARGE;
+            continue;
+        }
+        pp->error = convert_legacy(req, pp, &inflated);
+    }
 }
 
 /* Kafka's request-level checks: transactional records need TransactionalId WRITE, idempotent
@@ -363,6 +431,10 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     c->parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->parts);
     bool acks_ok = r->Acks == 0 || r->Acks == 1 || r->Acks == -1;
     int16_t auth_err = produce_auth_error(req, r);
+    /* the legacy message sets to convert once every entry is checked (NULL: none) */
+    const uint8_t **sources = gr_api_alloc(req, (size_t)(n + 1) * sizeof *sources);
+    size_t *lens = gr_api_alloc(req, (size_t)(n + 1) * sizeof *lens);
+    int nlegacy = 0;
     int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct ProduceRequest_TopicProduceData *td = &r->Topics[t];
@@ -389,10 +461,13 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
                 pp->error = GR_KERR_INVALID_TOPIC_EXCEPTION; /* internal topics: brokers only */
             else if (pd->Records.len <= 0)
                 pp->error = GR_KERR_CORRUPT_MESSAGE;
-            else
-                pp->error = convert_legacy(req, hdr->RequestApiVersion, pp);
+            else if (is_legacy(pp) && hdr->RequestApiVersion >= 3)
+                pp->error = GR_KERR_INVALID_RECORD; /* as Kafka: v3+ carries RecordBatch v2 only */
+            else if (is_legacy(pp))
+                sources[k] = pp->records, lens[k] = pp->records_len, nlegacy++;
         }
     }
+    if (nlegacy > 0 && rm && acks_ok) convert_legacy_parts(req, rm, c->parts, n, sources, lens);
     if (!rm || !acks_ok) {
         produce_done(c, c->parts, n);
         return;

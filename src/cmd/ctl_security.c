@@ -189,7 +189,8 @@ static int alter(struct ctl_kafka *k, int timeout_ms, const char *user, const ch
     struct AlterUserScramCredentialsRequest_ScramCredentialDeletion dels[2];
     int nu = 0, nd = 0, rc = 1;
     if (add && parse_add_config(add, &a, ups, &nu, user) != 0) {
-        fprintf(stderr, "invalid --add-config '%s' (expected SCRAM-SHA-512=[iterations=N,password=P],...)\n", add);
+        /* not echoed: it holds a password */
+        fprintf(stderr, "invalid --add-config (expected SCRAM-SHA-512=[iterations=N,password=P],...)\n");
         gr_arena_free(&a);
         return 2;
     }

@@ -13,7 +13,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum cfg_type { T_INT, T_LONG, T_DOUBLE, T_BOOL, T_STRING, T_LIST, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
+/* T_PASSWORD: a string Kafka types PASSWORD (never described, logged or echoed). */
+enum cfg_type { T_INT, T_LONG, T_DOUBLE, T_BOOL, T_STRING, T_PASSWORD, T_LIST, T_LISTENERS, T_ADV_LISTENERS, T_DIRS };
 
 struct cfg_key {
     const char *name;
@@ -101,6 +102,7 @@ static const struct cfg_key keys[] = {
     {"offsets.topic.num.partitions", T_INT, F(offsets_topic_num_partitions), "50", 1, INT32_MAX},
     {"offsets.topic.segment.bytes", T_INT, F(offsets_topic_segment_bytes), "104857600", 1, INT32_MAX},
     {"replica.lag.time.max.ms", T_LONG, F(replica_lag_time_max_ms), "30000", 1, INT64_MAX},
+    {"fetch.max.bytes", T_INT, F(fetch_max_bytes), "57671680", 1024, INT32_MAX},
     {"replica.fetch.max.bytes", T_INT, F(replica_fetch_max_bytes), "1048576", 0, INT32_MAX},
     {"replica.fetch.wait.max.ms", T_INT, F(replica_fetch_wait_max_ms), "500", 0, INT32_MAX},
     {"replica.fetch.min.bytes", T_INT, F(replica_fetch_min_bytes), "1", 0, INT32_MAX},
@@ -133,7 +135,7 @@ static const struct cfg_key keys[] = {
     {"zookeeper.set.acl", T_BOOL, F(zookeeper_set_acl), "false", 0, 0},
     /* Gregor-only: identity for ZooKeeper's digest scheme, "user:password" (Kafka uses a JAAS
      * Client section for ZooKeeper SASL instead; see docs/SECURITY.md). */
-    {"gregor.zookeeper.auth.digest", T_STRING, F(gregor_zookeeper_auth_digest), NULL, 0, 0},
+    {"gregor.zookeeper.auth.digest", T_PASSWORD, F(gregor_zookeeper_auth_digest), NULL, 0, 0},
     /* Gregor-only, for tests: a client.id of the form "User:<name>" becomes the principal. */
     {"gregor.test.principal.by.client.id", T_BOOL, F(gregor_test_principal_by_client_id), "false", 0, 0},
     {"transaction.state.log.num.partitions", T_INT, F(transaction_state_log_num_partitions), "50", 1, INT32_MAX},
@@ -161,6 +163,7 @@ static const struct cfg_key *find_key(const char *name) {
 }
 
 static int fail(char *err, size_t errlen, const char *key, const char *value, const char *why) {
+    if (gr_config_key_type(key) == GR_CONFIG_TYPE_PASSWORD) value = "[hidden]"; /* Kafka's Password.toString */
     snprintf(err, errlen, "Invalid value %s for configuration %s: %s", value, key, why);
     return GR_ECONFIG;
 }
@@ -328,6 +331,7 @@ static int apply(struct gr_config *cfg, const struct cfg_key *k, const char *val
         else return fail(err, errlen, k->name, value, "expected true or false");
         return 0;
     case T_STRING:
+    case T_PASSWORD:
     case T_LIST: {
         char *why = check_enum(k->name, value);
         if (why) return fail(err, errlen, k->name, value, why);
@@ -566,7 +570,7 @@ void gr_config_release(struct gr_config *cfg) {
     }
     cfg->n_static = 0;
     for (size_t i = 0; i < GR_ARRAY_LEN(keys); i++)
-        if (keys[i].type == T_STRING || keys[i].type == T_LIST) {
+        if (keys[i].type == T_STRING || keys[i].type == T_PASSWORD || keys[i].type == T_LIST) {
             char **s = (char **)((char *)cfg + keys[i].off);
             free(*s);
             *s = NULL;
@@ -654,14 +658,94 @@ const char *gr_config_default_value(const char *key) {
     return k ? k->dflt : NULL;
 }
 
+/* Kafka 2.7 broker keys outside `keys` (the security keys, kept apart by is_security_key, and
+ * keys Gregor accepts without acting on them), with KafkaConfig's ConfigDef type: DescribeConfigs
+ * needs the type to tell a password from plain text, and a key of no known type is a secret
+ * (KafkaConfig.maybeSensitive). Listener-prefixed forms take the type of the key they override. */
+static const struct {
+    const char *name;
+    int type;
+} kafka_types[] = {
+    {"ssl.protocol", GR_CONFIG_TYPE_STRING},
+    {"ssl.provider", GR_CONFIG_TYPE_STRING},
+    {"ssl.cipher.suites", GR_CONFIG_TYPE_LIST},
+    {"ssl.enabled.protocols", GR_CONFIG_TYPE_LIST},
+    {"ssl.keystore.type", GR_CONFIG_TYPE_STRING},
+    {"ssl.keystore.location", GR_CONFIG_TYPE_STRING},
+    {"ssl.keystore.password", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.key.password", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.keystore.key", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.keystore.certificate.chain", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.truststore.type", GR_CONFIG_TYPE_STRING},
+    {"ssl.truststore.location", GR_CONFIG_TYPE_STRING},
+    {"ssl.truststore.password", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.truststore.certificates", GR_CONFIG_TYPE_PASSWORD},
+    {"ssl.keymanager.algorithm", GR_CONFIG_TYPE_STRING},
+    {"ssl.trustmanager.algorithm", GR_CONFIG_TYPE_STRING},
+    {"ssl.endpoint.identification.algorithm", GR_CONFIG_TYPE_STRING},
+    {"ssl.secure.random.implementation", GR_CONFIG_TYPE_STRING},
+    {"ssl.client.auth", GR_CONFIG_TYPE_STRING},
+    {"ssl.principal.mapping.rules", GR_CONFIG_TYPE_STRING},
+    {"ssl.engine.factory.class", GR_CONFIG_TYPE_CLASS},
+    {"sasl.mechanism.inter.broker.protocol", GR_CONFIG_TYPE_STRING},
+    {"sasl.enabled.mechanisms", GR_CONFIG_TYPE_LIST},
+    {"sasl.jaas.config", GR_CONFIG_TYPE_PASSWORD},
+    {"sasl.kerberos.service.name", GR_CONFIG_TYPE_STRING},
+    {"sasl.kerberos.kinit.cmd", GR_CONFIG_TYPE_STRING},
+    {"sasl.kerberos.ticket.renew.window.factor", GR_CONFIG_TYPE_DOUBLE},
+    {"sasl.kerberos.ticket.renew.jitter", GR_CONFIG_TYPE_DOUBLE},
+    {"sasl.kerberos.min.time.before.relogin", GR_CONFIG_TYPE_LONG},
+    {"sasl.kerberos.principal.to.local.rules", GR_CONFIG_TYPE_LIST},
+    {"sasl.login.refresh.window.factor", GR_CONFIG_TYPE_DOUBLE},
+    {"sasl.login.refresh.window.jitter", GR_CONFIG_TYPE_DOUBLE},
+    {"sasl.login.refresh.min.period.seconds", GR_CONFIG_TYPE_SHORT},
+    {"sasl.login.refresh.buffer.seconds", GR_CONFIG_TYPE_SHORT},
+    {"sasl.client.callback.handler.class", GR_CONFIG_TYPE_CLASS},
+    {"sasl.server.callback.handler.class", GR_CONFIG_TYPE_CLASS},
+    {"sasl.login.class", GR_CONFIG_TYPE_CLASS},
+    {"sasl.login.callback.handler.class", GR_CONFIG_TYPE_CLASS},
+    {"principal.builder.class", GR_CONFIG_TYPE_CLASS},
+    {"connections.max.reauth.ms", GR_CONFIG_TYPE_LONG},
+    {"delegation.token.master.key", GR_CONFIG_TYPE_PASSWORD},
+    {"delegation.token.max.lifetime.ms", GR_CONFIG_TYPE_LONG},
+    {"delegation.token.expiry.time.ms", GR_CONFIG_TYPE_LONG},
+    {"password.encoder.secret", GR_CONFIG_TYPE_PASSWORD},
+    {"password.encoder.old.secret", GR_CONFIG_TYPE_PASSWORD},
+    {"num.recovery.threads.per.data.dir", GR_CONFIG_TYPE_INT},
+    {"socket.send.buffer.bytes", GR_CONFIG_TYPE_INT},
+    {"socket.receive.buffer.bytes", GR_CONFIG_TYPE_INT},
+    {"queued.max.requests", GR_CONFIG_TYPE_INT},
+    {"log.message.format.version", GR_CONFIG_TYPE_STRING},
+};
+
+/* The key a listener-prefixed key overrides: "listener.name.<l>.<key>", and for sasl.jaas.config
+ * also "listener.name.<l>.<mechanism>.sasl.jaas.config" (Kafka's brokerConfigSynonyms). */
+static const char *unprefixed(const char *key) {
+    if (strncmp(key, "listener.name.", 14) != 0) return key;
+    const char *rest = strchr(key + 14, '.');
+    if (!rest) return key;
+    rest++;
+    const char *jaas = strstr(rest, ".sasl.jaas.config");
+    if (jaas && strcmp(jaas, ".sasl.jaas.config") == 0 && strchr(rest, '.') == jaas) return jaas + 1;
+    return rest;
+}
+
 int gr_config_key_type(const char *key) {
+    if (!key) return GR_CONFIG_TYPE_UNKNOWN;
     const struct cfg_key *k = find_key(key);
-    if (!k) return GR_CONFIG_TYPE_UNKNOWN;
+    if (!k) {
+        const char *base = unprefixed(key);
+        for (size_t i = 0; i < GR_ARRAY_LEN(kafka_types); i++)
+            if (strcmp(kafka_types[i].name, base) == 0) return kafka_types[i].type;
+        return base != key ? gr_config_key_type(base) : GR_CONFIG_TYPE_UNKNOWN;
+    }
     switch (k->type) {
     case T_INT: return GR_CONFIG_TYPE_INT;
     case T_LONG: return GR_CONFIG_TYPE_LONG;
+    case T_DOUBLE: return GR_CONFIG_TYPE_DOUBLE;
     case T_BOOL: return GR_CONFIG_TYPE_BOOLEAN;
     case T_STRING: return GR_CONFIG_TYPE_STRING;
+    case T_PASSWORD: return GR_CONFIG_TYPE_PASSWORD;
     default: return GR_CONFIG_TYPE_LIST;
     }
 }

@@ -105,6 +105,8 @@ struct gr_config {
     int32_t offsets_topic_num_partitions;
     int32_t offsets_topic_segment_bytes; /* segment.bytes of the internal topics at creation */
 
+    int32_t fetch_max_bytes; /* fetch.max.bytes: a Fetch response's records, at most (Kafka 2.7) */
+
     /* replication */
     int64_t replica_lag_time_max_ms;
     int32_t replica_fetch_max_bytes;

@@ -387,8 +387,10 @@ static void broker_synonyms(const struct gr_cfg_layers *L, const char *const *na
     }
 }
 
-static bool is_sensitive(const char *name) {
-    return strstr(name, "password") != NULL || strstr(name, "sasl.jaas.config") != NULL;
+/* Kafka's KafkaConfig.maybeSensitive: a PASSWORD key, or a key of no known type (a custom key may
+ * hold anything), is sensitive: described without its value, in its synonyms too. */
+static bool is_sensitive(const char *name, int type) {
+    return type == GR_CONFIG_TYPE_PASSWORD || type == GR_CONFIG_TYPE_UNKNOWN || strstr(name, "password") != NULL;
 }
 
 bool gr_topic_config_resolve(const struct gr_cfg_layers *L, const char *name, struct gr_cfg_entry *e) {
@@ -428,9 +430,10 @@ bool gr_broker_config_resolve(const struct gr_cfg_layers *L, const char *name, b
     int64_t unit;
     const struct tkey *k = topic_of_broker_key(name, &unit);
     int t = gr_config_key_type(name);
-    e->type = (int8_t)(t != GR_CONFIG_TYPE_UNKNOWN ? t : k ? k->type : GR_CONFIG_TYPE_STRING);
+    if (t == GR_CONFIG_TYPE_UNKNOWN && (k || broker_default(name))) t = k ? k->type : GR_CONFIG_TYPE_STRING;
+    e->type = (int8_t)t; /* UNKNOWN for a custom key, as Kafka */
     e->read_only = !gr_broker_key_dynamic(name, per_broker);
-    e->sensitive = is_sensitive(name);
+    e->sensitive = is_sensitive(name, t);
     const char *names[4];
     int n = gr_broker_key_synonyms(name, names, 4);
     broker_synonyms(L, names, n, per_broker, e);
@@ -483,4 +486,6 @@ void gr_log_settings_resolve(const struct gr_cfg_layers *L, struct gr_log_settin
     v = resolve_str(L, "cleanup.policy", &e);
     s->compact = v && strstr(v, "compact") != NULL;
     s->delete_ = !v || strstr(v, "delete") != NULL;
+    v = resolve_str(L, "message.downconversion.enable", &e);
+    s->downconversion_enable = !v || strcasecmp(v, "false") != 0;
 }

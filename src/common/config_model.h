@@ -126,6 +126,7 @@ struct gr_log_settings {
     bool unclean_leader_election_enable;
     bool log_append_time;  /* message.timestamp.type=LogAppendTime */
     bool compact, delete_; /* cleanup.policy */
+    bool downconversion_enable; /* message.downconversion.enable (anything but "false": true) */
 };
 /* Fills s from the layers (an unparsable value at a layer is skipped, logged by nobody: values are
  * validated when written). */

@@ -186,6 +186,7 @@ static void topic_config_from(struct gr_replica_manager *rm, const char *topic, 
     lc->max_message_bytes = ls.max_message_bytes;
     lc->flush_messages = ls.flush_messages;
     lc->flush_ms = ls.flush_ms;
+    lc->downconversion_enable = ls.downconversion_enable;
     *min_isr = ls.min_insync_replicas;
     *ret_ms = ls.retention_ms;
     *ret_bytes = ls.retention_bytes;

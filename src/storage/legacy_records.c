@@ -1,6 +1,7 @@
 /* Old message formats (magic 0/1) <-> RecordBatch v2: see legacy_records.h. */
 #include "storage/legacy_records.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,9 +162,10 @@ static int16_t add_wrapper(struct up *u, const struct legacy_msg *w) {
     return err == GR_KERR_NONE && added == 0 ? GR_KERR_CORRUPT_MESSAGE : err;
 }
 
-int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len) {
+int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, int *source_codec) {
     *out = NULL;
     *out_len = 0;
+    if (source_codec) *source_codec = 0;
     struct up u = {.magic = -1};
     int16_t err = GR_KERR_NONE;
     for (size_t pos = 0; pos < len && err == GR_KERR_NONE;) {
@@ -173,8 +175,10 @@ int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *ou
         if (codec == 0)
             err = add_msg(&u, &m, m.timestamp);
 #ifdef GR_HAVE_ZLIB
-        else if (codec == CODEC_GZIP)
+        else if (codec == CODEC_GZIP) {
             err = u.magic >= 0 && m.magic != u.magic ? GR_KERR_CORRUPT_MESSAGE : add_wrapper(&u, &m);
+            if (source_codec) *source_codec = CODEC_GZIP;
+        }
 #endif
         else
             err = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
@@ -198,71 +202,42 @@ static uint8_t *put_bytes(uint8_t *p, const uint8_t *b, int32_t l) {
     return p;
 }
 
-static uint32_t be_len(const uint8_t *batch) { return rd32(batch + 8); }
-
-/* A gzip v2 batch as an uncompressed one (header copied, BatchLength and compression bits
- * fixed; the CRC is not recomputed: the record iterator does not check it). NULL for other
- * codecs, without zlib, or when the records do not inflate. */
-static uint8_t *inflate_batch(const uint8_t *batch, const struct gr_batch_info *bi) {
-    if (gr_batch_info_compression(bi) != CODEC_GZIP || bi->size < GR_BATCH_HEADER_SIZE) return NULL;
-    size_t rl;
-    uint8_t *recs = gunzip(batch + GR_BATCH_HEADER_SIZE, bi->size - GR_BATCH_HEADER_SIZE, &rl);
-    if (!recs) return NULL;
-    uint8_t *plain = gr_malloc(GR_BATCH_HEADER_SIZE + rl);
-    memcpy(plain, batch, GR_BATCH_HEADER_SIZE);
-    memcpy(plain + GR_BATCH_HEADER_SIZE, recs, rl);
-    free(recs);
-    wr32(plain + 8, (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + rl));
-    plain[22] = (uint8_t)(plain[22] & ~GR_BATCH_ATTR_COMPRESSION_MASK); /* attributes low byte */
-    return plain;
-}
-
-/* Walks the convertible batches: fn(ctx, batch info, record) per record; returns false where
- * a compressed batch stops the walk. */
-static bool walk(const uint8_t *in, size_t len, void (*fn)(void *, const struct gr_batch_info *,
-                                                           const struct gr_batch_rec_view *), void *ctx) {
-    for (size_t pos = 0; pos < len;) {
-        struct gr_batch_info bi;
-        if (gr_batch_parse_header(in + pos, len - pos, &bi) != GR_BATCH_OK) break; /* partial tail */
-        if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
-            const uint8_t *batch = in + pos;
-            uint8_t *plain = NULL;
-            if (gr_batch_info_compression(&bi) != 0) {
-                plain = inflate_batch(batch, &bi);
-                if (!plain) return false;
-                batch = plain;
-            }
-            struct gr_batch_rec_iter it;
-            size_t blen = plain ? (size_t)be_len(plain) + 12 : bi.size;
-            if (gr_batch_rec_iter_init(&it, batch, blen) == GR_BATCH_OK) {
-                struct gr_batch_rec_view r;
-                while (gr_batch_rec_iter_next(&it, &r) == 1) fn(ctx, &bi, &r);
-            }
-            free(plain);
-        }
-        pos += bi.size;
-    }
-    return true;
-}
-
+/* Down-conversion state: the growing output and its limits. */
 struct down {
     int magic;
-    size_t size;
-    uint8_t *out, *p;
+    int64_t first_offset;
+    size_t max_bytes, first_max; /* see gr_v2_to_legacy */
+    uint8_t *out;
+    size_t len, cap;
+    int nmsgs;
+    bool full;    /* a message did not fit: stop */
+    bool oom;     /* an allocation failed: stop, return -ENOMEM */
+    bool stopped; /* a batch could not be converted (codec, corrupt) */
 };
 
-static void count(void *ctx, const struct gr_batch_info *bi, const struct gr_batch_rec_view *r) {
-    (void)bi;
-    struct down *d = ctx;
-    d->size += entry_size(d->magic, r->KeyLength, r->ValueLength);
-}
-
-static void emit(void *ctx, const struct gr_batch_info *bi, const struct gr_batch_rec_view *r) {
-    struct down *d = ctx;
-    uint8_t *p = d->p;
-    size_t size = entry_size(d->magic, r->KeyLength, r->ValueLength) - 12;
+/* Appends one record as a legacy message if it fits the limits (else sets full). */
+static void emit(struct down *d, const struct gr_batch_info *bi, const struct gr_batch_rec_view *r) {
+    if (r->Offset < d->first_offset) return; /* before the fetch offset (Kafka's RecordsUtil) */
+    size_t need = entry_size(d->magic, r->KeyLength, r->ValueLength);
+    size_t limit = d->nmsgs == 0 ? d->first_max : d->max_bytes;
+    if (need > limit || d->len + need > limit) {
+        d->full = true;
+        return;
+    }
+    if (d->len + need > d->cap) {
+        size_t cap = d->cap ? d->cap : 4096;
+        while (cap < d->len + need) cap *= 2;
+        if (cap > limit) cap = limit;
+        uint8_t *grown = realloc(d->out, cap);
+        if (!grown) {
+            d->oom = true;
+            return;
+        }
+        d->out = grown, d->cap = cap;
+    }
+    uint8_t *p = d->out + d->len;
     p = wr64(p, (uint64_t)r->Offset);
-    p = wr32(p, (uint32_t)size);
+    p = wr32(p, (uint32_t)(need - 12));
     uint8_t *crc_at = p;
     p += 4;
     *p++ = (uint8_t)d->magic;
@@ -272,16 +247,189 @@ static void emit(void *ctx, const struct gr_batch_info *bi, const struct gr_batc
     p = put_bytes(p, r->Key, r->KeyLength);
     p = put_bytes(p, r->Value, r->ValueLength);
     wr32(crc_at, gr_crc32_ieee(crc_at + 4, (size_t)(p - crc_at - 4)));
-    d->p = p;
+    d->len = (size_t)(p - d->out);
+    d->nmsgs++;
 }
 
-uint8_t *gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, size_t *out_len, bool *stopped_at_compressed) {
-    struct down d = {.magic = magic};
-    *stopped_at_compressed = !walk(in, len, count, &d);
-    *out_len = 0;
-    if (d.size == 0) return NULL;
-    d.out = d.p = gr_malloc(d.size);
-    walk(in, len, emit, &d);
-    *out_len = (size_t)(d.p - d.out);
-    return d.out;
+/* Converts the records of one uncompressed batch view; returns true if every record converted. */
+static bool emit_batch(struct down *d, const struct gr_batch_info *bi, const uint8_t *batch, size_t blen) {
+    struct gr_batch_rec_iter it;
+    if (gr_batch_rec_iter_init(&it, batch, blen) != GR_BATCH_OK) return true; /* nothing readable: skip */
+    struct gr_batch_rec_view r;
+    while (!d->full && !d->oom && gr_batch_rec_iter_next(&it, &r) == 1) emit(d, bi, &r);
+    return !d->full && !d->oom && it.err == GR_BATCH_OK && it.index >= it.info.RecordCount;
+}
+
+#ifdef GR_HAVE_ZLIB
+/* A window over a gzip records section, inflated as the records are read: [start, end) of buf
+ * holds inflated bytes not consumed yet, and start >= GR_BATCH_HEADER_SIZE always, so a batch
+ * header fits in front of a record (to read it with gr_batch_rec_iter). Memory: one record. */
+struct zwin {
+    z_stream z;
+    uint8_t *buf;
+    size_t cap, start, end;
+    bool ended; /* the stream is complete */
+    int err;    /* 0, -EINVAL (corrupt, or more than MAX_INFLATED) or -ENOMEM */
+};
+
+/* Makes at least `need` bytes available (fewer only at the end of the stream, or on error). */
+static void zwin_fill(struct zwin *w, size_t need) {
+    while (!w->err && !w->ended && w->end - w->start < need) {
+        if (w->cap - w->start < need) { /* move the unconsumed bytes down, grow if still short */
+            memmove(w->buf + GR_BATCH_HEADER_SIZE, w->buf + w->start, w->end - w->start);
+            w->end -= w->start - GR_BATCH_HEADER_SIZE;
+            w->start = GR_BATCH_HEADER_SIZE;
+            if (w->cap - w->start < need) {
+                size_t cap = GR_BATCH_HEADER_SIZE + (need > 65536 ? need : 65536);
+                uint8_t *grown = realloc(w->buf, cap);
+                if (!grown) {
+                    w->err = -ENOMEM;
+                    return;
+                }
+                w->buf = grown, w->cap = cap;
+            }
+        }
+        w->z.next_out = w->buf + w->end;
+        w->z.avail_out = (uInt)(w->cap - w->end);
+        int rc = inflate(&w->z, Z_NO_FLUSH);
+        w->end = w->cap - w->z.avail_out;
+        if (rc == Z_STREAM_END)
+            w->ended = true;
+        else if ((rc != Z_OK && rc != Z_BUF_ERROR) || (rc == Z_BUF_ERROR && w->z.avail_in == 0))
+            w->err = -EINVAL; /* corrupt, or cut short */
+        if (w->z.total_out > MAX_INFLATED) w->err = -EINVAL;
+    }
+}
+
+/* Consumes n bytes (discarding them as they are inflated, without growing the window). */
+static bool zwin_skip(struct zwin *w, size_t n) {
+    while (n > 0) {
+        if (w->end == w->start) zwin_fill(w, n < 65536 ? n : 65536);
+        size_t k = w->end - w->start < n ? w->end - w->start : n;
+        if (k == 0) return false;
+        w->start += k, n -= k;
+    }
+    return true;
+}
+
+/* A zig-zag varint at p[0..avail) (Kafka's record fields); returns its length, 0 if malformed. */
+static size_t rd_varint(const uint8_t *p, size_t avail, int64_t *v) {
+    uint64_t u = 0;
+    for (size_t i = 0; i < avail && i < 10; i++) {
+        u |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* One record of the window (its length prefix at start): skips it when before the fetch offset or
+ * when its message cannot fit (decided from its first bytes where possible, so neither is
+ * inflated into memory), else converts it. Returns false when the batch cannot go on. */
+static bool zwin_record(struct zwin *w, struct down *d, const uint8_t *batch, const struct gr_batch_info *bi) {
+    zwin_fill(w, 5);
+    int64_t len;
+    size_t vl = rd_varint(w->buf + w->start, w->end - w->start, &len);
+    if (vl == 0 || len < 1 || len > (int64_t)MAX_INFLATED) return false;
+    size_t total = vl + (size_t)len;
+    zwin_fill(w, total < 64 ? total : 64); /* attributes, timestamp and offset deltas, key length */
+    const uint8_t *p = w->buf + w->start + vl, *end = w->buf + w->end;
+    int64_t ts_delta, off_delta, klen = -1;
+    size_t n1 = p + 1 <= end ? rd_varint(p + 1, (size_t)(end - p - 1), &ts_delta) : 0;
+    size_t n2 = n1 ? rd_varint(p + 1 + n1, (size_t)(end - p - 1 - n1), &off_delta) : 0;
+    if (n2 == 0) return false;
+    size_t n3 = rd_varint(p + 1 + n1 + n2, (size_t)(end - p - 1 - n1 - n2), &klen);
+    int64_t offset = (int64_t)((uint64_t)bi->BaseOffset + (uint64_t)off_delta);
+    size_t limit = d->nmsgs == 0 ? d->first_max : d->max_bytes;
+    bool too_big = n3 && klen > 0 && (d->len >= limit || (uint64_t)klen + 26 > limit - d->len); /* >= 26 + key */
+    if (offset < d->first_offset) return zwin_skip(w, total);
+    if (too_big) {
+        d->full = true;
+        return false;
+    }
+    zwin_fill(w, total);
+    if (w->end - w->start < total) return false;
+    /* a one-record uncompressed batch in front of the record: the header, count 1, length fixed */
+    uint8_t *hb = w->buf + w->start - GR_BATCH_HEADER_SIZE;
+    memcpy(hb, batch, GR_BATCH_HEADER_SIZE);
+    wr32(hb + 8, (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + total));
+    hb[22] = (uint8_t)(hb[22] & ~GR_BATCH_ATTR_COMPRESSION_MASK);
+    wr32(hb + 57, 1);
+    struct gr_batch_rec_iter it;
+    struct gr_batch_rec_view r;
+    if (gr_batch_rec_iter_init(&it, hb, GR_BATCH_HEADER_SIZE + total) != GR_BATCH_OK ||
+        gr_batch_rec_iter_next(&it, &r) != 1)
+        return false;
+    emit(d, bi, &r);
+    w->start += total;
+    return !d->full && !d->oom;
+}
+#endif
+
+/* A gzip batch, inflated record by record (memory: one record and the output), as far as the
+ * limits let messages in. Returns whether the walk may go on to the next batch. */
+static bool emit_gzip_batch(struct down *d, const uint8_t *batch, const struct gr_batch_info *bi) {
+#ifdef GR_HAVE_ZLIB
+    if (gr_batch_info_compression(bi) != CODEC_GZIP || bi->size < GR_BATCH_HEADER_SIZE) {
+        d->stopped = true;
+        return false;
+    }
+    struct zwin w;
+    memset(&w, 0, sizeof w);
+    if (inflateInit2(&w.z, 15 + 32) != Z_OK) {
+        d->oom = true;
+        return false;
+    }
+    w.z.next_in = (Bytef *)(batch + GR_BATCH_HEADER_SIZE);
+    w.z.avail_in = (uInt)(bi->size - GR_BATCH_HEADER_SIZE);
+    w.start = w.end = w.cap = GR_BATCH_HEADER_SIZE;
+    w.buf = malloc(w.cap);
+    if (!w.buf) w.err = -ENOMEM;
+    int32_t i = 0;
+    for (; i < bi->RecordCount && !w.err; i++)
+        if (!zwin_record(&w, d, batch, bi)) break;
+    inflateEnd(&w.z);
+    free(w.buf);
+    if (w.err == -ENOMEM) d->oom = true;
+    if (d->full || d->oom) return false;
+    if (w.err) { /* corrupt or too large: an error for the client if nothing converted */
+        d->stopped = true;
+        return false;
+    }
+    return true; /* every record, or malformed records skipped as in an uncompressed batch */
+#else
+    (void)batch, (void)bi;
+    d->stopped = true;
+    return false;
+#endif
+}
+
+int gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, int64_t first_offset, size_t max_bytes, size_t first_max,
+                    uint8_t **out, size_t *out_len, bool *stopped_at_compressed) {
+    struct down d = {.magic = magic,
+                     .first_offset = first_offset,
+                     .max_bytes = max_bytes,
+                     .first_max = first_max > max_bytes ? first_max : max_bytes};
+    for (size_t pos = 0; pos < len && !d.full && !d.oom;) {
+        struct gr_batch_info bi;
+        if (gr_batch_parse_header(in + pos, len - pos, &bi) != GR_BATCH_OK) break; /* partial tail */
+        if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
+            if (gr_batch_info_compression(&bi) == 0)
+                emit_batch(&d, &bi, in + pos, bi.size);
+            else if (!emit_gzip_batch(&d, in + pos, &bi))
+                break;
+        }
+        pos += bi.size;
+    }
+    *stopped_at_compressed = d.stopped;
+    if (d.oom || d.len == 0) {
+        free(d.out);
+        d.out = NULL;
+        d.len = 0;
+    }
+    *out = d.out;
+    *out_len = d.len;
+    return d.oom ? -ENOMEM : 0;
 }

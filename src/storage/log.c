@@ -48,6 +48,7 @@ void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->log_append_time = false;
     cfg->timestamp_difference_max_ms = INT64_MAX;
     cfg->compression_type = GR_COMPRESSION_PRODUCER;
+    cfg->downconversion_enable = true;
 }
 
 int gr_plog_parse_cleanup_policy(const char *v, struct gr_plog_config *cfg) {

@@ -67,6 +67,8 @@ struct gr_plog_config {
     int compression_type;         /* compression.type: GR_COMPRESSION_PRODUCER (-1, default: keep
                                      the producer's codec) or the codec id 0-4 leader appends of
                                      client batches are stored in (storage/recompression.h) */
+    bool downconversion_enable;   /* message.downconversion.enable, default true: false refuses
+                                     Fetch v0-v3 consumers (UNSUPPORTED_VERSION, api/handle_fetch.c) */
 };
 
 /* Parses a cleanup.policy value into cfg (cleanup_delete/cleanup_compact). 0 or -EINVAL. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +128,8 @@ void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_
     if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
     out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
     if (c->compression_type) gr_plog_parse_compression_type(c->compression_type, out);
+    const char *dc = gr_config_static_value(c, "log.message.downconversion.enable");
+    if (dc) out->downconversion_enable = strcasecmp(dc, "false") != 0;
 }
 
 /* ---- entries ---- */

@@ -47,18 +47,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     uint8_t *v2;
     size_t v2_len;
-    int16_t e = gr_legacy_to_v2(data, size, &v2, &v2_len);
+    int16_t e = gr_legacy_to_v2(data, size, &v2, &v2_len, NULL);
     if (e == GR_KERR_NONE) {
         struct gr_batch_info bi;
         check(gr_batch_parse_header(v2, v2_len, &bi) == GR_BATCH_OK && bi.size == v2_len);
         bool compressed;
         for (int magic = 0; magic <= 1; magic++) {
             size_t leg_len;
-            uint8_t *leg = gr_v2_to_legacy(v2, v2_len, magic, &leg_len, &compressed);
+            uint8_t *leg;
+            check(gr_v2_to_legacy(v2, v2_len, magic, -1, SIZE_MAX, SIZE_MAX, &leg, &leg_len, &compressed) == 0);
             check(leg && !compressed);
             uint8_t *again;
             size_t again_len;
-            check(gr_legacy_to_v2(leg, leg_len, &again, &again_len) == GR_KERR_NONE);
+            check(gr_legacy_to_v2(leg, leg_len, &again, &again_len, NULL) == GR_KERR_NONE);
             struct gr_batch_info b2;
             check(gr_batch_parse_header(again, again_len, &b2) == GR_BATCH_OK && b2.RecordCount == bi.RecordCount);
             free(again);
@@ -68,7 +69,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     size_t out_len;
     bool compressed;
-    free(gr_v2_to_legacy(data, size, 1, &out_len, &compressed));
+    uint8_t *out;
+    /* a budget from the first byte: conversion stops early at any of them */
+    size_t max = size > 0 ? (size_t)data[0] * 4 : SIZE_MAX;
+    if (gr_v2_to_legacy(data, size, 1, -1, max, size > 1 && (data[1] & 1) ? SIZE_MAX : max, &out, &out_len,
+                        &compressed) == 0)
+        check(out_len <= max || (out_len > 0 && out != NULL));
+    free(out);
     free(fixed);
     return 0;
 }

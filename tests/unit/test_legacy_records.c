@@ -3,6 +3,7 @@
  * mixed magic, compression), and v2 batches down-converted to magic 0/1 with absolute offsets,
  * timestamps, LogAppendTime, control batches skipped and compressed batches stopping the
  * conversion; byte layout checked against a hand-built message. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,7 @@ static void test_up_convert(void) {
     CHECK(gr_records_magic(set, n) == 1);
     uint8_t *b;
     size_t bl;
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_NONE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_NONE);
     struct gr_batch_rec_iter it;
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK);
     CHECK(it.info.Magic == 2 && it.info.RecordCount == 3 && it.info.ProducerId == -1);
@@ -66,26 +67,26 @@ static void test_up_convert(void) {
     free(b);
     /* magic 0: no timestamps */
     n = put_msg(set, 0, 0, 0, 0, "a", "b");
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_NONE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_NONE);
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK && gr_batch_rec_iter_next(&it, &r) == 1);
     CHECK(r.Timestamp == -1);
     free(b);
     /* errors */
     n = put_msg(set, 0, 1, 0, 5, "k", "v");
     set[n - 1] ^= 1;
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* CRC */
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* CRC */
     n = put_msg(set, 0, 1, 0, 5, "k", "v");
-    CHECK_KERR(gr_legacy_to_v2(set, n - 1, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* truncated */
+    CHECK_KERR(gr_legacy_to_v2(set, n - 1, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* truncated */
     size_t m = put_msg(set, 0, 1, 0, 5, "k", "v");
     m += put_msg(set + m, 1, 0, 0, 0, "k", "v");
-    CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
+    CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
     n = put_msg(set, 0, 1, 2 /* snappy: no codec */, 5, NULL, "zz");
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
 #ifdef GR_HAVE_ZLIB
     n = put_msg(set, 0, 1, 1 /* gzip */, 5, NULL, "zz"); /* not a gzip stream */
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl), GR_KERR_CORRUPT_MESSAGE);
+    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE);
 #endif
-    CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl), GR_KERR_CORRUPT_MESSAGE); /* empty */
+    CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* empty */
 }
 
 static void test_down_convert(void) {
@@ -107,7 +108,8 @@ static void test_down_convert(void) {
     memcpy(all + l1 + l2, b3, l3);
     size_t len;
     bool compressed;
-    uint8_t *leg = gr_v2_to_legacy(all, l1 + l2 + l3, 1, &len, &compressed);
+    uint8_t *leg;
+    CHECK(gr_v2_to_legacy(all, l1 + l2 + l3, 1, -1, SIZE_MAX, SIZE_MAX, &leg, &len, &compressed) == 0);
     CHECK(leg && !compressed);
     uint8_t want[256];
     size_t wl = put_msg(want, 40, 1, 0, 7000, "k", "v0");
@@ -115,7 +117,8 @@ static void test_down_convert(void) {
     wl += put_msg(want + wl, 43, 1, 0, 7001, NULL, "v1");
     CHECK(len == wl && memcmp(leg, want, wl) == 0);
     free(leg);
-    leg = gr_v2_to_legacy(all, l1 + l2 + l3 - 1, 0, &len, &compressed); /* a partial last batch */
+    gr_v2_to_legacy(all, l1 + l2 + l3 - 1, 0, -1, SIZE_MAX, SIZE_MAX, &leg, &len,
+                    &compressed); /* a partial last batch */
     wl = put_msg(want, 40, 0, 0, 0, "k", "v0");
     wl += put_msg(want + wl, 41, 0, 0, 0, NULL, "v1");
     CHECK(len == wl && memcmp(leg, want, wl) == 0);
@@ -124,12 +127,12 @@ static void test_down_convert(void) {
     o.base_offset = 0;
     o.attributes = GR_BATCH_ATTR_LOG_APPEND_TIME;
     uint8_t *b4 = gr_batch_build(recs, 1, &o, &l1);
-    leg = gr_v2_to_legacy(b4, l1, 1, &len, &compressed);
+    gr_v2_to_legacy(b4, l1, 1, -1, SIZE_MAX, SIZE_MAX, &leg, &len, &compressed);
     CHECK(leg && leg[17] == 0x08);
     free(leg);
     /* a compressed batch stops the conversion */
     b4[21 + 1] |= 1; /* attributes low byte: gzip */
-    leg = gr_v2_to_legacy(b4, l1, 1, &len, &compressed);
+    gr_v2_to_legacy(b4, l1, 1, -1, SIZE_MAX, SIZE_MAX, &leg, &len, &compressed);
     CHECK(!leg && len == 0 && compressed);
     free(b1);
     free(b2);
@@ -182,7 +185,9 @@ static void test_gzip(void) {
     s += n;
     uint8_t *b;
     size_t bl;
-    CHECK_KERR(gr_legacy_to_v2(set, s, &b, &bl), GR_KERR_NONE);
+    int codec = -1;
+    CHECK_KERR(gr_legacy_to_v2(set, s, &b, &bl, &codec), GR_KERR_NONE);
+    CHECK(codec == 1); /* the caller stores the batch gzip'd, as the wrapper was */
     struct gr_batch_rec_iter it;
     struct gr_batch_rec_view r;
     CHECK(gr_batch_rec_iter_init(&it, b, bl) == GR_BATCH_OK && it.info.RecordCount == 2);
@@ -200,7 +205,8 @@ static void test_gzip(void) {
     gr_batch_update_crc(gz, GR_BATCH_HEADER_SIZE + zl);
     size_t len;
     bool compressed;
-    uint8_t *leg = gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, &len, &compressed);
+    uint8_t *leg;
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, -1, SIZE_MAX, SIZE_MAX, &leg, &len, &compressed) == 0);
     uint8_t want[256];
     size_t want_len = put_msg(want, 0, 1, 0, 500, "a", "x");
     want_len += put_msg(want + want_len, 1, 1, 0, 501, "b", "y");
@@ -208,6 +214,50 @@ static void test_gzip(void) {
     free(leg);
     free(gz);
     free(b);
+}
+
+/* A gzip bomb (a 16 KB batch of 16 records of 1 MiB zeros) converts only what the limits allow:
+ * max_bytes stops before the message that would pass it; the first message passes max_bytes up
+ * to first_max; nothing when even the first does not fit. */
+static void test_down_convert_limits(void) {
+    enum { NREC = 16, VAL = 1 << 20 };
+    uint8_t *zeros = calloc(1, VAL);
+    struct gr_batch_rec recs[NREC];
+    for (int i = 0; i < NREC; i++) recs[i] = (struct gr_batch_rec){.key_len = -1, .value = zeros, .value_len = VAL};
+    size_t bl;
+    uint8_t *b = gr_batch_build(recs, NREC, NULL, &bl);
+    size_t rl = bl - GR_BATCH_HEADER_SIZE;
+    uint8_t *gz = malloc(GR_BATCH_HEADER_SIZE + rl / 100 + 4096);
+    memcpy(gz, b, GR_BATCH_HEADER_SIZE);
+    size_t zl = gzip(b + GR_BATCH_HEADER_SIZE, rl, gz + GR_BATCH_HEADER_SIZE, rl / 100 + 4096);
+    uint32_t blen = (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + zl);
+    for (int i = 3; i >= 0; i--) gz[8 + 3 - i] = (uint8_t)(blen >> (8 * i));
+    gz[22] |= 1;
+    gr_batch_update_crc(gz, GR_BATCH_HEADER_SIZE + zl);
+    CHECK(zl < 64 * 1024);
+    size_t msg = 12 + 4 + 2 + 8 + 8 + VAL, len;
+    bool compressed;
+    uint8_t *leg;
+    /* 2 MiB: one message (two would be 2 MiB + 68 bytes) */
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, -1, 2u << 20, 2u << 20, &leg, &len, &compressed) == 0);
+    CHECK(leg && len == msg && !compressed);
+    free(leg);
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, -1, 3 * msg, 3 * msg, &leg, &len, &compressed) == 0);
+    CHECK(leg && len == 3 * msg);
+    free(leg);
+    /* too small for one message: nothing, unless the first may pass (Kafka's at least one) */
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, -1, 1000, 1000, &leg, &len, &compressed) == 0);
+    CHECK(!leg && len == 0 && !compressed);
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 1, -1, 1000, SIZE_MAX, &leg, &len, &compressed) == 0);
+    CHECK(leg && len == msg);
+    free(leg);
+    /* unbounded: all 16 MiB (as the old code always did) */
+    CHECK(gr_v2_to_legacy(gz, GR_BATCH_HEADER_SIZE + zl, 0, -1, SIZE_MAX, SIZE_MAX, &leg, &len, &compressed) == 0);
+    CHECK(leg && len == NREC * (msg - 8));
+    free(leg);
+    free(gz);
+    free(b);
+    free(zeros);
 }
 #endif
 
@@ -217,6 +267,7 @@ int main(void) {
     test_down_convert();
 #ifdef GR_HAVE_ZLIB
     test_gzip();
+    test_down_convert_limits();
 #endif
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
