@@ -19,7 +19,8 @@
 #   zookeeper    a private ZooKeeper on a free port (stopped on exit)
 #   unit         C unit tests (ctest)
 #   sim          the deterministic simulation (fixed, moving and long-outage seeds)
-#   integration  pytest: real ZooKeeper, gregord processes and real clients
+#   integration  pytest: real ZooKeeper, gregord processes and real clients (pytest-xdist, one
+#                worker per core)
 #   chaos        tests/chaos
 #   netfault     tests/netfault: ZooKeeper ensemble and fault proxies
 #   fuzz         every libFuzzer target, 12 s each, one per core
@@ -54,6 +55,8 @@ ASAN_TESTS=(
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input
     tests/integration/test_malformed.py
+    tests/integration/test_hostile_input.py
+    tests/integration/test_storage_failures.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.
@@ -241,10 +244,18 @@ run_sim() {
     if [ -n "$soak" ]; then sim_runs build/tests/gregor_sim 20000 300 50; else sim_runs build/tests/gregor_sim 500 300 50; fi
 }
 
-# run_pytest NAME TIMEOUT ARGS...: one pytest run; count from pytest's closing line.
+# run_pytest NAME TIMEOUT [-n WORKERS] ARGS...: one pytest run; count from pytest's closing line.
+# With -n, pytest-xdist runs the test files on that many workers (whole files per worker, each
+# with its own port range: gregor_harness.free_port); the tests mostly wait on brokers, so two
+# workers on two cores halve the stage.
 run_pytest() {
     local name=$1 limit=$2
     shift 2
+    local par=()
+    if [ "${1:-}" = -n ]; then
+        par=(-n "$2" --dist loadfile)
+        shift 2
+    fi
     # -rsfE: every skipped, failed and erroring test is listed at the end with its reason
     local extra=(-p no:cacheprovider -rsfE)
     [ -n "$soak" ] || extra+=(-m "not soak")
@@ -252,7 +263,7 @@ run_pytest() {
     local log="$tmp/pytest-$name.log" rc=0
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
+        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${par[@]}" "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
     # pytest's last line: "N passed, M skipped, ... in T s" (decorated with = signs in some forms)
     local last p f e s
     last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
@@ -325,7 +336,7 @@ run_asan_sim() {
 
 run_asan_integ() {
     wait_build asan || return 1
-    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 "${ASAN_TESTS[@]}"
+    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 -n "$jobs" "${ASAN_TESTS[@]}"
 }
 
 run_bench() {
@@ -353,10 +364,15 @@ if stage build run_build; then
     if stage zookeeper start_zk; then
         stage unit run_unit
         if [ -x build/tests/gregor_sim ]; then stage sim run_sim; else skipped sim "build/tests/gregor_sim not built"; fi
-        for d in integration:1500 chaos:600 netfault:420; do
-            n=${d%%:*}
+        # integration on one worker per core; chaos and netfault alone (their faults are timed)
+        for d in integration:1500:$jobs chaos:600:0 netfault:420:0; do
+            IFS=: read -r n limit par <<<"$d"
             if have_tests "tests/$n/test_*.py"; then
-                stage "$n" run_pytest "$n" "${d#*:}" "tests/$n"
+                if [ "$par" -gt 1 ]; then
+                    stage "$n" run_pytest "$n" "$limit" -n "$par" "tests/$n"
+                else
+                    stage "$n" run_pytest "$n" "$limit" "tests/$n"
+                fi
             else
                 skipped "$n" "no tests/$n/test_*.py"
             fi
