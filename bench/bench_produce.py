@@ -24,8 +24,10 @@ for a fair side by side at 1 KiB.
 """
 
 import argparse
+import collections
 import os
 import resource
+import sys
 import time
 import uuid
 
@@ -154,6 +156,12 @@ def make_topic(conf, mock, partitions=1):
     return name, partitions
 
 
+# What run_produce / run_produce_multi return: records/s and MB/s delivered, p50/p99 delivery latency
+# (ms), records delivered, the producing process(es)' user+sys CPU seconds, the producing thread's
+# share of a core. Callers outside this file use the field names (the tuple may grow).
+ProduceResult = collections.namedtuple("ProduceResult", "rps mbps p50 p99 ok client_cpu share")
+
+
 def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     p = Producer(dict(conf, acks=acks, **{"linger.ms": 1, "queue.buffering.max.messages": 1000000,
                                           "queue.buffering.max.kbytes": 1048576,
@@ -193,7 +201,8 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     client_cpu = cpu_between(r0, r1)
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
-    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu, share
+    return ProduceResult(len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat),
+                         client_cpu, share)
 
 
 def _produce_child(args):
@@ -216,8 +225,8 @@ def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
         res = pool.map(_produce_child, [(conf, topic, n, size, acks, shares[k], start) for k in range(producers)])
     ok = sum(r[0][4] for r in res)
     elapsed = max(r[2] for r in res) - min(r[1] for r in res)
-    return (ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok, sum(r[0][5] for r in res),
-            min(r[0][6] for r in res))
+    return ProduceResult(ok / elapsed, ok * size / elapsed / 1e6, res[0][0].p50, res[0][0].p99, ok,
+                         sum(r[0].client_cpu for r in res), min(r[0].share for r in res))
 
 
 def run_consume(conf, topic, n):
