@@ -5,6 +5,7 @@ batched write rate for the same znodes. Prints numbers; asserts nothing.
   /usr/bin/python3 bench/bench_topics.py                       # the sizes (several minutes)
   /usr/bin/python3 bench/bench_topics.py --partitions 1000 --topics 100   # quick run
   /usr/bin/python3 bench/bench_topics.py --skip-many            # only case (a)
+  /usr/bin/python3 bench/bench_topics.py --smoke                # both cases, tiny (bench/smoke.sh)
 
 Cases, each on a fresh 3-broker cluster (real gregord processes, empty log dirs, fresh chroot):
   (a) 1 topic x --partitions (10000) partitions, RF 3
@@ -38,9 +39,9 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import H, admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -402,7 +403,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         res["resp"] = max(t for t, _ in resp.values()) - t0 if len(resp) == len(futs) else None
         res["resp_errors"] = len(errs)
         if errs:
-            print(f"  CreateTopics: {len(errs)} topics failed, e.g. {errs[0]}")
+            benchlib.fail(f"{label}: CreateTopics: {len(errs)} topics failed, e.g. {errs[0]}")
         res["first"] = poller.first_any[0] - t0 if poller.first_any else None
         res["marks"] = {f: (t - t0, b) for f, (t, b) in poller.marks.items()}
         res["complete"] = {b: t - t0 for b, t in poller.complete.items()}
@@ -418,6 +419,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         if not ok:
             print(f"  NOT COMPLETE after {timeout} s on brokers "
                   f"{sorted(set(cluster.brokers) - set(poller.complete))}")
+            benchlib.fail(f"{label}: not every leader visible after {timeout} s")
         print(f"  Metadata polls: {poller.polls}, mean {res['poll_ms']:.0f} ms each"
               + (f", {poller.wrong_broker} answered by another broker" if poller.wrong_broker else "")
               + (f", {poller.errors} errors" if poller.errors else ""))
@@ -450,6 +452,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                             for b in cluster.brokers.values())
         if res["emfile"]:
             print(f"  WARNING: {res['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+            benchlib.fail(f"{label}: brokers ran out of file descriptors")
         if SIGKILL_AT_END:  # heap profilers (heaptrack) then report what was live, not a shutdown's leftovers
             for b in cluster.brokers.values():
                 b.signal(signal.SIGKILL)
@@ -523,7 +526,9 @@ def main():
     ap.add_argument("--sigkill", action="store_true",
                     help="SIGKILL the brokers at the end of each case instead of a clean stop (for a heap "
                          "profiler wrapped around gregord through GREGOR_BUILD: the live heap at the kill)")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_topics.py", partitions=100, topics=10, per_topic=10, timeout=60, sizes="")
     global RSS_SETTLE_S, SIGKILL_AT_END
     SIGKILL_AT_END = args.sigkill
     RSS_SETTLE_S = args.rss_settle
@@ -566,3 +571,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    benchlib.finish()
