@@ -134,6 +134,10 @@ def smoke_start(args, name, **sizes):
     global SMOKE
     SMOKE = bool(getattr(args, "smoke", False))
     if SMOKE:
+        import signal
+        # bench/smoke.sh's timeout sends SIGTERM: leave through the finally blocks (brokers and a
+        # private ZooKeeper stopped) rather than at once
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         for k, v in sizes.items():
             setattr(args, k, v)
         print(f"SMOKE RUN of {name} ({', '.join(f'{k}={v}' for k, v in sizes.items())}): "
