@@ -376,12 +376,8 @@ def print_timeline(b, epoch):
 
 def proc_cpu_ms(pid):
     """user+sys CPU of a process so far (ms), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+    s = benchlib.proc_cpu_s(pid)
+    return None if s is None else s * 1000
 
 
 def proc_syscw(pid):

@@ -350,14 +350,10 @@ def print_heap(label, heap, idle_heap, replicas):
 def cpu_secs(cluster):
     """{broker id: user+sys CPU seconds} from /proc/PID/stat (load-independent, unlike wall time)."""
     out = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for b in cluster.brokers.values():
-        try:
-            with open(f"/proc/{b.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[b.id] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
+        s = benchlib.proc_cpu_s(b.pid) if b.proc else None
+        if s is not None:
+            out[b.id] = s
     return out
 
 
