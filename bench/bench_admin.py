@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
@@ -80,7 +79,7 @@ def main():
     benchlib.smoke_start(args, "bench_admin.py", partitions=20, topics=2)
     per = max(1, args.partitions // args.topics)
     total = per * args.topics
-    work = tempfile.mkdtemp(prefix="bench-admin-")
+    work = benchlib.workdir("bench-admin-")
     zk, hosts = benchlib.zookeeper(args.zk, work)
     cluster = H.Cluster(os.path.join(work, "cluster"), benchlib.fresh_chroot(hosts, "admin"), n=4, config=CONFIG)
     try:

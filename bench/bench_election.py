@@ -34,7 +34,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime
@@ -512,7 +511,7 @@ def main():
 
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-")
+    workdir = benchlib.workdir("gregor-bench-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; session timeout {H.SESSION_TIMEOUT_MS} ms; "
           f"{os.cpu_count()} CPUs")

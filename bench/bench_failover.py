@@ -51,7 +51,6 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -784,7 +783,7 @@ def main():
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
     soft, _ = raise_nofile(20000)  # the storage layer bounds open log files (limit / 4); sockets need the rest
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
+    workdir = benchlib.workdir("gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     if zk_srv and not os.environ.get("GREGOR_BENCH_ZK_PID"):  # its CPU in the shutdown figures
         with open(os.path.join(zk_srv.dir, "zk.pid")) as f:

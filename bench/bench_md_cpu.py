@@ -16,7 +16,6 @@ import os
 import socket
 import struct
 import sys
-import tempfile
 import time
 
 import benchlib
@@ -99,7 +98,7 @@ def main():
     args = ap.parse_args()
     benchlib.smoke_start(args, "bench_md_cpu.py", partitions=100, per_topic=10, polls=3, idle=0.5, hold=0.0)
     benchlib.raise_nofile(20000)
-    work = tempfile.mkdtemp(prefix="bench-md-cpu-")
+    work = benchlib.workdir("bench-md-cpu-")
     zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
     cluster = None
     try:

@@ -564,9 +564,8 @@ def main():
         main_with(args, ap)
         benchlib.finish()
         return
-    import tempfile
     H = benchlib.H
-    work = tempfile.mkdtemp(prefix="bench-produce-")
+    work = benchlib.workdir("bench-produce-")
     zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
     cluster = None
     try:

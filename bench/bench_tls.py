@@ -17,7 +17,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -46,7 +45,7 @@ def main():
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
     benchlib.smoke_start(args, "bench_tls.py", records=300, rounds=1)
-    work = tempfile.mkdtemp(prefix="bench-tls-")
+    work = benchlib.workdir("bench-tls-")
     zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
     pki = P.make_pki(os.path.join(work, "pki"))
     cluster = None

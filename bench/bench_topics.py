@@ -34,7 +34,6 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -537,7 +536,7 @@ def main():
     # gregord bounds the segment files it keeps open (gregor.max.open.log.files), so the
     # partition count needs no matching descriptor limit.
     soft, _ = raise_nofile(4096 + 500)
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-topics-")
+    workdir = benchlib.workdir("gregor-bench-topics-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")

@@ -17,7 +17,6 @@ asserted.
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 
@@ -82,7 +81,7 @@ def main():
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
     benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100")
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-txn-")
+    workdir = benchlib.workdir("gregor-bench-txn-")
     zk_srv, zk_hosts = zookeeper(args.zk or os.environ.get("GREGOR_ZK"), workdir)
     cluster = H.Cluster(os.path.join(workdir, "c"), fresh_chroot(zk_hosts, "benchtxn"), n=3,
                         config={"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"})

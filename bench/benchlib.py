@@ -145,6 +145,19 @@ def smoke_start(args, name, **sizes):
     return SMOKE
 
 
+WORKDIRS = []
+
+
+def workdir(prefix):
+    """A new temporary directory for a run (brokers' logs and data, a private ZooKeeper). Kept
+    after a full run and after a failed smoke run (to look at); removed by finish() after a smoke
+    run without errors (CI runs them over and over)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix=prefix)
+    WORKDIRS.append(d)
+    return d
+
+
 def fail(what):
     """Records an error the bench carries on past (a phase that did not complete, ...): printed
     now, and the process exits non-zero at the end (finish())."""
@@ -166,4 +179,7 @@ def finish():
         print(f"{len(FAILURES)} error(s): " + "; ".join(FAILURES), flush=True)
         sys.exit(1)
     if SMOKE:
+        import shutil
+        for d in WORKDIRS:
+            shutil.rmtree(d, ignore_errors=True)
         print("SMOKE RUN finished without errors (figures NOT for recording)", flush=True)
