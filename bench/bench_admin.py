@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reassignment and preferred-election throughput for Gregor. Prints numbers; asserts nothing.
 
-  /usr/bin/python3 bench/bench_admin.py [--partitions 1000] [--topics 10] [--zk HOST:PORT]
+  /usr/bin/python3 bench/bench_admin.py [--partitions 1000] [--topics 10] [--zk HOST:PORT] [--smoke]
 
 Setup: 4 brokers (real gregord processes, empty logs), `--topics` topics of partitions/topics
 partitions each, RF 2, replicas alternating [1,2] / [2,1].
@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
@@ -48,13 +47,6 @@ def ctl(cluster, *args, timeout=600):
     one = next(f"127.0.0.1:{b.port}" for b in cluster.running())
     return subprocess.run([H.GREGORCTL, "--bootstrap-server", one, "--timeout-ms", "300000", *args],
                           capture_output=True, text=True, timeout=timeout)
-
-
-def cpu_seconds(pid):
-    """user + sys CPU seconds of a process (/proc/PID/stat fields 14, 15)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def log_times(broker, needle, offset=None):
@@ -82,23 +74,14 @@ def main():
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"))
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_admin.py", partitions=20, topics=2)
     per = max(1, args.partitions // args.topics)
     total = per * args.topics
-    work = tempfile.mkdtemp(prefix="bench-admin-")
-    zk = None
-    if args.zk:
-        hosts = args.zk
-    else:
-        os.environ.setdefault("ZK_JVM_OPTS", benchlib.BENCH_ZK_JVM_OPTS)  # as benchlib.zookeeper
-        zk = H.ZkServer(os.path.join(work, "zk"))
-        zk.start()
-        hosts = zk.hosts
-    chroot = f"/bench-admin-{int(time.time())}"
-    root = H.kazoo_client(hosts)
-    root.ensure_path(chroot)
-    H.close_kazoo(root)
-    cluster = H.Cluster(os.path.join(work, "cluster"), hosts + chroot, n=4, config=CONFIG)
+    work = benchlib.workdir("bench-admin-")
+    zk, hosts = benchlib.zookeeper(args.zk, work)
+    cluster = H.Cluster(os.path.join(work, "cluster"), benchlib.fresh_chroot(hosts, "admin"), n=4, config=CONFIG)
     try:
         cluster.start(timeout=60)
         bs = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
@@ -141,7 +124,7 @@ def main():
         ctl_id = cluster.controller_id()
         ctl_b = cluster[ctl_id]
         log_from = os.path.getsize(ctl_b.log_path)
-        cpu0 = cpu_seconds(ctl_b.pid)
+        cpu0 = benchlib.proc_cpu_s(ctl_b.pid)
         ver0 = {t: cluster.zk.get(f"/brokers/topics/{t}")[1].version for t in topics}
         f = os.path.join(work, "reassign.json")
         with open(f, "w") as fh:
@@ -151,7 +134,7 @@ def main():
         r = ctl(cluster, "reassign", "execute", "--reassignment-json-file", f)
         t_req = time.time() - t0
         if r.returncode != 0:
-            print("reassign execute failed:", r.stdout[-500:], r.stderr[-2000:])
+            benchlib.fail(f"reassign execute failed: {r.stdout[-500:]} {r.stderr[-2000:]}")
             return
 
         def moved():
@@ -170,7 +153,7 @@ def main():
         print(f"  until every assignment is final (phase B done):     {t_done * 1000:8.0f} ms  "
               f"({total / t_done:8.0f} partitions/s)")
         time.sleep(1)  # the last completion event's log lines
-        cpu = cpu_seconds(ctl_b.pid) - cpu0
+        cpu = benchlib.proc_cpu_s(ctl_b.pid) - cpu0
         writes = sum(cluster.zk.get(f"/brokers/topics/{t}")[1].version - ver0[t] for t in topics)
         with open(ctl_b.log_path, errors="replace") as fh:
             fh.seek(log_from)
@@ -197,7 +180,7 @@ def main():
         r = ctl(cluster, "elect-leaders", "--election-type", "preferred", "--all-topic-partitions")
         t_req = time.time() - t0
         if r.returncode != 0:
-            print("elect-leaders failed:", r.stdout[-500:], r.stderr[-500:])
+            benchlib.fail(f"elect-leaders failed: {r.stdout[-500:]} {r.stderr[-500:]}")
         H.wait_for(lambda: all_states(lambda t, p, st: st["leader"] == (3 if p % 2 == 0 else 4)), 300,
                    "preferred leaders", interval=0.2)
         t_done = time.time() - t0
@@ -213,3 +196,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    benchlib.finish()

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Controller election and failover figures for Gregor. Prints numbers; asserts nothing.
 
-  /usr/bin/python3 bench/bench_election.py [--rounds 20] [--sizes 10000,100000] [--zk HOST:PORT]
+  /usr/bin/python3 bench/bench_election.py [--rounds 20] [--sizes 10000,100000] [--zk HOST:PORT] [--smoke]
 
 1. Re-election: 3 brokers; /controller is deleted by hand `rounds` times. For each round:
    the time from the delete to the new /controller znode (seen through a kazoo watch) and to the
@@ -34,14 +34,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-import gregor_harness as H  # noqa: E402
-from benchlib import fresh_chroot, zookeeper  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import H, fresh_chroot, zookeeper  # noqa: E402
 
 
 def pct(xs, p):
@@ -115,6 +114,8 @@ def bench_reelection(zk_hosts, workdir, rounds):
                   + (f", ready line after {to_ready[-1]:6.1f} ms" if len(to_ready) == r + 1 else ""))
     finally:
         cluster.close()
+    if benchlib.SMOKE:  # a full run reports n/a and goes on
+        benchlib.check(len(to_ready) == rounds, f"re-election: {len(to_ready)} of {rounds} ready lines found")
     print(f"  delete -> new /controller znode : {fmt_ms(to_znode)}")
     print(f"  delete -> 'ready as controller' : {fmt_ms(to_ready)}"
           + ("" if to_ready else "  (no timestamped ready line found in the logs)"))
@@ -216,7 +217,7 @@ def raw_read(zk, topics):
     dt = time.monotonic() - t0
     errors = sum(isinstance(x, Exception) for x in assigns + parts + states)
     if errors:
-        print(f"  (raw read: {errors} errors)")
+        benchlib.fail(f"raw read: {errors} errors")
     return 1 + len(assigns) + len(parts) + len(states), dt
 
 
@@ -311,7 +312,7 @@ def raw_read_wire(connect):
         r.close()
     errors = sum(x is None for x in assigns + parts + states)
     if errors:
-        print(f"  (wire read: {errors} errors)")
+        benchlib.fail(f"wire read: {errors} errors")
     return 1 + len(assigns) + len(parts) + len(states), dt
 
 
@@ -374,12 +375,8 @@ def print_timeline(b, epoch):
 
 def proc_cpu_ms(pid):
     """user+sys CPU of a process so far (ms), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+    s = benchlib.proc_cpu_s(pid)
+    return None if s is None else s * 1000
 
 
 def proc_syscw(pid):
@@ -508,11 +505,13 @@ def main():
                          "offline: brokers 101-103 absent; live: the running broker 1")
     ap.add_argument("--skip-election", action="store_true")
     ap.add_argument("--skip-load", action="store_true")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_election.py", rounds=2, sizes="200")
 
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-")
+    workdir = benchlib.workdir("gregor-bench-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; session timeout {H.SESSION_TIMEOUT_MS} ms; "
           f"{os.cpu_count()} CPUs")
@@ -530,3 +529,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    benchlib.finish()

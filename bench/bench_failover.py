@@ -5,6 +5,7 @@ nothing.
   /usr/bin/python3 bench/bench_failover.py                  # 1k and 10k partitions (several minutes)
   /usr/bin/python3 bench/bench_failover.py --sizes 1000     # quick run
   /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
+  /usr/bin/python3 bench/bench_failover.py --smoke          # every step, tiny (bench/smoke.sh)
 
 For each size N: a fresh 3-broker cluster (zookeeper.session.timeout.ms --session-ms, 6000),
 N partitions RF 3 in topics of --per-topic (100) partitions (Kafka's default placement: each
@@ -50,13 +51,12 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, rss_kib, zookeeper  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import H, admin_for, fresh_chroot, log_since, log_size, raise_nofile, rss_kib, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -125,6 +125,8 @@ def start_probes(brokers, victim_id, timeout):
     probe is not built."""
     if not os.access(MD_PROBE, os.X_OK):
         print(f"     ({MD_PROBE} not built: no md_probe figure)")
+        if benchlib.SMOKE:  # the smoke run is md_probe's check too
+            benchlib.fail(f"{MD_PROBE} not built")
         return {}
     probes = {b.id: subprocess.Popen([MD_PROBE, "127.0.0.1", str(b.port), str(victim_id), "fo-",
                                       str(timeout), str(PROBE_GAP_MS)],
@@ -292,16 +294,12 @@ def dead(brokers):
 
 def proc_cpu(pid):
     """user+sys seconds of process pid so far (0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    return benchlib.proc_cpu_s(pid) or 0.0
 
 
 def incomplete(what, why):
     print(f"     did not complete: {what}: {why}")
+    benchlib.fail(f"did not complete: {what}")
 
 
 def rss_line(cluster, n, idle):
@@ -777,13 +775,15 @@ def main():
                     help="controlled shutdown watched by md_probe alone, without the confluent-kafka "
                          "Metadata polls (each takes 0.4-0.9 s of this script's CPU at 100k, on the same "
                          "2 cores as the cluster)")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_failover.py", sizes="30", per_topic=10, session_ms=2000, timeout=60)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):
         sys.exit(f"{H.GREGORD} not built (run make)")
     sizes = [int(x) for x in args.sizes.split(",") if x]
     soft, _ = raise_nofile(20000)  # the storage layer bounds open log files (limit / 4); sockets need the rest
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-failover-")
+    workdir = benchlib.workdir("gregor-bench-failover-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     if zk_srv and not os.environ.get("GREGOR_BENCH_ZK_PID"):  # its CPU in the shutdown figures
         with open(os.path.join(zk_srv.dir, "zk.pid")) as f:
@@ -800,6 +800,7 @@ def main():
                                            args.probe_only))
             except Exception as e:
                 print(f"  size {n} failed: {type(e).__name__}: {e}")
+                benchlib.fail(f"size {n}: {type(e).__name__}: {e}")
             finally:
                 H.kill_leftovers()
         table(results, args.session_ms or "6000 (15000 from 50k)")
@@ -811,3 +812,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    benchlib.finish()

@@ -2,11 +2,14 @@
  * ZooKeeper or the network. Phases (each printed with wall time, CPU time of this process and
  * heap growth from mallinfo2):
  *   create   N logs through gr_plog_manager_get_or_create, as a broker applying LeaderAndIsr does
+ *            (-D: and each log's directory, as its first write would make it: since b5793f0 a new log
+ *            has no directory until then, so without -D nothing is on disk and open loads 0 logs)
  *   close    gr_plog_manager_close (a clean shutdown: flush, checkpoints, close)
  *   open     gr_plog_manager_open over the same directory (start-up with N existing logs)
  *   close    again
- * Usage: bench_logs [-n N] [-d DIR]
- * Build: see bench/README.md ("bench_logs"). Run under `strace -f -c` for syscall counts. */
+ * Usage: bench_logs [-n N] [-d DIR] [-D]
+ * Built by CMake (build/bench/bench_logs). Run under `strace -f -c` for syscall counts. Exits 1
+ * when a phase fails or (-D) open does not find the N logs. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "storage/log.h"
 #include "storage/log_manager.h"
 
 static double now_s(void) {
@@ -65,11 +69,13 @@ static void report(const char *what, int n, struct mark a, struct mark b) {
 int main(int argc, char **argv) {
     int n = 10000;
     const char *dir = NULL;
+    int mkdirs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atoi(argv[++i]);
         else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) dir = argv[++i];
+        else if (strcmp(argv[i], "-D") == 0) mkdirs = 1;
         else {
-            fprintf(stderr, "usage: %s [-n N] [-d DIR]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n N] [-d DIR] [-D]\n", argv[0]);
             return 2;
         }
     }
@@ -96,6 +102,9 @@ int main(int argc, char **argv) {
         struct gr_lm_log *l = NULL;
         int rc = gr_plog_manager_get_or_create(lm, topic, i % 100, NULL, &l);
         if (rc < 0) return fprintf(stderr, "create %d: %d\n", i, rc), 1;
+        /* Starting the log at offset 1 writes into its directory, which makes it (log.c). */
+        if (mkdirs && (rc = gr_plog_truncate_fully_and_start_at(l->log, 1)) < 0)
+            return fprintf(stderr, "directory of log %d: %d\n", i, rc), 1;
         gr_plog_manager_release(lm, l);
     }
     struct mark m2 = mark();
@@ -106,15 +115,21 @@ int main(int argc, char **argv) {
     lm = NULL;
     if (gr_plog_manager_open(&cfg, 1, "bench", &lm) < 0) return fprintf(stderr, "reopen failed\n"), 1;
     struct mark m4 = mark();
-    report("open", gr_plog_manager_count(lm), m3, m4);
+    int opened = gr_plog_manager_count(lm);
+    report("open", opened, m3, m4);
     gr_plog_manager_close(lm);
     struct mark m5 = mark();
     report("close", n, m4, m5);
     gr_config_release(&cfg);
+    int status = 0;
+    if (mkdirs && opened != n) {
+        fprintf(stderr, "open found %d logs, created %d\n", opened, n);
+        status = 1;
+    }
     if (dir == tmp) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
         if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmp);
     }
-    return 0;
+    return status;
 }

@@ -8,7 +8,7 @@ broker's CPU per answer from /proc/PID/stat (user+sys, minus the same process's 
 just before over --idle seconds). bench/bench_metadata.c measures the same in-process, with
 instruction counts under callgrind; this is the check on a whole broker.
 
-  GREGOR_ROOT=$PWD /usr/bin/python3 bench/bench_md_cpu.py --partitions 30000 [--zk HOST:PORT]
+  GREGOR_ROOT=$PWD /usr/bin/python3 bench/bench_md_cpu.py --partitions 30000 [--zk HOST:PORT] [--smoke]
 Prints figures; not a test.
 """
 import argparse
@@ -16,19 +16,17 @@ import os
 import socket
 import struct
 import sys
-import tempfile
 import time
 
 import benchlib
 from benchlib import H
 
-TICK = os.sysconf("SC_CLK_TCK")
-
 
 def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+    c = benchlib.proc_cpu_s(pid)  # utime + stime
+    if c is None:
+        raise RuntimeError(f"broker pid {pid} is gone")
+    return c
 
 
 def metadata_request(corr, version):
@@ -93,12 +91,14 @@ def main():
     ap.add_argument("--polls", type=int, default=20)
     ap.add_argument("--version", type=int, default=1, choices=range(1, 9))
     ap.add_argument("--idle", type=float, default=3.0)
-    ap.add_argument("--zk", default=None)
+    ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"))
     ap.add_argument("--hold", type=float, default=0.0,
                     help="then keep polling this many seconds (attach perf to the printed pid)")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_md_cpu.py", partitions=100, per_topic=10, polls=3, idle=0.5, hold=0.0)
     benchlib.raise_nofile(20000)
-    work = tempfile.mkdtemp(prefix="bench-md-cpu-")
+    work = benchlib.workdir("bench-md-cpu-")
     zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
     cluster = None
     try:
@@ -156,6 +156,7 @@ def main():
             cluster.kill_all()
         if zk_srv:
             zk_srv.stop()
+    benchlib.finish()
 
 
 if __name__ == "__main__":

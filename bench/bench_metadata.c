@@ -12,7 +12,8 @@
  *
  * Usage: bench_metadata [-n N[,N...]] [-p PER_TOPIC] [-k K] [-v V[,V...]]
  *   defaults: -n 30000,100000 -p 100 -k 20 -v 1,9
- * Built by CMake (build/bench/bench_metadata). Prints figures; not a test. */
+ * Built by CMake (build/bench/bench_metadata). Prints figures; not a test (exits 1 when an answer does
+ * not decode or re-encodes differently). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,11 @@ static int run_version(struct gr_net_client *cli, int n, int16_t ver, int k, boo
     void *body = NULL;
     int32_t corr;
     double enc_ms = -1;
-    if (gr_proto_decode_response(GR_API_METADATA, ver, last, size, &a, &corr, &body) == 0) {
+    int bad = 0;
+    if (gr_proto_decode_response(GR_API_METADATA, ver, last, size, &a, &corr, &body) != 0) {
+        fprintf(stderr, "v%d: the answer does not decode\n", ver);
+        bad = 1;
+    } else {
         struct gr_req_header hdr = { .RequestApiKey = GR_API_METADATA, .RequestApiVersion = ver,
                                      .CorrelationId = corr };
         double e0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
@@ -140,8 +145,10 @@ static int run_version(struct gr_net_client *cli, int n, int16_t ver, int k, boo
             struct gr_wbuf out;
             gr_wbuf_init(&out);
             gr_proto_encode_response(&hdr, body, &out);
-            if (out.len != size + 4 || memcmp(out.p + 4, last, size) != 0)
+            if (out.len != size + 4 || memcmp(out.p + 4, last, size) != 0) {
                 fprintf(stderr, "v%d: re-encoded answer differs\n", ver);
+                bad = 1;
+            }
             gr_wbuf_free(&out);
         }
         enc_ms = (cpu_s(CLOCK_THREAD_CPUTIME_ID) - e0) * 1e3 / k;
@@ -152,7 +159,7 @@ static int run_version(struct gr_net_client *cli, int n, int16_t ver, int k, boo
            ((p1 - p0) - (t1 - t0)) * 1e3 / k, enc_ms);
     free(last);
     gr_wbuf_free(&w);
-    return 0;
+    return bad ? -1 : 0;
 }
 
 int main(int argc, char **argv)

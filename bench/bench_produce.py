@@ -24,13 +24,19 @@ for a fair side by side at 1 KiB.
 """
 
 import argparse
+import collections
 import os
 import resource
+import sys
 import time
 import uuid
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import check  # noqa: E402
 
 
 def rss_kib(pid):
@@ -116,14 +122,8 @@ def cpu_seconds(pids):
     """user+sys CPU seconds of the processes so far (None without pids)."""
     if not pids:
         return None
-    t = 0
-    for pid in pids:
-        try:
-            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            t += int(f[11]) + int(f[12])
-        except OSError:
-            return None
-    return t / os.sysconf("SC_CLK_TCK")
+    per = [benchlib.proc_cpu_s(pid) for pid in pids]
+    return None if None in per else sum(per)
 
 
 TOPIC_CONFIG = {}  # --topic-config: configs of the Gregor topics (the mock takes none)
@@ -152,6 +152,12 @@ def make_topic(conf, mock, partitions=1):
             partitions = min(partitions, len(p.list_topics(name, timeout=10).topics[name].partitions))
         part += 1
     return name, partitions
+
+
+# What run_produce / run_produce_multi return: records/s and MB/s delivered, p50/p99 delivery latency
+# (ms), records delivered, the producing process(es)' user+sys CPU seconds, the producing thread's
+# share of a core. Callers outside this file use the field names (the tuple may grow).
+ProduceResult = collections.namedtuple("ProduceResult", "rps mbps p50 p99 ok client_cpu share")
 
 
 def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
@@ -193,7 +199,8 @@ def run_produce(conf, topic, n, size, acks, idempotent=False, partitions=(0,)):
     client_cpu = cpu_between(r0, r1)
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
-    return len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat), client_cpu, share
+    return ProduceResult(len(lat) / elapsed, len(lat) * size / elapsed / 1e6, pct(0.5), pct(0.99), len(lat),
+                         client_cpu, share)
 
 
 def _produce_child(args):
@@ -211,13 +218,13 @@ def run_produce_multi(conf, topic, n, size, acks, partitions, producers):
     the first producer), timed from the first producer's start to the last one's end."""
     import multiprocessing as mp
     shares = [tuple(range(partitions))[k::producers] or (k % partitions,) for k in range(producers)]
-    start = time.time() + 3.0
+    start = time.time() + MULTI_START_DELAY_S
     with mp.get_context("spawn").Pool(producers) as pool:
         res = pool.map(_produce_child, [(conf, topic, n, size, acks, shares[k], start) for k in range(producers)])
     ok = sum(r[0][4] for r in res)
     elapsed = max(r[2] for r in res) - min(r[1] for r in res)
-    return (ok / elapsed, ok * size / elapsed / 1e6, res[0][0][2], res[0][0][3], ok, sum(r[0][5] for r in res),
-            min(r[0][6] for r in res))
+    return ProduceResult(ok / elapsed, ok * size / elapsed / 1e6, res[0][0].p50, res[0][0].p99, ok,
+                         sum(r[0].client_cpu for r in res), min(r[0].share for r in res))
 
 
 def run_consume(conf, topic, n):
@@ -249,10 +256,11 @@ def drop_topic(conf, mock, name):
     --records 500000 would otherwise leave tens of GB of logs behind (three replicas of each)."""
     if mock:
         return
+    admin = AdminClient(conf)  # held until the answer: a client destroyed first fails the future (_DESTROY)
     try:
-        AdminClient(conf).delete_topics([name], operation_timeout=30)[name].result(timeout=60)
-    except Exception as e:  # the figures stand; the logs stay until the cluster is removed
-        print(f"(could not delete topic {name}: {e})")
+        admin.delete_topics([name], operation_timeout=30)[name].result(timeout=60)
+    except Exception as e:  # the figures stand, the run exits non-zero; the logs stay until the cluster is removed
+        benchlib.fail(f"could not delete topic {name}: {e}")
 
 
 def make_topic_n(conf, mock, partitions):
@@ -264,17 +272,24 @@ def make_topic_n(conf, mock, partitions):
     return name
 
 
-LATENCY_CONSUMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bench",
+HERE = os.path.dirname(os.path.abspath(__file__))
+LATENCY_CONSUMER = os.path.join(os.environ.get("GREGOR_BUILD") or os.path.join(HERE, "..", "build"), "bench",
                                 "latency_consumer")
+MULTI_START_DELAY_S = 3.0  # run_produce_multi: the spawned producers start together this long after the call
+LATENCY_KW = {}  # run_latency's sizes (--smoke: tiny ones)
+
+
+LATENCY_READY_MS = 1500  # latency_consumer: its first fetches' time before it reports ready
 
 
 def start_latency_consumer(conf, topic, partitions):
     """bench/latency_consumer.c in its own process, assigned at the end of every partition; returns
-    once its first fetches are done."""
+    once its first fetches are done (LATENCY_READY_MS, every position resolved)."""
     import subprocess
     if not os.path.exists(LATENCY_CONSUMER):
         raise SystemExit(f"{LATENCY_CONSUMER} is not built (make)")
-    proc = subprocess.Popen([LATENCY_CONSUMER, conf["bootstrap.servers"], topic, str(partitions)],
+    proc = subprocess.Popen([LATENCY_CONSUMER, conf["bootstrap.servers"], topic, str(partitions),
+                             str(LATENCY_READY_MS)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if proc.stdout.readline().strip() != "ready":
         raise RuntimeError("the latency consumer did not start")
@@ -291,13 +306,14 @@ def latency_consumer_results(proc, n):
     return got
 
 
-def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5, burst_n=5000, probes=20):
+def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5, burst_n=5000, probes=20, pause=0.5):
     """produce() -> consumed latency (ms) on a fresh topic of `partitions` (RF 3), the consumer
     (bench/latency_consumer.c: fetch.wait.max.ms 500, i.e. long polls) assigned from the start.
     Returns three sorted lists -- steady (records at `rate`/s for `seconds`), after-burst (after
     each acks=`acks` burst of burst_n records over the partitions has been acknowledged, `probes`
     records 1 ms apart per partition; their latency shows whether the high watermark lags behind
-    the burst), hw_after_bursts -- and the number of probes never consumed."""
+    the burst), hw_after_bursts -- and the number of probes never consumed. `pause` seconds
+    before each burst."""
     topic = make_topic_n(conf, mock, partitions)
     p = Producer(dict(conf, acks=acks, **{"linger.ms": 0, "queue.buffering.max.messages": 1000000}))
     # Wait until every partition takes writes (leaders elected, metadata known).
@@ -328,7 +344,7 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
     after = []
     payload = b"b" * 100
     for b in range(bursts):
-        time.sleep(0.5)
+        time.sleep(pause)
         for i in range(burst_n):
             while True:
                 try:
@@ -343,21 +359,21 @@ def run_latency(conf, mock, acks, partitions=3, rate=200, seconds=3.0, bursts=5,
             time.sleep(0.001)
     p.flush(60)
     got = latency_consumer_results(consumer, len(steady) + len(after))
-    hw = hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload)
+    hw = hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload, pause)
     c.close()
     ms = lambda keys: sorted((got[k] - sent[k]) * 1000 for k in keys if k in got)
     lost = sum(1 for k in steady + after if k not in got)
     return ms(steady), ms(after), sorted(hw), lost
 
 
-def hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload):
+def hw_after_bursts(p, c, topic, partitions, bursts, burst_n, payload, pause=0.5):
     """The broker side of 'after bursts' without the consuming client: after each
     acknowledged burst, the time (ms) from flush() returning until the consumer's librdkafka (its
     own thread, from its fetch responses) holds a high watermark past the burst's last offset, per
     partition; a partition whose HW did not get there within 2 s counts as 2000."""
     out = []
     for b in range(bursts):
-        time.sleep(0.5)
+        time.sleep(pause)
         last = {}
 
         def dr(err, msg):
@@ -393,7 +409,8 @@ def latency_rows(args, mock):
     label = "mock" if mock else "gregor"
     rows = []
     for acks in ("1", "all"):
-        steady, after, hw, lost = run_latency(conf, mock, acks)
+        steady, after, hw, lost = run_latency(conf, mock, acks, **LATENCY_KW)
+        check(lost == 0, f"{label} acks={acks}: {lost} latency probes never consumed")
         rows.append((label, acks, "steady 200/s", len(steady), *pcts(steady), lost))
         rows.append((label, acks, "after bursts", len(after), *pcts(after), 0))
         rows.append((label, acks, "HW after burst", len(hw), *pcts(hw), 0))
@@ -476,6 +493,7 @@ def bench(args, mock, pids, multi=True):
             c0 = cpu_seconds(pids)
             rps, mbps, p50, p99, ok, ccpu, share = run_produce(conf, topic, args.records, size, acks, idem)
             c1 = cpu_seconds(pids)
+            check(ok == args.records, f"{label} {size} B acks={a}: {ok} of {args.records} records delivered")
             crps = run_consume(conf, topic, ok) if not args.skip_consume and mock != "proc" else float("nan")
             drop_topic(conf, mock, topic)
             rows.append((label, size, a, "1x1", ok, rps, mbps, p50, p99, crps, c1 - c0 if c0 is not None else None,
@@ -490,6 +508,8 @@ def bench(args, mock, pids, multi=True):
                 rps, mbps, p50, p99, ok, ccpu, share = run_produce_multi(conf, topic, args.records // 3, size, a,
                                                                          parts, 3)
                 c1 = cpu_seconds(pids)
+                check(ok == 3 * (args.records // 3), f"{label} {size} B acks={a} {parts}x3: {ok} of "
+                      f"{3 * (args.records // 3)} records delivered")
                 drop_topic(conf, mock, topic)
                 rows.append((label, size, a, f"{parts}x3", ok, rps, mbps, p50, p99, float("nan"),
                              c1 - c0 if c0 is not None else None, ccpu, share))
@@ -529,7 +549,44 @@ def main():
                     help="a config of every Gregor topic the runs create (repeatable), e.g. "
                          "compression.type=lz4; the mock's topics take none")
     ap.add_argument("--floor-dir", default="run", help="where the floor writes its files (the brokers' disk)")
+    ap.add_argument("--start-cluster", action="store_true",
+                    help="start a private 3-broker cluster (the integration harness's, in a fresh chroot of "
+                         "--zk / GREGOR_ZK, else of a private ZooKeeper) instead of using --bootstrap/--pids")
+    ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"), help="with --start-cluster: host:port of a ZooKeeper")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    if benchlib.smoke_start(args, "bench_produce.py", records=300, repeat=1, sizes="100", start_cluster=True):
+        global MULTI_START_DELAY_S, LATENCY_READY_MS
+        MULTI_START_DELAY_S = 1.0
+        LATENCY_READY_MS = 200
+        LATENCY_KW.update(seconds=0.25, bursts=1, burst_n=300, probes=3, pause=0.1)
+    if not args.start_cluster:
+        main_with(args, ap)
+        benchlib.finish()
+        return
+    H = benchlib.H
+    work = benchlib.workdir("bench-produce-")
+    zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
+    cluster = None
+    try:
+        cluster = H.Cluster(os.path.join(work, "cluster"), benchlib.fresh_chroot(zk_hosts, "produce"), n=3)
+        cluster.start(timeout=60)
+        args.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+        args.pids = ",".join(str(b.pid) for b in cluster.brokers.values())
+        if args.floor_dir == "run":
+            args.floor_dir = work
+        print(f"private cluster {args.bootstrap} (ZooKeeper {cluster.zk_connect}; work dir {work})", flush=True)
+        main_with(args, ap)
+    finally:
+        if cluster:
+            cluster.close()
+        H.kill_leftovers()
+        if zk_srv:
+            zk_srv.stop()
+    benchlib.finish()
+
+
+def main_with(args, ap):
     for kv in args.topic_config:
         k, sep, v = kv.partition("=")
         if not sep or not k:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Produce throughput over TLS vs plaintext, in the same run against the same 3-broker cluster.
 
-    /usr/bin/python3 bench/bench_tls.py [--records 50000] [--rounds 2] [--zk HOST:PORT]
+    /usr/bin/python3 bench/bench_tls.py [--records 50000] [--rounds 2] [--zk HOST:PORT] [--smoke]
 
 Starts a private ZooKeeper (unless --zk / GREGOR_ZK) and 3 brokers with the listeners
 PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512; the inter-broker listener, so replication is
@@ -17,7 +17,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -43,8 +42,10 @@ def main():
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"))
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="bench-tls-")
+    benchlib.smoke_start(args, "bench_tls.py", records=300, rounds=1)
+    work = benchlib.workdir("bench-tls-")
     zk_srv, zk_hosts = benchlib.zookeeper(args.zk, work)
     pki = P.make_pki(os.path.join(work, "pki"))
     cluster = None
@@ -69,11 +70,13 @@ def main():
                 for acks in ("1", "all"):
                     for kind, label in kinds:
                         conf = client_conf(kind, ports, pki)
-                        topic = BP.make_topic(conf, False)
-                        rps, mbps, p50, p99, ok = BP.run_produce(conf, topic, args.records, size, acks)
+                        topic, _ = BP.make_topic(conf, False)
+                        r = BP.run_produce(conf, topic, args.records, size, acks)
+                        benchlib.check(r.ok == args.records, f"{label} {size} B acks={acks}: {r.ok} of "
+                                       f"{args.records} records delivered")
                         key = (size, acks, label)
-                        if key not in best or rps > best[key][0]:
-                            best[key] = (rps, mbps, p50, p99, ok)
+                        if key not in best or r.rps > best[key][0]:
+                            best[key] = (r.rps, r.mbps, r.p50, r.p99, r.ok)
         commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
         print(f"commit {commit}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
@@ -93,6 +96,7 @@ def main():
         H.kill_leftovers()
         if zk_srv:
             zk_srv.stop()
+    benchlib.finish()
 
 
 if __name__ == "__main__":

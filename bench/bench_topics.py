@@ -5,6 +5,7 @@ batched write rate for the same znodes. Prints numbers; asserts nothing.
   /usr/bin/python3 bench/bench_topics.py                       # the issue's sizes (several minutes)
   /usr/bin/python3 bench/bench_topics.py --partitions 1000 --topics 100   # quick run
   /usr/bin/python3 bench/bench_topics.py --skip-many            # only case (a)
+  /usr/bin/python3 bench/bench_topics.py --smoke                # both cases, tiny (bench/smoke.sh)
 
 Cases, each on a fresh 3-broker cluster (real gregord processes, empty log dirs, fresh chroot):
   (a) 1 topic x --partitions (10000) partitions, RF 3
@@ -33,14 +34,13 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-import gregor_harness as H  # noqa: E402
-from benchlib import admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import H, admin_for, fresh_chroot, log_since, log_size, raise_nofile, zookeeper  # noqa: E402
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
@@ -349,14 +349,10 @@ def print_heap(label, heap, idle_heap, replicas):
 def cpu_secs(cluster):
     """{broker id: user+sys CPU seconds} from /proc/PID/stat (load-independent, unlike wall time)."""
     out = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for b in cluster.brokers.values():
-        try:
-            with open(f"/proc/{b.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[b.id] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
+        s = benchlib.proc_cpu_s(b.pid) if b.proc else None
+        if s is not None:
+            out[b.id] = s
     return out
 
 
@@ -402,7 +398,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         res["resp"] = max(t for t, _ in resp.values()) - t0 if len(resp) == len(futs) else None
         res["resp_errors"] = len(errs)
         if errs:
-            print(f"  CreateTopics: {len(errs)} topics failed, e.g. {errs[0]}")
+            benchlib.fail(f"{label}: CreateTopics: {len(errs)} topics failed, e.g. {errs[0]}")
         res["first"] = poller.first_any[0] - t0 if poller.first_any else None
         res["marks"] = {f: (t - t0, b) for f, (t, b) in poller.marks.items()}
         res["complete"] = {b: t - t0 for b, t in poller.complete.items()}
@@ -418,6 +414,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
         if not ok:
             print(f"  NOT COMPLETE after {timeout} s on brokers "
                   f"{sorted(set(cluster.brokers) - set(poller.complete))}")
+            benchlib.fail(f"{label}: not every leader visible after {timeout} s")
         print(f"  Metadata polls: {poller.polls}, mean {res['poll_ms']:.0f} ms each"
               + (f", {poller.wrong_broker} answered by another broker" if poller.wrong_broker else "")
               + (f", {poller.errors} errors" if poller.errors else ""))
@@ -450,6 +447,7 @@ def run_case(zk_hosts, workdir, label, layout, rf, timeout, batch, keep_zk):
                             for b in cluster.brokers.values())
         if res["emfile"]:
             print(f"  WARNING: {res['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+            benchlib.fail(f"{label}: brokers ran out of file descriptors")
         if SIGKILL_AT_END:  # heap profilers (heaptrack) then report what was live, not a shutdown's leftovers
             for b in cluster.brokers.values():
                 b.signal(signal.SIGKILL)
@@ -523,7 +521,9 @@ def main():
     ap.add_argument("--sigkill", action="store_true",
                     help="SIGKILL the brokers at the end of each case instead of a clean stop (for a heap "
                          "profiler wrapped around gregord through GREGOR_BUILD: the live heap at the kill)")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    benchlib.smoke_start(args, "bench_topics.py", partitions=100, topics=10, per_topic=10, timeout=60, sizes="")
     global RSS_SETTLE_S, SIGKILL_AT_END
     SIGKILL_AT_END = args.sigkill
     RSS_SETTLE_S = args.rss_settle
@@ -536,7 +536,7 @@ def main():
     # gregord bounds the segment files it keeps open (gregor.max.open.log.files), so the
     # partition count needs no matching descriptor limit.
     soft, _ = raise_nofile(4096 + 500)
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-topics-")
+    workdir = benchlib.workdir("gregor-bench-topics-")
     zk_srv, zk_hosts = zookeeper(args.zk, workdir)
     print(f"ZooKeeper {zk_hosts}; work dir {workdir}; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M')}; RLIMIT_NOFILE {soft}")
@@ -566,3 +566,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    benchlib.finish()

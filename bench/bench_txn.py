@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Transactional produce throughput vs idempotent, same cluster, same run (issue 11).
 
-    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--zk HOST:PORT]
+    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000] [--zk HOST:PORT] [--smoke]
 
 Starts a 3-broker cluster (private ZooKeeper unless --zk), creates one RF-3 topic with 1 partition
 per case, and produces --records records of --size bytes with confluent-kafka, acks=all:
   - idempotent: enable.idempotence=true, one flush at the end;
   - txn N: transactional.id set, a transaction every N records (begin, N x produce, commit),
-    for N = 100 and 1000.
+    for N = 100 and 1000 (--per-txn).
 Prints records/s for each and the transactional rate as a percentage of the idempotent one.
 Each commit costs an AddPartitionsToTxn (first record), an EndTxn, two __transaction_state writes
 (acks=all) and a WriteTxnMarkers round trip, so small transactions pay more. Nothing is
@@ -17,13 +17,12 @@ asserted.
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-import gregor_harness as H  # noqa: E402
-from benchlib import fresh_chroot, zookeeper  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import H, fresh_chroot, zookeeper  # noqa: E402
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -58,7 +57,7 @@ def run(boot, n, size, per_txn):
     while i < n:
         if per_txn:
             p.begin_transaction()
-        for _ in range(per_txn or n):
+        for _ in range(min(per_txn, n - i) if per_txn else n):
             while True:
                 try:
                     p.produce(t, value, partition=0)
@@ -68,7 +67,8 @@ def run(boot, n, size, per_txn):
             i += 1
         if per_txn:
             p.commit_transaction(60)
-    p.flush(60)
+    left = p.flush(60)
+    benchlib.check(left == 0, f"{'txn ' + str(per_txn) if per_txn else 'idempotent'}: {left} records not delivered")
     return n / (time.time() - start)
 
 
@@ -76,9 +76,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--per-txn", default="100,1000", help="records per transaction, comma-separated")
     ap.add_argument("--zk")
+    benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
-    workdir = tempfile.mkdtemp(prefix="gregor-bench-txn-")
+    benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100")
+    workdir = benchlib.workdir("gregor-bench-txn-")
     zk_srv, zk_hosts = zookeeper(args.zk or os.environ.get("GREGOR_ZK"), workdir)
     cluster = H.Cluster(os.path.join(workdir, "c"), fresh_chroot(zk_hosts, "benchtxn"), n=3,
                         config={"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"})
@@ -89,7 +92,7 @@ def main():
               f"{time.strftime('%Y-%m-%d %H:%M')}")
         idem = run(boot, args.records, args.size, 0)
         print(f"  idempotent          {idem:10.0f} records/s")
-        for per in (100, 1000):
+        for per in [int(x) for x in args.per_txn.split(",") if x]:
             r = run(boot, args.records, args.size, per)
             print(f"  txn {per:5d} rec/txn  {r:10.0f} records/s  ({100 * r / idem:.0f}% of idempotent, "
                   f"{r / per:.1f} commits/s)")
@@ -98,6 +101,7 @@ def main():
         H.kill_leftovers()
         if zk_srv:
             zk_srv.stop()
+    benchlib.finish()
 
 
 if __name__ == "__main__":

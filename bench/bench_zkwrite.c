@@ -9,7 +9,8 @@
  * server's CPU (-p PID: utime+stime from /proc/PID/stat), both in µs per write.
  * Usage: bench_zkwrite -z HOST:PORT [-n N] [-p ZKPID] [-r ROUNDS] [spec...]
  *        spec: kzk:B:D or aset:W (default: kzk:1000:8 kzk:200:16 kzk:100:32 aset:4096)
- * Build: see bench/README.md ("bench_zkwrite"). Prints figures; not a test. */
+ * Built by CMake (build/bench/bench_zkwrite). Prints figures; not a test (exits 1 when a write
+ * failed). HOST:PORT may carry a chroot (HOST:PORT/PATH, which must exist). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -251,6 +252,7 @@ int main(int argc, char **argv) {
     printf("# %d state znodes ready in %.2f s (load %.2f)\n", n, now_s() - t0, load1());
     printf("%-14s %6s %9s %10s %12s %12s %6s %6s\n", "spec", "round", "wall_ms", "writes/s",
            "cli_us/write", "zk_us/write", "errors", "load");
+    int failed = 0;
     for (int r = 0; r < rounds; r++) {
         for (int s = 0; s < n_specs; s++) {
             int bsz = 1000, depth = 8, window = 4096;
@@ -275,10 +277,11 @@ int main(int argc, char **argv) {
             printf("%-14s %6d %9.0f %10.0f %12.2f %12.2f %6d %6.2f\n", specs[s], r, w * 1e3, n / w,
                    c * 1e6 / n, z0 >= 0 ? (z1 - z0) * 1e6 / n : -1.0, errors, load1());
             fflush(stdout);
+            failed |= errors != 0;
         }
     }
     free(wr);
     gr_kzk_free(k);
     gr_zkb_destroy(b);
-    return 0;
+    return failed ? 1 : 0;
 }

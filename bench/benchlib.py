@@ -99,3 +99,87 @@ def rss_kib(broker):
     except (OSError, AttributeError):
         pass
     return 0
+
+
+def proc_cpu_s(pid):
+    """user+sys CPU seconds of process pid so far (/proc/PID/stat fields 14, 15); None when it is
+    gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+# ---- smoke mode ----------------------------------------------------------------------------
+# `--smoke`: the same code paths as a full run with tiny sizes (seconds), so that CI
+# (bench/smoke.sh) notices a bench that no longer runs. Its figures mean nothing and are never
+# recorded. A smoke run exits non-zero on any error, including the ones a full run reports and
+# carries on past (a phase that did not complete, records not delivered).
+SMOKE = False
+FAILURES = []
+
+
+def add_smoke_arg(ap):
+    """Adds --smoke to an ArgumentParser."""
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, a few seconds: checks that this bench still runs (bench/smoke.sh); "
+                         "its figures are not for recording")
+
+
+def smoke_start(args, name, **sizes):
+    """After parse_args(): when args.smoke, overrides the given attributes of args with tiny
+    sizes (attribute=value) and prints the smoke banner. Returns args.smoke."""
+    global SMOKE
+    SMOKE = bool(getattr(args, "smoke", False))
+    if SMOKE:
+        import signal
+        # bench/smoke.sh's timeout sends SIGTERM: leave through the finally blocks (brokers and a
+        # private ZooKeeper stopped) rather than at once
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        for k, v in sizes.items():
+            setattr(args, k, v)
+        print(f"SMOKE RUN of {name} ({', '.join(f'{k}={v}' for k, v in sizes.items())}): "
+              f"checks that the bench runs; figures NOT for recording", flush=True)
+    return SMOKE
+
+
+WORKDIRS = []
+
+
+def workdir(prefix):
+    """A new temporary directory for a run (brokers' logs and data, a private ZooKeeper). Kept
+    after a full run and after a failed smoke run (to look at); removed by finish() after a smoke
+    run without errors (CI runs them over and over)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix=prefix)
+    WORKDIRS.append(d)
+    return d
+
+
+def fail(what):
+    """Records an error the bench carries on past (a phase that did not complete, ...): printed
+    now, and the process exits non-zero at the end (finish())."""
+    FAILURES.append(what)
+    print(f"BENCH ERROR: {what}", flush=True)
+
+
+def check(cond, what):
+    """fail(what) unless cond. Smoke runs use it for sanity checks that full runs do not make
+    (every record delivered, ...)."""
+    if not cond:
+        fail(what)
+    return cond
+
+
+def finish():
+    """Exits 1 when fail() was called, else returns (after the smoke trailer in smoke mode)."""
+    if FAILURES:
+        print(f"{len(FAILURES)} error(s): " + "; ".join(FAILURES), flush=True)
+        sys.exit(1)
+    if SMOKE:
+        import shutil
+        for d in WORKDIRS:
+            shutil.rmtree(d, ignore_errors=True)
+        print("SMOKE RUN finished without errors (figures NOT for recording)", flush=True)

@@ -1,11 +1,12 @@
 /* latency_consumer: the consuming side of bench_produce.py's produce -> consume latency.
  *
- *   build/bench/latency_consumer BOOTSTRAP TOPIC PARTITIONS
+ *   build/bench/latency_consumer BOOTSTRAP TOPIC PARTITIONS [READY_MS]
  *
  * A librdkafka consumer assigned at the end of partitions 0..PARTITIONS-1 (fetch.wait.max.ms 500:
  * long polls), in its own process so that the producing Python process and its GIL are not part
  * of what is measured, and in C, taking whatever is queued in one call, so that working through a
- * burst's records costs well under a microsecond each. It prints "ready" once its first fetches have had 1.5 s, then notes
+ * burst's records costs well under a microsecond each. It prints "ready" once its first fetches have had READY_MS
+ * (default 1500; bench_produce.py --smoke gives less) and a fetch answer has come for every partition, then notes
  * CLOCK_MONOTONIC (the clock of Python's time.perf_counter(), shared by every process) for each
  * record that has a key. When a number N arrives on stdin it keeps polling until it holds N
  * distinct keys (or 10 s passed), prints "KEY NANOSECONDS" per key and exits. Records without a
@@ -61,12 +62,24 @@ static int find_key(const struct seen *v, size_t n, const char *k, size_t klen) 
     return -1;
 }
 
+/* Whether a fetch answer has arrived for every assigned partition (its cached high watermark is
+ * known): fetching starts once OFFSET_END is resolved, so a record produced after that is consumed. */
+static int positions_known(rd_kafka_t *rk, const char *topic, int nparts) {
+    for (int i = 0; i < nparts; i++) {
+        int64_t lo = -1, hi = -1;
+        if (rd_kafka_get_watermark_offsets(rk, topic, i, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR || hi < 0)
+            return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s BOOTSTRAP TOPIC PARTITIONS\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s BOOTSTRAP TOPIC PARTITIONS [READY_MS]\n", argv[0]);
         return 1;
     }
     int nparts = atoi(argv[3]);
+    long ready_ms = argc == 5 ? atol(argv[4]) : 1500;
     rd_kafka_t *rk = make_consumer(argv[1]);
     if (!rk || nparts <= 0) return 1;
     rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(nparts);
@@ -79,7 +92,7 @@ int main(int argc, char **argv) {
     }
     size_t n = 0, cap = 1024;
     struct seen *v = malloc(cap * sizeof *v);
-    int64_t ready_at = mono_ns() + 1500000000LL, deadline = 0;
+    int64_t ready_at = mono_ns() + ready_ms * 1000000LL, deadline = 0;
     long want = -1;
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(rk);
     rd_kafka_message_t *batch[4096];
@@ -100,7 +113,7 @@ int main(int argc, char **argv) {
             }
             rd_kafka_message_destroy(m);
         }
-        if (ready_at && now >= ready_at) {
+        if (ready_at && now >= ready_at && positions_known(rk, argv[2], nparts)) {
             printf("ready\n");
             fflush(stdout);
             ready_at = 0;
