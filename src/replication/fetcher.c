@@ -542,8 +542,12 @@ static int do_fetch(struct fetcher *f) {
                                                     pr->HighWatermark, pr->LogStartOffset);
                     if (arc == -ERANGE) {
                         /* Kafka delays a partition whose fetched data failed (fetchBackOffMs):
-                         * should the truncation not help, the fetch repeats at that pace. */
-                        int64_t ms = part_backoff(f, fp, now);
+                         * should the truncation not help, the fetch repeats at that pace. Not
+                         * part_backoff: its doubling restarts at 5 ms, since err_backoff_ms is
+                         * reset above and by the truncation's successful OffsetForLeaderEpoch, so
+                         * a lasting mismatch looped every 5 ms with a warning each time. */
+                        int64_t ms = backoff_ms(f);
+                        fp->delay_until_ms = now + ms;
                         gr_warn(LOGGER,
                                 "[%s] %s-%d: fetched data does not start at our log end offset; "
                                 "truncating again in %" PRId64 " ms",

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -538,22 +539,32 @@ int gr_plog_delete(struct gr_plog *log) {
     return rc;
 }
 
-static int random_hex(char *out, size_t nbytes) {
+/* 2*nbytes hex digits into out. getrandom(2) needs no file descriptor: a broker out of them
+ * (EMFILE) must still rename a deleted log away from its path. Should it fail, the clock, the
+ * process id and a counter make a name no other deletion in this process uses. */
+static void random_hex(char *out, size_t nbytes) {
+    static _Atomic uint64_t counter;
     uint8_t b[32];
-    if (nbytes > sizeof b) return -EINVAL;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    ssize_t n = read(fd, b, nbytes);
-    int rc = n == (ssize_t)nbytes ? 0 : n < 0 ? -errno : -EIO;
-    close(fd);
-    for (size_t i = 0; rc == 0 && i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
-    return rc;
+    if (nbytes > sizeof b) nbytes = sizeof b;
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t n = getrandom(b + got, nbytes - got, GRND_NONBLOCK);
+        if (n <= 0 && !(n < 0 && errno == EINTR)) break;
+        if (n > 0) got += (size_t)n;
+    }
+    if (got < nbytes) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t v[4] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec, (uint64_t)getpid(), atomic_fetch_add(&counter, 1)};
+        for (size_t i = 0; i < nbytes; i++) b[i] = (uint8_t)(v[(i / 8) % 4] >> (8 * (i % 8)));
+    }
+    for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
 }
 
 int gr_plog_rename_for_delete(struct gr_plog *log) {
     char hex[33];
-    int rc = random_hex(hex, 16);
-    if (rc) return rc;
+    random_hex(hex, 16);
+    int rc = 0;
     pthread_mutex_lock(&log->mu);
     if (log->renamed_for_delete) {
         gr_plog_unlock(log);
@@ -567,7 +578,7 @@ int gr_plog_rename_for_delete(struct gr_plog *log) {
         if (!log->no_dir) {
             char *parent = gr_strdup(log->dir);
             char *slash = strrchr(parent, '/');
-            if (slash && slash != parent) *slash = 0;
+            if (slash) slash[slash == parent ? 1 : 0] = 0; /* "/x" -> "/" */
             gr_plog_fsync_dir(slash ? parent : ".");
             free(parent);
             gr_info(LOGGER, "renamed log directory '%s' to '%s' for deletion", log->dir, to);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -304,6 +305,34 @@ static void test_abort_and_rename_for_delete(void) {
     free(moved_copy);
     CHECK(gr_plog_end_offset(fresh) == 0);
     gr_plog_close(fresh);
+}
+
+/* The rename for deletion needs no file descriptor: a broker out of descriptors (EMFILE) must
+ * still move the directory away, or a partition created again at the path would reopen the
+ * deleted records (and lose its own when the old log's directory is removed). */
+static void test_rename_for_delete_without_fds(void) {
+    struct gr_plog *log = open_log("cl-del-emfile-0", 0);
+    put(log, 0, 4, 0, 0, -1);
+    gr_plog_flush(log);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_cur = 64;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        while (open("/dev/null", O_RDONLY) >= 0) {
+        }
+        if (errno != EMFILE) _exit(2);
+        int rc = gr_plog_rename_for_delete(log);
+        struct stat sb;
+        _exit(rc == 0 && stat(gr_plog_dir(log), &sb) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rename without descriptors: status %d", status);
+    struct stat sb;
+    CHECK(stat(pdir("cl-del-emfile-0"), &sb) < 0 && errno == ENOENT);
+    gr_plog_close(log); /* the parent's copy still names the old path: leftovers are removed with the root */
 }
 
 static void test_keyless_rejected(void) {
@@ -653,6 +682,7 @@ int main(void) {
     test_producer_last_batch_and_lag();
     test_keyless_rejected();
     test_abort_and_rename_for_delete();
+    test_rename_for_delete_without_fds();
     test_crash_safety();
     test_transactions();
     test_txn_crash_safety();
