@@ -18,21 +18,26 @@
 #define CODEC_GZIP 1
 #define MAX_INFLATED (64u << 20) /* a decompression bomb stops here */
 
-/* gzip (or zlib) stream -> malloc'd bytes; NULL if not built with zlib, corrupt, or too big. */
-static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *out_len) {
+/* gzip (or zlib) stream -> malloc'd bytes; NULL if not built with zlib, corrupt, or more than
+ * max bytes (then *too_big is set). */
+static uint8_t *gunzip(const uint8_t *in, size_t len, size_t max, size_t *out_len, bool *too_big) {
+    *too_big = false;
 #ifdef GR_HAVE_ZLIB
     z_stream z;
     memset(&z, 0, sizeof z);
     if (inflateInit2(&z, 15 + 32) != Z_OK) return NULL;
-    size_t cap = len * 4 + 64, n = 0;
+    size_t cap = GR_MIN(len * 4 + 64, max + 1), n = 0;
     uint8_t *out = gr_malloc(cap);
     z.next_in = (Bytef *)in;
     z.avail_in = (uInt)len;
     int rc = Z_OK;
     while (rc == Z_OK) {
         if (n == cap) {
-            if (cap >= MAX_INFLATED) break;
-            cap = cap * 2 > MAX_INFLATED ? MAX_INFLATED : cap * 2;
+            if (cap > max) { /* one byte more than max inflated: too big */
+                *too_big = true;
+                break;
+            }
+            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
             out = gr_realloc(out, cap);
         }
         z.next_out = out + n;
@@ -43,14 +48,15 @@ static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *out_len) {
         if (rc == Z_BUF_ERROR) rc = Z_OK;               /* needs more room */
     }
     inflateEnd(&z);
-    if (rc != Z_STREAM_END) {
+    if (rc == Z_STREAM_END && n > max) *too_big = true;
+    if (rc != Z_STREAM_END || *too_big) {
         free(out);
         return NULL;
     }
     *out_len = n;
     return out;
 #else
-    (void)in, (void)len, (void)out_len;
+    (void)in, (void)len, (void)max, (void)out_len;
     return NULL;
 #endif
 }
@@ -131,6 +137,7 @@ struct up {
     int n, cap, magic;
     uint8_t **bufs; /* inflated wrapper values the records point into */
     int nbufs;
+    size_t inflated; /* their total: at most MAX_INFLATED per message set */
 };
 
 static int16_t add_msg(struct up *u, const struct legacy_msg *m, int64_t ts) {
@@ -146,8 +153,12 @@ static int16_t add_msg(struct up *u, const struct legacy_msg *m, int64_t ts) {
  * nesting); a LogAppendTime wrapper gives them its timestamp. */
 static int16_t add_wrapper(struct up *u, const struct legacy_msg *w) {
     size_t il;
-    uint8_t *inner = w->value_len > 0 ? gunzip(w->value, (size_t)w->value_len, &il) : NULL;
-    if (!inner) return GR_KERR_CORRUPT_MESSAGE;
+    bool too_big = false;
+    uint8_t *inner = w->value_len > 0 ? gunzip(w->value, (size_t)w->value_len, MAX_INFLATED - u->inflated, &il, &too_big)
+                                      : NULL;
+    /* one wrapper past the limit is a bomb (corrupt); several together are too large a set */
+    if (!inner) return too_big && u->inflated > 0 ? GR_KERR_MESSAGE_TOO_LARGE : GR_KERR_CORRUPT_MESSAGE;
+    u->inflated += il;
     u->bufs = gr_realloc(u->bufs, (size_t)(u->nbufs + 1) * sizeof *u->bufs);
     u->bufs[u->nbufs++] = inner;
     bool log_append = w->magic == 1 && (w->attributes & LEGACY_ATTR_LOG_APPEND_TIME);

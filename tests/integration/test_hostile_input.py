@@ -419,3 +419,30 @@ def test_fetch_max_bytes_caps_every_fetch(cluster_factory, zk_connect):
     assert err == 0 and hw == 5 and legacy_messages(ms) == [(2, 40000), (3, 40000)]
     assert produce(b.port, "capped", record_batch([b"z" * 150000]))[0] == 0
     assert [base for base, _, _ in fetch_v4_batches(b.port, "capped", offset=5)] == [5]
+
+
+def plain_message(value, offset=0):
+    """A magic 0 message set of one uncompressed message."""
+    body = i8(0) + i8(0) + i32(-1) + i32(len(value)) + value
+    msg = u32(zlib.crc32(body) & 0xFFFFFFFF) + body
+    return i64(offset) + i32(len(msg)) + msg
+
+
+def test_produce_v2_many_small_entries_answered_in_linear_time(one):
+    """A Produce v2 of 100k distinct one-message entries for one partition (~4 MB): the search for
+    a repeated entry compared each with every earlier one (5e9 comparisons, minutes of an I/O
+    thread); now only with the one before it."""
+    import time
+    b = one[1]
+    create_topic(b.port, "many")
+    n = 100000
+    entries = [("many", 0, plain_message(struct.pack(">i", i))) for i in range(n)]
+    entries[1] = entries[0]  # a repeat still goes in (twice)
+    t0 = time.monotonic()
+    res = produce_v2(b.port, entries, timeout=60.0)
+    took = time.monotonic() - t0
+    print(f"\n{n} entries answered in {took:.1f} s")
+    assert len(res) == n and all(e == 0 for _, _, e, _ in res), [r for r in res if r[2]][:3]
+    assert sorted(base for _, _, _, base in res) == list(range(n))
+    assert took < 20, took
+    assert b.running()

@@ -259,6 +259,59 @@ static void test_down_convert_limits(void) {
     free(b);
     free(zeros);
 }
+
+/* A message set of n gzip wrappers, each a magic 1 message of `vlen` zero bytes; *len its size. */
+static uint8_t *wrapper_set(int n, size_t vlen, size_t *len) {
+    size_t ml = 12 + 4 + 2 + 8 + 8 + vlen;
+    uint8_t *inner = calloc(1, ml);
+    uint8_t *body = inner + 12 + 4;
+    body[0] = 1; /* magic */
+    memset(body + 2 + 8, 0xff, 4); /* null key */
+    for (int i = 3; i >= 0; i--) body[2 + 8 + 4 + 3 - i] = (uint8_t)((uint32_t)vlen >> (8 * i));
+    for (int i = 3; i >= 0; i--) inner[8 + 3 - i] = (uint8_t)((uint32_t)(ml - 12) >> (8 * i));
+    uint32_t crc = gr_crc32_ieee(body, ml - 16);
+    for (int i = 3; i >= 0; i--) inner[12 + 3 - i] = (uint8_t)(crc >> (8 * i));
+    size_t zcap = ml / 200 + 4096;
+    uint8_t *wz = malloc(zcap);
+    size_t wl = gzip(inner, ml, wz, zcap);
+    free(inner);
+    size_t one = 12 + 4 + 2 + 8 + 4 + 4 + wl;
+    uint8_t *set = calloc((size_t)n, one);
+    for (int k = 0; k < n; k++) {
+        uint8_t *m = set + (size_t)k * one, *b = m + 16;
+        m[7] = (uint8_t)k;
+        for (int i = 3; i >= 0; i--) m[8 + 3 - i] = (uint8_t)((uint32_t)(one - 12) >> (8 * i));
+        b[0] = 1, b[1] = 1; /* magic 1, gzip */
+        memset(b + 10, 0xff, 4);
+        for (int i = 3; i >= 0; i--) b[14 + 3 - i] = (uint8_t)((uint32_t)wl >> (8 * i));
+        memcpy(b + 18, wz, wl);
+        uint32_t c = gr_crc32_ieee(b, 18 + wl);
+        for (int i = 3; i >= 0; i--) m[12 + 3 - i] = (uint8_t)(c >> (8 * i));
+    }
+    free(wz);
+    *len = (size_t)n * one;
+    return set;
+}
+
+/* Up-conversion inflates at most 64 MiB per message set, whatever the number of wrappers: each
+ * was bounded alone, and a 2 MB set of 40 wrappers of 40 MiB zeros made the broker hold 1.6 GB
+ * of inflated values and build a 1.6 GB batch. */
+static void test_up_convert_total_inflation_bounded(void) {
+    size_t len;
+    uint8_t *b, *set = wrapper_set(2, 30u << 20, &len);
+    size_t bl;
+    CHECK(len < 128 * 1024);
+    CHECK_KERR(gr_legacy_to_v2(set, len, &b, &bl, NULL), GR_KERR_NONE); /* 60 MiB */
+    free(b);
+    free(set);
+    set = wrapper_set(3, 30u << 20, &len);
+    CHECK_KERR(gr_legacy_to_v2(set, len, &b, &bl, NULL), GR_KERR_MESSAGE_TOO_LARGE); /* 90 MiB */
+    CHECK(b == NULL);
+    free(set);
+    set = wrapper_set(1, 65u << 20, &len); /* one bomb alone: corrupt, as before */
+    CHECK_KERR(gr_legacy_to_v2(set, len, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE);
+    free(set);
+}
 #endif
 
 int main(void) {
@@ -268,6 +321,7 @@ int main(void) {
 #ifdef GR_HAVE_ZLIB
     test_gzip();
     test_down_convert_limits();
+    test_up_convert_total_inflation_bounded();
 #endif
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
