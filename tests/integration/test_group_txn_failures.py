@@ -1,0 +1,213 @@
+"""Failure cases of the group and transaction coordinators (docs/GROUPS.md, docs/TRANSACTIONS.md),
+through real clients and the raw wire.
+
+- Compressed coordinator topics: with compression.type gzip / lz4 on __consumer_offsets and
+  __transaction_state the coordinators' own writes are stored compressed; after the broker
+  coordinating both a group and a transactional.id is SIGKILLed, the new coordinator still serves
+  the group's committed offsets, and the open transaction (with its pending transactional
+  offsets) commits. Failed before the loaders decompressed (offsets gone, EndTxn refused).
+"""
+
+import glob
+import os
+import socket
+import struct
+import time
+
+import pytest
+
+import gregor_harness as H
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
+
+CONFIG = {
+    "offsets.topic.num.partitions": "5",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.num.partitions": "5",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "200",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
+
+
+# ---- raw wire --------------------------------------------------------------------------------
+
+def _s(v):
+    if v is None:
+        return struct.pack(">h", -1)
+    b = v.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _exact(sock, n):
+    b = b""
+    while len(b) < n:
+        chunk = sock.recv(n - len(b))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(b)} of {n} bytes")
+        b += chunk
+    return b
+
+
+def rpc(port, api_key, version, body, flexible=False, timeout=10):
+    """One request on a new connection; the response body after the correlation id (and, for a
+    flexible response, its header tagged fields)."""
+    hdr = struct.pack(">hhi", api_key, version, 42) + _s("gtf-test")
+    if flexible:
+        hdr += b"\x00"
+    msg = hdr + body
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        n = struct.unpack(">i", _exact(s, 4))[0]
+        data = _exact(s, n)
+    assert struct.unpack_from(">i", data, 0)[0] == 42
+    return data[5:] if flexible else data[4:]
+
+
+def find_coordinator(port, key, key_type=0):
+    """(error, node) from FindCoordinator v1."""
+    r = rpc(port, 10, 1, _s(key) + struct.pack(">b", key_type))
+    _throttle, err = struct.unpack_from(">ih", r, 0)
+    pos = 6
+    ml = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + max(ml, 0)
+    return err, struct.unpack_from(">i", r, pos)[0]
+
+
+def coordinator(cluster, key, key_type=0, timeout=30, exclude=()):
+    """The node coordinating `key`, retrying while it is loading / not available / excluded."""
+    def once():
+        for b in cluster.running():
+            try:
+                err, node = find_coordinator(b.port, key, key_type)
+            except OSError:
+                continue
+            if err == 0 and node not in exclude:
+                return node
+        return None
+    return H.wait_for(once, timeout, f"the coordinator of {key!r}", interval=0.2)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def create(cluster, topic, partitions, rf=3):
+    a = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    a.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=20,
+                    request_timeout=30)[topic].result(timeout=40)
+    for p in range(partitions):
+        H.wait_for(lambda: (cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")[0] or {})
+                   .get("leader", -1) >= 0, 30, "a leader")
+
+
+def disk_codecs(broker, topic_prefix):
+    """Codec ids (attributes bits 0-2) of every batch in the segment files of every partition of
+    the topic in the broker's log dir (RecordBatch v2 headers)."""
+    out = set()
+    for f in glob.glob(os.path.join(broker.logdir, f"{topic_prefix}-*", "*.log")):
+        data = open(f, "rb").read()
+        pos = 0
+        while pos + 61 <= len(data):
+            _base, blen = struct.unpack_from(">qi", data, pos)
+            if blen <= 0:
+                break
+            out.add(struct.unpack_from(">h", data, pos + 21)[0] & 7)
+            pos += 12 + blen
+    return out
+
+
+def committed(cluster, group, topic, partitions):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group})
+    try:
+        res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+        return {tp.partition: tp.offset for tp in res}
+    finally:
+        c.close()
+
+
+def read_committed_values(cluster, topic, partition):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"chk-{time.time()}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, partition, 0)])
+    out = []
+    deadline = time.time() + 15
+    try:
+        while time.time() < deadline:
+            m = c.poll(0.3)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            out.append(m.value().decode())
+    finally:
+        c.close()
+    return out
+
+
+# ---- 1. compressed __consumer_offsets / __transaction_state survive a fail-over ---------------
+
+CODEC_IDS = {"gzip": 1, "lz4": 3}
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4"])
+def test_compressed_coordinator_topics_survive_failover(cluster_factory, zk_connect, codec):
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cl, "gtf", 2)
+    group = "gtf-group"
+    g_node = coordinator(cl, group)  # creates __consumer_offsets
+    # a transactional.id coordinated by the same broker, so one SIGKILL moves both
+    tid = None
+    for i in range(100):
+        if coordinator(cl, f"gtf-tx-{i}", 1) == g_node:
+            tid = f"gtf-tx-{i}"
+            break
+    assert tid, "no transactional.id on the group's coordinator"
+
+    a = AdminClient({"bootstrap.servers": bootstrap(cl)})
+    res = [ConfigResource("topic", t, set_config={"compression.type": codec})
+           for t in ("__consumer_offsets", "__transaction_state")]
+    for f in a.alter_configs(res, request_timeout=20).values():
+        f.result(30)
+
+    gb = cl[g_node]
+    c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": group, "enable.auto.commit": False})
+
+    def commit_compressed():
+        c.commit(offsets=[TopicPartition("gtf", 0, 3)], asynchronous=False)
+        return CODEC_IDS[codec] in disk_codecs(gb, "__consumer_offsets")
+    H.wait_for(commit_compressed, 20, f"a {codec} offset commit on disk", interval=0.3)
+
+    def init_compressed():  # a raw InitProducerId writes the id's state
+        from test_idempotence import init_producer_id
+        return (init_producer_id(gb.port, 1, txn_id=tid)[0] == 0
+                and CODEC_IDS[codec] in disk_codecs(gb, "__transaction_state"))
+    H.wait_for(init_compressed, 20, f"a {codec} transaction state on disk", interval=0.3)
+
+    p = Producer({"bootstrap.servers": bootstrap(cl), "transactional.id": tid,
+                  "transaction.timeout.ms": 60000, "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("gtf", f"v{i}".encode(), partition=1)
+    p.send_offsets_to_transaction([TopicPartition("gtf", 1, 7)], c.consumer_group_metadata(), 30)
+    assert p.flush(20) == 0
+    c.close()
+
+    gb.kill()
+    coordinator(cl, group, exclude=(g_node,), timeout=40)
+    coordinator(cl, tid, 1, exclude=(g_node,), timeout=40)
+    # the plain commit was loaded; the transactional one is still pending
+    assert committed(cl, group, "gtf", 2) == {0: 3, 1: -1001}
+    p.commit_transaction(40)  # the new coordinator knows the Ongoing transaction
+    # the markers follow EndTxn's answer
+    H.wait_for(lambda: committed(cl, group, "gtf", 2) == {0: 3, 1: 7}, 15, "the transaction's offsets")
+    assert read_committed_values(cl, "gtf", 1) == ["v0", "v1", "v2"]
