@@ -211,3 +211,34 @@ def test_compressed_coordinator_topics_survive_failover(cluster_factory, zk_conn
     # the markers follow EndTxn's answer
     H.wait_for(lambda: committed(cl, group, "gtf", 2) == {0: 3, 1: 7}, 15, "the transaction's offsets")
     assert read_committed_values(cl, "gtf", 1) == ["v0", "v1", "v2"]
+
+
+# ---- 2. Produce v3+: one record batch per partition ---------------------------------------------
+
+def test_produce_several_batches_for_one_partition_is_invalid_record(cluster_factory, zk_connect):
+    """Kafka 2.7's LogValidator refuses a Produce whose records for one partition hold more than
+    one v2 batch (INVALID_RECORD, 87). Before, Gregor appended them, and when one of them was an
+    idempotent duplicate the whole set was acknowledged with the duplicate's offsets while the
+    other batch was never written."""
+    from test_idempotence import init_producer_id
+    from test_malformed import Conn, parse_produce_v3, produce_v3, record_batch
+    cl = cluster_factory(zk_connect, n=1)
+    create(cl, "gtf-multi", 1, rf=1)
+    port = cl[1].port
+    err, pid, _epoch = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(init_producer_id(port)), 20,
+                                  "a producer id")
+    c = Conn(port, timeout=10)
+
+    def produce(corr, records):
+        c.send(produce_v3(corr, "gtf-multi", 0, records, acks=-1))
+        return parse_produce_v3(c.recv_frame(), corr)[("gtf-multi", 0)]
+
+    b0 = record_batch([b"a"], pid=pid, epoch=0, seq=0)
+    b1 = record_batch([b"b"], pid=pid, epoch=0, seq=1)
+    assert produce(1, b0) == (0, 0)
+    assert produce(2, b0 + b1)[0] == 87  # a retried duplicate and a new batch
+    assert produce(3, record_batch([b"x"]) + record_batch([b"y"]))[0] == 87
+    assert produce(4, b1) == (0, 1)  # nothing of the refused requests was written
+    assert produce(5, b0) == (0, 0)  # alone, b0 is still answered as a duplicate
+    assert produce(6, record_batch([b"z"])) == (0, 2)
+    c.close()
