@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "coordinator/group_internal.h"
+#include "coordinator/txn_offsets.h"
 #include "coordinator/group_offsets.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -857,7 +858,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
 
 /* ---- OffsetFetch ---- */
 
-int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all,
+int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all, bool require_stable,
                             struct gr_gc_fetch_part **parts, int *n, struct gr_arena *a) {
     if (!group_id) return GR_KERR_INVALID_GROUP_ID;
     struct probe pr;
@@ -890,6 +891,15 @@ int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_i
             p->leader_epoch = o ? o->leader_epoch : -1;
             p->metadata = gr_arena_strdup(a, o ? o->metadata : "");
         }
+    }
+    /* KIP-447 require_stable (Kafka 2.7 getOffsets): the leaf lock of txn_offsets under gc->mu */
+    for (int i = 0; require_stable && i < *n; i++) {
+        struct gr_gc_fetch_part *p = &(*parts)[i];
+        if (!gr_txn_offsets_pending_for(group_id, p->topic, p->partition)) continue;
+        p->error = GR_KERR_UNSTABLE_OFFSET_COMMIT;
+        p->offset = -1;
+        p->leader_epoch = -1;
+        p->metadata = "";
     }
     pthread_mutex_unlock(&gc->mu);
     return GR_KERR_NONE;

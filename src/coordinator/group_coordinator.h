@@ -252,9 +252,11 @@ struct gr_gc_fetch_part {
     int16_t error;
 };
 /* OffsetFetch of the listed partitions (n >= 0; topic/partition filled by the caller), or,
- * with all = true, of every committed partition (*parts / *n allocated in a). Returns the
- * group-level error (then no part is filled). */
-int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all,
+ * with all = true, of every committed partition (*parts / *n allocated in a). require_stable
+ * (OffsetFetch v7, KIP-447): a partition with transactional offsets of the group still waiting
+ * for their marker (txn_offsets.h) answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka 2.7's
+ * getOffsets. Returns the group-level error (then no part is filled). */
+int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all, bool require_stable,
                             struct gr_gc_fetch_part **parts, int *n, struct gr_arena *a);
 
 /* ---- DescribeGroups, ListGroups, DeleteGroups ---- */

@@ -242,3 +242,61 @@ def test_produce_several_batches_for_one_partition_is_invalid_record(cluster_fac
     assert produce(5, b0) == (0, 0)  # alone, b0 is still answered as a duplicate
     assert produce(6, record_batch([b"z"])) == (0, 2)
     c.close()
+
+
+# ---- 3. OffsetFetch v7 require_stable (KIP-447) --------------------------------------------------
+
+def _cstr(s):
+    b = s.encode()
+    return bytes([len(b) + 1]) + b
+
+
+def offset_fetch_v7(port, group, topic, partitions, require_stable):
+    """{partition: (offset, error)} from OffsetFetch v7 (flexible) for one topic."""
+    body = (_cstr(group) + bytes([2]) + _cstr(topic) + bytes([len(partitions) + 1])
+            + b"".join(struct.pack(">i", p) for p in partitions) + b"\x00"
+            + struct.pack(">?", require_stable) + b"\x00")
+    r = rpc(port, 9, 7, body, flexible=True)
+    pos = 4  # throttle
+    out = {}
+    for _ in range(r[pos] - 1):  # topics (fewer than 127)
+        pos += 1
+        pos += r[pos] - 1 + 1  # name
+        nparts = r[pos] - 1
+        pos += 1
+        for _ in range(nparts):
+            idx, off, _epoch = struct.unpack_from(">iqi", r, pos)
+            pos += 16
+            pos += max(r[pos] - 1, 0) + 1  # metadata
+            err = struct.unpack_from(">h", r, pos)[0]
+            pos += 2 + 1  # error, tags
+            out[idx] = (off, err)
+        pos += 1  # topic tags
+    assert struct.unpack_from(">h", r, pos)[0] == 0, "group-level error"
+    return out
+
+
+def test_offset_fetch_require_stable(cluster_factory, zk_connect):
+    """Kafka 2.7 answers an OffsetFetch v7 with require_stable=true UNSTABLE_OFFSET_COMMIT (88) for a
+    partition that has transactional offsets of the group waiting for their marker; without the
+    flag it answers the last committed offset. After the commit the new offset is answered.
+    Before, require_stable was ignored (the stale offset was answered)."""
+    cl = cluster_factory(zk_connect, n=1, config=CONFIG)
+    create(cl, "gtf-rs", 2, rf=1)
+    group = "gtf-rs-group"
+    port = cl[coordinator(cl, group)].port
+    c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("gtf-rs", 0, 2), TopicPartition("gtf-rs", 1, 4)], asynchronous=False)
+    p = Producer({"bootstrap.servers": bootstrap(cl), "transactional.id": "gtf-rs-tx",
+                  "transaction.timeout.ms": 60000, "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("gtf-rs", b"x", partition=0)
+    p.send_offsets_to_transaction([TopicPartition("gtf-rs", 0, 5)], c.consumer_group_metadata(), 30)
+    assert p.flush(20) == 0
+    assert offset_fetch_v7(port, group, "gtf-rs", [0, 1], True) == {0: (-1, 88), 1: (4, 0)}
+    assert offset_fetch_v7(port, group, "gtf-rs", [0, 1], False) == {0: (2, 0), 1: (4, 0)}
+    p.commit_transaction(30)
+    H.wait_for(lambda: offset_fetch_v7(port, group, "gtf-rs", [0, 1], True) == {0: (5, 0), 1: (4, 0)}, 15,
+               "the committed transactional offset")
+    c.close()

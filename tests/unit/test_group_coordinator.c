@@ -391,7 +391,7 @@ static void test_join_sync_heartbeat(void) {
     struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
     struct gr_gc_fetch_part *fpp = fp;
     int fn = 2;
-    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10 && strcmp(fp[0].metadata, "x") == 0 && fp[1].offset == -1);
 
     /* a storage failure maps to Kafka's commit errors */
@@ -402,7 +402,7 @@ static void test_join_sync_heartbeat(void) {
     gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 1, on_commit, &co);
     CHECK_KERR(co.errors[0], GR_KERR_NOT_COORDINATOR);
     fn = 1;
-    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10);
 
     /* leave -> Empty (stored), DeleteGroups */
@@ -434,7 +434,7 @@ static void test_join_sync_heartbeat(void) {
     CHECK_KERR(gr_gc_describe_group(gc2, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
     fn = 1;
-    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == -1);
     gr_gc_free(gc2);
     gr_arena_free(&a);
@@ -543,9 +543,9 @@ static void test_failover_loads_group(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 77 && all[0].leader_epoch == 1 && strcmp(all[0].metadata, "meta") == 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, "simple", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, "simple", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 5);
     struct gr_gc_group_summary sum;
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
@@ -607,7 +607,7 @@ static void test_offset_delete(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && strcmp(all[0].topic, "t") == 0 && all[0].offset == 10);
 
     struct gr_gc_offset_delete_part one[] = {{"t", 0, GR_KERR_NONE}};
@@ -619,14 +619,14 @@ static void test_offset_delete(void) {
     CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
     CHECK_KERR(gr_gc_delete_offsets(a, G, one, 1), GR_KERR_NONE);
     CHECK_KERR(one[0].error, GR_KERR_NONE);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
 
     /* another coordinator loading the log sees the tombstones */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
     struct gr_group_coordinator *b = new_gc(&f, 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     gr_arena_free(&ar);
     gr_gc_free(a);
@@ -783,9 +783,9 @@ static void test_offset_expiry(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-exp", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-exp", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0); /* its expire timestamp passed */
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1);
     struct gr_gc_leave_member lm = {.member_id = m};
     CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
@@ -794,13 +794,13 @@ static void test_offset_expiry(void) {
     /* commit + retention: the simple group's offset expires and the group goes */
     g_now += RET - 24LL * 3600000 + CHECKI;
     gr_gc_tick(a);
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1); /* Empty for less than the retention */
     g_now = empty_since + RET + CHECKI;
     gr_gc_tick(a);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     struct gr_gc_group_summary sum;
     CHECK_KERR(gr_gc_describe_group(a, G, &ar, &sum), GR_KERR_NONE);
@@ -810,7 +810,7 @@ static void test_offset_expiry(void) {
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
     struct gr_group_coordinator *b = new_gc(&f, 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
