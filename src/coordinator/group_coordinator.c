@@ -171,12 +171,14 @@ static void maybe_prepare_rebalance_locked(struct gr_group_coordinator *gc, stru
 /* Kafka's onCompleteJoin. */
 static void complete_join_locked(struct gr_group_coordinator *gc, struct group *g, struct dq *q, struct wq *w) {
     g->join_armed = false;
-    /* members that did not rejoin are dropped */
+    /* dynamic members that did not rejoin are dropped; a static member (KIP-345) keeps its
+     * member id and its place in the assignment until it leaves or its session times out, so a
+     * restarting instance finds it and rejoins without another rebalance */
     for (struct member *m = g->members, *next; m; m = next) {
         next = m->next;
-        if (m->join_cb) continue;
-        gr_info(LOGGER, "Member %s in group %s has failed to rejoin before the rebalance timeout, removing it", m->id,
-                g->id);
+        if (m->join_cb || m->instance_id) continue;
+        gr_info(LOGGER, "Dynamic member %s in group %s has failed to rejoin before the rebalance timeout, removing it",
+                m->id, g->id);
         gc_group_remove_member(g, m);
     }
     if (g->state == ST_DEAD) return;
@@ -203,11 +205,13 @@ static void complete_join_locked(struct gr_group_coordinator *gc, struct group *
         gr_info(LOGGER, "Stabilized group %s generation %d (%s-%d) with %d members", g->id, g->generation,
                 GR_OFFSETS_TOPIC, g->partition, g->n_members);
         for (struct member *m = g->members; m; m = m->next) {
-            bool is_leader = streq(m->id, g->leader_id);
-            gc_push_join_ok(q, m->join_cb, m->join_ctx, g, m, is_leader);
-            m->join_cb = NULL;
-            m->join_ctx = NULL;
-            g->n_awaiting_join--;
+            if (m->join_cb) { /* Kafka's maybeInvokeJoinCallback: a static member away has none */
+                bool is_leader = streq(m->id, g->leader_id);
+                gc_push_join_ok(q, m->join_cb, m->join_ctx, g, m, is_leader);
+                m->join_cb = NULL;
+                m->join_ctx = NULL;
+                g->n_awaiting_join--;
+            }
             gc_schedule_hb(gc, m, m->session_timeout);
             m->is_new = false;
         }
