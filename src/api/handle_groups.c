@@ -618,6 +618,9 @@ int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *r
         c.initial_rebalance_delay_ms = b->cfg->group_initial_rebalance_delay_ms;
         c.min_session_timeout_ms = b->cfg->group_min_session_timeout_ms;
         c.max_session_timeout_ms = b->cfg->group_max_session_timeout_ms;
+        c.group_max_size = b->cfg->group_max_size;
+        c.max_metadata_size = b->cfg->offset_metadata_max_bytes;
+        c.offset_commit_timeout_ms = b->cfg->offsets_commit_timeout_ms;
         c.offsets_retention_ms = (int64_t)b->cfg->offsets_retention_minutes * 60000;
         c.offsets_retention_check_interval_ms = b->cfg->offsets_retention_check_interval_ms;
     }

@@ -822,7 +822,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     for (int i = 0; i < n; i++) {
         struct gr_gc_commit_part *p = &parts[i];
         if (p->error != GR_KERR_NONE) continue;
-        if (p->metadata && (int64_t)strlen(p->metadata) > gc->cfg.max_metadata_size) {
+        if (gr_gc_metadata_too_large(gc, p->metadata)) {
             p->error = GR_KERR_OFFSET_METADATA_TOO_LARGE;
             continue;
         }
@@ -1102,6 +1102,10 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     pthread_mutex_unlock(&gc->mu);
     gc_wq_flush(gc, &w);
     gc_dq_flush(&q);
+}
+
+bool gr_gc_metadata_too_large(struct gr_group_coordinator *gc, const char *metadata) {
+    return metadata && (int64_t)strlen(metadata) > gc->cfg.max_metadata_size;
 }
 
 /* ---- lifecycle ---- */

@@ -229,6 +229,11 @@ struct gr_gc_commit_part {
                                  out: the result */
 };
 typedef void (*gr_gc_commit_cb)(void *ctx, struct gr_gc_commit_part *parts, int n);
+/* Is an offset's metadata longer than offset.metadata.max.bytes (bytes; Kafka counts UTF-16
+ * units, the same for ASCII)? Such a partition gets OFFSET_METADATA_TOO_LARGE and is not written
+ * (OffsetCommit and TxnOffsetCommit, as Kafka 2.7's storeOffsets). NULL is never too large. */
+bool gr_gc_metadata_too_large(struct gr_group_coordinator *gc, const char *metadata);
+
 /* TxnOffsetCommit's group checks (Kafka 2.7 doTxnCommitOffsets): the coordinator status, then,
  * when a generation >= 0, a member id or an instance id is given, UNKNOWN_MEMBER_ID /
  * FENCED_INSTANCE_ID / ILLEGAL_GENERATION against the group (a Dead group:

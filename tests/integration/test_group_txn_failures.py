@@ -300,3 +300,82 @@ def test_offset_fetch_require_stable(cluster_factory, zk_connect):
     H.wait_for(lambda: offset_fetch_v7(port, group, "gtf-rs", [0, 1], True) == {0: (5, 0), 1: (4, 0)}, 15,
                "the committed transactional offset")
     c.close()
+
+
+# ---- 5. group.max.size, offset.metadata.max.bytes -------------------------------------------------
+
+def join_group_v3(port, group, member_id=""):
+    """(error, generation, member_id) from JoinGroup v3 (no MEMBER_ID_REQUIRED round trip)."""
+    body = (_s(group) + struct.pack(">ii", 10000, 10000) + _s(member_id) + _s("consumer")
+            + struct.pack(">i", 1) + _s("range") + struct.pack(">i", 3) + b"abc")
+    r = rpc(port, 11, 3, body)
+    _throttle, err, gen = struct.unpack_from(">ihi", r, 0)
+    pos = 10
+    for _ in range(2):  # protocol name, leader
+        pos += 2 + max(struct.unpack_from(">h", r, pos)[0], 0)
+    ml = struct.unpack_from(">h", r, pos)[0]
+    return err, gen, r[pos + 2:pos + 2 + max(ml, 0)].decode()
+
+
+def offset_commit_v2(port, group, topic, parts):
+    """{partition: error} from OffsetCommit v2 of [(partition, offset, metadata)] (simple group)."""
+    body = (_s(group) + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
+            + struct.pack(">i", len(parts)) + b"".join(struct.pack(">iq", p, o) + _s(m) for p, o, m in parts))
+    r = rpc(port, 8, 2, body)
+    pos = 4
+    pos += 2 + struct.unpack_from(">h", r, pos)[0]
+    out = {}
+    for _ in range(struct.unpack_from(">i", r, pos)[0]):
+        idx, err = struct.unpack_from(">ih", r, pos + 4)
+        out[idx] = err
+        pos += 6
+    return out
+
+
+def txn_offset_commit_v0(port, tid, group, pid, epoch, topic, parts):
+    body = (_s(tid) + _s(group) + struct.pack(">qh", pid, epoch) + struct.pack(">i", 1) + _s(topic)
+            + struct.pack(">i", len(parts)) + b"".join(struct.pack(">iq", p, o) + _s(m) for p, o, m in parts))
+    r = rpc(port, 28, 0, body)
+    pos = 4 + 4  # throttle, topics count (1)
+    pos += 2 + struct.unpack_from(">h", r, pos)[0]
+    out = {}
+    for _ in range(struct.unpack_from(">i", r, pos)[0]):
+        idx, err = struct.unpack_from(">ih", r, pos + 4)
+        out[idx] = err
+        pos += 6
+    return out
+
+
+def test_group_max_size_and_offset_metadata_max_bytes(cluster_factory, zk_connect):
+    """group.max.size=1: a second member's JoinGroup gets GROUP_MAX_SIZE_REACHED (81), the first
+    keeps its generation. offset.metadata.max.bytes=10: an OffsetCommit or TxnOffsetCommit
+    partition whose metadata is longer gets OFFSET_METADATA_TOO_LARGE (12) and is not stored; the
+    other partitions of the request are. Before, both keys were unknown (Kafka's defaults, INT_MAX
+    and 4096, always applied) and TxnOffsetCommit did not check metadata at all."""
+    from test_idempotence import init_producer_id
+    cl = cluster_factory(zk_connect, n=1, config=dict(CONFIG, **{"group.max.size": "1",
+                                                                 "offset.metadata.max.bytes": "10"}))
+    create(cl, "gtf-lim", 2, rf=1)
+    port = cl[coordinator(cl, "gtf-lim-group")].port
+    err, gen, m1 = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(join_group_v3(port, "gtf-lim-group")),
+                              20, "the first member's join")
+    assert gen == 1 and m1
+    assert join_group_v3(port, "gtf-lim-group")[0] == 81
+    assert join_group_v3(port, "gtf-lim-group", m1)[:2] == (0, 1)  # a member rejoins: no rebalance
+
+    assert offset_commit_v2(port, "gtf-lim-simple", "gtf-lim", [(0, 3, "0123456789"), (1, 4, "0123456789X")]) \
+        == {0: 0, 1: 12}
+    assert committed(cl, "gtf-lim-simple", "gtf-lim", 2) == {0: 3, 1: -1001}
+
+    tid = "gtf-lim-tx"
+    tport = cl[coordinator(cl, tid, 1)].port
+    e, pid, epoch = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(init_producer_id(tport, 1, txn_id=tid)),
+                               20, "a transactional producer id")
+    add = rpc(tport, 25, 0, _s(tid) + struct.pack(">qh", pid, epoch) + _s("gtf-lim-txg"))  # AddOffsetsToTxn
+    assert struct.unpack_from(">ih", add, 0)[1] == 0
+    assert txn_offset_commit_v0(port, tid, "gtf-lim-txg", pid, epoch, "gtf-lim",
+                                [(0, 5, "short"), (1, 6, "much-too-long")]) == {0: 0, 1: 12}
+    end = rpc(tport, 26, 0, _s(tid) + struct.pack(">qh", pid, epoch) + struct.pack(">?", True))  # EndTxn commit
+    assert struct.unpack_from(">ih", end, 0)[1] == 0
+    H.wait_for(lambda: committed(cl, "gtf-lim-txg", "gtf-lim", 2) == {0: 5, 1: -1001}, 15,
+               "the transaction's valid offset only")
