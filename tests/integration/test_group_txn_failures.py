@@ -1,11 +1,17 @@
 """Failure cases of the group and transaction coordinators (docs/GROUPS.md, docs/TRANSACTIONS.md),
-through real clients and the raw wire.
+through real clients and the raw wire. Each test failed before its fix:
 
 - Compressed coordinator topics: with compression.type gzip / lz4 on __consumer_offsets and
   __transaction_state the coordinators' own writes are stored compressed; after the broker
   coordinating both a group and a transactional.id is SIGKILLed, the new coordinator still serves
   the group's committed offsets, and the open transaction (with its pending transactional
-  offsets) commits. Failed before the loaders decompressed (offsets gone, EndTxn refused).
+  offsets) commits. (The loaders skipped compressed batches: offsets gone, EndTxn refused.)
+- Produce v3 with two batches for one partition: INVALID_RECORD (87), nothing appended (an
+  idempotent duplicate among them made the whole set acknowledged but not written).
+- OffsetFetch v7 require_stable=true with pending transactional offsets: UNSTABLE_OFFSET_COMMIT
+  (88) for that partition (it was ignored).
+- group.max.size and offset.metadata.max.bytes, also for TxnOffsetCommit (not configurable;
+  TxnOffsetCommit did not check metadata).
 """
 
 import glob
@@ -181,10 +187,14 @@ def test_compressed_coordinator_topics_survive_failover(cluster_factory, zk_conn
     gb = cl[g_node]
     c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": group, "enable.auto.commit": False})
 
-    def commit_compressed():
-        c.commit(offsets=[TopicPartition("gtf", 0, 3)], asynchronous=False)
+    offset = [2]
+
+    def commit_compressed():  # a new offset each time: only the last one, written compressed, counts
+        offset[0] += 1
+        c.commit(offsets=[TopicPartition("gtf", 0, offset[0])], asynchronous=False)
         return CODEC_IDS[codec] in disk_codecs(gb, "__consumer_offsets")
     H.wait_for(commit_compressed, 20, f"a {codec} offset commit on disk", interval=0.3)
+    last = offset[0]
 
     def init_compressed():  # a raw InitProducerId writes the id's state
         from test_idempotence import init_producer_id
@@ -205,11 +215,12 @@ def test_compressed_coordinator_topics_survive_failover(cluster_factory, zk_conn
     gb.kill()
     coordinator(cl, group, exclude=(g_node,), timeout=40)
     coordinator(cl, tid, 1, exclude=(g_node,), timeout=40)
-    # the plain commit was loaded; the transactional one is still pending
-    assert committed(cl, group, "gtf", 2) == {0: 3, 1: -1001}
+    # the plain commit was loaded; partition 1's transactional offset is still pending (a
+    # read_committed consumer's OffsetFetch v7 asks require_stable: it would wait for partition 1)
+    assert committed(cl, group, "gtf", 1) == {0: last}
     p.commit_transaction(40)  # the new coordinator knows the Ongoing transaction
     # the markers follow EndTxn's answer
-    H.wait_for(lambda: committed(cl, group, "gtf", 2) == {0: 3, 1: 7}, 15, "the transaction's offsets")
+    H.wait_for(lambda: committed(cl, group, "gtf", 2) == {0: last, 1: 7}, 15, "the transaction's offsets")
     assert read_committed_values(cl, "gtf", 1) == ["v0", "v1", "v2"]
 
 
