@@ -170,6 +170,7 @@ static void test_sequence_rules(void) {
     struct gr_pstate_batch dup;
     bool is_dup;
     b1 = mk(1000, 1, 1, 2, &l1), b2 = mk(1000, 1, 5, 1, &l2);
+    both = gr_realloc(both, l1 + l2);
     memcpy(both, b1, l1);
     memcpy(both + l1, b2, l2);
     gr_batch_set_base_offset(both + l1, 2);
@@ -177,6 +178,7 @@ static void test_sequence_rules(void) {
     CHECK(gr_pstate_prepare(ps, both, l1 + l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_NONE && !is_dup);
     gr_pstate_append_release(&app); /* a producer with no state: any sequence, for every batch */
     b2 = (free(b2), mk(1000, 1, 3, 1, &l2));
+    both = gr_realloc(both, l1 + l2);
     memcpy(both + l1, b2, l2);
     gr_batch_set_base_offset(both + l1, 2);
     gr_pstate_append_init(&app);
@@ -184,10 +186,11 @@ static void test_sequence_rules(void) {
     gr_pstate_commit(ps, &app, 3);
     gr_pstate_append_release(&app);
     b2 = (free(b2), mk(1000, 1, 5, 1, &l2));
+    both = gr_realloc(both, l1 + l2);
     memcpy(both + l1, b2, l2);
     gr_batch_set_base_offset(both, 3);
     gr_batch_set_base_offset(both + l1, 5);
-    gr_pstate_append_init(&app); /* seq 1-2 is known, 5 does not continue it */
+    gr_pstate_append_init(&app); /* the last sequence is 3: 5 does not continue it */
     CHECK(gr_pstate_prepare(ps, b2, l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
     gr_pstate_append_release(&app);
     /* ... and a duplicate answers only for an append of its own */
