@@ -382,8 +382,9 @@ void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const s
             parts[k].partition = r->Topics[t].PartitionIndexes[i];
         }
     struct gr_group_coordinator *gc = coordinator(b);
-    int16_t e = !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->GroupId) ? GR_KERR_GROUP_AUTHORIZATION_FAILED
-                : gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, &parts, &n, &req->arena)
+    int16_t e = !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->GroupId)
+                    ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                : gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, ver >= 7 && r->RequireStable, &parts, &n, &req->arena)
                      : GR_KERR_COORDINATOR_NOT_AVAILABLE;
     if (e == GR_KERR_NONE && gr_api_authorizer_enabled(req)) {
         /* Topic DESCRIBE: all-topics fetches leave the others out, named ones get error 29 */
@@ -617,6 +618,9 @@ int gr_group_coordinator_start(struct gr_broker *b, struct gr_replica_manager *r
         c.initial_rebalance_delay_ms = b->cfg->group_initial_rebalance_delay_ms;
         c.min_session_timeout_ms = b->cfg->group_min_session_timeout_ms;
         c.max_session_timeout_ms = b->cfg->group_max_session_timeout_ms;
+        c.group_max_size = b->cfg->group_max_size;
+        c.max_metadata_size = b->cfg->offset_metadata_max_bytes;
+        c.offset_commit_timeout_ms = b->cfg->offsets_commit_timeout_ms;
         c.offsets_retention_ms = (int64_t)b->cfg->offsets_retention_minutes * 60000;
         c.offsets_retention_check_interval_ms = b->cfg->offsets_retention_check_interval_ms;
     }

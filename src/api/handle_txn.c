@@ -244,6 +244,7 @@ struct toc_ctx {
     struct gr_rm_produce_part part;
     uint8_t *batch;
     int32_t op;
+    bool *too_large; /* per request partition, in request order: metadata over the limit, not written */
 };
 
 static void toc_respond(struct toc_ctx *c, int16_t e) {
@@ -252,14 +253,19 @@ static void toc_respond(struct toc_ctx *c, int16_t e) {
     struct TxnOffsetCommitResponse *resp = gr_api_new_response(req);
     resp->TopicsCount = GR_MAX(r->TopicsCount, 0);
     resp->Topics = gr_api_alloc(req, (size_t)(resp->TopicsCount + 1) * sizeof *resp->Topics);
+    int k = 0;
     for (int t = 0; t < resp->TopicsCount; t++) {
         const struct TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic *rt = &r->Topics[t];
         struct TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic *tt = &resp->Topics[t];
         tt->Name = rt->Name;
         tt->PartitionsCount = GR_MAX(rt->PartitionsCount, 0);
         tt->Partitions = gr_api_alloc(req, (size_t)(tt->PartitionsCount + 1) * sizeof *tt->Partitions);
-        for (int i = 0; i < tt->PartitionsCount; i++) {
+        for (int i = 0; i < tt->PartitionsCount; i++, k++) {
             tt->Partitions[i].PartitionIndex = rt->Partitions[i].PartitionIndex;
+            if (c->too_large && c->too_large[k]) {
+                tt->Partitions[i].ErrorCode = GR_KERR_OFFSET_METADATA_TOO_LARGE;
+                continue;
+            }
             tt->Partitions[i].ErrorCode = e;
             if (e == GR_KERR_NONE)
                 gr_txn_offsets_add(r->ProducerId, c->op, r->GroupId, rt->Name ? rt->Name : "",
@@ -327,11 +333,15 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
     struct gr_batch_rec *recs = gr_calloc((size_t)n + 1, sizeof *recs);
     struct gr_wbuf *bufs = gr_calloc((size_t)(2 * n) + 1, sizeof *bufs);
-    int k = 0;
+    c->too_large = gr_api_alloc(req, (size_t)n + 1);
+    int k = 0, q = 0; /* q: request partitions, k: records written */
     int64_t now = gr_wall_ms();
     for (int t = 0; t < r->TopicsCount; t++)
-        for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++) {
+        for (int i = 0; i < r->Topics[t].PartitionsCount; i++, q++) {
             const struct TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition *rp = &r->Topics[t].Partitions[i];
+            /* Kafka 2.7 storeOffsets: metadata over offset.metadata.max.bytes is not written */
+            c->too_large[q] = gr_gc_metadata_too_large(b->group_coordinator, rp->CommittedMetadata);
+            if (c->too_large[q]) continue;
             gr_wbuf_init(&bufs[2 * k]);
             gr_wbuf_init(&bufs[2 * k + 1]);
             gr_go_encode_offset_key(&bufs[2 * k], r->GroupId, r->Topics[t].Name ? r->Topics[t].Name : "",
@@ -343,7 +353,9 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
             recs[k] = (struct gr_batch_rec){.key = bufs[2 * k].p, .key_len = (int32_t)bufs[2 * k].len,
                                             .value = bufs[2 * k + 1].p, .value_len = (int32_t)bufs[2 * k + 1].len,
                                             .timestamp = now};
+            k++;
         }
+    n = k;
     struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
     o.attributes = GR_BATCH_ATTR_TRANSACTIONAL;
     o.producer_id = r->ProducerId;

@@ -125,6 +125,9 @@ static const struct cfg_key keys[] = {
     {"group.initial.rebalance.delay.ms", T_INT, F(group_initial_rebalance_delay_ms), "3000", 0, INT32_MAX},
     {"group.min.session.timeout.ms", T_INT, F(group_min_session_timeout_ms), "6000", 0, INT32_MAX},
     {"group.max.session.timeout.ms", T_INT, F(group_max_session_timeout_ms), "1800000", 0, INT32_MAX},
+    {"group.max.size", T_INT, F(group_max_size), "2147483647", 1, INT32_MAX},
+    {"offset.metadata.max.bytes", T_INT, F(offset_metadata_max_bytes), "4096", INT32_MIN, INT32_MAX},
+    {"offsets.commit.timeout.ms", T_INT, F(offsets_commit_timeout_ms), "5000", 1, INT32_MAX},
     {"offsets.retention.minutes", T_INT, F(offsets_retention_minutes), "10080", 1, INT32_MAX},
     {"offsets.retention.check.interval.ms", T_LONG, F(offsets_retention_check_interval_ms), "600000", 1, INT64_MAX},
     /* Kafka 2.7 uses it for producer-state expiry too (producer.id.expiration.ms came in 3.4). */

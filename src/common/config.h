@@ -137,6 +137,9 @@ struct gr_config {
     int32_t group_initial_rebalance_delay_ms;
     int32_t group_min_session_timeout_ms;
     int32_t group_max_session_timeout_ms;
+    int32_t group_max_size;                      /* group.max.size */
+    int32_t offset_metadata_max_bytes;           /* offset.metadata.max.bytes */
+    int32_t offsets_commit_timeout_ms;           /* offsets.commit.timeout.ms */
     int32_t offsets_retention_minutes;           /* offsets.retention.minutes */
     int64_t offsets_retention_check_interval_ms; /* offsets.retention.check.interval.ms */
     int32_t transactional_id_expiration_ms;

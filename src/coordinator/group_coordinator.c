@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "coordinator/group_internal.h"
+#include "coordinator/txn_offsets.h"
 #include "coordinator/group_offsets.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -170,12 +171,14 @@ static void maybe_prepare_rebalance_locked(struct gr_group_coordinator *gc, stru
 /* Kafka's onCompleteJoin. */
 static void complete_join_locked(struct gr_group_coordinator *gc, struct group *g, struct dq *q, struct wq *w) {
     g->join_armed = false;
-    /* members that did not rejoin are dropped */
+    /* dynamic members that did not rejoin are dropped; a static member (KIP-345) keeps its
+     * member id and its place in the assignment until it leaves or its session times out, so a
+     * restarting instance finds it and rejoins without another rebalance */
     for (struct member *m = g->members, *next; m; m = next) {
         next = m->next;
-        if (m->join_cb) continue;
-        gr_info(LOGGER, "Member %s in group %s has failed to rejoin before the rebalance timeout, removing it", m->id,
-                g->id);
+        if (m->join_cb || m->instance_id) continue;
+        gr_info(LOGGER, "Dynamic member %s in group %s has failed to rejoin before the rebalance timeout, removing it",
+                m->id, g->id);
         gc_group_remove_member(g, m);
     }
     if (g->state == ST_DEAD) return;
@@ -202,11 +205,13 @@ static void complete_join_locked(struct gr_group_coordinator *gc, struct group *
         gr_info(LOGGER, "Stabilized group %s generation %d (%s-%d) with %d members", g->id, g->generation,
                 GR_OFFSETS_TOPIC, g->partition, g->n_members);
         for (struct member *m = g->members; m; m = m->next) {
-            bool is_leader = streq(m->id, g->leader_id);
-            gc_push_join_ok(q, m->join_cb, m->join_ctx, g, m, is_leader);
-            m->join_cb = NULL;
-            m->join_ctx = NULL;
-            g->n_awaiting_join--;
+            if (m->join_cb) { /* Kafka's maybeInvokeJoinCallback: a static member away has none */
+                bool is_leader = streq(m->id, g->leader_id);
+                gc_push_join_ok(q, m->join_cb, m->join_ctx, g, m, is_leader);
+                m->join_cb = NULL;
+                m->join_ctx = NULL;
+                g->n_awaiting_join--;
+            }
             gc_schedule_hb(gc, m, m->session_timeout);
             m->is_new = false;
         }
@@ -817,7 +822,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     for (int i = 0; i < n; i++) {
         struct gr_gc_commit_part *p = &parts[i];
         if (p->error != GR_KERR_NONE) continue;
-        if (p->metadata && (int64_t)strlen(p->metadata) > gc->cfg.max_metadata_size) {
+        if (gr_gc_metadata_too_large(gc, p->metadata)) {
             p->error = GR_KERR_OFFSET_METADATA_TOO_LARGE;
             continue;
         }
@@ -857,7 +862,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
 
 /* ---- OffsetFetch ---- */
 
-int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all,
+int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all, bool require_stable,
                             struct gr_gc_fetch_part **parts, int *n, struct gr_arena *a) {
     if (!group_id) return GR_KERR_INVALID_GROUP_ID;
     struct probe pr;
@@ -890,6 +895,15 @@ int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_i
             p->leader_epoch = o ? o->leader_epoch : -1;
             p->metadata = gr_arena_strdup(a, o ? o->metadata : "");
         }
+    }
+    /* KIP-447 require_stable (Kafka 2.7 getOffsets): the leaf lock of txn_offsets under gc->mu */
+    for (int i = 0; require_stable && i < *n; i++) {
+        struct gr_gc_fetch_part *p = &(*parts)[i];
+        if (!gr_txn_offsets_pending_for(group_id, p->topic, p->partition)) continue;
+        p->error = GR_KERR_UNSTABLE_OFFSET_COMMIT;
+        p->offset = -1;
+        p->leader_epoch = -1;
+        p->metadata = "";
     }
     pthread_mutex_unlock(&gc->mu);
     return GR_KERR_NONE;
@@ -1088,6 +1102,10 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     pthread_mutex_unlock(&gc->mu);
     gc_wq_flush(gc, &w);
     gc_dq_flush(&q);
+}
+
+bool gr_gc_metadata_too_large(struct gr_group_coordinator *gc, const char *metadata) {
+    return metadata && (int64_t)strlen(metadata) > gc->cfg.max_metadata_size;
 }
 
 /* ---- lifecycle ---- */

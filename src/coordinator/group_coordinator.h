@@ -229,6 +229,11 @@ struct gr_gc_commit_part {
                                  out: the result */
 };
 typedef void (*gr_gc_commit_cb)(void *ctx, struct gr_gc_commit_part *parts, int n);
+/* Is an offset's metadata longer than offset.metadata.max.bytes (bytes; Kafka counts UTF-16
+ * units, the same for ASCII)? Such a partition gets OFFSET_METADATA_TOO_LARGE and is not written
+ * (OffsetCommit and TxnOffsetCommit, as Kafka 2.7's storeOffsets). NULL is never too large. */
+bool gr_gc_metadata_too_large(struct gr_group_coordinator *gc, const char *metadata);
+
 /* TxnOffsetCommit's group checks (Kafka 2.7 doTxnCommitOffsets): the coordinator status, then,
  * when a generation >= 0, a member id or an instance id is given, UNKNOWN_MEMBER_ID /
  * FENCED_INSTANCE_ID / ILLEGAL_GENERATION against the group (a Dead group:
@@ -252,9 +257,11 @@ struct gr_gc_fetch_part {
     int16_t error;
 };
 /* OffsetFetch of the listed partitions (n >= 0; topic/partition filled by the caller), or,
- * with all = true, of every committed partition (*parts / *n allocated in a). Returns the
- * group-level error (then no part is filled). */
-int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all,
+ * with all = true, of every committed partition (*parts / *n allocated in a). require_stable
+ * (OffsetFetch v7, KIP-447): a partition with transactional offsets of the group still waiting
+ * for their marker (txn_offsets.h) answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka 2.7's
+ * getOffsets. Returns the group-level error (then no part is filled). */
+int16_t gr_gc_fetch_offsets(struct gr_group_coordinator *gc, const char *group_id, bool all, bool require_stable,
                             struct gr_gc_fetch_part **parts, int *n, struct gr_arena *a);
 
 /* ---- DescribeGroups, ListGroups, DeleteGroups ---- */

@@ -20,6 +20,7 @@
 #include "storage/producer_state.h"
 #include "coordinator/group_offsets.h"
 #include "storage/batch.h"
+#include "coordinator/coord_records.h"
 
 #define LOAD_READ_BYTES (1 << 20)
 
@@ -276,6 +277,13 @@ out:
     gr_arena_free(&a);
 }
 
+/* A batch whose records cannot be read (it does not decompress, or is malformed) is skipped,
+ * as a corrupt record is; the rest of the partition still loads. */
+static void warn_skipped_batch(int32_t p, const struct gr_batch_info *info) {
+    gr_warn(LOGGER, "Skipping an unreadable batch (codec %d) at offset %" PRId64 " of %s-%d",
+            gr_batch_info_compression(info), info->BaseOffset, GR_OFFSETS_TOPIC, p);
+}
+
 /* A transactional batch met while loading (txn_offsets.h): offset records wait for their
  * marker; a COMMIT marker applies the producer's pending offsets of this partition, an ABORT
  * drops them. */
@@ -294,10 +302,14 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
         gr_txn_offsets_free(l);
         return;
     }
-    struct gr_batch_rec_iter ri;
+    struct gr_coord_records cr;
     struct gr_batch_rec_view rec;
-    if (gr_batch_rec_iter_init(&ri, batch, info->size) != GR_BATCH_OK) return;
-    while (gr_batch_rec_iter_next(&ri, &rec) == 1) {
+    if (gr_coord_records_init(&cr, batch, info) != 0) {
+        warn_skipped_batch(p, info);
+        gr_coord_records_release(&cr);
+        return;
+    }
+    while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) {
         struct gr_arena a;
         gr_arena_init(&a);
         struct gr_go_key key;
@@ -309,6 +321,7 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
                                v.metadata);
         gr_arena_free(&a);
     }
+    gr_coord_records_release(&cr);
 }
 
 /* Applies every record of the batches in buf. */
@@ -324,15 +337,15 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
             continue;
         }
         if (info.Attributes & GR_BATCH_ATTR_CONTROL) continue;
-        if (gr_batch_info_compression(&info) != 0) {
-            gr_warn(LOGGER, "Skipping a compressed batch at offset %" PRId64 " of %s-%d (not supported)",
-                    info.BaseOffset, GR_OFFSETS_TOPIC, p);
-            continue;
-        }
-        struct gr_batch_rec_iter ri;
+        /* compressed or not (Kafka's loader decompresses): a compression.type other than
+         * "producer" on __consumer_offsets stores our own writes compressed */
+        struct gr_coord_records cr;
         struct gr_batch_rec_view rec;
-        if (gr_batch_rec_iter_init(&ri, batch, info.size) != GR_BATCH_OK) continue;
-        while (gr_batch_rec_iter_next(&ri, &rec) == 1) apply_record_locked(gc, p, &rec);
+        if (gr_coord_records_init(&cr, batch, &info) == 0)
+            while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) apply_record_locked(gc, p, &rec);
+        else
+            warn_skipped_batch(p, &info);
+        gr_coord_records_release(&cr);
     }
     pthread_mutex_unlock(&gc->mu);
 }

@@ -76,6 +76,15 @@ void gr_txn_offsets_free(struct gr_txn_offset *l) {
     }
 }
 
+bool gr_txn_offsets_pending_for(const char *group, const char *topic, int32_t partition) {
+    bool found = false;
+    pthread_mutex_lock(&mu);
+    for (struct gr_txn_offset *o = head; o && !found; o = o->next)
+        found = o->partition == partition && strcmp(o->group, group) == 0 && strcmp(o->topic, topic) == 0;
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
 int gr_txn_offsets_count(void) {
     int n = 0;
     pthread_mutex_lock(&mu);

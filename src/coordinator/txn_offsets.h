@@ -10,6 +10,7 @@
 #ifndef GR_COORDINATOR_TXN_OFFSETS_H
 #define GR_COORDINATOR_TXN_OFFSETS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct gr_txn_offset {
@@ -27,6 +28,10 @@ void gr_txn_offsets_add(int64_t producer_id, int32_t offsets_partition, const ch
 /* Removes and returns the pending entries of producer_id on offsets_partition (oldest first). */
 struct gr_txn_offset *gr_txn_offsets_take(int64_t producer_id, int32_t offsets_partition);
 void gr_txn_offsets_free(struct gr_txn_offset *list);
+/* Does any producer have a pending offset of group for topic-partition? (Kafka's
+ * GroupMetadata.hasPendingOffsetCommitsForTopicPartition, its transactional half; OffsetFetch
+ * with require_stable.) */
+bool gr_txn_offsets_pending_for(const char *group, const char *topic, int32_t partition);
 /* Drops every pending entry of offsets_partition (the group coordinator unloaded it; the next
  * owner rebuilds them from the log). */
 void gr_txn_offsets_drop_partition(int32_t offsets_partition);

@@ -16,6 +16,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "coordinator/coord_records.h"
 #include "coordinator/producer_id_manager.h"
 #include "coordinator/txn_internal.h"
 #include "net/kafka_client.h"
@@ -198,6 +199,48 @@ struct gr_txn_record txn_target_of(const struct txn_meta *m) {
 
 /* ---- loading, timeouts, expiry (background thread) ---- */
 
+/* Applies the records of one __transaction_state batch to the private list *loaded (the last
+ * record of an id wins, a tombstone deletes it). Compressed or not: a compression.type other than
+ * "producer" on __transaction_state stores our own writes compressed, and Kafka's loader
+ * decompresses them. A batch that cannot be read is skipped with a warning. */
+static void txn_load_batch(struct gr_txn_coordinator *tc, int32_t p, const struct gr_batch_info *bi, const uint8_t *bp,
+                           struct txn_meta **loaded) {
+    struct gr_coord_records cr;
+    struct gr_batch_rec_view rec;
+    if (gr_coord_records_init(&cr, bp, bi) != 0) {
+        gr_warn(LOGGER,
+                "[TransactionCoordinator id=%d] skipping an unreadable batch (codec %d) at offset %" PRId64 " of %s-%d",
+                tc->b->broker_id, gr_batch_info_compression(bi), bi->BaseOffset, GR_TXN_TOPIC, p);
+        gr_coord_records_release(&cr);
+        return;
+    }
+    while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) {
+        struct gr_txn_record r;
+        if (gr_txn_log_decode(rec.Key, rec.Key ? (size_t)rec.KeyLength : 0, rec.Value,
+                              rec.Value ? (size_t)rec.ValueLength : 0, &r) != 0)
+            continue;
+        struct txn_meta **pp = loaded;
+        while (*pp && strcmp((*pp)->id, r.transactional_id) != 0) pp = &(*pp)->next;
+        if (r.tombstone) {
+            if (*pp) {
+                struct txn_meta *d = *pp;
+                *pp = d->next;
+                txn_meta_free(d);
+            }
+        } else {
+            if (!*pp) {
+                *pp = gr_calloc(1, sizeof **pp);
+                (*pp)->id = gr_strdup(r.transactional_id);
+                (*pp)->log_part = p;
+                (*pp)->last_epoch = -1;
+            }
+            txn_apply_record(*pp, &r);
+        }
+        gr_txn_record_free(&r);
+    }
+    gr_coord_records_release(&cr);
+}
+
 static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t epoch) {
     int64_t off = 0;
     struct txn_meta *loaded = NULL; /* private list, merged at the end */
@@ -223,29 +266,7 @@ static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t
         const uint8_t *bp;
         gr_batch_iter_init(&it, res.data, res.len);
         while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
-            struct gr_batch_rec_iter ri;
-            struct gr_batch_rec_view rec;
-            if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL) && gr_batch_rec_iter_init(&ri, bp, bi.size) == GR_BATCH_OK)
-                while (gr_batch_rec_iter_next(&ri, &rec) == 1) {
-                    struct gr_txn_record r;
-                    if (gr_txn_log_decode(rec.Key, rec.Key ? (size_t)rec.KeyLength : 0, rec.Value,
-                                          rec.Value ? (size_t)rec.ValueLength : 0, &r) != 0)
-                        continue;
-                    struct txn_meta **pp = &loaded;
-                    while (*pp && strcmp((*pp)->id, r.transactional_id) != 0) pp = &(*pp)->next;
-                    if (r.tombstone) {
-                        if (*pp) { struct txn_meta *d = *pp; *pp = d->next; txn_meta_free(d); }
-                    } else {
-                        if (!*pp) {
-                            *pp = gr_calloc(1, sizeof **pp);
-                            (*pp)->id = gr_strdup(r.transactional_id);
-                            (*pp)->log_part = p;
-                            (*pp)->last_epoch = -1;
-                        }
-                        txn_apply_record(*pp, &r);
-                    }
-                    gr_txn_record_free(&r);
-                }
+            if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) txn_load_batch(tc, p, &bi, bp, &loaded);
             off = gr_batch_info_last_offset(&bi) + 1;
         }
         free(res.data);

@@ -823,6 +823,14 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         info->error = gr_batch_err_kerr(err);
         goto out;
     }
+    /* One v2 batch per partition and request (Kafka 2.7 LogValidator, every origin: "more than
+     * one batch" is INVALID_RECORD); legacy message sets arrive here as one converted batch. The
+     * producer state's duplicate check answers for a whole append and relies on this. */
+    if (sum.batches > 1) {
+        gr_debug(LOGGER, "rejecting produce to '%s': %d record batches for one partition", log->dir, sum.batches);
+        info->error = GR_KERR_INVALID_RECORD;
+        goto out;
+    }
     /* compression.type (Kafka's LogValidator): client batches are stored in the topic's codec;
      * the converted copy replaces `batches` from here on and is freed below. As Kafka, a batch
      * that grew past max.message.bytes is MESSAGE_TOO_LARGE. */

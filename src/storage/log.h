@@ -149,7 +149,8 @@ struct gr_append_info {
  * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
  * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch validates as a
  * client batch (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
- * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), the conversion to compression_type (errors
+ * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), exactly one batch (Kafka 2.7's
+ * LogValidator: more than one is INVALID_RECORD), the conversion to compression_type (errors
  * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
  * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded

@@ -391,6 +391,9 @@ int16_t gr_pstate_prepare(struct gr_pstate *ps, const uint8_t *buf, size_t len, 
         if (origin == GR_PSTATE_CLIENT && dup) {
             const struct gr_pstate_entry *cur = find(ps, bi.ProducerId);
             if (cur && find_duplicate(cur, &bi, dup)) {
+                /* a duplicate answers for the whole append, so it must be the only batch (the
+                 * log refuses more than one per append, as Kafka's LogValidator) */
+                if (bi.size != len) return GR_KERR_INVALID_RECORD;
                 *is_dup = true;
                 return GR_KERR_NONE;
             }

@@ -133,7 +133,8 @@ void gr_pstate_append_release(struct gr_pstate_append *app);
  * order and stages their state updates in app (which must be freshly initialised).
  * CLIENT origin: if a batch duplicates one of its producer's cached batches (same epoch, same
  * first and last sequence), returns NONE with *dup filled and *is_dup = true: nothing must be
- * appended and the client gets dup's offsets. Otherwise the checks of Kafka 2.7's
+ * appended and the client gets dup's offsets (INVALID_RECORD instead when buf holds other
+ * batches too: acknowledging them unwritten would lose them). Otherwise the checks of Kafka 2.7's
  * ProducerAppendInfo: stale epoch -> INVALID_PRODUCER_EPOCH; new epoch with a sequence other than
  * 0 (and a known previous epoch) or a sequence that does not continue the last one (wrapping after
  * INT32_MAX) -> OUT_OF_ORDER_SEQUENCE_NUMBER, unless the producer has no state; a

@@ -391,7 +391,7 @@ static void test_join_sync_heartbeat(void) {
     struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
     struct gr_gc_fetch_part *fpp = fp;
     int fn = 2;
-    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10 && strcmp(fp[0].metadata, "x") == 0 && fp[1].offset == -1);
 
     /* a storage failure maps to Kafka's commit errors */
@@ -402,7 +402,7 @@ static void test_join_sync_heartbeat(void) {
     gr_gc_commit_offsets(gc, G, m1, NULL, 3, parts, 1, on_commit, &co);
     CHECK_KERR(co.errors[0], GR_KERR_NOT_COORDINATOR);
     fn = 1;
-    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == 10);
 
     /* leave -> Empty (stored), DeleteGroups */
@@ -434,7 +434,7 @@ static void test_join_sync_heartbeat(void) {
     CHECK_KERR(gr_gc_describe_group(gc2, G, &a, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
     fn = 1;
-    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, false, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, false, false, &fpp, &fn, &a), GR_KERR_NONE);
     CHECK(fp[0].offset == -1);
     gr_gc_free(gc2);
     gr_arena_free(&a);
@@ -543,9 +543,9 @@ static void test_failover_loads_group(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 77 && all[0].leader_epoch == 1 && strcmp(all[0].metadata, "meta") == 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, "simple", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, "simple", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && all[0].offset == 5);
     struct gr_gc_group_summary sum;
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
@@ -607,7 +607,7 @@ static void test_offset_delete(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1 && strcmp(all[0].topic, "t") == 0 && all[0].offset == 10);
 
     struct gr_gc_offset_delete_part one[] = {{"t", 0, GR_KERR_NONE}};
@@ -619,14 +619,14 @@ static void test_offset_delete(void) {
     CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
     CHECK_KERR(gr_gc_delete_offsets(a, G, one, 1), GR_KERR_NONE);
     CHECK_KERR(one[0].error, GR_KERR_NONE);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
 
     /* another coordinator loading the log sees the tombstones */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
     struct gr_group_coordinator *b = new_gc(&f, 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     gr_arena_free(&ar);
     gr_gc_free(a);
@@ -744,6 +744,105 @@ static void test_static_membership(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* KIP-345 as Kafka 2.7's onCompleteJoin: a rebalance that a static member does not rejoin (its
+ * instance is restarting) completes without it but keeps it -- member id, place in the leader's
+ * member list, assignment; only dynamic members that failed to rejoin are removed. The restarted
+ * instance then rejoins a Stable group without a second rebalance. Before, it was removed with
+ * the dynamic ones and its return started a new rebalance. */
+static void test_static_member_kept_through_rebalance(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "static-away";
+    struct join_out ja, jb, jc, jd;
+    struct gr_gc_join_req rq = {.group_id = G,
+                                .member_id = "",
+                                .group_instance_id = "inst-a",
+                                .client_id = "cli",
+                                .client_host = "/127.0.0.1",
+                                .protocol_type = "consumer",
+                                .session_timeout_ms = 60000,
+                                .rebalance_timeout_ms = 20000,
+                                .n_protocols = 2,
+                                .protocols = RANGE_RR};
+    memset(&ja, 0, sizeof ja);
+    gr_gc_join_group(gc, &rq, on_join, &ja);
+    rq.group_instance_id = "inst-b";
+    memset(&jb, 0, sizeof jb);
+    gr_gc_join_group(gc, &rq, on_join, &jb);
+    gr_gc_tick(gc);
+    gr_gc_tick(gc);
+    CHECK(ja.called == 1 && jb.called == 1 && ja.gen == 1);
+    char ma[160], mb[160];
+    snprintf(ma, sizeof ma, "%s", ja.member_id);
+    snprintf(mb, sizeof mb, "%s", jb.member_id);
+    struct gr_gc_assignment as1[] = {{ma, (const uint8_t *)"a1", 2}, {mb, (const uint8_t *)"b1", 2}};
+    struct sync_out sa, sb;
+    sync_(gc, G, ma, 1, as1, 2, &sa);
+    sync_(gc, G, mb, 1, NULL, 0, &sb);
+    CHECK(sa.error == 0 && sb.error == 0);
+
+    /* inst-a goes away without LeaveGroup; a dynamic member joins; inst-b rejoins */
+    join(gc, G, "", false, RANGE_RR, 2, &jc);
+    rq.group_instance_id = "inst-b";
+    rq.member_id = mb;
+    memset(&jb, 0, sizeof jb);
+    gr_gc_join_group(gc, &rq, on_join, &jb);
+    for (int i = 0; i < 19; i++) {
+        g_now += 1000;
+        gr_gc_tick(gc);
+    }
+    CHECK(jb.called == 0 && jc.called == 0);
+    g_now += 1000;
+    gr_gc_tick(gc); /* the rebalance timeout (20 s) completes the join without inst-a */
+    CHECK(jb.called == 1 && jc.called == 1 && jb.gen == 2 && jc.gen == 2);
+    CHECK(strcmp(jb.leader, mb) == 0 && jb.n_members == 3); /* inst-a is still listed for the leader */
+    char mc[160];
+    snprintf(mc, sizeof mc, "%s", jc.member_id);
+    struct gr_gc_assignment as2[] = {
+        {ma, (const uint8_t *)"a2", 2}, {mb, (const uint8_t *)"b2", 2}, {mc, (const uint8_t *)"c2", 2}};
+    sync_(gc, G, mb, 2, as2, 3, &sb);
+    struct sync_out sc;
+    sync_(gc, G, mc, 2, NULL, 0, &sc);
+    CHECK(sb.error == 0 && sc.error == 0 && strcmp(sc.assignment, "c2") == 0);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_group_summary sum;
+    CHECK_KERR(gr_gc_describe_group(gc, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 3);
+
+    /* inst-a is back (unknown member id): no rebalance, same generation, its assignment */
+    rq.group_instance_id = "inst-a";
+    rq.member_id = "";
+    memset(&jd, 0, sizeof jd);
+    gr_gc_join_group(gc, &rq, on_join, &jd);
+    CHECK(jd.called == 1);
+    CHECK_KERR(jd.error, GR_KERR_NONE);
+    CHECK(jd.gen == 2 && strncmp(jd.member_id, "inst-a-", 7) == 0);
+    struct sync_out sd;
+    sync_(gc, G, jd.member_id, 2, NULL, 0, &sd);
+    CHECK(sd.error == 0 && strcmp(sd.assignment, "a2") == 0);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 3);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, mb, "inst-b", 2), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, mc, NULL, 2), GR_KERR_NONE);
+
+    /* a static member that stays away is removed by its session timeout (60 s), which rebalances */
+    for (int i = 0; i < 59; i++) {
+        g_now += 1000;
+        CHECK_KERR(gr_gc_heartbeat(gc, G, mb, "inst-b", 2), GR_KERR_NONE);
+        CHECK_KERR(gr_gc_heartbeat(gc, G, mc, NULL, 2), GR_KERR_NONE);
+        gr_gc_tick(gc);
+    }
+    g_now += 1001;
+    gr_gc_tick(gc);
+    CHECK_KERR(gr_gc_describe_group(gc, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "PreparingRebalance") == 0 && sum.n_members == 2);
+    gr_arena_free(&ar);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 /* KIP-211 offset retention: an Empty consumer group's offsets expire retention after it became
  * Empty (then the group is Dead); simple groups' offsets at commit + retention or at their
  * explicit expire timestamp; tombstones reach the log. */
@@ -783,9 +882,9 @@ static void test_offset_expiry(void) {
     gr_arena_init(&ar);
     struct gr_gc_fetch_part *all = NULL;
     int n = 0;
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-exp", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-exp", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0); /* its expire timestamp passed */
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1);
     struct gr_gc_leave_member lm = {.member_id = m};
     CHECK_KERR(gr_gc_leave_group(a, G, &lm, 1), GR_KERR_NONE);
@@ -794,13 +893,13 @@ static void test_offset_expiry(void) {
     /* commit + retention: the simple group's offset expires and the group goes */
     g_now += RET - 24LL * 3600000 + CHECKI;
     gr_gc_tick(a);
-    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, "simple-ret", true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 1); /* Empty for less than the retention */
     g_now = empty_since + RET + CHECKI;
     gr_gc_tick(a);
-    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(a, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     struct gr_gc_group_summary sum;
     CHECK_KERR(gr_gc_describe_group(a, G, &ar, &sum), GR_KERR_NONE);
@@ -810,7 +909,7 @@ static void test_offset_expiry(void) {
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
     struct gr_group_coordinator *b = new_gc(&f, 0);
-    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, &all, &n, &ar), GR_KERR_NONE);
+    CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
     CHECK(strcmp(sum.state, "Dead") == 0);
@@ -829,6 +928,7 @@ int main(void) {
     test_failover_loads_group();
     test_offset_delete();
     test_static_membership();
+    test_static_member_kept_through_rebalance();
     test_offset_expiry();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);

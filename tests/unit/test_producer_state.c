@@ -148,25 +148,60 @@ static void test_sequence_rules(void) {
     CHECK(produce(log, -1, -1, -1, 2, &f, NULL) == GR_KERR_NONE && f == 23);
     CHECK(produce(log, -1, -1, -1, 2, &f, NULL) == GR_KERR_NONE && f == 25);
     CHECK(gr_plog_producer_count(log) == 4);
-    /* two batches of one producer in one request are checked against each other */
+    /* two batches for one partition in one request: INVALID_RECORD, nothing appended (Kafka 2.7's
+     * LogValidator); before, a duplicate among them made the log acknowledge the other unwritten */
     size_t l1, l2;
-    uint8_t *b1 = mk(1000, 1, 1, 2, &l1), *b2 = mk(1000, 1, 5, 1, &l2);
+    uint8_t *b1 = mk(1000, 1, 0, 1, &l1), *b2 = mk(1000, 1, 1, 1, &l2); /* a duplicate, a new batch */
     uint8_t *both = gr_malloc(l1 + l2);
     memcpy(both, b1, l1);
     memcpy(both + l1, b2, l2);
     struct gr_append_info info;
-    CHECK(gr_plog_append_as_leader(log, both, l1 + l2, 0, &info) == 0 &&
-          info.error == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
-    CHECK(gr_plog_producer_state(log, 1000, &e) && e.batches[e.n - 1].last_seq == 0); /* nothing staged kept */
-    /* ... while a producer with no state is accepted at any sequence, for every batch */
+    CHECK(gr_plog_append_as_leader(log, both, l1 + l2, 0, &info) == 0 && info.error == GR_KERR_INVALID_RECORD &&
+          info.first_offset == -1);
+    CHECK(gr_plog_end_offset(log) == 27);
+    CHECK(gr_plog_producer_state(log, 1000, &e) && e.batches[e.n - 1].last_seq == 0);
+    CHECK(produce(log, 1000, 1, 0, 1, &f, NULL) == GR_KERR_NONE && f == 11); /* alone, still a duplicate */
     free(b1), free(b2);
-    b1 = mk(6000, 0, 0, 2, &l1), b2 = mk(6000, 0, 5, 1, &l2);
+    /* the producer state alone (as followers feed it several batches): batches of one producer are
+     * checked against each other... */
+    struct gr_pstate *ps = gr_pstate_new(pdir("pstate-multi"), 604800000);
+    gr_pstate_assume_no_snapshots(ps);
+    struct gr_pstate_append app;
+    struct gr_pstate_batch dup;
+    bool is_dup;
+    b1 = mk(1000, 1, 1, 2, &l1), b2 = mk(1000, 1, 5, 1, &l2);
+    both = gr_realloc(both, l1 + l2);
     memcpy(both, b1, l1);
     memcpy(both + l1, b2, l2);
-    CHECK(gr_plog_append_as_leader(log, both, l1 + l2, 0, &info) == 0 && info.error == GR_KERR_NONE &&
-          info.first_offset == 27 && info.last_offset == 29);
-    CHECK(gr_plog_producer_state(log, 6000, &e) && e.n == 2 && e.batches[1].last_seq == 5);
-    CHECK(gr_plog_end_offset(log) == 30);
+    gr_batch_set_base_offset(both + l1, 2);
+    gr_pstate_append_init(&app);
+    CHECK(gr_pstate_prepare(ps, both, l1 + l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_NONE && !is_dup);
+    gr_pstate_append_release(&app); /* a producer with no state: any sequence, for every batch */
+    b2 = (free(b2), mk(1000, 1, 3, 1, &l2));
+    both = gr_realloc(both, l1 + l2);
+    memcpy(both + l1, b2, l2);
+    gr_batch_set_base_offset(both + l1, 2);
+    gr_pstate_append_init(&app);
+    CHECK(gr_pstate_prepare(ps, both, l1 + l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_NONE);
+    gr_pstate_commit(ps, &app, 3);
+    gr_pstate_append_release(&app);
+    b2 = (free(b2), mk(1000, 1, 5, 1, &l2));
+    both = gr_realloc(both, l1 + l2);
+    memcpy(both + l1, b2, l2);
+    gr_batch_set_base_offset(both, 3);
+    gr_batch_set_base_offset(both + l1, 5);
+    gr_pstate_append_init(&app); /* the last sequence is 3: 5 does not continue it */
+    CHECK(gr_pstate_prepare(ps, b2, l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    gr_pstate_append_release(&app);
+    /* ... and a duplicate answers only for an append of its own */
+    gr_pstate_append_init(&app);
+    CHECK(gr_pstate_prepare(ps, both, l1 + l2, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_INVALID_RECORD);
+    gr_pstate_append_release(&app);
+    gr_pstate_append_init(&app);
+    CHECK(gr_pstate_prepare(ps, both, l1, GR_PSTATE_CLIENT, &app, &dup, &is_dup) == GR_KERR_NONE && is_dup &&
+          dup.last_offset == 1);
+    gr_pstate_append_release(&app);
+    gr_pstate_free(ps);
     free(b1), free(b2), free(both);
     gr_plog_close(log);
 }
