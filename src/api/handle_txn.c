@@ -207,35 +207,13 @@ void gr_handle_end_txn(struct gr_broker *b, struct gr_api_req *req, const struct
 
 /* ---- TxnOffsetCommit (pending offsets: coordinator/txn_offsets.h) ---- */
 
-static void commit_cb(void *ctx, struct gr_gc_commit_part *parts, int n) {
-    (void)ctx;
-    for (int i = 0; i < n; i++) {
-        if (parts[i].error != GR_KERR_NONE)
-            gr_warn(LOGGER, "transactional offset of %s-%d not stored: %s", parts[i].topic, parts[i].partition,
-                    gr_kerr_name(parts[i].error));
-        free((char *)parts[i].topic);
-        free((char *)parts[i].metadata);
-    }
-    free(parts);
-}
-
 /* Marker for (pid) on __consumer_offsets-p: COMMIT makes its pending offsets the groups'
- * committed offsets (also written as ordinary offset records, so a reload needs no history),
- * ABORT drops them. */
+ * committed offsets, ABORT drops them (group_coordinator.h gr_gc_complete_txn_offsets). */
 static void complete_txn_offsets(struct gr_broker *b, int64_t pid, int32_t p, bool commit) {
-    struct gr_txn_offset *l = gr_txn_offsets_take(pid, p);
-    for (struct gr_txn_offset *o = l; o && commit && b->group_coordinator; o = o->next) {
-        struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
-        cp->topic = gr_strdup(o->topic);
-        cp->partition = o->partition;
-        cp->offset = o->offset;
-        cp->leader_epoch = o->leader_epoch;
-        cp->metadata = gr_strdup(o->metadata);
-        cp->commit_timestamp = gr_wall_ms();
-        cp->expire_timestamp = -1;
-        gr_gc_commit_offsets(b->group_coordinator, o->group, "", NULL, GR_GC_GENERATION_TXN, cp, 1, commit_cb, NULL);
-    }
-    gr_txn_offsets_free(l);
+    if (b->group_coordinator)
+        gr_gc_complete_txn_offsets(b->group_coordinator, pid, p, commit);
+    else
+        gr_txn_offsets_free(gr_txn_offsets_take(pid, p));
 }
 
 struct toc_ctx {

@@ -726,6 +726,7 @@ struct commit_ctx {
     gr_gc_commit_cb cb;
     void *ctx;
     uint8_t *batch;
+    bool txn; /* GR_GC_GENERATION_TXN: already in the cache since the marker (gr_gc_complete_txn_offsets) */
 };
 
 static void commit_done(void *arg, int16_t error) {
@@ -739,7 +740,7 @@ static void commit_done(void *arg, int16_t error) {
         if (!c->in_batch[i]) continue;
         struct gr_gc_commit_part *p = &c->parts[i];
         p->error = e;
-        if (e == GR_KERR_NONE && g && g->state != ST_DEAD)
+        if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn)
             gc_put_offset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, p->commit_timestamp,
                           p->expire_timestamp);
     }
@@ -816,6 +817,7 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     c->in_batch = gr_calloc((size_t)(n + 1), sizeof *c->in_batch);
     c->cb = cb;
     c->ctx = ctx;
+    c->txn = generation_id == GR_GC_GENERATION_TXN;
     struct gr_batch_rec *recs = gr_calloc((size_t)(n + 1), sizeof *recs);
     struct gr_wbuf *bufs = gr_calloc((size_t)(2 * n + 1), sizeof *bufs);
     int k = 0;
@@ -858,6 +860,56 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
     }
     gc->cfg.storage.append(gc->cfg.storage.ctx, pr.partition, c->batch, len, -1, gc->cfg.offset_commit_timeout_ms,
                            commit_done, c);
+}
+
+/* ---- transactional offsets at their marker ---- */
+
+static void txn_rewrite_done(void *ctx, struct gr_gc_commit_part *parts, int n) {
+    (void)ctx;
+    for (int i = 0; i < n; i++) {
+        if (parts[i].error != GR_KERR_NONE)
+            gr_warn(LOGGER, "transactional offset of %s-%d not rewritten: %s (still committed by its marker)",
+                    parts[i].topic, parts[i].partition, gr_kerr_name(parts[i].error));
+        free((char *)parts[i].topic);
+        free((char *)parts[i].metadata);
+    }
+    free(parts);
+}
+
+void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t producer_id, int32_t offsets_partition,
+                                bool commit) {
+    struct probe pr = {.partition = offsets_partition, .epoch = -1};
+    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
+    int64_t now = wall_ms(gc);
+    pthread_mutex_lock(&gc->mu);
+    /* taken and applied under gc->mu: an OffsetFetch with require_stable sees the offsets either
+     * pending (UNSTABLE_OFFSET_COMMIT) or committed, never the previous ones (Kafka 2.7's
+     * completePendingTxnOffsetCommit updates the cache at the marker) */
+    struct gr_txn_offset *l = gr_txn_offsets_take(producer_id, offsets_partition);
+    bool apply = commit && l && check_locked(gc, &pr) == GR_KERR_NONE;
+    int n = 0;
+    for (struct gr_txn_offset *o = l; apply && o; o = o->next) {
+        struct group *g = gc_find_group_locked(gc, o->group);
+        if (!g) g = gc_create_group_locked(gc, o->group, offsets_partition);
+        if (g->state == ST_DEAD) continue;
+        gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, now, -1);
+        n++;
+    }
+    pthread_mutex_unlock(&gc->mu);
+    /* also as ordinary offset records, so a reload needs no transaction history; the cache does
+     * not wait for them (the marker made the offsets durable) */
+    for (struct gr_txn_offset *o = l; apply && n && o; o = o->next) {
+        struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
+        cp->topic = gr_strdup(o->topic);
+        cp->partition = o->partition;
+        cp->offset = o->offset;
+        cp->leader_epoch = o->leader_epoch;
+        cp->metadata = gr_strdup(o->metadata);
+        cp->commit_timestamp = now;
+        cp->expire_timestamp = -1;
+        gr_gc_commit_offsets(gc, o->group, "", NULL, GR_GC_GENERATION_TXN, cp, 1, txn_rewrite_done, NULL);
+    }
+    gr_txn_offsets_free(l);
 }
 
 /* ---- OffsetFetch ---- */

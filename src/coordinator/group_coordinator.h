@@ -242,6 +242,13 @@ int16_t gr_gc_validate_txn_commit(struct gr_group_coordinator *gc, const char *g
                                   const char *group_instance_id, int32_t generation_id);
 /* generation_id of transactional offsets applied at their COMMIT marker: no membership check. */
 #define GR_GC_GENERATION_TXN INT32_MIN
+/* A WriteTxnMarkers marker of producer_id was written to __consumer_offsets-offsets_partition:
+ * takes the producer's pending offsets there (txn_offsets.h); COMMIT puts them in the offsets
+ * cache at once, in the same critical section (so OffsetFetch never answers the previous offsets
+ * in between), then rewrites them as ordinary offset records in the background (a failed rewrite
+ * loses nothing: the marker already committed them). ABORT drops them. */
+void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t producer_id, int32_t offsets_partition,
+                                bool commit);
 /* OffsetCommit. parts (caller's memory) must stay valid until cb. generation_id < 0 with an
  * unknown or Empty group = a "simple" commit by a client not using group management. */
 void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id, const char *member_id,

@@ -9,6 +9,7 @@
 
 #include "coordinator/group_coordinator.h"
 #include "coordinator/group_offsets.h"
+#include "coordinator/txn_offsets.h"
 #include "common/kerr.h"
 #include "common/util.h"
 #include "storage/batch.h"
@@ -919,6 +920,59 @@ static void test_offset_expiry(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* KIP-447: transactional offsets are pending (require_stable: UNSTABLE_OFFSET_COMMIT) until
+ * their COMMIT marker, then committed at once, as Kafka 2.7's completePendingTxnOffsetCommit:
+ * never the previous offset in between, and not lost when the background rewrite as ordinary
+ * offset records fails (the marker committed them). ABORT drops them. */
+static void test_txn_offsets_at_marker(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "txn-group";
+    int32_t p = gr_gc_partition_for(gc, G);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 5, .leader_epoch = -1,
+                                     .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &part, 1, on_commit, &co);
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    gr_txn_offsets_add(77, p, G, "t", 0, 42, -1, "m");
+    gr_txn_offsets_add(78, p, G, "t", 1, 9, -1, "");
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 2;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, true, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(fp[0].error, GR_KERR_UNSTABLE_OFFSET_COMMIT);
+    CHECK_KERR(fp[1].error, GR_KERR_UNSTABLE_OFFSET_COMMIT);
+    /* COMMIT marker of 77 whose ordinary rewrite fails: still committed */
+    f.fail = GR_KERR_REQUEST_TIMED_OUT;
+    gr_gc_complete_txn_offsets(gc, 77, p, true);
+    CHECK(f.fail == 0); /* the rewrite was attempted */
+    memset(fp, 0, sizeof fp);
+    fp[0].topic = fp[1].topic = "t";
+    fp[1].partition = 1;
+    fn = 2;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, true, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(fp[0].error, GR_KERR_NONE);
+    CHECK(fp[0].offset == 42 && strcmp(fp[0].metadata, "m") == 0);
+    CHECK_KERR(fp[1].error, GR_KERR_UNSTABLE_OFFSET_COMMIT);
+    /* ABORT marker of 78: dropped, the partition is stable again without an offset */
+    gr_gc_complete_txn_offsets(gc, 78, p, false);
+    memset(fp, 0, sizeof fp);
+    fp[0].topic = fp[1].topic = "t";
+    fp[1].partition = 1;
+    fn = 2;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, true, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK(fp[0].offset == 42);
+    CHECK_KERR(fp[1].error, GR_KERR_NONE);
+    CHECK(fp[1].offset == -1);
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_arena_free(&a);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -930,6 +984,7 @@ int main(void) {
     test_static_membership();
     test_static_member_kept_through_rebalance();
     test_offset_expiry();
+    test_txn_offsets_at_marker();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;
