@@ -14,7 +14,9 @@
   succeed in this test) on a topic with flush.messages=1: the
   produce gets KAFKA_STORAGE_ERROR instead of success, the dir goes offline, leadership moves to
   another broker, and every acknowledged record is still there. Before: the failed fsync was
-  ignored and the produce acknowledged."""
+  ignored and the produce acknowledged.
+- The same shim under background work only: the periodic replication-offset-checkpoint write
+  fails, the dir goes offline and leadership moves. Before: the error was dropped."""
 
 import os
 import re
@@ -197,14 +199,16 @@ def state(cluster, topic, p=0):
     return cluster.get_json(f"/brokers/topics/{topic}/partitions/{p}/state")[0] or {}
 
 
-def test_failed_fsync_fails_the_produce_and_takes_the_dir_offline(cluster_factory, zk_connect, tmp_path,
-                                                                 monkeypatch):
+def faulty_cluster(cluster_factory, zk_connect, tmp_path, monkeypatch, topic_config, b1_config=None):
+    """3 brokers; broker 1 has two log dirs and runs under the EIO shim for the second one. Topic
+    "f" with 4 partitions led by broker 1. Returns (cluster, second dir, trigger path)."""
     so = build_shim(tmp_path)
     trigger = str(tmp_path / "fail-now")
     cluster = cluster_factory(zk_connect, n=3, config={"num.replica.fetchers": "1"}, start=False)
     b1 = cluster[1]
     second = b1.logdir + "-b"
     b1.config["log.dirs"] = f"{b1.logdir},{second}"
+    b1.config.update(b1_config or {})
     monkeypatch.setenv("LD_PRELOAD", so)
     monkeypatch.setenv("GREGOR_FAULT_DIR", second)
     monkeypatch.setenv("GREGOR_FAULT_TRIGGER", trigger)
@@ -212,13 +216,20 @@ def test_failed_fsync_fails_the_produce_and_takes_the_dir_offline(cluster_factor
     monkeypatch.delenv("LD_PRELOAD")
     cluster.start(ids=[2, 3])
     cluster.wait_registered([1, 2, 3])
-    n = 4
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    admin.create_topics([NewTopic("f", num_partitions=n, replica_assignment=[[1, 2, 3]] * n,
-                                  config={"flush.messages": "1", "min.insync.replicas": "2"})],
+    admin.create_topics([NewTopic("f", num_partitions=4, replica_assignment=[[1, 2, 3]] * 4, config=topic_config)],
                         operation_timeout=20, request_timeout=30)["f"].result(timeout=40)
-    for q in range(n):
+    for q in range(4):
         H.wait_for(lambda: len(state(cluster, "f", q).get("isr", [])) == 3, 20, "full ISR")
+    return cluster, second, trigger
+
+
+def test_failed_fsync_fails_the_produce_and_takes_the_dir_offline(cluster_factory, zk_connect, tmp_path,
+                                                                 monkeypatch):
+    cluster, second, trigger = faulty_cluster(cluster_factory, zk_connect, tmp_path, monkeypatch,
+                                              {"flush.messages": "1", "min.insync.replicas": "2"})
+    b1 = cluster[1]
+    n = 4
     acked = []
 
     def cb(err, msg):
@@ -269,3 +280,27 @@ def test_failed_fsync_fails_the_produce_and_takes_the_dir_offline(cluster_factor
     c.close()
     assert set(acked) <= set(got), (acked, got)
     assert len(acked) == 2 * n
+
+
+def test_failed_checkpoint_write_takes_the_dir_offline(cluster_factory, zk_connect, tmp_path, monkeypatch):
+    """Background work: the periodic replication-offset-checkpoint write into the failing dir
+    fails its fsync; the dir goes offline and leadership of its partitions moves, without any
+    produce. Before: the error was only returned to the log manager's thread and dropped."""
+    cluster, second, trigger = faulty_cluster(cluster_factory, zk_connect, tmp_path, monkeypatch, {},
+                                              {"replica.high.watermark.checkpoint.interval.ms": "300"})
+    b1 = cluster[1]
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for q in range(4):
+        p.produce("f", f"first-{q}".encode(), partition=q)
+    assert p.flush(30) == 0
+    H.wait_for(lambda: any(d.startswith("f-") for d in os.listdir(second)), 10, "partitions placed in the second dir")
+    failed = sorted(int(d.rsplit("-", 1)[1]) for d in os.listdir(second) if d.startswith("f-"))
+    healthy = [q for q in range(4) if q not in failed]
+    open(trigger, "w").close()
+    for q in failed:
+        H.wait_for(lambda: state(cluster, "f", q).get("leader") in (2, 3) and 1 not in state(cluster, "f", q)["isr"],
+                   15, f"f-{q} moved off the failed dir")
+    assert re.search(r"Error while writing [^ ]*" + re.escape(second) + r"/replication-offset-checkpoint", b1.log())
+    for q in healthy:
+        assert state(cluster, "f", q)["leader"] == 1
+    assert b1.running()
