@@ -2,8 +2,11 @@
  * ReplicaManager.handleLogDirFailure + KafkaZkClient.propagateLogDirEvent).
  *
  * When an I/O error (EIO, ENOSPC, EROFS, EDQUOT, ENXIO, EFBIG, ENOTDIR, ENODEV) hits a log on
- * append, flush or read, the replica manager reports it here with the index of the log's dir in
- * log.dirs. The dir goes offline for the life of the process:
+ * append (including its roll and a flush due by flush.messages/flush.ms) or read, the replica
+ * manager reports it here with the index of the log's dir in log.dirs; the log manager's
+ * background work (periodic flush, retention, checkpoint files, the cleaner) reports through
+ * gr_plog_manager_set_io_error_handler, wired to gr_ldf_report by the replica manager. The dir
+ * goes offline for the life of the process:
  *   - every partition whose log lives there answers KAFKA_STORAGE_ERROR (produce, fetch,
  *     follower appends, and LeaderAndIsr -- which is how the controller learns which replicas
  *     are gone: gr_ldf_check below);

@@ -830,7 +830,7 @@ int gr_rm_follower_append(struct gr_replica_manager *rm, struct gr_rm_partition 
         if (rc < 0 && rc != -ERANGE) {
             gr_error(LOGGER, "[ReplicaFetcher broker=%d] append to %s-%d failed: %s", rm->broker_id, p->topic,
                      p->partition, gr_strerror(rc));
-            gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a follower log");
+            gr_plog_manager_report_io_error(rm->lm, p->lml->dir_idx, rc, "appending to a follower log");
         }
     }
     if (rc == 0) {
@@ -967,7 +967,7 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
                                        &info);
         if (rc < 0) {
             gr_error(LOGGER, "append to %s-%d failed: %s", p->topic, p->partition, gr_strerror(rc));
-            gr_ldf_report(rm->b, p->lml->dir_idx, rc, "appending to a log");
+            gr_plog_manager_report_io_error(rm->lm, p->lml->dir_idx, rc, "appending to a log");
             err = GR_KERR_KAFKA_STORAGE_ERROR;
         } else {
             err = info.error;
@@ -1082,7 +1082,7 @@ int16_t gr_rm_read(struct gr_replica_manager *rm, const char *topic, int32_t par
     if (err == GR_KERR_NONE) err = gr_ldf_check(rm->b, p->lml->dir_idx);
     if (err == GR_KERR_NONE) {
         int rc = gr_plog_read(p->lml->log, offset, max_bytes, committed_only ? hw : -1, true, res);
-        if (rc < 0) gr_ldf_report(rm->b, p->lml->dir_idx, rc, "reading a log");
+        if (rc < 0) gr_plog_manager_report_io_error(rm->lm, p->lml->dir_idx, rc, "reading a log");
         err = rc < 0 ? GR_KERR_KAFKA_STORAGE_ERROR : res->error;
     }
     gr_rm_partition_unref(p);
@@ -1108,6 +1108,11 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
 }
 
 /* ---- lifecycle ---- */
+
+/* The log manager's I/O errors go to the log dir failure flow (Kafka's LogDirFailureChannel). */
+static bool rm_io_error(void *ctx, int dir_idx, int err, const char *what) {
+    return gr_ldf_report(ctx, dir_idx, err, what);
+}
 
 int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out) {
     *out = NULL;
@@ -1159,8 +1164,10 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.apply_leader_and_isr = hook_apply_lai;
     b->hooks.stop_replicas = hook_stop_replicas;
     b->replica_manager = rm;
+    gr_plog_manager_set_io_error_handler(rm->lm, rm_io_error, b);
     if (b->metrics) {
         gr_metrics_add_collector(b->metrics, gr_rm_metrics_collector, rm);
+        gr_metrics_add_collector(b->metrics, gr_plog_manager_metrics_collector, rm->lm);
         /* Registered now so dashboards see 0 rather than nothing before the first change. */
         gr_metrics_meter(b->metrics, "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec");
         gr_metrics_meter(b->metrics, "kafka.server:type=ReplicaManager,name=IsrExpandsPerSec");
@@ -1179,6 +1186,7 @@ void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     if (!rm || rm->shut_down) return;
     rm->shut_down = true;
     if (rm->b && rm->b->metrics) gr_metrics_remove_collector(rm->b->metrics, gr_rm_metrics_collector, rm);
+    if (rm->b && rm->b->metrics) gr_metrics_remove_collector(rm->b->metrics, gr_plog_manager_metrics_collector, rm->lm);
     if (rm->b && rm->b->hooks.ctx == rm) memset(&rm->b->hooks, 0, sizeof rm->b->hooks);
     gr_info(LOGGER, "[ReplicaManager broker=%d] Shutting down", rm->broker_id);
     gr_fetcher_manager_free(rm->fetchers);

@@ -676,7 +676,10 @@ static int roll(struct gr_plog *log) {
     }
     gr_segment_deactivate(old);
     segs_push(log, seg);
-    fsync_dir(log->dir);
+    /* The new segment is in place either way; a failed directory fsync is an I/O error of the
+     * log (Kafka's roll through maybeHandleIOException) and keeps the recovery point. */
+    rc = fsync_dir(log->dir);
+    if (rc) return rc;
     log->recovery_point = seg->base_offset;
     /* Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint: keep the snapshots of the last two
      * segments (the recovery point is now the new active segment's base). */
@@ -783,9 +786,15 @@ static void stamp_log_append_time(uint8_t *buf, size_t len, int64_t now) {
     }
 }
 
-static void after_append(struct gr_plog *log, int64_t records) {
+/* Counts the appended records and flushes when flush.messages / flush.ms say so. A failed flush
+ * fails the append (Kafka's Log.append calls flush(), whose IOException becomes a
+ * KafkaStorageException): the records are in the log but must not be acknowledged. */
+static int after_append(struct gr_plog *log, int64_t records) {
     log->unflushed_messages += records;
-    if (flush_due(log)) flush_locked(log);
+    if (!flush_due(log)) return 0;
+    int rc = flush_locked(log);
+    if (rc) gr_error(LOGGER, "flush of '%s' failed: %s", log->dir, gr_strerror(rc));
+    return rc;
 }
 
 int gr_plog_append_as_leader(struct gr_plog *log, uint8_t *batches, size_t len, int32_t leader_epoch,
@@ -926,7 +935,14 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
     info->record_count = sum.records;
     info->batch_count = sum.batches;
     gr_epoch_cache_assign(&log->ec, leader_epoch, info->first_offset);
-    after_append(log, sum.records);
+    rc = after_append(log, sum.records);
+    if (rc) {
+        info->error = GR_KERR_KAFKA_STORAGE_ERROR;
+        info->first_offset = info->last_offset = -1;
+        gr_plog_unlock(log);
+        free(converted);
+        return rc;
+    }
 out:
     if (info->error != GR_KERR_NONE) info->first_offset = info->last_offset = -1;
     gr_plog_unlock(log);
@@ -998,7 +1014,8 @@ int gr_plog_append_as_follower(struct gr_plog *log, const uint8_t *batches, size
     info->offset_of_max_timestamp = sum.offset_of_max_timestamp;
     info->record_count = sum.records;
     info->batch_count = sum.batches;
-    after_append(log, sum.records);
+    rc = after_append(log, sum.records);
+    if (rc) info->error = GR_KERR_KAFKA_STORAGE_ERROR;
 out:
     gr_plog_unlock(log);
     return rc;
@@ -1116,7 +1133,8 @@ static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     struct gr_segment *seg = gr_segment_new(log->dir, offset);
     segs_push(log, seg);
     int rc = gr_segment_create(seg);
-    fsync_dir(log->dir);
+    int drc2 = fsync_dir(log->dir);
+    if (rc == 0) rc = drc2;
     log->log_start_offset = offset;
     log->recovery_point = offset;
     gr_epoch_cache_clear(&log->ec);

@@ -127,15 +127,30 @@ int64_t gr_offset_map_get(const struct gr_offset_map *m, const uint8_t *key, siz
 
 /* ---- batch access ---- */
 
-/* Reads the batch at pos of an open segment file into *buf (grown as needed). 1 read, 0 end,
- * <0 error. */
-static int read_batch(int fd, int64_t pos, int64_t size, uint8_t **buf, size_t *cap, struct gr_batch_info *bi) {
+/* Logs a batch the cleaner cannot use (Kafka's CorruptRecordException in the cleaner): the pass
+ * is abandoned and the log marked uncleanable by the log manager; the data stays as it is. */
+static void report_corrupt(const char *path, int64_t pos, int64_t offset, const char *why) {
+    gr_error(LOGGER,
+             "corrupt batch in segment '%s' at position %" PRId64 " (offset %" PRId64 "): %s; the cleaning "
+             "pass is abandoned and the log left as it is",
+             path, pos, offset, why);
+}
+
+/* Reads the batch at pos of an open segment file (path for messages) into *buf (grown as
+ * needed) and checks its header and CRC-32C (records are checked where they are decoded).
+ * 1 read, 0 end, GR_ECORRUPT (logged) or -errno. */
+static int read_batch(int fd, const char *path, int64_t pos, int64_t size, uint8_t **buf, size_t *cap,
+                      struct gr_batch_info *bi) {
     if (pos >= size) return 0;
     uint8_t hdr[GR_BATCH_HEADER_SIZE];
     ssize_t n = pread(fd, hdr, sizeof hdr, pos);
     if (n < 0) return -errno;
-    if (gr_batch_peek_header(hdr, (size_t)n, (size_t)(size - pos), bi) != GR_BATCH_OK || bi->size > MAX_BATCH)
+    int err = gr_batch_peek_header(hdr, (size_t)n, (size_t)(size - pos), bi);
+    if (err != GR_BATCH_OK || bi->size > MAX_BATCH) {
+        report_corrupt(path, pos, (size_t)n >= 8 ? (int64_t)gr_be64(hdr) : -1,
+                       err != GR_BATCH_OK ? gr_batch_strerror(err) : "batch larger than 64 MiB");
         return GR_ECORRUPT;
+    }
     if (bi->size > *cap) {
         *cap = bi->size;
         *buf = gr_realloc(*buf, *cap);
@@ -144,8 +159,18 @@ static int read_batch(int fd, int64_t pos, int64_t size, uint8_t **buf, size_t *
     while (got < bi->size) {
         n = pread(fd, *buf + got, bi->size - got, pos + (int64_t)got);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n < 0 ? -errno : GR_ECORRUPT;
+        if (n < 0) return -errno;
+        if (n == 0) {
+            report_corrupt(path, pos, bi->BaseOffset, "the file ends inside the batch");
+            return GR_ECORRUPT;
+        }
         got += (size_t)n;
+    }
+    struct gr_batch_info vi;
+    err = gr_batch_validate_one(*buf, bi->size, GR_BATCH_V_NO_RECORDS, &vi);
+    if (err != GR_BATCH_OK) {
+        report_corrupt(path, pos, bi->BaseOffset, gr_batch_strerror(err));
+        return GR_ECORRUPT;
     }
     return 1;
 }
@@ -432,7 +457,8 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
-        while ((r = read_batch(s->fd, pos, s->size, &buf, &cap, &bi)) == 1) {
+        while ((r = read_batch(s->fd, s->path, pos, s->size, &buf, &cap, &bi)) == 1) {
+            int64_t bpos = pos;
             pos += (int64_t)bi.size;
             if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
@@ -452,9 +478,11 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
                     r = 2;
                     break;
                 }
-                if (frc)
-                    gr_warn(LOGGER, "skipping an unreadable batch at offset %" PRId64 " of '%s': %s", bi.BaseOffset,
-                            s->path, gr_strerror(frc));
+                if (frc) { /* Kafka: CorruptRecordException ends the pass */
+                    report_corrupt(s->path, bpos, bi.BaseOffset, "its records cannot be decoded");
+                    r = GR_ECORRUPT;
+                    break;
+                }
             }
             *end_out = GR_MIN(last + 1, to);
             if (last >= from && last < to && last > m->latest_offset) m->latest_offset = last;
@@ -535,15 +563,13 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             fc.records = GR_MAX(bi->RecordCount, 0);
         else
             rc = for_each_record(b, bi, filter_rec, &fc);
-        if (rc) { /* keep what cannot be read rather than lose it */
+        if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
             free(fc.out);
-            fc.out = NULL;
-            fc.kept = bi->RecordCount;
-            fc.records = bi->RecordCount;
+            return GR_ECORRUPT;
         }
         st->records_read += fc.records;
         st->records_kept += fc.kept;
-        if (!aborted && (rc || fc.kept == bi->RecordCount)) {
+        if (!aborted && fc.kept == bi->RecordCount) {
             outb = b;
             outn = bi->size;
         } else if (fc.kept > 0 || is_producer_last_batch(log, bi)) {
@@ -630,15 +656,27 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
-        while ((r = read_batch(src[i].fd, pos, src[i].size, &buf, &cap, &bi)) == 1) {
+        while ((r = read_batch(src[i].fd, src[i].path, pos, src[i].size, &buf, &cap, &bi)) == 1) {
+            int64_t bpos = pos;
             pos += (int64_t)bi.size;
             if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
-            clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st);
+            if ((r = clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st)) < 0) {
+                report_corrupt(src[i].path, bpos, bi.BaseOffset, "its records cannot be decoded");
+                break;
+            }
         }
         if (r < 0) rc = r;
     }
     free(buf);
+    /* What the swap would put in place must read back whole: recovery would cut a segment at
+     * the first invalid batch and lose the rest of the group. */
+    struct gr_batch_summary vs;
+    if (rc == 0 && olen > 0 && gr_batch_validate_all(out, olen, GR_BATCH_V_NO_RECORDS, &vs) != GR_BATCH_OK) {
+        gr_error(LOGGER, "the cleaned form of '%s' does not validate at byte %zu; the pass is abandoned", src[0].path,
+                 vs.bad_pos);
+        rc = GR_ECORRUPT;
+    }
     if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
     if (rc == 0) rc = throttle_add(th, (int64_t)olen);
     free(out);
@@ -667,12 +705,15 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     char *tswap = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".swap", log->dir, base);
     char *tfinal = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, log->dir, base);
     int64_t end_base = log->segs[first + n]->base_offset, group_end = src[n - 1].next;
-    int rc = 0;
+    int rc = 0, io = 0; /* io: the first failed fsync/rename/unlink after the point of no return */
+#define IO(call)                                \
+    do {                                        \
+        if ((call) < 0 && io == 0) io = -errno; \
+    } while (0)
     crash_point("cleaned");
     /* the .txnindex first: a .txnindex.swap without its .log.swap is dropped at open */
-    if (rename(tcleaned, tswap) < 0) rc = -errno;
-    else if (rename(cleaned, swap) < 0) rc = -errno;
-    else gr_plog_fsync_dir(log->dir);
+    if (rename(tcleaned, tswap) < 0 || rename(cleaned, swap) < 0) rc = -errno;
+    if (rc == 0) rc = gr_plog_fsync_dir(log->dir);
     if (rc) goto out;
     crash_point("swap");
     /* old segments out: .log -> .log.deleted, indexes unlinked */
@@ -680,7 +721,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
         struct gr_segment *s = log->segs[first + i];
         gr_segment_deactivate(s);
         char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(s));
-        rename(GR_SEG_LOG_PATH(s), del);
+        IO(rename(GR_SEG_LOG_PATH(s), del));
         char path[GR_SEG_PATH_MAX];
         gr_segment_sibling_path(s, ".index", path);
         unlink(path);
@@ -694,7 +735,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
         free(del);
         if (i == 0) crash_point("deleted");
     }
-    gr_plog_fsync_dir(log->dir);
+    if (io == 0) io = gr_plog_fsync_dir(log->dir);
     struct stat tst;
     if (stat(tswap, &tst) == 0 && tst.st_size == 0) {
         unlink(tfinal);
@@ -704,7 +745,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     }
     crash_point("txnindex");
     if (rc == 0 && rename(swap, final) < 0) rc = -errno;
-    gr_plog_fsync_dir(log->dir);
+    if (io == 0) io = gr_plog_fsync_dir(log->dir);
     for (size_t i = 0; i < n; i++) {
         char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(log->segs[first + i]));
         unlink(del);
@@ -726,6 +767,8 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     log->seg_gen++;
     st->segments_cleaned += (int)n;
     gr_txn_index_replace_segments(log->ti, base, end_base, group_end, tm->kept, tm->nkept);
+#undef IO
+    if (rc == 0) rc = io; /* the swap is complete in memory; the caller reports the I/O error */
 out:
     free(swap);
     free(final);

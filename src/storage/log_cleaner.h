@@ -53,7 +53,11 @@ struct gr_clean_stats {
     int64_t records_read, records_kept;
     int segments_cleaned;
 };
-/* One cleaning pass. Returns 0 or -errno; st->end_offset is the next checkpoint. */
+/* One cleaning pass. Returns 0 (st->end_offset is the next checkpoint), -ECANCELED (aborted),
+ * GR_ECORRUPT (a batch read failed its header/CRC check or its records could not be decoded:
+ * nothing of that group was swapped, the error is logged with the segment and offset; Kafka's
+ * CorruptRecordException, the caller marks the log uncleanable) or -errno (an I/O error: the
+ * caller reports it to the log dir failure flow). Groups swapped before the error stay cleaned. */
 int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_checkpoint, const struct gr_cleaner_params *p,
                   struct gr_clean_stats *st);
 

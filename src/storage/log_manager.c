@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "storage/checkpoint.h"
 #include "storage/log_cleaner.h"
@@ -36,6 +37,7 @@ struct lm_dir {
     size_t nls;
     struct gr_offset_checkpoint_entry *cl; /* cleaner checkpoints read at start-up */
     size_t ncl;
+    atomic_bool offline; /* the I/O error handler said the dir went offline: no more work here */
 };
 
 #define MAX_CLEANER_THREADS 64
@@ -79,6 +81,9 @@ struct gr_plog_manager {
      * write, or left over from before a restart): a log created at such a path must not take
      * their values after a crash, so its creation first rewrites them (write_checkpoints). */
     atomic_bool ckpt_stale;
+    pthread_mutex_t io_lock; /* io_error, io_error_ctx */
+    gr_plog_manager_io_error_fn io_error;
+    void *io_error_ctx;
 };
 
 /* Which checkpoint files write_checkpoints writes. */
@@ -193,6 +198,7 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     atomic_init(&l->cleaner_checkpoint, 0);
     atomic_init(&l->cleaning, false);
     atomic_init(&l->abort_cleaning, false);
+    atomic_init(&l->uncleanable, false);
     atomic_init(&l->refs, 1); /* the map's reference */
     return l;
 }
@@ -363,6 +369,40 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
     free(arr);
 }
 
+/* ---- I/O errors (Kafka's LogDirFailureChannel) ---- */
+
+void gr_plog_manager_set_io_error_handler(struct gr_plog_manager *lm, gr_plog_manager_io_error_fn fn, void *ctx) {
+    pthread_mutex_lock(&lm->io_lock);
+    lm->io_error = fn;
+    lm->io_error_ctx = ctx;
+    pthread_mutex_unlock(&lm->io_lock);
+}
+
+bool gr_plog_manager_report_io_error(struct gr_plog_manager *lm, int dir_idx, int err, const char *what) {
+    if (dir_idx < 0 || dir_idx >= lm->ndirs) return false;
+    pthread_mutex_lock(&lm->io_lock);
+    gr_plog_manager_io_error_fn fn = lm->io_error;
+    void *ctx = lm->io_error_ctx;
+    pthread_mutex_unlock(&lm->io_lock);
+    bool off = fn && fn(ctx, dir_idx, err, what);
+    if (off && !atomic_exchange(&lm->dirs[dir_idx].offline, true))
+        gr_error(LOGGER, "Log dir %s is offline: no more flushes, retention, checkpoints or cleaning there",
+                 lm->dirs[dir_idx].path);
+    return off;
+}
+
+static bool dir_offline(struct gr_plog_manager *lm, int dir_idx) {
+    return dir_idx >= 0 && dir_idx < lm->ndirs && atomic_load(&lm->dirs[dir_idx].offline);
+}
+
+/* Reports rc < 0 of an operation on log l ("flushing" -> "flushing t-0"). */
+static void log_io_error(struct gr_plog_manager *lm, struct gr_lm_log *l, int rc, const char *op) {
+    char what[256];
+    snprintf(what, sizeof what, "%s %s-%d", op, l->topic, l->partition);
+    gr_error(LOGGER, "Error while %s: %s", what, gr_strerror(rc));
+    gr_plog_manager_report_io_error(lm, l->dir_idx, rc, what);
+}
+
 /* ---- checkpoints ---- */
 
 static const char *const ck_names[4] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
@@ -376,7 +416,9 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     int first_err = 0;
     pthread_mutex_lock(&lm->ckpt_lock);
     struct gr_offset_checkpoint_entry *e = gr_malloc((size_t)(n + 1) * sizeof *e);
+    int failed_dir[GR_MAX_LOG_DIRS], failed_err[GR_MAX_LOG_DIRS], nfailed = 0;
     for (int d = 0; d < lm->ndirs; d++) {
+        if (dir_offline(lm, d)) continue; /* Kafka drops an offline dir's checkpoints */
         for (int pass = 0; pass < 4; pass++) {
             if (!(which & (1 << pass))) continue;
             size_t k = 0;
@@ -394,12 +436,19 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
             char *path = gr_asprintf("%s/%s", lm->dirs[d].path, ck_names[pass]);
             int rc = gr_offset_checkpoint_write(path, e, k);
             if (rc < 0 && first_err == 0) first_err = rc;
+            if (rc < 0 && (nfailed == 0 || failed_dir[nfailed - 1] != d)) {
+                gr_error(LOGGER, "Error while writing %s: %s", path, gr_strerror(rc));
+                failed_dir[nfailed] = d;
+                failed_err[nfailed++] = rc;
+            }
             free(path);
         }
     }
     free(e);
     pthread_mutex_unlock(&lm->ckpt_lock);
     if (first_err && was_stale) atomic_store(&lm->ckpt_stale, true);
+    for (int f = 0; f < nfailed; f++) /* outside ckpt_lock: the handler may take other locks */
+        gr_plog_manager_report_io_error(lm, failed_dir[f], failed_err[f], "writing a checkpoint file");
     for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
     free(arr);
     return first_err;
@@ -409,14 +458,24 @@ int gr_plog_manager_checkpoint(struct gr_plog_manager *lm) { return write_checkp
 
 /* ---- background thread ---- */
 
+/* Kafka's flushDirtyLogs: a failed flush takes the dir offline (Log.flush through
+ * maybeHandleIOException). */
 static void task_flush(void *ctx, struct gr_lm_log *l) {
-    (void)ctx;
+    struct gr_plog_manager *lm = ctx;
+    if (dir_offline(lm, l->dir_idx)) return;
     int rc = gr_plog_flush_if_due(l->log);
-    if (rc < 0) gr_error(LOGGER, "flush of %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    if (rc < 0) log_io_error(lm, l, rc, "flushing");
 }
 
+struct retention_ctx {
+    struct gr_plog_manager *lm;
+    int64_t now;
+};
+
 static void task_retention(void *ctx, struct gr_lm_log *l) {
-    int64_t now = *(int64_t *)ctx;
+    struct retention_ctx *rc_ = ctx;
+    int64_t now = rc_->now;
+    if (dir_offline(rc_->lm, l->dir_idx)) return;
     int rc = gr_plog_apply_retention(l->log, atomic_load(&l->hw), atomic_load(&l->retention_ms),
                                      atomic_load(&l->retention_bytes), now);
     if (rc > 0) {
@@ -427,7 +486,7 @@ static void task_retention(void *ctx, struct gr_lm_log *l) {
         while (hw < start && !atomic_compare_exchange_weak(&l->hw, &hw, start)) {
         }
     } else if (rc < 0) {
-        gr_warn(LOGGER, "retention of %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+        log_io_error(rc_->lm, l, rc, "deleting segments by retention of");
     }
 }
 
@@ -460,12 +519,12 @@ static void *lm_thread(void *arg) {
         }
         pthread_mutex_unlock(&lm->tlock);
         if (due[0] <= now) {
-            gr_plog_manager_foreach(lm, task_flush, NULL);
+            gr_plog_manager_foreach(lm, task_flush, lm);
             t_flush = now;
         }
         if (due[1] <= now) {
-            int64_t wall = gr_wall_ms();
-            gr_plog_manager_foreach(lm, task_retention, &wall);
+            struct retention_ctx rctx = {lm, gr_wall_ms()};
+            gr_plog_manager_foreach(lm, task_retention, &rctx);
             t_ret = now;
         }
         bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
@@ -489,7 +548,8 @@ static struct gr_lm_log *grab_filthiest(struct gr_plog_manager *lm, int64_t now)
     double best_ratio = -1;
     for (int i = 0; i < n; i++) {
         struct gr_lm_log *l = arr[i];
-        if (atomic_load(&l->cleaning)) continue;
+        /* KIP-346: a log whose pass failed is left alone, so the others still get cleaned */
+        if (atomic_load(&l->cleaning) || atomic_load(&l->uncleanable) || dir_offline(lm, l->dir_idx)) continue;
         struct gr_cleanable c;
         gr_plog_cleanable(l->log, atomic_load(&l->cleaner_checkpoint), now, &c);
         if (!c.compact || c.cleanable_bytes == 0) continue;
@@ -521,9 +581,19 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
     int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
-    if (rc == 0) atomic_store(&l->cleaner_checkpoint, st.end_offset);
-    else if (rc != -ECANCELED)
-        gr_error(LOGGER, "cleaning %s-%d failed: %s", l->topic, l->partition, gr_strerror(rc));
+    if (rc == 0) {
+        atomic_store(&l->cleaner_checkpoint, st.end_offset);
+    } else if (rc != -ECANCELED) {
+        /* Kafka's CleanerThread: an IOException takes the dir offline (LogDirFailureChannel);
+         * anything else (CorruptRecordException...) marks the partition uncleanable
+         * (LogCleanerManager.markPartitionUncleanable). Either way this log is not picked again,
+         * so one bad log cannot starve the others. */
+        bool io = rc != GR_ECORRUPT && gr_plog_manager_report_io_error(lm, l->dir_idx, rc, "cleaning a log");
+        atomic_store(&l->uncleanable, true);
+        if (!io)
+            gr_error(LOGGER, "Unexpected error while cleaning %s-%d: %s. Marking the partition as uncleanable",
+                     l->topic, l->partition, gr_strerror(rc));
+    }
     atomic_store(&l->cleaning, false);
     gr_plog_manager_release(lm, l);
     if (rc == 0) write_checkpoints(lm, CK_CLEANER);
@@ -693,6 +763,7 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     pthread_mutex_init(&lm->ckpt_lock, NULL);
     pthread_mutex_init(&lm->name_lock, NULL);
     pthread_mutex_init(&lm->tlock, NULL);
+    pthread_mutex_init(&lm->io_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -784,10 +855,40 @@ void gr_plog_manager_close(struct gr_plog_manager *lm) {
     }
     pthread_cond_destroy(&lm->tcond);
     pthread_mutex_destroy(&lm->tlock);
+    pthread_mutex_destroy(&lm->io_lock);
     pthread_mutex_destroy(&lm->ckpt_lock);
     name_unref(lm->last_name);
     pthread_mutex_destroy(&lm->name_lock);
     pthread_mutex_destroy(&lm->lock);
     free(lm->buckets);
     free(lm);
+}
+
+/* ---- metrics ---- */
+
+void gr_plog_manager_metrics_collector(void *arg, struct gr_prom_out *out) {
+    struct gr_plog_manager *lm = arg;
+    int n;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    int64_t now = gr_wall_ms();
+    for (int d = 0; d < lm->ndirs; d++) {
+        int64_t count = 0, bytes = 0;
+        for (int i = 0; i < n; i++) {
+            if (arr[i]->dir_idx != d || !atomic_load(&arr[i]->uncleanable)) continue;
+            struct gr_cleanable c;
+            gr_plog_cleanable(arr[i]->log, atomic_load(&arr[i]->cleaner_checkpoint), now, &c);
+            count++;
+            bytes += c.cleanable_bytes;
+        }
+        char name[PATH_MAX + 128];
+        snprintf(name, sizeof name,
+                 "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count,logDirectory=%s",
+                 lm->dirs[d].path);
+        gr_prom_gauge(out, name, (double)count);
+        snprintf(name, sizeof name, "kafka.log:type=LogCleanerManager,name=uncleanable-bytes,logDirectory=%s",
+                 lm->dirs[d].path);
+        gr_prom_gauge(out, name, (double)bytes);
+    }
+    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
+    free(arr);
 }

@@ -51,6 +51,8 @@ struct gr_lm_log {
     _Atomic int64_t cleaner_checkpoint; /* first dirty offset (cleaner-offset-checkpoint), 0 = none */
     atomic_bool cleaning;               /* claimed by a cleaner thread (for good by a deletion) */
     atomic_bool abort_cleaning;         /* set by a deletion: a pass on this log ends early */
+    atomic_bool uncleanable;            /* a pass failed (KIP-346): never picked again until the
+                                         * log is deleted or the broker restarts */
     /* private */
     atomic_int refs;
     bool removed;             /* out of the map */
@@ -104,7 +106,25 @@ void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, s
 int gr_plog_manager_clean_once(struct gr_plog_manager *lm);
 
 /* Writes the checkpoint files of every log dir now (also done periodically). Returns 0 or the
- * first error. */
+ * first error (also reported to the I/O error handler). */
 int gr_plog_manager_checkpoint(struct gr_plog_manager *lm);
+
+/* Kafka's LogDirFailureChannel.maybeAddOfflineLogDir seen from the log manager: fn is called
+ * with the dir's index in log.dirs, the negative errno and what failed ("flushing t-0") whenever
+ * a write, fsync or rename of the manager's own work fails: the periodic flush, retention,
+ * checkpoint files, the cleaner. It returns true when the dir is now offline; the manager then
+ * stops its background work (flush, retention, checkpoints, cleaning) in that dir, as Kafka
+ * removes the dir's logs. fn runs on the failing thread with no manager lock held and must not
+ * block. Set once, right after gr_plog_manager_open; NULL fn: errors are only logged. */
+typedef bool (*gr_plog_manager_io_error_fn)(void *ctx, int dir_idx, int err, const char *what);
+void gr_plog_manager_set_io_error_handler(struct gr_plog_manager *lm, gr_plog_manager_io_error_fn fn, void *ctx);
+/* Routes an I/O error of log l (e.g. from an append) the same way; returns fn's answer. */
+bool gr_plog_manager_report_io_error(struct gr_plog_manager *lm, int dir_idx, int err, const char *what);
+
+/* Metrics collector (common/metrics.h gr_metrics_collector_fn; arg = the manager): Kafka's
+ * kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count and uncleanable-bytes, one
+ * series per log dir (tag logDirectory). */
+struct gr_prom_out;
+void gr_plog_manager_metrics_collector(void *lm, struct gr_prom_out *out);
 
 #endif
