@@ -263,7 +263,7 @@ run_pytest() {
     local log="$tmp/pytest-$name.log" rc=0
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
-        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest -x -q "${par[@]}" "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
+        COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest --maxfail=5 -q "${par[@]}" "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
     # pytest's last line: "N passed, M skipped, ... in T s" (decorated with = signs in some forms)
     local last p f e s
     last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
