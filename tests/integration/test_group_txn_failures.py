@@ -23,6 +23,7 @@ import time
 import pytest
 
 import gregor_harness as H
+from test_consumer_groups import committed  # noqa: E402
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -128,13 +129,6 @@ def disk_codecs(broker, topic_prefix):
     return out
 
 
-def committed(cluster, group, topic, partitions):
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group})
-    try:
-        res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
-        return {tp.partition: tp.offset for tp in res}
-    finally:
-        c.close()
 
 
 def read_committed_values(cluster, topic, partition):

@@ -28,6 +28,7 @@ import urllib.request
 import pytest
 
 import gregor_harness as H
+from test_compaction import bootstrap, create  # noqa: E402
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -36,16 +37,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4000", "min.cleanable.dirty.ratio": "0.01"}
 
 
-def bootstrap(cluster):
-    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running())
-
-
-def create(cluster, topic, config):
-    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
-    admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=20,
-                        request_timeout=30)[topic].result(timeout=40)
-    H.wait_for(lambda: (cluster.get_json(f"/brokers/topics/{topic}/partitions/0/state")[0] or {})
-               .get("leader", -1) >= 0, 30, "a leader")
 
 
 def produce(cluster, topic, items, **conf):
