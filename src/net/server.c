@@ -377,9 +377,10 @@ static int override_add(struct gr_net_server *srv, const char *host, int max) {
     if (getaddrinfo(host, NULL, &hints, &res) != 0) return -1;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         char ip[INET6_ADDRSTRLEN];
-        const void *a = ai->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-                                                 : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
-        if (!inet_ntop(ai->ai_family, a, ip, sizeof ip)) continue;
+        /* the form peers are counted under (an IPv4-mapped IPv6 address as IPv4, as Java's
+         * InetAddress): "::ffff:10.0.0.5:1" must limit 10.0.0.5 */
+        if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+        peer_ip(ai->ai_addr, ip, sizeof ip);
         srv->overrides = gr_realloc(srv->overrides, (size_t)(srv->n_overrides + 1) * sizeof *srv->overrides);
         struct ip_override *o = &srv->overrides[srv->n_overrides++];
         snprintf(o->ip, sizeof o->ip, "%s", ip);

@@ -578,6 +578,19 @@ static void test_connection_limits(void) {
     for (int i = 0; i < 4; i++) close(fds[i]);
     gr_net_server_free(srv);
 
+    /* an override written as an IPv4-mapped IPv6 address is the IPv4 peer's (Java's InetAddress
+     * makes it an Inet4Address): a limit meant for 127.0.0.1 must not be bypassed */
+    srv = start_limited(0, 0, 0, "::ffff:127.0.0.1:1");
+    if (!srv) return;
+    port = gr_net_server_port(srv, 0);
+    fds[0] = raw_connect(port);
+    fds[1] = raw_connect(port);
+    CHECK(wait_closed(fds[1], 3000));
+    CHECK(send_req(fds[0], API_ECHO, 30, 1) && read_echo(fds[0], 30, 1));
+    close(fds[0]);
+    close(fds[1]);
+    gr_net_server_free(srv);
+
     /* a malformed override is a configuration error */
     struct gr_net_listener ls[] = {{"PLAINTEXT", "127.0.0.1", 0}};
     struct gr_net_config cfg;
