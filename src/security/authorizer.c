@@ -556,7 +556,8 @@ static int load_cache(struct gr_authorizer *a) {
             rc = gr_acl_znodes_list(a->kzk, pats[p], t, &names, &n);
             for (int i = 0; i < n; i++) {
                 if (!rc && (rc = reload_resource(a, t, pats[p], names[i])) != 0) {
-                    /* Kafka's AclAuthorizer fails its start-up too: skipping the znode would drop its DENYs */
+                    /* skipping the znode would drop its DENYs (Kafka fails its start-up for JSON of the wrong
+                     * shape, and reads bytes that are not JSON as no ACLs: Gregor refuses both) */
                     char *path = gr_acl_znode_path(pats[p], t, names[i]);
                     gr_error(LOGGER, "Cannot load the ACLs of %s: %s", path, gr_kzk_strerror(rc));
                     free(path);
