@@ -839,7 +839,15 @@ static void resume_accepts(struct loop *l, int64_t now) {
     if (!l->accept_resume_ms || now < l->accept_resume_ms) return;
     l->accept_resume_ms = 0;
     for (int i = 0; i < l->srv->num_listeners; i++) {
-        if (l->listener_paused[i] && listener_watch(l, i, true) == 0) l->listener_paused[i] = false;
+        if (!l->listener_paused[i]) continue;
+        if (listener_watch(l, i, true) == 0 || errno == EEXIST) {
+            l->listener_paused[i] = false;
+            continue;
+        }
+        /* not watched and no resume time: it would never accept again */
+        gr_warn(LOGGER, "cannot watch listener %s again: %s; retried in %d ms", l->srv->listeners[i].name,
+                strerror(errno), ACCEPT_PAUSE_MS);
+        l->accept_resume_ms = now + ACCEPT_PAUSE_MS;
     }
 }
 

@@ -2,6 +2,7 @@
  * completions, muting, idle close, many connections, completions after disconnect/stop.
  * The client side uses raw blocking sockets so the server is tested on its own. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,28 @@ static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static bool gate_open;
 static atomic_int blocked_now;
+
+/* epoll_ctl interposed: fail_exclusive_adds > 0 makes that many of the next EPOLLEXCLUSIVE adds
+ * (the listeners' registrations) fail with ENOMEM. */
+static atomic_int fail_exclusive_adds;
+static int (*real_epoll_ctl)(int, int, int, struct epoll_event *);
+
+__attribute__((constructor)) static void resolve_epoll_ctl(void) {
+    *(void **)(&real_epoll_ctl) = dlsym(RTLD_NEXT, "epoll_ctl");
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
+    if (op == EPOLL_CTL_ADD && ev && (ev->events & EPOLLEXCLUSIVE)) {
+        int n = atomic_load(&fail_exclusive_adds);
+        while (n > 0 && !atomic_compare_exchange_weak(&fail_exclusive_adds, &n, n - 1)) {
+        }
+        if (n > 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    return real_epoll_ctl(epfd, op, fd, ev);
+}
 
 static void put32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24);
@@ -603,6 +627,26 @@ static void test_connection_limits(void) {
     CHECK(gr_net_server_new(&cfg, handler, NULL, &srv) == GR_ECONFIG);
 }
 
+/* A listener paused at max.connections whose re-arm fails (epoll_ctl ENOMEM) is re-armed later,
+ * not left paused for good: the connection waiting in the backlog is accepted once one closes. */
+static void test_listener_rearm_failure(void) {
+    struct gr_net_server *srv = start_limited(0, 1, 0, NULL);
+    if (!srv) return;
+    int port = gr_net_server_port(srv, 0);
+    int a = raw_connect(port);
+    CHECK(send_req(a, API_ECHO, 1, 1) && read_echo(a, 1, 1));
+    int b = raw_connect(port);
+    CHECK(send_req(b, API_ECHO, 2, 1));
+    CHECK(!readable(b, 100)); /* the listener is paused */
+    atomic_store(&fail_exclusive_adds, 1);
+    for (int i = 0; i < 200 && atomic_load(&fail_exclusive_adds) > 0; i++) usleep(5000);
+    CHECK(atomic_load(&fail_exclusive_adds) == 0); /* a re-arm failed */
+    close(a);
+    CHECK(read_echo(b, 2, 1));
+    close(b);
+    gr_net_server_free(srv);
+}
+
 static void test_idle(void) {
     struct gr_net_server *srv = start_server(0, 300, 2, 1);
     if (!srv) return;
@@ -850,6 +894,7 @@ int main(void) {
     test_free_with_outstanding();
     test_queued_max_requests();
     test_connection_limits();
+    test_listener_rearm_failure();
 
     pthread_mutex_lock(&dmu);
     dstop = true;
