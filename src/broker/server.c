@@ -321,6 +321,12 @@ static int start_network(struct gr_server *s) {
     nc.connections_max_idle_ms = cfg->connections_max_idle_ms;
     if (cfg->num_network_threads > 0) nc.num_network_threads = cfg->num_network_threads;
     if (cfg->num_io_threads > 0) nc.num_io_threads = cfg->num_io_threads;
+    nc.queued_max_requests = cfg->queued_max_requests;
+    nc.max_connections = cfg->max_connections;
+    nc.max_connections_per_ip = cfg->max_connections_per_ip;
+    nc.max_connections_per_ip_overrides = cfg->max_connections_per_ip_overrides;
+    const struct gr_listener *ibl = gr_config_inter_broker_listener(cfg);
+    nc.inter_broker_listener = ibl ? ibl->name : NULL;
     rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
     gr_security_listeners_release(sec, cfg->num_listeners); /* the server holds its references */
     if (rc != 0) return rc;

@@ -43,6 +43,10 @@ struct gr_config {
     int64_t connections_max_idle_ms;
     int32_t num_network_threads;
     int32_t num_io_threads;
+    int32_t queued_max_requests; /* complete requests waiting for an I/O thread */
+    int32_t max_connections;     /* broker-wide, the inter-broker listener exempt */
+    int32_t max_connections_per_ip;
+    char *max_connections_per_ip_overrides; /* "host:n,host:n" or NULL */
 
     /* security (docs/SECURITY.md) */
     char *listener_security_protocol_map;   /* NULL: Kafka's default, each protocol maps to itself */

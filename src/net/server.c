@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <signal.h>
@@ -57,6 +58,8 @@
 #define MAX_EVENTS 128
 #define ACCEPTS_PER_WAKEUP 64
 #define ACCEPT_PAUSE_MS 100
+#define ACCEPT_LIMIT_RECHECK_MS 20 /* max.connections reached: the listener is re-armed this often */
+#define IP_BUCKETS 256
 
 enum obj_kind { OBJ_LISTENER = 1, OBJ_WAKEUP = 2, OBJ_CONN = 3 };
 enum completion { COMPLETE_RESPOND = 1, COMPLETE_NONE = 2, COMPLETE_CLOSE = 3 };
@@ -123,6 +126,9 @@ struct conn {
     struct gr_net_session *sess;
     struct gr_tls *tls;      /* NULL on plaintext listeners */
     bool handshaking;        /* TLS handshake not complete yet: no frame is read */
+    bool parked;             /* muted until the request queue has room (queued.max.requests) */
+    bool ip_counted;         /* counted in the server's per-address table */
+    char ip[INET6_ADDRSTRLEN]; /* the peer's address without the port */
     int64_t close_at_ms;     /* > 0: closed at this time (failed authentication delay) */
 };
 
@@ -178,6 +184,9 @@ struct loop {
     struct conn *graveyard;
     int delayed_closes; /* connections with close_at_ms set (upper bound) */
     int nthrottled; /* connections with unmute_at_ms > 0 (loop thread only) */
+    int nparked;    /* connections with parked set (loop thread only) */
+    uint32_t park_scan; /* where the next unpark scan starts (fairness) */
+    bool limit_blocked; /* accepts paused for max.connections (logged once per episode) */
     /* completion queue */
     pthread_mutex_t mu;
     int wakefd;
@@ -191,6 +200,19 @@ struct loop {
      * and, once, to set fds_dead when it exits (rule 5). */
     pthread_rwlock_t fdlock;
     bool fds_dead;
+};
+
+/* max.connections.per.ip.overrides: one resolved address and its limit. */
+struct ip_override {
+    char ip[INET6_ADDRSTRLEN];
+    int max;
+};
+
+/* Open connections of one peer address (max.connections.per.ip). */
+struct ip_count {
+    char ip[INET6_ADDRSTRLEN];
+    int n;
+    struct ip_count *next;
 };
 
 struct gr_net_server {
@@ -214,9 +236,21 @@ struct gr_net_server {
     struct req_int *wq_head, *wq_tail;
     pthread_t *workers;
     int workers_started;
+    /* limits (gr_net_config) */
+    int queued_max;
+    int max_conns;
+    int protected_listener; /* index exempt from max_conns, -1 none */
+    int max_per_ip;
+    struct ip_override *overrides;
+    int n_overrides;
+    bool track_ip;        /* a per-address limit is configured */
+    atomic_int nconns;    /* open connections, every listener */
+    atomic_int nparked;   /* parked connections, every loop */
+    pthread_mutex_t ipmu; /* guards ipcounts */
+    struct ip_count *ipcounts[IP_BUCKETS];
     /* stats */
-    atomic_int_fast64_t st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out, st_sendfile,
-        st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
+    atomic_int_fast64_t st_refused, st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
+        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -239,6 +273,14 @@ static void server_destroy(struct gr_net_server *srv) {
     }
     free(srv->listeners);
     free(srv->workers);
+    free(srv->overrides);
+    for (int i = 0; i < IP_BUCKETS; i++)
+        while (srv->ipcounts[i]) {
+            struct ip_count *e = srv->ipcounts[i];
+            srv->ipcounts[i] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&srv->ipmu);
     pthread_mutex_destroy(&srv->wmu);
     pthread_cond_destroy(&srv->wcond);
     free(srv);
@@ -298,6 +340,20 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t outlen) {
     }
 }
 
+/* The address of sa without the port; an IPv4-mapped IPv6 address as IPv4. */
+static void peer_ip(const struct sockaddr *sa, char *out, size_t outlen) {
+    snprintf(out, outlen, "?");
+    if (sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)outlen);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)outlen);
+        else
+            inet_ntop(AF_INET6, a, out, (socklen_t)outlen);
+    }
+}
+
 static void stat_add(atomic_int_fast64_t *c, int64_t v) {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
 }
@@ -310,6 +366,55 @@ void gr_net_config_init(struct gr_net_config *cfg) {
     cfg->connections_max_idle_ms = GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS;
     cfg->num_network_threads = GR_NET_DEFAULT_NUM_NETWORK_THREADS;
     cfg->num_io_threads = GR_NET_DEFAULT_NUM_IO_THREADS;
+    cfg->queued_max_requests = GR_NET_DEFAULT_QUEUED_MAX_REQUESTS;
+    cfg->max_connections = INT32_MAX;
+    cfg->max_connections_per_ip = INT32_MAX;
+}
+
+/* Adds every address `host` resolves to with limit max. Returns 0 or -1 (cannot resolve). */
+static int override_add(struct gr_net_server *srv, const char *host, int max) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0) return -1;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        char ip[INET6_ADDRSTRLEN];
+        /* the form peers are counted under (an IPv4-mapped IPv6 address as IPv4, as Java's
+         * InetAddress): "::ffff:10.0.0.5:1" must limit 10.0.0.5 */
+        if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+        peer_ip(ai->ai_addr, ip, sizeof ip);
+        srv->overrides = gr_realloc(srv->overrides, (size_t)(srv->n_overrides + 1) * sizeof *srv->overrides);
+        struct ip_override *o = &srv->overrides[srv->n_overrides++];
+        snprintf(o->ip, sizeof o->ip, "%s", ip);
+        o->max = max;
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Parses max.connections.per.ip.overrides ("host:n,host:n"; the last ':' ends the host, so an
+ * IPv6 literal works). Returns 0 or GR_ECONFIG (logged). */
+static int parse_overrides(struct gr_net_server *srv, const char *spec) {
+    char *copy = gr_strdup(spec ? spec : "");
+    int rc = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t') tok++;
+        size_t len = strlen(tok);
+        while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t')) tok[--len] = 0;
+        if (!len) continue;
+        char *colon = strrchr(tok, ':'), *end = NULL;
+        long v = colon ? strtol(colon + 1, &end, 10) : -1;
+        if (!colon || colon == tok || end == colon + 1 || *end || v < 0 || v > INT32_MAX) {
+            gr_error(LOGGER, "invalid max.connections.per.ip.overrides entry '%s' (expected host:count)", tok);
+            rc = GR_ECONFIG;
+            break;
+        }
+        *colon = 0;
+        if (override_add(srv, tok, (int)v) != 0) {
+            gr_error(LOGGER, "invalid max.connections.per.ip.overrides: cannot resolve host '%s'", tok);
+            rc = GR_ECONFIG;
+        }
+    }
+    free(copy);
+    return rc;
 }
 
 static int check_config(const struct gr_net_config *cfg) {
@@ -331,6 +436,11 @@ static int check_config(const struct gr_net_config *cfg) {
     if (cfg->socket_request_max_bytes < 8 || cfg->socket_request_max_bytes > INT32_MAX) {
         gr_error(LOGGER, "invalid network config: socket.request.max.bytes=%lld (must be 8..%d)",
                  (long long)cfg->socket_request_max_bytes, INT32_MAX);
+        return GR_ECONFIG;
+    }
+    if (cfg->queued_max_requests < 1 || cfg->max_connections < 0 || cfg->max_connections_per_ip < 0) {
+        gr_error(LOGGER, "invalid network config: queued.max.requests=%d max.connections=%d max.connections.per.ip=%d",
+                 cfg->queued_max_requests, cfg->max_connections, cfg->max_connections_per_ip);
         return GR_ECONFIG;
     }
     if (cfg->num_network_threads < 1 || cfg->num_network_threads > 64 || cfg->num_io_threads < 1 ||
@@ -369,6 +479,15 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
     srv->num_workers = cfg->num_io_threads;
     srv->handler = handler;
     srv->handler_ctx = handler_ctx;
+    srv->queued_max = cfg->queued_max_requests;
+    srv->max_conns = cfg->max_connections;
+    srv->max_per_ip = cfg->max_connections_per_ip;
+    srv->protected_listener = -1;
+    for (int i = 0; i < cfg->num_listeners && cfg->num_listeners > 1 && cfg->inter_broker_listener; i++)
+        if (strcasecmp(cfg->listeners[i].name, cfg->inter_broker_listener) == 0) srv->protected_listener = i;
+    atomic_init(&srv->nconns, 0);
+    atomic_init(&srv->nparked, 0);
+    pthread_mutex_init(&srv->ipmu, NULL);
     atomic_init(&srv->stopping, false);
     atomic_init(&srv->next_conn_id, 1);
     pthread_mutex_init(&srv->wmu, NULL);
@@ -392,6 +511,11 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         pthread_rwlock_init(&l->fdlock, NULL);
     }
     srv->workers = gr_calloc((size_t)srv->num_workers, sizeof *srv->workers);
+    if (parse_overrides(srv, cfg->max_connections_per_ip_overrides) != 0) {
+        server_destroy(srv);
+        return GR_ECONFIG;
+    }
+    srv->track_ip = srv->max_per_ip < INT32_MAX || srv->n_overrides > 0;
     *out = srv;
     return 0;
 }
@@ -426,6 +550,90 @@ static void conn_set_events(struct conn *c, uint32_t events) {
                   strerror(errno));
 }
 
+/* ---- connection limits (max.connections, max.connections.per.ip) ----------------------------- */
+
+static uint32_t ip_hash(const char *ip) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *ip; ip++) h = (h ^ (uint8_t)*ip) * 16777619u;
+    return h % IP_BUCKETS;
+}
+
+static int ip_limit(const struct gr_net_server *srv, const char *ip) {
+    for (int i = 0; i < srv->n_overrides; i++)
+        if (strcmp(srv->overrides[i].ip, ip) == 0) return srv->overrides[i].max;
+    return srv->max_per_ip;
+}
+
+/* Counts a connection from ip unless ip already has its limit. Returns the limit when refused,
+ * -1 when counted. Any loop. */
+static int ip_take(struct gr_net_server *srv, const char *ip) {
+    int max = ip_limit(srv, ip);
+    pthread_mutex_lock(&srv->ipmu);
+    struct ip_count **b = &srv->ipcounts[ip_hash(ip)], *e = *b;
+    while (e && strcmp(e->ip, ip) != 0) e = e->next;
+    int rc = -1;
+    if ((e ? e->n : 0) >= max) {
+        rc = max;
+    } else if (e) {
+        e->n++;
+    } else {
+        e = gr_calloc(1, sizeof *e);
+        snprintf(e->ip, sizeof e->ip, "%s", ip);
+        e->n = 1;
+        e->next = *b;
+        *b = e;
+    }
+    pthread_mutex_unlock(&srv->ipmu);
+    return rc;
+}
+
+static void ip_release(struct gr_net_server *srv, const char *ip) {
+    pthread_mutex_lock(&srv->ipmu);
+    for (struct ip_count **p = &srv->ipcounts[ip_hash(ip)]; *p; p = &(*p)->next) {
+        if (strcmp((*p)->ip, ip) != 0) continue;
+        struct ip_count *e = *p;
+        if (--e->n == 0) {
+            *p = e->next;
+            free(e);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&srv->ipmu);
+}
+
+/* Takes one of max.connections for a connection about to be accepted on listener idx (the
+ * protected inter-broker listener always gets one). Returns false at the limit. */
+static bool conn_slot_take(struct gr_net_server *srv, int idx) {
+    int n = atomic_load(&srv->nconns);
+    do {
+        if (idx != srv->protected_listener && n >= srv->max_conns) return false;
+    } while (!atomic_compare_exchange_weak(&srv->nconns, &n, n + 1));
+    return true;
+}
+
+/* ---- queued.max.requests: parking connections while the request queue is full ---------------- */
+
+static bool queue_full(struct gr_net_server *srv) {
+    return atomic_load(&srv->st_queued) >= srv->queued_max;
+}
+
+/* Mutes c until the request queue has room; the loop unparks it (unpark_some). */
+static void conn_park(struct conn *c) {
+    c->muted = true;
+    if (!c->wbuf) conn_set_events(c, 0);
+    if (c->parked) return;
+    c->parked = true;
+    c->loop->nparked++;
+    atomic_fetch_add(&c->loop->srv->nparked, 1); /* before the loop re-checks the queue (Dekker) */
+}
+
+static void conn_unpark_mark(struct conn *c) {
+    if (!c->parked) return;
+    c->parked = false;
+    c->loop->nparked--;
+    atomic_fetch_sub(&c->loop->srv->nparked, 1);
+}
+
 static void conn_close(struct conn *c) {
     if (c->closed) return;
     struct loop *l = c->loop;
@@ -456,6 +664,9 @@ static void conn_close(struct conn *c) {
     regions_free(c->regs, c->nregs);
     c->regs = NULL;
     c->nregs = 0;
+    conn_unpark_mark(c);
+    if (c->ip_counted) ip_release(l->srv, c->ip);
+    atomic_fetch_sub(&l->srv->nconns, 1);
     l->slots[c->slot] = NULL;
     l->free_slots[l->nfree++] = c->slot;
     c->next_dead = l->graveyard;
@@ -538,10 +749,24 @@ static void accept_some(struct loop *l, int idx) {
     struct gr_net_server *srv = l->srv;
     struct listener *ls = &srv->listeners[idx];
     for (int n = 0; n < ACCEPTS_PER_WAKEUP; n++) {
+        if (!conn_slot_take(srv, idx)) {
+            /* max.connections: stop accepting (Kafka's Acceptor blocks); the backlog holds them */
+            if (!l->limit_blocked)
+                gr_info(LOGGER, "max.connections=%d reached; listener %s stops accepting until a connection closes",
+                        srv->max_conns, ls->name);
+            l->limit_blocked = true;
+            if (!l->listener_paused[idx] && listener_watch(l, idx, false) == 0) {
+                l->listener_paused[idx] = true;
+                if (!l->accept_resume_ms) l->accept_resume_ms = gr_mono_ms() + ACCEPT_LIMIT_RECHECK_MS;
+            }
+            return;
+        }
+        if (idx != srv->protected_listener) l->limit_blocked = false;
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
+            atomic_fetch_sub(&srv->nconns, 1);
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
                 return;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -557,8 +782,23 @@ static void accept_some(struct loop *l, int idx) {
             gr_error(LOGGER, "accept on listener %s failed: %s", ls->name, strerror(errno));
             return;
         }
+        char ip[INET6_ADDRSTRLEN];
+        peer_ip((struct sockaddr *)&ss, ip, sizeof ip);
+        int max = srv->track_ip ? ip_take(srv, ip) : -1;
+        if (max >= 0) { /* max.connections.per.ip: Kafka closes it too (TooManyConnectionsException) */
+            gr_info(LOGGER,
+                    "closing connection from %s on listener %s: the address already has %d connections "
+                    "(max.connections.per.ip)",
+                    ip, ls->name, max);
+            close(fd);
+            atomic_fetch_sub(&srv->nconns, 1);
+            stat_add(&srv->st_refused, 1);
+            continue;
+        }
         set_sockopts(fd);
         struct conn *c = gr_calloc(1, sizeof *c);
+        memcpy(c->ip, ip, sizeof c->ip);
+        c->ip_counted = srv->track_ip;
         c->tag.kind = OBJ_CONN;
         c->loop = l;
         c->id = atomic_fetch_add_explicit(&srv->next_conn_id, 1, memory_order_relaxed);
@@ -570,6 +810,8 @@ static void accept_some(struct loop *l, int idx) {
         c->events = EPOLLIN;
         if (conn_secure(c, ls) != 0) {
             close(fd);
+            if (c->ip_counted) ip_release(srv, c->ip);
+            atomic_fetch_sub(&srv->nconns, 1);
             free(c);
             continue;
         }
@@ -580,6 +822,8 @@ static void accept_some(struct loop *l, int idx) {
             close(fd);
             gr_tls_free(c->tls);
             gr_net_session_free(c->sess);
+            if (c->ip_counted) ip_release(srv, c->ip);
+            atomic_fetch_sub(&srv->nconns, 1);
             free(c);
             continue;
         }
@@ -595,7 +839,15 @@ static void resume_accepts(struct loop *l, int64_t now) {
     if (!l->accept_resume_ms || now < l->accept_resume_ms) return;
     l->accept_resume_ms = 0;
     for (int i = 0; i < l->srv->num_listeners; i++) {
-        if (l->listener_paused[i] && listener_watch(l, i, true) == 0) l->listener_paused[i] = false;
+        if (!l->listener_paused[i]) continue;
+        if (listener_watch(l, i, true) == 0 || errno == EEXIST) {
+            l->listener_paused[i] = false;
+            continue;
+        }
+        /* not watched and no resume time: it would never accept again */
+        gr_warn(LOGGER, "cannot watch listener %s again: %s; retried in %d ms", l->srv->listeners[i].name,
+                strerror(errno), ACCEPT_PAUSE_MS);
+        l->accept_resume_ms = now + ACCEPT_PAUSE_MS;
     }
 }
 
@@ -626,6 +878,7 @@ static void worker_enqueue(struct gr_net_server *srv, struct req_int *r) {
 
 static void dispatch(struct conn *c) {
     struct gr_net_server *srv = c->loop->srv;
+    conn_unpark_mark(c);
     struct req_int *r = gr_calloc(1, sizeof *r);
     r->pub.data = c->body;
     r->pub.len = c->body_got;
@@ -676,6 +929,10 @@ static void dispatch(struct conn *c) {
 static void conn_read(struct conn *c) {
     struct gr_net_server *srv = c->loop->srv;
     while (!c->closed && !c->muted) {
+        if (queue_full(srv)) { /* queued.max.requests: read nothing more until there is room */
+            conn_park(c);
+            return;
+        }
         uint8_t *dst;
         size_t want;
         if (c->body_size < 0) {
@@ -948,7 +1205,10 @@ static void conn_pump(struct conn *c) {
     }
     if (c->closed) return;
     if (c->held && c->nout == 0 && !c->wbuf) {
-        dispatch(c);
+        if (queue_full(c->loop->srv))
+            conn_park(c);
+        else
+            dispatch(c);
         return;
     }
     conn_try_read(c);
@@ -1147,6 +1407,24 @@ static void close_delayed(struct loop *l, int64_t now) {
     l->delayed_closes = left;
 }
 
+/* Lets parked connections read again while the request queue has room, starting after the last
+ * one unparked (so every connection gets its turn). */
+static void unpark_some(struct loop *l) {
+    uint32_t n = l->nslots;
+    for (uint32_t k = 0; k < n && l->nparked > 0 && !queue_full(l->srv); k++) {
+        uint32_t i = (l->park_scan + k) % n;
+        struct conn *c = l->slots[i];
+        if (!c || c->closed || !c->parked) continue;
+        l->park_scan = i + 1;
+        conn_unpark_mark(c);
+        if (!c->held)
+            conn_try_read(c);
+        else if (c->nout == 0 && !c->wbuf)
+            dispatch(c);
+        /* else: its last completion dispatches the held frame (conn_pump) */
+    }
+}
+
 static void *loop_main(void *arg) {
     struct loop *l = arg;
     struct gr_net_server *srv = l->srv;
@@ -1160,6 +1438,7 @@ static void *loop_main(void *arg) {
         int timeout = tick;
         if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
+        if (l->accept_resume_ms) timeout = (int)GR_MIN(timeout, GR_MAX(1, l->accept_resume_ms - gr_mono_ms()));
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
         if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
@@ -1202,6 +1481,7 @@ static void *loop_main(void *arg) {
         resume_accepts(l, now);
         if (l->delayed_closes) close_delayed(l, now);
         if (l->nthrottled > 0) unmute_throttled(l, now);
+        if (l->nparked > 0) unpark_some(l);
         if (srv->idle_ms && now >= next_scan) {
             close_idle(l, now);
             next_scan = now + tick;
@@ -1236,6 +1516,21 @@ static void *loop_main(void *arg) {
 
 /* ---- workers ------------------------------------------------------------------------------- */
 
+/* Wakes every loop (parked connections may read again). */
+static void wake_loops(struct gr_net_server *srv) {
+    for (int i = 0; i < srv->num_loops; i++) {
+        struct loop *l = &srv->loops[i];
+        pthread_mutex_lock(&l->mu);
+        if (!l->stopped && !l->wake_pending) {
+            uint64_t one = 1;
+            ssize_t w = write(l->wakefd, &one, sizeof one);
+            (void)w;
+            l->wake_pending = true;
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
+}
+
 static void *worker_main(void *arg) {
     struct gr_net_server *srv = arg;
     pthread_setname_np(pthread_self(), "io");
@@ -1251,6 +1546,7 @@ static void *worker_main(void *arg) {
         if (!srv->wq_head) srv->wq_tail = NULL;
         atomic_fetch_sub(&srv->st_queued, 1);
         pthread_mutex_unlock(&srv->wmu);
+        if (atomic_load(&srv->nparked) > 0) wake_loops(srv); /* after the decrement (Dekker) */
         r->next = NULL;
         if (r->pub.api_key == 0) stat_add(&srv->st_prod_queue_us, gr_mono_us() - r->pub.received_us);
         srv->handler(srv->handler_ctx, &r->pub);
@@ -1435,6 +1731,7 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->bytes_out = atomic_load_explicit(&s->st_out, memory_order_relaxed);
     out->bytes_sendfile = atomic_load_explicit(&s->st_sendfile, memory_order_relaxed);
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
+    out->connections_refused = atomic_load_explicit(&s->st_refused, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
     out->produce_responses = atomic_load_explicit(&s->st_prod_n, memory_order_relaxed);
     out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);

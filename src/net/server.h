@@ -76,6 +76,7 @@
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
 #define GR_NET_DEFAULT_NUM_IO_THREADS 8
+#define GR_NET_DEFAULT_QUEUED_MAX_REQUESTS 500 /* Kafka queued.max.requests */
 #define GR_NET_MAX_OUTSTANDING 5  /* requests per connection after releases (librdkafka's idempotent limit) */
 #define GR_NET_SASL_MAX_RECEIVE 524288 /* frames before SASL completes (Kafka 2.8's sasl.server.max.receive.size) */
 
@@ -131,6 +132,20 @@ struct gr_net_config {
     int64_t connections_max_idle_ms;  /* <= 0: never close idle connections */
     int num_network_threads;          /* >= 1 */
     int num_io_threads;               /* >= 1 */
+    /* Limits (docs/SECURITY.md "Hostile input: limits"), Kafka's names and defaults: */
+    int queued_max_requests;                      /* >= 1, queued.max.requests (500): at this many complete requests
+                              * waiting for an I/O thread the network threads stop reading
+                              * (connections stay muted) until the queue drops below it */
+    int max_connections;                          /* >= 0, max.connections (INT32_MAX): broker-wide; at the limit the
+                              * listeners stop accepting (new connections wait in the backlog)
+                              * until a connection closes. With more than one listener the
+                              * inter-broker one is exempt (its connections still count) */
+    const char *inter_broker_listener;            /* NULL: none; copied */
+    int max_connections_per_ip;                   /* >= 0, max.connections.per.ip (INT32_MAX): a connection from an
+                                 * address that already has this many is closed right after
+                                 * accept (INFO line) */
+    const char *max_connections_per_ip_overrides; /* max.connections.per.ip.overrides, "host:n,..."
+                                                   * (host names resolved at start); NULL/"" none */
 };
 
 /* A complete request frame as the handler sees it. All fields are read-only for the handler. */
@@ -164,6 +179,7 @@ struct gr_net_stats {
     int64_t bytes_out;
     int64_t bytes_sendfile;   /* of bytes_out, sent from files with sendfile(2) */
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
+    int64_t connections_refused; /* closed right after accept: max.connections.per.ip */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
     /* Produce requests (api_key 0) answered with a response, and their time at the broker summed
      * in microseconds (Kafka's RequestMetrics RequestQueueTimeMs / TotalTimeMs for Produce):

@@ -21,6 +21,8 @@
 #define MAX_UPDATE_RETRIES 10
 #define RECHECK_MS 1000
 #define CHANGE_EXPIRATION_MS (15 * 60 * 1000) /* ZkNodeChangeNotificationListener's default */
+#define RELOAD_BACKOFF_MIN_MS 100             /* a failed reload is retried after this, doubling ... */
+#define RELOAD_BACKOFF_MAX_MS 5000            /* ... up to this */
 
 /* One cached resource pattern and its ACLs (VersionedAcls). */
 struct res {
@@ -51,6 +53,14 @@ struct gr_authorizer {
     struct gr_kzk *kzk;
     struct gr_zk_watches *watches;
     struct change_store stores[2];
+
+    /* Resources whose reload after a change notification failed (ZooKeeper unreachable, an
+     * unparsable znode): retried with back-off until one succeeds, so a change is never lost
+     * (listener thread only). */
+    struct res *pending;
+    int n_pending, cap_pending;
+    int64_t retry_at_ms;
+    int retry_backoff_ms;
 
     pthread_t thread;
     bool has_thread;
@@ -445,7 +455,9 @@ void gr_authorizer_acls(struct gr_authorizer *a, const struct gr_acl_filter *fil
 
 /* ---- ZooKeeper: cache load and change notifications ---- */
 
-static void reload_resource(struct gr_authorizer *a, int type, int pattern, const char *name) {
+/* Reads one resource's ACLs from ZooKeeper into the cache. Caller holds update_mu. Returns 0 or
+ * a kzk error (unreachable, unparsable: logged); the cache is then unchanged. */
+static int reload_resource(struct gr_authorizer *a, int type, int pattern, const char *name) {
     struct res key = {.type = (int8_t)type, .pattern = (int8_t)pattern, .name = (char *)name};
     struct gr_acl_entry *e = NULL;
     int n = 0;
@@ -455,10 +467,82 @@ static void reload_resource(struct gr_authorizer *a, int type, int pattern, cons
         gr_info(LOGGER, "Processing Acl change notification for %s:%s:%s, %d ACLs, zkVersion %d",
                 gr_acl_resource_type_name(type), gr_acl_pattern_name(pattern), name, n, ver);
         gr_authorizer_cache_put(a, type, pattern, name, e, n, ver);
-    } else {
-        gr_warn(LOGGER, "Cannot read the ACLs of %s:%s: %s", gr_acl_resource_type_name(type), name, gr_kzk_strerror(rc));
     }
     entries_free(e, n);
+    return rc;
+}
+
+/* ---- failed reloads: retried until they succeed (listener thread only) ---- */
+
+static void pending_remove(struct gr_authorizer *a, int type, int pattern, const char *name) {
+    for (int i = 0; i < a->n_pending; i++) {
+        struct res *p = &a->pending[i];
+        if (p->type != type || p->pattern != pattern || strcmp(p->name, name) != 0) continue;
+        free(p->name);
+        a->pending[i] = a->pending[--a->n_pending];
+        return;
+    }
+}
+
+static void pending_add(struct gr_authorizer *a, int type, int pattern, const char *name) {
+    pending_remove(a, type, pattern, name);
+    if (a->n_pending == a->cap_pending) {
+        a->cap_pending = a->cap_pending ? 2 * a->cap_pending : 8;
+        a->pending = gr_realloc(a->pending, (size_t)a->cap_pending * sizeof *a->pending);
+    }
+    a->pending[a->n_pending++] =
+        (struct res){.type = (int8_t)type, .pattern = (int8_t)pattern, .name = gr_strdup(name)};
+    if (!a->retry_backoff_ms) {
+        a->retry_backoff_ms = RELOAD_BACKOFF_MIN_MS;
+        a->retry_at_ms = gr_mono_ms() + a->retry_backoff_ms;
+    }
+}
+
+/* Applies a change notification for one resource: a failed reload is kept for a retry (Kafka's
+ * ZooKeeper client retries a read until it is connected; Gregor also retries an unparsable
+ * znode, since skipping it could keep an ALLOW that was removed). */
+static void apply_change(struct gr_authorizer *a, int type, int pattern, const char *name) {
+    pthread_mutex_lock(&a->update_mu);
+    int rc = reload_resource(a, type, pattern, name);
+    pthread_mutex_unlock(&a->update_mu);
+    if (rc == 0) {
+        pending_remove(a, type, pattern, name);
+        return;
+    }
+    char *path = gr_acl_znode_path(pattern, type, name);
+    gr_error(LOGGER,
+             "Cannot reload the ACLs of %s after a change notification: %s; the cache keeps the "
+             "previous ACLs and the reload is retried",
+             path, gr_kzk_strerror(rc));
+    free(path);
+    pending_add(a, type, pattern, name);
+}
+
+/* Retries the failed reloads whose back-off is over. */
+static void retry_pending(struct gr_authorizer *a) {
+    if (a->n_pending == 0 || gr_mono_ms() < a->retry_at_ms) return;
+    int failed = 0;
+    for (int i = a->n_pending - 1; i >= 0; i--) {
+        struct res *p = &a->pending[i];
+        pthread_mutex_lock(&a->update_mu);
+        int rc = reload_resource(a, p->type, p->pattern, p->name);
+        pthread_mutex_unlock(&a->update_mu);
+        if (rc == 0) {
+            gr_info(LOGGER, "Reloaded the ACLs of %s:%s:%s (an earlier reload had failed)",
+                    gr_acl_resource_type_name(p->type), gr_acl_pattern_name(p->pattern), p->name);
+            free(p->name);
+            a->pending[i] = a->pending[--a->n_pending];
+        } else {
+            failed++;
+        }
+    }
+    if (!failed) {
+        a->retry_backoff_ms = 0;
+        return;
+    }
+    a->retry_backoff_ms = GR_MIN(2 * a->retry_backoff_ms, RELOAD_BACKOFF_MAX_MS);
+    a->retry_at_ms = gr_mono_ms() + a->retry_backoff_ms;
+    gr_warn(LOGGER, "%d ACL reload(s) still failing; next retry in %d ms", failed, a->retry_backoff_ms);
 }
 
 static int load_cache(struct gr_authorizer *a) {
@@ -471,7 +555,13 @@ static int load_cache(struct gr_authorizer *a) {
             int n = 0;
             rc = gr_acl_znodes_list(a->kzk, pats[p], t, &names, &n);
             for (int i = 0; i < n; i++) {
-                if (!rc) reload_resource(a, t, pats[p], names[i]);
+                if (!rc && (rc = reload_resource(a, t, pats[p], names[i])) != 0) {
+                    /* skipping the znode would drop its DENYs (Kafka fails its start-up for JSON of the wrong
+                     * shape, and reads bytes that are not JSON as no ACLs: Gregor refuses both) */
+                    char *path = gr_acl_znode_path(pats[p], t, names[i]);
+                    gr_error(LOGGER, "Cannot load the ACLs of %s: %s", path, gr_kzk_strerror(rc));
+                    free(path);
+                }
                 free(names[i]);
             }
             free(names);
@@ -516,9 +606,7 @@ static void process_store(struct gr_authorizer *a, struct change_store *s, bool 
             int type, pattern;
             char *name = NULL;
             if (gr_acl_change_decode(data, (size_t)len, s->extended, &type, &pattern, &name) == 0) {
-                pthread_mutex_lock(&a->update_mu);
-                reload_resource(a, type, pattern, name);
-                pthread_mutex_unlock(&a->update_mu);
+                apply_change(a, type, pattern, name);
             } else {
                 gr_warn(LOGGER, "Ignoring ACL change notification %s: cannot parse it", path);
             }
@@ -555,9 +643,12 @@ static void *listener_main(void *arg) {
         a->dirty = false;
         pthread_mutex_unlock(&a->mu);
         for (int i = 0; i < 2; i++) process_store(a, &a->stores[i], true);
+        retry_pending(a);
+        int64_t wait_ms = RECHECK_MS;
+        if (a->n_pending) wait_ms = GR_MAX(1, GR_MIN(wait_ms, a->retry_at_ms - gr_mono_ms()));
         pthread_mutex_lock(&a->mu);
         if (a->dirty || a->stop) continue;
-        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, RECHECK_MS);
+        struct timespec ts = gr_timespec_after_ms(CLOCK_REALTIME, wait_ms);
         pthread_cond_timedwait(&a->cv, &a->mu, &ts);
     }
     pthread_mutex_unlock(&a->mu);
@@ -577,7 +668,8 @@ int gr_authorizer_start(struct gr_authorizer *a, struct gr_kzk *kzk, struct gr_z
         process_store(a, &a->stores[i], false); /* skip what the cache load below covers */
     }
     if ((rc = load_cache(a)) != 0) {
-        gr_error(LOGGER, "Cannot load the ACLs from ZooKeeper: %s", gr_kzk_strerror(rc));
+        gr_error(LOGGER, "Cannot load the ACLs from ZooKeeper: %s; the broker does not start without its ACLs",
+                 gr_kzk_strerror(rc));
         return rc;
     }
     if (!watches) return 0; /* unit tests: no listener thread */
@@ -603,6 +695,8 @@ void gr_authorizer_free(struct gr_authorizer *a) {
     }
     for (int i = 0; i < a->n_res; i++) res_free(a->res[i]);
     free(a->res);
+    for (int i = 0; i < a->n_pending; i++) free(a->pending[i].name);
+    free(a->pending);
     for (int i = 0; i < a->n_super; i++) free(a->super_users[i]);
     free(a->super_users);
     pthread_rwlock_destroy(&a->cache_lock);

@@ -260,6 +260,12 @@ static void test_store(void) {
     CHECK(gr_authorizer_start(b, k, NULL) == 0);
     CHECK(can(b, "User:a", GR_ACL_OP_READ, GROUP, "g-anything") && !can(b, "User:a", GR_ACL_OP_READ, TOPIC, "t"));
     gr_authorizer_free(b);
+
+    /* an unparsable ACL znode fails the start-up instead of being skipped (its DENYs with it) */
+    CHECK(memzk_set(z, "/kafka-acl-extended/prefixed/Group/g", "{garbage", 8, -1, NULL) == GR_ZOK);
+    struct gr_authorizer *c = gr_authorizer_new(NULL);
+    CHECK(gr_authorizer_start(c, k, NULL) != 0);
+    gr_authorizer_free(c);
     gr_authorizer_free(a);
     gr_kzk_free(k);
     gr_zkb_destroy(&z->base);

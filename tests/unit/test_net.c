@@ -2,6 +2,7 @@
  * completions, muting, idle close, many connections, completions after disconnect/stop.
  * The client side uses raw blocking sockets so the server is tested on its own. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,13 +24,41 @@
 
 /* api keys understood by the test handler */
 enum {
-    API_ECHO = 0,     /* respond at once: [corr][request bytes 8..] */
-    API_DELAY = 1,    /* respond later, from a delayer thread, in random order */
-    API_NONE = 2,     /* gr_net_respond_none */
-    API_CLOSE = 3,    /* gr_net_close */
-    API_HOLD = 4,     /* keep the request in `held` for the test to complete */
-    API_BADSIZE = 5,  /* respond with a frame whose size prefix is wrong */
+    API_ECHO = 0,    /* respond at once: [corr][request bytes 8..] */
+    API_DELAY = 1,   /* respond later, from a delayer thread, in random order */
+    API_NONE = 2,    /* gr_net_respond_none */
+    API_CLOSE = 3,   /* gr_net_close */
+    API_HOLD = 4,    /* keep the request in `held` for the test to complete */
+    API_BADSIZE = 5, /* respond with a frame whose size prefix is wrong */
+    API_BLOCK = 6,   /* block the I/O thread until the gate opens, then echo */
 };
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+static atomic_int blocked_now;
+
+/* epoll_ctl interposed: fail_exclusive_adds > 0 makes that many of the next EPOLLEXCLUSIVE adds
+ * (the listeners' registrations) fail with ENOMEM. */
+static atomic_int fail_exclusive_adds;
+static int (*real_epoll_ctl)(int, int, int, struct epoll_event *);
+
+__attribute__((constructor)) static void resolve_epoll_ctl(void) {
+    *(void **)(&real_epoll_ctl) = dlsym(RTLD_NEXT, "epoll_ctl");
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
+    if (op == EPOLL_CTL_ADD && ev && (ev->events & EPOLLEXCLUSIVE)) {
+        int n = atomic_load(&fail_exclusive_adds);
+        while (n > 0 && !atomic_compare_exchange_weak(&fail_exclusive_adds, &n, n - 1)) {
+        }
+        if (n > 0) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    return real_epoll_ctl(epfd, op, fd, ev);
+}
 
 static void put32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24);
@@ -115,6 +145,14 @@ static void handler(void *ctx, struct gr_net_request *req) {
     case API_ECHO: respond_echo(req); break;
     case API_DELAY: delay_req(req); break;
     case API_NONE: gr_net_respond_none(req); break;
+    case API_BLOCK:
+        atomic_fetch_add(&blocked_now, 1);
+        pthread_mutex_lock(&gate_mu);
+        while (!gate_open) pthread_cond_wait(&gate_cond, &gate_mu);
+        pthread_mutex_unlock(&gate_mu);
+        atomic_fetch_sub(&blocked_now, 1);
+        respond_echo(req);
+        break;
     case API_HOLD:
         pthread_mutex_lock(&hmu);
         held[atomic_load(&held_count) % 64] = req;
@@ -461,6 +499,154 @@ static void test_respond_after_disconnect(struct gr_net_server *srv) {
     close(fd);
 }
 
+/* A server on 127.0.0.1 with PLAINTEXT and CONTROLLER listeners and the given limits. */
+static struct gr_net_server *start_limited(int queued_max, int max_conns, int per_ip, const char *overrides) {
+    struct gr_net_listener ls[] = {{"PLAINTEXT", "127.0.0.1", 0}, {"CONTROLLER", "127.0.0.1", 0}};
+    struct gr_net_config cfg;
+    gr_net_config_init(&cfg);
+    cfg.listeners = ls;
+    cfg.num_listeners = 2;
+    cfg.num_io_threads = 1;
+    cfg.num_network_threads = 1;
+    cfg.inter_broker_listener = "controller"; /* names compare without case, as Kafka's listener names */
+    if (queued_max) cfg.queued_max_requests = queued_max;
+    if (max_conns) cfg.max_connections = max_conns;
+    if (per_ip) cfg.max_connections_per_ip = per_ip;
+    cfg.max_connections_per_ip_overrides = overrides;
+    struct gr_net_server *srv = NULL;
+    CHECK(gr_net_server_new(&cfg, handler, NULL, &srv) == 0);
+    if (!srv) return NULL;
+    CHECK(gr_net_server_start(srv) == 0);
+    return srv;
+}
+
+/* True if fd has bytes (or EOF) to read within timeout_ms. */
+static bool readable(int fd, int timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, timeout_ms) > 0;
+}
+
+/* queued.max.requests: with the only I/O thread blocked, at most that many complete requests
+ * wait; the other connections are not read (their bytes stay in the kernel) until there is room,
+ * and then every one is answered. */
+static void test_queued_max_requests(void) {
+    struct gr_net_server *srv = start_limited(2, 0, 0, NULL);
+    if (!srv) return;
+    int port = gr_net_server_port(srv, 0);
+    gate_open = false;
+    int blocker = raw_connect(port);
+    CHECK(send_req(blocker, API_BLOCK, 1, 0));
+    for (int i = 0; i < 200 && atomic_load(&blocked_now) == 0; i++) usleep(5000);
+    CHECK(atomic_load(&blocked_now) == 1);
+    enum { N = 10, PLEN = 65536 };
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        fds[i] = raw_connect(port);
+        CHECK(send_req(fds[i], API_ECHO, 100 + i, PLEN));
+    }
+    usleep(300000);
+    struct gr_net_stats st;
+    gr_net_server_stats(srv, &st);
+    CHECK(st.request_queue_size == 2);
+    CHECK(st.requests == 3);                       /* the blocked one and two queued */
+    CHECK(st.bytes_in < 4 * (int64_t)(12 + PLEN)); /* the others were not read */
+    CHECK(!readable(fds[N - 1], 0));
+    pthread_mutex_lock(&gate_mu);
+    gate_open = true;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_mu);
+    CHECK(read_echo(blocker, 1, 0));
+    for (int i = 0; i < N; i++) CHECK(read_echo(fds[i], 100 + i, PLEN));
+    gr_net_server_stats(srv, &st);
+    CHECK(st.request_queue_size == 0);
+    for (int i = 0; i < N; i++) close(fds[i]);
+    close(blocker);
+    gr_net_server_free(srv);
+}
+
+/* max.connections: at the limit the listener stops accepting (a new connection waits in the
+ * backlog, unanswered) until one closes; the inter-broker listener is exempt.
+ * max.connections.per.ip(.overrides): one more is closed right after accept. */
+static void test_connection_limits(void) {
+    struct gr_net_server *srv = start_limited(0, 2, 0, NULL);
+    if (!srv) return;
+    int port = gr_net_server_port(srv, 0);
+    int a = raw_connect(port), b = raw_connect(port), c = raw_connect(port);
+    CHECK(send_req(a, API_ECHO, 1, 1) && read_echo(a, 1, 1));
+    CHECK(send_req(b, API_ECHO, 2, 1) && read_echo(b, 2, 1));
+    CHECK(send_req(c, API_ECHO, 3, 1));
+    CHECK(!readable(c, 300)); /* not accepted yet */
+    int ctl = raw_connect(gr_net_server_port(srv, 1));
+    CHECK(send_req(ctl, API_ECHO, 4, 1) && read_echo(ctl, 4, 1)); /* exempt listener */
+    close(ctl);
+    close(a);
+    CHECK(read_echo(c, 3, 1)); /* accepted once a connection closed */
+    close(b);
+    close(c);
+    gr_net_server_free(srv);
+
+    srv = start_limited(0, 0, 1, " 127.0.0.1:3 , ::1:1");
+    if (!srv) return;
+    port = gr_net_server_port(srv, 0);
+    int fds[4];
+    for (int i = 0; i < 4; i++) fds[i] = raw_connect(port);
+    CHECK(wait_closed(fds[3], 3000)); /* the 4th from 127.0.0.1 (override 3) */
+    for (int i = 0; i < 3; i++) CHECK(send_req(fds[i], API_ECHO, 10 + i, 1) && read_echo(fds[i], 10 + i, 1));
+    struct gr_net_stats st;
+    gr_net_server_stats(srv, &st);
+    CHECK(st.connections_refused == 1);
+    close(fds[0]);
+    CHECK(wait_stat_open(srv, 2, 3000) == 2);
+    fds[0] = raw_connect(port); /* a closed one frees its place */
+    CHECK(send_req(fds[0], API_ECHO, 20, 1) && read_echo(fds[0], 20, 1));
+    for (int i = 0; i < 4; i++) close(fds[i]);
+    gr_net_server_free(srv);
+
+    /* an override written as an IPv4-mapped IPv6 address is the IPv4 peer's (Java's InetAddress
+     * makes it an Inet4Address): a limit meant for 127.0.0.1 must not be bypassed */
+    srv = start_limited(0, 0, 0, "::ffff:127.0.0.1:1");
+    if (!srv) return;
+    port = gr_net_server_port(srv, 0);
+    fds[0] = raw_connect(port);
+    fds[1] = raw_connect(port);
+    CHECK(wait_closed(fds[1], 3000));
+    CHECK(send_req(fds[0], API_ECHO, 30, 1) && read_echo(fds[0], 30, 1));
+    close(fds[0]);
+    close(fds[1]);
+    gr_net_server_free(srv);
+
+    /* a malformed override is a configuration error */
+    struct gr_net_listener ls[] = {{"PLAINTEXT", "127.0.0.1", 0}};
+    struct gr_net_config cfg;
+    gr_net_config_init(&cfg);
+    cfg.listeners = ls;
+    cfg.num_listeners = 1;
+    cfg.max_connections_per_ip_overrides = "127.0.0.1";
+    CHECK(gr_net_server_new(&cfg, handler, NULL, &srv) == GR_ECONFIG);
+    cfg.max_connections_per_ip_overrides = "127.0.0.1:x";
+    CHECK(gr_net_server_new(&cfg, handler, NULL, &srv) == GR_ECONFIG);
+}
+
+/* A listener paused at max.connections whose re-arm fails (epoll_ctl ENOMEM) is re-armed later,
+ * not left paused for good: the connection waiting in the backlog is accepted once one closes. */
+static void test_listener_rearm_failure(void) {
+    struct gr_net_server *srv = start_limited(0, 1, 0, NULL);
+    if (!srv) return;
+    int port = gr_net_server_port(srv, 0);
+    int a = raw_connect(port);
+    CHECK(send_req(a, API_ECHO, 1, 1) && read_echo(a, 1, 1));
+    int b = raw_connect(port);
+    CHECK(send_req(b, API_ECHO, 2, 1));
+    CHECK(!readable(b, 100)); /* the listener is paused */
+    atomic_store(&fail_exclusive_adds, 1);
+    for (int i = 0; i < 200 && atomic_load(&fail_exclusive_adds) > 0; i++) usleep(5000);
+    CHECK(atomic_load(&fail_exclusive_adds) == 0); /* a re-arm failed */
+    close(a);
+    CHECK(read_echo(b, 2, 1));
+    close(b);
+    gr_net_server_free(srv);
+}
+
 static void test_idle(void) {
     struct gr_net_server *srv = start_server(0, 300, 2, 1);
     if (!srv) return;
@@ -706,6 +892,9 @@ int main(void) {
 
     test_idle();
     test_free_with_outstanding();
+    test_queued_max_requests();
+    test_connection_limits();
+    test_listener_rearm_failure();
 
     pthread_mutex_lock(&dmu);
     dstop = true;
