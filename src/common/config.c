@@ -500,6 +500,13 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
                  cfg->broker_id);
         return GR_ECONFIG;
     }
+    /* Kafka's KafkaConfig: a per-IP limit of 0 would refuse every peer unless overrides let some in. */
+    if (cfg->max_connections_per_ip == 0 &&
+        (!cfg->max_connections_per_ip_overrides || !cfg->max_connections_per_ip_overrides[0])) {
+        snprintf(err, errlen, "Invalid value 0 for configuration max.connections.per.ip: "
+                              "max.connections.per.ip.overrides must be set when it is 0");
+        return GR_ECONFIG;
+    }
     if (cfg->zookeeper_connection_timeout_ms < 0)
         cfg->zookeeper_connection_timeout_ms = cfg->zookeeper_session_timeout_ms;
     if (cfg->num_advertised_listeners == 0) {

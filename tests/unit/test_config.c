@@ -193,6 +193,16 @@ static void test_file_overrides_finish(void) {
     gr_config_set(&c, "inter.broker.listener.name", "NOPE", err, sizeof err);
     CHECK(gr_config_finish(&c, err, sizeof err) == GR_ECONFIG && strstr(err, "inter.broker.listener.name"));
     gr_config_release(&c);
+
+    /* max.connections.per.ip=0 refuses every peer: only with overrides (Kafka's KafkaConfig) */
+    gr_config_defaults(&c);
+    gr_config_set(&c, "broker.id", "1", err, sizeof err);
+    gr_config_set(&c, "zookeeper.connect", "127.0.0.1:2181", err, sizeof err);
+    gr_config_set(&c, "max.connections.per.ip", "0", err, sizeof err);
+    CHECK(gr_config_finish(&c, err, sizeof err) == GR_ECONFIG && strstr(err, "max.connections.per.ip"));
+    gr_config_set(&c, "max.connections.per.ip.overrides", "127.0.0.1:5", err, sizeof err);
+    CHECK(gr_config_finish(&c, err, sizeof err) == 0);
+    gr_config_release(&c);
 }
 
 /* gr_config_finish on broker.id with the given generation setting and reserved.broker.max.id
