@@ -425,6 +425,68 @@ static void test_crash_safety(void) {
     }
 }
 
+/* A segment of the group whose .log cannot be renamed to .log.deleted (an obstacle directory of
+ * that name): the pass fails and the swap is undone -- the old segments stay in memory and on disk
+ * and, after a restart, no old .log of the group lies next to a cleaned one. */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_swap_rename_failure(void) {
+    const char *name = "cl-rename-fail";
+    struct gr_plog *log = open_log(name, 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    int64_t end = gr_plog_end_offset(log);
+    CHECK(gr_plog_segment_count(log) >= 4);
+    struct view before, after;
+    scan(log, &before);
+    gr_plog_flush(log);
+    /* one group for the whole pass */
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.segment_bytes = 1 << 20;
+    gr_plog_set_config(log, &cfg);
+    /* the second segment's base */
+    DIR *d = opendir(pdir(name));
+    CHECK(d != NULL);
+    char *names[256];
+    int nn = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL && nn < 256) {
+        size_t l = strlen(de->d_name);
+        if (l == 24 && strcmp(de->d_name + 20, ".log") == 0) names[nn++] = gr_strdup(de->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, cmp_str);
+    CHECK(nn >= 3);
+    char obstacle[512], inner[600];
+    snprintf(obstacle, sizeof obstacle, "%s/%s.deleted", pdir(name), names[1]);
+    snprintf(inner, sizeof inner, "%s/x", obstacle);
+    for (int i = 0; i < nn; i++) free(names[i]);
+    CHECK(mkdir(obstacle, 0755) == 0 && mkdir(inner, 0755) == 0);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) < 0);
+    CHECK(st.segments_cleaned == 0);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "in memory k%d", k);
+    CHECK(after.records == before.records && gr_plog_end_offset(log) == end);
+    gr_plog_close(log);
+    CHECK(rmdir(inner) == 0 && rmdir(obstacle) == 0);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q -E 'cleaned|swap|deleted'", pdir(name));
+    CHECK(system(cmd) != 0); /* nothing left over: the swap was undone */
+    log = open_log(name, end);
+    CHECK(gr_plog_end_offset(log) == end);
+    scan(log, &after); /* offsets strictly rising: no overlapping segments */
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "reopened k%d", k);
+    CHECK(after.records == before.records);
+    p = params();
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0 && st.segments_cleaned > 0);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECK(strcmp(before.val[k], after.val[k]) == 0);
+    gr_plog_close(log);
+}
+
 /* ---- transactions ---- */
 
 static int32_t g_tseq[8];
@@ -684,6 +746,7 @@ int main(void) {
     test_abort_and_rename_for_delete();
     test_rename_for_delete_without_fds();
     test_crash_safety();
+    test_swap_rename_failure();
     test_transactions();
     test_txn_crash_safety();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
