@@ -901,6 +901,14 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     }
     free(src);
     gr_offset_map_free(&m);
+    if (rc == GR_ECORRUPT) {
+        /* A segment cut or replaced under the pass (a follower's truncation: Kafka aborts the
+         * cleaning first) reads short or shifted: not corruption, and not a reason to mark a
+         * healthy log uncleanable. */
+        pthread_mutex_lock(&log->mu);
+        if (log->seg_gen != gen) rc = -ESTALE;
+        gr_plog_unlock(log);
+    }
     if (rc == -ECANCELED) { /* aborted (the log is being deleted): nothing swapped since */
         gr_info(LOGGER, "cleaning of '%s' aborted", log->dir);
         st->end_offset = c.first_dirty;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -487,6 +488,43 @@ static void test_swap_rename_failure(void) {
     gr_plog_close(log);
 }
 
+/* A follower truncation while a (throttled) pass reads the segments: a segment cut under the
+ * pass reads short, which is not corruption -- the pass is abandoned (retried later), it does not
+ * fail with GR_ECORRUPT (which would mark a healthy log uncleanable). */
+struct trunc_arg {
+    struct gr_plog *log;
+    int64_t offset;
+};
+
+static void *truncate_later(void *arg) {
+    struct trunc_arg *a = arg;
+    struct timespec ts = {0, 250 * 1000000L};
+    nanosleep(&ts, NULL);
+    CHECK(gr_plog_truncate_to(a->log, a->offset) == 0);
+    return NULL;
+}
+
+static void test_truncation_during_pass(void) {
+    struct gr_plog *log = open_log("cl-trunc", 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 5);
+    int64_t cut = gr_plog_end_offset(log) / 2 / 4 * 4; /* a batch boundary inside an older segment */
+    struct trunc_arg ta = {log, cut};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, truncate_later, &ta) == 0);
+    struct gr_cleaner_params p = params();
+    p.io_max_bytes_per_second = 4000; /* the map alone takes > 1 s */
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    pthread_join(t, NULL);
+    CHECKF(rc == 0, "pass over a log truncated meanwhile: %s", gr_strerror(rc));
+    CHECK(gr_plog_end_offset(log) == cut);
+    p = params();
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+    gr_plog_close(log);
+}
+
 /* ---- transactions ---- */
 
 static int32_t g_tseq[8];
@@ -747,6 +785,7 @@ int main(void) {
     test_rename_for_delete_without_fds();
     test_crash_safety();
     test_swap_rename_failure();
+    test_truncation_during_pass();
     test_transactions();
     test_txn_crash_safety();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
