@@ -201,6 +201,11 @@ static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec
     return rc;
 }
 
+/* A for_each_record error that says nothing about the batch's integrity: its records inflate
+ * beyond MAX_BATCH (a highly compressible batch the leader accepted: message.max.bytes bounds the
+ * compressed size; Kafka's cleaner streams them) or memory ran out. The batch's CRC was checked. */
+static bool too_big_to_inflate(int rc) { return rc == -E2BIG || rc == -ENOMEM; }
+
 static int keyed_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
     (void)arg, (void)rs, (void)re;
     return rv->Key ? 0 : -ENOKEY;
@@ -478,7 +483,12 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
                     r = 2;
                     break;
                 }
-                if (frc) { /* Kafka: CorruptRecordException ends the pass */
+                if (too_big_to_inflate(frc)) {
+                    /* valid (CRC-checked) but inflating beyond the cleaner's bound: its keys stay
+                     * out of the map and the batch is kept whole (clean_batch) */
+                    gr_warn(LOGGER, "batch at offset %" PRId64 " of '%s' cannot be inflated here (%s): kept as it is",
+                            bi.BaseOffset, s->path, gr_strerror(frc));
+                } else if (frc) { /* Kafka: CorruptRecordException ends the pass */
                     report_corrupt(s->path, bpos, bi.BaseOffset, "its records cannot be decoded");
                     r = GR_ECORRUPT;
                     break;
@@ -563,7 +573,12 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             fc.records = GR_MAX(bi->RecordCount, 0);
         else
             rc = for_each_record(b, bi, filter_rec, &fc);
-        if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
+        if (too_big_to_inflate(rc)) { /* valid but beyond the cleaner's bound: kept whole */
+            free(fc.out);
+            fc.out = NULL;
+            fc.len = 0;
+            fc.kept = fc.records = GR_MAX(bi->RecordCount, 0);
+        } else if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
             free(fc.out);
             return GR_ECORRUPT;
         }

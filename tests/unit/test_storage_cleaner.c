@@ -525,6 +525,62 @@ static void test_truncation_during_pass(void) {
     gr_plog_close(log);
 }
 
+/* A compressed batch whose records inflate beyond the cleaner's 64 MiB bound (the leader accepts
+ * it: the compressed size is what message.max.bytes limits) is valid data: the pass keeps it as it
+ * is and cleans the rest, it does not fail as corrupt (KIP-346 would mark the log uncleanable). */
+static void test_huge_inflated_batch_kept(void) {
+    struct gr_plog *log = open_log("cl-huge", 0);
+    for (int round = 0; round < 6; round++) put(log, 0, 4, round, 0, -1);
+    enum { NBIG = 66, VLEN = 1 << 20 };
+    char *val = gr_malloc(VLEN);
+    memset(val, 'z', VLEN);
+    struct gr_batch_rec recs[NBIG];
+    static char keys[NBIG][16];
+    for (int i = 0; i < NBIG; i++) {
+        snprintf(keys[i], 16, "k%d", 40 + i % 8);
+        recs[i] = (struct gr_batch_rec){keys[i], (int32_t)strlen(keys[i]), val, VLEN, NULL, 0, 1000};
+    }
+    size_t len;
+    uint8_t *b = gr_batch_build(recs, NBIG, NULL, &len);
+    free(val);
+    uint8_t *z;
+    size_t zl;
+    CHECK(gr_compress(GR_CODEC_ZSTD, b + GR_BATCH_HEADER_SIZE, len - GR_BATCH_HEADER_SIZE, &z, &zl) == 0);
+    b = gr_realloc(b, GR_BATCH_HEADER_SIZE + zl);
+    memcpy(b + GR_BATCH_HEADER_SIZE, z, zl);
+    free(z);
+    len = GR_BATCH_HEADER_SIZE + zl;
+    gr_put_be32(b + 8, (uint32_t)(len - 12));
+    gr_put_be16(b + 21, (uint16_t)(gr_be16(b + 21) | GR_CODEC_ZSTD));
+    gr_batch_update_crc(b, len);
+    struct gr_append_info info;
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.segment_bytes = 1 << 20; /* the compressed batch is a few KiB */
+    gr_plog_set_config(log, &cfg);
+    int arc = gr_plog_append_as_leader(log, b, len, 0, &info);
+    cfg.segment_bytes = 1500;
+    gr_plog_set_config(log, &cfg);
+    CHECKF(arc == 0 && info.error == 0, "append: rc %d error %d", arc, info.error);
+    int64_t big_first = info.first_offset;
+    free(b);
+    for (int round = 6; round < 20; round++) put(log, 0, 4, round, 0, -1);
+    int64_t end = gr_plog_end_offset(log);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    CHECKF(rc == 0, "pass over a log with a 66 MiB (inflated) batch: %s", gr_strerror(rc));
+    CHECK(st.segments_cleaned > 0 && gr_plog_end_offset(log) == end);
+    /* the big batch is still there, whole */
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, big_first, 1 << 20, -1, true, &r) == 0 && r.error == 0 && r.len > 0);
+    struct gr_batch_info bi;
+    CHECK(r.len >= GR_BATCH_HEADER_SIZE && gr_batch_parse_header(r.data, r.len, &bi) == GR_BATCH_OK &&
+          bi.BaseOffset == big_first && bi.RecordCount == NBIG);
+    free(r.data);
+    gr_plog_close(log);
+}
+
 /* ---- transactions ---- */
 
 static int32_t g_tseq[8];
@@ -786,6 +842,7 @@ int main(void) {
     test_crash_safety();
     test_swap_rename_failure();
     test_truncation_during_pass();
+    test_huge_inflated_batch_kept();
     test_transactions();
     test_txn_crash_safety();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
