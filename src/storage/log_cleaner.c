@@ -201,6 +201,11 @@ static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec
     return rc;
 }
 
+/* A for_each_record error that says nothing about the batch's integrity: its records inflate
+ * beyond MAX_BATCH (a highly compressible batch the leader accepted: message.max.bytes bounds the
+ * compressed size; Kafka's cleaner streams them) or memory ran out. The batch's CRC was checked. */
+static bool too_big_to_inflate(int rc) { return rc == -E2BIG || rc == -ENOMEM; }
+
 static int keyed_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
     (void)arg, (void)rs, (void)re;
     return rv->Key ? 0 : -ENOKEY;
@@ -478,7 +483,12 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
                     r = 2;
                     break;
                 }
-                if (frc) { /* Kafka: CorruptRecordException ends the pass */
+                if (too_big_to_inflate(frc)) {
+                    /* valid (CRC-checked) but inflating beyond the cleaner's bound: its keys stay
+                     * out of the map and the batch is kept whole (clean_batch) */
+                    gr_warn(LOGGER, "batch at offset %" PRId64 " of '%s' cannot be inflated here (%s): kept as it is",
+                            bi.BaseOffset, s->path, gr_strerror(frc));
+                } else if (frc) { /* Kafka: CorruptRecordException ends the pass */
                     report_corrupt(s->path, bpos, bi.BaseOffset, "its records cannot be decoded");
                     r = GR_ECORRUPT;
                     break;
@@ -563,7 +573,12 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             fc.records = GR_MAX(bi->RecordCount, 0);
         else
             rc = for_each_record(b, bi, filter_rec, &fc);
-        if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
+        if (too_big_to_inflate(rc)) { /* valid but beyond the cleaner's bound: kept whole */
+            free(fc.out);
+            fc.out = NULL;
+            fc.len = 0;
+            fc.kept = fc.records = GR_MAX(bi->RecordCount, 0);
+        } else if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
             free(fc.out);
             return GR_ECORRUPT;
         }
@@ -705,23 +720,58 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     char *tswap = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".swap", log->dir, base);
     char *tfinal = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX, log->dir, base);
     int64_t end_base = log->segs[first + n]->base_offset, group_end = src[n - 1].next;
-    int rc = 0, io = 0; /* io: the first failed fsync/rename/unlink after the point of no return */
-#define IO(call)                                \
-    do {                                        \
-        if ((call) < 0 && io == 0) io = -errno; \
-    } while (0)
+    int rc = 0, io = 0; /* io: the first failed fsync after the renames (reported, nothing undone) */
     crash_point("cleaned");
     /* the .txnindex first: a .txnindex.swap without its .log.swap is dropped at open */
-    if (rename(tcleaned, tswap) < 0 || rename(cleaned, swap) < 0) rc = -errno;
-    if (rc == 0) rc = gr_plog_fsync_dir(log->dir);
-    if (rc) goto out;
+    bool tswapped = false;
+    if (rename(tcleaned, tswap) < 0) rc = -errno;
+    else tswapped = true;
+    if (rc == 0 && rename(cleaned, swap) < 0) rc = -errno;
+    else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
+        rename(swap, cleaned); /* not durable: back to .cleaned (the caller unlinks it) */
+    if (rc) {
+        if (tswapped) rename(tswap, tcleaned);
+        goto out;
+    }
     crash_point("swap");
-    /* old segments out: .log -> .log.deleted, indexes unlinked */
-    for (size_t i = 0; i < n; i++) {
-        struct gr_segment *s = log->segs[first + i];
+    /* old segments out: every .log -> .log.deleted before anything is unlinked. A failed rename
+     * undoes the renames done and the swap, so the old segments stay as they were; if the undo
+     * fails too, the .swap stays on disk and gr_plog_complete_swaps finishes it at the next open
+     * (going on would leave an old .log of the group next to the cleaned one: overlapping
+     * segments at the next start). */
+    size_t renamed = 0;
+    for (; renamed < n; renamed++) {
+        struct gr_segment *s = log->segs[first + renamed];
         gr_segment_deactivate(s);
         char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(s));
-        IO(rename(GR_SEG_LOG_PATH(s), del));
+        int r = rename(GR_SEG_LOG_PATH(s), del);
+        if (r < 0) rc = -errno;
+        free(del);
+        if (r < 0) break;
+        if (renamed == 0) crash_point("deleted");
+    }
+    if (rc) {
+        bool undone = true;
+        for (size_t i = 0; i < renamed; i++) {
+            char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(log->segs[first + i]));
+            if (rename(del, GR_SEG_LOG_PATH(log->segs[first + i])) < 0) undone = false;
+            free(del);
+        }
+        if (undone && rename(swap, cleaned) == 0) {
+            unlink(tswap);
+            gr_plog_fsync_dir(log->dir);
+            gr_error(LOGGER, "cannot rename a segment of '%s' to .deleted: %s; the swap at %" PRId64 " is undone",
+                     log->dir, gr_strerror(rc), base);
+        } else {
+            gr_error(LOGGER,
+                     "cannot rename a segment of '%s' to .deleted: %s; '%s' is left for the recovery at the "
+                     "next start",
+                     log->dir, gr_strerror(rc), swap);
+        }
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct gr_segment *s = log->segs[first + i];
         char path[GR_SEG_PATH_MAX];
         gr_segment_sibling_path(s, ".index", path);
         unlink(path);
@@ -732,10 +782,8 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
             unlink(tp);
             free(tp);
         }
-        free(del);
-        if (i == 0) crash_point("deleted");
     }
-    if (io == 0) io = gr_plog_fsync_dir(log->dir);
+    io = gr_plog_fsync_dir(log->dir);
     struct stat tst;
     if (stat(tswap, &tst) == 0 && tst.st_size == 0) {
         unlink(tfinal);
@@ -745,6 +793,14 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     }
     crash_point("txnindex");
     if (rc == 0 && rename(swap, final) < 0) rc = -errno;
+    if (rc) {
+        /* The .swap (and .txnindex.swap) hold the group now and the old data is in the .deleted
+         * files: all stay for gr_plog_complete_swaps at the next open, and so do the segments in
+         * memory (no empty segment swapped in, no .deleted unlinked). */
+        gr_error(LOGGER, "cannot put '%s' in place: %s; it is left for the recovery at the next start", swap,
+                 gr_strerror(rc));
+        goto out;
+    }
     if (io == 0) io = gr_plog_fsync_dir(log->dir);
     for (size_t i = 0; i < n; i++) {
         char *del = gr_asprintf("%s.deleted", GR_SEG_LOG_PATH(log->segs[first + i]));
@@ -755,7 +811,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     }
     struct gr_segment *ns = gr_segment_new(log->dir, base);
     int64_t cut = 0;
-    if (rc == 0) rc = gr_segment_recover(ns, base, log->cfg.index_interval_bytes, NULL, NULL, &cut);
+    rc = gr_segment_recover(ns, base, log->cfg.index_interval_bytes, NULL, NULL, &cut);
     if (rc == 0) gr_segment_seal_time_index(ns);
     if (rc == 0) rc = gr_segment_persist_index(ns);
     set_mtime(final, src[n - 1].mtime);
@@ -767,7 +823,6 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     log->seg_gen++;
     st->segments_cleaned += (int)n;
     gr_txn_index_replace_segments(log->ti, base, end_base, group_end, tm->kept, tm->nkept);
-#undef IO
     if (rc == 0) rc = io; /* the swap is complete in memory; the caller reports the I/O error */
 out:
     free(swap);
@@ -861,6 +916,14 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     }
     free(src);
     gr_offset_map_free(&m);
+    if (rc == GR_ECORRUPT) {
+        /* A segment cut or replaced under the pass (a follower's truncation: Kafka aborts the
+         * cleaning first) reads short or shifted: not corruption, and not a reason to mark a
+         * healthy log uncleanable. */
+        pthread_mutex_lock(&log->mu);
+        if (log->seg_gen != gen) rc = -ESTALE;
+        gr_plog_unlock(log);
+    }
     if (rc == -ECANCELED) { /* aborted (the log is being deleted): nothing swapped since */
         gr_info(LOGGER, "cleaning of '%s' aborted", log->dir);
         st->end_offset = c.first_dirty;

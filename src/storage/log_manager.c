@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
@@ -199,6 +200,7 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     atomic_init(&l->cleaning, false);
     atomic_init(&l->abort_cleaning, false);
     atomic_init(&l->uncleanable, false);
+    atomic_init(&l->clean_retry_ms, 0);
     atomic_init(&l->refs, 1); /* the map's reference */
     return l;
 }
@@ -549,7 +551,9 @@ static struct gr_lm_log *grab_filthiest(struct gr_plog_manager *lm, int64_t now)
     for (int i = 0; i < n; i++) {
         struct gr_lm_log *l = arr[i];
         /* KIP-346: a log whose pass failed is left alone, so the others still get cleaned */
-        if (atomic_load(&l->cleaning) || atomic_load(&l->uncleanable) || dir_offline(lm, l->dir_idx)) continue;
+        if (atomic_load(&l->cleaning) || atomic_load(&l->uncleanable) || dir_offline(lm, l->dir_idx) ||
+            now < atomic_load(&l->clean_retry_ms))
+            continue;
         struct gr_cleanable c;
         gr_plog_cleanable(l->log, atomic_load(&l->cleaner_checkpoint), now, &c);
         if (!c.compact || c.cleanable_bytes == 0) continue;
@@ -583,16 +587,23 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
     if (rc == 0) {
         atomic_store(&l->cleaner_checkpoint, st.end_offset);
-    } else if (rc != -ECANCELED) {
-        /* Kafka's CleanerThread: an IOException takes the dir offline (LogDirFailureChannel);
-         * anything else (CorruptRecordException...) marks the partition uncleanable
-         * (LogCleanerManager.markPartitionUncleanable). Either way this log is not picked again,
-         * so one bad log cannot starve the others. */
-        bool io = rc != GR_ECORRUPT && gr_plog_manager_report_io_error(lm, l->dir_idx, rc, "cleaning a log");
+    } else if (rc == GR_ECORRUPT) {
+        /* Kafka's CleanerThread: a CorruptRecordException (anything but an IOException) marks the
+         * partition uncleanable (LogCleanerManager.markPartitionUncleanable), so one bad log
+         * cannot starve the others. */
         atomic_store(&l->uncleanable, true);
-        if (!io)
-            gr_error(LOGGER, "Unexpected error while cleaning %s-%d: %s. Marking the partition as uncleanable",
-                     l->topic, l->partition, gr_strerror(rc));
+        gr_error(LOGGER, "Unexpected error while cleaning %s-%d: %s. Marking the partition as uncleanable", l->topic,
+                 l->partition, gr_strerror(rc));
+    } else if (rc != -ECANCELED) {
+        /* An I/O error of the dir takes it offline (LogDirFailureChannel). Any other errno
+         * (EMFILE, ENFILE, ENOMEM...) says nothing about the log's data: it is not marked
+         * uncleanable but left alone for log.cleaner.backoff.ms, the other logs first. */
+        if (!gr_plog_manager_report_io_error(lm, l->dir_idx, rc, "cleaning a log")) {
+            int64_t backoff = c->log_cleaner_backoff_ms > 0 ? c->log_cleaner_backoff_ms : 15000;
+            atomic_store(&l->clean_retry_ms, gr_wall_ms() + backoff);
+            gr_error(LOGGER, "Error while cleaning %s-%d: %s; retrying in %" PRId64 " ms", l->topic, l->partition,
+                     gr_strerror(rc), backoff);
+        }
     }
     atomic_store(&l->cleaning, false);
     gr_plog_manager_release(lm, l);

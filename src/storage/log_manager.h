@@ -53,6 +53,8 @@ struct gr_lm_log {
     atomic_bool abort_cleaning;         /* set by a deletion: a pass on this log ends early */
     atomic_bool uncleanable;            /* a pass failed (KIP-346): never picked again until the
                                          * log is deleted or the broker restarts */
+    _Atomic int64_t clean_retry_ms;     /* wall ms before which the cleaner leaves it alone (a
+                                         * pass failed with an errno that is no dir failure) */
     /* private */
     atomic_int refs;
     bool removed;             /* out of the map */

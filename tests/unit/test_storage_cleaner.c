@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -425,6 +426,161 @@ static void test_crash_safety(void) {
     }
 }
 
+/* A segment of the group whose .log cannot be renamed to .log.deleted (an obstacle directory of
+ * that name): the pass fails and the swap is undone -- the old segments stay in memory and on disk
+ * and, after a restart, no old .log of the group lies next to a cleaned one. */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_swap_rename_failure(void) {
+    const char *name = "cl-rename-fail";
+    struct gr_plog *log = open_log(name, 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    int64_t end = gr_plog_end_offset(log);
+    CHECK(gr_plog_segment_count(log) >= 4);
+    struct view before, after;
+    scan(log, &before);
+    gr_plog_flush(log);
+    /* one group for the whole pass */
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.segment_bytes = 1 << 20;
+    gr_plog_set_config(log, &cfg);
+    /* the second segment's base */
+    DIR *d = opendir(pdir(name));
+    CHECK(d != NULL);
+    char *names[256];
+    int nn = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL && nn < 256) {
+        size_t l = strlen(de->d_name);
+        if (l == 24 && strcmp(de->d_name + 20, ".log") == 0) names[nn++] = gr_strdup(de->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, cmp_str);
+    CHECK(nn >= 3);
+    char obstacle[512], inner[600];
+    snprintf(obstacle, sizeof obstacle, "%s/%s.deleted", pdir(name), names[1]);
+    snprintf(inner, sizeof inner, "%s/x", obstacle);
+    for (int i = 0; i < nn; i++) free(names[i]);
+    CHECK(mkdir(obstacle, 0755) == 0 && mkdir(inner, 0755) == 0);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) < 0);
+    CHECK(st.segments_cleaned == 0);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "in memory k%d", k);
+    CHECK(after.records == before.records && gr_plog_end_offset(log) == end);
+    gr_plog_close(log);
+    CHECK(rmdir(inner) == 0 && rmdir(obstacle) == 0);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q -E 'cleaned|swap|deleted'", pdir(name));
+    CHECK(system(cmd) != 0); /* nothing left over: the swap was undone */
+    log = open_log(name, end);
+    CHECK(gr_plog_end_offset(log) == end);
+    scan(log, &after); /* offsets strictly rising: no overlapping segments */
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "reopened k%d", k);
+    CHECK(after.records == before.records);
+    p = params();
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0 && st.segments_cleaned > 0);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECK(strcmp(before.val[k], after.val[k]) == 0);
+    gr_plog_close(log);
+}
+
+/* A follower truncation while a (throttled) pass reads the segments: a segment cut under the
+ * pass reads short, which is not corruption -- the pass is abandoned (retried later), it does not
+ * fail with GR_ECORRUPT (which would mark a healthy log uncleanable). */
+struct trunc_arg {
+    struct gr_plog *log;
+    int64_t offset;
+};
+
+static void *truncate_later(void *arg) {
+    struct trunc_arg *a = arg;
+    struct timespec ts = {0, 250 * 1000000L};
+    nanosleep(&ts, NULL);
+    CHECK(gr_plog_truncate_to(a->log, a->offset) == 0);
+    return NULL;
+}
+
+static void test_truncation_during_pass(void) {
+    struct gr_plog *log = open_log("cl-trunc", 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 5);
+    int64_t cut = gr_plog_end_offset(log) / 2 / 4 * 4; /* a batch boundary inside an older segment */
+    struct trunc_arg ta = {log, cut};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, truncate_later, &ta) == 0);
+    struct gr_cleaner_params p = params();
+    p.io_max_bytes_per_second = 4000; /* the map alone takes > 1 s */
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    pthread_join(t, NULL);
+    CHECKF(rc == 0, "pass over a log truncated meanwhile: %s", gr_strerror(rc));
+    CHECK(gr_plog_end_offset(log) == cut);
+    p = params();
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+    gr_plog_close(log);
+}
+
+/* A compressed batch whose records inflate beyond the cleaner's 64 MiB bound (the leader accepts
+ * it: the compressed size is what message.max.bytes limits) is valid data: the pass keeps it as it
+ * is and cleans the rest, it does not fail as corrupt (KIP-346 would mark the log uncleanable). */
+static void test_huge_inflated_batch_kept(void) {
+    struct gr_plog *log = open_log("cl-huge", 0);
+    for (int round = 0; round < 6; round++) put(log, 0, 4, round, 0, -1);
+    enum { NBIG = 66, VLEN = 1 << 20 };
+    char *val = gr_malloc(VLEN);
+    memset(val, 'z', VLEN);
+    struct gr_batch_rec recs[NBIG];
+    static char keys[NBIG][16];
+    for (int i = 0; i < NBIG; i++) {
+        snprintf(keys[i], 16, "k%d", 40 + i % 8);
+        recs[i] = (struct gr_batch_rec){keys[i], (int32_t)strlen(keys[i]), val, VLEN, NULL, 0, 1000};
+    }
+    size_t len;
+    uint8_t *b = gr_batch_build(recs, NBIG, NULL, &len);
+    free(val);
+    uint8_t *z;
+    size_t zl;
+    CHECK(gr_compress(GR_CODEC_ZSTD, b + GR_BATCH_HEADER_SIZE, len - GR_BATCH_HEADER_SIZE, &z, &zl) == 0);
+    b = gr_realloc(b, GR_BATCH_HEADER_SIZE + zl);
+    memcpy(b + GR_BATCH_HEADER_SIZE, z, zl);
+    free(z);
+    len = GR_BATCH_HEADER_SIZE + zl;
+    gr_put_be32(b + 8, (uint32_t)(len - 12));
+    gr_put_be16(b + 21, (uint16_t)(gr_be16(b + 21) | GR_CODEC_ZSTD));
+    gr_batch_update_crc(b, len);
+    struct gr_append_info info;
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.segment_bytes = 1 << 20; /* the compressed batch is a few KiB */
+    gr_plog_set_config(log, &cfg);
+    int arc = gr_plog_append_as_leader(log, b, len, 0, &info);
+    cfg.segment_bytes = 1500;
+    gr_plog_set_config(log, &cfg);
+    CHECKF(arc == 0 && info.error == 0, "append: rc %d error %d", arc, info.error);
+    int64_t big_first = info.first_offset;
+    free(b);
+    for (int round = 6; round < 20; round++) put(log, 0, 4, round, 0, -1);
+    int64_t end = gr_plog_end_offset(log);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    CHECKF(rc == 0, "pass over a log with a 66 MiB (inflated) batch: %s", gr_strerror(rc));
+    CHECK(st.segments_cleaned > 0 && gr_plog_end_offset(log) == end);
+    /* the big batch is still there, whole */
+    struct gr_plog_read_result r;
+    CHECK(gr_plog_read(log, big_first, 1 << 20, -1, true, &r) == 0 && r.error == 0 && r.len > 0);
+    struct gr_batch_info bi;
+    CHECK(r.len >= GR_BATCH_HEADER_SIZE && gr_batch_parse_header(r.data, r.len, &bi) == GR_BATCH_OK &&
+          bi.BaseOffset == big_first && bi.RecordCount == NBIG);
+    free(r.data);
+    gr_plog_close(log);
+}
+
 /* ---- transactions ---- */
 
 static int32_t g_tseq[8];
@@ -684,6 +840,9 @@ int main(void) {
     test_abort_and_rename_for_delete();
     test_rename_for_delete_without_fds();
     test_crash_safety();
+    test_swap_rename_failure();
+    test_truncation_during_pass();
+    test_huge_inflated_batch_kept();
     test_transactions();
     test_txn_crash_safety();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);

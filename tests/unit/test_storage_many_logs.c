@@ -188,6 +188,62 @@ static void lm_config(struct gr_config *cfg, const char *dir) {
     CHECK(gr_config_finish(cfg, err, sizeof err) == 0);
 }
 
+/* The cleaner out of file descriptors (EMFILE: no dir failure, nothing wrong with the log): the
+ * log is not marked uncleanable (KIP-346 is for corrupt data) but retried after
+ * log.cleaner.backoff.ms. Run in a child: RLIMIT_NOFILE is lowered there. */
+static int open_fds(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) n += de->d_name[0] != '.';
+    if (d) closedir(d);
+    return n - 1; /* the listing's own descriptor */
+}
+
+static void test_cleaner_emfile_not_uncleanable(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/lm-emfile", g_root);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct gr_config cfg;
+        lm_config(&cfg, dir);
+        char err[256];
+        CHECK(gr_config_set(&cfg, "log.cleaner.backoff.ms", "200", err, sizeof err) == 0);
+        struct gr_plog_manager *lm = NULL;
+        if (gr_plog_manager_open(&cfg, 1, "c", &lm) != 0 || !lm) _exit(10);
+        struct gr_lm_log *l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "compacted", 0, NULL, &l) != 0 || !l) _exit(11);
+        struct gr_plog_config pc;
+        gr_plog_get_config(l->log, &pc);
+        pc.cleanup_compact = true;
+        pc.cleanup_delete = false;
+        pc.segment_bytes = 8192;
+        if (gr_plog_set_config(l->log, &pc) != 0) _exit(12);
+        for (int i = 0; i < 12; i++) append(l->log, 1); /* key "k" 12 times: 3+ segments */
+        if (gr_plog_segment_count(l->log) < 3) _exit(13);
+        struct rlimit rl, saved;
+        getrlimit(RLIMIT_NOFILE, &saved);
+        rl = saved;
+        rl.rlim_cur = (rlim_t)open_fds(); /* the next open fails with EMFILE */
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(14);
+        int rc = gr_plog_manager_clean_once(lm);
+        setrlimit(RLIMIT_NOFILE, &saved);
+        if (rc != -EMFILE) _exit(15);
+        if (atomic_load(&l->uncleanable)) _exit(16); /* a healthy log marked uncleanable */
+        if (gr_plog_manager_clean_once(lm) != 0) _exit(17); /* backing off: nothing picked */
+        struct timespec ts = {0, 300 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (gr_plog_manager_clean_once(lm) != 1 || atomic_load(&l->cleaner_checkpoint) <= 0) _exit(18);
+        gr_plog_manager_release(lm, l);
+        gr_plog_manager_close(lm);
+        gr_config_release(&cfg);
+        _exit(test_failures ? 19 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* A partition deleted and created again at the same path, then a crash before the periodic
  * checkpoints: the new log must not come back with the old log's log start offset (hiding its
  * first records), high watermark or recovery point (Kafka's asyncDelete checkpoints at once). */
@@ -275,6 +331,7 @@ int main(void) {
     test_manager();
     test_recreate_after_delete_then_crash();
     test_sorted_find();
+    test_cleaner_emfile_not_uncleanable();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_many_logs: %d failures\n", test_failures);
     return test_failures != 0;
