@@ -98,27 +98,38 @@ static void slog(struct gr_server *s, enum gr_log_level lvl, const char *fmt, ..
 
 /* ---- session file ----
  *
- *   0x<session id, lower-case hex> SP <password, 2 hex digits per byte> LF
- */
+ *   one line per session: 0x<session id, lower-case hex> SP <password, 2 hex digits per byte> LF
+ *
+ * The first line is the current session. Lines after it are sessions of earlier incarnations that
+ * this one has not yet closed: a start-up writes its new session in front of the ones it read, and
+ * rewrites the file with the new session alone once the earlier ones are closed. A broker killed
+ * in between (after connecting, before registering) so leaves every session that may still hold
+ * its /brokers/ids/N, and the next start closes them all. Readers of the first line alone (tests
+ * expiring the session from outside) see the current session. */
 
-int gr_server_write_session_file(const char *path, const struct gr_zsession *z) {
-    char line[128];
-    int off = snprintf(line, sizeof line, "0x%" PRIx64 " ", (uint64_t)z->id);
-    int plen = z->passwd_len < 0 ? 0 : GR_MIN(z->passwd_len, (int)sizeof z->passwd);
-    for (int i = 0; i < plen; i++) off += snprintf(line + off, sizeof line - (size_t)off, "%02x", z->passwd[i]);
-    off += snprintf(line + off, sizeof line - (size_t)off, "\n");
+int gr_server_write_sessions(const char *path, const struct gr_zsession *z, int n) {
+    size_t cap = 128 * (size_t)(n > 0 ? n : 1), off = 0;
+    char *buf = gr_malloc(cap);
+    for (int k = 0; k < n; k++) {
+        off += (size_t)snprintf(buf + off, cap - off, "0x%" PRIx64 " ", (uint64_t)z[k].id);
+        int plen = z[k].passwd_len < 0 ? 0 : GR_MIN(z[k].passwd_len, (int)sizeof z[k].passwd);
+        for (int i = 0; i < plen; i++) off += (size_t)snprintf(buf + off, cap - off, "%02x", z[k].passwd[i]);
+        off += (size_t)snprintf(buf + off, cap - off, "\n");
+    }
     char *tmp = gr_asprintf("%s.tmp", path);
     int rc = 0;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         rc = -errno;
     } else {
-        if (write(fd, line, (size_t)off) != off) rc = -EIO;
+        if (write(fd, buf, off) != (ssize_t)off) rc = -EIO;
+        if (rc == 0 && fsync(fd) != 0) rc = -errno;
         if (close(fd) != 0 && rc == 0) rc = -errno;
         if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
         if (rc != 0) unlink(tmp);
     }
     free(tmp);
+    free(buf);
     return rc;
 }
 
@@ -129,13 +140,8 @@ static int hexval(int c) {
     return -1;
 }
 
-int gr_server_read_session_file(const char *path, struct gr_zsession *out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -errno;
-    char line[256];
-    char *got = fgets(line, sizeof line, f);
-    fclose(f);
-    if (!got) return GR_ECORRUPT;
+/* One line into *out: 0, or GR_ECORRUPT. */
+static int parse_session_line(const char *line, struct gr_zsession *out) {
     memset(out, 0, sizeof *out);
     char *end;
     errno = 0;
@@ -154,6 +160,23 @@ int gr_server_read_session_file(const char *path, struct gr_zsession *out) {
     return 0;
 }
 
+int gr_server_read_sessions(const char *path, struct gr_zsession *out, int max) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -errno;
+    char line[256];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        struct gr_zsession z;
+        if (parse_session_line(line, &z) != 0) break;
+        bool dup = false;
+        for (int k = 0; k < n; k++) dup = dup || out[k].id == z.id;
+        if (!dup) out[n++] = z;
+    }
+    fclose(f);
+    /* a corrupt line ends the list; the sessions before it are still ours to close */
+    return n == 0 ? GR_ECORRUPT : n;
+}
+
 /* Writes the current session to the file and remembers it; *prev gets the one before (if any). */
 static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
     struct gr_zsession cur;
@@ -167,10 +190,50 @@ static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
     s->last_session = cur;
     s->have_last_session = true;
     pthread_mutex_unlock(&s->session_mu);
-    int rc = gr_server_write_session_file(s->session_path, &cur);
+    int rc = gr_server_write_sessions(s->session_path, &cur, 1);
     if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
     else slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s", (uint64_t)cur.id, s->session_path);
     return had;
+}
+
+/* Start-up, just connected: records the new session in front of the earlier ones (prevs[1..n];
+ * prevs[0] is filled here), closes each earlier one (they belong to dead incarnations: the log-dir
+ * lock is ours), then records the new session alone. A session that cannot be closed now stays in
+ * the file for gr_kzk_register_broker and the next start. */
+static void close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
+    struct gr_zsession cur;
+    if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return;
+    int keep = 0;
+    for (int k = 1; k <= n; k++)
+        if (prevs[k].id != cur.id) prevs[++keep] = prevs[k];
+    prevs[0] = cur;
+    if (keep > 0) {
+        int rc = gr_server_write_sessions(s->session_path, prevs, keep + 1);
+        if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    }
+    int left = 0;
+    for (int k = 1; k <= keep; k++) {
+        int c = gr_zkb_close_session(s->zkb, &prevs[k]);
+        if (c == GR_ZOK || c == GR_ZSESSIONEXPIRED) {
+            slog(s, GR_LOG_INFO, "Closed the ZooKeeper session 0x%" PRIx64 " of a previous run (%s)",
+                 (uint64_t)prevs[k].id, c == GR_ZOK ? "closed" : "already expired");
+        } else {
+            slog(s, GR_LOG_WARN, "Cannot close the ZooKeeper session 0x%" PRIx64 " of a previous run: %s",
+                 (uint64_t)prevs[k].id, gr_zrc_name(c));
+            prevs[1 + left++] = prevs[k];
+        }
+    }
+    if (left > 0) {
+        int rc = gr_server_write_sessions(s->session_path, prevs, left + 1);
+        if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+        pthread_mutex_lock(&s->session_mu);
+        s->last_session = cur;
+        s->have_last_session = true;
+        pthread_mutex_unlock(&s->session_mu);
+        slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s", (uint64_t)cur.id, s->session_path);
+        return;
+    }
+    persist_session(s, NULL);
 }
 
 /* Controller hook, on the controller's event thread after a new session was established. */
@@ -388,11 +451,15 @@ int gr_server_startup(struct gr_server *s) {
     int rc = lock_log_dirs(s);
     if (rc != 0) goto fail;
 
-    struct gr_zsession prev;
-    bool have_prev = gr_server_read_session_file(s->session_path, &prev) == 0;
+    /* Sessions of earlier incarnations that may still hold /brokers/ids/N (session file). */
+    struct gr_zsession prevs[GR_SERVER_MAX_PREV_SESSIONS + 1];
+    int nprev = gr_server_read_sessions(s->session_path, prevs + 1, GR_SERVER_MAX_PREV_SESSIONS);
+    if (nprev < 0) nprev = 0;
+    bool have_prev = nprev > 0;
+    struct gr_zsession prev = have_prev ? prevs[1] : (struct gr_zsession){0};
 
     if ((rc = connect_zookeeper(s)) != 0) goto fail;
-    persist_session(s, NULL);
+    close_previous_sessions(s, prevs, nprev);
 
     if ((rc = gr_kzk_ensure_paths(s->kzk)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot create the persistent ZooKeeper paths: %s", gr_kzk_strerror(rc));

@@ -3,7 +3,7 @@
  * gr_server_startup, in Kafka's order:
  *   1. lock every log dir (<dir>/.lock, flock) -- a second process on the same dirs is refused
  *   2. connect to ZooKeeper (the chroot is created if missing), persist the session to
- *      <first log dir>/zk-session
+ *      <first log dir>/zk-session and close the sessions of earlier incarnations listed there
  *   3. create Kafka's persistent paths, get or create /cluster/id, then the broker id
  *      (broker_id.h: the configured broker.id, the one in the log dirs' meta.properties, or with
  *      broker.id=-1 a generated one); it is written into the config's broker_id, which every
@@ -25,9 +25,11 @@
  * (our ephemerals vanish at once), release the log-dir locks.
  *
  * Files under <first log dir>:
- *   zk-session          one line "0x<session id hex> <password hex>\n", rewritten atomically after
- *                       the connection and after every new session (tests expire the session
- *                       from outside with it; a restarted broker closes its previous session)
+ *   zk-session          lines "0x<session id hex> <password hex>\n": the current session first,
+ *                       then earlier incarnations' sessions not yet closed (a start-up writes
+ *                       its own in front of them, closes them, then writes its own alone);
+ *                       rewritten atomically after the connection and after every new session
+ *                       (tests expire the session from outside with its first line)
  *   gregor-metrics.json the metrics registry, written by gr_server_dump_metrics (gregord: 2 s);
  *                       the same registry is served at gregor.metrics.listener (metrics_http.h)
  *
@@ -76,9 +78,11 @@ struct gr_controller *gr_server_controller(struct gr_server *s);
 const char *gr_server_cluster_id(struct gr_server *s);
 int64_t gr_server_broker_epoch(struct gr_server *s);
 
-/* Session file helpers (exposed for tests): write "0x<id> <hex password>\n" atomically / parse
- * it. read returns 0, -ENOENT, or GR_ECORRUPT. */
-int gr_server_write_session_file(const char *path, const struct gr_zsession *s);
-int gr_server_read_session_file(const char *path, struct gr_zsession *out);
+/* Session file helpers (exposed for tests): write n lines "0x<id> <hex password>\n" atomically
+ * (fsynced, then renamed) / read at most max distinct sessions, first line first. read returns
+ * how many (>= 1), -errno (-ENOENT: no file), or GR_ECORRUPT when the first line does not parse. */
+#define GR_SERVER_MAX_PREV_SESSIONS 8
+int gr_server_write_sessions(const char *path, const struct gr_zsession *s, int n);
+int gr_server_read_sessions(const char *path, struct gr_zsession *out, int max);
 
 #endif

@@ -6,6 +6,7 @@ Each test runs in its own ZooKeeper chroot, so /controller_epoch starts absent f
 """
 
 import json
+import os
 import re
 import time
 
@@ -165,6 +166,40 @@ def test_deleting_controller_znode_triggers_reelection(cluster):
     assert cur["_stat"].czxid == new["_stat"].czxid and cluster.controller_epoch()[0] == epoch + 1
     assert_one_claim_per_epoch(cluster)
     assert cluster.registered_ids() == {1, 2, 3}
+
+
+def test_restart_after_a_kill_between_connect_and_registration(cluster_factory, zk_connect):
+    """A broker SIGKILLed after it connected to ZooKeeper but before it registered (seen in a CI
+    run: killed again while loading its logs) leaves two sessions of its own alive: the one that
+    still holds /brokers/ids/1 and the new one. The next start must close both, not exit with
+    "broker.id 1 is already registered" until the older one times out. The killed incarnation
+    is simulated: a live session of the test's own, listed in zk-session in front of the
+    registered one, as a start-up writes it before closing the earlier sessions."""
+    cluster = cluster_factory(zk_connect, n=1)
+    b = cluster[1]
+    sid_a, pw_a = b.session()
+    _, st = cluster.registration(1)
+    assert st.ephemeralOwner == sid_a
+    b.kill()
+    zb = H.kazoo_client(zk_connect)  # "the incarnation killed before registering"
+    try:
+        sid_b, pw_b = zb.client_id
+        with open(os.path.join(b.logdir, "zk-session"), "w") as f:
+            f.write(f"{sid_b:#x} {pw_b.hex()}\n{sid_a:#x} {pw_a.hex()}\n")
+        b.start()
+
+        def registered_anew():
+            cluster._check_alive([1])  # the old code exits 1: "already registered"
+            _, st = cluster.registration(1)
+            return st is not None and st.ephemeralOwner not in (sid_a, sid_b) and st.ephemeralOwner
+        owner = H.wait_for(registered_anew, 20, "broker 1 registered by a new session")
+        assert (b.session() or (None,))[0] == owner
+        with open(os.path.join(b.logdir, "zk-session")) as f:
+            assert len(f.read().splitlines()) == 1, "the earlier sessions are closed and forgotten"
+        log = b.log()
+        assert f"Closed the ZooKeeper session {sid_a:#x}" in log and f"{sid_b:#x}" in log, b.log_tail(30)
+    finally:
+        H.close_kazoo(zb)
 
 
 # --------------------------------------------------------------------------------------------
