@@ -8,10 +8,12 @@
    only under "Fetch".
 3. Histograms export every <N>thPercentile Kafka has, as the JMX exporter labels them
    (quantile="0.50" ... "0.999"), next to _sum and _count.
+4. gregorctl configs prints quota values as Java's Double.toString (kafka-configs.sh).
 """
 
 import json
 import os
+import subprocess
 import time
 
 from confluent_kafka import Consumer, Producer
@@ -130,3 +132,21 @@ def test_histogram_exports_kafka_percentiles(cluster_factory, zk_connect):
     assert vals == sorted(vals)
     assert value(s, "kafka_network_requestmetrics_totaltimems_count", request="Produce") > 0
     assert value(s, "kafka_network_requestmetrics_totaltimems_sum", request="Produce") is not None
+
+
+def test_quota_values_print_as_java_double(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=1, config=CONFIG)
+
+    def ctl(*args):
+        r = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(c), "--timeout-ms", "15000", "configs",
+                            *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout.strip()
+    ctl("--alter", "--entity-type", "clients", "--entity-name", "big", "--add-config",
+        "producer_byte_rate=10485760,consumer_byte_rate=1048576,request_percentage=12.5")
+    # kafka-configs.sh prints java.lang.Double values (Double.toString); the order of the values
+    # is that of a Java HashMap there, so only the set is compared
+    head, _, vals = ctl("--describe", "--entity-type", "clients", "--entity-name", "big").partition(" are ")
+    assert head == "Quota configs for client-id 'big'"
+    assert sorted(vals.split(", ")) == ["consumer_byte_rate=1048576.0", "producer_byte_rate=1.048576E7",
+                                        "request_percentage=12.5"]
