@@ -150,3 +150,33 @@ def test_quota_values_print_as_java_double(cluster_factory, zk_connect):
     assert head == "Quota configs for client-id 'big'"
     assert sorted(vals.split(", ")) == ["consumer_byte_rate=1048576.0", "producer_byte_rate=1.048576E7",
                                         "request_percentage=12.5"]
+
+
+def test_compaction_lag_conflict_refused(cluster_factory, zk_connect):
+    """5. Kafka 2.7's LogConfig.validateValues: min.compaction.lag.ms > max.compaction.lag.ms is
+    INVALID_CONFIG on CreateTopics and on (Incremental)AlterConfigs (the complete new overrides,
+    over LogConfig's defaults)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import ConfigResource
+    c = cluster_factory(zk_connect, n=1, config=CONFIG)
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    bad = admin.create_topics([NewTopic("lag", 1, 1, config={"min.compaction.lag.ms": "1000",
+                                                            "max.compaction.lag.ms": "500"})],
+                              request_timeout=15)["lag"]
+    try:
+        bad.result(timeout=20)
+        assert False, "created"
+    except KafkaException as e:
+        err = e.args[0]
+        assert err.code() == KafkaError.INVALID_CONFIG
+        assert "conflict topic config setting min.compaction.lag.ms (1000) > max.compaction.lag.ms (500)" in err.str()
+    admin.create_topics([NewTopic("lag", 1, 1, config={"max.compaction.lag.ms": "500"})],
+                        request_timeout=15)["lag"].result(timeout=20)
+    res = ConfigResource("topic", "lag", set_config={"max.compaction.lag.ms": "500", "min.compaction.lag.ms": "501"})
+    try:
+        admin.alter_configs([res], request_timeout=15)[res].result(timeout=20)
+        assert False, "altered"
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.INVALID_CONFIG, e
+    res = ConfigResource("topic", "lag", set_config={"max.compaction.lag.ms": "500", "min.compaction.lag.ms": "500"})
+    admin.alter_configs([res], request_timeout=15)[res].result(timeout=20)
