@@ -347,6 +347,10 @@ static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *s
                                      sizeof(msg)) != GR_KERR_NONE)
             e = fail(res, GR_KERR_INVALID_CONFIG, "%s", msg);
     }
+    if (e == GR_KERR_NONE &&
+        gr_topic_configs_check_all(spec->n_configs, (char *const *)spec->config_names,
+                                   (char *const *)spec->config_values, msg, sizeof(msg)) != GR_CFG_OK)
+        e = fail(res, GR_KERR_INVALID_CONFIG, "%s", msg);
     if (e == GR_KERR_NONE && out && !b->zk) /* out == NULL: validate only */
         e = fail(res, GR_KERR_UNKNOWN_SERVER_ERROR, "no ZooKeeper connection");
     if (e == GR_KERR_NONE && out) {

@@ -289,26 +289,15 @@ static void record_error_metrics(struct gr_metrics *reg, const struct gr_api_des
     }
 }
 
-/* kafka.network:type=RequestMetrics for a decoded request being completed: RequestsPerSec per
- * request and version, TotalTimeMs (frame read -> completion) and RequestQueueTimeMs (frame read
- * -> an I/O thread took it) per request; Fetch is split into FetchConsumer/FetchFollower as
- * Kafka's RequestChannel does. */
-static void record_request_metrics(struct gr_api_req *r, const void *resp)
-{
-    struct gr_metrics *reg = r->broker ? r->broker->metrics : NULL;
-    const struct gr_api_desc *d = gr_proto_api(r->hdr.RequestApiKey);
-    if (!reg || !r->body || !d)
-        return;
-    const char *name = d->name;
-    if (r->hdr.RequestApiKey == GR_API_FETCH)
-        name = ((const struct FetchRequest *)r->body)->ReplicaId >= 0 ? "FetchFollower" : "FetchConsumer";
+/* RequestsPerSec (per version), TotalTimeMs and RequestQueueTimeMs of one request under the
+ * request tag `name`. */
+static void record_request_timing(struct gr_metrics *reg, const struct gr_api_req *r, const char *name,
+                                  int64_t now_us) {
     char n[192];
     snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=%s,version=%d", name,
              r->hdr.RequestApiVersion);
     struct gr_meter *m = gr_metrics_meter(reg, n);
-    if (m)
-        gr_meter_mark(m, 1);
-    int64_t now_us = gr_mono_us();
+    if (m) gr_meter_mark(m, 1);
     snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=%s", name);
     struct gr_histogram *h = gr_metrics_histogram(reg, n);
     if (h)
@@ -317,8 +306,22 @@ static void record_request_metrics(struct gr_api_req *r, const void *resp)
     h = gr_metrics_histogram(reg, n);
     if (h)
         gr_histogram_update(h, GR_MAX(0.0, (double)(r->received_ms * 1000 - r->net->received_us) / 1000.0));
-    if (resp)
-        record_error_metrics(reg, d, name, r->hdr.RequestApiVersion, resp);
+}
+
+/* kafka.network:type=RequestMetrics for a decoded request being completed, named as Kafka 2.7's
+ * RequestChannel names them: every request under its API name (request="Fetch" included); a
+ * Fetch also under FetchConsumer or FetchFollower (RequestsPerSec, TotalTimeMs,
+ * RequestQueueTimeMs); ErrorsPerSec only under the API name. */
+static void record_request_metrics(struct gr_api_req *r, const void *resp) {
+    struct gr_metrics *reg = r->broker ? r->broker->metrics : NULL;
+    const struct gr_api_desc *d = gr_proto_api(r->hdr.RequestApiKey);
+    if (!reg || !r->body || !d) return;
+    int64_t now_us = gr_mono_us();
+    if (r->hdr.RequestApiKey == GR_API_FETCH)
+        record_request_timing(
+            reg, r, ((const struct FetchRequest *)r->body)->ReplicaId >= 0 ? "FetchFollower" : "FetchConsumer", now_us);
+    record_request_timing(reg, r, d->name, now_us);
+    if (resp) record_error_metrics(reg, d, d->name, r->hdr.RequestApiVersion, resp);
 }
 
 static void req_free(struct gr_api_req *r)

@@ -267,6 +267,8 @@ static int16_t validate(int8_t type, bool per_broker, const char *rname, const s
                            "Invalid config value for resource ConfigResource(type=%s, name='%s'): %s", type_word(type),
                            rname, why);
     }
+    if (type == RT_TOPIC && gr_topic_configs_check_all(c->n, c->keys, c->values, why, sizeof why) != GR_CFG_OK)
+        return set_err(e, GR_KERR_INVALID_CONFIG, "%s", why);
     return GR_KERR_NONE;
 }
 

@@ -12,6 +12,7 @@
  * config, quotas with AlterClientQuotas; describes use DescribeConfigs (synonyms included) and
  * DescribeClientQuotas. Broker resources are sent to that broker (found through Metadata). A
  * square-bracketed value in --add-config keeps its commas (k=[a,b]). Exit: 0 ok, 1 error, 2 usage. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,23 +277,46 @@ static const char *quota_type(const char *etype) {
     return strcmp(etype, "users") == 0 ? "user" : "client-id";
 }
 
-/* Java's Double.toString for the values quotas take. */
+/* Java's Double.toString, as kafka-configs.sh prints a quota (a java.lang.Double): the shortest
+ * decimal digits that read back as v; plain ("1048576.0", "0.5") for 1e-3 <= |v| < 1e7, else
+ * d.dddE<n> ("1.048576E7", "1.0E-4"). */
 static void java_double(double v, char *buf, size_t len) {
-    if (v != 0 && (v >= 1e7 || v < 1e-3)) {
-        int e = 0;
-        double m = v;
-        while (m >= 10) m /= 10, e++;
-        while (m < 1) m *= 10, e--;
-        snprintf(buf, len, "%gE%d", m, e);
-        if (!strchr(buf, '.')) {
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%.1fE%d", m, e);
-            snprintf(buf, len, "%s", tmp);
-        }
+    if (isnan(v) || isinf(v)) {
+        snprintf(buf, len, "%s", isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
         return;
     }
-    snprintf(buf, len, "%.15g", v);
-    if (!strchr(buf, '.')) strncat(buf, ".0", len - strlen(buf) - 1);
+    const char *sign = signbit(v) ? "-" : "";
+    double a = fabs(v);
+    if (a == 0) {
+        snprintf(buf, len, "%s0.0", sign);
+        return;
+    }
+    char sci[40];
+    for (int p = 0; p < 17; p++) { /* 17 significant digits always round-trip */
+        snprintf(sci, sizeof sci, "%.*e", p, a);
+        if (strtod(sci, NULL) == a) break;
+    }
+    char dig[24];
+    int nd = 0;
+    for (const char *c = sci; *c && *c != 'e'; c++)
+        if (*c >= '0' && *c <= '9') dig[nd++] = *c;
+    while (nd > 1 && dig[nd - 1] == '0') nd--;
+    dig[nd] = 0;
+    int e = atoi(strchr(sci, 'e') + 1);
+    if (a >= 1e-3 && a < 1e7) {
+        char ip[24], fp[32];
+        if (e >= 0) {
+            int il = e + 1;
+            snprintf(ip, sizeof ip, "%.*s%.*s", il < nd ? il : nd, dig, il > nd ? il - nd : 0, "0000000");
+            snprintf(fp, sizeof fp, "%s", il < nd ? dig + il : "0");
+        } else {
+            snprintf(ip, sizeof ip, "0");
+            snprintf(fp, sizeof fp, "%.*s%s", -e - 1, "00", dig);
+        }
+        snprintf(buf, len, "%s%s.%s", sign, ip, fp);
+    } else {
+        snprintf(buf, len, "%s%c.%sE%d", sign, dig[0], nd > 1 ? dig + 1 : "0", e);
+    }
 }
 
 static int describe_quotas(struct ctl_kafka *k, const struct cfg_args *ar) {

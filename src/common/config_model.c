@@ -289,6 +289,22 @@ int gr_topic_config_check(const char *name, const char *value, char *err, size_t
     return check_value(k, name, value, 1, err, errlen);
 }
 
+int gr_topic_configs_check_all(int n, char *const *keys, char *const *values, char *err, size_t errlen) {
+    const char *lo = gr_topic_key_default("min.compaction.lag.ms"), *hi = gr_topic_key_default("max.compaction.lag.ms");
+    for (int i = 0; i < n; i++) { /* the last of a repeated key wins, as in Properties */
+        if (strcmp(keys[i], "min.compaction.lag.ms") == 0) lo = values[i];
+        if (strcmp(keys[i], "max.compaction.lag.ms") == 0) hi = values[i];
+    }
+    long long min_lag = strtoll(lo, NULL, 10), max_lag = strtoll(hi, NULL, 10);
+    if (min_lag > max_lag) {
+        snprintf(err, errlen,
+                 "conflict topic config setting min.compaction.lag.ms (%lld) > max.compaction.lag.ms (%lld)", min_lag,
+                 max_lag);
+        return GR_CFG_CONFLICT;
+    }
+    return GR_CFG_OK;
+}
+
 /* ---- broker keys ---- */
 
 static const struct syn *syn_find(const char *name) {
@@ -474,7 +490,8 @@ void gr_log_settings_resolve(const struct gr_cfg_layers *L, struct gr_log_settin
     s->segment_ms = resolve_num(L, "segment.ms", 1, LMAX);
     s->index_interval_bytes = (int32_t)resolve_num(L, "index.interval.bytes", 0, INT32_MAX);
     s->max_message_bytes = (int32_t)resolve_num(L, "max.message.bytes", 0, INT32_MAX);
-    s->flush_messages = resolve_num(L, "flush.messages", 1, LMAX);
+    /* Kafka's Log flushes once LEO - recovery point >= flush.messages: 0 flushes every append, as 1 */
+    s->flush_messages = GR_MAX(resolve_num(L, "flush.messages", 0, LMAX), 1);
     s->flush_ms = resolve_num(L, "flush.ms", 0, LMAX);
     s->retention_ms = resolve_num(L, "retention.ms", -1, LMAX);
     s->retention_bytes = resolve_num(L, "retention.bytes", LMIN, LMAX);

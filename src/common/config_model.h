@@ -87,9 +87,16 @@ int gr_topic_key_type(const char *name);
 #define GR_CFG_UNKNOWN_KEY 1   /* Kafka: InvalidConfigurationException (INVALID_CONFIG) */
 #define GR_CFG_INVALID_VALUE 2 /* Kafka: ConfigException "Invalid value V for configuration K: why" */
 #define GR_CFG_NOT_DYNAMIC 3   /* broker key that cannot change at run time */
+#define GR_CFG_CONFLICT \
+    4 /* Kafka: InvalidConfigurationException (INVALID_CONFIG) from
+                                  LogConfig.validateValues */
 /* Checks one topic key=value with Kafka's names, types and ranges; err gets Kafka's message,
  * naming the key. */
 int gr_topic_config_check(const char *name, const char *value, char *err, size_t errlen);
+/* Checks a topic's complete overrides together, after each passed gr_topic_config_check (Kafka
+ * 2.7's LogConfig.validateValues, over LogConfig's own defaults for keys not set, not the
+ * broker's): min.compaction.lag.ms > max.compaction.lag.ms is GR_CFG_CONFLICT. */
+int gr_topic_configs_check_all(int n, char *const *keys, char *const *values, char *err, size_t errlen);
 
 /* Resolves topic key `name` for a topic over `layers` (the topic's value, source, and synonyms
  * in precedence order, as AdminManager.createTopicConfigEntry does). Returns false if name is

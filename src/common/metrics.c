@@ -200,7 +200,11 @@ void gr_histogram_snapshot(struct gr_histogram *h, struct gr_histogram_snapshot 
     pthread_mutex_unlock(&h->mu);
     qsort(tmp, n, sizeof(double), cmp_double);
     out->p50 = quantile(tmp, n, 0.5);
+    out->p75 = quantile(tmp, n, 0.75);
+    out->p95 = quantile(tmp, n, 0.95);
+    out->p98 = quantile(tmp, n, 0.98);
     out->p99 = quantile(tmp, n, 0.99);
+    out->p999 = quantile(tmp, n, 0.999);
     free(tmp);
 }
 
@@ -411,7 +415,11 @@ static void put_hist(FILE *out, const struct gr_histogram_snapshot *s) {
     put_num(out, "max", s->max);
     put_num(out, "mean", s->mean);
     put_num(out, "p50", s->p50);
+    put_num(out, "p75", s->p75);
+    put_num(out, "p95", s->p95);
+    put_num(out, "p98", s->p98);
     put_num(out, "p99", s->p99);
+    put_num(out, "p999", s->p999);
 }
 
 int gr_metrics_dump_json(struct gr_metrics *reg, FILE *out) {
@@ -656,8 +664,9 @@ void gr_prom_meter(struct gr_prom_out *o, const char *jmx_name, double count) {
 }
 
 static void prom_summary(struct gr_prom_out *o, const char *jmx_name, const struct gr_histogram_snapshot *s) {
-    static const char *const qs[] = {"0.50", "0.99"};
-    double qv[] = {s->p50, s->p99};
+    /* the JMX exporter's kafka-2_0_0.yml turns <N>thPercentile into quantile="0.<N>" */
+    static const char *const qs[] = {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"};
+    double qv[] = {s->p50, s->p75, s->p95, s->p98, s->p99, s->p999};
     char *labels;
     for (size_t i = 0; i < GR_ARRAY_LEN(qs); i++) {
         char *fam = family_of(jmx_name, NULL, "", &labels, "quantile", qs[i]);

@@ -5,8 +5,9 @@
  * (gr_metrics_name() builds one from group, type and name). Kinds:
  *   gauge     an int64 value: either stored (gr_gauge_set) or computed by a callback at read time
  *   meter     a counter with rates (mean rate since creation, one-minute rate)
- *   histogram count, min, mean, max, p50, p99 (percentiles over the last GR_METRICS_WINDOW
- *             samples: a sliding window, not Yammer's decaying reservoir)
+ *   histogram count, min, mean, max and Yammer's percentiles p50, p75, p95, p98, p99, p999
+ *             (over the last GR_METRICS_WINDOW samples: a sliding window, not Yammer's decaying
+ *             reservoir)
  *   timer     a histogram of durations in ms plus a meter of how often it was updated
  *
  * Lifetime and threading rules
@@ -34,8 +35,9 @@
  *   must not contain ',' (topic names, API names and broker ids never do).
  *   gauge                    -> <family> (gauge)
  *   meter  "...PerSec"       -> <family minus persec>_total (counter); other meters <family>_count
- *   histogram/timer          -> <family>{quantile="0.50"|"0.99"}, <family>_sum, <family>_count
- *                               (summary) */
+ *   histogram/timer          -> <family>{quantile="0.50"|"0.75"|"0.95"|"0.98"|"0.99"|"0.999"},
+ *                               <family>_sum, <family>_count (summary); the quantile values are
+ *                               the exporter's "0.$N" of Yammer's <N>thPercentile attributes */
 #ifndef GR_METRICS_H
 #define GR_METRICS_H
 
@@ -55,7 +57,8 @@ typedef int64_t (*gr_gauge_fn)(void *arg);
 /* A consistent snapshot of a histogram (or the histogram part of a timer). */
 struct gr_histogram_snapshot {
     int64_t count;
-    double min, max, mean, p50, p99; /* 0 when count == 0 */
+    double min, max, mean;                /* 0 when count == 0 */
+    double p50, p75, p95, p98, p99, p999; /* Yammer's 50th..999thPercentile; 0 when count == 0 */
 };
 
 struct gr_metrics *gr_metrics_new(void);

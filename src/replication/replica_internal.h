@@ -30,6 +30,8 @@ struct gr_rm_partition {
     struct gr_replica_state st;
     struct gr_lm_log *lml; /* the log (reference held); never NULL while hosted */
     int32_t min_isr;
+    int32_t replication_factor; /* replicas minus those a reassignment is still adding (Kafka's
+                                   AssignmentState.replicationFactor), set when it becomes leader */
     atomic_bool online;    /* false once stopped (StopReplica); written under lock, may be read
                               without it (a fetch's kept reference, handle_fetch.c) */
 };
@@ -96,6 +98,11 @@ void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter
  * Registered in b->metrics for the manager's running life. */
 struct gr_prom_out;
 void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o);
+/* Kafka's AssignmentState.replicationFactor of a LeaderAndIsr state: its replicas minus the ones a
+ * reassignment is still adding (replica_metrics.c). A partition is under-replicated when its
+ * leader's ISR is smaller than this, so an adding replica that has not caught up does not count. */
+struct gr_partition_state;
+int32_t gr_rm_replication_factor(const struct gr_partition_state *st);
 
 /* The purgatory key of topic-partition. */
 uint64_t gr_rm_key(const char *topic, int32_t partition);

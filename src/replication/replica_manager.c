@@ -540,6 +540,7 @@ static int16_t make_leader(struct gr_replica_manager *rm, struct gr_rm_partition
     if (rc < 0) {
         err = GR_KERR_INVALID_REQUEST;
     } else {
+        p->replication_factor = gr_rm_replication_factor(st);
         int64_t leo = gr_plog_end_offset(p->lml->log);
         gr_rs_become_leader(&p->st, leo, now, was_leader);
         maybe_increment_hw_locked(rm, p, now);

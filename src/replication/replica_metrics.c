@@ -2,7 +2,9 @@
  * rule 5), computed at scrape time from the hosted partitions as Kafka's ReplicaManager,
  * Partition and Log gauges compute them:
  *   kafka.server:type=ReplicaManager  PartitionCount, LeaderCount, UnderReplicatedPartitions
- *                                     (leader, |ISR| < |replicas|), UnderMinIsrPartitionCount
+ *                                     (leader, |ISR| < |replicas| minus the replicas a
+ *                                     reassignment is adding, Kafka's Partition.isUnderReplicated),
+ *                                     UnderMinIsrPartitionCount
  *                                     (leader, |ISR| < min.insync.replicas),
  *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
  *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
@@ -17,9 +19,20 @@
 #include "common/metrics.h"
 #include "replication/fetch_session.h"
 #include "replication/log_dir_failure.h"
+#include "replication/partitions.h"
 #include "replication/purgatory.h"
 #include "replication/replica_internal.h"
 #include "storage/log_manager.h"
+
+int32_t gr_rm_replication_factor(const struct gr_partition_state *st) {
+    int32_t n = 0;
+    for (int i = 0; i < st->n_replicas; i++) {
+        bool adding = false;
+        for (int j = 0; j < st->n_adding && !adding; j++) adding = st->adding[j] == st->replicas[i];
+        n += !adding;
+    }
+    return n;
+}
 
 static void partition_gauge(struct gr_prom_out *o, const char *name, const char *topic, int32_t partition, double v) {
     char n[512];
@@ -72,7 +85,8 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
             if (p->online) {
                 count++;
                 if (gr_rs_is_leader(&p->st)) {
-                    bool ur = p->st.nisr < p->st.nreplicas, um = p->st.nisr < p->min_isr, am = p->st.nisr == p->min_isr;
+                    bool ur = p->st.nisr < p->replication_factor, um = p->st.nisr < p->min_isr,
+                         am = p->st.nisr == p->min_isr;
                     leaders++;
                     urp += ur;
                     under_min += um;

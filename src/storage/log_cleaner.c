@@ -1,5 +1,5 @@
 /* Log compaction of one partition log (Kafka 2.7's Cleaner; the manager that picks logs and runs
- * threads is in log_cleaner_manager.c). Rules and formats: docs/STORAGE.md "Log compaction".
+ * the threads, Kafka's LogCleanerManager and CleanerThread, is in log_manager.c). Rules and formats: docs/STORAGE.md "Log compaction".
  *
  * One pass over [firstDirty, firstUncleanable):
  *  0. firstUncleanable never passes the first unstable offset (an undecided transaction);

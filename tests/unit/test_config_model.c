@@ -151,6 +151,12 @@ static void test_resolution(void) {
     L.topic = &pt2;
     gr_log_settings_resolve(&L, &s);
     CHECK(s.compact && !s.delete_ && s.log_append_time && s.retention_ms == 5000);
+    /* issue 27: flush.messages=0 flushes after every append (Kafka's unflushed >= 0), not never */
+    char *t3[] = {"flush.messages", "0"};
+    struct gr_props pt3 = props(t3, 1);
+    L.topic = &pt3;
+    gr_log_settings_resolve(&L, &s);
+    CHECK(s.flush_messages == 1);
     gr_config_release(&sc);
 }
 

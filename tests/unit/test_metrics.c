@@ -1,6 +1,7 @@
 /* Metrics registry: gauges (stored and callback), meters, histograms, timers, removal, and the
  * JSON dump (checked by parsing it back with jansson), the Prometheus text exposition. */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -94,6 +95,14 @@ static void test_prometheus(void) {
     CHECK(has_line(out, "kafka_controller_controllerstats_leaderelectionrateandtimems_sum 6"));
     CHECK(strstr(out, "kafka_controller_controllerstats_leaderelectionrateandtimems{quantile=\"0.99\"} ") != NULL);
     CHECK(has_line(out, "kafka_network_requestmetrics_totaltimems{request=\"Produce\",quantile=\"0.50\"} 1.5"));
+    /* issue 27: every <N>thPercentile Kafka's histograms have, as the JMX exporter labels them */
+    static const char *const kq[] = {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"};
+    for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "kafka_network_requestmetrics_totaltimems{request=\"Produce\",quantile=\"%s\"} 1.5",
+                 kq[i]);
+        CHECK(has_line(out, want));
+    }
     CHECK(has_line(out, "kafka_log_log_size{topic=\"my.topic-1\",partition=\"3\"} 1234"));
     CHECK(has_line(out, "kafka_server_t_evil{client_id=\"a\\\"b\\\\c\\nd\"} 7"));
     CHECK(has_line(out, "process_open_fds 12"));
@@ -180,6 +189,9 @@ int main(void) {
     CHECK(s.mean > 50.4 && s.mean < 50.6);
     CHECK(s.p50 >= 49 && s.p50 <= 52);
     CHECK(s.p99 >= 98 && s.p99 <= 100);
+    /* Yammer's Snapshot.getValue: position q * (n + 1), interpolated */
+    CHECK(fabs(s.p75 - 75.75) < 1e-9 && fabs(s.p95 - 95.95) < 1e-9 && fabs(s.p98 - 98.98) < 1e-9);
+    CHECK(s.p999 == 100);
     /* the window slides: after many large samples, percentiles follow */
     for (int i = 0; i < 2 * GR_METRICS_WINDOW; i++) gr_histogram_update(h, 1000);
     gr_histogram_snapshot(h, &s);
