@@ -181,3 +181,85 @@ def test_scram_credentials_cached_and_zookeeper_not_on_auth_path(cluster_factory
         os.kill(zk_pid, signal.SIGCONT)
         for s in socks:
             s.close()
+
+
+# ---- 2. a spoofed ReplicaId in a Fetch ----
+
+AUTH = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS",
+        "gregor.test.principal.by.client.id": "true"}
+
+
+def s16(s):
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def fetch_v11(replica_id, topic, partition, offset, session_id=0, epoch=-1, with_partition=True):
+    parts = [struct.pack(">iiqqi", partition, -1, offset, -1, 1 << 20)] if with_partition else []
+    topics = [s16(topic) + struct.pack(">i", len(parts)) + b"".join(parts)] if parts else []
+    return (struct.pack(">iiiibii", replica_id, 0, 1, 1 << 20, 0, session_id, epoch) +
+            struct.pack(">i", len(topics)) + b"".join(topics) + struct.pack(">i", 0) + s16(""))
+
+
+def parse_fetch_v11(r):
+    """(ErrorCode, SessionId, {(topic, partition): (error, records bytes)})."""
+    p = 4 + 4
+    err, sid = struct.unpack(">hi", r[p:p + 6])
+    p += 6
+    out = {}
+    (nt,) = struct.unpack(">i", r[p:p + 4])
+    p += 4
+    for _ in range(nt):
+        (tl,) = struct.unpack(">h", r[p:p + 2])
+        topic = r[p + 2:p + 2 + tl].decode()
+        p += 2 + tl
+        (np_,) = struct.unpack(">i", r[p:p + 4])
+        p += 4
+        for _ in range(np_):
+            part, perr = struct.unpack(">ih", r[p:p + 6])
+            p += 6 + 24
+            (na,) = struct.unpack(">i", r[p:p + 4])
+            p += 4 + max(na, 0) * 16 + 4
+            (rl,) = struct.unpack(">i", r[p:p + 4])
+            p += 4
+            out[(topic, part)] = (perr, r[p:p + max(rl, 0)])
+            p += max(rl, 0)
+    return err, sid, out
+
+
+def fetch(conn, corr, client_id, req):
+    conn.sendall(frame(1, 11, corr, req, client_id.encode()))
+    r = recv_frame(conn)
+    assert r is not None and struct.unpack(">i", r[:4])[0] == corr
+    return parse_fetch_v11(r)
+
+
+def test_spoofed_replica_id_fetch(cluster_factory, zk_connect):
+    ck = pytest.importorskip("confluent_kafka")
+    cka = pytest.importorskip("confluent_kafka.admin")
+    c = cluster_factory(zk_connect, n=1, config=AUTH)
+    port = c.brokers[1].port
+    boot = f"127.0.0.1:{port}"
+    admin = cka.AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([cka.NewTopic("t", 1, 1)])["t"].result(15)
+    prod = ck.Producer({"bootstrap.servers": boot})
+    for i in range(5):
+        prod.produce("t", b"v%d" % i)
+    assert prod.flush(15) == 0
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as real, \
+            socket.create_connection(("127.0.0.1", port), timeout=5) as evil:
+        # a consumer reads the records
+        err, _, parts = fetch(real, 1, "consumer", fetch_v11(-1, "t", 0, 0))
+        assert err == 0 and parts[("t", 0)][0] == 0 and len(parts[("t", 0)][1]) > 0
+        # an authorized fetcher (super user) with a ReplicaId outside the replica set [1]: opens a
+        # session, but gets empty records and no error (Kafka 2.7's updateFollowerFetchState)
+        err, sid, outside = fetch(real, 2, "follower", fetch_v11(7, "t", 0, 0, session_id=0, epoch=0))
+        assert err == 0 and sid != 0
+        # a spoofer claiming ReplicaId 7 without CLUSTER_ACTION: denied, and the real one's session lives
+        err, _, parts = fetch(evil, 3, "User:mallory", fetch_v11(7, "t", 0, 0, session_id=0, epoch=0))
+        assert parts[("t", 0)][0] == 29, parts
+        err, sid2, _ = fetch(real, 4, "follower", fetch_v11(7, "t", 0, 0, session_id=sid, epoch=1,
+                                                            with_partition=False))
+        assert err == 0 and sid2 == sid, f"session {sid}: error {err}"
+        assert outside[("t", 0)] == (0, b""), outside
