@@ -6,17 +6,20 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 import signal
 import socket
 import struct
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 
 import gregor_harness as H
 import security_pki as P
+from test_malformed import produce_v3, record_batch
 
 
 # ---- raw wire ----
@@ -263,3 +266,67 @@ def test_spoofed_replica_id_fetch(cluster_factory, zk_connect):
                                                             with_partition=False))
         assert err == 0 and sid2 == sid, f"session {sid}: error {err}"
         assert outside[("t", 0)] == (0, b""), outside
+
+
+# ---- 3. per-topic metrics only for topics that exist ----
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def parse_prometheus(text):
+    """[(name, {label: value})]; every line must be a comment or a well-formed sample."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        labels = m.group(2) or ""
+        assert LABEL.sub("", labels).replace(",", "") == "", f"bad labels: {line!r}"
+        float(m.group(3))
+        out.append((m.group(1), dict(LABEL.findall(labels))))
+    return out
+
+
+def topic_labels(samples):
+    return {ls["topic"] for _, ls in samples if "topic" in ls}
+
+
+def test_metrics_only_for_existing_topics(cluster_factory, zk_connect):
+    ck = pytest.importorskip("confluent_kafka")
+    cka = pytest.importorskip("confluent_kafka.admin")
+    c = cluster_factory(zk_connect, n=1, start=False)
+    b = c.brokers[1]
+    mport = H.free_port()
+    b.config.update({"gregor.metrics.listener": f"http://127.0.0.1:{mport}", "auto.create.topics.enable": "false"})
+    c.start()
+    boot = f"127.0.0.1:{b.port}"
+    admin = cka.AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([cka.NewTopic("t", 1, 1)])["t"].result(15)
+    prod = ck.Producer({"bootstrap.servers": boot})
+    prod.produce("t", b"x")
+    assert prod.flush(15) == 0
+    before = parse_prometheus(scrape(mport))
+
+    names = ["ghost-%s" % os.urandom(6).hex() for _ in range(200)] + ['evil"\n}x 1\n', "a,topic=b", "t\\"]
+    batch = record_batch([b"v"])
+    with socket.create_connection(("127.0.0.1", b.port), timeout=5) as s:
+        for i, name in enumerate(names):
+            s.sendall(produce_v3(2 * i + 10, name, 0, batch))
+            assert recv_frame(s) is not None
+            s.sendall(frame(1, 11, 2 * i + 11, fetch_v11(-1, name, 0, 0)))
+            assert recv_frame(s) is not None
+        # an existing topic still gets its meters
+        s.sendall(frame(1, 11, 9, fetch_v11(-1, "t", 0, 0)))
+        assert recv_frame(s) is not None
+
+    after = parse_prometheus(scrape(mport))
+    assert topic_labels(after) <= topic_labels(before) | {"t"}, topic_labels(after) - topic_labels(before)
+    assert "t" in topic_labels(after)
+    assert len(after) < len(before) + 40, (len(before), len(after))
