@@ -22,7 +22,9 @@ bool gr_api_authorizer_enabled(const struct gr_api_req *req) {
     return req->broker && req->broker->authorizer;
 }
 
-/* The client's IP address from req->peer ("1.2.3.4:5", "[::1]:5"). */
+/* The client's IP address from req->peer ("1.2.3.4:5", "[::1]:5") in Java's getHostAddress form
+ * (gr_acl_host_normalize: "[::ffff:1.2.3.4]:5" -> "1.2.3.4", "[::1]:5" -> "0:0:0:0:0:0:0:1"), the
+ * string Kafka compares ACL hosts with. */
 static void peer_host(const struct gr_api_req *req, char *out, size_t n) {
     const char *peer = req->peer ? req->peer : "";
     const char *colon = strrchr(peer, ':');
@@ -31,7 +33,9 @@ static void peer_host(const struct gr_api_req *req, char *out, size_t n) {
         peer++;
         len -= 2;
     }
-    snprintf(out, n, "%.*s", (int)len, peer);
+    char addr[80];
+    snprintf(addr, sizeof addr, "%.*s", (int)len, peer);
+    gr_acl_host_normalize(addr, out, n);
 }
 
 static bool check(struct gr_api_req *req, int op, int type, const char *name, bool log_denied) {

@@ -4,6 +4,8 @@
  * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
  *     to the log end offset and their FetchOffset updates the leader's view of them (HW, ISR);
+ *     a ReplicaId that is not one of the partition's assigned replicas gets empty records and
+ *     no error, and its position is not recorded (Kafka 2.7's updateFollowerFetchState);
  *   - KIP-320: CurrentLeaderEpoch (v9+) older than ours -> FENCED_LEADER_EPOCH, newer ->
  *     UNKNOWN_LEADER_EPOCH;
  *   - MaxBytes bounds the response, PartitionMaxBytes each partition; the first partition that
@@ -14,7 +16,8 @@
  *   - sessions (KIP-227, replication/fetch_session.h): the request is widened to the session's
  *     partitions before reading and the answer narrowed to what changed before sending;
  *   - authorization (api/authorize.h): followers need Cluster CLUSTER_ACTION, consumers Topic
- *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED.
+ *     READ; denied partitions get TOPIC_AUTHORIZATION_FAILED, and a denied follower's session
+ *     neither closes that replica's sessions nor is privileged (gr_fsc_replica_authorized).
  * Long poll: if fewer than MinBytes are available and MaxWaitMs > 0, the request waits in the
  * fetch purgatory until a watched partition has new data (an append, for consumers an HW move),
  * an error appears (leadership change), or MaxWaitMs passes; then it is read again and answered.
@@ -214,10 +217,20 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
                                                    leader_only(c));
             int64_t hw = atomic_load(&p->lml->hw);
-            bool in_isr = false;
+            bool in_isr = false, assigned = !follower;
             for (int k = 0; throttled && k < p->st.nisr; k++) in_isr |= p->st.isr[k] == r->ReplicaId;
+            for (int k = 0; follower && k < p->st.nreplicas; k++) assigned |= p->st.replicas[k] == r->ReplicaId;
             pthread_mutex_unlock(&p->lock);
             bool hold = throttled && !in_isr && gr_quota_replication_exceeded(req->broker->quotas, true);
+            /* Kafka's ReplicaManager.updateFollowerFetchState: a fetcher that is not one of the
+             * assigned replicas gets empty records (no error) and its position is not recorded. */
+            if (err == GR_KERR_NONE && !assigned && update_followers)
+                gr_warn("kafka.server.ReplicaManager",
+                        "Leader %d failed to record follower %d's position %lld since the replica is not "
+                        "recognized to be one of the assigned replicas for partition %s-%d. Empty records will be "
+                        "returned for this partition.",
+                        req->broker->broker_id, r->ReplicaId, (long long)fp->FetchOffset, ft->Topic, fp->Partition);
+            hold |= !assigned;
             if (err == GR_KERR_NONE) err = gr_ldf_check(req->broker, p->lml->dir_idx); /* offline log dir */
             if (err == GR_KERR_NONE && preferred_replica(c, p, fp, pr, hw)) { /* KIP-392: no read */
                 gr_rm_partition_unref(p);
@@ -276,7 +289,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             if (res.error != GR_KERR_NONE) {
                 pr->ErrorCode = res.error;
                 *errors = true;
-            } else if (follower && update_followers) {
+            } else if (follower && update_followers && assigned) {
                 gr_rm_update_follower(rm, p, r->ReplicaId, fp->FetchOffset, fp->LogStartOffset, res.log_end_offset);
                 hw = atomic_load(&p->lml->hw);
             }
@@ -585,6 +598,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     int nt = r->TopicsCount > 0 ? r->TopicsCount : 0;
     c->denied = gr_calloc((size_t)nt + 1, sizeof *c->denied);
     bool cluster_ok = r->ReplicaId < 0 || gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION);
+    gr_fsc_replica_authorized(&c->session, cluster_ok); /* before any session is touched (finish) */
     for (int t = 0; t < nt; t++)
         c->denied[t] = !cluster_ok ||
                        (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));

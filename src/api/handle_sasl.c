@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/dynamic_config_manager.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -38,17 +39,8 @@ bool gr_sasl_gate(struct gr_api_req *r) {
 }
 
 static int scram_lookup(void *ctx, enum gr_scram_mech m, const char *user, struct gr_scram_cred *cred) {
-    struct gr_broker *b = ctx;
-    if (!b->zk) return -ENOENT;
-    char *name = gr_sanitize_user(user);
-    struct gr_kzk_config c;
-    memset(&c, 0, sizeof c);
-    int rc = gr_kzk_get_entity_config(b->zk, "users", name, &c);
-    const char *v = rc == 0 ? gr_kzk_config_get(&c, gr_scram_mech_name(m)) : NULL;
-    rc = v ? gr_scram_cred_parse(m, v, cred) : -ENOENT;
-    gr_kzk_config_release(&c);
-    free(name);
-    return rc;
+    struct gr_broker *b = ctx; /* the cache only: no ZooKeeper read before authentication */
+    return gr_dcm_scram_credential(b->dynamic_config, m, user, cred);
 }
 
 static void authenticated(struct gr_net_session *s, const char *user) {

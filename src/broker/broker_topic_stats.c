@@ -1,6 +1,7 @@
 /* BrokerTopicMetrics meters: see broker_topic_stats.h. */
 #include "broker/broker_topic_stats.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ struct bts_topic {
 
 struct gr_bts {
     struct gr_metrics *reg;
+    gr_bts_topic_known_fn known; /* NULL: every legal name */
+    void *known_ctx;
     struct gr_meter *_Atomic all[GR_BTS_N];
     pthread_rwlock_t lock; /* guards slots, n_slots, n (not the topics' meters: atomic) */
     struct bts_topic **slots; /* open addressing, power-of-two size; entries never removed */
@@ -82,12 +85,28 @@ static void grow(struct gr_bts *s) {
     s->n_slots = n_slots;
 }
 
+void gr_bts_set_topic_filter(struct gr_bts *s, gr_bts_topic_known_fn fn, void *ctx) {
+    if (!s) return;
+    s->known = fn;
+    s->known_ctx = ctx;
+}
+
+/* Kafka's Topic.validate: 1-249 characters of [a-zA-Z0-9._-]. */
+static bool legal_topic(const char *t) {
+    size_t n = 0;
+    for (; t[n]; n++)
+        if (n >= 249 || !(isalnum((unsigned char)t[n]) || t[n] == '.' || t[n] == '_' || t[n] == '-')) return false;
+    return n > 0;
+}
+
+/* The topic's entry, made on first use; NULL for a name that gets no per-topic meters. */
 static struct bts_topic *topic_entry(struct gr_bts *s, const char *topic) {
     uint64_t h = gr_str_hash(topic);
     pthread_rwlock_rdlock(&s->lock);
     struct bts_topic *t = *probe(s, topic, h);
     pthread_rwlock_unlock(&s->lock);
     if (t) return t;
+    if (!legal_topic(topic) || (s->known && !s->known(s->known_ctx, topic))) return NULL;
     pthread_rwlock_wrlock(&s->lock);
     if ((s->n + 1) * 4 >= s->n_slots * 3) grow(s);
     struct bts_topic **slot = probe(s, topic, h);
@@ -125,6 +144,7 @@ void gr_bts_mark(struct gr_bts *s, const char *topic, enum gr_bts_meter meter, i
     if (m) gr_meter_mark(m, n);
     if (!topic) return;
     struct bts_topic *t = topic_entry(s, topic);
+    if (!t) return;
     m = cached(s, &t->meters[meter], meter, topic);
     if (m) gr_meter_mark(m, n);
 }

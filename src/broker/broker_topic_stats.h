@@ -10,10 +10,16 @@
  * searching the registry.
  * Locking: any thread; a read-write lock guards the topic table, the meters lock themselves.
  * Lifetime: per-topic meters stay until gr_bts_free, also after the topic is deleted (Kafka
- * removes them). A NULL gr_bts makes every call a no-op. */
+ * removes them). A NULL gr_bts makes every call a no-op.
+ * Hostile names: a request may name any topic (denied, unknown, not even a legal name). Per-topic
+ * meters are made only for a legal Kafka topic name ([a-zA-Z0-9._-], at most 249 characters) that
+ * the topic filter (gr_bts_set_topic_filter: the broker's metadata cache) knows; other marks
+ * count for all topics only. So the registry and /metrics grow with the cluster's topics, not
+ * with what clients send (Kafka marks per topic only for existing, authorized partitions). */
 #ifndef GR_BROKER_BROKER_TOPIC_STATS_H
 #define GR_BROKER_BROKER_TOPIC_STATS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +41,13 @@ enum gr_bts_meter {
 /* NULL when reg is NULL. */
 struct gr_bts *gr_bts_new(struct gr_metrics *reg);
 void gr_bts_free(struct gr_bts *s);
+
+/* Does the topic exist (e.g. in the metadata cache)? Called only when a topic has no meters yet;
+ * any thread. */
+typedef bool (*gr_bts_topic_known_fn)(void *ctx, const char *topic);
+/* Sets the filter (before the first mark; ctx borrowed, must outlive s). Without one every legal
+ * name gets meters (unit tests). */
+void gr_bts_set_topic_filter(struct gr_bts *s, gr_bts_topic_known_fn fn, void *ctx);
 
 /* Marks the meter by n for all topics and, when topic is not NULL, for the topic. */
 void gr_bts_mark(struct gr_bts *s, const char *topic, enum gr_bts_meter meter, int64_t n);

@@ -1,11 +1,13 @@
 /* The broker's DynamicConfigManager: see dynamic_config_manager.h. */
 #include "broker/dynamic_config_manager.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "broker/broker.h"
 #include "broker/quota_manager.h"
@@ -14,6 +16,7 @@
 #include "common/util.h"
 #include "controller/requests.h"
 #include "replication/replica_manager.h"
+#include "security/credential_cache.h"
 
 #define LOGGER "kafka.server.DynamicConfigManager"
 
@@ -22,6 +25,7 @@ struct gr_dynamic_config_manager {
     char id[16]; /* this broker's id as text */
     pthread_mutex_t mu;
     struct gr_kzk_config dyn_broker, dyn_default; /* guarded by mu */
+    struct gr_credential_cache *creds;            /* SCRAM credentials (own lock) */
 };
 
 static void copy_config(struct gr_kzk_config *dst, const struct gr_kzk_config *src) {
@@ -44,22 +48,58 @@ static void reload_layer(struct gr_dynamic_config_manager *d, const char *name, 
     pthread_mutex_unlock(&d->mu);
 }
 
+/* Loads every user's SCRAM credentials (Kafka's CredentialProvider.updateCredentials at
+ * start-up, through DynamicConfigManager's initial load of the users entities). */
+static void load_credentials(struct gr_dynamic_config_manager *d) {
+    struct gr_zstrings names = {0};
+    int rc = gr_kzk_get_entity_names(d->b->zk, "users", &names);
+    if (rc) {
+        gr_error(LOGGER, "Cannot list /config/users (no SCRAM user can log in until each is changed): %s",
+                 gr_kzk_strerror(rc));
+        return;
+    }
+    if (names.count > 0) {
+        struct gr_kzk_config *cfgs = gr_calloc((size_t)names.count, sizeof *cfgs);
+        int *rcs = gr_calloc((size_t)names.count, sizeof *rcs);
+        rc = gr_kzk_get_entity_configs(d->b->zk, "users", (const char *const *)names.names, names.count, cfgs, rcs);
+        for (int i = 0; i < names.count; i++) {
+            if (rc == 0 && rcs[i] == 0)
+                gr_credcache_update(d->creds, names.names[i], &cfgs[i]);
+            else
+                gr_error(LOGGER, "Cannot read /config/users/%s: %s", names.names[i], gr_kzk_strerror(rc ? rc : rcs[i]));
+            gr_kzk_config_release(&cfgs[i]);
+        }
+        free(cfgs);
+        free(rcs);
+    }
+    gr_info(LOGGER, "Loaded the SCRAM credentials of %d users", gr_credcache_size(d->creds));
+    gr_zstrings_free(&names);
+}
+
 struct gr_dynamic_config_manager *gr_dcm_new(struct gr_broker *b) {
     struct gr_dynamic_config_manager *d = gr_calloc(1, sizeof *d);
     d->b = b;
     snprintf(d->id, sizeof d->id, "%d", b->broker_id);
     pthread_mutex_init(&d->mu, NULL);
+    d->creds = gr_credcache_new();
     if (b->zk) {
         reload_layer(d, "<default>", false);
         reload_layer(d, d->id, true);
+        load_credentials(d);
     }
     return d;
+}
+
+int gr_dcm_scram_credential(struct gr_dynamic_config_manager *d, enum gr_scram_mech m, const char *user,
+                            struct gr_scram_cred *out) {
+    return d ? gr_credcache_get(d->creds, m, user, out) : -ENOENT;
 }
 
 void gr_dcm_free(struct gr_dynamic_config_manager *d) {
     if (!d) return;
     gr_kzk_config_release(&d->dyn_broker);
     gr_kzk_config_release(&d->dyn_default);
+    gr_credcache_free(d->creds);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -156,6 +196,31 @@ void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d) {
     if (d) tell_controller_unclean(d);
 }
 
+/* users/<name>: the user's SCRAM credentials are re-read into the cache (Kafka's
+ * UserConfigHandler -> CredentialProvider.updateCredentials). A read that fails is retried with a
+ * back-off (Kafka's ZooKeeper client retries until it is connected); after about 15 s the user is
+ * dropped from the cache (fail closed: a changed or deleted password must not stay valid) and an
+ * ERROR says so; the next change of the user loads it again. */
+static void on_user_credentials(struct gr_dynamic_config_manager *d, const char *name) {
+    if (strchr(name, '/') || strcmp(name, "<default>") == 0) return; /* quota entities only */
+    int rc = 0;
+    for (int attempt = 0, delay_ms = 100; attempt < 8; attempt++, delay_ms = delay_ms < 2000 ? delay_ms * 2 : 4000) {
+        struct gr_kzk_config c = {0};
+        rc = gr_kzk_get_entity_config(d->b->zk, "users", name, &c);
+        if (rc == 0) {
+            gr_credcache_update(d->creds, name, &c);
+            gr_kzk_config_release(&c);
+            return;
+        }
+        gr_warn(LOGGER, "Cannot read /config/users/%s (retrying in %d ms): %s", name, delay_ms, gr_kzk_strerror(rc));
+        struct timespec ts = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    gr_credcache_remove(d->creds, name);
+    gr_error(LOGGER, "Cannot read /config/users/%s: %s; its SCRAM credentials are removed until its next change", name,
+             gr_kzk_strerror(rc));
+}
+
 void gr_dcm_on_entity_change(void *ctx, const char *entity) {
     struct gr_dynamic_config_manager *d = ctx;
     const char *slash = strchr(entity, '/');
@@ -177,6 +242,7 @@ void gr_dcm_on_entity_change(void *ctx, const char *entity) {
         gr_quota_manager_reload_replication(d->b->quotas);
     } else if ((tl == 7 && strncmp(entity, "clients", 7) == 0) || (tl == 5 && strncmp(entity, "users", 5) == 0)) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
+        if (tl == 5) on_user_credentials(d, name);
         gr_quota_manager_reload(d->b->quotas);
     } else {
         gr_debug(LOGGER, "Ignoring config change for entity path %s", entity);

@@ -12,6 +12,8 @@
  *                     unclean.leader.election.enable goes to the controller; replication throttle
  *                     rates are re-read
  *   clients/..., users/...  the quota manager re-reads its quotas (broker/quota_manager.h)
+ *   users/<user>      also the user's SCRAM credentials are re-read into the credential cache
+ *                     (loaded whole at start-up; SaslAuthenticate reads only the cache)
  *   (other brokers' entities are ignored)
  *
  * Ownership: created by the start-up code after the broker's ZooKeeper client is set
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/config_model.h"
+#include "security/scram.h"
 #include "zk/kzk.h"
 
 struct gr_broker;
@@ -39,6 +42,12 @@ void gr_dcm_free(struct gr_dynamic_config_manager *d);
 /* Tells the controller (b->controller, now set) the broker-level unclean.leader.election.enable
  * in effect (it may come from a dynamic config). */
 void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d);
+
+/* The SCRAM credential of `user` (the client's name) from the in-memory cache (Kafka's
+ * CredentialCache; security/credential_cache.h): 0 and *out, or -ENOENT for an unknown user or
+ * mechanism. Never reads ZooKeeper: safe on I/O threads before authentication. */
+int gr_dcm_scram_credential(struct gr_dynamic_config_manager *d, enum gr_scram_mech m, const char *user,
+                            struct gr_scram_cred *out);
 
 /* The /config/changes hook (ctx = the manager). */
 void gr_dcm_on_entity_change(void *ctx, const char *entity_path);

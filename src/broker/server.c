@@ -25,6 +25,7 @@
 #include "broker/broker.h"
 #include "broker/broker_id.h"
 #include "broker/broker_topic_stats.h"
+#include "broker/metadata_cache.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
@@ -131,6 +132,11 @@ int gr_server_write_sessions(const char *path, const struct gr_zsession *z, int 
     free(tmp);
     free(buf);
     return rc;
+}
+
+/* BrokerTopicMetrics' topic filter: per-topic meters only for topics in the metadata cache. */
+static bool topic_known(void *ctx, const char *topic) {
+    return gr_mdc_contains_topic(ctx, topic);
 }
 
 static int hexval(int c) {
@@ -483,6 +489,7 @@ int gr_server_startup(struct gr_server *s) {
     s->broker->zk = s->kzk;
     s->broker->metrics = s->metrics;
     s->broker->topic_stats = gr_bts_new(s->metrics);
+    gr_bts_set_topic_filter(s->broker->topic_stats, topic_known, s->broker->metadata);
     if (cfg->gregor_metrics_listener && cfg->gregor_metrics_listener[0] &&
         (rc = gr_metrics_http_start(cfg->gregor_metrics_listener, s->metrics, &s->metrics_http)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot start the metrics endpoint gregor.metrics.listener=%s: %s",

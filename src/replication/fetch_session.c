@@ -416,6 +416,12 @@ static void finish_incremental(struct gr_fetch_session_cache *c, struct gr_fsc_c
     pthread_mutex_unlock(&c->mu);
 }
 
+void gr_fsc_replica_authorized(struct gr_fsc_ctx *ctx, bool authorized) {
+    if (authorized) return;
+    ctx->privileged = false;
+    ctx->replica_id = -1;
+}
+
 void gr_fsc_finish(struct gr_fetch_session_cache *c, const struct FetchRequest *full, struct gr_fsc_ctx *ctx,
                    struct FetchResponse *resp, int64_t now_ms, struct gr_arena *a) {
     switch (ctx->kind) {

@@ -19,7 +19,8 @@
  * newcomer outranks, ordered by (privileged, partition count, id) — followers' sessions are
  * privileged; a session is evictable by anyone only once older than 120 s, and by a follower
  * (privileged) at once if it is a consumer's. A follower's new session also closes that
- * follower's other sessions (Gregor runs one fetcher per source broker, fetcher.h): a full fetch
+ * follower's other sessions, once the request passed the CLUSTER_ACTION check
+ * (gr_fsc_replica_authorized; Gregor runs one fetcher per source broker, fetcher.h): a full fetch
  * whose answer the follower never read (it dropped the connection) leaves a session it will
  * never name, and at 100k partitions each such session held ~30k cached partitions until the
  * 1000 slots filled (gigabytes; issue 14). A cached partition costs 56 B: its topic name is
@@ -68,6 +69,12 @@ struct gr_fsc_ctx {
  * partitions (incremental), allocated in a; NULL for GR_FSC_ERROR. */
 const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const struct FetchRequest *r,
                                         int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx);
+
+/* The Fetch handler's CLUSTER_ACTION decision for a request with ReplicaId >= 0. Not authorized:
+ * the request's session (if one opens) is an ordinary consumer-ranked one tied to no replica, so it
+ * neither closes that replica's sessions nor outranks consumers' (a spoofed ReplicaId must not
+ * touch a real follower's sessions). Call between gr_fsc_begin and gr_fsc_finish. */
+void gr_fsc_replica_authorized(struct gr_fsc_ctx *ctx, bool authorized);
 
 /* Kafka's updateAndGenerateResponseData: resp answers the request gr_fsc_begin returned (same
  * topics and partitions, in order); sets SessionId and ErrorCode, filters an incremental answer

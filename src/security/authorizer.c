@@ -1,7 +1,9 @@
 /* Kafka's AclAuthorizer: see authorizer.h. */
 #include "security/authorizer.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,21 @@ void gr_authorizer_cache_put(struct gr_authorizer *a, int type, int pattern, con
 }
 
 /* ---- decision ---- */
+
+void gr_acl_host_normalize(const char *addr, char *out, size_t n) {
+    struct in6_addr a6;
+    if (inet_pton(AF_INET6, addr, &a6) != 1) {
+        snprintf(out, n, "%s", addr);
+        return;
+    }
+    const uint8_t *b = a6.s6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+        snprintf(out, n, "%u.%u.%u.%u", b[12], b[13], b[14], b[15]);
+        return;
+    }
+    snprintf(out, n, "%x:%x:%x:%x:%x:%x:%x:%x", b[0] << 8 | b[1], b[2] << 8 | b[3], b[4] << 8 | b[5], b[6] << 8 | b[7],
+             b[8] << 8 | b[9], b[10] << 8 | b[11], b[12] << 8 | b[13], b[14] << 8 | b[15]);
+}
 
 static bool entry_matches(const struct gr_acl_entry *e, int perm, int op, const char *principal, const char *host) {
     return e->perm == perm && (strcmp(e->principal, principal) == 0 || strcmp(e->principal, GR_ACL_WILDCARD_PRINCIPAL) == 0) &&

@@ -25,6 +25,7 @@
 #define GR_SECURITY_AUTHORIZER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "security/acl.h"
@@ -47,6 +48,14 @@ struct gr_authorizer *gr_authorizer_new(const struct gr_authorizer_config *cfg);
 int gr_authorizer_start(struct gr_authorizer *a, struct gr_kzk *kzk, struct gr_zk_watches *watches);
 /* Stops the listener thread and frees everything. NULL is ignored. */
 void gr_authorizer_free(struct gr_authorizer *a);
+
+/* The host an ACL's `host` is compared with (as a string, like Kafka's AclAuthorizer): the
+ * client address as Java's InetAddress.getHostAddress writes it. IPv4 "a.b.c.d" as is; an
+ * IPv4-mapped IPv6 address (a peer of a "[::]" listener) as its IPv4 "a.b.c.d" (Java makes an
+ * Inet4Address of it); any other IPv6 address as eight lower-case hex groups without leading
+ * zeros or "::" compression ("0:0:0:0:0:0:0:1", "fe80:0:0:0:0:0:0:1"); anything else (not an
+ * address) unchanged. out gets at most n-1 characters. */
+void gr_acl_host_normalize(const char *addr, char *out, size_t n);
 
 /* The decision above. Denials are logged at INFO on kafka.authorizer.logger when log_denied
  * (an explicit request), else at DEBUG (filtering, e.g. Metadata for all topics); the resource

@@ -283,13 +283,20 @@ static void test_request_checks(void) {
     CHECK(gr_api_authorized_operations(&req, GROUP, "g") == ((1 << GR_ACL_OP_READ) | (1 << GR_ACL_OP_DESCRIBE) |
                                                              (1 << GR_ACL_OP_DELETE)));
     b->authorizer = gr_authorizer_new(NULL);
-    struct gr_acl_entry e[] = {E("User:ivy", GR_ACL_OP_WRITE, ALLOW, "::1"), E("User:ANONYMOUS", GR_ACL_OP_READ, ALLOW, "127.0.0.1")};
+    struct gr_acl_entry e[] = {E("User:ivy", GR_ACL_OP_WRITE, ALLOW, "0:0:0:0:0:0:0:1"),
+                               E("User:ANONYMOUS", GR_ACL_OP_READ, ALLOW, "127.0.0.1")};
     gr_authorizer_cache_put(b->authorizer, TOPIC, LIT, "t", e, 2, 0);
     CHECK(strcmp(gr_api_principal(&req), "User:ANONYMOUS") == 0); /* mapping off */
     CHECK(!gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));
     cfg.gregor_test_principal_by_client_id = true;
     CHECK(strcmp(gr_api_principal(&req), "User:ivy") == 0);
-    CHECK(gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));   /* host ::1 matches */
+    CHECK(gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t")); /* [::1] is 0:0:0:0:0:0:0:1, as Java */
+    req.peer = "[::ffff:127.0.0.1]:6";                           /* IPv4-mapped on a [::] listener: the IPv4 address */
+    CHECK(!gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));
+    req.hdr.ClientId = "consumer-1";
+    CHECK(gr_api_authorized(&req, GR_ACL_OP_READ, TOPIC, "t")); /* ANONYMOUS from 127.0.0.1 */
+    req.hdr.ClientId = "User:ivy";
+    req.peer = "[::1]:40000";
     CHECK(gr_api_authorized_operations(&req, TOPIC, "t") == ((1 << GR_ACL_OP_WRITE) | (1 << GR_ACL_OP_DESCRIBE)));
     req.peer = "127.0.0.1:5";
     CHECK(!gr_api_authorized(&req, GR_ACL_OP_WRITE, TOPIC, "t"));  /* other host */
@@ -304,7 +311,30 @@ static void test_request_checks(void) {
     gr_config_release(&cfg);
 }
 
+/* Peer addresses in Java's InetAddress.getHostAddress form. */
+static void test_host_normalize(void) {
+    static const char *const cases[][2] = {
+        {"127.0.0.1", "127.0.0.1"},
+        {"::1", "0:0:0:0:0:0:0:1"},
+        {"::ffff:10.1.2.3", "10.1.2.3"},
+        {"::FFFF:192.168.0.1", "192.168.0.1"},
+        {"2001:DB8::0:1", "2001:db8:0:0:0:0:0:1"},
+        {"fe80::a00:27ff:fe4e:66a1", "fe80:0:0:0:a00:27ff:fe4e:66a1"},
+        {"::", "0:0:0:0:0:0:0:0"},
+        {"::127.0.0.1", "0:0:0:0:0:0:7f00:1"}, /* IPv4-compatible (not mapped): Java keeps IPv6 */
+        {"not-an-address", "not-an-address"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        gr_acl_host_normalize(cases[i][0], out, sizeof out);
+        if (strcmp(out, cases[i][1]) != 0) fprintf(stderr, "%s -> %s, want %s\n", cases[i][0], out, cases[i][1]);
+        CHECK(strcmp(out, cases[i][1]) == 0);
+    }
+}
+
 int main(void) {
+    test_host_normalize();
     test_request_checks();
     test_decisions();
     test_names_and_filters();

@@ -21,6 +21,31 @@ struct worker {
     int id;
 };
 
+static bool only_orders(void *ctx, const char *topic) {
+    (*(int *)ctx)++;
+    return strcmp(topic, "orders") == 0;
+}
+
+/* Hostile topic names: no per-topic meter for an illegal name or one the filter does not know. */
+static void test_topic_filter(void) {
+    struct gr_metrics *reg = gr_metrics_new();
+    struct gr_bts *s = gr_bts_new(reg);
+    int asked = 0;
+    gr_bts_set_topic_filter(s, only_orders, &asked);
+    gr_bts_mark(s, "orders", GR_BTS_TOTAL_PRODUCE, 1);
+    gr_bts_mark(s, "orders", GR_BTS_TOTAL_PRODUCE, 1);
+    gr_bts_mark(s, "ghost", GR_BTS_TOTAL_PRODUCE, 1);
+    gr_bts_mark(s, "a,topic=b", GR_BTS_TOTAL_PRODUCE, 1);
+    gr_bts_mark(s, "evil\"\n}", GR_BTS_TOTAL_PRODUCE, 1);
+    CHECK(asked == 2); /* orders once (then cached), ghost; illegal names never reach the filter */
+    CHECK(count(reg, BTM "TotalProduceRequestsPerSec") == 5);
+    CHECK(count(reg, BTM "TotalProduceRequestsPerSec,topic=orders") == 2);
+    CHECK(gr_metrics_remove(reg, BTM "TotalProduceRequestsPerSec,topic=ghost") != 0);
+    CHECK(gr_metrics_remove(reg, BTM "TotalProduceRequestsPerSec,topic=a,topic=b") != 0);
+    gr_bts_free(s);
+    gr_metrics_free(reg);
+}
+
 static void *marker(void *arg) {
     struct worker *w = arg;
     char topic[32];
@@ -82,5 +107,6 @@ int main(void) {
 
     gr_bts_free(s);
     gr_metrics_free(reg);
+    test_topic_filter();
     return test_failures != 0;
 }
