@@ -750,8 +750,54 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
     return rc;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Kafka's LogManager.apply (topicConfigs from zkClient.getLogConfigs) + loadLogs: every loaded log
+ * gets its topic's settings before anything (retention, cleaning) acts on them. */
+static int apply_topic_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
+    int n = 0;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    if (n == 0) {
+        free(arr);
+        return 0;
+    }
+    const char **names = gr_malloc((size_t)n * sizeof *names);
+    for (int i = 0; i < n; i++) names[i] = arr[i]->topic;
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
+    struct gr_lm_topic_config *tc = gr_calloc((size_t)u, sizeof *tc);
+    int rc = fn(ctx, lm, names, u, tc);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        struct gr_lm_log *l = arr[i];
+        const char **hit = bsearch(&l->topic, names, (size_t)u, sizeof *names, cmp_name);
+        if (!hit) continue;
+        const struct gr_lm_topic_config *t = &tc[hit - names];
+        int src = gr_plog_set_config(l->log, &t->lc);
+        if (src < 0)
+            gr_warn(LOGGER, "ignoring the config of topic %s for %s-%d: %s", l->topic, l->topic, l->partition,
+                    gr_strerror(src));
+        atomic_store(&l->retention_ms, t->retention_ms);
+        atomic_store(&l->retention_bytes, t->retention_bytes);
+    }
+    if (rc == 0) gr_info(LOGGER, "Applied the configs of %d topic(s) to %d loaded log(s)", u, n);
+    free(tc);
+    free(names);
+    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
+    free(arr);
+    return rc;
+}
+
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
                         struct gr_plog_manager **out) {
+    return gr_plog_manager_open_with_configs(cfg, broker_id, cluster_id, NULL, NULL, out);
+}
+
+int gr_plog_manager_open_with_configs(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                                      gr_plog_manager_topic_configs_fn fn, void *fn_ctx, struct gr_plog_manager **out) {
     *out = NULL;
     struct gr_plog_manager *lm = gr_calloc(1, sizeof *lm);
     lm->cfg = cfg;
@@ -798,6 +844,10 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     for (int i = 0; i < lm->ndirs; i++) {
         rc = load_dir(lm, i);
         if (rc < 0) goto fail;
+    }
+    if (fn && (rc = apply_topic_configs(lm, fn, fn_ctx)) < 0) {
+        gr_error(LOGGER, "cannot read the configs of the topics whose logs are loaded: %s", gr_strerror(rc));
+        goto fail;
     }
     rc = pthread_create(&lm->thread, NULL, lm_thread, lm);
     if (rc != 0) {
