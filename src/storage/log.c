@@ -415,6 +415,14 @@ static int open_existing(struct gr_plog *log, int64_t recovery_point) {
     log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
     if (!ds.snapshots) gr_pstate_assume_no_snapshots(log->ps);
     log->ti = ds.txn_index ? gr_txn_index_open(log->dir) : gr_txn_index_new(log->dir);
+    /* Kafka's recoverSegment rebuilds the .txnindex of every recovered segment. Here entries whose
+     * marker lies at or beyond the log end (a torn tail cut off, data that never reached the
+     * disk while the index file did) go; those below it are kept from the files (fsynced with
+     * their segment), and the producer-state replay of gr_plog_open_dir re-creates any entry
+     * missing above the newest snapshot. A replay cannot rebuild entries of cleaned segments
+     * exactly (the cleaner dropped the aborted data that gave their first offsets), so the
+     * in-range entries are not rebuilt from the batches (docs/STORAGE.md). */
+    if (ds.txn_index) gr_txn_index_truncate(log->ti, leo(log));
     return 0;
 }
 
@@ -624,6 +632,7 @@ static int flush_locked(struct gr_plog *log) {
      * from the .log), and an empty new log holds nothing to make durable. */
     if (log->recovery_point >= leo(log)) return 0;
     int rc = gr_segment_fsync(active(log));
+    if (rc == 0) rc = gr_txn_index_flush(log->ti); /* Kafka's LogSegment.flush: txnIndex.flush() */
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     log->recovery_point = leo(log);
@@ -661,6 +670,7 @@ static int roll(struct gr_plog *log) {
     if (old->size == 0) return 0;
     gr_segment_seal_time_index(old); /* Kafka's onBecomeInactiveSegment: final time entry */
     int rc = gr_segment_fsync(old);
+    if (rc == 0) rc = gr_txn_index_flush(log->ti); /* the old segment's .txnindex, as its .log */
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
@@ -1379,7 +1389,10 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
     int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
     struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
                                ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
-    gr_txn_index_append(log->ti, active(log)->base_offset, &e);
+    /* the file of the marker's own segment (Kafka's), also for a marker replayed at open */
+    int64_t base = t->last_offset < leo(log) ? log->segs[seg_for_offset(log, t->last_offset)]->base_offset
+                                             : active(log)->base_offset;
+    gr_txn_index_append(log->ti, base, &e);
 }
 
 static void prune_unreplicated_locked(struct gr_plog *log, int64_t hw) {
