@@ -615,6 +615,13 @@ int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     return 0;
 }
 
+void gr_plog_set_truncation_hook(struct gr_plog *log, gr_plog_truncated_fn fn, void *ctx) {
+    pthread_mutex_lock(&log->mu);
+    log->on_truncated = fn;
+    log->on_truncated_ctx = ctx;
+    gr_plog_unlock(log);
+}
+
 /* ---- flush ---- */
 
 /* The directory entries of a log created empty, before anything written to it is called
@@ -1151,6 +1158,7 @@ static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     gr_pstate_truncate_fully(log->ps, offset);
     gr_txn_index_clear(log->ti);
     log->n_unrepl = 0;
+    if (log->on_truncated) log->on_truncated(log->on_truncated_ctx, offset);
     gr_info(LOGGER, "truncated '%s' fully; log now starts at offset %" PRId64, log->dir, offset);
     return rc;
 }
@@ -1187,6 +1195,7 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     /* Kafka's truncateTo -> loadProducerState(targetOffset): snapshot + replay up to the new end. */
     int prc = rebuild_producer_state(log, leo(log));
     if (rc == 0) rc = prc;
+    if (log->on_truncated) log->on_truncated(log->on_truncated_ctx, leo(log));
     gr_info(LOGGER, "truncated '%s' to offset %" PRId64 " (log end offset %" PRId64 " -> %" PRId64 ")", log->dir,
             offset, old_leo, leo(log));
 out:

@@ -54,6 +54,8 @@ struct gr_lm_log {
     atomic_bool uncleanable;            /* a pass failed (KIP-346): never picked again until the
                                          * log is deleted or the broker restarts */
     /* private */
+    struct gr_plog_manager *mgr;
+    _Atomic int64_t cleaner_floor; /* lowest truncation end since the running pass started */
     atomic_int refs;
     bool removed;             /* out of the map */
     bool delete_on_release;   /* remove the directory when the last reference goes */
