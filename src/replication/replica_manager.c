@@ -202,6 +202,42 @@ static void read_topic_config(struct gr_replica_manager *rm, const char *topic, 
     if (have) gr_kzk_config_release(&tc);
 }
 
+/* The log manager's start-up hook (gr_plog_manager_topic_configs_fn, Kafka's
+ * zkClient.getLogConfigs before LogManager.loadLogs): the settings of the topics whose logs are
+ * on disk, read in pipelined ZooKeeper batches and resolved by topic_config_from. A failed read
+ * refuses the start-up, as Kafka's. */
+static int startup_topic_configs(void *ctx, struct gr_plog_manager *lm, const char *const *topics, int n,
+                                 struct gr_lm_topic_config *out) {
+    struct gr_replica_manager *rm = ctx;
+    rm->lm = lm; /* topic_config_from's defaults; gr_plog_manager_open_with_configs sets it too */
+    enum { CHUNK = 1000 };
+    struct gr_kzk_config *tc = gr_calloc(CHUNK, sizeof *tc);
+    int *rcs = gr_calloc(CHUNK, sizeof *rcs);
+    int rc = 0;
+    for (int at = 0; rc == 0 && at < n; at += CHUNK) {
+        int m = GR_MIN(CHUNK, n - at);
+        bool zk = rm->b && rm->b->zk;
+        if (zk && (rc = gr_kzk_get_entity_configs(rm->b->zk, "topics", topics + at, m, tc, rcs)) != 0) {
+            gr_error(LOGGER, "cannot read /config/topics: %s", gr_kzk_strerror(rc));
+            break;
+        }
+        for (int i = 0; i < m; i++) {
+            if (zk && rcs[i] != 0 && rc == 0) {
+                gr_error(LOGGER, "cannot read /config/topics/%s: %s", topics[at + i], gr_kzk_strerror(rcs[i]));
+                rc = rcs[i];
+            }
+            int32_t min_isr;
+            struct gr_lm_topic_config *t = &out[at + i];
+            topic_config_from(rm, topics[at + i], zk && rcs[i] == 0 ? &tc[i] : NULL, &t->lc, &min_isr, &t->retention_ms,
+                              &t->retention_bytes);
+            if (zk) gr_kzk_config_release(&tc[i]);
+        }
+    }
+    free(rcs);
+    free(tc);
+    return rc == 0 ? 0 : -EIO;
+}
+
 static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
 
 void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
@@ -1137,7 +1173,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&rm->tcond, &ca);
     pthread_condattr_destroy(&ca);
-    int rc = gr_plog_manager_open(b->cfg, b->broker_id, b->cluster_id, &rm->lm);
+    int rc = gr_plog_manager_open_with_configs(b->cfg, b->broker_id, b->cluster_id, startup_topic_configs, rm, &rm->lm);
     if (rc < 0) {
         pthread_cond_destroy(&rm->tcond);
         pthread_mutex_destroy(&rm->tlock);

@@ -415,6 +415,14 @@ static int open_existing(struct gr_plog *log, int64_t recovery_point) {
     log->ps = gr_pstate_new(log->dir, log->cfg.producer_id_expiration_ms);
     if (!ds.snapshots) gr_pstate_assume_no_snapshots(log->ps);
     log->ti = ds.txn_index ? gr_txn_index_open(log->dir) : gr_txn_index_new(log->dir);
+    /* Kafka's recoverSegment rebuilds the .txnindex of every recovered segment. Here entries whose
+     * marker lies at or beyond the log end (a torn tail cut off, data that never reached the
+     * disk while the index file did) go; those below it are kept from the files (fsynced with
+     * their segment), and the producer-state replay of gr_plog_open_dir re-creates any entry
+     * missing above the newest snapshot. A replay cannot rebuild entries of cleaned segments
+     * exactly (the cleaner dropped the aborted data that gave their first offsets), so the
+     * in-range entries are not rebuilt from the batches (docs/STORAGE.md). */
+    if (ds.txn_index) gr_txn_index_truncate(log->ti, leo(log));
     return 0;
 }
 
@@ -607,6 +615,13 @@ int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg) {
     return 0;
 }
 
+void gr_plog_set_truncation_hook(struct gr_plog *log, gr_plog_truncated_fn fn, void *ctx) {
+    pthread_mutex_lock(&log->mu);
+    log->on_truncated = fn;
+    log->on_truncated_ctx = ctx;
+    gr_plog_unlock(log);
+}
+
 /* ---- flush ---- */
 
 /* The directory entries of a log created empty, before anything written to it is called
@@ -624,6 +639,7 @@ static int flush_locked(struct gr_plog *log) {
      * from the .log), and an empty new log holds nothing to make durable. */
     if (log->recovery_point >= leo(log)) return 0;
     int rc = gr_segment_fsync(active(log));
+    if (rc == 0) rc = gr_txn_index_flush(log->ti); /* Kafka's LogSegment.flush: txnIndex.flush() */
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     log->recovery_point = leo(log);
@@ -661,6 +677,7 @@ static int roll(struct gr_plog *log) {
     if (old->size == 0) return 0;
     gr_segment_seal_time_index(old); /* Kafka's onBecomeInactiveSegment: final time entry */
     int rc = gr_segment_fsync(old);
+    if (rc == 0) rc = gr_txn_index_flush(log->ti); /* the old segment's .txnindex, as its .log */
     if (rc == 0) rc = sync_dir_if_new(log);
     if (rc) return rc;
     /* Producer snapshot named by the new segment's base (Kafka's roll), taken only when the state
@@ -1141,6 +1158,7 @@ static int truncate_fully_locked(struct gr_plog *log, int64_t offset) {
     gr_pstate_truncate_fully(log->ps, offset);
     gr_txn_index_clear(log->ti);
     log->n_unrepl = 0;
+    if (log->on_truncated) log->on_truncated(log->on_truncated_ctx, offset);
     gr_info(LOGGER, "truncated '%s' fully; log now starts at offset %" PRId64, log->dir, offset);
     return rc;
 }
@@ -1177,6 +1195,7 @@ int gr_plog_truncate_to(struct gr_plog *log, int64_t offset) {
     /* Kafka's truncateTo -> loadProducerState(targetOffset): snapshot + replay up to the new end. */
     int prc = rebuild_producer_state(log, leo(log));
     if (rc == 0) rc = prc;
+    if (log->on_truncated) log->on_truncated(log->on_truncated_ctx, leo(log));
     gr_info(LOGGER, "truncated '%s' to offset %" PRId64 " (log end offset %" PRId64 " -> %" PRId64 ")", log->dir,
             offset, old_leo, leo(log));
 out:
@@ -1379,7 +1398,10 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
     int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
     struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
                                ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
-    gr_txn_index_append(log->ti, active(log)->base_offset, &e);
+    /* the file of the marker's own segment (Kafka's), also for a marker replayed at open */
+    int64_t base = t->last_offset < leo(log) ? log->segs[seg_for_offset(log, t->last_offset)]->base_offset
+                                             : active(log)->base_offset;
+    gr_txn_index_append(log->ti, base, &e);
 }
 
 static void prune_unreplicated_locked(struct gr_plog *log, int64_t hw) {

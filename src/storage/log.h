@@ -128,6 +128,14 @@ void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);
 /* Replaces the configuration (e.g. after AlterConfigs). cfg is copied. */
 int gr_plog_set_config(struct gr_plog *log, const struct gr_plog_config *cfg);
 
+/* Truncation hook: fn(ctx, new_end) runs after every truncation that removed data
+ * (gr_plog_truncate_to below the log end, gr_plog_truncate_fully_and_start_at) with the new log
+ * end offset, under the log's mutex: it must only record (atomics), never call into the log. One
+ * per log (NULL fn: none); set before the log is shared. The log manager lowers the cleaner
+ * checkpoint with it (Kafka's LogCleanerManager.maybeTruncateCheckpoint). */
+typedef void (*gr_plog_truncated_fn)(void *ctx, int64_t new_end);
+void gr_plog_set_truncation_hook(struct gr_plog *log, gr_plog_truncated_fn fn, void *ctx);
+
 /* Result of an append. */
 struct gr_append_info {
     int16_t error;             /* Kafka error for the Produce response (GR_KERR_NONE on success) */

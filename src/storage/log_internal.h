@@ -48,6 +48,8 @@ struct gr_plog {
     bool renamed_for_delete; /* gr_plog_rename_for_delete done: dir holds no more room */
     bool no_dir;       /* a new log whose directory does not exist yet: made by the first write
                         * of any file into it (ensure_dir_locked in log.c) */
+    gr_plog_truncated_fn on_truncated; /* gr_plog_set_truncation_hook */
+    void *on_truncated_ctx;
     _Atomic int64_t pub_leo;       /* the active segment's next_offset at the last unlock */
     _Atomic int64_t pub_log_start; /* log_start_offset at the last unlock */
 };

@@ -82,6 +82,7 @@ struct gr_plog_manager {
      * write, or left over from before a restart): a log created at such a path must not take
      * their values after a crash, so its creation first rewrites them (write_checkpoints). */
     atomic_bool ckpt_stale;
+    atomic_bool cleaner_ckpt_due; /* a truncation lowered a cleaner checkpoint: write the file */
     pthread_mutex_t io_lock; /* io_error, io_error_ctx */
     gr_plog_manager_io_error_fn io_error;
     void *io_error_ctx;
@@ -183,6 +184,26 @@ static void unlink_locked(struct gr_plog_manager *lm, struct gr_lm_log *l) {
     l->next = NULL;
 }
 
+static void lower_to(_Atomic int64_t *v, int64_t to) {
+    int64_t cur = atomic_load(v);
+    while (cur > to && !atomic_compare_exchange_weak(v, &cur, to)) {
+    }
+}
+
+/* The log's truncation hook (gr_plog_set_truncation_hook, under the log's mutex): Kafka's
+ * LogCleanerManager.maybeTruncateCheckpoint from LogManager.truncateTo / truncateFullyAndStartAt.
+ * A follower that truncates and grows back must not count the new records below its old
+ * checkpoint as cleaned (old values would survive, tombstones go early). Data below new_end is
+ * unchanged, so the checkpoint is lowered to new_end (Kafka: to the new active segment's base,
+ * a coarser bound); a pass running meanwhile stores at most cleaner_floor when it ends. */
+static void log_truncated(void *ctx, int64_t new_end) {
+    struct gr_lm_log *l = ctx;
+    lower_to(&l->cleaner_floor, new_end);
+    int64_t before = atomic_load(&l->cleaner_checkpoint);
+    lower_to(&l->cleaner_checkpoint, new_end);
+    if (before > new_end) atomic_store(&l->mgr->cleaner_ckpt_due, true);
+}
+
 static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic, int32_t partition,
                                    struct gr_plog *log, int dir_idx, int64_t hw, const struct gr_config *cfg) {
     struct gr_lm_log *l = gr_calloc(1, sizeof *l);
@@ -197,6 +218,9 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     atomic_init(&l->retention_ms, cfg->log_retention_ms);
     atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
     atomic_init(&l->cleaner_checkpoint, 0);
+    atomic_init(&l->cleaner_floor, INT64_MAX);
+    l->mgr = lm;
+    gr_plog_set_truncation_hook(log, log_truncated, l);
     atomic_init(&l->cleaning, false);
     atomic_init(&l->abort_cleaning, false);
     atomic_init(&l->uncleanable, false);
@@ -513,7 +537,7 @@ static void *lm_thread(void *arg) {
                           next_due(t_ls, c->log_flush_start_offset_checkpoint_interval_ms)};
         int64_t first = INT64_MAX;
         for (int i = 0; i < 5; i++) first = GR_MIN(first, due[i]);
-        if (first > now) {
+        if (first > now && !atomic_load(&lm->cleaner_ckpt_due)) {
             int64_t wait = GR_MIN(first - now, (int64_t)1000);
             struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait);
             pthread_cond_timedwait(&lm->tcond, &lm->tlock, &ts);
@@ -531,6 +555,7 @@ static void *lm_thread(void *arg) {
         }
         bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
         if (rp || hw || ls) write_checkpoints(lm, (rp ? CK_RECOVERY : 0) | (hw ? CK_HW : 0) | (ls ? CK_LOG_START : 0));
+        if (atomic_exchange(&lm->cleaner_ckpt_due, false)) write_checkpoints(lm, CK_CLEANER);
         if (rp) t_rp = now;
         if (hw) t_hw = now;
         if (ls) t_ls = now;
@@ -584,9 +609,13 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
                                   c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning};
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
-    int rc = gr_plog_clean(l->log, atomic_load(&l->cleaner_checkpoint), &p, &st);
+    atomic_store(&l->cleaner_floor, INT64_MAX);
+    int64_t ck = atomic_load(&l->cleaner_checkpoint);
+    int rc = gr_plog_clean(l->log, ck, &p, &st);
     if (rc == 0) {
-        atomic_store(&l->cleaner_checkpoint, st.end_offset);
+        /* unless a truncation moved it meanwhile (log_truncated): then it stays lowered */
+        int64_t end = GR_MIN(st.end_offset, atomic_load(&l->cleaner_floor));
+        atomic_compare_exchange_strong(&l->cleaner_checkpoint, &ck, end);
     } else if (rc == GR_ECORRUPT) {
         /* Kafka's CleanerThread: a CorruptRecordException (anything but an IOException) marks the
          * partition uncleanable (LogCleanerManager.markPartitionUncleanable), so one bad log
@@ -761,8 +790,54 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
     return rc;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Kafka's LogManager.apply (topicConfigs from zkClient.getLogConfigs) + loadLogs: every loaded log
+ * gets its topic's settings before anything (retention, cleaning) acts on them. */
+static int apply_topic_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
+    int n = 0;
+    struct gr_lm_log **arr = snapshot(lm, &n);
+    if (n == 0) {
+        free(arr);
+        return 0;
+    }
+    const char **names = gr_malloc((size_t)n * sizeof *names);
+    for (int i = 0; i < n; i++) names[i] = arr[i]->topic;
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
+    struct gr_lm_topic_config *tc = gr_calloc((size_t)u, sizeof *tc);
+    int rc = fn(ctx, lm, names, u, tc);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        struct gr_lm_log *l = arr[i];
+        const char **hit = bsearch(&l->topic, names, (size_t)u, sizeof *names, cmp_name);
+        if (!hit) continue;
+        const struct gr_lm_topic_config *t = &tc[hit - names];
+        int src = gr_plog_set_config(l->log, &t->lc);
+        if (src < 0)
+            gr_warn(LOGGER, "ignoring the config of topic %s for %s-%d: %s", l->topic, l->topic, l->partition,
+                    gr_strerror(src));
+        atomic_store(&l->retention_ms, t->retention_ms);
+        atomic_store(&l->retention_bytes, t->retention_bytes);
+    }
+    if (rc == 0) gr_info(LOGGER, "Applied the configs of %d topic(s) to %d loaded log(s)", u, n);
+    free(tc);
+    free(names);
+    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
+    free(arr);
+    return rc;
+}
+
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
                         struct gr_plog_manager **out) {
+    return gr_plog_manager_open_with_configs(cfg, broker_id, cluster_id, NULL, NULL, out);
+}
+
+int gr_plog_manager_open_with_configs(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                                      gr_plog_manager_topic_configs_fn fn, void *fn_ctx, struct gr_plog_manager **out) {
     *out = NULL;
     struct gr_plog_manager *lm = gr_calloc(1, sizeof *lm);
     lm->cfg = cfg;
@@ -809,6 +884,10 @@ int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const c
     for (int i = 0; i < lm->ndirs; i++) {
         rc = load_dir(lm, i);
         if (rc < 0) goto fail;
+    }
+    if (fn && (rc = apply_topic_configs(lm, fn, fn_ctx)) < 0) {
+        gr_error(LOGGER, "cannot read the configs of the topics whose logs are loaded: %s", gr_strerror(rc));
+        goto fail;
     }
     rc = pthread_create(&lm->thread, NULL, lm_thread, lm);
     if (rc != 0) {

@@ -56,6 +56,8 @@ struct gr_lm_log {
     _Atomic int64_t clean_retry_ms;     /* wall ms before which the cleaner leaves it alone (a
                                          * pass failed with an errno that is no dir failure) */
     /* private */
+    struct gr_plog_manager *mgr;
+    _Atomic int64_t cleaner_floor; /* lowest truncation end since the running pass started */
     atomic_int refs;
     bool removed;             /* out of the map */
     bool delete_on_release;   /* remove the directory when the last reference goes */
@@ -69,6 +71,27 @@ struct gr_lm_log {
  * GR_ECORRUPT or -errno. */
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
                         struct gr_plog_manager **out);
+
+/* A topic's storage settings (its /config/topics override over the broker's configs), as
+ * Kafka's LogManager gets them in topicConfigs before it loads any log. */
+struct gr_lm_topic_config {
+    struct gr_plog_config lc;
+    int64_t retention_ms;
+    int64_t retention_bytes;
+};
+/* Fills out[i] for topics[i] (n sorted, distinct names: the topics with a log on disk). Returns 0,
+ * or a negative error: the manager does not start (Kafka's LogManager.apply throws when
+ * zkClient.getLogConfigs fails). lm is the manager being opened (for
+ * gr_plog_manager_default_config; its logs are loaded, nothing runs yet). */
+typedef int (*gr_plog_manager_topic_configs_fn)(void *ctx, struct gr_plog_manager *lm, const char *const *topics, int n,
+                                                struct gr_lm_topic_config *out);
+/* gr_plog_manager_open, then, before the background thread (retention) and the cleaner threads
+ * start, every loaded log gets its topic's settings from fn (NULL fn: the broker defaults, as
+ * gr_plog_manager_open). Without this a retention pass or a cleaning pass between start-up and
+ * the first LeaderAndIsr would apply the broker defaults (cleanup.policy=delete,
+ * log.retention.ms) to compacted topics and to topics with retention.ms=-1. */
+int gr_plog_manager_open_with_configs(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
+                                      gr_plog_manager_topic_configs_fn fn, void *fn_ctx, struct gr_plog_manager **out);
 
 /* Stops the background thread, flushes every log, writes the checkpoints of every log dir,
  * and closes the logs that are not referenced any more (references still held are closed when

@@ -20,7 +20,19 @@ struct gr_txn_index {
     const char *dir; /* borrowed */
     struct gr_aborted_txn *e; /* sorted by last_offset */
     int n, cap;
+    int64_t *dirty; /* bases of the files written since the last gr_txn_index_flush */
+    int ndirty, capdirty;
 };
+
+static void mark_dirty(struct gr_txn_index *ti, int64_t base) {
+    for (int i = 0; i < ti->ndirty; i++)
+        if (ti->dirty[i] == base) return;
+    if (ti->ndirty == ti->capdirty) {
+        ti->capdirty = ti->capdirty ? ti->capdirty * 2 : 4;
+        ti->dirty = gr_realloc(ti->dirty, (size_t)ti->capdirty * sizeof *ti->dirty);
+    }
+    ti->dirty[ti->ndirty++] = base;
+}
 
 void gr_txn_index_encode(const struct gr_aborted_txn *e, uint8_t out[GR_TXN_INDEX_ENTRY_SIZE]) {
     gr_put_be16(out, 0);
@@ -105,6 +117,7 @@ struct gr_txn_index *gr_txn_index_open(const char *dir) {
 void gr_txn_index_free(struct gr_txn_index *ti) {
     if (!ti) return;
     free(ti->e);
+    free(ti->dirty);
     free(ti);
 }
 
@@ -122,6 +135,8 @@ int gr_txn_index_append(struct gr_txn_index *ti, int64_t segment_base, const str
     if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) rc = -errno ? -errno : -EIO;
     if (fd >= 0) close(fd);
     if (rc) gr_warn(LOGGER, "cannot append to %s: %s", path, strerror(-rc));
+    else
+        mark_dirty(ti, segment_base);
     free(path);
     push(ti, &e); /* memory stays right even if the file write failed */
     return rc;
@@ -141,7 +156,32 @@ static void rewrite_file(struct gr_txn_index *ti, int64_t base) {
     }
     if (fd >= 0) close(fd);
     if (!k) unlink(path);
+    else
+        mark_dirty(ti, base);
     free(path);
+}
+
+int gr_txn_index_flush(struct gr_txn_index *ti) {
+    int rc = 0;
+    int k = 0;
+    for (int i = 0; i < ti->ndirty; i++) {
+        char *path = file_path(ti, ti->dirty[i]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int r = 0;
+        if (fd < 0)
+            r = errno == ENOENT ? 0 : -errno; /* emptied since: nothing to keep */
+        else if (fdatasync(fd) < 0)
+            r = -errno;
+        if (fd >= 0) close(fd);
+        if (r) {
+            gr_error(LOGGER, "cannot fsync %s: %s", path, strerror(-r));
+            if (!rc) rc = r;
+            ti->dirty[k++] = ti->dirty[i]; /* still to be made durable */
+        }
+        free(path);
+    }
+    ti->ndirty = k;
+    return rc;
 }
 
 int gr_txn_index_truncate(struct gr_txn_index *ti, int64_t offset) {

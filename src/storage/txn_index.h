@@ -45,6 +45,9 @@ void gr_txn_index_free(struct gr_txn_index *ti);
 /* Appends e to `<segment_base>.txnindex`. An entry whose last_offset is not above the last one
  * is ignored (a replayed marker is already indexed) and 0 returned. */
 int gr_txn_index_append(struct gr_txn_index *ti, int64_t segment_base, const struct gr_aborted_txn *e);
+/* Kafka's TransactionIndex.flush, called with LogSegment.flush: fdatasyncs every file appended
+ * to or rewritten since the last call. 0, or the first -errno (the files that failed stay due). */
+int gr_txn_index_flush(struct gr_txn_index *ti);
 /* Drops entries whose marker is at or above offset (log truncation), rewriting files. */
 int gr_txn_index_truncate(struct gr_txn_index *ti, int64_t offset);
 /* Drops the files (and entries) of segments whose base is below segment_base (retention). */

@@ -19,14 +19,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "storage/batch.h"
+#include "storage/checkpoint.h"
 #include "common/be.h"
 #include "storage/compression.h"
 #include "storage/log.h"
 #include "storage/log_cleaner.h"
+#include "storage/log_manager.h"
 #include "storage/txn_index.h"
 #include "support/check.h"
 
@@ -829,6 +832,85 @@ static void test_txn_crash_safety(void) {
     }
 }
 
+/* Records with key "k<key>" in the log (uncompressed batches). */
+static int count_key(struct gr_plog *log, int key) {
+    char want[16];
+    snprintf(want, sizeof want, "k%d", key);
+    int n = 0;
+    int64_t off = gr_plog_start_offset(log);
+    for (;;) {
+        struct gr_plog_read_result r;
+        CHECK(gr_plog_read(log, off, 1 << 20, -1, true, &r) == 0 && r.error == 0);
+        if (r.len == 0) break;
+        struct gr_batch_iter it;
+        struct gr_batch_info bi;
+        const uint8_t *bp;
+        gr_batch_iter_init(&it, r.data, r.len);
+        while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
+            struct gr_batch_rec_iter ri;
+            struct gr_batch_rec_view rv;
+            if (gr_batch_rec_iter_init(&ri, bp, bi.size) != GR_BATCH_OK) continue;
+            while (gr_batch_rec_iter_next(&ri, &rv))
+                if (rv.Key && rv.KeyLength == (int32_t)strlen(want) && memcmp(rv.Key, want, strlen(want)) == 0) n++;
+        }
+        off = r.next_offset;
+        free(r.data);
+    }
+    return n;
+}
+
+/* Kafka's LogCleanerManager.maybeTruncateCheckpoint: a truncation below the cleaner checkpoint
+ * lowers it (and cleaner-offset-checkpoint), so records written again below the old checkpoint
+ * are cleaned: an old value superseded there does not survive. */
+static void test_truncation_lowers_checkpoint(void) {
+    char err[256];
+    struct gr_config cfg;
+    gr_config_defaults(&cfg);
+    CHECK(gr_config_set(&cfg, "log.dirs", pdir("lm"), err, sizeof err) == 0);
+    CHECK(gr_config_set(&cfg, "zookeeper.connect", "127.0.0.1:1", err, sizeof err) == 0);
+    CHECK(gr_config_set(&cfg, "broker.id", "1", err, sizeof err) == 0);
+    CHECK(gr_config_set(&cfg, "log.cleaner.enable", "false", err, sizeof err) == 0);
+    CHECK(gr_config_finish(&cfg, err, sizeof err) == 0);
+    struct gr_plog_manager *lm = NULL;
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    struct gr_plog_config lc;
+    gr_plog_manager_default_config(lm, &lc);
+    lc.segment_bytes = 1500;
+    lc.cleanup_compact = true;
+    lc.cleanup_delete = false;
+    lc.min_cleanable_dirty_ratio = 0.01;
+    struct gr_lm_log *l = NULL;
+    CHECK(gr_plog_manager_get_or_create(lm, "c", 0, &lc, &l) == 0 && l);
+    for (int round = 0; round < 10; round++)
+        for (int k = 0; k < 20; k += 4) put(l->log, k, 4, round, 0, -1);
+    CHECK(gr_plog_manager_clean_once(lm) == 1);
+    int64_t ck = atomic_load(&l->cleaner_checkpoint);
+    CHECK(ck > 20);
+    CHECK(gr_plog_truncate_to(l->log, ck / 2) == 0);
+    int64_t t = gr_plog_end_offset(l->log);
+    CHECKF(atomic_load(&l->cleaner_checkpoint) == t, "checkpoint %lld after truncating to %lld", (long long)ck,
+           (long long)t);
+    CHECK(gr_plog_manager_checkpoint(lm) == 0);
+    char path[320];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", pdir("lm"));
+    struct gr_offset_checkpoint_entry *e = NULL;
+    size_t ne = 0;
+    CHECK(gr_offset_checkpoint_read(path, &e, &ne) == 0);
+    CHECK(gr_offset_checkpoint_find(e, ne, "c", 0, -1) == t);
+    gr_offset_checkpoint_free(e, ne);
+    /* grown back: k40 written twice below the old checkpoint, then other keys past it */
+    put(l->log, 40, 1, 1, 0, -1);
+    put(l->log, 40, 1, 2, 0, -1);
+    CHECK(gr_plog_end_offset(l->log) < ck);
+    for (int i = 0; i < 60; i++) put(l->log, 50 + (i % 10) * 4, 4, 100 + i, 0, -1);
+    CHECK(gr_plog_end_offset(l->log) > ck + 100); /* the old checkpoint lies inside the log */
+    CHECK(gr_plog_manager_clean_once(lm) == 1);
+    CHECKF(count_key(l->log, 40) == 1, "k40 kept %d times", count_key(l->log, 40));
+    gr_plog_manager_release(lm, l);
+    gr_plog_manager_close(lm);
+    gr_config_release(&cfg);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     snprintf(g_root, sizeof g_root, "/tmp/gr-cleaner-XXXXXX");
@@ -845,6 +927,7 @@ int main(void) {
     test_huge_inflated_batch_kept();
     test_transactions();
     test_txn_crash_safety();
+    test_truncation_lowers_checkpoint();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_cleaner: %d failures\n", test_failures);
     else printf("test_storage_cleaner: ok\n");

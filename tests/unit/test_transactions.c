@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/kerr.h"
@@ -23,6 +24,20 @@
 
 int test_failures;
 static char g_root[64];
+
+/* fdatasync interposed: counts the syncs of .txnindex files (Kafka's LogSegment.flush flushes the
+ * segment's txnIndex with it). */
+static int g_txnindex_syncs;
+int fdatasync(int fd) {
+    char link[64], path[512];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n > 0) {
+        path[n] = 0;
+        if (n > 9 && strcmp(path + n - 9, ".txnindex") == 0) g_txnindex_syncs++;
+    }
+    return (int)syscall(SYS_fdatasync, fd);
+}
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
@@ -209,6 +224,77 @@ static void test_lso_and_aborted(void) {
     gr_plog_close(log);
 }
 
+static off_t file_size(const char *dir, const char *name) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+/* The .txnindex is made durable with its segment: a flush (and a roll) fdatasyncs it. */
+static void test_txn_index_flushed_with_segment(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/sync-0", g_root);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    struct gr_plog *log;
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &log) == 0);
+    CHECK_KERR(append(log, data_batch(5, 0, 0, 2, true), false), GR_KERR_NONE); /* 0-1 */
+    CHECK_KERR(append(log, marker(5, 0, false, 0), true), GR_KERR_NONE);        /* 2 ABORT */
+    CHECK(file_size(dir, "00000000000000000000.txnindex") == GR_TXN_INDEX_ENTRY_SIZE);
+    int before = g_txnindex_syncs;
+    CHECK(gr_plog_flush(log) == 0);
+    CHECK(g_txnindex_syncs == before + 1);
+    CHECK(gr_plog_flush(log) == 0 && g_txnindex_syncs == before + 1); /* nothing new */
+    gr_plog_close(log);
+}
+
+/* A torn tail cut by recovery takes the aborted transactions indexed beyond it: the reopened log
+ * lists none past its end, and a marker written again at those offsets is indexed (Kafka's
+ * recoverSegment rebuilds the txnIndex of recovered segments). */
+static void test_txn_index_after_torn_tail(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/torn-0", g_root);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    struct gr_plog *log;
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &log) == 0);
+    CHECK_KERR(append(log, data_batch(7, 0, 0, 2, true), false), GR_KERR_NONE); /* 0-1 pid 7 */
+    CHECK(gr_plog_flush(log) == 0);
+    off_t good = file_size(dir, "00000000000000000000.log");
+    CHECK_KERR(append(log, data_batch(9, 0, 0, 4, true), false), GR_KERR_NONE); /* 2-5 pid 9 */
+    CHECK_KERR(append(log, marker(9, 0, false, 0), true), GR_KERR_NONE);        /* 6 ABORT pid 9 */
+    CHECK_KERR(append(log, marker(7, 0, false, 0), true), GR_KERR_NONE);        /* 7 ABORT pid 7 */
+    struct gr_aborted_txn *ab = NULL;
+    CHECK(gr_plog_collect_aborted(log, 0, 8, &ab) == 2);
+    free(ab);
+    gr_plog_close(log);
+    /* crash: the .txnindex reached the disk, the log data after offset 1 only partly */
+    char p[256];
+    snprintf(p, sizeof p, "%s/00000000000000000000.log", dir);
+    CHECK(truncate(p, good + 20) == 0);
+    CHECK(gr_plog_open_dir(dir, &cfg, 0, &log) == 0);
+    CHECK(gr_plog_end_offset(log) == 2);
+    ab = NULL;
+    CHECK(gr_plog_collect_aborted(log, 0, 100, &ab) == 0); /* nothing beyond the log end */
+    free(ab);
+    CHECK(file_size(dir, "00000000000000000000.txnindex") <= 0);
+    /* pid 7's transaction is open again; its ABORT now lands at offset 2 and is indexed */
+    CHECK(gr_plog_last_stable_offset(log, 2) == 0);
+    CHECK_KERR(append(log, marker(7, 0, false, 0), true), GR_KERR_NONE); /* 2 ABORT pid 7 */
+    ab = NULL;
+    CHECK(gr_plog_collect_aborted(log, 0, 3, &ab) == 1 && ab[0].producer_id == 7 && ab[0].first_offset == 0 &&
+          ab[0].last_offset == 2);
+    free(ab);
+    gr_plog_close(log);
+    CHECK(gr_plog_open_dir(dir, &cfg, 3, &log) == 0); /* and the file holds it */
+    ab = NULL;
+    CHECK(gr_plog_collect_aborted(log, 0, 3, &ab) == 1 && ab[0].last_offset == 2);
+    free(ab);
+    CHECK(file_size(dir, "00000000000000000000.txnindex") == GR_TXN_INDEX_ENTRY_SIZE);
+    gr_plog_close(log);
+}
+
 /* A follower builds the same open transactions, LSO and .txnindex from replicated batches. */
 static void test_follower_markers(void) {
     char d1[128], d2[128];
@@ -274,6 +360,8 @@ int main(void) {
     test_lso_and_aborted();
     test_follower_markers();
     test_kip890_guard();
+    test_txn_index_flushed_with_segment();
+    test_txn_index_after_torn_tail();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
     return test_failures != 0;
