@@ -294,10 +294,11 @@ def test_controlled_shutdown_under_produce(cluster_factory, zk_connect):
         t.join(90)
     assert rc == 0, log[-3000:]
     assert "Controlled shutdown succeeded" in log, log[-3000:]
-    # The partitions it led came back to it as a follower (the controller's LeaderAndIsr), but a
+    # The partitions it led come back to it as a follower (the controller's LeaderAndIsr), but a
     # broker on its way out starts no fetcher for them (100k partitions: 16 s of fetcher set-up).
+    # That LeaderAndIsr and the ControlledShutdown answer travel separately (as in Kafka): on a
+    # loaded machine the broker can be gone before the LeaderAndIsr reaches it.
     leaving = log[log.index("Starting controlled shutdown"):]
-    assert "Becoming follower" in leaving or "Follower cs-" in leaving, leaving[-3000:]
     assert "Added fetcher" not in leaving, leaving[-3000:]
     assert took < 10, f"shutdown took {took:.1f}s"
     assert not errors, errors[:5]  # librdkafka retried every retriable error

@@ -122,6 +122,10 @@ def test_controller_sigstop_past_session_timeout_then_resumes(cluster):
     old_id = old["brokerid"]
     epoch, _ = cluster.controller_epoch()
     old_broker_epoch = cluster.broker_epoch(old_id)
+    # /controller exists before the controller has loaded its context and said so: freeze it only
+    # once it has (a loaded machine let the freeze land in between, and epoch 1 was never claimed)
+    H.wait_for(lambda: epoch in cluster[old_id].ready_epochs(), 30,
+               f"broker {old_id} ready as controller, epoch {epoch}")
 
     cluster[old_id].pause()
     new = cluster.wait_new_controller(old["_stat"].czxid, timeout=FAILOVER_TIMEOUT)
