@@ -147,6 +147,7 @@ def test_controller_sigstop_past_session_timeout_then_resumes(cluster):
     assert cluster.controller_epoch()[0] == epoch + 1
     counts = cluster.wait_active_counts(new["brokerid"], since=resumed_at + 0.1)
     assert counts[old_id] == 0
+    H.wait_for(lambda: cluster.all_ready_epochs().get(epoch + 1), 10, "ready line for the new epoch")
     claims = assert_one_claim_per_epoch(cluster)
     assert claims.get(epoch) == [old_id] and claims.get(epoch + 1) == [new["brokerid"]], claims
     log = cluster[old_id].log()
