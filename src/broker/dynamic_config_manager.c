@@ -26,6 +26,7 @@ struct gr_dynamic_config_manager {
     pthread_mutex_t mu;
     struct gr_kzk_config dyn_broker, dyn_default; /* guarded by mu */
     struct gr_credential_cache *creds;            /* SCRAM credentials (own lock) */
+    bool creds_loaded;                            /* the start-up load succeeded */
 };
 
 static void copy_config(struct gr_kzk_config *dst, const struct gr_kzk_config *src) {
@@ -49,31 +50,59 @@ static void reload_layer(struct gr_dynamic_config_manager *d, const char *name, 
 }
 
 /* Loads every user's SCRAM credentials (Kafka's CredentialProvider.updateCredentials at
- * start-up, through DynamicConfigManager's initial load of the users entities). */
-static void load_credentials(struct gr_dynamic_config_manager *d) {
+ * start-up, through DynamicConfigManager's initial load of the users entities). 0, or the
+ * ZooKeeper error that kept a user from being read (a config that does not parse is logged and
+ * skipped: that user cannot log in until it is fixed). */
+static int load_credentials_once(struct gr_dynamic_config_manager *d) {
     struct gr_zstrings names = {0};
     int rc = gr_kzk_get_entity_names(d->b->zk, "users", &names);
+    if (rc == GR_KZK_ENONODE) rc = 0; /* no users yet */
     if (rc) {
-        gr_error(LOGGER, "Cannot list /config/users (no SCRAM user can log in until each is changed): %s",
-                 gr_kzk_strerror(rc));
-        return;
+        gr_zstrings_free(&names);
+        return rc;
     }
     if (names.count > 0) {
         struct gr_kzk_config *cfgs = gr_calloc((size_t)names.count, sizeof *cfgs);
         int *rcs = gr_calloc((size_t)names.count, sizeof *rcs);
         rc = gr_kzk_get_entity_configs(d->b->zk, "users", (const char *const *)names.names, names.count, cfgs, rcs);
         for (int i = 0; i < names.count; i++) {
-            if (rc == 0 && rcs[i] == 0)
+            if (rc == 0 && rcs[i] == 0) {
                 gr_credcache_update(d->creds, names.names[i], &cfgs[i]);
-            else
-                gr_error(LOGGER, "Cannot read /config/users/%s: %s", names.names[i], gr_kzk_strerror(rc ? rc : rcs[i]));
+            } else if (rc == 0 && rcs[i] == GR_ECORRUPT) {
+                gr_error(LOGGER, "Cannot parse /config/users/%s: that user has no SCRAM credentials", names.names[i]);
+            } else if (rc == 0) {
+                rc = rcs[i];
+            }
             gr_kzk_config_release(&cfgs[i]);
         }
         free(cfgs);
         free(rcs);
     }
-    gr_info(LOGGER, "Loaded the SCRAM credentials of %d users", gr_credcache_size(d->creds));
     gr_zstrings_free(&names);
+    return rc;
+}
+
+/* The start-up load, retried for about 10 s (Kafka's start-up waits for ZooKeeper and fails if
+ * it cannot read the configs): a partial cache would refuse valid users until each one changes. */
+static void load_credentials(struct gr_dynamic_config_manager *d) {
+    int rc = 0;
+    for (int attempt = 0, delay_ms = 100; attempt < 7; attempt++, delay_ms *= 2) {
+        if (attempt > 0) {
+            gr_warn(LOGGER, "Cannot read /config/users (retrying in %d ms): %s", delay_ms, gr_kzk_strerror(rc));
+            struct timespec ts = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if ((rc = load_credentials_once(d)) == 0) {
+            d->creds_loaded = true;
+            gr_info(LOGGER, "Loaded the SCRAM credentials of %d users", gr_credcache_size(d->creds));
+            return;
+        }
+    }
+    gr_error(LOGGER, "Cannot load the SCRAM credentials from /config/users: %s", gr_kzk_strerror(rc));
+}
+
+bool gr_dcm_credentials_loaded(const struct gr_dynamic_config_manager *d) {
+    return d && (d->creds_loaded || !d->b->zk);
 }
 
 struct gr_dynamic_config_manager *gr_dcm_new(struct gr_broker *b) {
@@ -197,36 +226,39 @@ void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d) {
 }
 
 /* users/<name>: the user's SCRAM credentials are re-read into the cache (Kafka's
- * UserConfigHandler -> CredentialProvider.updateCredentials). A read that fails is retried with a
- * back-off (Kafka's ZooKeeper client retries until it is connected); after about 15 s the user is
- * dropped from the cache (fail closed: a changed or deleted password must not stay valid) and an
- * ERROR says so; the next change of the user loads it again. */
-static void on_user_credentials(struct gr_dynamic_config_manager *d, const char *name) {
-    if (strchr(name, '/') || strcmp(name, "<default>") == 0) return; /* quota entities only */
+ * UserConfigHandler -> CredentialProvider.updateCredentials). A config that does not parse counts
+ * as no credentials. A read that fails drops the user from the cache at once (fail closed: a
+ * changed or deleted password must not stay valid), is retried briefly, and then false: the
+ * listener keeps the notification and hands it again on its next pass (as Kafka's
+ * ZkNodeChangeNotificationListener does not advance past a change it failed to process), so a
+ * valid user is back as soon as ZooKeeper answers, not only at its next change. */
+static bool on_user_credentials(struct gr_dynamic_config_manager *d, const char *name) {
+    if (strchr(name, '/') || strcmp(name, "<default>") == 0) return true; /* quota entities only */
     int rc = 0;
-    for (int attempt = 0, delay_ms = 100; attempt < 8; attempt++, delay_ms = delay_ms < 2000 ? delay_ms * 2 : 4000) {
+    for (int attempt = 0, delay_ms = 100; attempt < 3; attempt++, delay_ms *= 2) {
         struct gr_kzk_config c = {0};
         rc = gr_kzk_get_entity_config(d->b->zk, "users", name, &c);
-        if (rc == 0) {
-            gr_credcache_update(d->creds, name, &c);
+        if (rc == 0 || rc == GR_ECORRUPT) {
+            gr_credcache_update(d->creds, name, rc == 0 ? &c : NULL);
             gr_kzk_config_release(&c);
-            return;
+            return true;
         }
+        gr_credcache_remove(d->creds, name);
         gr_warn(LOGGER, "Cannot read /config/users/%s (retrying in %d ms): %s", name, delay_ms, gr_kzk_strerror(rc));
         struct timespec ts = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    gr_credcache_remove(d->creds, name);
-    gr_error(LOGGER, "Cannot read /config/users/%s: %s; its SCRAM credentials are removed until its next change", name,
+    gr_error(LOGGER, "Cannot read /config/users/%s: %s; its SCRAM credentials are removed until it is read", name,
              gr_kzk_strerror(rc));
+    return false;
 }
 
-void gr_dcm_on_entity_change(void *ctx, const char *entity) {
+bool gr_dcm_on_entity_change(void *ctx, const char *entity) {
     struct gr_dynamic_config_manager *d = ctx;
     const char *slash = strchr(entity, '/');
     if (!slash || !slash[1]) {
         gr_warn(LOGGER, "Ignoring config change for malformed entity path %s", entity);
-        return;
+        return true;
     }
     size_t tl = (size_t)(slash - entity);
     const char *name = slash + 1;
@@ -234,7 +266,7 @@ void gr_dcm_on_entity_change(void *ctx, const char *entity) {
         on_topic(d, name);
     } else if (tl == 7 && strncmp(entity, "brokers", 7) == 0) {
         bool dflt = strcmp(name, "<default>") == 0;
-        if (!dflt && strcmp(name, d->id) != 0) return;
+        if (!dflt && strcmp(name, d->id) != 0) return true;
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
         reload_layer(d, name, !dflt);
         gr_rm_reload_topic_config(d->b->replica_manager, NULL);
@@ -242,9 +274,11 @@ void gr_dcm_on_entity_change(void *ctx, const char *entity) {
         gr_quota_manager_reload_replication(d->b->quotas);
     } else if ((tl == 7 && strncmp(entity, "clients", 7) == 0) || (tl == 5 && strncmp(entity, "users", 5) == 0)) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
-        if (tl == 5) on_user_credentials(d, name);
+        bool ok = tl != 5 || on_user_credentials(d, name);
         gr_quota_manager_reload(d->b->quotas);
+        return ok;
     } else {
         gr_debug(LOGGER, "Ignoring config change for entity path %s", entity);
     }
+    return true;
 }

@@ -43,6 +43,10 @@ void gr_dcm_free(struct gr_dynamic_config_manager *d);
  * in effect (it may come from a dynamic config). */
 void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d);
 
+/* Did the start-up load of every user's SCRAM credentials succeed (true without ZooKeeper)? The
+ * start-up code refuses to start otherwise (as Kafka's DynamicConfigManager.startup would throw). */
+bool gr_dcm_credentials_loaded(const struct gr_dynamic_config_manager *d);
+
 /* The SCRAM credential of `user` (the client's name) from the in-memory cache (Kafka's
  * CredentialCache; security/credential_cache.h): 0 and *out, or -ENOENT for an unknown user or
  * mechanism. Never reads ZooKeeper: safe on I/O threads before authentication. */
@@ -50,7 +54,8 @@ int gr_dcm_scram_credential(struct gr_dynamic_config_manager *d, enum gr_scram_m
                             struct gr_scram_cred *out);
 
 /* The /config/changes hook (ctx = the manager). */
-void gr_dcm_on_entity_change(void *ctx, const char *entity_path);
+/* false: not applied yet (a user's credentials could not be read), hand it again later. */
+bool gr_dcm_on_entity_change(void *ctx, const char *entity_path);
 
 /* A consistent copy of the broker layers, for describing/resolving without holding the lock. */
 struct gr_dcm_view {

@@ -497,6 +497,11 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->broker->dynamic_config = gr_dcm_new(s->broker); /* before the logs: their configs */
+    if (!gr_dcm_credentials_loaded(s->broker->dynamic_config)) {
+        slog(s, GR_LOG_ERROR, "Cannot load the SCRAM credentials from ZooKeeper (/config/users)");
+        rc = GR_EZK;
+        goto fail;
+    }
     s->broker->quotas = gr_quota_manager_new(s->broker);
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
     s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);

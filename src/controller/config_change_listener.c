@@ -56,33 +56,31 @@ static long long seq_of(const char *name) {
 }
 
 /* TopicConfigHandler's unclean part for one entity path. */
-static void handle_entity(struct gr_config_change_listener *l, const char *entity) {
-    if (l->hook) {
-        l->hook(l->hook_ctx, entity);
-        return;
-    }
+static bool handle_entity(struct gr_config_change_listener *l, const char *entity) {
+    if (l->hook) return l->hook(l->hook_ctx, entity);
     const char *slash = strchr(entity, '/');
-    if (!slash || !slash[1]) return;
+    if (!slash || !slash[1]) return true;
     char type[32];
     snprintf(type, sizeof type, "%.*s", (int)(slash - entity), entity);
     const char *name = slash + 1;
     if (strcmp(type, "topics") != 0) {
         if (strcmp(type, "brokers") == 0)
             gr_debug(LOGGER, "Dynamic broker config change for %s ignored by the controller", name);
-        return;
+        return true;
     }
     struct gr_kzk_config cfg = {0};
     int rc = gr_kzk_get_entity_config(l->kzk, "topics", name, &cfg);
     if (rc) {
         gr_warn(LOGGER, "Cannot read /config/topics/%s: %s", name, gr_kzk_strerror(rc));
-        return;
+        return true;
     }
     const char *v = gr_kzk_config_get(&cfg, "unclean.leader.election.enable");
     bool enable = v && strcasecmp(v, "true") == 0;
     gr_kzk_config_release(&cfg);
-    if (!enable || !gr_controller_is_active(l->controller)) return;
+    if (!enable || !gr_controller_is_active(l->controller)) return true;
     gr_info(LOGGER, "unclean.leader.election.enable=true for topic %s: triggering online partition state changes", name);
     gr_ctrl_topic_unclean_leader_election_enabled(l->controller, name);
+    return true;
 }
 
 /* Kafka's purgeObsoleteNotifications: processed notifications older than 15 minutes are deleted.
@@ -133,9 +131,15 @@ static void process(struct gr_config_change_listener *l) {
         int zrc = gr_zkb_get(gr_kzk_backend(l->kzk), path, false, &data, &len, &st);
         if (zrc == GR_ZOK && data) {
             char *entity = NULL;
-            if (gr_kzk_config_change_decode(data, (size_t)len, &entity) == 0 && entity) handle_entity(l, entity);
+            bool done = true;
+            if (gr_kzk_config_change_decode(data, (size_t)len, &entity) == 0 && entity) done = handle_entity(l, entity);
             else gr_warn(LOGGER, "Ignoring config change notification %s: cannot parse it", path);
+            if (!done) gr_warn(LOGGER, "Config change notification %s (%s) not applied; retried later", path, entity);
             free(entity);
+            if (!done) {
+                free(data);
+                break;
+            }
         } else if (zrc != GR_ZOK && zrc != GR_ZNONODE) {
             gr_warn(LOGGER, "Cannot read %s: %s; retried later", path, gr_zrc_name(zrc));
             free(data);

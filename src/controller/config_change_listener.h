@@ -34,8 +34,10 @@ struct gr_config_change_listener;
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                   struct gr_controller *controller);
 /* The handler of one changed entity ("topics/T", "brokers/<default>", "clients/c", ...), called on
- * the listener's thread in notification order. */
-typedef void (*gr_config_change_fn)(void *ctx, const char *entity_path);
+ * the listener's thread in notification order. false: the change could not be applied yet (e.g. a
+ * ZooKeeper read failed); the notification is not marked processed and is handed again (with the
+ * ones after it) on the next pass, as a notification that could not be read is. */
+typedef bool (*gr_config_change_fn)(void *ctx, const char *entity_path);
 /* The broker's listener (one per broker): every notification goes to hook(hook_ctx, entity_path)
  * -- the broker's DynamicConfigManager, which applies the change and tells the controller through
  * its front door (requests.h) -- instead of the controller-only reaction above. */
