@@ -102,14 +102,16 @@ int16_t gr_rm_not_hosted_error(struct gr_replica_manager *rm, const char *topic,
     return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
 }
 
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
-                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes);
+static int read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
+                             int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes);
 
 #define TOPIC_CONFIG_CACHE_MS 1000
 
 /* Topic overrides from /config/topics/<topic>, read at most once a second per topic in a row
- * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. */
-static void load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
+ * (partitions of one topic arrive together in one LeaderAndIsr). Hook callers only. 0, or the
+ * error of a failed read (the outputs then hold the broker defaults, which must not be applied:
+ * see read_topic_config). */
+static int load_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
                               int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     int lo = 0, hi = rm->n_tcfg_pre - 1;
     while (lo <= hi) { /* read ahead for this LeaderAndIsr? */
@@ -119,7 +121,7 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
             *min_isr = rm->tcfg_pre[mid].min_isr;
             *ret_ms = rm->tcfg_pre[mid].ret_ms;
             *ret_bytes = rm->tcfg_pre[mid].ret_bytes;
-            return;
+            return 0;
         }
         if (c < 0) lo = mid + 1;
         else hi = mid - 1;
@@ -131,9 +133,10 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
         *min_isr = rm->tcfg_cache.min_isr;
         *ret_ms = rm->tcfg_cache.ret_ms;
         *ret_bytes = rm->tcfg_cache.ret_bytes;
-        return;
+        return 0;
     }
-    read_topic_config(rm, topic, lc, min_isr, ret_ms, ret_bytes);
+    int rc = read_topic_config(rm, topic, lc, min_isr, ret_ms, ret_bytes);
+    if (rc != 0) return rc; /* not cached: the next partition reads again */
     free(rm->tcfg_cache.topic);
     rm->tcfg_cache.topic = gr_strdup(topic);
     rm->tcfg_cache.read_ms = now;
@@ -141,6 +144,7 @@ static void load_topic_config(struct gr_replica_manager *rm, const char *topic, 
     rm->tcfg_cache.min_isr = *min_isr;
     rm->tcfg_cache.ret_ms = *ret_ms;
     rm->tcfg_cache.ret_bytes = *ret_bytes;
+    return 0;
 }
 
 /* The topic's effective settings from its overrides tc (/config/topics/<topic>; NULL: none) over
@@ -192,14 +196,21 @@ static void topic_config_from(struct gr_replica_manager *rm, const char *topic, 
     *ret_bytes = ls.retention_bytes;
 }
 
-/* The topic's effective settings, reading /config/topics/<topic> (best effort: ZooKeeper may be
- * absent in tests). */
-static void read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
-                              int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
+/* The topic's effective settings, reading /config/topics/<topic> (no ZooKeeper, in tests: the
+ * broker defaults). Returns 0, or the error of a failed read (ZooKeeper unreachable, session
+ * expired, unparsable znode): the outputs then hold the broker defaults, and a caller must not
+ * apply them to a log -- cleanup.policy=delete and log.retention.ms on a compacted topic or on
+ * one with retention.ms=-1 would delete what it must keep (Kafka's fetchEntityConfig throws and
+ * nothing is changed). A missing znode is no error (no overrides). */
+static int read_topic_config(struct gr_replica_manager *rm, const char *topic, struct gr_plog_config *lc,
+                             int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
     struct gr_kzk_config tc = {0};
-    bool have = rm->b && rm->b->zk && gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) == 0;
-    topic_config_from(rm, topic, have ? &tc : NULL, lc, min_isr, ret_ms, ret_bytes);
-    if (have) gr_kzk_config_release(&tc);
+    bool zk = rm->b && rm->b->zk;
+    int rc = zk ? gr_kzk_get_entity_config(rm->b->zk, "topics", topic, &tc) : 0;
+    topic_config_from(rm, topic, zk && rc == 0 ? &tc : NULL, lc, min_isr, ret_ms, ret_bytes);
+    if (zk && rc == 0) gr_kzk_config_release(&tc);
+    if (rc != 0) gr_error(LOGGER, "cannot read /config/topics/%s: %s", topic, gr_kzk_strerror(rc));
+    return rc;
 }
 
 /* The log manager's start-up hook (gr_plog_manager_topic_configs_fn, Kafka's
@@ -252,13 +263,18 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     struct gr_plog_config lc;
     int32_t min_isr = 1;
     int64_t ret_ms = 0, ret_bytes = 0;
+    bool read_ok = false;
     for (int i = 0; i < n; i++) {
         struct gr_rm_partition *p = arr[i];
         if (!topic || strcmp(p->topic, topic) == 0) {
             if (!last || strcmp(last, p->topic) != 0) {
-                read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+                read_ok = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes) == 0;
                 free(last);
                 last = gr_strdup(p->topic);
+            }
+            if (!read_ok) { /* keep the settings in force (Kafka: the change is not applied) */
+                gr_rm_partition_unref(p);
+                continue;
             }
             pthread_mutex_lock(&p->lock);
             p->min_isr = min_isr;
@@ -283,7 +299,20 @@ static struct gr_rm_partition *create_partition(struct gr_replica_manager *rm, c
     struct gr_plog_config lc;
     int32_t min_isr;
     int64_t ret_ms, ret_bytes;
-    load_topic_config(rm, topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+    if (load_topic_config(rm, topic, &lc, &min_isr, &ret_ms, &ret_bytes) != 0) {
+        /* ZooKeeper did not answer: a log loaded at start-up keeps the settings it got then
+         * (Kafka's getOrCreateLog reads no config for an existing log); a new one is not made
+         * with the broker defaults (Kafka's fetchLogConfig throws). */
+        struct gr_lm_log *cur = gr_plog_manager_acquire(rm->lm, topic, partition);
+        if (!cur) {
+            *err = GR_KERR_KAFKA_STORAGE_ERROR;
+            return NULL;
+        }
+        gr_plog_get_config(cur->log, &lc);
+        ret_ms = atomic_load(&cur->retention_ms);
+        ret_bytes = atomic_load(&cur->retention_bytes);
+        gr_plog_manager_release(rm->lm, cur);
+    }
     struct gr_lm_log *lml = NULL;
     int rc = gr_plog_manager_get_or_create(rm->lm, topic, partition, &lc, &lml);
     if (rc < 0) {
