@@ -202,23 +202,42 @@ static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
     return had;
 }
 
-/* Start-up, just connected: records the new session in front of the earlier ones (prevs[1..n];
- * prevs[0] is filled here), closes each earlier one (they belong to dead incarnations: the log-dir
- * lock is ours), then records the new session alone. A session that cannot be closed now stays in
- * the file for gr_kzk_register_broker and the next start. */
-static void close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
+/* Start-up, just connected: records the new session in front of the earlier ones read from the
+ * file (prevs[1..*n] in, the distinct earlier ones out; prevs[0] is filled here). They stay in the
+ * file until close_previous_sessions has closed them, so a process killed in between leaves every
+ * session that may still hold /brokers/ids/N for the next start. */
+static void record_sessions(struct gr_server *s, struct gr_zsession *prevs, int *n) {
     struct gr_zsession cur;
     if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return;
     int keep = 0;
-    for (int k = 1; k <= n; k++)
+    for (int k = 1; k <= *n; k++)
         if (prevs[k].id != cur.id) prevs[++keep] = prevs[k];
+    *n = keep;
     prevs[0] = cur;
-    if (keep > 0) {
-        int rc = gr_server_write_sessions(s->session_path, prevs, keep + 1);
-        if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    if (keep == 0) {
+        persist_session(s, NULL);
+        return;
     }
+    pthread_mutex_lock(&s->session_mu);
+    s->last_session = cur;
+    s->have_last_session = true;
+    pthread_mutex_unlock(&s->session_mu);
+    int rc = gr_server_write_sessions(s->session_path, prevs, keep + 1);
+    if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    else slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s (with %d of a previous run)",
+              (uint64_t)cur.id, s->session_path, keep);
+}
+
+/* Start-up, just before registering (Kafka's moment: the previous run's /brokers/ids/N goes and
+ * the new one comes within milliseconds): closes the earlier sessions prevs[1..n] (they belong to
+ * dead processes: the log-dir lock is ours) and records the current session alone, or with those
+ * that could not be closed (gr_kzk_register_broker and the next start try again). */
+static void close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
+    if (n == 0) return;
+    struct gr_zsession cur;
+    if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return;
     int left = 0;
-    for (int k = 1; k <= keep; k++) {
+    for (int k = 1; k <= n; k++) {
         int c = gr_zkb_close_session(s->zkb, &prevs[k]);
         if (c == GR_ZOK || c == GR_ZSESSIONEXPIRED) {
             slog(s, GR_LOG_INFO, "Closed the ZooKeeper session 0x%" PRIx64 " of a previous run (%s)",
@@ -229,17 +248,13 @@ static void close_previous_sessions(struct gr_server *s, struct gr_zsession *pre
             prevs[1 + left++] = prevs[k];
         }
     }
-    if (left > 0) {
-        int rc = gr_server_write_sessions(s->session_path, prevs, left + 1);
-        if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
-        pthread_mutex_lock(&s->session_mu);
-        s->last_session = cur;
-        s->have_last_session = true;
-        pthread_mutex_unlock(&s->session_mu);
-        slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s", (uint64_t)cur.id, s->session_path);
+    if (left == 0) {
+        persist_session(s, NULL);
         return;
     }
-    persist_session(s, NULL);
+    prevs[0] = cur;
+    int rc = gr_server_write_sessions(s->session_path, prevs, left + 1);
+    if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
 }
 
 /* Controller hook, on the controller's event thread after a new session was established. */
@@ -465,7 +480,7 @@ int gr_server_startup(struct gr_server *s) {
     struct gr_zsession prev = have_prev ? prevs[1] : (struct gr_zsession){0};
 
     if ((rc = connect_zookeeper(s)) != 0) goto fail;
-    close_previous_sessions(s, prevs, nprev);
+    record_sessions(s, prevs, &nprev);
 
     if ((rc = gr_kzk_ensure_paths(s->kzk)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot create the persistent ZooKeeper paths: %s", gr_kzk_strerror(rc));
@@ -563,6 +578,7 @@ int gr_server_startup(struct gr_server *s) {
     }
 
     build_broker_info(s);
+    close_previous_sessions(s, prevs, nprev);
     rc = gr_kzk_register_broker(s->kzk, &s->info, have_prev ? &prev : NULL, &s->broker_epoch);
     if (rc == GR_KZK_EBROKER_REGISTERED) {
         slog(s, GR_LOG_ERROR, "broker.id %d is already registered by another live broker (another session holds "

@@ -3,7 +3,7 @@
  * gr_server_startup, in Kafka's order:
  *   1. lock every log dir (<dir>/.lock, flock) -- a second process on the same dirs is refused
  *   2. connect to ZooKeeper (the chroot is created if missing), persist the session to
- *      <first log dir>/zk-session and close the sessions of earlier incarnations listed there
+ *      <first log dir>/zk-session in front of the earlier incarnations' sessions listed there
  *   3. create Kafka's persistent paths, get or create /cluster/id, then the broker id
  *      (broker_id.h: the configured broker.id, the one in the log dirs' meta.properties, or with
  *      broker.id=-1 a generated one); it is written into the config's broker_id, which every
@@ -12,9 +12,9 @@
  *      manager and replica manager (meta.properties checked, logs recovered), the group
  *      coordinator
  *   5. start the network server on the listeners: every API of the table (api/apis.c) is served
- *   6. register /brokers/ids/N with the advertised listeners (broker epoch = czxid); if the node
- *      is held by our previous incarnation's session (read from zk-session) that session is
- *      closed first; held by anyone else -> GR_SERVER_EREGISTERED
+ *   6. close the earlier incarnations' sessions listed in zk-session (their ephemerals go), then
+ *      register /brokers/ids/N with the advertised listeners (broker epoch = czxid); held by
+ *      anyone else -> GR_SERVER_EREGISTERED
  *   7. start the controller (election happens on its event thread; its channel manager sends to
  *      the other brokers) and the /config/changes listener
  *
