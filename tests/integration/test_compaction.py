@@ -130,9 +130,13 @@ def test_compaction_latest_value_tombstones_and_size(cluster_factory, zk_connect
     produce(cluster, tomb)
     for k, _ in tomb:
         expected[k] = None
-    produce(cluster, [(f"pad{i}", "x" * 50) for i in range(40)], codec="snappy")  # roll past the tombstones
-    for i in range(40):
-        expected[f"pad{i}"] = "x" * 50
+    # Roll past the tombstones, however the client batches: random hex does not compress, so 40
+    # pads of 100 bytes exceed segment.bytes (2000) in any batching ("x" * 50 compressed into one
+    # small snappy batch when sent together, and then nothing rolled past offset 300).
+    pads = [(f"pad{i}", os.urandom(50).hex()) for i in range(40)]
+    produce(cluster, pads, codec="snappy")
+    for k, v in pads:
+        expected[k] = v
     total = len(items) + len(tomb) + 40
     H.wait_for(lambda: cleaner_checkpoint(broker) > 300, 30, "a cleaning pass")
     recs = read_all(cluster)
