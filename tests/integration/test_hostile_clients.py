@@ -329,4 +329,7 @@ def test_metrics_only_for_existing_topics(cluster_factory, zk_connect):
     after = parse_prometheus(scrape(mport))
     assert topic_labels(after) <= topic_labels(before) | {"t"}, topic_labels(after) - topic_labels(before)
     assert "t" in topic_labels(after)
-    assert len(after) < len(before) + 40, (len(before), len(after))
+    # The first Fetch and Produce series of the broker appear now (request metrics with all
+    # their quantiles, "t"'s fetch meters): a few dozen, whatever the names. One series per made-up
+    # name would be over 200.
+    assert len(after) - len(before) < len(names) // 2, (len(before), len(after))
