@@ -70,7 +70,7 @@ order=(bench_metadata bench_ctrl_startup bench_logs bench_zkwrite bench_md_cpu b
 
 passed=0
 failed=0
-t_all=$(date +%s.%N)
+t_all=$SECONDS
 for name in "${order[@]}"; do
     c=${cmd[$name]:-}
     if [ -z "$c" ]; then
@@ -79,15 +79,14 @@ for name in "${order[@]}"; do
         continue
     fi
     rm -rf "$out/logs"
-    t0=$(date +%s.%N)
+    t0=$SECONDS
     rc=0
     if [ "$name" = bench_zkwrite ]; then  # its chroot is made first (the time counts)
         start_private_zk && connect=$(fresh_chroot "$(zk_for_c)" zkwrite 2>"$out/$name.out") || rc=1
         [ $rc -eq 0 ] && c="$c $connect"
     fi
     [ $rc -eq 0 ] && { timeout -k 5 "$limit" $c >>"$out/$name.out" 2>&1; rc=$?; }
-    secs=$(echo "$(date +%s.%N) - $t0" | bc)
-    secs=$(printf '%.0f' "$secs")
+    secs=$((SECONDS - t0))
     if [ $rc -eq 0 ]; then
         echo "bench $name: ok (${secs}s)"
         passed=$((passed + 1))
@@ -99,7 +98,7 @@ for name in "${order[@]}"; do
         failed=$((failed + 1))
     fi
 done
-total=$(printf '%.0f' "$(echo "$(date +%s.%N) - $t_all" | bc)")
+total=$((SECONDS - t_all))
 echo "(all benches: ${total}s)"
 echo "bench: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -16,7 +16,7 @@ packages=(
     libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev libssl-dev openssl zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
     zookeeper default-jre-headless
     kcat librdkafka-dev
-    python3-pytest python3-pytest-xdist python3-kazoo python3-kafka python3-confluent-kafka
+    python3-pytest python3-pytest-xdist python3-pytest-timeout python3-kazoo python3-kafka python3-confluent-kafka
     stress-ng # the flake hunt's CPU load (docs/TESTING.md)
     netcat-openbsd
     systemd # systemd-analyze lints deploy/gregord.service (tests/integration/test_install.py)
