@@ -183,8 +183,10 @@ int gr_server_read_sessions(const char *path, struct gr_zsession *out, int max) 
     return n == 0 ? GR_ECORRUPT : n;
 }
 
-/* Writes the current session to the file and remembers it; *prev gets the one before (if any). */
-static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
+/* Writes the current session to the file and remembers it; *prev gets the one before (if any).
+ * earlier[0..*n) (may be NULL): sessions of earlier processes not yet closed, written after the
+ * current one; one equal to the current session is dropped from the array (and from *n). */
+static bool persist_session(struct gr_server *s, struct gr_zsession *prev, struct gr_zsession *earlier, int *n) {
     struct gr_zsession cur;
     bool had = false;
     if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return false;
@@ -196,48 +198,34 @@ static bool persist_session(struct gr_server *s, struct gr_zsession *prev) {
     s->last_session = cur;
     s->have_last_session = true;
     pthread_mutex_unlock(&s->session_mu);
-    int rc = gr_server_write_sessions(s->session_path, &cur, 1);
+    struct gr_zsession lines[GR_SERVER_MAX_PREV_SESSIONS + 1] = {cur};
+    int nlines = 1;
+    if (earlier) {
+        int keep = 0;
+        for (int k = 0; k < *n; k++)
+            if (earlier[k].id != cur.id) earlier[keep++] = earlier[k];
+        *n = keep;
+        for (int k = 0; k < keep && nlines < (int)(sizeof lines / sizeof *lines); k++) lines[nlines++] = earlier[k];
+    }
+    int rc = gr_server_write_sessions(s->session_path, lines, nlines);
     if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    else if (nlines > 1)
+        slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s (with %d of a previous run)",
+             (uint64_t)cur.id, s->session_path, nlines - 1);
     else slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s", (uint64_t)cur.id, s->session_path);
     return had;
 }
 
-/* Start-up, just connected: records the new session in front of the earlier ones read from the
- * file (prevs[1..*n] in, the distinct earlier ones out; prevs[0] is filled here). They stay in the
- * file until close_previous_sessions has closed them, so a process killed in between leaves every
- * session that may still hold /brokers/ids/N for the next start. */
-static void record_sessions(struct gr_server *s, struct gr_zsession *prevs, int *n) {
-    struct gr_zsession cur;
-    if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return;
-    int keep = 0;
-    for (int k = 1; k <= *n; k++)
-        if (prevs[k].id != cur.id) prevs[++keep] = prevs[k];
-    *n = keep;
-    prevs[0] = cur;
-    if (keep == 0) {
-        persist_session(s, NULL);
-        return;
-    }
-    pthread_mutex_lock(&s->session_mu);
-    s->last_session = cur;
-    s->have_last_session = true;
-    pthread_mutex_unlock(&s->session_mu);
-    int rc = gr_server_write_sessions(s->session_path, prevs, keep + 1);
-    if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
-    else slog(s, GR_LOG_INFO, "ZooKeeper session 0x%" PRIx64 " written to %s (with %d of a previous run)",
-              (uint64_t)cur.id, s->session_path, keep);
-}
-
 /* Start-up, just before registering (Kafka's moment: the previous run's /brokers/ids/N goes and
- * the new one comes within milliseconds): closes the earlier sessions prevs[1..n] (they belong to
- * dead processes: the log-dir lock is ours) and records the current session alone, or with those
- * that could not be closed (gr_kzk_register_broker and the next start try again). */
+ * the new one comes within milliseconds): closes the earlier sessions prevs[0..n) recorded right
+ * after connecting (they belong to dead processes: the log-dir lock is ours), then records the
+ * current session alone, or with those that could not be closed (gr_kzk_register_broker and the
+ * next start try again). Until then they stay in the file, so a process killed in between leaves
+ * every session that may still hold /brokers/ids/N for the next start. */
 static void close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
     if (n == 0) return;
-    struct gr_zsession cur;
-    if (gr_zkb_session(s->zkb, &cur) != GR_ZOK) return;
     int left = 0;
-    for (int k = 1; k <= n; k++) {
+    for (int k = 0; k < n; k++) {
         int c = gr_zkb_close_session(s->zkb, &prevs[k]);
         if (c == GR_ZOK || c == GR_ZSESSIONEXPIRED) {
             slog(s, GR_LOG_INFO, "Closed the ZooKeeper session 0x%" PRIx64 " of a previous run (%s)",
@@ -245,21 +233,15 @@ static void close_previous_sessions(struct gr_server *s, struct gr_zsession *pre
         } else {
             slog(s, GR_LOG_WARN, "Cannot close the ZooKeeper session 0x%" PRIx64 " of a previous run: %s",
                  (uint64_t)prevs[k].id, gr_zrc_name(c));
-            prevs[1 + left++] = prevs[k];
+            prevs[left++] = prevs[k];
         }
     }
-    if (left == 0) {
-        persist_session(s, NULL);
-        return;
-    }
-    prevs[0] = cur;
-    int rc = gr_server_write_sessions(s->session_path, prevs, left + 1);
-    if (rc != 0) slog(s, GR_LOG_ERROR, "Cannot write %s: %s", s->session_path, gr_strerror(rc));
+    persist_session(s, NULL, prevs, &left);
 }
 
 /* Controller hook, on the controller's event thread after a new session was established. */
 static bool on_new_session(void *arg, struct gr_zsession *prev) {
-    return persist_session(arg, prev);
+    return persist_session(arg, prev, NULL, NULL);
 }
 
 /* ---- log dir locks ---- */
@@ -473,14 +455,14 @@ int gr_server_startup(struct gr_server *s) {
     if (rc != 0) goto fail;
 
     /* Sessions of earlier incarnations that may still hold /brokers/ids/N (session file). */
-    struct gr_zsession prevs[GR_SERVER_MAX_PREV_SESSIONS + 1];
-    int nprev = gr_server_read_sessions(s->session_path, prevs + 1, GR_SERVER_MAX_PREV_SESSIONS);
+    struct gr_zsession prevs[GR_SERVER_MAX_PREV_SESSIONS];
+    int nprev = gr_server_read_sessions(s->session_path, prevs, GR_SERVER_MAX_PREV_SESSIONS);
     if (nprev < 0) nprev = 0;
     bool have_prev = nprev > 0;
-    struct gr_zsession prev = have_prev ? prevs[1] : (struct gr_zsession){0};
+    struct gr_zsession prev = have_prev ? prevs[0] : (struct gr_zsession){0};
 
     if ((rc = connect_zookeeper(s)) != 0) goto fail;
-    record_sessions(s, prevs, &nprev);
+    persist_session(s, NULL, prevs, &nprev); /* in front of the earlier ones, until closed */
 
     if ((rc = gr_kzk_ensure_paths(s->kzk)) != 0) {
         slog(s, GR_LOG_ERROR, "Cannot create the persistent ZooKeeper paths: %s", gr_kzk_strerror(rc));
