@@ -458,8 +458,6 @@ int gr_server_startup(struct gr_server *s) {
     struct gr_zsession prevs[GR_SERVER_MAX_PREV_SESSIONS];
     int nprev = gr_server_read_sessions(s->session_path, prevs, GR_SERVER_MAX_PREV_SESSIONS);
     if (nprev < 0) nprev = 0;
-    bool have_prev = nprev > 0;
-    struct gr_zsession prev = have_prev ? prevs[0] : (struct gr_zsession){0};
 
     if ((rc = connect_zookeeper(s)) != 0) goto fail;
     persist_session(s, NULL, prevs, &nprev); /* in front of the earlier ones, until closed */
@@ -560,8 +558,13 @@ int gr_server_startup(struct gr_server *s) {
     }
 
     build_broker_info(s);
+    /* registration may still meet any of them holding /brokers/ids/N (one that could not be
+     * closed, or one whose close the server has not yet applied): it closes that one again */
+    struct gr_zsession earlier[GR_SERVER_MAX_PREV_SESSIONS];
+    int nearlier = nprev;
+    memcpy(earlier, prevs, sizeof earlier);
     close_previous_sessions(s, prevs, nprev);
-    rc = gr_kzk_register_broker(s->kzk, &s->info, have_prev ? &prev : NULL, &s->broker_epoch);
+    rc = gr_kzk_register_broker(s->kzk, &s->info, earlier, nearlier, &s->broker_epoch);
     if (rc == GR_KZK_EBROKER_REGISTERED) {
         slog(s, GR_LOG_ERROR, "broker.id %d is already registered by another live broker (another session holds "
                               "/brokers/ids/%d)", s->broker_id, s->broker_id);
