@@ -263,18 +263,15 @@ run_sim() {
     if [ -n "$soak" ]; then sim_runs build/tests/gregor_sim 20000 300 50; else sim_runs build/tests/gregor_sim 500 300 50; fi
 }
 
-# run_pytest NAME TIMEOUT [-n WORKERS] ARGS...: one pytest run; count from pytest's closing line.
-# With -n, pytest-xdist runs the test files on that many workers (whole files per worker, each
-# with its own port range: gregor_harness.free_port); the tests mostly wait on brokers, so two
-# workers on two cores halve the stage.
+# run_pytest NAME TIMEOUT WORKERS ARGS...: one pytest run; count from pytest's closing line.
+# With WORKERS > 1, pytest-xdist runs the test files on that many workers (whole files per worker,
+# each with its own port range: gregor_harness.free_port); the tests mostly wait on brokers, so
+# two workers on two cores halve the stage. 1: one process (stages whose faults are timed).
 run_pytest() {
-    local name=$1 limit=$2
-    shift 2
+    local name=$1 limit=$2 workers=$3
+    shift 3
     local par=()
-    if [ "${1:-}" = -n ]; then
-        par=(-n "$2" --dist loadfile)
-        shift 2
-    fi
+    [ "$workers" -gt 1 ] && par=(-n "$workers" --dist loadfile)
     # -rsfE: every skipped, failed and erroring test is listed at the end with its reason
     local extra=(-p no:cacheprovider -rsfE)
     # one hung test fails alone (pytest-timeout) instead of eating the stage's whole limit
@@ -356,7 +353,7 @@ run_asan_sim() {
 
 run_asan_integ() {
     wait_build asan || return 1
-    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 -n "$jobs" "${ASAN_TESTS[@]}"
+    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 "$jobs" "${ASAN_TESTS[@]}"
 }
 
 run_bench() {
@@ -385,14 +382,10 @@ if stage build run_build; then
         stage unit run_unit
         if [ -x build/tests/gregor_sim ]; then stage sim run_sim; else skipped sim "build/tests/gregor_sim not built"; fi
         # integration on one worker per core; chaos and netfault alone (their faults are timed)
-        for d in integration:1500:$jobs chaos:600:0 netfault:420:0; do
-            IFS=: read -r n limit par <<<"$d"
+        for d in integration:1500:$jobs chaos:600:1 netfault:420:1; do
+            IFS=: read -r n limit workers <<<"$d"
             if have_tests "tests/$n/test_*.py"; then
-                if [ "$par" -gt 1 ]; then
-                    stage "$n" run_pytest "$n" "$limit" -n "$par" "tests/$n"
-                else
-                    stage "$n" run_pytest "$n" "$limit" "tests/$n"
-                fi
+                stage "$n" run_pytest "$n" "$limit" "$workers" "tests/$n"
             else
                 skipped "$n" "no tests/$n/test_*.py"
             fi
