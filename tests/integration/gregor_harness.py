@@ -59,8 +59,11 @@ def _sanitized_gregorctl(real):
     """In a sanitized run, gregorctl (short-lived, its output captured and parsed by the tests)
     writes its sanitizer reports to files, through a wrapper that adds log_path; conftest fails
     the test that left one (tool_sanitizer_reports). Returns (path to run, report prefix)."""
+    import atexit
+    import shutil
     import tempfile
     d = tempfile.mkdtemp(prefix="gregorctl-san-")
+    atexit.register(shutil.rmtree, d, True)
     wrapper = os.path.join(d, "gregorctl")
     prefix = os.path.join(d, "report")
     with open(wrapper, "w") as f:
