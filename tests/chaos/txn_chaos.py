@@ -143,7 +143,7 @@ class TxnProducer:
                 else:
                     self.fatal.append(str(err))
             self.txns.append({"tid": self.tid, "no": no, "values": values,
-                              "outcome": outcome or "indeterminate"})
+                              "outcome": outcome or "indeterminate", "t_end": time.time()})
             if outcome is None:
                 # unknown state or fatal: a new incarnation fences this one and settles the
                 # transaction (its init completes a prepared commit or aborts the rest)
@@ -242,6 +242,7 @@ class Observer:
     def __init__(self, wl):
         self.wl = wl
         self.seen = {(t, p): [] for t in TOPICS for p in range(PARTITIONS)}
+        self.seen_at = {}  # (topic, p, offset) -> wall time delivered
         self.errors = []
 
     def run(self):
@@ -259,6 +260,7 @@ class Observer:
                         self.errors.append(str(m.error()))
                     continue
                 self.seen[(m.topic(), m.partition())].append((m.offset(), m.value().decode()))
+                self.seen_at[(m.topic(), m.partition(), m.offset())] = time.time()
         finally:
             c.close()
 
@@ -359,6 +361,7 @@ class TxnNemesis:
     def __init__(self, cluster, rng, zk_server=None):
         self.cluster, self.rng, self.zk_server = cluster, rng, zk_server
         self.events = []
+        self.times = []
 
     def heal(self):
         for b in self.cluster.brokers.values():
@@ -373,6 +376,7 @@ class TxnNemesis:
         return C.leader_of(self.cluster, "__transaction_state", txn_state_partition(tid))
 
     def kill(self, bid, why):
+        self.times.append((time.strftime("%H:%M:%S"), "kill", bid))
         b = self.cluster[bid]
         b.kill()
         time.sleep(self.rng.uniform(0.5, 3.0))
@@ -380,6 +384,7 @@ class TxnNemesis:
         self.heal()
 
     def pause(self, bid, why):
+        self.times.append((time.strftime("%H:%M:%S"), "pause", bid))
         b = self.cluster[bid]
         b.pause()
         try:
@@ -394,6 +399,7 @@ class TxnNemesis:
 
     def restart_zookeeper(self):
         down = self.rng.choice([1.0, H.SESSION_TIMEOUT_MS / 1000 + 2])
+        self.times.append((time.strftime("%H:%M:%S"), "zk-restart", down))
         self.zk_server.restart(down_seconds=down)
         H.wait_for(lambda: self.cluster.zk.connected, 30, "the test's kazoo client reconnected")
         self.cluster.wait_controller(timeout=30)
@@ -514,3 +520,30 @@ def check_txn(txns, final, observed, fed, pipe_out):
         elif n > 1:
             bad["pipeline_duplicated"].append((v, n))
     return bad
+
+
+def explain(bad, txns, wl, nem, cluster):
+    """Prints what a failing run needs for diagnosis: the transactions behind the first anomalies
+    with their end times, when the observer saw their values, the faults with their times; with
+    GREGOR_KEEP_DIR set, the cluster's directory (broker logs and log dirs) is copied there."""
+    import os
+    import shutil
+    by_value = {v: tx for tx in txns for (_, _, v) in tx["values"]}
+    for kind, items in bad.items():
+        for item in items[:3]:
+            vals = [x for x in (item if isinstance(item, tuple) else (item,)) if isinstance(x, str) and ":" in x]
+            for v in vals:
+                tx = by_value.get(v)
+                if tx:
+                    print(f"explain {kind}: {v} in transaction {tx['tid']}#{tx['no']} {tx['outcome']} at "
+                          f"{time.strftime('%H:%M:%S', time.localtime(tx['t_end']))}.{int(tx['t_end'] * 1000) % 1000:03d}; "
+                          f"values {tx['values']}")
+                    for (t, p, vv) in tx["values"]:
+                        seen = [(off, wl.observer.seen_at.get((t, p, off))) for off, x in wl.observer.seen[(t, p)] if x == vv]
+                        print(f"explain   {t}-{p} {vv}: observer saw {[(o, time.strftime('%H:%M:%S', time.localtime(ts))) for o, ts in seen if ts]}")
+    print(f"explain faults: {nem.events} (times: {getattr(nem, 'times', [])})")
+    keep = os.environ.get("GREGOR_KEEP_DIR")
+    if keep:
+        dst = os.path.join(keep, f"cluster-{int(time.time())}")
+        shutil.copytree(cluster.workdir, dst, ignore_dangling_symlinks=True)
+        print(f"explain: cluster directory copied to {dst}")
