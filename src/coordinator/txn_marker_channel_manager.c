@@ -303,6 +303,21 @@ static void send_round(struct txn_marker_sender *s, struct gr_txn_marker *list) 
     struct txn_marker_channel_manager *cm = s->cm;
     struct gr_broker *b = cm->tc->b;
     list = drop_emigrated(cm, list);
+    /* markers whose leader moved while they waited here (e.g. behind a call to a stopped broker)
+     * go to their new leader instead */
+    struct gr_txn_marker *moved = NULL, **mtail = &moved, **pp = &list;
+    while (*pp) {
+        struct gr_txn_marker *m = *pp;
+        if (resolve_dest(cm->tc, m->topic, m->partition) == s->broker_id) {
+            pp = &m->next;
+            continue;
+        }
+        *pp = m->next;
+        m->next = NULL;
+        *mtail = m;
+        mtail = &m->next;
+    }
+    route(cm, moved, false);
     if (!list) return;
     struct gr_arena a;
     gr_arena_init(&a);
