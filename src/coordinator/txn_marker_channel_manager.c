@@ -135,7 +135,8 @@ static void complete_txn(struct txn_marker_channel_manager *cm, struct gr_txn_pe
 
 /* Queues each marker of list (taken before, no lock held) for its current leader (Kafka's
  * addTxnMarkersToBrokerQueue). retrying: the marker just failed, so it waits its backoff even
- * when its leader is known; a marker without a known leader always waits its backoff. */
+ * when its leader is known; a marker without a known leader, or whose broker has no sender
+ * (its thread could not be started), always waits its backoff (gr_txn_marker_route_at). */
 static void route(struct txn_marker_channel_manager *cm, struct gr_txn_marker *list, bool retrying) {
     int n = 0;
     for (struct gr_txn_marker *m = list; m; m = m->next) n++;
@@ -158,9 +159,8 @@ static void route(struct txn_marker_channel_manager *cm, struct gr_txn_marker *l
             }
             continue;
         }
-        int64_t at = retrying || dest[i] == DEST_UNKNOWN ? now + gr_txn_marker_next_backoff(m) : 0;
         struct txn_marker_sender *s = dest[i] >= 0 ? sender_of_locked(cm, dest[i]) : NULL;
-        gr_txn_markers_put(&cm->mk, s ? s->q : &cm->mk.unknown, m, at);
+        gr_txn_markers_put(&cm->mk, s ? s->q : &cm->mk.unknown, m, gr_txn_marker_route_at(m, now, retrying, s != NULL));
         if (s) pthread_cond_signal(&s->cond);
     }
     if (cm->mk.unknown.n) pthread_cond_signal(&cm->cond);

@@ -191,6 +191,10 @@ int32_t gr_txn_marker_next_backoff(struct gr_txn_marker *m) {
     return b;
 }
 
+int64_t gr_txn_marker_route_at(struct gr_txn_marker *m, int64_t now, bool retrying, bool to_sender) {
+    return retrying || !to_sender ? now + gr_txn_marker_next_backoff(m) : now;
+}
+
 struct gr_txn_pending *gr_txn_markers_written(struct gr_txn_markers *mk, struct gr_txn_marker *m) {
     struct gr_txn_pending *t = m->txn, *done = NULL;
     if (t->left > 0) t->left--;

@@ -113,6 +113,11 @@ void gr_txn_markers_put(struct gr_txn_markers *mk, struct gr_txn_marker_queue *q
                         int64_t not_before);
 /* The delay before retrying m, doubled for its next retry (50 ms up to 1 s). */
 int32_t gr_txn_marker_next_backoff(struct gr_txn_marker *m);
+/* When m, just routed at now, is due: now when it goes to the queue of a running sender
+ * (to_sender) as a first attempt; after its backoff when it is retrying or has no sender to go
+ * to (unknown leader, or the broker's sender thread could not be started: without the delay the
+ * manager thread would re-route it at once, forever). */
+int64_t gr_txn_marker_route_at(struct gr_txn_marker *m, int64_t now, bool retrying, bool to_sender);
 /* m was written (or needs no marker: its topic is gone): frees it. Returns its transaction when
  * that was its last marker and the transaction is not cancelled: the transaction is then removed
  * from the table and the caller owns the table's reference (write Complete*, then unref). */

@@ -247,7 +247,26 @@ static void test_append_retries(void) {
     gr_txn_markers_release(&mk);
 }
 
+/* When a routed marker is due: at once only as a first attempt to a running sender. A marker whose
+ * broker has no sender (its thread could not be started) goes back to the unknown queue and must
+ * wait, else the manager thread re-routes it in a hot loop. */
+static void test_route_delays(void) {
+    struct gr_txn_markers mk;
+    gr_txn_markers_init(&mk);
+    struct gr_txn_pending *t = gr_txn_markers_add_txn(&mk, "r", 1, 0, true, 0, 1);
+    gr_txn_markers_add_marker(&mk, t, "x", 0);
+    struct gr_txn_marker *m = gr_txn_markers_take(&mk, &mk.unknown, 0, 1, NULL);
+    CHECK(m != NULL);
+    CHECK(gr_txn_marker_route_at(m, 1000, false, true) == 1000);  /* leader known, sender running */
+    CHECK(gr_txn_marker_route_at(m, 1000, false, false) == 1050); /* no sender: its backoff */
+    CHECK(gr_txn_marker_route_at(m, 1000, false, false) == 1100); /* growing */
+    CHECK(gr_txn_marker_route_at(m, 1000, true, true) == 1200);   /* a retry waits even with a sender */
+    gr_txn_markers_drop(&mk, m);
+    gr_txn_markers_release(&mk);
+}
+
 int main(void) {
+    test_route_delays();
     test_batching_across_transactions();
     test_take_limit_and_order();
     test_cancel_and_replace();
