@@ -50,6 +50,8 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
+    "tests/integration/test_txn_markers.py::test_stuck_partition_does_not_stall_other_transactions[kill]"
+    tests/integration/test_txn_markers.py::test_failed_complete_commit_is_retried
     tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
     tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
     tests/integration/test_security_tls.py::test_negative_authentication

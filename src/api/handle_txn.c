@@ -22,6 +22,7 @@
 #include "api/handlers.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
+#include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -447,5 +448,7 @@ void gr_handle_write_txn_markers(struct gr_broker *b, struct gr_api_req *req, co
         wtm_done(c, c->parts, n);
         return;
     }
-    gr_rm_produce(b->replica_manager, -1, 30000, c->parts, n, wtm_done, c);
+    /* request.timeout.ms, as Kafka; the coordinator's client waits longer (txn_marker_channel_manager.c) */
+    gr_rm_produce(b->replica_manager, -1, b->cfg && b->cfg->request_timeout_ms > 0 ? b->cfg->request_timeout_ms : 30000,
+                  c->parts, n, wtm_done, c);
 }

@@ -1,6 +1,6 @@
 /* The transaction coordinator's APIs and lifecycle: see txn_coordinator.h; shared state in
  * txn_internal.h, the id table and storage in txn_state_manager.c, markers in
- * txn_marker_sender.c. */
+ * txn_marker_channel_manager.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -239,19 +239,14 @@ int gr_txn_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm,
     tc->cfg = *cfg;
     tc->b = b;
     tc->rm = rm;
-    tc->jobs_tail = &tc->jobs;
     pthread_mutex_init(&tc->mu, NULL);
     pthread_cond_init(&tc->cond, NULL);
-    if (pthread_create(&tc->bg, NULL, txn_bg_thread, tc) != 0) {
+    if (txn_markers_start(tc) != 0) { /* before the loader (bg) can queue markers */
         free(tc);
         return -EAGAIN;
     }
-    if (pthread_create(&tc->mk, NULL, txn_marker_thread, tc) != 0) {
-        pthread_mutex_lock(&tc->mu);
-        tc->stopping = true;
-        pthread_cond_broadcast(&tc->cond);
-        pthread_mutex_unlock(&tc->mu);
-        pthread_join(tc->bg, NULL);
+    if (pthread_create(&tc->bg, NULL, txn_bg_thread, tc) != 0) {
+        txn_markers_free(tc);
         free(tc);
         return -EAGAIN;
     }
@@ -268,7 +263,7 @@ void gr_txn_coordinator_shutdown(struct gr_txn_coordinator *tc) {
     pthread_cond_broadcast(&tc->cond);
     pthread_mutex_unlock(&tc->mu);
     pthread_join(tc->bg, NULL);
-    pthread_join(tc->mk, NULL);
+    txn_markers_stop(tc);
     tc->started = false;
 }
 
@@ -281,13 +276,7 @@ void gr_txn_coordinator_free(struct gr_txn_coordinator *tc) {
             tc->buckets[b] = m->next;
             txn_meta_free(m);
         }
-    while (tc->jobs) {
-        struct txn_job *j = tc->jobs;
-        tc->jobs = j->next;
-        txn_parts_free(j->parts, j->n);
-        free(j->id);
-        free(j);
-    }
+    txn_markers_free(tc);
     free(tc->parts);
     pthread_mutex_destroy(&tc->mu);
     pthread_cond_destroy(&tc->cond);
