@@ -72,5 +72,5 @@ def test_transactions_under_faults(request, cluster_factory, dedicated_zk):
     bad = T.check_txn(txns, final, wl.observer.seen, wl.fed, pipe_out)
     print(f"{request.node.name}: anomalies " + ", ".join(f"{k} {len(v)}" for k, v in bad.items()))
     if any(bad.values()):
-        T.explain(bad, txns, wl, nem, cluster)
+        T.explain(bad, txns, wl, nem, cluster, final)
     assert not any(bad.values()), {k: v[:5] for k, v in bad.items() if v}

@@ -522,7 +522,7 @@ def check_txn(txns, final, observed, fed, pipe_out):
     return bad
 
 
-def explain(bad, txns, wl, nem, cluster):
+def explain(bad, txns, wl, nem, cluster, final=None):
     """Prints what a failing run needs for diagnosis: the transactions behind the first anomalies
     with their end times, when the observer saw their values, the faults with their times; with
     GREGOR_KEEP_DIR set, the cluster's directory (broker logs and log dirs) is copied there."""
@@ -541,6 +541,12 @@ def explain(bad, txns, wl, nem, cluster):
                     for (t, p, vv) in tx["values"]:
                         seen = [(off, wl.observer.seen_at.get((t, p, off))) for off, x in wl.observer.seen[(t, p)] if x == vv]
                         print(f"explain   {t}-{p} {vv}: observer saw {[(o, time.strftime('%H:%M:%S', time.localtime(ts))) for o, ts in seen if ts]}")
+    for item in bad.get("aborted_read", [])[:5]:
+        if final is not None and isinstance(item[0], tuple):
+            (k, off) = item[0], item[1]
+            at = [x for x in final.get(k, []) if x[0] == off]
+            print(f"explain aborted_read: {k} offset {off}: the final read has {at or 'nothing'} there "
+                  "(another value: the replica the observer read diverged; nothing: aborted records exposed)")
     print(f"explain faults: {nem.events} (times: {getattr(nem, 'times', [])})")
     keep = os.environ.get("GREGOR_KEEP_DIR")
     if keep:
