@@ -187,7 +187,7 @@ static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec
     struct gr_batch_rec_view rv;
     int rc = 0;
     gr_record_stream_open(&st, b, bi, MAX_BATCH, 0);
-    while (rc == 0 && gr_record_stream_next(&st, &rv, true) == 1) rc = fn(arg, &rv, st.raw, st.raw + st.raw_len);
+    while (rc == 0 && gr_record_stream_next(&st, &rv, GR_RECORD_WHOLE) == 1) rc = fn(arg, &rv, st.raw, st.raw + st.raw_len);
     if (rc == 0 && st.err != GR_BATCH_OK)
         rc = st.err == GR_BATCH_EINFLATE ? -E2BIG : st.err == GR_BATCH_ENOMEM ? -ENOMEM : GR_ECORRUPT;
     gr_record_stream_close(&st);

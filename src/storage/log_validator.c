@@ -152,8 +152,9 @@ static bool read_skipping(struct gr_record_stream *rs, struct gr_batch_rec_view 
     return consumed == (size_t)len; /* the length must cover the record exactly */
 }
 
-/* A whole record in the window, parsed in place. */
-static bool read_whole(struct gr_record_stream *rs, struct gr_batch_rec_view *r) {
+/* A whole record in the window, parsed in place; one longer than whole_up_to is read skipping
+ * (*skipped set). */
+static bool read_whole(struct gr_record_stream *rs, struct gr_batch_rec_view *r, size_t whole_up_to, bool *skipped) {
     fill(rs, 5);
     const uint8_t *p = rs->data + rs->start;
     size_t avail = rs->end - rs->start;
@@ -168,6 +169,10 @@ static bool read_whole(struct gr_record_stream *rs, struct gr_batch_rec_view *r)
     }
     if (vl == 0 || (u & 1) || u > UINT32_MAX) return false; /* malformed or negative length */
     size_t total = vl + (size_t)(u >> 1);
+    if (total > whole_up_to) {
+        *skipped = true;
+        return read_skipping(rs, r);
+    }
     if (total > rs->max_record) {
         rs->err = GR_BATCH_EINFLATE;
         return false;
@@ -182,7 +187,7 @@ static bool read_whole(struct gr_record_stream *rs, struct gr_batch_rec_view *r)
     return true;
 }
 
-int gr_record_stream_next(struct gr_record_stream *rs, struct gr_batch_rec_view *rec, bool want_data) {
+int gr_record_stream_next(struct gr_record_stream *rs, struct gr_batch_rec_view *rec, size_t whole_up_to) {
     if (rs->err != GR_BATCH_OK) return 0;
     if (rs->index >= rs->info.RecordCount) {
         if (rs->index == rs->info.RecordCount) {
@@ -192,12 +197,14 @@ int gr_record_stream_next(struct gr_record_stream *rs, struct gr_batch_rec_view 
         return 0;
     }
     memset(rec, 0, sizeof *rec);
-    bool ok = want_data ? read_whole(rs, rec) : read_skipping(rs, rec);
+    bool skipped = whole_up_to == 0;
+    rs->raw = NULL, rs->raw_len = 0;
+    bool ok = skipped ? read_skipping(rs, rec) : read_whole(rs, rec, whole_up_to, &skipped);
     if (!ok) {
         if (rs->err == GR_BATCH_OK) rs->err = GR_BATCH_ERECORDS;
         return 0;
     }
-    if (!want_data) {
+    if (skipped) {
         rec->Offset = (int64_t)((uint64_t)rs->info.BaseOffset + (uint64_t)(int64_t)rec->OffsetDelta);
         rec->Timestamp = (int64_t)((uint64_t)rs->info.BaseTimestamp + (uint64_t)rec->TimestampDelta);
     }
@@ -228,7 +235,7 @@ int16_t gr_log_validate_batch(const uint8_t *batch, const struct gr_batch_info *
     int err = gr_record_stream_open(&rs, batch, bi, cfg->max_inflated, 0);
     struct gr_batch_rec_view r;
     int64_t prev = -1;
-    while (err == GR_BATCH_OK && gr_record_stream_next(&rs, &r, false) == 1) {
+    while (err == GR_BATCH_OK && gr_record_stream_next(&rs, &r, GR_RECORD_SKIP_DATA) == 1) {
         int32_t i = rs.index - 1;
         /* offsets: a client's are 0..n-1; any batch's rise within lastOffsetDelta */
         if (cfg->client ? r.OffsetDelta != i : (r.OffsetDelta <= prev || r.OffsetDelta > bi->LastOffsetDelta)) {

@@ -62,7 +62,7 @@ struct gr_record_stream {
     bool eof;              /* no more bytes will come */
     int32_t index;         /* records returned so far */
     int err;               /* GR_BATCH_OK or why reading stopped */
-    const uint8_t *raw;    /* the last record's bytes (want_data only), length first */
+    const uint8_t *raw;    /* the last record's bytes when read whole (else NULL), length first */
     size_t raw_len;
 };
 
@@ -72,12 +72,15 @@ struct gr_record_stream {
 int gr_record_stream_open(struct gr_record_stream *rs, const uint8_t *batch, const struct gr_batch_info *bi,
                           size_t max_inflated, unsigned flags);
 /* The next record: 1 with *rec filled, 0 after the last one (rs->err is GR_BATCH_OK when the
- * records ended exactly after recordCount records) or on an error (rs->err). With want_data the
- * record's key, value and headers point into the stream (valid until the next call) and
- * rs->raw/raw_len hold its bytes; without, rec->Key/Value/headers are NULL (their lengths are
- * set), and a record may be of any size. Offset and Timestamp are BaseOffset/BaseTimestamp
- * plus the deltas. */
-int gr_record_stream_next(struct gr_record_stream *rs, struct gr_batch_rec_view *rec, bool want_data);
+ * records ended exactly after recordCount records) or on an error (rs->err). A record of at most
+ * whole_up_to bytes is read whole: its key, value and headers point into the stream (valid until
+ * the next call) and rs->raw/raw_len hold its bytes (the window holds at most max_inflated; a
+ * longer record is EINFLATE). A longer one is read skipping its key, value and header bytes:
+ * rec->Key/Value/headers and rs->raw are NULL, their lengths are set, and it may be of any size.
+ * Offset and Timestamp are BaseOffset/BaseTimestamp plus the deltas. */
+#define GR_RECORD_SKIP_DATA ((size_t)0)
+#define GR_RECORD_WHOLE SIZE_MAX
+int gr_record_stream_next(struct gr_record_stream *rs, struct gr_batch_rec_view *rec, size_t whole_up_to);
 void gr_record_stream_close(struct gr_record_stream *rs);
 
 /* ---- validating a batch (Kafka's LogValidator) ---- */
