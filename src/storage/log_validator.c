@@ -21,7 +21,7 @@ static void fill(struct gr_record_stream *rs, size_t need) {
     while (rs->err == GR_BATCH_OK && !rs->eof && rs->end - rs->start < need) {
         if (rs->cap - rs->start < need || rs->cap == rs->end) {
             /* move the unread bytes down; grow when the room is still short */
-            memmove(rs->win, rs->win + rs->start, rs->end - rs->start);
+            if (rs->start > 0) memmove(rs->win, rs->win + rs->start, rs->end - rs->start);
             rs->end -= rs->start;
             rs->start = 0;
             if (rs->cap - rs->end < WINDOW_STEP / 4 || rs->cap < need) {
@@ -87,6 +87,8 @@ int gr_record_stream_open(struct gr_record_stream *rs, const uint8_t *batch, con
         rs->eof = true;
         return GR_BATCH_OK;
     }
+    static const uint8_t empty[1];
+    rs->data = empty; /* the window, once there is one */
     if (codec > GR_CODEC_ZSTD) return rs->err = GR_BATCH_ECODEC;
     int rc = gr_inflater_open(&rs->z, codec, recs, len, max_inflated, flags);
     if (rc) return rs->err = rc == -ENOMEM ? GR_BATCH_ENOMEM : GR_BATCH_ECODEC;
