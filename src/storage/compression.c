@@ -307,8 +307,12 @@ int gr_inflater_open(struct gr_inflater **out, int codec, const uint8_t *in, siz
     case GR_CODEC_ZSTD:
         z->zstd = ZSTD_createDStream();
         if (!z->zstd) rc = -ENOMEM;
-        /* the window a frame may ask for: 16 MiB (libzstd's own limit is 128 MiB) */
-        else if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zstd, ZSTD_d_windowLogMax, 24))) rc = -ENOMEM;
+        /* the window a frame may ask for: libzstd's default, 128 MiB (windowLog 27), as Kafka's
+         * zstd-jni and this broker's own one-shot reader before; streaming compressors at levels
+         * 20-22 or in long mode declare 32-128 MiB, and refusing those would refuse valid batches
+         * (and stop the cleaner on ones already stored). The window is allocated untouched and
+         * filled only as far as the output goes, which max_out bounds. */
+        else if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zstd, ZSTD_d_windowLogMax, 27))) rc = -ENOMEM;
         break;
     default: rc = -EINVAL;
     }

@@ -23,7 +23,8 @@ int gr_compress(int codec, const uint8_t *in, size_t len, uint8_t **out, size_t 
 
 /* Streaming decompression (the log validator's record reader, log_validator.h): output comes in
  * pieces the caller asks for, so memory stays the codec's own window (gzip 32 KiB, lz4 a block of
- * at most 4 MiB, zstd a window of at most 16 MiB, snappy one block of at most 32x its compressed
+ * at most 4 MiB, zstd a window of at most 128 MiB
+ * (written only as far as the output goes), snappy one block of at most 32x its compressed
  * size) whatever the stream inflates to. The stream reads in[0..len), which must outlive it.
  * Not thread-safe per stream; streams are independent. */
 struct gr_inflater;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "common/be.h"
 #include "common/kerr.h"
@@ -347,6 +348,45 @@ static void test_down_convert_codecs(void) {
     }
 }
 
+/* A zstd frame whose header asks for a 32 MiB window (what a streaming compressor writes at
+ * levels 20-22 or in long mode when it does not know the input size): libzstd's default limit
+ * (128 MiB, windowLog 27) accepts it, as Kafka's zstd-jni does, and so must the validator and
+ * the cleaner's record stream, whatever little the frame holds. */
+static void test_zstd_large_window(void) {
+    size_t len;
+    uint8_t *b = build(20, 1000, 0, GR_CODEC_NONE, &len);
+    size_t rlen = len - GR_BATCH_HEADER_SIZE;
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    CHECK(cc != NULL);
+    CHECK(!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 25)));
+    size_t cap = ZSTD_compressBound(rlen) + 64;
+    uint8_t *z = gr_malloc(cap);
+    ZSTD_outBuffer ob = {z, cap, 0};
+    ZSTD_inBuffer ib = {b + GR_BATCH_HEADER_SIZE, rlen, 0};
+    /* continue first: the size is unknown when the frame header is written */
+    CHECK(!ZSTD_isError(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_continue)));
+    ZSTD_inBuffer none = {NULL, 0, 0};
+    CHECK(ZSTD_compressStream2(cc, &ob, &none, ZSTD_e_end) == 0);
+    ZSTD_freeCCtx(cc);
+    /* the frame header: no single-segment flag, window descriptor 2^(10 + 15) */
+    CHECK(ob.pos > 6 && (z[4] & 0x20) == 0 && z[5] == 15 << 3);
+    set_records(&b, &len, z, ob.pos, GR_CODEC_ZSTD);
+    free(z);
+    struct gr_validator_result res;
+    CHECKF(validate(b, len, &PLAIN, &res) == GR_KERR_NONE && res.records == 20, "zstd 32 MiB window: %d %s",
+           res.error, res.message ? res.message : "-");
+    struct gr_batch_info bi;
+    gr_batch_parse_header(b, len, &bi);
+    struct gr_record_stream rs;
+    struct gr_batch_rec_view r;
+    CHECK(gr_record_stream_open(&rs, b, &bi, GR_VALIDATOR_MAX_INFLATED, 0) == GR_BATCH_OK);
+    int n = 0;
+    while (gr_record_stream_next(&rs, &r, GR_RECORD_WHOLE) == 1) n++;
+    CHECKF(n == 20 && rs.err == GR_BATCH_OK, "zstd 32 MiB window, whole: %d records, err %d", n, rs.err);
+    gr_record_stream_close(&rs);
+    free(b);
+}
+
 int main(void) {
     test_valid_every_codec();
     test_undecodable();
@@ -355,6 +395,7 @@ int main(void) {
     test_record_errors();
     test_legacy_up_convert_codecs();
     test_down_convert_codecs();
+    test_zstd_large_window();
     if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
     else printf("test_log_validator: ok\n");
     return test_failures != 0;
