@@ -279,6 +279,10 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     /* producer_byte_rate: the request's size, recorded when it completes (KafkaApis) */
     int32_t throttle_ms = gr_quota_throttle(req->broker, req, GR_QUOTA_PRODUCE, (double)req->net->len);
     if (c->acks == 0) {
+        for (int i = 0; i < n; i++) { /* no response: nothing reports record errors */
+            free(parts[i].validation);
+            parts[i].validation = NULL;
+        }
         for (int i = 0; i < n; i++) {
             if (parts[i].error != GR_KERR_NONE) {
                 char reason[160];
@@ -469,7 +473,7 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             pp->base_offset = -1;
             pp->log_start_offset = -1;
             pp->log_append_time = -1;
-            pp->want_record_errors = hdr->RequestApiVersion >= 8;
+            pp->want_record_errors = hdr->RequestApiVersion >= 8 && r->Acks != 0; /* acks=0: no response */
             pp->validation = NULL;
             if (!acks_ok)
                 pp->error = GR_KERR_INVALID_REQUIRED_ACKS;

@@ -210,6 +210,28 @@ def test_record_errors_inside_compressed_batches(one, codec):
     assert produce(b.port, f"compacted-{codec}", good_batch(codec))[0] == 0
 
 
+def test_record_errors_with_acks_0_are_not_leaked(one):
+    """Produce v8 with acks=0 and a batch the validator refuses with record errors: the broker
+    closes the connection (Kafka's acks=0 answer to an error) and keeps nothing of the record
+    errors it had copied for the response it will not send (the old code leaked them per request:
+    LeakSanitizer catches it at the broker's exit under GREGOR_SANITIZED)."""
+    b = one[1]
+    create_topic(b.port, "compacted-acks0", {"cleanup.policy": "compact"})
+    recs = b"".join(record(i, b"v", key=None) for i in range(3))
+    records = batch(GZIP, compress(GZIP, recs), 3)
+    body = (string(None) + i16(0) + i32(10000)
+            + array([string("compacted-acks0") + array([i32(0) + i32(len(records)) + records])]))
+    for _ in range(5):
+        conn = Conn(b.port, timeout=30)
+        try:
+            conn.send(frame(header(PRODUCE, 8, 4) + body))
+            assert conn.s.recv(1) == b""  # closed without an answer
+        finally:
+            conn.close()
+    assert hw(b.port, "compacted-acks0") == 0 and b.running()
+    assert produce(b.port, "compacted-acks0", good_batch(GZIP))[0] == 0
+
+
 @pytest.mark.parametrize("api_version", [(0, 9), (0, 10)], ids=["magic0", "magic1"])
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
 def test_legacy_compressed_message_sets_are_up_converted(one, api_version, codec):
