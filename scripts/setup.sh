@@ -17,6 +17,7 @@ packages=(
     zookeeper default-jre-headless
     kcat librdkafka-dev
     python3-pytest python3-pytest-xdist python3-pytest-timeout python3-kazoo python3-kafka python3-confluent-kafka
+    python3-snappy python3-lz4 python3-xxhash # kafka-python's snappy and lz4 (magic 0 lz4 needs xxhash): tests/integration/test_log_validator.py
     stress-ng # the flake hunt's CPU load (docs/TESTING.md)
     netcat-openbsd
     systemd # systemd-analyze lints deploy/gregord.service (tests/integration/test_install.py)

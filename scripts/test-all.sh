@@ -61,6 +61,7 @@ ASAN_TESTS=(
     tests/integration/test_storage_failures.py
     tests/integration/test_group_txn_failures.py
     tests/integration/test_limits.py
+    tests/integration/test_log_validator.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.

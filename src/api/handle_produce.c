@@ -30,6 +30,7 @@
 #include "broker/quota_manager.h"
 #include "net/server.h"
 #include "storage/legacy_records.h"
+#include "storage/log_validator.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -256,6 +257,21 @@ static bool maybe_enqueue(struct produce_ctx *c) {
     return queue;
 }
 
+/* Produce v8+ RecordErrors and ErrorMessage from the log validator's result (copied into the
+ * request's arena; at most GR_VALIDATOR_MAX_RECORD_ERRORS records are listed). */
+static void set_record_errors(struct gr_api_req *req, struct ProduceResponse_PartitionProduceResponse *pr,
+                              const struct gr_validator_result *v) {
+    pr->ErrorMessage = (char *)v->message;
+    if (v->kept <= 0) return;
+    pr->RecordErrors = gr_api_alloc(req, (size_t)v->kept * sizeof *pr->RecordErrors);
+    if (!pr->RecordErrors) return;
+    for (int i = 0; i < v->kept; i++) {
+        pr->RecordErrors[i].BatchIndex = v->record_errors[i].BatchIndex;
+        pr->RecordErrors[i].BatchIndexErrorMessage = (char *)v->record_errors[i].BatchIndexErrorMessage;
+    }
+    pr->RecordErrorsCount = v->kept;
+}
+
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     struct produce_ctx *c = ctx;
     struct gr_api_req *req = c->req;
@@ -263,6 +279,10 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     /* producer_byte_rate: the request's size, recorded when it completes (KafkaApis) */
     int32_t throttle_ms = gr_quota_throttle(req->broker, req, GR_QUOTA_PRODUCE, (double)req->net->len);
     if (c->acks == 0) {
+        for (int i = 0; i < n; i++) { /* no response: nothing reports record errors */
+            free(parts[i].validation);
+            parts[i].validation = NULL;
+        }
         for (int i = 0; i < n; i++) {
             if (parts[i].error != GR_KERR_NONE) {
                 char reason[160];
@@ -298,6 +318,11 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
             pr->RecordErrorsCount = 0;
             pr->RecordErrors = NULL;
             pr->ErrorMessage = NULL;
+            if (pp->validation) { /* Kafka's RecordValidationException: which records, and why */
+                set_record_errors(req, pr, pp->validation);
+                free(pp->validation);
+                pp->validation = NULL;
+            }
         }
     }
     (void)n;
@@ -448,6 +473,8 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             pp->base_offset = -1;
             pp->log_start_offset = -1;
             pp->log_append_time = -1;
+            pp->want_record_errors = hdr->RequestApiVersion >= 8 && r->Acks != 0; /* acks=0: no response */
+            pp->validation = NULL;
             if (!acks_ok)
                 pp->error = GR_KERR_INVALID_REQUIRED_ACKS;
             else if (auth_err != GR_KERR_NONE)

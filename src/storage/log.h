@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "storage/log_validator.h"
+
 struct gr_plog;
 struct gr_pstate_entry;
 
@@ -148,6 +150,9 @@ struct gr_append_info {
     int64_t log_append_time;   /* -1 (CreateTime), except for a duplicate idempotent batch: its
                                   cached maxTimestamp, as Kafka 2.7 answers (Log.append) */
     int64_t log_start_offset;  /* after the append */
+    struct gr_validator_result validation; /* leader appends: the record-level result (its
+                                              record errors for Produce v8+), when error came
+                                              from the log validator */
 };
 
 /* Leader append of a Produce request's records for this partition.
@@ -155,10 +160,12 @@ struct gr_append_info {
  * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch -- unless
  * the config's compression_type makes the log store a converted copy (storage/recompression.h;
  * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
- * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch validates as a
- * client batch (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
+ * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch's header and CRC
+ * validate as a client batch's (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
  * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), exactly one batch (Kafka 2.7's
- * LogValidator: more than one is INVALID_RECORD), the conversion to compression_type (errors
+ * LogValidator: more than one is INVALID_RECORD), its records, compressed or not, pass the log
+ * validator (log_validator.h: errors and record errors in info->validation; a CreateTime
+ * batch's maxTimestamp is then set to its records' largest), the conversion to compression_type (errors
  * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
  * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded
