@@ -15,6 +15,7 @@
 #include "broker/dynamic_config_manager.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/rate.h"
 #include "common/util.h"
 #include "net/server.h"
 #include "zk/backend.h"
@@ -22,7 +23,6 @@
 
 #define LOGGER "kafka.server.ClientQuotaManager"
 
-#define MAX_SAMPLES 64 /* quota.window.num above this is capped */
 #define DEFAULT "<default>"
 
 static const char *const quota_keys[3] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage"};
@@ -44,20 +44,12 @@ struct qtable {
     bool any[3]; /* some entity has a quota of that type */
 };
 
-/* Kafka's Rate over SampledStat: SAMPLES windows of WINDOW_MS. */
-struct rate {
-    int64_t start[MAX_SAMPLES];
-    double val[MAX_SAMPLES];
-    int cur;
-    bool used;
-};
-
 /* A quota sensor: the usage of one metric-tag pair (ClientQuotaManager's sensors). */
 struct usage {
     char *key; /* "user\nclient" of the matched entity's components */
     uint64_t hash;
     int64_t last_ms; /* last recorded; idle longer than the expiry: removed */
-    struct rate r[3];
+    struct gr_rate r[3];
     struct usage *next;
 };
 
@@ -84,9 +76,8 @@ struct gr_quota_manager {
     struct gr_broker *b;
     pthread_mutex_t rmu;               /* the two below */
     struct throttled_topic *throttled; /* cache, filled on first use of a topic */
-    struct rate repl[2];               /* bytes of throttled replication traffic */
-    int samples;                       /* quota.window.num */
-    int64_t window_ms;                 /* quota.window.size.seconds */
+    struct gr_rate repl[2];               /* bytes of throttled replication traffic */
+    struct gr_rate_cfg rc;             /* quota.window.num, quota.window.size.seconds */
     pthread_rwlock_t tmu;              /* guards the pointer `t` (readers: lookups; writer: reload) */
     struct qtable *t;
     struct usage_shard shards[USAGE_SHARDS];
@@ -170,9 +161,10 @@ static struct qtable *build_table(struct qent *ents, int n) {
 struct gr_quota_manager *gr_quota_manager_new(struct gr_broker *b) {
     struct gr_quota_manager *q = gr_calloc(1, sizeof *q);
     q->b = b;
-    q->samples = b->cfg && b->cfg->quota_window_num > 0 ? b->cfg->quota_window_num : 11;
-    if (q->samples > MAX_SAMPLES) q->samples = MAX_SAMPLES;
-    q->window_ms = b->cfg && b->cfg->quota_window_size_seconds > 0 ? b->cfg->quota_window_size_seconds * 1000LL : 1000;
+    q->rc.samples = b->cfg && b->cfg->quota_window_num > 0 ? b->cfg->quota_window_num : 11;
+    if (q->rc.samples > GR_RATE_MAX_SAMPLES) q->rc.samples = GR_RATE_MAX_SAMPLES;
+    q->rc.window_ms =
+        b->cfg && b->cfg->quota_window_size_seconds > 0 ? b->cfg->quota_window_size_seconds * 1000LL : 1000;
     pthread_rwlock_init(&q->tmu, NULL);
     q->t = build_table(NULL, 0);
     for (int i = 0; i < USAGE_SHARDS; i++) {
@@ -323,33 +315,6 @@ double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const
 
 /* ---- rates ---- */
 
-/* Kafka's Rate.windowSize: time since the oldest live sample, at least SAMPLES-1 windows. */
-static int64_t window_size(const struct gr_quota_manager *q, struct rate *r, int64_t now) {
-    int64_t oldest = now;
-    for (int i = 0; i < q->samples; i++)
-        if (r->start[i] && now - r->start[i] < q->samples * q->window_ms && r->start[i] < oldest) oldest = r->start[i];
-    int64_t elapsed = now - oldest;
-    int64_t full = elapsed / q->window_ms;
-    if (full < q->samples - 1) elapsed += (q->samples - 1 - full) * q->window_ms;
-    return elapsed > 0 ? elapsed : 1;
-}
-
-/* Records v at now and returns the rate per second over the window. */
-static double rate_record(const struct gr_quota_manager *q, struct rate *r, double v, int64_t now, int64_t *win) {
-    if (!r->used || now - r->start[r->cur] >= q->window_ms) {
-        r->cur = r->used ? (r->cur + 1) % q->samples : 0;
-        r->start[r->cur] = now;
-        r->val[r->cur] = 0;
-        r->used = true;
-    }
-    r->val[r->cur] += v;
-    double total = 0;
-    for (int i = 0; i < q->samples; i++)
-        if (r->start[i] && now - r->start[i] < q->samples * q->window_ms) total += r->val[i];
-    *win = window_size(q, r, now);
-    return total / ((double)*win / 1000.0);
-}
-
 /* Removes the sensors of the shard idle for longer than expiry (shard locked). */
 static void sweep(struct usage_shard *sh, int64_t now, int64_t expiry) {
     for (size_t b = 0; b < sh->nbuckets; b++)
@@ -430,13 +395,13 @@ int32_t gr_quota_record_at(struct gr_quota_manager *q, enum gr_quota_type type, 
         int64_t win;
         if (type == GR_QUOTA_REQUEST) /* thread ms -> percent-seconds of one thread (Kafka's nanosToPercentage) */
             value = value * 100.0 / 1000.0;
-        double rate = rate_record(q, &x->r[type], value, now, &win);
+        double rate = gr_rate_record(&q->rc, &x->r[type], value, now, &win);
         pthread_mutex_unlock(&sh->mu);
         if (bound >= 0 && rate > bound) {
-            double t = bound > 0 ? (rate - bound) / bound * (double)win : (double)win;
-            if (type == GR_QUOTA_REQUEST && t > (double)q->window_ms) /* ClientRequestQuotaManager caps at one window */
-                t = (double)q->window_ms;
-            ms = t > INT32_MAX ? INT32_MAX : (int32_t)llround(t);
+            int64_t t = gr_rate_throttle_ms(rate, bound, win);
+            if (type == GR_QUOTA_REQUEST && t > q->rc.window_ms) /* ClientRequestQuotaManager caps at one window */
+                t = q->rc.window_ms;
+            ms = t > INT32_MAX ? INT32_MAX : (int32_t)t;
         }
         gr_debug(LOGGER, "quota %s %s/%s: recorded %.0f, rate %.0f over %lld ms, bound %.0f, throttle %d ms",
                  quota_keys[type], u, c, value, rate, (long long)win, bound, ms);
@@ -562,10 +527,9 @@ bool gr_quota_replica_throttled(struct gr_quota_manager *q, bool leader, const c
     return hit;
 }
 
-static double repl_rate_locked(struct rate *r, int64_t now, double add) {
-    struct gr_quota_manager tmp = {.samples = REPL_SAMPLES, .window_ms = REPL_WINDOW_MS};
-    int64_t win;
-    return rate_record(&tmp, r, add, now, &win);
+static double repl_rate_locked(struct gr_rate *r, int64_t now, double add) {
+    static const struct gr_rate_cfg rc = {.samples = REPL_SAMPLES, .window_ms = REPL_WINDOW_MS};
+    return gr_rate_record(&rc, r, add, now, NULL);
 }
 
 bool gr_quota_replication_exceeded(struct gr_quota_manager *q, bool leader) {
