@@ -263,6 +263,42 @@ void gr_quota_manager_reload(struct gr_quota_manager *q) {
     gr_info(LOGGER, "%d client quota entit%s loaded", n, n == 1 ? "y" : "ies");
 }
 
+void gr_quota_manager_reload_ips(struct gr_quota_manager *q) {
+    if (!q || !q->b->zk || !q->b->net) return;
+    struct gr_kzk *zk = q->b->zk;
+    struct gr_zstrings ips = {0};
+    int rc = gr_zkb_get_children(gr_kzk_backend(zk), "/config/ips", false, &ips);
+    if (rc != GR_ZOK && rc != GR_ZNONODE) {
+        gr_warn(LOGGER, "Cannot read /config/ips (ZooKeeper error %d); the IP connection rate quotas stay as they were",
+                rc);
+        return;
+    }
+    const char **names = gr_calloc((size_t)ips.count + 1, sizeof *names);
+    double *rates = gr_calloc((size_t)ips.count + 1, sizeof *rates);
+    double dflt = -1;
+    int n = 0;
+    for (int i = 0; i < ips.count; i++) {
+        struct gr_kzk_config c = {0};
+        if (gr_kzk_get_entity_config(zk, "ips", ips.names[i], &c) != 0) continue;
+        const char *v = gr_kzk_config_get(&c, "connection_creation_rate");
+        char *end;
+        double r = v ? strtod(v, &end) : -1;
+        if (v && *v && !*end && r >= 0) {
+            if (strcmp(ips.names[i], DEFAULT) == 0) {
+                dflt = r;
+            } else {
+                names[n] = ips.names[i];
+                rates[n++] = r;
+            }
+        }
+        gr_kzk_config_release(&c);
+    }
+    gr_net_server_set_ip_connection_rates(q->b->net, dflt, names, rates, n);
+    free(names);
+    free(rates);
+    gr_zstrings_free(&ips);
+}
+
 void gr_quota_manager_reload_replication(struct gr_quota_manager *q) {
     if (!q) return;
     struct gr_broker *b = q->b;
