@@ -508,6 +508,28 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
                               "max.connections.per.ip.overrides must be set when it is 0");
         return GR_ECONFIG;
     }
+    /* Keys naming a Java class Gregor cannot load: refused, not silently ignored (a custom principal
+     * builder or SASL callback handler changes who a client is). Kafka's own default builder is
+     * what Gregor implements, so naming it is accepted. */
+    for (int i = 0; i < cfg->num_security_props; i++) {
+        const char *k = cfg->security_keys[i], *v = cfg->security_values[i];
+        size_t kl = strlen(k);
+        bool builder = kl >= 23 && strcmp(k + kl - 23, "principal.builder.class") == 0 &&
+                       (kl == 23 || k[kl - 24] == '.');
+        bool callback = kl >= 34 && strcmp(k + kl - 34, "sasl.server.callback.handler.class") == 0 &&
+                        (kl == 34 || k[kl - 35] == '.');
+        if ((!builder && !callback) || !v || !v[0]) continue;
+        if (builder && strcmp(v, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder") == 0)
+            continue;
+        snprintf(err, errlen,
+                 "Invalid value %s for configuration %s: Gregor cannot load Java classes; %s",
+                 v, k,
+                 builder ? "remove it to use Kafka's default principal builder (User:<SASL user> or "
+                           "User:<certificate DN> after ssl.principal.mapping.rules)"
+                         : "remove it to use the built-in PLAIN (JAAS user_<name> options) and SCRAM "
+                           "(ZooKeeper credentials) servers");
+        return GR_ECONFIG;
+    }
     /* KIP-612: listener.name.<l>.max.connection.creation.rate, else the broker-wide value
      * (Kafka's valuesWithPrefixOverride) */
     for (int i = 0; i < cfg->num_listeners; i++) {

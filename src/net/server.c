@@ -779,7 +779,14 @@ static void conn_handshake(struct conn *c) {
     }
     c->handshaking = false;
     c->last_active_ms = gr_mono_ms();
-    c->sess->principal = gr_tls_peer_principal(c->tls);
+    char why[512];
+    if (gr_tls_peer_principal(c->tls, &c->sess->principal, why, sizeof why) != 0) {
+        /* Kafka: the principal builder throws, the authentication fails, the channel closes */
+        gr_warn(LOGGER, "closing connection %llu from %s on listener %s: cannot build the principal: %s",
+                (unsigned long long)c->id, c->peer, c->listener, why);
+        conn_close(c);
+        return;
+    }
     char what[128];
     gr_tls_describe(c->tls, what, sizeof what);
     gr_debug(LOGGER, "TLS handshake with %s on listener %s complete (%s, principal %s)", c->peer, c->listener,
