@@ -527,3 +527,19 @@ def test_default_principal_builder_class_accepted(cluster_factory, zk_connect, p
     c.start()
     with _tls_client(pki, ports["SSL"], "svc") as s:
         assert _metadata_error(s, "t") == 3
+
+
+def test_no_session_tickets(single, pki):
+    """TLS 1.2 and 1.3: the broker issues no session ticket (docs/SECURITY.md), so no client can
+    resume a session past a certificate's revocation or the listener's rules."""
+    c, ports = single
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = ssl.create_default_context(cafile=pki["ca"])
+        ctx.load_cert_chain(pki["client_cert"], pki["client_key"])
+        ctx.minimum_version = ctx.maximum_version = version
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10),
+                             server_hostname="127.0.0.1") as s:
+            s.sendall(frame(18, 0, 9, b""))  # ApiVersions: TLS 1.3 tickets come after the handshake
+            assert recv_frame(s) is not None
+            assert s.version() == ("TLSv1.2" if version == ssl.TLSVersion.TLSv1_2 else "TLSv1.3")
+            assert not s.session.has_ticket, f"{s.version()}: a session ticket was issued"
