@@ -529,10 +529,11 @@ def test_default_principal_builder_class_accepted(cluster_factory, zk_connect, p
         assert _metadata_error(s, "t") == 3
 
 
-def test_no_session_tickets(single, pki):
+def test_no_session_tickets(cluster_factory, zk_connect, pki):
     """TLS 1.2 and 1.3: the broker issues no session ticket (docs/SECURITY.md), so no client can
     resume a session past a certificate's revocation or the listener's rules."""
-    c, ports = single
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki)
+    c.start()
     for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
         ctx = ssl.create_default_context(cafile=pki["ca"])
         ctx.load_cert_chain(pki["client_cert"], pki["client_key"])
