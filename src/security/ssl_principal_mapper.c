@@ -23,9 +23,16 @@ struct rule {
     bool lower, upper;
 };
 
+/* Bounds of one match of a rule on a DN (PCRE2's defaults are 10,000,000 steps): a rule that
+ * backtracks catastrophically on a hostile DN stops the mapping of that connection on the
+ * network thread after a few milliseconds (Java's matcher has no bound at all). */
+#define MATCH_LIMIT 1000000
+#define DEPTH_LIMIT 100000
+
 struct gr_ssl_principal_mapper {
     struct rule *rules;
     int n;
+    pcre2_match_context *mctx; /* the limits above; read-only once built */
 };
 
 static pcre2_code *compile(const char *pattern, uint32_t opts, char *err, size_t errlen) {
@@ -52,6 +59,7 @@ void gr_ssl_principal_mapper_free(struct gr_ssl_principal_mapper *m) {
         free(m->rules[i].replacement);
     }
     free(m->rules);
+    pcre2_match_context_free(m->mctx);
     free(m);
 }
 
@@ -108,7 +116,16 @@ struct gr_ssl_principal_mapper *gr_ssl_principal_mapper_new(const char *rules, c
     char *text = gr_strndup(rules, len);
     pcre2_code *splitter = compile(RULE_SPLITTER, 0, err, errlen), *parser = compile(RULE_PATTERN, 0, err, errlen);
     struct gr_ssl_principal_mapper *m = gr_calloc(1, sizeof *m);
+    m->mctx = pcre2_match_context_create(NULL);
     bool ok = splitter && parser;
+    if (ok && !m->mctx) {
+        snprintf(err, errlen, "cannot allocate a PCRE2 match context");
+        ok = false;
+    }
+    if (m->mctx) {
+        pcre2_set_match_limit(m->mctx, MATCH_LIMIT);
+        pcre2_set_depth_limit(m->mctx, DEPTH_LIMIT);
+    }
     pcre2_match_data *md = ok ? pcre2_match_data_create_from_pattern(splitter, NULL) : NULL;
     for (size_t off = 0; ok && off <= len;) { /* Matcher.find, empty matches advancing by one */
         int rc = pcre2_match(splitter, (PCRE2_SPTR)text, len, off, 0, md, NULL);
@@ -205,14 +222,22 @@ static int java_replacement(const char *in, int groups, char **out, char *err, s
     return 0;
 }
 
-static char *apply(const struct rule *r, const char *dn, char *err, size_t errlen, bool *failed) {
+static char *apply(const struct gr_ssl_principal_mapper *m, const struct rule *r, const char *dn, char *err,
+                   size_t errlen, bool *failed) {
     *failed = false;
     if (r->is_default) return gr_strdup(dn);
     size_t len = strlen(dn);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(r->re, NULL);
-    int rc = pcre2_match(r->re, (PCRE2_SPTR)dn, len, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL); /* matches() */
+    int rc = pcre2_match(r->re, (PCRE2_SPTR)dn, len, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, m->mctx); /* matches() */
     pcre2_match_data_free(md);
-    if (rc < 0) return NULL;
+    if (rc == PCRE2_ERROR_NOMATCH) return NULL;
+    if (rc < 0) { /* over a limit, out of memory: not "no match" (the next rule would name it) */
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        snprintf(err, errlen, "cannot match a rule against %s: %s", dn, (char *)msg);
+        *failed = true;
+        return NULL;
+    }
     char *repl;
     if (java_replacement(r->replacement, r->groups, &repl, err, errlen) != 0) {
         *failed = true;
@@ -224,7 +249,7 @@ static char *apply(const struct rule *r, const char *dn, char *err, size_t errle
         out = gr_realloc(out, outlen + 1);
         PCRE2_SIZE got = outlen + 1;
         rc = pcre2_substitute(r->re, (PCRE2_SPTR)dn, len, 0,
-                              PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH, NULL, NULL,
+                              PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH, NULL, m->mctx,
                               (PCRE2_SPTR)repl, PCRE2_ZERO_TERMINATED, (PCRE2_UCHAR *)out, &got);
         if (rc == PCRE2_ERROR_NOMEMORY) {
             outlen = got;
@@ -252,7 +277,7 @@ char *gr_ssl_principal_mapper_name(const struct gr_ssl_principal_mapper *m, cons
                                    size_t errlen) {
     for (int i = 0; m && i < m->n; i++) {
         bool failed;
-        char *name = apply(&m->rules[i], dn, err, errlen, &failed);
+        char *name = apply(m, &m->rules[i], dn, err, errlen, &failed);
         if (name) return name;
         if (failed) return NULL;
     }

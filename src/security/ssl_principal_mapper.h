@@ -31,7 +31,9 @@ struct gr_ssl_principal_mapper *gr_ssl_principal_mapper_new(const char *rules, c
 void gr_ssl_principal_mapper_free(struct gr_ssl_principal_mapper *m);
 
 /* The principal name for dn (malloc'd), or NULL with the reason in err (no rule applies, or a
- * replacement that Java would refuse, e.g. "$" alone). */
+ * replacement that Java would refuse, e.g. "$" alone, or a rule whose match on dn exceeds the
+ * match limits: 1,000,000 steps, where catastrophic backtracking would stall the network thread
+ * and Java would never finish; the connection is refused rather than given a later rule's name). */
 char *gr_ssl_principal_mapper_name(const struct gr_ssl_principal_mapper *m, const char *dn, char *err,
                                    size_t errlen);
 

@@ -131,9 +131,32 @@ static void test_java_dn(void) {
     expect_dn(name_of(d, 1, t4), "CN=J\xc3\xbcrgen");
 }
 
+/* A rule whose match exceeds PCRE2's limits on a hostile DN (catastrophic backtracking): the
+ * connection is refused (NULL), not given the next rule's name as if the rule did not match, and
+ * the match ends after a bounded amount of work on the network thread. */
+static void test_match_limit_fails_closed(void) {
+    char dn[128] = "CN=";
+    memset(dn + 3, 'a', 60);
+    strcpy(dn + 63, "!,O=x");
+    char err[512] = "";
+    struct gr_ssl_principal_mapper *m = gr_ssl_principal_mapper_new("RULE:^CN=(a+)+,O=x$/admin/,DEFAULT", err, sizeof err);
+    CHECKF(m != NULL, "rules: %s", err);
+    if (!m) return;
+    err[0] = 0;
+    char *got = gr_ssl_principal_mapper_name(m, dn, err, sizeof err);
+    CHECKF(!got, "a rule over the match limit fell through to the next rule: %s", got ? got : "");
+    CHECKF(strstr(err, "limit") != NULL, "reason: %s", err);
+    free(got);
+    gr_ssl_principal_mapper_free(m);
+    /* the same rule still maps an ordinary DN, and a DN it does not match reaches DEFAULT */
+    expect_name("RULE:^CN=(a+)+,O=x$/admin/,DEFAULT", "CN=aaa,O=x", "admin");
+    expect_name("RULE:^CN=(a+)+,O=x$/admin/,DEFAULT", "CN=bob,O=x", "CN=bob,O=x");
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     test_valid_and_invalid_rules();
+    test_match_limit_fails_closed();
     test_mapping();
     test_java_dn();
     if (test_failures) fprintf(stderr, "%d failure(s)\n", test_failures);
