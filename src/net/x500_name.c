@@ -58,14 +58,34 @@ static bool der_string(int type) {
     }
 }
 
-/* '#' + hex of the value's DER encoding (tag, length, contents). */
-static void put_der_hex(struct sbuf *b, const ASN1_STRING *v) {
+static void put_hex(struct sbuf *b, const unsigned char *d, size_t len) {
+    char x[3];
+    for (size_t i = 0; i < len; i++) snprintf(x, sizeof x, "%02x", d[i]), put(b, x, 2);
+}
+
+/* '#' + hex of the value's DER encoding (tag, length, contents). OpenSSL keeps a SEQUENCE, SET or
+ * unknown value as its whole encoding already, and a BIT STRING without its unused-bits octet. */
+static int put_der_hex(struct sbuf *b, const ASN1_STRING *v) {
     int type = ASN1_STRING_type(v);
     const unsigned char *d = ASN1_STRING_get0_data(v);
     size_t len = (size_t)ASN1_STRING_length(v);
+    if (type == V_ASN1_SEQUENCE || type == V_ASN1_SET || type == V_ASN1_OTHER) {
+        putc_(b, '#');
+        put_hex(b, d, len);
+        return 0;
+    }
+    if (type == V_ASN1_BIT_STRING) {
+        unsigned char *enc = NULL;
+        int n = i2d_ASN1_BIT_STRING((ASN1_BIT_STRING *)v, &enc);
+        if (n < 0) return -1;
+        putc_(b, '#');
+        put_hex(b, enc, (size_t)n);
+        OPENSSL_free(enc);
+        return 0;
+    }
     unsigned char hdr[8];
     size_t h = 0;
-    hdr[h++] = (unsigned char)(type == V_ASN1_SEQUENCE || type == V_ASN1_SET ? type | 0x20 : type);
+    hdr[h++] = (unsigned char)type;
     if (len < 128) {
         hdr[h++] = (unsigned char)len;
     } else {
@@ -73,10 +93,10 @@ static void put_der_hex(struct sbuf *b, const ASN1_STRING *v) {
         hdr[h++] = (unsigned char)(0x80 | nb);
         for (int i = nb - 1; i >= 0; i--) hdr[h++] = (unsigned char)(len >> (8 * i));
     }
-    char x[3];
     putc_(b, '#');
-    for (size_t i = 0; i < h; i++) snprintf(x, sizeof x, "%02x", hdr[i]), put(b, x, 2);
-    for (size_t i = 0; i < len; i++) snprintf(x, sizeof x, "%02x", d[i]), put(b, x, 2);
+    put_hex(b, hdr, h);
+    put_hex(b, d, len);
+    return 0;
 }
 
 static int put_string(struct sbuf *b, const ASN1_STRING *v) {
@@ -111,10 +131,7 @@ static int put_ava(struct sbuf *b, const X509_NAME_ENTRY *e) {
         put(b, oid, strlen(oid));
     }
     putc_(b, '=');
-    if (!kw || !der_string(ASN1_STRING_type(v))) {
-        put_der_hex(b, v);
-        return 0;
-    }
+    if (!kw || !der_string(ASN1_STRING_type(v))) return put_der_hex(b, v);
     return put_string(b, v);
 }
 

@@ -153,12 +153,30 @@ static void test_match_limit_fails_closed(void) {
     expect_name("RULE:^CN=(a+)+,O=x$/admin/,DEFAULT", "CN=bob,O=x", "CN=bob,O=x");
 }
 
+/* Values that are not strings, as OpenSSL reads them from a certificate: a SEQUENCE keeps its
+ * whole DER encoding (tag and length included), which is what Java prints after '#' (a second
+ * header would make a DN no Kafka ACL names). */
+static void test_java_dn_der_values(void) {
+    /* Name ::= SEQUENCE { SET { SEQUENCE { OID 1.2.3.4, SEQUENCE { INTEGER 5 } } },
+     *                     SET { SEQUENCE { OID 2.5.4.3 (CN), SEQUENCE { INTEGER 7 } } },
+     *                     SET { SEQUENCE { OID 1.2.3.5, BIT STRING (7 unused bits) 0x80 } } } */
+    static const unsigned char name_der[] = {0x30, 0x29, 0x31, 0x0c, 0x30, 0x0a, 0x06, 0x03, 0x2a, 0x03, 0x04,
+                                             0x30, 0x03, 0x02, 0x01, 0x05, 0x31, 0x0c, 0x30, 0x0a, 0x06, 0x03,
+                                             0x55, 0x04, 0x03, 0x30, 0x03, 0x02, 0x01, 0x07, 0x31, 0x0b, 0x30,
+                                             0x09, 0x06, 0x03, 0x2a, 0x03, 0x05, 0x03, 0x02, 0x07, 0x80};
+    const unsigned char *p = name_der;
+    X509_NAME *nm = d2i_X509_NAME(NULL, &p, (long)sizeof name_der);
+    CHECKF(nm != NULL, "d2i_X509_NAME");
+    if (nm) expect_dn(nm, "1.2.3.5=#03020780,CN=#3003020107,1.2.3.4=#3003020105");
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     test_valid_and_invalid_rules();
     test_match_limit_fails_closed();
     test_mapping();
     test_java_dn();
+    test_java_dn_der_values();
     if (test_failures) fprintf(stderr, "%d failure(s)\n", test_failures);
     return test_failures ? 1 : 0;
 }
