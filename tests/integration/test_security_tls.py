@@ -505,6 +505,25 @@ def test_certificate_principal_java_dn_and_mapping_rules(cluster_factory, zk_con
     assert b.running()
 
 
+def test_mapping_rule_over_match_limit_refuses_not_falls_through(cluster_factory, zk_connect, pki):
+    """A rule that backtracks catastrophically on a DN exceeds PCRE2's match limit: the connection
+    is closed, not given the next rule's name (DEFAULT here, the DN) as if the rule had not
+    matched, and the network thread is free again at once."""
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki, **{
+        "listener.name.mapped.ssl.principal.mapping.rules": r"RULE:^(.|.)*(.|.)*(.|.)*[!?]$/evil/,DEFAULT"})
+    c.start()
+    try:
+        s = _tls_client(pki, ports["MAPPED"], "client")
+        assert _metadata_error(s, "t") is None, "served with the next rule's name after a failed match"
+        s.close()
+    except (ssl.SSLError, ConnectionError):
+        pass
+    assert "cannot match a rule against O=Test,CN=client1: match limit exceeded" in b.log(), b.log_tail()
+    with _tls_client(pki, ports["SSL"], "svc") as s:  # the broker still serves
+        assert _metadata_error(s, "t") == 3
+    assert b.running()
+
+
 @pytest.mark.parametrize("key,value,why", [
     ("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/X", "Invalid rule"),
     ("ssl.principal.mapping.rules", "RULE:^CN=((.*$/$1/", "Invalid regular expression"),
