@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
     build-essential cmake pkg-config clang
-    libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev libssl-dev openssl zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
+    libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev libssl-dev openssl zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libpcre2-dev
     zookeeper default-jre-headless
     kcat librdkafka-dev
     python3-pytest python3-pytest-xdist python3-pytest-timeout python3-kazoo python3-kafka python3-confluent-kafka

@@ -62,6 +62,11 @@ ASAN_TESTS=(
     tests/integration/test_group_txn_failures.py
     tests/integration/test_limits.py
     tests/integration/test_log_validator.py
+    tests/integration/test_security_tls.py::test_certificate_principal_java_dn_and_mapping_rules
+    tests/integration/test_security_tls.py::test_mapping_rule_over_match_limit_refuses_not_falls_through
+    tests/integration/test_quotas.py::test_quotas_follow_the_sasl_principal
+    tests/integration/test_acls.py::test_add_partitions_to_txn_hides_topic_existence
+    tests/integration/test_acls.py::test_transactional_produce_with_null_transactional_id
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.

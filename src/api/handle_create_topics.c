@@ -141,6 +141,10 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
             r->ErrorMessage = gr_api_strdup(req, "This is not the correct controller for this cluster.");
             continue;
         }
+        /* Kafka: the created topic's configs only with Topic DESCRIBE_CONFIGS (else
+         * TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED and no configs, partitions or RF) */
+        if (!gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE_CONFIGS, GR_ACL_RES_TOPIC, t->Name))
+            r->TopicConfigErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
         if (dup_name(names, n, i)) {
             r->ErrorCode = GR_KERR_INVALID_REQUEST;
             r->ErrorMessage = gr_api_strdup(req, "Found multiple entries for this topic.");
@@ -195,11 +199,12 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         r->ErrorMessage = (e != GR_KERR_NONE && res[s].message[0]) ? gr_api_strdup(req, res[s].message)
                                                                    : NULL;
         if (e != GR_KERR_NONE) {
+            r->TopicConfigErrorCode = GR_KERR_NONE; /* Kafka resets it with the configs */
             gr_info(LOGGER, "Error processing create topic request for %s: %s (%s)",
                     t->Name ? t->Name : "null", gr_kerr_name(e), res[s].message);
             continue;
         }
-        if (ver >= 5) {
+        if (ver >= 5 && r->TopicConfigErrorCode == GR_KERR_NONE) {
             r->NumPartitions = res[s].num_partitions;
             r->ReplicationFactor = res[s].replication_factor;
             gr_configs_fill_created_topic(b, req, specs[s].n_configs, specs[s].config_names,

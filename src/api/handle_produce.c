@@ -412,11 +412,10 @@ static void convert_legacy_parts(struct gr_api_req *req, struct gr_replica_manag
     }
 }
 
-/* Kafka's request-level checks: transactional records need TransactionalId WRITE, idempotent
- * ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
+/* Kafka's request-level checks: transactional records need a transactional id and its
+ * TransactionalId WRITE, idempotent ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
  * gets. */
 static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRequest *r) {
-    if (!gr_api_authorizer_enabled(req)) return GR_KERR_NONE;
     bool idempotent = false, transactional = false;
     for (int t = 0; t < r->TopicsCount; t++)
         for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
@@ -434,8 +433,9 @@ static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRe
                 off += 12 + (int64_t)blen;
             }
         }
-    if (transactional && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID,
-                                            r->TransactionalId ? r->TransactionalId : ""))
+    /* a null transactional id fails too, with or without an authorizer (KafkaApis) */
+    if (transactional &&
+        (!r->TransactionalId || !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)))
         return GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     if (!transactional && idempotent && !gr_api_authorized_cluster(req, GR_ACL_OP_IDEMPOTENT_WRITE))
         return GR_KERR_CLUSTER_AUTHORIZATION_FAILED;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/topic_names.h"
 #include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
@@ -107,19 +108,11 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
     int32_t *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
     c->pre = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->pre);
     int k = 0;
-    bool bad = false;
     for (int t = 0; t < r->TopicsCount; t++)
         for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++) {
             topics[k] = r->Topics[t].Name ? r->Topics[t].Name : "";
             parts[k] = r->Topics[t].Partitions[i];
-            struct gr_mdc_partition mp;
             c->pre[k] = -1;
-            if (!gr_mdc_get_partition(b->metadata, topics[k], parts[k], &mp)) {
-                c->pre[k] = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-                bad = true;
-            } else {
-                gr_mdc_partition_release(&mp);
-            }
         }
     struct gr_txn_coordinator *tc = b->txn_coordinator;
     if (!r->TransactionalId || !tc) {
@@ -127,24 +120,34 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
         return;
     }
     bool verify = hdr->ClientId && strcmp(hdr->ClientId, GR_TXN_VERIFY_CLIENT_ID) == 0;
-    /* Kafka 2.7: TransactionalId WRITE, then Topic WRITE per topic (the rest OPERATION_NOT_ATTEMPTED);
-     * a broker's KIP-890 verification needs Cluster CLUSTER_ACTION instead. */
+    /* Kafka 2.7: TransactionalId WRITE, then Topic WRITE per topic (internal topics never), and
+     * only for an authorized topic whether the partition exists (so a denied client learns
+     * nothing about existence); a broker's KIP-890 verification needs Cluster CLUSTER_ACTION
+     * instead. */
     if (verify ? !gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)
                : !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)) {
         for (int i = 0; i < n; i++) c->pre[i] = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
     }
-    for (int i = 0; i < n && !verify; i++)
-        if (c->pre[i] < 0 && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, topics[i])) {
-            c->pre[i] = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
-            bad = true;
-        }
     if (verify) { /* KIP-890 verify */
         for (int i = 0; i < n; i++)
             c->pre[i] = gr_txn_verify_id(tc, r->TransactionalId, r->ProducerId, r->ProducerEpoch, topics[i], parts[i]);
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
+    }
+    bool bad = false;
+    for (int i = 0; i < n; i++) {
+        struct gr_mdc_partition mp;
+        if (gr_topic_is_internal(topics[i]) || !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, topics[i])) {
+            c->pre[i] = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+            bad = true;
+        } else if (!gr_mdc_get_partition(b->metadata, topics[i], parts[i], &mp)) {
+            c->pre[i] = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            bad = true;
+        } else {
+            gr_mdc_partition_release(&mp);
+        }
     }
     if (bad) { /* Kafka: the unknown ones fail, the others OPERATION_NOT_ATTEMPTED */
         for (int i = 0; i < n; i++)

@@ -391,6 +391,14 @@ static int start_network(struct gr_server *s) {
     nc.max_connections = cfg->max_connections;
     nc.max_connections_per_ip = cfg->max_connections_per_ip;
     nc.max_connections_per_ip_overrides = cfg->max_connections_per_ip_overrides;
+    nc.max_connection_creation_rate = cfg->max_connection_creation_rate;
+    int conn_rates[GR_MAX_LISTENERS];
+    for (int i = 0; i < cfg->num_listeners; i++)
+        conn_rates[i] = cfg->listener_max_connection_creation_rate_set[i] ? cfg->listener_max_connection_creation_rate[i]
+                                                                          : cfg->max_connection_creation_rate;
+    nc.listener_max_connection_creation_rate = conn_rates;
+    nc.quota_window_num = cfg->quota_window_num;
+    nc.quota_window_size_seconds = cfg->quota_window_size_seconds;
     const struct gr_listener *ibl = gr_config_inter_broker_listener(cfg);
     nc.inter_broker_listener = ibl ? ibl->name : NULL;
     rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
@@ -556,6 +564,8 @@ int gr_server_startup(struct gr_server *s) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
     }
+    s->broker->net = s->net;
+    gr_quota_manager_reload_ips(s->broker->quotas); /* /config/ips: the per-IP connection rates */
 
     build_broker_info(s);
     /* registration may still meet any of them holding /brokers/ids/N (one that could not be
@@ -678,6 +688,7 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_ctrl_channel_free(s->channel);
         s->channel = NULL;
     }
+    if (s->broker) s->broker->net = NULL;
     if (s->net) {
         gr_net_server_free(s->net);
         s->net = NULL;

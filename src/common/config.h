@@ -47,6 +47,11 @@ struct gr_config {
     int32_t max_connections;     /* broker-wide, the inter-broker listener exempt */
     int32_t max_connections_per_ip;
     char *max_connections_per_ip_overrides; /* "host:n,host:n" or NULL */
+    int32_t max_connection_creation_rate;   /* KIP-612, broker-wide (2147483647: none) */
+    /* per listener (index of listeners[]): listener.name.<l>.max.connection.creation.rate when
+     * ..._set (filled by the validation); unset: the broker-wide value */
+    bool listener_max_connection_creation_rate_set[GR_MAX_LISTENERS];
+    int32_t listener_max_connection_creation_rate[GR_MAX_LISTENERS];
 
     /* security (docs/SECURITY.md) */
     char *listener_security_protocol_map;   /* NULL: Kafka's default, each protocol maps to itself */

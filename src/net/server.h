@@ -146,6 +146,13 @@ struct gr_net_config {
                                  * accept (INFO line) */
     const char *max_connections_per_ip_overrides; /* max.connections.per.ip.overrides, "host:n,..."
                                                    * (host names resolved at start); NULL/"" none */
+    /* KIP-612 (net/connection_rate.h): max.connection.creation.rate (2147483647 = none), and per
+     * listener (NULL: every listener gets the broker-wide value, as Kafka); rates measured over
+     * quota.window.num (11) windows of quota.window.size.seconds (1). */
+    int max_connection_creation_rate;
+    const int *listener_max_connection_creation_rate; /* num_listeners values, or NULL */
+    int quota_window_num;
+    int quota_window_size_seconds;
 };
 
 /* A complete request frame as the handler sees it. All fields are read-only for the handler. */
@@ -211,6 +218,12 @@ int gr_net_server_start(struct gr_net_server *srv);
 /* The port listener `idx` is bound to (useful with port 0), or -1 if idx is out of range or the
  * server has not been started. Any thread. */
 int gr_net_server_port(const struct gr_net_server *srv, int idx);
+
+/* The per-IP connection creation rate quotas (connection_creation_rate of /config/ips/<ip>, dflt
+ * from /config/ips/<default>, < 0 none), replacing the previous ones; any thread
+ * (net/connection_rate.h). */
+void gr_net_server_set_ip_connection_rates(struct gr_net_server *srv, double dflt, const char *const *ips,
+                                           const double *rates, int n);
 
 /* Closes the listeners and every connection, joins the network and I/O threads (waiting for
  * running handler calls), and drops requests not yet given to a handler. Idempotent. Requests
