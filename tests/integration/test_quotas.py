@@ -274,7 +274,8 @@ def test_reassignment_throttle(cluster_factory, zk_connect, tmp_path):
 
 def _plain_login(port, user, password):
     """A socket authenticated with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate v1)."""
-    from test_hostile_clients import frame, recv_frame, sasl_authenticate
+    from kafka_wire import frame, recv_frame
+    from test_hostile_clients import sasl_authenticate
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
     r = recv_frame(s)
@@ -286,7 +287,7 @@ def _plain_login(port, user, password):
 
 def _produce_throttle(s, corr, topic, client_id, size=1000):
     """Produce v3 of one record of `size` bytes; returns (error code, ThrottleTimeMs)."""
-    from test_hostile_clients import frame, recv_frame
+    from kafka_wire import frame, recv_frame
     from test_malformed import array, i16, i32, record_batch, string
     recs = record_batch([b"p" * size])
     body = string(None) + i16(1) + i32(10000) + array([string(topic) + array([i32(0) + i32(len(recs)) + recs])])

@@ -15,6 +15,7 @@ import pytest
 
 import gregor_harness as H
 import security_pki as P
+from kafka_wire import frame, recv_frame
 
 CK = pytest.importorskip("confluent_kafka")
 CKA = pytest.importorskip("confluent_kafka.admin")
@@ -77,31 +78,6 @@ def gregorctl(*args, timeout=60):
 
 
 # ---- raw wire helpers (hostile input) ----
-
-def frame(key, ver, corr, body, flexible=False):
-    cid = b"hostile"
-    hdr = struct.pack(">hhih", key, ver, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
-    m = hdr + body
-    return struct.pack(">i", len(m)) + m
-
-
-def recv_frame(s, timeout=5.0):
-    s.settimeout(timeout)
-    hdr = b""
-    while len(hdr) < 4:
-        d = s.recv(4 - len(hdr))
-        if not d:
-            return None
-        hdr += d
-    n = struct.unpack(">i", hdr)[0]
-    body = b""
-    while len(body) < n:
-        d = s.recv(n - len(body))
-        if not d:
-            return None
-        body += d
-    return body
-
 
 def closed_by_peer(s, timeout=5.0):
     """True if the peer closes (EOF or reset) within timeout, reading and dropping any bytes."""
