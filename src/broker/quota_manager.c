@@ -24,13 +24,15 @@
 #define MAX_SAMPLES 64 /* quota.window.num above this is capped */
 #define DEFAULT "<default>"
 
-static const char *const quota_keys[3] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage"};
+#define NTYPES 4
+static const char *const quota_keys[NTYPES] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                                               "controller_mutation_rate"};
 
 /* One entity with quotas; names sanitized as stored, NULL = component absent. */
 struct qent {
     char *user, *client;
-    bool has[3];
-    double v[3];
+    bool has[NTYPES];
+    double v[NTYPES];
 };
 
 /* Kafka's Rate over SampledStat: SAMPLES windows of WINDOW_MS. */
@@ -43,7 +45,7 @@ struct rate {
 
 struct usage {
     char *key; /* "user\nclient" of the matched entity's components */
-    struct rate r[3];
+    struct rate r[NTYPES];
     struct usage *next;
 };
 
@@ -148,7 +150,7 @@ static void load_one(struct gr_kzk *zk, const char *type, const char *name, cons
     if (gr_kzk_get_entity_config(zk, type, name, &c) != 0) return;
     struct qent e = {0};
     bool any = false;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NTYPES; k++) {
         const char *v = gr_kzk_config_get(&c, quota_keys[k]);
         char *end;
         if (v && (e.v[k] = strtod(v, &end), *v && !*end)) {
@@ -237,6 +239,23 @@ double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const
     pthread_mutex_lock(&q->mu);
     const struct qent *e = find(q, (int)type, u, c);
     double v = e ? e->v[type] : -1;
+    pthread_mutex_unlock(&q->mu);
+    free(u);
+    free(c);
+    return v;
+}
+
+double gr_quota_entity(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id,
+                       char **sensor, bool *any) {
+    *sensor = NULL;
+    *any = false;
+    if (!q) return -1;
+    char *u = sanitize(user ? user : "ANONYMOUS"), *c = sanitize(client_id ? client_id : "");
+    pthread_mutex_lock(&q->mu);
+    for (int i = 0; i < q->n && !*any; i++) *any = q->ents[i].has[type];
+    const struct qent *e = find(q, (int)type, u, c);
+    double v = e ? e->v[type] : -1;
+    if (e) *sensor = gr_asprintf("%s\n%s", e->user ? u : "", e->client ? c : "");
     pthread_mutex_unlock(&q->mu);
     free(u);
     free(c);

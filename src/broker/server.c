@@ -29,6 +29,7 @@
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
+#include "broker/controller_mutation_quota.h"
 #include "broker/metrics_http.h"
 #include "replication/log_dir_failure.h"
 #include "replication/replica_manager.h"
@@ -546,6 +547,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->broker->quotas = gr_quota_manager_new(s->broker);
+    s->broker->controller_mutation_quota = gr_cmq_new(s->broker);
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
     s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);
     if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
@@ -743,6 +745,8 @@ void gr_server_shutdown(struct gr_server *s) {
         s->broker->producer_id_manager = NULL;
         gr_dcm_free(s->broker->dynamic_config);
         gr_quota_manager_free(s->broker->quotas);
+        gr_cmq_free(s->broker->controller_mutation_quota);
+        s->broker->controller_mutation_quota = NULL;
         gr_broker_free(s->broker);
         s->broker = NULL;
     }
