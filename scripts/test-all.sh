@@ -59,6 +59,9 @@ ASAN_TESTS=(
     tests/integration/test_storage_failures.py
     tests/integration/test_group_txn_failures.py
     tests/integration/test_limits.py
+    tests/integration/test_controller_mutation_quota.py
+    tests/integration/test_broker_logger.py
+    tests/integration/test_config_changes_v1.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.
