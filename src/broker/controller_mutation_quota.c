@@ -21,7 +21,8 @@
 struct bucket {
     char *sensor;
     double tokens;
-    int64_t last_ms; /* 0: never used (the first refill fills it) */
+    double rate, burst; /* at the last refill */
+    int64_t last_ms;    /* 0: never used (the first refill fills it) */
     struct bucket *next;
 };
 
@@ -29,8 +30,9 @@ struct gr_cmq {
     struct gr_broker *b;
     int samples;        /* controller.quota.window.num */
     int64_t window_ms;  /* controller.quota.window.size.seconds */
-    pthread_mutex_t mu; /* guards buckets */
+    pthread_mutex_t mu; /* guards buckets and nbuckets */
     struct bucket *buckets;
+    int nbuckets;
 };
 
 struct gr_cmq *gr_cmq_new(struct gr_broker *b) {
@@ -56,20 +58,45 @@ void gr_cmq_free(struct gr_cmq *q) {
     free(q);
 }
 
-/* The sensor's bucket refilled to now (mu held). */
+/* The sensor's bucket refilled to now (mu held). The other buckets that have refilled to their
+ * burst are freed on the way: a full bucket is what a new one starts as, so forgetting it changes
+ * nothing (Kafka expires idle quota sensors), and a client cycling through client ids keeps only
+ * the buckets still in debt. */
 static struct bucket *refilled(struct gr_cmq *q, const char *sensor, double rate, int64_t now) {
-    struct bucket *x = q->buckets;
-    while (x && strcmp(x->sensor, sensor) != 0) x = x->next;
+    struct bucket *x = NULL;
+    for (struct bucket **pp = &q->buckets; *pp;) {
+        struct bucket *y = *pp;
+        if (!x && strcmp(y->sensor, sensor) == 0) {
+            x = y;
+        } else if (y->tokens + y->rate * (double)(now - y->last_ms) / 1000.0 >= y->burst) {
+            *pp = y->next;
+            free(y->sensor);
+            free(y);
+            q->nbuckets--;
+            continue;
+        }
+        pp = &y->next;
+    }
     if (!x) {
         x = gr_calloc(1, sizeof *x);
         x->sensor = gr_strdup(sensor);
         x->next = q->buckets;
         q->buckets = x;
+        q->nbuckets++;
     }
     double burst = rate * (double)q->samples * ((double)q->window_ms / 1000.0);
     x->tokens = x->last_ms ? fmin(burst, x->tokens + rate * (double)(now - x->last_ms) / 1000.0) : burst;
     x->last_ms = now;
+    x->rate = rate;
+    x->burst = burst;
     return x;
+}
+
+int gr_cmq_num_buckets(struct gr_cmq *q) {
+    pthread_mutex_lock(&q->mu);
+    int n = q->nbuckets;
+    pthread_mutex_unlock(&q->mu);
+    return n;
 }
 
 void gr_cmq_begin(struct gr_broker *b, struct gr_api_req *req, int16_t strict_since, struct gr_cmq_req *r) {
@@ -102,7 +129,8 @@ int16_t gr_cmq_record(struct gr_cmq_req *r, double permits) {
     double tokens = x->tokens;
     pthread_mutex_unlock(&q->mu);
     if (tokens < 0) { /* ControllerMutationQuotaManager.throttleTimeMs */
-        r->throttle_ms = r->rate > 0 ? llround(-tokens / r->rate * 1000.0) : INT32_MAX;
+        double ms = r->rate > 0 ? -tokens / r->rate * 1000.0 : (double)INT32_MAX; /* a tiny rate: huge */
+        r->throttle_ms = ms < (double)INT32_MAX ? llround(ms) : INT32_MAX;
         r->throttled_at_ms = now;
     }
     gr_debug(LOGGER, "%s mutation quota %s: %.0f permits, %.1f tokens left (rate %.3f/s)%s",

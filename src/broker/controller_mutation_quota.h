@@ -15,7 +15,8 @@
  * Either way the response carries ThrottleTimeMs = the largest of this throttle (less the time
  * since it was measured) and the request quota's, and the channel is muted for it (KIP-219).
  * Validate-only requests take no token. Without any controller_mutation_rate in ZooKeeper nothing
- * is recorded.
+ * is recorded. A bucket that has refilled to its burst is forgotten (it is what a new one starts
+ * as): memory holds only the sensors still in debt, however many client ids come and go.
  *
  * Ownership: one gr_cmq per broker (b->controller_mutation_quota), created at start-up after the
  * quota manager and freed after the network stopped. A gr_cmq_req lives on the handler's stack for
@@ -55,5 +56,7 @@ int16_t gr_cmq_record(struct gr_cmq_req *r, double permits);
 /* Ends the request's quota: sets the channel's throttle and returns the throttle time in ms to
  * put in the response's ThrottleTimeMs (0 = none). Frees r's resources. */
 int32_t gr_cmq_finish(struct gr_api_req *req, struct gr_cmq_req *r);
+/* How many sensors have a bucket (for tests). */
+int gr_cmq_num_buckets(struct gr_cmq *q);
 
 #endif
