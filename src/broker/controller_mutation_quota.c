@@ -68,7 +68,7 @@ static struct bucket *refilled(struct gr_cmq *q, const char *sensor, double rate
         struct bucket *y = *pp;
         if (!x && strcmp(y->sensor, sensor) == 0) {
             x = y;
-        } else if (y->tokens + y->rate * (double)(now - y->last_ms) / 1000.0 >= y->burst) {
+        } else if (!(y->tokens + y->rate * (double)(now - y->last_ms) / 1000.0 < y->burst)) { /* full (or NaN) */
             *pp = y->next;
             free(y->sensor);
             free(y);

@@ -1,7 +1,9 @@
 /* The KIP-599 token buckets (broker/controller_mutation_quota.c): strict refusal once in debt,
  * permissive recording; a bucket that refilled to its burst is forgotten, so a client cycling
- * through client ids (one sensor each under a <default> client-id quota) does not grow memory;
+ * through client ids (one sensor each under a <default> client-id quota) does not grow memory,
+ * NaN-rate buckets included;
  * a tiny rate's throttle time is capped, not an overflowed llround. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,10 @@ int main(void) {
     for (int i = 0; i < 2000; i++) {
         snprintf(name, sizeof name, "\nclient-%d", i);
         CHECK(record(q, name, 1e9, false, 1, &t) == GR_KERR_NONE);
+    }
+    for (int i = 0; i < 100; i++) { /* controller_mutation_rate=NaN (a double AlterClientQuotas takes) */
+        snprintf(name, sizeof name, "\nnan-%d", i);
+        CHECK(record(q, name, NAN, false, 1, &t) == GR_KERR_NONE);
     }
     usleep(5000); /* past the millisecond clock's next tick: every one of them is full again */
     CHECK(record(q, "\nclient-last", 1e9, false, 1, &t) == GR_KERR_NONE);
