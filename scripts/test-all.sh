@@ -67,6 +67,9 @@ ASAN_TESTS=(
     tests/integration/test_quotas.py::test_quotas_follow_the_sasl_principal
     tests/integration/test_acls.py::test_add_partitions_to_txn_hides_topic_existence
     tests/integration/test_acls.py::test_transactional_produce_with_null_transactional_id
+    tests/integration/test_controller_mutation_quota.py
+    tests/integration/test_broker_logger.py
+    tests/integration/test_config_changes_v1.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.

@@ -56,14 +56,27 @@ struct produce_ctx {
     struct gr_broker *b;
 };
 
-/* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them. */
+/* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them: a partition whose
+ * local append succeeded counts its bytes and messages even when replication later failed
+ * (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT come from the delayed produce); of the
+ * refused ones, FailedProduceRequestsPerSec leaves out the errors Kafka answers without marking
+ * it (unknown partition, not leader, too large, corrupt, storage error, bad timestamp). */
 static void produce_metrics(struct gr_bts *reg, const struct gr_rm_produce_part *parts, int n) {
     for (int i = 0; i < n && reg; i++) {
         const struct gr_rm_produce_part *pp = &parts[i];
         gr_bts_mark(reg, pp->topic, GR_BTS_TOTAL_PRODUCE, 1);
-        if (pp->error != GR_KERR_NONE) {
-            gr_bts_mark(reg, pp->topic, GR_BTS_FAILED_PRODUCE, 1);
-            continue;
+        switch (pp->error) {
+        case GR_KERR_NONE:
+        case GR_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        case GR_KERR_REQUEST_TIMED_OUT: break;
+        case GR_KERR_UNKNOWN_TOPIC_OR_PARTITION:
+        case GR_KERR_NOT_LEADER_OR_FOLLOWER:
+        case GR_KERR_MESSAGE_TOO_LARGE:
+        case GR_KERR_RECORD_LIST_TOO_LARGE:
+        case GR_KERR_CORRUPT_MESSAGE:
+        case GR_KERR_KAFKA_STORAGE_ERROR:
+        case GR_KERR_INVALID_TIMESTAMP: continue;
+        default: gr_bts_mark(reg, pp->topic, GR_BTS_FAILED_PRODUCE, 1); continue;
         }
         gr_bts_mark(reg, pp->topic, GR_BTS_BYTES_IN, (int64_t)pp->records_len);
         gr_bts_mark(reg, pp->topic, GR_BTS_MESSAGES_IN, gr_bts_record_count(pp->records, pp->records_len));

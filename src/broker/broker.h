@@ -125,6 +125,7 @@ struct gr_broker {
     /* Set by the start-up code (NULL in bare unit-test brokers: static configs only, no quotas). */
     struct gr_dynamic_config_manager *dynamic_config; /* broker/dynamic_config_manager.h */
     struct gr_quota_manager *quotas;                  /* broker/quota_manager.h */
+    struct gr_cmq *controller_mutation_quota;         /* broker/controller_mutation_quota.h */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

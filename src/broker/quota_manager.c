@@ -25,13 +25,15 @@
 
 #define DEFAULT "<default>"
 
-static const char *const quota_keys[3] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage"};
+#define NTYPES 4
+static const char *const quota_keys[NTYPES] = {"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                                               "controller_mutation_rate"};
 
 /* One entity with quotas; names sanitized as stored, NULL = component absent. */
 struct qent {
     char *user, *client;
-    bool has[3];
-    double v[3];
+    bool has[NTYPES];
+    double v[NTYPES];
     struct qent *hnext; /* hash chain of its entity table */
 };
 
@@ -41,7 +43,7 @@ struct qtable {
     int n;
     struct qent **buckets;
     size_t nbuckets;
-    bool any[3]; /* some entity has a quota of that type */
+    bool any[NTYPES]; /* some entity has a quota of that type */
 };
 
 /* A quota sensor: the usage of one metric-tag pair (ClientQuotaManager's sensors). */
@@ -49,7 +51,7 @@ struct usage {
     char *key; /* "user\nclient" of the matched entity's components */
     uint64_t hash;
     int64_t last_ms; /* last recorded; idle longer than the expiry: removed */
-    struct gr_rate r[3];
+    struct gr_rate r[NTYPES];
     struct usage *next;
 };
 
@@ -153,7 +155,7 @@ static struct qtable *build_table(struct qent *ents, int n) {
         size_t b = ent_hash(e->user, e->client) & (t->nbuckets - 1);
         e->hnext = t->buckets[b];
         t->buckets[b] = e;
-        for (int k = 0; k < 3; k++) t->any[k] |= e->has[k];
+        for (int k = 0; k < NTYPES; k++) t->any[k] |= e->has[k];
     }
     return t;
 }
@@ -209,7 +211,7 @@ static void load_one(struct gr_kzk *zk, const char *type, const char *name, cons
     if (gr_kzk_get_entity_config(zk, type, name, &c) != 0) return;
     struct qent e = {0};
     bool any = false;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NTYPES; k++) {
         const char *v = gr_kzk_config_get(&c, quota_keys[k]);
         char *end;
         if (v && (e.v[k] = strtod(v, &end), *v && !*end)) {
@@ -343,6 +345,23 @@ double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const
     pthread_rwlock_rdlock(&q->tmu);
     const struct qent *e = find(q->t, (int)type, u, c);
     double v = e ? e->v[type] : -1;
+    pthread_rwlock_unlock(&q->tmu);
+    free(u);
+    free(c);
+    return v;
+}
+
+double gr_quota_entity(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id,
+                       char **sensor, bool *any) {
+    *sensor = NULL;
+    *any = false;
+    if (!q) return -1;
+    char *u = sanitize(user ? user : "ANONYMOUS"), *c = sanitize(client_id ? client_id : "");
+    pthread_rwlock_rdlock(&q->tmu);
+    *any = q->t->any[type];
+    const struct qent *e = find(q->t, (int)type, u, c);
+    double v = e ? e->v[type] : -1;
+    if (e) *sensor = gr_asprintf("%s\n%s", e->user ? u : "", e->client ? c : "");
     pthread_rwlock_unlock(&q->tmu);
     free(u);
     free(c);

@@ -38,6 +38,9 @@ enum gr_quota_type {
     GR_QUOTA_PRODUCE = 0, /* producer_byte_rate */
     GR_QUOTA_FETCH = 1,   /* consumer_byte_rate */
     GR_QUOTA_REQUEST = 2, /* request_percentage (of one thread, over the window) */
+    /* controller_mutation_rate (KIP-599): only looked up here (gr_quota_entity); its token buckets
+     * are broker/controller_mutation_quota.h's */
+    GR_QUOTA_CONTROLLER_MUTATION = 3,
 };
 
 struct gr_quota_manager *gr_quota_manager_new(struct gr_broker *b);
@@ -84,6 +87,12 @@ char *gr_quota_desanitize(const char *sanitized);
 
 /* The quota bound for (user, client_id) and type, or < 0 when unlimited. */
 double gr_quota_bound(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id);
+/* As gr_quota_bound, and *sensor gets (malloc'd, NULL when unlimited) the key of the usage the
+ * request counts in: the sanitized user and client id for the components the matching quota
+ * entity has (Kafka's sensor tags), "user\nclient". Whether any entity has a quota of type is
+ * *any (quotasEnabled). */
+double gr_quota_entity(struct gr_quota_manager *q, enum gr_quota_type type, const char *user, const char *client_id,
+                       char **sensor, bool *any);
 
 /* Replication throttle: the rate (bytes/s) for leader (true) or follower traffic, INT64_MAX when
  * unthrottled. */

@@ -83,6 +83,8 @@ static const struct cfg_key keys[] = {
      INT64_MAX},
     {"quota.window.num", T_INT, F(quota_window_num), "11", 1, 1000},
     {"quota.window.size.seconds", T_INT, F(quota_window_size_seconds), "1", 1, 3600},
+    {"controller.quota.window.num", T_INT, F(controller_quota_window_num), "11", 1, 1000},
+    {"controller.quota.window.size.seconds", T_INT, F(controller_quota_window_size_seconds), "1", 1, 3600},
     {"follower.replication.throttled.rate", T_LONG, F(follower_replication_throttled_rate), "9223372036854775807", 0,
      INT64_MAX},
     {"log.flush.start.offset.checkpoint.interval.ms", T_LONG, F(log_flush_start_offset_checkpoint_interval_ms), "60000",

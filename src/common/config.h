@@ -85,6 +85,8 @@ struct gr_config {
     int64_t follower_replication_throttled_rate;
     int32_t quota_window_num;          /* quota.window.num: samples of client quota rates */
     int32_t quota_window_size_seconds; /* quota.window.size.seconds */
+    int32_t controller_quota_window_num;          /* controller.quota.window.num (KIP-599 token bucket) */
+    int32_t controller_quota_window_size_seconds; /* controller.quota.window.size.seconds */
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
     char *gregor_metrics_listener;     /* gregor.metrics.listener http://HOST:PORT (Gregor-only; NULL = off) */
     int64_t log_flush_start_offset_checkpoint_interval_ms;

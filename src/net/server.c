@@ -73,6 +73,7 @@ struct listener {
     int fd;
     void *ssl_ctx;  /* SSL_CTX *, one reference; NULL = plaintext */
     int sasl;
+    atomic_int_fast64_t open; /* connections accepted here and not yet closed */
 };
 
 /* epoll_event.data.ptr points at one of these; the kind tells which. */
@@ -109,6 +110,7 @@ struct conn {
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
     const char *listener;
+    atomic_int_fast64_t *listener_open; /* its listener's open count */
     char peer[64];
     /* read state: header first, then the body */
     uint8_t hdr[4];
@@ -265,7 +267,8 @@ struct gr_net_server {
     struct ip_count *ipcounts[IP_BUCKETS];
     /* stats */
     atomic_int_fast64_t st_refused, st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
-        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
+        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
+        st_net_idle_us, st_io_idle_us;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -715,6 +718,7 @@ static void conn_close(struct conn *c) {
     c->next_dead = l->graveyard;
     l->graveyard = c;
     stat_add(&l->srv->st_open, -1);
+    if (c->listener_open) stat_add(c->listener_open, -1);
 }
 
 static void bury_dead(struct loop *l) {
@@ -862,6 +866,7 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     c->fd = fd;
     c->body_size = -1;
     c->listener = ls->name;
+    c->listener_open = &ls->open;
     c->last_active_ms = now;
     format_addr((const struct sockaddr *)ss, c->peer, sizeof c->peer);
     c->events = EPOLLIN;
@@ -885,6 +890,7 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     }
     c->slot = slot_alloc(l, c);
     stat_add(&srv->st_open, 1);
+    stat_add(&ls->open, 1);
     stat_add(&srv->st_accepted, 1);
     gr_debug(LOGGER, "accepted connection %llu from %s on listener %s", (unsigned long long)c->id, c->peer, ls->name);
 }
@@ -1571,7 +1577,9 @@ static void *loop_main(void *arg) {
         if (l->delayed_closes || l->dsocks) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
         if (l->accept_resume_ms) timeout = (int)GR_MIN(timeout, GR_MAX(1, l->accept_resume_ms - gr_mono_ms()));
+        int64_t wait_from = gr_mono_us();
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        stat_add(&srv->st_net_idle_us, gr_mono_us() - wait_from);
         if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
@@ -1669,7 +1677,11 @@ static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), "io");
     for (;;) {
         pthread_mutex_lock(&srv->wmu);
-        while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
+        if (!srv->wq_head && !srv->wstop) {
+            int64_t wait_from = gr_mono_us();
+            while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
+            stat_add(&srv->st_io_idle_us, gr_mono_us() - wait_from);
+        }
         if (srv->wstop) {
             pthread_mutex_unlock(&srv->wmu);
             return NULL;
@@ -1871,4 +1883,15 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
     out->loop_wakeups = atomic_load_explicit(&s->st_wakeups, memory_order_relaxed);
     out->requests_pipelined = atomic_load_explicit(&s->st_pipelined, memory_order_relaxed);
+    out->network_idle_us = atomic_load_explicit(&s->st_net_idle_us, memory_order_relaxed);
+    out->io_idle_us = atomic_load_explicit(&s->st_io_idle_us, memory_order_relaxed);
+    out->num_network_threads = s->num_loops;
+    out->num_io_threads = s->num_workers;
+}
+
+int gr_net_server_num_listeners(const struct gr_net_server *srv) { return srv->num_listeners; }
+
+int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name) {
+    *name = srv->listeners[i].name;
+    return atomic_load_explicit(&srv->listeners[i].open, memory_order_relaxed);
 }

@@ -197,7 +197,13 @@ struct gr_net_stats {
     int64_t produce_total_us;
     int64_t loop_wakeups; /* epoll_wait returns with at least one event, all network threads */
     int64_t requests_pipelined; /* handed over while another of the connection's was outstanding */
+    /* time the threads spent waiting for work, summed over the threads, in microseconds: network
+     * threads in epoll_wait, I/O threads for a request (Kafka's NetworkProcessorAvgIdlePercent /
+     * RequestHandlerAvgIdlePercent are these over wall time x threads) */
+    int64_t network_idle_us, io_idle_us;
+    int num_network_threads, num_io_threads;
 };
+
 
 struct gr_net_server;
 
@@ -236,6 +242,10 @@ void gr_net_server_free(struct gr_net_server *srv);
 
 /* Snapshot of the counters (relaxed atomic reads). Any thread. */
 void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *out);
+/* Open connections of listener i (0 <= i < gr_net_server_num_listeners) and its name (owned by
+ * the server, valid until it is freed). Any thread. */
+int gr_net_server_num_listeners(const struct gr_net_server *srv);
+int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name);
 
 /* Completes req with a response frame: buf holds the complete frame INCLUDING the 4-byte size
  * prefix, which must equal len - 4 (otherwise the connection is closed and an ERROR logged, since

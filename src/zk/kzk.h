@@ -170,7 +170,10 @@ void gr_kzk_config_set(struct gr_kzk_config *c, const char *key, const char *val
 /* The value for key or NULL (borrowed). */
 const char *gr_kzk_config_get(const struct gr_kzk_config *c, const char *key);
 
-/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. */
+/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. Decoding also takes
+ * Kafka's version 1, {"version":1,"entity_type":"topics"|"clients","entity_name":"N"}, as the
+ * entity path "topics/N" / "clients/N" (Kafka 2.7's ConfigEntityChangeNotificationHandler); any
+ * other version, or another version-1 entity type, is GR_ECORRUPT (Kafka logs and skips it). */
 char *gr_kzk_config_change_encode(const char *entity_path, size_t *len);
 int gr_kzk_config_change_decode(const char *data, size_t len, char **entity_path);
 
