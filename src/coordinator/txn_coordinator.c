@@ -195,12 +195,18 @@ int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t 
     pthread_mutex_lock(&tc->mu);
     int16_t err = txn_part_status_locked(tc, gr_txn_partition_of(tc, id), NULL);
     struct txn_meta *m = err == GR_KERR_NONE ? txn_find_locked(tc, id) : NULL;
-    if (err == GR_KERR_NONE && m && m->pid == pid && epoch < m->epoch)
+    /* Kafka 3.6 handleVerifyPartitionsInTransaction; a pending write is not looked at: the
+     * broker's guard, set before it asked, is cleared by the marker that would follow it */
+    if (err != GR_KERR_NONE)
+        ;
+    else if (!m || m->pid != pid)
+        err = GR_KERR_INVALID_PRODUCER_ID_MAPPING;
+    else if (m->epoch != epoch)
         err = GR_KERR_PRODUCER_FENCED;
-    else if (err == GR_KERR_NONE)
-        err = m && m->pid == pid && m->epoch == epoch && m->state == GR_TXN_ONGOING && txn_has_part(m, topic, partition)
-                  ? GR_KERR_NONE
-                  : GR_KERR_INVALID_TXN_STATE;
+    else if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT)
+        err = GR_KERR_CONCURRENT_TRANSACTIONS; /* retriable: the producer learns the outcome next */
+    else if (m->state != GR_TXN_ONGOING || !txn_has_part(m, topic, partition))
+        err = GR_KERR_INVALID_TXN_STATE;
     pthread_mutex_unlock(&tc->mu);
     return err;
 }

@@ -1448,9 +1448,16 @@ bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, in
     return r;
 }
 
-void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
+uint64_t gr_plog_txn_start_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
     pthread_mutex_lock(&log->mu);
-    gr_pstate_set_verified(log->ps, producer_id, epoch);
+    uint64_t token = gr_pstate_start_verification(log->ps, producer_id, epoch, gr_wall_ms());
+    gr_plog_unlock(log);
+    return token;
+}
+
+void gr_plog_txn_end_verification(struct gr_plog *log, int64_t producer_id, uint64_t token, bool verified) {
+    pthread_mutex_lock(&log->mu);
+    gr_pstate_end_verification(log->ps, producer_id, token, verified);
     gr_plog_unlock(log);
 }
 

@@ -323,6 +323,12 @@ static void test_follower_markers(void) {
     gr_plog_close(follower);
 }
 
+static void verify(struct gr_plog *log, int64_t pid, int16_t epoch) {
+    uint64_t token = gr_plog_txn_start_verification(log, pid, epoch);
+    CHECK(token != 0);
+    gr_plog_txn_end_verification(log, pid, token, true);
+}
+
 static void test_kip890_guard(void) {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/g-0", g_root);
@@ -333,19 +339,40 @@ static void test_kip890_guard(void) {
     gr_pstate_set_verification_enabled(true);
     CHECK(gr_plog_txn_needs_verification(log, 5, 0));
     CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_INVALID_TXN_STATE);
-    gr_plog_txn_set_verified(log, 5, 0);
+    /* started but not yet answered: not enough */
+    uint64_t t = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK(t != 0 && gr_plog_txn_start_verification(log, 5, 0) == t); /* joins the one under way */
+    CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    gr_plog_txn_end_verification(log, 5, t, true);
     CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_NONE);
     CHECK(!gr_plog_txn_needs_verification(log, 5, 0)); /* open here now */
+    CHECK(gr_plog_txn_start_verification(log, 5, 0) == 0);
     CHECK_KERR(append(log, data_batch(5, 0, 1, 1, true), false), GR_KERR_NONE);
     /* verified, then the transaction ends before the late batch is appended: refused */
-    gr_plog_txn_set_verified(log, 5, 0);
+    CHECK_KERR(append(log, marker(5, 0, true, 0), true), GR_KERR_NONE);
+    verify(log, 5, 0);
     CHECK_KERR(append(log, marker(5, 0, true, 0), true), GR_KERR_NONE);
     CHECK(gr_plog_txn_needs_verification(log, 5, 0));
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    /* the coordinator's answer arrives after a marker cleared the guard (the transaction ended
+     * while it was asked): worthless, also when a later verification set a new guard (ABA) */
+    t = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK_KERR(append(log, marker(5, 0, false, 0), true), GR_KERR_NONE);
+    uint64_t t2 = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK(t2 != t);
+    gr_plog_txn_end_verification(log, 5, t, true);
+    CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    /* a refused verification drops its guard */
+    gr_plog_txn_end_verification(log, 5, t2, false);
+    CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
     /* a guard of another epoch does not count; non-transactional batches need none */
-    gr_plog_txn_set_verified(log, 5, 1);
+    verify(log, 5, 1);
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
     CHECK_KERR(append(log, data_batch(6, 0, 0, 1, false), false), GR_KERR_NONE);
+    /* the coordinator's own transactional offsets (TxnOffsetCommit) need it too */
+    CHECK_KERR(append(log, data_batch(7, 0, 0, 1, true), true), GR_KERR_INVALID_TXN_STATE);
+    verify(log, 7, 0);
+    CHECK_KERR(append(log, data_batch(7, 0, 0, 1, true), true), GR_KERR_NONE);
     gr_pstate_set_verification_enabled(false);
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_NONE); /* Kafka 2.7 */
     gr_plog_close(log);
