@@ -50,6 +50,8 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
+    tests/integration/test_transactions.py::test_kip890_slow_coordinator_stalls_only_its_producers
+    tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
     tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
     tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
     tests/integration/test_security_tls.py::test_negative_authentication
