@@ -520,6 +520,40 @@ def test_kip890_txn_offset_commit_verified(tcluster):
     c.close()
 
 
+def test_add_partitions_waits_for_previous_commit(tcluster):
+    """Issue 24 (performance): an AddPartitionsToTxn sent right after EndTxn, while the coordinator
+    still writes the markers and CompleteCommit, waits for them and is answered NONE, instead of
+    CONCURRENT_TRANSACTIONS and a client back-off (librdkafka 20 ms, Java 100 ms) per
+    transaction. Rounds of begin/produce/commit over the raw wire; every add must succeed at
+    once, and every committed value is read back."""
+    cl = tcluster
+    create(cl, "k890park", 3)
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "park-tx")
+    assert err == 0, err
+    t = RawTxn(cl[node].port, "park-tx")
+    part = next(p for p in range(3) if state(cl, "k890park", p)["leader"] != node)
+    lport = cl[state(cl, "k890park", part)["leader"]].port
+    assert t.add("k890park", part) == 0
+    answers = []
+    for i in range(10):
+        assert produce_txn(lport, "park-tx", "k890park", part, txn_batch([b"v%d" % i], t.pid, t.epoch, i)) == 0
+        assert t.end(True) == 0
+        # no _retry here: the first answer counts
+        body = _s("park-tx") + struct.pack(">qh", t.pid, t.epoch) + struct.pack(">i", 1) + _s("k890park") \
+            + struct.pack(">ii", 1, part)
+        r = t.c.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        answers.append(struct.unpack_from(">h", r, pos)[0])
+    assert answers == [0] * 10, answers
+    assert t.end(False) == 0
+    t.close()
+    H.wait_for(lambda: consume(cl, "k890park", 3, "read_committed", timeout=5, quiet=0.5)
+               == [f"v{i}" for i in range(10)], 30, "all ten committed")
+
+
 # ---- exactly-once pipeline under faults ----
 
 import threading  # noqa: E402
