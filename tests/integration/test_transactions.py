@@ -554,6 +554,38 @@ def test_add_partitions_waits_for_previous_commit(tcluster):
                == [f"v{i}" for i in range(10)], 30, "all ten committed")
 
 
+def test_add_partitions_wait_is_bounded(tcluster):
+    """The wait of an AddPartitionsToTxn for the previous transaction is bounded: when that
+    transaction cannot complete (its only partition is on a stopped broker, so its marker cannot
+    be written), the next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS (retriable) after
+    the wait, as Kafka would at once, instead of hanging the producer's coordinator connection."""
+    cl = tcluster
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "bounded-tx")
+    assert err == 0, err
+    other = next(b.id for b in cl.running() if b.id != node)
+    admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+    admin.create_topics([NewTopic("k890one", num_partitions=1, replica_assignment=[[other]])],
+                        operation_timeout=20, request_timeout=30)["k890one"].result(timeout=40)
+    H.wait_for(lambda: (state(cl, "k890one") or {}).get("leader", -1) == other, 30, "a leader")
+    t = RawTxn(cl[node].port, "bounded-tx")
+    assert t.add("k890one", 0) == 0
+    assert produce_txn(cl[other].port, "bounded-tx", "k890one", 0, txn_batch([b"x"], t.pid, t.epoch, 0)) == 0
+    cl[other].pause()
+    try:
+        assert t.end(True) == 0  # PrepareCommit written; the marker cannot be
+        body = _s("bounded-tx") + struct.pack(">qh", t.pid, t.epoch) + struct.pack(">i", 1) + _s("k890one") \
+            + struct.pack(">ii", 1, 0)
+        r = t.c.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        assert struct.unpack_from(">h", r, pos)[0] == 51  # CONCURRENT_TRANSACTIONS
+    finally:
+        cl[other].resume()
+    t.close()
+
+
 # ---- exactly-once pipeline under faults ----
 
 import threading  # noqa: E402
