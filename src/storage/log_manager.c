@@ -517,11 +517,20 @@ static void task_retention(void *ctx, struct gr_lm_log *l) {
     }
 }
 
-/* Kafka's PeriodicProducerExpirationCheck (every producer.id expiration check interval, 10 min):
- * producers of idle logs expire too, not only on the next append. */
+struct expire_ctx {
+    int64_t now;
+    int removed;
+};
+
 static void task_expire_producers(void *ctx, struct gr_lm_log *l) {
-    const int64_t *now = ctx;
-    gr_plog_remove_expired_producers(l->log, *now);
+    struct expire_ctx *e = ctx;
+    e->removed += gr_plog_remove_expired_producers(l->log, e->now);
+}
+
+int gr_plog_manager_expire_producers(struct gr_plog_manager *lm, int64_t now_ms) {
+    struct expire_ctx e = {now_ms, 0};
+    gr_plog_manager_foreach(lm, task_expire_producers, &e);
+    return e.removed;
 }
 
 static int64_t next_due(int64_t last, int64_t interval) {
@@ -563,8 +572,7 @@ static void *lm_thread(void *arg) {
             t_ret = now;
         }
         if (due[5] <= now) {
-            int64_t wall = gr_wall_ms();
-            gr_plog_manager_foreach(lm, task_expire_producers, &wall);
+            gr_plog_manager_expire_producers(lm, gr_wall_ms());
             t_pid = now;
         }
         bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
