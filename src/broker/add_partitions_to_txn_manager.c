@@ -124,7 +124,14 @@ static void send_group(struct node *nd, struct check *group) {
         }
     void *body = NULL;
     uint8_t *frame = NULL;
+    bool kept = gr_kafka_client_connected(nd->kc);
     int rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, 1, rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body,
+                                  &frame);
+    /* a kept connection the peer closed meanwhile (connections.max.idle.ms, a restart) fails the
+     * first call at once: once more on a new connection; a timeout is not retried (a slow
+     * coordinator would double the wait) */
+    if (rc != 0 && kept && rc != GR_ETIMEOUT && !gr_kafka_client_is_shut_down(nd->kc))
+        rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, 1, rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body,
                                   &frame);
     if (rc != 0) {
         gr_warn(LOGGER, "AddPartitionsToTxn (verify) of '%s' to broker %d (%s) failed: %s", group->txn_id, nd->id,

@@ -586,6 +586,33 @@ def test_add_partitions_wait_is_bounded(tcluster):
     t.close()
 
 
+def test_kip890_verification_after_idle_close(cluster_factory, zk_connect):
+    """The leader keeps its verification connection to the coordinator; when the coordinator
+    closed it meanwhile (connections.max.idle.ms), the next check goes out once more on a new
+    connection instead of failing the producer's batch with a retriable error."""
+    cfg = dict(CONFIG)
+    cfg["connections.max.idle.ms"] = "1000"
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "k890idle", 3)
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "idle-tx")
+    assert err == 0, err
+    t = RawTxn(cl[node].port, "idle-tx")
+    part = next(p for p in range(3) if state(cl, "k890idle", p)["leader"] != node)
+    lport = cl[state(cl, "k890idle", part)["leader"]].port
+    for i in range(2):
+        assert t.add("k890idle", part) == 0
+        assert produce_txn(lport, "idle-tx", "k890idle", part, txn_batch([b"i%d" % i], t.pid, t.epoch, i)) == 0
+        assert t.end(True) == 0
+        if i == 0:
+            time.sleep(3)  # not a bound: the coordinator closes the idle verification connection
+            t.close()
+            t.c = Raw(cl[node].port)  # ours was closed too
+    t.close()
+    H.wait_for(lambda: consume(cl, "k890idle", 3, "read_committed", timeout=5, quiet=0.5) == ["i0", "i1"], 30,
+               "both committed")
+
+
 # ---- exactly-once pipeline under faults ----
 
 import threading  # noqa: E402
