@@ -1395,7 +1395,7 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
         log->unrepl[log->n_unrepl++] = (struct gr_txn_range){t->first_offset, t->last_offset};
     }
     if (!t->aborted) return;
-    int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
+    int64_t ongoing = t->first_open_offset;
     struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
                                ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
     /* the file of the marker's own segment (Kafka's), also for a marker replayed at open */

@@ -431,7 +431,7 @@ static int16_t stage_marker(struct gr_pstate_append *app, struct gr_pstate_entry
         if (coord_epoch < e->coordinator_epoch) return GR_KERR_TRANSACTION_COORDINATOR_FENCED;
     }
     struct gr_pstate_completed_txn t = {bi->ProducerId, e->txn_first_offset >= 0 ? e->txn_first_offset : bi->BaseOffset,
-                                        bi->BaseOffset, type == GR_CONTROL_ABORT};
+                                        bi->BaseOffset, type == GR_CONTROL_ABORT, -1};
     push_done(app, &t);
     entry_maybe_update_epoch(e, bi->ProducerEpoch);
     e->coordinator_epoch = coord_epoch;
@@ -510,6 +510,20 @@ void gr_pstate_commit(struct gr_pstate *ps, struct gr_pstate_append *app, int64_
     for (int i = 0; i < app->n; i++) put(ps, &app->next[i]);
     ps->last_map_offset = map_end;
     for (int i = 0; i < app->n_consumed; i++) guard_clear(ps, app->consumed[i]);
+    /* The transactions open at a marker's moment are those still open after the whole append
+     * plus those a later marker of the same append ended (a follower's or replay's append holds
+     * many batches): the heap alone, read after the puts, misses the latter, and an index entry
+     * claiming nothing was open below its marker made the fetch's aborted-transaction scan stop
+     * early (a read_committed consumer then delivered aborted records). Transactions that
+     * started after the marker count too, as in Kafka (startedTransactions are added first);
+     * a lower value is always safe. */
+    int64_t later = -1;
+    for (int i = app->n_done - 1; i >= 0; i--) {
+        int64_t open = gr_pstate_first_ongoing_offset(ps);
+        if (later >= 0 && (open < 0 || later < open)) open = later;
+        app->done[i].first_open_offset = open;
+        if (later < 0 || app->done[i].first_offset < later) later = app->done[i].first_offset;
+    }
     for (int i = 0; i < app->n_done; i++) {
         guard_clear(ps, app->done[i].producer_id);
         if (ps->txn_listener) ps->txn_listener(ps->txn_listener_ctx, &app->done[i]);

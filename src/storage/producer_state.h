@@ -54,6 +54,10 @@ struct gr_pstate_completed_txn {
     int64_t first_offset; /* first offset of the transaction (the marker's own if none was open) */
     int64_t last_offset;  /* the marker's offset */
     bool aborted;
+    /* Set by gr_pstate_commit before the listener runs: the smallest first offset of the other
+     * transactions open when this marker was appended (-1 none), for the .txnindex entry's
+     * last_stable_offset (Kafka's ProducerStateManager.lastStableOffset(completedTxn)). */
+    int64_t first_open_offset;
 };
 
 /* Called by gr_pstate_commit for every transaction a committed append ended, after the state
