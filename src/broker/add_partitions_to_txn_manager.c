@@ -85,15 +85,16 @@ static bool same_txn(const struct check *a, const struct check *b) {
     return a->pid == b->pid && a->epoch == b->epoch && strcmp(a->txn_id, b->txn_id) == 0;
 }
 
-/* Sends the checks `group` (same transaction) to node's broker; answers them. */
-static void send_group(struct node *nd, struct check *group) {
+/* Sends the checks `group` (same transaction) to node's broker; answers them. Returns false when
+ * the request failed (no answer from the broker). */
+static bool send_group(struct node *nd, struct check *group) {
     struct gr_broker *b = nd->m->b;
     char host[256];
     int32_t port;
     const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
     if (!gr_mdc_get_endpoint(b->metadata, nd->id, l ? l->name : "PLAINTEXT", host, sizeof host, &port)) {
         answer_all(group, GR_KERR_COORDINATOR_NOT_AVAILABLE);
-        return;
+        return true;
     }
     gr_kafka_client_set_target(nd->kc, nd->id, host, port); /* the same target keeps the connection */
     struct gr_arena a;
@@ -139,7 +140,7 @@ static void send_group(struct node *nd, struct check *group) {
         free(frame);
         gr_arena_free(&a);
         answer_all(group, GR_KERR_NETWORK_EXCEPTION);
-        return;
+        return false;
     }
     const struct AddPartitionsToTxnResponse *resp = body;
     for (struct check *c = group; c; c = c->next)
@@ -155,9 +156,14 @@ static void send_group(struct node *nd, struct check *group) {
     free(frame);
     gr_arena_free(&a);
     answer_all(group, GR_KERR_NONE);
+    return true;
 }
 
-/* Splits list into groups of one transaction (arrival order kept) and sends each. */
+/* Splits list into groups of one transaction (arrival order kept) and sends each. Once a request
+ * failed (timeout, connection refused or lost), the rest of the list fails with it, as the one
+ * merged request of Kafka's sender does: asking a stopped coordinator again for each transaction
+ * would hold the last one GR_APTM_REQUEST_TIMEOUT_MS times the number of groups, its connection
+ * muted all along. */
 static void send_all(struct node *nd, struct check *list) {
     while (list) {
         struct check *group = list, **gt = &group->next;
@@ -174,7 +180,10 @@ static void send_all(struct node *nd, struct check *list) {
                 pp = &(*pp)->next;
             }
         }
-        send_group(nd, group);
+        if (!send_group(nd, group)) {
+            answer_all(list, GR_KERR_NETWORK_EXCEPTION);
+            return;
+        }
     }
 }
 

@@ -12,7 +12,8 @@
  *     into one AddPartitionsToTxn request (verify only: header client id GR_TXN_VERIFY_CLIENT_ID,
  *     since the 2.7 protocol has no VerifyOnly field) and answers each check. A slow or stopped
  *     coordinator delays only the checks queued for it, for at most GR_APTM_REQUEST_TIMEOUT_MS
- *     (+ GR_APTM_CONNECT_TIMEOUT_MS); nothing else of the broker waits on it. A request that
+ *     (+ GR_APTM_CONNECT_TIMEOUT_MS): a failed request fails every check taken with it; nothing
+ *     else of the broker waits on it. A request that
  *     fails at once on a kept connection (the peer closed it: connections.max.idle.ms, a
  *     restart) goes out once more on a new one; a timeout is not retried.
  *   - no coordinator known: COORDINATOR_NOT_AVAILABLE at once.
