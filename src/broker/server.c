@@ -2,6 +2,7 @@
 #include "broker/server.h"
 #include "broker/dynamic_config_manager.h"
 #include "broker/quota_manager.h"
+#include "broker/add_partitions_to_txn_manager.h"
 #include "coordinator/txn_coordinator.h"
 #include "storage/producer_state.h"
 
@@ -594,6 +595,7 @@ int gr_server_startup(struct gr_server *s) {
             .abort_interval_ms = c->transaction_abort_timed_out_transaction_cleanup_interval_ms,
             .remove_expired_interval_ms = c->transaction_remove_expired_transaction_cleanup_interval_ms};
         gr_pstate_set_verification_enabled(c->transaction_partition_verification_enable);
+        s->broker->add_partitions_to_txn_manager = gr_aptm_new(s->broker);
         if ((rc = gr_txn_coordinator_start(s->broker, s->replicas, &tcfg)) != 0) {
             slog(s, GR_LOG_ERROR, "Cannot start the transaction coordinator: %s", gr_strerror(rc));
             goto fail;
@@ -705,6 +707,7 @@ void gr_server_shutdown(struct gr_server *s) {
     if (s->net) gr_metrics_remove_collector(s->metrics, network_collector, s);
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
+    if (s->broker) gr_aptm_shutdown(s->broker->add_partitions_to_txn_manager); /* waiting produces answered */
     if (s->broker) gr_txn_coordinator_shutdown(s->broker->txn_coordinator);
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     gr_ldf_stop(s->log_dir_failure);
@@ -755,6 +758,8 @@ void gr_server_shutdown(struct gr_server *s) {
         s->replicas = NULL;
     }
     if (s->broker) {
+        gr_aptm_free(s->broker->add_partitions_to_txn_manager);
+        s->broker->add_partitions_to_txn_manager = NULL;
         gr_pidm_free(s->broker->producer_id_manager);
         s->broker->producer_id_manager = NULL;
         gr_dcm_free(s->broker->dynamic_config);

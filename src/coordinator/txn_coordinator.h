@@ -58,9 +58,11 @@ void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_
                            const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx);
 void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit,
                 gr_txn_cb cb, void *ctx);
-/* KIP-890 part 1: is topic-partition part of the Ongoing transaction of id with (pid, epoch)?
- * NONE; PRODUCER_FENCED for an older epoch of that pid; INVALID_TXN_STATE otherwise; or a
- * coordinator error (NOT_COORDINATOR when this broker does not coordinate id). */
+/* KIP-890 part 1 (Kafka 3.6 handleVerifyPartitionsInTransaction): is topic-partition part of the
+ * Ongoing transaction of id with (pid, epoch)? NONE; INVALID_PRODUCER_ID_MAPPING (no such id or
+ * another pid); PRODUCER_FENCED (another epoch); CONCURRENT_TRANSACTIONS (PrepareCommit or
+ * PrepareAbort); INVALID_TXN_STATE otherwise; or a coordinator error (NOT_COORDINATOR when this
+ * broker does not coordinate id, COORDINATOR_LOAD_IN_PROGRESS). Any thread; never blocks on I/O. */
 int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                          const char *topic, int32_t partition);
 

@@ -70,6 +70,7 @@ struct gr_txn_coordinator {
     int32_t nparts;
     struct txn_marker_channel_manager *cm;
     int64_t next_abort_check, next_expire_check;
+    struct txn_parked *parked; /* AddPartitionsToTxn waiting for the previous transaction (txn_coordinator.c) */
 };
 
 struct txn_write {
@@ -85,6 +86,22 @@ struct txn_write {
     bool markers;     /* enqueue markers on success (Prepare*) */
     int16_t last_epoch; /* >= 0: the meta's last_epoch on success (an InitProducerId bump) */
 };
+
+/* ---- txn_coordinator.c ---- */
+/* An AddPartitionsToTxn / AddOffsetsToTxn that met the producer's previous transaction still
+ * completing (Prepare*, or a write of the id under way) waits, instead of answering
+ * CONCURRENT_TRANSACTIONS at once, until a write of that id completes (txn_parked_retry, from
+ * txn_write_done) or GR_TXN_PARK_MAX_MS passed (txn_parked_expire, from the background thread's
+ * timers): then it runs again and answers what it meets. Kafka answers at once and the client
+ * retries after its back-off (librdkafka 20 ms, Java retry.backoff.ms 100 ms), which was most of
+ * a short transaction's time. Each parked request owns copies of its strings; the client's
+ * connection waits for the answer, so the list is bounded by the connections. */
+#define GR_TXN_PARK_MAX_MS 1000
+struct txn_parked;
+void txn_parked_retry(struct gr_txn_coordinator *tc, const char *id);
+/* Runs again the parked requests whose time is up at now_ms (all: every one, answered
+ * NOT_COORDINATOR: shutdown). Not under mu. */
+void txn_parked_expire(struct gr_txn_coordinator *tc, int64_t now_ms, bool all);
 
 /* ---- txn_state_manager.c ---- */
 struct txn_meta *txn_find_locked(struct gr_txn_coordinator *tc, const char *id);

@@ -149,6 +149,7 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
     }
     pthread_mutex_unlock(&tc->mu);
     if (w->cb) w->cb(w->ctx, err == GR_KERR_NONE ? w->ok_error : err, w->rec.producer_id, w->rec.producer_epoch);
+    txn_parked_retry(tc, w->rec.transactional_id); /* an AddPartitionsToTxn waiting for this write */
     gr_txn_record_free(&w->rec);
     free(w->batch);
     free(w);
@@ -342,6 +343,7 @@ static void txn_poll_partitions(struct gr_txn_coordinator *tc) {
 /* Aborts timed-out transactions (fencing the producer: epoch + 1), tombstones expired ids. */
 static void txn_timers(struct gr_txn_coordinator *tc) {
     int64_t now = gr_wall_ms();
+    txn_parked_expire(tc, gr_mono_ms(), false);
     struct txn_write *ws[64];
     int nw = 0;
     pthread_mutex_lock(&tc->mu);

@@ -1377,7 +1377,7 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
         log->unrepl[log->n_unrepl++] = (struct gr_txn_range){t->first_offset, t->last_offset};
     }
     if (!t->aborted) return;
-    int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
+    int64_t ongoing = t->first_open_offset;
     struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
                                ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
     /* the file of the marker's own segment (Kafka's), also for a marker replayed at open */
@@ -1430,9 +1430,16 @@ bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, in
     return r;
 }
 
-void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
+uint64_t gr_plog_txn_start_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
     pthread_mutex_lock(&log->mu);
-    gr_pstate_set_verified(log->ps, producer_id, epoch);
+    uint64_t token = gr_pstate_start_verification(log->ps, producer_id, epoch, gr_wall_ms());
+    gr_plog_unlock(log);
+    return token;
+}
+
+void gr_plog_txn_end_verification(struct gr_plog *log, int64_t producer_id, uint64_t token, bool verified) {
+    pthread_mutex_lock(&log->mu);
+    gr_pstate_end_verification(log->ps, producer_id, token, verified);
     gr_plog_unlock(log);
 }
 

@@ -321,7 +321,8 @@ int gr_plog_flush_if_due(struct gr_plog *log);
 bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out);
 int gr_plog_producer_count(struct gr_plog *log);
 /* Drops producers idle for producer_id_expiration_ms at now_ms (wall clock); returns how many.
- * Appends also do this every 10 minutes, as Kafka's scheduler does. */
+ * The log manager calls it every 10 minutes for every log (Kafka's
+ * PeriodicProducerExpirationCheck); appends also do it when 10 minutes passed since the last. */
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms);
 
 /* ---- transactions (Kafka 2.7 Log: LSO, aborted transactions; KIP-890 guards) ----
@@ -344,10 +345,12 @@ void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw);
 struct gr_aborted_txn;
 int gr_plog_collect_aborted(struct gr_plog *log, int64_t fetch_offset, int64_t upper_bound,
                             struct gr_aborted_txn **out);
-/* KIP-890 (producer_state.h): does a transactional batch of (pid, epoch) need verification; set
- * the guard after the coordinator confirmed. */
+/* KIP-890 (producer_state.h): does a transactional batch of (pid, epoch) need verification;
+ * start one (0: not needed, else the guard's token, set before the coordinator is asked); end
+ * it with the coordinator's answer. */
 bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch);
-void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+uint64_t gr_plog_txn_start_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+void gr_plog_txn_end_verification(struct gr_plog *log, int64_t producer_id, uint64_t token, bool verified);
 
 /* Parses a partition directory name "<topic>-<partition>" (the topic may contain '-'; the
  * partition is the part after the last '-'). Copies the topic into topic[0..topic_size).
