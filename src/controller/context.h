@@ -75,6 +75,7 @@ struct gr_ctrl_topic {
     char *name;
     char *topic_id;             /* NULL unless the znode is v3 */
     int32_t zk_version;         /* of /brokers/topics/T */
+    int64_t czxid;              /* of /brokers/topics/T: which incarnation of the topic */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
@@ -126,6 +127,15 @@ void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
 void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx);
 /* reset + frees the table itself. */
 void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx);
+/* The standby context (controller.c; docs/ARCHITECTURE.md, "Warm standby controller"): moves
+ * src's topics (assignments, partition states with their zkVersions, as last known) into dst,
+ * replacing dst's topics; src is left without topics. What only an active controller's term
+ * knows does not move: state machine states, replica states, offline log dirs, freshness, the
+ * deletion queue (and the topics' queued flags), live and shutting-down brokers (dropped from
+ * both). dst keeps its epoch and epoch_zk_version. */
+void gr_ctrl_ctx_move_topics(struct gr_ctrl_context *dst, struct gr_ctrl_context *src);
+/* Forgets p's leader/ISR (a state znode found gone). */
+void gr_ctrl_partition_clear_state(struct gr_ctrl_partition *p);
 
 /* ---- brokers ---- */
 

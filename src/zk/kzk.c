@@ -868,6 +868,7 @@ int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, in
                 a->rc = GR_ECORRUPT;
             } else {
                 a->zk_version = res[i].stat.version;
+                a->czxid = res[i].stat.czxid;
                 a->rc = 0;
             }
         } else {
@@ -1049,6 +1050,65 @@ int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, cons
 
 static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
+}
+
+int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
+                                              int n, int rounds, bool *ok) {
+    if (n <= 0) return 0;
+    memset(ok, 0, (size_t)n * sizeof *ok);
+    int per = k->batch < 1 ? 1 : k->batch, depth = k->depth < 1 ? 1 : k->depth;
+    char **paths = gr_malloc((size_t)n * sizeof *paths);
+    for (int i = 0; i < n; i++) paths[i] = state_path(tps[i].topic, tps[i].partition);
+    /* todo: indexes still to check, in order; each round checks them in multis of `per` */
+    int *todo = gr_malloc((size_t)n * sizeof *todo), *next = gr_malloc((size_t)n * sizeof *next);
+    for (int i = 0; i < n; i++) todo[i] = i;
+    int n_todo = n;
+    struct gr_zop *ops = gr_malloc((size_t)per * (size_t)depth * sizeof *ops);
+    struct gr_zop_result *res = gr_calloc((size_t)per * (size_t)depth, sizeof *res);
+    struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof *mm);
+    int64_t confirmed = 0;
+    for (int round = 0; round < rounds && n_todo > 0; round++) {
+        int n_next = 0;
+        for (int off = 0; off < n_todo; off += per * depth) {
+            int w = 0;
+            for (int j = 0; j < depth && off + j * per < n_todo; j++, w++) {
+                int start = off + j * per, m = GR_MIN(per, n_todo - start);
+                for (int i = 0; i < m; i++) ops[j * per + i] = gr_zop_check(paths[todo[start + i]], zk_versions[todo[start + i]]);
+                mm[j] = (struct gr_zmulti){.ops = &ops[j * per], .n = m, .results = &res[j * per]};
+            }
+            gr_zkb_multi_many(k->b, mm, w);
+            for (int j = 0; j < w; j++) {
+                int start = off + j * per;
+                if (mm[j].rc == GR_ZOK) {
+                    for (int i = 0; i < mm[j].n; i++) ok[todo[start + i]] = true;
+                    confirmed += mm[j].n;
+                } else if (mm[j].rc == GR_ZBADVERSION || mm[j].rc == GR_ZNONODE) {
+                    /* ops before the failing one passed; the failing one is stale; the rest are
+                     * unknown and go to the next round */
+                    int i = 0;
+                    while (i < mm[j].n && mm[j].results[i].rc == GR_ZOK) {
+                        ok[todo[start + i]] = true;
+                        confirmed++;
+                        i++;
+                    }
+                    for (i++; i < mm[j].n; i++) next[n_next++] = todo[start + i];
+                } /* anything else (connection loss, session expiry): the caller reads them */
+                gr_zop_results_release(mm[j].results, mm[j].n);
+            }
+        }
+        int *t = todo;
+        todo = next;
+        next = t;
+        n_todo = n_next;
+    }
+    free(mm);
+    free(res);
+    free(ops);
+    free(next);
+    free(todo);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return confirmed;
 }
 
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,

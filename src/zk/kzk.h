@@ -132,6 +132,7 @@ struct gr_kzk_topic_assignment {
     int n_partitions;
     struct gr_kzk_partition_assignment *partitions;
     int32_t zk_version;        /* filled by reads */
+    int64_t czxid;             /* filled by reads: the znode's creation (tells a re-created topic) */
     int rc;                    /* per-item result of batched reads */
 };
 char *gr_kzk_topic_assignment_encode(const struct gr_kzk_topic_assignment *a, size_t *len);
@@ -360,6 +361,15 @@ struct gr_kzk_state_result {
 };
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out);
+/* Confirms that each partition's state znode exists at zk_versions[i], with pipelined multis of
+ * ZooKeeper check ops (k->batch per multi, k->depth in flight; nothing is written, no
+ * /controller_epoch guard). ok[i] (zeroed by the callee) becomes true only when a multi holding
+ * item i succeeded, or failed on a later op (ZooKeeper applies a multi at one instant, and the
+ * ops before the failing one passed there). A multi failing on item j leaves j false and sends
+ * the items after j again, in at most `rounds` rounds; connection losses and other errors leave
+ * items false (the caller reads those). Returns how many items were confirmed. */
+int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
+                                              int n, int rounds, bool *ok);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun

@@ -865,7 +865,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
 static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
-            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-zk-outages] [--long-outages] [--no-watch-flush]\n"
+            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-zk-outages] [--long-outages] [--standby] [--no-watch-flush]\n"
             "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--no-admin] [--no-scenarios] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
@@ -896,6 +896,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-zk-faults")) o.zk_faults = false;
         else if (!strcmp(a, "--no-zk-outages")) o.zk_outages = false;
         else if (!strcmp(a, "--long-outages")) o.zk_long_outages = true;
+        else if (!strcmp(a, "--standby")) o.standby = true;
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
         else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;
@@ -977,5 +978,9 @@ int main(int argc, char **argv) {
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("gregor_sim: %" PRIu64 " seeds (%" PRIu64 "..%" PRIu64 "), %d failed, %.1f s, %.0f seeds/minute\n", seeds,
            start, start + seeds - 1, failed, secs, secs > 0 ? (double)seeds * 60.0 / secs : 0.0);
+    printf("gregor_sim: failovers checked by W1: %" PRIu64 " cold, %" PRIu64 " warm (%" PRIu64
+           " standby states offered, %" PRIu64 " proven current by version, %" PRIu64 " read)\n",
+           g_failovers.cold, g_failovers.warm, g_failovers.standby_states, g_failovers.states_confirmed,
+           g_failovers.states_read);
     return failed ? 1 : 0;
 }

@@ -53,7 +53,15 @@ struct sim_opts {
     bool zk_outages;           /* whole-ensemble outages and one-sided partitions (a broker cut
                                   off from ZooKeeper, still running, its session expiring) */
     bool zk_long_outages;      /* ... longer than kzk's reconnect wait: calls fail meanwhile */
+    bool standby;              /* gregor.controller.standby.enable on every broker (W1) */
 };
+
+/* Failovers seen by W1 over the whole run of gregor_sim (printed at the end). */
+struct sim_failover_counts {
+    uint64_t cold, warm;
+    uint64_t standby_states, states_confirmed, states_read;
+};
+extern struct sim_failover_counts g_failovers;
 
 /* ---- a simulated broker's partition view (from LeaderAndIsr / UpdateMetadata) ---- */
 struct sb_part {
@@ -350,6 +358,10 @@ void inv_on_commit(void *arg, const struct zm_txn *t);
 void inv_on_send(struct sim *s, struct sbroker *from, int32_t to, int16_t api_key, const void *req);
 /* Cheap checks after every step. */
 void inv_after_step(struct sim *s);
+/* W1: a failover's freshly loaded context (warm or cold) equals what a cold load of ZooKeeper's
+ * current tree builds (called from the controller's on_context_loaded hook). */
+void inv_on_context_loaded(struct sim *s, struct sbroker *b, struct gr_ctrl_context *ctx,
+                           const struct gr_ctrl_load_report *r);
 /* Checks of a quiet cluster (nothing in flight). */
 void inv_quiet(struct sim *s);
 

@@ -1046,6 +1046,11 @@ static bool hook_new_session(void *arg, struct gr_zsession *prev) {
     return true;
 }
 
+static void hook_context_loaded(void *arg, struct gr_ctrl_context *ctx, const struct gr_ctrl_load_report *r) {
+    struct sbroker *b = arg;
+    inv_on_context_loaded(b->sim, b, ctx, r);
+}
+
 /* Frees the per-incarnation objects (controller first; the client must not deliver anymore). */
 static void node_teardown(struct sim *s, struct sbroker *b) {
     amsgs_abandon(s, b);
@@ -1126,6 +1131,10 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .no_thread = true,
         .on_new_session = hook_new_session,
         .hook_arg = b,
+        .standby_enable = s->o.standby,
+        .standby_refresh_ms = 20000,
+        .on_context_loaded = hook_context_loaded,
+        .context_hook_arg = b,
     };
     b->ctrl = gr_controller_new(&cfg);
     b->alive = true;
