@@ -328,6 +328,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         "auto.leader.rebalance.enable": "false",
         "auto.create.topics.enable": "false",
         "controlled.shutdown.max.retries": "3",
+        **({"gregor.controller.standby.enable": "true",
+            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby else {}),
     })
     r = {"n": n}
     try:
@@ -756,6 +758,9 @@ def table(results, session_ms):
           "setData of N/3 states (500-op multis)")
 
 
+ARGS = None  # the parsed arguments (main)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"), help="host:port of a ZooKeeper to use")
@@ -767,6 +772,8 @@ def main():
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--standby", action="store_true",
+                    help="gregor.controller.standby.enable=true (refresh every 5 s) on every broker")
     ap.add_argument("--only-cs", action="store_true",
                     help="after creation, only the controlled shutdown (step 4; skips 1-3)")
     ap.add_argument("--probe-only", action="store_true",
@@ -777,6 +784,8 @@ def main():
                          "2 cores as the cluster)")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    global ARGS
+    ARGS = args
     benchlib.smoke_start(args, "bench_failover.py", sizes="30", per_topic=10, session_ms=2000, timeout=60)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):

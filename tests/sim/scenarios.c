@@ -241,6 +241,92 @@ static void scenario_recreated_same_term(struct sim *s) {
                  caches(x, topic, 1));
 }
 
+/* ---- the warm standby controller (W1 checks every failover's context) ---- */
+
+/* Lets every standby refresh (simnode.c: every 20 s of virtual time) run on a quiet cluster. */
+static void refresh_standbys(struct sim *s) {
+    sim_advance(s, 21000);
+    sim_settle(s);
+}
+
+static void want_warm(struct sim *s, const char *what, uint64_t warm_before) {
+    if (!s->failed && g_failovers.warm == warm_before)
+        sim_fail(s, what, "no failover started from the standby context (%" PRIu64 " warm in all)", g_failovers.warm);
+}
+
+/* The controller's broker is killed (or only its session lost) while a reassignment and a
+ * deletion are under way, then the next controller too: two failovers in a row, both warm, from
+ * standby contexts that missed the latest ISR and assignment changes. */
+static void standby_two_failovers(struct sim *s, bool crash) {
+    const char *what = "scenario standby: two failovers during a reassignment and a deletion";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    int32_t r1[] = {1, 2}, r2[] = {2, 3}, r3[] = {3, 1};
+    create_topic(s, "sb0", r1, 2);
+    create_topic(s, "sb1", r2, 2);
+    create_topic(s, "sb2", r3, 2);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s);
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    int32_t target[] = {3, 1};
+    struct api_result res;
+    reassign(s, "sb0", target, 2, &res); /* queued on the controller, not yet processed */
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, "sb1") != 0)
+        sim_fail(s, what, "cannot mark sb1 for deletion");
+    for (int round = 0; round < 2 && !s->failed; round++) {
+        struct sbroker *a = active(s);
+        if (!a) {
+            sim_settle(s);
+            a = active(s);
+        }
+        if (!a) break;
+        if (crash) node_crash(s, a, true);
+        else zm_expire_session(s->zm, zm_client_session(a->zc));
+        settle_keep_dead(s);
+    }
+    want_warm(s, what, warm);
+    if (!s->failed) sim_settle(s); /* the dead come back; quiet checks */
+}
+
+static void scenario_standby_crash(struct sim *s) { standby_two_failovers(s, true); }
+static void scenario_standby_expire(struct sim *s) { standby_two_failovers(s, false); }
+
+/* A broker cut off from ZooKeeper long enough to miss leader and ISR changes (its session
+ * expires) becomes the controller right after it returns: its standby context is stale, and the
+ * failover must find every stale state by its version and read it. */
+static void scenario_standby_partitioned(struct sim *s) {
+    const char *what = "scenario standby: a broker partitioned away becomes controller";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    int32_t r1[] = {1, 2, 3}, r2[] = {2, 3, 1};
+    create_topic(s, "sp0", r1, 3);
+    create_topic(s, "sp1", r2, 3);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s);
+    if (s->failed) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    struct sbroker *y = NULL;
+    for (int i = 0; i < s->n_brokers; i++)
+        if (&s->brokers[i] != c && &s->brokers[i] != x) y = &s->brokers[i];
+    x->zk_cut_until = s->now + 3 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s); /* x's session expires: the controller moves leaders off x and shrinks ISRs */
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, "sp1") != 0)
+        sim_fail(s, what, "cannot mark sp1 for deletion");
+    if (!s->failed) sim_settle(s);
+    s->settle_hold_cuts = false;
+    uint64_t warm = g_failovers.warm;
+    if (!s->failed && y) node_crash(s, y, true);
+    if (!s->failed) node_crash(s, c, true); /* only x is left: it must take over */
+    x->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -249,13 +335,17 @@ static const struct {
     const char *name;
     int brokers;
     void (*run)(struct sim *s);
+    bool standby; /* runs with gregor.controller.standby.enable (the others without), whatever the options */
 } scenarios[] = {
-    {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr},
-    {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr},
-    {"a topic deleted while a broker is away: removed from its cache in the same term", 3, scenario_delete_same_term},
-    {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move},
+    {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr, false},
+    {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr, false},
+    {"a topic deleted while a broker is away: removed from its cache in the same term", 3, scenario_delete_same_term, false},
+    {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move, false},
     {"a topic deleted while a broker is away and created again: its new partition stays in the cache", 3,
-     scenario_recreated_same_term},
+     scenario_recreated_same_term, false},
+    {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
+    {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
+    {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {
@@ -269,6 +359,9 @@ int sim_scenarios(const struct sim_opts *base) {
             o.zk_faults = false; /* scripted steps must not fail; settle has no faults anyway */
             /* the scripts rely on these flows whatever the run's options */
             o.alter_isr = o.admin_flows = o.expect_states = o.expect_metadata = true;
+            /* the standby scripts run with the standby on, the others as written (off: a cut-off
+             * broker's StandbyRefresh would wait for ZooKeeper and end the cut early) */
+            o.standby = scenarios[k].standby;
             struct sim *s = gr_calloc(1, sizeof *s);
             sim_setup(s, &o);
             s->phase = 1;

@@ -269,6 +269,8 @@ struct sim {
  * deliver everything; check the quiet invariants), tear down. */
 void sim_setup(struct sim *s, const struct sim_opts *o);
 void sim_settle(struct sim *s);
+/* Moves virtual time on by ms (timers fire, sessions past their deadline expire). */
+void sim_advance(struct sim *s, int64_t ms);
 void sim_teardown(struct sim *s);
 void sim_fail(struct sim *s, const char *invariant, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
