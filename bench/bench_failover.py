@@ -7,6 +7,8 @@ nothing.
   /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
   /usr/bin/python3 bench/bench_failover.py --smoke          # every step, tiny (bench/smoke.sh)
 
+--standby sets gregor.controller.standby.enable=true (refresh 5 s) on every broker.
+
 For each size N: a fresh 3-broker cluster (zookeeper.session.timeout.ms --session-ms, 6000),
 N partitions RF 3 in topics of --per-topic (100) partitions (Kafka's default placement: each
 broker is the preferred leader of ~N/3), created through the AdminClient; then, with one broker

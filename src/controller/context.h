@@ -3,7 +3,8 @@
  * assignments, and every partition's leader/ISR as last read from or written to ZooKeeper.
  *
  * Owned by one struct gr_controller and touched only on its event thread (no locks). It is
- * filled in onControllerFailover and emptied by gr_ctrl_ctx_reset on resignation.
+ * filled in onControllerFailover and emptied by gr_ctrl_ctx_reset on resignation. A controller
+ * may own a second one, its standby context (controller.c, gr_ctrl_ctx_move_topics): same rules.
  *
  * Layout: topics live in an open-addressing hash table keyed by name (100k partitions over a
  * few thousand topics is the design point); each topic holds its partitions in an array sorted
