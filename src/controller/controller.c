@@ -568,9 +568,12 @@ static int load_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, con
         }
         for (int i = 0; i < m; i++) {
             struct gr_ctrl_topic *had = gr_ctrl_ctx_topic(ctx, names[off + i]);
-            /* what ctx knew of an earlier incarnation of the topic (the standby context) or of a
-             * topic gone or unreadable now must not survive: a cold load would not have it */
-            if (had && (a[i].rc != 0 || had->czxid != a[i].czxid)) gr_ctrl_ctx_remove_topic(ctx, names[off + i]);
+            /* what ctx knew of an earlier incarnation of the topic (the standby context), of a
+             * topic gone or unreadable now, or of a topic whose znode was written since (a
+             * controller bumps its version whenever it creates a state znode that may have
+             * existed before: partition_sm.c touch_topics) must not survive */
+            if (had && (a[i].rc != 0 || had->czxid != a[i].czxid || had->zk_version != a[i].zk_version))
+                gr_ctrl_ctx_remove_topic(ctx, names[off + i]);
             if (a[i].rc == 0) {
                 if (!a[i].topic) a[i].topic = gr_strdup(names[off + i]);
                 gr_ctrl_ctx_put_topic(ctx, &a[i]);
