@@ -130,6 +130,11 @@ static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
      * ZooKeeper is reachable again (or the session expired). kzk waits in slices of timeout_ms;
      * --long-outages lets each slice pass one by one (the outage outlasts many session
      * timeouts), otherwise the wait jumps to the end of the outage at once. */
+    if (b && b->expire_on_wait) { /* a scripted interruption (interrupt_deletion_of) */
+        b->expire_on_wait = false;
+        VLOG(s, "zk: broker %d's session expires while it waits to reconnect (scripted)", b->id);
+        return GR_ZSESSIONEXPIRED;
+    }
     int64_t until = zm_down(s->zm) ? s->outage_until : (b && b->zk_cut_until > s->now) ? b->zk_cut_until : 0;
     if (s->o.zk_long_outages && until > s->now + timeout_ms) {
         if (timeout_ms > 0) {
@@ -170,6 +175,13 @@ static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
 
 static int hook_call_fault(void *arg, struct zm_client *c, bool is_write) {
     struct sim *s = arg;
+    struct sbroker *w = zm_client_user(c);
+    if (w && w->interrupt_next_write && is_write) {
+        w->interrupt_next_write = false;
+        w->expire_on_wait = true;
+        VLOG(s, "zk: broker %d's connection drops before its write reaches the server (scripted)", w->id);
+        return ZM_FAULT_LOSS_BEFORE;
+    }
     if (s->phase != 0 || !s->o.zk_faults || !zm_client_user(c)) return ZM_FAULT_NONE;
     uint32_t r = rng_below(&s->rng, 400);
     struct sbroker *b = zm_client_user(c);
@@ -182,6 +194,32 @@ static int hook_call_fault(void *arg, struct zm_client *c, bool is_write) {
         return ZM_FAULT_LOSS_AFTER;
     }
     return ZM_FAULT_NONE;
+}
+
+/* Every committed transaction: the scripted interruption of a deletion (interrupt_deletion_of),
+ * then the invariants. */
+static void hook_on_commit(void *arg, const struct zm_txn *t) {
+    struct sim *s = arg;
+    const char *topic = s->interrupt_deletion_of;
+    int32_t wid = -1;
+    int winc = 0;
+    if (topic && t->is_multi && sim_session_owner(s, t->session, &wid, &winc)) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "/brokers/topics/%s/partitions/", topic);
+        for (int i = 0; i < t->n_changes; i++) {
+            const struct zm_change *c = &t->changes[i];
+            size_t pl = strlen(c->path);
+            if (c->op != GR_ZOP_DELETE || strncmp(c->path, prefix, strlen(prefix)) != 0 || pl < 6 ||
+                strcmp(c->path + pl - 6, "/state") != 0)
+                continue;
+            for (int k = 0; k < s->n_brokers; k++)
+                if (s->brokers[k].id == wid) s->brokers[k].interrupt_next_write = true;
+            s->interrupt_deletion_of = NULL;
+            VLOG(s, "broker %d deleted state znodes of %s: its next write is interrupted (scripted)", wid, topic);
+            break;
+        }
+    }
+    inv_on_commit(arg, t);
 }
 
 /* ======================================================================================
@@ -795,7 +833,7 @@ void sim_setup(struct sim *s, const struct sim_opts *o) {
     s->zm = zm_new();
     zm_set_flush_on_call(s->zm, o->watch_flush);
     struct zm_hooks h = {.wait_connected = hook_wait_connected, .call_fault = hook_call_fault,
-                         .on_commit = inv_on_commit, .arg = s};
+                         .on_commit = hook_on_commit, .arg = s};
     zm_set_hooks(s->zm, &h);
     s->now = 1000;
     zm_set_time(s->zm, s->now);

@@ -189,6 +189,12 @@ struct sbroker {
     uint64_t cs_seq;
     /* one-sided partition: cannot reach ZooKeeper before this virtual time (0: not cut off) */
     int64_t zk_cut_until;
+    /* scenarios: delete.topic.enable=false from its next start (a rolling change of the setting) */
+    bool delete_disabled;
+    /* scenarios (sim.interrupt_deletion_of): its next ZooKeeper write loses the connection before
+     * reaching the server, and its session expires while kzk waits to reconnect */
+    bool interrupt_next_write;
+    bool expire_on_wait;
 };
 
 /* ---- the simulation ---- */
@@ -211,6 +217,11 @@ struct sim {
                                    registered) */
     bool failed;
     char fail_msg[4096];
+    /* scenarios: ops per multi of every broker's kzk from its next start (0: kzk's default) */
+    int kzk_batch;
+    /* scenarios: the first committed multi of a broker that deletes a partition state znode of
+     * this topic arms that broker's interrupt_next_write, once (a deletion cut between its multis) */
+    const char *interrupt_deletion_of;
 
     struct sbroker brokers[SIM_MAX_BROKERS];
     int n_brokers;

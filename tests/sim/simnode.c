@@ -1086,6 +1086,8 @@ bool node_start(struct sim *s, struct sbroker *b) {
                           b->watches);
     zm_client_set_user(b->zc, b);
     b->kzk = gr_kzk_new(zm_backend(b->zc));
+    if (s->kzk_batch) gr_kzk_set_batch_size(b->kzk, s->kzk_batch);
+    b->interrupt_next_write = b->expire_on_wait = false;
     int64_t prev_sid = b->cur_session;
     b->cur_session = zm_client_session(b->zc);
     b->last_session = 0;
@@ -1127,7 +1129,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .metrics = NULL,
         .auto_leader_rebalance_enable = true,
         .leader_imbalance_check_interval_ms = 30000,
-        .delete_topic_enable = true,
+        .delete_topic_enable = !b->delete_disabled,
         .no_thread = true,
         .on_new_session = hook_new_session,
         .hook_arg = b,
