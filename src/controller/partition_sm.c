@@ -61,14 +61,18 @@ int gr_psm_topic_unclean_enabled(struct gr_ctrl_sm *sm, const char *topic, bool 
  * leave items; returns 0 or GR_ECONTROLLER_MOVED. Kafka has no standby and does not do this. */
 static int touch_topics(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, struct gr_kzk_state_write *items,
                         int *item_of, int *n_items, int *rcs) {
-    const char **names = gr_malloc((size_t)(*n_items ? *n_items : 1) * sizeof *names);
+    int n = *n_items;
+    const char **names = gr_malloc((size_t)(n ? n : 1) * sizeof *names);
+    int *tix = gr_malloc((size_t)(n ? n : 1) * sizeof *tix); /* item -> names index, -1: no bump */
     int nn = 0;
-    for (int i = 0; i < *n_items; i++) {
+    for (int i = 0; i < n; i++) {
         struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, items[i].topic, items[i].partition);
+        tix[i] = -1;
         if (p->new_in_term) continue;
-        bool dup = false;
-        for (int j = 0; j < nn && !dup; j++) dup = strcmp(names[j], items[i].topic) == 0;
-        if (!dup) names[nn++] = items[i].topic;
+        /* a topic's partitions come together (gr_psm_partitions_in_states walks topic by topic);
+         * one that comes again later is bumped twice, which is harmless */
+        if (nn == 0 || strcmp(names[nn - 1], items[i].topic) != 0) names[nn++] = items[i].topic;
+        tix[i] = nn - 1;
     }
     int ret = 0;
     if (nn > 0) {
@@ -79,15 +83,11 @@ static int touch_topics(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, stru
         } else {
             ret = 0;
             int k = 0;
-            for (int i = 0; i < *n_items; i++) {
-                struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, items[i].topic, items[i].partition);
-                int trc_i = 0;
-                for (int j = 0; j < nn && !p->new_in_term; j++)
-                    if (strcmp(names[j], items[i].topic) == 0) trc_i = trc[j];
-                if (trc_i != 0) {
-                    char why[256];
+            for (int i = 0; i < n; i++) {
+                if (tix[i] >= 0 && trc[tix[i]] != 0) {
+                    char why[512];
                     snprintf(why, sizeof why, "cannot bump the version of /brokers/topics/%s: %s", items[i].topic,
-                             gr_kzk_strerror(trc_i));
+                             gr_kzk_strerror(trc[tix[i]]));
                     log_failed(sm, &tps[item_of[i]], GR_PS_NEW, GR_PS_ONLINE, why);
                     rcs[item_of[i]] = GR_PSM_EFAILED;
                     continue;
@@ -99,6 +99,7 @@ static int touch_topics(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, stru
         }
         free(trc);
     }
+    free(tix);
     free(names);
     return ret;
 }

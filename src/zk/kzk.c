@@ -956,6 +956,8 @@ int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
     return r;
 }
 
+#define TOUCH_RUN_BYTES (256 * 1024)
+
 int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
                                 int *rcs) {
     if (n <= 0) return 0;
@@ -974,13 +976,20 @@ int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, cons
             rcs[i] = rd[i].rc == GR_ZOK ? GR_ECORRUPT : gr_kzk_from_zrc(rd[i].rc);
         }
     }
+    /* Topic znodes are large (a 100-partition assignment is a few KB): the sets go in runs of at
+     * most TOUCH_RUN_BYTES, so that no multi nears ZooKeeper's request limit (jute.maxbuffer,
+     * 1 MB by default) whatever the batch size. */
     int rc = 0;
-    if (m > 0) {
-        int *irc = gr_calloc((size_t)m, sizeof *irc);
-        rc = guarded_items(k, epoch_zk_version, ops, m, irc, NULL, GR_KZK_EBADVERSION, false);
-        for (int j = 0; j < m; j++) rcs[of[j]] = rc ? rc : irc[j];
-        free(irc);
+    int *irc = gr_calloc((size_t)(m ? m : 1), sizeof *irc);
+    for (int j0 = 0; j0 < m && rc == 0;) {
+        int j1 = j0;
+        size_t bytes = 0;
+        while (j1 < m && (j1 == j0 || bytes + (size_t)ops[j1].len <= TOUCH_RUN_BYTES)) bytes += (size_t)ops[j1++].len;
+        rc = guarded_items(k, epoch_zk_version, ops + j0, j1 - j0, irc + j0, NULL, GR_KZK_EBADVERSION, false);
+        j0 = j1;
     }
+    for (int j = 0; j < m; j++) rcs[of[j]] = rc ? rc : irc[j];
+    free(irc);
     free(of);
     free(ops);
     gr_zget_results_release(rd, n);

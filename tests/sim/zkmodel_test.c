@@ -413,6 +413,23 @@ static void touch_topics(struct zm *zm, struct gr_kzk *k, struct zm_client *othe
     CHECK(gr_kzk_touch_topics_guarded(k, 0, names, 2, rcs) == GR_ECONTROLLER_MOVED);
     topic_at(zm, "/brokers/topics/ta", "{\"m\":1}", 2);
     topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 3);
+    /* three 100 KB topic znodes: two multis (at most 256 KB of data each), not one of 300 KB */
+    static char big[100 * 1024 + 1];
+    memset(big, 'x', sizeof big - 1);
+    const char *bigs[] = {"big0", "big1", "big2"};
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
+        CHECK(gr_zkb_create(gr_kzk_backend(k), path, big, (int)strlen(big), 0, NULL) == GR_ZOK);
+    }
+    n_writes = 0;
+    CHECK(gr_kzk_touch_topics_guarded(k, 1, bigs, 3, rcs) == 0 && rcs[0] == 0 && rcs[1] == 0 && rcs[2] == 0);
+    CHECK(n_writes == 2);
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
+        topic_at(zm, path, big, 1);
+    }
 }
 
 static void kzk_on_model(void) {
