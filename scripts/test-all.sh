@@ -269,7 +269,14 @@ sim_runs() {
     echo "sim: long outages: $bin --no-scenarios --long-outages --seeds $outages --start $start"
     "$bin" --no-scenarios --long-outages --seeds "$outages" --start "$start" || { rc=1; bad=$((bad + 1)); }
     runs=$((runs + 1))
-    count="$((seeds + moving + outages)) seeds in $runs runs, $bad failed"
+    # the warm standby controller on every broker (W1 checks every failover's context)
+    echo "sim: standby: $bin --no-scenarios --standby --seeds $((moving / 2)) --start $start"
+    "$bin" --no-scenarios --standby --seeds "$((moving / 2))" --start "$start" || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    echo "sim: standby scenarios: $bin --standby --scenarios-only"
+    "$bin" --standby --scenarios-only || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    count="$((seeds + moving + outages + moving / 2)) seeds in $runs runs, $bad failed"
     tally $((runs - bad)) $bad
     return $rc
 }

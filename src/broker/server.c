@@ -654,6 +654,8 @@ int gr_server_startup(struct gr_server *s) {
         .auto_leader_rebalance_enable = cfg->auto_leader_rebalance_enable,
         .leader_imbalance_check_interval_ms = cfg->leader_imbalance_check_interval_seconds * 1000,
         .delete_topic_enable = cfg->delete_topic_enable,
+        .standby_enable = cfg->controller_standby_enable,
+        .standby_refresh_ms = cfg->controller_standby_refresh_ms,
         .on_new_session = on_new_session,
         .hook_arg = s,
     };

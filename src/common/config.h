@@ -132,6 +132,8 @@ struct gr_config {
     /* controller */
     int32_t controller_socket_timeout_ms;
     bool auto_leader_rebalance_enable;
+    bool controller_standby_enable;          /* gregor.controller.standby.enable */
+    int64_t controller_standby_refresh_ms;   /* gregor.controller.standby.refresh.ms */
     int32_t leader_imbalance_per_broker_percentage;
     int64_t leader_imbalance_check_interval_seconds;
     bool controlled_shutdown_enable;
