@@ -108,7 +108,8 @@ def peak_rss_mib(pid):
 
 
 class GoodClient:
-    """An idempotent acks=all producer sending one small record every `interval` seconds and a
+    """An idempotent acks=all producer sending one small record every `interval` seconds (open
+    loop: on time whatever the acknowledgements, so at a fixed rate) and a
     consumer reading the same partition from the start, both over SASL_SSL + SCRAM-SHA-512 to
     one broker (the leader). sent/acked/read are the values; latencies the produce latencies
     (librdkafka's, send to acknowledgement) in seconds."""
@@ -145,12 +146,18 @@ class GoodClient:
                 self.latencies.append(msg.latency())
         try:
             i = 0
+            tick = time.monotonic()
             while not self.stop_producing.is_set():
                 v = f"{self.tag}-{i}".encode()
                 p.produce(self.topic, v, partition=0, on_delivery=delivered)
                 self.sent.append(v)
                 i += 1
-                p.poll(self.interval)
+                # open loop: the next record goes at its time whether or not this one is
+                # acknowledged, so a slow broker shows in the latencies, not in fewer records
+                tick += self.interval
+                while (wait := tick - time.monotonic()) > 0:
+                    p.poll(wait)
+                p.poll(0)
             left = p.flush(120)
             if left:
                 self.errors.append(f"{left} records still unacknowledged 120 s after the last send")
@@ -240,11 +247,17 @@ class Siege:
         self.legacy_small = gzip_wrapper_set([bytes(4 * MIB)])
         return self
 
-    def start(self, duration):
-        """Starts every attack; they run until stop() (duration: where the ZooKeeper pause goes)."""
+    ATTACKS = ("bombs", "legacy", "frames", "scram_flood", "connection_flood", "slowloris", "pause_zookeeper")
+
+    def start(self, duration, attacks=ATTACKS):
+        """Starts the named attacks (default all); they run until stop_all() (duration: where the
+        ZooKeeper pause goes)."""
         self.duration = duration
         plan = [(self.bombs, 2), (self.legacy, 1), (self.frames, 1), (self.scram_flood, self.n(6)),
                 (self.connection_flood, 1), (self.slowloris, 1)]
+        plan = [(fn, k) for fn, k in plan if fn.__name__ in attacks]
+        if "pause_zookeeper" not in attacks:
+            self.zk_pid = None
         for fn, k in plan:
             for i in range(k):
                 self.threads.append(threading.Thread(target=self._guard, args=(fn, i), daemon=True))
