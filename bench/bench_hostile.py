@@ -11,8 +11,8 @@ tests/integration/test_hostile_siege.py). Then, on broker 1, the good client (an
 acks=all confluent-kafka producer sending a small record every --interval s, open loop, and a consumer,
 both over SASL_SSL + SCRAM-SHA-512) runs --seconds alone on one topic (the floor), then --seconds
 on another topic while every attack of the siege runs (ZooKeeper stopped for a quarter of it).
-Prints p50/p99/max produce latency of both phases, their ratio, what the attacks did, the
-brokers' peak RSS, the load average and the commit. Nothing is asserted (a smoke run checks that
+Prints p50/p99/max produce latency of both phases and broker 1's CPU use (cores) in each, the p99
+ratio, what the attacks did, the brokers' peak RSS, the load average and the commit. Nothing is asserted (a smoke run checks that
 every record was acknowledged and read back).
 """
 
@@ -33,11 +33,12 @@ import security_pki as P  # noqa: E402
 
 def phase(pki, cluster, ports, topic, seconds, interval, siege=None, attacks=S.Siege.ATTACKS):
     """Runs the good client on `topic` for `seconds` (with `siege` started meanwhile when given);
-    returns the finished GoodClient."""
+    returns the finished GoodClient, with cpu_cores: broker 1's CPU use meanwhile (cores)."""
     S.create_led_topic(cluster[1], topic)
     good = S.GoodClient(pki, ports[1]["SASL_SSL"], topic, interval=interval, tag=topic).start()
     H.wait_for(lambda: len(good.acked) >= 3 or good.errors, 60, f"the good client started on {topic}")
     good.latencies.clear()  # the first records include the client's connection and login
+    cpu0, t0 = benchlib.proc_cpu_s(cluster[1].pid), time.monotonic()
     if siege:
         siege.start(seconds, attacks)
     try:
@@ -45,6 +46,7 @@ def phase(pki, cluster, ports, topic, seconds, interval, siege=None, attacks=S.S
     finally:
         if siege:
             siege.stop_all()
+    good.cpu_cores = (benchlib.proc_cpu_s(cluster[1].pid) - cpu0) / (time.monotonic() - t0)
     good.finish()
     return good
 
@@ -83,10 +85,10 @@ def main():
                                 text=True).stdout.strip()
         print(f"commit {commit}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
               f"{args.seconds:.0f} s per phase, one record every {args.interval * 1000:.0f} ms")
-        print(f"{'phase':6} {'acked':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+        print(f"{'phase':6} {'acked':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'broker 1 CPU (cores)':>21}")
         for name, g in (("floor", floor), ("siege", under)):
             p50, p99, n = g.percentiles_ms()
-            print(f"{name:6} {n:6d} {p50:8.2f} {p99:8.2f} {max_ms(g):8.2f}")
+            print(f"{name:6} {n:6d} {p50:8.2f} {p99:8.2f} {max_ms(g):8.2f} {g.cpu_cores:21.2f}")
         f99, s99 = floor.percentiles_ms()[1], under.percentiles_ms()[1]
         print(f"p99 under siege / floor: {s99 / f99:.1f}x" if f99 > 0 else "p99 ratio: n/a")
         zk0, zk1 = siege.zk_paused or (0.0, 0.0)
