@@ -11,6 +11,8 @@ tests/integration/test_hostile_siege.py). Then, on broker 1, the good client (an
 acks=all confluent-kafka producer sending a small record every --interval s, open loop, and a consumer,
 both over SASL_SSL + SCRAM-SHA-512) runs --seconds alone on one topic (the floor), then --seconds
 on another topic while every attack of the siege runs (ZooKeeper stopped for a quarter of it).
+A control client, the same on a partition of brokers 2 and 3 only, runs beside it in both phases:
+when its latency grows under the siege too, the cost is the machine's CPUs, not broker 1.
 Prints p50/p99/max produce latency of both phases and broker 1's CPU use (cores) in each, the p99
 ratio, what the attacks did, the brokers' peak RSS, the load average and the commit. Nothing is asserted (a smoke run checks that
 every record was acknowledged and read back).
@@ -32,12 +34,18 @@ import security_pki as P  # noqa: E402
 
 
 def phase(pki, cluster, ports, topic, seconds, interval, siege=None, attacks=S.Siege.ATTACKS):
-    """Runs the good client on `topic` for `seconds` (with `siege` started meanwhile when given);
-    returns the finished GoodClient, with cpu_cores: broker 1's CPU use meanwhile (cores)."""
+    """Runs the good client on `topic` (led by broker 1, replicas 1-3) and a control client on
+    `topic`-control (led by broker 2, replicas 2-3: broker 1 takes no part in it) for `seconds`,
+    with `siege` started meanwhile when given. Returns (good, control), finished GoodClients; good
+    has cpu_cores: broker 1's CPU use meanwhile (cores)."""
     S.create_led_topic(cluster[1], topic)
+    S.create_led_topic(cluster[2], topic + "-control", (2, 3))
     good = S.GoodClient(pki, ports[1]["SASL_SSL"], topic, interval=interval, tag=topic).start()
-    H.wait_for(lambda: len(good.acked) >= 3 or good.errors, 60, f"the good client started on {topic}")
-    good.latencies.clear()  # the first records include the client's connection and login
+    control = S.GoodClient(pki, ports[2]["SASL_SSL"], topic + "-control", interval=interval,
+                           tag=topic + "-control").start()
+    for g in (good, control):
+        H.wait_for(lambda: len(g.acked) >= 3 or g.errors, 60, f"the good client started on {g.topic}")
+        g.latencies.clear()  # the first records include the client's connection and login
     cpu0, t0 = benchlib.proc_cpu_s(cluster[1].pid), time.monotonic()
     if siege:
         siege.start(seconds, attacks)
@@ -48,7 +56,8 @@ def phase(pki, cluster, ports, topic, seconds, interval, siege=None, attacks=S.S
             siege.stop_all()
     good.cpu_cores = (benchlib.proc_cpu_s(cluster[1].pid) - cpu0) / (time.monotonic() - t0)
     good.finish()
-    return good
+    control.finish()
+    return good, control
 
 
 def max_ms(good):
@@ -74,10 +83,11 @@ def main():
         cluster = H.Cluster(os.path.join(work, "cluster"), zk_srv.hosts, n=3)
         ports = S.make_cluster(cluster, pki)
         cluster.start(timeout=60)
-        floor = phase(pki, cluster, ports, "floor", args.seconds, args.interval)
+        floor, floor_control = phase(pki, cluster, ports, "floor", args.seconds, args.interval)
         siege = S.Siege(pki, cluster[1], ports[1], zk_pid=S.zk_pid_of(zk_srv), zk_pause=args.seconds / 4,
                         scale=0.3 if smoke else 1.0).prepare()
-        under = phase(pki, cluster, ports, "siege", args.seconds, args.interval, siege, args.attacks.split(","))
+        under, under_control = phase(pki, cluster, ports, "siege", args.seconds, args.interval, siege,
+                                     args.attacks.split(","))
         alive = [b.id for b in cluster.brokers.values() if b.running()]
         rss = S.rss_report(cluster)
 
@@ -89,6 +99,10 @@ def main():
         for name, g in (("floor", floor), ("siege", under)):
             p50, p99, n = g.percentiles_ms()
             print(f"{name:6} {n:6d} {p50:8.2f} {p99:8.2f} {max_ms(g):8.2f} {g.cpu_cores:21.2f}")
+        print("control client on broker 2 (not attacked; broker 1 not in its partition's replicas):")
+        for name, g in (("floor", floor_control), ("siege", under_control)):
+            p50, p99, n = g.percentiles_ms()
+            print(f"{name:6} {n:6d} {p50:8.2f} {p99:8.2f} {max_ms(g):8.2f}")
         f99, s99 = floor.percentiles_ms()[1], under.percentiles_ms()[1]
         print(f"p99 under siege / floor: {s99 / f99:.1f}x" if f99 > 0 else "p99 ratio: n/a")
         zk0, zk1 = siege.zk_paused or (0.0, 0.0)
@@ -96,7 +110,8 @@ def main():
               f"{under.acked_between(zk0, zk1)}")
         print("attacks: " + ", ".join(f"{what} {k}" for what, k in sorted(siege.counts.items())))
         print("brokers: " + ", ".join(f"{i}: peak RSS {h:.0f} MiB" for i, (_, h) in sorted(rss.items())))
-        for name, g in (("floor", floor), ("siege", under)):
+        for name, g in (("floor", floor), ("siege", under), ("floor control", floor_control),
+                        ("siege control", under_control)):
             benchlib.check(not g.errors and not g.failed, f"{name}: good client errors {g.errors[:3]} {g.failed[:3]}")
             benchlib.check(sorted(g.acked) == sorted(g.sent) and sorted(g.read) == sorted(g.sent),
                            f"{name}: {len(g.sent)} sent, {len(g.acked)} acknowledged, {len(g.read)} read")
