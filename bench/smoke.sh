@@ -54,6 +54,7 @@ declare -A cmd=(
     [bench_admin]="$py bench/bench_admin.py --smoke"
     [bench_election]="$py bench/bench_election.py --smoke"
     [bench_failover]="$py bench/bench_failover.py --smoke"
+    [bench_hostile]="$py bench/bench_hostile.py --smoke"
     [bench_md_cpu]="$py bench/bench_md_cpu.py --smoke"
     [bench_produce]="$py bench/bench_produce.py --smoke"
     [bench_tls]="$py bench/bench_tls.py --smoke"
@@ -65,7 +66,7 @@ declare -A cmd=(
     [bench_logs]="$GREGOR_BUILD/bench/bench_logs -n 200 -D -d $out/logs"
 )
 order=(bench_metadata bench_ctrl_startup bench_logs bench_zkwrite bench_md_cpu bench_topics bench_election
-       bench_admin bench_txn bench_failover bench_tls bench_produce)
+       bench_admin bench_txn bench_failover bench_tls bench_hostile bench_produce)
 [ $# -gt 0 ] && order=("$@")
 
 passed=0

@@ -65,6 +65,7 @@ ASAN_TESTS=(
     tests/integration/test_storage_failures.py
     tests/integration/test_group_txn_failures.py
     tests/integration/test_limits.py
+    tests/integration/test_hostile_siege.py
     tests/integration/test_log_validator.py
     tests/integration/test_security_tls.py::test_certificate_principal_java_dn_and_mapping_rules
     tests/integration/test_security_tls.py::test_mapping_rule_over_match_limit_refuses_not_falls_through

@@ -1,9 +1,15 @@
 """Raw Kafka wire helpers for tests that send requests no Python client can build (flexible
 versions: unsigned varints, compact strings and arrays, tagged fields). Kafka's rules are in
-docs/PROTOCOL.md; big-endian throughout."""
+docs/PROTOCOL.md; big-endian throughout. Also the socket-level helpers the hostile-client tests
+share: a connection from a chosen loopback address, "did the peer close", and the SASL/SCRAM
+first steps a client sends before it is authenticated."""
 
+import base64
+import os
 import socket
+import ssl
 import struct
+import time
 
 
 def uvarint(v):
@@ -109,3 +115,61 @@ class Reader:
             tag = self.uvarint()
             out[tag] = self.take(self.uvarint())
         return out
+
+
+def connect_from(src, port, timeout=5.0):
+    """A socket to the broker on 127.0.0.1:port from source address src (any 127.x is loopback:
+    tests use distinct ones to stay within or to exceed max.connections.per.ip)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def tls_wrap(s, cafile):
+    """s after a TLS handshake with a broker whose certificate cafile signed (no client certificate)."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    return ctx.wrap_socket(s, server_hostname="127.0.0.1")
+
+
+def closed_by_peer(s, timeout=5.0):
+    """True if the peer closes (EOF, reset, a TLS error) within timeout, reading and dropping any
+    bytes it sends first; False if it is still open then."""
+    s.settimeout(timeout)
+    end = time.time() + timeout
+    try:
+        while time.time() < end:
+            if not s.recv(65536):
+                return True
+    except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+    return False
+
+
+def sasl_authenticate(s, token, corr):
+    """(ErrorCode, AuthBytes) of a SaslAuthenticate v1, or (None, None) if the broker closed."""
+    s.sendall(frame(36, 1, corr, struct.pack(">i", len(token)) + token))
+    r = recv_frame(s)
+    if r is None:
+        return None, None
+    err = struct.unpack(">h", r[4:6])[0]
+    p = 6
+    ml = struct.unpack(">h", r[p:p + 2])[0]
+    p += 2 + max(ml, 0)
+    bl = struct.unpack(">i", r[p:p + 4])[0]
+    return err, r[p + 4:p + 4 + max(bl, 0)]
+
+
+def scram_first(s, user, mech="SCRAM-SHA-256"):
+    """SaslHandshake v1 and the SCRAM client-first message (RFC 5802, as Kafka's ScramSaslClient);
+    returns (err, server-first, client-first-bare)."""
+    m = mech.encode()
+    s.sendall(frame(17, 1, 1, struct.pack(">h", len(m)) + m))
+    r = recv_frame(s)
+    assert r is not None and struct.unpack(">h", r[4:6])[0] == 0, "SaslHandshake failed"
+    bare = f"n={user},r={base64.b64encode(os.urandom(18)).decode()}"
+    err, sf = sasl_authenticate(s, ("n,," + bare).encode(), 2)
+    return err, sf, bare

@@ -19,38 +19,14 @@ import pytest
 
 import gregor_harness as H
 import security_pki as P
-from kafka_wire import frame, recv_frame
+from kafka_wire import frame, recv_frame, sasl_authenticate, scram_first
 from test_malformed import produce_v3, record_batch
 
 
 # ---- SCRAM (RFC 5802, as Kafka's ScramSaslClient) over SaslHandshake v1 + SaslAuthenticate v1 ----
+# (the first steps, sasl_authenticate and scram_first, are in kafka_wire)
 
 ALG = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-
-
-def sasl_authenticate(s, token, corr):
-    """(ErrorCode, AuthBytes) of a SaslAuthenticate v1, or (None, None) if the broker closed."""
-    s.sendall(frame(36, 1, corr, struct.pack(">i", len(token)) + token))
-    r = recv_frame(s)
-    if r is None:
-        return None, None
-    err = struct.unpack(">h", r[4:6])[0]
-    p = 6
-    ml = struct.unpack(">h", r[p:p + 2])[0]
-    p += 2 + max(ml, 0)
-    bl = struct.unpack(">i", r[p:p + 4])[0]
-    return err, r[p + 4:p + 4 + max(bl, 0)]
-
-
-def scram_first(s, user, mech="SCRAM-SHA-256"):
-    """Handshake and client-first message; returns (err, server-first, client-first-bare)."""
-    m = mech.encode()
-    s.sendall(frame(17, 1, 1, struct.pack(">h", len(m)) + m))
-    r = recv_frame(s)
-    assert r is not None and struct.unpack(">h", r[4:6])[0] == 0, "SaslHandshake failed"
-    bare = f"n={user},r={base64.b64encode(os.urandom(18)).decode()}"
-    err, sf = sasl_authenticate(s, ("n,," + bare).encode(), 2)
-    return err, sf, bare
 
 
 def scram_login(port, user, password, mech="SCRAM-SHA-256", timeout=5.0):

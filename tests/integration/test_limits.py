@@ -12,6 +12,7 @@ import time
 import pytest
 
 import gregor_harness as H
+from kafka_wire import closed_by_peer, connect_from
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -75,15 +76,6 @@ def api_versions_frame(corr):
     return struct.pack(">i", len(body)) + body
 
 
-def connect_from(src, port, timeout=5.0):
-    """A socket to the broker on 127.0.0.1:port from source address src (any 127.x is loopback)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.bind((src, 0))
-    s.connect(("127.0.0.1", port))
-    return s
-
-
 def answered(s, corr=7, timeout=5.0):
     """Sends ApiVersions on s; True when its response comes, False on EOF, reset or timeout."""
     s.settimeout(timeout)
@@ -104,16 +96,6 @@ def answered(s, corr=7, timeout=5.0):
             left -= len(chunk)
         return got == corr
     except (socket.timeout, ConnectionError, OSError):
-        return False
-
-
-def closed_by_peer(s, timeout=5.0):
-    s.settimeout(timeout)
-    try:
-        return s.recv(1) == b""
-    except ConnectionError:
-        return True
-    except socket.timeout:
         return False
 
 

@@ -275,7 +275,7 @@ def test_reassignment_throttle(cluster_factory, zk_connect, tmp_path):
 def _plain_login(port, user, password):
     """A socket authenticated with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate v1)."""
     from kafka_wire import frame, recv_frame
-    from test_hostile_clients import sasl_authenticate
+    from kafka_wire import sasl_authenticate
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
     r = recv_frame(s)

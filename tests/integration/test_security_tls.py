@@ -15,7 +15,7 @@ import pytest
 
 import gregor_harness as H
 import security_pki as P
-from kafka_wire import frame, recv_frame
+from kafka_wire import closed_by_peer, frame, recv_frame
 
 CK = pytest.importorskip("confluent_kafka")
 CKA = pytest.importorskip("confluent_kafka.admin")
@@ -78,21 +78,6 @@ def gregorctl(*args, timeout=60):
 
 
 # ---- raw wire helpers (hostile input) ----
-
-def closed_by_peer(s, timeout=5.0):
-    """True if the peer closes (EOF or reset) within timeout, reading and dropping any bytes."""
-    s.settimeout(timeout)
-    end = time.time() + timeout
-    try:
-        while time.time() < end:
-            if not s.recv(65536):
-                return True
-    except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
-        return True
-    except socket.timeout:
-        return False
-    return False
-
 
 def tls_socket(pki, port):
     ctx = ssl.create_default_context(cafile=pki["ca"])
