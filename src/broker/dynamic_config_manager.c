@@ -168,12 +168,12 @@ void gr_dcm_view_release(struct gr_dcm_view *v) {
     gr_kzk_config_release(&v->dyn_default);
 }
 
-void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                         const struct gr_kzk_config *tc, struct gr_log_settings *out) {
+void gr_dcm_log_config(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
+                       const struct gr_kzk_config *tc, struct gr_log_config *out) {
     struct gr_dcm_view v;
     gr_dcm_view_get(d, static_cfg, &v);
     gr_dcm_view_topic(&v, tc);
-    gr_log_settings_resolve(&v.layers, out);
+    gr_log_config_resolve(&v.layers, out);
     gr_dcm_view_release(&v);
 }
 
@@ -215,8 +215,8 @@ static void on_topic(struct gr_dynamic_config_manager *d, const char *topic) {
 
 /* The broker-level unclean.leader.election.enable in effect, for the controller. */
 static void tell_controller_unclean(struct gr_dynamic_config_manager *d) {
-    struct gr_log_settings ls;
-    gr_dcm_log_settings(d, d->b->cfg, NULL, &ls);
+    struct gr_log_config ls;
+    gr_dcm_log_config(d, d->b->cfg, NULL, &ls);
     if (d->b->controller)
         gr_ctrl_set_default_unclean_leader_election(d->b->controller, ls.unclean_leader_election_enable);
 }

@@ -29,6 +29,7 @@
 
 #include "common/config_model.h"
 #include "security/scram.h"
+#include "storage/log_config.h"
 #include "zk/kzk.h"
 
 struct gr_broker;
@@ -69,9 +70,10 @@ void gr_dcm_view_get(struct gr_dynamic_config_manager *d, const struct gr_config
 void gr_dcm_view_topic(struct gr_dcm_view *v, const struct gr_kzk_config *tc);
 void gr_dcm_view_release(struct gr_dcm_view *v);
 
-/* The effective log settings of a topic with overrides tc (NULL = none). */
-void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                         const struct gr_kzk_config *tc, struct gr_log_settings *out);
+/* The effective settings of a topic with overrides tc (NULL = none) over this broker's dynamic
+ * and static configs (storage/log_config.h's one resolution). */
+void gr_dcm_log_config(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
+                       const struct gr_kzk_config *tc, struct gr_log_config *out);
 
 /* A broker key's effective numeric value (per broker > default > static > dflt). */
 int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, const char *name,

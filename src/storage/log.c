@@ -33,6 +33,7 @@
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->segment_bytes = 1 << 30;
     cfg->roll_ms = 7LL * 24 * 3600 * 1000;
+    cfg->roll_jitter_ms = 0;
     cfg->index_interval_bytes = 4096;
     cfg->max_message_bytes = 1048588;
     cfg->flush_messages = INT64_MAX;
@@ -88,7 +89,7 @@ int gr_plog_parse_compression_type(const char *v, struct gr_plog_config *cfg) {
 }
 
 static int check_config(const struct gr_plog_config *cfg) {
-    if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
+    if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->roll_jitter_ms < 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
         cfg->producer_id_expiration_ms <= 0 || cfg->index_max_bytes < 12 ||
         !(cfg->min_cleanable_dirty_ratio >= 0 && cfg->min_cleanable_dirty_ratio <= 1) || cfg->delete_retention_ms < 0 ||

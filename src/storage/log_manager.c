@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "storage/checkpoint.h"
 #include "storage/log_cleaner.h"
+#include "storage/log_config.h"
 #include "storage/fd_cache.h"
 
 #define LOGGER "kafka.log.LogManager"
@@ -116,27 +117,17 @@ static size_t hash_tp(const struct gr_plog_manager *lm, const char *topic, int32
     return (size_t)((h ^ (h >> 29)) & (lm->nbuckets - 1));
 }
 
+/* server.properties' log settings (the layers below the dynamic ones), through the one
+ * resolution of storage/log_config.h. */
+static void static_log_config(const struct gr_config *cfg, struct gr_log_config *out) {
+    struct gr_cfg_layers layers = {.static_cfg = cfg};
+    gr_log_config_resolve(&layers, out);
+}
+
 void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_plog_config *out) {
-    gr_plog_config_defaults(out);
-    const struct gr_config *c = lm->cfg;
-    out->segment_bytes = (int32_t)GR_MIN(c->log_segment_bytes, (int64_t)INT32_MAX);
-    out->roll_ms = c->log_roll_ms;
-    out->index_interval_bytes = c->log_index_interval_bytes;
-    out->max_message_bytes = c->message_max_bytes;
-    out->flush_messages = c->log_flush_interval_messages;
-    out->flush_ms = c->log_flush_interval_ms;
-    if (c->transactional_id_expiration_ms > 0) out->producer_id_expiration_ms = c->transactional_id_expiration_ms;
-    out->index_max_bytes = (int32_t)GR_MIN(GR_MAX(c->log_index_size_max_bytes, 12), (int64_t)INT32_MAX);
-    if (c->log_cleanup_policy) gr_plog_parse_cleanup_policy(c->log_cleanup_policy, out);
-    out->min_cleanable_dirty_ratio = c->log_cleaner_min_cleanable_ratio;
-    out->delete_retention_ms = c->log_cleaner_delete_retention_ms;
-    out->min_compaction_lag_ms = c->log_cleaner_min_compaction_lag_ms;
-    out->max_compaction_lag_ms = c->log_cleaner_max_compaction_lag_ms;
-    if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
-    out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
-    if (c->compression_type) gr_plog_parse_compression_type(c->compression_type, out);
-    const char *dc = gr_config_static_value(c, "log.message.downconversion.enable");
-    if (dc) out->downconversion_enable = strcasecmp(dc, "false") != 0;
+    struct gr_log_config r;
+    static_log_config(lm->cfg, &r);
+    *out = r.lc;
 }
 
 /* ---- entries ---- */
@@ -215,8 +206,10 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     if (hw < start) hw = start;
     if (hw > end) hw = end;
     atomic_init(&l->hw, hw);
-    atomic_init(&l->retention_ms, cfg->log_retention_ms);
-    atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
+    struct gr_log_config r;
+    static_log_config(cfg, &r);
+    atomic_init(&l->retention_ms, r.retention_ms);
+    atomic_init(&l->retention_bytes, r.retention_bytes);
     atomic_init(&l->cleaner_checkpoint, 0);
     atomic_init(&l->cleaner_floor, INT64_MAX);
     l->mgr = lm;
