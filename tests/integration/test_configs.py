@@ -390,7 +390,7 @@ def test_dynamic_broker_log_settings_reach_existing_logs(cluster_factory, zk_con
     create_topic(c, "own", partitions=1, rf=2, config={"message.timestamp.type": "CreateTime"})
     p = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "linger.ms": 0,
                   "compression.type": "none", "batch.num.messages": 1})
-    old_ts = 1_000_000_000_000  # 2001: far from the broker's clock
+    old_ts = int(time.time() * 1000) - 3_600_000  # an hour ago: within retention, not the broker's clock
 
     def produce(topic, n=1, key=None, size=10, ts=old_ts):
         for _ in range(n):
@@ -446,8 +446,7 @@ def test_dynamic_broker_log_settings_reach_existing_logs(cluster_factory, zk_con
     H.wait_for(create_time, 20, "server.properties' CreateTime restored", interval=0.5)
 
     # log.cleanup.policy=compact as the cluster default: the existing log gets compacted
-    # (keys rewritten many times, old segments shrink); nothing is deleted by retention any more
-    # (the records of 2001 above are past the 7-day default)
+    # (keys rewritten many times, old segments shrink) and nothing is deleted
     produce("dyn", n=40, key=b"k", size=200, ts=0)
     cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": "lo"})
     lo0 = cons.get_watermark_offsets(TopicPartition("dyn", 0), timeout=10)[0]
