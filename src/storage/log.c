@@ -706,12 +706,25 @@ static int roll(struct gr_plog *log) {
     return 0;
 }
 
+/* segment.jitter.ms (Kafka's LogConfig.randomSegmentJitter: a draw in [0, min(jitter, segment.ms))
+ * per segment, so that partitions created together do not all roll at once). The draw is a hash
+ * of the directory and the segment's base offset: fixed for the segment's life, spread over
+ * partitions, and no state to keep. */
+static int64_t roll_jitter(const struct gr_plog *log, const struct gr_segment *a) {
+    if (log->cfg.roll_jitter_ms <= 0) return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = log->dir; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    h = (h ^ (uint64_t)a->base_offset) * 1099511628211ULL;
+    h ^= h >> 29;
+    return (int64_t)(h % (uint64_t)GR_MIN(log->cfg.roll_jitter_ms, log->cfg.roll_ms));
+}
+
 static bool time_to_roll(struct gr_plog *log, int64_t incoming_max_ts) {
     struct gr_segment *a = active(log);
     if (a->size == 0) return false;
     int64_t waited = a->first_batch_ts >= 0 && incoming_max_ts >= 0 ? incoming_max_ts - a->first_batch_ts
                                                                     : gr_wall_ms() - a->created_ms;
-    return waited > log->cfg.roll_ms;
+    return waited > log->cfg.roll_ms - roll_jitter(log, a);
 }
 
 /* Writes validated batches with assigned offsets, rolling segments as needed. */
