@@ -726,8 +726,16 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     bool tswapped = false;
     if (rename(tcleaned, tswap) < 0) rc = -errno;
     else tswapped = true;
-    if (rc == 0 && rename(cleaned, swap) < 0) rc = -errno;
-    else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
+    /* never over an existing .swap: one left by a swap that failed half-way holds a group whose
+     * old segments are already gone (it waits for gr_plog_complete_swaps at the next open) */
+    if (rc == 0 && renameat2(AT_FDCWD, cleaned, AT_FDCWD, swap, RENAME_NOREPLACE) < 0) {
+        rc = -errno;
+        if (rc == -EEXIST) {
+            gr_error(LOGGER, "'%s' exists (a swap that failed half-way, left for the recovery at the next start): "
+                     "not overwritten", swap);
+            rc = -EIO; /* Kafka: KafkaStorageException, the dir goes offline */
+        }
+    } else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
         rename(swap, cleaned); /* not durable: back to .cleaned (the caller unlinks it) */
     if (rc) {
         if (tswapped) rename(tswap, tcleaned);
@@ -767,6 +775,8 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
                      "cannot rename a segment of '%s' to .deleted: %s; '%s' is left for the recovery at the "
                      "next start",
                      log->dir, gr_strerror(rc), swap);
+            rc = -EIO; /* half-swapped: the log's segments no longer match the disk (Kafka's
+                        * KafkaStorageException: the dir goes offline whatever the errno) */
         }
         goto out;
     }
@@ -799,6 +809,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
          * memory (no empty segment swapped in, no .deleted unlinked). */
         gr_error(LOGGER, "cannot put '%s' in place: %s; it is left for the recovery at the next start", swap,
                  gr_strerror(rc));
+        rc = -EIO; /* half-swapped: as above, the dir goes offline */
         goto out;
     }
     if (io == 0) io = gr_plog_fsync_dir(log->dir);

@@ -491,6 +491,40 @@ static void test_swap_rename_failure(void) {
     gr_plog_close(log);
 }
 
+/* Issue 23 item 5: a .log.swap left by a swap that failed half-way (it holds a group whose old
+ * segments are gone; gr_plog_complete_swaps finishes it at the next open) is never overwritten
+ * by a later pass: the pass fails with an I/O error (the dir goes offline, Kafka's
+ * KafkaStorageException) and swaps nothing. */
+static void test_existing_swap_not_overwritten(void) {
+    const char *name = "cl-swap-exists";
+    struct gr_plog *log = open_log(name, 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 4);
+    struct view before, after;
+    scan(log, &before);
+    gr_plog_flush(log);
+    char swap[512];
+    snprintf(swap, sizeof swap, "%s/%020d.log.swap", pdir(name), 0);
+    FILE *f = fopen(swap, "w");
+    CHECK(f != NULL);
+    fputs("the only copy", f);
+    fclose(f);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == -EIO);
+    CHECK(st.segments_cleaned == 0);
+    char got[64] = "";
+    f = fopen(swap, "r");
+    CHECK(f && fgets(got, sizeof got, f) && strcmp(got, "the only copy") == 0);
+    if (f) fclose(f);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d", k);
+    CHECK(after.records == before.records);
+    gr_plog_close(log);
+    unlink(swap);
+}
+
 /* A follower truncation while a (throttled) pass reads the segments: a segment cut under the
  * pass reads short, which is not corruption -- the pass is abandoned (retried later), it does not
  * fail with GR_ECORRUPT (which would mark a healthy log uncleanable). */
@@ -923,6 +957,7 @@ int main(void) {
     test_rename_for_delete_without_fds();
     test_crash_safety();
     test_swap_rename_failure();
+    test_existing_swap_not_overwritten();
     test_truncation_during_pass();
     test_huge_inflated_batch_kept();
     test_transactions();
