@@ -1386,7 +1386,10 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t hw, int64_t retention_m
     if (del) {
         memmove(log->segs, log->segs + del, (log->n_segs - del) * sizeof *log->segs);
         log->n_segs -= del;
-        log->seg_gen++;
+        /* no seg_gen bump: retention removes a prefix only, which a running cleaner pass
+         * tolerates (it skips its groups that lost a segment, swaps the others; Kafka's
+         * replaceSegments filters the old segments already deleted). Cancelling the pass instead
+         * livelocked compact,delete logs whose retention deletes a segment every check. */
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         gr_pstate_truncate_head(log->ps, log->log_start_offset);

@@ -25,8 +25,10 @@
  *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
  * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
  * and each group rewritten without it; the mutex is taken again only to swap a group in, after
- * checking that no segment was removed, cut or replaced meanwhile (log->seg_gen; else the pass is
- * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. */
+ * checking that no segment was cut or replaced meanwhile (log->seg_gen; else the pass is
+ * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. Retention
+ * deletes segments from the start without cancelling the pass: a group that lost a segment is
+ * skipped, the later ones are swapped in (Kafka's replaceSegments filters deleted segments). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -709,11 +711,15 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
  * consecutive in log->segs). */
 static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, const char *tcleaned,
                    const struct txn_meta *tm, struct gr_clean_stats *st) {
-    size_t first = 0;
-    while (first < log->n_segs && log->segs[first] != src[0].seg) first++;
+    /* retention deletes whole segments from the start only (without bumping seg_gen): a group
+     * that lost any of them is skipped (swapping it would bring deleted records back) */
+    if (src[0].base < log->segs[0]->base_offset) return -ENOENT;
+    size_t first = 0; /* by address and base: a freed segment's address may be reused */
+    while (first < log->n_segs && (log->segs[first] != src[0].seg || log->segs[first]->base_offset != src[0].base))
+        first++;
     if (first + n >= log->n_segs) return -ESTALE; /* never the active segment */
     for (size_t i = 0; i < n; i++)
-        if (log->segs[first + i] != src[i].seg) return -ESTALE;
+        if (log->segs[first + i] != src[i].seg || log->segs[first + i]->base_offset != src[i].base) return -ESTALE;
     int64_t base = src[0].base;
     char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
     char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
@@ -908,6 +914,13 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
             else rc = swap_in(log, src + i, n, cleaned, tcleaned, &tm, st);
             gen = log->seg_gen;
             gr_plog_unlock(log);
+        }
+        if (rc == -ENOENT) { /* retention deleted (part of) the group meanwhile: the next one */
+            gr_info(LOGGER, "cleaning '%s': segments from offset %" PRId64 " deleted by retention meanwhile, skipped",
+                    log->dir, src[i].base);
+            unlink(cleaned);
+            unlink(tcleaned);
+            rc = 0;
         }
         if (rc) {
             unlink(cleaned);

@@ -562,6 +562,55 @@ static void test_truncation_during_pass(void) {
     gr_plog_close(log);
 }
 
+/* Issue 23 item 13: compact,delete. Retention deleting the oldest segment while a (throttled)
+ * pass runs does not cancel the pass (it did: every retention pass bumped the generation, so a
+ * log whose retention deletes a segment every check was never compacted): the groups that lost a
+ * segment are skipped -- their records stay deleted -- and the later groups are swapped in. */
+struct ret_arg {
+    struct gr_plog *log;
+    int deleted;
+};
+
+static void *retention_later(void *arg) {
+    struct ret_arg *a = arg;
+    struct timespec ts = {0, 250 * 1000000L};
+    nanosleep(&ts, NULL);
+    /* by size: everything but ~3/4 of the log goes (the oldest segments) */
+    int64_t keep = gr_plog_size_bytes(a->log) * 3 / 4;
+    a->deleted = gr_plog_apply_retention(a->log, gr_plog_end_offset(a->log), -1, keep, gr_wall_ms());
+    return NULL;
+}
+
+static void test_retention_during_pass(void) {
+    struct gr_plog *log = open_log("cl-ret", 0);
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.cleanup_delete = true; /* compact,delete */
+    gr_plog_set_config(log, &cfg);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 5);
+    struct view before, after;
+    scan(log, &before);
+    int64_t end = gr_plog_end_offset(log), size = gr_plog_size_bytes(log);
+    struct ret_arg ra = {log, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, retention_later, &ra) == 0);
+    struct gr_cleaner_params p = params();
+    p.io_max_bytes_per_second = 4000; /* the map alone takes > 1 s */
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    pthread_join(t, NULL);
+    CHECKF(rc == 0, "pass over a log whose retention ran meanwhile: %s", gr_strerror(rc));
+    CHECK(ra.deleted > 0);
+    CHECKF(st.segments_cleaned > 0, "compacted despite retention (%d segments deleted by it)", ra.deleted);
+    CHECK(gr_plog_end_offset(log) == end && gr_plog_size_bytes(log) < size * 3 / 4);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d", k);
+    CHECK(after.records < before.records);
+    gr_plog_close(log);
+}
+
 /* A compressed batch whose records inflate beyond the cleaner's 64 MiB bound (the leader accepts
  * it: the compressed size is what message.max.bytes limits) is valid data: the pass keeps it as it
  * is and cleans the rest, it does not fail as corrupt (KIP-346 would mark the log uncleanable). */
@@ -959,6 +1008,7 @@ int main(void) {
     test_swap_rename_failure();
     test_existing_swap_not_overwritten();
     test_truncation_during_pass();
+    test_retention_during_pass();
     test_huge_inflated_batch_kept();
     test_transactions();
     test_txn_crash_safety();
