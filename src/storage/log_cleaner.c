@@ -64,6 +64,9 @@ void gr_offset_map_init(struct gr_offset_map *m, int64_t memory_bytes, double lo
     memset(m, 0, sizeof *m);
     m->nslots = (size_t)GR_MAX(memory_bytes / SLOT_SIZE, 16);
     m->max_entries = (size_t)((double)m->nslots * load_factor);
+    /* load factor 1.0 (accepted, as Kafka's config has no range) would fill every slot, and a
+     * probe for a key not in a full map would never end (Kafka's put refuses the last slot) */
+    if (m->max_entries > m->nslots - 1) m->max_entries = m->nslots - 1;
     if (m->max_entries < 1) m->max_entries = 1;
     m->slots = gr_calloc(m->nslots, SLOT_SIZE);
     m->latest_offset = -1;
@@ -125,6 +128,16 @@ int64_t gr_offset_map_get(const struct gr_offset_map *m, const uint8_t *key, siz
     const uint8_t *s = probe(m, h);
     static const uint8_t zero[16];
     return memcmp(s, zero, 16) == 0 ? -1 : (int64_t)gr_be64(s + 16);
+}
+
+/* A buffer that went past the pass's I/O buffer size for one large batch goes back to that size
+ * (Kafka's Cleaner.restoreBuffers): memory stays bounded by the I/O buffers, not by the group. */
+static void restore_buffer(uint8_t **buf, size_t *cap, size_t bound) {
+    if (*cap > bound) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
 }
 
 /* ---- batch access ---- */
@@ -452,7 +465,8 @@ struct src_seg {
 
 /* Fills the map over [from, to); returns the end offset reached (<= to). No lock held. */
 static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to, struct gr_offset_map *m,
-                     struct txn_meta *tm, struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
+                     struct txn_meta *tm, struct throttle *th, size_t io_buf, int64_t *end_out,
+                     struct gr_clean_stats *st) {
     *end_out = from;
     int rc = 0;
     uint8_t *buf = NULL;
@@ -498,6 +512,7 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
             }
             *end_out = GR_MIN(last + 1, to);
             if (last >= from && last < to && last > m->latest_offset) m->latest_offset = last;
+            restore_buffer(&buf, &cap, io_buf);
         }
         if (r < 0) rc = r;
         if (r == 2) break;
@@ -626,20 +641,21 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
     return 0;
 }
 
-static int write_all(const char *path, const uint8_t *buf, size_t len) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
+static int write_fd(int fd, const uint8_t *buf, size_t len) {
     size_t done = 0;
-    int rc = 0;
     while (done < len) {
         ssize_t w = write(fd, buf + done, len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            rc = -errno;
-            break;
-        }
+        if (w < 0) return -errno;
         done += (size_t)w;
     }
+    return 0;
+}
+
+static int write_all(const char *path, const uint8_t *buf, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    int rc = write_fd(fd, buf, len);
     if (rc == 0 && fsync(fd) < 0) rc = -errno;
     close(fd);
     return rc;
@@ -660,14 +676,18 @@ static void set_mtime(const char *path, int64_t ms) {
 }
 
 /* Writes the cleaned form of src[0..n) to <base>.log.cleaned (fsynced, mtime of the last
- * source) without the log's lock. */
+ * source) without the log's lock, streaming as Kafka's Cleaner.cleanInto: batches are read one by
+ * one into the read buffer and their cleaned forms gathered in the write buffer, which is written
+ * out whenever it holds io_buf bytes; both grow for a single larger batch only. */
 static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
-                         int64_t horizon, struct txn_meta *tm, struct throttle *th, struct gr_clean_stats *st,
-                         const char *cleaned, const char *tcleaned) {
+                         int64_t horizon, struct txn_meta *tm, struct throttle *th, size_t io_buf,
+                         struct gr_clean_stats *st, const char *cleaned, const char *tcleaned) {
     tm->nkept = 0;
     uint8_t *out = NULL, *buf = NULL;
     size_t olen = 0, ocap = 0, cap = 0;
-    int rc = 0;
+    int64_t written = 0;
+    int fd = open(cleaned, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         bool retain = src[i].mtime > horizon;
         int64_t pos = 0;
@@ -682,20 +702,36 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
                 report_corrupt(src[i].path, bpos, bi.BaseOffset, "its records cannot be decoded");
                 break;
             }
+            restore_buffer(&buf, &cap, io_buf);
+            if (olen >= io_buf) {
+                /* What the swap would put in place must read back whole: recovery would cut a
+                 * segment at the first invalid batch and lose the rest of the group. */
+                struct gr_batch_summary vs;
+                if (gr_batch_validate_all(out, olen, GR_BATCH_V_NO_RECORDS, &vs) != GR_BATCH_OK) {
+                    gr_error(LOGGER, "the cleaned form of '%s' does not validate at byte %zu; the pass is abandoned",
+                             src[0].path, (size_t)written + vs.bad_pos);
+                    r = GR_ECORRUPT;
+                    break;
+                }
+                if ((r = write_fd(fd, out, olen)) < 0 || (r = throttle_add(th, (int64_t)olen)) < 0) break;
+                written += (int64_t)olen;
+                olen = 0;
+                restore_buffer(&out, &ocap, 2 * io_buf);
+            }
         }
         if (r < 0) rc = r;
     }
     free(buf);
-    /* What the swap would put in place must read back whole: recovery would cut a segment at
-     * the first invalid batch and lose the rest of the group. */
     struct gr_batch_summary vs;
     if (rc == 0 && olen > 0 && gr_batch_validate_all(out, olen, GR_BATCH_V_NO_RECORDS, &vs) != GR_BATCH_OK) {
         gr_error(LOGGER, "the cleaned form of '%s' does not validate at byte %zu; the pass is abandoned", src[0].path,
-                 vs.bad_pos);
+                 (size_t)written + vs.bad_pos);
         rc = GR_ECORRUPT;
     }
-    if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
+    if (rc == 0) rc = write_fd(fd, out, olen);
     if (rc == 0) rc = throttle_add(th, (int64_t)olen);
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
+    if (fd >= 0) close(fd);
     free(out);
     if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
     if (rc == 0) { /* the cleaned segment's .txnindex: the aborted transactions it still holds data of */
@@ -885,12 +921,13 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     gr_plog_unlock(log);
     if (horizon < 0) horizon = 0;
     struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0, p->abort};
+    size_t io_buf = p->io_buffer_bytes > 0 ? (size_t)p->io_buffer_bytes : 256 << 10;
     struct gr_offset_map m;
     gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
     int64_t end = c.first_dirty;
     struct txn_meta tm;
     txn_meta_init(&tm, log, c.first_dirty, c.first_uncleanable);
-    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &tm, &th, &end, st);
+    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &tm, &th, io_buf, &end, st);
     txn_meta_free(&tm);
     if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
     /* one transaction state for all groups of the pass (Kafka's CleanedTransactionMetadata) */
@@ -907,7 +944,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         }
         char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
         char *tcleaned = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".cleaned", log->dir, src[i].base);
-        rc = write_cleaned(log, src + i, n, &m, horizon, &tm, &th, st, cleaned, tcleaned);
+        rc = write_cleaned(log, src + i, n, &m, horizon, &tm, &th, io_buf, st, cleaned, tcleaned);
         if (rc == 0) {
             pthread_mutex_lock(&log->mu);
             if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */

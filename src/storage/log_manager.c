@@ -599,7 +599,10 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     if (!l) return 0;
     int threads = c->log_cleaner_threads > 0 ? c->log_cleaner_threads : 1;
     struct gr_cleaner_params p = {c->log_cleaner_dedupe_buffer_size / threads, c->log_cleaner_io_buffer_load_factor,
-                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning};
+                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning,
+                                  /* Kafka's LogCleaner: log.cleaner.io.buffer.size is shared by
+                                   * the threads, half of each one's for reading */
+                                  GR_MAX((int64_t)c->log_cleaner_io_buffer_size / threads / 2, 4096)};
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
     atomic_store(&l->cleaner_floor, INT64_MAX);

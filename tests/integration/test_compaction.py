@@ -330,3 +330,51 @@ def test_compact_delete_under_retention_still_compacted(cluster_factory, zk_conn
     finally:
         stop.set()
         t.join(40)
+
+
+def _rss_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_cleaner_streams_a_large_segment_with_bounded_memory(cluster_factory, zk_connect):
+    """Issue 23 item 14: the cleaner streams each group through its I/O buffers
+    (log.cleaner.io.buffer.size, Kafka's Cleaner.cleanInto) instead of holding the group's cleaned
+    form in memory. A 48 MB segment whose records are all kept (unique keys) is cleaned while the
+    broker's peak RSS (VmHWM) grows by far less than the segment; before, it grew by the whole
+    segment (or twice that, by doubling reallocations)."""
+    cluster = cluster_factory(zk_connect, n=1, config={
+        "log.cleaner.backoff.ms": "200", "log.cleaner.dedupe.buffer.size": "8388608",
+        "log.cleaner.io.buffer.size": "524288"})
+    create(cluster, "big", {"cleanup.policy": "compact", "segment.bytes": "50000000",
+                            "min.cleanable.dirty.ratio": "0.01",
+                            "min.compaction.lag.ms": "3600000"})  # not before the baseline
+    b = cluster[1]
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 20, "batch.size": 200000,
+                  "queue.buffering.max.kbytes": 65536})
+    value = os.urandom(1000)
+    n = 60000  # ~62 MB: one full 48 MB segment, then the active one
+    for i in range(n):
+        while True:
+            try:
+                p.produce("big", key=b"key-%08d" % i, value=value)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+    d = os.path.join(b.logdir, "big-0")
+    segs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
+    assert len(segs) >= 2 and os.path.getsize(os.path.join(d, segs[0])) > 45_000_000, segs
+    time.sleep(1.0)  # requests settled
+    base = _rss_kb(b.pid, "VmHWM")
+    import subprocess
+    out = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "configs", "--alter",
+                          "--entity-type", "topics", "--entity-name", "big", "--delete-config",
+                          "min.compaction.lag.ms"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    H.wait_for(lambda: f"cleaned '{d}'" in b.log(), 120, "the large segment cleaned", interval=0.5)
+    grew_mb = (_rss_kb(b.pid, "VmHWM") - base) / 1024
+    assert grew_mb < 24, f"peak RSS grew by {grew_mb:.1f} MB while cleaning a 48 MB segment"

@@ -171,7 +171,8 @@ static void scan(struct gr_plog *log, struct view *v) {
 }
 
 static struct gr_cleaner_params params(void) {
-    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms(), NULL};
+    /* small I/O buffers: every group is written in several chunks */
+    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms(), NULL, 512};
     return p;
 }
 
@@ -188,6 +189,17 @@ static void test_offset_map_and_codecs(void) {
     CHECK(gr_offset_map_put(&m, (const uint8_t *)"key3", 4, 100));  /* update is fine */
     CHECK(gr_offset_map_get(&m, (const uint8_t *)"key3", 4) == 100 && gr_offset_map_get(&m, (const uint8_t *)"key4", 4) == 40);
     CHECK(gr_offset_map_get(&m, (const uint8_t *)"nope", 4) == -1 && m.latest_offset == 100);
+    gr_offset_map_free(&m);
+    /* issue 23 item 14: load factor 1.0 keeps one slot empty, so that looking up a key that is
+     * not in a full map ends (it probed forever) */
+    gr_offset_map_init(&m, 24 * 16, 1.0);
+    CHECK(m.nslots == 16 && m.max_entries == 15);
+    for (int i = 0; i < 16; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "key%d", i);
+        CHECK(gr_offset_map_put(&m, (const uint8_t *)k, strlen(k), i) == (i < 15));
+    }
+    CHECK(gr_offset_map_get(&m, (const uint8_t *)"absent", 6) == -1);
     gr_offset_map_free(&m);
     uint8_t in[5000];
     for (size_t i = 0; i < sizeof in; i++) in[i] = (uint8_t)(i % 37);
