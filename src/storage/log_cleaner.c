@@ -6,14 +6,16 @@
  *  1. offset map: for every keyed record in the dirty range, key hash -> latest offset (bounded
  *     by the dedupe buffer; the pass ends early at the batch that would overfill it); aborted
  *     data (per the .txnindex entries of the range) never enters it;
- *  2. deleteHorizon = mtime of the last segment below firstDirty - delete.retention.ms;
+ *  2. delete horizon (KIP-534): a pass keeping tombstones, or a discardable marker, of a batch
+ *     without the delete-horizon bit rewrites it with the bit and now + delete.retention.ms as
+ *     base timestamp; a pass at or past that horizon drops them;
  *  3. the segments below the map's end (never the active one) are grouped (sum of sizes <=
  *     segment.bytes) and each group is rewritten into <base>.log.cleaned: a record is kept if it
  *     lies beyond the map, or is keyed, not superseded (offset >= map[key]) and either has a value
- *     or its segment is younger than the delete horizon (tombstones live delete.retention.ms);
+ *     or its batch's delete horizon has not passed (tombstones live delete.retention.ms);
  *     a batch holding an active producer's last batch keeps its header even when emptied;
  *     aborted data is dropped; a marker goes once no batch of its transaction was seen in the
- *     pass and its segment is past the delete horizon ("transactions" below); the kept ABORT
+ *     pass and its delete horizon passed ("transactions" below); the kept ABORT
  *     markers' entries form the cleaned segment's .txnindex; compressed batches are decompressed and
  *     recompressed with their codec; kept records keep their bytes, batches keep their base
  *     offset, last offset delta, producer fields and epoch;
@@ -527,7 +529,7 @@ struct filter_ctx {
     bool retain_deletes;
     uint8_t *out;
     size_t len, cap;
-    int32_t kept;
+    int32_t kept, tombstones_kept;
     int64_t max_ts;
     int64_t records;
 };
@@ -549,6 +551,7 @@ static int filter_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8
     memcpy(c->out + c->len, rs, n);
     c->len += n;
     c->kept++;
+    if (!rv->Value) c->tombstones_kept++;
     if (rv->Timestamp > c->max_ts) c->max_ts = rv->Timestamp;
     return 0;
 }
@@ -567,23 +570,152 @@ static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_in
     return (bi->Attributes & GR_BATCH_ATTR_CONTROL) && bi->ProducerEpoch == e.epoch;
 }
 
-/* Appends the filtered form of batch b to *o. */
+/* Zigzag LEB128 (the record format's varint/varlong). */
+static int get_varlong(const uint8_t **p, const uint8_t *end, int64_t *out) {
+    uint64_t u = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*p >= end) return -1;
+        uint8_t c = *(*p)++;
+        u |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static size_t put_varlong(uint8_t *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    size_t n = 0;
+    while (u >= 0x80) {
+        p[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    p[n++] = (uint8_t)u;
+    return n;
+}
+
+/* Re-encodes the records in[0, len) (raw, uncompressed) with their timestampDelta moved from
+ * old_base to new_base, so that every record keeps its timestamp (Kafka's MemoryRecordsBuilder
+ * with a delete horizon as base timestamp). Everything else of a record is copied as it is.
+ * 0, or GR_ECORRUPT. */
+static int rebase_records(const uint8_t *in, size_t len, int64_t old_base, int64_t new_base, uint8_t **out,
+                          size_t *olen) {
+    uint8_t *o = gr_malloc(len + 32 + len / 2); /* a delta grows by at most 9 bytes, a record is >= 7 */
+    size_t n = 0;
+    const uint8_t *p = in, *end = in + len;
+    while (p < end) {
+        int64_t rlen, delta;
+        if (get_varlong(&p, end, &rlen) < 0 || rlen < 2 || rlen > end - p) goto bad;
+        const uint8_t *body = p, *bend = p + rlen, *q = body + 1; /* attributes i8 */
+        if (get_varlong(&q, bend, &delta) < 0) goto bad;
+        uint8_t nb[10];
+        size_t dn = put_varlong(nb, old_base + delta - new_base);
+        int64_t newlen = 1 + (int64_t)dn + (bend - q);
+        n += put_varlong(o + n, newlen);
+        o[n++] = body[0];
+        memcpy(o + n, nb, dn);
+        n += dn;
+        memcpy(o + n, q, (size_t)(bend - q));
+        n += (size_t)(bend - q);
+        p = bend;
+    }
+    *out = o;
+    *olen = n;
+    return 0;
+bad:
+    free(o);
+    return GR_ECORRUPT;
+}
+
+/* Builds a batch from b's header and the raw records recs[0, rlen) (kept of them): compressed with
+ * b's codec, recordCount and CRC recomputed, maxTimestamp set to max_ts (CreateTime, kept > 0); with
+ * horizon >= 0 the records are rebased on it and the delete-horizon bit is set (KIP-534). */
+static int build_batch(const uint8_t *b, const struct gr_batch_info *bi, const uint8_t *recs, size_t rlen,
+                       int32_t kept, int64_t max_ts, int64_t horizon, uint8_t **built, size_t *outn) {
+    uint8_t *rebased = NULL;
+    if (horizon >= 0 && rlen > 0) {
+        size_t nl;
+        if (rebase_records(recs, rlen, bi->BaseTimestamp, horizon, &rebased, &nl) != 0) return GR_ECORRUPT;
+        recs = rebased;
+        rlen = nl;
+    }
+    int codec = gr_batch_info_compression(bi);
+    uint8_t *payload = (uint8_t *)recs;
+    size_t plen = rlen;
+    if (codec != 0 && kept > 0 && gr_compress(codec, recs, rlen, &payload, &plen) != 0) {
+        payload = (uint8_t *)recs; /* cannot recompress: write uncompressed */
+        codec = 0;
+    }
+    if (kept == 0) codec = 0;
+    size_t n = GR_BATCH_HEADER_SIZE + plen;
+    uint8_t *o = gr_malloc(n);
+    memcpy(o, b, GR_BATCH_HEADER_SIZE);
+    if (plen) memcpy(o + GR_BATCH_HEADER_SIZE, payload, plen);
+    if (payload != recs) free(payload);
+    free(rebased);
+    uint16_t attrs = (uint16_t)((bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK) | codec);
+    if (horizon >= 0) {
+        attrs |= GR_BATCH_ATTR_DELETE_HORIZON;
+        gr_put_be64(o + GR_BATCH_OFF_BASE_TIMESTAMP, (uint64_t)horizon);
+    }
+    gr_put_be32(o + 8, (uint32_t)(n - 12));
+    gr_put_be16(o + GR_BATCH_OFF_ATTRIBUTES, attrs);
+    if (!(bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && kept > 0 && max_ts != INT64_MIN)
+        gr_put_be64(o + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)max_ts);
+    gr_put_be32(o + GR_BATCH_OFF_RECORD_COUNT, (uint32_t)kept);
+    gr_batch_update_crc(o, n);
+    *built = o;
+    *outn = n;
+    return 0;
+}
+
+static int collect_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)rv;
+    struct filter_ctx *c = arg;
+    size_t n = (size_t)(re - rs);
+    if (c->len + n > c->cap) {
+        c->cap = (c->len + n) * 2;
+        c->out = gr_realloc(c->out, c->cap);
+    }
+    memcpy(c->out + c->len, rs, n);
+    c->len += n;
+    c->kept++;
+    return 0;
+}
+
+/* Appends the filtered form of batch b to *o. Tombstones and transaction markers are removed on
+ * time as Kafka 3.1 does (KIP-534, LogCleaner.cleanInto / MemoryRecords.filterTo): the first
+ * pass that keeps a tombstone, or a marker whose transaction has no data left, rewrites its
+ * batch with the delete-horizon attribute bit and now + delete.retention.ms as base timestamp;
+ * a later pass drops the tombstones / the marker once that horizon has passed. */
 static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_batch_info *bi,
-                       const struct gr_offset_map *m, bool retain_deletes, struct txn_meta *tm, uint8_t **o,
-                       size_t *olen, size_t *ocap, struct gr_clean_stats *st) {
+                       const struct gr_offset_map *m, int64_t now_ms, int64_t delete_retention_ms,
+                       struct txn_meta *tm, uint8_t **o, size_t *olen, size_t *ocap, struct gr_clean_stats *st) {
     const uint8_t *outb = NULL;
     size_t outn = 0;
     uint8_t *built = NULL;
+    bool has_horizon = (bi->Attributes & GR_BATCH_ATTR_DELETE_HORIZON) != 0;
+    int64_t horizon = has_horizon ? bi->BaseTimestamp : -1;
+    int64_t new_horizon = delete_retention_ms > INT64_MAX - now_ms ? INT64_MAX : now_ms + delete_retention_ms;
     if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
-        /* a marker goes once its transaction's data is gone and its segment is past the delete
-         * horizon; a producer's last batch stays (kept whole: Kafka keeps its header only) */
-        bool discard = txn_on_control(tm, b, bi) && !retain_deletes;
-        if (!discard || is_producer_last_batch(log, bi)) {
+        /* a marker whose transaction's data is gone gets a horizon, and goes once it passed; a
+         * producer's last batch stays (kept whole: Kafka keeps its header only) */
+        bool can_discard = txn_on_control(tm, b, bi);
+        if (is_producer_last_batch(log, bi) || !can_discard || (has_horizon && now_ms < horizon)) {
             outb = b;
             outn = bi->size;
-        }
+        } else if (!has_horizon) {
+            struct filter_ctx fc = {.m = m, .retain_deletes = true};
+            int rc = for_each_record(b, bi, collect_rec, &fc);
+            if (rc == 0) rc = build_batch(b, bi, fc.out, fc.len, fc.kept, INT64_MIN, new_horizon, &built, &outn);
+            free(fc.out);
+            if (rc) return GR_ECORRUPT;
+            outb = built;
+        } /* else: past its horizon, the marker goes */
     } else {
-        struct filter_ctx fc = {m, retain_deletes, NULL, 0, 0, 0, -1, 0};
+        struct filter_ctx fc = {.m = m, .retain_deletes = !has_horizon || now_ms < horizon, .max_ts = -1};
         int rc = 0;
         bool aborted = txn_on_batch(tm, bi);
         if (aborted) /* aborted data: every record goes */
@@ -594,6 +726,7 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             free(fc.out);
             fc.out = NULL;
             fc.len = 0;
+            fc.tombstones_kept = 0;
             fc.kept = fc.records = GR_MAX(bi->RecordCount, 0);
         } else if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
             free(fc.out);
@@ -601,30 +734,17 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
         }
         st->records_read += fc.records;
         st->records_kept += fc.kept;
-        if (!aborted && fc.kept == bi->RecordCount) {
+        bool set_horizon = fc.tombstones_kept > 0 && !has_horizon;
+        if (!aborted && fc.kept == bi->RecordCount && !set_horizon) {
             outb = b;
             outn = bi->size;
         } else if (fc.kept > 0 || is_producer_last_batch(log, bi)) {
-            int codec = gr_batch_info_compression(bi);
-            uint8_t *payload = fc.out;
-            size_t plen = fc.len;
-            if (codec != 0 && fc.kept > 0 && gr_compress(codec, fc.out, fc.len, &payload, &plen) != 0) {
-                payload = fc.out; /* cannot recompress: write uncompressed */
-                codec = 0;
+            rc = build_batch(b, bi, fc.out, fc.len, fc.kept, fc.max_ts, set_horizon ? new_horizon : -1, &built,
+                             &outn);
+            if (rc) {
+                free(fc.out);
+                return GR_ECORRUPT;
             }
-            if (fc.kept == 0) codec = 0;
-            outn = GR_BATCH_HEADER_SIZE + plen;
-            built = gr_malloc(outn);
-            memcpy(built, b, GR_BATCH_HEADER_SIZE);
-            if (plen) memcpy(built + GR_BATCH_HEADER_SIZE, payload, plen);
-            if (payload != fc.out) free(payload);
-            gr_put_be32(built + 8, (uint32_t)(outn - 12));
-            gr_put_be16(built + GR_BATCH_OFF_ATTRIBUTES,
-                        (uint16_t)((bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK) | codec));
-            if (!(bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && fc.kept > 0)
-                gr_put_be64(built + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)fc.max_ts);
-            gr_put_be32(built + 57, (uint32_t)fc.kept); /* recordCount */
-            gr_batch_update_crc(built, outn);
             outb = built;
         }
         free(fc.out);
@@ -680,7 +800,8 @@ static void set_mtime(const char *path, int64_t ms) {
  * one into the read buffer and their cleaned forms gathered in the write buffer, which is written
  * out whenever it holds io_buf bytes; both grow for a single larger batch only. */
 static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
-                         int64_t horizon, struct txn_meta *tm, struct throttle *th, size_t io_buf,
+                         int64_t now_ms, int64_t delete_retention_ms, struct txn_meta *tm, struct throttle *th,
+                         size_t io_buf,
                          struct gr_clean_stats *st, const char *cleaned, const char *tcleaned) {
     tm->nkept = 0;
     uint8_t *out = NULL, *buf = NULL;
@@ -689,7 +810,6 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
     int fd = open(cleaned, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = fd < 0 ? -errno : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        bool retain = src[i].mtime > horizon;
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
@@ -698,7 +818,7 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
             pos += (int64_t)bi.size;
             if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
-            if ((r = clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st)) < 0) {
+            if ((r = clean_batch(log, buf, &bi, m, now_ms, delete_retention_ms, tm, &out, &olen, &ocap, st)) < 0) {
                 report_corrupt(src[i].path, bpos, bi.BaseOffset, "its records cannot be decoded");
                 break;
             }
@@ -898,7 +1018,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     uint64_t gen = log->seg_gen;
     size_t nsrc = 0;
     struct src_seg *src = gr_calloc(log->n_segs, sizeof *src);
-    int64_t horizon = 0; /* mtime of the last segment below firstDirty - delete.retention.ms */
+    int64_t delete_retention_ms = log->cfg.delete_retention_ms;
     int rc = 0;
     for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_uncleanable; i++) {
         struct gr_segment *sg = log->segs[i];
@@ -915,11 +1035,9 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         s->mtime = file_mtime_ms(GR_SEG_LOG_PATH(sg));
         s->path = gr_strdup(GR_SEG_LOG_PATH(sg));
         nsrc++;
-        if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
     }
     int32_t seg_bytes = log->cfg.segment_bytes;
     gr_plog_unlock(log);
-    if (horizon < 0) horizon = 0;
     struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0, p->abort};
     size_t io_buf = p->io_buffer_bytes > 0 ? (size_t)p->io_buffer_bytes : 256 << 10;
     struct gr_offset_map m;
@@ -944,7 +1062,8 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         }
         char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
         char *tcleaned = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".cleaned", log->dir, src[i].base);
-        rc = write_cleaned(log, src + i, n, &m, horizon, &tm, &th, io_buf, st, cleaned, tcleaned);
+        rc = write_cleaned(log, src + i, n, &m, p->now_ms, delete_retention_ms, &tm, &th, io_buf, st, cleaned,
+                           tcleaned);
         if (rc == 0) {
             pthread_mutex_lock(&log->mu);
             if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */

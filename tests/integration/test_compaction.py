@@ -378,3 +378,60 @@ def test_cleaner_streams_a_large_segment_with_bounded_memory(cluster_factory, zk
     H.wait_for(lambda: f"cleaned '{d}'" in b.log(), 120, "the large segment cleaned", interval=0.5)
     grew_mb = (_rss_kb(b.pid, "VmHWM") - base) / 1024
     assert grew_mb < 24, f"peak RSS grew by {grew_mb:.1f} MB while cleaning a 48 MB segment"
+
+
+def test_tombstones_of_a_low_throughput_log_removed_on_time(cluster_factory, zk_connect):
+    """Issue 23 item 17 (KIP-534, Kafka 3.1): in a log that compacts into one segment (a record
+    now and then, segment.ms rolling), tombstones go once delete.retention.ms has passed since the
+    first pass that saw them: that pass stamps their batch with the delete horizon (attribute bit
+    0x40, base timestamp; records keep their timestamps), a later pass drops them. Before, the
+    horizon was the last clean segment's mtime minus delete.retention.ms, which never passed the
+    tombstones of the one segment every pass rewrote: they stayed readable forever."""
+    cluster = cluster_factory(zk_connect, n=1, config={"log.cleaner.backoff.ms": "100"})
+    create(cluster, "lt", {"cleanup.policy": "compact", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
+                           "delete.retention.ms": "2000"})
+    b = cluster[1]
+    ts0 = int(time.time() * 1000) - 60_000
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 0})
+    for k in range(6):
+        p.produce("lt", key=f"k{k}".encode(), value=b"v", timestamp=ts0 + k)
+    for k in range(3):
+        p.produce("lt", key=f"k{k}".encode(), value=None, timestamp=ts0 + 100 + k)
+    assert p.flush(30) == 0
+
+    def trickle():  # low throughput: one record, then segment.ms rolls the segment on the next
+        time.sleep(0.35)
+        p.produce("lt", key=b"f", value=b"x")
+        assert p.flush(30) == 0
+
+    def read():
+        c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "lt-%f" % time.time(),
+                      "enable.auto.commit": False, "enable.partition.eof": True})
+        c.assign([TopicPartition("lt", 0, 0)])
+        out, deadline = {}, time.time() + 20
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                break
+            out[m.key().decode()] = (m.value(), m.timestamp()[1])
+        c.close()
+        return out
+
+    d = os.path.join(b.logdir, "lt-0")
+
+    def first_pass():
+        trickle()
+        return f"cleaned '{d}'" in b.log()
+    H.wait_for(first_pass, 30, "a first pass over the tombstones", interval=0)
+    got = read()
+    for k in range(3):  # inside the horizon: still there, with their own timestamps
+        assert got[f"k{k}"] == (None, ts0 + 100 + k), got
+    assert all(got[f"k{k}"][0] == b"v" for k in range(3, 6)), got
+
+    def gone():
+        trickle()
+        got = read()
+        return not any(f"k{k}" in got for k in range(3)) and all(f"k{k}" in got for k in range(3, 6))
+    H.wait_for(gone, 40, "tombstones removed after delete.retention.ms", interval=0)
