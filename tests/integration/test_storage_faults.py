@@ -227,7 +227,12 @@ def faulty_cluster(cluster_factory, zk_connect, tmp_path, monkeypatch, topic_con
     second = b1.logdir + "-b"
     b1.config["log.dirs"] = f"{b1.logdir},{second}"
     b1.config.update(b1_config or {})
-    monkeypatch.setenv("LD_PRELOAD", so)
+    preload = so
+    if H.SANITIZED:  # the ASan runtime must come first in the list of preloaded libraries
+        cc = shutil.which("cc") or shutil.which("gcc")
+        asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+        preload = f"{asan}:{so}"
+    monkeypatch.setenv("LD_PRELOAD", preload)
     monkeypatch.setenv("GREGOR_FAULT_DIR", second)
     monkeypatch.setenv("GREGOR_FAULT_TRIGGER", trigger)
     b1.start()
