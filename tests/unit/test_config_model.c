@@ -181,15 +181,6 @@ static void test_resolution(void) {
     CHECK(s.lc.min_cleanable_dirty_ratio == 0.25 && s.lc.index_max_bytes == 4096);
     CHECK(s.lc.compression_type == GR_CODEC_GZIP && s.lc.segment_bytes == 30000 && s.lc.roll_jitter_ms == 77);
     CHECK(s.lc.timestamp_difference_max_ms == 88 && s.lc.file_delete_delay_ms == 99);
-    /* issue 27: server.properties' log.flush.interval.messages=0 flushes every append too (it went
-     * into the log config as 0, which the log refuses) */
-    struct gr_config sc0;
-    gr_config_defaults(&sc0);
-    CHECK(gr_config_set(&sc0, "log.flush.interval.messages", "0", err, sizeof err) == 0);
-    struct gr_cfg_layers L0 = {.static_cfg = &sc0};
-    gr_log_config_resolve(&L0, &s);
-    CHECK(s.lc.flush_messages == 1);
-    gr_config_release(&sc0);
     gr_config_release(&sc);
 }
 
