@@ -184,7 +184,7 @@ static int read_topic_config(struct gr_replica_manager *rm, const char *topic, s
 static int startup_topic_configs(void *ctx, struct gr_plog_manager *lm, const char *const *topics, int n,
                                  struct gr_lm_topic_config *out) {
     struct gr_replica_manager *rm = ctx;
-    rm->lm = lm; /* topic_config_from's defaults; gr_plog_manager_open_with_configs sets it too */
+    (void)lm; /* being opened: nothing is loaded yet */
     enum { CHUNK = 1000 };
     struct gr_kzk_config *tc = gr_calloc(CHUNK, sizeof *tc);
     int *rcs = gr_calloc(CHUNK, sizeof *rcs);

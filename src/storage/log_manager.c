@@ -87,6 +87,11 @@ struct gr_plog_manager {
     pthread_mutex_t io_lock; /* io_error, io_error_ctx */
     gr_plog_manager_io_error_fn io_error;
     void *io_error_ctx;
+    /* start-up only (the opening thread): the settings of the topics with a log on disk, read
+     * before any log is loaded (Kafka's topicConfigs in LogManager.apply); sorted by name */
+    char **boot_topics;
+    struct gr_lm_topic_config *boot_cfg;
+    int nboot;
 };
 
 /* Which checkpoint files write_checkpoints writes. */
@@ -678,6 +683,8 @@ static int mkdir_p(const char *path) {
     return rc;
 }
 
+static void boot_config(struct gr_plog_manager *lm, const char *topic, struct gr_lm_topic_config *out);
+
 static int load_dir(struct gr_plog_manager *lm, int d) {
     struct lm_dir *dir = &lm->dirs[d];
     char *p = gr_asprintf("%s/%s", dir->path, GR_RECOVERY_POINT_CHECKPOINT);
@@ -759,10 +766,10 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         }
         int64_t rp = gr_offset_checkpoint_find_sorted(dir->rp, dir->nrp, topic, part, 0);
         int64_t hw = gr_offset_checkpoint_find_sorted(dir->hw, dir->nhw, topic, part, 0);
-        struct gr_plog_config lc;
-        gr_plog_manager_default_config(lm, &lc);
+        struct gr_lm_topic_config tcfg;
+        boot_config(lm, topic, &tcfg);
         struct gr_plog *log = NULL;
-        int orc = gr_plog_open_dir(full, &lc, rp, &log);
+        int orc = gr_plog_open_dir(full, &tcfg.lc, rp, &log);
         if (orc < 0) {
             gr_error(LOGGER, "cannot open log %s: %s", full, gr_strerror(orc));
             free(full);
@@ -774,6 +781,8 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
             gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
         struct gr_lm_log *l = entry_new(lm, topic, part, log, d, hw, lm->cfg);
+        atomic_store(&l->retention_ms, tcfg.retention_ms);
+        atomic_store(&l->retention_bytes, tcfg.retention_bytes);
         atomic_store(&l->cleaner_checkpoint, cl);
         pthread_mutex_lock(&lm->lock);
         insert_locked(lm, l);
@@ -790,41 +799,69 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Kafka's LogManager.apply (topicConfigs from zkClient.getLogConfigs) + loadLogs: every loaded log
- * gets its topic's settings before anything (retention, cleaning) acts on them. */
-static int apply_topic_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
-    int n = 0;
-    struct gr_lm_log **arr = snapshot(lm, &n);
-    if (n == 0) {
-        free(arr);
-        return 0;
+/* Kafka's LogManager.apply: topicConfigs (zkClient.getLogConfigs) are read before loadLogs, so
+ * every log is recovered and loaded with its topic's settings, and nothing (retention, cleaning)
+ * ever acts on a log with the broker defaults. The names come from a listing of every log dir
+ * (the partition directories load_dir will open). */
+static int read_boot_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
+    int n = 0, cap = 0;
+    char **names = NULL;
+    for (int d = 0; d < lm->ndirs; d++) {
+        DIR *dh = opendir(lm->dirs[d].path);
+        if (!dh) continue; /* load_dir reports it */
+        struct dirent *de;
+        while ((de = readdir(dh)) != NULL) {
+            char topic[256];
+            int32_t part;
+            if (de->d_name[0] == '.' || has_suffix(de->d_name, "-delete") || has_suffix(de->d_name, "-future") ||
+                gr_plog_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0)
+                continue; /* files parse as no partition directory, or load_dir skips them */
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                names = gr_realloc(names, (size_t)cap * sizeof *names);
+            }
+            names[n++] = gr_strdup(topic);
+        }
+        closedir(dh);
     }
-    const char **names = gr_malloc((size_t)n * sizeof *names);
-    for (int i = 0; i < n; i++) names[i] = arr[i]->topic;
     qsort(names, (size_t)n, sizeof *names, cmp_name);
     int u = 0;
-    for (int i = 0; i < n; i++)
-        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
-    struct gr_lm_topic_config *tc = gr_calloc((size_t)u, sizeof *tc);
-    int rc = fn(ctx, lm, names, u, tc);
-    for (int i = 0; rc == 0 && i < n; i++) {
-        struct gr_lm_log *l = arr[i];
-        const char **hit = bsearch(&l->topic, names, (size_t)u, sizeof *names, cmp_name);
-        if (!hit) continue;
-        const struct gr_lm_topic_config *t = &tc[hit - names];
-        int src = gr_plog_set_config(l->log, &t->lc);
-        if (src < 0)
-            gr_warn(LOGGER, "ignoring the config of topic %s for %s-%d: %s", l->topic, l->topic, l->partition,
-                    gr_strerror(src));
-        atomic_store(&l->retention_ms, t->retention_ms);
-        atomic_store(&l->retention_bytes, t->retention_bytes);
+    for (int i = 0; i < n; i++) {
+        if (u > 0 && strcmp(names[u - 1], names[i]) == 0) free(names[i]);
+        else names[u++] = names[i];
     }
-    if (rc == 0) gr_info(LOGGER, "Applied the configs of %d topic(s) to %d loaded log(s)", u, n);
-    free(tc);
-    free(names);
-    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
-    free(arr);
+    lm->boot_topics = names;
+    lm->nboot = u;
+    lm->boot_cfg = gr_calloc((size_t)GR_MAX(u, 1), sizeof *lm->boot_cfg);
+    int rc = u > 0 ? fn(ctx, lm, (const char *const *)names, u, lm->boot_cfg) : 0;
+    if (rc == 0 && u > 0) gr_info(LOGGER, "Read the configs of %d topic(s) with logs on disk", u);
     return rc;
+}
+
+static void free_boot_configs(struct gr_plog_manager *lm) {
+    for (int i = 0; i < lm->nboot; i++) free(lm->boot_topics[i]);
+    free(lm->boot_topics);
+    free(lm->boot_cfg);
+    lm->boot_topics = NULL;
+    lm->boot_cfg = NULL;
+    lm->nboot = 0;
+}
+
+/* The settings a log of `topic` is loaded with: its topic's, read before loading, else
+ * server.properties' (no hook, or a directory that appeared meanwhile). */
+static void boot_config(struct gr_plog_manager *lm, const char *topic, struct gr_lm_topic_config *out) {
+    const char *key = topic;
+    char **hit = lm->nboot ? bsearch(&key, lm->boot_topics, (size_t)lm->nboot, sizeof *lm->boot_topics, cmp_name)
+                           : NULL;
+    if (hit) {
+        *out = lm->boot_cfg[hit - lm->boot_topics];
+        return;
+    }
+    struct gr_log_config r;
+    static_log_config(lm->cfg, &r);
+    out->lc = r.lc;
+    out->retention_ms = r.retention_ms;
+    out->retention_bytes = r.retention_bytes;
 }
 
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
@@ -877,14 +914,17 @@ int gr_plog_manager_open_with_configs(const struct gr_config *cfg, int32_t broke
         rc = GR_ECONFIG;
         goto fail;
     }
-    for (int i = 0; i < lm->ndirs; i++) {
-        rc = load_dir(lm, i);
-        if (rc < 0) goto fail;
-    }
-    if (fn && (rc = apply_topic_configs(lm, fn, fn_ctx)) < 0) {
-        gr_error(LOGGER, "cannot read the configs of the topics whose logs are loaded: %s", gr_strerror(rc));
+    if (fn && (rc = read_boot_configs(lm, fn, fn_ctx)) < 0) {
+        gr_error(LOGGER, "cannot read the configs of the topics whose logs are on disk: %s", gr_strerror(rc));
+        free_boot_configs(lm);
         goto fail;
     }
+    for (int i = 0; i < lm->ndirs; i++) {
+        rc = load_dir(lm, i);
+        if (rc < 0) break;
+    }
+    free_boot_configs(lm);
+    if (rc < 0) goto fail;
     rc = pthread_create(&lm->thread, NULL, lm_thread, lm);
     if (rc != 0) {
         rc = -rc;
