@@ -602,7 +602,8 @@ static size_t put_varlong(uint8_t *p, int64_t v) {
  * 0, or GR_ECORRUPT. */
 static int rebase_records(const uint8_t *in, size_t len, int64_t old_base, int64_t new_base, uint8_t **out,
                           size_t *olen) {
-    uint8_t *o = gr_malloc(len + 32 + len / 2); /* a delta grows by at most 9 bytes, a record is >= 7 */
+    /* a record is >= 7 bytes and grows by at most 11 (9 of delta, 2 of length): < 3x */
+    uint8_t *o = gr_malloc(3 * len + 32);
     size_t n = 0;
     const uint8_t *p = in, *end = in + len;
     while (p < end) {
