@@ -824,7 +824,7 @@ static int read_boot_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_c
         }
         closedir(dh);
     }
-    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_name);
     int u = 0;
     for (int i = 0; i < n; i++) {
         if (u > 0 && strcmp(names[u - 1], names[i]) == 0) free(names[i]);
