@@ -53,6 +53,17 @@ def produce(cluster, items, topic="c", codec="none"):
     assert p.flush(30) == 0
 
 
+def partition_served(cluster, topic):
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "ps-%f" % time.time()})
+    try:
+        c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        return True
+    except confluent_kafka.KafkaException:
+        return False
+    finally:
+        c.close()
+
+
 def read_all(cluster, topic="c", isolation="read_uncommitted"):
     """[(offset, key, value)] from offset 0 to the end."""
     c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "rd-%f" % time.time(),
@@ -184,6 +195,8 @@ def test_cleaner_killed_mid_swap(cluster_factory, zk_connect, monkeypatch):
     H.wait_for(lambda: cleaner_checkpoint(broker) > 0, 30, "a cleaning pass after the restart")
     H.wait_for(lambda: (cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}).get("leader") == 1,
                30, "leader")
+    H.wait_for(lambda: partition_served(cluster, "c"), 30, "the restarted broker serving c-0")  # the znode
+    # above predates the restart: the broker may not have had its LeaderAndIsr/UpdateMetadata yet
     recs = read_all(cluster)
     assert recs[-1][0] == len(items) - 1
     check_view(recs, expected, cleaner_checkpoint(broker))
