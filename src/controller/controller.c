@@ -763,7 +763,7 @@ static int process_register_broker_and_reelect(struct gr_controller *c) {
     bool have_prev = false;
     if (c->cfg.on_new_session) have_prev = c->cfg.on_new_session(c->cfg.hook_arg, &prev);
     int64_t epoch = -1;
-    int rc = gr_kzk_register_broker(c->kzk, &c->broker_info, have_prev ? &prev : NULL, &epoch);
+    int rc = gr_kzk_register_broker(c->kzk, &c->broker_info, &prev, have_prev ? 1 : 0, &epoch);
     if (rc != 0) {
         CERROR(c, "Cannot re-register broker %d in ZooKeeper after a new session: %s", c->cfg.broker_id,
                gr_kzk_strerror(rc));

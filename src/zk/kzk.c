@@ -557,13 +557,14 @@ int gr_kzk_generate_broker_sequence_id(struct gr_kzk *k, int32_t *seq) {
 /* ---- brokers ---- */
 
 int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
-                           const struct gr_zsession *prev, int64_t *broker_epoch) {
+                           const struct gr_zsession *prevs, int nprev, int64_t *broker_epoch) {
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", info->id);
     size_t len;
     char *json = gr_kzk_broker_encode(info, &len);
     int out = GR_EZK;
-    bool killed_prev = false;
+    uint64_t closed = 0; /* bit i: prevs[i] closed already */
+    if (nprev > 64) nprev = 64;
     for (int attempt = 0; attempt < 5; attempt++) {
         struct gr_zop ops[2] = {gr_zop_create(path, NULL, 0, GR_ZEPHEMERAL),
                                 gr_zop_set(path, json, (int)len, 0)};
@@ -598,11 +599,15 @@ int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
             out = 0;
             break;
         }
-        if (prev && prev->id != 0 && prev->id == st.ephemeralOwner && !killed_prev) {
+        int holder = -1;
+        for (int i = 0; i < nprev && holder < 0; i++)
+            if (prevs[i].id != 0 && prevs[i].id == st.ephemeralOwner && !(closed & (1ull << i))) holder = i;
+        if (holder >= 0) {
+            const struct gr_zsession *prev = &prevs[holder];
             gr_info(LOGGER, "%s is held by our previous session 0x%" PRIx64 "; closing it",
                     path, (uint64_t)prev->id);
             int c = gr_zkb_close_session(k->b, prev);
-            killed_prev = true;
+            closed |= 1ull << holder;
             if (c != GR_ZOK && c != GR_ZSESSIONEXPIRED)
                 gr_warn(LOGGER, "closing previous session failed (%s); deleting %s",
                         gr_zrc_name(c), path);

@@ -170,7 +170,10 @@ void gr_kzk_config_set(struct gr_kzk_config *c, const char *key, const char *val
 /* The value for key or NULL (borrowed). */
 const char *gr_kzk_config_get(const struct gr_kzk_config *c, const char *key);
 
-/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. */
+/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. Decoding also takes
+ * Kafka's version 1, {"version":1,"entity_type":"topics"|"clients","entity_name":"N"}, as the
+ * entity path "topics/N" / "clients/N" (Kafka 2.7's ConfigEntityChangeNotificationHandler); any
+ * other version, or another version-1 entity type, is GR_ECORRUPT (Kafka logs and skips it). */
 char *gr_kzk_config_change_encode(const char *entity_path, size_t *len);
 int gr_kzk_config_change_decode(const char *data, size_t len, char **entity_path);
 
@@ -266,13 +269,13 @@ int gr_kzk_generate_broker_sequence_id(struct gr_kzk *k, int32_t *seq);
  * If the node exists:
  *   - owned by our current session (our own create raced a connection loss): keep it, return
  *     its czxid (Kafka's CheckedEphemeral does the same);
- *   - owned by `prev` (our previous incarnation's session, persisted by the broker; may be
- *     NULL): close that session via the backend's close_session (falls back to deleting the
- *     node), then create again;
+ *   - owned by one of prevs[0..nprev) (sessions of our earlier incarnations, persisted by the
+ *     broker; prevs may be NULL when nprev is 0): close that session via the backend's
+ *     close_session (falls back to deleting the node), then create again; each at most once;
  *   - owned by anyone else: GR_KZK_EBROKER_REGISTERED.
  * Any thread. */
 int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
-                           const struct gr_zsession *prev, int64_t *broker_epoch);
+                           const struct gr_zsession *prevs, int nprev, int64_t *broker_epoch);
 /* Rewrites /brokers/ids/N's data (updateBrokerInfo; any version). */
 int gr_kzk_update_broker(struct gr_kzk *k, const struct gr_kzk_broker *info);
 

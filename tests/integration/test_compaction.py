@@ -53,10 +53,11 @@ def produce(cluster, items, topic="c", codec="none"):
     assert p.flush(30) == 0
 
 
-def partition_served(cluster, topic):
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "ps-%f" % time.time()})
+def serves(cluster, topic):
+    """Does a consumer see the topic's partition 0 with its watermarks?"""
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "probe"})
     try:
-        c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        c.get_watermark_offsets(TopicPartition(topic, 0), timeout=2)
         return True
     except confluent_kafka.KafkaException:
         return False
@@ -195,8 +196,9 @@ def test_cleaner_killed_mid_swap(cluster_factory, zk_connect, monkeypatch):
     H.wait_for(lambda: cleaner_checkpoint(broker) > 0, 30, "a cleaning pass after the restart")
     H.wait_for(lambda: (cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}).get("leader") == 1,
                30, "leader")
-    H.wait_for(lambda: partition_served(cluster, "c"), 30, "the restarted broker serving c-0")  # the znode
-    # above predates the restart: the broker may not have had its LeaderAndIsr/UpdateMetadata yet
+    # the partition state above may still be the killed process's: wait until the restarted
+    # broker serves the partition (its first cleaning pass can finish before it registers)
+    H.wait_for(lambda: cluster.get_json("/brokers/ids/1")[0] is not None and serves(cluster, "c"), 30, "served")
     recs = read_all(cluster)
     assert recs[-1][0] == len(items) - 1
     check_view(recs, expected, cleaner_checkpoint(broker))

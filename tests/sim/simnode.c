@@ -1095,7 +1095,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
             struct sbroker tmp = {.last_session = prev_sid};
             hook_new_session(&tmp, &prev);
         }
-        rc = gr_kzk_register_broker(b->kzk, &b->info, have ? &prev : NULL, &epoch);
+        rc = gr_kzk_register_broker(b->kzk, &b->info, &prev, have ? 1 : 0, &epoch);
     }
     if (rc != 0 || zm_client_state(b->zc) != ZMC_CONNECTED) {
         if (s->o.verbose) printf("    [sim] broker %d failed to start: %s\n", b->id, gr_kzk_strerror(rc));

@@ -386,7 +386,7 @@ static void kzk_on_model(void) {
                                  .timestamp = 1};
     int64_t epoch = 0;
     lose_next = 1;
-    CHECK(gr_kzk_register_broker(k, &info, NULL, &epoch) == 0);
+    CHECK(gr_kzk_register_broker(k, &info, NULL, 0, &epoch) == 0);
     struct gr_zstat st;
     CHECK(zm_peek(zm, "/brokers/ids/1", NULL, NULL, &st) == GR_ZOK && st.czxid == epoch);
     int32_t e = 0, v = 0;
