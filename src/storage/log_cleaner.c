@@ -868,11 +868,15 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     int rc = 0, io = 0; /* io: the first failed fsync after the renames (reported, nothing undone) */
     crash_point("cleaned");
     /* the .txnindex first: a .txnindex.swap without its .log.swap is dropped at open */
+    /* never over an existing .swap, nor its .txnindex.swap: those left by a swap that failed
+     * half-way hold a group whose old segments are already gone (they wait for
+     * gr_plog_complete_swaps at the next open) */
     bool tswapped = false;
-    if (rename(tcleaned, tswap) < 0) rc = -errno;
+    if (renameat2(AT_FDCWD, tcleaned, AT_FDCWD, tswap, RENAME_NOREPLACE) < 0) rc = -errno;
     else tswapped = true;
-    /* never over an existing .swap: one left by a swap that failed half-way holds a group whose
-     * old segments are already gone (it waits for gr_plog_complete_swaps at the next open) */
+    if (rc == -EEXIST)
+        gr_error(LOGGER, "'%s' exists (a swap that failed half-way, left for the recovery at the next start): "
+                 "not overwritten", tswap);
     if (rc == 0 && renameat2(AT_FDCWD, cleaned, AT_FDCWD, swap, RENAME_NOREPLACE) < 0) {
         rc = -errno;
         if (rc == -EEXIST) {
@@ -882,6 +886,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
         }
     } else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
         rename(swap, cleaned); /* not durable: back to .cleaned (the caller unlinks it) */
+    if (rc == -EEXIST) rc = -EIO; /* Kafka: KafkaStorageException, the dir goes offline */
     if (rc) {
         if (tswapped) rename(tswap, tcleaned);
         goto out;

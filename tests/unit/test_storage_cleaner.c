@@ -572,6 +572,13 @@ static void test_existing_swap_not_overwritten(void) {
     CHECK(f != NULL);
     fputs("the only copy", f);
     fclose(f);
+    /* ... and its .txnindex.swap (the aborted transactions of that group), kept too */
+    char tswap[512];
+    snprintf(tswap, sizeof tswap, "%s/%020d.txnindex.swap", pdir(name), 0);
+    f = fopen(tswap, "w");
+    CHECK(f != NULL);
+    fputs("the only index", f);
+    fclose(f);
     struct gr_cleaner_params p = params();
     struct gr_clean_stats st;
     CHECK(gr_plog_clean(log, 0, &p, &st) == -EIO);
@@ -580,6 +587,12 @@ static void test_existing_swap_not_overwritten(void) {
     f = fopen(swap, "r");
     CHECK(f && fgets(got, sizeof got, f) && strcmp(got, "the only copy") == 0);
     if (f) fclose(f);
+    got[0] = 0;
+    f = fopen(tswap, "r");
+    CHECKF(f && fgets(got, sizeof got, f) && strcmp(got, "the only index") == 0,
+           "the .txnindex.swap of the half-done swap was replaced (got '%s')", got);
+    if (f) fclose(f);
+    unlink(tswap);
     scan(log, &after);
     for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d", k);
     CHECK(after.records == before.records);
