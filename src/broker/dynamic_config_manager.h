@@ -48,6 +48,12 @@ void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d);
  * start-up code refuses to start otherwise (as Kafka's DynamicConfigManager.startup would throw). */
 bool gr_dcm_credentials_loaded(const struct gr_dynamic_config_manager *d);
 
+/* Did the whole start-up load succeed -- the cluster-default and per-broker configs
+ * (/config/brokers/<default>, /config/brokers/<id>) and every user's credentials (true without
+ * ZooKeeper)? The logs are loaded with the broker layers: the start-up code refuses to start
+ * otherwise (Kafka's DynamicBrokerConfig.initialize throws). */
+bool gr_dcm_loaded(const struct gr_dynamic_config_manager *d);
+
 /* The SCRAM credential of `user` (the client's name) from the in-memory cache (Kafka's
  * CredentialCache; security/credential_cache.h): 0 and *out, or -ENOENT for an unknown user or
  * mechanism. Never reads ZooKeeper: safe on I/O threads before authentication. */
