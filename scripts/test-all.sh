@@ -58,6 +58,10 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_kip890_verification_after_idle_close
     tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
     tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
+    tests/integration/test_compaction.py::test_compact_delete_under_retention_still_compacted
+    tests/integration/test_compaction.py::test_tombstones_of_a_low_throughput_log_removed_on_time
+    tests/integration/test_storage_faults.py::test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group
+    tests/integration/test_configs.py::test_dynamic_broker_log_settings_reach_existing_logs
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input
     tests/integration/test_malformed.py

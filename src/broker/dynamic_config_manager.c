@@ -27,6 +27,7 @@ struct gr_dynamic_config_manager {
     struct gr_kzk_config dyn_broker, dyn_default; /* guarded by mu */
     struct gr_credential_cache *creds;            /* SCRAM credentials (own lock) */
     bool creds_loaded;                            /* the start-up load succeeded */
+    bool layers_loaded;                           /* the start-up read of both broker layers did */
 };
 
 static void copy_config(struct gr_kzk_config *dst, const struct gr_kzk_config *src) {
@@ -34,19 +35,39 @@ static void copy_config(struct gr_kzk_config *dst, const struct gr_kzk_config *s
     for (int i = 0; i < src->n; i++) gr_kzk_config_set(dst, src->keys[i], src->values[i]);
 }
 
-/* Re-reads /config/brokers/<name> into *slot. */
-static void reload_layer(struct gr_dynamic_config_manager *d, const char *name, bool per_broker) {
+/* Re-reads /config/brokers/<name> into *slot; 0 or the ZooKeeper error (the slot unchanged). */
+static int reload_layer(struct gr_dynamic_config_manager *d, const char *name, bool per_broker) {
     struct gr_kzk_config c = {0};
     int rc = gr_kzk_get_entity_config(d->b->zk, "brokers", name, &c);
     if (rc) {
         gr_warn(LOGGER, "Cannot read /config/brokers/%s: %s", name, gr_kzk_strerror(rc));
-        return;
+        return rc;
     }
     pthread_mutex_lock(&d->mu);
     struct gr_kzk_config *slot = per_broker ? &d->dyn_broker : &d->dyn_default;
     gr_kzk_config_release(slot);
     *slot = c;
     pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
+/* The start-up read of the cluster-default and per-broker layers, retried for about 10 s as the
+ * credentials' (Kafka's DynamicBrokerConfig.initialize fails the start-up): the logs are loaded
+ * with these layers (storage/log_config.h), and a log whose cluster-default
+ * log.cleanup.policy=compact or log.retention.ms=-1 went unread would be loaded with
+ * server.properties' and lose data to retention. */
+static void load_layers(struct gr_dynamic_config_manager *d) {
+    bool dflt = false, mine = false;
+    for (int attempt = 0, delay_ms = 100; attempt < 7 && !(dflt && mine); attempt++, delay_ms *= 2) {
+        if (attempt > 0) {
+            struct timespec ts = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (!dflt) dflt = reload_layer(d, "<default>", false) == 0;
+        if (!mine) mine = reload_layer(d, d->id, true) == 0;
+    }
+    d->layers_loaded = dflt && mine;
+    if (!d->layers_loaded) gr_error(LOGGER, "Cannot load the dynamic broker configs from /config/brokers");
 }
 
 /* Loads every user's SCRAM credentials (Kafka's CredentialProvider.updateCredentials at
@@ -105,6 +126,10 @@ bool gr_dcm_credentials_loaded(const struct gr_dynamic_config_manager *d) {
     return d && (d->creds_loaded || !d->b->zk);
 }
 
+bool gr_dcm_loaded(const struct gr_dynamic_config_manager *d) {
+    return d && ((d->creds_loaded && d->layers_loaded) || !d->b->zk);
+}
+
 struct gr_dynamic_config_manager *gr_dcm_new(struct gr_broker *b) {
     struct gr_dynamic_config_manager *d = gr_calloc(1, sizeof *d);
     d->b = b;
@@ -112,9 +137,8 @@ struct gr_dynamic_config_manager *gr_dcm_new(struct gr_broker *b) {
     pthread_mutex_init(&d->mu, NULL);
     d->creds = gr_credcache_new();
     if (b->zk) {
-        reload_layer(d, "<default>", false);
-        reload_layer(d, d->id, true);
-        load_credentials(d);
+        load_layers(d);
+        if (d->layers_loaded) load_credentials(d);
     }
     return d;
 }
@@ -168,12 +192,12 @@ void gr_dcm_view_release(struct gr_dcm_view *v) {
     gr_kzk_config_release(&v->dyn_default);
 }
 
-void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                         const struct gr_kzk_config *tc, struct gr_log_settings *out) {
+void gr_dcm_log_config(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
+                       const struct gr_kzk_config *tc, struct gr_log_config *out) {
     struct gr_dcm_view v;
     gr_dcm_view_get(d, static_cfg, &v);
     gr_dcm_view_topic(&v, tc);
-    gr_log_settings_resolve(&v.layers, out);
+    gr_log_config_resolve(&v.layers, out);
     gr_dcm_view_release(&v);
 }
 
@@ -215,8 +239,8 @@ static void on_topic(struct gr_dynamic_config_manager *d, const char *topic) {
 
 /* The broker-level unclean.leader.election.enable in effect, for the controller. */
 static void tell_controller_unclean(struct gr_dynamic_config_manager *d) {
-    struct gr_log_settings ls;
-    gr_dcm_log_settings(d, d->b->cfg, NULL, &ls);
+    struct gr_log_config ls;
+    gr_dcm_log_config(d, d->b->cfg, NULL, &ls);
     if (d->b->controller)
         gr_ctrl_set_default_unclean_leader_election(d->b->controller, ls.unclean_leader_election_enable);
 }
@@ -268,7 +292,7 @@ bool gr_dcm_on_entity_change(void *ctx, const char *entity) {
         bool dflt = strcmp(name, "<default>") == 0;
         if (!dflt && strcmp(name, d->id) != 0) return true;
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
-        reload_layer(d, name, !dflt);
+        (void)reload_layer(d, name, !dflt);
         gr_rm_reload_topic_config(d->b->replica_manager, NULL);
         tell_controller_unclean(d);
         gr_quota_manager_reload_replication(d->b->quotas);

@@ -29,6 +29,7 @@
 
 #include "common/config_model.h"
 #include "security/scram.h"
+#include "storage/log_config.h"
 #include "zk/kzk.h"
 
 struct gr_broker;
@@ -46,6 +47,12 @@ void gr_dcm_controller_attached(struct gr_dynamic_config_manager *d);
 /* Did the start-up load of every user's SCRAM credentials succeed (true without ZooKeeper)? The
  * start-up code refuses to start otherwise (as Kafka's DynamicConfigManager.startup would throw). */
 bool gr_dcm_credentials_loaded(const struct gr_dynamic_config_manager *d);
+
+/* Did the whole start-up load succeed -- the cluster-default and per-broker configs
+ * (/config/brokers/<default>, /config/brokers/<id>) and every user's credentials (true without
+ * ZooKeeper)? The logs are loaded with the broker layers: the start-up code refuses to start
+ * otherwise (Kafka's DynamicBrokerConfig.initialize throws). */
+bool gr_dcm_loaded(const struct gr_dynamic_config_manager *d);
 
 /* The SCRAM credential of `user` (the client's name) from the in-memory cache (Kafka's
  * CredentialCache; security/credential_cache.h): 0 and *out, or -ENOENT for an unknown user or
@@ -69,9 +76,10 @@ void gr_dcm_view_get(struct gr_dynamic_config_manager *d, const struct gr_config
 void gr_dcm_view_topic(struct gr_dcm_view *v, const struct gr_kzk_config *tc);
 void gr_dcm_view_release(struct gr_dcm_view *v);
 
-/* The effective log settings of a topic with overrides tc (NULL = none). */
-void gr_dcm_log_settings(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
-                         const struct gr_kzk_config *tc, struct gr_log_settings *out);
+/* The effective settings of a topic with overrides tc (NULL = none) over this broker's dynamic
+ * and static configs (storage/log_config.h's one resolution). */
+void gr_dcm_log_config(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg,
+                       const struct gr_kzk_config *tc, struct gr_log_config *out);
 
 /* A broker key's effective numeric value (per broker > default > static > dflt). */
 int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_config *static_cfg, const char *name,

@@ -548,8 +548,9 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->broker->dynamic_config = gr_dcm_new(s->broker); /* before the logs: their configs */
-    if (!gr_dcm_credentials_loaded(s->broker->dynamic_config)) {
-        slog(s, GR_LOG_ERROR, "Cannot load the SCRAM credentials from ZooKeeper (/config/users)");
+    if (!gr_dcm_loaded(s->broker->dynamic_config)) {
+        slog(s, GR_LOG_ERROR, "Cannot load the dynamic broker configs (/config/brokers) or the SCRAM credentials "
+             "(/config/users) from ZooKeeper");
         rc = GR_EZK;
         goto fail;
     }

@@ -120,23 +120,6 @@ int gr_broker_key_synonyms(const char *name, const char **out, int max);
 bool gr_broker_config_resolve(const struct gr_cfg_layers *layers, const char *name, bool per_broker,
                               struct gr_cfg_entry *out);
 
-/* ---- the effective log settings of a topic (what the broker applies) ---- */
-
-struct gr_log_settings {
-    int32_t segment_bytes;
-    int64_t segment_ms;
-    int32_t index_interval_bytes;
-    int32_t max_message_bytes;
-    int64_t flush_messages, flush_ms;
-    int64_t retention_ms, retention_bytes;
-    int32_t min_insync_replicas;
-    bool unclean_leader_election_enable;
-    bool log_append_time;  /* message.timestamp.type=LogAppendTime */
-    bool compact, delete_; /* cleanup.policy */
-    bool downconversion_enable; /* message.downconversion.enable (anything but "false": true) */
-};
-/* Fills s from the layers (an unparsable value at a layer is skipped, logged by nobody: values are
- * validated when written). */
-void gr_log_settings_resolve(const struct gr_cfg_layers *layers, struct gr_log_settings *s);
+/* The settings a log applies are resolved over these layers by storage/log_config.h. */
 
 #endif

@@ -148,52 +148,16 @@ static int load_topic_config(struct gr_replica_manager *rm, const char *topic, s
 }
 
 /* The topic's effective settings from its overrides tc (/config/topics/<topic>; NULL: none) over
- * the broker's dynamic and static configs (broker/dynamic_config_manager.h). */
+ * the broker's dynamic and static configs: storage/log_config.h's one resolution. */
 static void topic_config_from(struct gr_replica_manager *rm, const char *topic, const struct gr_kzk_config *tc,
                               struct gr_plog_config *lc, int32_t *min_isr, int64_t *ret_ms, int64_t *ret_bytes) {
-    gr_plog_manager_default_config(rm->lm, lc);
-    *min_isr = rm->cfg->min_insync_replicas;
-    *ret_ms = rm->cfg->log_retention_ms;
-    *ret_bytes = rm->cfg->log_retention_bytes;
-    if (!tc) return;
-    struct gr_log_settings ls;
-    gr_dcm_log_settings(rm->b->dynamic_config, rm->cfg, tc, &ls);
-    const char *v;
-    char *end;
-#define NUM(key, dst, lo, hi)                                                   \
-    if ((v = gr_kzk_config_get(tc, key)) != NULL) {                             \
-        long long x = strtoll(v, &end, 10);                                     \
-        if (*v && !*end && x >= (lo) && x <= (hi)) dst = x;                     \
-        else gr_warn(LOGGER, "ignoring invalid %s=%s of topic %s", key, v, topic); \
-    }
-    /* storage (issue 13): compaction, timestamps, index size */
-    NUM("segment.index.bytes", lc->index_max_bytes, 12, INT32_MAX);
-    NUM("delete.retention.ms", lc->delete_retention_ms, 0, INT64_MAX);
-    NUM("min.compaction.lag.ms", lc->min_compaction_lag_ms, 0, INT64_MAX);
-    NUM("max.compaction.lag.ms", lc->max_compaction_lag_ms, 1, INT64_MAX);
-    NUM("message.timestamp.difference.max.ms", lc->timestamp_difference_max_ms, 0, INT64_MAX);
-    if ((v = gr_kzk_config_get(tc, "cleanup.policy")) != NULL && gr_plog_parse_cleanup_policy(v, lc) < 0)
-        gr_warn(LOGGER, "ignoring invalid cleanup.policy=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(tc, "message.timestamp.type")) != NULL && gr_plog_parse_timestamp_type(v, lc) < 0)
-        gr_warn(LOGGER, "ignoring invalid message.timestamp.type=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(tc, "compression.type")) != NULL && gr_plog_parse_compression_type(v, lc) < 0)
-        gr_warn(LOGGER, "ignoring invalid compression.type=%s of topic %s", v, topic);
-    if ((v = gr_kzk_config_get(tc, "min.cleanable.dirty.ratio")) != NULL) {
-        double r = strtod(v, &end);
-        if (*v && !*end && r >= 0 && r <= 1) lc->min_cleanable_dirty_ratio = r;
-        else gr_warn(LOGGER, "ignoring invalid min.cleanable.dirty.ratio=%s of topic %s", v, topic);
-    }
-#undef NUM
-    lc->segment_bytes = ls.segment_bytes;
-    lc->roll_ms = ls.segment_ms;
-    lc->index_interval_bytes = ls.index_interval_bytes;
-    lc->max_message_bytes = ls.max_message_bytes;
-    lc->flush_messages = ls.flush_messages;
-    lc->flush_ms = ls.flush_ms;
-    lc->downconversion_enable = ls.downconversion_enable;
-    *min_isr = ls.min_insync_replicas;
-    *ret_ms = ls.retention_ms;
-    *ret_bytes = ls.retention_bytes;
+    (void)topic;
+    struct gr_log_config r;
+    gr_dcm_log_config(rm->b ? rm->b->dynamic_config : NULL, rm->cfg, tc, &r);
+    *lc = r.lc;
+    *min_isr = r.min_insync_replicas;
+    *ret_ms = r.retention_ms;
+    *ret_bytes = r.retention_bytes;
 }
 
 /* The topic's effective settings, reading /config/topics/<topic> (no ZooKeeper, in tests: the
@@ -220,7 +184,7 @@ static int read_topic_config(struct gr_replica_manager *rm, const char *topic, s
 static int startup_topic_configs(void *ctx, struct gr_plog_manager *lm, const char *const *topics, int n,
                                  struct gr_lm_topic_config *out) {
     struct gr_replica_manager *rm = ctx;
-    rm->lm = lm; /* topic_config_from's defaults; gr_plog_manager_open_with_configs sets it too */
+    (void)lm; /* being opened: nothing is loaded yet */
     enum { CHUNK = 1000 };
     struct gr_kzk_config *tc = gr_calloc(CHUNK, sizeof *tc);
     int *rcs = gr_calloc(CHUNK, sizeof *rcs);

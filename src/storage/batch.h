@@ -67,6 +67,7 @@
 #define GR_BATCH_ATTR_LOG_APPEND_TIME 0x08
 #define GR_BATCH_ATTR_TRANSACTIONAL 0x10
 #define GR_BATCH_ATTR_CONTROL 0x20
+#define GR_BATCH_ATTR_DELETE_HORIZON 0x40 /* KIP-534: baseTimestamp holds the delete horizon */
 
 /* Validation results (a domain of their own; gr_batch_err_kerr() maps them to Kafka codes). */
 enum gr_batch_err {

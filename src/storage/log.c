@@ -34,6 +34,7 @@
 void gr_plog_config_defaults(struct gr_plog_config *cfg) {
     cfg->segment_bytes = 1 << 30;
     cfg->roll_ms = 7LL * 24 * 3600 * 1000;
+    cfg->roll_jitter_ms = 0;
     cfg->index_interval_bytes = 4096;
     cfg->max_message_bytes = 1048588;
     cfg->flush_messages = INT64_MAX;
@@ -89,7 +90,7 @@ int gr_plog_parse_compression_type(const char *v, struct gr_plog_config *cfg) {
 }
 
 static int check_config(const struct gr_plog_config *cfg) {
-    if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->index_interval_bytes < 0 ||
+    if (cfg->segment_bytes < GR_BATCH_HEADER_SIZE || cfg->roll_ms <= 0 || cfg->roll_jitter_ms < 0 || cfg->index_interval_bytes < 0 ||
         cfg->max_message_bytes < 0 || cfg->flush_messages <= 0 || cfg->flush_ms < 0 ||
         cfg->producer_id_expiration_ms <= 0 || cfg->index_max_bytes < 12 ||
         !(cfg->min_cleanable_dirty_ratio >= 0 && cfg->min_cleanable_dirty_ratio <= 1) || cfg->delete_retention_ms < 0 ||
@@ -706,12 +707,25 @@ static int roll(struct gr_plog *log) {
     return 0;
 }
 
+/* segment.jitter.ms (Kafka's LogConfig.randomSegmentJitter: a draw in [0, min(jitter, segment.ms))
+ * per segment, so that partitions created together do not all roll at once). The draw is a hash
+ * of the directory and the segment's base offset: fixed for the segment's life, spread over
+ * partitions, and no state to keep. */
+static int64_t roll_jitter(const struct gr_plog *log, const struct gr_segment *a) {
+    if (log->cfg.roll_jitter_ms <= 0) return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = log->dir; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    h = (h ^ (uint64_t)a->base_offset) * 1099511628211ULL;
+    h ^= h >> 29;
+    return (int64_t)(h % (uint64_t)GR_MIN(log->cfg.roll_jitter_ms, log->cfg.roll_ms));
+}
+
 static bool time_to_roll(struct gr_plog *log, int64_t incoming_max_ts) {
     struct gr_segment *a = active(log);
     if (a->size == 0) return false;
     int64_t waited = a->first_batch_ts >= 0 && incoming_max_ts >= 0 ? incoming_max_ts - a->first_batch_ts
                                                                     : gr_wall_ms() - a->created_ms;
-    return waited > log->cfg.roll_ms;
+    return waited > log->cfg.roll_ms - roll_jitter(log, a);
 }
 
 /* Writes validated batches with assigned offsets, rolling segments as needed. */
@@ -1354,7 +1368,10 @@ int gr_plog_apply_retention(struct gr_plog *log, int64_t hw, int64_t retention_m
     if (del) {
         memmove(log->segs, log->segs + del, (log->n_segs - del) * sizeof *log->segs);
         log->n_segs -= del;
-        log->seg_gen++;
+        /* no seg_gen bump: retention removes a prefix only, which a running cleaner pass
+         * tolerates (it skips its groups that lost a segment, swaps the others; Kafka's
+         * replaceSegments filters the old segments already deleted). Cancelling the pass instead
+         * livelocked compact,delete logs whose retention deletes a segment every check. */
         log->log_start_offset = GR_MAX(log->log_start_offset, log->segs[0]->base_offset);
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         gr_pstate_truncate_head(log->ps, log->log_start_offset);

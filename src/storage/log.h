@@ -46,6 +46,8 @@ struct gr_pstate_entry;
 struct gr_plog_config {
     int32_t segment_bytes;        /* segment.bytes          default 1 GiB */
     int64_t roll_ms;              /* segment.ms             default 7 days */
+    int64_t roll_jitter_ms;       /* segment.jitter.ms      default 0: each new segment rolls
+                                     up to this much (random, < segment.ms) earlier */
     int32_t index_interval_bytes; /* index.interval.bytes   default 4096 */
     int32_t max_message_bytes;    /* max.message.bytes      default 1048588 (per batch) */
     int64_t flush_messages;       /* flush.messages         default INT64_MAX (never) */

@@ -6,14 +6,16 @@
  *  1. offset map: for every keyed record in the dirty range, key hash -> latest offset (bounded
  *     by the dedupe buffer; the pass ends early at the batch that would overfill it); aborted
  *     data (per the .txnindex entries of the range) never enters it;
- *  2. deleteHorizon = mtime of the last segment below firstDirty - delete.retention.ms;
+ *  2. delete horizon (KIP-534): a pass keeping tombstones, or a discardable marker, of a batch
+ *     without the delete-horizon bit rewrites it with the bit and now + delete.retention.ms as
+ *     base timestamp; a pass at or past that horizon drops them;
  *  3. the segments below the map's end (never the active one) are grouped (sum of sizes <=
  *     segment.bytes) and each group is rewritten into <base>.log.cleaned: a record is kept if it
  *     lies beyond the map, or is keyed, not superseded (offset >= map[key]) and either has a value
- *     or its segment is younger than the delete horizon (tombstones live delete.retention.ms);
+ *     or its batch's delete horizon has not passed (tombstones live delete.retention.ms);
  *     a batch holding an active producer's last batch keeps its header even when emptied;
  *     aborted data is dropped; a marker goes once no batch of its transaction was seen in the
- *     pass and its segment is past the delete horizon ("transactions" below); the kept ABORT
+ *     pass and its delete horizon passed ("transactions" below); the kept ABORT
  *     markers' entries form the cleaned segment's .txnindex; compressed batches are decompressed and
  *     recompressed with their codec; kept records keep their bytes, batches keep their base
  *     offset, last offset delta, producer fields and epoch;
@@ -25,8 +27,10 @@
  *     gr_plog_complete_swaps() finishes or discards a pass interrupted by a crash at open.
  * Locking: the segments are captured (own descriptors) under the log's mutex; the map is built
  * and each group rewritten without it; the mutex is taken again only to swap a group in, after
- * checking that no segment was removed, cut or replaced meanwhile (log->seg_gen; else the pass is
- * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. */
+ * checking that no segment was cut or replaced meanwhile (log->seg_gen; else the pass is
+ * abandoned and retried later), as Kafka takes the log's lock only for replaceSegments. Retention
+ * deletes segments from the start without cancelling the pass: a group that lost a segment is
+ * skipped, the later ones are swapped in (Kafka's replaceSegments filters deleted segments). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +67,9 @@ void gr_offset_map_init(struct gr_offset_map *m, int64_t memory_bytes, double lo
     memset(m, 0, sizeof *m);
     m->nslots = (size_t)GR_MAX(memory_bytes / SLOT_SIZE, 16);
     m->max_entries = (size_t)((double)m->nslots * load_factor);
+    /* load factor 1.0 (accepted, as Kafka's config has no range) would fill every slot, and a
+     * probe for a key not in a full map would never end (Kafka's put refuses the last slot) */
+    if (m->max_entries > m->nslots - 1) m->max_entries = m->nslots - 1;
     if (m->max_entries < 1) m->max_entries = 1;
     m->slots = gr_calloc(m->nslots, SLOT_SIZE);
     m->latest_offset = -1;
@@ -124,6 +131,16 @@ int64_t gr_offset_map_get(const struct gr_offset_map *m, const uint8_t *key, siz
     const uint8_t *s = probe(m, h);
     static const uint8_t zero[16];
     return memcmp(s, zero, 16) == 0 ? -1 : (int64_t)gr_be64(s + 16);
+}
+
+/* A buffer that went past the pass's I/O buffer size for one large batch goes back to that size
+ * (Kafka's Cleaner.restoreBuffers): memory stays bounded by the I/O buffers, not by the group. */
+static void restore_buffer(uint8_t **buf, size_t *cap, size_t bound) {
+    if (*cap > bound) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
 }
 
 /* ---- batch access ---- */
@@ -432,7 +449,8 @@ struct src_seg {
 
 /* Fills the map over [from, to); returns the end offset reached (<= to). No lock held. */
 static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to, struct gr_offset_map *m,
-                     struct txn_meta *tm, struct throttle *th, int64_t *end_out, struct gr_clean_stats *st) {
+                     struct txn_meta *tm, struct throttle *th, size_t io_buf, int64_t *end_out,
+                     struct gr_clean_stats *st) {
     *end_out = from;
     int rc = 0;
     uint8_t *buf = NULL;
@@ -478,6 +496,7 @@ static int build_map(struct src_seg *src, size_t nsrc, int64_t from, int64_t to,
             }
             *end_out = GR_MIN(last + 1, to);
             if (last >= from && last < to && last > m->latest_offset) m->latest_offset = last;
+            restore_buffer(&buf, &cap, io_buf);
         }
         if (r < 0) rc = r;
         if (r == 2) break;
@@ -492,7 +511,7 @@ struct filter_ctx {
     bool retain_deletes;
     uint8_t *out;
     size_t len, cap;
-    int32_t kept;
+    int32_t kept, tombstones_kept;
     int64_t max_ts;
     int64_t records;
 };
@@ -514,6 +533,7 @@ static int filter_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8
     memcpy(c->out + c->len, rs, n);
     c->len += n;
     c->kept++;
+    if (!rv->Value) c->tombstones_kept++;
     if (rv->Timestamp > c->max_ts) c->max_ts = rv->Timestamp;
     return 0;
 }
@@ -532,23 +552,153 @@ static bool is_producer_last_batch(struct gr_plog *log, const struct gr_batch_in
     return (bi->Attributes & GR_BATCH_ATTR_CONTROL) && bi->ProducerEpoch == e.epoch;
 }
 
-/* Appends the filtered form of batch b to *o. */
+/* Zigzag LEB128 (the record format's varint/varlong). */
+static int get_varlong(const uint8_t **p, const uint8_t *end, int64_t *out) {
+    uint64_t u = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*p >= end) return -1;
+        uint8_t c = *(*p)++;
+        u |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static size_t put_varlong(uint8_t *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    size_t n = 0;
+    while (u >= 0x80) {
+        p[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    p[n++] = (uint8_t)u;
+    return n;
+}
+
+/* Re-encodes the records in[0, len) (raw, uncompressed) with their timestampDelta moved from
+ * old_base to new_base, so that every record keeps its timestamp (Kafka's MemoryRecordsBuilder
+ * with a delete horizon as base timestamp). Everything else of a record is copied as it is.
+ * 0, or GR_ECORRUPT. */
+static int rebase_records(const uint8_t *in, size_t len, int64_t old_base, int64_t new_base, uint8_t **out,
+                          size_t *olen) {
+    /* a record is >= 7 bytes and grows by at most 11 (9 of delta, 2 of length): < 3x */
+    uint8_t *o = gr_malloc(3 * len + 32);
+    size_t n = 0;
+    const uint8_t *p = in, *end = in + len;
+    while (p < end) {
+        int64_t rlen, delta;
+        if (get_varlong(&p, end, &rlen) < 0 || rlen < 2 || rlen > end - p) goto bad;
+        const uint8_t *body = p, *bend = p + rlen, *q = body + 1; /* attributes i8 */
+        if (get_varlong(&q, bend, &delta) < 0) goto bad;
+        uint8_t nb[10];
+        size_t dn = put_varlong(nb, old_base + delta - new_base);
+        int64_t newlen = 1 + (int64_t)dn + (bend - q);
+        n += put_varlong(o + n, newlen);
+        o[n++] = body[0];
+        memcpy(o + n, nb, dn);
+        n += dn;
+        memcpy(o + n, q, (size_t)(bend - q));
+        n += (size_t)(bend - q);
+        p = bend;
+    }
+    *out = o;
+    *olen = n;
+    return 0;
+bad:
+    free(o);
+    return GR_ECORRUPT;
+}
+
+/* Builds a batch from b's header and the raw records recs[0, rlen) (kept of them): compressed with
+ * b's codec, recordCount and CRC recomputed, maxTimestamp set to max_ts (CreateTime, kept > 0); with
+ * horizon >= 0 the records are rebased on it and the delete-horizon bit is set (KIP-534). */
+static int build_batch(const uint8_t *b, const struct gr_batch_info *bi, const uint8_t *recs, size_t rlen,
+                       int32_t kept, int64_t max_ts, int64_t horizon, uint8_t **built, size_t *outn) {
+    uint8_t *rebased = NULL;
+    if (horizon >= 0 && rlen > 0) {
+        size_t nl;
+        if (rebase_records(recs, rlen, bi->BaseTimestamp, horizon, &rebased, &nl) != 0) return GR_ECORRUPT;
+        recs = rebased;
+        rlen = nl;
+    }
+    int codec = gr_batch_info_compression(bi);
+    uint8_t *payload = (uint8_t *)recs;
+    size_t plen = rlen;
+    if (codec != 0 && kept > 0 && gr_compress(codec, recs, rlen, &payload, &plen) != 0) {
+        payload = (uint8_t *)recs; /* cannot recompress: write uncompressed */
+        codec = 0;
+    }
+    if (kept == 0) codec = 0;
+    size_t n = GR_BATCH_HEADER_SIZE + plen;
+    uint8_t *o = gr_malloc(n);
+    memcpy(o, b, GR_BATCH_HEADER_SIZE);
+    if (plen) memcpy(o + GR_BATCH_HEADER_SIZE, payload, plen);
+    if (payload != recs) free(payload);
+    free(rebased);
+    uint16_t attrs = (uint16_t)((bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK) | codec);
+    if (horizon >= 0) {
+        attrs |= GR_BATCH_ATTR_DELETE_HORIZON;
+        gr_put_be64(o + GR_BATCH_OFF_BASE_TIMESTAMP, (uint64_t)horizon);
+    }
+    gr_put_be32(o + 8, (uint32_t)(n - 12));
+    gr_put_be16(o + GR_BATCH_OFF_ATTRIBUTES, attrs);
+    if (!(bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && kept > 0 && max_ts != INT64_MIN)
+        gr_put_be64(o + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)max_ts);
+    gr_put_be32(o + GR_BATCH_OFF_RECORD_COUNT, (uint32_t)kept);
+    gr_batch_update_crc(o, n);
+    *built = o;
+    *outn = n;
+    return 0;
+}
+
+static int collect_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
+    (void)rv;
+    struct filter_ctx *c = arg;
+    size_t n = (size_t)(re - rs);
+    if (c->len + n > c->cap) {
+        c->cap = (c->len + n) * 2;
+        c->out = gr_realloc(c->out, c->cap);
+    }
+    memcpy(c->out + c->len, rs, n);
+    c->len += n;
+    c->kept++;
+    return 0;
+}
+
+/* Appends the filtered form of batch b to *o. Tombstones and transaction markers are removed on
+ * time as Kafka 3.1 does (KIP-534, LogCleaner.cleanInto / MemoryRecords.filterTo): the first
+ * pass that keeps a tombstone, or a marker whose transaction has no data left, rewrites its
+ * batch with the delete-horizon attribute bit and now + delete.retention.ms as base timestamp;
+ * a later pass drops the tombstones / the marker once that horizon has passed. */
 static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_batch_info *bi,
-                       const struct gr_offset_map *m, bool retain_deletes, struct txn_meta *tm, uint8_t **o,
-                       size_t *olen, size_t *ocap, struct gr_clean_stats *st) {
+                       const struct gr_offset_map *m, int64_t now_ms, int64_t delete_retention_ms,
+                       struct txn_meta *tm, uint8_t **o, size_t *olen, size_t *ocap, struct gr_clean_stats *st) {
     const uint8_t *outb = NULL;
     size_t outn = 0;
     uint8_t *built = NULL;
+    bool has_horizon = (bi->Attributes & GR_BATCH_ATTR_DELETE_HORIZON) != 0;
+    int64_t horizon = has_horizon ? bi->BaseTimestamp : -1;
+    int64_t new_horizon = delete_retention_ms > INT64_MAX - now_ms ? INT64_MAX : now_ms + delete_retention_ms;
     if (bi->Attributes & GR_BATCH_ATTR_CONTROL) {
-        /* a marker goes once its transaction's data is gone and its segment is past the delete
-         * horizon; a producer's last batch stays (kept whole: Kafka keeps its header only) */
-        bool discard = txn_on_control(tm, b, bi) && !retain_deletes;
-        if (!discard || is_producer_last_batch(log, bi)) {
+        /* a marker whose transaction's data is gone gets a horizon, and goes once it passed; a
+         * producer's last batch stays (kept whole: Kafka keeps its header only) */
+        bool can_discard = txn_on_control(tm, b, bi);
+        if (is_producer_last_batch(log, bi) || !can_discard || (has_horizon && now_ms < horizon)) {
             outb = b;
             outn = bi->size;
-        }
+        } else if (!has_horizon) {
+            struct filter_ctx fc = {.m = m, .retain_deletes = true};
+            int rc = for_each_record(b, bi, collect_rec, &fc);
+            if (rc == 0) rc = build_batch(b, bi, fc.out, fc.len, fc.kept, INT64_MIN, new_horizon, &built, &outn);
+            free(fc.out);
+            if (rc) return GR_ECORRUPT;
+            outb = built;
+        } /* else: past its horizon, the marker goes */
     } else {
-        struct filter_ctx fc = {m, retain_deletes, NULL, 0, 0, 0, -1, 0};
+        struct filter_ctx fc = {.m = m, .retain_deletes = !has_horizon || now_ms < horizon, .max_ts = -1};
         int rc = 0;
         bool aborted = txn_on_batch(tm, bi);
         if (aborted) /* aborted data: every record goes */
@@ -559,6 +709,7 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
             free(fc.out);
             fc.out = NULL;
             fc.len = 0;
+            fc.tombstones_kept = 0;
             fc.kept = fc.records = GR_MAX(bi->RecordCount, 0);
         } else if (rc) { /* the caller abandons the pass (Kafka's CorruptRecordException) */
             free(fc.out);
@@ -566,30 +717,17 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
         }
         st->records_read += fc.records;
         st->records_kept += fc.kept;
-        if (!aborted && fc.kept == bi->RecordCount) {
+        bool set_horizon = fc.tombstones_kept > 0 && !has_horizon;
+        if (!aborted && fc.kept == bi->RecordCount && !set_horizon) {
             outb = b;
             outn = bi->size;
         } else if (fc.kept > 0 || is_producer_last_batch(log, bi)) {
-            int codec = gr_batch_info_compression(bi);
-            uint8_t *payload = fc.out;
-            size_t plen = fc.len;
-            if (codec != 0 && fc.kept > 0 && gr_compress(codec, fc.out, fc.len, &payload, &plen) != 0) {
-                payload = fc.out; /* cannot recompress: write uncompressed */
-                codec = 0;
+            rc = build_batch(b, bi, fc.out, fc.len, fc.kept, fc.max_ts, set_horizon ? new_horizon : -1, &built,
+                             &outn);
+            if (rc) {
+                free(fc.out);
+                return GR_ECORRUPT;
             }
-            if (fc.kept == 0) codec = 0;
-            outn = GR_BATCH_HEADER_SIZE + plen;
-            built = gr_malloc(outn);
-            memcpy(built, b, GR_BATCH_HEADER_SIZE);
-            if (plen) memcpy(built + GR_BATCH_HEADER_SIZE, payload, plen);
-            if (payload != fc.out) free(payload);
-            gr_put_be32(built + 8, (uint32_t)(outn - 12));
-            gr_put_be16(built + GR_BATCH_OFF_ATTRIBUTES,
-                        (uint16_t)((bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK) | codec));
-            if (!(bi->Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) && fc.kept > 0)
-                gr_put_be64(built + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)fc.max_ts);
-            gr_put_be32(built + 57, (uint32_t)fc.kept); /* recordCount */
-            gr_batch_update_crc(built, outn);
             outb = built;
         }
         free(fc.out);
@@ -606,20 +744,21 @@ static int clean_batch(struct gr_plog *log, const uint8_t *b, const struct gr_ba
     return 0;
 }
 
-static int write_all(const char *path, const uint8_t *buf, size_t len) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -errno;
+static int write_fd(int fd, const uint8_t *buf, size_t len) {
     size_t done = 0;
-    int rc = 0;
     while (done < len) {
         ssize_t w = write(fd, buf + done, len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            rc = -errno;
-            break;
-        }
+        if (w < 0) return -errno;
         done += (size_t)w;
     }
+    return 0;
+}
+
+static int write_all(const char *path, const uint8_t *buf, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -errno;
+    int rc = write_fd(fd, buf, len);
     if (rc == 0 && fsync(fd) < 0) rc = -errno;
     close(fd);
     return rc;
@@ -640,16 +779,20 @@ static void set_mtime(const char *path, int64_t ms) {
 }
 
 /* Writes the cleaned form of src[0..n) to <base>.log.cleaned (fsynced, mtime of the last
- * source) without the log's lock. */
+ * source) without the log's lock, streaming as Kafka's Cleaner.cleanInto: batches are read one by
+ * one into the read buffer and their cleaned forms gathered in the write buffer, which is written
+ * out whenever it holds io_buf bytes; both grow for a single larger batch only. */
 static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, const struct gr_offset_map *m,
-                         int64_t horizon, struct txn_meta *tm, struct throttle *th, struct gr_clean_stats *st,
-                         const char *cleaned, const char *tcleaned) {
+                         int64_t now_ms, int64_t delete_retention_ms, struct txn_meta *tm, struct throttle *th,
+                         size_t io_buf,
+                         struct gr_clean_stats *st, const char *cleaned, const char *tcleaned) {
     tm->nkept = 0;
     uint8_t *out = NULL, *buf = NULL;
     size_t olen = 0, ocap = 0, cap = 0;
-    int rc = 0;
+    int64_t written = 0;
+    int fd = open(cleaned, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        bool retain = src[i].mtime > horizon;
         int64_t pos = 0;
         struct gr_batch_info bi;
         int r;
@@ -658,24 +801,40 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
             pos += (int64_t)bi.size;
             if ((r = throttle_add(th, (int64_t)bi.size)) < 0) break;
             st->bytes_read += (int64_t)bi.size;
-            if ((r = clean_batch(log, buf, &bi, m, retain, tm, &out, &olen, &ocap, st)) < 0) {
+            if ((r = clean_batch(log, buf, &bi, m, now_ms, delete_retention_ms, tm, &out, &olen, &ocap, st)) < 0) {
                 report_corrupt(src[i].path, bpos, bi.BaseOffset, "its records cannot be decoded");
                 break;
+            }
+            restore_buffer(&buf, &cap, io_buf);
+            if (olen >= io_buf) {
+                /* What the swap would put in place must read back whole: recovery would cut a
+                 * segment at the first invalid batch and lose the rest of the group. */
+                struct gr_batch_summary vs;
+                if (gr_batch_validate_all(out, olen, GR_BATCH_V_NO_RECORDS, &vs) != GR_BATCH_OK) {
+                    gr_error(LOGGER, "the cleaned form of '%s' does not validate at byte %zu; the pass is abandoned",
+                             src[0].path, (size_t)written + vs.bad_pos);
+                    r = GR_ECORRUPT;
+                    break;
+                }
+                if ((r = write_fd(fd, out, olen)) < 0 || (r = throttle_add(th, (int64_t)olen)) < 0) break;
+                written += (int64_t)olen;
+                olen = 0;
+                restore_buffer(&out, &ocap, 2 * io_buf);
             }
         }
         if (r < 0) rc = r;
     }
     free(buf);
-    /* What the swap would put in place must read back whole: recovery would cut a segment at
-     * the first invalid batch and lose the rest of the group. */
     struct gr_batch_summary vs;
     if (rc == 0 && olen > 0 && gr_batch_validate_all(out, olen, GR_BATCH_V_NO_RECORDS, &vs) != GR_BATCH_OK) {
         gr_error(LOGGER, "the cleaned form of '%s' does not validate at byte %zu; the pass is abandoned", src[0].path,
-                 vs.bad_pos);
+                 (size_t)written + vs.bad_pos);
         rc = GR_ECORRUPT;
     }
-    if (rc == 0) rc = write_all(cleaned, out ? out : (const uint8_t *)"", olen);
+    if (rc == 0) rc = write_fd(fd, out, olen);
     if (rc == 0) rc = throttle_add(th, (int64_t)olen);
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
+    if (fd >= 0) close(fd);
     free(out);
     if (rc == 0) set_mtime(cleaned, src[n - 1].mtime);
     if (rc == 0) { /* the cleaned segment's .txnindex: the aborted transactions it still holds data of */
@@ -691,11 +850,15 @@ static int write_cleaned(struct gr_plog *log, struct src_seg *src, size_t n, con
  * consecutive in log->segs). */
 static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const char *cleaned, const char *tcleaned,
                    const struct txn_meta *tm, struct gr_clean_stats *st) {
-    size_t first = 0;
-    while (first < log->n_segs && log->segs[first] != src[0].seg) first++;
+    /* retention deletes whole segments from the start only (without bumping seg_gen): a group
+     * that lost any of them is skipped (swapping it would bring deleted records back) */
+    if (src[0].base < log->segs[0]->base_offset) return -ENOENT;
+    size_t first = 0; /* by address and base: a freed segment's address may be reused */
+    while (first < log->n_segs && (log->segs[first] != src[0].seg || log->segs[first]->base_offset != src[0].base))
+        first++;
     if (first + n >= log->n_segs) return -ESTALE; /* never the active segment */
     for (size_t i = 0; i < n; i++)
-        if (log->segs[first + i] != src[i].seg) return -ESTALE;
+        if (log->segs[first + i] != src[i].seg || log->segs[first + i]->base_offset != src[i].base) return -ESTALE;
     int64_t base = src[0].base;
     char *swap = gr_asprintf("%s/%020" PRId64 ".log.swap", log->dir, base);
     char *final = gr_asprintf("%s/%020" PRId64 ".log", log->dir, base);
@@ -705,12 +868,25 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
     int rc = 0, io = 0; /* io: the first failed fsync after the renames (reported, nothing undone) */
     crash_point("cleaned");
     /* the .txnindex first: a .txnindex.swap without its .log.swap is dropped at open */
+    /* never over an existing .swap, nor its .txnindex.swap: those left by a swap that failed
+     * half-way hold a group whose old segments are already gone (they wait for
+     * gr_plog_complete_swaps at the next open) */
     bool tswapped = false;
-    if (rename(tcleaned, tswap) < 0) rc = -errno;
+    if (renameat2(AT_FDCWD, tcleaned, AT_FDCWD, tswap, RENAME_NOREPLACE) < 0) rc = -errno;
     else tswapped = true;
-    if (rc == 0 && rename(cleaned, swap) < 0) rc = -errno;
-    else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
+    if (rc == -EEXIST)
+        gr_error(LOGGER, "'%s' exists (a swap that failed half-way, left for the recovery at the next start): "
+                 "not overwritten", tswap);
+    if (rc == 0 && renameat2(AT_FDCWD, cleaned, AT_FDCWD, swap, RENAME_NOREPLACE) < 0) {
+        rc = -errno;
+        if (rc == -EEXIST) {
+            gr_error(LOGGER, "'%s' exists (a swap that failed half-way, left for the recovery at the next start): "
+                     "not overwritten", swap);
+            rc = -EIO; /* Kafka: KafkaStorageException, the dir goes offline */
+        }
+    } else if (rc == 0 && (rc = gr_plog_fsync_dir(log->dir)) != 0)
         rename(swap, cleaned); /* not durable: back to .cleaned (the caller unlinks it) */
+    if (rc == -EEXIST) rc = -EIO; /* Kafka: KafkaStorageException, the dir goes offline */
     if (rc) {
         if (tswapped) rename(tswap, tcleaned);
         goto out;
@@ -749,6 +925,8 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
                      "cannot rename a segment of '%s' to .deleted: %s; '%s' is left for the recovery at the "
                      "next start",
                      log->dir, gr_strerror(rc), swap);
+            rc = -EIO; /* half-swapped: the log's segments no longer match the disk (Kafka's
+                        * KafkaStorageException: the dir goes offline whatever the errno) */
         }
         goto out;
     }
@@ -781,6 +959,7 @@ static int swap_in(struct gr_plog *log, struct src_seg *src, size_t n, const cha
          * memory (no empty segment swapped in, no .deleted unlinked). */
         gr_error(LOGGER, "cannot put '%s' in place: %s; it is left for the recovery at the next start", swap,
                  gr_strerror(rc));
+        rc = -EIO; /* half-swapped: as above, the dir goes offline */
         goto out;
     }
     if (io == 0) io = gr_plog_fsync_dir(log->dir);
@@ -827,7 +1006,7 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
     uint64_t gen = log->seg_gen;
     size_t nsrc = 0;
     struct src_seg *src = gr_calloc(log->n_segs, sizeof *src);
-    int64_t horizon = 0; /* mtime of the last segment below firstDirty - delete.retention.ms */
+    int64_t delete_retention_ms = log->cfg.delete_retention_ms;
     int rc = 0;
     for (size_t i = 0; i + 1 < log->n_segs && log->segs[i]->base_offset < c.first_uncleanable; i++) {
         struct gr_segment *sg = log->segs[i];
@@ -844,18 +1023,17 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         s->mtime = file_mtime_ms(GR_SEG_LOG_PATH(sg));
         s->path = gr_strdup(GR_SEG_LOG_PATH(sg));
         nsrc++;
-        if (sg->base_offset < c.first_dirty) horizon = s->mtime - log->cfg.delete_retention_ms;
     }
     int32_t seg_bytes = log->cfg.segment_bytes;
     gr_plog_unlock(log);
-    if (horizon < 0) horizon = 0;
     struct throttle th = {p->io_max_bytes_per_second, gr_mono_ms(), 0, p->abort};
+    size_t io_buf = p->io_buffer_bytes > 0 ? (size_t)p->io_buffer_bytes : 256 << 10;
     struct gr_offset_map m;
     gr_offset_map_init(&m, p->dedupe_buffer_bytes, p->load_factor);
     int64_t end = c.first_dirty;
     struct txn_meta tm;
     txn_meta_init(&tm, log, c.first_dirty, c.first_uncleanable);
-    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &tm, &th, &end, st);
+    if (rc == 0) rc = build_map(src, nsrc, c.first_dirty, c.first_uncleanable, &m, &tm, &th, io_buf, &end, st);
     txn_meta_free(&tm);
     if (m.latest_offset < 0) m.latest_offset = c.first_dirty - 1;
     /* one transaction state for all groups of the pass (Kafka's CleanedTransactionMetadata) */
@@ -872,13 +1050,21 @@ int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_ckpt, const struct gr
         }
         char *cleaned = gr_asprintf("%s/%020" PRId64 ".log.cleaned", log->dir, src[i].base);
         char *tcleaned = gr_asprintf("%s/%020" PRId64 GR_TXN_INDEX_SUFFIX ".cleaned", log->dir, src[i].base);
-        rc = write_cleaned(log, src + i, n, &m, horizon, &tm, &th, st, cleaned, tcleaned);
+        rc = write_cleaned(log, src + i, n, &m, p->now_ms, delete_retention_ms, &tm, &th, io_buf, st, cleaned,
+                           tcleaned);
         if (rc == 0) {
             pthread_mutex_lock(&log->mu);
             if (log->seg_gen != gen) rc = -ESTALE; /* truncated, retention or deleted meanwhile */
             else rc = swap_in(log, src + i, n, cleaned, tcleaned, &tm, st);
             gen = log->seg_gen;
             gr_plog_unlock(log);
+        }
+        if (rc == -ENOENT) { /* retention deleted (part of) the group meanwhile: the next one */
+            gr_info(LOGGER, "cleaning '%s': segments from offset %" PRId64 " deleted by retention meanwhile, skipped",
+                    log->dir, src[i].base);
+            unlink(cleaned);
+            unlink(tcleaned);
+            rc = 0;
         }
         if (rc) {
             unlink(cleaned);

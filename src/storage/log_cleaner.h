@@ -16,7 +16,8 @@ struct gr_plog;
 /* Open-addressing map of 24-byte slots: 16-byte key hash, 8-byte offset. */
 struct gr_offset_map {
     uint8_t *slots;
-    size_t nslots, entries, max_entries; /* max_entries = nslots x load factor */
+    size_t nslots, entries, max_entries; /* max_entries = nslots x load factor, at most nslots - 1
+                                            (an empty slot ends every probe) */
     int64_t latest_offset;               /* largest offset put, -1 when empty */
 };
 void gr_offset_map_init(struct gr_offset_map *m, int64_t memory_bytes, double load_factor);
@@ -46,6 +47,9 @@ struct gr_cleaner_params {
     const atomic_bool *abort;        /* NULL, or set by another thread to end the pass early
                                       * (Kafka's abortCleaning): gr_plog_clean then returns
                                       * -ECANCELED within ~50 ms, having swapped nothing since */
+    int64_t io_buffer_bytes;         /* log.cleaner.io.buffer.size / threads / 2: the read buffer
+                                      * and the write buffer of a pass each (0: 256 KiB); a batch
+                                      * larger than it grows the buffer for that batch only */
 };
 struct gr_clean_stats {
     int64_t first_dirty, end_offset; /* end_offset: the new cleaner checkpoint */

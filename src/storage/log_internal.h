@@ -37,8 +37,9 @@ struct gr_plog {
     int64_t last_flush_ms; /* gr_mono_ms() */
     struct gr_pstate *ps;  /* producer state (idempotence); map end offset == LEO between calls */
     int64_t last_expiry_check_ms; /* gr_mono_ms() */
-    uint64_t seg_gen; /* bumped whenever existing segments are removed, cut or replaced (not by
-                         a roll): the cleaner works unlocked and checks it before its swap */
+    uint64_t seg_gen; /* bumped whenever existing segments are cut or replaced, or removed other
+                         than from the start by retention (not by a roll): the cleaner works
+                         unlocked and checks it before its swap */
     /* transactions (log.c's log_txn section) */
     struct gr_txn_index *ti;        /* aborted transactions (.txnindex) */
     struct gr_txn_range { int64_t first, last; } *unrepl; /* completed, marker not yet below the HW */

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "storage/checkpoint.h"
 #include "storage/log_cleaner.h"
+#include "storage/log_config.h"
 #include "storage/producer_state.h"
 #include "storage/fd_cache.h"
 
@@ -87,6 +88,11 @@ struct gr_plog_manager {
     pthread_mutex_t io_lock; /* io_error, io_error_ctx */
     gr_plog_manager_io_error_fn io_error;
     void *io_error_ctx;
+    /* start-up only (the opening thread): the settings of the topics with a log on disk, read
+     * before any log is loaded (Kafka's topicConfigs in LogManager.apply); sorted by name */
+    char **boot_topics;
+    struct gr_lm_topic_config *boot_cfg;
+    int nboot;
 };
 
 /* Which checkpoint files write_checkpoints writes. */
@@ -117,27 +123,17 @@ static size_t hash_tp(const struct gr_plog_manager *lm, const char *topic, int32
     return (size_t)((h ^ (h >> 29)) & (lm->nbuckets - 1));
 }
 
+/* server.properties' log settings (the layers below the dynamic ones), through the one
+ * resolution of storage/log_config.h. */
+static void static_log_config(const struct gr_config *cfg, struct gr_log_config *out) {
+    struct gr_cfg_layers layers = {.static_cfg = cfg};
+    gr_log_config_resolve(&layers, out);
+}
+
 void gr_plog_manager_default_config(const struct gr_plog_manager *lm, struct gr_plog_config *out) {
-    gr_plog_config_defaults(out);
-    const struct gr_config *c = lm->cfg;
-    out->segment_bytes = (int32_t)GR_MIN(c->log_segment_bytes, (int64_t)INT32_MAX);
-    out->roll_ms = c->log_roll_ms;
-    out->index_interval_bytes = c->log_index_interval_bytes;
-    out->max_message_bytes = c->message_max_bytes;
-    out->flush_messages = c->log_flush_interval_messages;
-    out->flush_ms = c->log_flush_interval_ms;
-    if (c->transactional_id_expiration_ms > 0) out->producer_id_expiration_ms = c->transactional_id_expiration_ms;
-    out->index_max_bytes = (int32_t)GR_MIN(GR_MAX(c->log_index_size_max_bytes, 12), (int64_t)INT32_MAX);
-    if (c->log_cleanup_policy) gr_plog_parse_cleanup_policy(c->log_cleanup_policy, out);
-    out->min_cleanable_dirty_ratio = c->log_cleaner_min_cleanable_ratio;
-    out->delete_retention_ms = c->log_cleaner_delete_retention_ms;
-    out->min_compaction_lag_ms = c->log_cleaner_min_compaction_lag_ms;
-    out->max_compaction_lag_ms = c->log_cleaner_max_compaction_lag_ms;
-    if (c->log_message_timestamp_type) gr_plog_parse_timestamp_type(c->log_message_timestamp_type, out);
-    out->timestamp_difference_max_ms = c->log_message_timestamp_difference_max_ms;
-    if (c->compression_type) gr_plog_parse_compression_type(c->compression_type, out);
-    const char *dc = gr_config_static_value(c, "log.message.downconversion.enable");
-    if (dc) out->downconversion_enable = strcasecmp(dc, "false") != 0;
+    struct gr_log_config r;
+    static_log_config(lm->cfg, &r);
+    *out = r.lc;
 }
 
 /* ---- entries ---- */
@@ -216,8 +212,10 @@ static struct gr_lm_log *entry_new(struct gr_plog_manager *lm, const char *topic
     if (hw < start) hw = start;
     if (hw > end) hw = end;
     atomic_init(&l->hw, hw);
-    atomic_init(&l->retention_ms, cfg->log_retention_ms);
-    atomic_init(&l->retention_bytes, cfg->log_retention_bytes);
+    struct gr_log_config r;
+    static_log_config(cfg, &r);
+    atomic_init(&l->retention_ms, r.retention_ms);
+    atomic_init(&l->retention_bytes, r.retention_bytes);
     atomic_init(&l->cleaner_checkpoint, 0);
     atomic_init(&l->cleaner_floor, INT64_MAX);
     l->mgr = lm;
@@ -628,7 +626,10 @@ int gr_plog_manager_clean_once(struct gr_plog_manager *lm) {
     if (!l) return 0;
     int threads = c->log_cleaner_threads > 0 ? c->log_cleaner_threads : 1;
     struct gr_cleaner_params p = {c->log_cleaner_dedupe_buffer_size / threads, c->log_cleaner_io_buffer_load_factor,
-                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning};
+                                  c->log_cleaner_io_max_bytes_per_second, now, &l->abort_cleaning,
+                                  /* Kafka's LogCleaner: log.cleaner.io.buffer.size is shared by
+                                   * the threads, half of each one's for reading */
+                                  GR_MAX((int64_t)c->log_cleaner_io_buffer_size / threads / 2, 4096)};
     if (p.dedupe_buffer_bytes > (2LL << 30)) p.dedupe_buffer_bytes = 2LL << 30;
     struct gr_clean_stats st;
     atomic_store(&l->cleaner_floor, INT64_MAX);
@@ -703,6 +704,8 @@ static int mkdir_p(const char *path) {
     free(tmp);
     return rc;
 }
+
+static void boot_config(struct gr_plog_manager *lm, const char *topic, struct gr_lm_topic_config *out);
 
 static int load_dir(struct gr_plog_manager *lm, int d) {
     struct lm_dir *dir = &lm->dirs[d];
@@ -785,10 +788,10 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         }
         int64_t rp = gr_offset_checkpoint_find_sorted(dir->rp, dir->nrp, topic, part, 0);
         int64_t hw = gr_offset_checkpoint_find_sorted(dir->hw, dir->nhw, topic, part, 0);
-        struct gr_plog_config lc;
-        gr_plog_manager_default_config(lm, &lc);
+        struct gr_lm_topic_config tcfg;
+        boot_config(lm, topic, &tcfg);
         struct gr_plog *log = NULL;
-        int orc = gr_plog_open_dir(full, &lc, rp, &log);
+        int orc = gr_plog_open_dir(full, &tcfg.lc, rp, &log);
         if (orc < 0) {
             gr_error(LOGGER, "cannot open log %s: %s", full, gr_strerror(orc));
             free(full);
@@ -800,6 +803,8 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
         if (ls > 0 && gr_plog_maybe_increment_log_start_offset(log, ls) < 0)
             gr_warn(LOGGER, "ignoring log start offset %lld of %s-%d beyond its log end", (long long)ls, topic, part);
         struct gr_lm_log *l = entry_new(lm, topic, part, log, d, hw, lm->cfg);
+        atomic_store(&l->retention_ms, tcfg.retention_ms);
+        atomic_store(&l->retention_bytes, tcfg.retention_bytes);
         atomic_store(&l->cleaner_checkpoint, cl);
         pthread_mutex_lock(&lm->lock);
         insert_locked(lm, l);
@@ -816,41 +821,69 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Kafka's LogManager.apply (topicConfigs from zkClient.getLogConfigs) + loadLogs: every loaded log
- * gets its topic's settings before anything (retention, cleaning) acts on them. */
-static int apply_topic_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
-    int n = 0;
-    struct gr_lm_log **arr = snapshot(lm, &n);
-    if (n == 0) {
-        free(arr);
-        return 0;
+/* Kafka's LogManager.apply: topicConfigs (zkClient.getLogConfigs) are read before loadLogs, so
+ * every log is recovered and loaded with its topic's settings, and nothing (retention, cleaning)
+ * ever acts on a log with the broker defaults. The names come from a listing of every log dir
+ * (the partition directories load_dir will open). */
+static int read_boot_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_configs_fn fn, void *ctx) {
+    int n = 0, cap = 0;
+    char **names = NULL;
+    for (int d = 0; d < lm->ndirs; d++) {
+        DIR *dh = opendir(lm->dirs[d].path);
+        if (!dh) continue; /* load_dir reports it */
+        struct dirent *de;
+        while ((de = readdir(dh)) != NULL) {
+            char topic[256];
+            int32_t part;
+            if (de->d_name[0] == '.' || has_suffix(de->d_name, "-delete") || has_suffix(de->d_name, "-future") ||
+                gr_plog_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0)
+                continue; /* files parse as no partition directory, or load_dir skips them */
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                names = gr_realloc(names, (size_t)cap * sizeof *names);
+            }
+            names[n++] = gr_strdup(topic);
+        }
+        closedir(dh);
     }
-    const char **names = gr_malloc((size_t)n * sizeof *names);
-    for (int i = 0; i < n; i++) names[i] = arr[i]->topic;
-    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_name);
     int u = 0;
-    for (int i = 0; i < n; i++)
-        if (u == 0 || strcmp(names[u - 1], names[i]) != 0) names[u++] = names[i];
-    struct gr_lm_topic_config *tc = gr_calloc((size_t)u, sizeof *tc);
-    int rc = fn(ctx, lm, names, u, tc);
-    for (int i = 0; rc == 0 && i < n; i++) {
-        struct gr_lm_log *l = arr[i];
-        const char **hit = bsearch(&l->topic, names, (size_t)u, sizeof *names, cmp_name);
-        if (!hit) continue;
-        const struct gr_lm_topic_config *t = &tc[hit - names];
-        int src = gr_plog_set_config(l->log, &t->lc);
-        if (src < 0)
-            gr_warn(LOGGER, "ignoring the config of topic %s for %s-%d: %s", l->topic, l->topic, l->partition,
-                    gr_strerror(src));
-        atomic_store(&l->retention_ms, t->retention_ms);
-        atomic_store(&l->retention_bytes, t->retention_bytes);
+    for (int i = 0; i < n; i++) {
+        if (u > 0 && strcmp(names[u - 1], names[i]) == 0) free(names[i]);
+        else names[u++] = names[i];
     }
-    if (rc == 0) gr_info(LOGGER, "Applied the configs of %d topic(s) to %d loaded log(s)", u, n);
-    free(tc);
-    free(names);
-    for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
-    free(arr);
+    lm->boot_topics = names;
+    lm->nboot = u;
+    lm->boot_cfg = gr_calloc((size_t)GR_MAX(u, 1), sizeof *lm->boot_cfg);
+    int rc = u > 0 ? fn(ctx, lm, (const char *const *)names, u, lm->boot_cfg) : 0;
+    if (rc == 0 && u > 0) gr_info(LOGGER, "Read the configs of %d topic(s) with logs on disk", u);
     return rc;
+}
+
+static void free_boot_configs(struct gr_plog_manager *lm) {
+    for (int i = 0; i < lm->nboot; i++) free(lm->boot_topics[i]);
+    free(lm->boot_topics);
+    free(lm->boot_cfg);
+    lm->boot_topics = NULL;
+    lm->boot_cfg = NULL;
+    lm->nboot = 0;
+}
+
+/* The settings a log of `topic` is loaded with: its topic's, read before loading, else
+ * server.properties' (no hook, or a directory that appeared meanwhile). */
+static void boot_config(struct gr_plog_manager *lm, const char *topic, struct gr_lm_topic_config *out) {
+    const char *key = topic;
+    char **hit = lm->nboot ? bsearch(&key, lm->boot_topics, (size_t)lm->nboot, sizeof *lm->boot_topics, cmp_name)
+                           : NULL;
+    if (hit) {
+        *out = lm->boot_cfg[hit - lm->boot_topics];
+        return;
+    }
+    struct gr_log_config r;
+    static_log_config(lm->cfg, &r);
+    out->lc = r.lc;
+    out->retention_ms = r.retention_ms;
+    out->retention_bytes = r.retention_bytes;
 }
 
 int gr_plog_manager_open(const struct gr_config *cfg, int32_t broker_id, const char *cluster_id,
@@ -903,14 +936,17 @@ int gr_plog_manager_open_with_configs(const struct gr_config *cfg, int32_t broke
         rc = GR_ECONFIG;
         goto fail;
     }
-    for (int i = 0; i < lm->ndirs; i++) {
-        rc = load_dir(lm, i);
-        if (rc < 0) goto fail;
-    }
-    if (fn && (rc = apply_topic_configs(lm, fn, fn_ctx)) < 0) {
-        gr_error(LOGGER, "cannot read the configs of the topics whose logs are loaded: %s", gr_strerror(rc));
+    if (fn && (rc = read_boot_configs(lm, fn, fn_ctx)) < 0) {
+        gr_error(LOGGER, "cannot read the configs of the topics whose logs are on disk: %s", gr_strerror(rc));
+        free_boot_configs(lm);
         goto fail;
     }
+    for (int i = 0; i < lm->ndirs; i++) {
+        rc = load_dir(lm, i);
+        if (rc < 0) break;
+    }
+    free_boot_configs(lm);
+    if (rc < 0) goto fail;
     rc = pthread_create(&lm->thread, NULL, lm_thread, lm);
     if (rc != 0) {
         rc = -rc;

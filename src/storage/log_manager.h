@@ -81,12 +81,13 @@ struct gr_lm_topic_config {
 };
 /* Fills out[i] for topics[i] (n sorted, distinct names: the topics with a log on disk). Returns 0,
  * or a negative error: the manager does not start (Kafka's LogManager.apply throws when
- * zkClient.getLogConfigs fails). lm is the manager being opened (for
- * gr_plog_manager_default_config; its logs are loaded, nothing runs yet). */
+ * zkClient.getLogConfigs fails). lm is the manager being opened (no log is loaded yet, nothing
+ * runs). */
 typedef int (*gr_plog_manager_topic_configs_fn)(void *ctx, struct gr_plog_manager *lm, const char *const *topics, int n,
                                                 struct gr_lm_topic_config *out);
-/* gr_plog_manager_open, then, before the background thread (retention) and the cleaner threads
- * start, every loaded log gets its topic's settings from fn (NULL fn: the broker defaults, as
+/* gr_plog_manager_open, with fn giving the settings of every topic whose logs are on disk before
+ * any log is loaded (Kafka's LogManager.apply reads topicConfigs before loadLogs): each log is
+ * recovered and loaded with its topic's settings (NULL fn: server.properties', as
  * gr_plog_manager_open). Without this a retention pass or a cleaning pass between start-up and
  * the first LeaderAndIsr would apply the broker defaults (cleanup.policy=delete,
  * log.retention.ms) to compacted topics and to topics with retention.ms=-1. */

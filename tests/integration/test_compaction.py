@@ -306,3 +306,147 @@ def test_transactional_compacted_topic(cluster_factory, zk_connect):
     for f in os.listdir(d):
         if f.endswith(".txnindex"):
             assert os.path.exists(os.path.join(d, f[:-len(".txnindex")] + ".log")), f
+
+
+def test_compact_delete_under_retention_still_compacted(cluster_factory, zk_connect):
+    """Issue 23 item 13: a compact,delete topic whose retention deletes a segment every check
+    (retention.bytes reached while producers keep writing) is still compacted. Before, every
+    retention deletion cancelled the running pass ("abandoned: its segments changed meanwhile"),
+    and a pass throttled to last longer than the retention check never finished. Kafka's
+    retention and cleaner run side by side; replaceSegments skips segments already deleted."""
+    import threading
+    cluster = cluster_factory(zk_connect, n=1, config={
+        "log.cleaner.backoff.ms": "100", "log.retention.check.interval.ms": "100",
+        "log.cleaner.io.max.bytes.per.second": "6000"})  # a pass over the ~30 kB log lasts > 5 s
+    create(cluster, "cd", {"cleanup.policy": "compact,delete", "segment.bytes": "2000",
+                           "retention.bytes": "30000", "min.cleanable.dirty.ratio": "0.01"})
+    b = cluster[1]
+    d = os.path.join(b.logdir, "cd-0")
+    stop = threading.Event()
+
+    def writer():  # ~2 kB/s, keys rarely repeated (compaction barely shrinks the log): a segment's
+        # worth is deleted by retention about every second, the whole log in 15 s
+        p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            for _ in range(10):
+                p.produce("cd", key=f"k{i % 500}".encode(), value=("v%06d" % i + "x" * 80).encode())
+                i += 1
+            p.poll(0)
+            time.sleep(0.45)
+        p.flush(30)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        H.wait_for(lambda: "deleting segment" in b.log(), 40, "retention deleting segments")
+        since = b.log().index("deleting segment")  # passes over the small young log do not count
+        H.wait_for(lambda: f"cleaned '{d}'" in b.log()[since:], 60, "a pass completed while retention runs")
+    finally:
+        stop.set()
+        t.join(40)
+
+
+def _rss_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_cleaner_streams_a_large_segment_with_bounded_memory(cluster_factory, zk_connect):
+    """Issue 23 item 14: the cleaner streams each group through its I/O buffers
+    (log.cleaner.io.buffer.size, Kafka's Cleaner.cleanInto) instead of holding the group's cleaned
+    form in memory. A 48 MB segment whose records are all kept (unique keys) is cleaned while the
+    broker's peak RSS (VmHWM) grows by far less than the segment; before, it grew by the whole
+    segment (or twice that, by doubling reallocations)."""
+    cluster = cluster_factory(zk_connect, n=1, config={
+        "log.cleaner.backoff.ms": "200", "log.cleaner.dedupe.buffer.size": "8388608",
+        "log.cleaner.io.buffer.size": "524288"})
+    create(cluster, "big", {"cleanup.policy": "compact", "segment.bytes": "50000000",
+                            "min.cleanable.dirty.ratio": "0.01",
+                            "min.compaction.lag.ms": "3600000"})  # not before the baseline
+    b = cluster[1]
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 20, "batch.size": 200000,
+                  "queue.buffering.max.kbytes": 65536})
+    value = os.urandom(1000)
+    n = 60000  # ~62 MB: one full 48 MB segment, then the active one
+    for i in range(n):
+        while True:
+            try:
+                p.produce("big", key=b"key-%08d" % i, value=value)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+    d = os.path.join(b.logdir, "big-0")
+    segs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
+    assert len(segs) >= 2 and os.path.getsize(os.path.join(d, segs[0])) > 45_000_000, segs
+    time.sleep(1.0)  # requests settled
+    base = _rss_kb(b.pid, "VmHWM")
+    import subprocess
+    out = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "configs", "--alter",
+                          "--entity-type", "topics", "--entity-name", "big", "--delete-config",
+                          "min.compaction.lag.ms"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    H.wait_for(lambda: f"cleaned '{d}'" in b.log(), 120, "the large segment cleaned", interval=0.5)
+    grew_mb = (_rss_kb(b.pid, "VmHWM") - base) / 1024
+    assert grew_mb < 24, f"peak RSS grew by {grew_mb:.1f} MB while cleaning a 48 MB segment"
+
+
+def test_tombstones_of_a_low_throughput_log_removed_on_time(cluster_factory, zk_connect):
+    """Issue 23 item 17 (KIP-534, Kafka 3.1): in a log that compacts into one segment (a record
+    now and then, segment.ms rolling), tombstones go once delete.retention.ms has passed since the
+    first pass that saw them: that pass stamps their batch with the delete horizon (attribute bit
+    0x40, base timestamp; records keep their timestamps), a later pass drops them. Before, the
+    horizon was the last clean segment's mtime minus delete.retention.ms, which never passed the
+    tombstones of the one segment every pass rewrote: they stayed readable forever."""
+    cluster = cluster_factory(zk_connect, n=1, config={"log.cleaner.backoff.ms": "100"})
+    create(cluster, "lt", {"cleanup.policy": "compact", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
+                           "delete.retention.ms": "2000"})
+    b = cluster[1]
+    ts0 = int(time.time() * 1000) - 60_000
+    p = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 0})
+    for k in range(6):
+        p.produce("lt", key=f"k{k}".encode(), value=b"v", timestamp=ts0 + k)
+    for k in range(3):
+        p.produce("lt", key=f"k{k}".encode(), value=None, timestamp=ts0 + 100 + k)
+    assert p.flush(30) == 0
+
+    def trickle():  # low throughput: one record, then segment.ms rolls the segment on the next
+        time.sleep(0.35)
+        p.produce("lt", key=b"f", value=b"x")
+        assert p.flush(30) == 0
+
+    def read():
+        c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "lt-%f" % time.time(),
+                      "enable.auto.commit": False, "enable.partition.eof": True})
+        c.assign([TopicPartition("lt", 0, 0)])
+        out, deadline = {}, time.time() + 20
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                break
+            out[m.key().decode()] = (m.value(), m.timestamp()[1])
+        c.close()
+        return out
+
+    d = os.path.join(b.logdir, "lt-0")
+
+    def first_pass():
+        trickle()
+        return f"cleaned '{d}'" in b.log()
+    H.wait_for(first_pass, 30, "a first pass over the tombstones", interval=0)
+    got = read()
+    for k in range(3):  # inside the horizon: still there, with their own timestamps
+        assert got[f"k{k}"] == (None, ts0 + 100 + k), got
+    assert all(got[f"k{k}"][0] == b"v" for k in range(3, 6)), got
+
+    def gone():
+        trickle()
+        got = read()
+        return not any(f"k{k}" in got for k in range(3)) and all(f"k{k}" in got for k in range(3, 6))
+    H.wait_for(gone, 40, "tombstones removed after delete.retention.ms", interval=0)

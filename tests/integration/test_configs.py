@@ -357,3 +357,125 @@ def test_default_unclean_election_reaches_the_controller(cluster_factory, zk_con
               "unclean.leader.election.enable=true", broker=3)
     H.wait_for(lambda: state()["leader"] == 3, 30, "unclean leader 3")
     assert state()["isr"] == [3]
+
+
+def first_batch_header(c, bid, topic, partition=0):
+    """(attributes, baseTimestamp, maxTimestamp) of the last batch of the newest non-empty segment."""
+    for path in reversed(log_segments(c, bid, topic, partition)):
+        data = open(path, "rb").read()
+        if not data:
+            continue
+        pos, last = 0, None
+        while pos + 61 <= len(data):
+            (blen,) = struct.unpack(">i", data[pos + 8:pos + 12])
+            last = data[pos:pos + 12 + blen]
+            pos += 12 + blen
+        (attrs,) = struct.unpack(">h", last[21:23])
+        base_ts, max_ts = struct.unpack(">qq", last[27:43])
+        return attrs, base_ts, max_ts
+    return None
+
+
+def test_dynamic_broker_log_settings_reach_existing_logs(cluster_factory, zk_connect):
+    """Issue 23 item 15: a broker-level log setting changed with IncrementalAlterConfigs (cluster
+    default or per broker) is applied to the logs that already exist, as Kafka's
+    DynamicLogConfig.reconfigure does; a topic override still wins; removing it restores
+    server.properties. Before, DescribeConfigs showed the new value while the logs kept the static
+    cleanup.policy, message.timestamp.type and compression.type."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+    c = cluster_factory(zk_connect, n=2, config={"log.retention.check.interval.ms": "200",
+                                                  "log.cleaner.backoff.ms": "200"})
+    create_topic(c, "dyn", partitions=1, rf=2, config={"segment.bytes": "2048"})
+    create_topic(c, "own", partitions=1, rf=2, config={"message.timestamp.type": "CreateTime"})
+    p = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "linger.ms": 0,
+                  "compression.type": "none", "batch.num.messages": 1})
+    old_ts = int(time.time() * 1000) - 3_600_000  # an hour ago: within retention, not the broker's clock
+
+    def produce(topic, n=1, key=None, size=10, ts=old_ts):
+        for _ in range(n):
+            p.produce(topic, b"v" * size, key=key, timestamp=ts)
+            p.flush(30)
+
+    def last_timestamp(topic):
+        cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"g-{time.time()}",
+                         "enable.auto.commit": False})
+        try:
+            lo, hi = cons.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            cons.assign([TopicPartition(topic, 0, hi - 1)])
+            m = cons.poll(15)
+            assert m is not None and not m.error(), m and m.error()
+            return m.timestamp()
+        finally:
+            cons.close()
+
+    produce("dyn")
+    assert last_timestamp("dyn") == (TIMESTAMP_CREATE_TIME, old_ts)
+
+    # cluster default: LogAppendTime and gzip, on both replicas of the existing logs
+    gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+              "log.message.timestamp.type=LogAppendTime,compression.type=gzip")
+
+    def stamped():
+        produce("dyn")
+        kind, ts = last_timestamp("dyn")
+        return kind == TIMESTAMP_LOG_APPEND_TIME and ts > old_ts
+    H.wait_for(stamped, 20, "LogAppendTime applied to the existing log", interval=0.5)
+    for bid in (1, 2):  # the leader converted, the follower stored the leader's batch
+        H.wait_for(lambda bid=bid: first_batch_header(c, bid, "dyn")[0] & 0x7 == 1, 15,
+                   f"gzip batch on broker {bid}", interval=0.3)
+        assert first_batch_header(c, bid, "dyn")[0] & 0x8, "LogAppendTime bit set"
+    # a topic override still wins over the dynamic default
+    produce("own")
+    assert last_timestamp("own") == (TIMESTAMP_CREATE_TIME, old_ts)
+
+    # per broker beats the cluster default (broker 1 leads or follows: set it on both)
+    for bid in (1, 2):
+        gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-name", str(bid), "--add-config",
+                  "log.message.timestamp.type=CreateTime")
+
+    def create_time():
+        produce("dyn")
+        return last_timestamp("dyn") == (TIMESTAMP_CREATE_TIME, old_ts)
+    H.wait_for(create_time, 20, "per-broker CreateTime over the default LogAppendTime", interval=0.5)
+    for bid in (1, 2):
+        gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-name", str(bid), "--delete-config",
+                  "log.message.timestamp.type")
+    gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
+              "log.message.timestamp.type,compression.type")
+    H.wait_for(create_time, 20, "server.properties' CreateTime restored", interval=0.5)
+
+    # log.cleanup.policy=compact as the cluster default: the existing log gets compacted
+    # (keys rewritten many times, old segments shrink) and nothing is deleted
+    produce("dyn", n=40, key=b"k", size=200, ts=0)
+    cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": "lo"})
+    lo0 = cons.get_watermark_offsets(TopicPartition("dyn", 0), timeout=10)[0]
+    cons.close()
+    gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+              "log.cleanup.policy=compact,log.cleaner.min.cleanable.ratio=0.01")
+
+    def compacted():
+        cons = Consumer({"bootstrap.servers": bootstrap(c), "group.id": f"g-{time.time()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            lo, hi = cons.get_watermark_offsets(TopicPartition("dyn", 0), timeout=10)
+            cons.assign([TopicPartition("dyn", 0, 0)])
+            seen = 0
+            while True:
+                m = cons.poll(5)
+                if m is None or m.error():
+                    break
+                seen += 1
+                if m.offset() >= hi - 1:
+                    break
+            return lo == lo0 and seen < (hi - lo) / 2
+        finally:
+            cons.close()
+    H.wait_for(compacted, 30, "the existing log compacted under the dynamic cleanup.policy", interval=1.0)
+
+    # back to delete with a 1 ms dynamic retention: the old segments go on both replicas
+    gregorctl(c, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+              "log.cleanup.policy=delete,log.retention.ms=1")
+    for bid in (1, 2):
+        H.wait_for(lambda bid=bid: len(log_segments(c, bid, "dyn")) == 1, 20,
+                   f"dynamic log.retention.ms deleted old segments on broker {bid}", interval=0.3)

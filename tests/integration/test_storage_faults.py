@@ -15,6 +15,12 @@
   produce gets KAFKA_STORAGE_ERROR instead of success, the dir goes offline, leadership moves to
   another broker, and every acknowledged record is still there. Before: the failed fsync was
   ignored and the produce acknowledged.
+- A rename that fails half-way through a cleaner swap (the shim fails `<base>.log.swap` ->
+  `<base>.log` with EACCES, an errno that is no disk failure): the dir goes offline anyway
+  (Kafka's replaceSegments throws KafkaStorageException), leadership moves, nothing of the group
+  is deleted (the .swap and the .deleted files stay), no later pass overwrites the .swap, and the
+  restart without the fault completes the swap with every key's latest value. Before: the error
+  was retried as a passing one while the log's segments pointed at renamed files.
 - The same shim under background work only: the periodic replication-offset-checkpoint write
   fails, the dir goes offline and leadership moves. Before: the error was dropped."""
 
@@ -172,6 +178,27 @@ WRAP(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n), fd, 1)
 WRAP(ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o), fd, 1)
 WRAP(ssize_t, pwrite64, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o), fd, 1)
 WRAP(ssize_t, pwritev, (int fd, const struct iovec *v, int c, off_t o), (fd, v, c, o), fd, 1)
+
+/* Fails rename(old, new) with errno $GREGOR_FAULT_RENAME_ERRNO when old lies under
+ * $GREGOR_FAULT_DIR and ends with $GREGOR_FAULT_RENAME while the file $GREGOR_FAULT_TRIGGER-rename
+ * exists (its own trigger: fsync and write keep working). */
+int rename(const char *from, const char *to) {
+    static int (*real)(const char *, const char *);
+    if (!real) real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    const char *dir = getenv("GREGOR_FAULT_DIR"), *trig = getenv("GREGOR_FAULT_TRIGGER");
+    const char *suffix = getenv("GREGOR_FAULT_RENAME"), *err = getenv("GREGOR_FAULT_RENAME_ERRNO");
+    if (dir && trig && suffix) {
+        char t[PATH_MAX];
+        snprintf(t, sizeof t, "%s-rename", trig);
+        size_t dl = strlen(dir), fl = strlen(from), sl = strlen(suffix);
+        if (access(t, F_OK) == 0 && strncmp(from, dir, dl) == 0 && from[dl] == '/' && fl >= sl &&
+            strcmp(from + fl - sl, suffix) == 0) {
+            errno = err ? atoi(err) : EIO;
+            return -1;
+        }
+    }
+    return real(from, to);
+}
 """
 
 
@@ -200,7 +227,12 @@ def faulty_cluster(cluster_factory, zk_connect, tmp_path, monkeypatch, topic_con
     second = b1.logdir + "-b"
     b1.config["log.dirs"] = f"{b1.logdir},{second}"
     b1.config.update(b1_config or {})
-    monkeypatch.setenv("LD_PRELOAD", so)
+    preload = so
+    if H.SANITIZED:  # the ASan runtime must come first in the list of preloaded libraries
+        cc = shutil.which("cc") or shutil.which("gcc")
+        asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+        preload = f"{asan}:{so}"
+    monkeypatch.setenv("LD_PRELOAD", preload)
     monkeypatch.setenv("GREGOR_FAULT_DIR", second)
     monkeypatch.setenv("GREGOR_FAULT_TRIGGER", trigger)
     b1.start()
@@ -295,3 +327,79 @@ def test_failed_checkpoint_write_takes_the_dir_offline(cluster_factory, zk_conne
     for q in healthy:
         assert state(cluster, "f", q)["leader"] == 1
     assert b1.running()
+
+
+def test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group(cluster_factory, zk_connect, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setenv("GREGOR_FAULT_RENAME", ".log.swap")
+    monkeypatch.setenv("GREGOR_FAULT_RENAME_ERRNO", "13")  # EACCES
+    cluster, second, trigger = faulty_cluster(
+        cluster_factory, zk_connect, tmp_path, monkeypatch,
+        {"cleanup.policy": "compact", "segment.bytes": "4000", "min.cleanable.dirty.ratio": "0.01",
+         "min.compaction.lag.ms": "3600000"},  # nothing is cleaned until the data is all there
+        {"log.cleaner.backoff.ms": "200"})
+    b1 = cluster[1]
+    latest = {}
+    for rnd in range(10):
+        items = []
+        for q in range(4):
+            for k in range(30):
+                items.append((q, f"k{k}", f"r{rnd}-q{q}-k{k}-" + "x" * 40))
+        p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 2,
+                      "batch.num.messages": 5})
+        for q, k, v in items:
+            p.produce("f", key=k.encode(), value=v.encode(), partition=q)
+            latest[(q, k)] = v
+        assert p.flush(30) == 0
+    failed = sorted(int(d.rsplit("-", 1)[1]) for d in os.listdir(second) if d.startswith("f-"))
+    assert failed, os.listdir(second)
+    open(trigger + "-rename", "w").close()
+    out = subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "configs", "--alter",
+                          "--entity-type", "topics", "--entity-name", "f", "--delete-config", "min.compaction.lag.ms"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    H.wait_for(lambda: re.search(r"cannot put '[^']*\.log\.swap' in place: Permission denied", b1.log()), 30,
+               "a swap failed at its last rename")
+    for q in failed:
+        H.wait_for(lambda q=q: state(cluster, "f", q).get("leader") in (2, 3) and
+                   1 not in state(cluster, "f", q)["isr"], 15, f"f-{q} moved off the failed dir")
+    assert b1.running()
+    left = {q: os.listdir(os.path.join(second, f"f-{q}")) for q in failed}
+    swaps = [(q, n) for q, ns in left.items() for n in ns if n.endswith(".log.swap")]
+    assert swaps, left
+    for q, n in swaps:  # the group's old segments are kept, renamed, beside the .swap
+        assert any(m.endswith(".log.deleted") for m in left[q]), left[q]
+    time.sleep(1.0)  # several cleaner backoffs: the dir is offline, nothing touches it any more
+    for q, n in swaps:
+        assert n in os.listdir(os.path.join(second, f"f-{q}"))
+    b1.stop()
+    os.unlink(trigger + "-rename")
+    b1.start()
+    cluster.wait_registered([1, 2, 3])
+    for q, n in swaps:  # the recovery at open completed the swap
+        d = os.path.join(second, f"f-{q}")
+        H.wait_for(lambda d=d: not any(m.endswith((".swap", ".deleted")) for m in os.listdir(d)), 30,
+                   f"swap completed in {d}")
+    for q in range(4):
+        H.wait_for(lambda q=q: 1 in state(cluster, "f", q).get("isr", []), 30, f"broker 1 back in the ISR of f-{q}")
+    # broker 1, whose swap was completed by its recovery, leads again: what it serves counts
+    subprocess.run([H.GREGORCTL, "--bootstrap-server", bootstrap(cluster), "elect-leaders", "--election-type",
+                    "preferred", "--all-topic-partitions"], capture_output=True, text=True, timeout=60)
+    for q in range(4):
+        H.wait_for(lambda q=q: state(cluster, "f", q).get("leader") == 1, 30, f"broker 1 leading f-{q}")
+    got = {}
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "swp", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition("f", q, 0) for q in range(4)])
+    eof, deadline = set(), time.time() + 30
+    while len(eof) < 4 and time.time() < deadline:
+        msg = c.poll(1)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                eof.add(msg.partition())
+            continue
+        got[(msg.partition(), msg.key().decode())] = msg.value().decode()
+    c.close()
+    assert got == latest

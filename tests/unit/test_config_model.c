@@ -8,6 +8,8 @@
 #include "common/config.h"
 #include "common/config_model.h"
 #include "common/log.h"
+#include "storage/log_config.h"
+#include "storage/compression.h"
 #include "support/check.h"
 
 static void test_topic_checks(void) {
@@ -142,21 +144,43 @@ static void test_resolution(void) {
     CHECK(!gr_broker_config_resolve(&L, "log.segment.bytes", false, &e));
 
     /* effective log settings */
-    struct gr_log_settings s;
-    gr_log_settings_resolve(&L, &s);
-    CHECK(s.retention_ms == 777 && s.min_insync_replicas == 3 && s.segment_bytes == 1073741824);
-    CHECK(!s.unclean_leader_election_enable && !s.log_append_time && s.delete_ && !s.compact);
+    struct gr_log_config s;
+    gr_log_config_resolve(&L, &s);
+    CHECK(s.retention_ms == 777 && s.min_insync_replicas == 3 && s.lc.segment_bytes == 1073741824);
+    CHECK(!s.unclean_leader_election_enable && !s.lc.log_append_time && s.lc.cleanup_delete && !s.lc.cleanup_compact);
     char *t2[] = {"cleanup.policy", "compact", "message.timestamp.type", "LogAppendTime"};
     struct gr_props pt2 = props(t2, 2);
     L.topic = &pt2;
-    gr_log_settings_resolve(&L, &s);
-    CHECK(s.compact && !s.delete_ && s.log_append_time && s.retention_ms == 5000);
+    gr_log_config_resolve(&L, &s);
+    CHECK(s.lc.cleanup_compact && !s.lc.cleanup_delete && s.lc.log_append_time && s.retention_ms == 5000);
     /* issue 27: flush.messages=0 flushes after every append (Kafka's unflushed >= 0), not never */
     char *t3[] = {"flush.messages", "0"};
     struct gr_props pt3 = props(t3, 1);
     L.topic = &pt3;
-    gr_log_settings_resolve(&L, &s);
-    CHECK(s.flush_messages == 1);
+    gr_log_config_resolve(&L, &s);
+    CHECK(s.lc.flush_messages == 1);
+    /* issue 23 item 15: every broker-level log setting reaches the log (Kafka's DynamicLogConfig):
+     * dynamic default < per broker < topic */
+    char *dd2[] = {"log.cleanup.policy", "compact", "log.message.timestamp.type", "LogAppendTime",
+                   "log.cleaner.delete.retention.ms", "1234", "log.cleaner.min.compaction.lag.ms", "55",
+                   "log.cleaner.max.compaction.lag.ms", "66", "log.cleaner.min.cleanable.ratio", "0.25",
+                   "log.index.size.max.bytes", "4096", "compression.type", "zstd", "log.segment.bytes", "20000",
+                   "log.roll.jitter.ms", "77", "log.message.timestamp.difference.max.ms", "88",
+                   "log.segment.delete.delay.ms", "99"};
+    char *k2[12], *v2[12];
+    for (int i = 0; i < 12; i++) k2[i] = dd2[2 * i], v2[i] = dd2[2 * i + 1];
+    struct gr_props pdd2 = {12, k2, v2};
+    char *db2k[] = {"compression.type"}, *db2v[] = {"gzip"};
+    struct gr_props pdb2 = {1, db2k, db2v};
+    char *t4k[] = {"segment.bytes"}, *t4v[] = {"30000"};
+    struct gr_props pt4 = {1, t4k, t4v};
+    struct gr_cfg_layers L2 = {.topic = &pt4, .dyn_broker = &pdb2, .dyn_default = &pdd2, .static_cfg = &sc};
+    gr_log_config_resolve(&L2, &s);
+    CHECK(s.lc.cleanup_compact && !s.lc.cleanup_delete && s.lc.log_append_time);
+    CHECK(s.lc.delete_retention_ms == 1234 && s.lc.min_compaction_lag_ms == 55 && s.lc.max_compaction_lag_ms == 66);
+    CHECK(s.lc.min_cleanable_dirty_ratio == 0.25 && s.lc.index_max_bytes == 4096);
+    CHECK(s.lc.compression_type == GR_CODEC_GZIP && s.lc.segment_bytes == 30000 && s.lc.roll_jitter_ms == 77);
+    CHECK(s.lc.timestamp_difference_max_ms == 88 && s.lc.file_delete_delay_ms == 99);
     gr_config_release(&sc);
 }
 

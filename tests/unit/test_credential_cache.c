@@ -20,6 +20,8 @@
 #include "support/check.h"
 #include "support/memzk.h"
 #include "zk/kzk.h"
+#include "storage/log_config.h"
+#include "common/config.h"
 
 int test_failures;
 
@@ -27,6 +29,7 @@ static const struct gr_zk_backend_ops *mem_ops;
 static struct gr_zk_backend_ops faulty_ops;
 static atomic_int fail_users;   /* >0: fail reads of /config/users/... (count down when counting) */
 static atomic_bool fail_counts; /* fail_users counts down */
+static atomic_int fail_brokers; /* >0: fail reads of /config/brokers/... (count down) */
 
 static bool users_path(const char *p) {
     return strncmp(p, "/config/users/", 14) == 0;
@@ -40,6 +43,10 @@ static bool take_fault(void) {
 
 static int f_get(struct gr_zk_backend *b, const char *path, bool watch, char **data, int *len, struct gr_zstat *st) {
     if (users_path(path) && take_fault()) return GR_ZNOAUTH;
+    if (strncmp(path, "/config/brokers/", 16) == 0 && atomic_load(&fail_brokers) > 0) {
+        atomic_fetch_sub(&fail_brokers, 1);
+        return GR_ZNOAUTH;
+    }
     return mem_ops->get(b, path, watch, data, len, st);
 }
 
@@ -154,8 +161,37 @@ static void test_startup_load_retried(void) {
     env_free(&e);
 }
 
+/* The start-up read of the broker layers (the logs are loaded with them: a cluster-default
+ * log.cleanup.policy=compact left unread would load compacted logs as delete ones): retried when
+ * it fails for a moment, and the start-up code is told when it never succeeds. */
+static void test_startup_broker_layers(void) {
+    struct env e;
+    env_init(&e);
+    const char *json = "{\"version\":1,\"config\":{\"log.cleanup.policy\":\"compact\"}}";
+    memzk_create(e.z, "/config/brokers", NULL, 0, 0, NULL); /* unless ensure_paths made it */
+    CHECK(memzk_create(e.z, "/config/brokers/<default>", json, (int)strlen(json), 0, NULL) == GR_ZOK);
+    atomic_store(&fail_brokers, 2);
+    struct gr_dynamic_config_manager *d = gr_dcm_new(&e.b);
+    CHECK(gr_dcm_loaded(d));
+    struct gr_log_config lc;
+    struct gr_config cfg;
+    gr_config_defaults(&cfg);
+    gr_dcm_log_config(d, &cfg, NULL, &lc);
+    CHECKF(lc.lc.cleanup_compact && !lc.lc.cleanup_delete, "the cluster-default cleanup.policy was not read");
+    gr_dcm_free(d);
+
+    atomic_store(&fail_brokers, 1000); /* ZooKeeper never answers them */
+    d = gr_dcm_new(&e.b);
+    CHECKF(!gr_dcm_loaded(d), "a start-up without the broker layers was let through");
+    gr_dcm_free(d);
+    atomic_store(&fail_brokers, 0);
+    gr_config_release(&cfg);
+    env_free(&e);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
+    test_startup_broker_layers();
     test_failed_reread_retried();
     test_startup_load_retried();
     if (test_failures) fprintf(stderr, "%d failure(s)\n", test_failures);

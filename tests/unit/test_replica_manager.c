@@ -114,7 +114,8 @@ static void node_start(int i) {
     n->cfg.replica_lag_time_max_ms = 600;
     n->cfg.replica_fetch_wait_max_ms = 100;
     n->cfg.replica_fetch_backoff_ms = 100;
-    n->cfg.min_insync_replicas = 2;
+    char err[256];
+    CHECK(gr_config_set(&n->cfg, "min.insync.replicas", "2", err, sizeof err) == 0);
     n->cfg.num_advertised_listeners = 1;
     snprintf(n->cfg.advertised_listeners[0].name, sizeof n->cfg.advertised_listeners[0].name, "PLAINTEXT");
     n->b = gr_broker_new(&n->cfg, i + 1);

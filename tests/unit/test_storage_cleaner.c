@@ -105,6 +105,9 @@ struct view {
     bool seen[64];
     int records, tombstones, keyless;
     int64_t last_offset;
+    int64_t ts[64];      /* the timestamp of each key's last record */
+    int horizon_batches; /* batches with the KIP-534 delete-horizon bit */
+    int64_t horizon;     /* the last such batch's base timestamp */
 };
 
 static void scan(struct gr_plog *log, struct view *v) {
@@ -125,6 +128,10 @@ static void scan(struct gr_plog *log, struct view *v) {
                 CHECK(bi.BaseOffset > v->last_offset);
                 v->last_offset = gr_batch_info_last_offset(&bi);
                 continue;
+            }
+            if (bi.Attributes & GR_BATCH_ATTR_DELETE_HORIZON) {
+                v->horizon_batches++;
+                v->horizon = bi.BaseTimestamp;
             }
             const uint8_t *src = bp;
             size_t sl = bi.size;
@@ -156,6 +163,7 @@ static void scan(struct gr_plog *log, struct view *v) {
                 int k = atoi((const char *)rv.Key + 1);
                 if (k < 0 || k >= 64) continue;
                 v->seen[k] = true;
+                v->ts[k] = rv.Timestamp;
                 if (rv.Value) snprintf(v->val[k], 16, "%.*s", (int)rv.ValueLength, (const char *)rv.Value);
                 else {
                     v->val[k][0] = 0;
@@ -171,7 +179,8 @@ static void scan(struct gr_plog *log, struct view *v) {
 }
 
 static struct gr_cleaner_params params(void) {
-    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms(), NULL};
+    /* small I/O buffers: every group is written in several chunks */
+    struct gr_cleaner_params p = {1 << 20, 0.9, 1e308, gr_wall_ms(), NULL, 512};
     return p;
 }
 
@@ -188,6 +197,17 @@ static void test_offset_map_and_codecs(void) {
     CHECK(gr_offset_map_put(&m, (const uint8_t *)"key3", 4, 100));  /* update is fine */
     CHECK(gr_offset_map_get(&m, (const uint8_t *)"key3", 4) == 100 && gr_offset_map_get(&m, (const uint8_t *)"key4", 4) == 40);
     CHECK(gr_offset_map_get(&m, (const uint8_t *)"nope", 4) == -1 && m.latest_offset == 100);
+    gr_offset_map_free(&m);
+    /* issue 23 item 14: load factor 1.0 keeps one slot empty, so that looking up a key that is
+     * not in a full map ends (it probed forever) */
+    gr_offset_map_init(&m, 24 * 16, 1.0);
+    CHECK(m.nslots == 16 && m.max_entries == 15);
+    for (int i = 0; i < 16; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "key%d", i);
+        CHECK(gr_offset_map_put(&m, (const uint8_t *)k, strlen(k), i) == (i < 15));
+    }
+    CHECK(gr_offset_map_get(&m, (const uint8_t *)"absent", 6) == -1);
     gr_offset_map_free(&m);
     uint8_t in[5000];
     for (size_t i = 0; i < sizeof in; i++) in[i] = (uint8_t)(i % 37);
@@ -258,13 +278,9 @@ static void test_clean_basic(void) {
     for (int i = 0; i < 16; i++) put(log, 30, 4, 99 - i, 0, -1); /* a dirty tail; rolls the segments */
     p = params();
     int64_t cp = st.end_offset;
-    /* age every segment file so that the horizon (last clean segment's mtime) covers them */
-    for (int64_t o = 0; o <= gr_plog_end_offset(log); o++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%020" PRId64 ".log", pdir("cl-0"), o);
-        struct timespec ts[2] = {{1000000, 0}, {1000000, 0}};
-        utimensat(AT_FDCWD, path, ts, 0);
-    }
+    /* KIP-534: the first pass stamped the tombstones' batches with its time + delete.retention.ms
+     * (1 day then); a pass after that horizon drops them */
+    p.now_ms = gr_wall_ms() + 2 * 86400000LL;
     CHECK(gr_plog_clean(log, cp, &p, &st) == 0);
     scan(log, &after);
     CHECK(after.tombstones == 0);
@@ -272,6 +288,52 @@ static void test_clean_basic(void) {
     for (int k = 1; k < 5; k++) CHECK(!after.seen[k]); /* deleted for good (k0 was rewritten after) */
     CHECK(strcmp(after.val[0], before.val[0]) == 0 && before.val[0][0]);
     CHECK(strcmp(after.val[30], "v84") == 0);
+    gr_plog_close(log);
+}
+
+/* Issue 23 item 17 (KIP-534): a pass that keeps tombstones stamps their batch with the delete
+ * horizon (attribute bit 0x40, base timestamp = its time + delete.retention.ms; the records keep
+ * their timestamps, compressed batches too); passes before the horizon keep them, the first
+ * pass after it drops them, whatever the segment mtimes (Kafka 2.7's mtime horizon never came
+ * for a log that compacts into one segment). */
+static void test_delete_horizon(void) {
+    struct gr_plog *log = open_log("cl-horizon", 0);
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.delete_retention_ms = 10000;
+    gr_plog_set_config(log, &cfg);
+    put(log, 0, 10, 1, 0, -1);  /* k0-k9 = v1 */
+    put(log, 0, 3, -1, 0, -1);  /* tombstones k0-k2 */
+    put(log, 3, 2, -1, 1, -1);  /* tombstones k3-k4, gzip */
+    for (int i = 0; i < 12; i++) put(log, 20, 4, 2, 0, -1); /* fillers: the tombstones' segment rolls */
+    struct view v;
+    scan(log, &v);
+    CHECK(v.tombstones == 5 && v.ts[0] == 999 && v.ts[3] == 999);
+    int64_t t0 = gr_wall_ms();
+    struct gr_cleaner_params p = params();
+    p.now_ms = t0;
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0 && st.segments_cleaned > 0);
+    scan(log, &v);
+    CHECK(v.tombstones == 5 && v.horizon_batches == 2 && v.horizon == t0 + 10000);
+    for (int k = 0; k < 5; k++) CHECKF(v.ts[k] == 999, "k%d timestamp %" PRId64, k, v.ts[k]); /* rebased */
+    for (int k = 5; k < 10; k++) CHECK(strcmp(v.val[k], "v1") == 0 && v.ts[k] == 1001);
+    int64_t ck = st.end_offset;
+    for (int i = 0; i < 30; i++) put(log, 20, 4, 3, 0, -1);
+    p = params();
+    p.now_ms = t0 + 9999; /* before the horizon: kept, the horizon unchanged */
+    CHECK(gr_plog_clean(log, ck, &p, &st) == 0 && st.segments_cleaned > 0);
+    ck = st.end_offset;
+    scan(log, &v);
+    CHECK(v.tombstones == 5 && v.horizon == t0 + 10000);
+    for (int i = 0; i < 30; i++) put(log, 20, 4, 4, 0, -1);
+    p = params();
+    p.now_ms = t0 + 10000; /* the horizon passed: gone */
+    CHECK(gr_plog_clean(log, ck, &p, &st) == 0 && st.segments_cleaned > 0);
+    scan(log, &v);
+    CHECK(v.tombstones == 0 && v.horizon_batches == 0);
+    for (int k = 0; k < 5; k++) CHECK(!v.seen[k]);
+    for (int k = 5; k < 10; k++) CHECK(strcmp(v.val[k], "v1") == 0);
     gr_plog_close(log);
 }
 
@@ -491,6 +553,53 @@ static void test_swap_rename_failure(void) {
     gr_plog_close(log);
 }
 
+/* Issue 23 item 5: a .log.swap left by a swap that failed half-way (it holds a group whose old
+ * segments are gone; gr_plog_complete_swaps finishes it at the next open) is never overwritten
+ * by a later pass: the pass fails with an I/O error (the dir goes offline, Kafka's
+ * KafkaStorageException) and swaps nothing. */
+static void test_existing_swap_not_overwritten(void) {
+    const char *name = "cl-swap-exists";
+    struct gr_plog *log = open_log(name, 0);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 4);
+    struct view before, after;
+    scan(log, &before);
+    gr_plog_flush(log);
+    char swap[512];
+    snprintf(swap, sizeof swap, "%s/%020d.log.swap", pdir(name), 0);
+    FILE *f = fopen(swap, "w");
+    CHECK(f != NULL);
+    fputs("the only copy", f);
+    fclose(f);
+    /* ... and its .txnindex.swap (the aborted transactions of that group), kept too */
+    char tswap[512];
+    snprintf(tswap, sizeof tswap, "%s/%020d.txnindex.swap", pdir(name), 0);
+    f = fopen(tswap, "w");
+    CHECK(f != NULL);
+    fputs("the only index", f);
+    fclose(f);
+    struct gr_cleaner_params p = params();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == -EIO);
+    CHECK(st.segments_cleaned == 0);
+    char got[64] = "";
+    f = fopen(swap, "r");
+    CHECK(f && fgets(got, sizeof got, f) && strcmp(got, "the only copy") == 0);
+    if (f) fclose(f);
+    got[0] = 0;
+    f = fopen(tswap, "r");
+    CHECKF(f && fgets(got, sizeof got, f) && strcmp(got, "the only index") == 0,
+           "the .txnindex.swap of the half-done swap was replaced (got '%s')", got);
+    if (f) fclose(f);
+    unlink(tswap);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d", k);
+    CHECK(after.records == before.records);
+    gr_plog_close(log);
+    unlink(swap);
+}
+
 /* A follower truncation while a (throttled) pass reads the segments: a segment cut under the
  * pass reads short, which is not corruption -- the pass is abandoned (retried later), it does not
  * fail with GR_ECORRUPT (which would mark a healthy log uncleanable). */
@@ -525,6 +634,55 @@ static void test_truncation_during_pass(void) {
     CHECK(gr_plog_end_offset(log) == cut);
     p = params();
     CHECK(gr_plog_clean(log, 0, &p, &st) == 0);
+    gr_plog_close(log);
+}
+
+/* Issue 23 item 13: compact,delete. Retention deleting the oldest segment while a (throttled)
+ * pass runs does not cancel the pass (it did: every retention pass bumped the generation, so a
+ * log whose retention deletes a segment every check was never compacted): the groups that lost a
+ * segment are skipped -- their records stay deleted -- and the later groups are swapped in. */
+struct ret_arg {
+    struct gr_plog *log;
+    int deleted;
+};
+
+static void *retention_later(void *arg) {
+    struct ret_arg *a = arg;
+    struct timespec ts = {0, 250 * 1000000L};
+    nanosleep(&ts, NULL);
+    /* by size: everything but ~3/4 of the log goes (the oldest segments) */
+    int64_t keep = gr_plog_size_bytes(a->log) * 3 / 4;
+    a->deleted = gr_plog_apply_retention(a->log, gr_plog_end_offset(a->log), -1, keep, gr_wall_ms());
+    return NULL;
+}
+
+static void test_retention_during_pass(void) {
+    struct gr_plog *log = open_log("cl-ret", 0);
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.cleanup_delete = true; /* compact,delete */
+    gr_plog_set_config(log, &cfg);
+    for (int round = 0; round < 30; round++)
+        for (int k = 0; k < 12; k += 4) put(log, k, 4, round, 0, -1);
+    CHECK(gr_plog_segment_count(log) >= 5);
+    struct view before, after;
+    scan(log, &before);
+    int64_t end = gr_plog_end_offset(log), size = gr_plog_size_bytes(log);
+    struct ret_arg ra = {log, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, retention_later, &ra) == 0);
+    struct gr_cleaner_params p = params();
+    p.io_max_bytes_per_second = 4000; /* the map alone takes > 1 s */
+    struct gr_clean_stats st;
+    int rc = gr_plog_clean(log, 0, &p, &st);
+    pthread_join(t, NULL);
+    CHECKF(rc == 0, "pass over a log whose retention ran meanwhile: %s", gr_strerror(rc));
+    CHECK(ra.deleted > 0);
+    CHECKF(st.segments_cleaned > 0, "compacted despite retention (%d segments deleted by it)", ra.deleted);
+    CHECK(gr_plog_end_offset(log) == end && gr_plog_size_bytes(log) < size * 3 / 4);
+    scan(log, &after);
+    for (int k = 0; k < 12; k++) CHECKF(strcmp(before.val[k], after.val[k]) == 0, "k%d", k);
+    CHECK(after.records < before.records);
     gr_plog_close(log);
 }
 
@@ -761,6 +919,15 @@ static void test_transactions(void) {
     int64_t dirty = st.end_offset;
     CHECK(gr_plog_clean(log, dirty, &p, &st) == 0 && st.segments_cleaned > 0);
     CHECK(st.end_offset > ongoing);
+    /* KIP-534: pid 2's ABORT marker became discardable in this pass (its data went in the first):
+     * it gets its delete horizon (now + 0) now and goes in the next pass */
+    count_markers(log, 2, m);
+    CHECKF(m[0] == 1 && m[1] == 1, "pid 2 markers: %d abort %d commit", m[0], m[1]);
+    fillers(log, 30, 4);
+    gr_plog_txn_hw_moved(log, gr_plog_end_offset(log));
+    p = params();
+    p.now_ms += 1;
+    CHECK(gr_plog_clean(log, st.end_offset, &p, &st) == 0 && st.segments_cleaned > 0);
     count_markers(log, 2, m);
     CHECKF(m[0] == 0 && m[1] == 1, "pid 2 markers: %d abort %d commit", m[0], m[1]);
     count_markers(log, 4, m);
@@ -921,13 +1088,16 @@ int main(void) {
     if (!mkdtemp(g_root)) return 1;
     test_offset_map_and_codecs();
     test_clean_basic();
+    test_delete_horizon();
     test_producer_last_batch_and_lag();
     test_keyless_rejected();
     test_abort_and_rename_for_delete();
     test_rename_for_delete_without_fds();
     test_crash_safety();
     test_swap_rename_failure();
+    test_existing_swap_not_overwritten();
     test_truncation_during_pass();
+    test_retention_during_pass();
     test_huge_inflated_batch_kept();
     test_transactions();
     test_txn_crash_safety();

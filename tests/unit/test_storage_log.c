@@ -491,6 +491,30 @@ static void test_follower_checks_crc_not_records(void) {
     free(b);
 }
 
+/* issue 27: segment.jitter.ms moves each segment's time roll up to that much earlier (Kafka's
+ * randomSegmentJitter, < min(jitter, segment.ms)); without it a segment rolls only past segment.ms. */
+static void test_segment_jitter(void) {
+    int rolled[2] = {0, 0};
+    for (int j = 0; j < 2; j++) {
+        for (int i = 0; i < 20; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "jit%d-%d", j, i);
+            struct gr_plog_config cfg;
+            gr_plog_config_defaults(&cfg);
+            cfg.roll_ms = 10000;
+            cfg.roll_jitter_ms = j ? 10000 : 0;
+            struct gr_plog *log = NULL;
+            CHECK(gr_plog_open_dir(pdir(name), &cfg, 0, &log) == 0);
+            append(log, 1, 10, 1000000, 0);
+            append(log, 1, 10, 1000000 + 10000, 0); /* waited == segment.ms: no roll without jitter */
+            if (gr_plog_segment_count(log) == 2) rolled[j]++;
+            gr_plog_close(log);
+        }
+    }
+    CHECK(rolled[0] == 0);
+    CHECK(rolled[1] >= 15); /* a draw of 0 (p = 1e-4 each) does not roll */
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     snprintf(g_root, sizeof g_root, "/tmp/gr-storage-XXXXXX");
@@ -506,6 +530,7 @@ int main(void) {
     test_flush_policy();
     test_slice_matches_read();
     test_follower_checks_crc_not_records();
+    test_segment_jitter();
     rm_rf(g_root);
     if (test_failures) fprintf(stderr, "test_storage_log: %d failures\n", test_failures);
     else printf("test_storage_log: ok\n");
