@@ -38,6 +38,10 @@ CONFIG = {
     "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
 }
+# One broker: the internal topics' replication factors must fit it (Kafka never lowers them).
+ONE_BROKER = dict(CONFIG, **{"offsets.topic.replication.factor": "1",
+                             "transaction.state.log.replication.factor": "1",
+                             "transaction.state.log.min.isr": "1"})
 
 
 def bootstrap(cluster):
@@ -286,7 +290,7 @@ def test_offset_fetch_require_stable(cluster_factory, zk_connect):
     partition that has transactional offsets of the group waiting for their marker; without the
     flag it answers the last committed offset. After the commit the new offset is answered.
     Before, require_stable was ignored (the stale offset was answered)."""
-    cl = cluster_factory(zk_connect, n=1, config=CONFIG)
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
     create(cl, "gtf-rs", 2, rf=1)
     group = "gtf-rs-group"
     port = cl[coordinator(cl, group)].port
@@ -358,8 +362,8 @@ def test_group_max_size_and_offset_metadata_max_bytes(cluster_factory, zk_connec
     other partitions of the request are. Before, both keys were unknown (Kafka's defaults, INT_MAX
     and 4096, always applied) and TxnOffsetCommit did not check metadata at all."""
     from test_idempotence import init_producer_id
-    cl = cluster_factory(zk_connect, n=1, config=dict(CONFIG, **{"group.max.size": "1",
-                                                                 "offset.metadata.max.bytes": "10"}))
+    cl = cluster_factory(zk_connect, n=1, config=dict(ONE_BROKER, **{"group.max.size": "1",
+                                                                     "offset.metadata.max.bytes": "10"}))
     create(cl, "gtf-lim", 2, rf=1)
     port = cl[coordinator(cl, "gtf-lim-group")].port
     err, gen, m1 = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(join_group_v3(port, "gtf-lim-group")),
@@ -384,3 +388,67 @@ def test_group_max_size_and_offset_metadata_max_bytes(cluster_factory, zk_connec
     assert struct.unpack_from(">ih", end, 0)[1] == 0
     H.wait_for(lambda: committed(cl, "gtf-lim-txg", "gtf-lim", 2) == {0: 5, 1: -1001}, 15,
                "the transaction's valid offset only")
+
+
+# ---- internal topics wait for enough live brokers (issue 24 item 5) ---------------------------
+
+def metadata_v1(port, topics):
+    """(number of brokers, {topic: error}) from Metadata v1 for the listed (missing) topics."""
+    r = rpc(port, 3, 1, struct.pack(">i", len(topics)) + b"".join(_s(t) for t in topics))
+    n_brokers = struct.unpack_from(">i", r, 0)[0]
+    pos = 4
+    for _ in range(n_brokers):
+        pos += 4  # node id
+        pos += 2 + struct.unpack_from(">h", r, pos)[0] + 4  # host, port
+        pos += 2 + max(struct.unpack_from(">h", r, pos)[0], 0)  # rack
+    pos += 4  # controller id
+    out = {}
+    n_topics = struct.unpack_from(">i", r, pos)[0]
+    pos += 4
+    for _ in range(n_topics):
+        err, nl = struct.unpack_from(">hh", r, pos)
+        name = r[pos + 4:pos + 4 + nl].decode()
+        pos += 4 + nl + 1  # is_internal
+        assert struct.unpack_from(">i", r, pos)[0] == 0, "only missing topics are asked for"
+        pos += 4
+        out[name] = err
+    return n_brokers, out
+
+
+def test_internal_topics_wait_for_enough_live_brokers(cluster_factory, zk_connect):
+    """Kafka 2.7's createInternalTopic: with fewer live brokers than offsets.topic.replication.factor
+    / transaction.state.log.replication.factor, FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+    (15) and Metadata INVALID_REPLICATION_FACTOR (38) for the internal topic, and nothing is created.
+    Once enough brokers are up the topics get the configured replication factor, min.insync.replicas
+    (transaction.state.log.min.isr) and segment.bytes (offsets.topic.segment.bytes,
+    transaction.state.log.segment.bytes). Before, both were created at once with the replication
+    factor and min.insync.replicas lowered to the live brokers (for good), and
+    transaction.state.log.segment.bytes was ignored; Metadata created __transaction_state with
+    __consumer_offsets' settings."""
+    cfg = dict(CONFIG, **{"offsets.topic.num.partitions": "3", "offsets.topic.segment.bytes": "1048576",
+                          "transaction.state.log.num.partitions": "3", "transaction.state.log.min.isr": "2",
+                          "transaction.state.log.segment.bytes": "2097152"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg, start=False)
+    cl.start(ids=[1, 2])
+    for b in cl.running():  # both brokers know both live brokers before the checks below
+        H.wait_for(lambda: metadata_v1(b.port, [])[0] == 2, 20, "two live brokers in the metadata")
+    for b in cl.running():
+        for _ in range(3):
+            assert find_coordinator(b.port, "gtf-early-group", 0)[0] == 15
+            assert find_coordinator(b.port, "gtf-early-txn", 1)[0] == 15
+        assert metadata_v1(b.port, ["__consumer_offsets", "__transaction_state"])[1] == \
+            {"__consumer_offsets": 38, "__transaction_state": 38}
+    assert not cl.zk.exists("/brokers/topics/__consumer_offsets")
+    assert not cl.zk.exists("/brokers/topics/__transaction_state")
+
+    cl.start(ids=[3])
+    coordinator(cl, "gtf-early-group", 0)
+    coordinator(cl, "gtf-early-txn", 1)
+    for topic, configs in (("__consumer_offsets", {"segment.bytes": "1048576", "cleanup.policy": "compact"}),
+                           ("__transaction_state", {"segment.bytes": "2097152", "min.insync.replicas": "2",
+                                                    "cleanup.policy": "compact"})):
+        assignment = cl.get_json(f"/brokers/topics/{topic}")[0]["partitions"]
+        assert len(assignment) == 3 and all(len(r) == 3 for r in assignment.values()), (topic, assignment)
+        stored = cl.get_json(f"/config/topics/{topic}")[0]["config"]
+        assert {k: stored.get(k) for k in configs} == configs, (topic, stored)
+
