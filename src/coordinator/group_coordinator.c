@@ -793,12 +793,12 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
             e = GR_KERR_FENCED_INSTANCE_ID;
         else if (generation_id < 0 && g->state == ST_EMPTY)
             ; /* the group only stores offsets */
-        else if (g->state == ST_COMPLETING)
-            e = GR_KERR_REBALANCE_IN_PROGRESS;
         else if (!m)
             e = GR_KERR_UNKNOWN_MEMBER_ID;
         else if (generation_id != g->generation)
             e = GR_KERR_ILLEGAL_GENERATION;
+        else if (g->state == ST_COMPLETING) /* a current member that has not had its SyncGroup answer */
+            e = GR_KERR_REBALANCE_IN_PROGRESS;
         else
             gc_schedule_hb(gc, m, m->session_timeout);
     }

@@ -326,9 +326,10 @@ def join_group_v3(port, group, member_id=""):
     return err, gen, r[pos + 2:pos + 2 + max(ml, 0)].decode()
 
 
-def offset_commit_v2(port, group, topic, parts):
-    """{partition: error} from OffsetCommit v2 of [(partition, offset, metadata)] (simple group)."""
-    body = (_s(group) + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
+def offset_commit_v2(port, group, topic, parts, generation=-1, member=""):
+    """{partition: error} from OffsetCommit v2 of [(partition, offset, metadata)] (by default as a
+    simple group: generation -1, no member)."""
+    body = (_s(group) + struct.pack(">i", generation) + _s(member) + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
             + struct.pack(">i", len(parts)) + b"".join(struct.pack(">iq", p, o) + _s(m) for p, o, m in parts))
     r = rpc(port, 8, 2, body)
     pos = 4
@@ -452,3 +453,23 @@ def test_internal_topics_wait_for_enough_live_brokers(cluster_factory, zk_connec
         stored = cl.get_json(f"/config/topics/{topic}")[0]["config"]
         assert {k: stored.get(k) for k in configs} == configs, (topic, stored)
 
+
+
+def test_offset_commit_of_stale_member_during_completing_rebalance(cluster_factory, zk_connect):
+    """Kafka 2.7 doCommitOffsets checks the member and the generation before the group state: while
+    the group waits for its leader's SyncGroup (CompletingRebalance) an OffsetCommit from an unknown
+    member is UNKNOWN_MEMBER_ID (25), from a member with another generation ILLEGAL_GENERATION (22),
+    and only a current member of the current generation gets REBALANCE_IN_PROGRESS (27). Before,
+    all three got REBALANCE_IN_PROGRESS, so a fenced consumer retried its commit instead of
+    rejoining."""
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
+    create(cl, "gtf-stale", 1, rf=1)
+    group = "gtf-stale-group"
+    port = cl[coordinator(cl, group)].port
+    err, gen, m1 = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(join_group_v3(port, group)),
+                              20, "the member's join")
+    assert gen == 1 and m1  # the only member joined: CompletingRebalance until its SyncGroup
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=1, member="stale-member") == {0: 25}
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=0, member=m1) == {0: 22}
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=1, member=m1) == {0: 27}
+    assert committed(cl, group, "gtf-stale", 1) == {0: -1001}
