@@ -882,6 +882,15 @@ void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t produce
     pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
     int64_t now = wall_ms(gc);
     pthread_mutex_lock(&gc->mu);
+    if (offsets_partition >= 0 && offsets_partition < gc->n_parts_cap &&
+        gc->parts[offsets_partition].state == PART_LOADING) {
+        /* Kafka runs the completion after the load (one scheduler thread): the marker is already
+         * in the log, and the loader reads to the log end as it moves, so it meets the marker and
+         * applies it there; the pending offsets stay for it */
+        gc->parts[offsets_partition].marker_during_load = true;
+        pthread_mutex_unlock(&gc->mu);
+        return;
+    }
     /* taken and applied under gc->mu: an OffsetFetch with require_stable sees the offsets either
      * pending (UNSTABLE_OFFSET_COMMIT) or committed, never the previous ones (Kafka 2.7's
      * completePendingTxnOffsetCommit updates the cache at the marker) */

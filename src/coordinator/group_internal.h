@@ -102,6 +102,9 @@ struct group {
 struct part {
     int state;
     int32_t epoch;
+    /* a transaction marker was written to the partition while it was loading: the loader reads
+     * to the new log end before it takes ownership (gr_gc_complete_txn_offsets) */
+    bool marker_during_load;
 };
 
 struct gr_group_coordinator {

@@ -350,37 +350,61 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
     pthread_mutex_unlock(&gc->mu);
 }
 
-/* Reads partition p into memory and takes ownership of it at epoch (Kafka's loadGroupsAndOffsets
- * + onGroupLoaded). Returns false if reading failed (the partition is then released). */
-static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t epoch, int64_t start, int64_t end) {
-    int64_t t0 = gr_mono_ms();
-    int64_t off = start;
-    bool ok = true;
-    while (off < end) {
+/* Reads [off, end) of partition p into memory. Returns false if reading failed or the
+ * coordinator stopped; *off is where reading stopped. */
+static bool load_range(struct gr_group_coordinator *gc, int32_t p, int64_t *off, int64_t end) {
+    while (*off < end) {
         struct gr_plog_read_result res;
         memset(&res, 0, sizeof res);
-        int16_t e = gc->cfg.storage.read(gc->cfg.storage.ctx, p, off, LOAD_READ_BYTES, &res);
+        int16_t e = gc->cfg.storage.read(gc->cfg.storage.ctx, p, *off, LOAD_READ_BYTES, &res);
         if (e != GR_KERR_NONE) {
-            gr_warn(LOGGER, "Cannot load %s-%d at offset %" PRId64 ": %s", GR_OFFSETS_TOPIC, p, off, gr_kerr_name(e));
+            gr_warn(LOGGER, "Cannot load %s-%d at offset %" PRId64 ": %s", GR_OFFSETS_TOPIC, p, *off, gr_kerr_name(e));
             free(res.data);
-            ok = false;
-            break;
+            return false;
         }
         if (res.len > 0) apply_batches(gc, p, res.data, res.len);
         free(res.data);
-        if (res.len == 0 || res.next_offset <= off) break;
-        off = res.next_offset;
+        if (res.len == 0 || res.next_offset <= *off) break;
+        *off = res.next_offset;
         pthread_mutex_lock(&gc->mu);
         bool active = gc->active;
         pthread_mutex_unlock(&gc->mu);
-        if (!active) {
-            ok = false;
+        if (!active) return false;
+    }
+    return true;
+}
+
+/* Reads partition p into memory and takes ownership of it at epoch (Kafka's loadGroupsAndOffsets
+ * + onGroupLoaded). As Kafka's loader, it reads up to the log end as it moves, not only to the end
+ * seen when loading began: transaction markers are written while the partition loads (and their
+ * completion is left to the loader, gr_gc_complete_txn_offsets). Ownership is taken under gc->mu
+ * only once no marker came in since the log end was last looked at. Returns false if reading
+ * failed (the partition is then released). */
+static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t epoch, int64_t start, int64_t end) {
+    int64_t t0 = gr_mono_ms();
+    int64_t off = start;
+    bool ok;
+    for (;;) {
+        ok = load_range(gc, p, &off, end);
+        if (!ok) break;
+        int32_t now_epoch = -1;
+        int64_t now_end = 0;
+        if (!gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &now_epoch, NULL, &now_end) || now_epoch != epoch) {
+            ok = false; /* leadership moved on: the next poll unloads or reloads */
             break;
         }
+        if (now_end > end) { /* the log grew while loading */
+            end = now_end;
+            continue;
+        }
+        pthread_mutex_lock(&gc->mu); /* held from this check to taking ownership below */
+        if (!gc->parts[p].marker_during_load) break;
+        gc->parts[p].marker_during_load = false;
+        pthread_mutex_unlock(&gc->mu);
     }
+    if (!ok) pthread_mutex_lock(&gc->mu);
     struct dq q;
     gc_dq_init(&q);
-    pthread_mutex_lock(&gc->mu);
     struct part *pt = &gc->parts[p];
     int ngroups = 0;
     if (ok && gc->active) {
@@ -396,6 +420,7 @@ static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t e
         gc_unload_locked(gc, p, &q);
         pt->state = PART_NONE;
     }
+    pt->marker_during_load = false;
     pthread_mutex_unlock(&gc->mu);
     gc_dq_flush(&q);
     if (ok)

@@ -29,7 +29,18 @@ struct fake {
     int64_t end[NP];
     int16_t fail; /* next append's error */
     int appends;
+    void (*on_read)(struct fake *f, int32_t p); /* once, after a read of p (then cleared) */
+    struct gr_group_coordinator *gc;
 };
+
+/* Appends a batch to the log of p as the replica manager would (WriteTxnMarkers, another writer). */
+static void f_put(struct fake *f, int32_t p, uint8_t *batch, size_t len) {
+    gr_batch_set_base_offset(batch, f->end[p]);
+    f->end[p] += gr_batch_record_count(batch);
+    f->log[p] = gr_realloc(f->log[p], f->len[p] + len);
+    memcpy(f->log[p] + f->len[p], batch, len);
+    f->len[p] += len;
+}
 
 static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
     struct fake *f = ctx;
@@ -52,11 +63,7 @@ static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t a
         done(done_ctx, e);
         return;
     }
-    gr_batch_set_base_offset(batch, f->end[p]);
-    f->end[p] += gr_batch_record_count(batch);
-    f->log[p] = gr_realloc(f->log[p], f->len[p] + len);
-    memcpy(f->log[p] + f->len[p], batch, len);
-    f->len[p] += len;
+    f_put(f, p, batch, len);
     done(done_ctx, GR_KERR_NONE);
 }
 
@@ -64,16 +71,26 @@ static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, s
     (void)max_bytes;
     struct fake *f = ctx;
     memset(res, 0, sizeof *res);
-    if (offset != 0 || f->len[p] == 0) {
-        res->next_offset = offset;
-        return GR_KERR_NONE;
+    res->next_offset = offset;
+    /* the batches from the first one at or after offset to the log end */
+    struct gr_batch_iter it;
+    struct gr_batch_info info;
+    const uint8_t *batch;
+    gr_batch_iter_init(&it, f->log[p], f->len[p]);
+    while (gr_batch_iter_next(&it, &info, &batch) == 1) {
+        if (info.BaseOffset < offset) continue;
+        size_t from = (size_t)(batch - f->log[p]);
+        res->data = gr_malloc(f->len[p] - from);
+        memcpy(res->data, batch, f->len[p] - from);
+        res->len = f->len[p] - from;
+        res->first_offset = info.BaseOffset;
+        res->next_offset = f->end[p];
+        break;
     }
-    res->data = gr_malloc(f->len[p]);
-    memcpy(res->data, f->log[p], f->len[p]);
-    res->len = f->len[p];
-    res->first_offset = 0;
-    res->next_offset = f->end[p];
     res->log_end_offset = f->end[p];
+    void (*hook)(struct fake *, int32_t) = f->on_read;
+    f->on_read = NULL;
+    if (hook) hook(f, p);
     return GR_KERR_NONE;
 }
 
@@ -973,6 +990,82 @@ static void test_txn_offsets_at_marker(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* A transactional offset commit of producer pid for group/topic-0 at offset off, as
+ * TxnOffsetCommit writes it. */
+static uint8_t *txn_offset_batch(int64_t pid, const char *group, const char *topic, int64_t off, size_t *len) {
+    struct gr_wbuf k, v;
+    gr_wbuf_init(&k);
+    gr_wbuf_init(&v);
+    gr_go_encode_offset_key(&k, group, topic, 0);
+    struct gr_go_offset_value ov = {.offset = off, .leader_epoch = -1, .metadata = "", .commit_timestamp = g_now,
+                                    .expire_timestamp = -1};
+    gr_go_encode_offset_value(&v, &ov);
+    struct gr_batch_rec r = {k.p, (int32_t)k.len, v.p, (int32_t)v.len, NULL, 0, g_now};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = GR_BATCH_ATTR_TRANSACTIONAL;
+    o.producer_id = pid;
+    o.producer_epoch = 0;
+    o.base_sequence = 0;
+    uint8_t *b = gr_batch_build(&r, 1, &o, len);
+    gr_wbuf_free(&k);
+    gr_wbuf_free(&v);
+    return b;
+}
+
+static uint8_t *commit_marker(int64_t pid, size_t *len) {
+    uint8_t k[4] = {0, 0, 0, 1}, v[6] = {0, 0, 0, 0, 0, 0};
+    struct gr_batch_rec r = {k, 4, v, 6, NULL, 0, g_now};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = GR_BATCH_ATTR_TRANSACTIONAL | GR_BATCH_ATTR_CONTROL;
+    o.producer_id = pid;
+    o.producer_epoch = 0;
+    return gr_batch_build(&r, 1, &o, len);
+}
+
+/* WriteTxnMarkers while the partition loads: the COMMIT marker is appended, then its completion
+ * runs (as handle_txn.c does) before the loader is done. */
+static void marker_during_load(struct fake *f, int32_t p) {
+    size_t len;
+    uint8_t *m = commit_marker(91, &len);
+    f_put(f, p, m, len);
+    free(m);
+    gr_gc_complete_txn_offsets(f->gc, 91, p, true);
+}
+
+/* Issue 24 item 4: a COMMIT marker whose completion comes while its __consumer_offsets partition
+ * loads is applied by the loader, which reads to the log end as it moves (Kafka 2.7 runs the
+ * completion after the load and its loader re-reads logEndOffset). Before, the completion failed
+ * with COORDINATOR_LOAD_IN_PROGRESS and dropped the pending offsets, and the loader stopped at the
+ * log end seen when it began: the committed offset was lost. */
+static void test_txn_marker_during_load(void) {
+    struct fake f = {0};
+    const char *G = "txn-load-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0); /* leads nothing yet */
+    int32_t p = gr_gc_partition_for(gc, G);
+    size_t len;
+    uint8_t *b = txn_offset_batch(91, G, "t", 42, &len);
+    f_put(&f, p, b, len);
+    free(b);
+    f.gc = gc;
+    f.on_read = marker_during_load;
+    f.leader[p] = true;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL); /* the marker came during the load */
+    CHECK(f.end[p] == 2);
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part fp[1] = {{.topic = "t", .partition = 0}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 1;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, true, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(fp[0].error, GR_KERR_NONE);
+    CHECK(fp[0].offset == 42);
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_arena_free(&a);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -983,6 +1076,7 @@ int main(void) {
     test_offset_delete();
     test_static_membership();
     test_static_member_kept_through_rebalance();
+    test_txn_marker_during_load();
     test_offset_expiry();
     test_txn_offsets_at_marker();
     if (test_failures) {
