@@ -23,7 +23,7 @@ import time
 import pytest
 
 import gregor_harness as H
-from test_consumer_groups import committed  # noqa: E402
+from test_consumer_groups import committed, java_hash  # noqa: E402
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -452,6 +452,16 @@ def test_internal_topics_wait_for_enough_live_brokers(cluster_factory, zk_connec
         assert len(assignment) == 3 and all(len(r) == 3 for r in assignment.values()), (topic, assignment)
         stored = cl.get_json(f"/config/topics/{topic}")[0]["config"]
         assert {k: stored.get(k) for k in configs} == configs, (topic, stored)
+
+    # issue 24 item 9: a non-ASCII transactional id is placed by Java's String.hashCode over UTF-16
+    # code units (partition 2 of 3 for "gtf-\u00e9"; its UTF-8 bytes would give partition 0)
+    tid = "gtf-\u00e9"
+    h = java_hash(tid) - (1 << 32 if java_hash(tid) >= 1 << 31 else 0)  # signed, as Java's int
+    assert (0 if h == -(1 << 31) else abs(h)) % 3 == 2  # Kafka's Utils.abs(hashCode) % partitions
+    H.wait_for(lambda: (cl.get_json("/brokers/topics/__transaction_state/partitions/2/state")[0] or {})
+               .get("leader", -1) >= 0, 30, "a leader of __transaction_state-2")
+    leader = cl.get_json("/brokers/topics/__transaction_state/partitions/2/state")[0]["leader"]
+    assert coordinator(cl, tid, 1) == leader
 
 
 
