@@ -40,6 +40,9 @@ struct txn_meta {
     int32_t timeout_ms;
     int state;
     bool pending;
+    /* the write that set pending: only its completion clears it (a write issued before the
+     * partition was unloaded completes after the reload made a new entry for the id) */
+    const struct txn_write *pending_write;
     int n_parts, cap_parts;
     struct gr_txn_tp *parts;
     int64_t start_ts, update_ts;

@@ -483,3 +483,43 @@ def test_offset_commit_of_stale_member_during_completing_rebalance(cluster_facto
     assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=0, member=m1) == {0: 22}
     assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=1, member=m1) == {0: 27}
     assert committed(cl, group, "gtf-stale", 1) == {0: -1001}
+
+
+def test_every_expired_transactional_id_is_removed(cluster_factory, zk_connect):
+    """Kafka 2.7's removeExpiredTransactionalIds tombstones every id past
+    transactional.id.expiration.ms in one pass. Before, a pass wrote at most 64 tombstones (and
+    timed out at most 64 transactions), so with the default hourly interval at most 64 ids expired
+    per hour and the table of a busy coordinator grew without bound."""
+    from test_idempotence import init_producer_id
+    n = 100
+    cl = cluster_factory(zk_connect, n=1, config=dict(ONE_BROKER, **{
+        "transaction.state.log.num.partitions": "1",
+        "transactional.id.expiration.ms": "1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "20000"}))
+    port = cl[coordinator(cl, "gtf-exp-0", 1)].port
+    for i in range(n):
+        H.wait_for(lambda: init_producer_id(port, 1, txn_id=f"gtf-exp-{i}")[0] == 0, 20, "a transactional id")
+
+    def tombstones():
+        c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": f"chk-{time.time()}",
+                      "enable.auto.commit": False, "enable.partition.eof": True})
+        c.assign([TopicPartition("__transaction_state", 0, 0)])
+        keys = set()
+        try:
+            while True:
+                m = c.poll(5)
+                assert m is not None, "no end of __transaction_state"
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        return keys
+                    continue
+                if m.value() is None:
+                    keys.add(m.key())
+        finally:
+            c.close()
+
+    # the first pass after the ids expired (at most 20 s away) tombstones all of them; the next
+    # pass is 20 s after it, so every id must be gone well before that one (the old code's 64
+    # first, the other 36 a pass later)
+    H.wait_for(lambda: len(tombstones()) > 0, 60, "the first expiry pass")
+    H.wait_for(lambda: len(tombstones()) == n, 10, f"{n} tombstones from one pass")
