@@ -71,6 +71,16 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             cb(ctx, GR_KERR_NONE, pid, epoch);
             return;
         }
+        if (exp_pid >= 0 && m->pid >= 0 && exp_pid != m->pid && exp_pid == m->last_pid &&
+            exp_epoch >= EPOCH_EXHAUSTED && exp_epoch == m->last_epoch && m->state == GR_TXN_EMPTY) {
+            /* a retry of the producer-id rotation whose answer was lost: the new pid (Kafka 2.7
+             * isValidProducerId accepts lastProducerId with an exhausted epoch) */
+            int64_t pid = m->pid;
+            int16_t epoch = m->epoch;
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_NONE, pid, epoch);
+            return;
+        }
         if (exp_pid >= 0 && m->pid >= 0 && (exp_pid != m->pid || exp_epoch != m->epoch)) {
             pthread_mutex_unlock(&tc->mu);
             cb(ctx, GR_KERR_PRODUCER_FENCED, -1, -1);
@@ -97,7 +107,11 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             r.n_parts = 0;
             r.start_ts = -1;
             w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
-            w->last_epoch = need_pid ? -1 : before;
+            /* Kafka's prepareProducerIdRotation keeps the exhausted epoch when the producer asked
+             * with its pid/epoch (so its retry is recognised), prepareIncrementProducerEpoch the
+             * epoch before the bump */
+            w->last_epoch = need_pid ? (exp_pid >= 0 && m->pid >= 0 ? before : -1) : before;
+            w->last_pid = m->pid;
         }
         pthread_mutex_unlock(&tc->mu);
         txn_write_issue(w);

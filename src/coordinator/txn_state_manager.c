@@ -63,6 +63,7 @@ struct txn_meta *txn_meta_new_locked(struct gr_txn_coordinator *tc, const char *
     m->pid = -1;
     m->epoch = -1;
     m->last_epoch = -1;
+    m->last_pid = -1;
     m->state = GR_TXN_EMPTY;
     unsigned h = txn_bucket(id);
     m->next = tc->buckets[h];
@@ -149,6 +150,7 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
                      w->rec.producer_epoch);
             txn_apply_record(m, &w->rec);
             m->last_epoch = w->last_epoch;
+            m->last_pid = w->last_pid;
             if (w->markers) txn_enqueue_job_locked(tc, m, w->coord_epoch);
         }
     }
@@ -166,6 +168,7 @@ struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct
     struct txn_write *w = gr_calloc(1, sizeof *w);
     w->tc = tc;
     w->last_epoch = m->last_epoch; /* unchanged unless an InitProducerId bump sets it */
+    w->last_pid = m->last_pid;
     w->rec = *rec;
     w->rec.transactional_id = gr_strdup(m->id);
     w->rec.parts = txn_parts_dup(rec->parts, rec->n_parts);

@@ -523,3 +523,37 @@ def test_every_expired_transactional_id_is_removed(cluster_factory, zk_connect):
     # first, the other 36 a pass later)
     H.wait_for(lambda: len(tombstones()) > 0, 60, "the first expiry pass")
     H.wait_for(lambda: len(tombstones()) == n, 10, f"{n} tombstones from one pass")
+
+
+def test_init_producer_id_retry_after_producer_id_rotation(cluster_factory, zk_connect):
+    """KIP-360 as Kafka 2.7: when a transactional id's epoch is exhausted (32766) the next
+    InitProducerId with its pid/epoch rotates to a new producer id (epoch 0); a retry of that
+    request (its answer lost) gets the new pid and epoch again, as isValidProducerId accepts the
+    last producer id with an exhausted epoch. Another epoch of the old pid is fenced (PRODUCER_FENCED,
+    which v3 spells INVALID_PRODUCER_EPOCH, 47, as KIP-588). Before, the retry was fenced too and
+    the producer died."""
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
+    tid = "gtf-rotate"
+    port = cl[coordinator(cl, tid, 1)].port
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+
+    def init(pid=-1, epoch=-1):  # InitProducerId v3 on one connection (tens of thousands of them)
+        body = bytes([len(tid) + 1]) + tid.encode() + struct.pack(">iqh", 60000, pid, epoch) + b"\x00"
+        msg = struct.pack(">hhi", 22, 3, 42) + _s("gtf-test") + b"\x00" + body
+        sock.sendall(struct.pack(">i", len(msg)) + msg)
+        data = _exact(sock, struct.unpack(">i", _exact(sock, 4))[0])
+        return struct.unpack_from(">hqh", data, 9)  # correlation id, header tags, throttle
+
+    try:
+        err, pid, epoch = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(init()), 20, "a producer id")
+        while epoch < 32766:
+            err, pid2, epoch2 = init(pid, epoch)
+            assert err == 0 and pid2 == pid and epoch2 == epoch + 1, (err, pid2, epoch2, epoch)
+            epoch = epoch2
+        err, new_pid, new_epoch = init(pid, epoch)  # rotation
+        assert err == 0 and new_pid != pid and new_epoch == 0, (err, new_pid, new_epoch)
+        assert init(pid, epoch) == (0, new_pid, 0)  # the retry of the rotation
+        assert init(pid, epoch - 1)[0] == 47
+        assert init(new_pid, 0) == (0, new_pid, 1)  # the new producer goes on
+    finally:
+        sock.close()
