@@ -58,6 +58,7 @@ ASAN_TESTS=(
     tests/integration/test_hostile_input.py
     tests/integration/test_storage_failures.py
     tests/integration/test_group_txn_failures.py
+    tests/integration/test_group_topic_deletion.py
     tests/integration/test_limits.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
