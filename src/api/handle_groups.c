@@ -543,20 +543,19 @@ static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start
 }
 
 struct rms_append {
-    void (*done)(void *, int16_t);
+    void (*done)(void *, int16_t, int64_t);
     void *ctx;
 };
 
 static void rms_append_done(void *ctx, int16_t error, int64_t base_offset, int64_t log_start_offset) {
-    (void)base_offset;
     (void)log_start_offset;
     struct rms_append *a = ctx;
-    a->done(a->ctx, error);
+    a->done(a->ctx, error, error == GR_KERR_NONE ? base_offset : -1);
     free(a);
 }
 
 static void rms_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
-                       void (*done)(void *, int16_t), void *done_ctx) {
+                       void (*done)(void *, int16_t, int64_t), void *done_ctx) {
     struct rm_storage *s = ctx;
     struct rms_append *a = gr_malloc(sizeof *a);
     a->done = done;

@@ -82,7 +82,8 @@ static void propagate_assignment_locked(struct gr_group_coordinator *gc, struct 
     }
 }
 
-static void store_done(void *arg, int16_t error) {
+static void store_done(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct store_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     struct dq q;
@@ -362,7 +363,8 @@ struct static_join_ctx {
     uint8_t *batch;
 };
 
-static void static_join_stored(void *arg, int16_t error) {
+static void static_join_stored(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct static_join_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     struct dq q;
@@ -729,7 +731,7 @@ struct commit_ctx {
     bool txn; /* GR_GC_GENERATION_TXN: already in the cache since the marker (gr_gc_complete_txn_offsets) */
 };
 
-static void commit_done(void *arg, int16_t error) {
+static void commit_done(void *arg, int16_t error, int64_t base_offset) {
     struct commit_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     int16_t e = gc_map_store_error(error, true);
@@ -742,7 +744,7 @@ static void commit_done(void *arg, int16_t error) {
         p->error = e;
         if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn)
             gc_put_offset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, p->commit_timestamp,
-                          p->expire_timestamp);
+                          p->expire_timestamp, base_offset);
     }
     pthread_mutex_unlock(&gc->mu);
     if (error != GR_KERR_NONE)
@@ -900,14 +902,19 @@ void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t produce
     for (struct gr_txn_offset *o = l; apply && o; o = o->next) {
         struct group *g = gc_find_group_locked(gc, o->group);
         if (!g) g = gc_create_group_locked(gc, o->group, offsets_partition);
-        if (g->state == ST_DEAD) continue;
-        gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, now, -1);
+        /* an ordinary commit stored after the transactional one wins (Kafka's olderThan) */
+        if (g->state == ST_DEAD || !gc_txn_offset_is_newer(g, o->topic, o->partition, o->append_offset)) {
+            o->append_offset = -1; /* not applied: not rewritten below */
+            continue;
+        }
+        gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, now, -1, o->append_offset);
         n++;
     }
     pthread_mutex_unlock(&gc->mu);
     /* also as ordinary offset records, so a reload needs no transaction history; the cache does
      * not wait for them (the marker made the offsets durable) */
     for (struct gr_txn_offset *o = l; apply && n && o; o = o->next) {
+        if (o->append_offset < 0) continue;
         struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
         cp->topic = gr_strdup(o->topic);
         cp->partition = o->partition;
@@ -1057,7 +1064,8 @@ struct tomb {
     uint8_t *batch;
 };
 
-static void tomb_done(void *arg, int16_t error) {
+static void tomb_done(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct tomb *t = arg;
     tombstone_done(t->id, error);
     free(t->batch);

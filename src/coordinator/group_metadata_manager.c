@@ -155,7 +155,7 @@ uint8_t *gc_build_group_batch(struct gr_group_coordinator *gc, const struct grou
     return batch;
 }
 
-void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t),
+void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t, int64_t),
                void *ctx) {
     struct write *x = gr_calloc(1, sizeof *x);
     *x = (struct write){.next = w->head, .partition = p, .batch = batch, .len = len, .acks = acks, .done = done, .ctx = ctx};
@@ -203,7 +203,8 @@ void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q) 
 }
 
 /* Applies one record of partition p read back from the log. */
-static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, const struct gr_batch_rec_view *rec) {
+static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, int64_t base_offset,
+                                const struct gr_batch_rec_view *rec) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_go_key key;
@@ -226,7 +227,7 @@ static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, cons
         }
         if (!g) g = gc_create_group_locked(gc, key.group, p);
         gc_put_offset(g, key.topic, key.partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                      v.expire_timestamp);
+                      v.expire_timestamp, base_offset);
         goto out;
     }
     /* group metadata */
@@ -297,7 +298,10 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
         for (struct gr_txn_offset *o = l; o && type == GR_CONTROL_COMMIT; o = o->next) {
             struct group *g = gc_find_group_locked(gc, o->group);
             if (!g) g = gc_create_group_locked(gc, o->group, p);
-            gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, info->MaxTimestamp, -1);
+            /* Kafka's loader: only over an offset stored before the transactional one */
+            if (gc_txn_offset_is_newer(g, o->topic, o->partition, o->append_offset))
+                gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, info->MaxTimestamp,
+                              -1, o->append_offset);
         }
         gr_txn_offsets_free(l);
         return;
@@ -318,7 +322,7 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
             gr_go_decode_key(rec.Key, (size_t)rec.KeyLength, &a, &key) == 0 && key.kind == GR_GO_KEY_OFFSET &&
             gr_go_decode_offset_value(rec.Value, (size_t)rec.ValueLength, &a, &v) == 0)
             gr_txn_offsets_add(info->ProducerId, p, key.group, key.topic, key.partition, v.offset, v.leader_epoch,
-                               v.metadata);
+                               v.metadata, info->BaseOffset);
         gr_arena_free(&a);
     }
     gr_coord_records_release(&cr);
@@ -342,7 +346,7 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
         struct gr_coord_records cr;
         struct gr_batch_rec_view rec;
         if (gr_coord_records_init(&cr, batch, &info) == 0)
-            while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) apply_record_locked(gc, p, &rec);
+            while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) apply_record_locked(gc, p, info.BaseOffset, &rec);
         else
             warn_skipped_batch(p, &info);
         gr_coord_records_release(&cr);

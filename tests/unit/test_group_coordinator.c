@@ -52,7 +52,7 @@ static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, 
 }
 
 static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
-                     void (*done)(void *, int16_t), void *done_ctx) {
+                     void (*done)(void *, int16_t, int64_t), void *done_ctx) {
     (void)acks;
     (void)timeout_ms;
     struct fake *f = ctx;
@@ -60,11 +60,12 @@ static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t a
     if (f->fail) {
         int16_t e = f->fail;
         f->fail = 0;
-        done(done_ctx, e);
+        done(done_ctx, e, -1);
         return;
     }
+    int64_t base = f->end[p];
     f_put(f, p, batch, len);
-    done(done_ctx, GR_KERR_NONE);
+    done(done_ctx, GR_KERR_NONE, base);
 }
 
 static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res) {
@@ -952,8 +953,8 @@ static void test_txn_offsets_at_marker(void) {
     struct commit_out co = {0};
     gr_gc_commit_offsets(gc, G, "", NULL, -1, &part, 1, on_commit, &co);
     CHECK_KERR(co.errors[0], GR_KERR_NONE);
-    gr_txn_offsets_add(77, p, G, "t", 0, 42, -1, "m");
-    gr_txn_offsets_add(78, p, G, "t", 1, 9, -1, "");
+    gr_txn_offsets_add(77, p, G, "t", 0, 42, -1, "m", 100);
+    gr_txn_offsets_add(78, p, G, "t", 1, 9, -1, "", 101);
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
@@ -1066,6 +1067,55 @@ static void test_txn_marker_during_load(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+static int64_t fetch_one(struct gr_group_coordinator *gc, const char *group, const char *topic, int32_t partition) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part fp[1] = {{.topic = topic, .partition = partition}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 1;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, group, false, false, &fpp, &fn, &a), GR_KERR_NONE);
+    int64_t off = fp[0].offset;
+    gr_arena_free(&a);
+    return off;
+}
+
+/* Issue 24 item 4: an ordinary OffsetCommit stored after a transactional one wins over it when the
+ * transaction commits (Kafka 2.7 completePendingTxnOffsetCommit / the loader compare the records'
+ * log positions), live and after a reload; the stale transactional offset is not rewritten.
+ * Before, the marker applied the transactional offset over the newer commit. */
+static void test_txn_offset_older_than_ordinary_commit(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "txn-order-group";
+    int32_t p = gr_gc_partition_for(gc, G);
+    size_t len;
+    int64_t at = f.end[p];
+    uint8_t *b = txn_offset_batch(95, G, "t", 7, &len); /* TxnOffsetCommit of producer 95: offset 7 */
+    f_put(&f, p, b, len);
+    free(b);
+    gr_txn_offsets_add(95, p, G, "t", 0, 7, -1, "", at);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 9, .leader_epoch = -1,
+                                     .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &part, 1, on_commit, &co); /* then an ordinary commit: 9 */
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    uint8_t *m = commit_marker(95, &len);
+    f_put(&f, p, m, len);
+    free(m);
+    int appends = f.appends;
+    gr_gc_complete_txn_offsets(gc, 95, p, true);
+    CHECK(fetch_one(gc, G, "t", 0) == 9);
+    CHECK(f.appends == appends); /* the stale offset is not rewritten */
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_gc_free(gc);
+    struct gr_group_coordinator *again = new_gc(&f, 0); /* a new coordinator loads the same log */
+    CHECK(fetch_one(again, G, "t", 0) == 9);
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_gc_free(again);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -1077,6 +1127,7 @@ int main(void) {
     test_static_membership();
     test_static_member_kept_through_rebalance();
     test_txn_marker_during_load();
+    test_txn_offset_older_than_ordinary_commit();
     test_offset_expiry();
     test_txn_offsets_at_marker();
     if (test_failures) {
