@@ -43,9 +43,10 @@ int16_t gr_internal_topic_create(struct gr_broker *b, const char *name) {
     gr_mdc_alive_brokers(b->metadata, &brokers, &alive);
     gr_broker_metas_free(brokers, alive);
     if (alive < rf) {
-        gr_error(LOGGER, "Number of alive brokers '%d' does not meet the required replication factor '%d' for the %s "
-                         "topic (configured via '%s'). This error can be ignored if the cluster is starting up and "
-                         "not all brokers are up yet.",
+        gr_error(LOGGER,
+                 "Number of alive brokers '%d' does not meet the required replication factor '%d' for the %s "
+                 "topic (configured via '%s'). This error can be ignored if the cluster is starting up and "
+                 "not all brokers are up yet.",
                  alive, rf, offsets ? "offsets" : "transactions state", rf_prop);
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
     }
