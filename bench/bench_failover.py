@@ -7,6 +7,11 @@ nothing.
   /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
   /usr/bin/python3 bench/bench_failover.py --smoke          # every step, tiny (bench/smoke.sh)
 
+--standby sets gregor.controller.standby.enable=true (refresh 5 s) on every broker.
+--delete-controller adds step 0 before the others: /controller deleted by hand (no broker lost),
+from the delete to the new controller's first UpdateMetadata/LeaderAndIsr sent, and whether it
+started from its standby context (the victim is then chosen against the new controller).
+
 For each size N: a fresh 3-broker cluster (zookeeper.session.timeout.ms --session-ms, 6000),
 N partitions RF 3 in topics of --per-topic (100) partitions (Kafka's default placement: each
 broker is the preferred leader of ~N/3), created through the AdminClient; then, with one broker
@@ -315,6 +320,40 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
+def controller_moved(cluster, r, timeout):
+    """0. /controller deleted by hand (no broker lost), after two standby refresh periods (with
+    --standby): from the delete to the new controller's first UpdateMetadata / LeaderAndIsr sent
+    (its log line's own timestamp), and how it loaded its context (warm or cold). The old
+    controller resigns first, so another broker usually wins."""
+    if ARGS.standby:
+        time.sleep(12)  # refresh.ms 5000: every standby has refreshed since the creation
+    brokers = list(cluster.brokers.values())
+    offsets = {b.id: log_size(b) for b in brokers}
+    old = cluster.wait_controller()
+    t0 = time.time()
+    cluster.zk.delete("/controller")
+    cluster.wait_new_controller(old["_stat"].czxid, timeout=timeout)
+    new = cluster.wait_controller()["brokerid"]
+    b = cluster[new]
+    ready = load = first = None
+    deadline = time.time() + timeout
+    while time.time() < deadline and first is None:
+        lines = log_since(b, offsets[b.id])
+        ready = next((ln for _, ln in lines if "ready as controller" in ln), None)
+        load = next((ln for _, ln in lines if "Loaded" in ln and "partition states in" in ln), None)
+        if ready:
+            first = next((t for t, ln in lines if t >= t0 - 0.001 and
+                          ("Sending UpdateMetadata request" in ln or "Sending LeaderAndIsr request" in ln)), None)
+        if first is None:
+            time.sleep(0.2)
+    r["moved"] = first - t0 if first else None
+    print(f"  0. /controller deleted: broker {old['brokerid']} -> {new}; delete -> its first "
+          f"UpdateMetadata/LeaderAndIsr sent: " + (f"{r['moved'] * 1000:.0f} ms" if first else "n/a"))
+    for ln in (load, ready):
+        if ln:
+            print("     " + ln[ln.find("]", ln.find("[Controller")) + 2:].strip())
+
+
 def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout, only_cs=False,
                cs_probe_only=False, probe_only=False):
     n_topics = (n + per_topic - 1) // per_topic
@@ -328,6 +367,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         "auto.leader.rebalance.enable": "false",
         "auto.create.topics.enable": "false",
         "controlled.shutdown.max.retries": "3",
+        **({"gregor.controller.standby.enable": "true",
+            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby else {}),
     })
     r = {"n": n}
     try:
@@ -398,6 +439,9 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             return r
         r["rss"] = rss_line(cluster, n, idle)
         print(f"  RSS after creation: {r['rss']}")
+        if ARGS.delete_controller:
+            controller_moved(cluster, r, timeout)
+            controller = cluster.wait_controller()["brokerid"]
 
         victim = next(b for b in cluster.brokers.values()
                       if (b.id == controller) == (victim_kind == "controller"))
@@ -756,6 +800,9 @@ def table(results, session_ms):
           "setData of N/3 states (500-op multis)")
 
 
+ARGS = None  # the parsed arguments (main)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zk", default=os.environ.get("GREGOR_ZK"), help="host:port of a ZooKeeper to use")
@@ -767,6 +814,10 @@ def main():
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--standby", action="store_true",
+                    help="gregor.controller.standby.enable=true (refresh every 5 s) on every broker")
+    ap.add_argument("--delete-controller", action="store_true",
+                    help="after creation, delete /controller by hand once first (step 0)")
     ap.add_argument("--only-cs", action="store_true",
                     help="after creation, only the controlled shutdown (step 4; skips 1-3)")
     ap.add_argument("--probe-only", action="store_true",
@@ -777,6 +828,8 @@ def main():
                          "2 cores as the cluster)")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
+    global ARGS
+    ARGS = args
     benchlib.smoke_start(args, "bench_failover.py", sizes="30", per_topic=10, session_ms=2000, timeout=60)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up below
     if not os.access(H.GREGORD, os.X_OK):

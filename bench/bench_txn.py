@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Transactional produce throughput vs idempotent, same cluster, same run (issue 11).
 
-    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000] [--zk HOST:PORT] [--smoke]
+    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000] [--stuck-seconds 10]
+                                        [--zk HOST:PORT] [--smoke]
 
 Starts a 3-broker cluster (private ZooKeeper unless --zk), creates one RF-3 topic with 1 partition
 per case, and produces --records records of --size bytes with confluent-kafka, acks=all:
@@ -10,8 +11,12 @@ per case, and produces --records records of --size bytes with confluent-kafka, a
     for N = 100 and 1000 (--per-txn).
 Prints records/s for each and the transactional rate as a percentage of the idempotent one.
 Each commit costs an AddPartitionsToTxn (first record), an EndTxn, two __transaction_state writes
-(acks=all) and a WriteTxnMarkers round trip, so small transactions pay more. Nothing is
-asserted.
+(acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
+Then the stuck-partition case (issue 24): a producer commits one-record transactions to an RF-3
+topic for --stuck-seconds, then another transactional id of the same coordinator commits a
+transaction that includes an RF-1 partition whose only broker was just SIGKILLed, and the first
+producer goes on for --stuck-seconds: commits/s before and during, and the longest gap between two
+commits during. Nothing is asserted.
 """
 
 import argparse
@@ -72,15 +77,73 @@ def run(boot, n, size, per_txn):
     return n / (time.time() - start)
 
 
+def txn_partition(tid, n):
+    """Kafka's partitionFor: Utils.abs(String.hashCode) % n (ASCII ids)."""
+    h = 0
+    for c in tid.encode():
+        h = (31 * h + c) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= (1 << 31) else h
+    return (0 if h == -(1 << 31) else abs(h)) % n
+
+
+def commits_for(p, t, seconds):
+    """One-record transactions for seconds: (commits/s, longest gap between two commits in s)."""
+    start = last = time.time()
+    n, gap = 0, 0.0
+    while time.time() - start < seconds:
+        p.begin_transaction()
+        p.produce(t, b"x" * 100, partition=0)
+        p.commit_transaction(60)
+        now = time.time()
+        gap = max(gap, now - last)
+        last = now
+        n += 1
+    return n / (time.time() - start), gap
+
+
+def stuck_case(cluster, seconds, nparts):
+    boot = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+    healthy_id = f"bench-h-{uuid.uuid4().hex[:6]}"
+    tp = txn_partition(healthy_id, nparts)
+    stuck_id = next(f"bench-s-{i}" for i in range(10000) if txn_partition(f"bench-s-{i}", nparts) == tp)
+    conf = {"bootstrap.servers": boot, "acks": "all", "linger.ms": 5}
+    healthy = Producer(dict(conf, **{"transactional.id": healthy_id}))
+    healthy.init_transactions(60)
+    coord = cluster.get_json(f"/brokers/topics/__transaction_state/partitions/{tp}/state")[0]["leader"]
+    data = next(b for b in cluster.brokers if b != coord)
+    other = next(b for b in cluster.brokers if b not in (coord, data))
+    admin = AdminClient({"bootstrap.servers": boot})
+    rf1, rf3 = f"bench-rf1-{uuid.uuid4().hex[:6]}", f"bench-rf3-{uuid.uuid4().hex[:6]}"
+    for name, assign in ((rf1, [[data]]), (rf3, [[coord, other, data]])):
+        admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=assign)],
+                            operation_timeout=30)[name].result(timeout=60)
+        H.wait_for(lambda: (cluster.get_json(f"/brokers/topics/{name}/partitions/0/state")[0] or {})
+                   .get("leader", -1) == assign[0][0], 60, f"{name} leader")
+    stuck = Producer(dict(conf, **{"transactional.id": stuck_id}))
+    stuck.init_transactions(60)
+    stuck.begin_transaction()
+    stuck.produce(rf1, b"stuck", partition=0)
+    stuck.flush(30)
+    commits_for(healthy, rf3, 1.0)  # warm-up
+    before, gap_before = commits_for(healthy, rf3, seconds)
+    cluster[data].kill()
+    stuck.commit_transaction(60)  # PrepareCommit; its RF-1 marker cannot be written
+    during, gap = commits_for(healthy, rf3, seconds)
+    cluster[data].start()
+    print(f"  stuck partition     {before:10.1f} commits/s before, {during:.1f} during ({during / before:.2f}x); "
+          f"longest pause {1000 * gap_before:.0f} ms before, {1000 * gap:.0f} ms during")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--per-txn", default="100,1000", help="records per transaction, comma-separated")
+    ap.add_argument("--stuck-seconds", type=float, default=10.0, help="0: skip the stuck-partition case")
     ap.add_argument("--zk")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
-    benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100")
+    benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100", stuck_seconds=2.0)
     workdir = benchlib.workdir("gregor-bench-txn-")
     zk_srv, zk_hosts = zookeeper(args.zk or os.environ.get("GREGOR_ZK"), workdir)
     cluster = H.Cluster(os.path.join(workdir, "c"), fresh_chroot(zk_hosts, "benchtxn"), n=3,
@@ -96,6 +159,8 @@ def main():
             r = run(boot, args.records, args.size, per)
             print(f"  txn {per:5d} rec/txn  {r:10.0f} records/s  ({100 * r / idem:.0f}% of idempotent, "
                   f"{r / per:.1f} commits/s)")
+        if args.stuck_seconds > 0:
+            stuck_case(cluster, args.stuck_seconds, 5)
     finally:
         cluster.close()
         H.kill_leftovers()

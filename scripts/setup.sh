@@ -13,10 +13,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
     build-essential cmake pkg-config clang
-    libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev libssl-dev openssl zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
+    libjansson-dev libmicrohttpd-dev libzookeeper-mt-dev libssl-dev openssl zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libpcre2-dev
     zookeeper default-jre-headless
     kcat librdkafka-dev
     python3-pytest python3-pytest-xdist python3-pytest-timeout python3-kazoo python3-kafka python3-confluent-kafka
+    python3-snappy python3-lz4 python3-xxhash # kafka-python's snappy and lz4 (magic 0 lz4 needs xxhash): tests/integration/test_log_validator.py
     stress-ng # the flake hunt's CPU load (docs/TESTING.md)
     netcat-openbsd
     systemd # systemd-analyze lints deploy/gregord.service (tests/integration/test_install.py)

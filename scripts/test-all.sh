@@ -50,6 +50,12 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
+    "tests/integration/test_txn_markers.py::test_stuck_partition_does_not_stall_other_transactions[kill]"
+    tests/integration/test_txn_markers.py::test_failed_complete_commit_is_retried
+    tests/integration/test_transactions.py::test_kip890_slow_coordinator_stalls_only_its_producers
+    tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
+    tests/integration/test_transactions.py::test_add_partitions_wait_is_bounded
+    tests/integration/test_transactions.py::test_kip890_verification_after_idle_close
     tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
     tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
     tests/integration/test_security_tls.py::test_negative_authentication
@@ -60,6 +66,15 @@ ASAN_TESTS=(
     tests/integration/test_group_txn_failures.py
     tests/integration/test_group_topic_deletion.py
     tests/integration/test_limits.py
+    tests/integration/test_log_validator.py
+    tests/integration/test_security_tls.py::test_certificate_principal_java_dn_and_mapping_rules
+    tests/integration/test_security_tls.py::test_mapping_rule_over_match_limit_refuses_not_falls_through
+    tests/integration/test_quotas.py::test_quotas_follow_the_sasl_principal
+    tests/integration/test_acls.py::test_add_partitions_to_txn_hides_topic_existence
+    tests/integration/test_acls.py::test_transactional_produce_with_null_transactional_id
+    tests/integration/test_controller_mutation_quota.py
+    tests/integration/test_broker_logger.py
+    tests/integration/test_config_changes_v1.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.
@@ -255,7 +270,14 @@ sim_runs() {
     echo "sim: long outages: $bin --no-scenarios --long-outages --seeds $outages --start $start"
     "$bin" --no-scenarios --long-outages --seeds "$outages" --start "$start" || { rc=1; bad=$((bad + 1)); }
     runs=$((runs + 1))
-    count="$((seeds + moving + outages)) seeds in $runs runs, $bad failed"
+    # the warm standby controller on every broker (W1 checks every failover's context)
+    echo "sim: standby: $bin --no-scenarios --standby --seeds $((moving / 2)) --start $start"
+    "$bin" --no-scenarios --standby --seeds "$((moving / 2))" --start "$start" || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    echo "sim: standby scenarios: $bin --standby --scenarios-only"
+    "$bin" --standby --scenarios-only || { rc=1; bad=$((bad + 1)); }
+    runs=$((runs + 1))
+    count="$((seeds + moving + outages + moving / 2)) seeds in $runs runs, $bad failed"
     tally $((runs - bad)) $bad
     return $rc
 }
@@ -264,18 +286,15 @@ run_sim() {
     if [ -n "$soak" ]; then sim_runs build/tests/gregor_sim 20000 300 50; else sim_runs build/tests/gregor_sim 500 300 50; fi
 }
 
-# run_pytest NAME TIMEOUT [-n WORKERS] ARGS...: one pytest run; count from pytest's closing line.
-# With -n, pytest-xdist runs the test files on that many workers (whole files per worker, each
-# with its own port range: gregor_harness.free_port); the tests mostly wait on brokers, so two
-# workers on two cores halve the stage.
+# run_pytest NAME TIMEOUT WORKERS ARGS...: one pytest run; count from pytest's closing line.
+# With WORKERS > 1, pytest-xdist runs the test files on that many workers (whole files per worker,
+# each with its own port range: gregor_harness.free_port); the tests mostly wait on brokers, so
+# two workers on two cores halve the stage. 1: one process (stages whose faults are timed).
 run_pytest() {
-    local name=$1 limit=$2
-    shift 2
+    local name=$1 limit=$2 workers=$3
+    shift 3
     local par=()
-    if [ "${1:-}" = -n ]; then
-        par=(-n "$2" --dist loadfile)
-        shift 2
-    fi
+    [ "$workers" -gt 1 ] && par=(-n "$workers" --dist loadfile)
     # -rsfE: every skipped, failed and erroring test is listed at the end with its reason
     local extra=(-p no:cacheprovider -rsfE)
     # one hung test fails alone (pytest-timeout) instead of eating the stage's whole limit
@@ -357,7 +376,7 @@ run_asan_sim() {
 
 run_asan_integ() {
     wait_build asan || return 1
-    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 -n "$jobs" "${ASAN_TESTS[@]}"
+    GREGOR_BUILD=$root/build-asan GREGOR_SANITIZED=1 run_pytest asan-integ 900 "$jobs" "${ASAN_TESTS[@]}"
 }
 
 run_bench() {
@@ -386,14 +405,10 @@ if stage build run_build; then
         stage unit run_unit
         if [ -x build/tests/gregor_sim ]; then stage sim run_sim; else skipped sim "build/tests/gregor_sim not built"; fi
         # integration on one worker per core; chaos and netfault alone (their faults are timed)
-        for d in integration:1500:$jobs chaos:600:0 netfault:420:0; do
-            IFS=: read -r n limit par <<<"$d"
+        for d in integration:1500:$jobs chaos:600:1 netfault:420:1; do
+            IFS=: read -r n limit workers <<<"$d"
             if have_tests "tests/$n/test_*.py"; then
-                if [ "$par" -gt 1 ]; then
-                    stage "$n" run_pytest "$n" "$limit" -n "$par" "tests/$n"
-                else
-                    stage "$n" run_pytest "$n" "$limit" "tests/$n"
-                fi
+                stage "$n" run_pytest "$n" "$limit" "$workers" "tests/$n"
             else
                 skipped "$n" "no tests/$n/test_*.py"
             fi

@@ -5,7 +5,7 @@
  *     /config/clients/<c>, names URL-encoded (broker/quota_manager.h gr_quota_sanitize), with a
  *     config change notification, so every broker's quota manager reloads.
  *   - Keys: producer_byte_rate, consumer_byte_rate (must be whole numbers), request_percentage,
- *     controller_mutation_rate (stored; Gregor does not enforce it). Unknown key, empty or unknown
+ *     controller_mutation_rate (enforced by broker/controller_mutation_quota.c). Unknown key, empty or unknown
  *     entity type, empty name -> INVALID_REQUEST, as Kafka.
  *   - DescribeClientQuotas filters with Kafka's rules: components EXACT(0) / DEFAULT(1) / ANY(2),
  *     `strict` excludes entities with components not named; an unknown entity type is

@@ -3,7 +3,14 @@
  *
  *   - Resources: TOPIC (2) and BROKER (4). A BROKER name is this broker's id or "" for the
  *     cluster-wide default (/config/brokers/<default>); another id, or a name that is not an
- *     integer, is INVALID_REQUEST, as in Kafka. BROKER_LOGGER (8) is not served (INVALID_REQUEST).
+ *     integer, is INVALID_REQUEST, as in Kafka.
+ *   - BROKER_LOGGER (8, KIP-412): this broker's loggers and their levels (common/log_controller.h).
+ *     DescribeConfigs lists root and every logger (source DYNAMIC_BROKER_LOGGER_CONFIG, 6; the name
+ *     must be this broker's id); IncrementalAlterConfigs SET changes a logger's level at once (Kafka's
+ *     level names), DELETE makes it follow root again; APPEND/SUBTRACT, an unknown logger, a bad
+ *     level or deleting root's level are INVALID_REQUEST with Kafka's messages, and nothing of the
+ *     resource is applied. Not persisted (a restart starts from the configured level). AlterConfigs
+ *     (the old API) refuses the type, as Kafka.
  *   - Values and sources come from the config model (common/config_model.h) over this broker's
  *     dynamic layers (broker/dynamic_config_manager.h) and server.properties.
  *   - Alters write /config/topics/T or /config/brokers/<id|<default>> and a config change
@@ -32,6 +39,7 @@
 #include "common/config_model.h"
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/log_controller.h"
 #include "common/util.h"
 #include "zk/kzk.h"
 
@@ -89,6 +97,94 @@ static bool broker_name_ok(struct gr_broker *b, const char *name, bool *per_brok
 
 static bool topic_known(struct gr_broker *b, const char *topic) {
     return topic && b->metadata && gr_mdc_contains_topic(b->metadata, topic);
+}
+
+/* ---------------- BROKER_LOGGER (KIP-412) ---------------- */
+
+static bool wanted(const struct DescribeConfigsRequest_DescribeConfigsResource *r, const char *name);
+
+/* The broker logger resource's name: this broker's id (empty allowed when altering, as Kafka's
+ * getBrokerId). False with the error in *e. */
+static bool logger_resource_ok(struct gr_broker *b, const char *name, bool describe, struct res_err *e) {
+    if (!name || !*name) {
+        if (!describe) return true;
+        set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must not be empty");
+        return false;
+    }
+    char *end;
+    long v = strtol(name, &end, 10);
+    if (*end) {
+        set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must be an integer, but it is: %s", name);
+        return false;
+    }
+    if (v != b->broker_id) {
+        set_err(e, GR_KERR_INVALID_REQUEST, describe ? "Unexpected broker id, expected %d but received %s"
+                                                     : "Unexpected broker id, expected %d, but received %s",
+                b->broker_id, name);
+        return false;
+    }
+    return true;
+}
+
+static void describe_broker_logger(struct gr_broker *b, struct gr_api_req *req,
+                                   const struct DescribeConfigsRequest_DescribeConfigsResource *r,
+                                   struct DescribeConfigsResponse_DescribeConfigsResult *o, struct res_err *e) {
+    if (!logger_resource_ok(b, r->ResourceName, true, e)) return;
+    struct gr_log_logger_info *all = gr_calloc(GR_LOG_MAX_LOGGERS + 1, sizeof *all);
+    int n = gr_log_loggers(all, GR_LOG_MAX_LOGGERS + 1);
+    if (n > GR_LOG_MAX_LOGGERS + 1) n = GR_LOG_MAX_LOGGERS + 1;
+    o->Configs = gr_api_alloc(req, sizeof(*o->Configs) * (size_t)(n ? n : 1));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!wanted(r, all[i].name)) continue;
+        struct DescribeConfigsResponse_DescribeConfigsResourceResult *c = &o->Configs[k++];
+        memset(c, 0, sizeof *c);
+        c->Name = gr_api_strdup(req, all[i].name);
+        c->Value = gr_api_strdup(req, all[i].level);
+        c->ConfigSource = 6; /* DYNAMIC_BROKER_LOGGER_CONFIG */
+        c->Synonyms = gr_api_alloc(req, sizeof(*c->Synonyms));
+    }
+    o->ConfigsCount = k;
+    free(all);
+}
+
+/* IncrementalAlterConfigs on BROKER_LOGGER: every op validated first (AdminManager's
+ * validateLogLevelConfigs), then applied unless validate_only. */
+static int16_t incremental_broker_logger(struct gr_broker *b,
+                                         const struct IncrementalAlterConfigsRequest_AlterConfigsResource *r,
+                                         bool validate_only, struct res_err *e) {
+    if (!logger_resource_ok(b, r->ResourceName, false, e)) return e->code;
+    int nc = r->ConfigsCount > 0 ? r->ConfigsCount : 0;
+    const char *rn = r->ResourceName ? r->ResourceName : "";
+    for (int i = 0; i < nc; i++) {
+        const struct IncrementalAlterConfigsRequest_AlterableConfig *x = &r->Configs[i];
+        if (x->ConfigOperation == OP_APPEND || x->ConfigOperation == OP_SUBTRACT)
+            return set_err(e, GR_KERR_INVALID_REQUEST, "%s operation is not allowed for the BROKER_LOGGER resource",
+                           x->ConfigOperation == OP_APPEND ? "APPEND" : "SUBTRACT");
+        if (!gr_log_logger_exists(x->Name))
+            return set_err(e, GR_KERR_INVALID_REQUEST,
+                           "Invalid config value for resource ConfigResource(type=BROKER_LOGGER, name='%s'): Logger %s "
+                           "does not exist!",
+                           rn, x->Name);
+        if (x->ConfigOperation == OP_SET && !gr_log_valid_level(x->Value))
+            return set_err(e, GR_KERR_INVALID_REQUEST,
+                           "Invalid config value for resource ConfigResource(type=BROKER_LOGGER, name='%s'): Cannot set "
+                           "the log level of %s to %s as it is not a supported log level. Valid log levels are TRACE, "
+                           "DEBUG, INFO, WARN, ERROR, FATAL",
+                           rn, x->Name, x->Value);
+        if (x->ConfigOperation == OP_DELETE && strcmp(x->Name, GR_LOG_ROOT_LOGGER) == 0)
+            return set_err(e, GR_KERR_INVALID_REQUEST, "Removing the log level of the root logger is not allowed");
+    }
+    for (int i = 0; i < nc && !validate_only; i++) {
+        const struct IncrementalAlterConfigsRequest_AlterableConfig *x = &r->Configs[i];
+        if (x->ConfigOperation == OP_SET)
+            gr_log_set_logger_level(x->Name, x->Value);
+        else
+            gr_log_unset_logger_level(x->Name);
+        gr_info(LOGGER, "Log level of %s %s%s", x->Name, x->ConfigOperation == OP_SET ? "set to " : "unset",
+                x->ConfigOperation == OP_SET ? x->Value : "");
+    }
+    return GR_KERR_NONE;
 }
 
 /* ---------------- DescribeConfigs ---------------- */
@@ -238,6 +334,8 @@ void gr_handle_describe_configs(struct gr_broker *b, struct gr_api_req *req, con
             describe_topic(b, req, ver, syn, r, o, &e);
         else if (r->ResourceType == RT_BROKER)
             describe_broker(b, req, ver, syn, r, o, &e);
+        else if (r->ResourceType == RT_BROKER_LOGGER)
+            describe_broker_logger(b, req, r, o, &e);
         else
             set_err(&e, GR_KERR_INVALID_REQUEST, "Unsupported resource type: %s", type_word(r->ResourceType));
         o->ErrorCode = e.code;
@@ -423,6 +521,7 @@ static int16_t incremental_one(struct gr_broker *b, const struct IncrementalAlte
             return set_err(e, GR_KERR_INVALID_REQUEST, "Unknown config operation %d for config key: %s",
                            x->ConfigOperation, x->Name);
     }
+    if (r->ResourceType == RT_BROKER_LOGGER) return incremental_broker_logger(b, r, validate_only, e);
     const char *etype, *ename;
     bool per_broker;
     int16_t code = alter_target(b, r->ResourceType, r->ResourceName, &etype, &ename, &per_broker, e);

@@ -1,4 +1,4 @@
-/* CreateTopics v0-5 and CreatePartitions v0-2 (Kafka 2.7 KafkaApis + AdminManager).
+/* CreateTopics v0-6 and CreatePartitions v0-3 (Kafka 2.7 KafkaApis + AdminManager).
  *
  *   - Only the active controller serves them: any other broker answers NOT_CONTROLLER for every
  *     topic (clients then refresh metadata and retry on the controller).
@@ -12,11 +12,18 @@
  *   - The wait never blocks an I/O thread: the request is parked in the admin's delayed-operation
  *     list and answered from the thread that sees it complete.
  *   - Authorization (api/authorize.h): CreateTopics needs Cluster CREATE or Topic CREATE,
- *     CreatePartitions Topic ALTER, else TOPIC_AUTHORIZATION_FAILED for that topic. */
+ *     CreatePartitions Topic ALTER, else TOPIC_AUTHORIZATION_FAILED for that topic.
+ *   - The controller mutation quota (KIP-599, broker/controller_mutation_quota.h): a topic that
+ *     passed validation takes one token per partition created (CreateTopics: all of them,
+ *     CreatePartitions: the ones added) before it is written; strict from CreateTopics v6 and
+ *     CreatePartitions v3 (THROTTLING_QUOTA_EXCEEDED for a topic that finds the quota exceeded).
+ *     ValidateOnly takes none. ThrottleTimeMs and the channel mute follow the quota. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/controller_mutation_quota.h"
+#include "broker/metadata_cache.h"
 #include "api/authorize.h"
 #include "api/handlers.h"
 #include "admin/topic_admin.h"
@@ -141,6 +148,10 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
             r->ErrorMessage = gr_api_strdup(req, "This is not the correct controller for this cluster.");
             continue;
         }
+        /* Kafka: the created topic's configs only with Topic DESCRIBE_CONFIGS (else
+         * TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED and no configs, partitions or RF) */
+        if (!gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE_CONFIGS, GR_ACL_RES_TOPIC, t->Name))
+            r->TopicConfigErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
         if (dup_name(names, n, i)) {
             r->ErrorCode = GR_KERR_INVALID_REQUEST;
             r->ErrorMessage = gr_api_strdup(req, "Found multiple entries for this topic.");
@@ -182,8 +193,28 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         };
         spec_of[ns++] = i;
     }
-    /* Pass 2: validate and write them all at once (one ZooKeeper read, multis of many topics). */
+    /* With a mutation quota: validate first, take the tokens of each valid topic in order (Kafka's
+     * AdminManager records right before each write), leave out the ones refused. */
     struct gr_topic_result *res = gr_api_alloc(req, sizeof(*res) * (size_t)(ns ? ns : 1));
+    struct gr_cmq_req cq;
+    gr_cmq_begin(b, req, 6, &cq);
+    if (ns > 0 && cq.sensor && !rq->ValidateOnly) {
+        gr_topic_admin_create_topics(b, specs, ns, true, false, -1, res);
+        int kept = 0;
+        for (int s = 0; s < ns; s++) {
+            if (res[s].error == GR_KERR_NONE && gr_cmq_record(&cq, res[s].num_partitions) != GR_KERR_NONE) {
+                struct CreateTopicsResponse_CreatableTopicResult *r = &resp->Topics[spec_of[s]];
+                r->ErrorCode = GR_KERR_THROTTLING_QUOTA_EXCEEDED;
+                r->ErrorMessage = gr_api_strdup(req, GR_CMQ_MESSAGE);
+                continue;
+            }
+            specs[kept] = specs[s];
+            spec_of[kept++] = spec_of[s];
+        }
+        ns = kept;
+    }
+    resp->ThrottleTimeMs = gr_cmq_finish(req, &cq);
+    /* Pass 2: validate and write them all at once (one ZooKeeper read, multis of many topics). */
     if (ns > 0)
         gr_topic_admin_create_topics(b, specs, ns, rq->ValidateOnly, false, -1, res);
     for (int s = 0; s < ns; s++) {
@@ -195,11 +226,12 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
         r->ErrorMessage = (e != GR_KERR_NONE && res[s].message[0]) ? gr_api_strdup(req, res[s].message)
                                                                    : NULL;
         if (e != GR_KERR_NONE) {
+            r->TopicConfigErrorCode = GR_KERR_NONE; /* Kafka resets it with the configs */
             gr_info(LOGGER, "Error processing create topic request for %s: %s (%s)",
                     t->Name ? t->Name : "null", gr_kerr_name(e), res[s].message);
             continue;
         }
-        if (ver >= 5) {
+        if (ver >= 5 && r->TopicConfigErrorCode == GR_KERR_NONE) {
             r->NumPartitions = res[s].num_partitions;
             r->ReplicationFactor = res[s].replication_factor;
             gr_configs_fill_created_topic(b, req, specs[s].n_configs, specs[s].config_names,
@@ -235,6 +267,8 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
         names[i] = rq->Topics[i].Name;
     bool controller = gr_broker_is_controller(b);
     struct awaited *w = awaited_new(req, resp, n, cp_time_out);
+    struct gr_cmq_req cq;
+    gr_cmq_begin(b, req, 3, &cq); /* KIP-599: strict from v3 */
 
     for (int i = 0; i < n; i++) {
         const struct CreatePartitionsRequest_CreatePartitionsTopic *t = &rq->Topics[i];
@@ -272,8 +306,18 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
             }
         }
         struct gr_topic_result res;
-        int16_t e = gr_topic_admin_create_partitions(b, t->Name, t->Count, na, reps, nreps,
-                                                     rq->ValidateOnly, &res);
+        int16_t e = GR_KERR_NONE;
+        if (cq.sensor && !rq->ValidateOnly) { /* tokens for the partitions added, once valid */
+            int32_t before = gr_mdc_num_partitions(b->metadata, t->Name);
+            e = gr_topic_admin_create_partitions(b, t->Name, t->Count, na, reps, nreps, true, &res);
+            if (e == GR_KERR_NONE && gr_cmq_record(&cq, t->Count - before) != GR_KERR_NONE) {
+                r->ErrorCode = GR_KERR_THROTTLING_QUOTA_EXCEEDED;
+                r->ErrorMessage = gr_api_strdup(req, GR_CMQ_MESSAGE);
+                continue;
+            }
+        }
+        if (e == GR_KERR_NONE)
+            e = gr_topic_admin_create_partitions(b, t->Name, t->Count, na, reps, nreps, rq->ValidateOnly, &res);
         r->ErrorCode = e;
         if (e != GR_KERR_NONE) {
             r->ErrorMessage = res.message[0] ? gr_api_strdup(req, res.message) : NULL;
@@ -282,5 +326,6 @@ void gr_handle_create_partitions(struct gr_broker *b, struct gr_api_req *req,
         if (!rq->ValidateOnly)
             awaited_add(w, i, t->Name, t->Count);
     }
+    resp->ThrottleTimeMs = gr_cmq_finish(req, &cq);
     awaited_finish(b, w, rq->ValidateOnly, rq->TimeoutMs);
 }

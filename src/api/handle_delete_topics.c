@@ -1,5 +1,8 @@
 /* DeleteTopics v0-5 (api key 20), Kafka 2.7's KafkaApis.handleDeleteTopicsRequest +
  * AdminManager.deleteTopics + DelayedDeleteTopics:
+ *   - the controller mutation quota (KIP-599, broker/controller_mutation_quota.h) takes one token
+ *     per partition of each topic before it is marked; strict from v5: THROTTLING_QUOTA_EXCEEDED
+ *     for a topic that finds the quota exceeded; ThrottleTimeMs and the channel mute either way;
  *   - not the active controller            -> NOT_CONTROLLER for every topic;
  *   - delete.topic.enable=false            -> TOPIC_DELETION_DISABLED (v3+) / INVALID_REQUEST
  *                                             (v0-2) for every topic;
@@ -26,6 +29,7 @@
 #include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/broker.h"
+#include "broker/controller_mutation_quota.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "common/kerr.h"
@@ -177,6 +181,8 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
     else if (b->cfg && !b->cfg->delete_topic_enable) whole = ver < 3 ? GR_KERR_INVALID_REQUEST : GR_KERR_TOPIC_DELETION_DISABLED;
     int *idx = gr_calloc((size_t)(n ? n : 1), sizeof *idx);
     int n_wait = 0;
+    struct gr_cmq_req cq; /* KIP-599: strict from v5 */
+    gr_cmq_begin(b, req, 5, &cq);
     for (int i = 0; i < n; i++) {
         struct DeleteTopicsResponse_DeletableTopicResult *r = &resp->Responses[i];
         r->Name = rq->TopicNames[i];
@@ -194,9 +200,18 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
         int dup = -1;
         for (int j = 0; j < i; j++)
             if (resp->Responses[j].Name && strcmp(resp->Responses[j].Name, r->Name) == 0) dup = j;
-        r->ErrorCode = dup >= 0 ? resp->Responses[dup].ErrorCode : mark_for_deletion(b, r->Name);
+        if (dup >= 0) {
+            r->ErrorCode = resp->Responses[dup].ErrorCode;
+            r->ErrorMessage = resp->Responses[dup].ErrorMessage;
+        } else if (gr_cmq_record(&cq, gr_mdc_num_partitions(b->metadata, r->Name)) != GR_KERR_NONE) {
+            r->ErrorCode = GR_KERR_THROTTLING_QUOTA_EXCEEDED;
+            r->ErrorMessage = GR_CMQ_MESSAGE;
+        } else {
+            r->ErrorCode = mark_for_deletion(b, r->Name);
+        }
         if (r->ErrorCode == GR_KERR_NONE) idx[n_wait++] = i;
     }
+    resp->ThrottleTimeMs = gr_cmq_finish(req, &cq);
     if (n_wait == 0) {
         free(idx);
         gr_api_respond(req, resp);

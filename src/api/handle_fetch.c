@@ -46,6 +46,7 @@
 #include "replication/replica_internal.h"
 #include "replication/replica_selector.h"
 #include "replication/fetch_session.h"
+#include "storage/compression.h"
 #include "storage/legacy_records.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -154,6 +155,14 @@ static int64_t response_max_bytes(const struct fetch_ctx *c) {
 
 /* Reads every partition into a fresh response. update_followers: record follower progress (the
  * first read of a request only). Returns the response; *bytes and *errors summarise it. */
+/* compression.type=zstd: Kafka 2.7 answers Fetch v0-v9 of such a topic UNSUPPORTED_COMPRESSION_TYPE
+ * (zstd needs Fetch v10, KIP-110), whatever its data. */
+static bool zstd_topic(struct gr_plog *log) {
+    struct gr_plog_config lc;
+    gr_plog_get_config(log, &lc);
+    return lc.compression_type == GR_CODEC_ZSTD;
+}
+
 static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers, int64_t *bytes, bool *errors) {
     struct gr_api_req *req = c->req;
     const struct FetchRequest *r = c->r;
@@ -243,6 +252,13 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                 continue;
             }
             struct gr_plog *log = p->lml->log;
+            if (c->version < 10 && zstd_topic(log)) { /* Kafka's maybeConvertFetchedData: no read */
+                pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
+                pr->HighWatermark = pr->LastStableOffset = pr->LogStartOffset = -1;
+                *errors = true;
+                gr_rm_partition_unref(p);
+                continue;
+            }
             int64_t start = gr_plog_start_offset(log), leo = gr_plog_end_offset(log);
             int64_t lso = gr_plog_last_stable_offset(log, hw);
             bool committed = !follower && r->IsolationLevel == 1;
@@ -461,11 +477,13 @@ static void replace_buf(struct fetch_ctx *c, const uint8_t *old, uint8_t *repl) 
 
 /* Fetch v0-v3 clients read magic 0 (v0-1) or 1 (v2-3) message sets: Kafka's down-conversion
  * (storage/legacy_records.h). As Kafka 2.7 (KIP-283) the converted bytes, not the stored ones,
- * count against the limits, so a gzip batch that inflates a thousandfold cannot blow a response
- * up: each partition converts at most min(PartitionMaxBytes, what the response has left of
+ * count against the limits, so a compressed batch that inflates a thousandfold cannot blow a
+ * response up (every codec is read record by record through the log validator's stream): each partition converts at most min(PartitionMaxBytes, what the response has left of
  * response_max_bytes); a partition's first message may pass PartitionMaxBytes if the response has
  * room for it, and the response's first message is always sent (Kafka sends at least one
- * converted batch), bounded by the 64 MiB inflation limit. A topic with
+ * converted batch), bounded by the 64 MiB inflation limit. A zstd batch cannot be converted (Kafka's
+ * RecordsUtil): the conversion stops before it, and a partition whose first batch it is gets
+ * UNSUPPORTED_COMPRESSION_TYPE. A topic with
  * message.downconversion.enable=false answers UNSUPPORTED_VERSION instead (consumers only). */
 static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
     if (c->version >= 4) return;
@@ -503,7 +521,7 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
                         resp->Responses[t].Topic, pr->Partition);
                 pr->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
             } else if (!out && compressed) {
-                pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* no codecs */
+                pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* zstd first (or unreadable) */
             }
         }
     }

@@ -14,31 +14,31 @@
  * KIP-890 part 1 (Kafka 3.6; transaction.partition.verification.enable): a transactional batch
  * of a producer with no open transaction on the partition is appended only after the
  * transaction coordinator confirmed that the partition is part of the producer's ongoing
- * transaction (a local call, or an AddPartitionsToTxn verify-only request to the coordinator's
- * broker on a helper thread); otherwise INVALID_TXN_STATE, and coordinator errors
- * NOT_ENOUGH_REPLICAS (retriable), as 3.6 answers. The confirmation sets a guard in the
- * partition's producer state that a marker clears, so a produce that raced with EndTxn fails. */
-#include <pthread.h>
+ * transaction (broker/add_partitions_to_txn_manager.h: in place when this broker coordinates,
+ * else asynchronously over that coordinator's kept connection; the I/O thread returns at once
+ * and the request's connection stays muted until the append); otherwise INVALID_TXN_STATE,
+ * INVALID_PRODUCER_EPOCH for a fenced producer, and NOT_ENOUGH_REPLICAS (retriable) for what a
+ * retry may pass, as 3.7 answers. A guard in the partition's producer state is set before the
+ * coordinator is asked and a marker clears it, so an answer that raced with EndTxn is void. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/authorize.h"
 #include "api/handlers.h"
+#include "broker/add_partitions_to_txn_manager.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
 #include "broker/quota_manager.h"
 #include "net/server.h"
 #include "storage/legacy_records.h"
+#include "storage/log_validator.h"
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
-#include "coordinator/txn_coordinator.h"
-#include "coordinator/txn_log.h"
-#include "net/kafka_client.h"
 #include "storage/batch.h"
 #include "storage/log.h"
 #include "storage/producer_state.h"
@@ -53,16 +53,30 @@ struct produce_ctx {
     int n;
     struct gr_rm_produce_part *parts;
     struct gr_broker *b;
+    struct produce_verification *verification; /* KIP-890: the parts waiting for their coordinator */
 };
 
-/* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them. */
+/* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them: a partition whose
+ * local append succeeded counts its bytes and messages even when replication later failed
+ * (NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT come from the delayed produce); of the
+ * refused ones, FailedProduceRequestsPerSec leaves out the errors Kafka answers without marking
+ * it (unknown partition, not leader, too large, corrupt, storage error, bad timestamp). */
 static void produce_metrics(struct gr_bts *reg, const struct gr_rm_produce_part *parts, int n) {
     for (int i = 0; i < n && reg; i++) {
         const struct gr_rm_produce_part *pp = &parts[i];
         gr_bts_mark(reg, pp->topic, GR_BTS_TOTAL_PRODUCE, 1);
-        if (pp->error != GR_KERR_NONE) {
-            gr_bts_mark(reg, pp->topic, GR_BTS_FAILED_PRODUCE, 1);
-            continue;
+        switch (pp->error) {
+        case GR_KERR_NONE:
+        case GR_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        case GR_KERR_REQUEST_TIMED_OUT: break;
+        case GR_KERR_UNKNOWN_TOPIC_OR_PARTITION:
+        case GR_KERR_NOT_LEADER_OR_FOLLOWER:
+        case GR_KERR_MESSAGE_TOO_LARGE:
+        case GR_KERR_RECORD_LIST_TOO_LARGE:
+        case GR_KERR_CORRUPT_MESSAGE:
+        case GR_KERR_KAFKA_STORAGE_ERROR:
+        case GR_KERR_INVALID_TIMESTAMP: continue;
+        default: gr_bts_mark(reg, pp->topic, GR_BTS_FAILED_PRODUCE, 1); continue;
         }
         gr_bts_mark(reg, pp->topic, GR_BTS_BYTES_IN, (int64_t)pp->records_len);
         gr_bts_mark(reg, pp->topic, GR_BTS_MESSAGES_IN, gr_bts_record_count(pp->records, pp->records_len));
@@ -70,6 +84,7 @@ static void produce_metrics(struct gr_bts *reg, const struct gr_rm_produce_part 
 }
 
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n);
+static bool start_verification(struct produce_ctx *c);
 
 /* Every part is appended and the produce waits for replication: the connection's next Produce
  * may be read and appended meanwhile (gr_net_request_release; responses stay in order). */
@@ -91,169 +106,112 @@ static bool txn_batch(const struct gr_rm_produce_part *pp, int64_t *pid, int16_t
     return true;
 }
 
-static bool part_needs_verification(struct gr_replica_manager *rm, const struct gr_rm_produce_part *pp) {
+/* Kafka 3.7 ReplicaManager's mapping of a coordinator's verification answer to a Produce error:
+ * a fenced producer gets INVALID_PRODUCER_EPOCH (as 2.7's epoch check), a partition outside the
+ * transaction INVALID_TXN_STATE, anything that may pass on a retry (CONCURRENT_TRANSACTIONS, a
+ * coordinator moving or loading, a failed request) the retriable NOT_ENOUGH_REPLICAS. */
+static int16_t produce_verification_error(int16_t e) {
+    if (e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH) return GR_KERR_INVALID_PRODUCER_EPOCH;
+    if (e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_INVALID_PRODUCER_ID_MAPPING) return GR_KERR_INVALID_TXN_STATE;
+    return GR_KERR_NOT_ENOUGH_REPLICAS;
+}
+
+/* The verification of one Produce: the parts that need it, their guards' tokens. */
+struct produce_verification {
+    int n;          /* parts asked about */
+    int *idx;       /* their indexes in c->parts */
+    uint64_t *token;
     int64_t pid;
-    int16_t epoch;
-    if (!gr_pstate_verification_enabled() || !txn_batch(pp, &pid, &epoch)) return false;
-    struct gr_rm_partition *p = gr_rm_get_partition(rm, pp->topic, pp->partition);
-    if (!p) return false; /* the append reports the error */
-    bool need = gr_plog_txn_needs_verification(p->lml->log, pid, epoch);
-    gr_rm_partition_unref(p);
-    return need;
-}
+};
 
-static bool needs_verification(struct produce_ctx *c) {
-    for (int i = 0; i < c->n; i++)
-        if (part_needs_verification(c->b->replica_manager, &c->parts[i])) return true;
-    return false;
-}
-
-/* Asks the coordinator's broker (AddPartitionsToTxn, verify only). */
-static int16_t verify_remote(struct gr_broker *b, const char *txn_id, int64_t pid, int16_t epoch, const char *topic,
-                             int32_t partition) {
-    int32_t tp = b->txn_coordinator ? gr_txn_partition_of(b->txn_coordinator, txn_id) : 0;
-    struct gr_mdc_partition mp;
-    if (!gr_mdc_get_partition(b->metadata, GR_TXN_TOPIC, tp, &mp)) return GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    int32_t leader = mp.leader;
-    gr_mdc_partition_release(&mp);
-    char host[256];
-    int32_t port;
-    const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
-    if (leader < 0 || !gr_mdc_get_endpoint(b->metadata, leader, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
-        return GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    struct gr_kafka_client_config kcfg = {.client_id = GR_TXN_VERIFY_CLIENT_ID, .connect_timeout_ms = 5000};
-    struct gr_kafka_client *kc = gr_kafka_client_new(&kcfg);
-    gr_kafka_client_set_target(kc, leader, host, port);
-    struct gr_arena a;
-    gr_arena_init(&a);
-    struct AddPartitionsToTxnRequest *rq = gr_proto_new(&a, &gr_desc_AddPartitionsToTxnRequest);
-    struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *t = gr_arena_alloc(&a, sizeof *t);
-    rq->TransactionalId = (char *)txn_id;
-    rq->ProducerId = pid;
-    rq->ProducerEpoch = epoch;
-    rq->TopicsCount = 1;
-    rq->Topics = t;
-    t->Name = (char *)topic;
-    t->PartitionsCount = 1;
-    t->Partitions = &partition;
-    void *body = NULL;
-    uint8_t *frame = NULL;
-    int16_t err = GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    if (gr_kafka_client_call(kc, GR_API_ADD_PARTITIONS_TO_TXN, 1, rq, 10000, &a, &body, &frame) == 0) {
-        const struct AddPartitionsToTxnResponse *resp = body;
-        if (resp->ResultsCount > 0 && resp->Results[0].ResultsCount > 0) err = resp->Results[0].Results[0].ErrorCode;
-    }
-    free(frame);
-    gr_arena_free(&a);
-    gr_kafka_client_free(kc);
-    return err;
-}
-
-static void verify_and_produce(struct produce_ctx *c) {
-    struct gr_broker *b = c->b;
-    const char *txn_id = c->r->TransactionalId;
-    for (int i = 0; i < c->n; i++) {
-        struct gr_rm_produce_part *pp = &c->parts[i];
-        if (!part_needs_verification(b->replica_manager, pp)) continue;
-        int64_t pid;
-        int16_t epoch;
-        txn_batch(pp, &pid, &epoch);
-        int16_t e = GR_KERR_INVALID_TXN_STATE;
-        if (txn_id) {
-            e = b->txn_coordinator ? gr_txn_verify_id(b->txn_coordinator, txn_id, pid, epoch, pp->topic, pp->partition)
-                                   : GR_KERR_NOT_COORDINATOR;
-            if (e == GR_KERR_NOT_COORDINATOR) e = verify_remote(b, txn_id, pid, epoch, pp->topic, pp->partition);
-        }
-        if (e == GR_KERR_NONE) {
-            struct gr_rm_partition *p = gr_rm_get_partition(b->replica_manager, pp->topic, pp->partition);
-            if (p) {
-                gr_plog_txn_set_verified(p->lml->log, pid, epoch);
-                gr_rm_partition_unref(p);
-            }
-        } else {
-            gr_info(LOGGER, "rejecting transactional produce of producer %lld epoch %d to %s-%d: %s (KIP-890 verification)",
-                    (long long)pid, epoch, pp->topic, pp->partition, gr_kerr_name(e));
-            pp->error = e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH
-                            ? GR_KERR_INVALID_PRODUCER_EPOCH /* a zombie: fenced, as 2.7's epoch check */
-                        : e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_INVALID_PRODUCER_ID_MAPPING
-                            ? GR_KERR_INVALID_TXN_STATE
-                            : GR_KERR_NOT_ENOUGH_REPLICAS;
-        }
-    }
-    gr_rm_produce_ordered(b->replica_manager, c->r->Acks, c->r->TimeoutMs, c->parts, c->n, produce_done,
+static void append_parts(struct produce_ctx *c) {
+    gr_rm_produce_ordered(c->b->replica_manager, c->r->Acks, c->r->TimeoutMs, c->parts, c->n, produce_done,
                           produce_appended, c);
 }
 
-/* One worker thread verifies in arrival order (remote calls block), so a producer's requests are
- * appended in the order they came: while one of its requests waits here, its later requests
- * queue behind it even when they need no verification. */
-struct vq_item {
-    struct vq_item *next;
-    struct produce_ctx *c;
-    int64_t pid;
-};
-static pthread_mutex_t vq_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t vq_cond = PTHREAD_COND_INITIALIZER;
-static struct vq_item *vq_head, **vq_tail = &vq_head;
-static bool vq_started;
+/* The coordinator answered (any thread): confirm or drop each guard, then append. */
+static void produce_verified(void *ctx, const int16_t *errors, int n) {
+    struct produce_ctx *c = ctx;
+    struct produce_verification *v = c->verification;
+    for (int i = 0; i < n; i++) {
+        struct gr_rm_produce_part *pp = &c->parts[v->idx[i]];
+        struct gr_rm_partition *p = gr_rm_get_partition(c->b->replica_manager, pp->topic, pp->partition);
+        if (p) {
+            gr_plog_txn_end_verification(p->lml->log, v->pid, v->token[i], errors[i] == GR_KERR_NONE);
+            gr_rm_partition_unref(p);
+        }
+        if (errors[i] != GR_KERR_NONE) {
+            gr_info(LOGGER, "rejecting transactional produce of producer %lld to %s-%d: %s (KIP-890 verification)",
+                    (long long)v->pid, pp->topic, pp->partition, gr_kerr_name(errors[i]));
+            pp->error = produce_verification_error(errors[i]);
+        }
+    }
+    append_parts(c);
+}
 
-static int64_t request_pid(const struct produce_ctx *c) {
+/* Starts the verification of the request's transactional parts that open a transaction here
+ * (Kafka 3.6 maybeStartTransactionVerificationForPartitions): the guard is set before the
+ * coordinator is asked, so a marker written meanwhile voids the answer. True if the request now
+ * waits for the answer (produce_verified appends it); false: append it now. */
+static bool start_verification(struct produce_ctx *c) {
+    struct gr_broker *b = c->b;
+    struct gr_replica_manager *rm = b->replica_manager;
+    struct produce_verification *v = NULL;
+    const char **topics = NULL;
+    int32_t *partitions = NULL;
+    int16_t epoch0 = 0;
     for (int i = 0; i < c->n; i++) {
+        struct gr_rm_produce_part *pp = &c->parts[i];
         int64_t pid;
         int16_t epoch;
-        if (txn_batch(&c->parts[i], &pid, &epoch)) return pid;
-    }
-    return -1;
-}
-
-static void *verify_worker(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&vq_mu);
-    for (;;) {
-        while (!vq_head) pthread_cond_wait(&vq_cond, &vq_mu);
-        struct vq_item *it = vq_head;
-        pthread_mutex_unlock(&vq_mu);
-        verify_and_produce(it->c);
-        pthread_mutex_lock(&vq_mu);
-        vq_head = it->next; /* dequeued only now: pending_pid sees it until appended */
-        if (!vq_head) vq_tail = &vq_head;
-        free(it);
-    }
-    return NULL;
-}
-
-/* Does a request of pid wait in the queue? (vq_mu held) */
-static bool pending_pid_locked(int64_t pid) {
-    for (struct vq_item *it = vq_head; it && pid >= 0; it = it->next)
-        if (it->pid == pid) return true;
-    return false;
-}
-
-/* Queues c if it needs verification or follows a queued request of its producer; false = the
- * caller appends it now. */
-static bool maybe_enqueue(struct produce_ctx *c) {
-    int64_t pid = request_pid(c);
-    if (pid < 0) return false;
-    pthread_mutex_lock(&vq_mu);
-    bool queue = pending_pid_locked(pid) || needs_verification(c);
-    if (queue) {
-        if (!vq_started) {
-            pthread_t th;
-            pthread_attr_t at;
-            pthread_attr_init(&at);
-            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-            vq_started = pthread_create(&th, &at, verify_worker, NULL) == 0;
-            pthread_attr_destroy(&at);
+        if (!txn_batch(pp, &pid, &epoch)) continue;
+        struct gr_rm_partition *p = gr_rm_get_partition(rm, pp->topic, pp->partition);
+        if (!p) continue; /* the append reports the error */
+        if (!c->r->TransactionalId || (v && (pid != v->pid || epoch != epoch0))) {
+            /* no transactional id, or batches of several producers in one request: nothing to verify against */
+            if (gr_plog_txn_needs_verification(p->lml->log, pid, epoch)) pp->error = GR_KERR_INVALID_TXN_STATE;
+            gr_rm_partition_unref(p);
+            continue;
         }
-        struct vq_item *it = gr_calloc(1, sizeof *it);
-        it->c = c;
-        it->pid = pid;
-        *vq_tail = it;
-        vq_tail = &it->next;
-        pthread_cond_signal(&vq_cond);
+        uint64_t token = gr_plog_txn_start_verification(p->lml->log, pid, epoch);
+        gr_rm_partition_unref(p);
+        if (!token) continue; /* its transaction is open here */
+        if (!v) {
+            v = gr_api_alloc(c->req, sizeof *v);
+            v->idx = gr_api_alloc(c->req, (size_t)c->n * sizeof *v->idx);
+            v->token = gr_api_alloc(c->req, (size_t)c->n * sizeof *v->token);
+            topics = gr_api_alloc(c->req, (size_t)c->n * sizeof *topics);
+            partitions = gr_api_alloc(c->req, (size_t)c->n * sizeof *partitions);
+            v->n = 0;
+            v->pid = pid;
+            epoch0 = epoch;
+        }
+        v->idx[v->n] = i;
+        v->token[v->n] = token;
+        topics[v->n] = pp->topic;
+        partitions[v->n] = pp->partition;
+        v->n++;
     }
-    pthread_mutex_unlock(&vq_mu);
-    return queue;
+    if (!v) return false;
+    c->verification = v;
+    gr_aptm_verify(b->add_partitions_to_txn_manager, b, c->r->TransactionalId, v->pid, epoch0, topics, partitions,
+                   v->n, produce_verified, c);
+    return true;
+}
+
+/* Produce v8+ RecordErrors and ErrorMessage from the log validator's result (copied into the
+ * request's arena; at most GR_VALIDATOR_MAX_RECORD_ERRORS records are listed). */
+static void set_record_errors(struct gr_api_req *req, struct ProduceResponse_PartitionProduceResponse *pr,
+                              const struct gr_validator_result *v) {
+    pr->ErrorMessage = (char *)v->message;
+    if (v->kept <= 0) return;
+    pr->RecordErrors = gr_api_alloc(req, (size_t)v->kept * sizeof *pr->RecordErrors);
+    if (!pr->RecordErrors) return;
+    for (int i = 0; i < v->kept; i++) {
+        pr->RecordErrors[i].BatchIndex = v->record_errors[i].BatchIndex;
+        pr->RecordErrors[i].BatchIndexErrorMessage = (char *)v->record_errors[i].BatchIndexErrorMessage;
+    }
+    pr->RecordErrorsCount = v->kept;
 }
 
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
@@ -263,6 +221,10 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     /* producer_byte_rate: the request's size, recorded when it completes (KafkaApis) */
     int32_t throttle_ms = gr_quota_throttle(req->broker, req, GR_QUOTA_PRODUCE, (double)req->net->len);
     if (c->acks == 0) {
+        for (int i = 0; i < n; i++) { /* no response: nothing reports record errors */
+            free(parts[i].validation);
+            parts[i].validation = NULL;
+        }
         for (int i = 0; i < n; i++) {
             if (parts[i].error != GR_KERR_NONE) {
                 char reason[160];
@@ -298,6 +260,11 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
             pr->RecordErrorsCount = 0;
             pr->RecordErrors = NULL;
             pr->ErrorMessage = NULL;
+            if (pp->validation) { /* Kafka's RecordValidationException: which records, and why */
+                set_record_errors(req, pr, pp->validation);
+                free(pp->validation);
+                pp->validation = NULL;
+            }
         }
     }
     (void)n;
@@ -387,11 +354,10 @@ static void convert_legacy_parts(struct gr_api_req *req, struct gr_replica_manag
     }
 }
 
-/* Kafka's request-level checks: transactional records need TransactionalId WRITE, idempotent
- * ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
+/* Kafka's request-level checks: transactional records need a transactional id and its
+ * TransactionalId WRITE, idempotent ones (a batch with a producer id) Cluster IDEMPOTENT_WRITE. NONE or the error every partition
  * gets. */
 static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRequest *r) {
-    if (!gr_api_authorizer_enabled(req)) return GR_KERR_NONE;
     bool idempotent = false, transactional = false;
     for (int t = 0; t < r->TopicsCount; t++)
         for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
@@ -409,8 +375,9 @@ static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRe
                 off += 12 + (int64_t)blen;
             }
         }
-    if (transactional && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID,
-                                            r->TransactionalId ? r->TransactionalId : ""))
+    /* a null transactional id fails too, with or without an authorizer (KafkaApis) */
+    if (transactional &&
+        (!r->TransactionalId || !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)))
         return GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     if (!transactional && idempotent && !gr_api_authorized_cluster(req, GR_ACL_OP_IDEMPOTENT_WRITE))
         return GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
@@ -448,6 +415,8 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
             pp->base_offset = -1;
             pp->log_start_offset = -1;
             pp->log_append_time = -1;
+            pp->want_record_errors = hdr->RequestApiVersion >= 8 && r->Acks != 0; /* acks=0: no response */
+            pp->validation = NULL;
             if (!acks_ok)
                 pp->error = GR_KERR_INVALID_REQUIRED_ACKS;
             else if (auth_err != GR_KERR_NONE)
@@ -472,6 +441,6 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
         return;
     }
     c->b = b;
-    if (gr_pstate_verification_enabled() && maybe_enqueue(c)) return;
+    if (gr_pstate_verification_enabled() && start_verification(c)) return;
     gr_rm_produce_ordered(rm, r->Acks, r->TimeoutMs, c->parts, n, produce_done, produce_appended, c);
 }

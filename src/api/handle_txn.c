@@ -9,7 +9,10 @@
  * drops them. TxnOffsetCommit writes the offsets first, as Kafka, as a transactional batch of the
  * producer to the group's __consumer_offsets partition (acks=-1), so a group coordinator that
  * loads the partition later rebuilds the pending offsets and applies them at the marker
- * (group_metadata_manager.c, coordinator/txn_offsets.h).
+ * (group_metadata_manager.c, coordinator/txn_offsets.h). With KIP-890 verification on (Kafka
+ * 3.7), the write waits until the transaction coordinator confirmed that the group's
+ * __consumer_offsets partition is part of the producer's transaction (AddOffsetsToTxn): a commit
+ * for a partition not added, or after the transaction ended, is refused (INVALID_TXN_STATE).
  *
  * AddPartitionsToTxn requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
  * verification requests between brokers (Kafka 3.6 uses AddPartitionsToTxn v4 VerifyOnly, which
@@ -18,10 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/topic_names.h"
 #include "api/authorize.h"
 #include "api/handlers.h"
+#include "broker/add_partitions_to_txn_manager.h"
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
+#include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -106,19 +112,11 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
     int32_t *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
     c->pre = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->pre);
     int k = 0;
-    bool bad = false;
     for (int t = 0; t < r->TopicsCount; t++)
         for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++) {
             topics[k] = r->Topics[t].Name ? r->Topics[t].Name : "";
             parts[k] = r->Topics[t].Partitions[i];
-            struct gr_mdc_partition mp;
             c->pre[k] = -1;
-            if (!gr_mdc_get_partition(b->metadata, topics[k], parts[k], &mp)) {
-                c->pre[k] = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-                bad = true;
-            } else {
-                gr_mdc_partition_release(&mp);
-            }
         }
     struct gr_txn_coordinator *tc = b->txn_coordinator;
     if (!r->TransactionalId || !tc) {
@@ -126,24 +124,34 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
         return;
     }
     bool verify = hdr->ClientId && strcmp(hdr->ClientId, GR_TXN_VERIFY_CLIENT_ID) == 0;
-    /* Kafka 2.7: TransactionalId WRITE, then Topic WRITE per topic (the rest OPERATION_NOT_ATTEMPTED);
-     * a broker's KIP-890 verification needs Cluster CLUSTER_ACTION instead. */
+    /* Kafka 2.7: TransactionalId WRITE, then Topic WRITE per topic (internal topics never), and
+     * only for an authorized topic whether the partition exists (so a denied client learns
+     * nothing about existence); a broker's KIP-890 verification needs Cluster CLUSTER_ACTION
+     * instead. */
     if (verify ? !gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)
                : !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)) {
         for (int i = 0; i < n; i++) c->pre[i] = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
     }
-    for (int i = 0; i < n && !verify; i++)
-        if (c->pre[i] < 0 && !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, topics[i])) {
-            c->pre[i] = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
-            bad = true;
-        }
     if (verify) { /* KIP-890 verify */
         for (int i = 0; i < n; i++)
             c->pre[i] = gr_txn_verify_id(tc, r->TransactionalId, r->ProducerId, r->ProducerEpoch, topics[i], parts[i]);
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
+    }
+    bool bad = false;
+    for (int i = 0; i < n; i++) {
+        struct gr_mdc_partition mp;
+        if (gr_topic_is_internal(topics[i]) || !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, topics[i])) {
+            c->pre[i] = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+            bad = true;
+        } else if (!gr_mdc_get_partition(b->metadata, topics[i], parts[i], &mp)) {
+            c->pre[i] = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            bad = true;
+        } else {
+            gr_mdc_partition_release(&mp);
+        }
     }
     if (bad) { /* Kafka: the unknown ones fail, the others OPERATION_NOT_ATTEMPTED */
         for (int i = 0; i < n; i++)
@@ -224,6 +232,8 @@ struct toc_ctx {
     int32_t op;
     int64_t base_offset; /* of the written batch: orders the offsets against ordinary commits */
     bool *too_large; /* per request partition, in request order: metadata over the limit, not written */
+    struct gr_broker *b;
+    uint64_t token; /* KIP-890 guard on the __consumer_offsets partition (0: none needed) */
 };
 
 static void toc_respond(struct toc_ctx *c, int16_t e) {
@@ -268,6 +278,34 @@ static void toc_written(void *ctx, struct gr_rm_produce_part *parts, int n) {
     else if (e == GR_KERR_NOT_LEADER_OR_FOLLOWER || e == GR_KERR_KAFKA_STORAGE_ERROR)
         e = GR_KERR_NOT_COORDINATOR;
     toc_respond(ctx, e);
+}
+
+/* KIP-890 (Kafka 3.7 GroupCoordinator.handleTxnCommitOffsets): the transaction coordinator
+ * answered whether the group's __consumer_offsets partition is part of the producer's
+ * transaction (AddOffsetsToTxn added it). Errors as 3.7 maps them: PRODUCER_FENCED ->
+ * INVALID_PRODUCER_EPOCH; INVALID_TXN_STATE and INVALID_PRODUCER_ID_MAPPING as they are; what a
+ * retry may pass (CONCURRENT_TRANSACTIONS, coordinator moving or loading, a failed request) ->
+ * COORDINATOR_NOT_AVAILABLE (3.7 gives NETWORK_EXCEPTION for the failed request; Gregor answers
+ * the retriable error every TxnOffsetCommit version knows). */
+static void toc_verified(void *ctx, const int16_t *errors, int n) {
+    (void)n;
+    struct toc_ctx *c = ctx;
+    int16_t e = errors[0];
+    struct gr_rm_partition *p = gr_rm_get_partition(c->b->replica_manager, GR_OFFSETS_TOPIC, c->op);
+    if (p) {
+        gr_plog_txn_end_verification(p->lml->log, c->r->ProducerId, c->token, e == GR_KERR_NONE);
+        gr_rm_partition_unref(p);
+    }
+    if (e == GR_KERR_NONE) {
+        gr_rm_produce(c->b->replica_manager, -1, 5000, &c->part, 1, toc_written, c);
+        return;
+    }
+    gr_info(LOGGER, "rejecting transactional offset commit of producer %lld for group %s: %s (KIP-890 verification)",
+            (long long)c->r->ProducerId, c->r->GroupId, gr_kerr_name(e));
+    if (e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH) e = GR_KERR_INVALID_PRODUCER_EPOCH;
+    else if (e != GR_KERR_INVALID_TXN_STATE && e != GR_KERR_INVALID_PRODUCER_ID_MAPPING)
+        e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    toc_respond(c, e);
 }
 
 /* Any topic the principal may not READ? (Gregor answers the whole request with
@@ -357,6 +395,19 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     c->part.records = c->batch;
     c->part.records_len = len;
     c->part.coordinator = true;
+    c->b = b;
+    struct gr_rm_partition *p =
+        gr_pstate_verification_enabled() ? gr_rm_get_partition(b->replica_manager, GR_OFFSETS_TOPIC, c->op) : NULL;
+    if (p) { /* else not hosted here: the append answers NOT_COORDINATOR */
+        c->token = gr_plog_txn_start_verification(p->lml->log, r->ProducerId, r->ProducerEpoch);
+        gr_rm_partition_unref(p);
+    }
+    if (c->token) {
+        const char *topic = GR_OFFSETS_TOPIC;
+        gr_aptm_verify(b->add_partitions_to_txn_manager, b, r->TransactionalId, r->ProducerId, r->ProducerEpoch,
+                       &topic, &c->op, 1, toc_verified, c);
+        return;
+    }
     gr_rm_produce(b->replica_manager, -1, 5000, &c->part, 1, toc_written, c);
 }
 
@@ -451,5 +502,7 @@ void gr_handle_write_txn_markers(struct gr_broker *b, struct gr_api_req *req, co
         wtm_done(c, c->parts, n);
         return;
     }
-    gr_rm_produce(b->replica_manager, -1, 30000, c->parts, n, wtm_done, c);
+    /* request.timeout.ms, as Kafka; the coordinator's client waits longer (txn_marker_channel_manager.c) */
+    gr_rm_produce(b->replica_manager, -1, b->cfg && b->cfg->request_timeout_ms > 0 ? b->cfg->request_timeout_ms : 30000,
+                  c->parts, n, wtm_done, c);
 }

@@ -120,11 +120,14 @@ struct gr_broker {
     /* broker/finalized_features.h; set once the broker has started (atomic: ApiVersions reads it
      * from I/O threads before that); NULL answers "no finalized features". */
     struct gr_finalized_features *_Atomic finalized_features;
+    struct gr_aptm *add_partitions_to_txn_manager; /* broker/add_partitions_to_txn_manager.h (KIP-890
+                                                    * checks); NULL: local coordinator only */
     struct gr_pidm *producer_id_manager; /* coordinator/producer_id_manager.h; NULL: InitProducerId
                                           * answers COORDINATOR_NOT_AVAILABLE */
     /* Set by the start-up code (NULL in bare unit-test brokers: static configs only, no quotas). */
     struct gr_dynamic_config_manager *dynamic_config; /* broker/dynamic_config_manager.h */
     struct gr_quota_manager *quotas;                  /* broker/quota_manager.h */
+    struct gr_cmq *controller_mutation_quota;         /* broker/controller_mutation_quota.h */
 };
 
 /* Creates a broker context for broker_id with cfg (borrowed; may be NULL in tests, in which case

@@ -2,6 +2,7 @@
 #include "broker/server.h"
 #include "broker/dynamic_config_manager.h"
 #include "broker/quota_manager.h"
+#include "broker/add_partitions_to_txn_manager.h"
 #include "coordinator/txn_coordinator.h"
 #include "storage/producer_state.h"
 
@@ -29,6 +30,7 @@
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
+#include "broker/controller_mutation_quota.h"
 #include "broker/metrics_http.h"
 #include "replication/log_dir_failure.h"
 #include "replication/replica_manager.h"
@@ -85,7 +87,16 @@ struct gr_server {
     bool have_last_session;
 
     bool started, shut_down;
+    struct gr_gauge *broker_state; /* kafka.server:type=KafkaServer,name=BrokerState */
+    /* NetworkProcessorAvgIdlePercent: the network threads' idle time and the clock at the
+     * previous scrape (guarded by idle_mu), so each scrape reports the interval since the last */
+    pthread_mutex_t idle_mu;
+    int64_t idle_prev_us, idle_prev_at_us, net_started_us;
+    double idle_prev_ratio;
 };
+
+/* Kafka 2.7's BrokerState values (kafka.server.BrokerStates) */
+enum { BROKER_STARTING = 1, BROKER_RUNNING = 3, BROKER_PENDING_CONTROLLED_SHUTDOWN = 6, BROKER_SHUTTING_DOWN = 7 };
 
 static void slog(struct gr_server *s, enum gr_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void slog(struct gr_server *s, enum gr_log_level lvl, const char *fmt, ...) {
@@ -351,10 +362,42 @@ static void build_broker_info(struct gr_server *s) {
 
 /* kafka.network:type=RequestChannel figures from the network server's counters. */
 static void network_collector(void *arg, struct gr_prom_out *o) {
+    struct gr_server *s = arg;
     struct gr_net_stats st;
-    gr_net_server_stats(arg, &st);
+    gr_net_server_stats(s->net, &st);
     gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=RequestQueueSize", (double)st.request_queue_size);
-    gr_prom_gauge(o, "kafka.server:type=socket-server-metrics,name=connection-count", (double)st.connections_open);
+    /* Kafka's socket-server-metrics connection-count, per listener (Kafka also splits it per
+     * network thread: networkProcessor; a sum over either label is the same) */
+    for (int i = 0; i < gr_net_server_num_listeners(s->net); i++) {
+        const char *lname;
+        int64_t n = gr_net_server_listener_connections(s->net, i, &lname);
+        char jmx[256];
+        snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-count,listener=%s", lname);
+        gr_prom_gauge(o, jmx, (double)n);
+    }
+    int64_t now = gr_mono_us();
+    if (st.num_network_threads > 0) {
+        /* Kafka: the mean of the processors' io-wait-ratio over the recent window; here the
+         * fraction of the interval since the previous scrape the network threads spent waiting */
+        pthread_mutex_lock(&s->idle_mu);
+        int64_t dt = now - s->idle_prev_at_us;
+        if (dt >= 100000) {
+            s->idle_prev_ratio = (double)(st.network_idle_us - s->idle_prev_us) / ((double)dt * st.num_network_threads);
+            s->idle_prev_ratio = GR_MAX(0.0, GR_MIN(1.0, s->idle_prev_ratio));
+            s->idle_prev_us = st.network_idle_us;
+            s->idle_prev_at_us = now;
+        }
+        double r = s->idle_prev_ratio;
+        pthread_mutex_unlock(&s->idle_mu);
+        gr_prom_gauge(o, "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent", r);
+    }
+    if (st.num_io_threads > 0 && now > s->net_started_us) {
+        /* Kafka's RequestHandlerAvgIdlePercent meter is marked with idle ns / threads; the
+         * exporter rule reads its MeanRate: the idle fraction since start */
+        double r = (double)st.io_idle_us / ((double)(now - s->net_started_us) * st.num_io_threads);
+        gr_prom_gauge(o, "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent",
+                      GR_MAX(0.0, GR_MIN(1.0, r)));
+    }
     gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=Responses,request=Produce", (double)st.produce_responses);
     gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=QueueTimeUs,request=Produce", (double)st.produce_queue_us);
     gr_prom_meter(o, "gregor.network:type=RequestMetrics,name=TotalTimeUs,request=Produce", (double)st.produce_total_us);
@@ -391,6 +434,14 @@ static int start_network(struct gr_server *s) {
     nc.max_connections = cfg->max_connections;
     nc.max_connections_per_ip = cfg->max_connections_per_ip;
     nc.max_connections_per_ip_overrides = cfg->max_connections_per_ip_overrides;
+    nc.max_connection_creation_rate = cfg->max_connection_creation_rate;
+    int conn_rates[GR_MAX_LISTENERS];
+    for (int i = 0; i < cfg->num_listeners; i++)
+        conn_rates[i] = cfg->listener_max_connection_creation_rate_set[i] ? cfg->listener_max_connection_creation_rate[i]
+                                                                          : cfg->max_connection_creation_rate;
+    nc.listener_max_connection_creation_rate = conn_rates;
+    nc.quota_window_num = cfg->quota_window_num;
+    nc.quota_window_size_seconds = cfg->quota_window_size_seconds;
     const struct gr_listener *ibl = gr_config_inter_broker_listener(cfg);
     nc.inter_broker_listener = ibl ? ibl->name : NULL;
     rc = gr_net_server_new(&nc, gr_apis_dispatch, s->broker, &s->net);
@@ -402,7 +453,8 @@ static int start_network(struct gr_server *s) {
         s->net = NULL;
         return rc;
     }
-    gr_metrics_add_collector(s->metrics, network_collector, s->net);
+    s->net_started_us = s->idle_prev_at_us = gr_mono_us();
+    gr_metrics_add_collector(s->metrics, network_collector, s);
     return 0;
 }
 
@@ -415,6 +467,8 @@ struct gr_server *gr_server_new(struct gr_config *cfg) {
     s->metrics = gr_metrics_new();
     gr_metrics_add_collector(s->metrics, gr_metrics_process_collector, NULL);
     pthread_mutex_init(&s->session_mu, NULL);
+    pthread_mutex_init(&s->idle_mu, NULL);
+    s->broker_state = gr_metrics_gauge(s->metrics, "kafka.server:type=KafkaServer,name=BrokerState");
     const char *dir = cfg->num_log_dirs > 0 ? cfg->log_dirs[0] : "/tmp/kafka-logs";
     s->session_path = gr_asprintf("%s/zk-session", dir);
     s->metrics_path = gr_asprintf("%s/gregor-metrics.json", dir);
@@ -428,6 +482,7 @@ static int connect_zookeeper(struct gr_server *s) {
         .connect = cfg->zookeeper_connect,
         .session_timeout_ms = cfg->zookeeper_session_timeout_ms,
         .connection_timeout_ms = cfg->zookeeper_connection_timeout_ms,
+        .metrics = s->metrics,
         .on_watch = gr_zk_watches_on_watch,
         .on_session = gr_zk_watches_on_session,
         .cb_ctx = s->watches,
@@ -451,6 +506,7 @@ int gr_server_startup(struct gr_server *s) {
     s->started = true;
     const struct gr_config *cfg = s->cfg;
     slog(s, GR_LOG_INFO, "starting");
+    gr_gauge_set(s->broker_state, BROKER_STARTING);
     int rc = lock_log_dirs(s);
     if (rc != 0) goto fail;
 
@@ -458,8 +514,6 @@ int gr_server_startup(struct gr_server *s) {
     struct gr_zsession prevs[GR_SERVER_MAX_PREV_SESSIONS];
     int nprev = gr_server_read_sessions(s->session_path, prevs, GR_SERVER_MAX_PREV_SESSIONS);
     if (nprev < 0) nprev = 0;
-    bool have_prev = nprev > 0;
-    struct gr_zsession prev = have_prev ? prevs[0] : (struct gr_zsession){0};
 
     if ((rc = connect_zookeeper(s)) != 0) goto fail;
     persist_session(s, NULL, prevs, &nprev); /* in front of the earlier ones, until closed */
@@ -500,6 +554,7 @@ int gr_server_startup(struct gr_server *s) {
         goto fail;
     }
     s->broker->quotas = gr_quota_manager_new(s->broker);
+    s->broker->controller_mutation_quota = gr_cmq_new(s->broker);
     snprintf(s->broker->cluster_id, sizeof s->broker->cluster_id, "%s", s->cluster_id);
     s->log_dir_failure = gr_ldf_start(s->broker, cfg, s->kzk);
     if ((rc = gr_replica_manager_new(s->broker, &s->replicas)) != 0) {
@@ -538,6 +593,7 @@ int gr_server_startup(struct gr_server *s) {
             .abort_interval_ms = c->transaction_abort_timed_out_transaction_cleanup_interval_ms,
             .remove_expired_interval_ms = c->transaction_remove_expired_transaction_cleanup_interval_ms};
         gr_pstate_set_verification_enabled(c->transaction_partition_verification_enable);
+        s->broker->add_partitions_to_txn_manager = gr_aptm_new(s->broker);
         if ((rc = gr_txn_coordinator_start(s->broker, s->replicas, &tcfg)) != 0) {
             slog(s, GR_LOG_ERROR, "Cannot start the transaction coordinator: %s", gr_strerror(rc));
             goto fail;
@@ -556,10 +612,17 @@ int gr_server_startup(struct gr_server *s) {
         slog(s, GR_LOG_ERROR, "Cannot start the network server: %s", gr_strerror(rc));
         goto fail;
     }
+    s->broker->net = s->net;
+    gr_quota_manager_reload_ips(s->broker->quotas); /* /config/ips: the per-IP connection rates */
 
     build_broker_info(s);
+    /* registration may still meet any of them holding /brokers/ids/N (one that could not be
+     * closed, or one whose close the server has not yet applied): it closes that one again */
+    struct gr_zsession earlier[GR_SERVER_MAX_PREV_SESSIONS];
+    int nearlier = nprev;
+    memcpy(earlier, prevs, sizeof earlier);
     close_previous_sessions(s, prevs, nprev);
-    rc = gr_kzk_register_broker(s->kzk, &s->info, have_prev ? &prev : NULL, &s->broker_epoch);
+    rc = gr_kzk_register_broker(s->kzk, &s->info, earlier, nearlier, &s->broker_epoch);
     if (rc == GR_KZK_EBROKER_REGISTERED) {
         slog(s, GR_LOG_ERROR, "broker.id %d is already registered by another live broker (another session holds "
                               "/brokers/ids/%d)", s->broker_id, s->broker_id);
@@ -589,6 +652,8 @@ int gr_server_startup(struct gr_server *s) {
         .auto_leader_rebalance_enable = cfg->auto_leader_rebalance_enable,
         .leader_imbalance_check_interval_ms = cfg->leader_imbalance_check_interval_seconds * 1000,
         .delete_topic_enable = cfg->delete_topic_enable,
+        .standby_enable = cfg->controller_standby_enable,
+        .standby_refresh_ms = cfg->controller_standby_refresh_ms,
         .on_new_session = on_new_session,
         .hook_arg = s,
     };
@@ -602,6 +667,7 @@ int gr_server_startup(struct gr_server *s) {
     s->config_changes = gr_config_change_listener_start_with(s->kzk, s->watches, s->controller,
                                                              gr_dcm_on_entity_change, s->broker->dynamic_config);
     s->broker->finalized_features = gr_finalized_features_start(s->kzk, s->watches);
+    gr_gauge_set(s->broker_state, BROKER_RUNNING);
     slog(s, GR_LOG_INFO, "started (broker epoch %" PRId64 ")", s->broker_epoch);
     return 0;
 
@@ -621,6 +687,7 @@ void gr_server_shutdown(struct gr_server *s) {
      * led) must not start fetchers we would stop a moment later (16 s at 33k partitions). */
     if (s->replicas) gr_replica_manager_begin_shutdown(s->replicas);
     if (s->controller && s->net && s->cfg->controlled_shutdown_enable) {
+        gr_gauge_set(s->broker_state, BROKER_PENDING_CONTROLLED_SHUTDOWN);
         const struct gr_listener *ibl = gr_config_inter_broker_listener(s->cfg);
         struct gr_cs_client_config csc = {
             .broker_id = s->broker_id,
@@ -635,10 +702,12 @@ void gr_server_shutdown(struct gr_server *s) {
         };
         gr_controlled_shutdown_run(&csc);
     }
+    gr_gauge_set(s->broker_state, BROKER_SHUTTING_DOWN);
     if (s->net) gr_net_server_stop(s->net);
-    if (s->net) gr_metrics_remove_collector(s->metrics, network_collector, s->net);
+    if (s->net) gr_metrics_remove_collector(s->metrics, network_collector, s);
     if (s->broker) gr_delete_topics_abort_waits(s->broker);
     if (s->broker) gr_group_coordinator_shutdown(s->broker->group_coordinator); /* before its storage */
+    if (s->broker) gr_aptm_shutdown(s->broker->add_partitions_to_txn_manager); /* waiting produces answered */
     if (s->broker) gr_txn_coordinator_shutdown(s->broker->txn_coordinator);
     if (s->replicas) gr_replica_manager_shutdown(s->replicas); /* flush + checkpoints */
     gr_ldf_stop(s->log_dir_failure);
@@ -673,6 +742,7 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_ctrl_channel_free(s->channel);
         s->channel = NULL;
     }
+    if (s->broker) s->broker->net = NULL;
     if (s->net) {
         gr_net_server_free(s->net);
         s->net = NULL;
@@ -688,10 +758,14 @@ void gr_server_shutdown(struct gr_server *s) {
         s->replicas = NULL;
     }
     if (s->broker) {
+        gr_aptm_free(s->broker->add_partitions_to_txn_manager);
+        s->broker->add_partitions_to_txn_manager = NULL;
         gr_pidm_free(s->broker->producer_id_manager);
         s->broker->producer_id_manager = NULL;
         gr_dcm_free(s->broker->dynamic_config);
         gr_quota_manager_free(s->broker->quotas);
+        gr_cmq_free(s->broker->controller_mutation_quota);
+        s->broker->controller_mutation_quota = NULL;
         gr_broker_free(s->broker);
         s->broker = NULL;
     }
@@ -709,6 +783,7 @@ void gr_server_free(struct gr_server *s) {
     gr_kzk_broker_release(&s->info);
     gr_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->session_mu);
+    pthread_mutex_destroy(&s->idle_mu);
     free(s->session_path);
     free(s->metrics_path);
     free(s);

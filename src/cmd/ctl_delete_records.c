@@ -2,9 +2,12 @@
  *
  * F: {"partitions":[{"topic":"foo","partition":0,"offset":42},...],"version":1}; offset -1 means
  * the high watermark. The leaders come from Metadata (through --bootstrap-server); each leader
- * gets one DeleteRecords v1 request (TimeoutMs = --timeout-ms) for its partitions. Prints, like
- * Kafka's tool, "partition: T-P\tlow_watermark: N" or "partition: T-P\terror: NAME" per
- * partition. Exit 0 when every partition succeeded, 1 otherwise. */
+ * gets one DeleteRecords v1 request (TimeoutMs = --timeout-ms) for its partitions. Prints what
+ * Kafka 2.7's DeleteRecordsCommand prints: "Executing records delete operation", "Records delete
+ * operation completed:", then per partition "partition: T-P\tlow_watermark: N" or
+ * "partition: T-P\terror: <the ExecutionException's message: Java exception class: message>".
+ * A partition named twice is refused before anything is sent, with Kafka's message. Exit 0 when
+ * every partition succeeded, 1 otherwise. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
+#include "cmd/ctl_print.h"
 #include "common/kerr.h"
 #include "common/util.h"
 
@@ -52,6 +56,25 @@ static int load_items(const char *file, json_t **jout, struct dr_item **out, int
         }
         it[i] = (struct dr_item){json_string_value(t), (int32_t)json_integer_value(p), json_integer_value(o), -1,
                                  GR_KERR_UNKNOWN_TOPIC_OR_PARTITION, -1, false};
+    }
+    /* Kafka: "Offset json file contains duplicate topic partitions: t-0,t-1" (each once) */
+    char dups[4096] = "";
+    size_t dl = 0;
+    for (int i = 0; i < n; i++) {
+        bool dup = false, seen_before = false;
+        for (int k = 0; k < n && !dup; k++)
+            dup = k != i && it[k].partition == it[i].partition && strcmp(it[k].topic, it[i].topic) == 0;
+        for (int k = 0; k < i && dup && !seen_before; k++)
+            seen_before = it[k].partition == it[i].partition && strcmp(it[k].topic, it[i].topic) == 0;
+        if (dup && !seen_before && dl < sizeof dups)
+            dl += (size_t)snprintf(dups + dl, sizeof dups - dl, "%s%s-%d", dl ? "," : "", it[i].topic, it[i].partition);
+    }
+    if (dl) {
+        printf("Error while executing records delete operation: Offset json file contains duplicate topic "
+               "partitions: %s\n", dups);
+        free(it);
+        json_decref(j);
+        return -1;
     }
     *jout = j;
     *out = it;
@@ -143,13 +166,16 @@ int ctl_delete_records_main(const struct ctl_opts *o, int argc, char **argv) {
                 send_to_leader(o, md->Brokers[b].Host, md->Brokers[b].Port, it, n, it[i].leader);
     }
     int rc = md ? 0 : 1;
+    printf("Executing records delete operation\n");
     printf("Records delete operation completed:\n");
     for (int i = 0; i < n; i++) {
         if (it[i].error == GR_KERR_NONE) {
             printf("partition: %s-%d\tlow_watermark: %lld\n", it[i].topic, it[i].partition,
                    (long long)it[i].low_watermark);
         } else {
-            printf("partition: %s-%d\terror: %s\n", it[i].topic, it[i].partition, gr_kerr_name(it[i].error));
+            const char *msg = ctl_java_message(it[i].error);
+            printf("partition: %s-%d\terror: %s%s%s\n", it[i].topic, it[i].partition, ctl_java_exception(it[i].error),
+                   msg ? ": " : "", msg ? msg : "");
             rc = 1;
         }
     }

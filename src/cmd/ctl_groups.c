@@ -501,10 +501,13 @@ static void print_offsets(const char *group, struct rows *rows) {
     for (int i = 0; i < rows->n; i++) {
         const struct row *r = &rows->v[i];
         char p[16], c[24], e[24], l[24];
-        int64_t lag = r->topic && r->committed >= 0 && r->end >= 0 ? GR_MAX(r->end - r->committed, 0) : -1;
+        /* Kafka 2.7's getLag: end - committed, not clamped (a committed offset past the log end,
+         * e.g. after a truncation, shows a negative lag) */
+        bool has_lag = r->topic && r->committed >= 0 && r->end >= 0;
+        if (has_lag) snprintf(l, sizeof l, "%lld", (long long)(r->end - r->committed));
         printf("%-*s %-*s %-10s %-15s %-15s %-15s %-*s %-*s %s\n", (int)gl, group, (int)tl,
                r->topic ? r->topic : MISSING, r->topic ? num(p, sizeof p, r->partition) : MISSING,
-               num(c, sizeof c, r->committed), num(e, sizeof e, r->end), num(l, sizeof l, lag), (int)cl,
+               num(c, sizeof c, r->committed), num(e, sizeof e, r->end), has_lag ? l : MISSING, (int)cl,
                r->member ? r->member : MISSING, (int)hl, r->host ? r->host : MISSING, r->client ? r->client : MISSING);
     }
 }

@@ -41,13 +41,8 @@ static bool in_list(const char *list, const char *item) {
     return false;
 }
 
-static const char *error_class(int16_t e) {
-    switch (e) {
-    case GR_KERR_NONE: return NULL;
-    case GR_KERR_KAFKA_STORAGE_ERROR: return "org.apache.kafka.common.errors.KafkaStorageException";
-    default: return gr_kerr_name(e);
-    }
-}
+/* Kafka's LogDirsCommand prints the error's exception class name (ex.getClass.getName) */
+static const char *error_class(int16_t e) { return e == GR_KERR_NONE ? NULL : ctl_java_exception(e); }
 
 static json_t *describe_broker(const struct MetadataResponse_MetadataResponseBroker *br, const char *topics,
                                int timeout_ms, struct gr_arena *a) {

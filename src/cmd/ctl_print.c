@@ -1,5 +1,6 @@
 /* Output helpers shared by gregorctl's subcommands; see ctl_print.h. */
 #include "cmd/ctl_print.h"
+#include "common/kerr.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,4 +56,42 @@ void ctl_print_partition_line(const char *topic, const struct MetadataResponse_M
         ctl_print_ids(pp->OfflineReplicas, pp->OfflineReplicasCount);
     }
     printf("\n");
+}
+
+#define ERRORS_PKG "org.apache.kafka.common.errors."
+static const struct {
+    int16_t code;
+    const char *cls, *msg;
+} java_errors[] = {
+    {GR_KERR_UNKNOWN_SERVER_ERROR, ERRORS_PKG "UnknownServerException",
+     "The server experienced an unexpected error when processing the request."},
+    {GR_KERR_OFFSET_OUT_OF_RANGE, ERRORS_PKG "OffsetOutOfRangeException",
+     "The requested offset is not within the range of offsets maintained by the server."},
+    {GR_KERR_UNKNOWN_TOPIC_OR_PARTITION, ERRORS_PKG "UnknownTopicOrPartitionException",
+     "This server does not host this topic-partition."},
+    {GR_KERR_LEADER_NOT_AVAILABLE, ERRORS_PKG "LeaderNotAvailableException",
+     "There is no leader for this topic-partition as we are in the middle of a leadership election."},
+    {GR_KERR_NOT_LEADER_OR_FOLLOWER, ERRORS_PKG "NotLeaderOrFollowerException",
+     "For requests intended only for the leader, this error indicates that the broker is not the current leader. "
+     "For requests intended for any replica, this error indicates that the broker is not a replica of the topic "
+     "partition."},
+    {GR_KERR_REQUEST_TIMED_OUT, ERRORS_PKG "TimeoutException", "The request timed out."},
+    {GR_KERR_TOPIC_AUTHORIZATION_FAILED, ERRORS_PKG "TopicAuthorizationException", "Topic authorization failed."},
+    {GR_KERR_CLUSTER_AUTHORIZATION_FAILED, ERRORS_PKG "ClusterAuthorizationException", "Cluster authorization failed."},
+    {GR_KERR_POLICY_VIOLATION, ERRORS_PKG "PolicyViolationException",
+     "Request parameters do not satisfy the configured policy."},
+    {GR_KERR_KAFKA_STORAGE_ERROR, ERRORS_PKG "KafkaStorageException",
+     "Disk error when trying to access log file on the disk."},
+};
+
+const char *ctl_java_exception(int16_t code) {
+    for (size_t i = 0; i < sizeof java_errors / sizeof java_errors[0]; i++)
+        if (java_errors[i].code == code) return java_errors[i].cls;
+    return gr_kerr_name(code);
+}
+
+const char *ctl_java_message(int16_t code) {
+    for (size_t i = 0; i < sizeof java_errors / sizeof java_errors[0]; i++)
+        if (java_errors[i].code == code) return java_errors[i].msg;
+    return NULL;
 }

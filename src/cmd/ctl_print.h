@@ -20,5 +20,10 @@ int ctl_cmp_md_partition(const void *a, const void *b);
 /* kafka-topics' partition line on stdout:
  *   <TAB>Topic: t<TAB>Partition: 0<TAB>Leader: 1|none<TAB>Replicas: 1,2<TAB>Isr: 1,2[<TAB>Offline: 3] */
 void ctl_print_partition_line(const char *topic, const struct MetadataResponse_MetadataResponsePartition *pp);
+/* The Java exception Kafka 2.7's clients raise for an error code (Errors.java), for the tools
+ * that print it: the class name ("org.apache.kafka.common.errors.OffsetOutOfRangeException") and
+ * its default message. Codes outside the table give the error's name and NULL. */
+const char *ctl_java_exception(int16_t code);
+const char *ctl_java_message(int16_t code);
 
 #endif

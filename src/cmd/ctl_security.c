@@ -158,8 +158,7 @@ static int parse_add_config(const char *s, struct gr_arena *a, struct AlterUserS
             return -1;
         }
         uint8_t *salt = gr_arena_alloc(a, 32), *salted = gr_arena_alloc(a, 64);
-        RAND_bytes(salt, 32);
-        if (gr_scram_salted_password(m, pw, salt, 32, iters, salted) != 0) {
+        if (RAND_bytes(salt, 32) != 1 || gr_scram_salted_password(m, pw, salt, 32, iters, salted) != 0) {
             free(body);
             return -1;
         }

@@ -56,6 +56,7 @@ static const struct cfg_key keys[] = {
     {"max.connections", T_INT, F(max_connections), "2147483647", 0, INT32_MAX},
     {"max.connections.per.ip", T_INT, F(max_connections_per_ip), "2147483647", 0, INT32_MAX},
     {"max.connections.per.ip.overrides", T_STRING, F(max_connections_per_ip_overrides), NULL, 0, 0},
+    {"max.connection.creation.rate", T_INT, F(max_connection_creation_rate), "2147483647", 0, INT32_MAX},
     {"log.dirs", T_DIRS, F(log_dirs), NULL, 0, 0},
     {"log.dir", T_DIRS, F(log_dirs), "/tmp/kafka-logs", 0, 0},
     {"log.segment.bytes", T_LONG, F(log_segment_bytes), "1073741824", 14, INT32_MAX},
@@ -82,6 +83,8 @@ static const struct cfg_key keys[] = {
      INT64_MAX},
     {"quota.window.num", T_INT, F(quota_window_num), "11", 1, 1000},
     {"quota.window.size.seconds", T_INT, F(quota_window_size_seconds), "1", 1, 3600},
+    {"controller.quota.window.num", T_INT, F(controller_quota_window_num), "11", 1, 1000},
+    {"controller.quota.window.size.seconds", T_INT, F(controller_quota_window_size_seconds), "1", 1, 3600},
     {"follower.replication.throttled.rate", T_LONG, F(follower_replication_throttled_rate), "9223372036854775807", 0,
      INT64_MAX},
     {"log.flush.start.offset.checkpoint.interval.ms", T_LONG, F(log_flush_start_offset_checkpoint_interval_ms), "60000",
@@ -128,6 +131,9 @@ static const struct cfg_key keys[] = {
      1, INT64_MAX},
     {"controller.socket.timeout.ms", T_INT, F(controller_socket_timeout_ms), "30000", 1, INT32_MAX},
     {"auto.leader.rebalance.enable", T_BOOL, F(auto_leader_rebalance_enable), "true", 0, 0},
+    /* Gregor's (no Kafka key): the warm standby controller, docs/ARCHITECTURE.md */
+    {"gregor.controller.standby.enable", T_BOOL, F(controller_standby_enable), "false", 0, 0},
+    {"gregor.controller.standby.refresh.ms", T_LONG, F(controller_standby_refresh_ms), "30000", 1000, INT64_MAX},
     {"leader.imbalance.per.broker.percentage", T_INT, F(leader_imbalance_per_broker_percentage), "10", 0, 100},
     {"leader.imbalance.check.interval.seconds", T_LONG, F(leader_imbalance_check_interval_seconds), "300", 1,
      INT64_MAX},
@@ -506,6 +512,46 @@ int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "Invalid value 0 for configuration max.connections.per.ip: "
                               "max.connections.per.ip.overrides must be set when it is 0");
         return GR_ECONFIG;
+    }
+    /* Keys naming a Java class Gregor cannot load: refused, not silently ignored (a custom principal
+     * builder or SASL callback handler changes who a client is). Kafka's own default builder is
+     * what Gregor implements, so naming it is accepted. */
+    for (int i = 0; i < cfg->num_security_props; i++) {
+        const char *k = cfg->security_keys[i], *v = cfg->security_values[i];
+        size_t kl = strlen(k);
+        bool builder = kl >= 23 && strcmp(k + kl - 23, "principal.builder.class") == 0 &&
+                       (kl == 23 || k[kl - 24] == '.');
+        bool callback = kl >= 34 && strcmp(k + kl - 34, "sasl.server.callback.handler.class") == 0 &&
+                        (kl == 34 || k[kl - 35] == '.');
+        if ((!builder && !callback) || !v || !v[0]) continue;
+        if (builder && strcmp(v, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder") == 0)
+            continue;
+        snprintf(err, errlen,
+                 "Invalid value %s for configuration %s: Gregor cannot load Java classes; %s",
+                 v, k,
+                 builder ? "remove it to use Kafka's default principal builder (User:<SASL user> or "
+                           "User:<certificate DN> after ssl.principal.mapping.rules)"
+                         : "remove it to use the built-in PLAIN (JAAS user_<name> options) and SCRAM "
+                           "(ZooKeeper credentials) servers");
+        return GR_ECONFIG;
+    }
+    /* KIP-612: listener.name.<l>.max.connection.creation.rate, else the broker-wide value
+     * (Kafka's valuesWithPrefixOverride) */
+    for (int i = 0; i < cfg->num_listeners; i++) {
+        const char *v = gr_config_listener_prop(cfg, cfg->listeners[i].name, "max.connection.creation.rate");
+        cfg->listener_max_connection_creation_rate_set[i] = v != NULL;
+        if (!v) continue;
+        char *end;
+        errno = 0;
+        long r = strtol(v, &end, 10);
+        if (!*v || *end || errno || r < 0 || r > INT32_MAX) {
+            snprintf(err, errlen,
+                     "Invalid value %s for configuration listener.name.%s.max.connection.creation.rate: "
+                     "Value must be at least 0 (an int)",
+                     v, cfg->listeners[i].name);
+            return GR_ECONFIG;
+        }
+        cfg->listener_max_connection_creation_rate[i] = (int32_t)r;
     }
     if (cfg->zookeeper_connection_timeout_ms < 0)
         cfg->zookeeper_connection_timeout_ms = cfg->zookeeper_session_timeout_ms;

@@ -47,6 +47,11 @@ struct gr_config {
     int32_t max_connections;     /* broker-wide, the inter-broker listener exempt */
     int32_t max_connections_per_ip;
     char *max_connections_per_ip_overrides; /* "host:n,host:n" or NULL */
+    int32_t max_connection_creation_rate;   /* KIP-612, broker-wide (2147483647: none) */
+    /* per listener (index of listeners[]): listener.name.<l>.max.connection.creation.rate when
+     * ..._set (filled by the validation); unset: the broker-wide value */
+    bool listener_max_connection_creation_rate_set[GR_MAX_LISTENERS];
+    int32_t listener_max_connection_creation_rate[GR_MAX_LISTENERS];
 
     /* security (docs/SECURITY.md) */
     char *listener_security_protocol_map;   /* NULL: Kafka's default, each protocol maps to itself */
@@ -80,6 +85,8 @@ struct gr_config {
     int64_t follower_replication_throttled_rate;
     int32_t quota_window_num;          /* quota.window.num: samples of client quota rates */
     int32_t quota_window_size_seconds; /* quota.window.size.seconds */
+    int32_t controller_quota_window_num;          /* controller.quota.window.num (KIP-599 token bucket) */
+    int32_t controller_quota_window_size_seconds; /* controller.quota.window.size.seconds */
     int32_t gregor_max_open_log_files; /* gregor.max.open.log.files (Gregor-only; 0 = automatic) */
     char *gregor_metrics_listener;     /* gregor.metrics.listener http://HOST:PORT (Gregor-only; NULL = off) */
     int64_t log_flush_start_offset_checkpoint_interval_ms;
@@ -125,6 +132,8 @@ struct gr_config {
     /* controller */
     int32_t controller_socket_timeout_ms;
     bool auto_leader_rebalance_enable;
+    bool controller_standby_enable;          /* gregor.controller.standby.enable */
+    int64_t controller_standby_refresh_ms;   /* gregor.controller.standby.refresh.ms */
     int32_t leader_imbalance_per_broker_percentage;
     int64_t leader_imbalance_check_interval_seconds;
     bool controlled_shutdown_enable;

@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include "common/log_controller.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -54,7 +55,12 @@ static int current_level(void) {
 
 void gr_log_set_level(enum gr_log_level lvl) { g_level = (int)lvl; }
 
-bool gr_log_enabled(enum gr_log_level lvl) { return (int)lvl >= current_level(); }
+enum gr_log_level gr_log_level(void) { return (enum gr_log_level)current_level(); }
+
+bool gr_log_enabled(enum gr_log_level lvl) {
+    int low = gr_log_lowest_override(); /* a logger set below root (log_controller.h) */
+    return (int)lvl >= current_level() || (low >= 0 && (int)lvl >= low);
+}
 
 void gr_log_set_prefix(const char *prefix) {
     snprintf(g_prefix, sizeof g_prefix, "%s", prefix ? prefix : "");
@@ -186,7 +192,8 @@ static const char *date_prefix(time_t sec) {
 }
 
 void gr_vlog(enum gr_log_level lvl, const char *logger, const char *fmt, va_list ap) {
-    if ((int)lvl < current_level()) return;
+    int own = logger ? gr_log_logger_level(logger) : -1; /* a level of its own (KIP-412), or root's */
+    if ((int)lvl < (own >= 0 ? own : current_level())) return;
     char line[4096];
     struct timeval tv;
     gettimeofday(&tv, NULL);

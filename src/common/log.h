@@ -22,7 +22,10 @@ enum gr_log_level { GR_LOG_DEBUG = 0, GR_LOG_INFO = 1, GR_LOG_WARN = 2, GR_LOG_E
 /* Sets the minimum level printed (default INFO; GREGOR_LOG_LEVEL=debug in the environment
  * lowers it). */
 void gr_log_set_level(enum gr_log_level lvl);
-/* Whether lines of level lvl are printed (callers skip work done only for such lines). */
+/* The level set (root's: loggers with a level of their own are in common/log_controller.h). */
+enum gr_log_level gr_log_level(void);
+/* Whether lines of level lvl are printed by some logger (callers skip work done only for such
+ * lines). */
 bool gr_log_enabled(enum gr_log_level lvl);
 /* Sends lines to `path` (appended) instead of stderr. Returns 0 or -errno. */
 int gr_log_open(const char *path);

@@ -647,18 +647,25 @@ static void out_push(struct gr_prom_out *o, char *family, const char *type, char
     o->n++;
 }
 
+/* Whether the name part of jmx_name ends in `suffix` (and is longer than it). */
+static bool name_ends_with(const char *jmx_name, const char *suffix) {
+    const char *colon = strchr(jmx_name, ':');
+    const char *nm = colon ? strstr(colon, "name=") : NULL;
+    size_t nml = nm ? strcspn(nm, ",") : 0, sl = strlen(suffix);
+    return nm && nml > 5 + sl && strncmp(nm + nml - sl, suffix, sl) == 0;
+}
+
 void gr_prom_gauge(struct gr_prom_out *o, const char *jmx_name, double value) {
     char *labels;
-    char *fam = family_of(jmx_name, NULL, "", &labels, NULL, NULL);
+    /* the exporter's "Generic gauges for percents" rule: name=<N>Percent -> <family of N>_percent */
+    bool pct = name_ends_with(jmx_name, "Percent");
+    char *fam = family_of(jmx_name, pct ? "Percent" : NULL, pct ? "_percent" : "", &labels, NULL, NULL);
     out_push(o, fam, "gauge", gr_strdup(fam), labels, jmx_name, value);
 }
 
 void gr_prom_meter(struct gr_prom_out *o, const char *jmx_name, double count) {
     char *labels;
-    const char *colon = strchr(jmx_name, ':');
-    const char *nm = colon ? strstr(colon, "name=") : NULL;
-    size_t nml = nm ? strcspn(nm, ",") : 0;
-    bool per_sec = nm && nml > 6 + 5 && strncmp(nm + nml - 6, "PerSec", 6) == 0;
+    bool per_sec = name_ends_with(jmx_name, "PerSec");
     char *fam = family_of(jmx_name, per_sec ? "PerSec" : NULL, per_sec ? "_total" : "_count", &labels, NULL, NULL);
     out_push(o, fam, "counter", gr_strdup(fam), labels, jmx_name, count);
 }
@@ -841,4 +848,16 @@ void gr_metrics_process_collector(void *arg, struct gr_prom_out *o) {
         gr_prom_raw(o, "process_max_fds", "gauge", NULL, "Maximum number of open file descriptors.",
                     rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
     heap_figures(o);
+    /* Kafka's LinuxIoMetricsCollector: the bytes this process made the storage layer read and
+     * write (/proc/self/io read_bytes / write_bytes), as kafka.server:type=KafkaServer gauges */
+    FILE *io = fopen("/proc/self/io", "r");
+    char l3[128];
+    while (io && fgets(l3, sizeof l3, io)) {
+        unsigned long long v;
+        if (sscanf(l3, "read_bytes: %llu", &v) == 1)
+            gr_prom_gauge(o, "kafka.server:type=KafkaServer,name=linux-disk-read-bytes", (double)v);
+        else if (sscanf(l3, "write_bytes: %llu", &v) == 1)
+            gr_prom_gauge(o, "kafka.server:type=KafkaServer,name=linux-disk-write-bytes", (double)v);
+    }
+    if (io) fclose(io);
 }

@@ -160,6 +160,53 @@ void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx) {
     ctx->n_slots = 0;
 }
 
+void gr_ctrl_ctx_move_topics(struct gr_ctrl_context *dst, struct gr_ctrl_context *src) {
+    int32_t epoch = dst->epoch, ezv = dst->epoch_zk_version;
+    uint64_t gen = dst->gen, event_gen = dst->event_gen;
+    gr_ctrl_ctx_release(dst);
+    gr_ctrl_ctx_clear_deletions(src);
+    brokers_clear(src);
+    free(src->shutting_down);
+    src->shutting_down = NULL;
+    src->n_shutting_down = 0;
+    dst->slots = src->slots;
+    dst->n_slots = src->n_slots;
+    dst->n_topics = src->n_topics;
+    dst->n_used = src->n_used;
+    dst->n_partitions = src->n_partitions;
+    dst->n_reassigning = src->n_reassigning;
+    src->slots = NULL;
+    src->n_slots = src->n_topics = src->n_used = 0;
+    src->n_partitions = src->n_reassigning = 0;
+    src->gen++;
+    dst->epoch = epoch;
+    dst->epoch_zk_version = ezv;
+    dst->gen = gen + 1;
+    dst->event_gen = event_gen;
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(dst, &cur))) {
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            p->state = 0;
+            p->new_in_term = false;
+            p->fresh_gen = 0;
+            if (p->replica_states != slot_states(p)) free(p->replica_states);
+            p->replica_states = NULL;
+            free(p->offline_dirs);
+            p->offline_dirs = NULL;
+            p->n_offline_dirs = 0;
+        }
+    }
+}
+
+void gr_ctrl_partition_clear_state(struct gr_ctrl_partition *p) {
+    if (p->lai.isr != slot_isr(p)) free(p->lai.isr);
+    memset(&p->lai, 0, sizeof p->lai);
+    p->lai.leader = -1;
+    p->has_state = false;
+}
+
 /* ---- brokers ---- */
 
 static int broker_index(const struct gr_ctrl_context *ctx, int32_t id, bool *found) {
@@ -326,6 +373,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     t->topic_id = a->topic_id;
     a->topic_id = NULL;
     t->zk_version = a->zk_version;
+    t->czxid = a->czxid;
     t->n_partitions = a->n_partitions;
     t->partitions = gr_calloc((size_t)(a->n_partitions ? a->n_partitions : 1), sizeof *t->partitions);
     for (int i = 0; i < a->n_partitions; i++) take_assignment(&t->partitions[i], &a->partitions[i]);
@@ -338,6 +386,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         gr_ctrl_partition_set_state(p, &prev->lai);
         p->has_state = prev->has_state;
         p->state = prev->state;
+        p->new_in_term = prev->new_in_term;
         if (prev->replica_states && prev->n_replicas == p->n_replicas)
             memcpy(gr_ctrl_partition_replica_states(p), prev->replica_states, (size_t)p->n_replicas);
         p->n_offline_dirs = prev->n_offline_dirs;

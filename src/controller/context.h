@@ -3,7 +3,8 @@
  * assignments, and every partition's leader/ISR as last read from or written to ZooKeeper.
  *
  * Owned by one struct gr_controller and touched only on its event thread (no locks). It is
- * filled in onControllerFailover and emptied by gr_ctrl_ctx_reset on resignation.
+ * filled in onControllerFailover and emptied by gr_ctrl_ctx_reset on resignation. A controller
+ * may own a second one, its standby context (controller.c, gr_ctrl_ctx_move_topics): same rules.
  *
  * Layout: topics live in an open-addressing hash table keyed by name (100k partitions over a
  * few thousand topics is the design point); each topic holds its partitions in an array sorted
@@ -65,6 +66,10 @@ struct gr_ctrl_partition {
     int n_offline_dirs;
     uint8_t state;     /* partition state machine: enum gr_ctrl_partition_state (states.h) */
     bool has_state;
+    /* Moved NonExistent -> New by this term (onNewPartitionCreation: a new topic or an added
+     * partition), so no state znode of it has existed under this topic znode: its creation need
+     * not bump the topic znode's version (partition_sm.c initialize_partitions). */
+    bool new_in_term;
     uint8_t slot_cap;  /* ids the slot holds for each of replicas and isr (states: as many bytes) */
     /* The slot in the topic's pool: replicas[slot_cap], isr[slot_cap], states (slot_cap bytes,
      * padded to 4); NULL when there is none (slot_cap 0). */
@@ -75,6 +80,7 @@ struct gr_ctrl_topic {
     char *name;
     char *topic_id;             /* NULL unless the znode is v3 */
     int32_t zk_version;         /* of /brokers/topics/T */
+    int64_t czxid;              /* of /brokers/topics/T: which incarnation of the topic */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
@@ -126,6 +132,15 @@ void gr_ctrl_ctx_init(struct gr_ctrl_context *ctx);
 void gr_ctrl_ctx_reset(struct gr_ctrl_context *ctx);
 /* reset + frees the table itself. */
 void gr_ctrl_ctx_release(struct gr_ctrl_context *ctx);
+/* The standby context (controller.c; docs/ARCHITECTURE.md, "Warm standby controller"): moves
+ * src's topics (assignments, partition states with their zkVersions, as last known) into dst,
+ * replacing dst's topics; src is left without topics. What only an active controller's term
+ * knows does not move: state machine states, replica states, offline log dirs, freshness, the
+ * deletion queue (and the topics' queued flags), live and shutting-down brokers (dropped from
+ * both). dst keeps its epoch and epoch_zk_version. */
+void gr_ctrl_ctx_move_topics(struct gr_ctrl_context *dst, struct gr_ctrl_context *src);
+/* Forgets p's leader/ISR (a state znode found gone). */
+void gr_ctrl_partition_clear_state(struct gr_ctrl_partition *p);
 
 /* ---- brokers ---- */
 

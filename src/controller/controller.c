@@ -88,6 +88,13 @@ struct gr_controller {
 
     struct gr_ctrl_events *em;
     struct gr_ctrl_context ctx; /* event thread only */
+    /* The standby context (cfg.standby_enable; event thread only): topics, assignments and
+     * partition states as last read or left by this broker's own last term. Never acted on: a
+     * failover uses a state from it only after proving it current (load_partition_states). */
+    struct gr_ctrl_context standby;
+    uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
+    int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
+                             * broker_epoch); a tick of another generation is stale: ignored */
     struct gr_ctrl_sm sm;       /* state machines, batch and flows over ctx (event thread only) */
 
     _Atomic int32_t active_id;
@@ -175,6 +182,8 @@ static char *fmt_names(char *buf, size_t len, const char *const *names, size_t n
 }
 
 static bool is_active(struct gr_controller *c) { return atomic_load(&c->active_id) == c->cfg.broker_id; }
+static void schedule_standby_refresh(struct gr_controller *c, int64_t delay_ms);
+static int64_t standby_refresh_ms(const struct gr_controller *c);
 
 static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
     gr_ctrl_events_put(c->em, gr_ctrl_event_new(type));
@@ -406,6 +415,11 @@ static void on_controller_resignation(struct gr_controller *c) {
     c->sender->shutdown(c->sender_ctx);
     gr_ctrl_batch_clear(c->sm.batch);
     gr_ctrl_ctx_reset(&c->ctx);
+    /* The term's context does not become the standby: its cached states are not always a copy of
+     * a znode version (the controller re-stamps its own controller epoch on states it did not
+     * need to rewrite, as Kafka does; the simulation's W1 caught it). The standby is rebuilt from
+     * ZooKeeper reads alone, starting now. */
+    schedule_standby_refresh(c, 0);
     c->term = false;
     c->metrics_valid = false;
     CINFO(c, "Resigned");
@@ -539,22 +553,30 @@ static int delete_isr_notifications(struct gr_controller *c) {
 /* Registers the data-change handler of each topic and reads their assignments (arming the
  * watches) into the context, in pipelined batches. Topics that vanished are skipped; corrupt
  * ones are logged and skipped. */
-static int load_topics(struct gr_controller *c, const char *const *names, int n) {
+static int load_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, const char *const *names, int n, bool watch) {
     char p[512];
-    for (int i = 0; i < n; i++) gr_zk_watches_register_node(c->watches, topic_path(p, sizeof p, names[i]), on_topic_node, c);
+    for (int i = 0; i < n && watch; i++)
+        gr_zk_watches_register_node(c->watches, topic_path(p, sizeof p, names[i]), on_topic_node, c);
     for (int off = 0; off < n; off += TOPIC_BATCH) {
         int m = GR_MIN(TOPIC_BATCH, n - off);
         struct gr_kzk_topic_assignment *a = gr_calloc((size_t)m, sizeof *a);
-        int rc = gr_kzk_get_topic_assignments(c->kzk, names + off, m, true, a);
+        int rc = gr_kzk_get_topic_assignments(c->kzk, names + off, m, watch, a);
         if (rc != 0) { /* items may hold their names even when the batch failed */
             for (int i = 0; i < m; i++) gr_kzk_topic_assignment_release(&a[i]);
             free(a);
             return rc;
         }
         for (int i = 0; i < m; i++) {
+            struct gr_ctrl_topic *had = gr_ctrl_ctx_topic(ctx, names[off + i]);
+            /* what ctx knew of an earlier incarnation of the topic (the standby context), of a
+             * topic gone or unreadable now, or of a topic whose znode was written since (a
+             * controller bumps its version whenever it creates a state znode that may have
+             * existed before: partition_sm.c touch_topics) must not survive */
+            if (had && (a[i].rc != 0 || had->czxid != a[i].czxid || had->zk_version != a[i].zk_version))
+                gr_ctrl_ctx_remove_topic(ctx, names[off + i]);
             if (a[i].rc == 0) {
                 if (!a[i].topic) a[i].topic = gr_strdup(names[off + i]);
-                gr_ctrl_ctx_put_topic(&c->ctx, &a[i]);
+                gr_ctrl_ctx_put_topic(ctx, &a[i]);
             } else if (a[i].rc != GR_KZK_ENONODE) {
                 CERROR(c, "Cannot read the assignment of topic %s: %s", names[off + i], gr_kzk_strerror(a[i].rc));
             }
@@ -565,9 +587,19 @@ static int load_topics(struct gr_controller *c, const char *const *names, int n)
     return 0;
 }
 
-/* Reads the leader/ISR of every partition in the context, in pipelined batches of STATE_BATCH
- * (Kafka's updateLeaderAndIsrCache). Sets *loaded to the number of states found. */
-static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
+static int cmp_cstr(const void *a, const void *b);
+
+/* Reads the leader/ISR of every partition in ctx, in pipelined batches of STATE_BATCH (Kafka's
+ * updateLeaderAndIsrCache). Sets *loaded to the number of states found.
+ *
+ * warm (the standby path, docs/ARCHITECTURE.md "Warm standby controller"): a partition that
+ * already holds a state keeps it without a read when one ZooKeeper check op confirms that its
+ * state znode exists at exactly that zkVersion (gr_kzk_check_partition_state_versions) -- except
+ * for topics queued for deletion (/admin/delete_topics, read here), whose state znodes a deletion
+ * may have removed and something re-created at the same version. Every other partition is read as
+ * in a cold load; one found without a state znode forgets what it held. */
+static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context *ctx, bool warm, int64_t *loaded,
+                                 struct gr_ctrl_load_report *rep) {
     /* Collect every (topic, partition) first, with its partition in the context; topic names
      * are borrowed from the context, which does not change while we read. */
     size_t cap = 1024, n = 0;
@@ -575,7 +607,7 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     struct gr_ctrl_partition **parts = gr_malloc(sizeof *parts * cap);
     size_t cur = 0;
     struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(&c->ctx, &cur))) {
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
         for (int i = 0; i < t->n_partitions; i++) {
             if (n == cap) {
                 cap *= 2;
@@ -590,6 +622,51 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     }
     int64_t total = 0;
     int rc = 0;
+    if (warm && n > 0) {
+        struct gr_zstrings deleting = {0};
+        rc = gr_kzk_get_topic_deletions(c->kzk, false, &deleting);
+        if (rc == 0) qsort(deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr);
+        /* the candidates: partitions holding a state, of topics not queued for deletion */
+        struct gr_kzk_tp *ctps = gr_malloc(sizeof *ctps * n);
+        int32_t *cver = gr_malloc(sizeof *cver * n);
+        size_t *cidx = gr_malloc(sizeof *cidx * n);
+        size_t nc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            if (!parts[i]->has_state) continue;
+            if (deleting.count &&
+                bsearch(&tps[i].topic, deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr))
+                continue;
+            ctps[nc] = tps[i];
+            cver[nc] = parts[i]->lai.zk_version;
+            cidx[nc++] = i;
+        }
+        gr_zstrings_free(&deleting);
+        bool *ok = gr_calloc(nc ? nc : 1, sizeof *ok);
+        int64_t confirmed = rc == 0 ? gr_kzk_check_partition_state_versions(c->kzk, ctps, cver, (int)nc, 3, ok) : 0;
+        if (rep) {
+            rep->standby_states = (int64_t)nc;
+            rep->states_confirmed = confirmed;
+        }
+        /* keep the confirmed ones out of the reads below: compact tps/parts to the rest */
+        bool *keep = gr_calloc(n, sizeof *keep);
+        for (size_t j = 0; j < nc; j++) keep[cidx[j]] = ok[j];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (keep[i]) {
+                total++;
+                continue;
+            }
+            tps[m] = tps[i];
+            parts[m++] = parts[i];
+        }
+        n = m;
+        free(keep);
+        free(ok);
+        free(cidx);
+        free(cver);
+        free(ctps);
+    }
+    if (rep) rep->states_read = (int64_t)n;
     struct gr_kzk_state_result *res = gr_malloc(sizeof *res * GR_MAX((size_t)1, GR_MIN((size_t)STATE_BATCH, n)));
     for (size_t off = 0; off < n && rc == 0; off += STATE_BATCH) {
         int m = (int)GR_MIN((size_t)STATE_BATCH, n - off);
@@ -600,9 +677,11 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
             if (rc == 0 && res[j].rc == 0) {
                 gr_ctrl_partition_take_state(parts[off + (size_t)j], &res[j].lai);
                 total++;
-            } else if (rc == 0 && res[j].rc != GR_KZK_ENONODE) {
-                CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
-                       gr_kzk_strerror(res[j].rc));
+            } else if (rc == 0) {
+                if (res[j].rc != GR_KZK_ENONODE)
+                    CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
+                           gr_kzk_strerror(res[j].rc));
+                gr_ctrl_partition_clear_state(parts[off + (size_t)j]); /* as a cold load has it */
             }
             gr_kzk_leader_and_isr_release(&res[j].lai);
         }
@@ -611,6 +690,68 @@ static int load_partition_states(struct gr_controller *c, int64_t *loaded) {
     free(parts);
     free(tps);
     if (loaded) *loaded = total;
+    return rc;
+}
+
+/* Rereads /brokers/topics into ctx: topics no longer listed are removed, every listed topic's
+ * assignment is read again (load_topics). With watch, arms the child watch and each topic's data
+ * watch, as Kafka's initializeControllerContext does. */
+static int sync_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, bool watch) {
+    struct gr_zstrings topics = {0};
+    int rc = gr_kzk_get_topics(c->kzk, watch, &topics);
+    if (rc != 0) return rc;
+    if (gr_ctrl_ctx_topic_count(ctx) > 0) {
+        qsort(topics.names, (size_t)topics.count, sizeof *topics.names, cmp_cstr);
+        size_t nt = 0;
+        const char **names = gr_ctrl_ctx_sorted_topics(ctx, &nt);
+        char **gone = gr_malloc(sizeof *gone * (nt ? nt : 1));
+        size_t ng = 0;
+        for (size_t i = 0; i < nt; i++)
+            if (!topics.count ||
+                !bsearch(&names[i], topics.names, (size_t)topics.count, sizeof *topics.names, cmp_cstr))
+                gone[ng++] = gr_strdup(names[i]);
+        free(names);
+        for (size_t i = 0; i < ng; i++) {
+            gr_ctrl_ctx_remove_topic(ctx, gone[i]);
+            free(gone[i]);
+        }
+        free(gone);
+    }
+    rc = load_topics(c, ctx, (const char *const *)topics.names, topics.count, watch);
+    gr_zstrings_free(&topics);
+    return rc;
+}
+
+/* ---- the standby context ---- */
+
+static void schedule_standby_refresh(struct gr_controller *c, int64_t delay_ms) {
+    if (!c->cfg.standby_enable || c->shut_down) return;
+    if (c->standby_timer) gr_clock_cancel(c->cfg.clock, c->standby_timer);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_STANDBY_REFRESH);
+    ev->broker_epoch = ++c->standby_gen;
+    c->standby_timer = gr_clock_schedule(c->cfg.clock, delay_ms, c->em, ev);
+}
+
+static int64_t standby_refresh_ms(const struct gr_controller *c) {
+    return c->cfg.standby_refresh_ms > 0 ? c->cfg.standby_refresh_ms : 30000;
+}
+
+/* StandbyRefresh: while inactive, bring the standby context up to date by the same reads a
+ * failover makes (without watches), keeping states a version check confirms. Nothing here is
+ * ever acted on; it only makes the next failover's proof cheaper. */
+static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (ev->broker_epoch != c->standby_gen) return 0; /* a tick fired before a later (re)schedule */
+    c->standby_timer = 0;
+    if (!c->cfg.standby_enable || c->term || c->shut_down) return 0;
+    int64_t t0 = gr_clock_now_ms(c->cfg.clock), loaded = 0;
+    struct gr_ctrl_load_report r = {0};
+    int rc = sync_topics(c, &c->standby, false);
+    if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
+    if (rc == 0)
+        CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by version, %lld read in %lld ms",
+               gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
+               (long long)r.states_confirmed, (long long)r.states_read, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
+    schedule_standby_refresh(c, standby_refresh_ms(c));
     return rc;
 }
 
@@ -629,7 +770,12 @@ static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
 }
 
 /* Kafka's initializeControllerContext. */
-static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
+static int initialize_context(struct gr_controller *c, int64_t *states_loaded, struct gr_ctrl_load_report *rep) {
+    /* warm: start from the standby's topics and states (first: the move replaces the context's
+     * content); the topics and assignments are read again below all the same, and its states are
+     * kept only where proven current */
+    rep->warm = c->cfg.standby_enable && gr_ctrl_ctx_topic_count(&c->standby) > 0;
+    if (rep->warm) gr_ctrl_ctx_move_topics(&c->ctx, &c->standby);
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
@@ -640,11 +786,7 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     CINFO(c, "Initialized broker epochs cache: %s", gr_ctrl_ctx_format_brokers(&c->ctx, buf, sizeof buf));
 
     int64_t t0 = gr_clock_now_ms(c->cfg.clock);
-    struct gr_zstrings topics = {0};
-    rc = gr_kzk_get_topics(c->kzk, true, &topics);
-    if (rc != 0) return rc;
-    rc = load_topics(c, (const char *const *)topics.names, topics.count);
-    gr_zstrings_free(&topics);
+    rc = sync_topics(c, &c->ctx, true);
     if (rc != 0) return rc;
     int64_t t1 = gr_clock_now_ms(c->cfg.clock);
     CINFO(c, "Loaded the replica assignments of %zu topics (%lld partitions) in %lld ms", gr_ctrl_ctx_topic_count(&c->ctx),
@@ -657,10 +799,16 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded) {
     free(live);
     if (rc != 0) return rc;
 
-    rc = load_partition_states(c, states_loaded);
+    rc = load_partition_states(c, &c->ctx, rep->warm, states_loaded, rep);
     if (rc != 0) return rc;
-    CINFO(c, "Loaded %lld partition states in %lld ms", (long long)*states_loaded,
-          (long long)(gr_clock_now_ms(c->cfg.clock) - t1));
+    if (rep->warm)
+        CINFO(c, "Loaded %lld partition states in %lld ms from the standby context: %lld of its %lld states proven current "
+                 "by version, %lld read",
+              (long long)*states_loaded, (long long)(gr_clock_now_ms(c->cfg.clock) - t1), (long long)rep->states_confirmed,
+              (long long)rep->standby_states, (long long)rep->states_read);
+    else
+        CINFO(c, "Loaded %lld partition states in %lld ms", (long long)*states_loaded,
+              (long long)(gr_clock_now_ms(c->cfg.clock) - t1));
 
     c->sender->startup(c->sender_ctx, c->em);
     for (int i = 0; i < c->ctx.n_brokers; i++) c->sender->add_broker(c->sender_ctx, &c->ctx.brokers[i].info);
@@ -708,16 +856,23 @@ static int on_controller_failover(struct gr_controller *c) {
     if ((rc = delete_isr_notifications(c)) != 0) return rc;
     CINFO(c, "Initializing controller context");
     int64_t states = 0;
-    if ((rc = initialize_context(c, &states)) != 0) return rc;
+    struct gr_ctrl_load_report rep = {0};
+    c->standby_gen++; /* a tick already fired is stale now */
+    if (c->standby_timer) {
+        gr_clock_cancel(c->cfg.clock, c->standby_timer);
+        c->standby_timer = 0;
+    }
+    if ((rc = initialize_context(c, &states, &rep)) != 0) return rc;
+    if (c->cfg.on_context_loaded) c->cfg.on_context_loaded(c->cfg.context_hook_arg, &c->ctx, &rep);
     CINFO(c, "Fetching topic deletions in progress");
     if ((rc = gr_td_init(c->td)) != 0) return rc; /* fetchTopicDeletionsInProgress + topicDeletionManager.init */
     /* UpdateMetadata (brokers only) to all, then the replica and partition state machines */
     if ((rc = gr_ctrl_failover_start_state_machines(&c->sm)) != 0) return rc;
 
     CINFO(c, "Ready to serve as the new controller with epoch %d", c->ctx.epoch);
-    CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states), load time %lld ms",
+    CINFO(c, "ready as controller, epoch %d: %d live brokers, %zu topics, %lld partitions (%lld states), load time %lld ms%s",
           c->ctx.epoch, c->ctx.n_brokers, gr_ctrl_ctx_topic_count(&c->ctx), (long long)gr_ctrl_ctx_partition_count(&c->ctx),
-          (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
+          (long long)states, (long long)(gr_clock_now_ms(c->cfg.clock) - t0), rep.warm ? " (warm start)" : "");
 
     /* initializePartitionReassignments (before tryTopicDeletion); pending preferred replica
      * elections (after) */
@@ -738,7 +893,9 @@ static int process_startup(struct gr_controller *c) {
     bool exists;
     int rc = gr_kzk_watch_exists(c->kzk, CONTROLLER_PATH, &exists);
     if (rc != 0) return rc;
-    return elect(c);
+    rc = elect(c);
+    if (!c->term) schedule_standby_refresh(c, 0); /* the first standby load, right away */
+    return rc;
 }
 
 /* ControllerChange: Kafka only runs maybeResign here. If /controller was rewritten and then deleted
@@ -763,7 +920,7 @@ static int process_register_broker_and_reelect(struct gr_controller *c) {
     bool have_prev = false;
     if (c->cfg.on_new_session) have_prev = c->cfg.on_new_session(c->cfg.hook_arg, &prev);
     int64_t epoch = -1;
-    int rc = gr_kzk_register_broker(c->kzk, &c->broker_info, have_prev ? &prev : NULL, &epoch);
+    int rc = gr_kzk_register_broker(c->kzk, &c->broker_info, &prev, have_prev ? 1 : 0, &epoch);
     if (rc != 0) {
         CERROR(c, "Cannot re-register broker %d in ZooKeeper after a new session: %s", c->cfg.broker_id,
                gr_kzk_strerror(rc));
@@ -923,7 +1080,7 @@ static int process_topic_change(struct gr_controller *c, const struct gr_ctrl_ev
     int64_t after_removal = gr_ctrl_ctx_partition_count(&c->ctx);
     /* Like Kafka, no partition states are read for new topics: onNewPartitionCreation creates
      * them (a state left over in ZooKeeper makes that creation fail, as in Kafka). */
-    rc = load_topics(c, new_topics, n_new);
+    rc = load_topics(c, &c->ctx, new_topics, n_new, true);
     char b1[1024], b2[1024];
     CINFO(c, "New topics: [%s], deleted topics: [%s], new partition replica assignment [%lld partitions]",
           fmt_names(b1, sizeof b1, new_topics, (size_t)n_new),
@@ -1212,6 +1369,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_REPLICA_LEADER_ELECTION: rc = process_replica_leader_election(c, ev); break;
     case GR_EV_UPDATE_FEATURES: rc = gr_ctrl_feature_updates_process(c->kzk, ev, is_active(c)); break;
     case GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION: rc = process_auto_preferred_election(c, ev); break;
+    case GR_EV_STANDBY_REFRESH: rc = process_standby_refresh(c, ev); break;
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
         break;
@@ -1284,6 +1442,7 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     atomic_store(&c->broker_epoch, cfg->broker_epoch);
     atomic_store(&c->epoch, 0);
     gr_ctrl_ctx_init(&c->ctx);
+    gr_ctrl_ctx_init(&c->standby);
     c->sm.controller_id = cfg->broker_id;
     c->sm.ctx = &c->ctx;
     c->sm.kzk = cfg->kzk;
@@ -1322,6 +1481,11 @@ void gr_controller_shutdown(struct gr_controller *c) {
     gr_zk_watches_unregister_session(c->watches, SESSION_HANDLER_NAME);
     gr_zk_watches_unregister_node(c->watches, CONTROLLER_PATH);
     gr_ctrl_events_close(c->em);
+    c->standby_gen++; /* a tick already fired is stale now */
+    if (c->standby_timer) {
+        gr_clock_cancel(c->cfg.clock, c->standby_timer);
+        c->standby_timer = 0;
+    }
     bool was_active = is_active(c);
     int32_t zkv = c->ctx.epoch_zk_version;
     atomic_store(&c->active_id, -1);
@@ -1344,6 +1508,7 @@ void gr_controller_free(struct gr_controller *c) {
     gr_td_free(c->td);
     gr_od_free(c->od);
     gr_ctrl_ctx_release(&c->ctx);
+    gr_ctrl_ctx_release(&c->standby);
     gr_kzk_broker_release(&c->broker_info);
     free(c);
 }

@@ -47,6 +47,15 @@ struct gr_metrics;
 struct gr_config;
 struct gr_ctrl_sender_ops;
 
+/* How a failover's context was loaded (on_context_loaded below; the "ready as controller" log
+ * line). A cold load has warm false and states_confirmed 0. */
+struct gr_ctrl_load_report {
+    bool warm;                 /* started from the standby context */
+    int64_t standby_states;    /* partition states the standby offered */
+    int64_t states_confirmed;  /* of those, proven current by a version check and kept */
+    int64_t states_read;       /* partition states read from ZooKeeper (found or not) */
+};
+
 struct gr_controller_config {
     int32_t broker_id;
     /* The broker's own registration (copied): re-created on every new ZooKeeper session. */
@@ -66,6 +75,17 @@ struct gr_controller_config {
     bool auto_leader_rebalance_enable;
     int64_t leader_imbalance_check_interval_ms;
     bool delete_topic_enable;
+
+    /* Warm standby (gregor.controller.standby.enable / .refresh.ms; docs/ARCHITECTURE.md "Warm
+     * standby controller"): while inactive, keep a standby context (topics, assignments, partition
+     * states with their zkVersions), refreshed every standby_refresh_ms, and at failover start
+     * from it after proving each partition state current. Off: every failover loads cold. */
+    bool standby_enable;
+    int64_t standby_refresh_ms;
+    /* Called on the event thread right after a failover loaded its context (warm or cold), before
+     * anything acts on it; for the simulation's W1 check. May be NULL. */
+    void (*on_context_loaded)(void *arg, struct gr_ctrl_context *ctx, const struct gr_ctrl_load_report *r);
+    void *context_hook_arg;
 
     /* Simulation mode: no event thread; the owner drives gr_ctrl_events_process_one() and the
      * session-expiry callback does not block. */

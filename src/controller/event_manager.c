@@ -107,6 +107,7 @@ static const struct {
     [GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE] = {"TopicUncleanLeaderElectionEnable",
                                                     GR_CS_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE},
     [GR_EV_UPDATE_FEATURES] = {"UpdateFeatures", GR_CS_UPDATE_FEATURES},
+    [GR_EV_STANDBY_REFRESH] = {"StandbyRefresh", GR_CS_IDLE},
     [GR_EV_MOCK] = {"MockEvent", GR_CS_CONTROLLER_CHANGE},
 };
 

@@ -84,6 +84,8 @@ enum gr_ctrl_event_type {
     GR_EV_UNCLEAN_LEADER_ELECTION_ENABLE,
     GR_EV_TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE, /* topic */
     GR_EV_UPDATE_FEATURES,            /* payload */
+    GR_EV_STANDBY_REFRESH,            /* Gregor's: an inactive controller refreshes its standby
+                                       * context (controller.c; no Kafka counterpart) */
     GR_EV_MOCK,                       /* tests: mock_fn(event) is called instead of the processor */
     GR_EV_COUNT
 };

@@ -1,6 +1,6 @@
 /* The transaction coordinator's APIs and lifecycle: see txn_coordinator.h; shared state in
  * txn_internal.h, the id table and storage in txn_state_manager.c, markers in
- * txn_marker_sender.c. */
+ * txn_marker_channel_manager.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -132,14 +132,113 @@ static int16_t check_producer_locked(struct gr_txn_coordinator *tc, const char *
     return GR_KERR_NONE;
 }
 
+/* ---- AddPartitionsToTxn (and AddOffsetsToTxn) ---- */
+
+struct txn_parked {
+    struct txn_parked *next;
+    char *id;
+    int64_t pid;
+    int16_t epoch;
+    int n;
+    char **topics;
+    int32_t *parts;
+    gr_txn_cb cb;
+    void *ctx;
+    int64_t deadline; /* gr_mono_ms */
+};
+
+static void parked_free(struct txn_parked *w) {
+    for (int i = 0; i < w->n; i++) free(w->topics[i]);
+    free(w->topics);
+    free(w->parts);
+    free(w->id);
+    free(w);
+}
+
+static void add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                           const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx,
+                           int64_t deadline);
+
 void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                            const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx) {
+    add_partitions(tc, id, pid, epoch, topics, partitions, n, cb, ctx, 0);
+}
+
+/* Takes the parked requests matching (id, or due at now, or all) off the list. */
+static struct txn_parked *take_parked(struct gr_txn_coordinator *tc, const char *id, int64_t now, bool all) {
+    struct txn_parked *out = NULL, **tail = &out;
+    pthread_mutex_lock(&tc->mu);
+    for (struct txn_parked **pp = &tc->parked; *pp;) {
+        struct txn_parked *w = *pp;
+        if (all || (id ? strcmp(w->id, id) == 0 : w->deadline <= now)) {
+            *pp = w->next;
+            w->next = NULL;
+            *tail = w;
+            tail = &w->next;
+        } else {
+            pp = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&tc->mu);
+    return out;
+}
+
+static void rerun(struct gr_txn_coordinator *tc, struct txn_parked *list, bool shutdown) {
+    while (list) {
+        struct txn_parked *w = list;
+        list = w->next;
+        if (shutdown)
+            w->cb(w->ctx, GR_KERR_NOT_COORDINATOR, w->pid, w->epoch);
+        else
+            add_partitions(tc, w->id, w->pid, w->epoch, (const char *const *)w->topics, w->parts, w->n, w->cb, w->ctx,
+                           w->deadline);
+        parked_free(w);
+    }
+}
+
+void txn_parked_retry(struct gr_txn_coordinator *tc, const char *id) {
+    rerun(tc, take_parked(tc, id, 0, false), false);
+}
+
+void txn_parked_expire(struct gr_txn_coordinator *tc, int64_t now_ms, bool all) {
+    rerun(tc, take_parked(tc, NULL, now_ms, all), all);
+}
+
+/* deadline: when a parked request stops waiting (0: a new request). */
+static void add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
+                           const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx,
+                           int64_t deadline) {
     pthread_mutex_lock(&tc->mu);
     struct txn_meta *m = NULL;
     int32_t ep = -1;
     int16_t err = check_producer_locked(tc, id, pid, epoch, &m, &ep);
     if (err == GR_KERR_NONE && (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT))
         err = GR_KERR_CONCURRENT_TRANSACTIONS;
+    if (err == GR_KERR_CONCURRENT_TRANSACTIONS && !tc->stopping) { /* wait for the previous transaction */
+        int64_t now = gr_mono_ms();
+        if (!deadline) deadline = now + GR_TXN_PARK_MAX_MS;
+        if (now < deadline) {
+            struct txn_parked *w = gr_calloc(1, sizeof *w);
+            w->id = gr_strdup(id);
+            w->pid = pid;
+            w->epoch = epoch;
+            w->n = n;
+            w->topics = gr_calloc((size_t)n + 1, sizeof *w->topics);
+            w->parts = gr_calloc((size_t)n + 1, sizeof *w->parts);
+            for (int i = 0; i < n; i++) {
+                w->topics[i] = gr_strdup(topics[i]);
+                w->parts[i] = partitions[i];
+            }
+            w->cb = cb;
+            w->ctx = ctx;
+            w->deadline = deadline;
+            struct txn_parked **tail = &tc->parked; /* arrival order */
+            while (*tail) tail = &(*tail)->next;
+            *tail = w;
+            pthread_mutex_unlock(&tc->mu);
+            return;
+        }
+    }
     if (err != GR_KERR_NONE) {
         pthread_mutex_unlock(&tc->mu);
         cb(ctx, err, pid, epoch);
@@ -209,12 +308,18 @@ int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t 
     pthread_mutex_lock(&tc->mu);
     int16_t err = txn_part_status_locked(tc, gr_txn_partition_of(tc, id), NULL);
     struct txn_meta *m = err == GR_KERR_NONE ? txn_find_locked(tc, id) : NULL;
-    if (err == GR_KERR_NONE && m && m->pid == pid && epoch < m->epoch)
+    /* Kafka 3.6 handleVerifyPartitionsInTransaction; a pending write is not looked at: the
+     * broker's guard, set before it asked, is cleared by the marker that would follow it */
+    if (err != GR_KERR_NONE)
+        ;
+    else if (!m || m->pid != pid)
+        err = GR_KERR_INVALID_PRODUCER_ID_MAPPING;
+    else if (m->epoch != epoch)
         err = GR_KERR_PRODUCER_FENCED;
-    else if (err == GR_KERR_NONE)
-        err = m && m->pid == pid && m->epoch == epoch && m->state == GR_TXN_ONGOING && txn_has_part(m, topic, partition)
-                  ? GR_KERR_NONE
-                  : GR_KERR_INVALID_TXN_STATE;
+    else if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT)
+        err = GR_KERR_CONCURRENT_TRANSACTIONS; /* retriable: the producer learns the outcome next */
+    else if (m->state != GR_TXN_ONGOING || !txn_has_part(m, topic, partition))
+        err = GR_KERR_INVALID_TXN_STATE;
     pthread_mutex_unlock(&tc->mu);
     return err;
 }
@@ -227,19 +332,14 @@ int gr_txn_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm,
     tc->cfg = *cfg;
     tc->b = b;
     tc->rm = rm;
-    tc->jobs_tail = &tc->jobs;
     pthread_mutex_init(&tc->mu, NULL);
     pthread_cond_init(&tc->cond, NULL);
-    if (pthread_create(&tc->bg, NULL, txn_bg_thread, tc) != 0) {
+    if (txn_markers_start(tc) != 0) { /* before the loader (bg) can queue markers */
         free(tc);
         return -EAGAIN;
     }
-    if (pthread_create(&tc->mk, NULL, txn_marker_thread, tc) != 0) {
-        pthread_mutex_lock(&tc->mu);
-        tc->stopping = true;
-        pthread_cond_broadcast(&tc->cond);
-        pthread_mutex_unlock(&tc->mu);
-        pthread_join(tc->bg, NULL);
+    if (pthread_create(&tc->bg, NULL, txn_bg_thread, tc) != 0) {
+        txn_markers_free(tc);
         free(tc);
         return -EAGAIN;
     }
@@ -256,7 +356,8 @@ void gr_txn_coordinator_shutdown(struct gr_txn_coordinator *tc) {
     pthread_cond_broadcast(&tc->cond);
     pthread_mutex_unlock(&tc->mu);
     pthread_join(tc->bg, NULL);
-    pthread_join(tc->mk, NULL);
+    txn_markers_stop(tc);
+    txn_parked_expire(tc, 0, true);
     tc->started = false;
 }
 
@@ -269,13 +370,7 @@ void gr_txn_coordinator_free(struct gr_txn_coordinator *tc) {
             tc->buckets[b] = m->next;
             txn_meta_free(m);
         }
-    while (tc->jobs) {
-        struct txn_job *j = tc->jobs;
-        tc->jobs = j->next;
-        txn_parts_free(j->parts, j->n);
-        free(j->id);
-        free(j);
-    }
+    txn_markers_free(tc);
     free(tc->parts);
     pthread_mutex_destroy(&tc->mu);
     pthread_cond_destroy(&tc->cond);

@@ -6,16 +6,17 @@
  * PrepareAbort (EndTxn, timeout, fencing) -> CompleteCommit / CompleteAbort (markers written) ->
  * Empty/Ongoing again; Dead on expiry. Every transition is first written to the partition
  * (acks=-1) and applied when the write succeeds; one pending transition per id at a time (else
- * CONCURRENT_TRANSACTIONS). After a Prepare* write, a marker thread sends WriteTxnMarkers to the
- * leaders of every partition of the transaction (retrying until they are written or the
- * coordinator loses the partition), then writes Complete*. A broker that becomes leader of a
+ * CONCURRENT_TRANSACTIONS). After a Prepare* write, the marker channel manager sends WriteTxnMarkers
+ * to the leaders of every partition of the transaction (queues per leader, many transactions per
+ * request, each partition retried on its own until written or the coordinator loses the
+ * partition), then writes Complete* (retried while it fails). A broker that becomes leader of a
  * __transaction_state partition loads it (background thread, COORDINATOR_LOAD_IN_PROGRESS
  * meanwhile) and resumes the markers of Prepare* transactions. __transaction_state itself is
  * created on first use by admin/internal_topics.h.
  *
  * Threading: every gr_txn_* call may come from any thread; one mutex guards the state; storage
  * calls and callbacks run without it. A callback runs exactly once, possibly before the call
- * returns, on the calling, a storage-completion or the marker thread. */
+ * returns, on the calling or a storage-completion thread. */
 #ifndef GR_COORDINATOR_TXN_COORDINATOR_H
 #define GR_COORDINATOR_TXN_COORDINATOR_H
 
@@ -54,9 +55,11 @@ void gr_txn_add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_
                            const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx);
 void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit,
                 gr_txn_cb cb, void *ctx);
-/* KIP-890 part 1: is topic-partition part of the Ongoing transaction of id with (pid, epoch)?
- * NONE; PRODUCER_FENCED for an older epoch of that pid; INVALID_TXN_STATE otherwise; or a
- * coordinator error (NOT_COORDINATOR when this broker does not coordinate id). */
+/* KIP-890 part 1 (Kafka 3.6 handleVerifyPartitionsInTransaction): is topic-partition part of the
+ * Ongoing transaction of id with (pid, epoch)? NONE; INVALID_PRODUCER_ID_MAPPING (no such id or
+ * another pid); PRODUCER_FENCED (another epoch); CONCURRENT_TRANSACTIONS (PrepareCommit or
+ * PrepareAbort); INVALID_TXN_STATE otherwise; or a coordinator error (NOT_COORDINATOR when this
+ * broker does not coordinate id, COORDINATOR_LOAD_IN_PROGRESS). Any thread; never blocks on I/O. */
 int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                          const char *topic, int32_t partition);
 

@@ -1,19 +1,22 @@
 /* Private to the transaction coordinator: shared by txn_coordinator.c (the APIs: Kafka's
  * TransactionCoordinator; lifecycle), txn_state_manager.c (Kafka's TransactionStateManager: the
  * table of transactional ids, writes to __transaction_state, loading/unloading partitions,
- * timeouts and expiry on the background thread) and txn_marker_sender.c (Kafka's
- * TransactionMarkerChannelManager: the marker thread). Nothing outside src/coordinator/txn_*.c
+ * timeouts and expiry on the background thread) and txn_marker_channel_manager.c (Kafka's
+ * TransactionMarkerChannelManager: per-broker marker queues and senders, the Complete* writes and
+ * their retries; its bookkeeping in txn_marker_queue.h). Nothing outside src/coordinator/txn_*.c
  * includes it; the public contract is txn_coordinator.h.
  *
  * Locking (numbered so the code can cite them):
- *  1. tc->mu guards the id table (buckets), parts[], the job queue and stopping; functions named
- *     *_locked need it held.
+ *  1. tc->mu guards the id table (buckets), parts[] and stopping; functions named *_locked need it
+ *     held. The marker channel manager's own mutex (cm->mu) is a leaf under it: txn_markers_*_locked
+ *     take it with tc->mu held; nothing holding cm->mu takes tc->mu.
  *  2. Storage appends (txn_write_issue), metadata-cache lookups, network calls and user callbacks
  *     never run under tc->mu.
- *  3. Asynchronous completions (txn_write_done, marker jobs) look their id up again by name and
- *     check the partition's coordinator epoch: the id may have been unloaded meanwhile.
- * The table owns its struct txn_meta entries (strings and partition arrays malloc'd); a job owns
- * its copies. */
+ *  3. Asynchronous completions (txn_write_done, marker answers, Complete* writes) look their id up
+ *     again by name and check the partition's coordinator epoch: the id may have been unloaded
+ *     meanwhile.
+ * The table owns its struct txn_meta entries (strings and partition arrays malloc'd); the marker
+ * channel manager owns its copies (txn_marker_queue.h). */
 #ifndef GR_COORDINATOR_TXN_INTERNAL_H
 #define GR_COORDINATOR_TXN_INTERNAL_H
 
@@ -57,16 +60,7 @@ struct txn_tpart {
     int32_t epoch;
 };
 
-struct txn_job { /* markers to send, then the Complete* write */
-    struct txn_job *next;
-    char *id;
-    int64_t pid;
-    int16_t epoch;
-    bool commit;
-    int32_t log_part, coord_epoch;
-    int n;
-    struct gr_txn_tp *parts;
-};
+struct txn_marker_channel_manager; /* txn_marker_channel_manager.c */
 
 struct gr_txn_coordinator {
     struct gr_txn_config cfg;
@@ -74,13 +68,14 @@ struct gr_txn_coordinator {
     struct gr_replica_manager *rm;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    pthread_t bg, mk;
+    pthread_t bg;
     bool stopping, started;
     struct txn_meta *buckets[NB];
     struct txn_tpart *parts;
     int32_t nparts;
-    struct txn_job *jobs, **jobs_tail;
+    struct txn_marker_channel_manager *cm;
     int64_t next_abort_check, next_expire_check;
+    struct txn_parked *parked; /* AddPartitionsToTxn waiting for the previous transaction (txn_coordinator.c) */
 };
 
 struct txn_write {
@@ -97,6 +92,22 @@ struct txn_write {
     int16_t last_epoch; /* >= 0: the meta's last_epoch on success (an InitProducerId bump) */
     int64_t last_pid;   /* the meta's last_pid on success */
 };
+
+/* ---- txn_coordinator.c ---- */
+/* An AddPartitionsToTxn / AddOffsetsToTxn that met the producer's previous transaction still
+ * completing (Prepare*, or a write of the id under way) waits, instead of answering
+ * CONCURRENT_TRANSACTIONS at once, until a write of that id completes (txn_parked_retry, from
+ * txn_write_done) or GR_TXN_PARK_MAX_MS passed (txn_parked_expire, from the background thread's
+ * timers): then it runs again and answers what it meets. Kafka answers at once and the client
+ * retries after its back-off (librdkafka 20 ms, Java retry.backoff.ms 100 ms), which was most of
+ * a short transaction's time. Each parked request owns copies of its strings; the client's
+ * connection waits for the answer, so the list is bounded by the connections. */
+#define GR_TXN_PARK_MAX_MS 1000
+struct txn_parked;
+void txn_parked_retry(struct gr_txn_coordinator *tc, const char *id);
+/* Runs again the parked requests whose time is up at now_ms (all: every one, answered
+ * NOT_COORDINATOR: shutdown). Not under mu. */
+void txn_parked_expire(struct gr_txn_coordinator *tc, int64_t now_ms, bool all);
 
 /* ---- txn_state_manager.c ---- */
 struct txn_meta *txn_find_locked(struct gr_txn_coordinator *tc, const char *id);
@@ -119,9 +130,19 @@ struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct
 void txn_write_issue(struct txn_write *w);
 void *txn_bg_thread(void *arg);
 
-/* ---- txn_marker_sender.c ---- */
-/* Queues the markers of m (in Prepare*) for the marker thread. */
-void txn_enqueue_job_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch);
-void *txn_marker_thread(void *arg);
+/* ---- txn_marker_channel_manager.c ---- */
+/* Starts the marker channel manager (sets tc->cm). 0 or -errno. */
+int txn_markers_start(struct gr_txn_coordinator *tc);
+/* Stops its threads (the ones blocked in a call are woken); Complete* writes still in flight may
+ * complete later (their results are then dropped). */
+void txn_markers_stop(struct gr_txn_coordinator *tc);
+/* Stops it if needed and frees it (tc->cm = NULL). */
+void txn_markers_free(struct gr_txn_coordinator *tc);
+/* Queues the markers of m (in Prepare*, written at coordinator epoch coord_epoch) for sending;
+ * Complete* is written once they all are (Kafka's addTxnMarkersToSend). tc->mu held. */
+void txn_markers_add_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch);
+/* __transaction_state partition log_part emigrated (or is reloaded): its queued markers and
+ * Complete* retries are dropped. tc->mu held. */
+void txn_markers_remove_log_part_locked(struct gr_txn_coordinator *tc, int32_t log_part);
 
 #endif

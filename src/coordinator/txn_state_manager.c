@@ -151,11 +151,12 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
             txn_apply_record(m, &w->rec);
             m->last_epoch = w->last_epoch;
             m->last_pid = w->last_pid;
-            if (w->markers) txn_enqueue_job_locked(tc, m, w->coord_epoch);
+            if (w->markers) txn_markers_add_locked(tc, m, w->coord_epoch);
         }
     }
     pthread_mutex_unlock(&tc->mu);
     if (w->cb) w->cb(w->ctx, err == GR_KERR_NONE ? w->ok_error : err, w->rec.producer_id, w->rec.producer_epoch);
+    txn_parked_retry(tc, w->rec.transactional_id); /* an AddPartitionsToTxn waiting for this write */
     gr_txn_record_free(&w->rec);
     free(w->batch);
     free(w);
@@ -292,7 +293,7 @@ static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t
             unsigned h = txn_bucket(m->id);
             m->next = tc->buckets[h];
             tc->buckets[h] = m;
-            if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT) txn_enqueue_job_locked(tc, m, epoch);
+            if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT) txn_markers_add_locked(tc, m, epoch);
             n++;
         }
         tc->parts[p].state = P_OWNED;
@@ -304,6 +305,7 @@ static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t
 }
 
 static void txn_unload_locked(struct gr_txn_coordinator *tc, int32_t p) {
+    txn_markers_remove_log_part_locked(tc, p);
     for (int b = 0; b < NB; b++)
         for (struct txn_meta **pp = &tc->buckets[b]; *pp;) {
             if ((*pp)->log_part == p) {
@@ -350,6 +352,7 @@ static void txn_poll_partitions(struct gr_txn_coordinator *tc) {
 /* Aborts timed-out transactions (fencing the producer: epoch + 1), tombstones expired ids. */
 static void txn_timers(struct gr_txn_coordinator *tc) {
     int64_t now = gr_wall_ms();
+    txn_parked_expire(tc, gr_mono_ms(), false);
     struct txn_write **ws = NULL; /* every timed-out and expired id of the pass (Kafka has no cap) */
     int nw = 0, cap = 0;
     pthread_mutex_lock(&tc->mu);

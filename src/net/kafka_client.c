@@ -68,7 +68,7 @@ void gr_kafka_client_set_default_security(const struct gr_client_security *sec) 
 
 struct gr_kafka_client {
     char *client_id;
-    char *logger;
+    const char *logger; /* the caller's (kafka_client.h) */
     char *prefix; /* log-line prefix */
     int connect_timeout_ms;
     int request_timeout_ms;
@@ -90,7 +90,7 @@ struct gr_kafka_client {
 struct gr_kafka_client *gr_kafka_client_new(const struct gr_kafka_client_config *cfg) {
     struct gr_kafka_client *kc = gr_calloc(1, sizeof *kc);
     kc->client_id = gr_strdup(cfg && cfg->client_id ? cfg->client_id : "gregor");
-    kc->logger = gr_strdup(cfg && cfg->logger ? cfg->logger : "net.kafka_client");
+    kc->logger = cfg && cfg->logger ? cfg->logger : "net.kafka_client"; /* not copied: kafka_client.h */
     if (cfg && cfg->log_prefix) {
         kc->prefix = gr_strdup(cfg->log_prefix);
     } else {
@@ -119,7 +119,6 @@ void gr_kafka_client_free(struct gr_kafka_client *kc) {
     pthread_cond_destroy(&kc->cond);
     pthread_mutex_destroy(&kc->lock);
     free(kc->client_id);
-    free(kc->logger);
     free(kc->prefix);
     free(kc->host);
     sec_release(&kc->sec);

@@ -61,7 +61,10 @@ void gr_kafka_client_set_default_security(const struct gr_client_security *sec);
 
 struct gr_kafka_client_config {
     const char *client_id;      /* request header ClientId (copied); NULL = "gregor" */
-    const char *logger;         /* logger name for this client's log lines (copied); NULL = "net.kafka_client" */
+    /* logger name for this client's log lines; NULL = "net.kafka_client". Not copied: it must live
+     * as long as the process (a LOGGER literal), as per-logger levels key loggers by the name's
+     * address (common/log_controller.h) */
+    const char *logger;
     const char *log_prefix;     /* start of its log lines, e.g. "[ReplicaFetcherThread-0-2]" (copied);
                                  * NULL = "[client_id]" */
     int connect_timeout_ms;     /* connect bound; 0 = 30000, < 0 = none */

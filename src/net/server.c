@@ -48,6 +48,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net/connection_rate.h"
 #include "net/tls.h"
 
 #include <openssl/ssl.h>
@@ -72,6 +73,7 @@ struct listener {
     int fd;
     void *ssl_ctx;  /* SSL_CTX *, one reference; NULL = plaintext */
     int sasl;
+    atomic_int_fast64_t open; /* connections accepted here and not yet closed */
 };
 
 /* epoll_event.data.ptr points at one of these; the kind tells which. */
@@ -108,6 +110,7 @@ struct conn {
     uint32_t events; /* current epoll interest */
     int64_t last_active_ms;
     const char *listener;
+    atomic_int_fast64_t *listener_open; /* its listener's open count */
     char peer[64];
     /* read state: header first, then the body */
     uint8_t hdr[4];
@@ -187,6 +190,19 @@ struct loop {
     int nparked;    /* connections with parked set (loop thread only) */
     uint32_t park_scan; /* where the next unpark scan starts (fairness) */
     bool limit_blocked; /* accepts paused for max.connections (logged once per episode) */
+    /* max.connection.creation.rate: per listener, the accepted connection waiting for its
+     * throttle to end (fd -1: none); the listener is paused meanwhile */
+    struct held_conn {
+        int fd;
+        struct sockaddr_storage ss;
+        int64_t until_ms;
+    } *held;
+    /* connection_creation_rate of an IP: accepted sockets closed unserved at their time */
+    struct delayed_sock {
+        int fd;
+        int64_t close_at_ms;
+        struct delayed_sock *next;
+    } *dsocks;
     /* completion queue */
     pthread_mutex_t mu;
     int wakefd;
@@ -244,13 +260,15 @@ struct gr_net_server {
     struct ip_override *overrides;
     int n_overrides;
     bool track_ip;        /* a per-address limit is configured */
+    struct gr_conn_rate *conn_rate; /* creation rate limits (net/connection_rate.h) */
     atomic_int nconns;    /* open connections, every listener */
     atomic_int nparked;   /* parked connections, every loop */
     pthread_mutex_t ipmu; /* guards ipcounts */
     struct ip_count *ipcounts[IP_BUCKETS];
     /* stats */
     atomic_int_fast64_t st_refused, st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
-        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined;
+        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
+        st_net_idle_us, st_io_idle_us;
 };
 
 /* ---- reference counting and request freeing ---------------------------------------------- */
@@ -262,6 +280,15 @@ static void server_destroy(struct gr_net_server *srv) {
         pthread_rwlock_destroy(&l->fdlock);
         free(l->listener_tags);
         free(l->listener_paused);
+        for (int j = 0; l->held && j < srv->num_listeners; j++)
+            if (l->held[j].fd >= 0) close(l->held[j].fd);
+        free(l->held);
+        while (l->dsocks) {
+            struct delayed_sock *d = l->dsocks;
+            l->dsocks = d->next;
+            close(d->fd);
+            free(d);
+        }
         free(l->slots);
         free(l->free_slots);
     }
@@ -281,6 +308,7 @@ static void server_destroy(struct gr_net_server *srv) {
             free(e);
         }
     pthread_mutex_destroy(&srv->ipmu);
+    gr_conn_rate_free(srv->conn_rate);
     pthread_mutex_destroy(&srv->wmu);
     pthread_cond_destroy(&srv->wcond);
     free(srv);
@@ -369,6 +397,9 @@ void gr_net_config_init(struct gr_net_config *cfg) {
     cfg->queued_max_requests = GR_NET_DEFAULT_QUEUED_MAX_REQUESTS;
     cfg->max_connections = INT32_MAX;
     cfg->max_connections_per_ip = INT32_MAX;
+    cfg->max_connection_creation_rate = GR_CONN_RATE_NONE;
+    cfg->quota_window_num = 11;
+    cfg->quota_window_size_seconds = 1;
 }
 
 /* Adds every address `host` resolves to with limit max. Returns 0 or -1 (cannot resolve). */
@@ -438,6 +469,16 @@ static int check_config(const struct gr_net_config *cfg) {
                  (long long)cfg->socket_request_max_bytes, INT32_MAX);
         return GR_ECONFIG;
     }
+    for (int i = 0; cfg->listener_max_connection_creation_rate && i < cfg->num_listeners; i++)
+        if (cfg->listener_max_connection_creation_rate[i] < 0) {
+            gr_error(LOGGER, "invalid network config: listener.name.%s.max.connection.creation.rate=%d",
+                     cfg->listeners[i].name, cfg->listener_max_connection_creation_rate[i]);
+            return GR_ECONFIG;
+        }
+    if (cfg->max_connection_creation_rate < 0) {
+        gr_error(LOGGER, "invalid network config: max.connection.creation.rate=%d", cfg->max_connection_creation_rate);
+        return GR_ECONFIG;
+    }
     if (cfg->queued_max_requests < 1 || cfg->max_connections < 0 || cfg->max_connections_per_ip < 0) {
         gr_error(LOGGER, "invalid network config: queued.max.requests=%d max.connections=%d max.connections.per.ip=%d",
                  cfg->queued_max_requests, cfg->max_connections, cfg->max_connections_per_ip);
@@ -503,6 +544,8 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         l->wake_tag.kind = OBJ_WAKEUP;
         l->listener_tags = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_tags);
         l->listener_paused = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_paused);
+        l->held = gr_calloc((size_t)srv->num_listeners, sizeof *l->held);
+        for (int j = 0; j < srv->num_listeners; j++) l->held[j].fd = -1;
         for (int j = 0; j < srv->num_listeners; j++) {
             l->listener_tags[j].kind = OBJ_LISTENER;
             l->listener_tags[j].idx = j;
@@ -516,6 +559,9 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         return GR_ECONFIG;
     }
     srv->track_ip = srv->max_per_ip < INT32_MAX || srv->n_overrides > 0;
+    srv->conn_rate = gr_conn_rate_new(srv->num_listeners, srv->protected_listener, cfg->max_connection_creation_rate,
+                                      cfg->listener_max_connection_creation_rate, cfg->quota_window_num,
+                                      (int64_t)cfg->quota_window_size_seconds * 1000);
     *out = srv;
     return 0;
 }
@@ -672,6 +718,7 @@ static void conn_close(struct conn *c) {
     c->next_dead = l->graveyard;
     l->graveyard = c;
     stat_add(&l->srv->st_open, -1);
+    if (c->listener_open) stat_add(c->listener_open, -1);
 }
 
 static void bury_dead(struct loop *l) {
@@ -736,7 +783,14 @@ static void conn_handshake(struct conn *c) {
     }
     c->handshaking = false;
     c->last_active_ms = gr_mono_ms();
-    c->sess->principal = gr_tls_peer_principal(c->tls);
+    char why[512];
+    if (gr_tls_peer_principal(c->tls, &c->sess->principal, why, sizeof why) != 0) {
+        /* Kafka: the principal builder throws, the authentication fails, the channel closes */
+        gr_warn(LOGGER, "closing connection %llu from %s on listener %s: cannot build the principal: %s",
+                (unsigned long long)c->id, c->peer, c->listener, why);
+        conn_close(c);
+        return;
+    }
     char what[128];
     gr_tls_describe(c->tls, what, sizeof what);
     gr_debug(LOGGER, "TLS handshake with %s on listener %s complete (%s, principal %s)", c->peer, c->listener,
@@ -745,10 +799,112 @@ static void conn_handshake(struct conn *c) {
     conn_read(c);
 }
 
+static const char *peer_ip_str(const struct sockaddr_storage *ss) {
+    static __thread char ip[INET6_ADDRSTRLEN];
+    peer_ip((const struct sockaddr *)ss, ip, sizeof ip);
+    return ip;
+}
+
+/* Closes, unserved, an accepted socket whose address is over its connection_creation_rate, at
+ * now + ms (Kafka's DelayedCloseSocket: the client sees its connection accepted, then closed). */
+static void delay_close(struct loop *l, int fd, int64_t at) {
+    struct delayed_sock *d = gr_calloc(1, sizeof *d);
+    d->fd = fd;
+    d->close_at_ms = at;
+    d->next = l->dsocks;
+    l->dsocks = d;
+}
+
+static void close_delayed_socks(struct loop *l, int64_t now) {
+    for (struct delayed_sock **pp = &l->dsocks; *pp;) {
+        struct delayed_sock *d = *pp;
+        if (now < d->close_at_ms) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        close(d->fd);
+        free(d);
+    }
+}
+
+/* Serves an accepted socket (one of max.connections taken for it) on listener idx: the per-IP
+ * limits, then a connection. */
+static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_storage *ss) {
+    struct gr_net_server *srv = l->srv;
+    struct listener *ls = &srv->listeners[idx];
+    char ip[INET6_ADDRSTRLEN];
+    peer_ip((const struct sockaddr *)ss, ip, sizeof ip);
+    int64_t now = gr_mono_ms();
+    int64_t throttle = gr_conn_rate_ip(srv->conn_rate, ip, now);
+    if (throttle > 0) { /* connection_creation_rate of the address (KIP-612) */
+        gr_debug(LOGGER, "Delaying closing of connection from %s for %lld ms (connection_creation_rate)", ip,
+                 (long long)throttle);
+        delay_close(l, fd, now + throttle);
+        atomic_fetch_sub(&srv->nconns, 1);
+        stat_add(&srv->st_refused, 1);
+        return;
+    }
+    int max = srv->track_ip ? ip_take(srv, ip) : -1;
+    if (max >= 0) { /* max.connections.per.ip: Kafka closes it too (TooManyConnectionsException) */
+        gr_info(LOGGER,
+                "closing connection from %s on listener %s: the address already has %d connections "
+                "(max.connections.per.ip)",
+                ip, ls->name, max);
+        close(fd);
+        atomic_fetch_sub(&srv->nconns, 1);
+        stat_add(&srv->st_refused, 1);
+        return;
+    }
+    set_sockopts(fd);
+    struct conn *c = gr_calloc(1, sizeof *c);
+    memcpy(c->ip, ip, sizeof c->ip);
+    c->ip_counted = srv->track_ip;
+    c->tag.kind = OBJ_CONN;
+    c->loop = l;
+    c->id = atomic_fetch_add_explicit(&srv->next_conn_id, 1, memory_order_relaxed);
+    c->fd = fd;
+    c->body_size = -1;
+    c->listener = ls->name;
+    c->listener_open = &ls->open;
+    c->last_active_ms = now;
+    format_addr((const struct sockaddr *)ss, c->peer, sizeof c->peer);
+    c->events = EPOLLIN;
+    if (conn_secure(c, ls) != 0) {
+        close(fd);
+        if (c->ip_counted) ip_release(srv, c->ip);
+        atomic_fetch_sub(&srv->nconns, 1);
+        free(c);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->tag};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        gr_error(LOGGER, "epoll_ctl(ADD) for connection from %s failed: %s", c->peer, strerror(errno));
+        close(fd);
+        gr_tls_free(c->tls);
+        gr_net_session_free(c->sess);
+        if (c->ip_counted) ip_release(srv, c->ip);
+        atomic_fetch_sub(&srv->nconns, 1);
+        free(c);
+        return;
+    }
+    c->slot = slot_alloc(l, c);
+    stat_add(&srv->st_open, 1);
+    stat_add(&ls->open, 1);
+    stat_add(&srv->st_accepted, 1);
+    gr_debug(LOGGER, "accepted connection %llu from %s on listener %s", (unsigned long long)c->id, c->peer, ls->name);
+}
+
+static void pause_listener_until(struct loop *l, int idx, int64_t at) {
+    if (!l->listener_paused[idx] && listener_watch(l, idx, false) == 0) l->listener_paused[idx] = true;
+    if (!l->accept_resume_ms || at < l->accept_resume_ms) l->accept_resume_ms = at;
+}
+
 static void accept_some(struct loop *l, int idx) {
     struct gr_net_server *srv = l->srv;
     struct listener *ls = &srv->listeners[idx];
     for (int n = 0; n < ACCEPTS_PER_WAKEUP; n++) {
+        if (l->held[idx].fd >= 0) return; /* waiting out a creation-rate throttle */
         if (!conn_slot_take(srv, idx)) {
             /* max.connections: stop accepting (Kafka's Acceptor blocks); the backlog holds them */
             if (!l->limit_blocked)
@@ -782,56 +938,23 @@ static void accept_some(struct loop *l, int idx) {
             gr_error(LOGGER, "accept on listener %s failed: %s", ls->name, strerror(errno));
             return;
         }
-        char ip[INET6_ADDRSTRLEN];
-        peer_ip((struct sockaddr *)&ss, ip, sizeof ip);
-        int max = srv->track_ip ? ip_take(srv, ip) : -1;
-        if (max >= 0) { /* max.connections.per.ip: Kafka closes it too (TooManyConnectionsException) */
+        int64_t now = gr_mono_ms();
+        int64_t wait = gr_conn_rate_accept(srv->conn_rate, idx, now);
+        if (wait > 0) {
+            /* max.connection.creation.rate: this connection waits, and the listener with it
+             * (Kafka's Acceptor blocks in waitForConnectionSlot) */
+            /* at most one line per throttle (<= one quota window) per listener and network thread */
             gr_info(LOGGER,
-                    "closing connection from %s on listener %s: the address already has %d connections "
-                    "(max.connections.per.ip)",
-                    ip, ls->name, max);
-            close(fd);
-            atomic_fetch_sub(&srv->nconns, 1);
-            stat_add(&srv->st_refused, 1);
-            continue;
+                    "listener %s over max.connection.creation.rate: the connection from %s waits %lld ms, and "
+                    "accepting with it",
+                    ls->name, peer_ip_str(&ss), (long long)wait);
+            l->held[idx].fd = fd;
+            l->held[idx].ss = ss;
+            l->held[idx].until_ms = now + wait;
+            pause_listener_until(l, idx, now + wait);
+            return;
         }
-        set_sockopts(fd);
-        struct conn *c = gr_calloc(1, sizeof *c);
-        memcpy(c->ip, ip, sizeof c->ip);
-        c->ip_counted = srv->track_ip;
-        c->tag.kind = OBJ_CONN;
-        c->loop = l;
-        c->id = atomic_fetch_add_explicit(&srv->next_conn_id, 1, memory_order_relaxed);
-        c->fd = fd;
-        c->body_size = -1;
-        c->listener = ls->name;
-        c->last_active_ms = gr_mono_ms();
-        format_addr((struct sockaddr *)&ss, c->peer, sizeof c->peer);
-        c->events = EPOLLIN;
-        if (conn_secure(c, ls) != 0) {
-            close(fd);
-            if (c->ip_counted) ip_release(srv, c->ip);
-            atomic_fetch_sub(&srv->nconns, 1);
-            free(c);
-            continue;
-        }
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->tag};
-        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            gr_error(LOGGER, "epoll_ctl(ADD) for connection from %s failed: %s", c->peer,
-                     strerror(errno));
-            close(fd);
-            gr_tls_free(c->tls);
-            gr_net_session_free(c->sess);
-            if (c->ip_counted) ip_release(srv, c->ip);
-            atomic_fetch_sub(&srv->nconns, 1);
-            free(c);
-            continue;
-        }
-        c->slot = slot_alloc(l, c);
-        stat_add(&srv->st_open, 1);
-        stat_add(&srv->st_accepted, 1);
-        gr_debug(LOGGER, "accepted connection %llu from %s on listener %s",
-                 (unsigned long long)c->id, c->peer, ls->name);
+        conn_adopt(l, idx, fd, &ss);
     }
 }
 
@@ -839,6 +962,16 @@ static void resume_accepts(struct loop *l, int64_t now) {
     if (!l->accept_resume_ms || now < l->accept_resume_ms) return;
     l->accept_resume_ms = 0;
     for (int i = 0; i < l->srv->num_listeners; i++) {
+        if (l->held[i].fd >= 0) {
+            if (now < l->held[i].until_ms) { /* still throttled */
+                if (!l->accept_resume_ms || l->held[i].until_ms < l->accept_resume_ms)
+                    l->accept_resume_ms = l->held[i].until_ms;
+                continue;
+            }
+            int fd = l->held[i].fd;
+            l->held[i].fd = -1;
+            conn_adopt(l, i, fd, &l->held[i].ss);
+        }
         if (!l->listener_paused[i]) continue;
         if (listener_watch(l, i, true) == 0 || errno == EEXIST) {
             l->listener_paused[i] = false;
@@ -847,8 +980,13 @@ static void resume_accepts(struct loop *l, int64_t now) {
         /* not watched and no resume time: it would never accept again */
         gr_warn(LOGGER, "cannot watch listener %s again: %s; retried in %d ms", l->srv->listeners[i].name,
                 strerror(errno), ACCEPT_PAUSE_MS);
-        l->accept_resume_ms = now + ACCEPT_PAUSE_MS;
+        if (!l->accept_resume_ms || now + ACCEPT_PAUSE_MS < l->accept_resume_ms) l->accept_resume_ms = now + ACCEPT_PAUSE_MS;
     }
+}
+
+void gr_net_server_set_ip_connection_rates(struct gr_net_server *srv, double dflt, const char *const *ips,
+                                           const double *rates, int n) {
+    if (srv) gr_conn_rate_set_ip_quotas(srv->conn_rate, dflt, ips, rates, n);
 }
 
 /* ---- reading and dispatching --------------------------------------------------------------- */
@@ -1436,10 +1574,12 @@ static void *loop_main(void *arg) {
     int64_t next_scan = gr_mono_ms() + tick;
     while (!atomic_load(&srv->stopping)) {
         int timeout = tick;
-        if (l->delayed_closes) timeout = GR_MIN(timeout, 10);
+        if (l->delayed_closes || l->dsocks) timeout = GR_MIN(timeout, 10);
         if (l->nthrottled > 0) timeout = GR_MIN(timeout, 5);
         if (l->accept_resume_ms) timeout = (int)GR_MIN(timeout, GR_MAX(1, l->accept_resume_ms - gr_mono_ms()));
+        int64_t wait_from = gr_mono_us();
         int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        stat_add(&srv->st_net_idle_us, gr_mono_us() - wait_from);
         if (n > 0) stat_add(&srv->st_wakeups, 1);
         if (n < 0 && errno != EINTR) {
             gr_error(LOGGER, "epoll_wait failed in network thread %d: %s", l->idx, strerror(errno));
@@ -1480,6 +1620,7 @@ static void *loop_main(void *arg) {
         int64_t now = gr_mono_ms();
         resume_accepts(l, now);
         if (l->delayed_closes) close_delayed(l, now);
+        if (l->dsocks) close_delayed_socks(l, now);
         if (l->nthrottled > 0) unmute_throttled(l, now);
         if (l->nparked > 0) unpark_some(l);
         if (srv->idle_ms && now >= next_scan) {
@@ -1536,7 +1677,11 @@ static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), "io");
     for (;;) {
         pthread_mutex_lock(&srv->wmu);
-        while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
+        if (!srv->wq_head && !srv->wstop) {
+            int64_t wait_from = gr_mono_us();
+            while (!srv->wq_head && !srv->wstop) pthread_cond_wait(&srv->wcond, &srv->wmu);
+            stat_add(&srv->st_io_idle_us, gr_mono_us() - wait_from);
+        }
         if (srv->wstop) {
             pthread_mutex_unlock(&srv->wmu);
             return NULL;
@@ -1738,4 +1883,15 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
     out->loop_wakeups = atomic_load_explicit(&s->st_wakeups, memory_order_relaxed);
     out->requests_pipelined = atomic_load_explicit(&s->st_pipelined, memory_order_relaxed);
+    out->network_idle_us = atomic_load_explicit(&s->st_net_idle_us, memory_order_relaxed);
+    out->io_idle_us = atomic_load_explicit(&s->st_io_idle_us, memory_order_relaxed);
+    out->num_network_threads = s->num_loops;
+    out->num_io_threads = s->num_workers;
+}
+
+int gr_net_server_num_listeners(const struct gr_net_server *srv) { return srv->num_listeners; }
+
+int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name) {
+    *name = srv->listeners[i].name;
+    return atomic_load_explicit(&srv->listeners[i].open, memory_order_relaxed);
 }

@@ -146,6 +146,13 @@ struct gr_net_config {
                                  * accept (INFO line) */
     const char *max_connections_per_ip_overrides; /* max.connections.per.ip.overrides, "host:n,..."
                                                    * (host names resolved at start); NULL/"" none */
+    /* KIP-612 (net/connection_rate.h): max.connection.creation.rate (2147483647 = none), and per
+     * listener (NULL: every listener gets the broker-wide value, as Kafka); rates measured over
+     * quota.window.num (11) windows of quota.window.size.seconds (1). */
+    int max_connection_creation_rate;
+    const int *listener_max_connection_creation_rate; /* num_listeners values, or NULL */
+    int quota_window_num;
+    int quota_window_size_seconds;
 };
 
 /* A complete request frame as the handler sees it. All fields are read-only for the handler. */
@@ -190,7 +197,13 @@ struct gr_net_stats {
     int64_t produce_total_us;
     int64_t loop_wakeups; /* epoll_wait returns with at least one event, all network threads */
     int64_t requests_pipelined; /* handed over while another of the connection's was outstanding */
+    /* time the threads spent waiting for work, summed over the threads, in microseconds: network
+     * threads in epoll_wait, I/O threads for a request (Kafka's NetworkProcessorAvgIdlePercent /
+     * RequestHandlerAvgIdlePercent are these over wall time x threads) */
+    int64_t network_idle_us, io_idle_us;
+    int num_network_threads, num_io_threads;
 };
+
 
 struct gr_net_server;
 
@@ -212,6 +225,12 @@ int gr_net_server_start(struct gr_net_server *srv);
  * server has not been started. Any thread. */
 int gr_net_server_port(const struct gr_net_server *srv, int idx);
 
+/* The per-IP connection creation rate quotas (connection_creation_rate of /config/ips/<ip>, dflt
+ * from /config/ips/<default>, < 0 none), replacing the previous ones; any thread
+ * (net/connection_rate.h). */
+void gr_net_server_set_ip_connection_rates(struct gr_net_server *srv, double dflt, const char *const *ips,
+                                           const double *rates, int n);
+
 /* Closes the listeners and every connection, joins the network and I/O threads (waiting for
  * running handler calls), and drops requests not yet given to a handler. Idempotent. Requests
  * still held by other threads may be completed later (contract rule 3). Owning thread only. */
@@ -223,6 +242,10 @@ void gr_net_server_free(struct gr_net_server *srv);
 
 /* Snapshot of the counters (relaxed atomic reads). Any thread. */
 void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *out);
+/* Open connections of listener i (0 <= i < gr_net_server_num_listeners) and its name (owned by
+ * the server, valid until it is freed). Any thread. */
+int gr_net_server_num_listeners(const struct gr_net_server *srv);
+int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name);
 
 /* Completes req with a response frame: buf holds the complete frame INCLUDING the 4-byte size
  * prefix, which must equal len - 4 (otherwise the connection is closed and an ERROR logged, since

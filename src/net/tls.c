@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "net/x500_name.h"
 
 struct gr_tls {
     SSL *ssl;
@@ -148,23 +149,66 @@ bool gr_tls_pending(const struct gr_tls *t) { return SSL_has_pending(t->ssl) == 
 
 const char *gr_tls_error(const struct gr_tls *t) { return t->err[0] ? t->err : "unknown TLS error"; }
 
-char *gr_tls_peer_principal(const struct gr_tls *t) {
-    X509 *cert = SSL_get1_peer_certificate(t->ssl);
-    if (!cert) return NULL;
-    char *out = NULL;
-    BIO *bio = BIO_new(BIO_s_mem());
-    if (bio && X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0,
-                                  XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
-        char *p = NULL;
-        long n = BIO_get_mem_data(bio, &p);
-        out = gr_malloc((size_t)n + 6);
-        memcpy(out, "User:", 5);
-        memcpy(out + 5, p, (size_t)n);
-        out[n + 5] = 0;
+/* ---- the principal of a client certificate ---- */
+
+struct mapper {
+    gr_tls_principal_fn fn;
+    void *arg;
+    void (*free_fn)(void *);
+};
+
+static int mapper_idx = -1;
+static pthread_once_t mapper_once = PTHREAD_ONCE_INIT;
+
+static void mapper_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    struct mapper *m = ptr;
+    if (!m) return;
+    if (m->free_fn) m->free_fn(m->arg);
+    free(m);
+}
+
+static void mapper_index(void) {
+    mapper_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, mapper_free);
+}
+
+int gr_tls_ctx_set_principal_mapper(void *ssl_ctx, gr_tls_principal_fn fn, void *arg, void (*free_fn)(void *)) {
+    pthread_once(&mapper_once, mapper_index);
+    if (mapper_idx < 0) return -1;
+    struct mapper *m = gr_calloc(1, sizeof *m);
+    m->fn = fn;
+    m->arg = arg;
+    m->free_fn = free_fn;
+    struct mapper *old = SSL_CTX_get_ex_data(ssl_ctx, mapper_idx);
+    if (SSL_CTX_set_ex_data(ssl_ctx, mapper_idx, m) != 1) {
+        free(m);
+        return -1;
     }
-    BIO_free(bio);
+    if (old) {
+        if (old->free_fn) old->free_fn(old->arg);
+        free(old);
+    }
+    return 0;
+}
+
+int gr_tls_peer_principal(const struct gr_tls *t, char **principal, char *err, size_t errlen) {
+    *principal = NULL;
+    X509 *cert = SSL_get1_peer_certificate(t->ssl);
+    if (!cert) return 0;
+    char *dn = gr_x500_name_rfc2253(X509_get_subject_name(cert));
     X509_free(cert);
-    return out;
+    if (!dn) {
+        snprintf(err, errlen, "cannot decode the subject of the client certificate");
+        return -1;
+    }
+    pthread_once(&mapper_once, mapper_index);
+    const struct mapper *m = mapper_idx >= 0 ? SSL_CTX_get_ex_data(SSL_get_SSL_CTX(t->ssl), mapper_idx) : NULL;
+    char *name = m ? m->fn(m->arg, dn, err, errlen) : gr_strdup(dn);
+    free(dn);
+    if (!name) return -1;
+    *principal = gr_asprintf("User:%s", name);
+    free(name);
+    return 0;
 }
 
 void gr_tls_describe(const struct gr_tls *t, char *out, size_t outlen) {

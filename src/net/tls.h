@@ -43,9 +43,17 @@ bool gr_tls_pending(const struct gr_tls *t);
 
 /* The reason of the last failure, for log lines. */
 const char *gr_tls_error(const struct gr_tls *t);
-/* "User:<subject DN in RFC 2253 form>" of the verified peer certificate, or NULL without one
- * (Kafka's DefaultKafkaPrincipalBuilder with ssl.principal.mapping.rules=DEFAULT). malloc'd. */
-char *gr_tls_peer_principal(const struct gr_tls *t);
+/* The principal mapping of a server context (ssl.principal.mapping.rules, set up by
+ * security/ssl_ctx.c): fn(arg, dn) returns the malloc'd principal name for a subject DN, or NULL
+ * with a reason in err when the connection must be refused. free_fn(arg) runs when the context is
+ * freed. Without a mapping the name is the DN. Returns 0, or -1 (OpenSSL could not keep it). */
+typedef char *(*gr_tls_principal_fn)(void *arg, const char *dn, char *err, size_t errlen);
+int gr_tls_ctx_set_principal_mapper(void *ssl_ctx, gr_tls_principal_fn fn, void *arg, void (*free_fn)(void *));
+/* The principal of the verified peer certificate, as Kafka's DefaultKafkaPrincipalBuilder builds
+ * it: 0 with *principal = "User:<mapped name of the subject DN>" (malloc'd; the DN in Java's
+ * RFC 2253 form, net/x500_name.h), or NULL without a certificate; -1 when the mapping refuses
+ * the DN (no rule applies), with the reason in err: the connection must be closed. */
+int gr_tls_peer_principal(const struct gr_tls *t, char **principal, char *err, size_t errlen);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384", for log lines. */
 void gr_tls_describe(const struct gr_tls *t, char *out, size_t outlen);
 

@@ -122,6 +122,7 @@ void gr_rm_update_follower(struct gr_replica_manager *rm, struct gr_rm_partition
 
 /* One partition of a leader append (Produce). The caller owns the array and the records and
  * keeps them alive until done() runs. error may be pre-set (then the partition is skipped). */
+struct gr_validator_result;
 struct gr_rm_produce_part {
     char *topic;
     int32_t partition;
@@ -134,6 +135,10 @@ struct gr_rm_produce_part {
                                * the append was a duplicate of a cached idempotent batch */
     int64_t required_offset;  /* private: offset the HW must reach, -1 when not waiting */
     bool coordinator;         /* in: a transaction marker from WriteTxnMarkers (coordinator-origin append) */
+    bool want_record_errors;  /* in: keep the log validator's record errors (Produce v8+) */
+    struct gr_validator_result *validation; /* out: NULL, or (want_record_errors and the log
+                                             * validator refused records) a malloc'd copy of its
+                                             * result that the caller frees */
 };
 typedef void (*gr_rm_produce_done_fn)(void *ctx, struct gr_rm_produce_part *parts, int n);
 

@@ -1037,6 +1037,9 @@ static void append_one(struct gr_replica_manager *rm, struct gr_rm_produce_part 
             err = GR_KERR_KAFKA_STORAGE_ERROR;
         } else {
             err = info.error;
+            if (err != GR_KERR_NONE && pp->want_record_errors && info.validation.record_error_count > 0 &&
+                !pp->validation && (pp->validation = malloc(sizeof *pp->validation)) != NULL)
+                *pp->validation = info.validation;
         }
         if (err == GR_KERR_NONE) {
             pp->base_offset = info.first_offset; /* a duplicate's original offsets */

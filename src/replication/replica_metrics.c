@@ -7,7 +7,8 @@
  *                                     UnderMinIsrPartitionCount
  *                                     (leader, |ISR| < min.insync.replicas),
  *                                     AtMinIsrPartitionCount (leader, |ISR| == min ISR)
- *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr per leader partition
+ *   kafka.cluster:type=Partition      UnderReplicated, UnderMinIsr, AtMinIsr, ReplicasCount,
+ *                                     InSyncReplicasCount per leader partition (as Kafka, leaders only)
  *   kafka.log:type=Log                Size, LogStartOffset, LogEndOffset, NumLogSegments per log
  *   kafka.server:type=DelayedOperationPurgatory  PurgatorySize per delayedOperation (Produce, Fetch)
  *   kafka.log:type=LogManager         OfflineLogDirectoryCount
@@ -94,6 +95,8 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
                     partition_gauge(o, "UnderReplicated", p->topic, p->partition, ur);
                     partition_gauge(o, "UnderMinIsr", p->topic, p->partition, um);
                     partition_gauge(o, "AtMinIsr", p->topic, p->partition, am);
+                    partition_gauge(o, "ReplicasCount", p->topic, p->partition, p->st.nreplicas);
+                    partition_gauge(o, "InSyncReplicasCount", p->topic, p->partition, p->st.nisr);
                 }
             }
             pthread_mutex_unlock(&p->lock);

@@ -153,14 +153,17 @@ int gr_scram_cred_parse(enum gr_scram_mech m, const char *s, struct gr_scram_cre
     return 0;
 }
 
-/* A printable random nonce (no ','), as ScramFormatter.secureRandomString. */
-static void random_nonce(char *out, size_t n) {
+/* A printable random nonce (no ','), as ScramFormatter.secureRandomString. -1 when the random
+ * generator fails (no nonce may then be used). */
+static int random_nonce(char *out, size_t n) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
     uint8_t r[64];
     if (n > sizeof r + 1) n = sizeof r + 1;
-    RAND_bytes(r, (int)(n - 1));
+    out[0] = 0;
+    if (RAND_bytes(r, (int)(n - 1)) != 1) return -1;
     for (size_t i = 0; i + 1 < n; i++) out[i] = alphabet[r[i] % (sizeof alphabet - 1)];
     out[n - 1] = 0;
+    return 0;
 }
 
 /* ---- server ---- */
@@ -225,8 +228,9 @@ static int decode_saslname(const char *s, size_t n, char *out, size_t cap) {
 
 static int server_first(struct gr_scram_server *s, const char *m, size_t n, gr_scram_lookup_fn lookup, void *lctx,
                         uint8_t **out, size_t *out_len, const char **why) {
-    /* gs2-header: [ny],[a=authzid], */
-    if (n < 3 || (m[0] != 'n' && m[0] != 'y') || m[1] != ',') {
+    /* gs2-header: n,[a=authzid], -- Kafka's ClientFirstMessage pattern starts with "n,": "y" (the
+     * client could bind the channel) and "p=" are refused like any malformed message */
+    if (n < 3 || m[0] != 'n' || m[1] != ',') {
         *why = n > 0 && m[0] == 'p' ? "channel binding is not supported" : "invalid client-first message";
         return -EINVAL;
     }
@@ -251,7 +255,7 @@ static int server_first(struct gr_scram_server *s, const char *m, size_t n, gr_s
     if (lookup(lctx, s->mech, s->user, &s->cred) != 0) return *why = "unknown user", -EACCES;
     if (s->cred.iterations < GR_SCRAM_MIN_ITERATIONS) return *why = "credential below the minimum iterations", -EACCES;
     char snonce[33];
-    random_nonce(snonce, sizeof snonce);
+    if (random_nonce(snonce, sizeof snonce) != 0) return *why = "cannot generate a nonce", -EIO;
     s->gs2_header = gr_strndup(m, hl);
     s->client_first_bare = gr_strndup(bare, bl);
     s->nonce = gr_asprintf("%.*s%s", (int)nl, cn, snonce);
@@ -366,7 +370,7 @@ int gr_scram_client_step(struct gr_scram_client *c, const uint8_t *in, size_t in
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
     if (c->state == 0) {
-        random_nonce(c->nonce, sizeof c->nonce);
+        if (random_nonce(c->nonce, sizeof c->nonce) != 0) return -EIO;
         char *u = encode_saslname(c->user);
         c->client_first_bare = gr_asprintf("n=%s,r=%s", u, c->nonce);
         free(u);

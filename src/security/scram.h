@@ -68,7 +68,8 @@ struct gr_scram_client;
 struct gr_scram_client *gr_scram_client_new(enum gr_scram_mech m, const char *user, const char *password);
 void gr_scram_client_free(struct gr_scram_client *c);
 /* First call with in=NULL gives the client-first message; then feed server-first to get
- * client-final; then feed server-final (out NULL) to verify the server. 0 or -EINVAL/-EACCES. */
+ * client-final; then feed server-final (out NULL) to verify the server. 0 or -EINVAL/-EACCES, or
+ * -EIO when no random nonce can be made (RAND_bytes failed). */
 int gr_scram_client_step(struct gr_scram_client *c, const uint8_t *in, size_t in_len, uint8_t **out, size_t *out_len);
 
 /* base64 helpers (standard alphabet, padded). decode returns the length or -1. */

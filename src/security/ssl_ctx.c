@@ -12,6 +12,8 @@
 #include <strings.h>
 
 #include "common/util.h"
+#include "net/tls.h"
+#include "security/ssl_principal_mapper.h"
 
 struct ctx_build {
     SSL_CTX *ctx;
@@ -231,6 +233,14 @@ static int set_ciphers(struct ctx_build *b) {
     return 0;
 }
 
+static char *map_principal(void *arg, const char *dn, char *err, size_t errlen) {
+    return gr_ssl_principal_mapper_name(arg, dn, err, errlen);
+}
+
+static void free_mapper(void *arg) {
+    gr_ssl_principal_mapper_free(arg);
+}
+
 void *gr_ssl_ctx_new(bool server, gr_prop_fn get, void *get_ctx, bool *verify_hostname, char *err, size_t errlen) {
     struct ctx_build b = {.get = get, .get_ctx = get_ctx, .err = err, .errlen = errlen};
     b.ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
@@ -257,9 +267,21 @@ void *gr_ssl_ctx_new(bool server, gr_prop_fn get, void *get_ctx, bool *verify_ho
             return NULL;
         }
         SSL_CTX_set_verify(b.ctx, mode, NULL);
-        /* session resumption across the listener's connections is not needed */
+        /* session resumption across the listener's connections is not needed: no session cache,
+         * no TLS 1.3 tickets and no TLS 1.2 tickets (RFC 5077, SSL_OP_NO_TICKET) */
         SSL_CTX_set_session_cache_mode(b.ctx, SSL_SESS_CACHE_OFF);
         SSL_CTX_set_num_tickets(b.ctx, 0);
+        SSL_CTX_set_options(b.ctx, SSL_OP_NO_TICKET);
+        /* ssl.principal.mapping.rules (KIP-371) */
+        char why[400];
+        struct gr_ssl_principal_mapper *m =
+            gr_ssl_principal_mapper_new(prop(&b, "ssl.principal.mapping.rules"), why, sizeof why);
+        if (!m || gr_tls_ctx_set_principal_mapper(b.ctx, map_principal, m, free_mapper) != 0) {
+            if (m) gr_ssl_principal_mapper_free(m);
+            failf(&b, "ssl.principal.mapping.rules", m ? "cannot attach the rules to the TLS context" : why);
+            SSL_CTX_free(b.ctx);
+            return NULL;
+        }
     } else {
         SSL_CTX_set_verify(b.ctx, SSL_VERIFY_PEER, NULL);
     }

@@ -102,6 +102,9 @@ const char *gr_batch_strerror(int err) {
     case GR_BATCH_ERECORDS: return "malformed record";
     case GR_BATCH_ECONTROL: return "control batch from a client";
     case GR_BATCH_ESEQUENCE: return "producerId set without baseSequence";
+    case GR_BATCH_ECODEC: return "records do not decompress";
+    case GR_BATCH_EINFLATE: return "records decompress beyond the limit";
+    case GR_BATCH_ENOMEM: return "out of memory";
     default: return "unknown batch error";
     }
 }
@@ -114,6 +117,8 @@ int16_t gr_batch_err_kerr(int err) {
     case GR_BATCH_ERECORDS:
     case GR_BATCH_ECONTROL:
     case GR_BATCH_ESEQUENCE: return GR_KERR_INVALID_RECORD;
+    case GR_BATCH_EINFLATE: return GR_KERR_MESSAGE_TOO_LARGE;
+    case GR_BATCH_ENOMEM: return GR_KERR_UNKNOWN_SERVER_ERROR;
     default: return GR_KERR_CORRUPT_MESSAGE;
     }
 }
@@ -177,6 +182,14 @@ static int parse_record(struct cur *c, const struct gr_batch_info *bi, struct gr
     r->Offset = (int64_t)((uint64_t)bi->BaseOffset + (uint64_t)(int64_t)r->OffsetDelta);
     r->Timestamp = (int64_t)((uint64_t)bi->BaseTimestamp + (uint64_t)r->TimestampDelta);
     return 0;
+}
+
+int gr_batch_parse_record(const uint8_t *p, size_t len, const struct gr_batch_info *bi, struct gr_batch_rec_view *rec,
+                          size_t *used) {
+    struct cur c = {p, p + len, 0};
+    if (parse_record(&c, bi, rec) < 0) return GR_BATCH_ERECORDS;
+    *used = (size_t)(c.p - p);
+    return GR_BATCH_OK;
 }
 
 int gr_batch_rec_iter_init(struct gr_batch_rec_iter *it, const uint8_t *batch, size_t len) {

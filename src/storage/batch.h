@@ -80,13 +80,17 @@ enum gr_batch_err {
     GR_BATCH_ERECORDS,    /* a record inside an uncompressed batch is malformed */
     GR_BATCH_ECONTROL,    /* control batch from a client (GR_BATCH_V_CLIENT only) */
     GR_BATCH_ESEQUENCE,   /* producerId set but baseSequence < 0 (GR_BATCH_V_CLIENT only) */
+    GR_BATCH_ECODEC,      /* the records section does not decompress (log_validator.h) */
+    GR_BATCH_EINFLATE,    /* it decompresses to more than the bound (log_validator.h) */
+    GR_BATCH_ENOMEM,      /* no memory to read it */
 };
 
 /* Human-readable name of a gr_batch_err ("CRC mismatch", ...). */
 const char *gr_batch_strerror(int err);
 /* The Kafka error code a broker should return for a validation failure:
  * EOLDMAGIC -> UNSUPPORTED_FOR_MESSAGE_FORMAT; ECOUNT/ERECORDS/ECONTROL/ESEQUENCE ->
- * INVALID_RECORD; everything else -> CORRUPT_MESSAGE; GR_BATCH_OK -> NONE. */
+ * INVALID_RECORD; EINFLATE -> MESSAGE_TOO_LARGE; ENOMEM -> UNKNOWN_SERVER_ERROR; everything
+ * else (ECODEC included) -> CORRUPT_MESSAGE; GR_BATCH_OK -> NONE. */
 int16_t gr_batch_err_kerr(int err);
 
 /* The header fields of one batch, in Kafka's names. */
@@ -219,6 +223,11 @@ struct gr_batch_rec_iter {
 };
 int gr_batch_rec_iter_init(struct gr_batch_rec_iter *it, const uint8_t *batch, size_t len);
 int gr_batch_rec_iter_next(struct gr_batch_rec_iter *it, struct gr_batch_rec_view *rec);
+/* Parses the one record (its length varint first) at p[0..len) into *rec (pointers into p),
+ * with Offset/Timestamp from bi's BaseOffset/BaseTimestamp; *used = its size. GR_BATCH_OK or
+ * GR_BATCH_ERECORDS (malformed, or its length goes past len). */
+int gr_batch_parse_record(const uint8_t *p, size_t len, const struct gr_batch_info *bi, struct gr_batch_rec_view *rec,
+                          size_t *used);
 /* Walks rec->headers: *pos starts at 0; returns 1 per header, 0 at the end, -1 if malformed. */
 int gr_batch_rec_header_next(const struct gr_batch_rec_view *rec, size_t *pos,
                              struct gr_batch_rec_header_view *h);

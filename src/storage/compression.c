@@ -2,6 +2,7 @@
 #include "storage/compression.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <lz4frame.h>
 #include <snappy-c.h>
 #include <stdlib.h>
@@ -210,4 +211,214 @@ int gr_compress(int codec, const uint8_t *in, size_t len, uint8_t **out, size_t 
     *out = o.p;
     *out_len = o.len;
     return 0;
+}
+
+/* ---- streaming decompression (see compression.h) ---- */
+
+/* XXH32 (xxHash, 32-bit), for the LZ4 frame descriptor checksum that Kafka's magic 0 writers
+ * got wrong (KAFKA-3160); liblz4 does not export its copy. */
+static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t xxh32(const uint8_t *p, size_t len, uint32_t seed) {
+    static const uint32_t P1 = 2654435761u, P2 = 2246822519u, P3 = 3266489917u, P4 = 668265263u, P5 = 374761393u;
+    const uint8_t *end = p + len;
+    uint32_t h;
+    if (len >= 16) {
+        uint32_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+        for (; end - p >= 16; p += 16) {
+            v1 = rotl32(v1 + le32(p) * P2, 13) * P1;
+            v2 = rotl32(v2 + le32(p + 4) * P2, 13) * P1;
+            v3 = rotl32(v3 + le32(p + 8) * P2, 13) * P1;
+            v4 = rotl32(v4 + le32(p + 12) * P2, 13) * P1;
+        }
+        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18);
+    } else {
+        h = seed + P5;
+    }
+    h += (uint32_t)len;
+    for (; end - p >= 4; p += 4) h = rotl32(h + le32(p) * P3, 17) * P4;
+    for (; p < end; p++) h = rotl32(h + *p * P5, 11) * P1;
+    h ^= h >> 15;
+    h *= P2;
+    h ^= h >> 13;
+    h *= P3;
+    h ^= h >> 16;
+    return h;
+}
+
+uint8_t gr_lz4_header_checksum(const uint8_t *descriptor, size_t len) { return (uint8_t)(xxh32(descriptor, len, 0) >> 8); }
+
+struct gr_inflater {
+    int codec;
+    const uint8_t *in;
+    size_t len, pos;  /* input and how much of it the codec took */
+    size_t max_out, produced;
+    bool done;        /* the codec's stream ended */
+    z_stream z;
+    LZ4F_dctx *lz4;
+    uint8_t lz4_hdr[19]; /* the frame header with its checksum repaired (GR_INFLATE_LZ4_IGNORE_HC) */
+    size_t lz4_hdr_len, lz4_hdr_pos;
+    ZSTD_DStream *zstd;
+    uint8_t *blk;     /* snappy: the current decompressed block */
+    size_t blk_len, blk_pos;
+    bool xerial;
+};
+
+/* A snappy block's uncompressed size may not exceed this multiple of its compressed size (real
+ * snappy expands at most ~22x: a 3-byte copy tag yields 64 bytes), so a declared length cannot
+ * make us allocate more than the batch justifies. */
+#define SNAPPY_MAX_RATIO 32
+
+/* Repairs the HC byte of an LZ4 frame header (magic 0's broken checksum, which Kafka ignores).
+ * Returns 0, or -EINVAL when the header is not there. */
+static int lz4_fix_header(struct gr_inflater *z) {
+    const uint8_t *in = z->in;
+    if (z->len < 7 || le32(in) != 0x184D2204u) return -EINVAL;
+    size_t desc = 2 + ((in[4] & 0x08) ? 8 : 0) + ((in[4] & 0x01) ? 4 : 0); /* FLG BD [size] [dictID] */
+    if (z->len < 4 + desc + 1) return -EINVAL;
+    memcpy(z->lz4_hdr, in, 4 + desc + 1);
+    z->lz4_hdr[4 + desc] = gr_lz4_header_checksum(in + 4, desc);
+    z->lz4_hdr_len = 4 + desc + 1;
+    z->pos = z->lz4_hdr_len; /* the input continues after the header */
+    return 0;
+}
+
+int gr_inflater_open(struct gr_inflater **out, int codec, const uint8_t *in, size_t len, size_t max_out,
+                     unsigned flags) {
+    *out = NULL;
+    struct gr_inflater *z = calloc(1, sizeof *z);
+    if (!z) return -ENOMEM;
+    z->codec = codec, z->in = in, z->len = len, z->max_out = max_out;
+    int rc = 0;
+    switch (codec) {
+    case GR_CODEC_GZIP:
+        if (inflateInit2(&z->z, 15 + 32) != Z_OK) rc = -ENOMEM;
+        z->z.next_in = (Bytef *)in;
+        z->z.avail_in = (uInt)(len > UINT32_MAX ? UINT32_MAX : len);
+        break;
+    case GR_CODEC_SNAPPY:
+        z->xerial = len >= 16 && memcmp(in, XERIAL_MAGIC, 8) == 0;
+        z->pos = z->xerial ? 16 : 0;
+        break;
+    case GR_CODEC_LZ4:
+        if (LZ4F_isError(LZ4F_createDecompressionContext(&z->lz4, LZ4F_VERSION))) rc = -ENOMEM;
+        else if (flags & GR_INFLATE_LZ4_IGNORE_HC) rc = lz4_fix_header(z);
+        break;
+    case GR_CODEC_ZSTD:
+        z->zstd = ZSTD_createDStream();
+        if (!z->zstd) rc = -ENOMEM;
+        /* the window a frame may ask for: libzstd's default, 128 MiB (windowLog 27), as Kafka's
+         * zstd-jni and this broker's own one-shot reader before; streaming compressors at levels
+         * 20-22 or in long mode declare 32-128 MiB, and refusing those would refuse valid batches
+         * (and stop the cleaner on ones already stored). The window is allocated untouched and
+         * filled only as far as the output goes, which max_out bounds. */
+        else if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zstd, ZSTD_d_windowLogMax, 27))) rc = -ENOMEM;
+        break;
+    default: rc = -EINVAL;
+    }
+    if (rc) {
+        gr_inflater_close(z); /* inflateEnd of a stream whose init failed is a no-op */
+        return rc;
+    }
+    *out = z;
+    return 0;
+}
+
+void gr_inflater_close(struct gr_inflater *z) {
+    if (!z) return;
+    if (z->codec == GR_CODEC_GZIP) inflateEnd(&z->z);
+    if (z->lz4) LZ4F_freeDecompressionContext(z->lz4);
+    if (z->zstd) ZSTD_freeDStream(z->zstd);
+    free(z->blk);
+    free(z);
+}
+
+/* The next snappy block into z->blk. 0, 1 at the end of the input, or an error. */
+static int snappy_next_block(struct gr_inflater *z) {
+    if (z->pos >= z->len) return 1;
+    const uint8_t *b = z->in + z->pos;
+    size_t n = z->len - z->pos;
+    if (z->xerial) {
+        if (n < 4) return -EINVAL;
+        uint32_t bl = gr_be32(b);
+        if (bl > n - 4) return -EINVAL;
+        b += 4, n = bl;
+    }
+    size_t un;
+    if (snappy_uncompressed_length((const char *)b, n, &un) != SNAPPY_OK) return -EINVAL;
+    if (un > n * SNAPPY_MAX_RATIO + 64) return -EINVAL;
+    if (un > z->max_out - z->produced) return -E2BIG;
+    free(z->blk);
+    z->blk = malloc(un ? un : 1);
+    if (!z->blk) return -ENOMEM;
+    size_t got = un;
+    if (snappy_uncompress((const char *)b, n, (char *)z->blk, &got) != SNAPPY_OK) return -EINVAL;
+    z->blk_len = got, z->blk_pos = 0;
+    z->pos = (size_t)(b - z->in) + n;
+    return 0;
+}
+
+ssize_t gr_inflater_read(struct gr_inflater *z, uint8_t *dst, size_t n) {
+    if (n == 0 || z->done) return 0;
+    if (z->produced >= z->max_out) n = 1; /* one byte more says "too big" */
+    else if (n > z->max_out - z->produced) n = z->max_out - z->produced + 1;
+    size_t got = 0;
+    switch (z->codec) {
+    case GR_CODEC_GZIP: {
+        z->z.next_out = dst;
+        z->z.avail_out = (uInt)(n > UINT32_MAX ? UINT32_MAX : n);
+        int zr = inflate(&z->z, Z_NO_FLUSH);
+        got = (size_t)(z->z.next_out - dst);
+        if (zr == Z_STREAM_END) z->done = true;
+        else if (zr != Z_OK && !(zr == Z_BUF_ERROR && z->z.avail_in > 0)) return -EINVAL; /* corrupt or cut short */
+        break;
+    }
+    case GR_CODEC_SNAPPY:
+        while (got == 0) {
+            if (z->blk_pos == z->blk_len) {
+                int rc = snappy_next_block(z);
+                if (rc == 1) {
+                    z->done = true;
+                    break;
+                }
+                if (rc) return rc;
+                continue;
+            }
+            got = z->blk_len - z->blk_pos < n ? z->blk_len - z->blk_pos : n;
+            memcpy(dst, z->blk + z->blk_pos, got);
+            z->blk_pos += got;
+        }
+        break;
+    case GR_CODEC_LZ4:
+        while (got == 0 && !z->done) {
+            const uint8_t *src = z->lz4_hdr_pos < z->lz4_hdr_len ? z->lz4_hdr + z->lz4_hdr_pos : z->in + z->pos;
+            size_t src_len = z->lz4_hdr_pos < z->lz4_hdr_len ? z->lz4_hdr_len - z->lz4_hdr_pos : z->len - z->pos;
+            if (src_len == 0) return -EINVAL; /* the frame is cut short */
+            size_t d = n, s = src_len;
+            size_t hint = LZ4F_decompress(z->lz4, dst, &d, src, &s, NULL);
+            if (LZ4F_isError(hint)) return -EINVAL;
+            if (z->lz4_hdr_pos < z->lz4_hdr_len) z->lz4_hdr_pos += s;
+            else z->pos += s;
+            got = d;
+            if (hint == 0) z->done = true;
+            else if (s == 0 && d == 0) return -EINVAL;
+        }
+        break;
+    case GR_CODEC_ZSTD:
+        while (got == 0 && !z->done) {
+            ZSTD_inBuffer ib = {z->in, z->len, z->pos};
+            ZSTD_outBuffer ob = {dst, n, 0};
+            size_t r = ZSTD_decompressStream(z->zstd, &ob, &ib);
+            if (ZSTD_isError(r)) return -EINVAL;
+            got = ob.pos;
+            if (r == 0) z->done = true;
+            else if (ib.pos == z->pos && ob.pos == 0) return -EINVAL; /* no progress: cut short */
+            z->pos = ib.pos;
+        }
+        break;
+    default: return -EINVAL;
+    }
+    z->produced += got;
+    if (z->produced > z->max_out) return -E2BIG;
+    return (ssize_t)got;
 }

@@ -8,57 +8,47 @@
 #include "common/kerr.h"
 #include "common/util.h"
 #include "storage/batch.h"
+#include "storage/compression.h"
+#include "storage/log_validator.h"
 
-#ifdef GR_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
 #define LEGACY_ATTR_COMPRESSION 0x07
 #define LEGACY_ATTR_LOG_APPEND_TIME 0x08
-#define CODEC_GZIP 1
 #define MAX_INFLATED (64u << 20) /* a decompression bomb stops here */
 
-/* gzip (or zlib) stream -> malloc'd bytes; NULL if not built with zlib, corrupt, or more than
- * max bytes (then *too_big is set). */
-static uint8_t *gunzip(const uint8_t *in, size_t len, size_t max, size_t *out_len, bool *too_big) {
+/* A wrapper message's value (codec 1 gzip, 2 snappy, 3 lz4) -> malloc'd bytes through the
+ * streaming codecs (compression.h); NULL if corrupt, out of memory, or more than max bytes (then
+ * *too_big is set). Magic 0 lz4 wrappers carry a broken frame header checksum, which Kafka
+ * ignores (KAFKA-3160): so do we. */
+static uint8_t *inflate_value(int codec, int magic, const uint8_t *in, size_t len, size_t max, size_t *out_len,
+                              bool *too_big) {
     *too_big = false;
-#ifdef GR_HAVE_ZLIB
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (inflateInit2(&z, 15 + 32) != Z_OK) return NULL;
+    struct gr_inflater *z;
+    if (gr_inflater_open(&z, codec, in, len, max, magic == 0 ? GR_INFLATE_LZ4_IGNORE_HC : 0) != 0) return NULL;
     size_t cap = GR_MIN(len * 4 + 64, max + 1), n = 0;
-    uint8_t *out = gr_malloc(cap);
-    z.next_in = (Bytef *)in;
-    z.avail_in = (uInt)len;
-    int rc = Z_OK;
-    while (rc == Z_OK) {
+    uint8_t *out = malloc(cap);
+    ssize_t got = out ? 1 : -ENOMEM;
+    while (got > 0) {
         if (n == cap) {
-            if (cap > max) { /* one byte more than max inflated: too big */
-                *too_big = true;
+            size_t grown_cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            uint8_t *grown = grown_cap > cap ? realloc(out, grown_cap) : NULL;
+            if (!grown) {
+                got = grown_cap > cap ? -ENOMEM : -E2BIG;
                 break;
             }
-            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            out = gr_realloc(out, cap);
+            out = grown, cap = grown_cap;
         }
-        z.next_out = out + n;
-        z.avail_out = (uInt)(cap - n);
-        rc = inflate(&z, Z_NO_FLUSH);
-        n = cap - z.avail_out;
-        if (rc == Z_BUF_ERROR && z.avail_out > 0) break; /* truncated input */
-        if (rc == Z_BUF_ERROR) rc = Z_OK;               /* needs more room */
+        got = gr_inflater_read(z, out + n, cap - n);
+        if (got > 0) n += (size_t)got;
     }
-    inflateEnd(&z);
-    if (rc == Z_STREAM_END && n > max) *too_big = true;
-    if (rc != Z_STREAM_END || *too_big) {
+    gr_inflater_close(z);
+    if (got < 0) {
+        *too_big = got == -E2BIG;
         free(out);
         return NULL;
     }
     *out_len = n;
     return out;
-#else
-    (void)in, (void)len, (void)max, (void)out_len;
-    return NULL;
-#endif
 }
 
 static uint32_t rd32(const uint8_t *p) {
@@ -149,12 +139,13 @@ static int16_t add_msg(struct up *u, const struct legacy_msg *m, int64_t ts) {
     return GR_KERR_NONE;
 }
 
-/* A gzip wrapper message: its value is a message set of uncompressed messages (Kafka forbids
+/* A compressed wrapper message: its value is a message set of uncompressed messages (Kafka forbids
  * nesting); a LogAppendTime wrapper gives them its timestamp. */
 static int16_t add_wrapper(struct up *u, const struct legacy_msg *w) {
     size_t il;
     bool too_big = false;
-    uint8_t *inner = w->value_len > 0 ? gunzip(w->value, (size_t)w->value_len, MAX_INFLATED - u->inflated, &il, &too_big)
+    uint8_t *inner = w->value_len > 0 ? inflate_value(w->attributes & LEGACY_ATTR_COMPRESSION, w->magic, w->value,
+                                                      (size_t)w->value_len, MAX_INFLATED - u->inflated, &il, &too_big)
                                       : NULL;
     /* one wrapper past the limit is a bomb (corrupt); several together are too large a set */
     if (!inner) return too_big && u->inflated > 0 ? GR_KERR_MESSAGE_TOO_LARGE : GR_KERR_CORRUPT_MESSAGE;
@@ -183,16 +174,14 @@ int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *ou
         struct legacy_msg m;
         if ((err = parse_one(in, len, &pos, &m)) != GR_KERR_NONE) break;
         int codec = m.attributes & LEGACY_ATTR_COMPRESSION;
-        if (codec == 0)
+        if (codec == 0) {
             err = add_msg(&u, &m, m.timestamp);
-#ifdef GR_HAVE_ZLIB
-        else if (codec == CODEC_GZIP) {
+        } else if (codec <= GR_CODEC_LZ4) { /* zstd needs magic 2 (KIP-110) */
             err = u.magic >= 0 && m.magic != u.magic ? GR_KERR_CORRUPT_MESSAGE : add_wrapper(&u, &m);
-            if (source_codec) *source_codec = CODEC_GZIP;
-        }
-#endif
-        else
+            if (source_codec) *source_codec = codec;
+        } else {
             err = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
+        }
     }
     if (err == GR_KERR_NONE && u.n == 0) err = GR_KERR_CORRUPT_MESSAGE;
     if (err == GR_KERR_NONE) *out = gr_batch_build(u.recs, u.n, NULL, out_len);
@@ -262,159 +251,41 @@ static void emit(struct down *d, const struct gr_batch_info *bi, const struct gr
     d->nmsgs++;
 }
 
-/* Converts the records of one uncompressed batch view; returns true if every record converted. */
-static bool emit_batch(struct down *d, const struct gr_batch_info *bi, const uint8_t *batch, size_t blen) {
-    struct gr_batch_rec_iter it;
-    if (gr_batch_rec_iter_init(&it, batch, blen) != GR_BATCH_OK) return true; /* nothing readable: skip */
-    struct gr_batch_rec_view r;
-    while (!d->full && !d->oom && gr_batch_rec_iter_next(&it, &r) == 1) emit(d, bi, &r);
-    return !d->full && !d->oom && it.err == GR_BATCH_OK && it.index >= it.info.RecordCount;
-}
-
-#ifdef GR_HAVE_ZLIB
-/* A window over a gzip records section, inflated as the records are read: [start, end) of buf
- * holds inflated bytes not consumed yet, and start >= GR_BATCH_HEADER_SIZE always, so a batch
- * header fits in front of a record (to read it with gr_batch_rec_iter). Memory: one record. */
-struct zwin {
-    z_stream z;
-    uint8_t *buf;
-    size_t cap, start, end;
-    bool ended; /* the stream is complete */
-    int err;    /* 0, -EINVAL (corrupt, or more than MAX_INFLATED) or -ENOMEM */
-};
-
-/* Makes at least `need` bytes available (fewer only at the end of the stream, or on error). */
-static void zwin_fill(struct zwin *w, size_t need) {
-    while (!w->err && !w->ended && w->end - w->start < need) {
-        if (w->cap - w->start < need) { /* move the unconsumed bytes down, grow if still short */
-            memmove(w->buf + GR_BATCH_HEADER_SIZE, w->buf + w->start, w->end - w->start);
-            w->end -= w->start - GR_BATCH_HEADER_SIZE;
-            w->start = GR_BATCH_HEADER_SIZE;
-            if (w->cap - w->start < need) {
-                size_t cap = GR_BATCH_HEADER_SIZE + (need > 65536 ? need : 65536);
-                uint8_t *grown = realloc(w->buf, cap);
-                if (!grown) {
-                    w->err = -ENOMEM;
-                    return;
-                }
-                w->buf = grown, w->cap = cap;
-            }
-        }
-        w->z.next_out = w->buf + w->end;
-        w->z.avail_out = (uInt)(w->cap - w->end);
-        int rc = inflate(&w->z, Z_NO_FLUSH);
-        w->end = w->cap - w->z.avail_out;
-        if (rc == Z_STREAM_END)
-            w->ended = true;
-        else if ((rc != Z_OK && rc != Z_BUF_ERROR) || (rc == Z_BUF_ERROR && w->z.avail_in == 0))
-            w->err = -EINVAL; /* corrupt, or cut short */
-        if (w->z.total_out > MAX_INFLATED) w->err = -EINVAL;
+/* Converts the records of one batch, compressed or not, read through the log validator's record
+ * stream (log_validator.h): memory is the output and one record, whatever the batch inflates to.
+ * A record is read whole only when its message could fit the room left; records before the
+ * fetch offset, and the first that cannot fit, stream past without being kept. Returns whether
+ * the walk may go on to the next batch. */
+static bool convert_batch(struct down *d, const uint8_t *batch, const struct gr_batch_info *bi) {
+    if (gr_batch_info_compression(bi) == GR_CODEC_ZSTD) { /* Kafka: UnsupportedCompressionType */
+        d->stopped = true;
+        return false;
     }
-}
-
-/* Consumes n bytes (discarding them as they are inflated, without growing the window). */
-static bool zwin_skip(struct zwin *w, size_t n) {
-    while (n > 0) {
-        if (w->end == w->start) zwin_fill(w, n < 65536 ? n : 65536);
-        size_t k = w->end - w->start < n ? w->end - w->start : n;
-        if (k == 0) return false;
-        w->start += k, n -= k;
+    struct gr_record_stream rs;
+    struct gr_batch_rec_view r;
+    gr_record_stream_open(&rs, batch, bi, MAX_INFLATED, 0);
+    for (;;) {
+        size_t limit = d->nmsgs == 0 ? d->first_max : d->max_bytes;
+        size_t room = limit > d->len ? limit - d->len : 0;
+        /* a record's message is never larger than the record plus 26 bytes of legacy framing */
+        if (gr_record_stream_next(&rs, &r, room > SIZE_MAX - 64 ? SIZE_MAX : room + 64) != 1) break;
+        if (r.Offset < d->first_offset) continue; /* before the fetch offset (Kafka's RecordsUtil) */
+        if (!rs.raw) { /* too long to fit */
+            d->full = true;
+            break;
+        }
+        emit(d, bi, &r);
+        if (d->full || d->oom) break;
+    }
+    int err = rs.err;
+    gr_record_stream_close(&rs);
+    if (err == GR_BATCH_ENOMEM) d->oom = true;
+    if (d->full || d->oom) return false;
+    if (err != GR_BATCH_OK) { /* does not read: an error for the client if nothing converted */
+        d->stopped = true;
+        return false;
     }
     return true;
-}
-
-/* A zig-zag varint at p[0..avail) (Kafka's record fields); returns its length, 0 if malformed. */
-static size_t rd_varint(const uint8_t *p, size_t avail, int64_t *v) {
-    uint64_t u = 0;
-    for (size_t i = 0; i < avail && i < 10; i++) {
-        u |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-            return i + 1;
-        }
-    }
-    return 0;
-}
-
-/* One record of the window (its length prefix at start): skips it when before the fetch offset or
- * when its message cannot fit (decided from its first bytes where possible, so neither is
- * inflated into memory), else converts it. Returns false when the batch cannot go on. */
-static bool zwin_record(struct zwin *w, struct down *d, const uint8_t *batch, const struct gr_batch_info *bi) {
-    zwin_fill(w, 5);
-    int64_t len;
-    size_t vl = rd_varint(w->buf + w->start, w->end - w->start, &len);
-    if (vl == 0 || len < 1 || len > (int64_t)MAX_INFLATED) return false;
-    size_t total = vl + (size_t)len;
-    zwin_fill(w, total < 64 ? total : 64); /* attributes, timestamp and offset deltas, key length */
-    const uint8_t *p = w->buf + w->start + vl, *end = w->buf + w->end;
-    int64_t ts_delta, off_delta, klen = -1;
-    size_t n1 = p + 1 <= end ? rd_varint(p + 1, (size_t)(end - p - 1), &ts_delta) : 0;
-    size_t n2 = n1 ? rd_varint(p + 1 + n1, (size_t)(end - p - 1 - n1), &off_delta) : 0;
-    if (n2 == 0) return false;
-    size_t n3 = rd_varint(p + 1 + n1 + n2, (size_t)(end - p - 1 - n1 - n2), &klen);
-    int64_t offset = (int64_t)((uint64_t)bi->BaseOffset + (uint64_t)off_delta);
-    size_t limit = d->nmsgs == 0 ? d->first_max : d->max_bytes;
-    bool too_big = n3 && klen > 0 && (d->len >= limit || (uint64_t)klen + 26 > limit - d->len); /* >= 26 + key */
-    if (offset < d->first_offset) return zwin_skip(w, total);
-    if (too_big) {
-        d->full = true;
-        return false;
-    }
-    zwin_fill(w, total);
-    if (w->end - w->start < total) return false;
-    /* a one-record uncompressed batch in front of the record: the header, count 1, length fixed */
-    uint8_t *hb = w->buf + w->start - GR_BATCH_HEADER_SIZE;
-    memcpy(hb, batch, GR_BATCH_HEADER_SIZE);
-    wr32(hb + 8, (uint32_t)(GR_BATCH_HEADER_SIZE - 12 + total));
-    hb[22] = (uint8_t)(hb[22] & ~GR_BATCH_ATTR_COMPRESSION_MASK);
-    wr32(hb + 57, 1);
-    struct gr_batch_rec_iter it;
-    struct gr_batch_rec_view r;
-    if (gr_batch_rec_iter_init(&it, hb, GR_BATCH_HEADER_SIZE + total) != GR_BATCH_OK ||
-        gr_batch_rec_iter_next(&it, &r) != 1)
-        return false;
-    emit(d, bi, &r);
-    w->start += total;
-    return !d->full && !d->oom;
-}
-#endif
-
-/* A gzip batch, inflated record by record (memory: one record and the output), as far as the
- * limits let messages in. Returns whether the walk may go on to the next batch. */
-static bool emit_gzip_batch(struct down *d, const uint8_t *batch, const struct gr_batch_info *bi) {
-#ifdef GR_HAVE_ZLIB
-    if (gr_batch_info_compression(bi) != CODEC_GZIP || bi->size < GR_BATCH_HEADER_SIZE) {
-        d->stopped = true;
-        return false;
-    }
-    struct zwin w;
-    memset(&w, 0, sizeof w);
-    if (inflateInit2(&w.z, 15 + 32) != Z_OK) {
-        d->oom = true;
-        return false;
-    }
-    w.z.next_in = (Bytef *)(batch + GR_BATCH_HEADER_SIZE);
-    w.z.avail_in = (uInt)(bi->size - GR_BATCH_HEADER_SIZE);
-    w.start = w.end = w.cap = GR_BATCH_HEADER_SIZE;
-    w.buf = malloc(w.cap);
-    if (!w.buf) w.err = -ENOMEM;
-    int32_t i = 0;
-    for (; i < bi->RecordCount && !w.err; i++)
-        if (!zwin_record(&w, d, batch, bi)) break;
-    inflateEnd(&w.z);
-    free(w.buf);
-    if (w.err == -ENOMEM) d->oom = true;
-    if (d->full || d->oom) return false;
-    if (w.err) { /* corrupt or too large: an error for the client if nothing converted */
-        d->stopped = true;
-        return false;
-    }
-    return true; /* every record, or malformed records skipped as in an uncompressed batch */
-#else
-    (void)batch, (void)bi;
-    d->stopped = true;
-    return false;
-#endif
 }
 
 int gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, int64_t first_offset, size_t max_bytes, size_t first_max,
@@ -426,12 +297,7 @@ int gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, int64_t first_offs
     for (size_t pos = 0; pos < len && !d.full && !d.oom;) {
         struct gr_batch_info bi;
         if (gr_batch_parse_header(in + pos, len - pos, &bi) != GR_BATCH_OK) break; /* partial tail */
-        if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL)) {
-            if (gr_batch_info_compression(&bi) == 0)
-                emit_batch(&d, &bi, in + pos, bi.size);
-            else if (!emit_gzip_batch(&d, in + pos, &bi))
-                break;
-        }
+        if (!(bi.Attributes & GR_BATCH_ATTR_CONTROL) && !convert_batch(&d, in + pos, &bi)) break;
         pos += bi.size;
     }
     *stopped_at_compressed = d.stopped;

@@ -11,20 +11,26 @@
  * Up-conversion (Produce): every message becomes a record of one uncompressed v2 batch (offsets
  * 0..n-1 relative, the log assigns the real ones; no producer id); magic 1 keeps its
  * timestamp, magic 0 has none (-1). Checked as Kafka does: CRC (CORRUPT_MESSAGE), sizes and
- * magic consistency (CORRUPT_MESSAGE), at least one message. gzip wrapper messages (built with
- * zlib, GR_HAVE_ZLIB) are inflated and their inner messages converted (a LogAppendTime wrapper
- * gives them its timestamp; nested compression is CORRUPT_MESSAGE); the other codecs (snappy,
- * lz4) get UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is built uncompressed; the caller stores it
- * in the source codec (Kafka's LogValidator keeps a gzip wrapper's codec), reported here.
+ * magic consistency (CORRUPT_MESSAGE), at least one message. gzip, snappy (xerial's framing, as
+ * Java clients write it, or raw) and lz4 wrapper messages are inflated through the streaming
+ * codecs (compression.h; a magic 0 lz4 wrapper's broken header checksum is ignored, as Kafka
+ * does since KAFKA-3160) and their inner messages converted (a LogAppendTime wrapper gives them
+ * its timestamp; nested compression is CORRUPT_MESSAGE); zstd needs magic 2 (KIP-110):
+ * UNSUPPORTED_COMPRESSION_TYPE. The v2 batch is built uncompressed; the caller stores it in the
+ * source codec (Kafka's LogValidator keeps a wrapper's codec), reported here.
  *
- * Down-conversion (Fetch): every record of the uncompressed v2 batches becomes a message of the
- * requested magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of
- * its batch); headers are dropped; control batches (transaction markers) are skipped; gzip
- * batches are inflated (the messages are sent uncompressed). A batch of another codec cannot be
- * converted: conversion stops before it and *stopped_at_compressed is set. The output is bounded
- * (KIP-283's aim: a gzip batch of ~60 KB may hold 64 MB of records): conversion stops before
- * the first message that would take it past the caller's limit, and a gzip batch is inflated
- * only as far as the room left needs (at least one whole record, at most 64 MiB).
+ * Down-conversion (Fetch): every record of the v2 batches becomes a message of the requested
+ * magic with its absolute offset (magic 1: its timestamp, and the LogAppendTime bit of its
+ * batch); headers are dropped; control batches (transaction markers) are skipped. Records are
+ * read through the log validator's record stream (log_validator.h), so gzip, snappy and lz4
+ * batches convert record by record and the messages are sent uncompressed (Kafka recompresses
+ * them in the batch's codec; uncompressed is valid for every old client and needs no legacy lz4
+ * framing). zstd batches cannot be down-converted (Kafka's RecordsUtil: UnsupportedCompression-
+ * TypeException): conversion stops before one, as before a batch that does not read, and
+ * *stopped_at_compressed is set. The output is bounded (KIP-283's aim: a compressed batch of ~60
+ * KB may hold 64 MB of records): conversion stops before the first message that would take it
+ * past the caller's limit; a record is kept in memory only when it could fit (so a record whose
+ * headers alone pass the room stops the conversion, as a record too large would).
  *
  * Pure functions, no allocation but the output buffer (malloc'd, caller frees). */
 #ifndef GR_STORAGE_LEGACY_RECORDS_H
@@ -41,9 +47,9 @@ int gr_records_magic(const uint8_t *p, size_t len);
 uint32_t gr_crc32_ieee(const uint8_t *p, size_t len);
 
 /* Up-converts a legacy message set. Returns a Kafka error (NONE on success, then *out / *out_len
- * hold one uncompressed v2 batch the caller frees, and *source_codec, if not NULL, is 1 when a
- * gzip wrapper was converted, else 0). Memory: the output, and each wrapper's inflated value
- * (at most 64 MiB each) while the batch is built. */
+ * hold one uncompressed v2 batch the caller frees, and *source_codec, if not NULL, is the codec
+ * (1-3) of the wrappers converted, else 0). Memory: the output, and the wrappers' inflated
+ * values (at most 64 MiB together) while the batch is built. */
 int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len, int *source_codec);
 
 /* Down-converts v2 batches (whole batches as a fetch reads them; a trailing partial batch is
@@ -53,8 +59,8 @@ int16_t gr_legacy_to_v2(const uint8_t *in, size_t len, uint8_t **out, size_t *ou
  * that would make the set larger than max_bytes -- or, for the first message, than first_max
  * (max'd with max_bytes; SIZE_MAX: the first message always, as Kafka sends at least one).
  * Returns 0 with *out the malloc'd set the caller frees (NULL and *out_len 0 when nothing
- * converts), or -ENOMEM (*out NULL); never allocates more than the output and one inflated
- * gzip prefix of at most 64 MiB, and checks every allocation. */
+ * converts), or -ENOMEM (*out NULL); never allocates more than the output, one record and a
+ * codec's window, and checks every allocation. */
 int gr_v2_to_legacy(const uint8_t *in, size_t len, int magic, int64_t first_offset, size_t max_bytes, size_t first_max,
                     uint8_t **out, size_t *out_len, bool *stopped_at_compressed);
 

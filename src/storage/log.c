@@ -26,6 +26,7 @@
 #include "storage/txn_index.h"
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"
+#include "storage/log_validator.h"
 #include "storage/segment.h"
 
 #define LOGGER "storage.log"
@@ -758,36 +759,6 @@ static void append_info_init(struct gr_append_info *info) {
     info->log_append_time = -1;
 }
 
-/* Kafka's LogValidator.validateTimestamp for leader appends: a client batch already marked
- * LogAppendTime is refused; with CreateTime and message.timestamp.difference.max.ms set, every
- * record's timestamp (except -1) must lie within that distance of now. Compressed batches
- * (never decompressed here) are checked by their first and max timestamps. Returns
- * INVALID_TIMESTAMP or NONE. */
-static int16_t check_timestamps(const struct gr_plog *log, const uint8_t *buf, size_t len, int64_t now) {
-    int64_t max_diff = log->cfg.timestamp_difference_max_ms;
-    bool check = !log->cfg.log_append_time && max_diff != INT64_MAX;
-    struct gr_batch_iter it;
-    struct gr_batch_info bi;
-    const uint8_t *p;
-    gr_batch_iter_init(&it, buf, len);
-    while (gr_batch_iter_next(&it, &bi, &p) == 1) {
-        if (bi.Attributes & GR_BATCH_ATTR_LOG_APPEND_TIME) return GR_KERR_INVALID_TIMESTAMP;
-        if (!check) continue;
-#define OUT_OF_RANGE(ts) ((ts) != -1 && ((ts) > now ? (ts) - now : now - (ts)) > max_diff)
-        if (gr_batch_info_compression(&bi) != 0) {
-            if (OUT_OF_RANGE(bi.BaseTimestamp) || OUT_OF_RANGE(bi.MaxTimestamp)) return GR_KERR_INVALID_TIMESTAMP;
-            continue;
-        }
-        struct gr_batch_rec_iter ri;
-        struct gr_batch_rec_view rv;
-        if (gr_batch_rec_iter_init(&ri, p, bi.size) != GR_BATCH_OK) continue; /* validated already */
-        while (gr_batch_rec_iter_next(&ri, &rv))
-            if (OUT_OF_RANGE(rv.Timestamp)) return GR_KERR_INVALID_TIMESTAMP;
-#undef OUT_OF_RANGE
-    }
-    return GR_KERR_NONE;
-}
-
 /* message.timestamp.type=LogAppendTime: every batch gets attribute bit 3 and maxTimestamp = now
  * (both inside the CRC, which is recomputed), as Kafka's setMaxTimestamp(LOG_APPEND_TIME, now). */
 static void stamp_log_append_time(uint8_t *buf, size_t len, int64_t now) {
@@ -843,7 +814,8 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
     }
     struct gr_batch_info bi;
     struct gr_batch_summary sum;
-    int err = gr_batch_validate_all(batches, len, coordinator ? 0 : GR_BATCH_V_CLIENT, &sum);
+    /* Headers and CRCs (Kafka's analyzeAndValidateRecords); the records come next. */
+    int err = gr_batch_validate_all(batches, len, (coordinator ? 0 : GR_BATCH_V_CLIENT) | GR_BATCH_V_NO_RECORDS, &sum);
     if (err != GR_BATCH_OK) {
         gr_debug(LOGGER, "rejecting produce to '%s': %s at byte %zu", log->dir, gr_batch_strerror(err), sum.bad_pos);
         info->error = gr_batch_err_kerr(err);
@@ -856,6 +828,29 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         gr_debug(LOGGER, "rejecting produce to '%s': %d record batches for one partition", log->dir, sum.batches);
         info->error = GR_KERR_INVALID_RECORD;
         goto out;
+    }
+    /* Every record, compressed or not (storage/log_validator.h, Kafka's LogValidator): it reads,
+     * its offset delta is its index, a compacted topic's has a key, its CreateTime is within
+     * message.timestamp.difference.max.ms. Nothing is stored otherwise. */
+    int64_t now = gr_wall_ms();
+    gr_batch_parse_header(batches, len, &bi);
+    struct gr_validator_config vc = {.client = !coordinator,
+                                     .compacted = log->cfg.cleanup_compact,
+                                     .log_append_time = log->cfg.log_append_time,
+                                     .max_diff_ms = log->cfg.timestamp_difference_max_ms,
+                                     .now_ms = now,
+                                     .max_inflated = GR_VALIDATOR_MAX_INFLATED};
+    if (gr_log_validate_batch(batches, &bi, &vc, &info->validation) != GR_KERR_NONE) {
+        gr_debug(LOGGER, "rejecting produce to '%s': %s", log->dir, info->validation.message);
+        info->error = info->validation.error;
+        goto out;
+    }
+    /* CreateTime: the batch's maxTimestamp is its records' largest (Kafka's setMaxTimestamp, in
+     * place), so the time index never follows a header's word over its records. */
+    if (!log->cfg.log_append_time && bi.RecordCount > 0 && bi.MaxTimestamp != info->validation.max_timestamp) {
+        gr_put_be64(batches + GR_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)info->validation.max_timestamp);
+        gr_batch_update_crc(batches, bi.size);
+        sum.max_timestamp = info->validation.max_timestamp;
     }
     /* compression.type (Kafka's LogValidator): client batches are stored in the topic's codec;
      * the converted copy replaces `batches` from here on and is freed below. As Kafka, a batch
@@ -880,19 +875,6 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
     if (len > (size_t)log->cfg.segment_bytes) {
         info->error = GR_KERR_RECORD_LIST_TOO_LARGE;
         goto out;
-    }
-    int64_t now = gr_wall_ms();
-    info->error = check_timestamps(log, batches, len, now);
-    if (info->error != GR_KERR_NONE) goto out;
-    if (log->cfg.cleanup_compact) { /* "Compacted topic cannot accept message without key" */
-        struct gr_batch_iter kit;
-        const uint8_t *kp;
-        gr_batch_iter_init(&kit, batches, len);
-        while (gr_batch_iter_next(&kit, &bi, &kp) == 1)
-            if (gr_batch_check_keyed(kp, &bi) == -ENOKEY) {
-                info->error = GR_KERR_INVALID_RECORD;
-                goto out;
-            }
     }
     int64_t next = leo(log);
     info->first_offset = next;
@@ -1395,7 +1377,7 @@ static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t)
         log->unrepl[log->n_unrepl++] = (struct gr_txn_range){t->first_offset, t->last_offset};
     }
     if (!t->aborted) return;
-    int64_t ongoing = gr_pstate_first_ongoing_offset(log->ps);
+    int64_t ongoing = t->first_open_offset;
     struct gr_aborted_txn e = {t->producer_id, t->first_offset, t->last_offset,
                                ongoing >= 0 ? ongoing : t->last_offset + 1, -1};
     /* the file of the marker's own segment (Kafka's), also for a marker replayed at open */
@@ -1448,9 +1430,16 @@ bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, in
     return r;
 }
 
-void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
+uint64_t gr_plog_txn_start_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch) {
     pthread_mutex_lock(&log->mu);
-    gr_pstate_set_verified(log->ps, producer_id, epoch);
+    uint64_t token = gr_pstate_start_verification(log->ps, producer_id, epoch, gr_wall_ms());
+    gr_plog_unlock(log);
+    return token;
+}
+
+void gr_plog_txn_end_verification(struct gr_plog *log, int64_t producer_id, uint64_t token, bool verified) {
+    pthread_mutex_lock(&log->mu);
+    gr_pstate_end_verification(log->ps, producer_id, token, verified);
     gr_plog_unlock(log);
 }
 

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "storage/log_validator.h"
+
 struct gr_plog;
 struct gr_pstate_entry;
 
@@ -148,6 +150,9 @@ struct gr_append_info {
     int64_t log_append_time;   /* -1 (CreateTime), except for a duplicate idempotent batch: its
                                   cached maxTimestamp, as Kafka 2.7 answers (Log.append) */
     int64_t log_start_offset;  /* after the append */
+    struct gr_validator_result validation; /* leader appends: the record-level result (its
+                                              record errors for Produce v8+), when error came
+                                              from the log validator */
 };
 
 /* Leader append of a Produce request's records for this partition.
@@ -155,10 +160,12 @@ struct gr_append_info {
  * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch -- unless
  * the config's compression_type makes the log store a converted copy (storage/recompression.h;
  * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
- * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch validates as a
- * client batch (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
+ * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch's header and CRC
+ * validate as a client batch's (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
  * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), exactly one batch (Kafka 2.7's
- * LogValidator: more than one is INVALID_RECORD), the conversion to compression_type (errors
+ * LogValidator: more than one is INVALID_RECORD), its records, compressed or not, pass the log
+ * validator (log_validator.h: errors and record errors in info->validation; a CreateTime
+ * batch's maxTimestamp is then set to its records' largest), the conversion to compression_type (errors
  * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
  * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded
@@ -314,7 +321,8 @@ int gr_plog_flush_if_due(struct gr_plog *log);
 bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out);
 int gr_plog_producer_count(struct gr_plog *log);
 /* Drops producers idle for producer_id_expiration_ms at now_ms (wall clock); returns how many.
- * Appends also do this every 10 minutes, as Kafka's scheduler does. */
+ * The log manager calls it every 10 minutes for every log (Kafka's
+ * PeriodicProducerExpirationCheck); appends also do it when 10 minutes passed since the last. */
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms);
 
 /* ---- transactions (Kafka 2.7 Log: LSO, aborted transactions; KIP-890 guards) ----
@@ -337,10 +345,12 @@ void gr_plog_txn_hw_moved(struct gr_plog *log, int64_t hw);
 struct gr_aborted_txn;
 int gr_plog_collect_aborted(struct gr_plog *log, int64_t fetch_offset, int64_t upper_bound,
                             struct gr_aborted_txn **out);
-/* KIP-890 (producer_state.h): does a transactional batch of (pid, epoch) need verification; set
- * the guard after the coordinator confirmed. */
+/* KIP-890 (producer_state.h): does a transactional batch of (pid, epoch) need verification;
+ * start one (0: not needed, else the guard's token, set before the coordinator is asked); end
+ * it with the coordinator's answer. */
 bool gr_plog_txn_needs_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch);
-void gr_plog_txn_set_verified(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+uint64_t gr_plog_txn_start_verification(struct gr_plog *log, int64_t producer_id, int16_t epoch);
+void gr_plog_txn_end_verification(struct gr_plog *log, int64_t producer_id, uint64_t token, bool verified);
 
 /* Parses a partition directory name "<topic>-<partition>" (the topic may contain '-'; the
  * partition is the part after the last '-'). Copies the topic into topic[0..topic_size).

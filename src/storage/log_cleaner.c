@@ -46,6 +46,7 @@
 #include "storage/compression.h"
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"
+#include "storage/log_validator.h"
 #include "storage/producer_state.h"
 #include "storage/recompression.h"
 #include "storage/segment.h"
@@ -175,47 +176,28 @@ static int read_batch(int fd, const char *path, int64_t pos, int64_t size, uint8
     return 1;
 }
 
-/* Calls fn for every record of the batch (decompressing if needed) with the record's raw
- * bytes [rs, re). Returns 0 or an error. */
+/* Calls fn for every record of the batch with the record's raw bytes [rs, re), read through the
+ * log validator's record stream (storage/log_validator.h: the one reader of a batch's records,
+ * compressed or not; memory is one record). Returns 0, fn's error, -E2BIG (the records inflate
+ * past MAX_BATCH), -ENOMEM, or GR_ECORRUPT (they do not read). */
 typedef int (*rec_fn)(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re);
 
 static int for_each_record(const uint8_t *b, const struct gr_batch_info *bi, rec_fn fn, void *arg) {
-    uint8_t *view = NULL;
-    size_t vlen = bi->size;
-    const uint8_t *src = b;
-    if (gr_batch_info_compression(bi) != 0) {
-        int rc = gr_batch_inflate(b, bi, MAX_BATCH, &view, &vlen);
-        if (rc) return rc;
-        src = view;
-    }
-    struct gr_batch_rec_iter it;
+    struct gr_record_stream st;
     struct gr_batch_rec_view rv;
-    int rc = gr_batch_rec_iter_init(&it, src, vlen) == GR_BATCH_OK ? 0 : GR_ECORRUPT;
-    const uint8_t *rs = it.p;
-    while (rc == 0 && gr_batch_rec_iter_next(&it, &rv)) {
-        rc = fn(arg, &rv, rs, it.p);
-        rs = it.p;
-    }
-    if (rc == 0 && it.err != GR_BATCH_OK) rc = GR_ECORRUPT;
-    free(view);
+    int rc = 0;
+    gr_record_stream_open(&st, b, bi, MAX_BATCH, 0);
+    while (rc == 0 && gr_record_stream_next(&st, &rv, GR_RECORD_WHOLE) == 1) rc = fn(arg, &rv, st.raw, st.raw + st.raw_len);
+    if (rc == 0 && st.err != GR_BATCH_OK)
+        rc = st.err == GR_BATCH_EINFLATE ? -E2BIG : st.err == GR_BATCH_ENOMEM ? -ENOMEM : GR_ECORRUPT;
+    gr_record_stream_close(&st);
     return rc;
 }
 
 /* A for_each_record error that says nothing about the batch's integrity: its records inflate
- * beyond MAX_BATCH (a highly compressible batch the leader accepted: message.max.bytes bounds the
- * compressed size; Kafka's cleaner streams them) or memory ran out. The batch's CRC was checked. */
+ * beyond MAX_BATCH (a batch written before produce checked the bound) or memory ran out. The
+ * batch's CRC was checked. */
 static bool too_big_to_inflate(int rc) { return rc == -E2BIG || rc == -ENOMEM; }
-
-static int keyed_rec(void *arg, const struct gr_batch_rec_view *rv, const uint8_t *rs, const uint8_t *re) {
-    (void)arg, (void)rs, (void)re;
-    return rv->Key ? 0 : -ENOKEY;
-}
-
-int gr_batch_check_keyed(const uint8_t *b, const struct gr_batch_info *bi) {
-    if (bi->Attributes & GR_BATCH_ATTR_CONTROL) return 0;
-    int rc = for_each_record(b, bi, keyed_rec, NULL);
-    return rc == -ENOKEY ? -ENOKEY : 0; /* unreadable records are validation's business */
-}
 
 /* ---- I/O throttle (Kafka's Throttler: sleep when the rate since the last check is above) ---- */
 

@@ -61,11 +61,6 @@ struct gr_clean_stats {
 int gr_plog_clean(struct gr_plog *log, int64_t first_dirty_checkpoint, const struct gr_cleaner_params *p,
                   struct gr_clean_stats *st);
 
-/* Kafka's LogValidator rule for compacted topics: -ENOKEY when a record of the batch (decompressed
- * if needed) has no key, else 0. */
-struct gr_batch_info;
-int gr_batch_check_keyed(const uint8_t *batch, const struct gr_batch_info *bi);
-
 /* At open: deletes *.cleaned files and completes every <base>.log.swap (replacing the .log
  * segments whose base lies in the swap's offset range). Returns the number of swaps completed or
  * -errno. */

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "storage/checkpoint.h"
 #include "storage/log_cleaner.h"
+#include "storage/producer_state.h"
 #include "storage/fd_cache.h"
 
 #define LOGGER "kafka.log.LogManager"
@@ -516,6 +517,22 @@ static void task_retention(void *ctx, struct gr_lm_log *l) {
     }
 }
 
+struct expire_ctx {
+    int64_t now;
+    int removed;
+};
+
+static void task_expire_producers(void *ctx, struct gr_lm_log *l) {
+    struct expire_ctx *e = ctx;
+    e->removed += gr_plog_remove_expired_producers(l->log, e->now);
+}
+
+int gr_plog_manager_expire_producers(struct gr_plog_manager *lm, int64_t now_ms) {
+    struct expire_ctx e = {now_ms, 0};
+    gr_plog_manager_foreach(lm, task_expire_producers, &e);
+    return e.removed;
+}
+
 static int64_t next_due(int64_t last, int64_t interval) {
     if (interval <= 0 || interval >= INT64_MAX / 4) return INT64_MAX;
     return last + interval;
@@ -526,17 +543,18 @@ static void *lm_thread(void *arg) {
     pthread_setname_np(pthread_self(), "log-manager");
     const struct gr_config *c = lm->cfg;
     int64_t now = gr_mono_ms();
-    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now, t_ls = now;
+    int64_t t_flush = now, t_ret = now, t_rp = now, t_hw = now, t_ls = now, t_pid = now;
     pthread_mutex_lock(&lm->tlock);
     while (!lm->stopping) {
         now = gr_mono_ms();
-        int64_t due[5] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
+        int64_t due[6] = {next_due(t_flush, c->log_flush_scheduler_interval_ms),
                           next_due(t_ret, c->log_retention_check_interval_ms),
                           next_due(t_rp, c->log_flush_offset_checkpoint_interval_ms),
                           next_due(t_hw, c->replica_high_watermark_checkpoint_interval_ms),
-                          next_due(t_ls, c->log_flush_start_offset_checkpoint_interval_ms)};
+                          next_due(t_ls, c->log_flush_start_offset_checkpoint_interval_ms),
+                          next_due(t_pid, GR_PSTATE_EXPIRATION_CHECK_INTERVAL_MS)};
         int64_t first = INT64_MAX;
-        for (int i = 0; i < 5; i++) first = GR_MIN(first, due[i]);
+        for (int i = 0; i < 6; i++) first = GR_MIN(first, due[i]);
         if (first > now && !atomic_load(&lm->cleaner_ckpt_due)) {
             int64_t wait = GR_MIN(first - now, (int64_t)1000);
             struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, wait);
@@ -552,6 +570,10 @@ static void *lm_thread(void *arg) {
             struct retention_ctx rctx = {lm, gr_wall_ms()};
             gr_plog_manager_foreach(lm, task_retention, &rctx);
             t_ret = now;
+        }
+        if (due[5] <= now) {
+            gr_plog_manager_expire_producers(lm, gr_wall_ms());
+            t_pid = now;
         }
         bool rp = due[2] <= now, hw = due[3] <= now, ls = due[4] <= now;
         if (rp || hw || ls) write_checkpoints(lm, (rp ? CK_RECOVERY : 0) | (hw ? CK_HW : 0) | (ls ? CK_LOG_START : 0));

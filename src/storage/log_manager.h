@@ -126,6 +126,12 @@ int gr_plog_manager_count(struct gr_plog_manager *lm);
 /* Calls fn for every open log (with a reference held during the call, no manager lock held). */
 void gr_plog_manager_foreach(struct gr_plog_manager *lm, void (*fn)(void *ctx, struct gr_lm_log *l), void *ctx);
 
+/* Kafka 2.7's PeriodicProducerExpirationCheck, run by the manager's thread every
+ * GR_PSTATE_EXPIRATION_CHECK_INTERVAL_MS (10 min) and callable now (tests): drops the expired
+ * producers (and verification guards) of every log at now_ms (wall clock), idle logs included.
+ * Returns how many producers went. */
+int gr_plog_manager_expire_producers(struct gr_plog_manager *lm, int64_t now_ms);
+
 /* Runs one cleaner round now (tests): cleans the dirtiest eligible log, if any. Returns 1 when a
  * log was cleaned, 0 when none qualified, or -errno. */
 int gr_plog_manager_clean_once(struct gr_plog_manager *lm);

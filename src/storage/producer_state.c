@@ -62,9 +62,17 @@ struct gr_pstate {
     int64_t last_snap_offset;
     gr_pstate_txn_listener txn_listener;
     void *txn_listener_ctx;
-    /* KIP-890 verification guards: (pid, epoch) pairs the coordinator confirmed */
-    struct guard { int64_t pid; int16_t epoch; } *guards;
+    /* Ongoing transactions (Kafka's ongoingTxns TreeMap keyed by first offset): a binary min-heap
+     * of the entries with txn_first_offset >= 0 by that offset; each entry knows its heap index
+     * (heap_idx, -1 when not in it). */
+    struct gr_pstate_entry **heap;
+    int n_heap, cap_heap;
+    /* KIP-890 verification guards, at most one per producer (Kafka 3.6's VerificationStateEntry):
+     * token identifies one verification (a marker that clears the guard makes a later answer of
+     * that verification worthless, ABA included); confirmed once the coordinator said yes. */
+    struct guard { int64_t pid; uint64_t token; int64_t created_ms; int16_t epoch; bool confirmed; } *guards;
     int n_guards, cap_guards;
+    uint64_t next_token;
 };
 
 static _Atomic bool verification_enabled;
@@ -96,6 +104,7 @@ static void entry_init(struct gr_pstate_entry *e, int64_t pid) {
     e->coordinator_epoch = -1;
     e->last_timestamp = -1;
     e->txn_first_offset = -1;
+    e->heap_idx = -1;
 }
 
 static void entry_maybe_update_epoch(struct gr_pstate_entry *e, int16_t epoch) {
@@ -148,18 +157,75 @@ static void grow(struct gr_pstate *ps) {
     ps->cap = cap;
 }
 
+/* ---- ongoing transactions: min-heap by txn_first_offset ---- */
+
+static bool heap_less(const struct gr_pstate *ps, int a, int b) {
+    return ps->heap[a]->txn_first_offset < ps->heap[b]->txn_first_offset;
+}
+
+static void heap_swap(struct gr_pstate *ps, int a, int b) {
+    struct gr_pstate_entry *t = ps->heap[a];
+    ps->heap[a] = ps->heap[b];
+    ps->heap[b] = t;
+    ps->heap[a]->heap_idx = a;
+    ps->heap[b]->heap_idx = b;
+}
+
+static void heap_fix(struct gr_pstate *ps, int i) {
+    while (i > 0 && heap_less(ps, i, (i - 1) / 2)) {
+        heap_swap(ps, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < ps->n_heap && heap_less(ps, l, m)) m = l;
+        if (r < ps->n_heap && heap_less(ps, r, m)) m = r;
+        if (m == i) return;
+        heap_swap(ps, i, m);
+        i = m;
+    }
+}
+
+/* Puts e in, moves it or takes it out of the heap after its txn_first_offset was set. O(log n). */
+static void heap_update(struct gr_pstate *ps, struct gr_pstate_entry *e) {
+    if (e->txn_first_offset >= 0 && e->heap_idx < 0) {
+        if (ps->n_heap == ps->cap_heap) {
+            ps->cap_heap = ps->cap_heap ? ps->cap_heap * 2 : 8;
+            ps->heap = gr_realloc(ps->heap, (size_t)ps->cap_heap * sizeof *ps->heap);
+        }
+        e->heap_idx = ps->n_heap++;
+        ps->heap[e->heap_idx] = e;
+        heap_fix(ps, e->heap_idx);
+    } else if (e->txn_first_offset < 0 && e->heap_idx >= 0) {
+        int i = e->heap_idx;
+        e->heap_idx = -1;
+        if (i != --ps->n_heap) {
+            ps->heap[i] = ps->heap[ps->n_heap];
+            ps->heap[i]->heap_idx = i;
+            heap_fix(ps, i);
+        }
+    } else if (e->heap_idx >= 0) {
+        heap_fix(ps, e->heap_idx);
+    }
+}
+
 /* Stores a copy of e (replacing the entry of the same pid). */
 static void put(struct gr_pstate *ps, const struct gr_pstate_entry *e) {
     struct gr_pstate_entry *cur = find(ps, e->producer_id);
     if (cur) {
+        int idx = cur->heap_idx;
         *cur = *e;
+        cur->heap_idx = idx;
+        heap_update(ps, cur);
         return;
     }
     if ((ps->n + 1) * 4 > ps->cap * 3) grow(ps);
     cur = gr_malloc(sizeof *cur);
     *cur = *e;
+    cur->heap_idx = -1;
     place(ps->slots, ps->cap, cur);
     ps->n++;
+    heap_update(ps, cur);
 }
 
 static void clear_entries(struct gr_pstate *ps) {
@@ -168,6 +234,7 @@ static void clear_entries(struct gr_pstate *ps) {
         ps->slots[i] = NULL;
     }
     ps->n = 0;
+    ps->n_heap = 0;
 }
 
 struct gr_pstate *gr_pstate_new(const char *dir, int64_t expiration_ms) {
@@ -181,6 +248,7 @@ void gr_pstate_free(struct gr_pstate *ps) {
     if (!ps) return;
     clear_entries(ps);
     free(ps->slots);
+    free(ps->heap);
     free(ps->guards);
     free(ps);
 }
@@ -267,19 +335,6 @@ static void guard_clear(struct gr_pstate *ps, int64_t pid) {
     if (i >= 0) ps->guards[i] = ps->guards[--ps->n_guards];
 }
 
-void gr_pstate_set_verified(struct gr_pstate *ps, int64_t producer_id, int16_t epoch) {
-    int i = guard_find(ps, producer_id);
-    if (i < 0) {
-        if (ps->n_guards == ps->cap_guards) {
-            ps->cap_guards = ps->cap_guards ? ps->cap_guards * 2 : 4;
-            ps->guards = gr_realloc(ps->guards, (size_t)ps->cap_guards * sizeof *ps->guards);
-        }
-        i = ps->n_guards++;
-    }
-    ps->guards[i].pid = producer_id;
-    ps->guards[i].epoch = epoch;
-}
-
 bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_id, int16_t epoch) {
     if (!verification_enabled) return false;
     const struct gr_pstate_entry *e = find(ps, producer_id);
@@ -287,13 +342,53 @@ bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_i
     return !(e && e->txn_first_offset >= 0 && e->epoch == epoch);
 }
 
+uint64_t gr_pstate_start_verification(struct gr_pstate *ps, int64_t producer_id, int16_t epoch, int64_t now_ms) {
+    if (!gr_pstate_needs_verification(ps, producer_id, epoch)) return 0;
+    int i = guard_find(ps, producer_id);
+    if (i >= 0 && ps->guards[i].epoch == epoch) return ps->guards[i].token; /* a verification under way */
+    if (i < 0) {
+        if (ps->n_guards == ps->cap_guards) {
+            ps->cap_guards = ps->cap_guards ? ps->cap_guards * 2 : 4;
+            ps->guards = gr_realloc(ps->guards, (size_t)ps->cap_guards * sizeof *ps->guards);
+        }
+        i = ps->n_guards++;
+    }
+    ps->guards[i] = (struct guard){producer_id, ++ps->next_token, now_ms, epoch, false};
+    return ps->guards[i].token;
+}
+
+void gr_pstate_end_verification(struct gr_pstate *ps, int64_t producer_id, uint64_t token, bool verified) {
+    int i = guard_find(ps, producer_id);
+    if (i < 0 || ps->guards[i].token != token) return; /* cleared (a marker) or replaced meanwhile */
+    if (verified) ps->guards[i].confirmed = true;
+    else ps->guards[i] = ps->guards[--ps->n_guards];
+}
+
+int gr_pstate_verification_count(const struct gr_pstate *ps) { return ps->n_guards; }
+
 int64_t gr_pstate_first_ongoing_offset(const struct gr_pstate *ps) {
+    return ps->n_heap ? ps->heap[0]->txn_first_offset : -1;
+}
+
+int gr_pstate_ongoing_count(const struct gr_pstate *ps) { return ps->n_heap; }
+
+bool gr_pstate_check_ongoing(const struct gr_pstate *ps) {
+    int open = 0;
     int64_t m = -1;
     for (size_t i = 0; i < ps->cap; i++) {
         const struct gr_pstate_entry *e = ps->slots[i];
-        if (e && e->txn_first_offset >= 0 && (m < 0 || e->txn_first_offset < m)) m = e->txn_first_offset;
+        if (!e) continue;
+        if (e->txn_first_offset >= 0) {
+            open++;
+            if (m < 0 || e->txn_first_offset < m) m = e->txn_first_offset;
+            if (e->heap_idx < 0 || e->heap_idx >= ps->n_heap || ps->heap[e->heap_idx] != e) return false;
+        } else if (e->heap_idx != -1) {
+            return false;
+        }
     }
-    return m;
+    for (int i = 1; i < ps->n_heap; i++)
+        if (ps->heap[i]->txn_first_offset < ps->heap[(i - 1) / 2]->txn_first_offset) return false;
+    return open == ps->n_heap && m == gr_pstate_first_ongoing_offset(ps);
 }
 
 int gr_pstate_parse_marker(const uint8_t *batch, size_t len, int16_t *type, int32_t *coordinator_epoch) {
@@ -336,7 +431,7 @@ static int16_t stage_marker(struct gr_pstate_append *app, struct gr_pstate_entry
         if (coord_epoch < e->coordinator_epoch) return GR_KERR_TRANSACTION_COORDINATOR_FENCED;
     }
     struct gr_pstate_completed_txn t = {bi->ProducerId, e->txn_first_offset >= 0 ? e->txn_first_offset : bi->BaseOffset,
-                                        bi->BaseOffset, type == GR_CONTROL_ABORT};
+                                        bi->BaseOffset, type == GR_CONTROL_ABORT, -1};
     push_done(app, &t);
     entry_maybe_update_epoch(e, bi->ProducerEpoch);
     e->coordinator_epoch = coord_epoch;
@@ -354,10 +449,12 @@ static int16_t stage_batch(struct gr_pstate *ps, struct gr_pstate_append *app, s
     if (err != GR_KERR_NONE) return err;
     bool txn = (bi->Attributes & GR_BATCH_ATTR_TRANSACTIONAL) != 0;
     if (e->txn_first_offset >= 0 && !txn && origin == GR_PSTATE_CLIENT) return GR_KERR_INVALID_TXN_STATE;
-    if (txn && origin == GR_PSTATE_CLIENT && verification_enabled && e->txn_first_offset < 0) {
-        /* KIP-890: starting a transaction here needs the coordinator's confirmation */
+    if (txn && origin != GR_PSTATE_REPLICATION && verification_enabled && e->txn_first_offset < 0) {
+        /* KIP-890: starting a transaction here needs the coordinator's confirmation (Kafka 3.7
+         * checks the coordinator's own transactional offset commits too) */
         int g = guard_find(ps, bi->ProducerId);
-        if (g < 0 || ps->guards[g].epoch != bi->ProducerEpoch) return GR_KERR_INVALID_TXN_STATE;
+        if (g < 0 || ps->guards[g].epoch != bi->ProducerEpoch || !ps->guards[g].confirmed)
+            return GR_KERR_INVALID_TXN_STATE;
         push_consumed(app, bi->ProducerId);
     }
     entry_add_batch(e, bi->ProducerEpoch, incr_seq(bi->BaseSequence, bi->LastOffsetDelta), last_offset,
@@ -413,6 +510,20 @@ void gr_pstate_commit(struct gr_pstate *ps, struct gr_pstate_append *app, int64_
     for (int i = 0; i < app->n; i++) put(ps, &app->next[i]);
     ps->last_map_offset = map_end;
     for (int i = 0; i < app->n_consumed; i++) guard_clear(ps, app->consumed[i]);
+    /* The transactions open at a marker's moment are those still open after the whole append
+     * plus those a later marker of the same append ended (a follower's or replay's append holds
+     * many batches): the heap alone, read after the puts, misses the latter, and an index entry
+     * claiming nothing was open below its marker made the fetch's aborted-transaction scan stop
+     * early (a read_committed consumer then delivered aborted records). Transactions that
+     * started after the marker count too, as in Kafka (startedTransactions are added first);
+     * a lower value is always safe. */
+    int64_t later = -1;
+    for (int i = app->n_done - 1; i >= 0; i--) {
+        int64_t open = gr_pstate_first_ongoing_offset(ps);
+        if (later >= 0 && (open < 0 || later < open)) open = later;
+        app->done[i].first_open_offset = open;
+        if (later < 0 || app->done[i].first_offset < later) later = app->done[i].first_offset;
+    }
     for (int i = 0; i < app->n_done; i++) {
         guard_clear(ps, app->done[i].producer_id);
         if (ps->txn_listener) ps->txn_listener(ps->txn_listener_ctx, &app->done[i]);
@@ -434,6 +545,12 @@ static bool expired(const struct gr_pstate *ps, const struct gr_pstate_entry *e,
 }
 
 int gr_pstate_remove_expired(struct gr_pstate *ps, int64_t now_ms) {
+    /* verification guards whose produce never came (Kafka 3.6 drops VerificationStateEntries
+     * after the producer expiration time too) */
+    for (int i = 0; i < ps->n_guards;) {
+        if (now_ms - ps->guards[i].created_ms >= ps->expiration_ms) ps->guards[i] = ps->guards[--ps->n_guards];
+        else i++;
+    }
     int removed = 0;
     for (size_t i = 0; i < ps->cap; i++) {
         if (ps->slots[i] && expired(ps, ps->slots[i], now_ms)) {

@@ -54,6 +54,10 @@ struct gr_pstate_completed_txn {
     int64_t first_offset; /* first offset of the transaction (the marker's own if none was open) */
     int64_t last_offset;  /* the marker's offset */
     bool aborted;
+    /* Set by gr_pstate_commit before the listener runs: the smallest first offset of the other
+     * transactions open when this marker was appended (-1 none), for the .txnindex entry's
+     * last_stable_offset (Kafka's ProducerStateManager.lastStableOffset(completedTxn)). */
+    int64_t first_open_offset;
 };
 
 /* Called by gr_pstate_commit for every transaction a committed append ended, after the state
@@ -63,19 +67,34 @@ void gr_pstate_set_txn_listener(struct gr_pstate *ps, gr_pstate_txn_listener fn,
 
 /* KIP-890 part 1 (Kafka 3.6; stricter than 2.7). Process-wide switch, off by default (unit tests
  * that append transactional batches directly); gregord turns it on from
- * transaction.partition.verification.enable. When on, a CLIENT transactional data batch of a
- * producer with no open transaction on this partition is INVALID_TXN_STATE unless a
- * verification guard for (producer, epoch) was set: the broker sets one after the transaction
- * coordinator confirmed the partition is part of the producer's ongoing transaction. The first
- * transactional batch consumes the guard; a marker of the producer clears it. */
+ * transaction.partition.verification.enable. When on, a transactional data batch (CLIENT or
+ * COORDINATOR origin: Produce, and the transactional offsets TxnOffsetCommit writes) of a
+ * producer with no open transaction on this partition is INVALID_TXN_STATE unless a confirmed
+ * verification guard for (producer, epoch) is there. The broker starts a guard before it asks
+ * the transaction coordinator and confirms it with the coordinator's yes; the first
+ * transactional batch consumes it, a marker of the producer clears it (so the answer of a
+ * verification that raced with the end of the transaction is worthless: Kafka's
+ * VerificationGuard). */
 void gr_pstate_set_verification_enabled(bool on);
 bool gr_pstate_verification_enabled(void);
-void gr_pstate_set_verified(struct gr_pstate *ps, int64_t producer_id, int16_t epoch);
 /* Does a transactional batch of (producer_id, epoch) need coordinator verification first
  * (verification on, and no open transaction of that producer at that epoch here)? */
 bool gr_pstate_needs_verification(const struct gr_pstate *ps, int64_t producer_id, int16_t epoch);
-/* Smallest first offset of an open transaction, -1 if none (for the LSO). */
+/* Kafka's maybeStartTransactionVerification: 0 if no verification is needed, else the token of
+ * the producer's guard (a new unconfirmed one, or the one of a verification of the same epoch
+ * already under way; a guard of another epoch is replaced). */
+uint64_t gr_pstate_start_verification(struct gr_pstate *ps, int64_t producer_id, int16_t epoch, int64_t now_ms);
+/* The coordinator answered the verification of token: confirms the guard (verified) or drops it.
+ * Nothing happens if the guard was cleared or replaced meanwhile (the append then refuses). */
+void gr_pstate_end_verification(struct gr_pstate *ps, int64_t producer_id, uint64_t token, bool verified);
+int gr_pstate_verification_count(const struct gr_pstate *ps);
+/* Smallest first offset of an open transaction, -1 if none (for the LSO). O(1): open
+ * transactions are kept in a min-heap by first offset (Kafka's ongoingTxns), updated in
+ * O(log n) when an append opens or a marker ends one. */
 int64_t gr_pstate_first_ongoing_offset(const struct gr_pstate *ps);
+int gr_pstate_ongoing_count(const struct gr_pstate *ps);
+/* Tests: do the heap and the producers agree (every open transaction in it, the minimum right)? */
+bool gr_pstate_check_ongoing(const struct gr_pstate *ps);
 /* Parses a control batch's first record: *type (GR_CONTROL_*) and *coordinator_epoch (-1 if the
  * value is absent). Returns 0 or -EINVAL. */
 int gr_pstate_parse_marker(const uint8_t *batch, size_t len, int16_t *type, int32_t *coordinator_epoch);
@@ -99,6 +118,8 @@ struct gr_pstate_entry {
     int32_t coordinator_epoch;  /* -1 */
     int64_t last_timestamp;     /* -1 */
     int64_t txn_first_offset;   /* -1: no open transaction */
+    int32_t heap_idx;           /* private to producer_state.c: position among the open
+                                 * transactions (-1 none); meaningless in copies */
     int n;
     struct gr_pstate_batch batches[GR_PSTATE_BATCHES_TO_RETAIN];
 };
@@ -157,7 +178,9 @@ bool gr_pstate_lookup(const struct gr_pstate *ps, int64_t producer_id, struct gr
 
 /* ---- expiry ---- */
 /* Drops producers with no open transaction whose last_timestamp is expiration_ms or more before
- * now_ms (Kafka's removeExpiredProducers). Returns how many went. */
+ * now_ms (Kafka's removeExpiredProducers), and verification guards started that long ago.
+ * Returns how many producers went. The log runs it on appends and the log manager every
+ * GR_PSTATE_EXPIRATION_CHECK_INTERVAL_MS (Kafka's PeriodicProducerExpirationCheck). */
 int gr_pstate_remove_expired(struct gr_pstate *ps, int64_t now_ms);
 
 /* ---- snapshots ---- */

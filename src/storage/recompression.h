@@ -3,15 +3,16 @@
  * "uncompressed", "gzip", "snappy", "lz4" and "zstd" rewrite each v2 batch whose codec differs
  * (a batch already in the target codec is kept byte for byte): its records section is
  * decompressed (bounded by GR_RECOMPRESSION_MAX_INFLATED, against decompression bombs), its
- * records checked as an uncompressed client batch's (batch.h, GR_BATCH_V_CLIENT), then
+ * records checked as an uncompressed client batch's (batch.h, GR_BATCH_V_CLIENT; the log
+ * validator, log_validator.h, has read them already on the leader's path), then
  * compressed with the target codec (or left plain). The header is copied: offsets, timestamps,
  * producer id/epoch/base sequence, record count and the attribute bits other than 0-2 are
  * unchanged (so producer-state duplicate detection, which reads headers only, is unaffected);
  * only attributes bits 0-2, batchLength and the CRC-32C are rewritten. Record bytes are copied
  * unchanged.
  *
- * Only leader appends of client batches use this (storage/log.c, gr_plog_append_as_leader);
- * the log cleaner uses gr_batch_inflate.
+ * Only leader appends of client batches and Produce v0-v2 up-conversion use this (storage/log.c,
+ * api/handle_produce.c); the cleaner reads records through the log validator's record stream.
  * Followers, log recovery and the cleaner keep what they get; coordinator appends (group
  * offsets, transaction markers) are not recompressed.
  *
@@ -42,7 +43,8 @@ int gr_compression_type_parse(const char *v);
  * BatchLength and the codec bits fixed, then the decompressed records (at most max_inflated
  * bytes). The CRC is not recomputed (gr_batch_rec_iter does not check it; gr_batch_update_crc
  * makes the view a valid batch). Returns 0 with a gr_malloc'd *out the caller frees, or
- * gr_decompress's error. Used here and by the log cleaner. */
+ * gr_decompress's error. Used here, by the time index look-up (segment.c) and by coordinator
+ * record reads. */
 int gr_batch_inflate(const uint8_t *b, const struct gr_batch_info *bi, size_t max_inflated, uint8_t **out,
                      size_t *out_len);
 

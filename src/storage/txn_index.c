@@ -224,7 +224,10 @@ int gr_txn_index_collect(const struct gr_txn_index *ti, int64_t fetch_offset, in
             if (k < max) out[k++] = *e;
             t++;
         }
-        if (e->last_stable_offset >= upper_bound) break;
+        /* Kafka stops after an entry whose last stable offset is >= upper_bound; earlier Gregor
+         * versions could write that value too high (for a marker whose follower append also ended
+         * another transaction), so every overlapping entry is collected instead: the
+         * exact set, whatever the files say (the scan covers every entry anyway). */
     }
     if (total) *total = t;
     return k;

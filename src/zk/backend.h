@@ -252,6 +252,12 @@ struct gr_zk_real_config {
      * /delegation_token/tokens). Needs digest_auth. */
     bool secure_acls;
     const char *digest_auth;        /* "user:password" added with the digest scheme, or NULL */
+    /* may be NULL; else, as Kafka's ZooKeeperClient / SessionExpireListener register them:
+     * kafka.server:type=ZooKeeperClientMetrics,name=ZooKeeperRequestLatencyMs (a histogram of
+     * each request's time to its answer) and kafka.server:type=SessionExpireListener meters
+     * ZooKeeper{SyncConnects,Disconnects,Expires,AuthFailures}PerSec marked on session events.
+     * Must outlive the backend. */
+    struct gr_metrics *metrics;
 };
 
 /* Connects (creating the chroot path first if the connect string has one and it is missing),

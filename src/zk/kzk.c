@@ -557,13 +557,14 @@ int gr_kzk_generate_broker_sequence_id(struct gr_kzk *k, int32_t *seq) {
 /* ---- brokers ---- */
 
 int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
-                           const struct gr_zsession *prev, int64_t *broker_epoch) {
+                           const struct gr_zsession *prevs, int nprev, int64_t *broker_epoch) {
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", info->id);
     size_t len;
     char *json = gr_kzk_broker_encode(info, &len);
     int out = GR_EZK;
-    bool killed_prev = false;
+    uint64_t closed = 0; /* bit i: prevs[i] closed already */
+    if (nprev > 64) nprev = 64;
     for (int attempt = 0; attempt < 5; attempt++) {
         struct gr_zop ops[2] = {gr_zop_create(path, NULL, 0, GR_ZEPHEMERAL),
                                 gr_zop_set(path, json, (int)len, 0)};
@@ -598,11 +599,15 @@ int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
             out = 0;
             break;
         }
-        if (prev && prev->id != 0 && prev->id == st.ephemeralOwner && !killed_prev) {
+        int holder = -1;
+        for (int i = 0; i < nprev && holder < 0; i++)
+            if (prevs[i].id != 0 && prevs[i].id == st.ephemeralOwner && !(closed & (1ull << i))) holder = i;
+        if (holder >= 0) {
+            const struct gr_zsession *prev = &prevs[holder];
             gr_info(LOGGER, "%s is held by our previous session 0x%" PRIx64 "; closing it",
                     path, (uint64_t)prev->id);
             int c = gr_zkb_close_session(k->b, prev);
-            killed_prev = true;
+            closed |= 1ull << holder;
             if (c != GR_ZOK && c != GR_ZSESSIONEXPIRED)
                 gr_warn(LOGGER, "closing previous session failed (%s); deleting %s",
                         gr_zrc_name(c), path);
@@ -868,6 +873,7 @@ int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, in
                 a->rc = GR_ECORRUPT;
             } else {
                 a->zk_version = res[i].stat.version;
+                a->czxid = res[i].stat.czxid;
                 a->rc = 0;
             }
         } else {
@@ -953,6 +959,49 @@ int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
     int r = rc == GR_ZOK ? 0 : zfail("set", tp, rc);
     free(tp);
     return r;
+}
+
+#define TOUCH_RUN_BYTES (256 * 1024)
+
+int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
+                                int *rcs) {
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof *paths);
+    for (int i = 0; i < n; i++) paths[i] = topic_path(topics[i]);
+    struct gr_zget_result *rd = gr_calloc((size_t)n, sizeof *rd);
+    z_get_many(k, (const char *const *)paths, n, false, rd);
+    struct gr_zop *ops = gr_malloc((size_t)n * sizeof *ops);
+    int *of = gr_malloc((size_t)n * sizeof *of), m = 0;
+    for (int i = 0; i < n; i++) {
+        if (rd[i].rc == GR_ZOK && rd[i].data) {
+            ops[m] = gr_zop_set(paths[i], rd[i].data, rd[i].len, rd[i].stat.version);
+            of[m++] = i;
+            rcs[i] = 0;
+        } else {
+            rcs[i] = rd[i].rc == GR_ZOK ? GR_ECORRUPT : gr_kzk_from_zrc(rd[i].rc);
+        }
+    }
+    /* Topic znodes are large (a 100-partition assignment is a few KB): the sets go in runs of at
+     * most TOUCH_RUN_BYTES, so that no multi nears ZooKeeper's request limit (jute.maxbuffer,
+     * 1 MB by default) whatever the batch size. */
+    int rc = 0;
+    int *irc = gr_calloc((size_t)(m ? m : 1), sizeof *irc);
+    for (int j0 = 0; j0 < m && rc == 0;) {
+        int j1 = j0;
+        size_t bytes = 0;
+        while (j1 < m && (j1 == j0 || bytes + (size_t)ops[j1].len <= TOUCH_RUN_BYTES)) bytes += (size_t)ops[j1++].len;
+        rc = guarded_items(k, epoch_zk_version, ops + j0, j1 - j0, irc + j0, NULL, GR_KZK_EBADVERSION, false);
+        j0 = j1;
+    }
+    for (int j = 0; j < m; j++) rcs[of[j]] = rc ? rc : irc[j];
+    free(irc);
+    free(of);
+    free(ops);
+    gr_zget_results_release(rd, n);
+    free(rd);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return rc;
 }
 
 /* Collects `path` and all its descendants, parents before children, into *out. */
@@ -1049,6 +1098,65 @@ int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, cons
 
 static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
+}
+
+int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
+                                              int n, int rounds, bool *ok) {
+    if (n <= 0) return 0;
+    memset(ok, 0, (size_t)n * sizeof *ok);
+    int per = k->batch < 1 ? 1 : k->batch, depth = k->depth < 1 ? 1 : k->depth;
+    char **paths = gr_malloc((size_t)n * sizeof *paths);
+    for (int i = 0; i < n; i++) paths[i] = state_path(tps[i].topic, tps[i].partition);
+    /* todo: indexes still to check, in order; each round checks them in multis of `per` */
+    int *todo = gr_malloc((size_t)n * sizeof *todo), *next = gr_malloc((size_t)n * sizeof *next);
+    for (int i = 0; i < n; i++) todo[i] = i;
+    int n_todo = n;
+    struct gr_zop *ops = gr_malloc((size_t)per * (size_t)depth * sizeof *ops);
+    struct gr_zop_result *res = gr_calloc((size_t)per * (size_t)depth, sizeof *res);
+    struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof *mm);
+    int64_t confirmed = 0;
+    for (int round = 0; round < rounds && n_todo > 0; round++) {
+        int n_next = 0;
+        for (int off = 0; off < n_todo; off += per * depth) {
+            int w = 0;
+            for (int j = 0; j < depth && off + j * per < n_todo; j++, w++) {
+                int start = off + j * per, m = GR_MIN(per, n_todo - start);
+                for (int i = 0; i < m; i++) ops[j * per + i] = gr_zop_check(paths[todo[start + i]], zk_versions[todo[start + i]]);
+                mm[j] = (struct gr_zmulti){.ops = &ops[j * per], .n = m, .results = &res[j * per]};
+            }
+            gr_zkb_multi_many(k->b, mm, w);
+            for (int j = 0; j < w; j++) {
+                int start = off + j * per;
+                if (mm[j].rc == GR_ZOK) {
+                    for (int i = 0; i < mm[j].n; i++) ok[todo[start + i]] = true;
+                    confirmed += mm[j].n;
+                } else if (mm[j].rc == GR_ZBADVERSION || mm[j].rc == GR_ZNONODE) {
+                    /* ops before the failing one passed; the failing one is stale; the rest are
+                     * unknown and go to the next round */
+                    int i = 0;
+                    while (i < mm[j].n && mm[j].results[i].rc == GR_ZOK) {
+                        ok[todo[start + i]] = true;
+                        confirmed++;
+                        i++;
+                    }
+                    for (i++; i < mm[j].n; i++) next[n_next++] = todo[start + i];
+                } /* anything else (connection loss, session expiry): the caller reads them */
+                gr_zop_results_release(mm[j].results, mm[j].n);
+            }
+        }
+        int *t = todo;
+        todo = next;
+        next = t;
+        n_todo = n_next;
+    }
+    free(mm);
+    free(res);
+    free(ops);
+    free(next);
+    free(todo);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return confirmed;
 }
 
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,

@@ -132,6 +132,7 @@ struct gr_kzk_topic_assignment {
     int n_partitions;
     struct gr_kzk_partition_assignment *partitions;
     int32_t zk_version;        /* filled by reads */
+    int64_t czxid;             /* filled by reads: the znode's creation (tells a re-created topic) */
     int rc;                    /* per-item result of batched reads */
 };
 char *gr_kzk_topic_assignment_encode(const struct gr_kzk_topic_assignment *a, size_t *len);
@@ -170,7 +171,10 @@ void gr_kzk_config_set(struct gr_kzk_config *c, const char *key, const char *val
 /* The value for key or NULL (borrowed). */
 const char *gr_kzk_config_get(const struct gr_kzk_config *c, const char *key);
 
-/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. */
+/* /config/changes/config_change_N: {"version":2,"entity_path":"topics/T"}. Decoding also takes
+ * Kafka's version 1, {"version":1,"entity_type":"topics"|"clients","entity_name":"N"}, as the
+ * entity path "topics/N" / "clients/N" (Kafka 2.7's ConfigEntityChangeNotificationHandler); any
+ * other version, or another version-1 entity type, is GR_ECORRUPT (Kafka logs and skips it). */
 char *gr_kzk_config_change_encode(const char *entity_path, size_t *len);
 int gr_kzk_config_change_decode(const char *data, size_t len, char **entity_path);
 
@@ -266,13 +270,13 @@ int gr_kzk_generate_broker_sequence_id(struct gr_kzk *k, int32_t *seq);
  * If the node exists:
  *   - owned by our current session (our own create raced a connection loss): keep it, return
  *     its czxid (Kafka's CheckedEphemeral does the same);
- *   - owned by `prev` (our previous incarnation's session, persisted by the broker; may be
- *     NULL): close that session via the backend's close_session (falls back to deleting the
- *     node), then create again;
+ *   - owned by one of prevs[0..nprev) (sessions of our earlier incarnations, persisted by the
+ *     broker; prevs may be NULL when nprev is 0): close that session via the backend's
+ *     close_session (falls back to deleting the node), then create again; each at most once;
  *   - owned by anyone else: GR_KZK_EBROKER_REGISTERED.
  * Any thread. */
 int gr_kzk_register_broker(struct gr_kzk *k, const struct gr_kzk_broker *info,
-                           const struct gr_zsession *prev, int64_t *broker_epoch);
+                           const struct gr_zsession *prevs, int nprev, int64_t *broker_epoch);
 /* Rewrites /brokers/ids/N's data (updateBrokerInfo; any version). */
 int gr_kzk_update_broker(struct gr_kzk *k, const struct gr_kzk_broker *info);
 
@@ -335,6 +339,16 @@ int gr_kzk_set_topic_assignment_guarded(struct gr_kzk *k, int32_t epoch_zk_versi
 /* Unguarded set of /brokers/topics/T (admin adds partitions). */
 int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
                                 const struct gr_kzk_topic_assignment *a, int32_t expected_version);
+/* Bumps the data version of each /brokers/topics/<topics[i]> and leaves its data as it is, in
+ * guarded multis (controller: before it creates a partition state znode that may have existed
+ * before, partition_sm.c; a warm standby keeps a topic's states only while its version is
+ * unchanged, docs/ARCHITECTURE.md "Warm standby controller"). Each znode is read, then set to
+ * the bytes read, conditional on the version read: a concurrent writer is never overwritten, and
+ * a set that finds another version (BADVERSION: written after our read) counts as done, the
+ * version having moved after the read all the same. rcs[i]: 0, GR_KZK_ENONODE, GR_ECORRUPT (null
+ * data) or GR_EZK. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK. */
+int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
+                                int *rcs);
 /* Topic deletion completion: guarded recursive delete of /brokers/topics/T, then
  * /config/topics/T and /admin/delete_topics/T (missing nodes are fine). */
 int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *topic);
@@ -360,6 +374,15 @@ struct gr_kzk_state_result {
 };
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out);
+/* Confirms that each partition's state znode exists at zk_versions[i], with pipelined multis of
+ * ZooKeeper check ops (k->batch per multi, k->depth in flight; nothing is written, no
+ * /controller_epoch guard). ok[i] (zeroed by the callee) becomes true only when a multi holding
+ * item i succeeded, or failed on a later op (ZooKeeper applies a multi at one instant, and the
+ * ops before the failing one passed there). A multi failing on item j leaves j false and sends
+ * the items after j again, in at most `rounds` rounds; connection losses and other errors leave
+ * items false (the caller reads those). Returns how many items were confirmed. */
+int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
+                                              int n, int rounds, bool *ok);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun

@@ -34,6 +34,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "zk/backend.h"
 #include "zk/bulk_read.h"
@@ -144,7 +145,20 @@ struct real {
     /* zookeeper.set.acl (see acl_for) and the digest identity added to every handle */
     char *digest_auth;          /* "user:password" or NULL */
     bool secure_acls;
+
+    /* Kafka's ZooKeeper client metrics (backend.h); NULL without a registry */
+    struct gr_histogram *latency;
+    struct gr_meter *sync_connects, *disconnects, *expires, *auth_failures;
 };
+
+/* One request's time from send to answer, in ms (ZooKeeperRequestLatencyMs). */
+static void zk_latency(struct real *r, int64_t from_us) {
+    if (r && r->latency) gr_histogram_update(r->latency, (double)(gr_mono_us() - from_us) / 1000.0);
+}
+
+static void zk_mark(struct gr_meter *m) {
+    if (m) gr_meter_mark(m, 1);
+}
 
 /* ---- zookeeper.set.acl: Kafka's ZkData.defaultAcls ----
  * Secure: CREATOR_ALL (the digest identity this handle authenticated with) plus world READ,
@@ -248,16 +262,22 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path, void *
     int deliver = 0;
     if (current && type == ZOO_SESSION_EVENT) {
         if (state == ZOO_CONNECTED_STATE) {
+            zk_mark(r->sync_connects);
             r->connected = true;
             if (h->first_connect_seen) deliver = GR_ZSESSION_CONNECTED;
             h->first_connect_seen = true;
         } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
-            if (r->connected) deliver = GR_ZSESSION_DISCONNECTED;
+            if (r->connected) {
+                deliver = GR_ZSESSION_DISCONNECTED;
+                zk_mark(r->disconnects);
+            }
             r->connected = false;
         } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+            zk_mark(r->expires);
             r->connected = false;
             if (h->first_connect_seen) r->expired = true; /* reconnect thread takes over */
         } else if (state == ZOO_AUTH_FAILED_STATE) {
+            zk_mark(r->auth_failures);
             deliver = GR_ZSESSION_AUTH_FAILED;
         }
         pthread_cond_broadcast(&r->cv);
@@ -435,6 +455,8 @@ struct batch {
     int inflight;
     int wake_at;  /* -1: nobody waiting */
     int stop_rc;  /* multi_many: the first "did not run" answer, 0 while none */
+    struct real *r;   /* for the latency histogram; NULL: not recorded */
+    int64_t start_us; /* when the requests were sent (the first of them) */
 };
 
 #define GR_ZK_REFILL_AT (GR_ZK_MAX_INFLIGHT / 2)
@@ -446,6 +468,7 @@ struct slot {
 };
 
 static void batch_done(struct batch *b) {
+    if (b->r) zk_latency(b->r, b->start_us);
     pthread_mutex_lock(&b->mu);
     b->inflight--;
     if (b->wake_at >= 0 && b->inflight <= b->wake_at) pthread_cond_signal(&b->cv);
@@ -503,7 +526,7 @@ static int run_many(struct real *r, const char *const *paths, int n, bool watch,
         }
         return rc;
     }
-    struct batch b = {.inflight = 0, .wake_at = -1};
+    struct batch b = {.inflight = 0, .wake_at = -1, .r = r, .start_us = gr_mono_us()};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
     struct slot *slots = gr_calloc((size_t)n, sizeof(*slots));
@@ -552,7 +575,9 @@ static int r_create(struct gr_zk_backend *be, const char *path, const void *data
     if (!zh) return rc;
     size_t cap = strlen(path) + 32;
     char *buf = gr_malloc(cap);
+    int64_t t0 = gr_mono_us();
     rc = zoo_create(zh, path, data, data ? len : -1, acl_for(r, path), zflags(flags), buf, (int)cap);
+    zk_latency(r, t0);
     release(r);
     if (rc == ZOK && created_path) *created_path = buf;
     else free(buf);
@@ -564,7 +589,9 @@ static int r_delete(struct gr_zk_backend *be, const char *path, int version) {
     int rc;
     zhandle_t *zh = acquire(r, &rc);
     if (!zh) return rc;
+    int64_t t0 = gr_mono_us();
     rc = zoo_delete(zh, path, version);
+    zk_latency(r, t0);
     release(r);
     return rc;
 }
@@ -595,7 +622,9 @@ static int r_set(struct gr_zk_backend *be, const char *path, const void *data, i
     zhandle_t *zh = acquire(r, &rc);
     if (!zh) return rc;
     struct Stat st;
+    int64_t t0 = gr_mono_us();
     rc = zoo_set2(zh, path, data, data ? len : -1, version, &st);
+    zk_latency(r, t0);
     release(r);
     if (rc == ZOK) stat_from(stat, &st);
     return rc;
@@ -607,7 +636,9 @@ static int r_exists(struct gr_zk_backend *be, const char *path, bool watch, stru
     zhandle_t *zh = acquire(r, &rc);
     if (!zh) return rc;
     struct Stat st;
+    int64_t t0 = gr_mono_us();
     rc = zoo_exists(zh, path, watch, &st);
+    zk_latency(r, t0);
     release(r);
     if (rc == ZOK) stat_from(stat, &st);
     return rc;
@@ -700,6 +731,8 @@ struct zmulti {
     char **bufs;
     int rc;
     bool sent;
+    struct real *r;   /* latency: when it was sent */
+    int64_t sent_us;
 };
 
 static void zmulti_prepare(struct real *r, struct zmulti *z, const struct gr_zop *ops, int n) {
@@ -760,6 +793,7 @@ static void zmulti_finish(struct zmulti *z, struct gr_zmulti *m) {
 static void multi_cb(int rc, const void *data) {
     struct zmulti *z = (struct zmulti *)data;
     struct batch *b = z->b;
+    zk_latency(z->r, z->sent_us);
     pthread_mutex_lock(&b->mu);
     z->rc = rc;
     if (rc != ZOK && !multi_ran(rc) && b->stop_rc == 0) b->stop_rc = rc;
@@ -802,6 +836,8 @@ static int r_multi_many(struct gr_zk_backend *be, struct gr_zmulti *m, int n) {
         b.inflight++;
         pthread_mutex_unlock(&b.mu);
         z[i].sent = true;
+        z[i].r = r;
+        z[i].sent_us = gr_mono_us();
         int zrc = zoo_amulti(zh, m[i].n, z[i].zops, z[i].zres, multi_cb, &z[i]);
         if (zrc != ZOK) {
             z[i].rc = zrc;
@@ -1094,6 +1130,13 @@ int gr_zk_real_open(const struct gr_zk_real_config *cfg, struct gr_zk_backend **
     r->conn_timeout_ms = conn_ms;
     r->digest_auth = cfg->digest_auth ? gr_strdup(cfg->digest_auth) : NULL;
     r->secure_acls = cfg->secure_acls;
+    if (cfg->metrics) { /* registered at once (0) so dashboards and increase() see the first event */
+        r->latency = gr_metrics_histogram(cfg->metrics, "kafka.server:type=ZooKeeperClientMetrics,name=ZooKeeperRequestLatencyMs");
+        r->sync_connects = gr_metrics_meter(cfg->metrics, "kafka.server:type=SessionExpireListener,name=ZooKeeperSyncConnectsPerSec");
+        r->disconnects = gr_metrics_meter(cfg->metrics, "kafka.server:type=SessionExpireListener,name=ZooKeeperDisconnectsPerSec");
+        r->expires = gr_metrics_meter(cfg->metrics, "kafka.server:type=SessionExpireListener,name=ZooKeeperExpiresPerSec");
+        r->auth_failures = gr_metrics_meter(cfg->metrics, "kafka.server:type=SessionExpireListener,name=ZooKeeperAuthFailuresPerSec");
+    }
     /* Writer-preferring: the reconnect thread must not starve behind a stream of calls. */
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);

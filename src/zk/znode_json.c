@@ -13,6 +13,7 @@
  * | /brokers/topics/T/partitions/P/state   | {"version":1,"leader":1,"leader_epoch":0,"controller_epoch":1,"isr":[1,2]} |
  * | /config/<type>/<name>                  | {"version":1,"config":{"k":"v"}}                            |
  * | /config/changes/config_change_N        | {"version":2,"entity_path":"topics/T"}                      |
+ * |   (read also, as Kafka: version 1)     | {"version":1,"entity_type":"topics","entity_name":"T"} (or "clients") |
  * | /admin/reassign_partitions             | {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]} |
  * | /admin/preferred_replica_election      | {"version":1,"partitions":[{"topic":"t","partition":0}]}    |
  * | /isr_change_notification/isr_change_N  | {"version":1,"partitions":[{"topic":"t","partition":0}]}    |
@@ -828,8 +829,17 @@ int gr_kzk_config_change_decode(const char *data, size_t len, char **entity_path
     *entity_path = NULL;
     struct jdec d = {0};
     json_t *root = jparse_object(&d, data, len);
-    const char *p = d.err ? "" : jget_str(&d, root, "entity_path");
-    if (!d.err) *entity_path = gr_strdup(p);
+    int32_t version = d.err ? 0 : jget_i32(&d, root, "version");
+    if (!d.err && version == 2) {
+        const char *p = jget_str(&d, root, "entity_path");
+        if (!d.err) *entity_path = gr_strdup(p);
+    } else if (!d.err && version == 1) { /* Kafka's processEntityConfigChangeVersion1 */
+        const char *type = jget_str(&d, root, "entity_type"), *name = jget_str(&d, root, "entity_name");
+        if (!d.err && strcmp(type, "topics") != 0 && strcmp(type, "clients") != 0) d.err = GR_ECORRUPT;
+        if (!d.err) *entity_path = gr_asprintf("%s/%s", type, name);
+    } else if (!d.err) {
+        d.err = GR_ECORRUPT; /* "supported versions are 1 and 2" */
+    }
     json_decref(root);
     return d.err;
 }

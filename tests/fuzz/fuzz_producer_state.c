@@ -48,8 +48,10 @@ static void batches(const uint8_t *data, size_t size) {
         if (err == 0 && !is_dup) gr_pstate_commit(ps, &app, 1);
         gr_pstate_append_release(&app);
         gr_pstate_load_batches(ps, data, size, 2);
+        if (!gr_pstate_check_ongoing(ps)) abort(); /* the open-transaction heap agrees */
     }
     (void)gr_pstate_remove_expired(ps, INT64_MAX / 2);
+    if (!gr_pstate_check_ongoing(ps)) abort();
     gr_pstate_free(ps);
 }
 

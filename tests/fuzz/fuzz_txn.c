@@ -65,7 +65,9 @@ static void markers(const uint8_t *data, size_t size) {
         if (err == 0 && !is_dup) gr_pstate_commit(ps, &app, 1);
         gr_pstate_append_release(&app);
         gr_pstate_load_batches(ps, data, size, 2);
-        gr_pstate_set_verified(ps, 1, 0);
+        uint64_t token = gr_pstate_start_verification(ps, 1, 0, 0);
+        if (token) gr_pstate_end_verification(ps, 1, token, true);
+        if (!gr_pstate_check_ongoing(ps)) abort();
     }
     (void)gr_pstate_first_ongoing_offset(ps);
     gr_pstate_set_verification_enabled(false);

@@ -9,6 +9,8 @@ Fixtures
               test's chroot and tmp dir; all its brokers are stopped at teardown
   cluster     function: a started 3-broker cluster (ids 1-3), registered and with a controller
   dedicated_zk  function: a ZooKeeper of the test's own (for tests that stop/restart it)
+  gregorctl_sanitizer_check  autouse: in sanitized runs, fails a test after which gregorctl
+              left a sanitizer report (gregor_harness.tool_sanitizer_reports)
 
 When a test fails, the tail of every broker log it started is attached to the report.
 """
@@ -23,6 +25,16 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gregor_harness as H  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def gregorctl_sanitizer_check():
+    """Sanitized runs: a test after which gregorctl left a sanitizer report fails with it."""
+    H.tool_sanitizer_reports()
+    yield
+    reports = H.tool_sanitizer_reports()
+    if reports:
+        pytest.fail(f"gregorctl sanitizer report(s):\n{reports[:8000]}", pytrace=False)
 
 
 def pytest_configure(config):

@@ -20,6 +20,8 @@ Sanitized runs (GREGOR_SANITIZED=1, with GREGOR_BUILD pointing at an ASan+UBSan 
 stage of scripts/test-all.sh sets both): Cluster.close() stops the brokers with SIGTERM instead of
 SIGKILL, so LeakSanitizer checks each process at exit, and then fails the test if any broker log
 holds a sanitizer report (SANITIZER_RE) or a broker exited with a sanitizer's exit code.
+GREGORCTL then names a wrapper that makes gregorctl write its reports to files, which conftest
+checks after every test.
 """
 
 import json
@@ -51,6 +53,47 @@ SANITIZED = bool(os.environ.get("GREGOR_SANITIZED"))
 SANITIZER_RE = re.compile(r"^(==\d+==ERROR: \w+Sanitizer|SUMMARY: \w+Sanitizer|.*: runtime error: |"
                           r"==\d+==\w+Sanitizer has encountered a fatal error)", re.M)
 LIVE_PROCS = weakref.WeakSet()  # Broker objects whose process may be running
+
+
+def _sanitized_gregorctl(real):
+    """In a sanitized run, gregorctl (short-lived, its output captured and parsed by the tests)
+    writes its sanitizer reports to files, through a wrapper that adds log_path; conftest fails
+    the test that left one (tool_sanitizer_reports). Returns (path to run, report prefix)."""
+    import atexit
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="gregorctl-san-")
+    atexit.register(shutil.rmtree, d, True)
+    wrapper = os.path.join(d, "gregorctl")
+    prefix = os.path.join(d, "report")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                f'ASAN_OPTIONS="${{ASAN_OPTIONS:+$ASAN_OPTIONS:}}log_path={prefix}" \\\n'
+                f'UBSAN_OPTIONS="${{UBSAN_OPTIONS:+$UBSAN_OPTIONS:}}log_path={prefix}" \\\n'
+                f'exec {real} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper, prefix
+
+
+GREGORCTL_REPORTS = None  # in a sanitized run: the prefix of gregorctl's sanitizer report files
+if SANITIZED:
+    GREGORCTL, GREGORCTL_REPORTS = _sanitized_gregorctl(GREGORCTL)
+
+
+def tool_sanitizer_reports():
+    """The text of every sanitizer report gregorctl wrote since the last call (the files are
+    removed); empty outside sanitized runs."""
+    if not GREGORCTL_REPORTS:
+        return ""
+    d, base = os.path.split(GREGORCTL_REPORTS)
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name.startswith(base + "."):
+            path = os.path.join(d, name)
+            with open(path, errors="replace") as f:
+                out.append(f"--- {name}\n{f.read()}")
+            os.unlink(path)
+    return "\n".join(out)
 
 # "ready as controller, epoch N" (the epoch after the phrase; the line's [Controller ... epoch=E]
 # prefix, if any, comes before it).

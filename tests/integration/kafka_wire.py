@@ -39,6 +39,31 @@ def recv_exact(sock, n):
     return buf
 
 
+def frame(key, ver, corr, body, client_id=b"hostile", flexible=False):
+    """A size-prefixed request: header v1 (v2 with flexible: an empty tagged-field section), body."""
+    m = struct.pack(">hhih", key, ver, corr, len(client_id)) + client_id + (b"\x00" if flexible else b"") + body
+    return struct.pack(">i", len(m)) + m
+
+
+def recv_frame(s, timeout=5.0):
+    """One size-prefixed response (without the size), or None when the peer closed first."""
+    s.settimeout(timeout)
+    buf = b""
+    while len(buf) < 4:
+        d = s.recv(4 - len(buf))
+        if not d:
+            return None
+        buf += d
+    n = struct.unpack(">i", buf)[0]
+    body = b""
+    while len(body) < n:
+        d = s.recv(n - len(body))
+        if not d:
+            return None
+        body += d
+    return body
+
+
 def exchange(port, payload, host="127.0.0.1", timeout=10):
     """Sends one size-prefixed request and returns the response bytes (without the size)."""
     with socket.create_connection((host, port), timeout=timeout) as s:

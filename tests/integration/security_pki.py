@@ -71,10 +71,19 @@ def make_pki(d):
          cwd=d)
     _csr(d, "expired", "/CN=expired")
     _sign_expired(d, "expired")
+    # non-basic DN attributes (Java prints them as OIDs with #hex DER) and characters RFC 2253
+    # escapes: Kafka's principal is User:<X500Principal.getName()> of this subject
+    _csr(d, "svc", "/C=US/ST=CA/O=Example, Inc./OU=ServiceUsers/CN=svc-orders/emailAddress=svc@example.com"
+                   "/serialNumber=S42")
+    _sign(d, "svc")
     p = lambda n: os.path.join(d, n)  # noqa: E731
     return {"dir": d, "ca": p("ca.pem"), "broker_keystore": p("broker-keystore.pem"), "client_cert": p("client.pem"),
             "client_key": p("client.key"), "rogue_cert": p("rogue.pem"), "rogue_key": p("rogue.key"),
-            "expired_cert": p("expired.pem"), "expired_key": p("expired.key"), "key_password": KEY_PASSWORD}
+            "expired_cert": p("expired.pem"), "expired_key": p("expired.key"), "key_password": KEY_PASSWORD,
+            "svc_cert": p("svc.pem"), "svc_key": p("svc.key"),
+            # what javax.security.auth.x500.X500Principal.getName() returns for svc.pem
+            "svc_dn": "2.5.4.5=#1303533432,1.2.840.113549.1.9.1=#160f737663406578616d706c652e636f6d,"
+                      "CN=svc-orders,OU=ServiceUsers,O=Example\\, Inc.,ST=CA,C=US"}
 
 
 def scram_credential(mechanism, password, iterations=4096, salt=None):

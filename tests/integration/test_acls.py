@@ -484,3 +484,135 @@ def test_idempotent_produce_needs_cluster_idempotent_write(one):
     create_acls(kp, [acl(ResourceType.CLUSTER, "kafka-cluster", "User:gina", ACLOperation.IDEMPOTENT_WRITE)])
     assert _produce_raw(port, "User:gina", "idem", 7) != 31
     kp.close()
+
+
+# ---- issue 25 item 13: authorization orders ----
+
+def _raw(port, payload):
+    import socket
+    import struct
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        hdr = b""
+        while len(hdr) < 4:
+            hdr += s.recv(4 - len(hdr))
+        (n,) = struct.unpack(">i", hdr)
+        data = b""
+        while len(data) < n:
+            data += s.recv(n - len(data))
+    return data
+
+
+def _add_partitions_to_txn(port, principal, txn_id, topics):
+    """AddPartitionsToTxn v0 for partition 0 of each topic: {topic: error code}."""
+    from test_malformed import i16, i32, i64, string, array, Reader
+    req = (i16(24) + i16(0) + i32(1) + string(principal) + string(txn_id) + i64(5) + i16(0)
+           + array([string(t) + array([i32(0)]) for t in topics]))
+    r = Reader(_raw(port, req))
+    r.i32()  # correlation id
+    r.i32()  # throttle
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            r.i32()
+            out[name] = r.i16()
+    return out
+
+
+def test_add_partitions_to_txn_hides_topic_existence(one):
+    """Kafka's order: TransactionalId WRITE, then Topic WRITE, and only for a writable topic
+    whether it exists: a client without WRITE gets 29 for a topic that exists and for one that
+    does not alike (never UNKNOWN_TOPIC_OR_PARTITION)."""
+    create_topic(ck_admin(one), "secret")
+    create_topic(ck_admin(one), "open")
+    kp = kp_admin(one)
+    create_acls(kp, [acl(ResourceType.TRANSACTIONAL_ID, "tx", "User:ted", ACLOperation.WRITE),
+                     acl(ResourceType.TOPIC, "open", "User:ted", ACLOperation.WRITE),
+                     acl(ResourceType.TOPIC, "gone", "User:ted", ACLOperation.WRITE)])
+    kp.close()
+    port = one[1].port
+    got = _add_partitions_to_txn(port, "User:ted", "tx", ["secret", "missing"])
+    assert got == {"secret": 29, "missing": 29}, got
+    # a writable topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION; the writable existing one
+    # is not attempted
+    got = _add_partitions_to_txn(port, "User:ted", "tx", ["open", "gone"])
+    assert got == {"open": 55, "gone": 3}, got
+    # internal topics are never writable this way (Kafka filters them out), even for a super user
+    got = _add_partitions_to_txn(port, "User:admin", "tx", ["__consumer_offsets"])
+    assert got == {"__consumer_offsets": 29}, got
+
+
+def _create_topics_v5(port, principal, name):
+    """CreateTopics v5 (flexible) of one topic with 1 partition, RF 1: (error, TopicConfigErrorCode
+    or None when absent, NumPartitions, number of configs or None when null)."""
+    from kafka_wire import Reader, compact_str, uvarint
+    from test_malformed import i8, i16, i32, string
+    body = (uvarint(2) + compact_str(name) + i32(1) + i16(1) + uvarint(1) + uvarint(1) + uvarint(0)
+            + i32(10000) + i8(0) + uvarint(0))
+    req = i16(19) + i16(5) + i32(1) + string(principal) + uvarint(0) + body
+    r = Reader(_raw(port, req))
+    r.i32()  # correlation id
+    r.tags()
+    r.i32()  # throttle
+    assert r.uvarint() == 2
+    assert r.compact_str() == name
+    err = r.i16()
+    r.compact_str()
+    nparts = r.i32()
+    r.i16()
+    n = r.uvarint()
+    for _ in range(max(n - 1, 0)):
+        r.compact_str(), r.compact_str(), r.i8(), r.i8(), r.i8(), r.tags()
+    tags = r.tags()
+    tcec = int.from_bytes(tags[0], "big", signed=True) if 0 in tags else None
+    return err, tcec, nparts, (n - 1 if n else None)
+
+
+def test_create_topics_v5_configs_need_describe_configs(one):
+    kp = kp_admin(one)
+    create_acls(kp, [acl(ResourceType.CLUSTER, "kafka-cluster", "User:carl", ACLOperation.CREATE)])
+    kp.close()
+    port = one[1].port
+    err, tcec, nparts, nconfigs = _create_topics_v5(port, "User:carl", "made-by-carl")
+    assert err == 0
+    assert tcec == 29 and nparts == -1 and not nconfigs, (tcec, nparts, nconfigs)
+    err, tcec, nparts, nconfigs = _create_topics_v5(port, "User:admin", "made-by-admin")
+    assert err == 0 and tcec is None and nparts == 1 and nconfigs > 0, (err, tcec, nparts, nconfigs)
+
+
+def _produce_txn_raw(port, principal, topic, txn_id):
+    """Produce v3 of a transactional batch (producer id 7, epoch 0) with TransactionalId txn_id
+    (None: null). Returns the partition's error code."""
+    from test_malformed import crc32c, i8, i16, i32, i64, u32, string, array, Reader
+    body = i8(0) + varint_(0) + varint_(0) + varint_(-1) + varint_(1) + b"x" + varint_(0)
+    recs = varint_(len(body)) + body
+    ts = int(time.time() * 1000)
+    after_crc = i16(0x10) + i32(0) + i64(ts) + i64(ts) + i64(7) + i16(0) + i32(0) + i32(1) + recs
+    rest = i32(-1) + i8(2) + u32(crc32c(after_crc)) + after_crc
+    batch = i64(0) + i32(len(rest)) + rest
+    req = (i16(0) + i16(3) + i32(1) + string(principal) + string(txn_id) + i16(1) + i32(10000)
+           + array([string(topic) + array([i32(0) + i32(len(batch)) + batch])]))
+    r = Reader(_raw(port, req))
+    r.i32()
+    assert r.i32() == 1 and r.string() == topic and r.i32() == 1
+    r.i32()
+    return r.i16()
+
+
+def varint_(v):
+    from kafka_wire import varint
+    return varint(v)
+
+
+def test_transactional_produce_with_null_transactional_id(one):
+    """Transactional records without a transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (KafkaApis), not an authorization of the empty name (which a TransactionalId:* ACL allows)."""
+    create_topic(ck_admin(one), "txp")
+    kp = kp_admin(one)
+    create_acls(kp, [acl(ResourceType.TRANSACTIONAL_ID, "*", "User:tina", ACLOperation.WRITE),
+                     acl(ResourceType.TOPIC, "txp", "User:tina", ACLOperation.WRITE)])
+    kp.close()
+    port = one[1].port
+    assert _produce_txn_raw(port, "User:tina", "txp", None) == 53
+    assert end_offset(one, "txp") == 0

@@ -265,3 +265,58 @@ def test_log_dirs_and_min_isr_filters(cluster_factory, zk_connect):
     port = next(iter(cluster.running())).port
     for body in (b"\x00\x00\x00\x05", b"\x00\x00\x00\x01\x00\x05ab"):
         assert wire(port, 35, 1, body) is None, body
+
+
+def test_tools_print_kafka_27_text(cluster_factory, zk_connect, tmp_path):
+    """Issue 27 item 4: gregorctl prints what Kafka 2.7's tools print for the same commands
+    (DeleteRecordsCommand, ConsumerGroupCommand); the expected text is Kafka's."""
+    import json
+    import os
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    boot = setup_topic(cluster)
+    f = os.path.join(str(tmp_path), "offsets.json")
+
+    def delete_records(parts):
+        with open(f, "w") as fh:
+            json.dump({"partitions": parts, "version": 1}, fh)
+        return ctl(cluster, "delete-records", "--offset-json-file", f)
+    # kafka-delete-records.sh: both lines, then one line per partition; an error is the
+    # ExecutionException's message (exception class: Errors' default message)
+    r = delete_records([{"topic": "cg", "partition": 0, "offset": 3}])
+    assert r.returncode == 0 and r.stdout == ("Executing records delete operation\n"
+                                              "Records delete operation completed:\n"
+                                              "partition: cg-0\tlow_watermark: 3\n"), r.stdout + r.stderr
+    r = delete_records([{"topic": "cg", "partition": 1, "offset": 99}])
+    assert r.returncode == 1 and r.stdout == (
+        "Executing records delete operation\n"
+        "Records delete operation completed:\n"
+        "partition: cg-1\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException: "
+        "The requested offset is not within the range of offsets maintained by the server.\n"), r.stdout
+    # a partition named twice: Kafka refuses the file before sending anything
+    r = delete_records([{"topic": "cg", "partition": 1, "offset": 1}, {"topic": "cg", "partition": 0, "offset": 4},
+                        {"topic": "cg", "partition": 1, "offset": 2}])
+    assert r.returncode != 0 and r.stdout == ("Error while executing records delete operation: Offset json file "
+                                              "contains duplicate topic partitions: cg-1\n"), r.stdout
+    assert committed_low(cluster, boot) == (3, 0)  # nothing was deleted by the refused file
+
+    # kafka-consumer-groups.sh: LAG = LOG-END-OFFSET - CURRENT-OFFSET, not clamped at 0 (a
+    # committed offset past the log end shows a negative lag)
+    c = Consumer({"bootstrap.servers": boot, "group.id": "ahead", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("cg", 1, 20)], asynchronous=False)
+    c.close()
+    r = ctl(cluster, "consumer-groups", "--describe", "--group", "ahead")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == (
+        "\n"
+        "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     HOST            CLIENT-ID\n"
+        "ahead           cg              1          20              6               -14             -               -               -\n"), r.stdout
+    assert r.stderr == "\nConsumer group 'ahead' has no active members.\n"
+
+
+def committed_low(cluster, boot):
+    """The log start offsets of cg-0 and cg-1 (ListOffsets earliest)."""
+    c = Consumer({"bootstrap.servers": boot, "group.id": "low"})
+    try:
+        return tuple(c.get_watermark_offsets(TopicPartition("cg", p), timeout=10)[0] for p in range(2))
+    finally:
+        c.close()

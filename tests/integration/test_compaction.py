@@ -53,6 +53,18 @@ def produce(cluster, items, topic="c", codec="none"):
     assert p.flush(30) == 0
 
 
+def serves(cluster, topic):
+    """Does a consumer see the topic's partition 0 with its watermarks?"""
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "probe"})
+    try:
+        c.get_watermark_offsets(TopicPartition(topic, 0), timeout=2)
+        return True
+    except confluent_kafka.KafkaException:
+        return False
+    finally:
+        c.close()
+
+
 def read_all(cluster, topic="c", isolation="read_uncommitted"):
     """[(offset, key, value)] from offset 0 to the end."""
     c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "rd-%f" % time.time(),
@@ -184,6 +196,9 @@ def test_cleaner_killed_mid_swap(cluster_factory, zk_connect, monkeypatch):
     H.wait_for(lambda: cleaner_checkpoint(broker) > 0, 30, "a cleaning pass after the restart")
     H.wait_for(lambda: (cluster.get_json("/brokers/topics/c/partitions/0/state")[0] or {}).get("leader") == 1,
                30, "leader")
+    # the partition state above may still be the killed process's: wait until the restarted
+    # broker serves the partition (its first cleaning pass can finish before it registers)
+    H.wait_for(lambda: cluster.get_json("/brokers/ids/1")[0] is not None and serves(cluster, "c"), 30, "served")
     recs = read_all(cluster)
     assert recs[-1][0] == len(items) - 1
     check_view(recs, expected, cleaner_checkpoint(broker))

@@ -19,32 +19,8 @@ import pytest
 
 import gregor_harness as H
 import security_pki as P
+from kafka_wire import frame, recv_frame
 from test_malformed import produce_v3, record_batch
-
-
-# ---- raw wire ----
-
-def frame(key, ver, corr, body, client_id=b"hostile"):
-    m = struct.pack(">hhih", key, ver, corr, len(client_id)) + client_id + body
-    return struct.pack(">i", len(m)) + m
-
-
-def recv_frame(s, timeout=5.0):
-    s.settimeout(timeout)
-    buf = b""
-    while len(buf) < 4:
-        d = s.recv(4 - len(buf))
-        if not d:
-            return None
-        buf += d
-    n = struct.unpack(">i", buf)[0]
-    body = b""
-    while len(body) < n:
-        d = s.recv(n - len(body))
-        if not d:
-            return None
-        body += d
-    return body
 
 
 # ---- SCRAM (RFC 5802, as Kafka's ScramSaslClient) over SaslHandshake v1 + SaslAuthenticate v1 ----
@@ -231,7 +207,7 @@ def parse_fetch_v11(r):
 
 
 def fetch(conn, corr, client_id, req):
-    conn.sendall(frame(1, 11, corr, req, client_id.encode()))
+    conn.sendall(frame(1, 11, corr, req, client_id=client_id.encode()))
     r = recv_frame(conn)
     assert r is not None and struct.unpack(">i", r[:4])[0] == corr
     return parse_fetch_v11(r)

@@ -197,3 +197,101 @@ def test_queued_max_requests_flood(cluster_factory, zk_connect):
     for s in flood:
         s.close()
     assert b.running()
+
+
+# ---- KIP-612: connection creation rates (issue 25 item 5) ----------------------------------------
+# Rates are Kafka's: quota.window.num windows of quota.window.size.seconds, at least num - 1 windows
+# long. With 2 windows of 10 s a rate is "connections in the last >= 10 s / 10", so a limit of
+# 1/s lets 10 connections through and throttles the 11th however slowly the test runs.
+RATE_WINDOWS = {"quota.window.num": "2", "quota.window.size.seconds": "10"}
+
+
+def test_max_connection_creation_rate_delays_accepting(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=1, config=dict(RATE_WINDOWS, **{"max.connection.creation.rate": "1"}))
+    b = c.brokers[1]
+    socks = [connect_from("127.0.0.3", b.port) for _ in range(13)]
+    for i, s in enumerate(socks):  # over the rate: held back (not refused), then served
+        assert answered(s, corr=i, timeout=40), f"connection {i} not served"
+    assert "over max.connection.creation.rate" in b.log(), "no connection waited"
+    for s in socks:
+        s.close()
+    assert b.running()
+
+
+def test_listener_max_connection_creation_rate(cluster_factory, zk_connect):
+    """listener.name.<l>.max.connection.creation.rate limits that listener only."""
+    c = cluster_factory(zk_connect, n=1, config=RATE_WINDOWS, start=False)
+    b = c.brokers[1]
+    op = H.free_port()
+    ls = f"PLAINTEXT://127.0.0.1:{b.port},OTHER://127.0.0.1:{op}"
+    b.config.update({"listeners": ls, "advertised.listeners": ls, "inter.broker.listener.name": "PLAINTEXT",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+                     "listener.name.other.max.connection.creation.rate": "1"})
+    c.start()
+    plain = []
+    for i in range(15):
+        s = connect_from("127.0.0.3", b.port)
+        assert answered(s, corr=i), f"PLAINTEXT connection {i}"
+        plain.append(s)
+    assert "over max.connection.creation.rate" not in b.log()
+    other = []
+    for i in range(12):
+        s = connect_from("127.0.0.3", op)
+        assert answered(s, corr=i, timeout=40), f"OTHER connection {i} not served"
+        other.append(s)
+    assert "listener OTHER over max.connection.creation.rate" in b.log()
+    assert "listener PLAINTEXT over" not in b.log()
+    for s in plain + other:
+        s.close()
+
+
+def test_listener_max_connection_creation_rate_invalid(cluster_factory, zk_connect):
+    c = cluster_factory(zk_connect, n=1, config={"listener.name.plaintext.max.connection.creation.rate": "-1"},
+                        start=False)
+    b = c.brokers[1]
+    b.start()
+    assert b.wait_exit(timeout=15) != 0
+    assert "listener.name.PLAINTEXT.max.connection.creation.rate" in b.log() or \
+        "max.connection.creation.rate" in b.log(), b.log_tail()
+
+
+def _set_ip_quota(c, ip, rate):
+    path = f"/config/ips/{ip}"
+    data = json.dumps({"version": 1, "config": {"connection_creation_rate": str(rate)}}).encode()
+    if c.zk.exists(path):
+        c.zk.set(path, data)
+    else:
+        c.zk.create(path, data, makepath=True)
+    c.zk.create("/config/changes/config_change_",
+                json.dumps({"version": 2, "entity_path": f"ips/{ip}"}).encode(), sequence=True, makepath=True)
+
+
+def test_ip_connection_creation_rate(cluster_factory, zk_connect):
+    """connection_creation_rate of /config/ips/<ip> (KIP-612): a connection that takes its address
+    over the rate is closed without being served; other addresses are not slowed; <default>
+    applies to every address without its own quota."""
+    c = cluster_factory(zk_connect, n=1, config=RATE_WINDOWS)
+    b = c.brokers[1]
+    _set_ip_quota(c, "127.0.0.3", 1)
+    H.wait_for(lambda: "IP connection rate quotas: 1 address" in b.log(), 10, "the IP quota applied")
+    served, refused = [], []
+    for i in range(13):
+        s = connect_from("127.0.0.3", b.port)
+        (served if answered(s, corr=i, timeout=15) else refused).append(i)
+        s.close()
+    assert refused, f"every connection from 127.0.0.3 was served: {served}"
+    assert served[:10] == list(range(10)), served
+    for i in range(15):  # another address has no quota
+        s = connect_from("127.0.0.5", b.port)
+        assert answered(s, corr=i), f"127.0.0.5 connection {i}"
+        s.close()
+    # <default>: every address, here 127.0.0.6 (127.0.0.3 keeps its own)
+    _set_ip_quota(c, "<default>", 2)
+    H.wait_for(lambda: "IP connection rate quotas: 1 address, default set" in b.log(), 10, "<default> applied")
+    results = []
+    for i in range(24):
+        s = connect_from("127.0.0.6", b.port)
+        results.append(answered(s, corr=i, timeout=15))
+        s.close()
+    assert results[:20] == [True] * 20 and not all(results), results
+    assert b.running()

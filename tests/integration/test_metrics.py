@@ -131,7 +131,9 @@ def test_alert_rules_pass_promtool():
 
 
 class Prometheus:
-    def __init__(self, workdir, targets):
+    def __init__(self, workdir, targets, job="gregor", labels=None):
+        """labels: {target: {label: value}}, attached to that target's series (the operator's
+        relabelling: Kubernetes namespace, pod, ...)."""
         self.dir = os.path.join(workdir, "prometheus")
         os.makedirs(self.dir, exist_ok=True)
         self.port = H.free_port()
@@ -142,8 +144,11 @@ class Prometheus:
         with open(os.path.join(self.dir, "prometheus.yml"), "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
                     "rule_files: [rules.yml]\n"
-                    "scrape_configs:\n  - job_name: gregor\n    static_configs:\n"
-                    f"      - targets: [{', '.join(targets)}]\n")
+                    f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n")
+            for t in targets:
+                f.write(f"      - targets: ['{t}']\n")
+                if labels and labels.get(t):
+                    f.write("        labels: {" + ", ".join(f'{k}: "{v}"' for k, v in labels[t].items()) + "}\n")
         self.log = open(os.path.join(self.dir, "prometheus.log"), "wb")
         self.proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={self.dir}/prometheus.yml", f"--storage.tsdb.path={self.dir}/data",
@@ -165,6 +170,18 @@ class Prometheus:
             return True
         except (urllib.error.URLError, ConnectionError):
             return False
+
+    def query_all(self, expr, at=None):
+        """Every series of an instant query (at a Unix time, else now): [(labels, value)]."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        d = self.get("/api/v1/query", **params)
+        assert d["status"] == "success", d
+        res = d["data"]["result"]
+        if d["data"]["resultType"] == "scalar":
+            return [({}, float(res[1]))]
+        return [(r["metric"], float(r["value"][1])) for r in res]
 
     def query(self, expr):
         """The single value of an instant query, or None when the result is empty."""

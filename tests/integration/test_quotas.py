@@ -14,6 +14,8 @@ rate windows allow is small and the test is short.
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -266,3 +268,81 @@ def test_reassignment_throttle(cluster_factory, zk_connect, tmp_path):
     assert "Clearing broker-level throttles on brokers 1,2" in out.stdout
     assert "Clearing topic-level throttles on topic big" in out.stdout
     assert json.loads(c.zk.get("/config/topics/big")[0])["config"] == {}
+
+
+# ---- quotas keyed on the authenticated principal (issue 25 item 9) ----
+
+def _plain_login(port, user, password):
+    """A socket authenticated with SASL/PLAIN (SaslHandshake v1 + SaslAuthenticate v1)."""
+    from kafka_wire import frame, recv_frame
+    from test_hostile_clients import sasl_authenticate
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+    r = recv_frame(s)
+    assert r is not None and struct.unpack(">h", r[4:6])[0] == 0, "SaslHandshake PLAIN refused"
+    err, _ = sasl_authenticate(s, b"\0" + user.encode() + b"\0" + password.encode(), 2)
+    assert err == 0, f"PLAIN login of {user}: {err}"
+    return s
+
+
+def _produce_throttle(s, corr, topic, client_id, size=1000):
+    """Produce v3 of one record of `size` bytes; returns (error code, ThrottleTimeMs)."""
+    from kafka_wire import frame, recv_frame
+    from test_malformed import array, i16, i32, record_batch, string
+    recs = record_batch([b"p" * size])
+    body = string(None) + i16(1) + i32(10000) + array([string(topic) + array([i32(0) + i32(len(recs)) + recs])])
+    s.sendall(frame(0, 3, corr, body, client_id=client_id.encode()))
+    r = recv_frame(s, timeout=10)
+    assert r is not None and struct.unpack(">i", r[:4])[0] == corr
+    # [topic [partition error base_offset log_append_time]] throttle
+    tl = struct.unpack(">h", r[8:10])[0]
+    err = struct.unpack(">h", r[10 + tl + 4 + 4:10 + tl + 4 + 4 + 2])[0]
+    return err, struct.unpack(">i", r[-4:])[0]
+
+
+def test_quotas_follow_the_sasl_principal(cluster_factory, zk_connect):
+    """/config/users/<u> quotas apply to the authenticated user, and a <default> user quota is
+    measured per user (Kafka's metric tags), not in one bucket shared by every client."""
+    c = cluster_factory(zk_connect, n=1, start=False)
+    b = c.brokers[1]
+    sp = H.free_port()
+    ls = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sp}"
+    b.config.update({
+        "listeners": ls, "advertised.listeners": ls, "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret" user_bob="bob-secret" user_carol="carol-secret";',
+        # windows of 30 s: the first records are averaged over 10 windows (300 s), so rates here
+        # do not depend on how fast the test runs
+        "quota.window.size.seconds": "30",
+    })
+    c.start()
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    _KEEP.append(admin)
+    admin.create_topics([NewTopic("pq", num_partitions=1, replication_factor=1)])["pq"].result(30)
+    H.wait_for(lambda: admin.list_topics("pq", timeout=5).topics["pq"].partitions[0].leader >= 0, 20, "topic pq")
+
+    # alice has a user quota of 1 B/s; bob none
+    gregorctl(c, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+              "producer_byte_rate=1")
+    alice = _plain_login(sp, "alice", "alice-secret")
+    bob = _plain_login(sp, "bob", "bob-secret")
+    H.wait_for(lambda: _produce_throttle(alice, 10, "pq", "app")[1] > 0, 10, "alice throttled by her user quota")
+    err, t = _produce_throttle(bob, 11, "pq", "app")
+    assert err == 0 and t == 0, (err, t)
+
+    # users/<default> 5 B/s: one ~1.1 kB request is ~3.7 B/s over the 300 s span, two are ~7.3:
+    # each user gets one request free, whichever users came before
+    gregorctl(c, "--alter", "--entity-type", "users", "--entity-default", "--add-config",
+              "producer_byte_rate=5")
+    carol = _plain_login(sp, "carol", "carol-secret")
+    H.wait_for(lambda: "2 client quota entities loaded" in b.log(), 10, "the <default> quota loaded")
+    err, t = _produce_throttle(bob, 12, "pq", "app")
+    assert err == 0 and t == 0, f"bob's first request throttled ({t} ms)"
+    err, t = _produce_throttle(carol, 13, "pq", "other-app")
+    assert err == 0 and t == 0, f"carol's first request throttled ({t} ms): a bucket shared with bob"
+    err, t = _produce_throttle(bob, 14, "pq", "yet-another-app")
+    assert t > 0, "bob's second request not throttled (the <default> quota is per user, any client id)"
+    for s in (alice, bob, carol):
+        s.close()

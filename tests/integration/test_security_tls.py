@@ -15,6 +15,7 @@ import pytest
 
 import gregor_harness as H
 import security_pki as P
+from kafka_wire import frame, recv_frame
 
 CK = pytest.importorskip("confluent_kafka")
 CKA = pytest.importorskip("confluent_kafka.admin")
@@ -77,31 +78,6 @@ def gregorctl(*args, timeout=60):
 
 
 # ---- raw wire helpers (hostile input) ----
-
-def frame(key, ver, corr, body, flexible=False):
-    cid = b"hostile"
-    hdr = struct.pack(">hhih", key, ver, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
-    m = hdr + body
-    return struct.pack(">i", len(m)) + m
-
-
-def recv_frame(s, timeout=5.0):
-    s.settimeout(timeout)
-    hdr = b""
-    while len(hdr) < 4:
-        d = s.recv(4 - len(hdr))
-        if not d:
-            return None
-        hdr += d
-    n = struct.unpack(">i", hdr)[0]
-    body = b""
-    while len(body) < n:
-        d = s.recv(n - len(body))
-        if not d:
-            return None
-        body += d
-    return body
-
 
 def closed_by_peer(s, timeout=5.0):
     """True if the peer closes (EOF or reset) within timeout, reading and dropping any bytes."""
@@ -426,3 +402,140 @@ def test_hostile_input(single, pki):
     # memory stayed bounded (the 600 KB token was refused before it was read)
     rss = int([ln for ln in open(f"/proc/{c[1].pid}/status") if ln.startswith("VmRSS:")][0].split()[1])
     assert rss < 200 * 1024, f"broker RSS {rss} KiB after hostile input"
+
+
+# ---- the principal of a certificate: Java's DN form and ssl.principal.mapping.rules ----
+# (issue 25 item 12)
+
+def _metadata_error(s, topic, corr=5):
+    """Metadata v1 for `topic` on socket s: the topic's error code, or None if the broker closed."""
+    t = topic.encode()
+    s.sendall(frame(3, 1, corr, struct.pack(">ih", 1, len(t)) + t))
+    r = recv_frame(s, timeout=10)
+    if r is None:
+        return None
+    p = 4
+    (nb,) = struct.unpack(">i", r[p:p + 4])
+    p += 4
+    for _ in range(nb):
+        p += 4
+        (hl,) = struct.unpack(">h", r[p:p + 2])
+        p += 2 + hl + 4
+        (rl,) = struct.unpack(">h", r[p:p + 2])
+        p += 2 + max(rl, 0)
+    p += 4  # controller id
+    p += 4  # topic count (1)
+    return struct.unpack(">h", r[p:p + 2])[0]
+
+
+def _tls_client(pki, port, cert):
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    ctx.load_cert_chain(pki[cert + "_cert"], pki[cert + "_key"])
+    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+
+
+def _principal_broker(cluster_factory, zk_connect, pki, **extra):
+    c = cluster_factory(zk_connect, n=1, start=False)
+    b = c.brokers[1]
+    ports = {"PLAINTEXT": b.port, "SSL": H.free_port(), "MAPPED": H.free_port()}
+    ls = ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items())
+    b.config.update({
+        "listeners": ls, "advertised.listeners": ls, "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MAPPED:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["broker_keystore"],
+        "ssl.key.password": pki["key_password"], "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki["ca"], "ssl.client.auth": "required",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:ANONYMOUS;User:{pki['svc_dn']}",
+        "auto.create.topics.enable": "false",
+        # service users by their CN, upper-cased; nobody else gets a principal on this listener
+        "listener.name.mapped.ssl.principal.mapping.rules": r"RULE:^.*CN=([a-z-]+?),OU=ServiceUsers,.*$/$1/U",
+    })
+    b.config.update(extra)
+    return c, b, ports
+
+
+def test_certificate_principal_java_dn_and_mapping_rules(cluster_factory, zk_connect, pki):
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki)
+    c.zk.create("/kafka-acl/Topic/t", json.dumps({"version": 1, "acls": [
+        {"principal": "User:SVC-ORDERS", "permissionType": "Allow", "operation": "Describe", "host": "*"}]}).encode(),
+        makepath=True)
+    c.start()
+    # DEFAULT rules: the principal is Java's X500Principal.getName() of the subject, so a
+    # super.users entry written for Kafka matches (OIDs with #hex DER, escaped comma)
+    with _tls_client(pki, ports["SSL"], "svc") as s:
+        assert _metadata_error(s, "t") == 3, "the svc certificate's Java DN is not the super user"
+    with _tls_client(pki, ports["SSL"], "client") as s:
+        assert _metadata_error(s, "t") == 29  # User:O=Test,CN=client1: no ACL
+    # the mapping rules of listener MAPPED: the svc certificate is User:SVC-ORDERS (its ACL)
+    with _tls_client(pki, ports["MAPPED"], "svc") as s:
+        assert _metadata_error(s, "t") == 3, "User:SVC-ORDERS (mapped) not allowed"
+    # client1 matches no rule: no principal, the connection is closed (Kafka's NoMatchingRule)
+    try:
+        s = _tls_client(pki, ports["MAPPED"], "client")
+        assert _metadata_error(s, "t") is None, "a certificate no rule applies to was served"
+        s.close()
+    except (ssl.SSLError, ConnectionError):
+        pass
+    assert "No rules apply to O=Test,CN=client1" in b.log()  # -subj /CN=client1/O=Test, reversed
+    assert b.running()
+
+
+def test_mapping_rule_over_match_limit_refuses_not_falls_through(cluster_factory, zk_connect, pki):
+    """A rule that backtracks catastrophically on a DN exceeds PCRE2's match limit: the connection
+    is closed, not given the next rule's name (DEFAULT here, the DN) as if the rule had not
+    matched, and the network thread is free again at once."""
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki, **{
+        "listener.name.mapped.ssl.principal.mapping.rules": r"RULE:^(.|.)*(.|.)*(.|.)*[!?]$/evil/,DEFAULT"})
+    c.start()
+    try:
+        s = _tls_client(pki, ports["MAPPED"], "client")
+        assert _metadata_error(s, "t") is None, "served with the next rule's name after a failed match"
+        s.close()
+    except (ssl.SSLError, ConnectionError):
+        pass
+    assert "cannot match a rule against O=Test,CN=client1: match limit exceeded" in b.log(), b.log_tail()
+    with _tls_client(pki, ports["SSL"], "svc") as s:  # the broker still serves
+        assert _metadata_error(s, "t") == 3
+    assert b.running()
+
+
+@pytest.mark.parametrize("key,value,why", [
+    ("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/X", "Invalid rule"),
+    ("ssl.principal.mapping.rules", "RULE:^CN=((.*$/$1/", "Invalid regular expression"),
+    ("principal.builder.class", "com.example.MyPrincipalBuilder", "principal.builder.class"),
+    ("listener.name.mapped.principal.builder.class", "com.example.MyPrincipalBuilder", "principal.builder.class"),
+    ("sasl.server.callback.handler.class", "com.example.Handler", "sasl.server.callback.handler.class"),
+    ("listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class", "com.example.Handler",
+     "sasl.server.callback.handler.class"),
+])
+def test_principal_settings_refused_at_start_up(cluster_factory, zk_connect, pki, key, value, why):
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki, **{key: value})
+    b.start()
+    assert b.wait_exit(timeout=20) != 0, f"{key}={value} accepted"
+    assert why in b.log(), b.log_tail()
+
+
+def test_default_principal_builder_class_accepted(cluster_factory, zk_connect, pki):
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki, **{
+        "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"})
+    c.start()
+    with _tls_client(pki, ports["SSL"], "svc") as s:
+        assert _metadata_error(s, "t") == 3
+
+
+def test_no_session_tickets(cluster_factory, zk_connect, pki):
+    """TLS 1.2 and 1.3: the broker issues no session ticket (docs/SECURITY.md), so no client can
+    resume a session past a certificate's revocation or the listener's rules."""
+    c, b, ports = _principal_broker(cluster_factory, zk_connect, pki)
+    c.start()
+    for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = ssl.create_default_context(cafile=pki["ca"])
+        ctx.load_cert_chain(pki["client_cert"], pki["client_key"])
+        ctx.minimum_version = ctx.maximum_version = version
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10),
+                             server_hostname="127.0.0.1") as s:
+            s.sendall(frame(18, 0, 9, b""))  # ApiVersions: TLS 1.3 tickets come after the handshake
+            assert recv_frame(s) is not None
+            assert s.version() == ("TLSv1.2" if version == ssl.TLSVersion.TLSv1_2 else "TLSv1.3")
+            assert not s.session.has_ticket, f"{s.version()}: a session ticket was issued"

@@ -266,9 +266,9 @@ def find_txn_coordinator(port, tid):
     return _retry(once)
 
 
-def produce_txn(port, tid, topic, part, batch):
+def produce_txn(port, tid, topic, part, batch, acks=-1):
     c = Raw(port)
-    body = _s(tid) + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + _s(topic) + struct.pack(">i", 1) \
+    body = _s(tid) + struct.pack(">hi", acks, 10000) + struct.pack(">i", 1) + _s(topic) + struct.pack(">i", 1) \
         + struct.pack(">ii", part, len(batch)) + batch
     r = c.call(0, 3, body)
     c.close()
@@ -343,6 +343,275 @@ def test_kip890_late_produce_after_end_txn(cluster_factory, zk_connect, verifica
         assert got == ["t1", "t2"], got
     else:
         assert got == ["t1", "late", "t2"], got  # Kafka 2.7's anomaly
+
+
+def find_coordinator(port, key, key_type):
+    """FindCoordinator v1 (key_type 0 group, 1 transaction): (error, node)."""
+    def once():
+        c = Raw(port)
+        r = c.call(10, 1, _s(key) + bytes([key_type]))
+        c.close()
+        _t, err = struct.unpack_from(">ih", r, 0)
+        pos = 6
+        ml = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + max(ml, 0)
+        return err, struct.unpack_from(">i", r, pos)[0]
+    return _retry(once)
+
+
+def key_on(port, prefix, key_type, want):
+    """A group / transactional id whose coordinator is broker `want`."""
+    for i in range(500):
+        key = f"{prefix}-{i}"
+        err, node = find_coordinator(port, key, key_type)
+        if err == 0 and node == want:
+            return key
+    raise AssertionError(f"no {prefix} id coordinated by broker {want}")
+
+
+class RawTxn:
+    """One transactional id driven over the wire (InitProducerId, AddPartitionsToTxn,
+    AddOffsetsToTxn, EndTxn) on its coordinator's broker."""
+
+    def __init__(self, port, tid):
+        self.tid = tid
+        self.c = Raw(port)
+        r = _retry(lambda: struct.unpack_from(">hqh", self.c.call(22, 0, _s(tid) + struct.pack(">i", 30000)), 4))
+        assert r[0] == 0, r
+        self.pid, self.epoch = r[1], r[2]
+
+    def add(self, topic, part):
+        def once():
+            body = _s(self.tid) + struct.pack(">qh", self.pid, self.epoch) + struct.pack(">i", 1) + _s(topic) \
+                + struct.pack(">ii", 1, part)
+            r = self.c.call(24, 0, body)
+            pos = 4 + 4
+            tl = struct.unpack_from(">h", r, pos)[0]
+            pos += 2 + tl + 4 + 4
+            return (struct.unpack_from(">h", r, pos)[0],)
+        return _retry(once)[0]
+
+    def add_offsets(self, group):
+        return _retry(lambda: (struct.unpack_from(">h", self.c.call(
+            25, 0, _s(self.tid) + struct.pack(">qh", self.pid, self.epoch) + _s(group)), 4)[0],))[0]
+
+    def end(self, commit):
+        return _retry(lambda: (struct.unpack_from(">h", self.c.call(
+            26, 0, _s(self.tid) + struct.pack(">qhb", self.pid, self.epoch, 1 if commit else 0)), 4)[0],))[0]
+
+    def close(self):
+        self.c.close()
+
+
+def txn_offset_commit(port, tid, group, pid, epoch, topic, part, offset):
+    """TxnOffsetCommit v0 of one partition: its error code."""
+    c = Raw(port)
+    body = _s(tid) + _s(group) + struct.pack(">qh", pid, epoch) + struct.pack(">i", 1) + _s(topic) \
+        + struct.pack(">iiq", 1, part, offset) + _s(None)
+    r = c.call(28, 0, body)
+    c.close()
+    pos = 4 + 4
+    tl = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + tl + 4 + 4
+    return struct.unpack_from(">h", r, pos)[0]
+
+
+def plain_produce(port, topic, part, value):
+    """Produce v3 acks=1 of one non-idempotent record: its error code."""
+    recs = b"\x00" + b"\x00" + b"\x00" + b"\x01" + bytes([len(value) * 2]) + value + b"\x00"
+    recs = bytes([len(recs) * 2]) + recs
+    ts = int(time.time() * 1000)
+    after = struct.pack(">hiqqqhii", 0, 0, ts, ts, -1, -1, -1, 1) + recs
+    rest = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after)) + after
+    batch = struct.pack(">qi", 0, len(rest)) + rest
+    c = Raw(port)
+    body = _s(None) + struct.pack(">hi", 1, 10000) + struct.pack(">i", 1) + _s(topic) + struct.pack(">i", 1) \
+        + struct.pack(">ii", part, len(batch)) + batch
+    r = c.call(0, 3, body)
+    c.close()
+    pos = 4
+    tl = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + tl + 4 + 4
+    return struct.unpack_from(">h", r, pos)[0]
+
+
+def test_kip890_slow_coordinator_stalls_only_its_producers(tcluster):
+    """Issue 24 item 7: the KIP-890 check of a producer whose coordinator is stopped (SIGSTOP)
+    must not hold up the check of a producer whose coordinator is another broker, nor plain
+    produce, on the partition leader that asks them. Before, one thread of the broker made every
+    check in turn, so the second producer's first batch was answered only after the first one's
+    check to the stopped broker had timed out. Checked by order of answers, not by time: the
+    stopped coordinator cannot answer, so the second producer is answered while the first waits."""
+    cl = tcluster
+    create(cl, "k890slow", 3)
+    any_port = cl.running()[0].port
+    part = 0
+    leader = state(cl, "k890slow", part)["leader"]
+    others = [b.id for b in cl.running() if b.id != leader]
+    stopped, healthy = others[0], others[1]
+    tid_a = key_on(any_port, "slow-a", 1, stopped)
+    tid_b = key_on(any_port, "slow-b", 1, healthy)
+    a = RawTxn(cl[stopped].port, tid_a)
+    b = RawTxn(cl[healthy].port, tid_b)
+    assert a.add("k890slow", part) == 0
+    assert b.add("k890slow", part) == 0
+    lport = cl[leader].port
+    done = {}
+
+    def produce_a():
+        done["a"] = produce_txn(lport, tid_a, "k890slow", part, txn_batch([b"a1"], a.pid, a.epoch, 0), acks=1)
+    cl[stopped].pause()
+    try:
+        ta = threading.Thread(target=produce_a, daemon=True)
+        ta.start()
+        time.sleep(0.5)  # not a bound: lets a's request reach the leader first (the old code then failed)
+        assert plain_produce(lport, "k890slow", part, b"plain") == 0
+        # acks=1: the stopped broker may be in the partition's ISR; replication is not what is tested
+        assert produce_txn(lport, tid_b, "k890slow", part, txn_batch([b"b1"], b.pid, b.epoch, 0), acks=1) == 0
+        assert "a" not in done, f"producer a was answered ({done}) before b although its coordinator is stopped"
+    finally:
+        cl[stopped].resume()
+    ta.join(60)
+    assert done.get("a") in (0, 19), done  # verified once resumed, or NOT_ENOUGH_REPLICAS (retriable)
+    assert b.end(True) == 0
+    H.wait_for(lambda: "b1" in consume(cl, "k890slow", 3, "read_committed", timeout=5, quiet=0.5), 30, "b1 committed")
+    b.close()
+    a.close()
+
+
+def test_kip890_txn_offset_commit_verified(tcluster):
+    """Issue 24 item 7: TxnOffsetCommit is verified as Kafka 3.7 does: offsets for a group whose
+    __consumer_offsets partition is not part of the transaction (no AddOffsetsToTxn), or sent
+    after the transaction was aborted, are refused with INVALID_TXN_STATE and never committed
+    (before, they were written and opened a transaction on __consumer_offsets that nothing
+    would close). The group's coordinator is another broker than the transaction's, so the check
+    crosses the wire."""
+    cl = tcluster
+    create(cl, "k890off", 1)
+    any_port = cl.running()[0].port
+    tcoord = 1
+    gcoord = 2
+    tid = key_on(any_port, "toc-t", 1, tcoord)
+    group = key_on(any_port, "toc-g", 0, gcoord)
+    gport = cl[gcoord].port
+    t = RawTxn(cl[tcoord].port, tid)
+    # not added: refused (after the group's coordinator has loaded)
+    first = _retry(lambda: (txn_offset_commit(gport, tid, group, t.pid, t.epoch, "k890off", 0, 5),), ok=(0, 48))[0]
+    assert first == 48, first
+    # added: accepted; committed with the transaction
+    assert t.add_offsets(group) == 0
+    assert _retry(lambda: (txn_offset_commit(gport, tid, group, t.pid, t.epoch, "k890off", 0, 7),))[0] == 0
+    assert t.end(True) == 0
+    # the next transaction, aborted: afterwards its offsets are refused
+    assert t.add_offsets(group) == 0
+    assert _retry(lambda: (txn_offset_commit(gport, tid, group, t.pid, t.epoch, "k890off", 0, 9),))[0] == 0
+    assert t.end(False) == 0
+    late = _retry(lambda: (txn_offset_commit(gport, tid, group, t.pid, t.epoch, "k890off", 0, 11),), ok=(48,))[0]
+    assert late == 48, late
+    # a fenced epoch is told so
+    assert txn_offset_commit(gport, tid, group, t.pid, t.epoch - 1 if t.epoch > 0 else 32000, "k890off", 0, 12) \
+        in (47, 48), "an older epoch is refused"
+    t.close()
+    c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": group, "isolation.level": "read_committed"})
+
+    def committed():
+        r = c.committed([TopicPartition("k890off", 0)], timeout=10)
+        return r[0].offset
+    H.wait_for(lambda: committed() == 7, 30, "offset 7 committed")
+    c.close()
+
+
+def test_add_partitions_waits_for_previous_commit(tcluster):
+    """Issue 24 (performance): an AddPartitionsToTxn sent right after EndTxn, while the coordinator
+    still writes the markers and CompleteCommit, waits for them and is answered NONE, instead of
+    CONCURRENT_TRANSACTIONS and a client back-off (librdkafka 20 ms, Java 100 ms) per
+    transaction. Rounds of begin/produce/commit over the raw wire; every add must succeed at
+    once, and every committed value is read back."""
+    cl = tcluster
+    create(cl, "k890park", 3)
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "park-tx")
+    assert err == 0, err
+    t = RawTxn(cl[node].port, "park-tx")
+    part = next(p for p in range(3) if state(cl, "k890park", p)["leader"] != node)
+    lport = cl[state(cl, "k890park", part)["leader"]].port
+    assert t.add("k890park", part) == 0
+    answers = []
+    for i in range(10):
+        assert produce_txn(lport, "park-tx", "k890park", part, txn_batch([b"v%d" % i], t.pid, t.epoch, i)) == 0
+        assert t.end(True) == 0
+        # no _retry here: the first answer counts
+        body = _s("park-tx") + struct.pack(">qh", t.pid, t.epoch) + struct.pack(">i", 1) + _s("k890park") \
+            + struct.pack(">ii", 1, part)
+        r = t.c.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        answers.append(struct.unpack_from(">h", r, pos)[0])
+    assert answers == [0] * 10, answers
+    assert t.end(False) == 0
+    t.close()
+    H.wait_for(lambda: consume(cl, "k890park", 3, "read_committed", timeout=5, quiet=0.5)
+               == [f"v{i}" for i in range(10)], 30, "all ten committed")
+
+
+def test_add_partitions_wait_is_bounded(tcluster):
+    """The wait of an AddPartitionsToTxn for the previous transaction is bounded: when that
+    transaction cannot complete (its only partition is on a stopped broker, so its marker cannot
+    be written), the next AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS (retriable) after
+    the wait, as Kafka would at once, instead of hanging the producer's coordinator connection."""
+    cl = tcluster
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "bounded-tx")
+    assert err == 0, err
+    other = next(b.id for b in cl.running() if b.id != node)
+    admin = AdminClient({"bootstrap.servers": bootstrap(cl)})
+    admin.create_topics([NewTopic("k890one", num_partitions=1, replica_assignment=[[other]])],
+                        operation_timeout=20, request_timeout=30)["k890one"].result(timeout=40)
+    H.wait_for(lambda: (state(cl, "k890one") or {}).get("leader", -1) == other, 30, "a leader")
+    t = RawTxn(cl[node].port, "bounded-tx")
+    assert t.add("k890one", 0) == 0
+    assert produce_txn(cl[other].port, "bounded-tx", "k890one", 0, txn_batch([b"x"], t.pid, t.epoch, 0)) == 0
+    cl[other].pause()
+    try:
+        assert t.end(True) == 0  # PrepareCommit written; the marker cannot be
+        body = _s("bounded-tx") + struct.pack(">qh", t.pid, t.epoch) + struct.pack(">i", 1) + _s("k890one") \
+            + struct.pack(">ii", 1, 0)
+        r = t.c.call(24, 0, body)
+        pos = 4 + 4
+        tl = struct.unpack_from(">h", r, pos)[0]
+        pos += 2 + tl + 4 + 4
+        assert struct.unpack_from(">h", r, pos)[0] == 51  # CONCURRENT_TRANSACTIONS
+    finally:
+        cl[other].resume()
+    t.close()
+
+
+def test_kip890_verification_after_idle_close(cluster_factory, zk_connect):
+    """The leader keeps its verification connection to the coordinator; when the coordinator
+    closed it meanwhile (connections.max.idle.ms), the next check goes out once more on a new
+    connection instead of failing the producer's batch with a retriable error."""
+    cfg = dict(CONFIG)
+    cfg["connections.max.idle.ms"] = "1000"
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    create(cl, "k890idle", 3)
+    any_port = cl.running()[0].port
+    err, node = find_txn_coordinator(any_port, "idle-tx")
+    assert err == 0, err
+    t = RawTxn(cl[node].port, "idle-tx")
+    part = next(p for p in range(3) if state(cl, "k890idle", p)["leader"] != node)
+    lport = cl[state(cl, "k890idle", part)["leader"]].port
+    for i in range(2):
+        assert t.add("k890idle", part) == 0
+        assert produce_txn(lport, "idle-tx", "k890idle", part, txn_batch([b"i%d" % i], t.pid, t.epoch, i)) == 0
+        assert t.end(True) == 0
+        if i == 0:
+            time.sleep(3)  # not a bound: the coordinator closes the idle verification connection
+            t.close()
+            t.c = Raw(cl[node].port)  # ours was closed too
+    t.close()
+    H.wait_for(lambda: consume(cl, "k890idle", 3, "read_committed", timeout=5, quiet=0.5) == ["i0", "i1"], 30,
+               "both committed")
 
 
 # ---- exactly-once pipeline under faults ----

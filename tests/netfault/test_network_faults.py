@@ -489,3 +489,70 @@ def test_failover_with_slow_zookeeper(request, netcluster):
             nem.kill_leader_slow_zk(200)
             nem.kill_controller_slow_zk(200)
     run_net_chaos(request, netcluster, faults)
+
+
+@pytest.mark.broker_config({"offsets.topic.replication.factor": "3"})
+def test_transactions_under_network_faults(request, netcluster):
+    """(7) The transactional workload of tests/chaos/test_txn_chaos.py (transactional producers,
+    a consume-transform-produce pipeline, a read_committed observer; txn_chaos.check_txn) while
+    links are cut: a transaction coordinator's broker cut from the other brokers (its markers
+    cannot be delivered, its followers fall behind), the same broker blackholed from ZooKeeper
+    past its session timeout (it loses its partitions, another broker becomes coordinator), and a
+    data partition's leader cut from ZooKeeper. Every anomaly count must be 0."""
+    import txn_chaos as T
+    nc, cluster = netcluster, netcluster.cluster
+    rng = random.Random(int(os.environ.get("GREGOR_CHAOS_SEED", "1")))
+    for t in T.TOPICS + (T.PIPE_IN, T.PIPE_OUT):
+        C.create_topic(cluster, t, T.PARTITIONS, rf=3, min_isr=2)
+    wl = T.TxnWorkload(cluster, producers=3, seed=rng.randrange(1000)).start()
+    nem = T.TxnNemesis(cluster, rng)
+    events = []
+
+    def heal():
+        nc.net.heal()
+        cluster.wait_registered(timeout=40)
+        nem.heal()
+
+    def coordinator(tid):
+        return nem.coordinator_of(tid)
+
+    try:
+        H.wait_for(lambda: all(any(tx["outcome"] == "committed" for tx in p.txns) for p in wl.producers)
+                   or wl.crashed, 90, "a first commit by every transactional producer")
+        for _ in range(rounds(1, 3)):
+            b = coordinator(rng.choice(wl.producers).tid)
+            nc.net.cut(f"broker-{b}", "broker")
+            time.sleep(4.0)
+            events.append(f"coordinator {b} cut from the brokers 4s")
+            heal()
+            b = coordinator(rng.choice(wl.producers).tid)
+            nc.net.blackhole(f"broker-{b}", "zk")
+            H.wait_for(lambda: b not in cluster.registered_ids(), SESSION_S + 15,
+                       f"broker {b}'s registration gone while blackholed from ZooKeeper", interval=0.1)
+            time.sleep(1.0)
+            events.append(f"coordinator {b} blackholed from ZooKeeper past its session")
+            heal()
+            p = rng.randrange(T.PARTITIONS)
+            b = C.leader_of(cluster, T.TOPICS[0], p)
+            nc.net.cut(f"broker-{b}", "zk")
+            H.wait_for(lambda: C.leader_of(cluster, T.TOPICS[0], p) not in (b, -1, None), SESSION_S + 30,
+                       f"a new leader for {T.TOPICS[0]}-{p} while broker {b} is cut from ZooKeeper", interval=0.1)
+            events.append(f"{T.TOPICS[0]}-{p} leader {b} cut from ZooKeeper")
+            heal()
+    finally:
+        nc.net.heal()
+        alive = wl.stop()
+    txns = [tx for p in wl.producers for tx in p.txns]
+    outcomes = {k: sum(tx["outcome"] == k for tx in txns) for k in ("committed", "aborted", "indeterminate")}
+    print(f"{request.node.name}: faults {events}; transactions {outcomes}; pipeline inputs {len(wl.fed)}, "
+          f"processed {[w.processed for w in wl.workers]}; client errors "
+          f"{[f for p in wl.producers for f in p.fatal][:10]}")
+    assert wl.crashed == [], wl.crashed
+    assert alive == [], f"threads still running: {alive}"
+    assert outcomes["committed"] > 0
+    bootstrap = C.bootstrap(cluster, all_brokers=True)
+    final = T.read_committed_all(bootstrap, T.TOPICS)
+    pipe_out = [v for recs in T.read_committed_all(bootstrap, (T.PIPE_OUT,)).values() for _, v in recs]
+    bad = T.check_txn(txns, final, wl.observer.seen, wl.fed, pipe_out)
+    print(f"{request.node.name}: anomalies " + ", ".join(f"{k} {len(v)}" for k, v in bad.items()))
+    assert not any(bad.values()), {k: v[:5] for k, v in bad.items() if v}

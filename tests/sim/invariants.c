@@ -1120,3 +1120,114 @@ void inv_quiet(struct sim *s) {
     }
     inv_quiet_admin(s, live, n_live);
 }
+
+/* ---- W1: the context a failover starts from ---- */
+
+struct sim_failover_counts g_failovers;
+
+/* W1: right after a failover loaded its context -- before it acts on it -- the context equals
+ * what a cold load of ZooKeeper's current tree builds: the same topics (incarnation czxid and
+ * zkVersion), assignments, partition states (leader, leader epoch, ISR, controller epoch,
+ * zkVersion, or none), and nothing a term learns later (state machine states, replica states,
+ * offline dirs, the deletion queue). Nothing else runs inside the step, so the tree is what the
+ * controller read or proved. Checked for cold loads too: the warm path must be indistinguishable. */
+void inv_on_context_loaded(struct sim *s, struct sbroker *b, struct gr_ctrl_context *ctx,
+                           const struct gr_ctrl_load_report *r) {
+    const char *W1 = "W1 failover context equals a cold load";
+    if (r->warm) {
+        g_failovers.warm++;
+        g_failovers.standby_states += (uint64_t)r->standby_states;
+        g_failovers.states_confirmed += (uint64_t)r->states_confirmed;
+        g_failovers.states_read += (uint64_t)r->states_read;
+    } else {
+        g_failovers.cold++;
+    }
+    if (s->failed) return;
+    if (r->warm && s->o.verbose)
+        printf("[%6" PRId64 " t=%7" PRId64 "] W1: broker %d warm start: %lld of %lld standby states proven current, "
+               "%lld read\n",
+               s->step, s->now, b->id, (long long)r->states_confirmed, (long long)r->standby_states,
+               (long long)r->states_read);
+    const char **names = NULL;
+    int nt = zm_peek_children(s->zm, "/brokers/topics", &names);
+    if (nt < 0) nt = 0;
+    if ((size_t)nt != gr_ctrl_ctx_topic_count(ctx)) {
+        sim_fail(s, W1, "broker %d (%s): context has %zu topics, ZooKeeper %d", b->id, r->warm ? "warm" : "cold",
+                 gr_ctrl_ctx_topic_count(ctx), nt);
+        return;
+    }
+    if (ctx->topics_to_be_deleted.count != 0) {
+        sim_fail(s, W1, "broker %d: deletion queue not empty before fetchTopicDeletionsInProgress", b->id);
+        return;
+    }
+    int64_t parts = 0, reassigning = 0;
+    char b1[128], b2[128];
+    for (int i = 0; i < nt && !s->failed; i++) {
+        char path[512];
+        snprintf(path, sizeof path, TOPICS_PREFIX "%s", names[i]);
+        const char *d;
+        int len;
+        struct gr_zstat st;
+        if (zm_peek(s->zm, path, &d, &len, &st) != GR_ZOK || !d) continue;
+        struct gr_kzk_topic_assignment a;
+        memset(&a, 0, sizeof a);
+        if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) continue;
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, names[i]);
+        if (!t || t->czxid != st.czxid || t->zk_version != st.version || t->n_partitions != a.n_partitions ||
+            t->queued_for_deletion || (t->topic_id == NULL) != (a.topic_id == NULL) ||
+            (t->topic_id && strcmp(t->topic_id, a.topic_id))) {
+            sim_fail(s, W1, "broker %d (%s): topic %s: context czxid %lld v%d, %d partitions; ZooKeeper czxid %lld v%d, %d",
+                     b->id, r->warm ? "warm" : "cold", names[i], t ? (long long)t->czxid : -1LL, t ? t->zk_version : -1,
+                     t ? t->n_partitions : -1, (long long)st.czxid, st.version, a.n_partitions);
+            gr_kzk_topic_assignment_release(&a);
+            break;
+        }
+        parts += t->n_partitions;
+        for (int k = 0; k < a.n_partitions && !s->failed; k++) {
+            const struct gr_kzk_partition_assignment *pa = &a.partitions[k];
+            struct gr_ctrl_partition *cp = gr_ctrl_topic_partition(t, pa->partition);
+            if (!cp || !same_ids(cp->replicas, cp->n_replicas, pa->replicas, pa->n_replicas) ||
+                !same_ids(cp->adding, cp->n_adding, pa->adding, pa->n_adding) ||
+                !same_ids(cp->removing, cp->n_removing, pa->removing, pa->n_removing)) {
+                sim_fail(s, W1, "broker %d: %s-%d: assignment differs from ZooKeeper", b->id, names[i], pa->partition);
+                break;
+            }
+            reassigning += cp->n_adding > 0 || cp->n_removing > 0;
+            bool clean = cp->state == 0 && cp->n_offline_dirs == 0 && cp->fresh_gen != ctx->event_gen;
+            for (int x = 0; cp->replica_states && x < cp->n_replicas; x++) clean &= cp->replica_states[x] == 0;
+            if (!clean) {
+                sim_fail(s, W1, "broker %d: %s-%d carries state machine state into the failover", b->id, names[i],
+                         pa->partition);
+                break;
+            }
+            char sp[600];
+            snprintf(sp, sizeof sp, "%s/partitions/%d/state", path, pa->partition);
+            const char *sd;
+            int sl;
+            struct gr_zstat sst;
+            bool zk_has = zm_peek(s->zm, sp, &sd, &sl, &sst) == GR_ZOK && sd;
+            struct gr_kzk_leader_and_isr z;
+            memset(&z, 0, sizeof z);
+            if (zk_has && gr_kzk_partition_state_decode(sd, (size_t)sl, &z) != 0) zk_has = false;
+            z.zk_version = sst.version;
+            if (zk_has != cp->has_state ||
+                (zk_has && (cp->lai.leader != z.leader || cp->lai.leader_epoch != z.leader_epoch ||
+                            cp->lai.controller_epoch != z.controller_epoch || cp->lai.zk_version != z.zk_version ||
+                            !same_ids(cp->lai.isr, cp->lai.n_isr, z.isr, z.n_isr)))) {
+                sim_fail(s, W1,
+                         "broker %d (%s): %s-%d: context {%s leader %d epoch %d isr [%s] cepoch %d v%d}, ZooKeeper {%s "
+                         "leader %d epoch %d isr [%s] cepoch %d v%d}",
+                         b->id, r->warm ? "warm" : "cold", names[i], pa->partition, cp->has_state ? "state" : "none",
+                         cp->lai.leader, cp->lai.leader_epoch, ids_str(b1, sizeof b1, cp->lai.isr, cp->lai.n_isr),
+                         cp->lai.controller_epoch, cp->lai.zk_version, zk_has ? "state" : "none", z.leader,
+                         z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr), z.controller_epoch, z.zk_version);
+            }
+            gr_kzk_leader_and_isr_release(&z);
+        }
+        gr_kzk_topic_assignment_release(&a);
+    }
+    if (!s->failed && (parts != gr_ctrl_ctx_partition_count(ctx) || reassigning != ctx->n_reassigning))
+        sim_fail(s, W1, "broker %d: context counts %lld partitions (%lld reassigning), ZooKeeper %lld (%lld)", b->id,
+                 (long long)gr_ctrl_ctx_partition_count(ctx), (long long)ctx->n_reassigning, (long long)parts,
+                 (long long)reassigning);
+}

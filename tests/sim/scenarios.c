@@ -241,6 +241,166 @@ static void scenario_recreated_same_term(struct sim *s) {
                  caches(x, topic, 1));
 }
 
+/* ---- the warm standby controller (W1 checks every failover's context) ---- */
+
+/* Lets every standby refresh (simnode.c: every 20 s of virtual time) run on a quiet cluster. */
+static void refresh_standbys(struct sim *s) {
+    sim_advance(s, 21000);
+    sim_settle(s);
+}
+
+static void want_warm(struct sim *s, const char *what, uint64_t warm_before) {
+    if (!s->failed && g_failovers.warm == warm_before)
+        sim_fail(s, what, "no failover started from the standby context (%" PRIu64 " warm in all)", g_failovers.warm);
+}
+
+/* The controller's broker is killed (or only its session lost) while a reassignment and a
+ * deletion are under way, then the next controller too: two failovers in a row, both warm, from
+ * standby contexts that missed the latest ISR and assignment changes. */
+static void standby_two_failovers(struct sim *s, bool crash) {
+    const char *what = "scenario standby: two failovers during a reassignment and a deletion";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    int32_t r1[] = {1, 2}, r2[] = {2, 3}, r3[] = {3, 1};
+    create_topic(s, "sb0", r1, 2);
+    create_topic(s, "sb1", r2, 2);
+    create_topic(s, "sb2", r3, 2);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s);
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    int32_t target[] = {3, 1};
+    struct api_result res;
+    reassign(s, "sb0", target, 2, &res); /* queued on the controller, not yet processed */
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, "sb1") != 0)
+        sim_fail(s, what, "cannot mark sb1 for deletion");
+    for (int round = 0; round < 2 && !s->failed; round++) {
+        struct sbroker *a = active(s);
+        if (!a) {
+            sim_settle(s);
+            a = active(s);
+        }
+        if (!a) break;
+        if (crash) node_crash(s, a, true);
+        else zm_expire_session(s->zm, zm_client_session(a->zc));
+        settle_keep_dead(s);
+    }
+    want_warm(s, what, warm);
+    if (!s->failed) sim_settle(s); /* the dead come back; quiet checks */
+}
+
+static void scenario_standby_crash(struct sim *s) { standby_two_failovers(s, true); }
+static void scenario_standby_expire(struct sim *s) { standby_two_failovers(s, false); }
+
+/* A broker cut off from ZooKeeper long enough to miss leader and ISR changes (its session
+ * expires) becomes the controller right after it returns: its standby context is stale, and the
+ * failover must find every stale state by its version and read it. */
+static void scenario_standby_partitioned(struct sim *s) {
+    const char *what = "scenario standby: a broker partitioned away becomes controller";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    int32_t r1[] = {1, 2, 3}, r2[] = {2, 3, 1};
+    create_topic(s, "sp0", r1, 3);
+    create_topic(s, "sp1", r2, 3);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s);
+    if (s->failed) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    struct sbroker *y = NULL;
+    for (int i = 0; i < s->n_brokers; i++)
+        if (&s->brokers[i] != c && &s->brokers[i] != x) y = &s->brokers[i];
+    x->zk_cut_until = s->now + 3 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s); /* x's session expires: the controller moves leaders off x and shrinks ISRs */
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, "sp1") != 0)
+        sim_fail(s, what, "cannot mark sp1 for deletion");
+    if (!s->failed) sim_settle(s);
+    s->settle_hold_cuts = false;
+    uint64_t warm = g_failovers.warm;
+    if (!s->failed && y) node_crash(s, y, true);
+    if (!s->failed) node_crash(s, c, true); /* only x is left: it must take over */
+    x->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    if (!s->failed) sim_settle(s);
+}
+
+/* A state znode deleted and created again at the same version under an unchanged topic znode
+ * (docs/ARCHITECTURE.md, "Warm standby controller"): the controller's deletion of a topic is cut
+ * between two of its multis (its session expires; the first multi removed some state znodes), the
+ * next controller runs with delete.topic.enable=false (a rolling change of the setting), removes
+ * /admin/delete_topics/T and creates the missing states at version 0 with its own leader and ISR.
+ * A broker that held the old states at version 0 in its standby, cut off meanwhile, then becomes
+ * the controller: its check ops pass on the new znodes, so only the topic znode's version bump
+ * (kzk: gr_kzk_touch_topics_guarded) tells it the states changed. W1 fails without the bump. */
+static void scenario_standby_recreated_states(struct sim *s) {
+    const char *what = "scenario standby: states re-created at version 0 after an interrupted deletion";
+    s->kzk_batch = 4; /* three deletes per multi: a 4-partition topic takes several */
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *d = NULL, *x = NULL; /* d: the next controller (deletion off); x: the stale standby */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!d) d = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    const char *topic = "rs0";
+    int32_t reps[] = {c->id, d->id};
+    struct gr_kzk_partition_assignment pa[4];
+    for (int p = 0; p < 4; p++) pa[p] = (struct gr_kzk_partition_assignment){.partition = p, .n_replicas = 2, .replicas = reps};
+    struct gr_kzk_topic_assignment a = {.topic = (char *)topic, .n_partitions = 4, .partitions = pa};
+    if (gr_kzk_create_topic(s->admin_kzk, topic, &a, NULL) != 0) sim_fail(s, what, "cannot create %s", topic);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s); /* x's standby: rs0's states at version 0, led by c */
+    if (s->failed) return;
+    /* x is cut off from here on (it must neither refresh nor take over before the end) */
+    x->zk_cut_until = s->now + 1000 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s);
+    /* d restarts with delete.topic.enable=false */
+    d->delete_disabled = true;
+    if (!s->failed) node_crash(s, d, true);
+    if (!s->failed && !node_start(s, d)) sim_fail(s, what, "broker %d does not start again", d->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    /* c deletes rs0 and is cut after its first multi of deletes; it cannot come back meanwhile */
+    c->zk_cut_until = s->now + 1000 * SIM_SESSION_TIMEOUT_MS;
+    s->interrupt_deletion_of = topic;
+    if (gr_kzk_create_topic_deletion(s->admin_kzk, topic) != 0) sim_fail(s, what, "cannot mark %s for deletion", topic);
+    if (!s->failed) sim_settle(s); /* d takes over, drops the marker, creates the missing states */
+    if (s->failed) return;
+    int remaining = 0;
+    for (int p = 0; p < 4; p++) {
+        char path[128];
+        struct gr_zstat st;
+        snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic, p);
+        if (zm_peek(s->zm, path, NULL, NULL, &st) == GR_ZOK && st.version == 0) remaining++;
+    }
+    if (s->interrupt_deletion_of || !gr_controller_is_active(d->ctrl) ||
+        zm_peek(s->zm, "/admin/delete_topics/rs0", NULL, NULL, NULL) == GR_ZOK || remaining == 0) {
+        sim_fail(s, what, "the script did not run as planned (interrupted: %d, controller %d: %d, states at v0: %d)",
+                 !s->interrupt_deletion_of, d->id, gr_controller_is_active(d->ctrl), remaining);
+        return;
+    }
+    /* c stays away (the states d created must stay at version 0); x comes back, gets a new session
+     * and refreshes its standby: every check passes at version 0 */
+    node_crash(s, c, true);
+    s->settle_hold_cuts = false;
+    settle_keep_dead(s);
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, d, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    d->delete_disabled = false;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -249,13 +409,19 @@ static const struct {
     const char *name;
     int brokers;
     void (*run)(struct sim *s);
+    bool standby; /* runs with gregor.controller.standby.enable (the others without), whatever the options */
 } scenarios[] = {
-    {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr},
-    {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr},
-    {"a topic deleted while a broker is away: removed from its cache in the same term", 3, scenario_delete_same_term},
-    {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move},
+    {"offline dir: the only in-sync replica is not re-elected", 2, scenario_offline_dir_only_isr, false},
+    {"cancel keeps an in-sync replica", 3, scenario_cancel_keeps_isr, false},
+    {"a topic deleted while a broker is away: removed from its cache in the same term", 3, scenario_delete_same_term, false},
+    {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move, false},
     {"a topic deleted while a broker is away and created again: its new partition stays in the cache", 3,
-     scenario_recreated_same_term},
+     scenario_recreated_same_term, false},
+    {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
+    {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
+    {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},
+    {"standby: states re-created at version 0 after an interrupted deletion (delete.topic.enable=false)", 3,
+     scenario_standby_recreated_states, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {
@@ -269,6 +435,9 @@ int sim_scenarios(const struct sim_opts *base) {
             o.zk_faults = false; /* scripted steps must not fail; settle has no faults anyway */
             /* the scripts rely on these flows whatever the run's options */
             o.alter_isr = o.admin_flows = o.expect_states = o.expect_metadata = true;
+            /* the standby scripts run with the standby on, the others as written (off: a cut-off
+             * broker's StandbyRefresh would wait for ZooKeeper and end the cut early) */
+            o.standby = scenarios[k].standby;
             struct sim *s = gr_calloc(1, sizeof *s);
             sim_setup(s, &o);
             s->phase = 1;

@@ -130,6 +130,11 @@ static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
      * ZooKeeper is reachable again (or the session expired). kzk waits in slices of timeout_ms;
      * --long-outages lets each slice pass one by one (the outage outlasts many session
      * timeouts), otherwise the wait jumps to the end of the outage at once. */
+    if (b && b->expire_on_wait) { /* a scripted interruption (interrupt_deletion_of) */
+        b->expire_on_wait = false;
+        VLOG(s, "zk: broker %d's session expires while it waits to reconnect (scripted)", b->id);
+        return GR_ZSESSIONEXPIRED;
+    }
     int64_t until = zm_down(s->zm) ? s->outage_until : (b && b->zk_cut_until > s->now) ? b->zk_cut_until : 0;
     if (s->o.zk_long_outages && until > s->now + timeout_ms) {
         if (timeout_ms > 0) {
@@ -170,6 +175,13 @@ static int hook_wait_connected(void *arg, struct zm_client *c, int timeout_ms) {
 
 static int hook_call_fault(void *arg, struct zm_client *c, bool is_write) {
     struct sim *s = arg;
+    struct sbroker *w = zm_client_user(c);
+    if (w && w->interrupt_next_write && is_write) {
+        w->interrupt_next_write = false;
+        w->expire_on_wait = true;
+        VLOG(s, "zk: broker %d's connection drops before its write reaches the server (scripted)", w->id);
+        return ZM_FAULT_LOSS_BEFORE;
+    }
     if (s->phase != 0 || !s->o.zk_faults || !zm_client_user(c)) return ZM_FAULT_NONE;
     uint32_t r = rng_below(&s->rng, 400);
     struct sbroker *b = zm_client_user(c);
@@ -182,6 +194,32 @@ static int hook_call_fault(void *arg, struct zm_client *c, bool is_write) {
         return ZM_FAULT_LOSS_AFTER;
     }
     return ZM_FAULT_NONE;
+}
+
+/* Every committed transaction: the scripted interruption of a deletion (interrupt_deletion_of),
+ * then the invariants. */
+static void hook_on_commit(void *arg, const struct zm_txn *t) {
+    struct sim *s = arg;
+    const char *topic = s->interrupt_deletion_of;
+    int32_t wid = -1;
+    int winc = 0;
+    if (topic && t->is_multi && sim_session_owner(s, t->session, &wid, &winc)) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "/brokers/topics/%s/partitions/", topic);
+        for (int i = 0; i < t->n_changes; i++) {
+            const struct zm_change *c = &t->changes[i];
+            size_t pl = strlen(c->path);
+            if (c->op != GR_ZOP_DELETE || strncmp(c->path, prefix, strlen(prefix)) != 0 || pl < 6 ||
+                strcmp(c->path + pl - 6, "/state") != 0)
+                continue;
+            for (int k = 0; k < s->n_brokers; k++)
+                if (s->brokers[k].id == wid) s->brokers[k].interrupt_next_write = true;
+            s->interrupt_deletion_of = NULL;
+            VLOG(s, "broker %d deleted state znodes of %s: its next write is interrupted (scripted)", wid, topic);
+            break;
+        }
+    }
+    inv_on_commit(arg, t);
 }
 
 /* ======================================================================================
@@ -447,6 +485,8 @@ static void advance_time(struct sim *s, int64_t to) {
     int expired = zm_tick(s->zm);
     VLOG(s, "time -> %" PRId64 " ms (%d timers fired, %d sessions expired)", s->now, fired, expired);
 }
+
+void sim_advance(struct sim *s, int64_t ms) { advance_time(s, s->now + ms); }
 
 /* Next interesting instant: a timer or a session deadline. */
 static int64_t next_instant(struct sim *s) {
@@ -793,7 +833,7 @@ void sim_setup(struct sim *s, const struct sim_opts *o) {
     s->zm = zm_new();
     zm_set_flush_on_call(s->zm, o->watch_flush);
     struct zm_hooks h = {.wait_connected = hook_wait_connected, .call_fault = hook_call_fault,
-                         .on_commit = inv_on_commit, .arg = s};
+                         .on_commit = hook_on_commit, .arg = s};
     zm_set_hooks(s->zm, &h);
     s->now = 1000;
     zm_set_time(s->zm, s->now);
@@ -865,7 +905,7 @@ static int run_seed(const struct sim_opts *o, uint64_t *trace_out) {
 static void usage(void) {
     fprintf(stderr,
             "usage: gregor_sim --seeds N [--start S] | --seed S  [--steps K] [--episodes E] [--brokers B]\n"
-            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-zk-outages] [--long-outages] [--no-watch-flush]\n"
+            "                  [--expect states,metadata|none] [--no-topics] [--no-zk-faults] [--no-zk-outages] [--long-outages] [--standby] [--scenarios-only] [--no-watch-flush]\n"
             "                  [--no-hand-edits] [--hand-move] [--alter-isr|--no-alter-isr] [--no-admin] [--no-scenarios] [--verbose]\n"
             "       gregor_sim --selftest\n");
 }
@@ -880,7 +920,7 @@ int main(int argc, char **argv) {
                          .admin_topics = true, .zk_faults = true, .hand_edits = true, .zk_outages = true,
                          .expect_states = true, .expect_metadata = true, .alter_isr = true, .admin_flows = true};
     uint64_t seeds = 0, start = 1, one = 0;
-    bool have_one = false, selftest = false, run_scenarios = true;
+    bool have_one = false, selftest = false, run_scenarios = true, scenarios_only = false;
     char extra[256] = "";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -896,6 +936,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-zk-faults")) o.zk_faults = false;
         else if (!strcmp(a, "--no-zk-outages")) o.zk_outages = false;
         else if (!strcmp(a, "--long-outages")) o.zk_long_outages = true;
+        else if (!strcmp(a, "--standby")) o.standby = true;
+        else if (!strcmp(a, "--scenarios-only")) scenarios_only = true;
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
         else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;
@@ -942,6 +984,11 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    if (scenarios_only && run_scenarios && !have_one) {
+        printf("gregor_sim: scenarios passed; failovers checked by W1: %" PRIu64 " cold, %" PRIu64 " warm\n",
+               g_failovers.cold, g_failovers.warm);
+        return 0;
+    }
     if (!have_one && seeds == 0) {
         usage();
         return 2;
@@ -977,5 +1024,9 @@ int main(int argc, char **argv) {
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("gregor_sim: %" PRIu64 " seeds (%" PRIu64 "..%" PRIu64 "), %d failed, %.1f s, %.0f seeds/minute\n", seeds,
            start, start + seeds - 1, failed, secs, secs > 0 ? (double)seeds * 60.0 / secs : 0.0);
+    printf("gregor_sim: failovers checked by W1: %" PRIu64 " cold, %" PRIu64 " warm (%" PRIu64
+           " standby states offered, %" PRIu64 " proven current by version, %" PRIu64 " read)\n",
+           g_failovers.cold, g_failovers.warm, g_failovers.standby_states, g_failovers.states_confirmed,
+           g_failovers.states_read);
     return failed ? 1 : 0;
 }

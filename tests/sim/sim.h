@@ -53,7 +53,15 @@ struct sim_opts {
     bool zk_outages;           /* whole-ensemble outages and one-sided partitions (a broker cut
                                   off from ZooKeeper, still running, its session expiring) */
     bool zk_long_outages;      /* ... longer than kzk's reconnect wait: calls fail meanwhile */
+    bool standby;              /* gregor.controller.standby.enable on every broker (W1) */
 };
+
+/* Failovers seen by W1 over the whole run of gregor_sim (printed at the end). */
+struct sim_failover_counts {
+    uint64_t cold, warm;
+    uint64_t standby_states, states_confirmed, states_read;
+};
+extern struct sim_failover_counts g_failovers;
 
 /* ---- a simulated broker's partition view (from LeaderAndIsr / UpdateMetadata) ---- */
 struct sb_part {
@@ -181,6 +189,12 @@ struct sbroker {
     uint64_t cs_seq;
     /* one-sided partition: cannot reach ZooKeeper before this virtual time (0: not cut off) */
     int64_t zk_cut_until;
+    /* scenarios: delete.topic.enable=false from its next start (a rolling change of the setting) */
+    bool delete_disabled;
+    /* scenarios (sim.interrupt_deletion_of): its next ZooKeeper write loses the connection before
+     * reaching the server, and its session expires while kzk waits to reconnect */
+    bool interrupt_next_write;
+    bool expire_on_wait;
 };
 
 /* ---- the simulation ---- */
@@ -203,6 +217,11 @@ struct sim {
                                    registered) */
     bool failed;
     char fail_msg[4096];
+    /* scenarios: ops per multi of every broker's kzk from its next start (0: kzk's default) */
+    int kzk_batch;
+    /* scenarios: the first committed multi of a broker that deletes a partition state znode of
+     * this topic arms that broker's interrupt_next_write, once (a deletion cut between its multis) */
+    const char *interrupt_deletion_of;
 
     struct sbroker brokers[SIM_MAX_BROKERS];
     int n_brokers;
@@ -261,6 +280,8 @@ struct sim {
  * deliver everything; check the quiet invariants), tear down. */
 void sim_setup(struct sim *s, const struct sim_opts *o);
 void sim_settle(struct sim *s);
+/* Moves virtual time on by ms (timers fire, sessions past their deadline expire). */
+void sim_advance(struct sim *s, int64_t ms);
 void sim_teardown(struct sim *s);
 void sim_fail(struct sim *s, const char *invariant, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -350,6 +371,10 @@ void inv_on_commit(void *arg, const struct zm_txn *t);
 void inv_on_send(struct sim *s, struct sbroker *from, int32_t to, int16_t api_key, const void *req);
 /* Cheap checks after every step. */
 void inv_after_step(struct sim *s);
+/* W1: a failover's freshly loaded context (warm or cold) equals what a cold load of ZooKeeper's
+ * current tree builds (called from the controller's on_context_loaded hook). */
+void inv_on_context_loaded(struct sim *s, struct sbroker *b, struct gr_ctrl_context *ctx,
+                           const struct gr_ctrl_load_report *r);
 /* Checks of a quiet cluster (nothing in flight). */
 void inv_quiet(struct sim *s);
 

@@ -1046,6 +1046,11 @@ static bool hook_new_session(void *arg, struct gr_zsession *prev) {
     return true;
 }
 
+static void hook_context_loaded(void *arg, struct gr_ctrl_context *ctx, const struct gr_ctrl_load_report *r) {
+    struct sbroker *b = arg;
+    inv_on_context_loaded(b->sim, b, ctx, r);
+}
+
 /* Frees the per-incarnation objects (controller first; the client must not deliver anymore). */
 static void node_teardown(struct sim *s, struct sbroker *b) {
     amsgs_abandon(s, b);
@@ -1081,6 +1086,8 @@ bool node_start(struct sim *s, struct sbroker *b) {
                           b->watches);
     zm_client_set_user(b->zc, b);
     b->kzk = gr_kzk_new(zm_backend(b->zc));
+    if (s->kzk_batch) gr_kzk_set_batch_size(b->kzk, s->kzk_batch);
+    b->interrupt_next_write = b->expire_on_wait = false;
     int64_t prev_sid = b->cur_session;
     b->cur_session = zm_client_session(b->zc);
     b->last_session = 0;
@@ -1095,7 +1102,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
             struct sbroker tmp = {.last_session = prev_sid};
             hook_new_session(&tmp, &prev);
         }
-        rc = gr_kzk_register_broker(b->kzk, &b->info, have ? &prev : NULL, &epoch);
+        rc = gr_kzk_register_broker(b->kzk, &b->info, &prev, have ? 1 : 0, &epoch);
     }
     if (rc != 0 || zm_client_state(b->zc) != ZMC_CONNECTED) {
         if (s->o.verbose) printf("    [sim] broker %d failed to start: %s\n", b->id, gr_kzk_strerror(rc));
@@ -1122,10 +1129,14 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .metrics = NULL,
         .auto_leader_rebalance_enable = true,
         .leader_imbalance_check_interval_ms = 30000,
-        .delete_topic_enable = true,
+        .delete_topic_enable = !b->delete_disabled,
         .no_thread = true,
         .on_new_session = hook_new_session,
         .hook_arg = b,
+        .standby_enable = s->o.standby,
+        .standby_refresh_ms = 20000,
+        .on_context_loaded = hook_context_loaded,
+        .context_hook_arg = b,
     };
     b->ctrl = gr_controller_new(&cfg);
     b->alive = true;

@@ -290,8 +290,16 @@ static void sessions(void) {
 
 /* Connection loss after a write was applied: kzk's retry must find its own effect. */
 static int lose_next, lose_skip, n_writes;
+/* Another client's write that lands just before the next write of any other client (once). */
+static struct zm_client *meddler;
+static const char *meddle_path;
 static int fault_hook(void *arg, struct zm_client *c, bool is_write) {
-    (void)arg, (void)c;
+    (void)arg;
+    if (is_write && meddle_path && c != meddler) {
+        const char *p = meddle_path;
+        meddle_path = NULL;
+        CHECK(gr_zkb_set(zm_backend(meddler), p, "{\"m\":1}", 7, -1, NULL) == GR_ZOK);
+    }
     if (is_write) n_writes++;
     if (is_write && lose_skip > 0) {
         lose_skip--;
@@ -373,6 +381,57 @@ static void pipelined_states_with_loss(struct zm *zm, struct gr_kzk *k) {
     gr_kzk_set_batch_size(k, 1000);
 }
 
+static void topic_at(struct zm *zm, const char *path, const char *data, int version) {
+    const char *d = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    CHECK(zm_peek(zm, path, &d, &len, &st) == GR_ZOK && st.version == version && d &&
+          len == (int)strlen(data) && memcmp(d, data, (size_t)len) == 0);
+}
+
+/* gr_kzk_touch_topics_guarded: one version bump per topic znode, its data kept; an answer lost
+ * after the server applied it is not applied twice; a writer between our read and our set wins
+ * (its data stays) and counts as the bump; a missing topic is ENONODE; a stale epoch writes
+ * nothing. */
+static void touch_topics(struct zm *zm, struct gr_kzk *k, struct zm_client *other) {
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/ta", "{\"a\":1}", 7, 0, NULL) == GR_ZOK);
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/tb", "{\"b\":1}", 7, 0, NULL) == GR_ZOK);
+    CHECK(gr_zkb_set(gr_kzk_backend(k), "/brokers/topics/tb", "{\"b\":1}", 7, -1, NULL) == GR_ZOK);
+    const char *names[] = {"ta", "tb", "gone"};
+    int rcs[3] = {-1, -1, -1};
+    lose_next = 1; /* the multi is applied, its answer lost */
+    CHECK(gr_kzk_touch_topics_guarded(k, 1, names, 3, rcs) == 0);
+    CHECK(rcs[0] == 0 && rcs[1] == 0 && rcs[2] == GR_KZK_ENONODE);
+    topic_at(zm, "/brokers/topics/ta", "{\"a\":1}", 1);
+    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 2);
+    meddler = other; /* someone rewrites ta after our read, before our set */
+    meddle_path = "/brokers/topics/ta";
+    CHECK(gr_kzk_touch_topics_guarded(k, 1, names, 2, rcs) == 0 && rcs[0] == 0 && rcs[1] == 0);
+    CHECK(meddle_path == NULL);
+    topic_at(zm, "/brokers/topics/ta", "{\"m\":1}", 2); /* theirs, not overwritten by ours */
+    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 3);
+    CHECK(gr_kzk_touch_topics_guarded(k, 0, names, 2, rcs) == GR_ECONTROLLER_MOVED);
+    topic_at(zm, "/brokers/topics/ta", "{\"m\":1}", 2);
+    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 3);
+    /* three 100 KB topic znodes: two multis (at most 256 KB of data each), not one of 300 KB */
+    static char big[100 * 1024 + 1];
+    memset(big, 'x', sizeof big - 1);
+    const char *bigs[] = {"big0", "big1", "big2"};
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
+        CHECK(gr_zkb_create(gr_kzk_backend(k), path, big, (int)strlen(big), 0, NULL) == GR_ZOK);
+    }
+    n_writes = 0;
+    CHECK(gr_kzk_touch_topics_guarded(k, 1, bigs, 3, rcs) == 0 && rcs[0] == 0 && rcs[1] == 0 && rcs[2] == 0);
+    CHECK(n_writes == 2);
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
+        topic_at(zm, path, big, 1);
+    }
+}
+
 static void kzk_on_model(void) {
     struct zm *zm = zm_new();
     struct zm_hooks h = {.call_fault = fault_hook};
@@ -386,7 +445,7 @@ static void kzk_on_model(void) {
                                  .timestamp = 1};
     int64_t epoch = 0;
     lose_next = 1;
-    CHECK(gr_kzk_register_broker(k, &info, NULL, &epoch) == 0);
+    CHECK(gr_kzk_register_broker(k, &info, NULL, 0, &epoch) == 0);
     struct gr_zstat st;
     CHECK(zm_peek(zm, "/brokers/ids/1", NULL, NULL, &st) == GR_ZOK && st.czxid == epoch);
     int32_t e = 0, v = 0;
@@ -400,6 +459,7 @@ static void kzk_on_model(void) {
     CHECK(gr_kzk_guarded_multi(k2, 0, &op, 1, NULL) == GR_ECONTROLLER_MOVED);
     CHECK(gr_kzk_guarded_multi(k, 1, &op, 1, NULL) == 0);
     pipelined_states_with_loss(zm, k);
+    touch_topics(zm, k, c2);
     gr_kzk_free(k);
     gr_zkb_destroy(zm_backend(c));
     CHECK(gr_kzk_register_controller_and_increment_epoch(k2, 2, &e, &v) == 0 && e == 2);

@@ -547,7 +547,7 @@ static void node_start(struct node *n, int32_t id) {
     n->info.endpoints[0].host = gr_strdup("127.0.0.1");
     n->info.endpoints[0].port = 9090 + id;
     int64_t epoch = -1;
-    CHECK(gr_kzk_register_broker(n->k, &n->info, NULL, &epoch) == 0);
+    CHECK(gr_kzk_register_broker(n->k, &n->info, NULL, 0, &epoch) == 0);
     struct gr_controller_config cc = {
         .broker_id = id,
         .broker_info = &n->info,

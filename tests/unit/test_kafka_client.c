@@ -3,7 +3,9 @@
  * the next call reconnects); the peer closing the connection (GR_ECLOSED, then a reconnect);
  * a peer that never answers (GR_ETIMEOUT within the bound); retry-until-answered across a
  * restart of the peer; shutdown from another thread waking a blocked call and a backoff; a
- * target change; encode errors (not sent, not retried). */
+ * target change; encode errors (not sent, not retried); the client's lines are logged under the
+ * caller's logger name itself, so per-logger levels (KIP-412) are never those of a freed
+ * client's logger whose address got reused. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/log_controller.h"
 #include "common/util.h"
 #include "net/kafka_client.h"
 #include "protocol/codec.h"
@@ -311,6 +315,29 @@ static void test_until_answered(void) {
     gr_kafka_client_free(kc);
 }
 
+/* KIP-412's level table remembers a logger by the name's pointer (common/log_controller.h): a
+ * client must log under the caller's (literal) logger name, not a heap copy whose address a later
+ * client's copy of another name reuses (that client's lines then took the first logger's level,
+ * and its own logger never existed for IncrementalAlterConfigs). */
+static void test_logger_name_is_callers(void) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* a port nothing listens on */
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+          getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+    int dead_port = ntohs(sa.sin_port);
+    close(fd);
+    static const char *const names[] = {"kc.logger.one", "kc.logger.two", "kc.logger.333", "kc.logger.444"};
+    for (int i = 0; i < 4; i++) {
+        struct gr_kafka_client_config cfg = {.client_id = "gregor", .logger = names[i], .connect_timeout_ms = 1000};
+        struct gr_kafka_client *kc = gr_kafka_client_new(&cfg);
+        gr_kafka_client_set_target(kc, 1, "127.0.0.1", dead_port);
+        CHECK(gr_kafka_client_connect(kc) != 0); /* logs "cannot connect" at DEBUG: the logger exists */
+        gr_kafka_client_free(kc);
+        CHECK(gr_log_logger_exists(names[i]));
+    }
+}
+
 int main(void) {
     start_listener(0);
     pthread_create(&g_server, NULL, server_main, NULL);
@@ -320,6 +347,7 @@ int main(void) {
     test_timeout();
     test_shutdown_wakes_blocked_call_and_backoff();
     test_until_answered();
+    test_logger_name_is_callers();
     stop_server();
     if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
     return test_failures ? 1 : 0;

@@ -80,12 +80,12 @@ static void test_up_convert(void) {
     size_t m = put_msg(set, 0, 1, 0, 5, "k", "v");
     m += put_msg(set + m, 1, 0, 0, 0, "k", "v");
     CHECK_KERR(gr_legacy_to_v2(set, m, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* mixed magic */
-    n = put_msg(set, 0, 1, 2 /* snappy: no codec */, 5, NULL, "zz");
+    n = put_msg(set, 0, 1, 4 /* zstd: needs magic 2 */, 5, NULL, "zz");
     CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
-#ifdef GR_HAVE_ZLIB
-    n = put_msg(set, 0, 1, 1 /* gzip */, 5, NULL, "zz"); /* not a gzip stream */
-    CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE);
-#endif
+    for (int codec = 1; codec <= 3; codec++) { /* gzip, snappy, lz4: not a stream of the codec */
+        n = put_msg(set, 0, 1, codec, 5, NULL, "zz");
+        CHECK_KERR(gr_legacy_to_v2(set, n, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE);
+    }
     CHECK_KERR(gr_legacy_to_v2(set, 0, &b, &bl, NULL), GR_KERR_CORRUPT_MESSAGE); /* empty */
 }
 

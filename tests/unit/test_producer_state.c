@@ -414,6 +414,98 @@ static void test_expiry(void) {
     gr_plog_close(log);
 }
 
+/* ---- ongoing transactions (Kafka's ongoingTxns): the first unstable offset without a scan ---- */
+
+/* A transactional data batch (or a COMMIT/ABORT marker) of pid at base, replayed into ps. */
+static void txn_at(struct gr_pstate *ps, int64_t pid, int64_t base, int marker /* -1 data, 0 abort, 1 commit */) {
+    uint8_t k[4] = {0, 0, 0, (uint8_t)(marker > 0)}, v[6] = {0, 0, 0, 0, 0, 0};
+    struct gr_batch_rec r = marker >= 0 ? (struct gr_batch_rec){k, 4, v, 6, NULL, 0, g_ts}
+                                        : (struct gr_batch_rec){"k", 1, "v", 1, NULL, 0, g_ts};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.base_offset = base;
+    o.attributes = (int16_t)(GR_BATCH_ATTR_TRANSACTIONAL | (marker >= 0 ? GR_BATCH_ATTR_CONTROL : 0));
+    o.producer_id = pid;
+    o.producer_epoch = 0;
+    o.base_sequence = marker >= 0 ? -1 : 0;
+    size_t len;
+    uint8_t *b = gr_batch_build(&r, 1, &o, &len);
+    gr_pstate_load_batches(ps, b, len, base + 1);
+    free(b);
+    CHECK(gr_pstate_check_ongoing(ps));
+}
+
+static void test_ongoing_txns(void) {
+    mkdir(pdir("ongoing-0"), 0755);
+    struct gr_pstate *ps = gr_pstate_new(pdir("ongoing-0"), GR_PSTATE_DEFAULT_EXPIRATION_MS);
+    CHECK(gr_pstate_first_ongoing_offset(ps) == -1);
+    for (int i = 1; i <= 5; i++) txn_at(ps, i, 10 * i, -1);
+    CHECK(gr_pstate_ongoing_count(ps) == 5 && gr_pstate_first_ongoing_offset(ps) == 10);
+    txn_at(ps, 1, 60, -1); /* more data of an open transaction: its first offset stays */
+    CHECK(gr_pstate_first_ongoing_offset(ps) == 10);
+    txn_at(ps, 1, 61, 0); /* abort of the earliest */
+    CHECK(gr_pstate_ongoing_count(ps) == 4 && gr_pstate_first_ongoing_offset(ps) == 20);
+    txn_at(ps, 3, 62, 1); /* commit of one in the middle */
+    CHECK(gr_pstate_ongoing_count(ps) == 3 && gr_pstate_first_ongoing_offset(ps) == 20);
+    txn_at(ps, 2, 63, 0);
+    CHECK(gr_pstate_first_ongoing_offset(ps) == 40);
+    txn_at(ps, 9, 64, 1); /* a marker of a producer without an open transaction */
+    CHECK(gr_pstate_ongoing_count(ps) == 2 && gr_pstate_first_ongoing_offset(ps) == 40);
+    txn_at(ps, 1, 65, -1); /* producer 1 opens a new transaction, after the others */
+    CHECK(gr_pstate_ongoing_count(ps) == 3 && gr_pstate_first_ongoing_offset(ps) == 40);
+    /* expiry takes only producers without an open transaction, and old verification guards */
+    gr_pstate_set_verification_enabled(true);
+    CHECK(gr_pstate_start_verification(ps, 20, 0, g_ts) != 0 && gr_pstate_verification_count(ps) == 1);
+    gr_pstate_set_verification_enabled(false);
+    CHECK(gr_pstate_remove_expired(ps, g_ts + GR_PSTATE_DEFAULT_EXPIRATION_MS) == 3); /* 2, 3, 9 */
+    CHECK(gr_pstate_check_ongoing(ps) && gr_pstate_first_ongoing_offset(ps) == 40);
+    CHECK(gr_pstate_producer_count(ps) == 3 && gr_pstate_verification_count(ps) == 0);
+    /* a snapshot keeps them; a reload rebuilds the order */
+    CHECK(gr_pstate_take_snapshot(ps) == 0);
+    struct gr_pstate *again = gr_pstate_new(pdir("ongoing-0"), GR_PSTATE_DEFAULT_EXPIRATION_MS);
+    CHECK(gr_pstate_load_latest_snapshot(again, 0, g_ts) == 66);
+    CHECK(gr_pstate_check_ongoing(again) && gr_pstate_ongoing_count(again) == 3);
+    CHECK(gr_pstate_first_ongoing_offset(again) == 40);
+    gr_pstate_truncate_fully(again, 100);
+    CHECK(gr_pstate_first_ongoing_offset(again) == -1 && gr_pstate_check_ongoing(again));
+    gr_pstate_free(again);
+    gr_pstate_free(ps);
+
+    /* random opens, appends, commits, aborts and expiries against a model */
+    ps = gr_pstate_new(pdir("ongoing-0"), 1000);
+    int64_t first[64];
+    for (int i = 0; i < 64; i++) first[i] = -1;
+    int64_t off = 0;
+    uint32_t rnd = 12345;
+    for (int step = 0; step < 20000; step++) {
+        rnd = rnd * 1103515245u + 12345u;
+        int pid = (int)((rnd >> 8) % 64);
+        int op = (int)((rnd >> 20) % 8);
+        if (op < 4) {
+            txn_at(ps, pid, off, -1);
+            if (first[pid] < 0) first[pid] = off;
+        } else if (op < 7) {
+            txn_at(ps, pid, off, op == 4);
+            first[pid] = -1;
+        } else if (step % 500 == 0) {
+            gr_pstate_remove_expired(ps, INT64_MAX / 2);
+            CHECK(gr_pstate_check_ongoing(ps));
+        }
+        off++;
+        int64_t m = -1;
+        int open = 0;
+        for (int i = 0; i < 64; i++)
+            if (first[i] >= 0) {
+                open++;
+                if (m < 0 || first[i] < m) m = first[i];
+            }
+        if (gr_pstate_first_ongoing_offset(ps) != m || gr_pstate_ongoing_count(ps) != open) {
+            CHECK(!"the open-transaction heap disagrees with the model");
+            break;
+        }
+    }
+    gr_pstate_free(ps);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     g_ts = gr_wall_ms();
@@ -426,6 +518,7 @@ int main(void) {
     test_snapshot_files();
     test_truncation();
     test_expiry();
+    test_ongoing_txns();
     rm_rf(g_root);
     if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures);
     else printf("test_producer_state: all passed\n");

@@ -1,7 +1,9 @@
 /* Security building blocks without sockets: SCRAM (credential string, client <-> server
  * exchanges, malformed messages), base64, JAAS options, SASL/PLAIN, user name sanitizing, and
  * the security keys of server.properties. */
+#define OPENSSL_SUPPRESS_DEPRECATED /* RAND_set_rand_method: a generator that fails */
 #include <errno.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +69,9 @@ static void test_scram(void) {
     CHECK(exchange("bob", "alice-secret") == -EACCES);
 
     const char *bad[] = {"", "x", "n,,", "n,,n=alice", "n,,r=abc", "p=x,,n=alice,r=a", "n,a=bob,n=alice,r=abc",
-                         "n,,n=al=ice,r=abc", "n,,n=alice,r=ab\001c"};
+                         "n,,n=al=ice,r=abc", "n,,n=alice,r=ab\001c",
+                         /* Kafka's ClientFirstMessage pattern starts with "n,": no "y" */
+                         "y,,n=alice,r=abc"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct gr_scram_server *s = gr_scram_server_new(GR_SCRAM_SHA_512);
         uint8_t *out = NULL;
@@ -94,6 +98,37 @@ static void test_scram(void) {
     known_user = "a,b=c";
     CHECK(exchange("a,b=c", "alice-secret") == 0);
     known_user = "alice";
+}
+
+/* A random generator that fails: no SCRAM nonce is made from whatever the buffer held. */
+static int failing_bytes(unsigned char *buf, int num) {
+    (void)buf, (void)num;
+    return 0;
+}
+
+static void test_scram_random_failure(void) {
+    static RAND_METHOD failing;
+    failing = *RAND_get_rand_method();
+    failing.bytes = failing_bytes;
+    failing.pseudorand = failing_bytes;
+    CHECK(RAND_set_rand_method(&failing) == 1);
+    struct gr_scram_client *c = gr_scram_client_new(GR_SCRAM_SHA_512, "alice", "alice-secret");
+    uint8_t *m1 = NULL;
+    size_t l1 = 0;
+    CHECK(gr_scram_client_step(c, NULL, 0, &m1, &l1) == -EIO && m1 == NULL);
+    gr_scram_client_free(c);
+    struct gr_scram_server *s = gr_scram_server_new(GR_SCRAM_SHA_512);
+    uint8_t *out = NULL;
+    size_t ol;
+    const char *why = NULL;
+    const char *first = "n,,n=alice,r=abc";
+    CHECK(gr_scram_server_step(s, (const uint8_t *)first, strlen(first), lookup, NULL, &out, &ol, &why) != 0 &&
+          out == NULL);
+    gr_scram_server_free(s);
+    struct gr_scram_cred cred;
+    CHECK(gr_scram_cred_from_password(GR_SCRAM_SHA_512, "x", 4096, &cred) != 0); /* random salt */
+    RAND_set_rand_method(NULL);
+    CHECK(exchange("alice", "alice-secret") == 0);
 }
 
 static void test_base64(void) {
@@ -175,6 +210,7 @@ static void test_config_keys(void) {
 
 int main(void) {
     test_scram();
+    test_scram_random_failure();
     test_base64();
     test_jaas_plain();
     test_config_keys();

@@ -528,9 +528,10 @@ static void test_truncation_during_pass(void) {
     gr_plog_close(log);
 }
 
-/* A compressed batch whose records inflate beyond the cleaner's 64 MiB bound (the leader accepts
- * it: the compressed size is what message.max.bytes limits) is valid data: the pass keeps it as it
- * is and cleans the rest, it does not fail as corrupt (KIP-346 would mark the log uncleanable). */
+/* A compressed batch whose records inflate beyond the cleaner's 64 MiB bound is valid data: the
+ * pass keeps it as it is and cleans the rest, it does not fail as corrupt (KIP-346 would mark the
+ * log uncleanable). A leader refuses such a batch now (the log validator's bound, MESSAGE_TOO_LARGE);
+ * logs written before that, and followers, still hold them. */
 static void test_huge_inflated_batch_kept(void) {
     struct gr_plog *log = open_log("cl-huge", 0);
     for (int round = 0; round < 6; round++) put(log, 0, 4, round, 0, -1);
@@ -561,7 +562,10 @@ static void test_huge_inflated_batch_kept(void) {
     gr_plog_get_config(log, &cfg);
     cfg.segment_bytes = 1 << 20; /* the compressed batch is a few KiB */
     gr_plog_set_config(log, &cfg);
-    int arc = gr_plog_append_as_leader(log, b, len, 0, &info);
+    struct gr_append_info linfo;
+    CHECK(gr_plog_append_as_leader(log, b, len, 0, &linfo) == 0 && linfo.error == GR_KERR_MESSAGE_TOO_LARGE);
+    gr_batch_set_base_offset(b, gr_plog_end_offset(log));
+    int arc = gr_plog_append_as_follower(log, b, len, &info);
     cfg.segment_bytes = 1500;
     gr_plog_set_config(log, &cfg);
     CHECKF(arc == 0 && info.error == 0, "append: rc %d error %d", arc, info.error);

@@ -321,6 +321,38 @@ static void test_sorted_find(void) {
     CHECK(gr_offset_checkpoint_find_sorted(NULL, 0, "t1", 0, -3) == -3);
 }
 
+/* Producers of a log that gets no more appends expire too (Kafka's scheduled check, not only on
+ * the next append). */
+static void test_idle_producers_expire(void) {
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/expire", g_root);
+    struct gr_config cfg;
+    lm_config(&cfg, dir);
+    struct gr_plog_manager *lm = NULL;
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    struct gr_lm_log *l = NULL;
+    CHECK(gr_plog_manager_get_or_create(lm, "idle", 0, NULL, &l) == 0 && l);
+    int64_t now = gr_wall_ms();
+    struct gr_batch_rec r = {"k", 1, "v", 1, NULL, 0, now};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.producer_id = 7;
+    o.producer_epoch = 0;
+    o.base_sequence = 0;
+    size_t len;
+    uint8_t *b = gr_batch_build(&r, 1, &o, &len);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(l->log, b, len, 0, &info) == 0 && info.error == 0);
+    free(b);
+    CHECK(gr_plog_producer_count(l->log) == 1);
+    int64_t exp = cfg.transactional_id_expiration_ms;
+    CHECK(gr_plog_manager_expire_producers(lm, now + exp - 1000) == 0);
+    CHECK(gr_plog_manager_expire_producers(lm, now + exp) == 1);
+    CHECK(gr_plog_producer_count(l->log) == 0);
+    gr_plog_manager_release(lm, l);
+    gr_plog_manager_close(lm);
+    gr_config_release(&cfg);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
     struct rlimit rl;
@@ -334,6 +366,7 @@ int main(void) {
     test_manager();
     test_recreate_after_delete_then_crash();
     test_sorted_find();
+    test_idle_producers_expire();
     test_cleaner_emfile_not_uncleanable();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures) fprintf(stderr, "test_storage_many_logs: %d failures\n", test_failures);

@@ -122,11 +122,12 @@ static void test_txn_index(void) {
           gr_be64(buf + 26) == 6);
     struct gr_aborted_txn out[4];
     int total;
-    /* a matches and its LSO (6) >= 4 ends the scan, although b also starts below 4 (Kafka) */
-    CHECK(gr_txn_index_collect(ti, 0, 4, out, 4, &total) == 1 && total == 1);
+    /* every entry overlapping [fetch offset, upper bound): a and b, although a's stored LSO (6),
+     * inconsistent with b open from 3, would end Kafka's scan at a */
+    CHECK(gr_txn_index_collect(ti, 0, 4, out, 4, &total) == 2 && total == 2);
     CHECK(gr_txn_index_collect(ti, 0, 7, out, 4, &total) == 2 && total == 2);
     CHECK(gr_txn_index_collect(ti, 6, 30, out, 4, &total) == 2 && out[0].producer_id == 2 && out[1].first_offset == 20);
-    CHECK(gr_txn_index_collect(ti, 0, 1, out, 4, &total) == 1 && out[0].producer_id == 1); /* stops at LSO 6 >= 1 */
+    CHECK(gr_txn_index_collect(ti, 0, 1, out, 4, &total) == 1 && out[0].producer_id == 1);
     CHECK(gr_txn_index_collect(ti, 26, 40, out, 4, &total) == 0);
     gr_txn_index_free(ti);
     ti = gr_txn_index_open(dir); /* reload */
@@ -326,6 +327,60 @@ static void test_follower_markers(void) {
     gr_plog_close(follower);
 }
 
+/* A follower (or a replay) that gets, in one append, the ABORT of pid 3 and then the ABORT of pid
+ * 4 whose transaction was open at pid 3's marker: pid 3's index entry must not claim that nothing
+ * was open below its marker (its last_stable_offset ends gr_txn_index_collect's scan early, as
+ * Kafka's), or a fetch whose data ends at pid 3's marker misses pid 4's aborted transaction and
+ * a read_committed consumer delivers its records. */
+static void test_follower_markers_one_append(void) {
+    char d1[128], d2[128];
+    snprintf(d1, sizeof d1, "%s/lead-1", g_root);
+    snprintf(d2, sizeof d2, "%s/foll-1", g_root);
+    struct gr_plog_config cfg;
+    gr_plog_config_defaults(&cfg);
+    struct gr_plog *leader, *follower;
+    CHECK(gr_plog_open_dir(d1, &cfg, 0, &leader) == 0);
+    CHECK(gr_plog_open_dir(d2, &cfg, 0, &follower) == 0);
+    CHECK_KERR(append(leader, data_batch(4, 0, 0, 1, true), false), GR_KERR_NONE); /* 0 pid 4 */
+    CHECK_KERR(append(leader, data_batch(3, 0, 0, 1, true), false), GR_KERR_NONE); /* 1 pid 3 */
+    CHECK_KERR(append(leader, marker(3, 0, false, 0), true), GR_KERR_NONE);        /* 2 ABORT pid 3 */
+    CHECK_KERR(append(leader, marker(4, 0, false, 0), true), GR_KERR_NONE);        /* 3 ABORT pid 4 */
+    struct gr_aborted_txn *ab = NULL;
+    CHECK(gr_plog_collect_aborted(leader, 0, 2, &ab) == 2); /* the leader appended one marker at a time */
+    free(ab);
+    struct gr_plog_read_result res;
+    CHECK(gr_plog_read(leader, 0, 1 << 20, -1, true, &res) == 0 && res.len > 0);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_follower(follower, res.data, res.len, &info) == 0);
+    free(res.data);
+    /* a read_committed fetch from 0 whose data ends before pid 3's marker: both are aborted */
+    ab = NULL;
+    int n = gr_plog_collect_aborted(follower, 0, 2, &ab);
+    CHECK(n == 2);
+    bool seen3 = false, seen4 = false;
+    for (int i = 0; i < n; i++) {
+        if (ab[i].producer_id == 3) seen3 = ab[i].last_stable_offset == 0; /* pid 4 open from 0 */
+        if (ab[i].producer_id == 4) seen4 = ab[i].first_offset == 0 && ab[i].last_offset == 3;
+    }
+    CHECK(seen3 && seen4);
+    free(ab);
+    /* the same after a restart (the entries come from the .txnindex file) */
+    gr_plog_flush(follower);
+    gr_plog_close(follower);
+    CHECK(gr_plog_open_dir(d2, &cfg, 4, &follower) == 0);
+    ab = NULL;
+    CHECK(gr_plog_collect_aborted(follower, 0, 2, &ab) == 2);
+    free(ab);
+    gr_plog_close(leader);
+    gr_plog_close(follower);
+}
+
+static void verify(struct gr_plog *log, int64_t pid, int16_t epoch) {
+    uint64_t token = gr_plog_txn_start_verification(log, pid, epoch);
+    CHECK(token != 0);
+    gr_plog_txn_end_verification(log, pid, token, true);
+}
+
 static void test_kip890_guard(void) {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/g-0", g_root);
@@ -336,19 +391,40 @@ static void test_kip890_guard(void) {
     gr_pstate_set_verification_enabled(true);
     CHECK(gr_plog_txn_needs_verification(log, 5, 0));
     CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_INVALID_TXN_STATE);
-    gr_plog_txn_set_verified(log, 5, 0);
+    /* started but not yet answered: not enough */
+    uint64_t t = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK(t != 0 && gr_plog_txn_start_verification(log, 5, 0) == t); /* joins the one under way */
+    CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    gr_plog_txn_end_verification(log, 5, t, true);
     CHECK_KERR(append(log, data_batch(5, 0, 0, 1, true), false), GR_KERR_NONE);
     CHECK(!gr_plog_txn_needs_verification(log, 5, 0)); /* open here now */
+    CHECK(gr_plog_txn_start_verification(log, 5, 0) == 0);
     CHECK_KERR(append(log, data_batch(5, 0, 1, 1, true), false), GR_KERR_NONE);
     /* verified, then the transaction ends before the late batch is appended: refused */
-    gr_plog_txn_set_verified(log, 5, 0);
+    CHECK_KERR(append(log, marker(5, 0, true, 0), true), GR_KERR_NONE);
+    verify(log, 5, 0);
     CHECK_KERR(append(log, marker(5, 0, true, 0), true), GR_KERR_NONE);
     CHECK(gr_plog_txn_needs_verification(log, 5, 0));
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    /* the coordinator's answer arrives after a marker cleared the guard (the transaction ended
+     * while it was asked): worthless, also when a later verification set a new guard (ABA) */
+    t = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK_KERR(append(log, marker(5, 0, false, 0), true), GR_KERR_NONE);
+    uint64_t t2 = gr_plog_txn_start_verification(log, 5, 0);
+    CHECK(t2 != t);
+    gr_plog_txn_end_verification(log, 5, t, true);
+    CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
+    /* a refused verification drops its guard */
+    gr_plog_txn_end_verification(log, 5, t2, false);
+    CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
     /* a guard of another epoch does not count; non-transactional batches need none */
-    gr_plog_txn_set_verified(log, 5, 1);
+    verify(log, 5, 1);
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_INVALID_TXN_STATE);
     CHECK_KERR(append(log, data_batch(6, 0, 0, 1, false), false), GR_KERR_NONE);
+    /* the coordinator's own transactional offsets (TxnOffsetCommit) need it too */
+    CHECK_KERR(append(log, data_batch(7, 0, 0, 1, true), true), GR_KERR_INVALID_TXN_STATE);
+    verify(log, 7, 0);
+    CHECK_KERR(append(log, data_batch(7, 0, 0, 1, true), true), GR_KERR_NONE);
     gr_pstate_set_verification_enabled(false);
     CHECK_KERR(append(log, data_batch(5, 0, 2, 1, true), false), GR_KERR_NONE); /* Kafka 2.7 */
     gr_plog_close(log);
@@ -362,6 +438,7 @@ int main(void) {
     test_txn_index();
     test_lso_and_aborted();
     test_follower_markers();
+    test_follower_markers_one_append();
     test_kip890_guard();
     test_txn_index_flushed_with_segment();
     test_txn_index_after_torn_tail();

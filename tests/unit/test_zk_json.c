@@ -337,6 +337,22 @@ static void test_config(void) {
     free(ep);
     free(e);
     CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":2}", &ep) == GR_ECORRUPT && ep == NULL);
+    /* Kafka's version 1: entity_type topics or clients, entity_name */
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"T\"}", &ep) == 0 &&
+          strcmp(ep, "topics/T") == 0);
+    free(ep);
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":1,\"entity_type\":\"clients\",\"entity_name\":\"c%3A1\"}", &ep) == 0 &&
+          strcmp(ep, "clients/c%3A1") == 0);
+    free(ep);
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":1,\"entity_type\":\"users\",\"entity_name\":\"u\"}", &ep) == GR_ECORRUPT &&
+          ep == NULL);
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":1,\"entity_type\":\"topics\"}", &ep) == GR_ECORRUPT && ep == NULL);
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":null}", &ep) ==
+              GR_ECORRUPT && ep == NULL);
+    /* other versions, and a version-2 body without its version, are refused as Kafka refuses them */
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"version\":3,\"entity_path\":\"topics/T\"}", &ep) == GR_ECORRUPT && ep == NULL);
+    CHECK(DEC(gr_kzk_config_change_decode, "{\"entity_path\":\"topics/T\"}", &ep) == GR_ECORRUPT && ep == NULL);
+    CHECK(DEC(gr_kzk_config_change_decode, "[1]", &ep) == GR_ECORRUPT && ep == NULL);
 }
 
 static void test_admin(void) {

@@ -127,13 +127,13 @@ static void test_brokers(struct client *a, struct client *b) {
     free(ids);
 
     int64_t e1 = 0, e1b = 0;
-    CHECK(gr_kzk_register_broker(a->k, &info, NULL, &e1) == 0 && e1 > 0);
+    CHECK(gr_kzk_register_broker(a->k, &info, NULL, 0, &e1) == 0 && e1 > 0);
     CHECK(wait_for(&b->child_events, 1, 5000));
     /* Again from the same session: it is ours, same epoch. */
-    CHECK(gr_kzk_register_broker(a->k, &info, NULL, &e1b) == 0 && e1b == e1);
+    CHECK(gr_kzk_register_broker(a->k, &info, NULL, 0, &e1b) == 0 && e1b == e1);
     /* From another session: refused. */
     int64_t e2 = 0;
-    CHECK(gr_kzk_register_broker(b->k, &info, NULL, &e2) == GR_KZK_EBROKER_REGISTERED);
+    CHECK(gr_kzk_register_broker(b->k, &info, NULL, 0, &e2) == GR_KZK_EBROKER_REGISTERED);
 
     struct gr_kzk_broker got;
     CHECK(gr_kzk_get_broker(b->k, 1, true, &got) == 0);
@@ -144,8 +144,10 @@ static void test_brokers(struct client *a, struct client *b) {
     /* b takes over, telling it that a's session was "our previous incarnation". */
     struct gr_zsession prev;
     CHECK(gr_zkb_session(a->b, &prev) == GR_ZOK && prev.passwd_len == 16);
+    /* ... second in the list of earlier sessions: every one of them is tried, not only the first */
+    struct gr_zsession prevs[2] = {{.id = prev.id + 12345, .passwd_len = 16}, prev};
     int64_t e3 = 0;
-    CHECK(gr_kzk_register_broker(b->k, &info, &prev, &e3) == 0);
+    CHECK(gr_kzk_register_broker(b->k, &info, prevs, 2, &e3) == 0);
     CHECK(e3 > e1);
     CHECK(wait_for(&b->node_events, 1, 5000)); /* /brokers/ids/1 deleted */
     /* a's session was closed: it sees EXPIRED then a NEW_SESSION. */
@@ -157,7 +159,7 @@ static void test_brokers(struct client *a, struct client *b) {
 
     struct gr_kzk_broker info2 = mk_broker(2, &ep);
     int64_t e4;
-    CHECK(gr_kzk_register_broker(a->k, &info2, NULL, &e4) == 0 && e4 > e3);
+    CHECK(gr_kzk_register_broker(a->k, &info2, NULL, 0, &e4) == 0 && e4 > e3);
     struct gr_kzk_broker *all;
     CHECK(gr_kzk_get_all_brokers(a->k, false, false, &all, &n) == 0);
     CHECK(n == 2 && all[0].id == 1 && all[1].id == 2 && all[0].epoch == e3 && all[1].epoch == e4);

@@ -1,0 +1,62 @@
+/* Kafka 3.6's AddPartitionsToTxnManager (KIP-890 part 1): asks a transaction coordinator whether
+ * partitions are part of a producer's ongoing transaction, before the broker appends the
+ * producer's first transactional batch to one of them (Produce, api/handle_produce.c) or its
+ * transactional offsets to __consumer_offsets (TxnOffsetCommit, api/handle_txn.c).
+ *
+ * gr_aptm_verify never waits for the network:
+ *   - this broker coordinates the transactional id: answered in place (gr_txn_verify_id), the
+ *     callback runs before gr_aptm_verify returns;
+ *   - another broker does: the check joins that broker's queue. Each coordinator broker has its
+ *     own sender thread and kept connection (the one Kafka client, net/kafka_client.h), which
+ *     takes everything queued, merges the checks of one (transactional id, producer id, epoch)
+ *     into one AddPartitionsToTxn request (verify only: header client id GR_TXN_VERIFY_CLIENT_ID,
+ *     since the 2.7 protocol has no VerifyOnly field) and answers each check. A slow or stopped
+ *     coordinator delays only the checks queued for it, for at most GR_APTM_REQUEST_TIMEOUT_MS
+ *     (+ GR_APTM_CONNECT_TIMEOUT_MS): a failed request fails every check taken with it; nothing
+ *     else of the broker waits on it. A request that
+ *     fails at once on a kept connection (the peer closed it: connections.max.idle.ms, a
+ *     restart) goes out once more on a new one; a timeout is not retried.
+ *   - no coordinator known: COORDINATOR_NOT_AVAILABLE at once.
+ * Errors per partition are the coordinator's (gr_txn_verify_id: NONE, INVALID_TXN_STATE,
+ * INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+ * COORDINATOR_LOAD_IN_PROGRESS...), NETWORK_EXCEPTION when the request failed or timed out,
+ * COORDINATOR_NOT_AVAILABLE when no coordinator is known or the manager shut down. Callers map
+ * them for their response (Kafka 3.7 ReplicaManager.maybeStartTransactionVerificationForPartitions).
+ *
+ * Memory: one queued check per waiting request; a connection has at most one request waiting
+ * for verification (it stays muted meanwhile, net/server.h), so the queues are bounded by the
+ * connections. One thread per coordinator broker ever asked (bounded by the cluster size).
+ *
+ * Ownership and threading: the broker owns the manager (gr_broker.add_partitions_to_txn_manager,
+ * created at start-up before the network, shut down after it stops). gr_aptm_verify: any thread;
+ * its strings are copied. The callback runs exactly once, on the caller's thread (local
+ * coordinator, immediate errors) or on a sender thread; it may append and respond but must not
+ * call gr_aptm_shutdown/free. gr_aptm_shutdown answers everything queued and joins the threads;
+ * after it, gr_aptm_verify answers COORDINATOR_NOT_AVAILABLE at once. */
+#ifndef GR_BROKER_ADD_PARTITIONS_TO_TXN_MANAGER_H
+#define GR_BROKER_ADD_PARTITIONS_TO_TXN_MANAGER_H
+
+#include <stdint.h>
+
+#define GR_APTM_REQUEST_TIMEOUT_MS 10000
+#define GR_APTM_CONNECT_TIMEOUT_MS 5000
+
+struct gr_broker;
+struct gr_aptm;
+
+/* errors[i] answers topics[i]/partitions[i]; the array is only valid during the call. */
+typedef void (*gr_aptm_cb)(void *ctx, const int16_t *errors, int n);
+
+/* b is borrowed (its metadata cache, config and transaction coordinator are read). */
+struct gr_aptm *gr_aptm_new(struct gr_broker *b);
+void gr_aptm_shutdown(struct gr_aptm *m);
+/* Shuts down if needed, then frees. NULL ignored. */
+void gr_aptm_free(struct gr_aptm *m);
+
+/* Are topics[i]/partitions[i] (n >= 1) part of the ongoing transaction of transactional_id with
+ * (producer_id, epoch)? m NULL: local coordinator only (others: COORDINATOR_NOT_AVAILABLE). */
+void gr_aptm_verify(struct gr_aptm *m, struct gr_broker *b, const char *transactional_id, int64_t producer_id,
+                    int16_t epoch, const char *const *topics, const int32_t *partitions, int n, gr_aptm_cb cb,
+                    void *ctx);
+
+#endif
