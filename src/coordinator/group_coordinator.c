@@ -742,7 +742,12 @@ static void commit_done(void *arg, int16_t error, int64_t base_offset) {
         if (!c->in_batch[i]) continue;
         struct gr_gc_commit_part *p = &c->parts[i];
         p->error = e;
-        if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn)
+        /* Kafka's onOffsetCommitAppend: not over an offset a later record set meanwhile (another
+         * commit or a committed transactional offset whose completion came first), as a reload
+         * of the log would not */
+        const struct offset_entry *cur = g && !c->txn ? gc_find_offset(g, p->topic, p->partition) : NULL;
+        bool older = cur && base_offset >= 0 && cur->append_offset > base_offset;
+        if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn && !older)
             gc_put_offset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, p->commit_timestamp,
                           p->expire_timestamp, base_offset);
     }

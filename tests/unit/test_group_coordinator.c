@@ -31,6 +31,10 @@ struct fake {
     int appends;
     void (*on_read)(struct fake *f, int32_t p); /* once, after a read of p (then cleared) */
     struct gr_group_coordinator *gc;
+    bool hold; /* appends go to the log, their completion waits for f_release (then cleared) */
+    void (*held_done)(void *, int16_t, int64_t);
+    void *held_ctx;
+    int64_t held_base;
 };
 
 /* Appends a batch to the log of p as the replica manager would (WriteTxnMarkers, another writer). */
@@ -65,7 +69,21 @@ static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t a
     }
     int64_t base = f->end[p];
     f_put(f, p, batch, len);
+    if (f->hold) { /* one held completion at a time */
+        f->hold = false;
+        f->held_done = done;
+        f->held_ctx = done_ctx;
+        f->held_base = base;
+        return;
+    }
     done(done_ctx, GR_KERR_NONE, base);
+}
+
+/* Runs the held append completion (f->hold). */
+static void f_release(struct fake *f) {
+    void (*done)(void *, int16_t, int64_t) = f->held_done;
+    f->held_done = NULL;
+    if (done) done(f->held_ctx, GR_KERR_NONE, f->held_base);
 }
 
 static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res) {
@@ -1116,6 +1134,62 @@ static void test_txn_offset_older_than_ordinary_commit(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* Kafka 2.7 GroupMetadata.onOffsetCommitAppend: an OffsetCommit whose append completes after a
+ * later record already set the offset (another commit, or a transactional offset committed by
+ * its marker) does not replace it: the later record wins, as it does when the log is loaded.
+ * Before, the late completion put the older offset back into the cache (a stale committed offset
+ * served until the partition was reloaded). */
+static void test_late_commit_completion_does_not_regress(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "late-commit-group";
+    int32_t p = gr_gc_partition_for(gc, G);
+    /* ordinary commit of 5, appended first, its completion late */
+    struct gr_gc_commit_part c1 = {.topic = "t", .partition = 0, .offset = 5, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o1 = {0};
+    f.hold = true;
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c1, 1, on_commit, &o1);
+    CHECK(f.held_done != NULL);
+    /* a second commit of 8, appended after it, completes at once */
+    struct gr_gc_commit_part c2 = {.topic = "t", .partition = 0, .offset = 8, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o2 = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c2, 1, on_commit, &o2);
+    CHECK_KERR(o2.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 8);
+    f_release(&f);
+    CHECK_KERR(o1.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 8); /* as a reload of the log gives */
+    /* the same against a transactional offset: ordinary commit of 11 appended, its completion
+     * late; then TxnOffsetCommit of 20 and its COMMIT marker */
+    struct gr_gc_commit_part c3 = {.topic = "t", .partition = 0, .offset = 11, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o3 = {0};
+    f.hold = true;
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c3, 1, on_commit, &o3);
+    size_t len;
+    int64_t at = f.end[p];
+    uint8_t *b = txn_offset_batch(97, G, "t", 20, &len);
+    f_put(&f, p, b, len);
+    free(b);
+    gr_txn_offsets_add(97, p, G, "t", 0, 20, -1, "", at);
+    uint8_t *m = commit_marker(97, &len);
+    f_put(&f, p, m, len);
+    free(m);
+    gr_gc_complete_txn_offsets(gc, 97, p, true);
+    CHECK(fetch_one(gc, G, "t", 0) == 20);
+    f_release(&f);
+    CHECK_KERR(o3.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 20);
+    gr_gc_free(gc);
+    struct gr_group_coordinator *again = new_gc(&f, 0);
+    CHECK(fetch_one(again, G, "t", 0) == 20);
+    gr_gc_free(again);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -1128,6 +1202,7 @@ int main(void) {
     test_static_member_kept_through_rebalance();
     test_txn_marker_during_load();
     test_txn_offset_older_than_ordinary_commit();
+    test_late_commit_completion_does_not_regress();
     test_offset_expiry();
     test_txn_offsets_at_marker();
     if (test_failures) {
