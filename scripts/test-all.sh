@@ -68,6 +68,7 @@ ASAN_TESTS=(
     tests/integration/test_hostile_input.py
     tests/integration/test_storage_failures.py
     tests/integration/test_group_txn_failures.py
+    tests/integration/test_group_topic_deletion.py
     tests/integration/test_limits.py
     tests/integration/test_hostile_siege.py
     tests/integration/test_log_validator.py

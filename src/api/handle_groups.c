@@ -33,7 +33,7 @@
 #include "coordinator/txn_log.h"
 #include "broker/metadata_cache.h"
 #include "replication/replica_manager.h"
-#include "admin/topic_admin.h"
+#include "admin/internal_topics.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -57,35 +57,6 @@ static char *client_host(struct gr_api_req *req) {
 
 /* ---- FindCoordinator ---- */
 
-static void create_offsets_topic(struct gr_broker *b) {
-    int32_t nparts = b->cfg && b->cfg->offsets_topic_num_partitions > 0 ? b->cfg->offsets_topic_num_partitions
-                                                                       : GR_OFFSETS_DEFAULT_PARTITIONS;
-    int32_t rf = b->cfg ? b->cfg->offsets_topic_replication_factor : 3;
-    struct gr_broker_meta *brokers = NULL;
-    int nb = 0;
-    gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
-    gr_broker_metas_free(brokers, nb);
-    if (nb <= 0) return;
-    if (nb < rf) {
-        gr_warn(LOGGER, "Creating %s with replication factor %d instead of offsets.topic.replication.factor=%d: "
-                        "only %d brokers are alive (Kafka would wait for enough brokers)",
-                GR_OFFSETS_TOPIC, nb, rf, nb);
-        rf = nb;
-    }
-    static const char *const names[] = {"cleanup.policy", "compression.type", "segment.bytes"};
-    char seg[16];
-    snprintf(seg, sizeof seg, "%d", b->cfg ? b->cfg->offsets_topic_segment_bytes : 104857600);
-    const char *const values[] = {"compact", "producer", seg}; /* offsets.topic.segment.bytes */
-    struct gr_topic_spec spec = {.name = GR_OFFSETS_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
-                                 .n_configs = 3, .config_names = names, .config_values = values};
-    struct gr_topic_result res;
-    int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
-    if (e == GR_KERR_NONE)
-        gr_info(LOGGER, "Created %s with %d partitions and replication factor %d", GR_OFFSETS_TOPIC, nparts, rf);
-    else if (e != GR_KERR_TOPIC_ALREADY_EXISTS)
-        gr_warn(LOGGER, "Cannot create %s: %s (%s)", GR_OFFSETS_TOPIC, gr_kerr_name(e), res.message);
-}
-
 void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                 void *body) {
     (void)hdr;
@@ -106,8 +77,7 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     } else if ((r->KeyType == 0 && gc) || (r->KeyType == 1 && b->txn_coordinator)) {
         const char *key = r->Key ? r->Key : "";
         if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
-            if (r->KeyType == 0) create_offsets_topic(b);
-            else gr_txn_ensure_topic(b);
+            gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
         } else {
             int32_t p = r->KeyType == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
             struct gr_mdc_partition part;
@@ -573,20 +543,19 @@ static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start
 }
 
 struct rms_append {
-    void (*done)(void *, int16_t);
+    void (*done)(void *, int16_t, int64_t);
     void *ctx;
 };
 
 static void rms_append_done(void *ctx, int16_t error, int64_t base_offset, int64_t log_start_offset) {
-    (void)base_offset;
     (void)log_start_offset;
     struct rms_append *a = ctx;
-    a->done(a->ctx, error);
+    a->done(a->ctx, error, error == GR_KERR_NONE ? base_offset : -1);
     free(a);
 }
 
 static void rms_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
-                       void (*done)(void *, int16_t), void *done_ctx) {
+                       void (*done)(void *, int16_t, int64_t), void *done_ctx) {
     struct rm_storage *s = ctx;
     struct rms_append *a = gr_malloc(sizeof *a);
     a->done = done;

@@ -25,6 +25,7 @@
 #include "api/authorize.h"
 #include "api/handlers.h"
 #include "broker/metadata_cache.h"
+#include "admin/internal_topics.h"
 #include "admin/topic_admin.h"
 #include "admin/topic_names.h"
 #include "common/config.h"
@@ -164,22 +165,11 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
     }
     struct gr_topic_result res;
     struct gr_topic_spec spec = { .name = name, .num_partitions = -1, .replication_factor = -1 };
-    if (out->IsInternal) {
-        spec.num_partitions = b->cfg ? b->cfg->offsets_topic_num_partitions : 50;
-        spec.replication_factor =
-            (int16_t)(b->cfg ? b->cfg->offsets_topic_replication_factor : 3);
-        /* Kafka's internal topics are compacted (GroupMetadataManager / TransactionStateManager) */
-        static const char *const cn[] = {"cleanup.policy", "compression.type", "segment.bytes"};
-        char seg[16];
-        snprintf(seg, sizeof seg, "%d", b->cfg ? b->cfg->offsets_topic_segment_bytes : 104857600);
-        const char *const cv[] = {"compact", "producer", seg};
-        spec.n_configs = 3;
-        spec.config_names = cn;
-        spec.config_values = cv;
-        int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
-        out->ErrorCode = (e == GR_KERR_NONE || e == GR_KERR_TOPIC_ALREADY_EXISTS)
-                             ? GR_KERR_LEADER_NOT_AVAILABLE
-                             : GR_KERR_COORDINATOR_NOT_AVAILABLE; /* Kafka: too few live brokers */
+    if (out->IsInternal) { /* Kafka 2.7 getTopicMetadata: created whatever allow_auto says */
+        int16_t e = gr_internal_topic_create(b, name);
+        out->ErrorCode = e == GR_KERR_NONE                        ? GR_KERR_LEADER_NOT_AVAILABLE
+                         : e == GR_KERR_COORDINATOR_NOT_AVAILABLE ? GR_KERR_INVALID_REPLICATION_FACTOR
+                                                                  : e;
         return;
     }
     if (!(allow_auto && auto_enable)) {

@@ -230,6 +230,7 @@ struct toc_ctx {
     struct gr_rm_produce_part part;
     uint8_t *batch;
     int32_t op;
+    int64_t base_offset; /* of the written batch: orders the offsets against ordinary commits */
     bool *too_large; /* per request partition, in request order: metadata over the limit, not written */
     struct gr_broker *b;
     uint64_t token; /* KIP-890 guard on the __consumer_offsets partition (0: none needed) */
@@ -258,7 +259,8 @@ static void toc_respond(struct toc_ctx *c, int16_t e) {
             if (e == GR_KERR_NONE)
                 gr_txn_offsets_add(r->ProducerId, c->op, r->GroupId, rt->Name ? rt->Name : "",
                                    rt->Partitions[i].PartitionIndex, rt->Partitions[i].CommittedOffset,
-                                   rt->Partitions[i].CommittedLeaderEpoch, rt->Partitions[i].CommittedMetadata);
+                                   rt->Partitions[i].CommittedLeaderEpoch, rt->Partitions[i].CommittedMetadata,
+                                   c->base_offset);
         }
     }
     free(c->batch);
@@ -268,6 +270,7 @@ static void toc_respond(struct toc_ctx *c, int16_t e) {
 static void toc_written(void *ctx, struct gr_rm_produce_part *parts, int n) {
     (void)n;
     int16_t e = parts[0].error;
+    ((struct toc_ctx *)ctx)->base_offset = parts[0].base_offset;
     /* Kafka's GroupMetadataManager.storeOffsets error mapping */
     if (e == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION || e == GR_KERR_NOT_ENOUGH_REPLICAS ||
         e == GR_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND || e == GR_KERR_REQUEST_TIMED_OUT)
@@ -322,6 +325,7 @@ void gr_handle_txn_offset_commit(struct gr_broker *b, struct gr_api_req *req, co
     struct toc_ctx *c = gr_api_alloc(req, sizeof *c);
     c->req = req;
     c->r = r;
+    c->base_offset = -1;
     int16_t e = GR_KERR_NONE;
     /* Kafka 2.7: TransactionalId WRITE, Group READ (every partition gets the error); Topic READ
      * is checked per topic below */

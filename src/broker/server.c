@@ -589,8 +589,6 @@ int gr_server_startup(struct gr_server *s) {
         const struct gr_config *c = s->cfg;
         struct gr_txn_config tcfg = {
             .num_partitions = c->transaction_state_log_num_partitions,
-            .replication_factor = c->transaction_state_log_replication_factor,
-            .min_isr = c->transaction_state_log_min_isr,
             .max_timeout_ms = c->transaction_max_timeout_ms,
             .id_expiration_ms = c->transactional_id_expiration_ms,
             .abort_interval_ms = c->transaction_abort_timed_out_transaction_cleanup_interval_ms,

@@ -82,7 +82,8 @@ static void propagate_assignment_locked(struct gr_group_coordinator *gc, struct 
     }
 }
 
-static void store_done(void *arg, int16_t error) {
+static void store_done(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct store_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     struct dq q;
@@ -362,7 +363,8 @@ struct static_join_ctx {
     uint8_t *batch;
 };
 
-static void static_join_stored(void *arg, int16_t error) {
+static void static_join_stored(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct static_join_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     struct dq q;
@@ -729,7 +731,7 @@ struct commit_ctx {
     bool txn; /* GR_GC_GENERATION_TXN: already in the cache since the marker (gr_gc_complete_txn_offsets) */
 };
 
-static void commit_done(void *arg, int16_t error) {
+static void commit_done(void *arg, int16_t error, int64_t base_offset) {
     struct commit_ctx *c = arg;
     struct gr_group_coordinator *gc = c->gc;
     int16_t e = gc_map_store_error(error, true);
@@ -740,9 +742,14 @@ static void commit_done(void *arg, int16_t error) {
         if (!c->in_batch[i]) continue;
         struct gr_gc_commit_part *p = &c->parts[i];
         p->error = e;
-        if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn)
+        /* Kafka's onOffsetCommitAppend: not over an offset a later record set meanwhile (another
+         * commit or a committed transactional offset whose completion came first), as a reload
+         * of the log would not */
+        const struct offset_entry *cur = g && !c->txn ? gc_find_offset(g, p->topic, p->partition) : NULL;
+        bool older = cur && base_offset >= 0 && cur->append_offset > base_offset;
+        if (e == GR_KERR_NONE && g && g->state != ST_DEAD && !c->txn && !older)
             gc_put_offset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, p->commit_timestamp,
-                          p->expire_timestamp);
+                          p->expire_timestamp, base_offset);
     }
     pthread_mutex_unlock(&gc->mu);
     if (error != GR_KERR_NONE)
@@ -793,12 +800,12 @@ void gr_gc_commit_offsets(struct gr_group_coordinator *gc, const char *group_id,
             e = GR_KERR_FENCED_INSTANCE_ID;
         else if (generation_id < 0 && g->state == ST_EMPTY)
             ; /* the group only stores offsets */
-        else if (g->state == ST_COMPLETING)
-            e = GR_KERR_REBALANCE_IN_PROGRESS;
         else if (!m)
             e = GR_KERR_UNKNOWN_MEMBER_ID;
         else if (generation_id != g->generation)
             e = GR_KERR_ILLEGAL_GENERATION;
+        else if (g->state == ST_COMPLETING) /* a current member that has not had its SyncGroup answer */
+            e = GR_KERR_REBALANCE_IN_PROGRESS;
         else
             gc_schedule_hb(gc, m, m->session_timeout);
     }
@@ -882,6 +889,15 @@ void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t produce
     pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
     int64_t now = wall_ms(gc);
     pthread_mutex_lock(&gc->mu);
+    if (offsets_partition >= 0 && offsets_partition < gc->n_parts_cap &&
+        gc->parts[offsets_partition].state == PART_LOADING) {
+        /* Kafka runs the completion after the load (one scheduler thread): the marker is already
+         * in the log, and the loader reads to the log end as it moves, so it meets the marker and
+         * applies it there; the pending offsets stay for it */
+        gc->parts[offsets_partition].marker_during_load = true;
+        pthread_mutex_unlock(&gc->mu);
+        return;
+    }
     /* taken and applied under gc->mu: an OffsetFetch with require_stable sees the offsets either
      * pending (UNSTABLE_OFFSET_COMMIT) or committed, never the previous ones (Kafka 2.7's
      * completePendingTxnOffsetCommit updates the cache at the marker) */
@@ -891,14 +907,19 @@ void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t produce
     for (struct gr_txn_offset *o = l; apply && o; o = o->next) {
         struct group *g = gc_find_group_locked(gc, o->group);
         if (!g) g = gc_create_group_locked(gc, o->group, offsets_partition);
-        if (g->state == ST_DEAD) continue;
-        gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, now, -1);
+        /* an ordinary commit stored after the transactional one wins (Kafka's olderThan) */
+        if (g->state == ST_DEAD || !gc_txn_offset_is_newer(g, o->topic, o->partition, o->append_offset)) {
+            o->append_offset = -1; /* not applied: not rewritten below */
+            continue;
+        }
+        gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, now, -1, o->append_offset);
         n++;
     }
     pthread_mutex_unlock(&gc->mu);
     /* also as ordinary offset records, so a reload needs no transaction history; the cache does
      * not wait for them (the marker made the offsets durable) */
     for (struct gr_txn_offset *o = l; apply && n && o; o = o->next) {
+        if (o->append_offset < 0) continue;
         struct gr_gc_commit_part *cp = gr_calloc(1, sizeof *cp);
         cp->topic = gr_strdup(o->topic);
         cp->partition = o->partition;
@@ -1048,7 +1069,8 @@ struct tomb {
     uint8_t *batch;
 };
 
-static void tomb_done(void *arg, int16_t error) {
+static void tomb_done(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct tomb *t = arg;
     tombstone_done(t->id, error);
     free(t->batch);

@@ -64,9 +64,10 @@ struct gr_gc_storage {
      * start/end offsets. */
     bool (*leader_info)(void *ctx, int32_t p, int32_t *leader_epoch, int64_t *log_start, int64_t *log_end);
     /* Appends batch (borrowed until done is called) to partition p with acks (-1 or 1) and a
-     * timeout; done(done_ctx, Kafka error) exactly once, on any thread, possibly at once. */
+     * timeout; done(done_ctx, Kafka error, the batch's base offset or -1) exactly once, on any
+     * thread, possibly at once. */
     void (*append)(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
-                   void (*done)(void *done_ctx, int16_t error), void *done_ctx);
+                   void (*done)(void *done_ctx, int16_t error, int64_t base_offset), void *done_ctx);
     /* Reads whole batches from offset up to the log end (res as gr_plog_read; caller frees
      * res->data). Returns a Kafka error. */
     int16_t (*read)(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res);

@@ -76,6 +76,10 @@ struct offset_entry {
     int32_t leader_epoch;
     char *metadata;
     int64_t commit_ts, expire_ts;
+    /* base offset of the batch that stored it in __consumer_offsets, -1 unknown: decides between
+     * a committed transactional offset and an ordinary one (Kafka's
+     * CommitRecordMetadataAndOffset.olderThan: the later record wins) */
+    int64_t append_offset;
 };
 
 struct group {
@@ -102,6 +106,9 @@ struct group {
 struct part {
     int state;
     int32_t epoch;
+    /* a transaction marker was written to the partition while it was loading: the loader reads
+     * to the new log end before it takes ownership (gr_gc_complete_txn_offsets) */
+    bool marker_during_load;
 };
 
 struct gr_group_coordinator {
@@ -142,7 +149,7 @@ struct write {
     uint8_t *batch;
     size_t len;
     int16_t acks;
-    void (*done)(void *, int16_t);
+    void (*done)(void *, int16_t, int64_t);
     void *ctx;
 };
 struct wq {
@@ -187,7 +194,10 @@ void gc_group_clear_members(struct group *g);
 void gc_group_free(struct group *g);
 struct offset_entry *gc_find_offset(struct group *g, const char *topic, int32_t partition);
 void gc_put_offset(struct group *g, const char *topic, int32_t partition, int64_t offset, int32_t epoch,
-                   const char *metadata, int64_t commit_ts, int64_t expire_ts);
+                   const char *metadata, int64_t commit_ts, int64_t expire_ts, int64_t append_offset);
+/* Kafka 2.7 completePendingTxnOffsetCommit: does a committed transactional offset stored at
+ * append_offset replace g's current offset of topic-partition (none, or one stored earlier)? */
+bool gc_txn_offset_is_newer(struct group *g, const char *topic, int32_t partition, int64_t append_offset);
 void gc_remove_offset(struct group *g, const char *topic, int32_t partition);
 int32_t gc_group_rebalance_timeout(const struct group *g);
 bool gc_group_supports(const struct group *g, const char *type, const struct gr_gc_protocol *p, int n);
@@ -234,7 +244,7 @@ void gc_remove_group_locked(struct gr_group_coordinator *gc, struct group *g);
 int16_t gc_map_store_error(int16_t e, bool offsets);
 uint8_t *gc_build_group_batch(struct gr_group_coordinator *gc, const struct group *g, bool tombstone,
                               bool tombstone_offsets, size_t *len);
-void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t),
+void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t, int64_t),
                void *ctx);
 void gc_wq_flush(struct gr_group_coordinator *gc, struct wq *w);
 /* Kafka's onGroupUnloaded for every group of partition p (p < 0: all); answers go to q. */

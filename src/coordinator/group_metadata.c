@@ -170,7 +170,7 @@ struct offset_entry *gc_find_offset(struct group *g, const char *topic, int32_t 
 }
 
 void gc_put_offset(struct group *g, const char *topic, int32_t partition, int64_t offset, int32_t epoch,
-                   const char *metadata, int64_t commit_ts, int64_t expire_ts) {
+                   const char *metadata, int64_t commit_ts, int64_t expire_ts, int64_t append_offset) {
     struct offset_entry *e = gc_find_offset(g, topic, partition);
     if (!e) {
         if (g->n_offsets == g->cap_offsets) {
@@ -188,6 +188,12 @@ void gc_put_offset(struct group *g, const char *topic, int32_t partition, int64_
     e->metadata = gr_strdup(metadata ? metadata : "");
     e->commit_ts = commit_ts;
     e->expire_ts = expire_ts;
+    e->append_offset = append_offset;
+}
+
+bool gc_txn_offset_is_newer(struct group *g, const char *topic, int32_t partition, int64_t append_offset) {
+    const struct offset_entry *e = gc_find_offset(g, topic, partition);
+    return !e || e->append_offset < append_offset;
 }
 
 void gc_remove_offset(struct group *g, const char *topic, int32_t partition) {

@@ -155,7 +155,7 @@ uint8_t *gc_build_group_batch(struct gr_group_coordinator *gc, const struct grou
     return batch;
 }
 
-void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t),
+void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks, void (*done)(void *, int16_t, int64_t),
                void *ctx) {
     struct write *x = gr_calloc(1, sizeof *x);
     *x = (struct write){.next = w->head, .partition = p, .batch = batch, .len = len, .acks = acks, .done = done, .ctx = ctx};
@@ -203,7 +203,8 @@ void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q) 
 }
 
 /* Applies one record of partition p read back from the log. */
-static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, const struct gr_batch_rec_view *rec) {
+static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, int64_t base_offset,
+                                const struct gr_batch_rec_view *rec) {
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_go_key key;
@@ -226,7 +227,7 @@ static void apply_record_locked(struct gr_group_coordinator *gc, int32_t p, cons
         }
         if (!g) g = gc_create_group_locked(gc, key.group, p);
         gc_put_offset(g, key.topic, key.partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                      v.expire_timestamp);
+                      v.expire_timestamp, base_offset);
         goto out;
     }
     /* group metadata */
@@ -297,7 +298,10 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
         for (struct gr_txn_offset *o = l; o && type == GR_CONTROL_COMMIT; o = o->next) {
             struct group *g = gc_find_group_locked(gc, o->group);
             if (!g) g = gc_create_group_locked(gc, o->group, p);
-            gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, info->MaxTimestamp, -1);
+            /* Kafka's loader: only over an offset stored before the transactional one */
+            if (gc_txn_offset_is_newer(g, o->topic, o->partition, o->append_offset))
+                gc_put_offset(g, o->topic, o->partition, o->offset, o->leader_epoch, o->metadata, info->MaxTimestamp,
+                              -1, o->append_offset);
         }
         gr_txn_offsets_free(l);
         return;
@@ -318,7 +322,7 @@ static void gc_load_txn_batch_locked(struct gr_group_coordinator *gc, int32_t p,
             gr_go_decode_key(rec.Key, (size_t)rec.KeyLength, &a, &key) == 0 && key.kind == GR_GO_KEY_OFFSET &&
             gr_go_decode_offset_value(rec.Value, (size_t)rec.ValueLength, &a, &v) == 0)
             gr_txn_offsets_add(info->ProducerId, p, key.group, key.topic, key.partition, v.offset, v.leader_epoch,
-                               v.metadata);
+                               v.metadata, info->BaseOffset);
         gr_arena_free(&a);
     }
     gr_coord_records_release(&cr);
@@ -342,7 +346,7 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
         struct gr_coord_records cr;
         struct gr_batch_rec_view rec;
         if (gr_coord_records_init(&cr, batch, &info) == 0)
-            while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) apply_record_locked(gc, p, &rec);
+            while (gr_batch_rec_iter_next(&cr.it, &rec) == 1) apply_record_locked(gc, p, info.BaseOffset, &rec);
         else
             warn_skipped_batch(p, &info);
         gr_coord_records_release(&cr);
@@ -350,37 +354,61 @@ static void apply_batches(struct gr_group_coordinator *gc, int32_t p, const uint
     pthread_mutex_unlock(&gc->mu);
 }
 
-/* Reads partition p into memory and takes ownership of it at epoch (Kafka's loadGroupsAndOffsets
- * + onGroupLoaded). Returns false if reading failed (the partition is then released). */
-static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t epoch, int64_t start, int64_t end) {
-    int64_t t0 = gr_mono_ms();
-    int64_t off = start;
-    bool ok = true;
-    while (off < end) {
+/* Reads [off, end) of partition p into memory. Returns false if reading failed or the
+ * coordinator stopped; *off is where reading stopped. */
+static bool load_range(struct gr_group_coordinator *gc, int32_t p, int64_t *off, int64_t end) {
+    while (*off < end) {
         struct gr_plog_read_result res;
         memset(&res, 0, sizeof res);
-        int16_t e = gc->cfg.storage.read(gc->cfg.storage.ctx, p, off, LOAD_READ_BYTES, &res);
+        int16_t e = gc->cfg.storage.read(gc->cfg.storage.ctx, p, *off, LOAD_READ_BYTES, &res);
         if (e != GR_KERR_NONE) {
-            gr_warn(LOGGER, "Cannot load %s-%d at offset %" PRId64 ": %s", GR_OFFSETS_TOPIC, p, off, gr_kerr_name(e));
+            gr_warn(LOGGER, "Cannot load %s-%d at offset %" PRId64 ": %s", GR_OFFSETS_TOPIC, p, *off, gr_kerr_name(e));
             free(res.data);
-            ok = false;
-            break;
+            return false;
         }
         if (res.len > 0) apply_batches(gc, p, res.data, res.len);
         free(res.data);
-        if (res.len == 0 || res.next_offset <= off) break;
-        off = res.next_offset;
+        if (res.len == 0 || res.next_offset <= *off) break;
+        *off = res.next_offset;
         pthread_mutex_lock(&gc->mu);
         bool active = gc->active;
         pthread_mutex_unlock(&gc->mu);
-        if (!active) {
-            ok = false;
+        if (!active) return false;
+    }
+    return true;
+}
+
+/* Reads partition p into memory and takes ownership of it at epoch (Kafka's loadGroupsAndOffsets
+ * + onGroupLoaded). As Kafka's loader, it reads up to the log end as it moves, not only to the end
+ * seen when loading began: transaction markers are written while the partition loads (and their
+ * completion is left to the loader, gr_gc_complete_txn_offsets). Ownership is taken under gc->mu
+ * only once no marker came in since the log end was last looked at. Returns false if reading
+ * failed (the partition is then released). */
+static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t epoch, int64_t start, int64_t end) {
+    int64_t t0 = gr_mono_ms();
+    int64_t off = start;
+    bool ok;
+    for (;;) {
+        ok = load_range(gc, p, &off, end);
+        if (!ok) break;
+        int32_t now_epoch = -1;
+        int64_t now_end = 0;
+        if (!gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &now_epoch, NULL, &now_end) || now_epoch != epoch) {
+            ok = false; /* leadership moved on: the next poll unloads or reloads */
             break;
         }
+        if (now_end > end) { /* the log grew while loading */
+            end = now_end;
+            continue;
+        }
+        pthread_mutex_lock(&gc->mu); /* held from this check to taking ownership below */
+        if (!gc->parts[p].marker_during_load) break;
+        gc->parts[p].marker_during_load = false;
+        pthread_mutex_unlock(&gc->mu);
     }
+    if (!ok) pthread_mutex_lock(&gc->mu);
     struct dq q;
     gc_dq_init(&q);
-    pthread_mutex_lock(&gc->mu);
     struct part *pt = &gc->parts[p];
     int ngroups = 0;
     if (ok && gc->active) {
@@ -396,6 +424,7 @@ static bool load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t e
         gc_unload_locked(gc, p, &q);
         pt->state = PART_NONE;
     }
+    pt->marker_during_load = false;
     pthread_mutex_unlock(&gc->mu);
     gc_dq_flush(&q);
     if (ok)

@@ -58,7 +58,8 @@ struct offset_tombs {
     uint8_t *batch;
 };
 
-static void tombs_done(void *arg, int16_t error) {
+static void tombs_done(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct offset_tombs *t = arg;
     if (error != GR_KERR_NONE)
         gr_warn(LOGGER, "Failed to write the offset tombstones of group %s: %s", t->group, gr_kerr_name(error));

@@ -33,7 +33,8 @@ struct expiry_tombs {
     uint8_t *batch;
 };
 
-static void tombs_written(void *arg, int16_t error) {
+static void tombs_written(void *arg, int16_t error, int64_t base_offset) {
+    (void)base_offset;
     struct expiry_tombs *t = arg;
     if (error != GR_KERR_NONE)
         gr_warn(LOGGER, "Failed to write the tombstones of expired offsets of group %s: %s", t->group,

@@ -71,6 +71,16 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             cb(ctx, GR_KERR_NONE, pid, epoch);
             return;
         }
+        if (exp_pid >= 0 && m->pid >= 0 && exp_pid != m->pid && exp_pid == m->last_pid &&
+            exp_epoch >= EPOCH_EXHAUSTED && exp_epoch == m->last_epoch && m->state == GR_TXN_EMPTY) {
+            /* a retry of the producer-id rotation whose answer was lost: the new pid (Kafka 2.7
+             * isValidProducerId accepts lastProducerId with an exhausted epoch) */
+            int64_t pid = m->pid;
+            int16_t epoch = m->epoch;
+            pthread_mutex_unlock(&tc->mu);
+            cb(ctx, GR_KERR_NONE, pid, epoch);
+            return;
+        }
         if (exp_pid >= 0 && m->pid >= 0 && (exp_pid != m->pid || exp_epoch != m->epoch)) {
             pthread_mutex_unlock(&tc->mu);
             cb(ctx, GR_KERR_PRODUCER_FENCED, -1, -1);
@@ -97,7 +107,11 @@ void gr_txn_init_producer_id(struct gr_txn_coordinator *tc, const char *id, int3
             r.n_parts = 0;
             r.start_ts = -1;
             w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
-            w->last_epoch = need_pid ? -1 : before;
+            /* Kafka's prepareProducerIdRotation keeps the exhausted epoch when the producer asked
+             * with its pid/epoch (so its retry is recognised), prepareIncrementProducerEpoch the
+             * epoch before the bump */
+            w->last_epoch = need_pid ? (exp_pid >= 0 && m->pid >= 0 ? before : -1) : before;
+            w->last_pid = m->pid;
         }
         pthread_mutex_unlock(&tc->mu);
         txn_write_issue(w);
@@ -312,32 +326,6 @@ int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t 
 
 
 /* ---- lifecycle ---- */
-
-void gr_txn_ensure_topic(struct gr_broker *b) {
-    if (gr_mdc_contains_topic(b->metadata, GR_TXN_TOPIC)) return;
-    struct gr_txn_coordinator *tc = b->txn_coordinator;
-    int32_t nparts = tc ? tc->cfg.num_partitions : GR_TXN_DEFAULT_PARTITIONS;
-    int32_t rf = tc ? tc->cfg.replication_factor : 3;
-    struct gr_broker_meta *brokers = NULL;
-    int nb = 0;
-    gr_mdc_alive_brokers(b->metadata, &brokers, &nb);
-    gr_broker_metas_free(brokers, nb);
-    if (nb <= 0) return;
-    if (nb < rf) rf = nb; /* as for __consumer_offsets: small clusters still work */
-    char misr[16];
-    snprintf(misr, sizeof misr, "%d", GR_MIN(tc ? tc->cfg.min_isr : 2, rf));
-    const char *names[] = {"cleanup.policy", "compression.type", "segment.bytes", "unclean.leader.election.enable",
-                           "min.insync.replicas"};
-    const char *values[] = {"compact", "uncompressed", "104857600", "false", misr};
-    struct gr_topic_spec spec = {.name = GR_TXN_TOPIC, .num_partitions = nparts, .replication_factor = (int16_t)rf,
-                                 .n_configs = 5, .config_names = names, .config_values = values};
-    struct gr_topic_result res;
-    int16_t e = gr_topic_admin_create_topic(b, &spec, false, true, -1, &res);
-    if (e == GR_KERR_NONE)
-        gr_info(LOGGER, "Created %s with %d partitions and replication factor %d", GR_TXN_TOPIC, nparts, rf);
-    else if (e != GR_KERR_TOPIC_ALREADY_EXISTS)
-        gr_warn(LOGGER, "Cannot create %s: %s (%s)", GR_TXN_TOPIC, gr_kerr_name(e), res.message);
-}
 
 int gr_txn_coordinator_start(struct gr_broker *b, struct gr_replica_manager *rm, const struct gr_txn_config *cfg) {
     struct gr_txn_coordinator *tc = gr_calloc(1, sizeof *tc);

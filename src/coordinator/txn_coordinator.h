@@ -11,7 +11,8 @@
  * request, each partition retried on its own until written or the coordinator loses the
  * partition), then writes Complete* (retried while it fails). A broker that becomes leader of a
  * __transaction_state partition loads it (background thread, COORDINATOR_LOAD_IN_PROGRESS
- * meanwhile) and resumes the markers of Prepare* transactions.
+ * meanwhile) and resumes the markers of Prepare* transactions. __transaction_state itself is
+ * created on first use by admin/internal_topics.h.
  *
  * Threading: every gr_txn_* call may come from any thread; one mutex guards the state; storage
  * calls and callbacks run without it. A callback runs exactly once, possibly before the call
@@ -31,8 +32,6 @@ struct gr_txn_coordinator;
 
 struct gr_txn_config {
     int32_t num_partitions;            /* transaction.state.log.num.partitions (50) */
-    int32_t replication_factor;        /* transaction.state.log.replication.factor (3) */
-    int32_t min_isr;                   /* transaction.state.log.min.isr (2): the topic's min.insync.replicas */
     int32_t max_timeout_ms;            /* transaction.max.timeout.ms (900000) */
     int64_t id_expiration_ms;          /* transactional.id.expiration.ms */
     int32_t abort_interval_ms;         /* transaction.abort.timed.out.transaction.cleanup.interval.ms */
@@ -45,8 +44,6 @@ void gr_txn_coordinator_shutdown(struct gr_txn_coordinator *tc);
 void gr_txn_coordinator_free(struct gr_txn_coordinator *tc);
 
 int32_t gr_txn_partition_of(struct gr_txn_coordinator *tc, const char *transactional_id);
-/* Creates __transaction_state when missing (FindCoordinator). */
-void gr_txn_ensure_topic(struct gr_broker *b);
 
 /* Results: error (GR_KERR_*), and for InitProducerId the producer id / epoch. */
 typedef void (*gr_txn_cb)(void *ctx, int16_t error, int64_t producer_id, int16_t epoch);

@@ -43,10 +43,15 @@ struct txn_meta {
     int32_t timeout_ms;
     int state;
     bool pending;
+    /* the write that set pending: only its completion clears it (a write issued before the
+     * partition was unloaded completes after the reload made a new entry for the id) */
+    const struct txn_write *pending_write;
     int n_parts, cap_parts;
     struct gr_txn_tp *parts;
     int64_t start_ts, update_ts;
     int16_t last_epoch; /* epoch before the last InitProducerId bump, -1 (memory only, as Kafka) */
+    int64_t last_pid;   /* producer id before the last transition (the old one after a rotation), -1;
+                         * memory only, as Kafka's lastProducerId */
 };
 
 enum { P_NONE, P_LOADING, P_OWNED };
@@ -85,6 +90,7 @@ struct txn_write {
     int16_t ok_error; /* error to answer on success (CONCURRENT_TRANSACTIONS for a fence) */
     bool markers;     /* enqueue markers on success (Prepare*) */
     int16_t last_epoch; /* >= 0: the meta's last_epoch on success (an InitProducerId bump) */
+    int64_t last_pid;   /* the meta's last_pid on success */
 };
 
 /* ---- txn_coordinator.c ---- */

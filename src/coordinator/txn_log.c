@@ -1,6 +1,8 @@
 /* __transaction_state record codec: see txn_log.h. */
 #include "coordinator/txn_log.h"
 
+#include "coordinator/group_offsets.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +32,8 @@ bool gr_txn_transition_valid(int from, int to) {
 }
 
 int32_t gr_txn_partition_for(const char *id, int32_t n) {
-    int32_t h = 0;
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++) h = (int32_t)((uint32_t)h * 31u + *p);
-    if (h == INT32_MIN) h = 0;
+    int32_t h = gr_java_string_hash(id); /* over UTF-16 code units, as Java */
+    if (h == INT32_MIN) h = 0;            /* Kafka's Utils.abs */
     if (h < 0) h = -h;
     return n > 0 ? h % n : 0;
 }

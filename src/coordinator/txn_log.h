@@ -56,8 +56,8 @@ uint8_t *gr_txn_log_value(const struct gr_txn_record *r, size_t *len);
 int gr_txn_log_decode(const uint8_t *key, size_t klen, const uint8_t *value, size_t vlen, struct gr_txn_record *r);
 void gr_txn_record_free(struct gr_txn_record *r);
 
-/* abs(Java String.hashCode(id)) % n (abs(INT_MIN) = 0); chars are taken as bytes, which equals
- * Java for ASCII ids. */
+/* abs(Java String.hashCode(id)) % n (abs(INT_MIN) = 0), the hash over the id's UTF-16 code units
+ * (gr_java_string_hash), so non-ASCII ids land where Kafka puts them. */
 int32_t gr_txn_partition_for(const char *transactional_id, int32_t n);
 
 #endif

@@ -23,7 +23,7 @@ static void fix_tail(void) {
 }
 
 void gr_txn_offsets_add(int64_t pid, int32_t op, const char *group, const char *topic, int32_t partition,
-                        int64_t offset, int32_t leader_epoch, const char *metadata) {
+                        int64_t offset, int32_t leader_epoch, const char *metadata, int64_t append_offset) {
     struct gr_txn_offset *o = gr_calloc(1, sizeof *o);
     o->producer_id = pid;
     o->offsets_partition = op;
@@ -33,6 +33,7 @@ void gr_txn_offsets_add(int64_t pid, int32_t op, const char *group, const char *
     o->partition = partition;
     o->leader_epoch = leader_epoch;
     o->offset = offset;
+    o->append_offset = append_offset;
     pthread_mutex_lock(&mu);
     for (struct gr_txn_offset **pp = &head; *pp; pp = &(*pp)->next) {
         struct gr_txn_offset *d = *pp;

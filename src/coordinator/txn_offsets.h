@@ -20,11 +20,13 @@ struct gr_txn_offset {
     char *group, *topic, *metadata;
     int32_t partition, leader_epoch;
     int64_t offset;
+    int64_t append_offset; /* base offset of its TxnOffsetCommit batch in __consumer_offsets */
 };
 
 /* Adds a copy (replacing a pending entry of the same producer, group and topic-partition). */
 void gr_txn_offsets_add(int64_t producer_id, int32_t offsets_partition, const char *group, const char *topic,
-                        int32_t partition, int64_t offset, int32_t leader_epoch, const char *metadata);
+                        int32_t partition, int64_t offset, int32_t leader_epoch, const char *metadata,
+                        int64_t append_offset);
 /* Removes and returns the pending entries of producer_id on offsets_partition (oldest first). */
 struct gr_txn_offset *gr_txn_offsets_take(int64_t producer_id, int32_t offsets_partition);
 void gr_txn_offsets_free(struct gr_txn_offset *list);

@@ -63,6 +63,7 @@ struct txn_meta *txn_meta_new_locked(struct gr_txn_coordinator *tc, const char *
     m->pid = -1;
     m->epoch = -1;
     m->last_epoch = -1;
+    m->last_pid = -1;
     m->state = GR_TXN_EMPTY;
     unsigned h = txn_bucket(id);
     m->next = tc->buckets[h];
@@ -136,14 +137,20 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
     int32_t ep = -1;
     int16_t st = txn_part_status_locked(tc, w->log_part, &ep);
     if (err == GR_KERR_NONE && (st != GR_KERR_NONE || ep != w->coord_epoch)) err = GR_KERR_NOT_COORDINATOR;
+    if (m && m->pending_write != w) {
+        m = NULL; /* an entry loaded again since this write was issued: not ours to change */
+        if (err == GR_KERR_NONE) err = GR_KERR_NOT_COORDINATOR;
+    }
     if (m) {
         m->pending = false;
+        m->pending_write = NULL;
         if (err == GR_KERR_NONE) {
             gr_debug(LOGGER, "transactional id %s: %s -> %s (producer %" PRId64 " epoch %d)", m->id,
                      gr_txn_state_name(m->state), gr_txn_state_name(w->rec.state), w->rec.producer_id,
                      w->rec.producer_epoch);
             txn_apply_record(m, &w->rec);
             m->last_epoch = w->last_epoch;
+            m->last_pid = w->last_pid;
             if (w->markers) txn_markers_add_locked(tc, m, w->coord_epoch);
         }
     }
@@ -162,6 +169,7 @@ struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct
     struct txn_write *w = gr_calloc(1, sizeof *w);
     w->tc = tc;
     w->last_epoch = m->last_epoch; /* unchanged unless an InitProducerId bump sets it */
+    w->last_pid = m->last_pid;
     w->rec = *rec;
     w->rec.transactional_id = gr_strdup(m->id);
     w->rec.parts = txn_parts_dup(rec->parts, rec->n_parts);
@@ -178,6 +186,7 @@ struct txn_write *txn_write_prepare_locked(struct gr_txn_coordinator *tc, struct
     free(k);
     free(v);
     m->pending = true;
+    m->pending_write = w;
     return w;
 }
 
@@ -344,16 +353,20 @@ static void txn_poll_partitions(struct gr_txn_coordinator *tc) {
 static void txn_timers(struct gr_txn_coordinator *tc) {
     int64_t now = gr_wall_ms();
     txn_parked_expire(tc, gr_mono_ms(), false);
-    struct txn_write *ws[64];
-    int nw = 0;
+    struct txn_write **ws = NULL; /* every timed-out and expired id of the pass (Kafka has no cap) */
+    int nw = 0, cap = 0;
     pthread_mutex_lock(&tc->mu);
     bool do_abort = now >= tc->next_abort_check, do_expire = now >= tc->next_expire_check;
     if (do_abort) tc->next_abort_check = now + tc->cfg.abort_interval_ms;
     if (do_expire) tc->next_expire_check = now + tc->cfg.remove_expired_interval_ms;
-    for (int b = 0; b < NB && nw < 64; b++)
-        for (struct txn_meta *m = tc->buckets[b]; m && nw < 64; m = m->next) {
+    for (int b = 0; b < NB; b++)
+        for (struct txn_meta *m = tc->buckets[b]; m; m = m->next) {
             int32_t ep;
             if (m->pending || txn_part_status_locked(tc, m->log_part, &ep) != GR_KERR_NONE) continue;
+            if (nw == cap) {
+                cap = cap ? 2 * cap : 64;
+                ws = gr_realloc(ws, (size_t)cap * sizeof *ws);
+            }
             struct gr_txn_record r = txn_target_of(m);
             if (do_abort && m->state == GR_TXN_ONGOING && m->start_ts + m->timeout_ms < now) {
                 gr_info(LOGGER, "aborting transaction of %s (producer %" PRId64 " epoch %d): timed out after %d ms",
@@ -378,6 +391,7 @@ static void txn_timers(struct gr_txn_coordinator *tc) {
         }
     pthread_mutex_unlock(&tc->mu);
     for (int i = 0; i < nw; i++) txn_write_issue(ws[i]);
+    free(ws);
     /* Dead ids are dropped from memory once their tombstone is written */
     pthread_mutex_lock(&tc->mu);
     for (int b = 0; b < NB; b++)

@@ -23,7 +23,7 @@ import time
 import pytest
 
 import gregor_harness as H
-from test_consumer_groups import committed  # noqa: E402
+from test_consumer_groups import committed, java_hash  # noqa: E402
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
@@ -38,6 +38,10 @@ CONFIG = {
     "replica.fetch.backoff.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
 }
+# One broker: the internal topics' replication factors must fit it (Kafka never lowers them).
+ONE_BROKER = dict(CONFIG, **{"offsets.topic.replication.factor": "1",
+                             "transaction.state.log.replication.factor": "1",
+                             "transaction.state.log.min.isr": "1"})
 
 
 def bootstrap(cluster):
@@ -286,7 +290,7 @@ def test_offset_fetch_require_stable(cluster_factory, zk_connect):
     partition that has transactional offsets of the group waiting for their marker; without the
     flag it answers the last committed offset. After the commit the new offset is answered.
     Before, require_stable was ignored (the stale offset was answered)."""
-    cl = cluster_factory(zk_connect, n=1, config=CONFIG)
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
     create(cl, "gtf-rs", 2, rf=1)
     group = "gtf-rs-group"
     port = cl[coordinator(cl, group)].port
@@ -322,9 +326,10 @@ def join_group_v3(port, group, member_id=""):
     return err, gen, r[pos + 2:pos + 2 + max(ml, 0)].decode()
 
 
-def offset_commit_v2(port, group, topic, parts):
-    """{partition: error} from OffsetCommit v2 of [(partition, offset, metadata)] (simple group)."""
-    body = (_s(group) + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
+def offset_commit_v2(port, group, topic, parts, generation=-1, member=""):
+    """{partition: error} from OffsetCommit v2 of [(partition, offset, metadata)] (by default as a
+    simple group: generation -1, no member)."""
+    body = (_s(group) + struct.pack(">i", generation) + _s(member) + struct.pack(">q", -1) + struct.pack(">i", 1) + _s(topic)
             + struct.pack(">i", len(parts)) + b"".join(struct.pack(">iq", p, o) + _s(m) for p, o, m in parts))
     r = rpc(port, 8, 2, body)
     pos = 4
@@ -358,8 +363,8 @@ def test_group_max_size_and_offset_metadata_max_bytes(cluster_factory, zk_connec
     other partitions of the request are. Before, both keys were unknown (Kafka's defaults, INT_MAX
     and 4096, always applied) and TxnOffsetCommit did not check metadata at all."""
     from test_idempotence import init_producer_id
-    cl = cluster_factory(zk_connect, n=1, config=dict(CONFIG, **{"group.max.size": "1",
-                                                                 "offset.metadata.max.bytes": "10"}))
+    cl = cluster_factory(zk_connect, n=1, config=dict(ONE_BROKER, **{"group.max.size": "1",
+                                                                     "offset.metadata.max.bytes": "10"}))
     create(cl, "gtf-lim", 2, rf=1)
     port = cl[coordinator(cl, "gtf-lim-group")].port
     err, gen, m1 = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(join_group_v3(port, "gtf-lim-group")),
@@ -384,3 +389,171 @@ def test_group_max_size_and_offset_metadata_max_bytes(cluster_factory, zk_connec
     assert struct.unpack_from(">ih", end, 0)[1] == 0
     H.wait_for(lambda: committed(cl, "gtf-lim-txg", "gtf-lim", 2) == {0: 5, 1: -1001}, 15,
                "the transaction's valid offset only")
+
+
+# ---- internal topics wait for enough live brokers (issue 24 item 5) ---------------------------
+
+def metadata_v1(port, topics):
+    """(number of brokers, {topic: error}) from Metadata v1 for the listed (missing) topics."""
+    r = rpc(port, 3, 1, struct.pack(">i", len(topics)) + b"".join(_s(t) for t in topics))
+    n_brokers = struct.unpack_from(">i", r, 0)[0]
+    pos = 4
+    for _ in range(n_brokers):
+        pos += 4  # node id
+        pos += 2 + struct.unpack_from(">h", r, pos)[0] + 4  # host, port
+        pos += 2 + max(struct.unpack_from(">h", r, pos)[0], 0)  # rack
+    pos += 4  # controller id
+    out = {}
+    n_topics = struct.unpack_from(">i", r, pos)[0]
+    pos += 4
+    for _ in range(n_topics):
+        err, nl = struct.unpack_from(">hh", r, pos)
+        name = r[pos + 4:pos + 4 + nl].decode()
+        pos += 4 + nl + 1  # is_internal
+        assert struct.unpack_from(">i", r, pos)[0] == 0, "only missing topics are asked for"
+        pos += 4
+        out[name] = err
+    return n_brokers, out
+
+
+def test_internal_topics_wait_for_enough_live_brokers(cluster_factory, zk_connect):
+    """Kafka 2.7's createInternalTopic: with fewer live brokers than offsets.topic.replication.factor
+    / transaction.state.log.replication.factor, FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+    (15) and Metadata INVALID_REPLICATION_FACTOR (38) for the internal topic, and nothing is created.
+    Once enough brokers are up the topics get the configured replication factor, min.insync.replicas
+    (transaction.state.log.min.isr) and segment.bytes (offsets.topic.segment.bytes,
+    transaction.state.log.segment.bytes). Before, both were created at once with the replication
+    factor and min.insync.replicas lowered to the live brokers (for good), and
+    transaction.state.log.segment.bytes was ignored; Metadata created __transaction_state with
+    __consumer_offsets' settings."""
+    cfg = dict(CONFIG, **{"offsets.topic.num.partitions": "3", "offsets.topic.segment.bytes": "1048576",
+                          "transaction.state.log.num.partitions": "3", "transaction.state.log.min.isr": "2",
+                          "transaction.state.log.segment.bytes": "2097152"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg, start=False)
+    cl.start(ids=[1, 2])
+    for b in cl.running():  # both brokers know both live brokers before the checks below
+        H.wait_for(lambda: metadata_v1(b.port, [])[0] == 2, 20, "two live brokers in the metadata")
+    for b in cl.running():
+        for _ in range(3):
+            assert find_coordinator(b.port, "gtf-early-group", 0)[0] == 15
+            assert find_coordinator(b.port, "gtf-early-txn", 1)[0] == 15
+        assert metadata_v1(b.port, ["__consumer_offsets", "__transaction_state"])[1] == \
+            {"__consumer_offsets": 38, "__transaction_state": 38}
+    assert not cl.zk.exists("/brokers/topics/__consumer_offsets")
+    assert not cl.zk.exists("/brokers/topics/__transaction_state")
+
+    cl.start(ids=[3])
+    coordinator(cl, "gtf-early-group", 0)
+    coordinator(cl, "gtf-early-txn", 1)
+    for topic, configs in (("__consumer_offsets", {"segment.bytes": "1048576", "cleanup.policy": "compact"}),
+                           ("__transaction_state", {"segment.bytes": "2097152", "min.insync.replicas": "2",
+                                                    "cleanup.policy": "compact"})):
+        assignment = cl.get_json(f"/brokers/topics/{topic}")[0]["partitions"]
+        assert len(assignment) == 3 and all(len(r) == 3 for r in assignment.values()), (topic, assignment)
+        stored = cl.get_json(f"/config/topics/{topic}")[0]["config"]
+        assert {k: stored.get(k) for k in configs} == configs, (topic, stored)
+
+    # issue 24 item 9: a non-ASCII transactional id is placed by Java's String.hashCode over UTF-16
+    # code units (partition 2 of 3 for "gtf-\u00e9"; its UTF-8 bytes would give partition 0)
+    tid = "gtf-\u00e9"
+    h = java_hash(tid) - (1 << 32 if java_hash(tid) >= 1 << 31 else 0)  # signed, as Java's int
+    assert (0 if h == -(1 << 31) else abs(h)) % 3 == 2  # Kafka's Utils.abs(hashCode) % partitions
+    H.wait_for(lambda: (cl.get_json("/brokers/topics/__transaction_state/partitions/2/state")[0] or {})
+               .get("leader", -1) >= 0, 30, "a leader of __transaction_state-2")
+    leader = cl.get_json("/brokers/topics/__transaction_state/partitions/2/state")[0]["leader"]
+    assert coordinator(cl, tid, 1) == leader
+
+
+
+def test_offset_commit_of_stale_member_during_completing_rebalance(cluster_factory, zk_connect):
+    """Kafka 2.7 doCommitOffsets checks the member and the generation before the group state: while
+    the group waits for its leader's SyncGroup (CompletingRebalance) an OffsetCommit from an unknown
+    member is UNKNOWN_MEMBER_ID (25), from a member with another generation ILLEGAL_GENERATION (22),
+    and only a current member of the current generation gets REBALANCE_IN_PROGRESS (27). Before,
+    all three got REBALANCE_IN_PROGRESS, so a fenced consumer retried its commit instead of
+    rejoining."""
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
+    create(cl, "gtf-stale", 1, rf=1)
+    group = "gtf-stale-group"
+    port = cl[coordinator(cl, group)].port
+    err, gen, m1 = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(join_group_v3(port, group)),
+                              20, "the member's join")
+    assert gen == 1 and m1  # the only member joined: CompletingRebalance until its SyncGroup
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=1, member="stale-member") == {0: 25}
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=0, member=m1) == {0: 22}
+    assert offset_commit_v2(port, group, "gtf-stale", [(0, 1, "")], generation=1, member=m1) == {0: 27}
+    assert committed(cl, group, "gtf-stale", 1) == {0: -1001}
+
+
+def test_every_expired_transactional_id_is_removed(cluster_factory, zk_connect):
+    """Kafka 2.7's removeExpiredTransactionalIds tombstones every id past
+    transactional.id.expiration.ms in one pass. Before, a pass wrote at most 64 tombstones (and
+    timed out at most 64 transactions), so with the default hourly interval at most 64 ids expired
+    per hour and the table of a busy coordinator grew without bound."""
+    from test_idempotence import init_producer_id
+    n = 100
+    cl = cluster_factory(zk_connect, n=1, config=dict(ONE_BROKER, **{
+        "transaction.state.log.num.partitions": "1",
+        "transactional.id.expiration.ms": "1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "20000"}))
+    port = cl[coordinator(cl, "gtf-exp-0", 1)].port
+    for i in range(n):
+        H.wait_for(lambda: init_producer_id(port, 1, txn_id=f"gtf-exp-{i}")[0] == 0, 20, "a transactional id")
+
+    def tombstones():
+        c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": f"chk-{time.time()}",
+                      "enable.auto.commit": False, "enable.partition.eof": True})
+        c.assign([TopicPartition("__transaction_state", 0, 0)])
+        keys = set()
+        try:
+            while True:
+                m = c.poll(5)
+                assert m is not None, "no end of __transaction_state"
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        return keys
+                    continue
+                if m.value() is None:
+                    keys.add(m.key())
+        finally:
+            c.close()
+
+    # the first pass after the ids expired (at most 20 s away) tombstones all of them; the next
+    # pass is 20 s after it, so every id must be gone well before that one (the old code's 64
+    # first, the other 36 a pass later)
+    H.wait_for(lambda: len(tombstones()) > 0, 60, "the first expiry pass")
+    H.wait_for(lambda: len(tombstones()) == n, 10, f"{n} tombstones from one pass")
+
+
+def test_init_producer_id_retry_after_producer_id_rotation(cluster_factory, zk_connect):
+    """KIP-360 as Kafka 2.7: when a transactional id's epoch is exhausted (32766) the next
+    InitProducerId with its pid/epoch rotates to a new producer id (epoch 0); a retry of that
+    request (its answer lost) gets the new pid and epoch again, as isValidProducerId accepts the
+    last producer id with an exhausted epoch. Another epoch of the old pid is fenced (PRODUCER_FENCED,
+    which v3 spells INVALID_PRODUCER_EPOCH, 47, as KIP-588). Before, the retry was fenced too and
+    the producer died."""
+    cl = cluster_factory(zk_connect, n=1, config=ONE_BROKER)
+    tid = "gtf-rotate"
+    port = cl[coordinator(cl, tid, 1)].port
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+
+    def init(pid=-1, epoch=-1):  # InitProducerId v3 on one connection (tens of thousands of them)
+        body = bytes([len(tid) + 1]) + tid.encode() + struct.pack(">iqh", 60000, pid, epoch) + b"\x00"
+        msg = struct.pack(">hhi", 22, 3, 42) + _s("gtf-test") + b"\x00" + body
+        sock.sendall(struct.pack(">i", len(msg)) + msg)
+        data = _exact(sock, struct.unpack(">i", _exact(sock, 4))[0])
+        return struct.unpack_from(">hqh", data, 9)  # correlation id, header tags, throttle
+
+    try:
+        err, pid, epoch = H.wait_for(lambda: (lambda r: r if r[0] == 0 else None)(init()), 20, "a producer id")
+        while epoch < 32766:
+            err, pid2, epoch2 = init(pid, epoch)
+            assert err == 0 and pid2 == pid and epoch2 == epoch + 1, (err, pid2, epoch2, epoch)
+            epoch = epoch2
+        err, new_pid, new_epoch = init(pid, epoch)  # rotation
+        assert err == 0 and new_pid != pid and new_epoch == 0, (err, new_pid, new_epoch)
+        assert init(pid, epoch) == (0, new_pid, 0)  # the retry of the rotation
+        assert init(pid, epoch - 1)[0] == 47
+        assert init(new_pid, 0) == (0, new_pid, 1)  # the new producer goes on
+    finally:
+        sock.close()

@@ -29,7 +29,22 @@ struct fake {
     int64_t end[NP];
     int16_t fail; /* next append's error */
     int appends;
+    void (*on_read)(struct fake *f, int32_t p); /* once, after a read of p (then cleared) */
+    struct gr_group_coordinator *gc;
+    bool hold; /* appends go to the log, their completion waits for f_release (then cleared) */
+    void (*held_done)(void *, int16_t, int64_t);
+    void *held_ctx;
+    int64_t held_base;
 };
+
+/* Appends a batch to the log of p as the replica manager would (WriteTxnMarkers, another writer). */
+static void f_put(struct fake *f, int32_t p, uint8_t *batch, size_t len) {
+    gr_batch_set_base_offset(batch, f->end[p]);
+    f->end[p] += gr_batch_record_count(batch);
+    f->log[p] = gr_realloc(f->log[p], f->len[p] + len);
+    memcpy(f->log[p] + f->len[p], batch, len);
+    f->len[p] += len;
+}
 
 static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
     struct fake *f = ctx;
@@ -41,7 +56,7 @@ static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, 
 }
 
 static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t acks, int32_t timeout_ms,
-                     void (*done)(void *, int16_t), void *done_ctx) {
+                     void (*done)(void *, int16_t, int64_t), void *done_ctx) {
     (void)acks;
     (void)timeout_ms;
     struct fake *f = ctx;
@@ -49,31 +64,52 @@ static void f_append(void *ctx, int32_t p, uint8_t *batch, size_t len, int16_t a
     if (f->fail) {
         int16_t e = f->fail;
         f->fail = 0;
-        done(done_ctx, e);
+        done(done_ctx, e, -1);
         return;
     }
-    gr_batch_set_base_offset(batch, f->end[p]);
-    f->end[p] += gr_batch_record_count(batch);
-    f->log[p] = gr_realloc(f->log[p], f->len[p] + len);
-    memcpy(f->log[p] + f->len[p], batch, len);
-    f->len[p] += len;
-    done(done_ctx, GR_KERR_NONE);
+    int64_t base = f->end[p];
+    f_put(f, p, batch, len);
+    if (f->hold) { /* one held completion at a time */
+        f->hold = false;
+        f->held_done = done;
+        f->held_ctx = done_ctx;
+        f->held_base = base;
+        return;
+    }
+    done(done_ctx, GR_KERR_NONE, base);
+}
+
+/* Runs the held append completion (f->hold). */
+static void f_release(struct fake *f) {
+    void (*done)(void *, int16_t, int64_t) = f->held_done;
+    f->held_done = NULL;
+    if (done) done(f->held_ctx, GR_KERR_NONE, f->held_base);
 }
 
 static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, struct gr_plog_read_result *res) {
     (void)max_bytes;
     struct fake *f = ctx;
     memset(res, 0, sizeof *res);
-    if (offset != 0 || f->len[p] == 0) {
-        res->next_offset = offset;
-        return GR_KERR_NONE;
+    res->next_offset = offset;
+    /* the batches from the first one at or after offset to the log end */
+    struct gr_batch_iter it;
+    struct gr_batch_info info;
+    const uint8_t *batch;
+    gr_batch_iter_init(&it, f->log[p], f->len[p]);
+    while (gr_batch_iter_next(&it, &info, &batch) == 1) {
+        if (info.BaseOffset < offset) continue;
+        size_t from = (size_t)(batch - f->log[p]);
+        res->data = gr_malloc(f->len[p] - from);
+        memcpy(res->data, batch, f->len[p] - from);
+        res->len = f->len[p] - from;
+        res->first_offset = info.BaseOffset;
+        res->next_offset = f->end[p];
+        break;
     }
-    res->data = gr_malloc(f->len[p]);
-    memcpy(res->data, f->log[p], f->len[p]);
-    res->len = f->len[p];
-    res->first_offset = 0;
-    res->next_offset = f->end[p];
     res->log_end_offset = f->end[p];
+    void (*hook)(struct fake *, int32_t) = f->on_read;
+    f->on_read = NULL;
+    if (hook) hook(f, p);
     return GR_KERR_NONE;
 }
 
@@ -935,8 +971,8 @@ static void test_txn_offsets_at_marker(void) {
     struct commit_out co = {0};
     gr_gc_commit_offsets(gc, G, "", NULL, -1, &part, 1, on_commit, &co);
     CHECK_KERR(co.errors[0], GR_KERR_NONE);
-    gr_txn_offsets_add(77, p, G, "t", 0, 42, -1, "m");
-    gr_txn_offsets_add(78, p, G, "t", 1, 9, -1, "");
+    gr_txn_offsets_add(77, p, G, "t", 0, 42, -1, "m", 100);
+    gr_txn_offsets_add(78, p, G, "t", 1, 9, -1, "", 101);
     struct gr_arena a;
     gr_arena_init(&a);
     struct gr_gc_fetch_part fp[2] = {{.topic = "t", .partition = 0}, {.topic = "t", .partition = 1}};
@@ -973,6 +1009,187 @@ static void test_txn_offsets_at_marker(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* A transactional offset commit of producer pid for group/topic-0 at offset off, as
+ * TxnOffsetCommit writes it. */
+static uint8_t *txn_offset_batch(int64_t pid, const char *group, const char *topic, int64_t off, size_t *len) {
+    struct gr_wbuf k, v;
+    gr_wbuf_init(&k);
+    gr_wbuf_init(&v);
+    gr_go_encode_offset_key(&k, group, topic, 0);
+    struct gr_go_offset_value ov = {.offset = off, .leader_epoch = -1, .metadata = "", .commit_timestamp = g_now,
+                                    .expire_timestamp = -1};
+    gr_go_encode_offset_value(&v, &ov);
+    struct gr_batch_rec r = {k.p, (int32_t)k.len, v.p, (int32_t)v.len, NULL, 0, g_now};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = GR_BATCH_ATTR_TRANSACTIONAL;
+    o.producer_id = pid;
+    o.producer_epoch = 0;
+    o.base_sequence = 0;
+    uint8_t *b = gr_batch_build(&r, 1, &o, len);
+    gr_wbuf_free(&k);
+    gr_wbuf_free(&v);
+    return b;
+}
+
+static uint8_t *commit_marker(int64_t pid, size_t *len) {
+    uint8_t k[4] = {0, 0, 0, 1}, v[6] = {0, 0, 0, 0, 0, 0};
+    struct gr_batch_rec r = {k, 4, v, 6, NULL, 0, g_now};
+    struct gr_batch_build_opts o = GR_BATCH_BUILD_OPTS_INIT;
+    o.attributes = GR_BATCH_ATTR_TRANSACTIONAL | GR_BATCH_ATTR_CONTROL;
+    o.producer_id = pid;
+    o.producer_epoch = 0;
+    return gr_batch_build(&r, 1, &o, len);
+}
+
+/* WriteTxnMarkers while the partition loads: the COMMIT marker is appended, then its completion
+ * runs (as handle_txn.c does) before the loader is done. */
+static void marker_during_load(struct fake *f, int32_t p) {
+    size_t len;
+    uint8_t *m = commit_marker(91, &len);
+    f_put(f, p, m, len);
+    free(m);
+    gr_gc_complete_txn_offsets(f->gc, 91, p, true);
+}
+
+/* Issue 24 item 4: a COMMIT marker whose completion comes while its __consumer_offsets partition
+ * loads is applied by the loader, which reads to the log end as it moves (Kafka 2.7 runs the
+ * completion after the load and its loader re-reads logEndOffset). Before, the completion failed
+ * with COORDINATOR_LOAD_IN_PROGRESS and dropped the pending offsets, and the loader stopped at the
+ * log end seen when it began: the committed offset was lost. */
+static void test_txn_marker_during_load(void) {
+    struct fake f = {0};
+    const char *G = "txn-load-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0); /* leads nothing yet */
+    int32_t p = gr_gc_partition_for(gc, G);
+    size_t len;
+    uint8_t *b = txn_offset_batch(91, G, "t", 42, &len);
+    f_put(&f, p, b, len);
+    free(b);
+    f.gc = gc;
+    f.on_read = marker_during_load;
+    f.leader[p] = true;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL); /* the marker came during the load */
+    CHECK(f.end[p] == 2);
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part fp[1] = {{.topic = "t", .partition = 0}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 1;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, G, false, true, &fpp, &fn, &a), GR_KERR_NONE);
+    CHECK_KERR(fp[0].error, GR_KERR_NONE);
+    CHECK(fp[0].offset == 42);
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_arena_free(&a);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+static int64_t fetch_one(struct gr_group_coordinator *gc, const char *group, const char *topic, int32_t partition) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part fp[1] = {{.topic = topic, .partition = partition}};
+    struct gr_gc_fetch_part *fpp = fp;
+    int fn = 1;
+    CHECK_KERR(gr_gc_fetch_offsets(gc, group, false, false, &fpp, &fn, &a), GR_KERR_NONE);
+    int64_t off = fp[0].offset;
+    gr_arena_free(&a);
+    return off;
+}
+
+/* Issue 24 item 4: an ordinary OffsetCommit stored after a transactional one wins over it when the
+ * transaction commits (Kafka 2.7 completePendingTxnOffsetCommit / the loader compare the records'
+ * log positions), live and after a reload; the stale transactional offset is not rewritten.
+ * Before, the marker applied the transactional offset over the newer commit. */
+static void test_txn_offset_older_than_ordinary_commit(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "txn-order-group";
+    int32_t p = gr_gc_partition_for(gc, G);
+    size_t len;
+    int64_t at = f.end[p];
+    uint8_t *b = txn_offset_batch(95, G, "t", 7, &len); /* TxnOffsetCommit of producer 95: offset 7 */
+    f_put(&f, p, b, len);
+    free(b);
+    gr_txn_offsets_add(95, p, G, "t", 0, 7, -1, "", at);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 9, .leader_epoch = -1,
+                                     .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &part, 1, on_commit, &co); /* then an ordinary commit: 9 */
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    uint8_t *m = commit_marker(95, &len);
+    f_put(&f, p, m, len);
+    free(m);
+    int appends = f.appends;
+    gr_gc_complete_txn_offsets(gc, 95, p, true);
+    CHECK(fetch_one(gc, G, "t", 0) == 9);
+    CHECK(f.appends == appends); /* the stale offset is not rewritten */
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_gc_free(gc);
+    struct gr_group_coordinator *again = new_gc(&f, 0); /* a new coordinator loads the same log */
+    CHECK(fetch_one(again, G, "t", 0) == 9);
+    CHECK(gr_txn_offsets_count() == 0);
+    gr_gc_free(again);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* Kafka 2.7 GroupMetadata.onOffsetCommitAppend: an OffsetCommit whose append completes after a
+ * later record already set the offset (another commit, or a transactional offset committed by
+ * its marker) does not replace it: the later record wins, as it does when the log is loaded.
+ * Before, the late completion put the older offset back into the cache (a stale committed offset
+ * served until the partition was reloaded). */
+static void test_late_commit_completion_does_not_regress(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "late-commit-group";
+    int32_t p = gr_gc_partition_for(gc, G);
+    /* ordinary commit of 5, appended first, its completion late */
+    struct gr_gc_commit_part c1 = {.topic = "t", .partition = 0, .offset = 5, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o1 = {0};
+    f.hold = true;
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c1, 1, on_commit, &o1);
+    CHECK(f.held_done != NULL);
+    /* a second commit of 8, appended after it, completes at once */
+    struct gr_gc_commit_part c2 = {.topic = "t", .partition = 0, .offset = 8, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o2 = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c2, 1, on_commit, &o2);
+    CHECK_KERR(o2.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 8);
+    f_release(&f);
+    CHECK_KERR(o1.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 8); /* as a reload of the log gives */
+    /* the same against a transactional offset: ordinary commit of 11 appended, its completion
+     * late; then TxnOffsetCommit of 20 and its COMMIT marker */
+    struct gr_gc_commit_part c3 = {.topic = "t", .partition = 0, .offset = 11, .leader_epoch = -1,
+                                   .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out o3 = {0};
+    f.hold = true;
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, &c3, 1, on_commit, &o3);
+    size_t len;
+    int64_t at = f.end[p];
+    uint8_t *b = txn_offset_batch(97, G, "t", 20, &len);
+    f_put(&f, p, b, len);
+    free(b);
+    gr_txn_offsets_add(97, p, G, "t", 0, 20, -1, "", at);
+    uint8_t *m = commit_marker(97, &len);
+    f_put(&f, p, m, len);
+    free(m);
+    gr_gc_complete_txn_offsets(gc, 97, p, true);
+    CHECK(fetch_one(gc, G, "t", 0) == 20);
+    f_release(&f);
+    CHECK_KERR(o3.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, G, "t", 0) == 20);
+    gr_gc_free(gc);
+    struct gr_group_coordinator *again = new_gc(&f, 0);
+    CHECK(fetch_one(again, G, "t", 0) == 20);
+    gr_gc_free(again);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -983,6 +1200,9 @@ int main(void) {
     test_offset_delete();
     test_static_membership();
     test_static_member_kept_through_rebalance();
+    test_txn_marker_during_load();
+    test_txn_offset_older_than_ordinary_commit();
+    test_late_commit_completion_does_not_regress();
     test_offset_expiry();
     test_txn_offsets_at_marker();
     if (test_failures) {

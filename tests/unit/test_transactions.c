@@ -68,6 +68,9 @@ static void test_txn_log_codec(void) {
     for (const char *p = "my-txn"; *p; p++) h = (int32_t)((uint32_t)h * 31u + (unsigned char)*p);
     CHECK(gr_txn_partition_for("my-txn", 50) == (h < 0 ? -h : h) % 50);
     CHECK(gr_txn_partition_for("", 50) == 0);
+    /* non-ASCII: Java hashes UTF-16 code units ("tx-\u00e9\u20ac\U0001F600".hashCode() = -929946833,
+     * partition 33 of 50; the bytes of its UTF-8 form would give 46) */
+    CHECK(gr_txn_partition_for("tx-\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 50) == 33);
     struct gr_txn_tp parts[] = {{"a", 0}, {"b", 3}, {"a", 2}};
     struct gr_txn_record r = {.producer_id = 4242, .producer_epoch = 7, .timeout_ms = 60000,
                               .state = GR_TXN_ONGOING, .n_parts = 3, .parts = parts, .update_ts = 11, .start_ts = 10};
