@@ -9,7 +9,8 @@
 # 2. ZooKeeper on 127.0.0.1:2181 unless something already answers there (data in ./run/zk);
 # 3. brokers 1-3 from config/server.properties, listening on 127.0.0.1:9092-9094, log dirs
 #    ./run/broker-N, logs ./run/broker-N.log, pids ./run/broker-N.pid, Prometheus metrics at
-#    http://127.0.0.1:9192-9194/metrics (gregor.metrics.listener);
+#    http://127.0.0.1:9192-9194/metrics (gregor.metrics.listener); __consumer_offsets and
+#    __transaction_state replicated 3 times (min.isr 2), the example file being for one broker;
 # 4. waits until all three are registered in ZooKeeper and prints the bootstrap list.
 #
 # --ensemble: step 2 starts a 3-member ensemble instead (scripts/zk.sh start-ensemble run/zk-ensemble
@@ -64,6 +65,9 @@ for i in 1 2 3; do
         --override log.dirs="$run/broker-$i" \
         --override zookeeper.connect=$zk \
         --override gregor.metrics.listener=http://127.0.0.1:$mport \
+        --override offsets.topic.replication.factor=3 \
+        --override transaction.state.log.replication.factor=3 \
+        --override transaction.state.log.min.isr=2 \
         </dev/null >>"$run/broker-$i.log" 2>&1 &
     echo $! >"$pidf"
     echo "broker $i: started (pid $!, $host:$port, metrics http://127.0.0.1:$mport/metrics, log run/broker-$i.log)"
