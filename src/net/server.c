@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "net/connection_rate.h"
 #include "net/tls.h"
@@ -100,6 +101,8 @@ struct conn {
     bool inflight; /* nout > 0 */
     int16_t resp_api_key;     /* of the response being written (request time stats) */
     int64_t resp_received_us; /* its request's received_us */
+    int64_t resp_completed_us, resp_taken_us; /* when it was completed / taken for writing */
+    struct gr_net_send_metrics resp_metrics[2]; /* its request's sent_metrics */
     /* outstanding requests (dispatched, completion not applied yet), in request order */
     struct req_int *out_head, *out_tail;
     int nout;
@@ -153,6 +156,9 @@ struct req_int {
     atomic_bool fd_dead;   /* the loop closed the connection's socket (under the loop's fdlock) */
     enum { SENT_NONE, SENT_ALL, SENT_PART, SENT_FAILED } sent;
     struct wprog wp; /* progress when SENT_PART */
+    int64_t completed_us; /* gr_mono_us() when completed */
+    int64_t taken_us;     /* gr_mono_us() when the completer started writing it (direct send) */
+    bool resp_queued;     /* counted in st_resp_queued until the loop applies it */
     /* ordering (gr_net_request_release) */
     struct req_int *onext; /* the connection's outstanding list (loop thread only) */
     uint64_t seq;
@@ -267,7 +273,7 @@ struct gr_net_server {
     struct ip_count *ipcounts[IP_BUCKETS];
     /* stats */
     atomic_int_fast64_t st_refused, st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
-        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
+        st_sendfile, st_rejected, st_queued, st_resp_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
         st_net_idle_us, st_io_idle_us;
 };
 
@@ -1236,12 +1242,27 @@ static int write_response(struct gr_net_server *srv, int fd, struct gr_tls *tls,
     return 1;
 }
 
-static void count_response(struct gr_net_server *srv, int16_t api_key, int64_t received_us) {
+/* The request metrics completed by the send (struct gr_net_send_metrics), now_us its end. */
+static void record_sent(const struct gr_net_send_metrics m[2], int64_t received_us, int64_t completed_us,
+                        int64_t taken_us, int64_t now_us) {
+    for (int i = 0; i < 2; i++) {
+        if (m[i].response_queue_ms)
+            gr_histogram_update(m[i].response_queue_ms, (double)GR_MAX(0, taken_us - completed_us) / 1000.0);
+        if (m[i].response_send_ms)
+            gr_histogram_update(m[i].response_send_ms, (double)GR_MAX(0, now_us - taken_us) / 1000.0);
+        if (m[i].total_ms) gr_histogram_update(m[i].total_ms, (double)GR_MAX(0, now_us - received_us) / 1000.0);
+    }
+}
+
+static void count_response(struct gr_net_server *srv, int16_t api_key, int64_t received_us,
+                           const struct gr_net_send_metrics m[2], int64_t completed_us, int64_t taken_us) {
+    int64_t now = gr_mono_us();
     stat_add(&srv->st_responses, 1);
     if (api_key == 0) {
         stat_add(&srv->st_prod_n, 1);
-        stat_add(&srv->st_prod_total_us, gr_mono_us() - received_us);
+        stat_add(&srv->st_prod_total_us, now - received_us);
     }
+    record_sent(m, received_us, completed_us, taken_us, now);
 }
 
 /* Writes what it can of the pending response; when done, unmutes the connection. */
@@ -1277,11 +1298,16 @@ static void conn_flush(struct conn *c) {
     c->regs = NULL;
     c->nregs = c->rcur = 0;
     c->roff = 0;
-    count_response(srv, c->resp_api_key, c->resp_received_us);
+    count_response(srv, c->resp_api_key, c->resp_received_us, c->resp_metrics, c->resp_completed_us,
+                   c->resp_taken_us);
 }
 
 /* Applies one completion whose turn has come (the head of the outstanding list). */
 static void apply_one(struct conn *c, struct req_int *r) {
+    if (r->action != COMPLETE_RESPOND) { /* Kafka updates the metrics of a no-op / close response at once */
+        int64_t now = gr_mono_us();
+        record_sent(r->pub.sent_metrics, r->pub.received_us, r->completed_us, now, now);
+    }
     if (r->action == COMPLETE_RESPOND && r->sent == SENT_ALL) { /* written by the completer */
         c->events = EPOLLIN; /* re-armed by the completer */
         c->last_active_ms = gr_mono_ms();
@@ -1308,6 +1334,9 @@ static void apply_one(struct conn *c, struct req_int *r) {
         }
         c->resp_api_key = r->pub.api_key;
         c->resp_received_us = r->pub.received_us;
+        c->resp_completed_us = r->completed_us;
+        c->resp_taken_us = r->sent == SENT_PART ? r->taken_us : gr_mono_us();
+        memcpy(c->resp_metrics, r->pub.sent_metrics, sizeof c->resp_metrics);
         c->wbuf = r->resp;
         c->wlen = r->resp_len;
         c->woff = r->wp.woff; /* SENT_PART: the completer wrote the start */
@@ -1400,6 +1429,7 @@ static void drain_completions(struct loop *l, bool from_wakeup) {
     }
     while (r) {
         struct req_int *next = r->next;
+        if (r->resp_queued) stat_add(&l->srv->st_resp_queued, -1);
         complete_one(l, r);
         r = next;
     }
@@ -1412,10 +1442,11 @@ static void direct_send(struct gr_net_server *srv, struct req_int *r) {
     for (int i = 0; i < r->nregs; i++) logical += r->regs[i].len;
     if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != logical - 4) return; /* the loop reports it */
     struct wprog p = {0, 0, 0};
+    r->taken_us = gr_mono_us();
     int rc = write_response(srv, r->fd, NULL, r->resp, r->resp_len, r->regs, r->nregs, &p);
     if (rc == 1) {
         r->sent = SENT_ALL;
-        count_response(srv, r->pub.api_key, r->pub.received_us);
+        count_response(srv, r->pub.api_key, r->pub.received_us, r->pub.sent_metrics, r->completed_us, r->taken_us);
     } else if (rc == 0) {
         r->sent = SENT_PART;
         r->wp = p;
@@ -1431,6 +1462,7 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     r->resp = resp;
     r->resp_len = len;
     r->next = NULL;
+    r->completed_us = gr_mono_us();
     bool fdlocked = false;
     if (action == COMPLETE_RESPOND && r->direct && r->pub.throttle_ms <= 0 && r->pub.session->close_after_ms <= 0) {
         pthread_rwlock_rdlock(&l->fdlock);
@@ -1447,6 +1479,8 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     if (l->done_tail) l->done_tail->next = r;
     else l->done_head = r;
     l->done_tail = r;
+    r->resp_queued = r->sent != SENT_ALL;
+    if (r->resp_queued) stat_add(&l->srv->st_resp_queued, 1);
     bool wake = true;
     if (r->sent == SENT_ALL) { /* re-arm reads; the loop applies the completion when it next wakes */
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r->tag};
@@ -1649,6 +1683,7 @@ static void *loop_main(void *arg) {
     }
     while (r) {
         struct req_int *next = r->next;
+        if (r->resp_queued) stat_add(&srv->st_resp_queued, -1);
         req_free(r);
         r = next;
     }
@@ -1878,6 +1913,7 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
     out->connections_refused = atomic_load_explicit(&s->st_refused, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
+    out->response_queue_size = atomic_load_explicit(&s->st_resp_queued, memory_order_relaxed);
     out->produce_responses = atomic_load_explicit(&s->st_prod_n, memory_order_relaxed);
     out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);
     out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);

@@ -72,6 +72,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct gr_histogram;
+
 #define GR_NET_DEFAULT_SOCKET_REQUEST_MAX_BYTES 104857600 /* Kafka socket.request.max.bytes */
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
@@ -155,7 +157,18 @@ struct gr_net_config {
     int quota_window_size_seconds;
 };
 
-/* A complete request frame as the handler sees it. All fields are read-only for the handler. */
+/* Request metrics the network thread completes once the response is written (Kafka's
+ * RequestChannel.updateRequestMetrics at the end of the send): up to two request names (a Fetch
+ * counts under Fetch and FetchConsumer/FetchFollower), each with three histograms, any NULL.
+ * The histograms belong to a metrics registry that must outlive the server. */
+struct gr_net_send_metrics {
+    struct gr_histogram *response_queue_ms; /* completion -> a network thread takes the response */
+    struct gr_histogram *response_send_ms;  /* taken -> its last byte written */
+    struct gr_histogram *total_ms;          /* frame read -> its response's last byte written */
+};
+
+/* A complete request frame as the handler sees it. All fields are read-only for the handler
+ * except throttle_ms and sent_metrics. */
 struct gr_net_request {
     uint8_t *data;          /* the frame after the 4-byte size prefix; owned by the request */
     size_t len;             /* >= 8 */
@@ -170,6 +183,10 @@ struct gr_net_request {
     int32_t throttle_ms;    /* the handler may set it before completing: the connection then stays
                              * muted this long after the response is written (or after
                              * gr_net_respond_none), Kafka's channel throttling (KIP-219) */
+    struct gr_net_send_metrics sent_metrics[2]; /* the handler may set them before completing:
+                             * updated when the response is written, or at once for
+                             * gr_net_respond_none / gr_net_close (send time 0); not if the
+                             * connection closed first */
 };
 
 /* Called on an I/O thread; see the handler contract above. */
@@ -188,6 +205,8 @@ struct gr_net_stats {
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
     int64_t connections_refused; /* closed right after accept: max.connections.per.ip */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
+    int64_t response_queue_size; /* completed requests waiting for their network thread, their
+                                  * response not written yet (a gauge; Kafka's ResponseQueueSize) */
     /* Produce requests (api_key 0) answered with a response, and their time at the broker summed
      * in microseconds (Kafka's RequestMetrics RequestQueueTimeMs / TotalTimeMs for Produce):
      * queue = last byte read -> an I/O thread calls the handler; total = last byte read -> last
