@@ -377,6 +377,17 @@ static void group_collector(void *arg, struct gr_prom_out *o) {
     }
 }
 
+/* KIP-511's socket-server-metrics `connections` per client software. */
+static void client_software_gauge(void *ctx, const char *listener, const char *name, const char *version,
+                                  int64_t connections) {
+    char jmx[768];
+    snprintf(jmx, sizeof jmx,
+             "kafka.server:type=socket-server-metrics,name=connections,clientSoftwareName=%s,clientSoftwareVersion=%s,"
+             "listener=%s",
+             name, version, listener);
+    gr_prom_gauge(ctx, jmx, (double)connections);
+}
+
 /* kafka.network:type=RequestChannel figures from the network server's counters. */
 static void network_collector(void *arg, struct gr_prom_out *o) {
     struct gr_server *s = arg;
@@ -392,7 +403,18 @@ static void network_collector(void *arg, struct gr_prom_out *o) {
         char jmx[256];
         snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-count,listener=%s", lname);
         gr_prom_gauge(o, jmx, (double)n);
+        double created, closed, blocked;
+        gr_net_server_listener_rates(s->net, i, &created, &closed, &blocked);
+        snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-creation-rate,listener=%s",
+                 lname);
+        gr_prom_gauge(o, jmx, created);
+        snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-close-rate,listener=%s",
+                 lname);
+        gr_prom_gauge(o, jmx, closed);
+        snprintf(jmx, sizeof jmx, "kafka.network:type=Acceptor,name=AcceptorBlockedPercent,listener=%s", lname);
+        gr_prom_gauge(o, jmx, blocked);
     }
+    gr_net_server_client_software(s->net, client_software_gauge, o);
     int64_t now = gr_mono_us();
     if (st.num_network_threads > 0) {
         /* Kafka: the mean of the processors' io-wait-ratio over the recent window; here the

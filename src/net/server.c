@@ -49,6 +49,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "net/client_software.h"
 #include "net/connection_rate.h"
 #include "net/tls.h"
 
@@ -75,6 +76,8 @@ struct listener {
     void *ssl_ctx;  /* SSL_CTX *, one reference; NULL = plaintext */
     int sasl;
     atomic_int_fast64_t open; /* connections accepted here and not yet closed */
+    struct gr_meter *created, *closed; /* connection-creation-rate / -close-rate (in srv->rates) */
+    atomic_int_fast64_t blocked_us;    /* AcceptorBlockedPercent: accepts paused by a limit, all loops */
 };
 
 /* epoll_event.data.ptr points at one of these; the kind tells which. */
@@ -114,6 +117,7 @@ struct conn {
     int64_t last_active_ms;
     const char *listener;
     atomic_int_fast64_t *listener_open; /* its listener's open count */
+    int listener_idx;                   /* its listener (-1 until adopted) */
     char peer[64];
     /* read state: header first, then the body */
     uint8_t hdr[4];
@@ -182,6 +186,8 @@ struct loop {
     struct ev_tag wake_tag;
     struct ev_tag *listener_tags; /* one per listener */
     bool *listener_paused;
+    _Atomic int64_t *blocked_since_us; /* per listener: accepts paused by max.connections or the
+                                        * creation rate since then (0: not); written by the loop */
     int64_t accept_resume_ms;
     pthread_t thread;
     bool thread_started;
@@ -251,6 +257,9 @@ struct gr_net_server {
     atomic_bool stopping;
     atomic_uint_fast64_t next_conn_id;
     struct loop *loops;
+    struct gr_metrics *rates;            /* the listeners' connection meters (never exported) */
+    struct gr_client_sw_table *client_sw; /* KIP-511 connections per client software */
+    int64_t started_us;
     /* worker queue */
     pthread_mutex_t wmu;
     pthread_cond_t wcond;
@@ -289,6 +298,7 @@ static void server_destroy(struct gr_net_server *srv) {
         for (int j = 0; l->held && j < srv->num_listeners; j++)
             if (l->held[j].fd >= 0) close(l->held[j].fd);
         free(l->held);
+        free(l->blocked_since_us);
         while (l->dsocks) {
             struct delayed_sock *d = l->dsocks;
             l->dsocks = d->next;
@@ -315,6 +325,8 @@ static void server_destroy(struct gr_net_server *srv) {
         }
     pthread_mutex_destroy(&srv->ipmu);
     gr_conn_rate_free(srv->conn_rate);
+    gr_metrics_free(srv->rates);
+    gr_client_sw_free(srv->client_sw);
     pthread_mutex_destroy(&srv->wmu);
     pthread_cond_destroy(&srv->wcond);
     free(srv);
@@ -509,8 +521,15 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
     atomic_init(&srv->refs, 1);
     srv->num_listeners = cfg->num_listeners;
     srv->listeners = gr_calloc((size_t)cfg->num_listeners, sizeof *srv->listeners);
+    srv->rates = gr_metrics_new();
+    srv->client_sw = gr_client_sw_new();
     for (int i = 0; i < cfg->num_listeners; i++) {
         const struct gr_net_listener *l = &cfg->listeners[i];
+        char mname[32];
+        snprintf(mname, sizeof mname, "created-%d", i);
+        srv->listeners[i].created = gr_metrics_meter(srv->rates, mname);
+        snprintf(mname, sizeof mname, "closed-%d", i);
+        srv->listeners[i].closed = gr_metrics_meter(srv->rates, mname);
         srv->listeners[i].name = gr_strdup(l->name);
         srv->listeners[i].host = gr_strdup(l->host ? l->host : "");
         srv->listeners[i].port = l->port;
@@ -551,6 +570,7 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         l->listener_tags = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_tags);
         l->listener_paused = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_paused);
         l->held = gr_calloc((size_t)srv->num_listeners, sizeof *l->held);
+        l->blocked_since_us = gr_calloc((size_t)srv->num_listeners, sizeof *l->blocked_since_us);
         for (int j = 0; j < srv->num_listeners; j++) l->held[j].fd = -1;
         for (int j = 0; j < srv->num_listeners; j++) {
             l->listener_tags[j].kind = OBJ_LISTENER;
@@ -711,6 +731,7 @@ static void conn_close(struct conn *c) {
     c->wbuf = NULL;
     gr_tls_free(c->tls);
     c->tls = NULL;
+    if (c->listener_idx >= 0) gr_client_sw_close(l->srv->client_sw, &c->sess->client_sw);
     gr_net_session_free(c->sess);
     c->sess = NULL;
     regions_free(c->regs, c->nregs);
@@ -725,6 +746,7 @@ static void conn_close(struct conn *c) {
     l->graveyard = c;
     stat_add(&l->srv->st_open, -1);
     if (c->listener_open) stat_add(c->listener_open, -1);
+    if (c->listener_idx >= 0) gr_meter_mark(l->srv->listeners[c->listener_idx].closed, 1);
 }
 
 static void bury_dead(struct loop *l) {
@@ -864,6 +886,7 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     }
     set_sockopts(fd);
     struct conn *c = gr_calloc(1, sizeof *c);
+    c->listener_idx = -1;
     memcpy(c->ip, ip, sizeof c->ip);
     c->ip_counted = srv->track_ip;
     c->tag.kind = OBJ_CONN;
@@ -898,7 +921,22 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     stat_add(&srv->st_open, 1);
     stat_add(&ls->open, 1);
     stat_add(&srv->st_accepted, 1);
+    c->listener_idx = idx;
+    gr_meter_mark(ls->created, 1);
+    gr_client_sw_open(srv->client_sw, &c->sess->client_sw, ls->name);
     gr_debug(LOGGER, "accepted connection %llu from %s on listener %s", (unsigned long long)c->id, c->peer, ls->name);
+}
+
+/* AcceptorBlockedPercent: listener idx stops accepting for a limit (loop thread). */
+static void block_start(struct loop *l, int idx) {
+    if (atomic_load(&l->blocked_since_us[idx]) == 0) atomic_store(&l->blocked_since_us[idx], gr_mono_us());
+}
+
+/* ... and accepts again (now_ms: the loop's clock; the time is taken in us). */
+static void block_end(struct loop *l, int idx, int64_t now_ms) {
+    (void)now_ms;
+    int64_t since = atomic_exchange(&l->blocked_since_us[idx], 0);
+    if (since > 0) stat_add(&l->srv->listeners[idx].blocked_us, gr_mono_us() - since);
 }
 
 static void pause_listener_until(struct loop *l, int idx, int64_t at) {
@@ -917,6 +955,7 @@ static void accept_some(struct loop *l, int idx) {
                 gr_info(LOGGER, "max.connections=%d reached; listener %s stops accepting until a connection closes",
                         srv->max_conns, ls->name);
             l->limit_blocked = true;
+            block_start(l, idx);
             if (!l->listener_paused[idx] && listener_watch(l, idx, false) == 0) {
                 l->listener_paused[idx] = true;
                 if (!l->accept_resume_ms) l->accept_resume_ms = gr_mono_ms() + ACCEPT_LIMIT_RECHECK_MS;
@@ -957,6 +996,7 @@ static void accept_some(struct loop *l, int idx) {
             l->held[idx].fd = fd;
             l->held[idx].ss = ss;
             l->held[idx].until_ms = now + wait;
+            block_start(l, idx);
             pause_listener_until(l, idx, now + wait);
             return;
         }
@@ -981,6 +1021,7 @@ static void resume_accepts(struct loop *l, int64_t now) {
         if (!l->listener_paused[i]) continue;
         if (listener_watch(l, i, true) == 0 || errno == EEXIST) {
             l->listener_paused[i] = false;
+            block_end(l, i, now);
             continue;
         }
         /* not watched and no resume time: it would never accept again */
@@ -1822,6 +1863,7 @@ static void ignore_sigpipe(void) {
 int gr_net_server_start(struct gr_net_server *srv) {
     if (srv->started) return -EALREADY;
     srv->started = true;
+    srv->started_us = gr_mono_us();
     pthread_once(&sigpipe_once, ignore_sigpipe);
     int rc = 0;
     for (int i = 0; i < srv->num_listeners && rc == 0; i++) rc = bind_listener(&srv->listeners[i]);
@@ -1926,6 +1968,34 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
 }
 
 int gr_net_server_num_listeners(const struct gr_net_server *srv) { return srv->num_listeners; }
+
+void gr_net_server_listener_rates(const struct gr_net_server *srv, int i, double *creation_rate, double *close_rate,
+                                  double *blocked_fraction) {
+    const struct listener *ls = &srv->listeners[i];
+    *creation_rate = gr_meter_one_minute_rate(ls->created);
+    *close_rate = gr_meter_one_minute_rate(ls->closed);
+    int64_t now = gr_mono_us(), blocked = atomic_load_explicit(&ls->blocked_us, memory_order_relaxed);
+    for (int j = 0; j < srv->num_loops; j++) {
+        int64_t since = atomic_load(&srv->loops[j].blocked_since_us[i]);
+        if (since > 0 && since < now) blocked += now - since;
+    }
+    double span = (double)(now - srv->started_us) * srv->num_loops;
+    *blocked_fraction = srv->started_us > 0 && span > 0 ? GR_MIN(1.0, (double)blocked / span) : 0.0;
+}
+
+void gr_net_server_client_software(struct gr_net_server *srv,
+                                   void (*fn)(void *ctx, const char *listener, const char *name, const char *version,
+                                              int64_t connections),
+                                   void *ctx) {
+    gr_client_sw_foreach(srv->client_sw, fn, ctx);
+}
+
+void gr_net_set_client_software(struct gr_net_request *req, const char *name, const char *version) {
+    struct req_int *r = (struct req_int *)req;
+    if (!name || strlen(name) > 255) name = "";
+    if (!version || strlen(version) > 255) version = "";
+    gr_client_sw_set(r->srv->client_sw, &req->session->client_sw, req->listener, name, version);
+}
 
 int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name) {
     *name = srv->listeners[i].name;

@@ -73,6 +73,7 @@
 #include <stdint.h>
 
 struct gr_histogram;
+struct gr_client_sw;
 
 #define GR_NET_DEFAULT_SOCKET_REQUEST_MAX_BYTES 104857600 /* Kafka socket.request.max.bytes */
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
@@ -121,6 +122,7 @@ struct gr_net_session {
     int64_t close_after_ms; /* > 0: once the response is written, close the connection after
                              * this delay without reading more (failed authentication) */
     int extra_refs;         /* private to net/server.c: requests sharing it (see release below) */
+    struct gr_client_sw *client_sw; /* private to net/: its KIP-511 count (net/client_software.h) */
 };
 
 /* Frees a session (principal, mech_state). NULL ignored. */
@@ -265,6 +267,23 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
  * the server, valid until it is freed). Any thread. */
 int gr_net_server_num_listeners(const struct gr_net_server *srv);
 int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name);
+/* Listener i's connection-creation-rate and connection-close-rate (Kafka's socket-server-metrics:
+ * connections opened / closed per second over about the last minute) and its
+ * AcceptorBlockedPercent (Kafka's Acceptor meter, KIP-402: the fraction of the time since start
+ * its accepts were paused because max.connections was reached or a connection waited out
+ * max.connection.creation.rate, averaged over the network threads). Any thread. */
+void gr_net_server_listener_rates(const struct gr_net_server *srv, int i, double *creation_rate, double *close_rate,
+                                  double *blocked_fraction);
+/* KIP-511: calls fn for every (listener, clientSoftwareName, clientSoftwareVersion) with open
+ * connections (net/client_software.h). Any thread; fn must not call into the server. */
+void gr_net_server_client_software(struct gr_net_server *srv,
+                                   void (*fn)(void *ctx, const char *listener, const char *name, const char *version,
+                                              int64_t connections),
+                                   void *ctx);
+/* The request's ApiVersions (v3+) named the client software: its connection counts under that
+ * name and version from now on (until it closes). Names or versions longer than 255 bytes count
+ * as unknown. The request's handler, before completing it. */
+void gr_net_set_client_software(struct gr_net_request *req, const char *name, const char *version);
 
 /* Completes req with a response frame: buf holds the complete frame INCLUDING the 4-byte size
  * prefix, which must equal len - 4 (otherwise the connection is closed and an ERROR logged, since
