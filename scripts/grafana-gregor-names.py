@@ -2,7 +2,10 @@
 """Rewrites the metric names of a Grafana dashboard built for Confluent's jmx-monitoring-stacks
 (JMX exporter 1.x with Confluent's kafka_broker.yml rules) into the names Gregor serves, which are
 those of the exporter's kafka-2_0_0.yml / Strimzi's kafka-metrics.yaml rules (docs/METRICS.md).
-Only metric names change: labels, variables, datasources and layout stay as they are.
+Metric names change, and the label names Confluent's rules lower-case or snake-case where Gregor
+keeps Kafka's tag names (as Strimzi's rules do): clientid -> clientId, client_software_name /
+client_software_version -> clientSoftwareName / clientSoftwareVersion. Variables, datasources and
+layout stay as they are. Running it on its own output changes nothing.
 
     scripts/grafana-gregor-names.py IN.json OUT.json
 """
@@ -21,6 +24,10 @@ RENAMES = [
     (re.compile(r"\bkafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_oneminuterate\b"),
      "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"),
     (re.compile(r"\b(kafka_[a-z0-9_]+?[a-z0-9])percent\b"), r"\1_percent"),
+    # label names: Kafka's tag names (Confluent's rules set lowercaseOutputLabelNames)
+    (re.compile(r"\bclientid(\s*[=!]~?)"), r"clientId\1"),
+    (re.compile(r"\bclient_software_name\b"), "clientSoftwareName"),
+    (re.compile(r"\bclient_software_version\b"), "clientSoftwareVersion"),
 ]
 
 

@@ -289,55 +289,82 @@ static void record_error_metrics(struct gr_metrics *reg, const struct gr_api_des
     }
 }
 
-/* RequestsPerSec (per version), TotalTimeMs and RequestQueueTimeMs of one request under the
- * request tag `name`. */
+static struct gr_histogram *request_histogram(struct gr_metrics *reg, const char *metric, const char *request) {
+    char n[192];
+    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=%s,request=%s", metric, request);
+    return gr_metrics_histogram(reg, n);
+}
+
+static void update_ms(struct gr_histogram *h, int64_t us) {
+    if (h) gr_histogram_update(h, (double)GR_MAX(0, us) / 1000.0);
+}
+
+/* One request's RequestMetrics under the request tag `name` (Kafka's updateRequestMetrics):
+ * RequestsPerSec (per version), RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ThrottleTimeMs
+ * now; ResponseQueueTimeMs, ResponseSendTimeMs and TotalTimeMs by the network thread once the
+ * response is written (*sent); MessageConversionsTimeMs and TemporaryMemoryBytes for Produce and
+ * Fetch only, as Kafka. */
 static void record_request_timing(struct gr_metrics *reg, const struct gr_api_req *r, const char *name,
-                                  int64_t now_us) {
+                                  int64_t local_us, int64_t remote_us, struct gr_net_send_metrics *sent) {
     char n[192];
     snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=%s,version=%d", name,
              r->hdr.RequestApiVersion);
     struct gr_meter *m = gr_metrics_meter(reg, n);
     if (m) gr_meter_mark(m, 1);
-    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=%s", name);
-    struct gr_histogram *h = gr_metrics_histogram(reg, n);
-    if (h)
-        gr_histogram_update(h, (double)(now_us - r->net->received_us) / 1000.0);
-    snprintf(n, sizeof(n), "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs,request=%s", name);
-    h = gr_metrics_histogram(reg, n);
-    if (h)
-        gr_histogram_update(h, GR_MAX(0.0, (double)(r->received_ms * 1000 - r->net->received_us) / 1000.0));
+    update_ms(request_histogram(reg, "RequestQueueTimeMs", name), r->dispatch_us - r->net->received_us);
+    update_ms(request_histogram(reg, "LocalTimeMs", name), local_us);
+    update_ms(request_histogram(reg, "RemoteTimeMs", name), remote_us);
+    struct gr_histogram *h = request_histogram(reg, "ThrottleTimeMs", name);
+    if (h) gr_histogram_update(h, GR_MAX(0, r->net->throttle_ms));
+    if (r->hdr.RequestApiKey == GR_API_PRODUCE || strcmp(name, "Fetch") == 0) {
+        update_ms(request_histogram(reg, "MessageConversionsTimeMs", name), r->conversion_us);
+        h = request_histogram(reg, "TemporaryMemoryBytes", name);
+        if (h) gr_histogram_update(h, (double)r->temporary_memory_bytes);
+    }
+    sent->response_queue_ms = request_histogram(reg, "ResponseQueueTimeMs", name);
+    sent->response_send_ms = request_histogram(reg, "ResponseSendTimeMs", name);
+    sent->total_ms = request_histogram(reg, "TotalTimeMs", name);
 }
 
 /* kafka.network:type=RequestMetrics for a decoded request being completed, named as Kafka 2.7's
  * RequestChannel names them: every request under its API name (request="Fetch" included); a
  * Fetch also under FetchConsumer or FetchFollower (RequestsPerSec, TotalTimeMs,
  * RequestQueueTimeMs); ErrorsPerSec only under the API name. */
+/* The request being dispatched on this I/O thread (its handler time counts for request quotas
+ * when it is answered synchronously). */
+static _Thread_local struct gr_api_req *dispatching;
+
 static void record_request_metrics(struct gr_api_req *r, const void *resp) {
     struct gr_metrics *reg = r->broker ? r->broker->metrics : NULL;
     const struct gr_api_desc *d = gr_proto_api(r->hdr.RequestApiKey);
     if (!reg || !r->body || !d) return;
     int64_t now_us = gr_mono_us();
-    if (r->hdr.RequestApiKey == GR_API_FETCH)
-        record_request_timing(
-            reg, r, ((const struct FetchRequest *)r->body)->ReplicaId >= 0 ? "FetchFollower" : "FetchConsumer", now_us);
-    record_request_timing(reg, r, d->name, now_us);
+    /* Kafka: local = dequeued -> the handler returned, or -> this response if that came first;
+     * remote = the handler returned -> this response (waiting in a purgatory) */
+    int64_t local_done = r == dispatching ? 0 : atomic_load(&r->local_done_us);
+    if (local_done <= 0 || local_done > now_us) local_done = now_us;
+    int64_t local_us = local_done - r->dispatch_us, remote_us = now_us - local_done;
+    struct gr_net_send_metrics *sent = r->net->sent_metrics;
+    if (r->hdr.RequestApiKey == GR_API_FETCH) {
+        bool follower = ((const struct FetchRequest *)r->body)->ReplicaId >= 0;
+        record_request_timing(reg, r, follower ? "FetchFollower" : "FetchConsumer", local_us, remote_us, sent++);
+    }
+    record_request_timing(reg, r, d->name, local_us, remote_us, sent);
     if (resp) record_error_metrics(reg, d, d->name, r->hdr.RequestApiVersion, resp);
 }
 
+/* Drops one reference: the completion's, or the running handler call's (dispatch). */
 static void req_free(struct gr_api_req *r)
 {
+    if (atomic_fetch_sub(&r->refs, 1) > 1) return;
     gr_arena_free(&r->arena);
     free(r);
 }
 
-/* The request being dispatched on this I/O thread (its handler time counts for request quotas
- * when it is answered synchronously). */
-static _Thread_local struct gr_api_req *dispatching;
-
 void gr_api_respond(struct gr_api_req *r, const void *body)
 {
+    gr_quota_on_response(r, (void *)body, r == dispatching); /* its throttle, then the metrics */
     record_request_metrics(r, body); /* before completion frees r->net */
-    gr_quota_on_response(r, (void *)body, r == dispatching);
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -427,6 +454,8 @@ static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, b
 
 void gr_api_respond_regions(struct gr_api_req *r, const void *body, struct gr_api_region *reg, int n)
 {
+    gr_quota_on_response(r, (void *)body, r == dispatching);
+    record_request_metrics(r, body);
     struct gr_wbuf w;
     gr_wbuf_init(&w);
     int rc = gr_proto_encode_response(&r->hdr, body, &w);
@@ -455,8 +484,8 @@ void gr_api_respond_regions(struct gr_api_req *r, const void *body, struct gr_ap
 
 void gr_api_respond_none(struct gr_api_req *r)
 {
-    record_request_metrics(r, NULL);
     gr_quota_on_response(r, NULL, r == dispatching);
+    record_request_metrics(r, NULL);
     gr_net_respond_none(r->net);
     req_free(r);
 }
@@ -505,6 +534,7 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     r->principal = "User:ANONYMOUS";
     r->received_ms = gr_mono_ms();
     r->dispatch_us = gr_mono_us();
+    atomic_init(&r->refs, 1);
     gr_arena_init(&r->arena);
 
     int rc = gr_proto_decode_request(nreq->data, nreq->len, &r->arena, &r->hdr, &r->body);
@@ -554,7 +584,10 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         fn = e->fn;
     gr_debug(LOGGER, "%s v%d correlation id %d from %s (client %s, principal %s)", name, ver,
              r->hdr.CorrelationId, r->peer, r->hdr.ClientId ? r->hdr.ClientId : "null", r->principal);
+    atomic_store(&r->refs, 2); /* the handler call's, until it returns */
     dispatching = r;
     fn(b, r, &r->hdr, r->body);
     dispatching = NULL;
+    atomic_store(&r->local_done_us, gr_mono_us());
+    req_free(r);
 }

@@ -36,6 +36,8 @@
  *  3. Response bodies may be built in req->arena (gr_api_alloc / gr_proto_new) and are encoded
  *     by gr_api_respond before anything is freed.
  *  4. The request is used by one thread at a time; handing it to another thread transfers it.
+ *     (Only its memory outlives the completion while the handler call that received it has not
+ *     returned: dispatch then stamps local_done_us, Kafka's apiLocalCompleteTime, and frees it.)
  */
 #ifndef GR_API_APIS_H
 #define GR_API_APIS_H
@@ -63,6 +65,11 @@ struct gr_api_req {
     const char *principal;
     int64_t received_ms;        /* gr_mono_ms() at dispatch */
     int64_t dispatch_us;        /* gr_mono_us() at dispatch (request quota: handler thread time) */
+    /* Request metrics (Kafka's RequestChannel.Request fields), read at completion: */
+    _Atomic int64_t local_done_us; /* the handler call returned (0: not yet); dispatch only */
+    _Atomic int refs;              /* private to apis.c: the completion and a running handler call */
+    int64_t conversion_us;         /* Produce/Fetch: time spent converting record formats */
+    int64_t temporary_memory_bytes; /* Produce/Fetch: bytes allocated for conversions */
 };
 
 typedef void (*gr_api_handler_fn)(struct gr_broker *b, struct gr_api_req *req,

@@ -7,6 +7,7 @@
 #include "broker/broker.h"
 #include "broker/finalized_features.h"
 #include "common/kerr.h"
+#include "net/server.h"
 
 /* Kafka's pattern for the v3 software fields: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? */
 static bool valid_software_field(const char *s)
@@ -54,6 +55,10 @@ void gr_handle_api_versions(struct gr_broker *b, struct gr_api_req *req,
         return;
     }
     resp->ErrorCode = GR_KERR_NONE;
+    /* KIP-511: the connection counts under this client software from now on (Kafka's Processor
+     * registers the ClientInformation of a valid ApiVersions; before v3 it stays unknown) */
+    if (hdr->RequestApiVersion >= 3 && req->net)
+        gr_net_set_client_software(req->net, rq->ClientSoftwareName, rq->ClientSoftwareVersion);
     gr_apis_fill_api_versions(resp, &req->arena);
     if (hdr->RequestApiVersion >= 3)
         fill_features(b, req, resp);

@@ -485,6 +485,17 @@ static void replace_buf(struct fetch_ctx *c, const uint8_t *old, uint8_t *repl) 
  * RecordsUtil): the conversion stops before it, and a partition whose first batch it is gets
  * UNSUPPORTED_COMPRESSION_TYPE. A topic with
  * message.downconversion.enable=false answers UNSUPPORTED_VERSION instead (consumers only). */
+/* Messages of an uncompressed magic 0/1 message set (offset int64, size int32, message). */
+static int64_t legacy_message_count(const uint8_t *p, size_t len) {
+    int64_t n = 0;
+    for (size_t off = 0; p && off + 12 <= len; n++) {
+        uint32_t size = (uint32_t)p[off + 8] << 24 | (uint32_t)p[off + 9] << 16 | (uint32_t)p[off + 10] << 8 | p[off + 11];
+        if (size > len - off - 12) break;
+        off += 12 + size;
+    }
+    return n;
+}
+
 static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
     if (c->version >= 4) return;
     int64_t room = response_max_bytes(c);
@@ -505,9 +516,18 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
             uint8_t *out = NULL;
             size_t len = 0;
             bool compressed = false;
+            int64_t t0 = gr_mono_us();
             int rc = enabled ? gr_v2_to_legacy(src, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
                                                fp ? fp->FetchOffset : -1, max, first_max, &out, &len, &compressed)
                              : 0;
+            if (enabled) {
+                c->req->conversion_us += gr_mono_us() - t0;
+                c->req->temporary_memory_bytes += (int64_t)len;
+                int64_t converted = legacy_message_count(out, len);
+                if (converted > 0)
+                    gr_bts_mark(c->req->broker ? c->req->broker->topic_stats : NULL, resp->Responses[t].Topic,
+                                GR_BTS_FETCH_CONVERSIONS, converted);
+            }
             replace_buf(c, src, out);
             pr->RecordSet.p = out;
             pr->RecordSet.len = (int32_t)len;

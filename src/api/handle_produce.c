@@ -302,9 +302,15 @@ static int16_t convert_legacy(struct gr_api_req *req, struct gr_rm_produce_part 
     uint8_t *out;
     size_t len;
     int codec = 0;
+    int64_t t0 = gr_mono_us();
     int16_t e = gr_legacy_to_v2(pp->records, pp->records_len, &out, &len, &codec);
+    req->conversion_us += gr_mono_us() - t0;
     if (e != GR_KERR_NONE) return e;
     *inflated += len;
+    req->temporary_memory_bytes += (int64_t)len; /* Kafka's RecordConversionStats.temporaryMemoryBytes */
+    /* ProduceMessageConversionsPerSec: the records converted (Kafka's numRecordsConverted) */
+    gr_bts_mark(req->broker ? req->broker->topic_stats : NULL, pp->topic, GR_BTS_PRODUCE_CONVERSIONS,
+                gr_bts_record_count(out, len));
     if (codec != 0) {
         uint8_t *packed = NULL;
         size_t plen = 0;

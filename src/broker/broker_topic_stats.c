@@ -21,6 +21,8 @@ static const char *const METER_NAMES[GR_BTS_N] = {
     [GR_BTS_FAILED_PRODUCE] = "FailedProduceRequestsPerSec",
     [GR_BTS_TOTAL_FETCH] = "TotalFetchRequestsPerSec",
     [GR_BTS_FAILED_FETCH] = "FailedFetchRequestsPerSec",
+    [GR_BTS_PRODUCE_CONVERSIONS] = "ProduceMessageConversionsPerSec",
+    [GR_BTS_FETCH_CONVERSIONS] = "FetchMessageConversionsPerSec",
 };
 
 struct bts_topic {

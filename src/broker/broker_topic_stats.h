@@ -35,6 +35,8 @@ enum gr_bts_meter {
     GR_BTS_FAILED_PRODUCE,        /* FailedProduceRequestsPerSec */
     GR_BTS_TOTAL_FETCH,           /* TotalFetchRequestsPerSec */
     GR_BTS_FAILED_FETCH,          /* FailedFetchRequestsPerSec */
+    GR_BTS_PRODUCE_CONVERSIONS,   /* ProduceMessageConversionsPerSec: records up-converted from magic 0/1 */
+    GR_BTS_FETCH_CONVERSIONS,     /* FetchMessageConversionsPerSec: records down-converted for v0-v3 fetches */
     GR_BTS_N
 };
 

@@ -360,12 +360,42 @@ static void build_broker_info(struct gr_server *s) {
 
 /* ---- network ---- */
 
+/* kafka.coordinator.group:type=GroupMetadataManager gauges. */
+static void group_collector(void *arg, struct gr_prom_out *o) {
+    struct gr_server *s = arg;
+    if (!s->broker || !s->broker->group_coordinator) return;
+    struct gr_gc_counts c;
+    gr_gc_counts(s->broker->group_coordinator, &c);
+    const struct { const char *name; int64_t v; } g[] = {
+        {"NumGroups", c.groups}, {"NumGroupsPreparingRebalance", c.preparing_rebalance},
+        {"NumGroupsCompletingRebalance", c.completing_rebalance}, {"NumGroupsStable", c.stable},
+        {"NumGroupsDead", c.dead}, {"NumGroupsEmpty", c.empty}, {"NumOffsets", c.offsets},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        char jmx[128];
+        snprintf(jmx, sizeof jmx, "kafka.coordinator.group:type=GroupMetadataManager,name=%s", g[i].name);
+        gr_prom_gauge(o, jmx, (double)g[i].v);
+    }
+}
+
+/* KIP-511's socket-server-metrics `connections` per client software. */
+static void client_software_gauge(void *ctx, const char *listener, const char *name, const char *version,
+                                  int64_t connections) {
+    char jmx[768];
+    snprintf(jmx, sizeof jmx,
+             "kafka.server:type=socket-server-metrics,name=connections,clientSoftwareName=%s,clientSoftwareVersion=%s,"
+             "listener=%s",
+             name, version, listener);
+    gr_prom_gauge(ctx, jmx, (double)connections);
+}
+
 /* kafka.network:type=RequestChannel figures from the network server's counters. */
 static void network_collector(void *arg, struct gr_prom_out *o) {
     struct gr_server *s = arg;
     struct gr_net_stats st;
     gr_net_server_stats(s->net, &st);
     gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=RequestQueueSize", (double)st.request_queue_size);
+    gr_prom_gauge(o, "kafka.network:type=RequestChannel,name=ResponseQueueSize", (double)st.response_queue_size);
     /* Kafka's socket-server-metrics connection-count, per listener (Kafka also splits it per
      * network thread: networkProcessor; a sum over either label is the same) */
     for (int i = 0; i < gr_net_server_num_listeners(s->net); i++) {
@@ -374,7 +404,18 @@ static void network_collector(void *arg, struct gr_prom_out *o) {
         char jmx[256];
         snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-count,listener=%s", lname);
         gr_prom_gauge(o, jmx, (double)n);
+        double created, closed, blocked;
+        gr_net_server_listener_rates(s->net, i, &created, &closed, &blocked);
+        snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-creation-rate,listener=%s",
+                 lname);
+        gr_prom_gauge(o, jmx, created);
+        snprintf(jmx, sizeof jmx, "kafka.server:type=socket-server-metrics,name=connection-close-rate,listener=%s",
+                 lname);
+        gr_prom_gauge(o, jmx, closed);
+        snprintf(jmx, sizeof jmx, "kafka.network:type=Acceptor,name=AcceptorBlockedPercent,listener=%s", lname);
+        gr_prom_gauge(o, jmx, blocked);
     }
+    gr_net_server_client_software(s->net, client_software_gauge, o);
     int64_t now = gr_mono_us();
     if (st.num_network_threads > 0) {
         /* Kafka: the mean of the processors' io-wait-ratio over the recent window; here the
@@ -583,6 +624,7 @@ int gr_server_startup(struct gr_server *s) {
         slog(s, GR_LOG_ERROR, "Cannot start the group coordinator: %s", gr_strerror(rc));
         goto fail;
     }
+    gr_metrics_add_collector(s->metrics, group_collector, s);
 
     /* Transaction coordinator: after the replica manager, before the network. */
     {
@@ -748,6 +790,7 @@ void gr_server_shutdown(struct gr_server *s) {
         gr_net_server_free(s->net);
         s->net = NULL;
     }
+    gr_metrics_remove_collector(s->metrics, group_collector, s); /* no-op if never added */
     if (s->broker && s->broker->group_coordinator) { /* its writes completed in the rm shutdown */
         gr_group_coordinator_free(s->broker->group_coordinator);
         gr_txn_coordinator_free(s->broker->txn_coordinator);

@@ -2,16 +2,21 @@
  *
  *   log-dirs describe [--broker-list 1,2] [--topic-list t1,t2]
  *
- * Sends DescribeLogDirs v1 (every partition) to each live broker of the Metadata answer (or
- * those of --broker-list), keeps the partitions of --topic-list's topics when given, and prints
- * what kafka-log-dirs.sh 2.7 prints:
+ * Sends DescribeLogDirs v1 (every partition) to exactly the brokers of --broker-list (comma-
+ * separated ids, empty items skipped, each once), or to every live broker of the Metadata answer
+ * without it; keeps the partitions of --topic-list's topics when given, and prints what
+ * kafka-log-dirs.sh 2.7 (LogDirsCommand) prints:
  *   Querying brokers for log directories information
  *   Received log directory information from brokers 1,2,3
  *   {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/d","error":null,"partitions":
  *     [{"partition":"t-0","size":123,"offsetLag":0,"isFuture":false}]}]}]}
  * ("error" is Kafka's exception class name for a dir's error, e.g.
- * org.apache.kafka.common.errors.KafkaStorageException.) A broker that cannot be reached is an
- * error (exit 1). Exit codes: 0 ok, 1 failure, 2 usage. */
+ * org.apache.kafka.common.errors.KafkaStorageException.) The "Received" line names the brokers as
+ * asked (--broker-list as given, else the live brokers by id), as Kafka prints its list. As Kafka's
+ * allDescriptions().get(), it is all or nothing: a broker asked for that is not live (not in the
+ * Metadata answer), or that cannot be reached or answer, fails the command (exit 1, an error on
+ * stderr, no "Received" line and no JSON); an id that is not an integer too. Exit codes: 0 ok,
+ * 1 failure, 2 usage. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +44,30 @@ static bool in_list(const char *list, const char *item) {
         p = c ? c + 1 : NULL;
     }
     return false;
+}
+
+/* --broker-list as Kafka splits it (split(','), empty items dropped, toInt): the ids into *ids
+ * (malloc'd, *n of them, duplicates kept as given). Returns 0, or -1 naming the bad item. */
+static int parse_broker_list(const char *list, int32_t **ids, int *n) {
+    *ids = gr_calloc(strlen(list) / 2 + 1, sizeof **ids);
+    *n = 0;
+    for (const char *p = list; *p;) {
+        const char *c = strchr(p, ',');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        if (l > 0) {
+            char item[32];
+            char *end;
+            long v = l < sizeof item ? (snprintf(item, sizeof item, "%.*s", (int)l, p), strtol(item, &end, 10)) : 0;
+            if (l >= sizeof item || end == item || *end || v < INT32_MIN || v > INT32_MAX) {
+                fprintf(stderr, "Error: --broker-list: '%.*s' is not a broker id\n", (int)GR_MIN(l, (size_t)64), p);
+                return -1;
+            }
+            (*ids)[(*n)++] = (int32_t)v;
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    return 0;
 }
 
 /* Kafka's LogDirsCommand prints the error's exception class name (ex.getClass.getName) */
@@ -116,29 +145,51 @@ int ctl_logdirs_main(const struct ctl_opts *o, int argc, char **argv) {
     struct MetadataResponse *md = ctl_kafka_metadata(&boot, NULL, 0, &a);
     if (!md) goto out;
     printf("Querying brokers for log directories information\n");
+    fflush(stdout);
     if (md->BrokersCount > 0) qsort(md->Brokers, (size_t)md->BrokersCount, sizeof *md->Brokers, cmp_broker);
+    /* the brokers asked for, as given (the "Received" line), and each once in id order (the JSON) */
+    int32_t *asked = NULL;
+    int nasked = 0;
+    if (brokers && parse_broker_list(brokers, &asked, &nasked) != 0) {
+        free(asked);
+        goto out;
+    }
+    if (!brokers) {
+        asked = gr_calloc((size_t)md->BrokersCount + 1, sizeof *asked);
+        for (int32_t i = 0; i < md->BrokersCount; i++) asked[nasked++] = md->Brokers[i].NodeId;
+    }
+    for (int i = 0; i < nasked; i++) {
+        int32_t j = 0;
+        while (j < md->BrokersCount && md->Brokers[j].NodeId != asked[i]) j++;
+        if (j == md->BrokersCount) {
+            fprintf(stderr, "Error: broker %d is not a live broker of the cluster\n", asked[i]);
+            free(asked);
+            goto out;
+        }
+    }
     json_t *arr = json_array();
-    char got[1024] = "";
-    rc = 0;
     for (int32_t i = 0; i < md->BrokersCount; i++) {
-        char id[16];
-        snprintf(id, sizeof id, "%d", md->Brokers[i].NodeId);
-        if (!in_list(brokers, id)) continue;
+        bool wanted = false;
+        for (int j = 0; j < nasked && !wanted; j++) wanted = asked[j] == md->Brokers[i].NodeId;
+        if (!wanted) continue;
         json_t *b = describe_broker(&md->Brokers[i], topics, o->timeout_ms, &a);
         if (!b) {
-            fprintf(stderr, "Error: cannot describe the log dirs of broker %s\n", id);
-            rc = 1;
-            continue;
+            fprintf(stderr, "Error: cannot describe the log dirs of broker %d\n", md->Brokers[i].NodeId);
+            json_decref(arr);
+            free(asked);
+            goto out;
         }
         json_array_append_new(arr, b);
-        size_t len = strlen(got);
-        snprintf(got + len, sizeof got - len, "%s%s", len ? "," : "", id);
     }
-    printf("Received log directory information from brokers %s\n", got);
+    printf("Received log directory information from brokers ");
+    for (int i = 0; i < nasked; i++) printf("%s%d", i ? "," : "", asked[i]);
+    printf("\n");
+    free(asked);
     json_t *top = json_object();
     json_object_set_new(top, "version", json_integer(1));
     json_object_set_new(top, "brokers", arr);
     ctl_print_json(top);
+    rc = 0;
 out:
     gr_arena_free(&a);
     ctl_kafka_close(&boot);

@@ -125,6 +125,14 @@ void gr_group_coordinator_free(struct gr_group_coordinator *gc);
 
 /* ---- queries ---- */
 
+/* Kafka's GroupMetadataManager gauges: the groups held (of the offsets partitions this broker
+ * leads and has loaded), by state, and their committed offsets. Any thread (takes the
+ * coordinator's lock). */
+struct gr_gc_counts {
+    int64_t groups, preparing_rebalance, completing_rebalance, stable, dead, empty, offsets;
+};
+void gr_gc_counts(struct gr_group_coordinator *gc, struct gr_gc_counts *out);
+
 /* The offsets partition of group_id. */
 int32_t gr_gc_partition_for(struct gr_group_coordinator *gc, const char *group_id);
 /* NONE if this broker coordinates group_id right now, else the error a request would get

@@ -37,6 +37,24 @@ int32_t gc_effective_partitions(struct gr_group_coordinator *gc) {
     return n > 0 ? n : gc->cfg.num_partitions;
 }
 
+void gr_gc_counts(struct gr_group_coordinator *gc, struct gr_gc_counts *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&gc->mu);
+    for (int i = 0; i < NBUCKETS; i++)
+        for (struct group *g = gc->buckets[i]; g; g = g->next) {
+            out->groups++;
+            out->offsets += g->n_offsets;
+            switch (g->state) {
+            case ST_EMPTY: out->empty++; break;
+            case ST_PREPARING: out->preparing_rebalance++; break;
+            case ST_COMPLETING: out->completing_rebalance++; break;
+            case ST_STABLE: out->stable++; break;
+            case ST_DEAD: out->dead++; break;
+            }
+        }
+    pthread_mutex_unlock(&gc->mu);
+}
+
 int32_t gr_gc_partition_for(struct gr_group_coordinator *gc, const char *group_id) {
     return gr_group_partition_for(group_id, gc_effective_partitions(gc));
 }

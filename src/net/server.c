@@ -47,7 +47,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
+#include "net/client_software.h"
 #include "net/connection_rate.h"
 #include "net/tls.h"
 
@@ -74,6 +76,8 @@ struct listener {
     void *ssl_ctx;  /* SSL_CTX *, one reference; NULL = plaintext */
     int sasl;
     atomic_int_fast64_t open; /* connections accepted here and not yet closed */
+    struct gr_meter *created, *closed; /* connection-creation-rate / -close-rate (in srv->rates) */
+    atomic_int_fast64_t blocked_us;    /* AcceptorBlockedPercent: accepts paused by a limit, all loops */
 };
 
 /* epoll_event.data.ptr points at one of these; the kind tells which. */
@@ -100,6 +104,8 @@ struct conn {
     bool inflight; /* nout > 0 */
     int16_t resp_api_key;     /* of the response being written (request time stats) */
     int64_t resp_received_us; /* its request's received_us */
+    int64_t resp_completed_us, resp_taken_us; /* when it was completed / taken for writing */
+    struct gr_net_send_metrics resp_metrics[2]; /* its request's sent_metrics */
     /* outstanding requests (dispatched, completion not applied yet), in request order */
     struct req_int *out_head, *out_tail;
     int nout;
@@ -111,6 +117,7 @@ struct conn {
     int64_t last_active_ms;
     const char *listener;
     atomic_int_fast64_t *listener_open; /* its listener's open count */
+    int listener_idx;                   /* its listener (-1 until adopted) */
     char peer[64];
     /* read state: header first, then the body */
     uint8_t hdr[4];
@@ -153,6 +160,9 @@ struct req_int {
     atomic_bool fd_dead;   /* the loop closed the connection's socket (under the loop's fdlock) */
     enum { SENT_NONE, SENT_ALL, SENT_PART, SENT_FAILED } sent;
     struct wprog wp; /* progress when SENT_PART */
+    int64_t completed_us; /* gr_mono_us() when completed */
+    int64_t taken_us;     /* gr_mono_us() when the completer started writing it (direct send) */
+    bool resp_queued;     /* counted in st_resp_queued until the loop applies it */
     /* ordering (gr_net_request_release) */
     struct req_int *onext; /* the connection's outstanding list (loop thread only) */
     uint64_t seq;
@@ -176,6 +186,8 @@ struct loop {
     struct ev_tag wake_tag;
     struct ev_tag *listener_tags; /* one per listener */
     bool *listener_paused;
+    _Atomic int64_t *blocked_since_us; /* per listener: accepts paused by max.connections or the
+                                        * creation rate since then (0: not); written by the loop */
     int64_t accept_resume_ms;
     pthread_t thread;
     bool thread_started;
@@ -245,6 +257,9 @@ struct gr_net_server {
     atomic_bool stopping;
     atomic_uint_fast64_t next_conn_id;
     struct loop *loops;
+    struct gr_metrics *rates;            /* the listeners' connection meters (never exported) */
+    struct gr_client_sw_table *client_sw; /* KIP-511 connections per client software */
+    int64_t started_us;
     /* worker queue */
     pthread_mutex_t wmu;
     pthread_cond_t wcond;
@@ -267,7 +282,7 @@ struct gr_net_server {
     struct ip_count *ipcounts[IP_BUCKETS];
     /* stats */
     atomic_int_fast64_t st_refused, st_open, st_accepted, st_idle, st_requests, st_responses, st_in, st_out,
-        st_sendfile, st_rejected, st_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
+        st_sendfile, st_rejected, st_queued, st_resp_queued, st_prod_n, st_prod_queue_us, st_prod_total_us, st_wakeups, st_pipelined,
         st_net_idle_us, st_io_idle_us;
 };
 
@@ -283,6 +298,7 @@ static void server_destroy(struct gr_net_server *srv) {
         for (int j = 0; l->held && j < srv->num_listeners; j++)
             if (l->held[j].fd >= 0) close(l->held[j].fd);
         free(l->held);
+        free(l->blocked_since_us);
         while (l->dsocks) {
             struct delayed_sock *d = l->dsocks;
             l->dsocks = d->next;
@@ -309,6 +325,8 @@ static void server_destroy(struct gr_net_server *srv) {
         }
     pthread_mutex_destroy(&srv->ipmu);
     gr_conn_rate_free(srv->conn_rate);
+    gr_metrics_free(srv->rates);
+    gr_client_sw_free(srv->client_sw);
     pthread_mutex_destroy(&srv->wmu);
     pthread_cond_destroy(&srv->wcond);
     free(srv);
@@ -503,8 +521,15 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
     atomic_init(&srv->refs, 1);
     srv->num_listeners = cfg->num_listeners;
     srv->listeners = gr_calloc((size_t)cfg->num_listeners, sizeof *srv->listeners);
+    srv->rates = gr_metrics_new();
+    srv->client_sw = gr_client_sw_new();
     for (int i = 0; i < cfg->num_listeners; i++) {
         const struct gr_net_listener *l = &cfg->listeners[i];
+        char mname[32];
+        snprintf(mname, sizeof mname, "created-%d", i);
+        srv->listeners[i].created = gr_metrics_meter(srv->rates, mname);
+        snprintf(mname, sizeof mname, "closed-%d", i);
+        srv->listeners[i].closed = gr_metrics_meter(srv->rates, mname);
         srv->listeners[i].name = gr_strdup(l->name);
         srv->listeners[i].host = gr_strdup(l->host ? l->host : "");
         srv->listeners[i].port = l->port;
@@ -545,6 +570,7 @@ int gr_net_server_new(const struct gr_net_config *cfg, gr_net_handler_fn handler
         l->listener_tags = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_tags);
         l->listener_paused = gr_calloc((size_t)srv->num_listeners, sizeof *l->listener_paused);
         l->held = gr_calloc((size_t)srv->num_listeners, sizeof *l->held);
+        l->blocked_since_us = gr_calloc((size_t)srv->num_listeners, sizeof *l->blocked_since_us);
         for (int j = 0; j < srv->num_listeners; j++) l->held[j].fd = -1;
         for (int j = 0; j < srv->num_listeners; j++) {
             l->listener_tags[j].kind = OBJ_LISTENER;
@@ -705,6 +731,7 @@ static void conn_close(struct conn *c) {
     c->wbuf = NULL;
     gr_tls_free(c->tls);
     c->tls = NULL;
+    if (c->listener_idx >= 0) gr_client_sw_close(l->srv->client_sw, &c->sess->client_sw);
     gr_net_session_free(c->sess);
     c->sess = NULL;
     regions_free(c->regs, c->nregs);
@@ -719,6 +746,7 @@ static void conn_close(struct conn *c) {
     l->graveyard = c;
     stat_add(&l->srv->st_open, -1);
     if (c->listener_open) stat_add(c->listener_open, -1);
+    if (c->listener_idx >= 0) gr_meter_mark(l->srv->listeners[c->listener_idx].closed, 1);
 }
 
 static void bury_dead(struct loop *l) {
@@ -858,6 +886,7 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     }
     set_sockopts(fd);
     struct conn *c = gr_calloc(1, sizeof *c);
+    c->listener_idx = -1;
     memcpy(c->ip, ip, sizeof c->ip);
     c->ip_counted = srv->track_ip;
     c->tag.kind = OBJ_CONN;
@@ -892,7 +921,22 @@ static void conn_adopt(struct loop *l, int idx, int fd, const struct sockaddr_st
     stat_add(&srv->st_open, 1);
     stat_add(&ls->open, 1);
     stat_add(&srv->st_accepted, 1);
+    c->listener_idx = idx;
+    gr_meter_mark(ls->created, 1);
+    gr_client_sw_open(srv->client_sw, &c->sess->client_sw, ls->name);
     gr_debug(LOGGER, "accepted connection %llu from %s on listener %s", (unsigned long long)c->id, c->peer, ls->name);
+}
+
+/* AcceptorBlockedPercent: listener idx stops accepting for a limit (loop thread). */
+static void block_start(struct loop *l, int idx) {
+    if (atomic_load(&l->blocked_since_us[idx]) == 0) atomic_store(&l->blocked_since_us[idx], gr_mono_us());
+}
+
+/* ... and accepts again (now_ms: the loop's clock; the time is taken in us). */
+static void block_end(struct loop *l, int idx, int64_t now_ms) {
+    (void)now_ms;
+    int64_t since = atomic_exchange(&l->blocked_since_us[idx], 0);
+    if (since > 0) stat_add(&l->srv->listeners[idx].blocked_us, gr_mono_us() - since);
 }
 
 static void pause_listener_until(struct loop *l, int idx, int64_t at) {
@@ -911,6 +955,7 @@ static void accept_some(struct loop *l, int idx) {
                 gr_info(LOGGER, "max.connections=%d reached; listener %s stops accepting until a connection closes",
                         srv->max_conns, ls->name);
             l->limit_blocked = true;
+            block_start(l, idx);
             if (!l->listener_paused[idx] && listener_watch(l, idx, false) == 0) {
                 l->listener_paused[idx] = true;
                 if (!l->accept_resume_ms) l->accept_resume_ms = gr_mono_ms() + ACCEPT_LIMIT_RECHECK_MS;
@@ -951,6 +996,7 @@ static void accept_some(struct loop *l, int idx) {
             l->held[idx].fd = fd;
             l->held[idx].ss = ss;
             l->held[idx].until_ms = now + wait;
+            block_start(l, idx);
             pause_listener_until(l, idx, now + wait);
             return;
         }
@@ -975,6 +1021,7 @@ static void resume_accepts(struct loop *l, int64_t now) {
         if (!l->listener_paused[i]) continue;
         if (listener_watch(l, i, true) == 0 || errno == EEXIST) {
             l->listener_paused[i] = false;
+            block_end(l, i, now);
             continue;
         }
         /* not watched and no resume time: it would never accept again */
@@ -1236,12 +1283,27 @@ static int write_response(struct gr_net_server *srv, int fd, struct gr_tls *tls,
     return 1;
 }
 
-static void count_response(struct gr_net_server *srv, int16_t api_key, int64_t received_us) {
+/* The request metrics completed by the send (struct gr_net_send_metrics), now_us its end. */
+static void record_sent(const struct gr_net_send_metrics m[2], int64_t received_us, int64_t completed_us,
+                        int64_t taken_us, int64_t now_us) {
+    for (int i = 0; i < 2; i++) {
+        if (m[i].response_queue_ms)
+            gr_histogram_update(m[i].response_queue_ms, (double)GR_MAX(0, taken_us - completed_us) / 1000.0);
+        if (m[i].response_send_ms)
+            gr_histogram_update(m[i].response_send_ms, (double)GR_MAX(0, now_us - taken_us) / 1000.0);
+        if (m[i].total_ms) gr_histogram_update(m[i].total_ms, (double)GR_MAX(0, now_us - received_us) / 1000.0);
+    }
+}
+
+static void count_response(struct gr_net_server *srv, int16_t api_key, int64_t received_us,
+                           const struct gr_net_send_metrics m[2], int64_t completed_us, int64_t taken_us) {
+    int64_t now = gr_mono_us();
     stat_add(&srv->st_responses, 1);
     if (api_key == 0) {
         stat_add(&srv->st_prod_n, 1);
-        stat_add(&srv->st_prod_total_us, gr_mono_us() - received_us);
+        stat_add(&srv->st_prod_total_us, now - received_us);
     }
+    record_sent(m, received_us, completed_us, taken_us, now);
 }
 
 /* Writes what it can of the pending response; when done, unmutes the connection. */
@@ -1277,11 +1339,16 @@ static void conn_flush(struct conn *c) {
     c->regs = NULL;
     c->nregs = c->rcur = 0;
     c->roff = 0;
-    count_response(srv, c->resp_api_key, c->resp_received_us);
+    count_response(srv, c->resp_api_key, c->resp_received_us, c->resp_metrics, c->resp_completed_us,
+                   c->resp_taken_us);
 }
 
 /* Applies one completion whose turn has come (the head of the outstanding list). */
 static void apply_one(struct conn *c, struct req_int *r) {
+    if (r->action != COMPLETE_RESPOND) { /* Kafka updates the metrics of a no-op / close response at once */
+        int64_t now = gr_mono_us();
+        record_sent(r->pub.sent_metrics, r->pub.received_us, r->completed_us, now, now);
+    }
     if (r->action == COMPLETE_RESPOND && r->sent == SENT_ALL) { /* written by the completer */
         c->events = EPOLLIN; /* re-armed by the completer */
         c->last_active_ms = gr_mono_ms();
@@ -1308,6 +1375,9 @@ static void apply_one(struct conn *c, struct req_int *r) {
         }
         c->resp_api_key = r->pub.api_key;
         c->resp_received_us = r->pub.received_us;
+        c->resp_completed_us = r->completed_us;
+        c->resp_taken_us = r->sent == SENT_PART ? r->taken_us : gr_mono_us();
+        memcpy(c->resp_metrics, r->pub.sent_metrics, sizeof c->resp_metrics);
         c->wbuf = r->resp;
         c->wlen = r->resp_len;
         c->woff = r->wp.woff; /* SENT_PART: the completer wrote the start */
@@ -1400,6 +1470,7 @@ static void drain_completions(struct loop *l, bool from_wakeup) {
     }
     while (r) {
         struct req_int *next = r->next;
+        if (r->resp_queued) stat_add(&l->srv->st_resp_queued, -1);
         complete_one(l, r);
         r = next;
     }
@@ -1412,10 +1483,11 @@ static void direct_send(struct gr_net_server *srv, struct req_int *r) {
     for (int i = 0; i < r->nregs; i++) logical += r->regs[i].len;
     if (r->resp_len < 4 || (size_t)(uint32_t)be32(r->resp) != logical - 4) return; /* the loop reports it */
     struct wprog p = {0, 0, 0};
+    r->taken_us = gr_mono_us();
     int rc = write_response(srv, r->fd, NULL, r->resp, r->resp_len, r->regs, r->nregs, &p);
     if (rc == 1) {
         r->sent = SENT_ALL;
-        count_response(srv, r->pub.api_key, r->pub.received_us);
+        count_response(srv, r->pub.api_key, r->pub.received_us, r->pub.sent_metrics, r->completed_us, r->taken_us);
     } else if (rc == 0) {
         r->sent = SENT_PART;
         r->wp = p;
@@ -1431,6 +1503,7 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     r->resp = resp;
     r->resp_len = len;
     r->next = NULL;
+    r->completed_us = gr_mono_us();
     bool fdlocked = false;
     if (action == COMPLETE_RESPOND && r->direct && r->pub.throttle_ms <= 0 && r->pub.session->close_after_ms <= 0) {
         pthread_rwlock_rdlock(&l->fdlock);
@@ -1447,6 +1520,8 @@ static void complete(struct gr_net_request *req, enum completion action, uint8_t
     if (l->done_tail) l->done_tail->next = r;
     else l->done_head = r;
     l->done_tail = r;
+    r->resp_queued = r->sent != SENT_ALL;
+    if (r->resp_queued) stat_add(&l->srv->st_resp_queued, 1);
     bool wake = true;
     if (r->sent == SENT_ALL) { /* re-arm reads; the loop applies the completion when it next wakes */
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r->tag};
@@ -1649,6 +1724,7 @@ static void *loop_main(void *arg) {
     }
     while (r) {
         struct req_int *next = r->next;
+        if (r->resp_queued) stat_add(&srv->st_resp_queued, -1);
         req_free(r);
         r = next;
     }
@@ -1787,6 +1863,7 @@ static void ignore_sigpipe(void) {
 int gr_net_server_start(struct gr_net_server *srv) {
     if (srv->started) return -EALREADY;
     srv->started = true;
+    srv->started_us = gr_mono_us();
     pthread_once(&sigpipe_once, ignore_sigpipe);
     int rc = 0;
     for (int i = 0; i < srv->num_listeners && rc == 0; i++) rc = bind_listener(&srv->listeners[i]);
@@ -1878,6 +1955,7 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
     out->frames_rejected = atomic_load_explicit(&s->st_rejected, memory_order_relaxed);
     out->connections_refused = atomic_load_explicit(&s->st_refused, memory_order_relaxed);
     out->request_queue_size = atomic_load_explicit(&s->st_queued, memory_order_relaxed);
+    out->response_queue_size = atomic_load_explicit(&s->st_resp_queued, memory_order_relaxed);
     out->produce_responses = atomic_load_explicit(&s->st_prod_n, memory_order_relaxed);
     out->produce_queue_us = atomic_load_explicit(&s->st_prod_queue_us, memory_order_relaxed);
     out->produce_total_us = atomic_load_explicit(&s->st_prod_total_us, memory_order_relaxed);
@@ -1890,6 +1968,34 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
 }
 
 int gr_net_server_num_listeners(const struct gr_net_server *srv) { return srv->num_listeners; }
+
+void gr_net_server_listener_rates(const struct gr_net_server *srv, int i, double *creation_rate, double *close_rate,
+                                  double *blocked_fraction) {
+    const struct listener *ls = &srv->listeners[i];
+    *creation_rate = gr_meter_one_minute_rate(ls->created);
+    *close_rate = gr_meter_one_minute_rate(ls->closed);
+    int64_t now = gr_mono_us(), blocked = atomic_load_explicit(&ls->blocked_us, memory_order_relaxed);
+    for (int j = 0; j < srv->num_loops; j++) {
+        int64_t since = atomic_load(&srv->loops[j].blocked_since_us[i]);
+        if (since > 0 && since < now) blocked += now - since;
+    }
+    double span = (double)(now - srv->started_us) * srv->num_loops;
+    *blocked_fraction = srv->started_us > 0 && span > 0 ? GR_MIN(1.0, (double)blocked / span) : 0.0;
+}
+
+void gr_net_server_client_software(struct gr_net_server *srv,
+                                   void (*fn)(void *ctx, const char *listener, const char *name, const char *version,
+                                              int64_t connections),
+                                   void *ctx) {
+    gr_client_sw_foreach(srv->client_sw, fn, ctx);
+}
+
+void gr_net_set_client_software(struct gr_net_request *req, const char *name, const char *version) {
+    struct req_int *r = (struct req_int *)req;
+    if (!name || strlen(name) > 255) name = "";
+    if (!version || strlen(version) > 255) version = "";
+    gr_client_sw_set(r->srv->client_sw, &req->session->client_sw, req->listener, name, version);
+}
 
 int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name) {
     *name = srv->listeners[i].name;

@@ -72,6 +72,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct gr_histogram;
+struct gr_client_sw;
+
 #define GR_NET_DEFAULT_SOCKET_REQUEST_MAX_BYTES 104857600 /* Kafka socket.request.max.bytes */
 #define GR_NET_DEFAULT_CONNECTIONS_MAX_IDLE_MS 600000     /* Kafka connections.max.idle.ms */
 #define GR_NET_DEFAULT_NUM_NETWORK_THREADS 1
@@ -119,6 +122,7 @@ struct gr_net_session {
     int64_t close_after_ms; /* > 0: once the response is written, close the connection after
                              * this delay without reading more (failed authentication) */
     int extra_refs;         /* private to net/server.c: requests sharing it (see release below) */
+    struct gr_client_sw *client_sw; /* private to net/: its KIP-511 count (net/client_software.h) */
 };
 
 /* Frees a session (principal, mech_state). NULL ignored. */
@@ -155,7 +159,18 @@ struct gr_net_config {
     int quota_window_size_seconds;
 };
 
-/* A complete request frame as the handler sees it. All fields are read-only for the handler. */
+/* Request metrics the network thread completes once the response is written (Kafka's
+ * RequestChannel.updateRequestMetrics at the end of the send): up to two request names (a Fetch
+ * counts under Fetch and FetchConsumer/FetchFollower), each with three histograms, any NULL.
+ * The histograms belong to a metrics registry that must outlive the server. */
+struct gr_net_send_metrics {
+    struct gr_histogram *response_queue_ms; /* completion -> a network thread takes the response */
+    struct gr_histogram *response_send_ms;  /* taken -> its last byte written */
+    struct gr_histogram *total_ms;          /* frame read -> its response's last byte written */
+};
+
+/* A complete request frame as the handler sees it. All fields are read-only for the handler
+ * except throttle_ms and sent_metrics. */
 struct gr_net_request {
     uint8_t *data;          /* the frame after the 4-byte size prefix; owned by the request */
     size_t len;             /* >= 8 */
@@ -170,6 +185,10 @@ struct gr_net_request {
     int32_t throttle_ms;    /* the handler may set it before completing: the connection then stays
                              * muted this long after the response is written (or after
                              * gr_net_respond_none), Kafka's channel throttling (KIP-219) */
+    struct gr_net_send_metrics sent_metrics[2]; /* the handler may set them before completing:
+                             * updated when the response is written, or at once for
+                             * gr_net_respond_none / gr_net_close (send time 0); not if the
+                             * connection closed first */
 };
 
 /* Called on an I/O thread; see the handler contract above. */
@@ -188,6 +207,8 @@ struct gr_net_stats {
     int64_t frames_rejected;  /* connections closed for an invalid frame size */
     int64_t connections_refused; /* closed right after accept: max.connections.per.ip */
     int64_t request_queue_size; /* complete requests waiting for an I/O thread (a gauge) */
+    int64_t response_queue_size; /* completed requests waiting for their network thread, their
+                                  * response not written yet (a gauge; Kafka's ResponseQueueSize) */
     /* Produce requests (api_key 0) answered with a response, and their time at the broker summed
      * in microseconds (Kafka's RequestMetrics RequestQueueTimeMs / TotalTimeMs for Produce):
      * queue = last byte read -> an I/O thread calls the handler; total = last byte read -> last
@@ -246,6 +267,23 @@ void gr_net_server_stats(const struct gr_net_server *srv, struct gr_net_stats *o
  * the server, valid until it is freed). Any thread. */
 int gr_net_server_num_listeners(const struct gr_net_server *srv);
 int64_t gr_net_server_listener_connections(const struct gr_net_server *srv, int i, const char **name);
+/* Listener i's connection-creation-rate and connection-close-rate (Kafka's socket-server-metrics:
+ * connections opened / closed per second over about the last minute) and its
+ * AcceptorBlockedPercent (Kafka's Acceptor meter, KIP-402: the fraction of the time since start
+ * its accepts were paused because max.connections was reached or a connection waited out
+ * max.connection.creation.rate, averaged over the network threads). Any thread. */
+void gr_net_server_listener_rates(const struct gr_net_server *srv, int i, double *creation_rate, double *close_rate,
+                                  double *blocked_fraction);
+/* KIP-511: calls fn for every (listener, clientSoftwareName, clientSoftwareVersion) with open
+ * connections (net/client_software.h). Any thread; fn must not call into the server. */
+void gr_net_server_client_software(struct gr_net_server *srv,
+                                   void (*fn)(void *ctx, const char *listener, const char *name, const char *version,
+                                              int64_t connections),
+                                   void *ctx);
+/* The request's ApiVersions (v3+) named the client software: its connection counts under that
+ * name and version from now on (until it closes). Names or versions longer than 255 bytes count
+ * as unknown. The request's handler, before completing it. */
+void gr_net_set_client_software(struct gr_net_request *req, const char *name, const char *version);
 
 /* Completes req with a response frame: buf holds the complete frame INCLUDING the 4-byte size
  * prefix, which must equal len - 4 (otherwise the connection is closed and an ERROR logged, since

@@ -48,6 +48,7 @@ struct gr_fetch_session_cache {
     struct session *sessions;
     int n_sessions;
     int64_t n_parts;
+    int64_t evictions;
 };
 
 static int32_t next_epoch(int32_t e) { return e == INT32_MAX ? 1 : e + 1; }
@@ -99,6 +100,13 @@ void gr_fsc_free(struct gr_fetch_session_cache *c) {
     free(c);
 }
 
+int64_t gr_fsc_evictions(struct gr_fetch_session_cache *c) {
+    pthread_mutex_lock(&c->mu);
+    int64_t n = c->evictions;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 void gr_fsc_stats(struct gr_fetch_session_cache *c, int *sessions, int64_t *partitions) {
     pthread_mutex_lock(&c->mu);
     *sessions = c->n_sessions;
@@ -144,11 +152,13 @@ static bool try_evict_locked(struct gr_fetch_session_cache *c, bool privileged, 
     if (oldest && now - oldest->last_used_ms > c->eviction_ms) {
         gr_info(LOGGER, "Evicting stale FetchSession %d.", oldest->id);
         remove_locked(c, oldest);
+        c->evictions++;
         return true;
     }
     if (!cheapest || key_cmp(privileged, size, 0, cheapest->privileged, cheapest->n, cheapest->id) < 0) return false;
     gr_info(LOGGER, "Evicting FetchSession %d (%d partitions) for a more valuable one.", cheapest->id, cheapest->n);
     remove_locked(c, cheapest);
+    c->evictions++;
     return true;
 }
 

@@ -49,6 +49,9 @@ void gr_fsc_free(struct gr_fetch_session_cache *c);
 /* Number of open sessions and of their partitions (Kafka's NumIncrementalFetchSessions /
  * NumIncrementalFetchPartitionsCached). */
 void gr_fsc_stats(struct gr_fetch_session_cache *c, int *sessions, int64_t *partitions);
+/* Sessions evicted for a newcomer since the cache was made (Kafka's
+ * IncrementalFetchSessionEvictionsPerSec). */
+int64_t gr_fsc_evictions(struct gr_fetch_session_cache *c);
 
 enum gr_fsc_kind { GR_FSC_SESSIONLESS, GR_FSC_FULL, GR_FSC_INCREMENTAL, GR_FSC_ERROR };
 

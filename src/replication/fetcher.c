@@ -13,6 +13,7 @@
 
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "net/kafka_client.h"
 #include "protocol/codec.h"
@@ -56,6 +57,7 @@ struct fpart {
     bool out_of_range; /* ask the leader for its offsets before fetching */
     bool throttled;    /* a follower-throttled replica (ops->throttled), as of the last fetch */
     int64_t leader_hw; /* the leader's high watermark in the last response, -1 = none yet */
+    int64_t lag;       /* leader_hw - our log end after the last append (Kafka's FetcherLagMetrics), -1 none */
     gr_fetcher_part *p; /* reference (ops->get) */
     uint64_t hash;      /* part_hash(topic, partition), for the index */
     /* What the request of round `round` (fetcher's f->round) asked for this partition: answers
@@ -89,6 +91,8 @@ struct fetcher {
     int32_t inflight_wait_ms; /* MaxWaitMs of the Fetch under way */
     int64_t last_add_ms; /* partitions were last added (kick_locked) */
     char name[64];
+    struct gr_meter *fetch_rate; /* answered Fetch requests (Kafka's FetcherStats RequestsPerSec), in fm->rates */
+    char rate_name[32];
     struct fetcher *next;
 };
 
@@ -99,6 +103,7 @@ struct gr_fetcher_manager {
     pthread_mutex_t lock; /* the list of fetchers */
     struct fetcher *fetchers;
     bool leaving; /* gr_fetcher_stop_adding: additions only stop the old entry (under lock) */
+    struct gr_metrics *rates; /* the fetchers' meters (never exported: gr_fetcher_stats reads them) */
 };
 
 /* The longest a Fetch waits while partitions are being added (f->lock held). */
@@ -521,6 +526,7 @@ static int do_fetch(struct fetcher *f) {
     if (rc == 0) {
         struct FetchResponse *resp = body;
         gr_fsh_handle_response(&f->session, resp);
+        gr_meter_mark(f->fetch_rate, 1);
         now = gr_mono_ms();
         for (int t = 0; t < resp->ResponsesCount; t++) {
             const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
@@ -555,6 +561,8 @@ static int do_fetch(struct fetcher *f) {
                         fp->state = F_TRUNCATING;
                     } else if (arc < 0 && arc != -ESTALE) {
                         fp->delay_until_ms = now + backoff_ms(f);
+                    } else if (arc >= 0) {
+                        fp->lag = GR_MAX(0, pr->HighWatermark - OPS(f)->log_end_offset(fp->p));
                     }
                     break;
                 }
@@ -621,6 +629,8 @@ static struct fetcher *fetcher_new(struct gr_fetcher_manager *fm, int32_t leader
     pthread_cond_init(&f->cond, &ca);
     pthread_condattr_destroy(&ca);
     snprintf(f->name, sizeof f->name, "ReplicaFetcherThread-0-%d", leader);
+    snprintf(f->rate_name, sizeof f->rate_name, "%p", (void *)f); /* unique while f lives */
+    f->fetch_rate = gr_metrics_meter(fm->rates, f->rate_name);
     char client_id[48];
     snprintf(client_id, sizeof client_id, "broker-%d-fetcher", fm->cfg.broker_id);
     char prefix[80];
@@ -632,6 +642,7 @@ static struct fetcher *fetcher_new(struct gr_fetcher_manager *fm, int32_t leader
     if (pthread_create(&f->thread, NULL, fetcher_main, f) != 0) {
         gr_error(LOGGER, "cannot start a fetcher thread for broker %d", leader);
         gr_kafka_client_free(f->kc);
+        gr_metrics_remove(fm->rates, f->rate_name);
         pthread_cond_destroy(&f->cond);
         pthread_mutex_destroy(&f->lock);
         free(f);
@@ -652,6 +663,7 @@ static void fetcher_stop_free(struct fetcher *f) {
     free(f->parts);
     gr_fsh_free(&f->session);
     free(f->idx);
+    gr_metrics_remove(f->fm->rates, f->rate_name);
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -663,6 +675,7 @@ struct gr_fetcher_manager *gr_fetcher_manager_new(const struct gr_fetcher_config
     fm->cfg = *cfg;
     fm->ops = ops;
     fm->ctx = ctx;
+    fm->rates = gr_metrics_new();
     pthread_mutex_init(&fm->lock, NULL);
     return fm;
 }
@@ -679,6 +692,7 @@ void gr_fetcher_manager_free(struct gr_fetcher_manager *fm) {
         f = next;
     }
     pthread_mutex_destroy(&fm->lock);
+    gr_metrics_free(fm->rates);
     free(fm);
 }
 
@@ -728,6 +742,7 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
     fp->leader_epoch = leader_epoch;
     fp->state = F_TRUNCATING;
     fp->leader_hw = -1;
+    fp->lag = -1;
     fp->p = p;
 }
 
@@ -853,4 +868,21 @@ int gr_fetcher_count(struct gr_fetcher_manager *fm) {
     }
     pthread_mutex_unlock(&fm->lock);
     return n;
+}
+
+void gr_fetcher_stats(struct gr_fetcher_manager *fm, double *min_fetch_rate, int64_t *max_lag) {
+    *min_fetch_rate = 0;
+    *max_lag = 0;
+    if (!fm) return;
+    bool first = true;
+    pthread_mutex_lock(&fm->lock);
+    for (struct fetcher *f = fm->fetchers; f; f = f->next) {
+        double r = f->fetch_rate ? gr_meter_one_minute_rate(f->fetch_rate) : 0;
+        *min_fetch_rate = first ? r : GR_MIN(*min_fetch_rate, r);
+        first = false;
+        pthread_mutex_lock(&f->lock);
+        for (int i = 0; i < f->nparts; i++) *max_lag = GR_MAX(*max_lag, f->parts[i].lag);
+        pthread_mutex_unlock(&f->lock);
+    }
+    pthread_mutex_unlock(&fm->lock);
 }

@@ -117,5 +117,9 @@ void gr_fetcher_stop_adding(struct gr_fetcher_manager *fm);
 void gr_fetcher_shutdown_idle(struct gr_fetcher_manager *fm);
 /* Partitions followed in total (tests, metrics). */
 int gr_fetcher_count(struct gr_fetcher_manager *fm);
+/* Kafka's ReplicaFetcherManager gauges: the lowest one-minute rate of answered Fetch requests
+ * over the fetcher threads (0 without any), and the largest lag (the leader's high watermark
+ * minus our log end after the last append) over their partitions. Any thread. */
+void gr_fetcher_stats(struct gr_fetcher_manager *fm, double *min_fetch_rate, int64_t *max_lag);
 
 #endif

@@ -120,7 +120,14 @@ void gr_rm_metrics_collector(void *arg, struct gr_prom_out *o) {
         gr_fsc_stats(rm->fetch_sessions, &ns, &np);
         gr_prom_gauge(o, "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions", (double)ns);
         gr_prom_gauge(o, "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached", (double)np);
+        gr_prom_meter(o, "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec",
+                      (double)gr_fsc_evictions(rm->fetch_sessions));
     }
+    double min_rate;
+    int64_t max_lag;
+    gr_fetcher_stats(rm->fetchers, &min_rate, &max_lag);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaFetcherManager,name=MinFetchRate,clientId=Replica", min_rate);
+    gr_prom_gauge(o, "kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica", (double)max_lag);
     struct gr_ldf *ldf = rm->b ? gr_ldf_of(rm->b) : NULL;
     gr_prom_gauge(o, "kafka.log:type=LogManager,name=OfflineLogDirectoryCount",
                   ldf ? (double)gr_ldf_offline_count(ldf) : 0.0);

@@ -235,6 +235,19 @@ def test_log_dirs_and_min_isr_filters(cluster_factory, zk_connect):
         assert part["isFuture"] is False
     r = ctl(cluster, "log-dirs", "describe", "--broker-list", "2")
     assert r.returncode == 0 and [b["broker"] for b in json.loads(r.stdout.splitlines()[2])["brokers"]] == [2]
+    # exactly the brokers asked for (Kafka's LogDirsCommand): the "Received" line names them as
+    # given; a broker that is not live fails the whole command (Kafka's allDescriptions().get()),
+    # as does an id that is not a number; empty items are skipped
+    r = ctl(cluster, "log-dirs", "describe", "--broker-list", "3,1", "--topic-list", "mi2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "Received log directory information from brokers 3,1"
+    assert [b["broker"] for b in json.loads(r.stdout.splitlines()[2])["brokers"]] == [1, 3]
+    r = ctl(cluster, "log-dirs", "describe", "--broker-list", ",2,")
+    assert r.returncode == 0 and r.stdout.splitlines()[1] == "Received log directory information from brokers 2"
+    for bad, why in (("1,9", "broker 9 is not a live broker"), ("1,x", "'x' is not a broker id")):
+        r = ctl(cluster, "log-dirs", "describe", "--broker-list", bad)
+        assert r.returncode == 1 and why in r.stderr, (bad, r.stdout, r.stderr)
+        assert r.stdout.splitlines() == ["Querying brokers for log directories information"], r.stdout
 
     # consumer-groups across brokers: the coordinator and the partition leader may be any broker
     c = Consumer({"bootstrap.servers": boot, "group.id": "multi", "enable.auto.commit": False})

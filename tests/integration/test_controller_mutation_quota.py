@@ -125,3 +125,46 @@ def test_controller_mutation_rate_enforced(cluster_factory, zk_connect):
     assert len(cluster.get_json("/brokers/topics/q1")[0]["partitions"]) == 22
     name, err, msg, throttle = delete_topics(port, "mut", "q3")
     assert (name, err, msg, throttle) == ("q3", 0, None, 0)
+
+
+def set_client_config(cluster, client, config):
+    path = f"/config/clients/{client}"
+    cluster.zk.ensure_path("/config/clients")
+    cluster.zk.create(path, json.dumps({"version": 1, "config": config}).encode())
+
+
+def test_throttle_is_the_larger_of_mutation_and_request_quotas(cluster_factory, zk_connect):
+    """Kafka's sendResponseMaybeThrottleWithControllerQuota: CreateTopics / CreatePartitions /
+    DeleteTopics answer (and mute the channel for) the larger of the controller mutation throttle
+    and the request quota throttle. The client "both" has request_percentage=0.01 and
+    controller_mutation_rate=1 (a bucket of 1 token)."""
+    cluster = cluster_factory(zk_connect, n=1, config={"controller.quota.window.num": "1"}, start=False)
+    set_client_config(cluster, "both", {"controller_mutation_rate": "1", "request_percentage": "0.01"})
+    cluster.start()
+    port = cluster[1].port
+    # far over the request quota: Metadata requests, each on a new connection (not muted), until
+    # the throttle reaches its cap (one quota window), then 100 more: each adds about its thread
+    # time / the quota of usage to work off, seconds in all, so the quota stays exceeded meanwhile
+    md = header(3, 9, "both", corr=7) + uvarint(1) + struct.pack(">bbb", 0, 0, 0) + uvarint(0)
+    more = None
+    for _ in range(20000):
+        r = Reader(exchange(port, md))
+        assert r.i32() == 7
+        r.tags()
+        if r.i32() >= 1000 and more is None:
+            more = 100
+        if more is not None:
+            more -= 1
+            if more == 0:
+                break
+    else:
+        raise AssertionError("20000 Metadata requests never reached the request quota's cap")
+    # one partition takes the bucket's one token: no mutation throttle, the request quota's
+    name, err, msg, throttle = create_topics(port, "both", "b1", 1)
+    assert (name, err, msg) == ("b1", 0, None) and throttle > 0, throttle
+    # 30 more partitions: the bucket goes to -30 (30 s of mutation throttle); the answer is at
+    # least that, whichever is larger
+    name, err, msg, throttle = create_partitions(port, "both", "b1", 31)
+    assert (name, err, msg) == ("b1", 0, None) and throttle >= 25000, throttle
+    name, err, msg, throttle = delete_topics(port, "both", "b1")
+    assert (name, err, msg) == ("b1", THROTTLED, MESSAGE) and throttle >= 25000, throttle

@@ -27,6 +27,7 @@
 
 static int32_t corr = 100;
 static struct gr_broker *b_under_test;
+static struct gr_metrics *swapped_metrics; /* test_metadata's registry, freed after the server */
 
 /* Sends body as api_key/ver, returns the decoded response (in a) or NULL. */
 static void *call(struct gr_net_client *cli, int16_t key, int16_t ver, const void *body,
@@ -201,7 +202,10 @@ static void test_metadata(struct gr_net_client *cli, struct gr_net_client *cli_i
     CHECK(r && gr_meter_count(gr_metrics_meter(reg, mn)) == 4 &&
           gr_meter_count(gr_metrics_meter(reg, ml)) == 2);
     b_under_test->metrics = NULL;
-    gr_metrics_free(reg);
+    /* freed only once the server is: the network thread records the response's send metrics
+     * (ResponseQueueTimeMs, ResponseSendTimeMs, TotalTimeMs) in it after the client may have
+     * read the whole response (net/server.h: the registry must outlive the server) */
+    swapped_metrics = reg;
     /* v7 on the INTERNAL listener: both brokers, leader epochs, cluster id. */
     r = call(cli_int, GR_API_METADATA, 7, &rq, &a);
     CHECK(r && r->BrokersCount == 2 && r->ClusterId && strcmp(r->ClusterId, "cid") == 0);
@@ -593,6 +597,7 @@ int main(void)
     gr_net_client_close(cli_int);
     gr_net_server_stop(srv);
     gr_net_server_free(srv);
+    gr_metrics_free(swapped_metrics);
     gr_broker_free(b);
     gr_config_release(&cfg);
     if (test_failures) {

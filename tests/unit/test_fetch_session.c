@@ -155,13 +155,17 @@ static void test_eviction(void) {
     int32_t a = open_full(c, -1, 2, 0);
     CHECK(a > 0);
     CHECK(open_full(c, -1, 4, 1000) == 0); /* a consumer cannot evict a young session */
+    CHECK(gr_fsc_evictions(c) == 0);
     int32_t f = open_full(c, 2, 1, 2000);  /* a follower evicts a consumer's session at once */
     CHECK(f > 0 && f != a);
+    CHECK(gr_fsc_evictions(c) == 1); /* IncrementalFetchSessionEvictionsPerSec */
     CHECK(open_full(c, 3, 4, 3000) == 0); /* but not a young follower session */
+    CHECK(gr_fsc_evictions(c) == 1);
     /* an old session may be evicted by a more valuable newcomer */
     int32_t g = open_full(c, 3, 4, 2000 + GR_FSC_EVICTION_MS + 1);
     CHECK(g > 0);
     CHECK(open_full(c, 3, 2, 2000 + 2 * GR_FSC_EVICTION_MS + 2) > 0); /* stale (unused for 120 s): evicted */
+    CHECK(gr_fsc_evictions(c) == 2); /* g evicted f (stale); replica 3 then closed its own g: no eviction */
     struct gr_fetch_session_cache *none = gr_fsc_new(0, GR_FSC_EVICTION_MS);
     CHECK(open_full(none, -1, 2, 0) == 0); /* max.incremental.fetch.session.cache.slots=0 */
     gr_fsc_free(none);
