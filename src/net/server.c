@@ -963,6 +963,8 @@ static void accept_some(struct loop *l, int idx) {
             return;
         }
         if (idx != srv->protected_listener) l->limit_blocked = false;
+        /* accepting again without having been paused (the pause itself failed): the block ends */
+        if (!l->listener_paused[idx] && atomic_load(&l->blocked_since_us[idx])) block_end(l, idx, 0);
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(ls->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
