@@ -27,10 +27,12 @@
  *
  * State persists across steps and inputs; the broker (and its ZooKeeper model and log dir) is
  * rebuilt every FUZZ_BROKER_RESET_EVERY inputs (default 300; 1 = a fresh broker per input, for
- * reproducing a crash) or when RSS passes 700 MB. FUZZ_BROKER_LOG=1 shows the broker's log. */
+ * reproducing a crash) or when RSS passes 700 MB. FUZZ_BROKER_LOG=1 shows the broker's log,
+ * FUZZ_BROKER_TRACE=1 one line per request sent. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,6 +98,7 @@ static struct {
     struct gr_scram_client *scram;
     int32_t corr;
     long inputs;
+    bool trace; /* FUZZ_BROKER_TRACE: one line per request on stderr */
     /* learned from responses */
     char member[2][128];
     int32_t generation[2];
@@ -276,6 +279,9 @@ static int call(int c, struct in *in, int16_t api, int16_t ver, const void *body
         break;
     }
 out:
+    if (G.trace)
+        fprintf(stderr, "step: conn %d api %d v%d%s -> %s\n", c, api, ver, mutated ? " (mutated)" : "",
+                rc ? "answered" : G.fd[c] < 0 ? "closed" : "no answer");
     gr_wbuf_free(&w);
     return rc;
 }
@@ -1155,9 +1161,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!reset_every) {
         fuzz_scratch_init("fuzz-broker-session");
         if (getenv("FUZZ_BROKER_LOG")) gr_log_set_level(GR_LOG_INFO);
+        G.trace = getenv("FUZZ_BROKER_TRACE") != NULL;
         const char *e = getenv("FUZZ_BROKER_RESET_EVERY");
         reset_every = e && atol(e) > 0 ? atol(e) : 300;
-        atexit(broker_stop); /* runs before fuzz_scratch_cleanup; LeakSanitizer checks after it */
+        /* at exit the broker stops first (its threads end, freeing their OpenSSL thread state),
+         * then OpenSSL's own atexit cleanup, then fuzz_scratch_cleanup; LeakSanitizer checks
+         * after all of them. OpenSSL registers its handler on first use: make that happen now. */
+        OPENSSL_init_crypto(0, NULL);
+        atexit(broker_stop);
     }
     if (G.srv && (G.inputs % reset_every == 0 || gr_rss_kib() > 700 * 1024)) broker_stop();
     if (!G.srv) broker_start();
