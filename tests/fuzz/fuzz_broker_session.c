@@ -93,6 +93,7 @@ static struct {
     int gen;
     int port[2];  /* PLAINTEXT, SASL_PLAINTEXT */
     int fd[2];
+    bool unanswered[2]; /* an acks=0 produce went on it: the broker may have closed it since */
     int sasl;     /* connection 1: 0 nothing yet, 1 handshake v1 done, 2 handshake v0 done (raw tokens), 3 authenticated */
     int sasl_mech;
     struct gr_scram_client *scram;
@@ -126,6 +127,7 @@ static void conn_close(int i) {
         close(G.fd[i]);
     }
     G.fd[i] = -1;
+    G.unanswered[i] = false;
     if (i == 1) {
         G.sasl = 0;
         gr_scram_client_free(G.scram);
@@ -198,6 +200,58 @@ static int recv_frame(int fd, int wait_ms, uint8_t **out, size_t *len) {
     return -1;
 }
 
+/* Sends the frame p[0..n) on connection c and collects its answer into *f (malloc'd, without
+ * the size prefix). strict (an unmutated request that must be answered): the answer is the
+ * frame with correlation id `want` (earlier answers are skipped); none within HANG_MS is a hang
+ * and aborts. Not strict (mutated, raw, acks=0): whatever comes back first is the answer, if
+ * anything; on a plaintext or authenticated connection an ApiVersions v0 "barrier" follows the
+ * frame, so its answer says at once that nothing else is coming (the broker answers one
+ * connection's requests in order), else MUTATED_WAIT_MS bounds the wait. Returns 1 answered,
+ * 0 no answer, -1 the connection is closed (by the broker, or by us after a timeout). */
+static int exchange(int c, const uint8_t *p, size_t n, bool strict, int32_t want, uint8_t **f, size_t *fl) {
+    *f = NULL;
+    int fd = conn(c);
+    if (!send_all(fd, p, n)) {
+        conn_close(c);
+        return -1;
+    }
+    int32_t bar = -1;
+    if (!strict && (c == 0 || G.sasl == 3)) {
+        struct gr_wbuf w;
+        gr_wbuf_init(&w);
+        bar = ++G.corr;
+        gr_proto_encode_request(18, 0, bar, "fuzz", NULL, &w);
+        bool ok = send_all(fd, w.p, w.len);
+        gr_wbuf_free(&w);
+        if (!ok) {
+            conn_close(c);
+            return -1;
+        }
+    }
+    for (;;) {
+        uint8_t *fr = NULL;
+        size_t len = 0;
+        int r = recv_frame(fd, strict ? HANG_MS : MUTATED_WAIT_MS, &fr, &len);
+        if (r == 0 && strict) {
+            fprintf(stderr, "fuzz_broker_session: no answer in %d ms\n", HANG_MS);
+            abort(); /* the broker hangs on this request */
+        }
+        if (r <= 0) {
+            conn_close(c);
+            return *f ? 1 : -1;
+        }
+        int32_t rcorr = len >= 4 ? (int32_t)((uint32_t)fr[0] << 24 | fr[1] << 16 | fr[2] << 8 | fr[3]) : -1;
+        if (strict ? rcorr == want : rcorr != bar && !*f) {
+            *f = fr;
+            *fl = len;
+            if (strict || bar < 0) return 1;
+            continue; /* then the barrier's answer */
+        }
+        free(fr);
+        if (!strict && rcorr == bar) return *f ? 1 : 0;
+    }
+}
+
 /* One request on connection c. mutate (from the input): 0 none; else a byte of the frame
  * (after the size) is xor'ed or the frame is truncated. *resp (may be NULL) gets the decoded
  * response body in a. Returns 1 answered, 0 no answer (none expected, timeout, or closed). */
@@ -223,38 +277,28 @@ static int call(int c, struct in *in, int16_t api, int16_t ver, const void *body
         w.p[0] = (uint8_t)(n >> 24), w.p[1] = (uint8_t)(n >> 16), w.p[2] = (uint8_t)(n >> 8), w.p[3] = (uint8_t)n;
         mutated = true;
     }
-    int fd = conn(c);
-    int rc = 0;
-    if (!send_all(fd, w.p, w.len)) {
-        conn_close(c);
-        goto out;
+    int64_t t0 = gr_mono_us();
+    bool strict = expect && !mutated;
+    bool tainted = G.unanswered[c];
+    if (!expect && !mutated && !(c == 0 || G.sasl == 3)) { /* no barrier possible: send and go on */
+        if (!send_all(conn(c), w.p, w.len)) conn_close(c);
+        else G.unanswered[c] = true;
+        gr_wbuf_free(&w);
+        return 0;
     }
-    if (!expect && !mutated) goto out;
-    for (;;) {
-        uint8_t *f = NULL;
-        size_t fl = 0;
-        int r = recv_frame(fd, mutated || !expect ? MUTATED_WAIT_MS : HANG_MS, &f, &fl);
-        if (r == 0 && !mutated && expect) {
-            fprintf(stderr, "fuzz_broker_session: no answer to api %d v%d in %d ms\n", api, ver, HANG_MS);
-            abort(); /* the broker hangs on this request */
-        }
-        if (r <= 0) {
-            /* an unmutated request on a plaintext or authenticated connection must not be
-             * refused by closing (a SASL connection before authentication may be) */
-            if (r < 0 && !mutated && expect && (c == 0 || G.sasl == 3)) {
-                fprintf(stderr, "fuzz_broker_session: the broker closed the connection on api %d v%d\n", api, ver);
-                abort();
-            }
-            conn_close(c);
-            break;
-        }
-        int32_t rcorr = fl >= 4 ? (int32_t)((uint32_t)f[0] << 24 | f[1] << 16 | f[2] << 8 | f[3]) : -1;
-        if (rcorr != corr) { /* an answer to an earlier (mutated) request */
-            free(f);
-            continue;
-        }
-        rc = 1;
-        if (!mutated) {
+    uint8_t *f = NULL;
+    size_t fl = 0;
+    int r = exchange(c, w.p, w.len, strict, corr, &f, &fl);
+    int rc = r == 1;
+    /* an unmutated request on a plaintext or authenticated connection must not be refused by
+     * closing (a SASL connection before authentication may be; an acks=0 produce sent before on
+     * the connection may have made the broker close it) */
+    if (r < 0 && strict && !tainted && (c == 0 || G.sasl == 3)) {
+        fprintf(stderr, "fuzz_broker_session: the broker closed the connection on api %d v%d\n", api, ver);
+        abort();
+    }
+    if (r == 1) {
+        if (strict) {
             struct gr_arena tmp;
             gr_arena_init(&tmp);
             void *body_out = NULL;
@@ -275,13 +319,11 @@ static int call(int c, struct in *in, int16_t api, int16_t ver, const void *body
             }
             gr_arena_free(&tmp);
         }
-        free(f);
-        break;
     }
-out:
+    free(f);
     if (G.trace)
-        fprintf(stderr, "step: conn %d api %d v%d%s -> %s\n", c, api, ver, mutated ? " (mutated)" : "",
-                rc ? "answered" : G.fd[c] < 0 ? "closed" : "no answer");
+        fprintf(stderr, "step: conn %d api %d v%d%s -> %s in %lld us\n", c, api, ver, mutated ? " (mutated)" : "",
+                rc ? "answered" : G.fd[c] < 0 ? "closed" : "no answer", (long long)(gr_mono_us() - t0));
     gr_wbuf_free(&w);
     return rc;
 }
@@ -989,16 +1031,14 @@ static void s_raw(struct in *in, struct gr_arena *a, int c) {
     put32(hdr, (uint32_t)(8 + got));
     hdr[4] = (uint8_t)(api >> 8), hdr[5] = (uint8_t)api, hdr[6] = (uint8_t)(ver >> 8), hdr[7] = (uint8_t)ver;
     put32(hdr + 8, (uint32_t)++G.corr);
-    int fd = conn(c);
-    if (!send_all(fd, hdr, 12) || !send_all(fd, p, got)) {
-        conn_close(c);
-        return;
-    }
+    uint8_t *frame = gr_malloc(12 + got + 1);
+    memcpy(frame, hdr, 12);
+    if (got) memcpy(frame + 12, p, got);
     uint8_t *f = NULL;
     size_t fl;
-    if (recv_frame(fd, MUTATED_WAIT_MS, &f, &fl) != 1) conn_close(c);
+    exchange(c, frame, 12 + got, false, -1, &f, &fl);
     free(f);
-    /* an answer may have been cut short by our wait; a later call skips stale answers by correlation id */
+    free(frame);
 }
 
 typedef void (*step_fn)(struct in *, struct gr_arena *, int);
@@ -1164,10 +1204,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         G.trace = getenv("FUZZ_BROKER_TRACE") != NULL;
         const char *e = getenv("FUZZ_BROKER_RESET_EVERY");
         reset_every = e && atol(e) > 0 ? atol(e) : 300;
-        /* at exit the broker stops first (its threads end, freeing their OpenSSL thread state),
-         * then OpenSSL's own atexit cleanup, then fuzz_scratch_cleanup; LeakSanitizer checks
-         * after all of them. OpenSSL registers its handler on first use: make that happen now. */
-        OPENSSL_init_crypto(0, NULL);
+        /* At exit the broker stops (its threads end, and their OpenSSL thread state is freed by
+         * OpenSSL's thread-exit handler), then LeakSanitizer checks. OpenSSL's own exit-time
+         * cleanup would run before our handler under libFuzzer, tearing down the thread-state
+         * registry while broker threads still run (their state then leaks, or they crash):
+         * OpenSSL is initialised without it, first thing; its global state stays reachable. */
+        OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
         atexit(broker_stop);
     }
     if (G.srv && (G.inputs % reset_every == 0 || gr_rss_kib() > 700 * 1024)) broker_stop();
