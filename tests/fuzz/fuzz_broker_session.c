@@ -97,6 +97,8 @@ static struct {
     int sasl;     /* connection 1: 0 nothing yet, 1 handshake v1 done, 2 handshake v0 done (raw tokens), 3 authenticated */
     int sasl_mech;
     struct gr_scram_client *scram;
+    uint8_t server_first[4096]; /* the server-first message of the exchange under way */
+    size_t server_first_len;    /* 0: client-first is next */
     int32_t corr;
     long inputs;
     bool trace; /* FUZZ_BROKER_TRACE: one line per request on stderr */
@@ -132,6 +134,7 @@ static void conn_close(int i) {
         G.sasl = 0;
         gr_scram_client_free(G.scram);
         G.scram = NULL;
+        G.server_first_len = 0;
     }
 }
 
@@ -650,8 +653,8 @@ static void s_join_group(struct in *in, struct gr_arena *a, int c) {
     int g = u8(in) & 1;
     struct JoinGroupRequest *r = new_(a, &gr_desc_JoinGroupRequest);
     r->GroupId = (char *)groups[g];
-    r->SessionTimeoutMs = 100 + (int32_t)u8(in) * 4;
-    r->RebalanceTimeoutMs = u8(in) % 40;
+    r->SessionTimeoutMs = 100 + (int32_t)u8(in); /* members of earlier inputs expire soon */
+    r->RebalanceTimeoutMs = u8(in) % 8;          /* a join waits for the others this long */
     uint8_t m = u8(in) % 4;
     r->MemberId = m < 2 ? G.member[g] : m == 2 ? "" : "nobody";
     r->GroupInstanceId = u8(in) == 1 ? "static-0" : NULL;
@@ -914,14 +917,12 @@ static void s_sasl(struct in *in, struct gr_arena *a, int c) {
         G.scram = gr_scram_client_new(G.sasl_mech, u8(in) == 1 ? "nobody" : USER, u8(in) == 1 ? "wrong" : PASSWORD);
     }
     /* client-first (first call) or client-final: feed the last server message */
-    static uint8_t last[4096];
-    static size_t last_len;
     uint8_t *msg = NULL;
     size_t ml = 0;
-    bool first = last_len == 0;
-    if (gr_scram_client_step(G.scram, first ? NULL : last, last_len, &msg, &ml) != 0) {
+    bool first = G.server_first_len == 0;
+    if (gr_scram_client_step(G.scram, first ? NULL : G.server_first, G.server_first_len, &msg, &ml) != 0) {
         free(msg);
-        last_len = 0;
+        G.server_first_len = 0;
         conn_close(1);
         return;
     }
@@ -949,18 +950,18 @@ static void s_sasl(struct in *in, struct gr_arena *a, int c) {
         }
     }
     free(msg);
-    if (err != 0 || !srv || sl > sizeof last) {
+    if (err != 0 || !srv || sl > sizeof G.server_first) {
         free(srv);
-        last_len = 0;
+        G.server_first_len = 0;
         conn_close(1);
         return;
     }
     if (first) {
-        memcpy(last, srv, sl);
-        last_len = sl;
+        memcpy(G.server_first, srv, sl);
+        G.server_first_len = sl;
     } else { /* server-final: verify it; authenticated */
         int v = gr_scram_client_step(G.scram, srv, sl, NULL, NULL);
-        last_len = 0;
+        G.server_first_len = 0;
         gr_scram_client_free(G.scram);
         G.scram = NULL;
         if (v == 0) G.sasl = 3;
@@ -1223,7 +1224,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int c = G.sasl == 3 ? (pick & 0x80 ? 1 : 0) : (pick >= 0xf8 ? 1 : 0);
         struct gr_arena a;
         gr_arena_init(&a);
+        int64_t t0 = G.trace ? gr_mono_us() : 0;
         step_fns[(pick & 0x7f) % N_STEPS](&in, &a, c);
+        if (G.trace) fprintf(stderr, "template %d took %lld us\n", (pick & 0x7f) % N_STEPS, (long long)(gr_mono_us() - t0));
         gr_arena_free(&a);
     }
     return 0;
