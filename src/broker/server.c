@@ -63,6 +63,8 @@ struct gr_server {
     char *metrics_path;
 
     struct gr_zk_watches *watches;
+    gr_server_zk_open_fn zk_open; /* gr_server_set_zk_open; NULL: gr_zk_real_open */
+    void *zk_open_arg;
     struct gr_zk_backend *zkb;
     struct gr_kzk *kzk;
     char cluster_id[64];
@@ -531,7 +533,7 @@ static int connect_zookeeper(struct gr_server *s) {
         .digest_auth = cfg->gregor_zookeeper_auth_digest,
     };
     slog(s, GR_LOG_INFO, "Connecting to zookeeper on %s", cfg->zookeeper_connect);
-    int zrc = gr_zk_real_open(&zc, &s->zkb);
+    int zrc = s->zk_open ? s->zk_open(s->zk_open_arg, &zc, &s->zkb) : gr_zk_real_open(&zc, &s->zkb);
     if (zrc != GR_ZOK) {
         slog(s, GR_LOG_ERROR, "Cannot connect to ZooKeeper at %s: %s", cfg->zookeeper_connect, gr_zrc_name(zrc));
         s->zkb = NULL;
@@ -831,6 +833,15 @@ void gr_server_free(struct gr_server *s) {
     free(s->session_path);
     free(s->metrics_path);
     free(s);
+}
+
+void gr_server_set_zk_open(struct gr_server *s, gr_server_zk_open_fn fn, void *arg) {
+    s->zk_open = fn;
+    s->zk_open_arg = arg;
+}
+
+int gr_server_listener_port(struct gr_server *s, int i) {
+    return s->net && i >= 0 && i < s->cfg->num_listeners ? gr_net_server_port(s->net, i) : 0;
 }
 
 int gr_server_dump_metrics(struct gr_server *s) { return gr_metrics_dump_file(s->metrics, s->metrics_path); }

@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "zk/backend.h"
 #include "zk/kzk.h"
 
 struct gr_config;
@@ -68,6 +69,22 @@ void gr_server_shutdown(struct gr_server *s);
 
 /* Shuts down if needed and frees. NULL is ignored. */
 void gr_server_free(struct gr_server *s);
+
+/* ZooKeeper seam (in-process tests and fuzz targets, e.g. tests/fuzz/fuzz_broker_session.c): set
+ * before gr_server_startup, step 2 calls fn(arg, zc, out) instead of gr_zk_real_open(zc, out),
+ * with the same configuration (connect string, timeouts and the watch/session callbacks the
+ * backend must deliver to). The backend fn returns in *out is OWNED by the server exactly like
+ * the real one: destroyed at shutdown (which closes its session), never before. fn returns a
+ * gr_zrc; anything but GR_ZOK fails the start-up with GR_EZK. The backend must follow every
+ * rule of zk/backend.h, including calls from several threads at once. arg is borrowed and must
+ * outlive the server. Owner thread, before startup. */
+typedef int (*gr_server_zk_open_fn)(void *arg, const struct gr_zk_real_config *zc, struct gr_zk_backend **out);
+void gr_server_set_zk_open(struct gr_server *s, gr_server_zk_open_fn fn, void *arg);
+
+/* The port listener i (the config's order) is bound to: the configured one, or the one the
+ * kernel chose for port 0. 0 before startup or when there is no such listener. Any thread
+ * between startup and shutdown. */
+int gr_server_listener_port(struct gr_server *s, int i);
 
 /* Writes the metrics atomically to <first log dir>/gregor-metrics.json. Returns 0 or -errno. */
 int gr_server_dump_metrics(struct gr_server *s);

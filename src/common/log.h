@@ -20,7 +20,8 @@
 enum gr_log_level { GR_LOG_DEBUG = 0, GR_LOG_INFO = 1, GR_LOG_WARN = 2, GR_LOG_ERROR = 3 };
 
 /* Sets the minimum level printed (default INFO; GREGOR_LOG_LEVEL=debug in the environment
- * lowers it). */
+ * lowers it). GR_LOG_ERROR + 1 prints nothing (tests and fuzz targets silence the log so; the
+ * log controller describes that level as FATAL). */
 void gr_log_set_level(enum gr_log_level lvl);
 /* The level set (root's: loggers with a level of their own are in common/log_controller.h). */
 enum gr_log_level gr_log_level(void);

@@ -95,10 +95,13 @@ static void recompute_lowest(void) { /* mu held */
 
 static const char *root_level_name(void) {
     static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
-    enum gr_log_level l = gr_log_level();
+    int l = (int)gr_log_level();
     /* the name root was set to while it still is the level in force (TRACE/FATAL map onto it) */
-    if (root_name[0] && level_of[level_index(root_name)] == (int)l) return root_name;
-    return names[l];
+    if (root_name[0] && level_of[level_index(root_name)] == l) return root_name;
+    /* a level above ERROR (gr_log_set_level(GR_LOG_ERROR + 1): tests, fuzz targets and the
+     * simulation silence the log so) prints nothing, as FATAL does here (log.h) */
+    if (l > GR_LOG_ERROR) return "FATAL";
+    return names[l < GR_LOG_DEBUG ? GR_LOG_DEBUG : l];
 }
 
 int gr_log_loggers(struct gr_log_logger_info *out, int max) {

@@ -23,6 +23,8 @@
  * notification it has not seen.
  *
  * Single-threaded: the whole model, its clients and every callback run on the driver's thread.
+ * (tests/fuzz/fuzz_locked_zkmodel.h makes it the ZooKeeper of one multi-threaded in-process
+ * broker by taking one mutex around every call and delivering notifications from one thread.)
  * Callbacks (on_watch/on_session of a client) must not call the model back (backend.h rule 1).
  *
  * Not the unit tests' ZooKeeper: tests/support/memzk.{h,c} is a deliberately smaller,
