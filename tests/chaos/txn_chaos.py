@@ -54,6 +54,24 @@ def _txn_error(e):
     return e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
 
 
+def transactional_producer(bootstrap, tid):
+    """A transactional producer with its transactions initialised (retried while the
+    coordinator is not available yet; a new one fences an earlier producer of tid)."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "enable.idempotence": True,
+                  "acks": "all", "linger.ms": 5, "transaction.timeout.ms": 60000,
+                  "message.timeout.ms": 60000, "request.timeout.ms": 5000})
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            p.init_transactions(30)
+            return p
+        except KafkaException as e:
+            err = _txn_error(e)
+            if err is not None and err.fatal() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 class TxnProducer:
     """One transactional.id's thread. txns: list of {"tid", "no", "values": [(topic, p, v)],
     "outcome"}; values are "<tid>:<gen>:<no>:<i>" (gen: producer incarnation)."""
@@ -68,20 +86,7 @@ class TxnProducer:
 
     def _new_producer(self):
         self.gen += 1
-        self.p = Producer({"bootstrap.servers": self.wl.bootstrap, "transactional.id": self.tid,
-                           "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                           "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
-                           "request.timeout.ms": 5000})
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                self.p.init_transactions(30)
-                return
-            except KafkaException as e:
-                err = _txn_error(e)
-                if err is not None and err.fatal() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        self.p = transactional_producer(self.wl.bootstrap, self.tid)
 
     def _finish(self, commit):
         """Commits or aborts the open transaction; returns the outcome."""
@@ -174,20 +179,7 @@ class PipelineWorker:
         return c
 
     def _producer(self):
-        p = Producer({"bootstrap.servers": self.wl.bootstrap, "transactional.id": f"pipe-{self.name}",
-                      "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                      "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
-                      "request.timeout.ms": 5000})
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                p.init_transactions(30)
-                return p
-            except KafkaException as e:
-                err = _txn_error(e)
-                if err is not None and err.fatal() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        return transactional_producer(self.wl.bootstrap, f"pipe-{self.name}")
 
     def _rewind(self, c):
         """After an abort: back to the group's committed offsets (the standard EOS loop)."""
