@@ -41,6 +41,9 @@ struct gr_bts {
     size_t n_slots, n;
 };
 
+static struct gr_meter *cached(struct gr_bts *s, struct gr_meter *_Atomic *cache, enum gr_bts_meter meter,
+                               const char *topic);
+
 struct gr_bts *gr_bts_new(struct gr_metrics *reg) {
     if (!reg) return NULL;
     struct gr_bts *s = gr_calloc(1, sizeof *s);
@@ -48,6 +51,10 @@ struct gr_bts *gr_bts_new(struct gr_metrics *reg) {
     pthread_rwlock_init(&s->lock, NULL);
     s->n_slots = 64;
     s->slots = gr_calloc(s->n_slots, sizeof *s->slots);
+    /* the all-topics meters exist from the start (a dashboard summing them over the brokers shows
+     * 0, not "no data", when the only broker that counted something has restarted); per-topic
+     * ones come with their first event */
+    for (int m = 0; m < GR_BTS_N; m++) cached(s, &s->all[m], (enum gr_bts_meter)m, NULL);
     return s;
 }
 

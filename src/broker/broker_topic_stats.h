@@ -4,8 +4,9 @@
  *
  * Ownership: one struct gr_bts per broker (struct gr_broker.topic_stats), made by gr_bts_new
  * over the broker's registry (common/metrics.h), which it borrows and which must outlive it.
- * Meters live in that registry and are created on first mark (a meter nobody marked is not
- * exposed); the gr_bts remembers each one's pointer per topic, so a mark on the Produce and
+ * Meters live in that registry; the all-topics ones are created with the gr_bts (exposed at 0
+ * from the start), a topic's on its first mark (a per-topic meter nobody marked is not exposed,
+ * as Kafka's lazy meters); the gr_bts remembers each one's pointer per topic, so a mark on the Produce and
  * Fetch paths costs a hash lookup under a read lock instead of formatting the meter's name and
  * searching the registry.
  * Locking: any thread; a read-write lock guards the topic table, the meters lock themselves.
