@@ -345,9 +345,14 @@ def test_every_panel_of_every_dashboard_shows_data(cluster_factory, zk_connect, 
             sel = f'{{{strimzi},request="{req}"}}'
 
             def counts_equal():
+                # each part once per request: the counts agree up to the requests between two of
+                # their recordings at the scrape, and those whose connection closed before the
+                # answer went out (Kafka records no send time for them either); a part counted
+                # twice, or never, is off by the whole count
                 n = {p: prom.query(f"sum(kafka_network_requestmetrics_{p}_count{sel})")
                      for p in parts + ("totaltimems", "throttletimems")}
-                return len(set(n.values())) == 1 and n["totaltimems"] > 0
+                total = n["totaltimems"] or 0
+                return total > 0 and all(abs(v - total) <= max(3, total * 0.02) for v in n.values())
             H.wait_for(counts_equal, 20, f"{req}: every part of the request time counted once per request")
             total = prom.query(f"sum(kafka_network_requestmetrics_totaltimems_sum{sel})")
             split = sum(prom.query(f"sum(kafka_network_requestmetrics_{p}_sum{sel})") for p in parts)
