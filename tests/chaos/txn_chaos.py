@@ -33,6 +33,10 @@ TOPICS = ("txa", "txb")   # the transactional producers' topics
 PIPE_IN, PIPE_OUT = "txin", "txout"
 PARTITIONS = 3
 PIPE_GROUP = "pipe"
+# OffsetFetch answers while the group's coordinator moves or loads, and the client's own timeouts
+COORDINATOR_MOVED = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+                     KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
 # The chaos cluster's settings, with the group coordinator's topic replicated like the data (the
 # harness creates __consumer_offsets with RF 1, which min.insync.replicas=2 would refuse).
 CLUSTER_CONFIG = {**C.CLUSTER_CONFIG, "offsets.topic.replication.factor": "3"}
@@ -186,8 +190,23 @@ class PipelineWorker:
         asg = c.assignment()
         if not asg:
             return
-        for tp in c.committed(asg, timeout=30):
-            c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                committed = c.committed(asg, timeout=30)
+                break
+            except KafkaException as e:
+                # the group coordinator moved or is loading (NOT_COORDINATOR, ...): ask again
+                err = _txn_error(e)
+                again = err is not None and (err.retriable() or err.code() in COORDINATOR_MOVED)
+                if not again or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        for tp in committed:
+            try:
+                c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            except KafkaException:
+                pass  # revoked meanwhile: its next owner starts from the committed offset
 
     def run(self):
         c, p = self._consumer(), self._producer()
