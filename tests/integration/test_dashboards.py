@@ -33,7 +33,7 @@ import struct
 
 import gregor_harness as H
 from kafka_wire import Reader, compact_str, frame, recv_frame
-from test_metrics import PROMETHEUS, Prometheus, bootstrap, create_topic, needs_prometheus, parse, scrape, value
+from test_metrics import PROMETHEUS, Prometheus, bootstrap, consume, create_topic, needs_prometheus, parse, scrape, value
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DASHBOARDS = sorted(glob.glob(os.path.join(ROOT, "deploy", "grafana", "*.json")))
@@ -146,20 +146,6 @@ def produce(cluster, topic, n, size):
     return sent
 
 
-def consume_in_group(cluster, topic, n):
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "dashboards",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got, deadline = 0, time.monotonic() + 30
-    while got < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got += 1
-    c.commit(asynchronous=False)
-    c.close()
-    assert got == n
-
-
 @needs_prometheus
 def test_every_panel_of_every_dashboard_shows_data(cluster_factory, zk_connect, tmp_path):
     cluster = cluster_factory(zk_connect, n=3, config=CONFIG, start=False)
@@ -187,7 +173,7 @@ def test_every_panel_of_every_dashboard_shows_data(cluster_factory, zk_connect, 
         H.wait_for(lambda: prom.query(msgs_in) == 300, 20, "Prometheus sees 300 messages in")
         grown = prom.query(bytes_in) - before
         assert sent <= grown <= sent * 1.10, (sent, grown)
-        consume_in_group(cluster, "dash", 300)
+        consume(cluster, "dash", 300, group="dashboards", commit=True)
 
         # an old client (kafka-python as 0.10.0: Produce v2 / Fetch v2, magic 1): its records are
         # converted to v2 on append and back to magic 1 for its fetches
@@ -254,7 +240,7 @@ def test_every_panel_of_every_dashboard_shows_data(cluster_factory, zk_connect, 
         # the group goes on after the restart (its coordinator may have been the restarted broker,
         # whose counters started again from 0)
         produce(cluster, "dash", 30, 100)
-        consume_in_group(cluster, "dash", 30)
+        consume(cluster, "dash", 30, group="dashboards", commit=True)
         time.sleep(2)  # two scrapes of the restarted broker's counters, for rate()/irate()
 
         # a group that stays Stable while the panels are read ("dashboards" is Empty by now)

@@ -108,8 +108,9 @@ def produce(cluster, topic, n):
     assert errs == [None] * n
 
 
-def consume(cluster, topic, n):
-    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "metrics-test",
+def consume(cluster, topic, n, group="metrics-test", commit=False):
+    """Reads n records of topic in consumer group `group`; commit: its offsets, at the end."""
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe([topic])
     got, deadline = 0, time.monotonic() + 30
@@ -117,6 +118,8 @@ def consume(cluster, topic, n):
         m = c.poll(0.5)
         if m is not None and m.error() is None:
             got += 1
+    if commit:
+        c.commit(asynchronous=False)
     c.close()
     assert got == n
 
