@@ -74,18 +74,23 @@ static const char *type_word(int8_t t) {
     return t == RT_TOPIC ? "TOPIC" : t == RT_BROKER ? "BROKER" : t == RT_BROKER_LOGGER ? "BROKER_LOGGER" : "UNKNOWN";
 }
 
+/* A broker resource's non-empty name as an id (Kafka's message when it is not an integer). */
+static bool parse_broker_id(const char *name, long *v, struct res_err *e) {
+    char *end;
+    *v = strtol(name, &end, 10);
+    if (!*end) return true;
+    set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must be an integer, but it is: %s", name);
+    return false;
+}
+
 /* Checks a BROKER resource name: "" = default (*per_broker false), or this broker's id. */
 static bool broker_name_ok(struct gr_broker *b, const char *name, bool *per_broker, struct res_err *e) {
     if (!name || !*name) {
         *per_broker = false;
         return true;
     }
-    char *end;
-    long v = strtol(name, &end, 10);
-    if (*end) {
-        set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must be an integer, but it is: %s", name);
-        return false;
-    }
+    long v;
+    if (!parse_broker_id(name, &v, e)) return false;
     if (v != b->broker_id) {
         set_err(e, GR_KERR_INVALID_REQUEST, "Unexpected broker id, expected %d or empty string, but received %s",
                 b->broker_id, name);
@@ -111,12 +116,8 @@ static bool logger_resource_ok(struct gr_broker *b, const char *name, bool descr
         set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must not be empty");
         return false;
     }
-    char *end;
-    long v = strtol(name, &end, 10);
-    if (*end) {
-        set_err(e, GR_KERR_INVALID_REQUEST, "Broker id must be an integer, but it is: %s", name);
-        return false;
-    }
+    long v;
+    if (!parse_broker_id(name, &v, e)) return false;
     if (v != b->broker_id) {
         set_err(e, GR_KERR_INVALID_REQUEST, describe ? "Unexpected broker id, expected %d but received %s"
                                                      : "Unexpected broker id, expected %d, but received %s",
