@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate src/protocol/messages.{h,c} from Apache Kafka's message JSON definitions.
 
-Usage: /usr/bin/python3 tools/gen_protocol.py [JSON_DIR] [OUT_DIR]
+Usage: /usr/bin/python3 tools/gen_protocol.py [--codec-schema FILE] [JSON_DIR] [OUT_DIR]
   JSON_DIR defaults to /tmp/kafka-msgs-2.7 (clients/src/main/resources/common/message of 2.7.2)
   OUT_DIR  defaults to src/protocol next to this script's repository root.
 
@@ -10,7 +10,9 @@ For every selected request/response pair the generator emits
   * a field-descriptor table (struct gr_struct_desc / gr_field_desc, see protocol/desc.h)
     that the table-driven runtime in codec.c walks to encode and decode,
   * the API table consumed by gr_proto_api() and GR_API_<NAME> constants.
-Only the standard library is used. The JSON files contain // comments, which are stripped.
+With --codec-schema FILE it also writes the compact schema of EVERY request/response in JSON_DIR
+(all API keys, not only SELECTED_KEYS) that tests/integration/kafka_codec.py reads
+(tests/integration/kafka_messages.json; see write_codec_schema). Only the standard library is used. The JSON files contain // comments, which are stripped.
 """
 import json
 import os
@@ -371,11 +373,99 @@ def main():
     with open(os.path.join(out, "messages.c"), "w", encoding="utf-8") as fh:
         fh.write(body)
     print("wrote %d messages, %d apis" % (len(msgs), len(apis)))
+    return src
+
+
+# Field attributes copied into the codec schema (facts only: no "about", "entityType", "mapKey").
+CODEC_FIELD_KEYS = ("name", "type", "versions", "nullableVersions", "taggedVersions", "tag",
+                    "default", "ignorable", "flexibleVersions")
+
+
+def codec_fields(jfields, common, seen):
+    """Kafka's field list with struct types resolved: every struct-typed field carries its "fields"
+    (commonStructs and structs declared earlier in the message are inlined where used)."""
+    out = []
+    for jf in jfields:
+        f = {k: jf[k] for k in CODEC_FIELD_KEYS if k in jf and jf[k] is not None}
+        if "tag" in f:
+            f["tag"] = int(f["tag"])  # a few files spell it as a string
+        t = jf["type"]
+        base = t[2:] if t.startswith("[]") else t
+        if base not in PRIMS:
+            if "fields" in jf:
+                seen[base] = jf["fields"]
+                f["fields"] = codec_fields(jf["fields"], common, seen)
+            elif base in seen:
+                f["fields"] = codec_fields(seen[base], common, seen)
+            elif base in common:
+                f["fields"] = codec_fields(common[base], common, seen)
+            else:
+                raise GenError("%s: unknown type %s" % (jf["name"], t))
+        out.append(f)
+    return out
+
+
+def codec_message(js):
+    common = {cs["name"]: cs["fields"] for cs in js.get("commonStructs", [])}
+    m = {"name": js["name"], "validVersions": js["validVersions"],
+         "flexibleVersions": js.get("flexibleVersions", "none")}
+    if js.get("latestVersionUnstable"):
+        m["latestVersionUnstable"] = True
+    m["fields"] = codec_fields(js["fields"], common, {})
+    return m
+
+
+def write_codec_schema(src, path):
+    """Write the schema of every API in src (and the request/response headers) to path as JSON:
+    {"headers": {"RequestHeader": msg, "ResponseHeader": msg},
+     "apis": {"<key>": {"name": ApiKeys name, "request": msg, "response": msg}}},
+    msg = {"name", "validVersions", "flexibleVersions", "fields": [field]}, with version ranges in
+    Kafka's own notation ("0+", "3-5", "none")."""
+    apis, headers = {}, {}
+    for fn in sorted(os.listdir(src)):
+        if not fn.endswith(".json"):
+            continue
+        with open(os.path.join(src, fn), encoding="utf-8") as fh:
+            js = json.loads(strip_comments(fh.read()))
+        if js.get("type") == "header":
+            headers[js["name"]] = codec_message(js)
+        elif js.get("type") in ("request", "response"):
+            apis.setdefault(js["apiKey"], {})[js["type"]] = codec_message(js)
+    for key, pair in apis.items():
+        if "request" not in pair or "response" not in pair:
+            raise GenError("api %d lacks a request or response" % key)
+        base = pair["request"]["name"][:-len("Request")]
+        pair["name"] = API_NAME_OVERRIDE.get(base, base)
+    if set(headers) != {"RequestHeader", "ResponseHeader"}:
+        raise GenError("%s: RequestHeader.json or ResponseHeader.json missing" % src)
+    doc = {"generatedBy": "tools/gen_protocol.py --codec-schema from %s" % os.path.basename(
+        os.path.normpath(src)), "headers": headers,
+           "apis": {str(k): {"name": apis[k]["name"], "request": apis[k]["request"],
+                             "response": apis[k]["response"]} for k in sorted(apis)}}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    print("wrote %s: %d apis" % (path, len(apis)))
+
+
+def take_option(argv, name):
+    """Remove "name VALUE" from argv and return VALUE (None when absent)."""
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    if i + 1 >= len(argv):
+        raise GenError("%s needs a file name" % name)
+    value = argv[i + 1]
+    del argv[i:i + 2]
+    return value
 
 
 if __name__ == "__main__":
     try:
-        main()
+        codec_schema = take_option(sys.argv, "--codec-schema")
+        json_dir = main()
+        if codec_schema:
+            write_codec_schema(json_dir, codec_schema)
     except GenError as e:
         sys.stderr.write("gen_protocol: %s\n" % e)
         sys.exit(1)
