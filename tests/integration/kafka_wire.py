@@ -1,5 +1,6 @@
 """Raw Kafka wire helpers for tests that send requests no Python client can build (flexible
-versions: unsigned varints, compact strings and arrays, tagged fields). Kafka's rules are in
+versions: unsigned varints, compact strings and arrays, tagged fields); whole messages at any
+version are encoded and decoded by kafka_codec.py, which builds on these primitives. Kafka's rules are in
 docs/PROTOCOL.md; big-endian throughout. Also the socket-level helpers the hostile-client tests
 share: a connection from a chosen loopback address, "did the peer close", and the SASL/SCRAM
 first steps a client sends before it is authenticated."""
