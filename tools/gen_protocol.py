@@ -2,7 +2,7 @@
 """Generate src/protocol/messages.{h,c} from Apache Kafka's message JSON definitions.
 
 Usage: /usr/bin/python3 tools/gen_protocol.py [--codec-schema FILE] [JSON_DIR] [OUT_DIR]
-  JSON_DIR defaults to /tmp/kafka-msgs-2.7 (clients/src/main/resources/common/message of 2.7.2)
+  JSON_DIR defaults to /tmp/kafka-msgs-3.9 (clients/src/main/resources/common/message of 3.9)
   OUT_DIR  defaults to src/protocol next to this script's repository root.
 
 For every selected request/response pair the generator emits
@@ -19,12 +19,14 @@ import os
 import re
 import sys
 
-# API keys we generate: every API of Kafka 2.7 (0-57). Which of them a broker serves is decided by
+# API keys we generate: every API of Kafka 2.7 (0-57) and the 3.x APIs of a ZooKeeper-mode broker
+# that clients and tools call: DescribeCluster (60), DescribeProducers (61), DescribeTransactions
+# (65), ListTransactions (66). Which of them a broker serves, and up to which version, is decided by
 # the API table in src/api/apis.c, not here.
-SELECTED_KEYS = list(range(0, 58))
+SELECTED_KEYS = list(range(0, 58)) + [60, 61, 65, 66]
 
-# Kafka's ApiKeys enum name differs from the message name for a few APIs.
-API_NAME_OVERRIDE = {"ListOffset": "ListOffsets"}
+# Kafka's ApiKeys enum name, where it differs from the message name (none in 3.9).
+API_NAME_OVERRIDE = {}
 
 VMAX = 0x7FFF  # "N+" upper bound
 
@@ -337,7 +339,7 @@ def emit(msgs, apis, src_desc):
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = sys.argv[1] if len(sys.argv) > 1 else "/tmp/kafka-msgs-2.7"
+    src = sys.argv[1] if len(sys.argv) > 1 else "/tmp/kafka-msgs-3.9"
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "src", "protocol")
     by_key = {}
     for fn in sorted(os.listdir(src)):
@@ -367,7 +369,7 @@ def main():
     missing = set(SELECTED_KEYS) - set(by_key)
     if missing:
         raise GenError("missing api keys: %s" % sorted(missing))
-    hdr, body = emit(msgs, apis, "2.7")
+    hdr, body = emit(msgs, apis, "3.9")
     with open(os.path.join(out, "messages.h"), "w", encoding="utf-8") as fh:
         fh.write(hdr)
     with open(os.path.join(out, "messages.c"), "w", encoding="utf-8") as fh:

@@ -43,7 +43,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_UPDATE_METADATA] = {0, 6, gr_handle_update_metadata, 0},
     /* broker -> controller: controller/requests.h */
     [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
-    [GR_API_ALTER_ISR] = {0, 0, gr_handle_alter_isr, 0},
+    [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_isr, 0},
     /* groups: coordinator/ */
     [GR_API_OFFSET_COMMIT] = {0, 8, gr_handle_offset_commit, 0},
     [GR_API_OFFSET_FETCH] = {0, 7, gr_handle_offset_fetch, 0},
@@ -543,8 +543,13 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
     const char *name = d ? d->name : "unknown";
     char why[160];
 
-    if (rc == GR_PROTO_EUNSUPPORTED_VERSION && key == GR_API_API_VERSIONS) {
-        /* The header fields the codec promises on this error are valid. */
+    const struct gr_api_entry *e = gr_apis_entry(key);
+    if (key == GR_API_API_VERSIONS &&
+        (rc == GR_PROTO_EUNSUPPORTED_VERSION ||
+         (rc == GR_EPROTO && r->hdr.HeaderVersion >= 0 && e && ver > e->max_ver))) {
+        /* A version we do not serve: as Kafka, the body is not looked at (the codec's tables may
+         * know a newer version than we serve, and a body they cannot decode changes nothing).
+         * The header fields the codec promises on these errors are valid. */
         r->hdr.RequestApiKey = key;
         r->hdr.CorrelationId = nreq->correlation_id;
         answer_unsupported_api_versions(r);
@@ -556,7 +561,6 @@ void gr_apis_dispatch(void *ctx, struct gr_net_request *nreq)
         gr_api_close(r, why);
         return;
     }
-    const struct gr_api_entry *e = gr_apis_entry(key);
     if (!e) {
         snprintf(why, sizeof(why), "unsupported API %s (key %d)", name, key);
         gr_api_close(r, why);

@@ -1,5 +1,5 @@
 /* AlterIsr v0 (key 56, KIP-497) on the broker that may be the controller (Kafka 2.7's
- * KafkaApis.handleAlterIsrRequest): a broker that is not the active controller answers
+ * KafkaApis.handleAlterPartitionRequest): a broker that is not the active controller answers
  * NOT_CONTROLLER at once; otherwise the request goes through the controller's front door
  * (controller/requests.h) and is answered from the controller's event thread, or with
  * NOT_CONTROLLER if the controller moves before it is processed. Never blocks an I/O thread. */
@@ -11,15 +11,15 @@
 #include "controller/requests.h"
 
 /* Runs on whichever thread the front door answers on (requests.h rule 2). */
-static void respond(void *arg, const struct AlterIsrResponse *resp) { gr_api_respond(arg, resp); }
+static void respond(void *arg, const struct AlterPartitionResponse *resp) { gr_api_respond(arg, resp); }
 
 void gr_handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
 {
     (void)hdr;
-    struct AlterIsrRequest *r = body;
+    struct AlterPartitionRequest *r = body;
     bool allowed = gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION); /* Kafka: CLUSTER_ACTION */
     if (!allowed || !b->controller || !gr_broker_is_controller(b)) {
-        struct AlterIsrResponse *resp = gr_api_new_response(req);
+        struct AlterPartitionResponse *resp = gr_api_new_response(req);
         resp->ErrorCode = allowed ? GR_KERR_NOT_CONTROLLER : GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
         resp->TopicsCount = 0;
         resp->Topics = NULL;

@@ -140,7 +140,7 @@ static void apply_lai_state(struct gr_partition_state *st,
     st->leader = ps->Leader;
     st->leader_epoch = ps->LeaderEpoch;
     st->controller_epoch = ps->ControllerEpoch;
-    st->zk_version = ps->ZkVersion;
+    st->zk_version = ps->PartitionEpoch;
     st->isr = dup_ids(ps->Isr, ps->IsrCount, &st->n_isr);
     st->replicas = dup_ids(ps->Replicas, ps->ReplicasCount, &st->n_replicas);
     st->adding = dup_ids(ps->AddingReplicas, ps->AddingReplicasCount, &st->n_adding);

@@ -37,8 +37,8 @@ static bool wanted(const struct DescribeLogDirsRequest *rq, const char *topic, i
     for (int32_t t = 0; t < rq->TopicsCount; t++) {
         const struct DescribeLogDirsRequest_DescribableLogDirTopic *dt = &rq->Topics[t];
         if (!dt->Topic || strcmp(dt->Topic, topic) != 0) continue;
-        for (int32_t i = 0; i < dt->PartitionIndexCount; i++)
-            if (dt->PartitionIndex[i] == partition) return true;
+        for (int32_t i = 0; i < dt->PartitionsCount; i++)
+            if (dt->Partitions[i] == partition) return true;
     }
     return false;
 }

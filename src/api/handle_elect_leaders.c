@@ -83,13 +83,13 @@ void gr_handle_elect_leaders(struct gr_broker *b, struct gr_api_req *req, const 
     bool all = rq->TopicPartitionsCount < 0;
     int n = 0;
     for (int t = 0; t < rq->TopicPartitionsCount; t++)
-        if (rq->TopicPartitions[t].PartitionIdCount > 0) n += rq->TopicPartitions[t].PartitionIdCount;
+        if (rq->TopicPartitions[t].PartitionsCount > 0) n += rq->TopicPartitions[t].PartitionsCount;
     struct gr_kzk_tp *tps = gr_calloc((size_t)(n ? n : 1), sizeof *tps);
     int k = 0;
     for (int t = 0; t < rq->TopicPartitionsCount; t++)
-        for (int i = 0; i < rq->TopicPartitions[t].PartitionIdCount; i++, k++) {
+        for (int i = 0; i < rq->TopicPartitions[t].PartitionsCount; i++, k++) {
             tps[k].topic = (char *)(rq->TopicPartitions[t].Topic ? rq->TopicPartitions[t].Topic : "");
-            tps[k].partition = rq->TopicPartitions[t].PartitionId[i];
+            tps[k].partition = rq->TopicPartitions[t].Partitions[i];
         }
     struct elect_call *call = gr_malloc(sizeof *call);
     call->req = req; /* apis.h rule 4: the request now belongs to the front door */

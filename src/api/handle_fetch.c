@@ -133,7 +133,7 @@ static bool leader_only(const struct fetch_ctx *c) {
 /* KIP-392 on the leader: if the replica selector prefers another replica for this consumer,
  * answers the partition with PreferredReadReplica and the offsets only (Kafka skips the read). */
 static bool preferred_replica(struct fetch_ctx *c, struct gr_rm_partition *p, const struct FetchRequest_FetchPartition *fp,
-                              struct FetchResponse_FetchablePartitionResponse *pr, int64_t hw) {
+                              struct FetchResponse_PartitionData *pr, int64_t hw) {
     if (c->r->ReplicaId >= 0 || c->version < 11) return false;
     int32_t id = gr_rm_preferred_read_replica(c->rm, p, c->r->RackId, c->req->listener, fp->FetchOffset);
     if (id < 0) return false;
@@ -185,12 +185,12 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         tr->Topic = ft->Topic;
-        tr->PartitionResponsesCount = ft->PartitionsCount > 0 ? ft->PartitionsCount : 0;
-        tr->PartitionResponses = gr_api_alloc(req, (size_t)(tr->PartitionResponsesCount + 1) * sizeof *tr->PartitionResponses);
-        for (int i = 0; i < tr->PartitionResponsesCount; i++, kp++) {
+        tr->PartitionsCount = ft->PartitionsCount > 0 ? ft->PartitionsCount : 0;
+        tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
+        for (int i = 0; i < tr->PartitionsCount; i++, kp++) {
             const struct FetchRequest_FetchPartition *fp = &ft->Partitions[i];
-            struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
-            pr->Partition = fp->Partition;
+            struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
+            pr->PartitionIndex = fp->Partition;
             pr->ErrorCode = GR_KERR_NONE;
             pr->HighWatermark = -1;
             pr->LastStableOffset = -1;
@@ -202,8 +202,8 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->AbortedTransactionsCount = -1;
             pr->AbortedTransactions = NULL;
             pr->PreferredReadReplica = -1;
-            pr->RecordSet.p = NULL;
-            pr->RecordSet.len = 0;
+            pr->Records.p = NULL;
+            pr->Records.len = 0;
             if (c->denied[t]) {
                 pr->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
                 *errors = true;
@@ -290,8 +290,8 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
                     g->fd = sl.fd;
                     g->off = sl.pos;
                     g->len = sl.len;
-                    pr->RecordSet.p = g->marker;
-                    pr->RecordSet.len = 16;
+                    pr->Records.p = g->marker;
+                    pr->Records.len = 16;
                     remaining -= (int64_t)sl.len;
                     *bytes += (int64_t)sl.len;
                     min_one = false;
@@ -327,8 +327,8 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             }
             pr->LogStartOffset = res.log_start_offset;
             if (res.len > 0) {
-                pr->RecordSet.p = res.data;
-                pr->RecordSet.len = (int32_t)res.len;
+                pr->Records.p = res.data;
+                pr->Records.len = (int32_t)res.len;
                 c->bufs[c->nbufs++] = res.data;
                 remaining -= (int64_t)res.len;
                 *bytes += (int64_t)res.len;
@@ -400,12 +400,12 @@ static bool fetch_try(struct gr_delayed_op *op) {
  * ReplicationBytesOutPerSec (followers), as Kafka's handleFetch/readFromLocalLog mark them. */
 /* The bytes a partition's records take on the wire: a zero-copy record set is a 16-byte marker
  * standing for a file region. */
-static int64_t record_set_bytes(const struct fetch_ctx *c, const struct FetchResponse_FetchablePartitionResponse *pr) {
-    const uint8_t *p = pr->RecordSet.p, *lo = (const uint8_t *)c->regions,
+static int64_t record_set_bytes(const struct fetch_ctx *c, const struct FetchResponse_PartitionData *pr) {
+    const uint8_t *p = pr->Records.p, *lo = (const uint8_t *)c->regions,
                   *hi = (const uint8_t *)(c->regions + c->nregions);
     if (c->nregions > 0 && p >= lo && p < hi) /* the marker lives in its region */
         return (int64_t)c->regions[(size_t)(p - lo) / sizeof *c->regions].len;
-    return pr->RecordSet.len;
+    return pr->Records.len;
 }
 
 static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp) {
@@ -416,8 +416,8 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
     int64_t total = 0, failed = 0, out = 0, repl = 0;
     for (int t = 0; reg && t < resp->ResponsesCount; t++) {
         const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
-        for (int i = 0; i < tr->PartitionResponsesCount; i++) {
-            const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+        for (int i = 0; i < tr->PartitionsCount; i++) {
+            const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
             total++;
             if (pr->ErrorCode != GR_KERR_NONE) failed++;
             int64_t len = record_set_bytes(c, pr);
@@ -502,12 +502,12 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
     bool first = true;
     int kp = 0; /* flat index in the request (v0-v3: no session, the response follows the request) */
     for (int t = 0; t < resp->ResponsesCount; t++) {
-        for (int i = 0; i < resp->Responses[t].PartitionResponsesCount; i++, kp++) {
-            struct FetchResponse_FetchablePartitionResponse *pr = &resp->Responses[t].PartitionResponses[i];
-            if (pr->RecordSet.len <= 0) continue;
-            uint8_t *src = (uint8_t *)pr->RecordSet.p;
+        for (int i = 0; i < resp->Responses[t].PartitionsCount; i++, kp++) {
+            struct FetchResponse_PartitionData *pr = &resp->Responses[t].Partitions[i];
+            if (pr->Records.len <= 0) continue;
+            uint8_t *src = (uint8_t *)pr->Records.p;
             bool enabled = c->r->ReplicaId >= 0 ||
-                           downconversion_enabled(c, kp, resp->Responses[t].Topic, pr->Partition);
+                           downconversion_enabled(c, kp, resp->Responses[t].Topic, pr->PartitionIndex);
             const struct FetchRequest_FetchPartition *fp =
                 t < c->r->TopicsCount && i < c->r->Topics[t].PartitionsCount ? &c->r->Topics[t].Partitions[i] : NULL;
             int64_t part_max = fp ? fp->PartitionMaxBytes : 0;
@@ -517,7 +517,7 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
             size_t len = 0;
             bool compressed = false;
             int64_t t0 = gr_mono_us();
-            int rc = enabled ? gr_v2_to_legacy(src, (size_t)pr->RecordSet.len, c->version <= 1 ? 0 : 1,
+            int rc = enabled ? gr_v2_to_legacy(src, (size_t)pr->Records.len, c->version <= 1 ? 0 : 1,
                                                fp ? fp->FetchOffset : -1, max, first_max, &out, &len, &compressed)
                              : 0;
             if (enabled) {
@@ -529,8 +529,8 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
                                 GR_BTS_FETCH_CONVERSIONS, converted);
             }
             replace_buf(c, src, out);
-            pr->RecordSet.p = out;
-            pr->RecordSet.len = (int32_t)len;
+            pr->Records.p = out;
+            pr->Records.len = (int32_t)len;
             room -= (int64_t)len;
             if (len > 0) first = false;
             if (!enabled) {
@@ -538,7 +538,7 @@ static void down_convert(struct fetch_ctx *c, struct FetchResponse *resp) {
                 pr->HighWatermark = pr->LastStableOffset = pr->LogStartOffset = -1;
             } else if (rc < 0) {
                 gr_warn("kafka.server.KafkaApis", "Cannot down-convert %s-%d for an old client: out of memory",
-                        resp->Responses[t].Topic, pr->Partition);
+                        resp->Responses[t].Topic, pr->PartitionIndex);
                 pr->ErrorCode = GR_KERR_UNKNOWN_SERVER_ERROR;
             } else if (!out && compressed) {
                 pr->ErrorCode = GR_KERR_UNSUPPORTED_COMPRESSION_TYPE; /* zstd first (or unreadable) */

@@ -332,7 +332,7 @@ void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const 
         commit_done(c, parts, n);
         return;
     }
-    gr_gc_commit_offsets(gc, r->GroupId, r->MemberId, r->GroupInstanceId, r->GenerationId, parts, n, commit_done, c);
+    gr_gc_commit_offsets(gc, r->GroupId, r->MemberId, r->GroupInstanceId, r->GenerationIdOrMemberEpoch, parts, n, commit_done, c);
 }
 
 /* ---- OffsetFetch ---- */

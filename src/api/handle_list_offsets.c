@@ -16,9 +16,9 @@
 #include "common/log.h"
 #include "common/util.h"
 
-static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOffsetRequest *r, const char *topic,
-                const struct ListOffsetRequest_ListOffsetPartition *lp,
-                struct ListOffsetResponse_ListOffsetPartitionResponse *pr) {
+static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOffsetsRequest *r, const char *topic,
+                const struct ListOffsetsRequest_ListOffsetsPartition *lp,
+                struct ListOffsetsResponse_ListOffsetsPartitionResponse *pr) {
     pr->PartitionIndex = lp->PartitionIndex;
     pr->ErrorCode = GR_KERR_NONE;
     pr->Timestamp = -1;
@@ -79,21 +79,21 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
 }
 
 void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
-    const struct ListOffsetRequest *r = body;
-    struct ListOffsetResponse *resp = gr_api_new_response(req);
+    const struct ListOffsetsRequest *r = body;
+    struct ListOffsetsResponse *resp = gr_api_new_response(req);
     resp->ThrottleTimeMs = 0;
     resp->TopicsCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Topics = gr_api_alloc(req, (size_t)(resp->TopicsCount + 1) * sizeof *resp->Topics);
     for (int t = 0; t < resp->TopicsCount; t++) {
-        const struct ListOffsetRequest_ListOffsetTopic *lt = &r->Topics[t];
-        struct ListOffsetResponse_ListOffsetTopicResponse *tr = &resp->Topics[t];
+        const struct ListOffsetsRequest_ListOffsetsTopic *lt = &r->Topics[t];
+        struct ListOffsetsResponse_ListOffsetsTopicResponse *tr = &resp->Topics[t];
         tr->Name = lt->Name;
         tr->PartitionsCount = lt->PartitionsCount > 0 ? lt->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
         bool ok = gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, lt->Name);
         for (int i = 0; i < tr->PartitionsCount; i++)
             if (!ok)
-                tr->Partitions[i] = (struct ListOffsetResponse_ListOffsetPartitionResponse){
+                tr->Partitions[i] = (struct ListOffsetsResponse_ListOffsetsPartitionResponse){
                     .PartitionIndex = lt->Partitions[i].PartitionIndex, .ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED,
                     .Timestamp = -1, .Offset = -1, .LeaderEpoch = -1};
             else

@@ -38,14 +38,14 @@ static void end_offset_for(const int32_t *epochs, const int64_t *starts, int n, 
 
 static void one(struct gr_replica_manager *rm, int16_t ver, int32_t replica_id, const char *topic,
                 const struct OffsetForLeaderEpochRequest_OffsetForLeaderPartition *q,
-                struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *pr) {
-    pr->PartitionIndex = q->PartitionIndex;
+                struct OffsetForLeaderEpochResponse_EpochEndOffset *pr) {
+    pr->Partition = q->Partition;
     pr->ErrorCode = GR_KERR_NONE;
     pr->LeaderEpoch = -1;
     pr->EndOffset = -1;
-    struct gr_rm_partition *p = rm ? gr_rm_get_partition(rm, topic, q->PartitionIndex) : NULL;
+    struct gr_rm_partition *p = rm ? gr_rm_get_partition(rm, topic, q->Partition) : NULL;
     if (!p) {
-        pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, topic, q->PartitionIndex) : GR_KERR_NOT_LEADER_OR_FOLLOWER;
+        pr->ErrorCode = rm ? gr_rm_not_hosted_error(rm, topic, q->Partition) : GR_KERR_NOT_LEADER_OR_FOLLOWER;
         return;
     }
     pthread_mutex_lock(&p->lock);
@@ -99,17 +99,17 @@ void gr_handle_offsets_for_leader_epoch(struct gr_broker *b, struct gr_api_req *
     for (int t = 0; t < resp->TopicsCount; t++) {
         const struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic *qt = &r->Topics[t];
         struct OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *tr = &resp->Topics[t];
-        tr->Name = qt->Name;
+        tr->Topic = qt->Topic;
         tr->PartitionsCount = qt->PartitionsCount > 0 ? qt->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
-        bool ok = cluster || gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, qt->Name);
+        bool ok = cluster || gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, qt->Topic);
         for (int i = 0; i < tr->PartitionsCount; i++)
             if (!ok)
-                tr->Partitions[i] = (struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult){
-                    .PartitionIndex = qt->Partitions[i].PartitionIndex,
+                tr->Partitions[i] = (struct OffsetForLeaderEpochResponse_EpochEndOffset){
+                    .Partition = qt->Partitions[i].Partition,
                     .ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED, .LeaderEpoch = -1, .EndOffset = -1};
             else
-                one(b->replica_manager, ver, replica_id, qt->Name ? qt->Name : "", &qt->Partitions[i], &tr->Partitions[i]);
+                one(b->replica_manager, ver, replica_id, qt->Topic ? qt->Topic : "", &qt->Partitions[i], &tr->Partitions[i]);
     }
     gr_api_respond(req, resp);
 }

@@ -240,19 +240,19 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     const struct ProduceRequest *r = c->r;
     struct ProduceResponse *resp = gr_api_new_response(req);
     resp->ThrottleTimeMs = throttle_ms;
-    resp->ResponsesCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
+    resp->ResponsesCount = r->TopicDataCount > 0 ? r->TopicDataCount : 0;
     resp->Responses = gr_api_alloc(req, (size_t)(resp->ResponsesCount + 1) * sizeof *resp->Responses);
     int k = 0;
     for (int t = 0; t < resp->ResponsesCount; t++) {
-        const struct ProduceRequest_TopicProduceData *td = &r->Topics[t];
+        const struct ProduceRequest_TopicProduceData *td = &r->TopicData[t];
         struct ProduceResponse_TopicProduceResponse *tr = &resp->Responses[t];
         tr->Name = td->Name;
-        tr->PartitionsCount = td->PartitionsCount > 0 ? td->PartitionsCount : 0;
-        tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
-        for (int i = 0; i < tr->PartitionsCount; i++, k++) {
-            struct ProduceResponse_PartitionProduceResponse *pr = &tr->Partitions[i];
+        tr->PartitionResponsesCount = td->PartitionDataCount > 0 ? td->PartitionDataCount : 0;
+        tr->PartitionResponses = gr_api_alloc(req, (size_t)(tr->PartitionResponsesCount + 1) * sizeof *tr->PartitionResponses);
+        for (int i = 0; i < tr->PartitionResponsesCount; i++, k++) {
+            struct ProduceResponse_PartitionProduceResponse *pr = &tr->PartitionResponses[i];
             struct gr_rm_produce_part *pp = &parts[k];
-            pr->PartitionIndex = pp->partition;
+            pr->Index = pp->partition;
             pr->ErrorCode = pp->error;
             pr->BaseOffset = pp->error == GR_KERR_NONE ? pp->base_offset : -1;
             pr->LogAppendTimeMs = pp->error == GR_KERR_NONE ? pp->log_append_time : -1;
@@ -365,10 +365,10 @@ static void convert_legacy_parts(struct gr_api_req *req, struct gr_replica_manag
  * gets. */
 static int16_t produce_auth_error(struct gr_api_req *req, const struct ProduceRequest *r) {
     bool idempotent = false, transactional = false;
-    for (int t = 0; t < r->TopicsCount; t++)
-        for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
-            const uint8_t *p = r->Topics[t].Partitions[i].Records.p;
-            int64_t len = r->Topics[t].Partitions[i].Records.len;
+    for (int t = 0; t < r->TopicDataCount; t++)
+        for (int i = 0; i < r->TopicData[t].PartitionDataCount; i++) {
+            const uint8_t *p = r->TopicData[t].PartitionData[i].Records.p;
+            int64_t len = r->TopicData[t].PartitionData[i].Records.len;
             /* RecordBatch v2: batchLength @8, magic @16, attributes @21, producerId @43 */
             for (int64_t off = 0; p && off + 61 <= len;) {
                 int32_t blen = (int32_t)((uint32_t)p[off + 8] << 24 | (uint32_t)p[off + 9] << 16 |
@@ -398,7 +398,7 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     c->r = r;
     c->acks = r->Acks;
     int n = 0;
-    for (int t = 0; t < r->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
+    for (int t = 0; t < r->TopicDataCount; t++) n += r->TopicData[t].PartitionDataCount > 0 ? r->TopicData[t].PartitionDataCount : 0;
     c->n = n;
     c->parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->parts);
     bool acks_ok = r->Acks == 0 || r->Acks == 1 || r->Acks == -1;
@@ -408,14 +408,14 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     size_t *lens = gr_api_alloc(req, (size_t)(n + 1) * sizeof *lens);
     int nlegacy = 0;
     int k = 0;
-    for (int t = 0; t < r->TopicsCount; t++) {
-        const struct ProduceRequest_TopicProduceData *td = &r->Topics[t];
+    for (int t = 0; t < r->TopicDataCount; t++) {
+        const struct ProduceRequest_TopicProduceData *td = &r->TopicData[t];
         bool can_write = auth_err == GR_KERR_NONE && gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TOPIC, td->Name);
-        for (int i = 0; i < td->PartitionsCount; i++, k++) {
-            const struct ProduceRequest_PartitionProduceData *pd = &td->Partitions[i];
+        for (int i = 0; i < td->PartitionDataCount; i++, k++) {
+            const struct ProduceRequest_PartitionProduceData *pd = &td->PartitionData[i];
             struct gr_rm_produce_part *pp = &c->parts[k];
             pp->topic = td->Name ? td->Name : (char *)"";
-            pp->partition = pd->PartitionIndex;
+            pp->partition = pd->Index;
             pp->records = (uint8_t *)pd->Records.p; /* points into the request frame, which we own */
             pp->records_len = pd->Records.len > 0 ? (size_t)pd->Records.len : 0;
             pp->base_offset = -1;

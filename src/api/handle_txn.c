@@ -84,17 +84,17 @@ static void add_done(void *ctx, int16_t error, int64_t pid, int16_t epoch) {
     const struct AddPartitionsToTxnRequest *r = c->r;
     error = fenced_for(error, req->hdr.RequestApiVersion < 2);
     struct AddPartitionsToTxnResponse *resp = gr_api_new_response(req);
-    resp->ResultsCount = GR_MAX(r->TopicsCount, 0);
-    resp->Results = gr_api_alloc(req, (size_t)(resp->ResultsCount + 1) * sizeof *resp->Results);
+    resp->ResultsByTopicV3AndBelowCount = GR_MAX(r->V3AndBelowTopicsCount, 0);
+    resp->ResultsByTopicV3AndBelow = gr_api_alloc(req, (size_t)(resp->ResultsByTopicV3AndBelowCount + 1) * sizeof *resp->ResultsByTopicV3AndBelow);
     int k = 0;
-    for (int t = 0; t < resp->ResultsCount; t++) {
-        struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &resp->Results[t];
-        tr->Name = r->Topics[t].Name;
-        tr->ResultsCount = GR_MAX(r->Topics[t].PartitionsCount, 0);
-        tr->Results = gr_api_alloc(req, (size_t)(tr->ResultsCount + 1) * sizeof *tr->Results);
-        for (int i = 0; i < tr->ResultsCount; i++, k++) {
-            tr->Results[i].PartitionIndex = r->Topics[t].Partitions[i];
-            tr->Results[i].ErrorCode = c->pre && c->pre[k] >= 0 ? c->pre[k] : error;
+    for (int t = 0; t < resp->ResultsByTopicV3AndBelowCount; t++) {
+        struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &resp->ResultsByTopicV3AndBelow[t];
+        tr->Name = r->V3AndBelowTopics[t].Name;
+        tr->ResultsByPartitionCount = GR_MAX(r->V3AndBelowTopics[t].PartitionsCount, 0);
+        tr->ResultsByPartition = gr_api_alloc(req, (size_t)(tr->ResultsByPartitionCount + 1) * sizeof *tr->ResultsByPartition);
+        for (int i = 0; i < tr->ResultsByPartitionCount; i++, k++) {
+            tr->ResultsByPartition[i].PartitionIndex = r->V3AndBelowTopics[t].Partitions[i];
+            tr->ResultsByPartition[i].PartitionErrorCode = c->pre && c->pre[k] >= 0 ? c->pre[k] : error;
         }
     }
     gr_api_respond(req, resp);
@@ -107,19 +107,19 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
     c->req = req;
     c->r = r;
     int n = 0;
-    for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionsCount, 0);
+    for (int t = 0; t < r->V3AndBelowTopicsCount; t++) n += GR_MAX(r->V3AndBelowTopics[t].PartitionsCount, 0);
     const char **topics = gr_api_alloc(req, (size_t)(n + 1) * sizeof *topics);
     int32_t *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
     c->pre = gr_api_alloc(req, (size_t)(n + 1) * sizeof *c->pre);
     int k = 0;
-    for (int t = 0; t < r->TopicsCount; t++)
-        for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++) {
-            topics[k] = r->Topics[t].Name ? r->Topics[t].Name : "";
-            parts[k] = r->Topics[t].Partitions[i];
+    for (int t = 0; t < r->V3AndBelowTopicsCount; t++)
+        for (int i = 0; i < r->V3AndBelowTopics[t].PartitionsCount; i++, k++) {
+            topics[k] = r->V3AndBelowTopics[t].Name ? r->V3AndBelowTopics[t].Name : "";
+            parts[k] = r->V3AndBelowTopics[t].Partitions[i];
             c->pre[k] = -1;
         }
     struct gr_txn_coordinator *tc = b->txn_coordinator;
-    if (!r->TransactionalId || !tc) {
+    if (!r->V3AndBelowTransactionalId || !tc) {
         add_done(c, tc ? GR_KERR_INVALID_REQUEST : GR_KERR_NOT_COORDINATOR, -1, -1);
         return;
     }
@@ -129,14 +129,14 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
      * nothing about existence); a broker's KIP-890 verification needs Cluster CLUSTER_ACTION
      * instead. */
     if (verify ? !gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)
-               : !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->TransactionalId)) {
+               : !gr_api_authorized(req, GR_ACL_OP_WRITE, GR_ACL_RES_TRANSACTIONAL_ID, r->V3AndBelowTransactionalId)) {
         for (int i = 0; i < n; i++) c->pre[i] = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
     }
     if (verify) { /* KIP-890 verify */
         for (int i = 0; i < n; i++)
-            c->pre[i] = gr_txn_verify_id(tc, r->TransactionalId, r->ProducerId, r->ProducerEpoch, topics[i], parts[i]);
+            c->pre[i] = gr_txn_verify_id(tc, r->V3AndBelowTransactionalId, r->V3AndBelowProducerId, r->V3AndBelowProducerEpoch, topics[i], parts[i]);
         add_done(c, GR_KERR_NONE, -1, -1);
         return;
     }
@@ -160,7 +160,7 @@ void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req
         return;
     }
     c->pre = NULL;
-    gr_txn_add_partitions(tc, r->TransactionalId, r->ProducerId, r->ProducerEpoch, topics, parts, n, add_done, c);
+    gr_txn_add_partitions(tc, r->V3AndBelowTransactionalId, r->V3AndBelowProducerId, r->V3AndBelowProducerEpoch, topics, parts, n, add_done, c);
 }
 
 /* ---- AddOffsetsToTxn ---- */

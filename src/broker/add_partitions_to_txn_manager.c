@@ -103,18 +103,18 @@ static bool send_group(struct node *nd, struct check *group) {
     int total = 0;
     for (struct check *c = group; c; c = c->next) total += c->n;
     struct AddPartitionsToTxnRequest *rq = gr_proto_new(&a, &gr_desc_AddPartitionsToTxnRequest);
-    rq->TransactionalId = group->txn_id;
-    rq->ProducerId = group->pid;
-    rq->ProducerEpoch = group->epoch;
-    rq->Topics = gr_arena_alloc(&a, (size_t)total * sizeof *rq->Topics);
-    rq->TopicsCount = 0;
+    rq->V3AndBelowTransactionalId = group->txn_id;
+    rq->V3AndBelowProducerId = group->pid;
+    rq->V3AndBelowProducerEpoch = group->epoch;
+    rq->V3AndBelowTopics = gr_arena_alloc(&a, (size_t)total * sizeof *rq->V3AndBelowTopics);
+    rq->V3AndBelowTopicsCount = 0;
     for (struct check *c = group; c; c = c->next)
         for (int i = 0; i < c->n; i++) {
             struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *t = NULL;
-            for (int k = 0; k < rq->TopicsCount && !t; k++)
-                if (strcmp(rq->Topics[k].Name, c->topics[i]) == 0) t = &rq->Topics[k];
+            for (int k = 0; k < rq->V3AndBelowTopicsCount && !t; k++)
+                if (strcmp(rq->V3AndBelowTopics[k].Name, c->topics[i]) == 0) t = &rq->V3AndBelowTopics[k];
             if (!t) {
-                t = &rq->Topics[rq->TopicsCount++];
+                t = &rq->V3AndBelowTopics[rq->V3AndBelowTopicsCount++];
                 t->Name = c->topics[i];
                 t->PartitionsCount = 0;
                 t->Partitions = gr_arena_alloc(&a, (size_t)total * sizeof *t->Partitions);
@@ -146,11 +146,11 @@ static bool send_group(struct node *nd, struct check *group) {
     for (struct check *c = group; c; c = c->next)
         for (int i = 0; i < c->n; i++) {
             c->errors[i] = GR_KERR_INVALID_TXN_STATE; /* not in the answer: not verified */
-            for (int t = 0; t < resp->ResultsCount; t++) {
-                const struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &resp->Results[t];
+            for (int t = 0; t < resp->ResultsByTopicV3AndBelowCount; t++) {
+                const struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &resp->ResultsByTopicV3AndBelow[t];
                 if (!tr->Name || strcmp(tr->Name, c->topics[i]) != 0) continue;
-                for (int k = 0; k < tr->ResultsCount; k++)
-                    if (tr->Results[k].PartitionIndex == c->parts[i]) c->errors[i] = tr->Results[k].ErrorCode;
+                for (int k = 0; k < tr->ResultsByPartitionCount; k++)
+                    if (tr->ResultsByPartition[k].PartitionIndex == c->parts[i]) c->errors[i] = tr->ResultsByPartition[k].PartitionErrorCode;
             }
         }
     free(frame);

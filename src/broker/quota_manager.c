@@ -612,7 +612,7 @@ static bool exempt(const struct gr_api_req *req) {
     case GR_API_STOP_REPLICA:
     case GR_API_UPDATE_METADATA:
     case GR_API_CONTROLLED_SHUTDOWN:
-    case GR_API_ALTER_ISR:
+    case GR_API_ALTER_PARTITION:
     case GR_API_API_VERSIONS: return true;
     case GR_API_FETCH: return req->body && ((const struct FetchRequest *)req->body)->ReplicaId >= 0;
     default: return false;

@@ -46,10 +46,10 @@ static void add_tp(struct ElectLeadersRequest *rq, struct gr_arena *a, int cap, 
     if (!t) {
         t = &rq->TopicPartitions[rq->TopicPartitionsCount++];
         t->Topic = gr_arena_strdup(a, topic);
-        t->PartitionIdCount = 0;
-        t->PartitionId = gr_arena_alloc(a, sizeof(int32_t) * (size_t)cap);
+        t->PartitionsCount = 0;
+        t->Partitions = gr_arena_alloc(a, sizeof(int32_t) * (size_t)cap);
     }
-    t->PartitionId[t->PartitionIdCount++] = p;
+    t->Partitions[t->PartitionsCount++] = p;
 }
 
 static void print_list(const char *head, char **v, int n)

@@ -332,25 +332,25 @@ static void list_log_offsets(struct ctl_kafka *boot, struct rows *rows, int64_t 
         }
         int64_t kinds[3] = {-2, -1, ts};
         for (int k = 0; k < (ts >= 0 ? 3 : 2); k++) {
-            struct ListOffsetRequest rq;
-            gr_proto_init_struct(&gr_desc_ListOffsetRequest, &rq);
+            struct ListOffsetsRequest rq;
+            gr_proto_init_struct(&gr_desc_ListOffsetsRequest, &rq);
             rq.ReplicaId = -1;
             rq.TopicsCount = n; /* one topic entry per row: simple and valid */
             rq.Topics = gr_arena_alloc(&a, (size_t)n * sizeof *rq.Topics);
             for (int j = 0; j < n; j++) {
-                struct ListOffsetRequest_ListOffsetTopic *t = &rq.Topics[j];
-                gr_proto_init_struct(&gr_desc_ListOffsetRequest_ListOffsetTopic, t);
+                struct ListOffsetsRequest_ListOffsetsTopic *t = &rq.Topics[j];
+                gr_proto_init_struct(&gr_desc_ListOffsetsRequest_ListOffsetsTopic, t);
                 t->Name = (char *)rows->v[idx[j]].topic;
                 t->PartitionsCount = 1;
                 t->Partitions = gr_arena_alloc(&a, sizeof *t->Partitions);
-                gr_proto_init_struct(&gr_desc_ListOffsetRequest_ListOffsetPartition, t->Partitions);
+                gr_proto_init_struct(&gr_desc_ListOffsetsRequest_ListOffsetsPartition, t->Partitions);
                 t->Partitions[0].PartitionIndex = rows->v[idx[j]].partition;
                 t->Partitions[0].Timestamp = kinds[k];
             }
-            struct ListOffsetResponse *r = ctl_kafka_call(&c, GR_API_LIST_OFFSETS, 1, &rq, &a);
+            struct ListOffsetsResponse *r = ctl_kafka_call(&c, GR_API_LIST_OFFSETS, 1, &rq, &a);
             for (int32_t t = 0; r && t < r->TopicsCount; t++)
                 for (int32_t p = 0; p < r->Topics[t].PartitionsCount; p++) {
-                    const struct ListOffsetResponse_ListOffsetPartitionResponse *pr = &r->Topics[t].Partitions[p];
+                    const struct ListOffsetsResponse_ListOffsetsPartitionResponse *pr = &r->Topics[t].Partitions[p];
                     struct row *x = rows_find(rows, r->Topics[t].Name, pr->PartitionIndex);
                     if (!x || pr->ErrorCode != GR_KERR_NONE) continue;
                     if (k == 0)
@@ -700,7 +700,7 @@ static int commit_rows(struct ctl_kafka *boot, const char *group, struct rows *r
     struct OffsetCommitRequest rq;
     gr_proto_init_struct(&gr_desc_OffsetCommitRequest, &rq);
     rq.GroupId = (char *)group;
-    rq.GenerationId = -1;
+    rq.GenerationIdOrMemberEpoch = -1;
     rq.MemberId = "";
     rq.RetentionTimeMs = -1;
     rq.TopicsCount = rows->n;

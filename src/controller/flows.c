@@ -330,7 +330,7 @@ int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t 
     return GR_KERR_NONE;
 }
 
-static void fill_partition_ok(struct gr_arena *a, struct AlterIsrResponse_PartitionData *d,
+static void fill_partition_ok(struct gr_arena *a, struct AlterPartitionResponse_PartitionData *d,
                               const struct gr_kzk_leader_and_isr *l) {
     d->ErrorCode = GR_KERR_NONE;
     d->LeaderId = l->leader;
@@ -338,7 +338,7 @@ static void fill_partition_ok(struct gr_arena *a, struct AlterIsrResponse_Partit
     d->IsrCount = l->n_isr;
     d->Isr = gr_arena_alloc(a, (size_t)(l->n_isr ? l->n_isr : 1) * sizeof(int32_t));
     if (l->n_isr) memcpy(d->Isr, l->isr, (size_t)l->n_isr * sizeof(int32_t));
-    d->CurrentIsrVersion = l->zk_version;
+    d->PartitionEpoch = l->zk_version;
 }
 
 /* One AlterIsr request's work: the ISR writes (items[i] answered in out[i], state lais[i]) and
@@ -346,7 +346,7 @@ static void fill_partition_ok(struct gr_arena *a, struct AlterIsrResponse_Partit
 struct alter_isr_batch {
     struct gr_kzk_leader_and_isr *lais;
     struct gr_kzk_state_write *items;
-    struct AlterIsrResponse_PartitionData **out;
+    struct AlterPartitionResponse_PartitionData **out;
     int n_items;
     struct gr_kzk_tp *all;
     int n_all;
@@ -355,9 +355,9 @@ struct alter_isr_batch {
 /* One partition of the request: answered now (error, or "already" with the current state) or
  * queued as a write in b. */
 static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const char *topic,
-                                const struct AlterIsrRequest_PartitionData *rp, struct gr_arena *a,
-                                struct AlterIsrResponse_PartitionData *op, struct alter_isr_batch *b) {
-    gr_proto_init_struct(&gr_desc_AlterIsrResponse_PartitionData, op);
+                                const struct AlterPartitionRequest_PartitionData *rp, struct gr_arena *a,
+                                struct AlterPartitionResponse_PartitionData *op, struct alter_isr_batch *b) {
+    gr_proto_init_struct(&gr_desc_AlterPartitionResponse_PartitionData, op);
     op->PartitionIndex = rp->PartitionIndex;
     if (!topic) {
         op->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -367,7 +367,7 @@ static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const 
     struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, rp->PartitionIndex);
     int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
     bool already;
-    int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr, rp->CurrentIsrVersion,
+    int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr, rp->PartitionEpoch,
                                                &already);
     if (err != GR_KERR_NONE) {
         op->ErrorCode = err;
@@ -383,7 +383,7 @@ static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const 
     l->controller_epoch = sm->ctx->epoch;
     l->n_isr = n_isr;
     l->isr = (int32_t *)rp->NewIsr; /* borrowed: not released */
-    l->zk_version = rp->CurrentIsrVersion;
+    l->zk_version = rp->PartitionEpoch;
     b->items[b->n_items] = (struct gr_kzk_state_write){.topic = topic, .partition = rp->PartitionIndex, .lai = l};
     b->out[b->n_items++] = op;
 }
@@ -421,7 +421,7 @@ static int alter_isr_write(struct gr_ctrl_sm *sm, struct alter_isr_batch *b, str
 }
 
 int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
-                              const struct AlterIsrRequest *req, struct gr_arena *a, struct AlterIsrResponse *resp) {
+                              const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp) {
     resp->ErrorCode = gr_alter_isr_check_broker(sm->ctx, broker_id, broker_epoch);
     resp->TopicsCount = 0;
     resp->Topics = NULL;
@@ -437,14 +437,14 @@ int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t 
     resp->TopicsCount = n_topics;
     resp->Topics = gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *resp->Topics);
     for (int t = 0; t < n_topics; t++) {
-        const struct AlterIsrRequest_TopicData *rt = &req->Topics[t];
-        struct AlterIsrResponse_TopicData *ot = &resp->Topics[t];
-        gr_proto_init_struct(&gr_desc_AlterIsrResponse_TopicData, ot);
-        ot->Name = gr_arena_strdup(a, rt->Name ? rt->Name : "");
+        const struct AlterPartitionRequest_TopicData *rt = &req->Topics[t];
+        struct AlterPartitionResponse_TopicData *ot = &resp->Topics[t];
+        gr_proto_init_struct(&gr_desc_AlterPartitionResponse_TopicData, ot);
+        ot->TopicName = gr_arena_strdup(a, rt->TopicName ? rt->TopicName : "");
         ot->PartitionsCount = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
         ot->Partitions = gr_arena_alloc(a, (size_t)(ot->PartitionsCount ? ot->PartitionsCount : 1) * sizeof *ot->Partitions);
         for (int i = 0; i < ot->PartitionsCount; i++)
-            alter_isr_partition(sm, broker_id, rt->Name, &rt->Partitions[i], a, &ot->Partitions[i], &b);
+            alter_isr_partition(sm, broker_id, rt->TopicName, &rt->Partitions[i], a, &ot->Partitions[i], &b);
     }
     int ret = b.n_items ? alter_isr_write(sm, &b, a) : 0;
     if (ret == GR_ECONTROLLER_MOVED) {
@@ -461,15 +461,15 @@ int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t 
     return ret;
 }
 
-static void alter_isr_answer(struct gr_ctrl_alter_isr_payload *pl, const struct AlterIsrResponse *resp) {
+static void alter_isr_answer(struct gr_ctrl_alter_isr_payload *pl, const struct AlterPartitionResponse *resp) {
     if (pl->responded) return;
     pl->responded = true;
     if (pl->respond) pl->respond(pl->arg, resp);
 }
 
 void gr_ctrl_alter_isr_fail(struct gr_ctrl_alter_isr_payload *pl, int16_t error) {
-    struct AlterIsrResponse resp;
-    gr_proto_init_struct(&gr_desc_AlterIsrResponse, &resp);
+    struct AlterPartitionResponse resp;
+    gr_proto_init_struct(&gr_desc_AlterPartitionResponse, &resp);
     resp.ErrorCode = error;
     resp.TopicsCount = 0;
     resp.Topics = NULL;
@@ -488,8 +488,8 @@ int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) 
     if (!pl || pl->responded) return 0;
     struct gr_arena a;
     gr_arena_init(&a);
-    struct AlterIsrResponse resp;
-    gr_proto_init_struct(&gr_desc_AlterIsrResponse, &resp);
+    struct AlterPartitionResponse resp;
+    gr_proto_init_struct(&gr_desc_AlterPartitionResponse, &resp);
     int rc = gr_ctrl_process_alter_isr(sm, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
     alter_isr_answer(pl, &resp);
     gr_arena_free(&a);

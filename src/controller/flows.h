@@ -85,15 +85,15 @@ int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t 
  * with the new zkVersion; UpdateMetadata for every requested partition goes to all brokers.
  * Returns 0, or GR_ECONTROLLER_MOVED (resp carries NOT_CONTROLLER). */
 int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
-                              const struct AlterIsrRequest *req, struct gr_arena *a, struct AlterIsrResponse *resp);
+                              const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp);
 
 /* The payload of an AlterIsrReceived event (GR_EV_ALTER_ISR_RECEIVED, broker_id and broker_epoch
  * set on the event). respond is called exactly once with the response: by
  * gr_ctrl_alter_isr_complete on the event thread, or by the payload's free function (NOT_CONTROLLER)
  * if the event is dropped or preempted. */
 struct gr_ctrl_alter_isr_payload {
-    const struct AlterIsrRequest *request; /* borrowed until respond is called */
-    void (*respond)(void *arg, const struct AlterIsrResponse *resp);
+    const struct AlterPartitionRequest *request; /* borrowed until respond is called */
+    void (*respond)(void *arg, const struct AlterPartitionResponse *resp);
     void *arg;
     bool responded;
 };

@@ -683,7 +683,7 @@ void gr_ctrl_batch_add_leader_and_isr_p(struct gr_ctrl_batch *b, const int32_t *
         s->LeaderEpoch = lai->leader_epoch;
         s->IsrCount = lai->n_isr;
         s->Isr = isr;
-        s->ZkVersion = lai->zk_version;
+        s->PartitionEpoch = lai->zk_version;
         s->ReplicasCount = p->n_replicas;
         s->Replicas = shared.replicas;
         s->AddingReplicasCount = p->n_adding;

@@ -50,14 +50,14 @@ static void put_payload(struct gr_controller *c, enum gr_ctrl_event_type type, v
 
 /* ---- AlterIsr ---- */
 
-static void alter_isr_answer(void *arg, const struct AlterIsrResponse *resp)
+static void alter_isr_answer(void *arg, const struct AlterPartitionResponse *resp)
 {
     struct closure *cl = arg;
     ((gr_ctrl_alter_isr_done_fn)cl->fn)(cl->opaque, resp);
     free(cl);
 }
 
-void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterIsrRequest *request,
+void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterPartitionRequest *request,
                               gr_ctrl_alter_isr_done_fn done, void *opaque)
 {
     struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);

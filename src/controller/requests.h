@@ -50,10 +50,10 @@ struct gr_ctrl_tp_result {
 
 /* ---- AlterIsr (key 56): processAlterIsr ---- */
 
-typedef void (*gr_ctrl_alter_isr_done_fn)(void *opaque, const struct AlterIsrResponse *resp);
+typedef void (*gr_ctrl_alter_isr_done_fn)(void *opaque, const struct AlterPartitionResponse *resp);
 /* request is borrowed until done is called. The response carries a top-level NOT_CONTROLLER when
  * this broker is not (or no longer) the active controller. */
-void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterIsrRequest *request,
+void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterPartitionRequest *request,
                               gr_ctrl_alter_isr_done_fn done, void *opaque);
 
 /* ---- ControlledShutdown (key 7): doControlledShutdown ---- */

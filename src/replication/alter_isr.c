@@ -189,7 +189,7 @@ static int send_batch(struct gr_alter_isr *a) {
     if (n == 0) return 0;
     struct gr_arena ar;
     gr_arena_init(&ar);
-    struct AlterIsrRequest *req = gr_proto_new(&ar, &gr_desc_AlterIsrRequest);
+    struct AlterPartitionRequest *req = gr_proto_new(&ar, &gr_desc_AlterPartitionRequest);
     req->BrokerId = a->cfg.broker_id;
     req->BrokerEpoch = a->ops->broker_epoch(a->ctx);
     req->TopicsCount = n;
@@ -197,13 +197,13 @@ static int send_batch(struct gr_alter_isr *a) {
     int k = 0;
     for (struct item *it = a->items; it; it = it->next) {
         if (!it->in_flight || it->cleared) continue;
-        struct AlterIsrRequest_TopicData *t = &req->Topics[k++];
-        t->Name = gr_arena_strdup(&ar, it->topic);
+        struct AlterPartitionRequest_TopicData *t = &req->Topics[k++];
+        t->TopicName = gr_arena_strdup(&ar, it->topic);
         t->PartitionsCount = 1;
         t->Partitions = gr_arena_alloc(&ar, sizeof *t->Partitions);
         t->Partitions[0].PartitionIndex = it->partition;
         t->Partitions[0].LeaderEpoch = it->leader_epoch;
-        t->Partitions[0].CurrentIsrVersion = it->zk_version;
+        t->Partitions[0].PartitionEpoch = it->zk_version;
         t->Partitions[0].NewIsrCount = it->n;
         t->Partitions[0].NewIsr = gr_arena_alloc(&ar, (size_t)(it->n + 1) * sizeof(int32_t));
         memcpy(t->Partitions[0].NewIsr, it->isr, (size_t)it->n * sizeof(int32_t));
@@ -213,8 +213,8 @@ static int send_batch(struct gr_alter_isr *a) {
     int rc = target_controller(a);
     uint8_t *frame = NULL;
     void *body = NULL;
-    if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_ISR, 0, req, 0, &ar, &body, &frame);
-    struct AlterIsrResponse *resp = body;
+    if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_PARTITION, 0, req, 0, &ar, &body, &frame);
+    struct AlterPartitionResponse *resp = body;
     if (rc == 0 && resp->ErrorCode != GR_KERR_NONE) {
         gr_warn(LOGGER, "[broker %d] controller answered AlterIsr with %s; retrying", a->cfg.broker_id,
                 gr_kerr_name(resp->ErrorCode));
@@ -233,17 +233,17 @@ static int send_batch(struct gr_alter_isr *a) {
     int nd = 0;
     if (rc == 0) {
         for (int t = 0; t < resp->TopicsCount; t++) {
-            const struct AlterIsrResponse_TopicData *td = &resp->Topics[t];
+            const struct AlterPartitionResponse_TopicData *td = &resp->Topics[t];
             for (int i = 0; i < td->PartitionsCount && nd < n; i++) {
-                const struct AlterIsrResponse_PartitionData *pd = &td->Partitions[i];
-                const char *topic = td->Name ? td->Name : "";
+                const struct AlterPartitionResponse_PartitionData *pd = &td->Partitions[i];
+                const char *topic = td->TopicName ? td->TopicName : "";
                 pthread_mutex_lock(&a->lock);
                 struct item *live = idx_find(a, topic, pd->PartitionIndex);
                 bool stale = !live || !live->in_flight;
                 pthread_mutex_unlock(&a->lock);
                 if (stale) continue;
                 int r = a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
-                                               pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->CurrentIsrVersion);
+                                               pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->PartitionEpoch);
                 dn[nd].topic = gr_strdup(topic);
                 dn[nd].partition = pd->PartitionIndex;
                 dn[nd].resend = r == -1;

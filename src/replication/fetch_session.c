@@ -323,8 +323,8 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
 }
 
 /* Kafka's CachedPartition.maybeUpdateResponseData (the decision part). */
-static bool must_respond(const struct FetchResponse_FetchablePartitionResponse *pr, int64_t hw, int64_t log_start) {
-    return pr->RecordSet.len > 0 || pr->HighWatermark != hw || pr->LogStartOffset != log_start ||
+static bool must_respond(const struct FetchResponse_PartitionData *pr, int64_t hw, int64_t log_start) {
+    return pr->Records.len > 0 || pr->HighWatermark != hw || pr->LogStartOffset != log_start ||
            pr->PreferredReadReplica >= 0 || pr->ErrorCode != GR_KERR_NONE;
 }
 
@@ -355,8 +355,8 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     for (int t = 0; t < full->TopicsCount && t < resp->ResponsesCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &full->Topics[t];
         const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
-        for (int i = 0; i < ft->PartitionsCount && i < tr->PartitionResponsesCount; i++) {
-            const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+        for (int i = 0; i < ft->PartitionsCount && i < tr->PartitionsCount; i++) {
+            const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
             struct cached_part *cp = add_part(s, ft->Topic, &ft->Partitions[i]);
             cp->hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;
             cp->local_log_start = pr->LogStartOffset;
@@ -384,16 +384,16 @@ static void finish_incremental(struct gr_fetch_session_cache *c, struct gr_fsc_c
     for (int t = 0; t < resp->ResponsesCount; t++) {
         struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         int w = 0;
-        for (int i = 0; i < tr->PartitionResponsesCount && k < ctx->n; i++, k++) {
-            keep[k] = must_respond(&tr->PartitionResponses[i], ctx->cached_hw[k], ctx->cached_log_start[k]);
-            if (keep[k]) tr->PartitionResponses[w++] = tr->PartitionResponses[i];
+        for (int i = 0; i < tr->PartitionsCount && k < ctx->n; i++, k++) {
+            keep[k] = must_respond(&tr->Partitions[i], ctx->cached_hw[k], ctx->cached_log_start[k]);
+            if (keep[k]) tr->Partitions[w++] = tr->Partitions[i];
         }
-        tr->PartitionResponsesCount = w;
+        tr->PartitionsCount = w;
     }
     /* drop topics left without partitions */
     int wt = 0;
     for (int t = 0; t < resp->ResponsesCount; t++)
-        if (resp->Responses[t].PartitionResponsesCount > 0) resp->Responses[wt++] = resp->Responses[t];
+        if (resp->Responses[t].PartitionsCount > 0) resp->Responses[wt++] = resp->Responses[t];
     resp->ResponsesCount = wt;
     resp->SessionId = ctx->session_id;
     pthread_mutex_lock(&c->mu);
@@ -405,8 +405,8 @@ static void finish_incremental(struct gr_fetch_session_cache *c, struct gr_fsc_c
         k = 0;
         for (int t = 0; t < resp->ResponsesCount; t++) {
             const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
-            for (int i = 0; i < tr->PartitionResponsesCount; i++) {
-                const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
+            for (int i = 0; i < tr->PartitionsCount; i++) {
+                const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
                 while (k < s->n && !keep[k]) k++;
                 if (k == s->n) break;
                 s->parts[k].hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;

@@ -23,7 +23,7 @@
 #define OFLE_VERSION 3
 #define LIST_OFFSETS_VERSION 5
 #define OPS(f) ((f)->fm->ops)
-/* ListOffsets timestamps (Kafka's ListOffsetRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP) */
+/* ListOffsets timestamps (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP) */
 #define LATEST_TIMESTAMP (-1)
 #define EARLIEST_TIMESTAMP (-2)
 
@@ -235,7 +235,7 @@ static int exchange(struct fetcher *f, int16_t api, int16_t ver, const void *bod
 
 /* Applies one OffsetForLeaderEpoch answer to fp; f->lock held. */
 static void apply_epoch_answer(struct fetcher *f, struct fpart *fp, int32_t asked_epoch,
-                               const struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *res) {
+                               const struct OffsetForLeaderEpochResponse_EpochEndOffset *res) {
     int64_t now = gr_mono_ms();
     if (res->ErrorCode != GR_KERR_NONE) {
         int64_t ms = part_backoff(f, fp, now);
@@ -311,10 +311,10 @@ static int do_truncation(struct fetcher *f) {
         struct fpart *fp = &f->parts[i];
         if (fp->state != F_TRUNCATING || fp->delay_until_ms > now) continue;
         struct OffsetForLeaderEpochRequest_OffsetForLeaderTopic *t = &req->Topics[k];
-        t->Name = gr_arena_strdup(&a, fp->topic);
+        t->Topic = gr_arena_strdup(&a, fp->topic);
         t->PartitionsCount = 1;
         t->Partitions = gr_arena_alloc(&a, sizeof *t->Partitions);
-        t->Partitions[0].PartitionIndex = fp->partition;
+        t->Partitions[0].Partition = fp->partition;
         t->Partitions[0].CurrentLeaderEpoch = fp->leader_epoch;
         asked[k] = OPS(f)->latest_epoch(fp->p);
         t->Partitions[0].LeaderEpoch = asked[k];
@@ -353,9 +353,9 @@ static int do_truncation(struct fetcher *f) {
         struct OffsetForLeaderEpochResponse *resp = body;
         for (int t = 0; t < resp->TopicsCount; t++) {
             for (int i = 0; i < resp->Topics[t].PartitionsCount; i++) {
-                const struct OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *res =
+                const struct OffsetForLeaderEpochResponse_EpochEndOffset *res =
                     &resp->Topics[t].Partitions[i];
-                struct fpart *fp = find_part(f, resp->Topics[t].Name ? resp->Topics[t].Name : "", res->PartitionIndex);
+                struct fpart *fp = find_part(f, resp->Topics[t].Topic ? resp->Topics[t].Topic : "", res->Partition);
                 if (!fp || fp->state != F_TRUNCATING) continue;
                 /* Only apply answers to what this request asked at the same leader epoch. */
                 if (fp->round == round && fp->asked_epoch == fp->leader_epoch)
@@ -375,7 +375,7 @@ static int leader_offset(struct fetcher *f, const char *topic, int32_t partition
                          int64_t *out) {
     struct gr_arena a;
     gr_arena_init(&a);
-    struct ListOffsetRequest *req = gr_proto_new(&a, &gr_desc_ListOffsetRequest);
+    struct ListOffsetsRequest *req = gr_proto_new(&a, &gr_desc_ListOffsetsRequest);
     req->ReplicaId = f->fm->cfg.broker_id;
     req->IsolationLevel = 0;
     req->TopicsCount = 1;
@@ -392,10 +392,10 @@ static int leader_offset(struct fetcher *f, const char *topic, int32_t partition
     int timeout = f->fm->cfg.socket_timeout_ms;
     int rc = exchange(f, GR_API_LIST_OFFSETS, LIST_OFFSETS_VERSION, req, &a, &body, &frame, timeout);
     if (rc == 0) {
-        struct ListOffsetResponse *resp = body;
+        struct ListOffsetsResponse *resp = body;
         rc = GR_EPROTO;
         if (resp->TopicsCount == 1 && resp->Topics[0].PartitionsCount == 1) {
-            const struct ListOffsetResponse_ListOffsetPartitionResponse *pr = &resp->Topics[0].Partitions[0];
+            const struct ListOffsetsResponse_ListOffsetsPartitionResponse *pr = &resp->Topics[0].Partitions[0];
             if (pr->ErrorCode == GR_KERR_NONE) {
                 *out = pr->Offset;
                 rc = 0;
@@ -530,9 +530,9 @@ static int do_fetch(struct fetcher *f) {
         now = gr_mono_ms();
         for (int t = 0; t < resp->ResponsesCount; t++) {
             const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
-            for (int i = 0; i < tr->PartitionResponsesCount; i++) {
-                const struct FetchResponse_FetchablePartitionResponse *pr = &tr->PartitionResponses[i];
-                struct fpart *fp = find_part(f, tr->Topic ? tr->Topic : "", pr->Partition);
+            for (int i = 0; i < tr->PartitionsCount; i++) {
+                const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
+                struct fpart *fp = find_part(f, tr->Topic ? tr->Topic : "", pr->PartitionIndex);
                 if (!fp || fp->state != F_FETCHING) continue;
                 if (fp->round != round || fp->asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 int64_t asked_offset = fp->asked_offset;
@@ -540,11 +540,11 @@ static int do_fetch(struct fetcher *f) {
                 case GR_KERR_NONE: {
                     fp->err_backoff_ms = 0;
                     fp->leader_hw = pr->HighWatermark;
-                    if (fp->throttled && OPS(f)->quota_record && pr->RecordSet.len > 0)
-                        OPS(f)->quota_record(f->fm->ctx, (size_t)pr->RecordSet.len);
+                    if (fp->throttled && OPS(f)->quota_record && pr->Records.len > 0)
+                        OPS(f)->quota_record(f->fm->ctx, (size_t)pr->Records.len);
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
-                    int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->RecordSet.p,
-                                                    pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0,
+                    int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->Records.p,
+                                                    pr->Records.len > 0 ? (size_t)pr->Records.len : 0,
                                                     pr->HighWatermark, pr->LogStartOffset);
                     if (arc == -ERANGE) {
                         /* Kafka delays a partition whose fetched data failed (fetchBackOffMs):

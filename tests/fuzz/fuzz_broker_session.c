@@ -543,7 +543,7 @@ static void s_create_topics(struct in *in, struct gr_arena *a, int c) {
     t->ReplicationFactor = (int16_t)((int)(u8(in) % 4) - 1);
     uint8_t nc = u8(in) % 3;
     t->ConfigsCount = nc;
-    t->Configs = NEWA(a, CreateTopicsRequest_CreateableTopicConfig, nc);
+    t->Configs = NEWA(a, CreateTopicsRequest_CreatableTopicConfig, nc);
     for (int i = 0; i < nc; i++) {
         t->Configs[i].Name = name_of(in, a, topic_keys, (int)(sizeof topic_keys / sizeof *topic_keys));
         t->Configs[i].Value = value_of(in, a);
@@ -623,14 +623,14 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
 static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
     static const int16_t v[] = {1, 2, 5};
     int16_t ver = ver_of(in, 2, v, 3);
-    struct ListOffsetRequest *r = new_(a, &gr_desc_ListOffsetRequest);
+    struct ListOffsetsRequest *r = new_(a, &gr_desc_ListOffsetsRequest);
     r->ReplicaId = -1;
     r->IsolationLevel = (int8_t)(u8(in) & 1);
     r->TopicsCount = 1;
-    r->Topics = NEWA(a, ListOffsetRequest_ListOffsetTopic, 1);
+    r->Topics = NEWA(a, ListOffsetsRequest_ListOffsetsTopic, 1);
     r->Topics[0].Name = topic_of(in, a);
     r->Topics[0].PartitionsCount = 1;
-    r->Topics[0].Partitions = NEWA(a, ListOffsetRequest_ListOffsetPartition, 1);
+    r->Topics[0].Partitions = NEWA(a, ListOffsetsRequest_ListOffsetsPartition, 1);
     r->Topics[0].Partitions[0].PartitionIndex = (int32_t)(u8(in) % 3);
     r->Topics[0].Partitions[0].CurrentLeaderEpoch = -1;
     uint8_t t = u8(in) % 4;
@@ -1078,7 +1078,7 @@ static void wait_ready(void) {
         ct->Topics[i].ReplicationFactor = 1;
     }
     ct->Topics[2].ConfigsCount = 1;
-    ct->Topics[2].Configs = NEWA(&a, CreateTopicsRequest_CreateableTopicConfig, 1);
+    ct->Topics[2].Configs = NEWA(&a, CreateTopicsRequest_CreatableTopicConfig, 1);
     ct->Topics[2].Configs[0].Name = "cleanup.policy";
     ct->Topics[2].Configs[0].Value = "compact";
     ct->TimeoutMs = 10000;

@@ -93,8 +93,8 @@ struct amsg {
     int32_t from;
     int from_inc;
     struct gr_arena arena;      /* request and (decoded copy of) response */
-    struct AlterIsrRequest *req;
-    struct AlterIsrResponse *resp;
+    struct AlterPartitionRequest *req;
+    struct AlterPartitionResponse *resp;
     int state;                  /* 0 on its way, 1 at the controller, 2 answered */
     bool abandoned;             /* the sender died while the controller held it */
     struct amsg *next;

@@ -534,7 +534,7 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
             p->has_replica = true;
             p->r_leader = ps->Leader;
             p->r_leader_epoch = ps->LeaderEpoch;
-            p->r_zk_version = ps->ZkVersion;
+            p->r_zk_version = ps->PartitionEpoch;
             p->alter_pending = false;
             free(p->r_isr);
             p->r_n_isr = ps->IsrCount > 0 ? ps->IsrCount : 0;
@@ -820,21 +820,21 @@ static void alter_send(struct sim *s, struct sbroker *b, struct sb_part *p, cons
     a->from = b->id;
     a->from_inc = b->incarnation;
     gr_arena_init(&a->arena);
-    struct AlterIsrRequest *rq = gr_proto_new(&a->arena, &gr_desc_AlterIsrRequest);
+    struct AlterPartitionRequest *rq = gr_proto_new(&a->arena, &gr_desc_AlterPartitionRequest);
     rq->BrokerId = b->id;
     rq->BrokerEpoch = gr_controller_broker_epoch(b->ctrl);
     rq->TopicsCount = 1;
     rq->Topics = gr_arena_alloc(&a->arena, sizeof *rq->Topics);
-    rq->Topics[0].Name = gr_arena_strdup(&a->arena, p->topic);
+    rq->Topics[0].TopicName = gr_arena_strdup(&a->arena, p->topic);
     rq->Topics[0].PartitionsCount = 1;
     rq->Topics[0].Partitions = gr_arena_alloc(&a->arena, sizeof *rq->Topics[0].Partitions);
-    struct AlterIsrRequest_PartitionData *pd = &rq->Topics[0].Partitions[0];
+    struct AlterPartitionRequest_PartitionData *pd = &rq->Topics[0].Partitions[0];
     pd->PartitionIndex = p->partition;
     pd->LeaderEpoch = p->r_leader_epoch;
     pd->NewIsrCount = n;
     pd->NewIsr = gr_arena_alloc(&a->arena, sizeof(int32_t) * (size_t)n);
     memcpy(pd->NewIsr, isr, sizeof(int32_t) * (size_t)n);
-    pd->CurrentIsrVersion = p->r_zk_version;
+    pd->PartitionEpoch = p->r_zk_version;
     a->req = rq;
     p->alter_pending = true;
     a->next = NULL;
@@ -935,7 +935,7 @@ struct sbroker *amsg_target(struct sim *s, struct amsg *a) {
 
 /* The controller's answer (on the controller's processing step, or when the event is dropped):
  * copied through the codec into the message's arena. */
-static void amsg_respond(void *arg, const struct AlterIsrResponse *resp) {
+static void amsg_respond(void *arg, const struct AlterPartitionResponse *resp) {
     struct amsg *a = arg;
     if (a->abandoned) {
         amsg_free(a);
@@ -943,11 +943,11 @@ static void amsg_respond(void *arg, const struct AlterIsrResponse *resp) {
     }
     struct gr_wbuf w;
     gr_wbuf_init(&w);
-    if (gr_proto_encode_body(GR_API_ALTER_ISR, true, 0, resp, &w) == 0) {
+    if (gr_proto_encode_body(GR_API_ALTER_PARTITION, true, 0, resp, &w) == 0) {
         struct gr_rbuf r;
         gr_rbuf_init(&r, w.p, w.len);
         void *body = NULL;
-        if (gr_proto_decode_body(GR_API_ALTER_ISR, true, 0, &r, &a->arena, &body) == 0) a->resp = body;
+        if (gr_proto_decode_body(GR_API_ALTER_PARTITION, true, 0, &r, &a->arena, &body) == 0) a->resp = body;
     }
     gr_wbuf_free(&w);
     a->state = 2;
@@ -972,9 +972,9 @@ void amsg_deliver(struct sim *s, struct amsg *a) {
 void amsg_drop(struct sim *s, struct amsg *a) {
     amsg_unlink(s, a);
     struct sbroker *b = broker_by_id(s, a->from);
-    const struct AlterIsrRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
+    const struct AlterPartitionRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
     struct sb_part *p = b && b->alive && b->incarnation == a->from_inc
-                            ? part_find(b, a->req->Topics[0].Name, pd->PartitionIndex, false)
+                            ? part_find(b, a->req->Topics[0].TopicName, pd->PartitionIndex, false)
                             : NULL;
     if (p) p->alter_pending = false;
     amsg_free(a);
@@ -983,16 +983,16 @@ void amsg_drop(struct sim *s, struct amsg *a) {
 void amsg_complete(struct sim *s, struct amsg *a) {
     amsg_unlink(s, a);
     struct sbroker *b = broker_by_id(s, a->from);
-    const struct AlterIsrResponse *r = a->resp;
-    const struct AlterIsrRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
+    const struct AlterPartitionResponse *r = a->resp;
+    const struct AlterPartitionRequest_PartitionData *pd = &a->req->Topics[0].Partitions[0];
     struct sb_part *p = b && b->alive && b->incarnation == a->from_inc
-                            ? part_find(b, a->req->Topics[0].Name, pd->PartitionIndex, false)
+                            ? part_find(b, a->req->Topics[0].TopicName, pd->PartitionIndex, false)
                             : NULL;
     if (p) {
         p->alter_pending = false;
         if (r && r->ErrorCode == GR_KERR_NONE && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1) {
-            const struct AlterIsrResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
-            /* Kafka 2.7's Partition.handleAlterIsrResponse gives up on FENCED_LEADER_EPOCH and
+            const struct AlterPartitionResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
+            /* Kafka 2.7's Partition.handleAlterPartitionResponse gives up on FENCED_LEADER_EPOCH and
              * stays pending until a LeaderAndIsr brings the new epoch (seed 15351: a leader of a
              * topic being deleted, which gets no LeaderAndIsr, re-proposed with its fenced epoch
              * forever). Kafka gives up on INVALID_UPDATE_VERSION too, but its AlterIsrManager
@@ -1005,7 +1005,7 @@ void amsg_complete(struct sim *s, struct amsg *a) {
                 free(p->r_isr);
                 p->r_n_isr = rp->IsrCount > 0 ? rp->IsrCount : 0;
                 p->r_isr = dup_ids(rp->Isr, rp->IsrCount);
-                p->r_zk_version = rp->CurrentIsrVersion;
+                p->r_zk_version = rp->PartitionEpoch;
             }
         }
     }

@@ -47,16 +47,16 @@ static struct FetchResponse *resp_for(const struct FetchRequest *r, const int64_
     if (!r->TopicsCount) return p;
     int n = r->Topics[0].PartitionsCount;
     p->Responses[0].Topic = "t";
-    p->Responses[0].PartitionResponsesCount = n;
-    p->Responses[0].PartitionResponses = gr_arena_alloc(&A, (size_t)(n + 1) * sizeof *p->Responses[0].PartitionResponses);
+    p->Responses[0].PartitionsCount = n;
+    p->Responses[0].Partitions = gr_arena_alloc(&A, (size_t)(n + 1) * sizeof *p->Responses[0].Partitions);
     for (int i = 0; i < n; i++) {
-        struct FetchResponse_FetchablePartitionResponse *x = &p->Responses[0].PartitionResponses[i];
+        struct FetchResponse_PartitionData *x = &p->Responses[0].Partitions[i];
         memset(x, 0, sizeof *x);
-        x->Partition = r->Topics[0].Partitions[i].Partition;
+        x->PartitionIndex = r->Topics[0].Partitions[i].Partition;
         x->HighWatermark = hw[i];
         x->LogStartOffset = 0;
         x->PreferredReadReplica = -1;
-        x->RecordSet.len = len[i];
+        x->Records.len = len[i];
     }
     return p;
 }
@@ -73,7 +73,7 @@ static void test_session_lifecycle(void) {
     struct FetchResponse *resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){5, 0});
     gr_fsc_finish(c, f, &ctx, resp, 0, &A);
     int32_t sid = resp->SessionId;
-    CHECK(sid > 0 && resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 2);
+    CHECK(sid > 0 && resp->ResponsesCount == 1 && resp->Responses[0].PartitionsCount == 2);
     int ns;
     int64_t np;
     gr_fsc_stats(c, &ns, &np);
@@ -85,8 +85,8 @@ static void test_session_lifecycle(void) {
     CHECK(f->Topics[0].Partitions[0].FetchOffset == 3 && f->Topics[0].Partitions[1].FetchOffset == 4);
     resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 1, &A);
-    CHECK(resp->SessionId == sid && resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 1 &&
-          resp->Responses[0].PartitionResponses[0].Partition == 1);
+    CHECK(resp->SessionId == sid && resp->ResponsesCount == 1 && resp->Responses[0].PartitionsCount == 1 &&
+          resp->Responses[0].Partitions[0].PartitionIndex == 1);
     /* nothing changed at all: an empty answer */
     f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 2, &A, &ctx);
     resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
@@ -116,8 +116,8 @@ static void test_session_lifecycle(void) {
     for (int i = 0; i < 3; i++) hw3[i] = f->Topics[0].Partitions[i].Partition == 1 ? 11 : 10;
     resp = resp_for(f, hw3, (const int32_t[]){0, 0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 4, &A);
-    CHECK(resp->ResponsesCount == 1 && resp->Responses[0].PartitionResponsesCount == 1 &&
-          resp->Responses[0].PartitionResponses[0].Partition == 2);
+    CHECK(resp->ResponsesCount == 1 && resp->Responses[0].PartitionsCount == 1 &&
+          resp->Responses[0].Partitions[0].PartitionIndex == 2);
 
     /* forgetting every partition closes the session (answered sessionless) */
     f = gr_fsc_begin(c, req(-1, sid, 4, NULL, NULL, 0, (const int32_t[]){0, 1, 2}, 3), 11, 5, &A, &ctx);

@@ -663,7 +663,7 @@ static void test_exact_frames(void)
 
     /* ApiVersions v3 response: response header v0 (no tag byte) even though flexible. */
     gr_wbuf_reset(&w);
-    struct ApiVersionsResponse_ApiVersionsResponseKey keys[1] = { { 18, 0, 3 } };
+    struct ApiVersionsResponse_ApiVersion keys[1] = { { 18, 0, 3 } };
     struct ApiVersionsResponse avr;
     gr_proto_init_struct(&gr_desc_ApiVersionsResponse, &avr);
     avr.ApiKeysCount = 1;
@@ -875,18 +875,18 @@ static void test_malformed(void)
     CHECKF(decode_req(vneg, sizeof(vneg), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
               hdr.RequestApiVersion == -1 && hdr.CorrelationId == 43,
           "version -1");
-    /* ApiVersions v4 (newer than ours): header parsed as v2, UNSUPPORTED_VERSION. */
-    static const uint8_t av4[] = { 0, 18, 0, 4, 0, 0, 0, 44, 0, 1, 'c', 0, 9, 9, 9 };
-    CHECKF(decode_req(av4, sizeof(av4), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
+    /* ApiVersions v5 (newer than the tables): header parsed as v2, UNSUPPORTED_VERSION. */
+    static const uint8_t av5[] = { 0, 18, 0, 5, 0, 0, 0, 44, 0, 1, 'c', 0, 9, 9, 9 };
+    CHECKF(decode_req(av5, sizeof(av5), &a, &hdr) == GR_PROTO_EUNSUPPORTED_VERSION &&
               hdr.CorrelationId == 44 && hdr.HeaderVersion == 2 && hdr.ClientId &&
               strcmp(hdr.ClientId, "c") == 0,
-          "ApiVersions v4");
-    CHECKF(decode_req(av4, 5, &a, &hdr) == GR_EPROTO, "short header");
+          "ApiVersions v5");
+    CHECKF(decode_req(av5, 5, &a, &hdr) == GR_EPROTO, "short header");
     CHECKF(gr_proto_api(-1) == NULL && gr_proto_api(999) == NULL && gr_proto_api(58) == NULL,
           "unknown keys");
     const struct gr_api_desc *md = gr_proto_api(GR_API_METADATA);
     CHECKF(md && strcmp(md->name, "Metadata") == 0 && md->min_version == 0 &&
-              md->max_version == 9 && md->flex_version == 9 &&
+              md->max_version == 12 && md->flex_version == 9 &&
               md->request == &gr_desc_MetadataRequest,
           "metadata api entry");
     CHECKF(gr_proto_response_header_version(GR_API_API_VERSIONS, 3) == 0 &&
@@ -905,7 +905,7 @@ static void test_malformed(void)
     mr.TopicsCount = 2; /* with a NULL array */
     CHECKF(gr_proto_encode_request(3, 1, 1, "c", &mr, &w) == -EINVAL && w.len == 0 && !w.err,
           "encode NULL array with count");
-    CHECKF(gr_proto_encode_request(3, 10, 1, "c", &mr, &w) == GR_PROTO_EUNSUPPORTED_VERSION,
+    CHECKF(gr_proto_encode_request(3, 13, 1, "c", &mr, &w) == GR_PROTO_EUNSUPPORTED_VERSION,
           "encode unsupported version");
     /* NULL body = all defaults (ApiVersions v0 has no fields anyway) */
     gr_wbuf_reset(&w);

@@ -41,26 +41,26 @@ static atomic_int g_zkv = 10;
 
 /* Fake controller: accept every AlterIsr as proposed, bump the zkVersion. */
 static void fake_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
-    struct AlterIsrRequest *r = body;
+    struct AlterPartitionRequest *r = body;
     atomic_fetch_add(&g_alter_isr_calls, 1);
-    struct AlterIsrResponse *resp = gr_api_new_response(req);
+    struct AlterPartitionResponse *resp = gr_api_new_response(req);
     resp->TopicsCount = r->TopicsCount;
     resp->Topics = gr_api_alloc(req, (size_t)(r->TopicsCount + 1) * sizeof *resp->Topics);
     for (int t = 0; t < r->TopicsCount; t++) {
-        resp->Topics[t].Name = r->Topics[t].Name;
+        resp->Topics[t].TopicName = r->Topics[t].TopicName;
         resp->Topics[t].PartitionsCount = r->Topics[t].PartitionsCount;
         resp->Topics[t].Partitions =
             gr_api_alloc(req, (size_t)(r->Topics[t].PartitionsCount + 1) * sizeof *resp->Topics[t].Partitions);
         for (int i = 0; i < r->Topics[t].PartitionsCount; i++) {
-            struct AlterIsrRequest_PartitionData *pd = &r->Topics[t].Partitions[i];
-            struct AlterIsrResponse_PartitionData *out = &resp->Topics[t].Partitions[i];
+            struct AlterPartitionRequest_PartitionData *pd = &r->Topics[t].Partitions[i];
+            struct AlterPartitionResponse_PartitionData *out = &resp->Topics[t].Partitions[i];
             out->PartitionIndex = pd->PartitionIndex;
             out->ErrorCode = 0;
             out->LeaderId = r->BrokerId;
             out->LeaderEpoch = pd->LeaderEpoch;
             out->IsrCount = pd->NewIsrCount;
             out->Isr = pd->NewIsr;
-            out->CurrentIsrVersion = atomic_fetch_add(&g_zkv, 1) + 1;
+            out->PartitionEpoch = atomic_fetch_add(&g_zkv, 1) + 1;
         }
     }
     gr_api_respond(req, resp);
@@ -189,21 +189,21 @@ static int16_t produce(int node, int16_t acks, const char *value, int64_t *base)
     struct ProduceRequest *r = gr_proto_new(&a, &gr_desc_ProduceRequest);
     r->Acks = acks;
     r->TimeoutMs = 1500;
-    r->TopicsCount = 1;
-    r->Topics = gr_arena_alloc(&a, sizeof *r->Topics);
-    r->Topics[0].Name = TOPIC;
-    r->Topics[0].PartitionsCount = 1;
-    r->Topics[0].Partitions = gr_arena_alloc(&a, sizeof *r->Topics[0].Partitions);
-    r->Topics[0].Partitions[0].PartitionIndex = 0;
-    r->Topics[0].Partitions[0].Records.p = batch;
-    r->Topics[0].Partitions[0].Records.len = (int32_t)blen;
+    r->TopicDataCount = 1;
+    r->TopicData = gr_arena_alloc(&a, sizeof *r->TopicData);
+    r->TopicData[0].Name = TOPIC;
+    r->TopicData[0].PartitionDataCount = 1;
+    r->TopicData[0].PartitionData = gr_arena_alloc(&a, sizeof *r->TopicData[0].PartitionData);
+    r->TopicData[0].PartitionData[0].Index = 0;
+    r->TopicData[0].PartitionData[0].Records.p = batch;
+    r->TopicData[0].PartitionData[0].Records.len = (int32_t)blen;
     void *resp = NULL;
     uint8_t *frame = NULL;
     int16_t err = -100;
     if (call(node, GR_API_PRODUCE, 7, r, &a, &resp, &frame) == 0) {
         struct ProduceResponse *pr = resp;
-        err = pr->Responses[0].Partitions[0].ErrorCode;
-        if (base) *base = pr->Responses[0].Partitions[0].BaseOffset;
+        err = pr->Responses[0].PartitionResponses[0].ErrorCode;
+        if (base) *base = pr->Responses[0].PartitionResponses[0].BaseOffset;
     }
     free(frame);
     free(batch);
@@ -237,13 +237,13 @@ static int16_t fetch(int node, int64_t offset, int32_t cur_epoch, int64_t *hw, i
     *nrecs = 0;
     if (call(node, GR_API_FETCH, g_fetch_version, r, &a, &resp, &frame) == 0) {
         struct FetchResponse *fr = resp;
-        struct FetchResponse_FetchablePartitionResponse *pr = &fr->Responses[0].PartitionResponses[0];
+        struct FetchResponse_PartitionData *pr = &fr->Responses[0].Partitions[0];
         err = pr->ErrorCode;
         *hw = pr->HighWatermark;
         struct gr_batch_iter it;
         struct gr_batch_info bi;
         const uint8_t *bp;
-        gr_batch_iter_init(&it, pr->RecordSet.p, pr->RecordSet.len > 0 ? (size_t)pr->RecordSet.len : 0);
+        gr_batch_iter_init(&it, pr->Records.p, pr->Records.len > 0 ? (size_t)pr->Records.len : 0);
         while (gr_batch_iter_next(&it, &bi, &bp) == 1) {
             struct gr_batch_rec_iter ri;
             struct gr_batch_rec_view rv;
@@ -266,7 +266,7 @@ static int16_t fetch(int node, int64_t offset, int32_t cur_epoch, int64_t *hw, i
 static int16_t list_offset(int node, int64_t ts, int64_t *off) {
     struct gr_arena a;
     gr_arena_init(&a);
-    struct ListOffsetRequest *r = gr_proto_new(&a, &gr_desc_ListOffsetRequest);
+    struct ListOffsetsRequest *r = gr_proto_new(&a, &gr_desc_ListOffsetsRequest);
     r->ReplicaId = -1;
     r->TopicsCount = 1;
     r->Topics = gr_arena_alloc(&a, sizeof *r->Topics);
@@ -279,7 +279,7 @@ static int16_t list_offset(int node, int64_t ts, int64_t *off) {
     uint8_t *frame = NULL;
     int16_t err = -100;
     if (call(node, GR_API_LIST_OFFSETS, 5, r, &a, &resp, &frame) == 0) {
-        struct ListOffsetResponse *lr = resp;
+        struct ListOffsetsResponse *lr = resp;
         err = lr->Topics[0].Partitions[0].ErrorCode;
         *off = lr->Topics[0].Partitions[0].Offset;
     }
@@ -312,7 +312,7 @@ static bool isr_size_is(void *arg) {
 
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
-    CHECK(gr_apis_set_test_handler(GR_API_ALTER_ISR, fake_alter_isr) == 0);
+    CHECK(gr_apis_set_test_handler(GR_API_ALTER_PARTITION, fake_alter_isr) == 0);
     for (int i = 0; i < NB; i++) node_start(i);
     update_metadata_all();
 
@@ -466,7 +466,7 @@ int main(void) {
     }
 
     for (int i = 0; i < NB; i++) node_stop(i);
-    gr_apis_set_test_handler(GR_API_ALTER_ISR, NULL);
+    gr_apis_set_test_handler(GR_API_ALTER_PARTITION, NULL);
     if (test_failures) fprintf(stderr, "test_replica_manager: %d failures\n", test_failures);
     else printf("test_replica_manager: ok\n");
     return test_failures ? 1 : 0;

@@ -230,7 +230,7 @@ static void test_order_and_fanout(void) {
     CHECK(l->TopicStatesCount == 1 && strcmp(l->TopicStates[0].TopicName, "a") == 0);
     const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &l->TopicStates[0].PartitionStates[0];
     CHECK(l->TopicStates[0].PartitionStatesCount == 1);
-    CHECK(ps->PartitionIndex == 0 && ps->Leader == 1 && ps->LeaderEpoch == 4 && ps->ZkVersion == 9);
+    CHECK(ps->PartitionIndex == 0 && ps->Leader == 1 && ps->LeaderEpoch == 4 && ps->PartitionEpoch == 9);
     CHECK(ps->ControllerEpoch == 5 && ps->IsrCount == 2 && ps->Isr[0] == 1 && ps->Isr[1] == 2);
     CHECK(ps->ReplicasCount == 3 && ps->Replicas[2] == 4);
     CHECK(ps->IsNew);
@@ -427,13 +427,13 @@ static void test_later_add_wins(void) {
     const struct LeaderAndIsrRequest *l = sent[0].req;
     CHECK(sent[0].broker == 1 && l->TopicStatesCount == 1 && l->TopicStates[0].PartitionStatesCount == 2);
     const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *a0 = &l->TopicStates[0].PartitionStates[0];
-    CHECK(a0->PartitionIndex == 0 && a0->Leader == 2 && a0->LeaderEpoch == 8 && a0->ZkVersion == 12 && a0->IsNew);
+    CHECK(a0->PartitionIndex == 0 && a0->Leader == 2 && a0->LeaderEpoch == 8 && a0->PartitionEpoch == 12 && a0->IsNew);
     CHECK(l->TopicStates[0].PartitionStates[1].PartitionIndex == 1 && l->TopicStates[0].PartitionStates[1].Leader == 1);
     l = sent[1].req;
     CHECK(sent[1].broker == 2 && l->TopicStates[0].PartitionStatesCount == 2);
     a0 = &l->TopicStates[0].PartitionStates[0];
-    CHECK(a0->Leader == 1 && a0->ZkVersion == 11 && a0->IsNew); /* only one add for (2, a-0) */
-    CHECK(l->TopicStates[0].PartitionStates[1].Leader == 1 && l->TopicStates[0].PartitionStates[1].ZkVersion == 11 &&
+    CHECK(a0->Leader == 1 && a0->PartitionEpoch == 11 && a0->IsNew); /* only one add for (2, a-0) */
+    CHECK(l->TopicStates[0].PartitionStates[1].Leader == 1 && l->TopicStates[0].PartitionStates[1].PartitionEpoch == 11 &&
           !l->TopicStates[0].PartitionStates[1].IsNew);
     const struct UpdateMetadataRequest *u = sent[2].req;
     CHECK(u->TopicStatesCount == 1 && u->TopicStates[0].PartitionStatesCount == 2);

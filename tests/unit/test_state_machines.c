@@ -239,13 +239,13 @@ static void test_retry_fencing_invalid(void) {
     teardown();
 }
 
-static struct AlterIsrResponse last_resp;
+static struct AlterPartitionResponse last_resp;
 static int n_resp;
 static int32_t last_isr_version;
-static void capture(void *arg, const struct AlterIsrResponse *r) {
+static void capture(void *arg, const struct AlterPartitionResponse *r) {
     (void)arg;
     last_resp = *r;
-    last_isr_version = r->TopicsCount > 0 && r->Topics[0].PartitionsCount > 0 ? r->Topics[0].Partitions[0].CurrentIsrVersion : -99;
+    last_isr_version = r->TopicsCount > 0 && r->Topics[0].PartitionsCount > 0 ? r->Topics[0].Partitions[0].PartitionEpoch : -99;
     n_resp++;
 }
 
@@ -271,10 +271,10 @@ static void test_alter_isr(void) {
     CHECK(gr_alter_isr_check_partition(p, 1, 0, isr12, 2, 0, &already) == GR_KERR_NONE && !already);
 
     /* a real shrink through the event path */
-    struct AlterIsrRequest_PartitionData pd = {.PartitionIndex = 0, .LeaderEpoch = 0, .NewIsrCount = 2,
-                                               .NewIsr = isr12, .CurrentIsrVersion = 0};
-    struct AlterIsrRequest_TopicData td = {.Name = (char *)"a", .PartitionsCount = 1, .Partitions = &pd};
-    struct AlterIsrRequest req = {.BrokerId = 1, .BrokerEpoch = 101, .TopicsCount = 1, .Topics = &td};
+    struct AlterPartitionRequest_PartitionData pd = {.PartitionIndex = 0, .LeaderEpoch = 0, .NewIsrCount = 2,
+                                               .NewIsr = isr12, .PartitionEpoch = 0};
+    struct AlterPartitionRequest_TopicData td = {.TopicName = (char *)"a", .PartitionsCount = 1, .Partitions = &pd};
+    struct AlterPartitionRequest req = {.BrokerId = 1, .BrokerEpoch = 101, .TopicsCount = 1, .Topics = &td};
     struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
     ev->broker_id = 1;
     ev->broker_epoch = 101;
@@ -297,7 +297,7 @@ static void test_alter_isr(void) {
     /* stale version now, then a stale broker epoch, then an unanswered event answers NOT_CONTROLLER */
     struct gr_arena a;
     gr_arena_init(&a);
-    struct AlterIsrResponse resp;
+    struct AlterPartitionResponse resp;
     memset(&resp, 0, sizeof resp);
     CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.ErrorCode == 0 && resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_NONE); /* already applied */
@@ -306,7 +306,7 @@ static void test_alter_isr(void) {
     CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION);
     CHECK(gr_ctrl_process_alter_isr(&sm, 1, 99, &req, &a, &resp) == 0 && resp.ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
-    pd.CurrentIsrVersion = 1;
+    pd.PartitionEpoch = 1;
     zk->bump_before_multi = gr_strdup("/brokers/topics/a/partitions/0/state");
     CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION); /* BADVERSION in ZooKeeper */
