@@ -9,11 +9,11 @@ partitions each, RF 2, replicas alternating [1,2] / [2,1].
 1. Reassignment: every partition moves to [3,4] with one `gregorctl reassign execute` (one
    AlterPartitionReassignments request). Figures: the time the request took (controller: phase U
    for every partition + phase A), and the time until every /brokers/topics/T shows the final
-   replicas with no adding/removing replicas (the new replicas joined the ISR through AlterIsr,
+   replicas with no adding/removing replicas (the new replicas joined the ISR through AlterPartition,
    phase B ran: leader moved, old replicas stopped and deleted). Throughput = partitions / that.
    Load-independent figures from the same window: the controller process's CPU time (user+sys),
    the /brokers/topics/T writes (znode version growth), the LeaderAndIsr / StopReplica requests
-   the controller sent and its AlterIsr events (its log), and how fast brokers 3 and 4 created the
+   the controller sent and its AlterPartition events (its log), and how fast brokers 3 and 4 created the
    new replicas' logs (completion cannot run ahead of that).
 2. Preferred election: leaders are knocked off their preferred replica (broker 3 restarted), then
    `gregorctl elect-leaders --election-type preferred --all-topic-partitions`. Figures: the
@@ -160,11 +160,11 @@ def main():
             text = fh.read()
         lai = text.count("Sending LeaderAndIsr request to broker")
         stop = text.count("Sending StopReplica request for")
-        events = text.count("Processing event AlterIsrReceived")
+        events = text.count("Processing event AlterPartitionReceived")
         created = {b.id: log_times(b, "Created log", log_from if b is ctl_b else None) for b in (cluster[3], cluster[4])}
         print(f"  controller {ctl_id}: {cpu:.2f} s CPU (user+sys, whole process) from the request to the end; "
               f"{writes} topic znode writes for {args.topics} topics; {lai} LeaderAndIsr and {stop} StopReplica "
-              f"requests sent; {events} AlterIsr events")
+              f"requests sent; {events} AlterPartition events")
         for bid, (n, first, last) in created.items():
             if n:
                 print(f"  broker {bid}: created {n} logs in {last - first:.1f} s ({n / max(last - first, 1e-3):.0f}/s): "

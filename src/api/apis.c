@@ -24,7 +24,7 @@
 #define RM GR_API_NEEDS_REPLICA_MANAGER
 
 /* The table (contract in apis.h), indexed by api key. Versions are what Gregor implements of
- * Kafka 2.7's ranges. */
+ * Kafka's ranges (the codec's tables know Kafka 3.9's; only these are served and advertised). */
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
     [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
@@ -43,7 +43,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_UPDATE_METADATA] = {0, 6, gr_handle_update_metadata, 0},
     /* broker -> controller: controller/requests.h */
     [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
-    [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_isr, 0},
+    [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_partition, 0},
     /* groups: coordinator/ */
     [GR_API_OFFSET_COMMIT] = {0, 8, gr_handle_offset_commit, 0},
     [GR_API_OFFSET_FETCH] = {0, 7, gr_handle_offset_fetch, 0},

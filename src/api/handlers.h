@@ -51,9 +51,9 @@ GR_API_HANDLER(gr_handle_txn_offset_commit);
 struct InitProducerIdRequest;
 void gr_txn_handle_init_producer_id(struct gr_broker *b, struct gr_api_req *req, const struct InitProducerIdRequest *r);
 /* requests to the controller, through controller/requests.h: handle_controlled_shutdown.c,
- * handle_alter_isr.c, handle_elect_leaders.c, handle_reassignments.c */
+ * handle_alter_partition.c, handle_elect_leaders.c, handle_reassignments.c */
 GR_API_HANDLER(gr_handle_controlled_shutdown);
-GR_API_HANDLER(gr_handle_alter_isr);
+GR_API_HANDLER(gr_handle_alter_partition);
 GR_API_HANDLER(gr_handle_elect_leaders);
 GR_API_HANDLER(gr_handle_update_features);
 GR_API_HANDLER(gr_handle_alter_partition_reassignments);

@@ -77,7 +77,7 @@ int32_t gr_quota_throttle(struct gr_broker *b, struct gr_api_req *req, enum gr_q
  * just before a response goes out: records the handler's thread time (now - dispatch, when
  * answered on the dispatching thread; 0 for deferred answers) for the client and, when over its
  * quota, throttles the channel (at most one window) and raises the response's ThrottleTimeMs (body
- * may be NULL). Cluster actions (controller requests, AlterIsr, follower Fetch) and ApiVersions are
+ * may be NULL). Cluster actions (controller requests, AlterPartition, follower Fetch) and ApiVersions are
  * exempt, as in Kafka. */
 void gr_quota_on_response(struct gr_api_req *req, void *body, bool on_dispatch_thread);
 

@@ -1258,14 +1258,14 @@ static bool response_of_earlier_term(struct gr_controller *c, struct gr_ctrl_eve
 }
 
 /* Events after which a partition's ISR (or leader) may have changed, so a reassignment may be
- * complete (TRS within the ISR). Kafka checks only ISR changes reported by leaders (AlterIsr, ISR
+ * complete (TRS within the ISR). Kafka checks only ISR changes reported by leaders (AlterPartition, ISR
  * change notifications); but the controller shrinks ISRs itself when a replica goes offline, and an
  * unclean election sets the ISR to [leader]: a reassignment whose removed replica failed would
- * wait for the next AlterIsr, which may never come. */
+ * wait for the next AlterPartition, which may never come. */
 static bool may_change_isr(int type) {
     switch (type) {
     case GR_EV_ISR_CHANGE_NOTIFICATION:
-    case GR_EV_ALTER_ISR_RECEIVED:
+    case GR_EV_ALTER_PARTITION_RECEIVED:
     case GR_EV_BROKER_CHANGE:
     case GR_EV_LEADER_AND_ISR_RESPONSE: /* replicas on offline log dirs */
     case GR_EV_CONTROLLED_SHUTDOWN:
@@ -1373,9 +1373,9 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     case GR_EV_SHUTDOWN_EVENT_THREAD:
         CERROR(c, "Received a ShutdownEventThread event. This type of event is supposed to be handle by ControllerEventThread");
         break;
-    case GR_EV_ALTER_ISR_RECEIVED:
-        if (!is_active(c)) gr_ctrl_alter_isr_fail(ev->payload, GR_KERR_NOT_CONTROLLER);
-        else rc = gr_ctrl_alter_isr_complete(&c->sm, ev);
+    case GR_EV_ALTER_PARTITION_RECEIVED:
+        if (!is_active(c)) gr_ctrl_alter_partition_fail(ev->payload, GR_KERR_NOT_CONTROLLER);
+        else rc = gr_ctrl_alter_partition_complete(&c->sm, ev);
         break;
     case GR_EV_LEADER_AND_ISR_RESPONSE:
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);

@@ -21,7 +21,7 @@
  * The work is split over modules named after Kafka's: the partition and replica state machines
  * (partition_sm.h, replica_sm.h, states.h), the request batch and the channel manager
  * (request_batch.h, channel_manager.h), onBrokerStartup / onBrokerFailure /
- * onNewPartitionCreation and AlterIsr (flows.h), log-dir failures (offline_dirs.h), topic deletion
+ * onNewPartitionCreation and AlterPartition (flows.h), log-dir failures (offline_dirs.h), topic deletion
  * (topic_deletion.h), reassignment (reassignment.h), preferred and auto leader election
  * (leader_balance.h), controlled shutdown (controlled_shutdown.h). Request handlers reach the
  * controller only through its front door (requests.h).

@@ -94,7 +94,7 @@ static const struct {
                                                  GR_CS_ALTER_PARTITION_REASSIGNMENT},
     [GR_EV_LIST_PARTITION_REASSIGNMENTS] = {"ListPartitionReassignments", GR_CS_LIST_PARTITION_REASSIGNMENT},
     [GR_EV_ISR_CHANGE_NOTIFICATION] = {"IsrChangeNotification", GR_CS_ISR_CHANGE},
-    [GR_EV_ALTER_ISR_RECEIVED] = {"AlterIsrReceived", GR_CS_ISR_CHANGE},
+    [GR_EV_ALTER_PARTITION_RECEIVED] = {"AlterPartitionReceived", GR_CS_ISR_CHANGE},
     [GR_EV_LOG_DIR_EVENT_NOTIFICATION] = {"LogDirEventNotification", GR_CS_LOG_DIR_CHANGE},
     [GR_EV_LEADER_AND_ISR_RESPONSE] = {"LeaderAndIsrResponseReceived", GR_CS_LEADER_AND_ISR_RESPONSE_RECEIVED},
     [GR_EV_UPDATE_METADATA_RESPONSE] = {"UpdateMetadataResponseReceived",

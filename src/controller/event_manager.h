@@ -74,7 +74,7 @@ enum gr_ctrl_event_type {
     GR_EV_PARTITION_REASSIGNMENT_ISR_CHANGE, /* topic, partition */
     GR_EV_LIST_PARTITION_REASSIGNMENTS,
     GR_EV_ISR_CHANGE_NOTIFICATION,
-    GR_EV_ALTER_ISR_RECEIVED,         /* broker_id, payload */
+    GR_EV_ALTER_PARTITION_RECEIVED,         /* broker_id, payload */
     GR_EV_LOG_DIR_EVENT_NOTIFICATION,
     GR_EV_LEADER_AND_ISR_RESPONSE,    /* broker_id, payload */
     GR_EV_UPDATE_METADATA_RESPONSE,   /* broker_id, payload */
@@ -98,8 +98,8 @@ typedef void (*gr_ctrl_event_fn)(struct gr_ctrl_event *ev);
 struct gr_ctrl_event {
     enum gr_ctrl_event_type type;
     int64_t enqueue_ms;   /* set by put from the manager's clock */
-    int32_t broker_id;    /* BrokerModifications, responses, ControlledShutdown, AlterIsr */
-    int64_t broker_epoch; /* ControlledShutdown, AlterIsr */
+    int32_t broker_id;    /* BrokerModifications, responses, ControlledShutdown, AlterPartition */
+    int64_t broker_epoch; /* ControlledShutdown, AlterPartition */
     int32_t partition;    /* PartitionReassignmentIsrChange */
     char *topic;          /* owned; freed with the event */
     void *payload;        /* type-specific; freed by payload_free (if set) with the event */

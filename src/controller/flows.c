@@ -295,25 +295,25 @@ int gr_ctrl_process_isr_change_notification(struct gr_ctrl_sm *sm) {
     return rc;
 }
 
-/* ---- AlterIsr ---- */
+/* ---- AlterPartition ---- */
 
-int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch) {
+int16_t gr_alter_partition_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch) {
     struct gr_ctrl_broker *b = gr_ctrl_ctx_broker(ctx, broker_id);
     if (!b) {
-        gr_info(LOGGER, "Ignoring AlterIsr due to unknown broker %d", broker_id);
+        gr_info(LOGGER, "Ignoring AlterPartition due to unknown broker %d", broker_id);
         return GR_KERR_STALE_BROKER_EPOCH;
     }
     if (b->epoch != broker_epoch) {
-        gr_info(LOGGER, "Ignoring AlterIsr due to stale broker epoch %lld for broker %d", (long long)broker_epoch,
+        gr_info(LOGGER, "Ignoring AlterPartition due to stale broker epoch %lld for broker %d", (long long)broker_epoch,
                 broker_id);
         return GR_KERR_STALE_BROKER_EPOCH;
     }
     return GR_KERR_NONE;
 }
 
-int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
-                                     const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
-                                     bool *already) {
+int16_t gr_alter_partition_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
+                                           const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
+                                           bool *already) {
     *already = false;
     if (!p || !p->has_state) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     if (leader_epoch < p->lai.leader_epoch) return GR_KERR_FENCED_LEADER_EPOCH;
@@ -341,9 +341,9 @@ static void fill_partition_ok(struct gr_arena *a, struct AlterPartitionResponse_
     d->PartitionEpoch = l->zk_version;
 }
 
-/* One AlterIsr request's work: the ISR writes (items[i] answered in out[i], state lais[i]) and
+/* One AlterPartition request's work: the ISR writes (items[i] answered in out[i], state lais[i]) and
  * every partition named (for the UpdateMetadata). */
-struct alter_isr_batch {
+struct alter_partition_batch {
     struct gr_kzk_leader_and_isr *lais;
     struct gr_kzk_state_write *items;
     struct AlterPartitionResponse_PartitionData **out;
@@ -354,9 +354,9 @@ struct alter_isr_batch {
 
 /* One partition of the request: answered now (error, or "already" with the current state) or
  * queued as a write in b. */
-static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const char *topic,
-                                const struct AlterPartitionRequest_PartitionData *rp, struct gr_arena *a,
-                                struct AlterPartitionResponse_PartitionData *op, struct alter_isr_batch *b) {
+static void alter_partition_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const char *topic,
+                                      const struct AlterPartitionRequest_PartitionData *rp, struct gr_arena *a,
+                                      struct AlterPartitionResponse_PartitionData *op, struct alter_partition_batch *b) {
     gr_proto_init_struct(&gr_desc_AlterPartitionResponse_PartitionData, op);
     op->PartitionIndex = rp->PartitionIndex;
     if (!topic) {
@@ -367,8 +367,8 @@ static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const 
     struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, rp->PartitionIndex);
     int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
     bool already;
-    int16_t err = gr_alter_isr_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr, rp->PartitionEpoch,
-                                               &already);
+    int16_t err = gr_alter_partition_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr,
+                                                     rp->PartitionEpoch, &already);
     if (err != GR_KERR_NONE) {
         op->ErrorCode = err;
         return;
@@ -390,7 +390,7 @@ static void alter_isr_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const 
 
 /* Writes the queued ISRs and answers each; the context caches what was written. Returns 0 or
  * GR_ECONTROLLER_MOVED. */
-static int alter_isr_write(struct gr_ctrl_sm *sm, struct alter_isr_batch *b, struct gr_arena *a) {
+static int alter_partition_write(struct gr_ctrl_sm *sm, struct alter_partition_batch *b, struct gr_arena *a) {
     gr_debug(LOGGER, "Updating ISRs for %d partitions.", b->n_items);
     struct gr_kzk_write_result *res = gr_calloc((size_t)b->n_items, sizeof *res);
     int rc = gr_kzk_update_partition_states(sm->kzk, sm->ctx->epoch_zk_version, b->items, b->n_items, res);
@@ -420,9 +420,10 @@ static int alter_isr_write(struct gr_ctrl_sm *sm, struct alter_isr_batch *b, str
     return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }
 
-int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
-                              const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp) {
-    resp->ErrorCode = gr_alter_isr_check_broker(sm->ctx, broker_id, broker_epoch);
+int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+                                    const struct AlterPartitionRequest *req, struct gr_arena *a,
+                                    struct AlterPartitionResponse *resp) {
+    resp->ErrorCode = gr_alter_partition_check_broker(sm->ctx, broker_id, broker_epoch);
     resp->TopicsCount = 0;
     resp->Topics = NULL;
     if (resp->ErrorCode != GR_KERR_NONE) return 0;
@@ -430,10 +431,10 @@ int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t 
     size_t n_total = 1;
     for (int t = 0; t < n_topics; t++)
         if (req->Topics[t].PartitionsCount > 0) n_total += (size_t)req->Topics[t].PartitionsCount;
-    struct alter_isr_batch b = {.lais = gr_calloc(n_total, sizeof *b.lais),
-                                .items = gr_calloc(n_total, sizeof *b.items),
-                                .out = gr_calloc(n_total, sizeof *b.out),
-                                .all = gr_calloc(n_total, sizeof *b.all)};
+    struct alter_partition_batch b = {.lais = gr_calloc(n_total, sizeof *b.lais),
+                                      .items = gr_calloc(n_total, sizeof *b.items),
+                                      .out = gr_calloc(n_total, sizeof *b.out),
+                                      .all = gr_calloc(n_total, sizeof *b.all)};
     resp->TopicsCount = n_topics;
     resp->Topics = gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *resp->Topics);
     for (int t = 0; t < n_topics; t++) {
@@ -444,9 +445,9 @@ int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t 
         ot->PartitionsCount = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
         ot->Partitions = gr_arena_alloc(a, (size_t)(ot->PartitionsCount ? ot->PartitionsCount : 1) * sizeof *ot->Partitions);
         for (int i = 0; i < ot->PartitionsCount; i++)
-            alter_isr_partition(sm, broker_id, rt->TopicName, &rt->Partitions[i], a, &ot->Partitions[i], &b);
+            alter_partition_partition(sm, broker_id, rt->TopicName, &rt->Partitions[i], a, &ot->Partitions[i], &b);
     }
-    int ret = b.n_items ? alter_isr_write(sm, &b, a) : 0;
+    int ret = b.n_items ? alter_partition_write(sm, &b, a) : 0;
     if (ret == GR_ECONTROLLER_MOVED) {
         resp->ErrorCode = GR_KERR_NOT_CONTROLLER;
         resp->TopicsCount = 0;
@@ -461,37 +462,38 @@ int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t 
     return ret;
 }
 
-static void alter_isr_answer(struct gr_ctrl_alter_isr_payload *pl, const struct AlterPartitionResponse *resp) {
+static void alter_partition_answer(struct gr_ctrl_alter_partition_payload *pl,
+                                   const struct AlterPartitionResponse *resp) {
     if (pl->responded) return;
     pl->responded = true;
     if (pl->respond) pl->respond(pl->arg, resp);
 }
 
-void gr_ctrl_alter_isr_fail(struct gr_ctrl_alter_isr_payload *pl, int16_t error) {
+void gr_ctrl_alter_partition_fail(struct gr_ctrl_alter_partition_payload *pl, int16_t error) {
     struct AlterPartitionResponse resp;
     gr_proto_init_struct(&gr_desc_AlterPartitionResponse, &resp);
     resp.ErrorCode = error;
     resp.TopicsCount = 0;
     resp.Topics = NULL;
-    alter_isr_answer(pl, &resp);
+    alter_partition_answer(pl, &resp);
 }
 
-void gr_ctrl_alter_isr_payload_free(void *payload) {
-    struct gr_ctrl_alter_isr_payload *pl = payload;
+void gr_ctrl_alter_partition_payload_free(void *payload) {
+    struct gr_ctrl_alter_partition_payload *pl = payload;
     if (!pl) return;
-    if (!pl->responded) gr_ctrl_alter_isr_fail(pl, GR_KERR_NOT_CONTROLLER);
+    if (!pl->responded) gr_ctrl_alter_partition_fail(pl, GR_KERR_NOT_CONTROLLER);
     free(pl);
 }
 
-int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
-    struct gr_ctrl_alter_isr_payload *pl = ev->payload;
+int gr_ctrl_alter_partition_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev) {
+    struct gr_ctrl_alter_partition_payload *pl = ev->payload;
     if (!pl || pl->responded) return 0;
     struct gr_arena a;
     gr_arena_init(&a);
     struct AlterPartitionResponse resp;
     gr_proto_init_struct(&gr_desc_AlterPartitionResponse, &resp);
-    int rc = gr_ctrl_process_alter_isr(sm, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
-    alter_isr_answer(pl, &resp);
+    int rc = gr_ctrl_process_alter_partition(sm, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
+    alter_partition_answer(pl, &resp);
     gr_arena_free(&a);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* The controller flows built on the state machines (Kafka 2.7's KafkaController):
  * new partitions, broker start-up / failure (incl. bounced brokers), failover steps 6-7,
- * ISR change notifications, AlterIsr, and the response events of control requests.
+ * ISR change notifications, AlterPartition, and the response events of control requests.
  *
  * All functions run on the controller's event thread over a struct gr_ctrl_sm. They return 0, or
  * GR_ECONTROLLER_MOVED when a guarded ZooKeeper write found /controller_epoch changed: the caller
@@ -60,11 +60,11 @@ int gr_ctrl_failover_start_state_machines(struct gr_ctrl_sm *sm);
  * to all brokers, deletes the processed notifications (guarded). */
 int gr_ctrl_process_isr_change_notification(struct gr_ctrl_sm *sm);
 
-/* ---- AlterIsr (reference §7) ---- */
+/* ---- AlterPartition (reference §7) ---- */
 
 /* Broker-level check: STALE_BROKER_EPOCH when the broker is unknown or broker_epoch differs from
  * the cached one, else NONE. */
-int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch);
+int16_t gr_alter_partition_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch);
 
 /* Partition-level check of one requested ISR (p may be NULL = unknown partition):
  *   UNKNOWN_TOPIC_OR_PARTITION  no leadership info
@@ -75,35 +75,35 @@ int16_t gr_alter_isr_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id
  *   INVALID_REQUEST             a new ISR member is not an assigned replica (not checked by Kafka
  *                               2.7: a leader that missed a reassignment could re-add a removed one)
  *   NONE with *already = false  write it. */
-int16_t gr_alter_isr_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
-                                     const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
-                                     bool *already);
+int16_t gr_alter_partition_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
+                                           const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
+                                           bool *already);
 
-/* processAlterIsr for an active controller: fills resp (initialised by the caller, arrays
+/* processAlterPartition for an active controller: fills resp (initialised by the caller, arrays
  * allocated in a). Accepted ISRs are written with the same leader epoch and leader = broker_id
  * through guarded conditional updates (BADVERSION -> INVALID_UPDATE_VERSION), cached, answered
  * with the new zkVersion; UpdateMetadata for every requested partition goes to all brokers.
  * Returns 0, or GR_ECONTROLLER_MOVED (resp carries NOT_CONTROLLER). */
-int gr_ctrl_process_alter_isr(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
-                              const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp);
+int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+                                    const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp);
 
-/* The payload of an AlterIsrReceived event (GR_EV_ALTER_ISR_RECEIVED, broker_id and broker_epoch
+/* The payload of an AlterPartitionReceived event (GR_EV_ALTER_PARTITION_RECEIVED, broker_id and broker_epoch
  * set on the event). respond is called exactly once with the response: by
- * gr_ctrl_alter_isr_complete on the event thread, or by the payload's free function (NOT_CONTROLLER)
+ * gr_ctrl_alter_partition_complete on the event thread, or by the payload's free function (NOT_CONTROLLER)
  * if the event is dropped or preempted. */
-struct gr_ctrl_alter_isr_payload {
+struct gr_ctrl_alter_partition_payload {
     const struct AlterPartitionRequest *request; /* borrowed until respond is called */
     void (*respond)(void *arg, const struct AlterPartitionResponse *resp);
     void *arg;
     bool responded;
 };
 /* payload_free for the event (answers NOT_CONTROLLER if nobody answered). */
-void gr_ctrl_alter_isr_payload_free(void *payload);
+void gr_ctrl_alter_partition_payload_free(void *payload);
 /* Answers with a top-level error (e.g. NOT_CONTROLLER when not active). */
-void gr_ctrl_alter_isr_fail(struct gr_ctrl_alter_isr_payload *pl, int16_t error);
+void gr_ctrl_alter_partition_fail(struct gr_ctrl_alter_partition_payload *pl, int16_t error);
 /* Event handler body: processes the request (active controller assumed) and answers.
- * Returns what gr_ctrl_process_alter_isr returned. */
-int gr_ctrl_alter_isr_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
+ * Returns what gr_ctrl_process_alter_partition returned. */
+int gr_ctrl_alter_partition_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event *ev);
 
 /* ---- responses of control requests (payload = struct gr_ctrl_response, response.h) ---- */
 

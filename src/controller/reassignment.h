@@ -47,7 +47,7 @@
  * failover, ISR changes skip them); the deletion removes their replicas (topic_deletion.h).
  *
  * ISR changes complete reassignments (IBP >= 2.7-IV2: no per-partition state watches):
- * gr_reassign_maybe_complete is called after AlterIsr and ISR-change notifications.
+ * gr_reassign_maybe_complete is called after AlterPartition and ISR-change notifications.
  *
  * Threading: everything except the pure helpers runs on the controller's event thread. Return
  * values: 0, GR_ECONTROLLER_MOVED (the event must end in maybeResign), or a ZooKeeper error. */
@@ -118,7 +118,7 @@ int gr_reassign_failover(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em);
 int gr_reassign_on_brokers_started(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em, const int32_t *ids, int n);
 
 /* maybeCompleteReassignment for every reassigning partition whose cached ISR already holds TRS
- * (called after AlterIsr / ISR change notifications; cheap when nothing is reassigning). */
+ * (called after AlterPartition / ISR change notifications; cheap when nothing is reassigning). */
 int gr_reassign_maybe_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_events *em);
 
 /* ---- API events (built by requests.c, the front door) ---- */

@@ -48,31 +48,31 @@ static void put_payload(struct gr_controller *c, enum gr_ctrl_event_type type, v
     put(c, ev);
 }
 
-/* ---- AlterIsr ---- */
+/* ---- AlterPartition ---- */
 
-static void alter_isr_answer(void *arg, const struct AlterPartitionResponse *resp)
+static void alter_partition_answer(void *arg, const struct AlterPartitionResponse *resp)
 {
     struct closure *cl = arg;
-    ((gr_ctrl_alter_isr_done_fn)cl->fn)(cl->opaque, resp);
+    ((gr_ctrl_alter_partition_done_fn)cl->fn)(cl->opaque, resp);
     free(cl);
 }
 
-void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterPartitionRequest *request,
-                              gr_ctrl_alter_isr_done_fn done, void *opaque)
+void gr_ctrl_submit_alter_partition(struct gr_controller *c, const struct AlterPartitionRequest *request,
+                                    gr_ctrl_alter_partition_done_fn done, void *opaque)
 {
-    struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);
+    struct gr_ctrl_alter_partition_payload *pl = gr_calloc(1, sizeof *pl);
     pl->request = request;
-    pl->respond = alter_isr_answer;
+    pl->respond = alter_partition_answer;
     pl->arg = closure_new((void (*)(void))done, opaque);
     if (!c) {
-        gr_ctrl_alter_isr_payload_free(pl); /* answers NOT_CONTROLLER */
+        gr_ctrl_alter_partition_payload_free(pl); /* answers NOT_CONTROLLER */
         return;
     }
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_PARTITION_RECEIVED);
     ev->broker_id = request->BrokerId;
     ev->broker_epoch = request->BrokerEpoch;
     ev->payload = pl;
-    ev->payload_free = gr_ctrl_alter_isr_payload_free;
+    ev->payload_free = gr_ctrl_alter_partition_payload_free;
     put(c, ev);
 }
 

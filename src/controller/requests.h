@@ -14,7 +14,7 @@
  *     submitting thread before the submit function returns. So the callback must not take locks
  *     its submitter holds while submitting.
  *  3. Every pointer it receives (results, strings, id arrays) is valid only during the call.
- *  4. Inputs are copied at submission, except AlterIsr's request, which is borrowed until done is
+ *  4. Inputs are copied at submission, except AlterPartition's request, which is borrowed until done is
  *     called (the handler keeps the request frame alive until it answers).
  *
  * Not here: topic deletion. As in Kafka 2.7, DeleteTopics does not talk to the controller; it
@@ -48,13 +48,13 @@ struct gr_ctrl_tp_result {
     int32_t leader;      /* ElectLeaders with error NONE: the elected leader; else -1 */
 };
 
-/* ---- AlterIsr (key 56): processAlterIsr ---- */
+/* ---- AlterPartition (key 56): processAlterPartition ---- */
 
-typedef void (*gr_ctrl_alter_isr_done_fn)(void *opaque, const struct AlterPartitionResponse *resp);
+typedef void (*gr_ctrl_alter_partition_done_fn)(void *opaque, const struct AlterPartitionResponse *resp);
 /* request is borrowed until done is called. The response carries a top-level NOT_CONTROLLER when
  * this broker is not (or no longer) the active controller. */
-void gr_ctrl_submit_alter_isr(struct gr_controller *c, const struct AlterPartitionRequest *request,
-                              gr_ctrl_alter_isr_done_fn done, void *opaque);
+void gr_ctrl_submit_alter_partition(struct gr_controller *c, const struct AlterPartitionRequest *request,
+                                    gr_ctrl_alter_partition_done_fn done, void *opaque);
 
 /* ---- ControlledShutdown (key 7): doControlledShutdown ---- */
 

@@ -1,6 +1,6 @@
 /* The one Kafka request/response client (Kafka's NetworkClient reduced to one blocking request
  * at a time). Every outbound Kafka conversation in Gregor goes through it: the controller's
- * channel manager, the replica fetchers, the AlterIsr sender, the broker's controlled-shutdown
+ * channel manager, the replica fetchers, the AlterPartition sender, the broker's controlled-shutdown
  * client and gregorctl. It owns the cycle
  *     encode -> (connect) -> send -> receive -> correlation check -> decode
  * and the rule "any failure drops the connection; the next call reconnects". It is built over
@@ -56,7 +56,7 @@ struct gr_client_security {
 /* The security every client uses whose config has security NULL: the broker sets its
  * inter-broker settings here at start-up, gregorctl its --command-config. Copied (the SSL_CTX is
  * referenced); NULL resets to PLAINTEXT. Such clients read it at each connect, so clients made
- * before it was set (e.g. the AlterIsr sender) use it from their next connection on. Any thread. */
+ * before it was set (e.g. the AlterPartition sender) use it from their next connection on. Any thread. */
 void gr_kafka_client_set_default_security(const struct gr_client_security *sec);
 
 struct gr_kafka_client_config {

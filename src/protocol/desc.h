@@ -69,7 +69,7 @@ struct gr_struct_desc {
 struct gr_api_desc {
     const char *name;    /* "Metadata" */
     int16_t key;         /* 3 */
-    int16_t min_version; /* validVersions of the 2.7 schema */
+    int16_t min_version; /* validVersions of the Kafka 3.9 schema (not what the broker serves) */
     int16_t max_version;
     int16_t flex_version; /* first flexible version, -1 if none */
     const struct gr_struct_desc *request;

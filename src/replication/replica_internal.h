@@ -1,6 +1,6 @@
 /* Private to the replica manager (replica_manager.c, replica_manager_ops.c, log_dir_failure.c) and the request handlers that reach into hosted partitions
  * (handle_produce.c, handle_fetch.c, handle_list_offsets.c, handle_offsets_for_leader_epoch.c).
- * Not the fetchers or the AlterIsr sender: they get ops (fetcher.h, alter_isr.h). */
+ * Not the fetchers or the AlterPartition sender: they get ops (fetcher.h, alter_partition.h). */
 #ifndef GR_BROKER_REPLICA_INTERNAL_H
 #define GR_BROKER_REPLICA_INTERNAL_H
 
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "storage/log_manager.h"
-#include "replication/alter_isr.h"
+#include "replication/alter_partition.h"
 #include "replication/fetcher.h"
 #include "replication/replica_manager.h"
 #include "replication/replica_state.h"
@@ -47,7 +47,7 @@ struct gr_replica_manager {
     struct gr_purgatory *fetch_purg;
     struct gr_fetch_session_cache *fetch_sessions; /* KIP-227 (fetch_session.h) */
     struct gr_fetcher_manager *fetchers;
-    struct gr_alter_isr *alter_isr;
+    struct gr_alter_partition *alter_partition;
     pthread_rwlock_t map_lock;
     struct gr_rm_partition **buckets; /* nbuckets chains, a power of two (map lock) */
     size_t nbuckets;
@@ -87,12 +87,12 @@ struct gr_replica_manager {
     int n_tcfg_pre;
 };
 
-/* The ops the replica manager gives its fetchers and its AlterIsr sender (ctx = the replica
+/* The ops the replica manager gives its fetchers and its AlterPartition sender (ctx = the replica
  * manager), and their settings from rm->cfg (replica_manager_ops.c). */
 extern const struct gr_fetcher_ops gr_rm_fetcher_ops;
-extern const struct gr_alter_isr_ops gr_rm_alter_isr_ops;
+extern const struct gr_alter_partition_ops gr_rm_alter_partition_ops;
 void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher_config *out);
-void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter_isr_config *out);
+void gr_rm_alter_partition_config(const struct gr_replica_manager *rm, struct gr_alter_partition_config *out);
 
 /* The Prometheus collector of the replica manager's gauges (replica_metrics.c); arg = rm.
  * Registered in b->metrics for the manager's running life. */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "replication/alter_isr.h"
+#include "replication/alter_partition.h"
 #include "broker/broker.h"
 #include "replication/fetcher.h"
 #include "replication/fetch_session.h"
@@ -363,8 +363,8 @@ static void propose_locked(struct gr_replica_manager *rm, struct gr_rm_partition
     gr_info(LOGGER, "[Partition %s-%d broker=%d] %s ISR from %s to %s (leader epoch %d, zkVersion %d)", p->topic,
             p->partition, rm->broker_id, what, gr_rs_fmt_ids(a, sizeof a, p->st.isr, p->st.nisr),
             gr_rs_fmt_ids(b2, sizeof b2, p->st.proposed, p->st.nproposed), p->st.leader_epoch, p->st.zk_version);
-    gr_alter_isr_enqueue(rm->alter_isr, p->topic, p->partition, p->st.leader_epoch, p->st.proposed, p->st.nproposed,
-                         p->st.zk_version);
+    gr_alter_partition_enqueue(rm->alter_partition, p->topic, p->partition, p->st.leader_epoch, p->st.proposed,
+                               p->st.nproposed, p->st.zk_version);
 }
 
 void gr_rm_wake(struct gr_replica_manager *rm, struct gr_rm_partition *p, bool hw_moved) {
@@ -409,8 +409,8 @@ static void isr_meters(struct gr_replica_manager *rm, int r, int16_t error, int 
     if (m) gr_meter_mark(m, 1);
 }
 
-int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
-                           int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version) {
+int gr_rm_alter_partition_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
+                                 int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version) {
     struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
     if (!p) return 0;
     int r;
@@ -421,7 +421,7 @@ int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int
         r = 0;
     } else {
         old_nisr = p->st.nisr;
-        r = gr_rs_apply_alter_isr(&p->st, error, leader_epoch, isr, nisr, zk_version);
+        r = gr_rs_apply_alter_partition(&p->st, error, leader_epoch, isr, nisr, zk_version);
         char buf[256];
         if (r == 1) {
             gr_info(LOGGER, "[Partition %s-%d broker=%d] ISR updated to %s and zkVersion to %d", topic, partition,
@@ -551,7 +551,7 @@ static void *isr_thread_main(void *arg) {
 /* ---- hooks ---- */
 
 /* LeaderAndIsr and StopReplica are applied in chunks of this many partitions: the fetchers', the
- * AlterIsr sender's, the partition map's and the purgatories' locks are taken once per chunk
+ * AlterPartition sender's, the partition map's and the purgatories' locks are taken once per chunk
  * instead of once per partition (at 100k partitions the per-partition acquisitions queued
  * behind follower fetches walking every partition), while a chunk still becomes visible
  * (map, fetchers) long before the rest of a 100k-partition request is done. */
@@ -618,7 +618,7 @@ static void apply_lai_chunk(struct gr_replica_manager *rm, struct gr_broker *b, 
     /* Stop fetching them and forget their queued ISR changes (Kafka: removeFetcherForPartitions
      * before makeLeaders / makeFollowers). */
     gr_fetcher_remove_many(rm->fetchers, tps, m);
-    gr_alter_isr_clear_many(rm->alter_isr, topics, parts, m);
+    gr_alter_partition_clear_many(rm->alter_partition, topics, parts, m);
     /* Hosted ones: one read lock for the chunk. */
     pthread_rwlock_rdlock(&rm->map_lock);
     for (int i = 0; i < m; i++) {
@@ -743,7 +743,7 @@ static void stop_chunk(struct gr_replica_manager *rm, struct gr_stop_change *v, 
         v[i].error = GR_KERR_NONE;
     }
     gr_fetcher_remove_many(rm->fetchers, tps, m);
-    gr_alter_isr_clear_many(rm->alter_isr, topics, parts, m);
+    gr_alter_partition_clear_many(rm->alter_partition, topics, parts, m);
     /* Deleted ones leave the map (carrying its reference); the others get a reference. */
     pthread_rwlock_wrlock(&rm->map_lock);
     for (int i = 0; i < m; i++) {
@@ -1182,9 +1182,9 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     rm->fetch_purg = gr_purgatory_new("fetch");
     rm->fetch_sessions = gr_fsc_new(rm->cfg ? rm->cfg->max_incremental_fetch_session_cache_slots : 1000,
                                     GR_FSC_EVICTION_MS);
-    struct gr_alter_isr_config acfg;
-    gr_rm_alter_isr_config(rm, &acfg);
-    rm->alter_isr = gr_alter_isr_new(&acfg, &gr_rm_alter_isr_ops, rm);
+    struct gr_alter_partition_config acfg;
+    gr_rm_alter_partition_config(rm, &acfg);
+    rm->alter_partition = gr_alter_partition_new(&acfg, &gr_rm_alter_partition_ops, rm);
     struct gr_fetcher_config fcfg;
     gr_rm_fetcher_config(rm, &fcfg);
     rm->fetchers = gr_fetcher_manager_new(&fcfg, &gr_rm_fetcher_ops, rm);
@@ -1230,8 +1230,8 @@ void gr_replica_manager_shutdown(struct gr_replica_manager *rm) {
     pthread_cond_broadcast(&rm->tcond);
     pthread_mutex_unlock(&rm->tlock);
     if (rm->isr_thread_started) pthread_join(rm->isr_thread, NULL);
-    gr_alter_isr_free(rm->alter_isr);
-    rm->alter_isr = NULL;
+    gr_alter_partition_free(rm->alter_partition);
+    rm->alter_partition = NULL;
     gr_purgatory_free(rm->produce_purg);
     rm->produce_purg = NULL;
     gr_purgatory_free(rm->fetch_purg);

@@ -1,11 +1,11 @@
 /* The replica manager (Kafka's ReplicaManager + Partition): the partitions this broker hosts as
  * leader or follower, their logs (through the log manager), high watermarks and ISR, the
- * produce/fetch purgatories, the replica fetchers and the AlterIsr sender.
+ * produce/fetch purgatories, the replica fetchers and the AlterPartition sender.
  *
  * Start-up and wiring (called by the broker start-up code):
  *   gr_replica_manager_new(b, &rm)   opens the log manager over log.dirs (meta.properties
  *                                    checked against b->broker_id / b->cluster_id), starts the
- *                                    purgatories, fetcher manager, AlterIsr sender and the ISR
+ *                                    purgatories, fetcher manager, AlterPartition sender and the ISR
  *                                    expiration thread, installs b->hooks and sets
  *                                    b->replica_manager (which the Produce, Fetch,
  *                                    ListOffsets and OffsetForLeaderEpoch handlers of the
@@ -15,7 +15,7 @@
  *                                    server stopped; then gr_replica_manager_free.
  *
  * Partitions become hosted only through LeaderAndIsr (hook apply_leader_and_isr: the request's
- * partitions in chunks of 512, each chunk taking the fetchers', AlterIsr queue's, map's and
+ * partitions in chunks of 512, each chunk taking the fetchers', AlterPartition queue's, map's and
  * purgatories' locks once; become_leader/become_follower are that batch for one partition);
  * StopReplica (hook stop_replicas, likewise) stops and optionally deletes them.
  *
@@ -81,7 +81,7 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
                           struct gr_rm_partition_info *out);
 
 /* ---- internal to the replication module (replica_manager_ops.c, which adapts them for the
- * fetchers and the AlterIsr sender, and handle_*.c) ---- */
+ * fetchers and the AlterPartition sender, and handle_*.c) ---- */
 
 /* A reference to a hosted partition, or NULL. */
 struct gr_rm_partition *gr_rm_get_partition(struct gr_replica_manager *rm, const char *topic, int32_t partition);
@@ -114,10 +114,10 @@ int gr_rm_follower_truncate(struct gr_replica_manager *rm, struct gr_rm_partitio
                             int64_t offset, bool fully);
 int64_t gr_rm_high_watermark(struct gr_rm_partition *p);
 
-/* AlterIsr answer for one partition (through gr_rm_alter_isr_ops). Returns -1 when the item should be sent
+/* AlterPartition answer for one partition (through gr_rm_alter_partition_ops). Returns -1 when the item should be sent
  * again, else 0. */
-int gr_rm_alter_isr_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
-                           int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
+int gr_rm_alter_partition_result(struct gr_replica_manager *rm, const char *topic, int32_t partition, int16_t error,
+                                 int32_t leader_epoch, const int32_t *isr, int nisr, int32_t zk_version);
 
 struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
 /* Re-reads the effective config of `topic` (NULL = every hosted topic) and applies it to its

@@ -1,6 +1,6 @@
 /* The replica manager's side of its two seams: the ops through which the replica fetchers
- * (fetcher.h, Kafka's ReplicaFetcherThread over ReplicaManager) and the AlterIsr sender
- * (alter_isr.h) reach the hosted partitions, the metadata cache and the broker. Those two
+ * (fetcher.h, Kafka's ReplicaFetcherThread over ReplicaManager) and the AlterPartition sender
+ * (alter_partition.h) reach the hosted partitions, the metadata cache and the broker. Those two
  * modules include nothing of the replica manager or the broker; the dependency runs one way,
  * from here to them. Declared in replica_internal.h. */
 #include <stdio.h>
@@ -89,7 +89,7 @@ void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher
     };
 }
 
-/* ---- AlterIsr sender ---- */
+/* ---- AlterPartition sender ---- */
 
 static bool a_controller_endpoint(void *ctx, int32_t *id, char *host, size_t hostlen, int32_t *port) {
     struct gr_replica_manager *rm = ctx;
@@ -105,17 +105,17 @@ static int64_t a_broker_epoch(void *ctx) {
 
 static int a_result(void *ctx, const char *topic, int32_t partition, int16_t error, int32_t leader_epoch,
                     const int32_t *isr, int nisr, int32_t zk_version) {
-    return gr_rm_alter_isr_result(ctx, topic, partition, error, leader_epoch, isr, nisr, zk_version);
+    return gr_rm_alter_partition_result(ctx, topic, partition, error, leader_epoch, isr, nisr, zk_version);
 }
 
-const struct gr_alter_isr_ops gr_rm_alter_isr_ops = {
+const struct gr_alter_partition_ops gr_rm_alter_partition_ops = {
     .controller_endpoint = a_controller_endpoint,
     .broker_epoch = a_broker_epoch,
     .result = a_result,
 };
 
-void gr_rm_alter_isr_config(const struct gr_replica_manager *rm, struct gr_alter_isr_config *out) {
-    *out = (struct gr_alter_isr_config){
+void gr_rm_alter_partition_config(const struct gr_replica_manager *rm, struct gr_alter_partition_config *out) {
+    *out = (struct gr_alter_partition_config){
         .broker_id = rm->broker_id,
         .socket_timeout_ms = rm->cfg ? rm->cfg->controller_socket_timeout_ms : 30000,
     };

@@ -216,8 +216,8 @@ bool gr_rs_propose_shrink(struct gr_replica_state *st, const int32_t *ids, int n
     return true;
 }
 
-int gr_rs_apply_alter_isr(struct gr_replica_state *st, int16_t error, int32_t leader_epoch,
-                          const int32_t *isr, int nisr, int32_t zk_version) {
+int gr_rs_apply_alter_partition(struct gr_replica_state *st, int16_t error, int32_t leader_epoch,
+                                const int32_t *isr, int nisr, int32_t zk_version) {
     if (st->isr_state == GR_ISR_COMMITTED) return 0; /* superseded (e.g. by LeaderAndIsr) */
     if (error != GR_KERR_NONE) {
         if (error == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION || error == GR_KERR_FENCED_LEADER_EPOCH ||

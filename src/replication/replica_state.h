@@ -3,7 +3,7 @@
  * with no I/O and no locks, so that the high-watermark and ISR rules can be unit-tested
  * (tests/unit/test_replica_state.c); the replica manager calls it under the partition's lock.
  *
- * Rules (Kafka 2.7's Partition/Replica with AlterIsr, KIP-497):
+ * Rules (Kafka 2.7's Partition/Replica with AlterIsr, now AlterPartition v0, KIP-497):
  * - Follower progress: a follower fetching at offset F while the leader's log end offset is L
  *   is "caught up at time t" if F >= L; if F >= the leader LEO seen at its previous fetch, it was
  *   caught up at the previous fetch's time. last_caught_up_ms only moves forward.
@@ -16,7 +16,7 @@
  * - Expand: a follower not in the ISR whose LEO >= HW and >= the leader epoch's start offset.
  * - Shrink: an ISR follower whose LEO != the leader LEO and which has not been caught up for
  *   more than replica.lag.time.max.ms.
- * - AlterIsr answer: errors UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and
+ * - AlterPartition answer: errors UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and
  *   INVALID_UPDATE_VERSION give up (stay pending until the next LeaderAndIsr); other errors
  *   retry the same proposal; success with the same leader epoch and a zkVersion not older than
  *   ours commits the returned ISR and zkVersion.
@@ -60,7 +60,7 @@ struct gr_replica_state {
     int64_t leader_epoch_start_offset; /* leader: LEO when it became leader; -1 on followers */
     int32_t *replicas;
     int32_t *isr;            /* committed ISR */
-    int32_t *proposed;       /* the ISR sent in AlterIsr while pending */
+    int32_t *proposed;       /* the ISR sent in AlterPartition while pending */
     struct gr_rs_remote *remotes;
     void *heap;              /* the arrays when cap > GR_RS_INLINE, else NULL */
     struct {
@@ -113,11 +113,11 @@ int gr_rs_out_of_sync(const struct gr_replica_state *st, int64_t leader_leo, int
 bool gr_rs_propose_expand(struct gr_replica_state *st, int32_t id);
 bool gr_rs_propose_shrink(struct gr_replica_state *st, const int32_t *ids, int n);
 
-/* Applies an AlterIsr answer for the proposal that is pending. error is a Kafka error code.
+/* Applies an AlterPartition answer for the proposal that is pending. error is a Kafka error code.
  * Returns 1 if the ISR was committed, 0 if the answer was ignored or we gave up, -1 if the
  * proposal should be sent again. */
-int gr_rs_apply_alter_isr(struct gr_replica_state *st, int16_t error, int32_t leader_epoch,
-                          const int32_t *isr, int nisr, int32_t zk_version);
+int gr_rs_apply_alter_partition(struct gr_replica_state *st, int16_t error, int32_t leader_epoch,
+                                const int32_t *isr, int nisr, int32_t zk_version);
 
 /* Formats ids as "1,2,3" into buf (for logs); returns buf. */
 char *gr_rs_fmt_ids(char *buf, int len, const int32_t *ids, int n);

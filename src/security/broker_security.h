@@ -1,7 +1,7 @@
 /* The broker's security set-up from its configuration (docs/SECURITY.md): one
  * struct gr_net_listener_security per listener (TLS context for SSL/SASL_SSL, SASL flag for
  * SASL_*), and the inter-broker client settings every outbound connection of the broker uses
- * (controller -> brokers, replica fetchers, AlterIsr, controlled shutdown), installed as the
+ * (controller -> brokers, replica fetchers, AlterPartition, controlled shutdown), installed as the
  * Kafka client's default (net/kafka_client.h):
  *   protocol   the inter-broker listener's security protocol
  *   TLS        the inter-broker listener's ssl.* keys (listener.name.<l>. prefix first), so its

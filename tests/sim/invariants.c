@@ -780,7 +780,7 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                          "%s-%d offline although unclean election is enabled and replicas [%s] include a live one",
                          topic, pa->partition, ids_str(b1, sizeof b1, pa->replicas, pa->n_replicas));
         }
-        if (!s->failed && s->o.alter_isr && (pa->n_adding || pa->n_removing) && z.leader != -1 && !queued) {
+        if (!s->failed && s->o.alter_partition && (pa->n_adding || pa->n_removing) && z.leader != -1 && !queued) {
             /* R6: a reassignment whose target replicas are all usable completes */
             int32_t trs[64];
             int n = ids_minus(pa->replicas, pa->n_replicas, pa->removing, pa->n_removing, trs);
@@ -811,7 +811,7 @@ static void check_topic(struct sim *s, struct sbroker *act, const char *topic, c
                              z.leader, z.leader_epoch, ids_str(b2, sizeof b2, z.isr, z.n_isr));
                     break;
                 }
-                if (s->o.alter_isr && bp->has_replica && z.leader == b->id && bp->r_leader == b->id &&
+                if (s->o.alter_partition && bp->has_replica && z.leader == b->id && bp->r_leader == b->id &&
                     (!same_ids(bp->r_isr, bp->r_n_isr, z.isr, z.n_isr) || bp->r_zk_version != st.version)) {
                     sim_fail(s, "Q6 leaders know their ISR",
                              "leader %d of %s-%d has ISR [%s] version %d, ZooKeeper [%s] version %d", b->id, topic,

@@ -434,7 +434,7 @@ int sim_scenarios(const struct sim_opts *base) {
             o.verbose = false;
             o.zk_faults = false; /* scripted steps must not fail; settle has no faults anyway */
             /* the scripts rely on these flows whatever the run's options */
-            o.alter_isr = o.admin_flows = o.expect_states = o.expect_metadata = true;
+            o.alter_partition = o.admin_flows = o.expect_states = o.expect_metadata = true;
             /* the standby scripts run with the standby on, the others as written (off: a cut-off
              * broker's StandbyRefresh would wait for ZooKeeper and end the cut early) */
             o.standby = scenarios[k].standby;

@@ -381,7 +381,7 @@ static void progress_cands(struct sim *s, struct cands *c, bool chaos) {
         if (reach && st == ZMC_DISCONNECTED) add(c, A_RECONNECT, chaos ? 6 : 20, b);
         if (b->ccl && gr_config_change_listener_dirty(b->ccl)) add(c, A_CCL_PROCESS, 20, b);
         if (b->cs_state == 2) add(c, A_CS_STEP, 10, b);
-        if (!chaos && s->o.alter_isr && alter_expand_possible(s, b)) add(c, A_ALTER_EXPAND, 10, b);
+        if (!chaos && s->o.alter_partition && alter_expand_possible(s, b)) add(c, A_ALTER_EXPAND, 10, b);
     }
     for (struct smsg *m = s->msgs; m; m = m->next) {
         if (!m->snd) {
@@ -410,14 +410,14 @@ static void amsg_cands(struct sim *s, struct cands *c, bool chaos) {
     }
 }
 
-/* While the whole ensemble is down: the brokers run on (crashes, AlterIsr proposals, time), no
+/* While the whole ensemble is down: the brokers run on (crashes, AlterPartition proposals, time), no
  * admin tool or restart can reach ZooKeeper; the outage ends once its minimum length passed. */
 static void outage_fault_cands(struct sim *s, struct cands *c) {
     int alive = n_alive(s);
     for (int i = 0; i < s->n_brokers; i++) {
         struct sbroker *b = &s->brokers[i];
         if (!b->alive) continue;
-        if (s->o.alter_isr) add(c, A_ALTER_PROPOSE, 3, b);
+        if (s->o.alter_partition) add(c, A_ALTER_PROPOSE, 3, b);
         if (alive > 1) add(c, A_CRASH, 1, b);
     }
     if (s->now >= s->outage_until) add(c, A_ZK_OUTAGE_END, 4, NULL);
@@ -435,7 +435,7 @@ static void fault_cands(struct sim *s, struct cands *c) {
             if (s->brokers[i].alive && zm_client_state(s->brokers[i].zc) == ZMC_CONNECTED)
                 add(c, A_ZK_PARTITION, 1, &s->brokers[i]);
     }
-    if (s->o.alter_isr)
+    if (s->o.alter_partition)
         for (int i = 0; i < s->n_brokers; i++)
             if (s->brokers[i].alive) add(c, A_ALTER_PROPOSE, 3, &s->brokers[i]);
     int alive = n_alive(s);
@@ -617,20 +617,20 @@ static void do_act(struct sim *s, const struct cand *c) {
         break;
     case A_AMSG_DELIVER: {
         struct amsg *a = c->p;
-        VLOG(s, "net: AlterIsr #%" PRIu64 " from broker %d reaches the controller on broker %d", a->id, a->from,
+        VLOG(s, "net: AlterPartition #%" PRIu64 " from broker %d reaches the controller on broker %d", a->id, a->from,
              amsg_target(s, a)->id);
         amsg_deliver(s, a);
         break;
     }
     case A_AMSG_COMPLETE: {
         struct amsg *a = c->p;
-        VLOG(s, "net: AlterIsr #%" PRIu64 " answer reaches broker %d", a->id, a->from);
+        VLOG(s, "net: AlterPartition #%" PRIu64 " answer reaches broker %d", a->id, a->from);
         amsg_complete(s, a);
         break;
     }
     case A_AMSG_DROP: {
         struct amsg *a = c->p;
-        VLOG(s, "net: AlterIsr #%" PRIu64 " from broker %d given up", a->id, a->from);
+        VLOG(s, "net: AlterPartition #%" PRIu64 " from broker %d given up", a->id, a->from);
         amsg_drop(s, a);
         break;
     }
@@ -918,7 +918,7 @@ static void parse_expect(struct sim_opts *o, const char *v) {
 int main(int argc, char **argv) {
     struct sim_opts o = {.steps = 400, .episodes = 3, .brokers = 3, .watch_flush = true,
                          .admin_topics = true, .zk_faults = true, .hand_edits = true, .zk_outages = true,
-                         .expect_states = true, .expect_metadata = true, .alter_isr = true, .admin_flows = true};
+                         .expect_states = true, .expect_metadata = true, .alter_partition = true, .admin_flows = true};
     uint64_t seeds = 0, start = 1, one = 0;
     bool have_one = false, selftest = false, run_scenarios = true, scenarios_only = false;
     char extra[256] = "";
@@ -941,8 +941,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-watch-flush")) o.watch_flush = false;
         else if (!strcmp(a, "--hand-move")) o.hand_move = true;
         else if (!strcmp(a, "--no-hand-edits")) o.hand_edits = false;
-        else if (!strcmp(a, "--alter-isr")) o.alter_isr = true;
-        else if (!strcmp(a, "--no-alter-isr")) o.alter_isr = false;
+        else if (!strcmp(a, "--alter-isr")) o.alter_partition = true;
+        else if (!strcmp(a, "--no-alter-isr")) o.alter_partition = false;
         else if (!strcmp(a, "--no-admin")) o.admin_flows = false;
         else if (!strcmp(a, "--no-scenarios")) run_scenarios = false;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = true;

@@ -47,7 +47,7 @@ struct sim_opts {
     bool zk_faults;            /* connection losses inside calls */
     bool hand_edits;           /* /controller deleted / rewritten by hand */
     bool hand_move;            /* /controller rewritten by hand to another broker id */
-    bool alter_isr;            /* leaders propose ISR changes (AlterIsr) */
+    bool alter_partition;            /* leaders propose ISR changes (AlterPartition) */
     bool admin_flows;          /* deletion, reassignment, elections, unclean config, controlled
                                   shutdown, log dir failures (admin.c) */
     bool zk_outages;           /* whole-ensemble outages and one-sided partitions (a broker cut
@@ -81,13 +81,13 @@ struct sb_part {
     int32_t *r_isr;
     int r_n_replicas;
     int32_t *r_replicas;
-    bool alter_pending;         /* an AlterIsr for it is in flight (leaders only) */
+    bool alter_pending;         /* an AlterPartition for it is in flight (leaders only) */
 };
 
 /* Which of a broker's two log dirs holds a partition (a fixed function of the name). */
 int sim_dir_of(const char *topic, int32_t partition);
 
-/* An AlterIsr request from a partition leader to the controller and its answer. */
+/* An AlterPartition request from a partition leader to the controller and its answer. */
 struct amsg {
     uint64_t id;
     int32_t from;
@@ -248,7 +248,7 @@ struct sim {
     int n_msgs;
     uint64_t next_msg_id;
 
-    struct amsg *amsgs;         /* AlterIsr requests in flight */
+    struct amsg *amsgs;         /* AlterPartition requests in flight */
     int n_amsgs;
 
     /* virtual timers of every clock */
@@ -322,7 +322,7 @@ void msg_drop(struct sim *s, struct smsg *m);
 bool msg_is_channel_head(struct sim *s, struct smsg *m);
 bool msg_target_alive(struct sim *s, struct smsg *m);
 void msgs_release_all(struct sim *s);
-/* AlterIsr: a leader of b proposes an ISR change (false if it leads nothing changeable). */
+/* AlterPartition: a leader of b proposes an ISR change (false if it leads nothing changeable). */
 bool alter_propose(struct sim *s, struct sbroker *b);
 /* The broker's current controller (from its metadata), NULL if unknown or down. */
 struct sbroker *amsg_target(struct sim *s, struct amsg *a);

@@ -796,7 +796,7 @@ void msg_lose_response(struct sim *s, struct smsg *m) {
 }
 
 /* ======================================================================================
- * AlterIsr: partition leaders -> the controller
+ * AlterPartition: partition leaders -> the controller
  * ====================================================================================== */
 
 static void amsg_unlink(struct sim *s, struct amsg *a) {
@@ -956,15 +956,15 @@ static void amsg_respond(void *arg, const struct AlterPartitionResponse *resp) {
 void amsg_deliver(struct sim *s, struct amsg *a) {
     struct sbroker *t = amsg_target(s, a);
     if (!t) return;
-    struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);
+    struct gr_ctrl_alter_partition_payload *pl = gr_calloc(1, sizeof *pl);
     pl->request = a->req;
     pl->respond = amsg_respond;
     pl->arg = a;
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_PARTITION_RECEIVED);
     ev->broker_id = a->req->BrokerId;
     ev->broker_epoch = a->req->BrokerEpoch;
     ev->payload = pl;
-    ev->payload_free = gr_ctrl_alter_isr_payload_free;
+    ev->payload_free = gr_ctrl_alter_partition_payload_free;
     a->state = 1;
     gr_ctrl_events_put(gr_controller_events(t->ctrl), ev);
 }
@@ -992,10 +992,10 @@ void amsg_complete(struct sim *s, struct amsg *a) {
         p->alter_pending = false;
         if (r && r->ErrorCode == GR_KERR_NONE && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1) {
             const struct AlterPartitionResponse_PartitionData *rp = &r->Topics[0].Partitions[0];
-            /* Kafka 2.7's Partition.handleAlterPartitionResponse gives up on FENCED_LEADER_EPOCH and
+            /* Kafka 2.7's Partition.handleAlterIsrResponse gives up on FENCED_LEADER_EPOCH and
              * stays pending until a LeaderAndIsr brings the new epoch (seed 15351: a leader of a
              * topic being deleted, which gets no LeaderAndIsr, re-proposed with its fenced epoch
-             * forever). Kafka gives up on INVALID_UPDATE_VERSION too, but its AlterIsrManager
+             * forever). Kafka gives up on INVALID_UPDATE_VERSION too, but its AlterPartitionManager
              * never loses an answer, while this leader may (a dropped proposal): it retries. An
              * answer to a proposal of an earlier epoch is out of date and ignored, as Kafka's. */
             if (rp->ErrorCode == GR_KERR_FENCED_LEADER_EPOCH && pd->LeaderEpoch == p->r_leader_epoch)
@@ -1010,12 +1010,12 @@ void amsg_complete(struct sim *s, struct amsg *a) {
         }
     }
     if (s->o.verbose)
-        printf("    [sim] AlterIsr #%" PRIu64 " answered to broker %d: %s\n", a->id, a->from,
+        printf("    [sim] AlterPartition #%" PRIu64 " answered to broker %d: %s\n", a->id, a->from,
                r ? gr_kerr_name(r->ErrorCode) : "undecodable");
     amsg_free(a);
 }
 
-/* Drops the AlterIsr messages of a dead incarnation (those held by a controller are freed when it
+/* Drops the AlterPartition messages of a dead incarnation (those held by a controller are freed when it
  * answers). */
 static void amsgs_abandon(struct sim *s, struct sbroker *b) {
     struct amsg **pp = &s->amsgs;

@@ -112,7 +112,7 @@ static void test_api_versions(struct gr_net_client *cli)
     struct ApiVersionsRequest rq = { "librdkafka", "2.0.2" };
     struct ApiVersionsResponse *r = call(cli, GR_API_API_VERSIONS, 3, &rq, &a);
     CHECK(r && r->ErrorCode == 0);
-    bool md = false, av = false, produce = false, alter_isr = false, join = false;
+    bool md = false, av = false, produce = false, alter_partition = false, join = false;
     for (int i = 0; r && i < r->ApiKeysCount; i++) {
         if (r->ApiKeys[i].ApiKey == GR_API_METADATA)
             md = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 9;
@@ -122,11 +122,11 @@ static void test_api_versions(struct gr_net_client *cli)
         if (r->ApiKeys[i].ApiKey == GR_API_PRODUCE)
             produce = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 8;
         if (r->ApiKeys[i].ApiKey == GR_API_ALTER_PARTITION)
-            alter_isr = r->ApiKeys[i].MaxVersion == 0;
+            alter_partition = r->ApiKeys[i].MaxVersion == 0;
         if (r->ApiKeys[i].ApiKey == GR_API_JOIN_GROUP)
             join = r->ApiKeys[i].MaxVersion == 7;
     }
-    CHECK(md && av && produce && alter_isr && join);
+    CHECK(md && av && produce && alter_partition && join);
     /* Exactly the table: every advertised key is in it with its range, and every table entry is
      * advertised once, in key order. */
     int in_table = 0, prev = -1;

@@ -200,7 +200,7 @@ static void test_offline_stale_cache_rereads(void) {
 }
 
 /* Elections start from the context's cached state (no read). The cache is stale here: the
- * leader (2) added 1 back to the ISR in ZooKeeper (pre-AlterIsr write); the cache says ISR [2].
+ * leader (2) added 1 back to the ISR in ZooKeeper (pre-AlterPartition write); the cache says ISR [2].
  * A preferred election to 1 fails on the cache, so it is retried on a read, which finds 1 in the
  * ISR and elects it: only a ZooKeeper read decides "no leader". */
 static void test_cached_election_falls_back_to_read(void) {

@@ -74,7 +74,7 @@ static void make_topics(void)
     clear_sent();
 }
 
-/* The new replicas caught up: every ISR becomes [old..., 3, 4] (as AlterIsr would write it). */
+/* The new replicas caught up: every ISR becomes [old..., 3, 4] (as AlterPartition would write it). */
 static void isr_catches_up(void)
 {
     for (int t = 0; t < 3; t++)

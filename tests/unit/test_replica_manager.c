@@ -1,6 +1,6 @@
 /* Two brokers in one process, each with a replica manager and a real network server, talking the
  * Kafka protocol to each other over loopback: produce (acks 1 and all), consume, follower
- * replication and the high watermark, min.insync.replicas, ISR shrink/expand through AlterIsr
+ * replication and the high watermark, min.insync.replicas, ISR shrink/expand through AlterPartition
  * (answered by a fake controller handler registered here), and the KIP-101 truncation scenario. */
 #include <errno.h>
 #include <stdio.h>
@@ -36,13 +36,14 @@ struct node {
     char dir[256];
 };
 static struct node g_nodes[NB];
-static atomic_int g_alter_isr_calls;
+static atomic_int g_alter_partition_calls;
 static atomic_int g_zkv = 10;
 
-/* Fake controller: accept every AlterIsr as proposed, bump the zkVersion. */
-static void fake_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
+/* Fake controller: accept every AlterPartition as proposed, bump the zkVersion. */
+static void fake_alter_partition(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                                 void *body) {
     struct AlterPartitionRequest *r = body;
-    atomic_fetch_add(&g_alter_isr_calls, 1);
+    atomic_fetch_add(&g_alter_partition_calls, 1);
     struct AlterPartitionResponse *resp = gr_api_new_response(req);
     resp->TopicsCount = r->TopicsCount;
     resp->Topics = gr_api_alloc(req, (size_t)(r->TopicsCount + 1) * sizeof *resp->Topics);
@@ -312,7 +313,7 @@ static bool isr_size_is(void *arg) {
 
 int main(void) {
     gr_log_set_level(GR_LOG_WARN);
-    CHECK(gr_apis_set_test_handler(GR_API_ALTER_PARTITION, fake_alter_isr) == 0);
+    CHECK(gr_apis_set_test_handler(GR_API_ALTER_PARTITION, fake_alter_partition) == 0);
     for (int i = 0; i < NB; i++) node_start(i);
     update_metadata_all();
 
@@ -374,14 +375,14 @@ int main(void) {
     CHECK(list_offset(0, -1, &off) == GR_KERR_NONE && off == 20);
     CHECK(list_offset(0, 1700000000000LL, &off) == GR_KERR_NONE && off == 0);
 
-    /* 2. The follower stops fetching: the leader shrinks the ISR through AlterIsr; acks=all with
+    /* 2. The follower stops fetching: the leader shrinks the ISR through AlterPartition; acks=all with
      *    min.insync.replicas=2 is then refused with NOT_ENOUGH_REPLICAS. */
     g_nodes[1].b->hooks.stop_replica(g_nodes[1].b->hooks.ctx, g_nodes[1].b, TOPIC, 0, false);
     int one = 1, two = 2;
     /* A follower that has everything is never out of sync: make it lag first. */
     CHECK(produce(0, 1, "v20", &base) == GR_KERR_NONE && base == 20);
     CHECK(wait_until(isr_size_is, &one, 5000));
-    CHECK(atomic_load(&g_alter_isr_calls) >= 1);
+    CHECK(atomic_load(&g_alter_partition_calls) >= 1);
     CHECK(produce(0, -1, "nope", NULL) == GR_KERR_NOT_ENOUGH_REPLICAS);
 
     /* 3. The follower comes back: it catches up and the leader expands the ISR. */

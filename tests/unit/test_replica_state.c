@@ -91,20 +91,20 @@ int main(void) {
     CHECK(gr_rs_hw_candidate(&st, 100, 1001 + 2 * LAG, LAG) == 50);
     CHECK(gr_rs_out_of_sync(&st, 100, 1001 + 2 * LAG, LAG, out) == 0);
     /* Retriable error -> resend; fatal ones -> give up (still pending). */
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_REQUEST_TIMED_OUT, 0, NULL, 0, 0) == -1);
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_INVALID_UPDATE_VERSION, 0, NULL, 0, 0) == 0);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_REQUEST_TIMED_OUT, 0, NULL, 0, 0) == -1);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_INVALID_UPDATE_VERSION, 0, NULL, 0, 0) == 0);
     CHECK(st.isr_state == GR_ISR_PENDING_SHRINK);
     /* Stale epoch in the answer is ignored. */
     int32_t newisr[2] = {1, 2};
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 4, newisr, 2, 8) == 0);
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 6) == 0); /* older zkVersion */
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 8) == 1);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 4, newisr, 2, 8) == 0);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 5, newisr, 2, 6) == 0); /* older zkVersion */
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 5, newisr, 2, 8) == 1);
     CHECK(st.isr_state == GR_ISR_COMMITTED && st.nisr == 2 && st.zk_version == 8);
     CHECK(!gr_rs_in_isr(&st, 3));
     /* Now 3 is outside the ISR and not caught up: the HW no longer waits for it. */
     CHECK(gr_rs_hw_candidate(&st, 100, 1001 + 2 * LAG, LAG) == 100);
     /* An answer with nothing pending is ignored. */
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, newisr, 2, 9) == 0);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 5, newisr, 2, 9) == 0);
 
     /* 6. Expansion: needs LEO >= HW and >= the epoch start offset; pending expand counts in the
      *    maximal ISR at once. */
@@ -118,7 +118,7 @@ int main(void) {
     CHECK(gr_rs_in_maximal_isr(&st, 3) && !gr_rs_in_isr(&st, 3));
     CHECK(gr_rs_maximal_isr_size(&st) == 3);
     int32_t all[3] = {1, 2, 3};
-    CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 5, all, 3, 9) == 1);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 5, all, 3, 9) == 1);
     CHECK(gr_rs_in_isr(&st, 3));
 
     /* 7. A caught-up non-ISR replica holds the HW back (so it can join). */
@@ -188,7 +188,7 @@ int main(void) {
         gr_rs_update_follower(&st, 32, 100, 0, 2001, 100);
         CHECK(gr_rs_needs_expand(&st, 32, 100) && gr_rs_propose_expand(&st, 32));
         CHECK(gr_rs_maximal_isr_size(&st) == 2 && gr_rs_in_maximal_isr(&st, 32));
-        CHECK(gr_rs_apply_alter_isr(&st, GR_KERR_NONE, 6, wide, GR_RS_MAX_REPLICAS, 9) == 1);
+        CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_NONE, 6, wide, GR_RS_MAX_REPLICAS, 9) == 1);
         CHECK(st.nisr == GR_RS_MAX_REPLICAS && st.isr[31] == 32);
         CHECK(gr_rs_hw_candidate(&st, 100, 2002, LAG) == -1); /* 30 ISR followers unknown */
         gr_rs_destroy(&st);

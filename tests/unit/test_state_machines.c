@@ -1,12 +1,12 @@
 /* Partition and replica state machines, elections through ZooKeeper, the controller flows and
- * AlterIsr, run over the in-memory ZooKeeper and recording sender of tests/support/ctrl_fixture.h.
+ * AlterPartition, run over the in-memory ZooKeeper and recording sender of tests/support/ctrl_fixture.h.
  *
  * Covered: transition validity tables; New -> Online (state znodes, LeaderAndIsr IsNew);
  * broker failure (offline election, removal from the ISR, an ISR of one never empties); broker
  * start-up and bounce (channel add/remove, UpdateMetadata, replicas online); unclean election
  * from the topic config and the meter; BADVERSION retry; a state written by a newer controller;
  * the controller moving (GR_ECONTROLLER_MOVED, nothing sent); invalid transitions refused;
- * AlterIsr validation codes and the write; ISR change notifications; a controlled shutdown writes
+ * AlterPartition validation codes and the write; ISR change notifications; a controlled shutdown writes
  * the ISR shrinks of the partitions the broker follows before the election's requests go out, and
  * answers once they are written, before their own LeaderAndIsr go out. */
 #include <stdio.h>
@@ -249,7 +249,7 @@ static void capture(void *arg, const struct AlterPartitionResponse *r) {
     n_resp++;
 }
 
-static void test_alter_isr(void) {
+static void test_alter_partition(void) {
     setup();
     int32_t reps[] = {1, 2, 3};
     create_topic("a", 1, reps, 3);
@@ -259,31 +259,31 @@ static void test_alter_isr(void) {
     clear_sent();
 
     /* validation codes */
-    CHECK(gr_alter_isr_check_broker(&ctx, 9, 1) == GR_KERR_STALE_BROKER_EPOCH);
-    CHECK(gr_alter_isr_check_broker(&ctx, 1, 100) == GR_KERR_STALE_BROKER_EPOCH);
-    CHECK(gr_alter_isr_check_broker(&ctx, 1, 101) == GR_KERR_NONE);
+    CHECK(gr_alter_partition_check_broker(&ctx, 9, 1) == GR_KERR_STALE_BROKER_EPOCH);
+    CHECK(gr_alter_partition_check_broker(&ctx, 1, 100) == GR_KERR_STALE_BROKER_EPOCH);
+    CHECK(gr_alter_partition_check_broker(&ctx, 1, 101) == GR_KERR_NONE);
     bool already;
     int32_t isr12[] = {1, 2}, isr123[] = {1, 2, 3};
-    CHECK(gr_alter_isr_check_partition(NULL, 1, 0, isr12, 2, 0, &already) == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
-    CHECK(gr_alter_isr_check_partition(p, 1, -1, isr12, 2, 0, &already) == GR_KERR_FENCED_LEADER_EPOCH);
-    CHECK(gr_alter_isr_check_partition(p, 1, 0, isr12, 2, 5, &already) == GR_KERR_INVALID_UPDATE_VERSION);
-    CHECK(gr_alter_isr_check_partition(p, 1, 0, isr123, 3, 5, &already) == GR_KERR_NONE && already);
-    CHECK(gr_alter_isr_check_partition(p, 1, 0, isr12, 2, 0, &already) == GR_KERR_NONE && !already);
+    CHECK(gr_alter_partition_check_partition(NULL, 1, 0, isr12, 2, 0, &already) == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    CHECK(gr_alter_partition_check_partition(p, 1, -1, isr12, 2, 0, &already) == GR_KERR_FENCED_LEADER_EPOCH);
+    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr12, 2, 5, &already) == GR_KERR_INVALID_UPDATE_VERSION);
+    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr123, 3, 5, &already) == GR_KERR_NONE && already);
+    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr12, 2, 0, &already) == GR_KERR_NONE && !already);
 
     /* a real shrink through the event path */
     struct AlterPartitionRequest_PartitionData pd = {.PartitionIndex = 0, .LeaderEpoch = 0, .NewIsrCount = 2,
                                                .NewIsr = isr12, .PartitionEpoch = 0};
     struct AlterPartitionRequest_TopicData td = {.TopicName = (char *)"a", .PartitionsCount = 1, .Partitions = &pd};
     struct AlterPartitionRequest req = {.BrokerId = 1, .BrokerEpoch = 101, .TopicsCount = 1, .Topics = &td};
-    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_ISR_RECEIVED);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_PARTITION_RECEIVED);
     ev->broker_id = 1;
     ev->broker_epoch = 101;
-    struct gr_ctrl_alter_isr_payload *pl = gr_calloc(1, sizeof *pl);
+    struct gr_ctrl_alter_partition_payload *pl = gr_calloc(1, sizeof *pl);
     pl->request = &req;
     pl->respond = capture;
     ev->payload = pl;
-    ev->payload_free = gr_ctrl_alter_isr_payload_free;
-    CHECK(gr_ctrl_alter_isr_complete(&sm, ev) == 0);
+    ev->payload_free = gr_ctrl_alter_partition_payload_free;
+    CHECK(gr_ctrl_alter_partition_complete(&sm, ev) == 0);
     CHECK(n_resp == 1 && last_resp.ErrorCode == 0 && last_isr_version == 1);
     gr_ctrl_event_free(ev);
     CHECK(n_resp == 1); /* freeing an answered payload does not answer again */
@@ -299,21 +299,22 @@ static void test_alter_isr(void) {
     gr_arena_init(&a);
     struct AlterPartitionResponse resp;
     memset(&resp, 0, sizeof resp);
-    CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.ErrorCode == 0 && resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_NONE); /* already applied */
     pd.NewIsr = isr123;
     pd.NewIsrCount = 3;
-    CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION);
-    CHECK(gr_ctrl_process_alter_isr(&sm, 1, 99, &req, &a, &resp) == 0 && resp.ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 99, &req, &a, &resp) == 0 &&
+          resp.ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
     pd.PartitionEpoch = 1;
     zk->bump_before_multi = gr_strdup("/brokers/topics/a/partitions/0/state");
-    CHECK(gr_ctrl_process_alter_isr(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION); /* BADVERSION in ZooKeeper */
     gr_arena_free(&a);
     pl = gr_calloc(1, sizeof *pl);
     pl->respond = capture;
-    gr_ctrl_alter_isr_payload_free(pl);
+    gr_ctrl_alter_partition_payload_free(pl);
     CHECK(n_resp == 2 && last_resp.ErrorCode == GR_KERR_NOT_CONTROLLER);
     teardown();
 }
@@ -325,7 +326,7 @@ static void test_isr_change_notification(void) {
     struct gr_kzk_tp tp = {(char *)"n", 0};
     CHECK(gr_ctrl_on_new_partition_creation(&sm, &tp, 1) == 0);
     clear_sent();
-    /* the leader (pre-AlterIsr) shrinks the ISR itself and notifies */
+    /* the leader (pre-AlterPartition) shrinks the ISR itself and notifies */
     struct gr_kzk_leader_and_isr l;
     CHECK(read_state("n", 0, &l) == 0);
     l.n_isr = 1;
@@ -595,7 +596,7 @@ int main(void) {
     test_new_partitions_and_broker_failure();
     test_isr_never_empty_and_unclean();
     test_retry_fencing_invalid();
-    test_alter_isr();
+    test_alter_partition();
     test_isr_change_notification();
     test_failover_startup();
     test_failover_create_needs_topic_bump();

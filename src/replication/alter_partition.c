@@ -1,5 +1,5 @@
-/* AlterIsr sender (see alter_isr.h). */
-#include "replication/alter_isr.h"
+/* AlterPartition sender (see alter_partition.h). */
+#include "replication/alter_partition.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,7 +16,7 @@
 #include "replication/replica_state.h" /* GR_RS_MAX_REPLICAS */
 #include "replication/tp_index.h"     /* gr_tpi_hash */
 
-#define LOGGER "kafka.server.AlterIsrManager"
+#define LOGGER "kafka.server.DefaultAlterPartitionManager"
 #define RETRY_BACKOFF_MS 500
 
 struct item {
@@ -34,9 +34,9 @@ struct item {
     struct item *hnext; /* index chain (live items only) */
 };
 
-struct gr_alter_isr {
-    struct gr_alter_isr_config cfg;
-    const struct gr_alter_isr_ops *ops;
+struct gr_alter_partition {
+    struct gr_alter_partition_config cfg;
+    const struct gr_alter_partition_ops *ops;
     void *ctx;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -50,7 +50,7 @@ struct gr_alter_isr {
     bool stop;
     pthread_t thread;
     bool started;
-    struct gr_kafka_client *kc; /* used by the thread; shut down by gr_alter_isr_free */
+    struct gr_kafka_client *kc; /* used by the thread; shut down by gr_alter_partition_free */
 };
 
 static void item_free(struct item *it) {
@@ -60,7 +60,7 @@ static void item_free(struct item *it) {
 
 /* ---- the index (a->lock held) ---- */
 
-static struct item **idx_slot(struct gr_alter_isr *a, uint64_t h, const char *topic, int32_t partition) {
+static struct item **idx_slot(struct gr_alter_partition *a, uint64_t h, const char *topic, int32_t partition) {
     struct item **pp = &a->tab[h & (a->ntab - 1)];
     while (*pp && !((*pp)->hash == h && (*pp)->partition == partition && strcmp((*pp)->topic, topic) == 0))
         pp = &(*pp)->hnext;
@@ -68,11 +68,11 @@ static struct item **idx_slot(struct gr_alter_isr *a, uint64_t h, const char *to
 }
 
 /* The live item of topic-partition, or NULL. */
-static struct item *idx_find(struct gr_alter_isr *a, const char *topic, int32_t partition) {
+static struct item *idx_find(struct gr_alter_partition *a, const char *topic, int32_t partition) {
     return a->ntab ? *idx_slot(a, gr_tpi_hash(topic, partition), topic, partition) : NULL;
 }
 
-static void idx_add(struct gr_alter_isr *a, struct item *it) {
+static void idx_add(struct gr_alter_partition *a, struct item *it) {
     if (a->nlive + 1 > a->ntab) {
         size_t old_n = a->ntab;
         struct item **old = a->tab;
@@ -92,7 +92,7 @@ static void idx_add(struct gr_alter_isr *a, struct item *it) {
 }
 
 /* Marks a live item cleared and drops it from the index; the queue frees it later. */
-static void clear_item(struct gr_alter_isr *a, struct item *it) {
+static void clear_item(struct gr_alter_partition *a, struct item *it) {
     struct item **pp = idx_slot(a, it->hash, it->topic, it->partition);
     if (*pp == it) {
         *pp = it->hnext;
@@ -103,7 +103,7 @@ static void clear_item(struct gr_alter_isr *a, struct item *it) {
 }
 
 /* Frees cleared items that are not in flight. */
-static void sweep_locked(struct gr_alter_isr *a) {
+static void sweep_locked(struct gr_alter_partition *a) {
     struct item **pp = &a->items;
     while (*pp) {
         struct item *it = *pp;
@@ -116,8 +116,8 @@ static void sweep_locked(struct gr_alter_isr *a) {
     }
 }
 
-void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t partition, int32_t leader_epoch,
-                          const int32_t *new_isr, int n, int32_t zk_version) {
+void gr_alter_partition_enqueue(struct gr_alter_partition *a, const char *topic, int32_t partition,
+                                int32_t leader_epoch, const int32_t *new_isr, int n, int32_t zk_version) {
     if (!a || n < 0 || n > GR_RS_MAX_REPLICAS) return;
     pthread_mutex_lock(&a->lock);
     struct item *it = idx_find(a, topic, partition);
@@ -142,7 +142,8 @@ void gr_alter_isr_enqueue(struct gr_alter_isr *a, const char *topic, int32_t par
     pthread_mutex_unlock(&a->lock);
 }
 
-void gr_alter_isr_clear_many(struct gr_alter_isr *a, const char *const *topics, const int32_t *partitions, int n) {
+void gr_alter_partition_clear_many(struct gr_alter_partition *a, const char *const *topics, const int32_t *partitions,
+                                   int n) {
     if (!a || n <= 0) return;
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < n && a->nlive > 0; i++) {
@@ -152,25 +153,25 @@ void gr_alter_isr_clear_many(struct gr_alter_isr *a, const char *const *topics, 
     pthread_mutex_unlock(&a->lock);
 }
 
-void gr_alter_isr_clear(struct gr_alter_isr *a, const char *topic, int32_t partition) {
-    gr_alter_isr_clear_many(a, &topic, &partition, 1);
+void gr_alter_partition_clear(struct gr_alter_partition *a, const char *topic, int32_t partition) {
+    gr_alter_partition_clear_many(a, &topic, &partition, 1);
 }
 
-int gr_alter_isr_pending(struct gr_alter_isr *a) {
+int gr_alter_partition_pending(struct gr_alter_partition *a) {
     pthread_mutex_lock(&a->lock);
     int n = (int)a->nlive;
     pthread_mutex_unlock(&a->lock);
     return n;
 }
 
-static void timed_wait(struct gr_alter_isr *a, int64_t ms) {
+static void timed_wait(struct gr_alter_partition *a, int64_t ms) {
     struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, ms);
     pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 }
 
 /* Points the client at the active controller (a new controller or endpoint drops the old
  * connection). a->lock NOT held. */
-static int target_controller(struct gr_alter_isr *a) {
+static int target_controller(struct gr_alter_partition *a) {
     int32_t ctrl = -1, port = -1;
     char host[256];
     if (!a->ops->controller_endpoint(a->ctx, &ctrl, host, sizeof host, &port)) return -EHOSTUNREACH;
@@ -179,7 +180,7 @@ static int target_controller(struct gr_alter_isr *a) {
 }
 
 /* Sends every queued item once; applies the answers. a->lock held on entry and exit. */
-static int send_batch(struct gr_alter_isr *a) {
+static int send_batch(struct gr_alter_partition *a) {
     int n = 0;
     for (struct item *it = a->items; it; it = it->next)
         if (!it->cleared) {
@@ -216,11 +217,11 @@ static int send_batch(struct gr_alter_isr *a) {
     if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_PARTITION, 0, req, 0, &ar, &body, &frame);
     struct AlterPartitionResponse *resp = body;
     if (rc == 0 && resp->ErrorCode != GR_KERR_NONE) {
-        gr_warn(LOGGER, "[broker %d] controller answered AlterIsr with %s; retrying", a->cfg.broker_id,
+        gr_warn(LOGGER, "[broker %d] controller answered AlterPartition with %s; retrying", a->cfg.broker_id,
                 gr_kerr_name(resp->ErrorCode));
         rc = -EAGAIN;
     } else if (rc < 0) {
-        gr_warn(LOGGER, "[broker %d] cannot send AlterIsr to the controller: %s; retrying", a->cfg.broker_id,
+        gr_warn(LOGGER, "[broker %d] cannot send AlterPartition to the controller: %s; retrying", a->cfg.broker_id,
                 gr_strerror(rc));
     }
     /* Apply per-partition answers outside our lock (they take partition locks, which may be held
@@ -265,8 +266,8 @@ static int send_batch(struct gr_alter_isr *a) {
     return rc;
 }
 
-static void *alter_isr_main(void *arg) {
-    struct gr_alter_isr *a = arg;
+static void *alter_partition_main(void *arg) {
+    struct gr_alter_partition *a = arg;
     pthread_setname_np(pthread_self(), "alter-isr");
     pthread_mutex_lock(&a->lock);
     while (!a->stop) {
@@ -285,9 +286,9 @@ static void *alter_isr_main(void *arg) {
     return NULL;
 }
 
-struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, const struct gr_alter_isr_ops *ops,
-                                      void *ctx) {
-    struct gr_alter_isr *a = gr_calloc(1, sizeof *a);
+struct gr_alter_partition *gr_alter_partition_new(const struct gr_alter_partition_config *cfg,
+                                                  const struct gr_alter_partition_ops *ops, void *ctx) {
+    struct gr_alter_partition *a = gr_calloc(1, sizeof *a);
     a->cfg = *cfg;
     a->ops = ops;
     a->ctx = ctx;
@@ -295,7 +296,7 @@ struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, con
     snprintf(cid, sizeof cid, "broker-%d-alter-isr", cfg->broker_id);
     int timeout = cfg->socket_timeout_ms > 0 ? cfg->socket_timeout_ms : 30000;
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "[AlterIsrManager broker=%d]", cfg->broker_id);
+    snprintf(prefix, sizeof prefix, "[AlterPartitionManager broker=%d]", cfg->broker_id);
     struct gr_kafka_client_config kcfg = {.client_id = cid, .logger = LOGGER, .log_prefix = prefix,
                                           .connect_timeout_ms = timeout, .request_timeout_ms = timeout};
     a->kc = gr_kafka_client_new(&kcfg);
@@ -305,12 +306,12 @@ struct gr_alter_isr *gr_alter_isr_new(const struct gr_alter_isr_config *cfg, con
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&a->thread, NULL, alter_isr_main, a) == 0) a->started = true;
-    else gr_error(LOGGER, "cannot start the AlterIsr thread");
+    if (pthread_create(&a->thread, NULL, alter_partition_main, a) == 0) a->started = true;
+    else gr_error(LOGGER, "cannot start the AlterPartition thread");
     return a;
 }
 
-void gr_alter_isr_free(struct gr_alter_isr *a) {
+void gr_alter_partition_free(struct gr_alter_partition *a) {
     if (!a) return;
     pthread_mutex_lock(&a->lock);
     a->stop = true;

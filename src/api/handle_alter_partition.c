@@ -1,5 +1,5 @@
-/* AlterIsr v0 (key 56, KIP-497) on the broker that may be the controller (Kafka 2.7's
- * KafkaApis.handleAlterPartitionRequest): a broker that is not the active controller answers
+/* AlterPartition v0 (key 56, KIP-497; Kafka 2.7 named it AlterIsr) on the broker that may be the
+ * controller (Kafka's KafkaApis.handleAlterPartitionRequest): a broker that is not the active controller answers
  * NOT_CONTROLLER at once; otherwise the request goes through the controller's front door
  * (controller/requests.h) and is answered from the controller's event thread, or with
  * NOT_CONTROLLER if the controller moves before it is processed. Never blocks an I/O thread. */
@@ -13,7 +13,7 @@
 /* Runs on whichever thread the front door answers on (requests.h rule 2). */
 static void respond(void *arg, const struct AlterPartitionResponse *resp) { gr_api_respond(arg, resp); }
 
-void gr_handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
+void gr_handle_alter_partition(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
 {
     (void)hdr;
     struct AlterPartitionRequest *r = body;
@@ -28,5 +28,5 @@ void gr_handle_alter_isr(struct gr_broker *b, struct gr_api_req *req, const stru
     }
     /* apis.h rule 4: the request (and r, in its arena) now belongs to the front door until
      * respond runs. */
-    gr_ctrl_submit_alter_isr(b->controller, r, respond, req);
+    gr_ctrl_submit_alter_partition(b->controller, r, respond, req);
 }
