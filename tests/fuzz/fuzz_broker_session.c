@@ -562,12 +562,12 @@ static void s_produce(struct in *in, struct gr_arena *a, int c) {
     r->Acks = acks == 2 ? -1 : acks;
     r->TimeoutMs = 1000;
     r->TransactionalId = who < 2 ? (char *)txn_ids[who] : NULL;
-    r->TopicsCount = 1;
-    r->Topics = NEWA(a, ProduceRequest_TopicProduceData, 1);
-    r->Topics[0].Name = topic_of(in, a);
-    r->Topics[0].PartitionsCount = 1;
-    r->Topics[0].Partitions = NEWA(a, ProduceRequest_PartitionProduceData, 1);
-    r->Topics[0].Partitions[0].PartitionIndex = (int32_t)(u8(in) % 3);
+    r->TopicDataCount = 1;
+    r->TopicData = NEWA(a, ProduceRequest_TopicProduceData, 1);
+    r->TopicData[0].Name = topic_of(in, a);
+    r->TopicData[0].PartitionDataCount = 1;
+    r->TopicData[0].PartitionData = NEWA(a, ProduceRequest_PartitionProduceData, 1);
+    r->TopicData[0].PartitionData[0].Index = (int32_t)(u8(in) % 3);
     uint8_t fmt = u8(in);
     int magic = fmt % 4 == 3 ? 2 : (ver <= 2 ? (int)(fmt % 3) : (fmt % 8 == 0 ? (int)(fmt / 8 % 2) : 2));
     int codec = u8(in) % 5;
@@ -583,8 +583,8 @@ static void s_produce(struct in *in, struct gr_arena *a, int c) {
     } else {
         recs = legacy_set(in, a, magic, codec, &len);
     }
-    r->Topics[0].Partitions[0].Records.p = recs;
-    r->Topics[0].Partitions[0].Records.len = (int32_t)len;
+    r->TopicData[0].PartitionData[0].Records.p = recs;
+    r->TopicData[0].PartitionData[0].Records.len = (int32_t)len;
     call(c, in, 0, ver, r, r->Acks != 0, a, NULL);
 }
 
@@ -731,7 +731,7 @@ static void s_offset_commit(struct in *in, struct gr_arena *a, int c) {
     struct OffsetCommitRequest *r = new_(a, &gr_desc_OffsetCommitRequest);
     r->GroupId = (char *)groups[g];
     bool simple = u8(in) & 1;
-    r->GenerationId = simple ? -1 : G.generation[g];
+    r->GenerationIdOrMemberEpoch = simple ? -1 : G.generation[g];
     r->MemberId = simple ? "" : G.member[g];
     r->RetentionTimeMs = -1;
     r->TopicsCount = 1;
@@ -797,17 +797,17 @@ static void s_add_partitions_to_txn(struct in *in, struct gr_arena *a, int c) {
     int16_t ver = ver_of(in, 24, v, 3);
     int who = u8(in) & 1;
     struct AddPartitionsToTxnRequest *r = new_(a, &gr_desc_AddPartitionsToTxnRequest);
-    r->TransactionalId = (char *)txn_ids[who];
-    r->ProducerId = G.pid[who];
-    r->ProducerEpoch = (int16_t)(G.epoch[who] + (u8(in) == 1));
+    r->V3AndBelowTransactionalId = (char *)txn_ids[who];
+    r->V3AndBelowProducerId = G.pid[who];
+    r->V3AndBelowProducerEpoch = (int16_t)(G.epoch[who] + (u8(in) == 1));
     int nt = u8(in) % 2 + 1;
-    r->TopicsCount = nt;
-    r->Topics = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, nt);
+    r->V3AndBelowTopicsCount = nt;
+    r->V3AndBelowTopics = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, nt);
     for (int i = 0; i < nt; i++) {
-        r->Topics[i].Name = topic_of(in, a);
-        r->Topics[i].PartitionsCount = 1;
-        r->Topics[i].Partitions = gr_arena_alloc(a, sizeof(int32_t));
-        r->Topics[i].Partitions[0] = (int32_t)(u8(in) % 3);
+        r->V3AndBelowTopics[i].Name = topic_of(in, a);
+        r->V3AndBelowTopics[i].PartitionsCount = 1;
+        r->V3AndBelowTopics[i].Partitions = gr_arena_alloc(a, sizeof(int32_t));
+        r->V3AndBelowTopics[i].Partitions[0] = (int32_t)(u8(in) % 3);
     }
     call(c, in, 24, ver, r, true, a, NULL);
 }
