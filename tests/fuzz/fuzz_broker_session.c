@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api/apis.h"
 #include "broker/server.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -352,8 +353,10 @@ static char *topic_of(struct in *in, struct gr_arena *a) { return name_of(in, a,
 static int16_t ver_of(struct in *in, int16_t api, const int16_t *pref, int npref) {
     uint8_t v = u8(in);
     if (v < 224) return pref[v % npref];
-    const struct gr_api_desc *d = gr_proto_api(api);
-    return (int16_t)(d->min_version + v % (d->max_version - d->min_version + 1));
+    /* a version the broker serves (the codec's tables know Kafka 3.9's, more than that) */
+    int16_t lo = 0, hi = 0;
+    gr_apis_lookup(api, &lo, &hi);
+    return (int16_t)(lo + v % (hi - lo + 1));
 }
 
 static void *new_(struct gr_arena *a, const struct gr_struct_desc *d) { return gr_proto_new(a, d); }
