@@ -106,9 +106,10 @@ int gr_kzk_cluster_id_decode(const char *data, size_t len, char id_out[64]);
 void gr_kzk_cluster_id_generate(char out[23]);
 
 /* /brokers/topics/T (version 2): partitions, adding_replicas, removing_replicas. Version 3
- * (2.8) "topic_id" is accepted on decode and kept in topic_id; encode writes v3 iff topic_id
- * is set, else v2. Partitions are kept sorted by partition id. Decode rejects negative
- * partition ids / non-integer replicas / duplicate partitions. */
+ * (2.8, KIP-516) adds "topic_id" (Uuid text, common/uuid.h), kept in topic_id; encode writes v3
+ * iff topic_id is set, else v2. Every writer of the znode carries the id it read (an id never
+ * changes once set). Partitions are kept sorted by partition id. Decode rejects negative
+ * partition ids / non-integer replicas / duplicate partitions / a topic_id that is no Uuid. */
 /* A partition's replica assignment, Kafka's ReplicaAssignment: replicas (RS), adding_replicas
  * (AR) and removing_replicas (RR; both NULL/0 when not reassigning). Declared once, here, and
  * spliced into every struct that carries one (this znode's partitions, the controller context's
@@ -128,7 +129,7 @@ struct gr_kzk_partition_assignment {
 };
 struct gr_kzk_topic_assignment {
     char *topic;               /* set by reads / caller; not in the JSON */
-    char *topic_id;            /* NULL unless version 3 */
+    char *topic_id;            /* NULL unless version 3; else a valid Uuid's text */
     int n_partitions;
     struct gr_kzk_partition_assignment *partitions;
     int32_t zk_version;        /* filled by reads */

@@ -10,6 +10,7 @@
  * | /brokers/ids/N (ephemeral, v5)         | {"version":5,"host":"h","port":9092,"endpoints":["PLAINTEXT://h:9092"],"jmx_port":-1,"timestamp":"…","listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"rack":"r1","features":{"f":{"min_version":1,"max_version":2}}} |
  * | /cluster/id                            | {"version":"1","id":"<22-char url-safe base64>"}            |
  * | /brokers/topics/T                      | {"version":2,"partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}} |
+ * |   (Kafka 2.8+, KIP-516: version 3)     | {"version":3,"topic_id":"<22-char url-safe base64 Uuid>","partitions":{…},"adding_replicas":{},"removing_replicas":{}} |
  * | /brokers/topics/T/partitions/P/state   | {"version":1,"leader":1,"leader_epoch":0,"controller_epoch":1,"isr":[1,2]} |
  * | /config/<type>/<name>                  | {"version":1,"config":{"k":"v"}}                            |
  * | /config/changes/config_change_N        | {"version":2,"entity_path":"topics/T"}                      |
@@ -35,6 +36,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "common/uuid.h"
 #include "zk/kzk.h"
 
 /* ---- small helpers ---- */
@@ -455,31 +457,9 @@ int gr_kzk_cluster_id_decode(const char *data, size_t len, char id_out[64]) {
 }
 
 void gr_kzk_cluster_id_generate(char out[23]) {
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    unsigned char u[18] = {0};
-    size_t got = 0;
-    while (got < 16) {
-        ssize_t r = getrandom(u + got, 16 - got, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            /* Last resort: time-seeded bytes (cluster ids need uniqueness, not secrecy). */
-            srand((unsigned)gr_mono_us() ^ (unsigned)time(NULL));
-            for (; got < 16; got++) u[got] = (unsigned char)rand();
-            break;
-        }
-        got += (size_t)r;
-    }
-    u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
-    u[8] = (unsigned char)((u[8] & 0x3f) | 0x80); /* IETF variant */
-    int o = 0;
-    for (int i = 0; i < 18 && o < 22; i += 3) {
-        uint32_t v = ((uint32_t)u[i] << 16) | ((uint32_t)u[i + 1] << 8) | u[i + 2];
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        if (o < 22) out[o++] = b64[(v >> 6) & 63];
-        if (o < 22) out[o++] = b64[v & 63];
-    }
-    out[22] = 0;
+    struct gr_uuid u;
+    gr_uuid_random(&u); /* Kafka's CoreUtils.generateUuidAsBase64: the same text form */
+    gr_uuid_to_string(&u, out);
 }
 
 /* ---- /brokers/topics/T ---- */
@@ -547,8 +527,10 @@ int gr_kzk_topic_assignment_decode(const char *data, size_t len,
     if (!d.err && !json_is_object(parts)) d.err = GR_ECORRUPT;
     if (!d.err && version >= 3) {
         const json_t *tid = json_object_get(root, "topic_id");
-        if (tid && json_is_string(tid)) out->topic_id = gr_strdup(json_string_value(tid));
-        else if (tid && !json_is_null(tid)) d.err = GR_ECORRUPT;
+        struct gr_uuid u;
+        if (tid && json_is_string(tid) && gr_uuid_parse(json_string_value(tid), &u) == 0)
+            out->topic_id = gr_strdup(json_string_value(tid));
+        else if (tid && !json_is_null(tid)) d.err = GR_ECORRUPT; /* Kafka's Uuid.fromString throws */
     }
     size_t cnt = d.err ? 0 : json_object_size(parts);
     if (cnt > 0) out->partitions = gr_calloc(cnt, sizeof(*out->partitions));

@@ -191,14 +191,14 @@ static void test_topic(void) {
 
     /* Sorted by partition even if JSON order is not; 2.8's v3 with topic_id. */
     CHECK(DEC(gr_kzk_topic_assignment_decode,
-              "{\"version\":3,\"topic_id\":\"abc\",\"partitions\":{\"10\":[1],\"2\":[2]},"
+              "{\"version\":3,\"topic_id\":\"vGKqNKUXQo2Y2ZzIHU0BNg\",\"partitions\":{\"10\":[1],\"2\":[2]},"
               "\"adding_replicas\":{},\"removing_replicas\":{\"10\":[1]}}",
               &a) == 0);
     CHECK(a.n_partitions == 2 && a.partitions[0].partition == 2 && a.partitions[1].partition == 10);
-    CHECK(a.topic_id && strcmp(a.topic_id, "abc") == 0);
+    CHECK(a.topic_id && strcmp(a.topic_id, "vGKqNKUXQo2Y2ZzIHU0BNg") == 0);
     CHECK(a.partitions[1].n_removing == 1);
     s = gr_kzk_topic_assignment_encode(&a, &len);
-    CHECK(strstr(s, "\"version\":3") && strstr(s, "\"topic_id\":\"abc\""));
+    CHECK(strstr(s, "\"version\":3") && strstr(s, "\"topic_id\":\"vGKqNKUXQo2Y2ZzIHU0BNg\""));
     free(s);
     gr_kzk_topic_assignment_release(&a);
     /* Older nodes without adding/removing. */
@@ -208,6 +208,8 @@ static void test_topic(void) {
 
     const char *bad[] = {
         "{\"version\":2}", "{\"version\":2,\"partitions\":[]}",
+        "{\"version\":3,\"topic_id\":\"abc\",\"partitions\":{\"0\":[1]}}", /* no Uuid */
+        "{\"version\":3,\"topic_id\":7,\"partitions\":{\"0\":[1]}}",
         "{\"version\":2,\"partitions\":{\"x\":[1]}}", "{\"version\":2,\"partitions\":{\"-1\":[1]}}",
         "{\"version\":2,\"partitions\":{\"0\":[\"1\"]}}", "{\"version\":2,\"partitions\":{\"0\":1}}",
         "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":{\"5\":[1]}}",
