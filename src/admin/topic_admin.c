@@ -200,6 +200,7 @@ struct pending_topic {
     int idx; /* into specs / results */
     char *cjson, *ajson;
     size_t clen, alen;
+    struct gr_uuid id; /* in ajson */
 };
 
 static int16_t check_exists_and_collisions(struct create_ctx *c, const char *name,
@@ -357,6 +358,10 @@ static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *s
         struct gr_kzk_config cfg = { spec->n_configs, (char **)spec->config_names,
                                      (char **)spec->config_values };
         out->cjson = gr_kzk_config_encode(&cfg, &out->clen);
+        char idtext[GR_UUID_STR_LEN + 1];
+        gr_uuid_random(&out->id); /* the one place a topic id is born (the controller only adds
+                                   * ids to topics created without one) */
+        ta.topic_id = gr_uuid_to_string(&out->id, idtext);
         out->ajson = gr_kzk_topic_assignment_encode(&ta, &out->alen);
     }
     free(ta.partitions);
@@ -502,6 +507,8 @@ int gr_topic_admin_create_topics(struct gr_broker *b, const struct gr_topic_spec
         free(p[i].ajson);
         if (results[p[i].idx].error != GR_KERR_NONE)
             n_ok--;
+        else
+            results[p[i].idx].topic_id = p[i].id;
     }
     free(p);
     name_set_free(&c.names);

@@ -4,8 +4,9 @@
  * (Kafka's topic purgatory: DelayedCreatePartitions).
  *
  * Writes go to ZooKeeper through src/zk/kzk.h (new topics: multis through its backend):
- * /config/topics/T then /brokers/topics/T (assignment JSON version 2) for a new topic;
- * /brokers/topics/T rewritten with the extra partitions for CreatePartitions. The controller
+ * /config/topics/T then /brokers/topics/T (assignment JSON version 3, with the topic id generated
+ * here: KIP-516, AdminZkClient.createTopicWithAssignment with usesTopicId) for a new topic;
+ * /brokers/topics/T rewritten with the extra partitions for CreatePartitions (keeping its id). The controller
  * reacts through its TopicChange / PartitionModifications watches; this module never talks to the controller directly.
  *
  * Results are Kafka error codes with a message (struct gr_topic_result). The create/add calls
@@ -23,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/uuid.h"
 
 struct gr_broker;
 struct gr_topic_admin;
@@ -49,6 +52,7 @@ struct gr_topic_result {
     char message[256];       /* "" when none */
     int32_t num_partitions;  /* resolved, -1 if unknown */
     int16_t replication_factor;
+    struct gr_uuid topic_id; /* the id of the topic created, zero otherwise (validate only, error) */
 };
 
 /* Creates the admin for b and starts its timer thread. */

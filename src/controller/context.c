@@ -372,6 +372,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     t->name = gr_strdup(a->topic);
     t->topic_id = a->topic_id;
     a->topic_id = NULL;
+    if (!t->topic_id || gr_uuid_parse(t->topic_id, &t->id) != 0) memset(&t->id, 0, sizeof t->id);
     t->zk_version = a->zk_version;
     t->czxid = a->czxid;
     t->n_partitions = a->n_partitions;

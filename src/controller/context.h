@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/uuid.h"
 #include "zk/kzk.h"
 
 /* A live (registered) broker: its znode data and epoch (czxid). */
@@ -78,7 +79,8 @@ struct gr_ctrl_partition {
 
 struct gr_ctrl_topic {
     char *name;
-    char *topic_id;             /* NULL unless the znode is v3 */
+    char *topic_id;             /* NULL unless the znode is v3 (KIP-516; its text, as written) */
+    struct gr_uuid id;          /* topic_id parsed; zero when topic_id is NULL (topic_ids.h) */
     int32_t zk_version;         /* of /brokers/topics/T */
     int64_t czxid;              /* of /brokers/topics/T: which incarnation of the topic */
     int n_partitions;

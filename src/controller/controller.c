@@ -30,6 +30,7 @@
 #include "controller/reassignment.h"
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
+#include "controller/topic_ids.h"
 #include "controller/requests.h"
 #include "controller/request_batch.h"
 #include "controller/response.h"
@@ -769,6 +770,17 @@ static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
     return 0;
 }
 
+/* processTopicIds (topic_ids.h) for names[0..n), or every topic of the context when names is NULL. */
+static int assign_topic_ids(struct gr_controller *c, const char *const *names, int n) {
+    struct gr_ctrl_topic_id_source src = {c->cfg.topic_id_fn, c->cfg.topic_id_arg};
+    if (names) return gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, names, n);
+    size_t nt = 0;
+    const char **all = gr_ctrl_ctx_sorted_topics(&c->ctx, &nt);
+    int rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, all, (int)nt);
+    free(all);
+    return rc;
+}
+
 /* Kafka's initializeControllerContext. */
 static int initialize_context(struct gr_controller *c, int64_t *states_loaded, struct gr_ctrl_load_report *rep) {
     /* warm: start from the standby's topics and states (first: the move replaces the context's
@@ -787,6 +799,8 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
 
     int64_t t0 = gr_clock_now_ms(c->cfg.clock);
     rc = sync_topics(c, &c->ctx, true);
+    if (rc != 0) return rc;
+    rc = assign_topic_ids(c, NULL, 0); /* processTopicIds: every topic of the context */
     if (rc != 0) return rc;
     int64_t t1 = gr_clock_now_ms(c->cfg.clock);
     CINFO(c, "Loaded the replica assignments of %zu topics (%lld partitions) in %lld ms", gr_ctrl_ctx_topic_count(&c->ctx),
@@ -1081,6 +1095,7 @@ static int process_topic_change(struct gr_controller *c, const struct gr_ctrl_ev
     /* Like Kafka, no partition states are read for new topics: onNewPartitionCreation creates
      * them (a state left over in ZooKeeper makes that creation fail, as in Kafka). */
     rc = load_topics(c, &c->ctx, new_topics, n_new, true);
+    if (rc == 0) rc = assign_topic_ids(c, new_topics, n_new); /* processTopicIds of the added topics */
     char b1[1024], b2[1024];
     CINFO(c, "New topics: [%s], deleted topics: [%s], new partition replica assignment [%lld partitions]",
           fmt_names(b1, sizeof b1, new_topics, (size_t)n_new),
@@ -1142,6 +1157,11 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         return rc;
     }
     struct gr_ctrl_topic *old = gr_ctrl_ctx_topic(&c->ctx, topic);
+    if (old && !old->topic_id && a.topic_id) { /* given its id by another writer */
+        old->topic_id = a.topic_id;
+        a.topic_id = NULL;
+        gr_uuid_parse(old->topic_id, &old->id);
+    }
     int added = 0;
     for (int i = 0; i < a.n_partitions; i++)
         if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) added++;

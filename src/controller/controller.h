@@ -87,6 +87,10 @@ struct gr_controller_config {
     void (*on_context_loaded)(void *arg, struct gr_ctrl_context *ctx, const struct gr_ctrl_load_report *r);
     void *context_hook_arg;
 
+    /* Fresh topic ids for topics without one (topic_ids.h); NULL fn: random (gr_uuid_random). */
+    void (*topic_id_fn)(void *arg, struct gr_uuid *out);
+    void *topic_id_arg;
+
     /* Simulation mode: no event thread; the owner drives gr_ctrl_events_process_one() and the
      * session-expiry callback does not block. */
     bool no_thread;

@@ -1,0 +1,133 @@
+/* Topic ids assigned by the controller (KafkaController.processTopicIds): see topic_ids.h. */
+#include "controller/topic_ids.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define LOGGER "kafka.controller.KafkaController"
+#define IDS_PER_MULTI 200 /* set ops per guarded multi */
+#define RETRIES 5         /* rereads of one topic whose znode keeps changing under us */
+
+static void new_id(const struct gr_ctrl_topic_id_source *src, struct gr_uuid *out) {
+    if (src && src->fn) src->fn(src->arg, out);
+    else gr_uuid_random(out);
+}
+
+/* The znode content of t as the context holds it, with id (arrays borrowed from the context;
+ * free only a->partitions). */
+static void from_context(const struct gr_ctrl_topic *t, const char *id, struct gr_kzk_topic_assignment *a) {
+    memset(a, 0, sizeof *a);
+    a->topic = t->name;
+    a->topic_id = (char *)id;
+    a->n_partitions = t->n_partitions;
+    a->partitions = gr_calloc((size_t)(t->n_partitions ? t->n_partitions : 1), sizeof *a->partitions);
+    for (int i = 0; i < t->n_partitions; i++) {
+        const struct gr_ctrl_partition *p = &t->partitions[i];
+        a->partitions[i] = (struct gr_kzk_partition_assignment){
+            .partition = p->partition, .n_replicas = p->n_replicas, .replicas = p->replicas,
+            .n_adding = p->n_adding, .adding = p->adding, .n_removing = p->n_removing, .removing = p->removing};
+    }
+}
+
+static void adopt(struct gr_ctrl_topic *t, const char *text, const struct gr_uuid *id, int32_t zk_version) {
+    free(t->topic_id);
+    t->topic_id = gr_strdup(text);
+    t->id = *id;
+    t->zk_version = zk_version;
+}
+
+/* One topic on its own: conditional on the version the context holds, then on what a reread
+ * finds. 0, GR_ECONTROLLER_MOVED or another error. */
+static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, const struct gr_uuid *id) {
+    char text[GR_UUID_STR_LEN + 1];
+    gr_uuid_to_string(id, text);
+    struct gr_kzk_topic_assignment a;
+    from_context(t, text, &a);
+    int rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &a, t->zk_version);
+    free(a.partitions);
+    int32_t version = t->zk_version;
+    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+        struct gr_kzk_topic_assignment cur;
+        const char *name = t->name;
+        rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
+        if (rc == 0) rc = cur.rc;
+        if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
+            struct gr_uuid theirs;
+            gr_uuid_parse(cur.topic_id, &theirs); /* the decoder checked it */
+            gr_info(LOGGER, "Topic %s got id %s meanwhile; keeping it", t->name, cur.topic_id);
+            adopt(t, cur.topic_id, &theirs, cur.zk_version);
+            gr_kzk_topic_assignment_release(&cur);
+            return 0;
+        }
+        if (rc == 0) {
+            cur.topic_id = gr_strdup(text);
+            version = cur.zk_version;
+            rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &cur, version);
+        }
+        gr_kzk_topic_assignment_release(&cur);
+    }
+    if (rc == GR_KZK_ENONODE) return 0; /* deleted meanwhile */
+    if (rc != 0) return rc;
+    gr_info(LOGGER, "Assigned topic id %s to topic %s", text, t->name);
+    adopt(t, text, id, version + 1); /* a conditional set at version v leaves v + 1 */
+    return 0;
+}
+
+int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
+                             const char *const *names, int n) {
+    struct gr_ctrl_topic **todo = gr_malloc(sizeof *todo * (size_t)(n ? n : 1));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, names[i]);
+        if (t && !t->topic_id) todo[m++] = t;
+    }
+    int rc = 0;
+    struct gr_uuid *ids = gr_malloc(sizeof *ids * IDS_PER_MULTI);
+    char(*texts)[GR_UUID_STR_LEN + 1] = gr_malloc(sizeof *texts * IDS_PER_MULTI);
+    struct gr_zop *ops = gr_malloc(sizeof *ops * IDS_PER_MULTI);
+    char **paths = gr_calloc(IDS_PER_MULTI, sizeof *paths), **jsons = gr_calloc(IDS_PER_MULTI, sizeof *jsons);
+    for (int off = 0; off < m && rc == 0; off += IDS_PER_MULTI) {
+        int k = GR_MIN(IDS_PER_MULTI, m - off);
+        for (int i = 0; i < k; i++) {
+            struct gr_ctrl_topic *t = todo[off + i];
+            new_id(src, &ids[i]);
+            gr_uuid_to_string(&ids[i], texts[i]);
+            struct gr_kzk_topic_assignment a;
+            from_context(t, texts[i], &a);
+            size_t len;
+            jsons[i] = gr_kzk_topic_assignment_encode(&a, &len);
+            free(a.partitions);
+            paths[i] = gr_asprintf("/brokers/topics/%s", t->name);
+            ops[i] = gr_zop_set(paths[i], jsons[i], (int)len, t->zk_version);
+        }
+        /* all of them in one multi; if any znode changed since it was read, one by one */
+        rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, k, NULL);
+        if (rc == 0) {
+            for (int i = 0; i < k; i++) {
+                struct gr_ctrl_topic *t = todo[off + i];
+                gr_info(LOGGER, "Assigned topic id %s to topic %s", texts[i], t->name);
+                adopt(t, texts[i], &ids[i], t->zk_version + 1);
+            }
+        } else if (rc != GR_ECONTROLLER_MOVED) {
+            rc = 0;
+            for (int i = 0; i < k && rc == 0; i++) rc = assign_one(kzk, ctx, todo[off + i], &ids[i]);
+        }
+        for (int i = 0; i < k; i++) {
+            free(paths[i]);
+            free(jsons[i]);
+            paths[i] = jsons[i] = NULL;
+        }
+    }
+    if (rc != 0 && rc != GR_ECONTROLLER_MOVED)
+        gr_error(LOGGER, "Cannot write topic ids: %s", gr_kzk_strerror(rc));
+    free(paths);
+    free(jsons);
+    free(ops);
+    free(texts);
+    free(ids);
+    free(todo);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* Topic ids (KIP-516) in the ZooKeeper-mode controller: Kafka 2.8+'s KafkaController.processTopicIds.
+ *
+ * A topic gets its id where it is created (src/admin/topic_admin.c writes /brokers/topics/T at
+ * version 3 with a fresh Uuid). Topics created without one (by a broker of an older version, by a
+ * tool, or before the upgrade) get one from the active controller: at failover for every topic
+ * of the context, and for each topic a TopicChange adds. The id is written into the topic znode
+ * CONDITIONALLY on the zkVersion the controller read (a guarded multi, so also fenced by
+ * /controller_epoch), never with "any version" as Kafka's setTopicIds does: a concurrent writer
+ * (CreatePartitions, another tool) either finds the id already there or makes us read the znode
+ * again and write its new content with the id. An id is never changed or removed once set: every
+ * writer of the znode (reassignment, restore of a deleted topic's assignment, CreatePartitions)
+ * carries the id it read.
+ *
+ * Event thread only (it reads and writes the controller context). */
+#ifndef GR_CONTROLLER_TOPIC_IDS_H
+#define GR_CONTROLLER_TOPIC_IDS_H
+
+#include "common/uuid.h"
+#include "controller/context.h"
+
+/* Where fresh ids come from: NULL fn = gr_uuid_random (the simulation passes a seeded one). */
+struct gr_ctrl_topic_id_source {
+    void (*fn)(void *arg, struct gr_uuid *out);
+    void *arg;
+};
+
+/* Gives every topic names[0..n) of ctx that has no id one and writes it (see above); topics not
+ * in ctx are skipped. On success t->topic_id/t->id are set and t->zk_version follows the write.
+ * A topic whose znode vanished meanwhile is left alone (its deletion is on the way). Returns 0,
+ * GR_ECONTROLLER_MOVED (the caller resigns) or another kzk error after logging it (topics already
+ * written keep their ids; the rest get theirs at the next failover or TopicChange). */
+int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
+                             const char *const *names, int n);
+
+#endif
