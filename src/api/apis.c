@@ -38,9 +38,9 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
     /* controller -> broker: broker/metadata_cache, replication/partitions + hooks */
-    [GR_API_LEADER_AND_ISR] = {0, 4, gr_handle_leader_and_isr, 0},
-    [GR_API_STOP_REPLICA] = {0, 3, gr_handle_stop_replica, 0},
-    [GR_API_UPDATE_METADATA] = {0, 6, gr_handle_update_metadata, 0},
+    [GR_API_LEADER_AND_ISR] = {0, 7, gr_handle_leader_and_isr, 0},
+    [GR_API_STOP_REPLICA] = {0, 4, gr_handle_stop_replica, 0},
+    [GR_API_UPDATE_METADATA] = {0, 8, gr_handle_update_metadata, 0},
     /* broker -> controller: controller/requests.h */
     [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
     [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_partition, 0},

@@ -1,5 +1,7 @@
-/* Control requests from the controller: UpdateMetadata v0-6, LeaderAndIsr v0-4, StopReplica
- * v0-3, with Kafka 2.7's fencing (KafkaApis + ReplicaManager):
+/* Control requests from the controller: UpdateMetadata v0-8, LeaderAndIsr v0-7, StopReplica
+ * v0-4 (the versions of a Kafka 3.9 ZooKeeper broker; isKRaftController and the Type field
+ * belong to KRaft migration, which Gregor has none of: they are read and ignored), with Kafka's
+ * fencing (KafkaApis + ReplicaManager):
  *
  *   broker epoch   request BrokerEpoch != -1 and < ours -> STALE_BROKER_EPOCH
  *                  (UpdateMetadata, StopReplica: top-level code only; LeaderAndIsr: top-level
@@ -199,6 +201,24 @@ static void apply_lai_changes(struct gr_broker *b, struct gr_api_req *req, struc
     }
 }
 
+/* v5+ answers per topic id (KIP-516): the flat list (in request order) cut by the request's
+ * topics, each under the id the request gave it. */
+static void lai_response_by_topic_id(struct gr_api_req *req, const struct LeaderAndIsrRequest *rq,
+                                     struct LeaderAndIsrResponse *resp)
+{
+    int32_t nt = rq->TopicStatesCount > 0 ? rq->TopicStatesCount : 0;
+    resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(nt ? nt : 1));
+    resp->TopicsCount = nt;
+    int32_t off = 0;
+    for (int32_t t = 0; t < nt; t++) {
+        int32_t np = rq->TopicStates[t].PartitionStatesCount > 0 ? rq->TopicStates[t].PartitionStatesCount : 0;
+        memcpy(resp->Topics[t].TopicId, rq->TopicStates[t].TopicId, 16);
+        resp->Topics[t].PartitionErrorsCount = np;
+        resp->Topics[t].PartitionErrors = resp->PartitionErrors + off;
+        off += np;
+    }
+}
+
 void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                               const struct gr_req_header *hdr, void *body)
 {
@@ -298,6 +318,8 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
     if (whole != GR_KERR_NONE)
         for (int i = 0; i < n; i++)
             resp->PartitionErrors[i].ErrorCode = whole;
+    if (ver >= 5)
+        lai_response_by_topic_id(req, rq, resp);
     gr_api_respond(req, resp);
 }
 

@@ -26,6 +26,11 @@ struct gr_mdc {
     gr_mdc_update_fn on_update;
     void *on_update_ctx;
     _Atomic uint64_t generation;
+    /* the topics that have an id, sorted by id (KIP-516's name <-> id both ways); rebuilt after
+     * an update that added, removed or re-identified a topic */
+    struct gr_mdc_topic **by_id;
+    int n_by_id;
+    bool by_id_stale;
 };
 
 struct gr_mdc *gr_mdc_new(int32_t local_broker_id)
@@ -77,6 +82,7 @@ void gr_mdc_free(struct gr_mdc *c)
     for (int i = 0; i < c->n_topics; i++)
         topic_free(c->topics[i]);
     free(c->topics);
+    free(c->by_id);
     pthread_rwlock_destroy(&c->lock);
     free(c);
 }
@@ -237,6 +243,8 @@ static void remove_partition(struct gr_mdc *c, const char *topic, int32_t p)
             sizeof(*t->partitions) * (size_t)(t->n_partitions - pi - 1));
     t->n_partitions--;
     if (t->n_partitions == 0) {
+        if (!gr_uuid_is_zero(&t->id))
+            c->by_id_stale = true; /* rebuilt before the write lock goes */
         topic_free(t);
         memmove(&c->topics[ti], &c->topics[ti + 1],
                 sizeof(*c->topics) * (size_t)(c->n_topics - ti - 1));
@@ -308,6 +316,39 @@ static void apply_state(struct gr_mdc *c, const char *topic, int16_t version,
     }
 }
 
+static int cmp_topic_id(const void *a, const void *b)
+{
+    const struct gr_mdc_topic *x = *(const struct gr_mdc_topic *const *)a, *y = *(const struct gr_mdc_topic *const *)b;
+    return memcmp(x->id.b, y->id.b, 16);
+}
+
+static void rebuild_by_id(struct gr_mdc *c)
+{
+    c->by_id = gr_realloc(c->by_id, sizeof(*c->by_id) * (size_t)(c->n_topics ? c->n_topics : 1));
+    c->n_by_id = 0;
+    for (int i = 0; i < c->n_topics; i++)
+        if (!gr_uuid_is_zero(&c->topics[i]->id))
+            c->by_id[c->n_by_id++] = c->topics[i];
+    qsort(c->by_id, (size_t)c->n_by_id, sizeof(*c->by_id), cmp_topic_id);
+    c->by_id_stale = false;
+}
+
+/* Kafka's ZkMetadataCache: a topic state with a non-zero id sets the topic's id, a zero one
+ * clears it. A topic the request removed entirely is gone already. */
+static void set_topic_id(struct gr_mdc *c, const char *topic, const uint8_t id[16])
+{
+    if (!topic)
+        return;
+    int ti = topic_search(c, topic);
+    if (ti < 0)
+        return;
+    struct gr_mdc_topic *t = c->topics[ti];
+    if (memcmp(t->id.b, id, 16) != 0) {
+        memcpy(t->id.b, id, 16);
+        c->by_id_stale = true;
+    }
+}
+
 void gr_mdc_update(struct gr_mdc *c, int16_t version,
                               const struct UpdateMetadataRequest *req, int *n_deleted)
 {
@@ -334,8 +375,12 @@ void gr_mdc_update(struct gr_mdc *c, int16_t version,
             for (int32_t j = 0; j < ts->PartitionStatesCount; j++)
                 apply_state(c, ts->TopicName, version, &ts->PartitionStates[j], ts->PartitionStatesCount - j,
                             &added, &deleted);
+            static const uint8_t no_id[16];
+            set_topic_id(c, ts->TopicName, version >= 7 ? ts->TopicId : no_id);
         }
     }
+    if (c->by_id_stale)
+        rebuild_by_id(c);
     atomic_fetch_add(&c->generation, 1);
     gr_mdc_update_fn fn = c->on_update;
     void *ctx = c->on_update_ctx;
@@ -507,4 +552,44 @@ void gr_broker_metas_free(struct gr_broker_meta *m, int n)
 uint64_t gr_mdc_generation(struct gr_mdc *c)
 {
     return atomic_load(&c->generation);
+}
+
+/* ---- topic ids (KIP-516) ---- */
+
+const struct gr_mdc_topic *gr_mdc_topic_by_id(const struct gr_mdc *c, const struct gr_uuid *id)
+{
+    int lo = 0, hi = c->n_by_id - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int cmp = memcmp(c->by_id[mid]->id.b, id->b, 16);
+        if (cmp == 0)
+            return c->by_id[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return NULL;
+}
+
+bool gr_mdc_topic_id(struct gr_mdc *c, const char *topic, struct gr_uuid *out)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    int ti = topic ? topic_search(c, topic) : -1;
+    bool found = ti >= 0 && !gr_uuid_is_zero(&c->topics[ti]->id);
+    if (found)
+        *out = c->topics[ti]->id;
+    pthread_rwlock_unlock(&c->lock);
+    return found;
+}
+
+char *gr_mdc_topic_name_by_id(struct gr_mdc *c, const struct gr_uuid *id)
+{
+    if (gr_uuid_is_zero(id))
+        return NULL;
+    pthread_rwlock_rdlock(&c->lock);
+    const struct gr_mdc_topic *t = gr_mdc_topic_by_id(c, id);
+    char *name = t ? gr_strdup(t->name) : NULL;
+    pthread_rwlock_unlock(&c->lock);
+    return name;
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "admin/assignment.h"
+#include "common/uuid.h"
 #include "protocol/messages.h"
 
 /* Leader value the controller sends for partitions of a topic being deleted (LeaderDuringDelete). */
@@ -55,6 +56,7 @@ struct gr_mdc_partition {
 
 struct gr_mdc_topic {
     char *name;
+    struct gr_uuid id; /* KIP-516 topic id from UpdateMetadata v7+; zero when none */
     int n_partitions; /* partitions known, sorted by partition id (ids need not be dense) */
     int cap;
     struct gr_mdc_partition *partitions;
@@ -72,10 +74,12 @@ void gr_mdc_free(struct gr_mdc *c);
 /* Sets the hook called after each update (NULL to clear). Set before updates can arrive. */
 void gr_mdc_set_on_update(struct gr_mdc *c, gr_mdc_update_fn fn, void *ctx);
 
-/* Applies an UpdateMetadata request decoded at `version` (0-6): replaces the live brokers and
+/* Applies an UpdateMetadata request decoded at `version` (0-8): replaces the live brokers and
  * the controller id (negative -> none); if the request carries partition states, merges them
  * into the existing ones (partitions with leader -2 are removed, topics left without partitions
- * disappear). *n_deleted (if not NULL) gets the number of partitions removed. Any thread. */
+ * disappear). Each topic state of v5+ also sets its topic's id (v7+ TopicId; ZERO_UUID, and
+ * every v5-6 state, leaves the topic without one, as Kafka's ZkMetadataCache). *n_deleted (if
+ * not NULL) gets the number of partitions removed. Any thread. */
 void gr_mdc_update(struct gr_mdc *c, int16_t version,
                               const struct UpdateMetadataRequest *req, int *n_deleted);
 
@@ -95,6 +99,8 @@ const struct gr_mdc_topic *gr_mdc_topic_at(const struct gr_mdc *c, int i);
 const struct gr_mdc_topic *gr_mdc_topic(const struct gr_mdc *c, const char *name);
 const struct gr_mdc_partition *gr_mdc_partition(const struct gr_mdc_topic *t, int32_t partition);
 int32_t gr_mdc_controller_id_locked(const struct gr_mdc *c);
+/* The topic whose id is id (KIP-516), NULL if none (zero never matches). O(log topics). */
+const struct gr_mdc_topic *gr_mdc_topic_by_id(const struct gr_mdc *c, const struct gr_uuid *id);
 
 /* ---- copying helpers (lock internally; any thread) ---- */
 int32_t gr_mdc_controller_id(struct gr_mdc *c);
@@ -119,6 +125,11 @@ bool gr_mdc_get_endpoint(struct gr_mdc *c, int32_t broker_id,
 void gr_mdc_alive_brokers(struct gr_mdc *c, struct gr_broker_meta **out,
                                      int *n);
 void gr_broker_metas_free(struct gr_broker_meta *m, int n);
+/* Topic ids both ways (KIP-516; what Fetch v13+ and DeleteTopics v6 resolve through):
+ * gr_mdc_topic_id copies topic's id into *out, false when the topic is unknown or has none;
+ * gr_mdc_topic_name_by_id returns a malloc'd copy of the name (caller frees) or NULL. */
+bool gr_mdc_topic_id(struct gr_mdc *c, const char *topic, struct gr_uuid *out);
+char *gr_mdc_topic_name_by_id(struct gr_mdc *c, const struct gr_uuid *id);
 /* Increases by one with every applied update. */
 uint64_t gr_mdc_generation(struct gr_mdc *c);
 

@@ -1398,6 +1398,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
         else rc = gr_ctrl_alter_partition_complete(&c->sm, ev);
         break;
     case GR_EV_LEADER_AND_ISR_RESPONSE:
+        gr_ctrl_lai_response_normalize(ev->payload); /* v5+: errors by topic id -> by name */
         if (is_active(c)) gr_ctrl_process_leader_and_isr_response(&c->sm, ev);
         if (is_active(c)) rc = gr_od_process_leader_and_isr_response(c->od, ev); /* KAFKA_STORAGE_ERROR */
         break;

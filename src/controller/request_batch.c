@@ -1,5 +1,6 @@
 /* ControllerBrokerRequestBatch: see request_batch.h. */
 #include "controller/request_batch.h"
+#include "controller/response.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -773,6 +774,14 @@ static void deliver(struct gr_ctrl_batch *b, int32_t broker, struct gr_ctrl_req 
     b->sm->sender->send(b->sm->sender_ctx, broker, box->api_key, ver, box, gr_ctrl_req_free, ev);
 }
 
+/* The id the context holds for topic (ZERO_UUID when it has none, or is gone: a removal the
+ * broker missed), as Kafka's topicIds.getOrElse(topic, Uuid.ZERO_UUID). */
+static void topic_id_of(struct gr_ctrl_context *ctx, const char *topic, uint8_t out[16]) {
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
+    if (t) memcpy(out, t->id.b, 16);
+    else memset(out, 0, 16);
+}
+
 static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_arena *sh) {
     struct gr_ctrl_sm *sm = b->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -800,6 +809,7 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_a
             if (topic_starts(v, i, k)) {
                 t++;
                 r->TopicStates[t].TopicName = sent_name(a, v[k]->tref);
+                topic_id_of(ctx, v[k]->tref->name, r->TopicStates[t].TopicId);
                 r->TopicStates[t].PartitionStatesCount = 0;
                 r->TopicStates[t].PartitionStates =
                     gr_arena_alloc(a, topic_run_len(v, k, j) * sizeof *r->TopicStates[t].PartitionStates);
@@ -867,6 +877,7 @@ static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_
         if (topic_starts(v, 0, k)) {
             t++;
             topics[t].TopicName = sent_name(a, v[k]->tref);
+            topic_id_of(ctx, v[k]->tref->name, topics[t].TopicId);
             topics[t].PartitionStatesCount = 0;
             topics[t].PartitionStates = gr_arena_alloc(a, topic_run_len(v, k, n) * sizeof *topics[t].PartitionStates);
         }
@@ -969,6 +980,35 @@ void gr_ctrl_batch_send(struct gr_ctrl_batch *b) {
     shared_release(sh);
     gr_ctrl_batch_clear(b);
     if (!b->log.hold) gr_ctrl_batch_flush_log(b);
+}
+
+void gr_ctrl_lai_response_normalize(struct gr_ctrl_response *r) {
+    if (!r || !r->body || r->api_key != GR_API_LEADER_AND_ISR || r->api_version < 5) return;
+    const struct gr_ctrl_req *sent = r->request;
+    if (!sent || sent->api_key != GR_API_LEADER_AND_ISR) return;
+    const struct LeaderAndIsrRequest *rq = &sent->u.lai;
+    struct LeaderAndIsrResponse *b = r->body;
+    int32_t n = 0;
+    for (int32_t i = 0; i < b->TopicsCount; i++)
+        if (b->Topics[i].PartitionErrorsCount > 0) n += b->Topics[i].PartitionErrorsCount;
+    b->PartitionErrors = gr_arena_alloc(&r->arena, sizeof *b->PartitionErrors * (size_t)(n ? n : 1));
+    b->PartitionErrorsCount = 0;
+    for (int32_t i = 0; i < b->TopicsCount; i++) {
+        const struct LeaderAndIsrResponse_LeaderAndIsrTopicError *te = &b->Topics[i];
+        const char *name = NULL;
+        int matches = 0;
+        for (int32_t t = 0; t < rq->TopicStatesCount; t++)
+            if (memcmp(rq->TopicStates[t].TopicId, te->TopicId, 16) == 0) {
+                name = rq->TopicStates[t].TopicName;
+                matches++;
+            }
+        if (matches != 1) continue;
+        for (int32_t j = 0; j < te->PartitionErrorsCount; j++) {
+            struct LeaderAndIsrResponse_LeaderAndIsrPartitionError *pe = &b->PartitionErrors[b->PartitionErrorsCount++];
+            *pe = te->PartitionErrors[j];
+            pe->TopicName = (char *)name; /* the request outlives the response's use */
+        }
+    }
 }
 
 /* ---- introspection ---- */

@@ -22,7 +22,11 @@
  *  5. StopReplica's LeaderEpoch is -2 for topics queued for deletion, else the cached leader
  *     epoch (or -1 when unknown).
  *  6. Requests are stamped with the controller's id, ctx->epoch and the target broker's epoch,
- *     at Kafka 2.7's versions: LeaderAndIsr v4, UpdateMetadata v6, StopReplica v3.
+ *     at the versions a Kafka 3.9 ZooKeeper controller sends (inter.broker.protocol.version 3.4+):
+ *     LeaderAndIsr v7, UpdateMetadata v8, StopReplica v4, with isKRaftController false and Type 0
+ *     (unknown; FULL/INCREMENTAL are KRaft migration's). Every topic carries the context's topic
+ *     id (KIP-516; ZERO_UUID when it has none). LeaderAndIsr answers come back keyed by topic id
+ *     (v5+): gr_ctrl_lai_response_errors gives them by name.
  *  7. Completion events given to the sender: LeaderAndIsrResponseReceived and
  *     UpdateMetadataResponseReceived (broker_id set) for every request;
  *     TopicDeletionStopReplicaResponseReceived only for StopReplica requests with at least one
@@ -45,9 +49,9 @@
 #include "protocol/arena.h"
 #include "protocol/messages.h"
 
-#define GR_CTRL_LEADER_AND_ISR_VERSION 4
-#define GR_CTRL_UPDATE_METADATA_VERSION 6
-#define GR_CTRL_STOP_REPLICA_VERSION 3
+#define GR_CTRL_LEADER_AND_ISR_VERSION 7
+#define GR_CTRL_UPDATE_METADATA_VERSION 8
+#define GR_CTRL_STOP_REPLICA_VERSION 4
 
 /* Security protocol ids (Kafka's SecurityProtocol.id). Unknown names map to PLAINTEXT (0). */
 int16_t gr_ctrl_security_protocol_id(const char *name);
@@ -70,6 +74,15 @@ struct gr_ctrl_req {
 };
 /* request_free for boxes: drops the arena reference, frees the box. Any thread. */
 void gr_ctrl_req_free(void *req);
+
+/* A LeaderAndIsr answer (payload of LeaderAndIsrResponseReceived, response.h) at v5+ lists its
+ * partitions under topic ids; this fills the v0-4 view (PartitionErrors with TopicName) from it,
+ * naming each topic after the request that was sent (its TopicStates pair names and ids), so the
+ * handlers read one layout. Partitions of a topic the request does not name (a broker answering
+ * what it was not asked) or of ZERO_UUID shared by several of its topics are left out. No-op
+ * below v5 or without the sent request. Event thread. */
+struct gr_ctrl_response;
+void gr_ctrl_lai_response_normalize(struct gr_ctrl_response *r);
 
 struct gr_ctrl_batch;
 

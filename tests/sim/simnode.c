@@ -545,6 +545,15 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
             pe->ErrorCode = GR_KERR_NONE;
         }
     }
+    /* v5+ answers by topic id (the broker's handle_control.c does the same) */
+    rs->TopicsCount = rq->TopicStatesCount > 0 ? rq->TopicStatesCount : 0;
+    rs->Topics = gr_arena_alloc(a, sizeof(*rs->Topics) * (size_t)(rs->TopicsCount ? rs->TopicsCount : 1));
+    for (int32_t t = 0, off = 0; t < rs->TopicsCount; t++) {
+        memcpy(rs->Topics[t].TopicId, rq->TopicStates[t].TopicId, 16);
+        rs->Topics[t].PartitionErrorsCount = rq->TopicStates[t].PartitionStatesCount;
+        rs->Topics[t].PartitionErrors = rs->PartitionErrors + off;
+        off += rq->TopicStates[t].PartitionStatesCount;
+    }
     if (s->o.verbose)
         for (int t = 0, k2 = 0; t < rq->TopicStatesCount; t++)
             for (int32_t i = 0; i < rq->TopicStates[t].PartitionStatesCount; i++, k2++)

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "broker/metadata_cache.h"
@@ -245,8 +246,60 @@ static void test_compact(void)
     gr_mdc_free(c);
 }
 
+/* KIP-516: UpdateMetadata v7+ topic ids, looked up both ways; a re-created topic's new id
+ * replaces the old one; a zero id clears; deletion forgets the id. */
+static void test_topic_ids(void)
+{
+    struct gr_mdc *c = gr_mdc_new(1);
+    ps_t p0 = { .PartitionIndex = 0, .Leader = 1, .ReplicasCount = 1, .Replicas = R123, .IsrCount = 1, .Isr = R123 };
+    ts_t topics[3] = { { .TopicName = "a", .PartitionStatesCount = 1, .PartitionStates = &p0 },
+                       { .TopicName = "b", .PartitionStatesCount = 1, .PartitionStates = &p0 },
+                       { .TopicName = "c", .PartitionStatesCount = 1, .PartitionStates = &p0 } };
+    for (int i = 0; i < 3; i++)
+        topics[i].TopicId[15] = (uint8_t)(10 + i), topics[i].TopicId[0] = (uint8_t)(3 - i);
+    struct UpdateMetadataRequest req = { .ControllerId = 1, .ControllerEpoch = 1, .BrokerEpoch = -1,
+                                         .TopicStatesCount = 3, .TopicStates = topics };
+    gr_mdc_update(c, 8, &req, NULL);
+    struct gr_uuid id, want = { { 0 } };
+    want.b[0] = 2, want.b[15] = 11;
+    CHECK(gr_mdc_topic_id(c, "b", &id) && gr_uuid_equal(&id, &want));
+    CHECK(!gr_mdc_topic_id(c, "zz", &id));
+    char *name = gr_mdc_topic_name_by_id(c, &want);
+    CHECK(name && strcmp(name, "b") == 0);
+    free(name);
+    struct gr_uuid zero = { { 0 } };
+    CHECK(gr_mdc_topic_name_by_id(c, &zero) == NULL);
+    /* "b" re-created: new id; the old one resolves to nothing */
+    topics[1].TopicId[15] = 99;
+    req.TopicStatesCount = 1;
+    req.TopicStates = &topics[1];
+    gr_mdc_update(c, 8, &req, NULL);
+    CHECK(gr_mdc_topic_name_by_id(c, &want) == NULL);
+    want.b[15] = 99;
+    name = gr_mdc_topic_name_by_id(c, &want);
+    CHECK(name && strcmp(name, "b") == 0);
+    free(name);
+    /* v6 carries no id: the topic has none (Kafka's ZkMetadataCache) */
+    gr_mdc_update(c, 6, &req, NULL);
+    CHECK(!gr_mdc_topic_id(c, "b", &id) && gr_mdc_topic_name_by_id(c, &want) == NULL);
+    /* deleting "a" forgets its id; "c" still resolves */
+    ps_t d0 = { .PartitionIndex = 0, .Leader = -2 };
+    ts_t da = { .TopicName = "a", .PartitionStatesCount = 1, .PartitionStates = &d0 };
+    da.TopicId[0] = 3, da.TopicId[15] = 10;
+    req.TopicStates = &da;
+    gr_mdc_update(c, 8, &req, NULL);
+    struct gr_uuid aid = { { 0 } }, cid = { { 0 } };
+    aid.b[0] = 3, aid.b[15] = 10, cid.b[0] = 1, cid.b[15] = 12;
+    CHECK(gr_mdc_topic_name_by_id(c, &aid) == NULL);
+    name = gr_mdc_topic_name_by_id(c, &cid);
+    CHECK(name && strcmp(name, "c") == 0);
+    free(name);
+    gr_mdc_free(c);
+}
+
 int main(void)
 {
+    test_topic_ids();
     gr_log_set_level(GR_LOG_WARN);
     test_compact();
     test_v6();

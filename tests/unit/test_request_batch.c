@@ -101,6 +101,9 @@ static void setup(void) {
     static const int32_t d_reps[1][3] = {{1, 2, 3}};
     add_topic(&ctx, "a", 2, a_reps);
     add_topic(&ctx, "del", 1, d_reps);
+    struct gr_ctrl_topic *ta = gr_ctrl_ctx_topic(&ctx, "a"); /* "a" has a topic id, "del" none */
+    ta->topic_id = gr_strdup("EjRWeJq83vAP7cuph2VDIQ");
+    gr_uuid_parse(ta->topic_id, &ta->id);
     int32_t isr[] = {1, 2};
     set_state(&ctx, "a", 0, 1, 4, isr, 2, 9);
     set_state(&ctx, "del", 0, 2, 6, isr, 2, 3);
@@ -223,9 +226,13 @@ static void test_order_and_fanout(void) {
         CHECK(sent[i].broker == want_broker[i]);
         roundtrip(&sent[i]);
     }
-    /* LeaderAndIsr v4 to broker 1 */
+    /* LeaderAndIsr v7 to broker 1, as a 3.9 ZooKeeper controller sends it: the topic's id */
+    static const uint8_t a_id[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+                                     0x0f, 0xed, 0xcb, 0xa9, 0x87, 0x65, 0x43, 0x21};
+    static const uint8_t zero_id[16];
     const struct LeaderAndIsrRequest *l = sent[0].req;
-    CHECK(sent[0].ver == 4);
+    CHECK(sent[0].ver == 7 && !l->IsKRaftController && l->Type == 0);
+    CHECK(memcmp(l->TopicStates[0].TopicId, a_id, 16) == 0);
     CHECK(l->ControllerId == 7 && l->ControllerEpoch == 5 && l->BrokerEpoch == 101);
     CHECK(l->TopicStatesCount == 1 && strcmp(l->TopicStates[0].TopicName, "a") == 0);
     const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &l->TopicStates[0].PartitionStates[0];
@@ -240,10 +247,11 @@ static void test_order_and_fanout(void) {
     const struct LeaderAndIsrRequest *l2 = sent[1].req;
     CHECK(l2->BrokerEpoch == 102 && !l2->TopicStates[0].PartitionStates[0].IsNew);
 
-    /* UpdateMetadata v6 to every broker, same partition states, own broker epoch */
+    /* UpdateMetadata v8 to every broker, same partition states, own broker epoch, topic ids */
     for (int i = 2; i < 5; i++) {
         const struct UpdateMetadataRequest *u = sent[i].req;
-        CHECK(sent[i].ver == 6);
+        CHECK(sent[i].ver == 8 && !u->IsKRaftController);
+        CHECK(memcmp(u->TopicStates[0].TopicId, a_id, 16) == 0);
         CHECK(u->ControllerId == 7 && u->ControllerEpoch == 5 && u->BrokerEpoch == 100 + sent[i].broker);
         CHECK(u->TopicStatesCount == 1 && strcmp(u->TopicStates[0].TopicName, "a") == 0);
         const struct UpdateMetadataRequest_UpdateMetadataPartitionState *us = &u->TopicStates[0].PartitionStates[0];
@@ -256,9 +264,10 @@ static void test_order_and_fanout(void) {
         CHECK(u->LiveBrokers[1].Rack == NULL);
         CHECK(sent[i].ev && sent[i].ev->type == GR_EV_UPDATE_METADATA_RESPONSE && sent[i].ev->broker_id == sent[i].broker);
     }
-    /* StopReplica v3 */
+    /* StopReplica v4 */
     const struct StopReplicaRequest *s2 = sent[5].req, *s3 = sent[6].req;
-    CHECK(sent[5].ver == 3 && s2->BrokerEpoch == 102 && s2->ControllerId == 7 && s2->ControllerEpoch == 5);
+    (void)zero_id;
+    CHECK(sent[5].ver == 4 && s2->BrokerEpoch == 102 && s2->ControllerId == 7 && s2->ControllerEpoch == 5);
     CHECK(s2->TopicStatesCount == 1 && strcmp(s2->TopicStates[0].TopicName, "del") == 0);
     CHECK(s2->TopicStates[0].PartitionStates[0].LeaderEpoch == -2 && s2->TopicStates[0].PartitionStates[0].DeletePartition);
     CHECK(sent[5].ev && sent[5].ev->type == GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE && sent[5].ev->broker_id == 2);
