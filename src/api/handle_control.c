@@ -36,6 +36,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/uuid.h"
 
 #define LOGGER "state.change.logger"
 
@@ -90,8 +91,11 @@ void gr_handle_update_metadata(struct gr_broker *b, struct gr_api_req *req,
 
 struct lai_item {
     const char *topic;
+    const uint8_t *topic_id; /* 16 bytes; zero below v5 */
     const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps;
 };
+
+static const uint8_t NO_TOPIC_ID[16];
 
 static int collect_lai(struct gr_api_req *req, int16_t ver, const struct LeaderAndIsrRequest *rq,
                        struct lai_item **out)
@@ -109,12 +113,14 @@ static int collect_lai(struct gr_api_req *req, int16_t ver, const struct LeaderA
     if (ver <= 1) {
         for (int i = 0; i < n; i++) {
             v[k].topic = rq->UngroupedPartitionStates[i].TopicName;
+            v[k].topic_id = NO_TOPIC_ID;
             v[k++].ps = &rq->UngroupedPartitionStates[i];
         }
     } else {
         for (int32_t i = 0; i < rq->TopicStatesCount; i++)
             for (int32_t j = 0; j < rq->TopicStates[i].PartitionStatesCount; j++) {
                 v[k].topic = rq->TopicStates[i].TopicName;
+                v[k].topic_id = ver >= 5 ? rq->TopicStates[i].TopicId : NO_TOPIC_ID;
                 v[k++].ps = &rq->TopicStates[i].PartitionStates[j];
             }
     }
@@ -133,8 +139,10 @@ static int32_t *dup_ids(const int32_t *v, int32_t n, int *out_n)
 }
 
 static void apply_lai_state(struct gr_partition_state *st,
-                            const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps)
+                            const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps,
+                            const uint8_t topic_id[16])
 {
+    memcpy(st->topic_id.b, topic_id, 16);
     free(st->isr);
     free(st->replicas);
     free(st->adding);
@@ -199,6 +207,51 @@ static void apply_lai_changes(struct gr_broker *b, struct gr_api_req *req, struc
             e = b->hooks.become_follower(b->hooks.ctx, b, v[i].st);
         v[i].error = e;
     }
+}
+
+/* KIP-516, before any epoch check (Kafka's hasConsistentTopicId comes first too): a log on this
+ * broker whose partition.metadata holds another id than the request's is the log of a deleted
+ * topic of the same name, left here because this broker was away (down, or cut off) while the
+ * deletion ran. Kafka 3.9 in ZooKeeper mode answers INCONSISTENT_TOPIC_ID and leaves it: the
+ * partition stays unavailable on this replica until an operator removes the directory. Gregor
+ * deletes it instead (StopReplica with delete: fetchers stopped, the directory renamed to
+ * "-delete" at once and removed when its last reader lets go) and goes on as for a partition it
+ * never had, so the new topic's replica is created empty and fetches from its leader: the old
+ * data is neither served nor kept, and nobody has to clean up. The request's id is the
+ * controller's, which reads it from the topic znode, so it is the truth. A log without an id
+ * (created before ids) adopts the request's (replica manager). An unreadable partition.metadata
+ * answers KAFKA_STORAGE_ERROR and keeps the log (we cannot tell whose it is). */
+static int16_t drop_log_of_other_topic(struct gr_broker *b, const struct LeaderAndIsrRequest *rq,
+                                       const struct lai_item *it)
+{
+    if (memcmp(it->topic_id, NO_TOPIC_ID, 16) == 0 || !b->hooks.log_topic_id)
+        return GR_KERR_NONE;
+    struct gr_uuid have, want;
+    memcpy(want.b, it->topic_id, 16);
+    int32_t part = it->ps->PartitionIndex;
+    int r = b->hooks.log_topic_id(b->hooks.ctx, b, it->topic, part, &have);
+    if (r < 0) {
+        gr_error(LOGGER, "[Broker id=%d] Partition %s-%d: its partition.metadata cannot be read; "
+                         "not serving it", b->broker_id, it->topic, part);
+        return GR_KERR_KAFKA_STORAGE_ERROR;
+    }
+    if (r == 0 || gr_uuid_equal(&have, &want))
+        return GR_KERR_NONE;
+    char hs[GR_UUID_STR_LEN + 1], ws[GR_UUID_STR_LEN + 1];
+    gr_warn(LOGGER, "[Broker id=%d] Topic ID in the log of partition %s-%d: %s does not match the "
+                    "topic ID received from controller %d epoch %d: %s. The log belongs to a "
+                    "deleted topic of the same name: deleting it", b->broker_id, it->topic, part,
+            gr_uuid_to_string(&have, hs), rq->ControllerId, rq->ControllerEpoch,
+            gr_uuid_to_string(&want, ws));
+    struct gr_stop_change sc = { .topic = it->topic, .partition = part, .delete_partition = true };
+    if (b->hooks.stop_replicas)
+        b->hooks.stop_replicas(b->hooks.ctx, b, &sc, 1);
+    else if (b->hooks.stop_replica)
+        sc.error = b->hooks.stop_replica(b->hooks.ctx, b, it->topic, part, true);
+    if (sc.error != GR_KERR_NONE)
+        return sc.error;
+    gr_partitions_remove_locked(b->partitions, it->topic, part);
+    return GR_KERR_NONE;
 }
 
 /* v5+ answers per topic id (KIP-516): the flat list (in request order) cut by the request's
@@ -276,6 +329,11 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                     *err = off;
                     continue;
                 }
+                int16_t tid_err = drop_log_of_other_topic(b, rq, &items[i]);
+                if (tid_err != GR_KERR_NONE) {
+                    *err = tid_err;
+                    continue;
+                }
                 struct gr_partition_state *st = gr_partitions_get_or_create_locked(
                     b->partitions, items[i].topic, ps->PartitionIndex);
                 if (ps->LeaderEpoch <= st->leader_epoch) {
@@ -296,7 +354,7 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                     *err = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
                     continue;
                 }
-                apply_lai_state(st, ps);
+                apply_lai_state(st, ps, items[i].topic_id);
                 bool leader = ps->Leader == b->broker_id;
                 gr_info(LOGGER, "[Broker id=%d] %s for partition %s-%d: leader %d leader epoch %d "
                                 "(controller %d epoch %d)", b->broker_id,

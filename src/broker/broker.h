@@ -39,6 +39,7 @@ struct gr_dynamic_config_manager;
 struct gr_quota_manager;
 struct gr_broker;
 struct gr_pidm;
+struct gr_uuid;
 
 /* One partition of a LeaderAndIsr batch (hook apply_leader_and_isr). */
 struct gr_lai_change {
@@ -81,6 +82,11 @@ struct gr_replica_hooks {
      * calls took the replica manager's, the fetchers' and the purgatory's locks per partition. */
     void (*apply_leader_and_isr)(void *ctx, struct gr_broker *b, struct gr_lai_change *v, int n);
     void (*stop_replicas)(void *ctx, struct gr_broker *b, struct gr_stop_change *v, int n);
+    /* KIP-516: the topic id of topic-partition's log on this broker (hosted, or loaded from disk
+     * and not hosted yet): 1 and *out; 0 when there is no log or it has no id; GR_ECORRUPT when
+     * its partition.metadata is unreadable. NULL function: 0. */
+    int (*log_topic_id)(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                        struct gr_uuid *out);
 };
 
 struct gr_broker {

@@ -104,7 +104,17 @@
     X(UNACCEPTABLE_CREDENTIAL, 93)                       \
     X(INCONSISTENT_VOTER_SET, 94)                        \
     X(INVALID_UPDATE_VERSION, 95)                        \
-    X(FEATURE_UPDATE_FAILED, 96)
+    X(FEATURE_UPDATE_FAILED, 96)                         \
+    X(PRINCIPAL_DESERIALIZATION_FAILURE, 97)             \
+    X(SNAPSHOT_NOT_FOUND, 98)                            \
+    X(POSITION_OUT_OF_RANGE, 99)                         \
+    X(UNKNOWN_TOPIC_ID, 100)                             \
+    X(DUPLICATE_BROKER_REGISTRATION, 101)                \
+    X(BROKER_ID_NOT_REGISTERED, 102)                     \
+    X(INCONSISTENT_TOPIC_ID, 103)                        \
+    X(INCONSISTENT_CLUSTER_ID, 104)                      \
+    X(TRANSACTIONAL_ID_NOT_FOUND, 105)                   \
+    X(FETCH_SESSION_TOPIC_ID_ERROR, 106)
 
 enum gr_kerr {
 #define GR_KERR_ENUM(name, val) GR_KERR_##name = (val),

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/uuid.h"
+
 /* One hosted partition. Arrays are owned by the registry (or by whoever holds a copy); the
  * registry's own entries share their topic name with the entries of the same topic (never free
  * or replace it; a copy from gr_partition_state_copy owns its own). */
@@ -32,6 +34,7 @@ struct gr_partition_state {
     int n_removing;
     int32_t *removing;
     bool is_new;              /* IsNew of the last applied LeaderAndIsr */
+    struct gr_uuid topic_id;  /* TopicId of the last applied LeaderAndIsr (v5+); zero: none */
 };
 
 struct gr_partitions;

@@ -601,6 +601,39 @@ static int16_t make_follower(struct gr_replica_manager *rm, struct gr_rm_partiti
     return rc < 0 ? GR_KERR_INVALID_REQUEST : GR_KERR_NONE;
 }
 
+/* KIP-516: the log takes the request's topic id (a log without one adopts it; partition.metadata
+ * is written before the partition is used under it). A log of another id never gets here
+ * (handle_control.c deletes it first); if one does, INCONSISTENT_TOPIC_ID as Kafka. */
+static int16_t assign_topic_id(struct gr_replica_manager *rm, struct gr_rm_partition *p,
+                               const struct gr_partition_state *st) {
+    if (gr_uuid_is_zero(&st->topic_id)) return GR_KERR_NONE; /* an older controller: no id */
+    int rc = gr_plog_assign_topic_id(p->lml->log, &st->topic_id);
+    if (rc == 0) return GR_KERR_NONE;
+    if (rc == -EEXIST) {
+        gr_error(STATE_LOGGER, "[Broker id=%d] Partition %s-%d: its log holds another topic id than the request's",
+                 rm->broker_id, st->topic, st->partition);
+        return GR_KERR_INCONSISTENT_TOPIC_ID;
+    }
+    if (rc != GR_ECORRUPT) {
+        char what[300];
+        snprintf(what, sizeof what, "writing the partition.metadata of %s-%d", st->topic, st->partition);
+        gr_plog_manager_report_io_error(rm->lm, p->lml->dir_idx, rc, what);
+    }
+    return GR_KERR_KAFKA_STORAGE_ERROR;
+}
+
+/* LeaderAndIsr's topic id check (broker.h log_topic_id). */
+static int hook_log_topic_id(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                             struct gr_uuid *out) {
+    struct gr_replica_manager *rm = ctx;
+    (void)b;
+    struct gr_lm_log *l = gr_plog_manager_acquire(rm->lm, topic, partition);
+    if (!l) return 0;
+    int r = gr_plog_topic_id(l->log, out);
+    gr_plog_manager_release(rm->lm, l);
+    return r;
+}
+
 /* One chunk of hook_apply_lai (v[0..m), m <= LAI_CHUNK, distinct partitions). */
 static void apply_lai_chunk(struct gr_replica_manager *rm, struct gr_broker *b, struct gr_lai_change *v, int m) {
     struct gr_fetcher_tp tps[LAI_CHUNK], follow[LAI_CHUNK];
@@ -637,6 +670,7 @@ static void apply_lai_chunk(struct gr_replica_manager *rm, struct gr_broker *b, 
         struct gr_rm_partition *p = ps[i];
         if (!p) continue;
         if ((v[i].error = gr_ldf_check(b, p->lml->dir_idx)) != GR_KERR_NONE) continue; /* offline dir */
+        if ((v[i].error = assign_topic_id(rm, p, v[i].st)) != GR_KERR_NONE) continue;
         bool fetch = false;
         v[i].error = v[i].leader ? make_leader(rm, p, v[i].st) : make_follower(rm, p, v[i].st, &fetch);
         if (fetch)
@@ -1196,6 +1230,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.leader_and_isr_done = hook_leader_and_isr_done;
     b->hooks.apply_leader_and_isr = hook_apply_lai;
     b->hooks.stop_replicas = hook_stop_replicas;
+    b->hooks.log_topic_id = hook_log_topic_id;
     b->replica_manager = rm;
     gr_plog_manager_set_io_error_handler(rm->lm, rm_io_error, b);
     if (b->metrics) {

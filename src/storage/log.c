@@ -26,6 +26,7 @@
 #include "storage/txn_index.h"
 #include "storage/log_cleaner.h"
 #include "storage/log_internal.h"
+#include "storage/partition_metadata.h"
 #include "storage/log_validator.h"
 #include "storage/segment.h"
 
@@ -361,6 +362,7 @@ int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
 }
 
 static void on_txn_completed(void *ctx, const struct gr_pstate_completed_txn *t);
+static void load_topic_id(struct gr_plog *log);
 
 /* A new log: its directory does not exist, so there is no checkpoint, segment, snapshot or
  * transaction index to read, and nothing is created yet. The directory is made by the first write
@@ -457,6 +459,7 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     gr_pstate_set_txn_listener(log->ps, on_txn_completed, log);
     log->last_expiry_check_ms = gr_mono_ms();
     if (!fresh) {
+        load_topic_id(log);
         gr_epoch_cache_truncate_from_end(&log->ec, leo(log));
         gr_epoch_cache_truncate_from_start(&log->ec, log->log_start_offset);
         rc = rebuild_producer_state(log, leo(log));
@@ -476,7 +479,8 @@ int gr_plog_open_dir(const char *dir, const struct gr_plog_config *cfg, int64_t 
     return 0;
 }
 
-/* Makes a new log's directory (open_new) before the first file is written into it. 0 or -errno. */
+/* Makes a new log's directory (open_new) before the first file is written into it, with its
+ * partition.metadata first when the log has a topic id. 0 or -errno. */
 static int ensure_dir_locked(struct gr_plog *log) {
     if (!log->no_dir) return 0;
     if (mkdir(log->dir, 0755) < 0 && errno != EEXIST) {
@@ -484,8 +488,56 @@ static int ensure_dir_locked(struct gr_plog *log) {
         gr_error(LOGGER, "cannot create log directory '%s': %s", log->dir, gr_strerror(rc));
         return rc;
     }
+    if (log->has_topic_id && log->topic_id_unwritten) {
+        int rc = gr_partition_metadata_write(log->dir, &log->topic_id);
+        if (rc < 0) {
+            gr_error(LOGGER, "cannot write '%s/" GR_PARTITION_METADATA_FILE "': %s", log->dir, gr_strerror(rc));
+            return rc; /* the directory stays (no_dir): the next write tries again */
+        }
+        log->topic_id_unwritten = false;
+    }
     log->no_dir = false;
     return 0;
+}
+
+int gr_plog_topic_id(struct gr_plog *log, struct gr_uuid *out) {
+    pthread_mutex_lock(&log->mu);
+    int rc = log->topic_id_bad ? GR_ECORRUPT : log->has_topic_id ? 1 : 0;
+    if (rc == 1) *out = log->topic_id;
+    gr_plog_unlock(log);
+    return rc;
+}
+
+int gr_plog_assign_topic_id(struct gr_plog *log, const struct gr_uuid *id) {
+    int rc = 0;
+    pthread_mutex_lock(&log->mu);
+    if (log->topic_id_bad) {
+        rc = GR_ECORRUPT;
+    } else if (log->has_topic_id) {
+        rc = gr_uuid_equal(&log->topic_id, id) ? 0 : -EEXIST;
+    } else if (log->no_dir) {
+        log->topic_id = *id;
+        log->has_topic_id = log->topic_id_unwritten = true;
+    } else if ((rc = gr_partition_metadata_write(log->dir, id)) == 0) {
+        log->topic_id = *id;
+        log->has_topic_id = true;
+    } else {
+        gr_error(LOGGER, "cannot write '%s/" GR_PARTITION_METADATA_FILE "': %s", log->dir, gr_strerror(rc));
+    }
+    gr_plog_unlock(log);
+    return rc;
+}
+
+/* An existing directory's partition.metadata (Kafka's UnifiedLog.initializeTopicId). */
+static void load_topic_id(struct gr_plog *log) {
+    int rc = gr_partition_metadata_read(log->dir, &log->topic_id);
+    if (rc == 0) {
+        log->has_topic_id = true;
+    } else if (rc != -ENOENT) {
+        log->topic_id_bad = true;
+        gr_error(LOGGER, "cannot read '%s/" GR_PARTITION_METADATA_FILE "': %s; the log is not served until it is "
+                         "fixed or removed", log->dir, gr_strerror(rc));
+    }
 }
 
 bool gr_plog_has_dir(struct gr_plog *log) {

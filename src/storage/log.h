@@ -6,6 +6,7 @@
  *   00000000000000000000.index  sparse offset index: (relativeOffset u32, position u32) BE
  *   leader-epoch-checkpoint     "0\n<N>\n" then "<epoch> <startOffset>\n" lines
  *   00000000000000000000.timeindex  sparse time index: (timestamp i64, relativeOffset u32) BE
+ *   partition.metadata          the topic id (KIP-516; storage/partition_metadata.h)
  * Segment files are named by their base offset (%020lld).
  *
  * Lifetime and threading rules:
@@ -37,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/uuid.h"
 #include "storage/log_validator.h"
 
 struct gr_plog;
@@ -125,6 +127,19 @@ int gr_plog_delete(struct gr_plog *log);
  * the log's mutex, so the caller must first stop every user that reads the path without it
  * (the cleaner: gr_cleaner_params.abort). Returns 0 or -errno (the log keeps its old path). */
 int gr_plog_rename_for_delete(struct gr_plog *log);
+
+/* Topic id (KIP-516, Kafka's UnifiedLog.topicId / assignTopicId). An existing directory's
+ * partition.metadata is read when the log is opened.
+ * gr_plog_topic_id: 1 and *out when the log has an id, 0 when it has none (created before ids,
+ * or not assigned yet), GR_ECORRUPT when its partition.metadata could not be read (the log must
+ * not be served under any id: the caller answers KAFKA_STORAGE_ERROR, as Kafka fails the log).
+ * gr_plog_assign_topic_id: a log without an id adopts id: partition.metadata is written and
+ * fsynced now when the directory exists, else by the first write that makes the directory,
+ * before any other file goes into it. 0 (also when the log already has this id), -EEXIST
+ * when it has another one (Kafka's InconsistentTopicIdException), GR_ECORRUPT as above, or
+ * -errno of the write (nothing changed). */
+int gr_plog_topic_id(struct gr_plog *log, struct gr_uuid *out);
+int gr_plog_assign_topic_id(struct gr_plog *log, const struct gr_uuid *id);
 
 /* Copies the current configuration into *out. */
 void gr_plog_get_config(struct gr_plog *log, struct gr_plog_config *out);

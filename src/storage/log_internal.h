@@ -49,6 +49,11 @@ struct gr_plog {
     bool renamed_for_delete; /* gr_plog_rename_for_delete done: dir holds no more room */
     bool no_dir;       /* a new log whose directory does not exist yet: made by the first write
                         * of any file into it (ensure_dir_locked in log.c) */
+    /* topic id (gr_plog_topic_id): has_topic_id; topic_id_unwritten = not yet in a
+     * partition.metadata (no directory yet: ensure_dir_locked writes it); topic_id_bad = the
+     * file exists but could not be read */
+    struct gr_uuid topic_id;
+    bool has_topic_id, topic_id_unwritten, topic_id_bad;
     gr_plog_truncated_fn on_truncated; /* gr_plog_set_truncation_hook */
     void *on_truncated_ctx;
     _Atomic int64_t pub_leo;       /* the active segment's next_offset at the last unlock */
