@@ -43,6 +43,8 @@ export CI=${CI:-}
 # consume with every client and codec, replication and leader failover, groups, transactions,
 # idempotence, compaction, TLS/SASL handshakes and hostile input.
 ASAN_TESTS=(
+    tests/integration/test_topic_ids.py::test_recreated_topic_while_replica_away_serves_only_new_data
+    tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
     tests/integration/test_produce_consume.py
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume

@@ -1,0 +1,267 @@
+"""Topic ids (KIP-516) in ZooKeeper mode, as Kafka 2.8-3.9 keep them, against real gregord processes:
+
+  - every topic's /brokers/topics/T is version 3 with a "topic_id" Uuid: generated at creation
+    (CreateTopics, auto-creation), given by the controller to a topic written without one (as a
+    2.7 broker or a tool writes it), and never changed by a broker restart, a controller
+    failover or a reassignment (which rewrites the znode);
+  - each partition directory holds partition.metadata ("version: 0", "topic_id: <id>") with the
+    znode's id;
+  - a topic deleted and re-created with the same name while one of its old replicas' broker is
+    away: when that broker returns, its stale log (the old topic's id) is deleted and its replica
+    of the new topic starts empty and fetches from the leader: it serves only the new topic's
+    records (Fetch, ListOffsets) and no directory of it keeps the old ones;
+  - control requests at the new versions with hostile topic ids are answered, not crashed on.
+"""
+
+import base64
+import glob
+import json
+import os
+import time
+import uuid
+
+import pytest
+
+import gregor_harness as H
+import kafka_codec as K
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+
+CONFIG = {
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "controlled.shutdown.retry.backoff.ms": "500",
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{b.port}" for b in cluster.running() if not b.paused)
+
+
+def jget(cluster, path):
+    return cluster.get_json(path)[0]
+
+
+def state(cluster, topic, p):
+    return jget(cluster, f"/brokers/topics/{topic}/partitions/{p}/state") or {}
+
+
+def znode_id(cluster, topic):
+    a = jget(cluster, f"/brokers/topics/{topic}") or {}
+    if a.get("version") != 3:
+        return None
+    return a.get("topic_id")
+
+
+def uuid_of(text):
+    """Kafka's Uuid.fromString."""
+    raw = base64.urlsafe_b64decode(text + "==")
+    assert len(raw) == 16
+    return uuid.UUID(bytes=raw)
+
+
+def create(cluster, topic, assign):
+    """CreateTopics v5 with an explicit assignment; waits for leaders and full ISRs."""
+    body = {"Topics": [{"Name": topic, "NumPartitions": -1, "ReplicationFactor": -1,
+                        "Assignments": [{"PartitionIndex": p, "BrokerIds": reps} for p, reps in enumerate(assign)]}],
+            "timeoutMs": 30000}
+    r = {}
+
+    def created():  # CreateTopics goes to the controller (NOT_CONTROLLER elsewhere)
+        nonlocal r
+        r = K.call(cluster[cluster.controller_id()].port, 19, 5, body)
+        return r["Topics"][0]["ErrorCode"] != 41
+    H.wait_for(created, 30, "CreateTopics at the controller")
+    assert r["Topics"][0]["ErrorCode"] == 0, r
+    for p, reps in enumerate(assign):
+        H.wait_for(lambda: sorted(state(cluster, topic, p).get("isr", [])) == sorted(
+            b for b in reps if cluster[b].running()), 40, f"{topic}-{p} ISR")
+
+
+def produce(cluster, topic, p, values):
+    pr = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "message.timeout.ms": 30000})
+    for v in values:
+        pr.produce(topic, v.encode(), partition=p)
+    assert pr.flush(40) == 0
+
+
+def consume_from(port, topic, p, want, timeout=30):
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": f"g-{time.time()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0)])
+    got = []
+    deadline = time.time() + timeout
+    while len(got) < want and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    c.close()
+    return got
+
+
+def partition_dir(broker, topic, p):
+    return os.path.join(broker.logdir, f"{topic}-{p}")
+
+
+def read_partition_metadata(broker, topic, p):
+    path = os.path.join(partition_dir(broker, topic, p), "partition.metadata")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
+def dir_bytes(path):
+    data = b""
+    for f in sorted(glob.glob(os.path.join(path, "*.log"))):
+        with open(f, "rb") as fh:
+            data += fh.read()
+    return data
+
+
+def wait_id_files(cluster, topic, assign, want_id):
+    for p, reps in enumerate(assign):
+        for b in reps:
+            H.wait_for(lambda: read_partition_metadata(cluster[b], topic, p) == f"version: 0\ntopic_id: {want_id}\n",
+                       30, f"partition.metadata of {topic}-{p} on broker {b}")
+
+
+def test_ids_at_creation_survive_restart_failover_and_reassignment(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=4, config=CONFIG)
+    assign = [[1, 2, 3], [2, 3, 1]]
+    create(cluster, "ids", assign)
+    tid = znode_id(cluster, "ids")
+    assert tid and len(tid) == 22 and not tid.startswith("-"), jget(cluster, "/brokers/topics/ids")
+    assert uuid_of(tid).version == 4
+    produce(cluster, "ids", 0, [f"a{i}" for i in range(5)])
+    produce(cluster, "ids", 1, [f"b{i}" for i in range(5)])
+    wait_id_files(cluster, "ids", assign, tid)
+
+    # auto-creation (Metadata) gets an id the same way
+    produce(cluster, "auto-ids", 0, ["x"])
+    H.wait_for(lambda: znode_id(cluster, "auto-ids") is not None, 20, "auto-created topic's id")
+    assert znode_id(cluster, "auto-ids") != tid
+
+    # restart every broker: the ids stay, in ZooKeeper and on disk, and the data is served
+    cluster.stop()
+    cluster.start()
+    for p in range(2):
+        H.wait_for(lambda: len(state(cluster, "ids", p).get("isr", [])) == 3, 40, "ISR after restart")
+    assert znode_id(cluster, "ids") == tid
+    wait_id_files(cluster, "ids", assign, tid)
+    assert consume_from(cluster[1].port, "ids", 0, 5) == [f"a{i}" for i in range(5)]
+
+    # controller failover keeps it
+    old = cluster.controller_id()
+    cluster[old].kill()
+    H.wait_for(lambda: cluster.controller_id() not in (None, old), 30, "new controller")
+    assert znode_id(cluster, "ids") == tid
+    cluster[old].start()
+    cluster.wait_registered()
+
+    # a reassignment rewrites the znode: the id stays, and the new replica's directory holds it
+    cluster.zk.create("/admin/reassign_partitions", json.dumps(
+        {"version": 1, "partitions": [{"topic": "ids", "partition": 0, "replicas": [4, 2, 3]}]}).encode())
+    H.wait_for(lambda: cluster.zk.exists("/admin/reassign_partitions") is None, 60, "reassignment done")
+    a = jget(cluster, "/brokers/topics/ids")
+    assert a["partitions"]["0"] == [4, 2, 3] and a["topic_id"] == tid and a["version"] == 3
+    H.wait_for(lambda: read_partition_metadata(cluster[4], "ids", 0) == f"version: 0\ntopic_id: {tid}\n", 30,
+               "partition.metadata on the reassignment's new replica")
+
+
+def test_controller_gives_an_id_to_a_topic_written_without_one(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    # as a Kafka 2.7 broker (or a tool) writes it: version 2, no topic_id
+    cluster.zk.ensure_path("/config/topics")
+    cluster.zk.create("/config/topics/legacy", json.dumps({"version": 1, "config": {}}).encode())
+    cluster.zk.create("/brokers/topics/legacy", json.dumps(
+        {"version": 2, "partitions": {"0": [1, 2, 3]}, "adding_replicas": {}, "removing_replicas": {}}).encode())
+    H.wait_for(lambda: znode_id(cluster, "legacy") is not None, 30, "id given by the controller")
+    tid = znode_id(cluster, "legacy")
+    a = jget(cluster, "/brokers/topics/legacy")
+    assert a["partitions"] == {"0": [1, 2, 3]}
+    H.wait_for(lambda: len(state(cluster, "legacy", 0).get("isr", [])) == 3, 30, "legacy ISR")
+    produce(cluster, "legacy", 0, ["l0", "l1"])
+    wait_id_files(cluster, "legacy", [[1, 2, 3]], tid)
+    # the next controller finds it set and keeps it
+    old = cluster.controller_id()
+    cluster[old].kill()
+    H.wait_for(lambda: cluster.controller_id() not in (None, old), 30, "new controller")
+    time.sleep(1)
+    assert znode_id(cluster, "legacy") == tid
+
+
+def test_recreated_topic_while_replica_away_serves_only_new_data(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=3, config=dict(CONFIG, **{"delete.topic.enable": "true"}))
+    create(cluster, "rc", [[1, 2]])
+    old_id = znode_id(cluster, "rc")
+    old_values = [f"OLD-RECORD-{i}" for i in range(10)]
+    produce(cluster, "rc", 0, old_values)
+    H.wait_for(lambda: b"OLD-RECORD-9" in dir_bytes(partition_dir(cluster[2], "rc", 0)), 30, "replicated to 2")
+    # broker 2 goes away with its replica; the partition moves to [1, 3]; the topic is deleted
+    # (its replicas are all live, so the deletion completes) and created again on [1, 2]
+    cluster[2].stop()
+    cluster.zk.create("/admin/reassign_partitions", json.dumps(
+        {"version": 1, "partitions": [{"topic": "rc", "partition": 0, "replicas": [1, 3]}]}).encode())
+    H.wait_for(lambda: cluster.zk.exists("/admin/reassign_partitions") is None, 60, "reassignment done")
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.delete_topics(["rc"], operation_timeout=30)["rc"].result(timeout=40)
+    H.wait_for(lambda: cluster.zk.exists("/brokers/topics/rc") is None and
+               not cluster.zk.exists("/admin/delete_topics/rc"), 60, "deletion done")
+    create(cluster, "rc", [[1, 2]])
+    new_id = znode_id(cluster, "rc")
+    assert new_id and new_id != old_id
+    produce(cluster, "rc", 0, ["NEW-0", "NEW-1", "NEW-2"])
+    # the old log is still on broker 2's disk, under the old id
+    assert read_partition_metadata(cluster[2], "rc", 0) == f"version: 0\ntopic_id: {old_id}\n"
+
+    cluster[2].start()
+    cluster.wait_registered()
+    H.wait_for(lambda: sorted(state(cluster, "rc", 0).get("isr", [])) == [1, 2], 40, "broker 2 back in the ISR")
+    H.wait_for(lambda: read_partition_metadata(cluster[2], "rc", 0) == f"version: 0\ntopic_id: {new_id}\n", 30,
+               "broker 2's replica under the new id")
+    # nothing of the old topic is left on broker 2 (the stale log is renamed "-delete", then removed)
+    H.wait_for(lambda: not any(b"OLD-RECORD" in dir_bytes(d) for d in glob.glob(os.path.join(cluster[2].logdir, "rc-0*"))),
+               30, "old records gone from broker 2")
+    H.wait_for(lambda: not glob.glob(os.path.join(cluster[2].logdir, "rc-0.*-delete")), 30, "stale dir removed")
+    assert b"NEW-2" in dir_bytes(partition_dir(cluster[2], "rc", 0))
+    # broker 2 leads and serves only the new topic's records
+    cluster[1].stop()
+    H.wait_for(lambda: state(cluster, "rc", 0).get("leader") == 2, 30, "broker 2 leads")
+    lo = K.call(cluster[2].port, 2, 5, {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
+        {"Name": "rc", "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]}]})
+    part = lo["Topics"][0]["Partitions"][0]
+    assert part["ErrorCode"] == 0 and part["Offset"] == 3, lo
+    assert consume_from(cluster[2].port, "rc", 0, 3, timeout=20) == ["NEW-0", "NEW-1", "NEW-2"]
+    cluster[1].start()
+    cluster.wait_registered()
+
+
+def test_control_requests_with_hostile_topic_ids(cluster_factory, zk_connect):
+    """LeaderAndIsr v7 / UpdateMetadata v8 / StopReplica v4 from a client that is not the
+    controller, with zero and random topic ids: answered with Kafka's errors; the broker keeps
+    serving."""
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    port = cluster[1].port
+    create(cluster, "h", [[1]])
+    rid = uuid.uuid4()
+    lai = K.call(port, 4, 7, {"ControllerId": 9, "ControllerEpoch": 0, "BrokerEpoch": 0, "Type": 0,
+                              "TopicStates": [{"TopicName": "h", "TopicId": rid, "PartitionStates": [
+                                  {"PartitionIndex": 0, "ControllerEpoch": 0, "Leader": 1, "LeaderEpoch": 0,
+                                   "Isr": [1], "PartitionEpoch": 0, "Replicas": [1]}]}],
+                              "LiveLeaders": []})
+    # a stale controller epoch and broker epoch: refused before any id is looked at
+    assert lai["ErrorCode"] != 0 and lai["Topics"][0]["TopicId"] == rid, lai
+    um = K.call(port, 6, 8, {"ControllerId": 9, "ControllerEpoch": 0, "BrokerEpoch": 0,
+                             "TopicStates": [{"TopicName": "h", "TopicId": uuid.UUID(int=0), "PartitionStates": []}],
+                             "LiveBrokers": []})
+    assert um["ErrorCode"] != 0
+    sr = K.call(port, 5, 4, {"ControllerId": 9, "ControllerEpoch": 0, "BrokerEpoch": 0, "TopicStates": []})
+    assert sr["ErrorCode"] != 0
+    # still serving, with the topic's id untouched on disk
+    produce(cluster, "h", 0, ["still"])
+    assert read_partition_metadata(cluster[1], "h", 0) == f"version: 0\ntopic_id: {znode_id(cluster, 'h')}\n"
