@@ -35,7 +35,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
     [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 1, gr_handle_alter_replica_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
-    [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
+    [GR_API_METADATA] = {0, 12, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
     /* controller -> broker: broker/metadata_cache, replication/partitions + hooks */
     [GR_API_LEADER_AND_ISR] = {0, 7, gr_handle_leader_and_isr, 0},
@@ -65,8 +65,8 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_WRITE_TXN_MARKERS] = {0, 0, gr_handle_write_txn_markers, RM},
     [GR_API_TXN_OFFSET_COMMIT] = {0, 3, gr_handle_txn_offset_commit, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
-    [GR_API_CREATE_TOPICS] = {0, 6, gr_handle_create_topics, 0},
-    [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},
+    [GR_API_CREATE_TOPICS] = {0, 7, gr_handle_create_topics, 0},
+    [GR_API_DELETE_TOPICS] = {0, 6, gr_handle_delete_topics, 0},
     [GR_API_CREATE_PARTITIONS] = {0, 3, gr_handle_create_partitions, 0},
     [GR_API_ELECT_LEADERS] = {0, 2, gr_handle_elect_leaders, 0},
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},

@@ -1,4 +1,6 @@
-/* CreateTopics v0-6 and CreatePartitions v0-3 (Kafka 2.7 KafkaApis + AdminManager).
+/* CreateTopics v0-7 and CreatePartitions v0-3 (Kafka 2.7 KafkaApis + AdminManager; v7 is Kafka
+ * 2.8's, answering each created topic's id, KIP-516: the one topic_admin.c wrote into its znode;
+ * ZERO_UUID for validate-only and failed topics).
  *
  *   - Only the active controller serves them: any other broker answers NOT_CONTROLLER for every
  *     topic (clients then refresh metadata and retry on the controller).
@@ -231,6 +233,7 @@ void gr_handle_create_topics(struct gr_broker *b, struct gr_api_req *req,
                     t->Name ? t->Name : "null", gr_kerr_name(e), res[s].message);
             continue;
         }
+        memcpy(r->TopicId, res[s].topic_id.b, 16); /* v7; zero for validate only (as Kafka) */
         if (ver >= 5 && r->TopicConfigErrorCode == GR_KERR_NONE) {
             r->NumPartitions = res[s].num_partitions;
             r->ReplicationFactor = res[s].replication_factor;

@@ -1,5 +1,11 @@
-/* DeleteTopics v0-5 (api key 20), Kafka 2.7's KafkaApis.handleDeleteTopicsRequest +
- * AdminManager.deleteTopics + DelayedDeleteTopics:
+/* DeleteTopics v0-6 (api key 20), Kafka 3.9's KafkaApis.handleDeleteTopicsRequest (ZooKeeper
+ * mode) + AdminManager.deleteTopics + DelayedDeleteTopics:
+ *   - v6 (KIP-516) names each topic by name or by topic id (resolved through this broker's
+ *     metadata cache, where Kafka asks the controller context of the same broker): an unknown id
+ *     -> UNKNOWN_TOPIC_ID; an id whose topic the principal may not describe ->
+ *     TOPIC_AUTHORIZATION_FAILED with a null name; a topic with both a name and an id ->
+ *     INVALID_REQUEST for every topic of the request (Kafka's InvalidRequestException); answers
+ *     carry the id given (ZERO_UUID for topics named);
  *   - the controller mutation quota (KIP-599, broker/controller_mutation_quota.h) takes one token
  *     per partition of each topic before it is marked; strict from v5: THROTTLING_QUOTA_EXCEEDED
  *     for a topic that finds the quota exceeded; ThrottleTimeMs and the channel mute either way;
@@ -39,6 +45,8 @@
 
 #define LOGGER "kafka.server.AdminManager"
 #define POLL_MS 20
+
+static const uint8_t NO_ID[16];
 
 struct dt_wait {
     struct gr_broker *b;
@@ -172,10 +180,26 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
     const struct DeleteTopicsRequest *rq = body;
     int16_t ver = hdr->RequestApiVersion;
     struct DeleteTopicsResponse *resp = gr_api_new_response(req);
-    int n = rq->TopicNamesCount > 0 ? rq->TopicNamesCount : 0;
+    int n = ver >= 6 ? (rq->TopicsCount > 0 ? rq->TopicsCount : 0) : (rq->TopicNamesCount > 0 ? rq->TopicNamesCount : 0);
     resp->ThrottleTimeMs = 0;
     resp->ResponsesCount = n;
     resp->Responses = gr_api_alloc(req, sizeof(*resp->Responses) * (size_t)(n ? n : 1));
+    /* v6 (KIP-516): each topic by name or by id; both -> INVALID_REQUEST for every topic (Kafka
+     * throws InvalidRequestException) */
+    for (int i = 0; ver >= 6 && i < n; i++) {
+        struct DeleteTopicsResponse_DeletableTopicResult *r = &resp->Responses[i];
+        r->Name = rq->Topics[i].Name;
+        memcpy(r->TopicId, rq->Topics[i].TopicId, 16);
+    }
+    for (int i = 0; ver >= 6 && i < n; i++)
+        if (rq->Topics[i].Name && memcmp(rq->Topics[i].TopicId, NO_ID, 16) != 0) {
+            for (int j = 0; j < n; j++) {
+                resp->Responses[j].ErrorCode = GR_KERR_INVALID_REQUEST;
+                resp->Responses[j].ErrorMessage = "Topic name and topic ID can not both be specified.";
+            }
+            gr_api_respond(req, resp);
+            return;
+        }
     int16_t whole = GR_KERR_NONE;
     if (!gr_broker_is_controller(b)) whole = GR_KERR_NOT_CONTROLLER;
     else if (b->cfg && !b->cfg->delete_topic_enable) whole = ver < 3 ? GR_KERR_INVALID_REQUEST : GR_KERR_TOPIC_DELETION_DISABLED;
@@ -185,11 +209,28 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
     gr_cmq_begin(b, req, 5, &cq);
     for (int i = 0; i < n; i++) {
         struct DeleteTopicsResponse_DeletableTopicResult *r = &resp->Responses[i];
-        r->Name = rq->TopicNames[i];
+        if (ver < 6) r->Name = rq->TopicNames[i];
         r->ErrorMessage = NULL;
         r->ErrorCode = whole;
         if (whole != GR_KERR_NONE) continue;
-        if (!gr_api_authorized(req, GR_ACL_OP_DELETE, GR_ACL_RES_TOPIC, r->Name)) {
+        if (ver >= 6 && memcmp(r->TopicId, NO_ID, 16) != 0) { /* by id: the name the cache has */
+            struct gr_uuid id;
+            memcpy(id.b, r->TopicId, 16);
+            char *name = gr_mdc_topic_name_by_id(b->metadata, &id);
+            r->Name = name ? gr_api_strdup(req, name) : NULL;
+            free(name);
+            if (!r->Name) {
+                r->ErrorCode = GR_KERR_UNKNOWN_TOPIC_ID;
+                continue;
+            }
+            if (!gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, r->Name)) {
+                r->Name = NULL; /* not disclosed; the id is no secret */
+                r->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+                continue;
+            }
+        }
+        if (!r->Name || !gr_api_authorized(req, GR_ACL_OP_DELETE, GR_ACL_RES_TOPIC, r->Name)) {
+            /* v6 with neither name nor id: Kafka's authorization filter drops null names */
             r->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
             continue;
         }

@@ -1,4 +1,14 @@
-/* Metadata v0-9 (Kafka 2.7 KafkaApis.handleTopicMetadataRequest + MetadataCache).
+/* Metadata v0-12 (Kafka 3.9 KafkaApis.handleTopicMetadataRequest + ZkMetadataCache).
+ *
+ *   - topic ids (KIP-516): every answered topic carries its id from the metadata cache (v10+;
+ *     ZERO_UUID for unknown, denied and not-yet-created topics). v12 asks by id: when any
+ *     requested topic has a non-zero TopicId, only the ids are looked up (names in the same
+ *     request are ignored, as Kafka): an unknown id is answered UNKNOWN_TOPIC_ID (null name,
+ *     the id), a topic the principal may not describe TOPIC_AUTHORIZATION_FAILED (null name, the
+ *     id: ids are not secret), the others in full. Below v12 a null name or a non-zero id is
+ *     INVALID_REQUEST for every requested topic (Kafka throws InvalidRequestException, whose
+ *     error answer lists each requested topic with the code, no brokers).
+ *   - ClusterAuthorizedOperations only at v8-10 (v11 dropped it).
  *
  *   - topics: null (v1+), or an empty list at v0, means all topics in the cache; an empty list
  *     at v1+ means none. Duplicates are answered once.
@@ -99,6 +109,7 @@ static void fill_topic(struct gr_api_req *req, const struct live_view *lv,
     bool v0 = ver == 0;
     out->ErrorCode = GR_KERR_NONE;
     out->Name = gr_api_strdup(req, t->name);
+    memcpy(out->TopicId, t->id.b, 16);
     out->IsInternal = gr_topic_is_internal(t->name);
     out->TopicAuthorizedOperations = INT32_MIN;
     out->PartitionsCount = t->n_partitions;
@@ -188,6 +199,58 @@ static void fill_missing(struct gr_broker *b, struct gr_api_req *req, const char
     }
 }
 
+static const uint8_t ZERO_ID[16];
+
+/* Kafka's MetadataRequest.getErrorResponse: every requested topic with the error, no brokers. */
+static void respond_error(struct gr_api_req *req, const struct MetadataRequest *rq,
+                          struct MetadataResponse *resp, int16_t error)
+{
+    int n = rq->TopicsCount > 0 ? rq->TopicsCount : 0;
+    resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n ? n : 1));
+    resp->TopicsCount = n;
+    for (int i = 0; i < n; i++) {
+        struct MetadataResponse_MetadataResponseTopic *o = &resp->Topics[i];
+        o->ErrorCode = error;
+        o->Name = rq->Topics[i].Name ? gr_api_strdup(req, rq->Topics[i].Name) : gr_api_strdup(req, "");
+        memcpy(o->TopicId, rq->Topics[i].TopicId, 16);
+        o->TopicAuthorizedOperations = INT32_MIN;
+    }
+    resp->BrokersCount = 0;
+    resp->ControllerId = -1;
+    resp->ClusterAuthorizedOperations = INT32_MIN;
+    gr_api_respond(req, resp);
+}
+
+/* v12, topics by id (see the top). Cache read lock held. */
+static int by_id(struct gr_api_req *req, const struct gr_mdc *c, const struct live_view *lv,
+                 const struct MetadataRequest *rq, int16_t ver, struct MetadataResponse_MetadataResponseTopic *out)
+{
+    int n_out = 0;
+    for (int i = 0; i < rq->TopicsCount; i++) {
+        const uint8_t *id = rq->Topics[i].TopicId;
+        if (memcmp(id, ZERO_ID, 16) == 0)
+            continue;
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++)
+            dup = memcmp(rq->Topics[j].TopicId, id, 16) == 0;
+        if (dup)
+            continue;
+        struct gr_uuid u;
+        memcpy(u.b, id, 16);
+        const struct gr_mdc_topic *t = gr_mdc_topic_by_id(c, &u);
+        struct MetadataResponse_MetadataResponseTopic *o = &out[n_out++];
+        if (t && gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, t->name)) {
+            fill_topic(req, lv, t, ver, o);
+            continue;
+        }
+        o->ErrorCode = t ? GR_KERR_TOPIC_AUTHORIZATION_FAILED : GR_KERR_UNKNOWN_TOPIC_ID;
+        o->Name = NULL;
+        memcpy(o->TopicId, id, 16);
+        o->TopicAuthorizedOperations = INT32_MIN;
+    }
+    return n_out;
+}
+
 void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
                         const struct gr_req_header *hdr, void *body)
 {
@@ -195,6 +258,15 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     int16_t ver = hdr->RequestApiVersion;
     struct MetadataResponse *resp = gr_api_new_response(req);
     bool all = rq->TopicsCount < 0 || (ver == 0 && rq->TopicsCount == 0);
+    bool use_ids = false;
+    for (int i = 0; !all && i < rq->TopicsCount; i++) {
+        bool has_id = memcmp(rq->Topics[i].TopicId, ZERO_ID, 16) != 0;
+        if (ver < 12 && (!rq->Topics[i].Name || has_id)) {
+            respond_error(req, rq, resp, GR_KERR_INVALID_REQUEST);
+            return;
+        }
+        use_ids = use_ids || has_id;
+    }
     bool allow_auto = ver < 4 || rq->AllowAutoTopicCreation;
     struct gr_mdc *c = b->metadata;
 
@@ -210,7 +282,9 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     int n_out_max = all ? gr_mdc_num_topics(c) : n_req;
     resp->Topics = gr_api_alloc(req, sizeof(*resp->Topics) * (size_t)(n_out_max ? n_out_max : 1));
     int n_out = 0;
-    if (all) {
+    if (use_ids) {
+        n_out = by_id(req, c, &lv, rq, ver, resp->Topics);
+    } else if (all) {
         for (int i = 0; i < gr_mdc_num_topics(c); i++) {
             const struct gr_mdc_topic *t = gr_mdc_topic_at(c, i);
             if (gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, t->name))
@@ -258,14 +332,15 @@ void gr_handle_metadata(struct gr_broker *b, struct gr_api_req *req,
     resp->TopicsCount = n_out;
     resp->ClusterId = b->cluster_id[0] ? gr_api_strdup(req, b->cluster_id) : NULL;
     resp->ClusterAuthorizedOperations = INT32_MIN;
-    if (ver >= 8 && rq->IncludeClusterAuthorizedOperations) /* KIP-430, as KafkaApis */
+    if (ver >= 8 && ver <= 10 && rq->IncludeClusterAuthorizedOperations) /* KIP-430, as KafkaApis */
         resp->ClusterAuthorizedOperations =
             gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
                 ? gr_api_authorized_operations(req, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME)
                 : 0;
     if (ver >= 8 && rq->IncludeTopicAuthorizedOperations)
         for (int i = 0; i < n_out; i++)
-            if (resp->Topics[i].ErrorCode != GR_KERR_TOPIC_AUTHORIZATION_FAILED)
+            if (resp->Topics[i].Name && resp->Topics[i].ErrorCode != GR_KERR_TOPIC_AUTHORIZATION_FAILED &&
+                resp->Topics[i].ErrorCode != GR_KERR_UNKNOWN_TOPIC_ID)
                 resp->Topics[i].TopicAuthorizedOperations =
                     gr_api_authorized_operations(req, GR_ACL_RES_TOPIC, resp->Topics[i].Name);
     resp->ThrottleTimeMs = 0;

@@ -265,3 +265,102 @@ def test_control_requests_with_hostile_topic_ids(cluster_factory, zk_connect):
     # still serving, with the topic's id untouched on disk
     produce(cluster, "h", 0, ["still"])
     assert read_partition_metadata(cluster[1], "h", 0) == f"version: 0\ntopic_id: {znode_id(cluster, 'h')}\n"
+
+
+ACL_CONFIG = dict(CONFIG, **{
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS;User:admin",
+    "gregor.test.principal.by.client.id": "true",
+})
+ZERO = uuid.UUID(int=0)
+
+
+def md(port, ver, topics, client_id="User:admin", **kw):
+    body = {"Topics": topics, "AllowAutoTopicCreation": False}
+    body.update(kw)
+    return K.call(port, 3, ver, body, client_id=client_id)
+
+
+def test_client_apis_with_topic_ids(cluster_factory, zk_connect):
+    """CreateTopics v7 (TopicId), Metadata v10-12 (ids in answers, v12 by id, UNKNOWN_TOPIC_ID,
+    INVALID_REQUEST below v12), DeleteTopics v6 (by id, UNKNOWN_TOPIC_ID, name and id ->
+    INVALID_REQUEST), with an authorizer (a principal without ACLs), next to the old versions."""
+    cluster = cluster_factory(zk_connect, n=1, config=ACL_CONFIG)
+    port = cluster[1].port
+    ct = K.call(port, 19, 7, {"Topics": [{"Name": "m1", "NumPartitions": 2, "ReplicationFactor": 1}],
+                              "timeoutMs": 20000}, client_id="User:admin")
+    (t,) = ct["Topics"]
+    assert t["ErrorCode"] == 0 and t["NumPartitions"] == 2, ct
+    tid = t["TopicId"]
+    assert tid != ZERO and tid == uuid_of(znode_id(cluster, "m1"))
+    again = K.call(port, 19, 7, {"Topics": [{"Name": "m1", "NumPartitions": 2, "ReplicationFactor": 1},
+                                            {"Name": "m2", "NumPartitions": 1, "ReplicationFactor": 1}],
+                                 "validateOnly": True}, client_id="User:admin")
+    assert again["Topics"][0]["ErrorCode"] == 36 and again["Topics"][0]["TopicId"] == ZERO  # TOPIC_ALREADY_EXISTS
+    assert again["Topics"][1]["ErrorCode"] == 0 and again["Topics"][1]["TopicId"] == ZERO  # validate only
+    assert znode_id(cluster, "m2") is None
+    old = K.call(port, 19, 6, {"Topics": [{"Name": "m3", "NumPartitions": 1, "ReplicationFactor": 1}],
+                               "timeoutMs": 20000}, client_id="User:admin")
+    assert old["Topics"][0]["ErrorCode"] == 0
+    denied = K.call(port, 19, 7, {"Topics": [{"Name": "m4", "NumPartitions": 1, "ReplicationFactor": 1}]},
+                    client_id="User:alice")
+    assert denied["Topics"][0]["ErrorCode"] == 29 and denied["Topics"][0]["TopicId"] == ZERO
+
+    # Metadata: the id once the controller's UpdateMetadata carried it
+    H.wait_for(lambda: md(port, 12, [{"Name": "m1"}])["Topics"][0]["TopicId"] == tid, 20, "id in the metadata cache")
+    for ver in (10, 11, 12):
+        r = md(port, ver, [{"Name": "m1"}, {"Name": "nope"}])
+        by = {x["Name"]: x for x in r["Topics"]}
+        assert by["m1"]["ErrorCode"] == 0 and by["m1"]["TopicId"] == tid and len(by["m1"]["Partitions"]) == 2
+        assert by["nope"]["ErrorCode"] == 3 and by["nope"]["TopicId"] == ZERO
+    assert md(port, 10, [{"Name": "m1"}], IncludeClusterAuthorizedOperations=True)["ClusterAuthorizedOperations"] > 0
+    r9 = md(port, 9, [{"Name": "m1"}])
+    assert r9["Topics"][0]["ErrorCode"] == 0 and r9["Topics"][0]["Name"] == "m1"
+    every = md(port, 12, None)
+    assert {x["Name"]: x["TopicId"] for x in every["Topics"]}["m1"] == tid
+    # v12 by id: known, unknown, duplicate; names next to ids are ignored (as Kafka)
+    unknown = uuid.uuid4()
+    r = md(port, 12, [{"Name": None, "TopicId": tid}, {"Name": None, "TopicId": unknown},
+                      {"Name": None, "TopicId": tid}, {"Name": "m3"}])
+    assert len(r["Topics"]) == 2, r
+    by = {x["TopicId"]: x for x in r["Topics"]}
+    assert by[tid]["Name"] == "m1" and by[tid]["ErrorCode"] == 0 and len(by[tid]["Partitions"]) == 2
+    assert by[unknown]["ErrorCode"] == 100 and by[unknown]["Name"] is None  # UNKNOWN_TOPIC_ID
+    # below v12: no ids, no null names
+    bad = md(port, 11, [{"Name": "m1", "TopicId": tid}])
+    assert bad["Topics"][0]["ErrorCode"] == 42 and bad["Brokers"] == []  # INVALID_REQUEST
+    bad = md(port, 10, [{"Name": None}])
+    assert bad["Topics"][0]["ErrorCode"] == 42
+    # a principal that may not describe: by id -> TOPIC_AUTHORIZATION_FAILED, name withheld
+    r = md(port, 12, [{"Name": None, "TopicId": tid}], client_id="User:alice")
+    assert r["Topics"][0]["ErrorCode"] == 29 and r["Topics"][0]["Name"] is None and r["Topics"][0]["TopicId"] == tid
+    r = md(port, 12, [{"Name": "m1"}], client_id="User:alice")
+    assert r["Topics"][0]["ErrorCode"] == 29 and r["Topics"][0]["TopicId"] == ZERO
+
+    # DeleteTopics v6
+    both = K.call(port, 20, 6, {"Topics": [{"Name": "m1", "TopicId": tid}, {"Name": "m3"}], "TimeoutMs": 5000},
+                  client_id="User:admin")
+    assert [x["ErrorCode"] for x in both["Responses"]] == [42, 42], both
+    assert znode_id(cluster, "m1") is not None
+    r = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": tid}], "TimeoutMs": 5000}, client_id="User:alice")
+    assert r["Responses"][0]["ErrorCode"] == 29 and r["Responses"][0]["Name"] is None
+    r = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": tid}, {"Name": None, "TopicId": unknown}],
+                             "TimeoutMs": 20000}, client_id="User:admin")
+    assert r["Responses"][0]["ErrorCode"] == 0 and r["Responses"][0]["Name"] == "m1" and r["Responses"][0]["TopicId"] == tid
+    assert r["Responses"][1]["ErrorCode"] == 100 and r["Responses"][1]["TopicId"] == unknown
+    H.wait_for(lambda: cluster.zk.exists("/brokers/topics/m1") is None, 30, "m1 deleted")
+    H.wait_for(lambda: md(port, 12, [{"Name": None, "TopicId": tid}])["Topics"][0]["ErrorCode"] == 100, 20,
+               "deleted topic's id unknown")
+    r5 = K.call(port, 20, 5, {"TopicNames": ["m3"], "TimeoutMs": 20000}, client_id="User:admin")
+    assert r5["Responses"][0]["ErrorCode"] == 0
+
+    # a truncated Metadata v12 frame closes the connection; the broker keeps serving
+    frame = K.encode_request(3, 12, {"Topics": [{"Name": None, "TopicId": tid}]})
+    import socket
+    s = socket.create_connection(("127.0.0.1", port))
+    cut = frame[4:-10]
+    s.sendall(len(cut).to_bytes(4, "big") + cut)
+    s.settimeout(10)
+    assert s.recv(100) == b""
+    s.close()
+    assert md(port, 12, None)["Brokers"][0]["NodeId"] == 1
