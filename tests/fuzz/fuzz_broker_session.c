@@ -503,9 +503,19 @@ static void s_api_versions(struct in *in, struct gr_arena *a, int c) {
     call(c, in, 18, ver, r, true, a, NULL);
 }
 
+/* A topic id: zero, the first fixture topic's (as the broker answered it), or bytes of the input. */
+static uint8_t G_fz0_id[16];
+static void topic_id_of(struct in *in, uint8_t out[16]) {
+    uint8_t k = u8(in) % 3;
+    memset(out, 0, 16);
+    if (k == 1) memcpy(out, G_fz0_id, 16);
+    else if (k == 2)
+        for (int i = 0; i < 16; i++) out[i] = u8(in);
+}
+
 static void s_metadata(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 4, 8, 9};
-    int16_t ver = ver_of(in, 3, v, 4);
+    static const int16_t v[] = {1, 4, 8, 9, 10, 12, 12};
+    int16_t ver = ver_of(in, 3, v, 7);
     struct MetadataRequest *r = new_(a, &gr_desc_MetadataRequest);
     uint8_t k = u8(in) % 4;
     if (k == 0) {
@@ -513,7 +523,12 @@ static void s_metadata(struct in *in, struct gr_arena *a, int c) {
     } else {
         r->TopicsCount = k;
         r->Topics = NEWA(a, MetadataRequest_MetadataRequestTopic, k);
-        for (int i = 0; i < k; i++) r->Topics[i].Name = topic_of(in, a);
+        for (int i = 0; i < k; i++) {
+            uint8_t how = ver >= 10 ? u8(in) % 4 : 0; /* v10+: by name, by id, both, neither */
+            r->Topics[i].Name = how == 1 || how == 3 ? NULL : topic_of(in, a);
+            memset(r->Topics[i].TopicId, 0, 16);
+            if (how == 1 || how == 2) topic_id_of(in, r->Topics[i].TopicId);
+        }
     }
     r->AllowAutoTopicCreation = u8(in) & 1;
     r->IncludeClusterAuthorizedOperations = u8(in) & 1;
@@ -535,8 +550,8 @@ static char *value_of(struct in *in, struct gr_arena *a) {
 }
 
 static void s_create_topics(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 2, 4, 5};
-    int16_t ver = ver_of(in, 19, v, 4);
+    static const int16_t v[] = {0, 2, 4, 5, 7};
+    int16_t ver = ver_of(in, 19, v, 5);
     struct CreateTopicsRequest *r = new_(a, &gr_desc_CreateTopicsRequest);
     r->TopicsCount = 1;
     r->Topics = NEWA(a, CreateTopicsRequest_CreatableTopic, 1);
@@ -1047,6 +1062,34 @@ static void s_raw(struct in *in, struct gr_arena *a, int c) {
     free(frame);
 }
 
+/* DeleteTopics v6 by name, by id or both (INVALID_REQUEST), of topics the other templates do not
+ * use (an id of the input is almost surely unknown: UNKNOWN_TOPIC_ID); the fixture topics stay. */
+static void s_delete_topics(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {6, 6, 5};
+    int16_t ver = ver_of(in, 20, v, 3);
+    struct DeleteTopicsRequest *r = new_(a, &gr_desc_DeleteTopicsRequest);
+    uint8_t k = 1 + u8(in) % 3;
+    static char *const doomed[] = {"fzdel", "fzdel2"};
+    if (ver >= 6) {
+        r->TopicsCount = k;
+        r->Topics = NEWA(a, DeleteTopicsRequest_DeleteTopicState, k);
+        for (int i = 0; i < k; i++) {
+            uint8_t how = u8(in) % 4;
+            r->Topics[i].Name = how == 0 || how == 2 ? doomed[u8(in) % 2] : NULL;
+            memset(r->Topics[i].TopicId, 0, 16);
+            if (how >= 1) {
+                for (int j = 0; j < 16; j++) r->Topics[i].TopicId[j] = u8(in);
+            }
+        }
+    } else {
+        r->TopicNamesCount = 1;
+        r->TopicNames = gr_arena_alloc(a, sizeof(char *));
+        r->TopicNames[0] = doomed[u8(in) % 2];
+    }
+    r->TimeoutMs = u8(in) & 1 ? 1000 : 0;
+    call(c, in, 20, ver, r, true, a, NULL);
+}
+
 typedef void (*step_fn)(struct in *, struct gr_arena *, int);
 static const step_fn step_fns[] = {
     s_api_versions,    s_metadata,          s_create_topics,    s_produce,          s_produce,
@@ -1054,6 +1097,7 @@ static const step_fn step_fns[] = {
     s_sync_group,      s_heartbeat,         s_leave_group,      s_offset_commit,    s_offset_fetch,
     s_init_producer_id, s_add_partitions_to_txn, s_add_offsets_to_txn, s_end_txn, s_txn_offset_commit,
     s_sasl,            s_sasl,              s_describe_configs, s_alter_configs,    s_raw,
+    s_delete_topics,
 };
 #define N_STEPS ((int)(sizeof step_fns / sizeof *step_fns))
 
@@ -1100,8 +1144,11 @@ static void wait_ready(void) {
         if (k == 0) {
             struct MetadataRequest *m = new_(&a, &gr_desc_MetadataRequest);
             m->TopicsCount = -1;
-            struct MetadataResponse *r = setup_call(&a, 3, 8, m);
+            struct MetadataResponse *r = setup_call(&a, 3, 12, m);
             int ready = 0;
+            for (int i = 0; r && i < r->TopicsCount; i++)
+                if (r->Topics[i].Name && strcmp(r->Topics[i].Name, "fz0") == 0)
+                    memcpy(G_fz0_id, r->Topics[i].TopicId, 16); /* s_metadata asks by it */
             for (int i = 0; r && i < r->TopicsCount; i++)
                 for (int j = 0; j < r->Topics[i].PartitionsCount; j++)
                     ready += r->Topics[i].ErrorCode == 0 && r->Topics[i].Partitions[j].LeaderId == 0;

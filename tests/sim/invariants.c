@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "common/uuid.h"
 #include "controller/request_batch.h"
 #include "sim.h"
 
@@ -834,6 +835,48 @@ out:
 }
 
 /* Quiet checks of the admin flows (deletion, reassignment, elections, notifications, Q7). */
+/* T1 (KIP-516): every topic has an id in ZooKeeper once the cluster is quiet (the controller
+ * gives one to topics written without), and no live broker hosts a replica of a topic it is
+ * assigned to under another id than the znode's: the log of a deleted topic of the same name is
+ * never served for the new one. */
+static void inv_topic_ids(struct sim *s) {
+    static const uint8_t none[16];
+    for (int i = 0; i < s->n_brokers && !s->failed; i++) {
+        struct sbroker *b = &s->brokers[i];
+        if (!b->alive) continue;
+        for (int j = 0; j < b->n_parts && !s->failed; j++) {
+            struct sb_part *p = &b->parts[j];
+            if (!p->has_replica) continue;
+            char path[512];
+            snprintf(path, sizeof path, TOPICS_PREFIX "%s", p->topic);
+            const char *d;
+            int len;
+            if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d) continue; /* gone: D2 */
+            struct gr_kzk_topic_assignment a;
+            if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) continue;
+            struct gr_uuid zid;
+            bool has = a.topic_id && gr_uuid_parse(a.topic_id, &zid) == 0;
+            bool assigned = false;
+            for (int k = 0; k < a.n_partitions; k++)
+                if (a.partitions[k].partition == p->partition)
+                    for (int r = 0; r < a.partitions[k].n_replicas; r++) assigned |= a.partitions[k].replicas[r] == b->id;
+            gr_kzk_topic_assignment_release(&a);
+            if (!has) {
+                sim_fail(s, "T1 topic ids", "topic %s has no topic id in ZooKeeper", p->topic);
+                return;
+            }
+            if (assigned && (memcmp(p->r_topic_id, none, 16) == 0 || memcmp(p->r_topic_id, zid.b, 16) != 0)) {
+                char got[GR_UUID_STR_LEN + 1], want[GR_UUID_STR_LEN + 1];
+                struct gr_uuid g;
+                memcpy(g.b, p->r_topic_id, 16);
+                sim_fail(s, "T1 topic ids", "broker %d hosts %s-%d under topic id %s, ZooKeeper's is %s", b->id,
+                         p->topic, p->partition, gr_uuid_to_string(&g, got), gr_uuid_to_string(&zid, want));
+                return;
+            }
+        }
+    }
+}
+
 static void inv_quiet_admin(struct sim *s, const int32_t *live, int n_live) {
     char b1[128], b2[128], path[512];
     const char **names;
@@ -1118,7 +1161,8 @@ void inv_quiet(struct sim *s) {
             }
         }
     }
-    inv_quiet_admin(s, live, n_live);
+    inv_topic_ids(s);
+    if (!s->failed) inv_quiet_admin(s, live, n_live);
 }
 
 /* ---- W1: the context a failover starts from ---- */

@@ -241,6 +241,54 @@ static void scenario_recreated_same_term(struct sim *s) {
                  caches(x, topic, 1));
 }
 
+/* KIP-516: a broker hosting a replica is cut off (its session expires, the process lives on with
+ * the replica); the partition is moved off it, the topic deleted (its replicas are all live) and
+ * created again on the same brokers. When the broker registers again, the LeaderAndIsr of the new
+ * topic carries another id than its replica's: the old replica is dropped and the new one taken
+ * (T1: no broker hosts a replica under another id than the znode's). Without the id rule the old
+ * replica's newer leader epoch refuses the new topic's LeaderAndIsr (STALE_CONTROLLER_EPOCH) and
+ * the broker keeps the deleted topic's log. */
+static void scenario_recreated_onto_away_replica(struct sim *s) {
+    const char *what = "scenario re-created onto a replica kept while away";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    const char *topic = "ri0";
+    int32_t reps[2] = {c->id, x->id};
+    create_topic(s, topic, reps, 2);
+    if (!s->failed) sim_settle(s);
+    /* leader elections bump the old replica's leader epoch past the new topic's first ones */
+    for (int i = 0; i < 3 && !s->failed; i++) {
+        int32_t order[2] = {i % 2 ? c->id : x->id, i % 2 ? x->id : c->id};
+        struct api_result res;
+        reassign(s, topic, order, 2, &res);
+        sim_settle(s);
+    }
+    if (s->failed) return;
+    x->zk_cut_until = s->now + 4 * SIM_SESSION_TIMEOUT_MS;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    sim_settle(s);
+    struct api_result res;
+    int32_t only_c[1] = {c->id};
+    if (!s->failed) reassign(s, topic, only_c, 1, &res); /* completes: x is not live */
+    if (!s->failed) sim_settle(s);
+    if (!s->failed && gr_kzk_create_topic_deletion(s->admin_kzk, topic) != 0)
+        sim_fail(s, what, "cannot mark %s for deletion", topic);
+    if (!s->failed) sim_settle(s); /* deleted without x */
+    if (!s->failed) {
+        create_topic(s, topic, reps, 2); /* ri0 again, on c and x */
+        sim_settle(s);
+    }
+    s->settle_hold_cuts = false;
+    if (!s->failed) sim_settle(s); /* x registers again; T1 */
+    struct sb_part *p = NULL;
+    for (int j = 0; !s->failed && j < x->n_parts; j++)
+        if (strcmp(x->parts[j].topic, topic) == 0 && x->parts[j].partition == 0) p = &x->parts[j];
+    if (!s->failed && (!p || !p->has_replica))
+        sim_fail(s, what, "broker %d does not host the new %s-0", x->id, topic);
+}
+
 /* ---- the warm standby controller (W1 checks every failover's context) ---- */
 
 /* Lets every standby refresh (simnode.c: every 20 s of virtual time) run on a quiet cluster. */
@@ -417,6 +465,8 @@ static const struct {
     {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move, false},
     {"a topic deleted while a broker is away and created again: its new partition stays in the cache", 3,
      scenario_recreated_same_term, false},
+    {"a topic re-created onto a replica its broker kept while away: the old replica is dropped (topic ids)", 3,
+     scenario_recreated_onto_away_replica, false},
     {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
     {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "controller/config_change_listener.h"
 #include "common/util.h"
+#include "common/uuid.h"
 #include "sim.h"
 
 /* ======================================================================================
@@ -38,6 +39,14 @@ void rng_seed(struct sim_rng *r, uint64_t seed) {
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t splitmix_fn(void *arg) { return splitmix(arg); }
+
+void sim_topic_id(void *sim, struct gr_uuid *out) {
+    struct sim *s = sim;
+    uint64_t x = s->o.seed * 0x2545f4914f6cdd1dULL + (s->n_topic_ids++ << 20);
+    gr_uuid_random_from(out, splitmix_fn, &x);
+}
 
 uint64_t rng_next(struct sim_rng *r) {
     uint64_t *s = r->s;
@@ -247,8 +256,25 @@ static void admin_create_topic(struct sim *s) {
     struct gr_kzk_topic_assignment a;
     memset(&a, 0, sizeof a);
     char topic[32];
-    snprintf(topic, sizeof topic, "t%d", s->n_topics_created++);
+    /* every 4th creation re-creates a deleted topic's name when there is one (KIP-516's case: a
+     * broker away across the deletion must not serve the old log for the new topic); every
+     * other one carries an id as Gregor's and Kafka 2.8+'s admin writes it, the rest get theirs
+     * from the controller (topics written by a 2.7 broker or a tool) */
+    int made = s->n_topics_created++;
+    snprintf(topic, sizeof topic, "t%d", made);
+    if (made % 4 == 3) {
+        int pick = (int)rng_below(&s->rng, (uint32_t)made);
+        char path[64];
+        snprintf(path, sizeof path, "/brokers/topics/t%d", pick);
+        if (zm_peek(s->zm, path, NULL, NULL, NULL) == GR_ZNONODE) snprintf(topic, sizeof topic, "t%d", pick);
+    }
     a.topic = topic;
+    char idtext[GR_UUID_STR_LEN + 1];
+    if (made % 2 == 0) {
+        struct gr_uuid id;
+        sim_topic_id(s, &id);
+        a.topic_id = gr_uuid_to_string(&id, idtext);
+    }
     a.n_partitions = parts;
     a.partitions = gr_calloc((size_t)parts, sizeof *a.partitions);
     for (int p = 0; p < parts; p++) {

@@ -27,6 +27,10 @@ struct sim_rng {
 };
 void rng_seed(struct sim_rng *r, uint64_t seed);
 uint64_t rng_next(struct sim_rng *r);
+/* Topic ids for the controllers and the admin (gr_ctrl_topic_id_source): a function of the seed
+ * and a counter, so that drawing them does not move the seed's own random stream. */
+struct gr_uuid;
+void sim_topic_id(void *sim, struct gr_uuid *out);
 /* Uniform in [0, n) (n > 0). */
 uint32_t rng_below(struct sim_rng *r, uint32_t n);
 /* True with probability num/den. */
@@ -77,6 +81,7 @@ struct sb_part {
     /* from LeaderAndIsr (replica manager) */
     bool has_replica;
     int32_t r_leader, r_leader_epoch, r_zk_version;
+    uint8_t r_topic_id[16];     /* KIP-516: the id the replica's log holds (all zero: none) */
     int r_n_isr;
     int32_t *r_isr;
     int r_n_replicas;
@@ -229,6 +234,7 @@ struct sim {
     struct zm_client *admin;
     struct gr_kzk *admin_kzk;
     int n_topics_created;
+    uint64_t n_topic_ids;     /* ids drawn by sim_topic_id */
     int n_admin_ops;            /* deletions, reassignments, elections, config changes */
     /* partitions an admin asked to elect uncleanly (ElectLeaders UNCLEAN) while the request is
      * pending: "topic-partition" */

@@ -527,11 +527,24 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
                 continue;
             }
             struct sb_part *p = part_find(b, ts->TopicName, ps->PartitionIndex, true);
+            static const uint8_t none[16];
+            if (p->has_replica && memcmp(ts->TopicId, none, 16) != 0 && memcmp(p->r_topic_id, none, 16) != 0 &&
+                memcmp(p->r_topic_id, ts->TopicId, 16) != 0) {
+                /* the log of a deleted topic of the same name (handle_control.c): deleted, and
+                 * the new topic's replica starts empty */
+                if (s->o.verbose)
+                    printf("    [sim] broker %d: %s-%d holds another topic id: the deleted topic's log is dropped\n",
+                           b->id, ts->TopicName, ps->PartitionIndex);
+                p->has_replica = false;
+                p->r_leader_epoch = -1;
+                memset(p->r_topic_id, 0, 16);
+            }
             if (p->has_replica && ps->LeaderEpoch <= p->r_leader_epoch) {
                 pe->ErrorCode = GR_KERR_STALE_CONTROLLER_EPOCH;
                 continue;
             }
             p->has_replica = true;
+            if (memcmp(ts->TopicId, none, 16) != 0) memcpy(p->r_topic_id, ts->TopicId, 16); /* adopted */
             p->r_leader = ps->Leader;
             p->r_leader_epoch = ps->LeaderEpoch;
             p->r_zk_version = ps->PartitionEpoch;
@@ -662,6 +675,7 @@ static void handle_stop_replica(struct sim *s, struct sbroker *b, const struct S
             if (ps->DeletePartition && (!p || p->has_replica)) node_note_deleted(b, ts->TopicName, ps->PartitionIndex);
             if (p && ps->DeletePartition) {
                 p->has_replica = false;
+                memset(p->r_topic_id, 0, 16);
                 p->r_leader = -1;
                 p->r_leader_epoch = -1;
                 if (!p->in_cache) part_remove(b, p);
@@ -1146,6 +1160,8 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .standby_refresh_ms = 20000,
         .on_context_loaded = hook_context_loaded,
         .context_hook_arg = b,
+        .topic_id_fn = sim_topic_id,
+        .topic_id_arg = s,
     };
     b->ctrl = gr_controller_new(&cfg);
     b->alive = true;
