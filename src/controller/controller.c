@@ -770,15 +770,22 @@ static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
     return 0;
 }
 
-/* processTopicIds (topic_ids.h) for names[0..n), or every topic of the context when names is NULL. */
+/* processTopicIds (topic_ids.h) for names[0..n), or every topic of the context when names is NULL.
+ * Only a controller move is passed on: a topic whose id could not be written (logged) keeps
+ * working without one -- its partitions are still created and led, brokers get ZERO_UUID for it
+ * -- and gets its id at the next failover or TopicChange (Kafka retries until it succeeds). */
 static int assign_topic_ids(struct gr_controller *c, const char *const *names, int n) {
     struct gr_ctrl_topic_id_source src = {c->cfg.topic_id_fn, c->cfg.topic_id_arg};
-    if (names) return gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, names, n);
-    size_t nt = 0;
-    const char **all = gr_ctrl_ctx_sorted_topics(&c->ctx, &nt);
-    int rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, all, (int)nt);
-    free(all);
-    return rc;
+    int rc;
+    if (names) {
+        rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, names, n);
+    } else {
+        size_t nt = 0;
+        const char **all = gr_ctrl_ctx_sorted_topics(&c->ctx, &nt);
+        rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, all, (int)nt);
+        free(all);
+    }
+    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }
 
 /* Kafka's initializeControllerContext. */

@@ -180,7 +180,7 @@ def test_leaders_spread_as_kafka_assigns(cluster):
     create_with_confluent(cluster, "spread", 6, 3).result(timeout=40)
     wait_topic_ready(cluster, "spread", 6)
     assignment, _ = cluster.get_json("/brokers/topics/spread")
-    assert assignment["version"] == 2
+    assert assignment["version"] == 3 and len(assignment["topic_id"]) == 22  # Kafka 2.8+ (KIP-516)
     parts = {int(k): v for k, v in assignment["partitions"].items()}
     assert sorted(parts) == list(range(6))
     # Rack-unaware assignment with n=3: first replicas rotate through all brokers, each broker

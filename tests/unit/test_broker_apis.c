@@ -115,7 +115,7 @@ static void test_api_versions(struct gr_net_client *cli)
     bool md = false, av = false, produce = false, alter_partition = false, join = false;
     for (int i = 0; r && i < r->ApiKeysCount; i++) {
         if (r->ApiKeys[i].ApiKey == GR_API_METADATA)
-            md = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 9;
+            md = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 12;
         if (r->ApiKeys[i].ApiKey == GR_API_API_VERSIONS)
             av = r->ApiKeys[i].MaxVersion == 3;
         /* The whole table, whatever subsystems this bare broker runs. */
