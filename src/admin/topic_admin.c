@@ -2,6 +2,7 @@
  * topic_admin.h. Order of checks follows Kafka 2.7's AdminManager.createTopics and
  * AdminZkClient.validateTopicCreate / createPartitions. */
 #include "admin/topic_admin.h"
+#include "common/metadata_version.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -359,9 +360,14 @@ static int16_t prepare_topic(struct create_ctx *c, const struct gr_topic_spec *s
                                      (char **)spec->config_values };
         out->cjson = gr_kzk_config_encode(&cfg, &out->clen);
         char idtext[GR_UUID_STR_LEN + 1];
-        gr_uuid_random(&out->id); /* the one place a topic id is born (the controller only adds
-                                   * ids to topics created without one) */
-        ta.topic_id = gr_uuid_to_string(&out->id, idtext);
+        struct gr_ibp_features ibp; /* AdminZkClient's usesTopicId: inter.broker.protocol.version 2.8+ */
+        gr_ibp_features(b->cfg ? b->cfg->inter_broker_protocol_version : NULL, &ibp);
+        memset(&out->id, 0, sizeof out->id);
+        if (ibp.topic_ids) {
+            gr_uuid_random(&out->id); /* the one place a topic id is born (the controller only adds
+                                       * ids to topics created without one) */
+            ta.topic_id = gr_uuid_to_string(&out->id, idtext);
+        }
         out->ajson = gr_kzk_topic_assignment_encode(&ta, &out->alen);
     }
     free(ta.partitions);

@@ -336,6 +336,18 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                 }
                 struct gr_partition_state *st = gr_partitions_get_or_create_locked(
                     b->partitions, items[i].topic, ps->PartitionIndex);
+                if (ps->LeaderEpoch == st->leader_epoch && memcmp(items[i].topic_id, NO_TOPIC_ID, 16) != 0 &&
+                    gr_uuid_is_zero(&st->topic_id) && b->hooks.adopt_topic_id &&
+                    contains(ps->Replicas, ps->ReplicasCount, b->broker_id)) {
+                    /* Kafka: "the controller may send LeaderAndIsr to upgrade to using topic IDs
+                     * without bumping the epoch": the log takes the id, nothing else changes */
+                    struct gr_uuid id;
+                    memcpy(id.b, items[i].topic_id, 16);
+                    *err = b->hooks.adopt_topic_id(b->hooks.ctx, b, items[i].topic, ps->PartitionIndex, &id);
+                    if (*err == GR_KERR_NONE)
+                        st->topic_id = id;
+                    continue;
+                }
                 if (ps->LeaderEpoch <= st->leader_epoch) {
                     gr_info(LOGGER, "[Broker id=%d] Ignoring LeaderAndIsr request from "
                                     "controller %d epoch %d for partition %s-%d since its "

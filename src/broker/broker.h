@@ -87,6 +87,10 @@ struct gr_replica_hooks {
      * its partition.metadata is unreadable. NULL function: 0. */
     int (*log_topic_id)(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
                         struct gr_uuid *out);
+    /* KIP-516: a hosted partition's log without an id takes id (a LeaderAndIsr at the current
+     * leader epoch: the controller upgrading to ids); Kafka error code. NULL function: NONE. */
+    int16_t (*adopt_topic_id)(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                              const struct gr_uuid *id);
 };
 
 struct gr_broker {

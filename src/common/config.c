@@ -1,5 +1,6 @@
 /* server.properties parsing: one table declares every key (name, type, default, bounds, field). */
 #include "common/config.h"
+#include "common/metadata_version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -140,7 +141,7 @@ static const struct cfg_key keys[] = {
     {"controlled.shutdown.enable", T_BOOL, F(controlled_shutdown_enable), "true", 0, 0},
     {"controlled.shutdown.max.retries", T_INT, F(controlled_shutdown_max_retries), "3", 0, INT32_MAX},
     {"controlled.shutdown.retry.backoff.ms", T_LONG, F(controlled_shutdown_retry_backoff_ms), "5000", 0, INT64_MAX},
-    {"inter.broker.protocol.version", T_STRING, F(inter_broker_protocol_version), "2.7-IV2", 0, 0},
+    {"inter.broker.protocol.version", T_STRING, F(inter_broker_protocol_version), "3.9-IV0", 0, 0},
     {"request.timeout.ms", T_INT, F(request_timeout_ms), "30000", 0, INT32_MAX},
     {"broker.id.generation.enable", T_BOOL, F(broker_id_generation_enable), "true", 0, 0},
     {"reserved.broker.max.id", T_INT, F(reserved_broker_max_id), "1000", 0, INT32_MAX},
@@ -487,6 +488,13 @@ int gr_config_load_file(struct gr_config *cfg, const char *path, char *err, size
 int gr_config_finish(struct gr_config *cfg, char *err, size_t errlen) {
     if (!cfg->zookeeper_connect) {
         snprintf(err, errlen, "Missing required configuration zookeeper.connect which has no default value");
+        return GR_ECONFIG;
+    }
+    int32_t ibp;
+    if (gr_ibp_parse(cfg->inter_broker_protocol_version, &ibp) != 0) {
+        snprintf(err, errlen, "Invalid value %s for configuration inter.broker.protocol.version: Version `%s` "
+                 "is not a valid version", cfg->inter_broker_protocol_version ? cfg->inter_broker_protocol_version : "null",
+                 cfg->inter_broker_protocol_version ? cfg->inter_broker_protocol_version : "null");
         return GR_ECONFIG;
     }
     /* Kafka's KafkaConfig.validateValues: -1 asks for a generated id (broker/broker_id.h), which

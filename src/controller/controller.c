@@ -31,6 +31,7 @@
 #include "controller/partition_sm.h"
 #include "controller/replica_sm.h"
 #include "controller/topic_ids.h"
+#include "common/metadata_version.h"
 #include "controller/requests.h"
 #include "controller/request_batch.h"
 #include "controller/response.h"
@@ -776,6 +777,9 @@ static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
  * -- and gets its id at the next failover or TopicChange (Kafka retries until it succeeds). */
 static int assign_topic_ids(struct gr_controller *c, const char *const *names, int n) {
     struct gr_ctrl_topic_id_source src = {c->cfg.topic_id_fn, c->cfg.topic_id_arg};
+    struct gr_ibp_features ibp; /* Kafka's usesTopicId: inter.broker.protocol.version 2.8-IV0+ */
+    gr_ibp_features(c->cfg.broker_config ? c->cfg.broker_config->inter_broker_protocol_version : NULL, &ibp);
+    if (!ibp.topic_ids) return 0;
     int rc;
     if (names) {
         rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, names, n);
@@ -1479,6 +1483,11 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     c->sm.metrics = cfg->metrics;
     c->sm.inter_broker_listener = gr_ctrl_channel_listener_name(cfg->broker_config);
     c->sm.unclean_default = cfg->broker_config ? cfg->broker_config->unclean_leader_election_enable : false;
+    struct gr_ibp_features ibp; /* inter.broker.protocol.version (Kafka's defaults without a config) */
+    gr_ibp_features(cfg->broker_config ? cfg->broker_config->inter_broker_protocol_version : NULL, &ibp);
+    c->sm.leader_and_isr_version = ibp.leader_and_isr_version;
+    c->sm.update_metadata_version = ibp.update_metadata_version;
+    c->sm.stop_replica_version = ibp.stop_replica_version;
     atomic_init(&c->dyn_unclean_default, -1);
     gr_ctrl_sm_init(&c->sm);
     c->td = gr_td_new(&c->sm, c->watches, cfg->delete_topic_enable);

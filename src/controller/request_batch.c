@@ -844,7 +844,8 @@ static void send_leader_and_isr(struct gr_ctrl_batch *b, struct gr_ctrl_shared_a
                 "[Controller id=%d epoch=%d] Sending LeaderAndIsr request to broker %d with %d become-leader and "
                 "%d become-follower partitions",
                 sm->controller_id, ctx->epoch, broker, n_become_leader, (int)(j - i) - n_become_leader);
-        deliver(b, broker, box, GR_CTRL_LEADER_AND_ISR_VERSION, GR_EV_LEADER_AND_ISR_RESPONSE, true);
+        deliver(b, broker, box, sm->leader_and_isr_version ? sm->leader_and_isr_version : GR_CTRL_LEADER_AND_ISR_VERSION,
+                GR_EV_LEADER_AND_ISR_RESPONSE, true);
     }
     free(v);
 }
@@ -924,7 +925,8 @@ static void send_update_metadata(struct gr_ctrl_batch *b, struct gr_ctrl_shared_
         r->TopicStates = n_topics ? topics : NULL;
         r->LiveBrokersCount = ctx->n_brokers;
         r->LiveBrokers = live;
-        deliver(b, br->id, box, GR_CTRL_UPDATE_METADATA_VERSION, GR_EV_UPDATE_METADATA_RESPONSE, true);
+        deliver(b, br->id, box, sm->update_metadata_version ? sm->update_metadata_version : GR_CTRL_UPDATE_METADATA_VERSION,
+                GR_EV_UPDATE_METADATA_RESPONSE, true);
     }
 }
 
@@ -965,8 +967,8 @@ static void send_stop_replica(struct gr_ctrl_batch *b, struct gr_ctrl_shared_are
         gr_info(GR_STATE_CHANGE_LOGGER,
                 "[Controller id=%d epoch=%d] Sending StopReplica request for %d replicas to broker %d",
                 sm->controller_id, ctx->epoch, (int)(j - i), broker);
-        deliver(b, broker, box, GR_CTRL_STOP_REPLICA_VERSION, GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE,
-                any_delete);
+        deliver(b, broker, box, sm->stop_replica_version ? sm->stop_replica_version : GR_CTRL_STOP_REPLICA_VERSION,
+                GR_EV_TOPIC_DELETION_STOP_REPLICA_RESPONSE, any_delete);
     }
     free(v);
 }

@@ -99,6 +99,9 @@ struct gr_ctrl_sm {
     /* The broker's unclean.leader.election.enable (used when a topic does not override it). */
     bool unclean_default;
     struct gr_ctrl_flow_hooks hooks;        /* copied by value; all NULL = none */
+    /* the control request versions inter.broker.protocol.version allows (common/metadata_version.h);
+     * 0 = the latest (request_batch.h rule 6) */
+    int16_t leader_and_isr_version, update_metadata_version, stop_replica_version;
 
     /* owned, set up by gr_ctrl_sm_init */
     struct gr_ctrl_batch *batch;

@@ -622,6 +622,22 @@ static int16_t assign_topic_id(struct gr_replica_manager *rm, struct gr_rm_parti
     return GR_KERR_KAFKA_STORAGE_ERROR;
 }
 
+/* broker.h adopt_topic_id: a hosted partition's log takes the id at an unchanged leader epoch. */
+static int16_t hook_adopt_topic_id(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
+                                   const struct gr_uuid *id) {
+    struct gr_replica_manager *rm = ctx;
+    (void)b;
+    struct gr_rm_partition *p = gr_rm_get_partition(rm, topic, partition);
+    if (!p) return GR_KERR_NONE; /* not hosted: the next transition assigns it */
+    struct gr_partition_state st = {.topic = (char *)topic, .partition = partition, .topic_id = *id};
+    int16_t e = assign_topic_id(rm, p, &st);
+    if (e == GR_KERR_NONE)
+        gr_info(STATE_LOGGER, "[Broker id=%d] Updating log for %s-%d to assign its topic id from a LeaderAndIsr request",
+                rm->broker_id, topic, partition);
+    gr_rm_partition_unref(p);
+    return e;
+}
+
 /* LeaderAndIsr's topic id check (broker.h log_topic_id). */
 static int hook_log_topic_id(void *ctx, struct gr_broker *b, const char *topic, int32_t partition,
                              struct gr_uuid *out) {
@@ -1231,6 +1247,7 @@ int gr_replica_manager_new(struct gr_broker *b, struct gr_replica_manager **out)
     b->hooks.apply_leader_and_isr = hook_apply_lai;
     b->hooks.stop_replicas = hook_stop_replicas;
     b->hooks.log_topic_id = hook_log_topic_id;
+    b->hooks.adopt_topic_id = hook_adopt_topic_id;
     b->replica_manager = rm;
     gr_plog_manager_set_io_error_handler(rm->lm, rm_io_error, b);
     if (b->metrics) {

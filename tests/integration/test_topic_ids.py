@@ -364,3 +364,36 @@ def test_client_apis_with_topic_ids(cluster_factory, zk_connect):
     assert s.recv(100) == b""
     s.close()
     assert md(port, 12, None)["Brokers"][0]["NodeId"] == 1
+
+
+def test_upgrade_from_2_7_protocol_gives_ids_to_existing_logs(cluster_factory, zk_connect):
+    """inter.broker.protocol.version 2.7-IV2 (a cluster mid-way through a rolling upgrade from
+    brokers without topic ids): topics are written without ids, the control requests stay at 2.7's
+    versions and no partition.metadata is written. Raising it to 3.9-IV0 broker by broker: the
+    controller gives the topic an id, and the logs written before (no partition.metadata) adopt it
+    and keep their data."""
+    cluster = cluster_factory(zk_connect, n=3, config=dict(CONFIG, **{"inter.broker.protocol.version": "2.7-IV2"}))
+    create(cluster, "up", [[1, 2, 3]])
+    produce(cluster, "up", 0, [f"u{i}" for i in range(4)])
+    assert jget(cluster, "/brokers/topics/up")["version"] == 2
+    for b in (1, 2, 3):
+        H.wait_for(lambda: b"u3" in dir_bytes(partition_dir(cluster[b], "up", 0)), 30, f"data on broker {b}")
+        assert read_partition_metadata(cluster[b], "up", 0) is None
+    assert "api_key=4 v7" not in cluster[cluster.controller_id()].log(whole=True)
+    # the rolling bump
+    cluster.config["inter.broker.protocol.version"] = "3.9-IV0"
+    for b in (1, 2, 3):
+        cluster[b].stop()
+        cluster[b].start()
+        cluster.wait_registered()
+        H.wait_for(lambda: len(state(cluster, "up", 0).get("isr", [])) == 3, 40, f"ISR after restarting {b}")
+    # a controller running 3.9-IV0 gives the topic its id (at the latest at its failover)
+    old = cluster.controller_id()
+    cluster[old].stop()
+    cluster[old].start()
+    cluster.wait_registered()
+    H.wait_for(lambda: znode_id(cluster, "up") is not None, 30, "id given by the controller")
+    tid = znode_id(cluster, "up")
+    wait_id_files(cluster, "up", [[1, 2, 3]], tid)
+    produce(cluster, "up", 0, ["after"])
+    assert consume_from(cluster[1].port, "up", 0, 5) == [f"u{i}" for i in range(4)] + ["after"]

@@ -428,6 +428,87 @@ static void test_control_batches(struct gr_net_client *cli, struct gr_broker *b)
     gr_arena_free(&a);
 }
 
+/* KIP-516 in LeaderAndIsr v7 (handle_control.c), with fake replica hooks: "tidc" has a log of
+ * another id (deleted first), "tidx" an unreadable partition.metadata, the rest no log. */
+static const uint8_t ID_A[16] = { 0xa }, ID_B[16] = { 0xb }, ID_C[16] = { 0xc };
+static int adopted, stale_deleted;
+static int fake_log_topic_id(void *ctx, struct gr_broker *b, const char *topic, int32_t partition, struct gr_uuid *out)
+{
+    (void)ctx, (void)b, (void)partition;
+    if (strcmp(topic, "tidx") == 0)
+        return GR_ECORRUPT;
+    if (strcmp(topic, "tidc") == 0 && !stale_deleted) {
+        memcpy(out->b, ID_C, 16);
+        return 1;
+    }
+    return 0;
+}
+static int16_t fake_adopt(void *ctx, struct gr_broker *b, const char *topic, int32_t partition, const struct gr_uuid *id)
+{
+    (void)ctx, (void)b, (void)topic, (void)partition;
+    adopted += memcmp(id->b, ID_B, 16) == 0;
+    return GR_KERR_NONE;
+}
+static int16_t fake_stop(void *ctx, struct gr_broker *b, const char *topic, int32_t partition, bool del)
+{
+    (void)ctx, (void)b, (void)partition;
+    if (del && strcmp(topic, "tidc") == 0)
+        stale_deleted++;
+    return GR_KERR_NONE;
+}
+
+static struct LeaderAndIsrResponse *lai7(struct gr_net_client *cli, struct gr_arena *a, int16_t ver, const char *topic,
+                                         const uint8_t id[16], int32_t leader_epoch)
+{
+    static int32_t r12[] = { 1, 2 };
+    struct LeaderAndIsrRequest_LeaderAndIsrPartitionState ps = {
+        .PartitionIndex = 0, .ControllerEpoch = 6, .Leader = 1, .LeaderEpoch = leader_epoch, .IsrCount = 2,
+        .Isr = r12, .ReplicasCount = 2, .Replicas = r12 };
+    struct LeaderAndIsrRequest_LeaderAndIsrTopicState ts = { .TopicName = (char *)topic, .PartitionStatesCount = 1,
+                                                             .PartitionStates = &ps };
+    memcpy(ts.TopicId, id, 16);
+    struct LeaderAndIsrRequest rq = { .ControllerId = 1, .ControllerEpoch = 6, .BrokerEpoch = -1,
+                                      .TopicStatesCount = 1, .TopicStates = &ts };
+    return call(cli, GR_API_LEADER_AND_ISR, ver, &rq, a);
+}
+
+static int16_t lai7_error(struct LeaderAndIsrResponse *r, const uint8_t id[16])
+{
+    if (!r || r->TopicsCount != 1 || memcmp(r->Topics[0].TopicId, id, 16) != 0 || r->Topics[0].PartitionErrorsCount != 1)
+        return -1;
+    return r->Topics[0].PartitionErrors[0].ErrorCode;
+}
+
+static void test_control_topic_ids(struct gr_net_client *cli, struct gr_broker *b)
+{
+    struct gr_arena a;
+    gr_arena_init(&a);
+    b->hooks.log_topic_id = fake_log_topic_id;
+    b->hooks.adopt_topic_id = fake_adopt;
+    b->hooks.stop_replica = fake_stop;
+    struct gr_partition_state st;
+    /* a new partition takes the request's id; the answer is keyed by it (v5+) */
+    CHECK(lai7_error(lai7(cli, &a, 7, "tida", ID_A, 0), ID_A) == GR_KERR_NONE);
+    CHECK(gr_partitions_get(b->partitions, "tida", 0, &st) && memcmp(st.topic_id.b, ID_A, 16) == 0);
+    gr_partition_state_release(&st);
+    CHECK(lai7_error(lai7(cli, &a, 7, "tida", ID_A, 0), ID_A) == GR_KERR_STALE_CONTROLLER_EPOCH);
+    /* a partition applied without an id takes one at the same leader epoch (the controller upgrading) */
+    static const uint8_t none[16];
+    CHECK(lai7_error(lai7(cli, &a, 4, "tidb", none, 0), none) == -1); /* v4: flat answer */
+    CHECK(lai7_error(lai7(cli, &a, 7, "tidb", ID_B, 0), ID_B) == GR_KERR_NONE && adopted == 1);
+    CHECK(gr_partitions_get(b->partitions, "tidb", 0, &st) && memcmp(st.topic_id.b, ID_B, 16) == 0);
+    gr_partition_state_release(&st);
+    /* a log of another id: deleted (StopReplica with delete), then the partition is created anew */
+    CHECK(lai7_error(lai7(cli, &a, 7, "tidc", ID_A, 0), ID_A) == GR_KERR_NONE && stale_deleted == 1);
+    /* an unreadable partition.metadata: not served */
+    CHECK(lai7_error(lai7(cli, &a, 7, "tidx", ID_A, 0), ID_A) == GR_KERR_KAFKA_STORAGE_ERROR);
+    CHECK(!gr_partitions_get(b->partitions, "tidx", 0, &st));
+    b->hooks.log_topic_id = NULL;
+    b->hooks.adopt_topic_id = NULL;
+    b->hooks.stop_replica = hook_stop;
+    gr_arena_free(&a);
+}
+
 static void test_create_topics_not_controller(struct gr_net_client *cli, struct gr_broker *b)
 {
     struct gr_arena a;
@@ -621,6 +702,7 @@ int main(void)
         test_metadata(cli, cli_int);
         test_control(cli, b);
         test_control_batches(cli, b);
+        test_control_topic_ids(cli, b);
         test_create_topics_not_controller(cli, b);
         test_delayed_create(b);
         test_controller_front_door(cli);

@@ -38,7 +38,7 @@ static void test_defaults(void) {
     CHECK(c.num_partitions == 1);
     CHECK(c.default_replication_factor == 1);
     CHECK(c.reserved_broker_max_id == 1000);
-    CHECK(c.inter_broker_protocol_version && strcmp(c.inter_broker_protocol_version, "2.7-IV2") == 0);
+    CHECK(c.inter_broker_protocol_version && strcmp(c.inter_broker_protocol_version, "3.9-IV0") == 0);
     CHECK(c.socket_request_max_bytes == 104857600);
     gr_config_release(&c);
 }
