@@ -2,6 +2,7 @@
 #include "common/uuid.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -20,7 +21,8 @@ static uint64_t os_random_u64(void *arg) {
             if (errno == EINTR) continue;
             /* last resort: ids need uniqueness, not secrecy */
             static _Atomic uint64_t ctr;
-            uint64_t x = (uint64_t)gr_mono_us() ^ ((uint64_t)time(NULL) << 20) ^ (ctr += 0x9e3779b97f4a7c15ULL);
+            uint64_t x = (uint64_t)gr_mono_us() ^ ((uint64_t)time(NULL) << 20) ^
+                         atomic_fetch_add(&ctr, 0x9e3779b97f4a7c15ULL);
             x ^= x >> 33;
             x *= 0xff51afd7ed558ccdULL;
             x ^= x >> 33;
