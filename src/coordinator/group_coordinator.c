@@ -1033,7 +1033,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
                           struct gr_arena *a, struct gr_gc_listed_group **out, int *n) {
     pthread_mutex_lock(&gc->mu);
     *n = 0;
-    *out = gr_arena_alloc(a, (size_t)(gc->n_groups + 1) * sizeof **out);
+    *out = gr_arena_alloc(a, (size_t)(gc->groups.n_groups + 1) * sizeof **out);
     if (!gc->active) {
         pthread_mutex_unlock(&gc->mu);
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -1042,7 +1042,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
     for (int32_t p = 0; p < gc->n_parts_cap; p++)
         if (gc->parts[p].state == PART_LOADING) e = GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
     for (int b = 0; b < NBUCKETS; b++)
-        for (struct group *g = gc->buckets[b]; g; g = g->next) {
+        for (struct group *g = gc->groups.buckets[b]; g; g = g->next) {
             if (g->partition >= gc->n_parts_cap || gc->parts[g->partition].state != PART_OWNED) continue;
             const char *st = state_names[g->state];
             bool keep = n_states <= 0;
@@ -1165,9 +1165,8 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     int64_t wall = wall_ms(gc);
     int expired = 0;
     for (int b = 0; b < NBUCKETS; b++) {
-        for (struct group *g = gc->buckets[b], *next; g; g = next) {
+        for (struct group *g = gc->groups.buckets[b], *next; g; g = next) {
             next = g->next;
-            if (g->partition < gc->n_parts_cap && gc->parts[g->partition].state == PART_LOADING) continue;
             tick_group_locked(gc, g, now, &q, &w);
             if (cleanup && gc_expire_group_offsets_locked(gc, g, wall, &w, &expired)) gc_remove_group_locked(gc, g);
         }
@@ -1234,7 +1233,16 @@ struct gr_group_coordinator *gr_gc_new(const struct gr_gc_config *cfg) {
     if (gc->cfg.offsets_retention_check_interval_ms <= 0) gc->cfg.offsets_retention_check_interval_ms = 600000;
     gc->next_cleanup = now_ms(gc) + gc->cfg.offsets_retention_check_interval_ms;
     gc_ensure_parts_locked(gc, gc->cfg.num_partitions);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gc->load_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    gc->load_tail = &gc->load_head;
     if (cfg->background_thread) {
+        if (!gc_loader_start(gc)) {
+            gr_gc_free(gc);
+            return NULL;
+        }
         int rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
         if (rc != 0) {
             gr_error(LOGGER, "Cannot start the group coordinator thread: %s", strerror(rc));
@@ -1260,6 +1268,7 @@ void gr_gc_shutdown(struct gr_group_coordinator *gc) {
         pthread_join(gc->thread, NULL);
         gc->thread_started = false;
     }
+    gc_loader_stop(gc); /* a running load stops before its next read */
     pthread_mutex_lock(&gc->mu);
     gc_unload_locked(gc, -1, &q);
     for (int32_t p = 0; p < gc->n_parts_cap; p++) gc->parts[p].state = PART_NONE;
@@ -1273,6 +1282,7 @@ void gr_gc_free(struct gr_group_coordinator *gc) {
     gr_gc_shutdown(gc);
     if (gc->cfg.storage.release) gc->cfg.storage.release(gc->cfg.storage.ctx);
     free(gc->parts);
+    pthread_cond_destroy(&gc->load_cond);
     pthread_cond_destroy(&gc->cond);
     pthread_mutex_destroy(&gc->mu);
     free(gc);
