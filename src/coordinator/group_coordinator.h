@@ -37,7 +37,9 @@
  * (groups and members in memory), group_metadata_manager.c (group table, writes, loading);
  * their shared structs and numbered locking rules are in group_internal.h.
  *
- * Threading: every gr_gc_* call may come from any thread. One mutex guards all group state;
+ * Threading: every gr_gc_* call may come from any thread. Two background threads: the
+ * coordinator's (timers, leadership polling) and the loader (one partition load at a time). One
+ * mutex guards all group state;
  * storage calls and completion callbacks always run without it. A callback (join, sync,
  * commit) is called exactly once, possibly before the call that registered it returns, from
  * the calling thread, the background thread, or a storage completion thread. Result memory
@@ -93,7 +95,8 @@ struct gr_gc_config {
     /* Clocks; NULL = gr_mono_ms / gr_wall_ms. */
     int64_t (*mono_ms)(void);
     int64_t (*wall_ms)(void);
-    /* false (tests): no background thread; call gr_gc_tick and gr_gc_poll_partitions. */
+    /* false (tests): no background threads (timers, loader); call gr_gc_tick and
+     * gr_gc_poll_partitions, which then loads on the caller's thread. */
     bool background_thread;
 };
 
@@ -330,8 +333,9 @@ int16_t gr_gc_delete_offsets(struct gr_group_coordinator *gc, const char *group_
 
 /* Runs due timers: member session expiry, pending-member expiry, delayed joins, cleanup. */
 void gr_gc_tick(struct gr_group_coordinator *gc);
-/* Checks leadership of every offsets partition: loads newly led ones (reading the log, may take
- * a while) and unloads lost ones. */
+/* Checks leadership of every offsets partition: unloads lost ones (cancelling their load if one
+ * runs) and queues newly led ones for the loader thread (group_metadata_loader.c). Without
+ * background threads it runs the queued loads itself before returning. */
 void gr_gc_poll_partitions(struct gr_group_coordinator *gc);
 
 #endif
