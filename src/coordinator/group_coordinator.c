@@ -247,13 +247,15 @@ struct probe {
     int32_t partition;
     bool leader;
     int32_t epoch;
+    uint64_t term;
 };
 
 /* Outside the lock (rule 2): where the group lives and whether we lead it. */
 static void probe_group(struct gr_group_coordinator *gc, const char *group_id, struct probe *pr) {
     pr->partition = gr_gc_partition_for(gc, group_id);
     pr->epoch = -1;
-    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, NULL, NULL);
+    pr->term = 0;
+    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, &pr->term, NULL, NULL);
 }
 
 /* Kafka's validateGroupStatus minus the group id check. */
@@ -262,8 +264,9 @@ static int16_t check_locked(struct gr_group_coordinator *gc, const struct probe 
     gc_ensure_parts_locked(gc, pr->partition + 1);
     struct part *pt = &gc->parts[pr->partition];
     if (!pr->leader) return GR_KERR_NOT_COORDINATOR;
-    if (pt->state == PART_OWNED && pt->epoch == pr->epoch) return GR_KERR_NONE;
-    /* led here but not (yet) loaded at this epoch: wake the loader */
+    /* the leader term, not the epoch: a new epoch of the same leadership keeps the groups */
+    if (pt->state == PART_OWNED && pt->term == pr->term) return GR_KERR_NONE;
+    /* led here but not (yet) loaded in this leader term: wake the loader */
     gc->kick = true;
     pthread_cond_signal(&gc->cond);
     return GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
@@ -886,7 +889,7 @@ static void txn_rewrite_done(void *ctx, struct gr_gc_commit_part *parts, int n) 
 void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t producer_id, int32_t offsets_partition,
                                 bool commit) {
     struct probe pr = {.partition = offsets_partition, .epoch = -1};
-    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
+    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, &pr.term, NULL, NULL);
     int64_t now = wall_ms(gc);
     pthread_mutex_lock(&gc->mu);
     if (offsets_partition >= 0 && offsets_partition < gc->n_parts_cap &&

@@ -15,7 +15,8 @@
  * loadedGroups / loadedOffsets maps and adds the groups at the end.
  *
  * Unload during a load (leadership lost through LeaderAndIsr or StopReplica, seen by the poll),
- * a new leader epoch while a load runs, and the shutdown cancel the load (load_id); it notices
+ * a new leader term while a load runs (leadership lost and regained between two polls), and the
+ * shutdown cancel the load (load_id); it notices
  * before its next read and at its end and discards what it read. A load whose read fails gives
  * the partition up and the poll schedules it again a second later (Kafka 2.7 logs the error
  * and marks the partition owned with nothing loaded, so its consumers would fall back to
@@ -278,30 +279,30 @@ static int publish_locked(struct gr_group_coordinator *gc, struct gc_table *t) {
     return n;
 }
 
-/* Loads partition p at leader epoch epoch as load id (Kafka's doLoadGroupsAndOffsets +
+/* Loads partition p in leader term term (at leader epoch epoch) as load id (Kafka's doLoadGroupsAndOffsets +
  * onGroupLoaded). As Kafka's loader, it reads up to the log end as it moves, not only to the end
  * seen when loading began: transaction markers are written while the partition loads (and their
  * completion is left to the loader, gr_gc_complete_txn_offsets). Ownership is taken under gc->mu
  * only once no marker came in since the log end was last looked at, and only while the load is
  * current (rule 5). */
-static void load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t epoch, uint64_t id,
+static void load_partition(struct gr_group_coordinator *gc, int32_t p, uint64_t term, int32_t epoch, uint64_t id,
                            int64_t queued_ms) {
     int64_t t0 = gr_mono_ms();
     struct gc_table *t = gr_calloc(1, sizeof *t);
     /* what a cancelled load of p left pending: this load rebuilds it from the log */
     gr_txn_offsets_drop_partition(p);
-    int32_t now_epoch = -1;
+    uint64_t now_term = 0;
     int64_t start = 0, off = 0, end = 0;
     int r = LOAD_STALE;
     bool locked = false;
-    if (gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &now_epoch, &start, &end) && now_epoch == epoch) {
+    if (gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, NULL, &now_term, &start, &end) && now_term == term) {
         off = start;
         for (;;) {
             r = load_range(gc, t, p, id, &off, end);
             if (r != LOAD_OK) break;
             int64_t now_end = 0;
-            if (!gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &now_epoch, NULL, &now_end) ||
-                now_epoch != epoch) {
+            if (!gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, NULL, &now_term, NULL, &now_end) ||
+                now_term != term) {
                 r = LOAD_STALE; /* leadership moved on: the next poll unloads or reloads */
                 break;
             }
@@ -344,7 +345,7 @@ static void load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t e
                         " milliseconds was spent in the scheduler",
                 GR_OFFSETS_TOPIC, p, epoch, ngroups, start, end, t1 - queued_ms, t0 - queued_ms);
     else if (r != LOAD_FAILED)
-        gr_info(LOGGER, "Discarded the load of %s-%d for leader epoch %d: unloaded, a newer epoch or shutting down",
+        gr_info(LOGGER, "Discarded the load of %s-%d for leader epoch %d: unloaded, a new leader term or shutting down",
                 GR_OFFSETS_TOPIC, p, epoch);
 }
 
@@ -364,9 +365,10 @@ static bool run_next_locked(struct gr_group_coordinator *gc) {
     pt->queued = false;
     if (pt->state != PART_LOADING || !gc->active) return true; /* cancelled before it started */
     int32_t epoch = pt->epoch;
+    uint64_t term = pt->term;
     uint64_t id = pt->load_id;
     pthread_mutex_unlock(&gc->mu);
-    load_partition(gc, p, epoch, id, queued_ms);
+    load_partition(gc, p, term, epoch, id, queued_ms);
     pthread_mutex_lock(&gc->mu);
     return true;
 }
@@ -410,11 +412,12 @@ void gc_loader_stop(struct gr_group_coordinator *gc) {
     pthread_mutex_unlock(&gc->mu);
 }
 
-/* Kafka's scheduleLoadGroupAndOffsets: p becomes loading at epoch; queued unless it already is
- * (a load of p running now sees its id change and discards what it read). */
-static void schedule_load_locked(struct gr_group_coordinator *gc, int32_t p, int32_t epoch) {
+/* Kafka's scheduleLoadGroupAndOffsets: p becomes loading in leader term term; queued unless it
+ * already is (a load of p running now sees its id change and discards what it read). */
+static void schedule_load_locked(struct gr_group_coordinator *gc, int32_t p, uint64_t term, int32_t epoch) {
     struct part *pt = &gc->parts[p];
     pt->state = PART_LOADING;
+    pt->term = term;
     pt->epoch = epoch;
     pt->load_id++;
     gr_info(LOGGER, "Scheduling loading of offsets and group metadata from %s-%d for leader epoch %d",
@@ -434,7 +437,8 @@ void gr_gc_poll_partitions(struct gr_group_coordinator *gc) {
     int32_t n = gc_effective_partitions(gc);
     for (int32_t p = 0; p < n; p++) {
         int32_t epoch = -1;
-        bool leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &epoch, NULL, NULL);
+        uint64_t term = 0;
+        bool leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &epoch, &term, NULL, NULL);
         struct dq q;
         gc_dq_init(&q);
         pthread_mutex_lock(&gc->mu);
@@ -444,18 +448,26 @@ void gr_gc_poll_partitions(struct gr_group_coordinator *gc) {
         }
         gc_ensure_parts_locked(gc, p + 1);
         struct part *pt = &gc->parts[p];
-        if (pt->state != PART_NONE && (!leader || pt->epoch != epoch)) { /* Kafka's onResignation */
+        /* Kafka's onResignation: leadership lost, or lost and regained since (a new leader term).
+         * A new leader epoch of the same term (the controller changed the ISR) keeps the groups
+         * and a running load, as Kafka 2.7 calls onElection only when makeLeader made this broker
+         * a new leader. */
+        if (pt->state != PART_NONE && (!leader || pt->term != term)) {
             if (pt->state == PART_OWNED) {
                 gc_unload_locked(gc, p, &q);
             } else {
                 pt->load_id++; /* cancels the load (rule 5) */
                 gr_info(LOGGER, "Cancelled loading %s-%d at leader epoch %d: %s", GR_OFFSETS_TOPIC, p, pt->epoch,
-                        leader ? "a new leader epoch" : "no longer its leader");
+                        leader ? "leadership lost and regained" : "no longer its leader");
             }
             pt->state = PART_NONE;
+        } else if (pt->state != PART_NONE && pt->epoch != epoch) {
+            gr_debug(LOGGER, "%s-%d: leader epoch %d -> %d, still its leader; groups kept", GR_OFFSETS_TOPIC, p,
+                     pt->epoch, epoch);
+            pt->epoch = epoch;
         }
         if (leader && pt->state == PART_NONE && now_ms(gc) >= pt->retry_at) /* Kafka's onElection */
-            schedule_load_locked(gc, p, epoch);
+            schedule_load_locked(gc, p, term, epoch);
         pthread_mutex_unlock(&gc->mu);
         gc_dq_flush(&q);
     }

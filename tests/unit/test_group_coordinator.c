@@ -26,6 +26,7 @@ static int64_t vclock(void) { return g_now; }
 struct fake {
     bool leader[NP];
     int32_t epoch[NP];
+    uint64_t term[NP]; /* leader term: bumped where this broker lost and regained leadership */
     uint8_t *log[NP];
     size_t len[NP];
     int64_t end[NP];
@@ -51,10 +52,11 @@ static void f_put(struct fake *f, int32_t p, uint8_t *batch, size_t len) {
     f->len[p] += len;
 }
 
-static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
+static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
     struct fake *f = ctx;
     if (p < 0 || p >= NP || !f->leader[p]) return false;
     if (epoch) *epoch = f->epoch[p];
+    if (term) *term = f->term[p];
     if (start) *start = 0;
     if (end) *end = f->end[p];
     return true;
@@ -316,8 +318,14 @@ static void test_coordinator_status(void) {
     CHECK_KERR(so.error, GR_KERR_REBALANCE_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
-    /* a new leader epoch means reload */
+    /* a new leader epoch of the same leadership (the controller shrank the ISR) keeps the groups */
     f.epoch[1] = 5;
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    gr_gc_poll_partitions(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    /* leadership lost and regained (a new leader term) means reload */
+    f.epoch[1] = 7;
+    f.term[1]++;
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
@@ -585,6 +593,7 @@ static void test_failover_loads_group(void) {
     /* "a" loses leadership of G's partition; "b" (another broker) becomes leader at epoch 1 */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct join_out jx;
     join(a, G, m1, false, RANGE_RR, 2, &jx);
     CHECK_KERR(jx.error, GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
@@ -680,6 +689,7 @@ static void test_offset_delete(void) {
     /* another coordinator loading the log sees the tombstones */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
@@ -776,6 +786,7 @@ static void test_static_membership(void) {
     /* failover: the instance ids come back from the log */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
     CHECK(sum.n_members == 2 && strcmp(sum.members[0].member_id, n1) == 0 &&
@@ -963,6 +974,7 @@ static void test_offset_expiry(void) {
     /* the tombstones are in the log: a new coordinator loads nothing */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
@@ -1338,6 +1350,7 @@ static void test_unload_during_load(void) {
     CHECK(gr_txn_offsets_count() == txn_base);
     f.leader[p] = true;
     f.epoch[p]++;
+    f.term[p]++;
     gr_gc_poll_partitions(gc);
     check_loaded(gc, G);
     gr_gc_free(gc);
@@ -1349,7 +1362,8 @@ static void new_epoch_mid_load(struct fake *f, int32_t p) {
         f->on_read = new_epoch_mid_load;
         return;
     }
-    f->epoch[p]++; /* a second LeaderAndIsr making this broker the leader again */
+    f->epoch[p] += 2; /* leadership lost and regained (two LeaderAndIsr) between two polls */
+    f->term[p]++;
     gr_gc_poll_partitions(f->gc);
 }
 
@@ -1370,6 +1384,79 @@ static void test_new_epoch_during_load(void) {
     gr_gc_poll_partitions(gc);
     CHECK(f.on_read == NULL);
     check_loaded(gc, G);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* on the second read of a load: a new leader epoch of the same leadership (an ISR change) */
+static void epoch_only_mid_load(struct fake *f, int32_t p) {
+    if (f->reads < 2) {
+        f->on_read = epoch_only_mid_load;
+        return;
+    }
+    f->epoch[p]++;
+    gr_gc_poll_partitions(f->gc);
+}
+
+/* Kafka 2.7 calls onElection only when makeLeader made this broker a new leader: a LeaderAndIsr
+ * that bumps the leader epoch while this broker stays the leader (the controller shrinking the
+ * ISR after a follower died) neither cancels a running load nor unloads and reloads the groups;
+ * a leadership lost and regained between two polls (a new leader term) reloads them. Before, a
+ * new epoch alone cancelled the load, dropped the groups (a parked JoinGroup answered
+ * NOT_COORDINATOR, the member gone) and queued a reload, the groups answering
+ * COORDINATOR_LOAD_IN_PROGRESS meanwhile. */
+static void test_epoch_bump_keeps_groups(void) {
+    struct fake f = {0};
+    f.max_batches = 1;
+    const char *G = "isr-shrink-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    f.gc = gc;
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.term[p] = 1;
+    f.on_read = epoch_only_mid_load;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL);
+    CHECK(f.reads == 4); /* the 4 batches of put_load_log, read once: the load was not restarted */
+    check_loaded(gc, G);
+
+    /* a member parked in its JoinGroup (the initial delay), then a new epoch of the same term */
+    struct join_out j1;
+    join(gc, G, "", true, RANGE_RR, 2, &j1);
+    char m1[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    join(gc, G, m1, true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 0);
+    f.epoch[p]++;
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NONE); /* before the poll too */
+    gr_gc_poll_partitions(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NONE);
+    CHECK(f.reads == 4); /* no reload */
+    CHECK(j1.called == 0);
+    gr_gc_tick(gc);
+    CHECK(j1.called == 1);
+    CHECK_KERR(j1.error, GR_KERR_NONE);
+    struct sync_out s1;
+    struct gr_gc_assignment as1[] = {{m1, (const uint8_t *)"all", 3}};
+    sync_(gc, G, m1, j1.gen, as1, 1, &s1);
+    CHECK(s1.called == 1);
+    CHECK_KERR(s1.error, GR_KERR_NONE);
+
+    /* lost and regained between two polls: a new term, the cached state is not served; reloaded */
+    f.epoch[p] += 2;
+    f.term[p]++;
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, j1.gen), GR_KERR_NONE); /* Kafka answers blindly while loading */
+    gr_gc_poll_partitions(gc);
+    CHECK(f.reads > 4);
+    check_loaded(gc, G);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_group_summary sum;
+    CHECK_KERR(gr_gc_describe_group(gc, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 1 && strcmp(sum.members[0].member_id, m1) == 0);
+    gr_arena_free(&ar);
     gr_gc_free(gc);
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
@@ -1523,11 +1610,12 @@ static void test_background_load(void) {
     struct hb_probe hb = {gc, gb, NULL, 0};
     CHECK(wait_until(status_none, &hb));
     for (int i = 0; i < 50; i += 7) CHECK(fetch_one(gc, gb, "t", i) == i);
-    /* held again for a reload at a new epoch; the shutdown ends it */
+    /* held again for a reload in a new leader term (lost and regained); the shutdown ends it */
     fd = open(pause, O_CREAT | O_WRONLY, 0600);
     close(fd);
     f.reads = 0;
-    f.epoch[1]++;
+    f.epoch[1] += 2;
+    __atomic_add_fetch(&f.term[1], 1, __ATOMIC_SEQ_CST);
     CHECK(wait_until(read_once, &f));
     gr_gc_shutdown(gc);
     CHECK_KERR(gr_gc_coordinator_status(gc, gb), GR_KERR_COORDINATOR_NOT_AVAILABLE);
@@ -1555,6 +1643,7 @@ int main(void) {
     test_offsets_many_partitions();
     test_unload_during_load();
     test_new_epoch_during_load();
+    test_epoch_bump_keeps_groups();
     test_load_read_error_retried();
     test_shutdown_during_load();
     test_background_load();
