@@ -462,7 +462,7 @@ void gr_gc_poll_partitions(struct gr_group_coordinator *gc) {
             }
             pt->state = PART_NONE;
         } else if (pt->state != PART_NONE && pt->epoch != epoch) {
-            gr_debug(LOGGER, "%s-%d: leader epoch %d -> %d, still its leader; groups kept", GR_OFFSETS_TOPIC, p,
+            gr_info(LOGGER, "%s-%d: leader epoch %d -> %d, still its leader; groups kept", GR_OFFSETS_TOPIC, p,
                      pt->epoch, epoch);
             pt->epoch = epoch;
         }

@@ -91,7 +91,7 @@ def test_other_partitions_groups_keep_working_while_a_large_group_loads(cluster_
     replicas = {int(p): r for p, r in cl.get_json("/brokers/topics/__consumer_offsets")[0]["partitions"].items()}
     # the big group on a partition led by the broker killed below, which the survivor takes over;
     # the other groups on a partition the survivor leads already and whose replicas do not include
-    # the victim (its leader epoch stays: Gregor reloads a partition whose epoch changes)
+    # the victim (its leader epoch stays, so nothing there waits on the ISR change)
     pick = None
     for p_big in range(NPARTS):
         victim = leaders[p_big]
@@ -193,3 +193,42 @@ def test_other_partitions_groups_keep_working_while_a_large_group_loads(cluster_
     assert events["assign"] == 1 and events["revoke"] == 0, events
     assert events["errors"] == [], events["errors"][:5]
     sc.close()
+
+
+def test_isr_shrink_keeps_the_coordinators_groups(cluster_factory, zk_connect):
+    """A follower of a __consumer_offsets partition dies: the controller removes it from the ISR
+    with a new leader epoch (Kafka 2.7's removeReplicasFromIsr) and sends the leader a
+    LeaderAndIsr that keeps it leader. Kafka 2.7 calls onElection only for a new leader, so the
+    groups stay loaded; Gregor used to unload and reload the partition on any new epoch."""
+    cl = cluster_factory(zk_connect, n=2, config=CONFIG)
+    create(cl, "gl-isr", 1, rf=2)
+    coordinator(cl, "gl-probe")  # creates __consumer_offsets
+    leaders = H.wait_for(lambda: (lambda l: l if all(v >= 0 for v in l.values()) else None)(offsets_leaders(cl)),
+                         30, "__consumer_offsets leaders")
+    p = 0
+    g = group_on(p, "gl-isr")
+    lead = leaders[p]
+    follower = next(b for b in (1, 2) if b != lead)
+    assert coordinator(cl, g) == lead
+    c = Consumer({"bootstrap.servers": bootstrap(cl), "group.id": g, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("gl-isr", 0, 1234)], asynchronous=False)
+    c.close()
+    st = cl.get_json(f"/brokers/topics/__consumer_offsets/partitions/{p}/state")[0]
+    epoch = st["leader_epoch"]
+    assert st["leader"] == lead
+    cl[follower].kill()
+
+    def shrunk():
+        s = cl.get_json(f"/brokers/topics/__consumer_offsets/partitions/{p}/state")[0] or {}
+        return s if s.get("leader_epoch", -1) > epoch else None
+    st = H.wait_for(shrunk, 40, "the ISR shrunk by the controller")
+    assert st["leader"] == lead and st["isr"] == [lead]
+    lb = cl[lead]
+    kept = f"__consumer_offsets-{p}: leader epoch {epoch} -> {st['leader_epoch']}, still its leader; groups kept"
+    reload = (f"Scheduling loading of offsets and group metadata from __consumer_offsets-{p} "
+              f"for leader epoch {st['leader_epoch']}")
+    H.wait_for(lambda: kept in lb.log() or reload in lb.log(), 40, "the coordinator seeing the new epoch")
+    assert reload not in lb.log()
+    assert f"Unloaded 1 groups of __consumer_offsets-{p}" not in lb.log()
+    top, parts = offset_fetch(lb.port, g, "gl-isr", [0])
+    assert top == 0 and parts[0] == (1234, 0)
