@@ -47,6 +47,7 @@ ASAN_TESTS=(
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume
     tests/integration/test_consumer_groups.py::test_coordinator_failover_keeps_offsets
+    tests/integration/test_group_loading.py
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit

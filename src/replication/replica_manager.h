@@ -71,6 +71,10 @@ struct gr_rm_partition_info {
     bool is_leader;
     int32_t leader;
     int32_t leader_epoch;
+    /* Changes only when this broker becomes the leader from non-leader (Kafka's makeLeader
+     * returning true): the same across a new leader epoch that keeps it leader (an ISR change by
+     * the controller), never the same again after a lost and regained leadership. 0: never led. */
+    uint64_t leader_term;
     int64_t log_start_offset;
     int64_t high_watermark;
     int64_t log_end_offset;
