@@ -100,6 +100,14 @@ class DiskFaults:
         except FileNotFoundError:
             pass
 
+    def settle(self, b):
+        """After a crash that is no power loss (the broker halted): the page cache kept every
+        write, so everything is durable; the journal and its backups (hard links that would keep
+        deleted segments' space on the tmpfs) start over."""
+        for p in glob.glob(self.journal(b) + ".bak.*") + [self.journal(b)]:
+            if os.path.exists(p):
+                os.unlink(p)
+
     def power_loss(self, b):
         """SIGKILL b, then roll its log dir back to what was durable; returns replay()'s counts."""
         b.kill()

@@ -190,6 +190,7 @@ def run_fault(cluster, faults, topics, kind, victim, rng, problems, log):
             faults.unfill(b)
         else:
             faults.set_fault(b, kind, False)
+        faults.settle(b)
         log.append(f"{kind} b{victim}: halted after {time.monotonic() - t0:.1f}s")
     faults.start(b)
     H.wait_for(lambda: all(v > before[k] for k, v in state_versions(cluster, topics, victim).items()), 90,
