@@ -83,6 +83,10 @@ int gr_unclean_restart_wait(struct gr_kzk *kzk, const struct gr_config *cfg, int
         gr_warn(LOGGER, "[KafkaServer id=%d] %d partition(s) still list this broker's previous run in their ISR after "
                         "%lld ms; registering anyway",
                 broker_id, listed, (long long)(gr_mono_ms() - t0));
+    else if (listed < 0)
+        gr_warn(LOGGER, "[KafkaServer id=%d] Cannot read the partition states of this broker's logs for %lld ms; "
+                        "registering anyway",
+                broker_id, (long long)(gr_mono_ms() - t0));
     else if (n > 0 && gr_mono_ms() - t0 >= POLL_MS)
         gr_info(LOGGER, "[KafkaServer id=%d] The controller handled this broker's previous run after %lld ms",
                 broker_id, (long long)(gr_mono_ms() - t0));
