@@ -306,11 +306,10 @@ bool gr_dcm_on_entity_change(void *ctx, const char *entity) {
     } else if ((tl == 7 && strncmp(entity, "clients", 7) == 0) || (tl == 5 && strncmp(entity, "users", 5) == 0)) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
         bool ok = tl != 5 || on_user_credentials(d, name);
-        gr_quota_manager_reload(d->b->quotas);
-        return ok;
+        return gr_quota_manager_reload(d->b->quotas) && ok;
     } else if (tl == 3 && strncmp(entity, "ips", 3) == 0) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
-        gr_quota_manager_reload_ips(d->b->quotas);
+        return gr_quota_manager_reload_ips(d->b->quotas);
     } else {
         gr_debug(LOGGER, "Ignoring config change for entity path %s", entity);
     }

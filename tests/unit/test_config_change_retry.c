@@ -1,7 +1,8 @@
 /* A live config change whose read fails is retried, not lost (controller/config_change_listener.h,
  * broker/dynamic_config_manager.h): the broker's /config/changes listener hands a topic change
- * (topics/T) or a broker-layer change (brokers/<default>) to the DynamicConfigManager; when the
- * /config/topics/T or /config/brokers/<default> read fails at that moment (ZooKeeper stalled or
+ * (topics/T), a broker-layer change (brokers/<default>) or a client quota change (clients/c) to the
+ * DynamicConfigManager; when the /config/topics/T, /config/brokers/<default> or /config/clients
+ * read fails at that moment (ZooKeeper stalled or
  * refusing), the notification stays unprocessed and the next pass applies it, with no further
  * change of that entity. The old listener marked it processed and the hosted log kept its old
  * settings until the topic's next change. Kafka's ZkNodeChangeNotificationListener does not
@@ -17,6 +18,7 @@
 
 #include "broker/broker.h"
 #include "broker/dynamic_config_manager.h"
+#include "broker/quota_manager.h"
 #include "common/config.h"
 #include "common/kerr.h"
 #include "common/log.h"
@@ -103,6 +105,15 @@ static void in_force(struct gr_replica_manager *rm, int32_t *max_message_bytes, 
     gr_plog_manager_release(rm->lm, l);
 }
 
+/* The producer_byte_rate in force for client c (-1: none). */
+static double quota(struct gr_broker *b, const char *c) {
+    char *sensor = NULL;
+    bool any = false;
+    double v = gr_quota_entity(b->quotas, GR_QUOTA_PRODUCE, "ANONYMOUS", c, &sensor, &any);
+    free(sensor);
+    return any ? v : -1;
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     gr_config_defaults(&g_cfg);
@@ -164,7 +175,24 @@ int main(void) {
     in_force(rm, &mmb, &ret);
     CHECKF(ret == 777000, "hosted log retention.ms %lld", (long long)ret);
 
-    /* 3. a later change goes through once, and a processed change is not handed again */
+    /* 3. clients/c1: a quota change whose /config/clients listing fails keeps the quotas in force
+     * (the old reload dropped every quota on a failed listing) and is applied on the next pass */
+    b->quotas = gr_quota_manager_new(b);
+    put("/config/clients/c1", "{\"version\":1,\"config\":{\"producer_byte_rate\":\"1000\"}}");
+    notify("clients/c1");
+    CHECK(gr_config_change_listener_process(l));
+    CHECK(quota(b, "c1") == 1000);
+    put("/config/clients/c1", "{\"version\":1,\"config\":{\"producer_byte_rate\":\"2000\"}}");
+    notify("clients/c1");
+    g_fail_prefix = "/config/clients";
+    g_fail = 1000;
+    CHECK(!gr_config_change_listener_process(l));
+    CHECKF(quota(b, "c1") == 1000, "quota %g while the read fails", quota(b, "c1"));
+    g_fail = 0;
+    CHECK(gr_config_change_listener_process(l));
+    CHECKF(quota(b, "c1") == 2000, "quota change lost after a failed read: %g", quota(b, "c1"));
+
+    /* 4. a later change goes through once, and a processed change is not handed again */
     put("/config/topics/" TOPIC, "{\"version\":1,\"config\":{\"max.message.bytes\":\"60000\"}}");
     notify("topics/" TOPIC);
     CHECK(gr_config_change_listener_process(l));
@@ -178,6 +206,8 @@ int main(void) {
     gr_config_change_listener_stop(l);
     gr_zk_watches_free(w);
     gr_replica_manager_free(rm);
+    gr_quota_manager_free(b->quotas);
+    b->quotas = NULL;
     b->dynamic_config = NULL;
     gr_dcm_free(d);
     b->zk = NULL;
