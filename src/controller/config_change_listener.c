@@ -73,9 +73,10 @@ static bool handle_entity(struct gr_config_change_listener *l, const char *entit
     }
     struct gr_kzk_config cfg = {0};
     int rc = gr_kzk_get_entity_config(l->kzk, "topics", name, &cfg);
-    if (rc) { /* not applied: handed again on the next pass */
+    if (rc) { /* not applied: handed again on the next pass, unless it does not parse (it would
+               * hold every later notification forever) */
         gr_warn(LOGGER, "Cannot read /config/topics/%s: %s", name, gr_kzk_strerror(rc));
-        return false;
+        return rc == GR_ECORRUPT;
     }
     const char *v = gr_kzk_config_get(&cfg, "unclean.leader.election.enable");
     bool enable = v && strcasecmp(v, "true") == 0;

@@ -235,7 +235,7 @@ int gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) 
             if (!last || strcmp(last, p->topic) != 0) {
                 int rc = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes);
                 read_ok = rc == 0;
-                if (rc && !failed) failed = rc;
+                if (rc && (!failed || failed == GR_ECORRUPT)) failed = rc; /* a retryable one first */
                 free(last);
                 last = gr_strdup(p->topic);
             }

@@ -203,6 +203,21 @@ int main(void) {
     in_force(rm, &mmb, &ret);
     CHECK(mmb == 60000);
 
+    /* 5. a config that does not parse is not retried: it never will, and every later change
+     * (here a client quota's) would wait behind it forever */
+    put("/config/topics/" TOPIC, "{\"version\":1,\"config\":{\"max.message.bytes\":1}}");
+    notify("topics/" TOPIC);
+    put("/config/brokers/<default>", "{\"version\":1,\"config\":[]}");
+    notify("brokers/<default>");
+    put("/config/clients/c1", "{\"version\":1,\"config\":{\"producer_byte_rate\":\"3000\"}}");
+    notify("clients/c1");
+    CHECK(gr_config_change_listener_process(l));
+    CHECKF(quota(b, "c1") == 3000, "a change behind an unparsable config is never applied: quota %g",
+           quota(b, "c1"));
+    in_force(rm, &mmb, &ret);
+    CHECKF(mmb == 60000 && ret == 777000, "settings in force changed by unparsable configs: %d %lld", mmb,
+           (long long)ret);
+
     gr_config_change_listener_stop(l);
     gr_zk_watches_free(w);
     gr_replica_manager_free(rm);
