@@ -44,19 +44,23 @@ static int local_partitions(const struct gr_config *cfg, struct gr_kzk_tp **out)
     return n;
 }
 
-/* How many of tps[0..n) have this broker in an ISR of two or more (-1: cannot read). */
+/* How many of tps[0..n) have this broker in an ISR of two or more (-1: cannot read). A state
+ * whose read failed (gr_kzk_get_partition_states answers 0 unless every read failed) may list
+ * it: -1 too, not "not listed". Absent (topic deleted) or unparsable states list nobody. */
 static int still_listed(struct gr_kzk *kzk, const struct gr_kzk_tp *tps, int n, int32_t id) {
     struct gr_kzk_state_result *res = gr_calloc((size_t)(n ? n : 1), sizeof *res);
     int rc = gr_kzk_get_partition_states(kzk, tps, n, res);
     int listed = 0;
+    bool unknown = rc != 0;
     for (int i = 0; i < n; i++) {
+        if (rc == 0 && res[i].rc != 0 && res[i].rc != GR_KZK_ENONODE && res[i].rc != GR_ECORRUPT) unknown = true;
         if (rc == 0 && res[i].rc == 0 && res[i].lai.n_isr > 1)
             for (int j = 0; j < res[i].lai.n_isr; j++)
                 if (res[i].lai.isr[j] == id) listed++;
         gr_kzk_leader_and_isr_release(&res[i].lai);
     }
     free(res);
-    return rc == 0 ? listed : -1;
+    return unknown ? -1 : listed;
 }
 
 int gr_unclean_restart_wait(struct gr_kzk *kzk, const struct gr_config *cfg, int32_t broker_id, int64_t timeout_ms) {
