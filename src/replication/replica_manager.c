@@ -215,8 +215,8 @@ static int startup_topic_configs(void *ctx, struct gr_plog_manager *lm, const ch
 
 static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
 
-void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
-    if (!rm) return;
+int gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
+    if (!rm) return 0;
     if (rm->b && rm->b->partitions) gr_partitions_lock(rm->b->partitions);
     free(rm->tcfg_cache.topic); /* the cache may hold the old values */
     rm->tcfg_cache.topic = NULL;
@@ -228,11 +228,14 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     int32_t min_isr = 1;
     int64_t ret_ms = 0, ret_bytes = 0;
     bool read_ok = false;
+    int failed = 0; /* the first failed read's error */
     for (int i = 0; i < n; i++) {
         struct gr_rm_partition *p = arr[i];
         if (!topic || strcmp(p->topic, topic) == 0) {
             if (!last || strcmp(last, p->topic) != 0) {
-                read_ok = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes) == 0;
+                int rc = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+                read_ok = rc == 0;
+                if (rc && (!failed || failed == GR_ECORRUPT)) failed = rc; /* a retryable one first */
                 free(last);
                 last = gr_strdup(p->topic);
             }
@@ -253,6 +256,7 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     }
     free(last);
     free(arr);
+    return failed;
 }
 
 /* A new partition with its log (created if absent), NOT yet in the map; refs = 2 (the map's, to
