@@ -304,6 +304,8 @@ static void fold_done(void *ctx, int16_t error, int64_t pid, int16_t epoch) {
     } else {
         /* the id is still in Prepare*: the request runs again and waits for the Complete* retry
          * (or answers what it meets: NOT_COORDINATOR, its deadline passed, ...) */
+        gr_info(LOGGER, "cannot write the next transaction of %s in place of its completion (%s)", w->id,
+                gr_kerr_name(error));
         w->next = NULL;
         rerun(tc, w, false);
     }

@@ -277,3 +277,65 @@ def test_next_transaction_replaces_complete_commit(cluster_factory, zk_connect):
     assert commit_one(p, "mkf-next", 0, "after", time.time() + 90)
     assert consume(cl, "mkf-next", 1, "read_committed", min_count=len(want_next) + 1, timeout=30) == \
         want_next + ["after"]
+
+
+def test_failed_next_transaction_write_falls_back_to_complete_commit(cluster_factory, zk_connect):
+    """The write of the next transaction's Ongoing in place of CompleteCommit fails
+    (`__transaction_state`, RF 2 and min.isr 2, lost its follower): the id stays in PrepareCommit,
+    the CompleteCommit write is retried and the waiting AddPartitionsToTxn runs again; when the
+    follower is back both transactions commit, without the coordinator moving."""
+    cfg = dict(CONFIG)
+    cfg.update({"transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "2"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    tid = "mk-fold-fail"
+    coord = coordinator_of(cl, tid)
+    tp = txn_partition(tid)
+    replicas = cl.get_json("/brokers/topics/__transaction_state")[0]["partitions"][str(tp)]
+    follower = next(b for b in replicas if b != coord)
+    data = next(b for b in (1, 2, 3) if b not in replicas)
+    H.wait_for(lambda: sorted(state(cl, "__transaction_state", tp)["isr"]) == sorted(replicas), 30, "full ISR")
+    create_assigned(cl, "mkff-data", [[data]])
+    create_assigned(cl, "mkff-next", [[coord]])
+    p = txn_producer(cl, tid, **{"bootstrap.servers": all_bootstrap(cl)})
+    line = f"cannot write the next transaction of {tid} in place of its completion"
+    sent = []
+    for attempt in range(3):  # the resume may fall between two of librdkafka's AddPartitionsToTxn
+        p.begin_transaction()
+        p.produce("mkff-data", f"d{attempt}".encode(), partition=0)
+        p.flush(30)
+        cl[data].pause()
+        p.commit_transaction(60)  # PrepareCommit written; the marker waits
+        cl[follower].kill()  # ISR 1 < min.isr 2: no __transaction_state write can succeed
+        H.wait_for(lambda: state(cl, "__transaction_state", tp)["isr"] == [coord], 60, "ISR shrunk to the leader")
+        epoch = state(cl, "__transaction_state", tp)["leader_epoch"]
+        p.begin_transaction()
+        p.produce("mkff-next", f"n{attempt}".encode(), partition=0)
+        p.poll(0.3)  # its AddPartitionsToTxn is parked meanwhile
+        cl[data].resume()  # the marker is written; the folded write fails
+        sent.append(attempt)
+        H.wait_for(lambda: consume(cl, "mkff-data", 1, "read_committed", min_count=len(sent), timeout=10,
+                                   quiet=0.5) == [f"d{a}" for a in sent], 90, "the COMMIT marker")
+        H.wait_for(lambda: f"cannot write the completion of {tid}" in cl[coord].log(whole=True)
+                   or line in cl[coord].log(whole=True), 30, "a failed write")
+        folded = line in cl[coord].log(whole=True)
+        # the follower returns: the CompleteCommit retry, then the waiting AddPartitionsToTxn succeed
+        cl[follower].start()
+        H.wait_for(lambda: sorted(state(cl, "__transaction_state", tp)["isr"]) == sorted(replicas), 60, "ISR back")
+        deadline = time.time() + 90
+        while True:
+            try:
+                p.commit_transaction(30)
+                break
+            except KafkaException as e:
+                if not e.args[0].retriable() or time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        st = state(cl, "__transaction_state", tp)
+        assert (st["leader"], st["leader_epoch"]) == (coord, epoch), st
+        if folded:
+            break
+    assert folded, "the next transaction's write was never tried in place of the completion"
+    assert consume(cl, "mkff-next", 1, "read_committed", min_count=len(sent), timeout=30) == \
+        [f"n{a}" for a in sent]
+    states = txn_states(cl, tid)
+    assert states[-1] == 4, states  # CompleteCommit of the last transaction
