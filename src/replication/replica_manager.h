@@ -71,6 +71,7 @@ struct gr_rm_partition_info {
     bool is_leader;
     int32_t leader;
     int32_t leader_epoch;
+    int32_t elected_epoch; /* leader: the epoch at which it became leader (gr_replica_state), else -1 */
     int64_t log_start_offset;
     int64_t high_watermark;
     int64_t log_end_offset;

@@ -339,3 +339,39 @@ def test_failed_next_transaction_write_falls_back_to_complete_commit(cluster_fac
         [f"n{a}" for a in sent]
     states = txn_states(cl, tid)
     assert states[-1] == 4, states  # CompleteCommit of the last transaction
+
+
+def test_leader_epoch_bump_keeps_coordinator_loaded(cluster_factory, zk_connect):
+    """Issue 24 (stuck-partition row: a pause of ~0.5 s): a follower of the coordinator's
+    __transaction_state partition dies and the controller shrinks the ISR, bumping the leader
+    epoch while the coordinator stays leader. Kafka 2.7 does not re-elect the coordinator then
+    (onElection only for a new leader); Gregor reloaded the partition, answering
+    COORDINATOR_LOAD_IN_PROGRESS to every id of it (librdkafka waits 500 ms on that) and dropping
+    its queued markers. Now the partition is loaded once, and a transaction open across the bump
+    commits."""
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    tid = "mk-epoch"
+    coord = coordinator_of(cl, tid)
+    tp = txn_partition(tid)
+    st = state(cl, "__transaction_state", tp)
+    follower = next(b for b in st["isr"] if b != coord)
+    H.wait_for(lambda: len(state(cl, "__transaction_state", tp)["isr"]) == 3, 30, "full ISR")
+    create_assigned(cl, "mke-data", [[coord]])
+    p = txn_producer(cl, tid, **{"bootstrap.servers": all_bootstrap(cl)})
+    assert commit_one(p, "mke-data", 0, "a", time.time() + 60)
+    loaded = f"of __transaction_state-{tp} (coordinator epoch"
+    assert cl[coord].log(whole=True).count(loaded) == 1
+    p.begin_transaction()
+    p.produce("mke-data", b"b", partition=0)
+    p.flush(30)
+    cl[follower].kill()
+    H.wait_for(lambda: follower not in state(cl, "__transaction_state", tp)["isr"], 60, "ISR shrunk")
+    st2 = state(cl, "__transaction_state", tp)
+    assert st2["leader"] == coord and st2["leader_epoch"] > st["leader_epoch"], st2
+    H.wait_for(lambda: f"Leader __transaction_state-{tp} starts at leader epoch {st2['leader_epoch']}"
+               in cl[coord].log(whole=True), 30, "the coordinator applied the new leader epoch")
+    time.sleep(0.5)  # several of the coordinator's 100 ms leadership polls (the old code reloaded in one)
+    p.commit_transaction(60)
+    assert commit_one(p, "mke-data", 0, "c", time.time() + 60)
+    assert cl[coord].log(whole=True).count(loaded) == 1, "the coordinator reloaded its partition"
+    assert consume(cl, "mke-data", 1, "read_committed", min_count=3, timeout=20) == ["a", "b", "c"]
