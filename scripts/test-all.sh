@@ -53,6 +53,9 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
     "tests/integration/test_txn_markers.py::test_stuck_partition_does_not_stall_other_transactions[kill]"
     tests/integration/test_txn_markers.py::test_failed_complete_commit_is_retried
+    tests/integration/test_txn_markers.py::test_next_transaction_replaces_complete_commit
+    tests/integration/test_txn_markers.py::test_failed_next_transaction_write_falls_back_to_complete_commit
+    tests/integration/test_txn_markers.py::test_leader_epoch_bump_keeps_coordinator_loaded
     tests/integration/test_transactions.py::test_kip890_slow_coordinator_stalls_only_its_producers
     tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
     tests/integration/test_transactions.py::test_add_partitions_wait_is_bounded

@@ -1136,6 +1136,7 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
     out->leader = p->st.leader_id;
     out->leader_epoch = p->st.leader_epoch;
     out->leader_term = p->leader_term;
+    out->elected_epoch = p->st.elected_epoch;
     out->nisr = GR_MIN(p->st.nisr, 32);
     memcpy(out->isr, p->st.isr, (size_t)out->nisr * sizeof(int32_t));
     out->high_watermark = atomic_load(&p->lml->hw);

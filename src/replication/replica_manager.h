@@ -75,6 +75,7 @@ struct gr_rm_partition_info {
      * returning true): the same across a new leader epoch that keeps it leader (an ISR change by
      * the controller), never the same again after a lost and regained leadership. 0: never led. */
     uint64_t leader_term;
+    int32_t elected_epoch; /* leader: the epoch at which it became leader (gr_replica_state), else -1 */
     int64_t log_start_offset;
     int64_t high_watermark;
     int64_t log_end_offset;
