@@ -27,13 +27,13 @@
  * Kafka's ranges (the codec's tables know Kafka 3.9's; only these are served and advertised). */
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
-    [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
-    [GR_API_FETCH] = {0, 11, gr_handle_fetch, RM},
-    [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
-    [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
-    [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},
+    [GR_API_PRODUCE] = {0, 11, gr_handle_produce, RM},
+    [GR_API_FETCH] = {0, 12, gr_handle_fetch, RM},
+    [GR_API_LIST_OFFSETS] = {0, 9, gr_handle_list_offsets, RM},
+    [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 4, gr_handle_offsets_for_leader_epoch, RM},
+    [GR_API_DESCRIBE_LOG_DIRS] = {0, 4, gr_handle_describe_log_dirs, RM},
     [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
-    [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 1, gr_handle_alter_replica_log_dirs, RM},
+    [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 2, gr_handle_alter_replica_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
     [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
