@@ -47,13 +47,22 @@ def rbatch(timestamps, codec=0, pid=-1, epoch=-1, seq=-1, transactional=False):
     return i64(0) + i32(len(rest)) + rest
 
 
-def create(port, name, assignments=None, partitions=1):
+def create(ports, name, assignments=None, partitions=1):
+    """Creates the topic through whichever of ports is the controller."""
     t = {"Name": name, "NumPartitions": partitions, "ReplicationFactor": 1}
     if assignments:
         t = {"Name": name, "NumPartitions": -1, "ReplicationFactor": -1,
              "Assignments": [{"PartitionIndex": p, "BrokerIds": b} for p, b in enumerate(assignments)]}
-    r = K.call(port, CREATE_TOPICS, 5, {"Topics": [t], "timeoutMs": 30000})
-    assert r["Topics"][0]["ErrorCode"] == 0, r
+
+    def once():
+        for port in ([ports] if isinstance(ports, int) else ports):
+            r = K.call(port, CREATE_TOPICS, 5, {"Topics": [t], "timeoutMs": 30000})
+            err = r["Topics"][0]["ErrorCode"]
+            if err != 41:   # NOT_CONTROLLER: try another
+                assert err == 0, r
+                return True
+        return False
+    H.wait_for(once, what=f"create {name}")
 
 
 def leaders(port, topic):
@@ -206,22 +215,23 @@ def test_list_offsets_max_timestamp_earliest_local_latest_tiered(one):
         {"Name": "mt", "Partitions": [{"PartitionIndex": 0, "Timestamp": -3}]}]})
 
 
-def test_fetch_v12_diverging_epoch(one):
+def test_fetch_v12_diverging_epoch(cluster_factory, zk_connect):
     """Fetch v12: a fetcher whose LastFetchedEpoch ended earlier here than its FetchOffset gets
     DivergingEpoch (our end of that epoch) and no records; a known epoch that reaches FetchOffset
     reads normally; an epoch newer than ours is OFFSET_OUT_OF_RANGE. In a fetch session the
     epoch is kept with the partition, so an incremental fetch still answers the divergence."""
-    port = one.brokers[1].port
-    create(port, "fe")
-    wait_led([port], "fe")
+    c = cluster_factory(zk_connect, n=2, config=AUTH)
+    p1, port = c.brokers[1].port, c.brokers[2].port
+    create([p1, port], "fe", assignments=[[1, 2]])
+    wait_led([p1, port], "fe", leader=1)
     for ts in ([1, 2], [3]):
-        assert produce(port, 11, "fe", rbatch(ts))[1]["ErrorCode"] == 0   # offsets 0-2, epoch 0
-    one.brokers[1].stop()
-    one.brokers[1].start()   # the partition goes offline and back: a new leader epoch
-    led = wait_led([port], "fe")
+        assert produce(p1, 11, "fe", rbatch(ts))[1]["ErrorCode"] == 0   # offsets 0-2, epoch 0
+    c.brokers[1].stop()   # broker 2 leads in a new epoch
+    led = H.wait_for(lambda: (leaders(port, "fe") or {}).get(0, (0, 0))[0] == 2 and leaders(port, "fe"),
+                     what="broker 2 leads fe-0")
     epoch = led[0][1]
     assert epoch > 0
-    H.wait_for(lambda: produce(port, 11, "fe", rbatch([4, 5]))[1]["ErrorCode"] == 0,
+    H.wait_for(lambda: produce(port, 11, "fe", rbatch([4, 5]), acks=1)[1]["ErrorCode"] == 0,
                what="produce in the new epoch")   # offsets 3-4
     with conn(port) as s:
         r = fetch(s, 12, "fe", 0)
@@ -284,12 +294,14 @@ def test_produce_v10_follower_names_the_leader(cluster_factory, zk_connect):
     v9 carries neither. After a leader change the old leader names the new one."""
     c = cluster_factory(zk_connect, n=2, config=AUTH)
     p1, p2 = c.brokers[1].port, c.brokers[2].port
-    create(p1, "pl", assignments=[[1, 2], [1]])
-    led = wait_led([p1, p2], "pl", leader=1, partitions=2)
-    e0, e1 = led[0][1], led[1][1]
-    r = K.call(p2, PRODUCE, 10, {"Acks": -1, "TimeoutMs": 10000, "TopicData": [{"Name": "pl", "PartitionData": [
-        {"Index": 0, "Records": rbatch([1])}, {"Index": 1, "Records": rbatch([2])}]}]})
-    parts = r["Responses"][0]["PartitionResponses"]
+    create([p1, p2], "pl", assignments=[[1, 2]])
+    create([p1, p2], "pm", assignments=[[1]])   # not hosted on broker 2 at all
+    e0 = wait_led([p1, p2], "pl", leader=1)[0][1]
+    e1 = wait_led([p1, p2], "pm", leader=1)[0][1]
+    r = K.call(p2, PRODUCE, 10, {"Acks": -1, "TimeoutMs": 10000, "TopicData": [
+        {"Name": "pl", "PartitionData": [{"Index": 0, "Records": rbatch([1])}]},
+        {"Name": "pm", "PartitionData": [{"Index": 0, "Records": rbatch([2])}]}]})
+    parts = [t["PartitionResponses"][0] for t in r["Responses"]]
     assert [(q["ErrorCode"], q["CurrentLeader"]) for q in parts] == [
         (NOT_LEADER, {"LeaderId": 1, "LeaderEpoch": e0}), (NOT_LEADER, {"LeaderId": 1, "LeaderEpoch": e1})]
     assert r["NodeEndpoints"] == [{"NodeId": 1, "Host": "127.0.0.1", "Port": p1, "Rack": None}]
@@ -307,7 +319,7 @@ def test_produce_v10_follower_names_the_leader(cluster_factory, zk_connect):
     c.brokers[1].stop()
     H.wait_for(lambda: (leaders(p2, "pl") or {}).get(0, (0,))[0] == 2, what="broker 2 leads pl-0")
     c.brokers[1].start()
-    led = wait_led([p1, p2], "pl", partitions=2)
+    led = wait_led([p1, p2], "pl")
     assert led[0][0] == 2
 
     def named():
@@ -322,15 +334,21 @@ def test_produce_v10_follower_names_the_leader(cluster_factory, zk_connect):
         {"Name": "pl", "PartitionData": [{"Index": 0, "Records": rbatch([1])}]}]})
 
 
-def test_produce_v11_transaction_abortable(one):
+def test_produce_v11_transaction_abortable(cluster_factory, zk_connect):
     """A transactional produce to a partition the transaction never added (KIP-890 verification):
     Produce v11 gets TRANSACTION_ABORTABLE (3.9's answer for a v11 producer), v10 and older the
     INVALID_TXN_STATE they know; nothing is appended."""
+    one = cluster_factory(zk_connect, n=1, config=dict(AUTH, **{
+        "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "1"}))
     port = one.brokers[1].port
     create(port, "tx")
     wait_led([port], "tx")
 
     def init():
+        fc = K.call(port, 10, 3, {"Key": "tid-29", "KeyType": 1})
+        if fc["ErrorCode"] != 0:
+            return None
         r = K.call(port, INIT_PID, 4, {"TransactionalId": "tid-29", "TransactionTimeoutMs": 60000})
         return r if r["ErrorCode"] == 0 else None
     r = H.wait_for(init, timeout=60, what="InitProducerId")
