@@ -7,7 +7,8 @@
  * KIP-1005): what a 3.9 broker without tiered storage answers, offset -1, timestamp -1, leader
  * epoch -1, no error; otherwise the first offset whose record timestamp is >= Timestamp. As
  * Kafka 3.9's handleListOffsetRequestV1AndAbove, a negative Timestamp other than these, or one
- * older than the version that introduced it, is UNSUPPORTED_VERSION (v1+). Everything but
+ * older than the version that introduced it, is UNSUPPORTED_VERSION (v1+), and a partition named
+ * twice INVALID_REQUEST (v1+, every entry of it). Everything but
  * EARLIEST/EARLIEST_LOCAL/LATEST is hidden from consumers if it is not below the high watermark
  * (LSO for read_committed). v0 answers OldStyleOffsets with that single offset. LeaderEpoch (v4+):
  * the leader's epoch for LATEST, else the epoch of the answered offset in the log's epoch cache
@@ -130,6 +131,44 @@ static void one(struct gr_replica_manager *rm, int16_t ver, const struct ListOff
     gr_rm_partition_unref(p);
 }
 
+/* One requested partition, for the duplicate check. */
+struct lo_key {
+    const char *topic;
+    int32_t partition;
+    int k; /* flat index in the request */
+};
+
+static int cmp_key(const void *x, const void *y) {
+    const struct lo_key *a = x, *b = y;
+    int c = strcmp(a->topic, b->topic);
+    return c ? c : (a->partition > b->partition) - (a->partition < b->partition);
+}
+
+/* Kafka's ListOffsetsRequest.duplicatePartitions (v1+): every entry of a partition named more than
+ * once, by flat index (in the request's arena; sorting costs O(n log n), bounded by the frame). */
+static bool *duplicates(struct gr_api_req *req, const struct ListOffsetsRequest *r, int n) {
+    bool *dup = gr_api_alloc(req, (size_t)n + 1);
+    struct lo_key *keys = gr_api_alloc(req, ((size_t)n + 1) * sizeof *keys);
+    int k = 0;
+    for (int t = 0; t < r->TopicsCount; t++)
+        for (int i = 0; i < r->Topics[t].PartitionsCount; i++, k++)
+            keys[k] = (struct lo_key){r->Topics[t].Name ? r->Topics[t].Name : "", r->Topics[t].Partitions[i].PartitionIndex, k};
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    for (int i = 1; i < n; i++)
+        if (cmp_key(&keys[i - 1], &keys[i]) == 0) dup[keys[i - 1].k] = dup[keys[i].k] = true;
+    return dup;
+}
+
+/* The error a partition is answered with before any lookup (Kafka 3.9's order): Topic DESCRIBE
+ * denied, then (v1+) named twice, then a negative Timestamp this version does not know. */
+static int16_t request_error(int16_t ver, bool authorized, bool dup, int64_t ts) {
+    if (!authorized) return GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+    if (ver >= 1 && dup) return GR_KERR_INVALID_REQUEST;
+    if (ver >= 1 && ts < 0 && (timestamp_min_version(ts) < 0 || ver < timestamp_min_version(ts)))
+        return GR_KERR_UNSUPPORTED_VERSION;
+    return GR_KERR_NONE;
+}
+
 void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
     const struct ListOffsetsRequest *r = body;
     int16_t ver = hdr->RequestApiVersion;
@@ -137,6 +176,10 @@ void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const s
     resp->ThrottleTimeMs = 0;
     resp->TopicsCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Topics = gr_api_alloc(req, (size_t)(resp->TopicsCount + 1) * sizeof *resp->Topics);
+    int n = 0;
+    for (int t = 0; t < resp->TopicsCount; t++) n += r->Topics[t].PartitionsCount > 0 ? r->Topics[t].PartitionsCount : 0;
+    bool *dup = duplicates(req, r, n);
+    int k = 0;
     for (int t = 0; t < resp->TopicsCount; t++) {
         const struct ListOffsetsRequest_ListOffsetsTopic *lt = &r->Topics[t];
         struct ListOffsetsResponse_ListOffsetsTopicResponse *tr = &resp->Topics[t];
@@ -144,17 +187,15 @@ void gr_handle_list_offsets(struct gr_broker *b, struct gr_api_req *req, const s
         tr->PartitionsCount = lt->PartitionsCount > 0 ? lt->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
         bool ok = gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, lt->Name);
-        for (int i = 0; i < tr->PartitionsCount; i++)
-            if (!ok || (ver >= 1 && lt->Partitions[i].Timestamp < 0 &&
-                        (timestamp_min_version(lt->Partitions[i].Timestamp) < 0 ||
-                         ver < timestamp_min_version(lt->Partitions[i].Timestamp))))
+        for (int i = 0; i < tr->PartitionsCount; i++, k++) {
+            int16_t e = request_error(ver, ok, dup[k], lt->Partitions[i].Timestamp);
+            if (e != GR_KERR_NONE)
                 tr->Partitions[i] = (struct ListOffsetsResponse_ListOffsetsPartitionResponse){
-                    .PartitionIndex = lt->Partitions[i].PartitionIndex,
-                    .ErrorCode = ok ? GR_KERR_UNSUPPORTED_VERSION : GR_KERR_TOPIC_AUTHORIZATION_FAILED,
+                    .PartitionIndex = lt->Partitions[i].PartitionIndex, .ErrorCode = e,
                     .Timestamp = -1, .Offset = -1, .LeaderEpoch = -1};
             else
-                one(b->replica_manager, ver, r, lt->Name ? lt->Name : "", &lt->Partitions[i],
-                &tr->Partitions[i]);
+                one(b->replica_manager, ver, r, lt->Name ? lt->Name : "", &lt->Partitions[i], &tr->Partitions[i]);
+        }
     }
     gr_api_respond(req, resp);
 }

@@ -26,7 +26,8 @@ from test_malformed import crc32c, i8, i16, i32, i64, u32
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFLE = 0, 1, 2, 3, 23
 CREATE_TOPICS, DELETE_RECORDS, INIT_PID, ALTER_LOG_DIRS, DESCRIBE_LOG_DIRS = 19, 21, 22, 34, 35
 NONE, OOR, UNKNOWN_TOPIC, NOT_LEADER, TOPIC_AUTHZ, CLUSTER_AUTHZ = 0, 1, 3, 6, 29, 31
-UNSUPPORTED_VERSION, INVALID_TXN_STATE, LOG_DIR_NOT_FOUND, TRANSACTION_ABORTABLE = 35, 48, 57, 120
+UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_TXN_STATE, LOG_DIR_NOT_FOUND = 35, 42, 48, 57
+TRANSACTION_ABORTABLE = 120
 
 AUTH = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -193,6 +194,14 @@ def test_list_offsets_max_timestamp_earliest_local_latest_tiered(one):
         assert list_offsets(port, 9, "mt", 9001) == (NONE, -1, -1, -1)
         assert list_offsets(port, 3, "mt", 8000) == (NONE, 4, 9000, -1)  # no LeaderEpoch before v4
     check()
+    # a partition named twice: INVALID_REQUEST for each of its entries, the others answered
+    for v in (1, 9):
+        r = K.call(port, LIST_OFFSETS, v, {"ReplicaId": -1, "Topics": [
+            {"Name": "mt", "Partitions": [{"PartitionIndex": 0, "Timestamp": -1},
+                                          {"PartitionIndex": 1, "Timestamp": -1}]},
+            {"Name": "mt", "Partitions": [{"PartitionIndex": 0, "Timestamp": -2}]}]})
+        assert [(q["PartitionIndex"], q["ErrorCode"], q["Offset"]) for t in r["Topics"] for q in t["Partitions"]] == \
+            [(0, INVALID_REQUEST, -1), (1, NONE, 3), (0, INVALID_REQUEST, -1)]
     # errors: unknown topic, denied principal, old versions too
     assert list_offsets(port, 9, "nope", -3)[0] == UNKNOWN_TOPIC
     assert list_offsets(port, 9, "mt", -3, client_id=MALLORY)[0] == TOPIC_AUTHZ
