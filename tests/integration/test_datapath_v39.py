@@ -20,7 +20,7 @@ import pytest
 
 import gregor_harness as H
 import kafka_codec as K
-from test_log_validator import GZIP, compress, record
+from test_log_validator import GZIP, batch, compress, record
 from test_malformed import crc32c, i8, i16, i32, i64, u32
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFLE = 0, 1, 2, 3, 23
@@ -402,3 +402,45 @@ def test_log_dirs_v4_sizes_and_authorization(one):
         r = K.call(port, ALTER_LOG_DIRS, v, {"Dirs": [
             {"Path": os.path.abspath(logdir), "Topics": [{"Name": "ld", "Partitions": [0]}]}]}, client_id=MALLORY)
         assert [q["ErrorCode"] for t in r["Results"] for q in t["Partitions"]] == [CLUSTER_AUTHZ]
+
+
+@pytest.mark.parametrize("sendfile", ["1", "0"])
+def test_fetch_v12_record_region_lengths(cluster_factory, zk_connect, monkeypatch, sendfile):
+    """Fetch v12 (flexible: a record set's length is a uvarint of len+1) answers record regions of
+    every length class -- 1-byte (125), 2-byte (127), and 4-byte (> 2^21) lengths, several
+    partitions in one answer -- byte for byte as stored, over sendfile and over the copy path
+    (GREGOR_FETCH_SENDFILE=0); the frame parses and v11 reads the same bytes."""
+    monkeypatch.setenv("GREGOR_FETCH_SENDFILE", sendfile)
+    c = cluster_factory(zk_connect, n=1, config={"message.max.bytes": str(1 << 20)})
+    port = c.brokers[1].port
+    create(port, "rl", partitions=4)
+    wait_led([port], "rl", partitions=4)
+    small = batch(0, record(0, b"x"), 1)
+    assert len(small) < 126
+    # partition 1: one batch of exactly 127 bytes (len+1 = 128: the first 2-byte length)
+    def sized(n, fill):
+        return next(b for b in (batch(0, record(0, fill * v, key=b"k" * k), 1) for k in range(4) for v in range(n))
+                    if len(b) == n)
+    b127 = sized(127, b"y")
+    # partition 2: one batch of 125 bytes (len+1 = 126: a 1-byte length)
+    b125 = sized(125, b"z")
+    # partition 3: 3 batches of ~900 KB: a region above 2^21
+    big = [batch(0, record(0, os.urandom(900_000)), 1) for _ in range(3)]
+    for part, batches in ((0, [small]), (1, [b127]), (2, [b125]), (3, big)):
+        for b in batches:
+            assert produce(port, 11, "rl", b, partition=part)[1]["ErrorCode"] == 0
+    body = {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 1, "MaxBytes": 8 << 20, "IsolationLevel": 0,
+            "SessionId": 0, "SessionEpoch": -1,
+            "Topics": [{"Topic": "rl", "Partitions": [
+                {"Partition": p, "FetchOffset": 0, "LastFetchedEpoch": -1, "PartitionMaxBytes": 8 << 20}
+                for p in range(4)]}]}
+    for v in (12, 11):
+        r = K.call(port, FETCH, v, body)
+        got = {p["PartitionIndex"]: (p["ErrorCode"], p["Records"]) for p in r["Responses"][0]["Partitions"]}
+        assert set(got) == {0, 1, 2, 3}
+        assert all(e == NONE for e, _ in got.values())
+        assert batch_offsets(got[0][1]) == [(0, 0)] and len(got[0][1]) == len(small)
+        assert len(got[1][1]) == 127 and got[1][1][16:] == b127[16:]
+        assert len(got[2][1]) == 125 and got[2][1][16:] == b125[16:]
+        assert len(got[3][1]) > 1 << 21 and batch_offsets(got[3][1]) == [(0, 0), (1, 1), (2, 2)]
+        assert got[3][1][61:100_000] == big[0][61:100_000]
