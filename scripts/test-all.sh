@@ -87,6 +87,7 @@ ASAN_TESTS=(
     tests/integration/test_broker_logger.py
     tests/integration/test_config_changes_v1.py
     tests/integration/test_dashboards.py::test_connection_metrics_of_one_broker
+    tests/integration/test_datapath_v39.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.

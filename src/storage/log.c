@@ -1264,6 +1264,13 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
         *offset_out = log->log_start_offset;
     } else if (ts == GR_LIST_OFFSETS_LATEST) {
         *offset_out = leo(log);
+    } else if (ts == GR_LIST_OFFSETS_MAX_TIMESTAMP) {
+        size_t best = 0; /* Kafka's maxBy: the first segment with the largest maxTimestampSoFar */
+        for (size_t i = 1; i < log->n_segs; i++)
+            if (log->segs[i]->max_timestamp > log->segs[best]->max_timestamp) best = i;
+        if (log->n_segs > 0) rc = gr_segment_find_max_timestamp(log->segs[best], offset_out, ts_out);
+        if (rc > 0) rc = 0;
+        else if (rc < 0) *offset_out = *ts_out = -1;
     } else {
         /* Kafka's fetchOffsetByTimestamp: the first segment whose largest timestamp >= ts
          * (segments are tried in order; a later one can answer when the first holds only

@@ -262,13 +262,17 @@ const char *gr_plog_dir(const struct gr_plog *log);
 
 #define GR_LIST_OFFSETS_LATEST (-1)
 #define GR_LIST_OFFSETS_EARLIEST (-2)
+#define GR_LIST_OFFSETS_MAX_TIMESTAMP (-3)   /* ListOffsets v7+, KIP-734 */
+#define GR_LIST_OFFSETS_EARLIEST_LOCAL (-4)  /* v8+, KIP-405 */
+#define GR_LIST_OFFSETS_LATEST_TIERED (-5)   /* v9+, KIP-1005 */
 
 /* ListOffsets by timestamp. ts == -2: log start offset; ts == -1: log end offset (both with
- * *ts_out = -1). Otherwise the first record whose timestamp >= ts: the earliest batch with
- * maxTimestamp >= ts, then (uncompressed batches) its first record with timestamp >= ts
- * (the outputs are that record's offset and timestamp); for a compressed batch the batch's
- * baseOffset and maxTimestamp are returned (we never decompress). No such batch: both -1.
- * Returns 0 or -errno. */
+ * *ts_out = -1). ts == -3 (MAX_TIMESTAMP): the record with the largest timestamp of the log (the
+ * first segment holding the largest maxTimestamp, gr_segment_find_max_timestamp), with its
+ * timestamp, whatever the log start offset (as Kafka 3.9). Otherwise the first record whose
+ * timestamp >= ts: the earliest batch with maxTimestamp >= ts, then its first record with
+ * timestamp >= ts (compressed batches are decompressed); the outputs are that record's offset
+ * and timestamp. No such record: both -1. Returns 0 or -errno. */
 int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offset_out, int64_t *ts_out);
 
 /* OffsetsForLeaderEpoch (KIP-101/KIP-279), with Kafka 2.7's LeaderEpochFileCache.endOffsetFor:

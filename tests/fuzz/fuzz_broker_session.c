@@ -10,9 +10,10 @@
  * Input = a sequence of steps (at most MAX_STEPS). Each step's first byte picks a request
  * template (step_fns[]); the template reads its version and fields from the following bytes
  * (an exhausted input reads zeros). Templates: ApiVersions, Metadata, CreateTopics, Produce
- * v2/v3/v8 (record batch v2 or legacy magic 0/1 message set; codec none/gzip/snappy/lz4/zstd;
- * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11 (incl.
- * read_committed and fetch sessions), ListOffsets, FindCoordinator, the group APIs (JoinGroup,
+ * v2/v3/v8/v11 (record batch v2 or legacy magic 0/1 message set; codec none/gzip/snappy/lz4/zstd;
+ * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11/v12 (incl.
+ * read_committed, fetch sessions and v12's LastFetchedEpoch), ListOffsets (v9's special
+ * timestamps too), FindCoordinator, the group APIs (JoinGroup,
  * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch), the transaction APIs
  * (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), SASL
  * (SaslHandshake v0/v1 then SaslAuthenticate or raw v0 tokens: a correct SCRAM exchange, or one
@@ -557,8 +558,8 @@ static void s_create_topics(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_produce(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 3, 8};
-    int16_t ver = ver_of(in, 0, v, 3);
+    static const int16_t v[] = {2, 3, 8, 11};
+    int16_t ver = ver_of(in, 0, v, 4);
     struct ProduceRequest *r = new_(a, &gr_desc_ProduceRequest);
     uint8_t who = u8(in) % 4; /* 0, 1: transactional tx0/tx1; 2: idempotent; 3: plain */
     uint8_t acks = u8(in) % 3;
@@ -592,8 +593,8 @@ static void s_produce(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_fetch(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 4, 11};
-    int16_t ver = ver_of(in, 1, v, 3);
+    static const int16_t v[] = {2, 4, 11, 12};
+    int16_t ver = ver_of(in, 1, v, 4);
     struct FetchRequest *r = new_(a, &gr_desc_FetchRequest);
     uint8_t rid = u8(in);
     r->ReplicaId = rid < 240 ? -1 : (int32_t)(rid % 3) - 1; /* rarely a (spoofed) follower */
@@ -613,7 +614,8 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
         struct FetchRequest_FetchPartition *p = r->Topics[i].Partitions = NEWA(a, FetchRequest_FetchPartition, 1);
         p->Partition = (int32_t)(u8(in) % 3);
         p->CurrentLeaderEpoch = -1;
-        p->LastFetchedEpoch = -1;
+        uint8_t le = u8(in); /* v12+: mostly none, else a small epoch (diverging or not) */
+        p->LastFetchedEpoch = le < 192 ? -1 : (int32_t)(le % 8);
         p->LogStartOffset = -1;
         uint8_t o = u8(in);
         p->FetchOffset = o < 250 ? (int64_t)(o % 64) : o == 250 ? -1 : (int64_t)u32(in);
@@ -624,8 +626,8 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 2, 5};
-    int16_t ver = ver_of(in, 2, v, 3);
+    static const int16_t v[] = {1, 2, 5, 9};
+    int16_t ver = ver_of(in, 2, v, 4);
     struct ListOffsetsRequest *r = new_(a, &gr_desc_ListOffsetsRequest);
     r->ReplicaId = -1;
     r->IsolationLevel = (int8_t)(u8(in) & 1);
@@ -636,8 +638,8 @@ static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
     r->Topics[0].Partitions = NEWA(a, ListOffsetsRequest_ListOffsetsPartition, 1);
     r->Topics[0].Partitions[0].PartitionIndex = (int32_t)(u8(in) % 3);
     r->Topics[0].Partitions[0].CurrentLeaderEpoch = -1;
-    uint8_t t = u8(in) % 4;
-    r->Topics[0].Partitions[0].Timestamp = t == 0 ? -1 : t == 1 ? -2 : t == 2 ? 0 : (int64_t)u32(in) * 1000;
+    uint8_t t = u8(in) % 8; /* -1 -2 0, a time, -3 MAX_TIMESTAMP, -4 EARLIEST_LOCAL, -5 LATEST_TIERED, -6 */
+    r->Topics[0].Partitions[0].Timestamp = t == 0 ? -1 : t == 1 ? -2 : t == 2 ? 0 : t == 3 ? (int64_t)u32(in) * 1000 : -(int64_t)t + 1;
     r->Topics[0].Partitions[0].MaxNumOffsets = 1;
     call(c, in, 2, ver, r, true, a, NULL);
 }

@@ -120,7 +120,7 @@ static void test_api_versions(struct gr_net_client *cli)
             av = r->ApiKeys[i].MaxVersion == 3;
         /* The whole table, whatever subsystems this bare broker runs. */
         if (r->ApiKeys[i].ApiKey == GR_API_PRODUCE)
-            produce = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 8;
+            produce = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 11;
         if (r->ApiKeys[i].ApiKey == GR_API_ALTER_PARTITION)
             alter_partition = r->ApiKeys[i].MaxVersion == 0;
         if (r->ApiKeys[i].ApiKey == GR_API_JOIN_GROUP)
