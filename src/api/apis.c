@@ -423,6 +423,9 @@ static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, b
         if (ok && compact) ok = m[-1] == 17;
         else if (ok) ok = ((m[-4] << 24) | (m[-3] << 16) | (m[-2] << 8) | m[-1]) == 16;
         if (!ok) {
+            /* hand the descriptors taken so far back to the caller's regions (it closes them or
+             * retries with a copy) */
+            for (int j = 0; regs && j < i; j++) reg[j].fd = regs[j].fd;
             free(buf);
             free(regs);
             return -1;
