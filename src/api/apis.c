@@ -56,14 +56,14 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_LIST_GROUPS] = {0, 5, gr_handle_list_groups, 0},
     [GR_API_DELETE_GROUPS] = {0, 2, gr_handle_delete_groups, 0},
     /* producer ids for idempotence: coordinator/producer_id_manager */
-    [GR_API_INIT_PRODUCER_ID] = {0, 4, gr_handle_init_producer_id, 0},
+    [GR_API_INIT_PRODUCER_ID] = {0, 5, gr_handle_init_producer_id, 0},
     [GR_API_OFFSET_DELETE] = {0, 0, gr_handle_offset_delete, 0},
     /* transactions: coordinator/txn_coordinator, api/handle_txn.c */
-    [GR_API_ADD_PARTITIONS_TO_TXN] = {0, 2, gr_handle_add_partitions_to_txn, 0},
-    [GR_API_ADD_OFFSETS_TO_TXN] = {0, 2, gr_handle_add_offsets_to_txn, 0},
-    [GR_API_END_TXN] = {0, 2, gr_handle_end_txn, 0},
-    [GR_API_WRITE_TXN_MARKERS] = {0, 0, gr_handle_write_txn_markers, RM},
-    [GR_API_TXN_OFFSET_COMMIT] = {0, 3, gr_handle_txn_offset_commit, 0},
+    [GR_API_ADD_PARTITIONS_TO_TXN] = {0, 5, gr_handle_add_partitions_to_txn, 0},
+    [GR_API_ADD_OFFSETS_TO_TXN] = {0, 4, gr_handle_add_offsets_to_txn, 0},
+    [GR_API_END_TXN] = {0, 4, gr_handle_end_txn, 0},
+    [GR_API_WRITE_TXN_MARKERS] = {0, 1, gr_handle_write_txn_markers, RM},
+    [GR_API_TXN_OFFSET_COMMIT] = {0, 4, gr_handle_txn_offset_commit, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
     [GR_API_CREATE_TOPICS] = {0, 6, gr_handle_create_topics, 0},
     [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},
