@@ -1,9 +1,10 @@
-/* Group APIs (Kafka 2.7 KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,
- * OffsetCommit,OffsetFetch,DescribeGroups,ListGroups,DeleteGroups}Request) on top of the group
+/* Group APIs (Kafka 3.9 KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,
+ * OffsetCommit,OffsetFetch,DescribeGroups,ListGroups,DeleteGroups}Request for classic groups; the
+ * versions and what each adds are in docs/GROUPS.md) on top of the group
  * coordinator (group_coordinator.h), and the coordinator's wiring to the broker: its storage
  * is the replica manager's __consumer_offsets partitions.
  *
- * FindCoordinator (key type 0 = group): partition = abs(hash(group)) % partitions of
+ * FindCoordinator (key type 0 = group; v4+ a batch of keys, each answered on its own): partition = abs(hash(group)) % partitions of
  * __consumer_offsets; the coordinator is that partition's leader from the metadata cache, with
  * its endpoint for the listener the request came in on. When the topic does not exist yet it is
  * created (offsets.topic.num.partitions partitions, replication factor

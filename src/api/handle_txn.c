@@ -1,4 +1,4 @@
-/* Transaction APIs (Kafka 2.7 KafkaApis.handle{InitProducerId (transactional), AddPartitionsToTxn,
+/* Transaction APIs (Kafka 2.7 / 3.9 KafkaApis.handle{InitProducerId (transactional), AddPartitionsToTxn,
  * AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit}) over coordinator/txn_coordinator.h.
  *
  * WriteTxnMarkers appends one control batch (Kafka's marker layout: transactional + control,
@@ -14,10 +14,15 @@
  * __consumer_offsets partition is part of the producer's transaction (AddOffsetsToTxn): a commit
  * for a partition not added, or after the transaction ended, is refused (INVALID_TXN_STATE).
  *
- * AddPartitionsToTxn requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
- * verification requests between brokers (Kafka 3.6 uses AddPartitionsToTxn v4 VerifyOnly, which
- * the 2.7 protocol lacks): nothing is added; the answer says per partition whether it is part
- * of the producer's ongoing transaction (NONE) or not (INVALID_TXN_STATE). */
+ * AddPartitionsToTxn v0-3 requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
+ * verification requests between Gregor brokers (add_partitions_to_txn_manager.c): nothing is
+ * added; the answer says per partition whether it is part of the producer's ongoing transaction
+ * (NONE) or not (INVALID_TXN_STATE). AddPartitionsToTxn v4-v5 is Kafka 3.9's batched broker form
+ * (several transactions, VerifyOnly, TRANSACTION_ABORTABLE for a partition not in the
+ * transaction): add_partitions_v4. The other APIs' 3.9 versions (InitProducerId v5,
+ * AddOffsetsToTxn v4, EndTxn v4, TxnOffsetCommit v4, WriteTxnMarkers v1) differ only in what the
+ * client understands: TxnOffsetCommit v4 gets TRANSACTION_ABORTABLE where v3 gets
+ * INVALID_TXN_STATE (KIP-890 refusal). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
