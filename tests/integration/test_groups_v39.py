@@ -12,7 +12,7 @@ member:
 
 import socket
 import struct
-import time
+import threading
 
 import pytest
 
@@ -263,7 +263,6 @@ def assignment(blob):
 
 
 def test_join_group_v9_skip_assignment_for_static_leader(three):
-    port = three.brokers[1].port
     create_topic(three, "mix", 2)
     g = "static-skip"
     cp = coordinator_port(three, g)
@@ -298,7 +297,6 @@ def test_join_group_v9_skip_assignment_for_static_leader(three):
 
 
 def test_list_groups_v5_filters(three):
-    port = three.brokers[1].port
     g = "listed"
     cp = coordinator_port(three, g)
     j = join(cp, g, 9, instance="x")
@@ -324,7 +322,6 @@ def test_mixed_librdkafka_and_join_group_v9_members_rebalance(three):
     """A librdkafka 2.0.2 consumer (JoinGroup v5 at most) and a kafka_codec member at JoinGroup v9 /
     SyncGroup v5 / Heartbeat v4 / LeaveGroup v5 share a group: the partitions are split between
     them, and all go back to librdkafka when the v9 member leaves with a reason."""
-    port = three.brokers[1].port
     create_topic(three, "mix", 4)
     g = "mixed"
     cp = coordinator_port(three, g)
@@ -342,7 +339,6 @@ def test_mixed_librdkafka_and_join_group_v9_members_rebalance(three):
         assert j["ErrorCode"] == MEMBER_ID_REQUIRED and j["MemberId"]
         mid = j["MemberId"]
         # the join completes when librdkafka has rejoined; keep it polling meanwhile
-        import threading
         res = {}
         t = threading.Thread(target=lambda: res.update(j=join(cp, g, 9, member=mid, sock=s, reason="again")))
         t.start()

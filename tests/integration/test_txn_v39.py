@@ -12,13 +12,11 @@
 import socket
 import struct
 
-import pytest
-
 import gregor_harness as H
 import kafka_codec as K
 import kafka_wire as W
-from test_groups_v39 import (AUTH, METADATA, OFFSET_FETCH, create_topic, partition_for,  # noqa: F401
-                             still_serving, three, wait_coordinators)
+from test_groups_v39 import (AUTH, OFFSET_FETCH, create_topic, still_serving, wait_coordinators)
+from test_groups_v39 import three  # noqa: F401  (the fixture)
 
 FIND_COORDINATOR, INIT_PID, ADD_PARTS, ADD_OFFSETS, END_TXN, WRITE_MARKERS, TXN_OFFSET_COMMIT = \
     10, 22, 24, 25, 26, 27, 28
