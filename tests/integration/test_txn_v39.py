@@ -15,7 +15,8 @@ import struct
 import gregor_harness as H
 import kafka_codec as K
 import kafka_wire as W
-from test_groups_v39 import (AUTH, OFFSET_FETCH, create_topic, still_serving, wait_coordinators)
+from test_groups_v39 import (AUTH, OFFSET_FETCH, coordinator_port, create_topic, still_serving,
+                             wait_coordinators)
 from test_groups_v39 import three  # noqa: F401  (the fixture)
 
 FIND_COORDINATOR, INIT_PID, ADD_PARTS, ADD_OFFSETS, END_TXN, WRITE_MARKERS, TXN_OFFSET_COMMIT = \
@@ -30,8 +31,7 @@ def coord(cluster, txn_id):
 
 
 def group_coord(cluster, group):
-    c = wait_coordinators(cluster.brokers[1].port, 0, [group])[0]
-    return cluster.brokers[c["NodeId"]].port
+    return coordinator_port(cluster, group)  # waits until the group's partition is loaded
 
 
 def init_pid(port, txn_id, version=5):
