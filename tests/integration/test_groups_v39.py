@@ -2,7 +2,8 @@
 old version next to them), and a librdkafka 2.0.2 consumer in the same group as a JoinGroup v9
 member:
 
-  - FindCoordinator v4-v6 (KIP-699 batched CoordinatorKeys; per-key errors; share keys)
+  - FindCoordinator v4-v6 (KIP-699 batched CoordinatorKeys; per-key errors, also with one
+    coordinator broker dead; share keys)
   - OffsetCommit v9, OffsetFetch v8-v9 (KIP-709 batched Groups, RequireStable)
   - JoinGroup v8 (KIP-800 Reason), v9 (KIP-814 SkipAssignment for a static leader rejoining),
     LeaveGroup v5 (per-member Reason), ListGroups v5 (TypesFilter, GroupType "classic")
@@ -424,4 +425,30 @@ def test_group_versions_authorization(cluster_factory, zk_connect):
     # ListGroups v5 without Cluster DESCRIBE: only groups alice may describe
     lg = K.call(port, LIST_GROUPS, 5, {"TypesFilter": ["classic"]}, client_id=alice)
     assert [x["GroupId"] for x in lg["Groups"]] == ["ok"]
+    still_serving(port)
+
+
+def test_find_coordinator_batch_with_a_dead_coordinator(cluster_factory, zk_connect):
+    """__consumer_offsets with one replica per partition; one coordinator broker is killed: the
+    keys of its partitions answer COORDINATOR_NOT_AVAILABLE (NodeId -1) in the same batch where
+    the others still answer their live coordinators."""
+    cfg = dict(CONFIG, **{"offsets.topic.replication.factor": "1"})
+    c = cluster_factory(zk_connect, n=3, config=cfg)
+    groups = ["dead-%d" % i for i in range(12)]
+    got = wait_coordinators(c.brokers[1].port, 0, groups)
+    victim = next(n for n in (2, 3) if any(x["NodeId"] == n for x in got))
+    c.brokers[victim].kill()
+    port = c.brokers[1].port
+
+    def settled():
+        lead = leaders(port, "__consumer_offsets")
+        return all((lead[partition_for(g)] == -1) == (x["NodeId"] == victim) for g, x in zip(groups, got))
+    H.wait_for(settled, timeout=60, what="the victim's partitions without a leader")
+    after = find(port, 0, groups)
+    assert [x["Key"] for x in after] == groups
+    for before, now in zip(got, after):
+        if before["NodeId"] == victim:
+            assert (now["ErrorCode"], now["NodeId"], now["Port"]) == (COORDINATOR_NOT_AVAILABLE, -1, -1), now
+        else:
+            assert (now["ErrorCode"], now["NodeId"]) == (NONE, before["NodeId"]), now
     still_serving(port)
