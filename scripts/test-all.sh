@@ -47,11 +47,15 @@ ASAN_TESTS=(
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume
     tests/integration/test_consumer_groups.py::test_coordinator_failover_keeps_offsets
+    tests/integration/test_group_loading.py
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
     "tests/integration/test_txn_markers.py::test_stuck_partition_does_not_stall_other_transactions[kill]"
     tests/integration/test_txn_markers.py::test_failed_complete_commit_is_retried
+    tests/integration/test_txn_markers.py::test_next_transaction_replaces_complete_commit
+    tests/integration/test_txn_markers.py::test_failed_next_transaction_write_falls_back_to_complete_commit
+    tests/integration/test_txn_markers.py::test_leader_epoch_bump_keeps_coordinator_loaded
     tests/integration/test_transactions.py::test_kip890_slow_coordinator_stalls_only_its_producers
     tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
     tests/integration/test_transactions.py::test_add_partitions_wait_is_bounded
@@ -61,6 +65,8 @@ ASAN_TESTS=(
     tests/integration/test_compaction.py::test_compact_delete_under_retention_still_compacted
     tests/integration/test_compaction.py::test_tombstones_of_a_low_throughput_log_removed_on_time
     tests/integration/test_storage_faults.py::test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group
+    tests/integration/test_log_validator.py::test_inner_offsets_not_0_to_n_are_reassigned
+    tests/chaos/test_disk_chaos.py::test_power_loss_of_the_controller
     tests/integration/test_configs.py::test_dynamic_broker_log_settings_reach_existing_logs
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input

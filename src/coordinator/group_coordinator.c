@@ -248,13 +248,15 @@ struct probe {
     int32_t partition;
     bool leader;
     int32_t epoch;
+    uint64_t term;
 };
 
 /* Outside the lock (rule 2): where the group lives and whether we lead it. */
 static void probe_group(struct gr_group_coordinator *gc, const char *group_id, struct probe *pr) {
     pr->partition = gr_gc_partition_for(gc, group_id);
     pr->epoch = -1;
-    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, NULL, NULL);
+    pr->term = 0;
+    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, &pr->term, NULL, NULL);
 }
 
 /* Kafka's validateGroupStatus minus the group id check. */
@@ -263,8 +265,9 @@ static int16_t check_locked(struct gr_group_coordinator *gc, const struct probe 
     gc_ensure_parts_locked(gc, pr->partition + 1);
     struct part *pt = &gc->parts[pr->partition];
     if (!pr->leader) return GR_KERR_NOT_COORDINATOR;
-    if (pt->state == PART_OWNED && pt->epoch == pr->epoch) return GR_KERR_NONE;
-    /* led here but not (yet) loaded at this epoch: wake the loader */
+    /* the leader term, not the epoch: a new epoch of the same leadership keeps the groups */
+    if (pt->state == PART_OWNED && pt->term == pr->term) return GR_KERR_NONE;
+    /* led here but not (yet) loaded in this leader term: wake the loader */
     gc->kick = true;
     pthread_cond_signal(&gc->cond);
     return GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
@@ -894,7 +897,7 @@ static void txn_rewrite_done(void *ctx, struct gr_gc_commit_part *parts, int n) 
 void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t producer_id, int32_t offsets_partition,
                                 bool commit) {
     struct probe pr = {.partition = offsets_partition, .epoch = -1};
-    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
+    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, &pr.term, NULL, NULL);
     int64_t now = wall_ms(gc);
     pthread_mutex_lock(&gc->mu);
     if (offsets_partition >= 0 && offsets_partition < gc->n_parts_cap &&
@@ -1041,7 +1044,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
                           struct gr_arena *a, struct gr_gc_listed_group **out, int *n) {
     pthread_mutex_lock(&gc->mu);
     *n = 0;
-    *out = gr_arena_alloc(a, (size_t)(gc->n_groups + 1) * sizeof **out);
+    *out = gr_arena_alloc(a, (size_t)(gc->groups.n_groups + 1) * sizeof **out);
     if (!gc->active) {
         pthread_mutex_unlock(&gc->mu);
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -1050,7 +1053,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
     for (int32_t p = 0; p < gc->n_parts_cap; p++)
         if (gc->parts[p].state == PART_LOADING) e = GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
     for (int b = 0; b < NBUCKETS; b++)
-        for (struct group *g = gc->buckets[b]; g; g = g->next) {
+        for (struct group *g = gc->groups.buckets[b]; g; g = g->next) {
             if (g->partition >= gc->n_parts_cap || gc->parts[g->partition].state != PART_OWNED) continue;
             const char *st = state_names[g->state];
             bool keep = n_states <= 0;
@@ -1173,9 +1176,8 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     int64_t wall = wall_ms(gc);
     int expired = 0;
     for (int b = 0; b < NBUCKETS; b++) {
-        for (struct group *g = gc->buckets[b], *next; g; g = next) {
+        for (struct group *g = gc->groups.buckets[b], *next; g; g = next) {
             next = g->next;
-            if (g->partition < gc->n_parts_cap && gc->parts[g->partition].state == PART_LOADING) continue;
             tick_group_locked(gc, g, now, &q, &w);
             if (cleanup && gc_expire_group_offsets_locked(gc, g, wall, &w, &expired)) gc_remove_group_locked(gc, g);
         }
@@ -1242,7 +1244,16 @@ struct gr_group_coordinator *gr_gc_new(const struct gr_gc_config *cfg) {
     if (gc->cfg.offsets_retention_check_interval_ms <= 0) gc->cfg.offsets_retention_check_interval_ms = 600000;
     gc->next_cleanup = now_ms(gc) + gc->cfg.offsets_retention_check_interval_ms;
     gc_ensure_parts_locked(gc, gc->cfg.num_partitions);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gc->load_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    gc->load_tail = &gc->load_head;
     if (cfg->background_thread) {
+        if (!gc_loader_start(gc)) {
+            gr_gc_free(gc);
+            return NULL;
+        }
         int rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
         if (rc != 0) {
             gr_error(LOGGER, "Cannot start the group coordinator thread: %s", strerror(rc));
@@ -1268,6 +1279,7 @@ void gr_gc_shutdown(struct gr_group_coordinator *gc) {
         pthread_join(gc->thread, NULL);
         gc->thread_started = false;
     }
+    gc_loader_stop(gc); /* a running load stops before its next read */
     pthread_mutex_lock(&gc->mu);
     gc_unload_locked(gc, -1, &q);
     for (int32_t p = 0; p < gc->n_parts_cap; p++) gc->parts[p].state = PART_NONE;
@@ -1281,6 +1293,7 @@ void gr_gc_free(struct gr_group_coordinator *gc) {
     gr_gc_shutdown(gc);
     if (gc->cfg.storage.release) gc->cfg.storage.release(gc->cfg.storage.ctx);
     free(gc->parts);
+    pthread_cond_destroy(&gc->load_cond);
     pthread_cond_destroy(&gc->cond);
     pthread_mutex_destroy(&gc->mu);
     free(gc);

@@ -866,24 +866,24 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         gr_batch_update_crc(batches, bi.size);
         sum.max_timestamp = info->validation.max_timestamp;
     }
-    /* compression.type (Kafka's LogValidator): client batches are stored in the topic's codec;
-     * the converted copy replaces `batches` from here on and is freed below. As Kafka, a batch
-     * that grew past max.message.bytes is MESSAGE_TOO_LARGE. */
-    if (!coordinator && log->cfg.compression_type != GR_COMPRESSION_PRODUCER) {
+    /* compression.type and inner offsets (Kafka's LogValidator, inPlaceAssignment = false):
+     * a client batch is stored rebuilt when its codec is not the topic's or its offsetDeltas
+     * are not 0..n-1; the rebuilt copy replaces `batches` from here on and is freed below. As
+     * Kafka, a batch that grew past max.message.bytes is MESSAGE_TOO_LARGE. */
+    int codec = gr_batch_info_compression(&bi);
+    int target = log->cfg.compression_type == GR_COMPRESSION_PRODUCER ? codec : log->cfg.compression_type;
+    if (!coordinator && (target != codec || info->validation.rebuild)) {
         size_t clen = 0;
-        info->error = gr_recompress_batches(batches, len, log->cfg.compression_type, &converted, &clen);
+        info->error = gr_batch_rebuild(batches, &bi, target, &converted, &clen);
         if (info->error != GR_KERR_NONE) {
-            gr_debug(LOGGER, "rejecting produce to '%s': batch does not convert to compression.type codec %d",
-                     log->dir, log->cfg.compression_type);
+            gr_debug(LOGGER, "rejecting produce to '%s': batch does not rebuild in codec %d", log->dir, target);
             goto out;
         }
-        if (converted) {
-            batches = converted;
-            len = clen;
-            if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
-                info->error = GR_KERR_MESSAGE_TOO_LARGE;
-                goto out;
-            }
+        batches = converted;
+        len = clen;
+        if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
+            info->error = GR_KERR_MESSAGE_TOO_LARGE;
+            goto out;
         }
     }
     if (len > (size_t)log->cfg.segment_bytes) {

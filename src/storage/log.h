@@ -160,15 +160,16 @@ struct gr_append_info {
 /* Leader append of a Produce request's records for this partition.
  * `batches` (len bytes, owned by the caller) is modified in place: every batch gets its
  * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch -- unless
- * the config's compression_type makes the log store a converted copy (storage/recompression.h;
+ * the log stores a rebuilt copy (storage/recompression.h gr_batch_rebuild: the config's
+ * compression_type differs from the batch's codec, or its offsetDeltas are not 0..n-1;
  * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
  * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch's header and CRC
  * validate as a client batch's (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
  * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), exactly one batch (Kafka 2.7's
  * LogValidator: more than one is INVALID_RECORD), its records, compressed or not, pass the log
  * validator (log_validator.h: errors and record errors in info->validation; a CreateTime
- * batch's maxTimestamp is then set to its records' largest), the conversion to compression_type (errors
- * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
+ * batch's maxTimestamp is then set to its records' largest), the rebuild if any (errors
+ * as recompression.h; a rebuilt batch above max_message_bytes is MESSAGE_TOO_LARGE), the
  * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded
  * in the epoch cache at first_offset. The segment rolls first if the set does not fit
