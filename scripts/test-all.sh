@@ -83,6 +83,11 @@ ASAN_TESTS=(
     tests/integration/test_quotas.py::test_quotas_follow_the_sasl_principal
     tests/integration/test_acls.py::test_add_partitions_to_txn_hides_topic_existence
     tests/integration/test_acls.py::test_transactional_produce_with_null_transactional_id
+    tests/integration/test_groups_v39.py::test_find_coordinator_hostile_counts
+    tests/integration/test_groups_v39.py::test_group_versions_authorization
+    tests/integration/test_groups_v39.py::test_find_coordinator_batch_with_a_dead_coordinator
+    tests/integration/test_txn_v39.py::test_add_partitions_v4_hostile
+    tests/integration/test_txn_v39.py::test_transaction_flow_at_3_9_versions
     tests/integration/test_controller_mutation_quota.py
     tests/integration/test_broker_logger.py
     tests/integration/test_config_changes_v1.py

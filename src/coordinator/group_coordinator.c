@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -361,6 +362,7 @@ static void update_member_and_rebalance_locked(struct gr_group_coordinator *gc, 
 struct static_join_ctx {
     struct gr_group_coordinator *gc;
     char *group_id, *old_id, *new_id, *old_leader;
+    bool skip; /* the joiner supports KIP-814's SkipAssignment */
     gr_gc_join_cb cb;
     void *ctx;
     uint8_t *batch;
@@ -385,6 +387,11 @@ static void static_join_stored(void *arg, int16_t error, int64_t base_offset) {
             gc_static_replace(g, m, c->old_id, &q); /* revert */
             gc_schedule_hb(gc, m, m->session_timeout);
             gc_push_join_error(&q, c->cb, c->ctx, "", gc_map_store_error(error, false));
+        } else if (c->skip) {
+            /* KIP-814 (JoinGroup v9+): the leader learns it leads, with the members, and is
+             * told to skip the assignor; a follower gets the current leader */
+            bool is_leader = streq(c->new_id, g->leader_id);
+            gc_push_join_ok(&q, c->cb, c->ctx, g, m, is_leader)->skip_assignment = is_leader;
         } else {
             char *leader = g->leader_id;
             g->leader_id = c->old_leader;
@@ -422,7 +429,8 @@ static void update_static_member_and_rebalance_locked(struct gr_group_coordinato
                         "trigger rebalance.");
         struct static_join_ctx *c = gr_calloc(1, sizeof *c);
         *c = (struct static_join_ctx){.gc = gc, .group_id = gr_strdup(g->id), .old_id = old_id,
-                                      .new_id = gr_strdup(new_id), .old_leader = old_leader, .cb = cb, .ctx = ctx};
+                                      .new_id = gr_strdup(new_id), .old_leader = old_leader,
+                                      .skip = rq->support_skip_assignment, .cb = cb, .ctx = ctx};
         size_t len;
         c->batch = gc_build_group_batch(gc, g, false, false, &len);
         g->inflight++;
@@ -1049,7 +1057,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
             if (g->partition >= gc->n_parts_cap || gc->parts[g->partition].state != PART_OWNED) continue;
             const char *st = state_names[g->state];
             bool keep = n_states <= 0;
-            for (int i = 0; i < n_states && !keep; i++) keep = streq(states[i], st);
+            for (int i = 0; i < n_states && !keep; i++) keep = states[i] && strcasecmp(states[i], st) == 0; /* 3.9 */
             if (!keep) continue;
             struct gr_gc_listed_group *l = &(*out)[(*n)++];
             l->group_id = gr_arena_strdup(a, g->id);

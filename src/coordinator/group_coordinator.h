@@ -167,6 +167,7 @@ struct gr_gc_join_req {
     int32_t session_timeout_ms;
     int32_t rebalance_timeout_ms;
     bool require_known_member_id; /* JoinGroup v4+ without group_instance_id */
+    bool support_skip_assignment; /* JoinGroup v9+ (KIP-814): see gr_gc_join_result */
     int n_protocols;
     const struct gr_gc_protocol *protocols;
 };
@@ -187,6 +188,11 @@ struct gr_gc_join_result {
     const char *member_id;
     int n_members; /* the leader's copy of every member's metadata; 0 for followers */
     const struct gr_gc_join_member *members;
+    /* KIP-814: the static leader rejoined a Stable group without changing its protocols, and
+     * asked with support_skip_assignment: it gets the members and its own id as leader, and
+     * must not run the assignor (the group keeps its assignment). Always false without it:
+     * the old leader id is answered instead, as before JoinGroup v9. */
+    bool skip_assignment;
 };
 typedef void (*gr_gc_join_cb)(void *ctx, const struct gr_gc_join_result *r);
 

@@ -243,8 +243,9 @@ void gc_schedule_hb(struct gr_group_coordinator *gc, struct member *m, int32_t t
 void gc_group_add_member(struct group *g, struct member *m);
 void gc_group_remove_member(struct group *g, struct member *m);
 void gc_push_join_error(struct dq *q, gr_gc_join_cb cb, void *ctx, const char *member_id, int16_t error);
-void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g, const struct member *m,
-                     bool with_members);
+/* Returns the queued result (owned by q) so a caller may set skip_assignment. */
+struct gr_gc_join_result *gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g,
+                                          const struct member *m, bool with_members);
 void gc_push_sync(struct dq *q, gr_gc_sync_cb cb, void *ctx, const struct group *g, const struct member *m,
                   int16_t error);
 void gc_invoke_join_error(struct dq *q, struct group *g, struct member *m, const char *member_id, int16_t error);

@@ -354,8 +354,8 @@ void gc_push_join_error(struct dq *q, gr_gc_join_cb cb, void *ctx, const char *m
 
 /* A successful join result for m with the group's current generation; the leader also gets
  * every member's metadata for the selected protocol (Kafka's currentMemberMetadata). */
-void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g, const struct member *m,
-                     bool with_members) {
+struct gr_gc_join_result *gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g,
+                                          const struct member *m, bool with_members) {
     struct done *d = dq_push(q, D_JOIN);
     d->join_cb = cb;
     d->ctx = ctx;
@@ -381,6 +381,7 @@ void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct gro
         r->n_members = k;
         r->members = jm;
     }
+    return r;
 }
 
 void gc_push_sync(struct dq *q, gr_gc_sync_cb cb, void *ctx, const struct group *g, const struct member *m,

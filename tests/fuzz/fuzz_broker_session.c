@@ -645,18 +645,28 @@ static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_find_coordinator(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3};
-    int16_t ver = ver_of(in, 10, v, 4);
+    static const int16_t v[] = {0, 2, 3, 4, 6};
+    int16_t ver = ver_of(in, 10, v, 5);
     struct FindCoordinatorRequest *r = new_(a, &gr_desc_FindCoordinatorRequest);
-    r->KeyType = (int8_t)(u8(in) % 3);
+    r->KeyType = (int8_t)(u8(in) % 4); /* 2: share groups (v6), 3: unknown */
     r->Key = r->KeyType == 1 ? name_of(in, a, txn_ids, 2) : name_of(in, a, groups, 2);
     if (!r->Key) r->Key = "";
+    if (ver >= 4) { /* KIP-699: a batch of keys */
+        int nk = u8(in) % 3;
+        r->CoordinatorKeysCount = nk;
+        r->CoordinatorKeys = gr_arena_alloc(a, sizeof(char *) * (size_t)(nk + 1));
+        for (int i = 0; i < nk; i++) {
+            r->CoordinatorKeys[i] = r->KeyType == 1 ? name_of(in, a, txn_ids, 2) : name_of(in, a, groups, 2);
+            if (!r->CoordinatorKeys[i]) r->CoordinatorKeys[i] = "";
+        }
+        r->Key = "";
+    }
     call(c, in, 10, ver, r, true, a, NULL);
 }
 
 static void s_join_group(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 4, 5, 7};
-    int16_t ver = ver_of(in, 11, v, 4);
+    static const int16_t v[] = {1, 4, 5, 7, 9};
+    int16_t ver = ver_of(in, 11, v, 5);
     int g = u8(in) & 1;
     struct JoinGroupRequest *r = new_(a, &gr_desc_JoinGroupRequest);
     r->GroupId = (char *)groups[g];
@@ -666,6 +676,7 @@ static void s_join_group(struct in *in, struct gr_arena *a, int c) {
     r->MemberId = m < 2 ? G.member[g] : m == 2 ? "" : "nobody";
     r->GroupInstanceId = u8(in) == 1 ? "static-0" : NULL;
     r->ProtocolType = u8(in) == 1 ? "other" : "consumer";
+    if (ver >= 8) r->Reason = u8(in) & 1 ? "fuzz" : NULL;
     int np = u8(in) % 2 + 1;
     r->ProtocolsCount = np;
     r->Protocols = NEWA(a, JoinGroupRequest_JoinGroupRequestProtocol, np);
@@ -716,7 +727,7 @@ static void s_heartbeat(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_leave_group(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 3, 4};
+    static const int16_t v[] = {0, 3, 5};
     int16_t ver = ver_of(in, 13, v, 3);
     int g = u8(in) & 1;
     struct LeaveGroupRequest *r = new_(a, &gr_desc_LeaveGroupRequest);
@@ -726,12 +737,13 @@ static void s_leave_group(struct in *in, struct gr_arena *a, int c) {
     r->Members = NEWA(a, LeaveGroupRequest_MemberIdentity, 1);
     r->Members[0].MemberId = G.member[g];
     r->Members[0].GroupInstanceId = u8(in) == 1 ? "static-0" : NULL;
+    if (ver >= 5) r->Members[0].Reason = u8(in) & 1 ? "fuzz" : NULL;
     call(c, in, 13, ver, r, true, a, NULL);
 }
 
 static void s_offset_commit(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 5, 8};
-    int16_t ver = ver_of(in, 8, v, 3);
+    static const int16_t v[] = {2, 5, 8, 9};
+    int16_t ver = ver_of(in, 8, v, 4);
     int g = u8(in) & 1;
     struct OffsetCommitRequest *r = new_(a, &gr_desc_OffsetCommitRequest);
     r->GroupId = (char *)groups[g];
@@ -757,9 +769,33 @@ static void s_offset_commit(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_offset_fetch(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 5, 7};
-    int16_t ver = ver_of(in, 9, v, 3);
+    static const int16_t v[] = {1, 5, 7, 8, 9};
+    int16_t ver = ver_of(in, 9, v, 5);
     struct OffsetFetchRequest *r = new_(a, &gr_desc_OffsetFetchRequest);
+    if (ver >= 8) { /* KIP-709: a batch of groups, each named topics or all (null) */
+        int ng = u8(in) % 3;
+        r->GroupsCount = ng;
+        r->Groups = NEWA(a, OffsetFetchRequest_OffsetFetchRequestGroup, ng);
+        for (int g = 0; g < ng; g++) {
+            struct OffsetFetchRequest_OffsetFetchRequestGroup *rg = &r->Groups[g];
+            rg->GroupId = name_of(in, a, groups, 2);
+            if (!rg->GroupId) rg->GroupId = "";
+            rg->MemberEpoch = -1;
+            if (u8(in) & 1) {
+                rg->TopicsCount = -1;
+            } else {
+                rg->TopicsCount = 1;
+                rg->Topics = NEWA(a, OffsetFetchRequest_OffsetFetchRequestTopics, 1);
+                rg->Topics[0].Name = topic_of(in, a);
+                rg->Topics[0].PartitionIndexesCount = 1;
+                rg->Topics[0].PartitionIndexes = gr_arena_alloc(a, sizeof(int32_t));
+                rg->Topics[0].PartitionIndexes[0] = (int32_t)(u8(in) % 3);
+            }
+        }
+        r->RequireStable = u8(in) & 1;
+        call(c, in, 9, ver, r, true, a, NULL);
+        return;
+    }
     r->GroupId = name_of(in, a, groups, 2);
     if (!r->GroupId) r->GroupId = "";
     if (ver >= 2 && (u8(in) & 1)) {
@@ -777,8 +813,8 @@ static void s_offset_fetch(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_init_producer_id(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3, 4};
-    int16_t ver = ver_of(in, 22, v, 5);
+    static const int16_t v[] = {0, 1, 2, 3, 4, 5};
+    int16_t ver = ver_of(in, 22, v, 6);
     int who = u8(in) % 3;
     struct InitProducerIdRequest *r = new_(a, &gr_desc_InitProducerIdRequest);
     r->TransactionalId = who < 2 ? (char *)txn_ids[who] : NULL;
@@ -798,10 +834,31 @@ static void s_init_producer_id(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_add_partitions_to_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
-    int16_t ver = ver_of(in, 24, v, 3);
+    static const int16_t v[] = {0, 2, 3, 4, 5};
+    int16_t ver = ver_of(in, 24, v, 5);
     int who = u8(in) & 1;
     struct AddPartitionsToTxnRequest *r = new_(a, &gr_desc_AddPartitionsToTxnRequest);
+    if (ver >= 4) { /* KIP-890: a broker's batch of transactions, VerifyOnly or not */
+        int nx = u8(in) % 3;
+        r->TransactionsCount = nx;
+        r->Transactions = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, nx);
+        for (int x = 0; x < nx; x++) {
+            struct AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction *t = &r->Transactions[x];
+            int w = u8(in) & 1;
+            t->TransactionalId = (char *)txn_ids[w];
+            t->ProducerId = G.pid[w];
+            t->ProducerEpoch = (int16_t)(G.epoch[w] + (u8(in) == 1));
+            t->VerifyOnly = u8(in) & 1;
+            t->TopicsCount = 1;
+            t->Topics = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, 1);
+            t->Topics[0].Name = topic_of(in, a);
+            t->Topics[0].PartitionsCount = 1;
+            t->Topics[0].Partitions = gr_arena_alloc(a, sizeof(int32_t));
+            t->Topics[0].Partitions[0] = (int32_t)(u8(in) % 3);
+        }
+        call(c, in, 24, ver, r, true, a, NULL);
+        return;
+    }
     r->V3AndBelowTransactionalId = (char *)txn_ids[who];
     r->V3AndBelowProducerId = G.pid[who];
     r->V3AndBelowProducerEpoch = (int16_t)(G.epoch[who] + (u8(in) == 1));
@@ -818,7 +875,7 @@ static void s_add_partitions_to_txn(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_add_offsets_to_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
+    static const int16_t v[] = {0, 2, 4};
     int16_t ver = ver_of(in, 25, v, 3);
     int who = u8(in) & 1;
     struct AddOffsetsToTxnRequest *r = new_(a, &gr_desc_AddOffsetsToTxnRequest);
@@ -831,7 +888,7 @@ static void s_add_offsets_to_txn(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_end_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
+    static const int16_t v[] = {0, 2, 4};
     int16_t ver = ver_of(in, 26, v, 3);
     int who = u8(in) & 1;
     struct EndTxnRequest *r = new_(a, &gr_desc_EndTxnRequest);
@@ -843,8 +900,8 @@ static void s_end_txn(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_txn_offset_commit(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 2, 3};
-    int16_t ver = ver_of(in, 28, v, 3);
+    static const int16_t v[] = {0, 2, 3, 4};
+    int16_t ver = ver_of(in, 28, v, 4);
     int who = u8(in) & 1, g = u8(in) & 1;
     struct TxnOffsetCommitRequest *r = new_(a, &gr_desc_TxnOffsetCommitRequest);
     r->TransactionalId = (char *)txn_ids[who];

@@ -124,7 +124,7 @@ static void test_api_versions(struct gr_net_client *cli)
         if (r->ApiKeys[i].ApiKey == GR_API_ALTER_PARTITION)
             alter_partition = r->ApiKeys[i].MaxVersion == 0;
         if (r->ApiKeys[i].ApiKey == GR_API_JOIN_GROUP)
-            join = r->ApiKeys[i].MaxVersion == 7;
+            join = r->ApiKeys[i].MaxVersion == 9;
     }
     CHECK(md && av && produce && alter_partition && join);
     /* Exactly the table: every advertised key is in it with its range, and every table entry is
