@@ -374,6 +374,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     a->topic_id = NULL;
     t->zk_version = a->zk_version;
     t->czxid = a->czxid;
+    t->states_stamp = old ? old->states_stamp : 0;
     t->n_partitions = a->n_partitions;
     t->partitions = gr_calloc((size_t)(a->n_partitions ? a->n_partitions : 1), sizeof *t->partitions);
     for (int i = 0; i < a->n_partitions; i++) take_assignment(&t->partitions[i], &a->partitions[i]);

@@ -81,6 +81,9 @@ struct gr_ctrl_topic {
     char *topic_id;             /* NULL unless the znode is v3 */
     int32_t zk_version;         /* of /brokers/topics/T */
     int64_t czxid;              /* of /brokers/topics/T: which incarnation of the topic */
+    int64_t states_stamp;       /* the standby's proof (controller.c load_partition_states): the
+                                 * mzxid of /brokers/topics/T/partitions read before the states
+                                 * held were; 0 = unknown (read them) */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */

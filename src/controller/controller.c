@@ -592,79 +592,77 @@ static int cmp_cstr(const void *a, const void *b);
 /* Reads the leader/ISR of every partition in ctx, in pipelined batches of STATE_BATCH (Kafka's
  * updateLeaderAndIsrCache). Sets *loaded to the number of states found.
  *
- * warm (the standby path, docs/ARCHITECTURE.md "Warm standby controller"): a partition that
- * already holds a state keeps it without a read when one ZooKeeper check op confirms that its
- * state znode exists at exactly that zkVersion (gr_kzk_check_partition_state_versions) -- except
- * for topics queued for deletion (/admin/delete_topics, read here), whose state znodes a deletion
- * may have removed and something re-created at the same version. Every other partition is read as
- * in a cold load; one found without a state znode forgets what it held. */
+ * warm (the standby path, docs/ARCHITECTURE.md "Warm standby controller"): first reads every
+ * topic's stamp (gr_kzk_get_state_stamps: the mzxid of /brokers/topics/T/partitions, which every
+ * state write of T changes in its own transaction); a topic whose stamp equals the one it holds
+ * (read before its states were) keeps its states, and the absence of the others, without a read --
+ * except topics queued for deletion (/admin/delete_topics, read here), always read. Every other
+ * topic is read as in a cold load and takes the stamp just read (0 after a failed read); a
+ * partition found without a state znode forgets what it held. */
 static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context *ctx, bool warm, int64_t *loaded,
                                  struct gr_ctrl_load_report *rep) {
-    /* Collect every (topic, partition) first, with its partition in the context; topic names
-     * are borrowed from the context, which does not change while we read. */
+    size_t nt = gr_ctrl_ctx_topic_count(ctx), cur = 0, k = 0;
+    struct gr_ctrl_topic **tops = gr_malloc(sizeof *tops * (nt ? nt : 1)), *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)) && k < nt) tops[k++] = t;
+    nt = k;
+    bool *proven = gr_calloc(nt ? nt : 1, sizeof *proven);
+    int64_t total = 0;
+    int rc = 0;
+    if (warm && nt > 0) {
+        struct gr_zstrings deleting = {0};
+        rc = gr_kzk_get_topic_deletions(c->kzk, false, &deleting);
+        if (rc == 0) qsort(deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr);
+        const char **names = gr_malloc(sizeof *names * nt);
+        int64_t *stamp = gr_malloc(sizeof *stamp * nt);
+        for (size_t i = 0; i < nt; i++) names[i] = tops[i]->name;
+        if (rc == 0) rc = gr_kzk_get_state_stamps(c->kzk, names, (int)nt, stamp);
+        int64_t offered = 0, kept = 0;
+        for (size_t i = 0; i < nt && rc == 0; i++) {
+            t = tops[i];
+            int64_t held = 0;
+            for (int j = 0; j < t->n_partitions; j++) held += t->partitions[j].has_state;
+            if (deleting.count &&
+                bsearch(&t->name, deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr)) {
+                t->states_stamp = 0;
+                continue;
+            }
+            offered += held;
+            proven[i] = stamp[i] != 0 && t->states_stamp == stamp[i];
+            if (proven[i]) kept += held;
+            t->states_stamp = stamp[i]; /* read before the states read below */
+        }
+        total = kept;
+        if (rep) {
+            rep->standby_states = offered;
+            rep->states_confirmed = kept;
+        }
+        free(stamp);
+        free(names);
+        gr_zstrings_free(&deleting);
+    } else {
+        for (size_t i = 0; i < nt; i++) tops[i]->states_stamp = 0;
+    }
+    /* every partition of the topics not proven, with its partition and topic in the context;
+     * topic names are borrowed from the context, which does not change while we read */
     size_t cap = 1024, n = 0;
     struct gr_kzk_tp *tps = gr_malloc(sizeof *tps * cap);
     struct gr_ctrl_partition **parts = gr_malloc(sizeof *parts * cap);
-    size_t cur = 0;
-    struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
-        for (int i = 0; i < t->n_partitions; i++) {
+    struct gr_ctrl_topic **owner = gr_malloc(sizeof *owner * cap);
+    for (size_t i = 0; i < nt && rc == 0; i++) {
+        if (proven[i]) continue;
+        t = tops[i];
+        for (int j = 0; j < t->n_partitions; j++) {
             if (n == cap) {
                 cap *= 2;
                 tps = gr_realloc(tps, sizeof *tps * cap);
                 parts = gr_realloc(parts, sizeof *parts * cap);
+                owner = gr_realloc(owner, sizeof *owner * cap);
             }
             tps[n].topic = t->name;
-            tps[n].partition = t->partitions[i].partition;
-            parts[n] = &t->partitions[i];
-            n++;
+            tps[n].partition = t->partitions[j].partition;
+            parts[n] = &t->partitions[j];
+            owner[n++] = t;
         }
-    }
-    int64_t total = 0;
-    int rc = 0;
-    if (warm && n > 0) {
-        struct gr_zstrings deleting = {0};
-        rc = gr_kzk_get_topic_deletions(c->kzk, false, &deleting);
-        if (rc == 0) qsort(deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr);
-        /* the candidates: partitions holding a state, of topics not queued for deletion */
-        struct gr_kzk_tp *ctps = gr_malloc(sizeof *ctps * n);
-        int32_t *cver = gr_malloc(sizeof *cver * n);
-        size_t *cidx = gr_malloc(sizeof *cidx * n);
-        size_t nc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            if (!parts[i]->has_state) continue;
-            if (deleting.count &&
-                bsearch(&tps[i].topic, deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr))
-                continue;
-            ctps[nc] = tps[i];
-            cver[nc] = parts[i]->lai.zk_version;
-            cidx[nc++] = i;
-        }
-        gr_zstrings_free(&deleting);
-        bool *ok = gr_calloc(nc ? nc : 1, sizeof *ok);
-        int64_t confirmed = rc == 0 ? gr_kzk_check_partition_state_versions(c->kzk, ctps, cver, (int)nc, 3, ok) : 0;
-        if (rep) {
-            rep->standby_states = (int64_t)nc;
-            rep->states_confirmed = confirmed;
-        }
-        /* keep the confirmed ones out of the reads below: compact tps/parts to the rest */
-        bool *keep = gr_calloc(n, sizeof *keep);
-        for (size_t j = 0; j < nc; j++) keep[cidx[j]] = ok[j];
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (keep[i]) {
-                total++;
-                continue;
-            }
-            tps[m] = tps[i];
-            parts[m++] = parts[i];
-        }
-        n = m;
-        free(keep);
-        free(ok);
-        free(cidx);
-        free(cver);
-        free(ctps);
     }
     if (rep) rep->states_read = (int64_t)n;
     struct gr_kzk_state_result *res = gr_malloc(sizeof *res * GR_MAX((size_t)1, GR_MIN((size_t)STATE_BATCH, n)));
@@ -678,17 +676,24 @@ static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context
                 gr_ctrl_partition_take_state(parts[off + (size_t)j], &res[j].lai);
                 total++;
             } else if (rc == 0) {
-                if (res[j].rc != GR_KZK_ENONODE)
+                if (res[j].rc != GR_KZK_ENONODE) {
                     CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
                            gr_kzk_strerror(res[j].rc));
+                    owner[off + (size_t)j]->states_stamp = 0; /* its absence is not known */
+                }
                 gr_ctrl_partition_clear_state(parts[off + (size_t)j]); /* as a cold load has it */
             }
             gr_kzk_leader_and_isr_release(&res[j].lai);
         }
     }
+    if (rc != 0)
+        for (size_t i = 0; i < nt; i++) tops[i]->states_stamp = 0;
     free(res);
+    free(owner);
     free(parts);
     free(tps);
+    free(proven);
+    free(tops);
     if (loaded) *loaded = total;
     return rc;
 }

@@ -238,13 +238,54 @@ int gr_kzk_ensure_paths(struct gr_kzk *k) {
 
 /* ---- guarded multis ---- */
 
+/* The topic's stamp path of a partition state path (/brokers/topics/T/partitions/P/state ->
+ * /brokers/topics/T/partitions, malloc'd), or NULL for any other path. */
+static char *state_stamp_path(const char *path) {
+    static const char pre[] = "/brokers/topics/";
+    if (strncmp(path, pre, sizeof pre - 1) != 0) return NULL;
+    const char *t = path + sizeof pre - 1, *slash = strchr(t, '/');
+    if (!slash || slash == t || strncmp(slash, "/partitions/", 12) != 0) return NULL;
+    const char *p = slash + 12, *e = p;
+    while (*e >= '0' && *e <= '9') e++;
+    if (e == p || strcmp(e, "/state") != 0) return NULL;
+    return gr_strndup(path, (size_t)(slash + 11 - path));
+}
+
+/* Appends to ops[0..n) the standby proof's stamps (gr_kzk_get_state_stamps): one setData (no data,
+ * any version) of /brokers/topics/T/partitions per topic T of which ops create, set or delete a
+ * state znode, after every item (a stamp never fails first: a state op under a missing znode fails
+ * before it) -- except a topic whose partitions znode ops delete themselves. The paths go to
+ * *owned (the caller frees them). Returns the new op count. */
+static int append_state_stamps(struct gr_zop *ops, int n, char **owned, int *n_owned) {
+    int m = n;
+    for (int i = 0; i < n; i++) {
+        char *sp = state_stamp_path(ops[i].path);
+        if (!sp) continue;
+        bool dup = false;
+        for (int j = m - 1; j >= n && !dup; j--) dup = strcmp(ops[j].path, sp) == 0;
+        for (int j = 0; j < n && !dup; j++) dup = ops[j].type == GR_ZOP_DELETE && strcmp(ops[j].path, sp) == 0;
+        if (dup) {
+            free(sp);
+            continue;
+        }
+        owned[(*n_owned)++] = sp;
+        ops[m++] = gr_zop_set(sp, "", 0, GR_ZANY_VERSION);
+    }
+    return m;
+}
+
 int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_zop *ops,
                          int n, struct gr_zop_result *results) {
-    struct gr_zop *all = gr_malloc((size_t)(n + 1) * sizeof(*all));
-    struct gr_zop_result *res = gr_calloc((size_t)(n + 1), sizeof(*res));
+    struct gr_zop *all = gr_malloc((size_t)(2 * n + 1) * sizeof(*all));
+    struct gr_zop_result *res = gr_calloc((size_t)(2 * n + 1), sizeof(*res));
+    char **stamps = gr_malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
+    int n_stamps = 0;
     all[0] = gr_zop_check("/controller_epoch", epoch_zk_version);
     if (n > 0) memcpy(all + 1, ops, (size_t)n * sizeof(*ops));
-    int zrc = z_multi(k, all, n + 1, res);
+    int n_all = 1 + append_state_stamps(all + 1, n, stamps, &n_stamps);
+    int zrc = z_multi(k, all, n_all, res);
+    for (int i = 0; i < n_stamps; i++) free(stamps[i]);
+    free(stamps);
     int rc = 0;
     if (zrc != GR_ZOK) {
         if (res[0].rc == GR_ZBADVERSION || res[0].rc == GR_ZNONODE) {
@@ -263,7 +304,7 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
             res[i + 1].created_path = NULL;
         }
     }
-    gr_zop_results_release(res, n + 1);
+    gr_zop_results_release(res, n_all);
     free(res);
     free(all);
     return rc;
@@ -365,6 +406,7 @@ static int gbatch_settle(struct gr_kzk *k, const struct gr_zop *ops, struct gbat
     int zrc = mm->rc;
     if (zrc == GR_ZOK) {
         for (int i = 0; i < g->m; i++) settle_item(g->idx[i], &r[i + 1], 0, item_rc, res, ok_code);
+        gr_zop_results_release(&r[g->m + 1], mm->n - g->m - 1); /* the stamps' */
         gbatch_free(g);
         return 0;
     }
@@ -459,19 +501,21 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
     struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof(*mm));
     struct gr_zop **mops = gr_calloc((size_t)depth, sizeof(*mops));
     for (int j = 0; j < depth; j++) {
-        mops[j] = gr_malloc((size_t)(per + 1) * sizeof(struct gr_zop));
-        mm[j].results = gr_calloc((size_t)(per + 1), sizeof(struct gr_zop_result));
+        mops[j] = gr_malloc((size_t)(2 * per + 1) * sizeof(struct gr_zop)); /* check, items, stamps */
+        mm[j].results = gr_calloc((size_t)(2 * per + 1), sizeof(struct gr_zop_result));
         mm[j].ops = mops[j];
     }
+    char **stamps = gr_malloc((size_t)(depth * per) * sizeof(char *));
     int out = 0, attempt = 0;
     while (qn > 0 && out == 0) {
-        int w = GR_MIN(depth, qn);
+        int w = GR_MIN(depth, qn), n_stamps = 0;
         for (int j = 0; j < w; j++) {
             mops[j][0] = gr_zop_check("/controller_epoch", ezv);
             for (int i = 0; i < q[j]->m; i++) mops[j][i + 1] = ops[q[j]->idx[i]];
-            mm[j].n = q[j]->m + 1;
+            mm[j].n = 1 + append_state_stamps(mops[j] + 1, q[j]->m, stamps, &n_stamps);
         }
         gr_zkb_multi_many(k->b, mm, w);
+        for (int i = 0; i < n_stamps; i++) free(stamps[i]);
         int nn = 0;
         bool lost = false, progress = false;
         for (int j = 0; j < w; j++) {
@@ -499,6 +543,7 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
             out = GR_EZK;
         }
     }
+    free(stamps);
     for (int j = 0; j < qn; j++) gbatch_free(q[j]);
     for (int j = 0; j < depth; j++) {
         free(mops[j]);
@@ -1100,63 +1145,23 @@ static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
 }
 
-int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
-                                              int n, int rounds, bool *ok) {
+int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {
+    memset(mzxid, 0, sizeof(*mzxid) * (size_t)(n > 0 ? n : 0));
     if (n <= 0) return 0;
-    memset(ok, 0, (size_t)n * sizeof *ok);
-    int per = k->batch < 1 ? 1 : k->batch, depth = k->depth < 1 ? 1 : k->depth;
-    char **paths = gr_malloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = state_path(tps[i].topic, tps[i].partition);
-    /* todo: indexes still to check, in order; each round checks them in multis of `per` */
-    int *todo = gr_malloc((size_t)n * sizeof *todo), *next = gr_malloc((size_t)n * sizeof *next);
-    for (int i = 0; i < n; i++) todo[i] = i;
-    int n_todo = n;
-    struct gr_zop *ops = gr_malloc((size_t)per * (size_t)depth * sizeof *ops);
-    struct gr_zop_result *res = gr_calloc((size_t)per * (size_t)depth, sizeof *res);
-    struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof *mm);
-    int64_t confirmed = 0;
-    for (int round = 0; round < rounds && n_todo > 0; round++) {
-        int n_next = 0;
-        for (int off = 0; off < n_todo; off += per * depth) {
-            int w = 0;
-            for (int j = 0; j < depth && off + j * per < n_todo; j++, w++) {
-                int start = off + j * per, m = GR_MIN(per, n_todo - start);
-                for (int i = 0; i < m; i++) ops[j * per + i] = gr_zop_check(paths[todo[start + i]], zk_versions[todo[start + i]]);
-                mm[j] = (struct gr_zmulti){.ops = &ops[j * per], .n = m, .results = &res[j * per]};
-            }
-            gr_zkb_multi_many(k->b, mm, w);
-            for (int j = 0; j < w; j++) {
-                int start = off + j * per;
-                if (mm[j].rc == GR_ZOK) {
-                    for (int i = 0; i < mm[j].n; i++) ok[todo[start + i]] = true;
-                    confirmed += mm[j].n;
-                } else if (mm[j].rc == GR_ZBADVERSION || mm[j].rc == GR_ZNONODE) {
-                    /* ops before the failing one passed; the failing one is stale; the rest are
-                     * unknown and go to the next round */
-                    int i = 0;
-                    while (i < mm[j].n && mm[j].results[i].rc == GR_ZOK) {
-                        ok[todo[start + i]] = true;
-                        confirmed++;
-                        i++;
-                    }
-                    for (i++; i < mm[j].n; i++) next[n_next++] = todo[start + i];
-                } /* anything else (connection loss, session expiry): the caller reads them */
-                gr_zop_results_release(mm[j].results, mm[j].n);
-            }
-        }
-        int *t = todo;
-        todo = next;
-        next = t;
-        n_todo = n_next;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/brokers/topics/%s/partitions", topics[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    int answered = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].rc == GR_ZOK) mzxid[i] = res[i].stat.mzxid;
+        if (res[i].rc == GR_ZOK || res[i].rc == GR_ZNONODE) answered++;
+        free(paths[i]);
     }
-    free(mm);
+    gr_zget_results_release(res, n);
     free(res);
-    free(ops);
-    free(next);
-    free(todo);
-    for (int i = 0; i < n; i++) free(paths[i]);
     free(paths);
-    return confirmed;
+    return answered == 0 && zrc != GR_ZOK ? zfail("get", "state stamps", zrc) : 0;
 }
 
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,

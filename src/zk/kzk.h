@@ -374,15 +374,13 @@ struct gr_kzk_state_result {
 };
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out);
-/* Confirms that each partition's state znode exists at zk_versions[i], with pipelined multis of
- * ZooKeeper check ops (k->batch per multi, k->depth in flight; nothing is written, no
- * /controller_epoch guard). ok[i] (zeroed by the callee) becomes true only when a multi holding
- * item i succeeded, or failed on a later op (ZooKeeper applies a multi at one instant, and the
- * ops before the failing one passed there). A multi failing on item j leaves j false and sends
- * the items after j again, in at most `rounds` rounds; connection losses and other errors leave
- * items false (the caller reads those). Returns how many items were confirmed. */
-int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
-                                              int n, int rounds, bool *ok);
+/* The standby's proof stamps (docs/ARCHITECTURE.md, "Warm standby controller"): every guarded
+ * multi that creates, sets or deletes a partition state znode of topic T also sets
+ * /brokers/topics/T/partitions (no data, any version) in the same transaction, unless it deletes
+ * that znode itself; so that znode's mzxid changes whenever any state of T is written. Reads it
+ * for topics[0..n) (pipelined, no watches): mzxid[i] is its mzxid, or 0 when it is missing or
+ * unreadable. Returns 0, or an error when nothing could be read. */
+int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun
