@@ -569,9 +569,8 @@ static int load_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, con
         for (int i = 0; i < m; i++) {
             struct gr_ctrl_topic *had = gr_ctrl_ctx_topic(ctx, names[off + i]);
             /* what ctx knew of an earlier incarnation of the topic (the standby context), of a
-             * topic gone or unreadable now, or of a topic whose znode was written since (a
-             * controller bumps its version whenever it creates a state znode that may have
-             * existed before: partition_sm.c touch_topics) must not survive */
+             * topic gone or unreadable now, or of a topic whose znode was written since (an
+             * assignment change) must not survive: a cold load would not have it */
             if (had && (a[i].rc != 0 || had->czxid != a[i].czxid || had->zk_version != a[i].zk_version))
                 gr_ctrl_ctx_remove_topic(ctx, names[off + i]);
             if (a[i].rc == 0) {
@@ -753,7 +752,7 @@ static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl
     int rc = sync_topics(c, &c->standby, false);
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
     if (rc == 0)
-        CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by version, %lld read in %lld ms",
+        CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
                gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
                (long long)r.states_confirmed, (long long)r.states_read, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
     schedule_standby_refresh(c, standby_refresh_ms(c));
@@ -808,7 +807,7 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
     if (rc != 0) return rc;
     if (rep->warm)
         CINFO(c, "Loaded %lld partition states in %lld ms from the standby context: %lld of its %lld states proven current "
-                 "by version, %lld read",
+                 "by their topic's stamp, %lld read",
               (long long)*states_loaded, (long long)(gr_clock_now_ms(c->cfg.clock) - t1), (long long)rep->states_confirmed,
               (long long)rep->standby_states, (long long)rep->states_read);
     else

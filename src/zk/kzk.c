@@ -1006,49 +1006,6 @@ int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
     return r;
 }
 
-#define TOUCH_RUN_BYTES (256 * 1024)
-
-int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
-                                int *rcs) {
-    if (n <= 0) return 0;
-    char **paths = gr_malloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = topic_path(topics[i]);
-    struct gr_zget_result *rd = gr_calloc((size_t)n, sizeof *rd);
-    z_get_many(k, (const char *const *)paths, n, false, rd);
-    struct gr_zop *ops = gr_malloc((size_t)n * sizeof *ops);
-    int *of = gr_malloc((size_t)n * sizeof *of), m = 0;
-    for (int i = 0; i < n; i++) {
-        if (rd[i].rc == GR_ZOK && rd[i].data) {
-            ops[m] = gr_zop_set(paths[i], rd[i].data, rd[i].len, rd[i].stat.version);
-            of[m++] = i;
-            rcs[i] = 0;
-        } else {
-            rcs[i] = rd[i].rc == GR_ZOK ? GR_ECORRUPT : gr_kzk_from_zrc(rd[i].rc);
-        }
-    }
-    /* Topic znodes are large (a 100-partition assignment is a few KB): the sets go in runs of at
-     * most TOUCH_RUN_BYTES, so that no multi nears ZooKeeper's request limit (jute.maxbuffer,
-     * 1 MB by default) whatever the batch size. */
-    int rc = 0;
-    int *irc = gr_calloc((size_t)(m ? m : 1), sizeof *irc);
-    for (int j0 = 0; j0 < m && rc == 0;) {
-        int j1 = j0;
-        size_t bytes = 0;
-        while (j1 < m && (j1 == j0 || bytes + (size_t)ops[j1].len <= TOUCH_RUN_BYTES)) bytes += (size_t)ops[j1++].len;
-        rc = guarded_items(k, epoch_zk_version, ops + j0, j1 - j0, irc + j0, NULL, GR_KZK_EBADVERSION, false);
-        j0 = j1;
-    }
-    for (int j = 0; j < m; j++) rcs[of[j]] = rc ? rc : irc[j];
-    free(irc);
-    free(of);
-    free(ops);
-    gr_zget_results_release(rd, n);
-    free(rd);
-    for (int i = 0; i < n; i++) free(paths[i]);
-    free(paths);
-    return rc;
-}
-
 /* Collects `path` and all its descendants, parents before children, into *out. */
 static int collect_tree(struct gr_kzk *k, const char *path, char ***out, int *n, int *cap) {
     if (*n == *cap) {

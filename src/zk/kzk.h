@@ -339,16 +339,6 @@ int gr_kzk_set_topic_assignment_guarded(struct gr_kzk *k, int32_t epoch_zk_versi
 /* Unguarded set of /brokers/topics/T (admin adds partitions). */
 int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
                                 const struct gr_kzk_topic_assignment *a, int32_t expected_version);
-/* Bumps the data version of each /brokers/topics/<topics[i]> and leaves its data as it is, in
- * guarded multis (controller: before it creates a partition state znode that may have existed
- * before, partition_sm.c; a warm standby keeps a topic's states only while its version is
- * unchanged, docs/ARCHITECTURE.md "Warm standby controller"). Each znode is read, then set to
- * the bytes read, conditional on the version read: a concurrent writer is never overwritten, and
- * a set that finds another version (BADVERSION: written after our read) counts as done, the
- * version having moved after the read all the same. rcs[i]: 0, GR_KZK_ENONODE, GR_ECORRUPT (null
- * data) or GR_EZK. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK. */
-int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
-                                int *rcs);
 /* Topic deletion completion: guarded recursive delete of /brokers/topics/T, then
  * /config/topics/T and /admin/delete_topics/T (missing nodes are fine). */
 int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *topic);

@@ -333,8 +333,9 @@ static void scenario_standby_partitioned(struct sim *s) {
  * next controller runs with delete.topic.enable=false (a rolling change of the setting), removes
  * /admin/delete_topics/T and creates the missing states at version 0 with its own leader and ISR.
  * A broker that held the old states at version 0 in its standby, cut off meanwhile, then becomes
- * the controller: its check ops pass on the new znodes, so only the topic znode's version bump
- * (kzk: gr_kzk_touch_topics_guarded) tells it the states changed. W1 fails without the bump. */
+ * the controller: the new znodes are at the versions it holds, so only the stamps (kzk: the
+ * deletes' and the creates' multis set /brokers/topics/rs0/partitions) tell it the states
+ * changed. W1 fails without them. */
 static void scenario_standby_recreated_states(struct sim *s) {
     const char *what = "scenario standby: states re-created at version 0 after an interrupted deletion";
     s->kzk_batch = 4; /* three deletes per multi: a 4-partition topic takes several */
@@ -401,6 +402,62 @@ static void scenario_standby_recreated_states(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* The stamp proof (docs/ARCHITECTURE.md, "Warm standby controller"): a broker's standby is
+ * refreshed, then the controller writes one topic's states (a broker dies: its leaderships move,
+ * its ISR memberships go) and the controller's broker dies before any refresh. The survivor's warm
+ * failover must find that topic's stamp changed and read its states, and keep the other topic's
+ * (unwritten) states by their unchanged stamp. W1 fails if the changed topic is trusted. */
+static void scenario_standby_write_after_refresh(struct sim *s) {
+    const char *what = "scenario standby: a state write between the last refresh and the failover";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *b = NULL, *x = NULL; /* b: dies first (leads sw0); x: the survivor */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!b) b = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    /* neither topic is x's (x's restart writes no state); only sw0 is b's */
+    int32_t r0[] = {b->id, c->id}, r1[] = {c->id};
+    create_topic(s, "sw0", r0, 2);
+    create_topic(s, "sw1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    /* x restarts with a refresh period longer than the script: its start-up load is its last */
+    s->standby_refresh_ms = 3600 * 1000;
+    node_crash(s, x, true);
+    if (!node_start(s, x)) sim_fail(s, what, "broker %d does not start again", x->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) sim_advance(s, 1000); /* x's start-up refresh (due now) runs */
+    if (!s->failed) sim_settle(s);
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    struct gr_kzk_leader_and_isr before, after;
+    bool had = zk_state(s, "sw0", &before);
+    gr_kzk_leader_and_isr_release(&before);
+    node_crash(s, b, true);
+    settle_keep_dead(s); /* c moves sw0's leadership off b and shrinks its ISR */
+    bool moved = zk_state(s, "sw0", &after) && after.leader != b->id && had;
+    gr_kzk_leader_and_isr_release(&after);
+    if (!s->failed && (!moved || !gr_controller_is_active(c->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sw0 moved: %d, controller %d: %d)", moved, c->id,
+                 gr_controller_is_active(c->ctrl));
+        return;
+    }
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    const struct gr_ctrl_load_report *r = &g_failovers.last_warm;
+    if (!s->failed && (r->states_read != 1 || r->states_confirmed != 1))
+        sim_fail(s, what, "broker %d kept %lld states by their stamp and read %lld (want sw1-0 kept, sw0-0 read)", x->id,
+                 (long long)r->states_confirmed, (long long)r->states_read);
+    s->standby_refresh_ms = 0;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -422,6 +479,8 @@ static const struct {
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},
     {"standby: states re-created at version 0 after an interrupted deletion (delete.topic.enable=false)", 3,
      scenario_standby_recreated_states, true},
+    {"standby: a state write between the last refresh and the failover is found by its topic's stamp", 3,
+     scenario_standby_write_after_refresh, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {

@@ -1025,7 +1025,7 @@ int main(int argc, char **argv) {
     printf("gregor_sim: %" PRIu64 " seeds (%" PRIu64 "..%" PRIu64 "), %d failed, %.1f s, %.0f seeds/minute\n", seeds,
            start, start + seeds - 1, failed, secs, secs > 0 ? (double)seeds * 60.0 / secs : 0.0);
     printf("gregor_sim: failovers checked by W1: %" PRIu64 " cold, %" PRIu64 " warm (%" PRIu64
-           " standby states offered, %" PRIu64 " proven current by version, %" PRIu64 " read)\n",
+           " standby states offered, %" PRIu64 " kept by their topic's stamp, %" PRIu64 " read)\n",
            g_failovers.cold, g_failovers.warm, g_failovers.standby_states, g_failovers.states_confirmed,
            g_failovers.states_read);
     return failed ? 1 : 0;

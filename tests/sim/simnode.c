@@ -1134,7 +1134,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .on_new_session = hook_new_session,
         .hook_arg = b,
         .standby_enable = s->o.standby,
-        .standby_refresh_ms = 20000,
+        .standby_refresh_ms = s->standby_refresh_ms ? s->standby_refresh_ms : 20000,
         .on_context_loaded = hook_context_loaded,
         .context_hook_arg = b,
     };
