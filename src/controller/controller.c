@@ -89,9 +89,12 @@ struct gr_controller {
     struct gr_ctrl_events *em;
     struct gr_ctrl_context ctx; /* event thread only */
     /* The standby context (cfg.standby_enable; event thread only): topics, assignments and
-     * partition states as last read or left by this broker's own last term. Never acted on: a
-     * failover uses a state from it only after proving it current (load_partition_states). */
+     * partition states as last read (never this broker's own term's). Never acted on: a failover
+     * uses a state from it only after proving it current (load_partition_states). */
     struct gr_ctrl_context standby;
+    int32_t standby_term;   /* the epoch of the stamping controller the last refresh saw in office,
+                             * -1 = none or unknown (docs/ARCHITECTURE.md "Warm standby
+                             * controller": whose writes the stamps prove) */
     uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
     int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
                              * broker_epoch); a tick of another generation is stale: ignored */
@@ -740,16 +743,34 @@ static int64_t standby_refresh_ms(const struct gr_controller *c) {
     return c->cfg.standby_refresh_ms > 0 ? c->cfg.standby_refresh_ms : 30000;
 }
 
+/* Forgets every topic's stamp: its states are read again by the next load (the stamps proved
+ * nothing about a writer that does not stamp). */
+static void forget_stamps(struct gr_ctrl_context *ctx) {
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) t->states_stamp = 0;
+}
+
 /* StandbyRefresh: while inactive, bring the standby context up to date by the same reads a
- * failover makes (without watches), keeping states a version check confirms. Nothing here is
- * ever acted on; it only makes the next failover's proof cheaper. */
+ * failover makes (without watches), keeping the states of topics whose stamp did not move.
+ * Nothing here is ever acted on; it only makes the next failover's proof cheaper. First it notes
+ * the controller in office: a stamp read under an earlier refresh stays a proof only if every
+ * controller since stamps -- each refresh saw one that does, at most one election after the one
+ * the previous refresh saw (a controller in between, unseen, may be of an earlier version). */
 static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl_event *ev) {
     if (ev->broker_epoch != c->standby_gen) return 0; /* a tick fired before a later (re)schedule */
     c->standby_timer = 0;
     if (!c->cfg.standby_enable || c->term || c->shut_down) return 0;
     int64_t t0 = gr_clock_now_ms(c->cfg.clock), loaded = 0;
     struct gr_ctrl_load_report r = {0};
-    int rc = sync_topics(c, &c->standby, false);
+    int32_t term = -1;
+    int rc = gr_kzk_get_stamping_term(c->kzk, &term);
+    if (rc == 0) {
+        if (term < 0 || c->standby_term < 0 || (term != c->standby_term && term != c->standby_term + 1))
+            forget_stamps(&c->standby);
+        c->standby_term = term;
+        rc = sync_topics(c, &c->standby, false);
+    }
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
     if (rc == 0)
         CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
@@ -780,6 +801,15 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
      * kept only where proven current */
     rep->warm = c->cfg.standby_enable && gr_ctrl_ctx_topic_count(&c->standby) > 0;
     if (rep->warm) gr_ctrl_ctx_move_topics(&c->ctx, &c->standby);
+    /* the stamps prove the writes of the controllers the refreshes saw; ours is the next term
+     * only if nobody unseen held office since the last refresh */
+    if (rep->warm && (c->standby_term < 0 || c->ctx.epoch != c->standby_term + 1)) {
+        CINFO(c, "The standby context's stamps prove nothing: its last refresh saw %s%d in office, this is epoch %d; "
+                 "every partition state is read",
+              c->standby_term < 0 ? "no stamping controller, epoch " : "epoch ", c->standby_term, c->ctx.epoch);
+        forget_stamps(&c->ctx);
+    }
+    c->standby_term = -1;
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
@@ -1447,6 +1477,7 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     atomic_store(&c->epoch, 0);
     gr_ctrl_ctx_init(&c->ctx);
     gr_ctrl_ctx_init(&c->standby);
+    c->standby_term = -1;
     c->sm.controller_id = cfg->broker_id;
     c->sm.ctx = &c->ctx;
     c->sm.kzk = cfg->kzk;

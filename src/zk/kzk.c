@@ -41,6 +41,7 @@ struct gr_kzk {
     int depth;            /* guarded multis in flight at once (independent items) */
     atomic_bool stopping; /* gr_kzk_stop_waiting */
     bool async;           /* gr_kzk_set_async: jobs run on their own thread */
+    bool no_stamps;       /* gr_kzk_set_state_stamps(false) */
     struct gr_kzk_job *after_next_write; /* gr_kzk_job_start_after_next_write */
 };
 
@@ -91,6 +92,10 @@ struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k) {
 
 void gr_kzk_set_async(struct gr_kzk *k, bool async) {
     k->async = async;
+}
+
+void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on) {
+    k->no_stamps = !on;
 }
 
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
@@ -256,7 +261,8 @@ static char *state_stamp_path(const char *path) {
  * state znode, after every item (a stamp never fails first: a state op under a missing znode fails
  * before it) -- except a topic whose partitions znode ops delete themselves. The paths go to
  * *owned (the caller frees them). Returns the new op count. */
-static int append_state_stamps(struct gr_zop *ops, int n, char **owned, int *n_owned) {
+static int append_state_stamps(const struct gr_kzk *k, struct gr_zop *ops, int n, char **owned, int *n_owned) {
+    if (k->no_stamps) return n;
     int m = n;
     for (int i = 0; i < n; i++) {
         char *sp = state_stamp_path(ops[i].path);
@@ -282,7 +288,7 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
     int n_stamps = 0;
     all[0] = gr_zop_check("/controller_epoch", epoch_zk_version);
     if (n > 0) memcpy(all + 1, ops, (size_t)n * sizeof(*ops));
-    int n_all = 1 + append_state_stamps(all + 1, n, stamps, &n_stamps);
+    int n_all = 1 + append_state_stamps(k, all + 1, n, stamps, &n_stamps);
     int zrc = z_multi(k, all, n_all, res);
     for (int i = 0; i < n_stamps; i++) free(stamps[i]);
     free(stamps);
@@ -512,7 +518,7 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
         for (int j = 0; j < w; j++) {
             mops[j][0] = gr_zop_check("/controller_epoch", ezv);
             for (int i = 0; i < q[j]->m; i++) mops[j][i + 1] = ops[q[j]->idx[i]];
-            mm[j].n = 1 + append_state_stamps(mops[j] + 1, q[j]->m, stamps, &n_stamps);
+            mm[j].n = 1 + append_state_stamps(k, mops[j] + 1, q[j]->m, stamps, &n_stamps);
         }
         gr_zkb_multi_many(k->b, mm, w);
         for (int i = 0; i < n_stamps; i++) free(stamps[i]);
@@ -861,7 +867,7 @@ int gr_kzk_register_controller_and_increment_epoch(struct gr_kzk *k, int32_t bro
 
     int32_t next = cur + 1;
     size_t clen, elen;
-    char *cjson = gr_kzk_controller_encode(broker_id, gr_wall_ms(), &clen);
+    char *cjson = gr_kzk_controller_encode(broker_id, gr_wall_ms(), !k->no_stamps, &clen);
     char *ejson = gr_kzk_controller_epoch_encode(next, &elen);
     struct gr_zop ops[2] = {gr_zop_create("/controller", cjson, (int)clen, GR_ZEPHEMERAL),
                             gr_zop_set("/controller_epoch", ejson, (int)elen, ver)};
@@ -1100,6 +1106,25 @@ int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, cons
 
 static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
+}
+
+int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch) {
+    *epoch = -1;
+    const char *paths[] = {"/controller_epoch", "/controller"};
+    struct gr_zget_result res[2];
+    memset(res, 0, sizeof res);
+    (void)z_get_many(k, paths, 2, false, res); /* per-item answers below */
+    int rc = 0;
+    if (res[0].rc != GR_ZOK && res[0].rc != GR_ZNONODE) rc = zfail("get", "/controller_epoch", res[0].rc);
+    else if (res[1].rc != GR_ZOK && res[1].rc != GR_ZNONODE) rc = zfail("get", "/controller", res[1].rc);
+    int32_t e = -1;
+    /* one election wrote both (the same multi: /controller's czxid is /controller_epoch's mzxid) */
+    if (rc == 0 && res[0].rc == GR_ZOK && res[1].rc == GR_ZOK && res[1].stat.czxid == res[0].stat.mzxid &&
+        gr_kzk_controller_epoch_decode(res[0].data, (size_t)res[0].len, &e) == 0 &&
+        gr_kzk_controller_stamps(res[1].data, (size_t)res[1].len))
+        *epoch = e;
+    gr_zget_results_release(res, 2);
+    return rc;
 }
 
 int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {

@@ -90,10 +90,15 @@ int gr_kzk_endpoint_parse(const char *s, struct gr_kzk_endpoint *ep);
  * INT32_MAX): broker ids, ports, partition keys. Returns 0 or -1 (out untouched). */
 int gr_kzk_parse_nonneg_i32(const char *s, int32_t *out);
 
-/* /controller: {"version":1,"brokerid":N,"timestamp":"<ms>"}. Decode returns the brokerid;
- * (Kafka also accepts a bare integer from very old versions: so do we.) */
-char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, size_t *len);
+/* /controller: {"version":1,"brokerid":N,"timestamp":"<ms>"}, plus "gregor_state_stamps":1 when
+ * state_stamps (Gregor's: this controller stamps every state write, see gr_kzk_get_state_stamps;
+ * Kafka 2.7 reads only "brokerid"). Decode returns the brokerid; (Kafka also accepts a bare
+ * integer from very old versions: so do we.) gr_kzk_controller_stamps: whether the data carries
+ * the stamps marker. */
+#define GR_KZK_CONTROLLER_STAMPS_KEY "gregor_state_stamps"
+char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, bool state_stamps, size_t *len);
 int gr_kzk_controller_decode(const char *data, size_t len, int32_t *broker_id);
+bool gr_kzk_controller_stamps(const char *data, size_t len);
 
 /* /controller_epoch: plain decimal text, e.g. "5". */
 char *gr_kzk_controller_epoch_encode(int32_t epoch, size_t *len);
@@ -243,6 +248,9 @@ struct gr_kzk;
 struct gr_kzk *gr_kzk_new(struct gr_zk_backend *b);
 void gr_kzk_free(struct gr_kzk *k);
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k);
+/* Tests only (the simulation's controller of an earlier version): off = no state stamps in the
+ * guarded multis and no stamps marker in /controller (gr_kzk_get_state_stamps). Default on. */
+void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on);
 /* Max ops per multi batch (default 1000; tests lower it). */
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops);
 /* Guarded multis of one bulk write in flight at once (default 8; 1 = one after another). */
@@ -371,6 +379,10 @@ int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, i
  * for topics[0..n) (pipelined, no watches): mzxid[i] is its mzxid, or 0 when it is missing or
  * unreadable. Returns 0, or an error when nothing could be read. */
 int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid);
+/* The epoch of the controller now in office if it stamps (its /controller carries the stamps
+ * marker and was written by the same election as /controller_epoch), else -1 (none in office,
+ * one of an earlier version or Kafka, a hand-written znode). Returns 0 or an error. */
+int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun

@@ -402,6 +402,17 @@ static void scenario_standby_recreated_states(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* Restarts b and lets its start-up standby refresh run; with the refresh period set longer than
+ * the script (sim.standby_refresh_ms), that is its last. */
+static void restart_for_last_refresh(struct sim *s, struct sbroker *b, const char *what) {
+    s->standby_refresh_ms = 3600 * 1000;
+    node_crash(s, b, true);
+    if (!node_start(s, b)) sim_fail(s, what, "broker %d does not start again", b->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) sim_advance(s, 1000); /* its start-up refresh (due now) runs */
+    if (!s->failed) sim_settle(s);
+}
+
 /* The stamp proof (docs/ARCHITECTURE.md, "Warm standby controller"): a broker's standby is
  * refreshed, then the controller writes one topic's states (a broker dies: its leaderships move,
  * its ISR memberships go) and the controller's broker dies before any refresh. The survivor's warm
@@ -423,13 +434,7 @@ static void scenario_standby_write_after_refresh(struct sim *s) {
     create_topic(s, "sw1", r1, 1);
     if (!s->failed) sim_settle(s);
     if (s->failed) return;
-    /* x restarts with a refresh period longer than the script: its start-up load is its last */
-    s->standby_refresh_ms = 3600 * 1000;
-    node_crash(s, x, true);
-    if (!node_start(s, x)) sim_fail(s, what, "broker %d does not start again", x->id);
-    if (!s->failed) sim_settle(s);
-    if (!s->failed) sim_advance(s, 1000); /* x's start-up refresh (due now) runs */
-    if (!s->failed) sim_settle(s);
+    restart_for_last_refresh(s, x, what); /* x's start-up refresh is its last */
     if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
     if (s->failed) return;
     struct gr_kzk_leader_and_isr before, after;
@@ -458,6 +463,152 @@ static void scenario_standby_write_after_refresh(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* Stamps prove only the writes of controllers that stamp (docs/ARCHITECTURE.md, "Warm standby
+ * controller": a rolling upgrade from a Gregor without them, or a Kafka broker as controller). x's
+ * standby is refreshed under a stamping controller c; c dies while x is briefly cut off, so o, which
+ * runs as an earlier version (sbroker.no_stamps), becomes the controller and moves so0's leadership
+ * without stamping; o dies and x takes over without a refresh in between. Its failover must see
+ * that an unseen controller held office (epoch: last seen + 2) and read every state. W1 fails if it
+ * trusts the unchanged stamps. */
+static void scenario_standby_unstamped_controller(struct sim *s) {
+    const char *what = "scenario standby: a controller of an earlier version between the refresh and the failover";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *o = NULL, *x = NULL;
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!o) o = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    int32_t r0[] = {c->id, o->id}, r1[] = {c->id};
+    create_topic(s, "so0", r0, 2);
+    create_topic(s, "so1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    o->no_stamps = true; /* o restarts as an earlier version */
+    if (!s->failed) node_crash(s, o, true);
+    if (!s->failed && !node_start(s, o)) sim_fail(s, what, "broker %d does not start again", o->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) restart_for_last_refresh(s, x, what);
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    /* x misses c's death (cut off for less than a session); o wins and writes so0's state (a new
+     * leader, or none if o is not in its ISR) */
+    struct gr_kzk_leader_and_isr st;
+    bool had = zk_state(s, "so0", &st);
+    int32_t epoch_before = st.leader_epoch;
+    gr_kzk_leader_and_isr_release(&st);
+    x->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    node_crash(s, c, true);
+    settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    x->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    bool moved = had && zk_state(s, "so0", &st) && st.leader_epoch > epoch_before;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!moved || !gr_controller_is_active(o->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (so0 written by %d: %d, controller %d: %d)", o->id, moved,
+                 o->id, gr_controller_is_active(o->ctrl));
+        return;
+    }
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, o, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    if (!s->failed && g_failovers.last_warm.states_confirmed != 0)
+        sim_fail(s, what, "broker %d kept %lld states by their stamps after an unseen controller", x->id,
+                 (long long)g_failovers.last_warm.states_confirmed);
+    s->standby_refresh_ms = 0;
+    o->no_stamps = false;
+    if (!s->failed) sim_settle(s);
+}
+
+/* Runs one settle with the brokers cut[0..n) off from ZooKeeper for less than a session (they see
+ * nothing meanwhile, and keep their sessions), dead brokers kept down; then lets them back. */
+static void settle_without(struct sim *s, struct sbroker **cut, int n) {
+    for (int i = 0; i < n; i++) {
+        cut[i]->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+        zm_disconnect(cut[i]->zc);
+    }
+    s->settle_hold_cuts = true;
+    settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    for (int i = 0; i < n; i++) cut[i]->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+}
+
+/* The refreshes' half of the rule above: an unseen controller of an earlier version between two
+ * refreshes. x's standby is refreshed under c (epoch E); c dies and o (no stamps) takes over (E+1)
+ * and writes sr0's state; o resigns alive and c, back, takes over again (E+2) and leaves sr0 as it
+ * is (no AlterIsr in this script); x refreshes (sees E+2: the stamps of its E refresh prove nothing
+ * of E+1), then c dies and x takes over (E+3, one after the epoch its refresh saw, so the failover's
+ * own check passes). W1 fails if the refresh kept sr0's state by its unchanged stamp. */
+static void scenario_standby_unstamped_between_refreshes(struct sim *s) {
+    const char *what = "scenario standby: a controller of an earlier version between two refreshes";
+    s->o.alter_isr = false;
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *o = NULL, *x = NULL;
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!o) o = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    o->no_stamps = true; /* o restarts as an earlier version, before the topic exists */
+    node_crash(s, o, true);
+    if (!node_start(s, o)) sim_fail(s, what, "broker %d does not start again", o->id);
+    if (!s->failed) sim_settle(s);
+    int32_t r0[] = {c->id, o->id};
+    create_topic(s, "sr0", r0, 2);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s); /* x's standby: sr0 led by c, under c's epoch */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    node_crash(s, c, true);
+    settle_without(s, &x, 1); /* o takes over and moves sr0's leadership to itself, unstamped */
+    struct gr_kzk_leader_and_isr st;
+    bool by_o = zk_state(s, "sr0", &st) && st.leader == o->id;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!by_o || !gr_controller_is_active(o->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sr0 led by %d: %d, controller %d: %d)", o->id, by_o,
+                 o->id, gr_controller_is_active(o->ctrl));
+        return;
+    }
+    if (s->failed) return;
+    /* o resigns alive; c, back, takes over */
+    struct sbroker *ox[] = {o, x};
+    for (int i = 0; i < 2; i++) {
+        ox[i]->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+        zm_disconnect(ox[i]->zc);
+    }
+    if (gr_zkb_delete(zm_backend(s->admin), "/controller", GR_ZANY_VERSION) != GR_ZOK)
+        sim_fail(s, what, "cannot delete /controller");
+    if (!s->failed && !node_start(s, c)) sim_fail(s, what, "broker %d does not start again", c->id);
+    s->settle_hold_cuts = true;
+    if (!s->failed) settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    for (int i = 0; i < 2; i++) ox[i]->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    by_o = zk_state(s, "sr0", &st) && st.leader == o->id;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!by_o || !gr_controller_is_active(c->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sr0 still led by %d: %d, controller %d: %d)", o->id, by_o,
+                 c->id, gr_controller_is_active(c->ctrl));
+        return;
+    }
+    if (!s->failed) refresh_standbys(s); /* x's refresh sees c's new epoch */
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_without(s, &o, 1); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    o->no_stamps = false;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -481,6 +632,10 @@ static const struct {
      scenario_standby_recreated_states, true},
     {"standby: a state write between the last refresh and the failover is found by its topic's stamp", 3,
      scenario_standby_write_after_refresh, true},
+    {"standby: a controller of an earlier version (no stamps) between the refresh and the failover", 3,
+     scenario_standby_unstamped_controller, true},
+    {"standby: a controller of an earlier version (no stamps) between two refreshes", 3,
+     scenario_standby_unstamped_between_refreshes, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {

@@ -282,7 +282,7 @@ static void admin_touch_controller(struct sim *s, bool other_id) {
         return;
     if (other_id) cid = s->brokers[rng_below(&s->rng, (uint32_t)s->n_brokers)].id;
     size_t l;
-    char *json = gr_kzk_controller_encode(cid, s->now, &l);
+    char *json = gr_kzk_controller_encode(cid, s->now, gr_kzk_controller_stamps(d, (size_t)len), &l);
     int rc = gr_zkb_set(zm_backend(s->admin), "/controller", json, (int)l, GR_ZANY_VERSION, NULL);
     free(json);
     VLOG(s, "admin: rewrite /controller with brokerid %d: %s", cid, gr_zrc_name(rc));

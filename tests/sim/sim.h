@@ -192,6 +192,9 @@ struct sbroker {
     int64_t zk_cut_until;
     /* scenarios: delete.topic.enable=false from its next start (a rolling change of the setting) */
     bool delete_disabled;
+    /* scenarios: from its next start, runs as a Gregor of an earlier version (or Kafka) would: no
+     * state stamps, no stamps marker in /controller, no standby */
+    bool no_stamps;
     /* scenarios (sim.interrupt_deletion_of): its next ZooKeeper write loses the connection before
      * reaching the server, and its session expires while kzk waits to reconnect */
     bool interrupt_next_write;

@@ -447,6 +447,8 @@ static void kzk_on_model(void) {
     lose_next = 1;
     CHECK(gr_kzk_register_controller_and_increment_epoch(k, 1, &e, &v) == 0);
     CHECK(e == 1 && v == 1);
+    int32_t term = 0;
+    CHECK(gr_kzk_get_stamping_term(k, &term) == 0 && term == 1); /* a stamping controller in office */
     struct zm_client *c2 = zm_client_new(zm, 6000, NULL, NULL, NULL);
     struct gr_kzk *k2 = gr_kzk_new(zm_backend(c2));
     CHECK(gr_kzk_register_controller_and_increment_epoch(k2, 2, &e, &v) == GR_ECONTROLLER_MOVED);
@@ -455,9 +457,15 @@ static void kzk_on_model(void) {
     CHECK(gr_kzk_guarded_multi(k, 1, &op, 1, NULL) == 0);
     pipelined_states_with_loss(zm, k);
     state_stamps(zm, k);
+    /* /controller rewritten by hand without the marker (czxid kept): no longer vouched for */
+    CHECK(gr_zkb_set(gr_kzk_backend(k), "/controller", "{\"version\":1,\"brokerid\":1}", 26, -1, NULL) == GR_ZOK);
+    CHECK(gr_kzk_get_stamping_term(k, &term) == 0 && term == -1);
     gr_kzk_free(k);
     gr_zkb_destroy(zm_backend(c));
+    CHECK(gr_kzk_get_stamping_term(k2, &term) == 0 && term == -1); /* nobody in office */
+    gr_kzk_set_state_stamps(k2, false); /* an earlier version: no marker */
     CHECK(gr_kzk_register_controller_and_increment_epoch(k2, 2, &e, &v) == 0 && e == 2);
+    CHECK(gr_kzk_get_stamping_term(k2, &term) == 0 && term == -1);
     gr_kzk_free(k2);
     gr_zkb_destroy(zm_backend(c2));
     zm_free(zm);
