@@ -773,7 +773,7 @@ static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl
     }
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
     if (rc == 0)
-        CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
+        CINFO(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
                gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
                (long long)r.states_confirmed, (long long)r.states_read, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
     schedule_standby_refresh(c, standby_refresh_ms(c));

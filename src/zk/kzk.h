@@ -430,7 +430,9 @@ void gr_kzk_job_start_after_next_write(struct gr_kzk_job *j);
 int gr_kzk_job_wait(struct gr_kzk_job *j);
 /* Waits for j if it was started; a job never started is dropped without running. Frees. */
 void gr_kzk_job_free(struct gr_kzk_job *j);
-/* Unguarded conditional update of one state (pre-AlterIsr leader ISR write). */
+/* Unguarded conditional update of one state (pre-AlterIsr leader ISR write). Writes no standby
+ * stamp (gr_kzk_get_state_stamps): nothing in gregord calls it (AlterIsr goes through the
+ * controller); a caller would have to stamp. */
 int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topic,
                                               int32_t partition,
                                               const struct gr_kzk_leader_and_isr *lai,
