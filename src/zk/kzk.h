@@ -6,7 +6,9 @@
  *      crash. Encoders return a malloc'd NUL-terminated string (caller frees).
  *   B. Typed calls (kzk.c) over a backend. They retry ZooKeeper CONNECTIONLOSS/OPERATIONTIMEOUT
  *      until reconnected (Kafka's retryRequestsUntilConnected), stopping on session expiry or
- *      close. All controller writes are guarded multis (check /controller_epoch zkVersion).
+ *      close. All controller writes are guarded multis (check /controller_epoch zkVersion);
+ *      every one that writes a partition state znode also sets its topic's standby stamp
+ *      (gr_kzk_get_state_stamps) in the same transaction.
  *   C. A watch registry (watch.c) mapping paths to handlers, fed by the backend's callbacks.
  *
  * Return codes of kzk calls: 0, or
@@ -18,7 +20,8 @@
  * Per-item results inside arrays use the same codes.
  *
  * Threading: a gr_kzk may be used from several threads at once (the backend serialises what it
- * must); it is never to be called from a backend/watch callback.
+ * must); it is never to be called from a backend/watch callback. The setters (batch size, depth,
+ * async, state stamps) are called before the gr_kzk is shared.
  */
 #ifndef GR_ZK_KZK_H
 #define GR_ZK_KZK_H
