@@ -95,6 +95,9 @@ struct gr_controller {
     int32_t standby_term;   /* the epoch of the stamping controller the last refresh saw in office,
                              * -1 = none or unknown (docs/ARCHITECTURE.md "Warm standby
                              * controller": whose writes the stamps prove) */
+    int32_t standby_isr_cv; /* the cversion of /isr_change_notification the last refresh saw, -1 =
+                             * unknown: a broker that writes its ISR itself (Kafka before AlterIsr)
+                             * stamps nothing, but announces every write there */
     uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
     int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
                              * broker_epoch); a tick of another generation is stale: ignored */
@@ -763,12 +766,15 @@ static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl
     if (!c->cfg.standby_enable || c->term || c->shut_down) return 0;
     int64_t t0 = gr_clock_now_ms(c->cfg.clock), loaded = 0;
     struct gr_ctrl_load_report r = {0};
-    int32_t term = -1;
+    int32_t term = -1, isr_cv = -1;
     int rc = gr_kzk_get_stamping_term(c->kzk, &term);
+    if (rc == 0) rc = gr_kzk_get_isr_change_cversion(c->kzk, &isr_cv);
     if (rc == 0) {
-        if (term < 0 || c->standby_term < 0 || (term != c->standby_term && term != c->standby_term + 1))
+        if (term < 0 || c->standby_term < 0 || (term != c->standby_term && term != c->standby_term + 1) ||
+            isr_cv < 0 || isr_cv != c->standby_isr_cv)
             forget_stamps(&c->standby);
         c->standby_term = term;
+        c->standby_isr_cv = isr_cv;
         rc = sync_topics(c, &c->standby, false);
     }
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
@@ -808,8 +814,21 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
                  "every partition state is read",
               c->standby_term < 0 ? "no stamping controller, epoch " : "epoch ", c->standby_term, c->ctx.epoch);
         forget_stamps(&c->ctx);
+    } else if (rep->warm) {
+        /* nor do they prove anything of a broker's own ISR write (no stamp, no new epoch), which
+         * it announces in /isr_change_notification: read here, after the failover deleted what
+         * was pending (a later announcement reaches the watch armed before, and is processed) */
+        int32_t isr_cv = -1;
+        int crc = gr_kzk_get_isr_change_cversion(c->kzk, &isr_cv);
+        if (crc != 0) return crc;
+        if (isr_cv < 0 || isr_cv != c->standby_isr_cv) {
+            CINFO(c, "The standby context's stamps prove nothing: brokers announced ISR changes of their own since its "
+                     "last refresh; every partition state is read");
+            forget_stamps(&c->ctx);
+        }
     }
     c->standby_term = -1;
+    c->standby_isr_cv = -1;
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
@@ -1478,6 +1497,7 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     gr_ctrl_ctx_init(&c->ctx);
     gr_ctrl_ctx_init(&c->standby);
     c->standby_term = -1;
+    c->standby_isr_cv = -1;
     c->sm.controller_id = cfg->broker_id;
     c->sm.ctx = &c->ctx;
     c->sm.kzk = cfg->kzk;

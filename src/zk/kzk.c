@@ -1108,6 +1108,8 @@ static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
 }
 
+#define ISR_CHANGE_PARENT "/isr_change_notification"
+
 int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch) {
     *epoch = -1;
     const char *paths[] = {"/controller_epoch", "/controller"};
@@ -1125,6 +1127,17 @@ int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch) {
         *epoch = e;
     gr_zget_results_release(res, 2);
     return rc;
+}
+
+int gr_kzk_get_isr_change_cversion(struct gr_kzk *k, int32_t *cversion) {
+    *cversion = -1;
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int zrc = z_get(k, ISR_CHANGE_PARENT, false, &data, &len, &st);
+    free(data);
+    if (zrc == GR_ZOK) *cversion = st.cversion;
+    return zrc == GR_ZOK || zrc == GR_ZNONODE ? 0 : zfail("get", ISR_CHANGE_PARENT, zrc);
 }
 
 int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {

@@ -386,6 +386,11 @@ int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, 
  * marker and was written by the same election as /controller_epoch), else -1 (none in office,
  * one of an earlier version or Kafka, a hand-written znode). Returns 0 or an error. */
 int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch);
+/* The cversion of /isr_change_notification (-1 when it is missing): it moves whenever a broker
+ * that writes its ISR to ZooKeeper itself -- a Kafka broker before inter.broker.protocol.version
+ * 2.7-IV2, which stamps nothing -- announces a state write, and whenever a controller deletes such
+ * announcements. Returns 0 or an error. */
+int gr_kzk_get_isr_change_cversion(struct gr_kzk *k, int32_t *cversion);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun

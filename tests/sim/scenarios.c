@@ -609,6 +609,72 @@ static void scenario_standby_unstamped_between_refreshes(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* A state written by a broker, not a controller: a Kafka broker whose inter.broker.protocol.version
+ * predates 2.7-IV2 (a rolling upgrade from Kafka) shrinks its ISR by a conditional setData of the
+ * state znode and then creates /isr_change_notification/isr_change_N, which the controller
+ * processes (re-reads the state) and deletes (flows.c). That write carries no stamp, and no
+ * controller epoch changed. x's standby is refreshed before it; c processes the notification and
+ * dies; x takes over (b, the writer, cut off meanwhile) and W1 checks its context. W1 fails if x
+ * keeps sl0's state by its unchanged stamp. */
+static void scenario_standby_broker_isr_write(struct sim *s) {
+    const char *what = "scenario standby: an ISR shrink written by a broker of an earlier version";
+    s->o.alter_isr = false; /* no AlterIsr: the brokers leave the ISR as written */
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *b = NULL, *x = NULL; /* b: the legacy leader of sl0; x: the next controller */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!b) b = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    int32_t r0[] = {b->id, c->id}, r1[] = {b->id}; /* not x's: its restart leaves them as they are */
+    create_topic(s, "sl0", r0, 2);
+    create_topic(s, "sl1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    restart_for_last_refresh(s, x, what); /* x's start-up refresh is its last */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    struct gr_kzk_leader_and_isr st;
+    struct gr_zstat zst;
+    const char *d;
+    int len;
+    if (!s->failed && (zm_peek(s->zm, "/brokers/topics/sl0/partitions/0/state", &d, &len, &zst) != GR_ZOK ||
+                       !zk_state(s, "sl0", &st) || st.leader != b->id || st.n_isr != 2))
+        sim_fail(s, what, "the script did not run as planned (sl0 not led by %d with two in its ISR)", b->id);
+    if (s->failed) return;
+    /* b, as a Kafka leader before AlterIsr, drops c from the ISR (Partition.shrinkIsr: a conditional
+     * setData of the state, then the notification) */
+    st.isr[0] = b->id;
+    st.n_isr = 1;
+    size_t jl;
+    char *json = gr_kzk_partition_state_encode(&st, &jl);
+    gr_kzk_leader_and_isr_release(&st);
+    /* (through c's session, in a multi under c's epoch guard, only to satisfy P1 and E3, which have
+     * no notion of a legacy broker; a real one sets the znode alone) */
+    struct gr_zstat est;
+    if (zm_peek(s->zm, "/controller_epoch", &d, &len, &est) != GR_ZOK) sim_fail(s, what, "no /controller_epoch");
+    struct gr_zop ops[2] = {gr_zop_check("/controller_epoch", est.version),
+                            gr_zop_set("/brokers/topics/sl0/partitions/0/state", json, (int)jl, zst.version)};
+    struct gr_zop_result zr[2];
+    memset(zr, 0, sizeof zr);
+    if (!s->failed && gr_zkb_multi(zm_backend(c->zc), ops, 2, zr) != GR_ZOK)
+        sim_fail(s, what, "cannot write sl0's state as its leader");
+    gr_zop_results_release(zr, 2);
+    free(json);
+    struct gr_kzk_tp tp = {.topic = "sl0", .partition = 0};
+    if (!s->failed && gr_kzk_create_isr_change_notification(s->admin_kzk, &tp, 1) != 0)
+        sim_fail(s, what, "cannot create the ISR change notification");
+    if (!s->failed) settle_keep_dead(s); /* c reads sl0's state again and deletes the notification */
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_without(s, &b, 1); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    s->standby_refresh_ms = 0;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -636,6 +702,8 @@ static const struct {
      scenario_standby_unstamped_controller, true},
     {"standby: a controller of an earlier version (no stamps) between two refreshes", 3,
      scenario_standby_unstamped_between_refreshes, true},
+    {"standby: an ISR shrink written by a broker of an earlier version (no stamp, no new epoch)", 3,
+     scenario_standby_broker_isr_write, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {
