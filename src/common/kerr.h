@@ -104,7 +104,8 @@
     X(UNACCEPTABLE_CREDENTIAL, 93)                       \
     X(INCONSISTENT_VOTER_SET, 94)                        \
     X(INVALID_UPDATE_VERSION, 95)                        \
-    X(FEATURE_UPDATE_FAILED, 96)
+    X(FEATURE_UPDATE_FAILED, 96)                         \
+    X(TRANSACTIONAL_ID_NOT_FOUND, 105)
 
 enum gr_kerr {
 #define GR_KERR_ENUM(name, val) GR_KERR_##name = (val),
