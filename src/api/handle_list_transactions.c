@@ -3,7 +3,8 @@
  * TransactionStateManager.listTransactionStates: the ids of the __transaction_state partitions
  * this broker coordinates, filtered by state names (names Kafka does not know are echoed in
  * UnknownStateFilters and match nothing), producer ids and duration (v1: only transactions
- * started more than DurationFilter ms ago; < 0 = all), and then by TransactionalId DESCRIBE (ids
+ * started more than DurationFilter ms ago; < 0 = all; as Kafka, an id whose start time is -1 --
+ * Empty since InitProducerId -- passes any duration), and then by TransactionalId DESCRIBE (ids
  * the principal may not describe are left out, no error). COORDINATOR_LOAD_IN_PROGRESS while a
  * partition is loading, COORDINATOR_NOT_AVAILABLE without a coordinator. */
 #include <stdlib.h>

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/ctl.h"
 #include "cmd/ctl_kafka.h"
@@ -57,6 +58,46 @@ static int fail(const char *what, int16_t code, const char *server_msg) {
     const char *msg = server_msg && *server_msg ? server_msg : ctl_java_message(code);
     fprintf(stderr, "%s: %s. Enable debug logging for additional detail.\n", what, msg ? msg : gr_kerr_name(code));
     return 1;
+}
+
+static int fail_msg(const char *what, const char *msg) {
+    fprintf(stderr, "%s: %s. Enable debug logging for additional detail.\n", what, msg);
+    return 1;
+}
+
+/* The exception message Kafka 3.9's admin client gives a DescribeProducers partition error
+ * (DescribeProducersHandler.handlePartitionError). Where Kafka retries until its timeout
+ * (NOT_LEADER_OR_FOLLOWER without --broker-id, UNKNOWN_TOPIC_OR_PARTITION) the error is printed
+ * at once with the broker's message. */
+static int fail_dp(const char *what, const char *topic, int32_t partition, int32_t broker_id,
+                   const struct DescribeProducersResponse_PartitionResponse *pr) {
+    char m[1024];
+    const char *sm = pr->ErrorMessage && *pr->ErrorMessage ? pr->ErrorMessage : ctl_java_message(pr->ErrorCode);
+    if (!sm) sm = gr_kerr_name(pr->ErrorCode);
+    switch (pr->ErrorCode) {
+    case GR_KERR_NOT_LEADER_OR_FOLLOWER:
+        if (broker_id >= 0) {
+            snprintf(m, sizeof m, "Failed to describe active producers for partition %s-%d on brokerId %d", topic,
+                     partition, broker_id);
+            return fail_msg(what, m);
+        }
+        return fail_msg(what, sm);
+    case GR_KERR_UNKNOWN_TOPIC_OR_PARTITION:
+    case GR_KERR_NETWORK_EXCEPTION: return fail_msg(what, sm);
+    case GR_KERR_INVALID_TOPIC_EXCEPTION:
+        snprintf(m, sizeof m, "Failed to fetch metadata for partition %s-%d due to invalid topic error: %s", topic,
+                 partition, sm);
+        return fail_msg(what, m);
+    case GR_KERR_TOPIC_AUTHORIZATION_FAILED:
+        snprintf(m, sizeof m,
+                 "Failed to describe active producers for partition %s-%d due to authorization failure on topic `%s`",
+                 topic, partition, topic);
+        return fail_msg(what, m);
+    default:
+        snprintf(m, sizeof m, "Failed to describe active producers for partition %s-%d due to unexpected error", topic,
+                 partition);
+        return fail_msg(what, m);
+    }
 }
 
 /* ---- a table as ToolsUtils.prettyPrintTable prints it ---- */
@@ -226,6 +267,27 @@ static int target_of(const struct cluster *c, const char *topic, int32_t p, int3
     return 0;
 }
 
+/* target_of, with the metadata read again while the partition is unknown or has no leader, until
+ * --timeout-ms (as Kafka's admin client retries its metadata lookup: a topic just created may not
+ * have reached the bootstrap broker yet). */
+static int target_wait(const struct ctl_opts *o, struct cluster *c, const char *topic, int32_t p, int32_t broker_id,
+                       int32_t *out) {
+    int64_t deadline = gr_wall_ms() + o->timeout_ms;
+    const char *topics[1] = {topic};
+    for (;;) {
+        int err = target_of(c, topic, p, broker_id, out);
+        if (err == 0 || gr_wall_ms() >= deadline) return err;
+        usleep(200 * 1000);
+        struct cluster again;
+        if (cluster_load(o, topics, 1, &again) != 0) {
+            cluster_free(&again);
+            return err;
+        }
+        cluster_free(c);
+        *c = again;
+    }
+}
+
 static char *txn_start_str(int64_t off) { return off >= 0 ? fmt("%" PRId64, off) : gr_strdup("None"); }
 
 static int cmd_describe_producers(const struct ctl_opts *o, const char *topic, int32_t partition, int32_t broker_id) {
@@ -242,7 +304,7 @@ static int cmd_describe_producers(const struct ctl_opts *o, const char *topic, i
         return 1;
     }
     struct tp want = {topic, partition, -1};
-    int err = target_of(&c, topic, partition, broker_id, &want.broker);
+    int err = target_wait(o, &c, topic, partition, broker_id, &want.broker);
     if (err) {
         cluster_free(&c);
         return fail(what, (int16_t)err, NULL);
@@ -250,7 +312,7 @@ static int cmd_describe_producers(const struct ctl_opts *o, const char *topic, i
     const struct DescribeProducersResponse_PartitionResponse *pr;
     describe_producers(&c, &want, 1, &pr, &c.ar);
     if (pr->ErrorCode != GR_KERR_NONE) {
-        int rc = fail(what, pr->ErrorCode, pr->ErrorMessage);
+        int rc = fail_dp(what, topic, partition, broker_id, pr);
         cluster_free(&c);
         return rc;
     }
@@ -281,7 +343,7 @@ static int cmd_abort(const struct ctl_opts *o, const char *topic, int32_t partit
         return 1;
     }
     int32_t leader = -1;
-    int err = target_of(&c, topic, partition, -1, &leader);
+    int err = target_wait(o, &c, topic, partition, -1, &leader);
     char what[512];
     if (start_offset >= 0) {
         snprintf(what, sizeof what, "Failed to validate producer state for partition %s-%d", topic, partition);
@@ -293,7 +355,7 @@ static int cmd_abort(const struct ctl_opts *o, const char *topic, int32_t partit
         const struct DescribeProducersResponse_PartitionResponse *pr;
         describe_producers(&c, &want, 1, &pr, &c.ar);
         if (pr->ErrorCode != GR_KERR_NONE) {
-            int rc = fail(what, pr->ErrorCode, pr->ErrorMessage);
+            int rc = fail_dp(what, topic, partition, -1, pr);
             cluster_free(&c);
             return rc;
         }
@@ -455,10 +517,31 @@ static int cmd_describe(const struct ctl_opts *o, const char *id) {
     }
     int32_t coord = -1;
     const struct DescribeTransactionsResponse_TransactionState *s;
-    int16_t e = describe_txn(&c, id, &coord, &s, &c.ar);
+    /* Kafka's admin client finds the coordinator again on NOT_COORDINATOR /
+     * COORDINATOR_NOT_AVAILABLE and retries COORDINATOR_LOAD_IN_PROGRESS, within its timeout */
+    int64_t deadline = gr_wall_ms() + o->timeout_ms;
+    int16_t e;
+    for (;;) {
+        e = describe_txn(&c, id, &coord, &s, &c.ar);
+        if ((e != GR_KERR_NOT_COORDINATOR && e != GR_KERR_COORDINATOR_NOT_AVAILABLE &&
+             e != GR_KERR_COORDINATOR_LOAD_IN_PROGRESS) ||
+            gr_wall_ms() >= deadline)
+            break;
+        usleep(200 * 1000);
+    }
     if (e != GR_KERR_NONE) {
+        char m[600];
+        if (e == GR_KERR_TRANSACTIONAL_ID_NOT_FOUND)
+            snprintf(m, sizeof m, "DescribeTransactions request for transactionalId `%s` failed because the ID could "
+                     "not be found", id);
+        else if (e == GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            snprintf(m, sizeof m, "DescribeTransactions request for transactionalId `%s` failed due to authorization "
+                     "failure", id);
+        else
+            snprintf(m, sizeof m, "DescribeTransactions request for transactionalId `%s` failed due to unexpected "
+                     "error", id);
         cluster_free(&c);
-        return fail(what, e, NULL);
+        return fail_msg(what, m);
     }
     static const char *const headers[] = {"CoordinatorId", "TransactionalId", "ProducerId",
                                           "ProducerEpoch", "TransactionState", "TransactionTimeoutMs",
