@@ -426,3 +426,33 @@ def test_gregorctl_transactions_errors(two):
     assert table(ctl(cl, "describe-producers", "--topic", "terr", "--partition", "0").stdout) == [[
         "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
         "CurrentTransactionStartOffset"]]
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_hanging_transaction_survives_restart_and_is_aborted(two, how):
+    """The open transaction's start offset is producer state (snapshot + log replay): after the
+    leader's restart (clean or SIGKILL) DescribeProducers still shows it, find-hanging still finds
+    it, and the abort written then frees the LSO."""
+    cl = two
+    create(cl, "hr", 1, rf=1)
+    leader = state(cl, "hr", 0)["leader"]
+    pid, epoch, start = hanging_txn(cl, "hr-tx", "hr", 0, [b"r1"])
+    if how == "stop":
+        cl[leader].stop()
+    else:
+        cl[leader].kill()
+    cl[leader].start()
+    port = cl[leader].port
+
+    def open_txn():
+        [t] = describe_producers(port, [("hr", [0])])
+        p = t["Partitions"][0]
+        return p["ErrorCode"] == 0 and [s["CurrentTxnStartOffset"] for s in p["ActiveProducers"]
+                                        if s["ProducerId"] == pid]
+    assert H.wait_for(open_txn, 60, "producer state after restart") == [start]
+    assert lso(port, "hr", 0) == start
+    rows = table(ctl(cl, "find-hanging", "--broker-id", str(leader)).stdout)
+    assert [r[:6] for r in rows[1:]] == [["hr", "0", str(pid), str(epoch), "-1", str(start)]]
+    ctl(cl, "abort", "--topic", "hr", "--partition", "0", "--start-offset", str(start))
+    H.wait_for(lambda: lso(port, "hr", 0) > start, 30, "LSO past the aborted transaction")
+    assert open_txn() == [-1]
