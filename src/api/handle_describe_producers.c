@@ -5,8 +5,10 @@
  * for each requested partition, with Kafka's message (ApiError); otherwise each partition gets the producer states of its local
  * replica (replication/active_producers.c: leader or follower, as Kafka; NOT_LEADER_OR_FOLLOWER
  * when not hosted here, KAFKA_STORAGE_ERROR after a log directory failure). The response is as
- * large as the request's partitions times their producers, both bounded (the request size, the
- * producer-state table). */
+ * large as the request's partitions times their producers: a request naming one busy partition
+ * millions of times would make a response thousands of times its size, so past
+ * GR_DESCRIBE_PRODUCERS_MAX_ENTRIES partition answers plus producer states the connection is
+ * closed instead (Kafka has no such bound; its admin client asks 500 partitions at a time). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,12 +23,19 @@
 #include "replication/replica_manager.h"
 #include "storage/producer_state.h"
 
-static void fill_partition(struct gr_broker *b, struct gr_api_req *req, const char *topic,
-                           struct DescribeProducersResponse_PartitionResponse *pr) {
+#define GR_DESCRIBE_PRODUCERS_MAX_ENTRIES (1 << 20)
+
+/* Returns how many producer states it added. */
+static int fill_partition(struct gr_broker *b, struct gr_api_req *req, const char *topic,
+                          struct DescribeProducersResponse_PartitionResponse *pr, int64_t room) {
     struct gr_pstate_entry *v = NULL;
     int n = 0;
     pr->ErrorCode = gr_rm_active_producers(b->replica_manager, topic, pr->PartitionIndex, &v, &n);
     if (pr->ErrorCode != GR_KERR_NONE) n = 0;
+    if (n > room) {
+        free(v);
+        return n;
+    }
     pr->ActiveProducersCount = n;
     pr->ActiveProducers = gr_api_alloc(req, (size_t)(n + 1) * sizeof *pr->ActiveProducers);
     for (int i = 0; i < n; i++) {
@@ -40,6 +49,7 @@ static void fill_partition(struct gr_broker *b, struct gr_api_req *req, const ch
         s->CurrentTxnStartOffset = e->txn_first_offset;
     }
     free(v);
+    return n;
 }
 
 void gr_handle_describe_producers(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
@@ -51,6 +61,7 @@ void gr_handle_describe_producers(struct gr_broker *b, struct gr_api_req *req, c
     resp->ThrottleTimeMs = 0;
     resp->TopicsCount = nt;
     resp->Topics = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *resp->Topics);
+    int64_t entries = 0;
     for (int t = 0; t < nt; t++) {
         const struct DescribeProducersRequest_TopicRequest *rt = &r->Topics[t];
         struct DescribeProducersResponse_TopicResponse *ot = &resp->Topics[t];
@@ -68,6 +79,7 @@ void gr_handle_describe_producers(struct gr_broker *b, struct gr_api_req *req, c
         if (terr == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION)
             snprintf(msg, sizeof msg, "This server does not host this topic-partition.");
         int np = GR_MAX(rt->PartitionIndexesCount, 0);
+        if ((entries += np) > GR_DESCRIBE_PRODUCERS_MAX_ENTRIES) goto too_large;
         ot->PartitionsCount = np;
         ot->Partitions = gr_api_alloc(req, (size_t)(np + 1) * sizeof *ot->Partitions);
         for (int i = 0; i < np; i++) {
@@ -81,8 +93,12 @@ void gr_handle_describe_producers(struct gr_broker *b, struct gr_api_req *req, c
                 pr->ActiveProducers = NULL;
                 continue;
             }
-            fill_partition(b, req, name, pr);
+            entries += fill_partition(b, req, name, pr, GR_DESCRIBE_PRODUCERS_MAX_ENTRIES - entries);
+            if (entries > GR_DESCRIBE_PRODUCERS_MAX_ENTRIES) goto too_large;
         }
     }
     gr_api_respond(req, resp);
+    return;
+too_large:
+    gr_api_close(req, "DescribeProducers: the answer would hold over 2^20 partitions and producer states");
 }

@@ -26,6 +26,8 @@ static int state_from_name(const char *name) {
     return -1;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 void gr_handle_list_transactions(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                  void *body) {
     const struct ListTransactionsRequest *r = body;
@@ -49,15 +51,18 @@ void gr_handle_list_transactions(struct gr_broker *b, struct gr_api_req *req, co
     struct gr_txn_listing *l = NULL;
     int n = 0;
     resp->ErrorCode = gr_txn_list(b->txn_coordinator, &f, &l, &n);
-    /* Kafka fills UnknownStateFilters only when it gets as far as listing */
+    /* Kafka fills UnknownStateFilters only when it gets as far as listing, each name once (a set:
+     * sorted here, so a request of millions of names costs n log n) */
     if (resp->ErrorCode == GR_KERR_NONE) {
-        for (int i = 0; i < nsf; i++) {
-            if (state_from_name(r->StateFilters[i]) >= 0) continue;
-            bool dup = false;
-            for (int k = 0; k < resp->UnknownStateFiltersCount && !dup; k++)
-                dup = strcmp(resp->UnknownStateFilters[k], r->StateFilters[i] ? r->StateFilters[i] : "") == 0;
-            if (!dup) resp->UnknownStateFilters[resp->UnknownStateFiltersCount++] = r->StateFilters[i] ? r->StateFilters[i] : "";
-        }
+        for (int i = 0; i < nsf; i++)
+            if (state_from_name(r->StateFilters[i]) < 0)
+                resp->UnknownStateFilters[resp->UnknownStateFiltersCount++] = r->StateFilters[i] ? r->StateFilters[i] : "";
+        qsort(resp->UnknownStateFilters, (size_t)resp->UnknownStateFiltersCount, sizeof(char *), cmp_str);
+        int k = 0;
+        for (int i = 0; i < resp->UnknownStateFiltersCount; i++)
+            if (k == 0 || strcmp(resp->UnknownStateFilters[k - 1], resp->UnknownStateFilters[i]) != 0)
+                resp->UnknownStateFilters[k++] = resp->UnknownStateFilters[i];
+        resp->UnknownStateFiltersCount = k;
     }
     resp->TransactionStates = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->TransactionStates);
     for (int i = 0; i < n; i++) {

@@ -40,13 +40,16 @@ void gr_txn_description_release(struct gr_txn_description *d) {
     d->n_parts = 0;
 }
 
-static bool include(const struct txn_meta *m, const struct gr_txn_list_filter *f, int64_t now) {
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* pids: f's producer ids sorted (Kafka's set; a request may carry millions) */
+static bool include(const struct txn_meta *m, const struct gr_txn_list_filter *f, const int64_t *pids, int64_t now) {
     if (m->state == GR_TXN_DEAD) return false; /* being expired (Kafka filters it too) */
-    if (f->n_producer_ids > 0) {
-        bool found = false;
-        for (int i = 0; i < f->n_producer_ids && !found; i++) found = f->producer_ids[i] == m->pid;
-        if (!found) return false;
-    }
+    if (f->n_producer_ids > 0 && !bsearch(&m->pid, pids, (size_t)f->n_producer_ids, sizeof *pids, cmp_i64))
+        return false;
     if (f->filter_states && !(f->state_mask & (1u << m->state))) return false;
     if (f->duration_ms >= 0 && now - m->start_ts <= f->duration_ms) return false;
     return true;
@@ -60,6 +63,12 @@ int16_t gr_txn_list(struct gr_txn_coordinator *tc, const struct gr_txn_list_filt
     int16_t err = GR_KERR_NONE;
     int cap = 0;
     int64_t now = gr_wall_ms();
+    int64_t *pids = NULL;
+    if (f->n_producer_ids > 0) {
+        pids = gr_malloc((size_t)f->n_producer_ids * sizeof *pids);
+        memcpy(pids, f->producer_ids, (size_t)f->n_producer_ids * sizeof *pids);
+        qsort(pids, (size_t)f->n_producer_ids, sizeof *pids, cmp_i64);
+    }
     pthread_mutex_lock(&tc->mu);
     if (tc->stopping) err = GR_KERR_COORDINATOR_NOT_AVAILABLE;
     for (int32_t p = 0; err == GR_KERR_NONE && p < tc->nparts; p++)
@@ -67,7 +76,7 @@ int16_t gr_txn_list(struct gr_txn_coordinator *tc, const struct gr_txn_list_filt
     for (int b = 0; err == GR_KERR_NONE && b < NB; b++) {
         for (struct txn_meta *m = tc->buckets[b]; m; m = m->next) {
             if (m->log_part < 0 || m->log_part >= tc->nparts || tc->parts[m->log_part].state != P_OWNED) continue;
-            if (!include(m, f, now)) continue;
+            if (!include(m, f, pids, now)) continue;
             if (*n == cap) {
                 cap = cap ? cap * 2 : 16;
                 *out = gr_realloc(*out, (size_t)cap * sizeof **out);
@@ -77,6 +86,7 @@ int16_t gr_txn_list(struct gr_txn_coordinator *tc, const struct gr_txn_list_filt
         }
     }
     pthread_mutex_unlock(&tc->mu);
+    free(pids);
     return err;
 }
 

@@ -156,6 +156,14 @@ def test_describe_producers(two):
     assert t["Partitions"][0]["ErrorCode"] == NOT_LEADER_OR_FOLLOWER
     # nothing asked, nothing answered
     assert K.call(cl[leader].port, DP, 0, {"Topics": []})["Topics"] == []
+    # one partition named 2^20 + 1 times (a 4 MB request asking for an answer of every producer
+    # each time): the connection is closed, memory stays bounded, the broker keeps serving
+    frame = K.encode_request(DP, 0, {"Topics": [{"Name": "dp", "PartitionIndexes": [0] * ((1 << 20) + 1)}]})
+    s = socket.create_connection(("127.0.0.1", cl[leader].port), timeout=10)
+    s.sendall(frame)
+    assert W.closed_by_peer(s, timeout=20)
+    s.close()
+    assert alive(cl[leader].port)
     # a body cut short: the connection is closed and the broker keeps serving
     truncated(cl[leader].port, DP, 0, {"Topics": [{"Name": "dp", "PartitionIndexes": [0, 1, 2]}]}, 5)
     assert alive(cl[leader].port)
