@@ -507,6 +507,21 @@ static int16_t describe_txn(const struct cluster *c, const char *id, int32_t *co
     return (*out)->ErrorCode;
 }
 
+/* describe_txn as Kafka's admin client does it: the coordinator is found again on NOT_COORDINATOR /
+ * COORDINATOR_NOT_AVAILABLE and COORDINATOR_LOAD_IN_PROGRESS is retried, within --timeout-ms. */
+static int16_t describe_txn_retry(const struct cluster *c, const char *id, int32_t *coordinator,
+                                  const struct DescribeTransactionsResponse_TransactionState **out, struct gr_arena *a) {
+    int64_t deadline = gr_wall_ms() + c->timeout_ms;
+    for (;;) {
+        int16_t e = describe_txn(c, id, coordinator, out, a);
+        if ((e != GR_KERR_NOT_COORDINATOR && e != GR_KERR_COORDINATOR_NOT_AVAILABLE &&
+             e != GR_KERR_COORDINATOR_LOAD_IN_PROGRESS) ||
+            gr_wall_ms() >= deadline)
+            return e;
+        usleep(200 * 1000);
+    }
+}
+
 static int cmd_describe(const struct ctl_opts *o, const char *id) {
     char what[512];
     snprintf(what, sizeof what, "Failed to describe transaction state of transactional-id `%s`", id);
@@ -517,18 +532,7 @@ static int cmd_describe(const struct ctl_opts *o, const char *id) {
     }
     int32_t coord = -1;
     const struct DescribeTransactionsResponse_TransactionState *s;
-    /* Kafka's admin client finds the coordinator again on NOT_COORDINATOR /
-     * COORDINATOR_NOT_AVAILABLE and retries COORDINATOR_LOAD_IN_PROGRESS, within its timeout */
-    int64_t deadline = gr_wall_ms() + o->timeout_ms;
-    int16_t e;
-    for (;;) {
-        e = describe_txn(&c, id, &coord, &s, &c.ar);
-        if ((e != GR_KERR_NOT_COORDINATOR && e != GR_KERR_COORDINATOR_NOT_AVAILABLE &&
-             e != GR_KERR_COORDINATOR_LOAD_IN_PROGRESS) ||
-            gr_wall_ms() >= deadline)
-            break;
-        usleep(200 * 1000);
-    }
+    int16_t e = describe_txn_retry(&c, id, &coord, &s, &c.ar);
     if (e != GR_KERR_NONE) {
         char m[600];
         if (e == GR_KERR_TRANSACTIONAL_ID_NOT_FOUND)
@@ -683,7 +687,7 @@ static int cmd_find_hanging(const struct ctl_opts *o, int32_t broker_id, const c
         gr_arena_init(&a);
         int32_t coord;
         const struct DescribeTransactionsResponse_TransactionState *s;
-        int16_t e = describe_txn(&c, id, &coord, &s, &a);
+        int16_t e = describe_txn_retry(&c, id, &coord, &s, &a);
         if (e == GR_KERR_TRANSACTIONAL_ID_NOT_FOUND) {
             cands[i].hanging = true;
         } else if (e != GR_KERR_NONE) {
