@@ -244,6 +244,31 @@ def test_list_and_describe_transactions(two):
     assert alive(cport)
 
 
+
+def test_describe_transactions_bounded(two):
+    """DescribeTransactions repeats a transaction's partitions for every time its id is named: an
+    id named 2^19 times (a 4 MB request) for a transaction over 2 partitions would make an answer
+    of 2^20 partitions and more; the connection is closed instead, the broker keeps serving."""
+    cl = two
+    create(cl, "dtb", 2, rf=1)
+    tid = "dtb-tx"
+    cport = cl[coordinator(cl, tid)].port
+    pid, epoch = init_pid(cport, tid)
+    add_partition(cport, tid, pid, epoch, "dtb", 0)
+    add_partition(cport, tid, pid, epoch, "dtb", 1)
+    [x] = K.call(cport, DT, 0, {"TransactionalIds": [tid]})["TransactionStates"]
+    assert x["ErrorCode"] == NONE and x["Topics"] == [{"Topic": "dtb", "Partitions": [0, 1]}]
+    # a thousand times: answered
+    r = K.call(cport, DT, 0, {"TransactionalIds": [tid] * 1000})["TransactionStates"]
+    assert len(r) == 1000 and all(len(x["Topics"][0]["Partitions"]) == 2 for x in r)
+    frame = K.encode_request(DT, 0, {"TransactionalIds": [tid] * (1 << 19)})
+    s = socket.create_connection(("127.0.0.1", cport), timeout=10)
+    s.sendall(frame)
+    assert W.closed_by_peer(s, timeout=30)
+    s.close()
+    assert alive(cport)
+
+
 @pytest.fixture
 def secured(cluster_factory, zk_connect):
     cfg = dict(CONFIG)
