@@ -25,7 +25,9 @@
  * Every request goes through the CLI's one Kafka client (ctl_kafka.h -> net/kafka_client.c), one
  * connection per broker asked. Single-threaded; memory is the cluster's metadata plus the
  * answers, each bounded by the broker's response sizes. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -731,8 +733,9 @@ static int cmd_find_hanging(const struct ctl_opts *o, int32_t broker_id, const c
 static bool parse_i64(const char *s, int64_t *out) {
     char *end;
     if (!s || !*s) return false;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*end) return false;
+    if (*end || errno == ERANGE) return false;
     *out = v;
     return true;
 }
@@ -748,14 +751,21 @@ int ctl_transactions_main(const struct ctl_opts *o, int argc, char **argv) {
         bool ok = v != NULL;
         if (strcmp(a, "--topic") == 0 && v) topic = v;
         else if (strcmp(a, "--transactional-id") == 0 && v) id = v;
-        else if (strcmp(a, "--partition") == 0) ok = (have_partition = parse_i64(v, &partition)) && partition >= 0;
-        else if (strcmp(a, "--broker-id") == 0) ok = parse_i64(v, &broker) && broker >= 0;
+        /* Kafka's argparse types (Integer, Short, Long) refuse what does not fit: a value cast to
+         * a narrower type would name another partition or epoch (--partition 4294967296 is 0,
+         * --producer-epoch 65541 is 5), and abort writes a marker there */
+        else if (strcmp(a, "--partition") == 0)
+            ok = (have_partition = parse_i64(v, &partition)) && partition >= 0 && partition <= INT32_MAX;
+        else if (strcmp(a, "--broker-id") == 0) ok = parse_i64(v, &broker) && broker >= 0 && broker <= INT32_MAX;
         else if (strcmp(a, "--start-offset") == 0) ok = parse_i64(v, &start) && start >= 0;
         else if (strcmp(a, "--producer-id") == 0) ok = have_pid = parse_i64(v, &pid);
-        else if (strcmp(a, "--producer-epoch") == 0) ok = have_pepoch = parse_i64(v, &pepoch);
-        else if (strcmp(a, "--coordinator-epoch") == 0) ok = have_cepoch = parse_i64(v, &cepoch);
+        else if (strcmp(a, "--producer-epoch") == 0)
+            ok = (have_pepoch = parse_i64(v, &pepoch)) && pepoch >= INT16_MIN && pepoch <= INT16_MAX;
+        else if (strcmp(a, "--coordinator-epoch") == 0)
+            ok = (have_cepoch = parse_i64(v, &cepoch)) && cepoch >= INT32_MIN && cepoch <= INT32_MAX;
         else if (strcmp(a, "--duration-filter") == 0) ok = parse_i64(v, &duration);
-        else if (strcmp(a, "--max-transaction-timeout") == 0) ok = parse_i64(v, &maxmin) && maxmin >= 0;
+        else if (strcmp(a, "--max-transaction-timeout") == 0)
+            ok = parse_i64(v, &maxmin) && maxmin >= 0 && maxmin <= INT32_MAX;
         else ok = false;
         if (!ok) {
             fprintf(stderr, "gregorctl transactions %s: bad argument %s\n", sub, a);

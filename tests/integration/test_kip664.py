@@ -489,3 +489,24 @@ def test_hanging_transaction_survives_restart_and_is_aborted(two, how):
     ctl(cl, "abort", "--topic", "hr", "--partition", "0", "--start-offset", str(start))
     H.wait_for(lambda: lso(port, "hr", 0) > start, 30, "LSO past the aborted transaction")
     assert open_txn() == [-1]
+
+
+@pytest.mark.parametrize("args", [
+    ["abort", "--topic", "t", "--partition", "4294967296", "--producer-id", "1", "--producer-epoch", "0",
+     "--coordinator-epoch", "0"],
+    ["abort", "--topic", "t", "--partition", "0", "--producer-id", "1", "--producer-epoch", "65541",
+     "--coordinator-epoch", "0"],
+    ["abort", "--topic", "t", "--partition", "0", "--producer-id", "1", "--producer-epoch", "0",
+     "--coordinator-epoch", "4294967296"],
+    ["abort", "--topic", "t", "--partition", "0", "--producer-id", "99999999999999999999", "--producer-epoch", "0",
+     "--coordinator-epoch", "0"],
+    ["find-hanging", "--broker-id", "4294967297"],
+    ["find-hanging", "--topic", "t", "--max-transaction-timeout", "999999999999999999"],
+])
+def test_gregorctl_transactions_out_of_range_arguments(args):
+    """Kafka's argparse types refuse numbers that do not fit: a value cast to a narrower type would
+    name another partition or epoch (abort would write its marker there). Refused before any
+    connection (nothing listens on the bootstrap address)."""
+    r = subprocess.run([H.GREGORCTL, "--bootstrap-server", "127.0.0.1:1", "transactions", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "bad argument" in r.stderr, (r.returncode, r.stderr)
