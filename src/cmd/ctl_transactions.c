@@ -586,6 +586,38 @@ static int cmd_describe(const struct ctl_opts *o, const char *id) {
 
 /* ---- find-hanging ---- */
 
+/* An open transaction whose producer id no broker lists is called hanging; but a
+ * __transaction_state partition without a live leader has nobody to list its ids, and a live
+ * transaction of such an id (say in PrepareCommit while its coordinator is down) would be called
+ * hanging and then aborted, and its coordinator's COMMIT marker would later find nothing to
+ * commit there. GR_KERR_NONE when every partition of __transaction_state has a leader among the
+ * live brokers (or the topic does not exist: no transactional id exists), else the error. */
+static int16_t coordinators_available(const struct ctl_opts *o, const char **why) {
+    const char *topics[1] = {"__transaction_state"};
+    struct cluster tc;
+    *why = NULL;
+    if (cluster_load(o, topics, 1, &tc) != 0) {
+        cluster_free(&tc);
+        return GR_KERR_NETWORK_EXCEPTION;
+    }
+    int16_t err = GR_KERR_NONE;
+    const struct MetadataResponse_MetadataResponseTopic *mt = md_topic(&tc, topics[0]);
+    if (mt && mt->ErrorCode != GR_KERR_NONE && mt->ErrorCode != GR_KERR_UNKNOWN_TOPIC_OR_PARTITION)
+        err = mt->ErrorCode;
+    for (int p = 0; mt && err == GR_KERR_NONE && mt->ErrorCode == GR_KERR_NONE && p < mt->PartitionsCount; p++) {
+        bool live = false;
+        for (int b = 0; b < tc.md->BrokersCount && !live; b++)
+            live = mt->Partitions[p].LeaderId >= 0 && tc.md->Brokers[b].NodeId == mt->Partitions[p].LeaderId;
+        if (!live) {
+            err = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+            *why = "a partition of __transaction_state has no live leader: the transactional ids it holds cannot "
+                   "be listed, so an open transaction cannot be told hanging";
+        }
+    }
+    cluster_free(&tc);
+    return err;
+}
+
 static int cmd_find_hanging(const struct ctl_opts *o, int32_t broker_id, const char *topic, int32_t partition,
                             int64_t max_timeout_min) {
     if (!topic && broker_id < 0) {
@@ -669,11 +701,15 @@ static int cmd_find_hanging(const struct ctl_opts *o, int32_t broker_id, const c
             for (int k = 0; k < np && !dup; k++) dup = pids[k] == cands[i].s->ProducerId;
             if (!dup) pids[np++] = cands[i].s->ProducerId;
         }
-        int16_t e = list_all(&c, pids, np, -1, &l, &nl);
+        const char *why = NULL;
+        int16_t e = coordinators_available(o, &why);
+        if (e == GR_KERR_NONE) e = list_all(&c, pids, np, -1, &l, &nl);
+        /* the coordinators again: one that lost its partition while we listed */
+        if (e == GR_KERR_NONE) e = coordinators_available(o, &why);
         if (e != GR_KERR_NONE) {
             char what[200];
             snprintf(what, sizeof what, "Failed to list transactions for %d producers", np);
-            rc = fail(what, e, NULL);
+            rc = fail(what, e, why);
         }
         free(pids);
     }

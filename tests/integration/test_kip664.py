@@ -276,6 +276,7 @@ def secured(cluster_factory, zk_connect):
     cfg["transaction.partition.verification.enable"] = "false"
     cfg["transaction.state.log.replication.factor"] = "1"
     cfg["transaction.state.log.min.isr"] = "1"
+    cfg["transaction.state.log.min.isr"] = "1"
     cfg["offsets.topic.replication.factor"] = "1"
     return cluster_factory(zk_connect, n=1, config=cfg)
 
@@ -510,3 +511,32 @@ def test_gregorctl_transactions_out_of_range_arguments(args):
     r = subprocess.run([H.GREGORCTL, "--bootstrap-server", "127.0.0.1:1", "transactions", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "bad argument" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_find_hanging_refuses_when_a_coordinator_is_down(cluster_factory, zk_connect):
+    """A live transaction (its partition added, so its coordinator will end it) whose last write is
+    older than the bound, whose coordinator's broker is down (__transaction_state replication factor
+    1): no broker can list its id, which find-hanging must not take for "no transactional id"
+    (hanging), or the operator's abort would lose the data the coordinator commits later."""
+    cfg = dict(CONFIG)
+    cfg["transaction.partition.verification.enable"] = "false"
+    cfg["transaction.state.log.replication.factor"] = "1"
+    cfg["transaction.state.log.min.isr"] = "1"
+    cl = cluster_factory(zk_connect, n=2, config=cfg)
+    create(cl, "fpos", 1, rf=1)
+    leader = state(cl, "fpos", 0)["leader"]
+    tid = next(f"fpos-{i}" for i in range(1000) if coordinator(cl, f"fpos-{i}") != leader)
+    cport = cl[coordinator(cl, tid)].port
+    pid, epoch = init_pid(cport, tid, timeout_ms=600000)
+    add_partition(cport, tid, pid, epoch, "fpos", 0)
+    old = int(time.time() * 1000) - 20 * 60 * 1000
+    assert produce(cl[leader].port, tid, "fpos", 0, batch([b"v"], pid, epoch, 0, old))["ErrorCode"] == 0
+    # its coordinator lists the partition: not hanging
+    assert table(ctl(cl, "find-hanging", "--topic", "fpos").stdout)[1:] == []
+    cl[coordinator(cl, tid)].stop()
+    lport = cl[leader].port
+    H.wait_for(lambda: [b["NodeId"] for b in K.call(lport, 3, 9, {"Topics": None})["Brokers"]] == [leader], 60,
+               "the coordinator's broker gone from the metadata")
+    r = ctl(cl, "find-hanging", "--topic", "fpos", check=False)
+    assert r.returncode == 1 and "has no live leader" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert str(pid) not in r.stdout
