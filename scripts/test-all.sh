@@ -44,6 +44,7 @@ export CI=${CI:-}
 # idempotence, compaction, TLS/SASL handshakes and hostile input.
 ASAN_TESTS=(
     tests/integration/test_produce_consume.py
+    tests/integration/test_kip664.py
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
     tests/integration/test_controller_standby.py::test_warm_failover_reads_only_topics_written_since
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume

@@ -64,6 +64,9 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_END_TXN] = {0, 4, gr_handle_end_txn, 0},
     [GR_API_WRITE_TXN_MARKERS] = {0, 1, gr_handle_write_txn_markers, RM},
     [GR_API_TXN_OFFSET_COMMIT] = {0, 4, gr_handle_txn_offset_commit, 0},
+    [GR_API_DESCRIBE_PRODUCERS] = {0, 0, gr_handle_describe_producers, RM},
+    [GR_API_DESCRIBE_TRANSACTIONS] = {0, 0, gr_handle_describe_transactions, 0},
+    [GR_API_LIST_TRANSACTIONS] = {0, 1, gr_handle_list_transactions, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
     [GR_API_CREATE_TOPICS] = {0, 6, gr_handle_create_topics, 0},
     [GR_API_DELETE_TOPICS] = {0, 5, gr_handle_delete_topics, 0},

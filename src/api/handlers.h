@@ -83,6 +83,11 @@ void gr_configs_fill_created_topic(struct gr_broker *b, struct gr_api_req *req, 
 GR_API_HANDLER(gr_handle_describe_client_quotas);
 GR_API_HANDLER(gr_handle_alter_client_quotas);
 
+/* KIP-664 (handle_describe_producers.c, handle_describe_transactions.c, handle_list_transactions.c) */
+GR_API_HANDLER(gr_handle_describe_producers);
+GR_API_HANDLER(gr_handle_describe_transactions);
+GR_API_HANDLER(gr_handle_list_transactions);
+
 /* DeleteTopics requests of broker b still waiting for their topics to disappear are answered
  * (REQUEST_TIMED_OUT for topics still cached). Call at shut-down after the network server
  * stopped, before b is freed. */

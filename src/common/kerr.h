@@ -105,6 +105,7 @@
     X(INCONSISTENT_VOTER_SET, 94)                        \
     X(INVALID_UPDATE_VERSION, 95)                        \
     X(FEATURE_UPDATE_FAILED, 96)                         \
+    X(TRANSACTIONAL_ID_NOT_FOUND, 105)                   \
     X(TRANSACTION_ABORTABLE, 120)
 
 enum gr_kerr {

@@ -85,6 +85,14 @@ struct gr_rm_partition_info {
 bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
                           struct gr_rm_partition_info *out);
 
+/* DescribeProducers (replication/active_producers.c): copies of the producer states of a hosted
+ * replica (leader or follower, as Kafka); *out malloc'd (caller frees; NULL when *n is 0).
+ * Returns NONE, NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (not hosted),
+ * KAFKA_STORAGE_ERROR (its log directory failed). Any thread. */
+struct gr_pstate_entry;
+int16_t gr_rm_active_producers(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                               struct gr_pstate_entry **out, int *n);
+
 /* ---- internal to the replication module (replica_manager_ops.c, which adapts them for the
  * fetchers and the AlterPartition sender, and handle_*.c) ---- */
 

@@ -353,6 +353,31 @@ int gr_plog_producer_count(struct gr_plog *log) {
     return n;
 }
 
+int gr_plog_active_producers(struct gr_plog *log, struct gr_pstate_entry **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    for (;;) {
+        int want = gr_plog_producer_count(log);
+        if (want == 0) return 0;
+        struct gr_pstate_entry *v = malloc((size_t)want * sizeof *v);
+        if (!v) return -ENOMEM;
+        pthread_mutex_lock(&log->mu);
+        int have = gr_pstate_producer_count(log->ps);
+        int got = have <= want ? gr_pstate_list(log->ps, v, want) : -1;
+        gr_plog_unlock(log);
+        if (got >= 0) {
+            *out = v;
+            *n = got;
+            if (got == 0) {
+                free(v);
+                *out = NULL;
+            }
+            return 0;
+        }
+        free(v); /* grew meanwhile: again */
+    }
+}
+
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     int n = gr_pstate_remove_expired(log->ps, now_ms);

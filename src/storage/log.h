@@ -327,6 +327,9 @@ int gr_plog_flush_if_due(struct gr_plog *log);
 /* Copy of producer_id's state; false if the log has none. */
 bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out);
 int gr_plog_producer_count(struct gr_plog *log);
+/* Copies of every producer's state (DescribeProducers); *out malloc'd (caller frees, NULL when
+ * *n is 0). Returns 0 or -ENOMEM. */
+int gr_plog_active_producers(struct gr_plog *log, struct gr_pstate_entry **out, int *n);
 /* Drops producers idle for producer_id_expiration_ms at now_ms (wall clock); returns how many.
  * The log manager calls it every 10 minutes for every log (Kafka's
  * PeriodicProducerExpirationCheck); appends also do it when 10 minutes passed since the last. */

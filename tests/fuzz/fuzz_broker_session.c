@@ -899,6 +899,49 @@ static void s_end_txn(struct in *in, struct gr_arena *a, int c) {
     call(c, in, 26, ver, r, true, a, NULL);
 }
 
+/* KIP-664: DescribeProducers v0, DescribeTransactions v0, ListTransactions v0/v1 */
+static void s_describe_producers(struct in *in, struct gr_arena *a, int c) {
+    struct DescribeProducersRequest *r = new_(a, &gr_desc_DescribeProducersRequest);
+    int nt = u8(in) % 3;
+    r->TopicsCount = nt;
+    r->Topics = NEWA(a, DescribeProducersRequest_TopicRequest, nt + 1);
+    for (int i = 0; i < nt; i++) {
+        r->Topics[i].Name = topic_of(in, a);
+        int np = u8(in) % 3;
+        r->Topics[i].PartitionIndexesCount = np;
+        r->Topics[i].PartitionIndexes = gr_arena_alloc(a, (size_t)(np + 1) * sizeof(int32_t));
+        for (int k = 0; k < np; k++) r->Topics[i].PartitionIndexes[k] = (int32_t)(u8(in) % 4) - 1;
+    }
+    call(c, in, 61, 0, r, true, a, NULL);
+}
+
+static void s_describe_transactions(struct in *in, struct gr_arena *a, int c) {
+    static const char *const ids[] = {"tx0", "tx1", "", "nosuch"};
+    struct DescribeTransactionsRequest *r = new_(a, &gr_desc_DescribeTransactionsRequest);
+    int n = u8(in) % 3;
+    r->TransactionalIdsCount = n;
+    r->TransactionalIds = gr_arena_alloc(a, (size_t)(n + 1) * sizeof(char *));
+    for (int i = 0; i < n; i++) r->TransactionalIds[i] = (char *)ids[u8(in) % 4];
+    call(c, in, 65, 0, r, true, a, NULL);
+}
+
+static void s_list_transactions(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {0, 1};
+    static const char *const states[] = {"Ongoing", "Empty", "CompleteCommit", "Bogus"};
+    int16_t ver = ver_of(in, 66, v, 2);
+    struct ListTransactionsRequest *r = new_(a, &gr_desc_ListTransactionsRequest);
+    int ns = u8(in) % 3;
+    r->StateFiltersCount = ns;
+    r->StateFilters = gr_arena_alloc(a, (size_t)(ns + 1) * sizeof(char *));
+    for (int i = 0; i < ns; i++) r->StateFilters[i] = (char *)states[u8(in) % 4];
+    int np = u8(in) % 2;
+    r->ProducerIdFiltersCount = np;
+    r->ProducerIdFilters = gr_arena_alloc(a, (size_t)(np + 1) * sizeof(int64_t));
+    if (np) r->ProducerIdFilters[0] = G.pid[u8(in) & 1];
+    if (ver >= 1) r->DurationFilter = (int64_t)(u8(in) % 3) - 1;
+    call(c, in, 66, ver, r, true, a, NULL);
+}
+
 static void s_txn_offset_commit(struct in *in, struct gr_arena *a, int c) {
     static const int16_t v[] = {0, 2, 3, 4};
     int16_t ver = ver_of(in, 28, v, 4);
@@ -1113,6 +1156,7 @@ static const step_fn step_fns[] = {
     s_sync_group,      s_heartbeat,         s_leave_group,      s_offset_commit,    s_offset_fetch,
     s_init_producer_id, s_add_partitions_to_txn, s_add_offsets_to_txn, s_end_txn, s_txn_offset_commit,
     s_sasl,            s_sasl,              s_describe_configs, s_alter_configs,    s_raw,
+    s_describe_producers, s_describe_transactions, s_list_transactions,
 };
 #define N_STEPS ((int)(sizeof step_fns / sizeof *step_fns))
 
