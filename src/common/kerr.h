@@ -104,7 +104,9 @@
     X(UNACCEPTABLE_CREDENTIAL, 93)                       \
     X(INCONSISTENT_VOTER_SET, 94)                        \
     X(INVALID_UPDATE_VERSION, 95)                        \
-    X(FEATURE_UPDATE_FAILED, 96)
+    X(FEATURE_UPDATE_FAILED, 96)                         \
+    X(MISMATCHED_ENDPOINT_TYPE, 114)                     \
+    X(UNSUPPORTED_ENDPOINT_TYPE, 115)
 
 enum gr_kerr {
 #define GR_KERR_ENUM(name, val) GR_KERR_##name = (val),
