@@ -5,9 +5,10 @@
  *
  *   - Kafka's allowTokenRequests refuses token requests on PLAINTEXT listeners, from 1-way SSL
  *     (ANONYMOUS) and from token-authenticated sessions: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.
- *     Gregor approximates it by the principal: User:ANONYMOUS (PLAINTEXT, SSL without a client
- *     certificate) is refused; an authenticated principal (SASL, SSL client certificate) is
- *     allowed (Gregor has no token-authenticated sessions);
+ *     Gregor approximates it by the principal of the checks (gr_api_principal, authorize.h):
+ *     User:ANONYMOUS (PLAINTEXT, SSL without a client certificate) is refused; an authenticated
+ *     principal (SASL, SSL client certificate) is allowed (Gregor has no token-authenticated
+ *     sessions);
  *   - Create v3 (KIP-373) may name an owner other than the caller: the owner is
  *     OwnerPrincipalType:OwnerPrincipalName when the name is non-empty, else the caller. Another
  *     owner needs CREATE_TOKENS on the User resource of the owner ("User:bob"), else
@@ -26,13 +27,14 @@
 #include "api/handlers.h"
 #include "common/kerr.h"
 
-static bool allow_token_requests(const struct gr_api_req *req) {
-    return req->principal && strcmp(req->principal, "User:ANONYMOUS") != 0;
+static bool allow_token_requests(struct gr_api_req *req) {
+    const char *p = gr_api_principal(req);
+    return p && strcmp(p, "User:ANONYMOUS") != 0;
 }
 
 /* "Type:Name" -> the two halves (in the request's arena). */
 static void split_principal(struct gr_api_req *req, char **type, char **name) {
-    const char *p = req->principal ? req->principal : "User:ANONYMOUS";
+    const char *p = gr_api_principal(req) ? gr_api_principal(req) : "User:ANONYMOUS";
     const char *colon = strchr(p, ':');
     size_t tl = colon ? (size_t)(colon - p) : strlen(p);
     *type = gr_api_alloc(req, tl + 1);
