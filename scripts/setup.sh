@@ -56,6 +56,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
+# A modern client for tests/integration/test_modern_client.py: @platformatic/kafka, pinned by
+# tests/modern_client/package-lock.json (needs Node >= 20 and npm). Installed with `npm ci` only when
+# node_modules is missing or older than the lock file; without npm or without the registry the
+# step is skipped with a message and that test file skips.
+modern="$root/tests/modern_client"
+if [ ! -f "$modern/node_modules/.package-lock.json" ] || [ "$modern/package-lock.json" -nt "$modern/node_modules/.package-lock.json" ]; then
+    if ! command -v npm >/dev/null; then
+        echo "setup.sh: npm not found; skipping @platformatic/kafka (tests/integration/test_modern_client.py will skip)" >&2
+    else
+        npm_log=$(mktemp)
+        if ! (cd "$modern" && npm ci --no-audit --no-fund --loglevel=error) >"$npm_log" 2>&1; then
+            echo "setup.sh: npm could not install @platformatic/kafka (is the npm registry reachable?);" \
+                 "tests/integration/test_modern_client.py will skip:" >&2
+            tail -n 5 "$npm_log" >&2
+        fi
+        rm -f "$npm_log"
+    fi
+fi
+
 if [ -z "${SETUP_NO_BUILD:-}" ]; then
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
