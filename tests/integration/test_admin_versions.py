@@ -128,6 +128,11 @@ def test_describe_cluster_v0_v1(cluster):
     assert closes_connection(port, raw_frame(60, 1, b"\x01"))
     assert closes_connection(port, raw_frame(60, 2, b"\x01\x01\x00"))
     assert K.call(port, 60, 1)["ErrorCode"] == NONE
+    # a broker that dies leaves the answer once the controller tells the others (UpdateMetadata)
+    gone = next(i for i in ports if i != controller)
+    cluster[gone].kill()
+    H.wait_for(lambda: sorted(b["BrokerId"] for b in K.call(port, 60, 1)["Brokers"]) ==
+               sorted(i for i in ports if i != gone), what=f"broker {gone} gone from DescribeCluster")
 
 
 def test_describe_cluster_authorized_operations(one):
