@@ -135,12 +135,14 @@ def test_describe_cluster_v0_v1(cluster):
                sorted(i for i in ports if i != gone), what=f"broker {gone} gone from DescribeCluster")
 
 
-def test_describe_cluster_authorized_operations(one):
+def test_describe_cluster_authorized_operations_and_rack(cluster_factory, zk_connect):
+    one = cluster_factory(zk_connect, n=1, config=dict(AUTH, **{"broker.rack": "rack-a"}))
     port = port_of(one)
     r = H.wait_for(lambda: (lambda r: r if len(r["Brokers"]) == 1 else None)(
         K.call(port, 60, 1, {"IncludeClusterAuthorizedOperations": True}, client_id="User:admin")),
         what="the broker in its own metadata cache")
     assert r["ErrorCode"] == NONE and r["ControllerId"] == one.controller_id()
+    assert [(b["BrokerId"], b["Rack"]) for b in r["Brokers"]] == [(1, "rack-a")]
     assert r["ClusterAuthorizedOperations"] == sum(1 << o for o in (5, 7, 8, 9, 10, 11, 12))
     # no Cluster DESCRIBE: 0, brokers still listed (as Kafka)
     r = K.call(port, 60, 1, {"IncludeClusterAuthorizedOperations": True}, client_id="User:nobody")
