@@ -145,6 +145,12 @@ const char *gr_acl_binding_invalid(const struct gr_acl_binding *b) {
     if (!b->entry.host || !b->entry.host[0]) return "Invalid empty host";
     if (b->entry.perm != GR_ACL_PERM_ALLOW && b->entry.perm != GR_ACL_PERM_DENY) return "Invalid permission type";
     if (b->entry.op <= GR_ACL_OP_ANY || b->entry.op > GR_ACL_OP_LAST) return "Invalid operation";
+    /* Kafka 3.9 stores these anywhere, but they only ever matter on a User resource, and in the
+     * znode of any other type an older Gregor (whose parser knows no CreateTokens/DescribeTokens)
+     * reads the whole resource as corrupt: it keeps the resource's stale ACLs and cannot start. */
+    if ((b->entry.op == GR_ACL_OP_CREATE_TOKENS || b->entry.op == GR_ACL_OP_DESCRIBE_TOKENS) &&
+        b->resource_type != GR_ACL_RES_USER)
+        return "The CreateTokens and DescribeTokens operations apply to the User resource type only";
     return NULL;
 }
 

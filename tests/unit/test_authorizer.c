@@ -131,6 +131,17 @@ static void test_names_and_filters(void) {
     CHECK(gr_acl_binding_invalid(&b) == NULL);
     b.entry.principal = "alice";
     CHECK(gr_acl_binding_invalid(&b) != NULL);
+    /* KIP-373's token operations only on the User resource (an older Gregor cannot parse them in
+     * the znode of another resource type) */
+    b.entry.principal = "User:a";
+    b.entry.op = GR_ACL_OP_CREATE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) != NULL);
+    b.resource_type = GR_ACL_RES_TOPIC, b.name = "t", b.entry.op = GR_ACL_OP_DESCRIBE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) != NULL);
+    b.resource_type = GR_ACL_RES_USER, b.name = "User:bob";
+    CHECK(gr_acl_binding_invalid(&b) == NULL);
+    b.entry.op = GR_ACL_OP_CREATE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) == NULL);
     CHECK(gr_acl_op_supported(GROUP, GR_ACL_OP_READ) && !gr_acl_op_supported(GROUP, GR_ACL_OP_WRITE));
 }
 
