@@ -43,6 +43,7 @@ export CI=${CI:-}
 # consume with every client and codec, replication and leader failover, groups, transactions,
 # idempotence, compaction, TLS/SASL handshakes and hostile input.
 ASAN_TESTS=(
+    tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py
     tests/integration/test_replication.py::test_sigkill_leader_while_writing

@@ -36,7 +36,8 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 2, gr_handle_alter_replica_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 9, gr_handle_metadata, 0},
-    [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
+    [GR_API_API_VERSIONS] = {0, 4, gr_handle_api_versions, 0},
+    [GR_API_DESCRIBE_CLUSTER] = {0, 1, gr_handle_describe_cluster, 0},
     /* controller -> broker: broker/metadata_cache, replication/partitions + hooks */
     [GR_API_LEADER_AND_ISR] = {0, 4, gr_handle_leader_and_isr, 0},
     [GR_API_STOP_REPLICA] = {0, 3, gr_handle_stop_replica, 0},
@@ -75,27 +76,27 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
     /* feature versioning: controller/feature_versioning.h, broker/finalized_features.h */
-    [GR_API_UPDATE_FEATURES] = {0, 0, gr_handle_update_features, 0},
+    [GR_API_UPDATE_FEATURES] = {0, 1, gr_handle_update_features, 0},
     /* delegation tokens: token authentication is disabled (handle_delegation_tokens.c) */
-    [GR_API_CREATE_DELEGATION_TOKEN] = {0, 2, gr_handle_create_delegation_token, 0},
+    [GR_API_CREATE_DELEGATION_TOKEN] = {0, 3, gr_handle_create_delegation_token, 0},
     [GR_API_RENEW_DELEGATION_TOKEN] = {0, 2, gr_handle_renew_delegation_token, 0},
     [GR_API_EXPIRE_DELEGATION_TOKEN] = {0, 2, gr_handle_expire_delegation_token, 0},
-    [GR_API_DESCRIBE_DELEGATION_TOKEN] = {0, 2, gr_handle_describe_delegation_token, 0},
+    [GR_API_DESCRIBE_DELEGATION_TOKEN] = {0, 3, gr_handle_describe_delegation_token, 0},
     /* ACLs: security/authorizer.h */
-    [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
-    [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},
-    [GR_API_DELETE_ACLS] = {0, 2, gr_handle_delete_acls, 0},
+    [GR_API_DESCRIBE_ACLS] = {0, 3, gr_handle_describe_acls, 0},
+    [GR_API_CREATE_ACLS] = {0, 3, gr_handle_create_acls, 0},
+    [GR_API_DELETE_ACLS] = {0, 3, gr_handle_delete_acls, 0},
     /* security: api/handle_sasl.c, api/handle_user_scram.c */
     [GR_API_SASL_HANDSHAKE] = {0, 1, gr_handle_sasl_handshake, 0},
     [GR_API_SASL_AUTHENTICATE] = {0, 2, gr_handle_sasl_authenticate, 0},
     [GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_describe_user_scram_credentials, 0},
     [GR_API_ALTER_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_alter_user_scram_credentials, 0},
     /* configs and quotas: common/config_model, broker/dynamic_config_manager, broker/quota_manager */
-    [GR_API_DESCRIBE_CONFIGS] = {0, 3, gr_handle_describe_configs, 0},
-    [GR_API_ALTER_CONFIGS] = {0, 1, gr_handle_alter_configs, 0},
+    [GR_API_DESCRIBE_CONFIGS] = {0, 4, gr_handle_describe_configs, 0},
+    [GR_API_ALTER_CONFIGS] = {0, 2, gr_handle_alter_configs, 0},
     [GR_API_INCREMENTAL_ALTER_CONFIGS] = {0, 1, gr_handle_incremental_alter_configs, 0},
-    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 0, gr_handle_describe_client_quotas, 0},
-    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 0, gr_handle_alter_client_quotas, 0},
+    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 1, gr_handle_describe_client_quotas, 0},
+    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 1, gr_handle_alter_client_quotas, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */

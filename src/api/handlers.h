@@ -12,6 +12,8 @@
 /* handle_api_versions.c, handle_metadata.c */
 GR_API_HANDLER(gr_handle_api_versions);
 GR_API_HANDLER(gr_handle_metadata);
+/* handle_describe_cluster.c */
+GR_API_HANDLER(gr_handle_describe_cluster);
 /* handle_control.c: requests from the controller */
 GR_API_HANDLER(gr_handle_leader_and_isr);
 GR_API_HANDLER(gr_handle_stop_replica);

@@ -106,6 +106,8 @@
     X(INVALID_UPDATE_VERSION, 95)                        \
     X(FEATURE_UPDATE_FAILED, 96)                         \
     X(TRANSACTIONAL_ID_NOT_FOUND, 105)                   \
+    X(MISMATCHED_ENDPOINT_TYPE, 114)                     \
+    X(UNSUPPORTED_ENDPOINT_TYPE, 115)                    \
     X(TRANSACTION_ABORTABLE, 120)
 
 enum gr_kerr {

@@ -17,7 +17,7 @@
  * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch), the transaction APIs
  * (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), SASL
  * (SaslHandshake v0/v1 then SaslAuthenticate or raw v0 tokens: a correct SCRAM exchange, or one
- * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs and a raw
+ * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, CreateDelegationToken v2/v3 and a raw
  * frame of input bytes. A second byte of each step may mutate the encoded frame (a byte flipped
  * or the frame truncated). Responses are read; member ids, generations, producer ids/epochs and
  * the SASL state they carry feed later steps.
@@ -496,7 +496,7 @@ static uint8_t *legacy_set(struct in *in, struct gr_arena *a, int magic, int cod
 /* ---- step templates ---- */
 
 static void s_api_versions(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3};
+    static const int16_t v[] = {0, 1, 3, 4};
     int16_t ver = ver_of(in, 18, v, 4);
     struct ApiVersionsRequest *r = new_(a, &gr_desc_ApiVersionsRequest);
     r->ClientSoftwareName = "fuzz";
@@ -1078,8 +1078,8 @@ static void s_sasl(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_describe_configs(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 3};
-    int16_t ver = ver_of(in, 32, v, 3);
+    static const int16_t v[] = {0, 1, 3, 4};
+    int16_t ver = ver_of(in, 32, v, 4);
     struct DescribeConfigsRequest *r = new_(a, &gr_desc_DescribeConfigsRequest);
     r->ResourcesCount = 1;
     r->Resources = NEWA(a, DescribeConfigsRequest_DescribeConfigsResource, 1);
@@ -1149,6 +1149,39 @@ static void s_raw(struct in *in, struct gr_arena *a, int c) {
     free(frame);
 }
 
+/* DescribeCluster v0/v1: endpoint types 1 (brokers), 2 (controllers: mismatched) or any code. */
+static void s_describe_cluster(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {0, 1};
+    int16_t ver = ver_of(in, 60, v, 2);
+    struct DescribeClusterRequest *r = new_(a, &gr_desc_DescribeClusterRequest);
+    r->IncludeClusterAuthorizedOperations = u8(in) & 1;
+    uint8_t t = u8(in);
+    if (ver >= 1) r->EndpointType = t < 128 ? 1 : t < 192 ? 2 : (int8_t)u8(in);
+    call(c, in, 60, ver, r, true, a, NULL);
+}
+
+/* CreateDelegationToken v3 with an owner (KIP-373) and renewers of any principal type. */
+static void s_create_delegation_token(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {3, 2};
+    int16_t ver = ver_of(in, 38, v, 2);
+    static const char *const names[] = {"User", "alice", "bob", "Group", ""};
+    struct CreateDelegationTokenRequest *r = new_(a, &gr_desc_CreateDelegationTokenRequest);
+    if (ver >= 3) {
+        r->OwnerPrincipalType = name_of(in, a, names, 5);
+        r->OwnerPrincipalName = name_of(in, a, names, 5);
+    }
+    uint8_t n = u8(in) % 3;
+    r->RenewersCount = n;
+    r->Renewers = NEWA(a, CreateDelegationTokenRequest_CreatableRenewers, n);
+    for (int i = 0; i < n; i++) {
+        char *t = name_of(in, a, names, 5), *nm = name_of(in, a, names, 5);
+        r->Renewers[i].PrincipalType = t ? t : "User";
+        r->Renewers[i].PrincipalName = nm ? nm : "";
+    }
+    r->MaxLifetimeMs = -1;
+    call(c, in, 38, ver, r, true, a, NULL);
+}
+
 typedef void (*step_fn)(struct in *, struct gr_arena *, int);
 static const step_fn step_fns[] = {
     s_api_versions,    s_metadata,          s_create_topics,    s_produce,          s_produce,
@@ -1156,7 +1189,8 @@ static const step_fn step_fns[] = {
     s_sync_group,      s_heartbeat,         s_leave_group,      s_offset_commit,    s_offset_fetch,
     s_init_producer_id, s_add_partitions_to_txn, s_add_offsets_to_txn, s_end_txn, s_txn_offset_commit,
     s_sasl,            s_sasl,              s_describe_configs, s_alter_configs,    s_raw,
-    s_describe_producers, s_describe_transactions, s_list_transactions,
+    s_describe_producers, s_describe_transactions, s_list_transactions, s_describe_cluster,
+    s_create_delegation_token,
 };
 #define N_STEPS ((int)(sizeof step_fns / sizeof *step_fns))
 
