@@ -190,7 +190,6 @@ def test_produce(cl):
     assert ck_values(cl, "pk-produce", 6) == [f"v{i}" for i in range(6)]
 
 
-@waits_for("FindCoordinator v4", "Fetch v12", "OffsetFetch v8")
 def test_consume_through_a_group_with_commits(cl):
     ck_create(cl, "pk-consume")
     result(cl, "produce", topic="pk-consume", count=6)
@@ -205,7 +204,6 @@ def test_consume_through_a_group_with_commits(cl):
         c.close()
 
 
-@waits_for("FindCoordinator v4", "AddPartitionsToTxn v3", "EndTxn v3")
 def test_transaction(cl):
     ck_create(cl, "pk-txn", partitions=1)
     r = result(cl, "transaction", topic="pk-txn", txn="pk-txn-id")
