@@ -1,17 +1,27 @@
 #!/usr/bin/python3
-"""Transactional produce throughput vs idempotent, same cluster, same run (issue 11).
+"""Transactional produce throughput and commit latency vs idempotent, same cluster, same run
+(issues 11 and 24).
 
-    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000] [--stuck-seconds 10]
-                                        [--zk HOST:PORT] [--smoke]
+    /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000]
+                                        [--commits 500] [--producers 4] [--multi-records 100000]
+                                        [--stuck-seconds 10] [--zk HOST:PORT] [--smoke]
 
-Starts a 3-broker cluster (private ZooKeeper unless --zk), creates one RF-3 topic with 1 partition
-per case, and produces --records records of --size bytes with confluent-kafka, acks=all:
-  - idempotent: enable.idempotence=true, one flush at the end;
-  - txn N: transactional.id set, a transaction every N records (begin, N x produce, commit),
-    for N = 100 and 1000 (--per-txn).
-Prints records/s for each and the transactional rate as a percentage of the idempotent one.
-Each commit costs an AddPartitionsToTxn (first record), an EndTxn, two __transaction_state writes
-(acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
+Starts a 3-broker cluster (private ZooKeeper unless --zk) and produces with confluent-kafka,
+acks=all, linger.ms=5, records of --size bytes. Every producer first sends one warm-up record
+(or transaction) per partition, not timed: a transactional librdkafka 2.0.2 producer learns a
+topic's metadata only from its 1 s refresh timer, so its first transaction takes ~1 s whatever the
+broker does (an idempotent producer asks at once).
+  - idempotent: enable.idempotence=true, --records records to a 1-partition RF-3 topic, one flush;
+  - txn N: transactional.id set, a transaction every N records (begin, N x produce, commit), for
+    N = 100 and 1000 (--per-txn);
+  - commit latency (issue 24): one transactional producer, 100 records over the 3 partitions of an
+    RF-3 topic per transaction, --commits transactions: commit_transaction() p50 / p99 (from the
+    last produce() to its return) and the whole transaction's;
+  - --producers idempotent processes vs as many transactional ones (1000 records per
+    transaction), each writing --multi-records records round-robin over the 3 partitions of one
+    RF-3 topic, started together: aggregate records/s and their ratio (issue 24: >= 0.8x).
+Each commit costs an AddPartitionsToTxn, an EndTxn, the Prepare*/Complete* writes to
+__transaction_state (acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
 Then the stuck-partition case (issue 24): a producer commits one-record transactions to an RF-3
 topic for --stuck-seconds, then another transactional id of the same coordinator commits a
 transaction that includes an RF-1 partition whose only broker was just SIGKILLed, and the first
@@ -33,29 +43,43 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
-def topic(boot):
+def topic(boot, partitions=1):
     name = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": boot})
-    admin.create_topics([NewTopic(name, 1, 3)], operation_timeout=30)[name].result(timeout=60)
+    admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30)[name].result(timeout=60)
     p = Producer({"bootstrap.servers": boot, "acks": "all"})
-    for _ in range(100):
-        errs = []
-        p.produce(name, b"warmup", partition=0, on_delivery=lambda e, m: errs.append(e))
-        p.flush(10)
-        if errs == [None]:
-            break
-        time.sleep(0.2)
+    for part in range(partitions):
+        for _ in range(100):
+            errs = []
+            p.produce(name, b"warmup", partition=part, on_delivery=lambda e, m: errs.append(e))
+            p.flush(10)
+            if errs == [None]:
+                break
+            time.sleep(0.2)
     return name
+
+
+def producer(boot, transactional, t, partitions):
+    """A producer that has written one record (idempotent) or committed one transaction to each
+    partition of t (not timed: see the module comment)."""
+    conf = {"bootstrap.servers": boot, "acks": "all", "linger.ms": 5, "enable.idempotence": True}
+    if transactional:
+        conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
+    p = Producer(conf)
+    if transactional:
+        p.init_transactions(60)
+        p.begin_transaction()
+    for part in range(partitions):
+        p.produce(t, b"warmup", partition=part)
+    if transactional:
+        p.commit_transaction(60)
+    benchlib.check(p.flush(60) == 0, "warm-up records not delivered")
+    return p
 
 
 def run(boot, n, size, per_txn):
     t = topic(boot)
-    conf = {"bootstrap.servers": boot, "acks": "all", "linger.ms": 5, "enable.idempotence": True}
-    if per_txn:
-        conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:6]}"
-    p = Producer(conf)
-    if per_txn:
-        p.init_transactions(60)
+    p = producer(boot, per_txn > 0, t, 1)
     value = b"x" * size
     start = time.time()
     i = 0
@@ -75,6 +99,72 @@ def run(boot, n, size, per_txn):
     left = p.flush(60)
     benchlib.check(left == 0, f"{'txn ' + str(per_txn) if per_txn else 'idempotent'}: {left} records not delivered")
     return n / (time.time() - start)
+
+
+def commit_latency(boot, rounds, per, partitions, size):
+    """commit_transaction() and whole-transaction latencies (ms, sorted) of one producer writing
+    per records round-robin over the partitions of a new RF-3 topic per transaction."""
+    t = topic(boot, partitions)
+    p = producer(boot, True, t, partitions)
+    value = b"x" * size
+    commit, whole = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        p.begin_transaction()
+        for i in range(per):
+            p.produce(t, value, partition=i % partitions)
+        t1 = time.perf_counter()
+        p.commit_transaction(60)
+        t2 = time.perf_counter()
+        commit.append((t2 - t1) * 1000)
+        whole.append((t2 - t0) * 1000)
+    return sorted(commit), sorted(whole)
+
+
+def pct(sorted_ms, q):
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+def _multi_child(args):
+    boot, t, partitions, n, size, per_txn, start = args
+    p = producer(boot, per_txn > 0, t, partitions)
+    value = b"x" * size
+    while time.time() < start:  # all producers start together (if spawned in time)
+        time.sleep(0.001)
+    t0 = time.time()
+    i = 0
+    while i < n:
+        if per_txn:
+            p.begin_transaction()
+        for _ in range(min(per_txn, n - i) if per_txn else n):
+            while True:
+                try:
+                    p.produce(t, value, partition=i % partitions)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            i += 1
+        if per_txn:
+            p.commit_transaction(60)
+    left = p.flush(60)
+    return n - left, t0, time.time()
+
+
+def run_multi(boot, producers, n, size, per_txn, partitions=3):
+    """producers processes (spawned: librdkafka and fork do not mix) each writing n records
+    round-robin over the partitions of one new RF-3 topic, started together: aggregate records/s
+    from the first start to the last end."""
+    import multiprocessing as mp
+    t = topic(boot, partitions)
+    start = time.time() + 5.0  # spawning, connecting and the warm-up fit in this
+    with mp.get_context("spawn").Pool(producers) as pool:
+        res = pool.map(_multi_child, [(boot, t, partitions, n, size, per_txn, start)] * producers)
+    ok = sum(r[0] for r in res)
+    benchlib.check(ok == n * producers, f"{producers} producers, {per_txn} rec/txn: {n * producers - ok} records "
+                   "not delivered")
+    late = max(r[1] for r in res) - start
+    benchlib.check(late < 0.1, f"a producer started {late:.2f} s late (spawn + warm-up longer than the delay)")
+    return ok / (max(r[2] for r in res) - min(r[1] for r in res))
 
 
 def txn_partition(tid, n):
@@ -139,11 +229,16 @@ def main():
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--per-txn", default="100,1000", help="records per transaction, comma-separated")
+    ap.add_argument("--commits", type=int, default=500, help="transactions of the commit-latency case (0: skip)")
+    ap.add_argument("--producers", type=int, default=4, help="producers of each kind in the multi-producer case "
+                    "(0: skip)")
+    ap.add_argument("--multi-records", type=int, default=100000, help="records per producer, multi-producer case")
     ap.add_argument("--stuck-seconds", type=float, default=10.0, help="0: skip the stuck-partition case")
     ap.add_argument("--zk")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
-    benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100", stuck_seconds=2.0)
+    benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100", commits=20, producers=2,
+                         multi_records=2000, stuck_seconds=2.0)
     workdir = benchlib.workdir("gregor-bench-txn-")
     zk_srv, zk_hosts = zookeeper(args.zk or os.environ.get("GREGOR_ZK"), workdir)
     cluster = H.Cluster(os.path.join(workdir, "c"), fresh_chroot(zk_hosts, "benchtxn"), n=3,
@@ -152,13 +247,24 @@ def main():
         cluster.start(timeout=60)
         boot = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
         print(f"{args.records} records of {args.size} B, acks=all, RF 3, 1 partition; {os.cpu_count()} CPUs; "
-              f"{time.strftime('%Y-%m-%d %H:%M')}")
+              f"{time.strftime('%Y-%m-%d %H:%M')}; load average {os.getloadavg()[0]:.2f}")
         idem = run(boot, args.records, args.size, 0)
         print(f"  idempotent          {idem:10.0f} records/s")
         for per in [int(x) for x in args.per_txn.split(",") if x]:
             r = run(boot, args.records, args.size, per)
             print(f"  txn {per:5d} rec/txn  {r:10.0f} records/s  ({100 * r / idem:.0f}% of idempotent, "
                   f"{r / per:.1f} commits/s)")
+        if args.commits > 0:
+            commit, whole = commit_latency(boot, args.commits, 100, 3, args.size)
+            print(f"  commit latency      100 records over 3 partitions, {args.commits} transactions: "
+                  f"commit_transaction() p50 {pct(commit, .5):.2f} / p99 {pct(commit, .99):.2f} ms "
+                  f"(whole transaction {pct(whole, .5):.2f} / {pct(whole, .99):.2f} ms)")
+        if args.producers > 0:
+            idem_m = run_multi(boot, args.producers, args.multi_records, args.size, 0)
+            txn_m = run_multi(boot, args.producers, args.multi_records, args.size, 1000)
+            print(f"  {args.producers} producers x {args.multi_records} records over 3 partitions: idempotent "
+                  f"{idem_m:.0f} records/s, transactional (1000 rec/txn) {txn_m:.0f} records/s "
+                  f"({txn_m / idem_m:.2f}x)")
         if args.stuck_seconds > 0:
             stuck_case(cluster, args.stuck_seconds, 5)
     finally:

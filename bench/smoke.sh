@@ -64,8 +64,9 @@ declare -A cmd=(
     [bench_metadata]="$GREGOR_BUILD/bench/bench_metadata -n 300 -p 10 -k 2 -v 0,1,9"
     [bench_ctrl_startup]="$GREGOR_BUILD/bench/bench_ctrl_startup -n 300 -p 10 -k 2"
     [bench_logs]="$GREGOR_BUILD/bench/bench_logs -n 200 -D -d $out/logs"
+    [bench_group_offsets]="$GREGOR_BUILD/bench/bench_group_offsets -n 300 -r 3"
 )
-order=(bench_metadata bench_ctrl_startup bench_logs bench_zkwrite bench_md_cpu bench_topics bench_election
+order=(bench_metadata bench_ctrl_startup bench_logs bench_group_offsets bench_zkwrite bench_md_cpu bench_topics bench_election
        bench_admin bench_txn bench_failover bench_tls bench_hostile bench_produce)
 [ $# -gt 0 ] && order=("$@")
 

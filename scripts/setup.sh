@@ -56,6 +56,33 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
+# A modern client for tests/integration/test_modern_client.py: @platformatic/kafka, pinned by
+# tests/modern_client/package-lock.json (needs Node >= 20.19.4 and npm). Installed with `npm ci`
+# only when node_modules is missing or older than the lock file; without npm, with an older Node
+# or without the registry the step is skipped with a message and that test file skips. npm's own
+# fetch timeouts (5 minutes a try, 3 tries) are shortened and the whole step is bounded, so an
+# unreachable registry cannot stall the set-up; a failed or interrupted install leaves no
+# node_modules behind (the test file runs only over a complete install).
+modern="$root/tests/modern_client"
+if [ ! -f "$modern/node_modules/.package-lock.json" ] || [ "$modern/package-lock.json" -nt "$modern/node_modules/.package-lock.json" ]; then
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+        echo "setup.sh: npm not found; skipping @platformatic/kafka (tests/integration/test_modern_client.py will skip)" >&2
+    elif ! node -e 'const [a,b,c]=process.versions.node.split(".").map(Number);process.exit(a>20||(a==20&&(b>19||(b==19&&c>=4)))?0:1)' 2>/dev/null; then
+        echo "setup.sh: Node $(node --version 2>/dev/null) is older than @platformatic/kafka's 20.19.4; skipping it" \
+             "(tests/integration/test_modern_client.py will skip)" >&2
+    else
+        npm_log=$(mktemp)
+        if ! (cd "$modern" && timeout -k 10 300 npm ci --no-audit --no-fund --loglevel=error \
+                  --fetch-timeout=60000 --fetch-retries=1) >"$npm_log" 2>&1; then
+            rm -rf "$modern/node_modules"
+            echo "setup.sh: npm could not install @platformatic/kafka (is the npm registry reachable?);" \
+                 "tests/integration/test_modern_client.py will skip:" >&2
+            tail -n 5 "$npm_log" >&2
+        fi
+        rm -f "$npm_log"
+    fi
+fi
+
 if [ -z "${SETUP_NO_BUILD:-}" ]; then
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT

@@ -45,15 +45,22 @@ export CI=${CI:-}
 ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_recreated_topic_while_replica_away_serves_only_new_data
     tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
+    tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
+    tests/integration/test_kip664.py
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
+    tests/integration/test_controller_standby.py::test_warm_failover_reads_only_topics_written_since
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume
     tests/integration/test_consumer_groups.py::test_coordinator_failover_keeps_offsets
+    tests/integration/test_group_loading.py
     tests/integration/test_transactions.py::test_commit_abort_and_isolation
     tests/integration/test_transactions.py::test_send_offsets_only_on_commit
     tests/integration/test_transactions.py::test_new_coordinator_finishes_prepared_commit
     "tests/integration/test_txn_markers.py::test_stuck_partition_does_not_stall_other_transactions[kill]"
     tests/integration/test_txn_markers.py::test_failed_complete_commit_is_retried
+    tests/integration/test_txn_markers.py::test_next_transaction_replaces_complete_commit
+    tests/integration/test_txn_markers.py::test_failed_next_transaction_write_falls_back_to_complete_commit
+    tests/integration/test_txn_markers.py::test_leader_epoch_bump_keeps_coordinator_loaded
     tests/integration/test_transactions.py::test_kip890_slow_coordinator_stalls_only_its_producers
     tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
     tests/integration/test_transactions.py::test_add_partitions_wait_is_bounded
@@ -63,6 +70,8 @@ ASAN_TESTS=(
     tests/integration/test_compaction.py::test_compact_delete_under_retention_still_compacted
     tests/integration/test_compaction.py::test_tombstones_of_a_low_throughput_log_removed_on_time
     tests/integration/test_storage_faults.py::test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group
+    tests/integration/test_log_validator.py::test_inner_offsets_not_0_to_n_are_reassigned
+    tests/chaos/test_disk_chaos.py::test_power_loss_of_the_controller
     tests/integration/test_configs.py::test_dynamic_broker_log_settings_reach_existing_logs
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input
@@ -79,10 +88,16 @@ ASAN_TESTS=(
     tests/integration/test_quotas.py::test_quotas_follow_the_sasl_principal
     tests/integration/test_acls.py::test_add_partitions_to_txn_hides_topic_existence
     tests/integration/test_acls.py::test_transactional_produce_with_null_transactional_id
+    tests/integration/test_groups_v39.py::test_find_coordinator_hostile_counts
+    tests/integration/test_groups_v39.py::test_group_versions_authorization
+    tests/integration/test_groups_v39.py::test_find_coordinator_batch_with_a_dead_coordinator
+    tests/integration/test_txn_v39.py::test_add_partitions_v4_hostile
+    tests/integration/test_txn_v39.py::test_transaction_flow_at_3_9_versions
     tests/integration/test_controller_mutation_quota.py
     tests/integration/test_broker_logger.py
     tests/integration/test_config_changes_v1.py
     tests/integration/test_dashboards.py::test_connection_metrics_of_one_broker
+    tests/integration/test_datapath_v39.py
 )
 # What the sanitizers do in every process of the asan stages: stop at the first report with a
 # recognisable exit code (86; LeakSanitizer's is 23), leaks checked at exit.

@@ -27,16 +27,17 @@
  * Kafka's ranges (the codec's tables know Kafka 3.9's; only these are served and advertised). */
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
-    [GR_API_PRODUCE] = {0, 8, gr_handle_produce, RM},
-    [GR_API_FETCH] = {0, 11, gr_handle_fetch, RM},
-    [GR_API_LIST_OFFSETS] = {0, 5, gr_handle_list_offsets, RM},
-    [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 3, gr_handle_offsets_for_leader_epoch, RM},
-    [GR_API_DESCRIBE_LOG_DIRS] = {0, 2, gr_handle_describe_log_dirs, RM},
+    [GR_API_PRODUCE] = {0, 11, gr_handle_produce, RM},
+    [GR_API_FETCH] = {0, 12, gr_handle_fetch, RM},
+    [GR_API_LIST_OFFSETS] = {0, 9, gr_handle_list_offsets, RM},
+    [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 4, gr_handle_offsets_for_leader_epoch, RM},
+    [GR_API_DESCRIBE_LOG_DIRS] = {0, 4, gr_handle_describe_log_dirs, RM},
     [GR_API_DELETE_RECORDS] = {0, 2, gr_handle_delete_records, RM},
-    [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 1, gr_handle_alter_replica_log_dirs, RM},
+    [GR_API_ALTER_REPLICA_LOG_DIRS] = {0, 2, gr_handle_alter_replica_log_dirs, RM},
     /* cluster metadata: broker/metadata_cache */
     [GR_API_METADATA] = {0, 12, gr_handle_metadata, 0},
-    [GR_API_API_VERSIONS] = {0, 3, gr_handle_api_versions, 0},
+    [GR_API_API_VERSIONS] = {0, 4, gr_handle_api_versions, 0},
+    [GR_API_DESCRIBE_CLUSTER] = {0, 1, gr_handle_describe_cluster, 0},
     /* controller -> broker: broker/metadata_cache, replication/partitions + hooks */
     [GR_API_LEADER_AND_ISR] = {0, 7, gr_handle_leader_and_isr, 0},
     [GR_API_STOP_REPLICA] = {0, 4, gr_handle_stop_replica, 0},
@@ -45,25 +46,28 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
     [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_partition, 0},
     /* groups: coordinator/ */
-    [GR_API_OFFSET_COMMIT] = {0, 8, gr_handle_offset_commit, 0},
-    [GR_API_OFFSET_FETCH] = {0, 7, gr_handle_offset_fetch, 0},
-    [GR_API_FIND_COORDINATOR] = {0, 3, gr_handle_find_coordinator, 0},
-    [GR_API_JOIN_GROUP] = {0, 7, gr_handle_join_group, 0},
+    [GR_API_OFFSET_COMMIT] = {0, 9, gr_handle_offset_commit, 0},
+    [GR_API_OFFSET_FETCH] = {0, 9, gr_handle_offset_fetch, 0},
+    [GR_API_FIND_COORDINATOR] = {0, 6, gr_handle_find_coordinator, 0},
+    [GR_API_JOIN_GROUP] = {0, 9, gr_handle_join_group, 0},
     [GR_API_HEARTBEAT] = {0, 4, gr_handle_heartbeat, 0},
-    [GR_API_LEAVE_GROUP] = {0, 4, gr_handle_leave_group, 0},
+    [GR_API_LEAVE_GROUP] = {0, 5, gr_handle_leave_group, 0},
     [GR_API_SYNC_GROUP] = {0, 5, gr_handle_sync_group, 0},
     [GR_API_DESCRIBE_GROUPS] = {0, 5, gr_handle_describe_groups, 0},
-    [GR_API_LIST_GROUPS] = {0, 4, gr_handle_list_groups, 0},
+    [GR_API_LIST_GROUPS] = {0, 5, gr_handle_list_groups, 0},
     [GR_API_DELETE_GROUPS] = {0, 2, gr_handle_delete_groups, 0},
     /* producer ids for idempotence: coordinator/producer_id_manager */
-    [GR_API_INIT_PRODUCER_ID] = {0, 4, gr_handle_init_producer_id, 0},
+    [GR_API_INIT_PRODUCER_ID] = {0, 5, gr_handle_init_producer_id, 0},
     [GR_API_OFFSET_DELETE] = {0, 0, gr_handle_offset_delete, 0},
     /* transactions: coordinator/txn_coordinator, api/handle_txn.c */
-    [GR_API_ADD_PARTITIONS_TO_TXN] = {0, 2, gr_handle_add_partitions_to_txn, 0},
-    [GR_API_ADD_OFFSETS_TO_TXN] = {0, 2, gr_handle_add_offsets_to_txn, 0},
-    [GR_API_END_TXN] = {0, 2, gr_handle_end_txn, 0},
-    [GR_API_WRITE_TXN_MARKERS] = {0, 0, gr_handle_write_txn_markers, RM},
-    [GR_API_TXN_OFFSET_COMMIT] = {0, 3, gr_handle_txn_offset_commit, 0},
+    [GR_API_ADD_PARTITIONS_TO_TXN] = {0, 5, gr_handle_add_partitions_to_txn, 0},
+    [GR_API_ADD_OFFSETS_TO_TXN] = {0, 4, gr_handle_add_offsets_to_txn, 0},
+    [GR_API_END_TXN] = {0, 4, gr_handle_end_txn, 0},
+    [GR_API_WRITE_TXN_MARKERS] = {0, 1, gr_handle_write_txn_markers, RM},
+    [GR_API_TXN_OFFSET_COMMIT] = {0, 4, gr_handle_txn_offset_commit, 0},
+    [GR_API_DESCRIBE_PRODUCERS] = {0, 0, gr_handle_describe_producers, RM},
+    [GR_API_DESCRIBE_TRANSACTIONS] = {0, 0, gr_handle_describe_transactions, 0},
+    [GR_API_LIST_TRANSACTIONS] = {0, 1, gr_handle_list_transactions, 0},
     /* topic administration: admin/, and the controller through requests.h or ZooKeeper */
     [GR_API_CREATE_TOPICS] = {0, 7, gr_handle_create_topics, 0},
     [GR_API_DELETE_TOPICS] = {0, 6, gr_handle_delete_topics, 0},
@@ -72,27 +76,27 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_ALTER_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_alter_partition_reassignments, 0},
     [GR_API_LIST_PARTITION_REASSIGNMENTS] = {0, 0, gr_handle_list_partition_reassignments, 0},
     /* feature versioning: controller/feature_versioning.h, broker/finalized_features.h */
-    [GR_API_UPDATE_FEATURES] = {0, 0, gr_handle_update_features, 0},
+    [GR_API_UPDATE_FEATURES] = {0, 1, gr_handle_update_features, 0},
     /* delegation tokens: token authentication is disabled (handle_delegation_tokens.c) */
-    [GR_API_CREATE_DELEGATION_TOKEN] = {0, 2, gr_handle_create_delegation_token, 0},
+    [GR_API_CREATE_DELEGATION_TOKEN] = {0, 3, gr_handle_create_delegation_token, 0},
     [GR_API_RENEW_DELEGATION_TOKEN] = {0, 2, gr_handle_renew_delegation_token, 0},
     [GR_API_EXPIRE_DELEGATION_TOKEN] = {0, 2, gr_handle_expire_delegation_token, 0},
-    [GR_API_DESCRIBE_DELEGATION_TOKEN] = {0, 2, gr_handle_describe_delegation_token, 0},
+    [GR_API_DESCRIBE_DELEGATION_TOKEN] = {0, 3, gr_handle_describe_delegation_token, 0},
     /* ACLs: security/authorizer.h */
-    [GR_API_DESCRIBE_ACLS] = {0, 2, gr_handle_describe_acls, 0},
-    [GR_API_CREATE_ACLS] = {0, 2, gr_handle_create_acls, 0},
-    [GR_API_DELETE_ACLS] = {0, 2, gr_handle_delete_acls, 0},
+    [GR_API_DESCRIBE_ACLS] = {0, 3, gr_handle_describe_acls, 0},
+    [GR_API_CREATE_ACLS] = {0, 3, gr_handle_create_acls, 0},
+    [GR_API_DELETE_ACLS] = {0, 3, gr_handle_delete_acls, 0},
     /* security: api/handle_sasl.c, api/handle_user_scram.c */
     [GR_API_SASL_HANDSHAKE] = {0, 1, gr_handle_sasl_handshake, 0},
     [GR_API_SASL_AUTHENTICATE] = {0, 2, gr_handle_sasl_authenticate, 0},
     [GR_API_DESCRIBE_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_describe_user_scram_credentials, 0},
     [GR_API_ALTER_USER_SCRAM_CREDENTIALS] = {0, 0, gr_handle_alter_user_scram_credentials, 0},
     /* configs and quotas: common/config_model, broker/dynamic_config_manager, broker/quota_manager */
-    [GR_API_DESCRIBE_CONFIGS] = {0, 3, gr_handle_describe_configs, 0},
-    [GR_API_ALTER_CONFIGS] = {0, 1, gr_handle_alter_configs, 0},
+    [GR_API_DESCRIBE_CONFIGS] = {0, 4, gr_handle_describe_configs, 0},
+    [GR_API_ALTER_CONFIGS] = {0, 2, gr_handle_alter_configs, 0},
     [GR_API_INCREMENTAL_ALTER_CONFIGS] = {0, 1, gr_handle_incremental_alter_configs, 0},
-    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 0, gr_handle_describe_client_quotas, 0},
-    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 0, gr_handle_alter_client_quotas, 0},
+    [GR_API_DESCRIBE_CLIENT_QUOTAS] = {0, 1, gr_handle_describe_client_quotas, 0},
+    [GR_API_ALTER_CLIENT_QUOTAS] = {0, 1, gr_handle_alter_client_quotas, 0},
 };
 
 /* gr_apis_set_test_handler's replacements. */
@@ -404,20 +408,28 @@ static void put_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-/* Splices the regions into the encoded response w: each marker (with its int32 length 16 before
- * it) becomes the region's length and a file region (zero_copy) or the region's bytes (copy). */
-static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, bool zero_copy,
+/* Splices the regions into the encoded response w: each marker (with its length 16 before it:
+ * an int32, or in a flexible version (compact) the uvarint 17, one byte) becomes the region's
+ * length in the same form and a file region (zero_copy) or the region's bytes (copy). */
+static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, bool zero_copy, bool compact,
                           struct gr_net_region **out_regs, uint8_t **out_buf, size_t *out_len)
 {
     size_t extra = 0;
     for (int i = 0; i < n; i++) extra += reg[i].len;
-    size_t cap = w->len + (zero_copy ? 0 : extra) + 1;
+    /* a compact length grows from 1 to at most 5 bytes */
+    size_t cap = w->len + (zero_copy ? 0 : extra) + (compact ? 4 * (size_t)n : 0) + 1;
     uint8_t *buf = gr_malloc(cap);
     struct gr_net_region *regs = zero_copy ? gr_calloc((size_t)n + 1, sizeof *regs) : NULL;
-    size_t in = 0, outp = 0;
+    size_t in = 0, outp = 0, pre = compact ? 1 : 4;
     for (int i = 0; i < n; i++) {
         const uint8_t *m = memmem(w->p + in, w->len - in, reg[i].marker, 16);
-        if (!m || m - w->p < (ptrdiff_t)(in + 4) || ((m[-4] << 24) | (m[-3] << 16) | (m[-2] << 8) | m[-1]) != 16) {
+        bool ok = m && m - w->p >= (ptrdiff_t)(in + pre);
+        if (ok && compact) ok = m[-1] == 17;
+        else if (ok) ok = ((m[-4] << 24) | (m[-3] << 16) | (m[-2] << 8) | m[-1]) == 16;
+        if (!ok) {
+            /* hand the descriptors taken so far back to the caller's regions (it closes them or
+             * retries with a copy) */
+            for (int j = 0; regs && j < i; j++) reg[j].fd = regs[j].fd;
             free(buf);
             free(regs);
             return -1;
@@ -425,7 +437,15 @@ static int splice_regions(struct gr_wbuf *w, struct gr_api_region *reg, int n, b
         size_t at = (size_t)(m - w->p);
         memcpy(buf + outp, w->p + in, at - in);
         outp += at - in;
-        put_be32(buf + outp - 4, (uint32_t)reg[i].len);
+        if (compact) {
+            outp -= 1;
+            for (uint64_t v = (uint64_t)reg[i].len + 1;; v >>= 7) {
+                buf[outp++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                if (v <= 0x7f) break;
+            }
+        } else {
+            put_be32(buf + outp - 4, (uint32_t)reg[i].len);
+        }
         if (zero_copy) {
             regs[i] = (struct gr_net_region){outp, reg[i].fd, reg[i].off, reg[i].len};
             reg[i].fd = -1;
@@ -463,8 +483,9 @@ void gr_api_respond_regions(struct gr_api_req *r, const void *body, struct gr_ap
     uint8_t *buf = NULL;
     size_t len = 0;
     bool zc = gr_api_req_can_sendfile(r);
-    if (rc == 0 && splice_regions(&w, reg, n, zc, &regs, &buf, &len) != 0 &&
-        (!zc || splice_regions(&w, reg, n, false, &regs, &buf, &len) != 0))
+    bool compact = gr_proto_is_flexible(gr_proto_api(r->hdr.RequestApiKey), r->hdr.RequestApiVersion);
+    if (rc == 0 && splice_regions(&w, reg, n, zc, compact, &regs, &buf, &len) != 0 &&
+        (!zc || splice_regions(&w, reg, n, false, compact, &regs, &buf, &len) != 0))
         rc = -1;
     gr_wbuf_free(&w);
     for (int i = 0; i < n; i++)

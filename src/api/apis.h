@@ -114,7 +114,8 @@ void *gr_api_alloc(struct gr_api_req *req, size_t n);
 void *gr_api_new_response(struct gr_api_req *req);
 
 /* Zero-copy responses (Fetch over sendfile). A response field of bytes whose content is a
- * 16-byte marker (gr_api_region.marker, preceded on the wire by its int32 length 16) is replaced
+ * 16-byte marker (gr_api_region.marker, preceded on the wire by its length 16: int32, or the
+ * uvarint 17 of a flexible version's compact bytes) is replaced
  * on the wire by the file region (fd, off, len). gr_api_respond_regions encodes body, splices the
  * regions in and sends them with sendfile (net/server.h gr_net_respond_regions); when the
  * connection cannot use sendfile or a marker is not found the regions are read and copied in.

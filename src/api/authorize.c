@@ -56,7 +56,7 @@ bool gr_api_authorized_quiet(struct gr_api_req *req, int op, int resource_type, 
 
 int32_t gr_api_authorized_operations(struct gr_api_req *req, int resource_type, const char *name) {
     uint32_t bits = 0;
-    for (int op = GR_ACL_OP_READ; op <= GR_ACL_OP_IDEMPOTENT_WRITE; op++)
+    for (int op = GR_ACL_OP_READ; op <= GR_ACL_OP_LAST; op++)
         if (op != GR_ACL_OP_ALL && gr_acl_op_supported(resource_type, op) &&
             check(req, op, resource_type, name, false))
             bits |= 1u << op;

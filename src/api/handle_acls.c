@@ -1,6 +1,7 @@
-/* DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v0-2 (v1 adds the pattern type, v2 is
- * flexible), as Kafka 2.7's KafkaApis.handle{Describe,Create,Delete}AclsRequest over the
- * AclAuthorizer (security/authorizer.h):
+/* DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v0-3 (v1 adds the pattern type, v2 is
+ * flexible, v3 the User resource type of KIP-373, which Kafka 3.9's broker accepts at every
+ * version, as here), as Kafka 3.9's AclApis over the ZooKeeper AclAuthorizer
+ * (security/authorizer.h):
  *  - no authorizer configured -> SECURITY_DISABLED (54);
  *  - Describe needs Cluster DESCRIBE, Create/Delete need Cluster ALTER, else
  *    CLUSTER_AUTHORIZATION_FAILED (31) (per result for Create/Delete);

@@ -1,4 +1,5 @@
-/* AlterReplicaLogDirs (api key 34), versions 0-1, as Kafka 2.7's KafkaApis and
+/* AlterReplicaLogDirs (api key 34), versions 0-2 (v2 flexible, nothing else changed), as
+ * Kafka 2.7's KafkaApis and
  * ReplicaManager.alterReplicaLogDirs check it, per partition:
  *
  *   - without ALTER on the CLUSTER: CLUSTER_AUTHORIZATION_FAILED for every partition;

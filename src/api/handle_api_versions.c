@@ -1,4 +1,5 @@
-/* ApiVersions v0-3 (KIP-35, KIP-511). Advertises exactly the registered APIs. The response
+/* ApiVersions v0-4 (KIP-35, KIP-511; v4, KAFKA-17011, only allows a SupportedFeatures MinVersion of
+ * 0, and Gregor supports no feature). Advertises exactly the registered APIs. The response
  * header never carries tagged fields (the codec uses response header v0 for this API).
  * v3 requests with an invalid ClientSoftwareName/Version get INVALID_REQUEST, as Kafka 2.7. */
 #include <stdbool.h>

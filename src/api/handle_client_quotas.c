@@ -1,4 +1,6 @@
-/* DescribeClientQuotas v0 and AlterClientQuotas v0 (Kafka 2.7 AdminManager).
+/* DescribeClientQuotas v0-1 and AlterClientQuotas v0-1 (v1 is flexible only), as Kafka 2.7's
+ * AdminManager. Not served: Kafka 2.8+'s "ip" entity (KIP-612 connection_creation_rate), which
+ * Gregor does not enforce; it is an unknown entity type here (INVALID_REQUEST).
  *
  *   - Entities: "user" and "client-id" (alone or together); a null name is the default entity
  *     (<default>). Stored as Kafka stores them: /config/users/<u>, /config/users/<u>/clients/<c>,

@@ -1,5 +1,5 @@
-/* DescribeConfigs v0-3, AlterConfigs v0-1 and IncrementalAlterConfigs v0-1 (Kafka 2.7
- * AdminManager), and the configs of CreateTopics v5.
+/* DescribeConfigs v0-4, AlterConfigs v0-2 and IncrementalAlterConfigs v0-1 (DescribeConfigs v4 and
+ * AlterConfigs v2 are flexible only; Kafka 2.7 AdminManager), and the configs of CreateTopics v5.
  *
  *   - Resources: TOPIC (2) and BROKER (4). A BROKER name is this broker's id or "" for the
  *     cluster-wide default (/config/brokers/<default>); another id, or a name that is not an

@@ -1,11 +1,16 @@
-/* DescribeLogDirs (api key 35), versions 0-2, as Kafka 2.7's ReplicaManager.describeLogDirs: one
+/* DescribeLogDirs (api key 35), versions 0-4, as Kafka 3.9's ReplicaManager.describeLogDirs: one
  * result per configured log dir (absolute path); an offline dir answers KAFKA_STORAGE_ERROR with
  * no topics; an online one lists its partition logs (all, or those the request names) with
  * their size in bytes, offset lag max(0, high watermark - log end offset) and IsFutureKey false
  * (Gregor has no future logs: no alter-replica-log-dirs). Topics with no listed partition in a
- * dir are left out. */
+ * dir are left out. Without DESCRIBE on the CLUSTER: no results, and from v3 the top-level
+ * ErrorCode CLUSTER_AUTHORIZATION_FAILED. v4 (KIP-827): each online dir's TotalBytes and
+ * UsableBytes, its file system's size and the space available to unprivileged users (statvfs
+ * f_blocks and f_bavail times f_frsize, as Java's FileStore); a dir statvfs fails on answers
+ * UNKNOWN_SERVER_ERROR with no topics (Kafka: an IOException); offline dirs keep -1. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "api/apis.h"
@@ -105,10 +110,11 @@ static void fill_dir(struct gr_api_req *req, struct DescribeLogDirsResponse_Desc
 void gr_handle_describe_log_dirs(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                  void *body) {
     (void)hdr;
-    if (!gr_api_authorized_cluster(req, GR_ACL_OP_DESCRIBE)) { /* Kafka 2.7: an empty answer */
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_DESCRIBE)) { /* no results; v3+: the error */
         struct DescribeLogDirsResponse *empty = gr_api_new_response(req);
         empty->ResultsCount = 0;
         empty->Results = NULL;
+        empty->ErrorCode = GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
         gr_api_respond(req, empty);
         return;
     }
@@ -116,6 +122,7 @@ void gr_handle_describe_log_dirs(struct gr_broker *b, struct gr_api_req *req, co
     gr_rm_foreach_log(b->replica_manager, collect, &c);
     if (c.n > 0) qsort(c.v, (size_t)c.n, sizeof *c.v, cmp_log);
     struct DescribeLogDirsResponse *resp = gr_api_new_response(req);
+    resp->ErrorCode = GR_KERR_NONE;
     int nd = b->cfg ? b->cfg->num_log_dirs : 0;
     resp->ThrottleTimeMs = 0;
     resp->ResultsCount = nd;
@@ -125,15 +132,21 @@ void gr_handle_describe_log_dirs(struct gr_broker *b, struct gr_api_req *req, co
     for (int d = 0; d < nd; d++) {
         struct DescribeLogDirsResponse_DescribeLogDirsResult *r = &resp->Results[d];
         r->LogDir = absolute(req, b->cfg->log_dirs[d]);
+        r->TotalBytes = r->UsableBytes = -1;
         while (i < c.n && c.v[i].dir_idx < d) i++;
-        if (ldf && gr_ldf_dir_offline(ldf, d)) {
-            r->ErrorCode = GR_KERR_KAFKA_STORAGE_ERROR;
+        struct statvfs fs;
+        bool offline = ldf && gr_ldf_dir_offline(ldf, d);
+        bool unreadable = !offline && statvfs(b->cfg->log_dirs[d], &fs) != 0;
+        if (offline || unreadable) {
+            r->ErrorCode = offline ? GR_KERR_KAFKA_STORAGE_ERROR : GR_KERR_UNKNOWN_SERVER_ERROR;
             r->TopicsCount = 0;
             r->Topics = NULL;
             while (i < c.n && c.v[i].dir_idx == d) i++;
             continue;
         }
         r->ErrorCode = GR_KERR_NONE;
+        r->TotalBytes = (int64_t)GR_MIN((uint64_t)fs.f_blocks * fs.f_frsize, (uint64_t)INT64_MAX);
+        r->UsableBytes = (int64_t)GR_MIN((uint64_t)fs.f_bavail * fs.f_frsize, (uint64_t)INT64_MAX);
         fill_dir(req, r, c.v, c.n, &i, d);
     }
     free(c.v);

@@ -1,5 +1,9 @@
-/* Fetch (api key 1), versions 0-11 (v0-v3 get the records down-converted to magic 0/1 message
- * sets; librdkafka uses up to 11, kafka-python v4). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
+/* Fetch (api key 1), versions 0-12 (v0-v3 get the records down-converted to magic 0/1 message
+ * sets; librdkafka uses up to 11, kafka-python v4; v12 is flexible, KIP-595: a fetcher's
+ * LastFetchedEpoch is checked against our epochs and a divergence answered as DivergingEpoch, see
+ * diverging_epoch below; the request's ClusterId is KRaft's and ignored, as a 3.9 ZooKeeper
+ * broker does, and CurrentLeader/SnapshotId are never set (Kafka sets CurrentLeader from v16,
+ * SnapshotId only in KRaft's metadata log). v13+ (topic ids) is not served yet). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
  * the leader names a PreferredReadReplica when replica.selector.class is set, see
  * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
@@ -163,6 +167,26 @@ static bool zstd_topic(struct gr_plog *log) {
     return lc.compression_type == GR_CODEC_ZSTD;
 }
 
+/* Fetch v12+ with LastFetchedEpoch (Kafka 3.9's Partition.readRecords): where the fetcher's log
+ * diverges from ours. The end offset of its last fetched epoch here is looked up
+ * (gr_rm_last_offset_for_epoch); unknown -> OFFSET_OUT_OF_RANGE, and so is a FetchOffset below our
+ * log start whatever the epochs; if we know only an older epoch than the fetcher's, or that epoch
+ * ends here before FetchOffset, the answer is that (epoch, end offset) as DivergingEpoch with no
+ * records (*diverging), and a follower's position is not recorded. Returns NONE or the error. */
+static int16_t diverging_epoch(struct gr_rm_partition *p, const struct FetchRequest_FetchPartition *fp, int64_t start,
+                               struct FetchResponse_PartitionData *pr, bool *diverging) {
+    int32_t epoch;
+    int64_t end;
+    gr_rm_last_offset_for_epoch(p, fp->LastFetchedEpoch, &epoch, &end);
+    if (epoch < 0 || end < 0 || fp->FetchOffset < start) return GR_KERR_OFFSET_OUT_OF_RANGE;
+    if (epoch < fp->LastFetchedEpoch || end < fp->FetchOffset) {
+        pr->DivergingEpoch.Epoch = epoch;
+        pr->DivergingEpoch.EndOffset = end;
+        *diverging = true;
+    }
+    return GR_KERR_NONE;
+}
+
 static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers, int64_t *bytes, bool *errors) {
     struct gr_api_req *req = c->req;
     const struct FetchRequest *r = c->r;
@@ -268,7 +292,13 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             memset(&res, 0, sizeof res);
             res.log_start_offset = start;
             res.log_end_offset = leo;
-            if (fp->FetchOffset < start || fp->FetchOffset > leo) {
+            bool diverging = false;
+            if (c->version >= 12 && fp->LastFetchedEpoch >= 0)
+                res.error = diverging_epoch(p, fp, start, pr, &diverging);
+            if (res.error != GR_KERR_NONE || diverging) {
+                /* no read: the fetcher truncates first (KIP-595's DivergingEpoch) */
+                *errors |= diverging; /* answered at once, never parked */
+            } else if (fp->FetchOffset < start || fp->FetchOffset > leo) {
                 res.error = GR_KERR_OFFSET_OUT_OF_RANGE;
             } else if ((!follower && fp->FetchOffset >= bound) || fp->FetchOffset == leo || limit <= 0 || hold) {
                 /* nothing to read */
@@ -305,7 +335,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             if (res.error != GR_KERR_NONE) {
                 pr->ErrorCode = res.error;
                 *errors = true;
-            } else if (follower && update_followers && assigned) {
+            } else if (follower && update_followers && assigned && !diverging) {
                 gr_rm_update_follower(rm, p, r->ReplicaId, fp->FetchOffset, fp->LogStartOffset, res.log_end_offset);
                 hw = atomic_load(&p->lml->hw);
             }

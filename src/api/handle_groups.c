@@ -1,9 +1,10 @@
-/* Group APIs (Kafka 2.7 KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,
- * OffsetCommit,OffsetFetch,DescribeGroups,ListGroups,DeleteGroups}Request) on top of the group
+/* Group APIs (Kafka 3.9 KafkaApis.handle{FindCoordinator,JoinGroup,SyncGroup,Heartbeat,LeaveGroup,
+ * OffsetCommit,OffsetFetch,DescribeGroups,ListGroups,DeleteGroups}Request for classic groups; the
+ * versions and what each adds are in docs/GROUPS.md) on top of the group
  * coordinator (group_coordinator.h), and the coordinator's wiring to the broker: its storage
  * is the replica manager's __consumer_offsets partitions.
  *
- * FindCoordinator (key type 0 = group): partition = abs(hash(group)) % partitions of
+ * FindCoordinator (key type 0 = group; v4+ a batch of keys, each answered on its own): partition = abs(hash(group)) % partitions of
  * __consumer_offsets; the coordinator is that partition's leader from the metadata cache, with
  * its endpoint for the listener the request came in on. When the topic does not exist yet it is
  * created (offsets.topic.num.partitions partitions, replication factor
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/authorize.h"
 #include "api/handlers.h"
@@ -57,46 +59,73 @@ static char *client_host(struct gr_api_req *req) {
 
 /* ---- FindCoordinator ---- */
 
+/* The coordinator of one key (KafkaApis.getCoordinator): an error, or *node/host/port of the
+ * leader of the key's partition of the internal topic. host is in req's arena. Key type 2
+ * (share groups, KIP-932) is INVALID_REQUEST below v6 and, as a 3.9 ZooKeeper broker answers
+ * it, COORDINATOR_NOT_AVAILABLE after the Cluster CLUSTER_ACTION check from v6. */
+static int16_t find_coordinator(struct gr_broker *b, struct gr_api_req *req, int8_t key_type, const char *key,
+                                int32_t *node, char **host, int32_t *port) {
+    *node = -1;
+    *host = "";
+    *port = -1;
+    if (!key) key = "";
+    if (key_type == 0 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, key))
+        return GR_KERR_GROUP_AUTHORIZATION_FAILED;
+    if (key_type == 1 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TRANSACTIONAL_ID, key))
+        return GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    if (key_type == 2 && req->hdr.RequestApiVersion < 6) return GR_KERR_INVALID_REQUEST;
+    if (key_type == 2 && !gr_api_authorized(req, GR_ACL_OP_CLUSTER_ACTION, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME))
+        return GR_KERR_CLUSTER_AUTHORIZATION_FAILED;
+    if (key_type == 2) return GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (key_type != 0 && key_type != 1) return GR_KERR_INVALID_REQUEST;
+    struct gr_group_coordinator *gc = coordinator(b);
+    if ((key_type == 0 && !gc) || (key_type == 1 && !b->txn_coordinator)) return GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    const char *ctopic = key_type == 1 ? GR_TXN_TOPIC : GR_OFFSETS_TOPIC;
+    if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
+        gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
+        return GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    }
+    int32_t p = key_type == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
+    struct gr_mdc_partition part;
+    int16_t e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (gr_mdc_get_partition(b->metadata, ctopic, p, &part)) {
+        char h[256];
+        int32_t port_;
+        if (part.leader >= 0 && gr_mdc_get_endpoint(b->metadata, part.leader, req->listener, h, sizeof h, &port_)) {
+            e = GR_KERR_NONE;
+            *node = part.leader;
+            *host = gr_api_strdup(req, h);
+            *port = port_;
+        }
+        gr_mdc_partition_release(&part);
+    }
+    return e;
+}
+
+/* v0-3 look up Key; v4+ (KIP-699) look up each of CoordinatorKeys and answer one Coordinator
+ * per key, in request order, each with its own ErrorCode (and ErrorMessage, the error's name,
+ * when it is not NONE; Kafka 3.9 leaves it "" there, Gregor says which error it was). An
+ * unknown key type fails every key with INVALID_REQUEST, as Kafka's getErrorResponse does. */
 void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                 void *body) {
-    (void)hdr;
     const struct FindCoordinatorRequest *r = body;
     struct FindCoordinatorResponse *resp = gr_api_new_response(req);
-    int16_t e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    resp->NodeId = -1;
-    resp->Host = "";
-    resp->Port = -1;
-    struct gr_group_coordinator *gc = coordinator(b);
-    const char *ctopic = r->KeyType == 1 ? GR_TXN_TOPIC : GR_OFFSETS_TOPIC;
-    if (r->KeyType != 0 && r->KeyType != 1) {
-        e = GR_KERR_INVALID_REQUEST;
-    } else if (r->KeyType == 0 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->Key)) {
-        e = GR_KERR_GROUP_AUTHORIZATION_FAILED;
-    } else if (r->KeyType == 1 && !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TRANSACTIONAL_ID, r->Key)) {
-        e = GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    } else if ((r->KeyType == 0 && gc) || (r->KeyType == 1 && b->txn_coordinator)) {
-        const char *key = r->Key ? r->Key : "";
-        if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
-            gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
-        } else {
-            int32_t p = r->KeyType == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
-            struct gr_mdc_partition part;
-            if (gr_mdc_get_partition(b->metadata, ctopic, p, &part)) {
-                char host[256];
-                int32_t port;
-                if (part.leader >= 0 &&
-                    gr_mdc_get_endpoint(b->metadata, part.leader, req->listener, host, sizeof host, &port)) {
-                    e = GR_KERR_NONE;
-                    resp->NodeId = part.leader;
-                    resp->Host = gr_api_strdup(req, host);
-                    resp->Port = port;
-                }
-                gr_mdc_partition_release(&part);
-            }
-        }
+    if (hdr->RequestApiVersion < 4) {
+        int16_t e = find_coordinator(b, req, r->KeyType, r->Key, &resp->NodeId, &resp->Host, &resp->Port);
+        resp->ErrorCode = e;
+        resp->ErrorMessage = (char *)gr_kerr_name(e);
+        gr_api_respond(req, resp);
+        return;
     }
-    resp->ErrorCode = e;
-    resp->ErrorMessage = (char *)gr_kerr_name(e);
+    int n = GR_MAX(r->CoordinatorKeysCount, 0);
+    resp->CoordinatorsCount = n;
+    resp->Coordinators = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Coordinators);
+    for (int i = 0; i < n; i++) {
+        struct FindCoordinatorResponse_Coordinator *c = &resp->Coordinators[i];
+        c->Key = r->CoordinatorKeys[i] ? r->CoordinatorKeys[i] : "";
+        c->ErrorCode = find_coordinator(b, req, r->KeyType, c->Key, &c->NodeId, &c->Host, &c->Port);
+        c->ErrorMessage = c->ErrorCode == GR_KERR_NONE ? NULL : (char *)gr_kerr_name(c->ErrorCode);
+    }
     gr_api_respond(req, resp);
 }
 
@@ -112,6 +141,7 @@ static void join_done(void *ctx, const struct gr_gc_join_result *r) {
     resp->ProtocolName = gr_api_strdup(req, ver >= 7 ? r->protocol_name : (r->protocol_name ? r->protocol_name : ""));
     resp->Leader = gr_api_strdup(req, r->leader_id ? r->leader_id : "");
     resp->MemberId = gr_api_strdup(req, r->member_id ? r->member_id : "");
+    resp->SkipAssignment = r->skip_assignment;
     resp->MembersCount = r->n_members;
     resp->Members = gr_api_alloc(req, (size_t)(r->n_members + 1) * sizeof *resp->Members);
     for (int i = 0; i < r->n_members; i++) {
@@ -145,9 +175,13 @@ void gr_handle_join_group(struct gr_broker *b, struct gr_api_req *req, const str
         .session_timeout_ms = r->SessionTimeoutMs,
         .rebalance_timeout_ms = hdr->RequestApiVersion == 0 ? r->SessionTimeoutMs : r->RebalanceTimeoutMs,
         .require_known_member_id = hdr->RequestApiVersion >= 4 && r->GroupInstanceId == NULL,
+        .support_skip_assignment = hdr->RequestApiVersion >= 9,
         .n_protocols = np,
         .protocols = protos,
     };
+    if (r->Reason) /* v8+ (KIP-800): the client's reason, logged as Kafka's rebalance reasons are */
+        gr_info(LOGGER, "Member %s of group %s joins; client reason: %s", jr.member_id, r->GroupId ? r->GroupId : "",
+                r->Reason);
     struct gr_group_coordinator *gc = coordinator(b);
     if (!gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId)) {
         struct gr_gc_join_result er = {.error = GR_KERR_GROUP_AUTHORIZATION_FAILED, .generation_id = -1,
@@ -237,6 +271,9 @@ void gr_handle_leave_group(struct gr_broker *b, struct gr_api_req *req, const st
     for (int i = 0; i < n; i++) {
         ms[i].member_id = batch ? r->Members[i].MemberId : r->MemberId;
         ms[i].group_instance_id = batch ? r->Members[i].GroupInstanceId : NULL;
+        if (batch && r->Members[i].Reason) /* v5+ (KIP-800) */
+            gr_info(LOGGER, "Member %s of group %s leaves; client reason: %s",
+                    ms[i].member_id ? ms[i].member_id : "", r->GroupId ? r->GroupId : "", r->Members[i].Reason);
     }
     struct gr_group_coordinator *gc = coordinator(b);
     int16_t top = !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_GROUP, r->GroupId) ? GR_KERR_GROUP_AUTHORIZATION_FAILED
@@ -337,10 +374,63 @@ void gr_handle_offset_commit(struct gr_broker *b, struct gr_api_req *req, const 
 
 /* ---- OffsetFetch ---- */
 
-void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
-                            void *body) {
-    const struct OffsetFetchRequest *r = body;
-    int16_t ver = hdr->RequestApiVersion;
+/* One group's offsets (KafkaApis.fetchOffsetsForGroup / fetchAllOffsetsForGroup): *parts holds
+ * the n requested partitions (all = false) or receives every committed one (all = true).
+ * Group DESCRIBE first; then Topic DESCRIBE: an all-topics fetch leaves unauthorized topics
+ * out, a named one answers them TOPIC_AUTHORIZATION_FAILED with offset -1. Returns the group's
+ * error (the parts are then meaningless). */
+static int16_t fetch_group(struct gr_broker *b, struct gr_api_req *req, const char *group_id, bool all,
+                           bool require_stable, struct gr_gc_fetch_part **parts, int *n) {
+    struct gr_group_coordinator *gc = coordinator(b);
+    int16_t e = !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, group_id)
+                    ? GR_KERR_GROUP_AUTHORIZATION_FAILED
+                : gc ? gr_gc_fetch_offsets(gc, group_id, all, require_stable, parts, n, &req->arena)
+                     : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (e != GR_KERR_NONE || !gr_api_authorizer_enabled(req)) return e;
+    struct gr_gc_fetch_part *ps = *parts;
+    int m = 0;
+    for (int i = 0; i < *n; i++) {
+        bool ok = (i > 0 && strcmp(ps[i].topic, ps[i - 1].topic) == 0)
+                      ? ps[i - 1].error != GR_KERR_TOPIC_AUTHORIZATION_FAILED
+                      : gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, ps[i].topic);
+        if (!ok) {
+            ps[i].offset = -1;
+            ps[i].leader_epoch = -1;
+            ps[i].metadata = "";
+            ps[i].error = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
+        }
+        if (ok || !all) ps[m++] = ps[i];
+    }
+    *n = m;
+    return GR_KERR_NONE;
+}
+
+/* parts reordered so each topic's partitions are adjacent, topics in first-seen order;
+ * returns the number of topics, *starts[t] the index of topic t's first part (and
+ * (*starts)[nt] = n). */
+static int group_by_topic(struct gr_api_req *req, struct gr_gc_fetch_part *parts, int n, int **starts) {
+    struct gr_gc_fetch_part *out = gr_api_alloc(req, (size_t)(n + 1) * sizeof *out);
+    bool *used = gr_api_alloc(req, (size_t)(n + 1));
+    int *st = gr_api_alloc(req, (size_t)(n + 2) * sizeof *st);
+    int nt = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        if (used[i]) continue;
+        st[nt++] = k;
+        for (int j = i; j < n; j++)
+            if (!used[j] && strcmp(parts[j].topic, parts[i].topic) == 0) {
+                used[j] = true;
+                out[k++] = parts[j];
+            }
+    }
+    st[nt] = k;
+    memcpy(parts, out, (size_t)n * sizeof *parts);
+    *starts = st;
+    return nt;
+}
+
+/* v0-7: one group, GroupId and Topics at the top level. */
+static void offset_fetch_v0_7(struct gr_broker *b, struct gr_api_req *req, const struct OffsetFetchRequest *r,
+                              int16_t ver) {
     bool all = r->TopicsCount < 0; /* null topics (v2+): every committed offset */
     int n = 0;
     for (int t = 0; t < r->TopicsCount; t++) n += GR_MAX(r->Topics[t].PartitionIndexesCount, 0);
@@ -351,28 +441,7 @@ void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const s
             parts[k].topic = r->Topics[t].Name ? r->Topics[t].Name : "";
             parts[k].partition = r->Topics[t].PartitionIndexes[i];
         }
-    struct gr_group_coordinator *gc = coordinator(b);
-    int16_t e = !gr_api_authorized(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_GROUP, r->GroupId)
-                    ? GR_KERR_GROUP_AUTHORIZATION_FAILED
-                : gc ? gr_gc_fetch_offsets(gc, r->GroupId, all, ver >= 7 && r->RequireStable, &parts, &n, &req->arena)
-                     : GR_KERR_COORDINATOR_NOT_AVAILABLE;
-    if (e == GR_KERR_NONE && gr_api_authorizer_enabled(req)) {
-        /* Topic DESCRIBE: all-topics fetches leave the others out, named ones get error 29 */
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            bool ok = (i > 0 && strcmp(parts[i].topic, parts[i - 1].topic) == 0)
-                          ? parts[i - 1].error != GR_KERR_TOPIC_AUTHORIZATION_FAILED
-                          : gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_TOPIC, parts[i].topic);
-            if (!ok) {
-                parts[i].offset = -1;
-                parts[i].leader_epoch = -1;
-                parts[i].metadata = "";
-                parts[i].error = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
-            }
-            if (ok || !all) parts[m++] = parts[i];
-        }
-        n = m;
-    }
+    int16_t e = fetch_group(b, req, r->GroupId, all, ver >= 7 && r->RequireStable, &parts, &n);
     struct OffsetFetchResponse *resp = gr_api_new_response(req);
     resp->ErrorCode = e;
     if (e != GR_KERR_NONE) {
@@ -389,33 +458,83 @@ void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const s
             parts[i].error = e;
         }
     }
-    /* group parts by topic, keeping first-seen order */
-    struct OffsetFetchResponse_OffsetFetchResponseTopic *topics = gr_api_alloc(req, (size_t)(n + 1) * sizeof *topics);
-    int nt = 0;
-    bool *used = gr_api_alloc(req, (size_t)(n + 1));
-    for (int i = 0; i < n; i++) {
-        if (used[i]) continue;
-        struct OffsetFetchResponse_OffsetFetchResponseTopic *ot = &topics[nt++];
-        ot->Name = (char *)parts[i].topic;
-        int cnt = 0;
-        for (int j = i; j < n; j++)
-            if (!used[j] && strcmp(parts[j].topic, parts[i].topic) == 0) cnt++;
-        ot->Partitions = gr_api_alloc(req, (size_t)(cnt + 1) * sizeof *ot->Partitions);
-        for (int j = i; j < n; j++) {
-            if (used[j] || strcmp(parts[j].topic, parts[i].topic) != 0) continue;
-            used[j] = true;
-            struct OffsetFetchResponse_OffsetFetchResponsePartition *op = &ot->Partitions[ot->PartitionsCount++];
-            op->PartitionIndex = parts[j].partition;
-            op->CommittedOffset = parts[j].offset;
-            op->CommittedLeaderEpoch = parts[j].leader_epoch;
-            op->Metadata = (char *)(parts[j].metadata ? parts[j].metadata : "");
-            op->ErrorCode = parts[j].error;
+    int *st;
+    int nt = group_by_topic(req, parts, n, &st);
+    resp->TopicsCount = nt;
+    resp->Topics = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *resp->Topics);
+    for (int t = 0; t < nt; t++) {
+        struct OffsetFetchResponse_OffsetFetchResponseTopic *ot = &resp->Topics[t];
+        ot->Name = (char *)parts[st[t]].topic;
+        ot->PartitionsCount = st[t + 1] - st[t];
+        ot->Partitions = gr_api_alloc(req, (size_t)(ot->PartitionsCount + 1) * sizeof *ot->Partitions);
+        for (int j = 0; j < ot->PartitionsCount; j++) {
+            const struct gr_gc_fetch_part *p = &parts[st[t] + j];
+            struct OffsetFetchResponse_OffsetFetchResponsePartition *op = &ot->Partitions[j];
+            op->PartitionIndex = p->partition;
+            op->CommittedOffset = p->offset;
+            op->CommittedLeaderEpoch = p->leader_epoch;
+            op->Metadata = (char *)(p->metadata ? p->metadata : "");
+            op->ErrorCode = p->error;
         }
     }
-    resp->TopicsCount = nt;
-    resp->Topics = topics;
     if (ver < 2) resp->ErrorCode = GR_KERR_NONE;
     gr_api_respond(req, resp);
+}
+
+/* v8+ (KIP-709): Groups, each fetched on its own with its own ErrorCode (a failed group has
+ * no topics), RequireStable for all of them. v9's MemberId/MemberEpoch belong to KIP-848's
+ * consumer groups: the classic coordinator of a 3.9 ZooKeeper broker ignores them, so does
+ * Gregor. */
+static void offset_fetch_v8(struct gr_broker *b, struct gr_api_req *req, const struct OffsetFetchRequest *r) {
+    struct OffsetFetchResponse *resp = gr_api_new_response(req);
+    int ng = GR_MAX(r->GroupsCount, 0);
+    resp->GroupsCount = ng;
+    resp->Groups = gr_api_alloc(req, (size_t)(ng + 1) * sizeof *resp->Groups);
+    for (int g = 0; g < ng; g++) {
+        const struct OffsetFetchRequest_OffsetFetchRequestGroup *rg = &r->Groups[g];
+        struct OffsetFetchResponse_OffsetFetchResponseGroup *og = &resp->Groups[g];
+        og->GroupId = rg->GroupId ? rg->GroupId : "";
+        bool all = rg->TopicsCount < 0;
+        int n = 0;
+        for (int t = 0; t < rg->TopicsCount; t++) n += GR_MAX(rg->Topics[t].PartitionIndexesCount, 0);
+        struct gr_gc_fetch_part *parts = gr_api_alloc(req, (size_t)(n + 1) * sizeof *parts);
+        int k = 0;
+        for (int t = 0; t < rg->TopicsCount; t++)
+            for (int i = 0; i < rg->Topics[t].PartitionIndexesCount; i++, k++) {
+                parts[k].topic = rg->Topics[t].Name ? rg->Topics[t].Name : "";
+                parts[k].partition = rg->Topics[t].PartitionIndexes[i];
+            }
+        og->ErrorCode = fetch_group(b, req, og->GroupId, all, r->RequireStable, &parts, &n);
+        if (og->ErrorCode != GR_KERR_NONE) continue;
+        int *st;
+        int nt = group_by_topic(req, parts, n, &st);
+        og->TopicsCount = nt;
+        og->Topics = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *og->Topics);
+        for (int t = 0; t < nt; t++) {
+            struct OffsetFetchResponse_OffsetFetchResponseTopics *ot = &og->Topics[t];
+            ot->Name = (char *)parts[st[t]].topic;
+            ot->PartitionsCount = st[t + 1] - st[t];
+            ot->Partitions = gr_api_alloc(req, (size_t)(ot->PartitionsCount + 1) * sizeof *ot->Partitions);
+            for (int j = 0; j < ot->PartitionsCount; j++) {
+                const struct gr_gc_fetch_part *p = &parts[st[t] + j];
+                struct OffsetFetchResponse_OffsetFetchResponsePartitions *op = &ot->Partitions[j];
+                op->PartitionIndex = p->partition;
+                op->CommittedOffset = p->offset;
+                op->CommittedLeaderEpoch = p->leader_epoch;
+                op->Metadata = (char *)(p->metadata ? p->metadata : "");
+                op->ErrorCode = p->error;
+            }
+        }
+    }
+    gr_api_respond(req, resp);
+}
+
+void gr_handle_offset_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
+                            void *body) {
+    if (hdr->RequestApiVersion >= 8)
+        offset_fetch_v8(b, req, body);
+    else
+        offset_fetch_v0_7(b, req, body, hdr->RequestApiVersion);
 }
 
 /* ---- DescribeGroups, ListGroups, DeleteGroups ---- */
@@ -475,6 +594,12 @@ void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const st
     resp->ErrorCode = gc ? gr_gc_list_groups(gc, (const char *const *)r->StatesFilter, GR_MAX(r->StatesFilterCount, 0),
                                              &req->arena, &gs, &n)
                          : GR_KERR_COORDINATOR_NOT_AVAILABLE;
+    /* v5+ TypesFilter (KIP-848): every group of the classic coordinator is "classic", so a
+     * filter without that type (matched case-insensitively, as 3.9) lists nothing */
+    bool classic = r->TypesFilterCount <= 0;
+    for (int i = 0; i < r->TypesFilterCount && !classic; i++)
+        classic = r->TypesFilter[i] && strcasecmp(r->TypesFilter[i], "classic") == 0;
+    if (!classic) n = 0;
     /* Cluster DESCRIBE lists every group, else only those the principal may describe */
     bool all_groups = gr_api_authorized_quiet(req, GR_ACL_OP_DESCRIBE, GR_ACL_RES_CLUSTER, GR_ACL_CLUSTER_NAME);
     int m = 0;
@@ -487,6 +612,7 @@ void gr_handle_list_groups(struct gr_broker *b, struct gr_api_req *req, const st
         resp->Groups[i].GroupId = (char *)gs[i].group_id;
         resp->Groups[i].ProtocolType = (char *)gs[i].protocol_type;
         resp->Groups[i].GroupState = (char *)gs[i].state;
+        resp->Groups[i].GroupType = "classic";
     }
     gr_api_respond(req, resp);
 }
@@ -532,11 +658,12 @@ struct rm_storage {
     struct gr_replica_manager *rm;
 };
 
-static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
+static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
     struct rm_storage *s = ctx;
     struct gr_rm_partition_info info;
     if (!gr_rm_partition_info(s->rm, GR_OFFSETS_TOPIC, p, &info) || !info.is_leader) return false;
     if (epoch) *epoch = info.leader_epoch;
+    if (term) *term = info.leader_term;
     if (start) *start = info.log_start_offset;
     if (end) *end = info.log_end_offset;
     return true;

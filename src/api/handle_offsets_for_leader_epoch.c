@@ -1,13 +1,10 @@
-/* OffsetForLeaderEpoch (api key 23), versions 0-3 (KIP-101, KIP-279, KIP-320): for each
+/* OffsetForLeaderEpoch (api key 23), versions 0-4 (KIP-101, KIP-279, KIP-320; v4 is
+ * flexible, nothing else changed): for each
  * partition the end offset of the requested leader epoch on this leader, i.e. the start offset
  * of the first epoch after it (or the log end offset for the current epoch), and the largest
  * epoch <= the requested one that this log knows.
- *
- * The answer is computed from the log's leader-epoch cache plus, on a leader that has not yet
- * appended in its current epoch, a virtual entry (current epoch, offset at which it became
- * leader) — Kafka writes that entry into the cache at election time; here the log records an
- * epoch only with its first batch, so the leader supplies it. Without it a follower that wrote
- * ahead in an epoch the new leader never saw would not be told where to truncate. */
+ * The lookup is replication/last_offset_for_epoch.c's (gr_rm_last_offset_for_epoch), shared
+ * with Fetch v12's diverging-epoch check. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,24 +14,6 @@
 #include "replication/replica_internal.h"
 #include "common/kerr.h"
 #include "common/util.h"
-
-/* Kafka's LeaderEpochFileCache.endOffsetFor over (epochs, starts)[0..n). */
-static void end_offset_for(const int32_t *epochs, const int64_t *starts, int n, int32_t requested, int64_t leo,
-                           int32_t *epoch_out, int64_t *end_out) {
-    *epoch_out = -1;
-    *end_out = -1;
-    if (requested < 0 || n == 0) return;
-    if (requested == epochs[n - 1]) {
-        *epoch_out = requested;
-        *end_out = leo;
-        return;
-    }
-    int h = 0;
-    while (h < n && epochs[h] <= requested) h++;
-    if (h == n) return; /* newer than anything we know */
-    *end_out = starts[h];
-    *epoch_out = h == 0 ? requested : epochs[h - 1];
-}
 
 static void one(struct gr_replica_manager *rm, int16_t ver, int32_t replica_id, const char *topic,
                 const struct OffsetForLeaderEpochRequest_OffsetForLeaderPartition *q,
@@ -50,38 +29,13 @@ static void one(struct gr_replica_manager *rm, int16_t ver, int32_t replica_id, 
     }
     pthread_mutex_lock(&p->lock);
     int16_t err = gr_rm_check_epoch_locked(p, ver >= 2 ? q->CurrentLeaderEpoch : -1, replica_id != -2);
-    bool leader = gr_rs_is_leader(&p->st);
-    int32_t cur_epoch = p->st.leader_epoch;
-    int64_t cur_start = p->st.leader_epoch_start_offset;
     pthread_mutex_unlock(&p->lock);
     if (err != GR_KERR_NONE) {
         pr->ErrorCode = err;
         gr_rm_partition_unref(p);
         return;
     }
-    struct gr_plog *log = p->lml->log;
-    int32_t sepochs[64];
-    int64_t sstarts[64];
-    int32_t *epochs = sepochs;
-    int64_t *starts = sstarts;
-    int n = gr_plog_epoch_entries(log, epochs, starts, 63);
-    if (n > 63) {
-        epochs = gr_malloc((size_t)(n + 1) * sizeof *epochs);
-        starts = gr_malloc((size_t)(n + 1) * sizeof *starts);
-        int m = gr_plog_epoch_entries(log, epochs, starts, n);
-        n = GR_MIN(m, n);
-    }
-    int64_t leo = gr_plog_end_offset(log);
-    if (leader && cur_epoch >= 0 && cur_start >= 0 && (n == 0 || epochs[n - 1] < cur_epoch)) {
-        epochs[n] = cur_epoch;
-        starts[n] = cur_start;
-        n++;
-    }
-    end_offset_for(epochs, starts, n, q->LeaderEpoch, leo, &pr->LeaderEpoch, &pr->EndOffset);
-    if (epochs != sepochs) {
-        free(epochs);
-        free(starts);
-    }
+    gr_rm_last_offset_for_epoch(p, q->LeaderEpoch, &pr->LeaderEpoch, &pr->EndOffset);
     gr_rm_partition_unref(p);
 }
 

@@ -1,4 +1,7 @@
-/* Produce (api key 0), versions 0-8. Records are RecordBatch v2 (magic 2); v0-v2 requests may
+/* Produce (api key 0), versions 0-11 (v9 flexible; v10 KIP-951: a partition answered
+ * NOT_LEADER_OR_FOLLOWER names its current leader, and NodeEndpoints that leader's endpoint, see
+ * set_current_leader; v11 KIP-890 part 2: TRANSACTION_ABORTABLE, see produce_verification_error).
+ * Records are RecordBatch v2 (magic 2); v0-v2 requests may
  * carry the old MessageSets (magic 0/1), converted to one v2 batch before the append
  * (storage/legacy_records.h); v3+ with magic 0/1 get INVALID_RECORD as Kafka; a bad CRC
  * CORRUPT_MESSAGE, a batch above max.message.bytes MESSAGE_TOO_LARGE. The log stores the batches
@@ -16,9 +19,9 @@
  * transaction coordinator confirmed that the partition is part of the producer's ongoing
  * transaction (broker/add_partitions_to_txn_manager.h: in place when this broker coordinates,
  * else asynchronously over that coordinator's kept connection; the I/O thread returns at once
- * and the request's connection stays muted until the append); otherwise INVALID_TXN_STATE,
- * INVALID_PRODUCER_EPOCH for a fenced producer, and NOT_ENOUGH_REPLICAS (retriable) for what a
- * retry may pass, as 3.7 answers. A guard in the partition's producer state is set before the
+ * and the request's connection stays muted until the append); otherwise TRANSACTION_ABORTABLE (v11+) or
+ * INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH for a fenced producer, and NOT_ENOUGH_REPLICAS
+ * (retriable) for what a retry may pass, as 3.9 answers. A guard in the partition's producer state is set before the
  * coordinator is asked and a marker clears it, so an answer that raced with EndTxn is void. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +57,7 @@ struct produce_ctx {
     struct gr_rm_produce_part *parts;
     struct gr_broker *b;
     struct produce_verification *verification; /* KIP-890: the parts waiting for their coordinator */
+    int16_t version;
 };
 
 /* BrokerTopicMetrics, per partition as Kafka's appendToLocalLog marks them: a partition whose
@@ -106,13 +110,19 @@ static bool txn_batch(const struct gr_rm_produce_part *pp, int64_t *pid, int16_t
     return true;
 }
 
-/* Kafka 3.7 ReplicaManager's mapping of a coordinator's verification answer to a Produce error:
- * a fenced producer gets INVALID_PRODUCER_EPOCH (as 2.7's epoch check), a partition outside the
- * transaction INVALID_TXN_STATE, anything that may pass on a retry (CONCURRENT_TRANSACTIONS, a
- * coordinator moving or loading, a failed request) the retriable NOT_ENOUGH_REPLICAS. */
-static int16_t produce_verification_error(int16_t e) {
+/* Kafka 3.9's mapping of a coordinator's verification answer to a Produce error
+ * (AddPartitionsToTxnManager, ReplicaManager): a fenced producer gets INVALID_PRODUCER_EPOCH (as
+ * 2.7's epoch check); a partition outside the transaction -- 3.9's coordinator answers
+ * TRANSACTION_ABORTABLE, Gregor's (coordinator/txn_coordinator.c) the 3.6 INVALID_TXN_STATE, both
+ * taken as that -- TRANSACTION_ABORTABLE to Produce v11+ (KIP-890 part 2's new error, which such
+ * a producer handles by aborting) and INVALID_TXN_STATE to older ones; an unknown producer id
+ * INVALID_TXN_STATE; anything that may pass on a retry (CONCURRENT_TRANSACTIONS, a coordinator
+ * moving or loading, a failed request) the retriable NOT_ENOUGH_REPLICAS. */
+static int16_t produce_verification_error(int16_t e, int16_t version) {
     if (e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH) return GR_KERR_INVALID_PRODUCER_EPOCH;
-    if (e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_INVALID_PRODUCER_ID_MAPPING) return GR_KERR_INVALID_TXN_STATE;
+    if (e == GR_KERR_INVALID_TXN_STATE || e == GR_KERR_TRANSACTION_ABORTABLE)
+        return version >= 11 ? GR_KERR_TRANSACTION_ABORTABLE : GR_KERR_INVALID_TXN_STATE;
+    if (e == GR_KERR_INVALID_PRODUCER_ID_MAPPING) return GR_KERR_INVALID_TXN_STATE;
     return GR_KERR_NOT_ENOUGH_REPLICAS;
 }
 
@@ -143,7 +153,7 @@ static void produce_verified(void *ctx, const int16_t *errors, int n) {
         if (errors[i] != GR_KERR_NONE) {
             gr_info(LOGGER, "rejecting transactional produce of producer %lld to %s-%d: %s (KIP-890 verification)",
                     (long long)v->pid, pp->topic, pp->partition, gr_kerr_name(errors[i]));
-            pp->error = produce_verification_error(errors[i]);
+            pp->error = produce_verification_error(errors[i], c->version);
         }
     }
     append_parts(c);
@@ -214,6 +224,48 @@ static void set_record_errors(struct gr_api_req *req, struct ProduceResponse_Par
     pr->RecordErrorsCount = v->kept;
 }
 
+/* KIP-951 (Produce v10+, Kafka 3.9's getCurrentLeader): a partition answered
+ * NOT_LEADER_OR_FOLLOWER carries the leader this broker knows -- from the hosted partition if it
+ * is hosted here, else from the metadata cache, (-1, -1) if neither knows it -- and the response's
+ * NodeEndpoints lists that leader's endpoint on the request's listener (with its rack) once, if
+ * it is a live broker with that listener. */
+static void set_current_leader(struct gr_api_req *req, struct ProduceResponse *resp,
+                               struct ProduceResponse_PartitionProduceResponse *pr, const char *topic) {
+    struct gr_broker *b = req->broker;
+    int32_t leader = -1, epoch = -1;
+    struct gr_rm_partition *p = b && b->replica_manager ? gr_rm_get_partition(b->replica_manager, topic, pr->Index) : NULL;
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        leader = p->st.leader_id;
+        epoch = p->st.leader_epoch;
+        pthread_mutex_unlock(&p->lock);
+        gr_rm_partition_unref(p);
+    } else if (b && b->metadata) {
+        struct gr_mdc_partition mp;
+        if (gr_mdc_get_partition(b->metadata, topic, pr->Index, &mp)) {
+            leader = mp.leader;
+            epoch = mp.leader_epoch;
+            gr_mdc_partition_release(&mp);
+        }
+    }
+    pr->CurrentLeader.LeaderId = leader;
+    pr->CurrentLeader.LeaderEpoch = epoch;
+    if (leader < 0 || !b || !b->metadata) return;
+    for (int i = 0; i < resp->NodeEndpointsCount; i++)
+        if (resp->NodeEndpoints[i].NodeId == leader) return;
+    gr_mdc_rdlock(b->metadata);
+    const struct gr_mdc_broker *mb = gr_mdc_broker(b->metadata, leader);
+    const struct gr_mdc_endpoint *e = mb ? gr_mdc_broker_endpoint(mb, req->listener) : NULL;
+    if (e) {
+        struct ProduceResponse_NodeEndpoint *ne = &resp->NodeEndpoints[resp->NodeEndpointsCount++];
+        ne->NodeId = leader;
+        ne->Host = gr_api_strdup(req, e->host);
+        ne->Port = e->port;
+        ne->Rack = mb->rack ? gr_api_strdup(req, mb->rack) : NULL;
+    }
+    gr_mdc_unlock(b->metadata);
+}
+
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     struct produce_ctx *c = ctx;
     struct gr_api_req *req = c->req;
@@ -242,6 +294,8 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
     resp->ThrottleTimeMs = throttle_ms;
     resp->ResponsesCount = r->TopicDataCount > 0 ? r->TopicDataCount : 0;
     resp->Responses = gr_api_alloc(req, (size_t)(resp->ResponsesCount + 1) * sizeof *resp->Responses);
+    resp->NodeEndpointsCount = 0;
+    resp->NodeEndpoints = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->NodeEndpoints);
     int k = 0;
     for (int t = 0; t < resp->ResponsesCount; t++) {
         const struct ProduceRequest_TopicProduceData *td = &r->TopicData[t];
@@ -260,6 +314,8 @@ static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {
             pr->RecordErrorsCount = 0;
             pr->RecordErrors = NULL;
             pr->ErrorMessage = NULL;
+            pr->CurrentLeader.LeaderId = pr->CurrentLeader.LeaderEpoch = -1;
+            if (pp->error == GR_KERR_NOT_LEADER_OR_FOLLOWER && c->version >= 10) set_current_leader(req, resp, pr, pp->topic);
             if (pp->validation) { /* Kafka's RecordValidationException: which records, and why */
                 set_record_errors(req, pr, pp->validation);
                 free(pp->validation);
@@ -397,6 +453,7 @@ void gr_handle_produce(struct gr_broker *b, struct gr_api_req *req, const struct
     c->req = req;
     c->r = r;
     c->acks = r->Acks;
+    c->version = hdr->RequestApiVersion;
     int n = 0;
     for (int t = 0; t < r->TopicDataCount; t++) n += r->TopicData[t].PartitionDataCount > 0 ? r->TopicData[t].PartitionDataCount : 0;
     c->n = n;

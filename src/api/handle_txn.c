@@ -1,4 +1,4 @@
-/* Transaction APIs (Kafka 2.7 KafkaApis.handle{InitProducerId (transactional), AddPartitionsToTxn,
+/* Transaction APIs (Kafka 2.7 / 3.9 KafkaApis.handle{InitProducerId (transactional), AddPartitionsToTxn,
  * AddOffsetsToTxn, EndTxn, WriteTxnMarkers, TxnOffsetCommit}) over coordinator/txn_coordinator.h.
  *
  * WriteTxnMarkers appends one control batch (Kafka's marker layout: transactional + control,
@@ -14,10 +14,16 @@
  * __consumer_offsets partition is part of the producer's transaction (AddOffsetsToTxn): a commit
  * for a partition not added, or after the transaction ended, is refused (INVALID_TXN_STATE).
  *
- * AddPartitionsToTxn requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
- * verification requests between brokers (Kafka 3.6 uses AddPartitionsToTxn v4 VerifyOnly, which
- * the 2.7 protocol lacks): nothing is added; the answer says per partition whether it is part
- * of the producer's ongoing transaction (NONE) or not (INVALID_TXN_STATE). */
+ * AddPartitionsToTxn v0-3 requests whose header ClientId is GR_TXN_VERIFY_CLIENT_ID are KIP-890
+ * verification requests between Gregor brokers (add_partitions_to_txn_manager.c): nothing is
+ * added; the answer says per partition whether it is part of the producer's ongoing transaction
+ * (NONE) or not (INVALID_TXN_STATE). AddPartitionsToTxn v4-v5 is Kafka 3.9's batched broker form
+ * (several transactions, VerifyOnly, TRANSACTION_ABORTABLE for a partition not in the
+ * transaction): add_partitions_v4. The other APIs' 3.9 versions (InitProducerId v5,
+ * AddOffsetsToTxn v4, EndTxn v4, TxnOffsetCommit v4, WriteTxnMarkers v1) differ only in what the
+ * client understands: TxnOffsetCommit v4 gets TRANSACTION_ABORTABLE where v3 gets
+ * INVALID_TXN_STATE (KIP-890 refusal). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,9 +106,139 @@ static void add_done(void *ctx, int16_t error, int64_t pid, int16_t epoch) {
     gr_api_respond(req, resp);
 }
 
+/* ---- AddPartitionsToTxn v4+ (KIP-890: a broker's batch of transactions) ---- */
+
+struct add4_ctx;
+struct add4_txn {
+    struct add4_ctx *c;
+    int n;               /* partitions, flattened in request order */
+    const char **topics; /* n */
+    int32_t *parts;      /* n */
+    int16_t *errs;       /* n: the answer per partition */
+};
+struct add4_ctx {
+    struct gr_api_req *req;
+    const struct AddPartitionsToTxnRequest *r;
+    struct add4_txn *txns;
+    _Atomic int pending; /* transactions not answered yet, + 1 while the handler runs */
+};
+
+static void add4_respond(struct add4_ctx *c, int16_t top) {
+    struct gr_api_req *req = c->req;
+    const struct AddPartitionsToTxnRequest *r = c->r;
+    struct AddPartitionsToTxnResponse *resp = gr_api_new_response(req);
+    resp->ErrorCode = top;
+    int nt = top == GR_KERR_NONE ? GR_MAX(r->TransactionsCount, 0) : 0;
+    resp->ResultsByTransactionCount = nt;
+    resp->ResultsByTransaction = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *resp->ResultsByTransaction);
+    for (int x = 0; x < nt; x++) {
+        const struct AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction *rx = &r->Transactions[x];
+        struct AddPartitionsToTxnResponse_AddPartitionsToTxnResult *ox = &resp->ResultsByTransaction[x];
+        ox->TransactionalId = rx->TransactionalId;
+        ox->TopicResultsCount = GR_MAX(rx->TopicsCount, 0);
+        ox->TopicResults = gr_api_alloc(req, (size_t)(ox->TopicResultsCount + 1) * sizeof *ox->TopicResults);
+        int k = 0;
+        for (int t = 0; t < ox->TopicResultsCount; t++) {
+            struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &ox->TopicResults[t];
+            tr->Name = rx->Topics[t].Name;
+            tr->ResultsByPartitionCount = GR_MAX(rx->Topics[t].PartitionsCount, 0);
+            tr->ResultsByPartition = gr_api_alloc(req, (size_t)(tr->ResultsByPartitionCount + 1) * sizeof *tr->ResultsByPartition);
+            for (int i = 0; i < tr->ResultsByPartitionCount; i++, k++) {
+                tr->ResultsByPartition[i].PartitionIndex = rx->Topics[t].Partitions[i];
+                tr->ResultsByPartition[i].PartitionErrorCode = c->txns[x].errs[k];
+            }
+        }
+    }
+    gr_api_respond(req, resp);
+}
+
+static void add4_release(struct add4_ctx *c) {
+    if (atomic_fetch_sub(&c->pending, 1) == 1) add4_respond(c, GR_KERR_NONE);
+}
+
+static void add4_added(void *ctx, int16_t error, int64_t pid, int16_t epoch) {
+    (void)pid;
+    (void)epoch;
+    struct add4_txn *tx = ctx;
+    for (int i = 0; i < tx->n; i++) tx->errs[i] = error;
+    add4_release(tx->c);
+}
+
+/* Kafka 3.9 handleAddPartitionsToTxnRequest for v4+: Cluster CLUSTER_ACTION for the whole
+ * request (denied: the top-level ErrorCode, no results); a transaction without an id fails the
+ * request with INVALID_REQUEST; per transaction, unknown partitions fail it
+ * (UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED; no Topic ACLs: the caller
+ * is a broker); then VerifyOnly answers per partition as handleVerifyPartitionsInTransaction
+ * (NONE when in the Ongoing transaction, TRANSACTION_ABORTABLE when not, or the transaction's
+ * error for every partition), else the partitions are added as a client's v3 request adds them. */
+static void add_partitions_v4(struct gr_broker *b, struct gr_api_req *req, const struct AddPartitionsToTxnRequest *r) {
+    struct add4_ctx *c = gr_api_alloc(req, sizeof *c);
+    c->req = req;
+    c->r = r;
+    int nt = GR_MAX(r->TransactionsCount, 0);
+    c->txns = gr_api_alloc(req, (size_t)(nt + 1) * sizeof *c->txns);
+    if (!gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION)) {
+        add4_respond(c, GR_KERR_CLUSTER_AUTHORIZATION_FAILED);
+        return;
+    }
+    for (int x = 0; x < nt; x++)
+        if (!r->Transactions[x].TransactionalId) {
+            add4_respond(c, GR_KERR_INVALID_REQUEST);
+            return;
+        }
+    struct gr_txn_coordinator *tc = b->txn_coordinator;
+    atomic_init(&c->pending, nt + 1);
+    for (int x = 0; x < nt; x++) {
+        const struct AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction *rx = &r->Transactions[x];
+        struct add4_txn *tx = &c->txns[x];
+        tx->c = c;
+        for (int t = 0; t < rx->TopicsCount; t++) tx->n += GR_MAX(rx->Topics[t].PartitionsCount, 0);
+        tx->topics = gr_api_alloc(req, (size_t)(tx->n + 1) * sizeof *tx->topics);
+        tx->parts = gr_api_alloc(req, (size_t)(tx->n + 1) * sizeof *tx->parts);
+        tx->errs = gr_api_alloc(req, (size_t)(tx->n + 1) * sizeof *tx->errs);
+        int k = 0;
+        bool bad = false;
+        for (int t = 0; t < rx->TopicsCount; t++)
+            for (int i = 0; i < rx->Topics[t].PartitionsCount; i++, k++) {
+                tx->topics[k] = rx->Topics[t].Name ? rx->Topics[t].Name : "";
+                tx->parts[k] = rx->Topics[t].Partitions[i];
+                struct gr_mdc_partition mp;
+                tx->errs[k] = GR_KERR_NONE;
+                if (!gr_mdc_get_partition(b->metadata, tx->topics[k], tx->parts[k], &mp)) {
+                    tx->errs[k] = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+                    bad = true;
+                } else {
+                    gr_mdc_partition_release(&mp);
+                }
+            }
+        if (bad) {
+            for (int i = 0; i < tx->n; i++)
+                if (tx->errs[i] == GR_KERR_NONE) tx->errs[i] = GR_KERR_OPERATION_NOT_ATTEMPTED;
+            add4_release(c);
+        } else if (!tc) {
+            add4_added(tx, GR_KERR_NOT_COORDINATOR, -1, -1);
+        } else if (rx->VerifyOnly) {
+            for (int i = 0; i < tx->n; i++) {
+                int16_t e = gr_txn_verify_id(tc, rx->TransactionalId, rx->ProducerId, rx->ProducerEpoch,
+                                             tx->topics[i], tx->parts[i]);
+                tx->errs[i] = e == GR_KERR_INVALID_TXN_STATE ? GR_KERR_TRANSACTION_ABORTABLE : e;
+            }
+            add4_release(c);
+        } else {
+            gr_txn_add_partitions(tc, rx->TransactionalId, rx->ProducerId, rx->ProducerEpoch, tx->topics, tx->parts,
+                                  tx->n, add4_added, tx);
+        }
+    }
+    add4_release(c);
+}
+
 void gr_handle_add_partitions_to_txn(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                      void *body) {
     const struct AddPartitionsToTxnRequest *r = body;
+    if (hdr->RequestApiVersion >= 4) {
+        add_partitions_v4(b, req, r);
+        return;
+    }
     struct add_ctx *c = gr_api_alloc(req, sizeof *c);
     c->req = req;
     c->r = r;
@@ -303,6 +439,8 @@ static void toc_verified(void *ctx, const int16_t *errors, int n) {
     gr_info(LOGGER, "rejecting transactional offset commit of producer %lld for group %s: %s (KIP-890 verification)",
             (long long)c->r->ProducerId, c->r->GroupId, gr_kerr_name(e));
     if (e == GR_KERR_PRODUCER_FENCED || e == GR_KERR_INVALID_PRODUCER_EPOCH) e = GR_KERR_INVALID_PRODUCER_EPOCH;
+    else if (e == GR_KERR_INVALID_TXN_STATE && c->req->hdr.RequestApiVersion >= 4)
+        e = GR_KERR_TRANSACTION_ABORTABLE; /* Kafka 3.9: v4+ clients know it (KIP-890) */
     else if (e != GR_KERR_INVALID_TXN_STATE && e != GR_KERR_INVALID_PRODUCER_ID_MAPPING)
         e = GR_KERR_COORDINATOR_NOT_AVAILABLE;
     toc_respond(c, e);

@@ -1,9 +1,15 @@
-/* UpdateFeatures v0 (api key 57, KIP-584) as Kafka 2.7's KafkaApis.handleUpdateFeatures: a broker
- * that is not the active controller answers NOT_CONTROLLER; otherwise the updates go through the
+/* UpdateFeatures v0-1 (api key 57, KIP-584) as Kafka 3.9's KafkaApis.handleUpdateFeatures on a
+ * ZooKeeper-mode broker: Cluster ALTER, else CLUSTER_AUTHORIZATION_FAILED; a broker that is not
+ * the active controller answers NOT_CONTROLLER; otherwise the updates go through the
  * controller's front door (controller/requests.h) and are answered from the event thread
- * (controller/feature_versioning.h). A Gregor broker, like a Kafka 2.7 one, supports no feature,
- * so every add or upgrade is refused with INVALID_REQUEST; deleting a finalized feature written by
- * someone else works. The request never blocks an I/O thread. */
+ * (controller/feature_versioning.h). v0's AllowDowngrade is the upgrade type SAFE_DOWNGRADE
+ * (else UPGRADE), as Kafka's UpdateFeaturesRequest.getFeature; v1 carries UpgradeType (1
+ * upgrade, 2 safe downgrade, 3 unsafe downgrade, anything else INVALID_REQUEST for that
+ * feature) and ValidateOnly (Gregor writes nothing then; Kafka 3.9's ZooKeeper controller
+ * ignores it, see feature_versioning.h). A Gregor broker, like a Kafka ZooKeeper broker of
+ * inter-broker protocol 2.7, supports no feature, so every add or upgrade is refused with
+ * INVALID_REQUEST; deleting a finalized feature written by someone else works. The request
+ * never blocks an I/O thread. */
 #include <stdlib.h>
 
 #include "api/authorize.h"
@@ -32,7 +38,6 @@ static void respond(void *arg, int16_t top, const struct gr_ctrl_feature_result 
 
 void gr_handle_update_features(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr,
                                void *body) {
-    (void)hdr;
     const struct UpdateFeaturesRequest *r = body;
     if (!gr_api_authorized_cluster(req, GR_ACL_OP_ALTER)) {
         respond(req, GR_KERR_CLUSTER_AUTHORIZATION_FAILED, NULL, 0);
@@ -47,10 +52,16 @@ void gr_handle_update_features(struct gr_broker *b, struct gr_api_req *req, cons
     for (int i = 0; i < n; i++) {
         u[i].feature = r->FeatureUpdates[i].Feature;
         u[i].max_version_level = r->FeatureUpdates[i].MaxVersionLevel;
-        u[i].allow_downgrade = r->FeatureUpdates[i].AllowDowngrade;
+        if (hdr->RequestApiVersion == 0)
+            u[i].upgrade_type = r->FeatureUpdates[i].AllowDowngrade ? GR_CTRL_SAFE_DOWNGRADE : GR_CTRL_UPGRADE;
+        else
+            u[i].upgrade_type = r->FeatureUpdates[i].UpgradeType >= GR_CTRL_UPGRADE &&
+                                        r->FeatureUpdates[i].UpgradeType <= GR_CTRL_UNSAFE_DOWNGRADE
+                                    ? (int8_t)r->FeatureUpdates[i].UpgradeType
+                                    : GR_CTRL_UPGRADE_UNKNOWN;
     }
     /* apis.h rule 4: the request belongs to the front door until respond runs (the updates
      * are copied at submission). */
-    gr_ctrl_submit_update_features(b->controller, u, n, respond, req);
+    gr_ctrl_submit_update_features(b->controller, u, n, r->ValidateOnly, respond, req);
     free(u);
 }

@@ -12,6 +12,8 @@
 /* handle_api_versions.c, handle_metadata.c */
 GR_API_HANDLER(gr_handle_api_versions);
 GR_API_HANDLER(gr_handle_metadata);
+/* handle_describe_cluster.c */
+GR_API_HANDLER(gr_handle_describe_cluster);
 /* handle_control.c: requests from the controller */
 GR_API_HANDLER(gr_handle_leader_and_isr);
 GR_API_HANDLER(gr_handle_stop_replica);
@@ -82,6 +84,11 @@ void gr_configs_fill_created_topic(struct gr_broker *b, struct gr_api_req *req, 
 /* handle_client_quotas.c */
 GR_API_HANDLER(gr_handle_describe_client_quotas);
 GR_API_HANDLER(gr_handle_alter_client_quotas);
+
+/* KIP-664 (handle_describe_producers.c, handle_describe_transactions.c, handle_list_transactions.c) */
+GR_API_HANDLER(gr_handle_describe_producers);
+GR_API_HANDLER(gr_handle_describe_transactions);
+GR_API_HANDLER(gr_handle_list_transactions);
 
 /* DeleteTopics requests of broker b still waiting for their topics to disappear are answered
  * (REQUEST_TIMED_OUT for topics still cached). Call at shut-down after the network server

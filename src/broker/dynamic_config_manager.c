@@ -224,17 +224,24 @@ int64_t gr_dcm_broker_long(struct gr_dynamic_config_manager *d, const struct gr_
 
 /* ---- change handling (the listener's thread) ---- */
 
-static void on_topic(struct gr_dynamic_config_manager *d, const char *topic) {
+/* topics/<topic>. false when a read of /config/topics/<topic> failed: the listener hands the
+ * change again later (applying it twice is harmless), so the hosted partitions do not keep the
+ * old settings until the topic's next change. A config that does not parse (GR_ECORRUPT) is
+ * not retried: it will not parse on the next pass either, and the listener would hold every
+ * later notification behind it forever (Kafka logs the handler's failure and moves on). */
+static bool on_topic(struct gr_dynamic_config_manager *d, const char *topic) {
     struct gr_broker *b = d->b;
     gr_info(LOGGER, "Processing override for entityPath: topics/%s", topic);
-    gr_rm_reload_topic_config(b->replica_manager, topic);
+    int rc = gr_rm_reload_topic_config(b->replica_manager, topic);
     gr_quota_replication_topic_changed(b->quotas, topic);
     struct gr_kzk_config tc = {0};
-    if (gr_kzk_get_entity_config(b->zk, "topics", topic, &tc) != 0) return;
+    int trc = gr_kzk_get_entity_config(b->zk, "topics", topic, &tc);
+    if (trc != 0) return trc == GR_ECORRUPT && (rc == 0 || rc == GR_ECORRUPT);
     const char *v = gr_kzk_config_get(&tc, "unclean.leader.election.enable");
     if (v && strcasecmp(v, "true") == 0 && b->controller)
         gr_ctrl_topic_unclean_leader_election_enabled(b->controller, topic);
     gr_kzk_config_release(&tc);
+    return rc == 0 || rc == GR_ECORRUPT;
 }
 
 /* The broker-level unclean.leader.election.enable in effect, for the controller. */
@@ -287,23 +294,26 @@ bool gr_dcm_on_entity_change(void *ctx, const char *entity) {
     size_t tl = (size_t)(slash - entity);
     const char *name = slash + 1;
     if (tl == 6 && strncmp(entity, "topics", 6) == 0) {
-        on_topic(d, name);
+        return on_topic(d, name);
     } else if (tl == 7 && strncmp(entity, "brokers", 7) == 0) {
         bool dflt = strcmp(name, "<default>") == 0;
         if (!dflt && strcmp(name, d->id) != 0) return true;
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
-        (void)reload_layer(d, name, !dflt);
-        gr_rm_reload_topic_config(d->b->replica_manager, NULL);
+        /* a layer that cannot be read is not applied: false, the change is handed again */
+        int lrc = reload_layer(d, name, !dflt);
+        if (lrc == GR_ECORRUPT) return true; /* does not parse: the layer in force stays, not retried */
+        if (lrc != 0) return false;
+        int rc = gr_rm_reload_topic_config(d->b->replica_manager, NULL);
         tell_controller_unclean(d);
         gr_quota_manager_reload_replication(d->b->quotas);
+        return rc == 0 || rc == GR_ECORRUPT; /* a topic config that does not parse: not retried */
     } else if ((tl == 7 && strncmp(entity, "clients", 7) == 0) || (tl == 5 && strncmp(entity, "users", 5) == 0)) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
         bool ok = tl != 5 || on_user_credentials(d, name);
-        gr_quota_manager_reload(d->b->quotas);
-        return ok;
+        return gr_quota_manager_reload(d->b->quotas) && ok;
     } else if (tl == 3 && strncmp(entity, "ips", 3) == 0) {
         gr_info(LOGGER, "Processing override for entityPath: %s", entity);
-        gr_quota_manager_reload_ips(d->b->quotas);
+        return gr_quota_manager_reload_ips(d->b->quotas);
     } else {
         gr_debug(LOGGER, "Ignoring config change for entity path %s", entity);
     }

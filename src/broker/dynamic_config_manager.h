@@ -60,8 +60,10 @@ bool gr_dcm_loaded(const struct gr_dynamic_config_manager *d);
 int gr_dcm_scram_credential(struct gr_dynamic_config_manager *d, enum gr_scram_mech m, const char *user,
                             struct gr_scram_cred *out);
 
-/* The /config/changes hook (ctx = the manager). */
-/* false: not applied yet (a user's credentials could not be read), hand it again later. */
+/* The /config/changes hook (ctx = the manager). false: not applied yet -- a read it needs
+ * failed (/config/topics/<T> for a hosted topic, /config/brokers/<default> or /<id>, a user's
+ * credentials, the client or IP quotas); the listener hands it again later with bounded
+ * back-off. */
 bool gr_dcm_on_entity_change(void *ctx, const char *entity_path);
 
 /* A consistent copy of the broker layers, for describing/resolving without holding the lock. */

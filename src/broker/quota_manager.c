@@ -205,10 +205,13 @@ void gr_quota_manager_free(struct gr_quota_manager *q) {
 }
 
 /* Adds the entity at /config/<path> if it has quota keys. */
-static void load_one(struct gr_kzk *zk, const char *type, const char *name, const char *user, const char *client,
+/* Adds the quotas of one entity. false: ZooKeeper could not be read (a config that does not
+ * parse counts as no quotas). */
+static bool load_one(struct gr_kzk *zk, const char *type, const char *name, const char *user, const char *client,
                      struct qent **ents, int *n, int *cap) {
     struct gr_kzk_config c = {0};
-    if (gr_kzk_get_entity_config(zk, type, name, &c) != 0) return;
+    int rc = gr_kzk_get_entity_config(zk, type, name, &c);
+    if (rc != 0) return rc == GR_ECORRUPT;
     struct qent e = {0};
     bool any = false;
     for (int k = 0; k < NTYPES; k++) {
@@ -220,7 +223,7 @@ static void load_one(struct gr_kzk *zk, const char *type, const char *name, cons
         }
     }
     gr_kzk_config_release(&c);
-    if (!any) return;
+    if (!any) return true;
     if (*n == *cap) {
         *cap = *cap ? *cap * 2 : 16;
         *ents = gr_realloc(*ents, sizeof **ents * (size_t)*cap);
@@ -228,60 +231,81 @@ static void load_one(struct gr_kzk *zk, const char *type, const char *name, cons
     e.user = user ? gr_strdup(user) : NULL;
     e.client = client ? gr_strdup(client) : NULL;
     (*ents)[(*n)++] = e;
+    return true;
 }
 
-void gr_quota_manager_reload(struct gr_quota_manager *q) {
-    if (!q || !q->b->zk) return;
+/* A listing that worked (an absent parent is an empty one). */
+static bool listed(int zrc) { return zrc == GR_ZOK || zrc == GR_ZNONODE; }
+
+bool gr_quota_manager_reload(struct gr_quota_manager *q) {
+    if (!q || !q->b->zk) return true;
     struct gr_kzk *zk = q->b->zk;
     struct gr_zk_backend *zb = gr_kzk_backend(zk);
     struct qent *ents = NULL;
     int n = 0, cap = 0;
     struct gr_zstrings users = {0}, clients = {0};
-    if (gr_zkb_get_children(zb, "/config/users", false, &users) == GR_ZOK)
-        for (int i = 0; i < users.count; i++) {
-            load_one(zk, "users", users.names[i], users.names[i], NULL, &ents, &n, &cap);
+    int urc = gr_zkb_get_children(zb, "/config/users", false, &users);
+    bool ok = listed(urc);
+    if (urc == GR_ZOK)
+        for (int i = 0; i < users.count && ok; i++) {
+            ok = load_one(zk, "users", users.names[i], users.names[i], NULL, &ents, &n, &cap);
             char *p = gr_asprintf("/config/users/%s/clients", users.names[i]);
             struct gr_zstrings uc = {0};
-            if (gr_zkb_get_children(zb, p, false, &uc) == GR_ZOK)
-                for (int j = 0; j < uc.count; j++) {
+            int crc = gr_zkb_get_children(zb, p, false, &uc);
+            ok = ok && listed(crc);
+            if (crc == GR_ZOK)
+                for (int j = 0; j < uc.count && ok; j++) {
                     char *nm = gr_asprintf("%s/clients/%s", users.names[i], uc.names[j]);
-                    load_one(zk, "users", nm, users.names[i], uc.names[j], &ents, &n, &cap);
+                    ok = load_one(zk, "users", nm, users.names[i], uc.names[j], &ents, &n, &cap);
                     free(nm);
                 }
             gr_zstrings_free(&uc);
             free(p);
         }
-    if (gr_zkb_get_children(zb, "/config/clients", false, &clients) == GR_ZOK)
-        for (int i = 0; i < clients.count; i++)
-            load_one(zk, "clients", clients.names[i], NULL, clients.names[i], &ents, &n, &cap);
+    int crc = ok ? gr_zkb_get_children(zb, "/config/clients", false, &clients) : GR_ZOK;
+    ok = ok && listed(crc);
+    if (ok && crc == GR_ZOK)
+        for (int i = 0; i < clients.count && ok; i++)
+            ok = load_one(zk, "clients", clients.names[i], NULL, clients.names[i], &ents, &n, &cap);
     gr_zstrings_free(&users);
     gr_zstrings_free(&clients);
     struct qtable *t = build_table(ents, n), *old;
+    if (!ok) { /* a read failed: the quotas in force stay, the change is handed again */
+        free_table(t);
+        gr_warn(LOGGER, "Cannot read the client quotas from ZooKeeper; the quotas in force stay");
+        return false;
+    }
     pthread_rwlock_wrlock(&q->tmu);
     old = q->t;
     q->t = t;
     pthread_rwlock_unlock(&q->tmu);
     free_table(old);
     gr_info(LOGGER, "%d client quota entit%s loaded", n, n == 1 ? "y" : "ies");
+    return true;
 }
 
-void gr_quota_manager_reload_ips(struct gr_quota_manager *q) {
-    if (!q || !q->b->zk || !q->b->net) return;
+bool gr_quota_manager_reload_ips(struct gr_quota_manager *q) {
+    if (!q || !q->b->zk || !q->b->net) return true;
     struct gr_kzk *zk = q->b->zk;
     struct gr_zstrings ips = {0};
     int rc = gr_zkb_get_children(gr_kzk_backend(zk), "/config/ips", false, &ips);
     if (rc != GR_ZOK && rc != GR_ZNONODE) {
         gr_warn(LOGGER, "Cannot read /config/ips (ZooKeeper error %d); the IP connection rate quotas stay as they were",
                 rc);
-        return;
+        return false;
     }
     const char **names = gr_calloc((size_t)ips.count + 1, sizeof *names);
     double *rates = gr_calloc((size_t)ips.count + 1, sizeof *rates);
     double dflt = -1;
     int n = 0;
-    for (int i = 0; i < ips.count; i++) {
+    bool ok = true;
+    for (int i = 0; i < ips.count && ok; i++) {
         struct gr_kzk_config c = {0};
-        if (gr_kzk_get_entity_config(zk, "ips", ips.names[i], &c) != 0) continue;
+        int erc = gr_kzk_get_entity_config(zk, "ips", ips.names[i], &c);
+        if (erc != 0) {
+            ok = erc == GR_ECORRUPT; /* one that does not parse has no rate */
+            continue;
+        }
         const char *v = gr_kzk_config_get(&c, "connection_creation_rate");
         char *end;
         double r = v ? strtod(v, &end) : -1;
@@ -295,10 +319,12 @@ void gr_quota_manager_reload_ips(struct gr_quota_manager *q) {
         }
         gr_kzk_config_release(&c);
     }
-    gr_net_server_set_ip_connection_rates(q->b->net, dflt, names, rates, n);
+    if (ok) gr_net_server_set_ip_connection_rates(q->b->net, dflt, names, rates, n);
+    else gr_warn(LOGGER, "Cannot read the IP connection rate quotas from ZooKeeper; the limits in force stay");
     free(names);
     free(rates);
     gr_zstrings_free(&ips);
+    return ok;
 }
 
 void gr_quota_manager_reload_replication(struct gr_quota_manager *q) {

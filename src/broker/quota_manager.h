@@ -46,12 +46,14 @@ enum gr_quota_type {
 struct gr_quota_manager *gr_quota_manager_new(struct gr_broker *b);
 void gr_quota_manager_free(struct gr_quota_manager *q);
 
-/* Re-reads every client quota from ZooKeeper (the DynamicConfigManager's thread). */
-void gr_quota_manager_reload(struct gr_quota_manager *q);
+/* Re-reads every client quota from ZooKeeper (the DynamicConfigManager's thread). false: a read
+ * failed (a config that does not parse counts as no quota); the quotas in force stay and the
+ * caller retries (the /config/changes listener hands the change again). */
+bool gr_quota_manager_reload(struct gr_quota_manager *q);
 /* Re-reads connection_creation_rate of /config/ips/<ip> and /config/ips/<default> (KIP-612) into
  * the network server's per-IP connection rate limits (b->net; nothing before it exists). A failed
- * read keeps the limits in force. */
-void gr_quota_manager_reload_ips(struct gr_quota_manager *q);
+ * read keeps the limits in force and returns false (retry later). */
+bool gr_quota_manager_reload_ips(struct gr_quota_manager *q);
 /* Re-reads the broker's leader/follower.replication.throttled.rate. */
 void gr_quota_manager_reload_replication(struct gr_quota_manager *q);
 

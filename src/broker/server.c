@@ -27,6 +27,7 @@
 #include "broker/broker_id.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/metadata_cache.h"
+#include "broker/unclean_restart.h"
 #include "coordinator/group_coordinator.h"
 #include "coordinator/producer_id_manager.h"
 #include "broker/controlled_shutdown_client.h"
@@ -234,12 +235,14 @@ static bool persist_session(struct gr_server *s, struct gr_zsession *prev, struc
  * after connecting (they belong to dead processes: the log-dir lock is ours), then records the
  * current session alone, or with those that could not be closed (gr_kzk_register_broker and the
  * next start try again). Until then they stay in the file, so a process killed in between leaves
- * every session that may still hold /brokers/ids/N for the next start. */
-static void close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
-    if (n == 0) return;
-    int left = 0;
+ * every session that may still hold /brokers/ids/N for the next start. Returns how many were
+ * still alive (closed now: the previous run died without a clean shutdown). */
+static int close_previous_sessions(struct gr_server *s, struct gr_zsession *prevs, int n) {
+    if (n == 0) return 0;
+    int left = 0, live = 0;
     for (int k = 0; k < n; k++) {
         int c = gr_zkb_close_session(s->zkb, &prevs[k]);
+        if (c == GR_ZOK) live++;
         if (c == GR_ZOK || c == GR_ZSESSIONEXPIRED) {
             slog(s, GR_LOG_INFO, "Closed the ZooKeeper session 0x%" PRIx64 " of a previous run (%s)",
                  (uint64_t)prevs[k].id, c == GR_ZOK ? "closed" : "already expired");
@@ -250,6 +253,7 @@ static void close_previous_sessions(struct gr_server *s, struct gr_zsession *pre
         }
     }
     persist_session(s, NULL, prevs, &left);
+    return live;
 }
 
 /* Controller hook, on the controller's event thread after a new session was established. */
@@ -666,7 +670,9 @@ int gr_server_startup(struct gr_server *s) {
     struct gr_zsession earlier[GR_SERVER_MAX_PREV_SESSIONS];
     int nearlier = nprev;
     memcpy(earlier, prevs, sizeof earlier);
-    close_previous_sessions(s, prevs, nprev);
+    /* a previous run that died holding its session: Kafka's restart gap (unclean_restart.h) */
+    if (close_previous_sessions(s, prevs, nprev) > 0)
+        gr_unclean_restart_wait(s->kzk, cfg, s->broker_id, cfg->zookeeper_session_timeout_ms);
     rc = gr_kzk_register_broker(s->kzk, &s->info, earlier, nearlier, &s->broker_epoch);
     if (rc == GR_KZK_EBROKER_REGISTERED) {
         slog(s, GR_LOG_ERROR, "broker.id %d is already registered by another live broker (another session holds "

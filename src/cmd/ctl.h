@@ -28,4 +28,8 @@ int ctl_configs_main(const struct ctl_opts *o, int argc, char **argv);
 /* gregorctl delete-records --offset-json-file F (ctl_delete_records.c). */
 int ctl_delete_records_main(const struct ctl_opts *o, int argc, char **argv);
 
+/* gregorctl transactions list|describe|describe-producers|abort|find-hanging
+ * (kafka-transactions.sh, KIP-664; ctl_transactions.c; needs --bootstrap-server). */
+int ctl_transactions_main(const struct ctl_opts *o, int argc, char **argv);
+
 #endif

@@ -82,6 +82,17 @@ static const struct {
      "Request parameters do not satisfy the configured policy."},
     {GR_KERR_KAFKA_STORAGE_ERROR, ERRORS_PKG "KafkaStorageException",
      "Disk error when trying to access log file on the disk."},
+    {GR_KERR_COORDINATOR_LOAD_IN_PROGRESS, ERRORS_PKG "CoordinatorLoadInProgressException",
+     "The coordinator is loading and hence can't process requests."},
+    {GR_KERR_COORDINATOR_NOT_AVAILABLE, ERRORS_PKG "CoordinatorNotAvailableException",
+     "The coordinator is not available."},
+    {GR_KERR_NOT_COORDINATOR, ERRORS_PKG "NotCoordinatorException", "This is not the correct coordinator."},
+    {GR_KERR_INVALID_PRODUCER_EPOCH, ERRORS_PKG "InvalidProducerEpochException",
+     "Producer attempted to produce with an old epoch."},
+    {GR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ERRORS_PKG "TransactionalIdAuthorizationException",
+     "Transactional Id authorization failed."},
+    {GR_KERR_TRANSACTIONAL_ID_NOT_FOUND, ERRORS_PKG "TransactionalIdNotFoundException",
+     "The transactionalId could not be found."},
 };
 
 const char *ctl_java_exception(int16_t code) {

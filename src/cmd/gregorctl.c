@@ -50,6 +50,11 @@ static const struct subcommand subcommands[] = {
     {"delete-records", ctl_delete_records_main,
      "delete-records --offset-json-file F   F: {\"partitions\":[{\"topic\":T,\"partition\":P,\"offset\":O}]} "
      "(O = -1: the high watermark; needs --bootstrap-server)"},
+    {"transactions", ctl_transactions_main,
+     "transactions list [--duration-filter MS] | describe --transactional-id ID | describe-producers --topic T\n"
+     "    --partition P [--broker-id B] | abort --topic T --partition P (--start-offset O | --producer-id I\n"
+     "    --producer-epoch E --coordinator-epoch C) | find-hanging (--broker-id B | --topic T [--partition P])\n"
+     "    [--max-transaction-timeout MINUTES]  (kafka-transactions.sh's output; needs --bootstrap-server)"},
     {"cluster", ctl_cluster_main, "cluster [--json]   cluster id, controller, live brokers (needs --zookeeper)"},
     {"topics", ctl_topics_main,
      "topics create|list|describe|delete|alter [--topic T] [--partitions N] [--replication-factor R] "

@@ -133,7 +133,7 @@ static const struct cfg_key keys[] = {
     {"controller.socket.timeout.ms", T_INT, F(controller_socket_timeout_ms), "30000", 1, INT32_MAX},
     {"auto.leader.rebalance.enable", T_BOOL, F(auto_leader_rebalance_enable), "true", 0, 0},
     /* Gregor's (no Kafka key): the warm standby controller, docs/ARCHITECTURE.md */
-    {"gregor.controller.standby.enable", T_BOOL, F(controller_standby_enable), "false", 0, 0},
+    {"gregor.controller.standby.enable", T_BOOL, F(controller_standby_enable), "true", 0, 0},
     {"gregor.controller.standby.refresh.ms", T_LONG, F(controller_standby_refresh_ms), "30000", 1000, INT64_MAX},
     {"leader.imbalance.per.broker.percentage", T_INT, F(leader_imbalance_per_broker_percentage), "10", 0, 100},
     {"leader.imbalance.check.interval.seconds", T_LONG, F(leader_imbalance_check_interval_seconds), "300", 1,

@@ -114,7 +114,10 @@
     X(INCONSISTENT_TOPIC_ID, 103)                        \
     X(INCONSISTENT_CLUSTER_ID, 104)                      \
     X(TRANSACTIONAL_ID_NOT_FOUND, 105)                   \
-    X(FETCH_SESSION_TOPIC_ID_ERROR, 106)
+    X(FETCH_SESSION_TOPIC_ID_ERROR, 106)                 \
+    X(MISMATCHED_ENDPOINT_TYPE, 114)                     \
+    X(UNSUPPORTED_ENDPOINT_TYPE, 115)                    \
+    X(TRANSACTION_ABORTABLE, 120)
 
 enum gr_kerr {
 #define GR_KERR_ENUM(name, val) GR_KERR_##name = (val),

@@ -21,6 +21,9 @@
 #define PREFIX "config_change_"
 /* Re-read periodically too, in case a watch was lost across a session change. */
 #define RECHECK_MS 5000
+/* After a pass that could not read or apply a notification: retried after RETRY_MIN_MS,
+ * doubling up to RECHECK_MS, until a pass completes. */
+#define RETRY_MIN_MS 100
 /* Kafka's changeExpirationMs: processed notifications older than this are deleted. */
 #define CHANGE_EXPIRATION_MS (15 * 60 * 1000)
 
@@ -70,9 +73,10 @@ static bool handle_entity(struct gr_config_change_listener *l, const char *entit
     }
     struct gr_kzk_config cfg = {0};
     int rc = gr_kzk_get_entity_config(l->kzk, "topics", name, &cfg);
-    if (rc) {
+    if (rc) { /* not applied: handed again on the next pass, unless it does not parse (it would
+               * hold every later notification forever) */
         gr_warn(LOGGER, "Cannot read /config/topics/%s: %s", name, gr_kzk_strerror(rc));
-        return true;
+        return rc == GR_ECORRUPT;
     }
     const char *v = gr_kzk_config_get(&cfg, "unclean.leader.election.enable");
     bool enable = v && strcasecmp(v, "true") == 0;
@@ -103,13 +107,15 @@ static void purge_obsolete(struct gr_config_change_listener *l, const struct gr_
     }
 }
 
-static void process(struct gr_config_change_listener *l) {
+/* One pass. false: a notification could not be listed, read or applied (retry later). */
+static bool process(struct gr_config_change_listener *l) {
     struct gr_zstrings names = {0};
+    bool complete = true;
     int rc = gr_kzk_watch_children(l->kzk, CHANGES_PATH, &names);
     if (rc) {
         if (rc != GR_KZK_ENONODE) gr_warn(LOGGER, "Cannot list %s: %s", CHANGES_PATH, gr_kzk_strerror(rc));
         gr_zstrings_free(&names);
-        return;
+        return rc == GR_KZK_ENONODE;
     }
     /* in sequence order */
     for (;;) {
@@ -138,11 +144,13 @@ static void process(struct gr_config_change_listener *l) {
             free(entity);
             if (!done) {
                 free(data);
+                complete = false;
                 break;
             }
         } else if (zrc != GR_ZOK && zrc != GR_ZNONODE) {
             gr_warn(LOGGER, "Cannot read %s: %s; retried later", path, gr_zrc_name(zrc));
             free(data);
+            complete = false;
             break;
         }
         free(data);
@@ -150,20 +158,28 @@ static void process(struct gr_config_change_listener *l) {
     }
     purge_obsolete(l, &names);
     gr_zstrings_free(&names);
+    return complete;
 }
 
 static void *listener_main(void *arg) {
     struct gr_config_change_listener *l = arg;
+    int64_t retry_ms = 0; /* 0: the last pass completed */
     pthread_mutex_lock(&l->mu);
     while (!l->stop) {
         l->dirty = false;
         pthread_mutex_unlock(&l->mu);
-        process(l);
+        /* an incomplete pass is retried with bounded back-off; a complete one waits for the
+         * watch (or the periodic re-check) */
+        if (process(l)) retry_ms = 0;
+        else retry_ms = retry_ms ? GR_MIN(retry_ms * 2, RECHECK_MS) : RETRY_MIN_MS;
+        int64_t wait_ms = retry_ms ? retry_ms : RECHECK_MS;
         pthread_mutex_lock(&l->mu);
         if (l->dirty || l->stop) continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += RECHECK_MS / 1000;
+        int64_t ns = (int64_t)ts.tv_nsec + (wait_ms % 1000) * 1000000;
+        ts.tv_sec += (time_t)(wait_ms / 1000 + ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
         pthread_cond_timedwait(&l->cv, &l->mu, &ts);
     }
     pthread_mutex_unlock(&l->mu);
@@ -172,7 +188,16 @@ static void *listener_main(void *arg) {
 
 struct gr_config_change_listener *gr_config_change_listener_new(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                 struct gr_controller *controller) {
+    return gr_config_change_listener_new_with(kzk, watches, controller, NULL, NULL);
+}
+
+struct gr_config_change_listener *gr_config_change_listener_new_with(struct gr_kzk *kzk,
+                                                                     struct gr_zk_watches *watches,
+                                                                     struct gr_controller *controller,
+                                                                     gr_config_change_fn hook, void *hook_ctx) {
     struct gr_config_change_listener *l = gr_calloc(1, sizeof *l);
+    l->hook = hook;
+    l->hook_ctx = hook_ctx;
     l->kzk = kzk;
     l->watches = watches;
     l->controller = controller;
@@ -191,11 +216,11 @@ bool gr_config_change_listener_dirty(struct gr_config_change_listener *l) {
     return d;
 }
 
-void gr_config_change_listener_process(struct gr_config_change_listener *l) {
+bool gr_config_change_listener_process(struct gr_config_change_listener *l) {
     pthread_mutex_lock(&l->mu);
     l->dirty = false;
     pthread_mutex_unlock(&l->mu);
-    process(l);
+    return process(l);
 }
 
 struct gr_config_change_listener *gr_config_change_listener_start(struct gr_kzk *kzk, struct gr_zk_watches *watches,
@@ -207,9 +232,7 @@ struct gr_config_change_listener *gr_config_change_listener_start_with(struct gr
                                                                        struct gr_zk_watches *watches,
                                                                        struct gr_controller *controller,
                                                                        gr_config_change_fn hook, void *hook_ctx) {
-    struct gr_config_change_listener *l = gr_config_change_listener_new(kzk, watches, controller);
-    l->hook = hook;
-    l->hook_ctx = hook_ctx;
+    struct gr_config_change_listener *l = gr_config_change_listener_new_with(kzk, watches, controller, hook, hook_ctx);
     if (pthread_create(&l->thread, NULL, listener_main, l) != 0) {
         gr_error(LOGGER, "cannot start the config change listener thread");
         gr_config_change_listener_stop(l);

@@ -9,7 +9,11 @@
  *   (version 1 notifications, written by Kafka < 2.0 tools, are not understood: logged, skipped)
  *
  * Every notification with a sequence number above the last processed one is read once (all of
- * them after start-up, as Kafka's listener does); with a thread, processed notifications older than
+ * them after start-up, as Kafka's listener does). A notification that cannot be read, or whose
+ * change cannot be applied because a read it needs fails (the hook returns false; without a
+ * hook, /config/topics/T), is not marked processed: the pass stops there and the listener
+ * retries it after 100 ms, doubling up to 5 s, until it goes through (Kafka's listener does not
+ * advance lastExecutedChange past a notification whose processing threw); with a thread, processed notifications older than
  * 15 minutes (ZooKeeper ctime) are deleted (at most one pass a minute), as Kafka's
  * purgeObsoleteNotifications does. Without a hook, broker-level dynamic configs (brokers/<id>,
  * brokers/<default>) are logged and otherwise ignored (the controller's default then comes from
@@ -46,15 +50,21 @@ struct gr_config_change_listener *gr_config_change_listener_start_with(struct gr
                                                                        struct gr_controller *controller,
                                                                        gr_config_change_fn hook, void *hook_ctx);
 /* The same without a thread: registers the handler (marked dirty so that existing notifications
- * are read by the first process call). The owner drives it. */
+ * are read by the first process call). The owner drives it. hook may be NULL (the controller-only
+ * reaction). */
 struct gr_config_change_listener *gr_config_change_listener_new(struct gr_kzk *kzk, struct gr_zk_watches *watches,
                                                                 struct gr_controller *controller);
+struct gr_config_change_listener *gr_config_change_listener_new_with(struct gr_kzk *kzk,
+                                                                     struct gr_zk_watches *watches,
+                                                                     struct gr_controller *controller,
+                                                                     gr_config_change_fn hook, void *hook_ctx);
 /* Did the /config/changes child watch fire (or nothing was read yet)? Any thread. */
 bool gr_config_change_listener_dirty(struct gr_config_change_listener *l);
 /* Clears the dirty mark and reads every notification newer than the last one processed (re-arming
  * the child watch), putting TopicUncleanLeaderElectionEnable events on the controller's queue.
- * Only for listeners made by gr_config_change_listener_new; the owner's thread. */
-void gr_config_change_listener_process(struct gr_config_change_listener *l);
+ * Only for listeners made by gr_config_change_listener_new; the owner's thread. false: a
+ * notification could not be read or applied and is still pending; the owner calls again later. */
+bool gr_config_change_listener_process(struct gr_config_change_listener *l);
 
 /* Unregisters the handler, stops and joins the thread, frees. Call before kzk is freed. NULL is
  * ignored. */

@@ -189,7 +189,6 @@ void gr_ctrl_ctx_move_topics(struct gr_ctrl_context *dst, struct gr_ctrl_context
         for (int i = 0; i < t->n_partitions; i++) {
             struct gr_ctrl_partition *p = &t->partitions[i];
             p->state = 0;
-            p->new_in_term = false;
             p->fresh_gen = 0;
             if (p->replica_states != slot_states(p)) free(p->replica_states);
             p->replica_states = NULL;
@@ -375,6 +374,7 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
     if (!t->topic_id || gr_uuid_parse(t->topic_id, &t->id) != 0) memset(&t->id, 0, sizeof t->id);
     t->zk_version = a->zk_version;
     t->czxid = a->czxid;
+    t->states_stamp = old ? old->states_stamp : 0;
     t->n_partitions = a->n_partitions;
     t->partitions = gr_calloc((size_t)(a->n_partitions ? a->n_partitions : 1), sizeof *t->partitions);
     for (int i = 0; i < a->n_partitions; i++) take_assignment(&t->partitions[i], &a->partitions[i]);
@@ -387,7 +387,6 @@ struct gr_ctrl_topic *gr_ctrl_ctx_put_topic(struct gr_ctrl_context *ctx, struct 
         gr_ctrl_partition_set_state(p, &prev->lai);
         p->has_state = prev->has_state;
         p->state = prev->state;
-        p->new_in_term = prev->new_in_term;
         if (prev->replica_states && prev->n_replicas == p->n_replicas)
             memcpy(gr_ctrl_partition_replica_states(p), prev->replica_states, (size_t)p->n_replicas);
         p->n_offline_dirs = prev->n_offline_dirs;

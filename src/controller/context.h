@@ -67,10 +67,6 @@ struct gr_ctrl_partition {
     int n_offline_dirs;
     uint8_t state;     /* partition state machine: enum gr_ctrl_partition_state (states.h) */
     bool has_state;
-    /* Moved NonExistent -> New by this term (onNewPartitionCreation: a new topic or an added
-     * partition), so no state znode of it has existed under this topic znode: its creation need
-     * not bump the topic znode's version (partition_sm.c initialize_partitions). */
-    bool new_in_term;
     uint8_t slot_cap;  /* ids the slot holds for each of replicas and isr (states: as many bytes) */
     /* The slot in the topic's pool: replicas[slot_cap], isr[slot_cap], states (slot_cap bytes,
      * padded to 4); NULL when there is none (slot_cap 0). */
@@ -83,6 +79,9 @@ struct gr_ctrl_topic {
     struct gr_uuid id;          /* topic_id parsed; zero when topic_id is NULL (topic_ids.h) */
     int32_t zk_version;         /* of /brokers/topics/T */
     int64_t czxid;              /* of /brokers/topics/T: which incarnation of the topic */
+    int64_t states_stamp;       /* the standby's proof (controller.c load_partition_states): the
+                                 * mzxid of /brokers/topics/T/partitions read before the states
+                                 * held were; 0 = unknown (read them) */
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */

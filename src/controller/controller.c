@@ -91,9 +91,15 @@ struct gr_controller {
     struct gr_ctrl_events *em;
     struct gr_ctrl_context ctx; /* event thread only */
     /* The standby context (cfg.standby_enable; event thread only): topics, assignments and
-     * partition states as last read or left by this broker's own last term. Never acted on: a
-     * failover uses a state from it only after proving it current (load_partition_states). */
+     * partition states as last read (never this broker's own term's). Never acted on: a failover
+     * uses a state from it only after proving it current (load_partition_states). */
     struct gr_ctrl_context standby;
+    int32_t standby_term;   /* the epoch of the stamping controller the last refresh saw in office,
+                             * -1 = none or unknown (docs/ARCHITECTURE.md "Warm standby
+                             * controller": whose writes the stamps prove) */
+    int32_t standby_isr_cv; /* the cversion of /isr_change_notification the last refresh saw, -1 =
+                             * unknown: a broker that writes its ISR itself (Kafka before AlterIsr)
+                             * stamps nothing, but announces every write there */
     uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
     int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
                              * broker_epoch); a tick of another generation is stale: ignored */
@@ -571,9 +577,8 @@ static int load_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, con
         for (int i = 0; i < m; i++) {
             struct gr_ctrl_topic *had = gr_ctrl_ctx_topic(ctx, names[off + i]);
             /* what ctx knew of an earlier incarnation of the topic (the standby context), of a
-             * topic gone or unreadable now, or of a topic whose znode was written since (a
-             * controller bumps its version whenever it creates a state znode that may have
-             * existed before: partition_sm.c touch_topics) must not survive */
+             * topic gone or unreadable now, or of a topic whose znode was written since (an
+             * assignment change) must not survive: a cold load would not have it */
             if (had && (a[i].rc != 0 || had->czxid != a[i].czxid || had->zk_version != a[i].zk_version))
                 gr_ctrl_ctx_remove_topic(ctx, names[off + i]);
             if (a[i].rc == 0) {
@@ -594,79 +599,77 @@ static int cmp_cstr(const void *a, const void *b);
 /* Reads the leader/ISR of every partition in ctx, in pipelined batches of STATE_BATCH (Kafka's
  * updateLeaderAndIsrCache). Sets *loaded to the number of states found.
  *
- * warm (the standby path, docs/ARCHITECTURE.md "Warm standby controller"): a partition that
- * already holds a state keeps it without a read when one ZooKeeper check op confirms that its
- * state znode exists at exactly that zkVersion (gr_kzk_check_partition_state_versions) -- except
- * for topics queued for deletion (/admin/delete_topics, read here), whose state znodes a deletion
- * may have removed and something re-created at the same version. Every other partition is read as
- * in a cold load; one found without a state znode forgets what it held. */
+ * warm (the standby path, docs/ARCHITECTURE.md "Warm standby controller"): first reads every
+ * topic's stamp (gr_kzk_get_state_stamps: the mzxid of /brokers/topics/T/partitions, which every
+ * state write of T changes in its own transaction); a topic whose stamp equals the one it holds
+ * (read before its states were) keeps its states, and the absence of the others, without a read --
+ * except topics queued for deletion (/admin/delete_topics, read here), always read. Every other
+ * topic is read as in a cold load and takes the stamp just read (0 after a failed read); a
+ * partition found without a state znode forgets what it held. */
 static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context *ctx, bool warm, int64_t *loaded,
                                  struct gr_ctrl_load_report *rep) {
-    /* Collect every (topic, partition) first, with its partition in the context; topic names
-     * are borrowed from the context, which does not change while we read. */
+    size_t nt = gr_ctrl_ctx_topic_count(ctx), cur = 0, k = 0;
+    struct gr_ctrl_topic **tops = gr_malloc(sizeof *tops * (nt ? nt : 1)), *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)) && k < nt) tops[k++] = t;
+    nt = k;
+    bool *proven = gr_calloc(nt ? nt : 1, sizeof *proven);
+    int64_t total = 0;
+    int rc = 0;
+    if (warm && nt > 0) {
+        struct gr_zstrings deleting = {0};
+        rc = gr_kzk_get_topic_deletions(c->kzk, false, &deleting);
+        if (rc == 0) qsort(deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr);
+        const char **names = gr_malloc(sizeof *names * nt);
+        int64_t *stamp = gr_malloc(sizeof *stamp * nt);
+        for (size_t i = 0; i < nt; i++) names[i] = tops[i]->name;
+        if (rc == 0) rc = gr_kzk_get_state_stamps(c->kzk, names, (int)nt, stamp);
+        int64_t offered = 0, kept = 0;
+        for (size_t i = 0; i < nt && rc == 0; i++) {
+            t = tops[i];
+            int64_t held = 0;
+            for (int j = 0; j < t->n_partitions; j++) held += t->partitions[j].has_state;
+            if (deleting.count &&
+                bsearch(&t->name, deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr)) {
+                t->states_stamp = 0;
+                continue;
+            }
+            offered += held;
+            proven[i] = stamp[i] != 0 && t->states_stamp == stamp[i];
+            if (proven[i]) kept += held;
+            t->states_stamp = stamp[i]; /* read before the states read below */
+        }
+        total = kept;
+        if (rep) {
+            rep->standby_states = offered;
+            rep->states_confirmed = kept;
+        }
+        free(stamp);
+        free(names);
+        gr_zstrings_free(&deleting);
+    } else {
+        for (size_t i = 0; i < nt; i++) tops[i]->states_stamp = 0;
+    }
+    /* every partition of the topics not proven, with its partition and topic in the context;
+     * topic names are borrowed from the context, which does not change while we read */
     size_t cap = 1024, n = 0;
     struct gr_kzk_tp *tps = gr_malloc(sizeof *tps * cap);
     struct gr_ctrl_partition **parts = gr_malloc(sizeof *parts * cap);
-    size_t cur = 0;
-    struct gr_ctrl_topic *t;
-    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) {
-        for (int i = 0; i < t->n_partitions; i++) {
+    struct gr_ctrl_topic **owner = gr_malloc(sizeof *owner * cap);
+    for (size_t i = 0; i < nt && rc == 0; i++) {
+        if (proven[i]) continue;
+        t = tops[i];
+        for (int j = 0; j < t->n_partitions; j++) {
             if (n == cap) {
                 cap *= 2;
                 tps = gr_realloc(tps, sizeof *tps * cap);
                 parts = gr_realloc(parts, sizeof *parts * cap);
+                owner = gr_realloc(owner, sizeof *owner * cap);
             }
             tps[n].topic = t->name;
-            tps[n].partition = t->partitions[i].partition;
-            parts[n] = &t->partitions[i];
-            n++;
+            tps[n].partition = t->partitions[j].partition;
+            parts[n] = &t->partitions[j];
+            owner[n++] = t;
         }
-    }
-    int64_t total = 0;
-    int rc = 0;
-    if (warm && n > 0) {
-        struct gr_zstrings deleting = {0};
-        rc = gr_kzk_get_topic_deletions(c->kzk, false, &deleting);
-        if (rc == 0) qsort(deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr);
-        /* the candidates: partitions holding a state, of topics not queued for deletion */
-        struct gr_kzk_tp *ctps = gr_malloc(sizeof *ctps * n);
-        int32_t *cver = gr_malloc(sizeof *cver * n);
-        size_t *cidx = gr_malloc(sizeof *cidx * n);
-        size_t nc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            if (!parts[i]->has_state) continue;
-            if (deleting.count &&
-                bsearch(&tps[i].topic, deleting.names, (size_t)deleting.count, sizeof *deleting.names, cmp_cstr))
-                continue;
-            ctps[nc] = tps[i];
-            cver[nc] = parts[i]->lai.zk_version;
-            cidx[nc++] = i;
-        }
-        gr_zstrings_free(&deleting);
-        bool *ok = gr_calloc(nc ? nc : 1, sizeof *ok);
-        int64_t confirmed = rc == 0 ? gr_kzk_check_partition_state_versions(c->kzk, ctps, cver, (int)nc, 3, ok) : 0;
-        if (rep) {
-            rep->standby_states = (int64_t)nc;
-            rep->states_confirmed = confirmed;
-        }
-        /* keep the confirmed ones out of the reads below: compact tps/parts to the rest */
-        bool *keep = gr_calloc(n, sizeof *keep);
-        for (size_t j = 0; j < nc; j++) keep[cidx[j]] = ok[j];
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (keep[i]) {
-                total++;
-                continue;
-            }
-            tps[m] = tps[i];
-            parts[m++] = parts[i];
-        }
-        n = m;
-        free(keep);
-        free(ok);
-        free(cidx);
-        free(cver);
-        free(ctps);
     }
     if (rep) rep->states_read = (int64_t)n;
     struct gr_kzk_state_result *res = gr_malloc(sizeof *res * GR_MAX((size_t)1, GR_MIN((size_t)STATE_BATCH, n)));
@@ -680,17 +683,24 @@ static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context
                 gr_ctrl_partition_take_state(parts[off + (size_t)j], &res[j].lai);
                 total++;
             } else if (rc == 0) {
-                if (res[j].rc != GR_KZK_ENONODE)
+                if (res[j].rc != GR_KZK_ENONODE) {
                     CERROR(c, "Cannot read the state of partition %s-%d: %s", tp->topic, tp->partition,
                            gr_kzk_strerror(res[j].rc));
+                    owner[off + (size_t)j]->states_stamp = 0; /* its absence is not known */
+                }
                 gr_ctrl_partition_clear_state(parts[off + (size_t)j]); /* as a cold load has it */
             }
             gr_kzk_leader_and_isr_release(&res[j].lai);
         }
     }
+    if (rc != 0)
+        for (size_t i = 0; i < nt; i++) tops[i]->states_stamp = 0;
     free(res);
+    free(owner);
     free(parts);
     free(tps);
+    free(proven);
+    free(tops);
     if (loaded) *loaded = total;
     return rc;
 }
@@ -738,19 +748,40 @@ static int64_t standby_refresh_ms(const struct gr_controller *c) {
     return c->cfg.standby_refresh_ms > 0 ? c->cfg.standby_refresh_ms : 30000;
 }
 
+/* Forgets every topic's stamp: its states are read again by the next load (the stamps proved
+ * nothing about a writer that does not stamp). */
+static void forget_stamps(struct gr_ctrl_context *ctx) {
+    size_t cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(ctx, &cur))) t->states_stamp = 0;
+}
+
 /* StandbyRefresh: while inactive, bring the standby context up to date by the same reads a
- * failover makes (without watches), keeping states a version check confirms. Nothing here is
- * ever acted on; it only makes the next failover's proof cheaper. */
+ * failover makes (without watches), keeping the states of topics whose stamp did not move.
+ * Nothing here is ever acted on; it only makes the next failover's proof cheaper. First it notes
+ * the controller in office: a stamp read under an earlier refresh stays a proof only if every
+ * controller since stamps -- each refresh saw one that does, at most one election after the one
+ * the previous refresh saw (a controller in between, unseen, may be of an earlier version). */
 static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl_event *ev) {
     if (ev->broker_epoch != c->standby_gen) return 0; /* a tick fired before a later (re)schedule */
     c->standby_timer = 0;
     if (!c->cfg.standby_enable || c->term || c->shut_down) return 0;
     int64_t t0 = gr_clock_now_ms(c->cfg.clock), loaded = 0;
     struct gr_ctrl_load_report r = {0};
-    int rc = sync_topics(c, &c->standby, false);
+    int32_t term = -1, isr_cv = -1;
+    int rc = gr_kzk_get_stamping_term(c->kzk, &term);
+    if (rc == 0) rc = gr_kzk_get_isr_change_cversion(c->kzk, &isr_cv);
+    if (rc == 0) {
+        if (term < 0 || c->standby_term < 0 || (term != c->standby_term && term != c->standby_term + 1) ||
+            isr_cv < 0 || isr_cv != c->standby_isr_cv)
+            forget_stamps(&c->standby);
+        c->standby_term = term;
+        c->standby_isr_cv = isr_cv;
+        rc = sync_topics(c, &c->standby, false);
+    }
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
     if (rc == 0)
-        CDEBUG(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by version, %lld read in %lld ms",
+        CINFO(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
                gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
                (long long)r.states_confirmed, (long long)r.states_read, (long long)(gr_clock_now_ms(c->cfg.clock) - t0));
     schedule_standby_refresh(c, standby_refresh_ms(c));
@@ -799,6 +830,28 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
      * kept only where proven current */
     rep->warm = c->cfg.standby_enable && gr_ctrl_ctx_topic_count(&c->standby) > 0;
     if (rep->warm) gr_ctrl_ctx_move_topics(&c->ctx, &c->standby);
+    /* the stamps prove the writes of the controllers the refreshes saw; ours is the next term
+     * only if nobody unseen held office since the last refresh */
+    if (rep->warm && (c->standby_term < 0 || c->ctx.epoch != c->standby_term + 1)) {
+        CINFO(c, "The standby context's stamps prove nothing: its last refresh saw %s%d in office, this is epoch %d; "
+                 "every partition state is read",
+              c->standby_term < 0 ? "no stamping controller, epoch " : "epoch ", c->standby_term, c->ctx.epoch);
+        forget_stamps(&c->ctx);
+    } else if (rep->warm) {
+        /* nor do they prove anything of a broker's own ISR write (no stamp, no new epoch), which
+         * it announces in /isr_change_notification: read here, after the failover deleted what
+         * was pending (a later announcement reaches the watch armed before, and is processed) */
+        int32_t isr_cv = -1;
+        int crc = gr_kzk_get_isr_change_cversion(c->kzk, &isr_cv);
+        if (crc != 0) return crc;
+        if (isr_cv < 0 || isr_cv != c->standby_isr_cv) {
+            CINFO(c, "The standby context's stamps prove nothing: brokers announced ISR changes of their own since its "
+                     "last refresh; every partition state is read");
+            forget_stamps(&c->ctx);
+        }
+    }
+    c->standby_term = -1;
+    c->standby_isr_cv = -1;
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
@@ -828,7 +881,7 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
     if (rc != 0) return rc;
     if (rep->warm)
         CINFO(c, "Loaded %lld partition states in %lld ms from the standby context: %lld of its %lld states proven current "
-                 "by version, %lld read",
+                 "by their topic's stamp, %lld read",
               (long long)*states_loaded, (long long)(gr_clock_now_ms(c->cfg.clock) - t1), (long long)rep->states_confirmed,
               (long long)rep->standby_states, (long long)rep->states_read);
     else
@@ -1475,6 +1528,8 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     atomic_store(&c->epoch, 0);
     gr_ctrl_ctx_init(&c->ctx);
     gr_ctrl_ctx_init(&c->standby);
+    c->standby_term = -1;
+    c->standby_isr_cv = -1;
     c->sm.controller_id = cfg->broker_id;
     c->sm.ctx = &c->ctx;
     c->sm.kzk = cfg->kzk;

@@ -52,7 +52,7 @@ struct gr_ctrl_sender_ops;
 struct gr_ctrl_load_report {
     bool warm;                 /* started from the standby context */
     int64_t standby_states;    /* partition states the standby offered */
-    int64_t states_confirmed;  /* of those, proven current by a version check and kept */
+    int64_t states_confirmed;  /* of those, kept: their topic's stamp was unchanged */
     int64_t states_read;       /* partition states read from ZooKeeper (found or not) */
 };
 

@@ -88,26 +88,29 @@ static int validate(const struct gr_kzk_feature *supported, int n_supported, con
                     const struct gr_ctrl_feature_update *u, struct gr_ctrl_feature_result *r,
                     struct gr_kzk_feature *range) {
     if (!u->feature || !*u->feature) return fail(r, "Feature name can not be empty."), -1;
-    bool del = u->allow_downgrade && u->max_version_level < 1;
+    if (u->upgrade_type < GR_CTRL_UPGRADE || u->upgrade_type > GR_CTRL_UNSAFE_DOWNGRADE)
+        return fail(r, "Received unknown upgrade type."), -1;
+    bool safe_down = u->upgrade_type == GR_CTRL_SAFE_DOWNGRADE;
+    bool del = u->upgrade_type != GR_CTRL_UPGRADE && u->max_version_level < 1;
     if (del) {
         if (!existing) return fail(r, "Can not delete non-existing finalized feature."), -1;
         return 0;
     }
     if (u->max_version_level < 1)
-        return fail(r, "Can not provide maxVersionLevel: %d less than 1 without setting the allowDowngrade flag to "
-                       "true in the request.", u->max_version_level), -1;
+        return fail(r, "Can not provide versionLevel: %d less than 1 without setting the SAFE downgradeType in the "
+                       "request.", u->max_version_level), -1;
     if (existing) {
         int16_t max = existing->max_version;
         if (u->max_version_level == max)
-            return fail(r, "Can not %s a finalized feature from existing maxVersionLevel:%d to the same value.",
-                        u->allow_downgrade ? "downgrade" : "upgrade", max), -1;
-        if (u->max_version_level < max && !u->allow_downgrade)
-            return fail(r, "Can not downgrade finalized feature from existing maxVersionLevel:%d to provided "
-                           "maxVersionLevel:%d without setting the allowDowngrade flag in the request.",
+            return fail(r, "Can not %s a finalized feature from existing versionLevel:%d to the same value.",
+                        safe_down ? "downgrade" : "upgrade", max), -1;
+        if (u->max_version_level < max && !safe_down)
+            return fail(r, "Can not downgrade finalized feature from existing versionLevel:%d to provided "
+                           "versionLevel:%d without setting the downgradeType to SAFE in the request.",
                         max, u->max_version_level), -1;
-        if (u->allow_downgrade && u->max_version_level > max)
-            return fail(r, "When the allowDowngrade flag set in the request, the provided maxVersionLevel:%d can not "
-                           "be greater than existing maxVersionLevel:%d.", u->max_version_level, max), -1;
+        if (u->upgrade_type != GR_CTRL_UPGRADE && u->max_version_level > max)
+            return fail(r, "When the downgradeType is set to SAFE in the request, the provided versionLevel:%d can not "
+                           "be greater than existing versionLevel:%d.", u->max_version_level, max), -1;
         if (u->max_version_level < existing->min_version)
             return fail(r, "Can not downgrade finalized feature to maxVersionLevel:%d because it's lower than the "
                            "existing minVersionLevel:%d.", u->max_version_level, existing->min_version), -1;
@@ -116,7 +119,7 @@ static int validate(const struct gr_kzk_feature *supported, int n_supported, con
 }
 
 int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_feature *supported, int n_supported,
-                                  const struct gr_ctrl_feature_update *updates, int n,
+                                  const struct gr_ctrl_feature_update *updates, int n, bool validate_only,
                                   struct gr_ctrl_feature_result *out) {
     struct gr_kzk_feature_znode cur;
     int rc = gr_kzk_get_feature_znode(kzk, false, &cur, NULL);
@@ -152,7 +155,7 @@ int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_featur
             else target[n_target++] = range;
         }
     }
-    if (!same_features(existing, n_existing, target, n_target)) {
+    if (!validate_only && !same_features(existing, n_existing, target, n_target)) {
         struct gr_kzk_feature_znode next = {.status = 1, .n_features = n_target, .features = target};
         rc = gr_kzk_set_feature_znode(kzk, &next);
         if (rc != 0)
@@ -172,6 +175,7 @@ int gr_ctrl_feature_updates_apply(struct gr_kzk *kzk, const struct gr_kzk_featur
 struct payload {
     struct gr_ctrl_feature_update *updates; /* feature strings owned */
     int n;
+    bool validate_only;
     gr_ctrl_feature_updates_done_fn done;
     void *arg;
     bool answered;
@@ -195,7 +199,8 @@ static void payload_free(void *p) {
 static void preempt(struct gr_ctrl_event *ev) { answer(ev->payload, GR_KERR_NOT_CONTROLLER, NULL, 0); }
 
 struct gr_ctrl_event *gr_ctrl_feature_updates_event_new(const struct gr_ctrl_feature_update *updates, int n,
-                                                        gr_ctrl_feature_updates_done_fn done, void *arg) {
+                                                        bool validate_only, gr_ctrl_feature_updates_done_fn done,
+                                                        void *arg) {
     struct payload *pl = gr_calloc(1, sizeof *pl);
     pl->n = n > 0 ? n : 0;
     pl->updates = gr_calloc((size_t)pl->n + 1, sizeof *pl->updates);
@@ -203,6 +208,7 @@ struct gr_ctrl_event *gr_ctrl_feature_updates_event_new(const struct gr_ctrl_fea
         pl->updates[i] = updates[i];
         pl->updates[i].feature = gr_strdup(updates[i].feature ? updates[i].feature : "");
     }
+    pl->validate_only = validate_only;
     pl->done = done;
     pl->arg = arg;
     struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_UPDATE_FEATURES);
@@ -220,7 +226,7 @@ int gr_ctrl_feature_updates_process(struct gr_kzk *kzk, struct gr_ctrl_event *ev
     }
     struct gr_ctrl_feature_result *r = gr_calloc((size_t)pl->n + 1, sizeof *r);
     /* A Gregor broker, like a Kafka 2.7 one, supports no feature. */
-    int rc = gr_ctrl_feature_updates_apply(kzk, NULL, 0, pl->updates, pl->n, r);
+    int rc = gr_ctrl_feature_updates_apply(kzk, NULL, 0, pl->updates, pl->n, pl->validate_only, r);
     answer(pl, GR_KERR_NONE, r, pl->n);
     free(r);
     return rc;

@@ -52,58 +52,6 @@ int gr_psm_topic_unclean_enabled(struct gr_ctrl_sm *sm, const char *topic, bool 
 
 /* ---- New -> Online ---- */
 
-/* Before creating the state znodes items[0..*n_items): bumps the version of the topic znode of
- * every partition this term did not create (!new_in_term: a partition found without a state at
- * failover, or left New earlier), so that no standby context keeps a state read from an earlier
- * state znode at the same path and version (docs/ARCHITECTURE.md, "Warm standby controller": a
- * deletion cut between its multis, then a controller with delete.topic.enable=false creating the
- * missing states again at version 0). Partitions whose topic could not be bumped fail (rcs) and
- * leave items; returns 0 or GR_ECONTROLLER_MOVED. Kafka has no standby and does not do this. */
-static int touch_topics(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, struct gr_kzk_state_write *items,
-                        int *item_of, int *n_items, int *rcs) {
-    int n = *n_items;
-    const char **names = gr_malloc((size_t)(n ? n : 1) * sizeof *names);
-    int *tix = gr_malloc((size_t)(n ? n : 1) * sizeof *tix); /* item -> names index, -1: no bump */
-    int nn = 0;
-    for (int i = 0; i < n; i++) {
-        struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, items[i].topic, items[i].partition);
-        tix[i] = -1;
-        if (p->new_in_term) continue;
-        /* a topic's partitions come together (gr_psm_partitions_in_states walks topic by topic);
-         * one that comes again later is bumped twice, which is harmless */
-        if (nn == 0 || strcmp(names[nn - 1], items[i].topic) != 0) names[nn++] = items[i].topic;
-        tix[i] = nn - 1;
-    }
-    int ret = 0;
-    if (nn > 0) {
-        int *trc = gr_calloc((size_t)nn, sizeof *trc);
-        ret = gr_kzk_touch_topics_guarded(sm->kzk, sm->ctx->epoch_zk_version, names, nn, trc);
-        if (ret == GR_ECONTROLLER_MOVED) {
-            gr_error(LOGGER, "Controller moved to another broker when trying to bump the version of a topic znode");
-        } else {
-            ret = 0;
-            int k = 0;
-            for (int i = 0; i < n; i++) {
-                if (tix[i] >= 0 && trc[tix[i]] != 0) {
-                    char why[512];
-                    snprintf(why, sizeof why, "cannot bump the version of /brokers/topics/%s: %s", items[i].topic,
-                             gr_kzk_strerror(trc[tix[i]]));
-                    log_failed(sm, &tps[item_of[i]], GR_PS_NEW, GR_PS_ONLINE, why);
-                    rcs[item_of[i]] = GR_PSM_EFAILED;
-                    continue;
-                }
-                items[k] = items[i];
-                item_of[k++] = item_of[i];
-            }
-            *n_items = k;
-        }
-        free(trc);
-    }
-    free(tix);
-    free(names);
-    return ret;
-}
-
 /* initializeLeaderAndIsrForPartitions: rcs[i] for idx[i]. */
 static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const int *idx, int n, int *rcs) {
     struct gr_ctrl_context *ctx = sm->ctx;
@@ -143,9 +91,8 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
         item_of[n_items] = idx[k];
         n_items++;
     }
-    int n_built = n_items; /* lais[0..n_built) own their ISRs; touch_topics may drop items */
-    int ret = touch_topics(sm, tps, items, item_of, &n_items, rcs);
-    if (n_items > 0 && ret == 0) {
+    int ret = 0;
+    if (n_items > 0) {
         struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
         int rc = gr_kzk_create_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
         if (rc == GR_ECONTROLLER_MOVED) {
@@ -175,7 +122,7 @@ static int initialize_partitions(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *
         }
         free(res);
     }
-    for (int i = 0; i < n_built; i++) free(lais[i].isr);
+    for (int i = 0; i < n_items; i++) free(lais[i].isr);
     free(lais);
     free(items);
     free(item_of);
@@ -503,7 +450,6 @@ static void set_plain(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tp, struct 
                  sm->controller_id, sm->ctx->epoch, tp->topic, tp->partition, gr_partition_state_name(p->state),
                  gr_partition_state_name(target));
     }
-    if (target == GR_PS_NEW && p->state == GR_PS_NONEXISTENT) p->new_in_term = true;
     p->state = target;
 }
 

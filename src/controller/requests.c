@@ -237,6 +237,7 @@ static void update_features_answer(void *arg, int16_t top, const struct gr_ctrl_
 }
 
 void gr_ctrl_submit_update_features(struct gr_controller *c, const struct gr_ctrl_feature_update *updates, int n,
+                                    bool validate_only,
                                     gr_ctrl_update_features_done_fn done, void *opaque)
 {
     if (!c) {
@@ -244,5 +245,5 @@ void gr_ctrl_submit_update_features(struct gr_controller *c, const struct gr_ctr
         return;
     }
     struct closure *cl = closure_new((void (*)(void))done, opaque);
-    put(c, gr_ctrl_feature_updates_event_new(updates, n, update_features_answer, cl));
+    put(c, gr_ctrl_feature_updates_event_new(updates, n, validate_only, update_features_answer, cl));
 }

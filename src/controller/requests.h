@@ -114,6 +114,7 @@ void gr_ctrl_submit_list_reassignments(struct gr_controller *c, const struct gr_
 typedef void (*gr_ctrl_update_features_done_fn)(void *opaque, int16_t top_error,
                                                 const struct gr_ctrl_feature_result *results, int n);
 void gr_ctrl_submit_update_features(struct gr_controller *c, const struct gr_ctrl_feature_update *updates, int n,
+                                    bool validate_only,
                                     gr_ctrl_update_features_done_fn done, void *opaque);
 
 /* ---- dynamic config changes (DynamicConfigManager -> controller, as Kafka 2.7's

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -247,13 +248,15 @@ struct probe {
     int32_t partition;
     bool leader;
     int32_t epoch;
+    uint64_t term;
 };
 
 /* Outside the lock (rule 2): where the group lives and whether we lead it. */
 static void probe_group(struct gr_group_coordinator *gc, const char *group_id, struct probe *pr) {
     pr->partition = gr_gc_partition_for(gc, group_id);
     pr->epoch = -1;
-    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, NULL, NULL);
+    pr->term = 0;
+    pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, &pr->term, NULL, NULL);
 }
 
 /* Kafka's validateGroupStatus minus the group id check. */
@@ -262,8 +265,9 @@ static int16_t check_locked(struct gr_group_coordinator *gc, const struct probe 
     gc_ensure_parts_locked(gc, pr->partition + 1);
     struct part *pt = &gc->parts[pr->partition];
     if (!pr->leader) return GR_KERR_NOT_COORDINATOR;
-    if (pt->state == PART_OWNED && pt->epoch == pr->epoch) return GR_KERR_NONE;
-    /* led here but not (yet) loaded at this epoch: wake the loader */
+    /* the leader term, not the epoch: a new epoch of the same leadership keeps the groups */
+    if (pt->state == PART_OWNED && pt->term == pr->term) return GR_KERR_NONE;
+    /* led here but not (yet) loaded in this leader term: wake the loader */
     gc->kick = true;
     pthread_cond_signal(&gc->cond);
     return GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
@@ -358,6 +362,7 @@ static void update_member_and_rebalance_locked(struct gr_group_coordinator *gc, 
 struct static_join_ctx {
     struct gr_group_coordinator *gc;
     char *group_id, *old_id, *new_id, *old_leader;
+    bool skip; /* the joiner supports KIP-814's SkipAssignment */
     gr_gc_join_cb cb;
     void *ctx;
     uint8_t *batch;
@@ -382,6 +387,11 @@ static void static_join_stored(void *arg, int16_t error, int64_t base_offset) {
             gc_static_replace(g, m, c->old_id, &q); /* revert */
             gc_schedule_hb(gc, m, m->session_timeout);
             gc_push_join_error(&q, c->cb, c->ctx, "", gc_map_store_error(error, false));
+        } else if (c->skip) {
+            /* KIP-814 (JoinGroup v9+): the leader learns it leads, with the members, and is
+             * told to skip the assignor; a follower gets the current leader */
+            bool is_leader = streq(c->new_id, g->leader_id);
+            gc_push_join_ok(&q, c->cb, c->ctx, g, m, is_leader)->skip_assignment = is_leader;
         } else {
             char *leader = g->leader_id;
             g->leader_id = c->old_leader;
@@ -419,7 +429,8 @@ static void update_static_member_and_rebalance_locked(struct gr_group_coordinato
                         "trigger rebalance.");
         struct static_join_ctx *c = gr_calloc(1, sizeof *c);
         *c = (struct static_join_ctx){.gc = gc, .group_id = gr_strdup(g->id), .old_id = old_id,
-                                      .new_id = gr_strdup(new_id), .old_leader = old_leader, .cb = cb, .ctx = ctx};
+                                      .new_id = gr_strdup(new_id), .old_leader = old_leader,
+                                      .skip = rq->support_skip_assignment, .cb = cb, .ctx = ctx};
         size_t len;
         c->batch = gc_build_group_batch(gc, g, false, false, &len);
         g->inflight++;
@@ -886,7 +897,7 @@ static void txn_rewrite_done(void *ctx, struct gr_gc_commit_part *parts, int n) 
 void gr_gc_complete_txn_offsets(struct gr_group_coordinator *gc, int64_t producer_id, int32_t offsets_partition,
                                 bool commit) {
     struct probe pr = {.partition = offsets_partition, .epoch = -1};
-    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, NULL, NULL);
+    pr.leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, offsets_partition, &pr.epoch, &pr.term, NULL, NULL);
     int64_t now = wall_ms(gc);
     pthread_mutex_lock(&gc->mu);
     if (offsets_partition >= 0 && offsets_partition < gc->n_parts_cap &&
@@ -1033,7 +1044,7 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
                           struct gr_arena *a, struct gr_gc_listed_group **out, int *n) {
     pthread_mutex_lock(&gc->mu);
     *n = 0;
-    *out = gr_arena_alloc(a, (size_t)(gc->n_groups + 1) * sizeof **out);
+    *out = gr_arena_alloc(a, (size_t)(gc->groups.n_groups + 1) * sizeof **out);
     if (!gc->active) {
         pthread_mutex_unlock(&gc->mu);
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -1042,11 +1053,11 @@ int16_t gr_gc_list_groups(struct gr_group_coordinator *gc, const char *const *st
     for (int32_t p = 0; p < gc->n_parts_cap; p++)
         if (gc->parts[p].state == PART_LOADING) e = GR_KERR_COORDINATOR_LOAD_IN_PROGRESS;
     for (int b = 0; b < NBUCKETS; b++)
-        for (struct group *g = gc->buckets[b]; g; g = g->next) {
+        for (struct group *g = gc->groups.buckets[b]; g; g = g->next) {
             if (g->partition >= gc->n_parts_cap || gc->parts[g->partition].state != PART_OWNED) continue;
             const char *st = state_names[g->state];
             bool keep = n_states <= 0;
-            for (int i = 0; i < n_states && !keep; i++) keep = streq(states[i], st);
+            for (int i = 0; i < n_states && !keep; i++) keep = states[i] && strcasecmp(states[i], st) == 0; /* 3.9 */
             if (!keep) continue;
             struct gr_gc_listed_group *l = &(*out)[(*n)++];
             l->group_id = gr_arena_strdup(a, g->id);
@@ -1165,9 +1176,8 @@ void gr_gc_tick(struct gr_group_coordinator *gc) {
     int64_t wall = wall_ms(gc);
     int expired = 0;
     for (int b = 0; b < NBUCKETS; b++) {
-        for (struct group *g = gc->buckets[b], *next; g; g = next) {
+        for (struct group *g = gc->groups.buckets[b], *next; g; g = next) {
             next = g->next;
-            if (g->partition < gc->n_parts_cap && gc->parts[g->partition].state == PART_LOADING) continue;
             tick_group_locked(gc, g, now, &q, &w);
             if (cleanup && gc_expire_group_offsets_locked(gc, g, wall, &w, &expired)) gc_remove_group_locked(gc, g);
         }
@@ -1234,7 +1244,16 @@ struct gr_group_coordinator *gr_gc_new(const struct gr_gc_config *cfg) {
     if (gc->cfg.offsets_retention_check_interval_ms <= 0) gc->cfg.offsets_retention_check_interval_ms = 600000;
     gc->next_cleanup = now_ms(gc) + gc->cfg.offsets_retention_check_interval_ms;
     gc_ensure_parts_locked(gc, gc->cfg.num_partitions);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gc->load_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    gc->load_tail = &gc->load_head;
     if (cfg->background_thread) {
+        if (!gc_loader_start(gc)) {
+            gr_gc_free(gc);
+            return NULL;
+        }
         int rc = pthread_create(&gc->thread, NULL, gc_thread, gc);
         if (rc != 0) {
             gr_error(LOGGER, "Cannot start the group coordinator thread: %s", strerror(rc));
@@ -1260,6 +1279,7 @@ void gr_gc_shutdown(struct gr_group_coordinator *gc) {
         pthread_join(gc->thread, NULL);
         gc->thread_started = false;
     }
+    gc_loader_stop(gc); /* a running load stops before its next read */
     pthread_mutex_lock(&gc->mu);
     gc_unload_locked(gc, -1, &q);
     for (int32_t p = 0; p < gc->n_parts_cap; p++) gc->parts[p].state = PART_NONE;
@@ -1273,6 +1293,7 @@ void gr_gc_free(struct gr_group_coordinator *gc) {
     gr_gc_shutdown(gc);
     if (gc->cfg.storage.release) gc->cfg.storage.release(gc->cfg.storage.ctx);
     free(gc->parts);
+    pthread_cond_destroy(&gc->load_cond);
     pthread_cond_destroy(&gc->cond);
     pthread_mutex_destroy(&gc->mu);
     free(gc);

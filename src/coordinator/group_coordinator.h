@@ -23,7 +23,9 @@
  * failover); while that runs the groups answer COORDINATOR_LOAD_IN_PROGRESS. Leadership is
  * learnt by polling the storage every 100 ms (and at once when a request for a partition led
  * here but not yet loaded arrives); a request is accepted only while the storage confirms this
- * broker still leads the partition at the epoch that was loaded, so stale state is never served.
+ * broker still leads the partition in the leader term that was loaded (a new leader epoch of the
+ * same leadership keeps the groups, as Kafka's onElection is called only for a new leader), so
+ * stale state is never served.
  *
  * Static membership (KIP-345, group.instance.id): group_static_members.c and the join path here.
  * Offset retention (KIP-211) and the removal of Empty groups without offsets:
@@ -37,7 +39,9 @@
  * (groups and members in memory), group_metadata_manager.c (group table, writes, loading);
  * their shared structs and numbered locking rules are in group_internal.h.
  *
- * Threading: every gr_gc_* call may come from any thread. One mutex guards all group state;
+ * Threading: every gr_gc_* call may come from any thread. Two background threads: the
+ * coordinator's (timers, leadership polling) and the loader (one partition load at a time). One
+ * mutex guards all group state;
  * storage calls and completion callbacks always run without it. A callback (join, sync,
  * commit) is called exactly once, possibly before the call that registered it returns, from
  * the calling thread, the background thread, or a storage completion thread. Result memory
@@ -60,9 +64,14 @@ struct gr_group_coordinator;
  * coordinator's lock and may be called concurrently. */
 struct gr_gc_storage {
     void *ctx;
-    /* Is this broker the leader of offsets partition p? If so, its leader epoch and log
-     * start/end offsets. */
-    bool (*leader_info)(void *ctx, int32_t p, int32_t *leader_epoch, int64_t *log_start, int64_t *log_end);
+    /* Is this broker the leader of offsets partition p? If so, its leader epoch, its leader term
+     * and log start/end offsets. The term changes only when this broker becomes the leader from
+     * non-leader (Kafka 2.7's makeLeader returning true, the only case that calls onElection):
+     * a new leader epoch that keeps this broker leader (the controller shrinking the ISR) keeps
+     * it, and a leadership lost and regained never gives the same term again. The groups of p
+     * are loaded once per term. Any out pointer may be NULL. */
+    bool (*leader_info)(void *ctx, int32_t p, int32_t *leader_epoch, uint64_t *leader_term, int64_t *log_start,
+                        int64_t *log_end);
     /* Appends batch (borrowed until done is called) to partition p with acks (-1 or 1) and a
      * timeout; done(done_ctx, Kafka error, the batch's base offset or -1) exactly once, on any
      * thread, possibly at once. */
@@ -93,7 +102,8 @@ struct gr_gc_config {
     /* Clocks; NULL = gr_mono_ms / gr_wall_ms. */
     int64_t (*mono_ms)(void);
     int64_t (*wall_ms)(void);
-    /* false (tests): no background thread; call gr_gc_tick and gr_gc_poll_partitions. */
+    /* false (tests): no background threads (timers, loader); call gr_gc_tick and
+     * gr_gc_poll_partitions, which then loads on the caller's thread. */
     bool background_thread;
 };
 
@@ -157,6 +167,7 @@ struct gr_gc_join_req {
     int32_t session_timeout_ms;
     int32_t rebalance_timeout_ms;
     bool require_known_member_id; /* JoinGroup v4+ without group_instance_id */
+    bool support_skip_assignment; /* JoinGroup v9+ (KIP-814): see gr_gc_join_result */
     int n_protocols;
     const struct gr_gc_protocol *protocols;
 };
@@ -177,6 +188,11 @@ struct gr_gc_join_result {
     const char *member_id;
     int n_members; /* the leader's copy of every member's metadata; 0 for followers */
     const struct gr_gc_join_member *members;
+    /* KIP-814: the static leader rejoined a Stable group without changing its protocols, and
+     * asked with support_skip_assignment: it gets the members and its own id as leader, and
+     * must not run the assignor (the group keeps its assignment). Always false without it:
+     * the old leader id is answered instead, as before JoinGroup v9. */
+    bool skip_assignment;
 };
 typedef void (*gr_gc_join_cb)(void *ctx, const struct gr_gc_join_result *r);
 
@@ -330,8 +346,9 @@ int16_t gr_gc_delete_offsets(struct gr_group_coordinator *gc, const char *group_
 
 /* Runs due timers: member session expiry, pending-member expiry, delayed joins, cleanup. */
 void gr_gc_tick(struct gr_group_coordinator *gc);
-/* Checks leadership of every offsets partition: loads newly led ones (reading the log, may take
- * a while) and unloads lost ones. */
+/* Checks leadership of every offsets partition: unloads lost ones (cancelling their load if one
+ * runs) and queues newly led ones for the loader thread (group_metadata_loader.c). Without
+ * background threads it runs the queued loads itself before returning. */
 void gr_gc_poll_partitions(struct gr_group_coordinator *gc);
 
 #endif

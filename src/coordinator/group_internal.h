@@ -2,15 +2,17 @@
  * GroupCoordinator: the APIs, the rebalance state machine, timers, lifecycle),
  * group_metadata.c (Kafka's GroupMetadata / MemberMetadata: one group's members, protocols,
  * leader and committed offsets in memory, and the queue of answers to waiting callbacks) and
- * group_metadata_manager.c (Kafka's GroupMetadataManager: the table of groups, which
- * __consumer_offsets partitions are owned, writing records to them and loading them back).
+ * group_metadata_manager.c (Kafka's GroupMetadataManager: the table of groups, writing records
+ * to __consumer_offsets, unloading) and group_metadata_loader.c (its loadGroupsAndOffsets on its
+ * single-thread scheduler: which partitions are loading or owned, and the loader thread).
  * Nothing outside src/coordinator/ includes this header; the public contract is
  * group_coordinator.h.
  *
  * Ownership and locking (numbered so the code can cite them):
- *  1. gc->mu guards everything reachable from gc->buckets and gc->parts (every struct group,
- *     struct member, struct pending, struct offset_entry). Functions named *_locked, and every
- *     gc_* function that takes a struct group or struct member, need it held.
+ *  1. gc->mu guards everything reachable from gc->groups and gc->parts (every struct group,
+ *     struct member, struct pending, struct offset_entry), the load queue and the flags of
+ *     struct gr_group_coordinator. Functions named *_locked, and every gc_* function that takes a
+ *     struct group or struct member of gc->groups, need it held.
  *  2. Storage calls (leader_info, append, read) and user callbacks never run under gc->mu.
  *     Completions decided under the lock are queued on a struct dq and run by gc_dq_flush
  *     after the unlock; writes decided under the lock are queued on a struct wq and issued by
@@ -18,7 +20,14 @@
  *  3. Asynchronous storage completions refer to their group by id (looked up again), never by
  *     pointer: the group may have been unloaded or deleted meanwhile.
  *  4. Only one thread at a time runs gr_gc_poll_partitions (the background thread, or the test),
- *     so loading/unloading of partitions is never concurrent with itself.
+ *     and only one runs loads (the loader thread; without background threads the thread calling
+ *     gr_gc_poll_partitions), so two loads never run at once, and loads of one partition run in
+ *     the order they were scheduled.
+ *  5. A load builds its groups in a private struct gc_table that only the loader touches (no
+ *     lock); they join gc->groups under gc->mu in one step when the partition becomes owned, so
+ *     no request ever sees a partly loaded group. A load is current while its partition is
+ *     PART_LOADING with the load's load_id; anything else (an unload, a new leader epoch, the
+ *     shutdown) bumps or clears it and the load discards what it read.
  * The group table owns its groups (gc_remove_group_locked frees one); a group owns its members,
  * pending member ids and offsets; every string and byte buffer in them is malloc'd and owned. */
 #ifndef GR_COORDINATOR_GROUP_INTERNAL_H
@@ -39,6 +48,8 @@
 
 enum gstate { ST_EMPTY, ST_PREPARING, ST_COMPLETING, ST_STABLE, ST_DEAD };
 
+/* A __consumer_offsets partition: not led (or not yet scheduled), loading (Kafka's
+ * loadingPartitions), owned (ownedPartitions). */
 enum { PART_NONE, PART_LOADING, PART_OWNED };
 
 struct proto {
@@ -97,32 +108,57 @@ struct group {
     bool join_armed, join_initial, new_member_added;
     int64_t join_deadline;
     int32_t join_delay, join_remaining;
+    /* committed offsets: dense array (any order) and its hash index by (topic, partition)
+     * (group_metadata.c; index_cap a power of two, 0 until the first offset) */
     struct offset_entry *offsets;
     int n_offsets, cap_offsets;
+    int32_t *offset_index;
+    uint32_t index_cap;
     int inflight;        /* storage writes in flight */
     int64_t created_ms;  /* mono */
 };
 
 struct part {
     int state;
-    int32_t epoch;
+    int32_t epoch;    /* the leader epoch loading or owned (the latest seen; for the logs) */
+    uint64_t term;    /* the leader term loading or owned (gr_gc_storage.leader_info): a new term
+                       * unloads and reloads, a new epoch of the same term does not */
+    uint64_t load_id; /* bumped when a load is scheduled or cancelled (rule 5) */
+    bool queued;      /* on the load queue */
+    int64_t retry_at; /* mono ms: after a failed read, no new load before */
     /* a transaction marker was written to the partition while it was loading: the loader reads
      * to the new log end before it takes ownership (gr_gc_complete_txn_offsets) */
     bool marker_during_load;
 };
 
+/* Groups hashed by id: gc->groups (rule 1) or a load's private table (rule 5). */
+struct gc_table {
+    struct group *buckets[NBUCKETS];
+    int n_groups;
+};
+
+struct load_job {
+    struct load_job *next;
+    int32_t partition;
+    int64_t queued_ms; /* mono, for the "spent in the scheduler" log */
+};
+
 struct gr_group_coordinator {
     struct gr_gc_config cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cond;
+    pthread_cond_t cond; /* wakes the coordinator thread (timers, polling) */
     pthread_t thread;
     bool thread_started, stopping, kick;
     bool active;
-    struct group *buckets[NBUCKETS];
-    int n_groups;
+    struct gc_table groups;
     struct part *parts;
     int32_t n_parts_cap;
     int64_t next_cleanup;
+    /* the loader (group_metadata_loader.c): a FIFO of partitions to load, each at most once */
+    pthread_cond_t load_cond; /* wakes the loader thread (a job, the shutdown, the test gate) */
+    pthread_t loader;
+    bool loader_started, loading_inline;
+    struct load_job *load_head, **load_tail;
 };
 
 /* ---- completion queue (rule 2) ---- */
@@ -207,8 +243,9 @@ void gc_schedule_hb(struct gr_group_coordinator *gc, struct member *m, int32_t t
 void gc_group_add_member(struct group *g, struct member *m);
 void gc_group_remove_member(struct group *g, struct member *m);
 void gc_push_join_error(struct dq *q, gr_gc_join_cb cb, void *ctx, const char *member_id, int16_t error);
-void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g, const struct member *m,
-                     bool with_members);
+/* Returns the queued result (owned by q) so a caller may set skip_assignment. */
+struct gr_gc_join_result *gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g,
+                                          const struct member *m, bool with_members);
 void gc_push_sync(struct dq *q, gr_gc_sync_cb cb, void *ctx, const struct group *g, const struct member *m,
                   int16_t error);
 void gc_invoke_join_error(struct dq *q, struct group *g, struct member *m, const char *member_id, int16_t error);
@@ -238,6 +275,13 @@ bool gc_expire_group_offsets_locked(struct gr_group_coordinator *gc, struct grou
 /* Partition count of __consumer_offsets (asks the storage: never under gc->mu, rule 2). */
 int32_t gc_effective_partitions(struct gr_group_coordinator *gc);
 void gc_ensure_parts_locked(struct gr_group_coordinator *gc, int32_t n);
+struct group *gc_table_find(struct gc_table *t, const char *id);
+void gc_table_add(struct gc_table *t, struct group *g);
+/* Unlinks and frees g. */
+void gc_table_remove(struct gc_table *t, struct group *g);
+void gc_table_clear(struct gc_table *t);
+/* A new Empty group, in no table. */
+struct group *gc_group_new(struct gr_group_coordinator *gc, const char *id, int32_t partition);
 struct group *gc_find_group_locked(struct gr_group_coordinator *gc, const char *id);
 struct group *gc_create_group_locked(struct gr_group_coordinator *gc, const char *id, int32_t partition);
 void gc_remove_group_locked(struct gr_group_coordinator *gc, struct group *g);
@@ -249,5 +293,13 @@ void gc_wq_add(struct wq *w, int32_t p, uint8_t *batch, size_t len, int16_t acks
 void gc_wq_flush(struct gr_group_coordinator *gc, struct wq *w);
 /* Kafka's onGroupUnloaded for every group of partition p (p < 0: all); answers go to q. */
 void gc_unload_locked(struct gr_group_coordinator *gc, int32_t p, struct dq *q);
+
+/* ---- group_metadata_loader.c ---- */
+
+/* Starts the loader thread (cfg.background_thread); false if it cannot start. */
+bool gc_loader_start(struct gr_group_coordinator *gc);
+/* After gc->stopping is set: wakes and joins the loader thread (a running load stops at its next
+ * read), frees the queue. */
+void gc_loader_stop(struct gr_group_coordinator *gc);
 
 #endif

@@ -157,16 +157,47 @@ void gc_group_free(struct group *g) {
         free(g->offsets[i].metadata);
     }
     free(g->offsets);
+    free(g->offset_index);
     free(g->id);
     free(g->protocol_type);
     free(g->protocol_name);
     free(g);
 }
 
-struct offset_entry *gc_find_offset(struct group *g, const char *topic, int32_t partition) {
+/* ---- committed offsets: a dense array (iteration, OffsetFetch of all) indexed by an open-addressing
+ * table keyed by (topic, partition) (lookups): linear probing, at most half full, slots hold
+ * array index + 1 (0 = empty); a removal shifts the following run back instead of leaving a
+ * tombstone. ---- */
+
+static uint32_t offset_hash(const char *topic, int32_t partition) {
+    uint64_t h = gr_str_hash(topic) ^ ((uint64_t)(uint32_t)partition * 0x9E3779B97F4A7C15ull);
+    h ^= h >> 29;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* The slot holding (topic, partition), or the empty slot where it would go. */
+static uint32_t offset_slot(const struct group *g, const char *topic, int32_t partition) {
+    uint32_t mask = g->index_cap - 1;
+    for (uint32_t s = offset_hash(topic, partition) & mask;; s = (s + 1) & mask) {
+        int32_t i = g->offset_index[s];
+        if (i == 0) return s;
+        const struct offset_entry *e = &g->offsets[i - 1];
+        if (e->partition == partition && strcmp(e->topic, topic) == 0) return s;
+    }
+}
+
+static void index_rebuild(struct group *g, uint32_t cap) {
+    free(g->offset_index);
+    g->offset_index = gr_calloc(cap, sizeof *g->offset_index);
+    g->index_cap = cap;
     for (int i = 0; i < g->n_offsets; i++)
-        if (g->offsets[i].partition == partition && strcmp(g->offsets[i].topic, topic) == 0) return &g->offsets[i];
-    return NULL;
+        g->offset_index[offset_slot(g, g->offsets[i].topic, g->offsets[i].partition)] = i + 1;
+}
+
+struct offset_entry *gc_find_offset(struct group *g, const char *topic, int32_t partition) {
+    if (g->n_offsets == 0) return NULL;
+    int32_t i = g->offset_index[offset_slot(g, topic, partition)];
+    return i ? &g->offsets[i - 1] : NULL;
 }
 
 void gc_put_offset(struct group *g, const char *topic, int32_t partition, int64_t offset, int32_t epoch,
@@ -177,10 +208,12 @@ void gc_put_offset(struct group *g, const char *topic, int32_t partition, int64_
             g->cap_offsets = g->cap_offsets ? g->cap_offsets * 2 : 8;
             g->offsets = gr_realloc(g->offsets, (size_t)g->cap_offsets * sizeof *g->offsets);
         }
+        if ((uint32_t)(g->n_offsets + 1) * 2 > g->index_cap) index_rebuild(g, g->index_cap ? g->index_cap * 2 : 16);
         e = &g->offsets[g->n_offsets++];
         e->topic = gr_strdup(topic);
         e->partition = partition;
         e->metadata = NULL;
+        g->offset_index[offset_slot(g, topic, partition)] = g->n_offsets;
     }
     e->offset = offset;
     e->leader_epoch = epoch;
@@ -196,12 +229,38 @@ bool gc_txn_offset_is_newer(struct group *g, const char *topic, int32_t partitio
     return !e || e->append_offset < append_offset;
 }
 
+/* Empties slot s, moving back the entries of the run after it that may not stay behind the gap. */
+static void index_delete_slot(struct group *g, uint32_t s) {
+    uint32_t mask = g->index_cap - 1;
+    for (uint32_t j = (s + 1) & mask;; j = (j + 1) & mask) {
+        int32_t i = g->offset_index[j];
+        if (i == 0) break;
+        const struct offset_entry *e = &g->offsets[i - 1];
+        uint32_t home = offset_hash(e->topic, e->partition) & mask;
+        /* the entry at j may move to s unless its home lies cyclically in (s, j] */
+        bool stays = s <= j ? (s < home && home <= j) : (s < home || home <= j);
+        if (stays) continue;
+        g->offset_index[s] = i;
+        s = j;
+    }
+    g->offset_index[s] = 0;
+}
+
 void gc_remove_offset(struct group *g, const char *topic, int32_t partition) {
-    struct offset_entry *e = gc_find_offset(g, topic, partition);
-    if (!e) return;
+    if (g->n_offsets == 0) return;
+    uint32_t s = offset_slot(g, topic, partition);
+    int32_t i = g->offset_index[s];
+    if (!i) return;
+    index_delete_slot(g, s);
+    struct offset_entry *e = &g->offsets[i - 1];
     free(e->topic);
     free(e->metadata);
-    *e = g->offsets[--g->n_offsets];
+    int32_t last = g->n_offsets - 1;
+    if (i - 1 != last) { /* the last entry takes the freed place */
+        *e = g->offsets[last];
+        g->offset_index[offset_slot(g, e->topic, e->partition)] = i;
+    }
+    g->n_offsets--;
 }
 
 int32_t gc_group_rebalance_timeout(const struct group *g) {
@@ -295,8 +354,8 @@ void gc_push_join_error(struct dq *q, gr_gc_join_cb cb, void *ctx, const char *m
 
 /* A successful join result for m with the group's current generation; the leader also gets
  * every member's metadata for the selected protocol (Kafka's currentMemberMetadata). */
-void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g, const struct member *m,
-                     bool with_members) {
+struct gr_gc_join_result *gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct group *g,
+                                          const struct member *m, bool with_members) {
     struct done *d = dq_push(q, D_JOIN);
     d->join_cb = cb;
     d->ctx = ctx;
@@ -322,6 +381,7 @@ void gc_push_join_ok(struct dq *q, gr_gc_join_cb cb, void *ctx, const struct gro
         r->n_members = k;
         r->members = jm;
     }
+    return r;
 }
 
 void gc_push_sync(struct dq *q, gr_gc_sync_cb cb, void *ctx, const struct group *g, const struct member *m,

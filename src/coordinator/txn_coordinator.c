@@ -204,6 +204,30 @@ void txn_parked_expire(struct gr_txn_coordinator *tc, int64_t now_ms, bool all) 
     rerun(tc, take_parked(tc, NULL, now_ms, all), all);
 }
 
+/* Prepares the write of m's Ongoing state with topics/partitions added (to its current partitions
+ * when keep, else as a new transaction started now). Under mu. */
+static struct txn_write *ongoing_write_locked(struct gr_txn_coordinator *tc, struct txn_meta *m, int32_t ep,
+                                              const char *const *topics, const int32_t *partitions, int n, bool keep,
+                                              gr_txn_cb cb, void *ctx) {
+    struct gr_txn_record r = txn_target_of(m);
+    int old = keep ? m->n_parts : 0;
+    struct gr_txn_tp *np = gr_calloc((size_t)(old + n) + 1, sizeof *np);
+    int k = 0;
+    for (int i = 0; i < old; i++) np[k++] = m->parts[i];
+    for (int i = 0; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < k && !dup; j++) dup = np[j].partition == partitions[i] && strcmp(np[j].topic, topics[i]) == 0;
+        if (!dup) np[k++] = (struct gr_txn_tp){(char *)topics[i], partitions[i]};
+    }
+    if (!keep) r.start_ts = gr_wall_ms();
+    r.parts = np;
+    r.n_parts = k;
+    r.state = GR_TXN_ONGOING;
+    struct txn_write *w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
+    free(np);
+    return w;
+}
+
 /* deadline: when a parked request stops waiting (0: a new request). */
 static void add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                            const char *const *topics, const int32_t *partitions, int n, gr_txn_cb cb, void *ctx,
@@ -251,29 +275,63 @@ static void add_partitions(struct gr_txn_coordinator *tc, const char *id, int64_
         cb(ctx, GR_KERR_NONE, pid, epoch);
         return;
     }
-    struct gr_txn_record r = txn_target_of(m);
-    struct gr_txn_tp *np = gr_calloc((size_t)(m->n_parts + n) + 1, sizeof *np);
-    int k = 0;
-    for (int i = 0; i < m->n_parts; i++) np[k++] = m->parts[i];
-    for (int i = 0; i < n; i++) {
-        bool dup = txn_has_part(m, topics[i], partitions[i]);
-        for (int j = m->n_parts; j < k && !dup; j++)
-            dup = np[j].partition == partitions[i] && strcmp(np[j].topic, topics[i]) == 0;
-        if (!dup) np[k++] = (struct gr_txn_tp){(char *)topics[i], partitions[i]};
-    }
-    if (m->state != GR_TXN_ONGOING) {
-        r.n_parts = 0;
-        k -= m->n_parts;
-        memmove(np, np + m->n_parts, (size_t)k * sizeof *np);
-        r.start_ts = gr_wall_ms();
-    }
-    r.parts = np;
-    r.n_parts = k;
-    r.state = GR_TXN_ONGOING;
-    struct txn_write *w = txn_write_prepare_locked(tc, m, ep, &r, cb, ctx);
-    free(np);
+    struct txn_write *w = ongoing_write_locked(tc, m, ep, topics, partitions, n, m->state == GR_TXN_ONGOING, cb, ctx);
     pthread_mutex_unlock(&tc->mu);
     txn_write_issue(w);
+}
+
+/* ---- the next transaction's Ongoing in place of Complete* ---- */
+
+struct txn_fold {
+    struct gr_txn_coordinator *tc;
+    struct txn_parked *w; /* the AddPartitionsToTxn the write answers */
+    gr_txn_cb done;       /* the Complete* write's owner: told the outcome */
+    void *done_ctx;
+};
+
+static void fold_done(void *ctx, int16_t error, int64_t pid, int16_t epoch) {
+    struct txn_fold *f = ctx;
+    struct gr_txn_coordinator *tc = f->tc;
+    struct txn_parked *w = f->w;
+    gr_txn_cb done = f->done;
+    void *done_ctx = f->done_ctx;
+    free(f);
+    /* first the transaction's owner: on failure it queues the Complete* retry */
+    done(done_ctx, error, pid, epoch);
+    if (error == GR_KERR_NONE) {
+        w->cb(w->ctx, GR_KERR_NONE, pid, epoch);
+        parked_free(w);
+    } else {
+        /* the id is still in Prepare*: the request runs again and waits for the Complete* retry
+         * (or answers what it meets: NOT_COORDINATOR, its deadline passed, ...) */
+        gr_info(LOGGER, "cannot write the next transaction of %s in place of its completion (%s)", w->id,
+                gr_kerr_name(error));
+        w->next = NULL;
+        rerun(tc, w, false);
+    }
+}
+
+struct txn_write *txn_parked_fold_locked(struct gr_txn_coordinator *tc, struct txn_meta *m, int32_t coord_epoch,
+                                         gr_txn_cb done, void *done_ctx) {
+    if (tc->stopping) return NULL;
+    struct txn_parked *w = NULL;
+    for (struct txn_parked **pp = &tc->parked; *pp; pp = &(*pp)->next)
+        if ((*pp)->pid == m->pid && (*pp)->epoch == m->epoch && strcmp((*pp)->id, m->id) == 0) {
+            w = *pp;
+            *pp = w->next;
+            w->next = NULL;
+            break;
+        }
+    if (!w) return NULL;
+    struct txn_fold *f = gr_calloc(1, sizeof *f);
+    f->tc = tc;
+    f->w = w;
+    f->done = done;
+    f->done_ctx = done_ctx;
+    gr_debug(LOGGER, "transactional id %s: the markers of its %s are written; its next transaction's Ongoing is "
+             "written in place of the completion", m->id, gr_txn_state_name(m->state));
+    return ongoing_write_locked(tc, m, coord_epoch, (const char *const *)w->topics, w->parts, w->n, false, fold_done,
+                                f);
 }
 
 void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch, bool commit, gr_txn_cb cb,

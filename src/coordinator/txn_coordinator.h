@@ -29,6 +29,7 @@
 struct gr_broker;
 struct gr_replica_manager;
 struct gr_txn_coordinator;
+struct gr_txn_tp;
 
 struct gr_txn_config {
     int32_t num_partitions;            /* transaction.state.log.num.partitions (50) */
@@ -62,5 +63,48 @@ void gr_txn_end(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int1
  * broker does not coordinate id, COORDINATOR_LOAD_IN_PROGRESS). Any thread; never blocks on I/O. */
 int16_t gr_txn_verify_id(struct gr_txn_coordinator *tc, const char *id, int64_t pid, int16_t epoch,
                          const char *topic, int32_t partition);
+
+/* ---- KIP-664 views (txn_describe.c; Kafka 3.9 handleDescribeTransactions/handleListTransactions).
+ * Any thread; they copy under the coordinator's mutex and never block on I/O. ---- */
+
+/* One transactional id's state. state is a static name ("Ongoing", Kafka's TransactionState
+ * names); parts are malloc'd copies (release with gr_txn_description_release). */
+struct gr_txn_description {
+    const char *state;
+    int32_t timeout_ms;
+    int64_t start_ts; /* wall ms, -1 */
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int n_parts;
+    struct gr_txn_tp *parts;
+};
+/* NONE; COORDINATOR_NOT_AVAILABLE (tc NULL or stopping); INVALID_REQUEST (empty id);
+ * NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (its partition); TRANSACTIONAL_ID_NOT_FOUND
+ * (unknown, or Dead). In Prepare* the partitions are all those of the transaction (Kafka drops
+ * each as its marker is written). */
+int16_t gr_txn_describe(struct gr_txn_coordinator *tc, const char *id, struct gr_txn_description *out);
+void gr_txn_description_release(struct gr_txn_description *d);
+
+/* ListTransactions filters: producer ids (none = all), states (filter_states: only those whose
+ * bit 1 << GR_TXN_* is in state_mask), duration_ms >= 0: only transactions started more than
+ * that long ago. */
+struct gr_txn_list_filter {
+    const int64_t *producer_ids;
+    int n_producer_ids;
+    bool filter_states;
+    unsigned state_mask;
+    int64_t duration_ms;
+};
+struct gr_txn_listing {
+    char *transactional_id; /* malloc'd */
+    int64_t producer_id;
+    const char *state;      /* static */
+};
+/* Every id of the partitions this broker coordinates that passes f (Dead ones never), as a
+ * malloc'd array (free with gr_txn_listings_free). NONE; COORDINATOR_NOT_AVAILABLE;
+ * COORDINATOR_LOAD_IN_PROGRESS while any partition is loading (nothing listed). */
+int16_t gr_txn_list(struct gr_txn_coordinator *tc, const struct gr_txn_list_filter *f, struct gr_txn_listing **out,
+                    int *n);
+void gr_txn_listings_free(struct gr_txn_listing *l, int n);
 
 #endif

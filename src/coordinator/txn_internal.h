@@ -108,6 +108,18 @@ void txn_parked_retry(struct gr_txn_coordinator *tc, const char *id);
 /* Runs again the parked requests whose time is up at now_ms (all: every one, answered
  * NOT_COORDINATOR: shutdown). Not under mu. */
 void txn_parked_expire(struct gr_txn_coordinator *tc, int64_t now_ms, bool all);
+/* Every marker of m's Prepare* transaction is written (m not pending) and an AddPartitionsToTxn /
+ * AddOffsetsToTxn of the same producer and epoch is parked: takes the first such request and
+ * prepares the write of the next transaction's Ongoing state (its partitions) in place of the
+ * Complete* record -- one __transaction_state write instead of two on the producer's path; the
+ * log then holds Prepare* followed by Ongoing, which a loader reads as "the previous transaction
+ * completed" (the last record of an id wins; its markers were all written before). Kafka writes
+ * Complete* and then Ongoing. On success the request is answered NONE; on failure the id stays
+ * in Prepare* and the request runs again (it waits for the Complete* retry). done (the Complete*
+ * owner's callback) gets the write's result first, as a Complete* write's. NULL when no request
+ * is parked (write Complete* then). Under mu; issue with txn_write_issue after unlocking. */
+struct txn_write *txn_parked_fold_locked(struct gr_txn_coordinator *tc, struct txn_meta *m, int32_t coord_epoch,
+                                         gr_txn_cb done, void *done_ctx);
 
 /* ---- txn_state_manager.c ---- */
 struct txn_meta *txn_find_locked(struct gr_txn_coordinator *tc, const char *id);

@@ -240,13 +240,17 @@ static void complete_txn(struct txn_marker_channel_manager *cm, struct gr_txn_pe
     } else if (m->pending) {
         later = true;
     } else {
-        struct gr_txn_record r = txn_target_of(m);
-        r.state = txn->commit ? GR_TXN_COMPLETE_COMMIT : GR_TXN_COMPLETE_ABORT;
-        r.n_parts = 0;
         struct complete_ctx *c = gr_calloc(1, sizeof *c);
         c->cm = cm;
         c->txn = txn;
-        w = txn_write_prepare_locked(tc, m, ep, &r, complete_done, c);
+        /* the producer's next transaction already waits: its Ongoing replaces Complete* */
+        w = txn_parked_fold_locked(tc, m, ep, complete_done, c);
+        if (!w) {
+            struct gr_txn_record r = txn_target_of(m);
+            r.state = txn->commit ? GR_TXN_COMPLETE_COMMIT : GR_TXN_COMPLETE_ABORT;
+            r.n_parts = 0;
+            w = txn_write_prepare_locked(tc, m, ep, &r, complete_done, c);
+        }
     }
     pthread_mutex_unlock(&tc->mu);
     if (w)

@@ -335,17 +335,22 @@ static void txn_poll_partitions(struct gr_txn_coordinator *tc) {
         pthread_mutex_lock(&tc->mu);
         struct txn_tpart *tp = &tc->parts[p];
         bool load = false;
-        if (leader && (tp->state == P_NONE || tp->epoch != info.leader_epoch)) {
+        /* the coordinator epoch is the leader epoch at which this broker became leader (Kafka
+         * 2.7 calls onElection only for a new leader): a LeaderAndIsr that keeps it leader at a
+         * higher epoch (the controller shrinking the ISR of a dead follower, a reassignment)
+         * changes nothing here -- reloading answered COORDINATOR_LOAD_IN_PROGRESS for the whole
+         * partition (librdkafka then waits 500 ms) and dropped its queued markers */
+        if (leader && (tp->state == P_NONE || tp->epoch != info.elected_epoch)) {
             if (tp->state != P_NONE) txn_unload_locked(tc, p);
             tp->state = P_LOADING;
-            tp->epoch = info.leader_epoch;
+            tp->epoch = info.elected_epoch;
             load = true;
         } else if (!leader && tp->state != P_NONE) {
             gr_info(LOGGER, "[TransactionCoordinator id=%d] unloading %s-%d", tc->b->broker_id, GR_TXN_TOPIC, p);
             txn_unload_locked(tc, p);
         }
         pthread_mutex_unlock(&tc->mu);
-        if (load) txn_load_partition(tc, p, info.leader_epoch);
+        if (load) txn_load_partition(tc, p, info.elected_epoch);
     }
 }
 

@@ -25,7 +25,7 @@ struct fs_name {
 struct cached_part {
     struct fs_name *topic; /* NULL: dropped (update_session) */
     int32_t partition;
-    int32_t max_bytes, leader_epoch;
+    int32_t max_bytes, leader_epoch, last_fetched_epoch; /* last_fetched_epoch: Fetch v12+ */
     int64_t fetch_offset, fetcher_log_start;
     int64_t hw, local_log_start; /* last answered; hw -1: answer it next time */
 };
@@ -181,6 +181,7 @@ static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPa
     cp->fetcher_log_start = fp->LogStartOffset;
     cp->max_bytes = fp->PartitionMaxBytes;
     cp->leader_epoch = fp->CurrentLeaderEpoch;
+    cp->last_fetched_epoch = fp->LastFetchedEpoch;
 }
 
 static struct cached_part *add_part(struct session *s, const char *topic, const struct FetchRequest_FetchPartition *fp) {
@@ -220,7 +221,7 @@ static struct FetchRequest *session_request(const struct session *s, const struc
         ps[i] = (struct FetchRequest_FetchPartition){.Partition = cp->partition,
                                                     .CurrentLeaderEpoch = cp->leader_epoch,
                                                     .FetchOffset = cp->fetch_offset,
-                                                    .LastFetchedEpoch = -1,
+                                                    .LastFetchedEpoch = cp->last_fetched_epoch,
                                                     .LogStartOffset = cp->fetcher_log_start,
                                                     .PartitionMaxBytes = cp->max_bytes};
         f->Topics[t].PartitionsCount++;
@@ -325,7 +326,7 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
 /* Kafka's CachedPartition.maybeUpdateResponseData (the decision part). */
 static bool must_respond(const struct FetchResponse_PartitionData *pr, int64_t hw, int64_t log_start) {
     return pr->Records.len > 0 || pr->HighWatermark != hw || pr->LogStartOffset != log_start ||
-           pr->PreferredReadReplica >= 0 || pr->ErrorCode != GR_KERR_NONE;
+           pr->PreferredReadReplica >= 0 || pr->ErrorCode != GR_KERR_NONE || pr->DivergingEpoch.Epoch >= 0;
 }
 
 static void open_session(struct gr_fetch_session_cache *c, const struct FetchRequest *full, struct gr_fsc_ctx *ctx,

@@ -1,4 +1,5 @@
-/* Private to the replica manager (replica_manager.c, replica_manager_ops.c, log_dir_failure.c) and the request handlers that reach into hosted partitions
+/* Private to the replica manager (replica_manager.c, replica_manager_ops.c, log_dir_failure.c,
+ * last_offset_for_epoch.c) and the request handlers that reach into hosted partitions
  * (handle_produce.c, handle_fetch.c, handle_list_offsets.c, handle_offsets_for_leader_epoch.c).
  * Not the fetchers or the AlterPartition sender: they get ops (fetcher.h, alter_partition.h). */
 #ifndef GR_BROKER_REPLICA_INTERNAL_H
@@ -34,6 +35,8 @@ struct gr_rm_partition {
                                    AssignmentState.replicationFactor), set when it becomes leader */
     atomic_bool online;    /* false once stopped (StopReplica); written under lock, may be read
                               without it (a fetch's kept reference, handle_fetch.c) */
+    uint64_t leader_term;  /* rm->leader_terms when this broker last became its leader from
+                              non-leader; 0 never (gr_rm_partition_info) */
 };
 
 #define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 1 partition per bucket */
@@ -65,6 +68,10 @@ struct gr_replica_manager {
     _Atomic int64_t trim_again_ms; /* the follow-up trim once fetchers and sessions settled */
     long trim_rss_pages; /* RSS after the last trim (ISR thread only), 0 before the first check */
     atomic_int trim_parts;
+    /* Counts the partitions' becoming leader from non-leader (make_leader): each such transition
+     * takes the next value as the partition's leader_term, unique across partitions, even one
+     * deleted and created again. */
+    _Atomic uint64_t leader_terms;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
      * every hook caller holds. */
@@ -111,6 +118,17 @@ uint64_t gr_rm_key(const char *topic, int32_t partition);
  * NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for current_leader_epoch
  * (-1 = not checked, KIP-320). require_leader false accepts a follower replica too. */
 int16_t gr_rm_check_epoch_locked(struct gr_rm_partition *p, int32_t current_leader_epoch, bool require_leader);
+
+/* Kafka's Partition.lastOffsetForLeaderEpoch (last_offset_for_epoch.c), with NO partition lock
+ * held; the caller has checked the fetcher's CurrentLeaderEpoch. *end_out is the end offset of
+ * epoch `requested` here (the start offset of the first later epoch, or the log end offset for the
+ * latest), *epoch_out the largest epoch <= requested that this log knows; both -1 when requested
+ * is -1, newer than every epoch here, or the cache is empty. A leader that has not appended in its
+ * current epoch yet counts that epoch as starting where it became leader (Kafka writes that entry
+ * at election; Gregor's log records an epoch with its first batch), so a follower that wrote
+ * ahead in an epoch the new leader never saw is still told where to truncate. Used by
+ * OffsetForLeaderEpoch and by Fetch v12+ (LastFetchedEpoch, the DivergingEpoch answer). */
+void gr_rm_last_offset_for_epoch(struct gr_rm_partition *p, int32_t requested, int32_t *epoch_out, int64_t *end_out);
 
 /* Called with NO partition lock held after something a waiting request may care about changed. */
 void gr_rm_wake(struct gr_replica_manager *rm, struct gr_rm_partition *p, bool hw_moved);

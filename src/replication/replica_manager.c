@@ -215,8 +215,8 @@ static int startup_topic_configs(void *ctx, struct gr_plog_manager *lm, const ch
 
 static struct gr_rm_partition **snapshot(struct gr_replica_manager *rm, int *n);
 
-void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
-    if (!rm) return;
+int gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic) {
+    if (!rm) return 0;
     if (rm->b && rm->b->partitions) gr_partitions_lock(rm->b->partitions);
     free(rm->tcfg_cache.topic); /* the cache may hold the old values */
     rm->tcfg_cache.topic = NULL;
@@ -228,11 +228,14 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     int32_t min_isr = 1;
     int64_t ret_ms = 0, ret_bytes = 0;
     bool read_ok = false;
+    int failed = 0; /* the first failed read's error */
     for (int i = 0; i < n; i++) {
         struct gr_rm_partition *p = arr[i];
         if (!topic || strcmp(p->topic, topic) == 0) {
             if (!last || strcmp(last, p->topic) != 0) {
-                read_ok = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes) == 0;
+                int rc = read_topic_config(rm, p->topic, &lc, &min_isr, &ret_ms, &ret_bytes);
+                read_ok = rc == 0;
+                if (rc && (!failed || failed == GR_ECORRUPT)) failed = rc; /* a retryable one first */
                 free(last);
                 last = gr_strdup(p->topic);
             }
@@ -253,6 +256,7 @@ void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic)
     }
     free(last);
     free(arr);
+    return failed;
 }
 
 /* A new partition with its log (created if absent), NOT yet in the map; refs = 2 (the map's, to
@@ -572,6 +576,7 @@ static int16_t make_leader(struct gr_replica_manager *rm, struct gr_rm_partition
         p->replication_factor = gr_rm_replication_factor(st);
         int64_t leo = gr_plog_end_offset(p->lml->log);
         gr_rs_become_leader(&p->st, leo, now, was_leader);
+        if (!was_leader || p->leader_term == 0) p->leader_term = atomic_fetch_add(&rm->leader_terms, 1) + 1;
         maybe_increment_hw_locked(rm, p, now);
         char buf[256];
         gr_info(STATE_LOGGER,
@@ -1180,6 +1185,8 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
     out->is_leader = gr_rs_is_leader(&p->st);
     out->leader = p->st.leader_id;
     out->leader_epoch = p->st.leader_epoch;
+    out->leader_term = p->leader_term;
+    out->elected_epoch = p->st.elected_epoch;
     out->nisr = GR_MIN(p->st.nisr, 32);
     memcpy(out->isr, p->st.isr, (size_t)out->nisr * sizeof(int32_t));
     out->high_watermark = atomic_load(&p->lml->hw);

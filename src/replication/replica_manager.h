@@ -71,6 +71,11 @@ struct gr_rm_partition_info {
     bool is_leader;
     int32_t leader;
     int32_t leader_epoch;
+    /* Changes only when this broker becomes the leader from non-leader (Kafka's makeLeader
+     * returning true): the same across a new leader epoch that keeps it leader (an ISR change by
+     * the controller), never the same again after a lost and regained leadership. 0: never led. */
+    uint64_t leader_term;
+    int32_t elected_epoch; /* leader: the epoch at which it became leader (gr_replica_state), else -1 */
     int64_t log_start_offset;
     int64_t high_watermark;
     int64_t log_end_offset;
@@ -79,6 +84,14 @@ struct gr_rm_partition_info {
 };
 bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int32_t partition,
                           struct gr_rm_partition_info *out);
+
+/* DescribeProducers (replication/active_producers.c): copies of the producer states of a hosted
+ * replica (leader or follower, as Kafka); *out malloc'd (caller frees; NULL when *n is 0).
+ * Returns NONE, NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (not hosted),
+ * KAFKA_STORAGE_ERROR (its log directory failed). Any thread. */
+struct gr_pstate_entry;
+int16_t gr_rm_active_producers(struct gr_replica_manager *rm, const char *topic, int32_t partition,
+                               struct gr_pstate_entry **out, int *n);
 
 /* ---- internal to the replication module (replica_manager_ops.c, which adapts them for the
  * fetchers and the AlterPartition sender, and handle_*.c) ---- */
@@ -122,9 +135,12 @@ int gr_rm_alter_partition_result(struct gr_replica_manager *rm, const char *topi
 struct gr_broker *gr_rm_broker(struct gr_replica_manager *rm);
 /* Re-reads the effective config of `topic` (NULL = every hosted topic) and applies it to its
  * hosted partitions at once: segment/roll/index/flush/max.message.bytes (gr_plog_set_config),
- * retention.ms/bytes and min.insync.replicas. The DynamicConfigManager's thread; takes the
- * registry's state-change lock briefly, so never call it with that lock held. */
-void gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic);
+ * retention.ms/bytes and min.insync.replicas. A topic whose /config/topics read fails keeps the
+ * settings in force. Returns 0, or the first failed read's error (kzk.h): the caller must retry
+ * the change (the DynamicConfigManager hands it back to the /config/changes listener). The
+ * DynamicConfigManager's thread; takes the registry's state-change lock briefly, so never call
+ * it with that lock held. */
+int gr_rm_reload_topic_config(struct gr_replica_manager *rm, const char *topic);
 
 /* What DescribeLogDirs and the metrics report of one partition log this broker holds. */
 struct gr_rm_log_info {

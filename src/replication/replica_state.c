@@ -28,6 +28,7 @@ void gr_rs_init(struct gr_replica_state *st, int32_t local_id) {
     st->zk_version = -1;
     st->controller_epoch = -1;
     st->leader_epoch_start_offset = -1;
+    st->elected_epoch = -1;
 }
 
 void gr_rs_destroy(struct gr_replica_state *st) {
@@ -123,12 +124,16 @@ int gr_rs_set_assignment(struct gr_replica_state *st, int32_t leader, int32_t le
     st->leader_epoch = leader_epoch;
     st->zk_version = zk_version;
     st->controller_epoch = controller_epoch;
-    if (leader != st->local_id) st->leader_epoch_start_offset = -1;
+    if (leader != st->local_id) {
+        st->leader_epoch_start_offset = -1;
+        st->elected_epoch = -1;
+    }
     return 0;
 }
 
 void gr_rs_become_leader(struct gr_replica_state *st, int64_t leo, int64_t now_ms, bool was_leader) {
     st->leader_epoch_start_offset = leo;
+    if (!was_leader || st->elected_epoch < 0) st->elected_epoch = st->leader_epoch;
     for (int i = 0; i < st->nremotes; i++) {
         struct gr_rs_remote *r = &st->remotes[i];
         r->last_fetch_leader_leo = leo;

@@ -58,6 +58,9 @@ struct gr_replica_state {
     int nreplicas, nisr, nproposed, nremotes;
     int cap, rcap;           /* entries in each id array / in remotes */
     int64_t leader_epoch_start_offset; /* leader: LEO when it became leader; -1 on followers */
+    int32_t elected_epoch;   /* leader: the leader epoch at which it became leader (a later LeaderAndIsr
+                              * that keeps it leader, e.g. an ISR change, does not move it: Kafka's
+                              * makeLeader isNewLeader); -1 on followers */
     int32_t *replicas;
     int32_t *isr;            /* committed ISR */
     int32_t *proposed;       /* the ISR sent in AlterPartition while pending */
@@ -89,7 +92,8 @@ int gr_rs_set_assignment(struct gr_replica_state *st, int32_t leader, int32_t le
 
 /* Becoming leader at local LEO `leo` at time now: remote replicas in the ISR count as caught up
  * now, others never; their LEOs become unknown if this broker was not leader before
- * (was_leader false). Sets leader_epoch_start_offset = leo. */
+ * (was_leader false). Sets leader_epoch_start_offset = leo, and elected_epoch = leader_epoch unless
+ * it was leader already. */
 void gr_rs_become_leader(struct gr_replica_state *st, int64_t leo, int64_t now_ms, bool was_leader);
 
 /* Records a follower fetch at fetch_offset (its LEO). Returns false for an unknown replica. */

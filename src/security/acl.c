@@ -10,12 +10,12 @@
 #include "common/util.h"
 
 static const char *const res_names[] = {"Unknown", "Any", "Topic", "Group", "Cluster", "TransactionalId",
-                                        "DelegationToken"};
+                                        "DelegationToken", "User"};
 static const char *const res_enum_names[] = {"UNKNOWN", "ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID",
-                                             "DELEGATION_TOKEN"};
+                                             "DELEGATION_TOKEN", "USER"};
 static const char *const op_names[] = {"Unknown", "Any", "All", "Read", "Write", "Create", "Delete", "Alter",
                                        "Describe", "ClusterAction", "DescribeConfigs", "AlterConfigs",
-                                       "IdempotentWrite"};
+                                       "IdempotentWrite", "CreateTokens", "DescribeTokens"};
 static const char *const perm_names[] = {"Unknown", "Any", "Deny", "Allow"};
 static const char *const pattern_names[] = {"UNKNOWN", "ANY", "MATCH", "LITERAL", "PREFIXED"};
 
@@ -101,10 +101,10 @@ bool gr_acl_filter_matches_entry(const struct gr_acl_filter *f, const struct gr_
 }
 
 const char *gr_acl_filter_invalid(const struct gr_acl_filter *f) {
-    if (f->resource_type <= GR_ACL_RES_UNKNOWN || f->resource_type > GR_ACL_RES_DELEGATION_TOKEN)
+    if (f->resource_type <= GR_ACL_RES_UNKNOWN || f->resource_type > GR_ACL_RES_LAST)
         return "unknown resource type";
     if (f->pattern_type <= GR_ACL_PAT_UNKNOWN || f->pattern_type > GR_ACL_PAT_PREFIXED) return "unknown pattern type";
-    if (f->op <= GR_ACL_OP_UNKNOWN || f->op > GR_ACL_OP_IDEMPOTENT_WRITE) return "unknown operation";
+    if (f->op <= GR_ACL_OP_UNKNOWN || f->op > GR_ACL_OP_LAST) return "unknown operation";
     if (f->perm <= GR_ACL_PERM_UNKNOWN || f->perm > GR_ACL_PERM_ALLOW) return "unknown permission type";
     return NULL;
 }
@@ -122,6 +122,7 @@ static unsigned supported_ops(int t) {
                B(ALTER) | B(DESCRIBE);
     case GR_ACL_RES_TRANSACTIONAL_ID: return B(DESCRIBE) | B(WRITE);
     case GR_ACL_RES_DELEGATION_TOKEN: return B(DESCRIBE);
+    case GR_ACL_RES_USER: return B(CREATE_TOKENS) | B(DESCRIBE_TOKENS);
     default: return 0;
     }
 #undef B
@@ -132,7 +133,7 @@ bool gr_acl_op_supported(int resource_type, int op) {
 }
 
 const char *gr_acl_binding_invalid(const struct gr_acl_binding *b) {
-    if (b->resource_type <= GR_ACL_RES_ANY || b->resource_type > GR_ACL_RES_DELEGATION_TOKEN)
+    if (b->resource_type <= GR_ACL_RES_ANY || b->resource_type > GR_ACL_RES_LAST)
         return "Invalid resource type";
     if (b->pattern_type != GR_ACL_PAT_LITERAL && b->pattern_type != GR_ACL_PAT_PREFIXED)
         return "Invalid resource pattern type";
@@ -143,7 +144,13 @@ const char *gr_acl_binding_invalid(const struct gr_acl_binding *b) {
     if (!gr_acl_principal_valid(b->entry.principal)) return "Invalid principal: expected principalType:principalName";
     if (!b->entry.host || !b->entry.host[0]) return "Invalid empty host";
     if (b->entry.perm != GR_ACL_PERM_ALLOW && b->entry.perm != GR_ACL_PERM_DENY) return "Invalid permission type";
-    if (b->entry.op <= GR_ACL_OP_ANY || b->entry.op > GR_ACL_OP_IDEMPOTENT_WRITE) return "Invalid operation";
+    if (b->entry.op <= GR_ACL_OP_ANY || b->entry.op > GR_ACL_OP_LAST) return "Invalid operation";
+    /* Kafka 3.9 stores these anywhere, but they only ever matter on a User resource, and in the
+     * znode of any other type an older Gregor (whose parser knows no CreateTokens/DescribeTokens)
+     * reads the whole resource as corrupt: it keeps the resource's stale ACLs and cannot start. */
+    if ((b->entry.op == GR_ACL_OP_CREATE_TOKENS || b->entry.op == GR_ACL_OP_DESCRIBE_TOKENS) &&
+        b->resource_type != GR_ACL_RES_USER)
+        return "The CreateTokens and DescribeTokens operations apply to the User resource type only";
     return NULL;
 }
 

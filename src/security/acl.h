@@ -1,4 +1,4 @@
-/* ACL vocabulary of Kafka 2.7 (org.apache.kafka.common.{acl,resource}): resource types,
+/* ACL vocabulary of Kafka 3.9 (org.apache.kafka.common.{acl,resource}): resource types,
  * operations, permission and pattern types with their wire codes and their names, one ACL entry,
  * a binding (resource pattern + entry) and the filters of DescribeAcls / DeleteAcls.
  *
@@ -14,13 +14,17 @@
 enum gr_acl_resource_type {
     GR_ACL_RES_UNKNOWN = 0, GR_ACL_RES_ANY = 1, GR_ACL_RES_TOPIC = 2, GR_ACL_RES_GROUP = 3,
     GR_ACL_RES_CLUSTER = 4, GR_ACL_RES_TRANSACTIONAL_ID = 5, GR_ACL_RES_DELEGATION_TOKEN = 6,
+    GR_ACL_RES_USER = 7, /* KIP-373 (Kafka 3.3): whose tokens a principal may create or describe */
 };
+#define GR_ACL_RES_LAST GR_ACL_RES_USER
 enum gr_acl_op {
     GR_ACL_OP_UNKNOWN = 0, GR_ACL_OP_ANY = 1, GR_ACL_OP_ALL = 2, GR_ACL_OP_READ = 3,
     GR_ACL_OP_WRITE = 4, GR_ACL_OP_CREATE = 5, GR_ACL_OP_DELETE = 6, GR_ACL_OP_ALTER = 7,
     GR_ACL_OP_DESCRIBE = 8, GR_ACL_OP_CLUSTER_ACTION = 9, GR_ACL_OP_DESCRIBE_CONFIGS = 10,
     GR_ACL_OP_ALTER_CONFIGS = 11, GR_ACL_OP_IDEMPOTENT_WRITE = 12,
+    GR_ACL_OP_CREATE_TOKENS = 13, GR_ACL_OP_DESCRIBE_TOKENS = 14, /* KIP-373, on User resources */
 };
+#define GR_ACL_OP_LAST GR_ACL_OP_DESCRIBE_TOKENS
 enum gr_acl_perm { GR_ACL_PERM_UNKNOWN = 0, GR_ACL_PERM_ANY = 1, GR_ACL_PERM_DENY = 2, GR_ACL_PERM_ALLOW = 3 };
 enum gr_acl_pattern {
     GR_ACL_PAT_UNKNOWN = 0, GR_ACL_PAT_ANY = 1, GR_ACL_PAT_MATCH = 2, GR_ACL_PAT_LITERAL = 3,

@@ -567,7 +567,7 @@ static int load_cache(struct gr_authorizer *a) {
     pthread_mutex_lock(&a->update_mu);
     int rc = 0;
     for (size_t p = 0; p < GR_ARRAY_LEN(pats) && !rc; p++)
-        for (int t = GR_ACL_RES_TOPIC; t <= GR_ACL_RES_DELEGATION_TOKEN && !rc; t++) {
+        for (int t = GR_ACL_RES_TOPIC; t <= GR_ACL_RES_LAST && !rc; t++) {
             char **names = NULL;
             int n = 0;
             rc = gr_acl_znodes_list(a->kzk, pats[p], t, &names, &n);

@@ -354,6 +354,31 @@ int gr_plog_producer_count(struct gr_plog *log) {
     return n;
 }
 
+int gr_plog_active_producers(struct gr_plog *log, struct gr_pstate_entry **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    for (;;) {
+        int want = gr_plog_producer_count(log);
+        if (want == 0) return 0;
+        struct gr_pstate_entry *v = malloc((size_t)want * sizeof *v);
+        if (!v) return -ENOMEM;
+        pthread_mutex_lock(&log->mu);
+        int have = gr_pstate_producer_count(log->ps);
+        int got = have <= want ? gr_pstate_list(log->ps, v, want) : -1;
+        gr_plog_unlock(log);
+        if (got >= 0) {
+            *out = v;
+            *n = got;
+            if (got == 0) {
+                free(v);
+                *out = NULL;
+            }
+            return 0;
+        }
+        free(v); /* grew meanwhile: again */
+    }
+}
+
 int gr_plog_remove_expired_producers(struct gr_plog *log, int64_t now_ms) {
     pthread_mutex_lock(&log->mu);
     int n = gr_pstate_remove_expired(log->ps, now_ms);
@@ -918,24 +943,24 @@ int gr_plog_append_origin(struct gr_plog *log, uint8_t *batches, size_t len, int
         gr_batch_update_crc(batches, bi.size);
         sum.max_timestamp = info->validation.max_timestamp;
     }
-    /* compression.type (Kafka's LogValidator): client batches are stored in the topic's codec;
-     * the converted copy replaces `batches` from here on and is freed below. As Kafka, a batch
-     * that grew past max.message.bytes is MESSAGE_TOO_LARGE. */
-    if (!coordinator && log->cfg.compression_type != GR_COMPRESSION_PRODUCER) {
+    /* compression.type and inner offsets (Kafka's LogValidator, inPlaceAssignment = false):
+     * a client batch is stored rebuilt when its codec is not the topic's or its offsetDeltas
+     * are not 0..n-1; the rebuilt copy replaces `batches` from here on and is freed below. As
+     * Kafka, a batch that grew past max.message.bytes is MESSAGE_TOO_LARGE. */
+    int codec = gr_batch_info_compression(&bi);
+    int target = log->cfg.compression_type == GR_COMPRESSION_PRODUCER ? codec : log->cfg.compression_type;
+    if (!coordinator && (target != codec || info->validation.rebuild)) {
         size_t clen = 0;
-        info->error = gr_recompress_batches(batches, len, log->cfg.compression_type, &converted, &clen);
+        info->error = gr_batch_rebuild(batches, &bi, target, &converted, &clen);
         if (info->error != GR_KERR_NONE) {
-            gr_debug(LOGGER, "rejecting produce to '%s': batch does not convert to compression.type codec %d",
-                     log->dir, log->cfg.compression_type);
+            gr_debug(LOGGER, "rejecting produce to '%s': batch does not rebuild in codec %d", log->dir, target);
             goto out;
         }
-        if (converted) {
-            batches = converted;
-            len = clen;
-            if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
-                info->error = GR_KERR_MESSAGE_TOO_LARGE;
-                goto out;
-            }
+        batches = converted;
+        len = clen;
+        if (has_batch_over(batches, len, log->cfg.max_message_bytes)) {
+            info->error = GR_KERR_MESSAGE_TOO_LARGE;
+            goto out;
         }
     }
     if (len > (size_t)log->cfg.segment_bytes) {
@@ -1316,6 +1341,13 @@ int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offse
         *offset_out = log->log_start_offset;
     } else if (ts == GR_LIST_OFFSETS_LATEST) {
         *offset_out = leo(log);
+    } else if (ts == GR_LIST_OFFSETS_MAX_TIMESTAMP) {
+        size_t best = 0; /* Kafka's maxBy: the first segment with the largest maxTimestampSoFar */
+        for (size_t i = 1; i < log->n_segs; i++)
+            if (log->segs[i]->max_timestamp > log->segs[best]->max_timestamp) best = i;
+        if (log->n_segs > 0) rc = gr_segment_find_max_timestamp(log->segs[best], offset_out, ts_out);
+        if (rc > 0) rc = 0;
+        else if (rc < 0) *offset_out = *ts_out = -1;
     } else {
         /* Kafka's fetchOffsetByTimestamp: the first segment whose largest timestamp >= ts
          * (segments are tried in order; a later one can answer when the first holds only

@@ -175,15 +175,16 @@ struct gr_append_info {
 /* Leader append of a Produce request's records for this partition.
  * `batches` (len bytes, owned by the caller) is modified in place: every batch gets its
  * baseOffset assigned from the log end offset and partitionLeaderEpoch = leader_epoch -- unless
- * the config's compression_type makes the log store a converted copy (storage/recompression.h;
+ * the log stores a rebuilt copy (storage/recompression.h gr_batch_rebuild: the config's
+ * compression_type differs from the batch's codec, or its offsetDeltas are not 0..n-1;
  * then the copy gets them and `batches` is left as it was after validation). Checks, in order:
  * every batch's size <= max_message_bytes (else MESSAGE_TOO_LARGE), every batch's header and CRC
  * validate as a client batch's (batch.h GR_BATCH_V_CLIENT; failures give CORRUPT_MESSAGE,
  * UNSUPPORTED_FOR_MESSAGE_FORMAT or INVALID_RECORD), exactly one batch (Kafka 2.7's
  * LogValidator: more than one is INVALID_RECORD), its records, compressed or not, pass the log
  * validator (log_validator.h: errors and record errors in info->validation; a CreateTime
- * batch's maxTimestamp is then set to its records' largest), the conversion to compression_type (errors
- * as recompression.h; a converted batch above max_message_bytes is MESSAGE_TOO_LARGE), the
+ * batch's maxTimestamp is then set to its records' largest), the rebuild if any (errors
+ * as recompression.h; a rebuilt batch above max_message_bytes is MESSAGE_TOO_LARGE), the
  * whole set <= segment_bytes (else
  * RECORD_LIST_TOO_LARGE). Nothing is written unless all pass. A new leader_epoch is recorded
  * in the epoch cache at first_offset. The segment rolls first if the set does not fit
@@ -276,13 +277,17 @@ const char *gr_plog_dir(const struct gr_plog *log);
 
 #define GR_LIST_OFFSETS_LATEST (-1)
 #define GR_LIST_OFFSETS_EARLIEST (-2)
+#define GR_LIST_OFFSETS_MAX_TIMESTAMP (-3)   /* ListOffsets v7+, KIP-734 */
+#define GR_LIST_OFFSETS_EARLIEST_LOCAL (-4)  /* v8+, KIP-405 */
+#define GR_LIST_OFFSETS_LATEST_TIERED (-5)   /* v9+, KIP-1005 */
 
 /* ListOffsets by timestamp. ts == -2: log start offset; ts == -1: log end offset (both with
- * *ts_out = -1). Otherwise the first record whose timestamp >= ts: the earliest batch with
- * maxTimestamp >= ts, then (uncompressed batches) its first record with timestamp >= ts
- * (the outputs are that record's offset and timestamp); for a compressed batch the batch's
- * baseOffset and maxTimestamp are returned (we never decompress). No such batch: both -1.
- * Returns 0 or -errno. */
+ * *ts_out = -1). ts == -3 (MAX_TIMESTAMP): the record with the largest timestamp of the log (the
+ * first segment holding the largest maxTimestamp, gr_segment_find_max_timestamp), with its
+ * timestamp, whatever the log start offset (as Kafka 3.9). Otherwise the first record whose
+ * timestamp >= ts: the earliest batch with maxTimestamp >= ts, then its first record with
+ * timestamp >= ts (compressed batches are decompressed); the outputs are that record's offset
+ * and timestamp. No such record: both -1. Returns 0 or -errno. */
 int gr_plog_offset_for_timestamp(struct gr_plog *log, int64_t ts, int64_t *offset_out, int64_t *ts_out);
 
 /* OffsetsForLeaderEpoch (KIP-101/KIP-279), with Kafka 2.7's LeaderEpochFileCache.endOffsetFor:
@@ -337,6 +342,9 @@ int gr_plog_flush_if_due(struct gr_plog *log);
 /* Copy of producer_id's state; false if the log has none. */
 bool gr_plog_producer_state(struct gr_plog *log, int64_t producer_id, struct gr_pstate_entry *out);
 int gr_plog_producer_count(struct gr_plog *log);
+/* Copies of every producer's state (DescribeProducers); *out malloc'd (caller frees, NULL when
+ * *n is 0). Returns 0 or -ENOMEM. */
+int gr_plog_active_producers(struct gr_plog *log, struct gr_pstate_entry **out, int *n);
 /* Drops producers idle for producer_id_expiration_ms at now_ms (wall clock); returns how many.
  * The log manager calls it every 10 minutes for every log (Kafka's
  * PeriodicProducerExpirationCheck); appends also do it when 10 minutes passed since the last. */

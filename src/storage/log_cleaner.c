@@ -593,8 +593,12 @@ static int rebase_records(const uint8_t *in, size_t len, int64_t old_base, int64
         if (get_varlong(&p, end, &rlen) < 0 || rlen < 2 || rlen > end - p) goto bad;
         const uint8_t *body = p, *bend = p + rlen, *q = body + 1; /* attributes i8 */
         if (get_varlong(&q, bend, &delta) < 0) goto bad;
+        /* the record's timestamp and its new delta in two's complement, as every reader adds
+         * base and delta (batch.c; Java's long arithmetic): extreme timestamps and horizons
+         * wrap there and back instead of overflowing a signed sum */
+        uint64_t ts = (uint64_t)old_base + (uint64_t)delta;
         uint8_t nb[10];
-        size_t dn = put_varlong(nb, old_base + delta - new_base);
+        size_t dn = put_varlong(nb, (int64_t)(ts - (uint64_t)new_base));
         int64_t newlen = 1 + (int64_t)dn + (bend - q);
         n += put_varlong(o + n, newlen);
         o[n++] = body[0];

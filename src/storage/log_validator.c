@@ -239,8 +239,11 @@ int16_t gr_log_validate_batch(const uint8_t *batch, const struct gr_batch_info *
     int64_t prev = -1;
     while (err == GR_BATCH_OK && gr_record_stream_next(&rs, &r, GR_RECORD_SKIP_DATA) == 1) {
         int32_t i = rs.index - 1;
-        /* offsets: a client's are 0..n-1; any batch's rise within lastOffsetDelta */
-        if (cfg->client ? r.OffsetDelta != i : (r.OffsetDelta <= prev || r.OffsetDelta > bi->LastOffsetDelta)) {
+        /* offsets: a client's that are not 0..n-1 are reassigned by rebuilding the batch
+         * (Kafka's inPlaceAssignment = false); any other batch's rise within lastOffsetDelta */
+        if (cfg->client) {
+            if (r.OffsetDelta != i) res->rebuild = true;
+        } else if (r.OffsetDelta <= prev || r.OffsetDelta > bi->LastOffsetDelta) {
             err = GR_BATCH_ERECORDS;
             break;
         }

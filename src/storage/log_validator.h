@@ -25,7 +25,7 @@
  *   EINFLATE more than max_inflated bytes, or one record larger than the window allows
  *                                                               -> MESSAGE_TOO_LARGE
  *   ERECORDS a record is malformed, the records end before recordCount records, bytes remain
- *            after them, or (client) an offsetDelta is not its index -> INVALID_RECORD
+ *            after them, or (not client) the offsetDeltas do not rise -> INVALID_RECORD
  *   ENOMEM                                                      -> UNKNOWN_SERVER_ERROR
  * Kafka 2.7 answers a stream that does not decompress with UNKNOWN_SERVER_ERROR (its
  * KafkaException falls through to the catch-all); Gregor answers CORRUPT_MESSAGE, the code for
@@ -86,7 +86,7 @@ void gr_record_stream_close(struct gr_record_stream *rs);
 /* ---- validating a batch (Kafka's LogValidator) ---- */
 
 struct gr_validator_config {
-    bool client;           /* AppendOrigin.Client: offsetDeltas must be 0..n-1 */
+    bool client;           /* AppendOrigin.Client: offsetDeltas other than 0..n-1 set res->rebuild */
     bool compacted;        /* cleanup.policy has compact: every record needs a key */
     bool log_append_time;  /* message.timestamp.type=LogAppendTime (no timestamp limit) */
     int64_t max_diff_ms;   /* message.timestamp.difference.max.ms (INT64_MAX: no limit) */
@@ -108,11 +108,15 @@ struct gr_validator_result {
     } record_errors[GR_VALIDATOR_MAX_RECORD_ERRORS];
     int32_t records;             /* records read */
     int64_t max_timestamp;       /* largest record timestamp (-1 if none) */
+    bool rebuild;                /* client batch whose offsetDeltas are not 0..n-1: store it only
+                                    rebuilt with fresh ones (recompression.h gr_batch_rebuild;
+                                    Kafka's inPlaceAssignment = false) */
 };
 
 /* Validates the records of the batch at `batch` (header and CRC already checked, e.g. by
  * gr_batch_validate_one with GR_BATCH_V_NO_RECORDS): each record parses, offsetDeltas rise
- * (client: are 0..n-1), exactly recordCount records fill the batch; then Kafka's per-record
+ * (client: any values; not 0..n-1 sets res->rebuild, as Kafka 2.7 accepts them and assigns
+ * fresh inner offsets), exactly recordCount records fill the batch; then Kafka's per-record
  * checks: a key in a compacted topic (not for control batches), a LogAppendTime batch from a
  * producer is INVALID_TIMESTAMP, and with CreateTime each timestamp but -1 within max_diff_ms
  * of now. Reading stops at the first structural error (its code, no record errors); record

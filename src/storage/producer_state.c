@@ -266,6 +266,13 @@ bool gr_pstate_lookup(const struct gr_pstate *ps, int64_t producer_id, struct gr
     return e != NULL;
 }
 
+int gr_pstate_list(const struct gr_pstate *ps, struct gr_pstate_entry *out, int max) {
+    int n = 0;
+    for (size_t i = 0; i < ps->cap && n < max; i++)
+        if (ps->slots[i]) out[n++] = *ps->slots[i];
+    return n;
+}
+
 /* ---- appends ---- */
 
 void gr_pstate_append_init(struct gr_pstate_append *app) { memset(app, 0, sizeof *app); }

@@ -175,6 +175,9 @@ void gr_pstate_set_map_end_offset(struct gr_pstate *ps, int64_t offset);
 int gr_pstate_producer_count(const struct gr_pstate *ps);
 /* Copy of the entry of producer_id; false if none. */
 bool gr_pstate_lookup(const struct gr_pstate *ps, int64_t producer_id, struct gr_pstate_entry *out);
+/* Copies of every producer's state (Kafka's ProducerStateManager.activeProducers), at most max,
+ * in no particular order; returns how many were copied. */
+int gr_pstate_list(const struct gr_pstate *ps, struct gr_pstate_entry *out, int max);
 
 /* ---- expiry ---- */
 /* Drops producers with no open transaction whose last_timestamp is expiration_ms or more before

@@ -84,22 +84,101 @@ static int16_t append_in_codec(struct out *o, const uint8_t *plain, size_t plain
     return GR_KERR_NONE;
 }
 
-/* Appends the batch at b (header bi, codec other than target) in codec target. An uncompressed
- * batch is used as it is (the caller validated its records); a compressed one is inflated and
- * its records checked as an uncompressed client batch's. NONE or a Kafka error. */
-static int16_t convert_one(struct out *o, const uint8_t *b, const struct gr_batch_info *bi, int target) {
-    if (gr_batch_info_compression(bi) == GR_CODEC_NONE) return append_in_codec(o, b, bi->size, target);
-    uint8_t *plain = NULL;
-    size_t plain_len = 0;
-    if (gr_batch_inflate(b, bi, GR_RECOMPRESSION_MAX_INFLATED, &plain, &plain_len) != 0)
-        return GR_KERR_CORRUPT_MESSAGE;
-    gr_batch_update_crc(plain, plain_len);
-    struct gr_batch_info pi;
-    int err = gr_batch_validate_one(plain, plain_len, GR_BATCH_V_CLIENT, &pi);
-    int16_t e = err != GR_BATCH_OK  ? gr_batch_err_kerr(err)
-                : pi.size != plain_len ? GR_KERR_CORRUPT_MESSAGE
-                                       : append_in_codec(o, plain, plain_len, target);
-    free(plain);
+/* Zig-zag varint at *p (at most maxbytes bytes, before end): its value, *p advanced. False if
+ * malformed. */
+static bool rd_zz(const uint8_t **p, const uint8_t *end, int maxbytes, int64_t *v) {
+    uint64_t u = 0;
+    for (int i = 0; i < maxbytes && *p + i < end; i++) {
+        u |= (uint64_t)((*p)[i] & 0x7f) << (7 * i);
+        if (!((*p)[i] & 0x80)) {
+            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *p += i + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Writes the zig-zag varint of v (32-bit) at w; returns its size (at most 5). */
+static size_t wr_zz32(uint8_t *w, int32_t v) {
+    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
+    size_t n = 0;
+    while (u >= 0x80) {
+        w[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    w[n++] = (uint8_t)u;
+    return n;
+}
+
+/* Appends the records section recs[0..len) (count records) with offsetDelta i for the i-th
+ * record; every other byte of each record is copied. False if a record is malformed or bytes
+ * remain after the last one. */
+static bool append_renumbered(struct out *o, const uint8_t *recs, size_t len, int32_t count) {
+    const uint8_t *p = recs, *end = recs + len;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t rlen, ts, od;
+        if (!rd_zz(&p, end, 5, &rlen) || rlen < 1 || rlen > end - p) return false;
+        const uint8_t *body = p, *bend = p + rlen, *q = p + 1; /* attributes i8 */
+        if (!rd_zz(&q, bend, 10, &ts)) return false;
+        const uint8_t *od_at = q;
+        if (!rd_zz(&q, bend, 5, &od)) return false;
+        uint8_t delta[5];
+        size_t dn = wr_zz32(delta, i);
+        size_t nlen = (size_t)(od_at - body) + dn + (size_t)(bend - q);
+        if (nlen > INT32_MAX) return false;
+        uint8_t *w = out_reserve(o, 5 + nlen);
+        size_t n = wr_zz32(w, (int32_t)nlen);
+        memcpy(w + n, body, (size_t)(od_at - body));
+        n += (size_t)(od_at - body);
+        memcpy(w + n, delta, dn);
+        n += dn;
+        memcpy(w + n, q, (size_t)(bend - q));
+        o->len += n + (size_t)(bend - q);
+        p = bend;
+    }
+    return p == end;
+}
+
+int16_t gr_batch_rebuild(const uint8_t *b, const struct gr_batch_info *bi, int target, uint8_t **out,
+                         size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    const uint8_t *recs = b + GR_BATCH_HEADER_SIZE;
+    size_t rlen = bi->size - GR_BATCH_HEADER_SIZE;
+    uint8_t *inflated = NULL;
+    if (gr_batch_info_compression(bi) != GR_CODEC_NONE) {
+        if (gr_decompress(gr_batch_info_compression(bi), recs, rlen, GR_RECOMPRESSION_MAX_INFLATED, &inflated,
+                          &rlen) != 0)
+            return GR_KERR_CORRUPT_MESSAGE;
+        recs = inflated;
+    }
+    /* The plain batch: the header (codec bits cleared), then the renumbered records. */
+    struct out plain = {0};
+    memcpy(out_reserve(&plain, GR_BATCH_HEADER_SIZE), b, GR_BATCH_HEADER_SIZE);
+    plain.len = GR_BATCH_HEADER_SIZE;
+    bool ok = append_renumbered(&plain, recs, rlen, bi->RecordCount);
+    free(inflated);
+    int16_t e = GR_KERR_INVALID_RECORD;
+    if (ok && plain.len - GR_BATCH_LOG_OVERHEAD <= INT32_MAX) {
+        gr_put_be32(plain.p + GR_BATCH_OFF_LENGTH, (uint32_t)(plain.len - GR_BATCH_LOG_OVERHEAD));
+        gr_put_be16(plain.p + GR_BATCH_OFF_ATTRIBUTES,
+                    (uint16_t)((uint16_t)bi->Attributes & ~GR_BATCH_ATTR_COMPRESSION_MASK));
+        gr_batch_update_crc(plain.p, plain.len);
+        struct gr_batch_info pi;
+        int err = gr_batch_validate_one(plain.p, plain.len, GR_BATCH_V_CLIENT, &pi);
+        struct out o = {0};
+        e = err != GR_BATCH_OK        ? gr_batch_err_kerr(err)
+            : pi.size != plain.len ? GR_KERR_CORRUPT_MESSAGE
+                                   : append_in_codec(&o, plain.p, plain.len, target);
+        if (e == GR_KERR_NONE) {
+            *out = o.p;
+            *out_len = o.len;
+        } else {
+            free(o.p);
+        }
+    }
+    free(plain.p);
     return e;
 }
 
@@ -126,7 +205,14 @@ int16_t gr_recompress_batches(const uint8_t *in, size_t len, int target, uint8_t
             o.len += bi.size;
             e = GR_KERR_NONE;
         } else {
-            e = convert_one(&o, b, &bi, target);
+            uint8_t *one = NULL;
+            size_t one_len = 0;
+            e = gr_batch_rebuild(b, &bi, target, &one, &one_len);
+            if (e == GR_KERR_NONE) {
+                memcpy(out_reserve(&o, one_len), one, one_len);
+                o.len += one_len;
+            }
+            free(one);
         }
         if (e != GR_KERR_NONE) {
             free(o.p);

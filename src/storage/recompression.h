@@ -3,13 +3,14 @@
  * "uncompressed", "gzip", "snappy", "lz4" and "zstd" rewrite each v2 batch whose codec differs
  * (a batch already in the target codec is kept byte for byte): its records section is
  * decompressed (bounded by GR_RECOMPRESSION_MAX_INFLATED, against decompression bombs), its
- * records checked as an uncompressed client batch's (batch.h, GR_BATCH_V_CLIENT; the log
- * validator, log_validator.h, has read them already on the leader's path), then
- * compressed with the target codec (or left plain). The header is copied: offsets, timestamps,
- * producer id/epoch/base sequence, record count and the attribute bits other than 0-2 are
- * unchanged (so producer-state duplicate detection, which reads headers only, is unaffected);
- * only attributes bits 0-2, batchLength and the CRC-32C are rewritten. Record bytes are copied
- * unchanged.
+ * records given offsetDeltas 0..n-1 (Kafka assigns fresh offsets to a rebuilt batch) and
+ * checked as an uncompressed client batch's (batch.h, GR_BATCH_V_CLIENT; the log validator,
+ * log_validator.h, has read them already on the leader's path), then compressed with the
+ * target codec (or left plain). The header is copied: offsets, timestamps, producer
+ * id/epoch/base sequence, record count and the attribute bits other than 0-2 are unchanged (so
+ * producer-state duplicate detection, which reads headers only, is unaffected); only
+ * attributes bits 0-2, batchLength and the CRC-32C are rewritten. Record bytes other than the
+ * offsetDelta (and the record length varint) are copied unchanged.
  *
  * Only leader appends of client batches and Produce v0-v2 up-conversion use this (storage/log.c,
  * api/handle_produce.c); the cleaner reads records through the log validator's record stream.
@@ -47,6 +48,18 @@ int gr_compression_type_parse(const char *v);
  * record reads. */
 int gr_batch_inflate(const uint8_t *b, const struct gr_batch_info *bi, size_t max_inflated, uint8_t **out,
                      size_t *out_len);
+
+/* Kafka's buildRecordsAndAssignOffsets for one client v2 batch at b (header bi, checked with
+ * GR_BATCH_V_CLIENT; records read by the log validator): a new batch in codec `target` (0-4)
+ * whose i-th record has offsetDelta i -- every other record byte, and the header but for
+ * attributes bits 0-2, batchLength and the CRC, copied. The leader stores this instead of the
+ * producer's batch when its codec is not compression.type's or its offsetDeltas are not
+ * 0..n-1 (log_validator.h res->rebuild; some producers send them so and Kafka accepts them).
+ * Returns NONE with a gr_malloc'd *out / *out_len the caller frees; CORRUPT_MESSAGE when the
+ * records do not decompress (or inflate past GR_RECOMPRESSION_MAX_INFLATED); INVALID_RECORD
+ * (or gr_batch_err_kerr's code) when they are malformed. *out is NULL on every error. */
+int16_t gr_batch_rebuild(const uint8_t *b, const struct gr_batch_info *bi, int target, uint8_t **out,
+                         size_t *out_len);
 
 /* Rewrites the whole v2 batches of in[0..len) (validated by the caller with
  * gr_batch_validate_all and GR_BATCH_V_CLIENT: the records of uncompressed batches are not

@@ -905,6 +905,28 @@ int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_of
     return rc ? rc : found;
 }
 
+int gr_segment_find_max_timestamp(struct gr_segment *seg, int64_t *offset_out, int64_t *ts_out) {
+    int64_t max = seg->max_timestamp;
+    if (max < 0 || seg->size == 0) return 0;
+    int64_t pos = seg->offset_of_max_ts >= 0 ? index_floor_pos(seg, seg->offset_of_max_ts) : 0;
+    struct seg_fd h;
+    int rc = get_fd(seg, false, &h);
+    if (rc) return rc;
+    int found = 0;
+    while (pos < seg->size && !found) {
+        struct gr_batch_info bi;
+        rc = header_at(h.fd, pos, seg->size, &bi);
+        if (rc) break;
+        if (bi.MaxTimestamp == max) {
+            found = search_batch(seg, h.fd, pos, &bi, max, INT64_MIN, offset_out, ts_out);
+            if (found < 0) rc = found;
+        }
+        pos += (int64_t)bi.size;
+    }
+    put_fd(seg, &h);
+    return rc ? rc : found;
+}
+
 int gr_segment_fsync(struct gr_segment *seg) {
     struct seg_fd h;
     int rc = get_fd(seg, false, &h);

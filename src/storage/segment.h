@@ -129,10 +129,16 @@ int gr_segment_truncate_to(struct gr_segment *seg, int64_t offset);
 
 /* First record with timestamp >= ts and offset >= min_offset in this segment (Kafka's
  * findOffsetByTimestamp): the time index gives the greatest entry <= ts, the offset index its
- * position, then batches are walked. 1 found, 0 not found, <0 error. For a compressed batch
- * the batch's baseOffset (at least min_offset) and maxTimestamp are returned. */
+ * position, then batches are walked; a compressed batch is decompressed to find the record. 1
+ * found, 0 not found, <0 error. */
 int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_offset, int64_t *offset_out,
                               int64_t *ts_out);
+
+/* The record holding this segment's largest timestamp (Kafka 3.9's MAX_TIMESTAMP look-up, KIP-734):
+ * the first batch from offset_of_max_ts's indexed position whose maxTimestamp is the segment's,
+ * and in it the first record carrying that timestamp (compressed batches decompressed, as
+ * gr_segment_find_timestamp). 1 found, 0 none (no timestamped batch), <0 error. */
+int gr_segment_find_max_timestamp(struct gr_segment *seg, int64_t *offset_out, int64_t *ts_out);
 
 /* Writes pending index entries, then fdatasyncs .log and .index (opening them if needed; the
  * active segment's .log is reopened through the cache if it was evicted: fsync works on the

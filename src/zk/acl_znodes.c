@@ -184,7 +184,7 @@ int gr_acl_znodes_ensure_paths(struct gr_kzk *k) {
     static const int pats[] = {GR_ACL_PAT_LITERAL, GR_ACL_PAT_PREFIXED};
     int rc = 0;
     for (size_t p = 0; p < GR_ARRAY_LEN(pats) && !rc; p++)
-        for (int t = GR_ACL_RES_TOPIC; t <= GR_ACL_RES_DELEGATION_TOKEN && !rc; t++) {
+        for (int t = GR_ACL_RES_TOPIC; t <= GR_ACL_RES_LAST && !rc; t++) {
             char *path = gr_acl_znode_path(pats[p], t, NULL);
             rc = mkpath(k, path);
             free(path);

@@ -41,6 +41,7 @@ struct gr_kzk {
     int depth;            /* guarded multis in flight at once (independent items) */
     atomic_bool stopping; /* gr_kzk_stop_waiting */
     bool async;           /* gr_kzk_set_async: jobs run on their own thread */
+    bool no_stamps;       /* gr_kzk_set_state_stamps(false) */
     struct gr_kzk_job *after_next_write; /* gr_kzk_job_start_after_next_write */
 };
 
@@ -91,6 +92,10 @@ struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k) {
 
 void gr_kzk_set_async(struct gr_kzk *k, bool async) {
     k->async = async;
+}
+
+void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on) {
+    k->no_stamps = !on;
 }
 
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
@@ -238,13 +243,55 @@ int gr_kzk_ensure_paths(struct gr_kzk *k) {
 
 /* ---- guarded multis ---- */
 
+/* The topic's stamp path of a partition state path (/brokers/topics/T/partitions/P/state ->
+ * /brokers/topics/T/partitions, malloc'd), or NULL for any other path. */
+static char *state_stamp_path(const char *path) {
+    static const char pre[] = "/brokers/topics/";
+    if (strncmp(path, pre, sizeof pre - 1) != 0) return NULL;
+    const char *t = path + sizeof pre - 1, *slash = strchr(t, '/');
+    if (!slash || slash == t || strncmp(slash, "/partitions/", 12) != 0) return NULL;
+    const char *p = slash + 12, *e = p;
+    while (*e >= '0' && *e <= '9') e++;
+    if (e == p || strcmp(e, "/state") != 0) return NULL;
+    return gr_strndup(path, (size_t)(slash + 11 - path));
+}
+
+/* Appends to ops[0..n) the standby proof's stamps (gr_kzk_get_state_stamps): one setData (no data,
+ * any version) of /brokers/topics/T/partitions per topic T of which ops create, set or delete a
+ * state znode, after every item (a stamp never fails first: a state op under a missing znode fails
+ * before it) -- except a topic whose partitions znode ops delete themselves. The paths go to
+ * *owned (the caller frees them). Returns the new op count. */
+static int append_state_stamps(const struct gr_kzk *k, struct gr_zop *ops, int n, char **owned, int *n_owned) {
+    if (k->no_stamps) return n;
+    int m = n;
+    for (int i = 0; i < n; i++) {
+        char *sp = state_stamp_path(ops[i].path);
+        if (!sp) continue;
+        bool dup = false;
+        for (int j = m - 1; j >= n && !dup; j--) dup = strcmp(ops[j].path, sp) == 0;
+        for (int j = 0; j < n && !dup; j++) dup = ops[j].type == GR_ZOP_DELETE && strcmp(ops[j].path, sp) == 0;
+        if (dup) {
+            free(sp);
+            continue;
+        }
+        owned[(*n_owned)++] = sp;
+        ops[m++] = gr_zop_set(sp, "", 0, GR_ZANY_VERSION);
+    }
+    return m;
+}
+
 int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_zop *ops,
                          int n, struct gr_zop_result *results) {
-    struct gr_zop *all = gr_malloc((size_t)(n + 1) * sizeof(*all));
-    struct gr_zop_result *res = gr_calloc((size_t)(n + 1), sizeof(*res));
+    struct gr_zop *all = gr_malloc((size_t)(2 * n + 1) * sizeof(*all));
+    struct gr_zop_result *res = gr_calloc((size_t)(2 * n + 1), sizeof(*res));
+    char **stamps = gr_malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
+    int n_stamps = 0;
     all[0] = gr_zop_check("/controller_epoch", epoch_zk_version);
     if (n > 0) memcpy(all + 1, ops, (size_t)n * sizeof(*ops));
-    int zrc = z_multi(k, all, n + 1, res);
+    int n_all = 1 + append_state_stamps(k, all + 1, n, stamps, &n_stamps);
+    int zrc = z_multi(k, all, n_all, res);
+    for (int i = 0; i < n_stamps; i++) free(stamps[i]);
+    free(stamps);
     int rc = 0;
     if (zrc != GR_ZOK) {
         if (res[0].rc == GR_ZBADVERSION || res[0].rc == GR_ZNONODE) {
@@ -263,7 +310,7 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
             res[i + 1].created_path = NULL;
         }
     }
-    gr_zop_results_release(res, n + 1);
+    gr_zop_results_release(res, n_all);
     free(res);
     free(all);
     return rc;
@@ -365,6 +412,7 @@ static int gbatch_settle(struct gr_kzk *k, const struct gr_zop *ops, struct gbat
     int zrc = mm->rc;
     if (zrc == GR_ZOK) {
         for (int i = 0; i < g->m; i++) settle_item(g->idx[i], &r[i + 1], 0, item_rc, res, ok_code);
+        gr_zop_results_release(&r[g->m + 1], mm->n - g->m - 1); /* the stamps' */
         gbatch_free(g);
         return 0;
     }
@@ -459,19 +507,21 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
     struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof(*mm));
     struct gr_zop **mops = gr_calloc((size_t)depth, sizeof(*mops));
     for (int j = 0; j < depth; j++) {
-        mops[j] = gr_malloc((size_t)(per + 1) * sizeof(struct gr_zop));
-        mm[j].results = gr_calloc((size_t)(per + 1), sizeof(struct gr_zop_result));
+        mops[j] = gr_malloc((size_t)(2 * per + 1) * sizeof(struct gr_zop)); /* check, items, stamps */
+        mm[j].results = gr_calloc((size_t)(2 * per + 1), sizeof(struct gr_zop_result));
         mm[j].ops = mops[j];
     }
+    char **stamps = gr_malloc((size_t)(depth * per) * sizeof(char *));
     int out = 0, attempt = 0;
     while (qn > 0 && out == 0) {
-        int w = GR_MIN(depth, qn);
+        int w = GR_MIN(depth, qn), n_stamps = 0;
         for (int j = 0; j < w; j++) {
             mops[j][0] = gr_zop_check("/controller_epoch", ezv);
             for (int i = 0; i < q[j]->m; i++) mops[j][i + 1] = ops[q[j]->idx[i]];
-            mm[j].n = q[j]->m + 1;
+            mm[j].n = 1 + append_state_stamps(k, mops[j] + 1, q[j]->m, stamps, &n_stamps);
         }
         gr_zkb_multi_many(k->b, mm, w);
+        for (int i = 0; i < n_stamps; i++) free(stamps[i]);
         int nn = 0;
         bool lost = false, progress = false;
         for (int j = 0; j < w; j++) {
@@ -499,6 +549,7 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
             out = GR_EZK;
         }
     }
+    free(stamps);
     for (int j = 0; j < qn; j++) gbatch_free(q[j]);
     for (int j = 0; j < depth; j++) {
         free(mops[j]);
@@ -816,7 +867,7 @@ int gr_kzk_register_controller_and_increment_epoch(struct gr_kzk *k, int32_t bro
 
     int32_t next = cur + 1;
     size_t clen, elen;
-    char *cjson = gr_kzk_controller_encode(broker_id, gr_wall_ms(), &clen);
+    char *cjson = gr_kzk_controller_encode(broker_id, gr_wall_ms(), !k->no_stamps, &clen);
     char *ejson = gr_kzk_controller_epoch_encode(next, &elen);
     struct gr_zop ops[2] = {gr_zop_create("/controller", cjson, (int)clen, GR_ZEPHEMERAL),
                             gr_zop_set("/controller_epoch", ejson, (int)elen, ver)};
@@ -961,49 +1012,6 @@ int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
     return r;
 }
 
-#define TOUCH_RUN_BYTES (256 * 1024)
-
-int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
-                                int *rcs) {
-    if (n <= 0) return 0;
-    char **paths = gr_malloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = topic_path(topics[i]);
-    struct gr_zget_result *rd = gr_calloc((size_t)n, sizeof *rd);
-    z_get_many(k, (const char *const *)paths, n, false, rd);
-    struct gr_zop *ops = gr_malloc((size_t)n * sizeof *ops);
-    int *of = gr_malloc((size_t)n * sizeof *of), m = 0;
-    for (int i = 0; i < n; i++) {
-        if (rd[i].rc == GR_ZOK && rd[i].data) {
-            ops[m] = gr_zop_set(paths[i], rd[i].data, rd[i].len, rd[i].stat.version);
-            of[m++] = i;
-            rcs[i] = 0;
-        } else {
-            rcs[i] = rd[i].rc == GR_ZOK ? GR_ECORRUPT : gr_kzk_from_zrc(rd[i].rc);
-        }
-    }
-    /* Topic znodes are large (a 100-partition assignment is a few KB): the sets go in runs of at
-     * most TOUCH_RUN_BYTES, so that no multi nears ZooKeeper's request limit (jute.maxbuffer,
-     * 1 MB by default) whatever the batch size. */
-    int rc = 0;
-    int *irc = gr_calloc((size_t)(m ? m : 1), sizeof *irc);
-    for (int j0 = 0; j0 < m && rc == 0;) {
-        int j1 = j0;
-        size_t bytes = 0;
-        while (j1 < m && (j1 == j0 || bytes + (size_t)ops[j1].len <= TOUCH_RUN_BYTES)) bytes += (size_t)ops[j1++].len;
-        rc = guarded_items(k, epoch_zk_version, ops + j0, j1 - j0, irc + j0, NULL, GR_KZK_EBADVERSION, false);
-        j0 = j1;
-    }
-    for (int j = 0; j < m; j++) rcs[of[j]] = rc ? rc : irc[j];
-    free(irc);
-    free(of);
-    free(ops);
-    gr_zget_results_release(rd, n);
-    free(rd);
-    for (int i = 0; i < n; i++) free(paths[i]);
-    free(paths);
-    return rc;
-}
-
 /* Collects `path` and all its descendants, parents before children, into *out. */
 static int collect_tree(struct gr_kzk *k, const char *path, char ***out, int *n, int *cap) {
     if (*n == *cap) {
@@ -1100,63 +1108,55 @@ static char *state_path(const char *topic, int32_t p) {
     return gr_asprintf("/brokers/topics/%s/partitions/%d/state", topic, p);
 }
 
-int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
-                                              int n, int rounds, bool *ok) {
+#define ISR_CHANGE_PARENT "/isr_change_notification"
+
+int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch) {
+    *epoch = -1;
+    const char *paths[] = {"/controller_epoch", "/controller"};
+    struct gr_zget_result res[2];
+    memset(res, 0, sizeof res);
+    (void)z_get_many(k, paths, 2, false, res); /* per-item answers below */
+    int rc = 0;
+    if (res[0].rc != GR_ZOK && res[0].rc != GR_ZNONODE) rc = zfail("get", "/controller_epoch", res[0].rc);
+    else if (res[1].rc != GR_ZOK && res[1].rc != GR_ZNONODE) rc = zfail("get", "/controller", res[1].rc);
+    int32_t e = -1;
+    /* one election wrote both (the same multi: /controller's czxid is /controller_epoch's mzxid) */
+    if (rc == 0 && res[0].rc == GR_ZOK && res[1].rc == GR_ZOK && res[1].stat.czxid == res[0].stat.mzxid &&
+        gr_kzk_controller_epoch_decode(res[0].data, (size_t)res[0].len, &e) == 0 &&
+        gr_kzk_controller_stamps(res[1].data, (size_t)res[1].len))
+        *epoch = e;
+    gr_zget_results_release(res, 2);
+    return rc;
+}
+
+int gr_kzk_get_isr_change_cversion(struct gr_kzk *k, int32_t *cversion) {
+    *cversion = -1;
+    char *data = NULL;
+    int len = 0;
+    struct gr_zstat st;
+    int zrc = z_get(k, ISR_CHANGE_PARENT, false, &data, &len, &st);
+    free(data);
+    if (zrc == GR_ZOK) *cversion = st.cversion;
+    return zrc == GR_ZOK || zrc == GR_ZNONODE ? 0 : zfail("get", ISR_CHANGE_PARENT, zrc);
+}
+
+int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {
+    memset(mzxid, 0, sizeof(*mzxid) * (size_t)(n > 0 ? n : 0));
     if (n <= 0) return 0;
-    memset(ok, 0, (size_t)n * sizeof *ok);
-    int per = k->batch < 1 ? 1 : k->batch, depth = k->depth < 1 ? 1 : k->depth;
-    char **paths = gr_malloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = state_path(tps[i].topic, tps[i].partition);
-    /* todo: indexes still to check, in order; each round checks them in multis of `per` */
-    int *todo = gr_malloc((size_t)n * sizeof *todo), *next = gr_malloc((size_t)n * sizeof *next);
-    for (int i = 0; i < n; i++) todo[i] = i;
-    int n_todo = n;
-    struct gr_zop *ops = gr_malloc((size_t)per * (size_t)depth * sizeof *ops);
-    struct gr_zop_result *res = gr_calloc((size_t)per * (size_t)depth, sizeof *res);
-    struct gr_zmulti *mm = gr_calloc((size_t)depth, sizeof *mm);
-    int64_t confirmed = 0;
-    for (int round = 0; round < rounds && n_todo > 0; round++) {
-        int n_next = 0;
-        for (int off = 0; off < n_todo; off += per * depth) {
-            int w = 0;
-            for (int j = 0; j < depth && off + j * per < n_todo; j++, w++) {
-                int start = off + j * per, m = GR_MIN(per, n_todo - start);
-                for (int i = 0; i < m; i++) ops[j * per + i] = gr_zop_check(paths[todo[start + i]], zk_versions[todo[start + i]]);
-                mm[j] = (struct gr_zmulti){.ops = &ops[j * per], .n = m, .results = &res[j * per]};
-            }
-            gr_zkb_multi_many(k->b, mm, w);
-            for (int j = 0; j < w; j++) {
-                int start = off + j * per;
-                if (mm[j].rc == GR_ZOK) {
-                    for (int i = 0; i < mm[j].n; i++) ok[todo[start + i]] = true;
-                    confirmed += mm[j].n;
-                } else if (mm[j].rc == GR_ZBADVERSION || mm[j].rc == GR_ZNONODE) {
-                    /* ops before the failing one passed; the failing one is stale; the rest are
-                     * unknown and go to the next round */
-                    int i = 0;
-                    while (i < mm[j].n && mm[j].results[i].rc == GR_ZOK) {
-                        ok[todo[start + i]] = true;
-                        confirmed++;
-                        i++;
-                    }
-                    for (i++; i < mm[j].n; i++) next[n_next++] = todo[start + i];
-                } /* anything else (connection loss, session expiry): the caller reads them */
-                gr_zop_results_release(mm[j].results, mm[j].n);
-            }
-        }
-        int *t = todo;
-        todo = next;
-        next = t;
-        n_todo = n_next;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/brokers/topics/%s/partitions", topics[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    int answered = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].rc == GR_ZOK) mzxid[i] = res[i].stat.mzxid;
+        if (res[i].rc == GR_ZOK || res[i].rc == GR_ZNONODE) answered++;
+        free(paths[i]);
     }
-    free(mm);
+    gr_zget_results_release(res, n);
     free(res);
-    free(ops);
-    free(next);
-    free(todo);
-    for (int i = 0; i < n; i++) free(paths[i]);
     free(paths);
-    return confirmed;
+    return answered == 0 && zrc != GR_ZOK ? zfail("get", "state stamps", zrc) : 0;
 }
 
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,

@@ -6,7 +6,9 @@
  *      crash. Encoders return a malloc'd NUL-terminated string (caller frees).
  *   B. Typed calls (kzk.c) over a backend. They retry ZooKeeper CONNECTIONLOSS/OPERATIONTIMEOUT
  *      until reconnected (Kafka's retryRequestsUntilConnected), stopping on session expiry or
- *      close. All controller writes are guarded multis (check /controller_epoch zkVersion).
+ *      close. All controller writes are guarded multis (check /controller_epoch zkVersion);
+ *      every one that writes a partition state znode also sets its topic's standby stamp
+ *      (gr_kzk_get_state_stamps) in the same transaction.
  *   C. A watch registry (watch.c) mapping paths to handlers, fed by the backend's callbacks.
  *
  * Return codes of kzk calls: 0, or
@@ -18,7 +20,8 @@
  * Per-item results inside arrays use the same codes.
  *
  * Threading: a gr_kzk may be used from several threads at once (the backend serialises what it
- * must); it is never to be called from a backend/watch callback.
+ * must); it is never to be called from a backend/watch callback. The setters (batch size, depth,
+ * async, state stamps) are called before the gr_kzk is shared.
  */
 #ifndef GR_ZK_KZK_H
 #define GR_ZK_KZK_H
@@ -90,10 +93,15 @@ int gr_kzk_endpoint_parse(const char *s, struct gr_kzk_endpoint *ep);
  * INT32_MAX): broker ids, ports, partition keys. Returns 0 or -1 (out untouched). */
 int gr_kzk_parse_nonneg_i32(const char *s, int32_t *out);
 
-/* /controller: {"version":1,"brokerid":N,"timestamp":"<ms>"}. Decode returns the brokerid;
- * (Kafka also accepts a bare integer from very old versions: so do we.) */
-char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, size_t *len);
+/* /controller: {"version":1,"brokerid":N,"timestamp":"<ms>"}, plus "gregor_state_stamps":1 when
+ * state_stamps (Gregor's: this controller stamps every state write, see gr_kzk_get_state_stamps;
+ * Kafka 2.7 reads only "brokerid"). Decode returns the brokerid; (Kafka also accepts a bare
+ * integer from very old versions: so do we.) gr_kzk_controller_stamps: whether the data carries
+ * the stamps marker. */
+#define GR_KZK_CONTROLLER_STAMPS_KEY "gregor_state_stamps"
+char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, bool state_stamps, size_t *len);
 int gr_kzk_controller_decode(const char *data, size_t len, int32_t *broker_id);
+bool gr_kzk_controller_stamps(const char *data, size_t len);
 
 /* /controller_epoch: plain decimal text, e.g. "5". */
 char *gr_kzk_controller_epoch_encode(int32_t epoch, size_t *len);
@@ -244,6 +252,9 @@ struct gr_kzk;
 struct gr_kzk *gr_kzk_new(struct gr_zk_backend *b);
 void gr_kzk_free(struct gr_kzk *k);
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k);
+/* Tests only (the simulation's controller of an earlier version): off = no state stamps in the
+ * guarded multis and no stamps marker in /controller (gr_kzk_get_state_stamps). Default on. */
+void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on);
 /* Max ops per multi batch (default 1000; tests lower it). */
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops);
 /* Guarded multis of one bulk write in flight at once (default 8; 1 = one after another). */
@@ -340,16 +351,6 @@ int gr_kzk_set_topic_assignment_guarded(struct gr_kzk *k, int32_t epoch_zk_versi
 /* Unguarded set of /brokers/topics/T (admin adds partitions). */
 int gr_kzk_set_topic_assignment(struct gr_kzk *k, const char *topic,
                                 const struct gr_kzk_topic_assignment *a, int32_t expected_version);
-/* Bumps the data version of each /brokers/topics/<topics[i]> and leaves its data as it is, in
- * guarded multis (controller: before it creates a partition state znode that may have existed
- * before, partition_sm.c; a warm standby keeps a topic's states only while its version is
- * unchanged, docs/ARCHITECTURE.md "Warm standby controller"). Each znode is read, then set to
- * the bytes read, conditional on the version read: a concurrent writer is never overwritten, and
- * a set that finds another version (BADVERSION: written after our read) counts as done, the
- * version having moved after the read all the same. rcs[i]: 0, GR_KZK_ENONODE, GR_ECORRUPT (null
- * data) or GR_EZK. Returns 0, GR_ECONTROLLER_MOVED or GR_EZK. */
-int gr_kzk_touch_topics_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *const *topics, int n,
-                                int *rcs);
 /* Topic deletion completion: guarded recursive delete of /brokers/topics/T, then
  * /config/topics/T and /admin/delete_topics/T (missing nodes are fine). */
 int gr_kzk_delete_topic_guarded(struct gr_kzk *k, int32_t epoch_zk_version, const char *topic);
@@ -375,15 +376,22 @@ struct gr_kzk_state_result {
 };
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out);
-/* Confirms that each partition's state znode exists at zk_versions[i], with pipelined multis of
- * ZooKeeper check ops (k->batch per multi, k->depth in flight; nothing is written, no
- * /controller_epoch guard). ok[i] (zeroed by the callee) becomes true only when a multi holding
- * item i succeeded, or failed on a later op (ZooKeeper applies a multi at one instant, and the
- * ops before the failing one passed there). A multi failing on item j leaves j false and sends
- * the items after j again, in at most `rounds` rounds; connection losses and other errors leave
- * items false (the caller reads those). Returns how many items were confirmed. */
-int64_t gr_kzk_check_partition_state_versions(struct gr_kzk *k, const struct gr_kzk_tp *tps, const int32_t *zk_versions,
-                                              int n, int rounds, bool *ok);
+/* The standby's proof stamps (docs/ARCHITECTURE.md, "Warm standby controller"): every guarded
+ * multi that creates, sets or deletes a partition state znode of topic T also sets
+ * /brokers/topics/T/partitions (no data, any version) in the same transaction, unless it deletes
+ * that znode itself; so that znode's mzxid changes whenever any state of T is written. Reads it
+ * for topics[0..n) (pipelined, no watches): mzxid[i] is its mzxid, or 0 when it is missing or
+ * unreadable. Returns 0, or an error when nothing could be read. */
+int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid);
+/* The epoch of the controller now in office if it stamps (its /controller carries the stamps
+ * marker and was written by the same election as /controller_epoch), else -1 (none in office,
+ * one of an earlier version or Kafka, a hand-written znode). Returns 0 or an error. */
+int gr_kzk_get_stamping_term(struct gr_kzk *k, int32_t *epoch);
+/* The cversion of /isr_change_notification (-1 when it is missing): it moves whenever a broker
+ * that writes its ISR to ZooKeeper itself -- a Kafka broker before inter.broker.protocol.version
+ * 2.7-IV2, which stamps nothing -- announces a state write, and whenever a controller deletes such
+ * announcements. Returns 0 or an error. */
+int gr_kzk_get_isr_change_cversion(struct gr_kzk *k, int32_t *cversion);
 /* Creates …/partitions, …/partitions/P (existing ones fine) and …/P/state for each item, in
  * guarded multis of up to batch-size ops, several in flight (gr_kzk_set_pipeline_depth); if a
  * batch fails on an item (not the epoch check) that item gets its code and the batch is rerun
@@ -431,7 +439,9 @@ void gr_kzk_job_start_after_next_write(struct gr_kzk_job *j);
 int gr_kzk_job_wait(struct gr_kzk_job *j);
 /* Waits for j if it was started; a job never started is dropped without running. Frees. */
 void gr_kzk_job_free(struct gr_kzk_job *j);
-/* Unguarded conditional update of one state (pre-AlterPartition leader ISR write). */
+/* Unguarded conditional update of one state (pre-AlterPartition leader ISR write). Writes no standby
+ * stamp (gr_kzk_get_state_stamps): nothing in gregord calls it (AlterPartition goes through the
+ * controller); a caller would have to stamp. */
 int gr_kzk_update_partition_state_conditional(struct gr_kzk *k, const char *topic,
                                               int32_t partition,
                                               const struct gr_kzk_leader_and_isr *lai,

@@ -397,13 +397,22 @@ int gr_kzk_broker_decode(int32_t id, const char *data, size_t len, struct gr_kzk
 
 /* ---- /controller and /controller_epoch ---- */
 
-char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, size_t *len) {
+char *gr_kzk_controller_encode(int32_t broker_id, int64_t timestamp_ms, bool state_stamps, size_t *len) {
     json_t *root = jroot_new(1);
     json_object_set_new(root, "brokerid", json_integer(broker_id));
     char ts[32];
     snprintf(ts, sizeof ts, "%" PRId64, timestamp_ms);
     json_object_set_new(root, "timestamp", json_string(ts));
+    if (state_stamps) json_object_set_new(root, GR_KZK_CONTROLLER_STAMPS_KEY, json_integer(1));
     return jdump(root, len);
+}
+
+bool gr_kzk_controller_stamps(const char *data, size_t len) {
+    json_t *root = jparse(data, len, JSON_DECODE_ANY);
+    json_t *v = json_is_object(root) ? json_object_get(root, GR_KZK_CONTROLLER_STAMPS_KEY) : NULL;
+    bool yes = json_is_integer(v) && json_integer_value(v) == 1;
+    json_decref(root);
+    return yes;
 }
 
 int gr_kzk_controller_decode(const char *data, size_t len, int32_t *broker_id) {

@@ -10,13 +10,14 @@
  * Input = a sequence of steps (at most MAX_STEPS). Each step's first byte picks a request
  * template (step_fns[]); the template reads its version and fields from the following bytes
  * (an exhausted input reads zeros). Templates: ApiVersions, Metadata, CreateTopics, Produce
- * v2/v3/v8 (record batch v2 or legacy magic 0/1 message set; codec none/gzip/snappy/lz4/zstd;
- * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11 (incl.
- * read_committed and fetch sessions), ListOffsets, FindCoordinator, the group APIs (JoinGroup,
+ * v2/v3/v8/v11 (record batch v2 or legacy magic 0/1 message set; codec none/gzip/snappy/lz4/zstd;
+ * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11/v12 (incl.
+ * read_committed, fetch sessions and v12's LastFetchedEpoch), ListOffsets (v9's special
+ * timestamps too), FindCoordinator, the group APIs (JoinGroup,
  * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch), the transaction APIs
  * (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), SASL
  * (SaslHandshake v0/v1 then SaslAuthenticate or raw v0 tokens: a correct SCRAM exchange, or one
- * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs and a raw
+ * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, CreateDelegationToken v2/v3 and a raw
  * frame of input bytes. A second byte of each step may mutate the encoded frame (a byte flipped
  * or the frame truncated). Responses are read; member ids, generations, producer ids/epochs and
  * the SASL state they carry feed later steps.
@@ -495,7 +496,7 @@ static uint8_t *legacy_set(struct in *in, struct gr_arena *a, int magic, int cod
 /* ---- step templates ---- */
 
 static void s_api_versions(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3};
+    static const int16_t v[] = {0, 1, 3, 4};
     int16_t ver = ver_of(in, 18, v, 4);
     struct ApiVersionsRequest *r = new_(a, &gr_desc_ApiVersionsRequest);
     r->ClientSoftwareName = "fuzz";
@@ -572,8 +573,8 @@ static void s_create_topics(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_produce(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 3, 8};
-    int16_t ver = ver_of(in, 0, v, 3);
+    static const int16_t v[] = {2, 3, 8, 11};
+    int16_t ver = ver_of(in, 0, v, 4);
     struct ProduceRequest *r = new_(a, &gr_desc_ProduceRequest);
     uint8_t who = u8(in) % 4; /* 0, 1: transactional tx0/tx1; 2: idempotent; 3: plain */
     uint8_t acks = u8(in) % 3;
@@ -607,8 +608,8 @@ static void s_produce(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_fetch(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 4, 11};
-    int16_t ver = ver_of(in, 1, v, 3);
+    static const int16_t v[] = {2, 4, 11, 12};
+    int16_t ver = ver_of(in, 1, v, 4);
     struct FetchRequest *r = new_(a, &gr_desc_FetchRequest);
     uint8_t rid = u8(in);
     r->ReplicaId = rid < 240 ? -1 : (int32_t)(rid % 3) - 1; /* rarely a (spoofed) follower */
@@ -628,7 +629,8 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
         struct FetchRequest_FetchPartition *p = r->Topics[i].Partitions = NEWA(a, FetchRequest_FetchPartition, 1);
         p->Partition = (int32_t)(u8(in) % 3);
         p->CurrentLeaderEpoch = -1;
-        p->LastFetchedEpoch = -1;
+        uint8_t le = u8(in); /* v12+: mostly none, else a small epoch (diverging or not) */
+        p->LastFetchedEpoch = le < 192 ? -1 : (int32_t)(le % 8);
         p->LogStartOffset = -1;
         uint8_t o = u8(in);
         p->FetchOffset = o < 250 ? (int64_t)(o % 64) : o == 250 ? -1 : (int64_t)u32(in);
@@ -639,8 +641,8 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 2, 5};
-    int16_t ver = ver_of(in, 2, v, 3);
+    static const int16_t v[] = {1, 2, 5, 9};
+    int16_t ver = ver_of(in, 2, v, 4);
     struct ListOffsetsRequest *r = new_(a, &gr_desc_ListOffsetsRequest);
     r->ReplicaId = -1;
     r->IsolationLevel = (int8_t)(u8(in) & 1);
@@ -651,25 +653,35 @@ static void s_list_offsets(struct in *in, struct gr_arena *a, int c) {
     r->Topics[0].Partitions = NEWA(a, ListOffsetsRequest_ListOffsetsPartition, 1);
     r->Topics[0].Partitions[0].PartitionIndex = (int32_t)(u8(in) % 3);
     r->Topics[0].Partitions[0].CurrentLeaderEpoch = -1;
-    uint8_t t = u8(in) % 4;
-    r->Topics[0].Partitions[0].Timestamp = t == 0 ? -1 : t == 1 ? -2 : t == 2 ? 0 : (int64_t)u32(in) * 1000;
+    uint8_t t = u8(in) % 8; /* -1 -2 0, a time, -3 MAX_TIMESTAMP, -4 EARLIEST_LOCAL, -5 LATEST_TIERED, -6 */
+    r->Topics[0].Partitions[0].Timestamp = t == 0 ? -1 : t == 1 ? -2 : t == 2 ? 0 : t == 3 ? (int64_t)u32(in) * 1000 : -(int64_t)t + 1;
     r->Topics[0].Partitions[0].MaxNumOffsets = 1;
     call(c, in, 2, ver, r, true, a, NULL);
 }
 
 static void s_find_coordinator(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3};
-    int16_t ver = ver_of(in, 10, v, 4);
+    static const int16_t v[] = {0, 2, 3, 4, 6};
+    int16_t ver = ver_of(in, 10, v, 5);
     struct FindCoordinatorRequest *r = new_(a, &gr_desc_FindCoordinatorRequest);
-    r->KeyType = (int8_t)(u8(in) % 3);
+    r->KeyType = (int8_t)(u8(in) % 4); /* 2: share groups (v6), 3: unknown */
     r->Key = r->KeyType == 1 ? name_of(in, a, txn_ids, 2) : name_of(in, a, groups, 2);
     if (!r->Key) r->Key = "";
+    if (ver >= 4) { /* KIP-699: a batch of keys */
+        int nk = u8(in) % 3;
+        r->CoordinatorKeysCount = nk;
+        r->CoordinatorKeys = gr_arena_alloc(a, sizeof(char *) * (size_t)(nk + 1));
+        for (int i = 0; i < nk; i++) {
+            r->CoordinatorKeys[i] = r->KeyType == 1 ? name_of(in, a, txn_ids, 2) : name_of(in, a, groups, 2);
+            if (!r->CoordinatorKeys[i]) r->CoordinatorKeys[i] = "";
+        }
+        r->Key = "";
+    }
     call(c, in, 10, ver, r, true, a, NULL);
 }
 
 static void s_join_group(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 4, 5, 7};
-    int16_t ver = ver_of(in, 11, v, 4);
+    static const int16_t v[] = {1, 4, 5, 7, 9};
+    int16_t ver = ver_of(in, 11, v, 5);
     int g = u8(in) & 1;
     struct JoinGroupRequest *r = new_(a, &gr_desc_JoinGroupRequest);
     r->GroupId = (char *)groups[g];
@@ -679,6 +691,7 @@ static void s_join_group(struct in *in, struct gr_arena *a, int c) {
     r->MemberId = m < 2 ? G.member[g] : m == 2 ? "" : "nobody";
     r->GroupInstanceId = u8(in) == 1 ? "static-0" : NULL;
     r->ProtocolType = u8(in) == 1 ? "other" : "consumer";
+    if (ver >= 8) r->Reason = u8(in) & 1 ? "fuzz" : NULL;
     int np = u8(in) % 2 + 1;
     r->ProtocolsCount = np;
     r->Protocols = NEWA(a, JoinGroupRequest_JoinGroupRequestProtocol, np);
@@ -729,7 +742,7 @@ static void s_heartbeat(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_leave_group(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 3, 4};
+    static const int16_t v[] = {0, 3, 5};
     int16_t ver = ver_of(in, 13, v, 3);
     int g = u8(in) & 1;
     struct LeaveGroupRequest *r = new_(a, &gr_desc_LeaveGroupRequest);
@@ -739,12 +752,13 @@ static void s_leave_group(struct in *in, struct gr_arena *a, int c) {
     r->Members = NEWA(a, LeaveGroupRequest_MemberIdentity, 1);
     r->Members[0].MemberId = G.member[g];
     r->Members[0].GroupInstanceId = u8(in) == 1 ? "static-0" : NULL;
+    if (ver >= 5) r->Members[0].Reason = u8(in) & 1 ? "fuzz" : NULL;
     call(c, in, 13, ver, r, true, a, NULL);
 }
 
 static void s_offset_commit(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 5, 8};
-    int16_t ver = ver_of(in, 8, v, 3);
+    static const int16_t v[] = {2, 5, 8, 9};
+    int16_t ver = ver_of(in, 8, v, 4);
     int g = u8(in) & 1;
     struct OffsetCommitRequest *r = new_(a, &gr_desc_OffsetCommitRequest);
     r->GroupId = (char *)groups[g];
@@ -770,9 +784,33 @@ static void s_offset_commit(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_offset_fetch(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {1, 5, 7};
-    int16_t ver = ver_of(in, 9, v, 3);
+    static const int16_t v[] = {1, 5, 7, 8, 9};
+    int16_t ver = ver_of(in, 9, v, 5);
     struct OffsetFetchRequest *r = new_(a, &gr_desc_OffsetFetchRequest);
+    if (ver >= 8) { /* KIP-709: a batch of groups, each named topics or all (null) */
+        int ng = u8(in) % 3;
+        r->GroupsCount = ng;
+        r->Groups = NEWA(a, OffsetFetchRequest_OffsetFetchRequestGroup, ng);
+        for (int g = 0; g < ng; g++) {
+            struct OffsetFetchRequest_OffsetFetchRequestGroup *rg = &r->Groups[g];
+            rg->GroupId = name_of(in, a, groups, 2);
+            if (!rg->GroupId) rg->GroupId = "";
+            rg->MemberEpoch = -1;
+            if (u8(in) & 1) {
+                rg->TopicsCount = -1;
+            } else {
+                rg->TopicsCount = 1;
+                rg->Topics = NEWA(a, OffsetFetchRequest_OffsetFetchRequestTopics, 1);
+                rg->Topics[0].Name = topic_of(in, a);
+                rg->Topics[0].PartitionIndexesCount = 1;
+                rg->Topics[0].PartitionIndexes = gr_arena_alloc(a, sizeof(int32_t));
+                rg->Topics[0].PartitionIndexes[0] = (int32_t)(u8(in) % 3);
+            }
+        }
+        r->RequireStable = u8(in) & 1;
+        call(c, in, 9, ver, r, true, a, NULL);
+        return;
+    }
     r->GroupId = name_of(in, a, groups, 2);
     if (!r->GroupId) r->GroupId = "";
     if (ver >= 2 && (u8(in) & 1)) {
@@ -790,8 +828,8 @@ static void s_offset_fetch(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_init_producer_id(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2, 3, 4};
-    int16_t ver = ver_of(in, 22, v, 5);
+    static const int16_t v[] = {0, 1, 2, 3, 4, 5};
+    int16_t ver = ver_of(in, 22, v, 6);
     int who = u8(in) % 3;
     struct InitProducerIdRequest *r = new_(a, &gr_desc_InitProducerIdRequest);
     r->TransactionalId = who < 2 ? (char *)txn_ids[who] : NULL;
@@ -811,10 +849,31 @@ static void s_init_producer_id(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_add_partitions_to_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
-    int16_t ver = ver_of(in, 24, v, 3);
+    static const int16_t v[] = {0, 2, 3, 4, 5};
+    int16_t ver = ver_of(in, 24, v, 5);
     int who = u8(in) & 1;
     struct AddPartitionsToTxnRequest *r = new_(a, &gr_desc_AddPartitionsToTxnRequest);
+    if (ver >= 4) { /* KIP-890: a broker's batch of transactions, VerifyOnly or not */
+        int nx = u8(in) % 3;
+        r->TransactionsCount = nx;
+        r->Transactions = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, nx);
+        for (int x = 0; x < nx; x++) {
+            struct AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction *t = &r->Transactions[x];
+            int w = u8(in) & 1;
+            t->TransactionalId = (char *)txn_ids[w];
+            t->ProducerId = G.pid[w];
+            t->ProducerEpoch = (int16_t)(G.epoch[w] + (u8(in) == 1));
+            t->VerifyOnly = u8(in) & 1;
+            t->TopicsCount = 1;
+            t->Topics = NEWA(a, AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, 1);
+            t->Topics[0].Name = topic_of(in, a);
+            t->Topics[0].PartitionsCount = 1;
+            t->Topics[0].Partitions = gr_arena_alloc(a, sizeof(int32_t));
+            t->Topics[0].Partitions[0] = (int32_t)(u8(in) % 3);
+        }
+        call(c, in, 24, ver, r, true, a, NULL);
+        return;
+    }
     r->V3AndBelowTransactionalId = (char *)txn_ids[who];
     r->V3AndBelowProducerId = G.pid[who];
     r->V3AndBelowProducerEpoch = (int16_t)(G.epoch[who] + (u8(in) == 1));
@@ -831,7 +890,7 @@ static void s_add_partitions_to_txn(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_add_offsets_to_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
+    static const int16_t v[] = {0, 2, 4};
     int16_t ver = ver_of(in, 25, v, 3);
     int who = u8(in) & 1;
     struct AddOffsetsToTxnRequest *r = new_(a, &gr_desc_AddOffsetsToTxnRequest);
@@ -844,7 +903,7 @@ static void s_add_offsets_to_txn(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_end_txn(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 2};
+    static const int16_t v[] = {0, 2, 4};
     int16_t ver = ver_of(in, 26, v, 3);
     int who = u8(in) & 1;
     struct EndTxnRequest *r = new_(a, &gr_desc_EndTxnRequest);
@@ -855,9 +914,52 @@ static void s_end_txn(struct in *in, struct gr_arena *a, int c) {
     call(c, in, 26, ver, r, true, a, NULL);
 }
 
+/* KIP-664: DescribeProducers v0, DescribeTransactions v0, ListTransactions v0/v1 */
+static void s_describe_producers(struct in *in, struct gr_arena *a, int c) {
+    struct DescribeProducersRequest *r = new_(a, &gr_desc_DescribeProducersRequest);
+    int nt = u8(in) % 3;
+    r->TopicsCount = nt;
+    r->Topics = NEWA(a, DescribeProducersRequest_TopicRequest, nt + 1);
+    for (int i = 0; i < nt; i++) {
+        r->Topics[i].Name = topic_of(in, a);
+        int np = u8(in) % 3;
+        r->Topics[i].PartitionIndexesCount = np;
+        r->Topics[i].PartitionIndexes = gr_arena_alloc(a, (size_t)(np + 1) * sizeof(int32_t));
+        for (int k = 0; k < np; k++) r->Topics[i].PartitionIndexes[k] = (int32_t)(u8(in) % 4) - 1;
+    }
+    call(c, in, 61, 0, r, true, a, NULL);
+}
+
+static void s_describe_transactions(struct in *in, struct gr_arena *a, int c) {
+    static const char *const ids[] = {"tx0", "tx1", "", "nosuch"};
+    struct DescribeTransactionsRequest *r = new_(a, &gr_desc_DescribeTransactionsRequest);
+    int n = u8(in) % 3;
+    r->TransactionalIdsCount = n;
+    r->TransactionalIds = gr_arena_alloc(a, (size_t)(n + 1) * sizeof(char *));
+    for (int i = 0; i < n; i++) r->TransactionalIds[i] = (char *)ids[u8(in) % 4];
+    call(c, in, 65, 0, r, true, a, NULL);
+}
+
+static void s_list_transactions(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {0, 1};
+    static const char *const states[] = {"Ongoing", "Empty", "CompleteCommit", "Bogus"};
+    int16_t ver = ver_of(in, 66, v, 2);
+    struct ListTransactionsRequest *r = new_(a, &gr_desc_ListTransactionsRequest);
+    int ns = u8(in) % 3;
+    r->StateFiltersCount = ns;
+    r->StateFilters = gr_arena_alloc(a, (size_t)(ns + 1) * sizeof(char *));
+    for (int i = 0; i < ns; i++) r->StateFilters[i] = (char *)states[u8(in) % 4];
+    int np = u8(in) % 2;
+    r->ProducerIdFiltersCount = np;
+    r->ProducerIdFilters = gr_arena_alloc(a, (size_t)(np + 1) * sizeof(int64_t));
+    if (np) r->ProducerIdFilters[0] = G.pid[u8(in) & 1];
+    if (ver >= 1) r->DurationFilter = (int64_t)(u8(in) % 3) - 1;
+    call(c, in, 66, ver, r, true, a, NULL);
+}
+
 static void s_txn_offset_commit(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 2, 3};
-    int16_t ver = ver_of(in, 28, v, 3);
+    static const int16_t v[] = {0, 2, 3, 4};
+    int16_t ver = ver_of(in, 28, v, 4);
     int who = u8(in) & 1, g = u8(in) & 1;
     struct TxnOffsetCommitRequest *r = new_(a, &gr_desc_TxnOffsetCommitRequest);
     r->TransactionalId = (char *)txn_ids[who];
@@ -991,8 +1093,8 @@ static void s_sasl(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_describe_configs(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {0, 1, 3};
-    int16_t ver = ver_of(in, 32, v, 3);
+    static const int16_t v[] = {0, 1, 3, 4};
+    int16_t ver = ver_of(in, 32, v, 4);
     struct DescribeConfigsRequest *r = new_(a, &gr_desc_DescribeConfigsRequest);
     r->ResourcesCount = 1;
     r->Resources = NEWA(a, DescribeConfigsRequest_DescribeConfigsResource, 1);
@@ -1090,6 +1192,39 @@ static void s_delete_topics(struct in *in, struct gr_arena *a, int c) {
     call(c, in, 20, ver, r, true, a, NULL);
 }
 
+/* DescribeCluster v0/v1: endpoint types 1 (brokers), 2 (controllers: mismatched) or any code. */
+static void s_describe_cluster(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {0, 1};
+    int16_t ver = ver_of(in, 60, v, 2);
+    struct DescribeClusterRequest *r = new_(a, &gr_desc_DescribeClusterRequest);
+    r->IncludeClusterAuthorizedOperations = u8(in) & 1;
+    uint8_t t = u8(in);
+    if (ver >= 1) r->EndpointType = t < 128 ? 1 : t < 192 ? 2 : (int8_t)u8(in);
+    call(c, in, 60, ver, r, true, a, NULL);
+}
+
+/* CreateDelegationToken v3 with an owner (KIP-373) and renewers of any principal type. */
+static void s_create_delegation_token(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {3, 2};
+    int16_t ver = ver_of(in, 38, v, 2);
+    static const char *const names[] = {"User", "alice", "bob", "Group", ""};
+    struct CreateDelegationTokenRequest *r = new_(a, &gr_desc_CreateDelegationTokenRequest);
+    if (ver >= 3) {
+        r->OwnerPrincipalType = name_of(in, a, names, 5);
+        r->OwnerPrincipalName = name_of(in, a, names, 5);
+    }
+    uint8_t n = u8(in) % 3;
+    r->RenewersCount = n;
+    r->Renewers = NEWA(a, CreateDelegationTokenRequest_CreatableRenewers, n);
+    for (int i = 0; i < n; i++) {
+        char *t = name_of(in, a, names, 5), *nm = name_of(in, a, names, 5);
+        r->Renewers[i].PrincipalType = t ? t : "User";
+        r->Renewers[i].PrincipalName = nm ? nm : "";
+    }
+    r->MaxLifetimeMs = -1;
+    call(c, in, 38, ver, r, true, a, NULL);
+}
+
 typedef void (*step_fn)(struct in *, struct gr_arena *, int);
 static const step_fn step_fns[] = {
     s_api_versions,    s_metadata,          s_create_topics,    s_produce,          s_produce,
@@ -1097,6 +1232,8 @@ static const step_fn step_fns[] = {
     s_sync_group,      s_heartbeat,         s_leave_group,      s_offset_commit,    s_offset_fetch,
     s_init_producer_id, s_add_partitions_to_txn, s_add_offsets_to_txn, s_end_txn, s_txn_offset_commit,
     s_sasl,            s_sasl,              s_describe_configs, s_alter_configs,    s_raw,
+    s_describe_producers, s_describe_transactions, s_list_transactions, s_describe_cluster,
+    s_create_delegation_token,
     s_delete_topics,
 };
 #define N_STEPS ((int)(sizeof step_fns / sizeof *step_fns))

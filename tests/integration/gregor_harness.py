@@ -97,6 +97,7 @@ def tool_sanitizer_reports():
 
 # "ready as controller, epoch N" (the epoch after the phrase; the line's [Controller ... epoch=E]
 # prefix, if any, comes before it).
+UPDATE_METADATA_APPLIED = "in response to UpdateMetadata request sent by controller"
 READY_RE = re.compile(r"ready as controller\b(.*)$", re.I)
 EPOCH_RE = re.compile(r"epoch\D{0,3}(\d+)", re.I)
 LOAD_TIME_RE = re.compile(r"load(?:ing)?[ _]time\D{0,3}([\d.]+)\s*(ms|s|us)?", re.I)
@@ -611,7 +612,27 @@ class Cluster:
         if wait:
             self.wait_registered(ids, timeout=timeout)
             self.wait_controller(timeout=timeout)
+            self.wait_metadata_controller(ids, timeout=min(timeout, 15.0))
         return self
+
+    def wait_metadata_controller(self, ids=None, timeout=15.0):
+        """Waits (softly: returns False instead of failing) until every broker in ids has applied an
+        UpdateMetadata, i.e. its Metadata answers name the controller. /controller exists before the
+        controller's first UpdateMetadata; an admin client that asks in between gets controller -1,
+        and librdkafka 2.0.2 then waits for a broker state change that never comes ("Failed while
+        waiting for controller", CI run 11a)."""
+        ids = list(ids or self.brokers)
+
+        def ok():
+            return all(UPDATE_METADATA_APPLIED in self.brokers[i].log() for i in ids
+                       if self.brokers[i].running())
+        try:
+            wait_for(ok, timeout, "every broker's first UpdateMetadata")
+            return True
+        except AssertionError:
+            logging.getLogger(__name__).warning(
+                "not every broker of %s applied an UpdateMetadata within %.0f s", ids, timeout)
+            return False
 
     def stop(self, ordered=True):
         """Stops every broker (SIGTERM, then SIGKILL after 20 s); returns {id: exit code}.

@@ -563,7 +563,9 @@ def test_controller_frozen_during_deletion(cluster_factory, zk_connect):
     finally:
         cluster[ctrl].resume()
     H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/fz"), 30, "fz deleted by the new controller")
-    assert not cluster.zk.exists("/admin/delete_topics/fz")
+    # the topic znode, its config and the deletion marker go in three writes, in that order (as
+    # Kafka's completeDeleteTopic): the last two may come a moment later
+    H.wait_for(lambda: not cluster.zk.exists("/admin/delete_topics/fz"), 30, "fz's deletion marker removed")
     assert not cluster.zk.exists("/config/topics/fz")
     H.wait_for(lambda: not partition_dirs(cluster, "fz"), 30, "fz dirs gone on every broker")
     assert cluster.controller_id() == new

@@ -80,7 +80,7 @@ def test_feature_znode_api_versions_and_update_features(cluster):
 
     for b in cluster.brokers.values():
         keys, epoch, finalized = api_versions_v3(b.port)
-        assert keys.get(57) == (0, 0), "UpdateFeatures v0 advertised"
+        assert keys.get(57) == (0, 1), "UpdateFeatures v0-1 advertised"
         H.wait_for(lambda: api_versions_v3(b.port)[1] == version, 10, f"broker {b.id} finalized epoch {version}")
         assert api_versions_v3(b.port)[2] == {}
 

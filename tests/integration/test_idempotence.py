@@ -143,7 +143,7 @@ def api_versions(port):
 def test_init_producer_id_and_blocks(cluster_factory, zk_connect, zk):
     cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
     for b in cluster.brokers.values():
-        assert api_versions(b.port).get(22) == (0, 4), "ApiVersions must advertise InitProducerId v0-4"
+        assert api_versions(b.port).get(22) == (0, 5), "ApiVersions must advertise InitProducerId v0-5"
     # Kafka's JSON, raw bytes
     raw, _ = zk.get("/latest_producer_id_block")
     blk = json.loads(raw)

@@ -477,7 +477,7 @@ def test_version_out_of_range(broker, api):
         send_expect_closed(broker, frame(header(api, v, 11) + i32(-1) + b"\0" * 16), f"api {api} v{v}")
 
 
-@pytest.mark.parametrize("version", [99, 4, 32767])
+@pytest.mark.parametrize("version", [99, 5, 32767])
 def test_api_versions_unsupported_version(broker, version):
     """Kafka's rule: ApiVersions at an unknown version gets UNSUPPORTED_VERSION, encoded as v0,
     with the supported list (so the client can retry at a version it finds there)."""

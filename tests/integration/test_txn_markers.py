@@ -189,3 +189,189 @@ def test_failed_complete_commit_is_retried(cluster_factory, zk_connect):
     assert (st["leader"], st["leader_epoch"]) == (coord, epoch), st
     assert consume(cl, "mk-next", 1, "read_committed", min_count=1, timeout=10) == ["next"]
     p.flush(10)
+
+
+def txn_states(cluster, tid):
+    """The states (Kafka's TransactionLog value byte) of tid's records in __transaction_state,
+    oldest first (tombstones skipped)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"states-{time.time()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition("__transaction_state", txn_partition(tid), 0)])
+    out, deadline = [], time.time() + 20
+    try:
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    break
+                continue
+            k, v = m.key(), m.value()
+            klen = int.from_bytes(k[2:4], "big")
+            if k[4:4 + klen].decode() == tid and v is not None:
+                out.append(v[16])  # i16 version | i64 pid | i16 epoch | i32 timeout | i8 state
+    finally:
+        c.close()
+    return out
+
+
+PREPARE_COMMIT, ONGOING = 2, 1
+
+
+def test_next_transaction_replaces_complete_commit(cluster_factory, zk_connect):
+    """Issue 24 (performance): when the producer's next AddPartitionsToTxn already waits as the
+    last marker of its previous transaction is written, the coordinator writes the next
+    transaction's Ongoing in place of CompleteCommit (one __transaction_state write less on the
+    producer's path). A coordinator SIGKILLed after that loads Prepare* + Ongoing as an ongoing
+    transaction, and both transactions are read exactly once by read_committed consumers."""
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    tid = "mk-fold"
+    coord = coordinator_of(cl, tid)
+    data = next(b for b in (1, 2, 3) if b != coord)
+    other = next(b for b in (1, 2, 3) if b not in (coord, data))
+    create_assigned(cl, "mkf-data", [[data]])
+    create_assigned(cl, "mkf-next", [[other, data, coord]])
+    p = txn_producer(cl, tid, **{"bootstrap.servers": all_bootstrap(cl)})
+    # the fold needs the AddPartitionsToTxn parked when the marker is written: librdkafka re-sends
+    # it within ~20 ms of each CONCURRENT_TRANSACTIONS (the coordinator holds it up to 1 s), so a
+    # resume rarely falls in a gap; the scenario runs again (at most 3 times) if it did
+    folded, sent = False, []
+    for attempt in range(3):
+        p.begin_transaction()
+        p.produce("mkf-data", f"d{attempt}".encode(), partition=0)
+        p.flush(30)
+        cl[data].pause()
+        try:
+            p.commit_transaction(60)  # PrepareCommit written; the marker for mkf-data waits
+            p.begin_transaction()
+            p.produce("mkf-next", f"n{attempt}".encode(), partition=0)
+            p.poll(0.3)  # its AddPartitionsToTxn is parked meanwhile
+        finally:
+            cl[data].resume()
+        assert p.flush(60) == 0  # registered with the transaction, then produced
+        sent.append(attempt)
+        states = txn_states(cl, tid)
+        if states[-2:] == [PREPARE_COMMIT, ONGOING]:
+            folded = True
+            break
+        p.commit_transaction(60)
+    assert folded, f"CompleteCommit was written although the next transaction waited: {states}"
+    # the coordinator dies while the folded transaction is ongoing; the next one commits it
+    cl[coord].kill()
+    last = sent[-1]
+    deadline = time.time() + 90
+    while True:
+        try:
+            p.commit_transaction(30)
+            break
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    want_data = [f"d{a}" for a in sent]
+    want_next = [f"n{a}" for a in sent]
+    assert consume(cl, "mkf-data", 1, "read_committed", min_count=len(want_data), timeout=30) == want_data
+    assert consume(cl, "mkf-next", 1, "read_committed", min_count=len(want_next), timeout=30) == want_next
+    assert commit_one(p, "mkf-next", 0, "after", time.time() + 90)
+    assert consume(cl, "mkf-next", 1, "read_committed", min_count=len(want_next) + 1, timeout=30) == \
+        want_next + ["after"]
+
+
+def test_failed_next_transaction_write_falls_back_to_complete_commit(cluster_factory, zk_connect):
+    """The write of the next transaction's Ongoing in place of CompleteCommit fails
+    (`__transaction_state`, RF 2 and min.isr 2, lost its follower): the id stays in PrepareCommit,
+    the CompleteCommit write is retried and the waiting AddPartitionsToTxn runs again; when the
+    follower is back both transactions commit, without the coordinator moving."""
+    cfg = dict(CONFIG)
+    cfg.update({"transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "2"})
+    cl = cluster_factory(zk_connect, n=3, config=cfg)
+    tid = "mk-fold-fail"
+    coord = coordinator_of(cl, tid)
+    tp = txn_partition(tid)
+    replicas = cl.get_json("/brokers/topics/__transaction_state")[0]["partitions"][str(tp)]
+    follower = next(b for b in replicas if b != coord)
+    data = next(b for b in (1, 2, 3) if b not in replicas)
+    H.wait_for(lambda: sorted(state(cl, "__transaction_state", tp)["isr"]) == sorted(replicas), 30, "full ISR")
+    create_assigned(cl, "mkff-data", [[data]])
+    create_assigned(cl, "mkff-next", [[coord]])
+    p = txn_producer(cl, tid, **{"bootstrap.servers": all_bootstrap(cl)})
+    line = f"cannot write the next transaction of {tid} in place of its completion"
+    sent = []
+    for attempt in range(3):  # the resume may fall between two of librdkafka's AddPartitionsToTxn
+        p.begin_transaction()
+        p.produce("mkff-data", f"d{attempt}".encode(), partition=0)
+        p.flush(30)
+        cl[data].pause()
+        p.commit_transaction(60)  # PrepareCommit written; the marker waits
+        cl[follower].kill()  # ISR 1 < min.isr 2: no __transaction_state write can succeed
+        H.wait_for(lambda: state(cl, "__transaction_state", tp)["isr"] == [coord], 60, "ISR shrunk to the leader")
+        epoch = state(cl, "__transaction_state", tp)["leader_epoch"]
+        p.begin_transaction()
+        p.produce("mkff-next", f"n{attempt}".encode(), partition=0)
+        p.poll(0.3)  # its AddPartitionsToTxn is parked meanwhile
+        cl[data].resume()  # the marker is written; the folded write fails
+        sent.append(attempt)
+        H.wait_for(lambda: consume(cl, "mkff-data", 1, "read_committed", min_count=len(sent), timeout=10,
+                                   quiet=0.5) == [f"d{a}" for a in sent], 90, "the COMMIT marker")
+        H.wait_for(lambda: f"cannot write the completion of {tid}" in cl[coord].log(whole=True)
+                   or line in cl[coord].log(whole=True), 30, "a failed write")
+        folded = line in cl[coord].log(whole=True)
+        # the follower returns: the CompleteCommit retry, then the waiting AddPartitionsToTxn succeed
+        cl[follower].start()
+        H.wait_for(lambda: sorted(state(cl, "__transaction_state", tp)["isr"]) == sorted(replicas), 60, "ISR back")
+        deadline = time.time() + 90
+        while True:
+            try:
+                p.commit_transaction(30)
+                break
+            except KafkaException as e:
+                if not e.args[0].retriable() or time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        st = state(cl, "__transaction_state", tp)
+        assert (st["leader"], st["leader_epoch"]) == (coord, epoch), st
+        if folded:
+            break
+    assert folded, "the next transaction's write was never tried in place of the completion"
+    assert consume(cl, "mkff-next", 1, "read_committed", min_count=len(sent), timeout=30) == \
+        [f"n{a}" for a in sent]
+    states = txn_states(cl, tid)
+    assert states[-1] == 4, states  # CompleteCommit of the last transaction
+
+
+def test_leader_epoch_bump_keeps_coordinator_loaded(cluster_factory, zk_connect):
+    """Issue 24 (stuck-partition row: a pause of ~0.5 s): a follower of the coordinator's
+    __transaction_state partition dies and the controller shrinks the ISR, bumping the leader
+    epoch while the coordinator stays leader. Kafka 2.7 does not re-elect the coordinator then
+    (onElection only for a new leader); Gregor reloaded the partition, answering
+    COORDINATOR_LOAD_IN_PROGRESS to every id of it (librdkafka waits 500 ms on that) and dropping
+    its queued markers. Now the partition is loaded once, and a transaction open across the bump
+    commits."""
+    cl = cluster_factory(zk_connect, n=3, config=CONFIG)
+    tid = "mk-epoch"
+    coord = coordinator_of(cl, tid)
+    tp = txn_partition(tid)
+    st = state(cl, "__transaction_state", tp)
+    follower = next(b for b in st["isr"] if b != coord)
+    H.wait_for(lambda: len(state(cl, "__transaction_state", tp)["isr"]) == 3, 30, "full ISR")
+    create_assigned(cl, "mke-data", [[coord]])
+    p = txn_producer(cl, tid, **{"bootstrap.servers": all_bootstrap(cl)})
+    assert commit_one(p, "mke-data", 0, "a", time.time() + 60)
+    loaded = f"of __transaction_state-{tp} (coordinator epoch"
+    assert cl[coord].log(whole=True).count(loaded) == 1
+    p.begin_transaction()
+    p.produce("mke-data", b"b", partition=0)
+    p.flush(30)
+    cl[follower].kill()
+    H.wait_for(lambda: follower not in state(cl, "__transaction_state", tp)["isr"], 60, "ISR shrunk")
+    st2 = state(cl, "__transaction_state", tp)
+    assert st2["leader"] == coord and st2["leader_epoch"] > st["leader_epoch"], st2
+    H.wait_for(lambda: f"Leader __transaction_state-{tp} starts at leader epoch {st2['leader_epoch']}"
+               in cl[coord].log(whole=True), 30, "the coordinator applied the new leader epoch")
+    time.sleep(0.5)  # several of the coordinator's 100 ms leadership polls (the old code reloaded in one)
+    p.commit_transaction(60)
+    assert commit_one(p, "mke-data", 0, "c", time.time() + 60)
+    assert cl[coord].log(whole=True).count(loaded) == 1, "the coordinator reloaded its partition"
+    assert consume(cl, "mke-data", 1, "read_committed", min_count=3, timeout=20) == ["a", "b", "c"]

@@ -1183,6 +1183,7 @@ void inv_on_context_loaded(struct sim *s, struct sbroker *b, struct gr_ctrl_cont
         g_failovers.standby_states += (uint64_t)r->standby_states;
         g_failovers.states_confirmed += (uint64_t)r->states_confirmed;
         g_failovers.states_read += (uint64_t)r->states_read;
+        g_failovers.last_warm = *r;
     } else {
         g_failovers.cold++;
     }

@@ -381,8 +381,9 @@ static void scenario_standby_partitioned(struct sim *s) {
  * next controller runs with delete.topic.enable=false (a rolling change of the setting), removes
  * /admin/delete_topics/T and creates the missing states at version 0 with its own leader and ISR.
  * A broker that held the old states at version 0 in its standby, cut off meanwhile, then becomes
- * the controller: its check ops pass on the new znodes, so only the topic znode's version bump
- * (kzk: gr_kzk_touch_topics_guarded) tells it the states changed. W1 fails without the bump. */
+ * the controller: the new znodes are at the versions it holds, so only the stamps (kzk: the
+ * deletes' and the creates' multis set /brokers/topics/rs0/partitions) tell it the states
+ * changed. W1 fails without them. */
 static void scenario_standby_recreated_states(struct sim *s) {
     const char *what = "scenario standby: states re-created at version 0 after an interrupted deletion";
     s->kzk_batch = 4; /* three deletes per multi: a 4-partition topic takes several */
@@ -449,6 +450,279 @@ static void scenario_standby_recreated_states(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* Restarts b and lets its start-up standby refresh run; with the refresh period set longer than
+ * the script (sim.standby_refresh_ms), that is its last. */
+static void restart_for_last_refresh(struct sim *s, struct sbroker *b, const char *what) {
+    s->standby_refresh_ms = 3600 * 1000;
+    node_crash(s, b, true);
+    if (!node_start(s, b)) sim_fail(s, what, "broker %d does not start again", b->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) sim_advance(s, 1000); /* its start-up refresh (due now) runs */
+    if (!s->failed) sim_settle(s);
+}
+
+/* The stamp proof (docs/ARCHITECTURE.md, "Warm standby controller"): a broker's standby is
+ * refreshed, then the controller writes one topic's states (a broker dies: its leaderships move,
+ * its ISR memberships go) and the controller's broker dies before any refresh. The survivor's warm
+ * failover must find that topic's stamp changed and read its states, and keep the other topic's
+ * (unwritten) states by their unchanged stamp. W1 fails if the changed topic is trusted. */
+static void scenario_standby_write_after_refresh(struct sim *s) {
+    const char *what = "scenario standby: a state write between the last refresh and the failover";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *b = NULL, *x = NULL; /* b: dies first (leads sw0); x: the survivor */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!b) b = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    /* neither topic is x's (x's restart writes no state); only sw0 is b's */
+    int32_t r0[] = {b->id, c->id}, r1[] = {c->id};
+    create_topic(s, "sw0", r0, 2);
+    create_topic(s, "sw1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    restart_for_last_refresh(s, x, what); /* x's start-up refresh is its last */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    struct gr_kzk_leader_and_isr before, after;
+    bool had = zk_state(s, "sw0", &before);
+    gr_kzk_leader_and_isr_release(&before);
+    node_crash(s, b, true);
+    settle_keep_dead(s); /* c moves sw0's leadership off b and shrinks its ISR */
+    bool moved = zk_state(s, "sw0", &after) && after.leader != b->id && had;
+    gr_kzk_leader_and_isr_release(&after);
+    if (!s->failed && (!moved || !gr_controller_is_active(c->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sw0 moved: %d, controller %d: %d)", moved, c->id,
+                 gr_controller_is_active(c->ctrl));
+        return;
+    }
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    const struct gr_ctrl_load_report *r = &g_failovers.last_warm;
+    if (!s->failed && (r->states_read != 1 || r->states_confirmed != 1))
+        sim_fail(s, what, "broker %d kept %lld states by their stamp and read %lld (want sw1-0 kept, sw0-0 read)", x->id,
+                 (long long)r->states_confirmed, (long long)r->states_read);
+    s->standby_refresh_ms = 0;
+    if (!s->failed) sim_settle(s);
+}
+
+/* Stamps prove only the writes of controllers that stamp (docs/ARCHITECTURE.md, "Warm standby
+ * controller": a rolling upgrade from a Gregor without them, or a Kafka broker as controller). x's
+ * standby is refreshed under a stamping controller c; c dies while x is briefly cut off, so o, which
+ * runs as an earlier version (sbroker.no_stamps), becomes the controller and moves so0's leadership
+ * without stamping; o dies and x takes over without a refresh in between. Its failover must see
+ * that an unseen controller held office (epoch: last seen + 2) and read every state. W1 fails if it
+ * trusts the unchanged stamps. */
+static void scenario_standby_unstamped_controller(struct sim *s) {
+    const char *what = "scenario standby: a controller of an earlier version between the refresh and the failover";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *o = NULL, *x = NULL;
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!o) o = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    int32_t r0[] = {c->id, o->id}, r1[] = {c->id};
+    create_topic(s, "so0", r0, 2);
+    create_topic(s, "so1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    o->no_stamps = true; /* o restarts as an earlier version */
+    if (!s->failed) node_crash(s, o, true);
+    if (!s->failed && !node_start(s, o)) sim_fail(s, what, "broker %d does not start again", o->id);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) restart_for_last_refresh(s, x, what);
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    /* x misses c's death (cut off for less than a session); o wins and writes so0's state (a new
+     * leader, or none if o is not in its ISR) */
+    struct gr_kzk_leader_and_isr st;
+    bool had = zk_state(s, "so0", &st);
+    int32_t epoch_before = st.leader_epoch;
+    gr_kzk_leader_and_isr_release(&st);
+    x->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+    zm_disconnect(x->zc);
+    s->settle_hold_cuts = true;
+    node_crash(s, c, true);
+    settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    x->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    bool moved = had && zk_state(s, "so0", &st) && st.leader_epoch > epoch_before;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!moved || !gr_controller_is_active(o->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (so0 written by %d: %d, controller %d: %d)", o->id, moved,
+                 o->id, gr_controller_is_active(o->ctrl));
+        return;
+    }
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, o, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    if (!s->failed && g_failovers.last_warm.states_confirmed != 0)
+        sim_fail(s, what, "broker %d kept %lld states by their stamps after an unseen controller", x->id,
+                 (long long)g_failovers.last_warm.states_confirmed);
+    s->standby_refresh_ms = 0;
+    o->no_stamps = false;
+    if (!s->failed) sim_settle(s);
+}
+
+/* Runs one settle with the brokers cut[0..n) off from ZooKeeper for less than a session (they see
+ * nothing meanwhile, and keep their sessions), dead brokers kept down; then lets them back. */
+static void settle_without(struct sim *s, struct sbroker **cut, int n) {
+    for (int i = 0; i < n; i++) {
+        cut[i]->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+        zm_disconnect(cut[i]->zc);
+    }
+    s->settle_hold_cuts = true;
+    settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    for (int i = 0; i < n; i++) cut[i]->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+}
+
+/* The refreshes' half of the rule above: an unseen controller of an earlier version between two
+ * refreshes. x's standby is refreshed under c (epoch E); c dies and o (no stamps) takes over (E+1)
+ * and writes sr0's state; o resigns alive and c, back, takes over again (E+2) and leaves sr0 as it
+ * is (no AlterIsr in this script); x refreshes (sees E+2: the stamps of its E refresh prove nothing
+ * of E+1), then c dies and x takes over (E+3, one after the epoch its refresh saw, so the failover's
+ * own check passes). W1 fails if the refresh kept sr0's state by its unchanged stamp. */
+static void scenario_standby_unstamped_between_refreshes(struct sim *s) {
+    const char *what = "scenario standby: a controller of an earlier version between two refreshes";
+    s->o.alter_partition = false;
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *o = NULL, *x = NULL;
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!o) o = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    o->no_stamps = true; /* o restarts as an earlier version, before the topic exists */
+    node_crash(s, o, true);
+    if (!node_start(s, o)) sim_fail(s, what, "broker %d does not start again", o->id);
+    if (!s->failed) sim_settle(s);
+    int32_t r0[] = {c->id, o->id};
+    create_topic(s, "sr0", r0, 2);
+    if (!s->failed) sim_settle(s);
+    if (!s->failed) refresh_standbys(s); /* x's standby: sr0 led by c, under c's epoch */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    if (s->failed) return;
+    node_crash(s, c, true);
+    settle_without(s, &x, 1); /* o takes over and moves sr0's leadership to itself, unstamped */
+    struct gr_kzk_leader_and_isr st;
+    bool by_o = zk_state(s, "sr0", &st) && st.leader == o->id;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!by_o || !gr_controller_is_active(o->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sr0 led by %d: %d, controller %d: %d)", o->id, by_o,
+                 o->id, gr_controller_is_active(o->ctrl));
+        return;
+    }
+    if (s->failed) return;
+    /* o resigns alive; c, back, takes over */
+    struct sbroker *ox[] = {o, x};
+    for (int i = 0; i < 2; i++) {
+        ox[i]->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+        zm_disconnect(ox[i]->zc);
+    }
+    if (gr_zkb_delete(zm_backend(s->admin), "/controller", GR_ZANY_VERSION) != GR_ZOK)
+        sim_fail(s, what, "cannot delete /controller");
+    if (!s->failed && !node_start(s, c)) sim_fail(s, what, "broker %d does not start again", c->id);
+    s->settle_hold_cuts = true;
+    if (!s->failed) settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    for (int i = 0; i < 2; i++) ox[i]->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    by_o = zk_state(s, "sr0", &st) && st.leader == o->id;
+    gr_kzk_leader_and_isr_release(&st);
+    if (!s->failed && (!by_o || !gr_controller_is_active(c->ctrl))) {
+        sim_fail(s, what, "the script did not run as planned (sr0 still led by %d: %d, controller %d: %d)", o->id, by_o,
+                 c->id, gr_controller_is_active(c->ctrl));
+        return;
+    }
+    if (!s->failed) refresh_standbys(s); /* x's refresh sees c's new epoch */
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_without(s, &o, 1); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    o->no_stamps = false;
+    if (!s->failed) sim_settle(s);
+}
+
+/* A state written by a broker, not a controller: a Kafka broker whose inter.broker.protocol.version
+ * predates 2.7-IV2 (a rolling upgrade from Kafka) shrinks its ISR by a conditional setData of the
+ * state znode and then creates /isr_change_notification/isr_change_N, which the controller
+ * processes (re-reads the state) and deletes (flows.c). That write carries no stamp, and no
+ * controller epoch changed. x's standby is refreshed before it; c processes the notification and
+ * dies; x takes over (b, the writer, cut off meanwhile) and W1 checks its context. W1 fails if x
+ * keeps sl0's state by its unchanged stamp. */
+static void scenario_standby_broker_isr_write(struct sim *s) {
+    const char *what = "scenario standby: an ISR shrink written by a broker of an earlier version";
+    s->o.alter_partition = false; /* no AlterIsr: the brokers leave the ISR as written */
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *b = NULL, *x = NULL; /* b: the legacy leader of sl0; x: the next controller */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!b) b = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    int32_t r0[] = {b->id, c->id}, r1[] = {b->id}; /* not x's: its restart leaves them as they are */
+    create_topic(s, "sl0", r0, 2);
+    create_topic(s, "sl1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    restart_for_last_refresh(s, x, what); /* x's start-up refresh is its last */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    struct gr_kzk_leader_and_isr st;
+    struct gr_zstat zst;
+    const char *d;
+    int len;
+    if (!s->failed && (zm_peek(s->zm, "/brokers/topics/sl0/partitions/0/state", &d, &len, &zst) != GR_ZOK ||
+                       !zk_state(s, "sl0", &st) || st.leader != b->id || st.n_isr != 2))
+        sim_fail(s, what, "the script did not run as planned (sl0 not led by %d with two in its ISR)", b->id);
+    if (s->failed) return;
+    /* b, as a Kafka leader before AlterIsr, drops c from the ISR (Partition.shrinkIsr: a conditional
+     * setData of the state, then the notification) */
+    st.isr[0] = b->id;
+    st.n_isr = 1;
+    size_t jl;
+    char *json = gr_kzk_partition_state_encode(&st, &jl);
+    gr_kzk_leader_and_isr_release(&st);
+    /* (through c's session, in a multi under c's epoch guard, only to satisfy P1 and E3, which have
+     * no notion of a legacy broker; a real one sets the znode alone) */
+    struct gr_zstat est;
+    if (zm_peek(s->zm, "/controller_epoch", &d, &len, &est) != GR_ZOK) sim_fail(s, what, "no /controller_epoch");
+    struct gr_zop ops[2] = {gr_zop_check("/controller_epoch", est.version),
+                            gr_zop_set("/brokers/topics/sl0/partitions/0/state", json, (int)jl, zst.version)};
+    struct gr_zop_result zr[2];
+    memset(zr, 0, sizeof zr);
+    if (!s->failed && gr_zkb_multi(zm_backend(c->zc), ops, 2, zr) != GR_ZOK)
+        sim_fail(s, what, "cannot write sl0's state as its leader");
+    gr_zop_results_release(zr, 2);
+    free(json);
+    struct gr_kzk_tp tp = {.topic = "sl0", .partition = 0};
+    if (!s->failed && gr_kzk_create_isr_change_notification(s->admin_kzk, &tp, 1) != 0)
+        sim_fail(s, what, "cannot create the ISR change notification");
+    if (!s->failed) settle_keep_dead(s); /* c reads sl0's state again and deletes the notification */
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, c, true);
+    settle_without(s, &b, 1); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    s->standby_refresh_ms = 0;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -472,6 +746,14 @@ static const struct {
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},
     {"standby: states re-created at version 0 after an interrupted deletion (delete.topic.enable=false)", 3,
      scenario_standby_recreated_states, true},
+    {"standby: a state write between the last refresh and the failover is found by its topic's stamp", 3,
+     scenario_standby_write_after_refresh, true},
+    {"standby: a controller of an earlier version (no stamps) between the refresh and the failover", 3,
+     scenario_standby_unstamped_controller, true},
+    {"standby: a controller of an earlier version (no stamps) between two refreshes", 3,
+     scenario_standby_unstamped_between_refreshes, true},
+    {"standby: an ISR shrink written by a broker of an earlier version (no stamp, no new epoch)", 3,
+     scenario_standby_broker_isr_write, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {

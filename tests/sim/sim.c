@@ -308,7 +308,7 @@ static void admin_touch_controller(struct sim *s, bool other_id) {
         return;
     if (other_id) cid = s->brokers[rng_below(&s->rng, (uint32_t)s->n_brokers)].id;
     size_t l;
-    char *json = gr_kzk_controller_encode(cid, s->now, &l);
+    char *json = gr_kzk_controller_encode(cid, s->now, gr_kzk_controller_stamps(d, (size_t)len), &l);
     int rc = gr_zkb_set(zm_backend(s->admin), "/controller", json, (int)l, GR_ZANY_VERSION, NULL);
     free(json);
     VLOG(s, "admin: rewrite /controller with brokerid %d: %s", cid, gr_zrc_name(rc));
@@ -1051,7 +1051,7 @@ int main(int argc, char **argv) {
     printf("gregor_sim: %" PRIu64 " seeds (%" PRIu64 "..%" PRIu64 "), %d failed, %.1f s, %.0f seeds/minute\n", seeds,
            start, start + seeds - 1, failed, secs, secs > 0 ? (double)seeds * 60.0 / secs : 0.0);
     printf("gregor_sim: failovers checked by W1: %" PRIu64 " cold, %" PRIu64 " warm (%" PRIu64
-           " standby states offered, %" PRIu64 " proven current by version, %" PRIu64 " read)\n",
+           " standby states offered, %" PRIu64 " kept by their topic's stamp, %" PRIu64 " read)\n",
            g_failovers.cold, g_failovers.warm, g_failovers.standby_states, g_failovers.states_confirmed,
            g_failovers.states_read);
     return failed ? 1 : 0;

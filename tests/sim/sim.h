@@ -64,6 +64,7 @@ struct sim_opts {
 struct sim_failover_counts {
     uint64_t cold, warm;
     uint64_t standby_states, states_confirmed, states_read;
+    struct gr_ctrl_load_report last_warm; /* the latest warm failover's report (scenarios) */
 };
 extern struct sim_failover_counts g_failovers;
 
@@ -196,6 +197,9 @@ struct sbroker {
     int64_t zk_cut_until;
     /* scenarios: delete.topic.enable=false from its next start (a rolling change of the setting) */
     bool delete_disabled;
+    /* scenarios: from its next start, runs as a Gregor of an earlier version (or Kafka) would: no
+     * state stamps, no stamps marker in /controller, no standby */
+    bool no_stamps;
     /* scenarios (sim.interrupt_deletion_of): its next ZooKeeper write loses the connection before
      * reaching the server, and its session expires while kzk waits to reconnect */
     bool interrupt_next_write;
@@ -224,6 +228,8 @@ struct sim {
     char fail_msg[4096];
     /* scenarios: ops per multi of every broker's kzk from its next start (0: kzk's default) */
     int kzk_batch;
+    int64_t standby_refresh_ms; /* scenarios: brokers started from now on refresh their standby
+                                 * this often (0: every 20 s) */
     /* scenarios: the first committed multi of a broker that deletes a partition state znode of
      * this topic arms that broker's interrupt_next_write, once (a deletion cut between its multis) */
     const char *interrupt_deletion_of;

@@ -1110,6 +1110,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
     zm_client_set_user(b->zc, b);
     b->kzk = gr_kzk_new(zm_backend(b->zc));
     if (s->kzk_batch) gr_kzk_set_batch_size(b->kzk, s->kzk_batch);
+    if (b->no_stamps) gr_kzk_set_state_stamps(b->kzk, false);
     b->interrupt_next_write = b->expire_on_wait = false;
     int64_t prev_sid = b->cur_session;
     b->cur_session = zm_client_session(b->zc);
@@ -1156,8 +1157,8 @@ bool node_start(struct sim *s, struct sbroker *b) {
         .no_thread = true,
         .on_new_session = hook_new_session,
         .hook_arg = b,
-        .standby_enable = s->o.standby,
-        .standby_refresh_ms = 20000,
+        .standby_enable = s->o.standby && !b->no_stamps,
+        .standby_refresh_ms = s->standby_refresh_ms ? s->standby_refresh_ms : 20000,
         .on_context_loaded = hook_context_loaded,
         .context_hook_arg = b,
         .topic_id_fn = sim_topic_id,

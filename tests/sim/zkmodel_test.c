@@ -290,16 +290,8 @@ static void sessions(void) {
 
 /* Connection loss after a write was applied: kzk's retry must find its own effect. */
 static int lose_next, lose_skip, n_writes;
-/* Another client's write that lands just before the next write of any other client (once). */
-static struct zm_client *meddler;
-static const char *meddle_path;
 static int fault_hook(void *arg, struct zm_client *c, bool is_write) {
-    (void)arg;
-    if (is_write && meddle_path && c != meddler) {
-        const char *p = meddle_path;
-        meddle_path = NULL;
-        CHECK(gr_zkb_set(zm_backend(meddler), p, "{\"m\":1}", 7, -1, NULL) == GR_ZOK);
-    }
+    (void)arg, (void)c;
     if (is_write) n_writes++;
     if (is_write && lose_skip > 0) {
         lose_skip--;
@@ -381,55 +373,58 @@ static void pipelined_states_with_loss(struct zm *zm, struct gr_kzk *k) {
     gr_kzk_set_batch_size(k, 1000);
 }
 
-static void topic_at(struct zm *zm, const char *path, const char *data, int version) {
-    const char *d = NULL;
-    int len = 0;
+/* The mzxid of a znode (0: none). */
+static int64_t mzxid_of(struct zm *zm, const char *path) {
     struct gr_zstat st;
-    CHECK(zm_peek(zm, path, &d, &len, &st) == GR_ZOK && st.version == version && d &&
-          len == (int)strlen(data) && memcmp(d, data, (size_t)len) == 0);
+    return zm_peek(zm, path, NULL, NULL, &st) == GR_ZOK ? st.mzxid : 0;
 }
 
-/* gr_kzk_touch_topics_guarded: one version bump per topic znode, its data kept; an answer lost
- * after the server applied it is not applied twice; a writer between our read and our set wins
- * (its data stays) and counts as the bump; a missing topic is ENONODE; a stale epoch writes
- * nothing. */
-static void touch_topics(struct zm *zm, struct gr_kzk *k, struct zm_client *other) {
-    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/ta", "{\"a\":1}", 7, 0, NULL) == GR_ZOK);
-    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/tb", "{\"b\":1}", 7, 0, NULL) == GR_ZOK);
-    CHECK(gr_zkb_set(gr_kzk_backend(k), "/brokers/topics/tb", "{\"b\":1}", 7, -1, NULL) == GR_ZOK);
-    const char *names[] = {"ta", "tb", "gone"};
-    int rcs[3] = {-1, -1, -1};
-    lose_next = 1; /* the multi is applied, its answer lost */
-    CHECK(gr_kzk_touch_topics_guarded(k, 1, names, 3, rcs) == 0);
-    CHECK(rcs[0] == 0 && rcs[1] == 0 && rcs[2] == GR_KZK_ENONODE);
-    topic_at(zm, "/brokers/topics/ta", "{\"a\":1}", 1);
-    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 2);
-    meddler = other; /* someone rewrites ta after our read, before our set */
-    meddle_path = "/brokers/topics/ta";
-    CHECK(gr_kzk_touch_topics_guarded(k, 1, names, 2, rcs) == 0 && rcs[0] == 0 && rcs[1] == 0);
-    CHECK(meddle_path == NULL);
-    topic_at(zm, "/brokers/topics/ta", "{\"m\":1}", 2); /* theirs, not overwritten by ours */
-    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 3);
-    CHECK(gr_kzk_touch_topics_guarded(k, 0, names, 2, rcs) == GR_ECONTROLLER_MOVED);
-    topic_at(zm, "/brokers/topics/ta", "{\"m\":1}", 2);
-    topic_at(zm, "/brokers/topics/tb", "{\"b\":1}", 3);
-    /* three 100 KB topic znodes: two multis (at most 256 KB of data each), not one of 300 KB */
-    static char big[100 * 1024 + 1];
-    memset(big, 'x', sizeof big - 1);
-    const char *bigs[] = {"big0", "big1", "big2"};
-    for (int i = 0; i < 3; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
-        CHECK(gr_zkb_create(gr_kzk_backend(k), path, big, (int)strlen(big), 0, NULL) == GR_ZOK);
-    }
-    n_writes = 0;
-    CHECK(gr_kzk_touch_topics_guarded(k, 1, bigs, 3, rcs) == 0 && rcs[0] == 0 && rcs[1] == 0 && rcs[2] == 0);
-    CHECK(n_writes == 2);
-    for (int i = 0; i < 3; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "/brokers/topics/%s", bigs[i]);
-        topic_at(zm, path, big, 1);
-    }
+/* The standby's stamps (gr_kzk_get_state_stamps): every guarded multi that creates, sets or
+ * deletes a state znode of T sets /brokers/topics/T/partitions in the same transaction (its mzxid
+ * is the multi's zxid), once per topic; a multi that deletes that znode itself does not set it;
+ * a multi of other paths stamps nothing; a stale epoch writes nothing. */
+static void state_stamps(struct zm *zm, struct gr_kzk *k) {
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/sa", "{}", 2, 0, NULL) == GR_ZOK);
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/sb", "{}", 2, 0, NULL) == GR_ZOK);
+    int32_t isr[] = {1};
+    struct gr_kzk_leader_and_isr lai = {.leader = 1, .controller_epoch = 1, .n_isr = 1, .isr = isr};
+    struct gr_kzk_state_write w[3] = {{.topic = "sa", .partition = 0, .lai = &lai},
+                                      {.topic = "sa", .partition = 1, .lai = &lai},
+                                      {.topic = "sb", .partition = 0, .lai = &lai}};
+    struct gr_kzk_write_result res[3];
+    CHECK(gr_kzk_create_partition_states(k, 1, w, 3, res) == 0);
+    int64_t z = zm_last_zxid(zm);
+    CHECK(mzxid_of(zm, "/brokers/topics/sa/partitions") == z && mzxid_of(zm, "/brokers/topics/sb/partitions") == z);
+    struct gr_zstat st;
+    CHECK(zm_peek(zm, "/brokers/topics/sa/partitions", NULL, NULL, &st) == GR_ZOK && st.version == 1); /* once */
+    const char *topics[] = {"sa", "sb", "gone"};
+    int64_t stamps[3];
+    CHECK(gr_kzk_get_state_stamps(k, topics, 3, stamps) == 0 && stamps[0] == z && stamps[1] == z && stamps[2] == 0);
+    /* a set of sa-1 moves sa's stamp only */
+    lai.zk_version = 0;
+    CHECK(gr_kzk_update_partition_states(k, 1, &w[1], 1, res) == 0 && res[0].rc == 0);
+    CHECK(mzxid_of(zm, "/brokers/topics/sa/partitions") == zm_last_zxid(zm));
+    CHECK(mzxid_of(zm, "/brokers/topics/sb/partitions") == z);
+    /* a stale epoch: nothing written, no stamp */
+    int64_t before = zm_last_zxid(zm);
+    lai.zk_version = 1;
+    CHECK(gr_kzk_update_partition_states(k, 0, &w[1], 1, res) == GR_ECONTROLLER_MOVED);
+    CHECK(zm_last_zxid(zm) == before && mzxid_of(zm, "/brokers/topics/sa/partitions") == before);
+    /* a delete of a state alone (a topic deletion cut between its multis) stamps */
+    struct gr_zop del = gr_zop_delete("/brokers/topics/sa/partitions/0/state", GR_ZANY_VERSION);
+    CHECK(gr_kzk_guarded_multi(k, 1, &del, 1, NULL) == 0);
+    CHECK(mzxid_of(zm, "/brokers/topics/sa/partitions") == zm_last_zxid(zm));
+    /* one that deletes the partitions znode too does not set it (the multi would fail) */
+    struct gr_zop all[3] = {gr_zop_delete("/brokers/topics/sb/partitions/0/state", GR_ZANY_VERSION),
+                            gr_zop_delete("/brokers/topics/sb/partitions/0", GR_ZANY_VERSION),
+                            gr_zop_delete("/brokers/topics/sb/partitions", GR_ZANY_VERSION)};
+    CHECK(gr_kzk_guarded_multi(k, 1, all, 3, NULL) == 0);
+    CHECK(mzxid_of(zm, "/brokers/topics/sb/partitions") == 0);
+    /* other paths (even one that looks close) stamp nothing */
+    before = mzxid_of(zm, "/brokers/topics/sa/partitions");
+    struct gr_zop other = gr_zop_create("/brokers/topics/sa/partitions/9", NULL, 0, 0);
+    CHECK(gr_kzk_guarded_multi(k, 1, &other, 1, NULL) == 0);
+    CHECK(mzxid_of(zm, "/brokers/topics/sa/partitions") == before);
 }
 
 static void kzk_on_model(void) {
@@ -452,6 +447,8 @@ static void kzk_on_model(void) {
     lose_next = 1;
     CHECK(gr_kzk_register_controller_and_increment_epoch(k, 1, &e, &v) == 0);
     CHECK(e == 1 && v == 1);
+    int32_t term = 0;
+    CHECK(gr_kzk_get_stamping_term(k, &term) == 0 && term == 1); /* a stamping controller in office */
     struct zm_client *c2 = zm_client_new(zm, 6000, NULL, NULL, NULL);
     struct gr_kzk *k2 = gr_kzk_new(zm_backend(c2));
     CHECK(gr_kzk_register_controller_and_increment_epoch(k2, 2, &e, &v) == GR_ECONTROLLER_MOVED);
@@ -459,10 +456,16 @@ static void kzk_on_model(void) {
     CHECK(gr_kzk_guarded_multi(k2, 0, &op, 1, NULL) == GR_ECONTROLLER_MOVED);
     CHECK(gr_kzk_guarded_multi(k, 1, &op, 1, NULL) == 0);
     pipelined_states_with_loss(zm, k);
-    touch_topics(zm, k, c2);
+    state_stamps(zm, k);
+    /* /controller rewritten by hand without the marker (czxid kept): no longer vouched for */
+    CHECK(gr_zkb_set(gr_kzk_backend(k), "/controller", "{\"version\":1,\"brokerid\":1}", 26, -1, NULL) == GR_ZOK);
+    CHECK(gr_kzk_get_stamping_term(k, &term) == 0 && term == -1);
     gr_kzk_free(k);
     gr_zkb_destroy(zm_backend(c));
+    CHECK(gr_kzk_get_stamping_term(k2, &term) == 0 && term == -1); /* nobody in office */
+    gr_kzk_set_state_stamps(k2, false); /* an earlier version: no marker */
     CHECK(gr_kzk_register_controller_and_increment_epoch(k2, 2, &e, &v) == 0 && e == 2);
+    CHECK(gr_kzk_get_stamping_term(k2, &term) == 0 && term == -1);
     gr_kzk_free(k2);
     gr_zkb_destroy(zm_backend(c2));
     zm_free(zm);

@@ -106,6 +106,14 @@ static void test_names_and_filters(void) {
     CHECK(strcmp(gr_acl_op_name(GR_ACL_OP_CLUSTER_ACTION), "ClusterAction") == 0);
     CHECK(gr_acl_resource_type_parse("TRANSACTIONAL_ID") == GR_ACL_RES_TRANSACTIONAL_ID);
     CHECK(gr_acl_pattern_parse("prefixed") == PRE);
+    /* KIP-373 (Kafka 3.3+, ACL APIs v3): the User resource and its two token operations */
+    CHECK(gr_acl_resource_type_parse("User") == GR_ACL_RES_USER);
+    CHECK(strcmp(gr_acl_resource_type_name(GR_ACL_RES_USER), "User") == 0);
+    CHECK(gr_acl_op_parse("CREATE_TOKENS") == GR_ACL_OP_CREATE_TOKENS);
+    CHECK(strcmp(gr_acl_op_name(GR_ACL_OP_DESCRIBE_TOKENS), "DescribeTokens") == 0);
+    CHECK(gr_acl_op_supported(GR_ACL_RES_USER, GR_ACL_OP_CREATE_TOKENS));
+    CHECK(!gr_acl_op_supported(GR_ACL_RES_USER, GR_ACL_OP_READ));
+    CHECK(gr_acl_op_parse("Fly") == GR_ACL_OP_UNKNOWN);
     struct gr_acl_filter f = {.resource_type = TOPIC, .pattern_type = GR_ACL_PAT_MATCH, .name = "logs-app",
                               .op = GR_ACL_OP_ANY, .perm = GR_ACL_PERM_ANY};
     CHECK(gr_acl_filter_matches_pattern(&f, TOPIC, LIT, "logs-app"));
@@ -123,6 +131,17 @@ static void test_names_and_filters(void) {
     CHECK(gr_acl_binding_invalid(&b) == NULL);
     b.entry.principal = "alice";
     CHECK(gr_acl_binding_invalid(&b) != NULL);
+    /* KIP-373's token operations only on the User resource (an older Gregor cannot parse them in
+     * the znode of another resource type) */
+    b.entry.principal = "User:a";
+    b.entry.op = GR_ACL_OP_CREATE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) != NULL);
+    b.resource_type = GR_ACL_RES_TOPIC, b.name = "t", b.entry.op = GR_ACL_OP_DESCRIBE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) != NULL);
+    b.resource_type = GR_ACL_RES_USER, b.name = "User:bob";
+    CHECK(gr_acl_binding_invalid(&b) == NULL);
+    b.entry.op = GR_ACL_OP_CREATE_TOKENS;
+    CHECK(gr_acl_binding_invalid(&b) == NULL);
     CHECK(gr_acl_op_supported(GROUP, GR_ACL_OP_READ) && !gr_acl_op_supported(GROUP, GR_ACL_OP_WRITE));
 }
 

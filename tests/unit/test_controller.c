@@ -898,7 +898,7 @@ int main(void) {
         if (nodes[i].c && nodes[i].id != who) idle = &nodes[i];
     int32_t epoch_before = zk_epoch(idle);
     size_t clen = 0;
-    char *cdata = gr_kzk_controller_encode(idle->id, 0, &clen);
+    char *cdata = gr_kzk_controller_encode(idle->id, 0, true, &clen);
     CHECK(gr_zkb_set(&idle->s->base, "/controller", cdata, (int)clen, -1, NULL) == GR_ZOK);
     free(cdata);
     settle(nodes, 3);

@@ -57,13 +57,17 @@ struct recorder {
     int n_processed;
     int preempted[256];
     int n_preempted;
-    _Atomic int sleep_ms; /* processing delay for thread tests */
+    _Atomic int gate_seq;  /* thread tests: processing this event blocks until the gate opens */
+    _Atomic int in_gate;   /* set while the event thread waits at the gate */
+    _Atomic int gate_open;
 };
 
 static void rec_process(void *ctx, struct gr_ctrl_event *ev) {
     struct recorder *r = ctx;
-    int ms = atomic_load(&r->sleep_ms);
-    if (ms) usleep((useconds_t)ms * 1000);
+    if (atomic_load(&r->gate_seq) && ev->partition == atomic_load(&r->gate_seq)) {
+        atomic_store(&r->in_gate, 1);
+        while (!atomic_load(&r->gate_open)) usleep(1000);
+    }
     pthread_mutex_lock(&r->mu);
     if (r->n_processed < 256) r->processed[r->n_processed++] = ev->partition;
     pthread_mutex_unlock(&r->mu);
@@ -249,23 +253,26 @@ static void test_thread_mode(void) {
     gr_ctrl_event_free(m);
     CHECK(atomic_load(&mock_ran) == 1);
 
-    /* Expire pre-empts a backlog while the thread is busy, and the caller waits for it */
-    atomic_store(&rec.sleep_ms, 50);
+    /* Expire pre-empts a backlog while the thread is busy, and the caller waits for it. The event
+     * thread is held inside event 300 (no sleeps: the order is forced) until Expire has replaced
+     * the other nine. */
+    atomic_store(&rec.gate_seq, 300);
     for (int i = 0; i < 10; i++) gr_ctrl_events_put(em, ev_seq(GR_EV_BROKER_CHANGE, 300 + i));
-    usleep(20 * 1000); /* the thread is now inside event 300 */
+    while (!atomic_load(&rec.in_gate)) usleep(1000);
     struct expirer_args a = {em, -1};
     pthread_t th;
     pthread_create(&th, NULL, expirer, &a);
+    while (gr_ctrl_events_size(em) != 1) usleep(1000); /* Expire queued, the backlog pre-empted */
+    atomic_store(&rec.gate_open, 1);
     pthread_join(th, NULL);
     CHECK(a.rc == 0);
-    atomic_store(&rec.sleep_ms, 0);
     pthread_mutex_lock(&rec.mu);
     int np = rec.n_processed, npre = rec.n_preempted;
     int lastp = rec.processed[np - 1];
     pthread_mutex_unlock(&rec.mu);
     CHECK(lastp == 200);           /* Expire was processed last */
-    CHECK(np + npre == 22 + 10 + 1 - 1); /* 21 + (processed of the 10) + expire; rest preempted */
-    CHECK(npre >= 8);              /* at most the first one or two ran */
+    CHECK(np == 21 + 1 + 1);       /* the 21, event 300, Expire */
+    CHECK(npre == 9);              /* 301..309 */
 
     gr_ctrl_events_close(em);
     gr_ctrl_events_free(em);

@@ -73,35 +73,62 @@ static void test_updates(void) {
     CHECK(memzk_create(zk, "/feature", en, (int)strlen(en), 0, NULL) == 0);
     struct gr_kzk_feature supported[] = {{.name = "g", .min_version = 2, .max_version = 5}};
     struct gr_ctrl_feature_update u[] = {
-        {.feature = "", .max_version_level = 1},                          /* empty name */
-        {.feature = "x", .max_version_level = 2},                         /* not supported */
-        {.feature = "f", .max_version_level = 3},                         /* same value */
-        {.feature = "f", .max_version_level = 2},                         /* downgrade without the flag */
-        {.feature = "f", .max_version_level = 4, .allow_downgrade = true}, /* flag but higher */
-        {.feature = "x", .max_version_level = 0, .allow_downgrade = true}, /* delete a missing one */
-        {.feature = "f", .max_version_level = 0},                         /* < 1 without the flag */
-        {.feature = "g", .max_version_level = 1},                         /* below supported min */
+        {.feature = "", .max_version_level = 1, .upgrade_type = GR_CTRL_UPGRADE}, /* empty name */
+        {.feature = "x", .max_version_level = 2, .upgrade_type = GR_CTRL_UPGRADE}, /* not supported */
+        {.feature = "f", .max_version_level = 3, .upgrade_type = GR_CTRL_UPGRADE}, /* same value */
+        {.feature = "f", .max_version_level = 2, .upgrade_type = GR_CTRL_UPGRADE}, /* downgrade without the flag */
+        {.feature = "f", .max_version_level = 4, .upgrade_type = GR_CTRL_SAFE_DOWNGRADE}, /* flag but higher */
+        {.feature = "x", .max_version_level = 0, .upgrade_type = GR_CTRL_SAFE_DOWNGRADE}, /* delete a missing one */
+        {.feature = "f", .max_version_level = 0, .upgrade_type = GR_CTRL_UPGRADE}, /* < 1 without the flag */
+        {.feature = "g", .max_version_level = 1, .upgrade_type = GR_CTRL_UPGRADE}, /* below supported min */
     };
     int n = (int)(sizeof u / sizeof u[0]);
     struct gr_ctrl_feature_result r[8];
-    CHECK(gr_ctrl_feature_updates_apply(kzk, supported, 1, u, n, r) == 0);
+    CHECK(gr_ctrl_feature_updates_apply(kzk, supported, 1, u, n, false, r) == 0);
     for (int i = 0; i < n; i++) CHECK(r[i].error == GR_KERR_INVALID_REQUEST && r[i].message[0]);
     CHECK(strstr(r[1].message, "not supported") != NULL);
     CHECK(node_version() == 0); /* nothing valid: no write */
 
     /* valid: add g at 4, delete f */
     struct gr_ctrl_feature_update ok[] = {
-        {.feature = "g", .max_version_level = 4},
-        {.feature = "f", .max_version_level = 0, .allow_downgrade = true},
+        {.feature = "g", .max_version_level = 4, .upgrade_type = GR_CTRL_UPGRADE},
+        {.feature = "f", .max_version_level = 0, .upgrade_type = GR_CTRL_SAFE_DOWNGRADE},
     };
-    CHECK(gr_ctrl_feature_updates_apply(kzk, supported, 1, ok, 2, r) == 0);
+    CHECK(gr_ctrl_feature_updates_apply(kzk, supported, 1, ok, 2, false, r) == 0);
     CHECK(r[0].error == GR_KERR_NONE && r[1].error == GR_KERR_NONE);
     CHECK(node_data() && strcmp(node_data(), "{\"version\":1,\"status\":1,\"features\":{\"g\":{\"min_version_level\":2,"
                                              "\"max_version_level\":4}}}") == 0);
     /* a Kafka 2.7 broker supports nothing: every upgrade is refused */
-    struct gr_ctrl_feature_update up = {.feature = "g", .max_version_level = 5};
-    CHECK(gr_ctrl_feature_updates_apply(kzk, NULL, 0, &up, 1, r) == 0);
+    struct gr_ctrl_feature_update up = {.feature = "g", .max_version_level = 5, .upgrade_type = GR_CTRL_UPGRADE};
+    CHECK(gr_ctrl_feature_updates_apply(kzk, NULL, 0, &up, 1, false, r) == 0);
     CHECK(r[0].error == GR_KERR_INVALID_REQUEST);
+    teardown();
+}
+
+/* UpdateFeatures v1's upgrade types and ValidateOnly (Kafka 3.9's validateFeatureUpdate). */
+static void test_upgrade_types_and_validate_only(void) {
+    setup();
+    const char *en = "{\"version\":1,\"status\":1,\"features\":{\"f\":{\"min_version_level\":1,\"max_version_level\":3}}}";
+    CHECK(memzk_create(zk, "/feature", en, (int)strlen(en), 0, NULL) == 0);
+    struct gr_ctrl_feature_update bad[] = {
+        {.feature = "f", .max_version_level = 0, .upgrade_type = GR_CTRL_UPGRADE_UNKNOWN}, /* unknown type */
+        {.feature = "f", .max_version_level = 0, .upgrade_type = 4},                        /* unknown code */
+        {.feature = "f", .max_version_level = 2, .upgrade_type = GR_CTRL_UNSAFE_DOWNGRADE}, /* not SAFE */
+        {.feature = "f", .max_version_level = 4, .upgrade_type = GR_CTRL_UNSAFE_DOWNGRADE}, /* not UPGRADE */
+    };
+    struct gr_ctrl_feature_result r[4];
+    CHECK(gr_ctrl_feature_updates_apply(kzk, NULL, 0, bad, 4, false, r) == 0);
+    for (int i = 0; i < 4; i++) CHECK(r[i].error == GR_KERR_INVALID_REQUEST);
+    CHECK(strstr(r[0].message, "unknown upgrade type") && strstr(r[1].message, "unknown upgrade type"));
+    CHECK(node_version() == 0);
+    /* an unsafe downgrade below 1 deletes; validate-only answers NONE and writes nothing */
+    struct gr_ctrl_feature_update del = {.feature = "f", .max_version_level = 0, .upgrade_type = GR_CTRL_UNSAFE_DOWNGRADE};
+    CHECK(gr_ctrl_feature_updates_apply(kzk, NULL, 0, &del, 1, true, r) == 0);
+    CHECK(r[0].error == GR_KERR_NONE);
+    CHECK(node_version() == 0 && strcmp(node_data(), en) == 0);
+    CHECK(gr_ctrl_feature_updates_apply(kzk, NULL, 0, &del, 1, false, r) == 0);
+    CHECK(r[0].error == GR_KERR_NONE);
+    CHECK(node_version() == 1 && strcmp(node_data(), "{\"version\":1,\"status\":1,\"features\":{}}") == 0);
     teardown();
 }
 
@@ -143,6 +170,7 @@ int main(void) {
     test_setup_enables_disabled_node();
     test_setup_disabled();
     test_updates();
+    test_upgrade_types_and_validate_only();
     test_cache();
     if (test_failures == 0) printf("ok\n");
     return test_failures != 0;

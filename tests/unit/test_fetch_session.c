@@ -28,8 +28,8 @@ static struct FetchRequest *req(int32_t replica, int32_t sid, int32_t epoch, con
     r->Topics[0].Partitions = gr_arena_alloc(&A, (size_t)(n + 1) * sizeof *r->Topics[0].Partitions);
     for (int i = 0; i < n; i++)
         r->Topics[0].Partitions[i] = (struct FetchRequest_FetchPartition){
-            .Partition = ps[i], .CurrentLeaderEpoch = -1, .FetchOffset = offs[i], .LogStartOffset = -1,
-            .PartitionMaxBytes = 1000};
+            .Partition = ps[i], .CurrentLeaderEpoch = -1, .FetchOffset = offs[i], .LastFetchedEpoch = -1,
+            .LogStartOffset = -1, .PartitionMaxBytes = 1000};
     r->ForgottenTopicsDataCount = nf ? 1 : 0;
     r->ForgottenTopicsData = gr_arena_alloc(&A, sizeof *r->ForgottenTopicsData);
     r->ForgottenTopicsData[0].Topic = "t";
@@ -56,6 +56,7 @@ static struct FetchResponse *resp_for(const struct FetchRequest *r, const int64_
         x->HighWatermark = hw[i];
         x->LogStartOffset = 0;
         x->PreferredReadReplica = -1;
+        x->DivergingEpoch.Epoch = x->DivergingEpoch.EndOffset = -1; /* the schema's defaults */
         x->Records.len = len[i];
     }
     return p;
@@ -330,12 +331,53 @@ static void test_session_memory(void) {
 #endif
 }
 
+/* Fetch v12: the session keeps each partition's LastFetchedEpoch for the incremental fetches that
+ * do not name it, and a partition answered with a DivergingEpoch is always sent (Kafka's
+ * CachedPartition.maybeUpdateResponseData), even when nothing else changed. */
+static void test_session_keeps_last_fetched_epoch(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1};
+    const int64_t offs[] = {5, 7};
+    struct FetchRequest *r = req(-1, 0, 0, ps, offs, 2, NULL, 0);
+    r->Topics[0].Partitions[0].LastFetchedEpoch = 3;
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 12, 0, &A, &ctx);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    int32_t sid = resp->SessionId;
+    CHECK(sid > 0);
+    /* incremental, nothing listed: the cached epochs come back */
+    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 12, 1, &A, &ctx);
+    CHECK(f && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
+    CHECK(f->Topics[0].Partitions[0].LastFetchedEpoch == 3 && f->Topics[0].Partitions[1].LastFetchedEpoch == -1);
+    /* nothing changed but partition 0 diverges: it alone is answered */
+    resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){0, 0});
+    resp->Responses[0].Partitions[0].DivergingEpoch.Epoch = 2;
+    resp->Responses[0].Partitions[0].DivergingEpoch.EndOffset = 4;
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    CHECK(resp->SessionId == sid && resp->ResponsesCount == 1 && resp->Responses[0].PartitionsCount == 1 &&
+          resp->Responses[0].Partitions[0].PartitionIndex == 0 &&
+          resp->Responses[0].Partitions[0].DivergingEpoch.EndOffset == 4);
+    /* the fetcher names partition 0 again with a new epoch: that one is kept */
+    r = req(-1, sid, 2, ps, offs, 1, NULL, 0);
+    r->Topics[0].Partitions[0].LastFetchedEpoch = 2;
+    f = gr_fsc_begin(c, r, 12, 2, &A, &ctx);
+    CHECK(f && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
+    for (int i = 0; f && i < f->Topics[0].PartitionsCount; i++) /* (a named partition may move in the session) */
+        CHECK(f->Topics[0].Partitions[i].LastFetchedEpoch == (f->Topics[0].Partitions[i].Partition == 0 ? 2 : -1));
+    resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 2, &A);
+    CHECK(resp->ResponsesCount == 0);
+    gr_fsc_free(c);
+}
+
 int main(void) {
     gr_arena_init(&A);
     test_session_memory();
     test_orphaned_follower_session();
     test_handler_many();
     test_session_lifecycle();
+    test_session_keeps_last_fetched_epoch();
     test_eviction();
     test_handler_against_cache();
     gr_arena_free(&A);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "coordinator/group_coordinator.h"
 #include "coordinator/group_offsets.h"
@@ -24,6 +26,7 @@ static int64_t vclock(void) { return g_now; }
 struct fake {
     bool leader[NP];
     int32_t epoch[NP];
+    uint64_t term[NP]; /* leader term: bumped where this broker lost and regained leadership */
     uint8_t *log[NP];
     size_t len[NP];
     int64_t end[NP];
@@ -35,6 +38,9 @@ struct fake {
     void (*held_done)(void *, int16_t, int64_t);
     void *held_ctx;
     int64_t held_base;
+    int max_batches;   /* > 0: a read returns at most this many batches */
+    int16_t read_fail; /* next read's error */
+    int reads;         /* reads so far (any thread) */
 };
 
 /* Appends a batch to the log of p as the replica manager would (WriteTxnMarkers, another writer). */
@@ -46,10 +52,11 @@ static void f_put(struct fake *f, int32_t p, uint8_t *batch, size_t len) {
     f->len[p] += len;
 }
 
-static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int64_t *start, int64_t *end) {
+static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
     struct fake *f = ctx;
     if (p < 0 || p >= NP || !f->leader[p]) return false;
     if (epoch) *epoch = f->epoch[p];
+    if (term) *term = f->term[p];
     if (start) *start = 0;
     if (end) *end = f->end[p];
     return true;
@@ -91,20 +98,33 @@ static int16_t f_read(void *ctx, int32_t p, int64_t offset, int32_t max_bytes, s
     struct fake *f = ctx;
     memset(res, 0, sizeof *res);
     res->next_offset = offset;
-    /* the batches from the first one at or after offset to the log end */
+    __atomic_add_fetch(&f->reads, 1, __ATOMIC_SEQ_CST);
+    if (f->read_fail) {
+        int16_t e = f->read_fail;
+        f->read_fail = 0;
+        return e;
+    }
+    /* the batches from the first one at or after offset to the log end (or max_batches of them) */
     struct gr_batch_iter it;
     struct gr_batch_info info;
     const uint8_t *batch;
     gr_batch_iter_init(&it, f->log[p], f->len[p]);
+    size_t from = 0, to = 0;
+    int n = 0;
     while (gr_batch_iter_next(&it, &info, &batch) == 1) {
         if (info.BaseOffset < offset) continue;
-        size_t from = (size_t)(batch - f->log[p]);
-        res->data = gr_malloc(f->len[p] - from);
-        memcpy(res->data, batch, f->len[p] - from);
-        res->len = f->len[p] - from;
-        res->first_offset = info.BaseOffset;
-        res->next_offset = f->end[p];
-        break;
+        if (n == 0) {
+            from = (size_t)(batch - f->log[p]);
+            res->first_offset = info.BaseOffset;
+        }
+        to = (size_t)(batch - f->log[p]) + info.size;
+        res->next_offset = info.BaseOffset + gr_batch_record_count(batch);
+        if (++n == f->max_batches) break;
+    }
+    if (n > 0) {
+        res->data = gr_malloc(to - from);
+        memcpy(res->data, f->log[p] + from, to - from);
+        res->len = to - from;
     }
     res->log_end_offset = f->end[p];
     void (*hook)(struct fake *, int32_t) = f->on_read;
@@ -298,8 +318,14 @@ static void test_coordinator_status(void) {
     CHECK_KERR(so.error, GR_KERR_REBALANCE_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
-    /* a new leader epoch means reload */
+    /* a new leader epoch of the same leadership (the controller shrank the ISR) keeps the groups */
     f.epoch[1] = 5;
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    gr_gc_poll_partitions(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
+    /* leadership lost and regained (a new leader term) means reload */
+    f.epoch[1] = 7;
+    f.term[1]++;
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
     gr_gc_poll_partitions(gc);
     CHECK_KERR(gr_gc_coordinator_status(gc, g1), GR_KERR_NONE);
@@ -567,6 +593,7 @@ static void test_failover_loads_group(void) {
     /* "a" loses leadership of G's partition; "b" (another broker) becomes leader at epoch 1 */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct join_out jx;
     join(a, G, m1, false, RANGE_RR, 2, &jx);
     CHECK_KERR(jx.error, GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
@@ -662,6 +689,7 @@ static void test_offset_delete(void) {
     /* another coordinator loading the log sees the tombstones */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
@@ -758,6 +786,7 @@ static void test_static_membership(void) {
     /* failover: the instance ids come back from the log */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_describe_group(b, G, &ar, &sum), GR_KERR_NONE);
     CHECK(sum.n_members == 2 && strcmp(sum.members[0].member_id, n1) == 0 &&
@@ -945,6 +974,7 @@ static void test_offset_expiry(void) {
     /* the tombstones are in the log: a new coordinator loads nothing */
     int32_t p = gr_gc_partition_for(a, G);
     f.epoch[p] = 1;
+    f.term[p]++;
     struct gr_group_coordinator *b = new_gc(&f, 0);
     CHECK_KERR(gr_gc_fetch_offsets(b, G, true, false, &all, &n, &ar), GR_KERR_NONE);
     CHECK(n == 0);
@@ -1190,6 +1220,411 @@ static void test_late_commit_completion_does_not_regress(void) {
     for (int i = 0; i < NP; i++) free(f.log[i]);
 }
 
+/* ---- issue 24 item 12: loading in the background (group_metadata_loader.c) ---- */
+
+/* n ordinary offset commits of group, topic partition i at offset off + i, one batch each, in the
+ * log of p (as OffsetCommit writes them). */
+static void put_offsets(struct fake *f, int32_t p, const char *group, const char *topic, int n, int64_t off) {
+    for (int i = 0; i < n; i++) {
+        struct gr_wbuf k, v;
+        gr_wbuf_init(&k);
+        gr_wbuf_init(&v);
+        gr_go_encode_offset_key(&k, group, topic, i);
+        struct gr_go_offset_value ov = {.offset = off + i, .leader_epoch = -1, .metadata = "m",
+                                        .commit_timestamp = g_now, .expire_timestamp = -1};
+        gr_go_encode_offset_value(&v, &ov);
+        struct gr_batch_rec r = {k.p, (int32_t)k.len, v.p, (int32_t)v.len, NULL, 0, g_now};
+        size_t len;
+        uint8_t *b = gr_batch_build(&r, 1, NULL, &len);
+        f_put(f, p, b, len);
+        free(b);
+        gr_wbuf_free(&k);
+        gr_wbuf_free(&v);
+    }
+}
+
+/* Thousands of offsets of one group: each found by (topic, partition), removed ones gone, the
+ * others kept after removals moved entries around, and all of them after a reload (the lookups
+ * are a hash index over the offsets array now; they were linear scans). */
+static void test_offsets_many_partitions(void) {
+    struct fake f = {0};
+    for (int i = 0; i < NP; i++) f.leader[i] = true;
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    const char *G = "many-offsets";
+    enum { N = 6000 };
+    struct gr_gc_commit_part *parts = gr_calloc(N, sizeof *parts);
+    for (int i = 0; i < N; i++)
+        parts[i] = (struct gr_gc_commit_part){.topic = i % 2 ? "a" : "b", .partition = i / 2, .offset = i,
+                                              .leader_epoch = -1, .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, G, "", NULL, -1, parts, N, on_commit, &co);
+    CHECK(co.called == 1);
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    struct gr_gc_offset_delete_part *dp = gr_calloc(N, sizeof *dp);
+    int nd = 0;
+    for (int i = 0; i < N; i += 3) dp[nd++] = (struct gr_gc_offset_delete_part){parts[i].topic, parts[i].partition, GR_KERR_NONE};
+    CHECK_KERR(gr_gc_delete_offsets(gc, G, dp, nd), GR_KERR_NONE);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        if (fetch_one(gc, G, parts[i].topic, parts[i].partition) != (i % 3 ? i : -1)) bad++;
+    CHECK(bad == 0);
+    CHECK(fetch_one(gc, G, "a", N) == -1);
+    CHECK(fetch_one(gc, G, "c", 0) == -1);
+    struct gr_gc_counts cnt;
+    gr_gc_counts(gc, &cnt);
+    CHECK(cnt.offsets == N - nd);
+    /* a second coordinator loads the same log: the same offsets */
+    struct gr_group_coordinator *gc2 = new_gc(&f, 0);
+    bad = 0;
+    for (int i = 0; i < N; i++)
+        if (fetch_one(gc2, G, parts[i].topic, parts[i].partition) != (i % 3 ? i : -1)) bad++;
+    CHECK(bad == 0);
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_fetch_part *all = NULL;
+    int n_all = 0;
+    CHECK_KERR(gr_gc_fetch_offsets(gc2, G, true, false, &all, &n_all, &a), GR_KERR_NONE);
+    CHECK(n_all == N - nd);
+    gr_arena_free(&a);
+    gr_gc_free(gc2);
+    gr_gc_free(gc);
+    free(dp);
+    free(parts);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* pending transactional offsets left by earlier tests (the table is process-wide) */
+static int txn_base;
+
+/* The log of p for the load tests: 3 offsets of group G (one batch each) and a TxnOffsetCommit of
+ * producer 77 still waiting for its marker. */
+static void put_load_log(struct fake *f, int32_t p, const char *G) {
+    gr_txn_offsets_drop_partition(p); /* an earlier test's, on the same partition */
+    txn_base = gr_txn_offsets_count();
+    put_offsets(f, p, G, "t", 3, 100);
+    size_t len;
+    uint8_t *b = txn_offset_batch(77, G, "u", 5, &len);
+    f_put(f, p, b, len);
+    free(b);
+}
+
+static void check_loaded(struct gr_group_coordinator *gc, const char *G) {
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NONE);
+    for (int i = 0; i < 3; i++) CHECK(fetch_one(gc, G, "t", i) == 100 + i);
+    CHECK(gr_txn_offsets_count() == txn_base + 1); /* the pending one, once */
+}
+
+/* on the second read of a load: nothing of it is visible yet, then the partition is lost */
+static void lose_leadership_mid_load(struct fake *f, int32_t p) {
+    if (f->reads < 2) {
+        f->on_read = lose_leadership_mid_load;
+        return;
+    }
+    struct gr_gc_counts cnt;
+    gr_gc_counts(f->gc, &cnt);
+    CHECK(cnt.groups == 0); /* the first chunk's group is in the load's own table only */
+    f->leader[p] = false;
+    gr_gc_poll_partitions(f->gc); /* StopReplica / LeaderAndIsr as follower: unload */
+}
+
+/* Leadership lost while the partition loads (Kafka's removeGroupsForPartition racing
+ * loadGroupsAndOffsets): the load is cancelled and leaves nothing behind, no group, no pending
+ * transactional offset; led again later, it loads whole. Before, a partly loaded partition's
+ * groups sat in the coordinator's table (and its gauges) while it loaded. */
+static void test_unload_during_load(void) {
+    struct fake f = {0};
+    f.max_batches = 1;
+    const char *G = "unload-load-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    f.gc = gc;
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.on_read = lose_leadership_mid_load;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL);
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NOT_COORDINATOR);
+    struct gr_gc_counts cnt;
+    gr_gc_counts(gc, &cnt);
+    CHECK(cnt.groups == 0);
+    CHECK(gr_txn_offsets_count() == txn_base);
+    f.leader[p] = true;
+    f.epoch[p]++;
+    f.term[p]++;
+    gr_gc_poll_partitions(gc);
+    check_loaded(gc, G);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+static void new_epoch_mid_load(struct fake *f, int32_t p) {
+    if (f->reads < 2) {
+        f->on_read = new_epoch_mid_load;
+        return;
+    }
+    f->epoch[p] += 2; /* leadership lost and regained (two LeaderAndIsr) between two polls */
+    f->term[p]++;
+    gr_gc_poll_partitions(f->gc);
+}
+
+/* A second become-leader (a new leader epoch) while the partition loads: the running load is
+ * discarded and the partition loaded again at once for the new epoch, the pending transactional
+ * offsets rebuilt once. Before, the load gave up at its end and the partition stayed unloaded
+ * until a later poll. */
+static void test_new_epoch_during_load(void) {
+    struct fake f = {0};
+    f.max_batches = 1;
+    const char *G = "epoch-load-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    f.gc = gc;
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.on_read = new_epoch_mid_load;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL);
+    check_loaded(gc, G);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* on the second read of a load: a new leader epoch of the same leadership (an ISR change) */
+static void epoch_only_mid_load(struct fake *f, int32_t p) {
+    if (f->reads < 2) {
+        f->on_read = epoch_only_mid_load;
+        return;
+    }
+    f->epoch[p]++;
+    gr_gc_poll_partitions(f->gc);
+}
+
+/* Kafka 2.7 calls onElection only when makeLeader made this broker a new leader: a LeaderAndIsr
+ * that bumps the leader epoch while this broker stays the leader (the controller shrinking the
+ * ISR after a follower died) neither cancels a running load nor unloads and reloads the groups;
+ * a leadership lost and regained between two polls (a new leader term) reloads them. Before, a
+ * new epoch alone cancelled the load, dropped the groups (a parked JoinGroup answered
+ * NOT_COORDINATOR, the member gone) and queued a reload, the groups answering
+ * COORDINATOR_LOAD_IN_PROGRESS meanwhile. */
+static void test_epoch_bump_keeps_groups(void) {
+    struct fake f = {0};
+    f.max_batches = 1;
+    const char *G = "isr-shrink-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    f.gc = gc;
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.term[p] = 1;
+    f.on_read = epoch_only_mid_load;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.on_read == NULL);
+    CHECK(f.reads == 4); /* the 4 batches of put_load_log, read once: the load was not restarted */
+    check_loaded(gc, G);
+
+    /* a member parked in its JoinGroup (the initial delay), then a new epoch of the same term */
+    struct join_out j1;
+    join(gc, G, "", true, RANGE_RR, 2, &j1);
+    char m1[160];
+    snprintf(m1, sizeof m1, "%s", j1.member_id);
+    join(gc, G, m1, true, RANGE_RR, 2, &j1);
+    CHECK(j1.called == 0);
+    f.epoch[p]++;
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NONE); /* before the poll too */
+    gr_gc_poll_partitions(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_NONE);
+    CHECK(f.reads == 4); /* no reload */
+    CHECK(j1.called == 0);
+    gr_gc_tick(gc);
+    CHECK(j1.called == 1);
+    CHECK_KERR(j1.error, GR_KERR_NONE);
+    struct sync_out s1;
+    struct gr_gc_assignment as1[] = {{m1, (const uint8_t *)"all", 3}};
+    sync_(gc, G, m1, j1.gen, as1, 1, &s1);
+    CHECK(s1.called == 1);
+    CHECK_KERR(s1.error, GR_KERR_NONE);
+
+    /* lost and regained between two polls: a new term, the cached state is not served; reloaded */
+    f.epoch[p] += 2;
+    f.term[p]++;
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK_KERR(gr_gc_heartbeat(gc, G, m1, NULL, j1.gen), GR_KERR_NONE); /* Kafka answers blindly while loading */
+    gr_gc_poll_partitions(gc);
+    CHECK(f.reads > 4);
+    check_loaded(gc, G);
+    struct gr_arena ar;
+    gr_arena_init(&ar);
+    struct gr_gc_group_summary sum;
+    CHECK_KERR(gr_gc_describe_group(gc, G, &ar, &sum), GR_KERR_NONE);
+    CHECK(strcmp(sum.state, "Stable") == 0 && sum.n_members == 1 && strcmp(sum.members[0].member_id, m1) == 0);
+    gr_arena_free(&ar);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* A read error while loading: the partition answers COORDINATOR_LOAD_IN_PROGRESS and is loaded
+ * again a second later (not on every 50 ms poll); Kafka 2.7 would mark it owned with nothing
+ * loaded (see group_metadata_loader.c). */
+static void test_load_read_error_retried(void) {
+    struct fake f = {0};
+    const char *G = "read-error-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.read_fail = GR_KERR_KAFKA_STORAGE_ERROR;
+    gr_gc_poll_partitions(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    CHECK(gr_txn_offsets_count() == txn_base);
+    int reads = f.reads;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.reads == reads); /* backing off */
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    g_now += 1000;
+    gr_gc_poll_partitions(gc);
+    check_loaded(gc, G);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+static void shutdown_mid_load(struct fake *f, int32_t p) {
+    (void)p;
+    if (f->reads < 2) {
+        f->on_read = shutdown_mid_load;
+        return;
+    }
+    gr_gc_shutdown(f->gc);
+}
+
+/* The broker shuts down while a partition loads: the load stops, nothing stays (run under ASan:
+ * no leak). */
+static void test_shutdown_during_load(void) {
+    struct fake f = {0};
+    f.max_batches = 1;
+    const char *G = "shutdown-load-group";
+    struct gr_group_coordinator *gc = new_gc(&f, 0);
+    f.gc = gc;
+    int32_t p = gr_gc_partition_for(gc, G);
+    put_load_log(&f, p, G);
+    f.leader[p] = true;
+    f.on_read = shutdown_mid_load;
+    gr_gc_poll_partitions(gc);
+    CHECK(f.reads == 2); /* stopped after the read that saw the shutdown */
+    CHECK_KERR(gr_gc_coordinator_status(gc, G), GR_KERR_COORDINATOR_NOT_AVAILABLE);
+    struct gr_gc_counts cnt;
+    gr_gc_counts(gc, &cnt);
+    CHECK(cnt.groups == 0);
+    CHECK(gr_txn_offsets_count() == txn_base);
+    gr_gc_free(gc);
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
+/* Waits (bounded: a hang guard, not a timing check) until cond(arg). */
+static bool wait_until(bool (*cond)(void *), void *arg) {
+    for (int i = 0; i < 6000; i++) {
+        if (cond(arg)) return true;
+        usleep(5000);
+    }
+    return false;
+}
+static bool read_once(void *arg) { return __atomic_load_n(&((struct fake *)arg)->reads, __ATOMIC_SEQ_CST) >= 1; }
+static bool joined(void *arg) { return __atomic_load_n(&((struct join_out *)arg)->called, __ATOMIC_SEQ_CST) > 0; }
+struct hb_probe {
+    struct gr_group_coordinator *gc;
+    const char *group, *member;
+    int32_t gen;
+};
+static bool member_expired(void *arg) { /* not by heartbeating: that would keep the member */
+    struct hb_probe *h = arg;
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct gr_gc_group_summary sum;
+    bool gone = gr_gc_describe_group(h->gc, h->group, &a, &sum) == GR_KERR_NONE && sum.n_members == 0;
+    gr_arena_free(&a);
+    return gone;
+}
+static bool status_none(void *arg) {
+    struct hb_probe *h = arg;
+    return gr_gc_coordinator_status(h->gc, h->group) == GR_KERR_NONE;
+}
+
+/* With the background threads: while one partition's load is held (test hook
+ * GREGOR_TEST_GROUP_LOAD_PAUSE), only its groups answer COORDINATOR_LOAD_IN_PROGRESS; a group of
+ * another partition joins (the initial-delay timer fires), commits, heartbeats and loses its
+ * member on session expiry (the heartbeat timer fires); then the broker shuts down in the middle
+ * of the load without hanging. Before, the load ran on the coordinator's only thread: no timer
+ * fired until it finished, and shutdown waited for it. */
+static void test_background_load(void) {
+    char pause[] = "/tmp/gr-load-pause-XXXXXX";
+    int fd = mkstemp(pause);
+    CHECK(fd >= 0);
+    close(fd);
+    setenv("GREGOR_TEST_GROUP_LOAD_PAUSE", pause, 1);
+    struct fake f = {0};
+    char ga[16], gb[16];
+    group_in(0, ga, sizeof ga);
+    group_in(1, gb, sizeof gb);
+    put_offsets(&f, 1, gb, "t", 50, 0);
+    f.leader[0] = true;
+    struct gr_gc_config c;
+    gr_gc_config_defaults(&c);
+    c.broker_id = 1;
+    c.initial_rebalance_delay_ms = 100;
+    c.storage = (struct gr_gc_storage){.ctx = &f, .leader_info = f_leader_info, .append = f_append, .read = f_read,
+                                       .num_partitions = f_nparts};
+    c.mono_ms = vclock;
+    c.wall_ms = vclock;
+    c.background_thread = true;
+    struct gr_group_coordinator *gc = gr_gc_new(&c);
+    struct hb_probe ha = {gc, ga, NULL, 1};
+    CHECK(wait_until(status_none, &ha)); /* partition 0 (empty log) loaded */
+    f.leader[1] = true;                  /* partition 1 becomes led: its load starts and is held */
+    CHECK(wait_until(read_once, &f));
+    CHECK_KERR(gr_gc_coordinator_status(gc, gb), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    /* group A, on the owned partition: a join from Empty waits for the initial delay (a timer) */
+    struct join_out jo;
+    join(gc, ga, "", false, RANGE_RR, 2, &jo);
+    CHECK(jo.called == 0);
+    g_now += 200;
+    CHECK(wait_until(joined, &jo));
+    CHECK_KERR(jo.error, GR_KERR_NONE);
+    struct sync_out so;
+    struct gr_gc_assignment as[] = {{jo.member_id, (const uint8_t *)"x", 1}};
+    sync_(gc, ga, jo.member_id, jo.gen, as, 1, &so);
+    CHECK_KERR(so.error, GR_KERR_NONE);
+    CHECK_KERR(gr_gc_heartbeat(gc, ga, jo.member_id, NULL, jo.gen), GR_KERR_NONE);
+    struct gr_gc_commit_part part = {.topic = "t", .partition = 0, .offset = 9, .leader_epoch = -1,
+                                     .commit_timestamp = g_now, .expire_timestamp = -1};
+    struct commit_out co = {0};
+    gr_gc_commit_offsets(gc, ga, jo.member_id, NULL, jo.gen, &part, 1, on_commit, &co);
+    CHECK(co.called == 1);
+    CHECK_KERR(co.errors[0], GR_KERR_NONE);
+    CHECK(fetch_one(gc, ga, "t", 0) == 9);
+    /* the session timer fires too */
+    g_now += 11000;
+    struct hb_probe hm = {gc, ga, jo.member_id, jo.gen};
+    CHECK(wait_until(member_expired, &hm));
+    /* still held */
+    CHECK_KERR(gr_gc_coordinator_status(gc, gb), GR_KERR_COORDINATOR_LOAD_IN_PROGRESS);
+    /* released: group B's offsets, exactly */
+    unlink(pause);
+    struct hb_probe hb = {gc, gb, NULL, 0};
+    CHECK(wait_until(status_none, &hb));
+    for (int i = 0; i < 50; i += 7) CHECK(fetch_one(gc, gb, "t", i) == i);
+    /* held again for a reload in a new leader term (lost and regained); the shutdown ends it */
+    fd = open(pause, O_CREAT | O_WRONLY, 0600);
+    close(fd);
+    f.reads = 0;
+    f.epoch[1] += 2;
+    __atomic_add_fetch(&f.term[1], 1, __ATOMIC_SEQ_CST);
+    CHECK(wait_until(read_once, &f));
+    gr_gc_shutdown(gc);
+    CHECK_KERR(gr_gc_coordinator_status(gc, gb), GR_KERR_COORDINATOR_NOT_AVAILABLE);
+    gr_gc_free(gc);
+    unlink(pause);
+    unsetenv("GREGOR_TEST_GROUP_LOAD_PAUSE");
+    for (int i = 0; i < NP; i++) free(f.log[i]);
+}
+
 int main(void) {
     test_hash();
     test_formats();
@@ -1205,6 +1640,13 @@ int main(void) {
     test_late_commit_completion_does_not_regress();
     test_offset_expiry();
     test_txn_offsets_at_marker();
+    test_offsets_many_partitions();
+    test_unload_during_load();
+    test_new_epoch_during_load();
+    test_epoch_bump_keeps_groups();
+    test_load_read_error_retried();
+    test_shutdown_during_load();
+    test_background_load();
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
         return 1;

@@ -1,7 +1,8 @@
 /* The log validator (storage/log_validator.h) and the conversions that read records through it:
  *  - client batches of every codec validate record by record; a payload that does not
  *    decompress is CORRUPT_MESSAGE, one cut short too, malformed inner records / a wrong record
- *    count / bytes after the records / wrong offset deltas are INVALID_RECORD, a bomb past the
+ *    count / bytes after the records are INVALID_RECORD, a client's offset deltas other than
+ *    0..n-1 ask for a rebuild (a stored batch's are INVALID_RECORD), a bomb past the
  *    bound is MESSAGE_TOO_LARGE; compacted topics need keys and CreateTime is bounded, with the
  *    failing records' indexes (Kafka's record errors);
  *  - the record stream reads records whole or skipping, in place or compressed;
@@ -163,8 +164,17 @@ static void test_malformed_records(void) {
         b[r1 + 3] = 2 * 7; /* zigzag 7 */
         compress_batch(&b, &len, codec);
         gr_batch_update_crc(b, len);
-        CHECKF(validate(b, len, &PLAIN, &res) == GR_KERR_INVALID_RECORD, "%s: offset delta %d", CODECS[codec],
+        CHECKF(validate(b, len, &PLAIN, &res) == GR_KERR_NONE && res.rebuild, "%s: offset delta %d", CODECS[codec],
                res.error);
+        struct gr_validator_config stored = PLAIN; /* not a client's: deltas must rise within the batch */
+        stored.client = false;
+        CHECKF(validate(b, len, &stored, &res) == GR_KERR_INVALID_RECORD, "%s: stored offset delta %d",
+               CODECS[codec], res.error);
+        free(b);
+        b = build(2, 1000, 0, GR_CODEC_NONE, &len);
+        compress_batch(&b, &len, codec);
+        gr_batch_update_crc(b, len);
+        CHECKF(validate(b, len, &PLAIN, &res) == GR_KERR_NONE && !res.rebuild, "%s: 0..n-1 rebuilt", CODECS[codec]);
         free(b);
     }
 }

@@ -1,7 +1,8 @@
 /* compression.type on leader appends (storage/recompression.h): every codec pair round trips
  * (the stored batch has the target codec bits, a valid CRC, the same header fields and the same
  * record bytes), a batch already in the target codec is kept, mixed request data converts batch
- * by batch, "producer" does nothing; corrupt compressed data, malformed decompressed records and
+ * by batch, "producer" does nothing; a batch whose offsetDeltas are not 0..n-1 is rebuilt with
+ * fresh ones in every codec pair; corrupt compressed data, malformed decompressed records and
  * a decompression bomb are refused with Kafka's codes. Through the log: a compression.type=gzip
  * log stores gzip batches from an uncompressed producer and still acknowledges an idempotent
  * retry as a duplicate with its original offsets. */
@@ -233,6 +234,83 @@ static void test_corrupt(void) {
     free(plain);
 }
 
+/* Appends the zig-zag varint of v at w; returns its size. */
+static size_t put_zz(uint8_t *w, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    size_t n = 0;
+    while (u >= 0x80) {
+        w[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    w[n++] = (uint8_t)u;
+    return n;
+}
+
+/* Kafka's buildRecordsAndAssignOffsets (gr_batch_rebuild): a client batch whose offsetDeltas
+ * are not 0..n-1 (repeated, negative, past lastOffsetDelta, of other varint sizes) is rebuilt
+ * in every codec pair with deltas 0..n-1 and every other record field and header field kept. */
+static void test_rebuild_offsets(void) {
+    static const int32_t deltas[5] = {0, 0, 70000, -5, INT32_MAX};
+    size_t plen;
+    uint8_t *plain = plain_batch(&plen);
+    uint8_t recs[512];
+    size_t rlen = 0;
+    for (int i = 0; i < 5; i++) {
+        uint8_t body[64];
+        size_t n = 0;
+        body[n++] = 0;                      /* attributes */
+        n += put_zz(body + n, 1000 * i - 3); /* timestampDelta */
+        n += put_zz(body + n, deltas[i]);
+        n += put_zz(body + n, 2);
+        n += (size_t)sprintf((char *)body + n, "k%d", i);
+        n += put_zz(body + n, i == 3 ? -1 : 3);
+        if (i != 3) n += (size_t)sprintf((char *)body + n, "v-%d", i);
+        n += put_zz(body + n, 0); /* headers */
+        rlen += put_zz(recs + rlen, (int64_t)n);
+        memcpy(recs + rlen, body, n);
+        rlen += n;
+    }
+    for (int src = 0; src <= GR_CODEC_ZSTD; src++)
+        for (int dst = 0; dst <= GR_CODEC_ZSTD; dst++) {
+            uint8_t *z = NULL;
+            size_t zl = rlen, len;
+            if (src != GR_CODEC_NONE) CHECK(gr_compress(src, recs, rlen, &z, &zl) == 0);
+            uint8_t *in = with_records(plain, z ? z : recs, zl, src, &len);
+            free(z);
+            struct gr_batch_info bi;
+            CHECK(gr_batch_validate_one(in, len, GR_BATCH_V_CLIENT | GR_BATCH_V_NO_RECORDS, &bi) == GR_BATCH_OK);
+            uint8_t *out = NULL, *view = NULL;
+            size_t olen = 0, vlen = 0;
+            CHECK_KERR(gr_batch_rebuild(in, &bi, dst, &out, &olen), GR_KERR_NONE);
+            struct gr_batch_info ob;
+            CHECKF(out && gr_batch_validate_one(out, olen, GR_BATCH_V_CLIENT, &ob) == GR_BATCH_OK && ob.size == olen,
+                   "%d -> %d", src, dst);
+            if (!out) goto next;
+            CHECK(gr_batch_info_compression(&ob) == dst && (ob.Attributes & ~7) == (bi.Attributes & ~7));
+            CHECK(ob.ProducerId == 7 && ob.ProducerEpoch == 3 && ob.BaseSequence == 10 && ob.RecordCount == 5);
+            CHECK(ob.BaseTimestamp == bi.BaseTimestamp && ob.MaxTimestamp == bi.MaxTimestamp);
+            if (dst != GR_CODEC_NONE) CHECK(gr_batch_inflate(out, &ob, 1 << 20, &view, &vlen) == 0);
+            struct gr_batch_rec_iter it;
+            struct gr_batch_rec_view r;
+            CHECK(gr_batch_rec_iter_init(&it, view ? view : out, view ? vlen : olen) == GR_BATCH_OK);
+            int i = 0;
+            while (gr_batch_rec_iter_next(&it, &r) == 1) {
+                char k[16];
+                snprintf(k, sizeof k, "k%d", i);
+                CHECKF(r.OffsetDelta == i, "%d -> %d: record %d delta %d", src, dst, i, r.OffsetDelta);
+                CHECK(r.TimestampDelta == 1000 * i - 3 && r.KeyLength == 2 && memcmp(r.Key, k, 2) == 0);
+                CHECK(i == 3 ? r.ValueLength == -1 : (r.ValueLength == 3 && memcmp(r.Value, "v-", 2) == 0));
+                i++;
+            }
+            CHECK(i == 5 && it.err == GR_BATCH_OK);
+        next:
+            free(view);
+            free(out);
+            free(in);
+        }
+    free(plain);
+}
+
 static char g_root[64];
 
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -300,6 +378,7 @@ int main(void) {
     test_all_pairs();
     test_mixed();
     test_corrupt();
+    test_rebuild_offsets();
     test_log();
     nftw(g_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (test_failures)

@@ -194,6 +194,26 @@ int main(void) {
         gr_rs_destroy(&st);
     }
 
+    { /* elected_epoch: the epoch at which the broker became leader; a LeaderAndIsr keeping it
+       * leader (an ISR shrink by the controller) does not move it (Kafka's makeLeader isNewLeader) */
+        struct gr_replica_state es;
+        int32_t reps[3] = {1, 2, 3}, isr2[2] = {1, 2};
+        gr_rs_init(&es, 1);
+        CHECK(es.elected_epoch == -1);
+        CHECK(gr_rs_set_assignment(&es, 1, 5, 7, 1, reps, 3, reps, 3) == 0);
+        gr_rs_become_leader(&es, 100, 1000, false);
+        CHECK(es.elected_epoch == 5);
+        CHECK(gr_rs_set_assignment(&es, 1, 6, 8, 1, reps, 3, isr2, 2) == 0);
+        gr_rs_become_leader(&es, 100, 1001, true);
+        CHECK(es.leader_epoch == 6 && es.elected_epoch == 5);
+        CHECK(gr_rs_set_assignment(&es, 2, 7, 9, 1, reps, 3, isr2, 2) == 0); /* follower */
+        CHECK(es.elected_epoch == -1);
+        CHECK(gr_rs_set_assignment(&es, 1, 8, 10, 1, reps, 3, isr2, 2) == 0);
+        gr_rs_become_leader(&es, 120, 1002, false);
+        CHECK(es.elected_epoch == 8);
+        gr_rs_destroy(&es);
+    }
+
     if (test_failures) fprintf(stderr, "test_replica_state: %d failures\n", test_failures);
     else printf("test_replica_state: ok\n");
     return test_failures ? 1 : 0;

@@ -337,6 +337,59 @@ static void test_delete_horizon(void) {
     gr_plog_close(log);
 }
 
+/* KIP-534's rebase of record timestamps onto the delete horizon with extreme timestamps (a
+ * producer may send any int64; message.timestamp.difference.max.ms defaults to no limit): every
+ * record keeps its timestamp exactly, and no signed sum overflows (UBSan in `make asan` aborts
+ * on one). */
+static void test_horizon_extreme_timestamps(void) {
+    static const int64_t tss[] = {INT64_MIN + 7, INT64_MAX, -2, INT64_MIN, 0, INT64_MAX - 1};
+    enum { N = (int)(sizeof tss / sizeof tss[0]) };
+    struct gr_plog *log = open_log("cl-extreme-ts", 0);
+    struct gr_plog_config cfg;
+    gr_plog_get_config(log, &cfg);
+    cfg.delete_retention_ms = INT64_MAX; /* the horizon saturates at INT64_MAX */
+    gr_plog_set_config(log, &cfg);
+    for (int codec = 0; codec <= 1; codec++) {
+        struct gr_batch_rec recs[N];
+        char keys[N][8];
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[i], sizeof keys[i], "k%d", 10 * codec + i);
+            recs[i] = (struct gr_batch_rec){keys[i], (int32_t)strlen(keys[i]), NULL, -1, NULL, 0, tss[i]};
+        }
+        size_t len;
+        uint8_t *b = gr_batch_build(recs, N, NULL, &len);
+        if (codec) {
+            uint8_t *z;
+            size_t zl;
+            CHECK(gr_compress(codec, b + GR_BATCH_HEADER_SIZE, len - GR_BATCH_HEADER_SIZE, &z, &zl) == 0);
+            b = gr_realloc(b, GR_BATCH_HEADER_SIZE + zl);
+            memcpy(b + GR_BATCH_HEADER_SIZE, z, zl);
+            free(z);
+            len = GR_BATCH_HEADER_SIZE + zl;
+            gr_put_be32(b + 8, (uint32_t)(len - 12));
+            gr_put_be16(b + 21, (uint16_t)(gr_be16(b + 21) | codec));
+            gr_batch_update_crc(b, len);
+        }
+        struct gr_append_info info;
+        CHECK(gr_plog_append_as_leader(log, b, len, 0, &info) == 0 && info.error == 0);
+        free(b);
+    }
+    for (int i = 0; i < 12; i++) put(log, 30, 4, 2, 0, -1); /* fillers: the tombstones' segment rolls */
+    struct gr_cleaner_params p = params();
+    p.now_ms = gr_wall_ms();
+    struct gr_clean_stats st;
+    CHECK(gr_plog_clean(log, 0, &p, &st) == 0 && st.segments_cleaned > 0);
+    struct view v;
+    scan(log, &v);
+    CHECKF(v.horizon_batches == 2 && v.horizon == INT64_MAX, "%d horizon batches, horizon %" PRId64,
+           v.horizon_batches, v.horizon);
+    for (int codec = 0; codec <= 1; codec++)
+        for (int i = 0; i < N; i++)
+            CHECKF(v.seen[10 * codec + i] && v.ts[10 * codec + i] == tss[i], "k%d timestamp %" PRId64 " want %" PRId64,
+                   10 * codec + i, v.ts[10 * codec + i], tss[i]);
+    gr_plog_close(log);
+}
+
 /* Deletion (Kafka's LogManager.asyncDelete): an aborted pass swaps nothing; the renamed log keeps
  * working from "<dir>.<hex>-delete" while a new log opens empty at the old path. */
 static void test_abort_and_rename_for_delete(void) {
@@ -1089,6 +1142,7 @@ int main(void) {
     test_offset_map_and_codecs();
     test_clean_basic();
     test_delete_horizon();
+    test_horizon_extreme_timestamps();
     test_producer_last_batch_and_lag();
     test_keyless_rejected();
     test_abort_and_rename_for_delete();

@@ -200,6 +200,44 @@ static void test_roll_and_index(void) {
     gr_plog_close(log);
 }
 
+/* One batch of n records with these timestamps (values of 60 bytes). */
+static int64_t append_ts(struct gr_plog *log, const int64_t *ts, int n) {
+    struct gr_batch_rec recs[16];
+    static const char val[60] = {0};
+    for (int i = 0; i < n; i++) recs[i] = (struct gr_batch_rec){"k", 1, val, sizeof val, NULL, 0, ts[i]};
+    size_t len;
+    uint8_t *b = gr_batch_build(recs, n, NULL, &len);
+    struct gr_append_info info;
+    CHECK(gr_plog_append_as_leader(log, b, len, 1, &info) == 0 && info.error == GR_KERR_NONE);
+    free(b);
+    return info.first_offset;
+}
+
+/* ListOffsets MAX_TIMESTAMP (KIP-734): the record holding the log's largest timestamp, found in
+ * the first segment holding it (not the active one), in the middle of its batch; the same after
+ * a full recovery; nothing in an empty log. */
+static void test_max_timestamp(void) {
+    struct gr_plog *log = open_log("maxts-0", 4096, 0);
+    int64_t off, ts;
+    CHECK(gr_plog_offset_for_timestamp(log, GR_LIST_OFFSETS_MAX_TIMESTAMP, &off, &ts) == 0 && off == -1 && ts == -1);
+    int64_t at = -1;
+    for (int i = 0; i < 120; i++) {
+        int64_t t[3] = {1000 + i, 2000 + i, 1500 + i};
+        if (i == 5) t[1] = 900000;             /* the maximum, middle of its batch */
+        if (i == 90) t[2] = 900000;            /* the same maximum again, in a later segment */
+        int64_t first = append_ts(log, t, 3);
+        if (i == 5) at = first + 1;
+    }
+    CHECK(gr_plog_segment_count(log) > 3);
+    CHECK(gr_plog_offset_for_timestamp(log, GR_LIST_OFFSETS_MAX_TIMESTAMP, &off, &ts) == 0 && off == at &&
+          ts == 900000);
+    gr_plog_close(log);
+    log = open_log("maxts-0", 4096, 0); /* full recovery rebuilds the segments' max timestamps */
+    CHECK(gr_plog_offset_for_timestamp(log, GR_LIST_OFFSETS_MAX_TIMESTAMP, &off, &ts) == 0 && off == at &&
+          ts == 900000);
+    gr_plog_close(log);
+}
+
 static char *seg_path(const char *name, int64_t base) {
     static char p[512];
     snprintf(p, sizeof p, "%s/%020" PRId64 ".log", pdir(name), base);
@@ -524,6 +562,7 @@ int main(void) {
     }
     test_append_read();
     test_roll_and_index();
+    test_max_timestamp();
     test_recovery();
     test_retention();
     test_truncate_and_epochs();

@@ -121,12 +121,22 @@ static void test_broker(void) {
 
 static void test_controller(void) {
     size_t len;
-    char *s = gr_kzk_controller_encode(1, 1600000000000LL, &len);
+    char *s = gr_kzk_controller_encode(1, 1600000000000LL, false, &len);
     CHECK(json_same(s, "{\"version\":1,\"brokerid\":1,\"timestamp\":\"1600000000000\"}"));
     CHECK(strstr(s, "\"timestamp\":\"1600000000000\"") != NULL);
     int32_t id = -5;
     CHECK(gr_kzk_controller_decode(s, len, &id) == 0 && id == 1);
+    CHECK(!gr_kzk_controller_stamps(s, len));
     free(s);
+    /* the stamps marker: an extra field Kafka 2.7's ControllerZNode.decode ignores */
+    s = gr_kzk_controller_encode(7, 1600000000000LL, true, &len);
+    CHECK(json_same(s, "{\"version\":1,\"brokerid\":7,\"timestamp\":\"1600000000000\",\"gregor_state_stamps\":1}"));
+    CHECK(gr_kzk_controller_decode(s, len, &id) == 0 && id == 7 && gr_kzk_controller_stamps(s, len));
+    free(s);
+    CHECK(!gr_kzk_controller_stamps("3", 1));
+    CHECK(!gr_kzk_controller_stamps("{\"gregor_state_stamps\":\"1\"}", 27));
+    CHECK(!gr_kzk_controller_stamps("{\"gregor_state_stamps\":2}", 25));
+    CHECK(!gr_kzk_controller_stamps("{", 1));
     CHECK(DEC(gr_kzk_controller_decode, "{\"version\":1,\"brokerid\":42,\"timestamp\":\"1\"}", &id) == 0 &&
           id == 42);
     CHECK(DEC(gr_kzk_controller_decode, "3", &id) == 0 && id == 3);
