@@ -11,14 +11,20 @@
 #include "common/kerr.h"
 #include "common/util.h"
 #include "controller/reassignment.h"
+#include "common/uuid.h"
 #include "sim.h"
 
 #define SCENARIO_SEEDS 8
 
-/* A topic with one partition on the given replicas, written as an admin tool does. */
+/* A topic with one partition on the given replicas, written as an admin tool does (with a topic id,
+ * as Gregor's and Kafka 2.8+'s admin: the controller writes nothing more). */
 static void create_topic(struct sim *s, const char *name, const int32_t *replicas, int n) {
     struct gr_kzk_partition_assignment pa = {.partition = 0, .n_replicas = n, .replicas = (int32_t *)replicas};
     struct gr_kzk_topic_assignment a = {.topic = (char *)name, .n_partitions = 1, .partitions = &pa};
+    struct gr_uuid id;
+    char idtext[GR_UUID_STR_LEN + 1];
+    sim_topic_id(s, &id);
+    a.topic_id = gr_uuid_to_string(&id, idtext);
     if (gr_kzk_create_topic(s->admin_kzk, name, &a, NULL) != 0) sim_fail(s, "scenario", "cannot create topic %s", name);
 }
 
