@@ -41,6 +41,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/uuid.h"
 #include "zk/kzk.h"
 
 #define LOGGER "kafka.server.AdminManager"
@@ -158,14 +159,28 @@ void gr_delete_topics_abort_waits(struct gr_broker *b) {
 }
 
 /* AdminZkClient.deleteTopic: the topic must exist in ZooKeeper; mark it for deletion. */
-static int16_t mark_for_deletion(struct gr_broker *b, const char *topic) {
+/* expect_id (v6 by id, else NULL): the id the name was resolved from. This broker's metadata
+ * cache lags the topic znode: a topic deleted and re-created under the same name (a client
+ * retrying a DeleteTopics by id that already succeeded) is still the old id's in the cache; the
+ * znode is the truth, so a name whose znode holds another id (or none) is not the topic asked
+ * for: UNKNOWN_TOPIC_ID, and the topic of that name is left alone. */
+static int16_t mark_for_deletion(struct gr_broker *b, const char *topic, const struct gr_uuid *expect_id) {
     if (!b->zk) return GR_KERR_UNKNOWN_SERVER_ERROR;
     struct gr_kzk_topic_assignment a;
     memset(&a, 0, sizeof a);
     int rc = gr_kzk_get_topic_assignments(b->zk, &topic, 1, false, &a);
     int arc = a.rc;
+    bool other_id = false;
+    if (rc == 0 && arc == 0 && expect_id) {
+        struct gr_uuid have;
+        other_id = !a.topic_id || gr_uuid_parse(a.topic_id, &have) != 0 || !gr_uuid_equal(&have, expect_id);
+    }
     gr_kzk_topic_assignment_release(&a);
-    if (rc == 0 && arc == GR_KZK_ENONODE) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (rc == 0 && arc == GR_KZK_ENONODE) return expect_id ? GR_KERR_UNKNOWN_TOPIC_ID : GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (other_id) {
+        gr_warn(LOGGER, "Not deleting topic %s: its znode holds another topic id than the one requested", topic);
+        return GR_KERR_UNKNOWN_TOPIC_ID;
+    }
     if (rc == 0) rc = gr_kzk_create_topic_deletion(b->zk, topic);
     if (rc != 0) {
         gr_error(LOGGER, "Error processing delete topic request for topic %s: %s", topic, gr_kzk_strerror(rc));
@@ -248,7 +263,10 @@ void gr_handle_delete_topics(struct gr_broker *b, struct gr_api_req *req, const 
             r->ErrorCode = GR_KERR_THROTTLING_QUOTA_EXCEEDED;
             r->ErrorMessage = GR_CMQ_MESSAGE;
         } else {
-            r->ErrorCode = mark_for_deletion(b, r->Name);
+            struct gr_uuid want;
+            bool by_id = ver >= 6 && memcmp(r->TopicId, NO_ID, 16) != 0;
+            if (by_id) memcpy(want.b, r->TopicId, 16);
+            r->ErrorCode = mark_for_deletion(b, r->Name, by_id ? &want : NULL);
         }
         if (r->ErrorCode == GR_KERR_NONE) idx[n_wait++] = i;
     }

@@ -397,3 +397,26 @@ def test_upgrade_from_2_7_protocol_gives_ids_to_existing_logs(cluster_factory, z
     wait_id_files(cluster, "up", [[1, 2, 3]], tid)
     produce(cluster, "up", 0, ["after"])
     assert consume_from(cluster[1].port, "up", 0, 5) == [f"u{i}" for i in range(4)] + ["after"]
+
+
+def test_delete_by_id_of_a_name_whose_znode_holds_another_id(cluster_factory, zk_connect):
+    """DeleteTopics v6 resolves an id through this broker's metadata cache, which lags the topic
+    znode (a topic deleted and re-created under the same name, a client retrying its delete by
+    the old id). The znode's id decides: another id there -> UNKNOWN_TOPIC_ID, nothing deleted.
+    The cache is made to lag here by giving the znode another id behind the controller's back
+    (the controller keeps the id it holds, so the cache keeps the old one)."""
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    port = cluster[1].port
+    ct = K.call(port, 19, 7, {"Topics": [{"Name": "d1", "NumPartitions": 1, "ReplicationFactor": 1}],
+                              "timeoutMs": 20000})
+    assert ct["Topics"][0]["ErrorCode"] == 0, ct
+    old = ct["Topics"][0]["TopicId"]
+    H.wait_for(lambda: md(port, 12, [{"Name": "d1"}])["Topics"][0]["TopicId"] == old, 20, "id in the metadata cache")
+    a, stat = cluster.get_json("/brokers/topics/d1")
+    new = uuid.uuid4()
+    a["topic_id"] = base64.urlsafe_b64encode(new.bytes).decode().rstrip("=")
+    cluster.zk.set("/brokers/topics/d1", json.dumps(a).encode(), version=stat.version)
+    r = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": old}], "TimeoutMs": 5000})
+    assert r["Responses"][0]["ErrorCode"] == 100, r  # UNKNOWN_TOPIC_ID
+    assert cluster.zk.exists("/admin/delete_topics/d1") is None
+    assert znode_id(cluster, "d1") is not None
