@@ -64,7 +64,7 @@ static char *client_host(struct gr_api_req *req) {
  * (share groups, KIP-932) is INVALID_REQUEST below v6 and, as a 3.9 ZooKeeper broker answers
  * it, COORDINATOR_NOT_AVAILABLE after the Cluster CLUSTER_ACTION check from v6. */
 static int16_t find_coordinator(struct gr_broker *b, struct gr_api_req *req, int8_t key_type, const char *key,
-                                int32_t *node, char **host, int32_t *port) {
+                                bool *create_tried, int32_t *node, char **host, int32_t *port) {
     *node = -1;
     *host = "";
     *port = -1;
@@ -82,7 +82,11 @@ static int16_t find_coordinator(struct gr_broker *b, struct gr_api_req *req, int
     if ((key_type == 0 && !gc) || (key_type == 1 && !b->txn_coordinator)) return GR_KERR_COORDINATOR_NOT_AVAILABLE;
     const char *ctopic = key_type == 1 ? GR_TXN_TOPIC : GR_OFFSETS_TOPIC;
     if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
-        gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
+        /* once per request: each attempt is a ZooKeeper round trip, and the cache does not
+         * learn the topic before the controller's UpdateMetadata, so a batch of k keys would
+         * otherwise try k times */
+        if (!*create_tried) gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
+        *create_tried = true;
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
     }
     int32_t p = key_type == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
@@ -111,7 +115,8 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     const struct FindCoordinatorRequest *r = body;
     struct FindCoordinatorResponse *resp = gr_api_new_response(req);
     if (hdr->RequestApiVersion < 4) {
-        int16_t e = find_coordinator(b, req, r->KeyType, r->Key, &resp->NodeId, &resp->Host, &resp->Port);
+        bool tried = false;
+        int16_t e = find_coordinator(b, req, r->KeyType, r->Key, &tried, &resp->NodeId, &resp->Host, &resp->Port);
         resp->ErrorCode = e;
         resp->ErrorMessage = (char *)gr_kerr_name(e);
         gr_api_respond(req, resp);
@@ -120,10 +125,11 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     int n = GR_MAX(r->CoordinatorKeysCount, 0);
     resp->CoordinatorsCount = n;
     resp->Coordinators = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Coordinators);
+    bool tried = false; /* one KeyType per request */
     for (int i = 0; i < n; i++) {
         struct FindCoordinatorResponse_Coordinator *c = &resp->Coordinators[i];
         c->Key = r->CoordinatorKeys[i] ? r->CoordinatorKeys[i] : "";
-        c->ErrorCode = find_coordinator(b, req, r->KeyType, c->Key, &c->NodeId, &c->Host, &c->Port);
+        c->ErrorCode = find_coordinator(b, req, r->KeyType, c->Key, &tried, &c->NodeId, &c->Host, &c->Port);
         c->ErrorMessage = c->ErrorCode == GR_KERR_NONE ? NULL : (char *)gr_kerr_name(c->ErrorCode);
     }
     gr_api_respond(req, resp);

@@ -467,3 +467,18 @@ def test_find_coordinator_batch_with_a_dead_coordinator(cluster_factory, zk_conn
         else:
             assert (now["ErrorCode"], now["NodeId"]) == (NONE, before["NodeId"]), now
     still_serving(port)
+
+
+def test_find_coordinator_batch_tries_internal_topic_creation_once(cluster_factory, zk_connect):
+    """__consumer_offsets missing (RF 3 > 1 broker, so it cannot be created): a batch of keys
+    answers COORDINATOR_NOT_AVAILABLE for each and tries the creation once per request, not
+    once per key (each try is a ZooKeeper round trip)."""
+    c = cluster_factory(zk_connect, n=1, config={"offsets.topic.replication.factor": "3"})
+    b = next(iter(c.brokers.values()))
+    marker = "does not meet the required replication factor '3' for the offsets topic"
+    before = b.log(whole=True).count(marker)
+    keys = ["g%d" % i for i in range(200)]
+    out = find(b.port, 0, keys, version=4)
+    assert [x["ErrorCode"] for x in out] == [COORDINATOR_NOT_AVAILABLE] * len(keys)
+    assert b.log(whole=True).count(marker) - before == 1
+    still_serving(b.port)
