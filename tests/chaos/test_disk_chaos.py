@@ -37,10 +37,12 @@ import gregor_harness as H
 pytest.importorskip("confluent_kafka")
 import chaos_lib as C  # noqa: E402
 import disk_faults as D  # noqa: E402
+import txn_chaos as T  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 PARTITIONS = 3
 KEYS = 40
+TXN_STATE_PARTITIONS = 3  # each broker leads about one: any victim is likely a coordinator
 
 CONFIG = dict(C.CLUSTER_CONFIG, **{
     "log.index.size.max.bytes": "65536",   # small preallocated indexes: the tmpfs holds data
@@ -49,6 +51,7 @@ CONFIG = dict(C.CLUSTER_CONFIG, **{
     "log.cleaner.backoff.ms": "200",
     "log.retention.check.interval.ms": "500",
     "log.segment.bytes": "65536",
+    "transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
 })
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "3000", "min.cleanable.dirty.ratio": "0.01",
            "delete.retention.ms": "200", "min.insync.replicas": "2"}
@@ -199,6 +202,38 @@ def run_fault(cluster, faults, topics, kind, victim, rng, problems, log):
         C.wait_healed(cluster, t, 90)
 
 
+def coordinator_of(cluster, tid):
+    """The broker leading tid's __transaction_state partition (its transaction coordinator)."""
+    return C.leader_of(cluster, "__transaction_state", T.txn_state_partition(tid, TXN_STATE_PARTITIONS))
+
+
+def check_transactions(cluster, tw, label, problems, counts):
+    """Holds the transactional producers between transactions, reads every committed value of
+    T.TOPICS (read_committed, offset 0 to the high watermark) and runs T.check_txn on every
+    transaction so far and on what the observer saw: 0 committed values lost, 0 duplicated, 0
+    aborted values visible, no torn transaction (an indeterminate one is all or nothing)."""
+    stuck = tw.quiesce()
+    try:
+        if stuck:
+            problems.append(f"{label}: transactional producers {stuck} never finished a transaction")
+            return
+        txns = tw.txns()
+        try:
+            final = T.read_committed_all(C.bootstrap(cluster, all_brokers=True), T.TOPICS)
+        except AssertionError as e:
+            problems.append(f"{label}: {e}")
+            return
+        observed = {k: list(v) for k, v in tw.observer.seen.items()}
+        bad = T.check_txn(txns, final, observed, [], [])
+        for k in ("committed", "aborted", "indeterminate"):
+            counts[k] = sum(tx["outcome"] == k for tx in txns)
+        for kind, items in bad.items():
+            if items:
+                problems.append(f"{label}: transactions {kind} {len(items)}: {items[:3]}")
+    finally:
+        tw.resume()
+
+
 def test_disk_faults(request, disk_cluster):
     cluster, faults = disk_cluster
     seed = int(os.environ.get("GREGOR_CHAOS_SEED", random.randrange(1 << 30)))
@@ -216,21 +251,54 @@ def test_disk_faults(request, disk_cluster):
     wl = C.Workload(cluster, "chaos", PARTITIONS, producers=2, rate=100, idempotent=True,
                     tolerate_fatal=True).start()  # see docs/CHAOS.md: reported, not failed
     kw = KeyedWriter(cluster, "ck", "ret", random.Random(seed + 1)).start()
+    for t in T.TOPICS:
+        C.create_topic(cluster, t, T.PARTITIONS, rf=3, min_isr=2)
+    tw = T.TxnWorkload(cluster, producers=3, seed=seed, pipeline=False).start()
+    tids = [p.tid for p in tw.producers]
+    try:
+        H.wait_for(lambda: all(any(tx["outcome"] == "committed" for tx in p.txns) for p in tw.producers)
+                   or tw.crashed, 90, "a first commit by every transactional producer")
+    except AssertionError as e:
+        kw.stop()
+        wl.stop()
+        tw.stop()
+        raise AssertionError(f"{e}; {tw.describe()}") from None
+    topics += list(T.TOPICS) + ["__transaction_state"]
     if C.SOAK:
         plan = ["power-loss"] * 50 + ["eio-write", "eio-fsync", "disk-full"] * 10
     else:
         plan = ["power-loss", "eio-write", "eio-fsync", "disk-full", "power-loss"]
     rng.shuffle(plan)
     problems, log = [], []
+    txn_counts = {}
     t_start = time.monotonic()
+    per_kind = {}
     try:
-        for kind in plan:
-            victim = 3 if kind == "disk-full" else rng.choice([1, 2, 3])
+        for r, kind in enumerate(plan):
+            # per kind, every other fault hits a transaction coordinator's broker (the leader of
+            # a transactional id's __transaction_state partition), starting with the first
+            n = per_kind[kind] = per_kind.get(kind, -1) + 1
+            if kind == "disk-full":
+                victim = 3  # the tmpfs one
+            elif n % 2 == 0:
+                tid = rng.choice(tids)
+                victim = coordinator_of(cluster, tid)
+                log.append(f"b{victim} coordinates {tid}")
+            else:
+                victim = rng.choice([1, 2, 3])
+            if victim in [coordinator_of(cluster, tid) for tid in tids]:
+                txn_counts["coordinator faults"] = txn_counts.get("coordinator faults", 0) + 1
             run_fault(cluster, faults, topics, kind, victim, rng, problems, log)
+            check_transactions(cluster, tw, f"round {r} ({kind} b{victim})", problems, txn_counts)
         time.sleep(1.0)
     finally:
         kw.stop()
         wl.stop()
+        alive = tw.stop()
+    assert tw.crashed == [], tw.crashed
+    assert alive == [], f"threads still running: {alive}"
+    check_transactions(cluster, tw, "final", problems, txn_counts)
+    fatal = [f for p in tw.producers for f in p.fatal]
     v = C.check(cluster, "chaos", wl)
     # the compacted topic: per key its last acknowledged op, or one sent after it
     time.sleep(2.0)  # a cleaner pass or two over the last segments
@@ -250,9 +318,11 @@ def test_disk_faults(request, disk_cluster):
     for t in ("ck", "ret"):
         shared_offsets_agree(cluster, t, problems)
     print(f"disk chaos: {v.summary()}; rounds {log}; keyed ops acked {len(kw.acked)} keys; "
-          f"{time.monotonic() - t_start:.0f}s")
+          f"transactions {txn_counts}, client errors (indeterminate) {fatal[:5]}, observer errors "
+          f"{tw.observer.errors[:3]}; {time.monotonic() - t_start:.0f}s")
     C.assert_ok(v, strict_duplicates=True)
     assert v.acked > 0
+    assert txn_counts.get("committed", 0) > 0 and txn_counts.get("aborted", 0) > 0, txn_counts
     assert not problems, "\n".join(problems[:20])
 
 
