@@ -1,7 +1,8 @@
 """Disk-fault chaos (issue 23's "Proof we expect"; docs/CHAOS.md "Disk faults"): 3 brokers under
 the disk-fault shim (tests/chaos/disk_faults.py), an acks=all idempotent workload on an RF 3,
 min.insync.replicas=2 topic, plus a compacted topic (keys overwritten and deleted) and a
-retention topic, both RF 3 too. Round after round one broker suffers one of: disk full (broker 3's
+retention topic, both RF 3 too, and transactions: txn_chaos.TxnWorkload without its pipeline
+(three transactional producers committing and aborting unique values, a read_committed observer). Round after round one broker suffers one of: disk full (broker 3's
 log dir is a small tmpfs, filled up), EIO on every write, EIO on every fsync, power loss at a
 random moment (SIGKILL, then the log dir rolled back to what was fsynced). After each fault the
 broker is healed (fault removed, restarted) and the cluster must heal. At the end:
@@ -10,7 +11,11 @@ broker is healed (fault removed, restarted) and the cluster must heal. At the en
     (EIO, ENOSPC) halts (Kafka's "Shutdown broker because all log dirs ... have failed");
   - the compacted topic shows, per key, its last acknowledged operation (or one sent after it),
     so no deleted key is visible after compaction; its and the retention topic's replicas hold
-    the same value at every offset they share.
+    the same value at every offset they share;
+  - after every round and at the end, txn_chaos.check_txn with the producers held between
+    transactions: 0 committed values lost, 0 duplicated, 0 aborted values visible to
+    read_committed, no torn transaction. Per fault kind every other fault hits the broker of a
+    transaction coordinator (the leader of a transactional id's __transaction_state partition).
 Kafka relies on replication, not on fsync per write: a power-lost broker recovers by truncation
 to the leader epoch (KIP-101) and re-fetches.
 
@@ -25,8 +30,10 @@ previous run out of the ISRs.
 CI form: one round of each fault (about a minute); GREGOR_SOAK=1: 50 power-loss points and 10
 rounds of each other fault. GREGOR_CHAOS_SEED picks the sequence (printed)."""
 
+import glob
 import os
 import random
+import struct
 import threading
 import time
 
@@ -230,8 +237,45 @@ def check_transactions(cluster, tw, label, problems, counts):
         for kind, items in bad.items():
             if items:
                 problems.append(f"{label}: transactions {kind} {len(items)}: {items[:3]}")
+        if any(bad.values()):
+            where_txn_values(cluster, tw, bad, problems)
     finally:
         tw.resume()
+
+
+def txn_index_entries(logdir, topic, p):
+    """[(file, producer id, first, last, lso)] of every .txnindex of topic-p under logdir."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(logdir, f"{topic}-{p}", "*.txnindex"))):
+        with open(f, "rb") as fh:
+            data = fh.read()
+        for i in range(0, len(data) - 33, 34):
+            _, pid, first, last, lso = struct.unpack_from(">hqqqq", data, i)
+            out.append((os.path.basename(f), pid, first, last, lso))
+    return out
+
+
+def where_txn_values(cluster, tw, bad, problems):
+    """Diagnosis of lost or aborted-read values: where each replica holds them on disk, the
+    .txnindex entries covering those offsets, the partition's leader, and a second read."""
+    by_value = {v: (t, p) for tx in tw.txns() for (t, p, v) in tx["values"]}
+    vals = [x for x in bad.get("lost", [])[:4] if isinstance(x, str)]
+    vals += [item[2] for item in bad.get("aborted_read", [])[:4] if len(item) == 4]
+    for v in dict.fromkeys(vals):
+        if v not in by_value:
+            continue
+        t, p = by_value[v]
+        leader = C.leader_of(cluster, t, p)
+        for r in C.assignment(cluster, t)[p]:
+            recs, _ = C.read_replica_log(cluster[r].logdir, t, p)
+            offs = [o for o, x in recs.items() if x is not None and x.decode(errors="replace") == v]
+            near = [e for e in txn_index_entries(cluster[r].logdir, t, p)
+                    if offs and e[2] <= max(offs) + 50 and e[3] >= min(offs) - 50]
+            problems.append(f"  {v} in {t}-{p} (leader {leader}): replica {r} holds it at {offs}; "
+                            f".txnindex entries near: {near}")
+    again = T.read_committed_all(C.bootstrap(cluster, all_brokers=True), T.TOPICS)
+    seen = {x for recs in again.values() for _, x in recs}
+    problems.append(f"  a second read now has {[v for v in vals if v in seen]} of {vals}")
 
 
 def test_disk_faults(request, disk_cluster):
