@@ -474,13 +474,22 @@ class TxnNemesis:
 
 def read_committed_all(bootstrap, topics, partitions=PARTITIONS, timeout=90):
     """{(topic, p): [(offset, value), ...]}: every committed record, offset 0 up to each
-    partition's high watermark (a read_committed position passes aborted records and markers)."""
+    partition's high watermark (a read_committed position passes aborted records and markers).
+    The bound is the high watermark, asked by a read_uncommitted client: a read_committed one's
+    ListOffsets answers the last stable offset, which stays below a transaction whose commit was
+    acknowledged (PrepareCommit written) while its markers are still being written -- a read up
+    to that would miss committed values. Reaching the high watermark waits for those markers."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-{time.time()}",
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
+    q = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-hw-{time.time()}",
+                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
     tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
     try:
-        hw = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        try:
+            hw = {(tp.topic, tp.partition): q.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        finally:
+            q.close()
         c.assign([TopicPartition(t, p, 0) for (t, p) in hw])
         got = {k: [] for k in hw}
         deadline = time.time() + timeout
