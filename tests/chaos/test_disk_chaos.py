@@ -260,7 +260,8 @@ def where_txn_values(cluster, tw, bad, problems):
     .txnindex entries covering those offsets, the partition's leader, and a second read."""
     by_value = {v: (t, p) for tx in tw.txns() for (t, p, v) in tx["values"]}
     vals = [x for x in bad.get("lost", [])[:4] if isinstance(x, str)]
-    vals += [item[2] for item in bad.get("aborted_read", [])[:4] if len(item) == 4]
+    for item in bad.get("aborted_read", [])[:4]:  # (value, places) or (tp, offset, value, why)
+        vals.append(item[0] if isinstance(item[0], str) else item[2])
     for v in dict.fromkeys(vals):
         if v not in by_value:
             continue
