@@ -70,6 +70,7 @@ ASAN_TESTS=(
     tests/integration/test_storage_faults.py::test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group
     tests/integration/test_log_validator.py::test_inner_offsets_not_0_to_n_are_reassigned
     tests/chaos/test_disk_chaos.py::test_power_loss_of_the_controller
+    tests/chaos/test_disk_chaos.py::test_disk_faults
     tests/integration/test_configs.py::test_dynamic_broker_log_settings_reach_existing_logs
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input
