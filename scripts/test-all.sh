@@ -23,7 +23,7 @@
 #                worker per core)
 #   chaos        tests/chaos
 #   netfault     tests/netfault: ZooKeeper ensemble and fault proxies
-#   fuzz         every libFuzzer target, 12 s each, one per core
+#   fuzz         every libFuzzer target, 8 s each, one per core
 #   asan-unit    the unit tests under ASan+UBSan (LeakSanitizer on)
 #   asan-sim     100 simulation seeds under ASan+UBSan
 #   asan-integ   ASAN_TESTS below against the ASan gregord: brokers stop with SIGTERM so
@@ -352,7 +352,7 @@ fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.l
 
 run_fuzz() {
     wait_build fuzz || return 1
-    local secs=12 f rc=0 name ok=0 bad=0
+    local secs=8 f rc=0 name ok=0 bad=0
     local -a targets=() pids=()
     [ -n "$soak" ] && secs=300
     mkdir -p "build-fuzz/artifacts"
