@@ -326,9 +326,11 @@ run_pytest() {
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
         COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest --maxfail=5 -q "${par[@]}" "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
-    # pytest's last line: "N passed, M skipped, ... in T s" (decorated with = signs in some forms)
+    # pytest's own closing line, whole: "[=== ]N failed, M passed, ... in T s[ (H:MM:SS)][ ===]".
+    # Anchored on both ends: a client's log line such as "Connect to 127.0.0.1:25092 failed" must
+    # not be read as a count.
     local last p f e s
-    last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
+    last=$(grep -E '^(=+ )?([0-9]+ [a-z]+(, )?)+ in [0-9.]+s( \([0-9:]+\))?( =+)?$' "$log" | tail -n 1)
     p=$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
     f=$(grep -oE '[0-9]+ failed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
     e=$(grep -oE '[0-9]+ errors?' <<<"$last" | grep -oE '[0-9]+' || echo 0)
