@@ -23,7 +23,7 @@
 #                worker per core)
 #   chaos        tests/chaos
 #   netfault     tests/netfault: ZooKeeper ensemble and fault proxies
-#   fuzz         every libFuzzer target, 12 s each, one per core
+#   fuzz         every libFuzzer target, 8 s each, one per core
 #   asan-unit    the unit tests under ASan+UBSan (LeakSanitizer on)
 #   asan-sim     100 simulation seeds under ASan+UBSan
 #   asan-integ   ASAN_TESTS below against the ASan gregord: brokers stop with SIGTERM so
@@ -72,6 +72,7 @@ ASAN_TESTS=(
     tests/integration/test_storage_faults.py::test_failed_swap_rename_takes_the_dir_offline_and_keeps_the_group
     tests/integration/test_log_validator.py::test_inner_offsets_not_0_to_n_are_reassigned
     tests/chaos/test_disk_chaos.py::test_power_loss_of_the_controller
+    tests/chaos/test_disk_chaos.py::test_disk_faults
     tests/integration/test_configs.py::test_dynamic_broker_log_settings_reach_existing_logs
     tests/integration/test_security_tls.py::test_negative_authentication
     tests/integration/test_security_tls.py::test_hostile_input
@@ -327,9 +328,11 @@ run_pytest() {
     # timeout signals its whole process group: brokers the tests started go too.
     GREGOR_ZK=127.0.0.1:$zk_port GREGOR_ROOT=$root \
         COLUMNS=400 timeout -k 10 "$limit" /usr/bin/python3 -m pytest --maxfail=5 -q "${par[@]}" "${extra[@]}" "$@" 2>&1 | tee "$log" || rc=$?
-    # pytest's last line: "N passed, M skipped, ... in T s" (decorated with = signs in some forms)
+    # pytest's own closing line, whole: "[=== ]N failed, M passed, ... in T s[ (H:MM:SS)][ ===]".
+    # Anchored on both ends: a client's log line such as "Connect to 127.0.0.1:25092 failed" must
+    # not be read as a count.
     local last p f e s
-    last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
+    last=$(grep -E '^(=+ )?([0-9]+ [a-z]+(, )?)+ in [0-9.]+s( \([0-9:]+\))?( =+)?$' "$log" | tail -n 1)
     p=$(grep -oE '[0-9]+ passed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
     f=$(grep -oE '[0-9]+ failed' <<<"$last" | grep -oE '[0-9]+' || echo 0)
     e=$(grep -oE '[0-9]+ errors?' <<<"$last" | grep -oE '[0-9]+' || echo 0)
@@ -353,7 +356,7 @@ fuzz_one() { # fuzz_one BINARY SECONDS -> runs one target; output in $tmp/NAME.l
 
 run_fuzz() {
     wait_build fuzz || return 1
-    local secs=12 f rc=0 name ok=0 bad=0
+    local secs=8 f rc=0 name ok=0 bad=0
     local -a targets=() pids=()
     [ -n "$soak" ] && secs=300
     mkdir -p "build-fuzz/artifacts"

@@ -64,7 +64,7 @@ static char *client_host(struct gr_api_req *req) {
  * (share groups, KIP-932) is INVALID_REQUEST below v6 and, as a 3.9 ZooKeeper broker answers
  * it, COORDINATOR_NOT_AVAILABLE after the Cluster CLUSTER_ACTION check from v6. */
 static int16_t find_coordinator(struct gr_broker *b, struct gr_api_req *req, int8_t key_type, const char *key,
-                                int32_t *node, char **host, int32_t *port) {
+                                bool *create_tried, int32_t *node, char **host, int32_t *port) {
     *node = -1;
     *host = "";
     *port = -1;
@@ -82,7 +82,11 @@ static int16_t find_coordinator(struct gr_broker *b, struct gr_api_req *req, int
     if ((key_type == 0 && !gc) || (key_type == 1 && !b->txn_coordinator)) return GR_KERR_COORDINATOR_NOT_AVAILABLE;
     const char *ctopic = key_type == 1 ? GR_TXN_TOPIC : GR_OFFSETS_TOPIC;
     if (!gr_mdc_contains_topic(b->metadata, ctopic)) {
-        gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
+        /* once per request: each attempt is a ZooKeeper round trip, and the cache does not
+         * learn the topic before the controller's UpdateMetadata, so a batch of k keys would
+         * otherwise try k times */
+        if (!*create_tried) gr_internal_topic_create(b, ctopic); /* COORDINATOR_NOT_AVAILABLE whatever it answers */
+        *create_tried = true;
         return GR_KERR_COORDINATOR_NOT_AVAILABLE;
     }
     int32_t p = key_type == 0 ? gr_gc_partition_for(gc, key) : gr_txn_partition_of(b->txn_coordinator, key);
@@ -111,7 +115,8 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     const struct FindCoordinatorRequest *r = body;
     struct FindCoordinatorResponse *resp = gr_api_new_response(req);
     if (hdr->RequestApiVersion < 4) {
-        int16_t e = find_coordinator(b, req, r->KeyType, r->Key, &resp->NodeId, &resp->Host, &resp->Port);
+        bool tried = false;
+        int16_t e = find_coordinator(b, req, r->KeyType, r->Key, &tried, &resp->NodeId, &resp->Host, &resp->Port);
         resp->ErrorCode = e;
         resp->ErrorMessage = (char *)gr_kerr_name(e);
         gr_api_respond(req, resp);
@@ -120,10 +125,11 @@ void gr_handle_find_coordinator(struct gr_broker *b, struct gr_api_req *req, con
     int n = GR_MAX(r->CoordinatorKeysCount, 0);
     resp->CoordinatorsCount = n;
     resp->Coordinators = gr_api_alloc(req, (size_t)(n + 1) * sizeof *resp->Coordinators);
+    bool tried = false; /* one KeyType per request */
     for (int i = 0; i < n; i++) {
         struct FindCoordinatorResponse_Coordinator *c = &resp->Coordinators[i];
         c->Key = r->CoordinatorKeys[i] ? r->CoordinatorKeys[i] : "";
-        c->ErrorCode = find_coordinator(b, req, r->KeyType, c->Key, &c->NodeId, &c->Host, &c->Port);
+        c->ErrorCode = find_coordinator(b, req, r->KeyType, c->Key, &tried, &c->NodeId, &c->Host, &c->Port);
         c->ErrorMessage = c->ErrorCode == GR_KERR_NONE ? NULL : (char *)gr_kerr_name(c->ErrorCode);
     }
     gr_api_respond(req, resp);
@@ -407,23 +413,44 @@ static int16_t fetch_group(struct gr_broker *b, struct gr_api_req *req, const ch
 
 /* parts reordered so each topic's partitions are adjacent, topics in first-seen order;
  * returns the number of topics, *starts[t] the index of topic t's first part (and
- * (*starts)[nt] = n). */
+ * (*starts)[nt] = n). Sorting, not a scan per topic: a request naming many topics must not
+ * cost n * topics string comparisons. */
+struct by_topic {
+    const char *topic;
+    int i;
+};
+static int cmp_by_topic(const void *a, const void *b) {
+    const struct by_topic *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+struct topic_run {
+    int first, start, len; /* first-seen part index; run in the sorted array */
+};
+static int cmp_run(const void *a, const void *b) {
+    const struct topic_run *x = a, *y = b;
+    return (x->first > y->first) - (x->first < y->first);
+}
 static int group_by_topic(struct gr_api_req *req, struct gr_gc_fetch_part *parts, int n, int **starts) {
     struct gr_gc_fetch_part *out = gr_api_alloc(req, (size_t)(n + 1) * sizeof *out);
-    bool *used = gr_api_alloc(req, (size_t)(n + 1));
+    struct by_topic *s = gr_api_alloc(req, (size_t)(n + 1) * sizeof *s);
+    struct topic_run *runs = gr_api_alloc(req, (size_t)(n + 1) * sizeof *runs);
     int *st = gr_api_alloc(req, (size_t)(n + 2) * sizeof *st);
-    int nt = 0, k = 0;
+    for (int i = 0; i < n; i++) s[i] = (struct by_topic){parts[i].topic, i};
+    if (n > 1) qsort(s, (size_t)n, sizeof *s, cmp_by_topic);
+    int nt = 0;
     for (int i = 0; i < n; i++) {
-        if (used[i]) continue;
-        st[nt++] = k;
-        for (int j = i; j < n; j++)
-            if (!used[j] && strcmp(parts[j].topic, parts[i].topic) == 0) {
-                used[j] = true;
-                out[k++] = parts[j];
-            }
+        if (i == 0 || strcmp(s[i].topic, s[i - 1].topic) != 0) runs[nt++] = (struct topic_run){s[i].i, i, 0};
+        runs[nt - 1].len++;
+    }
+    if (nt > 1) qsort(runs, (size_t)nt, sizeof *runs, cmp_run);
+    int k = 0;
+    for (int t = 0; t < nt; t++) {
+        st[t] = k;
+        for (int j = 0; j < runs[t].len; j++) out[k++] = parts[s[runs[t].start + j].i];
     }
     st[nt] = k;
-    memcpy(parts, out, (size_t)n * sizeof *parts);
+    if (n > 0) memcpy(parts, out, (size_t)n * sizeof *parts);
     *starts = st;
     return nt;
 }
@@ -490,10 +517,27 @@ static void offset_fetch_v8(struct gr_broker *b, struct gr_api_req *req, const s
     int ng = GR_MAX(r->GroupsCount, 0);
     resp->GroupsCount = ng;
     resp->Groups = gr_api_alloc(req, (size_t)(ng + 1) * sizeof *resp->Groups);
+    /* An all-topics fetch answers every committed offset of the group: the same group named
+     * all-topics k times would answer its offsets k times, a response (and memory) the size of
+     * the request times the group's offsets. Kafka 3.9 answers each repetition; Gregor answers
+     * the first and fails the repetitions with INVALID_REQUEST (clients batch a map of groups,
+     * so they never repeat one). */
+    bool *repeated = gr_api_alloc(req, (size_t)(ng + 1));
+    struct by_topic *ids = gr_api_alloc(req, (size_t)(ng + 1) * sizeof *ids);
+    int nall = 0;
+    for (int g = 0; g < ng; g++)
+        if (r->Groups[g].TopicsCount < 0) ids[nall++] = (struct by_topic){r->Groups[g].GroupId ? r->Groups[g].GroupId : "", g};
+    if (nall > 1) qsort(ids, (size_t)nall, sizeof *ids, cmp_by_topic);
+    for (int i = 1; i < nall; i++)
+        if (strcmp(ids[i].topic, ids[i - 1].topic) == 0) repeated[ids[i].i] = true;
     for (int g = 0; g < ng; g++) {
         const struct OffsetFetchRequest_OffsetFetchRequestGroup *rg = &r->Groups[g];
         struct OffsetFetchResponse_OffsetFetchResponseGroup *og = &resp->Groups[g];
         og->GroupId = rg->GroupId ? rg->GroupId : "";
+        if (repeated[g]) {
+            og->ErrorCode = GR_KERR_INVALID_REQUEST;
+            continue;
+        }
         bool all = rg->TopicsCount < 0;
         int n = 0;
         for (int t = 0; t < rg->TopicsCount; t++) n += GR_MAX(rg->Topics[t].PartitionIndexesCount, 0);

@@ -78,7 +78,7 @@ static uint64_t real_schedule(struct gr_clock *clk, int64_t delay_ms, struct gr_
         free(t);
         return 0;
     }
-    t->id = ++c->next_id;
+    uint64_t id = t->id = ++c->next_id; /* t belongs to the timer thread once we unlock */
     struct real_timer **pp = &c->timers;
     while (*pp && (*pp)->due_ms <= t->due_ms) pp = &(*pp)->next;
     t->next = *pp;
@@ -88,7 +88,7 @@ static uint64_t real_schedule(struct gr_clock *clk, int64_t delay_ms, struct gr_
     }
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    return t->id;
+    return id;
 }
 
 static void real_cancel(struct gr_clock *clk, uint64_t id) {

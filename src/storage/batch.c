@@ -388,15 +388,17 @@ static size_t uvar_size(uint64_t v) {
 }
 static uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static size_t varint_size(int64_t v) { return uvar_size(zz64(v)); }
-static uint8_t *put_varint(uint8_t *p, int64_t v) {
+size_t gr_batch_put_varlong(uint8_t *p, int64_t v) {
     uint64_t u = zz64(v);
+    size_t n = 0;
     while (u >= 0x80) {
-        *p++ = (uint8_t)(u | 0x80);
+        p[n++] = (uint8_t)(u | 0x80);
         u >>= 7;
     }
-    *p++ = (uint8_t)u;
-    return p;
+    p[n++] = (uint8_t)u;
+    return n;
 }
+static uint8_t *put_varint(uint8_t *p, int64_t v) { return p + gr_batch_put_varlong(p, v); }
 static uint8_t *put_len_bytes(uint8_t *p, const void *b, int32_t n) {
     if (n < 0 || !b) return put_varint(p, -1);
     p = put_varint(p, n);

@@ -187,6 +187,9 @@ int64_t gr_batch_max_timestamp(const uint8_t *batch);
 int32_t gr_batch_record_count(const uint8_t *batch);
 /* Recomputes and stores the CRC (after changing covered fields, e.g. in tests). */
 void gr_batch_update_crc(uint8_t *batch, size_t size);
+/* Writes v as a zig-zag varint (Kafka's varint/varlong: the same bytes for an int32 widened to
+ * int64) at p, at most 10 bytes; returns its size. */
+size_t gr_batch_put_varlong(uint8_t *p, int64_t v);
 
 /* ---- records of an uncompressed batch ---- */
 

@@ -567,17 +567,6 @@ static int get_varlong(const uint8_t **p, const uint8_t *end, int64_t *out) {
     return -1;
 }
 
-static size_t put_varlong(uint8_t *p, int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    size_t n = 0;
-    while (u >= 0x80) {
-        p[n++] = (uint8_t)(u | 0x80);
-        u >>= 7;
-    }
-    p[n++] = (uint8_t)u;
-    return n;
-}
-
 /* Re-encodes the records in[0, len) (raw, uncompressed) with their timestampDelta moved from
  * old_base to new_base, so that every record keeps its timestamp (Kafka's MemoryRecordsBuilder
  * with a delete horizon as base timestamp). Everything else of a record is copied as it is.
@@ -598,9 +587,9 @@ static int rebase_records(const uint8_t *in, size_t len, int64_t old_base, int64
          * wrap there and back instead of overflowing a signed sum */
         uint64_t ts = (uint64_t)old_base + (uint64_t)delta;
         uint8_t nb[10];
-        size_t dn = put_varlong(nb, (int64_t)(ts - (uint64_t)new_base));
+        size_t dn = gr_batch_put_varlong(nb, (int64_t)(ts - (uint64_t)new_base));
         int64_t newlen = 1 + (int64_t)dn + (bend - q);
-        n += put_varlong(o + n, newlen);
+        n += gr_batch_put_varlong(o + n, newlen);
         o[n++] = body[0];
         memcpy(o + n, nb, dn);
         n += dn;

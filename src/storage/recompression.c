@@ -99,18 +99,6 @@ static bool rd_zz(const uint8_t **p, const uint8_t *end, int maxbytes, int64_t *
     return false;
 }
 
-/* Writes the zig-zag varint of v (32-bit) at w; returns its size (at most 5). */
-static size_t wr_zz32(uint8_t *w, int32_t v) {
-    uint32_t u = ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
-    size_t n = 0;
-    while (u >= 0x80) {
-        w[n++] = (uint8_t)(u | 0x80);
-        u >>= 7;
-    }
-    w[n++] = (uint8_t)u;
-    return n;
-}
-
 /* Appends the records section recs[0..len) (count records) with offsetDelta i for the i-th
  * record; every other byte of each record is copied. False if a record is malformed or bytes
  * remain after the last one. */
@@ -124,11 +112,11 @@ static bool append_renumbered(struct out *o, const uint8_t *recs, size_t len, in
         const uint8_t *od_at = q;
         if (!rd_zz(&q, bend, 5, &od)) return false;
         uint8_t delta[5];
-        size_t dn = wr_zz32(delta, i);
+        size_t dn = gr_batch_put_varlong(delta, i);
         size_t nlen = (size_t)(od_at - body) + dn + (size_t)(bend - q);
         if (nlen > INT32_MAX) return false;
         uint8_t *w = out_reserve(o, 5 + nlen);
-        size_t n = wr_zz32(w, (int32_t)nlen);
+        size_t n = gr_batch_put_varlong(w, (int32_t)nlen);
         memcpy(w + n, body, (size_t)(od_at - body));
         n += (size_t)(od_at - body);
         memcpy(w + n, delta, dn);

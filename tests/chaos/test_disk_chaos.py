@@ -1,7 +1,8 @@
 """Disk-fault chaos (issue 23's "Proof we expect"; docs/CHAOS.md "Disk faults"): 3 brokers under
 the disk-fault shim (tests/chaos/disk_faults.py), an acks=all idempotent workload on an RF 3,
 min.insync.replicas=2 topic, plus a compacted topic (keys overwritten and deleted) and a
-retention topic, both RF 3 too. Round after round one broker suffers one of: disk full (broker 3's
+retention topic, both RF 3 too, and transactions: txn_chaos.TxnWorkload without its pipeline
+(three transactional producers committing and aborting unique values, a read_committed observer). Round after round one broker suffers one of: disk full (broker 3's
 log dir is a small tmpfs, filled up), EIO on every write, EIO on every fsync, power loss at a
 random moment (SIGKILL, then the log dir rolled back to what was fsynced). After each fault the
 broker is healed (fault removed, restarted) and the cluster must heal. At the end:
@@ -10,7 +11,11 @@ broker is healed (fault removed, restarted) and the cluster must heal. At the en
     (EIO, ENOSPC) halts (Kafka's "Shutdown broker because all log dirs ... have failed");
   - the compacted topic shows, per key, its last acknowledged operation (or one sent after it),
     so no deleted key is visible after compaction; its and the retention topic's replicas hold
-    the same value at every offset they share.
+    the same value at every offset they share;
+  - after every round and at the end, txn_chaos.check_txn with the producers held between
+    transactions: 0 committed values lost, 0 duplicated, 0 aborted values visible to
+    read_committed, no torn transaction. Per fault kind every other fault hits the broker of a
+    transaction coordinator (the leader of a transactional id's __transaction_state partition).
 Kafka relies on replication, not on fsync per write: a power-lost broker recovers by truncation
 to the leader epoch (KIP-101) and re-fetches.
 
@@ -25,8 +30,10 @@ previous run out of the ISRs.
 CI form: one round of each fault (about a minute); GREGOR_SOAK=1: 50 power-loss points and 10
 rounds of each other fault. GREGOR_CHAOS_SEED picks the sequence (printed)."""
 
+import glob
 import os
 import random
+import struct
 import threading
 import time
 
@@ -37,10 +44,12 @@ import gregor_harness as H
 pytest.importorskip("confluent_kafka")
 import chaos_lib as C  # noqa: E402
 import disk_faults as D  # noqa: E402
+import txn_chaos as T  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 PARTITIONS = 3
 KEYS = 40
+TXN_STATE_PARTITIONS = 3  # each broker leads about one: any victim is likely a coordinator
 
 CONFIG = dict(C.CLUSTER_CONFIG, **{
     "log.index.size.max.bytes": "65536",   # small preallocated indexes: the tmpfs holds data
@@ -49,6 +58,7 @@ CONFIG = dict(C.CLUSTER_CONFIG, **{
     "log.cleaner.backoff.ms": "200",
     "log.retention.check.interval.ms": "500",
     "log.segment.bytes": "65536",
+    "transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
 })
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "3000", "min.cleanable.dirty.ratio": "0.01",
            "delete.retention.ms": "200", "min.insync.replicas": "2"}
@@ -199,6 +209,76 @@ def run_fault(cluster, faults, topics, kind, victim, rng, problems, log):
         C.wait_healed(cluster, t, 90)
 
 
+def coordinator_of(cluster, tid):
+    """The broker leading tid's __transaction_state partition (its transaction coordinator)."""
+    return C.leader_of(cluster, "__transaction_state", T.txn_state_partition(tid, TXN_STATE_PARTITIONS))
+
+
+def check_transactions(cluster, tw, label, problems, counts):
+    """Holds the transactional producers between transactions, reads every committed value of
+    T.TOPICS (read_committed, offset 0 to the high watermark) and runs T.check_txn on every
+    transaction so far and on what the observer saw: 0 committed values lost, 0 duplicated, 0
+    aborted values visible, no torn transaction (an indeterminate one is all or nothing)."""
+    stuck = tw.quiesce()
+    try:
+        if stuck:
+            problems.append(f"{label}: transactional producers {stuck} never finished a transaction")
+            return
+        txns = tw.txns()
+        try:
+            final = T.read_committed_all(C.bootstrap(cluster, all_brokers=True), T.TOPICS)
+        except AssertionError as e:
+            problems.append(f"{label}: {e}")
+            return
+        observed = {k: list(v) for k, v in tw.observer.seen.items()}
+        bad = T.check_txn(txns, final, observed, [], [])
+        for k in ("committed", "aborted", "indeterminate"):
+            counts[k] = sum(tx["outcome"] == k for tx in txns)
+        for kind, items in bad.items():
+            if items:
+                problems.append(f"{label}: transactions {kind} {len(items)}: {items[:3]}")
+        if any(bad.values()):
+            where_txn_values(cluster, tw, bad, problems)
+    finally:
+        tw.resume()
+
+
+def txn_index_entries(logdir, topic, p):
+    """[(file, producer id, first, last, lso)] of every .txnindex of topic-p under logdir."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(logdir, f"{topic}-{p}", "*.txnindex"))):
+        with open(f, "rb") as fh:
+            data = fh.read()
+        for i in range(0, len(data) - 33, 34):
+            _, pid, first, last, lso = struct.unpack_from(">hqqqq", data, i)
+            out.append((os.path.basename(f), pid, first, last, lso))
+    return out
+
+
+def where_txn_values(cluster, tw, bad, problems):
+    """Diagnosis of lost or aborted-read values: where each replica holds them on disk, the
+    .txnindex entries covering those offsets, the partition's leader, and a second read."""
+    by_value = {v: (t, p) for tx in tw.txns() for (t, p, v) in tx["values"]}
+    vals = [x for x in bad.get("lost", [])[:4] if isinstance(x, str)]
+    for item in bad.get("aborted_read", [])[:4]:  # (value, places) or (tp, offset, value, why)
+        vals.append(item[0] if isinstance(item[0], str) else item[2])
+    for v in dict.fromkeys(vals):
+        if v not in by_value:
+            continue
+        t, p = by_value[v]
+        leader = C.leader_of(cluster, t, p)
+        for r in C.assignment(cluster, t)[p]:
+            recs, _ = C.read_replica_log(cluster[r].logdir, t, p)
+            offs = [o for o, x in recs.items() if x is not None and x.decode(errors="replace") == v]
+            near = [e for e in txn_index_entries(cluster[r].logdir, t, p)
+                    if offs and e[2] <= max(offs) + 50 and e[3] >= min(offs) - 50]
+            problems.append(f"  {v} in {t}-{p} (leader {leader}): replica {r} holds it at {offs}; "
+                            f".txnindex entries near: {near}")
+    again = T.read_committed_all(C.bootstrap(cluster, all_brokers=True), T.TOPICS)
+    seen = {x for recs in again.values() for _, x in recs}
+    problems.append(f"  a second read now has {[v for v in vals if v in seen]} of {vals}")
+
+
 def test_disk_faults(request, disk_cluster):
     cluster, faults = disk_cluster
     seed = int(os.environ.get("GREGOR_CHAOS_SEED", random.randrange(1 << 30)))
@@ -216,21 +296,54 @@ def test_disk_faults(request, disk_cluster):
     wl = C.Workload(cluster, "chaos", PARTITIONS, producers=2, rate=100, idempotent=True,
                     tolerate_fatal=True).start()  # see docs/CHAOS.md: reported, not failed
     kw = KeyedWriter(cluster, "ck", "ret", random.Random(seed + 1)).start()
+    for t in T.TOPICS:
+        C.create_topic(cluster, t, T.PARTITIONS, rf=3, min_isr=2)
+    tw = T.TxnWorkload(cluster, producers=3, seed=seed, pipeline=False).start()
+    tids = [p.tid for p in tw.producers]
+    try:
+        H.wait_for(lambda: all(any(tx["outcome"] == "committed" for tx in p.txns) for p in tw.producers)
+                   or tw.crashed, 90, "a first commit by every transactional producer")
+    except AssertionError as e:
+        kw.stop()
+        wl.stop()
+        tw.stop()
+        raise AssertionError(f"{e}; {tw.describe()}") from None
+    topics += list(T.TOPICS) + ["__transaction_state"]
     if C.SOAK:
         plan = ["power-loss"] * 50 + ["eio-write", "eio-fsync", "disk-full"] * 10
     else:
         plan = ["power-loss", "eio-write", "eio-fsync", "disk-full", "power-loss"]
     rng.shuffle(plan)
     problems, log = [], []
+    txn_counts = {}
     t_start = time.monotonic()
+    per_kind = {}
     try:
-        for kind in plan:
-            victim = 3 if kind == "disk-full" else rng.choice([1, 2, 3])
+        for r, kind in enumerate(plan):
+            # per kind, every other fault hits a transaction coordinator's broker (the leader of
+            # a transactional id's __transaction_state partition), starting with the first
+            n = per_kind[kind] = per_kind.get(kind, -1) + 1
+            if kind == "disk-full":
+                victim = 3  # the tmpfs one
+            elif n % 2 == 0:
+                tid = rng.choice(tids)
+                victim = coordinator_of(cluster, tid)
+                log.append(f"b{victim} coordinates {tid}")
+            else:
+                victim = rng.choice([1, 2, 3])
+            if victim in [coordinator_of(cluster, tid) for tid in tids]:
+                txn_counts["coordinator faults"] = txn_counts.get("coordinator faults", 0) + 1
             run_fault(cluster, faults, topics, kind, victim, rng, problems, log)
+            check_transactions(cluster, tw, f"round {r} ({kind} b{victim})", problems, txn_counts)
         time.sleep(1.0)
     finally:
         kw.stop()
         wl.stop()
+        alive = tw.stop()
+    assert tw.crashed == [], tw.crashed
+    assert alive == [], f"threads still running: {alive}"
+    check_transactions(cluster, tw, "final", problems, txn_counts)
+    fatal = [f for p in tw.producers for f in p.fatal]
     v = C.check(cluster, "chaos", wl)
     # the compacted topic: per key its last acknowledged op, or one sent after it
     time.sleep(2.0)  # a cleaner pass or two over the last segments
@@ -250,9 +363,11 @@ def test_disk_faults(request, disk_cluster):
     for t in ("ck", "ret"):
         shared_offsets_agree(cluster, t, problems)
     print(f"disk chaos: {v.summary()}; rounds {log}; keyed ops acked {len(kw.acked)} keys; "
-          f"{time.monotonic() - t_start:.0f}s")
+          f"transactions {txn_counts}, client errors (indeterminate) {fatal[:5]}, observer errors "
+          f"{tw.observer.errors[:3]}; {time.monotonic() - t_start:.0f}s")
     C.assert_ok(v, strict_duplicates=True)
     assert v.acked > 0
+    assert txn_counts.get("committed", 0) > 0 and txn_counts.get("aborted", 0) > 0, txn_counts
     assert not problems, "\n".join(problems[:20])
 
 

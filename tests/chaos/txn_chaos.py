@@ -87,6 +87,7 @@ class TxnProducer:
         self.txns = []
         self.fatal = []
         self.p = None
+        self.idle = threading.Event()  # set while held at the workload's gate (TxnWorkload.quiesce)
 
     def _new_producer(self):
         self.gen += 1
@@ -119,6 +120,12 @@ class TxnProducer:
         self._new_producer()
         no = 0
         while not self.wl.stopping.is_set():
+            if not self.wl.gate.is_set():
+                self.idle.set()  # between transactions: nothing open, nothing unsettled
+                while not self.wl.gate.wait(0.2) and not self.wl.stopping.is_set():
+                    pass
+                self.idle.clear()
+                continue
             no += 1
             values = []
             outcome = None
@@ -277,13 +284,19 @@ class Observer:
 
 
 class TxnWorkload:
-    def __init__(self, cluster, producers=3, seed=1):
+    """pipeline=False: the transactional producers and the observer only (no feeder, no
+    consume-transform-produce workers), as the disk-fault family runs it."""
+
+    def __init__(self, cluster, producers=3, seed=1, pipeline=True):
         self.cluster = cluster
         self.bootstrap = C.bootstrap(cluster, all_brokers=True)
         self.stopping = threading.Event()   # transactional producers, observer, feeder
         self.pipe_done = threading.Event()  # pipeline workers (they drain the input first)
+        self.gate = threading.Event()       # cleared: producers hold between transactions
+        self.gate.set()
+        self.pipeline = pipeline
         self.producers = [TxnProducer(self, f"tx-{k}", seed * 100 + k) for k in range(producers)]
-        self.workers = [PipelineWorker(self, "w0"), PipelineWorker(self, "w1")]
+        self.workers = [PipelineWorker(self, "w0"), PipelineWorker(self, "w1")] if pipeline else []
         self.observer = Observer(self)
         self.fed = []          # input values acknowledged by the feeder
         self.feed_failed = []
@@ -295,6 +308,28 @@ class TxnWorkload:
                 f"{[(p.tid, len(p.txns), p.fatal[:3]) for p in self.producers]}; pipeline processed "
                 f"{[(w.name, w.processed, w.assigned, w.fatal[:3], getattr(w, 'errors', [])) for w in self.workers]}; "
                 f"inputs acknowledged {len(self.fed)}, failed {self.feed_failed[:3]}")
+
+    def quiesce(self, timeout=180):
+        """Holds every transactional producer between two transactions (each one's last
+        transaction finished: committed, aborted, or indeterminate and settled by the next
+        incarnation's init); returns the producers that did not get there within timeout.
+        After stop() (the producers' threads joined) there is nothing to hold."""
+        if self.stopping.is_set():
+            return []
+        self.gate.clear()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(p.idle.is_set() for p in self.producers) or self.crashed:
+                break
+            time.sleep(0.1)
+        return [p.tid for p in self.producers if not p.idle.is_set()]
+
+    def resume(self):
+        self.gate.set()
+
+    def txns(self):
+        """Every recorded transaction so far (a copy)."""
+        return [tx for p in self.producers for tx in list(p.txns)]
 
     def _feeder(self):
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
@@ -323,7 +358,7 @@ class TxnWorkload:
 
     def start(self):
         fns = [tp.run for tp in self.producers] + [w.run for w in self.workers] + \
-              [self.observer.run, self._feeder]
+              [self.observer.run] + ([self._feeder] if self.pipeline else [])
         for fn in fns:
             t = threading.Thread(target=self._guard(fn), daemon=True)
             t.start()
@@ -333,11 +368,12 @@ class TxnWorkload:
     def stop(self, drain_timeout=120):
         """Stops the writers, waits for the pipeline to consume the whole input, then stops it."""
         self.stopping.set()
+        self.gate.set()
         for t in self.threads:
             if t not in self._pipe_threads():
                 t.join(180)
         deadline = time.monotonic() + drain_timeout
-        while time.monotonic() < deadline and not self.pipeline_drained():
+        while self.pipeline and time.monotonic() < deadline and not self.pipeline_drained():
             time.sleep(1)
         self.pipe_done.set()
         for t in self._pipe_threads():
@@ -438,13 +474,22 @@ class TxnNemesis:
 
 def read_committed_all(bootstrap, topics, partitions=PARTITIONS, timeout=90):
     """{(topic, p): [(offset, value), ...]}: every committed record, offset 0 up to each
-    partition's high watermark (a read_committed position passes aborted records and markers)."""
+    partition's high watermark (a read_committed position passes aborted records and markers).
+    The bound is the high watermark, asked by a read_uncommitted client: a read_committed one's
+    ListOffsets answers the last stable offset, which stays below a transaction whose commit was
+    acknowledged (PrepareCommit written) while its markers are still being written -- a read up
+    to that would miss committed values. Reaching the high watermark waits for those markers."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-{time.time()}",
                   "isolation.level": "read_committed", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
+    q = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-hw-{time.time()}",
+                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
     tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
     try:
-        hw = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        try:
+            hw = {(tp.topic, tp.partition): q.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
+        finally:
+            q.close()
         c.assign([TopicPartition(t, p, 0) for (t, p) in hw])
         got = {k: [] for k in hw}
         deadline = time.time() + timeout

@@ -228,6 +228,21 @@ def test_offset_commit_v9_and_offset_fetch_v8_v9_batched(three):
     # the old single-group form still answers
     r = K.call(pa, OFFSET_FETCH, 7, {"GroupId": ga, "Topics": [{"Name": "of", "PartitionIndexes": [1]}]})
     assert r["ErrorCode"] == 0 and r["Topics"][0]["Partitions"][0]["CommittedOffset"] == 11
+    # interleaved topics: grouped per topic, topics in first-seen order, partitions in request order
+    r = K.call(pa, OFFSET_FETCH, 8, {"Groups": [{"GroupId": ga, "Topics": [
+        {"Name": "of", "PartitionIndexes": [1]}, {"Name": "zz", "PartitionIndexes": [4]},
+        {"Name": "a", "PartitionIndexes": [3]}, {"Name": "of", "PartitionIndexes": [0]},
+        {"Name": "zz", "PartitionIndexes": [2]}]}]})
+    assert [(t["Name"], [(p["PartitionIndex"], p["CommittedOffset"]) for p in t["Partitions"]])
+            for t in r["Groups"][0]["Topics"]] == [("of", [(1, 11), (0, 10)]), ("zz", [(4, -1), (2, -1)]),
+                                                   ("a", [(3, -1)])]
+    # the same group fetched all-topics again in one request: each repetition would answer all
+    # its offsets again (a response k times the group's offsets); only the first is answered
+    r = K.call(pa, OFFSET_FETCH, 8, {"Groups": [{"GroupId": ga, "Topics": None}] * 3 + [
+        {"GroupId": ga, "Topics": [{"Name": "of", "PartitionIndexes": [0]}]}, {"GroupId": gb, "Topics": None}]})
+    assert [x["ErrorCode"] for x in r["Groups"]] == [0, INVALID_REQUEST, INVALID_REQUEST, 0, 0]
+    assert [len(x["Topics"]) for x in r["Groups"]] == [1, 0, 0, 1, 1]
+    assert sorted(p["PartitionIndex"] for p in r["Groups"][0]["Topics"][0]["Partitions"]) == [0, 1]
     still_serving(pa)
 
 
@@ -452,3 +467,18 @@ def test_find_coordinator_batch_with_a_dead_coordinator(cluster_factory, zk_conn
         else:
             assert (now["ErrorCode"], now["NodeId"]) == (NONE, before["NodeId"]), now
     still_serving(port)
+
+
+def test_find_coordinator_batch_tries_internal_topic_creation_once(cluster_factory, zk_connect):
+    """__consumer_offsets missing (RF 3 > 1 broker, so it cannot be created): a batch of keys
+    answers COORDINATOR_NOT_AVAILABLE for each and tries the creation once per request, not
+    once per key (each try is a ZooKeeper round trip)."""
+    c = cluster_factory(zk_connect, n=1, config={"offsets.topic.replication.factor": "3"})
+    b = next(iter(c.brokers.values()))
+    marker = "does not meet the required replication factor '3' for the offsets topic"
+    before = b.log(whole=True).count(marker)
+    keys = ["g%d" % i for i in range(200)]
+    out = find(b.port, 0, keys, version=4)
+    assert [x["ErrorCode"] for x in out] == [COORDINATOR_NOT_AVAILABLE] * len(keys)
+    assert b.log(whole=True).count(marker) - before == 1
+    still_serving(b.port)

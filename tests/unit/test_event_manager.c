@@ -301,12 +301,32 @@ static void test_real_clock(void) {
     gr_ctrl_events_free(em);
 }
 
+/* Zero-delay timers fire at once on the timer thread, which frees each timer: the schedule call
+ * must not read its timer after unlocking (CI run 11b: ASan heap-use-after-free of t->id, from
+ * the standby refresh scheduled at resignation). Under ASan this loop found it. */
+static void test_real_clock_zero_delay(void) {
+    struct gr_clock *clk = gr_clock_real_new(gr_ctrl_events_put, gr_ctrl_event_free);
+    struct recorder rec = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct gr_ctrl_event_processor proc = {rec_process, rec_preempt, &rec};
+    struct gr_ctrl_events *em = gr_ctrl_events_new(1, &proc, clk, NULL);
+    uint64_t last = 0;
+    for (int i = 0; i < 3000; i++) {
+        uint64_t id = gr_clock_schedule(clk, 0, em, ev_seq(GR_EV_AUTO_PREFERRED_REPLICA_LEADER_ELECTION, i));
+        CHECK(id > last);
+        last = id;
+    }
+    while (gr_ctrl_events_size(em) < 3000) usleep(1000);
+    clk->ops->free(clk);
+    gr_ctrl_events_free(em);
+}
+
 int main(void) {
     test_names();
     test_fifo_and_metrics_virtual_clock();
     test_clear_and_put_preempts();
     test_thread_mode();
     test_real_clock();
+    test_real_clock_zero_delay();
     if (test_failures) {
         fprintf(stderr, "test_event_manager: %d failure(s)\n", test_failures);
         return 1;
