@@ -210,19 +210,22 @@ static void apply_lai_changes(struct gr_broker *b, struct gr_api_req *req, struc
 }
 
 /* KIP-516, before any epoch check (Kafka's hasConsistentTopicId comes first too): a log on this
- * broker whose partition.metadata holds another id than the request's is the log of a deleted
- * topic of the same name, left here because this broker was away (down, or cut off) while the
- * deletion ran. Kafka 3.9 in ZooKeeper mode answers INCONSISTENT_TOPIC_ID and leaves it: the
- * partition stays unavailable on this replica until an operator removes the directory. Gregor
- * deletes it instead (StopReplica with delete: fetchers stopped, the directory renamed to
- * "-delete" at once and removed when its last reader lets go) and goes on as for a partition it
- * never had, so the new topic's replica is created empty and fetches from its leader: the old
- * data is neither served nor kept, and nobody has to clean up. The request's id is the
- * controller's, which reads it from the topic znode, so it is the truth. A log without an id
- * (created before ids) adopts the request's (replica manager). An unreadable partition.metadata
- * answers KAFKA_STORAGE_ERROR and keeps the log (we cannot tell whose it is). */
-static int16_t drop_log_of_other_topic(struct gr_broker *b, const struct LeaderAndIsrRequest *rq,
-                                       const struct lai_item *it)
+ * broker whose partition.metadata holds another id than the request's is not the current topic's.
+ * Usually it is the log of a deleted topic of the same name, left here because this broker was
+ * away (down, or cut off) while the deletion ran; but it may also be the current topic's own data
+ * when the topic's id changed (a tool rewrote /brokers/topics/T without its id while no
+ * controller knew it, and the next one gave the topic a new id: docs/STORAGE.md). Kafka 3.9 in
+ * ZooKeeper mode answers INCONSISTENT_TOPIC_ID and leaves the partition unavailable on this
+ * replica until an operator acts; KRaft (3.7+) moves such logs aside. Gregor moves it aside too
+ * (StopReplica with move_aside: fetchers stopped, the directory renamed
+ * "<topic>-<partition>.<id>-stray", closed, KEPT and never loaded again) and goes on as for a
+ * partition it never had: the new topic's replica is created empty and fetches from its leader.
+ * Nothing is ever deleted for a mismatch, so a wrong id costs availability of that copy, never
+ * data. A log without an id (created before ids) adopts the request's (replica manager). An
+ * unreadable partition.metadata answers KAFKA_STORAGE_ERROR and keeps the log in place (we
+ * cannot tell whose it is). */
+static int16_t move_aside_log_of_other_topic(struct gr_broker *b, const struct LeaderAndIsrRequest *rq,
+                                             const struct lai_item *it)
 {
     if (memcmp(it->topic_id, NO_TOPIC_ID, 16) == 0 || !b->hooks.log_topic_id)
         return GR_KERR_NONE;
@@ -237,19 +240,27 @@ static int16_t drop_log_of_other_topic(struct gr_broker *b, const struct LeaderA
     }
     if (r == 0 || gr_uuid_equal(&have, &want))
         return GR_KERR_NONE;
-    char hs[GR_UUID_STR_LEN + 1], ws[GR_UUID_STR_LEN + 1];
-    gr_warn(LOGGER, "[Broker id=%d] Topic ID in the log of partition %s-%d: %s does not match the "
-                    "topic ID received from controller %d epoch %d: %s. The log belongs to a "
-                    "deleted topic of the same name: deleting it", b->broker_id, it->topic, part,
-            gr_uuid_to_string(&have, hs), rq->ControllerId, rq->ControllerEpoch,
-            gr_uuid_to_string(&want, ws));
-    struct gr_stop_change sc = { .topic = it->topic, .partition = part, .delete_partition = true };
+    char hs[GR_UUID_STR_LEN + 1], ws[GR_UUID_STR_LEN + 1], path[4096] = "";
+    gr_uuid_to_string(&have, hs);
+    gr_uuid_to_string(&want, ws);
+    struct gr_stop_change sc = { .topic = it->topic, .partition = part, .delete_partition = true,
+                                 .move_aside = true, .aside_path = path, .aside_cap = sizeof path };
     if (b->hooks.stop_replicas)
         b->hooks.stop_replicas(b->hooks.ctx, b, &sc, 1);
-    else if (b->hooks.stop_replica)
-        sc.error = b->hooks.stop_replica(b->hooks.ctx, b, it->topic, part, true);
-    if (sc.error != GR_KERR_NONE)
+    else
+        sc.error = GR_KERR_KAFKA_STORAGE_ERROR; /* no way to move it aside: never delete it */
+    if (sc.error != GR_KERR_NONE) {
+        gr_error(LOGGER, "[Broker id=%d] Topic ID in the log of partition %s-%d: %s does not match the "
+                         "topic ID received from controller %d epoch %d: %s, and the log cannot be "
+                         "moved aside: not serving it", b->broker_id, it->topic, part, hs, rq->ControllerId,
+                 rq->ControllerEpoch, ws);
         return sc.error;
+    }
+    gr_warn(LOGGER, "[Broker id=%d] Topic ID in the log of partition %s-%d: %s does not match the "
+                    "topic ID received from controller %d epoch %d: %s. The log is kept as a stray "
+                    "log in %s (never served or removed; docs/STORAGE.md) and the partition starts "
+                    "empty under %s", b->broker_id, it->topic, part, hs, rq->ControllerId,
+            rq->ControllerEpoch, ws, path[0] ? path : "(no directory)", ws);
     gr_partitions_remove_locked(b->partitions, it->topic, part);
     return GR_KERR_NONE;
 }
@@ -329,7 +340,7 @@ void gr_handle_leader_and_isr(struct gr_broker *b, struct gr_api_req *req,
                     *err = off;
                     continue;
                 }
-                int16_t tid_err = drop_log_of_other_topic(b, rq, &items[i]);
+                int16_t tid_err = move_aside_log_of_other_topic(b, rq, &items[i]);
                 if (tid_err != GR_KERR_NONE) {
                     *err = tid_err;
                     continue;

@@ -21,6 +21,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct gr_config;
@@ -53,6 +54,13 @@ struct gr_stop_change {
     const char *topic;
     int32_t partition;
     bool delete_partition;
+    /* with delete_partition: the log is moved aside as a stray log (KIP-516: it holds another
+     * topic id; storage/log_manager.h gr_plog_manager_move_aside), never deleted; its new path
+     * goes into aside_path (aside_cap bytes) when set. A failed rename sets error
+     * (KAFKA_STORAGE_ERROR) and leaves the log where it was. */
+    bool move_aside;
+    char *aside_path;
+    size_t aside_cap;
     int16_t error; /* out */
 };
 

@@ -1221,10 +1221,12 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         return rc;
     }
     struct gr_ctrl_topic *old = gr_ctrl_ctx_topic(&c->ctx, topic);
+    bool adopted = false;
     if (old && !old->topic_id && a.topic_id) { /* given its id by another writer */
         old->topic_id = a.topic_id;
         a.topic_id = NULL;
         gr_uuid_parse(old->topic_id, &old->id);
+        adopted = true;
     }
     int added = 0;
     for (int i = 0; i < a.n_partitions; i++)
@@ -1250,6 +1252,12 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         rc = gr_ctrl_on_new_partition_creation(&c->sm, tps.v, tps.n);
         gr_ctrl_tp_list_free(&tps);
         free(ids);
+    }
+    /* the znode lost the topic's id (a 2.7 tool rewrote it) or holds another one: the known id
+     * goes back (topic_ids.h); only a controller move is passed on */
+    if (rc == 0 && old && !adopted && is_active(c)) {
+        int r = gr_ctrl_restore_topic_id(c->kzk, &c->ctx, old, &a);
+        if (r == GR_ECONTROLLER_MOVED) rc = r;
     }
     gr_kzk_topic_assignment_release(&a);
     return rc;

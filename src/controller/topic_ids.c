@@ -131,3 +131,49 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
     free(todo);
     return rc;
 }
+
+int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t,
+                             const struct gr_kzk_topic_assignment *read) {
+    if (!t->topic_id || (read->topic_id && strcmp(read->topic_id, t->topic_id) == 0)) return 0;
+    if (read->topic_id)
+        gr_error(LOGGER, "Topic %s: /brokers/topics/%s was rewritten with topic id %s, but the topic's id is %s: "
+                         "a topic's id never changes, writing %s back", t->name, t->name, read->topic_id, t->topic_id,
+                 t->topic_id);
+    else
+        gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was rewritten without its topic id (a tool of Kafka 2.7 or "
+                        "older?): writing its id %s back", t->name, t->name, t->topic_id);
+    struct gr_kzk_topic_assignment a = *read; /* its content as written, with the id: shallow, not released */
+    a.topic_id = t->topic_id;
+    int32_t version = read->zk_version;
+    int rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &a, version);
+    bool wrote = true;
+    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+        struct gr_kzk_topic_assignment cur;
+        const char *name = t->name;
+        rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
+        if (rc == 0) rc = cur.rc;
+        if (rc == 0 && cur.topic_id && strcmp(cur.topic_id, t->topic_id) == 0) { /* put back meanwhile */
+            version = cur.zk_version;
+            wrote = false;
+        } else if (rc == 0) {
+            if (cur.topic_id)
+                gr_error(LOGGER, "Topic %s: rewritten again with topic id %s: writing %s back", t->name, cur.topic_id,
+                         t->topic_id);
+            free(cur.topic_id);
+            cur.topic_id = gr_strdup(t->topic_id);
+            version = cur.zk_version;
+            rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &cur, version);
+        }
+        gr_kzk_topic_assignment_release(&cur);
+    }
+    if (rc == GR_KZK_ENONODE) return 0; /* deleted meanwhile */
+    if (rc != 0) {
+        if (rc != GR_ECONTROLLER_MOVED)
+            gr_error(LOGGER, "Cannot write the topic id %s of topic %s back: %s (tried again at the next change "
+                             "of the znode)", t->topic_id, t->name, gr_kzk_strerror(rc));
+        return rc;
+    }
+    t->zk_version = wrote ? version + 1 : version;
+    if (wrote) gr_info(LOGGER, "Restored topic id %s of topic %s", t->topic_id, t->name);
+    return 0;
+}

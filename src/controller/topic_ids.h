@@ -9,7 +9,13 @@
  * (CreatePartitions, another tool) either finds the id already there or makes us read the znode
  * again and write its new content with the id. An id is never changed or removed once set: every
  * writer of the znode (reassignment, restore of a deleted topic's assignment, CreatePartitions)
- * carries the id it read.
+ * carries the id it read; and when another writer drops it or writes another one (a Kafka 2.7
+ * tool rewriting /brokers/topics/T: kafka-topics --zookeeper --alter), the active controller,
+ * which knows the topic's id, writes it back (gr_ctrl_restore_topic_id). Only a controller that
+ * never knew the id (the rewrite happened while no controller was active, or before the next
+ * one loaded the topic) gives the topic a new one, as Kafka does; the brokers then move their
+ * logs of the old id aside, never delete them (api/handle_control.c; docs/STORAGE.md says how
+ * an operator gets the data back).
  *
  * Event thread only (it reads and writes the controller context). */
 #ifndef GR_CONTROLLER_TOPIC_IDS_H
@@ -31,5 +37,16 @@ struct gr_ctrl_topic_id_source {
  * written keep their ids; the rest get theirs at the next failover or TopicChange). */
 int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
                              const char *const *names, int n);
+
+/* Kafka's PartitionModifications saw /brokers/topics/T (read: its content and zkVersion as just
+ * read) without t's id or with another one while the context knows t's id: writes the content
+ * back with t's id, conditionally on read->zk_version (a guarded set; on a conflict the znode is
+ * read again and its new content written with the id, up to a few times). A znode with another
+ * id is logged at ERROR and gets the context's id back too: the brokers' logs hold the context's
+ * id, and a new one would move every replica's data aside. No-op when the ids agree or t has no
+ * id. On success t->zk_version follows the write. Returns 0 (also when the znode vanished),
+ * GR_ECONTROLLER_MOVED or another kzk error (logged; the next change of the znode tries again). */
+int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t,
+                             const struct gr_kzk_topic_assignment *read);
 
 #endif

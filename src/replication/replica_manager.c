@@ -828,6 +828,13 @@ static void stop_chunk(struct gr_replica_manager *rm, struct gr_stop_change *v, 
             gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d", rm->broker_id, topics[i], parts[i]);
             continue;
         }
+        if (v[i].move_aside) { /* KIP-516: another topic's log, kept aside (broker.h) */
+            int rc = gr_plog_manager_move_aside(rm->lm, topics[i], parts[i], v[i].aside_path, v[i].aside_cap);
+            if (rc < 0 && rc != -ENOENT) v[i].error = GR_KERR_KAFKA_STORAGE_ERROR; /* reported as a dir failure */
+            gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and %s its log aside", rm->broker_id, topics[i],
+                    parts[i], rc < 0 && rc != -ENOENT ? "could not move" : "moved");
+            continue;
+        }
         int rc = gr_plog_manager_remove(rm->lm, topics[i], parts[i], true);
         if (rc == -ENOENT) gr_plog_manager_delete_orphan(rm->lm, topics[i], parts[i]);
         gr_info(STATE_LOGGER, "[Broker id=%d] Stopped replica %s-%d and deleted its log", rm->broker_id, topics[i],

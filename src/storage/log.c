@@ -648,6 +648,26 @@ static void random_hex(char *out, size_t nbytes) {
     for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
 }
 
+/* Renames the log's directory to `to` (same parent) and takes it as the log's path; the parent is
+ * fsynced. Log mutex held. 0 or -errno (the log keeps its old path). */
+static int rename_dir_locked(struct gr_plog *log, const char *to, const char *why) {
+    if (!log->no_dir && rename(log->dir, to) < 0) {
+        int rc = -errno;
+        gr_error(LOGGER, "cannot rename log directory '%s' to '%s': %s", log->dir, to, gr_strerror(rc));
+        return rc;
+    }
+    if (!log->no_dir) {
+        char *parent = gr_strdup(log->dir);
+        char *slash = strrchr(parent, '/');
+        if (slash) slash[slash == parent ? 1 : 0] = 0; /* "/x" -> "/" */
+        gr_plog_fsync_dir(slash ? parent : ".");
+        free(parent);
+        gr_info(LOGGER, "renamed log directory '%s' to '%s' %s", log->dir, to, why);
+    }
+    memcpy(log->dir, to, strlen(to) + 1); /* in place: segments, snapshots, epochs borrow it */
+    return 0;
+}
+
 int gr_plog_rename_for_delete(struct gr_plog *log) {
     char hex[33];
     random_hex(hex, 16);
@@ -658,21 +678,36 @@ int gr_plog_rename_for_delete(struct gr_plog *log) {
         return 0;
     }
     char *to = gr_asprintf("%s.%s-delete", log->dir, hex);
-    if (!log->no_dir && rename(log->dir, to) < 0) {
-        rc = -errno;
-        gr_error(LOGGER, "cannot rename log directory '%s' to '%s': %s", log->dir, to, gr_strerror(rc));
-    } else {
-        if (!log->no_dir) {
-            char *parent = gr_strdup(log->dir);
-            char *slash = strrchr(parent, '/');
-            if (slash) slash[slash == parent ? 1 : 0] = 0; /* "/x" -> "/" */
-            gr_plog_fsync_dir(slash ? parent : ".");
-            free(parent);
-            gr_info(LOGGER, "renamed log directory '%s' to '%s' for deletion", log->dir, to);
-        }
-        memcpy(log->dir, to, strlen(to) + 1); /* in place: segments, snapshots, epochs borrow it */
-        log->renamed_for_delete = true;
+    rc = rename_dir_locked(log, to, "for deletion");
+    if (rc == 0) log->renamed_for_delete = true;
+    free(to);
+    gr_plog_unlock(log);
+    return rc;
+}
+
+int gr_plog_rename_stray(struct gr_plog *log, char *path_out, size_t cap) {
+    char hex[33];
+    random_hex(hex, 16);
+    pthread_mutex_lock(&log->mu);
+    if (log->renamed_for_delete) { /* already away from its partition's path */
+        if (path_out && cap) snprintf(path_out, cap, "%s", log->dir);
+        gr_plog_unlock(log);
+        return 0;
     }
+    /* Kafka's logDirNameWithSuffixCappedLength: "<topic>-<partition>.<uniqueId>-stray", the
+     * topic cut so that the name stays within 255 bytes */
+    const char *slash = strrchr(log->dir, '/');
+    const char *name = slash ? slash + 1 : log->dir;
+    const char *dash = strrchr(name, '-');
+    size_t tlen = dash ? (size_t)(dash - name) : strlen(name);
+    char *suffix = gr_asprintf("%s.%s" GR_PLOG_STRAY_SUFFIX, dash ? dash : "-0", hex);
+    size_t slen = strlen(suffix);
+    size_t keep = slen >= 255 ? 0 : GR_MIN(tlen, 255 - slen);
+    char *to = gr_asprintf("%.*s%.*s%s", (int)(name - log->dir), log->dir, (int)keep, name, suffix);
+    free(suffix);
+    int rc = rename_dir_locked(log, to, "aside (stray: another topic id)");
+    if (rc == 0) log->renamed_for_delete = true;
+    if (rc == 0 && path_out && cap) snprintf(path_out, cap, "%s", to);
     free(to);
     gr_plog_unlock(log);
     return rc;

@@ -116,7 +116,7 @@ void gr_plog_close(struct gr_plog *log);
 int gr_plog_delete(struct gr_plog *log);
 
 /* Room left in a log's directory path for gr_plog_rename_for_delete's suffix. */
-#define GR_PLOG_DELETE_SUFFIX_LEN 40 /* ".<32 hex digits>-delete" */
+#define GR_PLOG_DELETE_SUFFIX_LEN 40 /* ".<32 hex digits>-delete" (longer than "-stray") */
 
 /* Kafka's LogManager.asyncDelete: renames the log's directory to
  * "<dir>.<32 random hex digits>-delete" at once (the parent directory fsynced), so that a
@@ -127,6 +127,15 @@ int gr_plog_delete(struct gr_plog *log);
  * the log's mutex, so the caller must first stop every user that reads the path without it
  * (the cleaner: gr_cleaner_params.abort). Returns 0 or -errno (the log keeps its old path). */
 int gr_plog_rename_for_delete(struct gr_plog *log);
+
+/* Kafka 3.7+'s stray logs (LogManager.asyncDelete(isStray = true), UnifiedLog.logStrayDirName):
+ * renames the log's directory to "<topic>-<partition>.<32 random hex digits>-stray" (the topic
+ * cut so that the name stays within 255 bytes), with the same rules as gr_plog_rename_for_delete.
+ * A stray directory is kept: the log manager never opens, serves or removes it (an operator
+ * restores or removes it by hand: docs/STORAGE.md). The new path goes into path_out (cap bytes;
+ * may be NULL). Returns 0 or -errno (the log keeps its old path). */
+#define GR_PLOG_STRAY_SUFFIX "-stray"
+int gr_plog_rename_stray(struct gr_plog *log, char *path_out, size_t cap);
 
 /* Topic id (KIP-516, Kafka's UnifiedLog.topicId / assignTopicId). An existing directory's
  * partition.metadata is read when the log is opened.

@@ -46,7 +46,7 @@ struct gr_plog {
     int n_unrepl, cap_unrepl;
     bool dir_unsynced; /* created here and the directory not fsynced yet: done by the first
                         * flush or roll (a new empty log costs no fsync, as in Kafka) */
-    bool renamed_for_delete; /* gr_plog_rename_for_delete done: dir holds no more room */
+    bool renamed_for_delete; /* gr_plog_rename_for_delete or _stray done: dir holds no more room */
     bool no_dir;       /* a new log whose directory does not exist yet: made by the first write
                         * of any file into it (ensure_dir_locked in log.c) */
     /* topic id (gr_plog_topic_id): has_topic_id; topic_id_unwritten = not yet in a

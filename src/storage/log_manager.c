@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,64 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
     }
     gr_plog_manager_release(lm, l); /* the map's reference */
     return 0;
+}
+
+/* Test hook: GREGOR_TEST_STRAY_CRASH=moved kills the process right after a stray log's directory
+ * was renamed aside (before the manager lets go of it and before the new log exists). */
+static void stray_crash_point(const char *step) {
+    const char *e = getenv("GREGOR_TEST_STRAY_CRASH");
+    if (e && strcmp(e, step) == 0) {
+        gr_warn(LOGGER, "GREGOR_TEST_STRAY_CRASH=%s: killing the process", step);
+        raise(SIGKILL);
+    }
+}
+
+int gr_plog_manager_move_aside(struct gr_plog_manager *lm, const char *topic, int32_t partition, char *path_out,
+                               size_t cap) {
+    struct gr_lm_log *l = gr_plog_manager_acquire(lm, topic, partition);
+    if (!l) return -ENOENT;
+    /* as gr_plog_manager_remove: the cleaner leaves the log before its path changes */
+    atomic_store(&l->abort_cleaning, true);
+    bool idle = false;
+    while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
+        idle = false;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int rc = gr_plog_rename_stray(l->log, path_out, cap);
+    if (rc < 0) { /* the log stays where and as it was; the dir failed (Kafka: IOException -> offline) */
+        char what[300];
+        snprintf(what, sizeof what, "moving the stray log of %s-%d aside", topic, partition);
+        gr_plog_manager_report_io_error(lm, l->dir_idx, rc, what);
+        atomic_store(&l->cleaning, false);
+        atomic_store(&l->abort_cleaning, false);
+        gr_plog_manager_release(lm, l);
+        return rc;
+    }
+    stray_crash_point("moved");
+    pthread_mutex_lock(&lm->lock);
+    bool mine = !l->removed;
+    if (mine) unlink_locked(lm, l);
+    pthread_mutex_unlock(&lm->lock);
+    /* a new log of the name must not take this one's checkpointed offsets after a crash (as a
+     * deletion: see gr_plog_manager_get_or_create) */
+    atomic_store(&lm->ckpt_stale, true);
+    if (mine) gr_plog_manager_release(lm, l); /* the map's reference: flushed and closed when the last goes */
+    gr_plog_manager_release(lm, l);
+    return 0;
+}
+
+static bool is_stray_name(const char *name);
+
+int gr_plog_manager_count_stray(struct gr_plog_manager *lm, int dir_idx) {
+    DIR *dh = opendir(lm->dirs[dir_idx].path);
+    if (!dh) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dh)) != NULL)
+        if (de->d_name[0] != '.' && is_stray_name(de->d_name)) n++;
+    closedir(dh);
+    return n;
 }
 
 static int rm_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
@@ -687,6 +746,9 @@ static bool has_suffix(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* "<topic>-<partition>.<id>-stray" (a partition directory's name ends in a digit, never so) */
+static bool is_stray_name(const char *name) { return has_suffix(name, GR_PLOG_STRAY_SUFFIX); }
+
 static int mkdir_p(const char *path) {
     char *tmp = gr_strdup(path);
     for (char *p = tmp + 1; *p; p++) {
@@ -768,6 +830,11 @@ static int load_dir(struct gr_plog_manager *lm, int d) {
             free(full);
             continue;
         }
+        if (is_stray_name(de->d_name)) { /* kept for the operator, never loaded (see the header) */
+            gr_warn(LOGGER, "Stray log %s (another topic id than its partition's) is kept and not loaded", full);
+            free(full);
+            continue;
+        }
         char topic[256];
         int32_t part;
         if (has_suffix(de->d_name, "-future") ||
@@ -836,6 +903,7 @@ static int read_boot_configs(struct gr_plog_manager *lm, gr_plog_manager_topic_c
             char topic[256];
             int32_t part;
             if (de->d_name[0] == '.' || has_suffix(de->d_name, "-delete") || has_suffix(de->d_name, "-future") ||
+                is_stray_name(de->d_name) ||
                 gr_plog_parse_dir_name(de->d_name, topic, sizeof topic, &part) < 0)
                 continue; /* files parse as no partition directory, or load_dir skips them */
             if (n == cap) {
@@ -1036,6 +1104,8 @@ void gr_plog_manager_metrics_collector(void *arg, struct gr_prom_out *out) {
         snprintf(name, sizeof name, "kafka.log:type=LogCleanerManager,name=uncleanable-bytes,logDirectory=%s",
                  lm->dirs[d].path);
         gr_prom_gauge(out, name, (double)bytes);
+        snprintf(name, sizeof name, "gregor.log:type=LogManager,name=StrayLogs,logDirectory=%s", lm->dirs[d].path);
+        gr_prom_gauge(out, name, (double)gr_plog_manager_count_stray(lm, d));
     }
     for (int i = 0; i < n; i++) gr_plog_manager_release(lm, arr[i]);
     free(arr);

@@ -16,8 +16,10 @@
  * Start-up (gr_plog_manager_open): for each log dir, creates it if missing, checks
  * meta.properties against broker.id / cluster.id (a mismatch refuses to start: GR_EMETA_*),
  * reads both checkpoints, removes "*-delete" directories left by a deletion that was
- * interrupted, and opens (recovering from the checkpointed recovery point) every
- * "<topic>-<partition>" directory. The high watermark of each log starts at its
+ * interrupted, leaves "*-stray" directories alone (gr_plog_manager_move_aside: kept, never
+ * opened, served or removed; Kafka 3.9 loads them into a pool it never serves, Gregor does not
+ * even open them, so nothing -- recovery included -- ever writes into them), and opens
+ * (recovering from the checkpointed recovery point) every "<topic>-<partition>" directory. The high watermark of each log starts at its
  * replication-offset-checkpoint value clamped to [log start, log end].
  *
  * Handles: each partition log is a refcounted struct gr_lm_log. Acquire returns a reference the
@@ -120,6 +122,21 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
 /* Deletes a leftover "<topic>-<partition>" directory that is not open (StopReplica(delete) of a
  * partition the broker no longer hosts). Returns 0, -ENOENT or -errno. */
 int gr_plog_manager_delete_orphan(struct gr_plog_manager *lm, const char *topic, int32_t partition);
+
+/* Moves topic-partition's log aside as a stray log (Kafka 3.7+'s asyncDelete(isStray = true)):
+ * its directory is renamed "<topic>-<partition>.<id>-stray" at once (storage/log.h
+ * gr_plog_rename_stray; the new path into path_out, cap bytes, may be NULL), the log leaves the
+ * manager and is flushed and closed when its last reference goes; the directory is KEPT (never
+ * loaded, served or removed by Gregor). A log of the same name created afterwards starts empty
+ * in a new directory. Returns 0, -ENOENT (no such log) or -errno of the rename (nothing changed;
+ * reported to the I/O error handler as a failure of the log's dir).
+ * Test hook: GREGOR_TEST_STRAY_CRASH=moved kills the process right after the rename. */
+int gr_plog_manager_move_aside(struct gr_plog_manager *lm, const char *topic, int32_t partition, char *path_out,
+                               size_t cap);
+
+/* Number of "*-stray" directories in log dir dir_idx now (a listing; 0 when it cannot be read).
+ * Metric gregor.log:type=LogManager,name=StrayLogs,logDirectory=<dir>. */
+int gr_plog_manager_count_stray(struct gr_plog_manager *lm, int dir_idx);
 
 /* Number of open logs. */
 int gr_plog_manager_count(struct gr_plog_manager *lm);

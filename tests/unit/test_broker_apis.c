@@ -415,7 +415,8 @@ static void test_control_batches(struct gr_net_client *cli, struct gr_broker *b)
 }
 
 /* KIP-516 in LeaderAndIsr v7 (handle_control.c), with fake replica hooks: "tidc" has a log of
- * another id (deleted first), "tidx" an unreadable partition.metadata, the rest no log. */
+ * another id (moved aside first, never deleted), "tidx" an unreadable partition.metadata, the
+ * rest no log. */
 static const uint8_t ID_A[16] = { 0xa }, ID_B[16] = { 0xb }, ID_C[16] = { 0xc };
 static int adopted, stale_deleted;
 static int fake_log_topic_id(void *ctx, struct gr_broker *b, const char *topic, int32_t partition, struct gr_uuid *out)
@@ -435,12 +436,24 @@ static int16_t fake_adopt(void *ctx, struct gr_broker *b, const char *topic, int
     adopted += memcmp(id->b, ID_B, 16) == 0;
     return GR_KERR_NONE;
 }
-static int16_t fake_stop(void *ctx, struct gr_broker *b, const char *topic, int32_t partition, bool del)
+static int stale_deleted_for_good, aside_fails;
+static void fake_stops(void *ctx, struct gr_broker *b, struct gr_stop_change *v, int n)
 {
-    (void)ctx, (void)b, (void)partition;
-    if (del && strcmp(topic, "tidc") == 0)
-        stale_deleted++;
-    return GR_KERR_NONE;
+    (void)ctx, (void)b;
+    for (int i = 0; i < n; i++) {
+        v[i].error = GR_KERR_NONE;
+        if (!v[i].delete_partition || strcmp(v[i].topic, "tidc") != 0)
+            continue;
+        if (!v[i].move_aside) {
+            stale_deleted_for_good++; /* the old rule: the log deleted */
+            stale_deleted++;
+        } else if (aside_fails) {
+            v[i].error = GR_KERR_KAFKA_STORAGE_ERROR;
+        } else {
+            stale_deleted++; /* moved aside: gone from its path */
+            snprintf(v[i].aside_path, v[i].aside_cap, "/logs/tidc-0.0123-stray");
+        }
+    }
 }
 
 static struct LeaderAndIsrResponse *lai7(struct gr_net_client *cli, struct gr_arena *a, int16_t ver, const char *topic,
@@ -471,7 +484,8 @@ static void test_control_topic_ids(struct gr_net_client *cli, struct gr_broker *
     gr_arena_init(&a);
     b->hooks.log_topic_id = fake_log_topic_id;
     b->hooks.adopt_topic_id = fake_adopt;
-    b->hooks.stop_replica = fake_stop;
+    void (*saved_stops)(void *, struct gr_broker *, struct gr_stop_change *, int) = b->hooks.stop_replicas;
+    b->hooks.stop_replicas = fake_stops;
     struct gr_partition_state st;
     /* a new partition takes the request's id; the answer is keyed by it (v5+) */
     CHECK(lai7_error(lai7(cli, &a, 7, "tida", ID_A, 0), ID_A) == GR_KERR_NONE);
@@ -484,14 +498,23 @@ static void test_control_topic_ids(struct gr_net_client *cli, struct gr_broker *
     CHECK(lai7_error(lai7(cli, &a, 7, "tidb", ID_B, 0), ID_B) == GR_KERR_NONE && adopted == 1);
     CHECK(gr_partitions_get(b->partitions, "tidb", 0, &st) && memcmp(st.topic_id.b, ID_B, 16) == 0);
     gr_partition_state_release(&st);
-    /* a log of another id: deleted (StopReplica with delete), then the partition is created anew */
+    /* a log of another id whose move aside fails: not served, kept where it is, never deleted */
+    aside_fails = 1;
+    CHECK(lai7_error(lai7(cli, &a, 7, "tidc", ID_A, 0), ID_A) == GR_KERR_KAFKA_STORAGE_ERROR);
+    CHECK(!gr_partitions_get(b->partitions, "tidc", 0, &st) && stale_deleted == 0);
+    /* a log of another id: moved aside (StopReplica with move_aside, never a plain delete), then
+     * the partition is created anew */
+    aside_fails = 0;
     CHECK(lai7_error(lai7(cli, &a, 7, "tidc", ID_A, 0), ID_A) == GR_KERR_NONE && stale_deleted == 1);
+    CHECK(stale_deleted_for_good == 0);
+    CHECK(gr_partitions_get(b->partitions, "tidc", 0, &st) && memcmp(st.topic_id.b, ID_A, 16) == 0);
+    gr_partition_state_release(&st);
     /* an unreadable partition.metadata: not served */
     CHECK(lai7_error(lai7(cli, &a, 7, "tidx", ID_A, 0), ID_A) == GR_KERR_KAFKA_STORAGE_ERROR);
     CHECK(!gr_partitions_get(b->partitions, "tidx", 0, &st));
     b->hooks.log_topic_id = NULL;
     b->hooks.adopt_topic_id = NULL;
-    b->hooks.stop_replica = hook_stop;
+    b->hooks.stop_replicas = saved_stops;
     gr_arena_free(&a);
 }
 
