@@ -7,9 +7,15 @@
   - each partition directory holds partition.metadata ("version: 0", "topic_id: <id>") with the
     znode's id;
   - a topic deleted and re-created with the same name while one of its old replicas' broker is
-    away: when that broker returns, its stale log (the old topic's id) is deleted and its replica
-    of the new topic starts empty and fetches from the leader: it serves only the new topic's
-    records (Fetch, ListOffsets) and no directory of it keeps the old ones;
+    away: when that broker returns, its stale log (the old topic's id) is moved aside into a
+    "<topic>-<partition>.<hex>-stray" directory (kept, never loaded or served, also after a restart
+    and after a crash right after the rename) and its replica of the new topic starts empty and
+    fetches from the leader: it serves only the new topic's records (Fetch, ListOffsets);
+  - no log is ever deleted for an id mismatch: a topic znode rewritten without its id (a Kafka 2.7
+    tool) or with another one gets its id back from the active controller, every record stays
+    served; rewritten while no controller runs, the next controller gives the topic a new id and
+    every replica's data is moved aside (recoverable by the operator: docs/STORAGE.md), never
+    deleted; an unreadable partition.metadata keeps the log in place, not served;
   - control requests at the new versions with hostile topic ids are answered, not crashed on.
 """
 
@@ -195,13 +201,33 @@ def test_controller_gives_an_id_to_a_topic_written_without_one(cluster_factory, 
     assert znode_id(cluster, "legacy") == tid
 
 
-def test_recreated_topic_while_replica_away_serves_only_new_data(cluster_factory, zk_connect):
+def stray_dirs(broker, topic, p):
+    return sorted(glob.glob(os.path.join(broker.logdir, f"{topic}-{p}.*-stray")))
+
+
+def with_metrics_listener(broker):
+    """Gives the broker a metrics listener (taken at its next start)."""
+    broker.config["gregor.metrics.listener"] = f"http://127.0.0.1:{H.free_port()}"
+
+
+def stray_metric(broker):
+    """gregor.log:type=LogManager,name=StrayLogs of the broker's (one) log dir, scraped."""
+    import urllib.request
+    url = broker.config["gregor.metrics.listener"] + "/metrics"
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line.startswith("gregor_log_logmanager_straylogs{"):
+            return float(line.split()[-1])
+    return None
+
+
+def test_recreated_topic_while_replica_away_serves_only_new_data(cluster_factory, zk_connect, monkeypatch):
     cluster = cluster_factory(zk_connect, n=3, config=dict(CONFIG, **{"delete.topic.enable": "true"}))
     create(cluster, "rc", [[1, 2]])
     old_id = znode_id(cluster, "rc")
     old_values = [f"OLD-RECORD-{i}" for i in range(10)]
     produce(cluster, "rc", 0, old_values)
     H.wait_for(lambda: b"OLD-RECORD-9" in dir_bytes(partition_dir(cluster[2], "rc", 0)), 30, "replicated to 2")
+    old_bytes = dir_bytes(partition_dir(cluster[2], "rc", 0))
     # broker 2 goes away with its replica; the partition moves to [1, 3]; the topic is deleted
     # (its replicas are all live, so the deletion completes) and created again on [1, 2]
     cluster[2].stop()
@@ -219,26 +245,178 @@ def test_recreated_topic_while_replica_away_serves_only_new_data(cluster_factory
     # the old log is still on broker 2's disk, under the old id
     assert read_partition_metadata(cluster[2], "rc", 0) == f"version: 0\ntopic_id: {old_id}\n"
 
+    # broker 2 returns and dies right after renaming the stale log aside (crash hook): the next
+    # start finds the stray directory (skipped) and no log of rc-0, and creates it under the new id
+    monkeypatch.setenv("GREGOR_TEST_STRAY_CRASH", "moved")
+    with_metrics_listener(cluster[2])
+    cluster[2].start()
+    assert cluster[2].wait_exit(60) is not None, "broker 2 did not crash at the hook"
+    monkeypatch.delenv("GREGOR_TEST_STRAY_CRASH")
+    assert "GREGOR_TEST_STRAY_CRASH=moved" in cluster[2].log()
+    strays = stray_dirs(cluster[2], "rc", 0)
+    assert len(strays) == 1 and not os.path.exists(partition_dir(cluster[2], "rc", 0)), os.listdir(cluster[2].logdir)
     cluster[2].start()
     cluster.wait_registered()
     H.wait_for(lambda: sorted(state(cluster, "rc", 0).get("isr", [])) == [1, 2], 40, "broker 2 back in the ISR")
     H.wait_for(lambda: read_partition_metadata(cluster[2], "rc", 0) == f"version: 0\ntopic_id: {new_id}\n", 30,
                "broker 2's replica under the new id")
-    # nothing of the old topic is left on broker 2 (the stale log is renamed "-delete", then removed)
-    H.wait_for(lambda: not any(b"OLD-RECORD" in dir_bytes(d) for d in glob.glob(os.path.join(cluster[2].logdir, "rc-0*"))),
-               30, "old records gone from broker 2")
-    H.wait_for(lambda: not glob.glob(os.path.join(cluster[2].logdir, "rc-0.*-delete")), 30, "stale dir removed")
-    assert b"NEW-2" in dir_bytes(partition_dir(cluster[2], "rc", 0))
+    assert f"Stray log {strays[0]}" in cluster[2].log()
+    # the old records are kept, untouched, in the stray directory only (never deleted, never served)
+    assert stray_dirs(cluster[2], "rc", 0) == strays
+    assert dir_bytes(strays[0]) == old_bytes
+    with open(os.path.join(strays[0], "partition.metadata")) as f:
+        assert f.read() == f"version: 0\ntopic_id: {old_id}\n"
+    assert not glob.glob(os.path.join(cluster[2].logdir, "rc-0.*-delete"))
+    H.wait_for(lambda: b"NEW-2" in dir_bytes(partition_dir(cluster[2], "rc", 0)), 30, "new records on broker 2")
+    assert b"OLD-RECORD" not in dir_bytes(partition_dir(cluster[2], "rc", 0))
+    H.wait_for(lambda: stray_metric(cluster[2]) == 1, 30, "StrayLogs gauge on broker 2")
+
+    def leads_and_serves_only_new():
+        H.wait_for(lambda: state(cluster, "rc", 0).get("leader") == 2, 30, "broker 2 leads")
+
+        def end_offset():
+            lo = K.call(cluster[2].port, 2, 5, {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
+                {"Name": "rc", "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]}]})
+            part = lo["Topics"][0]["Partitions"][0]
+            return part["Offset"] if part["ErrorCode"] == 0 else None
+        assert H.wait_for(lambda: end_offset() is not None, 30, "broker 2 serves rc-0 as leader") and end_offset() == 3
+        assert consume_from(cluster[2].port, "rc", 0, 3, timeout=20) == ["NEW-0", "NEW-1", "NEW-2"]
+
     # broker 2 leads and serves only the new topic's records
     cluster[1].stop()
-    H.wait_for(lambda: state(cluster, "rc", 0).get("leader") == 2, 30, "broker 2 leads")
-    lo = K.call(cluster[2].port, 2, 5, {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
-        {"Name": "rc", "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]}]})
-    part = lo["Topics"][0]["Partitions"][0]
-    assert part["ErrorCode"] == 0 and part["Offset"] == 3, lo
-    assert consume_from(cluster[2].port, "rc", 0, 3, timeout=20) == ["NEW-0", "NEW-1", "NEW-2"]
+    leads_and_serves_only_new()
+    # ... also after a restart: the stray directory survives it and is not loaded
+    cluster[2].stop()
+    cluster[2].start()
+    cluster.wait_registered([2, 3])
+    assert f"Stray log {strays[0]} (another topic id than its partition's) is kept and not loaded" in cluster[2].log()
+    leads_and_serves_only_new()
+    assert stray_dirs(cluster[2], "rc", 0) == strays and dir_bytes(strays[0]) == old_bytes
     cluster[1].start()
     cluster.wait_registered()
+
+
+def rewrite_topic_znode(cluster, topic, topic_id=None, partitions=None):
+    """/brokers/topics/T as a Kafka 2.7 tool writes it (kafka-topics --zookeeper --alter): version 2
+    without topic_id, or version 3 with the given one."""
+    cur = jget(cluster, f"/brokers/topics/{topic}")
+    body = {"version": 2, "partitions": partitions or cur["partitions"], "adding_replicas": {},
+            "removing_replicas": {}}
+    if topic_id:
+        body = dict(body, version=3, topic_id=topic_id)
+    cluster.zk.set(f"/brokers/topics/{topic}", json.dumps(body).encode())
+
+
+def no_stray_anywhere(cluster):
+    return not any(glob.glob(os.path.join(b.logdir, "*-stray")) for b in cluster.running())
+
+
+def test_rewrite_without_id_keeps_the_id_and_the_data(cluster_factory, zk_connect):
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "rw", [[1, 2, 3]])
+    tid = znode_id(cluster, "rw")
+    values = [f"rw{i}" for i in range(20)]
+    produce(cluster, "rw", 0, values)
+    wait_id_files(cluster, "rw", [[1, 2, 3]], tid)
+    ctl = cluster[cluster.controller_id()]
+    # a 2.7 tool rewrites the znode without the id: the controller writes the known id back
+    rewrite_topic_znode(cluster, "rw")
+    H.wait_for(lambda: znode_id(cluster, "rw") == tid, 30, "id written back")
+    assert "was rewritten without its topic id" in ctl.log()
+    # ... also when the rewrite adds a partition (kafka-topics --alter --partitions 2)
+    rewrite_topic_znode(cluster, "rw", partitions={"0": [1, 2, 3], "1": [2, 3, 1]})
+    H.wait_for(lambda: znode_id(cluster, "rw") == tid and "1" in jget(cluster, "/brokers/topics/rw")["partitions"],
+               30, "id written back with the new partition")
+    H.wait_for(lambda: len(state(cluster, "rw", 1).get("isr", [])) == 3, 30, "new partition's ISR")
+    produce(cluster, "rw", 1, ["p1"])  # a log's directory (and partition.metadata) comes with its first record
+    wait_id_files(cluster, "rw", [[1, 2, 3], [2, 3, 1]], tid)
+    # a znode rewritten with ANOTHER id: the known one is written back, with an ERROR
+    other = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    rewrite_topic_znode(cluster, "rw", topic_id=other)
+    H.wait_for(lambda: znode_id(cluster, "rw") == tid, 30, "the known id written back over another")
+    assert f"was rewritten with topic id {other}, but the topic's id is {tid}" in ctl.log()
+    produce(cluster, "rw", 0, ["after"])
+    # every acknowledged record still served and on every replica's disk; nothing moved aside
+    assert consume_from(cluster[1].port, "rw", 0, 21) == values + ["after"]
+    for b in (1, 2, 3):
+        assert read_partition_metadata(cluster[b], "rw", 0) == f"version: 0\ntopic_id: {tid}\n"
+        assert b"rw19" in dir_bytes(partition_dir(cluster[b], "rw", 0))
+    assert no_stray_anywhere(cluster)
+    # the next controller finds the id in place
+    old = cluster.controller_id()
+    cluster[old].kill()
+    H.wait_for(lambda: cluster.controller_id() not in (None, old), 30, "new controller")
+    cluster[old].start()
+    cluster.wait_registered()
+    H.wait_for(lambda: len(state(cluster, "rw", 0).get("isr", [])) == 3, 40, "ISR after the failover")
+    assert znode_id(cluster, "rw") == tid and no_stray_anywhere(cluster)
+
+    # a torn partition.metadata (power loss) is not "another id": the log stays in place, unserved
+    cluster[3].stop()
+    pm = os.path.join(partition_dir(cluster[3], "rw", 0), "partition.metadata")
+    with open(pm, "w") as f:
+        f.write("version: 0\ntopic_")
+    cluster[3].start()
+    cluster.wait_registered()
+    H.wait_for(lambda: "rw-0: its partition.metadata cannot be read" in cluster[3].log(), 30, "storage error")
+    assert 3 not in state(cluster, "rw", 0).get("isr", [])
+    assert b"rw19" in dir_bytes(partition_dir(cluster[3], "rw", 0)) and no_stray_anywhere(cluster)
+
+
+def test_rewrite_without_id_while_no_controller_moves_data_aside(cluster_factory, zk_connect):
+    """The residual case (docs/STORAGE.md): /brokers/topics/T rewritten without its id while no
+    controller runs. The next controller cannot know the lost id and gives the topic a new one (as
+    Kafka does); every replica moves its log of the old id aside (nothing deleted from disk) and
+    the partition starts empty. The operator's recovery (STORAGE.md) brings the records back."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "away", [[1, 2, 3]])
+    tid = znode_id(cluster, "away")
+    values = [f"away{i}" for i in range(15)]
+    produce(cluster, "away", 0, values)
+    wait_id_files(cluster, "away", [[1, 2, 3]], tid)
+    for b in (1, 2, 3):
+        H.wait_for(lambda: b"away14" in dir_bytes(partition_dir(cluster[b], "away", 0)), 30, f"data on {b}")
+    before = {b: dir_bytes(partition_dir(cluster[b], "away", 0)) for b in (1, 2, 3)}
+    cluster.stop()
+    for b in (1, 2, 3):
+        with_metrics_listener(cluster[b])
+    rewrite_topic_znode(cluster, "away")
+    cluster.start()
+    H.wait_for(lambda: znode_id(cluster, "away") not in (None, tid), 30, "a new id from the new controller")
+    nid = znode_id(cluster, "away")
+    H.wait_for(lambda: len(state(cluster, "away", 0).get("isr", [])) == 3, 40, "ISR under the new id")
+    # the documented outcome: the partition is served empty; every replica keeps its old records
+    # in a stray directory, byte for byte, under the old id
+    lo = K.call(cluster[state(cluster, "away", 0)["leader"]].port, 2, 5, {"ReplicaId": -1, "IsolationLevel": 0,
+                "Topics": [{"Name": "away", "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1,
+                                                            "Timestamp": -1}]}]})
+    assert lo["Topics"][0]["Partitions"][0]["Offset"] == 0, lo
+    for b in (1, 2, 3):
+        strays = stray_dirs(cluster[b], "away", 0)
+        assert len(strays) == 1, os.listdir(cluster[b].logdir)
+        assert dir_bytes(strays[0]) == before[b]
+        with open(os.path.join(strays[0], "partition.metadata")) as f:
+            assert f.read() == f"version: 0\ntopic_id: {tid}\n"
+        log = cluster[b].log()
+        assert f"away-0: {tid} does not match" in log and nid in log and strays[0] in log
+        H.wait_for(lambda: stray_metric(cluster[b]) == 1, 30, f"StrayLogs gauge on broker {b}")
+    # the operator's recovery (docs/STORAGE.md): brokers stopped, each stray directory put back in
+    # place of the new (empty) one without its partition.metadata: the log adopts the new id
+    cluster.stop()
+    for b in (1, 2, 3):
+        strays = stray_dirs(cluster[b], "away", 0)
+        d = partition_dir(cluster[b], "away", 0)
+        if os.path.exists(d):
+            for f in os.listdir(d):
+                os.remove(os.path.join(d, f))
+            os.rmdir(d)
+        os.remove(os.path.join(strays[0], "partition.metadata"))
+        os.rename(strays[0], d)
+    cluster.start()
+    H.wait_for(lambda: len(state(cluster, "away", 0).get("isr", [])) == 3, 40, "ISR after the recovery")
+    wait_id_files(cluster, "away", [[1, 2, 3]], nid)
+    assert znode_id(cluster, "away") == nid
+    assert consume_from(cluster[1].port, "away", 0, 15) == values
 
 
 def test_control_requests_with_hostile_topic_ids(cluster_factory, zk_connect):
