@@ -1228,6 +1228,19 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         gr_uuid_parse(old->topic_id, &old->id);
         adopted = true;
     }
+    /* the znode lost the topic's id (a 2.7 tool rewrote it) or holds another one: the known id
+     * goes back (topic_ids.h), before a's partitions are taken into the context (which takes
+     * them out of a); only a controller move is passed on */
+    int32_t restored_version = -1;
+    if (old && !adopted) {
+        int32_t before = old->zk_version;
+        int r = gr_ctrl_restore_topic_id(c->kzk, &c->ctx, old, &a);
+        if (r == GR_ECONTROLLER_MOVED) {
+            gr_kzk_topic_assignment_release(&a);
+            return r;
+        }
+        if (old->zk_version != before) restored_version = old->zk_version;
+    }
     int added = 0;
     for (int i = 0; i < a.n_partitions; i++)
         if (!gr_ctrl_topic_partition(old, a.partitions[i].partition)) added++;
@@ -1253,12 +1266,7 @@ static int process_partition_modifications(struct gr_controller *c, const char *
         gr_ctrl_tp_list_free(&tps);
         free(ids);
     }
-    /* the znode lost the topic's id (a 2.7 tool rewrote it) or holds another one: the known id
-     * goes back (topic_ids.h); only a controller move is passed on */
-    if (rc == 0 && old && !adopted && is_active(c)) {
-        int r = gr_ctrl_restore_topic_id(c->kzk, &c->ctx, old, &a);
-        if (r == GR_ECONTROLLER_MOVED) rc = r;
-    }
+    if (restored_version >= 0) old->zk_version = restored_version; /* add_partitions took a's */
     gr_kzk_topic_assignment_release(&a);
     return rc;
 }

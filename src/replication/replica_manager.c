@@ -608,7 +608,7 @@ static int16_t make_follower(struct gr_replica_manager *rm, struct gr_rm_partiti
 
 /* KIP-516: the log takes the request's topic id (a log without one adopts it; partition.metadata
  * is written before the partition is used under it). A log of another id never gets here
- * (handle_control.c deletes it first); if one does, INCONSISTENT_TOPIC_ID as Kafka. */
+ * (handle_control.c moves it aside first); if one does, INCONSISTENT_TOPIC_ID as Kafka. */
 static int16_t assign_topic_id(struct gr_replica_manager *rm, struct gr_rm_partition *p,
                                const struct gr_partition_state *st) {
     if (gr_uuid_is_zero(&st->topic_id)) return GR_KERR_NONE; /* an older controller: no id */

@@ -836,9 +836,9 @@ out:
 
 /* Quiet checks of the admin flows (deletion, reassignment, elections, notifications, Q7). */
 /* T1 (KIP-516): every topic has an id in ZooKeeper once the cluster is quiet (the controller
- * gives one to topics written without), and no live broker hosts a replica of a topic it is
- * assigned to under another id than the znode's: the log of a deleted topic of the same name is
- * never served for the new one. */
+ * gives one to topics written without, and writes a known one back), and no live broker hosts a
+ * replica of a topic it is assigned to under another id than the znode's: a log of another id
+ * (a deleted topic of the same name) is moved aside, never served for the new one. */
 static void inv_topic_ids(struct sim *s) {
     static const uint8_t none[16];
     for (int i = 0; i < s->n_brokers && !s->failed; i++) {
@@ -875,6 +875,80 @@ static void inv_topic_ids(struct sim *s) {
             }
         }
     }
+}
+
+void sim_note_id_dropped(struct sim *s, const char *topic) {
+    for (int i = 0; i < s->n_id_dropped; i++)
+        if (strcmp(s->id_dropped[i], topic) == 0) return;
+    s->id_dropped = gr_realloc(s->id_dropped, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped);
+    s->id_dropped_epoch =
+        gr_realloc(s->id_dropped_epoch, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_epoch);
+    s->id_dropped_epoch[s->n_id_dropped] = s->cur_epoch;
+    s->id_dropped[s->n_id_dropped++] = gr_strdup(topic);
+}
+
+/* T2 (KIP-516): a topic's id never changes while the topic lives (same czxid) -- unless an admin
+ * rewrote its znode without the id (a Kafka 2.7 tool) since the last check, and no controller
+ * that knew the id saw that rewrite (the residual case, docs/STORAGE.md "Stray logs"): the active
+ * controller writes a known id back. "No controller saw it" needs a controller election since
+ * the rewrite: within one controller term (/controller_epoch unchanged from the rewrite to this
+ * quiet point) the term's controller was active throughout and must have put the id back. Quiet
+ * points only; T1 checks that the id is there. */
+static void inv_topic_ids_stable(struct sim *s) {
+    const char **names;
+    int n = zm_peek_children(s->zm, "/brokers/topics", &names);
+    struct sim_known_id *next = gr_calloc((size_t)(n > 0 ? n : 1), sizeof *next);
+    int m = 0;
+    for (int i = 0; i < n && !s->failed; i++) {
+        char path[512];
+        snprintf(path, sizeof path, TOPICS_PREFIX "%s", names[i]);
+        const char *d;
+        int len;
+        struct gr_zstat st;
+        if (zm_peek(s->zm, path, &d, &len, &st) != GR_ZOK || !d) continue;
+        struct gr_kzk_topic_assignment a;
+        if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) continue;
+        if (a.topic_id && strlen(a.topic_id) < sizeof next[m].id) {
+            next[m].topic = gr_strdup(names[i]);
+            next[m].czxid = st.czxid;
+            snprintf(next[m].id, sizeof next[m].id, "%s", a.topic_id);
+            for (int k = 0; k < s->n_known_ids; k++) {
+                const struct sim_known_id *o = &s->known_ids[k];
+                if (strcmp(o->topic, names[i]) != 0 || o->czxid != st.czxid) continue;
+                bool was_dropped = false, dropped = false; /* ... and a controller election since */
+                for (int j = 0; j < s->n_id_dropped; j++) {
+                    if (strcmp(s->id_dropped[j], names[i]) != 0) continue;
+                    was_dropped = true;
+                    dropped = s->id_dropped_epoch[j] != s->cur_epoch;
+                }
+                if (strcmp(o->id, a.topic_id) == 0) {
+                    if (was_dropped) g_failovers.ids_kept++;
+                } else if (dropped) {
+                    g_failovers.ids_changed++;
+                    if (s->o.verbose)
+                        printf("    [sim] T2: topic %s got a new id %s (was %s): its znode was rewritten without "
+                               "the id where no controller that knew it saw\n", names[i], a.topic_id, o->id);
+                } else {
+                    sim_fail(s, "T2 topic ids", "topic %s (czxid %lld) changed its id from %s to %s, and %s",
+                             names[i], (long long)st.czxid, o->id, a.topic_id,
+                             was_dropped ? "the controller that knew it saw the znode rewritten without it"
+                                         : "no admin dropped it");
+                }
+            }
+            m++;
+        }
+        gr_kzk_topic_assignment_release(&a);
+    }
+    for (int i = 0; i < s->n_known_ids; i++) free(s->known_ids[i].topic);
+    free(s->known_ids);
+    s->known_ids = next;
+    s->n_known_ids = m;
+    for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped[i]);
+    free(s->id_dropped);
+    free(s->id_dropped_epoch);
+    s->id_dropped = NULL;
+    s->id_dropped_epoch = NULL;
+    s->n_id_dropped = 0;
 }
 
 static void inv_quiet_admin(struct sim *s, const int32_t *live, int n_live) {
@@ -1162,6 +1236,7 @@ void inv_quiet(struct sim *s) {
         }
     }
     inv_topic_ids(s);
+    if (!s->failed) inv_topic_ids_stable(s);
     if (!s->failed) inv_quiet_admin(s, live, n_live);
 }
 

@@ -250,10 +250,10 @@ static void scenario_recreated_same_term(struct sim *s) {
 /* KIP-516: a broker hosting a replica is cut off (its session expires, the process lives on with
  * the replica); the partition is moved off it, the topic deleted (its replicas are all live) and
  * created again on the same brokers. When the broker registers again, the LeaderAndIsr of the new
- * topic carries another id than its replica's: the old replica is dropped and the new one taken
- * (T1: no broker hosts a replica under another id than the znode's). Without the id rule the old
- * replica's newer leader epoch refuses the new topic's LeaderAndIsr (STALE_CONTROLLER_EPOCH) and
- * the broker keeps the deleted topic's log. */
+ * topic carries another id than its replica's: the old replica is moved aside (a stray log, kept,
+ * never hosted again) and the new one taken (T1: no broker hosts a replica under another id than
+ * the znode's). Without the id rule the old replica's newer leader epoch refuses the new topic's
+ * LeaderAndIsr (STALE_CONTROLLER_EPOCH) and the broker keeps serving the deleted topic's log. */
 static void scenario_recreated_onto_away_replica(struct sim *s) {
     const char *what = "scenario re-created onto a replica kept while away";
     struct sbroker *c = start_settled(s, what);
@@ -293,6 +293,64 @@ static void scenario_recreated_onto_away_replica(struct sim *s) {
         if (strcmp(x->parts[j].topic, topic) == 0 && x->parts[j].partition == 0) p = &x->parts[j];
     if (!s->failed && (!p || !p->has_replica))
         sim_fail(s, what, "broker %d does not host the new %s-0", x->id, topic);
+    /* the old replica went either by the deletion's StopReplica (sent again to a returning broker)
+     * or, when the new topic's LeaderAndIsr came first, by being moved aside: never both, never
+     * neither */
+    bool deleted = false;
+    for (int i = 0; i < x->n_deleted; i++) deleted |= strcmp(x->deleted[i], "ri0-0") == 0;
+    if (!s->failed && (x->n_strays > 1 || (x->n_strays == 1) == deleted))
+        sim_fail(s, what, "broker %d moved %d logs aside and %s the old %s-0 by StopReplica", x->id, x->n_strays,
+                 deleted ? "deleted" : "did not delete", topic);
+}
+
+/* The topic id of /brokers/topics/<topic> into out (empty when none or no znode). */
+static void znode_topic_id(struct sim *s, const char *topic, char out[32], int32_t *version) {
+    char path[128];
+    snprintf(path, sizeof path, "/brokers/topics/%s", topic);
+    const char *d;
+    int len;
+    struct gr_zstat st;
+    out[0] = 0;
+    if (zm_peek(s->zm, path, &d, &len, &st) != GR_ZOK || !d) return;
+    struct gr_kzk_topic_assignment a;
+    if (gr_kzk_topic_assignment_decode(d, (size_t)len, &a) != 0) return;
+    if (a.topic_id) snprintf(out, 32, "%s", a.topic_id);
+    if (version) *version = st.version;
+    gr_kzk_topic_assignment_release(&a);
+}
+
+/* KIP-516: a Kafka 2.7 tool rewrites a topic's znode without its id (kafka-topics --zookeeper
+ * --alter adding a partition) while the controller knows the id: the controller writes the same
+ * id back and takes the new partition; no broker moves a log aside (T1, T2). Without the
+ * controller's write-back (gr_ctrl_restore_topic_id) the topic stays without an id until the next
+ * failover gives it a new one, and every replica's log would be moved aside. */
+static void scenario_rewrite_without_id(struct sim *s) {
+    const char *what = "scenario znode rewritten without its topic id";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    const char *topic = "rw0";
+    int32_t reps[2] = {c->id, x->id};
+    create_topic(s, topic, reps, 2);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    char before[32], after[32];
+    int32_t version = -1;
+    znode_topic_id(s, topic, before, &version);
+    int strays = 0;
+    for (int i = 0; i < s->n_brokers; i++) strays += s->brokers[i].n_strays;
+    struct gr_kzk_partition_assignment pa[2] = {{.partition = 0, .n_replicas = 2, .replicas = reps},
+                                                {.partition = 1, .n_replicas = 2, .replicas = reps}};
+    struct gr_kzk_topic_assignment a = {.topic = (char *)topic, .n_partitions = 2, .partitions = pa};
+    if (!before[0] || gr_kzk_set_topic_assignment(s->admin_kzk, topic, &a, version) != 0)
+        sim_fail(s, what, "cannot rewrite %s without its id (it had '%s')", topic, before);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    znode_topic_id(s, topic, after, NULL);
+    if (strcmp(before, after) != 0)
+        sim_fail(s, what, "topic %s had id %s, has '%s' after the rewrite", topic, before, after);
+    for (int i = 0; i < s->n_brokers; i++) strays -= s->brokers[i].n_strays;
+    if (!s->failed && strays != 0) sim_fail(s, what, "%d logs moved aside", -strays);
 }
 
 /* ---- the warm standby controller (W1 checks every failover's context) ---- */
@@ -745,8 +803,10 @@ static const struct {
     {"a topic deleted while a broker is away: kept in its cache after a controller move", 3, scenario_delete_then_move, false},
     {"a topic deleted while a broker is away and created again: its new partition stays in the cache", 3,
      scenario_recreated_same_term, false},
-    {"a topic re-created onto a replica its broker kept while away: the old replica is dropped (topic ids)", 3,
+    {"a topic re-created onto a replica its broker kept while away: the old replica is moved aside (topic ids)", 3,
      scenario_recreated_onto_away_replica, false},
+    {"a topic's znode rewritten without its id by a 2.7 tool: the controller writes the id back (topic ids)", 3,
+     scenario_rewrite_without_id, false},
     {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
     {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},

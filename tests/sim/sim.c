@@ -894,6 +894,11 @@ void sim_teardown(struct sim *s) {
     free(s->sessmap);
     for (int i = 0; i < s->n_unclean_req; i++) free(s->unclean_req[i]);
     free(s->unclean_req);
+    for (int i = 0; i < s->n_known_ids; i++) free(s->known_ids[i].topic);
+    free(s->known_ids);
+    for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped[i]);
+    free(s->id_dropped);
+    free(s->id_dropped_epoch);
 }
 
 /* Returns 0 if the seed passed. */
@@ -1054,5 +1059,8 @@ int main(int argc, char **argv) {
            " standby states offered, %" PRIu64 " kept by their topic's stamp, %" PRIu64 " read)\n",
            g_failovers.cold, g_failovers.warm, g_failovers.standby_states, g_failovers.states_confirmed,
            g_failovers.states_read);
+    printf("gregor_sim: topic ids (T2): %" PRIu64 " znode rewrites without the id, %" PRIu64 " ids kept, %" PRIu64
+           " changed (no controller saw the rewrite); %" PRIu64 " logs moved aside (T1)\n",
+           g_failovers.id_drops, g_failovers.ids_kept, g_failovers.ids_changed, g_failovers.strays);
     return failed ? 1 : 0;
 }

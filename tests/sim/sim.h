@@ -31,6 +31,9 @@ uint64_t rng_next(struct sim_rng *r);
  * and a counter, so that drawing them does not move the seed's own random stream. */
 struct gr_uuid;
 void sim_topic_id(void *sim, struct gr_uuid *out);
+/* T2: an admin wrote /brokers/topics/<topic> without its topic id (admin.c). */
+struct sim;
+void sim_note_id_dropped(struct sim *s, const char *topic);
 /* Uniform in [0, n) (n > 0). */
 uint32_t rng_below(struct sim_rng *r, uint32_t n);
 /* True with probability num/den. */
@@ -63,6 +66,10 @@ struct sim_opts {
 /* Failovers seen by W1 over the whole run of gregor_sim (printed at the end). */
 struct sim_failover_counts {
     uint64_t cold, warm;
+    /* T2: znode rewrites without the topic id (a 2.7 tool), ids kept or written back, ids changed
+     * (the residual case: the rewrite was not seen by a controller that knew the id); logs moved
+     * aside by simulated brokers (T1) */
+    uint64_t id_drops, ids_kept, ids_changed, strays;
     uint64_t standby_states, states_confirmed, states_read;
     struct gr_ctrl_load_report last_warm; /* the latest warm failover's report (scenarios) */
 };
@@ -159,6 +166,9 @@ struct sbroker {
 
     /* broker side */
     int32_t highest_ctrl_epoch;
+    /* logs moved aside (KIP-516 stray logs: another topic id than the LeaderAndIsr's), over every
+     * incarnation: kept on disk, never hosted again */
+    int n_strays;
     int n_parts, cap_parts;
     struct sb_part *parts;
     int n_live;
@@ -241,6 +251,13 @@ struct sim {
     struct gr_kzk *admin_kzk;
     int n_topics_created;
     uint64_t n_topic_ids;     /* ids drawn by sim_topic_id */
+    /* T2: each topic's id at the last quiet check, by incarnation (czxid); topics whose znode an
+     * admin rewrote without its id since then (admin_add_partitions, as a Kafka 2.7 tool) */
+    int n_known_ids;
+    struct sim_known_id { char *topic; int64_t czxid; char id[32]; } *known_ids;
+    int n_id_dropped;
+    char **id_dropped;
+    int32_t *id_dropped_epoch;  /* the controller epoch at the topic's first such rewrite */
     int n_admin_ops;            /* deletions, reassignments, elections, config changes */
     /* partitions an admin asked to elect uncleanly (ElectLeaders UNCLEAN) while the request is
      * pending: "topic-partition" */

@@ -530,11 +530,13 @@ static void handle_leader_and_isr(struct sim *s, struct sbroker *b, const struct
             static const uint8_t none[16];
             if (p->has_replica && memcmp(ts->TopicId, none, 16) != 0 && memcmp(p->r_topic_id, none, 16) != 0 &&
                 memcmp(p->r_topic_id, ts->TopicId, 16) != 0) {
-                /* the log of a deleted topic of the same name (handle_control.c): deleted, and
-                 * the new topic's replica starts empty */
+                /* not the current topic's log (handle_control.c): moved aside as a stray log
+                 * (kept, never hosted again), and the new topic's replica starts empty */
                 if (s->o.verbose)
-                    printf("    [sim] broker %d: %s-%d holds another topic id: the deleted topic's log is dropped\n",
+                    printf("    [sim] broker %d: %s-%d holds another topic id: its log is moved aside (stray)\n",
                            b->id, ts->TopicName, ps->PartitionIndex);
+                b->n_strays++;
+                g_failovers.strays++;
                 p->has_replica = false;
                 p->r_leader_epoch = -1;
                 memset(p->r_topic_id, 0, 16);
