@@ -45,7 +45,9 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
  * id is logged at ERROR and gets the context's id back too: the brokers' logs hold the context's
  * id, and a new one would move every replica's data aside. No-op when the ids agree or t has no
  * id. On success t->zk_version follows the write. Returns 0 (also when the znode vanished),
- * GR_ECONTROLLER_MOVED or another kzk error (logged; the next change of the znode tries again). */
+ * GR_ECONTROLLER_MOVED or another kzk error (logged; the next change of the znode tries again).
+ * Test hook: while the file named by GREGOR_TEST_TOPIC_ID_RESTORE_PAUSE exists, the write-back
+ * (and so the controller's event thread) waits before it starts. */
 int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t,
                              const struct gr_kzk_topic_assignment *read);
 

@@ -325,8 +325,8 @@ def test_rewrite_without_id_keeps_the_id_and_the_data(cluster_factory, zk_connec
     assert "was rewritten without its topic id" in ctl.log()
     # ... also when the rewrite adds a partition (kafka-topics --alter --partitions 2)
     rewrite_topic_znode(cluster, "rw", partitions={"0": [1, 2, 3], "1": [2, 3, 1]})
-    H.wait_for(lambda: znode_id(cluster, "rw") == tid and "1" in jget(cluster, "/brokers/topics/rw")["partitions"],
-               30, "id written back with the new partition")
+    H.wait_for(lambda: znode_id(cluster, "rw") == tid, 30, "id written back with the new partition")
+    assert jget(cluster, "/brokers/topics/rw")["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
     H.wait_for(lambda: len(state(cluster, "rw", 1).get("isr", [])) == 3, 30, "new partition's ISR")
     produce(cluster, "rw", 1, ["p1"])  # a log's directory (and partition.metadata) comes with its first record
     wait_id_files(cluster, "rw", [[1, 2, 3], [2, 3, 1]], tid)
@@ -334,6 +334,7 @@ def test_rewrite_without_id_keeps_the_id_and_the_data(cluster_factory, zk_connec
     other = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     rewrite_topic_znode(cluster, "rw", topic_id=other)
     H.wait_for(lambda: znode_id(cluster, "rw") == tid, 30, "the known id written back over another")
+    assert jget(cluster, "/brokers/topics/rw")["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
     assert f"was rewritten with topic id {other}, but the topic's id is {tid}" in ctl.log()
     produce(cluster, "rw", 0, ["after"])
     # every acknowledged record still served and on every replica's disk; nothing moved aside
@@ -577,12 +578,15 @@ def test_upgrade_from_2_7_protocol_gives_ids_to_existing_logs(cluster_factory, z
     assert consume_from(cluster[1].port, "up", 0, 5) == [f"u{i}" for i in range(4)] + ["after"]
 
 
-def test_delete_by_id_of_a_name_whose_znode_holds_another_id(cluster_factory, zk_connect):
+def test_delete_by_id_of_a_name_whose_znode_holds_another_id(cluster_factory, zk_connect, tmp_path, monkeypatch):
     """DeleteTopics v6 resolves an id through this broker's metadata cache, which lags the topic
     znode (a topic deleted and re-created under the same name, a client retrying its delete by
     the old id). The znode's id decides: another id there -> UNKNOWN_TOPIC_ID, nothing deleted.
     The cache is made to lag here by giving the znode another id behind the controller's back
-    (the controller keeps the id it holds, so the cache keeps the old one)."""
+    while the controller's write-back of the id it knows is held (test hook
+    GREGOR_TEST_TOPIC_ID_RESTORE_PAUSE); once let go, the controller writes the known id back."""
+    pause = os.path.join(str(tmp_path), "restore-pause")
+    monkeypatch.setenv("GREGOR_TEST_TOPIC_ID_RESTORE_PAUSE", pause)
     cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
     port = cluster[1].port
     ct = K.call(port, 19, 7, {"Topics": [{"Name": "d1", "NumPartitions": 1, "ReplicationFactor": 1}],
@@ -593,8 +597,13 @@ def test_delete_by_id_of_a_name_whose_znode_holds_another_id(cluster_factory, zk
     a, stat = cluster.get_json("/brokers/topics/d1")
     new = uuid.uuid4()
     a["topic_id"] = base64.urlsafe_b64encode(new.bytes).decode().rstrip("=")
+    open(pause, "w").close()
     cluster.zk.set("/brokers/topics/d1", json.dumps(a).encode(), version=stat.version)
+    H.wait_for(lambda: "writing back the topic id of d1 paused" in cluster[1].log(), 20, "the write-back held")
     r = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": old}], "TimeoutMs": 5000})
     assert r["Responses"][0]["ErrorCode"] == 100, r  # UNKNOWN_TOPIC_ID
     assert cluster.zk.exists("/admin/delete_topics/d1") is None
     assert znode_id(cluster, "d1") is not None
+    os.remove(pause)
+    old_text = base64.urlsafe_b64encode(old.bytes).decode().rstrip("=")
+    H.wait_for(lambda: znode_id(cluster, "d1") == old_text, 20, "the known id written back")
