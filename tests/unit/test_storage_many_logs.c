@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,12 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/uuid.h"
 #include "storage/batch.h"
 #include "storage/checkpoint.h"
 #include "storage/log.h"
 #include "storage/log_manager.h"
+#include "storage/partition_metadata.h"
 #include "support/check.h"
 
 #define NLOGS 10000
@@ -294,6 +297,119 @@ static void test_recreate_after_delete_then_crash(void) {
     gr_config_release(&cfg);
 }
 
+/* The basename of path is "<topic-prefix>-<partition>.<32 hex>-stray", within 255 bytes. */
+static bool stray_name_ok(const char *path, const char *topic, int32_t partition) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "-%d.", partition);
+    const char *p = strstr(b, suffix);
+    if (!p || strlen(b) > 255 || strncmp(b, topic, (size_t)(p - b)) != 0) return false;
+    p += strlen(suffix);
+    for (int i = 0; i < 32; i++)
+        if (!strchr("0123456789abcdef", p[i])) return false;
+    return strcmp(p + 32, GR_PLOG_STRAY_SUFFIX) == 0;
+}
+
+/* KIP-516 stray logs (gr_plog_manager_move_aside): a log moved aside keeps every byte and its
+ * partition.metadata in "<topic>-<p>.<hex>-stray" (a 249-byte topic name cut to stay within 255
+ * bytes), a new log of the name starts empty, and after a crash (no checkpoint written) the
+ * manager reopens the new log only: the stray directory is skipped, counted, never removed, and
+ * the new log does not take the old one's checkpointed offsets. Then the crash hook: a kill
+ * right after the rename leaves the stray directory and no partition directory. */
+static void test_move_aside_then_crash(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/lm-stray", g_root);
+    struct gr_config cfg;
+    lm_config(&cfg, dir);
+    char longt[250];
+    memset(longt, 'L', 249);
+    longt[249] = 0;
+    struct gr_uuid old_id;
+    gr_uuid_random(&old_id);
+    char path_st[4096] = "", path_long[4096] = "";
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        struct gr_plog_manager *lm = NULL;
+        if (gr_plog_manager_open(&cfg, 1, "c", &lm) != 0) _exit(10);
+        struct gr_lm_log *l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "st", 0, NULL, &l) != 0) _exit(11);
+        if (gr_plog_assign_topic_id(l->log, &old_id) != 0) _exit(12);
+        for (int i = 0; i < 4; i++) append(l->log, 8); /* offsets 0..31 */
+        atomic_store(&l->hw, 32);
+        gr_plog_manager_release(lm, l);
+        if (gr_plog_manager_checkpoint(lm) != 0) _exit(13);
+        if (gr_plog_manager_move_aside(lm, "st", 0, path_st, sizeof path_st) != 0) _exit(14);
+        if (gr_plog_manager_move_aside(lm, "st", 0, NULL, 0) != -ENOENT) _exit(15);
+        if (gr_plog_manager_get_or_create(lm, longt, 3, NULL, &l) != 0) _exit(16);
+        append(l->log, 1);
+        gr_plog_manager_release(lm, l);
+        if (gr_plog_manager_move_aside(lm, longt, 3, path_long, sizeof path_long) != 0) _exit(17);
+        l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "st", 0, NULL, &l) != 0) _exit(18);
+        if (gr_plog_end_offset(l->log) != 0) _exit(19);
+        for (int i = 0; i < 3; i++) append(l->log, 8); /* the new log's offsets 0..23 */
+        gr_plog_flush(l->log);
+        if (gr_plog_manager_count_stray(lm, 0) != 2) _exit(20);
+        if (write(fds[1], path_st, sizeof path_st) != (ssize_t)sizeof path_st) _exit(21);
+        if (write(fds[1], path_long, sizeof path_long) != (ssize_t)sizeof path_long) _exit(22);
+        _exit(0); /* crash: no checkpoint written at close */
+    }
+    close(fds[1]);
+    CHECK(read(fds[0], path_st, sizeof path_st) == (ssize_t)sizeof path_st);
+    CHECK(read(fds[0], path_long, sizeof path_long) == (ssize_t)sizeof path_long);
+    close(fds[0]);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    CHECKF(stray_name_ok(path_st, "st", 0), "stray path %s", path_st);
+    CHECKF(stray_name_ok(path_long, longt, 3) && strlen(strrchr(path_long, '/') + 1) == 255, "stray path %s",
+           path_long);
+    struct gr_uuid got;
+    CHECK(gr_partition_metadata_read(path_st, &got) == 0 && gr_uuid_equal(&got, &old_id));
+    struct gr_plog *old = NULL; /* the stray log as it was: opened here only to look at it */
+    struct gr_plog_config pc;
+    struct gr_plog_manager *lm = NULL;
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    gr_plog_manager_default_config(lm, &pc);
+    CHECK(gr_plog_open_dir(path_st, &pc, 0, &old) == 0 && old && gr_plog_end_offset(old) == 32);
+    if (old) gr_plog_close(old);
+    CHECK(gr_plog_manager_count(lm) == 1 && gr_plog_manager_count_stray(lm, 0) == 2);
+    struct gr_lm_log *l = lm ? gr_plog_manager_acquire(lm, "st", 0) : NULL;
+    CHECK(l != NULL);
+    if (l) {
+        CHECKF(gr_plog_start_offset(l->log) == 0 && gr_plog_end_offset(l->log) == 24, "new log reopened as [%lld, %lld)",
+               (long long)gr_plog_start_offset(l->log), (long long)gr_plog_end_offset(l->log));
+        CHECKF(atomic_load(&l->hw) == 0, "new log's high watermark %lld", (long long)atomic_load(&l->hw));
+        CHECK(gr_plog_topic_id(l->log, &got) == 0); /* no id yet: the next LeaderAndIsr gives it one */
+    }
+    gr_plog_manager_release(lm, l);
+    gr_plog_manager_close(lm);
+    lm = NULL;
+    /* the crash hook: killed right after the rename (in a child with a manager of its own) */
+    pid = fork();
+    if (pid == 0) {
+        struct gr_plog_manager *clm = NULL;
+        if (gr_plog_manager_open(&cfg, 1, "c", &clm) != 0) _exit(31);
+        setenv("GREGOR_TEST_STRAY_CRASH", "moved", 1);
+        gr_plog_manager_move_aside(clm, "st", 0, NULL, 0);
+        _exit(30); /* not reached */
+    }
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "crash hook child status %d", status);
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    CHECK(lm && gr_plog_manager_count(lm) == 0 && gr_plog_manager_count_stray(lm, 0) == 3);
+    char pdir[256];
+    snprintf(pdir, sizeof pdir, "%s/st-0", dir);
+    struct stat sb;
+    CHECK(stat(pdir, &sb) != 0);
+    gr_plog_manager_close(lm);
+    gr_config_release(&cfg);
+}
+
 static void test_sorted_find(void) {
     struct gr_offset_checkpoint_entry e[300];
     char names[300][16];
@@ -365,6 +481,7 @@ int main(void) {
     test_new_log_files();
     test_manager();
     test_recreate_after_delete_then_crash();
+    test_move_aside_then_crash();
     test_sorted_find();
     test_idle_producers_expire();
     test_cleaner_emfile_not_uncleanable();
