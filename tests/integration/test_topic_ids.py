@@ -328,6 +328,9 @@ def test_rewrite_without_id_keeps_the_id_and_the_data(cluster_factory, zk_connec
     H.wait_for(lambda: znode_id(cluster, "rw") == tid, 30, "id written back with the new partition")
     assert jget(cluster, "/brokers/topics/rw")["partitions"] == {"0": [1, 2, 3], "1": [2, 3, 1]}
     H.wait_for(lambda: len(state(cluster, "rw", 1).get("isr", [])) == 3, 30, "new partition's ISR")
+    for b in (1, 2, 3):  # the producer must see partition 1 (else librdkafka fails the record at once)
+        H.wait_for(lambda: len(md(cluster[b].port, 12, [{"Name": "rw"}])["Topics"][0]["Partitions"]) == 2, 30,
+                   f"partition rw-1 in broker {b}'s metadata")
     produce(cluster, "rw", 1, ["p1"])  # a log's directory (and partition.metadata) comes with its first record
     wait_id_files(cluster, "rw", [[1, 2, 3], [2, 3, 1]], tid)
     # a znode rewritten with ANOTHER id: the known one is written back, with an ERROR
