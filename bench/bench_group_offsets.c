@@ -31,7 +31,7 @@ static uint8_t *g_log;
 static size_t g_len;
 static int64_t g_end;
 
-static bool s_leader(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
+static bool s_leader(void *ctx, int32_t p, int32_t *epoch, int32_t *term, int64_t *start, int64_t *end) {
     (void)ctx;
     (void)p;
     if (epoch) *epoch = 0;

@@ -702,12 +702,12 @@ struct rm_storage {
     struct gr_replica_manager *rm;
 };
 
-static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
+static bool rms_leader_info(void *ctx, int32_t p, int32_t *epoch, int32_t *term, int64_t *start, int64_t *end) {
     struct rm_storage *s = ctx;
     struct gr_rm_partition_info info;
     if (!gr_rm_partition_info(s->rm, GR_OFFSETS_TOPIC, p, &info) || !info.is_leader) return false;
     if (epoch) *epoch = info.leader_epoch;
-    if (term) *term = info.leader_term;
+    if (term) *term = info.elected_epoch;
     if (start) *start = info.log_start_offset;
     if (end) *end = info.log_end_offset;
     return true;

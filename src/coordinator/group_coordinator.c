@@ -248,14 +248,14 @@ struct probe {
     int32_t partition;
     bool leader;
     int32_t epoch;
-    uint64_t term;
+    int32_t term;
 };
 
 /* Outside the lock (rule 2): where the group lives and whether we lead it. */
 static void probe_group(struct gr_group_coordinator *gc, const char *group_id, struct probe *pr) {
     pr->partition = gr_gc_partition_for(gc, group_id);
     pr->epoch = -1;
-    pr->term = 0;
+    pr->term = -1;
     pr->leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, pr->partition, &pr->epoch, &pr->term, NULL, NULL);
 }
 

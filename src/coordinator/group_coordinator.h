@@ -65,12 +65,13 @@ struct gr_group_coordinator;
 struct gr_gc_storage {
     void *ctx;
     /* Is this broker the leader of offsets partition p? If so, its leader epoch, its leader term
-     * and log start/end offsets. The term changes only when this broker becomes the leader from
-     * non-leader (Kafka 2.7's makeLeader returning true, the only case that calls onElection):
-     * a new leader epoch that keeps this broker leader (the controller shrinking the ISR) keeps
-     * it, and a leadership lost and regained never gives the same term again. The groups of p
-     * are loaded once per term. Any out pointer may be NULL. */
-    bool (*leader_info)(void *ctx, int32_t p, int32_t *leader_epoch, uint64_t *leader_term, int64_t *log_start,
+     * and log start/end offsets. The term is the leader epoch at which this broker became the
+     * leader from non-leader (Kafka 2.7's makeLeader returning true, the only case that calls
+     * onElection; the replica manager's elected epoch): a new leader epoch that keeps this broker
+     * leader (the controller shrinking the ISR) keeps it, and a leadership lost and regained gives
+     * a later one (every new leader takes a new epoch). The groups of p are loaded once per term.
+     * Any out pointer may be NULL. */
+    bool (*leader_info)(void *ctx, int32_t p, int32_t *leader_epoch, int32_t *leader_term, int64_t *log_start,
                         int64_t *log_end);
     /* Appends batch (borrowed until done is called) to partition p with acks (-1 or 1) and a
      * timeout; done(done_ctx, Kafka error, the batch's base offset or -1) exactly once, on any

@@ -121,7 +121,7 @@ struct group {
 struct part {
     int state;
     int32_t epoch;    /* the leader epoch loading or owned (the latest seen; for the logs) */
-    uint64_t term;    /* the leader term loading or owned (gr_gc_storage.leader_info): a new term
+    int32_t term;     /* the leader term loading or owned (gr_gc_storage.leader_info): a new term
                        * unloads and reloads, a new epoch of the same term does not */
     uint64_t load_id; /* bumped when a load is scheduled or cancelled (rule 5) */
     bool queued;      /* on the load queue */

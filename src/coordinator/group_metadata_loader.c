@@ -285,13 +285,13 @@ static int publish_locked(struct gr_group_coordinator *gc, struct gc_table *t) {
  * completion is left to the loader, gr_gc_complete_txn_offsets). Ownership is taken under gc->mu
  * only once no marker came in since the log end was last looked at, and only while the load is
  * current (rule 5). */
-static void load_partition(struct gr_group_coordinator *gc, int32_t p, uint64_t term, int32_t epoch, uint64_t id,
+static void load_partition(struct gr_group_coordinator *gc, int32_t p, int32_t term, int32_t epoch, uint64_t id,
                            int64_t queued_ms) {
     int64_t t0 = gr_mono_ms();
     struct gc_table *t = gr_calloc(1, sizeof *t);
     /* what a cancelled load of p left pending: this load rebuilds it from the log */
     gr_txn_offsets_drop_partition(p);
-    uint64_t now_term = 0;
+    int32_t now_term = -1;
     int64_t start = 0, off = 0, end = 0;
     int r = LOAD_STALE;
     bool locked = false;
@@ -365,7 +365,7 @@ static bool run_next_locked(struct gr_group_coordinator *gc) {
     pt->queued = false;
     if (pt->state != PART_LOADING || !gc->active) return true; /* cancelled before it started */
     int32_t epoch = pt->epoch;
-    uint64_t term = pt->term;
+    int32_t term = pt->term;
     uint64_t id = pt->load_id;
     pthread_mutex_unlock(&gc->mu);
     load_partition(gc, p, term, epoch, id, queued_ms);
@@ -414,7 +414,7 @@ void gc_loader_stop(struct gr_group_coordinator *gc) {
 
 /* Kafka's scheduleLoadGroupAndOffsets: p becomes loading in leader term term; queued unless it
  * already is (a load of p running now sees its id change and discards what it read). */
-static void schedule_load_locked(struct gr_group_coordinator *gc, int32_t p, uint64_t term, int32_t epoch) {
+static void schedule_load_locked(struct gr_group_coordinator *gc, int32_t p, int32_t term, int32_t epoch) {
     struct part *pt = &gc->parts[p];
     pt->state = PART_LOADING;
     pt->term = term;
@@ -437,7 +437,7 @@ void gr_gc_poll_partitions(struct gr_group_coordinator *gc) {
     int32_t n = gc_effective_partitions(gc);
     for (int32_t p = 0; p < n; p++) {
         int32_t epoch = -1;
-        uint64_t term = 0;
+        int32_t term = -1;
         bool leader = gc->cfg.storage.leader_info(gc->cfg.storage.ctx, p, &epoch, &term, NULL, NULL);
         struct dq q;
         gc_dq_init(&q);

@@ -35,8 +35,6 @@ struct gr_rm_partition {
                                    AssignmentState.replicationFactor), set when it becomes leader */
     atomic_bool online;    /* false once stopped (StopReplica); written under lock, may be read
                               without it (a fetch's kept reference, handle_fetch.c) */
-    uint64_t leader_term;  /* rm->leader_terms when this broker last became its leader from
-                              non-leader; 0 never (gr_rm_partition_info) */
 };
 
 #define GR_RM_NBUCKETS_MIN 4096 /* the map doubles past 1 partition per bucket */
@@ -68,10 +66,6 @@ struct gr_replica_manager {
     _Atomic int64_t trim_again_ms; /* the follow-up trim once fetchers and sessions settled */
     long trim_rss_pages; /* RSS after the last trim (ISR thread only), 0 before the first check */
     atomic_int trim_parts;
-    /* Counts the partitions' becoming leader from non-leader (make_leader): each such transition
-     * takes the next value as the partition's leader_term, unique across partitions, even one
-     * deleted and created again. */
-    _Atomic uint64_t leader_terms;
     /* The last topic config read from /config/topics/<topic> (a LeaderAndIsr for thousands of
      * partitions of one topic reads it once). Guarded by the registry's state-change lock, which
      * every hook caller holds. */

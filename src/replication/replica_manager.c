@@ -576,7 +576,6 @@ static int16_t make_leader(struct gr_replica_manager *rm, struct gr_rm_partition
         p->replication_factor = gr_rm_replication_factor(st);
         int64_t leo = gr_plog_end_offset(p->lml->log);
         gr_rs_become_leader(&p->st, leo, now, was_leader);
-        if (!was_leader || p->leader_term == 0) p->leader_term = atomic_fetch_add(&rm->leader_terms, 1) + 1;
         maybe_increment_hw_locked(rm, p, now);
         char buf[256];
         gr_info(STATE_LOGGER,
@@ -1192,7 +1191,6 @@ bool gr_rm_partition_info(struct gr_replica_manager *rm, const char *topic, int3
     out->is_leader = gr_rs_is_leader(&p->st);
     out->leader = p->st.leader_id;
     out->leader_epoch = p->st.leader_epoch;
-    out->leader_term = p->leader_term;
     out->elected_epoch = p->st.elected_epoch;
     out->nisr = GR_MIN(p->st.nisr, 32);
     memcpy(out->isr, p->st.isr, (size_t)out->nisr * sizeof(int32_t));

@@ -71,11 +71,12 @@ struct gr_rm_partition_info {
     bool is_leader;
     int32_t leader;
     int32_t leader_epoch;
-    /* Changes only when this broker becomes the leader from non-leader (Kafka's makeLeader
-     * returning true): the same across a new leader epoch that keeps it leader (an ISR change by
-     * the controller), never the same again after a lost and regained leadership. 0: never led. */
-    uint64_t leader_term;
-    int32_t elected_epoch; /* leader: the epoch at which it became leader (gr_replica_state), else -1 */
+    /* Leader: the leader epoch at which this broker became the leader from non-leader (Kafka's
+     * makeLeader returning true; gr_replica_state): the same across a new leader epoch that keeps
+     * it leader (an ISR change by the controller), later after a lost and regained leadership (a
+     * new leader always takes a new epoch). -1 when not the leader. The group and transaction
+     * coordinators load a partition once per elected epoch. */
+    int32_t elected_epoch;
     int64_t log_start_offset;
     int64_t high_watermark;
     int64_t log_end_offset;

@@ -881,12 +881,10 @@ out:
     return found;
 }
 
-int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_offset, int64_t *offset_out,
-                              int64_t *ts_out) {
-    if (seg->max_timestamp < ts || seg->size == 0) return 0;
-    long e = gr_time_index_lookup(&seg->ti, ts);
-    int64_t from = e >= 0 ? seg->base_offset + seg->ti.e[e].rel : seg->base_offset;
-    int64_t pos = index_floor_pos(seg, GR_MAX(from, min_offset));
+/* The timestamp searches' one walk: from the batch at pos, the first record whose timestamp is
+ * >= ts at an offset >= min_offset (search_batch). 1 found, 0 none, or -errno. */
+static int find_from(struct gr_segment *seg, int64_t pos, int64_t ts, int64_t min_offset, int64_t *offset_out,
+                     int64_t *ts_out) {
     struct seg_fd h;
     int rc = get_fd(seg, false, &h);
     if (rc) return rc;
@@ -905,26 +903,20 @@ int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_of
     return rc ? rc : found;
 }
 
+int gr_segment_find_timestamp(struct gr_segment *seg, int64_t ts, int64_t min_offset, int64_t *offset_out,
+                              int64_t *ts_out) {
+    if (seg->max_timestamp < ts || seg->size == 0) return 0;
+    long e = gr_time_index_lookup(&seg->ti, ts);
+    int64_t from = e >= 0 ? seg->base_offset + seg->ti.e[e].rel : seg->base_offset;
+    return find_from(seg, index_floor_pos(seg, GR_MAX(from, min_offset)), ts, min_offset, offset_out, ts_out);
+}
+
+/* The segment's largest timestamp is the first record at or above it (no record is above it). */
 int gr_segment_find_max_timestamp(struct gr_segment *seg, int64_t *offset_out, int64_t *ts_out) {
     int64_t max = seg->max_timestamp;
     if (max < 0 || seg->size == 0) return 0;
     int64_t pos = seg->offset_of_max_ts >= 0 ? index_floor_pos(seg, seg->offset_of_max_ts) : 0;
-    struct seg_fd h;
-    int rc = get_fd(seg, false, &h);
-    if (rc) return rc;
-    int found = 0;
-    while (pos < seg->size && !found) {
-        struct gr_batch_info bi;
-        rc = header_at(h.fd, pos, seg->size, &bi);
-        if (rc) break;
-        if (bi.MaxTimestamp == max) {
-            found = search_batch(seg, h.fd, pos, &bi, max, INT64_MIN, offset_out, ts_out);
-            if (found < 0) rc = found;
-        }
-        pos += (int64_t)bi.size;
-    }
-    put_fd(seg, &h);
-    return rc ? rc : found;
+    return find_from(seg, pos, max, INT64_MIN, offset_out, ts_out);
 }
 
 int gr_segment_fsync(struct gr_segment *seg) {

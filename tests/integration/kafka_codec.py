@@ -297,28 +297,14 @@ def encode_response(api_key, version, body=None, correlation_id=1):
 # ---- decoding ----
 
 class _Reader(Reader):
-    """kafka_wire.Reader whose short reads raise CodecError instead of asserting."""
+    """kafka_wire.Reader that raises CodecError on a short read or a varint over 32 bits."""
+    VARINT_MAX_SHIFT = 28
 
-    def take(self, n):
-        if n < 0 or self.p + n > len(self.d):
-            raise CodecError("truncated: %d bytes wanted at offset %d of %d" % (n, self.p, len(self.d)))
-        v = self.d[self.p:self.p + n]
-        self.p += n
-        return bytes(v)
+    def fail(self, msg):
+        raise CodecError(msg)
 
     def unpack(self, fmt):
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
-
-    def uvarint(self):
-        shift = v = 0
-        while True:
-            b = self.take(1)[0]
-            v |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return v
-            shift += 7
-            if shift > 28:
-                raise CodecError("overlong varint at offset %d" % self.p)
 
     def length(self, flex, classic_fmt):
         """Length or count: -1 is null; other negatives are malformed."""

@@ -80,16 +80,22 @@ def exchange(port, payload, host="127.0.0.1", timeout=10):
 
 
 class Reader:
-    """A cursor over response bytes; every read asserts the bytes are there."""
+    """A cursor over response bytes; every read asserts the bytes are there. Subclasses may raise
+    their own error (fail) and bound varints (VARINT_MAX_SHIFT: None reads any length)."""
+    VARINT_MAX_SHIFT = None
 
     def __init__(self, data):
         self.d, self.p = data, 0
 
+    def fail(self, msg):
+        raise AssertionError(msg)
+
     def take(self, n):
+        if n < 0 or self.p + n > len(self.d):
+            self.fail("short response: %d bytes wanted at offset %d of %d" % (n, self.p, len(self.d)))
         v = self.d[self.p:self.p + n]
-        assert len(v) == n, "short response"
         self.p += n
-        return v
+        return bytes(v)
 
     def i8(self): return struct.unpack(">b", self.take(1))[0]
     def i16(self): return struct.unpack(">h", self.take(2))[0]
@@ -104,6 +110,8 @@ class Reader:
             if not b & 0x80:
                 return v
             shift += 7
+            if self.VARINT_MAX_SHIFT is not None and shift > self.VARINT_MAX_SHIFT:
+                self.fail("overlong varint at offset %d" % self.p)
 
     def compact_str(self):
         n = self.uvarint()

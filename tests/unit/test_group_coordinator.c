@@ -26,7 +26,7 @@ static int64_t vclock(void) { return g_now; }
 struct fake {
     bool leader[NP];
     int32_t epoch[NP];
-    uint64_t term[NP]; /* leader term: bumped where this broker lost and regained leadership */
+    int32_t term[NP];  /* leader term: bumped where this broker lost and regained leadership */
     uint8_t *log[NP];
     size_t len[NP];
     int64_t end[NP];
@@ -52,7 +52,7 @@ static void f_put(struct fake *f, int32_t p, uint8_t *batch, size_t len) {
     f->len[p] += len;
 }
 
-static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, uint64_t *term, int64_t *start, int64_t *end) {
+static bool f_leader_info(void *ctx, int32_t p, int32_t *epoch, int32_t *term, int64_t *start, int64_t *end) {
     struct fake *f = ctx;
     if (p < 0 || p >= NP || !f->leader[p]) return false;
     if (epoch) *epoch = f->epoch[p];
