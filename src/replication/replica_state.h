@@ -3,7 +3,7 @@
  * with no I/O and no locks, so that the high-watermark and ISR rules can be unit-tested
  * (tests/unit/test_replica_state.c); the replica manager calls it under the partition's lock.
  *
- * Rules (Kafka 2.7's Partition/Replica with AlterIsr, now AlterPartition v0, KIP-497):
+ * Rules (Kafka 2.7's Partition/Replica with AlterIsr, now AlterPartition v0-v3, KIP-497):
  * - Follower progress: a follower fetching at offset F while the leader's log end offset is L
  *   is "caught up at time t" if F >= L; if F >= the leader LEO seen at its previous fetch, it was
  *   caught up at the previous fetch's time. last_caught_up_ms only moves forward.
@@ -16,8 +16,11 @@
  * - Expand: a follower not in the ISR whose LEO >= HW and >= the leader epoch's start offset.
  * - Shrink: an ISR follower whose LEO != the leader LEO and which has not been caught up for
  *   more than replica.lag.time.max.ms.
- * - AlterPartition answer: errors UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and
- *   INVALID_UPDATE_VERSION give up (stay pending until the next LeaderAndIsr); other errors
+ * - AlterPartition answer (Kafka 3.9's handleAlterPartitionError): INELIGIBLE_REPLICA and
+ *   OPERATION_NOT_ATTEMPTED (not applied, our epoch is right: KIP-841/903) drop the proposal and
+ *   return to the committed ISR, from which a later fetch may propose again; errors
+ *   UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and
+ *   INVALID_REQUEST give up (stay pending until the next LeaderAndIsr); other errors
  *   retry the same proposal; success with the same leader epoch and a zkVersion not older than
  *   ours commits the returned ISR and zkVersion.
  *
