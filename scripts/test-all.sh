@@ -45,6 +45,8 @@ export CI=${CI:-}
 ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_recreated_topic_while_replica_away_serves_only_new_data
     tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
+    tests/integration/test_alter_partition.py::test_alter_partition_versions_at_the_controller
+    tests/integration/test_alter_partition.py::test_hostile_alter_partition_frames
     tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py
