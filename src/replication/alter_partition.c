@@ -354,6 +354,8 @@ struct gr_alter_partition *gr_alter_partition_new(const struct gr_alter_partitio
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
+    gr_info(LOGGER, "[broker %d] sends AlterPartition v%d (inter.broker.protocol.version)", cfg->broker_id,
+            cfg->version);
     if (pthread_create(&a->thread, NULL, alter_partition_main, a) == 0) a->started = true;
     else gr_error(LOGGER, "cannot start the AlterPartition thread");
     return a;

@@ -10,9 +10,9 @@ controller serves it (KafkaController.tryProcessAlterPartition):
     INELIGIBLE_REPLICA (v2+) / OPERATION_NOT_ATTEMPTED (v0-1), v0 by name, a stale BrokerEpoch ->
     STALE_BROKER_EPOCH, any other broker -> NOT_CONTROLLER; malformed and oversized frames close
     the connection and the broker keeps serving;
-  - end to end (the brokers' own AlterPartition at inter.broker.protocol.version 3.9, i.e. v3): a
-    follower killed and restarted with its log directory wiped rejoins the ISR only once caught
-    up, and when the other replicas then die it leads with every record acknowledged under
+  - end to end (the brokers' own AlterPartition: v3 at inter.broker.protocol.version 3.9-IV0, v0 at
+    3.1): a follower killed and restarted with its log directory wiped rejoins the ISR only once
+    caught up, and when the other replicas then die it leads with every record acknowledged under
     acks=all and min.insync.replicas=2.
 """
 
@@ -227,8 +227,10 @@ def produce_all(cluster, topic, values):
     return acked
 
 
-def test_wiped_follower_rejoins_isr_only_caught_up(cluster_factory, zk_connect):
-    cluster = cluster_factory(zk_connect, n=3, config=WIPE_CONFIG)
+@pytest.mark.parametrize("ibp,version", [("3.9-IV0", 3), ("3.1", 0)])
+def test_wiped_follower_rejoins_isr_only_caught_up(cluster_factory, zk_connect, ibp, version):
+    cluster = cluster_factory(zk_connect, n=3, config=dict(WIPE_CONFIG, **{"inter.broker.protocol.version": ibp}))
+    assert f"sends AlterPartition v{version} " in cluster[1].log()
     create(cluster, "wipe", [[1, 2, 3]])
     pad = "x" * 900
     acked = produce_all(cluster, "wipe", [f"a{i}-{pad}" for i in range(1500)])
@@ -247,7 +249,7 @@ def test_wiped_follower_rejoins_isr_only_caught_up(cluster_factory, zk_connect):
     # more records while it catches up
     acked += produce_all(cluster, "wipe", [f"c{i}-{pad}" for i in range(500)])
     H.wait_for(lambda: 3 in state(cluster, "wipe", 0).get("isr", []), 90, "3 back in the ISR")
-    # through the leader's own AlterPartition (v3 at the default inter.broker.protocol.version)
+    # through the leader's own AlterPartition (v3 at 3.9-IV0, Kafka 2.7's AlterIsr v0 at 3.1)
     assert "ISR updated to 1,2,3" in cluster[1].log(), cluster[1].log()[-3000:]
     # when it rejoined it had everything acknowledged: with 1 and 2 gone it leads with all of it
     cluster[1].kill()
