@@ -353,7 +353,8 @@ int16_t gr_alter_partition_check_partition(struct gr_ctrl_context *ctx, const st
         for (int j = 0; j < i; j++)
             if (pr->isr[j] == pr->isr[i]) return GR_KERR_INVALID_REQUEST;
     }
-    if (!members_eligible(ctx, pr)) return pr->version >= 2 ? GR_KERR_INELIGIBLE_REPLICA : GR_KERR_OPERATION_NOT_ATTEMPTED;
+    if (!members_eligible(ctx, pr))
+        return pr->version >= 2 ? GR_KERR_INELIGIBLE_REPLICA : GR_KERR_OPERATION_NOT_ATTEMPTED;
     return GR_KERR_NONE;
 }
 
