@@ -172,7 +172,8 @@ def closed(sock):
 
 def test_hostile_alter_partition_frames(cluster_factory, zk_connect):
     """Truncated and oversized AlterPartition v3 frames at the controller: the connection is
-    closed, nothing is written, and the broker keeps serving (a v3 request after them works)."""
+    closed, nothing is written, and the broker keeps serving (a v3 request after them works).
+    Then the topic is deleted and re-created: a request by the old id is UNKNOWN_TOPIC_ID."""
     cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
     port = cluster[1].port
     create(cluster, "h", [[1]])
@@ -203,6 +204,13 @@ def test_hostile_alter_partition_frames(cluster_factory, zk_connect):
     assert state_version(cluster, "h", 0) == ver
     r = K.call(port, AP, 3, v3_body(cluster, 1, tid, 0, [(1, -1)], ver))
     assert one(r)["ErrorCode"] == 0 and one(r)["Isr"] == [1], r
+    # the topic deleted (and re-created under the same name): its old id is unknown
+    d = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": tid}], "TimeoutMs": 30000})
+    assert d["Responses"][0]["ErrorCode"] == 0, d
+    create(cluster, "h", [[1]])
+    assert uuid_of(znode_id(cluster, "h")) != tid
+    r = K.call(port, AP, 3, v3_body(cluster, 1, tid, 0, [(1, -1)], ver))
+    assert r["Topics"][0]["TopicId"] == tid and one(r)["ErrorCode"] == 100, r
 
 
 WIPE_CONFIG = dict(CONFIG, **{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
