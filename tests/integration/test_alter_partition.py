@@ -207,6 +207,9 @@ def test_hostile_alter_partition_frames(cluster_factory, zk_connect):
     # the topic deleted (and re-created under the same name): its old id is unknown
     d = K.call(port, 20, 6, {"Topics": [{"Name": None, "TopicId": tid}], "TimeoutMs": 30000})
     assert d["Responses"][0]["ErrorCode"] == 0, d
+    H.wait_for(lambda: cluster.get_json("/brokers/topics/h")[0] is None, 30, "h's znode deleted")
+    r = K.call(port, AP, 3, v3_body(cluster, 1, tid, 0, [(1, -1)], ver))
+    assert r["Topics"][0]["TopicId"] == tid and one(r)["ErrorCode"] == 100, r
     create(cluster, "h", [[1]])
     assert uuid_of(znode_id(cluster, "h")) != tid
     r = K.call(port, AP, 3, v3_body(cluster, 1, tid, 0, [(1, -1)], ver))
