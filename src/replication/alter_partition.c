@@ -286,13 +286,28 @@ static int send_batch(struct gr_alter_partition *a) {
             }
             for (int i = 0; i < td->PartitionsCount && nd < n; i++) {
                 const struct AlterPartitionResponse_PartitionData *pd = &td->Partitions[i];
+                /* What was sent for it: an in-flight item is never modified (enqueue replaces it) */
+                int32_t sent_epoch = 0, sent_zk = 0, sent_isr[GR_RS_MAX_REPLICAS];
+                int sent_n = 0;
                 pthread_mutex_lock(&a->lock);
                 struct item *live = idx_find(a, topic, pd->PartitionIndex);
                 bool stale = !live || !live->in_flight;
+                if (!stale) {
+                    sent_epoch = live->leader_epoch;
+                    sent_zk = live->zk_version;
+                    sent_n = live->n;
+                    memcpy(sent_isr, live->isr, (size_t)sent_n * sizeof *sent_isr);
+                }
                 pthread_mutex_unlock(&a->lock);
                 if (stale) continue;
-                int r = a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
-                                               pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->PartitionEpoch);
+                /* An error answer carries no state: it is applied to the proposal that was sent
+                 * (gr_rs_apply_alter_partition), which the partition may have replaced meanwhile
+                 * (a LeaderAndIsr and a new proposal between the check above and this call). */
+                int r = pd->ErrorCode != GR_KERR_NONE
+                            ? a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, sent_epoch, sent_isr,
+                                             sent_n, sent_zk)
+                            : a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
+                                             pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->PartitionEpoch);
                 dn[nd].topic = gr_strdup(topic);
                 dn[nd].partition = pd->PartitionIndex;
                 dn[nd].resend = r == -1;

@@ -44,7 +44,8 @@ struct gr_alter_partition_ops {
     /* BrokerEpoch to send (-1 unknown). */
     int64_t (*broker_epoch)(void *ctx);
     /* One partition's answer (contract of gr_rm_alter_partition_result): -1 to send the item again,
-     * else 0 (the item is done). */
+     * else 0 (the item is done). An error answer comes with the leader epoch, ISR and zkVersion
+     * that were sent (the proposal it refuses), a success with the controller's. */
     int (*result)(void *ctx, const char *topic, int32_t partition, int16_t error, int32_t leader_epoch,
                   const int32_t *isr, int nisr, int32_t zk_version);
 };
