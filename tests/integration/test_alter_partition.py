@@ -279,3 +279,49 @@ def test_wiped_follower_rejoins_isr_only_caught_up(cluster_factory, zk_connect, 
         return want <= got
     H.wait_for(all_read, 90, "every acknowledged record from broker 3", interval=0)
     c.close()
+
+
+def test_duplicate_topic_ids_in_one_request(cluster_factory, zk_connect):
+    """One v3 request naming a topic id twice: for two different partitions both are applied and
+    answered under the id; for the same partition twice (two different ISRs from the same
+    partition epoch), at most one is written and the ISR znode holds exactly what the answer
+    marked as applied (never both, never one answered NONE and the other written)."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "d", [[1, 2, 3], [1, 2, 3]])
+    tid = uuid_of(znode_id(cluster, "d"))
+    # every broker answers NOT_CONTROLLER but the controller
+    ctrl = cluster.get_json("/controller")[0]["brokerid"]
+    port = cluster[ctrl].port
+    H.wait_for(lambda: all(state(cluster, "d", p)["isr"] == [1, 2, 3] for p in (0, 1)), 30, "full ISRs")
+    s0, s1 = state(cluster, "d", 0), state(cluster, "d", 1)
+    assert s0["leader"] == s1["leader"]
+    leader = s0["leader"]
+    others = [b for b in (1, 2, 3) if b != leader]
+    v0, v1 = state_version(cluster, "d", 0), state_version(cluster, "d", 1)
+
+    def pd(p, isr, ver):
+        return {"PartitionIndex": p, "LeaderEpoch": state(cluster, "d", p)["leader_epoch"],
+                "NewIsrWithEpochs": [{"BrokerId": b, "BrokerEpoch": -1} for b in isr], "PartitionEpoch": ver}
+    # two partitions of the topic, each under its own entry of the same id
+    body = {"BrokerId": leader, "BrokerEpoch": broker_epoch(cluster, leader),
+            "Topics": [{"TopicId": tid, "Partitions": [pd(0, [leader, others[0], others[1]], v0)]},
+                       {"TopicId": tid, "Partitions": [pd(1, [leader, others[0], others[1]], v1)]}]}
+    r = K.call(port, AP, 3, body)
+    assert r["ErrorCode"] == 0 and len(r["Topics"]) == 2, r
+    assert [t["TopicId"] for t in r["Topics"]] == [tid, tid], r
+    assert [t["Partitions"][0]["PartitionIndex"] for t in r["Topics"]] == [0, 1], r
+    assert all(t["Partitions"][0]["ErrorCode"] == 0 for t in r["Topics"]), r
+    # the same partition twice, two different shrinks from the same partition epoch
+    v0 = state_version(cluster, "d", 0)
+    a, b = [leader, others[0]], [leader, others[1]]
+    body = {"BrokerId": leader, "BrokerEpoch": broker_epoch(cluster, leader),
+            "Topics": [{"TopicId": tid, "Partitions": [pd(0, a, v0)]},
+                       {"TopicId": tid, "Partitions": [pd(0, b, v0)]}]}
+    r = K.call(port, AP, 3, body)
+    assert r["ErrorCode"] == 0 and len(r["Topics"]) == 2, r
+    answers = [t["Partitions"][0] for t in r["Topics"]]
+    ok = [x for x in answers if x["ErrorCode"] == 0]
+    assert len(ok) == 1, r
+    assert [x["ErrorCode"] for x in answers if x["ErrorCode"] != 0] == [95], r  # INVALID_UPDATE_VERSION
+    st = state(cluster, "d", 0)
+    assert st["isr"] == ok[0]["Isr"] and state_version(cluster, "d", 0) == ok[0]["PartitionEpoch"] == v0 + 1, (st, r)
