@@ -47,6 +47,8 @@ ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
     tests/integration/test_topic_ids.py::test_rewrite_without_id_keeps_the_id_and_the_data
     tests/integration/test_topic_ids.py::test_rewrite_without_id_while_no_controller_moves_data_aside
+    tests/integration/test_alter_partition.py::test_alter_partition_versions_at_the_controller
+    tests/integration/test_alter_partition.py::test_hostile_alter_partition_frames
     tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py

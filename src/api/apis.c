@@ -44,7 +44,7 @@ static const struct gr_api_entry apis[MAX_API_KEY] = {
     [GR_API_UPDATE_METADATA] = {0, 8, gr_handle_update_metadata, 0},
     /* broker -> controller: controller/requests.h */
     [GR_API_CONTROLLED_SHUTDOWN] = {0, 3, gr_handle_controlled_shutdown, 0},
-    [GR_API_ALTER_PARTITION] = {0, 0, gr_handle_alter_partition, 0},
+    [GR_API_ALTER_PARTITION] = {0, 3, gr_handle_alter_partition, 0},
     /* groups: coordinator/ */
     [GR_API_OFFSET_COMMIT] = {0, 9, gr_handle_offset_commit, 0},
     [GR_API_OFFSET_FETCH] = {0, 9, gr_handle_offset_fetch, 0},

@@ -1,8 +1,11 @@
-/* AlterPartition v0 (key 56, KIP-497; Kafka 2.7 named it AlterIsr) on the broker that may be the
- * controller (Kafka's KafkaApis.handleAlterPartitionRequest): a broker that is not the active controller answers
- * NOT_CONTROLLER at once; otherwise the request goes through the controller's front door
- * (controller/requests.h) and is answered from the controller's event thread, or with
- * NOT_CONTROLLER if the controller moves before it is processed. Never blocks an I/O thread. */
+/* AlterPartition v0-v3 (key 56; v0 is Kafka 2.7's AlterIsr, KIP-497; v1 LeaderRecoveryState,
+ * KIP-704; v2 topic ids, KIP-516/841; v3 NewIsrWithEpochs, KIP-903) on the broker that may be the
+ * controller (Kafka's KafkaApis.handleAlterPartitionRequest): a broker that is not the active
+ * controller answers NOT_CONTROLLER at once; otherwise the request and its version go through the
+ * controller's front door (controller/requests.h; the rules per version are
+ * gr_ctrl_process_alter_partition's, controller/flows.h) and are answered from the controller's
+ * event thread, or with NOT_CONTROLLER if the controller moves before it is processed. Never
+ * blocks an I/O thread. */
 #include "api/authorize.h"
 #include "api/handlers.h"
 
@@ -15,7 +18,6 @@ static void respond(void *arg, const struct AlterPartitionResponse *resp) { gr_a
 
 void gr_handle_alter_partition(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body)
 {
-    (void)hdr;
     struct AlterPartitionRequest *r = body;
     bool allowed = gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION); /* Kafka: CLUSTER_ACTION */
     if (!allowed || !b->controller || !gr_broker_is_controller(b)) {
@@ -28,5 +30,5 @@ void gr_handle_alter_partition(struct gr_broker *b, struct gr_api_req *req, cons
     }
     /* apis.h rule 4: the request (and r, in its arena) now belongs to the front door until
      * respond runs. */
-    gr_ctrl_submit_alter_partition(b->controller, r, respond, req);
+    gr_ctrl_submit_alter_partition(b->controller, hdr->RequestApiVersion, r, respond, req);
 }

@@ -115,6 +115,7 @@
     X(INCONSISTENT_CLUSTER_ID, 104)                      \
     X(TRANSACTIONAL_ID_NOT_FOUND, 105)                   \
     X(FETCH_SESSION_TOPIC_ID_ERROR, 106)                 \
+    X(INELIGIBLE_REPLICA, 107)                           \
     X(MISMATCHED_ENDPOINT_TYPE, 114)                     \
     X(UNSUPPORTED_ENDPOINT_TYPE, 115)                    \
     X(TRANSACTION_ABORTABLE, 120)

@@ -41,4 +41,8 @@ void gr_ibp_features(const char *ibp, struct gr_ibp_features *out) {
     out->leader_and_isr_version = v34 ? 7 : v28 ? 5 : 4;
     out->update_metadata_version = v34 ? 8 : v28 ? 7 : 6;
     out->stop_replica_version = v34 ? 4 : 3;
+    out->alter_partition_version = v >= GR_IBP(3, 5, 1)   ? 3
+                                   : v >= GR_IBP(3, 3, 3) ? 2
+                                   : v >= GR_IBP(3, 2, 0) ? 1
+                                                          : 0;
 }

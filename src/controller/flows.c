@@ -8,6 +8,7 @@
 
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/uuid.h"
 #include "common/util.h"
 #include "controller/event_manager.h"
 #include "controller/partition_sm.h"
@@ -15,6 +16,7 @@
 #include "controller/request_batch.h"
 #include "controller/response.h"
 #include "controller/sender.h"
+#include "controller/states.h"
 #include "protocol/codec.h"
 
 #define LOGGER "kafka.controller.KafkaController"
@@ -311,22 +313,48 @@ int16_t gr_alter_partition_check_broker(struct gr_ctrl_context *ctx, int32_t bro
     return GR_KERR_NONE;
 }
 
-int16_t gr_alter_partition_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
-                                           const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
-                                           bool *already) {
+/* Whether every proposed member may be in the ISR (KafkaController.tryProcessAlterPartition, KIP-841:
+ * registered and not shutting down) and, when the proposal carries broker epochs (v3, KIP-903), was
+ * proposed on the strength of its current registration: an epoch other than -1 ("not known") that
+ * is not the member's registration epoch is a replica that restarted since (e.g. with an empty
+ * disk) and must not re-enter the ISR on what its previous incarnation fetched. */
+static bool members_eligible(struct gr_ctrl_context *ctx, const struct gr_alter_partition_proposal *pr) {
+    for (int i = 0; i < pr->n_isr; i++) {
+        struct gr_ctrl_broker *b = gr_ctrl_ctx_broker(ctx, pr->isr[i]);
+        if (!b || gr_ctrl_broker_shutting_down(ctx, pr->isr[i])) return false;
+        if (pr->isr_epochs && pr->isr_epochs[i] != -1 && pr->isr_epochs[i] != b->epoch) return false;
+    }
+    return true;
+}
+
+int16_t gr_alter_partition_check_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p,
+                                           const struct gr_alter_partition_proposal *pr, bool *already) {
     *already = false;
     if (!p || !p->has_state) return GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-    if (leader_epoch < p->lai.leader_epoch) return GR_KERR_FENCED_LEADER_EPOCH;
-    if (broker_id == p->lai.leader && leader_epoch == p->lai.leader_epoch && n_new_isr == p->lai.n_isr &&
-        (n_new_isr == 0 || memcmp(new_isr, p->lai.isr, (size_t)n_new_isr * sizeof *new_isr) == 0)) {
+    /* a leader that has seen a newer state than ours: we are likely no longer the controller */
+    if (pr->partition_epoch > p->lai.zk_version || pr->leader_epoch > p->lai.leader_epoch)
+        return GR_KERR_NOT_CONTROLLER;
+    if (pr->leader_epoch < p->lai.leader_epoch) return GR_KERR_FENCED_LEADER_EPOCH;
+    /* before the partition-epoch fence, for idempotency (a retry of an applied change) */
+    if (pr->broker_id == p->lai.leader && pr->n_isr == p->lai.n_isr && pr->leader_recovery_state == 0 &&
+        (pr->n_isr == 0 || memcmp(pr->isr, p->lai.isr, (size_t)pr->n_isr * sizeof *pr->isr) == 0)) {
         *already = true;
         return GR_KERR_NONE;
     }
-    if (current_isr_version != p->lai.zk_version) return GR_KERR_INVALID_UPDATE_VERSION;
-    /* Kafka 2.7 does not check this: a leader that missed a reassignment's new replica set (no
-     * leader epoch bump reached it) could put a removed replica back into the ISR */
-    for (int i = 0; i < n_new_isr; i++)
-        if (gr_ctrl_replica_index(p, new_isr[i]) < 0) return GR_KERR_INVALID_REQUEST;
+    if (pr->partition_epoch < p->lai.zk_version) return GR_KERR_INVALID_UPDATE_VERSION;
+    /* KIP-704: Gregor's partitions are always RECOVERED (no unclean-election recovery state), and
+     * Kafka refuses RECOVERED -> RECOVERING; any other value is no state at all */
+    if (pr->leader_recovery_state != 0) return GR_KERR_INVALID_REQUEST;
+    /* Not checked by Kafka: a member that is not an assigned replica (a leader that missed a
+     * reassignment's new replica set could re-add a removed one), or named twice */
+    if (pr->n_isr > p->n_replicas) return GR_KERR_INVALID_REQUEST;
+    for (int i = 0; i < pr->n_isr; i++) {
+        if (gr_ctrl_replica_index(p, pr->isr[i]) < 0) return GR_KERR_INVALID_REQUEST;
+        for (int j = 0; j < i; j++)
+            if (pr->isr[j] == pr->isr[i]) return GR_KERR_INVALID_REQUEST;
+    }
+    if (!members_eligible(ctx, pr))
+        return pr->version >= 2 ? GR_KERR_INELIGIBLE_REPLICA : GR_KERR_OPERATION_NOT_ATTEMPTED;
     return GR_KERR_NONE;
 }
 
@@ -353,23 +381,45 @@ struct alter_partition_batch {
 };
 
 /* One partition of the request: answered now (error, or "already" with the current state) or
- * queued as a write in b. */
-static void alter_partition_partition(struct gr_ctrl_sm *sm, int32_t broker_id, const char *topic,
+ * queued as a write in b. topic NULL: the topic (v2+: its id) is unknown. */
+static void alter_partition_partition(struct gr_ctrl_sm *sm, int16_t version, int32_t broker_id, const char *topic,
                                       const struct AlterPartitionRequest_PartitionData *rp, struct gr_arena *a,
                                       struct AlterPartitionResponse_PartitionData *op, struct alter_partition_batch *b) {
     gr_proto_init_struct(&gr_desc_AlterPartitionResponse_PartitionData, op);
     op->PartitionIndex = rp->PartitionIndex;
     if (!topic) {
-        op->ErrorCode = GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        op->ErrorCode = version >= 2 ? GR_KERR_UNKNOWN_TOPIC_ID : GR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
     b->all[b->n_all++] = (struct gr_kzk_tp){.topic = (char *)topic, .partition = rp->PartitionIndex};
     struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(sm->ctx, topic, rp->PartitionIndex);
-    int n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
+    struct gr_alter_partition_proposal pr = {.version = version, .broker_id = broker_id,
+                                             .leader_epoch = rp->LeaderEpoch,
+                                             .leader_recovery_state = rp->LeaderRecoveryState,
+                                             .partition_epoch = rp->PartitionEpoch};
+    if (version >= 3) { /* NewIsrWithEpochs replaces NewIsr */
+        pr.n_isr = rp->NewIsrWithEpochsCount > 0 ? rp->NewIsrWithEpochsCount : 0;
+        int32_t *ids = gr_arena_alloc(a, (size_t)(pr.n_isr + 1) * sizeof *ids);
+        int64_t *epochs = gr_arena_alloc(a, (size_t)(pr.n_isr + 1) * sizeof *epochs);
+        for (int i = 0; i < pr.n_isr; i++) {
+            ids[i] = rp->NewIsrWithEpochs[i].BrokerId;
+            epochs[i] = rp->NewIsrWithEpochs[i].BrokerEpoch;
+        }
+        pr.isr = ids;
+        pr.isr_epochs = epochs;
+    } else {
+        pr.n_isr = rp->NewIsrCount > 0 ? rp->NewIsrCount : 0;
+        pr.isr = rp->NewIsr;
+    }
     bool already;
-    int16_t err = gr_alter_partition_check_partition(p, broker_id, rp->LeaderEpoch, rp->NewIsr, n_isr,
-                                                     rp->PartitionEpoch, &already);
+    int16_t err = gr_alter_partition_check_partition(sm->ctx, p, &pr, &already);
     if (err != GR_KERR_NONE) {
+        if (err == GR_KERR_INELIGIBLE_REPLICA || err == GR_KERR_OPERATION_NOT_ATTEMPTED) {
+            char isr[256];
+            gr_info(LOGGER, "Rejecting AlterPartition request from node %d for %s-%d because it specified "
+                            "ineligible replicas in the new ISR [%s].",
+                    broker_id, topic, rp->PartitionIndex, gr_ctrl_fmt_ids(isr, sizeof isr, pr.isr, pr.n_isr));
+        }
         op->ErrorCode = err;
         return;
     }
@@ -381,8 +431,8 @@ static void alter_partition_partition(struct gr_ctrl_sm *sm, int32_t broker_id, 
     l->leader = broker_id;
     l->leader_epoch = rp->LeaderEpoch;
     l->controller_epoch = sm->ctx->epoch;
-    l->n_isr = n_isr;
-    l->isr = (int32_t *)rp->NewIsr; /* borrowed: not released */
+    l->n_isr = pr.n_isr;
+    l->isr = (int32_t *)pr.isr; /* borrowed (request or arena): not released */
     l->zk_version = rp->PartitionEpoch;
     b->items[b->n_items] = (struct gr_kzk_state_write){.topic = topic, .partition = rp->PartitionIndex, .lai = l};
     b->out[b->n_items++] = op;
@@ -420,7 +470,40 @@ static int alter_partition_write(struct gr_ctrl_sm *sm, struct alter_partition_b
     return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }
 
-int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+struct id_slot {
+    struct gr_uuid id;
+    int topic; /* index in the request */
+};
+
+static int id_slot_cmp(const void *x, const void *y) {
+    return memcmp(((const struct id_slot *)x)->id.b, ((const struct id_slot *)y)->id.b, 16);
+}
+
+/* v2+: names[t] = the name of request topic t's id, NULL when no topic has it (Kafka's
+ * controllerContext.topicName). One pass over the context's topics, each id looked up among the
+ * request's sorted ids: O((topics + n) log n), whatever the request holds. */
+static void names_by_id(struct gr_ctrl_context *ctx, const struct AlterPartitionRequest *req, int n,
+                        const char **names) {
+    struct id_slot *ids = gr_calloc((size_t)n + 1, sizeof *ids);
+    for (int t = 0; t < n; t++) {
+        memcpy(ids[t].id.b, req->Topics[t].TopicId, 16);
+        ids[t].topic = t;
+        names[t] = NULL;
+    }
+    qsort(ids, (size_t)n, sizeof *ids, id_slot_cmp);
+    struct gr_ctrl_topic *tp;
+    for (size_t cur = 0; n > 0 && (tp = gr_ctrl_ctx_next_topic(ctx, &cur));) {
+        if (gr_uuid_is_zero(&tp->id)) continue;
+        struct id_slot key = {.id = tp->id};
+        struct id_slot *hit = bsearch(&key, ids, (size_t)n, sizeof *ids, id_slot_cmp);
+        if (!hit) continue;
+        while (hit > ids && id_slot_cmp(hit - 1, &key) == 0) hit--; /* the same id named twice */
+        for (; hit < ids + n && id_slot_cmp(hit, &key) == 0; hit++) names[hit->topic] = tp->name;
+    }
+    free(ids);
+}
+
+int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int16_t version, int32_t broker_id, int64_t broker_epoch,
                                     const struct AlterPartitionRequest *req, struct gr_arena *a,
                                     struct AlterPartitionResponse *resp) {
     resp->ErrorCode = gr_alter_partition_check_broker(sm->ctx, broker_id, broker_epoch);
@@ -435,6 +518,10 @@ int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, in
                                       .items = gr_calloc(n_total, sizeof *b.items),
                                       .out = gr_calloc(n_total, sizeof *b.out),
                                       .all = gr_calloc(n_total, sizeof *b.all)};
+    const char **names = gr_calloc((size_t)n_topics + 1, sizeof *names);
+    if (version >= 2) names_by_id(sm->ctx, req, n_topics, names);
+    else
+        for (int t = 0; t < n_topics; t++) names[t] = req->Topics[t].TopicName;
     resp->TopicsCount = n_topics;
     resp->Topics = gr_arena_alloc(a, (size_t)(n_topics ? n_topics : 1) * sizeof *resp->Topics);
     for (int t = 0; t < n_topics; t++) {
@@ -442,10 +529,11 @@ int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, in
         struct AlterPartitionResponse_TopicData *ot = &resp->Topics[t];
         gr_proto_init_struct(&gr_desc_AlterPartitionResponse_TopicData, ot);
         ot->TopicName = gr_arena_strdup(a, rt->TopicName ? rt->TopicName : "");
+        memcpy(ot->TopicId, rt->TopicId, sizeof ot->TopicId);
         ot->PartitionsCount = rt->PartitionsCount > 0 ? rt->PartitionsCount : 0;
         ot->Partitions = gr_arena_alloc(a, (size_t)(ot->PartitionsCount ? ot->PartitionsCount : 1) * sizeof *ot->Partitions);
         for (int i = 0; i < ot->PartitionsCount; i++)
-            alter_partition_partition(sm, broker_id, rt->TopicName, &rt->Partitions[i], a, &ot->Partitions[i], &b);
+            alter_partition_partition(sm, version, broker_id, names[t], &rt->Partitions[i], a, &ot->Partitions[i], &b);
     }
     int ret = b.n_items ? alter_partition_write(sm, &b, a) : 0;
     if (ret == GR_ECONTROLLER_MOVED) {
@@ -455,6 +543,7 @@ int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, in
     } else {
         gr_ctrl_send_update_metadata_all(sm, b.all, b.n_all);
     }
+    free(names);
     free(b.lais);
     free(b.items);
     free(b.out);
@@ -492,7 +581,7 @@ int gr_ctrl_alter_partition_complete(struct gr_ctrl_sm *sm, struct gr_ctrl_event
     gr_arena_init(&a);
     struct AlterPartitionResponse resp;
     gr_proto_init_struct(&gr_desc_AlterPartitionResponse, &resp);
-    int rc = gr_ctrl_process_alter_partition(sm, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
+    int rc = gr_ctrl_process_alter_partition(sm, pl->version, ev->broker_id, ev->broker_epoch, pl->request, &a, &resp);
     alter_partition_answer(pl, &resp);
     gr_arena_free(&a);
     return rc;

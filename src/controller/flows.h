@@ -66,25 +66,44 @@ int gr_ctrl_process_isr_change_notification(struct gr_ctrl_sm *sm);
  * the cached one, else NONE. */
 int16_t gr_alter_partition_check_broker(struct gr_ctrl_context *ctx, int32_t broker_id, int64_t broker_epoch);
 
-/* Partition-level check of one requested ISR (p may be NULL = unknown partition):
+/* One partition's proposal, whatever the request version. */
+struct gr_alter_partition_proposal {
+    int16_t version;               /* of the AlterPartition request (0-3) */
+    int32_t broker_id;             /* the sender: the proposed leader */
+    int32_t leader_epoch;
+    const int32_t *isr;            /* NewIsr, or the ids of NewIsrWithEpochs (v3) */
+    const int64_t *isr_epochs;     /* v3: each member's broker epoch (-1 unknown); NULL below v3 */
+    int n_isr;
+    int8_t leader_recovery_state;  /* v1+ (KIP-704); 0 = RECOVERED */
+    int32_t partition_epoch;       /* the zkVersion the leader knows */
+};
+
+/* Partition-level check of one proposal (Kafka 3.9's KafkaController.tryProcessAlterPartition, in
+ * its order; p may be NULL = unknown partition):
  *   UNKNOWN_TOPIC_OR_PARTITION  no leadership info
+ *   NOT_CONTROLLER              the leader knows a newer leader epoch or zkVersion than we do
  *   FENCED_LEADER_EPOCH         leader_epoch < the current leader epoch
- *   NONE with *already = true   (broker_id, leader_epoch, new ISR) equal the current state: answer
- *                               the current state, no write
- *   INVALID_UPDATE_VERSION      current_isr_version differs from the cached zkVersion
- *   INVALID_REQUEST             a new ISR member is not an assigned replica (not checked by Kafka
- *                               2.7: a leader that missed a reassignment could re-add a removed one)
+ *   NONE with *already = true   (broker_id, leader_epoch, ISR ids, RECOVERED) equal the current
+ *                               state: answer the current state, no write
+ *   INVALID_UPDATE_VERSION      partition_epoch older than the cached zkVersion
+ *   INVALID_REQUEST             leader_recovery_state is not RECOVERED (Gregor has no RECOVERING
+ *                               state; Kafka refuses RECOVERED -> RECOVERING the same way); or (not
+ *                               checked by Kafka) a member is not an assigned replica or is named twice
+ *   INELIGIBLE_REPLICA (v2+) / OPERATION_NOT_ATTEMPTED (v0-1)
+ *                               a member is not a live broker or is shutting down (KIP-841), or
+ *                               (v3, KIP-903) its broker epoch is neither -1 nor its registration's
  *   NONE with *already = false  write it. */
-int16_t gr_alter_partition_check_partition(const struct gr_ctrl_partition *p, int32_t broker_id, int32_t leader_epoch,
-                                           const int32_t *new_isr, int n_new_isr, int32_t current_isr_version,
-                                           bool *already);
+int16_t gr_alter_partition_check_partition(struct gr_ctrl_context *ctx, const struct gr_ctrl_partition *p,
+                                           const struct gr_alter_partition_proposal *pr, bool *already);
 
 /* processAlterPartition for an active controller: fills resp (initialised by the caller, arrays
- * allocated in a). Accepted ISRs are written with the same leader epoch and leader = broker_id
- * through guarded conditional updates (BADVERSION -> INVALID_UPDATE_VERSION), cached, answered
- * with the new zkVersion; UpdateMetadata for every requested partition goes to all brokers.
+ * allocated in a) for a request of `version`: topics by name (v0-1) or by id (v2+; an unknown id
+ * answers UNKNOWN_TOPIC_ID for each of its partitions, the response names topics as asked).
+ * Accepted ISRs are written with the same leader epoch and leader = broker_id through guarded
+ * conditional updates (BADVERSION -> INVALID_UPDATE_VERSION), cached, answered with the new
+ * zkVersion; UpdateMetadata for every requested partition of a known topic goes to all brokers.
  * Returns 0, or GR_ECONTROLLER_MOVED (resp carries NOT_CONTROLLER). */
-int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, int64_t broker_epoch,
+int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int16_t version, int32_t broker_id, int64_t broker_epoch,
                                     const struct AlterPartitionRequest *req, struct gr_arena *a, struct AlterPartitionResponse *resp);
 
 /* The payload of an AlterPartitionReceived event (GR_EV_ALTER_PARTITION_RECEIVED, broker_id and broker_epoch
@@ -93,6 +112,7 @@ int gr_ctrl_process_alter_partition(struct gr_ctrl_sm *sm, int32_t broker_id, in
  * if the event is dropped or preempted. */
 struct gr_ctrl_alter_partition_payload {
     const struct AlterPartitionRequest *request; /* borrowed until respond is called */
+    int16_t version;                             /* the request's (0-3) */
     void (*respond)(void *arg, const struct AlterPartitionResponse *resp);
     void *arg;
     bool responded;

@@ -57,11 +57,12 @@ static void alter_partition_answer(void *arg, const struct AlterPartitionRespons
     free(cl);
 }
 
-void gr_ctrl_submit_alter_partition(struct gr_controller *c, const struct AlterPartitionRequest *request,
+void gr_ctrl_submit_alter_partition(struct gr_controller *c, int16_t version, const struct AlterPartitionRequest *request,
                                     gr_ctrl_alter_partition_done_fn done, void *opaque)
 {
     struct gr_ctrl_alter_partition_payload *pl = gr_calloc(1, sizeof *pl);
     pl->request = request;
+    pl->version = version;
     pl->respond = alter_partition_answer;
     pl->arg = closure_new((void (*)(void))done, opaque);
     if (!c) {

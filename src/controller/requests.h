@@ -51,9 +51,9 @@ struct gr_ctrl_tp_result {
 /* ---- AlterPartition (key 56): processAlterPartition ---- */
 
 typedef void (*gr_ctrl_alter_partition_done_fn)(void *opaque, const struct AlterPartitionResponse *resp);
-/* request is borrowed until done is called. The response carries a top-level NOT_CONTROLLER when
- * this broker is not (or no longer) the active controller. */
-void gr_ctrl_submit_alter_partition(struct gr_controller *c, const struct AlterPartitionRequest *request,
+/* request (of AlterPartition `version`, 0-3) is borrowed until done is called. The response
+ * carries a top-level NOT_CONTROLLER when this broker is not (or no longer) the active controller. */
+void gr_ctrl_submit_alter_partition(struct gr_controller *c, int16_t version, const struct AlterPartitionRequest *request,
                                     gr_ctrl_alter_partition_done_fn done, void *opaque);
 
 /* ---- ControlledShutdown (key 7): doControlledShutdown ---- */

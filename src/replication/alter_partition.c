@@ -21,6 +21,7 @@
 
 struct item {
     char *topic;
+    uint8_t topic_id[16]; /* zero: none */
     int32_t partition;
     int32_t leader_epoch;
     int32_t zk_version;
@@ -116,8 +117,9 @@ static void sweep_locked(struct gr_alter_partition *a) {
     }
 }
 
-void gr_alter_partition_enqueue(struct gr_alter_partition *a, const char *topic, int32_t partition,
-                                int32_t leader_epoch, const int32_t *new_isr, int n, int32_t zk_version) {
+void gr_alter_partition_enqueue(struct gr_alter_partition *a, const char *topic, const uint8_t *topic_id,
+                                int32_t partition, int32_t leader_epoch, const int32_t *new_isr, int n,
+                                int32_t zk_version) {
     if (!a || n < 0 || n > GR_RS_MAX_REPLICAS) return;
     pthread_mutex_lock(&a->lock);
     struct item *it = idx_find(a, topic, partition);
@@ -134,6 +136,8 @@ void gr_alter_partition_enqueue(struct gr_alter_partition *a, const char *topic,
         a->items = it;
         idx_add(a, it);
     }
+    if (topic_id) memcpy(it->topic_id, topic_id, sizeof it->topic_id);
+    else memset(it->topic_id, 0, sizeof it->topic_id);
     it->leader_epoch = leader_epoch;
     it->zk_version = zk_version;
     it->n = n;
@@ -179,13 +183,28 @@ static int target_controller(struct gr_alter_partition *a) {
     return 0;
 }
 
+static bool id_is_zero(const uint8_t *id) {
+    static const uint8_t zero[16];
+    return memcmp(id, zero, 16) == 0;
+}
+
+/* (topic id, topic name) of the items sent at v2+, sorted by id: the answers name topics by id. */
+struct sent_id {
+    uint8_t id[16];
+    const char *topic; /* in the request's arena */
+};
+
+static int sent_id_cmp(const void *x, const void *y) { return memcmp(x, y, 16); }
+
 /* Sends every queued item once; applies the answers. a->lock held on entry and exit. */
 static int send_batch(struct gr_alter_partition *a) {
     int n = 0;
+    int16_t version = a->cfg.version < 0 ? 0 : a->cfg.version > 3 ? 3 : a->cfg.version;
     for (struct item *it = a->items; it; it = it->next)
         if (!it->cleared) {
             it->in_flight = true;
             n++;
+            if (id_is_zero(it->topic_id) && version > 1) version = 1; /* Kafka's canUseTopicIds */
         }
     if (n == 0) return 0;
     struct gr_arena ar;
@@ -195,26 +214,46 @@ static int send_batch(struct gr_alter_partition *a) {
     req->BrokerEpoch = a->ops->broker_epoch(a->ctx);
     req->TopicsCount = n;
     req->Topics = gr_arena_alloc(&ar, (size_t)n * sizeof *req->Topics);
+    struct sent_id *ids = gr_arena_alloc(&ar, (size_t)n * sizeof *ids);
     int k = 0;
     for (struct item *it = a->items; it; it = it->next) {
         if (!it->in_flight || it->cleared) continue;
-        struct AlterPartitionRequest_TopicData *t = &req->Topics[k++];
+        struct AlterPartitionRequest_TopicData *t = &req->Topics[k];
+        gr_proto_init_struct(&gr_desc_AlterPartitionRequest_TopicData, t);
         t->TopicName = gr_arena_strdup(&ar, it->topic);
+        memcpy(t->TopicId, it->topic_id, sizeof t->TopicId);
+        memcpy(ids[k].id, it->topic_id, 16);
+        ids[k].topic = t->TopicName;
+        k++;
         t->PartitionsCount = 1;
         t->Partitions = gr_arena_alloc(&ar, sizeof *t->Partitions);
-        t->Partitions[0].PartitionIndex = it->partition;
-        t->Partitions[0].LeaderEpoch = it->leader_epoch;
-        t->Partitions[0].PartitionEpoch = it->zk_version;
-        t->Partitions[0].NewIsrCount = it->n;
-        t->Partitions[0].NewIsr = gr_arena_alloc(&ar, (size_t)(it->n + 1) * sizeof(int32_t));
-        memcpy(t->Partitions[0].NewIsr, it->isr, (size_t)it->n * sizeof(int32_t));
+        struct AlterPartitionRequest_PartitionData *pd = &t->Partitions[0];
+        gr_proto_init_struct(&gr_desc_AlterPartitionRequest_PartitionData, pd);
+        pd->PartitionIndex = it->partition;
+        pd->LeaderEpoch = it->leader_epoch;
+        pd->PartitionEpoch = it->zk_version;
+        pd->LeaderRecoveryState = 0; /* RECOVERED: Gregor has no KIP-704 recovery */
+        if (version >= 3) {
+            pd->NewIsrCount = 0;
+            pd->NewIsrWithEpochsCount = it->n;
+            pd->NewIsrWithEpochs = gr_arena_alloc(&ar, (size_t)(it->n + 1) * sizeof *pd->NewIsrWithEpochs);
+            for (int i = 0; i < it->n; i++) {
+                pd->NewIsrWithEpochs[i].BrokerId = it->isr[i];
+                pd->NewIsrWithEpochs[i].BrokerEpoch = it->isr[i] == req->BrokerId ? req->BrokerEpoch : -1;
+            }
+        } else {
+            pd->NewIsrCount = it->n;
+            pd->NewIsr = gr_arena_alloc(&ar, (size_t)(it->n + 1) * sizeof(int32_t));
+            memcpy(pd->NewIsr, it->isr, (size_t)it->n * sizeof(int32_t));
+        }
     }
     pthread_mutex_unlock(&a->lock);
+    if (version >= 2) qsort(ids, (size_t)n, sizeof *ids, sent_id_cmp);
 
     int rc = target_controller(a);
     uint8_t *frame = NULL;
     void *body = NULL;
-    if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_PARTITION, 0, req, 0, &ar, &body, &frame);
+    if (rc == 0) rc = gr_kafka_client_call(a->kc, GR_API_ALTER_PARTITION, version, req, 0, &ar, &body, &frame);
     struct AlterPartitionResponse *resp = body;
     if (rc == 0 && resp->ErrorCode != GR_KERR_NONE) {
         gr_warn(LOGGER, "[broker %d] controller answered AlterPartition with %s; retrying", a->cfg.broker_id,
@@ -235,16 +274,40 @@ static int send_batch(struct gr_alter_partition *a) {
     if (rc == 0) {
         for (int t = 0; t < resp->TopicsCount; t++) {
             const struct AlterPartitionResponse_TopicData *td = &resp->Topics[t];
+            const char *topic = td->TopicName ? td->TopicName : "";
+            if (version >= 2) {
+                const struct sent_id *hit = bsearch(td->TopicId, ids, (size_t)n, sizeof *ids, sent_id_cmp);
+                if (!hit) {
+                    gr_error(LOGGER, "[broker %d] AlterPartition answer names a topic id that was not sent; ignored",
+                             a->cfg.broker_id);
+                    continue;
+                }
+                topic = hit->topic;
+            }
             for (int i = 0; i < td->PartitionsCount && nd < n; i++) {
                 const struct AlterPartitionResponse_PartitionData *pd = &td->Partitions[i];
-                const char *topic = td->TopicName ? td->TopicName : "";
+                /* What was sent for it: an in-flight item is never modified (enqueue replaces it) */
+                int32_t sent_epoch = 0, sent_zk = 0, sent_isr[GR_RS_MAX_REPLICAS];
+                int sent_n = 0;
                 pthread_mutex_lock(&a->lock);
                 struct item *live = idx_find(a, topic, pd->PartitionIndex);
                 bool stale = !live || !live->in_flight;
+                if (!stale) {
+                    sent_epoch = live->leader_epoch;
+                    sent_zk = live->zk_version;
+                    sent_n = live->n;
+                    memcpy(sent_isr, live->isr, (size_t)sent_n * sizeof *sent_isr);
+                }
                 pthread_mutex_unlock(&a->lock);
                 if (stale) continue;
-                int r = a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
-                                               pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->PartitionEpoch);
+                /* An error answer carries no state: it is applied to the proposal that was sent
+                 * (gr_rs_apply_alter_partition), which the partition may have replaced meanwhile
+                 * (a LeaderAndIsr and a new proposal between the check above and this call). */
+                int r = pd->ErrorCode != GR_KERR_NONE
+                            ? a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, sent_epoch, sent_isr,
+                                             sent_n, sent_zk)
+                            : a->ops->result(a->ctx, topic, pd->PartitionIndex, pd->ErrorCode, pd->LeaderEpoch,
+                                             pd->Isr, pd->IsrCount > 0 ? pd->IsrCount : 0, pd->PartitionEpoch);
                 dn[nd].topic = gr_strdup(topic);
                 dn[nd].partition = pd->PartitionIndex;
                 dn[nd].resend = r == -1;
@@ -306,6 +369,8 @@ struct gr_alter_partition *gr_alter_partition_new(const struct gr_alter_partitio
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
+    gr_info(LOGGER, "[broker %d] sends AlterPartition v%d (inter.broker.protocol.version)", cfg->broker_id,
+            cfg->version);
     if (pthread_create(&a->thread, NULL, alter_partition_main, a) == 0) a->started = true;
     else gr_error(LOGGER, "cannot start the AlterPartition thread");
     return a;

@@ -367,8 +367,10 @@ static void propose_locked(struct gr_replica_manager *rm, struct gr_rm_partition
     gr_info(LOGGER, "[Partition %s-%d broker=%d] %s ISR from %s to %s (leader epoch %d, zkVersion %d)", p->topic,
             p->partition, rm->broker_id, what, gr_rs_fmt_ids(a, sizeof a, p->st.isr, p->st.nisr),
             gr_rs_fmt_ids(b2, sizeof b2, p->st.proposed, p->st.nproposed), p->st.leader_epoch, p->st.zk_version);
-    gr_alter_partition_enqueue(rm->alter_partition, p->topic, p->partition, p->st.leader_epoch, p->st.proposed,
-                               p->st.nproposed, p->st.zk_version);
+    struct gr_uuid id; /* Kafka's Partition.topicId: the log's (none yet: the batch goes by name) */
+    bool has_id = gr_plog_topic_id(p->lml->log, &id) == 1;
+    gr_alter_partition_enqueue(rm->alter_partition, p->topic, has_id ? id.b : NULL, p->partition, p->st.leader_epoch,
+                               p->st.proposed, p->st.nproposed, p->st.zk_version);
 }
 
 void gr_rm_wake(struct gr_replica_manager *rm, struct gr_rm_partition *p, bool hw_moved) {

@@ -8,6 +8,7 @@
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
+#include "common/metadata_version.h"
 #include "replication/replica_internal.h"
 #include "broker/quota_manager.h"
 
@@ -115,8 +116,11 @@ const struct gr_alter_partition_ops gr_rm_alter_partition_ops = {
 };
 
 void gr_rm_alter_partition_config(const struct gr_replica_manager *rm, struct gr_alter_partition_config *out) {
+    struct gr_ibp_features ibp;
+    gr_ibp_features(rm->cfg ? rm->cfg->inter_broker_protocol_version : NULL, &ibp);
     *out = (struct gr_alter_partition_config){
         .broker_id = rm->broker_id,
         .socket_timeout_ms = rm->cfg ? rm->cfg->controller_socket_timeout_ms : 30000,
+        .version = ibp.alter_partition_version,
     };
 }

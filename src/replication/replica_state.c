@@ -225,8 +225,24 @@ int gr_rs_apply_alter_partition(struct gr_replica_state *st, int16_t error, int3
                                 const int32_t *isr, int nisr, int32_t zk_version) {
     if (st->isr_state == GR_ISR_COMMITTED) return 0; /* superseded (e.g. by LeaderAndIsr) */
     if (error != GR_KERR_NONE) {
-        if (error == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION || error == GR_KERR_FENCED_LEADER_EPOCH ||
-            error == GR_KERR_INVALID_UPDATE_VERSION)
+        /* Kafka's Partition.handleAlterPartitionError. The controller says the proposal was not
+         * applied and our partition epoch is right: back to the committed ISR, so that a later
+         * fetch can propose again from fresh state. */
+        if (error == GR_KERR_INELIGIBLE_REPLICA || error == GR_KERR_OPERATION_NOT_ATTEMPTED) {
+            /* only the refused proposal itself (Kafka: partitionState == proposedIsrState): a
+             * later one (after a LeaderAndIsr) may be applied by the controller, and dropping it
+             * here would leave this leader with a smaller ISR than ZooKeeper's */
+            if (leader_epoch != st->leader_epoch || zk_version != st->zk_version || nisr != st->nproposed ||
+                (nisr > 0 && memcmp(isr, st->proposed, (size_t)nisr * sizeof *isr) != 0))
+                return 0;
+            st->isr_state = GR_ISR_COMMITTED;
+            st->nproposed = 0;
+            return 0;
+        }
+        /* our state is out of date: stay pending until the next LeaderAndIsr */
+        if (error == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION || error == GR_KERR_UNKNOWN_TOPIC_ID ||
+            error == GR_KERR_FENCED_LEADER_EPOCH || error == GR_KERR_INVALID_UPDATE_VERSION ||
+            error == GR_KERR_INVALID_REQUEST)
             return 0;
         return -1;
     }

@@ -3,7 +3,7 @@
  * with no I/O and no locks, so that the high-watermark and ISR rules can be unit-tested
  * (tests/unit/test_replica_state.c); the replica manager calls it under the partition's lock.
  *
- * Rules (Kafka 2.7's Partition/Replica with AlterIsr, now AlterPartition v0, KIP-497):
+ * Rules (Kafka 2.7's Partition/Replica with AlterIsr, now AlterPartition v0-v3, KIP-497):
  * - Follower progress: a follower fetching at offset F while the leader's log end offset is L
  *   is "caught up at time t" if F >= L; if F >= the leader LEO seen at its previous fetch, it was
  *   caught up at the previous fetch's time. last_caught_up_ms only moves forward.
@@ -16,8 +16,11 @@
  * - Expand: a follower not in the ISR whose LEO >= HW and >= the leader epoch's start offset.
  * - Shrink: an ISR follower whose LEO != the leader LEO and which has not been caught up for
  *   more than replica.lag.time.max.ms.
- * - AlterPartition answer: errors UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and
- *   INVALID_UPDATE_VERSION give up (stay pending until the next LeaderAndIsr); other errors
+ * - AlterPartition answer (Kafka 3.9's handleAlterPartitionError): INELIGIBLE_REPLICA and
+ *   OPERATION_NOT_ATTEMPTED (not applied, our epoch is right: KIP-841/903) drop the proposal (if
+ *   it is still the pending one) and return to the committed ISR, from which a later fetch may propose again; errors
+ *   UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and
+ *   INVALID_REQUEST give up (stay pending until the next LeaderAndIsr); other errors
  *   retry the same proposal; success with the same leader epoch and a zkVersion not older than
  *   ours commits the returned ISR and zkVersion.
  *
@@ -118,7 +121,8 @@ bool gr_rs_propose_expand(struct gr_replica_state *st, int32_t id);
 bool gr_rs_propose_shrink(struct gr_replica_state *st, const int32_t *ids, int n);
 
 /* Applies an AlterPartition answer for the proposal that is pending. error is a Kafka error code.
- * Returns 1 if the ISR was committed, 0 if the answer was ignored or we gave up, -1 if the
+ * With INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED, (leader_epoch, isr, zk_version) are those of
+ * the refused proposal: it is dropped only if it is the pending one. Returns 1 if the ISR was committed, 0 if the answer was ignored or we gave up, -1 if the
  * proposal should be sent again. */
 int gr_rs_apply_alter_partition(struct gr_replica_state *st, int16_t error, int32_t leader_epoch,
                                 const int32_t *isr, int nisr, int32_t zk_version);

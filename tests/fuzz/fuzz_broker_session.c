@@ -17,7 +17,8 @@
  * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch), the transaction APIs
  * (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), SASL
  * (SaslHandshake v0/v1 then SaslAuthenticate or raw v0 tokens: a correct SCRAM exchange, or one
- * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, CreateDelegationToken v2/v3 and a raw
+ * whose messages are mutated by the input), DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, CreateDelegationToken v2/v3,
+ * AlterPartition v0-v3 and a raw
  * frame of input bytes. A second byte of each step may mutate the encoded frame (a byte flipped
  * or the frame truncated). Responses are read; member ids, generations, producer ids/epochs and
  * the SASL state they carry feed later steps.
@@ -1192,6 +1193,50 @@ static void s_delete_topics(struct in *in, struct gr_arena *a, int c) {
     call(c, in, 20, ver, r, true, a, NULL);
 }
 
+/* AlterPartition v3 (v0-v2 sometimes) to the broker, which is the controller, as broker 0 (or
+ * another id) with its current broker epoch (or another), for fz0/fz1 by id (the fixture's, zero or
+ * input bytes) or name: ISR members of any id with any broker epoch, any leader recovery state,
+ * leader and partition epochs near the real ones. Whatever the controller accepts changes fz0/fz1's
+ * ISR znode only (the leader is the broker itself; its next LeaderAndIsr puts things right). */
+static void s_alter_partition(struct in *in, struct gr_arena *a, int c) {
+    static const int16_t v[] = {3, 3, 2, 1, 0};
+    int16_t ver = ver_of(in, 56, v, 5);
+    struct AlterPartitionRequest *r = new_(a, &gr_desc_AlterPartitionRequest);
+    int64_t epoch = gr_server_broker_epoch(G.srv);
+    r->BrokerId = u8(in) < 240 ? 0 : (int32_t)(int8_t)u8(in);
+    r->BrokerEpoch = u8(in) < 240 ? epoch : epoch + (int8_t)u8(in);
+    r->TopicsCount = 1 + u8(in) % 2;
+    r->Topics = NEWA(a, AlterPartitionRequest_TopicData, r->TopicsCount);
+    for (int t = 0; t < r->TopicsCount; t++) {
+        struct AlterPartitionRequest_TopicData *td = &r->Topics[t];
+        td->TopicName = topic_of(in, a);
+        if (!td->TopicName) td->TopicName = "";
+        topic_id_of(in, td->TopicId);
+        td->PartitionsCount = 1 + u8(in) % 2;
+        td->Partitions = NEWA(a, AlterPartitionRequest_PartitionData, td->PartitionsCount);
+        for (int i = 0; i < td->PartitionsCount; i++) {
+            struct AlterPartitionRequest_PartitionData *pd = &td->Partitions[i];
+            pd->PartitionIndex = u8(in) % 3;
+            pd->LeaderEpoch = (int32_t)(u8(in) % 4) - 1;
+            pd->PartitionEpoch = (int32_t)(u8(in) % 6) - 1;
+            pd->LeaderRecoveryState = u8(in) < 224 ? 0 : (int8_t)u8(in);
+            int n = u8(in) % 4;
+            pd->NewIsrCount = ver < 3 ? n : 0;
+            pd->NewIsr = gr_arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+            pd->NewIsrWithEpochsCount = ver >= 3 ? n : 0;
+            pd->NewIsrWithEpochs = NEWA(a, AlterPartitionRequest_BrokerState, n + 1);
+            for (int k = 0; k < n; k++) {
+                int32_t id = u8(in) < 192 ? 0 : (int32_t)(int8_t)u8(in);
+                pd->NewIsr[k] = id;
+                pd->NewIsrWithEpochs[k].BrokerId = id;
+                uint8_t e = u8(in);
+                pd->NewIsrWithEpochs[k].BrokerEpoch = e < 128 ? epoch : e < 192 ? -1 : epoch - 1 - e;
+            }
+        }
+    }
+    call(c, in, 56, ver, r, true, a, NULL);
+}
+
 /* DescribeCluster v0/v1: endpoint types 1 (brokers), 2 (controllers: mismatched) or any code. */
 static void s_describe_cluster(struct in *in, struct gr_arena *a, int c) {
     static const int16_t v[] = {0, 1};
@@ -1235,6 +1280,7 @@ static const step_fn step_fns[] = {
     s_describe_producers, s_describe_transactions, s_list_transactions, s_describe_cluster,
     s_create_delegation_token,
     s_delete_topics,
+    s_alter_partition,
 };
 #define N_STEPS ((int)(sizeof step_fns / sizeof *step_fns))
 

@@ -108,6 +108,7 @@ struct amsg {
     struct gr_arena arena;      /* request and (decoded copy of) response */
     struct AlterPartitionRequest *req;
     struct AlterPartitionResponse *resp;
+    int16_t version;            /* of the request (0-3; by topic id from 2), as the broker's sender */
     int state;                  /* 0 on its way, 1 at the controller, 2 answered */
     bool abandoned;             /* the sender died while the controller held it */
     struct amsg *next;

@@ -856,9 +856,26 @@ static void alter_send(struct sim *s, struct sbroker *b, struct sb_part *p, cons
     struct AlterPartitionRequest_PartitionData *pd = &rq->Topics[0].Partitions[0];
     pd->PartitionIndex = p->partition;
     pd->LeaderEpoch = p->r_leader_epoch;
-    pd->NewIsrCount = n;
-    pd->NewIsr = gr_arena_alloc(&a->arena, sizeof(int32_t) * (size_t)n);
-    memcpy(pd->NewIsr, isr, sizeof(int32_t) * (size_t)n);
+    /* Every version the brokers' sender may use (replication/alter_partition.c), by message id (no
+     * draw from the seed's generator): v2+ names the topic by the id its log holds (TopicName
+     * stays set for the simulation's own look-ups; the request is not encoded), and falls back
+     * to v1 by name without one; v3 carries the sender's broker epoch, -1 for the others. */
+    static const uint8_t no_id[16];
+    a->version = (int16_t)(a->id % 4);
+    if (a->version >= 2 && memcmp(p->r_topic_id, no_id, 16) == 0) a->version = 1;
+    memcpy(rq->Topics[0].TopicId, p->r_topic_id, 16);
+    if (a->version >= 3) {
+        pd->NewIsrWithEpochsCount = n;
+        pd->NewIsrWithEpochs = gr_arena_alloc(&a->arena, sizeof *pd->NewIsrWithEpochs * (size_t)(n + 1));
+        for (int i = 0; i < n; i++) {
+            pd->NewIsrWithEpochs[i].BrokerId = isr[i];
+            pd->NewIsrWithEpochs[i].BrokerEpoch = isr[i] == b->id ? rq->BrokerEpoch : -1;
+        }
+    } else {
+        pd->NewIsrCount = n;
+        pd->NewIsr = gr_arena_alloc(&a->arena, sizeof(int32_t) * (size_t)(n + 1));
+        memcpy(pd->NewIsr, isr, sizeof(int32_t) * (size_t)n);
+    }
     pd->PartitionEpoch = p->r_zk_version;
     a->req = rq;
     p->alter_pending = true;
@@ -968,11 +985,11 @@ static void amsg_respond(void *arg, const struct AlterPartitionResponse *resp) {
     }
     struct gr_wbuf w;
     gr_wbuf_init(&w);
-    if (gr_proto_encode_body(GR_API_ALTER_PARTITION, true, 0, resp, &w) == 0) {
+    if (gr_proto_encode_body(GR_API_ALTER_PARTITION, true, a->version, resp, &w) == 0) {
         struct gr_rbuf r;
         gr_rbuf_init(&r, w.p, w.len);
         void *body = NULL;
-        if (gr_proto_decode_body(GR_API_ALTER_PARTITION, true, 0, &r, &a->arena, &body) == 0) a->resp = body;
+        if (gr_proto_decode_body(GR_API_ALTER_PARTITION, true, a->version, &r, &a->arena, &body) == 0) a->resp = body;
     }
     gr_wbuf_free(&w);
     a->state = 2;
@@ -983,6 +1000,7 @@ void amsg_deliver(struct sim *s, struct amsg *a) {
     if (!t) return;
     struct gr_ctrl_alter_partition_payload *pl = gr_calloc(1, sizeof *pl);
     pl->request = a->req;
+    pl->version = a->version;
     pl->respond = amsg_respond;
     pl->arg = a;
     struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_ALTER_PARTITION_RECEIVED);
@@ -1035,8 +1053,11 @@ void amsg_complete(struct sim *s, struct amsg *a) {
         }
     }
     if (s->o.verbose)
-        printf("    [sim] AlterPartition #%" PRIu64 " answered to broker %d: %s\n", a->id, a->from,
-               r ? gr_kerr_name(r->ErrorCode) : "undecodable");
+        printf("    [sim] AlterPartition #%" PRIu64 " (v%d) answered to broker %d: %s / %s\n", a->id, a->version,
+               a->from, r ? gr_kerr_name(r->ErrorCode) : "undecodable",
+               r && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 1
+                   ? gr_kerr_name(r->Topics[0].Partitions[0].ErrorCode)
+                   : "-");
     amsg_free(a);
 }
 

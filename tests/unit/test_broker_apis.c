@@ -122,7 +122,7 @@ static void test_api_versions(struct gr_net_client *cli)
         if (r->ApiKeys[i].ApiKey == GR_API_PRODUCE)
             produce = r->ApiKeys[i].MinVersion == 0 && r->ApiKeys[i].MaxVersion == 11;
         if (r->ApiKeys[i].ApiKey == GR_API_ALTER_PARTITION)
-            alter_partition = r->ApiKeys[i].MaxVersion == 0;
+            alter_partition = r->ApiKeys[i].MaxVersion == 3;
         if (r->ApiKeys[i].ApiKey == GR_API_JOIN_GROUP)
             join = r->ApiKeys[i].MaxVersion == 9;
     }

@@ -28,5 +28,17 @@ int main(void) {
     CHECK(f.leader_and_isr_version == 7 && f.update_metadata_version == 8 && f.stop_replica_version == 4);
     gr_ibp_features(NULL, &f);
     CHECK(f.topic_ids && f.leader_and_isr_version == 7);
+    /* AlterPartition: v0 (AlterIsr) up to 3.1, v1 from 3.2-IV0, v2 from 3.3-IV3, v3 from 3.5-IV1 */
+    const struct {
+        const char *ibp;
+        int16_t v;
+    } ap[] = {{"2.7-IV2", 0}, {"2.8", 0}, {"3.1", 0}, {"3.2-IV0", 1}, {"3.3-IV2", 1}, {"3.3-IV3", 2},
+              {"3.4", 2},     {"3.5-IV0", 2}, {"3.5-IV1", 3}, {"3.9-IV0", 3}, {"3.9", 3}};
+    for (unsigned i = 0; i < sizeof ap / sizeof *ap; i++) {
+        gr_ibp_features(ap[i].ibp, &f);
+        CHECKF(f.alter_partition_version == ap[i].v, "%s: %d", ap[i].ibp, f.alter_partition_version);
+    }
+    gr_ibp_features(NULL, &f);
+    CHECK(f.alter_partition_version == 3);
     return test_failures != 0;
 }

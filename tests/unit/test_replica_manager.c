@@ -37,6 +37,8 @@ struct node {
 };
 static struct node g_nodes[NB];
 static atomic_int g_alter_partition_calls;
+static atomic_int g_alter_partition_version = -1;  /* of the last AlterPartition seen */
+static atomic_int g_alter_partition_bad_epochs;     /* v3 members whose epoch is not as expected */
 static atomic_int g_zkv = 10;
 
 /* Fake controller: accept every AlterPartition as proposed, bump the zkVersion. */
@@ -44,11 +46,14 @@ static void fake_alter_partition(struct gr_broker *b, struct gr_api_req *req, co
                                  void *body) {
     struct AlterPartitionRequest *r = body;
     atomic_fetch_add(&g_alter_partition_calls, 1);
+    int16_t ver = hdr->RequestApiVersion;
+    atomic_store(&g_alter_partition_version, ver);
     struct AlterPartitionResponse *resp = gr_api_new_response(req);
     resp->TopicsCount = r->TopicsCount;
     resp->Topics = gr_api_alloc(req, (size_t)(r->TopicsCount + 1) * sizeof *resp->Topics);
     for (int t = 0; t < r->TopicsCount; t++) {
         resp->Topics[t].TopicName = r->Topics[t].TopicName;
+        memcpy(resp->Topics[t].TopicId, r->Topics[t].TopicId, 16);
         resp->Topics[t].PartitionsCount = r->Topics[t].PartitionsCount;
         resp->Topics[t].Partitions =
             gr_api_alloc(req, (size_t)(r->Topics[t].PartitionsCount + 1) * sizeof *resp->Topics[t].Partitions);
@@ -59,8 +64,19 @@ static void fake_alter_partition(struct gr_broker *b, struct gr_api_req *req, co
             out->ErrorCode = 0;
             out->LeaderId = r->BrokerId;
             out->LeaderEpoch = pd->LeaderEpoch;
-            out->IsrCount = pd->NewIsrCount;
-            out->Isr = pd->NewIsr;
+            if (ver >= 3) { /* NewIsrWithEpochs: the leader's own epoch for itself, -1 for the others */
+                out->IsrCount = pd->NewIsrWithEpochsCount;
+                out->Isr = gr_api_alloc(req, (size_t)(pd->NewIsrWithEpochsCount + 1) * sizeof(int32_t));
+                for (int k = 0; k < pd->NewIsrWithEpochsCount; k++) {
+                    out->Isr[k] = pd->NewIsrWithEpochs[k].BrokerId;
+                    int64_t want = pd->NewIsrWithEpochs[k].BrokerId == r->BrokerId ? r->BrokerEpoch : -1;
+                    if (pd->NewIsrWithEpochs[k].BrokerEpoch != want)
+                        atomic_fetch_add(&g_alter_partition_bad_epochs, 1);
+                }
+            } else {
+                out->IsrCount = pd->NewIsrCount;
+                out->Isr = pd->NewIsr;
+            }
             out->PartitionEpoch = atomic_fetch_add(&g_zkv, 1) + 1;
         }
     }
@@ -158,6 +174,7 @@ static int16_t make(int node, bool leader, int32_t leader_id, int32_t epoch, con
     st.n_isr = nisr;
     st.replicas = reps;
     st.n_replicas = 2;
+    memset(st.topic_id.b, 0x42, sizeof st.topic_id.b); /* the logs get an id: AlterPartition goes by id */
     struct gr_broker *b = g_nodes[node].b;
     int16_t e = leader ? b->hooks.become_leader(b->hooks.ctx, b, &st) : b->hooks.become_follower(b->hooks.ctx, b, &st);
     b->hooks.leader_and_isr_done(b->hooks.ctx, b);
@@ -385,6 +402,8 @@ int main(void) {
     CHECK(produce(0, 1, "v20", &base) == GR_KERR_NONE && base == 20);
     CHECK(wait_until(isr_size_is, &one, 5000));
     CHECK(atomic_load(&g_alter_partition_calls) >= 1);
+    /* inter.broker.protocol.version 3.9 (the default) and a log with an id: v3, members with epochs */
+    CHECKF(atomic_load(&g_alter_partition_version) == 3 && atomic_load(&g_alter_partition_bad_epochs) == 0, "v%d bad %d", atomic_load(&g_alter_partition_version), atomic_load(&g_alter_partition_bad_epochs));
     CHECK(produce(0, -1, "nope", NULL) == GR_KERR_NOT_ENOUGH_REPLICAS);
 
     /* 3. The follower comes back: it catches up and the leader expands the ISR. */

@@ -113,7 +113,32 @@ int main(void) {
     CHECK(gr_rs_needs_expand(&st, 3, 100));
     CHECK(!gr_rs_needs_expand(&st, 2, 100)); /* already in */
     CHECK(!gr_rs_needs_expand(&st, 3, 110)); /* below the HW */
+    /* The controller refuses 3 (INELIGIBLE_REPLICA: restarted under a new broker epoch, shutting
+     * down, gone; OPERATION_NOT_ATTEMPTED below v2): the proposal is dropped, the committed ISR
+     * stands and no longer waits on 3, and the next fetch may propose again. */
+    const int16_t refusals[] = {GR_KERR_INELIGIBLE_REPLICA, GR_KERR_OPERATION_NOT_ATTEMPTED};
+    for (int i = 0; i < 2; i++) {
+        CHECK(gr_rs_propose_expand(&st, 3));
+        CHECK(gr_rs_in_maximal_isr(&st, 3));
+        /* A refusal of another proposal (an earlier epoch's, a different ISR or zkVersion: the
+         * partition got a LeaderAndIsr and proposed again meanwhile) leaves this one pending: the
+         * controller may yet apply it. */
+        int32_t sent[3] = {1, 2, 3}, other[3] = {1, 2, 4};
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 4, sent, 3, 8) == 0);
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 5, sent, 3, 7) == 0);
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 5, other, 3, 8) == 0);
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 5, sent, 2, 8) == 0);
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 0, NULL, 0, 0) == 0);
+        CHECK(st.isr_state == GR_ISR_PENDING_EXPAND && st.nproposed == 3 && gr_rs_in_maximal_isr(&st, 3));
+        /* the refusal of the pending proposal drops it */
+        CHECK(gr_rs_apply_alter_partition(&st, refusals[i], 5, sent, 3, 8) == 0);
+        CHECK(st.isr_state == GR_ISR_COMMITTED && st.nproposed == 0 && st.nisr == 2 && st.zk_version == 8);
+        CHECK(!gr_rs_in_maximal_isr(&st, 3) && gr_rs_needs_expand(&st, 3, 100));
+    }
+    /* Unknown topic id / invalid request: give up, still pending (until the next LeaderAndIsr). */
     CHECK(gr_rs_propose_expand(&st, 3));
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_UNKNOWN_TOPIC_ID, 0, NULL, 0, 0) == 0);
+    CHECK(gr_rs_apply_alter_partition(&st, GR_KERR_INVALID_REQUEST, 0, NULL, 0, 0) == 0);
     CHECK(st.isr_state == GR_ISR_PENDING_EXPAND && st.nproposed == 3);
     CHECK(gr_rs_in_maximal_isr(&st, 3) && !gr_rs_in_isr(&st, 3));
     CHECK(gr_rs_maximal_isr_size(&st) == 3);

@@ -268,12 +268,53 @@ static void test_alter_partition(void) {
     CHECK(gr_alter_partition_check_broker(&ctx, 1, 100) == GR_KERR_STALE_BROKER_EPOCH);
     CHECK(gr_alter_partition_check_broker(&ctx, 1, 101) == GR_KERR_NONE);
     bool already;
-    int32_t isr12[] = {1, 2}, isr123[] = {1, 2, 3};
-    CHECK(gr_alter_partition_check_partition(NULL, 1, 0, isr12, 2, 0, &already) == GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
-    CHECK(gr_alter_partition_check_partition(p, 1, -1, isr12, 2, 0, &already) == GR_KERR_FENCED_LEADER_EPOCH);
-    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr12, 2, 5, &already) == GR_KERR_INVALID_UPDATE_VERSION);
-    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr123, 3, 5, &already) == GR_KERR_NONE && already);
-    CHECK(gr_alter_partition_check_partition(p, 1, 0, isr12, 2, 0, &already) == GR_KERR_NONE && !already);
+    int32_t isr12[] = {1, 2}, isr123[] = {1, 2, 3}, isr14[] = {1, 4}, isr11[] = {1, 1};
+#define PROPOSE(ver, le, ids, n, pe) \
+    (&(struct gr_alter_partition_proposal){.version = ver, .broker_id = 1, .leader_epoch = le, .isr = ids, .n_isr = n, \
+                                          .partition_epoch = pe})
+    CHECK(gr_alter_partition_check_partition(&ctx, NULL, PROPOSE(0, 0, isr12, 2, 0), &already) ==
+          GR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, -1, isr12, 2, 0), &already) == GR_KERR_FENCED_LEADER_EPOCH);
+    /* a leader that knows a newer state than ours: we are probably not the controller any more */
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, 0, isr12, 2, 5), &already) == GR_KERR_NOT_CONTROLLER);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, 1, isr12, 2, 0), &already) == GR_KERR_NOT_CONTROLLER);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, 0, isr123, 3, 0), &already) == GR_KERR_NONE && already);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, 0, isr12, 2, 0), &already) == GR_KERR_NONE && !already);
+    /* not assigned (4), or named twice: INVALID_REQUEST */
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(3, 0, isr14, 2, 0), &already) == GR_KERR_INVALID_REQUEST);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(3, 0, isr11, 2, 0), &already) == GR_KERR_INVALID_REQUEST);
+    /* KIP-704: no RECOVERING state here (nor any other value) */
+    struct gr_alter_partition_proposal rec = *PROPOSE(1, 0, isr12, 2, 0);
+    rec.leader_recovery_state = 1;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, &rec, &already) == GR_KERR_INVALID_REQUEST);
+    rec.leader_recovery_state = 0;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, &rec, &already) == GR_KERR_NONE);
+    /* KIP-841: a member shutting down is ineligible: INELIGIBLE_REPLICA from v2, OPERATION_NOT_ATTEMPTED below */
+    ctx.shutting_down = gr_realloc(ctx.shutting_down, sizeof(int32_t));
+    ctx.shutting_down[0] = 2;
+    ctx.n_shutting_down = 1;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(2, 0, isr12, 2, 0), &already) == GR_KERR_INELIGIBLE_REPLICA);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(0, 0, isr12, 2, 0), &already) ==
+          GR_KERR_OPERATION_NOT_ATTEMPTED);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(2, 0, isr123, 3, 0), &already) == GR_KERR_NONE &&
+          already); /* the ISR as it is: answered, nothing written */
+    ctx.n_shutting_down = 0;
+    /* KIP-903 (v3): each member's broker epoch must be its registration's, or -1 */
+    int64_t good[] = {101, 102}, unknown[] = {-1, -1}, stale[] = {101, 7};
+    struct gr_alter_partition_proposal v3 = *PROPOSE(3, 0, isr12, 2, 0);
+    v3.isr_epochs = good;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, &v3, &already) == GR_KERR_NONE);
+    v3.isr_epochs = unknown;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, &v3, &already) == GR_KERR_NONE);
+    v3.isr_epochs = stale;
+    CHECK(gr_alter_partition_check_partition(&ctx, p, &v3, &already) == GR_KERR_INELIGIBLE_REPLICA);
+    /* a member that is not a live broker */
+    gr_ctrl_ctx_remove_live_broker(&ctx, 2);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(3, 0, isr12, 2, 0), &already) == GR_KERR_INELIGIBLE_REPLICA);
+    struct gr_kzk_broker b2 = {.id = 2, .epoch = 102};
+    gr_ctrl_ctx_add_live_broker(&ctx, &b2);
+    CHECK(gr_alter_partition_check_partition(&ctx, p, PROPOSE(3, 0, isr12, 2, 0), &already) == GR_KERR_NONE);
+#undef PROPOSE
 
     /* a real shrink through the event path */
     struct AlterPartitionRequest_PartitionData pd = {.PartitionIndex = 0, .LeaderEpoch = 0, .NewIsrCount = 2,
@@ -304,23 +345,71 @@ static void test_alter_partition(void) {
     gr_arena_init(&a);
     struct AlterPartitionResponse resp;
     memset(&resp, 0, sizeof resp);
-    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 0, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.ErrorCode == 0 && resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_NONE); /* already applied */
     pd.NewIsr = isr123;
     pd.NewIsrCount = 3;
-    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 0, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION);
-    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 99, &req, &a, &resp) == 0 &&
+    CHECK(gr_ctrl_process_alter_partition(&sm, 0, 1, 99, &req, &a, &resp) == 0 &&
           resp.ErrorCode == GR_KERR_STALE_BROKER_EPOCH);
     pd.PartitionEpoch = 1;
     zk->bump_before_multi = gr_strdup("/brokers/topics/a/partitions/0/state");
-    CHECK(gr_ctrl_process_alter_partition(&sm, 1, 101, &req, &a, &resp) == 0);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 0, 1, 101, &req, &a, &resp) == 0);
     CHECK(resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_INVALID_UPDATE_VERSION); /* BADVERSION in ZooKeeper */
     gr_arena_free(&a);
     pl = gr_calloc(1, sizeof *pl);
     pl->respond = capture;
     gr_ctrl_alter_partition_payload_free(pl);
     CHECK(n_resp == 2 && last_resp.ErrorCode == GR_KERR_NOT_CONTROLLER);
+    teardown();
+}
+
+/* v2-v3: topics by id (an unknown id: UNKNOWN_TOPIC_ID per partition; the response names topics by
+ * the ids asked for), v3's ISR members with their broker epochs (a stale one: INELIGIBLE_REPLICA,
+ * nothing written), then the same shrink accepted. */
+static void test_alter_partition_by_id(void) {
+    setup();
+    int32_t reps[] = {1, 2, 3};
+    create_topic("a", 1, reps, 3);
+    struct gr_kzk_tp tp = {(char *)"a", 0};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, &tp, 1) == 0);
+    struct gr_ctrl_partition *p = gr_ctrl_ctx_partition(&ctx, "a", 0);
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(&ctx, "a");
+    memset(t->id.b, 0x5a, 16);
+    clear_sent();
+
+    struct AlterPartitionRequest_BrokerState isr[] = {{1, 101}, {2, 7}}; /* 2's epoch is 102 */
+    struct AlterPartitionRequest_PartitionData pd = {.PartitionIndex = 0, .LeaderEpoch = 0, .NewIsrCount = 0,
+                                                     .NewIsrWithEpochsCount = 2, .NewIsrWithEpochs = isr,
+                                                     .PartitionEpoch = 0};
+    struct AlterPartitionRequest_TopicData td[2] = {{.PartitionsCount = 1, .Partitions = &pd},
+                                                    {.PartitionsCount = 1, .Partitions = &pd}};
+    memset(td[0].TopicId, 0x33, 16); /* no such topic */
+    memset(td[1].TopicId, 0x5a, 16);
+    struct AlterPartitionRequest req = {.BrokerId = 1, .BrokerEpoch = 101, .TopicsCount = 2, .Topics = td};
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct AlterPartitionResponse resp;
+    memset(&resp, 0, sizeof resp);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 3, 1, 101, &req, &a, &resp) == 0 && resp.ErrorCode == 0);
+    CHECK(resp.TopicsCount == 2 && resp.Topics[0].Partitions[0].ErrorCode == GR_KERR_UNKNOWN_TOPIC_ID &&
+          memcmp(resp.Topics[0].TopicId, td[0].TopicId, 16) == 0);
+    CHECK(resp.Topics[1].Partitions[0].ErrorCode == GR_KERR_INELIGIBLE_REPLICA &&
+          memcmp(resp.Topics[1].TopicId, t->id.b, 16) == 0);
+    CHECK(p->lai.n_isr == 3 && p->lai.zk_version == 0);
+    isr[1].BrokerEpoch = 102;
+    CHECK(gr_ctrl_process_alter_partition(&sm, 3, 1, 101, &req, &a, &resp) == 0 && resp.ErrorCode == 0);
+    CHECK(resp.Topics[1].Partitions[0].ErrorCode == GR_KERR_NONE && resp.Topics[1].Partitions[0].IsrCount == 2 &&
+          resp.Topics[1].Partitions[0].PartitionEpoch == 1);
+    int32_t isr12[] = {1, 2};
+    CHECK(isr_is(&p->lai, isr12, 2) && p->lai.zk_version == 1);
+    /* the same by name at v2 finds nothing: a v2 request's topics are ids */
+    td[1].TopicName = (char *)"a";
+    memset(td[1].TopicId, 0, 16);
+    CHECK(gr_ctrl_process_alter_partition(&sm, 2, 1, 101, &req, &a, &resp) == 0);
+    CHECK(resp.Topics[1].Partitions[0].ErrorCode == GR_KERR_UNKNOWN_TOPIC_ID);
+    gr_arena_free(&a);
     teardown();
 }
 
@@ -586,6 +675,7 @@ int main(void) {
     test_isr_never_empty_and_unclean();
     test_retry_fencing_invalid();
     test_alter_partition();
+    test_alter_partition_by_id();
     test_isr_change_notification();
     test_failover_startup();
     test_startup_online_same_requests();
