@@ -4,9 +4,11 @@
  * The bookkeeping (queues, batching, outcomes) is txn_marker_queue.{h,c}; this file adds the
  * threads, the metadata-cache lookups, the WriteTxnMarkers calls over the one Kafka client and the
  * coordinator's checks. Threads:
- *  - the manager thread routes markers without a destination (new ones, and those whose leader
- *    was unknown: re-resolved from the metadata cache with a growing delay) to the queue of their
- *    leader, and retries the Complete* writes that failed (Kafka's txnLogAppendRetryQueue);
+ *  - the manager thread routes markers without a destination (those of a load, and those whose
+ *    leader was unknown: re-resolved from the metadata cache with a growing delay) to the queue
+ *    of their leader, and retries the Complete* writes that failed (Kafka's
+ *    txnLogAppendRetryQueue); the markers of a Prepare* write are routed by the thread that
+ *    completes the write (txn_markers_route_new), one wake-up less on the commit's path;
  *  - one sender thread per destination broker (created the first time a marker goes there) sends
  *    everything due in its queue, markers of many transactions, as one WriteTxnMarkers request,
  *    one request in flight per broker (Kafka: max.in.flight 1 on its marker NetworkClient). The
