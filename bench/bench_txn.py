@@ -5,6 +5,7 @@
     /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000]
                                         [--commits 500] [--producers 4] [--multi-records 100000]
                                         [--stuck-seconds 10] [--zk HOST:PORT] [--smoke]
+                                        [--multi-only] [--rounds 1]
 
 Starts a 3-broker cluster (private ZooKeeper unless --zk) and produces with confluent-kafka,
 acks=all, linger.ms=5, records of --size bytes. Every producer first sends one warm-up record
@@ -19,7 +20,11 @@ broker does (an idempotent producer asks at once).
     last produce() to its return) and the whole transaction's;
   - --producers idempotent processes vs as many transactional ones (1000 records per
     transaction), each writing --multi-records records round-robin over the 3 partitions of one
-    RF-3 topic, started together: aggregate records/s and their ratio (issue 24: >= 0.8x).
+    RF-3 topic, started together: aggregate records/s and their ratio (issue 24: >= 0.8x);
+    --multi-only runs this case alone, --rounds times (idempotent then transactional each round,
+    a new topic per run, one ratio per round). Each round also prints the CPU the brokers and the
+    producer processes used per 1000 records, and their ratio: what bounds the records/s ratio
+    when the two CPUs are the limit (as on an idle 2-core box).
 Each commit costs an AddPartitionsToTxn, an EndTxn, the Prepare*/Complete* writes to
 __transaction_state (acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
 Then the stuck-partition case (issue 24): a producer commits one-record transactions to an RF-3
@@ -132,6 +137,7 @@ def _multi_child(args):
     while time.time() < start:  # all producers start together (if spawned in time)
         time.sleep(0.001)
     t0 = time.time()
+    cpu0 = time.process_time()  # this process: Python and librdkafka's threads
     i = 0
     while i < n:
         if per_txn:
@@ -147,24 +153,40 @@ def _multi_child(args):
         if per_txn:
             p.commit_transaction(60)
     left = p.flush(60)
-    return n - left, t0, time.time()
+    return n - left, t0, time.time(), time.process_time() - cpu0
 
 
-def run_multi(boot, producers, n, size, per_txn, partitions=3):
+def cpu_seconds(pids):
+    """User + system CPU seconds of the processes pids (all their threads) so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def run_multi(boot, producers, n, size, per_txn, partitions=3, broker_pids=()):
     """producers processes (spawned: librdkafka and fork do not mix) each writing n records
-    round-robin over the partitions of one new RF-3 topic, started together: aggregate records/s
-    from the first start to the last end."""
+    round-robin over the partitions of one new RF-3 topic, started together: (aggregate records/s
+    from the first start to the last end, the brokers' CPU seconds meanwhile, the producers'
+    CPU seconds)."""
     import multiprocessing as mp
     t = topic(boot, partitions)
     start = time.time() + 5.0  # spawning, connecting and the warm-up fit in this
     with mp.get_context("spawn").Pool(producers) as pool:
-        res = pool.map(_multi_child, [(boot, t, partitions, n, size, per_txn, start)] * producers)
+        pending = pool.map_async(_multi_child, [(boot, t, partitions, n, size, per_txn, start)] * producers)
+        while time.time() < start:
+            time.sleep(0.001)
+        cpu0 = cpu_seconds(broker_pids)
+        res = pending.get()
+        broker_cpu = cpu_seconds(broker_pids) - cpu0
     ok = sum(r[0] for r in res)
     benchlib.check(ok == n * producers, f"{producers} producers, {per_txn} rec/txn: {n * producers - ok} records "
                    "not delivered")
     late = max(r[1] for r in res) - start
     benchlib.check(late < 0.1, f"a producer started {late:.2f} s late (spawn + warm-up longer than the delay)")
-    return ok / (max(r[2] for r in res) - min(r[1] for r in res))
+    return ok / (max(r[2] for r in res) - min(r[1] for r in res)), broker_cpu, sum(r[3] for r in res)
 
 
 def txn_partition(tid, n):
@@ -235,6 +257,8 @@ def main():
     ap.add_argument("--multi-records", type=int, default=100000, help="records per producer, multi-producer case")
     ap.add_argument("--stuck-seconds", type=float, default=10.0, help="0: skip the stuck-partition case")
     ap.add_argument("--zk")
+    ap.add_argument("--multi-only", action="store_true", help="only the multi-producer case")
+    ap.add_argument("--rounds", type=int, default=1, help="multi-producer case: idempotent/transactional pairs")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
     benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100", commits=20, producers=2,
@@ -248,24 +272,31 @@ def main():
         boot = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
         print(f"{args.records} records of {args.size} B, acks=all, RF 3, 1 partition; {os.cpu_count()} CPUs; "
               f"{time.strftime('%Y-%m-%d %H:%M')}; load average {os.getloadavg()[0]:.2f}")
-        idem = run(boot, args.records, args.size, 0)
-        print(f"  idempotent          {idem:10.0f} records/s")
-        for per in [int(x) for x in args.per_txn.split(",") if x]:
+        idem = 0 if args.multi_only else run(boot, args.records, args.size, 0)
+        if not args.multi_only:
+            print(f"  idempotent          {idem:10.0f} records/s")
+        for per in [] if args.multi_only else [int(x) for x in args.per_txn.split(",") if x]:
             r = run(boot, args.records, args.size, per)
             print(f"  txn {per:5d} rec/txn  {r:10.0f} records/s  ({100 * r / idem:.0f}% of idempotent, "
                   f"{r / per:.1f} commits/s)")
-        if args.commits > 0:
+        if args.commits > 0 and not args.multi_only:
             commit, whole = commit_latency(boot, args.commits, 100, 3, args.size)
             print(f"  commit latency      100 records over 3 partitions, {args.commits} transactions: "
                   f"commit_transaction() p50 {pct(commit, .5):.2f} / p99 {pct(commit, .99):.2f} ms "
                   f"(whole transaction {pct(whole, .5):.2f} / {pct(whole, .99):.2f} ms)")
-        if args.producers > 0:
-            idem_m = run_multi(boot, args.producers, args.multi_records, args.size, 0)
-            txn_m = run_multi(boot, args.producers, args.multi_records, args.size, 1000)
+        pids = [b.pid for b in cluster.brokers.values()]
+        for _ in range(args.rounds if args.producers > 0 else 0):
+            idem_m, idem_b, idem_p = run_multi(boot, args.producers, args.multi_records, args.size, 0, broker_pids=pids)
+            txn_m, txn_b, txn_p = run_multi(boot, args.producers, args.multi_records, args.size, 1000,
+                                            broker_pids=pids)
+            per_k = 1000.0 / (args.producers * args.multi_records)  # CPU ms per 1000 records
             print(f"  {args.producers} producers x {args.multi_records} records over 3 partitions: idempotent "
                   f"{idem_m:.0f} records/s, transactional (1000 rec/txn) {txn_m:.0f} records/s "
-                  f"({txn_m / idem_m:.2f}x)")
-        if args.stuck_seconds > 0:
+                  f"({txn_m / idem_m:.2f}x); load average {os.getloadavg()[0]:.2f}\n"
+                  f"    CPU ms per 1000 records, brokers + producers: idempotent {1000 * idem_b * per_k:.2f} + "
+                  f"{1000 * idem_p * per_k:.2f}, transactional {1000 * txn_b * per_k:.2f} + {1000 * txn_p * per_k:.2f} "
+                  f"(CPU ratio {(idem_b + idem_p) / (txn_b + txn_p):.2f}x)", flush=True)
+        if args.stuck_seconds > 0 and not args.multi_only:
             stuck_case(cluster, args.stuck_seconds, 5)
     finally:
         cluster.close()

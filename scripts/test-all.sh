@@ -69,6 +69,8 @@ ASAN_TESTS=(
     tests/integration/test_transactions.py::test_kip890_txn_offset_commit_verified
     tests/integration/test_transactions.py::test_add_partitions_wait_is_bounded
     tests/integration/test_transactions.py::test_kip890_verification_after_idle_close
+    tests/integration/test_transactions.py::test_kip890_checks_of_concurrent_producers_share_one_request
+    tests/integration/test_transactions.py::test_kip890_batched_check_keeps_a_fenced_epoch_apart
     tests/integration/test_idempotence.py::test_retries_of_cached_batches_survive_restarts
     tests/integration/test_compaction.py::test_compaction_latest_value_tombstones_and_size
     tests/integration/test_compaction.py::test_compact_delete_under_retention_still_compacted

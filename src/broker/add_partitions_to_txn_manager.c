@@ -22,6 +22,9 @@
 
 #define LOGGER "kafka.server.AddPartitionsToTxnManager"
 
+/* Transactions per v4 request; the queues are bounded by the connections anyway (header). */
+#define GR_APTM_MAX_TXNS_PER_REQUEST 256
+
 /* One check: the partitions of one request (Produce or TxnOffsetCommit). */
 struct check {
     struct check *next;
@@ -45,6 +48,7 @@ struct node {
     pthread_cond_t cond;
     struct check *head, **tail;
     struct gr_kafka_client *kc; /* the sender thread's; shutdown from any thread */
+    int16_t max_version;        /* the peer's AddPartitionsToTxn maximum, learned per connection (sender thread) */
 };
 
 struct gr_aptm {
@@ -85,55 +89,105 @@ static bool same_txn(const struct check *a, const struct check *b) {
     return a->pid == b->pid && a->epoch == b->epoch && strcmp(a->txn_id, b->txn_id) == 0;
 }
 
-/* Sends the checks `group` (same transaction) to node's broker; answers them. Returns false when
- * the request failed (no answer from the broker). */
-static bool send_group(struct node *nd, struct check *group) {
+/* Points node's client at its broker's inter-broker endpoint (the same target keeps the
+ * connection). false when the broker has no known endpoint. */
+static bool set_target(struct node *nd) {
     struct gr_broker *b = nd->m->b;
     char host[256];
     int32_t port;
     const struct gr_listener *l = b->cfg ? gr_config_inter_broker_listener(b->cfg) : NULL;
-    if (!gr_mdc_get_endpoint(b->metadata, nd->id, l ? l->name : "PLAINTEXT", host, sizeof host, &port)) {
-        answer_all(group, GR_KERR_COORDINATOR_NOT_AVAILABLE);
-        return true;
-    }
-    gr_kafka_client_set_target(nd->kc, nd->id, host, port); /* the same target keeps the connection */
+    if (!gr_mdc_get_endpoint(b->metadata, nd->id, l ? l->name : "PLAINTEXT", host, sizeof host, &port))
+        return false;
+    gr_kafka_client_set_target(nd->kc, nd->id, host, port);
+    return true;
+}
+
+/* On a new connection, asks the peer's ApiVersions (as Kafka's NetworkClient does once per
+ * connection) and keeps its AddPartitionsToTxn maximum in nd->max_version: a coordinator that
+ * serves v4 gets one batched VerifyOnly request for every queued transaction, an older one (a
+ * Gregor before the KIP-890 batched form, during a rolling upgrade) one v1 request per
+ * transaction. A kept connection keeps what was learned. 0 or the call's error. */
+static int negotiate(struct node *nd) {
+    if (gr_kafka_client_connected(nd->kc)) return 0;
     struct gr_arena a;
     gr_arena_init(&a);
-    /* the distinct topics and their distinct partitions over every check of the group */
+    struct ApiVersionsRequest rq;
+    gr_proto_init_struct(&gr_desc_ApiVersionsRequest, &rq);
+    void *body = NULL;
+    int rc = gr_kafka_client_call(nd->kc, GR_API_API_VERSIONS, 0, &rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body, NULL);
+    if (rc == 0) {
+        const struct ApiVersionsResponse *r = body;
+        nd->max_version = -1;
+        for (int32_t i = 0; r->ErrorCode == GR_KERR_NONE && i < r->ApiKeysCount; i++)
+            if (r->ApiKeys[i].ApiKey == GR_API_ADD_PARTITIONS_TO_TXN) nd->max_version = r->ApiKeys[i].MaxVersion;
+        if (nd->max_version < 1) rc = GR_EPROTO; /* no AddPartitionsToTxn v1: cannot verify there */
+    }
+    if (rc != 0) gr_kafka_client_disconnect(nd->kc);
+    gr_arena_free(&a);
+    return rc;
+}
+
+/* Sends rq as AddPartitionsToTxn version v over node's connection. A kept connection the peer
+ * closed meanwhile (connections.max.idle.ms, a restart) fails the first call at once: once more
+ * on a new one, if the peer still serves v; a timeout is not retried (a slow coordinator would
+ * double the wait). */
+static int call(struct node *nd, int16_t v, const struct AddPartitionsToTxnRequest *rq, struct gr_arena *a,
+                void **body, uint8_t **frame) {
+    bool kept = gr_kafka_client_connected(nd->kc);
+    int rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, GR_APTM_REQUEST_TIMEOUT_MS, a, body,
+                                  frame);
+    if (rc != 0 && kept && rc != GR_ETIMEOUT && !gr_kafka_client_is_shut_down(nd->kc)) {
+        rc = negotiate(nd);
+        if (rc == 0 && (v >= 4) != (nd->max_version >= 4)) rc = GR_EPROTO; /* the peer changed: next round */
+        if (rc == 0)
+            rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, GR_APTM_REQUEST_TIMEOUT_MS, a,
+                                      body, frame);
+    }
+    return rc;
+}
+
+/* The distinct topics, each with its distinct partitions, over every check of group (in the
+ * arena); *count their number. */
+static struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *group_topics(struct gr_arena *a,
+                                                                              const struct check *group,
+                                                                              int32_t *count) {
     int total = 0;
-    for (struct check *c = group; c; c = c->next) total += c->n;
-    struct AddPartitionsToTxnRequest *rq = gr_proto_new(&a, &gr_desc_AddPartitionsToTxnRequest);
-    rq->V3AndBelowTransactionalId = group->txn_id;
-    rq->V3AndBelowProducerId = group->pid;
-    rq->V3AndBelowProducerEpoch = group->epoch;
-    rq->V3AndBelowTopics = gr_arena_alloc(&a, (size_t)total * sizeof *rq->V3AndBelowTopics);
-    rq->V3AndBelowTopicsCount = 0;
-    for (struct check *c = group; c; c = c->next)
+    for (const struct check *c = group; c; c = c->next) total += c->n;
+    struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *topics = gr_arena_alloc(a, (size_t)total * sizeof *topics);
+    int32_t nt = 0;
+    for (const struct check *c = group; c; c = c->next)
         for (int i = 0; i < c->n; i++) {
             struct AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *t = NULL;
-            for (int k = 0; k < rq->V3AndBelowTopicsCount && !t; k++)
-                if (strcmp(rq->V3AndBelowTopics[k].Name, c->topics[i]) == 0) t = &rq->V3AndBelowTopics[k];
+            for (int k = 0; k < nt && !t; k++)
+                if (strcmp(topics[k].Name, c->topics[i]) == 0) t = &topics[k];
             if (!t) {
-                t = &rq->V3AndBelowTopics[rq->V3AndBelowTopicsCount++];
+                t = &topics[nt++];
                 t->Name = c->topics[i];
                 t->PartitionsCount = 0;
-                t->Partitions = gr_arena_alloc(&a, (size_t)total * sizeof *t->Partitions);
+                t->Partitions = gr_arena_alloc(a, (size_t)total * sizeof *t->Partitions);
             }
             bool have = false;
             for (int k = 0; k < t->PartitionsCount && !have; k++) have = t->Partitions[k] == c->parts[i];
             if (!have) t->Partitions[t->PartitionsCount++] = c->parts[i];
         }
+    *count = nt;
+    return topics;
+}
+
+/* Sends the checks `group` (same transaction) to node's broker as one AddPartitionsToTxn v1 (the
+ * coordinator serves no v4); answers them. Returns false when the request failed (no answer from
+ * the broker). */
+static bool send_group(struct node *nd, struct check *group) {
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct AddPartitionsToTxnRequest *rq = gr_proto_new(&a, &gr_desc_AddPartitionsToTxnRequest);
+    rq->V3AndBelowTransactionalId = group->txn_id;
+    rq->V3AndBelowProducerId = group->pid;
+    rq->V3AndBelowProducerEpoch = group->epoch;
+    rq->V3AndBelowTopics = group_topics(&a, group, &rq->V3AndBelowTopicsCount);
     void *body = NULL;
     uint8_t *frame = NULL;
-    bool kept = gr_kafka_client_connected(nd->kc);
-    int rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, 1, rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body,
-                                  &frame);
-    /* a kept connection the peer closed meanwhile (connections.max.idle.ms, a restart) fails the
-     * first call at once: once more on a new connection; a timeout is not retried (a slow
-     * coordinator would double the wait) */
-    if (rc != 0 && kept && rc != GR_ETIMEOUT && !gr_kafka_client_is_shut_down(nd->kc))
-        rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, 1, rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body,
-                                  &frame);
+    int rc = call(nd, 1, rq, &a, &body, &frame);
     if (rc != 0) {
         gr_warn(LOGGER, "AddPartitionsToTxn (verify) of '%s' to broker %d (%s) failed: %s", group->txn_id, nd->id,
                 gr_kafka_client_peer(nd->kc), gr_strerror(rc));
@@ -159,28 +213,118 @@ static bool send_group(struct node *nd, struct check *group) {
     return true;
 }
 
-/* Splits list into groups of one transaction (arrival order kept) and sends each. Once a request
- * failed (timeout, connection refused or lost), the rest of the list fails with it, as the one
- * merged request of Kafka's sender does: asking a stopped coordinator again for each transaction
- * would hold the last one GR_APTM_REQUEST_TIMEOUT_MS times the number of groups, its connection
- * muted all along. */
-static void send_all(struct node *nd, struct check *list) {
-    while (list) {
-        struct check *group = list, **gt = &group->next;
-        list = list->next;
-        group->next = NULL;
-        for (struct check **pp = &list; *pp;) {
-            if (same_txn(*pp, group)) {
-                struct check *c = *pp;
-                *pp = c->next;
-                c->next = NULL;
-                *gt = c;
-                gt = &c->next;
-            } else {
-                pp = &(*pp)->next;
-            }
+/* Takes the first check of *list and every later one of the same transaction (arrival order
+ * kept) out of *list: one transaction's group. */
+static struct check *take_group(struct check **list) {
+    struct check *group = *list, **gt = &group->next;
+    *list = group->next;
+    group->next = NULL;
+    for (struct check **pp = list; *pp;) {
+        if (same_txn(*pp, group)) {
+            struct check *c = *pp;
+            *pp = c->next;
+            c->next = NULL;
+            *gt = c;
+            gt = &c->next;
+        } else {
+            pp = &(*pp)->next;
         }
-        if (!send_group(nd, group)) {
+    }
+    return group;
+}
+
+/* One AddPartitionsToTxn v4 request (Kafka 3.9's AddPartitionsToTxnManager: every queued
+ * transaction of one coordinator in one request, each VerifyOnly) for the groups of *list; a
+ * group whose transactional id is already in the request (another producer id or epoch: a
+ * zombie and its successor), whose answer could not be told apart, stays in *list for the next
+ * request. Answers the groups sent. Returns false when the request failed (no answer). */
+static bool send_batch_v4(struct node *nd, struct check **list) {
+    struct check *groups[GR_APTM_MAX_TXNS_PER_REQUEST];
+    int ng = 0;
+    struct check *later = NULL, **lt = &later;
+    while (*list) {
+        struct check *g = take_group(list);
+        bool dup = ng == GR_APTM_MAX_TXNS_PER_REQUEST;
+        for (int i = 0; i < ng && !dup; i++) dup = strcmp(groups[i]->txn_id, g->txn_id) == 0;
+        if (dup) { /* back in line, in order */
+            *lt = g;
+            while (*lt) lt = &(*lt)->next;
+        } else {
+            groups[ng++] = g;
+        }
+    }
+    *list = later;
+    struct gr_arena a;
+    gr_arena_init(&a);
+    struct AddPartitionsToTxnRequest *rq = gr_proto_new(&a, &gr_desc_AddPartitionsToTxnRequest);
+    rq->TransactionsCount = ng;
+    rq->Transactions = gr_arena_alloc(&a, (size_t)ng * sizeof *rq->Transactions);
+    for (int i = 0; i < ng; i++) {
+        struct AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction *t = &rq->Transactions[i];
+        t->TransactionalId = groups[i]->txn_id;
+        t->ProducerId = groups[i]->pid;
+        t->ProducerEpoch = groups[i]->epoch;
+        t->VerifyOnly = true;
+        t->Topics = group_topics(&a, groups[i], &t->TopicsCount);
+    }
+    void *body = NULL;
+    uint8_t *frame = NULL;
+    int rc = call(nd, 4, rq, &a, &body, &frame);
+    if (rc != 0) {
+        gr_warn(LOGGER, "AddPartitionsToTxn (verify, %d transactions) to broker %d (%s) failed: %s", ng, nd->id,
+                gr_kafka_client_peer(nd->kc), gr_strerror(rc));
+        free(frame);
+        gr_arena_free(&a);
+        for (int i = 0; i < ng; i++) answer_all(groups[i], GR_KERR_NETWORK_EXCEPTION);
+        return false;
+    }
+    const struct AddPartitionsToTxnResponse *resp = body;
+    for (int g = 0; g < ng; g++) {
+        const struct AddPartitionsToTxnResponse_AddPartitionsToTxnResult *tx = NULL;
+        for (int x = 0; x < resp->ResultsByTransactionCount && !tx; x++)
+            if (resp->ResultsByTransaction[x].TransactionalId &&
+                strcmp(resp->ResultsByTransaction[x].TransactionalId, groups[g]->txn_id) == 0)
+                tx = &resp->ResultsByTransaction[x];
+        for (struct check *c = groups[g]; c; c = c->next)
+            for (int i = 0; i < c->n; i++) {
+                int16_t e = resp->ErrorCode != GR_KERR_NONE ? resp->ErrorCode : GR_KERR_INVALID_TXN_STATE;
+                for (int t = 0; tx && resp->ErrorCode == GR_KERR_NONE && t < tx->TopicResultsCount; t++) {
+                    const struct AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr = &tx->TopicResults[t];
+                    if (!tr->Name || strcmp(tr->Name, c->topics[i]) != 0) continue;
+                    for (int k = 0; k < tr->ResultsByPartitionCount; k++)
+                        if (tr->ResultsByPartition[k].PartitionIndex == c->parts[i])
+                            e = tr->ResultsByPartition[k].PartitionErrorCode;
+                }
+                /* v4 says TRANSACTION_ABORTABLE where v1 and the local check say INVALID_TXN_STATE */
+                c->errors[i] = e == GR_KERR_TRANSACTION_ABORTABLE ? GR_KERR_INVALID_TXN_STATE : e;
+            }
+    }
+    free(frame);
+    gr_arena_free(&a);
+    for (int i = 0; i < ng; i++) answer_all(groups[i], GR_KERR_NONE);
+    return true;
+}
+
+/* Sends the checks of list: batched in v4 requests when the coordinator serves v4, else one v1
+ * request per transaction (arrival order kept). Once a request failed (timeout, connection
+ * refused or lost), the rest of the list fails with it, as the one merged request of Kafka's
+ * sender does: asking a stopped coordinator again for each transaction would hold the last one
+ * GR_APTM_REQUEST_TIMEOUT_MS times the number of groups, its connection muted all along. */
+static void send_all(struct node *nd, struct check *list) {
+    if (!set_target(nd)) {
+        answer_all(list, GR_KERR_COORDINATOR_NOT_AVAILABLE);
+        return;
+    }
+    int rc = negotiate(nd);
+    if (rc != 0) {
+        gr_warn(LOGGER, "ApiVersions to broker %d (%s) for AddPartitionsToTxn (verify) failed: %s", nd->id,
+                gr_kafka_client_peer(nd->kc), gr_strerror(rc));
+        answer_all(list, GR_KERR_NETWORK_EXCEPTION);
+        return;
+    }
+    while (list) {
+        bool ok = nd->max_version >= 4 ? send_batch_v4(nd, &list) : send_group(nd, take_group(&list));
+        if (!ok) {
             answer_all(list, GR_KERR_NETWORK_EXCEPTION);
             return;
         }

@@ -7,17 +7,22 @@
  *   - this broker coordinates the transactional id: answered in place (gr_txn_verify_id), the
  *     callback runs before gr_aptm_verify returns;
  *   - another broker does: the check joins that broker's queue. Each coordinator broker has its
- *     own sender thread and kept connection (the one Kafka client, net/kafka_client.h), which
- *     takes everything queued, merges the checks of one (transactional id, producer id, epoch)
- *     into one AddPartitionsToTxn request (verify only: header client id GR_TXN_VERIFY_CLIENT_ID,
- *     since the 2.7 protocol has no VerifyOnly field) and answers each check. A slow or stopped
- *     coordinator delays only the checks queued for it, for at most GR_APTM_REQUEST_TIMEOUT_MS
- *     (+ GR_APTM_CONNECT_TIMEOUT_MS): a failed request fails every check taken with it; nothing
- *     else of the broker waits on it. A request that
- *     fails at once on a kept connection (the peer closed it: connections.max.idle.ms, a
- *     restart) goes out once more on a new one; a timeout is not retried.
+ *     own sender thread and kept connection (the one Kafka client, net/kafka_client.h), one
+ *     request in flight. Each round takes everything queued: a coordinator that serves
+ *     AddPartitionsToTxn v4 (learned with ApiVersions once per connection) gets it all as one
+ *     v4 request with one VerifyOnly transaction per (transactional id, producer id, epoch) --
+ *     Kafka 3.9's broker-to-coordinator form, so concurrent producers' checks share one round
+ *     trip (a second producer id or epoch of an id already in the request waits for the next);
+ *     an older coordinator (a rolling upgrade) one v1 request per transaction (header client id
+ *     GR_TXN_VERIFY_CLIENT_ID: the coordinator then only checks and adds nothing). A slow or
+ *     stopped coordinator delays only the checks queued for it, for at most
+ *     GR_APTM_REQUEST_TIMEOUT_MS (+ GR_APTM_CONNECT_TIMEOUT_MS): a failed request fails every
+ *     check taken with it; nothing else of the broker waits on it. A request that fails at once
+ *     on a kept connection (the peer closed it: connections.max.idle.ms, a restart) goes out once
+ *     more on a new one; a timeout is not retried.
  *   - no coordinator known: COORDINATOR_NOT_AVAILABLE at once.
- * Errors per partition are the coordinator's (gr_txn_verify_id: NONE, INVALID_TXN_STATE,
+ * Errors per partition are the coordinator's (gr_txn_verify_id: NONE, INVALID_TXN_STATE -- v4's
+ * TRANSACTION_ABORTABLE is answered as that --,
  * INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
  * COORDINATOR_LOAD_IN_PROGRESS...), NETWORK_EXCEPTION when the request failed or timed out,
  * COORDINATOR_NOT_AVAILABLE when no coordinator is known or the manager shut down. Callers map

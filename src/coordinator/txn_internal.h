@@ -151,8 +151,15 @@ void txn_markers_stop(struct gr_txn_coordinator *tc);
 /* Stops it if needed and frees it (tc->cm = NULL). */
 void txn_markers_free(struct gr_txn_coordinator *tc);
 /* Queues the markers of m (in Prepare*, written at coordinator epoch coord_epoch) for sending;
- * Complete* is written once they all are (Kafka's addTxnMarkersToSend). tc->mu held. */
-void txn_markers_add_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch);
+ * Complete* is written once they all are (Kafka's addTxnMarkersToSend). tc->mu held. The
+ * manager thread routes them to their leaders' senders, unless caller_routes: then the caller
+ * calls txn_markers_route_new once it holds no lock (one thread wake-up less between the
+ * Prepare* write and the markers). */
+void txn_markers_add_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch,
+                            bool caller_routes);
+/* Routes the markers queued by txn_markers_add_locked (and any other due in the unknown-leader
+ * queue) from the calling thread. No lock held. */
+void txn_markers_route_new(struct gr_txn_coordinator *tc);
 /* __transaction_state partition log_part emigrated (or is reloaded): its queued markers and
  * Complete* retries are dropped. tc->mu held. */
 void txn_markers_remove_log_part_locked(struct gr_txn_coordinator *tc, int32_t log_part);

@@ -4,9 +4,11 @@
  * The bookkeeping (queues, batching, outcomes) is txn_marker_queue.{h,c}; this file adds the
  * threads, the metadata-cache lookups, the WriteTxnMarkers calls over the one Kafka client and the
  * coordinator's checks. Threads:
- *  - the manager thread routes markers without a destination (new ones, and those whose leader
- *    was unknown: re-resolved from the metadata cache with a growing delay) to the queue of their
- *    leader, and retries the Complete* writes that failed (Kafka's txnLogAppendRetryQueue);
+ *  - the manager thread routes markers without a destination (those of a load, and those whose
+ *    leader was unknown: re-resolved from the metadata cache with a growing delay) to the queue
+ *    of their leader, and retries the Complete* writes that failed (Kafka's
+ *    txnLogAppendRetryQueue); the markers of a Prepare* write are routed by the thread that
+ *    completes the write (txn_markers_route_new), one wake-up less on the commit's path;
  *  - one sender thread per destination broker (created the first time a marker goes there) sends
  *    everything due in its queue, markers of many transactions, as one WriteTxnMarkers request,
  *    one request in flight per broker (Kafka: max.in.flight 1 on its marker NetworkClient). The
@@ -440,16 +442,29 @@ static void *manager_thread(void *arg) {
 
 /* ---- the coordinator's side (txn_internal.h) ---- */
 
-void txn_markers_add_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch) {
+void txn_markers_add_locked(struct gr_txn_coordinator *tc, const struct txn_meta *m, int32_t coord_epoch,
+                            bool caller_routes) {
     struct txn_marker_channel_manager *cm = tc->cm;
     pthread_mutex_lock(&cm->mu);
     struct gr_txn_pending *t = gr_txn_markers_add_txn(&cm->mk, m->id, m->pid, m->epoch,
                                                       m->state == GR_TXN_PREPARE_COMMIT, m->log_part, coord_epoch);
     for (int i = 0; i < m->n_parts; i++) gr_txn_markers_add_marker(&cm->mk, t, m->parts[i].topic, m->parts[i].partition);
-    if (gr_txn_markers_take_if_done(&cm->mk, t)) /* no partition: straight to Complete* (manager thread) */
+    bool none = gr_txn_markers_take_if_done(&cm->mk, t);
+    if (none) /* no partition: straight to Complete* (manager thread) */
         gr_txn_markers_retry_append(&cm->mk, t, 0);
-    pthread_cond_signal(&cm->cond);
+    if (none || !caller_routes) pthread_cond_signal(&cm->cond);
     pthread_mutex_unlock(&cm->mu);
+}
+
+void txn_markers_route_new(struct gr_txn_coordinator *tc) {
+    struct txn_marker_channel_manager *cm = tc->cm;
+    if (!cm) return;
+    int64_t due;
+    pthread_mutex_lock(&cm->mu);
+    struct gr_txn_marker *list =
+        cm->stopping ? NULL : gr_txn_markers_take(&cm->mk, &cm->mk.unknown, gr_mono_ms(), INT32_MAX, &due);
+    pthread_mutex_unlock(&cm->mu);
+    route(cm, list, false); /* as the manager thread would */
 }
 
 void txn_markers_remove_log_part_locked(struct gr_txn_coordinator *tc, int32_t log_part) {

@@ -137,6 +137,7 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
     int32_t ep = -1;
     int16_t st = txn_part_status_locked(tc, w->log_part, &ep);
     if (err == GR_KERR_NONE && (st != GR_KERR_NONE || ep != w->coord_epoch)) err = GR_KERR_NOT_COORDINATOR;
+    bool route = false;
     if (m && m->pending_write != w) {
         m = NULL; /* an entry loaded again since this write was issued: not ours to change */
         if (err == GR_KERR_NONE) err = GR_KERR_NOT_COORDINATOR;
@@ -151,10 +152,12 @@ static void txn_write_done(void *ctx, int16_t error, int64_t base, int64_t lso) 
             txn_apply_record(m, &w->rec);
             m->last_epoch = w->last_epoch;
             m->last_pid = w->last_pid;
-            if (w->markers) txn_markers_add_locked(tc, m, w->coord_epoch);
+            if (w->markers) txn_markers_add_locked(tc, m, w->coord_epoch, true);
+            route = w->markers;
         }
     }
     pthread_mutex_unlock(&tc->mu);
+    if (route) txn_markers_route_new(tc); /* before the answer: the markers leave first */
     if (w->cb) w->cb(w->ctx, err == GR_KERR_NONE ? w->ok_error : err, w->rec.producer_id, w->rec.producer_epoch);
     txn_parked_retry(tc, w->rec.transactional_id); /* an AddPartitionsToTxn waiting for this write */
     gr_txn_record_free(&w->rec);
@@ -293,7 +296,7 @@ static void txn_load_partition(struct gr_txn_coordinator *tc, int32_t p, int32_t
             unsigned h = txn_bucket(m->id);
             m->next = tc->buckets[h];
             tc->buckets[h] = m;
-            if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT) txn_markers_add_locked(tc, m, epoch);
+            if (m->state == GR_TXN_PREPARE_COMMIT || m->state == GR_TXN_PREPARE_ABORT) txn_markers_add_locked(tc, m, epoch, false);
             n++;
         }
         tc->parts[p].state = P_OWNED;

@@ -479,6 +479,96 @@ def test_kip890_slow_coordinator_stalls_only_its_producers(tcluster):
     a.close()
 
 
+def _requests(broker, api, version):
+    """RequestsPerSec count of api/version in broker's metrics file (0 when absent)."""
+    return H.find_metric(broker.metrics(), f"name=RequestsPerSec,request={api},version={version}") or 0
+
+
+def _fresh_metrics(broker):
+    """Waits until broker's metrics file was rewritten after now (every 2 s)."""
+    since = time.time()
+    H.wait_for(lambda: (broker.metrics_mtime() or 0) > since + 0.1, 30, "metrics file rewritten")
+
+
+def _queued_checks(cl, topic, part, coord, tids_and_txns):
+    """Pauses broker coord (the coordinator of every id), sends each (tid, RawTxn) its first
+    transactional Produce (acks=1) to the partition's leader in turn, each reaching the leader's
+    queue for coord before the next (the first one's request to the stopped coordinator stays
+    unanswered), resumes coord; returns the Produce error codes in order."""
+    lport = cl[state(cl, topic, part)["leader"]].port
+    done = {}
+
+    def produce(i, tid, t):
+        done[i] = produce_txn(lport, tid, topic, part, txn_batch([f"{tid}-v".encode()], t.pid, t.epoch, 0), acks=1)
+    threads = []
+    cl[coord].pause()
+    try:
+        for i, (tid, t) in enumerate(tids_and_txns):
+            th = threading.Thread(target=produce, args=(i, tid, t), daemon=True)
+            th.start()
+            threads.append(th)
+            time.sleep(0.3)  # not a bound: keeps the arrival order at the leader
+        assert done == {}, f"answered while the coordinator is stopped: {done}"
+    finally:
+        cl[coord].resume()
+    for th in threads:
+        th.join(60)
+    return [done.get(i) for i in range(len(tids_and_txns))]
+
+
+def test_kip890_checks_of_concurrent_producers_share_one_request(tcluster):
+    """Issue 24 (4 transactional producers vs 4 idempotent): the KIP-890 checks that one leader
+    has queued for one coordinator go out as one AddPartitionsToTxn v4 request with a VerifyOnly
+    transaction each (Kafka 3.9's AddPartitionsToTxnManager), not one v1 request per
+    transaction in turn. Four producers coordinated by one stopped broker: the first check's
+    request waits for it, the other three queue behind it and share the next request."""
+    cl = tcluster
+    create(cl, "k890batch", 1)
+    leader = state(cl, "k890batch", 0)["leader"]
+    coord = next(b.id for b in cl.running() if b.id != leader)
+    port = cl[coord].port
+    tids = [key_on(port, f"batch-{k}", 1, coord) for k in range(4)]
+    txns = [RawTxn(port, tid) for tid in tids]
+    for t in txns:
+        assert t.add("k890batch", 0) == 0
+    assert _queued_checks(cl, "k890batch", 0, coord, list(zip(tids, txns))) == [0, 0, 0, 0]
+    _fresh_metrics(cl[coord])
+    v4, v1 = _requests(cl[coord], "AddPartitionsToTxn", 4), _requests(cl[coord], "AddPartitionsToTxn", 1)
+    assert v1 == 0 and 1 <= v4 <= 2, f"checks sent as {v1} v1 and {v4} v4 requests (want 0 v1, 1-2 v4)"
+    for t in txns:
+        assert t.end(True) == 0
+    got = consume(cl, "k890batch", 1, "read_committed", min_count=4, timeout=30, quiet=0.5)
+    assert sorted(got) == sorted(f"{tid}-v" for tid in tids), got
+    for t in txns:
+        t.close()
+
+
+def test_kip890_batched_check_keeps_a_fenced_epoch_apart(tcluster):
+    """Failure path of the batched check: a zombie (epoch e, fenced) and its successor (e + 1) of
+    one transactional id queued for the same request. The v4 answer is keyed by the id, so they
+    must not share a request: the zombie's batch gets INVALID_PRODUCER_EPOCH, the successor's is
+    appended, and only the successor's record is committed."""
+    cl = tcluster
+    create(cl, "k890fence", 1)
+    leader = state(cl, "k890fence", 0)["leader"]
+    coord = next(b.id for b in cl.running() if b.id != leader)
+    port = cl[coord].port
+    first, tid = key_on(port, "fence-x", 1, coord), key_on(port, "fence-z", 1, coord)
+    x = RawTxn(port, first)
+    zombie = RawTxn(port, tid)
+    successor = RawTxn(port, tid)  # InitProducerId again: same producer id, epoch + 1
+    assert (successor.pid, successor.epoch) == (zombie.pid, zombie.epoch + 1)
+    assert x.add("k890fence", 0) == 0
+    assert successor.add("k890fence", 0) == 0
+    errs = _queued_checks(cl, "k890fence", 0, coord, [(first, x), (tid, zombie), (tid, successor)])
+    assert errs == [0, 47, 0], errs  # 47 INVALID_PRODUCER_EPOCH
+    assert x.end(True) == 0 and successor.end(True) == 0
+    got = consume(cl, "k890fence", 1, "read_committed", min_count=2, timeout=30, quiet=0.5)
+    assert sorted(got) == sorted([f"{first}-v", f"{tid}-v"]), got
+    for t in (x, zombie, successor):
+        t.close()
+
+
 def test_kip890_txn_offset_commit_verified(tcluster):
     """Issue 24 item 7: TxnOffsetCommit is verified as Kafka 3.7 does: offsets for a group whose
     __consumer_offsets partition is not part of the transaction (no AddOffsetsToTxn), or sent
