@@ -69,7 +69,7 @@ static void test_session_lifecycle(void) {
     const int64_t offs[] = {3, 4};
     /* full fetch: a session is opened */
     const struct FetchRequest *r = req(-1, 0, 0, ps, offs, 2, NULL, 0);
-    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx, NULL, NULL);
     CHECK(f == r && ctx.kind == GR_FSC_FULL);
     struct FetchResponse *resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){5, 0});
     gr_fsc_finish(c, f, &ctx, resp, 0, &A);
@@ -81,7 +81,7 @@ static void test_session_lifecycle(void) {
     CHECK(ns == 1 && np == 2);
 
     /* incremental, nothing listed: both partitions are read, only the changed one answered */
-    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 11, 1, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 11, 1, &A, &ctx, NULL, NULL);
     CHECK(f && ctx.kind == GR_FSC_INCREMENTAL && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
     CHECK(f->Topics[0].Partitions[0].FetchOffset == 3 && f->Topics[0].Partitions[1].FetchOffset == 4);
     resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
@@ -89,25 +89,25 @@ static void test_session_lifecycle(void) {
     CHECK(resp->SessionId == sid && resp->ResponsesCount == 1 && resp->Responses[0].PartitionsCount == 1 &&
           resp->Responses[0].Partitions[0].PartitionIndex == 1);
     /* nothing changed at all: an empty answer */
-    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 2, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 2, &A, &ctx, NULL, NULL);
     resp = resp_for(f, (const int64_t[]){10, 11}, (const int32_t[]){0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 2, &A);
     CHECK(resp->SessionId == sid && resp->ResponsesCount == 0 && resp->ErrorCode == 0);
 
     /* a replayed epoch and an unknown session are top-level errors */
-    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid, 2, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx, NULL, NULL);
     CHECK(!f && ctx.kind == GR_FSC_ERROR);
     CHECK_KERR(ctx.error, GR_KERR_INVALID_FETCH_SESSION_EPOCH);
     resp = resp_for(req(-1, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
     gr_fsc_finish(c, NULL, &ctx, resp, 3, &A);
     CHECK_KERR(resp->ErrorCode, GR_KERR_INVALID_FETCH_SESSION_EPOCH);
     CHECK(resp->SessionId == 0);
-    f = gr_fsc_begin(c, req(-1, sid + 1, 1, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid + 1, 1, NULL, NULL, 0, NULL, 0), 11, 3, &A, &ctx, NULL, NULL);
     CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
 
     /* a listed partition updates its fetch offset; a new one is added (always answered once) */
     f = gr_fsc_begin(c, req(-1, sid, 3, (const int32_t[]){0, 2}, (const int64_t[]){8, 0}, 2, NULL, 0), 11, 4, &A,
-                     &ctx);
+                     &ctx, NULL, NULL);
     CHECK(f && f->Topics[0].PartitionsCount == 3);
     int64_t off0 = -1;
     for (int i = 0; i < 3; i++)
@@ -121,18 +121,18 @@ static void test_session_lifecycle(void) {
           resp->Responses[0].Partitions[0].PartitionIndex == 2);
 
     /* forgetting every partition closes the session (answered sessionless) */
-    f = gr_fsc_begin(c, req(-1, sid, 4, NULL, NULL, 0, (const int32_t[]){0, 1, 2}, 3), 11, 5, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid, 4, NULL, NULL, 0, (const int32_t[]){0, 1, 2}, 3), 11, 5, &A, &ctx, NULL, NULL);
     CHECK(f && ctx.kind == GR_FSC_SESSIONLESS);
     gr_fsc_stats(c, &ns, &np);
     CHECK(ns == 0 && np == 0);
     /* v0-6 and epoch -1 are sessionless; a full fetch naming a session closes it */
-    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 6, 6, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 6, 6, &A, &ctx, NULL, NULL);
     CHECK(ctx.kind == GR_FSC_SESSIONLESS);
-    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 11, 6, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, 0, 0, ps, offs, 2, NULL, 0), 11, 6, &A, &ctx, NULL, NULL);
     resp = resp_for(f, (const int64_t[]){1, 1}, (const int32_t[]){0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 6, &A);
     CHECK(resp->SessionId > 0);
-    f = gr_fsc_begin(c, req(-1, resp->SessionId, -1, ps, offs, 2, NULL, 0), 11, 7, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, resp->SessionId, -1, ps, offs, 2, NULL, 0), 11, 7, &A, &ctx, NULL, NULL);
     CHECK(ctx.kind == GR_FSC_SESSIONLESS);
     gr_fsc_stats(c, &ns, &np);
     CHECK(ns == 0);
@@ -145,7 +145,7 @@ static int32_t open_full(struct gr_fetch_session_cache *c, int32_t replica, int 
     static const int64_t hw[] = {0, 0, 0, 0};
     static const int32_t len[] = {0, 0, 0, 0};
     struct gr_fsc_ctx ctx;
-    const struct FetchRequest *f = gr_fsc_begin(c, req(replica, 0, 0, ps, offs, n, NULL, 0), 11, now, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, req(replica, 0, 0, ps, offs, n, NULL, 0), 11, now, &A, &ctx, NULL, NULL);
     struct FetchResponse *resp = resp_for(f, hw, len);
     gr_fsc_finish(c, f, &ctx, resp, now, &A);
     return resp->SessionId;
@@ -185,7 +185,7 @@ static void test_handler_against_cache(void) {
     struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){5, 5, 5}, 3, NULL, 0);
     gr_fsh_build(&h, r, &A);
     CHECK(r->SessionEpoch == 0 && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 3);
-    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx, NULL, NULL);
     struct FetchResponse *resp = resp_for(f, (const int64_t[]){5, 5, 5}, (const int32_t[]){0, 0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 0, &A);
     gr_fsh_handle_response(&h, resp);
@@ -196,7 +196,7 @@ static void test_handler_against_cache(void) {
     CHECK(r->SessionId == h.session_id && r->SessionEpoch == 1);
     CHECK(r->TopicsCount == 1 && r->Topics[0].Partitions[0].Partition == 1 && r->Topics[0].Partitions[0].FetchOffset == 9);
     CHECK(r->ForgottenTopicsDataCount == 1 && r->ForgottenTopicsData[0].Partitions[0] == 2);
-    f = gr_fsc_begin(c, r, 11, 1, &A, &ctx);
+    f = gr_fsc_begin(c, r, 11, 1, &A, &ctx, NULL, NULL);
     CHECK(ctx.kind == GR_FSC_INCREMENTAL && f->Topics[0].PartitionsCount == 2);
     resp = resp_for(f, (const int64_t[]){5, 9}, (const int32_t[]){0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 1, &A);
@@ -207,7 +207,7 @@ static void test_handler_against_cache(void) {
     c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
     r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
     gr_fsh_build(&h, r, &A);
-    f = gr_fsc_begin(c, r, 11, 2, &A, &ctx);
+    f = gr_fsc_begin(c, r, 11, 2, &A, &ctx, NULL, NULL);
     CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
     resp = resp_for(req(7, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
     gr_fsc_finish(c, NULL, &ctx, resp, 2, &A);
@@ -257,7 +257,7 @@ static void test_handler_many(void) {
             CHECK(sent <= changed && sent >= changed - 3 && forgotten == 3);
         }
         struct gr_fsc_ctx ctx;
-        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, round, &A, &ctx);
+        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, round, &A, &ctx, NULL, NULL);
         CHECK(f != NULL);
         if (!f) break;
         CHECK(ctx.kind == (round == 0 ? GR_FSC_FULL : GR_FSC_INCREMENTAL));
@@ -293,13 +293,13 @@ static void test_orphaned_follower_session(void) {
     int64_t parts;
     for (int i = 0; i < 3; i++) { /* three lost answers from replica 7, one consumer session */
         struct FetchRequest *r = req(i < 2 ? 7 : -1, 0, 0, ps, offs, 3, NULL, 0);
-        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, i, &A, &ctx);
+        const struct FetchRequest *f = gr_fsc_begin(c, r, 11, i, &A, &ctx, NULL, NULL);
         gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), i, &A);
     }
     gr_fsc_stats(c, &sessions, &parts);
     CHECK(sessions == 2 && parts == 6); /* replica 7's latest and the consumer's */
     struct FetchRequest *r = req(8, 0, 0, ps, offs, 3, NULL, 0); /* another follower: its own */
-    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 5, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 5, &A, &ctx, NULL, NULL);
     gr_fsc_finish(c, f, &ctx, resp_for(f, (const int64_t[]){0, 0, 0}, (const int32_t[]){0, 0, 0}), 5, &A);
     gr_fsc_stats(c, &sessions, &parts);
     CHECK(sessions == 3);
@@ -318,7 +318,7 @@ static void test_session_memory(void) {
     for (int i = 0; i < N; i++) ps[i] = i;
     struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
     struct gr_fsc_ctx ctx;
-    const struct FetchRequest *f = gr_fsc_begin(c, req(7, 0, 0, ps, offs, N, NULL, 0), 11, 0, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, req(7, 0, 0, ps, offs, N, NULL, 0), 11, 0, &A, &ctx, NULL, NULL);
     struct FetchResponse *resp = resp_for(f, hw, len);
     struct mallinfo2 m0 = mallinfo2();
     gr_fsc_finish(c, f, &ctx, resp, 0, &A);
@@ -341,13 +341,13 @@ static void test_session_keeps_last_fetched_epoch(void) {
     const int64_t offs[] = {5, 7};
     struct FetchRequest *r = req(-1, 0, 0, ps, offs, 2, NULL, 0);
     r->Topics[0].Partitions[0].LastFetchedEpoch = 3;
-    const struct FetchRequest *f = gr_fsc_begin(c, r, 12, 0, &A, &ctx);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 12, 0, &A, &ctx, NULL, NULL);
     struct FetchResponse *resp = resp_for(f, (const int64_t[]){10, 10}, (const int32_t[]){0, 0});
     gr_fsc_finish(c, f, &ctx, resp, 0, &A);
     int32_t sid = resp->SessionId;
     CHECK(sid > 0);
     /* incremental, nothing listed: the cached epochs come back */
-    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 12, 1, &A, &ctx);
+    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 12, 1, &A, &ctx, NULL, NULL);
     CHECK(f && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
     CHECK(f->Topics[0].Partitions[0].LastFetchedEpoch == 3 && f->Topics[0].Partitions[1].LastFetchedEpoch == -1);
     /* nothing changed but partition 0 diverges: it alone is answered */
@@ -361,7 +361,7 @@ static void test_session_keeps_last_fetched_epoch(void) {
     /* the fetcher names partition 0 again with a new epoch: that one is kept */
     r = req(-1, sid, 2, ps, offs, 1, NULL, 0);
     r->Topics[0].Partitions[0].LastFetchedEpoch = 2;
-    f = gr_fsc_begin(c, r, 12, 2, &A, &ctx);
+    f = gr_fsc_begin(c, r, 12, 2, &A, &ctx, NULL, NULL);
     CHECK(f && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
     for (int i = 0; f && i < f->Topics[0].PartitionsCount; i++) /* (a named partition may move in the session) */
         CHECK(f->Topics[0].Partitions[i].LastFetchedEpoch == (f->Topics[0].Partitions[i].Partition == 0 ? 2 : -1));
