@@ -1,9 +1,11 @@
 /* Incremental fetch sessions (KIP-227, replication/fetch_session.h): opening a session on a full
  * fetch, widening an incremental request to the session's partitions, answering only what
  * changed, epochs and their errors, forgotten partitions, closing, and the cache's eviction
- * rules (stale sessions, followers' privilege, the 120 s protection of new sessions). */
+ * rules (stale sessions, followers' privilege, the 120 s protection of new sessions); sessions by
+ * topic id (Fetch v13+, KIP-516). */
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/kerr.h"
@@ -371,6 +373,141 @@ static void test_session_keeps_last_fetched_epoch(void) {
     gr_fsc_free(c);
 }
 
+/* Fetch v13+ (KIP-516): a request of nt topics, topic i with id byte ids[i] (the id's 16 bytes all
+ * that value), name names[i] (NULL: unresolved), partition 0 at offset 5; forgetting partition 0
+ * of the id byte `forget` if non-zero. */
+static struct FetchRequest *req_ids(int32_t sid, int32_t epoch, int nt, const uint8_t *ids, const char *const *names,
+                                    uint8_t forget) {
+    struct FetchRequest *r = gr_arena_alloc(&A, sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->ReplicaId = -1;
+    r->SessionId = sid;
+    r->SessionEpoch = epoch;
+    r->TopicsCount = nt;
+    r->Topics = gr_arena_alloc(&A, (size_t)(nt + 1) * sizeof *r->Topics);
+    for (int t = 0; t < nt; t++) {
+        memset(r->Topics[t].TopicId, ids[t], 16);
+        r->Topics[t].Topic = (char *)names[t];
+        r->Topics[t].PartitionsCount = 1;
+        r->Topics[t].Partitions = gr_arena_alloc(&A, sizeof *r->Topics[t].Partitions);
+        r->Topics[t].Partitions[0] = (struct FetchRequest_FetchPartition){
+            .Partition = 0, .CurrentLeaderEpoch = -1, .FetchOffset = 5, .LastFetchedEpoch = -1,
+            .LogStartOffset = -1, .PartitionMaxBytes = 1000};
+    }
+    r->ForgottenTopicsDataCount = forget ? 1 : 0;
+    r->ForgottenTopicsData = gr_arena_alloc(&A, sizeof *r->ForgottenTopicsData);
+    memset(r->ForgottenTopicsData, 0, sizeof *r->ForgottenTopicsData);
+    memset(r->ForgottenTopicsData[0].TopicId, forget, 16);
+    r->ForgottenTopicsData[0].PartitionsCount = 1;
+    r->ForgottenTopicsData[0].Partitions = gr_arena_alloc(&A, sizeof(int32_t));
+    r->ForgottenTopicsData[0].Partitions[0] = 0;
+    return r;
+}
+
+/* A response to any request: every partition with hw 10, no records (topics as requested). */
+static struct FetchResponse *resp_all(const struct FetchRequest *r) {
+    struct FetchResponse *p = gr_arena_alloc(&A, sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->ResponsesCount = r->TopicsCount;
+    p->Responses = gr_arena_alloc(&A, (size_t)(r->TopicsCount + 1) * sizeof *p->Responses);
+    for (int t = 0; t < r->TopicsCount; t++) {
+        struct FetchResponse_FetchableTopicResponse *tr = &p->Responses[t];
+        memset(tr, 0, sizeof *tr);
+        tr->Topic = r->Topics[t].Topic;
+        memcpy(tr->TopicId, r->Topics[t].TopicId, 16);
+        tr->PartitionsCount = r->Topics[t].PartitionsCount;
+        tr->Partitions = gr_arena_alloc(&A, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
+        for (int i = 0; i < tr->PartitionsCount; i++) {
+            struct FetchResponse_PartitionData *x = &tr->Partitions[i];
+            memset(x, 0, sizeof *x);
+            x->PartitionIndex = r->Topics[t].Partitions[i].Partition;
+            x->HighWatermark = 10;
+            x->PreferredReadReplica = -1;
+            x->DivergingEpoch.Epoch = x->DivergingEpoch.EndOffset = -1;
+        }
+    }
+    return p;
+}
+
+static int resolves;
+static char *resolve_c(void *arg, const uint8_t id[16]) {
+    (void)arg;
+    resolves++;
+    return id[0] == 0xcc ? strdup("u") : NULL; /* only id cc... is known (as "u") */
+}
+
+/* The session's topic (index t of request f): its id byte and name. */
+static bool has_topic(const struct FetchRequest *f, uint8_t id, const char *name) {
+    for (int t = 0; f && t < f->TopicsCount; t++)
+        if (f->Topics[t].TopicId[0] == id && f->Topics[t].TopicId[15] == id &&
+            (name ? f->Topics[t].Topic && strcmp(f->Topics[t].Topic, name) == 0 : !f->Topics[t].Topic))
+            return true;
+    return false;
+}
+
+/* Sessions by topic id: keyed by id, not name (the old and the new id of a re-created name are
+ * two partitions); an unresolved id is named once the resolver knows it; forgotten by id; a
+ * session by id continued by name (v12) and one by name continued by id (v13) are
+ * FETCH_SESSION_TOPIC_ID_ERROR and stay usable at the same epoch. */
+static void test_session_by_topic_id(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fsc_ctx ctx;
+    /* full: id aa ("t") and id cc (unknown yet) */
+    const struct FetchRequest *r = req_ids(0, 0, 2, (const uint8_t[]){0xaa, 0xcc}, (const char *const[]){"t", NULL}, 0);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 13, 0, &A, &ctx, resolve_c, NULL);
+    CHECK(f == r && ctx.kind == GR_FSC_FULL && ctx.uses_ids);
+    struct FetchResponse *resp = resp_all(f);
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    int32_t sid = resp->SessionId;
+    CHECK(sid > 0);
+    /* by name: refused, no data, the session keeps its epoch */
+    f = gr_fsc_begin(c, req(-1, sid, 1, NULL, NULL, 0, NULL, 0), 12, 1, &A, &ctx, resolve_c, NULL);
+    CHECK(!f && ctx.kind == GR_FSC_ERROR && ctx.error == GR_KERR_FETCH_SESSION_TOPIC_ID_ERROR);
+    /* by id, epoch 1: cc is named now; id bb under the same name "t" is another partition */
+    resolves = 0;
+    f = gr_fsc_begin(c, req_ids(sid, 1, 1, (const uint8_t[]){0xbb}, (const char *const[]){"t"}, 0), 14, 1, &A, &ctx,
+                     resolve_c, NULL);
+    CHECK(f && ctx.kind == GR_FSC_INCREMENTAL && f->TopicsCount == 3);
+    CHECK(has_topic(f, 0xaa, "t") && has_topic(f, 0xcc, "u") && has_topic(f, 0xbb, "t"));
+    CHECK(resolves == 1);
+    resp = resp_all(f);
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    /* forget aa by id: bb (same name) stays; the resolved name of cc is kept (no more lookups) */
+    resolves = 0;
+    f = gr_fsc_begin(c, req_ids(sid, 2, 0, NULL, NULL, 0xaa), 17, 2, &A, &ctx, resolve_c, NULL);
+    CHECK(f && f->TopicsCount == 2 && !has_topic(f, 0xaa, "t") && has_topic(f, 0xbb, "t") && has_topic(f, 0xcc, "u"));
+    CHECK(resolves == 0);
+    resp = resp_all(f);
+    gr_fsc_finish(c, f, &ctx, resp, 2, &A);
+    CHECK(resp->ResponsesCount == 0); /* nothing changed */
+    /* forget an id the session does not hold: nothing happens */
+    f = gr_fsc_begin(c, req_ids(sid, 3, 0, NULL, NULL, 0xdd), 17, 3, &A, &ctx, resolve_c, NULL);
+    CHECK(f && f->TopicsCount == 2);
+    gr_fsc_finish(c, f, &ctx, resp_all(f), 3, &A);
+
+    /* a session by name cannot be continued by id */
+    const int32_t ps[] = {0};
+    const int64_t offs[] = {1};
+    const struct FetchRequest *rn = req(-1, 0, 0, ps, offs, 1, NULL, 0);
+    f = gr_fsc_begin(c, rn, 12, 4, &A, &ctx, resolve_c, NULL);
+    CHECK(f && !ctx.uses_ids);
+    resp = resp_all(f);
+    gr_fsc_finish(c, f, &ctx, resp, 4, &A);
+    int32_t nsid = resp->SessionId;
+    CHECK(nsid > 0 && nsid != sid);
+    f = gr_fsc_begin(c, req_ids(nsid, 1, 0, NULL, NULL, 0), 13, 5, &A, &ctx, resolve_c, NULL);
+    CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_TOPIC_ID_ERROR);
+    f = gr_fsc_begin(c, req(-1, nsid, 1, NULL, NULL, 0, NULL, 0), 12, 5, &A, &ctx, resolve_c, NULL);
+    CHECK(f && ctx.kind == GR_FSC_INCREMENTAL && f->TopicsCount == 1 && f->Topics[0].Topic &&
+          strcmp(f->Topics[0].Topic, "t") == 0);
+    gr_fsc_finish(c, f, &ctx, resp_all(f), 5, &A);
+    int sessions;
+    int64_t parts;
+    gr_fsc_stats(c, &sessions, &parts);
+    CHECK(sessions == 2 && parts == 3);
+    gr_fsc_free(c);
+}
+
 int main(void) {
     gr_arena_init(&A);
     test_session_memory();
@@ -378,6 +515,7 @@ int main(void) {
     test_handler_many();
     test_session_lifecycle();
     test_session_keeps_last_fetched_epoch();
+    test_session_by_topic_id();
     test_eviction();
     test_handler_against_cache();
     gr_arena_free(&A);
