@@ -255,7 +255,9 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->PreferredReadReplica = -1;
             pr->Records.p = NULL;
             pr->Records.len = 0;
-            if (c->version >= 13 && !ft->Topic) { /* an id the metadata cache does not know */
+            /* an id the metadata cache does not know (Kafka: checked before a consumer's READ, after
+             * a follower's CLUSTER_ACTION) */
+            if (c->version >= 13 && !ft->Topic && !(follower && c->denied[t])) {
                 pr->ErrorCode = GR_KERR_UNKNOWN_TOPIC_ID;
                 *errors = true;
                 continue;

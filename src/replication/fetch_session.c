@@ -245,8 +245,13 @@ static struct FetchRequest *session_request(struct session *s, const struct Fetc
     f->ForgottenTopicsDataCount = 0;
     f->ForgottenTopicsData = NULL;
     int nt = 0;
-    for (int i = 0; resolve && s->uses_ids && i < s->n; i++)
-        if (!s->parts[i].topic->name) s->parts[i].topic->name = resolve(resolve_arg, s->parts[i].topic->id.b);
+    const struct fs_topic *tried = NULL; /* a topic's partitions share it: one lookup per topic */
+    for (int i = 0; resolve && s->uses_ids && i < s->n; i++) {
+        struct fs_topic *t = s->parts[i].topic;
+        if (t->name || t == tried) continue;
+        t->name = resolve(resolve_arg, t->id.b);
+        tried = t;
+    }
     for (int i = 0; i < s->n; i++)
         if (i == 0 || !same_topic(&s->parts[i], &s->parts[i - 1])) nt++;
     f->Topics = gr_arena_alloc(a, (size_t)(nt + 1) * sizeof *f->Topics);

@@ -173,6 +173,9 @@ def test_fetch_by_id_of_a_topic_deleted_and_recreated_under_a_live_session(clust
         seen.add(q["ErrorCode"])
         return q["ErrorCode"]
     step()
+    H.wait_for(lambda: not c.zk.exists("/brokers/topics/fr") and not c.zk.exists("/admin/delete_topics/fr"),
+               what="fr's deletion finished")
+    step()
     create(port, "fr")
     new = topic_id(port, "fr")
     assert new != old
@@ -217,9 +220,12 @@ def test_fetch_v16_names_the_leader(cluster_factory, zk_connect):
     q = answers(r)[(fm, 0)]
     assert q["ErrorCode"] == NONE and q["Records"] in (None, b"")
     assert values(answers(fetch(p1, TOP, [(fm, [part(0, 0)])]))[(fm, 0)]["Records"]) == 1
-    # a follower's fetch by a principal without CLUSTER_ACTION: denied
-    r = fetch(p1, TOP, [(fm, [part(0, 0)])], ReplicaState={"ReplicaId": 2, "ReplicaEpoch": -1}, client_id=MALLORY)
-    assert answers(r)[(fm, 0)]["ErrorCode"] == TOPIC_AUTHZ
+    # a follower's fetch by a principal without CLUSTER_ACTION: denied, unknown ids too (Kafka checks
+    # a follower's CLUSTER_ACTION before resolving ids)
+    unknown = uuid.uuid4()
+    r = fetch(p1, TOP, [(fm, [part(0, 0)]), (unknown, [part(0, 0)])], ReplicaState={"ReplicaId": 2, "ReplicaEpoch": -1},
+              client_id=MALLORY)
+    assert {k: q["ErrorCode"] for k, q in answers(r).items()} == {(fm, 0): TOPIC_AUTHZ, (unknown, 0): TOPIC_AUTHZ}
 
     # leader change: broker 1 goes away, broker 2 leads fl at a later epoch
     c.brokers[1].stop()
