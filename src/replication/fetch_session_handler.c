@@ -12,7 +12,7 @@ struct gr_fsh_part {
     char *topic;
     int32_t partition;
     int64_t fetch_offset, log_start;
-    int32_t max_bytes, leader_epoch;
+    int32_t max_bytes, leader_epoch, last_fetched_epoch;
     bool seen; /* scratch: present in the request being built */
 };
 
@@ -51,7 +51,8 @@ static struct gr_fsh_part *add(struct gr_fetch_session_handler *h, const char *t
 
 static bool same(const struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
     return p->fetch_offset == fp->FetchOffset && p->log_start == fp->LogStartOffset &&
-           p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch;
+           p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch &&
+           p->last_fetched_epoch == fp->LastFetchedEpoch;
 }
 
 static void remember(struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
@@ -59,6 +60,7 @@ static void remember(struct gr_fsh_part *p, const struct FetchRequest_FetchParti
     p->log_start = fp->LogStartOffset;
     p->max_bytes = fp->PartitionMaxBytes;
     p->leader_epoch = fp->CurrentLeaderEpoch;
+    p->last_fetched_epoch = fp->LastFetchedEpoch;
     p->seen = true;
 }
 

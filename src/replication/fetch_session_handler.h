@@ -6,7 +6,7 @@
  *   - no session yet: a full fetch (SessionEpoch 0, every partition); if the answer carries a
  *     SessionId the session is open and the next fetch is incremental at epoch 1;
  *   - incremental: SessionId and the next epoch, the partitions that are new or whose fetch
- *     offset, log start offset, max bytes or leader epoch changed, and the partitions no longer
+ *     offset, log start offset, max bytes, leader epoch or last fetched epoch changed, and the partitions no longer
  *     fetched as ForgottenTopicsData;
  *   - a top-level error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...) or a
  *     failed exchange: back to a full fetch, which names the old session (so that the leader

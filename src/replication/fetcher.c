@@ -19,7 +19,9 @@
 #include "protocol/codec.h"
 
 #define LOGGER "kafka.server.ReplicaFetcherThread"
-#define FETCH_VERSION 11
+/* Kafka 3.9's ReplicaFetcherThread for the inter-broker protocol: v12 from 2.7-IV1 (truncation on
+ * fetch, KIP-595), else v11 (truncation by OffsetForLeaderEpoch only). v13+ (topic ids) not yet. */
+#define FETCH_VERSION(f) ((f)->fm->cfg.truncation_on_fetch ? 12 : 11)
 #define OFLE_VERSION 3
 #define LIST_OFFSETS_VERSION 5
 #define OPS(f) ((f)->fm->ops)
@@ -443,6 +445,22 @@ static int handle_out_of_range(struct fetcher *f, struct fpart *fp_in) {
 
 /* ---- fetching ---- */
 
+/* Kafka's AbstractFetcherThread.truncateOnFetchResponse (KIP-595): the leader answered our
+ * LastFetchedEpoch with the end of the largest epoch it shares with us, as OffsetForLeaderEpoch
+ * would (no records came with it): the same truncation (apply_epoch_answer, which may cut below
+ * our high watermark, as Kafka's truncate does). If we do not have that epoch the log is cut
+ * back to the end of our largest epoch below it, and the next fetch, with that epoch as
+ * LastFetchedEpoch, continues the search. f->lock held. */
+static void truncate_on_fetch(struct fetcher *f, struct fpart *fp, const struct FetchResponse_EpochEndOffset *d) {
+    gr_info(LOGGER, "[%s] %s-%d: the leader's log diverges from ours (its epoch %d ends at %" PRId64
+                    ", our log end offset %" PRId64 "); truncating",
+            f->name, fp->topic, fp->partition, d->Epoch, d->EndOffset, OPS(f)->log_end_offset(fp->p));
+    struct OffsetForLeaderEpochResponse_EpochEndOffset res = {
+        .ErrorCode = GR_KERR_NONE, .Partition = fp->partition, .LeaderEpoch = d->Epoch, .EndOffset = d->EndOffset};
+    apply_epoch_answer(f, fp, d->Epoch, &res);
+    fp->state = F_FETCHING; /* not done: the next fetch asks with the epoch we cut back to */
+}
+
 static int do_fetch(struct fetcher *f) {
     const struct gr_fetcher_config *cfg = &f->fm->cfg;
     int64_t now = gr_mono_ms();
@@ -502,7 +520,7 @@ static int do_fetch(struct fetcher *f) {
         t->Partitions[0].Partition = fp->partition;
         t->Partitions[0].CurrentLeaderEpoch = fp->leader_epoch;
         t->Partitions[0].FetchOffset = OPS(f)->log_end_offset(fp->p);
-        t->Partitions[0].LastFetchedEpoch = -1;
+        t->Partitions[0].LastFetchedEpoch = f->fm->cfg.truncation_on_fetch ? OPS(f)->latest_epoch(fp->p) : -1;
         t->Partitions[0].LogStartOffset = OPS(f)->log_start_offset(fp->p);
         t->Partitions[0].PartitionMaxBytes = cfg->max_bytes;
         fp->round = round;
@@ -516,7 +534,7 @@ static int do_fetch(struct fetcher *f) {
     void *body = NULL;
     uint8_t *frame = NULL;
     int timeout = cfg->socket_timeout_ms + req->MaxWaitMs;
-    int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
+    int rc = exchange(f, GR_API_FETCH, FETCH_VERSION(f), req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
     if (rc != 0) gr_fsh_handle_error(&f->session);
     f->in_fetch = false;
@@ -543,6 +561,10 @@ static int do_fetch(struct fetcher *f) {
                     if (fp->throttled && OPS(f)->quota_record && pr->Records.len > 0)
                         OPS(f)->quota_record(f->fm->ctx, (size_t)pr->Records.len);
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
+                    if (FETCH_VERSION(f) >= 12 && pr->DivergingEpoch.Epoch >= 0) {
+                        truncate_on_fetch(f, fp, &pr->DivergingEpoch);
+                        break;
+                    }
                     int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->Records.p,
                                                     pr->Records.len > 0 ? (size_t)pr->Records.len : 0,
                                                     pr->HighWatermark, pr->LogStartOffset);
@@ -740,7 +762,10 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
     fp->hash = part_hash(topic, partition);
     f->idx[idx_slot(f, fp->hash, topic, partition)] = (int32_t)(fp - f->parts);
     fp->leader_epoch = leader_epoch;
-    fp->state = F_TRUNCATING;
+    /* Kafka 2.7+ (AbstractFetcherThread, isTruncationOnFetchSupported): a log that knows its latest
+     * epoch starts fetching at once with it as LastFetchedEpoch, and the leader answers a
+     * divergence as DivergingEpoch (truncate_on_fetch); otherwise OffsetForLeaderEpoch first. */
+    fp->state = f->fm->cfg.truncation_on_fetch && OPS(f)->latest_epoch(p) >= 0 ? F_FETCHING : F_TRUNCATING;
     fp->leader_hw = -1;
     fp->lag = -1;
     fp->p = p;

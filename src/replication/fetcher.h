@@ -78,6 +78,7 @@ struct gr_fetcher_config {
     int32_t min_bytes;           /* replica.fetch.min.bytes */
     int32_t max_bytes;           /* replica.fetch.max.bytes (per partition) */
     int32_t response_max_bytes;  /* replica.fetch.response.max.bytes */
+    bool truncation_on_fetch;    /* inter.broker.protocol.version 2.7-IV1+: Fetch v12, see fetcher.c */
 };
 
 /* ops and ctx are borrowed and must outlive the manager. */

@@ -8,6 +8,7 @@
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
+#include "common/metadata_version.h"
 #include "replication/replica_internal.h"
 #include "broker/quota_manager.h"
 
@@ -86,7 +87,11 @@ void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher
         .min_bytes = cfg ? cfg->replica_fetch_min_bytes : 1,
         .max_bytes = cfg ? cfg->replica_fetch_max_bytes : 1048576,
         .response_max_bytes = cfg ? cfg->replica_fetch_response_max_bytes : 10485760,
+        .truncation_on_fetch = true,
     };
+    int32_t ibp; /* Kafka's MetadataVersion.isTruncationOnFetchSupported */
+    if (cfg && cfg->inter_broker_protocol_version && gr_ibp_parse(cfg->inter_broker_protocol_version, &ibp) == 0)
+        out->truncation_on_fetch = ibp >= GR_IBP(2, 7, 1);
 }
 
 /* ---- AlterPartition sender ---- */
