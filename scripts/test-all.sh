@@ -46,6 +46,7 @@ ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_recreated_topic_while_replica_away_serves_only_new_data
     tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
     tests/integration/test_fetch_topic_ids.py
+    tests/integration/test_replica_fetch_diverging.py
     tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py

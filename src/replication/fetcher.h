@@ -1,8 +1,14 @@
 /* Replica fetchers (Kafka's ReplicaFetcherManager / ReplicaFetcherThread): one thread per source
  * broker (leader), not per partition, fetching every partition this broker follows from that
- * leader with Fetch v11 (ReplicaId = our broker id, CurrentLeaderEpoch set), appending as follower.
+ * leader with Fetch v12 (ReplicaId = our broker id, CurrentLeaderEpoch set), appending as follower;
+ * Fetch v11 when inter.broker.protocol.version is below 2.7-IV1 (config.truncation_on_fetch false).
  *
- * A partition added to a fetcher starts in the Truncating state: the fetcher asks the leader
+ * Truncation on fetch (KIP-595, Kafka 2.7-IV1+): a partition whose log knows its latest epoch
+ * starts fetching at once with that epoch as LastFetchedEpoch; a leader whose log diverges from
+ * ours answers DivergingEpoch (the end of the largest epoch we share) instead of records, and the
+ * fetcher truncates as for an OffsetForLeaderEpoch answer (below) and fetches on. A partition
+ * without any epoch, and every partition below 2.7-IV1, starts in the Truncating state: the
+ * fetcher asks the leader
  * OffsetForLeaderEpoch v3 for our latest local epoch and truncates (KIP-101/KIP-279: to
  * min(leader's end offset for that epoch, our end offset for it, our LEO); when the leader
  * answers with an epoch we do not have, to our end offset for the largest epoch below it, and
