@@ -318,18 +318,21 @@ static void test_session_memory(void) {
     static int64_t offs[N], hw[N];
     static int32_t len[N];
     for (int i = 0; i < N; i++) ps[i] = i;
-    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
-    struct gr_fsc_ctx ctx;
-    const struct FetchRequest *f = gr_fsc_begin(c, req(7, 0, 0, ps, offs, N, NULL, 0), 11, 0, &A, &ctx, NULL, NULL);
-    struct FetchResponse *resp = resp_for(f, hw, len);
-    struct mallinfo2 m0 = mallinfo2();
-    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
-    struct mallinfo2 m1 = mallinfo2(); /* heap chunks + mmapped ones (the partition array) */
-    size_t used = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
-    CHECK(resp->SessionId != 0);
-    printf("fetch session: %zu B per cached partition\n", used / N);
-    CHECK(used / N <= 64);
-    gr_fsc_free(c);
+    for (int16_t ver = 11; ver <= 13; ver += 2) { /* by name, by topic id (KIP-516): the same */
+        struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+        struct gr_fsc_ctx ctx;
+        const struct FetchRequest *f =
+            gr_fsc_begin(c, req(7, 0, 0, ps, offs, N, NULL, 0), ver, 0, &A, &ctx, NULL, NULL);
+        struct FetchResponse *resp = resp_for(f, hw, len);
+        struct mallinfo2 m0 = mallinfo2();
+        gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+        struct mallinfo2 m1 = mallinfo2(); /* heap chunks + mmapped ones (the partition array) */
+        size_t used = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+        CHECK(resp->SessionId != 0);
+        printf("fetch session (Fetch v%d): %zu B per cached partition\n", ver, used / N);
+        CHECK(used / N <= 64);
+        gr_fsc_free(c);
+    }
 #endif
 }
 
