@@ -188,6 +188,10 @@ def test_consume_through_a_group_with_commits(cl):
     result(cl, "produce", topic="pk-consume", count=6)
     r = result(cl, "consume_group", topic="pk-consume", group="pk-group", count=6)
     assert r["values"] == [f"v{i}" for i in range(6)]
+    # it fetched at the top version, by topic id (the brokers' metrics files are written periodically)
+    v17 = "RequestsPerSec,request=FetchConsumer,version=17"
+    H.wait_for(lambda: any((H.find_metric(b.metrics(), v17) or 0) > 0 for b in cl.brokers.values()),
+               what="a FetchConsumer v17 counted by a broker")
     # the commits are the group's: confluent-kafka reads them back
     c = Consumer({"bootstrap.servers": cl.bootstrap, "group.id": "pk-group"})
     try:
