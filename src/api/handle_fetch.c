@@ -250,6 +250,8 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->DivergingEpoch.EndOffset = -1;
             pr->CurrentLeader.LeaderId = -1;
             pr->CurrentLeader.LeaderEpoch = -1;
+            pr->SnapshotId.EndOffset = -1; /* KRaft's: the schema's defaults, so never sent */
+            pr->SnapshotId.Epoch = -1;
             pr->AbortedTransactionsCount = -1;
             pr->AbortedTransactions = NULL;
             pr->PreferredReadReplica = -1;

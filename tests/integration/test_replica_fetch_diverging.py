@@ -1,8 +1,10 @@
-"""The replica fetcher's truncation on fetch (KIP-595, Kafka 2.7+'s AbstractFetcherThread with
-inter.broker.protocol.version 2.7-IV1+): a follower whose log knows its latest epoch fetches at
-once with it as LastFetchedEpoch (Fetch v12), and the leader's DivergingEpoch answer makes it
-truncate -- no OffsetForLeaderEpoch round first. Below 2.7-IV1 the fetcher keeps Fetch v11 and
-OffsetForLeaderEpoch.
+"""The replica fetcher at the inter-broker protocol's Fetch version (Kafka 3.9's
+MetadataVersion.fetchRequestVersion: 17 by topic id at 3.9-IV0, 12 at 3.0, 11 at 2.7-IV0) and its
+truncation on fetch (KIP-595, Kafka 2.7+'s AbstractFetcherThread, v12+): a follower whose log
+knows its latest epoch fetches at once with it as LastFetchedEpoch, and the leader's
+DivergingEpoch answer makes it truncate -- no OffsetForLeaderEpoch round first (v11:
+OffsetForLeaderEpoch as before). The truncation goes below the follower's own high watermark
+(broker 1 had committed offsets 3-5 alone, as the only ISR member).
 
 The divergence (an unclean election, deterministic): broker 2 is killed (the ISR shrinks to
 [1]), broker 1 appends three records only it has, then is killed; broker 2 returns and is
@@ -40,8 +42,8 @@ def consumer_read(port, topic):
     return p["ErrorCode"], p["HighWatermark"], p["Records"] or b""
 
 
-@pytest.mark.parametrize("ibp", ["3.9-IV0", "2.7-IV0"])
-def test_diverged_follower_truncates(cluster_factory, zk_connect, ibp):
+@pytest.mark.parametrize("ibp,version", [("3.9-IV0", 17), ("3.0", 12), ("2.7-IV0", 11)])
+def test_diverged_follower_truncates(cluster_factory, zk_connect, ibp, version):
     cfg = dict(CONFIG, **{"inter.broker.protocol.version": ibp})
     c = cluster_factory(zk_connect, n=3, config=cfg, start=False)
     c.start(ids=[3])
@@ -70,4 +72,10 @@ def test_diverged_follower_truncates(cluster_factory, zk_connect, ibp):
     err, hw, records = H.wait_for(same, what="broker 1's log equals broker 2's")
     assert err == 0 and batch_offsets(records) == [(0, 2), (3, 4), (5, 5)]
     diverged = "the leader's log diverges from ours" in c.brokers[1].log()
-    assert diverged == (ibp == "3.9-IV0"), c.brokers[1].log_tail()
+    assert diverged == (version >= 12), c.brokers[1].log_tail()
+    # the followers fetched at the protocol's version (17: by topic id), and at no other
+    key = "RequestsPerSec,request=FetchFollower,version="
+    H.wait_for(lambda: (H.find_metric(c.brokers[2].metrics(), key + str(version)) or 0) > 0,
+               what=f"broker 2 counted FetchFollower v{version}")
+    others = [v for v in range(11, 18) if v != version and H.find_metric(c.brokers[2].metrics(), key + str(v))]
+    assert others == [], others

@@ -185,7 +185,7 @@ static void test_handler_against_cache(void) {
     const int32_t ps[] = {0, 1, 2};
     /* full */
     struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){5, 5, 5}, 3, NULL, 0);
-    gr_fsh_build(&h, r, &A);
+    gr_fsh_build(&h, r, &A, false);
     CHECK(r->SessionEpoch == 0 && r->TopicsCount == 1 && r->Topics[0].PartitionsCount == 3);
     const struct FetchRequest *f = gr_fsc_begin(c, r, 11, 0, &A, &ctx, NULL, NULL);
     struct FetchResponse *resp = resp_for(f, (const int64_t[]){5, 5, 5}, (const int32_t[]){0, 0, 0});
@@ -194,7 +194,7 @@ static void test_handler_against_cache(void) {
     CHECK(h.session_id == resp->SessionId && h.session_id > 0 && h.next_epoch == 1);
     /* partition 1 advanced, 2 is no longer fetched: one partition sent, one forgotten */
     r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
-    gr_fsh_build(&h, r, &A);
+    gr_fsh_build(&h, r, &A, false);
     CHECK(r->SessionId == h.session_id && r->SessionEpoch == 1);
     CHECK(r->TopicsCount == 1 && r->Topics[0].Partitions[0].Partition == 1 && r->Topics[0].Partitions[0].FetchOffset == 9);
     CHECK(r->ForgottenTopicsDataCount == 1 && r->ForgottenTopicsData[0].Partitions[0] == 2);
@@ -208,7 +208,7 @@ static void test_handler_against_cache(void) {
     gr_fsc_free(c);
     c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
     r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
-    gr_fsh_build(&h, r, &A);
+    gr_fsh_build(&h, r, &A, false);
     f = gr_fsc_begin(c, r, 11, 2, &A, &ctx, NULL, NULL);
     CHECK(!f && ctx.error == GR_KERR_FETCH_SESSION_ID_NOT_FOUND);
     resp = resp_for(req(7, 0, 0, NULL, NULL, 0, NULL, 0), NULL, NULL);
@@ -216,8 +216,51 @@ static void test_handler_against_cache(void) {
     gr_fsh_handle_response(&h, resp);
     CHECK(h.session_id == 0 && h.next_epoch == 0);
     r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
-    gr_fsh_build(&h, r, &A);
+    gr_fsh_build(&h, r, &A, false);
     CHECK(r->SessionId == 0 && r->SessionEpoch == 0 && r->Topics[0].PartitionsCount == 2);
+    gr_fsh_free(&h);
+    gr_fsc_free(c);
+}
+
+/* The fetching side by topic id (the replica fetcher at Fetch v13+): an incremental request and
+ * its ForgottenTopicsData carry the partitions' topic ids (the leader's session is keyed by
+ * them); a change of kind (ids <-> names) makes the next fetch full. */
+static void test_handler_by_topic_id(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fetch_session_handler h;
+    gr_fsh_init(&h);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1, 2};
+    struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){5, 5, 5}, 3, NULL, 0);
+    memset(r->Topics[0].TopicId, 0xab, 16);
+    gr_fsh_build(&h, r, &A, true);
+    CHECK(r->SessionEpoch == 0);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 17, 0, &A, &ctx, NULL, NULL);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){5, 5, 5}, (const int32_t[]){0, 0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id > 0 && h.next_epoch == 1);
+    /* partition 1 advanced, 2 dropped */
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    memset(r->Topics[0].TopicId, 0xab, 16);
+    gr_fsh_build(&h, r, &A, true);
+    CHECK(r->SessionEpoch == 1 && r->TopicsCount == 1 && r->Topics[0].TopicId[0] == 0xab &&
+          r->Topics[0].TopicId[15] == 0xab && r->Topics[0].Partitions[0].Partition == 1);
+    CHECK(r->ForgottenTopicsDataCount == 1 && r->ForgottenTopicsData[0].TopicId[0] == 0xab &&
+          r->ForgottenTopicsData[0].Partitions[0] == 2);
+    f = gr_fsc_begin(c, r, 17, 1, &A, &ctx, NULL, NULL);
+    /* the leader's session updated partition 1 (no new zero-id partition) and dropped 2 */
+    CHECK(f && ctx.kind == GR_FSC_INCREMENTAL && f->TopicsCount == 1 && f->Topics[0].PartitionsCount == 2);
+    CHECK(f && f->Topics[0].TopicId[0] == 0xab);
+    for (int i = 0; f && i < f->Topics[0].PartitionsCount; i++)
+        CHECK(f->Topics[0].Partitions[i].FetchOffset == (f->Topics[0].Partitions[i].Partition == 1 ? 9 : 5));
+    resp = resp_for(f, (const int64_t[]){5, 9}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    gr_fsh_handle_response(&h, resp);
+    /* a partition without an id: the request goes by name, and so must a new session */
+    r = req(7, 0, -1, ps, (const int64_t[]){5, 9}, 2, NULL, 0);
+    gr_fsh_build(&h, r, &A, false);
+    CHECK(r->SessionEpoch == 0 && r->SessionId == h.session_id && r->Topics[0].PartitionsCount == 2);
     gr_fsh_free(&h);
     gr_fsc_free(c);
 }
@@ -249,7 +292,7 @@ static void test_handler_many(void) {
             for (int i = 0; i < 3; i++) ps[round * 11 + i * 101] = ps[--n], offs[round * 11 + i * 101] = offs[n]; /* dropped */
         }
         struct FetchRequest *r = req(7, 0, -1, ps, offs, n, NULL, 0);
-        gr_fsh_build(&h, r, &A);
+        gr_fsh_build(&h, r, &A, false);
         if (round == 0) {
             CHECK(r->SessionEpoch == 0 && r->Topics[0].PartitionsCount == n);
         } else {
@@ -521,6 +564,7 @@ int main(void) {
     test_session_by_topic_id();
     test_eviction();
     test_handler_against_cache();
+    test_handler_by_topic_id();
     gr_arena_free(&A);
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
