@@ -49,6 +49,8 @@ ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_rewrite_without_id_while_no_controller_moves_data_aside
     tests/integration/test_alter_partition.py::test_alter_partition_versions_at_the_controller
     tests/integration/test_alter_partition.py::test_hostile_alter_partition_frames
+    tests/integration/test_fetch_topic_ids.py
+    tests/integration/test_replica_fetch_diverging.py
     tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py

@@ -28,7 +28,7 @@
 static const struct gr_api_entry apis[MAX_API_KEY] = {
     /* produce and consume: replication/ */
     [GR_API_PRODUCE] = {0, 11, gr_handle_produce, RM},
-    [GR_API_FETCH] = {0, 12, gr_handle_fetch, RM},
+    [GR_API_FETCH] = {0, 17, gr_handle_fetch, RM},
     [GR_API_LIST_OFFSETS] = {0, 9, gr_handle_list_offsets, RM},
     [GR_API_OFFSET_FOR_LEADER_EPOCH] = {0, 4, gr_handle_offsets_for_leader_epoch, RM},
     [GR_API_DESCRIBE_LOG_DIRS] = {0, 4, gr_handle_describe_log_dirs, RM},

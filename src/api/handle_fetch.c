@@ -1,9 +1,20 @@
-/* Fetch (api key 1), versions 0-12 (v0-v3 get the records down-converted to magic 0/1 message
+/* Fetch (api key 1), versions 0-17 (v0-v3 get the records down-converted to magic 0/1 message
  * sets; librdkafka uses up to 11, kafka-python v4; v12 is flexible, KIP-595: a fetcher's
  * LastFetchedEpoch is checked against our epochs and a divergence answered as DivergingEpoch, see
  * diverging_epoch below; the request's ClusterId is KRaft's and ignored, as a 3.9 ZooKeeper
- * broker does, and CurrentLeader/SnapshotId are never set (Kafka sets CurrentLeader from v16,
- * SnapshotId only in KRaft's metadata log). v13+ (topic ids) is not served yet). Served by the leader, and for consumers of v11+ by followers too (KIP-392:
+ * broker does, and SnapshotId is never set (KRaft's metadata log only)).
+ * Topic ids (v13+, KIP-516; Kafka 3.9's KafkaApis.handleFetchRequest): Topics and
+ * ForgottenTopicsData name topic ids, resolved through the metadata cache before the session sees
+ * the request (resolve_ids); a partition of an id the cache does not know is answered
+ * UNKNOWN_TOPIC_ID (per partition, the rest is served), and one whose hosted log holds another id
+ * (the name was deleted and re-created while a session kept the old id) INCONSISTENT_TOPIC_ID,
+ * never the other topic's records; the response names topics by TopicId. A session is by id or
+ * by name for its life (replication/fetch_session.h). v14 has no wire change (KIP-405); v15 moves
+ * ReplicaId into the tagged ReplicaState (its ReplicaEpoch is KRaft's broker epoch, ignored as a
+ * 3.9 ZooKeeper broker does); v16 (KIP-951): a partition answered NOT_LEADER_OR_FOLLOWER or
+ * FENCED_LEADER_EPOCH carries CurrentLeader and the response NodeEndpoints (api/current_leader.h);
+ * v17's ReplicaDirectoryId is KRaft's (JBOD directory assignment) and ignored.
+ * Served by the leader, and for consumers of v11+ by followers too (KIP-392:
  * the leader names a PreferredReadReplica when replica.selector.class is set, see
  * replication/replica_selector.h):
  *   - consumers (ReplicaId -1) read below the high watermark; followers (ReplicaId >= 0) read up
@@ -40,9 +51,11 @@
 #include <unistd.h>
 
 #include "api/authorize.h"
+#include "api/current_leader.h"
 #include "api/handlers.h"
 #include "broker/broker_topic_stats.h"
 #include "broker/broker.h"
+#include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "broker/quota_manager.h"
 #include "replication/log_dir_failure.h"
@@ -55,6 +68,7 @@
 #include "common/kerr.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/uuid.h"
 #include "storage/txn_index.h"
 
 struct fetch_ctx {
@@ -94,7 +108,7 @@ static struct gr_rm_partition *part_ref(struct fetch_ctx *c, int k, const char *
         c->parts[k] = NULL;
         gr_rm_partition_unref(p);
     }
-    p = c->rm ? gr_rm_get_partition(c->rm, topic, partition) : NULL;
+    p = c->rm && topic ? gr_rm_get_partition(c->rm, topic, partition) : NULL;
     if (p && c->parts && k < c->n) {
         atomic_fetch_add(&p->refs, 1); /* the context's */
         c->parts[k] = p;
@@ -187,6 +201,17 @@ static int16_t diverging_epoch(struct gr_rm_partition *p, const struct FetchRequ
     return GR_KERR_NONE;
 }
 
+/* Fetch v13+ (Kafka 3.9's ReplicaManager.readFromLocalLog): does the hosted log belong to the
+ * topic id the request (or its session) names? A log without an id (created before ids, not yet
+ * given one by a LeaderAndIsr) is taken as consistent, as Kafka's hasConsistentTopicId; an
+ * unreadable partition.metadata is not. */
+static bool topic_id_consistent(const struct fetch_ctx *c, struct gr_rm_partition *p, const uint8_t id[16]) {
+    if (c->version < 13) return true;
+    struct gr_uuid have;
+    int rc = gr_plog_topic_id(p->lml->log, &have);
+    return rc == 0 || (rc == 1 && memcmp(have.b, id, sizeof have.b) == 0);
+}
+
 static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers, int64_t *bytes, bool *errors) {
     struct gr_api_req *req = c->req;
     const struct FetchRequest *r = c->r;
@@ -196,6 +221,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
     resp->ThrottleTimeMs = 0;
     resp->ErrorCode = GR_KERR_NONE;
     resp->SessionId = 0;
+    resp->NodeEndpointsCount = 0;
     resp->ResponsesCount = r->TopicsCount > 0 ? r->TopicsCount : 0;
     resp->Responses = gr_api_alloc(req, (size_t)(resp->ResponsesCount + 1) * sizeof *resp->Responses);
     int64_t remaining = response_max_bytes(c);
@@ -209,6 +235,7 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
         struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         tr->Topic = ft->Topic;
+        memcpy(tr->TopicId, ft->TopicId, sizeof tr->TopicId);
         tr->PartitionsCount = ft->PartitionsCount > 0 ? ft->PartitionsCount : 0;
         tr->Partitions = gr_api_alloc(req, (size_t)(tr->PartitionsCount + 1) * sizeof *tr->Partitions);
         for (int i = 0; i < tr->PartitionsCount; i++, kp++) {
@@ -223,11 +250,20 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             pr->DivergingEpoch.EndOffset = -1;
             pr->CurrentLeader.LeaderId = -1;
             pr->CurrentLeader.LeaderEpoch = -1;
+            pr->SnapshotId.EndOffset = -1; /* KRaft's: the schema's defaults, so never sent */
+            pr->SnapshotId.Epoch = -1;
             pr->AbortedTransactionsCount = -1;
             pr->AbortedTransactions = NULL;
             pr->PreferredReadReplica = -1;
             pr->Records.p = NULL;
             pr->Records.len = 0;
+            /* an id the metadata cache does not know (Kafka: checked before a consumer's READ, after
+             * a follower's CLUSTER_ACTION) */
+            if (c->version >= 13 && !ft->Topic && !(follower && c->denied[t])) {
+                pr->ErrorCode = GR_KERR_UNKNOWN_TOPIC_ID;
+                *errors = true;
+                continue;
+            }
             if (c->denied[t]) {
                 pr->ErrorCode = GR_KERR_TOPIC_AUTHORIZATION_FAILED;
                 *errors = true;
@@ -246,6 +282,12 @@ static struct FetchResponse *do_read(struct fetch_ctx *c, bool update_followers,
             /* leader.replication.throttled.rate: a throttled replica's follower outside the ISR gets
              * no data while the rate is exceeded (Kafka's shouldLeaderThrottle) */
             bool throttled = follower && gr_quota_replica_throttled(req->broker->quotas, true, ft->Topic, fp->Partition);
+            if (!topic_id_consistent(c, p, ft->TopicId)) { /* before the epoch check, as Kafka */
+                pr->ErrorCode = GR_KERR_INCONSISTENT_TOPIC_ID;
+                *errors = true;
+                gr_rm_partition_unref(p);
+                continue;
+            }
             pthread_mutex_lock(&p->lock);
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
                                                    leader_only(c));
@@ -399,7 +441,7 @@ static bool fetch_try(struct gr_delayed_op *op) {
     int k = 0;
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
-        if (c->denied[t]) return true;
+        if (c->denied[t] || (c->version >= 13 && !ft->Topic)) return true;
         for (int i = 0; i < ft->PartitionsCount; i++) {
             uint64_t key = op->nkeys == c->n ? op->keys[k] : 0;
             k++;
@@ -409,6 +451,10 @@ static bool fetch_try(struct gr_delayed_op *op) {
             struct gr_rm_partition *p = part_ref(c, k - 1, ft->Topic, fp->Partition);
             if (!p && follower) continue; /* not hosted yet: answered (with the error) at expiry */
             if (!p) return true;
+            if (!topic_id_consistent(c, p, ft->TopicId)) {
+                gr_rm_partition_unref(p);
+                return true;
+            }
             pthread_mutex_lock(&p->lock);
             int16_t err = gr_rm_check_epoch_locked(p, c->version >= 9 ? fp->CurrentLeaderEpoch : -1,
                                                    leader_only(c));
@@ -455,6 +501,10 @@ static void fetch_metrics(struct fetch_ctx *c, const struct FetchResponse *resp)
         }
         const char *next = t + 1 < resp->ResponsesCount ? resp->Responses[t + 1].Topic : NULL;
         if (next && tr->Topic && strcmp(next, tr->Topic) == 0) continue;
+        if (!tr->Topic) { /* an unknown topic id: no topic to count under (Kafka: no bytes out) */
+            total = failed = out = 0;
+            continue;
+        }
         if (total) gr_bts_mark(reg, tr->Topic, GR_BTS_TOTAL_FETCH, total);
         if (failed) gr_bts_mark(reg, tr->Topic, GR_BTS_FAILED_FETCH, failed);
         if (out) gr_bts_mark(reg, tr->Topic, GR_BTS_BYTES_OUT, out);
@@ -597,11 +647,48 @@ static bool zero_copy_allowed(const struct fetch_ctx *c) {
     return gr_api_req_can_sendfile(c->req) && c->version >= 4;
 }
 
+/* Fetch v16+ (KIP-951, Kafka 3.9's processResponseCallback): a partition answered
+ * NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader this broker knows, and
+ * NodeEndpoints that leader's endpoint once. */
+static void leader_hints(struct fetch_ctx *c, struct FetchResponse *resp) {
+    if (c->version < 16) return;
+    int n = 0;
+    for (int t = 0; t < resp->ResponsesCount; t++)
+        for (int i = 0; i < resp->Responses[t].PartitionsCount; i++) {
+            int16_t e = resp->Responses[t].Partitions[i].ErrorCode;
+            n += e == GR_KERR_NOT_LEADER_OR_FOLLOWER || e == GR_KERR_FENCED_LEADER_EPOCH;
+        }
+    if (n == 0) return;
+    resp->NodeEndpoints = gr_api_alloc(c->req, (size_t)(n + 1) * sizeof *resp->NodeEndpoints);
+    resp->NodeEndpointsCount = 0;
+    for (int t = 0; t < resp->ResponsesCount; t++) {
+        const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
+        for (int i = 0; i < tr->PartitionsCount; i++) {
+            struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
+            if (pr->ErrorCode != GR_KERR_NOT_LEADER_OR_FOLLOWER && pr->ErrorCode != GR_KERR_FENCED_LEADER_EPOCH) continue;
+            int32_t leader, epoch;
+            gr_api_current_leader(c->req, tr->Topic, pr->PartitionIndex, &leader, &epoch);
+            pr->CurrentLeader.LeaderId = leader;
+            pr->CurrentLeader.LeaderEpoch = epoch;
+            bool listed = leader < 0;
+            for (int k = 0; !listed && k < resp->NodeEndpointsCount; k++) listed = resp->NodeEndpoints[k].NodeId == leader;
+            struct gr_api_leader_endpoint e;
+            if (listed || !gr_api_leader_endpoint(c->req, leader, &e)) continue;
+            struct FetchResponse_NodeEndpoint *ne = &resp->NodeEndpoints[resp->NodeEndpointsCount++];
+            ne->NodeId = leader;
+            ne->Host = e.host;
+            ne->Port = e.port;
+            ne->Rack = e.rack;
+        }
+    }
+}
+
 static void fetch_respond(struct fetch_ctx *c) {
     int64_t bytes;
     bool errors;
     c->zero_copy = zero_copy_allowed(c);
     struct FetchResponse *resp = do_read(c, false, &bytes, &errors);
+    leader_hints(c, resp);
     fetch_metrics(c, resp);
     session_finish(c, resp);
     fetch_throttle(c, resp, bytes);
@@ -641,15 +728,49 @@ static void fetch_destroy(struct gr_delayed_op *op) {
 
 static const struct gr_delayed_op_vt FETCH_VT = {fetch_try, fetch_complete, fetch_destroy};
 
+/* The metadata cache's name of a topic id, malloc'd, or NULL (gr_fsc_resolve_fn). */
+static char *topic_name_by_id(void *arg, const uint8_t id[16]) {
+    struct gr_broker *b = arg;
+    struct gr_uuid u;
+    memcpy(u.b, id, sizeof u.b);
+    return b && b->metadata && !gr_uuid_is_zero(&u) ? gr_mdc_topic_name_by_id(b->metadata, &u) : NULL;
+}
+
+/* The request as the rest of the handler reads it, in place: v15+'s ReplicaState.ReplicaId is the
+ * ReplicaId; v13+'s topic ids get their names (Kafka's FetchRequest.fetchData(topicNames) and
+ * forgottenTopics(topicNames)), NULL for an id the metadata cache does not know. Consecutive
+ * entries of one id (a follower sends one per partition) are looked up once. */
+static void resolve_ids(struct gr_broker *b, struct gr_api_req *req, struct FetchRequest *r, int16_t version) {
+    if (version >= 15) r->ReplicaId = r->ReplicaState.ReplicaId;
+    if (version < 13) return;
+    const uint8_t *last = NULL;
+    char *last_name = NULL;
+    int nt = GR_MAX(r->TopicsCount, 0), nf = GR_MAX(r->ForgottenTopicsDataCount, 0);
+    for (int t = 0; t < nt + nf; t++) {
+        bool forgotten = t >= nt;
+        int k = forgotten ? t - nt : t;
+        const uint8_t *id = forgotten ? r->ForgottenTopicsData[k].TopicId : r->Topics[k].TopicId;
+        char **name = forgotten ? &r->ForgottenTopicsData[k].Topic : &r->Topics[k].Topic;
+        if (!last || memcmp(last, id, 16) != 0) {
+            char *n = topic_name_by_id(b, id);
+            last_name = n ? gr_api_strdup(req, n) : NULL;
+            free(n);
+            last = id;
+        }
+        *name = last_name;
+    }
+}
+
 void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct gr_req_header *hdr, void *body) {
-    const struct FetchRequest *r = body;
     struct fetch_ctx *c = gr_calloc(1, sizeof *c);
     c->rm = b->replica_manager;
     c->req = req;
-    c->r = r;
     c->version = hdr->RequestApiVersion;
+    resolve_ids(b, req, body, c->version);
+    const struct FetchRequest *r = c->r = body;
     if (c->rm && c->rm->fetch_sessions) {
-        r = c->r = gr_fsc_begin(c->rm->fetch_sessions, r, c->version, gr_mono_ms(), &req->arena, &c->session);
+        r = c->r = gr_fsc_begin(c->rm->fetch_sessions, r, c->version, gr_mono_ms(), &req->arena, &c->session,
+                                topic_name_by_id, b);
         if (!r) { /* unknown session or wrong epoch: a top-level error, no data */
             struct FetchResponse *resp = gr_api_new_response(req);
             session_finish(c, resp);
@@ -668,8 +789,8 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     bool cluster_ok = r->ReplicaId < 0 || gr_api_authorized_cluster(req, GR_ACL_OP_CLUSTER_ACTION);
     gr_fsc_replica_authorized(&c->session, cluster_ok); /* before any session is touched (finish) */
     for (int t = 0; t < nt; t++)
-        c->denied[t] = !cluster_ok ||
-                       (r->ReplicaId < 0 && !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
+        c->denied[t] = !cluster_ok || (r->ReplicaId < 0 && r->Topics[t].Topic && /* NULL: UNKNOWN_TOPIC_ID first */
+                                       !gr_api_authorized(req, GR_ACL_OP_READ, GR_ACL_RES_TOPIC, r->Topics[t].Topic));
     c->regions = gr_calloc((size_t)n + 1, sizeof *c->regions);
     c->parts = gr_calloc((size_t)n + 1, sizeof *c->parts);
     c->zero_copy = zero_copy_allowed(c);
@@ -677,6 +798,7 @@ void gr_handle_fetch(struct gr_broker *b, struct gr_api_req *req, const struct g
     int64_t bytes;
     bool errors;
     struct FetchResponse *resp = do_read(c, true, &bytes, &errors);
+    leader_hints(c, resp);
     if (!c->rm || r->MaxWaitMs <= 0 || bytes >= (int64_t)GR_MAX(r->MinBytes, 1) || errors || n == 0) {
         fetch_metrics(c, resp);
         session_finish(c, resp);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "api/authorize.h"
+#include "api/current_leader.h"
 #include "api/handlers.h"
 #include "broker/add_partitions_to_txn_manager.h"
 #include "broker/broker_topic_stats.h"
@@ -224,46 +225,25 @@ static void set_record_errors(struct gr_api_req *req, struct ProduceResponse_Par
     pr->RecordErrorsCount = v->kept;
 }
 
-/* KIP-951 (Produce v10+, Kafka 3.9's getCurrentLeader): a partition answered
- * NOT_LEADER_OR_FOLLOWER carries the leader this broker knows -- from the hosted partition if it
- * is hosted here, else from the metadata cache, (-1, -1) if neither knows it -- and the response's
- * NodeEndpoints lists that leader's endpoint on the request's listener (with its rack) once, if
- * it is a live broker with that listener. */
+/* KIP-951 (Produce v10+, api/current_leader.h): a partition answered NOT_LEADER_OR_FOLLOWER
+ * carries the leader this broker knows, and the response's NodeEndpoints lists that leader's
+ * endpoint once. */
 static void set_current_leader(struct gr_api_req *req, struct ProduceResponse *resp,
                                struct ProduceResponse_PartitionProduceResponse *pr, const char *topic) {
-    struct gr_broker *b = req->broker;
-    int32_t leader = -1, epoch = -1;
-    struct gr_rm_partition *p = b && b->replica_manager ? gr_rm_get_partition(b->replica_manager, topic, pr->Index) : NULL;
-    if (p) {
-        pthread_mutex_lock(&p->lock);
-        leader = p->st.leader_id;
-        epoch = p->st.leader_epoch;
-        pthread_mutex_unlock(&p->lock);
-        gr_rm_partition_unref(p);
-    } else if (b && b->metadata) {
-        struct gr_mdc_partition mp;
-        if (gr_mdc_get_partition(b->metadata, topic, pr->Index, &mp)) {
-            leader = mp.leader;
-            epoch = mp.leader_epoch;
-            gr_mdc_partition_release(&mp);
-        }
-    }
+    int32_t leader, epoch;
+    gr_api_current_leader(req, topic, pr->Index, &leader, &epoch);
     pr->CurrentLeader.LeaderId = leader;
     pr->CurrentLeader.LeaderEpoch = epoch;
-    if (leader < 0 || !b || !b->metadata) return;
+    if (leader < 0) return;
     for (int i = 0; i < resp->NodeEndpointsCount; i++)
         if (resp->NodeEndpoints[i].NodeId == leader) return;
-    gr_mdc_rdlock(b->metadata);
-    const struct gr_mdc_broker *mb = gr_mdc_broker(b->metadata, leader);
-    const struct gr_mdc_endpoint *e = mb ? gr_mdc_broker_endpoint(mb, req->listener) : NULL;
-    if (e) {
-        struct ProduceResponse_NodeEndpoint *ne = &resp->NodeEndpoints[resp->NodeEndpointsCount++];
-        ne->NodeId = leader;
-        ne->Host = gr_api_strdup(req, e->host);
-        ne->Port = e->port;
-        ne->Rack = mb->rack ? gr_api_strdup(req, mb->rack) : NULL;
-    }
-    gr_mdc_unlock(b->metadata);
+    struct gr_api_leader_endpoint e;
+    if (!gr_api_leader_endpoint(req, leader, &e)) return;
+    struct ProduceResponse_NodeEndpoint *ne = &resp->NodeEndpoints[resp->NodeEndpointsCount++];
+    ne->NodeId = leader;
+    ne->Host = e.host;
+    ne->Port = e.port;
+    ne->Rack = e.rack;
 }
 
 static void produce_done(void *ctx, struct gr_rm_produce_part *parts, int n) {

@@ -8,22 +8,30 @@
 
 #include "common/kerr.h"
 #include "common/log.h"
+#include "common/uuid.h"
 #include "common/util.h"
 #include "replication/tp_index.h"
 
 #define LOGGER "kafka.server.FetchSessionCache"
 
-/* A topic name shared by the session's partitions of that topic (issue 14: a follower's session
+/* A topic shared by the session's partitions of that topic (issue 14: a follower's session
  * holds thousands of partitions of a few topics; a copy per partition cost ~32 B each). Owned
- * by the cached_parts that point at it (refs), under the cache's mutex. */
-struct fs_name {
+ * by the cached_parts that point at it (refs), under the cache's mutex. A session by name
+ * (Fetch v0-12) keys its partitions by name (id zero); a session by id (v13+, KIP-516) by id,
+ * with the name the metadata cache gave when the partition was added (Kafka's CachedPartition
+ * keeps it so: a topic deleted and re-created under the same name reads the new topic's log,
+ * whose other id the Fetch handler answers INCONSISTENT_TOPIC_ID) or NULL while the id was
+ * unknown (filled in by a later request that names the id once it resolves). */
+struct fs_topic {
     int refs;
-    char s[];
+    struct gr_uuid id;
+    char *name;                    /* NULL: an id not resolved yet (sessions by id only) */
+    char key[GR_UUID_STR_LEN + 1]; /* a session by id: the id's text, its index key */
 };
 
 /* Kafka's CachedPartition. */
 struct cached_part {
-    struct fs_name *topic; /* NULL: dropped (update_session) */
+    struct fs_topic *topic; /* NULL: dropped (update_session) */
     int32_t partition;
     int32_t max_bytes, leader_epoch, last_fetched_epoch; /* last_fetched_epoch: Fetch v12+ */
     int64_t fetch_offset, fetcher_log_start;
@@ -34,6 +42,7 @@ struct session {
     struct session *next;
     int32_t id, epoch;
     bool privileged;
+    bool uses_ids;      /* opened by a Fetch v13+: partitions by topic id (Kafka's usesTopicIds) */
     int32_t replica_id; /* the follower that opened it, -1 for a consumer */
     int64_t creation_ms, last_used_ms;
     struct cached_part *parts;
@@ -61,30 +70,57 @@ struct gr_fetch_session_cache *gr_fsc_new(int max_slots, int64_t eviction_ms) {
     return c;
 }
 
-/* A reference to the name `topic`: `near`'s (the previously added partition's) if it is the
- * same topic, else a new one. */
-static struct fs_name *name_ref(struct fs_name *near, const char *topic) {
-    if (near && strcmp(near->s, topic) == 0) {
+static bool same_name(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+/* The index key of a request's topic in session s: its id's text (sessions by id, into buf) or
+ * its name. */
+static const char *req_key(const struct session *s, const char *topic, const uint8_t id[16],
+                           char buf[GR_UUID_STR_LEN + 1]) {
+    if (!s->uses_ids) return topic ? topic : "";
+    struct gr_uuid u;
+    memcpy(u.b, id, sizeof u.b);
+    return gr_uuid_to_string(&u, buf);
+}
+
+static const char *part_key(const struct session *s, const struct cached_part *cp) {
+    return s->uses_ids ? cp->topic->key : cp->topic->name;
+}
+
+/* A reference to the topic (topic, id): `near`'s (the previously added partition's) if it is
+ * the same topic, else a new one. A session by id takes a name `near` lacks. */
+static struct fs_topic *topic_ref(const struct session *s, struct fs_topic *near, const char *topic,
+                                  const uint8_t id[16]) {
+    if (near && (s->uses_ids ? memcmp(near->id.b, id, 16) == 0 : same_name(near->name, topic))) {
+        if (!near->name && topic) near->name = gr_strdup(topic);
         near->refs++;
         return near;
     }
-    size_t len = strlen(topic);
-    struct fs_name *n = gr_malloc(sizeof *n + len + 1);
-    n->refs = 1;
-    memcpy(n->s, topic, len + 1);
-    return n;
+    struct fs_topic *t = gr_calloc(1, sizeof *t);
+    t->refs = 1;
+    if (s->uses_ids) {
+        memcpy(t->id.b, id, 16);
+        gr_uuid_to_string(&t->id, t->key);
+        t->name = topic ? gr_strdup(topic) : NULL;
+    } else {
+        t->name = gr_strdup(topic ? topic : "");
+    }
+    return t;
 }
 
-static void name_unref(struct fs_name *n) {
-    if (n && --n->refs == 0) free(n);
+static void topic_unref(struct fs_topic *t) {
+    if (t && --t->refs == 0) {
+        free(t->name);
+        free(t);
+    }
 }
 
 static bool same_topic(const struct cached_part *a, const struct cached_part *b) {
-    return a->topic == b->topic || strcmp(a->topic->s, b->topic->s) == 0;
+    return a->topic == b->topic ||
+           (memcmp(a->topic->id.b, b->topic->id.b, 16) == 0 && same_name(a->topic->name, b->topic->name));
 }
 
 static void session_free(struct session *s) {
-    for (int i = 0; i < s->n; i++) name_unref(s->parts[i].topic);
+    for (int i = 0; i < s->n; i++) topic_unref(s->parts[i].topic);
     free(s->parts);
     gr_tpi_free(&s->idx);
     free(s);
@@ -171,9 +207,11 @@ static int32_t new_session_id_locked(struct gr_fetch_session_cache *c) {
     }
 }
 
-static bool cp_eq(const void *ctx, int32_t pos, const char *topic, int32_t partition) {
-    const struct cached_part *cp = &((const struct session *)ctx)->parts[pos];
-    return cp->topic && cp->partition == partition && strcmp(cp->topic->s, topic) == 0;
+/* key: the request's req_key */
+static bool cp_eq(const void *ctx, int32_t pos, const char *key, int32_t partition) {
+    const struct session *s = ctx;
+    const struct cached_part *cp = &s->parts[pos];
+    return cp->topic && cp->partition == partition && strcmp(part_key(s, cp), key) == 0;
 }
 
 static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPartition *fp) {
@@ -184,26 +222,36 @@ static void set_params(struct cached_part *cp, const struct FetchRequest_FetchPa
     cp->last_fetched_epoch = fp->LastFetchedEpoch;
 }
 
-static struct cached_part *add_part(struct session *s, const char *topic, const struct FetchRequest_FetchPartition *fp) {
+static struct cached_part *add_part(struct session *s, const char *topic, const uint8_t id[16],
+                                    const struct FetchRequest_FetchPartition *fp) {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 16;
         s->parts = gr_realloc(s->parts, (size_t)s->cap * sizeof *s->parts);
     }
-    struct fs_name *near = s->n > 0 ? s->parts[s->n - 1].topic : NULL;
+    struct fs_topic *near = s->n > 0 ? s->parts[s->n - 1].topic : NULL;
     struct cached_part *cp = &s->parts[s->n++];
-    *cp = (struct cached_part){.topic = name_ref(near, topic ? topic : ""), .partition = fp->Partition, .hw = -1,
+    *cp = (struct cached_part){.topic = topic_ref(s, near, topic, id), .partition = fp->Partition, .hw = -1,
                                .local_log_start = -1};
     set_params(cp, fp);
     return cp;
 }
 
-/* The session's partitions as a FetchRequest (consecutive equal topics grouped), in a. */
-static struct FetchRequest *session_request(const struct session *s, const struct FetchRequest *r, struct gr_arena *a) {
+/* The session's partitions as a FetchRequest (consecutive equal topics grouped), in a; a session
+ * by id first names what resolve now knows. */
+static struct FetchRequest *session_request(struct session *s, const struct FetchRequest *r, struct gr_arena *a,
+                                            gr_fsc_resolve_fn resolve, void *resolve_arg) {
     struct FetchRequest *f = gr_arena_alloc(a, sizeof *f);
     *f = *r;
     f->ForgottenTopicsDataCount = 0;
     f->ForgottenTopicsData = NULL;
     int nt = 0;
+    const struct fs_topic *tried = NULL; /* a topic's partitions share it: one lookup per topic */
+    for (int i = 0; resolve && s->uses_ids && i < s->n; i++) {
+        struct fs_topic *t = s->parts[i].topic;
+        if (t->name || t == tried) continue;
+        t->name = resolve(resolve_arg, t->id.b);
+        tried = t;
+    }
     for (int i = 0; i < s->n; i++)
         if (i == 0 || !same_topic(&s->parts[i], &s->parts[i - 1])) nt++;
     f->Topics = gr_arena_alloc(a, (size_t)(nt + 1) * sizeof *f->Topics);
@@ -214,7 +262,8 @@ static struct FetchRequest *session_request(const struct session *s, const struc
         const struct cached_part *cp = &s->parts[i];
         if (i == 0 || !same_topic(cp, &s->parts[i - 1])) {
             t++;
-            f->Topics[t].Topic = gr_arena_strdup(a, cp->topic->s);
+            f->Topics[t].Topic = cp->topic->name ? gr_arena_strdup(a, cp->topic->name) : NULL;
+            memcpy(f->Topics[t].TopicId, cp->topic->id.b, 16);
             f->Topics[t].Partitions = &ps[i];
             f->Topics[t].PartitionsCount = 0;
         }
@@ -238,28 +287,31 @@ static void update_session(struct gr_fetch_session_cache *c, struct session *s, 
     for (int t = 0; t < r->ForgottenTopicsDataCount; t++) named += GR_MAX(r->ForgottenTopicsData[t].PartitionsCount, 0);
     if (named == 0) return;
     gr_tpi_reset(&s->idx, s->n + named);
-    for (int i = 0; i < s->n; i++) gr_tpi_insert(&s->idx, s->parts[i].topic->s, s->parts[i].partition, i);
+    for (int i = 0; i < s->n; i++) gr_tpi_insert(&s->idx, part_key(s, &s->parts[i]), s->parts[i].partition, i);
+    char buf[GR_UUID_STR_LEN + 1];
     for (int t = 0; t < r->TopicsCount; t++) {
         const struct FetchRequest_FetchTopic *ft = &r->Topics[t];
-        const char *topic = ft->Topic ? ft->Topic : "";
+        const char *key = req_key(s, ft->Topic, ft->TopicId, buf);
         for (int i = 0; i < ft->PartitionsCount; i++) {
-            int32_t pos = gr_tpi_find(&s->idx, topic, ft->Partitions[i].Partition, cp_eq, s);
+            int32_t pos = gr_tpi_find(&s->idx, key, ft->Partitions[i].Partition, cp_eq, s);
             if (pos >= 0) {
-                set_params(&s->parts[pos], &ft->Partitions[i]);
+                struct cached_part *cp = &s->parts[pos];
+                set_params(cp, &ft->Partitions[i]);
+                if (!cp->topic->name && ft->Topic) cp->topic->name = gr_strdup(ft->Topic); /* resolved now */
             } else {
-                add_part(s, topic, &ft->Partitions[i]);
-                gr_tpi_insert(&s->idx, topic, ft->Partitions[i].Partition, s->n - 1);
+                add_part(s, ft->Topic, ft->TopicId, &ft->Partitions[i]);
+                gr_tpi_insert(&s->idx, part_key(s, &s->parts[s->n - 1]), ft->Partitions[i].Partition, s->n - 1);
             }
         }
     }
     bool removed = false;
     for (int t = 0; t < r->ForgottenTopicsDataCount; t++) {
         const struct FetchRequest_ForgottenTopic *ft = &r->ForgottenTopicsData[t];
-        const char *topic = ft->Topic ? ft->Topic : "";
+        const char *key = req_key(s, ft->Topic, ft->TopicId, buf);
         for (int i = 0; i < ft->PartitionsCount; i++) {
-            int32_t pos = gr_tpi_find(&s->idx, topic, ft->Partitions[i], cp_eq, s);
+            int32_t pos = gr_tpi_find(&s->idx, key, ft->Partitions[i], cp_eq, s);
             if (pos < 0) continue;
-            name_unref(s->parts[pos].topic); /* marked: cp_eq skips it */
+            topic_unref(s->parts[pos].topic); /* marked: cp_eq skips it */
             s->parts[pos].topic = NULL;
             removed = true;
         }
@@ -274,10 +326,12 @@ static void update_session(struct gr_fetch_session_cache *c, struct session *s, 
 }
 
 const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const struct FetchRequest *r,
-                                        int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx) {
+                                        int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx,
+                                        gr_fsc_resolve_fn resolve, void *resolve_arg) {
     memset(ctx, 0, sizeof *ctx);
     ctx->privileged = r->ReplicaId >= 0;
     ctx->replica_id = r->ReplicaId >= 0 ? r->ReplicaId : -1;
+    ctx->uses_ids = version >= 13;
     int32_t sid = version >= 7 ? r->SessionId : 0, epoch = version >= 7 ? r->SessionEpoch : -1;
     pthread_mutex_lock(&c->mu);
     if (epoch == 0 || epoch == -1) { /* a full fetch closes the session it names */
@@ -296,6 +350,14 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
         ctx->kind = GR_FSC_ERROR;
         ctx->error = s ? GR_KERR_INVALID_FETCH_SESSION_EPOCH : GR_KERR_FETCH_SESSION_ID_NOT_FOUND;
         gr_debug(LOGGER, "Fetch session %d epoch %d: %s", sid, epoch, gr_kerr_name(ctx->error));
+        return NULL;
+    }
+    if (s->uses_ids != ctx->uses_ids) { /* Kafka: a session is by id or by name for its life */
+        pthread_mutex_unlock(&c->mu);
+        ctx->kind = GR_FSC_ERROR;
+        ctx->error = GR_KERR_FETCH_SESSION_TOPIC_ID_ERROR;
+        gr_debug(LOGGER, "Fetch session %d: opened %s topic ids, continued by a Fetch v%d", sid,
+                 s->uses_ids ? "with" : "without", version);
         return NULL;
     }
     update_session(c, s, r);
@@ -318,7 +380,7 @@ const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const 
         ctx->cached_hw[i] = s->parts[i].hw;
         ctx->cached_log_start[i] = s->parts[i].local_log_start;
     }
-    const struct FetchRequest *full = session_request(s, r, a);
+    const struct FetchRequest *full = session_request(s, r, a, resolve, resolve_arg);
     pthread_mutex_unlock(&c->mu);
     return full;
 }
@@ -350,6 +412,7 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
     struct session *s = gr_calloc(1, sizeof *s);
     s->id = new_session_id_locked(c);
     s->privileged = ctx->privileged;
+    s->uses_ids = ctx->uses_ids;
     s->replica_id = ctx->replica_id;
     s->creation_ms = s->last_used_ms = now_ms;
     s->epoch = 1;
@@ -358,7 +421,7 @@ static void open_session(struct gr_fetch_session_cache *c, const struct FetchReq
         const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
         for (int i = 0; i < ft->PartitionsCount && i < tr->PartitionsCount; i++) {
             const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
-            struct cached_part *cp = add_part(s, ft->Topic, &ft->Partitions[i]);
+            struct cached_part *cp = add_part(s, ft->Topic, ft->TopicId, &ft->Partitions[i]);
             cp->hw = pr->ErrorCode != GR_KERR_NONE ? -1 : pr->HighWatermark;
             cp->local_log_start = pr->LogStartOffset;
         }

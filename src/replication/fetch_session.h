@@ -14,6 +14,14 @@
  * FETCH_SESSION_ID_NOT_FOUND, wrong epoch INVALID_FETCH_SESSION_EPOCH (top-level, no data); an
  * incremental fetch that leaves the session empty closes it and is answered sessionless.
  *
+ * Topic ids (KIP-516, Kafka 3.9's FetchSession): a session opened by a Fetch v13+ keys its
+ * partitions by topic id (Topics and ForgottenTopicsData name ids), one opened by v7-12 by name;
+ * continuing one with the other kind of request is FETCH_SESSION_TOPIC_ID_ERROR (top-level, no
+ * data, the session stays). The Fetch handler resolves a v13+ request's ids to names before
+ * gr_fsc_begin (FetchRequest_FetchTopic.Topic, NULL for an unknown id); a session by id keeps the
+ * name it was given with each partition (NULL until a request names the id resolved), and the
+ * request gr_fsc_begin returns carries both, TopicId and Topic (NULL: unresolved).
+ *
  * The cache holds max.incremental.fetch.session.cache.slots sessions. A new session takes a free
  * slot, else evicts: first a session unused for 120 s; else the least valuable session that the
  * newcomer outranks, ordered by (privileged, partition count, id) — followers' sessions are
@@ -23,8 +31,8 @@
  * (gr_fsc_replica_authorized; Gregor runs one fetcher per source broker, fetcher.h): a full fetch
  * whose answer the follower never read (it dropped the connection) leaves a session it will
  * never name, and at 100k partitions each such session held ~30k cached partitions until the
- * 1000 slots filled (gigabytes; issue 14). A cached partition costs 56 B: its topic name is
- * shared with the neighbouring partitions of the same topic, and a full session's array is
+ * 1000 slots filled (gigabytes; issue 14). A cached partition costs 56 B: its topic (name, id)
+ * is shared with the neighbouring partitions of the same topic, and a full session's array is
  * allocated to size.
  *
  * Use from the Fetch handler: gr_fsc_begin turns the request into the full list of partitions to
@@ -62,16 +70,24 @@ struct gr_fsc_ctx {
     int32_t session_id; /* GR_FSC_INCREMENTAL */
     int32_t epoch;      /* the session's epoch after this request (incremental) */
     bool privileged;    /* a follower's fetch */
+    bool uses_ids;      /* a Fetch v13+: partitions by topic id */
     int32_t replica_id; /* the request's ReplicaId (-1: a consumer) */
     int n;              /* partitions of the full request (incremental) */
     int64_t *cached_hw, *cached_log_start; /* what was last answered, per partition (incremental) */
 };
 
+/* A topic id's name (malloc'd, the caller frees) or NULL: the metadata cache's, for a session by
+ * id whose partitions were added while their id was unknown (Kafka's maybeResolveUnknownName).
+ * Called under the cache's mutex; must not call back into the cache. */
+typedef char *(*gr_fsc_resolve_fn)(void *arg, const uint8_t id[16]);
+
 /* Kafka's FetchManager.newContext for request r of version `version` at time now_ms. Returns the
  * request to read: r itself (sessionless, full) or a FetchRequest of all the session's
- * partitions (incremental), allocated in a; NULL for GR_FSC_ERROR. */
+ * partitions (incremental), allocated in a; NULL for GR_FSC_ERROR. resolve (may be NULL): names
+ * the session's unresolved ids (sessions by id). */
 const struct FetchRequest *gr_fsc_begin(struct gr_fetch_session_cache *c, const struct FetchRequest *r,
-                                        int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx);
+                                        int16_t version, int64_t now_ms, struct gr_arena *a, struct gr_fsc_ctx *ctx,
+                                        gr_fsc_resolve_fn resolve, void *resolve_arg);
 
 /* The Fetch handler's CLUSTER_ACTION decision for a request with ReplicaId >= 0. Not authorized:
  * the request's session (if one opens) is an ordinary consumer-ranked one tied to no replica, so it

@@ -12,7 +12,8 @@ struct gr_fsh_part {
     char *topic;
     int32_t partition;
     int64_t fetch_offset, log_start;
-    int32_t max_bytes, leader_epoch;
+    int32_t max_bytes, leader_epoch, last_fetched_epoch;
+    uint8_t topic_id[16]; /* sessions by id: what ForgottenTopicsData names */
     bool seen; /* scratch: present in the request being built */
 };
 
@@ -51,7 +52,8 @@ static struct gr_fsh_part *add(struct gr_fetch_session_handler *h, const char *t
 
 static bool same(const struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
     return p->fetch_offset == fp->FetchOffset && p->log_start == fp->LogStartOffset &&
-           p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch;
+           p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch &&
+           p->last_fetched_epoch == fp->LastFetchedEpoch;
 }
 
 static void remember(struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
@@ -59,10 +61,19 @@ static void remember(struct gr_fsh_part *p, const struct FetchRequest_FetchParti
     p->log_start = fp->LogStartOffset;
     p->max_bytes = fp->PartitionMaxBytes;
     p->leader_epoch = fp->CurrentLeaderEpoch;
+    p->last_fetched_epoch = fp->LastFetchedEpoch;
     p->seen = true;
 }
 
-void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, struct gr_arena *a) {
+static void remember_topic(struct gr_fsh_part *p, const struct FetchRequest_FetchTopic *ft,
+                           const struct FetchRequest_FetchPartition *fp) {
+    remember(p, fp);
+    memcpy(p->topic_id, ft->TopicId, sizeof p->topic_id);
+}
+
+void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, struct gr_arena *a, bool uses_ids) {
+    if (h->uses_ids != uses_ids) h->next_epoch = 0; /* the leader's session is by id or by name for life */
+    h->uses_ids = uses_ids;
     h->last_full = h->next_epoch == 0;
     req->SessionId = h->session_id;
     req->SessionEpoch = h->next_epoch;
@@ -72,8 +83,8 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
         clear_parts(h); /* SessionId stays: a full fetch naming a session closes it (Kafka's nextCloseExisting) */
         for (int t = 0; t < req->TopicsCount; t++)
             for (int i = 0; i < req->Topics[t].PartitionsCount; i++)
-                remember(add(h, req->Topics[t].Topic, req->Topics[t].Partitions[i].Partition),
-                         &req->Topics[t].Partitions[i]);
+                remember_topic(add(h, req->Topics[t].Topic, req->Topics[t].Partitions[i].Partition), &req->Topics[t],
+                               &req->Topics[t].Partitions[i]);
         return;
     }
     for (int i = 0; i < h->n; i++) h->parts[i].seen = false;
@@ -96,9 +107,10 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
                 p = add(h, topic, ft->Partitions[i].Partition);
                 gr_tpi_insert(&h->idx, topic, ft->Partitions[i].Partition, h->n - 1);
             }
-            remember(p, &ft->Partitions[i]);
+            remember_topic(p, ft, &ft->Partitions[i]);
             if (!send) continue;
             out[k].Topic = ft->Topic;
+            memcpy(out[k].TopicId, ft->TopicId, sizeof out[k].TopicId);
             out[k].PartitionsCount = 1;
             out[k].Partitions = &ft->Partitions[i];
             k++;
@@ -118,6 +130,7 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
         }
         struct FetchRequest_ForgottenTopic *f = &req->ForgottenTopicsData[w++];
         f->Topic = gr_arena_strdup(a, p->topic);
+        memcpy(f->TopicId, p->topic_id, sizeof f->TopicId);
         f->PartitionsCount = 1;
         f->Partitions = gr_arena_alloc(a, sizeof *f->Partitions);
         f->Partitions[0] = p->partition;

@@ -15,11 +15,13 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "common/uuid.h"
 #include "net/kafka_client.h"
 #include "protocol/codec.h"
 
 #define LOGGER "kafka.server.ReplicaFetcherThread"
-#define FETCH_VERSION 11
+/* Truncation on fetch (KIP-595): Fetch v12+ (inter.broker.protocol.version 2.7-IV1+). */
+#define TRUNCATION_ON_FETCH(f) ((f)->fm->cfg.fetch_version >= 12)
 #define OFLE_VERSION 3
 #define LIST_OFFSETS_VERSION 5
 #define OPS(f) ((f)->fm->ops)
@@ -443,6 +445,67 @@ static int handle_out_of_range(struct fetcher *f, struct fpart *fp_in) {
 
 /* ---- fetching ---- */
 
+/* Fetch v13+: the partitions of a request (one topic entry each, before the session handler
+ * narrows it) by (topic id, partition), to name the topics of the answer, which come by id. */
+struct id_names {
+    int n;
+    char (*key)[GR_UUID_STR_LEN + 1]; /* the id's text */
+    int32_t *partition;
+    const char **topic;
+    struct gr_tpi idx;
+};
+
+static bool id_names_eq(const void *ctx, int32_t pos, const char *key, int32_t partition) {
+    const struct id_names *m = ctx;
+    return m->partition[pos] == partition && strcmp(m->key[pos], key) == 0;
+}
+
+static void id_names_build(struct id_names *m, const struct FetchRequest *req, struct gr_arena *a) {
+    memset(m, 0, sizeof *m);
+    int n = GR_MAX(req->TopicsCount, 0);
+    m->key = gr_arena_alloc(a, (size_t)(n + 1) * sizeof *m->key);
+    m->partition = gr_arena_alloc(a, (size_t)(n + 1) * sizeof *m->partition);
+    m->topic = gr_arena_alloc(a, (size_t)(n + 1) * sizeof *m->topic);
+    gr_tpi_reset(&m->idx, n);
+    for (int t = 0; t < n; t++) {
+        const struct FetchRequest_FetchTopic *ft = &req->Topics[t];
+        if (ft->PartitionsCount != 1) continue; /* do_fetch makes one entry per partition */
+        struct gr_uuid u;
+        memcpy(u.b, ft->TopicId, sizeof u.b);
+        gr_uuid_to_string(&u, m->key[m->n]);
+        m->partition[m->n] = ft->Partitions[0].Partition;
+        m->topic[m->n] = ft->Topic;
+        gr_tpi_insert(&m->idx, m->key[m->n], m->partition[m->n], m->n);
+        m->n++;
+    }
+}
+
+/* The name of (id, partition) in the request, or NULL (an answer for a partition not asked). */
+static const char *id_names_find(const struct id_names *m, const uint8_t id[16], int32_t partition) {
+    struct gr_uuid u;
+    char key[GR_UUID_STR_LEN + 1];
+    memcpy(u.b, id, sizeof u.b);
+    gr_uuid_to_string(&u, key);
+    int32_t pos = gr_tpi_find(&m->idx, key, partition, id_names_eq, m);
+    return pos >= 0 ? m->topic[pos] : NULL;
+}
+
+/* Kafka's AbstractFetcherThread.truncateOnFetchResponse (KIP-595): the leader answered our
+ * LastFetchedEpoch with the end of the largest epoch it shares with us, as OffsetForLeaderEpoch
+ * would (no records came with it): the same truncation (apply_epoch_answer, which may cut below
+ * our high watermark, as Kafka's truncate does). If we do not have that epoch the log is cut
+ * back to the end of our largest epoch below it, and the next fetch, with that epoch as
+ * LastFetchedEpoch, continues the search. f->lock held. */
+static void truncate_on_fetch(struct fetcher *f, struct fpart *fp, const struct FetchResponse_EpochEndOffset *d) {
+    gr_info(LOGGER, "[%s] %s-%d: the leader's log diverges from ours (its epoch %d ends at %" PRId64
+                    ", our log end offset %" PRId64 "); truncating",
+            f->name, fp->topic, fp->partition, d->Epoch, d->EndOffset, OPS(f)->log_end_offset(fp->p));
+    struct OffsetForLeaderEpochResponse_EpochEndOffset res = {
+        .ErrorCode = GR_KERR_NONE, .Partition = fp->partition, .LeaderEpoch = d->Epoch, .EndOffset = d->EndOffset};
+    apply_epoch_answer(f, fp, d->Epoch, &res);
+    fp->state = F_FETCHING; /* not done: the next fetch asks with the epoch we cut back to */
+}
+
 static int do_fetch(struct fetcher *f) {
     const struct gr_fetcher_config *cfg = &f->fm->cfg;
     int64_t now = gr_mono_ms();
@@ -492,6 +555,8 @@ static int do_fetch(struct fetcher *f) {
     req->RackId = gr_arena_strdup(&a, "");
     uint64_t round = ++f->round;
     int k = 0;
+    int16_t top = (int16_t)GR_MAX(cfg->fetch_version, 11); /* Gregor's fetcher speaks 11 and up */
+    bool by_id = top >= 13; /* every partition has a topic id (checked below) */
     for (int i = 0; i < f->nparts && k < n; i++) {
         struct fpart *fp = &f->parts[i];
         if (fp->state != F_FETCHING || fp->delay_until_ms > now) continue;
@@ -502,7 +567,8 @@ static int do_fetch(struct fetcher *f) {
         t->Partitions[0].Partition = fp->partition;
         t->Partitions[0].CurrentLeaderEpoch = fp->leader_epoch;
         t->Partitions[0].FetchOffset = OPS(f)->log_end_offset(fp->p);
-        t->Partitions[0].LastFetchedEpoch = -1;
+        t->Partitions[0].LastFetchedEpoch = TRUNCATION_ON_FETCH(f) ? OPS(f)->latest_epoch(fp->p) : -1;
+        by_id = by_id && OPS(f)->topic_id && OPS(f)->topic_id(fp->p, t->TopicId);
         t->Partitions[0].LogStartOffset = OPS(f)->log_start_offset(fp->p);
         t->Partitions[0].PartitionMaxBytes = cfg->max_bytes;
         fp->round = round;
@@ -510,13 +576,19 @@ static int do_fetch(struct fetcher *f) {
         fp->asked_offset = t->Partitions[0].FetchOffset;
         k++;
     }
-    gr_fsh_build(&f->session, req, &a); /* KIP-227: only what changed since the last round */
+    /* Kafka's RemoteLeaderEndPoint.buildFetch: v13+ only if every partition has a topic id */
+    int16_t version = by_id ? top : (int16_t)GR_MIN(top, 12);
+    req->ReplicaState.ReplicaId = cfg->broker_id; /* v15+ (ReplicaId before) */
+    req->ReplicaState.ReplicaEpoch = -1;          /* KRaft's broker epoch */
+    struct id_names names;
+    if (by_id) id_names_build(&names, req, &a);
+    gr_fsh_build(&f->session, req, &a, by_id); /* KIP-227: only what changed since the last round */
     f->in_fetch = true;
     pthread_mutex_unlock(&f->lock);
     void *body = NULL;
     uint8_t *frame = NULL;
     int timeout = cfg->socket_timeout_ms + req->MaxWaitMs;
-    int rc = exchange(f, GR_API_FETCH, FETCH_VERSION, req, &a, &body, &frame, timeout);
+    int rc = exchange(f, GR_API_FETCH, version, req, &a, &body, &frame, timeout);
     pthread_mutex_lock(&f->lock);
     if (rc != 0) gr_fsh_handle_error(&f->session);
     f->in_fetch = false;
@@ -532,7 +604,8 @@ static int do_fetch(struct fetcher *f) {
             const struct FetchResponse_FetchableTopicResponse *tr = &resp->Responses[t];
             for (int i = 0; i < tr->PartitionsCount; i++) {
                 const struct FetchResponse_PartitionData *pr = &tr->Partitions[i];
-                struct fpart *fp = find_part(f, tr->Topic ? tr->Topic : "", pr->PartitionIndex);
+                const char *topic = by_id ? id_names_find(&names, tr->TopicId, pr->PartitionIndex) : tr->Topic;
+                struct fpart *fp = topic ? find_part(f, topic, pr->PartitionIndex) : NULL;
                 if (!fp || fp->state != F_FETCHING) continue;
                 if (fp->round != round || fp->asked_epoch != fp->leader_epoch) continue; /* re-added meanwhile */
                 int64_t asked_offset = fp->asked_offset;
@@ -543,6 +616,10 @@ static int do_fetch(struct fetcher *f) {
                     if (fp->throttled && OPS(f)->quota_record && pr->Records.len > 0)
                         OPS(f)->quota_record(f->fm->ctx, (size_t)pr->Records.len);
                     if (OPS(f)->log_end_offset(fp->p) != asked_offset) break; /* changed under us */
+                    if (version >= 12 && pr->DivergingEpoch.Epoch >= 0) {
+                        truncate_on_fetch(f, fp, &pr->DivergingEpoch);
+                        break;
+                    }
                     int arc = OPS(f)->append(f->fm->ctx, fp->p, fp->leader_epoch, pr->Records.p,
                                                     pr->Records.len > 0 ? (size_t)pr->Records.len : 0,
                                                     pr->HighWatermark, pr->LogStartOffset);
@@ -579,6 +656,7 @@ static int do_fetch(struct fetcher *f) {
             }
         }
     }
+    if (by_id) gr_tpi_free(&names.idx);
     free(frame);
     gr_arena_free(&a);
     return kicked ? 0 : rc;
@@ -740,7 +818,10 @@ static void add_part_locked(struct fetcher *f, const char *topic, int32_t partit
     fp->hash = part_hash(topic, partition);
     f->idx[idx_slot(f, fp->hash, topic, partition)] = (int32_t)(fp - f->parts);
     fp->leader_epoch = leader_epoch;
-    fp->state = F_TRUNCATING;
+    /* Kafka 2.7+ (AbstractFetcherThread, isTruncationOnFetchSupported): a log that knows its latest
+     * epoch starts fetching at once with it as LastFetchedEpoch, and the leader answers a
+     * divergence as DivergingEpoch (truncate_on_fetch); otherwise OffsetForLeaderEpoch first. */
+    fp->state = TRUNCATION_ON_FETCH(f) && OPS(f)->latest_epoch(p) >= 0 ? F_FETCHING : F_TRUNCATING;
     fp->leader_hw = -1;
     fp->lag = -1;
     fp->p = p;

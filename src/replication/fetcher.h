@@ -1,8 +1,19 @@
 /* Replica fetchers (Kafka's ReplicaFetcherManager / ReplicaFetcherThread): one thread per source
  * broker (leader), not per partition, fetching every partition this broker follows from that
- * leader with Fetch v11 (ReplicaId = our broker id, CurrentLeaderEpoch set), appending as follower.
+ * leader at config.fetch_version (Kafka 3.9's: 17 at inter.broker.protocol.version 3.9-IV0;
+ * ReplicaId, from v15 ReplicaState.ReplicaId, = our broker id, CurrentLeaderEpoch set), appending
+ * as follower. From v13 topics are named by topic id (the local log's, ops->topic_id) when every
+ * partition of the request has one, else the request falls back to v12 by name (Kafka's
+ * RemoteLeaderEndPoint.buildFetch); the fetch session is then opened anew, since a leader's session
+ * is by id or by name for its life. UNKNOWN_TOPIC_ID / INCONSISTENT_TOPIC_ID (the leader does not
+ * know the id yet, or holds the name under another id) back the partition off like other errors.
  *
- * A partition added to a fetcher starts in the Truncating state: the fetcher asks the leader
+ * Truncation on fetch (KIP-595, Kafka 2.7-IV1+): a partition whose log knows its latest epoch
+ * starts fetching at once with that epoch as LastFetchedEpoch; a leader whose log diverges from
+ * ours answers DivergingEpoch (the end of the largest epoch we share) instead of records, and the
+ * fetcher truncates as for an OffsetForLeaderEpoch answer (below) and fetches on. A partition
+ * without any epoch, and every partition below 2.7-IV1, starts in the Truncating state: the
+ * fetcher asks the leader
  * OffsetForLeaderEpoch v3 for our latest local epoch and truncates (KIP-101/KIP-279: to
  * min(leader's end offset for that epoch, our end offset for it, our LEO); when the leader
  * answers with an epoch we do not have, to our end offset for the largest epoch below it, and
@@ -49,6 +60,8 @@ struct gr_fetcher_ops {
     /* The local log: latest epoch (-1 none), log start/end offsets, high watermark, and the
      * end offset of `epoch` (Kafka's endOffsetFor: *epoch_out is the largest epoch <= epoch). */
     int32_t (*latest_epoch)(gr_fetcher_part *p);
+    /* Optional: the log's topic id (KIP-516) into out; false when it has none. */
+    bool (*topic_id)(gr_fetcher_part *p, uint8_t out[16]);
     int64_t (*log_start_offset)(gr_fetcher_part *p);
     int64_t (*log_end_offset)(gr_fetcher_part *p);
     int64_t (*high_watermark)(gr_fetcher_part *p);
@@ -78,6 +91,10 @@ struct gr_fetcher_config {
     int32_t min_bytes;           /* replica.fetch.min.bytes */
     int32_t max_bytes;           /* replica.fetch.max.bytes (per partition) */
     int32_t response_max_bytes;  /* replica.fetch.response.max.bytes */
+    /* Fetch version by inter.broker.protocol.version (Kafka 3.9's MetadataVersion.fetchRequestVersion):
+     * 17 (3.9-IV0), 16 (3.7-IV4), 15 (3.5-IV1), 14 (3.5-IV0), 13 (3.1-IV0), 12 (2.7-IV1), else 11.
+     * 12+: truncation on fetch; 13+: by topic id when every partition of a request has one. */
+    int16_t fetch_version;
 };
 
 /* ops and ctx are borrowed and must outlive the manager. */

@@ -4,11 +4,14 @@
  * modules include nothing of the replica manager or the broker; the dependency runs one way,
  * from here to them. Declared in replica_internal.h. */
 #include <stdio.h>
+#include <string.h>
 
 #include "broker/broker.h"
 #include "broker/metadata_cache.h"
 #include "common/config.h"
 #include "common/metadata_version.h"
+#include "common/uuid.h"
+#include "storage/log.h"
 #include "replication/replica_internal.h"
 #include "broker/quota_manager.h"
 
@@ -20,6 +23,12 @@ static gr_fetcher_part *f_get(void *ctx, const char *topic, int32_t partition) {
 static void f_release(gr_fetcher_part *p) { gr_rm_partition_unref(p); }
 static const char *f_topic(gr_fetcher_part *p) { return ((struct gr_rm_partition *)p)->topic; }
 static int32_t f_latest_epoch(gr_fetcher_part *p) { return gr_rm_latest_epoch(p); }
+static bool f_topic_id(gr_fetcher_part *p, uint8_t out[16]) {
+    struct gr_uuid id;
+    if (gr_plog_topic_id(((struct gr_rm_partition *)p)->lml->log, &id) != 1) return false;
+    memcpy(out, id.b, 16);
+    return true;
+}
 static int64_t f_log_start(gr_fetcher_part *p) { return gr_rm_log_start_offset(p); }
 static int64_t f_log_end(gr_fetcher_part *p) { return gr_rm_log_end_offset(p); }
 static int64_t f_hw(gr_fetcher_part *p) { return gr_rm_high_watermark(p); }
@@ -65,6 +74,7 @@ const struct gr_fetcher_ops gr_rm_fetcher_ops = {
     .release = f_release,
     .topic = f_topic,
     .latest_epoch = f_latest_epoch,
+    .topic_id = f_topic_id,
     .log_start_offset = f_log_start,
     .log_end_offset = f_log_end,
     .high_watermark = f_hw,
@@ -88,6 +98,16 @@ void gr_rm_fetcher_config(const struct gr_replica_manager *rm, struct gr_fetcher
         .max_bytes = cfg ? cfg->replica_fetch_max_bytes : 1048576,
         .response_max_bytes = cfg ? cfg->replica_fetch_response_max_bytes : 10485760,
     };
+    int32_t ibp = GR_IBP_LATEST; /* Kafka 3.9's MetadataVersion.fetchRequestVersion */
+    if (cfg && cfg->inter_broker_protocol_version && gr_ibp_parse(cfg->inter_broker_protocol_version, &ibp) != 0)
+        ibp = GR_IBP_LATEST;
+    out->fetch_version = ibp >= GR_IBP(3, 9, 0)   ? 17
+                         : ibp >= GR_IBP(3, 7, 4) ? 16
+                         : ibp >= GR_IBP(3, 5, 1) ? 15
+                         : ibp >= GR_IBP(3, 5, 0) ? 14
+                         : ibp >= GR_IBP(3, 1, 0) ? 13
+                         : ibp >= GR_IBP(2, 7, 1) ? 12
+                                                  : 11;
 }
 
 /* ---- AlterPartition sender ---- */

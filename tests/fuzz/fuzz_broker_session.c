@@ -11,8 +11,9 @@
  * template (step_fns[]); the template reads its version and fields from the following bytes
  * (an exhausted input reads zeros). Templates: ApiVersions, Metadata, CreateTopics, Produce
  * v2/v3/v8/v11 (record batch v2 or legacy magic 0/1 message set; codec none/gzip/snappy/lz4/zstd;
- * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11/v12 (incl.
- * read_committed, fetch sessions and v12's LastFetchedEpoch), ListOffsets (v9's special
+ * records, sizes, producer fields and "bombs" of zeros from the input), Fetch v2/v4/v11/v12/v13/v17
+ * (incl. read_committed, fetch sessions, v12's LastFetchedEpoch, v13+ topic ids -- the fixture
+ * topic's, zero or input bytes -- in Topics and ForgottenTopicsData, v15+'s ReplicaState), ListOffsets (v9's special
  * timestamps too), FindCoordinator, the group APIs (JoinGroup,
  * SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch), the transaction APIs
  * (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit), SASL
@@ -609,11 +610,12 @@ static void s_produce(struct in *in, struct gr_arena *a, int c) {
 }
 
 static void s_fetch(struct in *in, struct gr_arena *a, int c) {
-    static const int16_t v[] = {2, 4, 11, 12};
-    int16_t ver = ver_of(in, 1, v, 4);
+    static const int16_t v[] = {2, 4, 11, 12, 13, 17};
+    int16_t ver = ver_of(in, 1, v, 6);
     struct FetchRequest *r = new_(a, &gr_desc_FetchRequest);
     uint8_t rid = u8(in);
     r->ReplicaId = rid < 240 ? -1 : (int32_t)(rid % 3) - 1; /* rarely a (spoofed) follower */
+    r->ReplicaState.ReplicaId = r->ReplicaId; /* v15+ */
     r->MaxWaitMs = u8(in) % 4;
     r->MinBytes = u8(in) % 3;
     r->MaxBytes = (int32_t)(u16(in) * 64 + 1);
@@ -626,6 +628,7 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
     r->Topics = NEWA(a, FetchRequest_FetchTopic, nt);
     for (int i = 0; i < nt; i++) {
         r->Topics[i].Topic = topic_of(in, a);
+        if (ver >= 13) topic_id_of(in, r->Topics[i].TopicId);
         r->Topics[i].PartitionsCount = 1;
         struct FetchRequest_FetchPartition *p = r->Topics[i].Partitions = NEWA(a, FetchRequest_FetchPartition, 1);
         p->Partition = (int32_t)(u8(in) % 3);
@@ -636,6 +639,15 @@ static void s_fetch(struct in *in, struct gr_arena *a, int c) {
         uint8_t o = u8(in);
         p->FetchOffset = o < 250 ? (int64_t)(o % 64) : o == 250 ? -1 : (int64_t)u32(in);
         p->PartitionMaxBytes = (int32_t)(u16(in) * 32 + 1);
+    }
+    if (ver >= 7 && u8(in) >= 224) { /* forget a partition of the first topic */
+        r->ForgottenTopicsDataCount = 1;
+        r->ForgottenTopicsData = NEWA(a, FetchRequest_ForgottenTopic, 1);
+        r->ForgottenTopicsData[0].Topic = r->Topics[0].Topic;
+        memcpy(r->ForgottenTopicsData[0].TopicId, r->Topics[0].TopicId, 16);
+        r->ForgottenTopicsData[0].PartitionsCount = 1;
+        r->ForgottenTopicsData[0].Partitions = gr_arena_alloc(a, sizeof(int32_t));
+        r->ForgottenTopicsData[0].Partitions[0] = (int32_t)(u8(in) % 3);
     }
     r->RackId = "";
     call(c, in, 1, ver, r, true, a, NULL);

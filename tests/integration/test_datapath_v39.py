@@ -156,7 +156,7 @@ def one(cluster_factory, zk_connect):
 def test_api_versions_advertise_the_data_path(one):
     av = K.call(one.brokers[1].port, 18, 3, {"ClientSoftwareName": "t", "ClientSoftwareVersion": "1"})
     got = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in av["ApiKeys"]}
-    assert got[PRODUCE] == (0, 11) and got[FETCH] == (0, 12) and got[LIST_OFFSETS] == (0, 9)
+    assert got[PRODUCE] == (0, 11) and got[FETCH] == (0, 17) and got[LIST_OFFSETS] == (0, 9)
     assert got[OFLE] == (0, 4) and got[DESCRIBE_LOG_DIRS] == (0, 4) and got[ALTER_LOG_DIRS] == (0, 2)
 
 
