@@ -150,6 +150,12 @@ static void restore_test_pause(const char *topic) {
 int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t,
                              const struct gr_kzk_topic_assignment *read) {
     if (!t->topic_id || (read->topic_id && strcmp(read->topic_id, t->topic_id) == 0)) return 0;
+    if (read->czxid != t->czxid) { /* not the incarnation whose id we know: never give it ours */
+        gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again (czxid %lld, known %lld): not writing the "
+                        "id %s of the earlier topic into it", t->name, t->name, (long long)read->czxid,
+                (long long)t->czxid, t->topic_id);
+        return 0;
+    }
     restore_test_pause(t->name);
     if (read->topic_id)
         gr_error(LOGGER, "Topic %s: /brokers/topics/%s was rewritten with topic id %s, but the topic's id is %s: "
@@ -168,6 +174,13 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
         const char *name = t->name;
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
+        if (rc == 0 && cur.czxid != t->czxid) { /* deleted and created again meanwhile: another topic */
+            gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again meanwhile (czxid %lld, known %lld): not "
+                            "writing the id %s of the earlier topic into it", t->name, t->name, (long long)cur.czxid,
+                    (long long)t->czxid, t->topic_id);
+            gr_kzk_topic_assignment_release(&cur);
+            return 0;
+        }
         if (rc == 0 && cur.topic_id && strcmp(cur.topic_id, t->topic_id) == 0) { /* put back meanwhile */
             version = cur.zk_version;
             wrote = false;

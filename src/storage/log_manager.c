@@ -492,13 +492,30 @@ static void log_io_error(struct gr_plog_manager *lm, struct gr_lm_log *l, int rc
 static const char *const ck_names[4] = {GR_RECOVERY_POINT_CHECKPOINT, GR_REPLICATION_CHECKPOINT,
                                         GR_LOG_START_OFFSET_CHECKPOINT, GR_CLEANER_OFFSET_CHECKPOINT};
 
+static void (*ckpt_test_hook)(void *);
+static void *ckpt_test_hook_arg;
+
+void gr_plog_manager_set_checkpoint_test_hook(void (*fn)(void *arg), void *arg) {
+    ckpt_test_hook = fn;
+    ckpt_test_hook_arg = arg;
+}
+
 static int write_checkpoints(struct gr_plog_manager *lm, int which) {
     /* Cleared before the snapshot: a log unlinked after it sets the flag again after this. */
     bool was_stale = which == CK_ALL && atomic_exchange(&lm->ckpt_stale, false);
     int n;
     struct gr_lm_log **arr = snapshot(lm, &n);
+    if (ckpt_test_hook) ckpt_test_hook(ckpt_test_hook_arg);
     int first_err = 0;
     pthread_mutex_lock(&lm->ckpt_lock);
+    /* A log unlinked since the snapshot (deleted or moved aside) is left out: this writer may
+     * come after the one that the next creation of its name ran (gr_plog_manager_get_or_create),
+     * and its entry would give the new log the old one's offsets after a crash. Checked under
+     * ckpt_lock: an unlink after the check is followed by that creation's write, after ours. */
+    bool *gone = gr_calloc((size_t)(n + 1), sizeof *gone);
+    pthread_mutex_lock(&lm->lock);
+    for (int i = 0; i < n; i++) gone[i] = arr[i]->removed;
+    pthread_mutex_unlock(&lm->lock);
     struct gr_offset_checkpoint_entry *e = gr_malloc((size_t)(n + 1) * sizeof *e);
     int failed_dir[GR_MAX_LOG_DIRS], failed_err[GR_MAX_LOG_DIRS], nfailed = 0;
     for (int d = 0; d < lm->ndirs; d++) {
@@ -507,7 +524,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
             if (!(which & (1 << pass))) continue;
             size_t k = 0;
             for (int i = 0; i < n; i++) {
-                if (arr[i]->dir_idx != d) continue;
+                if (arr[i]->dir_idx != d || gone[i]) continue;
                 e[k].topic = arr[i]->topic;
                 e[k].partition = arr[i]->partition;
                 e[k].offset = pass == 0   ? gr_plog_recovery_point(arr[i]->log)
@@ -529,6 +546,7 @@ static int write_checkpoints(struct gr_plog_manager *lm, int which) {
         }
     }
     free(e);
+    free(gone);
     pthread_mutex_unlock(&lm->ckpt_lock);
     if (first_err && was_stale) atomic_store(&lm->ckpt_stale, true);
     for (int f = 0; f < nfailed; f++) /* outside ckpt_lock: the handler may take other locks */

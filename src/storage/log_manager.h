@@ -134,6 +134,10 @@ int gr_plog_manager_delete_orphan(struct gr_plog_manager *lm, const char *topic,
 int gr_plog_manager_move_aside(struct gr_plog_manager *lm, const char *topic, int32_t partition, char *path_out,
                                size_t cap);
 
+/* Unit tests only: fn(arg) runs in every checkpoint write between its snapshot of the logs and
+ * the files' writing (NULL: none). Not thread-safe: set it while no checkpoint is written. */
+void gr_plog_manager_set_checkpoint_test_hook(void (*fn)(void *arg), void *arg);
+
 /* Number of "*-stray" directories in log dir dir_idx now (a listing; 0 when it cannot be read).
  * Metric gregor.log:type=LogManager,name=StrayLogs,logDirectory=<dir>. */
 int gr_plog_manager_count_stray(struct gr_plog_manager *lm, int dir_idx);

@@ -610,3 +610,36 @@ def test_delete_by_id_of_a_name_whose_znode_holds_another_id(cluster_factory, zk
     os.remove(pause)
     old_text = base64.urlsafe_b64encode(old.bytes).decode().rstrip("=")
     H.wait_for(lambda: znode_id(cluster, "d1") == old_text, 20, "the known id written back")
+
+
+def test_write_back_never_gives_the_old_id_to_a_topic_created_again(cluster_factory, zk_connect, tmp_path,
+                                                                    monkeypatch):
+    """The controller writes a known id back into /brokers/topics/T rewritten without it; if,
+    before that write lands, T's znode is deleted and created again behind the controller's back
+    (an operator clearing a stuck deletion by hand, then creating the topic anew with its own id),
+    the write-back must not put the EARLIER topic's id into the new znode: brokers still holding
+    the earlier topic's logs under that id would serve them as the new topic's data. The write-back
+    is held (GREGOR_TEST_TOPIC_ID_RESTORE_PAUSE) while the znode is replaced."""
+    pause = os.path.join(str(tmp_path), "restore-pause")
+    monkeypatch.setenv("GREGOR_TEST_TOPIC_ID_RESTORE_PAUSE", pause)
+    cluster = cluster_factory(zk_connect, n=1, config=CONFIG)
+    port = cluster[1].port
+    ct = K.call(port, 19, 7, {"Topics": [{"Name": "rc1", "NumPartitions": 1, "ReplicationFactor": 1}],
+                              "timeoutMs": 20000})
+    assert ct["Topics"][0]["ErrorCode"] == 0, ct
+    old_text = base64.urlsafe_b64encode(ct["Topics"][0]["TopicId"].bytes).decode().rstrip("=")
+    H.wait_for(lambda: znode_id(cluster, "rc1") == old_text, 20, "the id in the znode")
+    open(pause, "w").close()
+    rewrite_topic_znode(cluster, "rc1")  # a 2.7 tool: no id
+    H.wait_for(lambda: "writing back the topic id of rc1 paused" in cluster[1].log(), 20, "the write-back held")
+    # the znode deleted by hand and created again with another id (the new topic's)
+    cluster.zk.delete("/brokers/topics/rc1", recursive=True)
+    new_text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    body = {"version": 3, "topic_id": new_text, "partitions": {"0": [1]}, "adding_replicas": {},
+            "removing_replicas": {}}
+    cluster.zk.create("/brokers/topics/rc1", json.dumps(body).encode())
+    os.remove(pause)
+    H.wait_for(lambda: "Restored topic id" in cluster[1].log() or "was created again meanwhile" in cluster[1].log(),
+               20, "the write-back's decision")
+    assert znode_id(cluster, "rc1") == new_text
+    assert f"Restored topic id {old_text} of topic rc1" not in cluster[1].log()

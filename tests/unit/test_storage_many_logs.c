@@ -297,6 +297,73 @@ static void test_recreate_after_delete_then_crash(void) {
     gr_config_release(&cfg);
 }
 
+/* A checkpoint writer that took its list of logs before a log was moved aside (or deleted) and
+ * writes after the new log of the same name was created (and after that creation rewrote the
+ * files, clearing the stale flag) must not put the old log's offsets back under the name: after
+ * a crash the new log would open with the old log start offset (its records hidden) and high
+ * watermark. The hook runs the move and the re-creation inside such a writer, between its
+ * snapshot and its writing. */
+struct late_ckpt {
+    struct gr_plog_manager *lm;
+    int calls;
+    int failed;
+};
+
+static void late_ckpt_hook(void *arg) {
+    struct late_ckpt *lc = arg;
+    if (lc->calls++ != 0) return; /* the re-creation's own checkpoint write */
+    if (gr_plog_manager_move_aside(lc->lm, "lk", 0, NULL, 0) != 0) lc->failed = 1;
+    struct gr_lm_log *l = NULL;
+    if (gr_plog_manager_get_or_create(lc->lm, "lk", 0, NULL, &l) != 0 || gr_plog_end_offset(l->log) != 0) {
+        lc->failed = 2;
+        return;
+    }
+    for (int i = 0; i < 3; i++) append(l->log, 8); /* the new log's offsets 0..23 */
+    gr_plog_flush(l->log);
+    gr_plog_manager_release(lc->lm, l);
+}
+
+static void test_late_checkpoint_after_move_aside(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/lm-late-ckpt", g_root);
+    struct gr_config cfg;
+    lm_config(&cfg, dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct gr_plog_manager *lm = NULL;
+        if (gr_plog_manager_open(&cfg, 1, "c", &lm) != 0) _exit(10);
+        struct gr_lm_log *l = NULL;
+        if (gr_plog_manager_get_or_create(lm, "lk", 0, NULL, &l) != 0) _exit(11);
+        for (int i = 0; i < 4; i++) append(l->log, 8); /* offsets 0..31 */
+        atomic_store(&l->hw, 32);
+        if (gr_plog_maybe_increment_log_start_offset(l->log, 20) < 0) _exit(12);
+        gr_plog_manager_release(lm, l);
+        if (gr_plog_manager_checkpoint(lm) != 0) _exit(13); /* log start 20, HW 32 */
+        struct late_ckpt lc = {.lm = lm};
+        gr_plog_manager_set_checkpoint_test_hook(late_ckpt_hook, &lc);
+        if (gr_plog_manager_checkpoint(lm) != 0) _exit(14); /* the late writer */
+        gr_plog_manager_set_checkpoint_test_hook(NULL, NULL);
+        if (lc.failed || lc.calls != 2) _exit(15 + lc.failed);
+        _exit(0); /* crash: no checkpoint written at close */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    struct gr_plog_manager *lm = NULL;
+    CHECK(gr_plog_manager_open(&cfg, 1, "c", &lm) == 0 && lm);
+    struct gr_lm_log *l = lm ? gr_plog_manager_acquire(lm, "lk", 0) : NULL;
+    CHECK(l != NULL);
+    if (l) {
+        CHECKF(gr_plog_start_offset(l->log) == 0 && gr_plog_end_offset(l->log) == 24,
+               "new log reopened as [%lld, %lld)", (long long)gr_plog_start_offset(l->log),
+               (long long)gr_plog_end_offset(l->log));
+        CHECKF(atomic_load(&l->hw) == 0, "new log's high watermark %lld", (long long)atomic_load(&l->hw));
+    }
+    gr_plog_manager_release(lm, l);
+    gr_plog_manager_close(lm);
+    gr_config_release(&cfg);
+}
+
 /* The basename of path is "<topic-prefix>-<partition>.<32 hex>-stray", within 255 bytes. */
 static bool stray_name_ok(const char *path, const char *topic, int32_t partition) {
     const char *b = strrchr(path, '/');
@@ -482,6 +549,7 @@ int main(void) {
     test_manager();
     test_recreate_after_delete_then_crash();
     test_move_aside_then_crash();
+    test_late_checkpoint_after_move_aside();
     test_sorted_find();
     test_idle_producers_expire();
     test_cleaner_emfile_not_uncleanable();
