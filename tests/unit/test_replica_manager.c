@@ -104,6 +104,7 @@ static void update_metadata_all(void) {
     um->TopicStatesCount = 1;
     um->TopicStates = gr_arena_alloc(&a, sizeof *um->TopicStates);
     um->TopicStates[0].TopicName = TOPIC;
+    memset(um->TopicStates[0].TopicId, 0x42, 16); /* the logs' id (LeaderAndIsr below): fetches go by id */
     um->TopicStates[0].PartitionStatesCount = 1;
     um->TopicStates[0].PartitionStates = gr_arena_alloc(&a, sizeof *um->TopicStates[0].PartitionStates);
     struct UpdateMetadataRequest_UpdateMetadataPartitionState *ps = &um->TopicStates[0].PartitionStates[0];
@@ -116,7 +117,7 @@ static void update_metadata_all(void) {
     ps->ReplicasCount = 2;
     ps->Replicas = reps;
     ps->OfflineReplicasCount = 0;
-    for (int i = 0; i < NB; i++) gr_mdc_update(g_nodes[i].b->metadata, 6, um, NULL);
+    for (int i = 0; i < NB; i++) gr_mdc_update(g_nodes[i].b->metadata, 8, um, NULL);
     gr_arena_free(&a);
 }
 
