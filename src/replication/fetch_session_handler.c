@@ -50,6 +50,12 @@ static struct gr_fsh_part *add(struct gr_fetch_session_handler *h, const char *t
     return p;
 }
 
+static bool zero_id(const uint8_t id[16]) {
+    for (int i = 0; i < 16; i++)
+        if (id[i]) return false;
+    return true;
+}
+
 static bool same(const struct gr_fsh_part *p, const struct FetchRequest_FetchPartition *fp) {
     return p->fetch_offset == fp->FetchOffset && p->log_start == fp->LogStartOffset &&
            p->max_bytes == fp->PartitionMaxBytes && p->leader_epoch == fp->CurrentLeaderEpoch &&
@@ -95,6 +101,12 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
     /* an index of the session's partitions for this round: O(1) per partition named */
     gr_tpi_reset(&h->idx, h->n + total);
     for (int i = 0; i < h->n; i++) gr_tpi_insert(&h->idx, h->parts[i].topic, h->parts[i].partition, i);
+    struct replaced_part {
+        const char *topic;
+        int32_t partition;
+        uint8_t id[16];
+    } *replaced = gr_arena_alloc(a, (size_t)(total + 1) * sizeof *replaced);
+    int nr = 0;
     int k = 0;
     for (int t = 0; t < req->TopicsCount; t++)
         for (int i = 0; i < req->Topics[t].PartitionsCount; i++) {
@@ -103,6 +115,17 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
             int32_t pos = gr_tpi_find(&h->idx, topic, ft->Partitions[i].Partition, part_eq, h);
             struct gr_fsh_part *p = pos >= 0 ? &h->parts[pos] : NULL;
             bool send = !p || !same(p, &ft->Partitions[i]);
+            /* Kafka's FetchSessionHandler "replaced": the topic was deleted and re-created under
+             * this name (another id): the leader's session holds the old id, which is forgotten,
+             * and the partition is sent under its new one whatever its offsets. */
+            if (p && h->uses_ids && memcmp(p->topic_id, ft->TopicId, sizeof p->topic_id) != 0 &&
+                !zero_id(p->topic_id) && !zero_id(ft->TopicId)) {
+                replaced[nr].partition = p->partition;
+                memcpy(replaced[nr].id, p->topic_id, sizeof replaced[nr].id);
+                replaced[nr].topic = gr_arena_strdup(a, p->topic);
+                nr++;
+                send = true;
+            }
             if (!p) {
                 p = add(h, topic, ft->Partitions[i].Partition);
                 gr_tpi_insert(&h->idx, topic, ft->Partitions[i].Partition, h->n - 1);
@@ -118,11 +141,19 @@ void gr_fsh_build(struct gr_fetch_session_handler *h, struct FetchRequest *req, 
     req->Topics = out;
     req->TopicsCount = k;
     /* forget the rest (one entry per partition) */
-    int nf = 0;
+    int nf = nr;
     for (int i = 0; i < h->n; i++) nf += !h->parts[i].seen;
     if (nf == 0) return;
     req->ForgottenTopicsData = gr_arena_alloc(a, (size_t)nf * sizeof *req->ForgottenTopicsData);
-    for (int i = 0, w = 0; i < h->n;) {
+    for (int i = 0; i < nr; i++) {
+        struct FetchRequest_ForgottenTopic *f = &req->ForgottenTopicsData[i];
+        f->Topic = (char *)replaced[i].topic;
+        memcpy(f->TopicId, replaced[i].id, sizeof f->TopicId);
+        f->PartitionsCount = 1;
+        f->Partitions = gr_arena_alloc(a, sizeof *f->Partitions);
+        f->Partitions[0] = replaced[i].partition;
+    }
+    for (int i = 0, w = nr; i < h->n;) {
         struct gr_fsh_part *p = &h->parts[i];
         if (p->seen) {
             i++;

@@ -7,7 +7,9 @@
  *     SessionId the session is open and the next fetch is incremental at epoch 1;
  *   - incremental: SessionId and the next epoch, the partitions that are new or whose fetch
  *     offset, log start offset, max bytes, leader epoch or last fetched epoch changed, and the partitions no longer
- *     fetched as ForgottenTopicsData;
+ *     fetched as ForgottenTopicsData; in a session by topic id, a partition whose topic id changed
+ *     (the topic deleted and re-created under its name) is sent under the new id and its old id
+ *     forgotten, whatever its offsets (Kafka's "replaced" partitions);
  *   - a top-level error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...) or a
  *     failed exchange: back to a full fetch, which names the old session (so that the leader
  *     closes it) unless the leader said it does not know it.

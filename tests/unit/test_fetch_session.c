@@ -265,6 +265,54 @@ static void test_handler_by_topic_id(void) {
     gr_fsc_free(c);
 }
 
+/* The topic was deleted and re-created under the same name between two rounds (the follower's
+ * log now holds another topic id) while the fetch offsets stayed equal (both logs empty): the
+ * handler must send the partition under its new id and forget the old id (Kafka's
+ * FetchSessionHandler "replaced" set), else the leader's session keeps serving the old id
+ * (INCONSISTENT_TOPIC_ID, which the fetcher cannot name) and the new topic never replicates. */
+static void test_handler_topic_id_replaced(void) {
+    struct gr_fetch_session_cache *c = gr_fsc_new(10, GR_FSC_EVICTION_MS);
+    struct gr_fetch_session_handler h;
+    gr_fsh_init(&h);
+    struct gr_fsc_ctx ctx;
+    const int32_t ps[] = {0, 1};
+    struct FetchRequest *r = req(7, 0, -1, ps, (const int64_t[]){0, 0}, 2, NULL, 0);
+    memset(r->Topics[0].TopicId, 0xab, 16);
+    gr_fsh_build(&h, r, &A, true);
+    const struct FetchRequest *f = gr_fsc_begin(c, r, 17, 0, &A, &ctx, NULL, NULL);
+    struct FetchResponse *resp = resp_for(f, (const int64_t[]){0, 0}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 0, &A);
+    gr_fsh_handle_response(&h, resp);
+    CHECK(h.session_id > 0 && h.next_epoch == 1);
+    /* same name, same offsets, new id */
+    r = req(7, 0, -1, ps, (const int64_t[]){0, 0}, 2, NULL, 0);
+    memset(r->Topics[0].TopicId, 0xcd, 16);
+    gr_fsh_build(&h, r, &A, true);
+    CHECK(r->SessionEpoch == 1 && r->TopicsCount == 2);
+    for (int t = 0; t < r->TopicsCount; t++) CHECK(r->Topics[t].TopicId[0] == 0xcd);
+    CHECK(r->ForgottenTopicsDataCount == 2);
+    for (int t = 0; t < r->ForgottenTopicsDataCount; t++) CHECK(r->ForgottenTopicsData[t].TopicId[0] == 0xab);
+    f = gr_fsc_begin(c, r, 17, 1, &A, &ctx, NULL, NULL);
+    /* the leader's session now holds exactly the new id's partitions */
+    CHECK(f && ctx.kind == GR_FSC_INCREMENTAL);
+    int n = 0;
+    for (int t = 0; f && t < f->TopicsCount; t++) {
+        CHECK(f->Topics[t].TopicId[0] == 0xcd);
+        n += f->Topics[t].PartitionsCount;
+    }
+    CHECK(n == 2);
+    resp = resp_for(f, (const int64_t[]){0, 0}, (const int32_t[]){0, 0});
+    gr_fsc_finish(c, f, &ctx, resp, 1, &A);
+    gr_fsh_handle_response(&h, resp);
+    /* and the round after sends nothing more (the handler remembers the new id) */
+    r = req(7, 0, -1, ps, (const int64_t[]){0, 0}, 2, NULL, 0);
+    memset(r->Topics[0].TopicId, 0xcd, 16);
+    gr_fsh_build(&h, r, &A, true);
+    CHECK(r->TopicsCount == 0 && r->ForgottenTopicsDataCount == 0);
+    gr_fsh_free(&h);
+    gr_fsc_free(c);
+}
+
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
@@ -565,6 +613,7 @@ int main(void) {
     test_eviction();
     test_handler_against_cache();
     test_handler_by_topic_id();
+    test_handler_topic_id_replaced();
     gr_arena_free(&A);
     if (test_failures) {
         fprintf(stderr, "%d check(s) failed\n", test_failures);
