@@ -7,7 +7,10 @@ nothing.
   /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
   /usr/bin/python3 bench/bench_failover.py --smoke          # every step, tiny (bench/smoke.sh)
 
---standby sets gregor.controller.standby.enable=true (refresh 5 s) on every broker.
+--standby on|off sets gregor.controller.standby.enable (refresh 5 s when on) on every broker;
+without it the brokers' default applies (on). --kill-only stops after step 1 (and step 0).
+GREGOR_BENCH_PERF_FAILOVER=PREFIX records every broker (perf record -g) during step 0 (PREFIX.0)
+and step 1 (PREFIX.1); `perf report -i PREFIX.1 --pid <new controller>` gives the failover.
 --delete-controller adds step 0 before the others: /controller deleted by hand (no broker lost),
 from the delete to the new controller's first UpdateMetadata/LeaderAndIsr sent, and whether it
 started from its standby context (the victim is then chosen against the new controller).
@@ -320,16 +323,35 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
+def perf_start(brokers, suffix):
+    """perf record -g of the running brokers' processes to $GREGOR_BENCH_PERF_FAILOVER + suffix."""
+    prefix = os.environ.get("GREGOR_BENCH_PERF_FAILOVER")
+    if not prefix:
+        return None
+    pids = ",".join(str(b.proc.pid) for b in brokers if b.running())
+    p = subprocess.Popen(["perf", "record", "-q", "-g", "-o", prefix + suffix, "-p", pids],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf attached before the event
+    return p
+
+
+def perf_stop(p):
+    if p:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+
+
 def controller_moved(cluster, r, timeout):
     """0. /controller deleted by hand (no broker lost), after two standby refresh periods (with
     --standby): from the delete to the new controller's first UpdateMetadata / LeaderAndIsr sent
     (its log line's own timestamp), and how it loaded its context (warm or cold). The old
     controller resigns first, so another broker usually wins."""
-    if ARGS.standby:
+    if ARGS.standby != "off":
         time.sleep(12)  # refresh.ms 5000: every standby has refreshed since the creation
     brokers = list(cluster.brokers.values())
     offsets = {b.id: log_size(b) for b in brokers}
     old = cluster.wait_controller()
+    perf = perf_start(brokers, ".0")
     t0 = time.time()
     cluster.zk.delete("/controller")
     cluster.wait_new_controller(old["_stat"].czxid, timeout=timeout)
@@ -346,6 +368,7 @@ def controller_moved(cluster, r, timeout):
                           ("Sending UpdateMetadata request" in ln or "Sending LeaderAndIsr request" in ln)), None)
         if first is None:
             time.sleep(0.2)
+    perf_stop(perf)
     r["moved"] = first - t0 if first else None
     print(f"  0. /controller deleted: broker {old['brokerid']} -> {new}; delete -> its first "
           f"UpdateMetadata/LeaderAndIsr sent: " + (f"{r['moved'] * 1000:.0f} ms" if first else "n/a"))
@@ -368,7 +391,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         "auto.create.topics.enable": "false",
         "controlled.shutdown.max.retries": "3",
         **({"gregor.controller.standby.enable": "true",
-            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby else {}),
+            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby == "on" else {}),
+        **({"gregor.controller.standby.enable": "false"} if ARGS.standby == "off" else {}),
     })
     r = {"n": n}
     try:
@@ -466,6 +490,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
             watch = Watcher(survivors)
             kprobes = start_probes(survivors, victim.id, timeout + session_ms / 1000)
+            perf = perf_start(survivors, ".1")
             t_kill = time.time()
             victim.kill()
             def moved(md):
@@ -508,6 +533,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             except AssertionError:
                 pass
             time.sleep(0.3)
+            perf_stop(perf)
             cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
             bc = hits(cl, "broker_change", since)
             lai = hits(cl, "lai", since)
@@ -536,6 +562,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
             r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
             print_timeline("timeline (ms after the kill):", t_kill, rows)
+            if ARGS.kill_only:
+                return r
             # ---------------- 2. restart ----------------
             t0 = time.time()
             victim.start()
@@ -814,8 +842,11 @@ def main():
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--standby", action="store_true",
-                    help="gregor.controller.standby.enable=true (refresh every 5 s) on every broker")
+    ap.add_argument("--standby", nargs="?", const="on", choices=("on", "off"), default=None,
+                    help="gregor.controller.standby.enable on (refresh every 5 s; the default without a "
+                         "value) or off on every broker; without the flag the brokers' default (on)")
+    ap.add_argument("--kill-only", action="store_true",
+                    help="stop after the SIGKILL (step 1; step 0 with --delete-controller)")
     ap.add_argument("--delete-controller", action="store_true",
                     help="after creation, delete /controller by hand once first (step 0)")
     ap.add_argument("--only-cs", action="store_true",
