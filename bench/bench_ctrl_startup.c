@@ -153,7 +153,9 @@ int main(int argc, char **argv) {
     int status = 0;
     for (int i = 0; i < k; i++) {
         double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
-        int rc = gr_rsm_startup(&sm);
+        struct gr_ctrl_replica_list offline = {0}; /* none: every replica is online */
+        int rc = gr_rsm_startup(&sm, &offline);
+        gr_ctrl_replica_list_free(&offline);
         double c1 = clock_s(CLOCK_THREAD_CPUTIME_ID), w1 = clock_s(CLOCK_MONOTONIC);
         int n_req;
         uint64_t h = drain(&n_req);

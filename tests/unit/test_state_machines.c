@@ -360,11 +360,30 @@ static void test_failover_startup(void) {
     struct gr_kzk_write_result wr;
     CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &w, 1, &wr) == 0 && wr.rc == 0);
     gr_ctrl_partition_set_state(gr_ctrl_ctx_partition(&ctx, "f", 0), &st);
+    /* g-0: led by 3 alone in its ISR, no live replica to elect (unclean off) */
+    int32_t greps[] = {3, 1};
+    create_topic("g", 1, greps, 2);
+    struct gr_kzk_leader_and_isr gst = {.leader = 3, .leader_epoch = 2, .controller_epoch = 1, .n_isr = 1,
+                                        .isr = (int32_t[]){3}};
+    struct gr_kzk_state_write gw = {"g", 0, &gst};
+    CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &gw, 1, &wr) == 0 && wr.rc == 0);
+    gr_ctrl_partition_set_state(gr_ctrl_ctx_partition(&ctx, "g", 0), &gst);
     gr_ctrl_ctx_remove_live_broker(&ctx, 3);
     CHECK(gr_ctrl_failover_start_state_machines(&sm) == 0);
     struct gr_ctrl_partition *p0 = gr_ctrl_ctx_partition(&ctx, "f", 0), *p1 = gr_ctrl_ctx_partition(&ctx, "f", 1);
     int32_t w2[] = {2};
-    CHECK(p0->state == GR_PS_ONLINE && p0->lai.leader == 2 && p0->lai.leader_epoch == 7 && isr_is(&p0->lai, w2, 1));
+    /* f-0 is elected before its dead replica goes Offline (onReplicasBecomeOffline's order, not
+     * ZkReplicaStateMachine.startup's): ONE write -- the election, which drops 3 from the ISR -- and
+     * the Offline step finds nothing left to write (Kafka's order: the ISR shrink with leader -1,
+     * leader epoch 6, then the election, 7) */
+    CHECK(p0->state == GR_PS_ONLINE && p0->lai.leader == 2 && p0->lai.leader_epoch == 6 && isr_is(&p0->lai, w2, 1));
+    CHECK(node_version("/brokers/topics/f/partitions/0/state") == 1 && p0->lai.zk_version == 1);
+    /* g-0: no election possible; Offline then takes its leader (never its last ISR member) */
+    struct gr_ctrl_partition *g0 = gr_ctrl_ctx_partition(&ctx, "g", 0);
+    int32_t w3[] = {3};
+    CHECK(g0->state == GR_PS_OFFLINE && g0->lai.leader == GR_LEADER_NONE && g0->lai.leader_epoch == 3 &&
+          isr_is(&g0->lai, w3, 1) && node_version("/brokers/topics/g/partitions/0/state") == 1);
+    CHECK(gr_ctrl_replica_state_get(g0, 3) == GR_RS_OFFLINE);
     CHECK(p1->state == GR_PS_ONLINE && p1->lai.leader == 1);
     CHECK(gr_ctrl_replica_state_get(p0, 3) == GR_RS_OFFLINE && gr_ctrl_replica_state_get(p0, 1) == GR_RS_ONLINE);
     /* the first request is the brokers-only UpdateMetadata */
@@ -540,7 +559,10 @@ static int startup_wire(bool debug, struct wire_req *out, int max, int *states, 
     }
     gr_ctrl_replica_set_offline_dir(gr_ctrl_ctx_partition(&ctx, "a", 0), 2, true);
     gr_log_set_level(debug ? GR_LOG_DEBUG : GR_LOG_INFO);
-    CHECK(gr_rsm_startup(&sm) == 0);
+    struct gr_ctrl_replica_list offline = {0};
+    CHECK(gr_rsm_startup(&sm, &offline) == 0);
+    CHECK(gr_rsm_handle_state_changes(&sm, offline.v, offline.n, GR_RS_OFFLINE) == 0);
+    gr_ctrl_replica_list_free(&offline);
     gr_log_set_level(GR_LOG_INFO);
     int n = 0;
     for (int i = 0; i < n_sent && n < max; i++, n++) {
