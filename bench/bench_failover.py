@@ -585,7 +585,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
             print_timeline("timeline (ms after the kill):", t_kill, rows)
             if ARGS.kill_only:
-                return r
+                raise KillOnlyDone()
             # ---------------- 2. restart ----------------
             t0 = time.time()
             victim.start()
@@ -800,13 +800,42 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         r["emfile"] = emfile_count(cluster)
         if r["emfile"]:
             print(f"  WARNING: {r['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+    except KillOnlyDone:
+        pass
     finally:
         cluster.close()
     ops, secs = zk_set_rate(zk_hosts, max(1, n // 3))
     r["zk_set"] = (ops, secs)
     print(f"  ZooKeeper reference: setData of {ops} partition-state znodes in kazoo transactions of 500, "
           f"one in flight: {secs * 1000:.0f} ms = {ops / secs:,.0f} ops/s")
+    zk_write_floor(zk_hosts, max(1, n // 3))
     return r
+
+
+class KillOnlyDone(Exception):
+    """--kill-only: the steps after the SIGKILL are skipped."""
+
+
+def zk_write_floor(zk_hosts, n):
+    """bench_zkwrite (bench/bench_zkwrite.c) on the same ZooKeeper: n state znodes rewritten by the
+    controller's own write path (guarded multis of 999, 8 in flight) -- the floor of a failover's
+    state writes -- and by pipelined plain setData."""
+    exe = os.path.join(H.BUILD, "bench", "bench_zkwrite")
+    if not os.access(exe, os.X_OK):
+        print(f"  bench_zkwrite: {exe} not built")
+        return
+    connect = fresh_chroot(zk_hosts, "zkwrite")
+    zk_pid = os.environ.get("GREGOR_BENCH_ZK_PID")
+    try:
+        out = subprocess.run([exe, "-z", connect, "-n", str(n), *(["-p", zk_pid] if zk_pid else []),
+                              "-r", "1", "kzk:1000:8", "aset:4096"],
+                             capture_output=True, text=True, timeout=600).stdout
+    except subprocess.TimeoutExpired:
+        print("  bench_zkwrite: timed out")
+        return
+    for ln in out.splitlines():
+        if ln.strip():
+            print("  bench_zkwrite: " + ln.strip())
 
 
 def table(results, session_ms):

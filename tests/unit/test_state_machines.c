@@ -401,6 +401,56 @@ static void test_failover_startup(void) {
     teardown();
 }
 
+/* gr_kzk_get_topic_assignments_since (the standby's assignments kept at failover): a topic znode
+ * with the known czxid and version is reported unchanged and not decoded; a setData (version), a
+ * delete and create again at version 0 (czxid), an unknown topic (czxid 0) or a missing one are
+ * read as gr_kzk_get_topic_assignments reads them. */
+static void test_topic_assignments_since(void) {
+    setup();
+    int32_t reps[] = {1, 2, 2, 3};
+    create_topic("s", 2, reps, 2);
+    const char *names[] = {"s", "gone"};
+    struct gr_kzk_topic_assignment a[2];
+    CHECK(gr_kzk_get_topic_assignments(kzk, names, 2, false, a) == 0 && a[0].rc == 0 && !a[0].unchanged &&
+          a[0].n_partitions == 2 && a[1].rc == GR_KZK_ENONODE);
+    int64_t cz[2] = {a[0].czxid, 77};
+    int32_t ver[2] = {a[0].zk_version, 0};
+    CHECK(cz[0] != 0);
+    gr_kzk_topic_assignment_release(&a[0]);
+    gr_kzk_topic_assignment_release(&a[1]);
+    /* the known znode: unchanged, nothing decoded */
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 2, true, cz, ver, a) == 0 && a[0].rc == 0 &&
+          a[0].unchanged && a[0].n_partitions == 0 && a[0].czxid == cz[0] && a[0].zk_version == ver[0] &&
+          a[1].rc == GR_KZK_ENONODE && !a[1].unchanged);
+    gr_kzk_topic_assignment_release(&a[0]);
+    gr_kzk_topic_assignment_release(&a[1]);
+    /* unknown (czxid 0): decoded */
+    int64_t cz0 = 0;
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 1, false, &cz0, ver, a) == 0 && !a[0].unchanged &&
+          a[0].n_partitions == 2);
+    /* written since: decoded */
+    const char *js1 = "{\"version\":1,\"partitions\":{\"0\":[3,1]}}";
+    CHECK(memzk_set(zk, "/brokers/topics/s", js1, (int)strlen(js1), -1, NULL) == 0);
+    gr_kzk_topic_assignment_release(&a[0]);
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 1, false, cz, ver, a) == 0 && a[0].rc == 0 &&
+          !a[0].unchanged && a[0].n_partitions == 1 && a[0].partitions[0].replicas[0] == 3);
+    gr_kzk_topic_assignment_release(&a[0]);
+    /* deleted and created again, back at version 0: a new czxid, decoded */
+    const char *js = "{\"version\":1,\"partitions\":{\"0\":[2]}}";
+    const char *rn[] = {"r"};
+    CHECK(memzk_create(zk, "/brokers/topics/r", js, (int)strlen(js), 0, NULL) == 0);
+    CHECK(gr_kzk_get_topic_assignments(kzk, rn, 1, false, a) == 0 && a[0].rc == 0);
+    int64_t rcz = a[0].czxid;
+    int32_t rver = a[0].zk_version;
+    gr_kzk_topic_assignment_release(&a[0]);
+    CHECK(memzk_delete(zk, "/brokers/topics/r", -1) == 0);
+    CHECK(memzk_create(zk, "/brokers/topics/r", js, (int)strlen(js), 0, NULL) == 0);
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, rn, 1, false, &rcz, &rver, a) == 0 && a[0].rc == 0 &&
+          a[0].zk_version == rver && a[0].czxid != rcz && !a[0].unchanged && a[0].n_partitions == 1);
+    gr_kzk_topic_assignment_release(&a[0]);
+    teardown();
+}
+
 /* A state create retried after a connection loss finds the znode its first attempt wrote: kzk
  * counts it as created when it holds exactly our JSON (the one rule, landed_already, that retried
  * ISR writes use too); anything else stays NODEEXISTS. */
@@ -610,6 +660,7 @@ int main(void) {
     test_alter_partition();
     test_isr_change_notification();
     test_failover_startup();
+    test_topic_assignments_since();
     test_startup_online_same_requests();
     if (test_failures) {
         fprintf(stderr, "test_state_machines: %d failure(s)\n", test_failures);
