@@ -242,8 +242,9 @@ int gr_ctrl_failover_start_state_machines(struct gr_ctrl_sm *sm) {
     gr_info(LOGGER, "Sending update metadata request");
     gr_ctrl_send_update_metadata_all(sm, NULL, 0);
     struct gr_ctrl_replica_list offline = {0};
-    int rc = gr_rsm_startup(sm, &offline);
-    if (!rc) rc = gr_psm_startup(sm);
+    gr_rsm_startup_init(sm, &offline);
+    int rc = gr_psm_startup(sm);
+    if (!rc) rc = gr_rsm_startup_online(sm);
     if (!rc) {
         gr_info(LOGGER, "Triggering offline replica state changes");
         rc = gr_rsm_handle_state_changes(sm, offline.v, offline.n, GR_RS_OFFLINE);

@@ -378,6 +378,10 @@ static void test_failover_startup(void) {
      * leader epoch 6, then the election, 7) */
     CHECK(p0->state == GR_PS_ONLINE && p0->lai.leader == 2 && p0->lai.leader_epoch == 6 && isr_is(&p0->lai, w2, 1));
     CHECK(node_version("/brokers/topics/f/partitions/0/state") == 1 && p0->lai.zk_version == 1);
+    /* ... and before the online replicas' LeaderAndIsr: the first one a survivor gets about f-0
+     * names the elected leader, never the dead one */
+    CHECK(sent_lai(2, "f", 0) && sent_lai(2, "f", 0)->Leader == 2 && sent_lai(2, "f", 0)->LeaderEpoch == 6);
+    CHECK(sent_lai(1, "f", 0) && sent_lai(1, "f", 0)->Leader == 2);
     /* g-0: no election possible; Offline then takes its leader (never its last ISR member) */
     struct gr_ctrl_partition *g0 = gr_ctrl_ctx_partition(&ctx, "g", 0);
     int32_t w3[] = {3};
@@ -570,7 +574,7 @@ static void test_controlled_shutdown_answer_after_isr_writes(void) {
 }
 
 
-/* gr_rsm_startup's online step without its DEBUG lines (one LeaderAndIsr add per partition, taken
+/* gr_rsm_startup_online without its DEBUG lines (one LeaderAndIsr add per partition, taken
  * from the context) sends exactly what the general path sends (DEBUG on: the replica list
  * through handleStateChanges(OnlineReplica)), byte for byte and in the same order, and leaves the
  * same replica states -- with offline replicas (an unregistered broker in and out of an ISR, an
@@ -610,7 +614,8 @@ static int startup_wire(bool debug, struct wire_req *out, int max, int *states, 
     gr_ctrl_replica_set_offline_dir(gr_ctrl_ctx_partition(&ctx, "a", 0), 2, true);
     gr_log_set_level(debug ? GR_LOG_DEBUG : GR_LOG_INFO);
     struct gr_ctrl_replica_list offline = {0};
-    CHECK(gr_rsm_startup(&sm, &offline) == 0);
+    gr_rsm_startup_init(&sm, &offline);
+    CHECK(gr_rsm_startup_online(&sm) == 0);
     CHECK(gr_rsm_handle_state_changes(&sm, offline.v, offline.n, GR_RS_OFFLINE) == 0);
     gr_ctrl_replica_list_free(&offline);
     gr_log_set_level(GR_LOG_INFO);
