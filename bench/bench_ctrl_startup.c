@@ -3,10 +3,10 @@
  *
  * Fills a controller context with N partitions (topics of P partitions, RF 3 on brokers 101-103,
  * all registered, every partition with a leader and a full ISR -- bench_election.py's --replicas
- * fake), then runs gr_rsm_startup K times (every replica Online -> Online: three LeaderAndIsr of
+ * fake), then runs gr_rsm_startup_init + gr_rsm_startup_online K times (every replica Online -> Online: three LeaderAndIsr of
  * N partitions and UpdateMetadata to the three brokers) against a sender that keeps the requests.
  *
- * Per run it prints the thread CPU and wall time of gr_rsm_startup (building and handing over the
+ * Per run it prints the thread CPU and wall time of that (building and handing over the
  * requests; the state-change lines go to /dev/null), and once an FNV-1a hash of every request
  * encoded, in the order sent (compare it between builds: the bytes must not change). Run it under
  * `valgrind --tool=callgrind` for instruction counts.
@@ -148,12 +148,15 @@ int main(int argc, char **argv) {
     sm.ctx = &ctx;
     sm.sender = &keep_ops;
     gr_ctrl_sm_init(&sm);
-    printf("gr_rsm_startup, %d partitions (%d per topic), 3 registered brokers, every replica online\n", n, per_topic);
+    printf("gr_rsm_startup_init + _online, %d partitions (%d per topic), 3 registered brokers, every replica online\n", n, per_topic);
     double best = 1e9;
     int status = 0;
     for (int i = 0; i < k; i++) {
         double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
-        int rc = gr_rsm_startup(&sm);
+        struct gr_ctrl_replica_list offline = {0}; /* none: every replica is online */
+        gr_rsm_startup_init(&sm, &offline);
+        int rc = gr_rsm_startup_online(&sm);
+        gr_ctrl_replica_list_free(&offline);
         double c1 = clock_s(CLOCK_THREAD_CPUTIME_ID), w1 = clock_s(CLOCK_MONOTONIC);
         int n_req;
         uint64_t h = drain(&n_req);

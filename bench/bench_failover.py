@@ -7,7 +7,10 @@ nothing.
   /usr/bin/python3 bench/bench_failover.py --victim controller   # kill/stop the controller instead
   /usr/bin/python3 bench/bench_failover.py --smoke          # every step, tiny (bench/smoke.sh)
 
---standby sets gregor.controller.standby.enable=true (refresh 5 s) on every broker.
+--standby on|off sets gregor.controller.standby.enable (refresh 5 s when on) on every broker;
+without it the brokers' default applies (on). --kill-only stops after step 1 (and step 0).
+GREGOR_BENCH_PERF_FAILOVER=PREFIX records every broker (perf record -g) during step 0 (PREFIX.0)
+and step 1 (PREFIX.1); `perf report -i PREFIX.1 --pid <new controller>` gives the failover.
 --delete-controller adds step 0 before the others: /controller deleted by hand (no broker lost),
 from the delete to the new controller's first UpdateMetadata/LeaderAndIsr sent, and whether it
 started from its standby context (the victim is then chosen against the new controller).
@@ -218,6 +221,11 @@ RE = {
     "lai": re.compile(r"Sending LeaderAndIsr request to broker (\d+) with (\d+) become-leader and (\d+) become-follower"),
     "um": re.compile(r"Sending UpdateMetadata request to brokers (\S+) for (\d+) partitions"),
     "epochs": re.compile(r"Updated broker epochs cache"),
+    "elected": re.compile(r"successfully elected as the controller"),
+    "assignments": re.compile(r"Loaded the replica assignments of (\d+) topics \((\d+) partitions\) in (\d+) ms"),
+    "states": re.compile(r"Loaded (\d+) partition states in (\d+) ms"),
+    "ready": re.compile(r"ready as controller"),
+    "failover_end": re.compile(r"Starting the controller scheduler"),
     "um_applied": re.compile(r"\[Broker id=(\d+)\] Add (\d+) partitions and deleted"),
     "cs_req": re.compile(r"Processing event ControlledShutdown\((\d+)\)"),
     "cs_move": re.compile(r"Controlled shutdown of broker (\d+): moving leadership of (\d+) partitions"),
@@ -320,16 +328,35 @@ def rss_line(cluster, n, idle):
     return "; ".join(parts)
 
 
+def perf_start(brokers, suffix):
+    """perf record -g of the running brokers' processes to $GREGOR_BENCH_PERF_FAILOVER + suffix."""
+    prefix = os.environ.get("GREGOR_BENCH_PERF_FAILOVER")
+    if not prefix:
+        return None
+    pids = ",".join(str(b.proc.pid) for b in brokers if b.running())
+    p = subprocess.Popen(["perf", "record", "-q", "-g", "-o", prefix + suffix, "-p", pids],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf attached before the event
+    return p
+
+
+def perf_stop(p):
+    if p:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+
+
 def controller_moved(cluster, r, timeout):
     """0. /controller deleted by hand (no broker lost), after two standby refresh periods (with
     --standby): from the delete to the new controller's first UpdateMetadata / LeaderAndIsr sent
     (its log line's own timestamp), and how it loaded its context (warm or cold). The old
     controller resigns first, so another broker usually wins."""
-    if ARGS.standby:
+    if ARGS.standby != "off":
         time.sleep(12)  # refresh.ms 5000: every standby has refreshed since the creation
     brokers = list(cluster.brokers.values())
     offsets = {b.id: log_size(b) for b in brokers}
     old = cluster.wait_controller()
+    perf = perf_start(brokers, ".0")
     t0 = time.time()
     cluster.zk.delete("/controller")
     cluster.wait_new_controller(old["_stat"].czxid, timeout=timeout)
@@ -346,6 +373,7 @@ def controller_moved(cluster, r, timeout):
                           ("Sending UpdateMetadata request" in ln or "Sending LeaderAndIsr request" in ln)), None)
         if first is None:
             time.sleep(0.2)
+    perf_stop(perf)
     r["moved"] = first - t0 if first else None
     print(f"  0. /controller deleted: broker {old['brokerid']} -> {new}; delete -> its first "
           f"UpdateMetadata/LeaderAndIsr sent: " + (f"{r['moved'] * 1000:.0f} ms" if first else "n/a"))
@@ -368,7 +396,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         "auto.create.topics.enable": "false",
         "controlled.shutdown.max.retries": "3",
         **({"gregor.controller.standby.enable": "true",
-            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby else {}),
+            "gregor.controller.standby.refresh.ms": "5000"} if ARGS.standby == "on" else {}),
+        **({"gregor.controller.standby.enable": "false"} if ARGS.standby == "off" else {}),
     })
     r = {"n": n}
     try:
@@ -466,6 +495,7 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             offsets = {b.id: log_size(b) for b in cluster.brokers.values()}
             watch = Watcher(survivors)
             kprobes = start_probes(survivors, victim.id, timeout + session_ms / 1000)
+            perf = perf_start(survivors, ".1")
             t_kill = time.time()
             victim.kill()
             def moved(md):
@@ -503,11 +533,15 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             ctl_b = cluster[cluster.wait_controller()["brokerid"]]
             since = t_kill - 0.01
             try:  # the event goes on after the leaders moved (ISR shrink writes): wait for its end
-                H.wait_for(lambda: hits(log_since(ctl_b, offsets.get(ctl_b.id, 0)), "epochs", since), 120,
-                           "end of the BrokerChange event", interval=0.2)
+                # (the controller's own broker killed: its successor's failover does that work, and
+                # sees no BrokerChange -- the broker was gone before it read /brokers/ids)
+                H.wait_for(lambda: any(hits(log_since(ctl_b, offsets.get(ctl_b.id, 0)), k, since)
+                                       for k in ("epochs", "failover_end")), 120,
+                           "end of the BrokerChange event or the failover", interval=0.2)
             except AssertionError:
                 pass
             time.sleep(0.3)
+            perf_stop(perf)
             cl = log_since(ctl_b, offsets[ctl_b.id] if ctl_b.id in offsets else 0)
             bc = hits(cl, "broker_change", since)
             lai = hits(cl, "lai", since)
@@ -524,6 +558,20 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
                 rows.append((um[0][0], f"controller: first UpdateMetadata sent ({um[0][1].group(2)} partitions)"))
             if ep:
                 rows.append((ep[0][0], "controller: BrokerChange done ('Updated broker epochs cache')"))
+            for t, m in hits(cl, "elected", since):
+                rows.append((t, f"controller {ctl_b.id}: elected"))
+            for t, m in hits(cl, "assignments", since):
+                rows.append((t, f"controller: assignments of {m.group(1)} topics read in {m.group(3)} ms"))
+            for t, m in hits(cl, "states", since):
+                rows.append((t, f"controller: {m.group(1)} partition states loaded in {m.group(2)} ms"))
+            for t, m in hits(cl, "ready", since):
+                rows.append((t, "controller: 'ready as controller'"))
+            for t, m in hits(cl, "zk_isr", since):
+                rows.append((t, f"controller: {m.group(1)} ISR shrinks written in {m.group(2)} ms"))
+            for t, m in hits(cl, "zk_elect", since):
+                rows.append((t, f"controller: {m.group(1)} elected leaders written in {m.group(2)} ms"))
+            for t, m in hits(cl, "failover_end", since):
+                rows.append((t, "controller: failover done ('Starting the controller scheduler')"))
             for b in survivors:
                 ua = hits(log_since(b, offsets[b.id]), "um_applied", since)
                 if ua:
@@ -536,6 +584,8 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
             r["kill_ctl"] = (ep[0][0] - bc[0][0]) if bc and ep else None
             r["kill_ctl_first_lai"] = (lai[0][0] - bc[0][0]) if bc and lai else None
             print_timeline("timeline (ms after the kill):", t_kill, rows)
+            if ARGS.kill_only:
+                raise KillOnlyDone()
             # ---------------- 2. restart ----------------
             t0 = time.time()
             victim.start()
@@ -750,13 +800,42 @@ def bench_size(zk_hosts, workdir, n, per_topic, session_ms, victim_kind, timeout
         r["emfile"] = emfile_count(cluster)
         if r["emfile"]:
             print(f"  WARNING: {r['emfile']} 'Too many open files' lines in the broker logs: figures invalid")
+    except KillOnlyDone:
+        pass
     finally:
         cluster.close()
     ops, secs = zk_set_rate(zk_hosts, max(1, n // 3))
     r["zk_set"] = (ops, secs)
     print(f"  ZooKeeper reference: setData of {ops} partition-state znodes in kazoo transactions of 500, "
           f"one in flight: {secs * 1000:.0f} ms = {ops / secs:,.0f} ops/s")
+    zk_write_floor(zk_hosts, max(1, n // 3))
     return r
+
+
+class KillOnlyDone(Exception):
+    """--kill-only: the steps after the SIGKILL are skipped."""
+
+
+def zk_write_floor(zk_hosts, n):
+    """bench_zkwrite (bench/bench_zkwrite.c) on the same ZooKeeper: n state znodes rewritten by the
+    controller's own write path (guarded multis of 999, 8 in flight) -- the floor of a failover's
+    state writes -- and by pipelined plain setData."""
+    exe = os.path.join(H.BUILD, "bench", "bench_zkwrite")
+    if not os.access(exe, os.X_OK):
+        print(f"  bench_zkwrite: {exe} not built")
+        return
+    connect = fresh_chroot(zk_hosts, "zkwrite")
+    zk_pid = os.environ.get("GREGOR_BENCH_ZK_PID")
+    try:
+        out = subprocess.run([exe, "-z", connect, "-n", str(n), *(["-p", zk_pid] if zk_pid else []),
+                              "-r", "1", "kzk:1000:8", "aset:4096"],
+                             capture_output=True, text=True, timeout=600).stdout
+    except subprocess.TimeoutExpired:
+        print("  bench_zkwrite: timed out")
+        return
+    for ln in out.splitlines():
+        if ln.strip():
+            print("  bench_zkwrite: " + ln.strip())
 
 
 def table(results, session_ms):
@@ -814,8 +893,11 @@ def main():
     ap.add_argument("--victim", choices=("follower", "controller"), default="follower",
                     help="follower: a broker that is not the controller (default)")
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--standby", action="store_true",
-                    help="gregor.controller.standby.enable=true (refresh every 5 s) on every broker")
+    ap.add_argument("--standby", nargs="?", const="on", choices=("on", "off"), default=None,
+                    help="gregor.controller.standby.enable on (refresh every 5 s; the default without a "
+                         "value) or off on every broker; without the flag the brokers' default (on)")
+    ap.add_argument("--kill-only", action="store_true",
+                    help="stop after the SIGKILL (step 1; step 0 with --delete-controller)")
     ap.add_argument("--delete-controller", action="store_true",
                     help="after creation, delete /controller by hand once first (step 0)")
     ap.add_argument("--only-cs", action="store_true",

@@ -243,8 +243,15 @@ int gr_ctrl_process_broker_change(struct gr_ctrl_sm *sm, const struct gr_kzk_bro
 int gr_ctrl_failover_start_state_machines(struct gr_ctrl_sm *sm) {
     gr_info(LOGGER, "Sending update metadata request");
     gr_ctrl_send_update_metadata_all(sm, NULL, 0);
-    int rc = gr_rsm_startup(sm);
-    if (!rc) rc = gr_psm_startup(sm);
+    struct gr_ctrl_replica_list offline = {0};
+    gr_rsm_startup_init(sm, &offline);
+    int rc = gr_psm_startup(sm);
+    if (!rc) rc = gr_rsm_startup_online(sm);
+    if (!rc) {
+        gr_info(LOGGER, "Triggering offline replica state changes");
+        rc = gr_rsm_handle_state_changes(sm, offline.v, offline.n, GR_RS_OFFLINE);
+    }
+    gr_ctrl_replica_list_free(&offline);
     return rc;
 }
 

@@ -861,13 +861,10 @@ static bool broker_up(struct broker_memo *m, const struct gr_ctrl_context *ctx, 
     return up;
 }
 
-int gr_rsm_startup(struct gr_ctrl_sm *sm) {
+void gr_rsm_startup_init(struct gr_ctrl_sm *sm, struct gr_ctrl_replica_list *offline) {
     struct gr_ctrl_context *ctx = sm->ctx;
     gr_info(LOGGER, "Initializing replica state");
-    /* the online replicas are listed only for the general path, which writes their DEBUG lines */
-    bool list_online = gr_log_enabled(GR_LOG_DEBUG);
-    struct gr_ctrl_replica_list online = {0}, offline = {0};
-    size_t n_online = 0, cur = 0;
+    size_t cur = 0;
     struct broker_memo memo = {0};
     struct gr_ctrl_topic *t;
     while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)))
@@ -877,22 +874,32 @@ int gr_rsm_startup(struct gr_ctrl_sm *sm) {
                 int32_t id = p->replicas[r];
                 if (broker_up(&memo, ctx, id) && !gr_ctrl_replica_on_offline_dir(p, id)) {
                     gr_ctrl_replica_state_set(p, id, GR_RS_ONLINE);
-                    if (list_online) gr_ctrl_replica_list_add(&online, t->name, p->partition, id);
-                    n_online++;
                 } else {
                     gr_ctrl_replica_state_set(p, id, GR_RS_DELETION_INELIGIBLE);
-                    gr_ctrl_replica_list_add(&offline, t->name, p->partition, id);
+                    gr_ctrl_replica_list_add(offline, t->name, p->partition, id);
                 }
+            }
+        }
+}
+
+int gr_rsm_startup_online(struct gr_ctrl_sm *sm) {
+    /* the online replicas are listed only for the general path, which writes their DEBUG lines */
+    bool list_online = gr_log_enabled(GR_LOG_DEBUG);
+    struct gr_ctrl_replica_list online = {0};
+    size_t n_online = 0, cur = 0;
+    struct gr_ctrl_topic *t;
+    while ((t = gr_ctrl_ctx_next_topic(sm->ctx, &cur)))
+        for (int i = 0; i < t->n_partitions; i++) {
+            struct gr_ctrl_partition *p = &t->partitions[i];
+            for (int r = 0; r < p->n_replicas; r++) {
+                if (gr_ctrl_replica_state_get(p, p->replicas[r]) != GR_RS_ONLINE) continue;
+                if (list_online) gr_ctrl_replica_list_add(&online, t->name, p->partition, p->replicas[r]);
+                n_online++;
             }
         }
     gr_info(LOGGER, "Triggering online replica state changes");
     int rc = list_online ? gr_rsm_handle_state_changes(sm, online.v, online.n, GR_RS_ONLINE)
                          : startup_online(sm, n_online);
-    if (!rc) {
-        gr_info(LOGGER, "Triggering offline replica state changes");
-        rc = gr_rsm_handle_state_changes(sm, offline.v, offline.n, GR_RS_OFFLINE);
-    }
     gr_ctrl_replica_list_free(&online);
-    gr_ctrl_replica_list_free(&offline);
     return rc;
 }

@@ -48,8 +48,13 @@ struct gr_rsm_prepared *gr_rsm_prepare_offline(struct gr_ctrl_sm *sm, const stru
 int gr_rsm_finish_offline(struct gr_ctrl_sm *sm, struct gr_rsm_prepared *pr, void (*written)(void *), void *arg);
 void gr_rsm_prepared_free(struct gr_rsm_prepared *pr);
 
-/* startup(): online replicas -> Online, the others -> DeletionIneligible then Offline. */
-int gr_rsm_startup(struct gr_ctrl_sm *sm);
+/* startup() in the steps gr_ctrl_failover_start_state_machines interleaves with the partition
+ * state machine's (flows.h): gr_rsm_startup_init sets the online replicas Online and the others
+ * DeletionIneligible, appending those to offline (owned by the caller, who triggers their
+ * -> Offline); gr_rsm_startup_online then sends the LeaderAndIsr of the replicas Online (each
+ * partition with a state, as the context holds it then). */
+void gr_rsm_startup_init(struct gr_ctrl_sm *sm, struct gr_ctrl_replica_list *offline);
+int gr_rsm_startup_online(struct gr_ctrl_sm *sm);
 
 /* Every replica hosted by one of brokers[] (replicasOnBrokers), appended to out. */
 void gr_rsm_replicas_on_brokers(struct gr_ctrl_sm *sm, const int32_t *brokers, int n, struct gr_ctrl_replica_list *out);

@@ -909,6 +909,12 @@ static char *topic_path(const char *topic) {
 
 int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, int n, bool watch,
                                  struct gr_kzk_topic_assignment *out) {
+    return gr_kzk_get_topic_assignments_since(k, topics, n, watch, NULL, NULL, out);
+}
+
+int gr_kzk_get_topic_assignments_since(struct gr_kzk *k, const char *const *topics, int n, bool watch,
+                                       const int64_t *known_czxid, const int32_t *known_version,
+                                       struct gr_kzk_topic_assignment *out) {
     memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
     if (n <= 0) return 0;
     char **paths = gr_malloc((size_t)n * sizeof(char *));
@@ -918,7 +924,13 @@ int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, in
     int bad = 0;
     for (int i = 0; i < n; i++) {
         struct gr_kzk_topic_assignment *a = &out[i];
-        if (res[i].rc == GR_ZOK) {
+        if (res[i].rc == GR_ZOK && known_czxid && known_version && known_czxid[i] != 0 &&
+            res[i].stat.czxid == known_czxid[i] && res[i].stat.version == known_version[i]) {
+            a->zk_version = res[i].stat.version;
+            a->czxid = res[i].stat.czxid;
+            a->unchanged = true;
+            a->rc = 0;
+        } else if (res[i].rc == GR_ZOK) {
             if (gr_kzk_topic_assignment_decode(res[i].data, (size_t)res[i].len, a)) {
                 gr_error(LOGGER, "cannot parse %s: %.200s", paths[i], res[i].data);
                 a->rc = GR_ECORRUPT;

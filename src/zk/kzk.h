@@ -143,6 +143,8 @@ struct gr_kzk_topic_assignment {
     int32_t zk_version;        /* filled by reads */
     int64_t czxid;             /* filled by reads: the znode's creation (tells a re-created topic) */
     int rc;                    /* per-item result of batched reads */
+    bool unchanged;            /* gr_kzk_get_topic_assignments_since: the znode is the known one
+                                * (rc 0, not decoded: no partitions, no topic id) */
 };
 char *gr_kzk_topic_assignment_encode(const struct gr_kzk_topic_assignment *a, size_t *len);
 int gr_kzk_topic_assignment_decode(const char *data, size_t len,
@@ -339,6 +341,14 @@ int gr_kzk_get_topics(struct gr_kzk *k, bool watch, struct gr_zstrings *out);
  * whole batch failed. */
 int gr_kzk_get_topic_assignments(struct gr_kzk *k, const char *const *topics, int n, bool watch,
                                  struct gr_kzk_topic_assignment *out);
+/* The same reads (the same getData, the same watches), but a topic whose znode still has the
+ * czxid and data version its caller holds (known_czxid[i] != 0 and known_version[i]) is not
+ * decoded: out[i] gets rc 0, unchanged, its czxid and zk_version, and nothing else. A znode's
+ * (czxid, version) names its content: every setData moves the version, a delete and create the
+ * czxid. known_czxid / known_version may be NULL (decode all). */
+int gr_kzk_get_topic_assignments_since(struct gr_kzk *k, const char *const *topics, int n, bool watch,
+                                       const int64_t *known_czxid, const int32_t *known_version,
+                                       struct gr_kzk_topic_assignment *out);
 /* Creates /config/topics/T (config, may be NULL = empty) then /brokers/topics/T (assignment):
  * AdminZkClient.createTopicWithAssignment's writes. GR_KZK_EEXISTS if the topic exists. */
 int gr_kzk_create_topic(struct gr_kzk *k, const char *topic,

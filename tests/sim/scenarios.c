@@ -787,6 +787,90 @@ static void scenario_standby_broker_isr_write(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* The refresh deferral's half of the ISR-change rule (controller.c process_standby_refresh): a
+ * refresh that finds a new controller in office only notes the term and the
+ * /isr_change_notification cversion and reads one period later -- but it must still forget the
+ * stamps when the cversion moved since the refresh that read them. x's standby is refreshed under c
+ * (epoch E); b, a legacy leader, shrinks sl0's ISR itself and announces it; c processes the
+ * announcement and dies; b takes over (E+1, writing nothing of sl0); x's next refresh sees E+1 and
+ * defers; b dies and x takes over (E+2, one after the epoch its refresh noted, and no announcement
+ * since that refresh: the failover's own checks pass). W1 fails if the deferring refresh noted the
+ * new cversion without forgetting the stamps (sl0's state kept by its unchanged stamp). */
+static void scenario_standby_broker_isr_write_deferred(struct sim *s) {
+    const char *what = "scenario standby: a broker's ISR write, then a controller the next refresh only notes";
+    s->o.alter_partition = false; /* no AlterIsr: the brokers leave the ISR as written */
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *b = NULL, *x = NULL; /* b: the legacy leader of sl0, then the controller; x: the last */
+    for (int i = 0; i < s->n_brokers; i++) {
+        if (&s->brokers[i] == c) continue;
+        if (!b) b = &s->brokers[i];
+        else x = &s->brokers[i];
+    }
+    int32_t r0[] = {b->id, c->id}, r1[] = {b->id};
+    create_topic(s, "sl0", r0, 2);
+    create_topic(s, "sl1", r1, 1);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    restart_for_last_refresh(s, x, what); /* x's start-up refresh reads; the next is an hour away */
+    if (!s->failed && !gr_controller_is_active(c->ctrl)) sim_fail(s, what, "controller %d moved", c->id);
+    struct gr_kzk_leader_and_isr st;
+    struct gr_zstat zst;
+    const char *d;
+    int len;
+    if (!s->failed && (zm_peek(s->zm, "/brokers/topics/sl0/partitions/0/state", &d, &len, &zst) != GR_ZOK ||
+                       !zk_state(s, "sl0", &st) || st.leader != b->id || st.n_isr != 2))
+        sim_fail(s, what, "the script did not run as planned (sl0 not led by %d with two in its ISR)", b->id);
+    if (s->failed) return;
+    /* b drops c from the ISR as a Kafka leader before AlterIsr does (see the scenario above) */
+    st.isr[0] = b->id;
+    st.n_isr = 1;
+    size_t jl;
+    char *json = gr_kzk_partition_state_encode(&st, &jl);
+    gr_kzk_leader_and_isr_release(&st);
+    struct gr_zstat est;
+    if (zm_peek(s->zm, "/controller_epoch", &d, &len, &est) != GR_ZOK) sim_fail(s, what, "no /controller_epoch");
+    struct gr_zop ops[2] = {gr_zop_check("/controller_epoch", est.version),
+                            gr_zop_set("/brokers/topics/sl0/partitions/0/state", json, (int)jl, zst.version)};
+    struct gr_zop_result zr[2];
+    memset(zr, 0, sizeof zr);
+    if (!s->failed && gr_zkb_multi(zm_backend(c->zc), ops, 2, zr) != GR_ZOK)
+        sim_fail(s, what, "cannot write sl0's state as its leader");
+    gr_zop_results_release(zr, 2);
+    free(json);
+    struct gr_kzk_tp tp = {.topic = "sl0", .partition = 0};
+    if (!s->failed && gr_kzk_create_isr_change_notification(s->admin_kzk, &tp, 1) != 0)
+        sim_fail(s, what, "cannot create the ISR change notification");
+    if (!s->failed) settle_keep_dead(s); /* c reads sl0's state again and deletes the notification */
+    if (s->failed) return;
+    /* b takes over: x is cut off first (it gets no notification of c's end until b has won) */
+    x->zk_cut_until = s->now + SIM_SESSION_TIMEOUT_MS / 2;
+    zm_disconnect(x->zc);
+    node_crash(s, c, true);
+    s->settle_hold_cuts = true;
+    settle_keep_dead(s);
+    s->settle_hold_cuts = false;
+    x->zk_cut_until = 0;
+    if (!s->failed) settle_keep_dead(s);
+    if (!s->failed && !gr_controller_is_active(b->ctrl)) {
+        struct sbroker *a = active(s);
+        sim_fail(s, what, "the script did not run as planned (broker %d is not the controller; %d is; c %d x %d)", b->id,
+                 a ? a->id : -1, c->id, x->id);
+        return;
+    }
+    if (s->failed) return;
+    sim_advance(s, 3600 * 1000); /* x's next refresh: b's term is new to it, it only notes it */
+    if (!s->failed) settle_keep_dead(s);
+    if (s->failed) return;
+    uint64_t warm = g_failovers.warm;
+    node_crash(s, b, true);
+    settle_keep_dead(s); /* x takes over: W1 */
+    if (!s->failed && !gr_controller_is_active(x->ctrl)) sim_fail(s, what, "broker %d is not the controller", x->id);
+    want_warm(s, what, warm);
+    s->standby_refresh_ms = 0;
+    if (!s->failed) sim_settle(s);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -820,6 +904,8 @@ static const struct {
      scenario_standby_unstamped_between_refreshes, true},
     {"standby: an ISR shrink written by a broker of an earlier version (no stamp, no new epoch)", 3,
      scenario_standby_broker_isr_write, true},
+    {"standby: a broker's ISR write, then a controller change that the next refresh only notes (deferred)", 3,
+     scenario_standby_broker_isr_write_deferred, true},
 };
 
 int sim_scenarios(const struct sim_opts *base) {

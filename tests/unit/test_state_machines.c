@@ -449,11 +449,34 @@ static void test_failover_startup(void) {
     struct gr_kzk_write_result wr;
     CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &w, 1, &wr) == 0 && wr.rc == 0);
     gr_ctrl_partition_set_state(gr_ctrl_ctx_partition(&ctx, "f", 0), &st);
+    /* g-0: led by 3 alone in its ISR, no live replica to elect (unclean off) */
+    int32_t greps[] = {3, 1};
+    create_topic("g", 1, greps, 2);
+    struct gr_kzk_leader_and_isr gst = {.leader = 3, .leader_epoch = 2, .controller_epoch = 1, .n_isr = 1,
+                                        .isr = (int32_t[]){3}};
+    struct gr_kzk_state_write gw = {"g", 0, &gst};
+    CHECK(gr_kzk_create_partition_states(kzk, ctx.epoch_zk_version, &gw, 1, &wr) == 0 && wr.rc == 0);
+    gr_ctrl_partition_set_state(gr_ctrl_ctx_partition(&ctx, "g", 0), &gst);
     gr_ctrl_ctx_remove_live_broker(&ctx, 3);
     CHECK(gr_ctrl_failover_start_state_machines(&sm) == 0);
     struct gr_ctrl_partition *p0 = gr_ctrl_ctx_partition(&ctx, "f", 0), *p1 = gr_ctrl_ctx_partition(&ctx, "f", 1);
     int32_t w2[] = {2};
-    CHECK(p0->state == GR_PS_ONLINE && p0->lai.leader == 2 && p0->lai.leader_epoch == 7 && isr_is(&p0->lai, w2, 1));
+    /* f-0 is elected before its dead replica goes Offline (onReplicasBecomeOffline's order, not
+     * ZkReplicaStateMachine.startup's): ONE write -- the election, which drops 3 from the ISR -- and
+     * the Offline step finds nothing left to write (Kafka's order: the ISR shrink with leader -1,
+     * leader epoch 6, then the election, 7) */
+    CHECK(p0->state == GR_PS_ONLINE && p0->lai.leader == 2 && p0->lai.leader_epoch == 6 && isr_is(&p0->lai, w2, 1));
+    CHECK(node_version("/brokers/topics/f/partitions/0/state") == 1 && p0->lai.zk_version == 1);
+    /* ... and before the online replicas' LeaderAndIsr: the first one a survivor gets about f-0
+     * names the elected leader, never the dead one */
+    CHECK(sent_lai(2, "f", 0) && sent_lai(2, "f", 0)->Leader == 2 && sent_lai(2, "f", 0)->LeaderEpoch == 6);
+    CHECK(sent_lai(1, "f", 0) && sent_lai(1, "f", 0)->Leader == 2);
+    /* g-0: no election possible; Offline then takes its leader (never its last ISR member) */
+    struct gr_ctrl_partition *g0 = gr_ctrl_ctx_partition(&ctx, "g", 0);
+    int32_t w3[] = {3};
+    CHECK(g0->state == GR_PS_OFFLINE && g0->lai.leader == GR_LEADER_NONE && g0->lai.leader_epoch == 3 &&
+          isr_is(&g0->lai, w3, 1) && node_version("/brokers/topics/g/partitions/0/state") == 1);
+    CHECK(gr_ctrl_replica_state_get(g0, 3) == GR_RS_OFFLINE);
     CHECK(p1->state == GR_PS_ONLINE && p1->lai.leader == 1);
     CHECK(gr_ctrl_replica_state_get(p0, 3) == GR_RS_OFFLINE && gr_ctrl_replica_state_get(p0, 1) == GR_RS_ONLINE);
     /* the first request is the brokers-only UpdateMetadata */
@@ -468,6 +491,56 @@ static void test_failover_startup(void) {
     CHECK(gr_kzk_get_topic_assignments(kzk, names, 1, false, &a) == 0 && a.rc == 0 && a.n_partitions == 2 &&
           a.partitions[0].n_replicas == 3 && a.partitions[1].replicas[0] == 3);
     gr_kzk_topic_assignment_release(&a);
+    teardown();
+}
+
+/* gr_kzk_get_topic_assignments_since (the standby's assignments kept at failover): a topic znode
+ * with the known czxid and version is reported unchanged and not decoded; a setData (version), a
+ * delete and create again at version 0 (czxid), an unknown topic (czxid 0) or a missing one are
+ * read as gr_kzk_get_topic_assignments reads them. */
+static void test_topic_assignments_since(void) {
+    setup();
+    int32_t reps[] = {1, 2, 2, 3};
+    create_topic("s", 2, reps, 2);
+    const char *names[] = {"s", "gone"};
+    struct gr_kzk_topic_assignment a[2];
+    CHECK(gr_kzk_get_topic_assignments(kzk, names, 2, false, a) == 0 && a[0].rc == 0 && !a[0].unchanged &&
+          a[0].n_partitions == 2 && a[1].rc == GR_KZK_ENONODE);
+    int64_t cz[2] = {a[0].czxid, 77};
+    int32_t ver[2] = {a[0].zk_version, 0};
+    CHECK(cz[0] != 0);
+    gr_kzk_topic_assignment_release(&a[0]);
+    gr_kzk_topic_assignment_release(&a[1]);
+    /* the known znode: unchanged, nothing decoded */
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 2, true, cz, ver, a) == 0 && a[0].rc == 0 &&
+          a[0].unchanged && a[0].n_partitions == 0 && a[0].czxid == cz[0] && a[0].zk_version == ver[0] &&
+          a[1].rc == GR_KZK_ENONODE && !a[1].unchanged);
+    gr_kzk_topic_assignment_release(&a[0]);
+    gr_kzk_topic_assignment_release(&a[1]);
+    /* unknown (czxid 0): decoded */
+    int64_t cz0 = 0;
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 1, false, &cz0, ver, a) == 0 && !a[0].unchanged &&
+          a[0].n_partitions == 2);
+    /* written since: decoded */
+    const char *js1 = "{\"version\":1,\"partitions\":{\"0\":[3,1]}}";
+    CHECK(memzk_set(zk, "/brokers/topics/s", js1, (int)strlen(js1), -1, NULL) == 0);
+    gr_kzk_topic_assignment_release(&a[0]);
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, names, 1, false, cz, ver, a) == 0 && a[0].rc == 0 &&
+          !a[0].unchanged && a[0].n_partitions == 1 && a[0].partitions[0].replicas[0] == 3);
+    gr_kzk_topic_assignment_release(&a[0]);
+    /* deleted and created again, back at version 0: a new czxid, decoded */
+    const char *js = "{\"version\":1,\"partitions\":{\"0\":[2]}}";
+    const char *rn[] = {"r"};
+    CHECK(memzk_create(zk, "/brokers/topics/r", js, (int)strlen(js), 0, NULL) == 0);
+    CHECK(gr_kzk_get_topic_assignments(kzk, rn, 1, false, a) == 0 && a[0].rc == 0);
+    int64_t rcz = a[0].czxid;
+    int32_t rver = a[0].zk_version;
+    gr_kzk_topic_assignment_release(&a[0]);
+    CHECK(memzk_delete(zk, "/brokers/topics/r", -1) == 0);
+    CHECK(memzk_create(zk, "/brokers/topics/r", js, (int)strlen(js), 0, NULL) == 0);
+    CHECK(gr_kzk_get_topic_assignments_since(kzk, rn, 1, false, &rcz, &rver, a) == 0 && a[0].rc == 0 &&
+          a[0].zk_version == rver && a[0].czxid != rcz && !a[0].unchanged && a[0].n_partitions == 1);
+    gr_kzk_topic_assignment_release(&a[0]);
     teardown();
 }
 
@@ -590,7 +663,7 @@ static void test_controlled_shutdown_answer_after_isr_writes(void) {
 }
 
 
-/* gr_rsm_startup's online step without its DEBUG lines (one LeaderAndIsr add per partition, taken
+/* gr_rsm_startup_online without its DEBUG lines (one LeaderAndIsr add per partition, taken
  * from the context) sends exactly what the general path sends (DEBUG on: the replica list
  * through handleStateChanges(OnlineReplica)), byte for byte and in the same order, and leaves the
  * same replica states -- with offline replicas (an unregistered broker in and out of an ISR, an
@@ -629,7 +702,11 @@ static int startup_wire(bool debug, struct wire_req *out, int max, int *states, 
     }
     gr_ctrl_replica_set_offline_dir(gr_ctrl_ctx_partition(&ctx, "a", 0), 2, true);
     gr_log_set_level(debug ? GR_LOG_DEBUG : GR_LOG_INFO);
-    CHECK(gr_rsm_startup(&sm) == 0);
+    struct gr_ctrl_replica_list offline = {0};
+    gr_rsm_startup_init(&sm, &offline);
+    CHECK(gr_rsm_startup_online(&sm) == 0);
+    CHECK(gr_rsm_handle_state_changes(&sm, offline.v, offline.n, GR_RS_OFFLINE) == 0);
+    gr_ctrl_replica_list_free(&offline);
     gr_log_set_level(GR_LOG_INFO);
     int n = 0;
     for (int i = 0; i < n_sent && n < max; i++, n++) {
@@ -678,6 +755,7 @@ int main(void) {
     test_alter_partition_by_id();
     test_isr_change_notification();
     test_failover_startup();
+    test_topic_assignments_since();
     test_startup_online_same_requests();
     if (test_failures) {
         fprintf(stderr, "test_state_machines: %d failure(s)\n", test_failures);
