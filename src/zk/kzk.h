@@ -154,7 +154,7 @@ void gr_kzk_topic_assignment_release(struct gr_kzk_topic_assignment *a);
  * copy of T's id that a Kafka 2.x tool rewriting /brokers/topics/T never touches and that dies
  * with T's znode (its child). Encode: NULL id -> "" (len 0). Decode: empty data -> *id NULL, 0;
  * an object with a valid Uuid "topic_id" -> *id malloc'd, 0; anything else (not JSON, no or a
- * bad topic_id) -> *id NULL, GR_ECORRUPT. */
+ * bad topic_id, the zero Uuid: never a topic's) -> *id NULL, GR_ECORRUPT. */
 char *gr_kzk_topic_stamp_encode(const char *topic_id, size_t *len);
 int gr_kzk_topic_stamp_decode(const char *data, size_t len, char **topic_id);
 

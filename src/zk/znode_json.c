@@ -533,7 +533,7 @@ int gr_kzk_topic_stamp_decode(const char *data, size_t len, char **topic_id) {
     json_t *root = jparse_object(&d, data, len);
     const char *text = d.err ? "" : jget_str(&d, root, "topic_id");
     struct gr_uuid u;
-    if (!d.err && gr_uuid_parse(text, &u) != 0) d.err = GR_ECORRUPT;
+    if (!d.err && (gr_uuid_parse(text, &u) != 0 || gr_uuid_is_zero(&u))) d.err = GR_ECORRUPT; /* never written */
     if (!d.err) *topic_id = gr_strdup(text);
     json_decref(root);
     return d.err;
