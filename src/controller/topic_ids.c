@@ -39,9 +39,11 @@ const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic) {
     return t ? t->topic_id : NULL;
 }
 
-/* Writes a (t's znode content, with its id) conditionally on version and, when stamped (its
- * /partitions znode existed when read), the id into the stamp too, in one guarded multi. A stamp
- * gone meanwhile (the topic's deletion is under way) is GR_KZK_ENONODE. */
+/* Writes a (t's znode content, with its id) conditionally on version and the id into the stamp,
+ * in one guarded multi: a set when stamped (its /partitions znode existed when read), else a
+ * create (Kafka's controller creates that znode when it creates the first partition state, and
+ * an existing one is fine there). A stamp gone meanwhile (the topic's deletion is under way) is
+ * GR_KZK_ENONODE; one created meanwhile GR_KZK_EEXISTS. */
 static int write_with_stamp(struct gr_kzk *kzk, const struct gr_ctrl_context *ctx, const char *topic,
                             const struct gr_kzk_topic_assignment *a, int32_t version, bool stamped) {
     size_t len, slen;
@@ -49,8 +51,9 @@ static int write_with_stamp(struct gr_kzk *kzk, const struct gr_ctrl_context *ct
     char *sdata = gr_kzk_topic_stamp_encode(a->topic_id, &slen);
     char *path = gr_asprintf("/brokers/topics/%s", topic), *spath = gr_asprintf("/brokers/topics/%s/partitions", topic);
     struct gr_zop ops[2] = {gr_zop_set(path, json, (int)len, version),
-                            gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)};
-    int rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, stamped ? 2 : 1, NULL);
+                            stamped ? gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)
+                                    : gr_zop_create(spath, sdata, (int)slen, 0)};
+    int rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, 2, NULL);
     free(json);
     free(sdata);
     free(path);
@@ -90,9 +93,12 @@ static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr
     int rc = write_with_stamp(kzk, ctx, t->name, &a, t->zk_version, stamped);
     free(a.partitions);
     int32_t version = t->zk_version;
-    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+    /* the znode changed, or its stamp was created meanwhile: read both again */
+    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
         struct gr_kzk_topic_assignment cur;
         const char *name = t->name;
+        stamped = stamp_exists(kzk, t->name);
+        if (stamped < 0) return stamped;
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
@@ -170,11 +176,11 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
             free(a.partitions);
             paths[i] = gr_asprintf("/brokers/topics/%s", t->name);
             ops[i] = gr_zop_set(paths[i], jsons[i], (int)len, t->zk_version);
-            if (stamps[i].rc == 0 || stamps[i].rc == GR_ECORRUPT) { /* it exists: it gets the id too */
-                spaths[i] = gr_asprintf("/brokers/topics/%s/partitions", t->name);
-                sdata[i] = gr_kzk_topic_stamp_encode(texts[i], &len);
-                ops[n_ops++] = gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
-            }
+            /* the stamp gets the id too: set, or created when missing (write_with_stamp) */
+            spaths[i] = gr_asprintf("/brokers/topics/%s/partitions", t->name);
+            sdata[i] = gr_kzk_topic_stamp_encode(texts[i], &len);
+            ops[n_ops++] = stamps[i].rc == GR_KZK_ENONODE ? gr_zop_create(spaths[i], sdata[i], (int)len, 0)
+                                                          : gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
             free(stamps[i].topic_id);
         }
         /* all of them in one multi; if any znode changed since it was read, one by one */
@@ -248,9 +254,12 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
     if (stamped < 0) return stamped;
     int rc = write_with_stamp(kzk, ctx, t->name, &a, version, stamped);
     bool wrote = true;
-    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+    /* the znode changed, or its stamp was created meanwhile: read both again */
+    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
         struct gr_kzk_topic_assignment cur;
         const char *name = t->name;
+        stamped = stamp_exists(kzk, t->name);
+        if (stamped < 0) return stamped;
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.czxid != t->czxid) { /* deleted and created again meanwhile: another topic */
