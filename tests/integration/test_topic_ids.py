@@ -13,9 +13,11 @@
     fetches from the leader: it serves only the new topic's records (Fetch, ListOffsets);
   - no log is ever deleted for an id mismatch: a topic znode rewritten without its id (a Kafka 2.7
     tool) or with another one gets its id back from the active controller, every record stays
-    served; rewritten while no controller runs, the next controller gives the topic a new id and
-    every replica's data is moved aside (recoverable by the operator: docs/STORAGE.md), never
-    deleted; an unreadable partition.metadata keeps the log in place, not served;
+    served; rewritten while no controller runs, the next controller takes the id kept in
+    /brokers/topics/T/partitions (the stamp) and nothing moves; only when that copy holds no id
+    too does the topic get a new id, and every replica's data is moved aside (recoverable by the
+    operator: docs/STORAGE.md), never deleted; a topic znode deleted by hand and written again
+    gets a new id; an unreadable partition.metadata keeps the log in place, not served;
   - control requests at the new versions with hostile topic ids are answered, not crashed on.
 """
 
