@@ -1536,7 +1536,9 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     if (cfg->broker_info) gr_kzk_broker_copy(&c->broker_info, cfg->broker_info);
     c->broker_info.id = cfg->broker_id;
     c->kzk = cfg->kzk;
-    gr_kzk_set_stamp_id_lookup(c->kzk, gr_ctrl_topic_stamp_id, &c->ctx); /* the stamps carry topic ids */
+    /* the stamps carry topic ids; only this controller's writes call the lookup (gregord frees
+     * the kzk before the controller) */
+    gr_kzk_set_stamp_id_lookup(c->kzk, gr_ctrl_topic_stamp_id, &c->ctx);
     c->watches = cfg->watches;
     c->sender = cfg->sender ? cfg->sender : &gr_ctrl_sender_null;
     c->sender_ctx = cfg->sender_ctx;
@@ -1616,7 +1618,6 @@ void gr_controller_free(struct gr_controller *c) {
     gr_ctrl_sm_release(&c->sm);
     gr_td_free(c->td);
     gr_od_free(c->od);
-    if (c->kzk) gr_kzk_set_stamp_id_lookup(c->kzk, NULL, NULL); /* it read c->ctx */
     gr_ctrl_ctx_release(&c->ctx);
     gr_ctrl_ctx_release(&c->standby);
     gr_kzk_broker_release(&c->broker_info);
