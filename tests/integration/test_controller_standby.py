@@ -87,7 +87,7 @@ def test_warm_failover_reads_only_topics_written_since(cluster_factory, zk_conne
     state["leader_epoch"] += 1
     tx = c.zk.transaction()
     tx.set_data(path, json.dumps(state).encode(), version=st.version)
-    tx.set_data("/brokers/topics/wa/partitions", b"")
+    tx.set_data("/brokers/topics/wa/partitions", c.zk.get("/brokers/topics/wa/partitions")[0])  # the id it carries
     assert all(r is not None and not isinstance(r, Exception) for r in tx.commit())
     epoch, _ = c.controller_epoch()
     offset = len(c[x].log(whole=True))
