@@ -21,7 +21,9 @@
  *
  * Threading: a gr_kzk may be used from several threads at once (the backend serialises what it
  * must); it is never to be called from a backend/watch callback. The setters (batch size, depth,
- * async, state stamps) are called before the gr_kzk is shared.
+ * async, state stamps, stamp id lookup) are called before the gr_kzk is shared. The stamp id
+ * lookup (gr_kzk_set_stamp_id_lookup) is its setter's (the controller's): kzk calls it only on the
+ * thread making a guarded write, and never after that owner is gone (gregord frees the kzk first).
  */
 #ifndef GR_ZK_KZK_H
 #define GR_ZK_KZK_H
