@@ -46,11 +46,13 @@ ASAN_TESTS=(
     tests/integration/test_topic_ids.py::test_recreated_topic_while_replica_away_serves_only_new_data
     tests/integration/test_topic_ids.py::test_control_requests_with_hostile_topic_ids
     tests/integration/test_topic_ids.py::test_rewrite_without_id_keeps_the_id_and_the_data
-    tests/integration/test_topic_ids.py::test_rewrite_without_id_while_no_controller_moves_data_aside
     tests/integration/test_alter_partition.py::test_alter_partition_versions_at_the_controller
     tests/integration/test_alter_partition.py::test_hostile_alter_partition_frames
     tests/integration/test_fetch_topic_ids.py
     tests/integration/test_replica_fetch_diverging.py
+    tests/integration/test_topic_ids.py::test_rewrite_without_id_while_no_controller_keeps_the_id
+    tests/integration/test_topic_ids.py::test_rewrite_without_id_and_stamp_while_no_controller_moves_data_aside
+    tests/integration/test_topic_ids.py::test_topic_znode_deleted_by_hand_and_written_again_gets_a_new_id
     tests/integration/test_admin_versions.py
     tests/integration/test_produce_consume.py
     tests/integration/test_kip664.py

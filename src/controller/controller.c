@@ -1566,6 +1566,9 @@ struct gr_controller *gr_controller_new(const struct gr_controller_config *cfg) 
     if (cfg->broker_info) gr_kzk_broker_copy(&c->broker_info, cfg->broker_info);
     c->broker_info.id = cfg->broker_id;
     c->kzk = cfg->kzk;
+    /* the stamps carry topic ids; only this controller's writes call the lookup (gregord frees
+     * the kzk before the controller) */
+    gr_kzk_set_stamp_id_lookup(c->kzk, gr_ctrl_topic_stamp_id, &c->ctx);
     c->watches = cfg->watches;
     c->sender = cfg->sender ? cfg->sender : &gr_ctrl_sender_null;
     c->sender_ctx = cfg->sender_ctx;

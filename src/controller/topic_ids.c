@@ -34,6 +34,43 @@ static void from_context(const struct gr_ctrl_topic *t, const char *id, struct g
     }
 }
 
+const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic) {
+    const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
+    return t ? t->topic_id : NULL;
+}
+
+/* Writes a (t's znode content, with its id) conditionally on version and the id into the stamp,
+ * in one guarded multi: a set when stamped (its /partitions znode existed when read), else a
+ * create (Kafka's controller creates that znode when it creates the first partition state, and
+ * an existing one is fine there). A stamp gone meanwhile (the topic's deletion is under way) is
+ * GR_KZK_ENONODE; one created meanwhile GR_KZK_EEXISTS. */
+static int write_with_stamp(struct gr_kzk *kzk, const struct gr_ctrl_context *ctx, const char *topic,
+                            const struct gr_kzk_topic_assignment *a, int32_t version, bool stamped) {
+    size_t len, slen;
+    char *json = gr_kzk_topic_assignment_encode(a, &len);
+    char *sdata = gr_kzk_topic_stamp_encode(a->topic_id, &slen);
+    char *path = gr_asprintf("/brokers/topics/%s", topic), *spath = gr_asprintf("/brokers/topics/%s/partitions", topic);
+    struct gr_zop ops[2] = {gr_zop_set(path, json, (int)len, version),
+                            stamped ? gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)
+                                    : gr_zop_create(spath, sdata, (int)slen, 0)};
+    int rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, 2, NULL);
+    free(json);
+    free(sdata);
+    free(path);
+    free(spath);
+    return rc;
+}
+
+/* Whether t's /partitions znode exists (0/1), or an error. */
+static int stamp_exists(struct gr_kzk *kzk, const char *topic) {
+    struct gr_kzk_topic_stamp st;
+    int rc = gr_kzk_get_topic_stamps(kzk, &topic, 1, &st);
+    if (rc == 0) rc = st.rc == GR_ECORRUPT ? 0 : st.rc;
+    free(st.topic_id);
+    if (rc == GR_KZK_ENONODE) return 0;
+    return rc == 0 ? 1 : rc;
+}
+
 static void adopt(struct gr_ctrl_topic *t, const char *text, const struct gr_uuid *id, int32_t zk_version) {
     free(t->topic_id);
     t->topic_id = gr_strdup(text);
@@ -48,12 +85,20 @@ static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr
     gr_uuid_to_string(id, text);
     struct gr_kzk_topic_assignment a;
     from_context(t, text, &a);
-    int rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &a, t->zk_version);
+    int stamped = stamp_exists(kzk, t->name);
+    if (stamped < 0) {
+        free(a.partitions);
+        return stamped;
+    }
+    int rc = write_with_stamp(kzk, ctx, t->name, &a, t->zk_version, stamped);
     free(a.partitions);
     int32_t version = t->zk_version;
-    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+    /* the znode changed, or its stamp was created meanwhile: read both again */
+    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
         struct gr_kzk_topic_assignment cur;
         const char *name = t->name;
+        stamped = stamp_exists(kzk, t->name);
+        if (stamped < 0) return stamped;
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
@@ -67,7 +112,7 @@ static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr
         if (rc == 0) {
             cur.topic_id = gr_strdup(text);
             version = cur.zk_version;
-            rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &cur, version);
+            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped);
         }
         gr_kzk_topic_assignment_release(&cur);
     }
@@ -76,6 +121,26 @@ static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr
     gr_info(LOGGER, "Assigned topic id %s to topic %s", text, t->name);
     adopt(t, text, id, version + 1); /* a conditional set at version v leaves v + 1 */
     return 0;
+}
+
+/* The id t's stamp holds (topic_ids.h), into *id: true when there is one. A malformed stamp is
+ * none (WARN); so is a stamp older than t's znode (cannot be its child: never trusted). */
+static bool id_from_stamp(const struct gr_ctrl_topic *t, const struct gr_kzk_topic_stamp *st, struct gr_uuid *id) {
+    if (st->rc == GR_ECORRUPT) {
+        gr_warn(LOGGER, "Topic %s: /brokers/topics/%s/partitions holds data that is no topic id stamp: ignored, the "
+                        "topic gets a new id", t->name, t->name);
+        return false;
+    }
+    if (st->rc != 0 || !st->topic_id) return false;
+    if (st->czxid < t->czxid) {
+        gr_warn(LOGGER, "Topic %s: the id %s of /brokers/topics/%s/partitions is older than the topic znode: ignored",
+                t->name, st->topic_id, t->name);
+        return false;
+    }
+    gr_uuid_parse(st->topic_id, id); /* the decoder checked it */
+    gr_warn(LOGGER, "Topic %s: /brokers/topics/%s has no topic id (rewritten by a tool of Kafka 2.7 or older?); "
+                    "restoring its id %s from /brokers/topics/%s/partitions", t->name, t->name, st->topic_id, t->name);
+    return true;
 }
 
 int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
@@ -89,13 +154,20 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
     int rc = 0;
     struct gr_uuid *ids = gr_malloc(sizeof *ids * IDS_PER_MULTI);
     char(*texts)[GR_UUID_STR_LEN + 1] = gr_malloc(sizeof *texts * IDS_PER_MULTI);
-    struct gr_zop *ops = gr_malloc(sizeof *ops * IDS_PER_MULTI);
+    struct gr_zop *ops = gr_malloc(sizeof *ops * 2 * IDS_PER_MULTI); /* topic znodes, then stamps */
     char **paths = gr_calloc(IDS_PER_MULTI, sizeof *paths), **jsons = gr_calloc(IDS_PER_MULTI, sizeof *jsons);
+    char **spaths = gr_calloc(IDS_PER_MULTI, sizeof *spaths), **sdata = gr_calloc(IDS_PER_MULTI, sizeof *sdata);
+    struct gr_kzk_topic_stamp *stamps = gr_calloc(IDS_PER_MULTI, sizeof *stamps);
     for (int off = 0; off < m && rc == 0; off += IDS_PER_MULTI) {
-        int k = GR_MIN(IDS_PER_MULTI, m - off);
+        int k = GR_MIN(IDS_PER_MULTI, m - off), n_ops = k;
+        /* the stamps first: an id they hold is the topic's (restore_from_stamp) */
+        const char *names_k[IDS_PER_MULTI];
+        for (int i = 0; i < k; i++) names_k[i] = todo[off + i]->name;
+        rc = gr_kzk_get_topic_stamps(kzk, names_k, k, stamps);
+        if (rc != 0) break;
         for (int i = 0; i < k; i++) {
             struct gr_ctrl_topic *t = todo[off + i];
-            new_id(src, &ids[i]);
+            if (!id_from_stamp(t, &stamps[i], &ids[i])) new_id(src, &ids[i]);
             gr_uuid_to_string(&ids[i], texts[i]);
             struct gr_kzk_topic_assignment a;
             from_context(t, texts[i], &a);
@@ -104,9 +176,15 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
             free(a.partitions);
             paths[i] = gr_asprintf("/brokers/topics/%s", t->name);
             ops[i] = gr_zop_set(paths[i], jsons[i], (int)len, t->zk_version);
+            /* the stamp gets the id too: set, or created when missing (write_with_stamp) */
+            spaths[i] = gr_asprintf("/brokers/topics/%s/partitions", t->name);
+            sdata[i] = gr_kzk_topic_stamp_encode(texts[i], &len);
+            ops[n_ops++] = stamps[i].rc == GR_KZK_ENONODE ? gr_zop_create(spaths[i], sdata[i], (int)len, 0)
+                                                          : gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
+            free(stamps[i].topic_id);
         }
         /* all of them in one multi; if any znode changed since it was read, one by one */
-        rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, k, NULL);
+        rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, n_ops, NULL);
         if (rc == 0) {
             for (int i = 0; i < k; i++) {
                 struct gr_ctrl_topic *t = todo[off + i];
@@ -120,13 +198,18 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
         for (int i = 0; i < k; i++) {
             free(paths[i]);
             free(jsons[i]);
-            paths[i] = jsons[i] = NULL;
+            free(spaths[i]);
+            free(sdata[i]);
+            paths[i] = jsons[i] = spaths[i] = sdata[i] = NULL;
         }
     }
     if (rc != 0 && rc != GR_ECONTROLLER_MOVED)
         gr_error(LOGGER, "Cannot write topic ids: %s", gr_kzk_strerror(rc));
     free(paths);
     free(jsons);
+    free(spaths);
+    free(sdata);
+    free(stamps);
     free(ops);
     free(texts);
     free(ids);
@@ -167,11 +250,16 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
     struct gr_kzk_topic_assignment a = *read; /* its content as written, with the id: shallow, not released */
     a.topic_id = t->topic_id;
     int32_t version = read->zk_version;
-    int rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &a, version);
+    int stamped = stamp_exists(kzk, t->name);
+    if (stamped < 0) return stamped;
+    int rc = write_with_stamp(kzk, ctx, t->name, &a, version, stamped);
     bool wrote = true;
-    for (int attempt = 0; rc == GR_KZK_EBADVERSION && attempt < RETRIES; attempt++) {
+    /* the znode changed, or its stamp was created meanwhile: read both again */
+    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
         struct gr_kzk_topic_assignment cur;
         const char *name = t->name;
+        stamped = stamp_exists(kzk, t->name);
+        if (stamped < 0) return stamped;
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.czxid != t->czxid) { /* deleted and created again meanwhile: another topic */
@@ -191,7 +279,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
             free(cur.topic_id);
             cur.topic_id = gr_strdup(t->topic_id);
             version = cur.zk_version;
-            rc = gr_kzk_set_topic_assignment_guarded(kzk, ctx->epoch_zk_version, t->name, &cur, version);
+            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped);
         }
         gr_kzk_topic_assignment_release(&cur);
     }

@@ -11,11 +11,18 @@
  * writer of the znode (reassignment, restore of a deleted topic's assignment, CreatePartitions)
  * carries the id it read; and when another writer drops it or writes another one (a Kafka 2.7
  * tool rewriting /brokers/topics/T: kafka-topics --zookeeper --alter), the active controller,
- * which knows the topic's id, writes it back (gr_ctrl_restore_topic_id). Only a controller that
- * never knew the id (the rewrite happened while no controller was active, or before the next
- * one loaded the topic) gives the topic a new one, as Kafka does; the brokers then move their
- * logs of the old id aside, never delete them (api/handle_control.c; docs/STORAGE.md says how
- * an operator gets the data back).
+ * which knows the topic's id, writes it back (gr_ctrl_restore_topic_id).
+ *
+ * A second copy of the id survives a controller change: the data of /brokers/topics/T/partitions,
+ * the standby stamp (kzk.h, gr_kzk_set_stamp_id_lookup: every state write carries the context's
+ * id, gr_ctrl_topic_stamp_id), written also with every id this file writes. Kafka creates that
+ * znode empty and never reads or writes its data, so a 2.x tool never rewrites it; it is T's
+ * child, so it dies with T's znode (a deletion by the controller or by hand) and an id can never
+ * pass to a new incarnation. A controller that finds T without an id (failover, TopicChange)
+ * takes the stamp's id if it holds one, and only else a new one, as Kafka does -- left: a topic
+ * never stamped (written without an id by a 2.x tool and rewritten before any state write, or a
+ * cluster upgraded from 2.7); its brokers then move their logs of the old id aside, never delete
+ * them (api/handle_control.c; docs/STORAGE.md).
  *
  * Event thread only (it reads and writes the controller context). */
 #ifndef GR_CONTROLLER_TOPIC_IDS_H
@@ -30,8 +37,13 @@ struct gr_ctrl_topic_id_source {
     void *arg;
 };
 
-/* Gives every topic names[0..n) of ctx that has no id one and writes it (see above); topics not
- * in ctx are skipped. On success t->topic_id/t->id are set and t->zk_version follows the write.
+/* The stamp id lookup (gr_kzk_set_stamp_id_lookup; ctx: the controller's context): the topic's
+ * id as the context holds it, or NULL. Event thread only. */
+const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic);
+
+/* Gives every topic names[0..n) of ctx that has no id one and writes it (see above): the id its
+ * stamp holds (a malformed one = none, WARN), else a new one; topics not in ctx are skipped. The
+ * stamp, where it exists, gets the id in the same guarded multi. On success t->topic_id/t->id are set and t->zk_version follows the write.
  * A topic whose znode vanished meanwhile is left alone (its deletion is on the way). Returns 0,
  * GR_ECONTROLLER_MOVED (the caller resigns) or another kzk error after logging it (topics already
  * written keep their ids; the rest get theirs at the next failover or TopicChange). */
@@ -40,7 +52,7 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
 
 /* Kafka's PartitionModifications saw /brokers/topics/T (read: its content and zkVersion as just
  * read) without t's id or with another one while the context knows t's id: writes the content
- * back with t's id, conditionally on read->zk_version (a guarded set; on a conflict the znode is
+ * back with t's id (and into its stamp, when it exists), conditionally on read->zk_version (a guarded multi; on a conflict the znode is
  * read again and its new content written with the id, up to a few times). A znode with another
  * id is logged at ERROR and gets the context's id back too: the brokers' logs hold the context's
  * id, and a new one would move every replica's data aside. No-op when the ids agree or t has no

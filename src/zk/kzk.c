@@ -42,6 +42,8 @@ struct gr_kzk {
     atomic_bool stopping; /* gr_kzk_stop_waiting */
     bool async;           /* gr_kzk_set_async: jobs run on their own thread */
     bool no_stamps;       /* gr_kzk_set_state_stamps(false) */
+    gr_kzk_stamp_id_fn stamp_id;  /* gr_kzk_set_stamp_id_lookup: the id a stamp carries */
+    void *stamp_id_arg;
     struct gr_kzk_job *after_next_write; /* gr_kzk_job_start_after_next_write */
 };
 
@@ -96,6 +98,11 @@ void gr_kzk_set_async(struct gr_kzk *k, bool async) {
 
 void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on) {
     k->no_stamps = !on;
+}
+
+void gr_kzk_set_stamp_id_lookup(struct gr_kzk *k, gr_kzk_stamp_id_fn fn, void *arg) {
+    k->stamp_id = fn;
+    k->stamp_id_arg = arg;
 }
 
 void gr_kzk_set_batch_size(struct gr_kzk *k, int ops) {
@@ -243,6 +250,14 @@ int gr_kzk_ensure_paths(struct gr_kzk *k) {
 
 /* ---- guarded multis ---- */
 
+/* A job's stamps, taken when it is made (on the owner thread: the lookup reads the controller's
+ * state), so that a job running on its own thread never calls the lookup. */
+struct gr_kzk_stamp_snap {
+    int n;
+    char **paths; /* /brokers/topics/T/partitions */
+    char **ids;   /* T's id, NULL: none */
+};
+
 /* The topic's stamp path of a partition state path (/brokers/topics/T/partitions/P/state ->
  * /brokers/topics/T/partitions, malloc'd), or NULL for any other path. */
 static char *state_stamp_path(const char *path) {
@@ -256,12 +271,52 @@ static char *state_stamp_path(const char *path) {
     return gr_strndup(path, (size_t)(slash + 11 - path));
 }
 
-/* Appends to ops[0..n) the standby proof's stamps (gr_kzk_get_state_stamps): one setData (no data,
- * any version) of /brokers/topics/T/partitions per topic T of which ops create, set or delete a
+/* A stamp's setData, its path and data in one malloc'd block (owned[] frees it): the data is
+ * {"topic_id":"<id>"} when the lookup knows the topic's id, else empty. */
+struct stamp {
+    int len;
+    char *data; /* inside the block, after the path */
+    char path[];
+};
+
+static struct stamp *stamp_new(const char *path, const char *id) {
+    size_t pl = strlen(path), dl;
+    char *data = gr_kzk_topic_stamp_encode(id, &dl);
+    struct stamp *st = gr_malloc(sizeof *st + pl + 1 + dl + 1);
+    memcpy(st->path, path, pl + 1);
+    st->data = st->path + pl + 1;
+    memcpy(st->data, data, dl + 1);
+    st->len = (int)dl;
+    free(data);
+    return st;
+}
+
+/* The stamp of stamp path sp (/brokers/topics/T/partitions): from snap (a job's, taken on the
+ * owner thread) when given, else from the lookup (the caller is the owner thread). */
+static struct stamp *stamp_for(const struct gr_kzk *k, const struct gr_kzk_stamp_snap *snap, const char *sp) {
+    if (snap) {
+        for (int i = 0; i < snap->n; i++)
+            if (strcmp(snap->paths[i], sp) == 0) return stamp_new(sp, snap->ids[i]);
+        return stamp_new(sp, NULL);
+    }
+    const char *id = NULL;
+    if (k->stamp_id) {
+        static const char pre[] = "/brokers/topics/";
+        char *topic = gr_strndup(sp + sizeof pre - 1, strlen(sp) - (sizeof pre - 1) - strlen("/partitions"));
+        id = k->stamp_id(k->stamp_id_arg, topic);
+        free(topic);
+    }
+    return stamp_new(sp, id);
+}
+
+/* Appends to ops[0..n) the standby proof's stamps (gr_kzk_get_state_stamps): one setData (any
+ * version) of /brokers/topics/T/partitions per topic T of which ops create, set or delete a
  * state znode, after every item (a stamp never fails first: a state op under a missing znode fails
- * before it) -- except a topic whose partitions znode ops delete themselves. The paths go to
- * *owned (the caller frees them). Returns the new op count. */
-static int append_state_stamps(const struct gr_kzk *k, struct gr_zop *ops, int n, char **owned, int *n_owned) {
+ * before it) -- except a topic whose partitions znode ops delete themselves. Its data is the
+ * topic's id (stamp_for). The stamps go to *owned (the caller frees them). Returns the new op
+ * count. */
+static int append_state_stamps(const struct gr_kzk *k, const struct gr_kzk_stamp_snap *snap, struct gr_zop *ops, int n,
+                               struct stamp **owned, int *n_owned) {
     if (k->no_stamps) return n;
     int m = n;
     for (int i = 0; i < n; i++) {
@@ -274,8 +329,10 @@ static int append_state_stamps(const struct gr_kzk *k, struct gr_zop *ops, int n
             free(sp);
             continue;
         }
-        owned[(*n_owned)++] = sp;
-        ops[m++] = gr_zop_set(sp, "", 0, GR_ZANY_VERSION);
+        struct stamp *st = stamp_for(k, snap, sp);
+        free(sp);
+        owned[(*n_owned)++] = st;
+        ops[m++] = gr_zop_set(st->path, st->data, st->len, GR_ZANY_VERSION);
     }
     return m;
 }
@@ -284,11 +341,11 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
                          int n, struct gr_zop_result *results) {
     struct gr_zop *all = gr_malloc((size_t)(2 * n + 1) * sizeof(*all));
     struct gr_zop_result *res = gr_calloc((size_t)(2 * n + 1), sizeof(*res));
-    char **stamps = gr_malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
+    struct stamp **stamps = gr_malloc((size_t)(n > 0 ? n : 1) * sizeof(*stamps));
     int n_stamps = 0;
     all[0] = gr_zop_check("/controller_epoch", epoch_zk_version);
     if (n > 0) memcpy(all + 1, ops, (size_t)n * sizeof(*ops));
-    int n_all = 1 + append_state_stamps(k, all + 1, n, stamps, &n_stamps);
+    int n_all = 1 + append_state_stamps(k, NULL, all + 1, n, stamps, &n_stamps);
     int zrc = z_multi(k, all, n_all, res);
     for (int i = 0; i < n_stamps; i++) free(stamps[i]);
     free(stamps);
@@ -484,7 +541,8 @@ static int gbatch_settle(struct gr_kzk *k, const struct gr_zop *ops, struct gbat
  * multis it left unanswered once the connection is back (Kafka's retryRequestsUntilConnected).
  * The first multi that finds the epoch check failed ends the call: nothing more is sent. */
 static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops, int n,
-                         int *item_rc, struct gr_zop_result *res, int ok_code, bool ordered) {
+                         int *item_rc, struct gr_zop_result *res, int ok_code, bool ordered,
+                         const struct gr_kzk_stamp_snap *snap) {
     if (n <= 0) return 0;
     int per = k->batch - 1;
     if (per < 1) per = 1;
@@ -511,14 +569,14 @@ static int guarded_items(struct gr_kzk *k, int32_t ezv, const struct gr_zop *ops
         mm[j].results = gr_calloc((size_t)(2 * per + 1), sizeof(struct gr_zop_result));
         mm[j].ops = mops[j];
     }
-    char **stamps = gr_malloc((size_t)(depth * per) * sizeof(char *));
+    struct stamp **stamps = gr_malloc((size_t)(depth * per) * sizeof(*stamps));
     int out = 0, attempt = 0;
     while (qn > 0 && out == 0) {
         int w = GR_MIN(depth, qn), n_stamps = 0;
         for (int j = 0; j < w; j++) {
             mops[j][0] = gr_zop_check("/controller_epoch", ezv);
             for (int i = 0; i < q[j]->m; i++) mops[j][i + 1] = ops[q[j]->idx[i]];
-            mm[j].n = 1 + append_state_stamps(k, mops[j] + 1, q[j]->m, stamps, &n_stamps);
+            mm[j].n = 1 + append_state_stamps(k, snap, mops[j] + 1, q[j]->m, stamps, &n_stamps);
         }
         gr_zkb_multi_many(k->b, mm, w);
         for (int i = 0; i < n_stamps; i++) free(stamps[i]);
@@ -1079,7 +1137,7 @@ static int delete_recursive_guarded(struct gr_kzk *k, int32_t ezv, const char *p
         struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
         for (int i = 0; i < n; i++) ops[i] = gr_zop_delete(nodes[n - 1 - i], GR_ZANY_VERSION);
         int *irc = gr_calloc((size_t)n, sizeof(int));
-        rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, true);
+        rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, true, NULL);
         for (int i = 0; rc == 0 && i < n; i++)
             if (irc[i]) {
                 gr_error(LOGGER, "delete %s failed: %s", ops[i].path, gr_kzk_strerror(irc[i]));
@@ -1171,6 +1229,32 @@ int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, 
     return answered == 0 && zrc != GR_ZOK ? zfail("get", "state stamps", zrc) : 0;
 }
 
+int gr_kzk_get_topic_stamps(struct gr_kzk *k, const char *const *topics, int n, struct gr_kzk_topic_stamp *out) {
+    memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return 0;
+    char **paths = gr_malloc((size_t)n * sizeof(char *));
+    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/brokers/topics/%s/partitions", topics[i]);
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    int answered = 0;
+    for (int i = 0; i < n; i++) {
+        if (res[i].rc == GR_ZOK) {
+            out[i].rc = gr_kzk_topic_stamp_decode(res[i].data, (size_t)(res[i].data ? res[i].len : 0),
+                                                  &out[i].topic_id);
+            out[i].zk_version = res[i].stat.version;
+            out[i].czxid = res[i].stat.czxid;
+        } else {
+            out[i].rc = gr_kzk_from_zrc(res[i].rc);
+        }
+        if (res[i].rc == GR_ZOK || res[i].rc == GR_ZNONODE) answered++;
+        free(paths[i]);
+    }
+    gr_zget_results_release(res, n);
+    free(res);
+    free(paths);
+    return answered == 0 && zrc != GR_ZOK ? zfail("get", "topic stamps", zrc) : 0;
+}
+
 int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, int n,
                                 struct gr_kzk_state_result *out) {
     memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
@@ -1250,10 +1334,10 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
     int *prc = gr_calloc((size_t)np, sizeof(int));
     /* …/partitions first, then …/partitions/P: each level's items are independent (pipelined),
      * the second needs the first. */
-    int rc = guarded_items(k, epoch_zk_version, ops, n_topics, prc, NULL, GR_KZK_EEXISTS, false);
+    int rc = guarded_items(k, epoch_zk_version, ops, n_topics, prc, NULL, GR_KZK_EEXISTS, false, NULL);
     if (!rc)
         rc = guarded_items(k, epoch_zk_version, ops + n_topics, np - n_topics, prc + n_topics, NULL,
-                           GR_KZK_EEXISTS, false);
+                           GR_KZK_EEXISTS, false, NULL);
     free(prc); /* a failed parent shows up as NONODE on its state below */
     for (int i = 0; i < np; i++) free(parents[i]);
     free(parents);
@@ -1271,7 +1355,7 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
         ops[i] = gr_zop_create(paths[i], jsons[i], (int)len, 0);
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
-    rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0, false);
+    rc = guarded_items(k, epoch_zk_version, ops, n, irc, NULL, 0, false, NULL);
     for (int i = 0; !rc && i < n; i++) {
         struct gr_zstat st;
         if (irc[i] == GR_KZK_EEXISTS && landed_already(k, paths[i], jsons[i], -1, &st)) {
@@ -1296,7 +1380,7 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
 }
 
 static int update_states(struct gr_kzk *k, int32_t epoch_zk_version, const struct gr_kzk_state_write *items, int n,
-                         struct gr_kzk_write_result *res) {
+                         struct gr_kzk_write_result *res, const struct gr_kzk_stamp_snap *snap) {
     if (n <= 0) return 0;
     struct gr_zop *ops = gr_malloc((size_t)n * sizeof(*ops));
     char **paths = gr_malloc((size_t)n * sizeof(char *));
@@ -1309,7 +1393,7 @@ static int update_states(struct gr_kzk *k, int32_t epoch_zk_version, const struc
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
     struct gr_zop_result *zr = gr_calloc((size_t)n, sizeof(*zr));
-    int rc = guarded_items(k, epoch_zk_version, ops, n, irc, zr, 0, false);
+    int rc = guarded_items(k, epoch_zk_version, ops, n, irc, zr, 0, false, snap);
     for (int i = 0; !rc && i < n; i++)
         if (irc[i] == GR_KZK_EBADVERSION && landed_already(k, paths[i], jsons[i], ops[i].version, &zr[i].stat))
             irc[i] = 0;
@@ -1333,7 +1417,7 @@ static int update_states(struct gr_kzk *k, int32_t epoch_zk_version, const struc
 int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res) {
-    int rc = update_states(k, epoch_zk_version, items, n, res);
+    int rc = update_states(k, epoch_zk_version, items, n, res, NULL);
     struct gr_kzk_job *next = k->after_next_write;
     if (next && n > 0 && rc == 0) gr_kzk_job_start(next);
     return rc;
@@ -1341,10 +1425,42 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
 
 /* ---- update jobs ---- */
 
+/* The stamps items' topics would get now (on the owner thread). NULL: nothing to look up. */
+static struct gr_kzk_stamp_snap *stamp_snap_take(const struct gr_kzk *k, const struct gr_kzk_state_write *items, int n) {
+    if (!k->stamp_id || k->no_stamps || n <= 0) return NULL;
+    struct gr_kzk_stamp_snap *s = gr_calloc(1, sizeof *s);
+    s->paths = gr_calloc((size_t)n, sizeof *s->paths);
+    s->ids = gr_calloc((size_t)n, sizeof *s->ids);
+    for (int i = 0; i < n; i++) {
+        char *path = gr_asprintf("/brokers/topics/%s/partitions", items[i].topic);
+        bool seen = false;
+        for (int j = 0; j < s->n && !seen; j++) seen = strcmp(s->paths[j], path) == 0;
+        if (seen) {
+            free(path);
+            continue;
+        }
+        const char *id = k->stamp_id(k->stamp_id_arg, items[i].topic);
+        s->paths[s->n] = path;
+        s->ids[s->n++] = id ? gr_strdup(id) : NULL;
+    }
+    return s;
+}
+
+static void stamp_snap_free(struct gr_kzk_stamp_snap *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) {
+        free(s->paths[i]);
+        free(s->ids[i]);
+    }
+    free(s->paths);
+    free(s->ids);
+    free(s);
+}
+
 static void *job_main(void *arg) {
     struct gr_kzk_job *j = arg;
     int64_t t0 = gr_mono_ms();
-    j->rc = update_states(j->k, j->ezv, j->items, j->n, j->res); /* never the trigger: j->k's owner thread's */
+    j->rc = update_states(j->k, j->ezv, j->items, j->n, j->res, j->stamps); /* never the trigger: j->k's owner thread's */
     j->took_ms = gr_mono_ms() - t0;
     return NULL;
 }
@@ -1357,6 +1473,7 @@ struct gr_kzk_job *gr_kzk_update_partition_states_job(struct gr_kzk *k, int32_t 
     j->items = items;
     j->n = n;
     j->res = gr_calloc((size_t)(n > 0 ? n : 1), sizeof *j->res);
+    j->stamps = stamp_snap_take(k, items, n);
     return j;
 }
 
@@ -1390,6 +1507,7 @@ void gr_kzk_job_free(struct gr_kzk_job *j) {
     if (!j) return;
     if (j->k->after_next_write == j) j->k->after_next_write = NULL;
     if (j->threaded) pthread_join(j->thread, NULL); /* a job never started is dropped unrun */
+    stamp_snap_free(j->stamps);
     free(j->res);
     free(j);
 }
@@ -1502,7 +1620,7 @@ static int delete_children_guarded(struct gr_kzk *k, int32_t ezv, const char *pa
         ops[i] = gr_zop_delete(paths[i], GR_ZANY_VERSION);
     }
     int *irc = gr_calloc((size_t)n, sizeof(int));
-    int rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, false);
+    int rc = guarded_items(k, ezv, ops, n, irc, NULL, GR_KZK_ENONODE, false, NULL);
     for (int i = 0; rc == 0 && i < n; i++)
         if (irc[i]) rc = GR_EZK;
     for (int i = 0; i < n; i++) free(paths[i]);

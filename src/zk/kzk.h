@@ -21,7 +21,9 @@
  *
  * Threading: a gr_kzk may be used from several threads at once (the backend serialises what it
  * must); it is never to be called from a backend/watch callback. The setters (batch size, depth,
- * async, state stamps) are called before the gr_kzk is shared.
+ * async, state stamps, stamp id lookup) are called before the gr_kzk is shared. The stamp id
+ * lookup (gr_kzk_set_stamp_id_lookup) is its setter's (the controller's): kzk calls it only on the
+ * thread making a guarded write, and never after that owner is gone (gregord frees the kzk first).
  */
 #ifndef GR_ZK_KZK_H
 #define GR_ZK_KZK_H
@@ -151,6 +153,15 @@ int gr_kzk_topic_assignment_decode(const char *data, size_t len,
                                    struct gr_kzk_topic_assignment *out);
 void gr_kzk_topic_assignment_release(struct gr_kzk_topic_assignment *a);
 
+/* /brokers/topics/T/partitions (Gregor's; Kafka creates it empty and never reads or writes its
+ * data): the standby stamp's data (gr_kzk_set_stamp_id_lookup), {"topic_id":"<Uuid>"}, a second
+ * copy of T's id that a Kafka 2.x tool rewriting /brokers/topics/T never touches and that dies
+ * with T's znode (its child). Encode: NULL id -> "" (len 0). Decode: empty data -> *id NULL, 0;
+ * an object with a valid Uuid "topic_id" -> *id malloc'd, 0; anything else (not JSON, no or a
+ * bad topic_id, the zero Uuid: never a topic's) -> *id NULL, GR_ECORRUPT. */
+char *gr_kzk_topic_stamp_encode(const char *topic_id, size_t *len);
+int gr_kzk_topic_stamp_decode(const char *data, size_t len, char **topic_id);
+
 /* …/partitions/P/state: {"version":1,"leader":L,"leader_epoch":E,"controller_epoch":C,"isr":[..]}.
  * zk_version = the znode's data version (filled by reads; the expected version for updates). */
 struct gr_kzk_leader_and_isr {
@@ -254,6 +265,15 @@ struct gr_kzk;
 struct gr_kzk *gr_kzk_new(struct gr_zk_backend *b);
 void gr_kzk_free(struct gr_kzk *k);
 struct gr_zk_backend *gr_kzk_backend(struct gr_kzk *k);
+/* The id a topic's standby stamp carries (gr_kzk_get_state_stamps): fn(arg, topic) returns the
+ * topic's id as text (borrowed: kzk copies it before fn is called again) or NULL. Ownership and
+ * threading: fn reads its owner's state (the controller's context), so kzk calls it only on the
+ * thread that makes the write -- the owner's event thread; a job (gr_kzk_update_partition_states_job)
+ * takes its topics' ids when it is made, never on its own thread. Set before the gr_kzk is shared
+ * (the controller, at start); NULL (the default): stamps carry no data. */
+typedef const char *(*gr_kzk_stamp_id_fn)(void *arg, const char *topic);
+void gr_kzk_set_stamp_id_lookup(struct gr_kzk *k, gr_kzk_stamp_id_fn fn, void *arg);
+
 /* Tests only (the simulation's controller of an earlier version): off = no state stamps in the
  * guarded multis and no stamps marker in /controller (gr_kzk_get_state_stamps). Default on. */
 void gr_kzk_set_state_stamps(struct gr_kzk *k, bool on);
@@ -388,11 +408,23 @@ int gr_kzk_get_partition_states(struct gr_kzk *k, const struct gr_kzk_tp *tps, i
                                 struct gr_kzk_state_result *out);
 /* The standby's proof stamps (docs/ARCHITECTURE.md, "Warm standby controller"): every guarded
  * multi that creates, sets or deletes a partition state znode of topic T also sets
- * /brokers/topics/T/partitions (no data, any version) in the same transaction, unless it deletes
- * that znode itself; so that znode's mzxid changes whenever any state of T is written. Reads it
+ * /brokers/topics/T/partitions (any version; data: T's id when the lookup knows it, see
+ * gr_kzk_set_stamp_id_lookup, else empty) in the same transaction, unless it deletes that znode
+ * itself; so that znode's mzxid changes whenever any state of T is written. Reads it
  * for topics[0..n) (pipelined, no watches): mzxid[i] is its mzxid, or 0 when it is missing or
  * unreadable. Returns 0, or an error when nothing could be read. */
 int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid);
+/* The ids the stamps of topics[0..n) carry (gr_kzk_topic_stamp_decode; pipelined, no watches):
+ * out[i].rc 0 (out[i].topic_id malloc'd or NULL: none), GR_KZK_ENONODE, GR_ECORRUPT (logged by
+ * the caller) or GR_EZK; out[i].zk_version and out[i].czxid are the znode's. Returns 0, or an
+ * error when nothing could be read. */
+struct gr_kzk_topic_stamp {
+    int rc;
+    char *topic_id;
+    int32_t zk_version;
+    int64_t czxid;
+};
+int gr_kzk_get_topic_stamps(struct gr_kzk *k, const char *const *topics, int n, struct gr_kzk_topic_stamp *out);
 /* The epoch of the controller now in office if it stamps (its /controller carries the stamps
  * marker and was written by the same election as /controller_epoch), else -1 (none in office,
  * one of an earlier version or Kafka, a hand-written znode). Returns 0 or an error. */
@@ -425,6 +457,7 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
  * the order of ZooKeeper operations stays deterministic. items (and what they point to) are
  * borrowed until gr_kzk_job_wait returns. Only the thread that owns k (the controller's event
  * thread) starts, waits for and frees a job. */
+struct gr_kzk_stamp_snap; /* kzk.c */
 struct gr_kzk_job {
     struct gr_kzk *k;
     int32_t ezv;
@@ -435,6 +468,7 @@ struct gr_kzk_job {
     int64_t took_ms;                 /* how long the writes took, valid after gr_kzk_job_wait */
     bool started, threaded;
     pthread_t thread;
+    struct gr_kzk_stamp_snap *stamps; /* its topics' stamp ids, taken when made (kzk.c) */
 };
 void gr_kzk_set_async(struct gr_kzk *k, bool async);
 /* A job for gr_kzk_update_partition_states(k, epoch_zk_version, items, n), not started. */

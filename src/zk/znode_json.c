@@ -516,6 +516,29 @@ char *gr_kzk_topic_assignment_encode(const struct gr_kzk_topic_assignment *a, si
     return jdump(root, len);
 }
 
+char *gr_kzk_topic_stamp_encode(const char *topic_id, size_t *len) {
+    if (!topic_id) {
+        if (len) *len = 0;
+        return gr_strdup("");
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "topic_id", json_string(topic_id));
+    return jdump(root, len);
+}
+
+int gr_kzk_topic_stamp_decode(const char *data, size_t len, char **topic_id) {
+    *topic_id = NULL;
+    if (len == 0) return 0;
+    struct jdec d = {0};
+    json_t *root = jparse_object(&d, data, len);
+    const char *text = d.err ? "" : jget_str(&d, root, "topic_id");
+    struct gr_uuid u;
+    if (!d.err && (gr_uuid_parse(text, &u) != 0 || gr_uuid_is_zero(&u))) d.err = GR_ECORRUPT; /* never written */
+    if (!d.err) *topic_id = gr_strdup(text);
+    json_decref(root);
+    return d.err;
+}
+
 static int pa_cmp(const void *x, const void *y) {
     const struct gr_kzk_partition_assignment *a = x, *b = y;
     return (a->partition > b->partition) - (a->partition < b->partition);

@@ -13,9 +13,11 @@
     fetches from the leader: it serves only the new topic's records (Fetch, ListOffsets);
   - no log is ever deleted for an id mismatch: a topic znode rewritten without its id (a Kafka 2.7
     tool) or with another one gets its id back from the active controller, every record stays
-    served; rewritten while no controller runs, the next controller gives the topic a new id and
-    every replica's data is moved aside (recoverable by the operator: docs/STORAGE.md), never
-    deleted; an unreadable partition.metadata keeps the log in place, not served;
+    served; rewritten while no controller runs, the next controller takes the id kept in
+    /brokers/topics/T/partitions (the stamp) and nothing moves; only when that copy holds no id
+    too does the topic get a new id, and every replica's data is moved aside (recoverable by the
+    operator: docs/STORAGE.md), never deleted; a topic znode deleted by hand and written again
+    gets a new id; an unreadable partition.metadata keeps the log in place, not served;
   - control requests at the new versions with hostile topic ids are answered, not crashed on.
 """
 
@@ -367,11 +369,48 @@ def test_rewrite_without_id_keeps_the_id_and_the_data(cluster_factory, zk_connec
     assert b"rw19" in dir_bytes(partition_dir(cluster[3], "rw", 0)) and no_stray_anywhere(cluster)
 
 
-def test_rewrite_without_id_while_no_controller_moves_data_aside(cluster_factory, zk_connect):
+def stamp_id(cluster, topic):
+    """The id /brokers/topics/T/partitions (the standby stamp) carries, None when empty."""
+    data, _ = cluster.zk.get(f"/brokers/topics/{topic}/partitions")
+    return json.loads(data)["topic_id"] if data else None
+
+
+def test_rewrite_without_id_while_no_controller_keeps_the_id(cluster_factory, zk_connect):
+    """/brokers/topics/T rewritten without its id (a Kafka 2.7 tool) while no controller runs:
+    the next controller finds the id in /brokers/topics/T/partitions (the stamp, which Kafka's
+    tools never write) and writes it back instead of a new one; every replica keeps its log in
+    place, every record stays served, nothing is moved aside."""
+    cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
+    create(cluster, "away", [[1, 2, 3]])
+    tid = znode_id(cluster, "away")
+    assert stamp_id(cluster, "away") == tid
+    values = [f"away{i}" for i in range(15)]
+    produce(cluster, "away", 0, values)
+    wait_id_files(cluster, "away", [[1, 2, 3]], tid)
+    cluster.stop()
+    rewrite_topic_znode(cluster, "away")
+    assert znode_id(cluster, "away") is None and stamp_id(cluster, "away") == tid
+    cluster.start()
+    H.wait_for(lambda: znode_id(cluster, "away") is not None, 30, "an id from the new controller")
+    assert znode_id(cluster, "away") == tid
+    ctl = cluster[cluster.controller_id()]
+    assert f"restoring its id {tid} from /brokers/topics/away/partitions" in ctl.log()
+    H.wait_for(lambda: len(state(cluster, "away", 0).get("isr", [])) == 3, 40, "ISR after the restart")
+    assert stamp_id(cluster, "away") == tid
+    assert consume_from(cluster[state(cluster, "away", 0)["leader"]].port, "away", 0, 15) == values
+    for b in (1, 2, 3):
+        assert read_partition_metadata(cluster[b], "away", 0) == f"version: 0\ntopic_id: {tid}\n"
+        assert b"away14" in dir_bytes(partition_dir(cluster[b], "away", 0))
+    assert no_stray_anywhere(cluster)
+
+
+def test_rewrite_without_id_and_stamp_while_no_controller_moves_data_aside(cluster_factory, zk_connect):
     """The residual case (docs/STORAGE.md): /brokers/topics/T rewritten without its id while no
-    controller runs. The next controller cannot know the lost id and gives the topic a new one (as
-    Kafka does); every replica moves its log of the old id aside (nothing deleted from disk) and
-    the partition starts empty. The operator's recovery (STORAGE.md) brings the records back."""
+    controller runs AND its stamp (/brokers/topics/T/partitions) holds no id -- here a malformed
+    one (WARN, taken as none). The next controller cannot know the lost id and gives the topic a
+    new one (as Kafka does); every replica moves its log of the old id aside (nothing deleted from
+    disk) and the partition starts empty. The operator's recovery (STORAGE.md) brings the records
+    back."""
     cluster = cluster_factory(zk_connect, n=3, config=CONFIG)
     create(cluster, "away", [[1, 2, 3]])
     tid = znode_id(cluster, "away")
@@ -385,9 +424,13 @@ def test_rewrite_without_id_while_no_controller_moves_data_aside(cluster_factory
     for b in (1, 2, 3):
         with_metrics_listener(cluster[b])
     rewrite_topic_znode(cluster, "away")
+    cluster.zk.set("/brokers/topics/away/partitions", b'{"topic_id":"not-a-uuid"}')
     cluster.start()
     H.wait_for(lambda: znode_id(cluster, "away") not in (None, tid), 30, "a new id from the new controller")
     nid = znode_id(cluster, "away")
+    assert "/brokers/topics/away/partitions holds data that is no topic id stamp" in \
+        cluster[cluster.controller_id()].log()
+    H.wait_for(lambda: stamp_id(cluster, "away") == nid, 30, "the new id in the stamp")
     H.wait_for(lambda: len(state(cluster, "away", 0).get("isr", [])) == 3, 40, "ISR under the new id")
     # the documented outcome: the partition is served empty; every replica keeps its old records
     # in a stray directory, byte for byte, under the old id
@@ -421,6 +464,31 @@ def test_rewrite_without_id_while_no_controller_moves_data_aside(cluster_factory
     wait_id_files(cluster, "away", [[1, 2, 3]], nid)
     assert znode_id(cluster, "away") == nid
     assert consume_from(cluster[1].port, "away", 0, 15) == values
+
+
+def test_topic_znode_deleted_by_hand_and_written_again_gets_a_new_id(cluster_factory, zk_connect):
+    """/brokers/topics/T deleted by hand (zookeeper-shell deleteall: its /partitions stamp goes
+    with it) and written again by a Kafka 2.7 tool while no controller runs: another topic of the
+    name. The next controller gives it a NEW id -- the earlier topic's id never comes back from
+    anywhere -- and the replicas move the earlier topic's logs aside."""
+    cluster = cluster_factory(zk_connect, n=2, config=CONFIG)
+    create(cluster, "rm", [[1, 2]])
+    tid = znode_id(cluster, "rm")
+    produce(cluster, "rm", 0, ["old0", "old1"])
+    wait_id_files(cluster, "rm", [[1, 2]], tid)
+    cluster.stop()
+    cluster.zk.delete("/brokers/topics/rm", recursive=True)
+    cluster.zk.create("/brokers/topics/rm", json.dumps({"version": 2, "partitions": {"0": [1, 2]},
+                                                        "adding_replicas": {}, "removing_replicas": {}}).encode())
+    cluster.start()
+    H.wait_for(lambda: znode_id(cluster, "rm") is not None, 30, "an id from the new controller")
+    nid = znode_id(cluster, "rm")
+    assert nid != tid
+    H.wait_for(lambda: len(state(cluster, "rm", 0).get("isr", [])) == 2, 40, "ISR of the new topic")
+    assert stamp_id(cluster, "rm") == nid
+    for b in (1, 2):
+        H.wait_for(lambda: len(stray_dirs(cluster[b], "rm", 0)) == 1, 30, f"old log moved aside on {b}")
+    assert consume_from(cluster[1].port, "rm", 0, 1, timeout=3) == []
 
 
 def test_control_requests_with_hostile_topic_ids(cluster_factory, zk_connect):

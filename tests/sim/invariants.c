@@ -880,23 +880,45 @@ static void inv_topic_ids(struct sim *s) {
     }
 }
 
+/* Whether topic's /brokers/topics/T/partitions (the standby stamp) holds a topic id now. */
+static bool stamp_holds_id(struct sim *s, const char *topic) {
+    char path[512];
+    snprintf(path, sizeof path, TOPICS_PREFIX "%s/partitions", topic);
+    const char *d;
+    int len;
+    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d || len <= 0) return false;
+    char *id = NULL;
+    bool held = gr_kzk_topic_stamp_decode(d, (size_t)len, &id) == 0 && id;
+    free(id);
+    return held;
+}
+
 void sim_note_id_dropped(struct sim *s, const char *topic) {
+    bool stamped = stamp_holds_id(s, topic);
     for (int i = 0; i < s->n_id_dropped; i++)
-        if (strcmp(s->id_dropped[i], topic) == 0) return;
+        if (strcmp(s->id_dropped[i], topic) == 0) {
+            s->id_dropped_stamped[i] |= stamped;
+            return;
+        }
     s->id_dropped = gr_realloc(s->id_dropped, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped);
     s->id_dropped_epoch =
         gr_realloc(s->id_dropped_epoch, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_epoch);
+    s->id_dropped_stamped =
+        gr_realloc(s->id_dropped_stamped, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_stamped);
     s->id_dropped_epoch[s->n_id_dropped] = s->cur_epoch;
+    s->id_dropped_stamped[s->n_id_dropped] = stamped;
     s->id_dropped[s->n_id_dropped++] = gr_strdup(topic);
 }
 
 /* T2 (KIP-516): a topic's id never changes while the topic lives (same czxid) -- unless an admin
- * rewrote its znode without the id (a Kafka 2.7 tool) since the last check, and no controller
- * that knew the id saw that rewrite (the residual case, docs/STORAGE.md "Stray logs"): the active
- * controller writes a known id back. "No controller saw it" needs a controller election since
- * the rewrite: within one controller term (/controller_epoch unchanged from the rewrite to this
- * quiet point) the term's controller was active throughout and must have put the id back. Quiet
- * points only; T1 checks that the id is there. */
+ * rewrote its znode without the id (a Kafka 2.7 tool) since the last check, no controller that
+ * knew the id saw that rewrite, and the topic's /partitions znode held no id (at the last quiet
+ * point nor at any such rewrite): the residual case, docs/STORAGE.md "Stray logs". The active
+ * controller writes a known id back; the next one takes the id the /partitions stamp holds. "No
+ * controller saw it" needs a controller election since the rewrite: within one controller term
+ * (/controller_epoch unchanged from the rewrite to this quiet point) the term's controller was
+ * active throughout and must have put the id back. Quiet points only; T1 checks that the id is
+ * there. */
 static void inv_topic_ids_stable(struct sim *s) {
     const char **names;
     int n = zm_peek_children(s->zm, "/brokers/topics", &names);
@@ -914,19 +936,22 @@ static void inv_topic_ids_stable(struct sim *s) {
         if (a.topic_id && strlen(a.topic_id) < sizeof next[m].id) {
             next[m].topic = gr_strdup(names[i]);
             next[m].czxid = st.czxid;
+            next[m].stamped = stamp_holds_id(s, names[i]);
             snprintf(next[m].id, sizeof next[m].id, "%s", a.topic_id);
             for (int k = 0; k < s->n_known_ids; k++) {
                 const struct sim_known_id *o = &s->known_ids[k];
                 if (strcmp(o->topic, names[i]) != 0 || o->czxid != st.czxid) continue;
                 bool was_dropped = false, dropped = false; /* ... and a controller election since */
+                bool stamped = o->stamped;                 /* ... and the stamp held an id */
                 for (int j = 0; j < s->n_id_dropped; j++) {
                     if (strcmp(s->id_dropped[j], names[i]) != 0) continue;
                     was_dropped = true;
                     dropped = s->id_dropped_epoch[j] != s->cur_epoch;
+                    stamped |= s->id_dropped_stamped[j];
                 }
                 if (strcmp(o->id, a.topic_id) == 0) {
                     if (was_dropped) g_failovers.ids_kept++;
-                } else if (dropped) {
+                } else if (dropped && !stamped) {
                     g_failovers.ids_changed++;
                     if (s->o.verbose)
                         printf("    [sim] T2: topic %s got a new id %s (was %s): its znode was rewritten without "
@@ -934,8 +959,9 @@ static void inv_topic_ids_stable(struct sim *s) {
                 } else {
                     sim_fail(s, "T2 topic ids", "topic %s (czxid %lld) changed its id from %s to %s, and %s",
                              names[i], (long long)st.czxid, o->id, a.topic_id,
-                             was_dropped ? "the controller that knew it saw the znode rewritten without it"
-                                         : "no admin dropped it");
+                             stamped ? "its /partitions znode held an id (the next controller must take it)"
+                             : was_dropped ? "the controller that knew it saw the znode rewritten without it"
+                                           : "no admin dropped it");
                 }
             }
             m++;
@@ -949,8 +975,10 @@ static void inv_topic_ids_stable(struct sim *s) {
     for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped[i]);
     free(s->id_dropped);
     free(s->id_dropped_epoch);
+    free(s->id_dropped_stamped);
     s->id_dropped = NULL;
     s->id_dropped_epoch = NULL;
+    s->id_dropped_stamped = NULL;
     s->n_id_dropped = 0;
 }
 

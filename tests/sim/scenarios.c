@@ -353,6 +353,43 @@ static void scenario_rewrite_without_id(struct sim *s) {
     if (!s->failed && strays != 0) sim_fail(s, what, "%d logs moved aside", -strays);
 }
 
+/* The same rewrite while no controller runs (every broker down): the next controller cannot
+ * know the id from its own context and takes the one /brokers/topics/T/partitions holds (the
+ * stamp); same id, no log moved aside (T1, T2). Without it (a new id) every replica's log would
+ * be moved aside and the topic would restart empty. */
+static void scenario_rewrite_without_id_no_controller(struct sim *s) {
+    const char *what = "scenario znode rewritten without its topic id while no controller runs";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    struct sbroker *x = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    const char *topic = "rw1";
+    int32_t reps[2] = {c->id, x->id};
+    create_topic(s, topic, reps, 2);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    char before[32], after[32];
+    int32_t version = -1;
+    znode_topic_id(s, topic, before, &version);
+    int strays = 0;
+    for (int i = 0; i < s->n_brokers; i++) strays += s->brokers[i].n_strays;
+    for (int i = 0; i < s->n_brokers; i++)
+        if (s->brokers[i].alive) node_crash(s, &s->brokers[i], true);
+    struct gr_kzk_partition_assignment pa[1] = {{.partition = 0, .n_replicas = 2, .replicas = reps}};
+    struct gr_kzk_topic_assignment a = {.topic = (char *)topic, .n_partitions = 1, .partitions = pa};
+    if (!before[0] || gr_kzk_set_topic_assignment(s->admin_kzk, topic, &a, version) != 0)
+        sim_fail(s, what, "cannot rewrite %s without its id (it had '%s')", topic, before);
+    if (s->failed) return;
+    sim_note_id_dropped(s, topic);
+    start_all(s);
+    if (!s->failed) sim_settle(s);
+    if (s->failed) return;
+    znode_topic_id(s, topic, after, NULL);
+    if (strcmp(before, after) != 0)
+        sim_fail(s, what, "topic %s had id %s, has '%s' after the rewrite and a new controller", topic, before, after);
+    for (int i = 0; i < s->n_brokers; i++) strays -= s->brokers[i].n_strays;
+    if (!s->failed && strays != 0) sim_fail(s, what, "%d logs moved aside", -strays);
+}
+
 /* ---- the warm standby controller (W1 checks every failover's context) ---- */
 
 /* Lets every standby refresh (simnode.c: every 20 s of virtual time) run on a quiet cluster. */
@@ -891,6 +928,8 @@ static const struct {
      scenario_recreated_onto_away_replica, false},
     {"a topic's znode rewritten without its id by a 2.7 tool: the controller writes the id back (topic ids)", 3,
      scenario_rewrite_without_id, false},
+    {"a topic's znode rewritten without its id while no controller runs: the next one takes the id from its stamp "
+     "(topic ids)", 3, scenario_rewrite_without_id_no_controller, false},
     {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
     {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},

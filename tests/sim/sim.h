@@ -255,10 +255,12 @@ struct sim {
     /* T2: each topic's id at the last quiet check, by incarnation (czxid); topics whose znode an
      * admin rewrote without its id since then (admin_add_partitions, as a Kafka 2.7 tool) */
     int n_known_ids;
-    struct sim_known_id { char *topic; int64_t czxid; char id[32]; } *known_ids;
+    /* stamped: its /brokers/topics/T/partitions held an id (the controller's second copy) */
+    struct sim_known_id { char *topic; int64_t czxid; char id[32]; bool stamped; } *known_ids;
     int n_id_dropped;
     char **id_dropped;
     int32_t *id_dropped_epoch;  /* the controller epoch at the topic's first such rewrite */
+    bool *id_dropped_stamped;   /* its /partitions znode held an id at some such rewrite */
     int n_admin_ops;            /* deletions, reassignments, elections, config changes */
     /* partitions an admin asked to elect uncleanly (ElectLeaders UNCLEAN) while the request is
      * pending: "topic-partition" */

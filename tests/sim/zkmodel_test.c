@@ -427,6 +427,63 @@ static void state_stamps(struct zm *zm, struct gr_kzk *k) {
     CHECK(mzxid_of(zm, "/brokers/topics/sa/partitions") == before);
 }
 
+/* The stamp's data (gr_kzk_set_stamp_id_lookup): the id the lookup gives on the writing thread,
+ * empty without one; a job takes its ids when made (a lookup changed before it runs is not seen);
+ * gr_kzk_get_topic_stamps reads them back (ENONODE, ECORRUPT for a hand-written value). */
+static const char *stamp_ids[2] = {NULL, NULL}; /* sa's, sb's */
+static const char *stamp_lookup(void *arg, const char *topic) {
+    (void)arg;
+    return strcmp(topic, "ia") == 0 ? stamp_ids[0] : strcmp(topic, "ib") == 0 ? stamp_ids[1] : NULL;
+}
+
+static bool stamp_data_is(struct zm *zm, const char *topic, const char *want) {
+    char path[128];
+    snprintf(path, sizeof path, "/brokers/topics/%s/partitions", topic);
+    const char *data = NULL;
+    int len = -1;
+    if (zm_peek(zm, path, &data, &len, NULL) != GR_ZOK) return false;
+    return (size_t)len == strlen(want) && memcmp(data, want, (size_t)len) == 0;
+}
+
+static void stamp_ids_data(struct zm *zm, struct gr_kzk *k) {
+    const char *ida = "LLZSphugSjmNB1hmQ7rBtw", *idb = "o6nAEpmARSSQfLv3DmOQDw";
+    gr_kzk_set_stamp_id_lookup(k, stamp_lookup, NULL);
+    stamp_ids[0] = ida;
+    stamp_ids[1] = NULL;
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/ia", "{}", 2, 0, NULL) == GR_ZOK);
+    CHECK(gr_zkb_create(gr_kzk_backend(k), "/brokers/topics/ib", "{}", 2, 0, NULL) == GR_ZOK);
+    int32_t isr[] = {1};
+    struct gr_kzk_leader_and_isr lai = {.leader = 1, .controller_epoch = 1, .n_isr = 1, .isr = isr};
+    struct gr_kzk_state_write w[2] = {{.topic = "ia", .partition = 0, .lai = &lai},
+                                      {.topic = "ib", .partition = 0, .lai = &lai}};
+    struct gr_kzk_write_result res[2];
+    CHECK(gr_kzk_create_partition_states(k, 1, w, 2, res) == 0);
+    CHECK(stamp_data_is(zm, "ia", "{\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\"}"));
+    CHECK(stamp_data_is(zm, "ib", "")); /* no id known: empty, as before */
+    /* a job takes ib's id when made: a lookup changed before it runs is not seen */
+    stamp_ids[1] = idb;
+    lai.zk_version = 0;
+    struct gr_kzk_job *j = gr_kzk_update_partition_states_job(k, 1, &w[1], 1);
+    stamp_ids[1] = ida;
+    CHECK(gr_kzk_job_wait(j) == 0 && j->res[0].rc == 0);
+    gr_kzk_job_free(j);
+    CHECK(stamp_data_is(zm, "ib", "{\"topic_id\":\"o6nAEpmARSSQfLv3DmOQDw\"}"));
+    /* read back; a hand-written value is ECORRUPT, a missing znode ENONODE */
+    CHECK(gr_zkb_set(gr_kzk_backend(k), "/brokers/topics/ia/partitions", "junk", 4, -1, NULL) == GR_ZOK);
+    const char *topics[] = {"ib", "ia", "gone"};
+    struct gr_kzk_topic_stamp st[3];
+    CHECK(gr_kzk_get_topic_stamps(k, topics, 3, st) == 0);
+    CHECK(st[0].rc == 0 && st[0].topic_id && strcmp(st[0].topic_id, idb) == 0 && st[0].zk_version == 2);
+    CHECK(st[1].rc == GR_ECORRUPT && !st[1].topic_id);
+    CHECK(st[2].rc == GR_KZK_ENONODE && !st[2].topic_id);
+    for (int i = 0; i < 3; i++) free(st[i].topic_id);
+    /* the lookup off: stamps carry no data again */
+    gr_kzk_set_stamp_id_lookup(k, NULL, NULL);
+    lai.zk_version = 0;
+    CHECK(gr_kzk_update_partition_states(k, 1, &w[0], 1, res) == 0 && res[0].rc == 0);
+    CHECK(stamp_data_is(zm, "ia", ""));
+}
+
 static void kzk_on_model(void) {
     struct zm *zm = zm_new();
     struct zm_hooks h = {.call_fault = fault_hook};
@@ -457,6 +514,7 @@ static void kzk_on_model(void) {
     CHECK(gr_kzk_guarded_multi(k, 1, &op, 1, NULL) == 0);
     pipelined_states_with_loss(zm, k);
     state_stamps(zm, k);
+    stamp_ids_data(zm, k);
     /* /controller rewritten by hand without the marker (czxid kept): no longer vouched for */
     CHECK(gr_zkb_set(gr_kzk_backend(k), "/controller", "{\"version\":1,\"brokerid\":1}", 26, -1, NULL) == GR_ZOK);
     CHECK(gr_kzk_get_stamping_term(k, &term) == 0 && term == -1);

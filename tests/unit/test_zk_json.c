@@ -119,6 +119,33 @@ static void test_broker(void) {
     CHECK(gr_kzk_broker_decode(1, buf, 2, &rb) == GR_ECORRUPT);
 }
 
+/* /brokers/topics/T/partitions's data: the stamp's topic id (empty: none); anything else is
+ * GR_ECORRUPT, never a crash. */
+static void test_topic_stamp(void) {
+    size_t len = 9;
+    char *s = gr_kzk_topic_stamp_encode(NULL, &len);
+    CHECK(len == 0 && s[0] == '\0');
+    free(s);
+    const char *id = "LLZSphugSjmNB1hmQ7rBtw";
+    s = gr_kzk_topic_stamp_encode(id, &len);
+    CHECK(strcmp(s, "{\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\"}") == 0 && len == strlen(s));
+    char *got = NULL;
+    CHECK(gr_kzk_topic_stamp_decode(s, len, &got) == 0 && got && strcmp(got, id) == 0);
+    free(got);
+    free(s);
+    CHECK(gr_kzk_topic_stamp_decode("", 0, &got) == 0 && got == NULL);
+    CHECK(gr_kzk_topic_stamp_decode(NULL, 0, &got) == 0 && got == NULL);
+    const char *bad[] = {"{", "{}", "[]", "null", "\"LLZSphugSjmNB1hmQ7rBtw\"", "{\"topic_id\":1}",
+                         "{\"topic_id\":\"not-a-uuid\"}", "{\"topic_id\":\"AAAAAAAAAAAAAAAAAAAAAA\"}",
+                         "{\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\",\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        got = (char *)"x";
+        CHECK(DEC(gr_kzk_topic_stamp_decode, bad[i], &got) == GR_ECORRUPT && got == NULL);
+    }
+    char junk[4] = {'{', '\0', '"', '}'}; /* a NUL inside */
+    CHECK(gr_kzk_topic_stamp_decode(junk, sizeof junk, &got) == GR_ECORRUPT && got == NULL);
+}
+
 static void test_controller(void) {
     size_t len;
     char *s = gr_kzk_controller_encode(1, 1600000000000LL, false, &len);
@@ -443,6 +470,7 @@ static void test_endpoint(void) {
 int main(void) {
     test_broker();
     test_controller();
+    test_topic_stamp();
     test_cluster_id();
     test_topic();
     test_state();
