@@ -165,6 +165,15 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
         for (int i = 0; i < k; i++) names_k[i] = todo[off + i]->name;
         rc = gr_kzk_get_topic_stamps(kzk, names_k, k, stamps);
         if (rc != 0) break;
+        /* a stamp that could not be read is not "no stamp": a fresh id would replace the one it
+         * may hold (every replica's log then moved aside). These topics keep no id until the next
+         * failover or TopicChange reads their stamps. */
+        for (int i = 0; i < k; i++)
+            if (stamps[i].rc != 0 && stamps[i].rc != GR_KZK_ENONODE && stamps[i].rc != GR_ECORRUPT) rc = stamps[i].rc;
+        if (rc != 0) {
+            for (int i = 0; i < k; i++) free(stamps[i].topic_id);
+            break;
+        }
         for (int i = 0; i < k; i++) {
             struct gr_ctrl_topic *t = todo[off + i];
             if (!id_from_stamp(t, &stamps[i], &ids[i])) new_id(src, &ids[i]);

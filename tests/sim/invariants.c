@@ -881,32 +881,46 @@ static void inv_topic_ids(struct sim *s) {
 }
 
 /* Whether topic's /brokers/topics/T/partitions (the standby stamp) holds a topic id now. */
-static bool stamp_holds_id(struct sim *s, const char *topic) {
+/* The id t's /partitions stamp holds (malloc'd), or NULL. */
+static char *stamp_id(struct sim *s, const char *topic) {
     char path[512];
     snprintf(path, sizeof path, TOPICS_PREFIX "%s/partitions", topic);
     const char *d;
     int len;
-    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d || len <= 0) return false;
+    if (zm_peek(s->zm, path, &d, &len, NULL) != GR_ZOK || !d || len <= 0) return NULL;
     char *id = NULL;
-    bool held = gr_kzk_topic_stamp_decode(d, (size_t)len, &id) == 0 && id;
-    free(id);
-    return held;
+    if (gr_kzk_topic_stamp_decode(d, (size_t)len, &id) != 0) {
+        free(id);
+        return NULL;
+    }
+    return id;
 }
 
+static bool stamp_holds_id(struct sim *s, const char *topic) {
+    char *id = stamp_id(s, topic);
+    free(id);
+    return id != NULL;
+}
+
+/* An admin rewrote topic's znode without its id: the epoch of the first such rewrite since the
+ * last quiet point, and the id its stamp holds at the latest (the id the next controller must
+ * take: an earlier rewrite may have found the stamp empty and the id rightly changed, and the
+ * stamp then took the new one). */
 void sim_note_id_dropped(struct sim *s, const char *topic) {
-    bool stamped = stamp_holds_id(s, topic);
+    char *sid = stamp_id(s, topic);
     for (int i = 0; i < s->n_id_dropped; i++)
         if (strcmp(s->id_dropped[i], topic) == 0) {
-            s->id_dropped_stamped[i] |= stamped;
+            free(s->id_dropped_stamp_id[i]);
+            s->id_dropped_stamp_id[i] = sid;
             return;
         }
     s->id_dropped = gr_realloc(s->id_dropped, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped);
     s->id_dropped_epoch =
         gr_realloc(s->id_dropped_epoch, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_epoch);
-    s->id_dropped_stamped =
-        gr_realloc(s->id_dropped_stamped, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_stamped);
+    s->id_dropped_stamp_id =
+        gr_realloc(s->id_dropped_stamp_id, (size_t)(s->n_id_dropped + 1) * sizeof *s->id_dropped_stamp_id);
     s->id_dropped_epoch[s->n_id_dropped] = s->cur_epoch;
-    s->id_dropped_stamped[s->n_id_dropped] = stamped;
+    s->id_dropped_stamp_id[s->n_id_dropped] = sid;
     s->id_dropped[s->n_id_dropped++] = gr_strdup(topic);
 }
 
@@ -942,13 +956,14 @@ static void inv_topic_ids_stable(struct sim *s) {
                 const struct sim_known_id *o = &s->known_ids[k];
                 if (strcmp(o->topic, names[i]) != 0 || o->czxid != st.czxid) continue;
                 bool was_dropped = false, dropped = false; /* ... and a controller election since */
-                bool stamped = o->stamped;                 /* ... and the stamp held an id */
+                const char *must = o->stamped ? o->id : NULL; /* ... and the id a stamp held */
                 for (int j = 0; j < s->n_id_dropped; j++) {
                     if (strcmp(s->id_dropped[j], names[i]) != 0) continue;
                     was_dropped = true;
                     dropped = s->id_dropped_epoch[j] != s->cur_epoch;
-                    stamped |= s->id_dropped_stamped[j];
+                    if (s->id_dropped_stamp_id[j]) must = s->id_dropped_stamp_id[j];
                 }
+                bool stamped = must && strcmp(must, a.topic_id) != 0;
                 if (strcmp(o->id, a.topic_id) == 0) {
                     if (was_dropped) g_failovers.ids_kept++;
                 } else if (dropped && !stamped) {
@@ -975,10 +990,11 @@ static void inv_topic_ids_stable(struct sim *s) {
     for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped[i]);
     free(s->id_dropped);
     free(s->id_dropped_epoch);
-    free(s->id_dropped_stamped);
+    for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped_stamp_id[i]);
+    free(s->id_dropped_stamp_id);
     s->id_dropped = NULL;
     s->id_dropped_epoch = NULL;
-    s->id_dropped_stamped = NULL;
+    s->id_dropped_stamp_id = NULL;
     s->n_id_dropped = 0;
 }
 

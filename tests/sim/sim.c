@@ -899,7 +899,8 @@ void sim_teardown(struct sim *s) {
     for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped[i]);
     free(s->id_dropped);
     free(s->id_dropped_epoch);
-    free(s->id_dropped_stamped);
+    for (int i = 0; i < s->n_id_dropped; i++) free(s->id_dropped_stamp_id[i]);
+    free(s->id_dropped_stamp_id);
 }
 
 /* Returns 0 if the seed passed. */

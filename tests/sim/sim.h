@@ -260,7 +260,7 @@ struct sim {
     int n_id_dropped;
     char **id_dropped;
     int32_t *id_dropped_epoch;  /* the controller epoch at the topic's first such rewrite */
-    bool *id_dropped_stamped;   /* its /partitions znode held an id at some such rewrite */
+    char **id_dropped_stamp_id; /* the id its /partitions znode held at the latest such rewrite, or NULL */
     int n_admin_ops;            /* deletions, reassignments, elections, config changes */
     /* partitions an admin asked to elect uncleanly (ElectLeaders UNCLEAN) while the request is
      * pending: "topic-partition" */
