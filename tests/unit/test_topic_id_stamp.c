@@ -142,10 +142,86 @@ static void test_restore_writes_the_stamp(void) {
     teardown();
 }
 
+/* memzk before_multi_fn: /brokers/topics/<arg> deleted by hand (with its stamp) and written again
+ * with the same content, without an id (a 2.x tool) -- a new incarnation at version 0. */
+static void recreate_topic(struct memzk *z, void *arg) {
+    char p[256], sp[256];
+    snprintf(p, sizeof p, "/brokers/topics/%s", (const char *)arg);
+    snprintf(sp, sizeof sp, "/brokers/topics/%s/partitions", (const char *)arg);
+    int i = memzk_find(z, p);
+    CHECK(i >= 0);
+    int len = z->v[i].len;
+    char *data = gr_malloc((size_t)len + 1);
+    memcpy(data, z->v[i].data, (size_t)len + 1);
+    CHECK(memzk_delete(z, sp, -1) == GR_ZOK);
+    CHECK(memzk_delete(z, p, -1) == GR_ZOK);
+    CHECK(memzk_create(z, p, data, len, 0, NULL) == GR_ZOK);
+    free(data);
+}
+
+/* The topic is deleted and created again between the read of its stamp and the write: the old
+ * incarnation's id (its stamp's) never goes into the new incarnation (znode, stamp, context). */
+static void test_recreated_between_read_and_write_never_gets_the_old_id(void) {
+    setup();
+    int32_t reps[] = {1, 2};
+    create_topic("f", 1, reps, 2);
+    struct gr_kzk_topic_assignment a;
+    const char *name = "f";
+    CHECK(gr_kzk_get_topic_assignments(kzk, &name, 1, false, &a) == 0 && a.rc == 0);
+    struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(&ctx, "f");
+    t->czxid = a.czxid;
+    t->zk_version = a.zk_version;
+    gr_kzk_topic_assignment_release(&a);
+    put_stamp("f", "{\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\"}");
+    zk->before_multi_fn = recreate_topic;
+    zk->before_multi_arg = (void *)"f";
+    int n = 0;
+    struct gr_ctrl_topic_id_source src = {next_id, &n};
+    const char *names[] = {"f"};
+    CHECK(gr_ctrl_assign_topic_ids(kzk, &ctx, &src, names, 1) == 0);
+    char buf[64];
+    char *z = znode_id("f");
+    t = gr_ctrl_ctx_topic(&ctx, "f");
+    CHECK(!z || strcmp(z, ID_A) != 0);
+    CHECK(strcmp(stamp_of("f", buf, sizeof buf), ID_A) != 0);
+    CHECK(!t->topic_id || strcmp(t->topic_id, ID_A) != 0);
+    free(z);
+    teardown();
+}
+
+/* A stamp that cannot be read (a get that keeps timing out) while others can: its topic is left
+ * without an id for now (the next failover or TopicChange), never given a new one instead of the
+ * id the stamp may hold (the brokers would move its logs aside). */
+static void test_unreadable_stamp_never_means_a_new_id(void) {
+    setup();
+    int32_t reps[] = {1, 2};
+    create_topic("g", 1, reps, 2);
+    create_topic("h", 1, reps, 2);
+    put_stamp("g", "{\"topic_id\":\"LLZSphugSjmNB1hmQ7rBtw\"}");
+    zk->timeout_get = gr_strdup("/brokers/topics/g/partitions");
+    int n = 0;
+    struct gr_ctrl_topic_id_source src = {next_id, &n};
+    const char *names[] = {"g", "h"};
+    gr_ctrl_assign_topic_ids(kzk, &ctx, &src, names, 2); /* an error, logged */
+    free(zk->timeout_get);
+    zk->timeout_get = NULL;
+    char *z = znode_id("g");
+    const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(&ctx, "g");
+    CHECK(!z || strcmp(z, ID_A) == 0);
+    CHECK(!t->topic_id || strcmp(t->topic_id, ID_A) == 0);
+    free(z);
+    /* once readable, the stamp's id */
+    CHECK(gr_ctrl_assign_topic_ids(kzk, &ctx, &src, names, 2) == 0);
+    CHECK(all_same("g", ID_A));
+    teardown();
+}
+
 int main(void) {
     test_assign_takes_the_stamps_id();
     test_fallback_takes_the_stamps_id();
     test_restore_writes_the_stamp();
+    test_recreated_between_read_and_write_never_gets_the_old_id();
+    test_unreadable_stamp_never_means_a_new_id();
     if (test_failures) {
         fprintf(stderr, "test_topic_id_stamp: %d failure(s)\n", test_failures);
         return 1;
