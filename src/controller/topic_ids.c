@@ -36,7 +36,9 @@ static void from_context(const struct gr_ctrl_topic *t, const char *id, struct g
 
 const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic) {
     const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
-    return t ? t->topic_id : NULL;
+    /* a topic znode created again behind our back is another topic: never stamp ours into it
+     * (the next controller would give it our id, and with it the deleted topic's logs) */
+    return t && !t->recreated ? t->topic_id : NULL;
 }
 
 /* sver of an id not taken from a stamp (write_with_stamp) */
@@ -281,6 +283,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
                              const struct gr_kzk_topic_assignment *read) {
     if (!t->topic_id || (read->topic_id && strcmp(read->topic_id, t->topic_id) == 0)) return 0;
     if (read->czxid != t->czxid) { /* not the incarnation whose id we know: never give it ours */
+        t->recreated = true;      /* nor into its stamp */
         gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again (czxid %lld, known %lld): not writing the "
                         "id %s of the earlier topic into it", t->name, t->name, (long long)read->czxid,
                 (long long)t->czxid, t->topic_id);
@@ -310,6 +313,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.czxid != t->czxid) { /* deleted and created again meanwhile: another topic */
+            t->recreated = true;
             gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again meanwhile (czxid %lld, known %lld): not "
                             "writing the id %s of the earlier topic into it", t->name, t->name, (long long)cur.czxid,
                     (long long)t->czxid, t->topic_id);
