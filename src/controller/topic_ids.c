@@ -143,6 +143,11 @@ static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const str
         }
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
+        if (rc == GR_KZK_ENONODE) { /* deleted meanwhile: nothing to read again */
+            free(st.topic_id);
+            gr_kzk_topic_assignment_release(&cur);
+            return 0;
+        }
         if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
             struct gr_uuid theirs;
             gr_uuid_parse(cur.topic_id, &theirs); /* the decoder checked it */
