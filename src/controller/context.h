@@ -85,6 +85,9 @@ struct gr_ctrl_topic {
     int n_partitions;
     struct gr_ctrl_partition *partitions; /* sorted by partition id */
     bool queued_for_deletion;   /* its name is in ctx->topics_to_be_deleted (the index of it) */
+    bool recreated;             /* /brokers/topics/T was found created again behind the
+                                 * controller's back (another czxid; topic_ids.h): its stamps
+                                 * carry no id (gr_ctrl_topic_stamp_id) */
     int32_t *pool;              /* every partition's slot, one block (made by put_topic and
                                  * add_partitions) */
 };

@@ -36,23 +36,33 @@ static void from_context(const struct gr_ctrl_topic *t, const char *id, struct g
 
 const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic) {
     const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, topic);
-    return t ? t->topic_id : NULL;
+    /* a topic znode created again behind our back is another topic: never stamp ours into it
+     * (the next controller would give it our id, and with it the deleted topic's logs) */
+    return t && !t->recreated ? t->topic_id : NULL;
 }
+
+/* sver of an id not taken from a stamp (write_with_stamp) */
+#define NOT_FROM_STAMP INT32_MIN
 
 /* Writes a (t's znode content, with its id) conditionally on version and the id into the stamp,
  * in one guarded multi: a set when stamped (its /partitions znode existed when read), else a
  * create (Kafka's controller creates that znode when it creates the first partition state, and
- * an existing one is fine there). A stamp gone meanwhile (the topic's deletion is under way) is
- * GR_KZK_ENONODE; one created meanwhile GR_KZK_EEXISTS. */
+ * an existing one is fine there). An id taken from the stamp (sver: the stamp's version when
+ * read, else NOT_FROM_STAMP) is written only over that very stamp (a set at sver): the topic
+ * znode's version alone cannot tell a topic deleted and created again meanwhile (a new znode at
+ * version 0 too), and its stamp died with it -- the old id never goes into the new topic. A stamp
+ * gone meanwhile (the topic's deletion is under way, or done) is GR_KZK_ENONODE; one created or
+ * written meanwhile GR_KZK_EEXISTS / GR_KZK_EBADVERSION. */
 static int write_with_stamp(struct gr_kzk *kzk, const struct gr_ctrl_context *ctx, const char *topic,
-                            const struct gr_kzk_topic_assignment *a, int32_t version, bool stamped) {
+                            const struct gr_kzk_topic_assignment *a, int32_t version, bool stamped, int32_t sver) {
     size_t len, slen;
     char *json = gr_kzk_topic_assignment_encode(a, &len);
     char *sdata = gr_kzk_topic_stamp_encode(a->topic_id, &slen);
     char *path = gr_asprintf("/brokers/topics/%s", topic), *spath = gr_asprintf("/brokers/topics/%s/partitions", topic);
     struct gr_zop ops[2] = {gr_zop_set(path, json, (int)len, version),
-                            stamped ? gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)
-                                    : gr_zop_create(spath, sdata, (int)slen, 0)};
+                            sver != NOT_FROM_STAMP ? gr_zop_set(spath, sdata, (int)slen, sver)
+                            : stamped              ? gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)
+                                                   : gr_zop_create(spath, sdata, (int)slen, 0)};
     int rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, 2, NULL);
     free(json);
     free(sdata);
@@ -78,61 +88,18 @@ static void adopt(struct gr_ctrl_topic *t, const char *text, const struct gr_uui
     t->zk_version = zk_version;
 }
 
-/* One topic on its own: conditional on the version the context holds, then on what a reread
- * finds. 0, GR_ECONTROLLER_MOVED or another error. */
-static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, struct gr_ctrl_topic *t, const struct gr_uuid *id) {
-    char text[GR_UUID_STR_LEN + 1];
-    gr_uuid_to_string(id, text);
-    struct gr_kzk_topic_assignment a;
-    from_context(t, text, &a);
-    int stamped = stamp_exists(kzk, t->name);
-    if (stamped < 0) {
-        free(a.partitions);
-        return stamped;
-    }
-    int rc = write_with_stamp(kzk, ctx, t->name, &a, t->zk_version, stamped);
-    free(a.partitions);
-    int32_t version = t->zk_version;
-    /* the znode changed, or its stamp was created meanwhile: read both again */
-    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
-        struct gr_kzk_topic_assignment cur;
-        const char *name = t->name;
-        stamped = stamp_exists(kzk, t->name);
-        if (stamped < 0) return stamped;
-        rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
-        if (rc == 0) rc = cur.rc;
-        if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
-            struct gr_uuid theirs;
-            gr_uuid_parse(cur.topic_id, &theirs); /* the decoder checked it */
-            gr_info(LOGGER, "Topic %s got id %s meanwhile; keeping it", t->name, cur.topic_id);
-            adopt(t, cur.topic_id, &theirs, cur.zk_version);
-            gr_kzk_topic_assignment_release(&cur);
-            return 0;
-        }
-        if (rc == 0) {
-            cur.topic_id = gr_strdup(text);
-            version = cur.zk_version;
-            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped);
-        }
-        gr_kzk_topic_assignment_release(&cur);
-    }
-    if (rc == GR_KZK_ENONODE) return 0; /* deleted meanwhile */
-    if (rc != 0) return rc;
-    gr_info(LOGGER, "Assigned topic id %s to topic %s", text, t->name);
-    adopt(t, text, id, version + 1); /* a conditional set at version v leaves v + 1 */
-    return 0;
-}
-
 /* The id t's stamp holds (topic_ids.h), into *id: true when there is one. A malformed stamp is
- * none (WARN); so is a stamp older than t's znode (cannot be its child: never trusted). */
-static bool id_from_stamp(const struct gr_ctrl_topic *t, const struct gr_kzk_topic_stamp *st, struct gr_uuid *id) {
+ * none (WARN); so is a stamp older than t's znode (czxid: the one read; cannot be its child:
+ * never trusted). */
+static bool id_from_stamp(const struct gr_ctrl_topic *t, int64_t czxid, const struct gr_kzk_topic_stamp *st,
+                          struct gr_uuid *id) {
     if (st->rc == GR_ECORRUPT) {
         gr_warn(LOGGER, "Topic %s: /brokers/topics/%s/partitions holds data that is no topic id stamp: ignored, the "
                         "topic gets a new id", t->name, t->name);
         return false;
     }
     if (st->rc != 0 || !st->topic_id) return false;
-    if (st->czxid < t->czxid) {
+    if (st->czxid < czxid) {
         gr_warn(LOGGER, "Topic %s: the id %s of /brokers/topics/%s/partitions is older than the topic znode: ignored",
                 t->name, st->topic_id, t->name);
         return false;
@@ -141,6 +108,78 @@ static bool id_from_stamp(const struct gr_ctrl_topic *t, const struct gr_kzk_top
     gr_warn(LOGGER, "Topic %s: /brokers/topics/%s has no topic id (rewritten by a tool of Kafka 2.7 or older?); "
                     "restoring its id %s from /brokers/topics/%s/partitions", t->name, t->name, st->topic_id, t->name);
     return true;
+}
+
+/* One topic on its own: conditional on the version the context holds, then on what a reread
+ * finds. id: the id chosen, taken from the stamp at version sver (else NOT_FROM_STAMP); a reread
+ * chooses again (the stamp's id if it still holds one, else a new one from src). 0,
+ * GR_ECONTROLLER_MOVED or another error. */
+static int assign_one(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
+                      struct gr_ctrl_topic *t, const struct gr_uuid *id0, int32_t sver) {
+    struct gr_uuid id = *id0;
+    char text[GR_UUID_STR_LEN + 1];
+    gr_uuid_to_string(&id, text);
+    struct gr_kzk_topic_assignment a;
+    from_context(t, text, &a);
+    int stamped = sver != NOT_FROM_STAMP ? 1 : stamp_exists(kzk, t->name);
+    if (stamped < 0) {
+        free(a.partitions);
+        return stamped;
+    }
+    int rc = write_with_stamp(kzk, ctx, t->name, &a, t->zk_version, stamped, sver);
+    free(a.partitions);
+    int32_t version = t->zk_version;
+    /* the znode changed, or its stamp was created, written or deleted meanwhile: read both again */
+    for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS ||
+                           (rc == GR_KZK_ENONODE && sver != NOT_FROM_STAMP)) && attempt < RETRIES; attempt++) {
+        struct gr_kzk_topic_assignment cur;
+        const char *name = t->name;
+        struct gr_kzk_topic_stamp st;
+        rc = gr_kzk_get_topic_stamps(kzk, &name, 1, &st);
+        if (rc == 0 && st.rc != 0 && st.rc != GR_KZK_ENONODE && st.rc != GR_ECORRUPT) rc = st.rc;
+        if (rc != 0) {
+            free(st.topic_id);
+            return rc;
+        }
+        rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
+        if (rc == 0) rc = cur.rc;
+        if (rc == GR_KZK_ENONODE) { /* deleted meanwhile: nothing to read again */
+            free(st.topic_id);
+            gr_kzk_topic_assignment_release(&cur);
+            return 0;
+        }
+        if (rc == 0 && cur.topic_id) { /* someone else gave it one: it stays */
+            struct gr_uuid theirs;
+            gr_uuid_parse(cur.topic_id, &theirs); /* the decoder checked it */
+            gr_info(LOGGER, "Topic %s got id %s meanwhile; keeping it", t->name, cur.topic_id);
+            adopt(t, cur.topic_id, &theirs, cur.zk_version);
+            gr_kzk_topic_assignment_release(&cur);
+            free(st.topic_id);
+            return 0;
+        }
+        if (rc == 0) {
+            /* choose again: the stamp of the znode just read, else (the stamp's id was the
+             * earlier incarnation's, or is gone) a new one */
+            stamped = st.rc != GR_KZK_ENONODE;
+            if (id_from_stamp(t, cur.czxid, &st, &id)) {
+                sver = st.zk_version;
+            } else if (sver != NOT_FROM_STAMP) {
+                new_id(src, &id);
+                sver = NOT_FROM_STAMP;
+            }
+            gr_uuid_to_string(&id, text);
+            cur.topic_id = gr_strdup(text);
+            version = cur.zk_version;
+            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped, sver);
+        }
+        free(st.topic_id);
+        gr_kzk_topic_assignment_release(&cur);
+    }
+    if (rc == GR_KZK_ENONODE) return 0; /* deleted meanwhile */
+    if (rc != 0) return rc;
+    gr_info(LOGGER, "Assigned topic id %s to topic %s", text, t->name);
+    adopt(t, text, &id, version + 1); /* a conditional set at version v leaves v + 1 */
+    return 0;
 }
 
 int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, const struct gr_ctrl_topic_id_source *src,
@@ -158,25 +197,28 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
     char **paths = gr_calloc(IDS_PER_MULTI, sizeof *paths), **jsons = gr_calloc(IDS_PER_MULTI, sizeof *jsons);
     char **spaths = gr_calloc(IDS_PER_MULTI, sizeof *spaths), **sdata = gr_calloc(IDS_PER_MULTI, sizeof *sdata);
     struct gr_kzk_topic_stamp *stamps = gr_calloc(IDS_PER_MULTI, sizeof *stamps);
+    int32_t *svers = gr_malloc(sizeof *svers * IDS_PER_MULTI); /* write_with_stamp's sver */
     for (int off = 0; off < m && rc == 0; off += IDS_PER_MULTI) {
         int k = GR_MIN(IDS_PER_MULTI, m - off), n_ops = k;
         /* the stamps first: an id they hold is the topic's (restore_from_stamp) */
         const char *names_k[IDS_PER_MULTI];
         for (int i = 0; i < k; i++) names_k[i] = todo[off + i]->name;
         rc = gr_kzk_get_topic_stamps(kzk, names_k, k, stamps);
-        if (rc != 0) break;
-        /* a stamp that could not be read is not "no stamp": a fresh id would replace the one it
-         * may hold (every replica's log then moved aside). These topics keep no id until the next
-         * failover or TopicChange reads their stamps. */
-        for (int i = 0; i < k; i++)
-            if (stamps[i].rc != 0 && stamps[i].rc != GR_KZK_ENONODE && stamps[i].rc != GR_ECORRUPT) rc = stamps[i].rc;
+        /* a stamp that could not be read may hold the topic's id: never a new one instead (its
+         * logs would be moved aside); the rest get theirs at the next failover or TopicChange */
+        for (int i = 0; i < k; i++) {
+            if (rc == 0 && stamps[i].rc != 0 && stamps[i].rc != GR_KZK_ENONODE && stamps[i].rc != GR_ECORRUPT)
+                rc = stamps[i].rc;
+        }
         if (rc != 0) {
             for (int i = 0; i < k; i++) free(stamps[i].topic_id);
             break;
         }
         for (int i = 0; i < k; i++) {
             struct gr_ctrl_topic *t = todo[off + i];
-            if (!id_from_stamp(t, &stamps[i], &ids[i])) new_id(src, &ids[i]);
+            svers[i] = NOT_FROM_STAMP;
+            if (id_from_stamp(t, t->czxid, &stamps[i], &ids[i])) svers[i] = stamps[i].zk_version;
+            else new_id(src, &ids[i]);
             gr_uuid_to_string(&ids[i], texts[i]);
             struct gr_kzk_topic_assignment a;
             from_context(t, texts[i], &a);
@@ -185,11 +227,13 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
             free(a.partitions);
             paths[i] = gr_asprintf("/brokers/topics/%s", t->name);
             ops[i] = gr_zop_set(paths[i], jsons[i], (int)len, t->zk_version);
-            /* the stamp gets the id too: set, or created when missing (write_with_stamp) */
+            /* the stamp gets the id too: set (at the version read when the id is its own), or
+             * created when missing (write_with_stamp) */
             spaths[i] = gr_asprintf("/brokers/topics/%s/partitions", t->name);
             sdata[i] = gr_kzk_topic_stamp_encode(texts[i], &len);
-            ops[n_ops++] = stamps[i].rc == GR_KZK_ENONODE ? gr_zop_create(spaths[i], sdata[i], (int)len, 0)
-                                                          : gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
+            ops[n_ops++] = svers[i] != NOT_FROM_STAMP ? gr_zop_set(spaths[i], sdata[i], (int)len, svers[i])
+                           : stamps[i].rc == GR_KZK_ENONODE ? gr_zop_create(spaths[i], sdata[i], (int)len, 0)
+                                                            : gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
             free(stamps[i].topic_id);
         }
         /* all of them in one multi; if any znode changed since it was read, one by one */
@@ -202,7 +246,7 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
             }
         } else if (rc != GR_ECONTROLLER_MOVED) {
             rc = 0;
-            for (int i = 0; i < k && rc == 0; i++) rc = assign_one(kzk, ctx, todo[off + i], &ids[i]);
+            for (int i = 0; i < k && rc == 0; i++) rc = assign_one(kzk, ctx, src, todo[off + i], &ids[i], svers[i]);
         }
         for (int i = 0; i < k; i++) {
             free(paths[i]);
@@ -219,6 +263,7 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
     free(spaths);
     free(sdata);
     free(stamps);
+    free(svers);
     free(ops);
     free(texts);
     free(ids);
@@ -243,6 +288,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
                              const struct gr_kzk_topic_assignment *read) {
     if (!t->topic_id || (read->topic_id && strcmp(read->topic_id, t->topic_id) == 0)) return 0;
     if (read->czxid != t->czxid) { /* not the incarnation whose id we know: never give it ours */
+        t->recreated = true;      /* nor into its stamp */
         gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again (czxid %lld, known %lld): not writing the "
                         "id %s of the earlier topic into it", t->name, t->name, (long long)read->czxid,
                 (long long)t->czxid, t->topic_id);
@@ -261,7 +307,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
     int32_t version = read->zk_version;
     int stamped = stamp_exists(kzk, t->name);
     if (stamped < 0) return stamped;
-    int rc = write_with_stamp(kzk, ctx, t->name, &a, version, stamped);
+    int rc = write_with_stamp(kzk, ctx, t->name, &a, version, stamped, NOT_FROM_STAMP);
     bool wrote = true;
     /* the znode changed, or its stamp was created meanwhile: read both again */
     for (int attempt = 0; (rc == GR_KZK_EBADVERSION || rc == GR_KZK_EEXISTS) && attempt < RETRIES; attempt++) {
@@ -272,6 +318,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
         rc = gr_kzk_get_topic_assignments(kzk, &name, 1, false, &cur);
         if (rc == 0) rc = cur.rc;
         if (rc == 0 && cur.czxid != t->czxid) { /* deleted and created again meanwhile: another topic */
+            t->recreated = true;
             gr_warn(LOGGER, "Topic %s: /brokers/topics/%s was created again meanwhile (czxid %lld, known %lld): not "
                             "writing the id %s of the earlier topic into it", t->name, t->name, (long long)cur.czxid,
                     (long long)t->czxid, t->topic_id);
@@ -288,7 +335,7 @@ int gr_ctrl_restore_topic_id(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, st
             free(cur.topic_id);
             cur.topic_id = gr_strdup(t->topic_id);
             version = cur.zk_version;
-            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped);
+            rc = write_with_stamp(kzk, ctx, t->name, &cur, version, stamped, NOT_FROM_STAMP);
         }
         gr_kzk_topic_assignment_release(&cur);
     }

@@ -86,6 +86,7 @@ static int mz_delete(struct gr_zk_backend *b, const char *path, int version) { r
 static int mz_get(struct gr_zk_backend *b, const char *path, bool watch, char **data, int *len, struct gr_zstat *st) {
     (void)watch;
     struct memzk *z = MZ(b);
+    if (z->timeout_get && strcmp(z->timeout_get, path) == 0) return GR_ZOPERATIONTIMEOUT;
     int i = memzk_find(z, path);
     if (i < 0) return GR_ZNONODE;
     if (data) {
@@ -146,6 +147,11 @@ static void drop_nodes(struct memzk_node *v, int n) {
 static int mz_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, struct gr_zop_result *res) {
     struct memzk *z = MZ(b);
     z->n_multi++;
+    if (z->before_multi_fn) {
+        void (*fn)(struct memzk *, void *) = z->before_multi_fn;
+        z->before_multi_fn = NULL;
+        fn(z, z->before_multi_arg);
+    }
     if (z->bump_before_multi && z->bump_skip > 0) {
         z->bump_skip--;
     } else if (z->bump_before_multi) {
@@ -221,6 +227,7 @@ static int mz_wait_connected(struct gr_zk_backend *b, int t) { (void)b, (void)t;
 void memzk_free(struct memzk *z) {
     drop_nodes(z->v, z->n);
     free(z->bump_before_multi);
+    free(z->timeout_get);
     free(z);
 }
 static void mz_destroy(struct gr_zk_backend *b) { memzk_free(MZ(b)); }

@@ -51,6 +51,13 @@ struct memzk {
     char *bump_before_multi;
     /* With bump_before_multi: that many multis run first, untouched (0: the next one). */
     int bump_skip;
+    /* Fault: called once before the next multi runs (then cleared): another writer's changes,
+     * e.g. a topic deleted and created again between a read and the write. NULL: none. */
+    void (*before_multi_fn)(struct memzk *z, void *arg);
+    void *before_multi_arg;
+    /* Fault: every read (get) of this path times out (GR_ZOPERATIONTIMEOUT: a live connection
+     * that does not answer in time). Set with gr_strdup; NULL: none. */
+    char *timeout_get;
     /* Counters for tests: multis run (one per multi, also inside multi_many), multi_many calls
      * and the most multis one multi_many call carried. */
     int n_multi;
