@@ -833,9 +833,14 @@ static int watch_brokers(struct gr_controller *c, const int32_t *ids, int n) {
 }
 
 /* processTopicIds (topic_ids.h) for names[0..n), or every topic of the context when names is NULL.
- * Only a controller move is passed on: a topic whose id could not be written (logged) keeps
- * working without one -- its partitions are still created and led, brokers get ZERO_UUID for it
- * -- and gets its id at the next failover or TopicChange (Kafka retries until it succeeds). */
+ * At failover (names NULL) every error is passed on: the failover fails and the controller moves
+ * (Kafka's triggerControllerMove), because a topic left without an id there may be one whose
+ * znode lost its id while its stamp keeps it -- and the failover's first state write would stamp
+ * it empty, erasing the last copy (every replica's log then moved aside at the next failover).
+ * At TopicChange only a controller move is: the new topics' stamps hold no id (a topic's
+ * /partitions znode dies with it), so one whose id could not be written keeps working without one
+ * -- its partitions are still created and led, brokers get ZERO_UUID for it -- and gets its id at
+ * the next failover or TopicChange (Kafka retries until it succeeds). */
 static int assign_topic_ids(struct gr_controller *c, const char *const *names, int n) {
     struct gr_ctrl_topic_id_source src = {c->cfg.topic_id_fn, c->cfg.topic_id_arg};
     struct gr_ibp_features ibp; /* Kafka's usesTopicId: inter.broker.protocol.version 2.8-IV0+ */
@@ -850,7 +855,7 @@ static int assign_topic_ids(struct gr_controller *c, const char *const *names, i
         rc = gr_ctrl_assign_topic_ids(c->kzk, &c->ctx, &src, all, (int)nt);
         free(all);
     }
-    return rc == GR_ECONTROLLER_MOVED ? rc : 0;
+    return rc == GR_ECONTROLLER_MOVED || !names ? rc : 0;
 }
 
 /* Kafka's initializeControllerContext. */
