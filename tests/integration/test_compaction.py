@@ -24,6 +24,7 @@ import gregor_harness as H
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+import kafka_codec as K  # noqa: E402
 
 CONFIG = {
     "log.cleaner.backoff.ms": "200",
@@ -259,6 +260,14 @@ def test_follower_replicates_compacted_log_with_gaps(cluster_factory, zk_connect
     assert len(offsets) < len(items), "the follower holds the compacted log (gaps)"
 
 
+def latest_offset(port, topic, isolation):
+    """ListOffsets latest of partition 0: the high watermark (isolation 0) or the last stable
+    offset (1)."""
+    r = K.call(port, 2, 5, {"ReplicaId": -1, "IsolationLevel": isolation, "Topics": [
+        {"Name": topic, "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]}]})
+    return r["Topics"][0]["Partitions"][0]["Offset"]
+
+
 def test_transactional_compacted_topic(cluster_factory, zk_connect):
     cluster = cluster_factory(zk_connect, n=1, config={
         **CONFIG, "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
@@ -288,6 +297,10 @@ def test_transactional_compacted_topic(cluster_factory, zk_connect):
             tp.produce("tx", key=f"pad{i}-{j}".encode(), value="x" * 60)
             expected[f"pad{i}-{j}"] = "x" * 60
         tp.commit_transaction(30)
+    # commit_transaction() returns once PrepareCommit is written; the markers follow (Kafka's
+    # EndTxn): wait for the last one (no open transaction: the last stable offset is the log end)
+    H.wait_for(lambda: latest_offset(broker.port, "tx", 1) == latest_offset(broker.port, "tx", 0), 30,
+               "the last transaction's marker")
     produce(cluster, [("tail", "t")], topic="tx")  # the log ends with a record, not a marker
     expected["tail"] = "t"
     last_abort = 8 * 22 - 1  # 8 x (10 committed + marker + 10 aborted + marker)
