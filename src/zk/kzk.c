@@ -1210,33 +1210,40 @@ int gr_kzk_get_isr_change_cversion(struct gr_kzk *k, int32_t *cversion) {
     return zrc == GR_ZOK || zrc == GR_ZNONODE ? 0 : zfail("get", ISR_CHANGE_PARENT, zrc);
 }
 
-int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {
-    memset(mzxid, 0, sizeof(*mzxid) * (size_t)(n > 0 ? n : 0));
-    if (n <= 0) return 0;
+/* The stamp znodes (/brokers/topics/T/partitions) of topics[0..n), pipelined, no watches, into
+ * res[0..n). Returns the number answered (the znode read or absent) and *zrc the batch's code. */
+static int get_stamp_znodes(struct gr_kzk *k, const char *const *topics, int n, struct gr_zget_result *res, int *zrc) {
     char **paths = gr_malloc((size_t)n * sizeof(char *));
     for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/brokers/topics/%s/partitions", topics[i]);
-    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
-    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
+    *zrc = z_get_many(k, (const char *const *)paths, n, false, res);
     int answered = 0;
     for (int i = 0; i < n; i++) {
-        if (res[i].rc == GR_ZOK) mzxid[i] = res[i].stat.mzxid;
         if (res[i].rc == GR_ZOK || res[i].rc == GR_ZNONODE) answered++;
         free(paths[i]);
     }
+    free(paths);
+    return answered;
+}
+
+int gr_kzk_get_state_stamps(struct gr_kzk *k, const char *const *topics, int n, int64_t *mzxid) {
+    memset(mzxid, 0, sizeof(*mzxid) * (size_t)(n > 0 ? n : 0));
+    if (n <= 0) return 0;
+    struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
+    int zrc;
+    int answered = get_stamp_znodes(k, topics, n, res, &zrc);
+    for (int i = 0; i < n; i++)
+        if (res[i].rc == GR_ZOK) mzxid[i] = res[i].stat.mzxid;
     gr_zget_results_release(res, n);
     free(res);
-    free(paths);
     return answered == 0 && zrc != GR_ZOK ? zfail("get", "state stamps", zrc) : 0;
 }
 
 int gr_kzk_get_topic_stamps(struct gr_kzk *k, const char *const *topics, int n, struct gr_kzk_topic_stamp *out) {
     memset(out, 0, sizeof(*out) * (size_t)(n > 0 ? n : 0));
     if (n <= 0) return 0;
-    char **paths = gr_malloc((size_t)n * sizeof(char *));
-    for (int i = 0; i < n; i++) paths[i] = gr_asprintf("/brokers/topics/%s/partitions", topics[i]);
     struct gr_zget_result *res = gr_calloc((size_t)n, sizeof(*res));
-    int zrc = z_get_many(k, (const char *const *)paths, n, false, res);
-    int answered = 0;
+    int zrc;
+    int answered = get_stamp_znodes(k, topics, n, res, &zrc);
     for (int i = 0; i < n; i++) {
         if (res[i].rc == GR_ZOK) {
             out[i].rc = gr_kzk_topic_stamp_decode(res[i].data, (size_t)(res[i].data ? res[i].len : 0),
@@ -1246,12 +1253,9 @@ int gr_kzk_get_topic_stamps(struct gr_kzk *k, const char *const *topics, int n, 
         } else {
             out[i].rc = gr_kzk_from_zrc(res[i].rc);
         }
-        if (res[i].rc == GR_ZOK || res[i].rc == GR_ZNONODE) answered++;
-        free(paths[i]);
     }
     gr_zget_results_release(res, n);
     free(res);
-    free(paths);
     return answered == 0 && zrc != GR_ZOK ? zfail("get", "topic stamps", zrc) : 0;
 }
 
