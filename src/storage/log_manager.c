@@ -307,6 +307,18 @@ int gr_plog_manager_get_or_create(struct gr_plog_manager *lm, const char *topic,
     return 0;
 }
 
+/* Aborts the cleaner's pass on l and keeps cleaners off it: the cleaning claim is taken for good
+ * once a running pass has ended (within ~50 ms). Before l's directory is renamed. */
+static void keep_cleaner_off(struct gr_lm_log *l) {
+    atomic_store(&l->abort_cleaning, true);
+    bool idle = false;
+    while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
+        idle = false;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_t partition, bool delete_dir) {
     pthread_mutex_lock(&lm->lock);
     struct gr_lm_log *l = find_locked(lm, topic, partition);
@@ -319,18 +331,11 @@ int gr_plog_manager_remove(struct gr_plog_manager *lm, const char *topic, int32_
     pthread_mutex_unlock(&lm->lock);
     if (delete_dir) atomic_store(&lm->ckpt_stale, true); /* after the unlink: see write_checkpoints */
     if (delete_dir) {
-        /* Kafka's LogManager.asyncDelete: abort the cleaner's pass on the log and keep cleaners
-         * off it (the cleaning claim is taken for good once a running pass has ended, within
-         * ~50 ms), then rename the directory at once, so that a partition of the same name
-         * created before the last reference goes (a retention sweep, a metrics scrape, a fetch
-         * still holding it) gets a new directory, never this one. */
-        atomic_store(&l->abort_cleaning, true);
-        bool idle = false;
-        while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
-            idle = false;
-            struct timespec ts = {0, 5 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
+        /* Kafka's LogManager.asyncDelete: keep the cleaner off the log, then rename the directory
+         * at once, so that a partition of the same name created before the last reference goes (a
+         * retention sweep, a metrics scrape, a fetch still holding it) gets a new directory, never
+         * this one. */
+        keep_cleaner_off(l);
         int rc = gr_plog_rename_for_delete(l->log);
         if (rc < 0)
             gr_warn(LOGGER, "%s-%d: deleting its directory in place when the log is released: %s", l->topic,
@@ -355,13 +360,7 @@ int gr_plog_manager_move_aside(struct gr_plog_manager *lm, const char *topic, in
     struct gr_lm_log *l = gr_plog_manager_acquire(lm, topic, partition);
     if (!l) return -ENOENT;
     /* as gr_plog_manager_remove: the cleaner leaves the log before its path changes */
-    atomic_store(&l->abort_cleaning, true);
-    bool idle = false;
-    while (!atomic_compare_exchange_strong(&l->cleaning, &idle, true)) {
-        idle = false;
-        struct timespec ts = {0, 5 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    keep_cleaner_off(l);
     int rc = gr_plog_rename_stray(l->log, path_out, cap);
     if (rc < 0) { /* the log stays where and as it was; the dir failed (Kafka: IOException -> offline) */
         char what[300];
