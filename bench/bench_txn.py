@@ -5,7 +5,7 @@
     /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000]
                                         [--commits 500] [--producers 4] [--multi-records 100000]
                                         [--stuck-seconds 10] [--zk HOST:PORT] [--smoke]
-                                        [--multi-only] [--rounds 1]
+                                        [--multi-only] [--rounds 1] [--[no-]client-floor]
 
 Starts a 3-broker cluster (private ZooKeeper unless --zk) and produces with confluent-kafka,
 acks=all, linger.ms=5, records of --size bytes. Every producer first sends one warm-up record
@@ -24,7 +24,12 @@ broker does (an idempotent producer asks at once).
     --multi-only runs this case alone, --rounds times (idempotent then transactional each round,
     a new topic per run, one ratio per round). Each round also prints the CPU the brokers and the
     producer processes used per 1000 records, and their ratio: what bounds the records/s ratio
-    when the two CPUs are the limit (as on an idle 2-core box).
+    when the two CPUs are the limit (as on an idle 2-core box);
+  - client floor (--client-floor; on by default with --multi-only and --smoke): each round of the
+    case above also against librdkafka 2.0.2's own mock cluster (MockCluster: a broker that does
+    next to nothing per request), same producer processes and configuration: the producers' own
+    CPU per 1000 records, idempotent vs transactional, and the ceiling that CPU puts on the ratio
+    on this machine, (P_i + B_i) / (P_t + B_i) with B_i the brokers' idempotent CPU.
 Each commit costs an AddPartitionsToTxn, an EndTxn, the Prepare*/Complete* writes to
 __transaction_state (acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
 Then the stuck-partition case (issue 24): a producer commits one-record transactions to an RF-3
@@ -138,6 +143,7 @@ def _multi_child(args):
         time.sleep(0.001)
     t0 = time.time()
     cpu0 = time.process_time()  # this process: Python and librdkafka's threads
+    threads0 = threads_cpu(os.getpid())
     i = 0
     while i < n:
         if per_txn:
@@ -153,7 +159,8 @@ def _multi_child(args):
         if per_txn:
             p.commit_transaction(60)
     left = p.flush(60)
-    return n - left, t0, time.time(), time.process_time() - cpu0
+    threads = {k: v - threads0.get(k, 0.0) for k, v in threads_cpu(os.getpid()).items()}
+    return n - left, t0, time.time(), time.process_time() - cpu0, threads
 
 
 def cpu_seconds(pids):
@@ -166,28 +173,31 @@ def cpu_seconds(pids):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def thread_cpu_seconds(pid, name):
-    """User + system CPU seconds so far of pid's threads whose name (/proc/PID/task/TID/comm) is
-    name. A thread that ended is not counted: the mock's thread lives as long as its cluster."""
-    total = 0
+def threads_cpu(pid):
+    """User + system CPU seconds so far of pid's threads, summed by thread name
+    (/proc/PID/task/TID/comm), librdkafka's with their trailing number dropped (rdk:broker1,
+    rdk:broker-1 -> rdk:broker). A thread that ended is not counted: those measured here live as long as their
+    handle (librdkafka's) or cluster (the mock's)."""
+    by = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() != name:
-                    continue
+                name = f.read().strip()
+            if name.startswith("rdk:"):
+                name = name.rstrip("0123456789-")
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except FileNotFoundError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+        by[name] = by.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return by
 
 
 def run_multi(boot, t, producers, n, size, per_txn, broker_cpu, partitions=3):
     """producers processes (spawned: librdkafka and fork do not mix) each writing n records
     round-robin over the first partitions partitions of topic t, started together: (aggregate
     records/s from the first start to the last end, the brokers' CPU seconds meanwhile (broker_cpu()
-    is their CPU so far), the producers' CPU seconds)."""
+    is their CPU so far), the producers' CPU seconds, the producers' CPU seconds by thread name)."""
     import multiprocessing as mp
     start = time.time() + 5.0  # spawning, connecting and the warm-up fit in this
     with mp.get_context("spawn").Pool(producers) as pool:
@@ -202,7 +212,11 @@ def run_multi(boot, t, producers, n, size, per_txn, broker_cpu, partitions=3):
                    "not delivered")
     late = max(r[1] for r in res) - start
     benchlib.check(late < 0.1, f"a producer started {late:.2f} s late (spawn + warm-up longer than the delay)")
-    return ok / (max(r[2] for r in res) - min(r[1] for r in res)), broker_cpu, sum(r[3] for r in res)
+    threads = {}
+    for r in res:
+        for k, v in r[4].items():
+            threads[k] = threads.get(k, 0.0) + v
+    return ok / (max(r[2] for r in res) - min(r[1] for r in res)), broker_cpu, sum(r[3] for r in res), threads
 
 
 def _mock_host(conn):
@@ -245,16 +259,24 @@ class MockCluster:
         return name
 
     def cpu(self):
-        return thread_cpu_seconds(self.proc.pid, "rdk:mock")
+        return threads_cpu(self.proc.pid).get("rdk:mock", 0.0)
 
     def close(self):
         self.conn.send(None)
         self.proc.join(10)
 
 
+def by_thread(idem, txn, k):
+    """'name a -> b, ...' for the producers' threads (CPU seconds by name, scaled by k), largest
+    transactional first; threads under 0.01 ms in both left out."""
+    names = sorted(set(idem) | set(txn), key=lambda n: -txn.get(n, 0.0))
+    return ", ".join(f"{n} {k * idem.get(n, 0.0):.2f} -> {k * txn.get(n, 0.0):.2f}" for n in names
+                     if max(idem.get(n, 0.0), txn.get(n, 0.0)) * k >= 0.01)
+
+
 def multi_pair(boot, new_topic, broker_cpu, producers, n, size):
     """One idempotent then one transactional (1000 rec/txn) run of producers processes, each on a
-    new topic: (records/s, broker CPU s, producer CPU s) of each."""
+    new topic: run_multi's answer for each."""
     idem = run_multi(boot, new_topic(), producers, n, size, 0, broker_cpu)
     txn = run_multi(boot, new_topic(), producers, n, size, 1000, broker_cpu)
     return idem, txn
@@ -362,7 +384,7 @@ def main():
         floor = args.client_floor if args.client_floor is not None else (args.multi_only or args.smoke)
         mock = MockCluster() if floor and args.producers > 0 else None
         for _ in range(args.rounds if args.producers > 0 else 0):
-            (idem_m, idem_b, idem_p), (txn_m, txn_b, txn_p) = multi_pair(
+            (idem_m, idem_b, idem_p, idem_th), (txn_m, txn_b, txn_p, txn_th) = multi_pair(
                 boot, lambda: topic(boot, 3), lambda: cpu_seconds(pids), args.producers, args.multi_records, args.size)
             k = 1e6 / (args.producers * args.multi_records)  # CPU seconds -> ms per 1000 records
             print(f"  {args.producers} producers x {args.multi_records} records over 3 partitions: idempotent "
@@ -373,13 +395,15 @@ def main():
                   f"(CPU ratio {(idem_b + idem_p) / (txn_b + txn_p):.2f}x)", flush=True)
             if not mock:
                 continue
-            (m_idem, m_idem_b, m_idem_p), (m_txn, m_txn_b, m_txn_p) = multi_pair(
+            (m_idem, m_idem_b, m_idem_p, m_idem_th), (m_txn, m_txn_b, m_txn_p, m_txn_th) = multi_pair(
                 mock.boot, mock.topic, mock.cpu, args.producers, args.multi_records, args.size)
             print(f"    client floor, same producers against librdkafka's mock cluster: idempotent {m_idem:.0f}, "
                   f"transactional {m_txn:.0f} records/s ({m_txn / m_idem:.2f}x); load average "
                   f"{os.getloadavg()[0]:.2f}\n"
                   f"      CPU ms per 1000 records, mock (rdk:mock) + producers: idempotent {k * m_idem_b:.2f} + "
                   f"{k * m_idem_p:.2f}, transactional {k * m_txn_b:.2f} + {k * m_txn_p:.2f}\n"
+                  f"      producers' CPU ms per 1000 records by thread, idempotent -> transactional: against the mock "
+                  f"{by_thread(m_idem_th, m_txn_th, k)}; against Gregor {by_thread(idem_th, txn_th, k)}\n"
                   f"      producers' CPU, transactional - idempotent: {k * (m_txn_p - m_idem_p):.2f} ms against "
                   f"the mock, {k * (txn_p - idem_p):.2f} ms against Gregor\n"
                   f"      ceiling of the ratio on this box if the brokers carried transactional records at their "
