@@ -5,7 +5,7 @@
     /usr/bin/python3 bench/bench_txn.py [--records 50000] [--size 100] [--per-txn 100,1000]
                                         [--commits 500] [--producers 4] [--multi-records 100000]
                                         [--stuck-seconds 10] [--zk HOST:PORT] [--smoke]
-                                        [--multi-only] [--rounds 1]
+                                        [--multi-only] [--rounds 1] [--[no-]client-floor]
 
 Starts a 3-broker cluster (private ZooKeeper unless --zk) and produces with confluent-kafka,
 acks=all, linger.ms=5, records of --size bytes. Every producer first sends one warm-up record
@@ -24,7 +24,12 @@ broker does (an idempotent producer asks at once).
     --multi-only runs this case alone, --rounds times (idempotent then transactional each round,
     a new topic per run, one ratio per round). Each round also prints the CPU the brokers and the
     producer processes used per 1000 records, and their ratio: what bounds the records/s ratio
-    when the two CPUs are the limit (as on an idle 2-core box).
+    when the two CPUs are the limit (as on an idle 2-core box);
+  - client floor (--client-floor; on by default with --multi-only and --smoke): each round of the
+    case above also against librdkafka 2.0.2's own mock cluster (MockCluster: a broker that does
+    next to nothing per request), same producer processes and configuration: the producers' own
+    CPU per 1000 records, idempotent vs transactional, and the ceiling that CPU puts on the ratio
+    on this machine, (P_i + B_i) / (P_t + B_i) with B_i the brokers' idempotent CPU.
 Each commit costs an AddPartitionsToTxn, an EndTxn, the Prepare*/Complete* writes to
 __transaction_state (acks=all) and a WriteTxnMarkers round trip, so small transactions pay more.
 Then the stuck-partition case (issue 24): a producer commits one-record transactions to an RF-3
@@ -138,6 +143,7 @@ def _multi_child(args):
         time.sleep(0.001)
     t0 = time.time()
     cpu0 = time.process_time()  # this process: Python and librdkafka's threads
+    threads0 = threads_cpu(os.getpid())
     i = 0
     while i < n:
         if per_txn:
@@ -153,7 +159,8 @@ def _multi_child(args):
         if per_txn:
             p.commit_transaction(60)
     left = p.flush(60)
-    return n - left, t0, time.time(), time.process_time() - cpu0
+    threads = {k: v - threads0.get(k, 0.0) for k, v in threads_cpu(os.getpid()).items()}
+    return n - left, t0, time.time(), time.process_time() - cpu0, threads
 
 
 def cpu_seconds(pids):
@@ -166,27 +173,113 @@ def cpu_seconds(pids):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def run_multi(boot, producers, n, size, per_txn, partitions=3, broker_pids=()):
+def threads_cpu(pid):
+    """User + system CPU seconds so far of pid's threads, summed by thread name
+    (/proc/PID/task/TID/comm), librdkafka's with their trailing number dropped (rdk:broker1,
+    rdk:broker-1 -> rdk:broker). A thread that ended is not counted: those measured here live as long as their
+    handle (librdkafka's) or cluster (the mock's)."""
+    by = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            if name.startswith("rdk:"):
+                name = name.rstrip("0123456789-")
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        by[name] = by.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return by
+
+
+def run_multi(boot, t, producers, n, size, per_txn, broker_cpu, partitions=3):
     """producers processes (spawned: librdkafka and fork do not mix) each writing n records
-    round-robin over the partitions of one new RF-3 topic, started together: (aggregate records/s
-    from the first start to the last end, the brokers' CPU seconds meanwhile, the producers'
-    CPU seconds)."""
+    round-robin over the first partitions partitions of topic t, started together: (aggregate
+    records/s from the first start to the last end, the brokers' CPU seconds meanwhile (broker_cpu()
+    is their CPU so far), the producers' CPU seconds, the producers' CPU seconds by thread name)."""
     import multiprocessing as mp
-    t = topic(boot, partitions)
     start = time.time() + 5.0  # spawning, connecting and the warm-up fit in this
     with mp.get_context("spawn").Pool(producers) as pool:
         pending = pool.map_async(_multi_child, [(boot, t, partitions, n, size, per_txn, start)] * producers)
         while time.time() < start:
             time.sleep(0.001)
-        cpu0 = cpu_seconds(broker_pids)
+        cpu0 = broker_cpu()
         res = pending.get()
-        broker_cpu = cpu_seconds(broker_pids) - cpu0
+        broker_cpu = broker_cpu() - cpu0
     ok = sum(r[0] for r in res)
     benchlib.check(ok == n * producers, f"{producers} producers, {per_txn} rec/txn: {n * producers - ok} records "
                    "not delivered")
     late = max(r[1] for r in res) - start
     benchlib.check(late < 0.1, f"a producer started {late:.2f} s late (spawn + warm-up longer than the delay)")
-    return ok / (max(r[2] for r in res) - min(r[1] for r in res)), broker_cpu, sum(r[3] for r in res)
+    threads = {}
+    for r in res:
+        for k, v in r[4].items():
+            threads[k] = threads.get(k, 0.0) + v
+    return ok / (max(r[2] for r in res) - min(r[1] for r in res)), broker_cpu, sum(r[3] for r in res), threads
+
+
+def _mock_host(conn):
+    """Hosts librdkafka's own mock cluster (test.mock.num.brokers=3: three brokers served by one
+    thread, rdk:mock, on loopback ports) in the handle of an otherwise idle producer, sends its
+    bootstrap list, then per topic name received writes one record to partitions 0-2 (the mock
+    creates a topic on its first Metadata request: 4 partitions, RF 3, as the mock's defaults)
+    and answers True once delivered; None ends it."""
+    p = Producer({"test.mock.num.brokers": 3, "acks": "all"})
+    md = p.list_topics(timeout=30)
+    conn.send(",".join(f"{b.host}:{b.port}" for b in md.brokers.values()))
+    while True:
+        t = conn.recv()
+        if t is None:
+            return
+        for part in range(3):
+            p.produce(t, b"warmup", partition=part)
+        conn.send(p.flush(30) == 0)
+
+
+class MockCluster:
+    """librdkafka 2.0.2's mock cluster in a process of its own (_mock_host), reached over
+    loopback TCP as the brokers are: the producers are the same processes with the same
+    configuration, so their CPU is the client's own cost with a broker that does next to nothing
+    per request (no log, no replication: an acks=all Produce is answered at once, EndTxn writes
+    no markers)."""
+
+    def __init__(self):
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_mock_host, args=(child,), daemon=True)
+        self.proc.start()
+        self.boot = self.conn.recv()
+
+    def topic(self):
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        self.conn.send(name)
+        benchlib.check(self.conn.recv(), "mock cluster: warm-up records not delivered")
+        return name
+
+    def cpu(self):
+        return threads_cpu(self.proc.pid).get("rdk:mock", 0.0)
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join(10)
+
+
+def by_thread(idem, txn, k):
+    """'name a -> b, ...' for the producers' threads (CPU seconds by name, scaled by k), largest
+    transactional first; threads under 0.01 ms in both left out."""
+    names = sorted(set(idem) | set(txn), key=lambda n: -txn.get(n, 0.0))
+    return ", ".join(f"{n} {k * idem.get(n, 0.0):.2f} -> {k * txn.get(n, 0.0):.2f}" for n in names
+                     if max(idem.get(n, 0.0), txn.get(n, 0.0)) * k >= 0.01)
+
+
+def multi_pair(boot, new_topic, broker_cpu, producers, n, size):
+    """One idempotent then one transactional (1000 rec/txn) run of producers processes, each on a
+    new topic: run_multi's answer for each."""
+    idem = run_multi(boot, new_topic(), producers, n, size, 0, broker_cpu)
+    txn = run_multi(boot, new_topic(), producers, n, size, 1000, broker_cpu)
+    return idem, txn
 
 
 def txn_partition(tid, n):
@@ -259,6 +352,9 @@ def main():
     ap.add_argument("--zk")
     ap.add_argument("--multi-only", action="store_true", help="only the multi-producer case")
     ap.add_argument("--rounds", type=int, default=1, help="multi-producer case: idempotent/transactional pairs")
+    ap.add_argument("--client-floor", action=argparse.BooleanOptionalAction, default=None,
+                    help="multi-producer case: each round also against librdkafka's mock cluster (default: on "
+                    "with --multi-only and --smoke)")
     benchlib.add_smoke_arg(ap)
     args = ap.parse_args()
     benchlib.smoke_start(args, "bench_txn.py", records=300, per_txn="10,100", commits=20, producers=2,
@@ -285,17 +381,37 @@ def main():
                   f"commit_transaction() p50 {pct(commit, .5):.2f} / p99 {pct(commit, .99):.2f} ms "
                   f"(whole transaction {pct(whole, .5):.2f} / {pct(whole, .99):.2f} ms)")
         pids = [b.pid for b in cluster.brokers.values()]
+        floor = args.client_floor if args.client_floor is not None else (args.multi_only or args.smoke)
+        mock = MockCluster() if floor and args.producers > 0 else None
         for _ in range(args.rounds if args.producers > 0 else 0):
-            idem_m, idem_b, idem_p = run_multi(boot, args.producers, args.multi_records, args.size, 0, broker_pids=pids)
-            txn_m, txn_b, txn_p = run_multi(boot, args.producers, args.multi_records, args.size, 1000,
-                                            broker_pids=pids)
-            per_k = 1000.0 / (args.producers * args.multi_records)  # CPU ms per 1000 records
+            (idem_m, idem_b, idem_p, idem_th), (txn_m, txn_b, txn_p, txn_th) = multi_pair(
+                boot, lambda: topic(boot, 3), lambda: cpu_seconds(pids), args.producers, args.multi_records, args.size)
+            k = 1e6 / (args.producers * args.multi_records)  # CPU seconds -> ms per 1000 records
             print(f"  {args.producers} producers x {args.multi_records} records over 3 partitions: idempotent "
                   f"{idem_m:.0f} records/s, transactional (1000 rec/txn) {txn_m:.0f} records/s "
                   f"({txn_m / idem_m:.2f}x); load average {os.getloadavg()[0]:.2f}\n"
-                  f"    CPU ms per 1000 records, brokers + producers: idempotent {1000 * idem_b * per_k:.2f} + "
-                  f"{1000 * idem_p * per_k:.2f}, transactional {1000 * txn_b * per_k:.2f} + {1000 * txn_p * per_k:.2f} "
+                  f"    CPU ms per 1000 records, brokers + producers: idempotent {k * idem_b:.2f} + "
+                  f"{k * idem_p:.2f}, transactional {k * txn_b:.2f} + {k * txn_p:.2f} "
                   f"(CPU ratio {(idem_b + idem_p) / (txn_b + txn_p):.2f}x)", flush=True)
+            if not mock:
+                continue
+            (m_idem, m_idem_b, m_idem_p, m_idem_th), (m_txn, m_txn_b, m_txn_p, m_txn_th) = multi_pair(
+                mock.boot, mock.topic, mock.cpu, args.producers, args.multi_records, args.size)
+            print(f"    client floor, same producers against librdkafka's mock cluster: idempotent {m_idem:.0f}, "
+                  f"transactional {m_txn:.0f} records/s ({m_txn / m_idem:.2f}x); load average "
+                  f"{os.getloadavg()[0]:.2f}\n"
+                  f"      CPU ms per 1000 records, mock (rdk:mock) + producers: idempotent {k * m_idem_b:.2f} + "
+                  f"{k * m_idem_p:.2f}, transactional {k * m_txn_b:.2f} + {k * m_txn_p:.2f}\n"
+                  f"      producers' CPU ms per 1000 records by thread, idempotent -> transactional: against the mock "
+                  f"{by_thread(m_idem_th, m_txn_th, k)}; against Gregor {by_thread(idem_th, txn_th, k)}\n"
+                  f"      producers' CPU, transactional - idempotent: {k * (m_txn_p - m_idem_p):.2f} ms against "
+                  f"the mock, {k * (txn_p - idem_p):.2f} ms against Gregor\n"
+                  f"      ceiling of the ratio on this box if the brokers carried transactional records at their "
+                  f"idempotent cost, (P_i + B_i) / (P_t + B_i): {(m_idem_p + idem_b) / (m_txn_p + idem_b):.2f}x with "
+                  f"the producers' CPU against the mock, {(idem_p + idem_b) / (txn_p + idem_b):.2f}x with it "
+                  f"against Gregor", flush=True)
+        if mock:
+            mock.close()
         if args.stuck_seconds > 0 and not args.multi_only:
             stuck_case(cluster, args.stuck_seconds, 5)
     finally:
