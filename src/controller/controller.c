@@ -488,7 +488,7 @@ static int maybe_resign(struct gr_controller *c) {
     rc = note_controller(c, id, &stale);
     if (rc != 0) return rc;
     if (was_active && !is_active(c)) {
-        CINFO(c, "Controller moved to broker %d; resigning", id);
+        if (!stale) CINFO(c, "Controller moved to broker %d; resigning", id);
         on_controller_resignation(c);
     }
     return stale ? reclaim_controller(c) : 0;
