@@ -58,6 +58,7 @@ ASAN_TESTS=(
     tests/integration/test_kip664.py
     tests/integration/test_replication.py::test_sigkill_leader_while_writing
     tests/integration/test_controller_standby.py::test_warm_failover_reads_only_topics_written_since
+    tests/integration/test_foundation.py::test_stale_controller_epoch_write_refused_by_gregord
     tests/integration/test_consumer_groups.py::test_confluent_commit_and_resume
     tests/integration/test_consumer_groups.py::test_coordinator_failover_keeps_offsets
     tests/integration/test_group_loading.py

@@ -49,10 +49,12 @@ struct node {
     struct check *head, **tail;
     struct gr_kafka_client *kc; /* the sender thread's; shutdown from any thread */
     int16_t max_version;        /* the peer's AddPartitionsToTxn maximum, learned per connection (sender thread) */
+    int64_t deadline;           /* gr_mono_ms by which the current round ends (sender thread) */
 };
 
 struct gr_aptm {
     struct gr_broker *b;
+    int32_t round_timeout_ms; /* gr_aptm_round_timeout_ms of the broker's config; fixed at gr_aptm_new */
     pthread_mutex_t mu;
     bool stopping, stopped;
     struct node *nodes;
@@ -89,6 +91,13 @@ static bool same_txn(const struct check *a, const struct check *b) {
     return a->pid == b->pid && a->epoch == b->epoch && strcmp(a->txn_id, b->txn_id) == 0;
 }
 
+/* What is left of the round (node.deadline) for the next call, in ms; 0 once it has passed (the
+ * caller fails with GR_ETIMEOUT then, without sending: the kafka client reads 0 as its default). */
+static int round_left_ms(const struct node *nd) {
+    int64_t left = nd->deadline - gr_mono_ms();
+    return left > 0 ? (int)GR_MIN(left, (int64_t)INT32_MAX) : 0;
+}
+
 /* Points node's client at its broker's inter-broker endpoint (the same target keeps the
  * connection). false when the broker has no known endpoint. */
 static bool set_target(struct node *nd) {
@@ -109,12 +118,14 @@ static bool set_target(struct node *nd) {
  * transaction. A kept connection keeps what was learned. 0 or the call's error. */
 static int negotiate(struct node *nd) {
     if (gr_kafka_client_connected(nd->kc)) return 0;
+    int left = round_left_ms(nd);
+    if (left == 0) return GR_ETIMEOUT;
     struct gr_arena a;
     gr_arena_init(&a);
     struct ApiVersionsRequest rq;
     gr_proto_init_struct(&gr_desc_ApiVersionsRequest, &rq);
     void *body = NULL;
-    int rc = gr_kafka_client_call(nd->kc, GR_API_API_VERSIONS, 0, &rq, GR_APTM_REQUEST_TIMEOUT_MS, &a, &body, NULL);
+    int rc = gr_kafka_client_call(nd->kc, GR_API_API_VERSIONS, 0, &rq, left, &a, &body, NULL);
     if (rc == 0) {
         const struct ApiVersionsResponse *r = body;
         nd->max_version = -1;
@@ -127,21 +138,21 @@ static int negotiate(struct node *nd) {
     return rc;
 }
 
-/* Sends rq as AddPartitionsToTxn version v over node's connection. A kept connection the peer
- * closed meanwhile (connections.max.idle.ms, a restart) fails the first call at once: once more
- * on a new one, if the peer still serves v; a timeout is not retried (a slow coordinator would
- * double the wait). */
+/* Sends rq as AddPartitionsToTxn version v over node's connection, within what is left of the
+ * round. A kept connection the peer closed meanwhile (connections.max.idle.ms, a restart) fails
+ * the first call at once: once more on a new one (ApiVersions first), if the peer still serves
+ * v and the round has time left; a timeout is not retried (the round's time is spent). */
 static int call(struct node *nd, int16_t v, const struct AddPartitionsToTxnRequest *rq, struct gr_arena *a,
                 void **body, uint8_t **frame) {
     bool kept = gr_kafka_client_connected(nd->kc);
-    int rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, GR_APTM_REQUEST_TIMEOUT_MS, a, body,
-                                  frame);
+    int left = round_left_ms(nd);
+    if (left == 0) return GR_ETIMEOUT;
+    int rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, left, a, body, frame);
     if (rc != 0 && kept && rc != GR_ETIMEOUT && !gr_kafka_client_is_shut_down(nd->kc)) {
         rc = negotiate(nd);
         if (rc == 0 && (v >= 4) != (nd->max_version >= 4)) rc = GR_EPROTO; /* the peer changed: next round */
-        if (rc == 0)
-            rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, GR_APTM_REQUEST_TIMEOUT_MS, a,
-                                      body, frame);
+        if (rc == 0) rc = (left = round_left_ms(nd)) == 0 ? GR_ETIMEOUT : 0;
+        if (rc == 0) rc = gr_kafka_client_call(nd->kc, GR_API_ADD_PARTITIONS_TO_TXN, v, rq, left, a, body, frame);
     }
     return rc;
 }
@@ -305,12 +316,16 @@ static bool send_batch_v4(struct node *nd, struct check **list) {
     return true;
 }
 
-/* Sends the checks of list: batched in v4 requests when the coordinator serves v4, else one v1
- * request per transaction (arrival order kept). Once a request failed (timeout, connection
- * refused or lost), the rest of the list fails with it, as the one merged request of Kafka's
- * sender does: asking a stopped coordinator again for each transaction would hold the last one
- * GR_APTM_REQUEST_TIMEOUT_MS times the number of groups, its connection muted all along. */
+/* One round: sends the checks of list, batched in v4 requests when the coordinator serves v4,
+ * else one v1 request per transaction (arrival order kept). The round has one deadline, the
+ * manager's round timeout from now: the ApiVersions exchange of a new connection, the requests
+ * and a resend on a new connection share it, so a slow but live coordinator holds a check at
+ * most that long (plus one connect), not that long per exchange. Once a request failed
+ * (timeout, connection refused or lost), the rest of the list fails with it, as the one merged
+ * request of Kafka's sender does: asking a stopped coordinator again for each transaction would
+ * hold the last one that long times the number of groups, its connection muted all along. */
 static void send_all(struct node *nd, struct check *list) {
+    nd->deadline = gr_mono_ms() + nd->m->round_timeout_ms;
     if (!set_target(nd)) {
         answer_all(list, GR_KERR_COORDINATOR_NOT_AVAILABLE);
         return;
@@ -373,7 +388,7 @@ static struct node *node_locked(struct gr_aptm *m, int32_t id) {
                                           .logger = LOGGER,
                                           .log_prefix = prefix,
                                           .connect_timeout_ms = GR_APTM_CONNECT_TIMEOUT_MS,
-                                          .request_timeout_ms = GR_APTM_REQUEST_TIMEOUT_MS};
+                                          .request_timeout_ms = m->round_timeout_ms};
     nd->kc = gr_kafka_client_new(&kcfg);
     if (pthread_create(&nd->thread, NULL, sender_thread, nd) != 0) {
         gr_kafka_client_free(nd->kc);
@@ -388,9 +403,15 @@ static struct node *node_locked(struct gr_aptm *m, int32_t id) {
 
 /* ---- API ---- */
 
+int32_t gr_aptm_round_timeout_ms(const struct gr_config *cfg) {
+    int32_t t = cfg && cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : GR_APTM_REQUEST_TIMEOUT_MS;
+    return GR_MIN(t, GR_APTM_REQUEST_TIMEOUT_MS);
+}
+
 struct gr_aptm *gr_aptm_new(struct gr_broker *b) {
     struct gr_aptm *m = gr_calloc(1, sizeof *m);
     m->b = b;
+    m->round_timeout_ms = gr_aptm_round_timeout_ms(b->cfg);
     pthread_mutex_init(&m->mu, NULL);
     return m;
 }

@@ -15,11 +15,21 @@
  *     trip (a second producer id or epoch of an id already in the request waits for the next);
  *     an older coordinator (a rolling upgrade) one v1 request per transaction (header client id
  *     GR_TXN_VERIFY_CLIENT_ID: the coordinator then only checks and adds nothing). A slow or
- *     stopped coordinator delays only the checks queued for it, for at most
- *     GR_APTM_REQUEST_TIMEOUT_MS (+ GR_APTM_CONNECT_TIMEOUT_MS): a failed request fails every
- *     check taken with it; nothing else of the broker waits on it. A request that fails at once
- *     on a kept connection (the peer closed it: connections.max.idle.ms, a restart) goes out once
- *     more on a new one; a timeout is not retried.
+ *     stopped coordinator delays only the checks queued for it: each round (what one sender
+ *     thread takes from its queue) has one deadline, gr_aptm_round_timeout_ms after it starts,
+ *     shared by the ApiVersions exchange of a new connection, its requests and a resend (so one
+ *     round lasts at most that, plus one connect of at most GR_APTM_CONNECT_TIMEOUT_MS; a check
+ *     queued meanwhile waits for it and then has a round of its own). A failed request fails
+ *     every check taken with it; nothing else of the broker waits on it. A request that fails at
+ *     once on a kept connection (the peer closed it: connections.max.idle.ms, a restart) goes
+ *     out once more on a new one if the round has time left; a timeout is not retried.
+ *     Kafka 3.9's manager gives its request the broker's request.timeout.ms from creation while
+ *     unsent and again from sending once in flight, so a new connection's ApiVersions can take
+ *     it close to twice that; its produce path then waits for acks with the produce request's
+ *     own timeout, which does not count the verification. Gregor keeps the verification inside
+ *     one request.timeout.ms, capped at GR_APTM_REQUEST_TIMEOUT_MS so that a transactional
+ *     producer's request (its request.timeout.ms is 30 s by default, the verification's wait
+ *     and then the produce timeout) is answered before the producer gives up on it.
  *   - no coordinator known: COORDINATOR_NOT_AVAILABLE at once.
  * Errors per partition are the coordinator's (gr_txn_verify_id: NONE, INVALID_TXN_STATE -- v4's
  * TRANSACTION_ABORTABLE is answered as that --,
@@ -43,16 +53,23 @@
 
 #include <stdint.h>
 
+/* The longest round (see above); a broker's request.timeout.ms below it shortens the round. */
 #define GR_APTM_REQUEST_TIMEOUT_MS 10000
 #define GR_APTM_CONNECT_TIMEOUT_MS 5000
 
 struct gr_broker;
+struct gr_config;
 struct gr_aptm;
+
+/* A round's deadline in ms for a broker with config cfg (NULL: the default): request.timeout.ms,
+ * as Kafka's AddPartitionsToTxnManager, at most GR_APTM_REQUEST_TIMEOUT_MS. */
+int32_t gr_aptm_round_timeout_ms(const struct gr_config *cfg);
 
 /* errors[i] answers topics[i]/partitions[i]; the array is only valid during the call. */
 typedef void (*gr_aptm_cb)(void *ctx, const int16_t *errors, int n);
 
-/* b is borrowed (its metadata cache, config and transaction coordinator are read). */
+/* b is borrowed (its metadata cache, config and transaction coordinator are read; the round
+ * timeout is taken from its config now). */
 struct gr_aptm *gr_aptm_new(struct gr_broker *b);
 void gr_aptm_shutdown(struct gr_aptm *m);
 /* Shuts down if needed, then frees. NULL ignored. */

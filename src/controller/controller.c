@@ -109,8 +109,10 @@ struct gr_controller {
     _Atomic int64_t broker_epoch;
     _Atomic int32_t epoch; /* mirror of ctx.epoch for other threads */
 
-    /* This incarnation won /controller in elect() and has not resigned since (event thread): a
-     * /controller naming this broker counts as "active" only then (see note_controller). */
+    /* This incarnation won /controller in elect() (for the epoch whose /controller_epoch zkVersion
+     * is ctx.epoch_zk_version) and has not resigned since (event thread): a /controller naming
+     * this broker counts as "active" only then, and only while that election is still the last
+     * one (see note_controller). */
     bool term;
     uint64_t auto_rebalance_timer; /* 0 = none */
     /* TopicChange pacing (process_topic_change): the deferred TopicChange's timer (0 = none) and
@@ -434,23 +436,42 @@ static void on_controller_resignation(struct gr_controller *c) {
 }
 
 /* Records a reading of /controller as the active id. One naming this broker counts only when this
- * incarnation won it (c->term); otherwise -- a guarded delete in trigger_controller_move failed
- * with a ZooKeeper error, or a hand edit -- Kafka would report itself active with an empty
- * context and no failover. Returns true in that case (the caller reclaims: reclaim_controller). */
-static bool note_controller(struct gr_controller *c, int32_t id) {
-    bool stale = id == c->cfg.broker_id && !c->term;
-    atomic_store(&c->active_id, stale ? -1 : id);
-    return stale;
+ * incarnation won it (c->term) and no election has been won since (/controller_epoch still at the
+ * zkVersion our election wrote); otherwise -- a guarded delete in trigger_controller_move failed
+ * with a ZooKeeper error, or a hand edit, possibly of a later controller's znode back to this
+ * broker before this broker saw it move -- Kafka would report itself active (with an empty
+ * context, or with the context of a term whose guarded writes all fail) and never resign: every
+ * ControllerMovedException runs maybeResign, which rereads the same /controller. Sets *stale in
+ * that case (the caller resigns if it was active and reclaims: reclaim_controller). Returns 0 or
+ * the error of the /controller_epoch read (nothing recorded then). */
+static int note_controller(struct gr_controller *c, int32_t id, bool *stale) {
+    *stale = false;
+    if (id == c->cfg.broker_id && c->term) {
+        int32_t epoch = -1, zkv = -1;
+        int rc = gr_kzk_get_controller_epoch(c->kzk, false, &epoch, &zkv);
+        if (rc != 0 && rc != GR_KZK_ENONODE) return rc;
+        if (rc != 0 || zkv != c->ctx.epoch_zk_version) {
+            CWARN(c, "/controller names this broker, but the election of epoch %d is no longer the last one "
+                     "(/controller_epoch is at epoch %d, zkVersion %d, not %d)",
+                  c->ctx.epoch, rc ? -1 : epoch, rc ? -1 : zkv, c->ctx.epoch_zk_version);
+            *stale = true;
+        }
+    } else if (id == c->cfg.broker_id) {
+        *stale = true;
+    }
+    atomic_store(&c->active_id, *stale ? -1 : id);
+    return 0;
 }
 
 static int elect_once(struct gr_controller *c, bool may_reclaim);
 
-/* /controller names this broker without a failover: delete it (only while it still names us; not
- * a guarded write, as this broker won no epoch) and elect again, so whoever wins runs failover
- * with a new epoch. */
+/* /controller names this broker without a failover for the last election: resign a term that is
+ * over, delete /controller (only while it still names us; not a guarded write, as this broker
+ * holds no current epoch) and elect again, so whoever wins runs failover with a new epoch. */
 static int reclaim_controller(struct gr_controller *c) {
     CWARN(c, "/controller names this broker, but this broker has not run failover for it: deleting it and electing "
              "again");
+    if (c->term) on_controller_resignation(c);
     int rc = gr_kzk_delete_controller_if_named(c->kzk, c->cfg.broker_id);
     if (rc != 0) return rc;
     return elect_once(c, false);
@@ -463,9 +484,11 @@ static int maybe_resign(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, true, &id);
     if (rc != 0) return rc;
-    bool stale = note_controller(c, id);
+    bool stale;
+    rc = note_controller(c, id, &stale);
+    if (rc != 0) return rc;
     if (was_active && !is_active(c)) {
-        CINFO(c, "Controller moved to broker %d; resigning", id);
+        if (!stale) CINFO(c, "Controller moved to broker %d; resigning", id);
         on_controller_resignation(c);
     }
     return stale ? reclaim_controller(c) : 0;
@@ -476,7 +499,10 @@ static int trigger_controller_move(struct gr_controller *c) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    if (note_controller(c, id)) return reclaim_controller(c);
+    bool stale;
+    rc = note_controller(c, id, &stale);
+    if (rc != 0) return rc;
+    if (stale) return reclaim_controller(c);
     if (!is_active(c)) {
         CWARN(c, "Controller has already moved when trying to trigger controller movement");
         return 0;
@@ -501,7 +527,10 @@ static int elect_once(struct gr_controller *c, bool may_reclaim) {
     int32_t id = -1;
     int rc = gr_kzk_get_controller_id(c->kzk, false, &id);
     if (rc != 0) return rc;
-    if (note_controller(c, id)) return may_reclaim ? reclaim_controller(c) : 0;
+    bool stale;
+    rc = note_controller(c, id, &stale);
+    if (rc != 0) return rc;
+    if (stale) return may_reclaim ? reclaim_controller(c) : 0;
     if (id != -1) {
         CDEBUG(c, "Broker %d has been elected as the controller, so stopping the election process.", id);
         return 0;

@@ -858,18 +858,34 @@ int gr_kzk_get_controller_id(struct gr_kzk *k, bool watch, int32_t *broker_id) {
 }
 
 int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id) {
+    /* /controller_epoch first: every election moves it in the multi that creates /controller, so
+     * the delete below, conditional on it too, cannot remove a claim won after this read -- one
+     * created at the same version 0 once the znode read below went (our session expired, a
+     * lagging server answered the read). Absent or unreadable: the version alone. */
+    int32_t epoch = -1, epoch_version = -1;
+    int rc = gr_kzk_get_controller_epoch(k, false, &epoch, &epoch_version);
+    if (rc != 0 && rc != GR_KZK_ENONODE && rc != GR_ECORRUPT) return rc;
+    bool guard = rc == 0;
     char *data = NULL;
     int len = 0;
     struct gr_zstat st;
-    int rc = z_get(k, "/controller", false, &data, &len, &st);
+    rc = z_get(k, "/controller", false, &data, &len, &st);
     if (rc == GR_ZNONODE) return 0;
     if (rc != GR_ZOK) return zfail("get", "/controller", rc);
     int32_t id = -1;
     bool ours = gr_kzk_controller_decode(data, (size_t)len, &id) == 0 && id == broker_id;
     free(data);
     if (!ours) return 0;
-    /* a retry after a connection loss that finds it gone (NONODE) or replaced (BADVERSION) is fine */
-    RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
+    /* a retry after a connection loss that finds it gone (NONODE) or replaced (BADVERSION) is
+     * fine; so is an election since the epoch read (the check's BADVERSION) */
+    if (guard) {
+        struct gr_zop ops[2] = {gr_zop_check("/controller_epoch", epoch_version), gr_zop_delete("/controller", st.version)};
+        struct gr_zop_result res[2];
+        rc = z_multi(k, ops, 2, res);
+        gr_zop_results_release(res, 2);
+    } else {
+        RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
+    }
     if (rc == GR_ZNONODE || rc == GR_ZBADVERSION) return 0;
     return rc == GR_ZOK ? 0 : zfail("delete", "/controller", rc);
 }

@@ -348,9 +348,11 @@ int gr_kzk_guarded_multi(struct gr_kzk *k, int32_t epoch_zk_version, const struc
                          int n, struct gr_zop_result *results);
 /* Guarded delete of /controller (triggerControllerMove / resignation). NONODE is success. */
 int gr_kzk_delete_controller_guarded(struct gr_kzk *k, int32_t epoch_zk_version);
-/* Deletes /controller only while it names broker_id (conditional on the version read). 0 also
- * when it is absent or names another broker. For a broker that finds itself named without having
- * won the election (controller.c reclaim_controller). */
+/* Deletes /controller only while it names broker_id (conditional on the version read, and in the
+ * same multi on /controller_epoch's version read before it, so a claim an election created after
+ * the reads, at the same version 0, is never removed). 0 also when it is absent, names another
+ * broker or an election came between. For a broker that finds itself named without having won
+ * the last election (controller.c reclaim_controller). */
 int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id);
 
 /* Names of /brokers/topics children (child watch if watch). */

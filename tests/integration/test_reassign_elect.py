@@ -316,8 +316,9 @@ def test_auto_leader_rebalance(cluster_factory, zk_connect):
 
 def move_controller_by_hand(cluster, trigger):
     """Bumps /controller_epoch (fencing the current controller), runs trigger(), which makes
-    the old controller attempt a guarded write, then deletes /controller so the brokers elect
-    again. Returns (old controller id, old epoch)."""
+    the old controller attempt a guarded write (refused; it then resigns and elects again by
+    itself, seeing its election is no longer the last one), then deletes /controller so the
+    brokers elect again whoever holds it. Returns (old controller id, old epoch)."""
     old = cluster.controller()["brokerid"]
     data, _ = cluster.zk.get("/controller_epoch")
     epoch = int(data.decode())

@@ -498,6 +498,19 @@ void inv_on_commit(void *arg, const struct zm_txn *t) {
             if (e > s->max_epoch) s->max_epoch = (int32_t)e;
         }
     }
+    /* A broker that did not win the guard's epoch deleting /controller while it names that broker,
+     * conditional on no election since its read of /controller_epoch
+     * (gr_kzk_delete_controller_if_named: reclaim_controller), gives up a claim of its own; it
+     * does not act as the controller of that epoch (not E3's). */
+    int32_t named = -1;
+    int32_t ge = guard_version >= 0 && guard_version < s->n_version_epoch ? s->version_epoch[guard_version] : -1;
+    if (guarded && is_broker && ge >= 0 && t->n_changes == 1 && t->changes[0].op == GR_ZOP_DELETE &&
+        strcmp(t->changes[0].path, "/controller") == 0 && t->changes[0].old_data &&
+        gr_kzk_controller_decode(t->changes[0].old_data, (size_t)t->changes[0].old_len, &named) == 0 &&
+        named == wid) {
+        ensure_epoch(s, ge);
+        if (s->winners[ge].broker != wid || s->winners[ge].incarnation != winc) guarded = false;
+    }
     if (guarded) {
         int32_t e = guard_version >= 0 && guard_version < s->n_version_epoch ? s->version_epoch[guard_version] : -1;
         if (!is_broker)

@@ -908,6 +908,51 @@ static void scenario_standby_broker_isr_write_deferred(struct sim *s) {
     if (!s->failed) sim_settle(s);
 }
 
+/* --hand-move's livelock (seed 120173 --standby --hand-move at 2d6a9ae; seed 119680 of the same
+ * options reproduced it): c is the controller (epoch E); before c processes any of it, /controller
+ * is deleted, another broker o wins epoch E+1 (made here by the kzk call of o's election, on o's
+ * session, before o's controller runs) and an operator rewrites /controller to name c. When
+ * c processes its ControllerChange, /controller names c and c still holds the term it won for
+ * epoch E. Kafka 2.7 (maybeResign: isActive is activeControllerId == brokerId) and Gregor before
+ * the fix counted that as "still active": c acted with epoch E, every guarded write failed
+ * (controller moved), each failure reread the same /controller and nobody elected (Q2 here; L1
+ * when brokers keep sending AlterPartition to c). Now c sees that /controller_epoch moved since
+ * its election: it resigns, deletes /controller and elects again, so the cluster settles on one
+ * controller of a new epoch. */
+static void scenario_hand_move_to_stale_controller(struct sim *s) {
+    const char *what = "scenario /controller rewritten to name a controller whose term ended unseen";
+    struct sbroker *c = start_settled(s, what);
+    if (!c) return;
+    int32_t reps[] = {c->id};
+    create_topic(s, "hm0", reps, 1);
+    sim_settle(s);
+    if (s->failed) return;
+    int32_t e = gr_controller_epoch(c->ctrl);
+    struct sbroker *o = &s->brokers[0] == c ? &s->brokers[1] : &s->brokers[0];
+    int32_t epoch = -1, zkv = -1;
+    if (gr_zkb_delete(zm_backend(s->admin), "/controller", GR_ZANY_VERSION) != GR_ZOK ||
+        gr_kzk_register_controller_and_increment_epoch(o->kzk, o->id, &epoch, &zkv) != 0 || epoch != e + 1) {
+        sim_fail(s, what, "cannot run the unseen election (epoch %d, want %d)", epoch, e + 1);
+        return;
+    }
+    const char *d;
+    int len;
+    size_t l;
+    if (zm_peek(s->zm, "/controller", &d, &len, NULL) != GR_ZOK || !d) {
+        sim_fail(s, what, "no /controller to rewrite");
+        return;
+    }
+    char *json = gr_kzk_controller_encode(c->id, s->now, gr_kzk_controller_stamps(d, (size_t)len), &l);
+    if (gr_zkb_set(zm_backend(s->admin), "/controller", json, (int)l, GR_ZANY_VERSION, NULL) != GR_ZOK)
+        sim_fail(s, what, "cannot rewrite /controller");
+    free(json);
+    if (!s->failed) sim_settle(s); /* Q2: one controller, of the epoch in ZooKeeper */
+    struct sbroker *n = active(s);
+    if (!s->failed && (!n || gr_controller_epoch(n->ctrl) <= e + 1))
+        sim_fail(s, what, "controller %d at epoch %d (want one elected after epoch %d)", n ? n->id : -1,
+                 n ? gr_controller_epoch(n->ctrl) : -1, e + 1);
+}
+
 static void scenario_delete_same_term(struct sim *s) { delete_while_not_live(s, false); }
 
 static void scenario_delete_then_move(struct sim *s) { delete_while_not_live(s, true); }
@@ -930,6 +975,8 @@ static const struct {
      scenario_rewrite_without_id, false},
     {"a topic's znode rewritten without its id while no controller runs: the next one takes the id from its stamp "
      "(topic ids)", 3, scenario_rewrite_without_id_no_controller, false},
+    {"/controller rewritten by hand to name a controller whose term ended unseen: it resigns and elects again", 3,
+     scenario_hand_move_to_stale_controller, false},
     {"standby: the controller's broker killed twice during a reassignment and a deletion", 3, scenario_standby_crash, true},
     {"standby: the controller's session lost twice during a reassignment and a deletion", 3, scenario_standby_expire, true},
     {"standby: a broker partitioned away becomes the controller", 3, scenario_standby_partitioned, true},

@@ -4,7 +4,9 @@
  * INVALID_TXN_STATE, a transaction missing from the answer INVALID_TXN_STATE, a top-level error
  * for every check); one serving only up to v3 (an older Gregor during a rolling upgrade) one v1
  * request per transaction; one without AddPartitionsToTxn fails the checks (NETWORK_EXCEPTION).
- * The versions are learned with ApiVersions once per connection. */
+ * The versions are learned with ApiVersions once per connection. A slow but live coordinator
+ * (each answer late, yet within the request timeout) cannot hold a check longer than one round:
+ * ApiVersions and AddPartitionsToTxn share the round's deadline. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -35,6 +37,7 @@ static atomic_int g_max_version;  /* AddPartitionsToTxn maximum in ApiVersions; 
 static atomic_int g_partition_err; /* every partition's answer */
 static atomic_int g_top_err;      /* v4 top-level ErrorCode */
 static atomic_int g_drop_txns;    /* v4: answer no transaction at all */
+static atomic_int g_delay_ms;     /* every answer sent this late */
 static atomic_int g_api_versions, g_v1, g_v4, g_v4_txns; /* requests seen */
 static atomic_int g_stop;
 static int g_listen_fd = -1, g_port;
@@ -120,6 +123,7 @@ static int serve_one(int fd) {
     } else {
         ret = -1;
     }
+    if (resp && atomic_load(&g_delay_ms) > 0) usleep((useconds_t)atomic_load(&g_delay_ms) * 1000);
     if (resp) {
         struct gr_wbuf w;
         gr_wbuf_init(&w);
@@ -211,6 +215,7 @@ static void reset(int max_version, int16_t partition_err) {
     atomic_store(&g_partition_err, partition_err);
     atomic_store(&g_top_err, 0);
     atomic_store(&g_drop_txns, 0);
+    atomic_store(&g_delay_ms, 0);
     atomic_store(&g_api_versions, 0);
     atomic_store(&g_v1, 0);
     atomic_store(&g_v4, 0);
@@ -259,6 +264,27 @@ static void test_older_coordinator(struct gr_broker *b) {
     for (int i = 0; i < 2; i++) CHECK(ans[i].err[0] == GR_KERR_NETWORK_EXCEPTION);
 }
 
+/* A coordinator that answers each request after 70% of the round: ApiVersions and then
+ * AddPartitionsToTxn each come within the timeout, but not both within one round. The check
+ * fails (NETWORK_EXCEPTION) once the round's time is spent, instead of being answered after
+ * twice the timeout. Load only makes the answers later, so the outcome does not depend on it. */
+static void test_slow_coordinator(struct gr_broker *b, struct gr_config *cfg) { /* cfg: b's */
+    int32_t saved = cfg->request_timeout_ms;
+    cfg->request_timeout_ms = 1000; /* the round's deadline (below GR_APTM_REQUEST_TIMEOUT_MS) */
+    CHECK(gr_aptm_round_timeout_ms(b->cfg) == 1000);
+    struct answer ans[1];
+    reset(4, GR_KERR_NONE);
+    atomic_store(&g_delay_ms, 700);
+    run_checks(b, 1, ans);
+    CHECK(atomic_load(&g_api_versions) == 1);
+    CHECK(ans[0].err[0] == GR_KERR_NETWORK_EXCEPTION && ans[0].err[1] == GR_KERR_NETWORK_EXCEPTION);
+    cfg->request_timeout_ms = saved;
+    /* the default and a larger request.timeout.ms give GR_APTM_REQUEST_TIMEOUT_MS */
+    CHECK(gr_aptm_round_timeout_ms(NULL) == GR_APTM_REQUEST_TIMEOUT_MS);
+    CHECK(gr_aptm_round_timeout_ms(b->cfg) == GR_APTM_REQUEST_TIMEOUT_MS);
+    atomic_store(&g_delay_ms, 0);
+}
+
 int main(void) {
     gr_log_set_level(GR_LOG_ERROR);
     start_listener();
@@ -296,6 +322,7 @@ int main(void) {
 
     test_v4_coordinator(b);
     test_older_coordinator(b);
+    test_slow_coordinator(b, &cfg);
 
     gr_txn_coordinator_free(b->txn_coordinator);
     b->txn_coordinator = NULL;
