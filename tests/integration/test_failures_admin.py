@@ -397,8 +397,10 @@ def test_delete_topic_with_broker_down(cluster_factory, zk_connect):
 
     cluster[down].start()
     cluster.wait_registered([down])
+    # completeDeleteTopic deletes /brokers/topics/T, then /config/topics/T, then
+    # /admin/delete_topics/T: three writes in that order (Kafka's too), so wait for the last
     H.wait_for(lambda: not cluster.zk.exists("/brokers/topics/gone"), 30, "/brokers/topics/gone deleted")
-    assert not cluster.zk.exists("/admin/delete_topics/gone")
+    H.wait_for(lambda: not cluster.zk.exists("/admin/delete_topics/gone"), 30, "/admin/delete_topics/gone deleted")
     assert not cluster.zk.exists("/config/topics/gone")
     H.wait_for(lambda: not partition_dirs(cluster, "gone"), 30, "partition dirs gone on every broker")
     H.wait_for(lambda: metric(cluster[ctrl], "TopicsToDeleteCount") == 0, 10, "TopicsToDeleteCount 0")
