@@ -539,6 +539,7 @@ struct node {
 
 static struct fzk Z;
 static struct vclock VC = {.base = {&vops}};
+static int64_t g_standby_refresh_ms; /* > 0: node_start turns the warm standby on with it */
 
 static void node_start(struct node *n, int32_t id) {
     memset(n, 0, sizeof *n);
@@ -570,6 +571,8 @@ static void node_start(struct node *n, int32_t id) {
         .leader_imbalance_check_interval_ms = 300000,
         .delete_topic_enable = true,
         .no_thread = true,
+        .standby_enable = g_standby_refresh_ms > 0,
+        .standby_refresh_ms = g_standby_refresh_ms,
     };
     n->c = gr_controller_new(&cc);
     CHECK(gr_controller_startup(n->c) == 0);
@@ -709,6 +712,47 @@ static int o_wait_connected(struct gr_zk_backend *b, int t) {
 /* A call waits as long as the session may live (the old kzk gave up after 10 waits and the
  * controller dropped the event, its watch never re-armed); after gr_kzk_stop_waiting (shutdown)
  * a call fails at once instead. */
+/* The earliest timer node n has pending, as a delay from VC.now (INT64_MAX: none). */
+static int64_t next_timer_in(struct node *n) {
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < VC.n; i++)
+        if (VC.t[i].em == gr_controller_events(n->c) && VC.t[i].due - VC.now < best) best = VC.t[i].due - VC.now;
+    return best;
+}
+
+/* A controller that resigns leaves its standby refresh for one period (docs/ARCHITECTURE.md "Warm
+ * standby controller"): the next controller's failover runs right then, and a refresh of the empty
+ * standby (every topic decoded, every state read) competed with it for ZooKeeper and the CPU
+ * (issue 28 session 13: the new controller's context load took 82 ms instead of 12 at 100k). */
+static void test_standby_refresh_waits_after_resignation(void) {
+    g_standby_refresh_ms = 10000;
+    struct node nodes[2];
+    memset(nodes, 0, sizeof nodes);
+    node_start(&nodes[0], 11);
+    node_start(&nodes[1], 12);
+    settle(nodes, 2);
+    fire_due(); /* the start-up refreshes */
+    settle(nodes, 2);
+    int32_t who = -1;
+    CHECK(active_count(nodes, 2, &who) == 1);
+    struct node *act = &nodes[who - 11], *other = &nodes[12 - who];
+    CHECK(next_timer_in(other) == 10000); /* the standby's periodic refresh */
+    VC.now += 1;
+    fsess_expire(act->s); /* it resigns; the other takes over */
+    settle(nodes, 2);
+    CHECK(!gr_controller_is_active(act->c));
+    CHECK(gr_controller_is_active(other->c));
+    CHECK(next_timer_in(act) == 10000); /* not at once */
+    /* one period later it refreshes, and keeps refreshing */
+    VC.now += 10000;
+    fire_due();
+    settle(nodes, 2);
+    CHECK(next_timer_in(act) == 10000);
+    for (int i = 0; i < 2; i++) node_stop(&nodes[i]);
+    v_free(&VC.base);
+    g_standby_refresh_ms = 0;
+}
+
 static void test_kzk_waits_for_connection(void) {
     static const struct gr_zk_backend_ops ops = {.get = o_get, .wait_connected = o_wait_connected};
     struct gr_zk_backend b = {.ops = &ops, .session_timeout_ms = 6000};
@@ -1030,6 +1074,7 @@ int main(void) {
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
     v_free(&VC.base);
+    test_standby_refresh_waits_after_resignation();
     free_nodes(Z.nodes, Z.n);
     for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
     free(Z.w);
