@@ -194,6 +194,10 @@ static char *fmt_names(char *buf, size_t len, const char *const *names, size_t n
 
 static bool is_active(struct gr_controller *c) { return atomic_load(&c->active_id) == c->cfg.broker_id; }
 static void schedule_standby_refresh(struct gr_controller *c, int64_t delay_ms);
+/* The first standby refresh after a resignation waits this long: past the next controller's
+ * context load and first requests (1.4 s at 100k partitions on the 2-core bench machine), soon
+ * enough that the broker's standby is back for a failover that follows. */
+#define STANDBY_AFTER_RESIGN_MS 5000
 static int64_t standby_refresh_ms(const struct gr_controller *c);
 
 static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
@@ -429,12 +433,12 @@ static void on_controller_resignation(struct gr_controller *c) {
     /* The term's context does not become the standby: its cached states are not always a copy of
      * a znode version (the controller re-stamps its own controller epoch on states it did not
      * need to rewrite, as Kafka does; the simulation's W1 caught it). The standby is rebuilt from
-     * ZooKeeper reads alone, one refresh period from now: the next controller's failover runs
-     * right now, and a refresh of an empty standby (every topic and every state read, at 100k
-     * partitions 1000 topics decoded and 100000 states read over ~10 s) would compete with it
-     * for ZooKeeper and the CPU (bench/README.md, issue 28 session 13). A later refresh is no
-     * less sound; until it runs, a failover of this broker is cold. */
-    schedule_standby_refresh(c, standby_refresh_ms(c));
+     * ZooKeeper reads alone, STANDBY_AFTER_RESIGN_MS from now (or one period, if shorter): the
+     * next controller's failover runs right now, and a refresh of an empty standby (every topic
+     * and every state read, at 100k partitions 1000 topics decoded and 100000 states read over
+     * ~10 s) competed with it for ZooKeeper and the CPU (bench/README.md, issue 28 session 13).
+     * A later refresh is no less sound; until it has run, a failover of this broker is cold. */
+    schedule_standby_refresh(c, GR_MIN(STANDBY_AFTER_RESIGN_MS, standby_refresh_ms(c)));
     c->term = false;
     c->metrics_valid = false;
     CINFO(c, "Resigned");
