@@ -5,7 +5,9 @@
  * change in the window where the controller arms its BrokerModifications watch, and a /controller
  * naming a broker that never ran failover for it, an auto-rebalance tick of an earlier term, and
  * PartitionModifications adding only new partitions, and TopicChange pacing (topics created
- * back to back wait for one timer and are handled together).
+ * back to back wait for one timer and are handled together), and the warm standby: a resigned
+ * controller's refresh waits, and a topic re-created between the failover's stamp read and its
+ * znode read has its states read, not kept.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
