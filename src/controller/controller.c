@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -193,6 +194,10 @@ static char *fmt_names(char *buf, size_t len, const char *const *names, size_t n
 
 static bool is_active(struct gr_controller *c) { return atomic_load(&c->active_id) == c->cfg.broker_id; }
 static void schedule_standby_refresh(struct gr_controller *c, int64_t delay_ms);
+/* The first standby refresh after a resignation waits this long: past the next controller's
+ * context load and first requests (1.4 s at 100k partitions on the 2-core bench machine), soon
+ * enough that the broker's standby is back for a failover that follows. */
+#define STANDBY_AFTER_RESIGN_MS 5000
 static int64_t standby_refresh_ms(const struct gr_controller *c);
 
 static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
@@ -428,8 +433,12 @@ static void on_controller_resignation(struct gr_controller *c) {
     /* The term's context does not become the standby: its cached states are not always a copy of
      * a znode version (the controller re-stamps its own controller epoch on states it did not
      * need to rewrite, as Kafka does; the simulation's W1 caught it). The standby is rebuilt from
-     * ZooKeeper reads alone, starting now. */
-    schedule_standby_refresh(c, 0);
+     * ZooKeeper reads alone, STANDBY_AFTER_RESIGN_MS from now (or one period, if shorter): the
+     * next controller's failover runs right now, and a refresh of an empty standby (every topic
+     * and every state read, at 100k partitions 1000 topics decoded and 100000 states read over
+     * ~10 s) competed with it for ZooKeeper and the CPU (bench/README.md, issue 28 session 13).
+     * A later refresh is no less sound; until it has run, a failover of this broker is cold. */
+    schedule_standby_refresh(c, GR_MIN(STANDBY_AFTER_RESIGN_MS, standby_refresh_ms(c)));
     c->term = false;
     c->metrics_valid = false;
     CINFO(c, "Resigned");
@@ -642,6 +651,70 @@ static int load_topics(struct gr_controller *c, struct gr_ctrl_context *ctx, con
 
 static int cmp_cstr(const void *a, const void *b);
 
+/* The failover's stamp read (docs/ARCHITECTURE.md "Warm standby controller", step 2), made
+ * while the topic znodes are read: started after the election (the proof needs only that), on
+ * its own thread and through kzk (thread-safe; 1000+ stamps go through the bulk-read session, a
+ * second connection), so the two reads overlap instead of following each other. Only the topics
+ * whose stamp can still prove something (states_stamp != 0) are read. The thread owns nothing of
+ * the context: names are copies, sorted; stamp[i] is names[i]'s (0: not read, absent or failed),
+ * rc gr_kzk_get_state_stamps's. With cfg.no_thread (tests, the simulation) it is read inline at
+ * the start, before the topic znodes -- the other end of the overlap the thread allows. */
+struct stamp_read {
+    struct gr_kzk *kzk;
+    char **names;
+    int n;
+    int64_t *stamp;
+    int rc;
+    bool threaded;
+    pthread_t th;
+};
+
+static int cmp_cstr(const void *a, const void *b);
+
+static void *stamp_read_run(void *arg) {
+    struct stamp_read *r = arg;
+    r->rc = gr_kzk_get_state_stamps(r->kzk, (const char *const *)r->names, r->n, r->stamp);
+    return NULL;
+}
+
+static void stamp_read_start(struct gr_controller *c, struct gr_ctrl_context *ctx, struct stamp_read *r) {
+    memset(r, 0, sizeof *r);
+    r->kzk = c->kzk;
+    size_t nt = 0;
+    const char **all = gr_ctrl_ctx_sorted_topics(ctx, &nt);
+    r->names = gr_malloc(sizeof *r->names * (nt ? nt : 1));
+    r->stamp = gr_calloc(nt ? nt : 1, sizeof *r->stamp);
+    for (size_t i = 0; i < nt; i++) {
+        const struct gr_ctrl_topic *t = gr_ctrl_ctx_topic(ctx, all[i]);
+        if (t && t->states_stamp != 0) r->names[r->n++] = gr_strdup(all[i]);
+    }
+    free(all);
+    if (r->n == 0) return;
+    if (!c->cfg.no_thread && pthread_create(&r->th, NULL, stamp_read_run, r) == 0) r->threaded = true;
+    else stamp_read_run(r);
+}
+
+/* Waits for the read; its rc. */
+static int stamp_read_finish(struct stamp_read *r) {
+    if (r->threaded) pthread_join(r->th, NULL);
+    r->threaded = false;
+    return r->rc;
+}
+
+/* The stamp read for name, 0 when it was not read. */
+static int64_t stamp_read_lookup(const struct stamp_read *r, const char *name) {
+    char **hit = r->n ? bsearch(&name, r->names, (size_t)r->n, sizeof *r->names, cmp_cstr) : NULL;
+    return hit ? r->stamp[hit - r->names] : 0;
+}
+
+static void stamp_read_free(struct stamp_read *r) {
+    stamp_read_finish(r);
+    for (int i = 0; i < r->n; i++) free(r->names[i]);
+    free(r->names);
+    free(r->stamp);
+    memset(r, 0, sizeof *r);
+}
+
 /* Reads the leader/ISR of every partition in ctx, in pipelined batches of STATE_BATCH (Kafka's
  * updateLeaderAndIsrCache). Sets *loaded to the number of states found.
  *
@@ -651,9 +724,10 @@ static int cmp_cstr(const void *a, const void *b);
  * (read before its states were) keeps its states, and the absence of the others, without a read --
  * except topics queued for deletion (/admin/delete_topics, read here), always read. Every other
  * topic is read as in a cold load and takes the stamp just read (0 after a failed read); a
- * partition found without a state znode forgets what it held. */
+ * partition found without a state znode forgets what it held. pre (the failover's): the stamps
+ * were read already (struct stamp_read, finished); a topic it did not read keeps nothing. */
 static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context *ctx, bool warm, int64_t *loaded,
-                                 struct gr_ctrl_load_report *rep) {
+                                 struct gr_ctrl_load_report *rep, const struct stamp_read *pre) {
     size_t nt = gr_ctrl_ctx_topic_count(ctx), cur = 0, k = 0;
     struct gr_ctrl_topic **tops = gr_malloc(sizeof *tops * (nt ? nt : 1)), *t;
     while ((t = gr_ctrl_ctx_next_topic(ctx, &cur)) && k < nt) tops[k++] = t;
@@ -668,7 +742,12 @@ static int load_partition_states(struct gr_controller *c, struct gr_ctrl_context
         const char **names = gr_malloc(sizeof *names * nt);
         int64_t *stamp = gr_malloc(sizeof *stamp * nt);
         for (size_t i = 0; i < nt; i++) names[i] = tops[i]->name;
-        if (rc == 0) rc = gr_kzk_get_state_stamps(c->kzk, names, (int)nt, stamp);
+        if (rc == 0 && pre) {
+            rc = pre->rc;
+            for (size_t i = 0; i < nt; i++) stamp[i] = stamp_read_lookup(pre, names[i]);
+        } else if (rc == 0) {
+            rc = gr_kzk_get_state_stamps(c->kzk, names, (int)nt, stamp);
+        }
         int64_t offered = 0, kept = 0;
         for (size_t i = 0; i < nt && rc == 0; i++) {
             t = tops[i];
@@ -838,7 +917,7 @@ static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl
         }
         rc = sync_topics(c, &c->standby, false);
     }
-    if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r);
+    if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r, NULL);
     if (rc == 0)
         CINFO(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
                gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
@@ -887,6 +966,9 @@ static int assign_topic_ids(struct gr_controller *c, const char *const *names, i
     return rc == GR_ECONTROLLER_MOVED || !names ? rc : 0;
 }
 
+static int load_context(struct gr_controller *c, int64_t *states_loaded, struct gr_ctrl_load_report *rep,
+                        struct stamp_read *stamps);
+
 /* Kafka's initializeControllerContext. */
 static int initialize_context(struct gr_controller *c, int64_t *states_loaded, struct gr_ctrl_load_report *rep) {
     /* warm: start from the standby's topics and states (first: the move replaces the context's
@@ -916,6 +998,17 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
     }
     c->standby_term = -1;
     c->standby_isr_cv = -1;
+    /* step 2's stamps, read while the brokers and topics are (struct stamp_read) */
+    struct stamp_read stamps;
+    stamp_read_start(c, &c->ctx, &stamps);
+    int rc = load_context(c, states_loaded, rep, &stamps);
+    stamp_read_free(&stamps);
+    return rc;
+}
+
+/* initialize_context's reads after the standby's move (stamps: started). */
+static int load_context(struct gr_controller *c, int64_t *states_loaded, struct gr_ctrl_load_report *rep,
+                        struct stamp_read *stamps) {
     struct gr_kzk_broker *brokers = NULL;
     int nb = 0;
     int rc = gr_kzk_get_all_brokers(c->kzk, true, false, &brokers, &nb);
@@ -940,8 +1033,8 @@ static int initialize_context(struct gr_controller *c, int64_t *states_loaded, s
     rc = watch_brokers(c, live, c->ctx.n_brokers);
     free(live);
     if (rc != 0) return rc;
-
-    rc = load_partition_states(c, &c->ctx, rep->warm, states_loaded, rep);
+    stamp_read_finish(stamps);
+    rc = load_partition_states(c, &c->ctx, rep->warm, states_loaded, rep, stamps);
     if (rc != 0) return rc;
     if (rep->warm)
         CINFO(c, "Loaded %lld partition states in %lld ms from the standby context: %lld of its %lld states proven current "

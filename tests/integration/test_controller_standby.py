@@ -65,7 +65,7 @@ def test_warm_failover_reads_only_topics_written_since(cluster_factory, zk_conne
     x = c.wait_controller()["brokerid"]
     create(c, "wa", [[x]] * 5)
     create(c, "wb", [[x]] * 5)
-    # move the controller off x: x resigns and refreshes its standby right after (under the new
+    # move the controller off x: x resigns and refreshes its standby 5 s later (under the new
     # controller, which writes nothing: every partition's leader is x, alive)
     for _ in range(20):
         old = c.wait_controller()

@@ -5,7 +5,9 @@
  * change in the window where the controller arms its BrokerModifications watch, and a /controller
  * naming a broker that never ran failover for it, an auto-rebalance tick of an earlier term, and
  * PartitionModifications adding only new partitions, and TopicChange pacing (topics created
- * back to back wait for one timer and are handled together).
+ * back to back wait for one timer and are handled together), and the warm standby: a resigned
+ * controller's refresh waits, and a topic re-created between the failover's stamp read and its
+ * znode read has its states read, not kept.
  *
  * The model keeps what the controller relies on: versions, czxid, ephemerals per session,
  * sequential nodes, one-shot data/exists/child watches delivered later (by pump()), atomic multi.
@@ -163,6 +165,10 @@ static int n_children(struct fzk *z, const char *path) {
 }
 
 /* Raw mutations (no session checks). fire_events=false inside a multi's dry run. */
+/* A multi is one transaction: every op of it gets the same zxid (as ZooKeeper's). */
+static int64_t multi_zxid;
+static int64_t next_zxid(struct fzk *z) { return multi_zxid ? multi_zxid : ++z->zxid; }
+
 static int do_create(struct fzk *z, struct fsess *s, const char *path, const void *data, int len, int flags,
                      char **created, bool fire_events) {
     char *par = parent_of(path);
@@ -190,7 +196,7 @@ static int do_create(struct fzk *z, struct fsess *s, const char *path, const voi
     nd->data = gr_malloc((size_t)nd->len + 1);
     if (nd->len) memcpy(nd->data, data, (size_t)nd->len);
     nd->data[nd->len] = 0;
-    nd->st.czxid = nd->st.mzxid = ++z->zxid;
+    nd->st.czxid = nd->st.mzxid = next_zxid(z);
     nd->st.ephemeralOwner = (flags & GR_ZEPHEMERAL) ? s->id : 0;
     if (created) *created = gr_strdup(full);
     if (fire_events) {
@@ -234,7 +240,7 @@ static int do_set(struct fzk *z, const char *path, const void *data, int len, in
     if (nd->len) memcpy(nd->data, data, (size_t)nd->len);
     nd->data[nd->len] = 0;
     nd->st.version++;
-    nd->st.mzxid = ++z->zxid;
+    nd->st.mzxid = next_zxid(z);
     if (st) *st = nd->st;
     if (fire_events) fire(z, path, W_DATA, GR_ZWATCH_CHANGED);
     return GR_ZOK;
@@ -357,6 +363,7 @@ static int f_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, str
         for (int i = 0; i < n; i++) res[i].rc = i < fail ? GR_ZOK : i == fail ? frc : GR_ZRUNTIMEINCONSISTENCY;
         return frc;
     }
+    multi_zxid = ++z->zxid;
     for (int i = 0; i < n; i++) {
         int rc = GR_ZOK;
         switch (ops[i].type) {
@@ -370,6 +377,7 @@ static int f_multi(struct gr_zk_backend *b, const struct gr_zop *ops, int n, str
         }
         res[i].rc = rc;
     }
+    multi_zxid = 0;
     return GR_ZOK;
 }
 
@@ -539,6 +547,7 @@ struct node {
 
 static struct fzk Z;
 static struct vclock VC = {.base = {&vops}};
+static int64_t g_standby_refresh_ms; /* > 0: node_start turns the warm standby on with it */
 
 static void node_start(struct node *n, int32_t id) {
     memset(n, 0, sizeof *n);
@@ -570,6 +579,8 @@ static void node_start(struct node *n, int32_t id) {
         .leader_imbalance_check_interval_ms = 300000,
         .delete_topic_enable = true,
         .no_thread = true,
+        .standby_enable = g_standby_refresh_ms > 0,
+        .standby_refresh_ms = g_standby_refresh_ms,
     };
     n->c = gr_controller_new(&cc);
     CHECK(gr_controller_startup(n->c) == 0);
@@ -704,6 +715,108 @@ static int o_wait_connected(struct gr_zk_backend *b, int t) {
         return GR_ZOPERATIONTIMEOUT;
     }
     return GR_ZOK;
+}
+
+/* Topic `topic`, one partition on brokers r0 and r1, its state (leader r0, the given leader
+ * epoch) at version 0, through session s. */
+static void put_topic_with_state(struct fsess *s, const char *topic, int32_t r0, int32_t r1, int32_t leader,
+                                 int32_t leader_epoch) {
+    struct gr_kzk_topic_assignment a = {0};
+    a.n_partitions = 1;
+    a.partitions = gr_calloc(1, sizeof *a.partitions);
+    a.partitions[0].n_replicas = 2;
+    a.partitions[0].replicas = gr_malloc(2 * sizeof(int32_t));
+    a.partitions[0].replicas[0] = r0;
+    a.partitions[0].replicas[1] = r1;
+    size_t len;
+    char *js = gr_kzk_topic_assignment_encode(&a, &len);
+    char path[256];
+    snprintf(path, sizeof path, "/brokers/topics/%s", topic);
+    CHECK(gr_zkb_create(&s->base, path, js, (int)len, 0, NULL) == GR_ZOK);
+    free(js);
+    gr_kzk_topic_assignment_release(&a);
+    int32_t isr[2] = {r0, r1};
+    struct gr_kzk_leader_and_isr lai = {.leader = leader, .leader_epoch = leader_epoch, .controller_epoch = 1,
+                                        .n_isr = 2, .isr = isr};
+    js = gr_kzk_partition_state_encode(&lai, &len);
+    snprintf(path, sizeof path, "/brokers/topics/%s/partitions", topic);
+    CHECK(gr_zkb_create(&s->base, path, NULL, 0, 0, NULL) == GR_ZOK);
+    snprintf(path, sizeof path, "/brokers/topics/%s/partitions/0", topic);
+    CHECK(gr_zkb_create(&s->base, path, NULL, 0, 0, NULL) == GR_ZOK);
+    snprintf(path, sizeof path, "/brokers/topics/%s/partitions/0/state", topic);
+    CHECK(gr_zkb_create(&s->base, path, js, (int)len, 0, NULL) == GR_ZOK);
+    free(js);
+}
+
+static int32_t g_recreate_leader;
+static struct fsess *g_recreate_sess;
+/* The topic "sx" deleted and created again by hand (a new czxid; its state again at version 0,
+ * another leader epoch), right after the failover's stamp read answered, before its read of sx's
+ * znode (get_hook). */
+static void recreate_sx(void) {
+    struct fsess *s = g_recreate_sess;
+    static const char *const tree[] = {"/brokers/topics/sx/partitions/0/state", "/brokers/topics/sx/partitions/0",
+                                       "/brokers/topics/sx/partitions", "/brokers/topics/sx"};
+    for (int i = 0; i < 4; i++) CHECK(gr_zkb_delete(&s->base, tree[i], -1) == GR_ZOK);
+    put_topic_with_state(s, "sx", 11, 12, g_recreate_leader, 5);
+}
+
+/* The earliest timer node n has pending, as a delay from VC.now (INT64_MAX: none). */
+static int64_t next_timer_in(struct node *n) {
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < VC.n; i++)
+        if (VC.t[i].em == gr_controller_events(n->c) && VC.t[i].due - VC.now < best) best = VC.t[i].due - VC.now;
+    return best;
+}
+
+/* A controller that resigns leaves its standby refresh for 5 s (docs/ARCHITECTURE.md "Warm
+ * standby controller"): the next controller's failover runs right then, and a refresh of the empty
+ * standby (every topic decoded, every state read) competed with it for ZooKeeper and the CPU
+ * (issue 28 session 13: at 100k the new controller needed 82 ms for its first small reads instead of 3-12). */
+static void test_standby_refresh_waits_after_resignation(void) {
+    g_standby_refresh_ms = 10000;
+    struct node nodes[2];
+    memset(nodes, 0, sizeof nodes);
+    node_start(&nodes[0], 11);
+    node_start(&nodes[1], 12);
+    settle(nodes, 2);
+    fire_due(); /* the start-up refreshes */
+    settle(nodes, 2);
+    int32_t who = -1;
+    CHECK(active_count(nodes, 2, &who) == 1);
+    struct node *act = &nodes[who - 11], *other = &nodes[12 - who];
+    CHECK(next_timer_in(other) == 10000); /* the standby's periodic refresh */
+    /* a topic the standby holds with its state at version 0 */
+    put_topic_with_state(act->s, "sx", 11, 12, 11, 0);
+    settle(nodes, 2);
+    VC.now += 10000;
+    fire_due();
+    settle(nodes, 2);
+    /* the stamps are read first (inline here; on a thread in gregord, while the topics are read):
+     * sx's proves the standby's state current, then sx is deleted and created again before its
+     * znode is read -- the failover must read the new incarnation's state, not keep the old one
+     * (a conditional write at version 0 would then have succeeded over it) */
+    get_hook_path = "/brokers/topics/sx/partitions";
+    get_hook = recreate_sx;
+    g_recreate_sess = other->s;
+    g_recreate_leader = other->id;
+    VC.now += 1;
+    fsess_expire(act->s); /* it resigns; the other takes over */
+    settle(nodes, 2);
+    CHECK(!gr_controller_is_active(act->c));
+    CHECK(gr_controller_is_active(other->c));
+    CHECK(get_hook == NULL);
+    struct gr_ctrl_partition *sx0 = gr_ctrl_ctx_partition(gr_controller_context(other->c), "sx", 0);
+    CHECK(sx0 && sx0->has_state && sx0->lai.leader_epoch >= 5);
+    CHECK(next_timer_in(act) == 5000); /* not at once: STANDBY_AFTER_RESIGN_MS */
+    /* then it refreshes, and keeps refreshing every period */
+    VC.now += 5000;
+    fire_due();
+    settle(nodes, 2);
+    CHECK(next_timer_in(act) == 10000);
+    for (int i = 0; i < 2; i++) node_stop(&nodes[i]);
+    v_free(&VC.base);
+    g_standby_refresh_ms = 0;
 }
 
 /* A call waits as long as the session may live (the old kzk gave up after 10 waits and the
@@ -1030,6 +1143,7 @@ int main(void) {
     for (int i = 0; i < 3; i++)
         if (nodes[i].c) node_stop(&nodes[i]);
     v_free(&VC.base);
+    test_standby_refresh_waits_after_resignation();
     free_nodes(Z.nodes, Z.n);
     for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
     free(Z.w);
