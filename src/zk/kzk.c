@@ -877,15 +877,13 @@ int gr_kzk_delete_controller_if_named(struct gr_kzk *k, int32_t broker_id) {
     free(data);
     if (!ours) return 0;
     /* a retry after a connection loss that finds it gone (NONODE) or replaced (BADVERSION) is
-     * fine; so is an election since the epoch read (the check's BADVERSION) */
+     * fine; so is an election since the epoch read (the guard's check fails: CONTROLLER_MOVED) */
     if (guard) {
-        struct gr_zop ops[2] = {gr_zop_check("/controller_epoch", epoch_version), gr_zop_delete("/controller", st.version)};
-        struct gr_zop_result res[2];
-        rc = z_multi(k, ops, 2, res);
-        gr_zop_results_release(res, 2);
-    } else {
-        RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
+        struct gr_zop op = gr_zop_delete("/controller", st.version);
+        rc = gr_kzk_guarded_multi(k, epoch_version, &op, 1, NULL);
+        return rc == GR_ECONTROLLER_MOVED || rc == GR_KZK_ENONODE || rc == GR_KZK_EBADVERSION ? 0 : rc;
     }
+    RETRY(k, rc, gr_zkb_delete(k->b, "/controller", st.version));
     if (rc == GR_ZNONODE || rc == GR_ZBADVERSION) return 0;
     return rc == GR_ZOK ? 0 : zfail("delete", "/controller", rc);
 }
