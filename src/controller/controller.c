@@ -669,8 +669,6 @@ struct stamp_read {
     pthread_t th;
 };
 
-static int cmp_cstr(const void *a, const void *b);
-
 static void *stamp_read_run(void *arg) {
     struct stamp_read *r = arg;
     r->rc = gr_kzk_get_state_stamps(r->kzk, (const char *const *)r->names, r->n, r->stamp);
