@@ -44,6 +44,13 @@ const char *gr_ctrl_topic_stamp_id(void *ctx, const char *topic) {
 /* sver of an id not taken from a stamp (write_with_stamp) */
 #define NOT_FROM_STAMP INT32_MIN
 
+/* The op that writes the id stamp data[0..len) to spath (write_with_stamp's rule): a set at sver
+ * when the id is that stamp's own, else a set when a stamp exists, else a create. */
+static struct gr_zop stamp_op(const char *spath, const char *data, size_t len, bool stamped, int32_t sver) {
+    if (sver != NOT_FROM_STAMP) return gr_zop_set(spath, data, (int)len, sver);
+    return stamped ? gr_zop_set(spath, data, (int)len, GR_ZANY_VERSION) : gr_zop_create(spath, data, (int)len, 0);
+}
+
 /* Writes a (t's znode content, with its id) conditionally on version and the id into the stamp,
  * in one guarded multi: a set when stamped (its /partitions znode existed when read), else a
  * create (Kafka's controller creates that znode when it creates the first partition state, and
@@ -59,10 +66,7 @@ static int write_with_stamp(struct gr_kzk *kzk, const struct gr_ctrl_context *ct
     char *json = gr_kzk_topic_assignment_encode(a, &len);
     char *sdata = gr_kzk_topic_stamp_encode(a->topic_id, &slen);
     char *path = gr_asprintf("/brokers/topics/%s", topic), *spath = gr_asprintf("/brokers/topics/%s/partitions", topic);
-    struct gr_zop ops[2] = {gr_zop_set(path, json, (int)len, version),
-                            sver != NOT_FROM_STAMP ? gr_zop_set(spath, sdata, (int)slen, sver)
-                            : stamped              ? gr_zop_set(spath, sdata, (int)slen, GR_ZANY_VERSION)
-                                                   : gr_zop_create(spath, sdata, (int)slen, 0)};
+    struct gr_zop ops[2] = {gr_zop_set(path, json, (int)len, version), stamp_op(spath, sdata, slen, stamped, sver)};
     int rc = gr_kzk_guarded_multi(kzk, ctx->epoch_zk_version, ops, 2, NULL);
     free(json);
     free(sdata);
@@ -231,9 +235,7 @@ int gr_ctrl_assign_topic_ids(struct gr_kzk *kzk, struct gr_ctrl_context *ctx, co
              * created when missing (write_with_stamp) */
             spaths[i] = gr_asprintf("/brokers/topics/%s/partitions", t->name);
             sdata[i] = gr_kzk_topic_stamp_encode(texts[i], &len);
-            ops[n_ops++] = svers[i] != NOT_FROM_STAMP ? gr_zop_set(spaths[i], sdata[i], (int)len, svers[i])
-                           : stamps[i].rc == GR_KZK_ENONODE ? gr_zop_create(spaths[i], sdata[i], (int)len, 0)
-                                                            : gr_zop_set(spaths[i], sdata[i], (int)len, GR_ZANY_VERSION);
+            ops[n_ops++] = stamp_op(spaths[i], sdata[i], len, stamps[i].rc != GR_KZK_ENONODE, svers[i]);
             free(stamps[i].topic_id);
         }
         /* all of them in one multi; if any znode changed since it was read, one by one */
