@@ -272,18 +272,13 @@ static bool round_elect(struct round *r, int k) {
     return true;
 }
 
-/* Writes the elected states (items[i] is req[item_of[i]]) in guarded multis and applies what was
- * written; BADVERSION goes to retry[]. Returns 0 or GR_ECONTROLLER_MOVED. */
-static int round_write(struct round *r, const struct gr_kzk_state_write *items, const int *item_of, int n_items,
-                       int *retry, int *n_retry) {
+/* The results res[from, to) of the elected states written (items[i] is req[item_of[i]]), rc the
+ * call's: applied to the context and the batch, BADVERSION to retry[]. */
+static void apply_written(struct round *r, const int *item_of, const struct gr_kzk_write_result *res, int from,
+                          int to, int rc, int *retry, int *n_retry) {
     struct gr_ctrl_sm *sm = r->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
-    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-    int64_t t0 = gr_mono_ms();
-    int rc = gr_kzk_update_partition_states(sm->kzk, ctx->epoch_zk_version, items, n_items, res);
-    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms",
-           n_items, (long long)(gr_mono_ms() - t0));
-    for (int i = 0; i < n_items && rc != GR_ECONTROLLER_MOVED; i++) {
+    for (int i = from; i < to; i++) {
         int k = item_of[i];
         const struct gr_kzk_tp *tp = &r->req[k];
         int irc = rc ? rc : res[i].rc;
@@ -309,6 +304,45 @@ static int round_write(struct round *r, const struct gr_kzk_state_write *items, 
         p->state = GR_PS_ONLINE;
         r->rcs[r->idx[k]] = 0;
     }
+}
+
+struct written_rounds {
+    struct round *r;
+    const int *item_of;
+    const struct gr_kzk_write_result *res;
+    int *retry;
+    int *n_retry;
+    int applied; /* items [0, applied) applied */
+};
+
+/* A round of the writes is in ZooKeeper: its elections are applied and their LeaderAndIsr and
+ * UpdateMetadata requests sent now, while ZooKeeper writes the next rounds (at 100k partitions a
+ * broker's 33k leaderships are 5 rounds, ~0.1 s each). Sending a step's batch in parts keeps every
+ * rule of the batch: each part's states are in ZooKeeper under this epoch before they are sent,
+ * and per broker the parts go in order on one channel. */
+static void round_written(void *arg, int first, int count) {
+    struct written_rounds *w = arg;
+    apply_written(w->r, w->item_of, w->res, first, first + count, 0, w->retry, w->n_retry);
+    w->applied = first + count;
+    struct gr_ctrl_batch *b = w->r->sm->batch;
+    gr_ctrl_batch_send(b);
+    gr_ctrl_batch_begin(b);
+}
+
+/* Writes the elected states (items[i] is req[item_of[i]]) in guarded multis and applies what was
+ * written, a round of multis at a time (round_written); BADVERSION goes to retry[]. Returns 0 or
+ * GR_ECONTROLLER_MOVED (the rounds before it were applied and sent). */
+static int round_write(struct round *r, const struct gr_kzk_state_write *items, const int *item_of, int n_items,
+                       int *retry, int *n_retry) {
+    struct gr_ctrl_sm *sm = r->sm;
+    struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
+    struct written_rounds w = {.r = r, .item_of = item_of, .res = res, .retry = retry, .n_retry = n_retry};
+    int64_t t0 = gr_mono_ms();
+    int rc = gr_kzk_update_partition_states_rounds(sm->kzk, sm->ctx->epoch_zk_version, items, n_items, res,
+                                                   round_written, &w);
+    gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms",
+           n_items, (long long)(gr_mono_ms() - t0));
+    if (rc != GR_ECONTROLLER_MOVED) apply_written(r, item_of, res, w.applied, n_items, rc, retry, n_retry);
     free(res);
     return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }

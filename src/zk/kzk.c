@@ -1435,7 +1435,31 @@ static int update_states(struct gr_kzk *k, int32_t epoch_zk_version, const struc
 int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res) {
-    int rc = update_states(k, epoch_zk_version, items, n, res, NULL);
+    return gr_kzk_update_partition_states_rounds(k, epoch_zk_version, items, n, res, NULL, NULL);
+}
+
+int gr_kzk_state_write_round(const struct gr_kzk *k) {
+    int per = k->batch - 1 < 1 ? 1 : k->batch - 1;
+    return per * (k->depth < 1 ? 1 : k->depth);
+}
+
+int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_version,
+                                          const struct gr_kzk_state_write *items, int n,
+                                          struct gr_kzk_write_result *res,
+                                          void (*round_done)(void *arg, int first, int count), void *arg) {
+    int round = round_done ? gr_kzk_state_write_round(k) : n, rc = 0;
+    struct gr_kzk_write_result *own = !res && round_done ? gr_calloc((size_t)(n > 0 ? n : 1), sizeof *own) : NULL;
+    if (own) res = own;
+    for (int first = 0; first < n; first += round) {
+        int m = GR_MIN(round, n - first);
+        rc = update_states(k, epoch_zk_version, items + first, m, res ? res + first : NULL, NULL);
+        if (rc) {
+            for (int i = first + m; res && i < n; i++) res[i] = (struct gr_kzk_write_result){.rc = rc, .zk_version = -1};
+            break;
+        }
+        if (first + m < n && round_done) round_done(arg, first, m);
+    }
+    free(own);
     struct gr_kzk_job *next = k->after_next_write;
     if (next && n > 0 && rc == 0) gr_kzk_job_start(next);
     return rc;

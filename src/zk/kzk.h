@@ -450,6 +450,19 @@ int gr_kzk_create_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
 int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
                                    const struct gr_kzk_state_write *items, int n,
                                    struct gr_kzk_write_result *res);
+/* The same, in rounds of gr_kzk_state_write_round(k) items (one pipeline's worth of multis):
+ * after each round that returned 0 except the last, round_done(arg, first, count) is called on
+ * the calling thread with res[first, first + count) final, before the next round is sent -- so a
+ * caller can act on what is written (send the elections' requests) while ZooKeeper writes the
+ * rest. A round that fails (GR_ECONTROLLER_MOVED, GR_EZK) ends the call: the items after it get
+ * that code and are not written. round_done NULL: one call over all items. A job waiting for
+ * the next write (gr_kzk_job_start_after_next_write) starts after the last round. */
+int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_version,
+                                          const struct gr_kzk_state_write *items, int n,
+                                          struct gr_kzk_write_result *res,
+                                          void (*round_done)(void *arg, int first, int count), void *arg);
+/* Items per round of guarded multis: (batch size - 1) x pipeline depth. */
+int gr_kzk_state_write_round(const struct gr_kzk *k);
 /* An update of partition states (gr_kzk_update_partition_states, same items and results) that
  * runs later or elsewhere: the controlled shutdown writes the ISR shrinks of the partitions the
  * leaving broker follows while the event thread builds and sends the election's requests.

@@ -239,6 +239,7 @@ struct sim {
     char fail_msg[4096];
     /* scenarios: ops per multi of every broker's kzk from its next start (0: kzk's default) */
     int kzk_batch;
+    int kzk_depth; /* multis in flight of every broker's kzk from its next start (0: kzk's default) */
     int64_t standby_refresh_ms; /* scenarios: brokers started from now on refresh their standby
                                  * this often (0: every 20 s) */
     /* scenarios: the first committed multi of a broker that deletes a partition state znode of

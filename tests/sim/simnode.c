@@ -1133,6 +1133,7 @@ bool node_start(struct sim *s, struct sbroker *b) {
     zm_client_set_user(b->zc, b);
     b->kzk = gr_kzk_new(zm_backend(b->zc));
     if (s->kzk_batch) gr_kzk_set_batch_size(b->kzk, s->kzk_batch);
+    if (s->kzk_depth) gr_kzk_set_pipeline_depth(b->kzk, s->kzk_depth);
     if (b->no_stamps) gr_kzk_set_state_stamps(b->kzk, false);
     b->interrupt_next_write = b->expire_on_wait = false;
     int64_t prev_sid = b->cur_session;
