@@ -8,7 +8,8 @@
  * the controller moving (GR_ECONTROLLER_MOVED, nothing sent); invalid transitions refused;
  * AlterPartition validation codes and the write; ISR change notifications; a controlled shutdown writes
  * the ISR shrinks of the partitions the broker follows before the election's requests go out, and
- * answers once they are written, before their own LeaderAndIsr go out. */
+ * answers once they are written, before their own LeaderAndIsr go out; elections written in
+ * rounds are sent a round at a time (a state changed between rounds, the controller moving). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -743,6 +744,118 @@ static void test_startup_online_same_requests(void) {
     for (int i = 0; i < n_gen; i++) gr_wbuf_free(&gen[i].w);
 }
 
+/* Elections written in rounds (kzk: 2 ops per multi, 2 multis in flight = rounds of 4 states)
+ * are sent a round at a time: each LeaderAndIsr names only partitions whose elected state is in
+ * ZooKeeper when it goes out. Then the failure paths between rounds: another writer changes a
+ * state of a later round (BADVERSION: reread, elected again, sent with the last part), and the controller moves
+ * after the first round (its requests went out; nothing of the later rounds is written or sent). */
+static int rounds_broker, rounds_lai, rounds_sizes[16], rounds_unwritten, rounds_bump_epoch_at = -1;
+
+static void rounds_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void *req, void (*req_free)(void *),
+                        struct gr_ctrl_event *ev) {
+    if (api_key == GR_API_LEADER_AND_ISR && broker == rounds_broker) {
+        const struct LeaderAndIsrRequest *r = req;
+        int n = 0;
+        for (int t = 0; t < r->TopicStatesCount; t++)
+            for (int i = 0; i < r->TopicStates[t].PartitionStatesCount; i++, n++) {
+                const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *ps = &r->TopicStates[t].PartitionStates[i];
+                struct gr_kzk_leader_and_isr l;
+                if (read_state(r->TopicStates[t].TopicName, ps->PartitionIndex, &l) != 0 ||
+                    l.leader_epoch != ps->LeaderEpoch || l.leader != ps->Leader)
+                    rounds_unwritten++;
+                gr_kzk_leader_and_isr_release(&l);
+            }
+        if (rounds_lai < 16) rounds_sizes[rounds_lai] = n;
+        if (++rounds_lai == rounds_bump_epoch_at) CHECK(memzk_set(zk, "/controller_epoch", "3", 1, -1, NULL) == 0);
+    }
+    rec_ops.send(c, broker, api_key, ver, req, req_free, ev);
+}
+
+static void rounds_reset(int32_t broker) {
+    clear_sent();
+    rounds_broker = broker;
+    rounds_lai = rounds_unwritten = 0;
+    memset(rounds_sizes, 0, sizeof rounds_sizes);
+}
+
+static void test_elections_sent_per_round(void) {
+    setup();
+    gr_kzk_set_batch_size(kzk, 3);
+    gr_kzk_set_pipeline_depth(kzk, 2);
+    CHECK(gr_kzk_state_write_round(kzk) == 4);
+    int32_t reps[30];
+    for (int i = 0; i < 10; i++) reps[3 * i] = 1, reps[3 * i + 1] = 2, reps[3 * i + 2] = 3;
+    create_topic("e", 10, reps, 3);
+    struct gr_kzk_tp tps[10];
+    for (int i = 0; i < 10; i++) tps[i] = (struct gr_kzk_tp){(char *)"e", i};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 10) == 0);
+    struct gr_ctrl_sender_ops ops = rec_ops;
+    ops.send = rounds_send;
+    sm.sender = &ops;
+
+    /* broker 1 dies: 10 elections in rounds of 4, 4, 2 -> a LeaderAndIsr each to broker 2 (then
+     * the replica state machine's, of all 10) */
+    rounds_reset(2);
+    gr_ctrl_ctx_remove_live_broker(&ctx, 1);
+    int32_t dead[] = {1};
+    CHECK(gr_ctrl_on_broker_failure(&sm, dead, 1) == 0);
+    CHECK(rounds_sizes[0] == 4 && rounds_sizes[1] == 4 && rounds_sizes[2] == 2 && rounds_unwritten == 0);
+    for (int i = 0; i < 10; i++) {
+        const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *st = sent_lai(2, "e", i);
+        CHECK(st && st->Leader == 2 && st->LeaderEpoch == 1);
+        CHECK(gr_ctrl_ctx_partition(&ctx, "e", i)->lai.leader == 2);
+    }
+
+    /* broker 2 dies too; another writer changes e-9's state (third round) right before its
+     * multi: e-9 is reread and elected again in a round of its own */
+    rounds_reset(3);
+    zk->bump_before_multi = gr_strdup("/brokers/topics/e/partitions/9/state");
+    zk->bump_skip = 4; /* the first two rounds (two multis each) go through untouched */
+    gr_ctrl_ctx_remove_live_broker(&ctx, 2);
+    int32_t dead2[] = {2};
+    CHECK(gr_ctrl_on_broker_failure(&sm, dead2, 1) == 0);
+    /* e-9 failed its write (BADVERSION), was reread and written again: it goes out with e-8 in
+     * the last part of the batch (the part handle_state_changes sends) */
+    CHECK(rounds_sizes[0] == 4 && rounds_sizes[1] == 4 && rounds_sizes[2] == 2 && rounds_unwritten == 0);
+    CHECK(node_version("/brokers/topics/e/partitions/9/state") == 3);
+    for (int i = 0; i < 10; i++) {
+        const struct LeaderAndIsrRequest_LeaderAndIsrPartitionState *st = sent_lai(3, "e", i);
+        struct gr_kzk_leader_and_isr l;
+        CHECK(read_state("e", i, &l) == 0 && l.leader == 3);
+        CHECK(st && st->Leader == 3 && st->LeaderEpoch == l.leader_epoch);
+        CHECK(gr_ctrl_ctx_partition(&ctx, "e", i)->lai.zk_version == l.zk_version);
+        gr_kzk_leader_and_isr_release(&l);
+    }
+
+    /* both come back; a topic led by 3 with 1 and 2 in its ISR; broker 3 dies and the
+     * controller moves once the first round is sent */
+    struct gr_kzk_broker cur[3] = {mkbroker(1, 201), mkbroker(2, 202), mkbroker(3, 103)};
+    CHECK(gr_ctrl_process_broker_change(&sm, cur, 3) == 0);
+    int32_t freps[30];
+    for (int i = 0; i < 10; i++) freps[3 * i] = 3, freps[3 * i + 1] = 1, freps[3 * i + 2] = 2;
+    create_topic("f", 10, freps, 3);
+    for (int i = 0; i < 10; i++) tps[i] = (struct gr_kzk_tp){(char *)"f", i};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 10) == 0);
+    rounds_reset(1);
+    rounds_bump_epoch_at = 1;
+    gr_ctrl_ctx_remove_live_broker(&ctx, 3);
+    int32_t dead3[] = {3};
+    CHECK(gr_ctrl_on_broker_failure(&sm, dead3, 1) == GR_ECONTROLLER_MOVED);
+    CHECK(rounds_lai == 1 && rounds_sizes[0] == 4 && rounds_unwritten == 0 && gr_ctrl_batch_empty(sm.batch));
+    int moved = 0;
+    for (int i = 0; i < 10; i++) {
+        struct gr_kzk_leader_and_isr l;
+        CHECK(read_state("f", i, &l) == 0);
+        if (l.leader != 3) moved++;
+        CHECK((sent_lai(1, "f", i) != NULL) == (l.leader != 3)); /* sent exactly what was written */
+        gr_kzk_leader_and_isr_release(&l);
+    }
+    CHECK(moved == 4);
+    rounds_bump_epoch_at = -1;
+    sm.sender = &rec_ops;
+    teardown();
+}
+
 int main(void) {
     test_create_finds_own_state();
     test_controlled_shutdown_answer_after_isr_writes();
@@ -757,6 +870,7 @@ int main(void) {
     test_failover_startup();
     test_topic_assignments_since();
     test_startup_online_same_requests();
+    test_elections_sent_per_round();
     if (test_failures) {
         fprintf(stderr, "test_state_machines: %d failure(s)\n", test_failures);
         return 1;
