@@ -856,6 +856,49 @@ static void test_elections_sent_per_round(void) {
     teardown();
 }
 
+
+/* A controlled shutdown whose elections span several rounds (11 led partitions in rounds of 4, 4,
+ * 3): each part goes out as its round is written, the ISR shrink of the partition the broker
+ * follows (its job starts after the last round) is written before the answer, and that
+ * shrink's LeaderAndIsr goes out after it, as with a single round. */
+static void test_controlled_shutdown_elections_in_rounds(void) {
+    setup();
+    gr_kzk_set_batch_size(kzk, 3);
+    gr_kzk_set_pipeline_depth(kzk, 2);
+    int32_t reps[] = {1, 2, 3, 2, 1, 3};
+    create_topic("cs", 2, reps, 3);
+    int32_t mreps[30];
+    for (int i = 0; i < 10; i++) mreps[3 * i] = 1, mreps[3 * i + 1] = 2, mreps[3 * i + 2] = 3;
+    create_topic("cm", 10, mreps, 3);
+    struct gr_kzk_tp tps[] = {{(char *)"cs", 0}, {(char *)"cs", 1}};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, tps, 2) == 0);
+    struct gr_kzk_tp mt[10];
+    for (int i = 0; i < 10; i++) mt[i] = (struct gr_kzk_tp){(char *)"cm", i};
+    CHECK(gr_ctrl_on_new_partition_creation(&sm, mt, 10) == 0);
+    struct gr_ctrl_sender_ops ops = rec_ops;
+    ops.send = rounds_send;
+    sm.sender = &ops;
+    rounds_reset(2);
+    answers = 0;
+    struct gr_ctrl_cs_payload *pl = gr_calloc(1, sizeof *pl);
+    pl->respond = cs_answer;
+    struct gr_ctrl_event *ev = gr_ctrl_cs_event_new(1, -1, pl);
+    CHECK(gr_ctrl_cs_complete(&sm, ev) == 0);
+    CHECK(answers == 1 && answer_err == GR_KERR_NONE);
+    CHECK(answer_isr_had_1 == 0 && answer_lai_sent == 0);
+    /* to broker 2: the three election parts, then the ISR shrink's LeaderAndIsr (cs-1) */
+    CHECK(rounds_lai == 4 && rounds_sizes[0] == 4 && rounds_sizes[1] == 4 && rounds_sizes[2] == 3 &&
+          rounds_sizes[3] == 1 && rounds_unwritten == 0);
+    for (int i = 0; i < 10; i++) {
+        struct gr_kzk_leader_and_isr l;
+        CHECK(read_state("cm", i, &l) == 0 && l.leader == 2);
+        gr_kzk_leader_and_isr_release(&l);
+    }
+    gr_ctrl_event_free(ev);
+    sm.sender = &rec_ops;
+    teardown();
+}
+
 int main(void) {
     test_create_finds_own_state();
     test_controlled_shutdown_answer_after_isr_writes();
@@ -871,6 +914,7 @@ int main(void) {
     test_topic_assignments_since();
     test_startup_online_same_requests();
     test_elections_sent_per_round();
+    test_controlled_shutdown_elections_in_rounds();
     if (test_failures) {
         fprintf(stderr, "test_state_machines: %d failure(s)\n", test_failures);
         return 1;
