@@ -453,8 +453,9 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
 /* The same, in rounds of gr_kzk_state_write_round(k) items (one pipeline's worth of multis):
  * after each round that returned 0 except the last, round_done(arg, first, count) is called on
  * the calling thread with res[first, first + count) final, before the next round is sent -- so a
- * caller can act on what is written (send the elections' requests) while ZooKeeper writes the
- * rest. A round that fails (GR_ECONTROLLER_MOVED, GR_EZK) ends the call: the items after it get
+ * caller can hand what is written to other threads (the elections' requests to the send threads)
+ * and have it worked on while ZooKeeper writes the rest (ZooKeeper waits while the callback
+ * runs). A round that fails (GR_ECONTROLLER_MOVED, GR_EZK) ends the call: the items after it get
  * that code and are not written. round_done NULL: one call over all items. A job waiting for
  * the next write (gr_kzk_job_start_after_next_write) starts after the last round. */
 int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_version,
