@@ -319,9 +319,9 @@ struct written_rounds {
  * UpdateMetadata requests built and handed to the send threads before the next round is written,
  * so the brokers apply a round while ZooKeeper writes the next (at 100k partitions a broker's 33k
  * leaderships are 5 rounds of ~0.1 s; building a round's requests takes a few ms, during which
- * ZooKeeper waits). Each part's UpdateMetadata goes to every broker, as every step's. Sending a step's batch in parts keeps every
- * rule of the batch: each part's states are in ZooKeeper under this epoch before they are sent,
- * and per broker the parts go in order on one channel. */
+ * ZooKeeper waits). Each part's UpdateMetadata goes to every broker, as every step's. Sending a
+ * step's batch in parts keeps every rule of the batch: each part's states are in ZooKeeper under
+ * this epoch before they are sent, and per broker the parts go in order on one channel. */
 static void round_written(void *arg, int first, int count) {
     struct written_rounds *w = arg;
     apply_written(w->r, w->item_of, w->res, first, first + count, 0, w->retry, w->n_retry);
