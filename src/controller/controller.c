@@ -104,6 +104,9 @@ struct gr_controller {
     uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
     int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
                              * broker_epoch); a tick of another generation is stale: ignored */
+    bool standby_ready;     /* a refresh has filled the standby since this broker started or last
+                             * resigned (a failover from it starts warm) */
+    uint64_t candidacy_timer; /* the deferred Reelect of defer_candidacy (0 = none) */
     struct gr_ctrl_sm sm;       /* state machines, batch and flows over ctx (event thread only) */
 
     _Atomic int32_t active_id;
@@ -199,6 +202,11 @@ static void schedule_standby_refresh(struct gr_controller *c, int64_t delay_ms);
  * enough that the broker's standby is back for a failover that follows. */
 #define STANDBY_AFTER_RESIGN_MS 5000
 static int64_t standby_refresh_ms(const struct gr_controller *c);
+/* A broker without a standby context that finds /controller gone lets the brokers that have one
+ * run first for this long (defer_candidacy). */
+#define CANDIDACY_DEFER_MS 500
+/* Reelect's broker_epoch when it is the deferred candidacy's own (it elects at once). */
+#define CANDIDACY_DEFERRED 1
 
 static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
     gr_ctrl_events_put(c->em, gr_ctrl_event_new(type));
@@ -439,6 +447,7 @@ static void on_controller_resignation(struct gr_controller *c) {
      * ~10 s) competed with it for ZooKeeper and the CPU (bench/README.md, issue 28 session 13).
      * A later refresh is no less sound; until it has run, a failover of this broker is cold. */
     schedule_standby_refresh(c, GR_MIN(STANDBY_AFTER_RESIGN_MS, standby_refresh_ms(c)));
+    c->standby_ready = false;
     c->term = false;
     c->metrics_valid = false;
     CINFO(c, "Resigned");
@@ -916,6 +925,7 @@ static int process_standby_refresh(struct gr_controller *c, const struct gr_ctrl
         rc = sync_topics(c, &c->standby, false);
     }
     if (rc == 0) rc = load_partition_states(c, &c->standby, true, &loaded, &r, NULL);
+    if (rc == 0) c->standby_ready = true;
     if (rc == 0)
         CINFO(c, "Standby context refreshed: %zu topics, %lld partitions, %lld states kept by their topic's stamp, %lld read in %lld ms",
                gr_ctrl_ctx_topic_count(&c->standby), (long long)gr_ctrl_ctx_partition_count(&c->standby),
@@ -1095,6 +1105,7 @@ static int on_controller_failover(struct gr_controller *c) {
         gr_clock_cancel(c->cfg.clock, c->standby_timer);
         c->standby_timer = 0;
     }
+    c->standby_ready = false; /* moved into the context (initialize_context) */
     if ((rc = initialize_context(c, &states, &rep)) != 0) return rc;
     if (c->cfg.on_context_loaded) c->cfg.on_context_loaded(c->cfg.context_hook_arg, &c->ctx, &rep);
     CINFO(c, "Fetching topic deletions in progress");
@@ -1142,9 +1153,44 @@ static int process_controller_change(struct gr_controller *c) {
     return 0;
 }
 
-static int process_reelect(struct gr_controller *c) {
+/* Whether this broker should let others run for controller first: the standby context is on but
+ * empty (this broker resigned less than a refresh ago, or has not finished its first refresh), so
+ * its failover would be cold -- at 100k partitions 3-4 s before its first request where a warm
+ * broker takes ~0.2 s -- and another broker is registered that may have one. */
+static bool should_defer_candidacy(struct gr_controller *c) {
+    if (!c->cfg.standby_enable || c->standby_ready || c->term || c->shut_down) return false;
+    if (atomic_load(&c->active_id) != -1) return false; /* elect() would do nothing */
+    int32_t *ids = NULL;
+    int n = 0;
+    if (gr_kzk_get_broker_ids(c->kzk, false, &ids, &n) != 0) n = 0;
+    bool others = false;
+    for (int i = 0; i < n && !others; i++) others = ids[i] != c->cfg.broker_id;
+    free(ids);
+    return others;
+}
+
+/* Runs for controller CANDIDACY_DEFER_MS from now (a Reelect marked CANDIDACY_DEFERRED), unless a
+ * broker has won by then (elect() then does nothing). The election is still the first create of
+ * /controller that succeeds; only this broker's attempt comes later. If every broker defers,
+ * they all run after the delay. */
+static int defer_candidacy(struct gr_controller *c) {
+    CINFO(c, "No controller, and this broker's standby context is empty (its failover would be cold): letting a "
+             "broker with one take over first; running for controller in %d ms if none has",
+          CANDIDACY_DEFER_MS);
+    if (c->candidacy_timer) gr_clock_cancel(c->cfg.clock, c->candidacy_timer);
+    struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_REELECT);
+    ev->broker_epoch = CANDIDACY_DEFERRED;
+    c->candidacy_timer = gr_clock_schedule(c->cfg.clock, CANDIDACY_DEFER_MS, c->em, ev);
+    return 0;
+}
+
+/* Reelect (/controller deleted, or a new session): Kafka's maybeResign then elect -- except that
+ * a broker whose failover would be cold defers its candidacy (defer_candidacy). */
+static int process_reelect(struct gr_controller *c, const struct gr_ctrl_event *ev) {
+    if (ev && ev->broker_epoch == CANDIDACY_DEFERRED) c->candidacy_timer = 0;
     int rc = maybe_resign(c);
     if (rc != 0) return rc;
+    if (!(ev && ev->broker_epoch == CANDIDACY_DEFERRED) && should_defer_candidacy(c)) return defer_candidacy(c);
     return elect(c);
 }
 
@@ -1162,7 +1208,7 @@ static int process_register_broker_and_reelect(struct gr_controller *c) {
     atomic_store(&c->broker_epoch, epoch);
     CINFO(c, "Re-registered broker %d at path /brokers/ids/%d, czxid (broker epoch): %lld", c->cfg.broker_id,
           c->cfg.broker_id, (long long)epoch);
-    return process_reelect(c);
+    return process_reelect(c, NULL);
 }
 
 static int process_expire(struct gr_controller *c) {
@@ -1605,7 +1651,7 @@ static void process(void *arg, struct gr_ctrl_event *ev) {
     switch (ev->type) {
     case GR_EV_STARTUP: rc = process_startup(c); break;
     case GR_EV_CONTROLLER_CHANGE: rc = process_controller_change(c); break;
-    case GR_EV_REELECT: rc = process_reelect(c); break;
+    case GR_EV_REELECT: rc = process_reelect(c, ev); break;
     case GR_EV_REGISTER_BROKER_AND_REELECT: rc = process_register_broker_and_reelect(c); break;
     case GR_EV_EXPIRE: rc = process_expire(c); break;
     case GR_EV_BROKER_CHANGE: rc = process_broker_change(c); break;
@@ -1751,6 +1797,10 @@ void gr_controller_shutdown(struct gr_controller *c) {
     if (c->standby_timer) {
         gr_clock_cancel(c->cfg.clock, c->standby_timer);
         c->standby_timer = 0;
+    }
+    if (c->candidacy_timer) {
+        gr_clock_cancel(c->cfg.clock, c->candidacy_timer);
+        c->candidacy_timer = 0;
     }
     bool was_active = is_active(c);
     int32_t zkv = c->ctx.epoch_zk_version;

@@ -759,6 +759,7 @@ static bool busy(struct sim *s) {
         if (b->cs_state != 0) return true;
     }
     if (vclock_has_event(s, GR_EV_TOPIC_CHANGE)) return true; /* a paced TopicChange is due */
+    if (vclock_has_event(s, GR_EV_REELECT)) return true;       /* a deferred candidacy is due */
     return zm_next_deadline(s->zm) != INT64_MAX;
 }
 
