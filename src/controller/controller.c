@@ -107,6 +107,9 @@ struct gr_controller {
     bool standby_ready;     /* a refresh has filled the standby since this broker started or last
                              * resigned (a failover from it starts warm) */
     uint64_t candidacy_timer; /* the deferred Reelect of defer_candidacy (0 = none) */
+    int64_t candidacy_gen;    /* generation of the armed deferred Reelect (its event carries it in
+                               * broker_epoch, > 0; a watch's Reelect has -1): a deferred Reelect of
+                               * another generation was superseded or cancelled: ignored */
     struct gr_ctrl_sm sm;       /* state machines, batch and flows over ctx (event thread only) */
 
     _Atomic int32_t active_id;
@@ -205,8 +208,7 @@ static int64_t standby_refresh_ms(const struct gr_controller *c);
 /* A broker without a standby context that finds /controller gone lets the brokers that have one
  * run first for this long (defer_candidacy). */
 #define CANDIDACY_DEFER_MS 500
-/* Reelect's broker_epoch when it is the deferred candidacy's own (it elects at once). */
-#define CANDIDACY_DEFERRED 1
+static void cancel_candidacy(struct gr_controller *c);
 
 static void put_event(struct gr_controller *c, enum gr_ctrl_event_type type) {
     gr_ctrl_events_put(c->em, gr_ctrl_event_new(type));
@@ -1169,7 +1171,7 @@ static bool should_defer_candidacy(struct gr_controller *c) {
     return others;
 }
 
-/* Runs for controller CANDIDACY_DEFER_MS from now (a Reelect marked CANDIDACY_DEFERRED), unless a
+/* Runs for controller CANDIDACY_DEFER_MS from now (a Reelect carrying candidacy_gen), unless a
  * broker has won by then (elect() then does nothing). The election is still the first create of
  * /controller that succeeds; only this broker's attempt comes later. If every broker defers,
  * they all run after the delay. */
@@ -1177,20 +1179,39 @@ static int defer_candidacy(struct gr_controller *c) {
     CINFO(c, "No controller, and this broker's standby context is empty (its failover would be cold): letting a "
              "broker with one take over first; running for controller in %d ms if none has",
           CANDIDACY_DEFER_MS);
-    if (c->candidacy_timer) gr_clock_cancel(c->cfg.clock, c->candidacy_timer);
+    cancel_candidacy(c);
     struct gr_ctrl_event *ev = gr_ctrl_event_new(GR_EV_REELECT);
-    ev->broker_epoch = CANDIDACY_DEFERRED;
+    ev->broker_epoch = c->candidacy_gen;
     c->candidacy_timer = gr_clock_schedule(c->cfg.clock, CANDIDACY_DEFER_MS, c->em, ev);
     return 0;
+}
+
+/* Drops the deferred candidacy, also one whose timer has fired and whose Reelect is queued (its
+ * generation is stale now): a later deferral replaces it, an Expire pre-empts it as it pre-empts
+ * every pending event (the new session's RegisterBrokerAndReelect runs for controller, after
+ * registering the broker), a shutdown ends it. */
+static void cancel_candidacy(struct gr_controller *c) {
+    c->candidacy_gen++;
+    if (c->candidacy_timer) {
+        gr_clock_cancel(c->cfg.clock, c->candidacy_timer);
+        c->candidacy_timer = 0;
+    }
 }
 
 /* Reelect (/controller deleted, or a new session): Kafka's maybeResign then elect -- except that
  * a broker whose failover would be cold defers its candidacy (defer_candidacy). */
 static int process_reelect(struct gr_controller *c, const struct gr_ctrl_event *ev) {
-    if (ev && ev->broker_epoch == CANDIDACY_DEFERRED) c->candidacy_timer = 0;
+    bool deferred = ev && ev->broker_epoch > 0;
+    if (deferred) {
+        /* superseded (a later deferral's timer is armed) or cancelled (Expire, shutdown): a stale
+         * one must not run for controller now -- before the broker re-registered in its new
+         * session, or ahead of the later deferral -- nor clear the later timer's id */
+        if (ev->broker_epoch != c->candidacy_gen) return 0;
+        c->candidacy_timer = 0;
+    }
     int rc = maybe_resign(c);
     if (rc != 0) return rc;
-    if (!(ev && ev->broker_epoch == CANDIDACY_DEFERRED) && should_defer_candidacy(c)) return defer_candidacy(c);
+    if (!deferred && should_defer_candidacy(c)) return defer_candidacy(c);
     return elect(c);
 }
 
@@ -1212,6 +1233,7 @@ static int process_register_broker_and_reelect(struct gr_controller *c) {
 }
 
 static int process_expire(struct gr_controller *c) {
+    cancel_candidacy(c);
     atomic_store(&c->active_id, -1);
     on_controller_resignation(c);
     return 0;
@@ -1798,10 +1820,7 @@ void gr_controller_shutdown(struct gr_controller *c) {
         gr_clock_cancel(c->cfg.clock, c->standby_timer);
         c->standby_timer = 0;
     }
-    if (c->candidacy_timer) {
-        gr_clock_cancel(c->cfg.clock, c->candidacy_timer);
-        c->candidacy_timer = 0;
-    }
+    cancel_candidacy(c);
     bool was_active = is_active(c);
     int32_t zkv = c->ctx.epoch_zk_version;
     atomic_store(&c->active_id, -1);

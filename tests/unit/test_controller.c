@@ -819,6 +819,100 @@ static void test_standby_refresh_waits_after_resignation(void) {
     g_standby_refresh_ms = 0;
 }
 
+/* ---- the deferred candidacy (controller.c defer_candidacy) ---- */
+
+/* The deferred-candidacy Reelect timers node n has pending. */
+static int pending_reelects(struct node *n) {
+    int k = 0;
+    for (int i = 0; i < VC.n; i++) k += VC.t[i].em == gr_controller_events(n->c) && VC.t[i].ev->type == GR_EV_REELECT;
+    return k;
+}
+
+/* Puts the events of node n's due deferred-candidacy timers only (its standby refreshes stay
+ * pending: its standby stays empty). */
+static void fire_due_reelects(struct node *n) {
+    for (int i = 0; i < VC.n;) {
+        if (VC.t[i].due <= VC.now && VC.t[i].em == gr_controller_events(n->c) && VC.t[i].ev->type == GR_EV_REELECT) {
+            gr_ctrl_events_put(VC.t[i].em, VC.t[i].ev);
+            VC.t[i] = VC.t[--VC.n];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Delivers node n's watches and processes its events (only n's) until nothing moves. */
+static void run_node(struct node *n) {
+    for (;;) {
+        int moved = pump(n->s);
+        while (gr_ctrl_events_process_one(gr_controller_events(n->c))) moved++;
+        if (!moved) return;
+    }
+}
+
+static void put_controller_znode(struct node *via, int32_t id) {
+    char js[128];
+    snprintf(js, sizeof js, "{\"version\":1,\"brokerid\":%d,\"timestamp\":\"1\"}", id);
+    CHECK(gr_zkb_create(&via->s->base, "/controller", js, (int)strlen(js), 0, NULL) == GR_ZOK);
+}
+
+/* A deferred candidacy whose Reelect is already queued when it is superseded does not run for
+ * controller: not after an Expire, before the new session's RegisterBrokerAndReelect registered
+ * the broker (Expire pre-empts every pending event), and not behind a later deferral, whose timer
+ * stays tracked (the stale one cleared its id: the shutdown then left it armed, to fire on a freed
+ * event manager in gregord). Broker 22 is cold (no standby refresh has run); 21's event thread is
+ * busy (its events are never processed here). */
+static void test_deferred_candidacy_superseded(void) {
+    g_standby_refresh_ms = 10000;
+    struct node nodes[2];
+    memset(nodes, 0, sizeof nodes);
+    node_start(&nodes[0], 21);
+    node_start(&nodes[1], 22);
+    settle(nodes, 2);
+    int32_t who = -1;
+    CHECK(active_count(nodes, 2, &who) == 1 && who == 21);
+    struct node *b = &nodes[1];
+    /* /controller deleted by hand: 22 defers */
+    CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
+    run_node(b);
+    CHECK(!gr_controller_is_active(b->c) && zk_controller(b) == -1 && pending_reelects(b) == 1);
+    /* 22's session expires; its deferred Reelect fires before the new session's
+     * RegisterBrokerAndReelect is queued */
+    fsess_expire(b->s);
+    VC.now += 500;
+    fire_due_reelects(b);
+    fsess_renew(b->s);
+    run_node(b);
+    CHECK(!gr_controller_is_active(b->c)); /* the old candidacy did not elect it unregistered */
+    CHECK(zk_controller(b) == -1 && pending_reelects(b) == 1); /* the new session's own deferral */
+    /* 21 is named by hand and 22 sees it; then /controller is deleted again, and 22's deferred
+     * Reelect fires behind that deletion's Reelect (which defers again) */
+    put_controller_znode(&nodes[0], 21);
+    run_node(b);
+    CHECK(gr_controller_active_id(b->c) == 21);
+    CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
+    pump(b->s);
+    VC.now += 500;
+    fire_due_reelects(b);
+    run_node(b);
+    CHECK(!gr_controller_is_active(b->c) && zk_controller(b) == -1);
+    CHECK(pending_reelects(b) == 1);
+    /* the later deferral runs for controller */
+    VC.now += 500;
+    fire_due_reelects(b);
+    run_node(b);
+    CHECK(gr_controller_is_active(b->c) && zk_controller(b) == 22);
+    /* /controller deleted again, 22 resigns and defers; its shutdown cancels the timer */
+    CHECK(gr_zkb_delete(&nodes[0].s->base, "/controller", -1) == GR_ZOK);
+    run_node(b);
+    CHECK(!gr_controller_is_active(b->c) && pending_reelects(b) == 1);
+    gr_controller_shutdown(b->c);
+    CHECK(pending_reelects(b) == 0);
+    for (int i = 0; i < 2; i++) node_stop(&nodes[i]);
+    v_free(&VC.base);
+    g_standby_refresh_ms = 0;
+}
+
 /* A call waits as long as the session may live (the old kzk gave up after 10 waits and the
  * controller dropped the event, its watch never re-armed); after gr_kzk_stop_waiting (shutdown)
  * a call fails at once instead. */
@@ -1144,6 +1238,7 @@ int main(void) {
         if (nodes[i].c) node_stop(&nodes[i]);
     v_free(&VC.base);
     test_standby_refresh_waits_after_resignation();
+    test_deferred_candidacy_superseded();
     free_nodes(Z.nodes, Z.n);
     for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
     free(Z.w);
