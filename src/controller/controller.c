@@ -449,7 +449,10 @@ static void on_controller_resignation(struct gr_controller *c) {
      * ~10 s) competed with it for ZooKeeper and the CPU (bench/README.md, issue 28 session 13).
      * A later refresh is no less sound; until it has run, a failover of this broker is cold. */
     schedule_standby_refresh(c, GR_MIN(STANDBY_AFTER_RESIGN_MS, standby_refresh_ms(c)));
-    c->standby_ready = false;
+    /* standby_ready is not cleared here: a term's failover cleared it when it moved the standby
+     * into the context (on_controller_failover), and nothing refills it during a term; a broker
+     * resigning without having moved it (an Expire of a broker that was not the controller, a
+     * failover that failed before the move) still holds it, and defers no candidacy for it */
     c->term = false;
     c->metrics_valid = false;
     CINFO(c, "Resigned");

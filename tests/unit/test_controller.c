@@ -913,6 +913,37 @@ static void test_deferred_candidacy_superseded(void) {
     g_standby_refresh_ms = 0;
 }
 
+/* The sessions of the controller (31) and of broker 32 expire together (ZooKeeper unreachable
+ * from both past the session timeout; 33 kept its session, its event thread is busy): 32, not the
+ * controller, still holds its standby (its Expire resigned nothing it had moved) and runs for
+ * controller at once in its new session. (With its standby counted empty after the Expire, it
+ * deferred like the cold 31, and the two raced.) */
+static void test_warm_broker_elects_at_once_after_expiry(void) {
+    g_standby_refresh_ms = 10000;
+    struct node nodes[3];
+    memset(nodes, 0, sizeof nodes);
+    node_start(&nodes[0], 31);
+    node_start(&nodes[1], 32);
+    node_start(&nodes[2], 33);
+    settle(nodes, 3);
+    fire_due(); /* the start-up refreshes */
+    settle(nodes, 3);
+    int32_t who = -1;
+    CHECK(active_count(nodes, 3, &who) == 1 && who == 31);
+    fsess_expire(nodes[0].s);
+    fsess_expire(nodes[1].s);
+    fsess_renew(nodes[0].s);
+    fsess_renew(nodes[1].s);
+    run_node(&nodes[1]);
+    CHECK(gr_controller_is_active(nodes[1].c) && zk_controller(&nodes[1]) == 32);
+    CHECK(pending_reelects(&nodes[1]) == 0);
+    settle(nodes, 3);
+    CHECK(active_count(nodes, 3, &who) == 1 && who == 32);
+    for (int i = 0; i < 3; i++) node_stop(&nodes[i]);
+    v_free(&VC.base);
+    g_standby_refresh_ms = 0;
+}
+
 /* A call waits as long as the session may live (the old kzk gave up after 10 waits and the
  * controller dropped the event, its watch never re-armed); after gr_kzk_stop_waiting (shutdown)
  * a call fails at once instead. */
@@ -1239,6 +1270,7 @@ int main(void) {
     v_free(&VC.base);
     test_standby_refresh_waits_after_resignation();
     test_deferred_candidacy_superseded();
+    test_warm_broker_elects_at_once_after_expiry();
     free_nodes(Z.nodes, Z.n);
     for (int i = 0; i < Z.nw; i++) free(Z.w[i].path);
     free(Z.w);
