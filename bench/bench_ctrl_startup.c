@@ -59,7 +59,7 @@ static void ks_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void 
     }
     kept[n_kept++] = (struct kept){broker, api_key, ver, req, req_free};
 }
-static const struct gr_ctrl_sender_ops keep_ops = {ks_startup, ks_shutdown, ks_add, ks_remove, ks_send};
+static const struct gr_ctrl_sender_ops keep_ops = {ks_startup, ks_shutdown, ks_add, ks_remove, ks_send, NULL};
 
 static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -71,6 +71,7 @@ struct chan {
     pthread_cond_t cond;      /* queue non-empty / stopping; CLOCK_MONOTONIC */
     struct item *head, *tail; /* (L) */
     int64_t qlen;             /* (L) */
+    bool in_flight;           /* (L) the thread holds a request taken from the queue */
     bool stopping;            /* (L) */
     struct gr_kafka_client *kc; /* used by the thread; shut down by stop_chan (any thread) */
     struct gr_ctrl_events *em;/* (L) */
@@ -151,6 +152,7 @@ static void *send_thread(void *arg) {
         c->head = it->next;
         if (!c->head) c->tail = NULL;
         c->qlen--;
+        c->in_flight = true;
         if (c->qgauge) gr_gauge_set(c->qgauge, c->qlen);
         if (c->total) gr_gauge_add(c->total, -1);
         if (c->timer) gr_timer_update(c->timer, (double)(gr_mono_ms() - it->enqueue_ms));
@@ -177,6 +179,12 @@ static void *send_thread(void *arg) {
             gr_ctrl_response_free(r);
         }
         item_free(it);
+        pthread_mutex_lock(&c->lock);
+        c->in_flight = false;
+        pthread_mutex_unlock(&c->lock);
+        pthread_mutex_lock(&c->sh->lock); /* op_wait_idle: see there */
+        pthread_cond_broadcast(&c->sh->cond);
+        pthread_mutex_unlock(&c->sh->lock);
     }
     struct shared *sh = c->sh;
     chan_free(c);
@@ -403,6 +411,42 @@ int64_t gr_ctrl_channel_queue_size(struct gr_ctrl_channel *ch, int32_t broker_id
     return n;
 }
 
+/* sender.h wait_idle. The waiter holds sh->lock while it counts and until it waits on sh->cond;
+ * a send thread clears in_flight under its channel's lock and only then takes sh->lock to
+ * broadcast, so a request finished after the count wakes the wait (no lost wake-up). Lock order:
+ * sh->lock, ch->lock, c->lock (nobody takes sh->lock while holding the other two). */
+static bool op_wait_idle(void *ctx, int timeout_ms) {
+    struct gr_ctrl_channel *ch = ctx;
+    struct shared *sh = ch->sh;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&sh->lock);
+    bool idle = false;
+    for (;;) {
+        int64_t busy = 0;
+        pthread_mutex_lock(&ch->lock);
+        for (struct chan *c = ch->chans; c; c = c->next) {
+            pthread_mutex_lock(&c->lock);
+            busy += c->qlen + (c->in_flight ? 1 : 0);
+            pthread_mutex_unlock(&c->lock);
+        }
+        pthread_mutex_unlock(&ch->lock);
+        if (busy == 0) {
+            idle = true;
+            break;
+        }
+        if (pthread_cond_timedwait(&sh->cond, &sh->lock, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return idle;
+}
+
 void gr_ctrl_channel_free(struct gr_ctrl_channel *ch) {
     if (!ch) return;
     op_shutdown(ch);
@@ -430,4 +474,5 @@ const struct gr_ctrl_sender_ops gr_ctrl_channel_ops = {
     .add_broker = op_add_broker,
     .remove_broker = op_remove_broker,
     .send = op_send,
+    .wait_idle = op_wait_idle,
 };

@@ -20,6 +20,7 @@
 #ifndef GR_CONTROLLER_SENDER_H
 #define GR_CONTROLLER_SENDER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "zk/kzk.h"
@@ -35,6 +36,10 @@ struct gr_ctrl_sender_ops {
     void (*remove_broker)(void *ctx, int32_t broker_id);
     void (*send)(void *ctx, int32_t broker_id, int16_t api_key, int16_t api_version, void *request,
                  void (*request_free)(void *request), struct gr_ctrl_event *completion);
+    /* Optional (NULL: no wait): blocks until every request handed to send() so far has been
+     * answered or dropped (its broker removed), at most timeout_ms; true if so. Gregor's, for
+     * the elections' requests before the rest of a step (flows.c wait_elections_applied). */
+    bool (*wait_idle)(void *ctx, int timeout_ms);
 };
 
 /* The sender that drops everything (ctx unused, may be NULL). */

@@ -29,7 +29,7 @@ static void rs_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void 
     if (n_sent == MAXSENT) abort();
     sent[n_sent++] = (struct sent){broker, api_key, req, req_free, ev};
 }
-const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send};
+const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send, NULL};
 
 void clear_sent(void) {
     for (int i = 0; i < n_sent; i++) {

@@ -2,7 +2,8 @@
  * requests built by the request batch reach the broker encoded at the right versions, responses
  * come back as completion events with the decoded body; a dropped connection is retried; a
  * broker that is down keeps its request queued until removal, and removal does not block;
- * queue metrics. */
+ * queue metrics; wait_idle (false while a down broker holds a request, true once every request
+ * sent was answered). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -167,9 +168,10 @@ int main(void) {
     CHECK(n_events == 1 && ev_api[0] == GR_API_UPDATE_METADATA && ev_broker[0] == 1);
     CHECK(atomic_load(&n_requests[GR_API_UPDATE_METADATA]) == 2); /* retried after the drop */
     CHECK(atomic_load(&last_broker_epoch) == 4242);
-    /* broker 2 is down: its request stays with its thread */
+    /* broker 2 is down: its request stays with its thread, so the channels are not idle */
     usleep(200000);
     CHECK(n_events == 1);
+    CHECK(!gr_ctrl_channel_ops.wait_idle(ch, 100));
     CHECK(gr_metrics_read_gauge(metrics, "kafka.controller:type=ControllerChannelManager,name=TotalQueueSize", &g) == 0 &&
           g == 0);
     /* removal of a broker whose thread is retrying returns promptly */
@@ -184,12 +186,15 @@ int main(void) {
     pump(em, 2, 5000);
     CHECK(n_events == 2 && ev_broker[1] == 1);
 
-    /* several requests keep their order per broker */
+    /* several requests keep their order per broker; wait_idle returns once all are answered */
+    int before = atomic_load(&n_requests[GR_API_UPDATE_METADATA]);
     for (int i = 0; i < 5; i++) {
         gr_ctrl_batch_begin(sm.batch);
         gr_ctrl_batch_add_update_metadata_brokers_only(sm.batch);
         gr_ctrl_batch_send(sm.batch);
     }
+    CHECK(gr_ctrl_channel_ops.wait_idle(ch, 10000));
+    CHECK(atomic_load(&n_requests[GR_API_UPDATE_METADATA]) == before + 5 && gr_ctrl_channel_queue_size(ch, -1) == 0);
     pump(em, 7, 5000);
     CHECK(n_events == 7);
     CHECK(gr_ctrl_channel_queue_size(ch, -1) == 0);

@@ -44,7 +44,7 @@ static void rs_send(void *c, int32_t broker, int16_t api_key, int16_t ver, void 
     sent[n_sent++] = (struct sent){broker, api_key, ver, req, req_free, ev};
     if (g_batch) pending_at_send = gr_ctrl_batch_pending_log(g_batch);
 }
-static const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send};
+static const struct gr_ctrl_sender_ops rec_ops = {rs_startup, rs_shutdown, rs_add, rs_remove, rs_send, NULL};
 
 static void clear_sent(void) {
     for (int i = 0; i < n_sent; i++) {
