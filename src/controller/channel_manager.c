@@ -420,6 +420,7 @@ static bool op_wait_idle(void *ctx, int timeout_ms) {
     struct shared *sh = ch->sh;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (timeout_ms < 0) timeout_ms = 0; /* a negative remainder would make tv_nsec invalid (EINVAL) */
     ts.tv_sec += timeout_ms / 1000;
     ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -441,7 +442,8 @@ static bool op_wait_idle(void *ctx, int timeout_ms) {
             idle = true;
             break;
         }
-        if (pthread_cond_timedwait(&sh->cond, &sh->lock, &ts) == ETIMEDOUT) break;
+        /* 0: woken (or spuriously): count again; ETIMEDOUT or an error: give up, never spin */
+        if (pthread_cond_timedwait(&sh->cond, &sh->lock, &ts) != 0) break;
     }
     pthread_mutex_unlock(&sh->lock);
     return idle;

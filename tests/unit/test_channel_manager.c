@@ -172,6 +172,8 @@ int main(void) {
     usleep(200000);
     CHECK(n_events == 1);
     CHECK(!gr_ctrl_channel_ops.wait_idle(ch, 100));
+    /* a negative timeout is no wait (it used to make tv_nsec negative: EINVAL, and the wait spun forever) */
+    CHECK(!gr_ctrl_channel_ops.wait_idle(ch, -999));
     CHECK(gr_metrics_read_gauge(metrics, "kafka.controller:type=ControllerChannelManager,name=TotalQueueSize", &g) == 0 &&
           g == 0);
     /* removal of a broker whose thread is retrying returns promptly */
