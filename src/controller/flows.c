@@ -159,8 +159,10 @@ static void partitions_with_offline_leader(struct gr_ctrl_context *ctx, const st
  * 67k ISR shrinks written, LeaderAndIsr and UpdateMetadata of all 100k built, sent and decoded),
  * and on a shared machine they took the CPU from the brokers applying the new leaders, the one
  * part clients wait for. Nothing changes order or content: the requests each broker gets, and
- * when the rest is written, only later. A broker that does not answer costs the wait, once. No
- * wait without a sender that can (the simulation, tests). */
+ * when the rest is written, only later. A registered broker that does not answer (cut off, or
+ * stopped before its session expires) costs the whole wait in each such step (two when a
+ * BrokerChange has both bounced and dead brokers). No wait without a sender that can (the
+ * simulation, tests). */
 static void wait_elections_applied(struct gr_ctrl_sm *sm) {
     if (!sm->sender || !sm->sender->wait_idle) return;
     int64_t t0 = gr_mono_ms();
