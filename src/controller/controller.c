@@ -104,8 +104,9 @@ struct gr_controller {
     uint64_t standby_timer; /* the next StandbyRefresh (0 = none) */
     int64_t standby_gen;    /* generation of the armed StandbyRefresh (its event carries it in
                              * broker_epoch); a tick of another generation is stale: ignored */
-    bool standby_ready;     /* a refresh has filled the standby since this broker started or last
-                             * resigned (a failover from it starts warm) */
+    bool standby_ready;     /* a refresh has filled the standby since this broker started or its
+                             * last failover moved the standby into the context (a failover from
+                             * it starts warm) */
     uint64_t candidacy_timer; /* the deferred Reelect of defer_candidacy (0 = none) */
     int64_t candidacy_gen;    /* generation of the armed deferred Reelect (its event carries it in
                                * broker_epoch, > 0; a watch's Reelect has -1): a deferred Reelect of
