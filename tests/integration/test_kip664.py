@@ -88,10 +88,21 @@ def describe_producers(port, topics, client_id="gregor-test"):
                   client_id=client_id)["Topics"]
 
 
-def lso(port, topic, p):
+def lso_answer(port, topic, p):
+    """ListOffsets v5 (read_committed, latest) of topic-p: the partition's answer."""
     r = K.call(port, 2, 5, {"ReplicaId": -1, "IsolationLevel": 1,
                             "Topics": [{"Name": topic, "Partitions": [{"PartitionIndex": p, "Timestamp": -1}]}]})
-    part = r["Topics"][0]["Partitions"][0]
+    return r["Topics"][0]["Partitions"][0]
+
+
+def lso_or_none(port, topic, p):
+    """The LSO, or None while the broker answers with an error (not the leader yet)."""
+    part = lso_answer(port, topic, p)
+    return part["Offset"] if part["ErrorCode"] == 0 else None
+
+
+def lso(port, topic, p):
+    part = lso_answer(port, topic, p)
     assert part["ErrorCode"] == 0, part
     return part["Offset"]
 
@@ -484,6 +495,10 @@ def test_hanging_transaction_survives_restart_and_is_aborted(two, how):
         return p["ErrorCode"] == 0 and [s["CurrentTxnStartOffset"] for s in p["ActiveProducers"]
                                         if s["ProducerId"] == pid]
     assert H.wait_for(open_txn, 60, "producer state after restart") == [start]
+    # DescribeProducers answers on a follower too (as Kafka): the restarted broker first gets the
+    # partition as a follower of leader -1 (its replica back online), then its election as leader;
+    # ListOffsets needs the leader (CI 14b caught the 3 ms between the two)
+    H.wait_for(lambda: lso_or_none(port, "hr", 0) is not None, 60, "the restarted broker leading hr-0 again")
     assert lso(port, "hr", 0) == start
     rows = table(ctl(cl, "find-hanging", "--broker-id", str(leader)).stdout)
     assert [r[:6] for r in rows[1:]] == [["hr", "0", str(pid), str(epoch), "-1", str(start)]]
