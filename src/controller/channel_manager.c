@@ -418,15 +418,7 @@ int64_t gr_ctrl_channel_queue_size(struct gr_ctrl_channel *ch, int32_t broker_id
 static bool op_wait_idle(void *ctx, int timeout_ms) {
     struct gr_ctrl_channel *ch = ctx;
     struct shared *sh = ch->sh;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if (timeout_ms < 0) timeout_ms = 0; /* a negative remainder would make tv_nsec invalid (EINVAL) */
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = gr_timespec_after_ms(CLOCK_MONOTONIC, timeout_ms); /* negative: now */
     pthread_mutex_lock(&sh->lock);
     bool idle = false;
     for (;;) {
