@@ -273,9 +273,9 @@ static bool round_elect(struct round *r, int k) {
 }
 
 /* The results res[from, to) of the elected states written (items[i] is req[item_of[i]]), rc the
- * call's: applied to the context and the batch, BADVERSION to retry[]. */
+ * call's: applied to the context and the batch, BADVERSION to r->retry[]. */
 static void apply_written(struct round *r, const int *item_of, const struct gr_kzk_write_result *res, int from,
-                          int to, int rc, int *retry, int *n_retry) {
+                          int to, int rc) {
     struct gr_ctrl_sm *sm = r->sm;
     struct gr_ctrl_context *ctx = sm->ctx;
     for (int i = from; i < to; i++) {
@@ -285,7 +285,7 @@ static void apply_written(struct round *r, const int *item_of, const struct gr_k
         if (irc == GR_KZK_EBADVERSION) {
             gr_debug(LOGGER, "Controller failed to elect leader for partition %s-%d: bad ZK version. This will be retried.",
                      tp->topic, tp->partition);
-            retry[(*n_retry)++] = r->idx[k];
+            r->retry[(*r->n_retry)++] = r->idx[k];
             continue;
         }
         if (irc) {
@@ -310,8 +310,6 @@ struct written_rounds {
     struct round *r;
     const int *item_of;
     const struct gr_kzk_write_result *res;
-    int *retry;
-    int *n_retry;
     int applied; /* items [0, applied) applied */
 };
 
@@ -324,7 +322,7 @@ struct written_rounds {
  * this epoch before they are sent, and per broker the parts go in order on one channel. */
 static void round_written(void *arg, int first, int count) {
     struct written_rounds *w = arg;
-    apply_written(w->r, w->item_of, w->res, first, first + count, 0, w->retry, w->n_retry);
+    apply_written(w->r, w->item_of, w->res, first, first + count, 0);
     w->applied = first + count;
     struct gr_ctrl_batch *b = w->r->sm->batch;
     gr_ctrl_batch_send(b);
@@ -332,19 +330,18 @@ static void round_written(void *arg, int first, int count) {
 }
 
 /* Writes the elected states (items[i] is req[item_of[i]]) in guarded multis and applies what was
- * written, a round of multis at a time (round_written); BADVERSION goes to retry[]. Returns 0 or
+ * written, a round of multis at a time (round_written); BADVERSION goes to r->retry[]. Returns 0 or
  * GR_ECONTROLLER_MOVED (the rounds before it were applied and sent). */
-static int round_write(struct round *r, const struct gr_kzk_state_write *items, const int *item_of, int n_items,
-                       int *retry, int *n_retry) {
+static int round_write(struct round *r, const struct gr_kzk_state_write *items, const int *item_of, int n_items) {
     struct gr_ctrl_sm *sm = r->sm;
     struct gr_kzk_write_result *res = gr_calloc((size_t)n_items, sizeof *res);
-    struct written_rounds w = {.r = r, .item_of = item_of, .res = res, .retry = retry, .n_retry = n_retry};
+    struct written_rounds w = {.r = r, .item_of = item_of, .res = res};
     int64_t t0 = gr_mono_ms();
     int rc = gr_kzk_update_partition_states_rounds(sm->kzk, sm->ctx->epoch_zk_version, items, n_items, res,
                                                    round_written, &w);
     gr_log(n_items >= 1000 ? GR_LOG_INFO : GR_LOG_DEBUG, LOGGER, "Wrote %d elected leader(s) to ZooKeeper in %lld ms",
            n_items, (long long)(gr_mono_ms() - t0));
-    if (rc != GR_ECONTROLLER_MOVED) apply_written(r, item_of, res, w.applied, n_items, rc, retry, n_retry);
+    if (rc != GR_ECONTROLLER_MOVED) apply_written(r, item_of, res, w.applied, n_items, rc);
     free(res);
     return rc == GR_ECONTROLLER_MOVED ? rc : 0;
 }
@@ -424,7 +421,7 @@ static int elect_round(struct gr_ctrl_sm *sm, const struct gr_kzk_tp *tps, const
                                                      .lai = &r.er[k].lai};
         item_of[n_items++] = k;
     }
-    int ret = n_items > 0 ? round_write(&r, items, item_of, n_items, retry, n_retry) : 0;
+    int ret = n_items > 0 ? round_write(&r, items, item_of, n_items) : 0;
     free(items);
     free(item_of);
     round_free(&r);

@@ -1448,8 +1448,6 @@ int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_ver
                                           struct gr_kzk_write_result *res,
                                           void (*round_done)(void *arg, int first, int count), void *arg) {
     int round = round_done ? gr_kzk_state_write_round(k) : n, rc = 0;
-    struct gr_kzk_write_result *own = !res && round_done ? gr_calloc((size_t)(n > 0 ? n : 1), sizeof *own) : NULL;
-    if (own) res = own;
     for (int first = 0; first < n; first += round) {
         int m = GR_MIN(round, n - first);
         rc = update_states(k, epoch_zk_version, items + first, m, res ? res + first : NULL, NULL);
@@ -1459,7 +1457,6 @@ int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_ver
         }
         if (first + m < n && round_done) round_done(arg, first, m);
     }
-    free(own);
     struct gr_kzk_job *next = k->after_next_write;
     if (next && n > 0 && rc == 0) gr_kzk_job_start(next);
     return rc;

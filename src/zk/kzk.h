@@ -456,7 +456,8 @@ int gr_kzk_update_partition_states(struct gr_kzk *k, int32_t epoch_zk_version,
  * caller can hand what is written to other threads (the elections' requests to the send threads)
  * and have it worked on while ZooKeeper writes the rest (ZooKeeper waits while the callback
  * runs). A round that fails (GR_ECONTROLLER_MOVED, GR_EZK) ends the call: the items after it get
- * that code and are not written. round_done NULL: one call over all items. A job waiting for
+ * that code and are not written. With round_done, res is required (the callback reads it);
+ * round_done NULL: one call over all items. A job waiting for
  * the next write (gr_kzk_job_start_after_next_write) starts after the last round. */
 int gr_kzk_update_partition_states_rounds(struct gr_kzk *k, int32_t epoch_zk_version,
                                           const struct gr_kzk_state_write *items, int n,
